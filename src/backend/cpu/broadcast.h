@@ -1,0 +1,81 @@
+// Walking an output shape against broadcast inputs, one innermost row at a time.
+//
+// The layout collapses adjacent dims that every input walks the same way, so the innermost row is
+// as long as possible; inside a row each input's stride is 1 (it varies) or 0 (it is broadcast).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "common/parallel.h"
+#include "common/tensor.h"
+
+namespace rankd::cpu {
+
+template <int N>
+struct BroadcastLayout {
+  std::vector<int64_t> dims;                     // collapsed output dims (at least one)
+  std::array<std::vector<int64_t>, N> strides;   // per input, per collapsed dim
+};
+
+template <int N>
+BroadcastLayout<N> MakeBroadcastLayout(const Shape& out, const std::array<const Shape*, N>& ins) {
+  size_t rank = out.size();
+  std::array<std::vector<int64_t>, N> full;
+  for (int k = 0; k < N; ++k) {
+    const Shape& s = *ins[static_cast<size_t>(k)];
+    full[k].assign(rank, 0);
+    int64_t stride = 1;
+    for (size_t i = 0; i < s.size(); ++i) {
+      size_t d = s.size() - 1 - i, o = rank - 1 - i;
+      full[k][o] = s[d] == 1 ? 0 : stride;
+      stride *= s[d];
+    }
+  }
+  BroadcastLayout<N> l;
+  for (size_t i = 0; i < rank; ++i) {
+    if (out[i] == 1) continue;  // size-1 dims carry no iteration
+    bool merge = !l.dims.empty();
+    for (int k = 0; k < N && merge; ++k) {
+      merge = l.strides[k].back() == full[k][i] * out[i];
+    }
+    if (merge) {
+      l.dims.back() *= out[i];
+      for (int k = 0; k < N; ++k) l.strides[k].back() = full[k][i];
+    } else {
+      l.dims.push_back(out[i]);
+      for (int k = 0; k < N; ++k) l.strides[k].push_back(full[k][i]);
+    }
+  }
+  if (l.dims.empty()) {
+    l.dims.push_back(1);
+    for (int k = 0; k < N; ++k) l.strides[k].push_back(0);
+  }
+  return l;
+}
+
+// fn(out_offset, in_offsets[N], row_length, in_row_strides[N]) once per innermost row, in parallel.
+template <int N, typename F>
+void ForEachRow(const BroadcastLayout<N>& l, F&& fn) {
+  size_t rank = l.dims.size();
+  int64_t row = l.dims.back();
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < rank; ++i) rows *= l.dims[i];
+  std::array<int64_t, N> row_stride;
+  for (int k = 0; k < N; ++k) row_stride[k] = l.strides[k].back();
+  ParallelFor(rows, row, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      std::array<int64_t, N> off{};
+      int64_t rem = r;
+      for (size_t i = rank - 1; i-- > 0;) {
+        int64_t idx = rem % l.dims[i];
+        rem /= l.dims[i];
+        for (int k = 0; k < N; ++k) off[k] += idx * l.strides[k][i];
+      }
+      fn(r * row, off, row, row_stride);
+    }
+  });
+}
+
+}  // namespace rankd::cpu

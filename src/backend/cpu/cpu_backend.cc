@@ -1,0 +1,36 @@
+// The CPU backend: the reference implementation of every op.
+#include <map>
+
+#include "backend/cpu/kernels.h"
+
+namespace rankd {
+namespace {
+
+class CpuBackendImpl final : public Backend {
+ public:
+  CpuBackendImpl() {
+    cpu::AppendElementwiseKernels(kernels_);
+    cpu::AppendTensorKernels(kernels_);
+    cpu::AppendMatMulKernels(kernels_);
+    cpu::AppendNormalizationKernels(kernels_);
+    cpu::AppendReduceKernels(kernels_);
+    cpu::AppendEmbeddingKernels(kernels_);
+  }
+  const char* name() const override { return "cpu"; }
+  KernelFn FindKernel(const std::string& op) const override {
+    auto it = kernels_.find(op);
+    return it == kernels_.end() ? nullptr : it->second;
+  }
+
+ private:
+  std::map<std::string, KernelFn> kernels_;
+};
+
+}  // namespace
+
+const Backend& CpuBackend() {
+  static const CpuBackendImpl backend;
+  return backend;
+}
+
+}  // namespace rankd

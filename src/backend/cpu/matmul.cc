@@ -1,0 +1,123 @@
+// CPU kernels of Gemm, MatMul and Einsum, through OpenBLAS's multi-threaded sgemm.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/broadcast.h"
+#include "backend/cpu/kernels.h"
+#include "compile/ops/einsum_spec.h"
+
+namespace rankd::cpu {
+namespace {
+
+// C[m,n] = A[m,k] * B[k,n] (+ C when accumulate), all row-major and dense.
+void Sgemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a,
+           bool trans_b, float alpha, float beta) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (beta == 0.0f) std::memset(c, 0, static_cast<size_t>(m * n) * sizeof(float));
+    else for (int64_t i = 0; i < m * n; ++i) c[i] *= beta;
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(trans_a ? m : k), b, static_cast<blasint>(trans_b ? k : n), beta, c,
+              static_cast<blasint>(n));
+}
+
+Status Gemm(const KernelArgs& k) {
+  const Tensor &a = k.In(0), &b = k.In(1);
+  Tensor& out = k.Out(0);
+  bool ta = k.node.GetInt("transA", 0) != 0, tb = k.node.GetInt("transB", 0) != 0;
+  float alpha = k.node.GetFloat("alpha", 1.0f), beta = k.node.GetFloat("beta", 1.0f);
+  int64_t m = out.dim(0), n = out.dim(1), kk = ta ? a.dim(0) : a.dim(1);
+  float* c = out.data<float>();
+  bool has_c = k.HasIn(2) && beta != 0.0f;
+  if (has_c) {  // broadcast C into the output, then accumulate the product onto it
+    const Tensor& bias = k.In(2);
+    auto layout = MakeBroadcastLayout<1>(out.shape(), {&bias.shape()});
+    const float* pb = bias.data<float>();
+    ForEachRow<1>(layout, [&](int64_t o, const std::array<int64_t, 1>& off, int64_t len,
+                              const std::array<int64_t, 1>& st) {
+      for (int64_t i = 0; i < len; ++i) c[o + i] = pb[off[0] + i * st[0]];
+    });
+  }
+  Sgemm(a.data<float>(), b.data<float>(), c, m, n, kk, ta, tb, alpha, has_c ? beta : 0.0f);
+  return Status::Ok();
+}
+
+Status MatMul(const KernelArgs& k) {
+  const Tensor &a = k.In(0), &b = k.In(1);
+  Tensor& out = k.Out(0);
+  Shape sa = a.shape(), sb = b.shape();
+  if (sa.size() == 1) sa.insert(sa.begin(), 1);
+  if (sb.size() == 1) sb.push_back(1);
+  int64_t m = sa[sa.size() - 2], kk = sa.back(), n = sb.back();
+  Shape batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+  int64_t na = NumElements(batch_a), nb = NumElements(batch_b);
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float* pc = out.data<float>();
+  if (nb == 1) {  // one B for every batch of A: a single tall product
+    Sgemm(pa, pb, pc, na * m, n, kk, false, false, 1.0f, 0.0f);
+    return Status::Ok();
+  }
+  // Broadcast batch dims: walk the output batch, finding each operand's matrix.
+  Shape batch_out = out.shape();
+  batch_out.resize(batch_out.size() - (a.rank() == 1 ? 0 : 1) - (b.rank() == 1 ? 0 : 1));
+  auto layout = MakeBroadcastLayout<2>(batch_out, {&batch_a, &batch_b});
+  // Sequential over batches: sgemm itself is multi-threaded.
+  size_t rank = layout.dims.size();
+  int64_t row = layout.dims.back(), rows = NumElements(layout.dims) / std::max<int64_t>(row, 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t ia = 0, ib = 0, rem = r;
+    for (size_t i = rank - 1; i-- > 0;) {
+      int64_t idx = rem % layout.dims[i];
+      rem /= layout.dims[i];
+      ia += idx * layout.strides[0][i];
+      ib += idx * layout.strides[1][i];
+    }
+    for (int64_t j = 0; j < row; ++j) {
+      int64_t ja = ia + j * layout.strides[0].back(), jb = ib + j * layout.strides[1].back();
+      Sgemm(pa + ja * m * kk, pb + jb * kk * n, pc + (r * row + j) * m * n, m, n, kk, false, false,
+            1.0f, 0.0f);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Einsum(const KernelArgs& k) {
+  auto spec = ParseEinsum(k.node.GetString("equation", ""), k.in.size(), k.node);
+  RETURN_IF_ERROR(spec.status());
+  std::vector<Shape> shapes;
+  for (const Tensor* t : k.in) shapes.push_back(t->shape());
+  ASSIGN_OR_RETURN(EinsumPlan p, PlanEinsum(*spec, shapes, k.node));
+  Tensor& out = k.Out(0);
+  if (p.single) {
+    TransposeBytes(k.In(0).raw(), k.In(0).shape(), p.perm_a, 4, out.raw());
+    return Status::Ok();
+  }
+  auto align = [](int64_t floats) { return (floats * 4 + 63) / 64 * 16; };  // in floats
+  float* ta = static_cast<float*>(k.scratch);
+  float* tb = ta + align(NumElements(p.a_permuted));
+  float* tc = tb + align(NumElements(p.b_permuted));
+  TransposeBytes(k.In(0).raw(), k.In(0).shape(), p.perm_a, 4, ta);
+  TransposeBytes(k.In(1).raw(), k.In(1).shape(), p.perm_b, 4, tb);
+  for (int64_t i = 0; i < p.batch; ++i) {
+    Sgemm(ta + i * p.rows * p.inner, tb + i * p.inner * p.cols, tc + i * p.rows * p.cols, p.rows,
+          p.cols, p.inner, false, false, 1.0f, 0.0f);
+  }
+  TransposeBytes(tc, p.c_shape, p.perm_out, 4, out.raw());
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AppendMatMulKernels(std::map<std::string, KernelFn>& out) {
+  out["Gemm"] = Gemm;
+  out["MatMul"] = MatMul;
+  out["Einsum"] = Einsum;
+}
+
+}  // namespace rankd::cpu

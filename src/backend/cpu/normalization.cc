@@ -1,0 +1,92 @@
+// CPU kernels of Softmax and LayerNormalization.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/broadcast.h"
+#include "backend/cpu/kernels.h"
+
+namespace rankd::cpu {
+namespace {
+
+Status Softmax(const KernelArgs& k) {
+  const Tensor& x = k.In(0);
+  Tensor& out = k.Out(0);
+  int64_t axis = k.node.GetInt("axis", -1);
+  if (axis < 0) axis += x.rank();
+  int64_t outer = 1, dim = x.dim(axis), inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
+  for (int64_t i = axis + 1; i < x.rank(); ++i) inner *= x.dim(i);
+  const float* px = x.data<float>();
+  float* po = out.data<float>();
+  ParallelFor(outer * inner, dim * 8, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t o = t / inner, i = t % inner;
+      const float* src = px + o * dim * inner + i;
+      float* dst = po + o * dim * inner + i;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < dim; ++j) mx = std::max(mx, src[j * inner]);
+      double sum = 0;
+      for (int64_t j = 0; j < dim; ++j) {
+        float e = std::exp(src[j * inner] - mx);
+        dst[j * inner] = e;
+        sum += e;
+      }
+      float inv = static_cast<float>(1.0 / sum);
+      for (int64_t j = 0; j < dim; ++j) dst[j * inner] *= inv;
+    }
+  });
+  return Status::Ok();
+}
+
+
+Status LayerNorm(const KernelArgs& k) {
+  const Tensor& x = k.In(0);
+  Tensor& out = k.Out(0);
+  int64_t axis = k.node.GetInt("axis", -1);
+  if (axis < 0) axis += x.rank();
+  float eps = k.node.GetFloat("epsilon", 1e-5f);
+  int64_t outer = 1, norm = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
+  for (int64_t i = axis; i < x.rank(); ++i) norm *= x.dim(i);
+  Shape norm_shape(x.shape().begin() + axis, x.shape().end());
+  // Scale and bias, materialised over the normalised shape once (they are small).
+  std::vector<float> scale(static_cast<size_t>(norm), 1.0f), bias(static_cast<size_t>(norm), 0.0f);
+  for (int which = 1; which <= 2; ++which) {
+    if (!k.HasIn(which)) continue;
+    const Tensor& t = k.In(which);
+    auto layout = MakeBroadcastLayout<1>(norm_shape, {&t.shape()});
+    std::vector<float>& dst = which == 1 ? scale : bias;
+    const float* src = t.data<float>();
+    ForEachRow<1>(layout, [&](int64_t o, const std::array<int64_t, 1>& off, int64_t n,
+                              const std::array<int64_t, 1>& st) {
+      for (int64_t i = 0; i < n; ++i) dst[static_cast<size_t>(o + i)] = src[off[0] + i * st[0]];
+    });
+  }
+  const float* px = x.data<float>();
+  float* po = out.data<float>();
+  ParallelFor(outer, norm * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* src = px + r * norm;
+      float* dst = po + r * norm;
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < norm; ++j) mean += src[j];
+      mean /= static_cast<double>(std::max<int64_t>(norm, 1));
+      for (int64_t j = 0; j < norm; ++j) var += (src[j] - mean) * (src[j] - mean);
+      var /= static_cast<double>(std::max<int64_t>(norm, 1));
+      float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+      for (int64_t j = 0; j < norm; ++j) {
+        dst[j] = (src[j] - static_cast<float>(mean)) * inv * scale[static_cast<size_t>(j)] + bias[static_cast<size_t>(j)];
+      }
+    }
+  });
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AppendNormalizationKernels(std::map<std::string, KernelFn>& out) {
+  out["Softmax"] = Softmax;
+  out["LayerNormalization"] = LayerNorm;
+}
+
+}  // namespace rankd::cpu

@@ -1,0 +1,92 @@
+// CPU kernels of ReduceSum, ReduceMean, ReduceMax and ReduceMin.
+#include <algorithm>
+#include <limits>
+
+#include "backend/cpu/broadcast.h"
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/kernels.h"
+
+namespace rankd::cpu {
+namespace {
+
+Status Reduce(const KernelArgs& k) {
+  const Tensor& x = k.In(0);
+  Tensor& out = k.Out(0);
+  // Which input dims are reduced: those whose size differs from the output's, lined up by
+  // re-deriving the keepdims shape.
+  std::vector<int64_t> axes;
+  if (k.HasIn(1)) {
+    for (int64_t i = 0; i < k.In(1).size(); ++i) axes.push_back(k.In(1).ScalarAsInt(i));
+  } else {
+    axes = k.node.GetInts("axes");
+  }
+  bool noop = axes.empty() && k.node.GetInt("noop_with_empty_axes", 0) != 0;
+  std::vector<bool> reduced(static_cast<size_t>(x.rank()), axes.empty() && !noop);
+  for (int64_t a : axes) reduced[static_cast<size_t>(a < 0 ? a + x.rank() : a)] = true;
+  Shape kept = x.shape();  // the output shape with keepdims
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (reduced[i]) kept[i] = 1;
+  }
+  const std::string& op = k.node.op;
+  return DispatchNumeric(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+    int64_t n_out = out.size(), n_in = x.size();
+    int64_t count = n_out ? n_in / n_out : 0;
+    Acc* acc = static_cast<Acc*>(k.scratch);
+    Acc init = op == "ReduceMax" ? static_cast<Acc>(std::numeric_limits<T>::lowest())
+             : op == "ReduceMin" ? static_cast<Acc>(std::numeric_limits<T>::max()) : Acc(0);
+    std::fill(acc, acc + n_out, init);
+    // Split over dim 0 when it is kept (each slice owns its accumulators), then walk each slice's
+    // input with the accumulator as a second operand whose strides are 0 on reduced dims.
+    bool split = x.rank() > 0 && !reduced[0];
+    int64_t slices = split ? x.dim(0) : 1;
+    Shape sub_x = x.shape(), sub_kept = kept;
+    if (split) {
+      sub_x.erase(sub_x.begin());
+      sub_kept.erase(sub_kept.begin());
+    }
+    int64_t slice_in = slices ? n_in / slices : 0, slice_out = slices ? n_out / slices : 0;
+    auto layout = MakeBroadcastLayout<2>(sub_x, {&sub_x, &sub_kept});
+    size_t rank = layout.dims.size();
+    int64_t row = layout.dims.back(), rows = NumElements(layout.dims) / std::max<int64_t>(row, 1);
+    int64_t sx = layout.strides[0].back(), sa = layout.strides[1].back();
+    bool is_max = op == "ReduceMax", is_min = op == "ReduceMin";
+    ParallelFor(slices, slice_in, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const T* px = x.data<T>() + b * slice_in;
+        Acc* pa = acc + b * slice_out;
+        for (int64_t r = 0; r < rows && row > 0; ++r) {
+          int64_t ox = 0, oa = 0, rem = r;
+          for (size_t i = rank - 1; i-- > 0;) {
+            int64_t idx = rem % layout.dims[i];
+            rem /= layout.dims[i];
+            ox += idx * layout.strides[0][i];
+            oa += idx * layout.strides[1][i];
+          }
+          for (int64_t j = 0; j < row; ++j) {
+            Acc v = static_cast<Acc>(px[ox + j * sx]);
+            Acc& a = pa[oa + j * sa];
+            if (is_max) a = std::max(a, v);
+            else if (is_min) a = std::min(a, v);
+            else a += v;
+          }
+        }
+      }
+    });
+    T* po = out.data<T>();
+    for (int64_t i = 0; i < n_out; ++i) {
+      Acc a = acc[i];
+      if (op == "ReduceMean") a = count ? static_cast<Acc>(a / static_cast<Acc>(count)) : Acc(0);
+      po[i] = static_cast<T>(a);
+    }
+  });
+}
+
+}  // namespace
+
+void AppendReduceKernels(std::map<std::string, KernelFn>& out) {
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"}) out[op] = Reduce;
+}
+
+}  // namespace rankd::cpu

@@ -1,0 +1,75 @@
+#include "common/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/status.h"
+
+namespace rankd {
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+Tensor Tensor::Zeros(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  size_t bytes = t.bytes();
+  // 64-byte alignment for vector loads; at least one byte so data() is never null.
+  size_t padded = (bytes + 63) / 64 * 64 + 64;
+  void* p = std::aligned_alloc(64, padded);
+  RANKD_CHECK_MSG(p != nullptr, "out of host memory");
+  std::memset(p, 0, padded);
+  t.owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  t.data_ = p;
+  return t;
+}
+
+Tensor Tensor::View(DType dtype, Shape shape, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  Tensor t = Zeros(dtype_, shape_);
+  if (bytes()) std::memcpy(t.data_, data_, bytes());
+  return t;
+}
+
+double Tensor::ScalarAsDouble(int64_t i) const {
+  switch (dtype_) {
+    case DType::kF32: return data<float>()[i];
+    case DType::kF64: return data<double>()[i];
+    case DType::kF16: return HalfToFloat(data<uint16_t>()[i]);
+    case DType::kBF16: return BF16ToFloat(data<uint16_t>()[i]);
+    case DType::kI8: return data<int8_t>()[i];
+    case DType::kU8: case DType::kBool: return data<uint8_t>()[i];
+    case DType::kI32: return data<int32_t>()[i];
+    case DType::kI64: return static_cast<double>(data<int64_t>()[i]);
+    case DType::kInvalid: break;
+  }
+  RANKD_CHECK_MSG(false, "ScalarAsDouble on an invalid tensor");
+  return 0;
+}
+
+int64_t Tensor::ScalarAsInt(int64_t i) const {
+  if (dtype_ == DType::kI64) return data<int64_t>()[i];
+  return static_cast<int64_t>(ScalarAsDouble(i));
+}
+
+}  // namespace rankd

@@ -1,0 +1,42 @@
+#include "compile/evaluate.h"
+
+#include "backend/backend.h"
+
+namespace rankd {
+
+Status InferNode(const OpSchema& schema, InferContext& ctx) {
+  ctx.outputs.assign(ctx.node.outputs.size(), TensorMeta{});
+  Status s = schema.infer(ctx);
+  if (!s.ok()) return s;
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+    if (ctx.node.outputs[i] >= 0 && !ctx.outputs[i].present()) {
+      return Unimplemented(ctx.node.Describe() + ": output " + std::to_string(i) + " is not supported");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<const Tensor*>& inputs,
+                                           const std::vector<int64_t>* ragged_max_lengths) {
+  const OpSchema* schema = FindOpSchema(node.op);
+  KernelFn kernel = CpuBackend().FindKernel(node.op);
+  if (!schema || !kernel) return Unimplemented(node.Describe() + ": op " + node.op + " is not supported");
+  InferContext ctx{node, {}, {}, 0, ragged_max_lengths};
+  for (const Tensor* t : inputs) {
+    ctx.inputs.push_back(t ? TensorMeta{t->dtype(), t->shape(), t} : TensorMeta{});
+  }
+  RETURN_IF_ERROR(InferNode(*schema, ctx));
+  std::vector<Tensor> outputs;
+  std::vector<Tensor*> out_ptrs;
+  outputs.reserve(ctx.outputs.size());
+  for (const TensorMeta& m : ctx.outputs) {
+    outputs.push_back(m.present() ? Tensor::Zeros(m.dtype, m.shape) : Tensor());
+  }
+  for (Tensor& t : outputs) out_ptrs.push_back(&t);
+  Tensor scratch = ctx.scratch_bytes > 0 ? Tensor::Zeros(DType::kU8, {ctx.scratch_bytes}) : Tensor();
+  KernelArgs args{node, inputs, out_ptrs, ctx.scratch_bytes > 0 ? scratch.raw() : nullptr};
+  RETURN_IF_ERROR(kernel(args));
+  return outputs;
+}
+
+}  // namespace rankd

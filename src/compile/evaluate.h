@@ -1,0 +1,22 @@
+// Running one node on the CPU backend outside any plan: constant folding at load time and at plan
+// time (Shape chains, Reshape targets) go through here.
+#pragma once
+
+#include <vector>
+
+#include "common/status.h"
+#include "common/tensor.h"
+#include "compile/ops/op_schema.h"
+#include "model/graph.h"
+
+namespace rankd {
+
+// Infers the node's outputs from `inputs` (nullptr for omitted ones), allocates them, and runs
+// the CPU kernel. Inputs must hold data, except for Shape, which reads only the shape.
+StatusOr<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<const Tensor*>& inputs,
+                                           const std::vector<int64_t>* ragged_max_lengths = nullptr);
+
+// Runs the node's shape function; errors are prefixed with the node.
+Status InferNode(const OpSchema& schema, InferContext& ctx);
+
+}  // namespace rankd

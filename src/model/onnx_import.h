@@ -1,0 +1,28 @@
+// ONNX import: ModelProto -> Graph.
+//
+// Reads opsets 13 to 17 of the default domain, initializers inline or in external-data files
+// (memory-mapped, so tables larger than 2 GB load without a copy), and Constant nodes, which become
+// graph constants. Ops are not checked here: the backend says what it supports (backend/backend.h).
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+#include "model/graph.h"
+
+namespace rankd {
+
+struct OnnxImportOptions {
+  // Directory external-data locations are relative to; empty means "the model file's directory".
+  std::string external_data_dir;
+  int64_t min_opset = 13;
+  int64_t max_opset = 17;
+};
+
+// Parses an ONNX file. Errors name the file and what is wrong with it.
+StatusOr<Graph> ImportOnnxFile(const std::string& path, const OnnxImportOptions& options = {});
+// Parses serialized ModelProto bytes (used by the fuzzer and tests). External data is resolved
+// against options.external_data_dir.
+StatusOr<Graph> ImportOnnxBytes(const void* data, size_t size, const OnnxImportOptions& options);
+
+}  // namespace rankd

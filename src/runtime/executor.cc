@@ -1,0 +1,67 @@
+#include "runtime/executor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace rankd {
+
+void Executor::FreeDeleter::operator()(void* p) const { std::free(p); }
+
+Executor::Binding& Executor::Bind(const Plan& plan) {
+  if (plan.workspace_bytes() > workspace_bytes_) {
+    int64_t bytes = (plan.workspace_bytes() + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, static_cast<size_t>(bytes));
+    RANKD_CHECK_MSG(p != nullptr, "out of host memory for the workspace");
+    workspace_.reset(static_cast<uint8_t*>(p));
+    workspace_bytes_ = bytes;
+    bindings_.clear();  // views pointed into the old workspace
+  }
+  auto it = bindings_.find(plan.id());
+  if (it != bindings_.end()) return it->second;
+  if (bindings_.size() > 256) bindings_.clear();  // bound the cache; rebinding is cheap
+  Binding& b = bindings_[plan.id()];
+  const auto& values = plan.values();
+  b.views.resize(values.size());
+  auto pointer = [&](const PlanValue& v) -> void* {
+    switch (v.storage) {
+      case PlanStorage::kConstant: return const_cast<void*>(v.constant->raw());
+      case PlanStorage::kWorkspace: return workspace_.get() + v.offset;
+      default: return nullptr;  // inputs are bound per run
+    }
+  };
+  for (size_t id = 0; id < values.size(); ++id) {
+    const PlanValue& v = values[id];
+    if (v.storage == PlanStorage::kUnused) continue;
+    const PlanValue& root = v.storage == PlanStorage::kAlias ? values[static_cast<size_t>(v.alias_of)] : v;
+    b.views[id] = Tensor::View(v.dtype, v.shape, pointer(root));
+    if (root.storage == PlanStorage::kInput) b.input_rooted.push_back({static_cast<int>(id), root.input_index});
+  }
+  for (const PlanStep& step : plan.steps()) {
+    auto& ins = b.step_inputs.emplace_back();
+    for (int in : step.inputs) ins.push_back(in >= 0 ? &b.views[static_cast<size_t>(in)] : nullptr);
+    auto& outs = b.step_outputs.emplace_back();
+    for (int out : step.outputs) outs.push_back(out >= 0 ? &b.views[static_cast<size_t>(out)] : nullptr);
+  }
+  return b;
+}
+
+StatusOr<std::vector<Tensor>> Executor::Run(const Plan& plan, std::span<const Tensor> inputs) {
+  Binding& b = Bind(plan);
+  for (const auto& [id, index] : b.input_rooted) {
+    b.views[static_cast<size_t>(id)].set_data(const_cast<void*>(inputs[static_cast<size_t>(index)].raw()));
+  }
+  const Graph& graph = plan.graph();
+  const auto& steps = plan.steps();
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const PlanStep& step = steps[s];
+    KernelArgs args{graph.nodes[static_cast<size_t>(step.node)], b.step_inputs[s], b.step_outputs[s],
+                    step.scratch_offset >= 0 ? workspace_.get() + step.scratch_offset : nullptr};
+    RETURN_IF_ERROR(step.kernel(args));
+  }
+  std::vector<Tensor> outputs;
+  outputs.reserve(graph.outputs.size());
+  for (int id : graph.outputs) outputs.push_back(b.views[static_cast<size_t>(id)].Clone());
+  return outputs;
+}
+
+}  // namespace rankd
