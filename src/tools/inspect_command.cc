@@ -1,0 +1,62 @@
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "serving/model.h"
+#include "tools/commands.h"
+
+namespace rankd {
+namespace {
+
+std::string Human(int64_t bytes) {
+  char buf[32];
+  if (bytes >= (int64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+  else if (bytes >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  else std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
+  return buf;
+}
+
+}  // namespace
+
+int InspectCommand(const InspectArgs& args) {
+  std::string dir = (std::filesystem::path(args.model_repo) / args.model).string();
+  auto loaded = Model::Load(dir, args.version);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "rankd inspect: %s\n", loaded.status().ToString().c_str());
+    return 2;
+  }
+  const Model& model = **loaded;
+  const Graph& g = model.graph();
+  std::printf("model %s version %lld (opset %lld)%s\n", model.name().c_str(), static_cast<long long>(model.version()),
+              static_cast<long long>(g.opset), model.config().derived ? ", config derived from the graph" : "");
+  std::printf("inputs:\n");
+  for (const InputConfig& in : model.config().inputs) {
+    std::printf("  %-24s %-6s [rows%s%s]%s%s\n", in.name.c_str(), DTypeName(in.dtype), in.dims.empty() ? "" : ", ",
+                ShapeToString(in.dims).substr(1, ShapeToString(in.dims).size() - 2).c_str(),
+                in.scope == InputScope::kUser ? "  scope=user" : "", in.ragged ? "  ragged" : "");
+  }
+  std::printf("outputs:\n");
+  for (int id : g.outputs) {
+    const Value& v = g.values[static_cast<size_t>(id)];
+    std::printf("  %-24s %-6s\n", v.name.c_str(), DTypeName(v.dtype));
+  }
+  const LoadReport& r = model.load_report();
+  std::printf("passes: %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d ragged inputs\n",
+              r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.ragged_inputs);
+  std::printf("ops (%zu nodes):\n", g.nodes.size());
+  for (const auto& [op, count] : g.OpCounts()) std::printf("  %-20s %d\n", op.c_str(), count);
+  std::printf("tables:\n");
+  std::map<int, bool> tables;
+  for (const Node& n : g.nodes) {
+    if ((n.op == "EmbeddingBag" || (n.op == "Gather" && n.GetInt("axis", 0) == 0)) && g.IsConstant(n.inputs[0])) tables[n.inputs[0]] = true;
+  }
+  for (const auto& [id, unused] : tables) {
+    const Tensor& t = g.constants.at(id);
+    std::printf("  %-32s %s %s  %s\n", g.values[static_cast<size_t>(id)].name.c_str(), ShapeToString(t.shape()).c_str(),
+                DTypeName(t.dtype()), Human(static_cast<int64_t>(t.bytes())).c_str());
+  }
+  std::printf("weights and tables in all: %s\n", Human(g.ConstantBytes()).c_str());
+  return 0;
+}
+
+}  // namespace rankd

@@ -1,0 +1,106 @@
+// Recognising PyTorch's masked-gather embedding bag and replacing it with EmbeddingBag.
+#include <optional>
+
+#include "compile/passes.h"
+
+namespace rankd {
+namespace {
+
+class Matcher {
+ public:
+  explicit Matcher(const Graph& g) : g_(g), producer_(g.Producers()) {}
+
+  const Node* Producer(int value) const {
+    if (value < 0) return nullptr;
+    int p = producer_[static_cast<size_t>(value)];
+    return p < 0 ? nullptr : &g_.nodes[static_cast<size_t>(p)];
+  }
+
+  // The constant's single value as double, or nullopt.
+  std::optional<double> Scalar(int value) const {
+    if (value < 0 || !g_.IsConstant(value)) return std::nullopt;
+    const Tensor& t = g_.constants.at(value);
+    if (t.size() != 1) return std::nullopt;
+    return t.ScalarAsDouble(0);
+  }
+
+  std::vector<int64_t> Axes(const Node& n) const {
+    if (n.HasInput(1) && g_.IsConstant(n.inputs[1])) {
+      const Tensor& t = g_.constants.at(n.inputs[1]);
+      std::vector<int64_t> v;
+      for (int64_t i = 0; i < t.size(); ++i) v.push_back(t.ScalarAsInt(i));
+      return v;
+    }
+    return n.GetInts("axes");
+  }
+
+  // ids behind a clamp to >= 0: Clip(ids, 0[, max]), Max(ids, 0), Relu(ids), Where(mask, ids, 0).
+  int UnclampedIds(int value) const {
+    const Node* n = Producer(value);
+    if (!n) return -1;
+    if (n->op == "Clip" && n->HasInput(1) && Scalar(n->inputs[1]) == 0.0 && !n->HasInput(2)) return n->inputs[0];
+    if (n->op == "Max" && n->NumInputs() == 2 && Scalar(n->inputs[1]) == 0.0) return n->inputs[0];
+    if (n->op == "Relu") return n->inputs[0];
+    if (n->op == "Where" && Scalar(n->inputs[2]) == 0.0) return n->inputs[1];
+    return -1;
+  }
+
+  // The ids whose ">= 0" this value is, through Cast and Unsqueeze(-1 or 2); -1 if it is not.
+  int MaskedIds(int value, bool& unsqueezed) const {
+    const Node* n = Producer(value);
+    while (n && (n->op == "Cast" || n->op == "Unsqueeze")) {
+      if (n->op == "Unsqueeze") {
+        std::vector<int64_t> axes = Axes(*n);
+        if (axes.size() != 1 || (axes[0] != -1 && axes[0] != 2)) return -1;
+        unsqueezed = true;
+      }
+      n = Producer(n->inputs[0]);
+    }
+    if (!n) return -1;
+    if (n->op == "GreaterOrEqual" && Scalar(n->inputs[1]) == 0.0) return n->inputs[0];
+    if (n->op == "Greater" && Scalar(n->inputs[1]) == -1.0) return n->inputs[0];
+    if (n->op == "Not") {
+      const Node* m = Producer(n->inputs[0]);
+      if (m && m->op == "Equal" && Scalar(m->inputs[1]) == -1.0) return m->inputs[0];
+      if (m && m->op == "Less" && Scalar(m->inputs[1]) == 0.0) return m->inputs[0];
+    }
+    return -1;
+  }
+
+ private:
+  const Graph& g_;
+  std::vector<int> producer_;
+};
+
+}  // namespace
+
+int FuseMaskedEmbeddingBags(Graph& graph) {
+  Matcher m(graph);
+  int fused = 0;
+  for (Node& node : graph.nodes) {
+    if (node.op != "ReduceSum" || node.GetInt("keepdims", 1) != 0) continue;
+    if (m.Axes(node) != std::vector<int64_t>{1}) continue;
+    const Node* mul = m.Producer(node.inputs[0]);
+    if (!mul || mul->op != "Mul") continue;
+    for (int side = 0; side < 2; ++side) {
+      const Node* gather = m.Producer(mul->inputs[static_cast<size_t>(side)]);
+      if (!gather || gather->op != "Gather" || gather->GetInt("axis", 0) != 0) continue;
+      int table = gather->inputs[0];
+      if (!graph.IsConstant(table) || graph.constants.at(table).rank() != 2) continue;
+      int ids = m.UnclampedIds(gather->inputs[1]);
+      bool unsqueezed = false;
+      int masked = m.MaskedIds(mul->inputs[static_cast<size_t>(1 - side)], unsqueezed);
+      if (ids < 0 || ids != masked || !unsqueezed) continue;
+      node.op = "EmbeddingBag";
+      node.inputs = {table, ids};
+      node.attrs.clear();
+      node.attrs["mode"] = std::string("sum");
+      ++fused;
+      break;
+    }
+  }
+  if (fused) RemoveDeadNodes(graph);
+  return fused;
+}
+
+}  // namespace rankd

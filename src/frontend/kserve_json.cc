@@ -1,0 +1,222 @@
+#include "frontend/kserve_json.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+namespace rankd {
+namespace {
+
+using nlohmann::json;
+
+// Flattens `data` into leaves; records the length of each second-level list (ragged rows).
+Status Flatten(const json& data, int depth, const JsonLimits& limits, std::vector<const json*>& leaves,
+               std::vector<int64_t>& row_lengths, const std::string& name) {
+  if (depth > limits.max_depth) return InvalidArgument("input '" + name + "': data is nested too deeply");
+  if (!data.is_array()) {
+    leaves.push_back(&data);
+    return Status::Ok();
+  }
+  if (depth == 1) row_lengths.push_back(static_cast<int64_t>(data.size()));
+  for (const json& e : data) {
+    RETURN_IF_ERROR(Flatten(e, depth + 1, limits, leaves, row_lengths, name));
+    if (static_cast<int64_t>(leaves.size()) > limits.max_elements) {
+      return ResourceExhausted("input '" + name + "' has more than " + std::to_string(limits.max_elements) + " elements");
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status FillInts(const std::vector<const json*>& leaves, Tensor& t, const std::string& name) {
+  T* p = t.data<T>();
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const json& v = *leaves[i];
+    if (!v.is_number_integer()) {
+      return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not an integer");
+    }
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+      return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is out of range");
+    }
+    int64_t x = v.get<int64_t>();
+    if (x < static_cast<int64_t>(std::numeric_limits<T>::lowest()) || x > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+      return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is out of range");
+    }
+    p[i] = static_cast<T>(x);
+  }
+  return Status::Ok();
+}
+
+StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits) {
+  std::string where = "inputs[" + std::to_string(index) + "]";
+  if (!j.is_object()) return InvalidArgument(where + " must be an object");
+  if (!j.contains("name") || !j["name"].is_string()) return InvalidArgument(where + " needs a string 'name'");
+  InferInput in;
+  in.name = j["name"];
+  const std::string& name = in.name;
+  if (!j.contains("datatype") || !j["datatype"].is_string()) return InvalidArgument("input '" + name + "' needs a string 'datatype'");
+  auto dtype = DTypeFromName(j["datatype"].get<std::string>());
+  if (!dtype || *dtype == DType::kF16 || *dtype == DType::kBF16) {
+    return InvalidArgument("input '" + name + "': datatype '" + j["datatype"].get<std::string>() + "' is not supported in JSON");
+  }
+  if (!j.contains("shape") || !j["shape"].is_array()) return InvalidArgument("input '" + name + "' needs a 'shape' list");
+  Shape shape;
+  bool ragged_dim = false;
+  for (const json& d : j["shape"]) {
+    if (!d.is_number_integer() || d.get<int64_t>() < -1 || (d.is_number_unsigned() && d.get<uint64_t>() > (uint64_t{1} << 40))) {
+      return InvalidArgument("input '" + name + "': shape entries must be non-negative integers");
+    }
+    if (d.get<int64_t>() == -1) ragged_dim = true;
+    shape.push_back(d.get<int64_t>());
+  }
+  if (shape.empty()) return InvalidArgument("input '" + name + "': shape must have a batch dimension");
+  if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' (binary data is not supported here)");
+  std::vector<const json*> leaves;
+  std::vector<int64_t> row_lengths;
+  RETURN_IF_ERROR(Flatten(j["data"], 0, limits, leaves, row_lengths, name));
+  const json* params = j.contains("parameters") ? &j["parameters"] : nullptr;
+  if (params && !params->is_object()) return InvalidArgument("input '" + name + "': parameters must be an object");
+  if (params && params->contains("lengths")) {
+    const json& lens = (*params)["lengths"];
+    if (!lens.is_array()) return InvalidArgument("input '" + name + "': parameters.lengths must be a list");
+    for (const json& l : lens) {
+      if (!l.is_number_integer() || l.get<int64_t>() < 0) {
+        return InvalidArgument("input '" + name + "': lengths must be non-negative integers");
+      }
+      in.lengths.push_back(l.get<int64_t>());
+    }
+    if (shape.size() != 1 || shape[0] != static_cast<int64_t>(leaves.size())) {
+      return InvalidArgument("input '" + name + "': with lengths, shape must be [number of values]");
+    }
+  } else if (ragged_dim) {
+    if (shape.size() != 2 || shape[1] != -1 || shape[0] != static_cast<int64_t>(row_lengths.size())) {
+      return InvalidArgument("input '" + name + "': a ragged input has shape [rows, -1] and one list per row");
+    }
+    in.lengths = row_lengths;
+    shape = {static_cast<int64_t>(leaves.size())};
+  } else {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+      if (d != 0 && n > limits.max_elements / d) {
+        return ResourceExhausted("input '" + name + "': shape " + ShapeToString(shape) + " is too large");
+      }
+      n *= d;
+    }
+    if (n != static_cast<int64_t>(leaves.size())) {
+      return InvalidArgument("input '" + name + "': shape " + ShapeToString(shape) + " needs " + std::to_string(n) +
+                             " elements, data has " + std::to_string(leaves.size()));
+    }
+  }
+  in.data = Tensor::Zeros(*dtype, shape);
+  switch (*dtype) {
+    case DType::kF32:
+    case DType::kF64:
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        const json& v = *leaves[i];
+        if (!v.is_number()) return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not a number");
+        double x = v.get<double>();
+        if (*dtype == DType::kF32) {
+          if (std::isfinite(x) && std::fabs(x) > std::numeric_limits<float>::max()) {
+            return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " overflows FP32");
+          }
+          in.data.data<float>()[i] = static_cast<float>(x);
+        } else {
+          in.data.data<double>()[i] = x;
+        }
+      }
+      break;
+    case DType::kBool:
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        if (!leaves[i]->is_boolean()) return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not a boolean");
+        in.data.data<uint8_t>()[i] = leaves[i]->get<bool>() ? 1 : 0;
+      }
+      break;
+    case DType::kI64: RETURN_IF_ERROR(FillInts<int64_t>(leaves, in.data, name)); break;
+    case DType::kI32: RETURN_IF_ERROR(FillInts<int32_t>(leaves, in.data, name)); break;
+    case DType::kI8: RETURN_IF_ERROR(FillInts<int8_t>(leaves, in.data, name)); break;
+    case DType::kU8: RETURN_IF_ERROR(FillInts<uint8_t>(leaves, in.data, name)); break;
+    default: return InvalidArgument("input '" + name + "': unsupported datatype");
+  }
+  return in;
+}
+
+void AppendNumber(std::string& out, double v, bool is_float32) {
+  char buf[64];
+  std::to_chars_result r = is_float32 ? std::to_chars(buf, buf + sizeof(buf), static_cast<float>(v))
+                                      : std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, r.ptr);
+}
+
+}  // namespace
+
+StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits) {
+  if (body.size() > limits.max_body_bytes) {
+    return ResourceExhausted("the request body is " + std::to_string(body.size()) + " bytes; the limit is " +
+                             std::to_string(limits.max_body_bytes));
+  }
+  if (body.empty()) return InvalidArgument("the request body is empty");
+  json j = json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded()) return InvalidArgument("the request body is not valid JSON");
+  if (!j.is_object()) return InvalidArgument("the request body must be a JSON object");
+  InferRequest r;
+  if (j.contains("id")) {
+    if (!j["id"].is_string()) return InvalidArgument("'id' must be a string");
+    r.id = j["id"];
+  }
+  if (!j.contains("inputs") || !j["inputs"].is_array()) return InvalidArgument("the request needs an 'inputs' list");
+  if (j["inputs"].empty()) return InvalidArgument("the request's 'inputs' list is empty");
+  for (size_t i = 0; i < j["inputs"].size(); ++i) {
+    ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits));
+    r.inputs.push_back(std::move(in));
+  }
+  if (j.contains("outputs")) {
+    if (!j["outputs"].is_array()) return InvalidArgument("'outputs' must be a list");
+    for (const json& o : j["outputs"]) {
+      if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) {
+        return InvalidArgument("each requested output needs a string 'name'");
+      }
+      r.outputs.push_back(o["name"]);
+    }
+  }
+  return r;
+}
+
+std::string InferResponseJson(const std::string& model_name, int64_t model_version, const std::string& id,
+                              const std::vector<InferOutput>& outputs) {
+  std::string out = "{\"model_name\":" + json(model_name).dump() + ",\"model_version\":\"" +
+                    std::to_string(model_version) + "\"";
+  if (!id.empty()) out += ",\"id\":" + json(id).dump();
+  out += ",\"outputs\":[";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i].data;
+    if (i) out += ',';
+    out += "{\"name\":" + json(outputs[i].name).dump() + ",\"datatype\":\"" + DTypeName(t.dtype()) + "\",\"shape\":[";
+    for (int64_t d = 0; d < t.rank(); ++d) {
+      if (d) out += ',';
+      out += std::to_string(t.dim(d));
+    }
+    out += "],\"data\":[";
+    for (int64_t e = 0; e < t.size(); ++e) {
+      if (e) out += ',';
+      if (t.dtype() == DType::kBool) {
+        out += t.data<uint8_t>()[e] ? "true" : "false";
+      } else if (IsFloat(t.dtype())) {
+        double v = t.ScalarAsDouble(e);
+        if (std::isfinite(v)) AppendNumber(out, v, t.dtype() != DType::kF64);
+        else out += "null";  // JSON has no NaN; the client sees a null
+      } else {
+        out += std::to_string(t.ScalarAsInt(e));
+      }
+    }
+    out += "]}";
+  }
+  out += "]}";
+  return out;
+}
+
+std::string ErrorJson(const std::string& message) { return "{\"error\":" + json(message).dump() + "}"; }
+
+}  // namespace rankd

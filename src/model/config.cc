@@ -1,0 +1,278 @@
+#include "model/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace rankd {
+namespace {
+
+using nlohmann::json;
+
+// YAML -> JSON, so one parser reads both formats. Scalars become numbers or booleans when they
+// parse as such.
+json YamlToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json j = json::object();
+      for (const auto& kv : n) j[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      return j;
+    }
+    case YAML::NodeType::Sequence: {
+      json j = json::array();
+      for (const auto& e : n) j.push_back(YamlToJson(e));
+      return j;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string s = n.Scalar();
+      if (n.Tag() == "!" ) return s;  // quoted
+      if (s == "true" || s == "True") return true;
+      if (s == "false" || s == "False") return false;
+      try {
+        size_t used = 0;
+        long long v = std::stoll(s, &used);
+        if (used == s.size()) return v;
+        double d = std::stod(s, &used);
+        if (used == s.size()) return d;
+      } catch (const std::exception&) {
+      }
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+Status Expect(bool ok, const std::string& what) {
+  return ok ? Status::Ok() : InvalidArgument("config: " + what);
+}
+
+Status CheckKeys(const json& j, const std::set<std::string>& allowed, const std::string& where) {
+  for (const auto& [key, value] : j.items()) {
+    if (!allowed.count(key)) return InvalidArgument("config: unknown field '" + key + "' in " + where);
+  }
+  return Status::Ok();
+}
+
+StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
+  std::string where = "inputs[" + std::to_string(index) + "]";
+  RETURN_IF_ERROR(Expect(j.is_object(), where + " must be a mapping"));
+  RETURN_IF_ERROR(CheckKeys(j, {"name", "datatype", "dims", "shape", "scope", "ragged", "max_length", "hash"}, where));
+  InputConfig in;
+  RETURN_IF_ERROR(Expect(j.contains("name") && j["name"].is_string(), where + ".name must be a string"));
+  in.name = j["name"];
+  where = "input '" + in.name + "'";
+  if (j.contains("datatype")) {
+    RETURN_IF_ERROR(Expect(j["datatype"].is_string(), where + ": datatype must be a string"));
+    std::string dt = j["datatype"];
+    if (dt == "STRING" || dt == "BYTES") {
+      in.dtype = DType::kInvalid;  // hashed strings: see hash
+    } else {
+      auto t = DTypeFromName(dt);
+      RETURN_IF_ERROR(Expect(t.has_value(), where + ": unknown datatype '" + dt + "'"));
+      in.dtype = *t;
+    }
+  }
+  for (const char* key : {"dims", "shape"}) {
+    if (!j.contains(key)) continue;
+    RETURN_IF_ERROR(Expect(j[key].is_array(), where + ": " + key + " must be a list"));
+    for (const auto& d : j[key]) {
+      RETURN_IF_ERROR(Expect(d.is_number_integer() && d.get<int64_t>() >= -1, where + ": dims must be integers >= -1"));
+      in.dims.push_back(d.get<int64_t>());
+    }
+  }
+  if (j.contains("scope")) {
+    std::string s = j["scope"].is_string() ? j["scope"].get<std::string>() : "";
+    RETURN_IF_ERROR(Expect(s == "user" || s == "item", where + ": scope must be 'user' or 'item'"));
+    in.scope = s == "user" ? InputScope::kUser : InputScope::kItem;
+  }
+  if (j.contains("ragged")) {
+    RETURN_IF_ERROR(Expect(j["ragged"].is_boolean(), where + ": ragged must be true or false"));
+    in.ragged = j["ragged"];
+  }
+  if (j.contains("max_length")) {
+    RETURN_IF_ERROR(Expect(j["max_length"].is_number_integer() && j["max_length"].get<int64_t>() > 0,
+                           where + ": max_length must be a positive integer"));
+    in.max_length = j["max_length"];
+  }
+  if (j.contains("hash")) {
+    const json& h = j["hash"];
+    RETURN_IF_ERROR(Expect(h.is_object() && h.contains("function") && h.contains("buckets") &&
+                               h["function"].is_string() && h["buckets"].is_number_integer(),
+                           where + ": hash needs 'function' and 'buckets'"));
+    in.hash_function = h["function"];
+    in.hash_buckets = h["buckets"];
+  }
+  return in;
+}
+
+StatusOr<ModelConfig> ParseJson(const json& j) {
+  RETURN_IF_ERROR(Expect(j.is_object(), "the config must be a mapping"));
+  RETURN_IF_ERROR(CheckKeys(j, {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs", "output",
+                                "version_policy", "batching", "dynamic_batching", "buckets", "tables"},
+                            "the config"));
+  ModelConfig c;
+  if (j.contains("name")) {
+    RETURN_IF_ERROR(Expect(j["name"].is_string(), "name must be a string"));
+    c.name = j["name"];
+  }
+  if (j.contains("platform")) {
+    std::string p = j["platform"].is_string() ? j["platform"].get<std::string>() : "";
+    RETURN_IF_ERROR(Expect(p == "onnx" || p == "onnxruntime_onnx", "platform must be 'onnx'"));
+  }
+  if (j.contains("max_batch_size")) {
+    RETURN_IF_ERROR(Expect(j["max_batch_size"].is_number_integer() && j["max_batch_size"].get<int64_t>() >= 0,
+                           "max_batch_size must be a non-negative integer"));
+    c.max_batch_size = j["max_batch_size"];
+  }
+  for (const char* key : {"inputs", "input"}) {
+    if (!j.contains(key)) continue;
+    RETURN_IF_ERROR(Expect(j[key].is_array(), std::string(key) + " must be a list"));
+    for (size_t i = 0; i < j[key].size(); ++i) {
+      ASSIGN_OR_RETURN(InputConfig in, ParseInput(j[key][i], i));
+      RETURN_IF_ERROR(Expect(!c.FindInput(in.name), "input '" + in.name + "' is listed twice"));
+      c.inputs.push_back(std::move(in));
+    }
+  }
+  for (const char* key : {"outputs", "output"}) {
+    if (!j.contains(key)) continue;
+    RETURN_IF_ERROR(Expect(j[key].is_array(), std::string(key) + " must be a list"));
+    for (const auto& o : j[key]) {
+      RETURN_IF_ERROR(Expect(o.is_object() && o.contains("name") && o["name"].is_string(), "each output needs a name"));
+      c.outputs.push_back({o["name"].get<std::string>()});
+    }
+  }
+  if (j.contains("version_policy")) {
+    const json& v = j["version_policy"];
+    RETURN_IF_ERROR(Expect(v.is_object() && v.size() == 1, "version_policy must have one of latest, all, specific"));
+    if (v.contains("latest")) {
+      const json& l = v["latest"];
+      int64_t n = l.is_object() && l.contains("num_versions") ? l["num_versions"].get<int64_t>()
+                  : l.is_number_integer() ? l.get<int64_t>() : -1;
+      RETURN_IF_ERROR(Expect(n >= 1, "version_policy.latest needs num_versions >= 1"));
+      c.version_policy.latest = n;
+    } else if (v.contains("all")) {
+      c.version_policy.kind = VersionPolicy::Kind::kAll;
+    } else if (v.contains("specific")) {
+      c.version_policy.kind = VersionPolicy::Kind::kSpecific;
+      const json& s = v["specific"];
+      const json& list = s.is_object() && s.contains("versions") ? s["versions"] : s;
+      RETURN_IF_ERROR(Expect(list.is_array() && !list.empty(), "version_policy.specific needs versions"));
+      for (const auto& e : list) {
+        RETURN_IF_ERROR(Expect(e.is_number_integer() && e.get<int64_t>() > 0, "versions must be positive integers"));
+        c.version_policy.versions.push_back(e);
+      }
+    } else {
+      return InvalidArgument("config: version_policy must have one of latest, all, specific");
+    }
+  }
+  if (j.contains("batching")) c.batching = j["batching"];
+  if (j.contains("dynamic_batching")) c.batching = j["dynamic_batching"];
+  if (j.contains("buckets")) c.buckets = j["buckets"];
+  if (j.contains("tables")) c.tables = j["tables"];
+  return c;
+}
+
+}  // namespace
+
+const InputConfig* ModelConfig::FindInput(const std::string& input) const {
+  for (const InputConfig& in : inputs) {
+    if (in.name == input) return &in;
+  }
+  return nullptr;
+}
+
+StatusOr<ModelConfig> ParseModelConfig(const std::string& text, bool yaml) {
+  json j;
+  if (yaml) {
+    try {
+      j = YamlToJson(YAML::Load(text));
+    } catch (const YAML::Exception& e) {
+      return InvalidArgument(std::string("config: YAML parse error: ") + e.what());
+    }
+  } else {
+    j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) return InvalidArgument("config: JSON parse error");
+  }
+  return ParseJson(j);
+}
+
+StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(fs::path(model_dir) / "config.pbtxt")) {
+    return Unimplemented(model_dir + "/config.pbtxt: protobuf-text configs are not read yet; use config.yaml");
+  }
+  for (const char* file : {"config.yaml", "config.yml", "config.json"}) {
+    fs::path p = fs::path(model_dir) / file;
+    if (!fs::exists(p)) continue;
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    bool yaml = p.extension() != ".json";
+    auto config = ParseModelConfig(ss.str(), yaml);
+    if (!config.ok()) return config.status().WithContext(p.string());
+    return config;
+  }
+  ModelConfig c;
+  c.derived = true;
+  return c;
+}
+
+Status ResolveModelConfig(const Graph& graph, ModelConfig& config) {
+  // Every config input must exist in the graph; every graph input gets a config entry.
+  for (const InputConfig& in : config.inputs) {
+    if (graph.FindValue(in.name) < 0 ||
+        std::find(graph.inputs.begin(), graph.inputs.end(), graph.FindValue(in.name)) == graph.inputs.end()) {
+      return InvalidArgument("config: input '" + in.name + "' is not an input of the model");
+    }
+  }
+  std::vector<InputConfig> ordered;
+  for (int id : graph.inputs) {
+    const Value& v = graph.values[static_cast<size_t>(id)];
+    const InputConfig* given = config.FindInput(v.name);
+    InputConfig in = given ? *given : InputConfig{};
+    in.name = v.name;
+    if (in.dtype == DType::kInvalid && in.hash_function.empty()) in.dtype = v.dtype;
+    if (in.dtype != DType::kInvalid && in.dtype != v.dtype) {
+      return InvalidArgument(std::string("config: input '") + v.name + "' is declared " + DTypeName(in.dtype) +
+                             " but the model takes " + DTypeName(v.dtype));
+    }
+    if (!in.hash_function.empty()) {
+      return Unimplemented("config: input '" + v.name + "': hashed string inputs are not implemented yet");
+    }
+    if (v.rank_known && v.shape.empty()) {
+      return InvalidArgument("input '" + v.name + "' is a scalar; rankd needs a batch dimension first");
+    }
+    if (in.ragged) {
+      if (v.dtype != DType::kI64 && v.dtype != DType::kI32) {
+        return InvalidArgument("config: ragged input '" + v.name + "' must be integer ids");
+      }
+      if (v.rank_known && v.shape.size() != 2) {
+        return InvalidArgument("config: ragged input '" + v.name + "' must be [batch, length] in the model");
+      }
+      in.dims = {-1};
+    } else if (in.dims.empty() && v.rank_known) {
+      in.dims.assign(v.shape.begin() + 1, v.shape.end());
+    } else if (v.rank_known && in.dims.size() + 1 != v.shape.size()) {
+      return InvalidArgument("config: input '" + v.name + "' has " + std::to_string(in.dims.size()) +
+                             " dims per row; the model's input has rank " + std::to_string(v.shape.size()));
+    }
+    ordered.push_back(std::move(in));
+  }
+  config.inputs = std::move(ordered);
+  if (config.outputs.empty()) {
+    for (int id : graph.outputs) config.outputs.push_back({graph.values[static_cast<size_t>(id)].name});
+  }
+  for (const OutputConfig& out : config.outputs) {
+    bool found = false;
+    for (int id : graph.outputs) found = found || graph.values[static_cast<size_t>(id)].name == out.name;
+    if (!found) return InvalidArgument("config: output '" + out.name + "' is not an output of the model");
+  }
+  return Status::Ok();
+}
+
+}  // namespace rankd

@@ -1,0 +1,65 @@
+// ModelConfig: the small config beside a model (REPO/NAME/config.yaml or config.json).
+//
+// Every field is optional; a model with no config file gets one derived from its graph (every
+// input per candidate, batch dimension first). The schema, with the knobs later subsystems read,
+// is documented in docs/config.md. Unknown top-level keys are errors, so typos do not pass silently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "common/tensor.h"
+#include "model/graph.h"
+
+namespace rankd {
+
+enum class InputScope { kItem, kUser };
+
+struct InputConfig {
+  std::string name;
+  DType dtype = DType::kInvalid;
+  Shape dims;                       // per-row shape, batch dimension excluded; -1 = any size
+  InputScope scope = InputScope::kItem;  // kUser: one row per request, shared by its candidates
+  bool ragged = false;              // a variable-length list of ids per row
+  int64_t max_length = 4096;        // ragged: longest list accepted per row
+  // Strings hashed to ids (the string-feature issue implements hashing; parsed and kept here).
+  std::string hash_function;
+  int64_t hash_buckets = 0;
+};
+
+struct OutputConfig {
+  std::string name;
+};
+
+struct VersionPolicy {
+  enum class Kind { kLatest, kAll, kSpecific } kind = Kind::kLatest;
+  int64_t latest = 1;
+  std::vector<int64_t> versions;
+};
+
+struct ModelConfig {
+  std::string name;
+  int64_t max_batch_size = 0;  // rows per request accepted; 0 = the server's limit
+  std::vector<InputConfig> inputs;
+  std::vector<OutputConfig> outputs;
+  VersionPolicy version_policy;
+  // Sections owned by other subsystems (batching, buckets, tables), kept verbatim until then.
+  nlohmann::json batching, buckets, tables;
+  bool derived = false;  // true when there was no config file
+
+  const InputConfig* FindInput(const std::string& name) const;
+};
+
+// Parses a config from JSON text, or YAML when `yaml` is true. Errors name the field.
+StatusOr<ModelConfig> ParseModelConfig(const std::string& text, bool yaml);
+// Reads DIR/config.yaml, config.yml or config.json; a config with derived=true when none exists.
+StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
+// Fills in what the config leaves out from the graph's signature, and checks that the two agree:
+// every graph input is described, dtypes match, ragged inputs are rank-2 integer ids.
+Status ResolveModelConfig(const Graph& graph, ModelConfig& config);
+
+}  // namespace rankd

@@ -1,0 +1,115 @@
+// Model: one loaded model version, ready to score requests.
+//
+// Loading reads the config and the ONNX graph, runs the load-time passes (constant folding, dead
+// node removal, embedding-bag recognition, ragged inputs), checks every op against the backend,
+// and warms up by scoring a small synthetic request, so a model that loads is a model that runs.
+// Infer is thread-safe: plans are cached per input shape and executors are pooled.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "common/tensor.h"
+#include "compile/plan.h"
+#include "model/config.h"
+#include "model/graph.h"
+#include "runtime/executor.h"
+
+namespace rankd {
+
+struct InferInput {
+  std::string name;
+  // Dense: [rows, dims...]. Ragged: flat values [total] with `lengths`, or padded [rows, length]
+  // (negative ids are empty slots) with `lengths` empty.
+  Tensor data;
+  std::vector<int64_t> lengths;
+};
+
+struct InferRequest {
+  std::string id;
+  std::vector<InferInput> inputs;
+  std::vector<std::string> outputs;  // requested outputs; empty = all
+};
+
+struct InferOutput {
+  std::string name;
+  Tensor data;
+};
+
+struct ModelOptions {
+  // Largest number of candidate rows one request may carry when the config sets no
+  // max_batch_size.
+  int64_t max_rows = 65536;
+  // Plans kept per model (one per distinct input shape); the oldest is dropped past this.
+  size_t max_plans = 128;
+};
+
+// What loading did, for `rankd inspect`.
+struct LoadReport {
+  int folded_nodes = 0;
+  int removed_nodes = 0;
+  int fused_embedding_bags = 0;
+  int ragged_inputs = 0;
+};
+
+class Model {
+ public:
+  // Loads version `version` of the model in `model_dir` (REPO/NAME); -1 picks the highest.
+  static StatusOr<std::unique_ptr<Model>> Load(const std::string& model_dir, int64_t version,
+                                               const ModelOptions& options = {});
+  // Loads an ONNX file with an explicit config (tests, tools).
+  static StatusOr<std::unique_ptr<Model>> LoadFile(const std::string& onnx_path, ModelConfig config,
+                                                   const ModelOptions& options = {});
+
+  const std::string& name() const { return config_.name; }
+  int64_t version() const { return version_; }
+  const ModelConfig& config() const { return config_; }
+  const Graph& graph() const { return graph_; }
+  const LoadReport& load_report() const { return report_; }
+
+  // Scores one request. Bad input gives InvalidArgument naming the input and the problem.
+  StatusOr<std::vector<InferOutput>> Infer(const InferRequest& request) const;
+  // The plan a request with these graph inputs would use (for inspection and benchmarks).
+  StatusOr<std::shared_ptr<const Plan>> PlanFor(const std::vector<TensorMeta>& graph_inputs,
+                                                const std::vector<int64_t>& ragged_max_lengths) const;
+  // A small valid request (rows candidates, ragged lengths 1, ids 0), used for warm-up.
+  InferRequest ExampleRequest(int64_t rows) const;
+
+ private:
+  Model() = default;
+  Status Prepare();
+  // Validates the request and builds the graph's inputs.
+  Status BuildGraphInputs(const InferRequest& request, std::vector<Tensor>& inputs,
+                          std::vector<int64_t>& ragged_max_lengths) const;
+
+  // How each graph input is fed: from config input `config_index`, as dense data, ragged values
+  // or ragged offsets.
+  enum class Part { kDense, kValues, kOffsets };
+  struct Binding {
+    size_t config_index;
+    Part part;
+    int ragged_index;
+  };
+
+  ModelConfig config_;
+  Graph graph_;
+  int64_t version_ = 1;
+  ModelOptions options_;
+  LoadReport report_;
+  std::vector<Binding> bindings_;  // one per graph input
+  std::vector<std::string> ragged_names_;
+
+  mutable std::mutex mu_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;  // GUARDED_BY(mu_)
+  mutable std::vector<std::string> plan_order_;                                  // GUARDED_BY(mu_)
+  mutable std::vector<std::unique_ptr<Executor>> idle_executors_;                // GUARDED_BY(mu_)
+};
+
+// Version directories of a model: the numeric subdirectories holding model.onnx, ascending.
+std::vector<int64_t> ListModelVersions(const std::string& model_dir);
+
+}  // namespace rankd
