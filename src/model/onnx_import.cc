@@ -125,6 +125,8 @@ class Importer {
     return v;
   }
 
+  // Public for ReadTensorProtoFile.
+ public:
   StatusOr<Tensor> ConvertTensor(const onnx::TensorProto& t) {
     auto dtype = DTypeFromOnnx(t.data_type());
     std::string what = "tensor '" + t.name() + "'";
@@ -185,6 +187,7 @@ class Importer {
     return out;
   }
 
+ private:
   StatusOr<Tensor> ReadExternal(const onnx::TensorProto& t, DType dtype, const Shape& shape,
                                 size_t bytes) {
     std::string what = "tensor '" + t.name() + "'";
@@ -349,6 +352,19 @@ StatusOr<Graph> ImportOnnxBytes(const void* data, size_t size, const OnnxImportO
     graph.keep_alive = mappings;
   }
   return graph;
+}
+
+StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("tensor file '" + path + "' cannot be opened");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string bytes = buffer.str();
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(bytes)) return InvalidArgument("'" + path + "' is not a TensorProto");
+  OnnxImportOptions options;
+  Importer importer(options);
+  return importer.ConvertTensor(proto);
 }
 
 StatusOr<Graph> ImportOnnxFile(const std::string& path, const OnnxImportOptions& options) {

@@ -25,4 +25,7 @@ StatusOr<Graph> ImportOnnxFile(const std::string& path, const OnnxImportOptions&
 // against options.external_data_dir.
 StatusOr<Graph> ImportOnnxBytes(const void* data, size_t size, const OnnxImportOptions& options);
 
+// Reads a serialized TensorProto (the ONNX test-data format: input_0.pb, output_0.pb).
+StatusOr<Tensor> ReadTensorProtoFile(const std::string& path);
+
 }  // namespace rankd

@@ -64,6 +64,9 @@ Status LayerNorm(const KernelArgs& k) {
   }
   const float* px = x.data<float>();
   float* po = out.data<float>();
+  // Optional outputs 1 and 2: the mean and 1/sqrt(var + eps) of each normalised row.
+  float* mean_out = k.out.size() > 1 && k.out[1] ? k.Out(1).data<float>() : nullptr;
+  float* inv_std_out = k.out.size() > 2 && k.out[2] ? k.Out(2).data<float>() : nullptr;
   ParallelFor(outer, norm * 4, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* src = px + r * norm;
@@ -74,6 +77,8 @@ Status LayerNorm(const KernelArgs& k) {
       for (int64_t j = 0; j < norm; ++j) var += (src[j] - mean) * (src[j] - mean);
       var /= static_cast<double>(std::max<int64_t>(norm, 1));
       float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+      if (mean_out) mean_out[r] = static_cast<float>(mean);
+      if (inv_std_out) inv_std_out[r] = inv;
       for (int64_t j = 0; j < norm; ++j) {
         dst[j] = (src[j] - static_cast<float>(mean)) * inv * scale[static_cast<size_t>(j)] + bias[static_cast<size_t>(j)];
       }

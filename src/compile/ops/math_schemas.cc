@@ -73,17 +73,6 @@ Status InferSoftmax(InferContext& c) {
   return Status::Ok();
 }
 
-Status CheckLayerNorm(const Node& n) {
-  if (n.outputs.size() > 1) {
-    for (size_t i = 1; i < n.outputs.size(); ++i) {
-      if (n.outputs[i] >= 0) {
-        return Unimplemented(n.Describe() + ": the Mean and InvStdDev outputs are not supported");
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 Status InferLayerNorm(InferContext& c) {
   for (int i = 0; i < c.node.NumInputs(); ++i) RETURN_IF_ERROR(NeedF32(c, i));
   const Shape& x = c.in(0).shape;
@@ -95,6 +84,9 @@ Status InferLayerNorm(InferContext& c) {
     if (s != norm) return c.Error("scale and bias must broadcast to " + ShapeToString(norm));
   }
   c.out(0) = {DType::kF32, x, nullptr};
+  Shape stats(x.begin(), x.begin() + axis);
+  stats.resize(x.size(), 1);
+  for (size_t i = 1; i < c.outputs.size(); ++i) c.out(static_cast<int>(i)) = {DType::kF32, stats, nullptr};
   return Status::Ok();
 }
 
@@ -140,7 +132,7 @@ void AppendMathSchemas(std::vector<OpSchema>& out) {
   out.push_back({"MatMul", 2, 2, nullptr, InferMatMul});
   out.push_back({"Einsum", 1, 2, CheckEinsum, InferEinsum});
   out.push_back({"Softmax", 1, 1, nullptr, InferSoftmax});
-  out.push_back({"LayerNormalization", 2, 3, CheckLayerNorm, InferLayerNorm});
+  out.push_back({"LayerNormalization", 2, 3, nullptr, InferLayerNorm});
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"}) {
     out.push_back({op, 1, 2, nullptr, InferReduce});
   }

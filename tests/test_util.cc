@@ -1,0 +1,69 @@
+#include "test_util.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+namespace rankd::testing {
+
+std::string SourcePath(const std::string& relative) { return std::string(RANKD_SOURCE_DIR) + "/" + relative; }
+
+double RelativeError(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return INFINITY;
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    double x = a.ScalarAsDouble(i), y = b.ScalarAsDouble(i);
+    if (std::isnan(x) != std::isnan(y)) return INFINITY;
+    if (std::isnan(x) || (std::isinf(x) && x == y)) continue;
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  if (den == 0) return std::sqrt(num);
+  return std::sqrt(num / den);
+}
+
+Tensor MakeF32(Shape shape, std::vector<float> values) { return Tensor::FromVector<float>(DType::kF32, std::move(shape), values); }
+Tensor MakeI64(Shape shape, std::vector<int64_t> values) {
+  return Tensor::FromVector<int64_t>(DType::kI64, std::move(shape), values);
+}
+
+std::string OneNodeModel(const std::string& op, const std::vector<std::string>& inputs,
+                         const std::vector<std::string>& outputs, int64_t opset,
+                         const std::vector<onnx::AttributeProto>& attrs) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  auto* imp = model.add_opset_import();
+  imp->set_domain("");
+  imp->set_version(opset);
+  auto* g = model.mutable_graph();
+  g->set_name("test");
+  auto* node = g->add_node();
+  node->set_op_type(op);
+  node->set_name("n0");
+  for (const auto& in : inputs) {
+    node->add_input(in);
+    auto* vi = g->add_input();
+    vi->set_name(in);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+  }
+  for (const auto& out : outputs) {
+    node->add_output(out);
+    auto* vi = g->add_output();
+    vi->set_name(out);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+  }
+  for (const auto& a : attrs) *node->add_attribute() = a;
+  return model.SerializeAsString();
+}
+
+std::string WriteTempFile(const std::string& name, const std::string& bytes) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("rankd_test_" + std::to_string(::getpid()));
+  fs::create_directories((dir / name).parent_path());
+  std::ofstream(dir / name, std::ios::binary) << bytes;
+  return (dir / name).string();
+}
+
+}  // namespace rankd::testing
