@@ -1,1 +1,213 @@
+// Bad models and bad requests each give a clear error, never a crash.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "frontend/kserve_json.h"
+#include "model/config.h"
+#include "model/onnx_import.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::OneNodeModel;
+using testing::WriteTempFile;
+
+void ExpectError(const Status& s, StatusCode code, const std::string& fragment) {
+  EXPECT_EQ(s.code(), code) << s.ToString();
+  EXPECT_NE(s.message().find(fragment), std::string::npos) << "'" << s.message() << "' lacks '" << fragment << "'";
+}
+
+TEST(ModelErrors, GarbageTruncatedAndEmptyFiles) {
+  std::string valid = OneNodeModel("Relu", {"x"}, {"y"});
+  ExpectError(ImportOnnxBytes("not a model at all", 18, {}).status(), StatusCode::kInvalidArgument, "protobuf");
+  for (size_t cut : {size_t{1}, valid.size() / 2, valid.size() - 1}) {
+    auto g = ImportOnnxBytes(valid.data(), cut, {});
+    EXPECT_FALSE(g.ok()) << "truncated at " << cut;
+  }
+  ExpectError(ImportOnnxBytes("", 0, {}).status(), StatusCode::kInvalidArgument, "opset");
+  ExpectError(ImportOnnxFile("/nonexistent/model.onnx").status(), StatusCode::kNotFound, "cannot be opened");
+}
+
+TEST(ModelErrors, UnsupportedOpNamesTheOpAndNode) {
+  auto g = ImportOnnxBytes(OneNodeModel("NonMaxSuppression", {"a", "b"}, {"c"}).data(),
+                           OneNodeModel("NonMaxSuppression", {"a", "b"}, {"c"}).size(), {});
+  ASSERT_TRUE(g.ok());
+  std::string path = WriteTempFile("unsupported/model.onnx", OneNodeModel("NonMaxSuppression", {"a", "b"}, {"c"}));
+  auto m = Model::LoadFile(path, {});
+  ExpectError(m.status(), StatusCode::kUnimplemented, "NonMaxSuppression 'n0'");
+}
+
+TEST(ModelErrors, UnsupportedAttributeFailsTheLoad) {
+  onnx::AttributeProto eq;
+  eq.set_name("equation");
+  eq.set_type(onnx::AttributeProto::STRING);
+  eq.set_s("...ij,...jk->...ik");
+  std::string path = WriteTempFile("ellipsis/model.onnx", OneNodeModel("Einsum", {"a", "b"}, {"c"}, 17, {eq}));
+  ExpectError(Model::LoadFile(path, {}).status(), StatusCode::kUnimplemented, "ellipsis");
+
+  onnx::AttributeProto to;
+  to.set_name("to");
+  to.set_type(onnx::AttributeProto::INT);
+  to.set_i(8);  // STRING
+  path = WriteTempFile("caststring/model.onnx", OneNodeModel("Cast", {"a"}, {"c"}, 17, {to}));
+  ExpectError(Model::LoadFile(path, {}).status(), StatusCode::kUnimplemented, "cast to ONNX type 8");
+}
+
+TEST(ModelErrors, OpsetOutOfRangeAndForeignDomain) {
+  std::string old = OneNodeModel("Relu", {"x"}, {"y"}, 9);
+  ExpectError(ImportOnnxBytes(old.data(), old.size(), {}).status(), StatusCode::kUnimplemented, "opset 9");
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(OneNodeModel("Relu", {"x"}, {"y"})));
+  m.mutable_graph()->mutable_node(0)->set_domain("com.microsoft");
+  std::string bytes = m.SerializeAsString();
+  ExpectError(ImportOnnxBytes(bytes.data(), bytes.size(), {}).status(), StatusCode::kUnimplemented, "com.microsoft");
+}
+
+TEST(ModelErrors, DanglingInputAndMissingExternalData) {
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(OneNodeModel("Relu", {"x"}, {"y"})));
+  m.mutable_graph()->mutable_node(0)->set_input(0, "nowhere");
+  std::string bytes = m.SerializeAsString();
+  ExpectError(ImportOnnxBytes(bytes.data(), bytes.size(), {}).status(), StatusCode::kInvalidArgument, "nowhere");
+
+  ASSERT_TRUE(m.ParseFromString(OneNodeModel("Add", {"x", "w"}, {"y"})));
+  auto* init = m.mutable_graph()->add_initializer();
+  init->set_name("w");
+  init->set_data_type(1);
+  init->add_dims(4);
+  init->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = init->add_external_data();
+  kv->set_key("location");
+  kv->set_value("weights.bin");
+  std::string path = WriteTempFile("external/model.onnx", m.SerializeAsString());
+  ExpectError(ImportOnnxFile(path).status(), StatusCode::kNotFound, "weights.bin");
+  // Present but too short.
+  std::ofstream(fs::path(path).parent_path() / "weights.bin") << "abc";
+  ExpectError(ImportOnnxFile(path).status(), StatusCode::kInvalidArgument, "past the end");
+  // Escaping the model directory is refused.
+  kv->set_value("../../etc/passwd");
+  path = WriteTempFile("external2/model.onnx", m.SerializeAsString());
+  ExpectError(ImportOnnxFile(path).status(), StatusCode::kInvalidArgument, "inside the model directory");
+  // A correct file loads, and the weights are read from it.
+  kv->set_value("weights.bin");
+  path = WriteTempFile("external3/model.onnx", m.SerializeAsString());
+  float w[4] = {1, 2, 3, 4};
+  std::ofstream(fs::path(path).parent_path() / "weights.bin", std::ios::binary).write(reinterpret_cast<char*>(w), sizeof w);
+  auto g = ImportOnnxFile(path);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->constants.at(g->FindValue("w")).data<float>()[3], 4.0f);
+}
+
+TEST(ModelErrors, MissingModelDirectoryAndVersion) {
+  ExpectError(Model::Load("/nonexistent/model", -1).status(), StatusCode::kNotFound, "does not exist");
+  ExpectError(Model::Load(testing::SourcePath("models/zoo/din"), 7).status(), StatusCode::kNotFound, "no version 7");
+}
+
+TEST(ModelErrors, ConfigErrorsNameTheField) {
+  ExpectError(ParseModelConfig("{\"inputz\": []}", false).status(), StatusCode::kInvalidArgument, "inputz");
+  ExpectError(ParseModelConfig("inputs:\n  - name: a\n    datatype: FP99\n", true).status(), StatusCode::kInvalidArgument, "FP99");
+  ExpectError(ParseModelConfig("inputs: [", true).status(), StatusCode::kInvalidArgument, "YAML");
+  ExpectError(ParseModelConfig("inputs:\n  - name: a\n    scope: everyone\n", true).status(), StatusCode::kInvalidArgument, "scope");
+  auto ok = ParseModelConfig("inputs:\n  - name: a\n    ragged: true\n    max_length: 5\n    scope: user\n", true);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_TRUE(ok->inputs[0].ragged);
+  EXPECT_EQ(ok->inputs[0].max_length, 5);
+  EXPECT_EQ(ok->inputs[0].scope, InputScope::kUser);
+}
+
+class RequestErrors : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto m = Model::Load(testing::SourcePath("models/zoo/din"), -1);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    din_ = m->release();
+  }
+  static void TearDownTestSuite() { delete din_; }
+
+  // A valid DIN request body with one field replaced.
+  static Status Score(const std::string& profile, const std::string& seq, const std::string& item) {
+    std::string body = "{\"inputs\":[" + profile + "," + seq +
+                       ",{\"name\":\"seq_cats\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[1,2,3]]}," + item +
+                       ",{\"name\":\"cat\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[1,2]}"
+                       ",{\"name\":\"context\",\"datatype\":\"INT64\",\"shape\":[2,6],\"data\":[1,2,3,4,5,6,1,2,3,4,5,6]}]}";
+    auto request = ParseInferRequestJson(body);
+    if (!request.ok()) return request.status();
+    return din_->Infer(*request).status();
+  }
+  static inline const std::string kProfile = "{\"name\":\"profile\",\"datatype\":\"INT64\",\"shape\":[1,8],\"data\":[1,2,3,4,5,6,7,8]}";
+  static inline const std::string kSeq = "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[5,6,7]]}";
+  static inline const std::string kItem = "{\"name\":\"item\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[9,10]}";
+  static Model* din_;
+};
+Model* RequestErrors::din_ = nullptr;
+
+TEST_F(RequestErrors, ValidRequestScores) { EXPECT_TRUE(Score(kProfile, kSeq, kItem).ok()); }
+
+TEST_F(RequestErrors, WrongDtype) {
+  ExpectError(Score("{\"name\":\"profile\",\"datatype\":\"FP32\",\"shape\":[1,8],\"data\":[1,2,3,4,5,6,7,8]}", kSeq, kItem),
+              StatusCode::kInvalidArgument, "'profile' must be INT64, got FP32");
+}
+
+TEST_F(RequestErrors, WrongShapes) {
+  ExpectError(Score("{\"name\":\"profile\",\"datatype\":\"INT64\",\"shape\":[1,7],\"data\":[1,2,3,4,5,6,7]}", kSeq, kItem),
+              StatusCode::kInvalidArgument, "'profile' must have shape [rows, 8]");
+  ExpectError(Score(kProfile, kSeq, "{\"name\":\"item\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[9,10,11]}"),
+              StatusCode::kInvalidArgument, "rows; other inputs have");
+  ExpectError(Score("{\"name\":\"profile\",\"datatype\":\"INT64\",\"shape\":[3,8],\"data\":[" + std::string(47, ' ') +
+                        "1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]}", kSeq, kItem),
+              StatusCode::kInvalidArgument, "user input 'profile' must have 1 row");
+}
+
+TEST_F(RequestErrors, IdsOutOfRange) {
+  ExpectError(Score(kProfile, kSeq, "{\"name\":\"item\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[9,1000000]}"),
+              StatusCode::kInvalidArgument, "out of range");
+  ExpectError(Score(kProfile, "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[5,6,99999999]]}", kItem),
+              StatusCode::kInvalidArgument, "out of range");
+}
+
+TEST_F(RequestErrors, RaggedLimitsAndMismatches) {
+  std::string too_long = "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[" ;
+  for (int i = 0; i < 21; ++i) too_long += (i ? "," : "") + std::to_string(i);
+  too_long += "]]}";
+  ExpectError(Score(kProfile, too_long, kItem), StatusCode::kInvalidArgument, "length 21 (allowed 0 to 20)");
+  ExpectError(Score(kProfile, "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{\"lengths\":[2]}}", kItem),
+              StatusCode::kInvalidArgument, "lengths add up to 2");
+}
+
+TEST_F(RequestErrors, EmptyUnknownAndMissing) {
+  ExpectError(Score(kProfile, kSeq, "{\"name\":\"item\",\"datatype\":\"INT64\",\"shape\":[0],\"data\":[]}"),
+              StatusCode::kInvalidArgument, "rows");
+  ExpectError(Score(kProfile, kSeq, "{\"name\":\"itemz\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[9,10]}"),
+              StatusCode::kInvalidArgument, "unknown input 'itemz'");
+  InferRequest r = din_->ExampleRequest(2);
+  r.inputs.pop_back();
+  ExpectError(din_->Infer(r).status(), StatusCode::kInvalidArgument, "'context' is missing");
+  r = din_->ExampleRequest(2);
+  r.outputs = {"nope"};
+  ExpectError(din_->Infer(r).status(), StatusCode::kInvalidArgument, "unknown output 'nope'");
+}
+
+TEST_F(RequestErrors, NaNIsRefused) {
+  auto mmoe = Model::Load(testing::SourcePath("models/zoo/mmoe"), -1);
+  ASSERT_TRUE(mmoe.ok());
+  InferRequest r = (*mmoe)->ExampleRequest(2);
+  r.inputs[1].data.data<float>()[3] = std::nanf("");
+  ExpectError((*mmoe)->Infer(r).status(), StatusCode::kInvalidArgument, "NaN");
+}
+
+TEST_F(RequestErrors, TooManyRows) {
+  ModelOptions options;
+  options.max_rows = 4;
+  auto mmoe = Model::Load(testing::SourcePath("models/zoo/mmoe"), -1, options);
+  ASSERT_TRUE(mmoe.ok());
+  ExpectError((*mmoe)->Infer((*mmoe)->ExampleRequest(5)).status(), StatusCode::kResourceExhausted, "limit is 4");
+  EXPECT_TRUE((*mmoe)->Infer((*mmoe)->ExampleRequest(4)).ok());
+}
+
+}  // namespace
+}  // namespace rankd

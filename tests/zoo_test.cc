@@ -1,1 +1,106 @@
+// The zoo models (tiny configs) score every reference request within 1e-5 of PyTorch, through the
+// same path as `rankd run`: JSON body -> Model::Infer -> outputs.
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "frontend/kserve_json.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+class ZooTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZooTest, MatchesPyTorchWithinOneInAHundredThousand) {
+  const std::string name = GetParam();
+  auto model = Model::Load(testing::SourcePath("models/zoo/" + name), -1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::ifstream requests(testing::SourcePath("tests/data/zoo/" + name + ".requests.jsonl"));
+  std::ifstream expected(testing::SourcePath("tests/data/zoo/" + name + ".expected.jsonl"));
+  std::string req_line, exp_line;
+  int count = 0;
+  while (std::getline(requests, req_line) && std::getline(expected, exp_line)) {
+    auto request = ParseInferRequestJson(req_line);
+    ASSERT_TRUE(request.ok()) << request.status().ToString();
+    auto outputs = (*model)->Infer(*request);
+    ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
+    nlohmann::json want = nlohmann::json::parse(exp_line);
+    ASSERT_EQ(outputs->size(), want["outputs"].size());
+    for (size_t i = 0; i < outputs->size(); ++i) {
+      const auto& w = want["outputs"][i];
+      EXPECT_EQ((*outputs)[i].name, w["name"].get<std::string>());
+      Tensor ref = testing::MakeF32(w["shape"].get<Shape>(), w["data"].get<std::vector<float>>());
+      double err = testing::RelativeError((*outputs)[i].data, ref);
+      EXPECT_LE(err, 1e-5) << name << " request " << count << " output " << w["name"];
+      // Element-wise too: no score may be off, even if the norm hides it.
+      for (int64_t e = 0; e < ref.size(); ++e) {
+        EXPECT_NEAR((*outputs)[i].data.data<float>()[e], ref.data<float>()[e], 1e-5 * std::abs(ref.data<float>()[e]) + 1e-7);
+      }
+    }
+    ++count;
+  }
+  EXPECT_GE(count, 10);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "mmoe"));
+
+TEST(ZooTest, DlrmEmbeddingBagsAreRecognisedAndRaggedInputsRewritten) {
+  auto model = Model::Load(testing::SourcePath("models/zoo/dlrm_dcnv2"), -1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->load_report().fused_embedding_bags, 26);
+  EXPECT_EQ((*model)->load_report().ragged_inputs, 26);
+  auto counts = (*model)->graph().OpCounts();
+  EXPECT_EQ(counts["EmbeddingBag"], 26);
+  EXPECT_EQ(counts["Gather"], 0);       // every masked gather became a bag
+  EXPECT_EQ(counts["ReduceSum"], 0);
+  EXPECT_EQ(counts["RaggedToPadded"], 0);  // nothing reads the padded ids any more
+}
+
+TEST(ZooTest, PlainModelWithoutConfigGetsDerivedSignature) {
+  auto model = Model::Load(testing::SourcePath("models/zoo/mmoe"), -1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_TRUE(c.derived);
+  ASSERT_EQ(c.inputs.size(), 2u);
+  EXPECT_EQ(c.inputs[0].name, "sparse");
+  EXPECT_EQ(c.inputs[0].dtype, DType::kI64);
+  EXPECT_EQ(c.inputs[0].dims, Shape({20}));
+  EXPECT_EQ(c.inputs[1].dims, Shape({10}));
+  ASSERT_EQ(c.outputs.size(), 2u);
+  EXPECT_EQ(c.outputs[1].name, "cvr");
+}
+
+TEST(ZooTest, UserRowsAreSharedByAllCandidates) {
+  // One user row with N candidates scores the same as the user row repeated N times.
+  auto model = Model::Load(testing::SourcePath("models/zoo/din"), -1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  InferRequest once = (*model)->ExampleRequest(3);
+  for (InferInput& in : once.inputs) {
+    for (int64_t i = 0; i < in.data.size(); ++i) {
+      if (in.data.dtype() == DType::kI64) in.data.data<int64_t>()[i] = (i * 7 + 3) % 50;
+    }
+  }
+  InferRequest repeated = once;
+  for (InferInput& in : repeated.inputs) {
+    const InputConfig* cfg = (*model)->config().FindInput(in.name);
+    if (cfg->scope != InputScope::kUser) continue;
+    Shape s = in.data.shape();
+    s[0] = 3;
+    Tensor t = Tensor::Zeros(in.data.dtype(), s);
+    for (int r = 0; r < 3; ++r) std::memcpy(static_cast<uint8_t*>(t.raw()) + r * in.data.bytes(), in.data.raw(), in.data.bytes());
+    in.data = t;
+    if (!in.lengths.empty()) in.lengths.assign(3, in.lengths[0]);
+  }
+  auto a = (*model)->Infer(once);
+  auto b = (*model)->Infer(repeated);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(testing::RelativeError((*a)[0].data, (*b)[0].data), 0.0);
+}
+
+}  // namespace
+}  // namespace rankd
