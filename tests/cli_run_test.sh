@@ -1,2 +1,41 @@
-#!/bin/sh
-exit 0
+#!/usr/bin/env bash
+# `rankd run` and `rankd inspect` as a user runs them: bad lines are reported with their line
+# number and do not stop the good ones; exit codes say what happened.
+set -u
+rankd=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+good=$(sed -n 1p "$src/tests/data/zoo/din.requests.jsonl")
+{
+  echo "$good"
+  echo '{"inputs": [ {"name": '
+  echo '{"inputs":[{"name":"nope","datatype":"FP32","shape":[1],"data":[1]}]}'
+  echo ""
+  echo "$good"
+} > "$tmp/in.jsonl"
+"$rankd" run --model-repo "$src/models/zoo" --model din --input "$tmp/in.jsonl" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 1 ] || fail "exit code $rc, want 1"
+grep -q '^line 2: INVALID_ARGUMENT: the request body is not valid JSON' "$tmp/err" || fail "line 2 not reported: $(cat "$tmp/err")"
+grep -q "^line 3: INVALID_ARGUMENT: unknown input 'nope'" "$tmp/err" || fail "line 3 not reported: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/out")" = 4 ] || fail "want 4 output lines, got $(wc -l <"$tmp/out")"
+[ "$(sed -n 1p "$tmp/out")" = "$(sed -n 4p "$tmp/out")" ] || fail "the same request scored differently"
+sed -n 1p "$tmp/out" | grep -q '"model_name":"din","model_version":"1","id":"din-0","outputs":\[{"name":"score","datatype":"FP32","shape":\[1,1\]' || fail "bad response: $(sed -n 1p "$tmp/out")"
+sed -n 2p "$tmp/out" | grep -q '^{"error":' || fail "line 2 should be an error body"
+
+# From stdin, all good: exit 0.
+sed -n 1,3p "$src/tests/data/zoo/din.requests.jsonl" | "$rankd" run --model-repo "$src/models/zoo" --model din >"$tmp/out2" || fail "stdin run failed"
+[ "$(wc -l <"$tmp/out2")" = 3 ] || fail "stdin: want 3 lines"
+
+# A model that does not exist: exit 2 and a reason.
+"$rankd" run --model-repo "$src/models/zoo" --model nosuch --input "$tmp/in.jsonl" >/dev/null 2>"$tmp/err3"
+[ $? = 2 ] || fail "missing model should exit 2"
+grep -q "does not exist" "$tmp/err3" || fail "missing model reason: $(cat "$tmp/err3")"
+
+"$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 >"$tmp/inspect" || fail "inspect failed"
+grep -q "26 embedding bags recognised, 26 ragged inputs" "$tmp/inspect" || fail "inspect: $(cat "$tmp/inspect")"
+grep -q "EmbeddingBag *26" "$tmp/inspect" || fail "inspect op counts"
+echo "cli_run: ok"

@@ -1,1 +1,192 @@
+// EmbeddingBag and ragged inputs against a plain reference on random inputs, and the pass that
+// recognises PyTorch's masked-gather bag in its usual spellings.
 #include <gtest/gtest.h>
+
+#include <random>
+
+#include "compile/passes.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+using testing::GraphBuilder;
+using testing::RunGraph;
+
+// Reference: for each bag, the sum (or mean) of table rows of its non-negative ids.
+std::vector<float> ReferenceBags(const std::vector<float>& table, int64_t dim, const std::vector<int64_t>& ids,
+                                 const std::vector<int64_t>& offsets, bool mean) {
+  size_t bags = offsets.size() - 1;
+  std::vector<float> out(bags * static_cast<size_t>(dim), 0.0f);
+  for (size_t b = 0; b < bags; ++b) {
+    int count = 0;
+    for (int64_t j = offsets[b]; j < offsets[b + 1]; ++j) {
+      if (ids[static_cast<size_t>(j)] < 0) continue;
+      ++count;
+      for (int64_t d = 0; d < dim; ++d) out[b * static_cast<size_t>(dim) + static_cast<size_t>(d)] += table[static_cast<size_t>(ids[static_cast<size_t>(j)] * dim + d)];
+    }
+    if (mean && count > 0) {
+      for (int64_t d = 0; d < dim; ++d) out[b * static_cast<size_t>(dim) + static_cast<size_t>(d)] /= static_cast<float>(count);
+    }
+  }
+  return out;
+}
+
+struct BagCase {
+  const char* name;
+  int64_t rows, dim, bags, max_len;
+  double empty_fraction, minus_one_fraction;
+  bool mean;
+  DType table_dtype;
+};
+
+class EmbeddingBagTest : public ::testing::TestWithParam<BagCase> {};
+
+TEST_P(EmbeddingBagTest, RaggedAndPaddedMatchReference) {
+  const BagCase c = GetParam();
+  std::mt19937_64 rng(c.rows * 31 + c.bags);
+  std::uniform_real_distribution<float> val(-1, 1);
+  std::uniform_real_distribution<double> coin(0, 1);
+  std::vector<float> table(static_cast<size_t>(c.rows * c.dim));
+  for (float& v : table) v = val(rng);
+  // Tables held in FP16/BF16 are compared with the reference on the rounded values.
+  Tensor t = Tensor::Zeros(c.table_dtype, {c.rows, c.dim});
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (c.table_dtype == DType::kF16) { t.data<uint16_t>()[i] = FloatToHalf(table[i]); table[i] = HalfToFloat(t.data<uint16_t>()[i]); }
+    else if (c.table_dtype == DType::kBF16) { t.data<uint16_t>()[i] = FloatToBF16(table[i]); table[i] = BF16ToFloat(t.data<uint16_t>()[i]); }
+    else t.data<float>()[i] = table[i];
+  }
+  std::vector<int64_t> ids, offsets{0}, padded(static_cast<size_t>(c.bags * c.max_len), -1);
+  for (int64_t b = 0; b < c.bags; ++b) {
+    int64_t len = coin(rng) < c.empty_fraction ? 0 : static_cast<int64_t>(rng() % static_cast<uint64_t>(c.max_len + 1));
+    for (int64_t j = 0; j < len; ++j) {
+      int64_t id = coin(rng) < c.minus_one_fraction ? -1 : static_cast<int64_t>(rng() % static_cast<uint64_t>(c.rows));
+      ids.push_back(id);
+      padded[static_cast<size_t>(b * c.max_len + j)] = id;
+    }
+    offsets.push_back(static_cast<int64_t>(ids.size()));
+  }
+  std::vector<float> want = ReferenceBags(table, c.dim, ids, offsets, c.mean);
+  Tensor ref = testing::MakeF32({c.bags, c.dim}, want);
+  std::string mode = c.mean ? "mean" : "sum";
+
+  GraphBuilder ragged;
+  int table_id = ragged.Const("table", t);
+  int v = ragged.Input("v", DType::kI64, {-1});
+  int o = ragged.Input("o", DType::kI64, {-1});
+  ragged.Output(ragged.Op("EmbeddingBag", {table_id, v, o}, {{"mode", mode}}));
+  auto got = RunGraph(ragged.graph(), {testing::MakeI64({static_cast<int64_t>(ids.size())}, ids), testing::MakeI64({c.bags + 1}, offsets)});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_LE(testing::RelativeError((*got)[0], ref), 1e-6);
+
+  GraphBuilder dense;
+  int table2 = dense.Const("table", t);
+  int p = dense.Input("p", DType::kI64, {-1, c.max_len});
+  dense.Output(dense.Op("EmbeddingBag", {table2, p}, {{"mode", mode}}));
+  auto got2 = RunGraph(dense.graph(), {testing::MakeI64({c.bags, c.max_len}, padded)});
+  ASSERT_TRUE(got2.ok()) << got2.status().ToString();
+  EXPECT_LE(testing::RelativeError((*got2)[0], ref), 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, EmbeddingBagTest, ::testing::Values(
+    BagCase{"OneRow", 100, 8, 1, 5, 0.0, 0.0, false, DType::kF32},      // one row
+    BagCase{"EmptyBagsAndMinusOne", 1000, 16, 64, 12, 0.2, 0.1, false, DType::kF32},   // empty bags and -1 slots
+    BagCase{"Mean", 1000, 16, 64, 12, 0.2, 0.1, true, DType::kF32},    // mean
+    BagCase{"AllMinusOne", 50, 3, 33, 7, 0.0, 1.0, false, DType::kF32},       // all -1: zeros
+    BagCase{"LengthZero", 50, 5, 17, 0, 0.0, 0.0, false, DType::kF32},       // length-0 everywhere
+    BagCase{"Fp16Table", 5000, 64, 300, 40, 0.05, 0.05, false, DType::kF16},
+    BagCase{"Bf16TableMean", 5000, 32, 300, 40, 0.05, 0.05, true, DType::kBF16}),
+    [](const ::testing::TestParamInfo<BagCase>& info) { return std::string(info.param.name); });
+
+TEST(EmbeddingBag, IdOutOfRangeIsAnError) {
+  GraphBuilder g;
+  int table = g.Const("table", testing::MakeF32({2, 2}, {1, 2, 3, 4}));
+  int p = g.Input("p", DType::kI64, {-1, 2});
+  g.Output(g.Op("EmbeddingBag", {table, p}));
+  auto r = RunGraph(g.graph(), {testing::MakeI64({1, 2}, {1, 2})});
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("id 2 is out of range"), std::string::npos) << r.status().message();
+}
+
+// The PyTorch pattern, in one of its spellings: clamp by `clamp_op`, mask by `mask_op`.
+Graph MaskedBagGraph(const std::string& clamp_op, const std::string& mask_op, bool mask_left, const Tensor& table) {
+  GraphBuilder b;
+  int ids = b.Input("ids", DType::kI64, {-1, -1});
+  int zero = b.Const("zero", testing::MakeI64({}, {0}));
+  int minus_one = b.Const("minus_one", testing::MakeI64({}, {-1}));
+  int w = b.Const("w", table);
+  int clamped;
+  if (clamp_op == "Clip") clamped = b.Op("Clip", {ids, zero});
+  else if (clamp_op == "Max") clamped = b.Op("Max", {ids, zero});
+  else clamped = b.Op("Where", {b.Op("GreaterOrEqual", {ids, zero}), ids, zero});
+  int rows = b.Op("Gather", {w, clamped});
+  int mask = mask_op == "GreaterOrEqual" ? b.Op("GreaterOrEqual", {ids, zero})
+           : mask_op == "Greater" ? b.Op("Greater", {ids, minus_one})
+                                  : b.Op("Not", {b.Op("Equal", {ids, minus_one})});
+  int axes_last = b.Const("axes_last", testing::MakeI64({1}, {-1}));
+  int m = b.Op("Cast", {b.Op("Unsqueeze", {mask, axes_last})}, {{"to", int64_t{1}}});
+  int prod = mask_left ? b.Op("Mul", {m, rows}) : b.Op("Mul", {rows, m});
+  int axes1 = b.Const("axes1", testing::MakeI64({1}, {1}));
+  b.Output(b.Op("ReduceSum", {prod, axes1}, {{"keepdims", int64_t{0}}}));
+  return b.graph();
+}
+
+TEST(EmbeddingBagFusion, RecognisesEverySpellingAndKeepsResults) {
+  Tensor table = testing::MakeF32({4, 2}, {1, 10, 2, 20, 3, 30, 4, 40});
+  Tensor ids = testing::MakeI64({3, 3}, {0, 2, -1, -1, -1, -1, 3, 3, 1});
+  for (const char* clamp : {"Clip", "Max", "Where"}) {
+    for (const char* mask : {"GreaterOrEqual", "Greater", "NotEqual"}) {
+      for (bool left : {false, true}) {
+        Graph g = MaskedBagGraph(clamp, mask, left, table);
+        auto before = RunGraph(g, {ids});
+        ASSERT_TRUE(before.ok()) << before.status().ToString();
+        EXPECT_EQ(FuseMaskedEmbeddingBags(g), 1) << clamp << " " << mask << " " << left;
+        EXPECT_EQ(g.OpCounts()["EmbeddingBag"], 1);
+        EXPECT_EQ(g.nodes.size(), 1u);
+        auto after = RunGraph(g, {ids});
+        ASSERT_TRUE(after.ok()) << after.status().ToString();
+        EXPECT_EQ(testing::RelativeError((*after)[0], (*before)[0]), 0.0);
+        EXPECT_EQ((*after)[0].data<float>()[0], 4.0f);   // rows 0 + 2
+        EXPECT_EQ((*after)[0].data<float>()[2], 0.0f);   // all -1
+        EXPECT_EQ((*after)[0].data<float>()[5], 100.0f); // 40 + 40 + 20
+      }
+    }
+  }
+}
+
+TEST(EmbeddingBagFusion, LeavesOtherReductionsAlone) {
+  GraphBuilder b;
+  int x = b.Input("x", DType::kF32, {-1, -1, 4});
+  int axes1 = b.Const("axes1", testing::MakeI64({1}, {1}));
+  b.Output(b.Op("ReduceSum", {b.Op("Mul", {x, x}), axes1}, {{"keepdims", int64_t{0}}}));
+  EXPECT_EQ(FuseMaskedEmbeddingBags(b.graph()), 0);
+}
+
+TEST(RaggedInputs, OtherReadersGetPaddedIdsAndResultsMatch) {
+  // ids feed a bag and, separately, a count of valid slots: the second reader needs padding.
+  Tensor table = testing::MakeF32({4, 2}, {1, 10, 2, 20, 3, 30, 4, 40});
+  GraphBuilder b;
+  int ids = b.Input("ids", DType::kI64, {-1, -1});
+  int w = b.Const("w", table);
+  int zero = b.Const("zero", testing::MakeI64({}, {0}));
+  b.Output(b.Op("EmbeddingBag", {w, ids}));
+  int valid = b.Op("Cast", {b.Op("GreaterOrEqual", {ids, zero})}, {{"to", int64_t{7}}});
+  int axes1 = b.Const("axes1", testing::MakeI64({1}, {1}));
+  b.Output(b.Op("ReduceSum", {valid, axes1}, {{"keepdims", int64_t{0}}}));
+  Graph g = b.graph();
+  ASSERT_TRUE(ApplyRaggedInputs(g, {"ids"}).ok());
+  EXPECT_EQ(g.OpCounts()["RaggedToPadded"], 1);
+  ASSERT_EQ(g.inputs.size(), 2u);
+  // Rows: [1, 3], [], [2].
+  auto r = RunGraph(g, {testing::MakeI64({3}, {1, 3, 2}), testing::MakeI64({4}, {0, 2, 2, 3})}, {2});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].data<float>()[0], 6.0f);
+  EXPECT_EQ((*r)[0].data<float>()[2], 0.0f);
+  EXPECT_EQ((*r)[0].data<float>()[5], 30.0f);
+  EXPECT_EQ((*r)[1].data<int64_t>()[0], 2);
+  EXPECT_EQ((*r)[1].data<int64_t>()[1], 0);
+  EXPECT_EQ((*r)[1].data<int64_t>()[2], 1);
+}
+
+}  // namespace
+}  // namespace rankd

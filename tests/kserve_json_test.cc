@@ -1,1 +1,103 @@
+// The KServe v2 JSON request parser against malformed bodies, and the response writer.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "frontend/kserve_json.h"
+
+namespace rankd {
+namespace {
+
+Status Parse(const std::string& body) { return ParseInferRequestJson(body).status(); }
+
+TEST(KServeJson, ParsesDenseNestedAndRagged) {
+  auto r = ParseInferRequestJson(R"({"id":"q1","inputs":[
+      {"name":"a","datatype":"FP32","shape":[2,2],"data":[[1,2],[3,4.5]]},
+      {"name":"b","datatype":"INT64","shape":[2,-1],"data":[[7,8,9],[]]},
+      {"name":"c","datatype":"INT64","shape":[3],"data":[1,2,3],"parameters":{"lengths":[1,2]}},
+      {"name":"d","datatype":"BOOL","shape":[1],"data":[true]}],
+      "outputs":[{"name":"score"}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->id, "q1");
+  ASSERT_EQ(r->inputs.size(), 4u);
+  EXPECT_EQ(r->inputs[0].data.shape(), Shape({2, 2}));
+  EXPECT_EQ(r->inputs[0].data.data<float>()[3], 4.5f);
+  EXPECT_EQ(r->inputs[1].data.shape(), Shape({3}));
+  EXPECT_EQ(r->inputs[1].lengths, std::vector<int64_t>({3, 0}));
+  EXPECT_EQ(r->inputs[2].lengths, std::vector<int64_t>({1, 2}));
+  EXPECT_EQ(r->inputs[3].data.data<uint8_t>()[0], 1);
+  EXPECT_EQ(r->outputs, std::vector<std::string>({"score"}));
+}
+
+TEST(KServeJson, MalformedBodiesAreRejectedWithAReason) {
+  struct Case { const char* body; const char* fragment; };
+  const Case cases[] = {
+      {"", "empty"},
+      {"{", "not valid JSON"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1", "not valid JSON"},
+      {"[1,2]", "must be a JSON object"},
+      {"{}", "needs an 'inputs' list"},
+      {"{\"inputs\":[]}", "is empty"},
+      {"{\"inputs\":[7]}", "must be an object"},
+      {"{\"inputs\":[{\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}", "needs a string 'name'"},
+      {"{\"inputs\":[{\"name\":\"a\",\"shape\":[1],\"data\":[1]}]}", "needs a string 'datatype'"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP99\",\"shape\":[1],\"data\":[1]}]}", "FP99"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"data\":[1]}]}", "needs a 'shape' list"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1]}]}", "has no 'data'"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[2],\"data\":[1]}]}", "needs 2 elements, data has 1"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[-5],\"data\":[1]}]}", "non-negative"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1.5],\"data\":[1]}]}", "non-negative"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1000000000000],\"data\":[1]}]}", "too large"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[100000,100000,100000],\"data\":[1]}]}", "too large"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[],\"data\":[1]}]}", "batch dimension"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[\"x\"]}]}", "not a number"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1e39]}]}", "overflows FP32"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1.5]}]}", "not an integer"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT32\",\"shape\":[1],\"data\":[3000000000]}]}", "out of range"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[18446744073709551615]}]}", "out of range"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"BOOL\",\"shape\":[1],\"data\":[1]}]}", "not a boolean"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[2,-1],\"data\":[1,2]}]}", "one list per row"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{\"lengths\":[-1]}}]}", "non-negative"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[1,2,3],\"parameters\":{\"lengths\":[3]}}]}", "shape must be [number of values]"},
+      {"{\"id\":5,\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}", "'id' must be a string"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}],\"outputs\":[{}]}", "needs a string 'name'"},
+  };
+  for (const Case& c : cases) {
+    Status s = Parse(c.body);
+    EXPECT_FALSE(s.ok()) << c.body;
+    EXPECT_NE(s.message().find(c.fragment), std::string::npos) << c.body << " -> " << s.message();
+  }
+}
+
+TEST(KServeJson, DeepNestingAndHugeBodiesAreBounded) {
+  std::string deep = "{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":" + std::string(100000, '[') +
+                     std::string(100000, ']') + "}]}";
+  Status s = Parse(deep);
+  EXPECT_FALSE(s.ok());
+  JsonLimits limits;
+  limits.max_body_bytes = 100;
+  EXPECT_EQ(ParseInferRequestJson(std::string(200, ' '), limits).status().code(), StatusCode::kResourceExhausted);
+  limits = JsonLimits{};
+  limits.max_elements = 3;
+  auto r = ParseInferRequestJson("{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[4],\"data\":[1,2,3,4]}]}", limits);
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST(KServeJson, ResponseRoundTripsFloatsExactly) {
+  std::vector<InferOutput> outs;
+  outs.push_back({"score", Tensor::FromVector<float>(DType::kF32, {2, 1}, {0.1f, 1e-30f})});
+  outs.push_back({"flag", Tensor::FromVector<uint8_t>(DType::kBool, {1}, {1})});
+  std::string body = InferResponseJson("m", 3, "q", outs);
+  auto j = nlohmann::json::parse(body);
+  EXPECT_EQ(j["model_name"], "m");
+  EXPECT_EQ(j["model_version"], "3");
+  EXPECT_EQ(j["id"], "q");
+  EXPECT_EQ(j["outputs"][0]["shape"], nlohmann::json::array({2, 1}));
+  EXPECT_EQ(j["outputs"][0]["data"][0].get<float>(), 0.1f);
+  EXPECT_EQ(j["outputs"][0]["data"][1].get<float>(), 1e-30f);
+  EXPECT_EQ(j["outputs"][1]["data"][0], true);
+  EXPECT_EQ(nlohmann::json::parse(ErrorJson("bad \"x\""))["error"], "bad \"x\"");
+}
+
+}  // namespace
+}  // namespace rankd

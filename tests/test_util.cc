@@ -67,3 +67,42 @@ std::string WriteTempFile(const std::string& name, const std::string& bytes) {
 }
 
 }  // namespace rankd::testing
+
+#include "compile/plan.h"
+#include "runtime/executor.h"
+
+namespace rankd::testing {
+
+int GraphBuilder::Input(const std::string& name, DType dtype, Shape shape) {
+  int id = graph_.AddValue({name, dtype, std::move(shape), true});
+  graph_.inputs.push_back(id);
+  graph_.opset = 17;
+  return id;
+}
+
+int GraphBuilder::Const(const std::string& name, Tensor t) { return graph_.AddConstant(name, std::move(t)); }
+
+int GraphBuilder::Op(const std::string& op, std::vector<int> inputs, std::map<std::string, AttributeValue> attrs) {
+  Node n;
+  n.op = op;
+  n.name = op + "_" + std::to_string(counter_++);
+  n.inputs = std::move(inputs);
+  n.attrs = std::move(attrs);
+  int out = graph_.AddValue({n.name + "_out", DType::kInvalid, {}, false});
+  n.outputs = {out};
+  graph_.nodes.push_back(std::move(n));
+  return out;
+}
+
+StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Tensor>& inputs,
+                                       const std::vector<int64_t>& ragged_max_lengths) {
+  std::vector<TensorMeta> metas;
+  for (const Tensor& t : inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
+  PlanOptions options;
+  options.ragged_max_lengths = ragged_max_lengths;
+  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph, metas, options));
+  Executor executor;
+  return executor.Run(*plan, inputs);
+}
+
+}  // namespace rankd::testing

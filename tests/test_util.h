@@ -1,6 +1,7 @@
 // Helpers shared by the tests.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,5 +24,28 @@ std::string OneNodeModel(const std::string& op, const std::vector<std::string>& 
                          const std::vector<onnx::AttributeProto>& attrs = {});
 // Writes bytes to a fresh file under a temporary directory and returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& bytes);
+
+}  // namespace rankd::testing
+
+namespace rankd::testing {
+
+// Builds Graph IR directly, for pass and plan tests.
+class GraphBuilder {
+ public:
+  int Input(const std::string& name, DType dtype, Shape shape);
+  int Const(const std::string& name, Tensor t);
+  // Adds a node with one output and returns the output's value id.
+  int Op(const std::string& op, std::vector<int> inputs, std::map<std::string, AttributeValue> attrs = {});
+  void Output(int value) { graph_.outputs.push_back(value); }
+  Graph& graph() { return graph_; }
+
+ private:
+  Graph graph_;
+  int counter_ = 0;
+};
+
+// Runs a graph on the CPU backend (plan + executor).
+StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Tensor>& inputs,
+                                       const std::vector<int64_t>& ragged_max_lengths = {});
 
 }  // namespace rankd::testing
