@@ -17,7 +17,8 @@ Status InferNode(const OpSchema& schema, InferContext& ctx) {
 }
 
 StatusOr<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<const Tensor*>& inputs,
-                                           const std::vector<int64_t>* ragged_max_lengths) {
+                                           const std::vector<int64_t>* ragged_max_lengths,
+                                           int64_t max_output_bytes) {
   const OpSchema* schema = FindOpSchema(node.op);
   KernelFn kernel = CpuBackend().FindKernel(node.op);
   if (!schema || !kernel) return Unimplemented(node.Describe() + ": op " + node.op + " is not supported");
@@ -26,6 +27,17 @@ StatusOr<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<c
     ctx.inputs.push_back(t ? TensorMeta{t->dtype(), t->shape(), t} : TensorMeta{});
   }
   RETURN_IF_ERROR(InferNode(*schema, ctx));
+  for (const TensorMeta& m : ctx.outputs) {
+    if (!m.present()) continue;
+    int64_t n = 1;
+    for (int64_t d : m.shape) {
+      if (d != 0 && n > max_output_bytes / d) return ResourceExhausted(node.Describe() + ": output is too large to compute");
+      n *= d;
+    }
+    if (n * static_cast<int64_t>(DTypeSize(m.dtype)) > max_output_bytes || ctx.scratch_bytes > max_output_bytes) {
+      return ResourceExhausted(node.Describe() + ": output " + ShapeToString(m.shape) + " is too large to compute");
+    }
+  }
   std::vector<Tensor> outputs;
   std::vector<Tensor*> out_ptrs;
   outputs.reserve(ctx.outputs.size());

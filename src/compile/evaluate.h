@@ -13,8 +13,10 @@ namespace rankd {
 
 // Infers the node's outputs from `inputs` (nullptr for omitted ones), allocates them, and runs
 // the CPU kernel. Inputs must hold data, except for Shape, which reads only the shape.
+// Outputs larger than `max_output_bytes` are refused (ResourceExhausted) before allocation.
 StatusOr<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<const Tensor*>& inputs,
-                                           const std::vector<int64_t>* ragged_max_lengths = nullptr);
+                                           const std::vector<int64_t>* ragged_max_lengths = nullptr,
+                                           int64_t max_output_bytes = int64_t{1} << 30);
 
 // Runs the node's shape function; errors are prefixed with the node.
 Status InferNode(const OpSchema& schema, InferContext& ctx);

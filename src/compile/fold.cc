@@ -16,14 +16,12 @@ StatusOr<int> FoldConstants(Graph& graph, int64_t max_bytes) {
     }
     std::vector<const Tensor*> inputs;
     for (int in : node.inputs) inputs.push_back(in < 0 ? nullptr : &graph.constants.at(in));
-    auto outs = EvaluateNode(node, inputs);
-    if (!outs.ok()) return outs.status();
-    bool small = true;
-    for (const Tensor& t : *outs) small = small && static_cast<int64_t>(t.bytes()) <= max_bytes;
-    if (!small) {
+    auto outs = EvaluateNode(node, inputs, nullptr, max_bytes);
+    if (outs.status().code() == StatusCode::kResourceExhausted) {  // too large to keep folded
       kept.push_back(std::move(node));
       continue;
     }
+    if (!outs.ok()) return outs.status();
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       int id = node.outputs[o];
       if (id < 0) continue;

@@ -86,6 +86,14 @@ StatusOr<std::shared_ptr<const Plan>> Plan::Build(const Graph& graph, const std:
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       int id = node.outputs[o];
       if (id < 0) continue;
+      int64_t elems = 1;
+      for (int64_t d : ctx.outputs[o].shape) {
+        if (d != 0 && elems > options.max_workspace_bytes / d) elems = options.max_workspace_bytes + 1;
+        else elems *= d;
+      }
+      if (elems * static_cast<int64_t>(DTypeSize(ctx.outputs[o].dtype)) > options.max_workspace_bytes) {
+        return ResourceExhausted(node.Describe() + ": output " + ShapeToString(ctx.outputs[o].shape) + " is too large");
+      }
       PlanValue& v = values[static_cast<size_t>(id)];
       v.dtype = ctx.outputs[o].dtype;
       v.shape = ctx.outputs[o].shape;
@@ -100,11 +108,11 @@ StatusOr<std::shared_ptr<const Plan>> Plan::Build(const Graph& graph, const std:
     }
     if (step.kernel) plan->steps_.push_back(std::move(step));
   }
-  RETURN_IF_ERROR(plan->AssignMemory());
+  RETURN_IF_ERROR(plan->AssignMemory(options.max_workspace_bytes));
   return std::shared_ptr<const Plan>(plan);
 }
 
-Status Plan::AssignMemory() {
+Status Plan::AssignMemory(int64_t max_workspace_bytes) {
   // Backward liveness: keep steps whose outputs reach a graph output.
   const Graph& g = *graph_;
   std::vector<bool> needed(values_.size(), false);
@@ -181,6 +189,10 @@ Status Plan::AssignMemory() {
     placed.push_back(i);
   }
   workspace_bytes_ = total;
+  if (total > max_workspace_bytes) {
+    return ResourceExhausted("the plan needs " + std::to_string(total) + " bytes of workspace; the limit is " +
+                             std::to_string(max_workspace_bytes));
+  }
   return Status::Ok();
 }
 

@@ -22,6 +22,8 @@ struct PlanOptions {
   const Backend* backend = &CpuBackend();
   // Padded length of each ragged input (for RaggedToPadded), in the graph's ragged order.
   std::vector<int64_t> ragged_max_lengths;
+  // A plan whose workspace would exceed this is refused (ResourceExhausted), not allocated.
+  int64_t max_workspace_bytes = int64_t{16} << 30;
 };
 
 enum class PlanStorage { kInput, kConstant, kWorkspace, kAlias, kUnused };
@@ -63,7 +65,7 @@ class Plan {
 
  private:
   Plan() = default;
-  Status AssignMemory();
+  Status AssignMemory(int64_t max_workspace_bytes);
 
   const Graph* graph_ = nullptr;
   std::vector<PlanStep> steps_;

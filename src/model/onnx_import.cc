@@ -146,12 +146,13 @@ class Importer {
     }
     size_t bytes = static_cast<size_t>(n) * DTypeSize(*dtype);
     if (t.data_location() == onnx::TensorProto::EXTERNAL) return ReadExternal(t, *dtype, shape, bytes);
-    Tensor out = Tensor::Zeros(*dtype, shape);
+    // Sizes are checked against the data present before anything is allocated.
     if (t.has_raw_data()) {
       if (t.raw_data().size() != bytes) {
         return InvalidArgument(what + " holds " + std::to_string(t.raw_data().size()) +
                                " bytes of raw data, its shape needs " + std::to_string(bytes));
       }
+      Tensor out = Tensor::Zeros(*dtype, shape);
       std::memcpy(out.raw(), t.raw_data().data(), bytes);
       return out;
     }
@@ -159,6 +160,12 @@ class Importer {
       return InvalidArgument(what + " holds " + std::to_string(have) + " values, its shape " +
                              ShapeToString(shape) + " needs " + std::to_string(n));
     };
+    int64_t present = *dtype == DType::kF32   ? t.float_data_size()
+                      : *dtype == DType::kF64 ? t.double_data_size()
+                      : *dtype == DType::kI64 ? t.int64_data_size()
+                                              : t.int32_data_size();
+    if (present != n) return mismatch(static_cast<int>(present));
+    Tensor out = Tensor::Zeros(*dtype, shape);
     switch (*dtype) {
       case DType::kF32:
         if (t.float_data_size() != n) return mismatch(t.float_data_size());
