@@ -36,15 +36,16 @@ def output_names(name: str):
     return ["ctr", "cvr"] if name == "mmoe" else ["score"]
 
 
-def export(name, size, repo, data, count, seed, no_config=False, sizes=(1, 2, 3, 5, 8), seq_len=None):
+def export(name, size, repo, data, count, seed, no_config=False, sizes=(1, 2, 3, 5, 8), seq_len=None, package=None):
+    package = package or name
     model = models.build(name, size, seed=seed)
     feats, reqs = rq.request_set(name, model, count, seed + 1, sizes=sizes, seq_len=seq_len)
     outs = output_names(name)
-    model_dir = os.path.join(repo, name)
+    model_dir = os.path.join(repo, package)
     os.makedirs(os.path.join(model_dir, "1"), exist_ok=True)
     if not no_config:
         with open(os.path.join(model_dir, "config.yaml"), "w") as f:
-            f.write(config_yaml(name, feats, outs))
+            f.write(config_yaml(package, feats, outs))
     example_n, example = reqs[min(2, len(reqs) - 1)]
     args = tuple(rq.to_torch(feats, example, example_n))
     dynamic = {}
@@ -56,13 +57,13 @@ def export(name, size, repo, data, count, seed, no_config=False, sizes=(1, 2, 3,
                       output_names=outs, dynamic_axes=dynamic, opset_version=17, do_constant_folding=True)
     if data:
         os.makedirs(data, exist_ok=True)
-        with open(os.path.join(data, f"{name}.requests.jsonl"), "w") as fr, \
-             open(os.path.join(data, f"{name}.expected.jsonl"), "w") as fe, torch.no_grad():
+        with open(os.path.join(data, f"{package}.requests.jsonl"), "w") as fr, \
+             open(os.path.join(data, f"{package}.expected.jsonl"), "w") as fe, torch.no_grad():
             for i, (n, req) in enumerate(reqs):
-                fr.write(json.dumps(rq.to_json(feats, req, f"{name}-{i}", flat_ragged=i % 2 == 1)) + "\n")
+                fr.write(json.dumps(rq.to_json(feats, req, f"{package}-{i}", flat_ragged=i % 2 == 1)) + "\n")
                 result = model(*rq.to_torch(feats, req, n))
                 result = result if isinstance(result, tuple) else (result,)
-                fe.write(json.dumps({"id": f"{name}-{i}", "outputs": [
+                fe.write(json.dumps({"id": f"{package}-{i}", "outputs": [
                     {"name": o, "shape": list(t.shape), "data": t.reshape(-1).tolist()} for o, t in zip(outs, result)]}) + "\n")
 
 
@@ -74,9 +75,10 @@ def main():
     p.add_argument("--data", default="")
     p.add_argument("--count", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", default=None, help="package name (default: the model's name)")
     p.add_argument("--no-config", action="store_true", help="write only 1/model.onnx (config derived by rankd)")
     a = p.parse_args()
-    export(a.model, a.size, a.repo, a.data, a.count, a.seed, a.no_config)
+    export(a.model, a.size, a.repo, a.data, a.count, a.seed, a.no_config, package=a.name)
 
 
 if __name__ == "__main__":

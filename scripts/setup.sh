@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages rankd needs to build, test and export models. Safe to re-run.
+#   scripts/setup.sh          build + test dependencies
+#   scripts/setup.sh --zoo    also PyTorch and ONNX for Python (to re-export the model zoo)
+set -euo pipefail
+packages=(
+  cmake g++ make pkg-config           # the build
+  libprotobuf-dev protobuf-compiler   # ONNX files are protobuf
+  libonnx-dev                         # ONNX's own protobuf schema and its generated C++ classes
+  libopenblas-dev                     # multi-threaded sgemm for the CPU backend
+  libomp-dev                          # OpenMP for the CPU kernels (and clang's fuzz build)
+  nlohmann-json3-dev                  # JSON: configs and KServe v2 bodies
+  libyaml-cpp-dev                     # YAML model configs
+  libcli11-dev                        # the command line
+  libgtest-dev libgmock-dev           # tests
+  libbenchmark-dev                    # benchmarks
+  libonnx-testdata                    # ONNX's conformance cases: the independent op reference
+  clang-14 libclang-rt-14-dev         # libFuzzer and sanitizers for the fuzz targets
+  python3-numpy                       # scripts
+)
+if [[ "${1:-}" == "--zoo" ]]; then
+  packages+=(python3-torch python3-onnx)
+fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [[ $(id -u) == 0 ]] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "setup: all packages present"
