@@ -47,7 +47,7 @@ TEST_P(ZooTest, MatchesPyTorchWithinOneInAHundredThousand) {
   EXPECT_GE(count, 10);
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "mmoe"));
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
 
 TEST(ZooTest, DlrmEmbeddingBagsAreRecognisedAndRaggedInputsRewritten) {
   auto model = Model::Load(testing::SourcePath("models/zoo/dlrm_dcnv2"), -1);

@@ -36,7 +36,7 @@ def output_names(name: str):
     return ["ctr", "cvr"] if name == "mmoe" else ["score"]
 
 
-def export(name, size, repo, data, count, seed, no_config=False, sizes=(1, 2, 3, 5, 8), seq_len=None, package=None):
+def export(name, size, repo, data, count, seed, no_config=False, sizes=(1, 2, 3, 5, 8), seq_len=None, package=None, opset=17):
     package = package or name
     model = models.build(name, size, seed=seed)
     feats, reqs = rq.request_set(name, model, count, seed + 1, sizes=sizes, seq_len=seq_len)
@@ -54,7 +54,7 @@ def export(name, size, repo, data, count, seed, no_config=False, sizes=(1, 2, 3,
     for o in outs:
         dynamic[o] = {0: "batch"}
     torch.onnx.export(model, args, os.path.join(model_dir, "1", "model.onnx"), input_names=[f.name for f in feats],
-                      output_names=outs, dynamic_axes=dynamic, opset_version=17, do_constant_folding=True)
+                      output_names=outs, dynamic_axes=dynamic, opset_version=opset, do_constant_folding=True)
     if data:
         os.makedirs(data, exist_ok=True)
         with open(os.path.join(data, f"{package}.requests.jsonl"), "w") as fr, \
@@ -76,9 +76,10 @@ def main():
     p.add_argument("--count", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default=None, help="package name (default: the model's name)")
+    p.add_argument("--opset", type=int, default=17, help="ONNX opset (13-17; below 17 LayerNorm is decomposed)")
     p.add_argument("--no-config", action="store_true", help="write only 1/model.onnx (config derived by rankd)")
     a = p.parse_args()
-    export(a.model, a.size, a.repo, a.data, a.count, a.seed, a.no_config, package=a.name)
+    export(a.model, a.size, a.repo, a.data, a.count, a.seed, a.no_config, package=a.name, opset=a.opset)
 
 
 if __name__ == "__main__":

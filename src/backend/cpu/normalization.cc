@@ -49,17 +49,20 @@ Status LayerNorm(const KernelArgs& k) {
   for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
   for (int64_t i = axis; i < x.rank(); ++i) norm *= x.dim(i);
   Shape norm_shape(x.shape().begin() + axis, x.shape().end());
-  // Scale and bias, materialised over the normalised shape once (they are small).
-  std::vector<float> scale(static_cast<size_t>(norm), 1.0f), bias(static_cast<size_t>(norm), 0.0f);
+  // Scale and bias, materialised over the normalised shape in scratch (they are small).
+  float* scale = static_cast<float*>(k.scratch);
+  float* bias = scale + (norm + 15) / 16 * 16;
+  std::fill(scale, scale + norm, 1.0f);
+  std::fill(bias, bias + norm, 0.0f);
   for (int which = 1; which <= 2; ++which) {
     if (!k.HasIn(which)) continue;
     const Tensor& t = k.In(which);
     auto layout = MakeBroadcastLayout<1>(norm_shape, {&t.shape()});
-    std::vector<float>& dst = which == 1 ? scale : bias;
+    float* dst = which == 1 ? scale : bias;
     const float* src = t.data<float>();
     ForEachRow<1>(layout, [&](int64_t o, const std::array<int64_t, 1>& off, int64_t n,
                               const std::array<int64_t, 1>& st) {
-      for (int64_t i = 0; i < n; ++i) dst[static_cast<size_t>(o + i)] = src[off[0] + i * st[0]];
+      for (int64_t i = 0; i < n; ++i) dst[o + i] = src[off[0] + i * st[0]];
     });
   }
   const float* px = x.data<float>();
@@ -80,7 +83,7 @@ Status LayerNorm(const KernelArgs& k) {
       if (mean_out) mean_out[r] = static_cast<float>(mean);
       if (inv_std_out) inv_std_out[r] = inv;
       for (int64_t j = 0; j < norm; ++j) {
-        dst[j] = (src[j] - static_cast<float>(mean)) * inv * scale[static_cast<size_t>(j)] + bias[static_cast<size_t>(j)];
+        dst[j] = (src[j] - static_cast<float>(mean)) * inv * scale[j] + bias[j];
       }
     }
   });

@@ -87,6 +87,7 @@ Status InferLayerNorm(InferContext& c) {
   Shape stats(x.begin(), x.begin() + axis);
   stats.resize(x.size(), 1);
   for (size_t i = 1; i < c.outputs.size(); ++i) c.out(static_cast<int>(i)) = {DType::kF32, stats, nullptr};
+  c.scratch_bytes = 2 * NumElements(norm) * 4 + 64;  // scale and bias over the normalised shape
   return Status::Ok();
 }
 

@@ -1,0 +1,95 @@
+"""CPU benchmark: rankd's engine against PyTorch on the CPU, same weights, same requests.
+
+  /usr/bin/python3 bench/cpu_bench.py [--sizes tiny,full] [--threads N] [--iters 50]
+
+Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo into bench/out/, writes request sets
+(8 requests per shape, rotated), runs build/bench/rankd_engine_bench on them and times the PyTorch
+model on the same inputs (padded ids, user rows repeated, as PyTorch needs them). Prints a markdown
+table: median and p99 ms per request, pairs/s, and the ratio. Needs scripts/setup.sh --zoo.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from rankd_zoo import models, requests as rq  # noqa: E402
+from rankd_zoo.export import export  # noqa: E402
+
+SHAPES = {
+    "dlrm_dcnv2": [{"n": 1}, {"n": 64}, {"n": 512}],
+    "din": [{"n": 200, "seq": 100}, {"n": 200, "seq": 1000}],
+}
+
+
+def torch_time(model, batches, iters):
+    times = []
+    with torch.no_grad():
+        for i in range(5):
+            model(*batches[i % len(batches)])
+        for i in range(iters):
+            b = batches[i % len(batches)]
+            t0 = time.perf_counter()
+            model(*b)
+            times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return times[len(times) // 2], times[min(len(times) - 1, len(times) * 99 // 100)]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="tiny,full")
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--iters", type=int, default=50)
+    p.add_argument("--out", default=os.path.join(HERE, "out"))
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads))
+    bench = os.path.join(ROOT, "build", "bench", "rankd_engine_bench")
+    repo = os.path.join(a.out, "repo")
+    rows = []
+    for size in a.sizes.split(","):
+        for name, shapes in SHAPES.items():
+            package = f"{name}_{size}"
+            if not os.path.exists(os.path.join(repo, package, "1", "model.onnx")):
+                print(f"exporting {package} ...", file=sys.stderr)
+                export(name, size, repo, "", 1, 0, package=package)
+            model = models.build(name, size, seed=0)
+            feats = rq.features(name, model)
+            for shape in shapes:
+                seq = shape.get("seq")
+                if seq and seq > feats[1].max_length:
+                    continue
+                rng = np.random.default_rng(123)
+                reqs = [rq.make_request(rng, feats, shape["n"], seq_len=seq) for _ in range(8)]
+                path = os.path.join(a.out, f"{package}_n{shape['n']}_l{seq or 0}.jsonl")
+                with open(path, "w") as f:
+                    for i, r in enumerate(reqs):
+                        f.write(json.dumps(rq.to_json(feats, r, str(i), flat_ragged=True)) + "\n")
+                out = subprocess.run([bench, "--model-repo", repo, "--model", package, "--requests", path,
+                                      "--iters", str(a.iters), "--warmup", "5"], env=env, capture_output=True, text=True)
+                if out.returncode != 0:
+                    print(out.stderr, file=sys.stderr)
+                    continue
+                ours = json.loads(out.stdout.strip().splitlines()[-1])
+                tmed, tp99 = torch_time(model, [rq.to_torch(feats, r, shape["n"]) for r in reqs], a.iters)
+                label = f"W{'1' if name == 'dlrm_dcnv2' else '2'} {size}, " + (
+                    f"{shape['n']} pairs" if not seq else f"1 user x {shape['n']}, L={seq}")
+                rows.append((label, ours["median_ms"], ours["p99_ms"], tmed, tp99, shape["n"]))
+                print(f"{label}: rankd {ours['median_ms']:.3f} ms, torch {tmed:.3f} ms", file=sys.stderr)
+    print(f"threads: {a.threads}; torch {torch.__version__}; iters {a.iters}\n")
+    print("| workload, batch | rankd median / p99 ms | PyTorch CPU median / p99 ms | rankd pairs/s | speed-up |")
+    print("| --- | --- | --- | --- | --- |")
+    for label, m, p99, tm, tp99, n in rows:
+        print(f"| {label} | {m:.3f} / {p99:.3f} | {tm:.3f} / {tp99:.3f} | {n / (m / 1000):,.0f} | {tm / m:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
