@@ -43,20 +43,45 @@ def torch_time(model, batches, iters):
     return times[len(times) // 2], times[min(len(times) - 1, len(times) * 99 // 100)]
 
 
+def ort_time(path, feats, torch_batches, threads, iters):
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    feeds = [{f.name: t.numpy() for f, t in zip(feats, b)} for b in torch_batches]
+    times = []
+    for i in range(5):
+        sess.run(None, feeds[i % len(feeds)])
+    for i in range(iters):
+        t0 = time.perf_counter()
+        sess.run(None, feeds[i % len(feeds)])
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return times[len(times) // 2], times[min(len(times) - 1, len(times) * 99 // 100)]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="tiny,full")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--out", default=os.path.join(HERE, "out"))
+    p.add_argument("--bench", default=os.path.join(ROOT, "build", "bench", "rankd_engine_bench"),
+                   help="command that runs rankd_engine_bench (e.g. '.bundle/run rankd_engine_bench')")
+    p.add_argument("--workloads", default="dlrm_dcnv2,din")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads))
-    bench = os.path.join(ROOT, "build", "bench", "rankd_engine_bench")
+    bench = a.bench.split()
     repo = os.path.join(a.out, "repo")
     rows = []
     for size in a.sizes.split(","):
         for name, shapes in SHAPES.items():
+            if name not in a.workloads.split(","):
+                continue
             package = f"{name}_{size}"
             if not os.path.exists(os.path.join(repo, package, "1", "model.onnx")):
                 print(f"exporting {package} ...", file=sys.stderr)
@@ -73,22 +98,31 @@ def main():
                 with open(path, "w") as f:
                     for i, r in enumerate(reqs):
                         f.write(json.dumps(rq.to_json(feats, r, str(i), flat_ragged=True)) + "\n")
-                out = subprocess.run([bench, "--model-repo", repo, "--model", package, "--requests", path,
+                out = subprocess.run(bench + ["--model-repo", repo, "--model", package, "--requests", path,
                                       "--iters", str(a.iters), "--warmup", "5"], env=env, capture_output=True, text=True)
                 if out.returncode != 0:
                     print(out.stderr, file=sys.stderr)
                     continue
                 ours = json.loads(out.stdout.strip().splitlines()[-1])
-                tmed, tp99 = torch_time(model, [rq.to_torch(feats, r, shape["n"]) for r in reqs], a.iters)
+                batches = [rq.to_torch(feats, r, shape["n"]) for r in reqs]
+                tmed, tp99 = torch_time(model, batches, a.iters)
+                ort_result = ort_time(os.path.join(repo, package, "1", "model.onnx"), feats, batches, a.threads, a.iters)
                 label = f"W{'1' if name == 'dlrm_dcnv2' else '2'} {size}, " + (
                     f"{shape['n']} pairs" if not seq else f"1 user x {shape['n']}, L={seq}")
-                rows.append((label, ours["median_ms"], ours["p99_ms"], tmed, tp99, shape["n"]))
+                rows.append((label, ours["median_ms"], ours["p99_ms"], tmed, tp99, shape["n"], ort_result))
                 print(f"{label}: rankd {ours['median_ms']:.3f} ms, torch {tmed:.3f} ms", file=sys.stderr)
-    print(f"threads: {a.threads}; torch {torch.__version__}; iters {a.iters}\n")
-    print("| workload, batch | rankd median / p99 ms | PyTorch CPU median / p99 ms | rankd pairs/s | speed-up |")
-    print("| --- | --- | --- | --- | --- |")
-    for label, m, p99, tm, tp99, n in rows:
-        print(f"| {label} | {m:.3f} / {p99:.3f} | {tm:.3f} / {tp99:.3f} | {n / (m / 1000):,.0f} | {tm / m:.2f}x |")
+    try:
+        import onnxruntime
+        ort_version = onnxruntime.__version__
+    except ImportError:
+        ort_version = "absent"
+    print(f"threads: {a.threads}; torch {torch.__version__}; onnxruntime {ort_version}; iters {a.iters}\n")
+    print("| workload, batch | rankd median / p99 ms | PyTorch CPU median / p99 ms | ONNX Runtime CPU median / p99 ms | rankd pairs/s | vs best peer |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for label, m, p99, tm, tp99, n, o in rows:
+        best = tm if o is None else min(tm, o[0])
+        ort_cell = "not installed" if o is None else f"{o[0]:.3f} / {o[1]:.3f}"
+        print(f"| {label} | {m:.3f} / {p99:.3f} | {tm:.3f} / {tp99:.3f} | {ort_cell} | {n / (m / 1000):,.0f} | {best / m:.2f}x |")
 
 
 if __name__ == "__main__":

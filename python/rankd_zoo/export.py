@@ -6,6 +6,7 @@ writes REPO/NAME/config.yaml (unless --no-config), REPO/NAME/1/model.onnx, DATA/
 (KServe v2 bodies, one per line) and DATA/NAME.expected.jsonl (PyTorch's outputs, one per line).
 """
 import argparse
+import inspect
 import json
 import os
 
@@ -53,8 +54,11 @@ def export(name, size, repo, data, count, seed, no_config=False, sizes=(1, 2, 3,
         dynamic[f.name] = {0: "batch", 1: f"{f.name}_len"} if f.kind == "ragged" else {0: "batch"}
     for o in outs:
         dynamic[o] = {0: "batch"}
+    extra = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        extra["dynamo"] = False  # torch 2.x: the TorchScript exporter, as torch 1.13 uses
     torch.onnx.export(model, args, os.path.join(model_dir, "1", "model.onnx"), input_names=[f.name for f in feats],
-                      output_names=outs, dynamic_axes=dynamic, opset_version=opset, do_constant_folding=True)
+                      output_names=outs, dynamic_axes=dynamic, opset_version=opset, do_constant_folding=True, **extra)
     if data:
         os.makedirs(data, exist_ok=True)
         with open(os.path.join(data, f"{package}.requests.jsonl"), "w") as fr, \

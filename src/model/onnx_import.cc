@@ -166,21 +166,12 @@ class Importer {
                                               : t.int32_data_size();
     if (present != n) return mismatch(static_cast<int>(present));
     Tensor out = Tensor::Zeros(*dtype, shape);
+    if (n == 0) return out;  // empty repeated fields may have no storage at all
     switch (*dtype) {
-      case DType::kF32:
-        if (t.float_data_size() != n) return mismatch(t.float_data_size());
-        std::memcpy(out.raw(), t.float_data().data(), bytes);
-        break;
-      case DType::kF64:
-        if (t.double_data_size() != n) return mismatch(t.double_data_size());
-        std::memcpy(out.raw(), t.double_data().data(), bytes);
-        break;
-      case DType::kI64:
-        if (t.int64_data_size() != n) return mismatch(t.int64_data_size());
-        std::memcpy(out.raw(), t.int64_data().data(), bytes);
-        break;
+      case DType::kF32: std::memcpy(out.raw(), t.float_data().data(), bytes); break;
+      case DType::kF64: std::memcpy(out.raw(), t.double_data().data(), bytes); break;
+      case DType::kI64: std::memcpy(out.raw(), t.int64_data().data(), bytes); break;
       default:  // int32, int8, uint8, bool, fp16, bf16 live in int32_data
-        if (t.int32_data_size() != n) return mismatch(t.int32_data_size());
         for (int64_t i = 0; i < n; ++i) {
           int32_t v = t.int32_data(static_cast<int>(i));
           auto* p = static_cast<uint8_t*>(out.raw()) + i * static_cast<int64_t>(DTypeSize(*dtype));
