@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "frontend/kserve_json.h"
+#include "runtime/op_profile.h"
 #include "serving/model.h"
 
 int main(int argc, char** argv) {
@@ -81,5 +82,6 @@ int main(int argc, char** argv) {
   mean /= static_cast<double>(ms.size());
   std::printf("{\"label\":\"%s\",\"rows\":%lld,\"median_ms\":%.4f,\"p99_ms\":%.4f,\"mean_ms\":%.4f,\"pairs_per_s\":%.1f,\"iters\":%d}\n",
               label.c_str(), static_cast<long long>(rows), median, p99, mean, static_cast<double>(rows) / (median / 1000.0), iters);
+  if (OpProfile::enabled()) std::fprintf(stderr, "%s", OpProfile::Report().c_str());
   return 0;
 }

@@ -1,5 +1,8 @@
 #include "runtime/executor.h"
 
+#include "runtime/op_profile.h"
+
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -52,11 +55,17 @@ StatusOr<std::vector<Tensor>> Executor::Run(const Plan& plan, std::span<const Te
   }
   const Graph& graph = plan.graph();
   const auto& steps = plan.steps();
+  const bool profile = OpProfile::enabled();
   for (size_t s = 0; s < steps.size(); ++s) {
     const PlanStep& step = steps[s];
-    KernelArgs args{graph.nodes[static_cast<size_t>(step.node)], b.step_inputs[s], b.step_outputs[s],
+    const Node& node = graph.nodes[static_cast<size_t>(step.node)];
+    KernelArgs args{node, b.step_inputs[s], b.step_outputs[s],
                     step.scratch_offset >= 0 ? workspace_.get() + step.scratch_offset : nullptr};
+    auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     RETURN_IF_ERROR(step.kernel(args));
+    if (profile) {
+      OpProfile::Record(node.op, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
   }
   std::vector<Tensor> outputs;
   outputs.reserve(graph.outputs.size());

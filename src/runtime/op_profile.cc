@@ -1,0 +1,58 @@
+#include "runtime/op_profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace rankd {
+namespace {
+
+struct Table {
+  std::mutex mu;
+  std::map<std::string, std::pair<int64_t, double>> by_op;  // GUARDED_BY(mu): calls, ms
+};
+
+Table& table() {
+  static Table t;
+  return t;
+}
+
+}  // namespace
+
+bool OpProfile::enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("RANKD_PROFILE");
+    return v && v[0] == '1';
+  }();
+  return on;
+}
+
+void OpProfile::Record(const std::string& op, double ms) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto& e = t.by_op[op];
+  ++e.first;
+  e.second += ms;
+}
+
+std::string OpProfile::Report() {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  std::vector<std::pair<std::string, std::pair<int64_t, double>>> rows(t.by_op.begin(), t.by_op.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  double total = 0;
+  for (const auto& r : rows) total += r.second.second;
+  std::string out;
+  char line[160];
+  for (const auto& [op, stat] : rows) {
+    std::snprintf(line, sizeof line, "%-22s %8lld calls %10.3f ms %5.1f%%\n", op.c_str(), static_cast<long long>(stat.first),
+                  stat.second, total > 0 ? 100.0 * stat.second / total : 0.0);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace rankd
