@@ -4,9 +4,12 @@
 // as long as possible; inside a row each input's stride is 1 (it varies) or 0 (it is broadcast).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
+
+#include <omp.h>
 
 #include "common/parallel.h"
 #include "common/tensor.h"
@@ -55,7 +58,8 @@ BroadcastLayout<N> MakeBroadcastLayout(const Shape& out, const std::array<const 
   return l;
 }
 
-// fn(out_offset, in_offsets[N], row_length, in_row_strides[N]) once per innermost row, in parallel.
+// fn(out_offset, in_offsets[N], length, in_row_strides[N]) over the innermost rows, in parallel.
+// Long rows are cut into pieces so that a tensor that collapses to a few rows still uses every thread.
 template <int N, typename F>
 void ForEachRow(const BroadcastLayout<N>& l, F&& fn) {
   size_t rank = l.dims.size();
@@ -64,8 +68,15 @@ void ForEachRow(const BroadcastLayout<N>& l, F&& fn) {
   for (size_t i = 0; i + 1 < rank; ++i) rows *= l.dims[i];
   std::array<int64_t, N> row_stride;
   for (int k = 0; k < N; ++k) row_stride[k] = l.strides[k].back();
-  ParallelFor(rows, row, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
+  constexpr int64_t kMinPiece = 16384;
+  int64_t threads = omp_get_max_threads();
+  int64_t pieces = rows >= threads * 4 ? 1 : std::max<int64_t>(1, std::min(row / kMinPiece, (threads * 4 + rows - 1) / rows));
+  int64_t piece_len = (row + pieces - 1) / pieces;
+  ParallelFor(rows * pieces, piece_len, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t r = item / pieces, start = (item % pieces) * piece_len;
+      int64_t len = std::min(piece_len, row - start);
+      if (len <= 0) continue;
       std::array<int64_t, N> off{};
       int64_t rem = r;
       for (size_t i = rank - 1; i-- > 0;) {
@@ -73,7 +84,8 @@ void ForEachRow(const BroadcastLayout<N>& l, F&& fn) {
         rem /= l.dims[i];
         for (int k = 0; k < N; ++k) off[k] += idx * l.strides[k][i];
       }
-      fn(r * row, off, row, row_stride);
+      for (int k = 0; k < N; ++k) off[k] += start * row_stride[k];
+      fn(r * row + start, off, len, row_stride);
     }
   });
 }

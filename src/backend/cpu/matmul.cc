@@ -1,5 +1,10 @@
-// CPU kernels of Gemm, MatMul and Einsum, through OpenBLAS's multi-threaded sgemm.
+// CPU kernels of Gemm, MatMul and Einsum, through a multi-threaded sgemm: oneDNN's (default) or
+// OpenBLAS's (-DRANKD_CPU_GEMM=openblas).
+#if RANKD_GEMM_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#else
 #include <cblas.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -20,10 +25,16 @@ void Sgemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64
     else for (int64_t i = 0; i < m * n; ++i) c[i] *= beta;
     return;
   }
+#if RANKD_GEMM_ONEDNN
+  dnnl_status_t s = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, trans_a ? m : k, b,
+                               trans_b ? k : n, beta, c, n);
+  RANKD_CHECK_MSG(s == dnnl_success, "dnnl_sgemm failed");
+#else
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(trans_a ? m : k), b, static_cast<blasint>(trans_b ? k : n), beta, c,
               static_cast<blasint>(n));
+#endif
 }
 
 Status Gemm(const KernelArgs& k) {
