@@ -7,7 +7,8 @@ packages=(
   cmake g++ make pkg-config           # the build
   libprotobuf-dev protobuf-compiler   # ONNX files are protobuf
   libonnx-dev                         # ONNX's own protobuf schema and its generated C++ classes
-  libopenblas-openmp-dev              # multi-threaded sgemm for the CPU backend (OpenMP build)
+  libdnnl-dev                         # oneDNN: multi-threaded sgemm for the CPU backend
+  libopenblas-openmp-dev              # OpenBLAS (OpenMP build): the alternative sgemm (-DRANKD_CPU_GEMM=openblas)
   libomp-dev                          # OpenMP for the CPU kernels (and clang's fuzz build)
   nlohmann-json3-dev                  # JSON: configs and KServe v2 bodies
   libyaml-cpp-dev                     # YAML model configs
