@@ -7,7 +7,7 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "common/tensor.h"
+#include "rankd/tensor.h"
 #include "model/graph.h"
 
 namespace rankd::testing {

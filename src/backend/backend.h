@@ -9,8 +9,8 @@
 #include <span>
 #include <string>
 
-#include "common/status.h"
-#include "common/tensor.h"
+#include "rankd/status.h"
+#include "rankd/tensor.h"
 #include "model/graph.h"
 
 namespace rankd {

@@ -1,4 +1,4 @@
-#include "common/dtype.h"
+#include "rankd/dtype.h"
 
 #include <cstring>
 

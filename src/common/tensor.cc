@@ -1,9 +1,9 @@
-#include "common/tensor.h"
+#include "rankd/tensor.h"
 
 #include <cstdlib>
 #include <cstring>
 
-#include "common/status.h"
+#include "rankd/status.h"
 
 namespace rankd {
 

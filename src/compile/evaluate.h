@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "common/status.h"
-#include "common/tensor.h"
+#include "rankd/status.h"
+#include "rankd/tensor.h"
 #include "compile/ops/op_schema.h"
 #include "model/graph.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "rankd/status.h"
 #include "model/graph.h"
 
 namespace rankd {

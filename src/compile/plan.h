@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "common/status.h"
+#include "rankd/status.h"
 #include "compile/ops/op_schema.h"
 #include "model/graph.h"
 

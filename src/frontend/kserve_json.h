@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "rankd/status.h"
 #include "serving/model.h"
 
 namespace rankd {

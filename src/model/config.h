@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/status.h"
-#include "common/tensor.h"
+#include "rankd/status.h"
+#include "rankd/tensor.h"
 #include "model/graph.h"
 
 namespace rankd {

@@ -14,8 +14,8 @@
 #include <variant>
 #include <vector>
 
-#include "common/status.h"
-#include "common/tensor.h"
+#include "rankd/status.h"
+#include "rankd/tensor.h"
 
 namespace rankd {
 

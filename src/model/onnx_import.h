@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "common/status.h"
+#include "rankd/status.h"
 #include "model/graph.h"
 
 namespace rankd {

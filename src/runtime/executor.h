@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/status.h"
-#include "common/tensor.h"
+#include "rankd/status.h"
+#include "rankd/tensor.h"
 #include "compile/plan.h"
 
 namespace rankd {

@@ -12,33 +12,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/status.h"
-#include "common/tensor.h"
+#include "rankd/status.h"
+#include "rankd/request.h"
+#include "rankd/tensor.h"
 #include "compile/plan.h"
 #include "model/config.h"
 #include "model/graph.h"
 #include "runtime/executor.h"
 
 namespace rankd {
-
-struct InferInput {
-  std::string name;
-  // Dense: [rows, dims...]. Ragged: flat values [total] with `lengths`, or padded [rows, length]
-  // (negative ids are empty slots) with `lengths` empty.
-  Tensor data;
-  std::vector<int64_t> lengths;
-};
-
-struct InferRequest {
-  std::string id;
-  std::vector<InferInput> inputs;
-  std::vector<std::string> outputs;  // requested outputs; empty = all
-};
-
-struct InferOutput {
-  std::string name;
-  Tensor data;
-};
 
 struct ModelOptions {
   // Largest number of candidate rows one request may carry when the config sets no

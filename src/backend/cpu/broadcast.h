@@ -12,7 +12,7 @@
 #include <omp.h>
 
 #include "common/parallel.h"
-#include "common/tensor.h"
+#include "rankd/tensor.h"
 
 namespace rankd::cpu {
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "common/dtype.h"
-#include "common/status.h"
+#include "rankd/dtype.h"
+#include "rankd/status.h"
 
 namespace rankd::cpu {
 
