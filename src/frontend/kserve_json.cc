@@ -1,5 +1,6 @@
 #include "frontend/kserve_json.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -50,7 +51,45 @@ Status FillInts(const std::vector<const json*>& leaves, Tensor& t, const std::st
   return Status::Ok();
 }
 
-StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits) {
+// An input whose values are raw bytes in the binary part of the body.
+StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& shape, const json& params,
+                                      const JsonLimits& limits, std::string_view& binary, InferInput in) {
+  const std::string& name = in.name;
+  const json& size = params["binary_data_size"];
+  if (!size.is_number_unsigned()) return InvalidArgument("input '" + name + "': binary_data_size must be a non-negative integer");
+  if (j.contains("data")) return InvalidArgument("input '" + name + "' has both 'data' and binary_data_size");
+  if (dtype == DType::kF16 || dtype == DType::kBF16) return InvalidArgument("input '" + name + "': FP16/BF16 inputs are not supported");
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return InvalidArgument("input '" + name + "': binary inputs need a concrete shape");
+    if (d != 0 && n > limits.max_elements / d) return ResourceExhausted("input '" + name + "': shape " + ShapeToString(shape) + " is too large");
+    n *= d;
+  }
+  uint64_t bytes = size.get<uint64_t>();
+  if (bytes != static_cast<uint64_t>(n) * DTypeSize(dtype)) {
+    return InvalidArgument("input '" + name + "': binary_data_size " + std::to_string(bytes) + " does not match shape " +
+                           ShapeToString(shape) + " of " + DTypeName(dtype));
+  }
+  if (bytes > binary.size()) return InvalidArgument("input '" + name + "': the body ends before its binary data");
+  if (params.contains("lengths")) {
+    const json& lens = params["lengths"];
+    if (!lens.is_array()) return InvalidArgument("input '" + name + "': parameters.lengths must be a list");
+    for (const json& l : lens) {
+      if (!l.is_number_integer() || l.get<int64_t>() < 0) return InvalidArgument("input '" + name + "': lengths must be non-negative integers");
+      in.lengths.push_back(l.get<int64_t>());
+    }
+    if (shape.size() != 1) return InvalidArgument("input '" + name + "': with lengths, shape must be [number of values]");
+  }
+  in.data = Tensor::Zeros(dtype, shape);
+  if (bytes) std::memcpy(in.data.raw(), binary.data(), bytes);
+  if (dtype == DType::kBool) {
+    for (int64_t i = 0; i < n; ++i) in.data.data<uint8_t>()[i] = in.data.data<uint8_t>()[i] ? 1 : 0;
+  }
+  binary.remove_prefix(bytes);
+  return in;
+}
+
+StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits, std::string_view& binary) {
   std::string where = "inputs[" + std::to_string(index) + "]";
   if (!j.is_object()) return InvalidArgument(where + " must be an object");
   if (!j.contains("name") || !j["name"].is_string()) return InvalidArgument(where + " needs a string 'name'");
@@ -73,12 +112,13 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
     shape.push_back(d.get<int64_t>());
   }
   if (shape.empty()) return InvalidArgument("input '" + name + "': shape must have a batch dimension");
-  if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' (binary data is not supported here)");
+  const json* params = j.contains("parameters") ? &j["parameters"] : nullptr;
+  if (params && !params->is_object()) return InvalidArgument("input '" + name + "': parameters must be an object");
+  if (params && params->contains("binary_data_size")) return ParseBinaryInput(j, *dtype, shape, *params, limits, binary, std::move(in));
+  if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
   std::vector<const json*> leaves;
   std::vector<int64_t> row_lengths;
   RETURN_IF_ERROR(Flatten(j["data"], 0, limits, leaves, row_lengths, name));
-  const json* params = j.contains("parameters") ? &j["parameters"] : nullptr;
-  if (params && !params->is_object()) return InvalidArgument("input '" + name + "': parameters must be an object");
   if (params && params->contains("lengths")) {
     const json& lens = (*params)["lengths"];
     if (!lens.is_array()) return InvalidArgument("input '" + name + "': parameters.lengths must be a list");
@@ -152,16 +192,17 @@ void AppendNumber(std::string& out, double v, bool is_float32) {
 
 }  // namespace
 
-StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits) {
-  if (body.size() > limits.max_body_bytes) {
-    return ResourceExhausted("the request body is " + std::to_string(body.size()) + " bytes; the limit is " +
-                             std::to_string(limits.max_body_bytes));
+StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::string_view binary, const JsonLimits& limits) {
+  if (body.size() + binary.size() > limits.max_body_bytes) {
+    return ResourceExhausted("the request body is " + std::to_string(body.size() + binary.size()) +
+                             " bytes; the limit is " + std::to_string(limits.max_body_bytes));
   }
   if (body.empty()) return InvalidArgument("the request body is empty");
   json j = json::parse(body.begin(), body.end(), nullptr, false);
   if (j.is_discarded()) return InvalidArgument("the request body is not valid JSON");
   if (!j.is_object()) return InvalidArgument("the request body must be a JSON object");
-  InferRequest r;
+  ParsedInferRequest parsed;
+  InferRequest& r = parsed.request;
   if (j.contains("id")) {
     if (!j["id"].is_string()) return InvalidArgument("'id' must be a string");
     r.id = j["id"];
@@ -169,8 +210,17 @@ StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLi
   if (!j.contains("inputs") || !j["inputs"].is_array()) return InvalidArgument("the request needs an 'inputs' list");
   if (j["inputs"].empty()) return InvalidArgument("the request's 'inputs' list is empty");
   for (size_t i = 0; i < j["inputs"].size(); ++i) {
-    ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits));
+    ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary));
     r.inputs.push_back(std::move(in));
+  }
+  if (!binary.empty()) return InvalidArgument(std::to_string(binary.size()) + " bytes of binary data are left over");
+  if (j.contains("parameters")) {
+    const json& p = j["parameters"];
+    if (!p.is_object()) return InvalidArgument("'parameters' must be an object");
+    if (p.contains("binary_data_output")) {
+      if (!p["binary_data_output"].is_boolean()) return InvalidArgument("binary_data_output must be true or false");
+      parsed.binary_output_all = p["binary_data_output"];
+    }
   }
   if (j.contains("outputs")) {
     if (!j["outputs"].is_array()) return InvalidArgument("'outputs' must be a list");
@@ -179,26 +229,46 @@ StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLi
         return InvalidArgument("each requested output needs a string 'name'");
       }
       r.outputs.push_back(o["name"]);
+      if (o.contains("parameters") && o["parameters"].is_object() && o["parameters"].contains("binary_data") &&
+          o["parameters"]["binary_data"].is_boolean() && o["parameters"]["binary_data"].get<bool>()) {
+        parsed.binary_outputs.push_back(o["name"]);
+      }
     }
   }
-  return r;
+  return parsed;
 }
 
-std::string InferResponseJson(const std::string& model_name, int64_t model_version, const std::string& id,
-                              const std::vector<InferOutput>& outputs) {
+StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits) {
+  ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(body, {}, limits));
+  return std::move(parsed.request);
+}
+
+InferResponseBody MakeInferResponse(const std::string& model_name, int64_t model_version, const std::string& id,
+                                    const std::vector<InferOutput>& outputs, bool binary_all,
+                                    const std::vector<std::string>& binary_outputs) {
+  InferResponseBody r;
   std::string out = "{\"model_name\":" + json(model_name).dump() + ",\"model_version\":\"" +
                     std::to_string(model_version) + "\"";
   if (!id.empty()) out += ",\"id\":" + json(id).dump();
   out += ",\"outputs\":[";
+  std::string tail;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& t = outputs[i].data;
+    bool binary = binary_all || std::find(binary_outputs.begin(), binary_outputs.end(), outputs[i].name) != binary_outputs.end();
     if (i) out += ',';
     out += "{\"name\":" + json(outputs[i].name).dump() + ",\"datatype\":\"" + DTypeName(t.dtype()) + "\",\"shape\":[";
     for (int64_t d = 0; d < t.rank(); ++d) {
       if (d) out += ',';
       out += std::to_string(t.dim(d));
     }
-    out += "],\"data\":[";
+    out += "]";
+    if (binary) {
+      out += ",\"parameters\":{\"binary_data_size\":" + std::to_string(t.bytes()) + "}}";
+      tail.append(static_cast<const char*>(t.raw()), t.bytes());
+      r.binary = true;
+      continue;
+    }
+    out += ",\"data\":[";
     for (int64_t e = 0; e < t.size(); ++e) {
       if (e) out += ',';
       if (t.dtype() == DType::kBool) {
@@ -214,7 +284,15 @@ std::string InferResponseJson(const std::string& model_name, int64_t model_versi
     out += "]}";
   }
   out += "]}";
-  return out;
+  r.json_length = out.size();
+  r.body = std::move(out);
+  r.body += tail;
+  return r;
+}
+
+std::string InferResponseJson(const std::string& model_name, int64_t model_version, const std::string& id,
+                              const std::vector<InferOutput>& outputs) {
+  return MakeInferResponse(model_name, model_version, id, outputs, false, {}).body;
 }
 
 std::string ErrorJson(const std::string& message) { return "{\"error\":" + json(message).dump() + "}"; }

@@ -24,6 +24,28 @@ struct JsonLimits {
 
 StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits = {});
 
+// A request in the binary tensor data extension: `json` is the JSON header (the body's first
+// Inference-Header-Content-Length bytes), `binary` the rest. Inputs whose parameters carry
+// binary_data_size take that many raw little-endian bytes from `binary`, in input order.
+struct ParsedInferRequest {
+  InferRequest request;
+  bool binary_output_all = false;        // parameters.binary_data_output
+  std::vector<std::string> binary_outputs;  // outputs whose parameters.binary_data is true
+};
+StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view json, std::string_view binary,
+                                               const JsonLimits& limits = {});
+
+// A response body; with binary outputs, the first `json_length` bytes are the JSON header and
+// the raw output tensors follow (the HTTP layer sets Inference-Header-Content-Length).
+struct InferResponseBody {
+  std::string body;
+  size_t json_length = 0;
+  bool binary = false;
+};
+InferResponseBody MakeInferResponse(const std::string& model_name, int64_t model_version, const std::string& id,
+                                    const std::vector<InferOutput>& outputs, bool binary_all,
+                                    const std::vector<std::string>& binary_outputs);
+
 // {"model_name", "model_version", "id"?, "outputs": [{"name", "datatype", "shape", "data"}]}.
 // Floats are written in their shortest exact decimal form.
 std::string InferResponseJson(const std::string& model_name, int64_t model_version, const std::string& id,

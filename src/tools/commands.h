@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace rankd {
 
@@ -22,5 +23,23 @@ struct InspectArgs {
   int64_t version = -1;
 };
 int InspectCommand(const InspectArgs& args);
+
+// Triton's flag names and defaults.
+struct ServeArgs {
+  std::string model_repository;
+  std::string http_address = "0.0.0.0";
+  int http_port = 8000;
+  int grpc_port = 8001;
+  int metrics_port = 8002;
+  std::string control_mode = "none";  // none | poll | explicit
+  int poll_secs = 15;
+  std::vector<std::string> load_models;
+  int exit_timeout_secs = 30;
+  int max_body_mb = 64;
+  int max_inflight = 1024;
+  int64_t max_rows = 65536;
+};
+// Serves until SIGTERM or SIGINT, then drains and returns 0; 2 when it cannot start.
+int ServeCommand(const ServeArgs& args);
 
 }  // namespace rankd

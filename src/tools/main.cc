@@ -20,7 +20,27 @@ int main(int argc, char** argv) {
   inspect_cmd->add_option("--model", inspect.model, "Model name")->required();
   inspect_cmd->add_option("--model-version", inspect.version, "Version (default: latest)");
 
+  rankd::ServeArgs serve;
+  CLI::App* serve_cmd = app.add_subcommand("serve", "Serve models over KServe v2 (HTTP) with Prometheus metrics");
+  serve_cmd->add_option("--model-repository,--model-repo", serve.model_repository, "Model repository directory")->required();
+  serve_cmd->add_option("--http-address", serve.http_address, "Address to listen on");
+  serve_cmd->add_option("--http-port", serve.http_port, "HTTP port (0: any free port)");
+  serve_cmd->add_option("--grpc-port", serve.grpc_port, "gRPC port (the gRPC frontend is not built yet)");
+  serve_cmd->add_option("--metrics-port", serve.metrics_port, "Prometheus metrics port");
+  serve_cmd->add_option("--model-control-mode", serve.control_mode, "none | poll | explicit")
+      ->check(CLI::IsMember({"none", "poll", "explicit"}));
+  serve_cmd->add_option("--repository-poll-secs", serve.poll_secs, "Seconds between repository scans (poll mode)")
+      ->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--load-model", serve.load_models, "Model to load at start (explicit mode); repeatable");
+  serve_cmd->add_option("--exit-timeout-secs", serve.exit_timeout_secs, "Longest drain on SIGTERM");
+  serve_cmd->add_option("--max-body-mb", serve.max_body_mb, "Largest request body accepted")->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--max-inflight", serve.max_inflight, "Requests handled at once; more are refused with 503")
+      ->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--max-rows", serve.max_rows, "Rows per request when a model's config sets no max_batch_size")
+      ->check(CLI::PositiveNumber);
+
   CLI11_PARSE(app, argc, argv);
+  if (serve_cmd->parsed()) return rankd::ServeCommand(serve);
   if (run_cmd->parsed()) return rankd::RunCommand(run);
   if (inspect_cmd->parsed()) return rankd::InspectCommand(inspect);
   return 2;

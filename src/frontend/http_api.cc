@@ -1,0 +1,200 @@
+#include "frontend/http_api.h"
+
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+
+namespace rankd {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kServerVersion = "0.1.0";
+
+HttpResponse Json(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = body.dump();
+  return r;
+}
+
+HttpResponse Error(const Status& s) {
+  HttpResponse r;
+  r.status = HttpStatusFor(s.code());
+  r.body = ErrorJson(s.message());
+  return r;
+}
+
+uint64_t Micros(Clock::time_point a, Clock::time_point b) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
+}
+
+std::vector<std::string> SplitPath(const std::string& target) {
+  std::string path = target.substr(0, target.find('?'));
+  std::vector<std::string> parts;
+  size_t start = 1;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    if (slash > start) parts.push_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return parts;
+}
+
+StatusOr<int64_t> ParseVersion(const std::string& s) {
+  if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) {
+    return InvalidArgument("'" + s + "' is not a model version");
+  }
+  return std::stoll(s);
+}
+
+}  // namespace
+
+int HttpStatusFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kUnimplemented: return 400;
+    case StatusCode::kResourceExhausted: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kDeadlineExceeded: return 504;
+    case StatusCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+HttpResponse HttpApi::Handle(const HttpRequest& request) {
+  std::vector<std::string> p = SplitPath(request.target);
+  const std::string& m = request.method;
+  if (p.empty() || p[0] != "v2") return Error(NotFound("no route for " + m + " " + request.target));
+  if (p.size() == 1 && m == "GET") {
+    return Json(200, {{"name", "rankd"}, {"version", kServerVersion}, {"extensions", {"model_repository", "binary_tensor_data"}}});
+  }
+  if (p.size() == 3 && p[1] == "health" && m == "GET") {
+    if (p[2] == "live") return Json(200, json::object());
+    if (p[2] == "ready") {
+      bool ready = !shutting_down_ && repository_.Ready();
+      return ready ? Json(200, json::object()) : Error(Unavailable("the server is not ready"));
+    }
+  }
+  if (p.size() >= 3 && p[1] == "models") {
+    const std::string& name = p[2];
+    size_t rest = 3;
+    int64_t version = -1;
+    if (p.size() >= 5 && p[3] == "versions") {
+      auto v = ParseVersion(p[4]);
+      if (!v.ok()) return Error(v.status());
+      version = *v;
+      rest = 5;
+    }
+    if (p.size() == rest && m == "GET") return ModelMetadata(name, version);
+    if (p.size() == rest + 1 && p[rest] == "ready" && m == "GET") {
+      auto model = repository_.Get(name, version);
+      return model.ok() ? Json(200, json::object()) : Error(model.status());
+    }
+    if (p.size() == rest + 1 && p[rest] == "infer" && m == "POST") return Infer(request, name, version);
+  }
+  if (p.size() == 3 && p[1] == "repository" && p[2] == "index" && m == "POST") {
+    json index = json::array();
+    for (const RepositoryIndexEntry& e : repository_.Index()) {
+      json entry = {{"name", e.name}, {"state", e.state}, {"reason", e.reason}};
+      if (e.version >= 0) entry["version"] = std::to_string(e.version);
+      index.push_back(entry);
+    }
+    return Json(200, index);
+  }
+  if (p.size() == 5 && p[1] == "repository" && p[2] == "models" && m == "POST" && (p[4] == "load" || p[4] == "unload")) {
+    Status s = p[4] == "load" ? repository_.Load(p[3]) : repository_.Unload(p[3]);
+    return s.ok() ? Json(200, json::object()) : Error(s);
+  }
+  return Error(NotFound("no route for " + m + " " + request.target));
+}
+
+HttpResponse HttpApi::ModelMetadata(const std::string& name, int64_t version) {
+  auto model = repository_.Get(name, version);
+  if (!model.ok()) return Error(model.status());
+  const ModelConfig& c = (*model)->config();
+  json inputs = json::array(), outputs = json::array();
+  for (const InputConfig& in : c.inputs) {
+    json shape = json::array({-1});
+    for (int64_t d : in.dims) shape.push_back(d);
+    json entry = {{"name", in.name}, {"datatype", DTypeName(in.dtype)}, {"shape", shape}};
+    json params = json::object();
+    if (in.scope == InputScope::kUser) params["scope"] = "user";
+    if (in.ragged) {
+      params["ragged"] = true;
+      params["max_length"] = in.max_length;
+    }
+    if (!params.empty()) entry["parameters"] = params;
+    inputs.push_back(entry);
+  }
+  const Graph& g = (*model)->graph();
+  for (const OutputConfig& out : c.outputs) {
+    DType dtype = DType::kInvalid;
+    for (int id : g.outputs) {
+      if (g.values[static_cast<size_t>(id)].name == out.name) dtype = g.values[static_cast<size_t>(id)].dtype;
+    }
+    outputs.push_back({{"name", out.name}, {"datatype", DTypeName(dtype)}, {"shape", json::array({-1, -1})}});
+  }
+  return Json(200, {{"name", name},
+                    {"versions", {std::to_string((*model)->version())}},
+                    {"platform", "onnx"},
+                    {"inputs", inputs},
+                    {"outputs", outputs}});
+}
+
+HttpResponse HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t version) {
+  Clock::time_point start = Clock::now();
+  auto model = repository_.Get(name, version);
+  if (!model.ok()) return Error(model.status());
+  const Model& mdl = **model;
+  metrics_.AddInflight(1);
+  auto fail = [&](const Status& s) {
+    metrics_.AddInflight(-1);
+    metrics_.RecordFailure(mdl.name(), mdl.version());
+    return Error(s);
+  };
+  std::string_view body = request.body, binary;
+  auto header = request.headers.find("inference-header-content-length");
+  if (header != request.headers.end()) {
+    size_t length = 0;
+    try {
+      length = std::stoull(header->second);
+    } catch (const std::exception&) {
+      return fail(InvalidArgument("Inference-Header-Content-Length is not a number"));
+    }
+    if (length > body.size()) return fail(InvalidArgument("Inference-Header-Content-Length exceeds the body"));
+    binary = body.substr(length);
+    body = body.substr(0, length);
+  }
+  auto parsed = ParseInferRequest(body, binary, limits_);
+  if (!parsed.ok()) return fail(parsed.status());
+  Clock::time_point parsed_at = Clock::now();
+  auto outputs = mdl.Infer(parsed->request);
+  if (!outputs.ok()) return fail(outputs.status());
+  Clock::time_point scored_at = Clock::now();
+  InferResponseBody out = MakeInferResponse(mdl.name(), mdl.version(), parsed->request.id, *outputs,
+                                            parsed->binary_output_all, parsed->binary_outputs);
+  HttpResponse r;
+  r.body = std::move(out.body);
+  if (out.binary) {
+    r.content_type = "application/octet-stream";
+    r.headers.push_back({"Inference-Header-Content-Length", std::to_string(out.json_length)});
+  }
+  Clock::time_point done = Clock::now();
+  RequestTiming t;
+  t.queue_us = Micros(request.received, start);
+  t.input_us = Micros(start, parsed_at);
+  t.infer_us = Micros(parsed_at, scored_at);
+  t.output_us = Micros(scored_at, done);
+  t.total_us = Micros(request.received, done);
+  t.rows = outputs->empty() ? 0 : outputs->front().data.dim(0);
+  metrics_.AddInflight(-1);
+  metrics_.RecordSuccess(mdl.name(), mdl.version(), t);
+  return r;
+}
+
+}  // namespace rankd

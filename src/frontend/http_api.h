@@ -1,0 +1,45 @@
+// HttpApi: the KServe v2 REST protocol (and Triton's model repository extension) over a
+// ModelRepository. One Handle call per HTTP request; thread-safe.
+//
+//   GET  /v2/health/live, /v2/health/ready, /v2
+//   GET  /v2/models/NAME[/versions/V][/ready]
+//   POST /v2/models/NAME[/versions/V]/infer        JSON, or the binary tensor data extension
+//   POST /v2/repository/index
+//   POST /v2/repository/models/NAME/load | /unload
+//
+// Errors are {"error": "..."} with the status Triton uses for the code: 400 invalid argument or
+// unsupported, 404 not found, 503 unavailable, 500 internal.
+#pragma once
+
+#include <atomic>
+
+#include "frontend/http_server.h"
+#include "frontend/kserve_json.h"
+#include "serving/metrics.h"
+#include "serving/repository.h"
+
+namespace rankd {
+
+class HttpApi {
+ public:
+  HttpApi(ModelRepository& repository, Metrics& metrics, JsonLimits limits)
+      : repository_(repository), metrics_(metrics), limits_(limits) {}
+
+  HttpResponse Handle(const HttpRequest& request);
+  // After this, /v2/health/ready answers 503 (the server is shutting down).
+  void SetShuttingDown() { shutting_down_ = true; }
+
+ private:
+  HttpResponse Infer(const HttpRequest& request, const std::string& model, int64_t version);
+  HttpResponse ModelMetadata(const std::string& model, int64_t version);
+
+  ModelRepository& repository_;
+  Metrics& metrics_;
+  JsonLimits limits_;
+  std::atomic<bool> shutting_down_{false};
+};
+
+// Triton's HTTP status for a Status code.
+int HttpStatusFor(StatusCode code);
+
+}  // namespace rankd

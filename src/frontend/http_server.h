@@ -1,0 +1,62 @@
+// HttpServer: an asynchronous HTTP/1.1 server (Boost.Beast) with keep-alive.
+//
+// A few I/O threads own the sockets; each complete request is handed to a worker pool, so slow
+// handlers never block I/O. Requests over `max_body_bytes` get 413, malformed ones 400; when
+// `max_inflight` requests are already being handled the next one is refused at once with 503.
+// Stop() stops accepting, lets requests in flight finish (up to a deadline) and closes.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rankd/status.h"
+
+namespace rankd {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // path and query
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  std::chrono::steady_clock::time_point received;  // when the request was fully read
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+struct HttpServerOptions {
+  std::string address = "0.0.0.0";
+  int port = 8000;  // 0 picks a free port (see HttpServer::port)
+  int io_threads = 2;
+  int worker_threads = 0;  // 0: the number of cores
+  size_t max_body_bytes = size_t{64} << 20;
+  int max_inflight = 1024;
+};
+
+class HttpServer {
+ public:
+  // Binds and starts serving; `handler` runs on the worker pool and must be thread-safe.
+  static StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options, HttpHandler handler);
+  ~HttpServer();
+  int port() const;
+  // Stops accepting, waits up to `drain` for requests in flight, then closes every connection.
+  void Stop(std::chrono::milliseconds drain);
+
+  class Impl;
+
+ private:
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rankd

@@ -1,0 +1,68 @@
+#include "serving/metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+namespace rankd {
+
+void Metrics::RecordSuccess(const std::string& model, int64_t version, const RequestTiming& t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  PerModel& m = models_[{model, version}];
+  ++m.success;
+  ++m.execs;
+  m.rows += static_cast<uint64_t>(t.rows);
+  m.request_us += t.total_us;
+  m.queue_us += t.queue_us;
+  m.input_us += t.input_us;
+  m.infer_us += t.infer_us;
+  m.output_us += t.output_us;
+  m.recent_us.push_back(t.total_us);
+  if (m.recent_us.size() > 1024) m.recent_us.pop_front();
+}
+
+void Metrics::RecordFailure(const std::string& model, int64_t version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++models_[{model, version}].failure;
+}
+
+std::string Metrics::Text() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  auto family = [&](const char* name, const char* help, const char* type, auto value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    for (const auto& [key, m] : models_) {
+      out += std::string(name) + "{model=\"" + key.first + "\",version=\"" + std::to_string(key.second) + "\"} " +
+             std::to_string(value(m)) + "\n";
+    }
+  };
+  family("nv_inference_request_success", "Number of successful inference requests", "counter", [](const PerModel& m) { return m.success; });
+  family("nv_inference_request_failure", "Number of failed inference requests", "counter", [](const PerModel& m) { return m.failure; });
+  family("nv_inference_count", "Number of inferences (rows) performed", "counter", [](const PerModel& m) { return m.rows; });
+  family("nv_inference_exec_count", "Number of model executions (batches)", "counter", [](const PerModel& m) { return m.execs; });
+  family("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds", "counter", [](const PerModel& m) { return m.request_us; });
+  family("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds", "counter", [](const PerModel& m) { return m.queue_us; });
+  family("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds", "counter", [](const PerModel& m) { return m.input_us; });
+  family("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds", "counter", [](const PerModel& m) { return m.infer_us; });
+  family("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds", "counter", [](const PerModel& m) { return m.output_us; });
+  out += "# HELP nv_inference_request_summary_us Request duration quantiles over the last 1024 requests\n";
+  out += "# TYPE nv_inference_request_summary_us summary\n";
+  for (const auto& [key, m] : models_) {
+    std::vector<uint64_t> v(m.recent_us.begin(), m.recent_us.end());
+    std::sort(v.begin(), v.end());
+    std::string labels = "model=\"" + key.first + "\",version=\"" + std::to_string(key.second) + "\"";
+    for (double q : {0.5, 0.9, 0.99}) {
+      uint64_t x = v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+      char qs[32];
+      std::snprintf(qs, sizeof qs, "%g", q);
+      out += "nv_inference_request_summary_us{" + labels + ",quantile=\"" + qs + "\"} " + std::to_string(x) + "\n";
+    }
+    out += "nv_inference_request_summary_us_sum{" + labels + "} " + std::to_string(m.request_us) + "\n";
+    out += "nv_inference_request_summary_us_count{" + labels + "} " + std::to_string(m.success) + "\n";
+  }
+  out += "# HELP rankd_inflight_requests Inference requests being served now\n# TYPE rankd_inflight_requests gauge\n";
+  out += "rankd_inflight_requests " + std::to_string(inflight_.load()) + "\n";
+  return out;
+}
+
+}  // namespace rankd

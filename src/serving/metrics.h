@@ -1,0 +1,48 @@
+// Metrics: per model version counters and latencies, in Prometheus text with Triton's names.
+//
+//   nv_inference_request_success / _failure   requests that succeeded / failed
+//   nv_inference_count                        rows (candidates) scored
+//   nv_inference_exec_count                   model executions (batches; one per request until
+//                                             the batcher merges requests)
+//   nv_inference_request_duration_us          cumulative end-to-end time of successful requests
+//   nv_inference_queue_duration_us            cumulative time waiting for a worker
+//   nv_inference_compute_input/infer/output_duration_us   parse / score / serialise
+//   nv_inference_request_summary_us{quantile} p50, p90, p99 over the last 1024 requests
+//   rankd_inflight_requests                   requests being served now (all models)
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace rankd {
+
+struct RequestTiming {
+  uint64_t queue_us = 0, input_us = 0, infer_us = 0, output_us = 0, total_us = 0;
+  int64_t rows = 0;
+};
+
+class Metrics {
+ public:
+  void RecordSuccess(const std::string& model, int64_t version, const RequestTiming& t);
+  void RecordFailure(const std::string& model, int64_t version);
+  void AddInflight(int delta) { inflight_ += delta; }
+  // The Prometheus text exposition of everything recorded.
+  std::string Text() const;
+
+ private:
+  struct PerModel {
+    uint64_t success = 0, failure = 0, rows = 0, execs = 0;
+    uint64_t request_us = 0, queue_us = 0, input_us = 0, infer_us = 0, output_us = 0;
+    std::deque<uint64_t> recent_us;  // last 1024 request durations
+  };
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int64_t>, PerModel> models_;  // GUARDED_BY(mu_)
+  std::atomic<int64_t> inflight_{0};
+};
+
+}  // namespace rankd

@@ -1,0 +1,76 @@
+// ModelRepository: the set of loaded models and versions, and their lifecycle.
+//
+// Triton's semantics: control mode `none` loads every model at start and never changes;
+// `poll` rescans the repository (Poll, called on a timer) and loads new or changed versions;
+// `explicit` loads only what Load() names (and --load-model at start). A version is loaded and
+// warmed up outside the lock, then swapped in atomically: requests already holding the old Model
+// (a shared_ptr) finish on it, new requests get the new one. A load that fails leaves the
+// versions already serving in place and records why. Thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "rankd/status.h"
+#include "serving/model.h"
+
+namespace rankd {
+
+enum class ModelControlMode { kNone, kPoll, kExplicit };
+
+struct RepositoryOptions {
+  std::string root;
+  ModelControlMode mode = ModelControlMode::kNone;
+  std::vector<std::string> startup_models;  // explicit mode: loaded at start
+  ModelOptions model_options;
+};
+
+struct RepositoryIndexEntry {
+  std::string name;
+  int64_t version = -1;  // -1: the model has no loaded version
+  std::string state;     // READY, UNAVAILABLE
+  std::string reason;    // why it is unavailable
+};
+
+class ModelRepository {
+ public:
+  static StatusOr<std::unique_ptr<ModelRepository>> Create(const RepositoryOptions& options);
+
+  // The model to serve: `version` -1 picks the highest ready version. NotFound for unknown
+  // models and versions, Unavailable for a known model with no ready version.
+  StatusOr<std::shared_ptr<const Model>> Get(const std::string& name, int64_t version = -1) const;
+  // Loads (or reloads) the versions of `name` its version policy selects. Unavailable in mode none.
+  Status Load(const std::string& name);
+  // Stops serving `name`; requests in flight finish. Unavailable in mode none.
+  Status Unload(const std::string& name);
+  // Rescans the repository: loads new or changed versions, drops removed ones (poll mode).
+  void Poll();
+  // Every model directory in the repository with its state.
+  std::vector<RepositoryIndexEntry> Index() const;
+  // True when every model that should be loaded has a ready version.
+  bool Ready() const;
+  ModelControlMode mode() const { return options_.mode; }
+
+ private:
+  explicit ModelRepository(RepositoryOptions options) : options_(std::move(options)) {}
+  // Loads what `name`'s policy selects and swaps it in; keeps what serves on failure.
+  Status LoadModel(const std::string& name);
+  std::vector<std::string> ModelDirectories() const;
+
+  struct Entry {
+    std::map<int64_t, std::shared_ptr<const Model>> versions;  // ready versions
+    std::map<int64_t, int64_t> stamps;                         // version -> model.onnx mtime
+    std::string failure;                                       // last load error, if any
+    bool wanted = false;                                       // should be loaded
+  };
+
+  RepositoryOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> models_;  // GUARDED_BY(mu_)
+  std::mutex load_mu_;                   // serialises loads (a load runs outside mu_)
+};
+
+}  // namespace rankd

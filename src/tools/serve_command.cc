@@ -1,0 +1,109 @@
+// `rankd serve`: the server. KServe v2 over HTTP on --http-port, Prometheus metrics on
+// --metrics-port, models from --model-repository; SIGTERM/SIGINT drain and exit 0.
+#include <pthread.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "frontend/http_api.h"
+#include "frontend/http_server.h"
+#include "serving/metrics.h"
+#include "serving/repository.h"
+#include "tools/commands.h"
+
+namespace rankd {
+
+int ServeCommand(const ServeArgs& args) {
+  // Block the stop signals in every thread; the main thread waits for them with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  RepositoryOptions repo_options;
+  repo_options.root = args.model_repository;
+  repo_options.mode = args.control_mode == "poll"       ? ModelControlMode::kPoll
+                      : args.control_mode == "explicit" ? ModelControlMode::kExplicit
+                                                        : ModelControlMode::kNone;
+  repo_options.startup_models = args.load_models;
+  repo_options.model_options.max_rows = args.max_rows;
+  auto repository = ModelRepository::Create(repo_options);
+  if (!repository.ok()) {
+    std::fprintf(stderr, "rankd serve: %s\n", repository.status().ToString().c_str());
+    return 2;
+  }
+  for (const RepositoryIndexEntry& e : (*repository)->Index()) {
+    std::fprintf(stderr, "model %-24s version %-4lld %s %s\n", e.name.c_str(), static_cast<long long>(e.version),
+                 e.state.c_str(), e.reason.c_str());
+  }
+  Metrics metrics;
+  JsonLimits limits;
+  limits.max_body_bytes = static_cast<size_t>(args.max_body_mb) << 20;
+  HttpApi api(**repository, metrics, limits);
+
+  HttpServerOptions http_options;
+  http_options.address = args.http_address;
+  http_options.port = args.http_port;
+  http_options.max_body_bytes = limits.max_body_bytes;
+  http_options.max_inflight = args.max_inflight;
+  auto http = HttpServer::Start(http_options, [&api](const HttpRequest& r) { return api.Handle(r); });
+  if (!http.ok()) {
+    std::fprintf(stderr, "rankd serve: %s\n", http.status().ToString().c_str());
+    return 2;
+  }
+  HttpServerOptions metrics_options;
+  metrics_options.address = args.http_address;
+  metrics_options.port = args.metrics_port;
+  metrics_options.worker_threads = 1;
+  metrics_options.io_threads = 1;
+  auto metrics_server = HttpServer::Start(metrics_options, [&metrics](const HttpRequest& r) {
+    HttpResponse out;
+    if (r.method != "GET" || r.target.substr(0, r.target.find('?')) != "/metrics") {
+      out.status = 404;
+      out.body = "{\"error\":\"metrics are at GET /metrics\"}";
+      return out;
+    }
+    out.content_type = "text/plain; version=0.0.4";
+    out.body = metrics.Text();
+    return out;
+  });
+  if (!metrics_server.ok()) {
+    std::fprintf(stderr, "rankd serve: %s\n", metrics_server.status().ToString().c_str());
+    return 2;
+  }
+  if (args.grpc_port > 0) {
+    std::fprintf(stderr, "note: the gRPC frontend is not built yet; --grpc-port %d is not served\n", args.grpc_port);
+  }
+  std::fprintf(stderr, "serving HTTP on %s:%d, metrics on %s:%d\n", args.http_address.c_str(), (*http)->port(),
+               args.http_address.c_str(), (*metrics_server)->port());
+
+  std::atomic<bool> stopping{false};
+  std::thread poller;
+  if (repo_options.mode == ModelControlMode::kPoll) {
+    poller = std::thread([&] {
+      auto next = std::chrono::steady_clock::now() + std::chrono::seconds(args.poll_secs);
+      while (!stopping) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (std::chrono::steady_clock::now() < next) continue;
+        (*repository)->Poll();
+        next = std::chrono::steady_clock::now() + std::chrono::seconds(args.poll_secs);
+      }
+    });
+  }
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  std::fprintf(stderr, "signal %d: draining (up to %d s)\n", signal, args.exit_timeout_secs);
+  api.SetShuttingDown();
+  stopping = true;
+  if (poller.joinable()) poller.join();
+  (*http)->Stop(std::chrono::seconds(args.exit_timeout_secs));
+  (*metrics_server)->Stop(std::chrono::milliseconds(100));
+  std::fprintf(stderr, "stopped\n");
+  return 0;
+}
+
+}  // namespace rankd
