@@ -47,11 +47,18 @@ class HttpServer::Impl {
       beast::error_code ec;
       acceptor_.close(ec);
     });
+    // Drain: requests being handled finish, and requests already on open connections are read
+    // and answered, until nothing has arrived for a short grace period (or the deadline passes).
     auto deadline = std::chrono::steady_clock::now() + drain;
-    while (inflight_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    auto quiet = [this] {
+      auto since = std::chrono::steady_clock::now().time_since_epoch() - std::chrono::nanoseconds(last_read_ns_.load());
+      return since > std::chrono::milliseconds(200);
+    };
+    while ((inflight_.load() > 0 || !quiet()) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     workers_.join();
+    work_.reset();
     io_.stop();
     for (auto& t : io_threads_) t.join();
     io_threads_.clear();
@@ -72,7 +79,10 @@ class HttpServer::Impl {
   tcp::acceptor acceptor_;
   asio::thread_pool workers_;
   std::vector<std::thread> io_threads_;
+  // Keeps the I/O threads running while every session waits on a worker (no pending I/O).
+  asio::executor_work_guard<asio::io_context::executor_type> work_{asio::make_work_guard(io_)};
   std::atomic<int> inflight_{0};
+  std::atomic<int64_t> last_read_ns_{0};  // steady-clock time of the last request read
   std::atomic<bool> stopped_{false};
   int port_ = 0;
 };
@@ -115,6 +125,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     }
     request.body = std::move(req.body());
     request.received = std::chrono::steady_clock::now();
+    server_.last_read_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(request.received.time_since_epoch()).count();
     if (server_.inflight_.fetch_add(1) >= server_.options_.max_inflight) {
       server_.inflight_.fetch_sub(1);
       HttpResponse r;

@@ -1,0 +1,337 @@
+"""rankd serve over real sockets, with Python's standard library as an independent client.
+
+  /usr/bin/python3 tests/server_test.py RANKD_BINARY SOURCE_DIR
+
+Each test starts its own server on free ports over a temporary copy of (part of) the model zoo.
+"""
+import http.client
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+RANKD = sys.argv[1] if len(sys.argv) > 1 else "build/rankd"
+SRC = sys.argv[2] if len(sys.argv) > 2 else "."
+ZOO = os.path.join(SRC, "models", "zoo")
+DATA = os.path.join(SRC, "tests", "data", "zoo")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, repo, *extra):
+        self.http_port, self.metrics_port = free_port(), free_port()
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([RANKD, "serve", "--model-repository", repo, "--http-address", "127.0.0.1",
+                                      "--http-port", str(self.http_port), "--metrics-port", str(self.metrics_port),
+                                      "--grpc-port", "0", *extra], stdout=self.log, stderr=self.log)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                if self.request("GET", "/v2/health/live")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("server did not start: " + self.output())
+
+    def output(self):
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def request(self, method, path, body=None, headers=None, port=None, timeout=30):
+        conn = http.client.HTTPConnection("127.0.0.1", port or self.http_port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, r.read(), dict(r.getheaders())
+        finally:
+            conn.close()
+
+    def json(self, method, path, body=None):
+        status, data, _ = self.request(method, path, None if body is None else json.dumps(body))
+        return status, json.loads(data) if data else None
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def lines(name, kind):
+    return [json.loads(l) for l in open(os.path.join(DATA, f"{name}.{kind}.jsonl"))]
+
+
+def rel_error(got, want):
+    num = math.sqrt(sum((a - b) ** 2 for a, b in zip(got, want)))
+    return num / max(math.sqrt(sum(b * b for b in want)), 1e-30)
+
+
+class ServingTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = tempfile.mkdtemp()
+        for name in ["din", "dlrm_dcnv2", "mmoe"]:
+            shutil.copytree(os.path.join(ZOO, name), os.path.join(cls.repo, name))
+        cls.server = Server(cls.repo)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.repo)
+
+    def assert_alive(self):
+        self.assertEqual(self.server.request("GET", "/v2/health/live")[0], 200)
+
+    def test_health_and_metadata(self):
+        s = self.server
+        self.assertEqual(s.request("GET", "/v2/health/ready")[0], 200)
+        status, meta = s.json("GET", "/v2")
+        self.assertEqual(status, 200)
+        self.assertIn("binary_tensor_data", meta["extensions"])
+        status, meta = s.json("GET", "/v2/models/din")
+        self.assertEqual(status, 200)
+        self.assertEqual(meta["versions"], ["1"])
+        self.assertEqual([i["name"] for i in meta["inputs"]], ["profile", "seq_items", "seq_cats", "item", "cat", "context"])
+        self.assertEqual(meta["inputs"][0]["shape"], [-1, 8])
+        self.assertEqual(meta["inputs"][1]["parameters"]["ragged"], True)
+        self.assertEqual(s.request("GET", "/v2/models/din/ready")[0], 200)
+        self.assertEqual(s.request("GET", "/v2/models/din/versions/1/ready")[0], 200)
+        self.assertEqual(s.request("GET", "/v2/models/din/versions/9/ready")[0], 404)
+        self.assertEqual(s.request("GET", "/v2/models/nope")[0], 404)
+        status, index = s.json("POST", "/v2/repository/index")
+        self.assertEqual(sorted(e["name"] for e in index), ["din", "dlrm_dcnv2", "mmoe"])
+        self.assertTrue(all(e["state"] == "READY" for e in index))
+
+    def test_infer_json_matches_pytorch(self):
+        for name in ["din", "dlrm_dcnv2", "mmoe"]:
+            for req, want in zip(lines(name, "requests"), lines(name, "expected")):
+                status, got = self.server.json("POST", f"/v2/models/{name}/infer", req)
+                self.assertEqual(status, 200, got)
+                self.assertEqual(got["id"], req["id"])
+                for o, w in zip(got["outputs"], want["outputs"]):
+                    self.assertEqual(o["name"], w["name"])
+                    self.assertEqual(o["shape"], w["shape"])
+                    self.assertLessEqual(rel_error(o["data"], w["data"]), 1e-5)
+
+    def test_keep_alive_connection_serves_many_requests(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=10)
+        body = json.dumps(lines("mmoe", "requests")[0])
+        for _ in range(20):
+            conn.request("POST", "/v2/models/mmoe/infer", body=body)
+            r = conn.getresponse()
+            r.read()
+            self.assertEqual(r.status, 200)
+        conn.close()
+
+    def test_binary_tensor_extension(self):
+        req = lines("mmoe", "requests")[3]
+        want = lines("mmoe", "expected")[3]
+        inputs, blobs = [], b""
+        for i in req["inputs"]:
+            fmt = "<%d%s" % (len(i["data"]), "f" if i["datatype"] == "FP32" else "q")
+            blob = struct.pack(fmt, *i["data"])
+            inputs.append({"name": i["name"], "datatype": i["datatype"], "shape": i["shape"],
+                           "parameters": {"binary_data_size": len(blob)}})
+            blobs += blob
+        header = json.dumps({"inputs": inputs, "outputs": [{"name": "ctr", "parameters": {"binary_data": True}},
+                                                           {"name": "cvr"}]}).encode()
+        status, body, headers = self.server.request("POST", "/v2/models/mmoe/infer", header + blobs,
+                                                    {"Inference-Header-Content-Length": str(len(header))})
+        self.assertEqual(status, 200, body)
+        n = int(headers["Inference-Header-Content-Length"])
+        meta = json.loads(body[:n])
+        ctr_meta, cvr_meta = meta["outputs"]
+        size = ctr_meta["parameters"]["binary_data_size"]
+        ctr = struct.unpack("<%df" % (size // 4), body[n:n + size])
+        self.assertLessEqual(rel_error(ctr, want["outputs"][0]["data"]), 1e-5)
+        self.assertLessEqual(rel_error(cvr_meta["data"], want["outputs"][1]["data"]), 1e-5)
+        # binary_data_size that disagrees with the shape
+        inputs[0]["parameters"]["binary_data_size"] = 3
+        header = json.dumps({"inputs": inputs}).encode()
+        status, body, _ = self.server.request("POST", "/v2/models/mmoe/infer", header + blobs,
+                                              {"Inference-Header-Content-Length": str(len(header))})
+        self.assertEqual(status, 400)
+        self.assertIn("binary_data_size", json.loads(body)["error"])
+
+    def test_malformed_requests_get_4xx_and_server_keeps_serving(self):
+        good = lines("din", "requests")[0]
+
+        def variant(**change):
+            r = json.loads(json.dumps(good))
+            for k, v in change.items():
+                idx, field = k.split("__")
+                r["inputs"][int(idx[1:])][field] = v
+            return json.dumps(r)
+
+        cases = [
+            ("truncated JSON", '{"inputs": [{"name": "profile"', 400, "not valid JSON"),
+            ("deeply nested", '{"inputs":[{"name":"profile","datatype":"INT64","shape":[1,8],"data":' + "[" * 50000 + "]" * 50000 + "}]}", 400, ""),
+            ("empty body", "", 400, "empty"),
+            ("not an object", "[]", 400, "JSON object"),
+            ("wrong dtype", variant(i0__datatype="FP32"), 400, "must be INT64"),
+            ("shape/data mismatch", variant(i0__shape=[1, 9]), 400, "needs 9 elements"),
+            ("huge shape", variant(i0__shape=[1000000, 1000000, 1000]), 400, "too large"),
+            ("negative shape", variant(i0__shape=[-3, 8]), 400, "non-negative"),
+            ("id out of range", variant(i3__data=[10**9]), 400, "out of range"),
+            ("unknown input", variant(i0__name="profilez"), 400, "unknown input"),
+            ("NaN literal", '{"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[NaN]}]}', 400, "not valid JSON"),
+        ]
+        for label, body, code, fragment in cases:
+            status, data, _ = self.server.request("POST", "/v2/models/din/infer", body)
+            self.assertEqual(status, code, f"{label}: {data[:200]}")
+            self.assertIn(fragment, json.loads(data)["error"], label)
+            self.assert_alive()
+        status, data, _ = self.server.request("POST", "/v2/models/nope/infer", json.dumps(good))
+        self.assertEqual(status, 404)
+        self.assertIn("unknown model", json.loads(data)["error"])
+        # A body over the limit is refused from its Content-Length, before it is read.
+        with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as sock:
+            sock.sendall(b"POST /v2/models/din/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (65 << 20) + b"x" * 1000)
+            reply = sock.recv(4096).decode()
+        self.assertTrue(reply.startswith("HTTP/1.1 413"), reply)
+        self.assert_alive()
+        status, _, _ = self.server.request("GET", "/v3/whatever")
+        self.assertEqual(status, 404)
+        # load/unload are refused in mode none
+        status, data, _ = self.server.request("POST", "/v2/repository/models/din/unload")
+        self.assertEqual(status, 503)
+        # the good request still scores
+        status, _ = self.server.json("POST", "/v2/models/din/infer", good)
+        self.assertEqual(status, 200)
+
+    def test_metrics(self):
+        body = lines("mmoe", "requests")[4]  # 8 rows
+        for _ in range(3):
+            self.assertEqual(self.server.json("POST", "/v2/models/mmoe/infer", body)[0], 200)
+        self.server.request("POST", "/v2/models/mmoe/infer", "{")
+        status, text, _ = self.server.request("GET", "/metrics", port=self.server.metrics_port)
+        self.assertEqual(status, 200)
+        metrics = {}
+        for line in text.decode().splitlines():
+            if line and not line.startswith("#"):
+                key, value = line.rsplit(" ", 1)
+                metrics[key] = float(value)
+        label = '{model="mmoe",version="1"}'
+        self.assertGreaterEqual(metrics["nv_inference_request_success" + label], 3)
+        self.assertGreaterEqual(metrics["nv_inference_request_failure" + label], 1)
+        self.assertGreaterEqual(metrics["nv_inference_count" + label], 24)
+        self.assertGreater(metrics["nv_inference_compute_infer_duration_us" + label], 0)
+        self.assertIn('nv_inference_request_summary_us{model="mmoe",version="1",quantile="0.99"}', metrics)
+        self.assertIn("rankd_inflight_requests", metrics)
+
+
+class LifecycleTest(unittest.TestCase):
+    def setUp(self):
+        self.repo = tempfile.mkdtemp()
+        shutil.copytree(os.path.join(ZOO, "mmoe"), os.path.join(self.repo, "mmoe"))
+        shutil.copytree(os.path.join(ZOO, "din"), os.path.join(self.repo, "din"))
+
+    def tearDown(self):
+        shutil.rmtree(self.repo)
+
+    def test_explicit_load_unload(self):
+        s = Server(self.repo, "--model-control-mode", "explicit", "--load-model", "mmoe")
+        try:
+            self.assertEqual(s.request("GET", "/v2/models/mmoe/ready")[0], 200)
+            self.assertEqual(s.request("GET", "/v2/models/din/ready")[0], 503)
+            self.assertEqual(s.request("POST", "/v2/repository/models/din/load")[0], 200)
+            status, _ = s.json("POST", "/v2/models/din/infer", lines("din", "requests")[0])
+            self.assertEqual(status, 200)
+            self.assertEqual(s.request("POST", "/v2/repository/models/din/unload")[0], 200)
+            self.assertEqual(s.request("GET", "/v2/models/din/ready")[0], 503)
+            status, data, _ = s.request("POST", "/v2/repository/models/nosuch/load")
+            self.assertEqual(status, 404)
+            # A broken new version fails to load and the serving one stays.
+            os.makedirs(os.path.join(self.repo, "mmoe", "2"))
+            with open(os.path.join(self.repo, "mmoe", "2", "model.onnx"), "wb") as f:
+                f.write(b"garbage")
+            status, data, _ = s.request("POST", "/v2/repository/models/mmoe/load")
+            self.assertEqual(status, 400)
+            self.assertIn("protobuf", json.loads(data)["error"])
+            status, got = s.json("POST", "/v2/models/mmoe/infer", lines("mmoe", "requests")[0])
+            self.assertEqual((status, got["model_version"]), (200, "1"))
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+    def test_reload_under_load_loses_nothing(self):
+        s = Server(self.repo, "--model-control-mode", "poll", "--repository-poll-secs", "1")
+        body = json.dumps(lines("mmoe", "requests")[2])
+        failures, versions, stop = [], set(), threading.Event()
+
+        def client():
+            conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=30)
+            while not stop.is_set():
+                conn.request("POST", "/v2/models/mmoe/infer", body=body)
+                r = conn.getresponse()
+                data = r.read()
+                if r.status != 200:
+                    failures.append((r.status, data))
+                else:
+                    versions.add(json.loads(data)["model_version"])
+            conn.close()
+
+        threads = [threading.Thread(target=client) for _ in range(4)]
+        try:
+            for t in threads:
+                t.start()
+            time.sleep(0.5)
+            shutil.copytree(os.path.join(self.repo, "mmoe", "1"), os.path.join(self.repo, "mmoe", "tmp"))
+            os.rename(os.path.join(self.repo, "mmoe", "tmp"), os.path.join(self.repo, "mmoe", "2"))
+            deadline = time.time() + 20
+            while "2" not in versions and time.time() < deadline:
+                time.sleep(0.1)
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        self.assertEqual(failures, [])
+        self.assertEqual(versions, {"1", "2"})
+        self.assertEqual(s.json("GET", "/v2/models/mmoe")[1]["versions"], ["2"])
+        self.assertEqual(s.stop(), 0)
+
+    def test_sigterm_finishes_inflight_and_exits_zero(self):
+        s = Server(self.repo)
+        body = json.dumps(lines("din", "requests")[4])
+        results = []
+
+        def client():
+            try:
+                status, _, _ = s.request("POST", "/v2/models/din/infer", body)
+                results.append(status)
+            except OSError as e:  # refused after the listener closed: fine, never a half answer
+                results.append(str(e))
+
+        threads = [threading.Thread(target=client) for _ in range(8)]
+        for t in threads:
+            t.start()
+        start = time.time()
+        code = s.stop(signal.SIGTERM)
+        for t in threads:
+            t.join()
+        self.assertEqual(code, 0, s.output())
+        self.assertLess(time.time() - start, 30)
+        self.assertTrue(all(r == 200 or isinstance(r, str) for r in results), results)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
