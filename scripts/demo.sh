@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Builds rankd and scores the bundled demo requests with the bundled demo model on the CPU.
+# Builds rankd, scores the bundled demo requests offline, then serves the demo model on the CPU:
+# KServe v2 over HTTP on :8000, Prometheus metrics on :8002 (Ctrl-C stops it). Try, from another
+# shell:   curl -s localhost:8000/v2/models/ctr_demo
+#          curl -s -X POST localhost:8000/v2/models/ctr_demo/infer -d "$(head -1 models/demo/requests.jsonl)"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh -DRANKD_TESTS=OFF -DRANKD_BENCH=OFF
-build/rankd inspect --model-repo models/demo --model ctr_demo
-echo "--- scoring models/demo/requests.jsonl"
-build/rankd run --model-repo models/demo --model ctr_demo --input models/demo/requests.jsonl
+echo "--- offline: build/rankd run --model-repo models/demo --model ctr_demo --input models/demo/requests.jsonl"
+build/rankd run --model-repo models/demo --model ctr_demo --input models/demo/requests.jsonl | cut -c1-160
+echo "--- serving models/demo (HTTP :${HTTP_PORT:-8000}, metrics :${METRICS_PORT:-8002})"
+exec build/rankd serve --model-repository models/demo --http-port "${HTTP_PORT:-8000}" --metrics-port "${METRICS_PORT:-8002}"

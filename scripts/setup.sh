@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev                  # JSON: configs and KServe v2 bodies
   libyaml-cpp-dev                     # YAML model configs
   libcli11-dev                        # the command line
+  libboost-dev                        # Boost.Asio / Boost.Beast: the HTTP server
   libgtest-dev libgmock-dev           # tests
   libbenchmark-dev                    # benchmarks
   libonnx-testdata                    # ONNX's conformance cases: the independent op reference

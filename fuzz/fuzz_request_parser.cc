@@ -1,0 +1,25 @@
+// libFuzzer target: arbitrary bytes as a KServe v2 inference request, both as a JSON body and
+// split into a JSON header plus binary tensor data (the first byte picks the split).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "frontend/kserve_json.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace rankd;
+  std::string_view all(reinterpret_cast<const char*>(data), size);
+  JsonLimits limits;
+  limits.max_elements = 1 << 16;
+  (void)ParseInferRequestJson(all, limits);
+  if (size > 1) {
+    size_t split = 1 + data[0] % (size - 1);
+    auto parsed = ParseInferRequest(all.substr(1, split - 1), all.substr(split), limits);
+    if (parsed.ok()) {
+      std::vector<InferOutput> outputs;
+      for (const InferInput& in : parsed->request.inputs) outputs.push_back({in.name, in.data});
+      (void)MakeInferResponse("m", 1, parsed->request.id, outputs, parsed->binary_output_all, parsed->binary_outputs);
+    }
+  }
+  return 0;
+}
