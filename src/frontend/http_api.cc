@@ -8,7 +8,6 @@ namespace rankd {
 namespace {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 constexpr const char* kServerVersion = "0.1.0";
 
@@ -24,10 +23,6 @@ HttpResponse Error(const Status& s) {
   r.status = HttpStatusFor(s.code());
   r.body = ErrorJson(s.message());
   return r;
-}
-
-uint64_t Micros(Clock::time_point a, Clock::time_point b) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
 }
 
 std::vector<std::string> SplitPath(const std::string& target) {
@@ -147,16 +142,6 @@ HttpResponse HttpApi::ModelMetadata(const std::string& name, int64_t version) {
 }
 
 HttpResponse HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t version) {
-  Clock::time_point start = Clock::now();
-  auto model = repository_.Get(name, version);
-  if (!model.ok()) return Error(model.status());
-  const Model& mdl = **model;
-  metrics_.AddInflight(1);
-  auto fail = [&](const Status& s) {
-    metrics_.AddInflight(-1);
-    metrics_.RecordFailure(mdl.name(), mdl.version());
-    return Error(s);
-  };
   std::string_view body = request.body, binary;
   auto header = request.headers.find("inference-header-content-length");
   if (header != request.headers.end()) {
@@ -164,37 +149,30 @@ HttpResponse HttpApi::Infer(const HttpRequest& request, const std::string& name,
     try {
       length = std::stoull(header->second);
     } catch (const std::exception&) {
-      return fail(InvalidArgument("Inference-Header-Content-Length is not a number"));
+      return Error(InvalidArgument("Inference-Header-Content-Length is not a number"));
     }
-    if (length > body.size()) return fail(InvalidArgument("Inference-Header-Content-Length exceeds the body"));
+    if (length > body.size()) return Error(InvalidArgument("Inference-Header-Content-Length exceeds the body"));
     binary = body.substr(length);
     body = body.substr(0, length);
   }
-  auto parsed = ParseInferRequest(body, binary, limits_);
-  if (!parsed.ok()) return fail(parsed.status());
-  Clock::time_point parsed_at = Clock::now();
-  auto outputs = mdl.Infer(parsed->request);
-  if (!outputs.ok()) return fail(outputs.status());
-  Clock::time_point scored_at = Clock::now();
-  InferResponseBody out = MakeInferResponse(mdl.name(), mdl.version(), parsed->request.id, *outputs,
-                                            parsed->binary_output_all, parsed->binary_outputs);
-  HttpResponse r;
-  r.body = std::move(out.body);
-  if (out.binary) {
-    r.content_type = "application/octet-stream";
-    r.headers.push_back({"Inference-Header-Content-Length", std::to_string(out.json_length)});
-  }
-  Clock::time_point done = Clock::now();
-  RequestTiming t;
-  t.queue_us = Micros(request.received, start);
-  t.input_us = Micros(start, parsed_at);
-  t.infer_us = Micros(parsed_at, scored_at);
-  t.output_us = Micros(scored_at, done);
-  t.total_us = Micros(request.received, done);
-  t.rows = outputs->empty() ? 0 : outputs->front().data.dim(0);
-  metrics_.AddInflight(-1);
-  metrics_.RecordSuccess(mdl.name(), mdl.version(), t);
-  return r;
+  ParsedInferRequest parsed;
+  HttpResponse response;
+  Status s = service_.Infer(
+      name, version, request.received,
+      [&](const Model&) -> StatusOr<InferRequest> {
+        ASSIGN_OR_RETURN(parsed, ParseInferRequest(body, binary, limits_));
+        return std::move(parsed.request);
+      },
+      [&](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {
+        InferResponseBody out = MakeInferResponse(model.name(), model.version(), r.id, outputs,
+                                                  parsed.binary_output_all, parsed.binary_outputs);
+        response.body = std::move(out.body);
+        if (out.binary) {
+          response.content_type = "application/octet-stream";
+          response.headers.push_back({"Inference-Header-Content-Length", std::to_string(out.json_length)});
+        }
+      });
+  return s.ok() ? response : Error(s);
 }
 
 }  // namespace rankd

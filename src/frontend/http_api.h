@@ -15,15 +15,15 @@
 
 #include "frontend/http_server.h"
 #include "frontend/kserve_json.h"
-#include "serving/metrics.h"
+#include "serving/infer_service.h"
 #include "serving/repository.h"
 
 namespace rankd {
 
 class HttpApi {
  public:
-  HttpApi(ModelRepository& repository, Metrics& metrics, JsonLimits limits)
-      : repository_(repository), metrics_(metrics), limits_(limits) {}
+  HttpApi(InferService& service, JsonLimits limits)
+      : service_(service), repository_(service.repository()), limits_(limits) {}
 
   HttpResponse Handle(const HttpRequest& request);
   // After this, /v2/health/ready answers 503 (the server is shutting down).
@@ -33,8 +33,8 @@ class HttpApi {
   HttpResponse Infer(const HttpRequest& request, const std::string& model, int64_t version);
   HttpResponse ModelMetadata(const std::string& model, int64_t version);
 
+  InferService& service_;
   ModelRepository& repository_;
-  Metrics& metrics_;
   JsonLimits limits_;
   std::atomic<bool> shutting_down_{false};
 };

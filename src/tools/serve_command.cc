@@ -43,7 +43,8 @@ int ServeCommand(const ServeArgs& args) {
   Metrics metrics;
   JsonLimits limits;
   limits.max_body_bytes = static_cast<size_t>(args.max_body_mb) << 20;
-  HttpApi api(**repository, metrics, limits);
+  InferService service(**repository, metrics);
+  HttpApi api(service, limits);
 
   HttpServerOptions http_options;
   http_options.address = args.http_address;

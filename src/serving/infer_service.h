@@ -1,0 +1,37 @@
+// InferService: one inference request as every frontend serves it: resolve the model version,
+// parse the request (timed as compute input), score it, serialise the answer (timed as compute
+// output), and record the request's metrics. Frontends supply the parse and serialise steps of
+// their wire format. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "serving/metrics.h"
+#include "serving/repository.h"
+
+namespace rankd {
+
+class InferService {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Parse = std::function<StatusOr<InferRequest>(const Model&)>;
+  using Serialize = std::function<void(const Model&, const InferRequest&, const std::vector<InferOutput>&)>;
+
+  InferService(ModelRepository& repository, Metrics& metrics) : repository_(repository), metrics_(metrics) {}
+
+  // `received`: when the frontend finished reading the request (the queue time starts there).
+  Status Infer(const std::string& model, int64_t version, Clock::time_point received, const Parse& parse,
+               const Serialize& serialize);
+
+  ModelRepository& repository() { return repository_; }
+  Metrics& metrics() { return metrics_; }
+
+ private:
+  ModelRepository& repository_;
+  Metrics& metrics_;
+};
+
+}  // namespace rankd
