@@ -14,6 +14,8 @@ packages=(
   libyaml-cpp-dev                     # YAML model configs
   libcli11-dev                        # the command line
   libboost-dev                        # Boost.Asio / Boost.Beast: the HTTP server
+  libgrpc++-dev protobuf-compiler-grpc  # the gRPC frontend (KServe v2 gRPC)
+  python3-grpcio python3-grpc-tools   # the gRPC client in the server tests
   libgtest-dev libgmock-dev           # tests
   libbenchmark-dev                    # benchmarks
   libonnx-testdata                    # ONNX's conformance cases: the independent op reference

@@ -33,11 +33,11 @@ def free_port():
 
 class Server:
     def __init__(self, repo, *extra):
-        self.http_port, self.metrics_port = free_port(), free_port()
+        self.http_port, self.metrics_port, self.grpc_port = free_port(), free_port(), free_port()
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([RANKD, "serve", "--model-repository", repo, "--http-address", "127.0.0.1",
                                       "--http-port", str(self.http_port), "--metrics-port", str(self.metrics_port),
-                                      "--grpc-port", "0", *extra], stdout=self.log, stderr=self.log)
+                                      "--grpc-port", str(self.grpc_port), *extra], stdout=self.log, stderr=self.log)
         deadline = time.time() + 30
         while time.time() < deadline:
             try:
@@ -75,9 +75,13 @@ class Server:
                 self.proc.wait()
         return self.proc.returncode
 
+    def __del__(self):
+        self.log.close()
+
 
 def lines(name, kind):
-    return [json.loads(l) for l in open(os.path.join(DATA, f"{name}.{kind}.jsonl"))]
+    with open(os.path.join(DATA, f"{name}.{kind}.jsonl")) as f:
+        return [json.loads(l) for l in f]
 
 
 def rel_error(got, want):
@@ -331,6 +335,144 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(code, 0, s.output())
         self.assertLess(time.time() - start, 30)
         self.assertTrue(all(r == 200 or isinstance(r, str) for r in results), results)
+
+
+def grpc_stubs():
+    """Python client stubs generated from rankd's .proto by Debian's grpc_tools, or None."""
+    try:
+        import grpc  # noqa: F401
+        from grpc_tools import protoc
+    except ImportError:
+        return None
+    out = tempfile.mkdtemp()
+    proto_dir = os.path.join(SRC, "proto")
+    if protoc.main(["protoc", "-I" + proto_dir, "--python_out=" + out, "--grpc_python_out=" + out,
+                    os.path.join(proto_dir, "grpc_service.proto")]) != 0:
+        raise RuntimeError("grpc_tools.protoc failed")
+    sys.path.insert(0, out)
+    import grpc_service_pb2
+    import grpc_service_pb2_grpc
+    return grpc_service_pb2, grpc_service_pb2_grpc
+
+
+class GrpcTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        stubs = grpc_stubs()
+        if stubs is None:
+            raise unittest.SkipTest("python3-grpcio / python3-grpc-tools not installed")
+        import grpc
+        cls.grpc = grpc
+        cls.pb, pb_grpc = stubs
+        cls.repo = tempfile.mkdtemp()
+        for name in ["din", "mmoe"]:
+            shutil.copytree(os.path.join(ZOO, name), os.path.join(cls.repo, name))
+        cls.server = Server(cls.repo, "--model-control-mode", "explicit", "--load-model", "mmoe", "--load-model", "din")
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.server.grpc_port}")
+        cls.stub = pb_grpc.GRPCInferenceServiceStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.server.stop()
+        shutil.rmtree(cls.repo)
+
+    def to_proto(self, body, raw):
+        pb = self.pb
+        req = pb.ModelInferRequest(model_name="", id=body.get("id", ""))
+        for i in body["inputs"]:
+            t = req.inputs.add(name=i["name"], datatype=i["datatype"])
+            data = i["data"]
+            if i["shape"][-1] == -1:  # nested ragged rows -> flat values + lengths
+                t.parameters["lengths"].string_param = ",".join(str(len(row)) for row in data)
+                data = [x for row in data for x in row]
+                t.shape.extend([len(data)])
+            else:
+                t.shape.extend(i["shape"])
+                if "parameters" in i:
+                    t.parameters["lengths"].string_param = ",".join(map(str, i["parameters"]["lengths"]))
+            flat = []
+            stack = [data]
+            while stack:  # flatten nested lists in order
+                x = stack.pop(0)
+                if isinstance(x, list):
+                    stack = x + stack
+                else:
+                    flat.append(x)
+            if raw:
+                req.raw_input_contents.append(struct.pack("<%d%s" % (len(flat), "f" if i["datatype"] == "FP32" else "q"), *flat))
+            elif i["datatype"] == "FP32":
+                t.contents.fp32_contents.extend(flat)
+            else:
+                t.contents.int64_contents.extend(flat)
+        return req
+
+    def test_health_metadata_index(self):
+        pb = self.pb
+        self.assertTrue(self.stub.ServerLive(pb.ServerLiveRequest()).live)
+        self.assertTrue(self.stub.ServerReady(pb.ServerReadyRequest()).ready)
+        self.assertTrue(self.stub.ModelReady(pb.ModelReadyRequest(name="din")).ready)
+        meta = self.stub.ModelMetadata(pb.ModelMetadataRequest(name="din", version="1"))
+        self.assertEqual(meta.versions, ["1"])
+        self.assertEqual(list(meta.inputs[0].shape), [-1, 8])
+        self.assertEqual(self.stub.ServerMetadata(pb.ServerMetadataRequest()).name, "rankd")
+        index = self.stub.RepositoryIndex(pb.RepositoryIndexRequest())
+        self.assertEqual(sorted(m.name for m in index.models), ["din", "mmoe"])
+
+    def test_infer_typed_and_raw_match_pytorch(self):
+        for name in ["din", "mmoe"]:
+            for k, (body, want) in enumerate(zip(lines(name, "requests"), lines(name, "expected"))):
+                req = self.to_proto(body, raw=k % 2 == 1)
+                req.model_name = name
+                resp = self.stub.ModelInfer(req)
+                self.assertEqual(resp.id, body["id"])
+                self.assertEqual(len(resp.raw_output_contents), len(want["outputs"]))
+                for out, raw, w in zip(resp.outputs, resp.raw_output_contents, want["outputs"]):
+                    self.assertEqual(out.name, w["name"])
+                    self.assertEqual(list(out.shape), w["shape"])
+                    got = struct.unpack("<%df" % (len(raw) // 4), raw)
+                    self.assertLessEqual(rel_error(got, w["data"]), 1e-5)
+
+    def test_errors(self):
+        pb, grpc = self.pb, self.grpc
+        body = lines("mmoe", "requests")[0]
+
+        def code_of(req):
+            with self.assertRaises(grpc.RpcError) as e:
+                self.stub.ModelInfer(req)
+            return e.exception.code(), e.exception.details()
+
+        req = self.to_proto(body, raw=False)
+        req.model_name = "nope"
+        self.assertEqual(code_of(req)[0], grpc.StatusCode.NOT_FOUND)
+        req.model_name = "mmoe"
+        req.inputs[0].datatype = "FP32"
+        code, details = code_of(req)
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("contents has 0", details)
+        req = self.to_proto(body, raw=True)
+        req.model_name = "mmoe"
+        req.raw_input_contents[0] = b"123"
+        self.assertEqual(code_of(req)[0], grpc.StatusCode.INVALID_ARGUMENT)
+        req = self.to_proto(body, raw=False)
+        req.model_name = "mmoe"
+        req.inputs[0].contents.int64_contents[0] = 10**6
+        code, details = code_of(req)
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("out of range", details)
+        req.inputs[0].shape[0] = 10**9
+        self.assertIn(code_of(req)[0], (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED))
+        self.assertTrue(self.stub.ServerLive(pb.ServerLiveRequest()).live)
+
+    def test_load_unload(self):
+        pb, grpc = self.pb, self.grpc
+        self.stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="din"))
+        self.assertFalse(self.stub.ModelReady(pb.ModelReadyRequest(name="din")).ready)
+        self.stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="din"))
+        self.assertTrue(self.stub.ModelReady(pb.ModelReadyRequest(name="din")).ready)
+        with self.assertRaises(grpc.RpcError) as e:
+            self.stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="nosuch"))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--model-repository,--model-repo", serve.model_repository, "Model repository directory")->required();
   serve_cmd->add_option("--http-address", serve.http_address, "Address to listen on");
   serve_cmd->add_option("--http-port", serve.http_port, "HTTP port (0: any free port)");
-  serve_cmd->add_option("--grpc-port", serve.grpc_port, "gRPC port (the gRPC frontend is not built yet)");
+  serve_cmd->add_option("--grpc-port", serve.grpc_port, "gRPC port (0: any free port, -1: no gRPC)");
   serve_cmd->add_option("--metrics-port", serve.metrics_port, "Prometheus metrics port");
   serve_cmd->add_option("--model-control-mode", serve.control_mode, "none | poll | explicit")
       ->check(CLI::IsMember({"none", "poll", "explicit"}));

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "frontend/grpc_server.h"
 #include "frontend/http_api.h"
 #include "frontend/http_server.h"
 #include "serving/metrics.h"
@@ -76,11 +77,23 @@ int ServeCommand(const ServeArgs& args) {
     std::fprintf(stderr, "rankd serve: %s\n", metrics_server.status().ToString().c_str());
     return 2;
   }
-  if (args.grpc_port > 0) {
-    std::fprintf(stderr, "note: the gRPC frontend is not built yet; --grpc-port %d is not served\n", args.grpc_port);
+  std::unique_ptr<GrpcServer> grpc;
+  std::atomic<bool> draining{false};
+  if (args.grpc_port >= 0) {
+    GrpcServerOptions grpc_options;
+    grpc_options.address = args.http_address;
+    grpc_options.port = args.grpc_port;
+    grpc_options.max_message_bytes = args.max_body_mb << 20;
+    auto started = GrpcServer::Start(grpc_options, service, [&] { return !draining && (*repository)->Ready(); });
+    if (!started.ok()) {
+      std::fprintf(stderr, "rankd serve: %s\n", started.status().ToString().c_str());
+      return 2;
+    }
+    grpc = std::move(*started);
   }
-  std::fprintf(stderr, "serving HTTP on %s:%d, metrics on %s:%d\n", args.http_address.c_str(), (*http)->port(),
-               args.http_address.c_str(), (*metrics_server)->port());
+  std::fprintf(stderr, "serving HTTP on %s:%d, gRPC on %s:%d, metrics on %s:%d\n", args.http_address.c_str(),
+               (*http)->port(), args.http_address.c_str(), grpc ? grpc->port() : -1, args.http_address.c_str(),
+               (*metrics_server)->port());
 
   std::atomic<bool> stopping{false};
   std::thread poller;
@@ -99,9 +112,16 @@ int ServeCommand(const ServeArgs& args) {
   sigwait(&stop_signals, &signal);
   std::fprintf(stderr, "signal %d: draining (up to %d s)\n", signal, args.exit_timeout_secs);
   api.SetShuttingDown();
+  draining = true;
   stopping = true;
   if (poller.joinable()) poller.join();
-  (*http)->Stop(std::chrono::seconds(args.exit_timeout_secs));
+  if (grpc) {
+    std::thread grpc_stop([&] { grpc->Stop(std::chrono::seconds(args.exit_timeout_secs)); });
+    (*http)->Stop(std::chrono::seconds(args.exit_timeout_secs));
+    grpc_stop.join();
+  } else {
+    (*http)->Stop(std::chrono::seconds(args.exit_timeout_secs));
+  }
   (*metrics_server)->Stop(std::chrono::milliseconds(100));
   std::fprintf(stderr, "stopped\n");
   return 0;

@@ -1,0 +1,44 @@
+// GrpcServer: KServe v2 `inference.GRPCInferenceService` (proto/grpc_service.proto) on gRPC's
+// asynchronous API: one completion queue and thread per core, each with a pending call of every
+// RPC. Requests carry tensors in the typed `contents` fields or in `raw_input_contents`; outputs
+// are returned in `raw_output_contents`, as Triton does. Ragged inputs: flat values with shape
+// [total] and the parameter "lengths" = "3,0,2" (a string, one length per row).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "frontend/kserve_json.h"
+#include "rankd/status.h"
+#include "serving/infer_service.h"
+
+namespace rankd {
+
+struct GrpcServerOptions {
+  std::string address = "0.0.0.0";
+  int port = 8001;  // 0 picks a free port
+  int threads = 0;  // 0: the number of cores
+  int max_message_bytes = 64 << 20;
+  int64_t max_elements = int64_t{1} << 26;  // per input
+};
+
+class GrpcServer {
+ public:
+  // `ready` answers ServerReady (false while draining).
+  static StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options, InferService& service,
+                                                     std::function<bool()> ready);
+  ~GrpcServer();
+  int port() const;
+  // Stops accepting calls, lets calls in progress finish (up to `drain`), and joins the threads.
+  void Stop(std::chrono::milliseconds drain);
+
+  class Impl;
+
+ private:
+  explicit GrpcServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rankd
