@@ -25,7 +25,7 @@ from rankd_zoo.export import export  # noqa: E402
 
 SHAPES = {
     "dlrm_dcnv2": [{"n": 1}, {"n": 64}, {"n": 512}],
-    "din": [{"n": 200, "seq": 100}, {"n": 200, "seq": 1000}],
+    "din": [{"n": 200, "seq": 20}, {"n": 200, "seq": 100}, {"n": 200, "seq": 1000}],
 }
 
 
