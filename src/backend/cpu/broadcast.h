@@ -58,14 +58,32 @@ BroadcastLayout<N> MakeBroadcastLayout(const Shape& out, const std::array<const 
   return l;
 }
 
+// Number of innermost rows: the product of every dim but the last.
+template <int N>
+int64_t NumRows(const BroadcastLayout<N>& l) {
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < l.dims.size(); ++i) rows *= l.dims[i];
+  return rows;
+}
+
+// Each input's element offset at the start of innermost row r.
+template <int N>
+std::array<int64_t, N> RowOffsets(const BroadcastLayout<N>& l, int64_t r) {
+  std::array<int64_t, N> off{};
+  for (size_t i = l.dims.size() - 1; i-- > 0;) {
+    int64_t idx = r % l.dims[i];
+    r /= l.dims[i];
+    for (int k = 0; k < N; ++k) off[k] += idx * l.strides[k][i];
+  }
+  return off;
+}
+
 // fn(out_offset, in_offsets[N], length, in_row_strides[N]) over the innermost rows, in parallel.
 // Long rows are cut into pieces so that a tensor that collapses to a few rows still uses every thread.
 template <int N, typename F>
 void ForEachRow(const BroadcastLayout<N>& l, F&& fn) {
-  size_t rank = l.dims.size();
   int64_t row = l.dims.back();
-  int64_t rows = 1;
-  for (size_t i = 0; i + 1 < rank; ++i) rows *= l.dims[i];
+  int64_t rows = NumRows(l);
   std::array<int64_t, N> row_stride;
   for (int k = 0; k < N; ++k) row_stride[k] = l.strides[k].back();
   constexpr int64_t kMinPiece = 16384;
@@ -77,13 +95,7 @@ void ForEachRow(const BroadcastLayout<N>& l, F&& fn) {
       int64_t r = item / pieces, start = (item % pieces) * piece_len;
       int64_t len = std::min(piece_len, row - start);
       if (len <= 0) continue;
-      std::array<int64_t, N> off{};
-      int64_t rem = r;
-      for (size_t i = rank - 1; i-- > 0;) {
-        int64_t idx = rem % l.dims[i];
-        rem /= l.dims[i];
-        for (int k = 0; k < N; ++k) off[k] += idx * l.strides[k][i];
-      }
+      std::array<int64_t, N> off = RowOffsets(l, r);
       for (int k = 0; k < N; ++k) off[k] += start * row_stride[k];
       fn(r * row + start, off, len, row_stride);
     }

@@ -79,16 +79,9 @@ Status MatMul(const KernelArgs& k) {
   batch_out.resize(batch_out.size() - (a.rank() == 1 ? 0 : 1) - (b.rank() == 1 ? 0 : 1));
   auto layout = MakeBroadcastLayout<2>(batch_out, {&batch_a, &batch_b});
   // Sequential over batches: sgemm itself is multi-threaded.
-  size_t rank = layout.dims.size();
-  int64_t row = layout.dims.back(), rows = NumElements(layout.dims) / std::max<int64_t>(row, 1);
+  int64_t row = layout.dims.back(), rows = NumRows(layout);
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t ia = 0, ib = 0, rem = r;
-    for (size_t i = rank - 1; i-- > 0;) {
-      int64_t idx = rem % layout.dims[i];
-      rem /= layout.dims[i];
-      ia += idx * layout.strides[0][i];
-      ib += idx * layout.strides[1][i];
-    }
+    auto [ia, ib] = RowOffsets(layout, r);
     for (int64_t j = 0; j < row; ++j) {
       int64_t ja = ia + j * layout.strides[0].back(), jb = ib + j * layout.strides[1].back();
       Sgemm(pa + ja * m * kk, pb + jb * kk * n, pc + (r * row + j) * m * n, m, n, kk, false, false,

@@ -48,8 +48,7 @@ Status Reduce(const KernelArgs& k) {
     }
     int64_t slice_in = slices ? n_in / slices : 0, slice_out = slices ? n_out / slices : 0;
     auto layout = MakeBroadcastLayout<2>(sub_x, {&sub_x, &sub_kept});
-    size_t rank = layout.dims.size();
-    int64_t row = layout.dims.back(), rows = NumElements(layout.dims) / std::max<int64_t>(row, 1);
+    int64_t row = layout.dims.back(), rows = NumRows(layout);
     int64_t sx = layout.strides[0].back(), sa = layout.strides[1].back();
     bool is_max = op == "ReduceMax", is_min = op == "ReduceMin";
     ParallelFor(slices, slice_in, [&](int64_t begin, int64_t end) {
@@ -57,13 +56,7 @@ Status Reduce(const KernelArgs& k) {
         const T* px = x.data<T>() + b * slice_in;
         Acc* pa = acc + b * slice_out;
         for (int64_t r = 0; r < rows && row > 0; ++r) {
-          int64_t ox = 0, oa = 0, rem = r;
-          for (size_t i = rank - 1; i-- > 0;) {
-            int64_t idx = rem % layout.dims[i];
-            rem /= layout.dims[i];
-            ox += idx * layout.strides[0][i];
-            oa += idx * layout.strides[1][i];
-          }
+          auto [ox, oa] = RowOffsets(layout, r);
           for (int64_t j = 0; j < row; ++j) {
             Acc v = static_cast<Acc>(px[ox + j * sx]);
             Acc& a = pa[oa + j * sa];
