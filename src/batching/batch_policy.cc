@@ -1,0 +1,51 @@
+#include "batching/batch_policy.h"
+
+#include <algorithm>
+
+namespace rankd {
+
+double BatchCost(const QueuedRequest& r, const BatchPolicyOptions& o) {
+  return o.cost_per_row * static_cast<double>(r.rows) + o.cost_per_seq * static_cast<double>(r.seq_elements) +
+         o.cost_per_request;
+}
+
+BatchDecision DecideBatch(const std::vector<QueuedRequest>& queue, BatchClock::time_point now, int free_executors,
+                          int busy_executors, const BatchPolicyOptions& o) {
+  BatchDecision d;
+  std::vector<size_t> live;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    if (queue[i].deadline <= now) d.expired.push_back(i);
+    else live.push_back(i);
+  }
+  if (live.empty()) return d;  // kIdle
+  if (free_executors <= 0) {
+    d.kind = BatchDecision::Kind::kWaitForExecutor;
+    return d;
+  }
+  // Fill a batch in queue order.
+  double cost = 0;
+  int64_t rows = 0;
+  size_t count = 0;
+  for (size_t i : live) {
+    const QueuedRequest& r = queue[i];
+    double c = BatchCost(r, o);
+    if (count > 0 && (cost + c > o.cost_budget || rows + r.rows > o.max_batch_rows)) break;
+    cost += c;
+    rows += r.rows;
+    ++count;
+  }
+  bool full = count < live.size() || cost >= o.cost_budget || rows >= o.max_batch_rows;
+  BatchClock::time_point oldest = queue[live.front()].enqueued;
+  for (size_t k = 0; k < count; ++k) oldest = std::min(oldest, queue[live[k]].enqueued);
+  bool waited_enough = now - oldest >= o.max_queue_delay;
+  if (full || waited_enough || busy_executors == 0) {
+    d.kind = BatchDecision::Kind::kDispatch;
+    d.count = count;
+    return d;
+  }
+  d.kind = BatchDecision::Kind::kWaitUntil;
+  d.wake = oldest + o.max_queue_delay;
+  return d;
+}
+
+}  // namespace rankd

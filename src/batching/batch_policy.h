@@ -1,0 +1,57 @@
+// BatchPolicy: the pure decision of the TensorBatch batcher (issue 4), with no threads and no
+// clock of its own, so every rule is unit-tested with a fake clock.
+//
+// Given the queue (ordered by priority, then arrival), the time and how many executors are free,
+// it says which queued requests to drop (deadline passed), and then either "dispatch the first k",
+// or "wait until t", or "wait for an executor". Rules:
+//   - a batch takes requests in queue order while the batch's cost stays within the budget and its
+//     rows within the row cap; a single request over either runs alone;
+//   - with an executor free, a batch is dispatched when it is full (the next request does not
+//     fit), when the oldest request has waited max_queue_delay, or when no batch is running at all
+//     (under light load nobody waits for company that is not coming);
+//   - otherwise the answer is "wait until" the oldest request's delay runs out.
+// Cost = cost_per_row * rows + cost_per_seq * sequence elements + cost_per_request.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace rankd {
+
+using BatchClock = std::chrono::steady_clock;
+
+// What the policy knows about one queued request.
+struct QueuedRequest {
+  int64_t rows = 0;          // candidate rows
+  int64_t seq_elements = 0;  // sum of user-sequence lengths
+  int priority = 0;          // higher runs first; equal priorities run in arrival order
+  BatchClock::time_point enqueued;
+  BatchClock::time_point deadline = BatchClock::time_point::max();
+};
+
+struct BatchPolicyOptions {
+  double cost_per_row = 1.0;
+  double cost_per_seq = 0.0;
+  double cost_per_request = 0.0;
+  double cost_budget = 4096.0;           // a batch's cost stops growing past this
+  int64_t max_batch_rows = 65536;        // Triton's max_batch_size, in rows
+  std::chrono::microseconds max_queue_delay{500};  // Triton's max_queue_delay_microseconds
+  size_t max_enqueued = 1024;            // past this, new requests are refused (UNAVAILABLE)
+};
+
+struct BatchDecision {
+  enum class Kind { kIdle, kDispatch, kWaitUntil, kWaitForExecutor };
+  Kind kind = Kind::kIdle;
+  size_t count = 0;                        // kDispatch: the first `count` live requests
+  BatchClock::time_point wake;             // kWaitUntil
+  std::vector<size_t> expired;             // queue indices to answer DEADLINE_EXCEEDED, ascending
+};
+
+double BatchCost(const QueuedRequest& r, const BatchPolicyOptions& options);
+
+// REQUIRES: `queue` is in priority-then-arrival order.
+BatchDecision DecideBatch(const std::vector<QueuedRequest>& queue, BatchClock::time_point now, int free_executors,
+                          int busy_executors, const BatchPolicyOptions& options);
+
+}  // namespace rankd
