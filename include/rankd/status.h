@@ -48,6 +48,7 @@ Status Unimplemented(std::string message);
 Status Unavailable(std::string message);
 Status Internal(std::string message);
 Status ResourceExhausted(std::string message);
+Status DeadlineExceeded(std::string message);
 
 // Holds a T or a non-OK Status. Accessing value() on an error is a bug and aborts.
 template <typename T>

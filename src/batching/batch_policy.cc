@@ -44,6 +44,7 @@ BatchDecision DecideBatch(const std::vector<QueuedRequest>& queue, BatchClock::t
     return d;
   }
   d.kind = BatchDecision::Kind::kWaitUntil;
+  d.count = count;  // the batch that is forming
   d.wake = oldest + o.max_queue_delay;
   return d;
 }

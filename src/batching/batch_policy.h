@@ -43,7 +43,7 @@ struct BatchPolicyOptions {
 struct BatchDecision {
   enum class Kind { kIdle, kDispatch, kWaitUntil, kWaitForExecutor };
   Kind kind = Kind::kIdle;
-  size_t count = 0;                        // kDispatch: the first `count` live requests
+  size_t count = 0;  // kDispatch: the first `count` live requests; kWaitUntil: the batch forming
   BatchClock::time_point wake;             // kWaitUntil
   std::vector<size_t> expired;             // queue indices to answer DEADLINE_EXCEEDED, ascending
 };

@@ -1,0 +1,63 @@
+// Batcher: the thread plumbing around DecideBatch (batch_policy.h).
+//
+// Requests (BatchTask) are queued by priority, then arrival. One thread per executor asks the
+// policy what to do, runs dispatched batches through `run_batch`, and answers expired requests
+// with DEADLINE_EXCEEDED through BatchTask::Fail. A full queue refuses new requests at once
+// (UNAVAILABLE); ownership of a task moves to the batcher only when Enqueue succeeds. Destruction
+// drains: queued requests are still run. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "batching/batch_policy.h"
+#include "rankd/status.h"
+
+namespace rankd {
+
+class BatchTask {
+ public:
+  virtual ~BatchTask() = default;
+  QueuedRequest info;
+  // Called (once, instead of running) when the task is dropped, e.g. its deadline passed.
+  virtual void Fail(const Status& status) = 0;
+};
+
+using RunBatch = std::function<void(std::vector<std::unique_ptr<BatchTask>> batch)>;
+
+struct BatcherOptions {
+  BatchPolicyOptions policy;
+  int executors = 1;  // batches that may run at once (one thread each)
+  // The clock, injectable for tests.
+  std::function<BatchClock::time_point()> now = [] { return BatchClock::now(); };
+};
+
+class Batcher {
+ public:
+  Batcher(BatcherOptions options, RunBatch run_batch);
+  ~Batcher();
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Queues `task` (moved from only on success). UNAVAILABLE when the queue is full.
+  Status Enqueue(std::unique_ptr<BatchTask>& task);
+  size_t queued() const;
+
+ private:
+  void ExecutorLoop();
+
+  BatcherOptions options_;
+  RunBatch run_batch_;
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<std::unique_ptr<BatchTask>> queue_;  // GUARDED_BY(mu_), priority-then-arrival order
+  int busy_ = 0;                                   // GUARDED_BY(mu_)
+  bool stopping_ = false;                          // GUARDED_BY(mu_)
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace rankd

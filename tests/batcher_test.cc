@@ -1,0 +1,142 @@
+// The threaded batcher: every request runs exactly once, requests merge under load, a full queue
+// refuses at once, deadlines expire, priorities order, destruction drains. Runs under
+// ThreadSanitizer in scripts/test.sh.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "batching/batcher.h"
+
+namespace rankd {
+namespace {
+
+struct TestTask : BatchTask {
+  int id = 0;
+  std::atomic<int>* failed = nullptr;
+  Status failure;
+  void Fail(const Status& s) override {
+    failure = s;
+    if (failed) ++*failed;
+  }
+};
+
+std::unique_ptr<BatchTask> Make(int id, int64_t rows = 10, int priority = 0) {
+  auto t = std::make_unique<TestTask>();
+  t->id = id;
+  t->info.rows = rows;
+  t->info.priority = priority;
+  t->info.enqueued = BatchClock::now();
+  return t;
+}
+
+TEST(Batcher, EveryRequestRunsOnceAndRequestsMerge) {
+  std::mutex mu;
+  std::multiset<int> seen;
+  std::vector<size_t> sizes;
+  BatcherOptions o;
+  o.executors = 3;
+  o.policy.max_queue_delay = std::chrono::microseconds(200);
+  o.policy.cost_budget = 100;  // up to 10 requests of 10 rows
+  o.policy.max_enqueued = 100000;
+  {
+    Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+      std::lock_guard<std::mutex> lock(mu);
+      sizes.push_back(batch.size());
+      int64_t rows = 0;
+      for (auto& t : batch) {
+        seen.insert(static_cast<TestTask*>(t.get())->id);
+        rows += t->info.rows;
+      }
+      EXPECT_LE(rows, 100);
+    });
+    std::vector<std::thread> producers;
+    for (int p = 0; p < 8; ++p) {
+      producers.emplace_back([&b, p] {
+        for (int i = 0; i < 200; ++i) {
+          auto t = Make(p * 1000 + i);
+          ASSERT_TRUE(b.Enqueue(t).ok());
+        }
+      });
+    }
+    for (auto& t : producers) t.join();
+  }  // destruction drains
+  ASSERT_EQ(seen.size(), 1600u);
+  for (int p = 0; p < 8; ++p) {
+    for (int i = 0; i < 200; ++i) EXPECT_EQ(seen.count(p * 1000 + i), 1u);
+  }
+  size_t merged = 0;
+  for (size_t s : sizes) merged += s > 1;
+  EXPECT_GT(merged, 0u) << "no batch held more than one request";
+}
+
+TEST(Batcher, FullQueueRefusesAndKeepsOwnership) {
+  std::mutex gate;
+  gate.lock();  // the first batch blocks, so the queue fills
+  BatcherOptions o;
+  o.policy.max_enqueued = 2;
+  o.policy.cost_budget = 10;  // one request per batch
+  std::atomic<int> ran{0};
+  {
+    Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
+      std::lock_guard<std::mutex> wait(gate);
+      ran += static_cast<int>(batch.size());
+    });
+    auto first = Make(0);
+    ASSERT_TRUE(b.Enqueue(first).ok());
+    while (b.queued() > 0) std::this_thread::yield();  // the executor took it and is blocked
+    auto a = Make(1), c = Make(2), d = Make(3);
+    ASSERT_TRUE(b.Enqueue(a).ok());
+    ASSERT_TRUE(b.Enqueue(c).ok());
+    Status s = b.Enqueue(d);
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+    ASSERT_NE(d, nullptr);  // still the caller's
+    gate.unlock();
+  }
+  EXPECT_EQ(ran.load(), 3);
+}
+
+TEST(Batcher, ExpiredRequestsFailAndNeverRun) {
+  std::atomic<int> failed{0}, ran{0};
+  {
+    Batcher b({}, [&](std::vector<std::unique_ptr<BatchTask>> batch) { ran += static_cast<int>(batch.size()); });
+    auto t = Make(7);
+    static_cast<TestTask*>(t.get())->failed = &failed;
+    t->info.deadline = BatchClock::now() - std::chrono::milliseconds(1);
+    ASSERT_TRUE(b.Enqueue(t).ok());
+    auto ok = Make(8);
+    ASSERT_TRUE(b.Enqueue(ok).ok());
+  }
+  EXPECT_EQ(failed.load(), 1);
+  EXPECT_EQ(ran.load(), 1);
+}
+
+TEST(Batcher, HigherPriorityRunsFirst) {
+  std::mutex gate, mu;
+  gate.lock();
+  std::vector<int> order;
+  BatcherOptions o;
+  o.policy.cost_budget = 10;  // one request per batch
+  {
+    Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
+      std::lock_guard<std::mutex> wait(gate);
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto& t : batch) order.push_back(static_cast<TestTask*>(t.get())->id);
+    });
+    auto blocker = Make(0);
+    ASSERT_TRUE(b.Enqueue(blocker).ok());
+    while (b.queued() > 0) std::this_thread::yield();
+    for (auto [id, prio] : std::vector<std::pair<int, int>>{{1, 0}, {2, 0}, {3, 5}, {4, 5}}) {
+      auto t = Make(id, 10, prio);
+      ASSERT_TRUE(b.Enqueue(t).ok());
+    }
+    gate.unlock();
+  }
+  EXPECT_EQ(order, std::vector<int>({0, 3, 4, 1, 2}));
+}
+
+}  // namespace
+}  // namespace rankd
