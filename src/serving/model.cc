@@ -210,7 +210,6 @@ Status Model::BuildGraphInputs(const InferRequest& request, std::vector<Tensor>&
   inputs.clear();
   ragged_max_lengths.assign(ragged_names_.size(), 0);
   for (const Binding& b : bindings_) {
-    const InputConfig& cfg = config_.inputs[b.config_index];
     const InferInput& in = *given[b.config_index];
     int64_t repeat = rows[b.config_index] == n ? 1 : n;
     if (b.part == Part::kDense) {
@@ -240,7 +239,6 @@ Status Model::BuildGraphInputs(const InferRequest& request, std::vector<Tensor>&
       ragged_max_lengths[static_cast<size_t>(b.ragged_index)] = max_len;
       inputs.push_back(std::move(offsets));
     }
-    (void)cfg;
   }
   return Status::Ok();
 }
