@@ -24,6 +24,15 @@ std::string ConformanceDir() {
   return env ? env : "/usr/share/libonnx-testdata/data/node";
 }
 
+// Reads DIR/PREFIX0.pb, PREFIX1.pb, ... until one is missing.
+Status ReadTensors(const fs::path& dir, const std::string& prefix, std::vector<Tensor>& out) {
+  for (size_t i = 0; fs::exists(dir / (prefix + std::to_string(i) + ".pb")); ++i) {
+    ASSIGN_OR_RETURN(Tensor t, ReadTensorProtoFile((dir / (prefix + std::to_string(i) + ".pb")).string()));
+    out.push_back(std::move(t));
+  }
+  return Status::Ok();
+}
+
 struct CaseResult {
   bool ran = false;
   std::string op;
@@ -53,21 +62,11 @@ CaseResult RunCase(const fs::path& dir) {
   for (const auto& set : fs::directory_iterator(dir)) {
     if (!set.is_directory()) continue;
     std::vector<Tensor> inputs, expected;
-    for (size_t i = 0; fs::exists(set.path() / ("input_" + std::to_string(i) + ".pb")); ++i) {
-      auto t = ReadTensorProtoFile((set.path() / ("input_" + std::to_string(i) + ".pb")).string());
-      if (!t.ok()) {
-        r.error = t.status().ToString();
-        return r;
-      }
-      inputs.push_back(*t);
-    }
-    for (size_t i = 0; fs::exists(set.path() / ("output_" + std::to_string(i) + ".pb")); ++i) {
-      auto t = ReadTensorProtoFile((set.path() / ("output_" + std::to_string(i) + ".pb")).string());
-      if (!t.ok()) {
-        r.error = t.status().ToString();
-        return r;
-      }
-      expected.push_back(*t);
+    Status read = ReadTensors(set.path(), "input_", inputs);
+    if (read.ok()) read = ReadTensors(set.path(), "output_", expected);
+    if (!read.ok()) {
+      r.error = read.ToString();
+      return r;
     }
     if (inputs.size() != graph->inputs.size()) {
       r.error = "optional graph inputs not supported by the harness";

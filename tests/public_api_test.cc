@@ -20,7 +20,11 @@ TEST(PublicApi, LoadDescribeAndScoreFromManyThreads) {
   ASSERT_EQ(inputs.size(), 2u);
   EXPECT_EQ(inputs[0].name, "sparse");
   EXPECT_EQ(inputs[0].dims, std::vector<int64_t>({20}));
-  EXPECT_EQ((*engine)->outputs(), std::vector<std::string>({"ctr", "cvr"}));
+  auto outputs = (*engine)->outputs();
+  ASSERT_EQ(outputs.size(), 2u);
+  EXPECT_EQ(outputs[0].name, "ctr");
+  EXPECT_EQ(outputs[1].name, "cvr");
+  EXPECT_EQ(outputs[1].dtype, rankd::DType::kF32);
 
   rankd::InferRequest request;
   std::vector<int64_t> ids(3 * 20);

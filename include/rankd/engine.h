@@ -17,6 +17,7 @@
 
 #include "rankd/dtype.h"
 #include "rankd/request.h"
+#include "rankd/signature.h"
 #include "rankd/status.h"
 
 namespace rankd {
@@ -26,15 +27,6 @@ class Model;
 struct EngineOptions {
   // Largest candidate count per request when the model's config sets no max_batch_size.
   int64_t max_rows = 65536;
-};
-
-// One input of a model's signature.
-struct InputSignature {
-  std::string name;
-  DType dtype = DType::kInvalid;
-  std::vector<int64_t> dims;  // per row, batch excluded; -1 = any size
-  bool user_scope = false;    // one row per request, shared by its candidates
-  bool ragged = false;        // variable-length id list per row
 };
 
 class Engine {
@@ -49,7 +41,7 @@ class Engine {
   const std::string& name() const;
   int64_t version() const;
   std::vector<InputSignature> inputs() const;
-  std::vector<std::string> outputs() const;
+  std::vector<OutputSignature> outputs() const;
 
   // Scores one request: one user and N candidates (or N independent rows). Thread-safe.
   StatusOr<std::vector<InferOutput>> Infer(const InferRequest& request) const;

@@ -30,14 +30,6 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(code, s.message());
 }
 
-StatusOr<int64_t> ParseVersion(const std::string& v) {
-  if (v.empty()) return int64_t{-1};
-  if (v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
-    return InvalidArgument("'" + v + "' is not a model version");
-  }
-  return std::stoll(v);
-}
-
 // Copies typed contents into a tensor, checking the count first.
 template <typename T, typename Field>
 Status FillTyped(const Field& field, int64_t n, Tensor& t, const std::string& name) {
@@ -231,7 +223,7 @@ class GrpcServer::Impl {
     return grpc::Status::OK;
   }
   grpc::Status ModelReady(const inference::ModelReadyRequest& q, inference::ModelReadyResponse& r) {
-    auto v = ParseVersion(q.version());
+    auto v = ParseModelVersion(q.version());
     if (!v.ok()) return ToGrpc(v.status());
     auto model = infer_.repository().Get(q.name(), *v);
     if (model.status().code() == StatusCode::kNotFound) return ToGrpc(model.status());
@@ -245,25 +237,24 @@ class GrpcServer::Impl {
     return grpc::Status::OK;
   }
   grpc::Status ModelMetadata(const inference::ModelMetadataRequest& q, inference::ModelMetadataResponse& r) {
-    auto v = ParseVersion(q.version());
+    auto v = ParseModelVersion(q.version());
     if (!v.ok()) return ToGrpc(v.status());
     auto model = infer_.repository().Get(q.name(), *v);
     if (!model.ok()) return ToGrpc(model.status());
     r.set_name(q.name());
     r.add_versions(std::to_string((*model)->version()));
     r.set_platform("onnx");
-    for (const InputConfig& in : (*model)->config().inputs) {
+    for (const InputSignature& in : (*model)->inputs()) {
       auto* t = r.add_inputs();
       t->set_name(in.name);
       t->set_datatype(DTypeName(in.dtype));
       t->add_shape(-1);
       for (int64_t d : in.dims) t->add_shape(d);
     }
-    const Graph& g = (*model)->graph();
-    for (int id : g.outputs) {
+    for (const OutputSignature& out : (*model)->outputs()) {
       auto* t = r.add_outputs();
-      t->set_name(g.values[static_cast<size_t>(id)].name);
-      t->set_datatype(DTypeName(g.values[static_cast<size_t>(id)].dtype));
+      t->set_name(out.name);
+      t->set_datatype(DTypeName(out.dtype));
       t->add_shape(-1);
       t->add_shape(-1);
     }
@@ -271,7 +262,7 @@ class GrpcServer::Impl {
   }
   grpc::Status ModelInfer(const inference::ModelInferRequest& q, inference::ModelInferResponse& r) {
     auto received = InferService::Clock::now();
-    auto v = ParseVersion(q.model_version());
+    auto v = ParseModelVersion(q.model_version());
     if (!v.ok()) return ToGrpc(v.status());
     Status s = infer_.Infer(
         q.model_name(), *v, received, [&](const Model&) { return FromProto(q, options_); },

@@ -38,13 +38,6 @@ std::vector<std::string> SplitPath(const std::string& target) {
   return parts;
 }
 
-StatusOr<int64_t> ParseVersion(const std::string& s) {
-  if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) {
-    return InvalidArgument("'" + s + "' is not a model version");
-  }
-  return std::stoll(s);
-}
-
 }  // namespace
 
 int HttpStatusFor(StatusCode code) {
@@ -80,7 +73,7 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) {
     size_t rest = 3;
     int64_t version = -1;
     if (p.size() >= 5 && p[3] == "versions") {
-      auto v = ParseVersion(p[4]);
+      auto v = ParseModelVersion(p[4]);
       if (!v.ok()) return Error(v.status());
       version = *v;
       rest = 5;
@@ -111,14 +104,13 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) {
 HttpResponse HttpApi::ModelMetadata(const std::string& name, int64_t version) {
   auto model = repository_.Get(name, version);
   if (!model.ok()) return Error(model.status());
-  const ModelConfig& c = (*model)->config();
   json inputs = json::array(), outputs = json::array();
-  for (const InputConfig& in : c.inputs) {
+  for (const InputSignature& in : (*model)->inputs()) {
     json shape = json::array({-1});
     for (int64_t d : in.dims) shape.push_back(d);
     json entry = {{"name", in.name}, {"datatype", DTypeName(in.dtype)}, {"shape", shape}};
     json params = json::object();
-    if (in.scope == InputScope::kUser) params["scope"] = "user";
+    if (in.user_scope) params["scope"] = "user";
     if (in.ragged) {
       params["ragged"] = true;
       params["max_length"] = in.max_length;
@@ -126,13 +118,8 @@ HttpResponse HttpApi::ModelMetadata(const std::string& name, int64_t version) {
     if (!params.empty()) entry["parameters"] = params;
     inputs.push_back(entry);
   }
-  const Graph& g = (*model)->graph();
-  for (const OutputConfig& out : c.outputs) {
-    DType dtype = DType::kInvalid;
-    for (int id : g.outputs) {
-      if (g.values[static_cast<size_t>(id)].name == out.name) dtype = g.values[static_cast<size_t>(id)].dtype;
-    }
-    outputs.push_back({{"name", out.name}, {"datatype", DTypeName(dtype)}, {"shape", json::array({-1, -1})}});
+  for (const OutputSignature& out : (*model)->outputs()) {
+    outputs.push_back({{"name", out.name}, {"datatype", DTypeName(out.dtype)}, {"shape", json::array({-1, -1})}});
   }
   return Json(200, {{"name", name},
                     {"versions", {std::to_string((*model)->version())}},

@@ -352,12 +352,20 @@ StatusOr<Graph> ImportOnnxBytes(const void* data, size_t size, const OnnxImportO
   return graph;
 }
 
-StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
+namespace {
+
+StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("tensor file '" + path + "' cannot be opened");
+  if (!in) return NotFound(std::string(what) + " file '" + path + "' cannot be opened");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  std::string bytes = buffer.str();
+  return buffer.str();
+}
+
+}  // namespace
+
+StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, "tensor"));
   onnx::TensorProto proto;
   if (!proto.ParseFromString(bytes)) return InvalidArgument("'" + path + "' is not a TensorProto");
   OnnxImportOptions options;
@@ -366,11 +374,7 @@ StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
 }
 
 StatusOr<Graph> ImportOnnxFile(const std::string& path, const OnnxImportOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("model file '" + path + "' cannot be opened");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string bytes = buffer.str();
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, "model"));
   OnnxImportOptions opts = options;
   if (opts.external_data_dir.empty()) opts.external_data_dir = fs::path(path).parent_path().string();
   auto graph = ImportOnnxBytes(bytes.data(), bytes.size(), opts);

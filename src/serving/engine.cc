@@ -18,19 +18,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir, int
 const std::string& Engine::name() const { return model_->name(); }
 int64_t Engine::version() const { return model_->version(); }
 
-std::vector<InputSignature> Engine::inputs() const {
-  std::vector<InputSignature> out;
-  for (const InputConfig& in : model_->config().inputs) {
-    out.push_back({in.name, in.dtype, in.dims, in.scope == InputScope::kUser, in.ragged});
-  }
-  return out;
-}
-
-std::vector<std::string> Engine::outputs() const {
-  std::vector<std::string> out;
-  for (const OutputConfig& o : model_->config().outputs) out.push_back(o.name);
-  return out;
-}
+std::vector<InputSignature> Engine::inputs() const { return model_->inputs(); }
+std::vector<OutputSignature> Engine::outputs() const { return model_->outputs(); }
 
 StatusOr<std::vector<InferOutput>> Engine::Infer(const InferRequest& request) const { return model_->Infer(request); }
 

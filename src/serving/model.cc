@@ -27,6 +27,14 @@ std::vector<int64_t> ListModelVersions(const std::string& model_dir) {
   return versions;
 }
 
+StatusOr<int64_t> ParseModelVersion(const std::string& text) {
+  if (text.empty()) return int64_t{-1};
+  if (text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) {
+    return InvalidArgument("'" + text + "' is not a model version");
+  }
+  return std::stoll(text);
+}
+
 StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir, int64_t version,
                                              const ModelOptions& options) {
   if (!fs::is_directory(model_dir)) return NotFound("model directory '" + model_dir + "' does not exist");
@@ -79,6 +87,17 @@ Status Model::Prepare() {
     }
   }
   RANKD_CHECK(bindings_.size() == graph_.inputs.size());
+  for (const InputConfig& in : config_.inputs) {
+    input_signature_.push_back({in.name, in.dtype, in.dims, in.scope == InputScope::kUser, in.ragged,
+                                in.ragged ? in.max_length : 0});
+  }
+  for (const OutputConfig& out : config_.outputs) {
+    OutputSignature o{out.name, DType::kInvalid};
+    for (int id : graph_.outputs) {
+      if (graph_.values[static_cast<size_t>(id)].name == out.name) o.dtype = graph_.values[static_cast<size_t>(id)].dtype;
+    }
+    output_signature_.push_back(o);
+  }
   auto warm = Infer(ExampleRequest(2));
   if (!warm.ok()) return warm.status().WithContext("warm-up failed");
   return Status::Ok();

@@ -14,6 +14,7 @@
 
 #include "rankd/status.h"
 #include "rankd/request.h"
+#include "rankd/signature.h"
 #include "rankd/tensor.h"
 #include "compile/plan.h"
 #include "model/config.h"
@@ -52,6 +53,9 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const Graph& graph() const { return graph_; }
   const LoadReport& load_report() const { return report_; }
+  // The signature frontends describe (metadata) and Engine exposes; computed once at load.
+  const std::vector<InputSignature>& inputs() const { return input_signature_; }
+  const std::vector<OutputSignature>& outputs() const { return output_signature_; }
 
   // Scores one request. Bad input gives InvalidArgument naming the input and the problem.
   StatusOr<std::vector<InferOutput>> Infer(const InferRequest& request) const;
@@ -84,12 +88,17 @@ class Model {
   LoadReport report_;
   std::vector<Binding> bindings_;  // one per graph input
   std::vector<std::string> ragged_names_;
+  std::vector<InputSignature> input_signature_;
+  std::vector<OutputSignature> output_signature_;
 
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;  // GUARDED_BY(mu_)
   mutable std::vector<std::string> plan_order_;                                  // GUARDED_BY(mu_)
   mutable std::vector<std::unique_ptr<Executor>> idle_executors_;                // GUARDED_BY(mu_)
 };
+
+// A version as clients write it ("3"); the empty string means "the server's choice" (-1).
+StatusOr<int64_t> ParseModelVersion(const std::string& text);
 
 // Version directories of a model: the numeric subdirectories holding model.onnx, ascending.
 std::vector<int64_t> ListModelVersions(const std::string& model_dir);
