@@ -11,7 +11,6 @@
 #include "compile/ops/op_schema.h"
 #include "compile/plan.h"
 #include "model/onnx_import.h"
-#include "runtime/executor.h"
 #include "test_util.h"
 
 namespace rankd {
@@ -39,7 +38,7 @@ struct CaseResult {
   std::string error;
 };
 
-CaseResult RunCase(const fs::path& dir) {
+CaseResult RunCase(const fs::path& dir, const Backend& backend) {
   CaseResult r;
   OnnxImportOptions options;
   options.min_opset = 1;  // conformance models carry many opsets; the op semantics rankd runs are 13-17
@@ -54,7 +53,7 @@ CaseResult RunCase(const fs::path& dir) {
     return r;
   }
   r.op = graph->nodes[0].op;
-  Status check = CpuBackend().CheckGraph(*graph);
+  Status check = backend.CheckGraph(*graph);
   if (!check.ok()) {
     r.error = check.ToString();
     return r;
@@ -88,15 +87,7 @@ CaseResult RunCase(const fs::path& dir) {
     }
     g.inputs = kept_inputs;
     inputs = data_inputs;
-    std::vector<TensorMeta> metas;
-    for (const Tensor& t : inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
-    auto plan = Plan::Build(g, metas);
-    if (!plan.ok()) {
-      r.error = plan.status().ToString();
-      return r;
-    }
-    Executor executor;
-    auto outputs = executor.Run(**plan, inputs);
+    auto outputs = testing::RunGraph(g, inputs, {}, backend);
     if (!outputs.ok()) {
       r.error = outputs.status().ToString();
       return r;
@@ -113,9 +104,8 @@ CaseResult RunCase(const fs::path& dir) {
   return r;
 }
 
-TEST(OnnxConformance, EverySupportedOpMatchesTheOnnxReference) {
+void RunConformance(const Backend& backend) {
   fs::path root = ConformanceDir();
-  if (!fs::exists(root)) GTEST_SKIP() << "libonnx-testdata is not installed (scripts/setup.sh installs it)";
   const std::vector<std::string> ops = KnownOps();
   std::set<std::string> known(ops.begin(), ops.end());
   std::map<std::string, int> passed;
@@ -123,7 +113,7 @@ TEST(OnnxConformance, EverySupportedOpMatchesTheOnnxReference) {
   int ran = 0;
   for (const auto& entry : fs::directory_iterator(root)) {
     if (!fs::exists(entry.path() / "model.onnx")) continue;
-    CaseResult r = RunCase(entry.path());
+    CaseResult r = RunCase(entry.path(), backend);
     if (r.ran) {
       ++ran;
       ++passed[r.op];
@@ -140,8 +130,21 @@ TEST(OnnxConformance, EverySupportedOpMatchesTheOnnxReference) {
   for (const auto& [op, cases] : rejected) {
     for (const std::string& c : cases) std::printf("  rejected (%s) %s\n", op.c_str(), c.c_str());
   }
-  std::printf("conformance cases run: %d over %zu ops\n", ran, passed.size());
+  std::printf("%s conformance cases run: %d over %zu ops\n", backend.name(), ran, passed.size());
   EXPECT_GT(ran, 250);
+}
+
+TEST(OnnxConformance, EverySupportedOpMatchesTheOnnxReference) {
+  if (!fs::exists(ConformanceDir())) GTEST_SKIP() << "libonnx-testdata is not installed (scripts/setup.sh installs it)";
+  RunConformance(CpuBackend());
+}
+
+// The same cases on the GPU: every CUDA kernel against the ONNX reference.
+TEST(OnnxConformance, CudaEverySupportedOpMatchesTheOnnxReference) {
+  if (!fs::exists(ConformanceDir())) GTEST_SKIP() << "libonnx-testdata is not installed (scripts/setup.sh installs it)";
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  RunConformance(*cuda);
 }
 
 }  // namespace

@@ -69,7 +69,6 @@ std::string WriteTempFile(const std::string& name, const std::string& bytes) {
 }  // namespace rankd::testing
 
 #include "compile/plan.h"
-#include "runtime/executor.h"
 
 namespace rankd::testing {
 
@@ -95,14 +94,21 @@ int GraphBuilder::Op(const std::string& op, std::vector<int> inputs, std::map<st
 }
 
 StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Tensor>& inputs,
-                                       const std::vector<int64_t>& ragged_max_lengths) {
+                                       const std::vector<int64_t>& ragged_max_lengths, const Backend& backend) {
   std::vector<TensorMeta> metas;
   for (const Tensor& t : inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
   PlanOptions options;
+  options.backend = &backend;
   options.ragged_max_lengths = ragged_max_lengths;
   ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph, metas, options));
-  Executor executor;
-  return executor.Run(*plan, inputs);
+  ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph));
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, backend.NewExecutor(resources));
+  return executor->Run(*plan, inputs);
+}
+
+const Backend* CudaOrNull() {
+  auto cuda = FindBackend("cuda");
+  return cuda.ok() ? *cuda : nullptr;
 }
 
 }  // namespace rankd::testing

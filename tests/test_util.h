@@ -8,6 +8,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "rankd/tensor.h"
+#include "backend/backend.h"
 #include "model/graph.h"
 
 namespace rankd::testing {
@@ -44,8 +45,11 @@ class GraphBuilder {
   int counter_ = 0;
 };
 
-// Runs a graph on the CPU backend (plan + executor).
+// Runs a graph on a backend (plan + executor), the CPU by default.
 StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Tensor>& inputs,
-                                       const std::vector<int64_t>& ragged_max_lengths = {});
+                                       const std::vector<int64_t>& ragged_max_lengths = {},
+                                       const Backend& backend = CpuBackend());
+// The CUDA backend, or nullptr when this build or machine has none (tests then skip).
+const Backend* CudaOrNull();
 
 }  // namespace rankd::testing

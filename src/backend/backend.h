@@ -6,8 +6,10 @@
 // returns a Status only for errors that depend on data (an id out of range).
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "rankd/status.h"
 #include "rankd/tensor.h"
@@ -15,17 +17,48 @@
 
 namespace rankd {
 
+struct DeviceContext;  // a device backend's per-executor state (stream, library handles)
+
 struct KernelArgs {
   const Node& node;
   std::span<const Tensor* const> in;  // nullptr for an omitted optional input
   std::span<Tensor* const> out;
-  void* scratch = nullptr;  // schema-requested scratch, 64-byte aligned
+  void* scratch = nullptr;  // schema-requested scratch, 64-byte aligned, in the backend's memory
+  // Host copies of the inputs that are plan constants (shape-like operands: Slice starts, Clip
+  // bounds, Reduce axes); nullptr for the others. On the CPU this is `in` itself.
+  std::span<const Tensor* const> host_in = {};
+  DeviceContext* device = nullptr;  // set by device backends' executors
+  int step = -1;                    // the step's index in its plan (device error reports)
+
   const Tensor& In(int i) const { return *in[static_cast<size_t>(i)]; }
   bool HasIn(int i) const { return i < static_cast<int>(in.size()) && in[static_cast<size_t>(i)]; }
   Tensor& Out(int i) const { return *out[static_cast<size_t>(i)]; }
+  // The host copy of constant input i, or nullptr when it is computed at run time.
+  const Tensor* HostIn(int i) const {
+    return i < static_cast<int>(host_in.size()) ? host_in[static_cast<size_t>(i)] : nullptr;
+  }
 };
 
 using KernelFn = Status (*)(const KernelArgs&);
+
+class Plan;
+
+// Runs plans of one model on one backend. Not thread-safe: a model keeps a pool of them, and
+// each owns its workspace (and, on a device, its stream), so concurrent requests run in parallel.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Runs `plan` on `inputs` (host tensors, one per graph input, with the dtypes and shapes the
+  // plan was built for) and returns the graph outputs in order, as host tensors the caller owns.
+  virtual StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs) = 0;
+};
+
+// What a backend keeps per loaded model and shares between that model's executors (device copies
+// of the weights, say). Created once per model; outlives its executors.
+class ModelResources {
+ public:
+  virtual ~ModelResources() = default;
+};
 
 class Backend {
  public:
@@ -36,9 +69,17 @@ class Backend {
   // OK when every node has a schema and a kernel here and its attributes pass the schema's check;
   // otherwise an error naming the op, the node and what is missing.
   Status CheckGraph(const Graph& graph) const;
+  // Per-model state for a graph whose constants are final (after the load-time passes).
+  virtual StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph) const = 0;
+  // A new executor for plans of that model.
+  virtual StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources> resources) const = 0;
 };
 
 // The process-wide CPU backend. Thread-safe (stateless).
 const Backend& CpuBackend();
+
+// A backend by name: "cpu", "cuda", or "auto" (CUDA when it is built in and a device is present,
+// else the CPU). Errors say why a named backend cannot run here.
+StatusOr<const Backend*> FindBackend(const std::string& name);
 
 }  // namespace rankd

@@ -1,16 +1,39 @@
 #include "runtime/executor.h"
 
-#include "runtime/op_profile.h"
-
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
+
+#include "compile/plan.h"
+#include "runtime/op_profile.h"
 
 namespace rankd {
+namespace {
 
-void Executor::FreeDeleter::operator()(void* p) const { std::free(p); }
+class HostExecutor final : public Executor {
+ public:
+  StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs) override;
 
-Executor::Binding& Executor::Bind(const Plan& plan) {
+ private:
+  // Tensor views of every value of one plan over this executor's workspace.
+  struct Binding {
+    std::vector<Tensor> views;
+    std::vector<std::vector<const Tensor*>> step_inputs;
+    std::vector<std::vector<Tensor*>> step_outputs;
+    std::vector<std::pair<int, int>> input_rooted;  // (value id, graph input index) set per run
+  };
+  Binding& Bind(const Plan& plan);
+
+  struct FreeDeleter {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, FreeDeleter> workspace_;
+  int64_t workspace_bytes_ = 0;
+  std::unordered_map<uint64_t, Binding> bindings_;
+};
+
+HostExecutor::Binding& HostExecutor::Bind(const Plan& plan) {
   if (plan.workspace_bytes() > workspace_bytes_) {
     int64_t bytes = (plan.workspace_bytes() + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, static_cast<size_t>(bytes));
@@ -48,7 +71,7 @@ Executor::Binding& Executor::Bind(const Plan& plan) {
   return b;
 }
 
-StatusOr<std::vector<Tensor>> Executor::Run(const Plan& plan, std::span<const Tensor> inputs) {
+StatusOr<std::vector<Tensor>> HostExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
   Binding& b = Bind(plan);
   for (const auto& [id, index] : b.input_rooted) {
     b.views[static_cast<size_t>(id)].set_data(const_cast<void*>(inputs[static_cast<size_t>(index)].raw()));
@@ -60,7 +83,8 @@ StatusOr<std::vector<Tensor>> Executor::Run(const Plan& plan, std::span<const Te
     const PlanStep& step = steps[s];
     const Node& node = graph.nodes[static_cast<size_t>(step.node)];
     KernelArgs args{node, b.step_inputs[s], b.step_outputs[s],
-                    step.scratch_offset >= 0 ? workspace_.get() + step.scratch_offset : nullptr};
+                    step.scratch_offset >= 0 ? workspace_.get() + step.scratch_offset : nullptr,
+                    b.step_inputs[s], nullptr, static_cast<int>(s)};
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     RETURN_IF_ERROR(step.kernel(args));
     if (profile) {
@@ -72,5 +96,9 @@ StatusOr<std::vector<Tensor>> Executor::Run(const Plan& plan, std::span<const Te
   for (int id : graph.outputs) outputs.push_back(b.views[static_cast<size_t>(id)].Clone());
   return outputs;
 }
+
+}  // namespace
+
+std::unique_ptr<Executor> NewHostExecutor() { return std::make_unique<HostExecutor>(); }
 
 }  // namespace rankd

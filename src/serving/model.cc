@@ -74,7 +74,10 @@ Status Model::Prepare() {
   }
   report_.ragged_inputs = static_cast<int>(ragged_names_.size());
   RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_));
-  RETURN_IF_ERROR(CpuBackend().CheckGraph(graph_));
+  backend_ = options_.backend ? options_.backend : &CpuBackend();
+  max_executors_ = options_.executors > 0 ? options_.executors : backend_ == &CpuBackend() ? 0 : 4;
+  RETURN_IF_ERROR(backend_->CheckGraph(graph_));
+  ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_));
   // Bind graph inputs to config inputs (ApplyRaggedInputs put each pair where the input was).
   for (int id : graph_.inputs) {
     const std::string& name = graph_.values[static_cast<size_t>(id)].name;
@@ -276,6 +279,7 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanFor(const std::vector<TensorMet
     if (it != plans_.end()) return it->second;
   }
   PlanOptions options;
+  options.backend = backend_;
   options.ragged_max_lengths = ragged_max_lengths;
   ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph_, graph_inputs, options));
   std::lock_guard<std::mutex> lock(mu_);
@@ -287,6 +291,36 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanFor(const std::vector<TensorMet
     }
   }
   return plan;
+}
+
+StatusOr<std::unique_ptr<Executor>> Model::AcquireExecutor() const {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    executor_freed_.wait(lock, [&] {
+      return !idle_executors_.empty() || max_executors_ == 0 || executors_created_ < max_executors_;
+    });
+    if (!idle_executors_.empty()) {
+      std::unique_ptr<Executor> e = std::move(idle_executors_.back());
+      idle_executors_.pop_back();
+      return e;
+    }
+    ++executors_created_;
+  }
+  auto created = backend_->NewExecutor(resources_);
+  if (!created.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --executors_created_;
+    executor_freed_.notify_one();
+  }
+  return created;
+}
+
+void Model::ReleaseExecutor(std::unique_ptr<Executor> executor) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_executors_.push_back(std::move(executor));
+  }
+  executor_freed_.notify_one();
 }
 
 StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request) const {
@@ -302,20 +336,9 @@ StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request) con
   for (const Tensor& t : inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
   ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(metas, ragged_max_lengths));
 
-  std::unique_ptr<Executor> executor;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!idle_executors_.empty()) {
-      executor = std::move(idle_executors_.back());
-      idle_executors_.pop_back();
-    }
-  }
-  if (!executor) executor = std::make_unique<Executor>();
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
   auto result = executor->Run(*plan, inputs);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    idle_executors_.push_back(std::move(executor));
-  }
+  ReleaseExecutor(std::move(executor));
   if (!result.ok()) return result.status();
   std::vector<InferOutput> outputs;
   for (size_t i = 0; i < graph_.outputs.size(); ++i) {

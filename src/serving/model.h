@@ -6,6 +6,7 @@
 // Infer is thread-safe: plans are cached per input shape and executors are pooled.
 #pragma once
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,10 +17,10 @@
 #include "rankd/request.h"
 #include "rankd/signature.h"
 #include "rankd/tensor.h"
+#include "backend/backend.h"
 #include "compile/plan.h"
 #include "model/config.h"
 #include "model/graph.h"
-#include "runtime/executor.h"
 
 namespace rankd {
 
@@ -29,6 +30,11 @@ struct ModelOptions {
   int64_t max_rows = 65536;
   // Plans kept per model (one per distinct input shape); the oldest is dropped past this.
   size_t max_plans = 128;
+  // Where the model runs (FindBackend); nullptr means the CPU.
+  const Backend* backend = nullptr;
+  // Executors per model, each running one request at a time; 0 picks the backend's default
+  // (unbounded on the CPU, whose executors are only workspaces; 4 on a GPU).
+  int executors = 0;
 };
 
 // What loading did, for `rankd inspect`.
@@ -53,6 +59,7 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const Graph& graph() const { return graph_; }
   const LoadReport& load_report() const { return report_; }
+  const Backend& backend() const { return *backend_; }
   // The signature frontends describe (metadata) and Engine exposes; computed once at load.
   const std::vector<InputSignature>& inputs() const { return input_signature_; }
   const std::vector<OutputSignature>& outputs() const { return output_signature_; }
@@ -94,6 +101,15 @@ class Model {
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;  // GUARDED_BY(mu_)
   mutable std::vector<std::string> plan_order_;                                  // GUARDED_BY(mu_)
+  const Backend* backend_ = nullptr;
+  std::shared_ptr<ModelResources> resources_;  // the backend's per-model state (device weights)
+  int max_executors_ = 0;                      // 0 = unbounded
+
+  // An executor from the pool (waiting while all are busy), and back.
+  StatusOr<std::unique_ptr<Executor>> AcquireExecutor() const;
+  void ReleaseExecutor(std::unique_ptr<Executor> executor) const;
+  mutable std::condition_variable executor_freed_;
+  mutable int executors_created_ = 0;                                              // GUARDED_BY(mu_)
   mutable std::vector<std::unique_ptr<Executor>> idle_executors_;                // GUARDED_BY(mu_)
 };
 

@@ -2,6 +2,7 @@
 #include <map>
 
 #include "backend/cpu/kernels.h"
+#include "runtime/executor.h"
 
 namespace rankd {
 namespace {
@@ -20,6 +21,12 @@ class CpuBackendImpl final : public Backend {
   KernelFn FindKernel(const std::string& op) const override {
     auto it = kernels_.find(op);
     return it == kernels_.end() ? nullptr : it->second;
+  }
+  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph&) const override {
+    return std::shared_ptr<ModelResources>();  // constants are read where they are
+  }
+  StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources>) const override {
+    return NewHostExecutor();
   }
 
  private:

@@ -1,0 +1,26 @@
+// Choosing a backend by name.
+#include "backend/backend.h"
+
+#if RANKD_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace rankd {
+
+StatusOr<const Backend*> FindBackend(const std::string& name) {
+  if (name == "cpu") return &CpuBackend();
+  if (name == "cuda" || name == "auto") {
+#if RANKD_HAVE_CUDA
+    std::string why;
+    if (const Backend* cuda = CudaBackendIfAvailable(&why)) return cuda;
+    if (name == "auto") return &CpuBackend();
+    return Unavailable("the cuda backend cannot run here: " + why);
+#else
+    if (name == "auto") return &CpuBackend();
+    return Unavailable("this build of rankd has no cuda backend (nvcc was not found at build time)");
+#endif
+  }
+  return InvalidArgument("unknown backend '" + name + "' (expected cpu, cuda or auto)");
+}
+
+}  // namespace rankd

@@ -1,0 +1,69 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+
+#include "backend/cuda/cuda_executor.h"
+#include "backend/cuda/kernels.h"
+
+namespace rankd {
+namespace {
+
+class CudaBackendImpl final : public Backend {
+ public:
+  CudaBackendImpl() {
+    cuda::AppendElementwiseKernels(kernels_);
+    cuda::AppendTensorKernels(kernels_);
+    cuda::AppendMatMulKernels(kernels_);
+    cuda::AppendNormalizationKernels(kernels_);
+    cuda::AppendReduceKernels(kernels_);
+    cuda::AppendEmbeddingKernels(kernels_);
+  }
+  const char* name() const override { return "cuda"; }
+  KernelFn FindKernel(const std::string& op) const override {
+    auto it = kernels_.find(op);
+    return it == kernels_.end() ? nullptr : it->second;
+  }
+  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph) const override {
+    ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaModelResources> r, cuda::CudaModelResources::Upload(graph, 0));
+    return std::shared_ptr<ModelResources>(std::move(r));
+  }
+  StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources> resources) const override {
+    auto r = std::dynamic_pointer_cast<cuda::CudaModelResources>(resources);
+    if (!r) return Internal("a cuda executor needs the model's cuda resources");
+    return cuda::CudaExecutor::Create(std::move(r));
+  }
+
+ private:
+  std::map<std::string, KernelFn> kernels_;
+};
+
+}  // namespace
+
+const Backend* CudaBackendIfAvailable(std::string* why) {
+  struct Probe {
+    const Backend* backend = nullptr;
+    std::string why;
+  };
+  static const Probe probe = [] {
+    Probe p;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+      p.why = cudaGetErrorString(e);
+      cudaGetLastError();  // clear it
+    } else if (count == 0) {
+      p.why = "no CUDA device";
+    } else {
+      static const CudaBackendImpl backend;
+      p.backend = &backend;
+    }
+    return p;
+  }();
+  if (!probe.backend && why) *why = probe.why;
+  return probe.backend;
+}
+
+}  // namespace rankd

@@ -1,0 +1,204 @@
+#include "backend/cuda/cuda_executor.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "compile/plan.h"
+#include "runtime/op_profile.h"
+
+namespace rankd::cuda {
+namespace {
+
+constexpr size_t kAlign = 256;
+constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
+
+size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const Graph& graph, int device) {
+  auto r = std::make_shared<CudaModelResources>();
+  r->device_ = device;
+  RANKD_CUDA_RETURN(cudaSetDevice(device));
+  size_t total = 0;
+  for (const auto& [id, t] : graph.constants) total += Aligned(t.bytes());
+  RETURN_IF_ERROR(r->arena_.Reserve(total));
+  auto* base = static_cast<uint8_t*>(r->arena_.get());
+  size_t pos = 0;
+  for (const auto& [id, t] : graph.constants) {
+    if (t.bytes() > 0) RANKD_CUDA_RETURN(cudaMemcpy(base + pos, t.raw(), t.bytes(), cudaMemcpyHostToDevice));
+    r->copies_[&t] = base + pos;
+    pos += Aligned(t.bytes());
+  }
+  return r;
+}
+
+void* CudaModelResources::Find(const Tensor* constant) const {
+  auto it = copies_.find(constant);
+  return it == copies_.end() ? nullptr : it->second;
+}
+
+StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaModelResources> resources) {
+  std::unique_ptr<CudaExecutor> e(new CudaExecutor(std::move(resources)));
+  RANKD_CUDA_RETURN(cudaSetDevice(e->resources_->device()));
+  RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&e->ctx_.stream, cudaStreamNonBlocking));
+  if (cublasLtCreate(&e->ctx_.lt) != CUBLAS_STATUS_SUCCESS) return Internal("cublasLtCreate failed");
+  RETURN_IF_ERROR(e->lt_workspace_.Reserve(kLtWorkspaceBytes));
+  RETURN_IF_ERROR(e->error_.Reserve(sizeof(int)));
+  e->ctx_.lt_workspace = e->lt_workspace_.get();
+  e->ctx_.lt_workspace_bytes = kLtWorkspaceBytes;
+  e->ctx_.error = static_cast<int*>(e->error_.get());
+  e->ctx_.gemm = &e->gemm_;
+  return std::unique_ptr<Executor>(std::move(e));
+}
+
+CudaExecutor::~CudaExecutor() {
+  if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
+  if (ctx_.lt) cublasLtDestroy(ctx_.lt);
+  if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
+}
+
+StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
+  bool grew = false;
+  RETURN_IF_ERROR(workspace_.Reserve(static_cast<size_t>(plan.workspace_bytes()), &grew));
+  if (grew) bindings_.clear();  // views pointed into the old workspace
+  auto it = bindings_.find(plan.id());
+  if (it != bindings_.end()) return &it->second;
+  if (bindings_.size() > 256) bindings_.clear();  // bound the cache; rebinding is cheap
+  Binding b;
+  const auto& values = plan.values();
+  // Plan-folded constants (not graph constants) get device copies of their own.
+  size_t folded_bytes = 0;
+  for (const PlanValue& v : values) {
+    if (v.storage == PlanStorage::kConstant && !resources_->Find(v.constant)) folded_bytes += Aligned(v.constant->bytes());
+  }
+  std::unordered_map<const Tensor*, void*> folded;
+  if (folded_bytes > 0) {
+    b.folded = std::make_unique<DeviceBuffer>();
+    RETURN_IF_ERROR(b.folded->Reserve(folded_bytes));
+    auto* base = static_cast<uint8_t*>(b.folded->get());
+    size_t pos = 0;
+    for (const PlanValue& v : values) {
+      if (v.storage != PlanStorage::kConstant || resources_->Find(v.constant) || folded.count(v.constant)) continue;
+      if (v.constant->bytes() > 0) {
+        RANKD_CUDA_RETURN(cudaMemcpy(base + pos, v.constant->raw(), v.constant->bytes(), cudaMemcpyHostToDevice));
+      }
+      folded[v.constant] = base + pos;
+      pos += Aligned(v.constant->bytes());
+    }
+  }
+  b.views.resize(values.size());
+  b.host_views.resize(values.size());
+  std::vector<bool> has_host(values.size(), false);
+  for (size_t id = 0; id < values.size(); ++id) {
+    const PlanValue& v = values[id];
+    if (v.storage == PlanStorage::kUnused) continue;
+    const PlanValue& root = v.storage == PlanStorage::kAlias ? values[static_cast<size_t>(v.alias_of)] : v;
+    void* p = nullptr;
+    if (root.storage == PlanStorage::kConstant) {
+      p = resources_->Find(root.constant);
+      if (!p) p = folded.at(root.constant);
+      b.host_views[id] = Tensor::View(v.dtype, v.shape, const_cast<void*>(root.constant->raw()));
+      has_host[id] = true;
+    } else if (root.storage == PlanStorage::kWorkspace) {
+      p = static_cast<uint8_t*>(workspace_.get()) + root.offset;
+    } else if (root.storage == PlanStorage::kInput) {
+      b.input_rooted.push_back({static_cast<int>(id), root.input_index});
+    }
+    b.views[id] = Tensor::View(v.dtype, v.shape, p);
+  }
+  for (const PlanStep& step : plan.steps()) {
+    auto& ins = b.step_inputs.emplace_back();
+    auto& host_ins = b.step_host_inputs.emplace_back();
+    for (int in : step.inputs) {
+      bool present = in >= 0;
+      ins.push_back(present ? &b.views[static_cast<size_t>(in)] : nullptr);
+      host_ins.push_back(present && has_host[static_cast<size_t>(in)] ? &b.host_views[static_cast<size_t>(in)] : nullptr);
+    }
+    auto& outs = b.step_outputs.emplace_back();
+    for (int out : step.outputs) outs.push_back(out >= 0 ? &b.views[static_cast<size_t>(out)] : nullptr);
+  }
+  return &bindings_.emplace(plan.id(), std::move(b)).first->second;
+}
+
+Status CudaExecutor::Launch(const Plan& plan, Binding& b) {
+  const Graph& graph = plan.graph();
+  const auto& steps = plan.steps();
+  const bool profile = OpProfile::enabled();
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const PlanStep& step = steps[s];
+    const Node& node = graph.nodes[static_cast<size_t>(step.node)];
+    void* scratch = step.scratch_offset >= 0 ? static_cast<uint8_t*>(workspace_.get()) + step.scratch_offset : nullptr;
+    KernelArgs args{node, b.step_inputs[s], b.step_outputs[s], scratch, b.step_host_inputs[s], &ctx_, static_cast<int>(s)};
+    auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    RETURN_IF_ERROR(step.kernel(args));
+    if (profile) {
+      RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+      OpProfile::Record(node.op, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
+  RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
+  ASSIGN_OR_RETURN(Binding * b, Bind(plan));
+  // Inputs: packed into one pinned buffer, one copy to the device.
+  std::vector<size_t> in_offsets(inputs.size());
+  size_t in_total = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in_offsets[i] = in_total;
+    in_total += Aligned(inputs[i].bytes());
+  }
+  RETURN_IF_ERROR(staged_inputs_.Reserve(in_total));
+  RETURN_IF_ERROR(inputs_.Reserve(in_total));
+  auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].bytes() > 0) std::memcpy(staged + in_offsets[i], inputs[i].raw(), inputs[i].bytes());
+  }
+  auto* device_inputs = static_cast<uint8_t*>(inputs_.get());
+  for (const auto& [id, index] : b->input_rooted) {
+    b->views[static_cast<size_t>(id)].set_data(device_inputs + in_offsets[static_cast<size_t>(index)]);
+  }
+  RANKD_CUDA_RETURN(cudaMemcpyAsync(device_inputs, staged, in_total, cudaMemcpyHostToDevice, ctx_.stream));
+  RANKD_CUDA_RETURN(cudaMemsetAsync(ctx_.error, 0, sizeof(int), ctx_.stream));
+  Status launched = Launch(plan, *b);
+  if (!launched.ok()) {
+    cudaStreamSynchronize(ctx_.stream);
+    return launched;
+  }
+  // Outputs and the error word: copied back into one pinned buffer.
+  const Graph& graph = plan.graph();
+  std::vector<size_t> out_offsets(graph.outputs.size());
+  size_t out_total = Aligned(sizeof(int));
+  for (size_t i = 0; i < graph.outputs.size(); ++i) {
+    out_offsets[i] = out_total;
+    out_total += Aligned(b->views[static_cast<size_t>(graph.outputs[i])].bytes());
+  }
+  RETURN_IF_ERROR(staged_outputs_.Reserve(out_total));
+  auto* back = static_cast<uint8_t*>(staged_outputs_.get());
+  RANKD_CUDA_RETURN(cudaMemcpyAsync(back, ctx_.error, sizeof(int), cudaMemcpyDeviceToHost, ctx_.stream));
+  for (size_t i = 0; i < graph.outputs.size(); ++i) {
+    const Tensor& v = b->views[static_cast<size_t>(graph.outputs[i])];
+    if (v.bytes() == 0) continue;
+    RANKD_CUDA_RETURN(cudaMemcpyAsync(back + out_offsets[i], v.raw(), v.bytes(), cudaMemcpyDeviceToHost, ctx_.stream));
+  }
+  RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+  int error;
+  std::memcpy(&error, back, sizeof(int));
+  if (error > 0) {
+    const Node& node = graph.nodes[static_cast<size_t>(plan.steps()[static_cast<size_t>(error - 1)].node)];
+    return InvalidArgument(node.Describe() + ": an id or index is out of range (or ragged offsets are inconsistent)");
+  }
+  std::vector<Tensor> outputs;
+  outputs.reserve(graph.outputs.size());
+  for (size_t i = 0; i < graph.outputs.size(); ++i) {
+    const Tensor& v = b->views[static_cast<size_t>(graph.outputs[i])];
+    Tensor t = Tensor::Zeros(v.dtype(), v.shape());
+    if (t.bytes() > 0) std::memcpy(t.raw(), back + out_offsets[i], t.bytes());
+    outputs.push_back(std::move(t));
+  }
+  return outputs;
+}
+
+}  // namespace rankd::cuda

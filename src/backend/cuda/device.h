@@ -1,0 +1,47 @@
+// What CUDA kernels share: the per-executor DeviceContext, error checking, launch sizes.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace rankd {
+
+namespace cuda {
+class GemmCache;
+}
+
+// One executor's device state; kernels launch on `stream` and nothing else.
+struct DeviceContext {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* lt_workspace = nullptr;
+  size_t lt_workspace_bytes = 0;
+  // A device word: 0, or 1 + the index of the first step that met bad data (an id out of range).
+  int* error = nullptr;
+  cuda::GemmCache* gemm = nullptr;
+  bool tf32 = false;  // let fp32 products use TF32 tensor cores
+};
+
+namespace cuda {
+
+// OK, or Internal naming the failed call and CUDA's message.
+Status Check(cudaError_t error, const char* what);
+// After a launch: OK, or Internal naming the node (bad launch configuration, say).
+Status Launched(const KernelArgs& k);
+
+constexpr int kThreads = 256;
+// Blocks for a grid-stride loop over n items.
+inline unsigned Blocks(int64_t n, int threads = kThreads) {
+  return static_cast<unsigned>(std::clamp<int64_t>((n + threads - 1) / threads, 1, 65535 * 16));
+}
+
+}  // namespace cuda
+}  // namespace rankd
+
+#define RANKD_CUDA_RETURN(expr) RETURN_IF_ERROR(::rankd::cuda::Check((expr), #expr))

@@ -1,0 +1,61 @@
+#include "backend/cuda/device_buffer.h"
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backend/cuda/device.h"
+
+namespace rankd::cuda {
+
+Status Check(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return Status::Ok();
+  Status s = error == cudaErrorMemoryAllocation
+                 ? ResourceExhausted(std::string(what) + ": out of device memory")
+                 : Internal(std::string(what) + ": " + cudaGetErrorString(error));
+  return s;
+}
+
+Status Launched(const KernelArgs& k) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return Status::Ok();
+  return Internal(k.node.Describe() + ": kernel launch failed: " + cudaGetErrorString(e));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);
+}
+
+Status DeviceBuffer::Reserve(size_t bytes, bool* grew) {
+  if (grew) *grew = false;
+  if (bytes <= size_ && ptr_) return Status::Ok();
+  if (ptr_) {
+    cudaFree(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+  }
+  size_t rounded = (std::max<size_t>(bytes, 256) + 255) / 256 * 256;
+  RANKD_CUDA_RETURN(cudaMalloc(&ptr_, rounded));
+  size_ = rounded;
+  if (grew) *grew = true;
+  return Status::Ok();
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (ptr_) cudaFreeHost(ptr_);
+}
+
+Status PinnedBuffer::Reserve(size_t bytes) {
+  if (bytes <= size_ && ptr_) return Status::Ok();
+  if (ptr_) {
+    cudaFreeHost(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+  }
+  size_t rounded = (std::max<size_t>(bytes, 4096) + 4095) / 4096 * 4096;
+  RANKD_CUDA_RETURN(cudaMallocHost(&ptr_, rounded));
+  size_ = rounded;
+  return Status::Ok();
+}
+
+}  // namespace rankd::cuda

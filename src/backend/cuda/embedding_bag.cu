@@ -1,0 +1,126 @@
+// CUDA kernels of EmbeddingBag (padded or ragged ids, negative = empty slot, sum or mean) and
+// RaggedToPadded (cpu/embedding_bag.cc is the reference). Ids out of range are reported through
+// the executor's error word and contribute nothing.
+#include <map>
+#include <type_traits>
+
+#include "backend/cuda/device.h"
+#include "backend/cuda/dtypes.cuh"
+#include "backend/cuda/indexing.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace rankd::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = 8;
+
+// A warp per bag; lanes stride the embedding dimension.
+template <typename Row, typename Id>
+__global__ void BagKernel(int64_t bags, int64_t rows, int64_t dim, const Row* table, const Id* ids, int64_t n_ids,
+                          const int64_t* offsets, int64_t width, bool mean, float* out, int* error, int step) {
+  int64_t b = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / kWarp;
+  int lane = threadIdx.x % kWarp;
+  if (b >= bags) return;
+  int64_t lo = offsets ? offsets[b] : b * width, hi = offsets ? offsets[b + 1] : (b + 1) * width;
+  if (lo < 0 || hi < lo || hi > n_ids) {
+    if (lane == 0) ReportBadData(error, step);
+    lo = hi = 0;
+  }
+  float* dst = out + b * dim;
+  for (int64_t d0 = 0; d0 < dim; d0 += 4 * kWarp) {
+    float acc[4] = {0, 0, 0, 0};
+    int64_t count = 0;
+    for (int64_t j = lo; j < hi; ++j) {
+      int64_t id = static_cast<int64_t>(ids[j]);
+      if (id < 0) continue;
+      if (id >= rows) {
+        if (lane == 0 && d0 == 0) ReportBadData(error, step);
+        continue;
+      }
+      ++count;
+      const Row* row = table + id * dim;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        int64_t d = d0 + u * kWarp + lane;
+        if (d < dim) acc[u] += ToFloat(row[d]);
+      }
+    }
+    float scale = mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      int64_t d = d0 + u * kWarp + lane;
+      if (d < dim) dst[d] = acc[u] * scale;
+    }
+  }
+}
+
+Status EmbeddingBag(const KernelArgs& k) {
+  const Tensor& table = k.In(0);
+  const Tensor& ids = k.In(1);
+  Tensor& out = k.Out(0);
+  int64_t rows = table.dim(0), dim = table.dim(1), bags = out.dim(0);
+  bool mean = k.node.GetString("mode", "sum") == "mean";
+  bool ragged = k.in.size() == 3;
+  const int64_t* offsets = ragged ? k.In(2).data<int64_t>() : nullptr;
+  int64_t width = ragged ? 0 : ids.dim(1);
+  if (bags == 0 || dim == 0) return Status::Ok();
+  unsigned blocks = static_cast<unsigned>((bags + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  auto launch = [&](auto row_tag, auto id_tag) {
+    using Row = decltype(row_tag);
+    using Id = decltype(id_tag);
+    BagKernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(bags, rows, dim, table.data<Row>(), ids.data<Id>(),
+                                                                       ids.size(), offsets, width, mean, out.data<float>(),
+                                                                       k.device->error, k.step);
+  };
+  auto with_ids = [&](auto row_tag) {
+    if (ids.dtype() == DType::kI32) launch(row_tag, int32_t{});
+    else launch(row_tag, int64_t{});
+  };
+  switch (table.dtype()) {
+    case DType::kF32: with_ids(float{}); break;
+    case DType::kF16: with_ids(__half{}); break;
+    case DType::kBF16: with_ids(__nv_bfloat16{}); break;
+    default: return Internal(k.node.Describe() + ": no cuda EmbeddingBag for " + DTypeName(table.dtype()) + " tables");
+  }
+  return Launched(k);
+}
+
+template <typename T>
+__global__ void RaggedToPaddedKernel(int64_t bags, int64_t width, const T* values, int64_t n_values,
+                                     const int64_t* offsets, T* out, int* error, int step) {
+  RANKD_GRID_LOOP(i, bags * width) {
+    int64_t b = i / width, j = i % width;
+    int64_t lo = offsets[b], len = offsets[b + 1] - lo;
+    if (len < 0 || len > width || offsets[b + 1] > n_values) {
+      if (j == 0) ReportBadData(error, step);
+      out[i] = T(-1);
+      continue;
+    }
+    out[i] = j < len ? values[lo + j] : T(-1);
+  }
+}
+
+Status RaggedToPadded(const KernelArgs& k) {
+  const Tensor &values = k.In(0), &offsets = k.In(1);
+  Tensor& out = k.Out(0);
+  int64_t bags = out.dim(0), width = out.dim(1);
+  if (out.size() == 0) return Status::Ok();
+  if (values.dtype() == DType::kI64) {
+    RaggedToPaddedKernel<<<Blocks(out.size()), kThreads, 0, k.device->stream>>>(
+        bags, width, values.data<int64_t>(), values.size(), offsets.data<int64_t>(), out.data<int64_t>(), k.device->error, k.step);
+  } else {
+    RaggedToPaddedKernel<<<Blocks(out.size()), kThreads, 0, k.device->stream>>>(
+        bags, width, values.data<int32_t>(), values.size(), offsets.data<int64_t>(), out.data<int32_t>(), k.device->error, k.step);
+  }
+  return Launched(k);
+}
+
+}  // namespace
+
+void AppendEmbeddingKernels(std::map<std::string, KernelFn>& out) {
+  out["EmbeddingBag"] = EmbeddingBag;
+  out["RaggedToPadded"] = RaggedToPadded;
+}
+
+}  // namespace rankd::cuda

@@ -1,0 +1,113 @@
+#include "backend/cuda/gemm.h"
+
+#include <string>
+
+namespace rankd::cuda {
+namespace {
+
+Status LtCheck(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+  return Internal(std::string(what) + " failed: cublas status " + std::to_string(static_cast<int>(s)));
+}
+#define RANKD_LT_RETURN(expr) RETURN_IF_ERROR(LtCheck((expr), #expr))
+
+int Alignment(const void* p) {
+  auto v = reinterpret_cast<uintptr_t>(p);
+  for (int a : {16, 8}) {
+    if (v % static_cast<uintptr_t>(a) == 0) return a;
+  }
+  return 4;
+}
+
+// cuBLASLt is column-major: a row-major X is its transpose there. So the row-major product
+// C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T: B goes first.
+Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmCache::Entry& e) {
+  cublasComputeType_t compute = ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  RANKD_LT_RETURN(cublasLtMatmulDescCreate(&e.op, compute, CUDA_R_32F));
+  cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+  RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  if (g.epilogue == Epilogue::kBias) epi = CUBLASLT_EPILOGUE_BIAS;
+  if (g.epilogue == Epilogue::kBiasRelu) epi = CUBLASLT_EPILOGUE_RELU_BIAS;
+  if (g.epilogue == Epilogue::kRelu) epi = CUBLASLT_EPILOGUE_RELU;
+  RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  // Stored (pre-op) column-major shapes.
+  uint64_t b_rows = static_cast<uint64_t>(g.trans_b ? g.k : g.n), b_cols = static_cast<uint64_t>(g.trans_b ? g.n : g.k);
+  uint64_t a_rows = static_cast<uint64_t>(g.trans_a ? g.m : g.k), a_cols = static_cast<uint64_t>(g.trans_a ? g.k : g.m);
+  RANKD_LT_RETURN(cublasLtMatrixLayoutCreate(&e.b, CUDA_R_32F, b_rows, b_cols, static_cast<int64_t>(b_rows)));
+  RANKD_LT_RETURN(cublasLtMatrixLayoutCreate(&e.a, CUDA_R_32F, a_rows, a_cols, static_cast<int64_t>(a_rows)));
+  RANKD_LT_RETURN(cublasLtMatrixLayoutCreate(&e.c, CUDA_R_32F, static_cast<uint64_t>(g.n), static_cast<uint64_t>(g.m), g.n));
+  if (g.batch > 1) {
+    int32_t count = static_cast<int32_t>(g.batch);
+    auto set = [&](cublasLtMatrixLayout_t l, int64_t stride) -> Status {
+      RANKD_LT_RETURN(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      RANKD_LT_RETURN(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+      return Status::Ok();
+    };
+    RETURN_IF_ERROR(set(e.b, g.stride_b));
+    RETURN_IF_ERROR(set(e.a, g.stride_a));
+    RETURN_IF_ERROR(set(e.c, g.stride_c));
+  }
+  cublasLtMatmulPreference_t pref;
+  RANKD_LT_RETURN(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = ctx.lt_workspace_bytes;
+  uint32_t align = static_cast<uint32_t>(alignment);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, e.op, e.b, e.a, e.c, e.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  RANKD_LT_RETURN(s);
+  if (found == 0) return Internal("cuBLASLt has no algorithm for a " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + " product");
+  e.algo = result.algo;
+  return Status::Ok();
+}
+
+void Destroy(GemmCache::Entry& e) {
+  if (e.a) cublasLtMatrixLayoutDestroy(e.a);
+  if (e.b) cublasLtMatrixLayoutDestroy(e.b);
+  if (e.c) cublasLtMatrixLayoutDestroy(e.c);
+  if (e.op) cublasLtMatmulDescDestroy(e.op);
+}
+
+}  // namespace
+
+GemmCache::~GemmCache() {
+  for (auto& [key, e] : entries) Destroy(e);
+}
+
+Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, float* c, float alpha, float beta,
+             const float* bias) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return Status::Ok();
+  if (g.k == 0 && beta == 0.0f && g.epilogue == Epilogue::kNone) {
+    return Check(cudaMemsetAsync(c, 0, static_cast<size_t>(g.m * g.n * g.batch) * sizeof(float), ctx.stream), "cudaMemsetAsync");
+  }
+  int alignment = std::min({Alignment(a), Alignment(b), Alignment(c)});
+  GemmCache::Key key{g.trans_a, g.trans_b, g.m, g.n, g.k, g.batch, g.stride_a, g.stride_b, g.stride_c,
+                     static_cast<int>(g.epilogue), alignment, ctx.tf32};
+  auto it = ctx.gemm->entries.find(key);
+  if (it == ctx.gemm->entries.end()) {
+    GemmCache::Entry e;
+    Status s = Build(ctx, g, alignment, e);
+    if (!s.ok()) {
+      Destroy(e);
+      return s;
+    }
+    it = ctx.gemm->entries.emplace(key, e).first;
+  }
+  GemmCache::Entry& e = it->second;
+  if (bias) {
+    RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  RANKD_LT_RETURN(cublasLtMatmul(ctx.lt, e.op, &alpha, b, e.b, a, e.a, &beta, c, e.c, c, e.c, &e.algo, ctx.lt_workspace,
+                                 ctx.lt_workspace_bytes, ctx.stream));
+  return Status::Ok();
+}
+
+}  // namespace rankd::cuda

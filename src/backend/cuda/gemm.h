@@ -1,0 +1,44 @@
+// Row-major fp32 matrix products through cuBLASLt, with the plan (descriptors, layouts and the
+// heuristic's algorithm) cached per shape in the executor, so a warmed shape costs one call.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "backend/cuda/device.h"
+
+namespace rankd::cuda {
+
+enum class Epilogue { kNone, kBias, kBiasRelu, kRelu };
+
+struct GemmShape {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batch items; 0 broadcasts
+  Epilogue epilogue = Epilogue::kNone;
+};
+
+// C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] (+ bias[n]) (then ReLU), all dense row-major:
+// A is m x k (k x m when trans_a), B is k x n (n x k when trans_b), C is m x n.
+Status Sgemm(DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c, float alpha,
+             float beta, const float* bias = nullptr);
+
+class GemmCache {
+ public:
+  GemmCache() = default;
+  GemmCache(const GemmCache&) = delete;
+  GemmCache& operator=(const GemmCache&) = delete;
+  ~GemmCache();
+
+  struct Entry {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
+  std::map<Key, Entry> entries;
+};
+
+}  // namespace rankd::cuda

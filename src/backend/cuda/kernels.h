@@ -1,0 +1,32 @@
+// Registration hooks of the CUDA kernel families, and device helpers they share. Host-only header.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace rankd::cuda {
+
+void AppendElementwiseKernels(std::map<std::string, KernelFn>& out);
+void AppendTensorKernels(std::map<std::string, KernelFn>& out);
+void AppendMatMulKernels(std::map<std::string, KernelFn>& out);
+void AppendNormalizationKernels(std::map<std::string, KernelFn>& out);
+void AppendReduceKernels(std::map<std::string, KernelFn>& out);
+void AppendEmbeddingKernels(std::map<std::string, KernelFn>& out);
+
+// Element strides of a dense row-major shape.
+Shape RowMajorStrides(const Shape& shape);
+
+// out[idx] = in[base + sum(idx_d * strides_d)] over out_shape, elements of elem_size bytes, on the
+// executor's stream. Strides may be 0 (broadcast) or negative (reversed slices).
+Status StridedCopy(const KernelArgs& k, const void* in, int64_t base, const Shape& strides,
+                   const Shape& out_shape, size_t elem_size, void* out);
+// out = permute(in, perm), both dense row-major.
+Status TransposeDevice(const KernelArgs& k, const void* in, const Shape& in_shape,
+                       const std::vector<int64_t>& perm, size_t elem_size, void* out);
+// Broadcasts `in` (numpy rules) into the dense `out_shape`.
+Status BroadcastCopy(const KernelArgs& k, const Tensor& in, const Shape& out_shape, void* out);
+
+}  // namespace rankd::cuda

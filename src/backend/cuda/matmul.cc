@@ -1,0 +1,124 @@
+// CUDA kernels of Gemm, MatMul and Einsum on cuBLASLt (cpu/matmul.cc is the reference).
+#include <map>
+
+#include "backend/cuda/device.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+#include "compile/ops/einsum_spec.h"
+
+namespace rankd::cuda {
+namespace {
+
+Status Gemm(const KernelArgs& k) {
+  const Tensor &a = k.In(0), &b = k.In(1);
+  Tensor& out = k.Out(0);
+  GemmShape g;
+  g.trans_a = k.node.GetInt("transA", 0) != 0;
+  g.trans_b = k.node.GetInt("transB", 0) != 0;
+  float alpha = k.node.GetFloat("alpha", 1.0f), beta = k.node.GetFloat("beta", 1.0f);
+  g.m = out.dim(0);
+  g.n = out.dim(1);
+  g.k = g.trans_a ? a.dim(0) : a.dim(1);
+  bool has_c = k.HasIn(2) && beta != 0.0f;
+  const float* bias = nullptr;
+  if (has_c) {
+    const Tensor& c = k.In(2);
+    bool row_vector = c.size() == g.n && (c.rank() == 1 || (c.rank() == 2 && c.dim(0) == 1)) && g.n > 1;
+    if (row_vector && beta == 1.0f && g.k > 0) {
+      g.epilogue = Epilogue::kBias;
+      bias = c.data<float>();
+    } else {
+      RETURN_IF_ERROR(BroadcastCopy(k, c, out.shape(), out.raw()));
+    }
+  }
+  return Sgemm(*k.device, g, a.data<float>(), b.data<float>(), out.data<float>(), alpha,
+               has_c && !bias ? beta : 0.0f, bias);
+}
+
+Status MatMul(const KernelArgs& k) {
+  const Tensor &a = k.In(0), &b = k.In(1);
+  Tensor& out = k.Out(0);
+  Shape sa = a.shape(), sb = b.shape();
+  if (sa.size() == 1) sa.insert(sa.begin(), 1);
+  if (sb.size() == 1) sb.push_back(1);
+  int64_t m = sa[sa.size() - 2], kk = sa.back(), n = sb.back();
+  Shape batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+  int64_t na = NumElements(batch_a), nb = NumElements(batch_b);
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float* pc = out.data<float>();
+  GemmShape g;
+  g.n = n;
+  g.k = kk;
+  if (nb == 1) {  // one B for every batch of A: a single tall product
+    g.m = na * m;
+    return Sgemm(*k.device, g, pa, pb, pc, 1.0f, 0.0f);
+  }
+  g.m = m;
+  Shape batch_out = out.shape();
+  batch_out.resize(batch_out.size() - (a.rank() == 1 ? 0 : 1) - (b.rank() == 1 ? 0 : 1));
+  int64_t nout = NumElements(batch_out);
+  if ((batch_a == batch_out || na == 1) && batch_b == batch_out) {  // strided batch, A maybe shared
+    g.batch = nout;
+    g.stride_a = na == 1 ? 0 : m * kk;
+    g.stride_b = kk * n;
+    g.stride_c = m * n;
+    return Sgemm(*k.device, g, pa, pb, pc, 1.0f, 0.0f);
+  }
+  // General broadcast of batch dims: one product per output batch item.
+  Shape st_a(batch_out.size(), 0), st_b(batch_out.size(), 0);
+  Shape ra = RowMajorStrides(batch_a), rb = RowMajorStrides(batch_b);
+  for (size_t i = 0; i < batch_a.size(); ++i) {
+    st_a[batch_out.size() - batch_a.size() + i] = batch_a[i] == 1 ? 0 : ra[i];
+  }
+  for (size_t i = 0; i < batch_b.size(); ++i) {
+    st_b[batch_out.size() - batch_b.size() + i] = batch_b[i] == 1 ? 0 : rb[i];
+  }
+  for (int64_t r = 0; r < nout; ++r) {
+    int64_t rem = r, ia = 0, ib = 0;
+    for (size_t d = batch_out.size(); d-- > 0;) {
+      int64_t c = rem % batch_out[d];
+      rem /= batch_out[d];
+      ia += c * st_a[d];
+      ib += c * st_b[d];
+    }
+    RETURN_IF_ERROR(Sgemm(*k.device, g, pa + ia * m * kk, pb + ib * kk * n, pc + r * m * n, 1.0f, 0.0f));
+  }
+  return Status::Ok();
+}
+
+Status Einsum(const KernelArgs& k) {
+  auto spec = ParseEinsum(k.node.GetString("equation", ""), k.in.size(), k.node);
+  RETURN_IF_ERROR(spec.status());
+  std::vector<Shape> shapes;
+  for (const Tensor* t : k.in) shapes.push_back(t->shape());
+  ASSIGN_OR_RETURN(EinsumPlan p, PlanEinsum(*spec, shapes, k.node));
+  Tensor& out = k.Out(0);
+  if (p.single) return TransposeDevice(k, k.In(0).raw(), k.In(0).shape(), p.perm_a, 4, out.raw());
+  auto align = [](int64_t floats) { return (floats * 4 + 63) / 64 * 16; };  // in floats
+  float* ta = static_cast<float*>(k.scratch);
+  float* tb = ta + align(NumElements(p.a_permuted));
+  float* tc = tb + align(NumElements(p.b_permuted));
+  RETURN_IF_ERROR(TransposeDevice(k, k.In(0).raw(), k.In(0).shape(), p.perm_a, 4, ta));
+  RETURN_IF_ERROR(TransposeDevice(k, k.In(1).raw(), k.In(1).shape(), p.perm_b, 4, tb));
+  GemmShape g;
+  g.m = p.rows;
+  g.n = p.cols;
+  g.k = p.inner;
+  g.batch = p.batch;
+  g.stride_a = p.rows * p.inner;
+  g.stride_b = p.inner * p.cols;
+  g.stride_c = p.rows * p.cols;
+  RETURN_IF_ERROR(Sgemm(*k.device, g, ta, tb, tc, 1.0f, 0.0f));
+  return TransposeDevice(k, tc, p.c_shape, p.perm_out, 4, out.raw());
+}
+
+}  // namespace
+
+void AppendMatMulKernels(std::map<std::string, KernelFn>& out) {
+  out["Gemm"] = Gemm;
+  out["MatMul"] = MatMul;
+  out["Einsum"] = Einsum;
+}
+
+}  // namespace rankd::cuda
