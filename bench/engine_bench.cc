@@ -20,7 +20,7 @@
 int main(int argc, char** argv) {
   using namespace rankd;
   CLI::App app{"In-process engine benchmark"};
-  std::string repo, name, requests_path, label;
+  std::string repo, name, requests_path, label, backend_name = "cpu";
   int warmup = 10, iters = 200;
   app.add_option("--model-repo", repo)->required();
   app.add_option("--model", name)->required();
@@ -28,9 +28,17 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup);
   app.add_option("--iters", iters);
   app.add_option("--label", label);
+  app.add_option("--backend", backend_name, "cpu | cuda | auto");
   CLI11_PARSE(app, argc, argv);
 
-  auto model = Model::Load((std::filesystem::path(repo) / name).string(), -1);
+  auto backend = FindBackend(backend_name);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "%s\n", backend.status().ToString().c_str());
+    return 2;
+  }
+  ModelOptions options;
+  options.backend = *backend;
+  auto model = Model::Load((std::filesystem::path(repo) / name).string(), -1, options);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
     return 2;
@@ -82,8 +90,10 @@ int main(int argc, char** argv) {
   double mean = 0;
   for (double v : ms) mean += v;
   mean /= static_cast<double>(ms.size());
-  std::printf("{\"label\":\"%s\",\"rows\":%lld,\"median_ms\":%.4f,\"p99_ms\":%.4f,\"mean_ms\":%.4f,\"pairs_per_s\":%.1f,\"iters\":%d}\n",
-              label.c_str(), static_cast<long long>(rows), median, p99, mean, static_cast<double>(rows) / (median / 1000.0), iters);
+  auto plan = (*model)->PlanForRequest(requests[0]);
+  long long steps = plan.ok() ? static_cast<long long>((*plan)->steps().size()) : -1;
+  std::printf("{\"label\":\"%s\",\"backend\":\"%s\",\"steps\":%lld,\"rows\":%lld,\"median_ms\":%.4f,\"p99_ms\":%.4f,\"mean_ms\":%.4f,\"pairs_per_s\":%.1f,\"iters\":%d}\n",
+              label.c_str(), (*backend)->name(), steps, static_cast<long long>(rows), median, p99, mean, static_cast<double>(rows) / (median / 1000.0), iters);
   if (OpProfile::enabled()) std::fprintf(stderr, "%s", OpProfile::Report().c_str());
   return 0;
 }

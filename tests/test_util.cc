@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include "test_util.h"
 
 #include <cmath>
@@ -8,7 +9,12 @@
 
 namespace rankd::testing {
 
-std::string SourcePath(const std::string& relative) { return std::string(RANKD_SOURCE_DIR) + "/" + relative; }
+// RANKD_SOURCE_DIR in the environment overrides the build's source tree (a copy of the tree on
+// another machine, such as the GPU machine's).
+std::string SourcePath(const std::string& relative) {
+  const char* env = std::getenv("RANKD_SOURCE_DIR");
+  return std::string(env ? env : RANKD_SOURCE_DIR) + "/" + relative;
+}
 
 double RelativeError(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape()) return INFINITY;

@@ -104,3 +104,31 @@ TEST(ZooTest, UserRowsAreSharedByAllCandidates) {
 
 }  // namespace
 }  // namespace rankd
+
+namespace rankd {
+namespace {
+
+// A user with no history: a length-0 sequence scores like PyTorch's fully masked one. Reference
+// from the zoo's PyTorch DIN (tiny, seed 0) on the same ids with a sequence of one -1 slot. A
+// zero-size intermediate once crashed the CPU backend's broadcast loop here.
+TEST(ZooTest, EmptyUserSequenceMatchesPyTorch) {
+  auto model = Model::Load(testing::SourcePath("models/zoo/din"), -1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto request = ParseInferRequestJson(R"({"inputs":[
+    {"name":"profile","datatype":"INT64","shape":[1,8],"data":[1,2,3,4,5,6,7,8]},
+    {"name":"seq_items","datatype":"INT64","shape":[0],"data":[],"parameters":{"lengths":[0]}},
+    {"name":"seq_cats","datatype":"INT64","shape":[0],"data":[],"parameters":{"lengths":[0]}},
+    {"name":"item","datatype":"INT64","shape":[2],"data":[1,2]},
+    {"name":"cat","datatype":"INT64","shape":[2],"data":[1,2]},
+    {"name":"context","datatype":"INT64","shape":[2,6],"data":[1,2,3,4,5,6,1,2,3,4,5,6]}]})");
+  ASSERT_TRUE(request.ok()) << request.status().ToString();
+  auto outputs = (*model)->Infer(*request);
+  ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
+  const Tensor& score = (*outputs)[0].data;
+  ASSERT_EQ(score.size(), 2);
+  EXPECT_NEAR(score.data<float>()[0], 0.4892413318157196, 1e-6);
+  EXPECT_NEAR(score.data<float>()[1], 0.48421788215637207, 1e-6);
+}
+
+}  // namespace
+}  // namespace rankd

@@ -293,6 +293,15 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanFor(const std::vector<TensorMet
   return plan;
 }
 
+StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& request) const {
+  std::vector<Tensor> inputs;
+  std::vector<int64_t> ragged_max_lengths;
+  RETURN_IF_ERROR(BuildGraphInputs(request, inputs, ragged_max_lengths));
+  std::vector<TensorMeta> metas;
+  for (const Tensor& t : inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
+  return PlanFor(metas, ragged_max_lengths);
+}
+
 StatusOr<std::unique_ptr<Executor>> Model::AcquireExecutor() const {
   {
     std::unique_lock<std::mutex> lock(mu_);

@@ -69,6 +69,8 @@ class Model {
   // The plan a request with these graph inputs would use (for inspection and benchmarks).
   StatusOr<std::shared_ptr<const Plan>> PlanFor(const std::vector<TensorMeta>& graph_inputs,
                                                 const std::vector<int64_t>& ragged_max_lengths) const;
+  // The plan a request would run (validating it like Infer).
+  StatusOr<std::shared_ptr<const Plan>> PlanForRequest(const InferRequest& request) const;
   // A small valid request (rows candidates, ragged lengths 1, ids 0), used for warm-up.
   InferRequest ExampleRequest(int64_t rows) const;
 

@@ -12,6 +12,7 @@ struct RunArgs {
   std::string model;
   int64_t version = -1;
   std::string input = "-";  // a file of KServe v2 JSON bodies, one per line; "-" = stdin
+  std::string backend = "auto";  // cpu | cuda | auto (cuda when a GPU is present)
 };
 // Offline scoring: one response line on stdout per request line; errors on stderr. Exit 0 when
 // every line scored, 1 when some failed, 2 when the model did not load.
@@ -38,6 +39,8 @@ struct ServeArgs {
   int max_body_mb = 64;
   int max_inflight = 1024;
   int64_t max_rows = 65536;
+  std::string backend = "auto";
+  int executors = 0;  // per model; 0 = the backend's default
 };
 // Serves until SIGTERM or SIGINT, then drains and returns 0; 2 when it cannot start.
 int ServeCommand(const ServeArgs& args);

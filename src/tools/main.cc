@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--model", run.model, "Model name")->required();
   run_cmd->add_option("--model-version", run.version, "Version to load (default: latest)");
   run_cmd->add_option("--input", run.input, "File of request bodies, one per line ('-' for stdin)");
+  run_cmd->add_option("--backend", run.backend, "cpu | cuda | auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
 
   rankd::InspectArgs inspect;
   CLI::App* inspect_cmd = app.add_subcommand("inspect", "Print a model's signature, ops and tables");
@@ -36,6 +38,10 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--max-body-mb", serve.max_body_mb, "Largest request body accepted")->check(CLI::PositiveNumber);
   serve_cmd->add_option("--max-inflight", serve.max_inflight, "Requests handled at once; more are refused with 503")
       ->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--backend", serve.backend, "cpu | cuda | auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  serve_cmd->add_option("--executors", serve.executors, "Executors per model (0: the backend's default)")
+      ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--max-rows", serve.max_rows, "Rows per request when a model's config sets no max_batch_size")
       ->check(CLI::PositiveNumber);
 

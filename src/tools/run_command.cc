@@ -11,7 +11,14 @@ namespace rankd {
 
 int RunCommand(const RunArgs& args) {
   std::string dir = (std::filesystem::path(args.model_repo) / args.model).string();
-  auto model = Model::Load(dir, args.version);
+  auto backend = FindBackend(args.backend);
+  if (!backend.ok()) {
+    std::cerr << "rankd run: " << backend.status().ToString() << "\n";
+    return 2;
+  }
+  ModelOptions options;
+  options.backend = *backend;
+  auto model = Model::Load(dir, args.version, options);
   if (!model.ok()) {
     std::cerr << "rankd run: " << model.status().ToString() << "\n";
     return 2;

@@ -32,6 +32,14 @@ int ServeCommand(const ServeArgs& args) {
                                                         : ModelControlMode::kNone;
   repo_options.startup_models = args.load_models;
   repo_options.model_options.max_rows = args.max_rows;
+  auto backend = FindBackend(args.backend);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "rankd serve: %s\n", backend.status().ToString().c_str());
+    return 2;
+  }
+  repo_options.model_options.backend = *backend;
+  repo_options.model_options.executors = args.executors;
+  std::fprintf(stderr, "backend: %s\n", (*backend)->name());
   auto repository = ModelRepository::Create(repo_options);
   if (!repository.ok()) {
     std::fprintf(stderr, "rankd serve: %s\n", repository.status().ToString().c_str());

@@ -84,6 +84,7 @@ template <int N, typename F>
 void ForEachRow(const BroadcastLayout<N>& l, F&& fn) {
   int64_t row = l.dims.back();
   int64_t rows = NumRows(l);
+  if (row == 0 || rows == 0) return;  // an empty output (a length-0 sequence, say)
   std::array<int64_t, N> row_stride;
   for (int k = 0; k < N; ++k) row_stride[k] = l.strides[k].back();
   constexpr int64_t kMinPiece = 16384;

@@ -73,19 +73,16 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     if (v.storage == PlanStorage::kConstant && !resources_->Find(v.constant)) folded_bytes += Aligned(v.constant->bytes());
   }
   std::unordered_map<const Tensor*, void*> folded;
-  if (folded_bytes > 0) {
-    b.folded = std::make_unique<DeviceBuffer>();
-    RETURN_IF_ERROR(b.folded->Reserve(folded_bytes));
-    auto* base = static_cast<uint8_t*>(b.folded->get());
-    size_t pos = 0;
-    for (const PlanValue& v : values) {
-      if (v.storage != PlanStorage::kConstant || resources_->Find(v.constant) || folded.count(v.constant)) continue;
-      if (v.constant->bytes() > 0) {
-        RANKD_CUDA_RETURN(cudaMemcpy(base + pos, v.constant->raw(), v.constant->bytes(), cudaMemcpyHostToDevice));
-      }
-      folded[v.constant] = base + pos;
-      pos += Aligned(v.constant->bytes());
-    }
+  b.folded = std::make_unique<DeviceBuffer>();
+  if (folded_bytes > 0) RETURN_IF_ERROR(b.folded->Reserve(folded_bytes));
+  auto* base = static_cast<uint8_t*>(b.folded->get());
+  size_t pos = 0;
+  for (const PlanValue& v : values) {
+    if (v.storage != PlanStorage::kConstant || resources_->Find(v.constant) || folded.count(v.constant)) continue;
+    size_t bytes = v.constant->bytes();
+    if (bytes > 0) RANKD_CUDA_RETURN(cudaMemcpy(base + pos, v.constant->raw(), bytes, cudaMemcpyHostToDevice));
+    folded[v.constant] = bytes > 0 ? base + pos : nullptr;  // empty values are never read
+    pos += Aligned(bytes);
   }
   b.views.resize(values.size());
   b.host_views.resize(values.size());

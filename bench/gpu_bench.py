@@ -1,0 +1,151 @@
+"""GPU benchmark: rankd's CUDA backend against PyTorch on the same GPU, same weights, same requests.
+
+  python3 bench/gpu_bench.py --bench ".bundle/run rankd_engine_bench" [--iters 200] [--quick]
+
+Runs on the GPU machine (PyTorch there). Exports the zoo's full-size models into bench/out/repo,
+writes 8 requests per shape (rotated), times rankd_engine_bench --backend cuda on them, and times
+the PyTorch definitions with the same weights on the same inputs: eager fp32, eager with bf16
+autocast, torch.compile, and torch.compile in reduce-overhead mode (CUDA graphs). Both sides start
+with inputs in host memory and end with outputs in host memory. Ragged features are padded to one
+fixed width per shape for PyTorch (so compiled graphs are not rebuilt). Prints a markdown table.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from rankd_zoo import models, requests as rq  # noqa: E402
+from rankd_zoo.export import export  # noqa: E402
+
+SHAPES = {
+    "dlrm_dcnv2": [{"n": 1}, {"n": 64}, {"n": 512}, {"n": 4096}, {"n": 32768}],
+    "din": [{"n": 200, "seq": 100}, {"n": 200, "seq": 1000}],
+    "bst": [{"n": 200, "seq": 50}],
+    "mmoe": [{"n": 512}, {"n": 4096}],
+}
+LABELS = {"dlrm_dcnv2": "W1", "din": "W2", "bst": "W3", "mmoe": "W4"}
+
+
+def padded_batch(feats, req, n, widths):
+    out = []
+    for f in feats:
+        v = req[f.name]
+        if f.kind == "ragged":
+            padded = np.full((len(v), widths[f.name]), -1, dtype=np.int64)
+            for r, row in enumerate(v):
+                padded[r, :len(row)] = row
+            t = torch.from_numpy(padded)
+        else:
+            t = torch.from_numpy(np.ascontiguousarray(v))
+        if f.scope == "user" and t.shape[0] != n:
+            t = t.repeat(*([n] + [1] * (t.dim() - 1)))
+        out.append(t.pin_memory())
+    return out
+
+
+def to_host(out):
+    if isinstance(out, (tuple, list)):
+        return [o.float().cpu() for o in out]
+    return out.float().cpu()
+
+
+def peer_time(fn, batches, iters, warmup=10):
+    times = []
+    with torch.no_grad():
+        for i in range(warmup):
+            to_host(fn(*[t.cuda(non_blocking=True) for t in batches[i % len(batches)]]))
+        torch.cuda.synchronize()
+        for i in range(iters):
+            b = batches[i % len(batches)]
+            t0 = time.perf_counter()
+            to_host(fn(*[t.cuda(non_blocking=True) for t in b]))  # .cpu() synchronises
+            times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return times[len(times) // 2], times[min(len(times) - 1, len(times) * 99 // 100)]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--iters", type=int, default=200)
+    p.add_argument("--out", default=os.path.join(HERE, "out"))
+    p.add_argument("--bench", default=os.path.join(ROOT, "build", "bench", "rankd_engine_bench"))
+    p.add_argument("--workloads", default="dlrm_dcnv2,din,bst,mmoe")
+    p.add_argument("--peers", default="eager,bf16,compile,cudagraphs")
+    p.add_argument("--json", default="", help="also write the rows as JSON here")
+    a = p.parse_args()
+    bench = a.bench.split()
+    repo = os.path.join(a.out, "repo")
+    peers = a.peers.split(",") if a.peers else []
+    rows = []
+    for name in a.workloads.split(","):
+        package = f"{name}_full"
+        if not os.path.exists(os.path.join(repo, package, "1", "model.onnx")):
+            print(f"exporting {package} ...", file=sys.stderr, flush=True)
+            export(name, "full", repo, "", 1, 0, package=package)
+        model = models.build(name, "full", seed=0).eval()
+        feats = rq.features(name, model)
+        gpu_model = models.build(name, "full", seed=0).eval().cuda()
+        compiled = {}
+        for shape in SHAPES[name]:
+            n, seq = shape["n"], shape.get("seq")
+            rng = np.random.default_rng(123)
+            reqs = [rq.make_request(rng, feats, n, seq_len=seq) for _ in range(8)]
+            path = os.path.join(a.out, f"{package}_n{n}_l{seq or 0}.jsonl")
+            with open(path, "w") as f:
+                for i, r in enumerate(reqs):
+                    f.write(json.dumps(rq.to_json(feats, r, str(i), flat_ragged=True)) + "\n")
+            cmd = bench + ["--backend", "cuda", "--model-repo", repo, "--model", package, "--requests", path,
+                           "--iters", str(a.iters), "--warmup", "20"]
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            if res.returncode != 0:
+                print(res.stderr, file=sys.stderr)
+                continue
+            ours = json.loads(res.stdout.strip().splitlines()[-1])
+            widths = {f.name: max(1, max(len(row) for r in reqs for row in r[f.name]))
+                      for f in feats if f.kind == "ragged"}
+            batches = [padded_batch(feats, r, n, widths) for r in reqs]
+            label = f"{LABELS[name]}, " + (f"{n} pairs" if not seq else f"1 user x {n}, L={seq}")
+            row = {"label": label, "rankd": (ours["median_ms"], ours["p99_ms"]), "n": n, "steps": ours.get("steps")}
+            for peer in peers:
+                try:
+                    if peer == "eager":
+                        fn = gpu_model
+                    elif peer == "bf16":
+                        def fn(*xs):
+                            with torch.autocast("cuda", dtype=torch.bfloat16):
+                                return gpu_model(*xs)
+                    elif peer == "compile":
+                        fn = compiled.setdefault("compile", torch.compile(gpu_model, dynamic=False))
+                    else:
+                        fn = compiled.setdefault("cudagraphs", torch.compile(gpu_model, mode="reduce-overhead", dynamic=False))
+                    row[peer] = peer_time(fn, batches, a.iters)
+                except Exception as e:  # a peer that fails is reported, not fatal
+                    print(f"{label} {peer}: {type(e).__name__}: {e}", file=sys.stderr)
+                    row[peer] = None
+            rows.append(row)
+            print(label, {k: v for k, v in row.items() if k != "label"}, file=sys.stderr, flush=True)
+    print(f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; iters {a.iters}; "
+          "inputs from host memory, outputs to host memory\n")
+    head = "| workload, batch | rankd median / p99 ms | " + " | ".join(f"PyTorch {p} median / p99 ms" for p in peers)
+    print(head + " | rankd pairs/s | vs best peer |")
+    print("| --- " * (len(peers) + 4) + "|")
+    for r in rows:
+        m, p99 = r["rankd"]
+        cells = [f"{r[p][0]:.3f} / {r[p][1]:.3f}" if r.get(p) else "failed" for p in peers]
+        best = min([r[p][0] for p in peers if r.get(p)] or [float("nan")])
+        print(f"| {r['label']} | {m:.3f} / {p99:.3f} | " + " | ".join(cells) + f" | {r['n'] / (m / 1000):,.0f} | {best / m:.2f}x |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,421 @@
+// The CUDA backend against the CPU backend: every op on fresh random inputs and edge cases (odd
+// sizes, broadcasts, empty bags, all -1, length-0 sequences), the zoo models end to end, bad ids,
+// and concurrent executors. Skipped where no CUDA device is present (CI); run on the GPU machine.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <atomic>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "compile/plan.h"
+#include "frontend/kserve_json.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+using testing::GraphBuilder;
+
+Tensor Random(DType dtype, Shape shape, std::mt19937_64& rng, double lo = -2, double hi = 2) {
+  Tensor t = Tensor::Zeros(dtype, std::move(shape));
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < t.size(); ++i) {
+    double v = u(rng);
+    switch (dtype) {
+      case DType::kF32: t.data<float>()[i] = static_cast<float>(v); break;
+      case DType::kF64: t.data<double>()[i] = v; break;
+      case DType::kF16: t.data<uint16_t>()[i] = FloatToHalf(static_cast<float>(v)); break;
+      case DType::kBF16: t.data<uint16_t>()[i] = FloatToBF16(static_cast<float>(v)); break;
+      case DType::kI32: t.data<int32_t>()[i] = static_cast<int32_t>(std::floor(v)); break;
+      case DType::kI64: t.data<int64_t>()[i] = static_cast<int64_t>(std::floor(v)); break;
+      case DType::kBool: t.data<uint8_t>()[i] = v > (lo + hi) / 2; break;
+      default: ADD_FAILURE() << "no random data for " << DTypeName(dtype);
+    }
+  }
+  return t;
+}
+
+// One op case: a graph and its inputs, built fresh from a seeded generator.
+struct OpCase {
+  const char* name;
+  std::function<void(GraphBuilder&, std::vector<Tensor>&, std::vector<int64_t>&, std::mt19937_64&)> build;
+  double tolerance = 1e-5;
+};
+
+// x = graph input with random data.
+int In(GraphBuilder& b, std::vector<Tensor>& inputs, std::mt19937_64& rng, DType dtype, Shape shape, double lo = -2,
+       double hi = 2) {
+  inputs.push_back(Random(dtype, shape, rng, lo, hi));
+  return b.Input("x" + std::to_string(inputs.size()), dtype, shape);
+}
+
+OpCase Binary(const char* name, const char* op, DType dtype, Shape a, Shape b, double lo = -2, double hi = 2) {
+  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            int x = In(g, in, rng, dtype, a, lo, hi), y = In(g, in, rng, dtype, b, lo, hi);
+            g.Output(g.Op(op, {x, y}));
+          }};
+}
+
+OpCase Unary(const char* name, const char* op, DType dtype, Shape a, double lo = -2, double hi = 2) {
+  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            g.Output(g.Op(op, {In(g, in, rng, dtype, a, lo, hi)}));
+          }};
+}
+
+OpCase Cast(const char* name, DType from, DType to) {
+  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            g.Output(g.Op("Cast", {In(g, in, rng, from, {5, 33}, -100, 100)}, {{"to", static_cast<int64_t>(DTypeToOnnx(to))}}));
+          }, 1e-3};
+}
+
+OpCase MatMul(const char* name, Shape a, Shape b) {
+  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            g.Output(g.Op("MatMul", {In(g, in, rng, DType::kF32, a), In(g, in, rng, DType::kF32, b)}));
+          }};
+}
+
+OpCase Gemm(const char* name, int64_t m, int64_t n, int64_t k, bool ta, bool tb, Shape c, float alpha, float beta) {
+  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            int a = In(g, in, rng, DType::kF32, ta ? Shape{k, m} : Shape{m, k});
+            int w = g.Const("w", Random(DType::kF32, tb ? Shape{n, k} : Shape{k, n}, rng));
+            std::vector<int> ins{a, w};
+            if (!c.empty()) ins.push_back(g.Const("c", Random(DType::kF32, c, rng)));
+            g.Output(g.Op("Gemm", ins, {{"transA", int64_t{ta}}, {"transB", int64_t{tb}}, {"alpha", alpha}, {"beta", beta}}));
+          }};
+}
+
+OpCase Reduce(const char* name, const char* op, DType dtype, Shape a, std::vector<int64_t> axes, int64_t keep) {
+  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            int x = In(g, in, rng, dtype, a, -50, 50);
+            std::vector<int> ins{x};
+            if (!axes.empty()) ins.push_back(g.Const("axes", testing::MakeI64({static_cast<int64_t>(axes.size())}, axes)));
+            g.Output(g.Op(op, ins, {{"keepdims", keep}}));
+          }};
+}
+
+// A ragged bag: ids as values + offsets, with empty bags and -1 slots at the given rates.
+OpCase Bag(const char* name, int64_t rows, int64_t dim, int64_t bags, int64_t max_len, double empty, double minus_one,
+           bool mean, DType table_dtype, bool padded) {
+  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64& rng) {
+            std::uniform_int_distribution<int64_t> id(0, rows - 1), len(1, max_len);
+            std::uniform_real_distribution<double> coin(0, 1);
+            std::vector<int64_t> values, offsets{0}, pad(static_cast<size_t>(bags * max_len), -1);
+            for (int64_t b = 0; b < bags; ++b) {
+              int64_t n = coin(rng) < empty ? 0 : len(rng);
+              for (int64_t j = 0; j < n; ++j) {
+                int64_t v = coin(rng) < minus_one ? -1 : id(rng);
+                values.push_back(v);
+                pad[static_cast<size_t>(b * max_len + j)] = v;
+              }
+              offsets.push_back(static_cast<int64_t>(values.size()));
+            }
+            int table = g.Const("table", Random(table_dtype, {rows, dim}, rng));
+            std::map<std::string, AttributeValue> attrs{{"mode", std::string(mean ? "mean" : "sum")}};
+            if (padded) {
+              in.push_back(testing::MakeI64({bags, max_len}, pad));
+              g.Output(g.Op("EmbeddingBag", {table, g.Input("ids", DType::kI64, {bags, max_len})}, attrs));
+            } else {
+              in.push_back(testing::MakeI64({static_cast<int64_t>(values.size())}, values));
+              in.push_back(testing::MakeI64({bags + 1}, offsets));
+              int v = g.Input("values", DType::kI64, {static_cast<int64_t>(values.size())});
+              int o = g.Input("offsets", DType::kI64, {bags + 1});
+              g.Output(g.Op("EmbeddingBag", {table, v, o}, attrs));
+              ragged.push_back(max_len);
+            }
+          }, table_dtype == DType::kF32 ? 1e-5 : 1e-3};
+}
+
+std::vector<OpCase> Cases() {
+  using S = Shape;
+  const DType f = DType::kF32, i64 = DType::kI64, b = DType::kBool;
+  std::vector<OpCase> c = {
+      Binary("add_broadcast", "Add", f, S{3, 1, 5}, S{4, 1}),
+      Binary("sub_scalar", "Sub", f, S{1025}, S{}),
+      Binary("mul_same", "Mul", f, S{2, 3, 17}, S{2, 3, 17}),
+      Binary("div_float", "Div", f, S{7, 9}, S{9}, 0.5, 3),
+      Binary("div_int_by_zero", "Div", i64, S{64}, S{64}, -3, 3),
+      Binary("add_int64", "Add", i64, S{3, 5}, S{5}, -1000, 1000),
+      Binary("max", "Max", f, S{4, 6}, S{6}),
+      Binary("min", "Min", f, S{4, 6}, S{4, 1}),
+      Binary("pow", "Pow", f, S{33}, S{33}, 0.5, 2),
+      Binary("equal_int", "Equal", i64, S{50}, S{50}, -2, 2),
+      Binary("greater", "Greater", f, S{3, 7}, S{7}),
+      Binary("greater_or_equal_int", "GreaterOrEqual", i64, S{3, 7}, S{1}, -3, 3),
+      Binary("less", "Less", f, S{10}, S{10}),
+      Binary("less_or_equal", "LessOrEqual", f, S{2, 10}, S{10}),
+      Binary("and", "And", b, S{40}, S{40}),
+      Binary("or", "Or", b, S{5, 8}, S{8}),
+      Binary("xor", "Xor", b, S{40}, S{40}),
+      Unary("not", "Not", b, S{77}),
+      Unary("sigmoid", "Sigmoid", f, S{3, 333}, -8, 8),
+      Unary("tanh", "Tanh", f, S{100}),
+      Unary("erf", "Erf", f, S{100}),
+      Unary("sqrt", "Sqrt", f, S{100}, 0, 9),
+      Unary("exp", "Exp", f, S{100}),
+      Unary("log", "Log", f, S{100}, 0.01, 9),
+      Unary("reciprocal", "Reciprocal", f, S{100}, 0.5, 9),
+      Unary("floor", "Floor", f, S{100}),
+      Unary("ceil", "Ceil", f, S{100}),
+      Unary("neg_int", "Neg", i64, S{100}, -9, 9),
+      Unary("abs", "Abs", f, S{100}),
+      Unary("relu", "Relu", f, S{1, 1}),
+      Unary("relu_big", "Relu", f, S{4099}),
+      Cast("cast_f32_f16", f, DType::kF16),
+      Cast("cast_f16_f32", DType::kF16, f),
+      Cast("cast_f32_bf16", f, DType::kBF16),
+      Cast("cast_f32_i64", f, i64),
+      Cast("cast_i64_f32", i64, f),
+      Cast("cast_bool_f32", b, f),
+      Cast("cast_f32_bool", f, b),
+      MatMul("matmul_2d", S{5, 7}, S{7, 3}),
+      MatMul("matmul_tall", S{2, 5, 7}, S{7, 3}),
+      MatMul("matmul_batched", S{2, 5, 7}, S{2, 7, 3}),
+      MatMul("matmul_shared_a", S{5, 7}, S{4, 7, 3}),
+      MatMul("matmul_broadcast", S{2, 1, 5, 7}, S{3, 7, 2}),
+      MatMul("matmul_vectors", S{7}, S{7, 3}),
+      MatMul("matmul_large", S{300, 257}, S{257, 129}),
+      Gemm("gemm_bias", 33, 65, 17, false, false, S{65}, 1.0f, 1.0f),
+      Gemm("gemm_trans", 9, 5, 13, true, true, S{1, 5}, 1.0f, 1.0f),
+      Gemm("gemm_column_bias", 9, 5, 13, false, true, S{9, 1}, 0.5f, 2.0f),
+      Gemm("gemm_no_c", 1, 300, 64, false, false, S{}, 1.0f, 1.0f),
+      Gemm("gemm_scalar_c", 4, 4, 4, false, false, S{}, 2.0f, 1.0f),
+      Reduce("reduce_sum_axis1", "ReduceSum", f, S{4, 37, 3}, {1}, 1),
+      Reduce("reduce_mean_all", "ReduceMean", f, S{5, 300}, {}, 0),
+      Reduce("reduce_max_axes02", "ReduceMax", f, S{3, 4, 5}, {0, 2}, 0),
+      Reduce("reduce_min_int", "ReduceMin", i64, S{6, 9}, {-1}, 1),
+      Bag("bag_sum", 1000, 16, 64, 12, 0.2, 0.1, false, f, false),
+      Bag("bag_mean", 1000, 16, 64, 12, 0.2, 0.1, true, f, false),
+      Bag("bag_padded", 500, 8, 33, 7, 0.1, 0.2, false, f, true),
+      Bag("bag_all_empty", 50, 4, 9, 3, 1.0, 0.0, false, f, false),
+      Bag("bag_all_minus_one", 50, 4, 9, 3, 0.0, 1.0, true, f, false),
+      Bag("bag_fp16", 3000, 64, 200, 40, 0.05, 0.05, false, DType::kF16, false),
+      Bag("bag_bf16_mean", 3000, 32, 100, 40, 0.05, 0.05, true, DType::kBF16, false),
+      Bag("bag_wide", 100, 300, 20, 5, 0.0, 0.0, false, f, false),
+      Bag("bag_one_row", 10, 3, 1, 1, 0.0, 0.0, false, f, false),
+  };
+  c.push_back({"transpose", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 g.Output(g.Op("Transpose", {In(g, in, rng, DType::kF32, {3, 4, 5})}, {{"perm", std::vector<int64_t>{2, 0, 1}}}));
+               }});
+  c.push_back({"slice_negative_step", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = In(g, in, rng, DType::kF32, {6, 10});
+                 auto c1 = [&](const char* n, std::vector<int64_t> v) { return g.Const(n, testing::MakeI64({static_cast<int64_t>(v.size())}, v)); };
+                 g.Output(g.Op("Slice", {x, c1("s", {8, 1}), c1("e", {-11, 5}), c1("a", {1, 0}), c1("st", {-2, 2})}));
+               }});
+  c.push_back({"concat_axis1", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = In(g, in, rng, DType::kF32, {3, 2, 5}), y = In(g, in, rng, DType::kF32, {3, 7, 5});
+                 int z = In(g, in, rng, DType::kF32, {3, 1, 5});
+                 g.Output(g.Op("Concat", {x, y, z}, {{"axis", int64_t{1}}}));
+               }});
+  c.push_back({"gather_axis0", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int table = g.Const("t", Random(DType::kF32, {50, 6}, rng));
+                 int idx = In(g, in, rng, DType::kI64, {4, 9}, -50, 50);
+                 g.Output(g.Op("Gather", {table, idx}));
+               }});
+  c.push_back({"gather_axis1_int32", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = In(g, in, rng, DType::kF32, {3, 11, 2});
+                 int idx = In(g, in, rng, DType::kI32, {5}, -11, 11);
+                 g.Output(g.Op("Gather", {x, idx}, {{"axis", int64_t{1}}}));
+               }});
+  c.push_back({"gather_half_rows", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int table = g.Const("t", Random(DType::kF16, {20, 3}, rng));
+                 g.Output(g.Op("Gather", {table, In(g, in, rng, DType::kI64, {7}, 0, 20)}));
+               }, 1e-3});
+  c.push_back({"expand", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = In(g, in, rng, DType::kF32, {3, 1});
+                 g.Output(g.Op("Expand", {x, g.Const("s", testing::MakeI64({3}, {2, 3, 6}))}));
+               }});
+  c.push_back({"tile", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = In(g, in, rng, DType::kI64, {2, 3}, -9, 9);
+                 g.Output(g.Op("Tile", {x, g.Const("r", testing::MakeI64({2}, {3, 2}))}));
+               }});
+  c.push_back({"where", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int cnd = In(g, in, rng, DType::kBool, {4, 1});
+                 g.Output(g.Op("Where", {cnd, In(g, in, rng, DType::kF32, {4, 5}), In(g, in, rng, DType::kF32, {5})}));
+               }});
+  c.push_back({"clip", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = In(g, in, rng, DType::kF32, {100});
+                 g.Output(g.Op("Clip", {x, g.Const("lo", testing::MakeF32({}, {-0.5f})), g.Const("hi", testing::MakeF32({}, {0.7f}))}));
+               }});
+  c.push_back({"softmax_last", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 g.Output(g.Op("Softmax", {In(g, in, rng, DType::kF32, {7, 1000}, -20, 20)}));
+               }});
+  c.push_back({"softmax_middle", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 g.Output(g.Op("Softmax", {In(g, in, rng, DType::kF32, {3, 9, 4})}, {{"axis", int64_t{1}}}));
+               }});
+  c.push_back({"layer_norm", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = In(g, in, rng, DType::kF32, {13, 96});
+                 g.Output(g.Op("LayerNormalization", {x, g.Const("s", Random(DType::kF32, {96}, rng)), g.Const("b", Random(DType::kF32, {96}, rng))}));
+               }});
+  c.push_back({"layer_norm_two_axes_broadcast", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = In(g, in, rng, DType::kF32, {5, 3, 8});
+                 g.Output(g.Op("LayerNormalization", {x, g.Const("s", Random(DType::kF32, {8}, rng))}, {{"axis", int64_t{1}}}));
+               }});
+  c.push_back({"einsum", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = In(g, in, rng, DType::kF32, {2, 5, 7}), y = In(g, in, rng, DType::kF32, {2, 7, 3});
+                 g.Output(g.Op("Einsum", {x, y}, {{"equation", std::string("bij,bjk->bik")}}));
+               }});
+  c.push_back({"ragged_to_padded", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64&) {
+                 in.push_back(testing::MakeI64({6}, {4, 5, 6, 7, 8, 9}));
+                 in.push_back(testing::MakeI64({5}, {0, 2, 2, 6, 6}));
+                 int v = g.Input("v", DType::kI64, {6}), o = g.Input("o", DType::kI64, {5});
+                 g.Output(g.Op("RaggedToPadded", {v, o}, {{"ragged_index", int64_t{0}}}));
+                 ragged.push_back(4);
+               }});
+  return c;
+}
+
+class CudaOpTest : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CudaOpTest, MatchesCpuOnRandomInputs) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const OpCase& c = GetParam();
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    std::mt19937_64 rng(seed);
+    GraphBuilder g;
+    std::vector<Tensor> inputs;
+    std::vector<int64_t> ragged;
+    c.build(g, inputs, ragged, rng);
+    auto want = testing::RunGraph(g.graph(), inputs, ragged, CpuBackend());
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    auto got = testing::RunGraph(g.graph(), inputs, ragged, *cuda);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < got->size(); ++i) {
+      const Tensor &x = (*got)[i], &y = (*want)[i];
+      ASSERT_EQ(x.dtype(), y.dtype());
+      ASSERT_EQ(x.shape(), y.shape());
+      double err = testing::RelativeError(x, y);
+      bool all_zero = true;
+      for (int64_t e = 0; e < y.size(); ++e) all_zero = all_zero && y.ScalarAsDouble(e) == 0.0;
+      if (all_zero) {
+        for (int64_t e = 0; e < x.size(); ++e) ASSERT_EQ(x.ScalarAsDouble(e), 0.0) << c.name << " element " << e;
+      } else {
+        EXPECT_LE(err, c.tolerance) << c.name << " seed " << seed;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaOpTest, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) { return std::string(info.param.name); });
+
+TEST(CudaBackend, IdOutOfRangeFailsThatRunOnly) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  GraphBuilder g;
+  int table = g.Const("t", testing::MakeF32({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}));
+  int ids = g.Input("ids", DType::kI64, {3});
+  int offsets = g.Input("offsets", DType::kI64, {2});
+  g.Output(g.Op("EmbeddingBag", {table, ids, offsets}));
+  std::vector<TensorMeta> metas{{DType::kI64, {3}, nullptr}, {DType::kI64, {2}, nullptr}};
+  PlanOptions options;
+  options.backend = cuda;
+  auto plan = Plan::Build(g.graph(), metas, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto resources = cuda->PrepareModel(g.graph());
+  ASSERT_TRUE(resources.ok());
+  auto executor = cuda->NewExecutor(*resources);
+  ASSERT_TRUE(executor.ok());
+  std::vector<Tensor> bad{testing::MakeI64({3}, {0, 4, 1}), testing::MakeI64({2}, {0, 3})};
+  auto failed = (*executor)->Run(**plan, bad);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(failed.status().message().find("out of range"), std::string::npos) << failed.status().ToString();
+  // The same executor then scores a good request correctly.
+  std::vector<Tensor> good{testing::MakeI64({3}, {0, 3, -1}), testing::MakeI64({2}, {0, 3})};
+  auto ok = (*executor)->Run(**plan, good);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)[0].data<float>()[0], 8.0f);
+  EXPECT_EQ((*ok)[0].data<float>()[1], 10.0f);
+}
+
+// Every zoo model: the reference requests and random ones with edge-case lengths, GPU vs CPU.
+class CudaZooTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaZooTest, MatchesCpu) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::SourcePath("models/zoo/" + GetParam());
+  ModelOptions gpu_options;
+  gpu_options.backend = cuda;
+  auto cpu = Model::Load(dir, -1);
+  auto gpu = Model::Load(dir, -1, gpu_options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  std::vector<InferRequest> requests;
+  std::ifstream file(testing::SourcePath("tests/data/zoo/" + GetParam() + ".requests.jsonl"));
+  for (std::string line; std::getline(file, line);) {
+    auto r = ParseInferRequestJson(line);
+    ASSERT_TRUE(r.ok());
+    requests.push_back(*r);
+  }
+  // Random requests: ids across each table, ragged lengths including 0 and the longest allowed.
+  std::mt19937_64 rng(7);
+  for (int64_t rows : {1, 3, 64}) {
+    InferRequest r = (*cpu)->ExampleRequest(rows);
+    for (InferInput& in : r.inputs) {
+      const InputConfig* cfg = (*cpu)->config().FindInput(in.name);
+      if (cfg->ragged) {
+        std::vector<int64_t> lengths;
+        int64_t total = 0;
+        for (size_t i = 0; i < in.lengths.size(); ++i) {
+          int64_t len = i == 0 ? 0 : i == 1 ? std::min<int64_t>(cfg->max_length, 300) : static_cast<int64_t>(rng() % 20);
+          lengths.push_back(len);
+          total += len;
+        }
+        in.lengths = lengths;
+        in.data = Random(in.data.dtype(), {total}, rng, 0, 40);
+      } else {
+        in.data = Random(in.data.dtype(), in.data.shape(), rng, 0, 40);
+      }
+    }
+    requests.push_back(r);
+  }
+  for (size_t q = 0; q < requests.size(); ++q) {
+    auto want = (*cpu)->Infer(requests[q]);
+    auto got = (*gpu)->Infer(requests[q]);
+    ASSERT_EQ(want.ok(), got.ok()) << "request " << q << ": " << want.status().ToString() << " / " << got.status().ToString();
+    if (!want.ok()) continue;
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < got->size(); ++i) {
+      EXPECT_LE(testing::RelativeError((*got)[i].data, (*want)[i].data), 1e-5) << GetParam() << " request " << q;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, CudaZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
+
+TEST(CudaBackend, ConcurrentRequestsOnPooledExecutors) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  ModelOptions options;
+  options.backend = cuda;
+  options.executors = 3;
+  auto model = Model::Load(testing::SourcePath("models/zoo/din"), -1, options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  InferRequest request = (*model)->ExampleRequest(16);
+  auto want = (*model)->Infer(request);
+  ASSERT_TRUE(want.ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0}, failures{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        auto got = (*model)->Infer(request);
+        if (!got.ok()) ++failures;
+        else if (testing::RelativeError((*got)[0].data, (*want)[0].data) != 0.0) ++mismatches;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+}  // namespace
+}  // namespace rankd
