@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   app.add_option("--iters", iters);
   app.add_option("--label", label);
   app.add_option("--backend", backend_name, "cpu | cuda | auto");
+  std::string precision;
+  app.add_option("--precision", precision, "fp32 | tf32 | bf16 (default: the model config's)");
   CLI11_PARSE(app, argc, argv);
 
   auto backend = FindBackend(backend_name);
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
   }
   ModelOptions options;
   options.backend = *backend;
+  options.precision = precision;
   auto model = Model::Load((std::filesystem::path(repo) / name).string(), -1, options);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());

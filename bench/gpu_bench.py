@@ -80,6 +80,8 @@ def main():
     p.add_argument("--workloads", default="dlrm_dcnv2,din,bst,mmoe")
     p.add_argument("--peers", default="eager,bf16,compile,cudagraphs")
     p.add_argument("--json", default="", help="also write the rows as JSON here")
+    p.add_argument("--precisions", default="fp32,tf32,bf16", help="rankd's matrix-product precisions to time")
+    p.add_argument("--rows", default="", help="only these candidate counts, e.g. 1,512,32768")
     a = p.parse_args()
     bench = a.bench.split()
     repo = os.path.join(a.out, "repo")
@@ -96,24 +98,31 @@ def main():
         compiled = {}
         for shape in SHAPES[name]:
             n, seq = shape["n"], shape.get("seq")
+            if a.rows and str(n) not in a.rows.split(","):
+                continue
             rng = np.random.default_rng(123)
             reqs = [rq.make_request(rng, feats, n, seq_len=seq) for _ in range(8)]
             path = os.path.join(a.out, f"{package}_n{n}_l{seq or 0}.jsonl")
             with open(path, "w") as f:
                 for i, r in enumerate(reqs):
                     f.write(json.dumps(rq.to_json(feats, r, str(i), flat_ragged=True)) + "\n")
-            cmd = bench + ["--backend", "cuda", "--model-repo", repo, "--model", package, "--requests", path,
-                           "--iters", str(a.iters), "--warmup", "20"]
-            res = subprocess.run(cmd, capture_output=True, text=True)
-            if res.returncode != 0:
-                print(res.stderr, file=sys.stderr)
+            ours = {}
+            for precision in a.precisions.split(","):
+                cmd = bench + ["--backend", "cuda", "--precision", precision, "--model-repo", repo, "--model", package,
+                               "--requests", path, "--iters", str(a.iters), "--warmup", "20"]
+                res = subprocess.run(cmd, capture_output=True, text=True)
+                if res.returncode != 0:
+                    print(res.stderr, file=sys.stderr)
+                    continue
+                ours[precision] = json.loads(res.stdout.strip().splitlines()[-1])
+            if not ours:
                 continue
-            ours = json.loads(res.stdout.strip().splitlines()[-1])
             widths = {f.name: max(1, max(len(row) for r in reqs for row in r[f.name]))
                       for f in feats if f.kind == "ragged"}
             batches = [padded_batch(feats, r, n, widths) for r in reqs]
             label = f"{LABELS[name]}, " + (f"{n} pairs" if not seq else f"1 user x {n}, L={seq}")
-            row = {"label": label, "rankd": (ours["median_ms"], ours["p99_ms"]), "n": n, "steps": ours.get("steps")}
+            row = {"label": label, "n": n, "steps": next(iter(ours.values())).get("steps"),
+                   "rankd": {p: (o["median_ms"], o["p99_ms"]) for p, o in ours.items()}}
             for peer in peers:
                 try:
                     if peer == "eager":
@@ -134,14 +143,19 @@ def main():
             print(label, {k: v for k, v in row.items() if k != "label"}, file=sys.stderr, flush=True)
     print(f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; iters {a.iters}; "
           "inputs from host memory, outputs to host memory\n")
-    head = "| workload, batch | rankd median / p99 ms | " + " | ".join(f"PyTorch {p} median / p99 ms" for p in peers)
-    print(head + " | rankd pairs/s | vs best peer |")
-    print("| --- " * (len(peers) + 4) + "|")
+    precisions = a.precisions.split(",")
+    head = "| workload, batch | steps | " + " | ".join(f"rankd {p}" for p in precisions) + " | "
+    print(head + " | ".join(f"PyTorch {p}" for p in peers) + " | best rankd vs best peer |")
+    print("| --- " * (len(peers) + len(precisions) + 3) + "|")
     for r in rows:
-        m, p99 = r["rankd"]
-        cells = [f"{r[p][0]:.3f} / {r[p][1]:.3f}" if r.get(p) else "failed" for p in peers]
+        ours = [r["rankd"].get(p) for p in precisions]
+        cells = [f"{o[0]:.3f} / {o[1]:.3f}" if o else "failed" for o in ours]
+        cells += [f"{r[p][0]:.3f} / {r[p][1]:.3f}" if r.get(p) else "failed" for p in peers]
         best = min([r[p][0] for p in peers if r.get(p)] or [float("nan")])
-        print(f"| {r['label']} | {m:.3f} / {p99:.3f} | " + " | ".join(cells) + f" | {r['n'] / (m / 1000):,.0f} | {best / m:.2f}x |")
+        mine = min(o[0] for o in ours if o)
+        print(f"| {r['label']} | {r['steps']} | " + " | ".join(cells) + f" | {best / mine:.2f}x |")
+    print("\nCells: median / p99 ms per request. rankd fp32 is exact fp32; tf32 and bf16 round the matrix "
+          "products (backend.h); PyTorch bf16 is autocast.")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

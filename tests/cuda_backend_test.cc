@@ -317,7 +317,7 @@ TEST(CudaBackend, IdOutOfRangeFailsThatRunOnly) {
   options.backend = cuda;
   auto plan = Plan::Build(g.graph(), metas, options);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  auto resources = cuda->PrepareModel(g.graph());
+  auto resources = cuda->PrepareModel(g.graph(), Precision::kFp32);
   ASSERT_TRUE(resources.ok());
   auto executor = cuda->NewExecutor(*resources);
   ASSERT_TRUE(executor.ok());
@@ -389,6 +389,34 @@ TEST_P(CudaZooTest, MatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
+
+// Reduced-precision products stay within their precision's tolerance of the fp32 CPU scores.
+TEST(CudaBackend, Tf32AndBf16StayWithinTheirTolerance) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  for (const char* name : {"dlrm_dcnv2", "din", "bst"}) {
+    const std::string dir = testing::SourcePath(std::string("models/zoo/") + name);
+    auto cpu = Model::Load(dir, -1);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+    InferRequest request = (*cpu)->ExampleRequest(64);
+    std::mt19937_64 rng(3);
+    for (InferInput& in : request.inputs) in.data = Random(in.data.dtype(), in.data.shape(), rng, 0, 10);
+    auto want = (*cpu)->Infer(request);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    for (auto [precision, tolerance] : {std::pair{"tf32", 5e-3}, std::pair{"bf16", 3e-2}}) {
+      ModelOptions options;
+      options.backend = cuda;
+      options.precision = precision;
+      auto gpu = Model::Load(dir, -1, options);
+      ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+      auto got = (*gpu)->Infer(request);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      double err = testing::RelativeError((*got)[0].data, (*want)[0].data);
+      EXPECT_LE(err, tolerance) << name << " " << precision;
+      EXPECT_GT(err, 0.0) << name << " " << precision << " rounds like fp32: is the precision applied?";
+    }
+  }
+}
 
 TEST(CudaBackend, ConcurrentRequestsOnPooledExecutors) {
   const Backend* cuda = testing::CudaOrNull();

@@ -118,6 +118,10 @@ TEST(ModelErrors, ConfigErrorsNameTheField) {
   EXPECT_TRUE(ok->inputs[0].ragged);
   EXPECT_EQ(ok->inputs[0].max_length, 5);
   EXPECT_EQ(ok->inputs[0].scope, InputScope::kUser);
+  ExpectError(ParseModelConfig("precision: fp16\n", true).status(), StatusCode::kInvalidArgument, "precision");
+  auto tf32 = ParseModelConfig("precision: tf32\n", true);
+  ASSERT_TRUE(tf32.ok()) << tf32.status().ToString();
+  EXPECT_EQ(tf32->precision, "tf32");
 }
 
 class RequestErrors : public ::testing::Test {

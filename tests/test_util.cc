@@ -107,7 +107,7 @@ StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Ten
   options.backend = &backend;
   options.ragged_max_lengths = ragged_max_lengths;
   ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph, metas, options));
-  ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph));
+  ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph, Precision::kFp32));
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, backend.NewExecutor(resources));
   return executor->Run(*plan, inputs);
 }

@@ -53,6 +53,13 @@ class Executor {
   virtual StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs) = 0;
 };
 
+// How a model's matrix products may round: fp32 (exact, the default), tf32 (TF32 tensor cores,
+// about 1e-3 relative) or bf16 (bfloat16 tensor cores, about 1e-2). Backends without such units
+// (the CPU) compute in fp32 whatever is asked.
+enum class Precision { kFp32, kTf32, kBf16 };
+StatusOr<Precision> ParsePrecision(const std::string& name);
+const char* PrecisionName(Precision p);
+
 // What a backend keeps per loaded model and shares between that model's executors (device copies
 // of the weights, say). Created once per model; outlives its executors.
 class ModelResources {
@@ -70,7 +77,7 @@ class Backend {
   // otherwise an error naming the op, the node and what is missing.
   Status CheckGraph(const Graph& graph) const;
   // Per-model state for a graph whose constants are final (after the load-time passes).
-  virtual StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph) const = 0;
+  virtual StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const = 0;
   // A new executor for plans of that model.
   virtual StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources> resources) const = 0;
 };

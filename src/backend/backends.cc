@@ -7,6 +7,21 @@
 
 namespace rankd {
 
+StatusOr<Precision> ParsePrecision(const std::string& name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "tf32") return Precision::kTf32;
+  if (name == "bf16") return Precision::kBf16;
+  return InvalidArgument("unknown precision '" + name + "' (expected fp32, tf32 or bf16)");
+}
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kTf32: return "tf32";
+    case Precision::kBf16: return "bf16";
+    default: return "fp32";
+  }
+}
+
 StatusOr<const Backend*> FindBackend(const std::string& name) {
   if (name == "cpu") return &CpuBackend();
   if (name == "cuda" || name == "auto") {

@@ -113,7 +113,7 @@ StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
 StatusOr<ModelConfig> ParseJson(const json& j) {
   RETURN_IF_ERROR(Expect(j.is_object(), "the config must be a mapping"));
   RETURN_IF_ERROR(CheckKeys(j, {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs", "output",
-                                "version_policy", "batching", "dynamic_batching", "buckets", "tables"},
+                                "version_policy", "precision", "batching", "dynamic_batching", "buckets", "tables"},
                             "the config"));
   ModelConfig c;
   if (j.contains("name")) {
@@ -169,6 +169,12 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
     } else {
       return InvalidArgument("config: version_policy must have one of latest, all, specific");
     }
+  }
+  if (j.contains("precision")) {
+    const json& p = j["precision"];
+    RETURN_IF_ERROR(Expect(p.is_string() && (p == "fp32" || p == "tf32" || p == "bf16"),
+                           "precision must be fp32, tf32 or bf16"));
+    c.precision = p;
   }
   if (j.contains("batching")) c.batching = j["batching"];
   if (j.contains("dynamic_batching")) c.batching = j["dynamic_batching"];

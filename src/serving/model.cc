@@ -77,7 +77,8 @@ Status Model::Prepare() {
   backend_ = options_.backend ? options_.backend : &CpuBackend();
   max_executors_ = options_.executors > 0 ? options_.executors : backend_ == &CpuBackend() ? 0 : 4;
   RETURN_IF_ERROR(backend_->CheckGraph(graph_));
-  ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_));
+  ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision));
+  ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
   // Bind graph inputs to config inputs (ApplyRaggedInputs put each pair where the input was).
   for (int id : graph_.inputs) {
     const std::string& name = graph_.values[static_cast<size_t>(id)].name;
@@ -142,12 +143,16 @@ Tensor RepeatRows(const Tensor& t, int64_t times) {
 
 Status CheckFinite(const InferInput& in) {
   const Tensor& t = in.data;
-  if (t.dtype() != DType::kF32 && t.dtype() != DType::kF64) return Status::Ok();
-  for (int64_t i = 0; i < t.size(); ++i) {
-    if (!std::isfinite(t.ScalarAsDouble(i))) {
-      return InvalidArgument("input '" + in.name + "' holds a NaN or infinite value at element " + std::to_string(i));
+  auto check = [&](const auto* p) -> Status {
+    for (int64_t i = 0; i < t.size(); ++i) {
+      if (!std::isfinite(p[i])) {
+        return InvalidArgument("input '" + in.name + "' holds a NaN or infinite value at element " + std::to_string(i));
+      }
     }
-  }
+    return Status::Ok();
+  };
+  if (t.dtype() == DType::kF32) return check(t.data<float>());
+  if (t.dtype() == DType::kF64) return check(t.data<double>());
   return Status::Ok();
 }
 

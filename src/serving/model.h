@@ -35,6 +35,8 @@ struct ModelOptions {
   // Executors per model, each running one request at a time; 0 picks the backend's default
   // (unbounded on the CPU, whose executors are only workspaces; 4 on a GPU).
   int executors = 0;
+  // Overrides the config's precision when set (fp32 | tf32 | bf16).
+  std::string precision;
 };
 
 // What loading did, for `rankd inspect`.

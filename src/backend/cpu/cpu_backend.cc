@@ -22,7 +22,7 @@ class CpuBackendImpl final : public Backend {
     auto it = kernels_.find(op);
     return it == kernels_.end() ? nullptr : it->second;
   }
-  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph&) const override {
+  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph&, Precision) const override {
     return std::shared_ptr<ModelResources>();  // constants are read where they are
   }
   StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources>) const override {

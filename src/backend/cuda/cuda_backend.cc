@@ -26,8 +26,8 @@ class CudaBackendImpl final : public Backend {
     auto it = kernels_.find(op);
     return it == kernels_.end() ? nullptr : it->second;
   }
-  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph) const override {
-    ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaModelResources> r, cuda::CudaModelResources::Upload(graph, 0));
+  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const override {
+    ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaModelResources> r, cuda::CudaModelResources::Upload(graph, 0, precision));
     return std::shared_ptr<ModelResources>(std::move(r));
   }
   StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources> resources) const override {

@@ -16,9 +16,11 @@ size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
-StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const Graph& graph, int device) {
+StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const Graph& graph, int device,
+                                                                        Precision precision) {
   auto r = std::make_shared<CudaModelResources>();
   r->device_ = device;
+  r->precision_ = precision;
   RANKD_CUDA_RETURN(cudaSetDevice(device));
   size_t total = 0;
   for (const auto& [id, t] : graph.constants) total += Aligned(t.bytes());
@@ -49,6 +51,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.lt_workspace_bytes = kLtWorkspaceBytes;
   e->ctx_.error = static_cast<int*>(e->error_.get());
   e->ctx_.gemm = &e->gemm_;
+  e->ctx_.precision = e->resources_->precision();
   return std::unique_ptr<Executor>(std::move(e));
 }
 

@@ -21,13 +21,15 @@ namespace rankd::cuda {
 // Device copies of a graph's constants, in one allocation.
 class CudaModelResources final : public ModelResources {
  public:
-  static StatusOr<std::shared_ptr<CudaModelResources>> Upload(const Graph& graph, int device);
+  static StatusOr<std::shared_ptr<CudaModelResources>> Upload(const Graph& graph, int device, Precision precision);
   // The device copy of a graph constant, or nullptr for any other tensor.
   void* Find(const Tensor* constant) const;
   int device() const { return device_; }
+  Precision precision() const { return precision_; }
 
  private:
   int device_ = 0;
+  Precision precision_ = Precision::kFp32;
   DeviceBuffer arena_;
   std::unordered_map<const Tensor*, void*> copies_;
 };

@@ -25,7 +25,7 @@ struct DeviceContext {
   // A device word: 0, or 1 + the index of the first step that met bad data (an id out of range).
   int* error = nullptr;
   cuda::GemmCache* gemm = nullptr;
-  bool tf32 = false;  // let fp32 products use TF32 tensor cores
+  Precision precision = Precision::kFp32;  // how fp32 products may round (backend.h)
 };
 
 namespace cuda {

@@ -22,7 +22,9 @@ int Alignment(const void* p) {
 // cuBLASLt is column-major: a row-major X is its transpose there. So the row-major product
 // C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T: B goes first.
 Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmCache::Entry& e) {
-  cublasComputeType_t compute = ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cublasComputeType_t compute = ctx.precision == Precision::kTf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                : ctx.precision == Precision::kBf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                                                    : CUBLAS_COMPUTE_32F;
   RANKD_LT_RETURN(cublasLtMatmulDescCreate(&e.op, compute, CUDA_R_32F));
   cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -90,7 +92,7 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   }
   int alignment = std::min({Alignment(a), Alignment(b), Alignment(c)});
   GemmCache::Key key{g.trans_a, g.trans_b, g.m, g.n, g.k, g.batch, g.stride_a, g.stride_b, g.stride_c,
-                     static_cast<int>(g.epilogue), alignment, ctx.tf32};
+                     static_cast<int>(g.epilogue), alignment, static_cast<int>(ctx.precision)};
   auto it = ctx.gemm->entries.find(key);
   if (it == ctx.gemm->entries.end()) {
     GemmCache::Entry e;

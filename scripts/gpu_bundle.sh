@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Packs what a GPU-machine run needs into .bundle/ (ignored by git): the test and benchmark
+# programs with the libraries that machine lacks, and the ONNX conformance cases of the ops rankd
+# runs (the GPU machine has no libonnx-testdata). Then, on the GPU machine (docs/cuda.md):
+#   RANKD_SOURCE_DIR=$PWD RANKD_ONNX_TESTDATA=$PWD/.bundle/onnx_node .bundle/run rankd_tests --gtest_filter='*Cuda*'
+set -euo pipefail
+cd "$(dirname "$0")/.."
+grep -qx "/.bundle/" .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo /.bundle/ >> .git/info/exclude; }
+BUILD_DIR=${BUILD_DIR:-build}
+../shared/tools/device-bundle .bundle "$BUILD_DIR/tests/rankd_tests" "$BUILD_DIR/bench/rankd_engine_bench" >/dev/null
+strip .bundle/bin/*
+mkdir -p .bundle/onnx_node
+ops=$(sed -n 's/.*out\["\([A-Za-z]*\)"\].*/\1/p; s/.*{\(".*"\)}) out\[op\].*/\1/p' src/backend/cuda/*.cu src/backend/cuda/*.cc | tr -d '",' | tr ' ' '\n' | sort -u)
+data=${RANKD_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data/node}
+for dir in "$data"/test_*; do
+  name=$(basename "$dir")
+  for op in $ops; do
+    # ONNX names its cases test_<snake_case op>...; keep those of the ops rankd runs.
+    snake=$(echo "$op" | sed -E 's/([a-z0-9])([A-Z])/\1_\2/g' | tr 'A-Z' 'a-z')
+    if [[ $name == test_${snake}* ]]; then cp -r "$dir" .bundle/onnx_node/; break; fi
+  done
+done
+du -sh --apparent-size .bundle | awk '{print "bundle: " $1 " (a device run carries at most 64 MiB with the tree)"}'
+echo "onnx cases: $(ls .bundle/onnx_node | wc -l)"
