@@ -10,7 +10,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 ../shared/tools/device-bundle .bundle "$BUILD_DIR/tests/rankd_tests" "$BUILD_DIR/bench/rankd_engine_bench" >/dev/null
 strip .bundle/bin/*
 mkdir -p .bundle/onnx_node
-ops=$(sed -n 's/.*out\["\([A-Za-z]*\)"\].*/\1/p; s/.*{\(".*"\)}) out\[op\].*/\1/p' src/backend/cuda/*.cu src/backend/cuda/*.cc | tr -d '",' | tr ' ' '\n' | sort -u)
+ops=$(grep -ho '"[A-Z][A-Za-z]*"' src/backend/cuda/*.cu src/backend/cuda/*.cc | tr -d '"' | sort -u)
 data=${RANKD_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data/node}
 for dir in "$data"/test_*; do
   name=$(basename "$dir")
