@@ -15,9 +15,10 @@ data=${RANKD_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data/node}
 for dir in "$data"/test_*; do
   name=$(basename "$dir")
   for op in $ops; do
-    # ONNX names its cases test_<snake_case op>...; keep those of the ops rankd runs.
+    # ONNX names its cases test_<op in snake case or lower case>...; keep those of the ops rankd runs.
     snake=$(echo "$op" | sed -E 's/([a-z0-9])([A-Z])/\1_\2/g' | tr 'A-Z' 'a-z')
-    if [[ $name == test_${snake}* ]]; then cp -r "$dir" .bundle/onnx_node/; break; fi
+    lower=$(echo "$op" | tr 'A-Z' 'a-z')
+    if [[ $name == test_${snake}* || $name == test_${lower}* ]]; then cp -r "$dir" .bundle/onnx_node/; break; fi
   done
 done
 du -sh --apparent-size .bundle | awk '{print "bundle: " $1 " (a device run carries at most 64 MiB with the tree)"}'
