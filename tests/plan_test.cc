@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 
+#include "compile/passes.h"
 #include "compile/plan.h"
 #include "test_util.h"
 
@@ -151,6 +152,38 @@ TEST(MatMul, BroadcastBatchMatchesReference) {
           for (int k = 0; k < 4; ++k) want += ta.data<float>()[(i * 3 + m) * 4 + k] * tb.data<float>()[(j * 4 + k) * 6 + n];
           EXPECT_NEAR((*got)[0].data<float>()[((i * 5 + j) * 3 + m) * 6 + n], want, 1e-5);
         }
+}
+
+}  // namespace
+}  // namespace rankd
+
+namespace rankd {
+namespace {
+
+// Gemm -> Relu becomes one Gemm with the activation; the scores do not change. A Gemm whose
+// product is also read elsewhere keeps its Relu.
+TEST(GemmActivationFusion, FusesOnlyASoleReluReaderAndKeepsResults) {
+  testing::GraphBuilder b;
+  int x = b.Input("x", DType::kF32, {3, 4});
+  int w = b.Const("w", testing::MakeF32({4, 2}, {1, -2, 3, -4, -5, 6, 7, -8}));
+  int c = b.Const("c", testing::MakeF32({2}, {0.5f, -0.5f}));
+  int fused = b.Op("Relu", {b.Op("Gemm", {x, w, c})});
+  int shared = b.Op("Gemm", {x, w, c});
+  b.Output(fused);
+  b.Output(b.Op("Relu", {shared}));
+  b.Output(shared);
+  std::vector<Tensor> inputs{testing::MakeF32({3, 4}, {1, 2, 3, 4, -1, -2, -3, -4, 0.5f, -0.5f, 2, -2})};
+  auto before = testing::RunGraph(b.graph(), inputs);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  Graph g = b.graph();
+  EXPECT_EQ(FuseGemmActivations(g), 1);
+  EXPECT_EQ(g.OpCounts()["Relu"], 1);
+  auto after = testing::RunGraph(g, inputs);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  for (size_t i = 0; i < before->size(); ++i) EXPECT_EQ(testing::RelativeError((*after)[i], (*before)[i]), 0.0) << i;
+  bool any_clamped = false;
+  for (int64_t i = 0; i < (*after)[0].size(); ++i) any_clamped = any_clamped || (*before)[2].data<float>()[i] < 0;
+  EXPECT_TRUE(any_clamped) << "the case must exercise the ReLU";
 }
 
 }  // namespace

@@ -23,6 +23,9 @@ int RemoveDeadNodes(Graph& graph);
 // for the mask, the mask on either side of Mul) and replaces it with EmbeddingBag(table, ids).
 int FuseMaskedEmbeddingBags(Graph& graph);
 
+// Gemm whose only reader is a Relu becomes one Gemm with activation="Relu" (the Relu is removed).
+int FuseGemmActivations(Graph& graph);
+
 // Turns each named rank-2 id input into a ragged pair "NAME.values" [total] + "NAME.offsets"
 // [rows + 1], in place of the input in graph.inputs. EmbeddingBags reading it read the pair
 // directly; any other reader gets RaggedToPadded(values, offsets), padded with -1. The k-th name

@@ -69,6 +69,7 @@ Status Model::Prepare() {
   ASSIGN_OR_RETURN(report_.folded_nodes, FoldConstants(graph_));
   report_.removed_nodes = RemoveDeadNodes(graph_);
   report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
+  report_.fused_activations = FuseGemmActivations(graph_);
   for (const InputConfig& in : config_.inputs) {
     if (in.ragged) ragged_names_.push_back(in.name);
   }

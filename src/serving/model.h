@@ -44,6 +44,7 @@ struct LoadReport {
   int folded_nodes = 0;
   int removed_nodes = 0;
   int fused_embedding_bags = 0;
+  int fused_activations = 0;
   int ragged_inputs = 0;
 };
 

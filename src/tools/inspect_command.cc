@@ -41,8 +41,8 @@ int InspectCommand(const InspectArgs& args) {
     std::printf("  %-24s %-6s\n", v.name.c_str(), DTypeName(v.dtype));
   }
   const LoadReport& r = model.load_report();
-  std::printf("passes: %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d ragged inputs\n",
-              r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.ragged_inputs);
+  std::printf("passes: %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d activations fused, %d ragged inputs\n",
+              r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.fused_activations, r.ragged_inputs);
   std::printf("ops (%zu nodes):\n", g.nodes.size());
   for (const auto& [op, count] : g.OpCounts()) std::printf("  %-20s %d\n", op.c_str(), count);
   std::printf("tables:\n");

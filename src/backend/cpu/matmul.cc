@@ -11,6 +11,7 @@
 
 #include "backend/cpu/broadcast.h"
 #include "backend/cpu/kernels.h"
+#include "common/parallel.h"
 #include "compile/ops/einsum_spec.h"
 
 namespace rankd::cpu {
@@ -55,6 +56,11 @@ Status Gemm(const KernelArgs& k) {
     });
   }
   Sgemm(a.data<float>(), b.data<float>(), c, m, n, kk, ta, tb, alpha, has_c ? beta : 0.0f);
+  if (k.node.Has("activation")) {  // Relu, fused by FuseGemmActivations
+    ParallelFor(m * n, 4, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) c[i] = c[i] > 0.0f ? c[i] : 0.0f;
+    });
+  }
   return Status::Ok();
 }
 

@@ -87,7 +87,8 @@ GemmCache::~GemmCache() {
 Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, float* c, float alpha, float beta,
              const float* bias) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return Status::Ok();
-  if (g.k == 0 && beta == 0.0f && g.epilogue == Epilogue::kNone) {
+  if (g.k == 0) {  // an empty product: only C = 0 is supported without a kernel of its own
+    if (beta != 0.0f || g.epilogue != Epilogue::kNone) return Unimplemented("a product over an empty dimension with C or an epilogue");
     return Check(cudaMemsetAsync(c, 0, static_cast<size_t>(g.m * g.n * g.batch) * sizeof(float), ctx.stream), "cudaMemsetAsync");
   }
   int alignment = std::min({Alignment(a), Alignment(b), Alignment(c)});

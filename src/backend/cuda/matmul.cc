@@ -20,12 +20,14 @@ Status Gemm(const KernelArgs& k) {
   g.n = out.dim(1);
   g.k = g.trans_a ? a.dim(0) : a.dim(1);
   bool has_c = k.HasIn(2) && beta != 0.0f;
+  bool relu = k.node.Has("activation");  // Relu, fused by FuseGemmActivations
+  if (relu) g.epilogue = Epilogue::kRelu;
   const float* bias = nullptr;
   if (has_c) {
     const Tensor& c = k.In(2);
     bool row_vector = c.size() == g.n && (c.rank() == 1 || (c.rank() == 2 && c.dim(0) == 1)) && g.n > 1;
     if (row_vector && beta == 1.0f && g.k > 0) {
-      g.epilogue = Epilogue::kBias;
+      g.epilogue = relu ? Epilogue::kBiasRelu : Epilogue::kBias;
       bias = c.data<float>();
     } else {
       RETURN_IF_ERROR(BroadcastCopy(k, c, out.shape(), out.raw()));

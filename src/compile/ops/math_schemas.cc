@@ -15,6 +15,9 @@ Status NeedF32(InferContext& c, int i) {
 }
 
 Status InferGemm(InferContext& c) {
+  if (c.node.Has("activation") && c.node.GetString("activation", "") != "Relu") {
+    return c.Error("activation must be Relu");
+  }
   for (int i = 0; i < c.node.NumInputs(); ++i) RETURN_IF_ERROR(NeedF32(c, i));
   const Shape &a = c.in(0).shape, &b = c.in(1).shape;
   if (a.size() != 2 || b.size() != 2) return c.Error("A and B must be matrices");
