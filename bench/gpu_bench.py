@@ -145,15 +145,17 @@ def main():
           "inputs from host memory, outputs to host memory\n")
     precisions = a.precisions.split(",")
     head = "| workload, batch | steps | " + " | ".join(f"rankd {p}" for p in precisions) + " | "
-    print(head + " | ".join(f"PyTorch {p}" for p in peers) + " | best rankd vs best peer |")
-    print("| --- " * (len(peers) + len(precisions) + 3) + "|")
+    tail = " | ".join(f"PyTorch {p}" for p in peers) + " | best rankd vs best peer |" if peers else ""
+    print((head + tail).rstrip(" |") + " |")
+    print("| --- " * (len(peers) + len(precisions) + 2 + (1 if peers else 0)) + "|")
     for r in rows:
         ours = [r["rankd"].get(p) for p in precisions]
         cells = [f"{o[0]:.3f} / {o[1]:.3f}" if o else "failed" for o in ours]
         cells += [f"{r[p][0]:.3f} / {r[p][1]:.3f}" if r.get(p) else "failed" for p in peers]
         best = min([r[p][0] for p in peers if r.get(p)] or [float("nan")])
         mine = min(o[0] for o in ours if o)
-        print(f"| {r['label']} | {r['steps']} | " + " | ".join(cells) + f" | {best / mine:.2f}x |")
+        ratio = f" | {best / mine:.2f}x" if peers else ""
+        print(f"| {r['label']} | {r['steps']} | " + " | ".join(cells) + ratio + " |")
     print("\nCells: median / p99 ms per request. rankd fp32 is exact fp32; tf32 and bf16 round the matrix "
           "products (backend.h); PyTorch bf16 is autocast.")
     if a.json:
