@@ -34,23 +34,6 @@ SHAPES = {
 LABELS = {"dlrm_dcnv2": "W1", "din": "W2", "bst": "W3", "mmoe": "W4"}
 
 
-def padded_batch(feats, req, n, widths):
-    out = []
-    for f in feats:
-        v = req[f.name]
-        if f.kind == "ragged":
-            padded = np.full((len(v), widths[f.name]), -1, dtype=np.int64)
-            for r, row in enumerate(v):
-                padded[r, :len(row)] = row
-            t = torch.from_numpy(padded)
-        else:
-            t = torch.from_numpy(np.ascontiguousarray(v))
-        if f.scope == "user" and t.shape[0] != n:
-            t = t.repeat(*([n] + [1] * (t.dim() - 1)))
-        out.append(t.pin_memory())
-    return out
-
-
 def to_host(out):
     if isinstance(out, (tuple, list)):
         return [o.float().cpu() for o in out]
@@ -119,7 +102,7 @@ def main():
                 continue
             widths = {f.name: max(1, max(len(row) for r in reqs for row in r[f.name]))
                       for f in feats if f.kind == "ragged"}
-            batches = [padded_batch(feats, r, n, widths) for r in reqs]
+            batches = [[t.pin_memory() for t in rq.to_torch(feats, r, n, widths)] for r in reqs]
             label = f"{LABELS[name]}, " + (f"{n} pairs" if not seq else f"1 user x {n}, L={seq}")
             row = {"label": label, "n": n, "steps": next(iter(ours.values())).get("steps"),
                    "rankd": {p: (o["median_ms"], o["p99_ms"]) for p, o in ours.items()}}

@@ -96,13 +96,14 @@ def to_json(feats, req: dict, request_id: str, flat_ragged: bool) -> dict:
     return {"id": request_id, "inputs": inputs}
 
 
-def to_torch(feats, req: dict, n: int) -> list:
-    """Padded, user-rows-repeated tensors in the model's argument order."""
+def to_torch(feats, req: dict, n: int, widths=None) -> list:
+    """Padded, user-rows-repeated tensors in the model's argument order. Ragged features are padded
+    to their longest row, or to widths[name] when given (one width for many requests)."""
     out = []
     for f in feats:
         v = req[f.name]
         if f.kind == "ragged":
-            width = max(1, max(len(row) for row in v))
+            width = widths[f.name] if widths else max(1, max(len(row) for row in v))
             padded = np.full((len(v), width), -1, dtype=np.int64)
             for r, row in enumerate(v):
                 padded[r, :len(row)] = row

@@ -4,6 +4,7 @@
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/kernels.h"
+#include "backend/geometry.h"
 #include "common/parallel.h"
 
 namespace rankd::cpu {
@@ -49,12 +50,6 @@ void StridedCopyBytes(const void* in, int64_t base, const std::vector<int64_t>& 
   }
 }
 
-std::vector<int64_t> RowMajorStrides(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
-  return st;
-}
-
 Status CopyAlias(const KernelArgs& k) {
   // Planned as an alias (no work); a folded or unaliased run copies.
   if (k.Out(0).raw() != k.In(0).raw()) std::memcpy(k.Out(0).raw(), k.In(0).raw(), k.In(0).bytes());
@@ -82,21 +77,9 @@ Status Slice(const KernelArgs& k) {
     if (k.HasIn(i)) for (int64_t j = 0; j < k.In(i).size(); ++j) v.push_back(k.In(i).ScalarAsInt(j));
     return v;
   };
-  std::vector<int64_t> starts = ints(1), axes = ints(3), steps = ints(4);
-  if (axes.empty()) for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  std::vector<int64_t> in_strides = RowMajorStrides(in.shape()), strides = in_strides;
-  int64_t base = 0;
-  for (size_t i = 0; i < starts.size(); ++i) {
-    int64_t a = axes[i] < 0 ? axes[i] + in.rank() : axes[i];
-    int64_t dim = in.dim(a), s = starts[i], step = steps[i];
-    if (s < 0) s += dim;
-    s = step > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, -1, dim - 1);
-    if (out.dim(a) > 0) base += s * in_strides[static_cast<size_t>(a)];
-    strides[static_cast<size_t>(a)] = step * in_strides[static_cast<size_t>(a)];
-  }
+  StridedView v = SliceView(in.shape(), out.shape(), ints(1), ints(3), ints(4));
   if (out.size() == 0) return Status::Ok();
-  StridedCopyBytes(in.raw(), base, strides, out.shape(), DTypeSize(in.dtype()), out.raw());
+  StridedCopyBytes(in.raw(), v.base, v.strides, out.shape(), DTypeSize(in.dtype()), out.raw());
   return Status::Ok();
 }
 
@@ -155,14 +138,8 @@ Status Gather(const KernelArgs& k) {
 Status Expand(const KernelArgs& k) {
   const Tensor& in = k.In(0);
   Tensor& out = k.Out(0);
-  std::vector<int64_t> in_strides = RowMajorStrides(in.shape());
-  std::vector<int64_t> strides(static_cast<size_t>(out.rank()), 0);
-  for (int64_t i = 0; i < in.rank(); ++i) {
-    size_t o = static_cast<size_t>(out.rank() - in.rank() + i);
-    strides[o] = in.dim(i) == 1 ? 0 : in_strides[static_cast<size_t>(i)];
-  }
   if (out.size() == 0) return Status::Ok();
-  StridedCopyBytes(in.raw(), 0, strides, out.shape(), DTypeSize(in.dtype()), out.raw());
+  StridedCopyBytes(in.raw(), 0, BroadcastStrides(in.shape(), out.shape()), out.shape(), DTypeSize(in.dtype()), out.raw());
   return Status::Ok();
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/geometry.h"
 
 namespace rankd::cuda {
 
@@ -15,9 +16,6 @@ void AppendMatMulKernels(std::map<std::string, KernelFn>& out);
 void AppendNormalizationKernels(std::map<std::string, KernelFn>& out);
 void AppendReduceKernels(std::map<std::string, KernelFn>& out);
 void AppendEmbeddingKernels(std::map<std::string, KernelFn>& out);
-
-// Element strides of a dense row-major shape.
-Shape RowMajorStrides(const Shape& shape);
 
 // out[idx] = in[base + sum(idx_d * strides_d)] over out_shape, elements of elem_size bytes, on the
 // executor's stream. Strides may be 0 (broadcast) or negative (reversed slices).

@@ -23,12 +23,6 @@ __global__ void StridedCopyKernel(IndexMap<1> m, int64_t n, const T* in, int64_t
 
 }  // namespace
 
-Shape RowMajorStrides(const Shape& s) {
-  Shape st(s.size(), 1);
-  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
-  return st;
-}
-
 Status StridedCopy(const KernelArgs& k, const void* in, int64_t base, const Shape& strides,
                    const Shape& out_shape, size_t elem_size, void* out) {
   int64_t n = NumElements(out_shape);
@@ -56,13 +50,7 @@ Status TransposeDevice(const KernelArgs& k, const void* in, const Shape& in_shap
 }
 
 Status BroadcastCopy(const KernelArgs& k, const Tensor& in, const Shape& out_shape, void* out) {
-  Shape in_strides = RowMajorStrides(in.shape());
-  Shape strides(out_shape.size(), 0);
-  for (int64_t i = 0; i < in.rank(); ++i) {
-    size_t o = out_shape.size() - static_cast<size_t>(in.rank()) + static_cast<size_t>(i);
-    strides[o] = in.dim(i) == 1 ? 0 : in_strides[static_cast<size_t>(i)];
-  }
-  return StridedCopy(k, in.raw(), 0, strides, out_shape, DTypeSize(in.dtype()), out);
+  return StridedCopy(k, in.raw(), 0, BroadcastStrides(in.shape(), out_shape), out_shape, DTypeSize(in.dtype()), out);
 }
 
 namespace {
@@ -102,19 +90,8 @@ Status Slice(const KernelArgs& k) {
   ASSIGN_OR_RETURN(std::vector<int64_t> starts, HostInts(k, 1));
   ASSIGN_OR_RETURN(std::vector<int64_t> axes, HostInts(k, 3));
   ASSIGN_OR_RETURN(std::vector<int64_t> steps, HostInts(k, 4));
-  if (axes.empty()) for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  Shape in_strides = RowMajorStrides(in.shape()), strides = in_strides;
-  int64_t base = 0;
-  for (size_t i = 0; i < starts.size(); ++i) {
-    int64_t a = axes[i] < 0 ? axes[i] + in.rank() : axes[i];
-    int64_t dim = in.dim(a), s = starts[i], step = steps[i];
-    if (s < 0) s += dim;
-    s = step > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, -1, dim - 1);
-    if (out.dim(a) > 0) base += s * in_strides[static_cast<size_t>(a)];
-    strides[static_cast<size_t>(a)] = step * in_strides[static_cast<size_t>(a)];
-  }
-  return StridedCopy(k, in.raw(), base, strides, out.shape(), DTypeSize(in.dtype()), out.raw());
+  StridedView v = SliceView(in.shape(), out.shape(), starts, axes, steps);
+  return StridedCopy(k, in.raw(), v.base, v.strides, out.shape(), DTypeSize(in.dtype()), out.raw());
 }
 
 Status Concat(const KernelArgs& k) {
