@@ -50,4 +50,41 @@ inline Shape BroadcastStrides(const Shape& in, const Shape& out) {
   return strides;
 }
 
+// A shape seen as [outer, dim, inner] around one axis (negative axes count from the end).
+struct AxisSplit {
+  int64_t axis = 0, outer = 1, dim = 1, inner = 1;
+};
+inline AxisSplit SplitAt(const Shape& s, int64_t axis) {
+  const int64_t rank = static_cast<int64_t>(s.size());
+  AxisSplit r;
+  r.axis = axis < 0 ? axis + rank : axis;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t d = s[static_cast<size_t>(i)];
+    if (i < r.axis) r.outer *= d;
+    else if (i == r.axis) r.dim = d;
+    else r.inner *= d;
+  }
+  return r;
+}
+
+// MatMul's operands with numpy's rules: vectors promoted to matrices, batch dims apart.
+struct MatMulGeometry {
+  int64_t m = 1, k = 1, n = 1;
+  Shape batch_a, batch_b, batch_out;
+};
+inline MatMulGeometry MatMulShapes(const Shape& a, const Shape& b, const Shape& out) {
+  Shape sa = a, sb = b;
+  if (sa.size() == 1) sa.insert(sa.begin(), 1);
+  if (sb.size() == 1) sb.push_back(1);
+  MatMulGeometry g;
+  g.m = sa[sa.size() - 2];
+  g.k = sa.back();
+  g.n = sb.back();
+  g.batch_a.assign(sa.begin(), sa.end() - 2);
+  g.batch_b.assign(sb.begin(), sb.end() - 2);
+  g.batch_out = out;
+  g.batch_out.resize(out.size() - (a.size() == 1 ? 0 : 1) - (b.size() == 1 ? 0 : 1));
+  return g;
+}
+
 }  // namespace rankd

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "backend/cpu/broadcast.h"
+#include "backend/geometry.h"
 #include "backend/cpu/kernels.h"
 #include "common/parallel.h"
 #include "compile/ops/einsum_spec.h"
@@ -67,12 +68,9 @@ Status Gemm(const KernelArgs& k) {
 Status MatMul(const KernelArgs& k) {
   const Tensor &a = k.In(0), &b = k.In(1);
   Tensor& out = k.Out(0);
-  Shape sa = a.shape(), sb = b.shape();
-  if (sa.size() == 1) sa.insert(sa.begin(), 1);
-  if (sb.size() == 1) sb.push_back(1);
-  int64_t m = sa[sa.size() - 2], kk = sa.back(), n = sb.back();
-  Shape batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
-  int64_t na = NumElements(batch_a), nb = NumElements(batch_b);
+  const MatMulGeometry g = MatMulShapes(a.shape(), b.shape(), out.shape());
+  const int64_t m = g.m, kk = g.k, n = g.n;
+  int64_t na = NumElements(g.batch_a), nb = NumElements(g.batch_b);
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* pc = out.data<float>();
@@ -81,9 +79,7 @@ Status MatMul(const KernelArgs& k) {
     return Status::Ok();
   }
   // Broadcast batch dims: walk the output batch, finding each operand's matrix.
-  Shape batch_out = out.shape();
-  batch_out.resize(batch_out.size() - (a.rank() == 1 ? 0 : 1) - (b.rank() == 1 ? 0 : 1));
-  auto layout = MakeBroadcastLayout<2>(batch_out, {&batch_a, &batch_b});
+  auto layout = MakeBroadcastLayout<2>(g.batch_out, {&g.batch_a, &g.batch_b});
   // Sequential over batches: sgemm itself is multi-threaded.
   int64_t row = layout.dims.back(), rows = NumRows(layout);
   for (int64_t r = 0; r < rows; ++r) {

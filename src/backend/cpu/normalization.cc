@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cpu/broadcast.h"
+#include "backend/geometry.h"
 #include "backend/cpu/kernels.h"
 
 namespace rankd::cpu {
@@ -11,11 +12,8 @@ namespace {
 Status Softmax(const KernelArgs& k) {
   const Tensor& x = k.In(0);
   Tensor& out = k.Out(0);
-  int64_t axis = k.node.GetInt("axis", -1);
-  if (axis < 0) axis += x.rank();
-  int64_t outer = 1, dim = x.dim(axis), inner = 1;
-  for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
-  for (int64_t i = axis + 1; i < x.rank(); ++i) inner *= x.dim(i);
+  const AxisSplit split = SplitAt(x.shape(), k.node.GetInt("axis", -1));
+  const int64_t outer = split.outer, dim = split.dim, inner = split.inner;
   const float* px = x.data<float>();
   float* po = out.data<float>();
   ParallelFor(outer * inner, dim * 8, [&](int64_t begin, int64_t end) {
@@ -42,12 +40,9 @@ Status Softmax(const KernelArgs& k) {
 Status LayerNorm(const KernelArgs& k) {
   const Tensor& x = k.In(0);
   Tensor& out = k.Out(0);
-  int64_t axis = k.node.GetInt("axis", -1);
-  if (axis < 0) axis += x.rank();
   float eps = k.node.GetFloat("epsilon", 1e-5f);
-  int64_t outer = 1, norm = 1;
-  for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
-  for (int64_t i = axis; i < x.rank(); ++i) norm *= x.dim(i);
+  const AxisSplit split = SplitAt(x.shape(), k.node.GetInt("axis", -1));
+  const int64_t axis = split.axis, outer = split.outer, norm = split.dim * split.inner;
   Shape norm_shape(x.shape().begin() + axis, x.shape().end());
   // Scale and bias, materialised over the normalised shape in scratch (they are small).
   float* scale = static_cast<float*>(k.scratch);

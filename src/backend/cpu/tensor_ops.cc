@@ -85,11 +85,8 @@ Status Slice(const KernelArgs& k) {
 
 Status Concat(const KernelArgs& k) {
   Tensor& out = k.Out(0);
-  int64_t axis = k.node.GetInt("axis", 0);
-  if (axis < 0) axis += out.rank();
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < axis; ++i) outer *= out.dim(i);
-  for (int64_t i = axis + 1; i < out.rank(); ++i) inner *= out.dim(i);
+  const AxisSplit split = SplitAt(out.shape(), k.node.GetInt("axis", 0));
+  const int64_t axis = split.axis, outer = split.outer, inner = split.inner;
   size_t elem = DTypeSize(out.dtype());
   size_t out_row = static_cast<size_t>(out.dim(axis) * inner) * elem;
   auto* dst = static_cast<uint8_t*>(out.raw());
@@ -109,11 +106,8 @@ Status Concat(const KernelArgs& k) {
 Status Gather(const KernelArgs& k) {
   const Tensor &data = k.In(0), &idx = k.In(1);
   Tensor& out = k.Out(0);
-  int64_t axis = k.node.GetInt("axis", 0);
-  if (axis < 0) axis += data.rank();
-  int64_t outer = 1, inner = 1, dim = data.dim(axis), n = idx.size();
-  for (int64_t i = 0; i < axis; ++i) outer *= data.dim(i);
-  for (int64_t i = axis + 1; i < data.rank(); ++i) inner *= data.dim(i);
+  const AxisSplit split = SplitAt(data.shape(), k.node.GetInt("axis", 0));
+  const int64_t outer = split.outer, inner = split.inner, dim = split.dim, n = idx.size();
   for (int64_t j = 0; j < n; ++j) {
     int64_t v = idx.ScalarAsInt(j);
     if (v < -dim || v >= dim) {

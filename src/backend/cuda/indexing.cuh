@@ -42,9 +42,8 @@ StatusOr<IndexMap<N>> BroadcastMap(const Shape& out, const Shape* const (&operan
   for (int n = 0; n < N; ++n) {
     const Shape& s = *operands[n];
     m.contiguous[n] = s == out;
-    Shape st = RowMajorStrides(s);
-    size_t shift = out.size() - s.size();
-    for (size_t d = 0; d < s.size(); ++d) m.strides[n][d + shift] = s[d] == 1 ? 0 : st[d];
+    Shape st = BroadcastStrides(s, out);
+    for (size_t d = 0; d < out.size(); ++d) m.strides[n][d] = st[d];
   }
   return m;
 }

@@ -40,11 +40,9 @@ Status Gemm(const KernelArgs& k) {
 Status MatMul(const KernelArgs& k) {
   const Tensor &a = k.In(0), &b = k.In(1);
   Tensor& out = k.Out(0);
-  Shape sa = a.shape(), sb = b.shape();
-  if (sa.size() == 1) sa.insert(sa.begin(), 1);
-  if (sb.size() == 1) sb.push_back(1);
-  int64_t m = sa[sa.size() - 2], kk = sa.back(), n = sb.back();
-  Shape batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+  const MatMulGeometry mm = MatMulShapes(a.shape(), b.shape(), out.shape());
+  const int64_t m = mm.m, kk = mm.k, n = mm.n;
+  const Shape &batch_a = mm.batch_a, &batch_b = mm.batch_b, &batch_out = mm.batch_out;
   int64_t na = NumElements(batch_a), nb = NumElements(batch_b);
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
@@ -57,8 +55,6 @@ Status MatMul(const KernelArgs& k) {
     return Sgemm(*k.device, g, pa, pb, pc, 1.0f, 0.0f);
   }
   g.m = m;
-  Shape batch_out = out.shape();
-  batch_out.resize(batch_out.size() - (a.rank() == 1 ? 0 : 1) - (b.rank() == 1 ? 0 : 1));
   int64_t nout = NumElements(batch_out);
   if ((batch_a == batch_out || na == 1) && batch_b == batch_out) {  // strided batch, A maybe shared
     g.batch = nout;
@@ -68,14 +64,7 @@ Status MatMul(const KernelArgs& k) {
     return Sgemm(*k.device, g, pa, pb, pc, 1.0f, 0.0f);
   }
   // General broadcast of batch dims: one product per output batch item.
-  Shape st_a(batch_out.size(), 0), st_b(batch_out.size(), 0);
-  Shape ra = RowMajorStrides(batch_a), rb = RowMajorStrides(batch_b);
-  for (size_t i = 0; i < batch_a.size(); ++i) {
-    st_a[batch_out.size() - batch_a.size() + i] = batch_a[i] == 1 ? 0 : ra[i];
-  }
-  for (size_t i = 0; i < batch_b.size(); ++i) {
-    st_b[batch_out.size() - batch_b.size() + i] = batch_b[i] == 1 ? 0 : rb[i];
-  }
+  Shape st_a = BroadcastStrides(batch_a, batch_out), st_b = BroadcastStrides(batch_b, batch_out);
   for (int64_t r = 0; r < nout; ++r) {
     int64_t rem = r, ia = 0, ib = 0;
     for (size_t d = batch_out.size(); d-- > 0;) {

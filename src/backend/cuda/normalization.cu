@@ -66,11 +66,8 @@ unsigned WarpBlocks(int64_t rows) { return static_cast<unsigned>((rows + kWarpsP
 Status Softmax(const KernelArgs& k) {
   const Tensor& x = k.In(0);
   Tensor& out = k.Out(0);
-  int64_t axis = k.node.GetInt("axis", -1);
-  if (axis < 0) axis += x.rank();
-  int64_t outer = 1, dim = x.dim(axis), inner = 1;
-  for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
-  for (int64_t i = axis + 1; i < x.rank(); ++i) inner *= x.dim(i);
+  const AxisSplit split = SplitAt(x.shape(), k.node.GetInt("axis", -1));
+  const int64_t outer = split.outer, dim = split.dim, inner = split.inner;
   if (x.size() == 0) return Status::Ok();
   if (inner == 1) {
     SoftmaxRows<<<WarpBlocks(outer), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(outer, dim, x.data<float>(),
@@ -108,12 +105,9 @@ __global__ void LayerNormRows(int64_t rows, int64_t norm, float eps, const float
 Status LayerNorm(const KernelArgs& k) {
   const Tensor& x = k.In(0);
   Tensor& out = k.Out(0);
-  int64_t axis = k.node.GetInt("axis", -1);
-  if (axis < 0) axis += x.rank();
   float eps = k.node.GetFloat("epsilon", 1e-5f);
-  int64_t outer = 1, norm = 1;
-  for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
-  for (int64_t i = axis; i < x.rank(); ++i) norm *= x.dim(i);
+  const AxisSplit split = SplitAt(x.shape(), k.node.GetInt("axis", -1));
+  const int64_t axis = split.axis, outer = split.outer, norm = split.dim * split.inner;
   Shape norm_shape(x.shape().begin() + axis, x.shape().end());
   // Scale and bias over the normalised shape: used in place when dense, else broadcast into the
   // scratch the schema reserves (scale, then bias, each rounded up to 16 floats).
