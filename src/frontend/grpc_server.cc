@@ -107,6 +107,15 @@ StatusOr<InferRequest> FromProto(const inference::ModelInferRequest& p, const Gr
     r.inputs.push_back(std::move(x));
   }
   for (const auto& o : p.outputs()) r.outputs.push_back(o.name());
+  for (const auto& [key, value] : p.parameters()) {
+    if (key != "priority" && key != "timeout") continue;
+    if (value.parameter_choice_case() != inference::InferParameter::kInt64Param || value.int64_param() < 0 ||
+        value.int64_param() > (key == "priority" ? 1000000 : int64_t{1} << 40)) {
+      return InvalidArgument("parameter '" + key + "' must be a non-negative int64");
+    }
+    if (key == "priority") r.priority = static_cast<int>(value.int64_param());
+    else r.timeout_us = value.int64_param();
+  }
   return r;
 }
 

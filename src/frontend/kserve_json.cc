@@ -221,6 +221,16 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
       if (!p["binary_data_output"].is_boolean()) return InvalidArgument("binary_data_output must be true or false");
       parsed.binary_output_all = p["binary_data_output"];
     }
+    for (const char* key : {"priority", "timeout"}) {  // Triton's request parameters
+      if (!p.contains(key)) continue;
+      const json& v = p[key];
+      int64_t limit = key[0] == 'p' ? 1000000 : int64_t{1} << 40;
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > limit) {
+        return InvalidArgument(std::string("parameter '") + key + "' must be a non-negative integer");
+      }
+      if (key[0] == 'p') r.priority = static_cast<int>(v.get<int64_t>());
+      else r.timeout_us = v.get<int64_t>();
+    }
   }
   if (j.contains("outputs")) {
     if (!j["outputs"].is_array()) return InvalidArgument("'outputs' must be a list");

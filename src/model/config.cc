@@ -3,6 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -110,6 +112,47 @@ StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
   return in;
 }
 
+StatusOr<BatchingConfig> ParseBatching(const json& j) {
+  RETURN_IF_ERROR(Expect(j.is_object(), "batching must be a mapping"));
+  RETURN_IF_ERROR(CheckKeys(j, {"enabled", "max_queue_delay_microseconds", "max_batch_size", "max_queue_size",
+                                "default_timeout_microseconds", "priority_levels", "default_priority_level", "executors",
+                                "cost_per_row", "cost_per_sequence_element", "cost_per_request", "cost_budget"},
+                            "batching"));
+  BatchingConfig b;
+  b.enabled = true;
+  if (j.contains("enabled")) {
+    RETURN_IF_ERROR(Expect(j["enabled"].is_boolean(), "batching.enabled must be true or false"));
+    b.enabled = j["enabled"];
+  }
+  auto integer = [&](const char* key, auto& field, int64_t min) -> Status {
+    if (!j.contains(key)) return Status::Ok();
+    const json& v = j[key];
+    RETURN_IF_ERROR(Expect(v.is_number_integer() && v.get<int64_t>() >= min && v.get<int64_t>() <= (int64_t{1} << 40),
+                           std::string("batching.") + key + " must be an integer >= " + std::to_string(min)));
+    field = static_cast<std::remove_reference_t<decltype(field)>>(v.get<int64_t>());
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(integer("max_queue_delay_microseconds", b.max_queue_delay_microseconds, 0));
+  RETURN_IF_ERROR(integer("max_batch_size", b.max_batch_size, 0));
+  RETURN_IF_ERROR(integer("max_queue_size", b.max_queue_size, 1));
+  RETURN_IF_ERROR(integer("default_timeout_microseconds", b.default_timeout_microseconds, 0));
+  RETURN_IF_ERROR(integer("priority_levels", b.priority_levels, 0));
+  RETURN_IF_ERROR(integer("default_priority_level", b.default_priority_level, 0));
+  RETURN_IF_ERROR(integer("executors", b.executors, 0));
+  RETURN_IF_ERROR(Expect(b.default_priority_level <= b.priority_levels,
+                         "batching.default_priority_level must be within priority_levels"));
+  for (auto [key, field] : {std::pair{"cost_per_row", &b.cost_per_row},
+                            std::pair{"cost_per_sequence_element", &b.cost_per_sequence_element},
+                            std::pair{"cost_per_request", &b.cost_per_request}, std::pair{"cost_budget", &b.cost_budget}}) {
+    if (!j.contains(key)) continue;
+    RETURN_IF_ERROR(Expect(j[key].is_number() && j[key].get<double>() >= 0 && std::isfinite(j[key].get<double>()),
+                           std::string("batching.") + key + " must be a number >= 0"));
+    *field = j[key];
+  }
+  RETURN_IF_ERROR(Expect(b.cost_budget != 0, "batching.cost_budget must be positive"));
+  return b;
+}
+
 StatusOr<ModelConfig> ParseJson(const json& j) {
   RETURN_IF_ERROR(Expect(j.is_object(), "the config must be a mapping"));
   RETURN_IF_ERROR(CheckKeys(j, {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs", "output",
@@ -176,8 +219,10 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
                            "precision must be fp32, tf32 or bf16"));
     c.precision = p;
   }
-  if (j.contains("batching")) c.batching = j["batching"];
-  if (j.contains("dynamic_batching")) c.batching = j["dynamic_batching"];
+  for (const char* key : {"batching", "dynamic_batching"}) {
+    if (!j.contains(key)) continue;
+    ASSIGN_OR_RETURN(c.batching, ParseBatching(j[key]));
+  }
   if (j.contains("buckets")) c.buckets = j["buckets"];
   if (j.contains("tables")) c.tables = j["tables"];
   return c;

@@ -41,6 +41,23 @@ struct VersionPolicy {
   std::vector<int64_t> versions;
 };
 
+// The batcher's knobs (docs/batching.md), with Triton's names where Triton has the knob. The
+// section's presence turns batching on. Cost coefficients left negative are measured at warm-up.
+struct BatchingConfig {
+  bool enabled = false;
+  int64_t max_queue_delay_microseconds = 500;
+  int64_t max_batch_size = 0;         // rows per merged batch; 0 = the model's request limit
+  int64_t max_queue_size = 1024;      // queued requests; past this new ones get UNAVAILABLE
+  int64_t default_timeout_microseconds = 0;  // a request's deadline when it sets none; 0 = none
+  int priority_levels = 0;            // requests may say priority 1 (highest) .. levels
+  int default_priority_level = 0;     // priority of requests that give none; 0 = the lowest
+  int executors = 0;                  // batches in flight at once; 0 = the model's executors
+  double cost_per_row = -1;
+  double cost_per_sequence_element = -1;
+  double cost_per_request = -1;
+  double cost_budget = -1;
+};
+
 struct ModelConfig {
   std::string name;
   int64_t max_batch_size = 0;  // rows per request accepted; 0 = the server's limit
@@ -48,8 +65,9 @@ struct ModelConfig {
   std::vector<InputConfig> inputs;
   std::vector<OutputConfig> outputs;
   VersionPolicy version_policy;
-  // Sections owned by other subsystems (batching, buckets, tables), kept verbatim until then.
-  nlohmann::json batching, buckets, tables;
+  BatchingConfig batching;
+  // Sections owned by other subsystems (buckets, tables), kept verbatim until then.
+  nlohmann::json buckets, tables;
   bool derived = false;  // true when there was no config file
 
   const InputConfig* FindInput(const std::string& name) const;

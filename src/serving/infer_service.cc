@@ -16,7 +16,8 @@ Status InferService::Infer(const std::string& name, int64_t version, Clock::time
   metrics_.AddInflight(1);
   auto request = parse(*model);
   Clock::time_point parsed = Clock::now();
-  StatusOr<std::vector<InferOutput>> outputs = request.ok() ? model->Infer(*request) : request.status();
+  InferStats stats;
+  StatusOr<std::vector<InferOutput>> outputs = request.ok() ? model->Infer(*request, &stats) : request.status();
   if (!outputs.ok()) {
     metrics_.AddInflight(-1);
     metrics_.RecordFailure(model->name(), model->version());
@@ -26,7 +27,8 @@ Status InferService::Infer(const std::string& name, int64_t version, Clock::time
   serialize(*model, *request, *outputs);
   Clock::time_point done = Clock::now();
   RequestTiming t;
-  t.queue_us = Micros(received, start);
+  t.queue_us = Micros(received, start) + stats.queue_us;
+  t.execution = stats.execution;
   t.input_us = Micros(start, parsed);
   t.infer_us = Micros(parsed, scored);
   t.output_us = Micros(scored, done);

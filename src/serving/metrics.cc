@@ -10,7 +10,7 @@ void Metrics::RecordSuccess(const std::string& model, int64_t version, const Req
   std::lock_guard<std::mutex> lock(mu_);
   PerModel& m = models_[{model, version}];
   ++m.success;
-  ++m.execs;
+  if (t.execution) ++m.execs;
   m.rows += static_cast<uint64_t>(t.rows);
   m.request_us += t.total_us;
   m.queue_us += t.queue_us;

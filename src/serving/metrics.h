@@ -2,10 +2,10 @@
 //
 //   nv_inference_request_success / _failure   requests that succeeded / failed
 //   nv_inference_count                        rows (candidates) scored
-//   nv_inference_exec_count                   model executions (batches; one per request until
-//                                             the batcher merges requests)
+//   nv_inference_exec_count                   model executions (batches: below request_success
+//                                             when the batcher merges requests)
 //   nv_inference_request_duration_us          cumulative end-to-end time of successful requests
-//   nv_inference_queue_duration_us            cumulative time waiting for a worker
+//   nv_inference_queue_duration_us            cumulative time waiting for a worker and the batcher
 //   nv_inference_compute_input/infer/output_duration_us   parse / score / serialise
 //   nv_inference_request_summary_us{quantile} p50, p90, p99 over the last 1024 requests
 //   rankd_inflight_requests                   requests being served now (all models)
@@ -24,6 +24,7 @@ namespace rankd {
 struct RequestTiming {
   uint64_t queue_us = 0, input_us = 0, infer_us = 0, output_us = 0, total_us = 0;
   int64_t rows = 0;
+  bool execution = true;  // counts one model execution (a batch's first request does)
 };
 
 class Metrics {

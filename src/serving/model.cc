@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <future>
 
 #include "backend/backend.h"
 #include "compile/passes.h"
 #include "model/onnx_import.h"
+#include "serving/cost_model.h"
 
 namespace rankd {
 namespace fs = std::filesystem;
@@ -103,12 +105,14 @@ Status Model::Prepare() {
     }
     output_signature_.push_back(o);
   }
+  for (const Binding& b : bindings_) offsets_inputs_.push_back(b.part == Part::kOffsets);
   auto warm = Infer(ExampleRequest(2));
   if (!warm.ok()) return warm.status().WithContext("warm-up failed");
+  if (config_.batching.enabled) RETURN_IF_ERROR(StartBatching().WithContext("batching"));
   return Status::Ok();
 }
 
-InferRequest Model::ExampleRequest(int64_t rows) const {
+InferRequest Model::ExampleRequest(int64_t rows, int64_t ragged_length) const {
   InferRequest r;
   r.id = "warm-up";
   for (const InputConfig& in : config_.inputs) {
@@ -116,8 +120,9 @@ InferRequest Model::ExampleRequest(int64_t rows) const {
     x.name = in.name;
     int64_t n = in.scope == InputScope::kUser ? 1 : rows;
     if (in.ragged) {
-      x.data = Tensor::Zeros(in.dtype, {n});
-      x.lengths.assign(static_cast<size_t>(n), 1);
+      int64_t len = std::min(ragged_length, in.max_length);
+      x.data = Tensor::Zeros(in.dtype, {n * len});
+      x.lengths.assign(static_cast<size_t>(n), len);
     } else {
       Shape s{n};
       for (int64_t d : in.dims) s.push_back(d < 0 ? 1 : d);
@@ -159,8 +164,9 @@ Status CheckFinite(const InferInput& in) {
 
 }  // namespace
 
-Status Model::BuildGraphInputs(const InferRequest& request, std::vector<Tensor>& inputs,
-                               std::vector<int64_t>& ragged_max_lengths) const {
+Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& prepared) const {
+  std::vector<Tensor>& inputs = prepared.inputs;
+  std::vector<int64_t>& ragged_max_lengths = prepared.ragged_max_lengths;
   std::vector<const InferInput*> given(config_.inputs.size(), nullptr);
   for (const InferInput& in : request.inputs) {
     auto it = std::find_if(config_.inputs.begin(), config_.inputs.end(), [&](const InputConfig& c) { return c.name == in.name; });
@@ -235,6 +241,8 @@ Status Model::BuildGraphInputs(const InferRequest& request, std::vector<Tensor>&
     }
   }
   // Dense tensors and ragged (values, offsets), with user rows repeated to every candidate.
+  prepared.rows = n;
+  prepared.sequence_elements = 0;
   inputs.clear();
   ragged_max_lengths.assign(ragged_names_.size(), 0);
   for (const Binding& b : bindings_) {
@@ -255,6 +263,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, std::vector<Tensor>&
     if (b.part == Part::kValues) {
       inputs.push_back(repeat == 1 ? Tensor::View(values.dtype(), values.shape(), const_cast<void*>(values.raw()))
                                    : RepeatRows(values, repeat));
+      prepared.sequence_elements += inputs.back().size();
     } else {
       Tensor offsets = Tensor::Zeros(DType::kI64, {n + 1});
       int64_t* o = offsets.data<int64_t>();
@@ -300,12 +309,11 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanFor(const std::vector<TensorMet
 }
 
 StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& request) const {
-  std::vector<Tensor> inputs;
-  std::vector<int64_t> ragged_max_lengths;
-  RETURN_IF_ERROR(BuildGraphInputs(request, inputs, ragged_max_lengths));
+  PreparedRequest prepared;
+  RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
   std::vector<TensorMeta> metas;
-  for (const Tensor& t : inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
-  return PlanFor(metas, ragged_max_lengths);
+  for (const Tensor& t : prepared.inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
+  return PlanFor(metas, prepared.ragged_max_lengths);
 }
 
 StatusOr<std::unique_ptr<Executor>> Model::AcquireExecutor() const {
@@ -338,22 +346,212 @@ void Model::ReleaseExecutor(std::unique_ptr<Executor> executor) const {
   executor_freed_.notify_one();
 }
 
-StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request) const {
+StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared) const {
+  std::vector<TensorMeta> metas;
+  for (const Tensor& t : prepared.inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
+  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(metas, prepared.ragged_max_lengths));
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
+  auto result = executor->Run(*plan, prepared.inputs);
+  ReleaseExecutor(std::move(executor));
+  return result;
+}
+
+namespace {
+
+// A request waiting in the batcher; its caller blocks on `done`.
+struct QueuedInfer : BatchTask {
+  const PreparedRequest* prepared = nullptr;
+  InferStats* stats = nullptr;
+  std::promise<StatusOr<std::vector<Tensor>>> done;
+  void Fail(const Status& status) override { done.set_value(status); }
+};
+
+}  // namespace
+
+void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
+  BatchClock::time_point now = BatchClock::now();
+  std::vector<QueuedInfer*> tasks;
+  std::vector<const PreparedRequest*> parts;
+  std::vector<int64_t> rows;
+  for (auto& t : batch) {
+    auto* task = static_cast<QueuedInfer*>(t.get());
+    tasks.push_back(task);
+    parts.push_back(task->prepared);
+    rows.push_back(task->prepared->rows);
+    if (task->stats) {
+      task->stats->queue_us = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(now - task->info.enqueued).count());
+      task->stats->batch_requests = static_cast<int>(batch.size());
+      task->stats->execution = tasks.size() == 1;
+    }
+  }
+  if (tasks.size() == 1) {
+    tasks[0]->done.set_value(RunPrepared(*parts[0]));
+    return;
+  }
+  std::vector<std::string> output_names;
+  for (int id : graph_.outputs) output_names.push_back(graph_.values[static_cast<size_t>(id)].name);
+  auto result = RunPrepared(MergeRequests(parts, offsets_inputs_));
+  auto split = result.ok() ? SplitRows(*result, rows, output_names)
+                           : StatusOr<std::vector<std::vector<Tensor>>>(result.status());
+  if (split.ok()) {
+    for (size_t k = 0; k < tasks.size(); ++k) tasks[k]->done.set_value(std::move((*split)[k]));
+    return;
+  }
+  // The batch failed (say an id out of range found on the device): each request runs alone, so
+  // only the one at fault fails.
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    if (tasks[k]->stats) {
+      tasks[k]->stats->batch_requests = 1;
+      tasks[k]->stats->execution = true;
+    }
+    tasks[k]->done.set_value(RunPrepared(*parts[k]));
+  }
+}
+
+namespace {
+
+// Whether two outputs of a request agree within `tolerance` (relative, floating point) or exactly.
+bool SameValues(const Tensor& a, const Tensor& b, double tolerance) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  auto close = [&](const auto* x, const auto* y) {
+    for (int64_t i = 0; i < a.size(); ++i) {
+      double u = static_cast<double>(x[i]), v = static_cast<double>(y[i]);
+      if (!(std::fabs(u - v) <= tolerance * (1.0 + std::fabs(u)))) return false;
+    }
+    return true;
+  };
+  if (a.dtype() == DType::kF32) return close(a.data<float>(), b.data<float>());
+  if (a.dtype() == DType::kF64) return close(a.data<double>(), b.data<double>());
+  return a.bytes() == b.bytes() && (a.bytes() == 0 || std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
+}
+
+double MicrosSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Status Model::StartBatching() {
+  const BatchingConfig& b = config_.batching;
+  // Merged requests must score as they do alone: two requests of random dense values and
+  // different ragged lengths, alone and merged.
+  std::vector<InferRequest> examples = {ExampleRequest(2, 1), ExampleRequest(3, 2)};
+  uint32_t seed = 12345;
+  for (InferRequest& r : examples) {
+    for (InferInput& in : r.inputs) {
+      if (in.data.dtype() != DType::kF32) continue;
+      for (int64_t i = 0; i < in.data.size(); ++i) {
+        seed = seed * 1664525u + 1013904223u;
+        in.data.data<float>()[i] = static_cast<float>(seed >> 8) / static_cast<float>(1 << 24);
+      }
+    }
+  }
+  std::vector<PreparedRequest> prepared(examples.size());
+  std::vector<std::vector<Tensor>> alone;
+  for (size_t k = 0; k < examples.size(); ++k) {
+    RETURN_IF_ERROR(BuildGraphInputs(examples[k], prepared[k]));
+    ASSIGN_OR_RETURN(std::vector<Tensor> out, RunPrepared(prepared[k]));
+    alone.push_back(std::move(out));
+  }
+  std::vector<std::string> output_names;
+  for (int id : graph_.outputs) output_names.push_back(graph_.values[static_cast<size_t>(id)].name);
+  ASSIGN_OR_RETURN(std::vector<Tensor> merged, RunPrepared(MergeRequests({&prepared[0], &prepared[1]}, offsets_inputs_)));
+  ASSIGN_OR_RETURN(auto split, SplitRows(merged, {prepared[0].rows, prepared[1].rows}, output_names));
+  double tolerance = config_.precision == "fp32" ? 1e-3 : 3e-2;
+  for (size_t k = 0; k < split.size(); ++k) {
+    for (size_t o = 0; o < split[k].size(); ++o) {
+      if (!SameValues(alone[k][o], split[k][o], tolerance)) {
+        return InvalidArgument("output '" + output_names[o] +
+                                  "' changes when requests are merged: the graph mixes rows of a batch, so it "
+                                  "cannot be batched (remove the batching section)");
+      }
+    }
+  }
+
+  BatchPolicyOptions& p = batch_policy_;
+  int64_t request_limit = config_.max_batch_size > 0 ? config_.max_batch_size : options_.max_rows;
+  p.max_batch_rows = b.max_batch_size > 0 ? b.max_batch_size : request_limit;
+  p.max_queue_delay = std::chrono::microseconds(b.max_queue_delay_microseconds);
+  p.max_enqueued = static_cast<size_t>(b.max_queue_size);
+  FittedCost fit;
+  if (b.cost_per_row < 0 || b.cost_per_sequence_element < 0 || b.cost_per_request < 0 || b.cost_budget < 0) {
+    // Time batches of growing size (and, with ragged inputs, growing lengths) on this backend.
+    std::vector<CostSample> samples;
+    auto start = std::chrono::steady_clock::now();
+    auto measure = [&](int64_t rows, int64_t length) -> Status {
+      PreparedRequest batch;
+      RETURN_IF_ERROR(BuildGraphInputs(ExampleRequest(rows, length), batch));
+      RETURN_IF_ERROR(RunPrepared(batch).status());  // builds the plan, grows the workspace
+      std::vector<double> times;
+      for (int i = 0; i < 3; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        RETURN_IF_ERROR(RunPrepared(batch).status());
+        times.push_back(MicrosSince(t0));
+      }
+      std::sort(times.begin(), times.end());
+      samples.push_back({batch.rows, batch.sequence_elements, times[1]});
+      return Status::Ok();
+    };
+    for (int64_t rows = 1; rows <= p.max_batch_rows; rows *= 4) {
+      RETURN_IF_ERROR(measure(rows, 1));
+      if (samples.back().micros > 20000 || MicrosSince(start) > 1e6) break;
+    }
+    if (!ragged_names_.empty()) {
+      for (int64_t length : {8, 64, 256}) {
+        RETURN_IF_ERROR(measure(std::min<int64_t>(16, p.max_batch_rows), length));
+        if (samples.back().micros > 20000) break;
+      }
+    }
+    fit = FitCost(samples);
+  }
+  p.cost_per_row = b.cost_per_row >= 0 ? b.cost_per_row : fit.per_row;
+  p.cost_per_seq = b.cost_per_sequence_element >= 0 ? b.cost_per_sequence_element : fit.per_sequence_element;
+  p.cost_per_request = b.cost_per_request >= 0 ? b.cost_per_request : fit.per_request;
+  p.cost_budget = b.cost_budget > 0 ? b.cost_budget : fit.budget;
+
+  BatcherOptions options;
+  options.policy = p;
+  options.executors = b.executors > 0 ? b.executors : max_executors_ > 0 ? max_executors_ : 2;
+  batcher_ = std::make_unique<Batcher>(options, [this](std::vector<std::unique_ptr<BatchTask>> batch) {
+    RunBatch(std::move(batch));
+  });
+  return Status::Ok();
+}
+
+StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, InferStats* stats) const {
   for (const std::string& out : request.outputs) {
     if (!std::any_of(config_.outputs.begin(), config_.outputs.end(), [&](const OutputConfig& o) { return o.name == out; })) {
       return InvalidArgument("unknown output '" + out + "' for model '" + name() + "'");
     }
   }
-  std::vector<Tensor> inputs;
-  std::vector<int64_t> ragged_max_lengths;
-  RETURN_IF_ERROR(BuildGraphInputs(request, inputs, ragged_max_lengths));
-  std::vector<TensorMeta> metas;
-  for (const Tensor& t : inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
-  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(metas, ragged_max_lengths));
-
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
-  auto result = executor->Run(*plan, inputs);
-  ReleaseExecutor(std::move(executor));
+  PreparedRequest prepared;
+  RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
+  StatusOr<std::vector<Tensor>> result = Internal("not run");
+  if (!batcher_) {
+    result = RunPrepared(prepared);
+  } else {
+    const BatchingConfig& b = config_.batching;
+    if (request.priority > b.priority_levels) {
+      return InvalidArgument("priority " + std::to_string(request.priority) + " is outside the model's " +
+                             std::to_string(b.priority_levels) + " priority levels");
+    }
+    auto task = std::make_unique<QueuedInfer>();
+    task->prepared = &prepared;
+    task->stats = stats;
+    task->info.rows = prepared.rows;
+    task->info.seq_elements = prepared.sequence_elements;
+    int level = request.priority > 0 ? request.priority
+                : b.default_priority_level > 0 ? b.default_priority_level : b.priority_levels;
+    task->info.priority = -level;  // level 1 is the highest
+    task->info.enqueued = BatchClock::now();
+    int64_t timeout = request.timeout_us > 0 ? request.timeout_us : b.default_timeout_microseconds;
+    if (timeout > 0) task->info.deadline = task->info.enqueued + std::chrono::microseconds(timeout);
+    auto done = task->done.get_future();
+    std::unique_ptr<BatchTask> queued = std::move(task);
+    RETURN_IF_ERROR(batcher_->Enqueue(queued));
+    result = done.get();
+  }
   if (!result.ok()) return result.status();
   std::vector<InferOutput> outputs;
   for (size_t i = 0; i < graph_.outputs.size(); ++i) {

@@ -3,7 +3,9 @@
 // Loading reads the config and the ONNX graph, runs the load-time passes (constant folding, dead
 // node removal, embedding-bag recognition, ragged inputs), checks every op against the backend,
 // and warms up by scoring a small synthetic request, so a model that loads is a model that runs.
-// Infer is thread-safe: plans are cached per input shape and executors are pooled.
+// Infer is thread-safe: plans are cached per input shape and executors are pooled. With batching
+// on (the config's `batching` section), concurrent requests queue in a Batcher and run merged
+// (docs/batching.md); the cost model is measured at warm-up unless the config sets it.
 #pragma once
 
 #include <condition_variable>
@@ -18,9 +20,11 @@
 #include "rankd/signature.h"
 #include "rankd/tensor.h"
 #include "backend/backend.h"
+#include "batching/batcher.h"
 #include "compile/plan.h"
 #include "model/config.h"
 #include "model/graph.h"
+#include "serving/batch_merge.h"
 
 namespace rankd {
 
@@ -48,6 +52,13 @@ struct LoadReport {
   int ragged_inputs = 0;
 };
 
+// How a request ran, for metrics.
+struct InferStats {
+  uint64_t queue_us = 0;    // waiting in the batcher's queue
+  int batch_requests = 1;   // requests in the batch it ran in
+  bool execution = true;    // this request counts its batch's execution (one per batch)
+};
+
 class Model {
  public:
   // Loads version `version` of the model in `model_dir` (REPO/NAME); -1 picks the highest.
@@ -67,22 +78,31 @@ class Model {
   const std::vector<InputSignature>& inputs() const { return input_signature_; }
   const std::vector<OutputSignature>& outputs() const { return output_signature_; }
 
-  // Scores one request. Bad input gives InvalidArgument naming the input and the problem.
-  StatusOr<std::vector<InferOutput>> Infer(const InferRequest& request) const;
+  // Scores one request. Bad input gives InvalidArgument naming the input and the problem; with
+  // batching, a full queue gives Unavailable and a passed deadline DeadlineExceeded.
+  StatusOr<std::vector<InferOutput>> Infer(const InferRequest& request, InferStats* stats = nullptr) const;
+  // The batcher's policy (cost coefficients as measured or configured); nullptr without batching.
+  const BatchPolicyOptions* batch_policy() const { return batcher_ ? &batch_policy_ : nullptr; }
   // The plan a request with these graph inputs would use (for inspection and benchmarks).
   StatusOr<std::shared_ptr<const Plan>> PlanFor(const std::vector<TensorMeta>& graph_inputs,
                                                 const std::vector<int64_t>& ragged_max_lengths) const;
   // The plan a request would run (validating it like Infer).
   StatusOr<std::shared_ptr<const Plan>> PlanForRequest(const InferRequest& request) const;
-  // A small valid request (rows candidates, ragged lengths 1, ids 0), used for warm-up.
-  InferRequest ExampleRequest(int64_t rows) const;
+  // A small valid request (rows candidates, ragged rows of `ragged_length` ids 0, dense zeros),
+  // used for warm-up and cost measurement.
+  InferRequest ExampleRequest(int64_t rows, int64_t ragged_length = 1) const;
 
  private:
   Model() = default;
   Status Prepare();
   // Validates the request and builds the graph's inputs.
-  Status BuildGraphInputs(const InferRequest& request, std::vector<Tensor>& inputs,
-                          std::vector<int64_t>& ragged_max_lengths) const;
+  Status BuildGraphInputs(const InferRequest& request, PreparedRequest& prepared) const;
+  // Runs prepared graph inputs on an executor from the pool.
+  StatusOr<std::vector<Tensor>> RunPrepared(const PreparedRequest& prepared) const;
+  // The batcher's callback: merges, runs, splits; a batch that fails runs its requests alone.
+  void RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const;
+  // Checks that merged requests score as they do alone, measures the cost model, starts the batcher.
+  Status StartBatching();
 
   // How each graph input is fed: from config input `config_index`, as dense data, ragged values
   // or ragged offsets.
@@ -116,6 +136,10 @@ class Model {
   mutable std::condition_variable executor_freed_;
   mutable int executors_created_ = 0;                                              // GUARDED_BY(mu_)
   mutable std::vector<std::unique_ptr<Executor>> idle_executors_;                // GUARDED_BY(mu_)
+
+  std::vector<bool> offsets_inputs_;  // graph input i is a ragged input's offsets
+  BatchPolicyOptions batch_policy_;
+  std::unique_ptr<Batcher> batcher_;  // last: destroyed (drained) first
 };
 
 // A version as clients write it ("3"); the empty string means "the server's choice" (-1).

@@ -1,0 +1,78 @@
+#include "serving/batch_merge.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace rankd {
+
+PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, const std::vector<bool>& is_offsets) {
+  RANKD_CHECK(!parts.empty());
+  PreparedRequest merged;
+  const PreparedRequest& first = *parts.front();
+  merged.ragged_max_lengths.assign(first.ragged_max_lengths.size(), 0);
+  for (const PreparedRequest* p : parts) {
+    merged.rows += p->rows;
+    merged.sequence_elements += p->sequence_elements;
+    for (size_t r = 0; r < merged.ragged_max_lengths.size(); ++r) {
+      merged.ragged_max_lengths[r] = std::max(merged.ragged_max_lengths[r], p->ragged_max_lengths[r]);
+    }
+  }
+  for (size_t i = 0; i < first.inputs.size(); ++i) {
+    const Tensor& t0 = first.inputs[i];
+    if (is_offsets[i]) {
+      Tensor offsets = Tensor::Zeros(DType::kI64, {merged.rows + 1});
+      int64_t* out = offsets.data<int64_t>();
+      int64_t row = 0, base = 0;
+      for (const PreparedRequest* p : parts) {
+        const Tensor& t = p->inputs[i];
+        const int64_t* in = t.data<int64_t>();
+        for (int64_t k = 1; k < t.dim(0); ++k) out[row + k] = base + in[k];
+        row += t.dim(0) - 1;
+        base += in[t.dim(0) - 1];
+      }
+      merged.inputs.push_back(std::move(offsets));
+      continue;
+    }
+    Shape shape = t0.shape();
+    shape[0] = 0;
+    for (const PreparedRequest* p : parts) shape[0] += p->inputs[i].dim(0);
+    Tensor out = Tensor::Zeros(t0.dtype(), shape);
+    auto* dst = static_cast<uint8_t*>(out.raw());
+    for (const PreparedRequest* p : parts) {
+      const Tensor& t = p->inputs[i];
+      if (t.bytes() > 0) std::memcpy(dst, t.raw(), t.bytes());
+      dst += t.bytes();
+    }
+    merged.inputs.push_back(std::move(out));
+  }
+  return merged;
+}
+
+StatusOr<std::vector<std::vector<Tensor>>> SplitRows(const std::vector<Tensor>& outputs,
+                                                     const std::vector<int64_t>& rows,
+                                                     const std::vector<std::string>& output_names) {
+  int64_t total = 0;
+  for (int64_t r : rows) total += r;
+  std::vector<std::vector<Tensor>> split(rows.size());
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const Tensor& t = outputs[o];
+    if (t.rank() == 0 || t.dim(0) != total) {
+      return Internal("output '" + output_names[o] + "' has shape " + ShapeToString(t.shape()) + " for a batch of " +
+                      std::to_string(total) + " rows: it is not one row per candidate, so the model cannot be batched");
+    }
+    size_t row_bytes = total == 0 ? 0 : t.bytes() / static_cast<size_t>(total);
+    const auto* src = static_cast<const uint8_t*>(t.raw());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      Shape shape = t.shape();
+      shape[0] = rows[k];
+      Tensor part = Tensor::Zeros(t.dtype(), shape);
+      if (part.bytes() > 0) std::memcpy(part.raw(), src, part.bytes());
+      src += static_cast<size_t>(rows[k]) * row_bytes;
+      split[k].push_back(std::move(part));
+    }
+  }
+  return split;
+}
+
+}  // namespace rankd

@@ -1,0 +1,36 @@
+// Merging requests into one batch and splitting the batch's outputs back (docs/batching.md).
+//
+// A request reaches the batcher as its graph inputs (user rows already repeated to its
+// candidates, ragged inputs as values + offsets). Requests merge by concatenating every graph
+// input along its first dimension, TF Serving's rule, with ragged offsets shifted by the values
+// before them; CTR graphs are row-wise in the batch dimension, so row r of the merged outputs is
+// row r of the request it came from. The model checks that at load (Model::Prepare).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "rankd/status.h"
+#include "rankd/tensor.h"
+
+namespace rankd {
+
+// A request checked and turned into graph inputs, ready to run alone or merged with others.
+struct PreparedRequest {
+  std::vector<Tensor> inputs;  // the graph's inputs (views into the request where possible)
+  std::vector<int64_t> ragged_max_lengths;  // longest row of each ragged input
+  int64_t rows = 0;                         // candidates
+  int64_t sequence_elements = 0;            // ragged ids the graph reads, over all inputs
+};
+
+// `is_offsets[i]`: graph input i is a ragged input's offsets ([rows + 1], int64).
+// REQUIRES: `parts` non-empty, each with the same inputs in dtype and trailing dims.
+PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, const std::vector<bool>& is_offsets);
+
+// Splits each output along its first dimension into runs of `rows[k]` rows, one per request.
+// Internal error when an output is not one row per candidate (the model cannot be batched).
+StatusOr<std::vector<std::vector<Tensor>>> SplitRows(const std::vector<Tensor>& outputs,
+                                                     const std::vector<int64_t>& rows,
+                                                     const std::vector<std::string>& output_names);
+
+}  // namespace rankd
