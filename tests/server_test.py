@@ -243,6 +243,128 @@ class ServingTest(unittest.TestCase):
         self.assertIn("rankd_inflight_requests", metrics)
 
 
+def enable_batching(model_dir, knobs="max_queue_delay_microseconds: 2000"):
+    """Appends a batching section to the model's config (creating the config when absent)."""
+    with open(os.path.join(model_dir, "config.yaml"), "a") as f:
+        f.write("\nbatching: {%s}\n" % knobs)
+
+
+def random_din_request(rng, rows, length):
+    ids = lambda n: [rng.randrange(40) for _ in range(n)]
+    return {"inputs": [
+        {"name": "profile", "datatype": "INT64", "shape": [1, 8], "data": ids(8)},
+        {"name": "seq_items", "datatype": "INT64", "shape": [length], "data": ids(length), "parameters": {"lengths": [length]}},
+        {"name": "seq_cats", "datatype": "INT64", "shape": [length], "data": ids(length), "parameters": {"lengths": [length]}},
+        {"name": "item", "datatype": "INT64", "shape": [rows], "data": ids(rows)},
+        {"name": "cat", "datatype": "INT64", "shape": [rows], "data": ids(rows)},
+        {"name": "context", "datatype": "INT64", "shape": [rows, 6], "data": ids(rows * 6)}]}
+
+
+def scrape(server):
+    status, text, _ = server.request("GET", "/metrics", port=server.metrics_port)
+    assert status == 200
+    metrics = {}
+    for line in text.decode().splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            metrics[key] = float(value)
+    return metrics
+
+
+class BatchingTest(unittest.TestCase):
+    """DIN served twice from one repository, as it is and with batching (cost model measured at
+    warm-up): concurrent clients on the batched copy get exactly what the plain copy answers."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = tempfile.mkdtemp()
+        shutil.copytree(os.path.join(ZOO, "din"), os.path.join(cls.repo, "din"))
+        shutil.copytree(os.path.join(ZOO, "din"), os.path.join(cls.repo, "din_batched"))
+        with open(os.path.join(cls.repo, "din_batched", "config.yaml")) as f:
+            config = f.read().replace("name: din", "name: din_batched")
+        with open(os.path.join(cls.repo, "din_batched", "config.yaml"), "w") as f:
+            f.write(config)
+        enable_batching(os.path.join(cls.repo, "din_batched"), "max_queue_delay_microseconds: 3000, executors: 1")
+        cls.server = Server(cls.repo, "--http-threads", "16")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.repo)
+
+    def test_concurrent_clients_get_unbatched_results_from_merged_executions(self):
+        import random
+        rng = random.Random(5)
+        requests = [random_din_request(rng, rng.randint(1, 40), rng.randint(0, 20)) for _ in range(160)]
+        for i, r in enumerate(requests):
+            r["id"] = "r%d" % i
+        bodies = [json.dumps(r) for r in requests]
+        got, errors = {}, []
+
+        def client(part):
+            conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=30)
+            for i in part:
+                conn.request("POST", "/v2/models/din_batched/infer", body=bodies[i])
+                r = conn.getresponse()
+                data = r.read()
+                if r.status != 200:
+                    errors.append((r.status, data))
+                else:
+                    got[i] = json.loads(data)
+            conn.close()
+
+        threads = [threading.Thread(target=client, args=(range(t, len(bodies), 16),)) for t in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        for i, body in enumerate(bodies):
+            status, want = self.server.json("POST", "/v2/models/din/infer", requests[i])
+            self.assertEqual(status, 200, want)
+            self.assertEqual(got[i]["id"], "r%d" % i)
+            self.assertEqual(got[i]["outputs"][0]["shape"], want["outputs"][0]["shape"])
+            for a, b in zip(got[i]["outputs"][0]["data"], want["outputs"][0]["data"]):
+                self.assertAlmostEqual(a, b, delta=1e-6)
+        m = scrape(self.server)
+        label = '{model="din_batched",version="1"}'
+        self.assertGreaterEqual(m["nv_inference_request_success" + label], len(bodies))
+        self.assertLess(m["nv_inference_exec_count" + label], m["nv_inference_request_success" + label])
+        plain = '{model="din",version="1"}'
+        self.assertEqual(m["nv_inference_exec_count" + plain], m["nv_inference_request_success" + plain])
+
+    def test_bad_requests_fail_alone_and_deadlines_give_504(self):
+        import random
+        rng = random.Random(9)
+        good = [random_din_request(rng, 5, 6) for _ in range(8)]
+        bad = random_din_request(rng, 5, 6)
+        bad["inputs"][3]["data"][2] = 10**9  # an item id far out of its table
+        results = {}
+
+        def send(key, req):
+            results[key] = self.server.json("POST", "/v2/models/din_batched/infer", req)
+
+        threads = [threading.Thread(target=send, args=(k, r)) for k, r in enumerate(good)]
+        threads.append(threading.Thread(target=send, args=("bad", bad)))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(results["bad"][0], 400)
+        self.assertIn("out of range", results["bad"][1]["error"])
+        for k, req in enumerate(good):
+            self.assertEqual(results[k][0], 200, results[k][1])
+            want = self.server.json("POST", "/v2/models/din/infer", req)[1]
+            for a, b in zip(results[k][1]["outputs"][0]["data"], want["outputs"][0]["data"]):
+                self.assertAlmostEqual(a, b, delta=1e-6)
+        late = dict(good[0], parameters={"timeout": 1})
+        status, body = self.server.json("POST", "/v2/models/din_batched/infer", late)
+        self.assertEqual(status, 504, body)
+        self.assertIn("deadline", body["error"])
+        status, body = self.server.json("POST", "/v2/models/din_batched/infer", dict(good[0], parameters={"timeout": -5}))
+        self.assertEqual(status, 400, body)
+
+
 class LifecycleTest(unittest.TestCase):
     def setUp(self):
         self.repo = tempfile.mkdtemp()
@@ -277,6 +399,13 @@ class LifecycleTest(unittest.TestCase):
             self.assertEqual(s.stop(), 0)
 
     def test_reload_under_load_loses_nothing(self):
+        self.reload_under_load()
+
+    def test_reload_of_a_batched_model_under_load_loses_nothing(self):
+        enable_batching(os.path.join(self.repo, "mmoe"))
+        self.reload_under_load()
+
+    def reload_under_load(self):
         s = Server(self.repo, "--model-control-mode", "poll", "--repository-poll-secs", "1")
         body = json.dumps(lines("mmoe", "requests")[2])
         failures, versions, stop = [], set(), threading.Event()

@@ -23,7 +23,7 @@ class HttpServer::Impl {
         handler_(std::move(handler)),
         acceptor_(io_),
         workers_(static_cast<size_t>(options.worker_threads > 0 ? options.worker_threads
-                                                                  : std::max(2u, std::thread::hardware_concurrency()))) {}
+                                                                  : std::max(8u, 2 * std::thread::hardware_concurrency()))) {}
 
   Status Listen() {
     beast::error_code ec;

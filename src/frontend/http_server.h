@@ -38,7 +38,9 @@ struct HttpServerOptions {
   std::string address = "0.0.0.0";
   int port = 8000;  // 0 picks a free port (see HttpServer::port)
   int io_threads = 2;
-  int worker_threads = 0;  // 0: the number of cores
+  // Threads that parse, score and answer requests; a request waiting for its batch holds one, so
+  // there are more than cores. 0: twice the cores, at least 8.
+  int worker_threads = 0;
   size_t max_body_bytes = size_t{64} << 20;
   int max_inflight = 1024;
 };

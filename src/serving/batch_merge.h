@@ -17,7 +17,7 @@ namespace rankd {
 
 // A request checked and turned into graph inputs, ready to run alone or merged with others.
 struct PreparedRequest {
-  std::vector<Tensor> inputs;  // the graph's inputs (views into the request where possible)
+  std::vector<Tensor> inputs;  // the graph's inputs; views into the request where possible, so the request outlives it
   std::vector<int64_t> ragged_max_lengths;  // longest row of each ragged input
   int64_t rows = 0;                         // candidates
   int64_t sequence_elements = 0;            // ragged ids the graph reads, over all inputs

@@ -480,8 +480,9 @@ Status Model::StartBatching() {
     std::vector<CostSample> samples;
     auto start = std::chrono::steady_clock::now();
     auto measure = [&](int64_t rows, int64_t length) -> Status {
+      InferRequest request = ExampleRequest(rows, length);  // `batch` views its tensors
       PreparedRequest batch;
-      RETURN_IF_ERROR(BuildGraphInputs(ExampleRequest(rows, length), batch));
+      RETURN_IF_ERROR(BuildGraphInputs(request, batch));
       RETURN_IF_ERROR(RunPrepared(batch).status());  // builds the plan, grows the workspace
       std::vector<double> times;
       for (int i = 0; i < 3; ++i) {

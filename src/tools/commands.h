@@ -38,6 +38,7 @@ struct ServeArgs {
   int exit_timeout_secs = 30;
   int max_body_mb = 64;
   int max_inflight = 1024;
+  int http_threads = 0;  // 0 = twice the cores, at least 8
   int64_t max_rows = 65536;
   std::string backend = "auto";
   int executors = 0;  // per model; 0 = the backend's default

@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--backend", serve.backend, "cpu | cuda | auto (cuda when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  serve_cmd->add_option("--http-threads", serve.http_threads, "HTTP worker threads (0: twice the cores, at least 8)")
+      ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--executors", serve.executors, "Executors per model (0: the backend's default)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--max-rows", serve.max_rows, "Rows per request when a model's config sets no max_batch_size")

@@ -60,6 +60,7 @@ int ServeCommand(const ServeArgs& args) {
   http_options.port = args.http_port;
   http_options.max_body_bytes = limits.max_body_bytes;
   http_options.max_inflight = args.max_inflight;
+  http_options.worker_threads = args.http_threads;
   auto http = HttpServer::Start(http_options, [&api](const HttpRequest& r) { return api.Handle(r); });
   if (!http.ok()) {
     std::fprintf(stderr, "rankd serve: %s\n", http.status().ToString().c_str());

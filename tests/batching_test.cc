@@ -1,0 +1,245 @@
+// Batching inside a model (docs/batching.md): merging and splitting, the fitted cost model, the
+// config section, and concurrent requests on a batched model scoring exactly as they do alone.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "serving/batch_merge.h"
+#include "serving/cost_model.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+using testing::MakeF32;
+using testing::MakeI64;
+
+TEST(BatchMerge, ConcatenatesRowsAndShiftsOffsets) {
+  PreparedRequest a, b;
+  a.inputs = {MakeF32({2, 2}, {1, 2, 3, 4}), MakeI64({3}, {7, 8, 9}), MakeI64({3}, {0, 1, 3})};
+  a.ragged_max_lengths = {2};
+  a.rows = 2;
+  a.sequence_elements = 3;
+  b.inputs = {MakeF32({1, 2}, {5, 6}), MakeI64({4}, {1, 2, 3, 4}), MakeI64({2}, {0, 4})};
+  b.ragged_max_lengths = {4};
+  b.rows = 1;
+  b.sequence_elements = 4;
+  PreparedRequest m = MergeRequests({&a, &b}, {false, false, true});
+  EXPECT_EQ(m.rows, 3);
+  EXPECT_EQ(m.sequence_elements, 7);
+  EXPECT_EQ(m.ragged_max_lengths, std::vector<int64_t>{4});
+  EXPECT_EQ(testing::RelativeError(m.inputs[0], MakeF32({3, 2}, {1, 2, 3, 4, 5, 6})), 0.0);
+  EXPECT_EQ(testing::RelativeError(m.inputs[1], MakeI64({7}, {7, 8, 9, 1, 2, 3, 4})), 0.0);
+  EXPECT_EQ(testing::RelativeError(m.inputs[2], MakeI64({4}, {0, 1, 3, 7})), 0.0);
+
+  auto split = SplitRows({MakeF32({3, 1}, {0.1f, 0.2f, 0.3f})}, {2, 1}, {"score"});
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  EXPECT_EQ(testing::RelativeError((*split)[0][0], MakeF32({2, 1}, {0.1f, 0.2f})), 0.0);
+  EXPECT_EQ(testing::RelativeError((*split)[1][0], MakeF32({1, 1}, {0.3f})), 0.0);
+}
+
+TEST(BatchMerge, OutputNotPerRowCannotBeSplit) {
+  auto split = SplitRows({MakeF32({1}, {0.5f})}, {2, 1}, {"total"});
+  ASSERT_FALSE(split.ok());
+  EXPECT_EQ(split.status().code(), StatusCode::kInternal);
+  EXPECT_NE(split.status().message().find("'total'"), std::string::npos);
+}
+
+TEST(CostModel, RecoversLinearCostsAndFindsTheKnee) {
+  // 2 µs per row, 0.5 per id, 30 per request: throughput keeps improving up to the largest size.
+  std::vector<CostSample> samples;
+  for (int64_t rows : {1, 4, 16, 64, 256}) samples.push_back({rows, rows, 2.0 * rows + 0.5 * rows + 30});
+  for (int64_t seq : {64, 512}) samples.push_back({16, seq, 2.0 * 16 + 0.5 * seq + 30});
+  FittedCost fit = FitCost(samples);
+  EXPECT_NEAR(fit.per_row, 2.0, 1e-6);
+  EXPECT_NEAR(fit.per_sequence_element, 0.5, 1e-6);
+  EXPECT_NEAR(fit.per_request, 30.0, 1e-6);
+  // Throughput rows/µs: 1/32.5, 4/40, 16/70, 64/190, 256/670 (0.382, the best); 64 rows reach
+  // 0.337 < 90% of it, so the knee is 256 rows.
+  EXPECT_NEAR(fit.budget, 2.0 * 256 + 0.5 * 256 + 30, 1e-6);
+
+  // Throughput flat past 16 rows (a saturated device): the knee is 16 rows.
+  samples = {{1, 0, 10}, {16, 0, 20}, {64, 0, 80}, {256, 0, 320}};
+  fit = FitCost(samples);
+  EXPECT_EQ(fit.per_sequence_element, 0.0);  // no sequence samples: not determined, zero
+  EXPECT_NEAR(fit.budget, fit.per_row * 16 + fit.per_request, 1e-9);
+}
+
+TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {
+  auto c = ParseModelConfig(R"({"dynamic_batching": {"max_queue_delay_microseconds": 200, "max_batch_size": 512,
+      "priority_levels": 3, "default_priority_level": 2, "cost_per_row": 1.5, "cost_budget": 100}})", false);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->batching.enabled);
+  EXPECT_EQ(c->batching.max_queue_delay_microseconds, 200);
+  EXPECT_EQ(c->batching.max_batch_size, 512);
+  EXPECT_EQ(c->batching.priority_levels, 3);
+  EXPECT_EQ(c->batching.cost_per_row, 1.5);
+  EXPECT_LT(c->batching.cost_per_request, 0);  // measured at warm-up
+  EXPECT_FALSE(ParseModelConfig("{}", false)->batching.enabled);
+  EXPECT_FALSE(ParseModelConfig("batching: {enabled: false}", true)->batching.enabled);
+  for (const char* bad : {R"({"batching": {"max_queue_delay": 5}})", R"({"batching": {"max_batch_size": -1}})",
+                          R"({"batching": {"cost_per_row": "fast"}})", R"({"batching": {"cost_budget": 0}})",
+                          R"({"batching": {"priority_levels": 2, "default_priority_level": 3}})",
+                          R"({"batching": []})"}) {
+    auto parsed = ParseModelConfig(bad, false);
+    EXPECT_FALSE(parsed.ok()) << bad;
+    if (!parsed.ok()) {
+      EXPECT_NE(parsed.status().message().find("batching"), std::string::npos) << bad;
+    }
+  }
+}
+
+// DIN (user-scope profile and ragged history, per-candidate item features), with batching set
+// by `batching` or off.
+StatusOr<std::unique_ptr<Model>> LoadDin(const std::string& batching) {
+  std::string dir = testing::SourcePath("models/zoo/din");
+  ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  if (!batching.empty()) {
+    ASSIGN_OR_RETURN(ModelConfig b, ParseModelConfig("{\"batching\": " + batching + "}", false));
+    config.batching = b.batching;
+  }
+  return Model::LoadFile(dir + "/1/model.onnx", std::move(config));
+}
+
+// A random DIN request: `rows` candidates, a history of `length` ids (all below 40, in range).
+InferRequest RandomDinRequest(const Model& model, int64_t rows, int64_t length, std::mt19937_64& rng) {
+  InferRequest r = model.ExampleRequest(rows, length);
+  for (InferInput& in : r.inputs) {
+    if (in.lengths.size() == 1) {  // a user sequence: the requested length, even 0
+      in.data = Tensor::Zeros(DType::kI64, {length});
+      in.lengths = {length};
+    }
+    for (int64_t i = 0; i < in.data.size(); ++i) in.data.data<int64_t>()[i] = static_cast<int64_t>(rng() % 40);
+  }
+  return r;
+}
+
+TEST(BatchedModel, ConcurrentRequestsMergeAndScoreAsTheyDoAlone) {
+  auto plain = LoadDin("");
+  auto batched = LoadDin(R"({"max_queue_delay_microseconds": 5000, "executors": 1, "cost_per_row": 1,
+                             "cost_per_sequence_element": 0, "cost_per_request": 0, "cost_budget": 100000})");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_TRUE(batched.ok()) << batched.status().ToString();
+  ASSERT_NE((*batched)->batch_policy(), nullptr);
+  EXPECT_EQ((*plain)->batch_policy(), nullptr);
+
+  constexpr int kThreads = 8, kPerThread = 12;
+  std::vector<std::vector<InferRequest>> requests(kThreads);
+  std::mt19937_64 rng(7);
+  for (auto& list : requests) {
+    for (int i = 0; i < kPerThread; ++i) {
+      list.push_back(RandomDinRequest(**plain, 1 + static_cast<int64_t>(rng() % 30), static_cast<int64_t>(rng() % 21), rng));
+    }
+  }
+  std::vector<std::vector<StatusOr<std::vector<InferOutput>>>> got(kThreads);
+  std::atomic<int> merged{0}, executions{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (const InferRequest& r : requests[t]) {
+        InferStats stats;
+        got[t].push_back((*batched)->Infer(r, &stats));
+        if (stats.batch_requests > 1) ++merged;
+        if (stats.execution) ++executions;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      auto want = (*plain)->Infer(requests[t][i]);
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      ASSERT_TRUE(got[t][i].ok()) << got[t][i].status().ToString();
+      const Tensor& a = (*got[t][i])[0].data;
+      const Tensor& b = (*want)[0].data;
+      ASSERT_EQ(a.shape(), b.shape());
+      for (int64_t e = 0; e < a.size(); ++e) {
+        EXPECT_NEAR(a.data<float>()[e], b.data<float>()[e], 1e-6) << "thread " << t << " request " << i << " row " << e;
+      }
+    }
+  }
+  EXPECT_GT(merged.load(), 0);
+  EXPECT_LT(executions.load(), kThreads * kPerThread);
+}
+
+TEST(BatchedModel, BadIdFailsOnlyItsRequest) {
+  auto plain = LoadDin("");
+  auto batched = LoadDin(R"({"max_queue_delay_microseconds": 20000, "executors": 1, "cost_per_row": 1,
+                             "cost_per_sequence_element": 0, "cost_per_request": 0, "cost_budget": 100000})");
+  ASSERT_TRUE(plain.ok() && batched.ok());
+  std::mt19937_64 rng(11);
+  std::vector<InferRequest> requests;
+  for (int i = 0; i < 6; ++i) requests.push_back(RandomDinRequest(**plain, 4 + i, 5, rng));
+  // Request 3 names an item far outside the table: found only when its batch runs.
+  for (InferInput& in : requests[3].inputs) {
+    if (in.name == "item") in.data.data<int64_t>()[1] = 1 << 30;
+  }
+  std::vector<StatusOr<std::vector<InferOutput>>> got(requests.size(), Internal("not run"));
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < requests.size(); ++k) {
+    threads.emplace_back([&, k] { got[k] = (*batched)->Infer(requests[k]); });
+  }
+  for (auto& th : threads) th.join();
+  for (size_t k = 0; k < requests.size(); ++k) {
+    if (k == 3) {
+      ASSERT_FALSE(got[k].ok());
+      EXPECT_EQ(got[k].status().code(), StatusCode::kInvalidArgument) << got[k].status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(got[k].ok()) << k << ": " << got[k].status().ToString();
+    auto want = (*plain)->Infer(requests[k]);
+    ASSERT_TRUE(want.ok());
+    EXPECT_LE(testing::RelativeError((*got[k])[0].data, (*want)[0].data), 1e-6) << k;
+  }
+}
+
+TEST(BatchedModel, DeadlinesPrioritiesAndMeasuredCosts) {
+  // No cost in the config: measured at warm-up.
+  auto batched = LoadDin(R"({"priority_levels": 2})");
+  ASSERT_TRUE(batched.ok()) << batched.status().ToString();
+  const BatchPolicyOptions* policy = (*batched)->batch_policy();
+  ASSERT_NE(policy, nullptr);
+  EXPECT_GT(policy->cost_per_row + policy->cost_per_seq + policy->cost_per_request, 0.0);
+  EXPECT_GT(policy->cost_budget, 0.0);
+
+  std::mt19937_64 rng(3);
+  InferRequest r = RandomDinRequest(**batched, 3, 4, rng);
+  EXPECT_TRUE((*batched)->Infer(r).ok());
+  r.priority = 1;
+  EXPECT_TRUE((*batched)->Infer(r).ok());
+  r.priority = 3;
+  auto out = (*batched)->Infer(r);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  // A deadline of one microsecond has passed before the batcher's thread looks at the queue.
+  r.priority = 0;
+  r.timeout_us = 1;
+  out = (*batched)->Infer(r);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded) << out.status().ToString();
+}
+
+TEST(BatchedModel, GraphThatMixesRowsRefusesToBatch) {
+  onnx::AttributeProto axis;
+  axis.set_name("axis");
+  axis.set_type(onnx::AttributeProto::INT);
+  axis.set_i(0);  // softmax across the batch: each row depends on the others
+  std::string path = testing::WriteTempFile("mixes_rows/model.onnx", testing::OneNodeModel("Softmax", {"x"}, {"y"}, 17, {axis}));
+  auto config = ParseModelConfig(R"({"inputs": [{"name": "x", "datatype": "FP32", "dims": [4]}],
+                                     "batching": {"cost_per_row": 1, "cost_per_sequence_element": 0,
+                                                  "cost_per_request": 0, "cost_budget": 100}})", false);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto model = Model::LoadFile(path, *config);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("changes when requests are merged"), std::string::npos)
+      << model.status().ToString();
+  config->batching.enabled = false;
+  EXPECT_TRUE(Model::LoadFile(path, *config).ok());
+}
+
+}  // namespace
+}  // namespace rankd
