@@ -58,15 +58,13 @@ TEST(CostModel, RecoversLinearCostsAndFindsTheKnee) {
   EXPECT_NEAR(fit.per_row, 2.0, 1e-6);
   EXPECT_NEAR(fit.per_sequence_element, 0.5, 1e-6);
   EXPECT_NEAR(fit.per_request, 30.0, 1e-6);
-  // Throughput rows/µs: 1/32.5, 4/40, 16/70, 64/190, 256/670 (0.382, the best); 64 rows reach
-  // 0.337 < 90% of it, so the knee is 256 rows.
-  EXPECT_NEAR(fit.budget, 2.0 * 256 + 0.5 * 256 + 30, 1e-6);
+  EXPECT_NEAR(fit.budget, 300.0, 1e-6);  // the fixed 30 µs are a tenth of the batch's cost
 
-  // Throughput flat past 16 rows (a saturated device): the knee is 16 rows.
-  samples = {{1, 0, 10}, {16, 0, 20}, {64, 0, 80}, {256, 0, 320}};
-  fit = FitCost(samples);
+  // No fixed cost: merging gains nothing, the budget is zero and every request runs alone.
+  fit = FitCost({{1, 0, 2}, {16, 0, 32}, {64, 0, 128}});
+  EXPECT_NEAR(fit.per_row, 2.0, 1e-9);
   EXPECT_EQ(fit.per_sequence_element, 0.0);  // no sequence samples: not determined, zero
-  EXPECT_NEAR(fit.budget, fit.per_row * 16 + fit.per_request, 1e-9);
+  EXPECT_NEAR(fit.budget, 0.0, 1e-9);
 }
 
 TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {

@@ -40,14 +40,17 @@ std::vector<double> Solve(std::vector<std::vector<double>> a, std::vector<double
 
 FittedCost FitCost(const std::vector<CostSample>& samples) {
   RANKD_CHECK(!samples.empty());
-  // Normal equations for micros = per_row·rows + per_seq·seq + per_request.
+  // Normal equations for micros = per_row·rows + per_seq·seq + per_request, each sample weighted
+  // by 1/micros², so the fit minimises relative error and the small batches count as much as
+  // the large ones.
   std::vector<std::vector<double>> ata(3, std::vector<double>(3, 0.0));
   std::vector<double> atb(3, 0.0);
   for (const CostSample& s : samples) {
     double f[3] = {static_cast<double>(s.rows), static_cast<double>(s.sequence_elements), 1.0};
+    double w = 1.0 / std::max(s.micros * s.micros, 1e-6);
     for (int i = 0; i < 3; ++i) {
-      for (int j = 0; j < 3; ++j) ata[i][j] += f[i] * f[j];
-      atb[i] += f[i] * s.micros;
+      for (int j = 0; j < 3; ++j) ata[i][j] += w * f[i] * f[j];
+      atb[i] += w * f[i] * s.micros;
     }
   }
   std::vector<double> x = Solve(ata, atb);
@@ -56,15 +59,9 @@ FittedCost FitCost(const std::vector<CostSample>& samples) {
   fit.per_sequence_element = std::max(0.0, x[1]);
   fit.per_request = std::max(0.0, x[2]);
   if (fit.per_row == 0 && fit.per_sequence_element == 0 && fit.per_request == 0) fit.per_row = 1e-3;
-  double best = 0;
-  for (const CostSample& s : samples) best = std::max(best, static_cast<double>(s.rows) / std::max(s.micros, 1e-3));
-  const CostSample* knee = nullptr;
-  for (const CostSample& s : samples) {
-    bool fast_enough = static_cast<double>(s.rows) / std::max(s.micros, 1e-3) >= 0.9 * best;
-    if (fast_enough && (!knee || s.rows < knee->rows)) knee = &s;
-  }
-  fit.budget = fit.per_row * static_cast<double>(knee->rows) +
-               fit.per_sequence_element * static_cast<double>(knee->sequence_elements) + fit.per_request;
+  // Throughput rows / (per_row·rows + per_request) is within 10% of its limit once the batch's
+  // fixed part is a tenth of its cost.
+  fit.budget = 10.0 * fit.per_request;
   return fit;
 }
 

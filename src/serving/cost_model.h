@@ -1,9 +1,9 @@
 // The batcher's cost model, fitted to timings taken at warm-up (docs/batching.md).
 //
 // cost(batch) = per_row·rows + per_sequence_element·(ragged ids read) + per_request, in
-// microseconds of the executing backend. The budget is the cost of the smallest measured batch
-// whose throughput (rows per second) is within 10% of the best measured: past it, merging more
-// requests adds latency without adding throughput.
+// microseconds of the executing backend. The budget is where merging stops paying: a batch's
+// throughput is within 10% of the fitted limit once the per-request part is a tenth of its cost,
+// so the budget is 10·per_request (no fixed cost per run: no budget, every request runs alone).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,7 @@ struct FittedCost {
   double budget = 0;
 };
 
-// Least squares over the samples, coefficients clamped at zero (a coefficient the samples do
+// Least squares over the samples (relative error), coefficients clamped at zero (a coefficient the samples do
 // not determine, e.g. no sequence inputs, is zero). REQUIRES: at least one sample.
 FittedCost FitCost(const std::vector<CostSample>& samples);
 

@@ -43,6 +43,15 @@ int InspectCommand(const InspectArgs& args) {
   const LoadReport& r = model.load_report();
   std::printf("passes: %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d activations fused, %d ragged inputs\n",
               r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.fused_activations, r.ragged_inputs);
+  if (const BatchPolicyOptions* b = model.batch_policy()) {
+    std::printf("batching: cost = %.4g us/row + %.4g us/sequence id + %.4g us/request, budget %.4g, "
+                "max %lld rows, delay %lld us, queue %zu\n",
+                b->cost_per_row, b->cost_per_seq, b->cost_per_request, b->cost_budget,
+                static_cast<long long>(b->max_batch_rows), static_cast<long long>(b->max_queue_delay.count()),
+                b->max_enqueued);
+  } else {
+    std::printf("batching: off\n");
+  }
   std::printf("ops (%zu nodes):\n", g.nodes.size());
   for (const auto& [op, count] : g.OpCounts()) std::printf("  %-20s %d\n", op.c_str(), count);
   std::printf("tables:\n");
