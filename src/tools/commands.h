@@ -46,4 +46,23 @@ struct ServeArgs {
 // Serves until SIGTERM or SIGINT, then drains and returns 0; 2 when it cannot start.
 int ServeCommand(const ServeArgs& args);
 
+struct BenchServerArgs {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string model;
+  std::string version;              // empty: the server's choice
+  std::string requests;             // KServe JSON bodies, one per line, sent in rotation
+  std::vector<double> rates = {100};
+  double seconds = 10;
+  double warmup_seconds = 1;
+  int connections = 64;
+  double timeout_seconds = 10;
+  bool binary = false;              // send tensors in KServe's binary extension
+  double p99_target_ms = 0;         // > 0: report the highest rate whose p99 stays under it
+  std::string json_path, csv_path;  // JSON goes to stdout when json_path is empty
+  std::string command_line;         // recorded in the output
+};
+// Open-loop load against a running server; 0 when it ran, 2 when it could not start.
+int BenchServerCommand(const BenchServerArgs& args);
+
 }  // namespace rankd

@@ -47,7 +47,32 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--max-rows", serve.max_rows, "Rows per request when a model's config sets no max_batch_size")
       ->check(CLI::PositiveNumber);
 
+  rankd::BenchServerArgs bench;
+  auto* bench_cmd = app.add_subcommand("bench", "Benchmarks");
+  auto* bench_server = bench_cmd->add_subcommand("server", "Open-loop (Poisson) HTTP load against a running server");
+  bench_server->add_option("--host", bench.host, "Server address");
+  bench_server->add_option("--port", bench.port, "Server HTTP port");
+  bench_server->add_option("--model", bench.model, "Model name")->required();
+  bench_server->add_option("--model-version", bench.version, "Model version (default: the server's choice)");
+  bench_server->add_option("--requests", bench.requests, "File of KServe JSON bodies, one per line")->required();
+  bench_server->add_option("--rates", bench.rates, "Offered rates in requests/s (a sweep when several)")
+      ->delimiter(',')->check(CLI::PositiveNumber);
+  bench_server->add_option("--seconds", bench.seconds, "Measured seconds per rate")->check(CLI::PositiveNumber);
+  bench_server->add_option("--warmup", bench.warmup_seconds, "Seconds of load before measuring")->check(CLI::NonNegativeNumber);
+  bench_server->add_option("--connections", bench.connections, "Keep-alive connections")->check(CLI::PositiveNumber);
+  bench_server->add_option("--timeout", bench.timeout_seconds, "Seconds before a request counts as timed out")
+      ->check(CLI::PositiveNumber);
+  bench_server->add_option("--p99-target-ms", bench.p99_target_ms, "Report the highest rate whose p99 stays under this");
+  bench_server->add_flag("--binary", bench.binary, "Send tensors in KServe's binary extension, not JSON numbers");
+  bench_server->add_option("--json", bench.json_path, "Write the JSON results here (default: stdout)");
+  bench_server->add_option("--csv", bench.csv_path, "Also write a CSV table here");
+  bench_cmd->require_subcommand(1);
+
   CLI11_PARSE(app, argc, argv);
+  if (bench_server->parsed()) {
+    for (int i = 0; i < argc; ++i) bench.command_line += std::string(i ? " " : "") + argv[i];
+    return rankd::BenchServerCommand(bench);
+  }
   if (serve_cmd->parsed()) return rankd::ServeCommand(serve);
   if (run_cmd->parsed()) return rankd::RunCommand(run);
   if (inspect_cmd->parsed()) return rankd::InspectCommand(inspect);
