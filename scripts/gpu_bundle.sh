@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx "/.bundle/" .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo /.bundle/ >> .git/info/exclude; }
 BUILD_DIR=${BUILD_DIR:-build}
-../shared/tools/device-bundle .bundle "$BUILD_DIR/tests/rankd_tests" "$BUILD_DIR/bench/rankd_engine_bench" >/dev/null
+../shared/tools/device-bundle .bundle "$BUILD_DIR/tests/rankd_tests" "$BUILD_DIR/bench/rankd_engine_bench" "$BUILD_DIR/rankd" >/dev/null
 strip .bundle/bin/*
 mkdir -p .bundle/onnx_node
 ops=$(grep -ho '"[A-Z][A-Za-z]*"' src/backend/cuda/*.cu src/backend/cuda/*.cc | tr -d '"' | sort -u)

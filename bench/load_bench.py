@@ -1,0 +1,166 @@
+"""Serving under load: throughput and p50/p99 latency against offered load, batching off and on.
+
+  /usr/bin/python3 bench/load_bench.py [--rankd build/rankd] [--backend cpu] [--size tiny]
+      [--w1-rates 50,100,200] [--w2-rates 50,100,200] [--seconds 10] [--din-length 100]
+
+Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo, serves each twice from one `rankd serve`:
+as exported, and with a `batching` section (cost model measured at warm-up). Request mixes from
+WORKLOADS.md: W1 draws N from MLPerf's server sizes {100, 100, 200 x12, 300, 300, 400, 500, 600,
+700}; W2 is one user with N = 200 candidates and a history uniform in [L/2, L]. For each model and
+rate, `rankd bench server` sends open-loop Poisson load (binary tensor bodies, so the client does
+not measure JSON number parsing), and /metrics gives requests per model execution. Prints a
+markdown table; --json keeps every result. Needs PyTorch for the export (scripts/setup.sh --zoo).
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from rankd_zoo import models, requests as rq  # noqa: E402
+from rankd_zoo.export import export  # noqa: E402
+
+W1_SIZES = [100, 100] + [200] * 12 + [300, 300, 400, 500, 600, 700]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def metrics(port):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
+
+
+def prepare(name, size, repo, out, din_length, count):
+    """Exports NAME at SIZE (once) and writes its request mix; returns (plain, batched, requests path)."""
+    plain = f"{name}_{size}"
+    batched = plain + "_batched"
+    if not os.path.exists(os.path.join(repo, plain, "1", "model.onnx")):
+        print(f"exporting {plain} ...", file=sys.stderr, flush=True)
+        export(name, size, repo, "", 1, 0, package=plain)
+    os.makedirs(os.path.join(repo, batched, "1"), exist_ok=True)
+    link = os.path.join(repo, batched, "1", "model.onnx")
+    if not os.path.exists(link):
+        os.symlink(os.path.abspath(os.path.join(repo, plain, "1", "model.onnx")), link)
+    for extra in os.listdir(os.path.join(repo, plain, "1")):  # external weights, if any
+        target = os.path.join(repo, batched, "1", extra)
+        if extra != "model.onnx" and not os.path.exists(target):
+            os.symlink(os.path.abspath(os.path.join(repo, plain, "1", extra)), target)
+    config = ""
+    if os.path.exists(os.path.join(repo, plain, "config.yaml")):
+        with open(os.path.join(repo, plain, "config.yaml")) as f:
+            config = "".join(l for l in f if not l.startswith("name:"))
+    with open(os.path.join(repo, batched, "config.yaml"), "w") as f:
+        f.write(f"name: {batched}\n{config}\nbatching: {{max_queue_delay_microseconds: 1000}}\n")
+    model = models.build(name, size, seed=0)
+    feats = rq.features(name, model)
+    rng = np.random.default_rng(2026)
+    path = os.path.join(out, f"load_{plain}.jsonl")
+    with open(path, "w") as f:
+        for i in range(count):
+            if name == "dlrm_dcnv2":
+                r = rq.make_request(rng, feats, int(rng.choice(W1_SIZES)))
+            else:
+                r = rq.make_request(rng, feats, 200, seq_len=din_length)
+            f.write(json.dumps(rq.to_json(feats, r, str(i), flat_ragged=True)) + "\n")
+    return plain, batched, path
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rankd", default=os.path.join(ROOT, "build", "rankd"), help="command that runs rankd")
+    p.add_argument("--backend", default="cpu")
+    p.add_argument("--size", default="tiny")
+    p.add_argument("--w1-rates", default="50,100,200")
+    p.add_argument("--w2-rates", default="50,100,200")
+    p.add_argument("--din-length", type=int, default=100)
+    p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--requests", type=int, default=64, help="distinct requests per workload, rotated")
+    p.add_argument("--out", default=os.path.join(HERE, "out"))
+    p.add_argument("--json", default="")
+    a = p.parse_args()
+    rankd = a.rankd.split()
+    repo = os.path.join(a.out, "load_repo")
+    os.makedirs(repo, exist_ok=True)
+    plans = []
+    for name, rates in (("dlrm_dcnv2", a.w1_rates), ("din", a.w2_rates)):
+        if rates:
+            plain, batched, path = prepare(name, a.size, repo, a.out, a.din_length, a.requests)
+            plans.append((name, plain, batched, path, [float(r) for r in rates.split(",")]))
+    http, mport = free_port(), free_port()
+    log = tempfile.TemporaryFile()
+    load = []
+    for _, plain, batched, _, _ in plans:
+        load += ["--load-model", plain, "--load-model", batched]
+    server = subprocess.Popen(rankd + ["serve", "--model-repository", repo, "--backend", a.backend,
+                                       "--http-address", "127.0.0.1", "--http-port", str(http), "--metrics-port",
+                                       str(mport), "--grpc-port", "-1", "--model-control-mode", "explicit"] + load,
+                              stdout=log, stderr=log)
+    rows = []
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/health/ready", timeout=2).status == 200:
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            raise RuntimeError("server not ready")
+        for name, plain, batched, path, rates in plans:
+            for model in (plain, batched):
+                for rate in rates:
+                    before = metrics(mport)
+                    tmp = os.path.join(a.out, f"load_{model}.json")
+                    cmd = rankd + ["bench", "server", "--port", str(http), "--model", model, "--requests", path,
+                                   "--binary", "--rates", str(rate), "--seconds", str(a.seconds), "--warmup", "1",
+                                   "--connections", "128", "--json", tmp]
+                    subprocess.run(cmd, check=True)
+                    after = metrics(mport)
+                    label = f'{{model="{model}",version="1"}}'
+                    reqs = after.get("nv_inference_request_success" + label, 0) - before.get("nv_inference_request_success" + label, 0)
+                    execs = after.get("nv_inference_exec_count" + label, 0) - before.get("nv_inference_exec_count" + label, 0)
+                    with open(tmp) as f:
+                        r = json.load(f)["results"][0]
+                    rows.append({"workload": "W1" if name == "dlrm_dcnv2" else "W2", "model": model,
+                                 "batching": model == batched, "requests_per_execution": reqs / max(execs, 1),
+                                 "command": " ".join(cmd), **r})
+    finally:
+        server.terminate()
+        server.wait(60)
+    log.seek(0)
+    print("\n".join(l for l in log.read().decode(errors="replace").splitlines() if "batching" in l or "backend" in l),
+          file=sys.stderr)
+    print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, binary bodies, "
+          f"{os.cpu_count()} cores shared by server and client\n")
+    print("| workload | batching | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors | requests per execution |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['workload']} | {'on' if r['batching'] else 'off'} | {r['offered_rate']:g} | {r['achieved_rate']:.1f} | "
+              f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | {r['errors'] + r['timeouts']} | "
+              f"{r['requests_per_execution']:.2f} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
