@@ -127,6 +127,10 @@ def main():
             raise RuntimeError("server not ready")
         for name, plain, batched, path, rates in plans:
             for model in (plain, batched):
+                # One unrecorded pass over every request first: plans for their shapes are built then.
+                subprocess.run(rankd + ["bench", "server", "--port", str(http), "--model", model, "--requests", path,
+                                        "--binary", "--rates", "50", "--seconds", str(2 * a.requests / 50), "--warmup", "0",
+                                        "--json", os.devnull], check=True, stderr=subprocess.DEVNULL)
                 for rate in rates:
                     before = metrics(mport)
                     tmp = os.path.join(a.out, f"load_{model}.json")

@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
 # Packs what a GPU-machine run needs into .bundle/ (ignored by git): the test and benchmark
 # programs with the libraries that machine lacks, and the ONNX conformance cases of the ops rankd
-# runs (the GPU machine has no libonnx-testdata). Then, on the GPU machine (docs/cuda.md):
+# runs (the GPU machine has no libonnx-testdata). `scripts/gpu_bundle.sh serve` packs the server and
+# the engine benchmark instead (bench/load_bench.py), within the 64 MiB a device run carries.
+# Then, on the GPU machine (docs/cuda.md):
 #   RANKD_SOURCE_DIR=$PWD RANKD_ONNX_TESTDATA=$PWD/.bundle/onnx_node .bundle/run rankd_tests --gtest_filter='*Cuda*'
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx "/.bundle/" .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo /.bundle/ >> .git/info/exclude; }
 BUILD_DIR=${BUILD_DIR:-build}
-../shared/tools/device-bundle .bundle "$BUILD_DIR/tests/rankd_tests" "$BUILD_DIR/bench/rankd_engine_bench" "$BUILD_DIR/rankd" >/dev/null
+rm -rf .bundle
+if [[ ${1:-} == serve ]]; then
+  ../shared/tools/device-bundle .bundle "$BUILD_DIR/rankd" "$BUILD_DIR/bench/rankd_engine_bench" >/dev/null
+  strip .bundle/bin/*
+  # Compressed to fit; on the device: tar -xJf .bundle.tar.xz
+  tar -cJf .bundle.tar.xz .bundle && rm -rf .bundle && mkdir .bundle && mv .bundle.tar.xz .bundle/
+  du -sh --apparent-size .bundle | awk '{print "bundle: " $1 " (unpack on the device: tar -xJf .bundle/.bundle.tar.xz)"}'
+  exit 0
+fi
+../shared/tools/device-bundle .bundle "$BUILD_DIR/tests/rankd_tests" "$BUILD_DIR/bench/rankd_engine_bench" >/dev/null
 strip .bundle/bin/*
 mkdir -p .bundle/onnx_node
 ops=$(grep -ho '"[A-Z][A-Za-z]*"' src/backend/cuda/*.cu src/backend/cuda/*.cc | tr -d '"' | sort -u)
