@@ -144,6 +144,10 @@ def main():
                     execs = after.get("nv_inference_exec_count" + label, 0) - before.get("nv_inference_exec_count" + label, 0)
                     with open(tmp) as f:
                         r = json.load(f)["results"][0]
+                    # Where a request's server time went (µs per request): queue, parse, score, answer.
+                    for part in ("queue", "compute_input", "compute_infer", "compute_output"):
+                        key = f"nv_inference_{part}_duration_us" + label
+                        r[part + "_us"] = (after.get(key, 0) - before.get(key, 0)) / max(reqs, 1)
                     rows.append({"workload": "W1" if name == "dlrm_dcnv2" else "W2", "model": model,
                                  "batching": model == batched, "requests_per_execution": reqs / max(execs, 1),
                                  "command": " ".join(cmd), **r})
@@ -155,12 +159,14 @@ def main():
           file=sys.stderr)
     print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, binary bodies, "
           f"{os.cpu_count()} cores shared by server and client\n")
-    print("| workload | batching | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors | requests per execution |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| workload | batching | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors | requests per execution "
+          "| server µs per request: queue / parse / score / answer |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['workload']} | {'on' if r['batching'] else 'off'} | {r['offered_rate']:g} | {r['achieved_rate']:.1f} | "
               f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | {r['errors'] + r['timeouts']} | "
-              f"{r['requests_per_execution']:.2f} |")
+              f"{r['requests_per_execution']:.2f} | {r['queue_us']:.0f} / {r['compute_input_us']:.0f} / "
+              f"{r['compute_infer_us']:.0f} / {r['compute_output_us']:.0f} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -38,7 +38,8 @@ struct LoadOptions {
 
 struct LoadResult {
   double offered_rate = 0;
-  double achieved_rate = 0;  // answers with status 200 per second of the measured span
+  // Answers with status 200 per second, from the first measured arrival to the last answer.
+  double achieved_rate = 0;
   int64_t sent = 0, ok = 0, errors = 0, timeouts = 0;
   std::map<int, int64_t> statuses;  // HTTP status -> count, over the measured span
   double p50_ms = 0, p90_ms = 0, p99_ms = 0, p999_ms = 0, mean_ms = 0, max_ms = 0;
