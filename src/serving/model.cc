@@ -106,6 +106,7 @@ Status Model::Prepare() {
     output_signature_.push_back(o);
   }
   for (const Binding& b : bindings_) offsets_inputs_.push_back(b.part == Part::kOffsets);
+  for (int id : graph_.outputs) output_names_.push_back(graph_.values[static_cast<size_t>(id)].name);
   auto warm = Infer(ExampleRequest(2));
   if (!warm.ok()) return warm.status().WithContext("warm-up failed");
   if (config_.batching.enabled) RETURN_IF_ERROR(StartBatching().WithContext("batching"));
@@ -389,10 +390,8 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
     tasks[0]->done.set_value(RunPrepared(*parts[0]));
     return;
   }
-  std::vector<std::string> output_names;
-  for (int id : graph_.outputs) output_names.push_back(graph_.values[static_cast<size_t>(id)].name);
   auto result = RunPrepared(MergeRequests(parts, offsets_inputs_));
-  auto split = result.ok() ? SplitRows(*result, rows, output_names)
+  auto split = result.ok() ? SplitRows(*result, rows, output_names_)
                            : StatusOr<std::vector<std::vector<Tensor>>>(result.status());
   if (split.ok()) {
     for (size_t k = 0; k < tasks.size(); ++k) tasks[k]->done.set_value(std::move((*split)[k]));
@@ -454,15 +453,13 @@ Status Model::StartBatching() {
     ASSIGN_OR_RETURN(std::vector<Tensor> out, RunPrepared(prepared[k]));
     alone.push_back(std::move(out));
   }
-  std::vector<std::string> output_names;
-  for (int id : graph_.outputs) output_names.push_back(graph_.values[static_cast<size_t>(id)].name);
   ASSIGN_OR_RETURN(std::vector<Tensor> merged, RunPrepared(MergeRequests({&prepared[0], &prepared[1]}, offsets_inputs_)));
-  ASSIGN_OR_RETURN(auto split, SplitRows(merged, {prepared[0].rows, prepared[1].rows}, output_names));
+  ASSIGN_OR_RETURN(auto split, SplitRows(merged, {prepared[0].rows, prepared[1].rows}, output_names_));
   double tolerance = config_.precision == "fp32" ? 1e-3 : 3e-2;
   for (size_t k = 0; k < split.size(); ++k) {
     for (size_t o = 0; o < split[k].size(); ++o) {
       if (!SameValues(alone[k][o], split[k][o], tolerance)) {
-        return InvalidArgument("output '" + output_names[o] +
+        return InvalidArgument("output '" + output_names_[o] +
                                   "' changes when requests are merged: the graph mixes rows of a batch, so it "
                                   "cannot be batched (remove the batching section)");
       }

@@ -138,6 +138,7 @@ class Model {
   mutable std::vector<std::unique_ptr<Executor>> idle_executors_;                // GUARDED_BY(mu_)
 
   std::vector<bool> offsets_inputs_;  // graph input i is a ragged input's offsets
+  std::vector<std::string> output_names_;  // the graph's outputs, in order
   BatchPolicyOptions batch_policy_;
   std::unique_ptr<Batcher> batcher_;  // last: destroyed (drained) first
 };
