@@ -51,6 +51,18 @@ class Executor {
   // Runs `plan` on `inputs` (host tensors, one per graph input, with the dtypes and shapes the
   // plan was built for) and returns the graph outputs in order, as host tensors the caller owns.
   virtual StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs) = 0;
+  // Records `plan` as one replayable launch (a CUDA graph: the input copy, every step and the
+  // output copy), so later Runs of it issue one launch instead of one per step. Returns the device
+  // bytes the capture took. Unimplemented on backends without such a thing (the CPU).
+  virtual StatusOr<int64_t> Capture(const Plan& plan) {
+    (void)plan;
+    return Unimplemented("this backend does not capture plans");
+  }
+  // Whether Run(plan) replays a capture.
+  virtual bool Captured(const Plan& plan) const {
+    (void)plan;
+    return false;
+  }
 };
 
 // How a model's matrix products may round: fp32 (exact, the default), tf32 (TF32 tensor cores,

@@ -153,6 +153,50 @@ StatusOr<BatchingConfig> ParseBatching(const json& j) {
   return b;
 }
 
+// A list of positive integers, ascending and without repeats once read.
+StatusOr<std::vector<int64_t>> ParseSizes(const json& j, const std::string& where) {
+  RETURN_IF_ERROR(Expect(j.is_array() && !j.empty() && j.size() <= 64, where + " must be a list of 1 to 64 sizes"));
+  std::vector<int64_t> sizes;
+  for (const json& v : j) {
+    RETURN_IF_ERROR(Expect(v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() <= (int64_t{1} << 30),
+                           where + " must hold positive integers"));
+    sizes.push_back(v.get<int64_t>());
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
+StatusOr<ShapeBucketsConfig> ParseBuckets(const json& j) {
+  RETURN_IF_ERROR(Expect(j.is_object(), "buckets must be a mapping"));
+  RETURN_IF_ERROR(CheckKeys(j, {"enabled", "allowed_batch_sizes", "allowed_lengths", "cuda_graphs",
+                                "warmup_max_batch_size", "max_graph_memory_mb"},
+                            "buckets"));
+  ShapeBucketsConfig b;
+  b.enabled = 1;  // the section's presence turns buckets on
+  bool enabled = true;
+  for (auto [key, field] : {std::pair{"enabled", &enabled}, std::pair{"cuda_graphs", &b.cuda_graphs}}) {
+    if (!j.contains(key)) continue;
+    RETURN_IF_ERROR(Expect(j[key].is_boolean(), std::string("buckets.") + key + " must be true or false"));
+    *field = j[key];
+  }
+  b.enabled = enabled ? 1 : 0;
+  if (j.contains("allowed_batch_sizes")) {
+    ASSIGN_OR_RETURN(b.allowed_batch_sizes, ParseSizes(j["allowed_batch_sizes"], "buckets.allowed_batch_sizes"));
+  }
+  if (j.contains("allowed_lengths")) {
+    ASSIGN_OR_RETURN(b.allowed_lengths, ParseSizes(j["allowed_lengths"], "buckets.allowed_lengths"));
+  }
+  for (auto [key, field] : {std::pair{"warmup_max_batch_size", &b.warmup_max_batch_size},
+                            std::pair{"max_graph_memory_mb", &b.max_graph_memory_mb}}) {
+    if (!j.contains(key)) continue;
+    RETURN_IF_ERROR(Expect(j[key].is_number_integer() && j[key].get<int64_t>() >= 0 && j[key].get<int64_t>() <= (int64_t{1} << 30),
+                           std::string("buckets.") + key + " must be an integer >= 0"));
+    *field = j[key];
+  }
+  return b;
+}
+
 StatusOr<ModelConfig> ParseJson(const json& j) {
   RETURN_IF_ERROR(Expect(j.is_object(), "the config must be a mapping"));
   RETURN_IF_ERROR(CheckKeys(j, {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs", "output",
@@ -223,7 +267,9 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
     if (!j.contains(key)) continue;
     ASSIGN_OR_RETURN(c.batching, ParseBatching(j[key]));
   }
-  if (j.contains("buckets")) c.buckets = j["buckets"];
+  if (j.contains("buckets")) {
+    ASSIGN_OR_RETURN(c.buckets, ParseBuckets(j["buckets"]));
+  }
   if (j.contains("tables")) c.tables = j["tables"];
   return c;
 }

@@ -58,6 +58,17 @@ struct BatchingConfig {
   double cost_budget = -1;
 };
 
+// Shape buckets (docs/buckets.md): requests are padded up to a bucket of rows and, per ragged
+// input, of row length, so a few plans (and on a GPU, captured graphs) serve every request.
+struct ShapeBucketsConfig {
+  int enabled = -1;                         // 1 on, 0 off, -1 = the backend's default (on for GPUs)
+  std::vector<int64_t> allowed_batch_sizes;  // TF Serving's name; empty = powers of two to the row limit
+  std::vector<int64_t> allowed_lengths;      // ragged row lengths; empty = powers of two; max_length always added
+  bool cuda_graphs = true;                   // capture each bucket's plan as a CUDA graph
+  int64_t warmup_max_batch_size = 1024;      // buckets up to this many rows are captured before ready
+  int64_t max_graph_memory_mb = 1024;        // device memory graphs may take at warm-up
+};
+
 struct ModelConfig {
   std::string name;
   int64_t max_batch_size = 0;  // rows per request accepted; 0 = the server's limit
@@ -66,8 +77,9 @@ struct ModelConfig {
   std::vector<OutputConfig> outputs;
   VersionPolicy version_policy;
   BatchingConfig batching;
-  // Sections owned by other subsystems (buckets, tables), kept verbatim until then.
-  nlohmann::json buckets, tables;
+  ShapeBucketsConfig buckets;
+  // Sections owned by other subsystems (tables), kept verbatim until then.
+  nlohmann::json tables;
   bool derived = false;  // true when there was no config file
 
   const InputConfig* FindInput(const std::string& name) const;

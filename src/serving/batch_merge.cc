@@ -1,6 +1,7 @@
 #include "serving/batch_merge.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -73,6 +74,20 @@ StatusOr<std::vector<std::vector<Tensor>>> SplitRows(const std::vector<Tensor>& 
     }
   }
   return split;
+}
+
+bool OutputsAgree(const Tensor& a, const Tensor& b, double tolerance) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  auto close = [&](const auto* x, const auto* y) {
+    for (int64_t i = 0; i < a.size(); ++i) {
+      double u = static_cast<double>(x[i]), v = static_cast<double>(y[i]);
+      if (!(std::fabs(u - v) <= tolerance * (1.0 + std::fabs(u)))) return false;
+    }
+    return true;
+  };
+  if (a.dtype() == DType::kF32) return close(a.data<float>(), b.data<float>());
+  if (a.dtype() == DType::kF64) return close(a.data<double>(), b.data<double>());
+  return a.bytes() == b.bytes() && (a.bytes() == 0 || std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
 }
 
 }  // namespace rankd

@@ -33,4 +33,8 @@ StatusOr<std::vector<std::vector<Tensor>>> SplitRows(const std::vector<Tensor>& 
                                                      const std::vector<int64_t>& rows,
                                                      const std::vector<std::string>& output_names);
 
+// Whether two outputs agree: same dtype and shape, floating values within `tolerance` relative
+// (|a - b| <= tolerance * (1 + |a|)), others exactly.
+bool OutputsAgree(const Tensor& a, const Tensor& b, double tolerance);
+
 }  // namespace rankd

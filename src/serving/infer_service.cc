@@ -34,6 +34,7 @@ Status InferService::Infer(const std::string& name, int64_t version, Clock::time
   t.output_us = Micros(scored, done);
   t.total_us = Micros(received, done);
   t.rows = outputs->empty() ? 0 : outputs->front().data.dim(0);
+  t.buckets = model->bucket_counters();
   metrics_.AddInflight(-1);
   metrics_.RecordSuccess(model->name(), model->version(), t);
   return Status::Ok();

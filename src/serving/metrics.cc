@@ -17,6 +17,7 @@ void Metrics::RecordSuccess(const std::string& model, int64_t version, const Req
   m.input_us += t.input_us;
   m.infer_us += t.infer_us;
   m.output_us += t.output_us;
+  m.buckets = t.buckets;
   m.recent_us.push_back(t.total_us);
   if (m.recent_us.size() > 1024) m.recent_us.pop_front();
 }
@@ -45,6 +46,12 @@ std::string Metrics::Text() const {
   family("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds", "counter", [](const PerModel& m) { return m.input_us; });
   family("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds", "counter", [](const PerModel& m) { return m.infer_us; });
   family("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds", "counter", [](const PerModel& m) { return m.output_us; });
+  family("rankd_graph_hits", "Executions that replayed a captured CUDA graph", "counter", [](const PerModel& m) { return m.buckets.graph_hits; });
+  family("rankd_graph_misses", "Executions that ran uncaptured while graphs are on", "counter", [](const PerModel& m) { return m.buckets.graph_misses; });
+  family("rankd_graph_captures", "Plans captured as graphs, per executor, warm-up included", "counter", [](const PerModel& m) { return m.buckets.captures; });
+  family("rankd_graph_capture_duration_us", "Cumulative time spent capturing graphs", "counter", [](const PerModel& m) { return m.buckets.capture_us; });
+  family("rankd_bucket_real_rows", "Rows of executions padded to a shape bucket, before padding", "counter", [](const PerModel& m) { return m.buckets.real_rows; });
+  family("rankd_bucket_padded_rows", "Rows of executions padded to a shape bucket, after padding", "counter", [](const PerModel& m) { return m.buckets.padded_rows; });
   out += "# HELP nv_inference_request_summary_us Request duration quantiles over the last 1024 requests\n";
   out += "# TYPE nv_inference_request_summary_us summary\n";
   for (const auto& [key, m] : models_) {

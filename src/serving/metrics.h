@@ -9,6 +9,9 @@
 //   nv_inference_compute_input/infer/output_duration_us   parse / score / serialise
 //   nv_inference_request_summary_us{quantile} p50, p90, p99 over the last 1024 requests
 //   rankd_inflight_requests                   requests being served now (all models)
+//   rankd_graph_hits / _misses                executions that replayed a captured graph / ran uncaptured
+//   rankd_graph_captures, _capture_duration_us plans captured (warm-up and background) and the time taken
+//   rankd_bucket_real_rows / _padded_rows     rows of bucketed executions before and after padding
 // Thread-safe.
 #pragma once
 
@@ -19,12 +22,15 @@
 #include <mutex>
 #include <string>
 
+#include "serving/shape_buckets.h"
+
 namespace rankd {
 
 struct RequestTiming {
   uint64_t queue_us = 0, input_us = 0, infer_us = 0, output_us = 0, total_us = 0;
   int64_t rows = 0;
   bool execution = true;  // counts one model execution (a batch's first request does)
+  BucketCounters buckets;  // the model's counters after this request (they are the model's own)
 };
 
 class Metrics {
@@ -40,6 +46,7 @@ class Metrics {
     uint64_t success = 0, failure = 0, rows = 0, execs = 0;
     uint64_t request_us = 0, queue_us = 0, input_us = 0, infer_us = 0, output_us = 0;
     std::deque<uint64_t> recent_us;  // last 1024 request durations
+    BucketCounters buckets;          // as last reported
   };
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int64_t>, PerModel> models_;  // GUARDED_BY(mu_)

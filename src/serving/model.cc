@@ -109,6 +109,12 @@ Status Model::Prepare() {
   for (int id : graph_.outputs) output_names_.push_back(graph_.values[static_cast<size_t>(id)].name);
   auto warm = Infer(ExampleRequest(2));
   if (!warm.ok()) return warm.status().WithContext("warm-up failed");
+  for (const Binding& b : bindings_) {
+    input_kinds_.push_back({b.part == Part::kDense ? GraphInputKind::kDense
+                            : b.part == Part::kValues ? GraphInputKind::kValues : GraphInputKind::kOffsets,
+                            b.ragged_index});
+  }
+  RETURN_IF_ERROR(StartBuckets().WithContext("shape buckets"));
   if (config_.batching.enabled) RETURN_IF_ERROR(StartBatching().WithContext("batching"));
   return Status::Ok();
 }
@@ -133,6 +139,18 @@ InferRequest Model::ExampleRequest(int64_t rows, int64_t ragged_length) const {
   }
   return r;
 }
+
+void RandomizeFloats(InferRequest& request, uint32_t seed) {
+  for (InferInput& in : request.inputs) {
+    if (in.data.dtype() != DType::kF32) continue;
+    for (int64_t i = 0; i < in.data.size(); ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      in.data.data<float>()[i] = static_cast<float>(seed >> 8) / static_cast<float>(1 << 24);
+    }
+  }
+}
+
+double Model::AgreementTolerance() const { return config_.precision == "fp32" ? 1e-3 : 3e-2; }
 
 namespace {
 
@@ -312,6 +330,11 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanFor(const std::vector<TensorMet
 StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& request) const {
   PreparedRequest prepared;
   RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
+  if (buckets_) {
+    if (std::optional<BucketKey> key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths)) {
+      prepared = PadToBucket(prepared, *key, input_kinds_);
+    }
+  }
   std::vector<TensorMeta> metas;
   for (const Tensor& t : prepared.inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
   return PlanFor(metas, prepared.ragged_max_lengths);
@@ -331,10 +354,12 @@ StatusOr<std::unique_ptr<Executor>> Model::AcquireExecutor() const {
     ++executors_created_;
   }
   auto created = backend_->NewExecutor(resources_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!created.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
     --executors_created_;
     executor_freed_.notify_one();
+  } else {
+    all_executors_.push_back(created->get());
   }
   return created;
 }
@@ -345,16 +370,6 @@ void Model::ReleaseExecutor(std::unique_ptr<Executor> executor) const {
     idle_executors_.push_back(std::move(executor));
   }
   executor_freed_.notify_one();
-}
-
-StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared) const {
-  std::vector<TensorMeta> metas;
-  for (const Tensor& t : prepared.inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
-  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(metas, prepared.ragged_max_lengths));
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
-  auto result = executor->Run(*plan, prepared.inputs);
-  ReleaseExecutor(std::move(executor));
-  return result;
 }
 
 namespace {
@@ -410,21 +425,6 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
 
 namespace {
 
-// Whether two outputs of a request agree within `tolerance` (relative, floating point) or exactly.
-bool SameValues(const Tensor& a, const Tensor& b, double tolerance) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  auto close = [&](const auto* x, const auto* y) {
-    for (int64_t i = 0; i < a.size(); ++i) {
-      double u = static_cast<double>(x[i]), v = static_cast<double>(y[i]);
-      if (!(std::fabs(u - v) <= tolerance * (1.0 + std::fabs(u)))) return false;
-    }
-    return true;
-  };
-  if (a.dtype() == DType::kF32) return close(a.data<float>(), b.data<float>());
-  if (a.dtype() == DType::kF64) return close(a.data<double>(), b.data<double>());
-  return a.bytes() == b.bytes() && (a.bytes() == 0 || std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
-}
-
 double MicrosSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
 }
@@ -436,16 +436,8 @@ Status Model::StartBatching() {
   // Merged requests must score as they do alone: two requests of random dense values and
   // different ragged lengths, alone and merged.
   std::vector<InferRequest> examples = {ExampleRequest(2, 1), ExampleRequest(3, 2)};
-  uint32_t seed = 12345;
-  for (InferRequest& r : examples) {
-    for (InferInput& in : r.inputs) {
-      if (in.data.dtype() != DType::kF32) continue;
-      for (int64_t i = 0; i < in.data.size(); ++i) {
-        seed = seed * 1664525u + 1013904223u;
-        in.data.data<float>()[i] = static_cast<float>(seed >> 8) / static_cast<float>(1 << 24);
-      }
-    }
-  }
+  RandomizeFloats(examples[0], 12345);
+  RandomizeFloats(examples[1], 54321);
   std::vector<PreparedRequest> prepared(examples.size());
   std::vector<std::vector<Tensor>> alone;
   for (size_t k = 0; k < examples.size(); ++k) {
@@ -455,10 +447,10 @@ Status Model::StartBatching() {
   }
   ASSIGN_OR_RETURN(std::vector<Tensor> merged, RunPrepared(MergeRequests({&prepared[0], &prepared[1]}, offsets_inputs_)));
   ASSIGN_OR_RETURN(auto split, SplitRows(merged, {prepared[0].rows, prepared[1].rows}, output_names_));
-  double tolerance = config_.precision == "fp32" ? 1e-3 : 3e-2;
+  double tolerance = AgreementTolerance();
   for (size_t k = 0; k < split.size(); ++k) {
     for (size_t o = 0; o < split[k].size(); ++o) {
-      if (!SameValues(alone[k][o], split[k][o], tolerance)) {
+      if (!OutputsAgree(alone[k][o], split[k][o], tolerance)) {
         return InvalidArgument("output '" + output_names_[o] +
                                   "' changes when requests are merged: the graph mixes rows of a batch, so it "
                                   "cannot be batched (remove the batching section)");

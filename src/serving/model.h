@@ -8,6 +8,7 @@
 // (docs/batching.md); the cost model is measured at warm-up unless the config sets it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,8 @@
 #include "model/config.h"
 #include "model/graph.h"
 #include "serving/batch_merge.h"
+#include "serving/capture_worker.h"
+#include "serving/shape_buckets.h"
 
 namespace rankd {
 
@@ -50,7 +53,12 @@ struct LoadReport {
   int fused_embedding_bags = 0;
   int fused_activations = 0;
   int ragged_inputs = 0;
+  std::string buckets = "off";  // "on", "off" or why they are off
+  int warmup_captures = 0;      // plans captured (per executor) before the model reported ready
+  int64_t warmup_capture_bytes = 0;
+  double warmup_capture_ms = 0;
 };
+
 
 // How a request ran, for metrics.
 struct InferStats {
@@ -81,6 +89,12 @@ class Model {
   // Scores one request. Bad input gives InvalidArgument naming the input and the problem; with
   // batching, a full queue gives Unavailable and a passed deadline DeadlineExceeded.
   StatusOr<std::vector<InferOutput>> Infer(const InferRequest& request, InferStats* stats = nullptr) const;
+  // Counters of buckets and captures so far.
+  BucketCounters bucket_counters() const;
+  // The shape buckets in use, or nullptr when requests run at their own shapes.
+  const ShapeBuckets* shape_buckets() const { return buckets_.get(); }
+  // Waits until no background capture is queued or running (tests).
+  void WaitForCaptures() const;
   // The batcher's policy (cost coefficients as measured or configured); nullptr without batching.
   const BatchPolicyOptions* batch_policy() const { return batcher_ ? &batch_policy_ : nullptr; }
   // The plan a request with these graph inputs would use (for inspection and benchmarks).
@@ -91,14 +105,23 @@ class Model {
   // A small valid request (rows candidates, ragged rows of `ragged_length` ids 0, dense zeros),
   // used for warm-up and cost measurement.
   InferRequest ExampleRequest(int64_t rows, int64_t ragged_length = 1) const;
+  // How far outputs may move when rows are merged or padded: 1e-3 in fp32, 3e-2 with tf32/bf16.
+  double AgreementTolerance() const;
 
  private:
   Model() = default;
   Status Prepare();
   // Validates the request and builds the graph's inputs.
   Status BuildGraphInputs(const InferRequest& request, PreparedRequest& prepared) const;
-  // Runs prepared graph inputs on an executor from the pool.
+  // Runs prepared graph inputs on an executor from the pool, padded to their shape bucket when
+  // buckets are on (model_buckets.cc).
   StatusOr<std::vector<Tensor>> RunPrepared(const PreparedRequest& prepared) const;
+  // Runs graph inputs at their own shapes; queues a capture of the plan when it ran uncaptured.
+  StatusOr<std::vector<Tensor>> RunPlanned(const PreparedRequest& prepared) const;
+  // Decides whether buckets are on, checks padding changes nothing, captures the warm-up buckets.
+  Status StartBuckets();
+  // Captures `plan` on every executor that lacks it, each taken from the pool when idle.
+  void CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const;
   // The batcher's callback: merges, runs, splits; a batch that fails runs its requests alone.
   void RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const;
   // Checks that merged requests score as they do alone, measures the cost model, starts the batcher.
@@ -133,15 +156,28 @@ class Model {
   // An executor from the pool (waiting while all are busy), and back.
   StatusOr<std::unique_ptr<Executor>> AcquireExecutor() const;
   void ReleaseExecutor(std::unique_ptr<Executor> executor) const;
+  // The given executor, once idle.
+  std::unique_ptr<Executor> TakeExecutor(const Executor* executor) const;
   mutable std::condition_variable executor_freed_;
   mutable int executors_created_ = 0;                                              // GUARDED_BY(mu_)
   mutable std::vector<std::unique_ptr<Executor>> idle_executors_;                // GUARDED_BY(mu_)
+  mutable std::vector<const Executor*> all_executors_;                           // GUARDED_BY(mu_)
+
+  std::unique_ptr<ShapeBuckets> buckets_;  // nullptr: requests run at their own shapes
+  std::vector<GraphInputKind> input_kinds_;
+  bool capture_ = false;  // capture plans as graphs (buckets on, backend able)
+  mutable std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_us_{0};
+  mutable std::atomic<uint64_t> real_rows_{0}, padded_rows_{0};
+  mutable std::unique_ptr<CaptureWorker> capture_worker_;  // before batcher_: outlives its batches
 
   std::vector<bool> offsets_inputs_;  // graph input i is a ragged input's offsets
   std::vector<std::string> output_names_;  // the graph's outputs, in order
   BatchPolicyOptions batch_policy_;
   std::unique_ptr<Batcher> batcher_;  // last: destroyed (drained) first
 };
+
+// Fills the float inputs of `request` with pseudo-random values in [0, 1) (load-time checks).
+void RandomizeFloats(InferRequest& request, uint32_t seed);
 
 // A version as clients write it ("3"); the empty string means "the server's choice" (-1).
 StatusOr<int64_t> ParseModelVersion(const std::string& text);

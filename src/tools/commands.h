@@ -22,6 +22,8 @@ struct InspectArgs {
   std::string model_repo;
   std::string model;
   int64_t version = -1;
+  std::string backend = "cpu";  // where the model is loaded (buckets and graphs depend on it)
+  bool plan = false;            // print each warm-up bucket's plan: steps and kernels
 };
 int InspectCommand(const InspectArgs& args);
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -16,11 +17,54 @@ std::string Human(int64_t bytes) {
   return buf;
 }
 
+std::string List(const std::vector<int64_t>& sizes) {
+  std::string s;
+  for (int64_t n : sizes) s += (s.empty() ? "" : ",") + std::to_string(n);
+  return "[" + s + "]";
+}
+
+// The shape buckets, what warm-up captured and, with `plan`, each warm-up bucket's kernels.
+void PrintBuckets(const Model& model, bool plan) {
+  const LoadReport& r = model.load_report();
+  std::printf("shape buckets (%s): %s\n", model.backend().name(), r.buckets.c_str());
+  const ShapeBuckets* b = model.shape_buckets();
+  if (!b) return;
+  std::printf("  rows %s\n", List(b->rows()).c_str());
+  for (size_t k = 0; k < b->lengths().size(); ++k) std::printf("  lengths of ragged input %zu %s\n", k, List(b->lengths()[k]).c_str());
+  if (r.warmup_captures > 0) {
+    std::printf("  graphs captured at warm-up: %d (all executors) in %.1f ms, %s of device memory\n", r.warmup_captures,
+                r.warmup_capture_ms, Human(r.warmup_capture_bytes).c_str());
+  }
+  if (!plan) return;
+  InferRequest one = model.ExampleRequest(1, 1);
+  for (const BucketKey& key : b->WarmupKeys(model.config().buckets.warmup_max_batch_size)) {
+    InferRequest request = model.ExampleRequest(key.rows, key.lengths.empty() ? 1 : *std::max_element(key.lengths.begin(), key.lengths.end()));
+    auto p = model.PlanForRequest(request);
+    if (!p.ok()) {
+      std::printf("  %s: %s\n", key.ToString().c_str(), p.status().ToString().c_str());
+      continue;
+    }
+    std::map<std::string, int> kernels;
+    for (const PlanStep& step : (*p)->steps()) ++kernels[(*p)->graph().nodes[static_cast<size_t>(step.node)].op];
+    std::string ops;
+    for (const auto& [op, n] : kernels) ops += " " + op + "×" + std::to_string(n);
+    std::printf("  plan %-28s %3zu steps, %s workspace:%s\n", key.ToString().c_str(), (*p)->steps().size(),
+                Human((*p)->workspace_bytes()).c_str(), ops.c_str());
+  }
+}
+
 }  // namespace
 
 int InspectCommand(const InspectArgs& args) {
   std::string dir = (std::filesystem::path(args.model_repo) / args.model).string();
-  auto loaded = Model::Load(dir, args.version);
+  auto backend = FindBackend(args.backend);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "rankd inspect: %s\n", backend.status().ToString().c_str());
+    return 2;
+  }
+  ModelOptions options;
+  options.backend = *backend;
+  auto loaded = Model::Load(dir, args.version, options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "rankd inspect: %s\n", loaded.status().ToString().c_str());
     return 2;
@@ -52,6 +96,7 @@ int InspectCommand(const InspectArgs& args) {
   } else {
     std::printf("batching: off\n");
   }
+  PrintBuckets(model, args.plan);
   std::printf("ops (%zu nodes):\n", g.nodes.size());
   for (const auto& [op, count] : g.OpCounts()) std::printf("  %-20s %d\n", op.c_str(), count);
   std::printf("tables:\n");

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   inspect_cmd->add_option("--model-repo,--model-repository", inspect.model_repo, "Model repository directory")->required();
   inspect_cmd->add_option("--model", inspect.model, "Model name")->required();
   inspect_cmd->add_option("--model-version", inspect.version, "Version (default: latest)");
+  inspect_cmd->add_option("--backend", inspect.backend, "cpu | cuda | auto: load the model there");
+  inspect_cmd->add_flag("--plan", inspect.plan, "Show the plan of each shape bucket: steps and kernels");
 
   rankd::ServeArgs serve;
   CLI::App* serve_cmd = app.add_subcommand("serve", "Serve models over KServe v2 (HTTP) with Prometheus metrics");

@@ -107,6 +107,16 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     }
     b.views[id] = Tensor::View(v.dtype, v.shape, p);
   }
+  for (int id : plan.graph().inputs) {
+    const PlanValue& v = values[static_cast<size_t>(id)];
+    b.in_offsets.push_back(b.in_total);
+    b.in_total += Aligned(static_cast<size_t>(NumElements(v.shape)) * DTypeSize(v.dtype));
+  }
+  b.out_total = Aligned(sizeof(int));  // the error word first
+  for (int id : plan.graph().outputs) {
+    b.out_offsets.push_back(b.out_total);
+    b.out_total += Aligned(b.views[static_cast<size_t>(id)].bytes());
+  }
   for (const PlanStep& step : plan.steps()) {
     auto& ins = b.step_inputs.emplace_back();
     auto& host_ins = b.step_host_inputs.emplace_back();
@@ -140,50 +150,93 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b) {
   return Status::Ok();
 }
 
-StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
-  RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
-  ASSIGN_OR_RETURN(Binding * b, Bind(plan));
-  // Inputs: packed into one pinned buffer, one copy to the device.
-  std::vector<size_t> in_offsets(inputs.size());
-  size_t in_total = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    in_offsets[i] = in_total;
-    in_total += Aligned(inputs[i].bytes());
-  }
-  RETURN_IF_ERROR(staged_inputs_.Reserve(in_total));
-  RETURN_IF_ERROR(inputs_.Reserve(in_total));
-  auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].bytes() > 0) std::memcpy(staged + in_offsets[i], inputs[i].raw(), inputs[i].bytes());
-  }
+void CudaExecutor::DropCaptures() {
+  for (auto& [id, b] : bindings_) b.graph.reset();
+}
+
+Status CudaExecutor::Stage(Binding& b) {
+  bool grew_in = false, grew_staged = false, grew_out = false;
+  RETURN_IF_ERROR(inputs_.Reserve(b.in_total, &grew_in));
+  RETURN_IF_ERROR(staged_inputs_.Reserve(b.in_total, &grew_staged));
+  RETURN_IF_ERROR(staged_outputs_.Reserve(b.out_total, &grew_out));
+  if (grew_in || grew_staged || grew_out) DropCaptures();
   auto* device_inputs = static_cast<uint8_t*>(inputs_.get());
-  for (const auto& [id, index] : b->input_rooted) {
-    b->views[static_cast<size_t>(id)].set_data(device_inputs + in_offsets[static_cast<size_t>(index)]);
+  for (const auto& [id, index] : b.input_rooted) {
+    b.views[static_cast<size_t>(id)].set_data(device_inputs + b.in_offsets[static_cast<size_t>(index)]);
   }
-  RANKD_CUDA_RETURN(cudaMemcpyAsync(device_inputs, staged, in_total, cudaMemcpyHostToDevice, ctx_.stream));
+  return Status::Ok();
+}
+
+Status CudaExecutor::Enqueue(const Plan& plan, Binding& b) {
+  RANKD_CUDA_RETURN(cudaMemcpyAsync(inputs_.get(), staged_inputs_.get(), b.in_total, cudaMemcpyHostToDevice, ctx_.stream));
   RANKD_CUDA_RETURN(cudaMemsetAsync(ctx_.error, 0, sizeof(int), ctx_.stream));
-  Status launched = Launch(plan, *b);
-  if (!launched.ok()) {
-    cudaStreamSynchronize(ctx_.stream);
-    return launched;
-  }
+  RETURN_IF_ERROR(Launch(plan, b));
   // Outputs and the error word: copied back into one pinned buffer.
   const Graph& graph = plan.graph();
-  std::vector<size_t> out_offsets(graph.outputs.size());
-  size_t out_total = Aligned(sizeof(int));
-  for (size_t i = 0; i < graph.outputs.size(); ++i) {
-    out_offsets[i] = out_total;
-    out_total += Aligned(b->views[static_cast<size_t>(graph.outputs[i])].bytes());
-  }
-  RETURN_IF_ERROR(staged_outputs_.Reserve(out_total));
   auto* back = static_cast<uint8_t*>(staged_outputs_.get());
   RANKD_CUDA_RETURN(cudaMemcpyAsync(back, ctx_.error, sizeof(int), cudaMemcpyDeviceToHost, ctx_.stream));
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
-    const Tensor& v = b->views[static_cast<size_t>(graph.outputs[i])];
+    const Tensor& v = b.views[static_cast<size_t>(graph.outputs[i])];
     if (v.bytes() == 0) continue;
-    RANKD_CUDA_RETURN(cudaMemcpyAsync(back + out_offsets[i], v.raw(), v.bytes(), cudaMemcpyDeviceToHost, ctx_.stream));
+    RANKD_CUDA_RETURN(cudaMemcpyAsync(back + b.out_offsets[i], v.raw(), v.bytes(), cudaMemcpyDeviceToHost, ctx_.stream));
+  }
+  return Status::Ok();
+}
+
+StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
+  if (OpProfile::enabled()) return Unimplemented("plans are not captured while ops are profiled");
+  RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
+  ASSIGN_OR_RETURN(Binding * b, Bind(plan));
+  RETURN_IF_ERROR(Stage(*b));
+  if (b->graph) return int64_t{0};
+  size_t free_before = 0, free_after = 0, total = 0;
+  RANKD_CUDA_RETURN(cudaMemGetInfo(&free_before, &total));
+  RANKD_CUDA_RETURN(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
+  Status enqueued = Enqueue(plan, *b);
+  cudaGraph_t graph = nullptr;
+  cudaError_t ended = cudaStreamEndCapture(ctx_.stream, &graph);
+  if (!enqueued.ok() || ended != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // a failed capture leaves no sticky error; clear the last one
+    return enqueued.ok() ? Check(ended, "cudaStreamEndCapture") : enqueued;
+  }
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  RANKD_CUDA_RETURN(instantiated);
+  b->graph = std::make_unique<CapturedGraph>(exec);
+  RANKD_CUDA_RETURN(cudaGraphUpload(exec, ctx_.stream));
+  RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+  RANKD_CUDA_RETURN(cudaMemGetInfo(&free_after, &total));
+  return static_cast<int64_t>(free_before > free_after ? free_before - free_after : 0);
+}
+
+bool CudaExecutor::Captured(const Plan& plan) const {
+  auto it = bindings_.find(plan.id());
+  return it != bindings_.end() && it->second.graph && workspace_.size() >= static_cast<size_t>(plan.workspace_bytes());
+}
+
+StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
+  RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
+  ASSIGN_OR_RETURN(Binding * b, Bind(plan));
+  RETURN_IF_ERROR(Stage(*b));
+  // Inputs: packed into one pinned buffer, one copy to the device.
+  auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].bytes() > 0) std::memcpy(staged + b->in_offsets[i], inputs[i].raw(), inputs[i].bytes());
+  }
+  if (b->graph && !OpProfile::enabled()) {
+    RANKD_CUDA_RETURN(cudaGraphLaunch(b->graph->get(), ctx_.stream));
+  } else {
+    Status enqueued = Enqueue(plan, *b);
+    if (!enqueued.ok()) {
+      cudaStreamSynchronize(ctx_.stream);
+      return enqueued;
+    }
   }
   RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+  const Graph& graph = plan.graph();
+  const auto* back = static_cast<const uint8_t*>(staged_outputs_.get());
   int error;
   std::memcpy(&error, back, sizeof(int));
   if (error > 0) {
@@ -195,7 +248,7 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
     const Tensor& v = b->views[static_cast<size_t>(graph.outputs[i])];
     Tensor t = Tensor::Zeros(v.dtype(), v.shape());
-    if (t.bytes() > 0) std::memcpy(t.raw(), back + out_offsets[i], t.bytes());
+    if (t.bytes() > 0) std::memcpy(t.raw(), back + b->out_offsets[i], t.bytes());
     outputs.push_back(std::move(t));
   }
   return outputs;

@@ -2,8 +2,9 @@
 //
 // A run packs the host inputs into one pinned buffer and copies them to the device in one
 // transfer, launches every step on the executor's stream, copies the outputs back and waits for
-// the stream. Bad data met on the device (an id out of range) is reported through one device word
-// read back with the outputs, and fails only this run. Weights live in the model's
+// the stream; a plan captured as a CUDA graph (Capture) replays all of that in one launch. Bad
+// data met on the device (an id out of range) is reported through one device word read back with
+// the outputs, and fails only this run. Weights live in the model's
 // CudaModelResources, shared by its executors; values folded at plan time are uploaded per plan.
 #pragma once
 
@@ -17,6 +18,19 @@
 #include "backend/cuda/gemm.h"
 
 namespace rankd::cuda {
+
+// An instantiated CUDA graph, destroyed with its owner.
+class CapturedGraph {
+ public:
+  explicit CapturedGraph(cudaGraphExec_t exec) : exec_(exec) {}
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  ~CapturedGraph() { cudaGraphExecDestroy(exec_); }
+  cudaGraphExec_t get() const { return exec_; }
+
+ private:
+  cudaGraphExec_t exec_;
+};
 
 // Device copies of a graph's constants, in one allocation.
 class CudaModelResources final : public ModelResources {
@@ -40,6 +54,8 @@ class CudaExecutor final : public Executor {
   ~CudaExecutor() override;
 
   StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs) override;
+  StatusOr<int64_t> Capture(const Plan& plan) override;
+  bool Captured(const Plan& plan) const override;
 
  private:
   explicit CudaExecutor(std::shared_ptr<CudaModelResources> resources) : resources_(std::move(resources)) {}
@@ -51,9 +67,19 @@ class CudaExecutor final : public Executor {
     std::vector<std::vector<Tensor*>> step_outputs;
     std::vector<std::pair<int, int>> input_rooted;  // (value id, graph input index)
     std::unique_ptr<DeviceBuffer> folded;           // device copies of plan-folded values
+    // Where each input and output lies in the staging buffers (fixed by the plan's shapes).
+    std::vector<size_t> in_offsets, out_offsets;
+    size_t in_total = 0, out_total = 0;
+    std::unique_ptr<CapturedGraph> graph;  // the plan captured on this executor's buffers, if it is
   };
   StatusOr<Binding*> Bind(const Plan& plan);
+  // Makes the staging buffers large enough for `b` and points its input views at the device
+  // copy; a buffer that moves drops every capture (they hold its old address).
+  Status Stage(Binding& b);
+  // Enqueues the input copy, every step and the output copy on the stream (or into a capture).
+  Status Enqueue(const Plan& plan, Binding& b);
   Status Launch(const Plan& plan, Binding& b);
+  void DropCaptures();
 
   std::shared_ptr<CudaModelResources> resources_;
   DeviceContext ctx_;

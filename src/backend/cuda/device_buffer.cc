@@ -45,7 +45,8 @@ PinnedBuffer::~PinnedBuffer() {
   if (ptr_) cudaFreeHost(ptr_);
 }
 
-Status PinnedBuffer::Reserve(size_t bytes) {
+Status PinnedBuffer::Reserve(size_t bytes, bool* grew) {
+  if (grew) *grew = false;
   if (bytes <= size_ && ptr_) return Status::Ok();
   if (ptr_) {
     cudaFreeHost(ptr_);
@@ -55,6 +56,7 @@ Status PinnedBuffer::Reserve(size_t bytes) {
   size_t rounded = (std::max<size_t>(bytes, 4096) + 4095) / 4096 * 4096;
   RANKD_CUDA_RETURN(cudaMallocHost(&ptr_, rounded));
   size_ = rounded;
+  if (grew) *grew = true;
   return Status::Ok();
 }
 

@@ -29,7 +29,8 @@ class PinnedBuffer {
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
   ~PinnedBuffer();
-  Status Reserve(size_t bytes);
+  // As DeviceBuffer::Reserve.
+  Status Reserve(size_t bytes, bool* grew = nullptr);
   void* get() const { return ptr_; }
 
  private:

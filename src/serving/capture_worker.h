@@ -1,0 +1,43 @@
+// CaptureWorker: one background thread that captures plans off the request path.
+//
+// A request whose plan has no capture on its executor runs uncaptured at once and submits the
+// capture here; later requests of that shape replay it (docs/buckets.md). Jobs run one at a
+// time, each plan at most once. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+namespace rankd {
+
+class CaptureWorker {
+ public:
+  CaptureWorker();
+  // Stops: pending jobs are dropped, a running one finishes.
+  ~CaptureWorker();
+  CaptureWorker(const CaptureWorker&) = delete;
+  CaptureWorker& operator=(const CaptureWorker&) = delete;
+
+  // Queues `job` unless a job for `plan_id` was queued before; returns whether it queued it.
+  bool Submit(uint64_t plan_id, std::function<void()> job);
+  // Waits until no job is queued or running.
+  void Drain();
+
+ private:
+  void Loop();
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<std::function<void()>> jobs_;  // GUARDED_BY(mu_)
+  std::unordered_set<uint64_t> submitted_;  // GUARDED_BY(mu_)
+  bool running_job_ = false;                // GUARDED_BY(mu_)
+  bool stop_ = false;                       // GUARDED_BY(mu_)
+  std::thread thread_;                      // last: started once the rest exists
+};
+
+}  // namespace rankd

@@ -1,0 +1,186 @@
+// Model: running requests padded to shape buckets, and capturing their plans (docs/buckets.md).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "serving/model.h"
+
+namespace rankd {
+namespace {
+
+uint64_t MicrosSince(std::chrono::steady_clock::time_point start) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count());
+}
+
+std::vector<TensorMeta> MetasOf(const PreparedRequest& prepared) {
+  std::vector<TensorMeta> metas;
+  for (const Tensor& t : prepared.inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
+  return metas;
+}
+
+}  // namespace
+
+StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared) const {
+  if (buckets_) {
+    std::optional<BucketKey> key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths);
+    if (key) {
+      ASSIGN_OR_RETURN(std::vector<Tensor> outputs, RunPlanned(PadToBucket(prepared, *key, input_kinds_)));
+      real_rows_ += static_cast<uint64_t>(prepared.rows);
+      padded_rows_ += static_cast<uint64_t>(key->rows);
+      return TakeRows(std::move(outputs), prepared.rows);
+    }
+  }
+  return RunPlanned(prepared);  // outside every bucket: its own shapes
+}
+
+StatusOr<std::vector<Tensor>> Model::RunPlanned(const PreparedRequest& prepared) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(MetasOf(prepared), prepared.ragged_max_lengths));
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
+  bool captured = capture_ && executor->Captured(*plan);
+  auto result = executor->Run(*plan, prepared.inputs);
+  ReleaseExecutor(std::move(executor));
+  if (capture_) {
+    if (captured) {
+      ++graph_hits_;
+    } else {
+      ++graph_misses_;
+      capture_worker_->Submit(plan->id(), [this, plan] { CaptureEverywhere(plan); });
+    }
+  }
+  return result;
+}
+
+std::unique_ptr<Executor> Model::TakeExecutor(const Executor* executor) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_ptr<Executor> taken;
+  executor_freed_.wait(lock, [&] {
+    auto it = std::find_if(idle_executors_.begin(), idle_executors_.end(),
+                           [&](const std::unique_ptr<Executor>& e) { return e.get() == executor; });
+    if (it == idle_executors_.end()) return false;
+    taken = std::move(*it);
+    idle_executors_.erase(it);
+    return true;
+  });
+  return taken;
+}
+
+void Model::CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const {
+  std::vector<const Executor*> executors;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    executors = all_executors_;
+  }
+  for (const Executor* e : executors) {
+    std::unique_ptr<Executor> executor = TakeExecutor(e);
+    if (!executor->Captured(*plan)) {
+      auto start = std::chrono::steady_clock::now();
+      auto bytes = executor->Capture(*plan);
+      if (bytes.ok()) {
+        ++captures_;
+        capture_us_ += MicrosSince(start);
+      } else {
+        std::fprintf(stderr, "model '%s': capturing a plan failed: %s\n", name().c_str(), bytes.status().ToString().c_str());
+      }
+    }
+    ReleaseExecutor(std::move(executor));
+  }
+}
+
+void Model::WaitForCaptures() const {
+  if (capture_worker_) capture_worker_->Drain();
+}
+
+BucketCounters Model::bucket_counters() const {
+  return {graph_hits_.load(), graph_misses_.load(), captures_.load(), capture_us_.load(), real_rows_.load(),
+          padded_rows_.load()};
+}
+
+Status Model::StartBuckets() {
+  const ShapeBucketsConfig& c = config_.buckets;
+  bool on_device = backend_ != &CpuBackend();
+  bool explicit_on = c.enabled == 1;
+  if (c.enabled == 0 || (c.enabled < 0 && !on_device)) {
+    report_.buckets = c.enabled == 0 ? "off (config)" : "off (the CPU's default)";
+    return Status::Ok();
+  }
+  int64_t row_limit = config_.max_batch_size > 0 ? config_.max_batch_size : options_.max_rows;
+  row_limit = std::max(row_limit, config_.batching.max_batch_size);
+  std::vector<int64_t> max_lengths;
+  for (const std::string& ragged : ragged_names_) max_lengths.push_back(config_.FindInput(ragged)->max_length);
+  auto buckets = std::make_unique<ShapeBuckets>(
+      c.allowed_batch_sizes.empty() ? ShapeBuckets::Geometric(row_limit) : c.allowed_batch_sizes, c.allowed_lengths,
+      max_lengths);
+
+  // Padding must change nothing: a request of 3 rows and rows of 3 ids, alone and padded.
+  InferRequest example = ExampleRequest(3, 3);
+  RandomizeFloats(example, 2024);
+  PreparedRequest prepared;
+  RETURN_IF_ERROR(BuildGraphInputs(example, prepared));
+  ASSIGN_OR_RETURN(std::vector<Tensor> exact, RunPlanned(prepared));
+  std::optional<BucketKey> key = buckets->Find(prepared.rows, prepared.ragged_max_lengths);
+  if (key) {
+    ASSIGN_OR_RETURN(std::vector<Tensor> padded, RunPlanned(PadToBucket(prepared, *key, input_kinds_)));
+    padded = TakeRows(std::move(padded), prepared.rows);
+    for (size_t o = 0; o < exact.size(); ++o) {
+      if (OutputsAgree(exact[o], padded[o], AgreementTolerance())) continue;
+      std::string why = "output '" + output_names_[o] + "' changes when a request is padded (" + key->ToString() +
+                        "): the graph mixes rows or does not mask -1 ids";
+      if (explicit_on) return InvalidArgument(why + "; remove the buckets section");
+      report_.buckets = "off: " + why;
+      return Status::Ok();
+    }
+  }
+  buckets_ = std::move(buckets);
+  report_.buckets = "on";
+  if (!on_device || !c.cuda_graphs) return Status::Ok();
+  capture_worker_ = std::make_unique<CaptureWorker>();
+  capture_ = true;
+
+  // Every executor exists and has every warm-up bucket captured before the model is ready.
+  std::vector<BucketKey> keys = buckets_->WarmupKeys(c.warmup_max_batch_size);
+  options_.max_plans = std::max(options_.max_plans, keys.size() + 64);
+  PreparedRequest smallest;
+  InferRequest one = ExampleRequest(1, 1);
+  RETURN_IF_ERROR(BuildGraphInputs(one, smallest));
+  std::vector<std::shared_ptr<const Plan>> plans;
+  for (const BucketKey& k : keys) {
+    PreparedRequest padded = PadToBucket(smallest, k, input_kinds_);
+    ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(MetasOf(padded), padded.ragged_max_lengths));
+    plans.push_back(std::move(plan));
+  }
+  // Largest workspace first, so each executor's buffers grow once and no capture is dropped.
+  std::stable_sort(plans.begin(), plans.end(), [](const auto& a, const auto& b) { return a->workspace_bytes() > b->workspace_bytes(); });
+  std::vector<std::unique_ptr<Executor>> held;
+  for (int i = 0; i < std::max(max_executors_, 1); ++i) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, AcquireExecutor());
+    held.push_back(std::move(e));
+  }
+  auto start = std::chrono::steady_clock::now();
+  Status failed = Status::Ok();
+  int64_t limit = c.max_graph_memory_mb << 20;
+  for (auto& executor : held) {
+    for (const auto& plan : plans) {
+      if (report_.warmup_capture_bytes > limit) break;  // the rest is captured on first use
+      auto bytes = executor->Capture(*plan);
+      if (!bytes.ok()) {
+        failed = bytes.status();
+        break;
+      }
+      ++report_.warmup_captures;
+      report_.warmup_capture_bytes += *bytes;
+    }
+    if (!failed.ok()) break;
+  }
+  for (auto& executor : held) ReleaseExecutor(std::move(executor));
+  report_.warmup_capture_ms = static_cast<double>(MicrosSince(start)) / 1000.0;
+  captures_ += static_cast<uint64_t>(report_.warmup_captures);
+  capture_us_ += MicrosSince(start);
+  if (!failed.ok()) {
+    capture_ = false;
+    report_.buckets = "on, graphs off: " + failed.ToString();
+  }
+  return Status::Ok();
+}
+
+}  // namespace rankd

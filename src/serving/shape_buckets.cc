@@ -1,0 +1,133 @@
+#include "serving/shape_buckets.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace rankd {
+namespace {
+
+void SortUnique(std::vector<int64_t>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+// The smallest allowed size >= n, or -1.
+int64_t RoundUp(const std::vector<int64_t>& allowed, int64_t n) {
+  auto it = std::lower_bound(allowed.begin(), allowed.end(), n);
+  return it == allowed.end() ? -1 : *it;
+}
+
+}  // namespace
+
+std::string BucketKey::ToString() const {
+  std::string s = "rows=" + std::to_string(rows);
+  if (lengths.empty()) return s;
+  s += " lengths=[";
+  for (size_t k = 0; k < lengths.size(); ++k) s += (k ? "," : "") + std::to_string(lengths[k]);
+  return s + "]";
+}
+
+std::vector<int64_t> ShapeBuckets::Geometric(int64_t limit) {
+  std::vector<int64_t> sizes;
+  for (int64_t n = 1; n < limit; n *= 2) sizes.push_back(n);
+  sizes.push_back(std::max<int64_t>(limit, 1));
+  return sizes;
+}
+
+ShapeBuckets::ShapeBuckets(std::vector<int64_t> rows, const std::vector<int64_t>& lengths,
+                           const std::vector<int64_t>& max_lengths)
+    : rows_(std::move(rows)) {
+  SortUnique(rows_);
+  for (int64_t max_length : max_lengths) {
+    std::vector<int64_t> allowed = lengths.empty() ? Geometric(max_length) : lengths;
+    allowed.erase(std::remove_if(allowed.begin(), allowed.end(), [&](int64_t n) { return n > max_length; }), allowed.end());
+    allowed.push_back(max_length);
+    SortUnique(allowed);
+    lengths_.push_back(std::move(allowed));
+  }
+}
+
+std::optional<BucketKey> ShapeBuckets::Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths) const {
+  BucketKey key;
+  key.rows = RoundUp(rows_, rows);
+  if (key.rows < 0) return std::nullopt;
+  for (size_t k = 0; k < lengths_.size(); ++k) {
+    int64_t length = RoundUp(lengths_[k], std::max<int64_t>(ragged_max_lengths[k], 1));
+    if (length < 0) return std::nullopt;  // longer than max_length: the request is refused before this
+    key.lengths.push_back(length);
+  }
+  return key;
+}
+
+std::vector<BucketKey> ShapeBuckets::WarmupKeys(int64_t max_rows) const {
+  size_t levels = 1;
+  for (const auto& l : lengths_) levels = std::max(levels, l.size());
+  std::vector<BucketKey> keys;
+  for (int64_t rows : rows_) {
+    if (rows > max_rows) break;
+    for (size_t j = 0; j < levels; ++j) {
+      BucketKey key{rows, {}};
+      for (const auto& l : lengths_) key.lengths.push_back(l[std::min(j, l.size() - 1)]);
+      keys.push_back(std::move(key));
+    }
+  }
+  return keys;
+}
+
+PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds) {
+  PreparedRequest out;
+  out.rows = key.rows;
+  out.ragged_max_lengths = key.lengths;
+  out.inputs.resize(p.inputs.size());
+  // Offsets of each ragged input in the request (to lay out its values).
+  std::vector<const int64_t*> offsets(key.lengths.size(), nullptr);
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (kinds[i].part == GraphInputKind::kOffsets) offsets[static_cast<size_t>(kinds[i].ragged)] = p.inputs[i].data<int64_t>();
+  }
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    const Tensor& in = p.inputs[i];
+    const GraphInputKind& kind = kinds[i];
+    if (kind.part == GraphInputKind::kDense) {
+      Shape s = in.shape();
+      s[0] = key.rows;
+      Tensor t = Tensor::Zeros(in.dtype(), s);
+      if (in.bytes() > 0) std::memcpy(t.raw(), in.raw(), in.bytes());
+      out.inputs[i] = std::move(t);
+      continue;
+    }
+    int64_t width = key.lengths[static_cast<size_t>(kind.ragged)];
+    if (kind.part == GraphInputKind::kOffsets) {
+      Tensor t = Tensor::Zeros(DType::kI64, {key.rows + 1});
+      for (int64_t r = 0; r <= key.rows; ++r) t.data<int64_t>()[r] = r * width;
+      out.inputs[i] = std::move(t);
+      continue;
+    }
+    // Values: row r's ids at r * width, the rest -1 (ragged ids are signed integers: all ones).
+    Tensor t = Tensor::Zeros(in.dtype(), {key.rows * width});
+    std::memset(t.raw(), 0xff, t.bytes());
+    const int64_t* o = offsets[static_cast<size_t>(kind.ragged)];
+    size_t item = DTypeSize(in.dtype());
+    for (int64_t r = 0; r < p.rows; ++r) {
+      std::memcpy(static_cast<uint8_t*>(t.raw()) + static_cast<size_t>(r * width) * item,
+                  static_cast<const uint8_t*>(in.raw()) + static_cast<size_t>(o[r]) * item,
+                  static_cast<size_t>(o[r + 1] - o[r]) * item);
+    }
+    out.inputs[i] = std::move(t);
+    out.sequence_elements += key.rows * width;
+  }
+  return out;
+}
+
+std::vector<Tensor> TakeRows(std::vector<Tensor> outputs, int64_t rows) {
+  for (Tensor& t : outputs) {
+    if (t.rank() == 0 || t.dim(0) == rows) continue;
+    Shape s = t.shape();
+    s[0] = rows;
+    Tensor cut = Tensor::Zeros(t.dtype(), s);
+    if (cut.bytes() > 0) std::memcpy(cut.raw(), t.raw(), cut.bytes());
+    t = std::move(cut);
+  }
+  return outputs;
+}
+
+}  // namespace rankd

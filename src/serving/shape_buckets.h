@@ -1,0 +1,75 @@
+// Shape buckets: a few fixed shapes that every request is padded up to (docs/buckets.md).
+//
+// A plan is built per input shape, and on a GPU each plan is captured as a CUDA graph; left
+// alone, every new candidate count or sequence length would build (and capture) one more. So a
+// request's rows are padded up to the smallest allowed batch size that holds them, and each ragged
+// input's rows up to the smallest allowed length that holds its longest row: dense rows with
+// zeros, ragged slots with -1 (empty slots, which embedding bags skip and models mask). CTR graphs
+// are row-wise, so the padded rows never change the real ones; the model checks that at load and
+// the outputs are cut back to the real rows.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rankd/tensor.h"
+#include "serving/batch_merge.h"
+
+namespace rankd {
+
+// How a graph input is fed: dense rows, or the values / offsets of ragged input `ragged`.
+struct GraphInputKind {
+  enum Part { kDense, kValues, kOffsets } part = kDense;
+  int ragged = -1;
+};
+
+struct BucketKey {
+  int64_t rows = 0;
+  std::vector<int64_t> lengths;  // per ragged input
+  std::string ToString() const;  // "rows=64 lengths=[8,20]"
+};
+
+// Shape buckets and captured graphs at run time (metrics).
+struct BucketCounters {
+  uint64_t graph_hits = 0;    // executions that replayed a captured graph
+  uint64_t graph_misses = 0;  // executions that ran uncaptured (with captures on)
+  uint64_t captures = 0;      // plans captured on an executor, warm-up included
+  uint64_t capture_us = 0;    // time spent capturing
+  uint64_t real_rows = 0;     // rows of bucketed executions ...
+  uint64_t padded_rows = 0;   // ... and the rows they ran with
+};
+
+class ShapeBuckets {
+ public:
+  // `rows`: allowed batch sizes; `lengths[k]`: allowed lengths of ragged input k. Each list is
+  // sorted and deduplicated here; lengths beyond `max_lengths[k]` are dropped and max_lengths[k]
+  // itself always added, so every valid row fits.
+  ShapeBuckets(std::vector<int64_t> rows, const std::vector<int64_t>& lengths, const std::vector<int64_t>& max_lengths);
+  // Powers of two up to `limit`, and `limit` itself.
+  static std::vector<int64_t> Geometric(int64_t limit);
+
+  // The smallest bucket holding a request, or nullopt when its rows exceed the largest.
+  std::optional<BucketKey> Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths) const;
+  // The buckets captured at warm-up: every row bucket up to `max_rows`, each with every length
+  // level (level j: each ragged input at its j-th allowed length, or its longest).
+  std::vector<BucketKey> WarmupKeys(int64_t max_rows) const;
+
+  const std::vector<int64_t>& rows() const { return rows_; }
+  const std::vector<std::vector<int64_t>>& lengths() const { return lengths_; }
+
+ private:
+  std::vector<int64_t> rows_;
+  std::vector<std::vector<int64_t>> lengths_;
+};
+
+// `p` padded to `key` (key.rows >= p.rows, each key length >= that input's longest row): dense
+// inputs get zero rows; ragged inputs get key.lengths[k] slots per row, real ids first and -1
+// after, with offsets to match. `kinds` describes each graph input.
+PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds);
+
+// The first `rows` rows of each output (the real ones of a padded batch).
+std::vector<Tensor> TakeRows(std::vector<Tensor> outputs, int64_t rows);
+
+}  // namespace rankd

@@ -1,0 +1,208 @@
+// Shape buckets: finding a bucket, padding and cutting back (unit), padding invariance on every
+// zoo model against PyTorch's scores, refusal of graphs that mix rows, and, on a GPU, captured
+// graphs against the uncaptured path and a miss captured in the background.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "frontend/kserve_json.h"
+#include "serving/model.h"
+#include "serving/shape_buckets.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+TEST(ShapeBuckets, GeometricSizesEndAtTheLimit) {
+  EXPECT_EQ(ShapeBuckets::Geometric(1), std::vector<int64_t>({1}));
+  EXPECT_EQ(ShapeBuckets::Geometric(20), std::vector<int64_t>({1, 2, 4, 8, 16, 20}));
+  EXPECT_EQ(ShapeBuckets::Geometric(16), std::vector<int64_t>({1, 2, 4, 8, 16}));
+}
+
+TEST(ShapeBuckets, FindsTheSmallestBucketHoldingTheRequest) {
+  ShapeBuckets b({64, 1, 8}, {}, {20, 3});
+  EXPECT_EQ(b.rows(), std::vector<int64_t>({1, 8, 64}));
+  EXPECT_EQ(b.lengths()[0], std::vector<int64_t>({1, 2, 4, 8, 16, 20}));
+  EXPECT_EQ(b.lengths()[1], std::vector<int64_t>({1, 2, 3}));
+  auto key = b.Find(5, {17, 0});
+  ASSERT_TRUE(key.has_value());
+  EXPECT_EQ(key->rows, 8);
+  EXPECT_EQ(key->lengths, std::vector<int64_t>({20, 1}));  // an empty longest row still gets one slot
+  EXPECT_EQ(key->ToString(), "rows=8 lengths=[20,1]");
+  EXPECT_EQ(b.Find(8, {1, 3})->rows, 8);
+  EXPECT_FALSE(b.Find(65, {1, 1}).has_value());  // beyond the largest: runs at its own shape
+  // Configured lengths are cut at each input's max_length, which is always allowed.
+  ShapeBuckets c({1}, {5, 50}, {20});
+  EXPECT_EQ(c.lengths()[0], std::vector<int64_t>({5, 20}));
+}
+
+TEST(ShapeBuckets, WarmupKeysWalkRowsAndLengthLevels) {
+  ShapeBuckets b({1, 4, 16}, {}, {4, 1});
+  auto keys = b.WarmupKeys(4);
+  ASSERT_EQ(keys.size(), 6u);  // rows 1 and 4, length levels 1, 2, 4 (the second input stays at 1)
+  EXPECT_EQ(keys[0].ToString(), "rows=1 lengths=[1,1]");
+  EXPECT_EQ(keys[2].ToString(), "rows=1 lengths=[4,1]");
+  EXPECT_EQ(keys[5].ToString(), "rows=4 lengths=[4,1]");
+  EXPECT_TRUE(ShapeBuckets({8}, {}, {}).WarmupKeys(4).empty());
+}
+
+TEST(ShapeBuckets, PadsDenseRowsWithZerosAndRaggedSlotsWithMinusOne) {
+  PreparedRequest p;
+  p.rows = 2;
+  p.ragged_max_lengths = {3};
+  p.inputs.push_back(testing::MakeF32({2, 2}, {1, 2, 3, 4}));
+  p.inputs.push_back(testing::MakeI64({4}, {7, 8, 9, 5}));  // rows [7] and [8, 9, 5]
+  p.inputs.push_back(testing::MakeI64({3}, {0, 1, 4}));
+  std::vector<GraphInputKind> kinds = {{GraphInputKind::kDense, -1}, {GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0}};
+  PreparedRequest q = PadToBucket(p, BucketKey{4, {4}}, kinds);
+  EXPECT_EQ(q.rows, 4);
+  EXPECT_EQ(q.ragged_max_lengths, std::vector<int64_t>({4}));
+  ASSERT_EQ(q.inputs[0].shape(), Shape({4, 2}));
+  std::vector<float> dense(q.inputs[0].data<float>(), q.inputs[0].data<float>() + 8);
+  EXPECT_EQ(dense, std::vector<float>({1, 2, 3, 4, 0, 0, 0, 0}));
+  ASSERT_EQ(q.inputs[1].shape(), Shape({16}));
+  std::vector<int64_t> values(q.inputs[1].data<int64_t>(), q.inputs[1].data<int64_t>() + 16);
+  EXPECT_EQ(values, std::vector<int64_t>({7, -1, -1, -1, 8, 9, 5, -1, -1, -1, -1, -1, -1, -1, -1, -1}));
+  std::vector<int64_t> offsets(q.inputs[2].data<int64_t>(), q.inputs[2].data<int64_t>() + 5);
+  EXPECT_EQ(offsets, std::vector<int64_t>({0, 4, 8, 12, 16}));
+
+  std::vector<Tensor> cut = TakeRows({testing::MakeF32({4, 1}, {1, 2, 3, 4})}, 2);
+  ASSERT_EQ(cut[0].shape(), Shape({2, 1}));
+  EXPECT_EQ(cut[0].data<float>()[1], 2.0f);
+}
+
+TEST(ShapeBuckets, ConfigIsParsedAndCheckedByName) {
+  auto c = ParseModelConfig(R"({"buckets": {"allowed_batch_sizes": [64, 8, 8], "allowed_lengths": [16],
+                                           "cuda_graphs": false, "warmup_max_batch_size": 64}})", false);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->buckets.enabled, 1);
+  EXPECT_EQ(c->buckets.allowed_batch_sizes, std::vector<int64_t>({8, 64}));
+  EXPECT_FALSE(c->buckets.cuda_graphs);
+  EXPECT_EQ(c->buckets.warmup_max_batch_size, 64);
+  EXPECT_EQ(ParseModelConfig("{}", false)->buckets.enabled, -1);
+  for (const char* bad : {R"({"buckets": {"allowed_batch_sizes": [0]}})", R"({"buckets": {"allowed_batch_sizes": []}})",
+                          R"({"buckets": {"cuda_graph": true}})", R"({"buckets": {"enabled": 1}})",
+                          R"({"buckets": {"max_graph_memory_mb": -1}})", R"({"buckets": [1, 2]})"}) {
+    auto parsed = ParseModelConfig(bad, false);
+    EXPECT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("buckets"), std::string::npos) << parsed.status().ToString();
+  }
+}
+
+// A zoo model loaded with its own config, buckets set as given.
+StatusOr<std::unique_ptr<Model>> LoadZoo(const std::string& name, int buckets, const Backend* backend,
+                                         int64_t warmup_rows = 1024) {
+  std::string dir = testing::SourcePath("models/zoo/" + name);
+  ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  config.name = name;
+  config.buckets.enabled = buckets;
+  config.buckets.warmup_max_batch_size = warmup_rows;
+  ModelOptions options;
+  options.backend = backend;
+  return Model::LoadFile(dir + "/1/model.onnx", std::move(config), options);
+}
+
+// Scores every reference request of a zoo model and compares with PyTorch's scores.
+void ExpectZooScores(const Model& model, const std::string& name, double tolerance) {
+  std::ifstream requests(testing::SourcePath("tests/data/zoo/" + name + ".requests.jsonl"));
+  std::ifstream expected(testing::SourcePath("tests/data/zoo/" + name + ".expected.jsonl"));
+  std::string req_line, exp_line;
+  int count = 0;
+  while (std::getline(requests, req_line) && std::getline(expected, exp_line)) {
+    auto request = ParseInferRequestJson(req_line);
+    ASSERT_TRUE(request.ok()) << request.status().ToString();
+    auto outputs = model.Infer(*request);
+    ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
+    nlohmann::json want = nlohmann::json::parse(exp_line);
+    for (size_t i = 0; i < outputs->size(); ++i) {
+      const auto& w = want["outputs"][i];
+      Tensor ref = testing::MakeF32(w["shape"].get<Shape>(), w["data"].get<std::vector<float>>());
+      EXPECT_LE(testing::RelativeError((*outputs)[i].data, ref), tolerance) << name << " request " << count;
+    }
+    ++count;
+  }
+  EXPECT_GE(count, 10);
+}
+
+class BucketedZooTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BucketedZooTest, PaddedRequestsScoreAsPyTorchOnTheCpu) {
+  auto model = LoadZoo(GetParam(), 1, nullptr);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->load_report().buckets, "on");
+  ExpectZooScores(**model, GetParam(), 1e-5);
+  BucketCounters c = (*model)->bucket_counters();
+  EXPECT_GT(c.padded_rows, c.real_rows);  // the reference requests are not all powers of two
+  EXPECT_EQ(c.graph_hits + c.graph_misses, 0u);  // nothing is captured on the CPU
+}
+
+TEST_P(BucketedZooTest, CapturedGraphsScoreAsPyTorchOnTheGpu) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  auto model = LoadZoo(GetParam(), -1, cuda);  // the GPU's default: buckets and graphs on
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->load_report().buckets, "on");
+  EXPECT_GT((*model)->load_report().warmup_captures, 0);
+  ExpectZooScores(**model, GetParam(), 1e-5);
+  BucketCounters c = (*model)->bucket_counters();
+  EXPECT_GT(c.graph_hits, 0u);
+  // The same requests on the uncaptured path, at their own shapes.
+  auto plain = LoadZoo(GetParam(), 0, cuda);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ((*plain)->load_report().buckets, "off (config)");
+  ExpectZooScores(**plain, GetParam(), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, BucketedZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
+
+TEST(BucketedModel, MissRunsAtOnceAndIsCapturedInTheBackground) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  auto model = LoadZoo("din", -1, cuda, /*warmup_rows=*/4);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  InferRequest big = (*model)->ExampleRequest(100, 5);  // 128 rows: not captured at warm-up
+  std::mt19937 rng(7);
+  for (InferInput& in : big.inputs) {
+    for (int64_t i = 0; i < in.data.size(); ++i) in.data.data<int64_t>()[i] = static_cast<int64_t>(rng() % 40);
+  }
+  BucketCounters before = (*model)->bucket_counters();
+  auto first = (*model)->Infer(big);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  BucketCounters after_miss = (*model)->bucket_counters();
+  EXPECT_EQ(after_miss.graph_misses, before.graph_misses + 1);
+  (*model)->WaitForCaptures();
+  BucketCounters captured = (*model)->bucket_counters();
+  EXPECT_GT(captured.captures, after_miss.captures);  // the bucket was captured on every executor
+  auto second = (*model)->Infer(big);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ((*model)->bucket_counters().graph_hits, captured.graph_hits + 1);
+  EXPECT_EQ(testing::RelativeError((*first)[0].data, (*second)[0].data), 0.0);
+}
+
+TEST(BucketedModel, GraphThatMixesRowsIsRefusedOrRunsAtItsOwnShapes) {
+  onnx::AttributeProto axis;
+  axis.set_name("axis");
+  axis.set_type(onnx::AttributeProto::INT);
+  axis.set_i(0);  // softmax across the batch: padding rows changes the real ones
+  std::string path = testing::WriteTempFile("mixes_rows_buckets/model.onnx", testing::OneNodeModel("Softmax", {"x"}, {"y"}, 17, {axis}));
+  auto config = ParseModelConfig(R"({"inputs": [{"name": "x", "datatype": "FP32", "dims": [4]}], "buckets": {}})", false);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto model = Model::LoadFile(path, *config);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("changes when a request is padded"), std::string::npos) << model.status().ToString();
+  if (const Backend* cuda = testing::CudaOrNull()) {  // the GPU's default: buckets turn off, the model loads
+    config->buckets.enabled = -1;
+    ModelOptions options;
+    options.backend = cuda;
+    auto loaded = Model::LoadFile(path, *config, options);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ((*loaded)->load_report().buckets.substr(0, 4), "off:");
+  }
+}
+
+}  // namespace
+}  // namespace rankd
