@@ -29,8 +29,10 @@ int main(int argc, char** argv) {
   app.add_option("--iters", iters);
   app.add_option("--label", label);
   app.add_option("--backend", backend_name, "cpu | cuda | auto");
-  std::string precision;
+  std::string precision, buckets = "config";
   app.add_option("--precision", precision, "fp32 | tf32 | bf16 (default: the model config's)");
+  app.add_option("--buckets", buckets, "on | off | config: shape buckets (and, on a GPU, captured graphs)")
+      ->check(CLI::IsMember({"on", "off", "config"}));
   CLI11_PARSE(app, argc, argv);
 
   auto backend = FindBackend(backend_name);
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   ModelOptions options;
   options.backend = *backend;
   options.precision = precision;
+  options.shape_buckets = buckets == "on" ? 1 : buckets == "off" ? 0 : -1;
   auto model = Model::Load((std::filesystem::path(repo) / name).string(), -1, options);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
@@ -95,8 +98,10 @@ int main(int argc, char** argv) {
   mean /= static_cast<double>(ms.size());
   auto plan = (*model)->PlanForRequest(requests[0]);
   long long steps = plan.ok() ? static_cast<long long>((*plan)->steps().size()) : -1;
-  std::printf("{\"label\":\"%s\",\"backend\":\"%s\",\"steps\":%lld,\"rows\":%lld,\"median_ms\":%.4f,\"p99_ms\":%.4f,\"mean_ms\":%.4f,\"pairs_per_s\":%.1f,\"iters\":%d}\n",
-              label.c_str(), (*backend)->name(), steps, static_cast<long long>(rows), median, p99, mean, static_cast<double>(rows) / (median / 1000.0), iters);
+  BucketCounters c = (*model)->bucket_counters();
+  std::printf("{\"label\":\"%s\",\"backend\":\"%s\",\"buckets\":\"%s\",\"graph_hits\":%llu,\"graph_misses\":%llu,\"steps\":%lld,\"rows\":%lld,\"median_ms\":%.4f,\"p99_ms\":%.4f,\"mean_ms\":%.4f,\"pairs_per_s\":%.1f,\"iters\":%d}\n",
+              label.c_str(), (*backend)->name(), (*model)->load_report().buckets.c_str(),
+              static_cast<unsigned long long>(c.graph_hits), static_cast<unsigned long long>(c.graph_misses), steps, static_cast<long long>(rows), median, p99, mean, static_cast<double>(rows) / (median / 1000.0), iters);
   if (OpProfile::enabled()) std::fprintf(stderr, "%s", OpProfile::Report().c_str());
   return 0;
 }

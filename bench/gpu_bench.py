@@ -4,7 +4,8 @@
 
 Runs on the GPU machine (PyTorch there). Exports the zoo's full-size models into bench/out/repo,
 writes 8 requests per shape (rotated), times rankd_engine_bench --backend cuda on them, and times
-the PyTorch definitions with the same weights on the same inputs: eager fp32, eager with bf16
+the PyTorch definitions with the same weights on the same inputs (rankd with and without shape
+buckets and CUDA graphs with --buckets on,off): eager fp32, eager with bf16
 autocast, torch.compile, and torch.compile in reduce-overhead mode (CUDA graphs). Both sides start
 with inputs in host memory and end with outputs in host memory. Ragged features are padded to one
 fixed width per shape for PyTorch (so compiled graphs are not rebuilt). Prints a markdown table.
@@ -65,11 +66,14 @@ def main():
     p.add_argument("--json", default="", help="also write the rows as JSON here")
     p.add_argument("--precisions", default="fp32,tf32,bf16", help="rankd's matrix-product precisions to time")
     p.add_argument("--rows", default="", help="only these candidate counts, e.g. 1,512,32768")
+    p.add_argument("--buckets", default="on", help="rankd with shape buckets and CUDA graphs on, off, or both (on,off)")
     a = p.parse_args()
     bench = a.bench.split()
     repo = os.path.join(a.out, "repo")
     peers = a.peers.split(",") if a.peers else []
     rows = []
+    # rankd's variants: each precision with buckets and graphs ("fp32"), and without ("fp32 no graphs").
+    variants = [p + ("" if b == "on" else " no graphs") for b in a.buckets.split(",") for p in a.precisions.split(",")]
     for name in a.workloads.split(","):
         package = f"{name}_full"
         if not os.path.exists(os.path.join(repo, package, "1", "model.onnx")):
@@ -90,14 +94,15 @@ def main():
                 for i, r in enumerate(reqs):
                     f.write(json.dumps(rq.to_json(feats, r, str(i), flat_ragged=True)) + "\n")
             ours = {}
-            for precision in a.precisions.split(","):
+            for variant in variants:
+                precision, buckets = variant.split(" ")[0], "off" if variant.endswith("no graphs") else "on"
                 cmd = bench + ["--backend", "cuda", "--precision", precision, "--model-repo", repo, "--model", package,
-                               "--requests", path, "--iters", str(a.iters), "--warmup", "20"]
+                               "--requests", path, "--iters", str(a.iters), "--warmup", "20", "--buckets", buckets]
                 res = subprocess.run(cmd, capture_output=True, text=True)
                 if res.returncode != 0:
                     print(res.stderr, file=sys.stderr)
                     continue
-                ours[precision] = json.loads(res.stdout.strip().splitlines()[-1])
+                ours[variant] = json.loads(res.stdout.strip().splitlines()[-1])
             if not ours:
                 continue
             widths = {f.name: max(1, max(len(row) for r in reqs for row in r[f.name]))
@@ -105,7 +110,8 @@ def main():
             batches = [[t.pin_memory() for t in rq.to_torch(feats, r, n, widths)] for r in reqs]
             label = f"{LABELS[name]}, " + (f"{n} pairs" if not seq else f"1 user x {n}, L={seq}")
             row = {"label": label, "n": n, "steps": next(iter(ours.values())).get("steps"),
-                   "rankd": {p: (o["median_ms"], o["p99_ms"]) for p, o in ours.items()}}
+                   "rankd": {p: (o["median_ms"], o["p99_ms"]) for p, o in ours.items()},
+                   "graphs": {p: (o.get("graph_hits"), o.get("graph_misses")) for p, o in ours.items()}}
             for peer in peers:
                 try:
                     if peer == "eager":
@@ -126,7 +132,7 @@ def main():
             print(label, {k: v for k, v in row.items() if k != "label"}, file=sys.stderr, flush=True)
     print(f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; iters {a.iters}; "
           "inputs from host memory, outputs to host memory\n")
-    precisions = a.precisions.split(",")
+    precisions = variants
     head = "| workload, batch | steps | " + " | ".join(f"rankd {p}" for p in precisions) + " | "
     tail = " | ".join(f"PyTorch {p}" for p in peers) + " | best rankd vs best peer |" if peers else ""
     print((head + tail).rstrip(" |") + " |")
@@ -140,7 +146,9 @@ def main():
         ratio = f" | {best / mine:.2f}x" if peers else ""
         print(f"| {r['label']} | {r['steps']} | " + " | ".join(cells) + ratio + " |")
     print("\nCells: median / p99 ms per request. rankd fp32 is exact fp32; tf32 and bf16 round the matrix "
-          "products (backend.h); PyTorch bf16 is autocast.")
+          "products (backend.h); PyTorch bf16 is autocast. rankd pads each request to its shape bucket and "
+          "replays the bucket's captured CUDA graph; 'no graphs' runs every request at its own shape, kernel by "
+          "kernel.")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -66,7 +66,7 @@ struct ShapeBucketsConfig {
   std::vector<int64_t> allowed_lengths;      // ragged row lengths; empty = powers of two; max_length always added
   bool cuda_graphs = true;                   // capture each bucket's plan as a CUDA graph
   int64_t warmup_max_batch_size = 1024;      // buckets up to this many rows are captured before ready
-  int64_t max_graph_memory_mb = 1024;        // device memory graphs may take at warm-up
+  int64_t max_graph_memory_mb = 2048;        // per executor, workspace + graphs captured at warm-up
 };
 
 struct ModelConfig {

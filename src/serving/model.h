@@ -44,6 +44,8 @@ struct ModelOptions {
   int executors = 0;
   // Overrides the config's precision when set (fp32 | tf32 | bf16).
   std::string precision;
+  // Overrides the config's buckets.enabled when 0 (off) or 1 (on); -1 keeps it.
+  int shape_buckets = -1;
 };
 
 // What loading did, for `rankd inspect`.

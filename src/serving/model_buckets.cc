@@ -97,6 +97,7 @@ BucketCounters Model::bucket_counters() const {
 }
 
 Status Model::StartBuckets() {
+  if (options_.shape_buckets >= 0) config_.buckets.enabled = options_.shape_buckets;
   const ShapeBucketsConfig& c = config_.buckets;
   bool on_device = backend_ != &CpuBackend();
   bool explicit_on = c.enabled == 1;
@@ -143,11 +144,15 @@ Status Model::StartBuckets() {
   PreparedRequest smallest;
   InferRequest one = ExampleRequest(1, 1);
   RETURN_IF_ERROR(BuildGraphInputs(one, smallest));
+  // Each executor's memory for its captures is its workspace (as large as the largest captured
+  // plan's) plus the graphs: buckets whose workspace alone passes the limit wait for first use.
+  int64_t limit = c.max_graph_memory_mb << 20;
   std::vector<std::shared_ptr<const Plan>> plans;
   for (const BucketKey& k : keys) {
     PreparedRequest padded = PadToBucket(smallest, k, input_kinds_);
-    ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(MetasOf(padded), padded.ragged_max_lengths));
-    plans.push_back(std::move(plan));
+    auto plan = PlanFor(MetasOf(padded), padded.ragged_max_lengths);
+    if (!plan.ok() && plan.status().code() != StatusCode::kResourceExhausted) return plan.status();
+    if (plan.ok() && (*plan)->workspace_bytes() <= limit) plans.push_back(std::move(*plan));
   }
   // Largest workspace first, so each executor's buffers grow once and no capture is dropped.
   std::stable_sort(plans.begin(), plans.end(), [](const auto& a, const auto& b) { return a->workspace_bytes() > b->workspace_bytes(); });
@@ -158,10 +163,10 @@ Status Model::StartBuckets() {
   }
   auto start = std::chrono::steady_clock::now();
   Status failed = Status::Ok();
-  int64_t limit = c.max_graph_memory_mb << 20;
+  int64_t workspace = plans.empty() ? 0 : plans.front()->workspace_bytes();
   for (auto& executor : held) {
     for (const auto& plan : plans) {
-      if (report_.warmup_capture_bytes > limit) break;  // the rest is captured on first use
+      if (workspace + report_.warmup_capture_bytes / std::max(max_executors_, 1) > limit) break;
       auto bytes = executor->Capture(*plan);
       if (!bytes.ok()) {
         failed = bytes.status();
