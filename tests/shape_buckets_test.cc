@@ -24,7 +24,7 @@ TEST(ShapeBuckets, GeometricSizesEndAtTheLimit) {
 }
 
 TEST(ShapeBuckets, FindsTheSmallestBucketHoldingTheRequest) {
-  ShapeBuckets b({64, 1, 8}, {}, {20, 3});
+  ShapeBuckets b({64, 1, 8}, {ShapeBuckets::AllowedLengths({}, 20), ShapeBuckets::AllowedLengths({}, 3)});
   EXPECT_EQ(b.rows(), std::vector<int64_t>({1, 8, 64}));
   EXPECT_EQ(b.lengths()[0], std::vector<int64_t>({1, 2, 4, 8, 16, 20}));
   EXPECT_EQ(b.lengths()[1], std::vector<int64_t>({1, 2, 3}));
@@ -35,19 +35,22 @@ TEST(ShapeBuckets, FindsTheSmallestBucketHoldingTheRequest) {
   EXPECT_EQ(key->ToString(), "rows=8 lengths=[20,1]");
   EXPECT_EQ(b.Find(8, {1, 3})->rows, 8);
   EXPECT_FALSE(b.Find(65, {1, 1}).has_value());  // beyond the largest: runs at its own shape
-  // Configured lengths are cut at each input's max_length, which is always allowed.
-  ShapeBuckets c({1}, {5, 50}, {20});
-  EXPECT_EQ(c.lengths()[0], std::vector<int64_t>({5, 20}));
+  // Configured lengths are cut at max_length, which is always allowed.
+  EXPECT_EQ(ShapeBuckets::AllowedLengths({50, 5}, 20), std::vector<int64_t>({5, 20}));
+  // An input without allowed lengths keeps the request's own longest row, even an empty one.
+  ShapeBuckets exact({4}, {{}});
+  EXPECT_EQ(exact.Find(3, {0})->lengths, std::vector<int64_t>({0}));
+  EXPECT_EQ(exact.Find(3, {7})->lengths, std::vector<int64_t>({7}));
 }
 
 TEST(ShapeBuckets, WarmupKeysWalkRowsAndLengthLevels) {
-  ShapeBuckets b({1, 4, 16}, {}, {4, 1});
-  auto keys = b.WarmupKeys(4);
+  ShapeBuckets b({1, 4, 16}, {{1, 2, 4}, {1}, {}});
+  auto keys = b.WarmupKeys(4, {4, 1, 3});
   ASSERT_EQ(keys.size(), 6u);  // rows 1 and 4, length levels 1, 2, 4 (the second input stays at 1)
-  EXPECT_EQ(keys[0].ToString(), "rows=1 lengths=[1,1]");
-  EXPECT_EQ(keys[2].ToString(), "rows=1 lengths=[4,1]");
-  EXPECT_EQ(keys[5].ToString(), "rows=4 lengths=[4,1]");
-  EXPECT_TRUE(ShapeBuckets({8}, {}, {}).WarmupKeys(4).empty());
+  EXPECT_EQ(keys[0].ToString(), "rows=1 lengths=[1,1,1]");
+  EXPECT_EQ(keys[2].ToString(), "rows=1 lengths=[4,1,3]");  // the third: the level's length, up to its max
+  EXPECT_EQ(keys[5].ToString(), "rows=4 lengths=[4,1,3]");
+  EXPECT_TRUE(ShapeBuckets({8}, {}).WarmupKeys(4, {}).empty());
 }
 
 TEST(ShapeBuckets, PadsDenseRowsWithZerosAndRaggedSlotsWithMinusOne) {
@@ -128,12 +131,23 @@ void ExpectZooScores(const Model& model, const std::string& name, double toleran
   EXPECT_GE(count, 10);
 }
 
+// Buckets are on; BST's sequences stay at their own length, since a user without history gets a
+// fully masked softmax whose result depends on the padded width (as it does in PyTorch).
+void ExpectBucketsOn(const Model& model) {
+  const std::string& report = model.load_report().buckets;
+  if (model.name().substr(0, 3) == "bst") {
+    EXPECT_EQ(report.substr(0, 38), "on, sequences at their own length: out") << report;
+  } else {
+    EXPECT_EQ(report, "on");
+  }
+}
+
 class BucketedZooTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BucketedZooTest, PaddedRequestsScoreAsPyTorchOnTheCpu) {
   auto model = LoadZoo(GetParam(), 1, nullptr);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  EXPECT_EQ((*model)->load_report().buckets, "on");
+  ExpectBucketsOn(**model);
   ExpectZooScores(**model, GetParam(), 1e-5);
   BucketCounters c = (*model)->bucket_counters();
   EXPECT_GT(c.padded_rows, c.real_rows);  // the reference requests are not all powers of two
@@ -145,11 +159,14 @@ TEST_P(BucketedZooTest, CapturedGraphsScoreAsPyTorchOnTheGpu) {
   if (!cuda) GTEST_SKIP() << "no CUDA device";
   auto model = LoadZoo(GetParam(), -1, cuda);  // the GPU's default: buckets and graphs on
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  EXPECT_EQ((*model)->load_report().buckets, "on");
+  ExpectBucketsOn(**model);
   EXPECT_GT((*model)->load_report().warmup_captures, 0);
   ExpectZooScores(**model, GetParam(), 1e-5);
   BucketCounters c = (*model)->bucket_counters();
   EXPECT_GT(c.graph_hits, 0u);
+  if ((*model)->load_report().buckets == "on") {
+    EXPECT_GT(c.graph_hits, c.graph_misses);
+  }
   // The same requests on the uncaptured path, at their own shapes.
   auto plain = LoadZoo(GetParam(), 0, cuda);
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();

@@ -95,6 +95,10 @@ class Model {
   BucketCounters bucket_counters() const;
   // The shape buckets in use, or nullptr when requests run at their own shapes.
   const ShapeBuckets* shape_buckets() const { return buckets_.get(); }
+  // The buckets captured at warm-up (empty without captures).
+  const std::vector<BucketKey>& warmup_buckets() const { return warmup_keys_; }
+  // The plan of a bucket (for inspection).
+  StatusOr<std::shared_ptr<const Plan>> PlanForBucket(const BucketKey& key) const;
   // Waits until no background capture is queued or running (tests).
   void WaitForCaptures() const;
   // The batcher's policy (cost coefficients as measured or configured); nullptr without batching.
@@ -167,6 +171,7 @@ class Model {
 
   std::unique_ptr<ShapeBuckets> buckets_;  // nullptr: requests run at their own shapes
   std::vector<GraphInputKind> input_kinds_;
+  std::vector<BucketKey> warmup_keys_;
   bool capture_ = false;  // capture plans as graphs (buckets on, backend able)
   mutable std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_us_{0};
   mutable std::atomic<uint64_t> real_rows_{0}, padded_rows_{0};

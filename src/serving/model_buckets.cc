@@ -87,6 +87,14 @@ void Model::CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const {
   }
 }
 
+StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key) const {
+  InferRequest one = ExampleRequest(1, 1);
+  PreparedRequest smallest;
+  RETURN_IF_ERROR(BuildGraphInputs(one, smallest));
+  PreparedRequest padded = PadToBucket(smallest, key, input_kinds_);
+  return PlanFor(MetasOf(padded), padded.ragged_max_lengths);
+}
+
 void Model::WaitForCaptures() const {
   if (capture_worker_) capture_worker_->Drain();
 }
@@ -107,50 +115,91 @@ Status Model::StartBuckets() {
   }
   int64_t row_limit = config_.max_batch_size > 0 ? config_.max_batch_size : options_.max_rows;
   row_limit = std::max(row_limit, config_.batching.max_batch_size);
+  std::vector<int64_t> rows = c.allowed_batch_sizes.empty() ? ShapeBuckets::Geometric(row_limit) : c.allowed_batch_sizes;
+  // Lengths per ragged input. One only embedding bags read (no padded copy) is padded to its
+  // max_length when that is short (multi-hot features), so its length never splits a bucket.
   std::vector<int64_t> max_lengths;
-  for (const std::string& ragged : ragged_names_) max_lengths.push_back(config_.FindInput(ragged)->max_length);
-  auto buckets = std::make_unique<ShapeBuckets>(
-      c.allowed_batch_sizes.empty() ? ShapeBuckets::Geometric(row_limit) : c.allowed_batch_sizes, c.allowed_lengths,
-      max_lengths);
+  std::vector<bool> read_padded(ragged_names_.size(), false);
+  for (const Node& node : graph_.nodes) {
+    if (node.op == "RaggedToPadded") read_padded[static_cast<size_t>(node.GetInt("ragged_index", 0))] = true;
+  }
+  std::vector<std::vector<int64_t>> lengths;
+  for (size_t k = 0; k < ragged_names_.size(); ++k) {
+    int64_t max_length = config_.FindInput(ragged_names_[k])->max_length;
+    max_lengths.push_back(max_length);
+    lengths.push_back(!read_padded[k] && max_length <= 128 ? std::vector<int64_t>{max_length}
+                                                           : ShapeBuckets::AllowedLengths(c.allowed_lengths, max_length));
+  }
 
-  // Padding must change nothing: a request of 3 rows and rows of 3 ids, alone and padded.
-  InferRequest example = ExampleRequest(3, 3);
-  RandomizeFloats(example, 2024);
-  PreparedRequest prepared;
-  RETURN_IF_ERROR(BuildGraphInputs(example, prepared));
-  ASSIGN_OR_RETURN(std::vector<Tensor> exact, RunPlanned(prepared));
-  std::optional<BucketKey> key = buckets->Find(prepared.rows, prepared.ragged_max_lengths);
-  if (key) {
-    ASSIGN_OR_RETURN(std::vector<Tensor> padded, RunPlanned(PadToBucket(prepared, *key, input_kinds_)));
-    padded = TakeRows(std::move(padded), prepared.rows);
+  // Padding must change nothing: requests of 3 rows with rows of 3 ids and of none, alone and
+  // padded (rows only, then rows and lengths). A model whose padded sequences change its scores
+  // (a fully masked softmax, say) keeps those sequences at the request's own length.
+  std::vector<PreparedRequest> examples(2);
+  std::vector<InferRequest> requests = {ExampleRequest(3, 3), ExampleRequest(3, 0)};
+  for (size_t e = 0; e < examples.size(); ++e) {
+    RandomizeFloats(requests[e], 2024 + static_cast<uint32_t>(e));
+    RETURN_IF_ERROR(BuildGraphInputs(requests[e], examples[e]));
+  }
+  // The first output padding to `key` changes, or "".
+  auto changed = [&](const PreparedRequest& p, const BucketKey& key) -> StatusOr<std::string> {
+    ASSIGN_OR_RETURN(std::vector<Tensor> exact, RunPlanned(p));
+    ASSIGN_OR_RETURN(std::vector<Tensor> padded, RunPlanned(PadToBucket(p, key, input_kinds_)));
+    padded = TakeRows(std::move(padded), p.rows);
     for (size_t o = 0; o < exact.size(); ++o) {
-      if (OutputsAgree(exact[o], padded[o], AgreementTolerance())) continue;
-      std::string why = "output '" + output_names_[o] + "' changes when a request is padded (" + key->ToString() +
-                        "): the graph mixes rows or does not mask -1 ids";
+      if (!OutputsAgree(exact[o], padded[o], AgreementTolerance())) {
+        return "output '" + output_names_[o] + "' changes when a request is padded (" + key.ToString() + ")";
+      }
+    }
+    return std::string();
+  };
+  auto buckets = std::make_unique<ShapeBuckets>(rows, lengths);
+  std::string lengths_change;
+  for (const PreparedRequest& p : examples) {
+    std::optional<BucketKey> key = buckets->Find(p.rows, p.ragged_max_lengths);
+    if (!key) continue;
+    BucketKey rows_only{key->rows, p.ragged_max_lengths};
+    ASSIGN_OR_RETURN(std::string why, changed(p, rows_only));
+    if (!why.empty()) {
+      why += ": the graph mixes rows";
       if (explicit_on) return InvalidArgument(why + "; remove the buckets section");
       report_.buckets = "off: " + why;
       return Status::Ok();
     }
+    ASSIGN_OR_RETURN(why, changed(p, *key));
+    if (lengths_change.empty()) lengths_change = why;
+  }
+  if (!lengths_change.empty()) {
+    for (size_t k = 0; k < lengths.size(); ++k) {
+      if (read_padded[k]) lengths[k].clear();
+    }
+    buckets = std::make_unique<ShapeBuckets>(rows, lengths);
+    for (const PreparedRequest& p : examples) {
+      std::optional<BucketKey> key = buckets->Find(p.rows, p.ragged_max_lengths);
+      if (!key) continue;
+      ASSIGN_OR_RETURN(std::string why, changed(p, *key));
+      if (!why.empty()) {
+        if (explicit_on) return InvalidArgument(why + "; remove the buckets section");
+        report_.buckets = "off: " + why;
+        return Status::Ok();
+      }
+    }
   }
   buckets_ = std::move(buckets);
-  report_.buckets = "on";
+  report_.buckets = lengths_change.empty() ? "on" : "on, sequences at their own length: " + lengths_change;
   if (!on_device || !c.cuda_graphs) return Status::Ok();
   capture_worker_ = std::make_unique<CaptureWorker>();
   capture_ = true;
 
   // Every executor exists and has every warm-up bucket captured before the model is ready.
-  std::vector<BucketKey> keys = buckets_->WarmupKeys(c.warmup_max_batch_size);
+  warmup_keys_ = buckets_->WarmupKeys(c.warmup_max_batch_size, max_lengths);
+  const std::vector<BucketKey>& keys = warmup_keys_;
   options_.max_plans = std::max(options_.max_plans, keys.size() + 64);
-  PreparedRequest smallest;
-  InferRequest one = ExampleRequest(1, 1);
-  RETURN_IF_ERROR(BuildGraphInputs(one, smallest));
   // Each executor's memory for its captures is its workspace (as large as the largest captured
   // plan's) plus the graphs: buckets whose workspace alone passes the limit wait for first use.
   int64_t limit = c.max_graph_memory_mb << 20;
   std::vector<std::shared_ptr<const Plan>> plans;
   for (const BucketKey& k : keys) {
-    PreparedRequest padded = PadToBucket(smallest, k, input_kinds_);
-    auto plan = PlanFor(MetasOf(padded), padded.ragged_max_lengths);
+    auto plan = PlanForBucket(k);
     if (!plan.ok() && plan.status().code() != StatusCode::kResourceExhausted) return plan.status();
     if (plan.ok() && (*plan)->workspace_bytes() <= limit) plans.push_back(std::move(*plan));
   }

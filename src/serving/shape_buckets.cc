@@ -34,17 +34,18 @@ std::vector<int64_t> ShapeBuckets::Geometric(int64_t limit) {
   return sizes;
 }
 
-ShapeBuckets::ShapeBuckets(std::vector<int64_t> rows, const std::vector<int64_t>& lengths,
-                           const std::vector<int64_t>& max_lengths)
-    : rows_(std::move(rows)) {
+std::vector<int64_t> ShapeBuckets::AllowedLengths(std::vector<int64_t> configured, int64_t max_length) {
+  std::vector<int64_t> allowed = configured.empty() ? Geometric(max_length) : std::move(configured);
+  allowed.erase(std::remove_if(allowed.begin(), allowed.end(), [&](int64_t n) { return n > max_length; }), allowed.end());
+  allowed.push_back(max_length);
+  SortUnique(allowed);
+  return allowed;
+}
+
+ShapeBuckets::ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<int64_t>> lengths)
+    : rows_(std::move(rows)), lengths_(std::move(lengths)) {
   SortUnique(rows_);
-  for (int64_t max_length : max_lengths) {
-    std::vector<int64_t> allowed = lengths.empty() ? Geometric(max_length) : lengths;
-    allowed.erase(std::remove_if(allowed.begin(), allowed.end(), [&](int64_t n) { return n > max_length; }), allowed.end());
-    allowed.push_back(max_length);
-    SortUnique(allowed);
-    lengths_.push_back(std::move(allowed));
-  }
+  for (auto& l : lengths_) SortUnique(l);
 }
 
 std::optional<BucketKey> ShapeBuckets::Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths) const {
@@ -52,6 +53,10 @@ std::optional<BucketKey> ShapeBuckets::Find(int64_t rows, const std::vector<int6
   key.rows = RoundUp(rows_, rows);
   if (key.rows < 0) return std::nullopt;
   for (size_t k = 0; k < lengths_.size(); ++k) {
+    if (lengths_[k].empty()) {  // kept at the request's own longest row
+      key.lengths.push_back(ragged_max_lengths[k]);
+      continue;
+    }
     int64_t length = RoundUp(lengths_[k], std::max<int64_t>(ragged_max_lengths[k], 1));
     if (length < 0) return std::nullopt;  // longer than max_length: the request is refused before this
     key.lengths.push_back(length);
@@ -59,7 +64,7 @@ std::optional<BucketKey> ShapeBuckets::Find(int64_t rows, const std::vector<int6
   return key;
 }
 
-std::vector<BucketKey> ShapeBuckets::WarmupKeys(int64_t max_rows) const {
+std::vector<BucketKey> ShapeBuckets::WarmupKeys(int64_t max_rows, const std::vector<int64_t>& max_lengths) const {
   size_t levels = 1;
   for (const auto& l : lengths_) levels = std::max(levels, l.size());
   std::vector<BucketKey> keys;
@@ -67,7 +72,14 @@ std::vector<BucketKey> ShapeBuckets::WarmupKeys(int64_t max_rows) const {
     if (rows > max_rows) break;
     for (size_t j = 0; j < levels; ++j) {
       BucketKey key{rows, {}};
-      for (const auto& l : lengths_) key.lengths.push_back(l[std::min(j, l.size() - 1)]);
+      int64_t longest = 1;
+      for (const auto& l : lengths_) {
+        if (!l.empty()) longest = std::max(longest, l[std::min(j, l.size() - 1)]);
+      }
+      for (size_t k = 0; k < lengths_.size(); ++k) {
+        const auto& l = lengths_[k];
+        key.lengths.push_back(l.empty() ? std::min(longest, max_lengths[k]) : l[std::min(j, l.size() - 1)]);
+      }
       keys.push_back(std::move(key));
     }
   }

@@ -43,18 +43,21 @@ struct BucketCounters {
 
 class ShapeBuckets {
  public:
-  // `rows`: allowed batch sizes; `lengths[k]`: allowed lengths of ragged input k. Each list is
-  // sorted and deduplicated here; lengths beyond `max_lengths[k]` are dropped and max_lengths[k]
-  // itself always added, so every valid row fits.
-  ShapeBuckets(std::vector<int64_t> rows, const std::vector<int64_t>& lengths, const std::vector<int64_t>& max_lengths);
+  // `rows`: allowed batch sizes; `lengths[k]`: allowed lengths of ragged input k, or empty to
+  // keep that input's rows at the request's own longest row (no length padding).
+  ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<int64_t>> lengths);
+  // The allowed lengths of a ragged input: `configured` (powers of two when empty) cut at
+  // `max_length`, which is always added so every valid row fits.
+  static std::vector<int64_t> AllowedLengths(std::vector<int64_t> configured, int64_t max_length);
   // Powers of two up to `limit`, and `limit` itself.
   static std::vector<int64_t> Geometric(int64_t limit);
 
   // The smallest bucket holding a request, or nullopt when its rows exceed the largest.
   std::optional<BucketKey> Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths) const;
   // The buckets captured at warm-up: every row bucket up to `max_rows`, each with every length
-  // level (level j: each ragged input at its j-th allowed length, or its longest).
-  std::vector<BucketKey> WarmupKeys(int64_t max_rows) const;
+  // level (level j: each ragged input at its j-th allowed length, or its longest; inputs kept at
+  // their own lengths take level j's longest length, up to their max_length in `max_lengths`).
+  std::vector<BucketKey> WarmupKeys(int64_t max_rows, const std::vector<int64_t>& max_lengths) const;
 
   const std::vector<int64_t>& rows() const { return rows_; }
   const std::vector<std::vector<int64_t>>& lengths() const { return lengths_; }

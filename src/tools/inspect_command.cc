@@ -36,10 +36,9 @@ void PrintBuckets(const Model& model, bool plan) {
                 r.warmup_capture_ms, Human(r.warmup_capture_bytes).c_str());
   }
   if (!plan) return;
-  InferRequest one = model.ExampleRequest(1, 1);
-  for (const BucketKey& key : b->WarmupKeys(model.config().buckets.warmup_max_batch_size)) {
-    InferRequest request = model.ExampleRequest(key.rows, key.lengths.empty() ? 1 : *std::max_element(key.lengths.begin(), key.lengths.end()));
-    auto p = model.PlanForRequest(request);
+  if (model.warmup_buckets().empty()) std::printf("  (no buckets are captured at warm-up here: load with --backend cuda)\n");
+  for (const BucketKey& key : model.warmup_buckets()) {
+    auto p = model.PlanForBucket(key);
     if (!p.ok()) {
       std::printf("  %s: %s\n", key.ToString().c_str(), p.status().ToString().c_str());
       continue;
