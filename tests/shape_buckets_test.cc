@@ -17,21 +17,24 @@
 namespace rankd {
 namespace {
 
-TEST(ShapeBuckets, GeometricSizesEndAtTheLimit) {
+TEST(ShapeBuckets, GeometricSizesStepByQuartersOfAnOctave) {
   EXPECT_EQ(ShapeBuckets::Geometric(1), std::vector<int64_t>({1}));
-  EXPECT_EQ(ShapeBuckets::Geometric(20), std::vector<int64_t>({1, 2, 4, 8, 16, 20}));
-  EXPECT_EQ(ShapeBuckets::Geometric(16), std::vector<int64_t>({1, 2, 4, 8, 16}));
+  EXPECT_EQ(ShapeBuckets::Geometric(20), std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20}));
+  EXPECT_EQ(ShapeBuckets::Geometric(18), std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 18}));
+  auto big = ShapeBuckets::Geometric(65536);
+  for (size_t i = 1; i < big.size(); ++i) EXPECT_LE(big[i], big[i - 1] * 5 / 4 + 1) << big[i];  // <= 25% padding
 }
 
 TEST(ShapeBuckets, FindsTheSmallestBucketHoldingTheRequest) {
   ShapeBuckets b({64, 1, 8}, {ShapeBuckets::AllowedLengths({}, 20), ShapeBuckets::AllowedLengths({}, 3)});
   EXPECT_EQ(b.rows(), std::vector<int64_t>({1, 8, 64}));
-  EXPECT_EQ(b.lengths()[0], std::vector<int64_t>({1, 2, 4, 8, 16, 20}));
+  EXPECT_EQ(b.lengths()[0], std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20}));
   EXPECT_EQ(b.lengths()[1], std::vector<int64_t>({1, 2, 3}));
   auto key = b.Find(5, {17, 0});
   ASSERT_TRUE(key.has_value());
   EXPECT_EQ(key->rows, 8);
   EXPECT_EQ(key->lengths, std::vector<int64_t>({20, 1}));  // an empty longest row still gets one slot
+  EXPECT_EQ(b.Find(2, {9, 2})->lengths, std::vector<int64_t>({10, 2}));
   EXPECT_EQ(key->ToString(), "rows=8 lengths=[20,1]");
   EXPECT_EQ(b.Find(8, {1, 3})->rows, 8);
   EXPECT_FALSE(b.Find(65, {1, 1}).has_value());  // beyond the largest: runs at its own shape
@@ -44,13 +47,30 @@ TEST(ShapeBuckets, FindsTheSmallestBucketHoldingTheRequest) {
 }
 
 TEST(ShapeBuckets, WarmupKeysWalkRowsAndLengthLevels) {
-  ShapeBuckets b({1, 4, 16}, {{1, 2, 4}, {1}, {}});
+  ShapeBuckets b({1, 3, 4, 16}, {{1, 2, 3, 4}, {1}, {}});
   auto keys = b.WarmupKeys(4, {4, 1, 3});
-  ASSERT_EQ(keys.size(), 6u);  // rows 1 and 4, length levels 1, 2, 4 (the second input stays at 1)
+  ASSERT_EQ(keys.size(), 6u);  // rows 1 and 4 (3 waits for first use), length levels 1, 2, 4
   EXPECT_EQ(keys[0].ToString(), "rows=1 lengths=[1,1,1]");
   EXPECT_EQ(keys[2].ToString(), "rows=1 lengths=[4,1,3]");  // the third: the level's length, up to its max
   EXPECT_EQ(keys[5].ToString(), "rows=4 lengths=[4,1,3]");
   EXPECT_TRUE(ShapeBuckets({8}, {}).WarmupKeys(4, {}).empty());
+}
+
+TEST(ShapeBuckets, InputsAlreadyInTheBucketsShapeAreNotCopied) {
+  PreparedRequest p;
+  p.rows = 2;
+  p.ragged_max_lengths = {2};
+  p.inputs.push_back(testing::MakeF32({2, 1}, {1, 2}));
+  p.inputs.push_back(testing::MakeI64({4}, {7, 8, 9, 5}));  // two rows of two ids
+  p.inputs.push_back(testing::MakeI64({3}, {0, 2, 4}));
+  std::vector<GraphInputKind> kinds = {{GraphInputKind::kDense, -1}, {GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0}};
+  PreparedRequest same = PadToBucket(p, BucketKey{2, {2}}, kinds);
+  EXPECT_EQ(same.inputs[0].raw(), p.inputs[0].raw());
+  EXPECT_EQ(same.inputs[1].raw(), p.inputs[1].raw());
+  PreparedRequest more = PadToBucket(p, BucketKey{3, {2}}, kinds);  // uniform rows: one copy and -1s
+  std::vector<int64_t> values(more.inputs[1].data<int64_t>(), more.inputs[1].data<int64_t>() + 6);
+  EXPECT_EQ(values, std::vector<int64_t>({7, 8, 9, 5, -1, -1}));
+  EXPECT_EQ(more.inputs[2].data<int64_t>()[3], 6);
 }
 
 TEST(ShapeBuckets, PadsDenseRowsWithZerosAndRaggedSlotsWithMinusOne) {
@@ -98,12 +118,13 @@ TEST(ShapeBuckets, ConfigIsParsedAndCheckedByName) {
 
 // A zoo model loaded with its own config, buckets set as given.
 StatusOr<std::unique_ptr<Model>> LoadZoo(const std::string& name, int buckets, const Backend* backend,
-                                         int64_t warmup_rows = 1024) {
+                                         int64_t warmup_rows = 1024, std::vector<int64_t> rows = {}) {
   std::string dir = testing::SourcePath("models/zoo/" + name);
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   config.name = name;
   config.buckets.enabled = buckets;
   config.buckets.warmup_max_batch_size = warmup_rows;
+  config.buckets.allowed_batch_sizes = std::move(rows);
   ModelOptions options;
   options.backend = backend;
   return Model::LoadFile(dir + "/1/model.onnx", std::move(config), options);
@@ -145,7 +166,7 @@ void ExpectBucketsOn(const Model& model) {
 class BucketedZooTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BucketedZooTest, PaddedRequestsScoreAsPyTorchOnTheCpu) {
-  auto model = LoadZoo(GetParam(), 1, nullptr);
+  auto model = LoadZoo(GetParam(), 1, nullptr, 1024, {16, 64});  // every request padded
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExpectBucketsOn(**model);
   ExpectZooScores(**model, GetParam(), 1e-5);

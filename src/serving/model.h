@@ -36,7 +36,7 @@ struct ModelOptions {
   // max_batch_size.
   int64_t max_rows = 65536;
   // Plans kept per model (one per distinct input shape); the oldest is dropped past this.
-  size_t max_plans = 128;
+  size_t max_plans = 512;
   // Where the model runs (FindBackend); nullptr means the CPU.
   const Backend* backend = nullptr;
   // Executors per model, each running one request at a time; 0 picks the backend's default

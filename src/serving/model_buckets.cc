@@ -154,9 +154,17 @@ Status Model::StartBuckets() {
   };
   auto buckets = std::make_unique<ShapeBuckets>(rows, lengths);
   std::string lengths_change;
+  // The checks pad more than any bucket would: 2 more rows, and every bucketed length to its
+  // longest.
+  auto widest = [&](const PreparedRequest& p) {
+    BucketKey key{p.rows + 2, p.ragged_max_lengths};
+    for (size_t k = 0; k < lengths.size(); ++k) {
+      if (!lengths[k].empty()) key.lengths[k] = lengths[k].back();
+    }
+    return key;
+  };
   for (const PreparedRequest& p : examples) {
-    std::optional<BucketKey> key = buckets->Find(p.rows, p.ragged_max_lengths);
-    if (!key) continue;
+    std::optional<BucketKey> key = widest(p);
     BucketKey rows_only{key->rows, p.ragged_max_lengths};
     ASSIGN_OR_RETURN(std::string why, changed(p, rows_only));
     if (!why.empty()) {
@@ -174,9 +182,7 @@ Status Model::StartBuckets() {
     }
     buckets = std::make_unique<ShapeBuckets>(rows, lengths);
     for (const PreparedRequest& p : examples) {
-      std::optional<BucketKey> key = buckets->Find(p.rows, p.ragged_max_lengths);
-      if (!key) continue;
-      ASSIGN_OR_RETURN(std::string why, changed(p, *key));
+      ASSIGN_OR_RETURN(std::string why, changed(p, widest(p)));
       if (!why.empty()) {
         if (explicit_on) return InvalidArgument(why + "; remove the buckets section");
         report_.buckets = "off: " + why;

@@ -29,8 +29,14 @@ std::string BucketKey::ToString() const {
 
 std::vector<int64_t> ShapeBuckets::Geometric(int64_t limit) {
   std::vector<int64_t> sizes;
-  for (int64_t n = 1; n < limit; n *= 2) sizes.push_back(n);
+  for (int64_t base = 1; base < limit; base *= 2) {
+    for (int64_t quarter = 0; quarter < 4; ++quarter) {
+      int64_t n = base + base * quarter / 4;
+      if (n < limit) sizes.push_back(n);
+    }
+  }
   sizes.push_back(std::max<int64_t>(limit, 1));
+  SortUnique(sizes);
   return sizes;
 }
 
@@ -64,20 +70,39 @@ std::optional<BucketKey> ShapeBuckets::Find(int64_t rows, const std::vector<int6
   return key;
 }
 
+namespace {
+
+bool PowerOfTwo(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// The powers of two among `sizes`, and the largest.
+std::vector<int64_t> Octaves(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> out;
+  for (int64_t n : sizes) {
+    if (PowerOfTwo(n) || n == sizes.back()) out.push_back(n);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<BucketKey> ShapeBuckets::WarmupKeys(int64_t max_rows, const std::vector<int64_t>& max_lengths) const {
+  std::vector<std::vector<int64_t>> levels_of;
   size_t levels = 1;
-  for (const auto& l : lengths_) levels = std::max(levels, l.size());
+  for (const auto& l : lengths_) {
+    levels_of.push_back(Octaves(l));
+    levels = std::max(levels, levels_of.back().size());
+  }
   std::vector<BucketKey> keys;
-  for (int64_t rows : rows_) {
+  for (int64_t rows : Octaves(rows_)) {
     if (rows > max_rows) break;
     for (size_t j = 0; j < levels; ++j) {
       BucketKey key{rows, {}};
       int64_t longest = 1;
-      for (const auto& l : lengths_) {
+      for (const auto& l : levels_of) {
         if (!l.empty()) longest = std::max(longest, l[std::min(j, l.size() - 1)]);
       }
-      for (size_t k = 0; k < lengths_.size(); ++k) {
-        const auto& l = lengths_[k];
+      for (size_t k = 0; k < levels_of.size(); ++k) {
+        const auto& l = levels_of[k];
         key.lengths.push_back(l.empty() ? std::min(longest, max_lengths[k]) : l[std::min(j, l.size() - 1)]);
       }
       keys.push_back(std::move(key));
@@ -85,6 +110,20 @@ std::vector<BucketKey> ShapeBuckets::WarmupKeys(int64_t max_rows, const std::vec
   }
   return keys;
 }
+
+namespace {
+
+// Whether ragged offsets `o` give each of `rows` rows exactly `width` ids.
+bool Uniform(const int64_t* o, int64_t rows, int64_t width) {
+  for (int64_t r = 0; r <= rows; ++r) {
+    if (o[r] != r * width) return false;
+  }
+  return true;
+}
+
+Tensor ViewOf(const Tensor& t) { return Tensor::View(t.dtype(), t.shape(), const_cast<void*>(t.raw())); }
+
+}  // namespace
 
 PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds) {
   PreparedRequest out;
@@ -100,6 +139,10 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     const Tensor& in = p.inputs[i];
     const GraphInputKind& kind = kinds[i];
     if (kind.part == GraphInputKind::kDense) {
+      if (key.rows == p.rows) {  // already the bucket's rows: no copy
+        out.inputs[i] = ViewOf(in);
+        continue;
+      }
       Shape s = in.shape();
       s[0] = key.rows;
       Tensor t = Tensor::Zeros(in.dtype(), s);
@@ -115,17 +158,28 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
       continue;
     }
     // Values: row r's ids at r * width, the rest -1 (ragged ids are signed integers: all ones).
-    Tensor t = Tensor::Zeros(in.dtype(), {key.rows * width});
-    std::memset(t.raw(), 0xff, t.bytes());
     const int64_t* o = offsets[static_cast<size_t>(kind.ragged)];
     size_t item = DTypeSize(in.dtype());
+    out.sequence_elements += key.rows * width;
+    if (Uniform(o, p.rows, width)) {  // rows already `width` long (multi-hot, repeated user rows)
+      if (key.rows == p.rows) {
+        out.inputs[i] = ViewOf(in);
+        continue;
+      }
+      Tensor t = Tensor::Zeros(in.dtype(), {key.rows * width});
+      std::memcpy(t.raw(), in.raw(), in.bytes());
+      std::memset(static_cast<uint8_t*>(t.raw()) + in.bytes(), 0xff, t.bytes() - in.bytes());
+      out.inputs[i] = std::move(t);
+      continue;
+    }
+    Tensor t = Tensor::Zeros(in.dtype(), {key.rows * width});
+    std::memset(t.raw(), 0xff, t.bytes());
     for (int64_t r = 0; r < p.rows; ++r) {
       std::memcpy(static_cast<uint8_t*>(t.raw()) + static_cast<size_t>(r * width) * item,
                   static_cast<const uint8_t*>(in.raw()) + static_cast<size_t>(o[r]) * item,
                   static_cast<size_t>(o[r + 1] - o[r]) * item);
     }
     out.inputs[i] = std::move(t);
-    out.sequence_elements += key.rows * width;
   }
   return out;
 }

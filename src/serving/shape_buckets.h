@@ -49,14 +49,16 @@ class ShapeBuckets {
   // The allowed lengths of a ragged input: `configured` (powers of two when empty) cut at
   // `max_length`, which is always added so every valid row fits.
   static std::vector<int64_t> AllowedLengths(std::vector<int64_t> configured, int64_t max_length);
-  // Powers of two up to `limit`, and `limit` itself.
+  // Quarter-octave steps up to `limit` (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, ...; at most
+  // 25% padding), and `limit` itself.
   static std::vector<int64_t> Geometric(int64_t limit);
 
   // The smallest bucket holding a request, or nullopt when its rows exceed the largest.
   std::optional<BucketKey> Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths) const;
-  // The buckets captured at warm-up: every row bucket up to `max_rows`, each with every length
-  // level (level j: each ragged input at its j-th allowed length, or its longest; inputs kept at
-  // their own lengths take level j's longest length, up to their max_length in `max_lengths`).
+  // The buckets captured at warm-up: the power-of-two row buckets up to `max_rows` (and the
+  // largest), each with every length level (level j: each ragged input at its j-th power-of-two
+  // allowed length, or its longest; inputs kept at their own lengths take level j's longest
+  // length, up to their max_length in `max_lengths`). The others are captured on first use.
   std::vector<BucketKey> WarmupKeys(int64_t max_rows, const std::vector<int64_t>& max_lengths) const;
 
   const std::vector<int64_t>& rows() const { return rows_; }
@@ -69,7 +71,8 @@ class ShapeBuckets {
 
 // `p` padded to `key` (key.rows >= p.rows, each key length >= that input's longest row): dense
 // inputs get zero rows; ragged inputs get key.lengths[k] slots per row, real ids first and -1
-// after, with offsets to match. `kinds` describes each graph input.
+// after, with offsets to match. `kinds` describes each graph input. Inputs already in the
+// bucket's shape are viewed, not copied, so the result may view `p`'s tensors.
 PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds);
 
 // The first `rows` rows of each output (the real ones of a padded batch).

@@ -67,7 +67,7 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
   if (grew) bindings_.clear();  // views pointed into the old workspace
   auto it = bindings_.find(plan.id());
   if (it != bindings_.end()) return &it->second;
-  if (bindings_.size() > 256) bindings_.clear();  // bound the cache; rebinding is cheap
+  if (bindings_.size() > 4096) bindings_.clear();  // bound the cache (captures go with it)
   Binding b;
   const auto& values = plan.values();
   // Plan-folded constants (not graph constants) get device copies of their own.
