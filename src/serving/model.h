@@ -122,8 +122,9 @@ class Model {
   // Runs prepared graph inputs on an executor from the pool, padded to their shape bucket when
   // buckets are on (model_buckets.cc).
   StatusOr<std::vector<Tensor>> RunPrepared(const PreparedRequest& prepared) const;
-  // Runs graph inputs at their own shapes; queues a capture of the plan when it ran uncaptured.
-  StatusOr<std::vector<Tensor>> RunPlanned(const PreparedRequest& prepared) const;
+  // Runs graph inputs at their own shapes; with `capture`, queues a capture of the plan when it
+  // ran uncaptured.
+  StatusOr<std::vector<Tensor>> RunPlanned(const PreparedRequest& prepared, bool capture = true) const;
   // Decides whether buckets are on, checks padding changes nothing, captures the warm-up buckets.
   Status StartBuckets();
   // Captures `plan` on every executor that lacks it, each taken from the pool when idle.

@@ -31,16 +31,16 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
       return TakeRows(std::move(outputs), prepared.rows);
     }
   }
-  return RunPlanned(prepared);  // outside every bucket: its own shapes
+  return RunPlanned(prepared, /*capture=*/false);  // past the largest bucket: its own shape, uncaptured
 }
 
-StatusOr<std::vector<Tensor>> Model::RunPlanned(const PreparedRequest& prepared) const {
+StatusOr<std::vector<Tensor>> Model::RunPlanned(const PreparedRequest& prepared, bool capture) const {
   ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(MetasOf(prepared), prepared.ragged_max_lengths));
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
   bool captured = capture_ && executor->Captured(*plan);
   auto result = executor->Run(*plan, prepared.inputs);
   ReleaseExecutor(std::move(executor));
-  if (capture_) {
+  if (capture_ && capture) {
     if (captured) {
       ++graph_hits_;
     } else {
@@ -115,7 +115,10 @@ Status Model::StartBuckets() {
   }
   int64_t row_limit = config_.max_batch_size > 0 ? config_.max_batch_size : options_.max_rows;
   row_limit = std::max(row_limit, config_.batching.max_batch_size);
-  std::vector<int64_t> rows = c.allowed_batch_sizes.empty() ? ShapeBuckets::Geometric(row_limit) : c.allowed_batch_sizes;
+  // Past 1,024 rows launches are a small part of a batch's time, and padding would cost more than
+  // a graph saves: larger requests run at their own shape unless the config lists larger sizes.
+  std::vector<int64_t> rows = c.allowed_batch_sizes.empty() ? ShapeBuckets::Geometric(std::min<int64_t>(row_limit, 1024))
+                                                            : c.allowed_batch_sizes;
   // Lengths per ragged input. One only embedding bags read (no padded copy) is padded to its
   // max_length when that is short (multi-hot features), so its length never splits a bucket.
   std::vector<int64_t> max_lengths;

@@ -172,13 +172,17 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
       out.inputs[i] = std::move(t);
       continue;
     }
+    // One pass: each row's ids, then -1 to its width; the padded rows all -1.
     Tensor t = Tensor::Zeros(in.dtype(), {key.rows * width});
-    std::memset(t.raw(), 0xff, t.bytes());
-    for (int64_t r = 0; r < p.rows; ++r) {
-      std::memcpy(static_cast<uint8_t*>(t.raw()) + static_cast<size_t>(r * width) * item,
-                  static_cast<const uint8_t*>(in.raw()) + static_cast<size_t>(o[r]) * item,
-                  static_cast<size_t>(o[r + 1] - o[r]) * item);
+    auto* dst = static_cast<uint8_t*>(t.raw());
+    const auto* src = static_cast<const uint8_t*>(in.raw());
+    size_t row_bytes = static_cast<size_t>(width) * item;
+    for (int64_t r = 0; r < p.rows; ++r, dst += row_bytes) {
+      size_t used = static_cast<size_t>(o[r + 1] - o[r]) * item;
+      std::memcpy(dst, src + static_cast<size_t>(o[r]) * item, used);
+      std::memset(dst + used, 0xff, row_bytes - used);
     }
+    std::memset(dst, 0xff, static_cast<size_t>(key.rows - p.rows) * row_bytes);
     out.inputs[i] = std::move(t);
   }
   return out;
