@@ -17,24 +17,25 @@
 namespace rankd {
 namespace {
 
-TEST(ShapeBuckets, GeometricSizesStepByQuartersOfAnOctave) {
+TEST(ShapeBuckets, GeometricSizesStepByEighthsOfAnOctave) {
   EXPECT_EQ(ShapeBuckets::Geometric(1), std::vector<int64_t>({1}));
-  EXPECT_EQ(ShapeBuckets::Geometric(20), std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20}));
-  EXPECT_EQ(ShapeBuckets::Geometric(18), std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 18}));
+  EXPECT_EQ(ShapeBuckets::Geometric(20), std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20}));
   auto big = ShapeBuckets::Geometric(65536);
-  for (size_t i = 1; i < big.size(); ++i) EXPECT_LE(big[i], big[i - 1] * 5 / 4 + 1) << big[i];  // <= 25% padding
+  EXPECT_EQ(big.back(), 65536);
+  for (size_t i = 1; i < big.size(); ++i) EXPECT_LE(big[i], big[i - 1] * 9 / 8 + 1) << big[i];  // <= 12.5% padding
+  EXPECT_LT(big.size(), 130u);
 }
 
 TEST(ShapeBuckets, FindsTheSmallestBucketHoldingTheRequest) {
   ShapeBuckets b({64, 1, 8}, {ShapeBuckets::AllowedLengths({}, 20), ShapeBuckets::AllowedLengths({}, 3)});
   EXPECT_EQ(b.rows(), std::vector<int64_t>({1, 8, 64}));
-  EXPECT_EQ(b.lengths()[0], std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20}));
+  EXPECT_EQ(b.lengths()[0], std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20}));
   EXPECT_EQ(b.lengths()[1], std::vector<int64_t>({1, 2, 3}));
-  auto key = b.Find(5, {17, 0});
+  auto key = b.Find(5, {19, 0});
   ASSERT_TRUE(key.has_value());
   EXPECT_EQ(key->rows, 8);
   EXPECT_EQ(key->lengths, std::vector<int64_t>({20, 1}));  // an empty longest row still gets one slot
-  EXPECT_EQ(b.Find(2, {9, 2})->lengths, std::vector<int64_t>({10, 2}));
+  EXPECT_EQ(b.Find(2, {17, 2})->lengths, std::vector<int64_t>({18, 2}));
   EXPECT_EQ(key->ToString(), "rows=8 lengths=[20,1]");
   EXPECT_EQ(b.Find(8, {1, 3})->rows, 8);
   EXPECT_FALSE(b.Find(65, {1, 1}).has_value());  // beyond the largest: runs at its own shape

@@ -30,8 +30,8 @@ std::string BucketKey::ToString() const {
 std::vector<int64_t> ShapeBuckets::Geometric(int64_t limit) {
   std::vector<int64_t> sizes;
   for (int64_t base = 1; base < limit; base *= 2) {
-    for (int64_t quarter = 0; quarter < 4; ++quarter) {
-      int64_t n = base + base * quarter / 4;
+    for (int64_t eighth = 0; eighth < 8; ++eighth) {
+      int64_t n = base + base * eighth / 8;
       if (n < limit) sizes.push_back(n);
     }
   }

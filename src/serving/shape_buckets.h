@@ -49,8 +49,8 @@ class ShapeBuckets {
   // The allowed lengths of a ragged input: `configured` (powers of two when empty) cut at
   // `max_length`, which is always added so every valid row fits.
   static std::vector<int64_t> AllowedLengths(std::vector<int64_t> configured, int64_t max_length);
-  // Quarter-octave steps up to `limit` (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, ...; at most
-  // 25% padding), and `limit` itself.
+  // Eighth-of-an-octave steps up to `limit` (1, 2, 3, ..., 16, 18, 20, ..., 32, 36, ...; at most
+  // 12.5% padding), and `limit` itself.
   static std::vector<int64_t> Geometric(int64_t limit);
 
   // The smallest bucket holding a request, or nullopt when its rows exceed the largest.
