@@ -273,7 +273,8 @@ def scrape(server):
 
 class BatchingTest(unittest.TestCase):
     """DIN served twice from one repository, as it is and with batching (cost model measured at
-    warm-up): concurrent clients on the batched copy get exactly what the plain copy answers."""
+    warm-up) and shape buckets: concurrent clients on the batched copy get exactly what the plain
+    copy answers."""
 
     @classmethod
     def setUpClass(cls):
@@ -285,6 +286,8 @@ class BatchingTest(unittest.TestCase):
         with open(os.path.join(cls.repo, "din_batched", "config.yaml"), "w") as f:
             f.write(config)
         enable_batching(os.path.join(cls.repo, "din_batched"), "max_queue_delay_microseconds: 3000, executors: 1")
+        with open(os.path.join(cls.repo, "din_batched", "config.yaml"), "a") as f:
+            f.write("buckets: {}\n")  # merged batches are also padded to shape buckets
         cls.server = Server(cls.repo, "--http-threads", "16")
 
     @classmethod
@@ -332,6 +335,11 @@ class BatchingTest(unittest.TestCase):
         self.assertLess(m["nv_inference_exec_count" + label], m["nv_inference_request_success" + label])
         plain = '{model="din",version="1"}'
         self.assertEqual(m["nv_inference_exec_count" + plain], m["nv_inference_request_success" + plain])
+        # Every merged batch ran padded to a bucket; the plain copy (CPU default) never pads.
+        self.assertGreater(m["rankd_bucket_real_rows" + label], 0)
+        self.assertGreater(m["rankd_bucket_padded_rows" + label], m["rankd_bucket_real_rows" + label])
+        self.assertEqual(m["rankd_bucket_padded_rows" + plain], 0)
+        self.assertEqual(m["rankd_graph_hits" + label] + m["rankd_graph_misses" + label], 0)  # no graphs on the CPU
 
     def test_bad_requests_fail_alone_and_deadlines_give_504(self):
         import random
