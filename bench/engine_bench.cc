@@ -2,7 +2,8 @@
 //
 // Parses every request first (parsing is not timed), warms up, then scores the requests in
 // rotation and prints one JSON line: median, p99 and mean latency in ms, and pairs/s (candidate
-// rows per second at the median). Refuses request sets whose inputs are all zero.
+// rows per second at the median). Refuses request sets whose inputs are all zero; warns when the
+// medians of the run's quarters differ by more than 25% ("spread" in the JSON).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -91,6 +92,25 @@ int main(int argc, char** argv) {
     }
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
+  // Sanity: the medians of the run's four quarters should agree; a large spread means the
+  // machine was busy or clocks moved, and the numbers should not be trusted.
+  double spread = 0;
+  if (ms.size() >= 8) {
+    std::vector<double> medians;
+    size_t quarter = ms.size() / 4;
+    for (size_t q = 0; q < 4; ++q) {
+      std::vector<double> part(ms.begin() + static_cast<std::ptrdiff_t>(q * quarter),
+                               ms.begin() + static_cast<std::ptrdiff_t>((q + 1) * quarter));
+      std::sort(part.begin(), part.end());
+      medians.push_back(part[part.size() / 2]);
+    }
+    auto [lo, hi] = std::minmax_element(medians.begin(), medians.end());
+    spread = *hi / *lo - 1;
+    if (spread > 0.25) {
+      std::fprintf(stderr, "warning: the medians of the run's four quarters differ by %.0f%% (%.4f to %.4f ms); rerun\n",
+                   spread * 100, *lo, *hi);
+    }
+  }
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2], p99 = ms[std::min(ms.size() - 1, ms.size() * 99 / 100)];
   double mean = 0;
@@ -99,9 +119,9 @@ int main(int argc, char** argv) {
   auto plan = (*model)->PlanForRequest(requests[0]);
   long long steps = plan.ok() ? static_cast<long long>((*plan)->steps().size()) : -1;
   BucketCounters c = (*model)->bucket_counters();
-  std::printf("{\"label\":\"%s\",\"backend\":\"%s\",\"buckets\":\"%s\",\"graph_hits\":%llu,\"graph_misses\":%llu,\"steps\":%lld,\"rows\":%lld,\"median_ms\":%.4f,\"p99_ms\":%.4f,\"mean_ms\":%.4f,\"pairs_per_s\":%.1f,\"iters\":%d}\n",
+  std::printf("{\"label\":\"%s\",\"backend\":\"%s\",\"buckets\":\"%s\",\"graph_hits\":%llu,\"graph_misses\":%llu,\"steps\":%lld,\"rows\":%lld,\"median_ms\":%.4f,\"p99_ms\":%.4f,\"mean_ms\":%.4f,\"pairs_per_s\":%.1f,\"spread\":%.3f,\"iters\":%d}\n",
               label.c_str(), (*backend)->name(), (*model)->load_report().buckets.c_str(),
-              static_cast<unsigned long long>(c.graph_hits), static_cast<unsigned long long>(c.graph_misses), steps, static_cast<long long>(rows), median, p99, mean, static_cast<double>(rows) / (median / 1000.0), iters);
+              static_cast<unsigned long long>(c.graph_hits), static_cast<unsigned long long>(c.graph_misses), steps, static_cast<long long>(rows), median, p99, mean, static_cast<double>(rows) / (median / 1000.0), spread, iters);
   if (OpProfile::enabled()) std::fprintf(stderr, "%s", OpProfile::Report().c_str());
   return 0;
 }

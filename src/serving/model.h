@@ -125,8 +125,11 @@ class Model {
   // Runs graph inputs at their own shapes; with `capture`, queues a capture of the plan when it
   // ran uncaptured.
   StatusOr<std::vector<Tensor>> RunPlanned(const PreparedRequest& prepared, bool capture = true) const;
-  // Decides whether buckets are on, checks padding changes nothing, captures the warm-up buckets.
+  // Decides whether buckets are on and checks padding changes nothing; then captures.
   Status StartBuckets();
+  // Captures the warm-up buckets on every executor (ragged inputs' max lengths, in ragged order);
+  // a capture that fails turns graphs off, not the model.
+  Status CaptureWarmupBuckets(const std::vector<int64_t>& max_lengths);
   // Captures `plan` on every executor that lacks it, each taken from the pool when idle.
   void CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const;
   // The batcher's callback: merges, runs, splits; a batch that fails runs its requests alone.

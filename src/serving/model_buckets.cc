@@ -201,7 +201,11 @@ Status Model::StartBuckets() {
   if (!on_device || !c.cuda_graphs) return Status::Ok();
   capture_worker_ = std::make_unique<CaptureWorker>();
   capture_ = true;
+  return CaptureWarmupBuckets(max_lengths);
+}
 
+Status Model::CaptureWarmupBuckets(const std::vector<int64_t>& max_lengths) {
+  const ShapeBucketsConfig& c = config_.buckets;
   // Every executor exists and has every warm-up bucket captured before the model is ready.
   warmup_keys_ = buckets_->WarmupKeys(c.warmup_max_batch_size, max_lengths);
   const std::vector<BucketKey>& keys = warmup_keys_;
