@@ -1,14 +1,17 @@
 // The threaded batcher: every request runs exactly once, requests merge under load, a full queue
-// refuses at once, deadlines expire, priorities order, destruction drains. Runs under
-// ThreadSanitizer in scripts/test.sh.
+// refuses at once, deadlines expire, priorities order, destruction drains. The capture worker:
+// one job per plan, in order, concurrent submitters, stop. Runs under ThreadSanitizer in
+// scripts/test.sh.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <set>
 #include <thread>
 
 #include "batching/batcher.h"
+#include "batching/capture_worker.h"
 
 namespace rankd {
 namespace {
@@ -136,6 +139,56 @@ TEST(Batcher, HigherPriorityRunsFirst) {
     gate.unlock();
   }
   EXPECT_EQ(order, std::vector<int>({0, 3, 4, 1, 2}));
+}
+
+TEST(CaptureWorker, RunsEachPlansJobOnceInOrderAndDrains) {
+  std::atomic<int> runs{0};
+  std::vector<int> order;  // written by the worker thread only; read after Drain
+  CaptureWorker worker;
+  EXPECT_TRUE(worker.Submit(1, [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    order.push_back(1);
+    ++runs;
+  }));
+  EXPECT_FALSE(worker.Submit(1, [&] { ++runs; }));  // the same plan again: dropped
+  EXPECT_TRUE(worker.Submit(2, [&] {
+    order.push_back(2);
+    ++runs;
+  }));
+  worker.Drain();
+  EXPECT_EQ(runs.load(), 2);
+  EXPECT_EQ(order, std::vector<int>({1, 2}));
+  EXPECT_FALSE(worker.Submit(2, [&] { ++runs; }));  // captured plans are remembered
+}
+
+TEST(CaptureWorker, StoppingDropsPendingJobsAndFinishesTheRunningOne) {
+  std::atomic<int> runs{0};
+  std::atomic<bool> started{false};
+  {
+    CaptureWorker worker;
+    worker.Submit(1, [&] {
+      started = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      ++runs;
+    });
+    for (uint64_t id = 2; id < 10; ++id) worker.Submit(id, [&] { ++runs; });
+    while (!started) std::this_thread::yield();
+  }
+  EXPECT_EQ(runs.load(), 1);
+}
+
+TEST(CaptureWorker, ConcurrentSubmittersGetEachPlanCapturedOnce) {
+  std::atomic<int> runs{0};
+  CaptureWorker worker;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (uint64_t id = 0; id < 50; ++id) worker.Submit(id, [&] { ++runs; });
+    });
+  }
+  for (auto& t : threads) t.join();
+  worker.Drain();
+  EXPECT_EQ(runs.load(), 50);
 }
 
 }  // namespace

@@ -3,17 +3,13 @@
 // graphs against the uncaptured path and a miss captured in the background.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "frontend/kserve_json.h"
-#include "serving/capture_worker.h"
 #include "serving/model.h"
 #include "serving/shape_buckets.h"
 #include "test_util.h"
@@ -101,42 +97,6 @@ TEST(ShapeBuckets, PadsDenseRowsWithZerosAndRaggedSlotsWithMinusOne) {
   std::vector<Tensor> cut = TakeRows({testing::MakeF32({4, 1}, {1, 2, 3, 4})}, 2);
   ASSERT_EQ(cut[0].shape(), Shape({2, 1}));
   EXPECT_EQ(cut[0].data<float>()[1], 2.0f);
-}
-
-TEST(CaptureWorker, RunsEachPlansJobOnceInOrderAndDrains) {
-  std::atomic<int> runs{0};
-  std::vector<int> order;  // written by the worker thread only; read after Drain
-  CaptureWorker worker;
-  EXPECT_TRUE(worker.Submit(1, [&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    order.push_back(1);
-    ++runs;
-  }));
-  EXPECT_FALSE(worker.Submit(1, [&] { ++runs; }));  // the same plan again: dropped
-  EXPECT_TRUE(worker.Submit(2, [&] {
-    order.push_back(2);
-    ++runs;
-  }));
-  worker.Drain();
-  EXPECT_EQ(runs.load(), 2);
-  EXPECT_EQ(order, std::vector<int>({1, 2}));
-  EXPECT_FALSE(worker.Submit(2, [&] { ++runs; }));  // captured plans are remembered
-}
-
-TEST(CaptureWorker, StoppingDropsPendingJobsAndFinishesTheRunningOne) {
-  std::atomic<int> runs{0};
-  std::atomic<bool> started{false};
-  {
-    CaptureWorker worker;
-    worker.Submit(1, [&] {
-      started = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(30));
-      ++runs;
-    });
-    for (uint64_t id = 2; id < 10; ++id) worker.Submit(id, [&] { ++runs; });
-    while (!started) std::this_thread::yield();
-  }
-  EXPECT_EQ(runs.load(), 1);
 }
 
 TEST(ShapeBuckets, ConfigIsParsedAndCheckedByName) {

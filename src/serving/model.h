@@ -26,7 +26,7 @@
 #include "model/config.h"
 #include "model/graph.h"
 #include "serving/batch_merge.h"
-#include "serving/capture_worker.h"
+#include "batching/capture_worker.h"
 #include "serving/shape_buckets.h"
 
 namespace rankd {

@@ -1,4 +1,4 @@
-#include "serving/capture_worker.h"
+#include "batching/capture_worker.h"
 
 namespace rankd {
 
