@@ -150,7 +150,7 @@ TEST(CaptureWorker, RunsEachPlansJobOnceInOrderAndDrains) {
     order.push_back(1);
     ++runs;
   }));
-  EXPECT_FALSE(worker.Submit(1, [&] { ++runs; }));  // the same plan again: dropped
+  EXPECT_FALSE(worker.Submit(1, [&] { ++runs; }));  // the same plan while it runs or waits: dropped
   EXPECT_TRUE(worker.Submit(2, [&] {
     order.push_back(2);
     ++runs;
@@ -158,7 +158,9 @@ TEST(CaptureWorker, RunsEachPlansJobOnceInOrderAndDrains) {
   worker.Drain();
   EXPECT_EQ(runs.load(), 2);
   EXPECT_EQ(order, std::vector<int>({1, 2}));
-  EXPECT_FALSE(worker.Submit(2, [&] { ++runs; }));  // captured plans are remembered
+  EXPECT_TRUE(worker.Submit(2, [&] { ++runs; }));  // done: a plan may need capturing again
+  worker.Drain();
+  EXPECT_EQ(runs.load(), 3);
 }
 
 TEST(CaptureWorker, StoppingDropsPendingJobsAndFinishesTheRunningOne) {
@@ -177,18 +179,29 @@ TEST(CaptureWorker, StoppingDropsPendingJobsAndFinishesTheRunningOne) {
   EXPECT_EQ(runs.load(), 1);
 }
 
-TEST(CaptureWorker, ConcurrentSubmittersGetEachPlanCapturedOnce) {
-  std::atomic<int> runs{0};
+TEST(CaptureWorker, ConcurrentSubmittersNeverRunAPlanTwiceAtOnce) {
+  std::atomic<int> queued{0}, ran{0};
+  std::vector<std::atomic<int>> running(50);
+  std::atomic<bool> overlap{false};
   CaptureWorker worker;
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
-      for (uint64_t id = 0; id < 50; ++id) worker.Submit(id, [&] { ++runs; });
+      for (uint64_t id = 0; id < 50; ++id) {
+        bool ok = worker.Submit(id, [&, id] {
+          if (++running[id] > 1) overlap = true;
+          ++ran;
+          --running[id];
+        });
+        if (ok) ++queued;
+      }
     });
   }
   for (auto& t : threads) t.join();
   worker.Drain();
-  EXPECT_EQ(runs.load(), 50);
+  EXPECT_FALSE(overlap.load());
+  EXPECT_GE(queued.load(), 50);  // each plan at least once
+  EXPECT_EQ(ran.load(), queued.load());  // every job queued ran
 }
 
 }  // namespace

@@ -224,6 +224,39 @@ TEST(BucketedModel, MissRunsAtOnceAndIsCapturedInTheBackground) {
   EXPECT_EQ(testing::RelativeError((*first)[0].data, (*second)[0].data), 0.0);
 }
 
+TEST(BucketedModel, CapturesDroppedByAGrowingWorkspaceAreCapturedAgain) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  std::string dir = testing::SourcePath("models/zoo/din");
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok());
+  config->name = "din";
+  ModelOptions options;
+  options.backend = cuda;
+  options.executors = 1;  // every request on the same executor
+  auto model = Model::LoadFile(dir + "/1/model.onnx", *config, options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  InferRequest small = (*model)->ExampleRequest(4, 4);  // a warm-up bucket
+  auto before = (*model)->Infer(small);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  BucketCounters c0 = (*model)->bucket_counters();
+  EXPECT_EQ(c0.graph_misses, 0u);
+  // Past the largest bucket: runs at its own shape and grows the executor's buffers, which drops
+  // its captures.
+  ASSERT_TRUE((*model)->Infer((*model)->ExampleRequest(3000, 20)).ok());
+  auto missed = (*model)->Infer(small);
+  ASSERT_TRUE(missed.ok());
+  EXPECT_EQ((*model)->bucket_counters().graph_misses, c0.graph_misses + 1);
+  (*model)->WaitForCaptures();
+  BucketCounters c1 = (*model)->bucket_counters();
+  auto replayed = (*model)->Infer(small);
+  ASSERT_TRUE(replayed.ok());
+  BucketCounters c2 = (*model)->bucket_counters();
+  EXPECT_EQ(c2.graph_hits, c1.graph_hits + 1);
+  EXPECT_EQ(c2.graph_misses, c1.graph_misses);
+  EXPECT_EQ(testing::RelativeError((*before)[0].data, (*replayed)[0].data), 0.0);
+}
+
 TEST(BucketedModel, GraphThatMixesRowsIsRefusedOrRunsAtItsOwnShapes) {
   onnx::AttributeProto axis;
   axis.set_name("axis");

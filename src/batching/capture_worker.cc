@@ -17,8 +17,8 @@ CaptureWorker::~CaptureWorker() {
 bool CaptureWorker::Submit(uint64_t plan_id, std::function<void()> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_ || !submitted_.insert(plan_id).second) return false;
-    jobs_.push_back(std::move(job));
+    if (stop_ || !pending_.insert(plan_id).second) return false;
+    jobs_.emplace_back(plan_id, std::move(job));
   }
   changed_.notify_all();
   return true;
@@ -34,12 +34,13 @@ void CaptureWorker::Loop() {
   for (;;) {
     changed_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
     if (stop_) return;
-    std::function<void()> job = std::move(jobs_.front());
+    auto [plan_id, job] = std::move(jobs_.front());
     jobs_.pop_front();
     running_job_ = true;
     lock.unlock();
     job();
     lock.lock();
+    pending_.erase(plan_id);
     running_job_ = false;
     changed_.notify_all();
   }

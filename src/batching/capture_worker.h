@@ -2,7 +2,7 @@
 //
 // A request whose plan has no capture on its executor runs uncaptured at once and submits the
 // capture here; later requests of that shape replay it (docs/buckets.md). Jobs run one at a
-// time, each plan at most once. Thread-safe.
+// time, each plan at most once at a time. Thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -23,7 +23,9 @@ class CaptureWorker {
   CaptureWorker(const CaptureWorker&) = delete;
   CaptureWorker& operator=(const CaptureWorker&) = delete;
 
-  // Queues `job` unless a job for `plan_id` was queued before; returns whether it queued it.
+  // Queues `job` unless a job for `plan_id` is queued or running; returns whether it queued it.
+  // A plan may be submitted again once its job has run (an executor whose buffers grew lost its
+  // captures and needs them again).
   bool Submit(uint64_t plan_id, std::function<void()> job);
   // Waits until no job is queued or running.
   void Drain();
@@ -33,8 +35,8 @@ class CaptureWorker {
 
   std::mutex mu_;
   std::condition_variable changed_;
-  std::deque<std::function<void()>> jobs_;  // GUARDED_BY(mu_)
-  std::unordered_set<uint64_t> submitted_;  // GUARDED_BY(mu_)
+  std::deque<std::pair<uint64_t, std::function<void()>>> jobs_;  // GUARDED_BY(mu_)
+  std::unordered_set<uint64_t> pending_;  // plans queued or running; GUARDED_BY(mu_)
   bool running_job_ = false;                // GUARDED_BY(mu_)
   bool stop_ = false;                       // GUARDED_BY(mu_)
   std::thread thread_;                      // last: started once the rest exists

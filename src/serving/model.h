@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "rankd/status.h"
@@ -172,6 +173,7 @@ class Model {
   mutable int executors_created_ = 0;                                              // GUARDED_BY(mu_)
   mutable std::vector<std::unique_ptr<Executor>> idle_executors_;                // GUARDED_BY(mu_)
   mutable std::vector<const Executor*> all_executors_;                           // GUARDED_BY(mu_)
+  mutable std::unordered_set<uint64_t> uncapturable_;  // plans whose capture failed; GUARDED_BY(mu_)
 
   std::unique_ptr<ShapeBuckets> buckets_;  // nullptr: requests run at their own shapes
   std::vector<GraphInputKind> input_kinds_;

@@ -39,13 +39,22 @@ StatusOr<std::vector<Tensor>> Model::RunPlanned(const PreparedRequest& prepared,
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
   bool captured = capture_ && executor->Captured(*plan);
   auto result = executor->Run(*plan, prepared.inputs);
+  // A run whose staging buffers had to grow dropped the executor's captures, this plan's too.
+  captured = captured && executor->Captured(*plan);
   ReleaseExecutor(std::move(executor));
   if (capture_ && capture) {
     if (captured) {
       ++graph_hits_;
     } else {
       ++graph_misses_;
-      capture_worker_->Submit(plan->id(), [this, plan] { CaptureEverywhere(plan); });
+      // Queued unless already queued or found uncapturable; executors that have it are skipped,
+      // those that lost it (their buffers grew) capture it again.
+      bool uncapturable;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        uncapturable = uncapturable_.count(plan->id()) > 0;
+      }
+      if (!uncapturable) capture_worker_->Submit(plan->id(), [this, plan] { CaptureEverywhere(plan); });
     }
   }
   return result;
@@ -80,7 +89,14 @@ void Model::CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const {
         ++captures_;
         capture_us_ += MicrosSince(start);
       } else {
-        std::fprintf(stderr, "model '%s': capturing a plan failed: %s\n", name().c_str(), bytes.status().ToString().c_str());
+        std::fprintf(stderr, "model '%s': capturing a plan failed (it runs uncaptured): %s\n", name().c_str(),
+                     bytes.status().ToString().c_str());
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          uncapturable_.insert(plan->id());
+        }
+        ReleaseExecutor(std::move(executor));
+        return;
       }
     }
     ReleaseExecutor(std::move(executor));
