@@ -28,7 +28,7 @@ TEST(BatchMerge, ConcatenatesRowsAndShiftsOffsets) {
   b.ragged_max_lengths = {4};
   b.rows = 1;
   b.sequence_elements = 4;
-  PreparedRequest m = MergeRequests({&a, &b}, {false, false, true});
+  PreparedRequest m = MergeRequests({&a, &b}, {{GraphInputKind::kDense, -1}, {GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0}});
   EXPECT_EQ(m.rows, 3);
   EXPECT_EQ(m.sequence_elements, 7);
   EXPECT_EQ(m.ragged_max_lengths, std::vector<int64_t>{4});
@@ -222,11 +222,7 @@ TEST(BatchedModel, DeadlinesPrioritiesAndMeasuredCosts) {
 }
 
 TEST(BatchedModel, GraphThatMixesRowsRefusesToBatch) {
-  onnx::AttributeProto axis;
-  axis.set_name("axis");
-  axis.set_type(onnx::AttributeProto::INT);
-  axis.set_i(0);  // softmax across the batch: each row depends on the others
-  std::string path = testing::WriteTempFile("mixes_rows/model.onnx", testing::OneNodeModel("Softmax", {"x"}, {"y"}, 17, {axis}));
+  std::string path = testing::WriteRowMixingModel("mixes_rows/model.onnx");  // each row depends on the others
   auto config = ParseModelConfig(R"({"inputs": [{"name": "x", "datatype": "FP32", "dims": [4]}],
                                      "batching": {"cost_per_row": 1, "cost_per_sequence_element": 0,
                                                   "cost_per_request": 0, "cost_budget": 100}})", false);

@@ -3,13 +3,8 @@
 // graphs against the uncaptured path and a miss captured in the background.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <random>
 
-#include <nlohmann/json.hpp>
-
-#include "frontend/kserve_json.h"
 #include "serving/model.h"
 #include "serving/shape_buckets.h"
 #include "test_util.h"
@@ -131,28 +126,6 @@ StatusOr<std::unique_ptr<Model>> LoadZoo(const std::string& name, int buckets, c
   return Model::LoadFile(dir + "/1/model.onnx", std::move(config), options);
 }
 
-// Scores every reference request of a zoo model and compares with PyTorch's scores.
-void ExpectZooScores(const Model& model, const std::string& name, double tolerance) {
-  std::ifstream requests(testing::SourcePath("tests/data/zoo/" + name + ".requests.jsonl"));
-  std::ifstream expected(testing::SourcePath("tests/data/zoo/" + name + ".expected.jsonl"));
-  std::string req_line, exp_line;
-  int count = 0;
-  while (std::getline(requests, req_line) && std::getline(expected, exp_line)) {
-    auto request = ParseInferRequestJson(req_line);
-    ASSERT_TRUE(request.ok()) << request.status().ToString();
-    auto outputs = model.Infer(*request);
-    ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
-    nlohmann::json want = nlohmann::json::parse(exp_line);
-    for (size_t i = 0; i < outputs->size(); ++i) {
-      const auto& w = want["outputs"][i];
-      Tensor ref = testing::MakeF32(w["shape"].get<Shape>(), w["data"].get<std::vector<float>>());
-      EXPECT_LE(testing::RelativeError((*outputs)[i].data, ref), tolerance) << name << " request " << count;
-    }
-    ++count;
-  }
-  EXPECT_GE(count, 10);
-}
-
 // Buckets are on; BST's sequences stay at their own length, since a user without history gets a
 // fully masked softmax whose result depends on the padded width (as it does in PyTorch).
 void ExpectBucketsOn(const Model& model) {
@@ -170,7 +143,7 @@ TEST_P(BucketedZooTest, PaddedRequestsScoreAsPyTorchOnTheCpu) {
   auto model = LoadZoo(GetParam(), 1, nullptr, 1024, {16, 64});  // every request padded
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExpectBucketsOn(**model);
-  ExpectZooScores(**model, GetParam(), 1e-5);
+  testing::ExpectZooScores(**model, GetParam(), 1e-5);
   BucketCounters c = (*model)->bucket_counters();
   EXPECT_GT(c.padded_rows, c.real_rows);  // the reference requests are not all powers of two
   EXPECT_EQ(c.graph_hits + c.graph_misses, 0u);  // nothing is captured on the CPU
@@ -183,11 +156,11 @@ TEST_P(BucketedZooTest, CapturedGraphsScoreAsPyTorchOnTheGpu) {
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExpectBucketsOn(**model);
   EXPECT_GT((*model)->load_report().warmup_captures, 0);
-  ExpectZooScores(**model, GetParam(), 1e-5);
+  testing::ExpectZooScores(**model, GetParam(), 1e-5);
   // Shapes that missed were captured in the background: a second pass replays graphs only.
   (*model)->WaitForCaptures();
   BucketCounters first = (*model)->bucket_counters();
-  ExpectZooScores(**model, GetParam(), 1e-5);
+  testing::ExpectZooScores(**model, GetParam(), 1e-5);
   BucketCounters second = (*model)->bucket_counters();
   EXPECT_EQ(second.graph_misses, first.graph_misses);
   EXPECT_GT(second.graph_hits, first.graph_hits);
@@ -195,7 +168,7 @@ TEST_P(BucketedZooTest, CapturedGraphsScoreAsPyTorchOnTheGpu) {
   auto plain = LoadZoo(GetParam(), 0, cuda);
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   EXPECT_EQ((*plain)->load_report().buckets, "off (config)");
-  ExpectZooScores(**plain, GetParam(), 1e-5);
+  testing::ExpectZooScores(**plain, GetParam(), 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, BucketedZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
@@ -258,11 +231,7 @@ TEST(BucketedModel, CapturesDroppedByAGrowingWorkspaceAreCapturedAgain) {
 }
 
 TEST(BucketedModel, GraphThatMixesRowsIsRefusedOrRunsAtItsOwnShapes) {
-  onnx::AttributeProto axis;
-  axis.set_name("axis");
-  axis.set_type(onnx::AttributeProto::INT);
-  axis.set_i(0);  // softmax across the batch: padding rows changes the real ones
-  std::string path = testing::WriteTempFile("mixes_rows_buckets/model.onnx", testing::OneNodeModel("Softmax", {"x"}, {"y"}, 17, {axis}));
+  std::string path = testing::WriteRowMixingModel("mixes_rows_buckets/model.onnx");  // padding rows changes the real ones
   auto config = ParseModelConfig(R"({"inputs": [{"name": "x", "datatype": "FP32", "dims": [4]}], "buckets": {}})", false);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   auto model = Model::LoadFile(path, *config);

@@ -7,6 +7,12 @@
 
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "frontend/kserve_json.h"
+#include "serving/model.h"
+
 namespace rankd::testing {
 
 // RANKD_SOURCE_DIR in the environment overrides the build's source tree (a copy of the tree on
@@ -70,6 +76,41 @@ std::string WriteTempFile(const std::string& name, const std::string& bytes) {
   fs::create_directories((dir / name).parent_path());
   std::ofstream(dir / name, std::ios::binary) << bytes;
   return (dir / name).string();
+}
+
+void ExpectZooScores(const Model& model, const std::string& name, double tolerance) {
+  std::ifstream requests(SourcePath("tests/data/zoo/" + name + ".requests.jsonl"));
+  std::ifstream expected(SourcePath("tests/data/zoo/" + name + ".expected.jsonl"));
+  std::string req_line, exp_line;
+  int count = 0;
+  while (std::getline(requests, req_line) && std::getline(expected, exp_line)) {
+    auto request = ParseInferRequestJson(req_line);
+    ASSERT_TRUE(request.ok()) << request.status().ToString();
+    auto outputs = model.Infer(*request);
+    ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
+    nlohmann::json want = nlohmann::json::parse(exp_line);
+    ASSERT_EQ(outputs->size(), want["outputs"].size());
+    for (size_t i = 0; i < outputs->size(); ++i) {
+      const auto& w = want["outputs"][i];
+      EXPECT_EQ((*outputs)[i].name, w["name"].get<std::string>());
+      Tensor ref = MakeF32(w["shape"].get<Shape>(), w["data"].get<std::vector<float>>());
+      EXPECT_LE(RelativeError((*outputs)[i].data, ref), tolerance) << name << " request " << count << " output " << w["name"];
+      // Element-wise too: no score may be off, even if the norm hides it.
+      for (int64_t e = 0; e < ref.size(); ++e) {
+        EXPECT_NEAR((*outputs)[i].data.data<float>()[e], ref.data<float>()[e], tolerance * std::abs(ref.data<float>()[e]) + 1e-7);
+      }
+    }
+    ++count;
+  }
+  EXPECT_GE(count, 10);
+}
+
+std::string WriteRowMixingModel(const std::string& name) {
+  onnx::AttributeProto axis;
+  axis.set_name("axis");
+  axis.set_type(onnx::AttributeProto::INT);
+  axis.set_i(0);
+  return WriteTempFile(name, OneNodeModel("Softmax", {"x"}, {"y"}, 17, {axis}));
 }
 
 }  // namespace rankd::testing

@@ -11,6 +11,10 @@
 #include "backend/backend.h"
 #include "model/graph.h"
 
+namespace rankd {
+class Model;
+}
+
 namespace rankd::testing {
 
 std::string SourcePath(const std::string& relative);
@@ -25,6 +29,12 @@ std::string OneNodeModel(const std::string& op, const std::vector<std::string>& 
                          const std::vector<onnx::AttributeProto>& attrs = {});
 // Writes bytes to a fresh file under a temporary directory and returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& bytes);
+// Scores every reference request of zoo model `name` (tests/data/zoo) with `model` and expects
+// PyTorch's outputs within `tolerance`, relative in norm and per element; at least 10 requests.
+void ExpectZooScores(const Model& model, const std::string& name, double tolerance);
+// Writes, under `name`, a model whose rows depend on each other (a softmax over the batch
+// dimension, input "x", output "y") and returns its path: it may be neither batched nor padded.
+std::string WriteRowMixingModel(const std::string& name);
 
 }  // namespace rankd::testing
 

@@ -3,9 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
 
 #include "frontend/kserve_json.h"
 #include "serving/model.h"
@@ -20,31 +17,7 @@ TEST_P(ZooTest, MatchesPyTorchWithinOneInAHundredThousand) {
   const std::string name = GetParam();
   auto model = Model::Load(testing::SourcePath("models/zoo/" + name), -1);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  std::ifstream requests(testing::SourcePath("tests/data/zoo/" + name + ".requests.jsonl"));
-  std::ifstream expected(testing::SourcePath("tests/data/zoo/" + name + ".expected.jsonl"));
-  std::string req_line, exp_line;
-  int count = 0;
-  while (std::getline(requests, req_line) && std::getline(expected, exp_line)) {
-    auto request = ParseInferRequestJson(req_line);
-    ASSERT_TRUE(request.ok()) << request.status().ToString();
-    auto outputs = (*model)->Infer(*request);
-    ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
-    nlohmann::json want = nlohmann::json::parse(exp_line);
-    ASSERT_EQ(outputs->size(), want["outputs"].size());
-    for (size_t i = 0; i < outputs->size(); ++i) {
-      const auto& w = want["outputs"][i];
-      EXPECT_EQ((*outputs)[i].name, w["name"].get<std::string>());
-      Tensor ref = testing::MakeF32(w["shape"].get<Shape>(), w["data"].get<std::vector<float>>());
-      double err = testing::RelativeError((*outputs)[i].data, ref);
-      EXPECT_LE(err, 1e-5) << name << " request " << count << " output " << w["name"];
-      // Element-wise too: no score may be off, even if the norm hides it.
-      for (int64_t e = 0; e < ref.size(); ++e) {
-        EXPECT_NEAR((*outputs)[i].data.data<float>()[e], ref.data<float>()[e], 1e-5 * std::abs(ref.data<float>()[e]) + 1e-7);
-      }
-    }
-    ++count;
-  }
-  EXPECT_GE(count, 10);
+  testing::ExpectZooScores(**model, name, 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));

@@ -7,7 +7,7 @@
 
 namespace rankd {
 
-PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, const std::vector<bool>& is_offsets) {
+PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, const std::vector<GraphInputKind>& kinds) {
   RANKD_CHECK(!parts.empty());
   PreparedRequest merged;
   const PreparedRequest& first = *parts.front();
@@ -21,7 +21,7 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, 
   }
   for (size_t i = 0; i < first.inputs.size(); ++i) {
     const Tensor& t0 = first.inputs[i];
-    if (is_offsets[i]) {
+    if (kinds[i].part == GraphInputKind::kOffsets) {
       Tensor offsets = Tensor::Zeros(DType::kI64, {merged.rows + 1});
       int64_t* out = offsets.data<int64_t>();
       int64_t row = 0, base = 0;

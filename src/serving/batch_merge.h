@@ -15,6 +15,12 @@
 
 namespace rankd {
 
+// How a graph input is fed: dense rows, or the values / offsets of ragged input `ragged`.
+struct GraphInputKind {
+  enum Part { kDense, kValues, kOffsets } part = kDense;
+  int ragged = -1;
+};
+
 // A request checked and turned into graph inputs, ready to run alone or merged with others.
 struct PreparedRequest {
   std::vector<Tensor> inputs;  // the graph's inputs; views into the request where possible, so the request outlives it
@@ -23,9 +29,9 @@ struct PreparedRequest {
   int64_t sequence_elements = 0;            // ragged ids the graph reads, over all inputs
 };
 
-// `is_offsets[i]`: graph input i is a ragged input's offsets ([rows + 1], int64).
+// `kinds[i]` says how graph input i is fed (offsets are [rows + 1], int64).
 // REQUIRES: `parts` non-empty, each with the same inputs in dtype and trailing dims.
-PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, const std::vector<bool>& is_offsets);
+PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, const std::vector<GraphInputKind>& kinds);
 
 // Splits each output along its first dimension into runs of `rows[k]` rows, one per request.
 // Internal error when an output is not one row per candidate (the model cannot be batched).

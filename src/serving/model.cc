@@ -88,9 +88,9 @@ Status Model::Prepare() {
     for (size_t c = 0; c < config_.inputs.size(); ++c) {
       const InputConfig& in = config_.inputs[c];
       int ragged = static_cast<int>(std::find(ragged_names_.begin(), ragged_names_.end(), in.name) - ragged_names_.begin());
-      if (!in.ragged && name == in.name) bindings_.push_back({c, Part::kDense, -1});
-      if (in.ragged && name == in.name + ".values") bindings_.push_back({c, Part::kValues, ragged});
-      if (in.ragged && name == in.name + ".offsets") bindings_.push_back({c, Part::kOffsets, ragged});
+      if (!in.ragged && name == in.name) bindings_.push_back({c, {GraphInputKind::kDense, -1}});
+      if (in.ragged && name == in.name + ".values") bindings_.push_back({c, {GraphInputKind::kValues, ragged}});
+      if (in.ragged && name == in.name + ".offsets") bindings_.push_back({c, {GraphInputKind::kOffsets, ragged}});
     }
   }
   RANKD_CHECK(bindings_.size() == graph_.inputs.size());
@@ -105,15 +105,10 @@ Status Model::Prepare() {
     }
     output_signature_.push_back(o);
   }
-  for (const Binding& b : bindings_) offsets_inputs_.push_back(b.part == Part::kOffsets);
+  for (const Binding& b : bindings_) input_kinds_.push_back(b.kind);
   for (int id : graph_.outputs) output_names_.push_back(graph_.values[static_cast<size_t>(id)].name);
   auto warm = Infer(ExampleRequest(2));
   if (!warm.ok()) return warm.status().WithContext("warm-up failed");
-  for (const Binding& b : bindings_) {
-    input_kinds_.push_back({b.part == Part::kDense ? GraphInputKind::kDense
-                            : b.part == Part::kValues ? GraphInputKind::kValues : GraphInputKind::kOffsets,
-                            b.ragged_index});
-  }
   RETURN_IF_ERROR(StartBuckets().WithContext("shape buckets"));
   if (config_.batching.enabled) RETURN_IF_ERROR(StartBatching().WithContext("batching"));
   return Status::Ok();
@@ -267,7 +262,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   for (const Binding& b : bindings_) {
     const InferInput& in = *given[b.config_index];
     int64_t repeat = rows[b.config_index] == n ? 1 : n;
-    if (b.part == Part::kDense) {
+    if (b.kind.part == GraphInputKind::kDense) {
       inputs.push_back(repeat == 1 ? Tensor::View(in.data.dtype(), in.data.shape(), const_cast<void*>(in.data.raw()))
                                    : RepeatRows(in.data, repeat));
       continue;
@@ -279,7 +274,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
       lengths.assign(static_cast<size_t>(in.data.dim(0)), in.data.dim(1));
       values = Tensor::View(in.data.dtype(), {in.data.size()}, const_cast<void*>(in.data.raw()));
     }
-    if (b.part == Part::kValues) {
+    if (b.kind.part == GraphInputKind::kValues) {
       inputs.push_back(repeat == 1 ? Tensor::View(values.dtype(), values.shape(), const_cast<void*>(values.raw()))
                                    : RepeatRows(values, repeat));
       prepared.sequence_elements += inputs.back().size();
@@ -292,7 +287,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
         o[r + 1] = o[r] + len;
         max_len = std::max(max_len, len);
       }
-      ragged_max_lengths[static_cast<size_t>(b.ragged_index)] = max_len;
+      ragged_max_lengths[static_cast<size_t>(b.kind.ragged)] = max_len;
       inputs.push_back(std::move(offsets));
     }
   }
@@ -325,19 +320,6 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanFor(const std::vector<TensorMet
     }
   }
   return plan;
-}
-
-StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& request) const {
-  PreparedRequest prepared;
-  RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
-  if (buckets_) {
-    if (std::optional<BucketKey> key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths)) {
-      prepared = PadToBucket(prepared, *key, input_kinds_);
-    }
-  }
-  std::vector<TensorMeta> metas;
-  for (const Tensor& t : prepared.inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
-  return PlanFor(metas, prepared.ragged_max_lengths);
 }
 
 StatusOr<std::unique_ptr<Executor>> Model::AcquireExecutor() const {
@@ -405,7 +387,7 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
     tasks[0]->done.set_value(RunPrepared(*parts[0]));
     return;
   }
-  auto result = RunPrepared(MergeRequests(parts, offsets_inputs_));
+  auto result = RunPrepared(MergeRequests(parts, input_kinds_));
   auto split = result.ok() ? SplitRows(*result, rows, output_names_)
                            : StatusOr<std::vector<std::vector<Tensor>>>(result.status());
   if (split.ok()) {
@@ -445,7 +427,7 @@ Status Model::StartBatching() {
     ASSIGN_OR_RETURN(std::vector<Tensor> out, RunPrepared(prepared[k]));
     alone.push_back(std::move(out));
   }
-  ASSIGN_OR_RETURN(std::vector<Tensor> merged, RunPrepared(MergeRequests({&prepared[0], &prepared[1]}, offsets_inputs_)));
+  ASSIGN_OR_RETURN(std::vector<Tensor> merged, RunPrepared(MergeRequests({&prepared[0], &prepared[1]}, input_kinds_)));
   ASSIGN_OR_RETURN(auto split, SplitRows(merged, {prepared[0].rows, prepared[1].rows}, output_names_));
   double tolerance = AgreementTolerance();
   for (size_t k = 0; k < split.size(); ++k) {

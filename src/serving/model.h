@@ -140,11 +140,9 @@ class Model {
 
   // How each graph input is fed: from config input `config_index`, as dense data, ragged values
   // or ragged offsets.
-  enum class Part { kDense, kValues, kOffsets };
   struct Binding {
     size_t config_index;
-    Part part;
-    int ragged_index;
+    GraphInputKind kind;
   };
 
   ModelConfig config_;
@@ -176,14 +174,13 @@ class Model {
   mutable std::unordered_set<uint64_t> uncapturable_;  // plans whose capture failed; GUARDED_BY(mu_)
 
   std::unique_ptr<ShapeBuckets> buckets_;  // nullptr: requests run at their own shapes
-  std::vector<GraphInputKind> input_kinds_;
+  std::vector<GraphInputKind> input_kinds_;  // bindings_[i].kind, as MergeRequests and PadToBucket take them
   std::vector<BucketKey> warmup_keys_;
   bool capture_ = false;  // capture plans as graphs (buckets on, backend able)
   mutable std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_us_{0};
   mutable std::atomic<uint64_t> real_rows_{0}, padded_rows_{0};
   mutable std::unique_ptr<CaptureWorker> capture_worker_;  // before batcher_: outlives its batches
 
-  std::vector<bool> offsets_inputs_;  // graph input i is a ragged input's offsets
   std::vector<std::string> output_names_;  // the graph's outputs, in order
   BatchPolicyOptions batch_policy_;
   std::unique_ptr<Batcher> batcher_;  // last: destroyed (drained) first

@@ -103,6 +103,17 @@ void Model::CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const {
   }
 }
 
+StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& request) const {
+  PreparedRequest prepared;
+  RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
+  if (buckets_) {
+    if (std::optional<BucketKey> key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths)) {
+      prepared = PadToBucket(prepared, *key, input_kinds_);
+    }
+  }
+  return PlanFor(MetasOf(prepared), prepared.ragged_max_lengths);
+}
+
 StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key) const {
   InferRequest one = ExampleRequest(1, 1);
   PreparedRequest smallest;
@@ -161,7 +172,7 @@ Status Model::StartBuckets() {
   }
   // The first output padding to `key` changes, or "". An example the model cannot score at its
   // own shape (a graph that refuses empty sequences, say) proves nothing and is skipped.
-  auto changed = [&](const PreparedRequest& p, const BucketKey& key) -> StatusOr<std::string> {
+  auto changed = [&](const PreparedRequest& p, const BucketKey& key) -> std::string {
     auto exact = RunPlanned(p, /*capture=*/false);
     if (!exact.ok()) return std::string();
     auto run = RunPlanned(PadToBucket(p, key, input_kinds_), /*capture=*/false);
@@ -174,7 +185,6 @@ Status Model::StartBuckets() {
     }
     return std::string();
   };
-  auto buckets = std::make_unique<ShapeBuckets>(rows, lengths);
   std::string lengths_change;
   // The checks pad more than any bucket would: 2 more rows, and every bucketed length to its
   // longest.
@@ -186,25 +196,22 @@ Status Model::StartBuckets() {
     return key;
   };
   for (const PreparedRequest& p : examples) {
-    std::optional<BucketKey> key = widest(p);
-    BucketKey rows_only{key->rows, p.ragged_max_lengths};
-    ASSIGN_OR_RETURN(std::string why, changed(p, rows_only));
+    BucketKey key = widest(p);
+    std::string why = changed(p, BucketKey{key.rows, p.ragged_max_lengths});  // rows only
     if (!why.empty()) {
       why += ": the graph mixes rows";
       if (explicit_on) return InvalidArgument(why + "; remove the buckets section");
       report_.buckets = "off: " + why;
       return Status::Ok();
     }
-    ASSIGN_OR_RETURN(why, changed(p, *key));
-    if (lengths_change.empty()) lengths_change = why;
+    if (lengths_change.empty()) lengths_change = changed(p, key);
   }
   if (!lengths_change.empty()) {
     for (size_t k = 0; k < lengths.size(); ++k) {
       if (read_padded[k]) lengths[k].clear();
     }
-    buckets = std::make_unique<ShapeBuckets>(rows, lengths);
     for (const PreparedRequest& p : examples) {
-      ASSIGN_OR_RETURN(std::string why, changed(p, widest(p)));
+      std::string why = changed(p, widest(p));
       if (!why.empty()) {
         if (explicit_on) return InvalidArgument(why + "; remove the buckets section");
         report_.buckets = "off: " + why;
@@ -212,7 +219,7 @@ Status Model::StartBuckets() {
       }
     }
   }
-  buckets_ = std::move(buckets);
+  buckets_ = std::make_unique<ShapeBuckets>(rows, lengths);
   report_.buckets = lengths_change.empty() ? "on" : "on, sequences at their own length: " + lengths_change;
   if (!on_device || !c.cuda_graphs) return Status::Ok();
   capture_worker_ = std::make_unique<CaptureWorker>();

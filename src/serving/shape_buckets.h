@@ -19,12 +19,6 @@
 
 namespace rankd {
 
-// How a graph input is fed: dense rows, or the values / offsets of ragged input `ragged`.
-struct GraphInputKind {
-  enum Part { kDense, kValues, kOffsets } part = kDense;
-  int ragged = -1;
-};
-
 struct BucketKey {
   int64_t rows = 0;
   std::vector<int64_t> lengths;  // per ragged input
