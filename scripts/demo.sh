@@ -5,7 +5,7 @@
 #          curl -s -X POST localhost:8000/v2/models/ctr_demo/infer -d "$(head -1 models/demo/requests.jsonl)"
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh -DRANKD_TESTS=OFF -DRANKD_BENCH=OFF
+scripts/build.sh -DRANKD_TESTS=OFF
 echo "--- offline: build/rankd run --model-repo models/demo --model ctr_demo --input models/demo/requests.jsonl"
 build/rankd run --model-repo models/demo --model ctr_demo --input models/demo/requests.jsonl | cut -c1-160
 echo "--- serving models/demo (HTTP :${HTTP_PORT:-8000}, metrics :${METRICS_PORT:-8002})"

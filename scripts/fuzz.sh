@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 cxx=$(command -v clang++-14 || command -v clang++)
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DRANKD_FUZZ=ON -DRANKD_TESTS=OFF -DRANKD_BENCH=OFF -DRANKD_CUDA=OFF >/dev/null
+  -DRANKD_FUZZ=ON -DRANKD_TESTS=OFF -DRANKD_CUDA=OFF >/dev/null
 cmake --build build-fuzz --target fuzz_model_loader fuzz_request_parser -j"$(nproc)"
 mkdir -p build-fuzz/corpus/model_loader build-fuzz/corpus/request_parser
 for m in models/zoo/*/1/model.onnx; do cp "$m" "build-fuzz/corpus/model_loader/$(basename "$(dirname "$(dirname "$m")")").onnx"; done

@@ -48,7 +48,25 @@ struct ServeArgs {
 // Serves until SIGTERM or SIGINT, then drains and returns 0; 2 when it cannot start.
 int ServeCommand(const ServeArgs& args);
 
+struct BenchEngineArgs {
+  std::string model_repo;
+  std::string model;
+  int64_t version = -1;
+  std::string requests;           // KServe JSON bodies, one per line, all of one size, rotated
+  std::string backend = "cpu";    // cpu | cuda | auto
+  std::string precision;          // fp32 | tf32 | bf16; empty: the model config's
+  std::string buckets = "config"; // on | off | config: shape buckets (and, on a GPU, captured graphs)
+  int warmup = 10;                // at least one pass over the requests
+  int iters = 200;
+  std::string label;
+  std::string json_path;          // also write the result here
+  std::string command_line;       // recorded in the output
+};
+// In-process latency of one request shape; 0 when it ran, 2 when it could not start.
+int BenchEngineCommand(const BenchEngineArgs& args);
+
 struct BenchServerArgs {
+  std::string protocol = "http";    // http | grpc
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string model;
@@ -59,7 +77,7 @@ struct BenchServerArgs {
   double warmup_seconds = 1;
   int connections = 64;
   double timeout_seconds = 10;
-  bool binary = false;              // send tensors in KServe's binary extension
+  bool binary = false;              // HTTP: send tensors in KServe's binary extension
   double p99_target_ms = 0;         // > 0: report the highest rate whose p99 stays under it
   std::string json_path, csv_path;  // JSON goes to stdout when json_path is empty
   std::string command_line;         // recorded in the output

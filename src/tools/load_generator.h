@@ -1,16 +1,21 @@
-// Open-loop HTTP load against a running rankd (or any KServe v2 server), for `rankd bench server`.
+// Open-loop load against a running rankd (or any KServe v2 server), for `rankd bench server`.
 //
-// Arrivals are Poisson at the offered rate, scheduled in advance from a seed; each is sent at its
-// time on an idle keep-alive connection, or waits in the client's queue when all connections are
-// busy. Latency runs from the scheduled time to the answer, so a slow server (or a slow client)
-// shows up in the figures instead of lowering the load: no coordinated omission. Requests that
-// arrive during the warm-up are sent but not counted. One I/O thread; Boost.Beast.
+// Arrivals are Poisson at the offered rate, scheduled in advance from a seed. Latency runs from
+// the scheduled time to the answer, so a slow server (or a slow client) shows up in the figures
+// instead of lowering the load: no coordinated omission. Requests that arrive during the warm-up
+// are sent but not counted.
+//  - HTTP (load_generator.cc): each arrival is sent at its time on an idle keep-alive connection,
+//    or waits in the client's queue while all connections are busy. One I/O thread; Boost.Beast.
+//  - gRPC (grpc_load_generator.cc): each arrival is a call at its time on the next of
+//    `connections` channels (HTTP/2 streams, never queued by the client); one thread issues
+//    calls, one completion-queue thread collects the answers.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rankd/status.h"
@@ -18,11 +23,14 @@
 namespace rankd {
 
 struct LoadOptions {
+  enum class Protocol { kHttp, kGrpc };
+  Protocol protocol = Protocol::kHttp;
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string target;               // "/v2/models/NAME/infer"
-  // Request bodies, sent in rotation. A body whose json_length is set uses KServe's binary tensor
-  // extension: json_length bytes of JSON, then the tensors' bytes.
+  std::string target;               // HTTP: "/v2/models/NAME/infer"
+  // Request bodies, sent in rotation. HTTP: a body whose json_length is set uses KServe's binary
+  // tensor extension: json_length bytes of JSON, then the tensors' bytes. gRPC: a serialized
+  // inference.ModelInferRequest.
   struct Body {
     std::string bytes;
     size_t json_length = 0;
@@ -31,7 +39,7 @@ struct LoadOptions {
   double rate = 100;                // offered requests per second
   double seconds = 10;              // measured span (after the warm-up)
   double warmup_seconds = 1;
-  int connections = 64;
+  int connections = 64;             // HTTP connections or gRPC channels
   double timeout_seconds = 10;      // an answer later than this counts as a timeout
   uint64_t seed = 1;
 };
@@ -41,11 +49,38 @@ struct LoadResult {
   // Answers with status 200 per second, from the first measured arrival to the last answer.
   double achieved_rate = 0;
   int64_t sent = 0, ok = 0, errors = 0, timeouts = 0;
-  std::map<int, int64_t> statuses;  // HTTP status -> count, over the measured span
+  std::map<int, int64_t> statuses;  // HTTP status or gRPC code -> count, over the measured span
   double p50_ms = 0, p90_ms = 0, p99_ms = 0, p999_ms = 0, mean_ms = 0, max_ms = 0;
+  // The medians of the measured span's four quarters (by arrival time): max / min - 1. Large
+  // when the server falls behind (latency grows through the run) or the machine was busy.
+  double spread = 0;
 };
 
 // Runs one load level. Fails when the server cannot be reached at all.
 StatusOr<LoadResult> RunOpenLoop(const LoadOptions& options);
+// The two protocols' runners, which RunOpenLoop picks from (options already checked).
+StatusOr<LoadResult> RunHttpLoad(const LoadOptions& options);
+StatusOr<LoadResult> RunGrpcLoad(const LoadOptions& options);
+
+// Collects what a load run saw and turns it into a LoadResult; used by both protocols.
+class LoadRecorder {
+ public:
+  // `measured_seconds`: the span whose arrivals count.
+  explicit LoadRecorder(double measured_seconds) : seconds_(measured_seconds) {}
+  // An answer (or failure) to the request scheduled `arrival_s` after the measured span began
+  // (negative: in the warm-up, not counted), `now_s` on the same clock.
+  void Answer(double arrival_s, double now_s, int status, bool ok);
+  void Error(double arrival_s);
+  void Timeout(double arrival_s);
+  void Unsent(int64_t count) { result_.errors += count; }
+  LoadResult Summarise(double offered_rate) const;
+
+ private:
+  bool Counted(double arrival_s) const { return arrival_s >= 0 && arrival_s < seconds_; }
+  double seconds_;
+  double last_answer_s_ = 0;
+  LoadResult result_;
+  std::vector<std::pair<double, double>> samples_;  // (arrival s, latency ms) of counted answers
+};
 
 }  // namespace rankd

@@ -49,11 +49,31 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--max-rows", serve.max_rows, "Rows per request when a model's config sets no max_batch_size")
       ->check(CLI::PositiveNumber);
 
-  rankd::BenchServerArgs bench;
   auto* bench_cmd = app.add_subcommand("bench", "Benchmarks");
-  auto* bench_server = bench_cmd->add_subcommand("server", "Open-loop (Poisson) HTTP load against a running server");
+  rankd::BenchEngineArgs engine;
+  auto* bench_engine = bench_cmd->add_subcommand("engine", "In-process latency of a model on one request shape");
+  bench_engine->add_option("--model-repo,--model-repository", engine.model_repo, "Model repository directory")->required();
+  bench_engine->add_option("--model", engine.model, "Model name")->required();
+  bench_engine->add_option("--model-version", engine.version, "Version (default: latest)");
+  bench_engine->add_option("--requests", engine.requests, "File of KServe JSON bodies of one size, one per line (rotated)")
+      ->required();
+  bench_engine->add_option("--backend", engine.backend, "cpu | cuda | auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  bench_engine->add_option("--precision", engine.precision, "fp32 | tf32 | bf16 (default: the model config's)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  bench_engine->add_option("--buckets", engine.buckets, "on | off | config: shape buckets (and, on a GPU, CUDA graphs)")
+      ->check(CLI::IsMember({"on", "off", "config"}));
+  bench_engine->add_option("--warmup", engine.warmup, "Untimed runs first (at least one per request)")
+      ->check(CLI::NonNegativeNumber);
+  bench_engine->add_option("--iters", engine.iters, "Timed runs")->check(CLI::Range(1, 100000000));
+  bench_engine->add_option("--label", engine.label, "A name carried into the output");
+  bench_engine->add_option("--json", engine.json_path, "Also write the result here");
+
+  rankd::BenchServerArgs bench;
+  auto* bench_server = bench_cmd->add_subcommand("server", "Open-loop (Poisson) HTTP or gRPC load against a running server");
+  bench_server->add_option("--protocol", bench.protocol, "http | grpc (KServe v2 over either)")
+      ->check(CLI::IsMember({"http", "grpc"}));
   bench_server->add_option("--host", bench.host, "Server address");
-  bench_server->add_option("--port", bench.port, "Server HTTP port");
+  bench_server->add_option("--port", bench.port, "Server port (HTTP, or gRPC with --protocol grpc)");
   bench_server->add_option("--model", bench.model, "Model name")->required();
   bench_server->add_option("--model-version", bench.version, "Model version (default: the server's choice)");
   bench_server->add_option("--requests", bench.requests, "File of KServe JSON bodies, one per line")->required();
@@ -61,7 +81,8 @@ int main(int argc, char** argv) {
       ->delimiter(',')->check(CLI::PositiveNumber);
   bench_server->add_option("--seconds", bench.seconds, "Measured seconds per rate")->check(CLI::PositiveNumber);
   bench_server->add_option("--warmup", bench.warmup_seconds, "Seconds of load before measuring")->check(CLI::NonNegativeNumber);
-  bench_server->add_option("--connections", bench.connections, "Keep-alive connections")->check(CLI::PositiveNumber);
+  bench_server->add_option("--connections", bench.connections, "Keep-alive connections (HTTP) or channels (gRPC)")
+      ->check(CLI::PositiveNumber);
   bench_server->add_option("--timeout", bench.timeout_seconds, "Seconds before a request counts as timed out")
       ->check(CLI::PositiveNumber);
   bench_server->add_option("--p99-target-ms", bench.p99_target_ms, "Report the highest rate whose p99 stays under this");
@@ -71,8 +92,14 @@ int main(int argc, char** argv) {
   bench_cmd->require_subcommand(1);
 
   CLI11_PARSE(app, argc, argv);
+  std::string command_line;
+  for (int i = 0; i < argc; ++i) command_line += std::string(i ? " " : "") + argv[i];
+  if (bench_engine->parsed()) {
+    engine.command_line = command_line;
+    return rankd::BenchEngineCommand(engine);
+  }
   if (bench_server->parsed()) {
-    for (int i = 0; i < argc; ++i) bench.command_line += std::string(i ? " " : "") + argv[i];
+    bench.command_line = command_line;
     return rankd::BenchServerCommand(bench);
   }
   if (serve_cmd->parsed()) return rankd::ServeCommand(serve);

@@ -1,0 +1,134 @@
+// `rankd bench engine`: in-process latency of Model::Infer on a file of KServe v2 requests.
+//
+// Parses every request first (parsing is not timed), warms up on every request, then scores the
+// requests in rotation and prints one JSON line: median, p99 and mean latency in ms, and pairs/s
+// (candidate rows per second at the median), with the command line. Refuses request sets whose
+// inputs are all zero; warns when the medians of the run's quarters differ by more than 25%
+// ("spread" in the JSON). A progress line on stderr every few seconds of a long run.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "frontend/kserve_json.h"
+#include "runtime/op_profile.h"
+#include "serving/model.h"
+#include "tools/commands.h"
+
+namespace rankd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+StatusOr<std::vector<InferRequest>> ReadRequests(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read '" + path + "'");
+  std::vector<InferRequest> requests;
+  bool any_nonzero = false;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto r = ParseInferRequestJson(line, JsonLimits{size_t{1} << 30, int64_t{1} << 30, 8});
+    if (!r.ok()) return r.status().WithContext(path + ": line " + std::to_string(requests.size() + 1));
+    for (const InferInput& x : r->inputs) {
+      for (int64_t i = 0; i < x.data.size() && !any_nonzero; ++i) any_nonzero = x.data.ScalarAsDouble(i) != 0;
+    }
+    requests.push_back(std::move(*r));
+  }
+  if (requests.empty()) return InvalidArgument(path + " holds no requests");
+  if (!any_nonzero) return InvalidArgument(path + ": every input is all zeros; refusing to time it");
+  return requests;
+}
+
+// How far apart the medians of the run's four quarters are (max / min - 1): a busy machine or
+// moving clocks show up here, and such a run should not be trusted.
+double QuarterSpread(const std::vector<double>& ms, double* lo, double* hi) {
+  if (ms.size() < 8) return 0;
+  std::vector<double> medians;
+  size_t quarter = ms.size() / 4;
+  for (size_t q = 0; q < 4; ++q) {
+    std::vector<double> part(ms.begin() + static_cast<std::ptrdiff_t>(q * quarter),
+                             ms.begin() + static_cast<std::ptrdiff_t>((q + 1) * quarter));
+    std::sort(part.begin(), part.end());
+    medians.push_back(part[part.size() / 2]);
+  }
+  auto [l, h] = std::minmax_element(medians.begin(), medians.end());
+  *lo = *l;
+  *hi = *h;
+  return *h / *l - 1;
+}
+
+}  // namespace
+
+int BenchEngineCommand(const BenchEngineArgs& args) {
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "rankd bench engine: %s\n", s.ToString().c_str());
+    return 2;
+  };
+  auto backend = FindBackend(args.backend);
+  if (!backend.ok()) return fail(backend.status());
+  auto requests = ReadRequests(args.requests);
+  if (!requests.ok()) return fail(requests.status());
+  ModelOptions options;
+  options.backend = *backend;
+  options.precision = args.precision;
+  options.shape_buckets = args.buckets == "on" ? 1 : args.buckets == "off" ? 0 : -1;
+  auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
+  if (!model.ok()) return fail(model.status());
+  auto first = (*model)->Infer(requests->front());
+  if (!first.ok()) return fail(first.status().WithContext("the first request"));
+  int64_t rows = first->front().data.dim(0);
+  // Warm-up covers every request at least once, so each shape's plan is built before timing.
+  size_t warmup = std::max(static_cast<size_t>(args.warmup), requests->size());
+  for (size_t i = 0; i < warmup; ++i) {
+    auto out = (*model)->Infer((*requests)[i % requests->size()]);
+    if (!out.ok()) return fail(out.status().WithContext("warm-up request " + std::to_string(i % requests->size())));
+  }
+  std::vector<double> ms;
+  ms.reserve(static_cast<size_t>(args.iters));
+  Clock::time_point start = Clock::now(), last_progress = start;
+  for (int i = 0; i < args.iters; ++i) {
+    const InferRequest& r = (*requests)[static_cast<size_t>(i) % requests->size()];
+    Clock::time_point t0 = Clock::now();
+    auto out = (*model)->Infer(r);
+    Clock::time_point t1 = Clock::now();
+    if (!out.ok()) return fail(out.status());
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (t1 - last_progress > std::chrono::seconds(5)) {
+      last_progress = t1;
+      std::fprintf(stderr, "  %d of %d runs, %.0f s\n", i + 1, args.iters, std::chrono::duration<double>(t1 - start).count());
+    }
+  }
+  double lo = 0, hi = 0;
+  double spread = QuarterSpread(ms, &lo, &hi);
+  if (spread > 0.25) {
+    std::fprintf(stderr, "warning: the medians of the run's four quarters differ by %.0f%% (%.4f to %.4f ms); rerun\n",
+                 spread * 100, lo, hi);
+  }
+  std::sort(ms.begin(), ms.end());
+  double median = ms[ms.size() / 2], p99 = ms[std::min(ms.size() - 1, ms.size() * 99 / 100)];
+  double mean = 0;
+  for (double v : ms) mean += v;
+  mean /= static_cast<double>(ms.size());
+  auto plan = (*model)->PlanForRequest(requests->front());
+  BucketCounters c = (*model)->bucket_counters();
+  nlohmann::json out = {
+      {"label", args.label}, {"command", args.command_line}, {"model", args.model}, {"requests", args.requests},
+      {"backend", (*backend)->name()}, {"precision", (*model)->config().precision},
+      {"buckets", (*model)->load_report().buckets}, {"graph_hits", c.graph_hits}, {"graph_misses", c.graph_misses},
+      {"steps", plan.ok() ? static_cast<int64_t>((*plan)->steps().size()) : -1}, {"rows", rows},
+      {"median_ms", median}, {"p99_ms", p99}, {"mean_ms", mean}, {"min_ms", ms.front()}, {"max_ms", ms.back()},
+      {"pairs_per_s", static_cast<double>(rows) / (median / 1000.0)}, {"spread", spread}, {"iters", args.iters}};
+  std::string line = out.dump();
+  std::printf("%s\n", line.c_str());
+  if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
+  if (OpProfile::enabled()) std::fprintf(stderr, "%s", OpProfile::Report().c_str());
+  return 0;
+}
+
+}  // namespace rankd

@@ -1,0 +1,183 @@
+// `rankd bench server`: open-loop load at one or more rates against a running server over HTTP
+// or gRPC (load_generator.h), a line per rate on stderr, and the results with the exact command
+// line as JSON (and CSV). With --p99-target-ms it reports the highest rate whose p99 stayed under
+// it. Warns when the server kept up with less than 95% of a rate, or when a rate's latency was
+// not steady through the run (its quarters' medians differ by more than 25%).
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "frontend/kserve_json.h"
+#include "grpc_service.pb.h"
+#include "tools/commands.h"
+#include "tools/load_generator.h"
+
+namespace rankd {
+namespace {
+
+using nlohmann::json;
+
+// The request in KServe's binary tensor extension: a JSON header naming each input's datatype,
+// shape and byte count, then the tensors' little-endian bytes, so the server does not parse
+// numbers from text. Ragged inputs go flat with their "lengths" parameter.
+LoadOptions::Body ToBinary(const InferRequest& r) {
+  json header = {{"id", r.id}, {"inputs", json::array()}};
+  std::string tensors;
+  for (const InferInput& x : r.inputs) {
+    json in = {{"name", x.name}, {"datatype", DTypeName(x.data.dtype())}, {"shape", x.data.shape()},
+               {"parameters", {{"binary_data_size", x.data.bytes()}}}};
+    if (!x.lengths.empty()) in["parameters"]["lengths"] = x.lengths;
+    header["inputs"].push_back(std::move(in));
+    tensors.append(static_cast<const char*>(x.data.raw()), x.data.bytes());
+  }
+  for (const std::string& o : r.outputs) header["outputs"].push_back({{"name", o}});
+  LoadOptions::Body body;
+  body.bytes = header.dump();
+  body.json_length = body.bytes.size();
+  body.bytes += tensors;
+  return body;
+}
+
+// The same request as a KServe v2 gRPC ModelInferRequest: raw little-endian tensors, ragged
+// inputs as flat values with their "lengths" parameter (docs/serving.md).
+LoadOptions::Body ToGrpc(const InferRequest& r, const BenchServerArgs& args) {
+  inference::ModelInferRequest p;
+  p.set_model_name(args.model);
+  p.set_model_version(args.version);
+  p.set_id(r.id);
+  for (const InferInput& x : r.inputs) {
+    auto* in = p.add_inputs();
+    in->set_name(x.name);
+    in->set_datatype(DTypeName(x.data.dtype()));
+    for (int64_t d : x.data.shape()) in->add_shape(d);
+    if (!x.lengths.empty()) {
+      std::string lengths;
+      for (int64_t n : x.lengths) lengths += (lengths.empty() ? "" : ",") + std::to_string(n);
+      (*in->mutable_parameters())["lengths"].set_string_param(lengths);
+    }
+    p.add_raw_input_contents(std::string(static_cast<const char*>(x.data.raw()), x.data.bytes()));
+  }
+  for (const std::string& o : r.outputs) p.add_outputs()->set_name(o);
+  return LoadOptions::Body{p.SerializeAsString(), 0};
+}
+
+// Reads the request file (KServe JSON bodies, one per line) and encodes each body for the
+// protocol. Every line must parse; all-zero inputs are refused (timing them measures a
+// cache-resident toy, not the model).
+StatusOr<std::vector<LoadOptions::Body>> ReadBodies(const BenchServerArgs& args) {
+  std::ifstream in(args.requests);
+  if (!in) return NotFound("cannot read '" + args.requests + "'");
+  std::vector<LoadOptions::Body> bodies;
+  bool nonzero = false;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto r = ParseInferRequestJson(line, JsonLimits{size_t{1} << 30, int64_t{1} << 30, 8});
+    if (!r.ok()) return r.status().WithContext(args.requests + ": line " + std::to_string(bodies.size() + 1));
+    for (const InferInput& x : r->inputs) {
+      for (int64_t i = 0; i < x.data.size() && !nonzero; ++i) nonzero = x.data.ScalarAsDouble(i) != 0;
+    }
+    if (args.protocol == "grpc") {
+      bodies.push_back(ToGrpc(*r, args));
+    } else if (args.binary) {
+      bodies.push_back(ToBinary(*r));
+    } else {
+      bodies.push_back({line, 0});
+    }
+  }
+  if (bodies.empty()) return InvalidArgument(args.requests + " holds no requests");
+  if (!nonzero) return InvalidArgument(args.requests + ": every input is all zeros; refusing to time it");
+  return bodies;
+}
+
+json ToJson(const LoadResult& r) {
+  json statuses = json::object();
+  for (const auto& [code, count] : r.statuses) statuses[std::to_string(code)] = count;
+  return {{"offered_rate", r.offered_rate}, {"achieved_rate", r.achieved_rate}, {"sent", r.sent}, {"ok", r.ok},
+          {"errors", r.errors}, {"timeouts", r.timeouts}, {"statuses", statuses}, {"p50_ms", r.p50_ms},
+          {"p90_ms", r.p90_ms}, {"p99_ms", r.p99_ms}, {"p999_ms", r.p999_ms}, {"mean_ms", r.mean_ms},
+          {"max_ms", r.max_ms}, {"spread", r.spread}};
+}
+
+}  // namespace
+
+int BenchServerCommand(const BenchServerArgs& args) {
+  if (args.protocol == "grpc" && args.binary) {
+    std::fprintf(stderr, "rankd bench: --binary is for HTTP (gRPC always sends raw tensors)\n");
+    return 2;
+  }
+  auto bodies = ReadBodies(args);
+  if (!bodies.ok()) {
+    std::fprintf(stderr, "rankd bench: %s\n", bodies.status().ToString().c_str());
+    return 2;
+  }
+  LoadOptions options;
+  options.protocol = args.protocol == "grpc" ? LoadOptions::Protocol::kGrpc : LoadOptions::Protocol::kHttp;
+  options.host = args.host;
+  options.port = args.port;
+  options.target = "/v2/models/" + args.model + (args.version.empty() ? "" : "/versions/" + args.version) + "/infer";
+  options.bodies = std::move(*bodies);
+  options.seconds = args.seconds;
+  options.warmup_seconds = args.warmup_seconds;
+  options.connections = args.connections;
+  options.timeout_seconds = args.timeout_seconds;
+  json out = {{"command", args.command_line}, {"model", args.model}, {"requests", args.requests},
+              {"bodies", options.bodies.size()}, {"protocol", args.protocol}, {"binary", args.binary}, {"seconds", args.seconds}, {"connections", args.connections}};
+  json results = json::array();
+  double best_rate = 0;
+  for (size_t k = 0; k < args.rates.size(); ++k) {
+    double rate = args.rates[k];
+    std::fprintf(stderr, "[%zu/%zu] %.1f requests/s for %.0f s (+%.0f s warm-up) ...\n", k + 1, args.rates.size(), rate,
+                 args.seconds, args.warmup_seconds);
+    options.rate = rate;
+    options.seed = static_cast<uint64_t>(rate * 1000) + 1;
+    auto r = RunOpenLoop(options);
+    if (!r.ok()) {
+      std::fprintf(stderr, "rankd bench: %s\n", r.status().ToString().c_str());
+      return 2;
+    }
+    std::fprintf(stderr, "rate %8.1f/s: achieved %8.1f/s  p50 %7.3f  p90 %7.3f  p99 %7.3f  p99.9 %7.3f ms  errors %lld  timeouts %lld\n",
+                 rate, r->achieved_rate, r->p50_ms, r->p90_ms, r->p99_ms, r->p999_ms, static_cast<long long>(r->errors),
+                 static_cast<long long>(r->timeouts));
+    if (r->achieved_rate < 0.95 * rate) {
+      std::fprintf(stderr, "  warning: the server (or this client) kept up with only %.0f%% of the offered rate\n",
+                   100 * r->achieved_rate / rate);
+    }
+    if (r->spread > 0.25) {
+      std::fprintf(stderr, "  warning: the median latency of this rate's quarters differs by %.0f%%: not steady "
+                   "(the server fell behind, or the machine was busy); do not trust this rate's figures\n",
+                   100 * r->spread);
+    }
+    bool within = r->errors == 0 && r->timeouts == 0 && r->achieved_rate >= 0.95 * rate &&
+                  (args.p99_target_ms <= 0 || r->p99_ms <= args.p99_target_ms);
+    if (within) best_rate = std::max(best_rate, rate);
+    results.push_back(ToJson(*r));
+  }
+  out["results"] = results;
+  if (args.p99_target_ms > 0) {
+    out["p99_target_ms"] = args.p99_target_ms;
+    out["highest_rate_within_target"] = best_rate;
+    std::fprintf(stderr, "highest rate with p99 under %.3f ms, no errors, at least 95%% achieved: %.1f/s\n",
+                 args.p99_target_ms, best_rate);
+  }
+  std::string text = out.dump(2);
+  if (args.json_path.empty()) {
+    std::printf("%s\n", text.c_str());
+  } else {
+    std::ofstream(args.json_path) << text << "\n";
+  }
+  if (!args.csv_path.empty()) {
+    std::ofstream csv(args.csv_path);
+    csv << "offered_rate,achieved_rate,p50_ms,p90_ms,p99_ms,p999_ms,errors,timeouts\n";
+    for (const json& r : results) {
+      csv << r["offered_rate"] << "," << r["achieved_rate"] << "," << r["p50_ms"] << "," << r["p90_ms"] << ","
+          << r["p99_ms"] << "," << r["p999_ms"] << "," << r["errors"] << "," << r["timeouts"] << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace rankd

@@ -1,0 +1,171 @@
+"""`rankd bench engine` and `rankd bench server` (HTTP and gRPC) as a user runs them.
+
+  /usr/bin/python3 tests/bench_test.py RANKD_BINARY SOURCE_DIR
+
+The engine benchmark on a zoo model; the load generator against a real server on free ports:
+every request answered, the figures consistent with each other, bad input refused before timing.
+"""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from server_test import RANKD, SRC, ZOO, Server, free_port
+
+DATA = os.path.join(SRC, "tests", "data", "zoo")
+
+
+def run(*args):
+    return subprocess.run([RANKD, *args], capture_output=True, text=True, timeout=120)
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def zeros(x):
+    return [zeros(e) for e in x] if isinstance(x, list) else 0
+
+
+def write_zero_requests(path):
+    """din's first request with every value replaced by 0: all-zero inputs."""
+    with open(os.path.join(DATA, "din.requests.jsonl")) as f:
+        body = json.loads(f.readline())
+    for i in body["inputs"]:
+        i["data"] = zeros(i["data"])
+    with open(path, "w") as f:
+        f.write(json.dumps(body) + "\n")
+
+
+class EngineBenchTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def test_result_line_and_json_file(self):
+        requests = os.path.join(DATA, "dlrm_dcnv2.requests.jsonl")
+        out = os.path.join(self.tmp, "r.json")
+        r = run("bench", "engine", "--model-repo", ZOO, "--model", "dlrm_dcnv2", "--requests", requests, "--iters", "40",
+                "--warmup", "3", "--label", "w1", "--json", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        line = json.loads(r.stdout.strip().splitlines()[-1])
+        self.assertEqual(load(out), line)
+        self.assertEqual(line["label"], "w1")
+        self.assertEqual(line["backend"], "cpu")
+        self.assertEqual(line["iters"], 40)
+        self.assertIn("bench engine --model-repo", line["command"])
+        with open(requests) as f:
+            self.assertEqual(line["rows"], json.loads(f.readline())["inputs"][0]["shape"][0])
+        self.assertLessEqual(line["min_ms"], line["median_ms"])
+        self.assertLessEqual(line["median_ms"], line["p99_ms"])
+        self.assertLessEqual(line["p99_ms"], line["max_ms"])
+        self.assertAlmostEqual(line["pairs_per_s"], line["rows"] / line["median_ms"] * 1000, delta=1e-6 * line["pairs_per_s"])
+        self.assertGreater(line["steps"], 10)
+        self.assertEqual((line["graph_hits"], line["graph_misses"]), (0, 0))  # no graphs on the CPU
+
+    def test_refuses_all_zero_and_malformed_requests(self):
+        zeros = os.path.join(self.tmp, "zeros.jsonl")
+        write_zero_requests(zeros)
+        r = run("bench", "engine", "--model-repo", ZOO, "--model", "din", "--requests", zeros)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("all zeros", r.stderr)
+        bad = os.path.join(self.tmp, "bad.jsonl")
+        with open(os.path.join(DATA, "din.requests.jsonl")) as f, open(bad, "w") as g:
+            g.write(f.readline() + '{"inputs": [\n')
+        r = run("bench", "engine", "--model-repo", ZOO, "--model", "din", "--requests", bad)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("line 2", r.stderr)
+        r = run("bench", "engine", "--model-repo", ZOO, "--model", "nosuch", "--requests", os.path.join(DATA, "din.requests.jsonl"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("nosuch", r.stderr)
+
+
+class ServerBenchTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = tempfile.mkdtemp()
+        for name in ["din", "dlrm_dcnv2"]:
+            shutil.copytree(os.path.join(ZOO, name), os.path.join(cls.repo, name))
+        cls.server = Server(cls.repo)
+        cls.tmp = tempfile.mkdtemp()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.repo)
+        shutil.rmtree(cls.tmp)
+
+    def bench(self, protocol, model, requests, *extra):
+        port = self.server.grpc_port if protocol == "grpc" else self.server.http_port
+        out = os.path.join(self.tmp, "out.json")
+        r = run("bench", "server", "--protocol", protocol, "--port", str(port), "--model", model, "--requests", requests,
+                "--seconds", "1.5", "--warmup", "0.3", "--connections", "4", "--json", out, *extra)
+        return r, (load(out) if r.returncode == 0 else None)
+
+    def test_every_request_answered_over_both_protocols(self):
+        for protocol in ["http", "grpc"]:
+            for model in ["din", "dlrm_dcnv2"]:  # ragged ids and dense floats
+                with self.subTest(protocol=protocol, model=model):
+                    csv_path = os.path.join(self.tmp, "out.csv")
+                    r, out = self.bench(protocol, model, os.path.join(DATA, f"{model}.requests.jsonl"),
+                                        "--rates", "40,80", "--csv", csv_path, "--p99-target-ms", "10000")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertEqual(out["protocol"], protocol)
+                    self.assertIn(f"--protocol {protocol}", out["command"])
+                    self.assertEqual([x["offered_rate"] for x in out["results"]], [40, 80])
+                    ok_code = "200" if protocol == "http" else "0"
+                    for x in out["results"]:
+                        self.assertEqual((x["errors"], x["timeouts"]), (0, 0), x)
+                        self.assertEqual(x["statuses"], {ok_code: x["ok"]})
+                        self.assertEqual(x["sent"], x["ok"])
+                        # Poisson arrivals over 1.5 s: the count is random, but not by half.
+                        self.assertGreater(x["achieved_rate"], 0.5 * x["offered_rate"])
+                        self.assertLess(x["achieved_rate"], 1.5 * x["offered_rate"])
+                        self.assertTrue(0 < x["p50_ms"] <= x["p90_ms"] <= x["p99_ms"] <= x["p999_ms"] <= x["max_ms"], x)
+                    self.assertIn(out["highest_rate_within_target"], (0, 40, 80))
+                    with open(csv_path) as f:
+                        rows = list(csv.DictReader(f))
+                    self.assertEqual([float(row["offered_rate"]) for row in rows], [40, 80])
+                    self.assertIn("[2/2] 80.0 requests/s", r.stderr)  # the progress line
+
+    def test_errors_are_counted_not_timed(self):
+        for protocol, code in [("http", "404"), ("grpc", "5")]:  # gRPC NOT_FOUND
+            with self.subTest(protocol=protocol):
+                r, out = self.bench(protocol, "nosuch", os.path.join(DATA, "din.requests.jsonl"), "--rates", "50")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                x = out["results"][0]
+                self.assertGreater(x["sent"], 0)
+                self.assertEqual(x["errors"], x["sent"])
+                self.assertEqual(x["ok"], 0)
+                self.assertEqual(x["statuses"], {code: x["sent"]})
+        r = self.server.request("GET", "/v2/health/live")
+        self.assertEqual(r[0], 200)
+
+    def test_binary_bodies_and_refusals(self):
+        r, out = self.bench("http", "dlrm_dcnv2", os.path.join(DATA, "dlrm_dcnv2.requests.jsonl"), "--rates", "50", "--binary")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(out["results"][0]["errors"], 0)
+        self.assertTrue(out["binary"])
+        r, _ = self.bench("grpc", "din", os.path.join(DATA, "din.requests.jsonl"), "--rates", "50", "--binary")
+        self.assertEqual(r.returncode, 2)
+        zeros = os.path.join(self.tmp, "zeros.jsonl")
+        write_zero_requests(zeros)
+        for protocol in ["http", "grpc"]:
+            r, _ = self.bench(protocol, "din", zeros, "--rates", "50")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("all zeros", r.stderr)
+        r = run("bench", "server", "--port", str(free_port()), "--model", "din", "--requests",
+                os.path.join(DATA, "din.requests.jsonl"), "--seconds", "0.5")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cannot connect", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
