@@ -3,7 +3,7 @@
   /usr/bin/python3 bench/cpu_bench.py [--sizes tiny,full] [--threads N] [--iters 50]
 
 Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo into bench/out/, writes request sets
-(8 requests per shape, rotated), runs build/bench/rankd_engine_bench on them and times the PyTorch
+(8 requests per shape, rotated), runs `rankd bench engine` on them and times the PyTorch
 model on the same inputs (padded ids, user rows repeated, as PyTorch needs them). Prints a markdown
 table: median and p99 ms per request, pairs/s, and the ratio. Needs scripts/setup.sh --zoo.
 """
@@ -69,13 +69,13 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--out", default=os.path.join(HERE, "out"))
-    p.add_argument("--bench", default=os.path.join(ROOT, "build", "bench", "rankd_engine_bench"),
-                   help="command that runs rankd_engine_bench (e.g. '.bundle/run rankd_engine_bench')")
+    p.add_argument("--rankd", default=os.path.join(ROOT, "build", "rankd"),
+                   help="command that runs rankd (e.g. '.bundle/run rankd')")
     p.add_argument("--workloads", default="dlrm_dcnv2,din")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads))
-    bench = a.bench.split()
+    bench = a.rankd.split() + ["bench", "engine"]
     repo = os.path.join(a.out, "repo")
     rows = []
     for size in a.sizes.split(","):

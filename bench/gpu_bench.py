@@ -1,16 +1,22 @@
 """GPU benchmark: rankd's CUDA backend against PyTorch on the same GPU, same weights, same requests.
 
-  python3 bench/gpu_bench.py --bench ".bundle/run rankd_engine_bench" [--iters 200] [--quick]
+  python3 bench/gpu_bench.py --rankd ".bundle/run rankd" [--iters 200]
 
 Runs on the GPU machine (PyTorch there). Exports the zoo's full-size models into bench/out/repo,
-writes 8 requests per shape (rotated), times rankd_engine_bench --backend cuda on them, and times
+writes 8 requests per shape (rotated), times `rankd bench engine --backend cuda` on them, and times
 the PyTorch definitions with the same weights on the same inputs (rankd with and without shape
 buckets and CUDA graphs with --buckets on,off): eager fp32, eager with bf16
 autocast, torch.compile, and torch.compile in reduce-overhead mode (CUDA graphs). Both sides start
 with inputs in host memory and end with outputs in host memory. Ragged features are padded to one
-fixed width per shape for PyTorch (so compiled graphs are not rebuilt). Prints a markdown table.
+fixed width per shape for PyTorch (so compiled graphs are not rebuilt). Prints the markdown table
+of bench/report.py; with --report DIR also writes DIR/gpu_report.json (rows, GPU, date, commit,
+command) and DIR/gpu_report.md, which `bench/report.py --gpu DIR/gpu_report.json --docs
+docs/benchmarks.md --plots docs/plots` turns into the report in docs/benchmarks.md with plots.
+The one-command report of every workload (docs/benchmarks.md says how it is run):
+  python3 bench/gpu_bench.py --rankd ".bundle/run rankd" --report $OUT
 """
 import argparse
+import datetime
 import json
 import os
 import subprocess
@@ -25,6 +31,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from rankd_zoo import models, requests as rq  # noqa: E402
 from rankd_zoo.export import export  # noqa: E402
+import report as rendering  # noqa: E402  (bench/report.py)
 
 SHAPES = {
     "dlrm_dcnv2": [{"n": 1}, {"n": 64}, {"n": 512}, {"n": 4096}, {"n": 32768}],
@@ -60,15 +67,16 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--out", default=os.path.join(HERE, "out"))
-    p.add_argument("--bench", default=os.path.join(ROOT, "build", "bench", "rankd_engine_bench"))
+    p.add_argument("--rankd", default=os.path.join(ROOT, "build", "rankd"), help="command that runs rankd")
     p.add_argument("--workloads", default="dlrm_dcnv2,din,bst,mmoe")
     p.add_argument("--peers", default="eager,bf16,compile,cudagraphs")
-    p.add_argument("--json", default="", help="also write the rows as JSON here")
-    p.add_argument("--precisions", default="fp32,tf32,bf16", help="rankd's matrix-product precisions to time")
+    p.add_argument("--precisions", default="fp32,bf16", help="rankd's matrix-product precisions to time")
     p.add_argument("--rows", default="", help="only these candidate counts, e.g. 1,512,32768")
-    p.add_argument("--buckets", default="on", help="rankd with shape buckets and CUDA graphs on, off, or both (on,off)")
+    p.add_argument("--buckets", default="on,off", help="rankd with shape buckets and CUDA graphs on, off, or both (on,off)")
+    p.add_argument("--report", default="", help="write gpu_report.json and gpu_report.md into this folder")
+    p.add_argument("--commit", default="", help="the commit measured (default: .bundle/COMMIT, else git)")
     a = p.parse_args()
-    bench = a.bench.split()
+    bench = a.rankd.split() + ["bench", "engine"]
     repo = os.path.join(a.out, "repo")
     peers = a.peers.split(",") if a.peers else []
     rows = []
@@ -109,9 +117,10 @@ def main():
                       for f in feats if f.kind == "ragged"}
             batches = [[t.pin_memory() for t in rq.to_torch(feats, r, n, widths)] for r in reqs]
             label = f"{LABELS[name]}, " + (f"{n} pairs" if not seq else f"1 user x {n}, L={seq}")
-            row = {"label": label, "n": n, "steps": next(iter(ours.values())).get("steps"),
+            row = {"label": label, "n": n, "seq": seq, "steps": next(iter(ours.values())).get("steps"),
                    "rankd": {p: (o["median_ms"], o["p99_ms"]) for p, o in ours.items()},
-                   "graphs": {p: (o.get("graph_hits"), o.get("graph_misses")) for p, o in ours.items()}}
+                   "graphs": {p: (o.get("graph_hits"), o.get("graph_misses")) for p, o in ours.items()},
+                   "spread": {p: o.get("spread", 0) for p, o in ours.items()}}
             for peer in peers:
                 try:
                     if peer == "eager":
@@ -130,28 +139,33 @@ def main():
                     row[peer] = None
             rows.append(row)
             print(label, {k: v for k, v in row.items() if k != "label"}, file=sys.stderr, flush=True)
-    print(f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; iters {a.iters}; "
-          "inputs from host memory, outputs to host memory\n")
-    precisions = variants
-    head = "| workload, batch | steps | " + " | ".join(f"rankd {p}" for p in precisions) + " | "
-    tail = " | ".join(f"PyTorch {p}" for p in peers) + " | best rankd vs best peer |" if peers else ""
-    print((head + tail).rstrip(" |") + " |")
-    print("| --- " * (len(peers) + len(precisions) + 2 + (1 if peers else 0)) + "|")
-    for r in rows:
-        ours = [r["rankd"].get(p) for p in precisions]
-        cells = [f"{o[0]:.3f} / {o[1]:.3f}" if o else "failed" for o in ours]
-        cells += [f"{r[p][0]:.3f} / {r[p][1]:.3f}" if r.get(p) else "failed" for p in peers]
-        best = min([r[p][0] for p in peers if r.get(p)] or [float("nan")])
-        mine = min(o[0] for o in ours if o)
-        ratio = f" | {best / mine:.2f}x" if peers else ""
-        print(f"| {r['label']} | {r['steps']} | " + " | ".join(cells) + ratio + " |")
-    print("\nCells: median / p99 ms per request. rankd fp32 is exact fp32; tf32 and bf16 round the matrix "
-          "products (backend.h); PyTorch bf16 is autocast. rankd pads each request to its shape bucket and "
-          "replays the bucket's captured CUDA graph; 'no graphs' runs every request at its own shape, kernel by "
-          "kernel.")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "iters": a.iters,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "commit": commit(a.commit),
+            "command": " ".join(["python3"] + sys.argv), "variants": variants, "peers": peers}
+    report = {"meta": meta, "rows": rows}
+    text = rendering.render_gpu(report)
+    print(text)
+    if a.report:
+        os.makedirs(a.report, exist_ok=True)
+        with open(os.path.join(a.report, "gpu_report.json"), "w") as f:
+            json.dump(report, f, indent=1)
+        with open(os.path.join(a.report, "gpu_report.md"), "w") as f:
+            f.write(text)
+
+
+def commit(given):
+    """The commit measured: as given, else the bundle's (scripts/gpu_bundle.sh), else git's."""
+    if given:
+        return given
+    path = os.path.join(ROOT, ".bundle", "COMMIT")
+    if os.path.exists(path):
+        with open(path) as f:
+            return f.read().strip()
+    try:
+        return subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 if __name__ == "__main__":

@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
-# Packs what a GPU-machine run needs into .bundle/ (ignored by git): the test and benchmark
-# programs with the libraries that machine lacks, and the ONNX conformance cases of the ops rankd
-# runs (the GPU machine has no libonnx-testdata). `scripts/gpu_bundle.sh serve` packs the server and
-# the engine benchmark instead (bench/load_bench.py), within the 64 MiB a device run carries.
-# Then, on the GPU machine (docs/cuda.md):
+# Packs what a GPU-machine run needs into .bundle/ (ignored by git), within the 64 MiB a device
+# run carries, with COMMIT, the commit it was built from (reports name it):
+#   scripts/gpu_bundle.sh        the tests with the libraries that machine lacks and the ONNX
+#                                conformance cases of the ops rankd runs (it has no libonnx-testdata)
+#   scripts/gpu_bundle.sh rankd  rankd itself (server and benchmarks), compressed
+# Then, on the GPU machine (docs/cuda.md, docs/benchmarks.md):
 #   RANKD_SOURCE_DIR=$PWD RANKD_ONNX_TESTDATA=$PWD/.bundle/onnx_node .bundle/run rankd_tests --gtest_filter='*Cuda*'
+#   tar -xJf .bundle/rankd.tar.xz && bench/gpu_report.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx "/.bundle/" .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo /.bundle/ >> .git/info/exclude; }
 BUILD_DIR=${BUILD_DIR:-build}
 rm -rf .bundle
-if [[ ${1:-} == serve ]]; then
-  ../shared/tools/device-bundle .bundle "$BUILD_DIR/rankd" "$BUILD_DIR/bench/rankd_engine_bench" >/dev/null
+commit=$(git describe --always --dirty)
+if [[ ${1:-} == rankd ]]; then
+  ../shared/tools/device-bundle .bundle "$BUILD_DIR/rankd" >/dev/null
   strip .bundle/bin/*
-  # Compressed to fit; on the device: tar -xJf .bundle.tar.xz
-  tar -cJf .bundle.tar.xz .bundle && rm -rf .bundle && mkdir .bundle && mv .bundle.tar.xz .bundle/
-  du -sh --apparent-size .bundle | awk '{print "bundle: " $1 " (unpack on the device: tar -xJf .bundle/.bundle.tar.xz)"}'
+  echo "$commit" > .bundle/COMMIT
+  tar -cJf rankd.tar.xz .bundle && rm -rf .bundle && mkdir .bundle && mv rankd.tar.xz .bundle/
+  echo "$commit" > .bundle/COMMIT
+  du -sh --apparent-size .bundle | awk '{print "bundle: " $1 " (on the device: tar -xJf .bundle/rankd.tar.xz)"}'
   exit 0
 fi
-../shared/tools/device-bundle .bundle "$BUILD_DIR/tests/rankd_tests" "$BUILD_DIR/bench/rankd_engine_bench" >/dev/null
+../shared/tools/device-bundle .bundle "$BUILD_DIR/tests/rankd_tests" >/dev/null
 strip .bundle/bin/*
+echo "$commit" > .bundle/COMMIT
 mkdir -p .bundle/onnx_node
 ops=$(grep -ho '"[A-Z][A-Za-z]*"' src/backend/cuda/*.cu src/backend/cuda/*.cc | tr -d '"' | sort -u)
 data=${RANKD_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data/node}

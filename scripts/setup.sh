@@ -21,6 +21,7 @@ packages=(
   libonnx-testdata                    # ONNX's conformance cases: the independent op reference
   clang-14 libclang-rt-14-dev         # libFuzzer and sanitizers for the fuzz targets
   python3-numpy                       # scripts
+  gnuplot-nox                         # benchmark plots (bench/report.py)
 )
 if [[ "${1:-}" == "--zoo" ]]; then
   packages+=(python3-torch python3-onnx)

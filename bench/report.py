@@ -1,0 +1,181 @@
+"""Benchmark reports: markdown tables and PNG plots from the JSON the benchmark scripts write.
+
+  /usr/bin/python3 bench/report.py --gpu GPU_REPORT.json [--load LOAD.json] \\
+      [--docs docs/benchmarks.md] [--plots docs/plots]
+
+`bench/gpu_bench.py --report DIR` writes DIR/gpu_report.json (and this script's markdown, as
+DIR/gpu_report.md); `bench/load_bench.py --json FILE` writes load results. From them this script
+renders the GPU table (rankd's variants and the PyTorch peers side by side, with the ratio of the
+best rankd median to the best peer median), draws the plots with gnuplot (pairs/s against batch
+size for W1; p50 and p99 latency against offered load per workload, batching on and off), and with
+--docs replaces the generated part of docs/benchmarks.md: the text between the markers
+`<!-- generated: gpu report -->` and `<!-- end of generated gpu report -->`.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+BEGIN = "<!-- generated: gpu report -->"
+END = "<!-- end of generated gpu report -->"
+
+
+def cell(pair):
+    return f"{pair[0]:.3f} / {pair[1]:.3f}" if pair else "failed"
+
+
+def best_ratio(row, variants, peers):
+    """(best peer median / best rankd median), or None when either side has no result."""
+    ours = [row["rankd"][v][0] for v in variants if row["rankd"].get(v)]
+    theirs = [row[p][0] for p in peers if row.get(p)]
+    return min(theirs) / min(ours) if ours and theirs else None
+
+
+def render_gpu(report, plots=()):
+    """The GPU report as markdown: where it ran, the table, how to read it, the plots."""
+    meta, rows = report["meta"], report["rows"]
+    variants, peers = meta["variants"], meta["peers"]
+    out = [f"GPU: {meta['gpu']}; PyTorch {meta['torch']}; {meta['date']}; commit {meta['commit']}; "
+           f"{meta['iters']} timed runs per cell after warm-up; inputs from host memory, outputs to host memory.",
+           "", f"Command (on the GPU machine): `{meta['command']}`", ""]
+    head = ["workload, batch", "steps"] + [f"rankd {v}" for v in variants] + [f"PyTorch {p}" for p in peers]
+    head += ["best rankd pairs/s", "best rankd vs best peer"]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + " --- |" * len(head))
+    for r in rows:
+        medians = [r["rankd"][v][0] for v in variants if r["rankd"].get(v)]
+        ratio = best_ratio(r, variants, peers)
+        cells = [r["label"], str(r.get("steps", ""))] + [cell(r["rankd"].get(v)) for v in variants]
+        cells += [cell(r.get(p)) for p in peers]
+        cells.append(f"{r['n'] / (min(medians) / 1000):,.0f}" if medians else "")
+        cells.append(f"{ratio:.2f}x" if ratio else "")
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", "Cells: median / p99 ms per request. rankd fp32 is exact fp32; tf32 and bf16 round the matrix products "
+            "(backend.h); PyTorch bf16 is autocast. rankd pads each request to its shape bucket and replays the bucket's "
+            "captured CUDA graph; 'no graphs' runs every request at its own shape, kernel by kernel. The ratio is the "
+            "best peer's median over rankd's best median (above 1: rankd is faster)."]
+    warnings = [f"{r['label']} {v}: spread {r['spread'][v]:.0%}" for r in rows for v in variants
+                if r.get("spread", {}).get(v, 0) > 0.25]
+    if warnings:
+        out += ["", "Unsteady cells (the medians of a run's quarters differ by more than 25%; rerun before trusting "
+                "them): " + "; ".join(warnings) + "."]
+    for title, path in plots:
+        out += ["", f"![{title}]({path})"]
+    return "\n".join(out) + "\n"
+
+
+def gnuplot(script):
+    if not shutil.which("gnuplot"):
+        raise RuntimeError("gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)")
+    subprocess.run(["gnuplot"], input=script, text=True, check=True, capture_output=True)
+
+
+def quoted(s):
+    return '"' + s.replace('"', "'") + '"'
+
+
+def plot_throughput(report, workload, png):
+    """Pairs/s against batch size for one workload: rankd's best variant and each peer."""
+    rows = [r for r in report["rows"] if r["label"].startswith(workload + ",")]
+    variants, peers = report["meta"]["variants"], report["meta"]["peers"]
+    series = [("rankd (best variant)", lambda r: min((r["rankd"][v][0] for v in variants if r["rankd"].get(v)), default=None))]
+    series += [(f"PyTorch {p}", lambda r, p=p: r[p][0] if r.get(p) else None) for p in peers]
+    blocks, titles = [], []
+    for title, median in series:
+        points = [(r["n"], r["n"] / (median(r) / 1000)) for r in rows if median(r)]
+        if points:
+            blocks.append("\n".join(f"{n} {v}" for n, v in points) + "\ne")
+            titles.append(title)
+    if not blocks:
+        return False
+    plot = ", ".join(f"'-' using 1:2 with linespoints title {quoted(t)}" for t in titles)
+    gnuplot(f"""set terminal pngcairo size 900,560
+set output {quoted(png)}
+set title {quoted(f"{workload}: pairs/s against batch size ({report['meta']['gpu']})")}
+set xlabel "pairs per request"
+set ylabel "pairs/s"
+set logscale xy
+set key left top
+set grid
+plot {plot}
+""" + "\n".join(blocks) + "\n")
+    return True
+
+
+def plot_load(rows, workload, png, title_suffix=""):
+    """p50 and p99 latency against offered load for one workload, batching on and off."""
+    rows = [r for r in rows if r["workload"] == workload]
+    blocks, titles = [], []
+    for batching in (False, True):
+        sel = sorted((r for r in rows if r["batching"] == batching), key=lambda r: r["offered_rate"])
+        for q in ("p50_ms", "p99_ms"):
+            if sel:
+                blocks.append("\n".join(f"{r['offered_rate']} {r[q]}" for r in sel) + "\ne")
+                titles.append(f"{q[:3]}, batching {'on' if batching else 'off'}")
+    if not blocks:
+        return False
+    plot = ", ".join(f"'-' using 1:2 with linespoints title {quoted(t)}" for t in titles)
+    gnuplot(f"""set terminal pngcairo size 900,560
+set output {quoted(png)}
+set title {quoted(f"{workload}: latency against offered load{title_suffix}")}
+set xlabel "offered requests/s (open loop, Poisson)"
+set ylabel "latency, ms"
+set logscale y
+set key left top
+set grid
+plot {plot}
+""" + "\n".join(blocks) + "\n")
+    return True
+
+
+def replace_section(doc_path, text):
+    with open(doc_path) as f:
+        doc = f.read()
+    if BEGIN in doc and END in doc:
+        head, rest = doc.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        doc = head + BEGIN + "\n" + text + END + tail
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + BEGIN + "\n" + text + END + "\n"
+    with open(doc_path, "w") as f:
+        f.write(doc)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--gpu", required=True, help="gpu_report.json from bench/gpu_bench.py --report")
+    p.add_argument("--load", default="", help="rows from bench/load_bench.py --json (latency against load)")
+    p.add_argument("--load-note", default="", help="where the load rows ran, for the plot titles")
+    p.add_argument("--docs", default="", help="replace the generated section of this markdown file")
+    p.add_argument("--plots", default="", help="draw PNG plots into this folder (gnuplot)")
+    a = p.parse_args()
+    with open(a.gpu) as f:
+        report = json.load(f)
+    plots = []
+    if a.plots:
+        os.makedirs(a.plots, exist_ok=True)
+        rel = os.path.relpath(a.plots, os.path.dirname(os.path.abspath(a.docs)) if a.docs else os.getcwd())
+        workloads = sorted({r["label"].split(",")[0] for r in report["rows"]})
+        for w in workloads:
+            name = f"throughput_{w}.png"
+            if plot_throughput(report, w, os.path.join(a.plots, name)):
+                plots.append((f"{w}: pairs/s against batch size", os.path.join(rel, name)))
+        if a.load:
+            with open(a.load) as f:
+                load_rows = json.load(f)
+            for w in sorted({r["workload"] for r in load_rows}):
+                name = f"latency_{w}.png"
+                if plot_load(load_rows, w, os.path.join(a.plots, name), a.load_note and f" ({a.load_note})"):
+                    plots.append((f"{w}: latency against offered load", os.path.join(rel, name)))
+    text = render_gpu(report, plots)
+    if a.docs:
+        replace_section(a.docs, text)
+        print(f"{a.docs}: generated section replaced", file=sys.stderr)
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

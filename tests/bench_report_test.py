@@ -1,0 +1,92 @@
+"""bench/report.py: the GPU table, the plots and the generated section of a markdown file.
+
+  /usr/bin/python3 tests/bench_report_test.py SOURCE_DIR
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SRC = sys.argv[1] if len(sys.argv) > 1 else "."
+sys.path.insert(0, os.path.join(SRC, "bench"))
+import report  # noqa: E402
+
+REPORT = {
+    "meta": {"gpu": "Test GPU", "torch": "2.x", "iters": 50, "date": "2026-01-02", "commit": "abc1234",
+             "command": "python3 bench/gpu_bench.py --report out", "variants": ["fp32", "fp32 no graphs"],
+             "peers": ["eager", "cudagraphs"]},
+    "rows": [
+        {"label": "W1, 1 pairs", "n": 1, "steps": 40, "rankd": {"fp32": [0.25, 0.3], "fp32 no graphs": [0.5, 0.6]},
+         "spread": {"fp32": 0.05, "fp32 no graphs": 0.4}, "eager": [2.0, 2.5], "cudagraphs": [1.0, 1.1]},
+        {"label": "W1, 512 pairs", "n": 512, "steps": 40, "rankd": {"fp32": [1.0, 1.2], "fp32 no graphs": None},
+         "spread": {"fp32": 0.01}, "eager": [3.0, 3.5], "cudagraphs": None},
+        {"label": "W2, 1 user x 200, L=100", "n": 200, "seq": 100, "steps": 30, "rankd": {"fp32": [0.4, 0.5]},
+         "eager": None, "cudagraphs": None},
+    ],
+}
+LOAD = [
+    {"workload": "W1", "batching": b, "offered_rate": rate, "p50_ms": 1.0 + rate / 100, "p99_ms": 2.0 + rate / 50}
+    for b in (False, True) for rate in (50, 100, 200)
+]
+
+
+class ReportTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def test_table_cells_and_ratios(self):
+        text = report.render_gpu(REPORT)
+        lines = text.splitlines()
+        self.assertIn("GPU: Test GPU", lines[0])
+        self.assertIn("commit abc1234", lines[0])
+        self.assertIn("`python3 bench/gpu_bench.py --report out`", text)
+        rows = [l for l in lines if l.startswith("| W")]
+        self.assertEqual(len(rows), 3)
+        # Best peer 1.0 ms (cudagraphs) over best rankd 0.25 ms; 1 pair in 0.25 ms is 4,000 pairs/s.
+        self.assertTrue(rows[0].endswith("| 4,000 | 4.00x |"), rows[0])
+        self.assertIn("| failed |", rows[1])  # rankd without graphs and cudagraphs failed there
+        self.assertTrue(rows[1].endswith("| 512,000 | 3.00x |"), rows[1])
+        self.assertTrue(rows[2].endswith("|  |"), rows[2])  # no peer result: no ratio
+        self.assertIn("W1, 1 pairs fp32 no graphs: spread 40%", text)
+        self.assertNotIn("fp32: spread", text)
+
+    def test_plots_and_generated_section(self):
+        if not shutil.which("gnuplot"):
+            self.skipTest("gnuplot not installed (scripts/setup.sh installs gnuplot-nox)")
+        src = os.path.join(self.tmp, "report.json")
+        load = os.path.join(self.tmp, "load.json")
+        import json
+        with open(src, "w") as f:
+            json.dump(REPORT, f)
+        with open(load, "w") as f:
+            json.dump(LOAD, f)
+        doc = os.path.join(self.tmp, "docs", "benchmarks.md")
+        os.makedirs(os.path.dirname(doc))
+        with open(doc, "w") as f:
+            f.write("# Benchmarks\n\nHand-written text.\n")
+        plots = os.path.join(self.tmp, "docs", "plots")
+        cmd = [sys.executable, os.path.join(SRC, "bench", "report.py"), "--gpu", src, "--load", load, "--docs", doc,
+               "--plots", plots]
+        for _ in range(2):  # the second run replaces the section, it does not append another
+            subprocess.run(cmd, check=True, capture_output=True)
+        with open(doc) as f:
+            text = f.read()
+        self.assertTrue(text.startswith("# Benchmarks\n\nHand-written text.\n"))
+        self.assertEqual(text.count(report.BEGIN), 1)
+        self.assertEqual(text.count(report.END), 1)
+        self.assertIn("![W1: pairs/s against batch size](plots/throughput_W1.png)", text)
+        self.assertIn("![W1: latency against offered load](plots/latency_W1.png)", text)
+        for name in ["throughput_W1.png", "throughput_W2.png", "latency_W1.png"]:
+            with open(os.path.join(plots, name), "rb") as f:
+                data = f.read()
+            self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n", name)
+            self.assertGreater(len(data), 5000, name)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
