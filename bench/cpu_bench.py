@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import torch
@@ -22,45 +21,12 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from rankd_zoo import models, requests as rq  # noqa: E402
 from rankd_zoo.export import export  # noqa: E402
+from peers.torch_peers import time_cpu, time_onnxruntime  # noqa: E402
 
 SHAPES = {
     "dlrm_dcnv2": [{"n": 1}, {"n": 64}, {"n": 512}],
     "din": [{"n": 200, "seq": 20}, {"n": 200, "seq": 100}, {"n": 200, "seq": 1000}],
 }
-
-
-def torch_time(model, batches, iters):
-    times = []
-    with torch.no_grad():
-        for i in range(5):
-            model(*batches[i % len(batches)])
-        for i in range(iters):
-            b = batches[i % len(batches)]
-            t0 = time.perf_counter()
-            model(*b)
-            times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    return times[len(times) // 2], times[min(len(times) - 1, len(times) * 99 // 100)]
-
-
-def ort_time(path, feats, torch_batches, threads, iters):
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return None
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    feeds = [{f.name: t.numpy() for f, t in zip(feats, b)} for b in torch_batches]
-    times = []
-    for i in range(5):
-        sess.run(None, feeds[i % len(feeds)])
-    for i in range(iters):
-        t0 = time.perf_counter()
-        sess.run(None, feeds[i % len(feeds)])
-        times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    return times[len(times) // 2], times[min(len(times) - 1, len(times) * 99 // 100)]
 
 
 def main():
@@ -105,8 +71,8 @@ def main():
                     continue
                 ours = json.loads(out.stdout.strip().splitlines()[-1])
                 batches = [rq.to_torch(feats, r, shape["n"]) for r in reqs]
-                tmed, tp99 = torch_time(model, batches, a.iters)
-                ort_result = ort_time(os.path.join(repo, package, "1", "model.onnx"), feats, batches, a.threads, a.iters)
+                tmed, tp99 = time_cpu(model, batches, a.iters)
+                ort_result = time_onnxruntime(os.path.join(repo, package, "1", "model.onnx"), feats, batches, a.threads, a.iters)
                 label = f"W{'1' if name == 'dlrm_dcnv2' else '2'} {size}, " + (
                     f"{shape['n']} pairs" if not seq else f"1 user x {shape['n']}, L={seq}")
                 rows.append((label, ours["median_ms"], ours["p99_ms"], tmed, tp99, shape["n"], ort_result))

@@ -19,9 +19,9 @@ import argparse
 import datetime
 import json
 import os
+import shlex
 import subprocess
 import sys
-import time
 
 import numpy as np
 import torch
@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 from rankd_zoo import models, requests as rq  # noqa: E402
 from rankd_zoo.export import export  # noqa: E402
 import report as rendering  # noqa: E402  (bench/report.py)
+from peers.torch_peers import GPU_PEERS, gpu_peer, time_gpu  # noqa: E402
 
 SHAPES = {
     "dlrm_dcnv2": [{"n": 1}, {"n": 64}, {"n": 512}, {"n": 4096}, {"n": 32768}],
@@ -42,34 +43,13 @@ SHAPES = {
 LABELS = {"dlrm_dcnv2": "W1", "din": "W2", "bst": "W3", "mmoe": "W4"}
 
 
-def to_host(out):
-    if isinstance(out, (tuple, list)):
-        return [o.float().cpu() for o in out]
-    return out.float().cpu()
-
-
-def peer_time(fn, batches, iters, warmup=10):
-    times = []
-    with torch.no_grad():
-        for i in range(warmup):
-            to_host(fn(*[t.cuda(non_blocking=True) for t in batches[i % len(batches)]]))
-        torch.cuda.synchronize()
-        for i in range(iters):
-            b = batches[i % len(batches)]
-            t0 = time.perf_counter()
-            to_host(fn(*[t.cuda(non_blocking=True) for t in b]))  # .cpu() synchronises
-            times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    return times[len(times) // 2], times[min(len(times) - 1, len(times) * 99 // 100)]
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--out", default=os.path.join(HERE, "out"))
     p.add_argument("--rankd", default=os.path.join(ROOT, "build", "rankd"), help="command that runs rankd")
     p.add_argument("--workloads", default="dlrm_dcnv2,din,bst,mmoe")
-    p.add_argument("--peers", default="eager,bf16,compile,cudagraphs")
+    p.add_argument("--peers", default=",".join(GPU_PEERS))
     p.add_argument("--precisions", default="fp32,bf16", help="rankd's matrix-product precisions to time")
     p.add_argument("--rows", default="", help="only these candidate counts, e.g. 1,512,32768")
     p.add_argument("--buckets", default="on,off", help="rankd with shape buckets and CUDA graphs on, off, or both (on,off)")
@@ -123,17 +103,7 @@ def main():
                    "spread": {p: o.get("spread", 0) for p, o in ours.items()}}
             for peer in peers:
                 try:
-                    if peer == "eager":
-                        fn = gpu_model
-                    elif peer == "bf16":
-                        def fn(*xs):
-                            with torch.autocast("cuda", dtype=torch.bfloat16):
-                                return gpu_model(*xs)
-                    elif peer == "compile":
-                        fn = compiled.setdefault("compile", torch.compile(gpu_model, dynamic=False))
-                    else:
-                        fn = compiled.setdefault("cudagraphs", torch.compile(gpu_model, mode="reduce-overhead", dynamic=False))
-                    row[peer] = peer_time(fn, batches, a.iters)
+                    row[peer] = time_gpu(gpu_peer(peer, gpu_model, compiled), batches, a.iters)
                 except Exception as e:  # a peer that fails is reported, not fatal
                     print(f"{label} {peer}: {type(e).__name__}: {e}", file=sys.stderr)
                     row[peer] = None
@@ -141,7 +111,7 @@ def main():
             print(label, {k: v for k, v in row.items() if k != "label"}, file=sys.stderr, flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "iters": a.iters,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "commit": commit(a.commit),
-            "command": " ".join(["python3"] + sys.argv), "variants": variants, "peers": peers}
+            "command": shlex.join(["python3"] + sys.argv), "variants": variants, "peers": peers}
     report = {"meta": meta, "rows": rows}
     text = rendering.render_gpu(report)
     print(text)

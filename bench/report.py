@@ -66,6 +66,21 @@ def render_gpu(report, plots=()):
     return "\n".join(out) + "\n"
 
 
+def render_load(rows, note=""):
+    """Open-loop load rows (bench/load_bench.py --json) as a markdown table."""
+    out = ["Open-loop load against `rankd serve`" + (f" ({note})" if note else "") + ": Poisson arrivals over HTTP with "
+           "binary tensor bodies; latency from each request's scheduled time (no coordinated omission).", "",
+           "| workload | batching | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors + timeouts "
+           "| requests per execution | latency steady? |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        steady = "yes" if r.get("spread", 0) <= 0.25 else f"no (quarters differ by {r['spread']:.0%})"
+        out.append(f"| {r['workload']} | {'on' if r['batching'] else 'off'} | {r['offered_rate']:g} | "
+                   f"{r['achieved_rate']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | "
+                   f"{r['errors'] + r['timeouts']} | {r.get('requests_per_execution', 1):.2f} | {steady} |")
+    return "\n".join(out) + "\n"
+
+
 def gnuplot(script):
     if not shutil.which("gnuplot"):
         raise RuntimeError("gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)")
@@ -79,6 +94,8 @@ def quoted(s):
 def plot_throughput(report, workload, png):
     """Pairs/s against batch size for one workload: rankd's best variant and each peer."""
     rows = [r for r in report["rows"] if r["label"].startswith(workload + ",")]
+    if len({r["n"] for r in rows}) < 2:
+        return False  # one batch size: nothing to plot against
     variants, peers = report["meta"]["variants"], report["meta"]["peers"]
     series = [("rankd (best variant)", lambda r: min((r["rankd"][v][0] for v in variants if r["rankd"].get(v)), default=None))]
     series += [(f"PyTorch {p}", lambda r, p=p: r[p][0] if r.get(p) else None) for p in peers]
@@ -104,7 +121,7 @@ plot {plot}
     return True
 
 
-def plot_load(rows, workload, png, title_suffix=""):
+def plot_load(rows, workload, png):
     """p50 and p99 latency against offered load for one workload, batching on and off."""
     rows = [r for r in rows if r["workload"] == workload]
     blocks, titles = [], []
@@ -119,7 +136,7 @@ def plot_load(rows, workload, png, title_suffix=""):
     plot = ", ".join(f"'-' using 1:2 with linespoints title {quoted(t)}" for t in titles)
     gnuplot(f"""set terminal pngcairo size 900,560
 set output {quoted(png)}
-set title {quoted(f"{workload}: latency against offered load{title_suffix}")}
+set title {quoted(f"{workload}: latency against offered load")}
 set xlabel "offered requests/s (open loop, Poisson)"
 set ylabel "latency, ms"
 set logscale y
@@ -147,12 +164,16 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gpu", required=True, help="gpu_report.json from bench/gpu_bench.py --report")
     p.add_argument("--load", default="", help="rows from bench/load_bench.py --json (latency against load)")
-    p.add_argument("--load-note", default="", help="where the load rows ran, for the plot titles")
+    p.add_argument("--load-note", default="", help="where the load rows ran, for the load table's caption")
     p.add_argument("--docs", default="", help="replace the generated section of this markdown file")
     p.add_argument("--plots", default="", help="draw PNG plots into this folder (gnuplot)")
     a = p.parse_args()
     with open(a.gpu) as f:
         report = json.load(f)
+    load_rows = []
+    if a.load:
+        with open(a.load) as f:
+            load_rows = json.load(f)
     plots = []
     if a.plots:
         os.makedirs(a.plots, exist_ok=True)
@@ -163,13 +184,16 @@ def main():
             if plot_throughput(report, w, os.path.join(a.plots, name)):
                 plots.append((f"{w}: pairs/s against batch size", os.path.join(rel, name)))
         if a.load:
-            with open(a.load) as f:
-                load_rows = json.load(f)
             for w in sorted({r["workload"] for r in load_rows}):
                 name = f"latency_{w}.png"
-                if plot_load(load_rows, w, os.path.join(a.plots, name), a.load_note and f" ({a.load_note})"):
+                if plot_load(load_rows, w, os.path.join(a.plots, name)):
                     plots.append((f"{w}: latency against offered load", os.path.join(rel, name)))
-    text = render_gpu(report, plots)
+    text = render_gpu(report, [p for p in plots if "pairs/s" in p[0]])
+    if a.load:
+        text += "\n" + render_load(load_rows, a.load_note)
+        for title, path in plots:
+            if "latency" in title:
+                text += f"\n![{title}]({path})\n"
     if a.docs:
         replace_section(a.docs, text)
         print(f"{a.docs}: generated section replaced", file=sys.stderr)

@@ -17,7 +17,6 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc  # the gRPC frontend (KServe v2 gRPC)
   python3-grpcio python3-grpc-tools   # the gRPC client in the server tests
   libgtest-dev libgmock-dev           # tests
-  libbenchmark-dev                    # benchmarks
   libonnx-testdata                    # ONNX's conformance cases: the independent op reference
   clang-14 libclang-rt-14-dev         # libFuzzer and sanitizers for the fuzz targets
   python3-numpy                       # scripts

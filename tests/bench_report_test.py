@@ -27,7 +27,9 @@ REPORT = {
     ],
 }
 LOAD = [
-    {"workload": "W1", "batching": b, "offered_rate": rate, "p50_ms": 1.0 + rate / 100, "p99_ms": 2.0 + rate / 50}
+    {"workload": "W1", "batching": b, "offered_rate": rate, "achieved_rate": rate * 0.99, "p50_ms": 1.0 + rate / 100,
+     "p99_ms": 2.0 + rate / 50, "p999_ms": 3.0 + rate / 50, "errors": 0, "timeouts": 1 if rate == 200 else 0,
+     "requests_per_execution": 1.5 if b else 1.0, "spread": 0.5 if rate == 200 else 0.1}
     for b in (False, True) for rate in (50, 100, 200)
 ]
 
@@ -55,6 +57,12 @@ class ReportTest(unittest.TestCase):
         self.assertIn("W1, 1 pairs fp32 no graphs: spread 40%", text)
         self.assertNotIn("fp32: spread", text)
 
+    def test_load_table(self):
+        lines = [l for l in report.render_load(LOAD, "test machine").splitlines() if l.startswith("| W1")]
+        self.assertEqual(len(lines), 6)
+        self.assertEqual(lines[0], "| W1 | off | 50 | 49.5 | 1.50 | 3.00 | 4.00 | 0 | 1.00 | yes |")
+        self.assertEqual(lines[5], "| W1 | on | 200 | 198.0 | 3.00 | 6.00 | 7.00 | 1 | 1.50 | no (quarters differ by 50%) |")
+
     def test_plots_and_generated_section(self):
         if not shutil.which("gnuplot"):
             self.skipTest("gnuplot not installed (scripts/setup.sh installs gnuplot-nox)")
@@ -81,11 +89,13 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(text.count(report.END), 1)
         self.assertIn("![W1: pairs/s against batch size](plots/throughput_W1.png)", text)
         self.assertIn("![W1: latency against offered load](plots/latency_W1.png)", text)
-        for name in ["throughput_W1.png", "throughput_W2.png", "latency_W1.png"]:
+        self.assertIn("| W1 | on | 200 |", text)
+        for name in ["throughput_W1.png", "latency_W1.png"]:
             with open(os.path.join(plots, name), "rb") as f:
                 data = f.read()
             self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n", name)
             self.assertGreater(len(data), 5000, name)
+        self.assertFalse(os.path.exists(os.path.join(plots, "throughput_W2.png")))  # one batch size: no plot
 
 
 if __name__ == "__main__":
