@@ -93,6 +93,12 @@ def main():
                 ours[variant] = json.loads(res.stdout.strip().splitlines()[-1])
             if not ours:
                 continue
+            # What the fusion passes save: the same request without them (a short run; only its
+            # launch count is kept).
+            cmd = bench + ["--backend", "cuda", "--model-repo", repo, "--model", package, "--requests", path,
+                           "--iters", "10", "--warmup", "1", "--buckets", "off", "--no-fusion"]
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            unfused = json.loads(res.stdout.strip().splitlines()[-1]).get("launches") if res.returncode == 0 else None
             widths = {f.name: max(1, max(len(row) for r in reqs for row in r[f.name]))
                       for f in feats if f.kind == "ragged"}
             batches = [[t.pin_memory() for t in rq.to_torch(feats, r, n, widths)] for r in reqs]
@@ -100,7 +106,8 @@ def main():
             row = {"label": label, "n": n, "seq": seq, "steps": next(iter(ours.values())).get("steps"),
                    "rankd": {p: (o["median_ms"], o["p99_ms"]) for p, o in ours.items()},
                    "graphs": {p: (o.get("graph_hits"), o.get("graph_misses")) for p, o in ours.items()},
-                   "spread": {p: o.get("spread", 0) for p, o in ours.items()}}
+                   "spread": {p: o.get("spread", 0) for p, o in ours.items()},
+                   "launches": {"fused": next(iter(ours.values())).get("launches"), "unfused": unfused}}
             for peer in peers:
                 try:
                     row[peer] = time_gpu(gpu_peer(peer, gpu_model, compiled), batches, a.iters)

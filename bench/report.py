@@ -26,6 +26,16 @@ def cell(pair):
     return f"{pair[0]:.3f} / {pair[1]:.3f}" if pair else "failed"
 
 
+def launches(counts):
+    """'K / U' kernel launches per batch with and without fusion (plus the copies and memsets)."""
+    def one(c):
+        return f"{c['kernels']}" if c else "?"
+    if not counts or not counts.get("fused"):
+        return ""
+    f = counts["fused"]
+    return f"{one(f)} / {one(counts.get('unfused'))} (+{f['copies']} copies, {f['memsets']} memsets)"
+
+
 def best_ratio(row, variants, peers):
     """(best peer median / best rankd median), or None when either side has no result."""
     ours = [row["rankd"][v][0] for v in variants if row["rankd"].get(v)]
@@ -40,14 +50,15 @@ def render_gpu(report, plots=()):
     out = [f"GPU: {meta['gpu']}; PyTorch {meta['torch']}; {meta['date']}; commit {meta['commit']}; "
            f"{meta['iters']} timed runs per cell after warm-up; inputs from host memory, outputs to host memory.",
            "", f"Command (on the GPU machine): `{meta['command']}`", ""]
-    head = ["workload, batch", "steps"] + [f"rankd {v}" for v in variants] + [f"PyTorch {p}" for p in peers]
+    head = ["workload, batch", "steps", "device launches, fused / unfused"]
+    head += [f"rankd {v}" for v in variants] + [f"PyTorch {p}" for p in peers]
     head += ["best rankd pairs/s", "best rankd vs best peer"]
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + " --- |" * len(head))
     for r in rows:
         medians = [r["rankd"][v][0] for v in variants if r["rankd"].get(v)]
         ratio = best_ratio(r, variants, peers)
-        cells = [r["label"], str(r.get("steps", ""))] + [cell(r["rankd"].get(v)) for v in variants]
+        cells = [r["label"], str(r.get("steps", "")), launches(r.get("launches"))] + [cell(r["rankd"].get(v)) for v in variants]
         cells += [cell(r.get(p)) for p in peers]
         cells.append(f"{r['n'] / (min(medians) / 1000):,.0f}" if medians else "")
         cells.append(f"{ratio:.2f}x" if ratio else "")
@@ -55,7 +66,9 @@ def render_gpu(report, plots=()):
     out += ["", "Cells: median / p99 ms per request. rankd fp32 is exact fp32; tf32 and bf16 round the matrix products "
             "(backend.h); PyTorch bf16 is autocast. rankd pads each request to its shape bucket and replays the bucket's "
             "captured CUDA graph; 'no graphs' runs every request at its own shape, kernel by kernel. The ratio is the "
-            "best peer's median over rankd's best median (above 1: rankd is faster)."]
+            "best peer's median over rankd's best median (above 1: rankd is faster). Device launches: the kernels one "
+            "batch of the first request's shape puts on the device, counted from a capture of it (one graph launch "
+            "replays them all when captured), with the fusion passes and without (`rankd bench engine --no-fusion`)."]
     warnings = [f"{r['label']} {v}: spread {r['spread'][v]:.0%}" for r in rows for v in variants
                 if r.get("spread", {}).get(v, 0) > 0.25]
     if warnings:

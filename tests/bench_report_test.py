@@ -19,7 +19,9 @@ REPORT = {
              "peers": ["eager", "cudagraphs"]},
     "rows": [
         {"label": "W1, 1 pairs", "n": 1, "steps": 40, "rankd": {"fp32": [0.25, 0.3], "fp32 no graphs": [0.5, 0.6]},
-         "spread": {"fp32": 0.05, "fp32 no graphs": 0.4}, "eager": [2.0, 2.5], "cudagraphs": [1.0, 1.1]},
+         "spread": {"fp32": 0.05, "fp32 no graphs": 0.4}, "eager": [2.0, 2.5], "cudagraphs": [1.0, 1.1],
+         "launches": {"fused": {"kernels": 40, "copies": 2, "memsets": 1, "other": 0},
+                      "unfused": {"kernels": 130, "copies": 2, "memsets": 1, "other": 0}}},
         {"label": "W1, 512 pairs", "n": 512, "steps": 40, "rankd": {"fp32": [1.0, 1.2], "fp32 no graphs": None},
          "spread": {"fp32": 0.01}, "eager": [3.0, 3.5], "cudagraphs": None},
         {"label": "W2, 1 user x 200, L=100", "n": 200, "seq": 100, "steps": 30, "rankd": {"fp32": [0.4, 0.5]},
@@ -51,6 +53,7 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(len(rows), 3)
         # Best peer 1.0 ms (cudagraphs) over best rankd 0.25 ms; 1 pair in 0.25 ms is 4,000 pairs/s.
         self.assertTrue(rows[0].endswith("| 4,000 | 4.00x |"), rows[0])
+        self.assertTrue(rows[0].startswith("| W1, 1 pairs | 40 | 40 / 130 (+2 copies, 1 memsets) | 0.250 / 0.300 |"), rows[0])
         self.assertIn("| failed |", rows[1])  # rankd without graphs and cudagraphs failed there
         self.assertTrue(rows[1].endswith("| 512,000 | 3.00x |"), rows[1])
         self.assertTrue(rows[2].endswith("|  |"), rows[2])  # no peer result: no ratio

@@ -388,6 +388,38 @@ TEST_P(CudaZooTest, MatchesCpu) {
   }
 }
 
+// Without the fusion passes the GPU scores as PyTorch too, and puts more kernels on the device.
+TEST_P(CudaZooTest, UnfusedScoresTheSameWithMoreLaunches) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::SourcePath("models/zoo/" + GetParam());
+  ModelOptions fused_options, unfused_options;
+  fused_options.backend = unfused_options.backend = cuda;
+  unfused_options.fusion = false;
+  auto fused = Model::Load(dir, -1, fused_options);
+  auto unfused = Model::Load(dir, -1, unfused_options);
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  ASSERT_TRUE(unfused.ok()) << unfused.status().ToString();
+  testing::ExpectZooScores(**unfused, GetParam(), 1e-5);
+  InferRequest r = (*fused)->ExampleRequest(8, 3);
+  auto fused_plan = (*fused)->PlanForRequest(r);
+  auto unfused_plan = (*unfused)->PlanForRequest(r);
+  ASSERT_TRUE(fused_plan.ok() && unfused_plan.ok());
+  auto a = (*fused)->CountLaunches(**fused_plan);
+  auto b = (*unfused)->CountLaunches(**unfused_plan);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_GT(a->kernels, 0);
+  EXPECT_GE(a->copies, 2);  // one input copy in, output copies back
+  EXPECT_EQ(a->other, 0);
+  const LoadReport& report = (*fused)->load_report();
+  if (report.fused_embedding_bags + report.fused_activations > 0) {
+    EXPECT_LT(a->kernels, b->kernels);
+  }
+  // Counting does not capture: the plan still runs (and scores) as before.
+  EXPECT_TRUE((*fused)->Infer(r).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
 
 // Reduced-precision products stay within their precision's tolerance of the fp32 CPU scores.

@@ -20,6 +20,20 @@ TEST_P(ZooTest, MatchesPyTorchWithinOneInAHundredThousand) {
   testing::ExpectZooScores(**model, name, 1e-5);
 }
 
+TEST_P(ZooTest, UnfusedPlansScoreAsPyTorchToo) {
+  ModelOptions options;
+  options.fusion = false;
+  auto model = Model::Load(testing::SourcePath("models/zoo/" + GetParam()), -1, options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->load_report().fused_embedding_bags, 0);
+  EXPECT_EQ((*model)->load_report().fused_activations, 0);
+  EXPECT_EQ((*model)->graph().OpCounts()["EmbeddingBag"], 0);
+  testing::ExpectZooScores(**model, GetParam(), 1e-5);
+  auto plan = (*model)->PlanForRequest((*model)->ExampleRequest(2));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ((*model)->CountLaunches(**plan).status().code(), StatusCode::kUnimplemented);  // the CPU launches nothing
+}
+
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
 
 TEST(ZooTest, DlrmEmbeddingBagsAreRecognisedAndRaggedInputsRewritten) {

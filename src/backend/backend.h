@@ -63,6 +63,15 @@ class Executor {
     (void)plan;
     return false;
   }
+  // What one Run of `plan` puts on the device, counted from a capture of it that is then thrown
+  // away (Run's behaviour does not change): kernels, copies and memsets. Unimplemented on the CPU.
+  struct Launches {
+    int kernels = 0, copies = 0, memsets = 0, other = 0;
+  };
+  virtual StatusOr<Launches> CountLaunches(const Plan& plan) {
+    (void)plan;
+    return Unimplemented("this backend launches no device work");
+  }
 };
 
 // How a model's matrix products may round: fp32 (exact, the default), tf32 (TF32 tensor cores,

@@ -70,8 +70,10 @@ Status Model::Prepare() {
   RETURN_IF_ERROR(ResolveModelConfig(graph_, config_));
   ASSIGN_OR_RETURN(report_.folded_nodes, FoldConstants(graph_));
   report_.removed_nodes = RemoveDeadNodes(graph_);
-  report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
-  report_.fused_activations = FuseGemmActivations(graph_);
+  if (options_.fusion) {
+    report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
+    report_.fused_activations = FuseGemmActivations(graph_);
+  }
   for (const InputConfig& in : config_.inputs) {
     if (in.ragged) ragged_names_.push_back(in.name);
   }

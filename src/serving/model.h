@@ -47,6 +47,8 @@ struct ModelOptions {
   std::string precision;
   // Overrides the config's buckets.enabled when 0 (off) or 1 (on); -1 keeps it.
   int shape_buckets = -1;
+  // The fusion passes (embedding bags, GEMM epilogues); off only to measure what they save.
+  bool fusion = true;
 };
 
 // What loading did, for `rankd inspect`.
@@ -109,6 +111,8 @@ class Model {
                                                 const std::vector<int64_t>& ragged_max_lengths) const;
   // The plan a request would run (validating it like Infer).
   StatusOr<std::shared_ptr<const Plan>> PlanForRequest(const InferRequest& request) const;
+  // Kernels, copies and memsets one run of `plan` puts on the device (Executor::CountLaunches).
+  StatusOr<Executor::Launches> CountLaunches(const Plan& plan) const;
   // A small valid request (rows candidates, ragged rows of `ragged_length` ids 0, dense zeros),
   // used for warm-up and cost measurement.
   InferRequest ExampleRequest(int64_t rows, int64_t ragged_length = 1) const;

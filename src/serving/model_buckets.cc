@@ -122,6 +122,13 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key)
   return PlanFor(MetasOf(padded), padded.ragged_max_lengths);
 }
 
+StatusOr<Executor::Launches> Model::CountLaunches(const Plan& plan) const {
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
+  auto launches = executor->CountLaunches(plan);
+  ReleaseExecutor(std::move(executor));
+  return launches;
+}
+
 void Model::WaitForCaptures() const {
   if (capture_worker_) capture_worker_->Drain();
 }

@@ -78,6 +78,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   options.backend = *backend;
   options.precision = args.precision;
   options.shape_buckets = args.buckets == "on" ? 1 : args.buckets == "off" ? 0 : -1;
+  options.fusion = args.fusion;
   auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
   if (!model.ok()) return fail(model.status());
   auto first = (*model)->Infer(requests->front());
@@ -117,11 +118,19 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   mean /= static_cast<double>(ms.size());
   auto plan = (*model)->PlanForRequest(requests->front());
   BucketCounters c = (*model)->bucket_counters();
+  // What one run of the first request puts on the device (none on the CPU).
+  nlohmann::json launches = nullptr;
+  if (plan.ok()) {
+    if (auto l = (*model)->CountLaunches(**plan); l.ok()) {
+      launches = {{"kernels", l->kernels}, {"copies", l->copies}, {"memsets", l->memsets}, {"other", l->other}};
+    }
+  }
   nlohmann::json out = {
       {"label", args.label}, {"command", args.command_line}, {"model", args.model}, {"requests", args.requests},
       {"backend", (*backend)->name()}, {"precision", (*model)->config().precision},
       {"buckets", (*model)->load_report().buckets}, {"graph_hits", c.graph_hits}, {"graph_misses", c.graph_misses},
-      {"steps", plan.ok() ? static_cast<int64_t>((*plan)->steps().size()) : -1}, {"rows", rows},
+      {"steps", plan.ok() ? static_cast<int64_t>((*plan)->steps().size()) : -1}, {"launches", launches},
+      {"fusion", args.fusion}, {"rows", rows},
       {"median_ms", median}, {"p99_ms", p99}, {"mean_ms", mean}, {"min_ms", ms.front()}, {"max_ms", ms.back()},
       {"pairs_per_s", static_cast<double>(rows) / (median / 1000.0)}, {"spread", spread}, {"iters", args.iters}};
   std::string line = out.dump();

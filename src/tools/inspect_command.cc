@@ -47,8 +47,13 @@ void PrintBuckets(const Model& model, bool plan) {
     for (const PlanStep& step : (*p)->steps()) ++kernels[(*p)->graph().nodes[static_cast<size_t>(step.node)].op];
     std::string ops;
     for (const auto& [op, n] : kernels) ops += " " + op + "×" + std::to_string(n);
-    std::printf("  plan %-28s %3zu steps, %s workspace:%s\n", key.ToString().c_str(), (*p)->steps().size(),
-                Human((*p)->workspace_bytes()).c_str(), ops.c_str());
+    std::string launches;
+    if (auto l = model.CountLaunches(**p); l.ok()) {
+      launches = "; on the device " + std::to_string(l->kernels) + " kernels, " + std::to_string(l->copies) + " copies, " +
+                 std::to_string(l->memsets) + " memsets";
+    }
+    std::printf("  plan %-28s %3zu steps, %s workspace%s:%s\n", key.ToString().c_str(), (*p)->steps().size(),
+                Human((*p)->workspace_bytes()).c_str(), launches.c_str(), ops.c_str());
   }
 }
 
@@ -63,6 +68,7 @@ int InspectCommand(const InspectArgs& args) {
   }
   ModelOptions options;
   options.backend = *backend;
+  options.fusion = args.fusion;
   auto loaded = Model::Load(dir, args.version, options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "rankd inspect: %s\n", loaded.status().ToString().c_str());

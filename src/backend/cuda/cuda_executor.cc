@@ -191,15 +191,7 @@ StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
   if (b->graph) return int64_t{0};
   size_t free_before = 0, free_after = 0, total = 0;
   RANKD_CUDA_RETURN(cudaMemGetInfo(&free_before, &total));
-  RANKD_CUDA_RETURN(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
-  Status enqueued = Enqueue(plan, *b);
-  cudaGraph_t graph = nullptr;
-  cudaError_t ended = cudaStreamEndCapture(ctx_.stream, &graph);
-  if (!enqueued.ok() || ended != cudaSuccess) {
-    if (graph) cudaGraphDestroy(graph);
-    cudaGetLastError();  // a failed capture leaves no sticky error; clear the last one
-    return enqueued.ok() ? Check(ended, "cudaStreamEndCapture") : enqueued;
-  }
+  ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
   cudaGraphExec_t exec = nullptr;
   cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
@@ -209,6 +201,42 @@ StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
   RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
   RANKD_CUDA_RETURN(cudaMemGetInfo(&free_after, &total));
   return static_cast<int64_t>(free_before > free_after ? free_before - free_after : 0);
+}
+
+StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
+  RANKD_CUDA_RETURN(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
+  Status enqueued = Enqueue(plan, b);
+  cudaGraph_t graph = nullptr;
+  cudaError_t ended = cudaStreamEndCapture(ctx_.stream, &graph);
+  if (!enqueued.ok() || ended != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // a failed capture leaves no sticky error; clear the last one
+    return enqueued.ok() ? Check(ended, "cudaStreamEndCapture") : enqueued;
+  }
+  return graph;
+}
+
+StatusOr<Executor::Launches> CudaExecutor::CountLaunches(const Plan& plan) {
+  RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
+  ASSIGN_OR_RETURN(Binding * b, Bind(plan));
+  RETURN_IF_ERROR(Stage(*b));
+  ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
+  size_t count = 0;
+  cudaError_t listed = cudaGraphGetNodes(graph, nullptr, &count);
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (listed == cudaSuccess && count > 0) listed = cudaGraphGetNodes(graph, nodes.data(), &count);
+  Launches launches;
+  for (size_t i = 0; i < count && listed == cudaSuccess; ++i) {
+    cudaGraphNodeType type;
+    listed = cudaGraphNodeGetType(nodes[i], &type);
+    if (type == cudaGraphNodeTypeKernel) ++launches.kernels;
+    else if (type == cudaGraphNodeTypeMemcpy) ++launches.copies;
+    else if (type == cudaGraphNodeTypeMemset) ++launches.memsets;
+    else ++launches.other;
+  }
+  cudaGraphDestroy(graph);
+  RANKD_CUDA_RETURN(listed);
+  return launches;
 }
 
 bool CudaExecutor::Captured(const Plan& plan) const {

@@ -56,6 +56,7 @@ class CudaExecutor final : public Executor {
   StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs) override;
   StatusOr<int64_t> Capture(const Plan& plan) override;
   bool Captured(const Plan& plan) const override;
+  StatusOr<Launches> CountLaunches(const Plan& plan) override;
 
  private:
   explicit CudaExecutor(std::shared_ptr<CudaModelResources> resources) : resources_(std::move(resources)) {}
@@ -78,6 +79,8 @@ class CudaExecutor final : public Executor {
   Status Stage(Binding& b);
   // Enqueues the input copy, every step and the output copy on the stream (or into a capture).
   Status Enqueue(const Plan& plan, Binding& b);
+  // Enqueues `plan` into a capture on the stream and hands back the graph (the caller destroys it).
+  StatusOr<cudaGraph_t> Record(const Plan& plan, Binding& b);
   Status Launch(const Plan& plan, Binding& b);
   void DropCaptures();
 
