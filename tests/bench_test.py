@@ -69,6 +69,23 @@ class EngineBenchTest(unittest.TestCase):
         self.assertAlmostEqual(line["pairs_per_s"], line["rows"] / line["median_ms"] * 1000, delta=1e-6 * line["pairs_per_s"])
         self.assertGreater(line["steps"], 10)
         self.assertEqual((line["graph_hits"], line["graph_misses"]), (0, 0))  # no graphs on the CPU
+        self.assertIsNone(line["launches"])  # the CPU puts nothing on a device
+        self.assertTrue(line["fusion"])
+
+    def test_csv_rows_append_under_one_header(self):
+        path = os.path.join(self.tmp, "sweep.csv")
+        for label in ["one, with a comma", 'two "quoted"']:
+            r = run("bench", "engine", "--model-repo", ZOO, "--model", "mmoe", "--requests",
+                    os.path.join(DATA, "mmoe.requests.jsonl"), "--iters", "10", "--label", label, "--csv", path,
+                    "--no-fusion")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([row["label"] for row in rows], ["one, with a comma", 'two "quoted"'])
+        self.assertEqual({row["backend"] for row in rows}, {"cpu"})
+        for row in rows:
+            self.assertAlmostEqual(float(row["pairs_per_s"]), int(row["rows"]) / float(row["median_ms"]) * 1000,
+                                   delta=1e-3 * float(row["pairs_per_s"]))
 
     def test_refuses_all_zero_and_malformed_requests(self):
         zeros = os.path.join(self.tmp, "zeros.jsonl")

@@ -63,6 +63,13 @@ double QuarterSpread(const std::vector<double>& ms, double* lo, double* hi) {
   return *h / *l - 1;
 }
 
+// A CSV field: quoted, with quotes doubled (RFC 4180).
+std::string Quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
 }  // namespace
 
 int BenchEngineCommand(const BenchEngineArgs& args) {
@@ -136,6 +143,15 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   std::string line = out.dump();
   std::printf("%s\n", line.c_str());
   if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
+  if (!args.csv_path.empty()) {
+    bool fresh = !std::filesystem::exists(args.csv_path) || std::filesystem::file_size(args.csv_path) == 0;
+    std::ofstream csv(args.csv_path, std::ios::app);
+    if (fresh) csv << "label,model,backend,precision,buckets,rows,median_ms,p99_ms,mean_ms,pairs_per_s,spread,iters\n";
+    csv << Quoted(args.label) << "," << Quoted(args.model) << "," << (*backend)->name() << ","
+        << (*model)->config().precision << "," << Quoted((*model)->load_report().buckets) << "," << rows << ","
+        << median << "," << p99 << "," << mean << "," << out["pairs_per_s"].get<double>() << "," << spread << ","
+        << args.iters << "\n";
+  }
   if (OpProfile::enabled()) std::fprintf(stderr, "%s", OpProfile::Report().c_str());
   return 0;
 }

@@ -62,6 +62,7 @@ struct BenchEngineArgs {
   int iters = 200;
   std::string label;
   std::string json_path;          // also write the result here
+  std::string csv_path;           // also append the result here as a CSV row (header when new)
   std::string command_line;       // recorded in the output
 };
 // In-process latency of one request shape; 0 when it ran, 2 when it could not start.

@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   bench_engine->add_option("--iters", engine.iters, "Timed runs")->check(CLI::Range(1, 100000000));
   bench_engine->add_option("--label", engine.label, "A name carried into the output");
   bench_engine->add_option("--json", engine.json_path, "Also write the result here");
+  bench_engine->add_option("--csv", engine.csv_path, "Also append the result to this CSV file (a header when new)");
 
   rankd::BenchServerArgs bench;
   auto* bench_server = bench_cmd->add_subcommand("server", "Open-loop (Poisson) HTTP or gRPC load against a running server");
