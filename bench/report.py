@@ -94,14 +94,25 @@ def render_load(rows, note=""):
     return "\n".join(out) + "\n"
 
 
-def gnuplot(script):
-    if not shutil.which("gnuplot"):
-        raise RuntimeError("gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)")
-    subprocess.run(["gnuplot"], input=script, text=True, check=True, capture_output=True)
-
-
 def quoted(s):
     return '"' + s.replace('"', "'") + '"'
+
+
+def draw(png, title, xlabel, ylabel, logscale, series):
+    """A line chart with gnuplot: `series` is [(title, [(x, y), ...])]; empty series are left out.
+    Returns False (and draws nothing) when no series has a point."""
+    series = [(t, points) for t, points in series if points]
+    if not series:
+        return False
+    if not shutil.which("gnuplot"):
+        raise RuntimeError("gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)")
+    plot = ", ".join(f"'-' using 1:2 with linespoints title {quoted(t)}" for t, _ in series)
+    data = "".join("\n".join(f"{x} {y}" for x, y in points) + "\ne\n" for _, points in series)
+    script = (f"set terminal pngcairo size 900,560\nset output {quoted(png)}\nset title {quoted(title)}\n"
+              f"set xlabel {quoted(xlabel)}\nset ylabel {quoted(ylabel)}\nset logscale {logscale}\n"
+              f"set key left top\nset grid\nplot {plot}\n{data}")
+    subprocess.run(["gnuplot"], input=script, text=True, check=True, capture_output=True)
+    return True
 
 
 def plot_throughput(report, workload, png):
@@ -110,54 +121,23 @@ def plot_throughput(report, workload, png):
     if len({r["n"] for r in rows}) < 2:
         return False  # one batch size: nothing to plot against
     variants, peers = report["meta"]["variants"], report["meta"]["peers"]
-    series = [("rankd (best variant)", lambda r: min((r["rankd"][v][0] for v in variants if r["rankd"].get(v)), default=None))]
-    series += [(f"PyTorch {p}", lambda r, p=p: r[p][0] if r.get(p) else None) for p in peers]
-    blocks, titles = [], []
-    for title, median in series:
-        points = [(r["n"], r["n"] / (median(r) / 1000)) for r in rows if median(r)]
-        if points:
-            blocks.append("\n".join(f"{n} {v}" for n, v in points) + "\ne")
-            titles.append(title)
-    if not blocks:
-        return False
-    plot = ", ".join(f"'-' using 1:2 with linespoints title {quoted(t)}" for t in titles)
-    gnuplot(f"""set terminal pngcairo size 900,560
-set output {quoted(png)}
-set title {quoted(f"{workload}: pairs/s against batch size ({report['meta']['gpu']})")}
-set xlabel "pairs per request"
-set ylabel "pairs/s"
-set logscale xy
-set key left top
-set grid
-plot {plot}
-""" + "\n".join(blocks) + "\n")
-    return True
+    medians = [("rankd (best variant)", lambda r: min((r["rankd"][v][0] for v in variants if r["rankd"].get(v)), default=None))]
+    medians += [(f"PyTorch {p}", lambda r, p=p: r[p][0] if r.get(p) else None) for p in peers]
+    series = [(title, [(r["n"], r["n"] / (median(r) / 1000)) for r in rows if median(r)]) for title, median in medians]
+    return draw(png, f"{workload}: pairs/s against batch size ({report['meta']['gpu']})", "pairs per request",
+                "pairs/s", "xy", series)
 
 
 def plot_load(rows, workload, png):
     """p50 and p99 latency against offered load for one workload, batching on and off."""
     rows = [r for r in rows if r["workload"] == workload]
-    blocks, titles = [], []
+    series = []
     for batching in (False, True):
         sel = sorted((r for r in rows if r["batching"] == batching), key=lambda r: r["offered_rate"])
         for q in ("p50_ms", "p99_ms"):
-            if sel:
-                blocks.append("\n".join(f"{r['offered_rate']} {r[q]}" for r in sel) + "\ne")
-                titles.append(f"{q[:3]}, batching {'on' if batching else 'off'}")
-    if not blocks:
-        return False
-    plot = ", ".join(f"'-' using 1:2 with linespoints title {quoted(t)}" for t in titles)
-    gnuplot(f"""set terminal pngcairo size 900,560
-set output {quoted(png)}
-set title {quoted(f"{workload}: latency against offered load")}
-set xlabel "offered requests/s (open loop, Poisson)"
-set ylabel "latency, ms"
-set logscale y
-set key left top
-set grid
-plot {plot}
-""" + "\n".join(blocks) + "\n")
-    return True
+            series.append((f"{q[:3]}, batching {'on' if batching else 'off'}", [(r["offered_rate"], r[q]) for r in sel]))
+    return draw(png, f"{workload}: latency against offered load", "offered requests/s (open loop, Poisson)",
+                "latency, ms", "y", series)
 
 
 def replace_section(doc_path, text):

@@ -1,7 +1,6 @@
 // Open-loop gRPC load (KServe v2 ModelInfer) for `rankd bench server --protocol grpc`.
 #include <chrono>
 #include <memory>
-#include <random>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
@@ -49,12 +48,9 @@ StatusOr<LoadResult> RunGrpcLoad(const LoadOptions& o) {
     }
     stubs.push_back(inference::GRPCInferenceService::NewStub(channel));
   }
-  std::mt19937_64 rng(o.seed);
-  std::exponential_distribution<double> gap(o.rate);
   Clock::time_point start = Clock::now() + std::chrono::milliseconds(20);
   Clock::time_point measure_from = start + Seconds(o.warmup_seconds);
-  std::vector<Clock::time_point> arrivals;
-  for (double t = gap(rng); t < o.warmup_seconds + o.seconds; t += gap(rng)) arrivals.push_back(start + Seconds(t));
+  std::vector<Clock::time_point> arrivals = PoissonArrivals(o, start);
 
   LoadRecorder recorder(o.seconds);
   grpc::CompletionQueue queue;

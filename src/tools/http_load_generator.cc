@@ -4,7 +4,6 @@
 #include <chrono>
 #include <deque>
 #include <memory>
-#include <random>
 
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
@@ -37,12 +36,9 @@ class HttpLoadRun {
       c->stream.socket().set_option(tcp::no_delay(true));
       conns_.push_back(std::move(c));
     }
-    // The schedule: exponential gaps at the offered rate, from the seed.
-    std::mt19937_64 rng(o_.seed);
-    std::exponential_distribution<double> gap(o_.rate);
-    start_ = Clock::now() + std::chrono::milliseconds(20);
-    measure_from_ = start_ + Seconds(o_.warmup_seconds);
-    for (double t = gap(rng); t < o_.warmup_seconds + o_.seconds; t += gap(rng)) arrivals_.push_back(start_ + Seconds(t));
+    Clock::time_point start = Clock::now() + std::chrono::milliseconds(20);
+    measure_from_ = start + Seconds(o_.warmup_seconds);
+    arrivals_ = PoissonArrivals(o_, start);
     Arm();
     io_.run();
     return recorder_.Summarise(o_.rate);
@@ -163,7 +159,7 @@ class HttpLoadRun {
   size_t next_ = 0;
   std::deque<Clock::time_point> pending_;
   size_t sent_ = 0;
-  Clock::time_point start_, measure_from_;
+  Clock::time_point measure_from_;
   LoadRecorder recorder_;
 };
 

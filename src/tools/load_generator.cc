@@ -1,6 +1,7 @@
 #include "tools/load_generator.h"
 
 #include <algorithm>
+#include <random>
 
 namespace rankd {
 
@@ -68,6 +69,17 @@ LoadResult LoadRecorder::Summarise(double offered_rate) const {
     r.spread = *lo > 0 ? *hi / *lo - 1 : 0;
   }
   return r;
+}
+
+std::vector<std::chrono::steady_clock::time_point> PoissonArrivals(const LoadOptions& o,
+                                                                   std::chrono::steady_clock::time_point start) {
+  std::mt19937_64 rng(o.seed);
+  std::exponential_distribution<double> gap(o.rate);
+  std::vector<std::chrono::steady_clock::time_point> arrivals;
+  for (double t = gap(rng); t < o.warmup_seconds + o.seconds; t += gap(rng)) {
+    arrivals.push_back(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(t)));
+  }
+  return arrivals;
 }
 
 StatusOr<LoadResult> RunOpenLoop(const LoadOptions& options) {

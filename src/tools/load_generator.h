@@ -11,6 +11,7 @@
 //    calls, one completion-queue thread collects the answers.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -58,6 +59,11 @@ struct LoadResult {
 
 // Runs one load level. Fails when the server cannot be reached at all.
 StatusOr<LoadResult> RunOpenLoop(const LoadOptions& options);
+// The run's schedule: Poisson arrivals at options.rate (from options.seed) over the warm-up and
+// the measured span, starting at `start`.
+std::vector<std::chrono::steady_clock::time_point> PoissonArrivals(const LoadOptions& options,
+                                                                   std::chrono::steady_clock::time_point start);
+
 // The two protocols' runners, which RunOpenLoop picks from (options already checked).
 StatusOr<LoadResult> RunHttpLoad(const LoadOptions& options);
 StatusOr<LoadResult> RunGrpcLoad(const LoadOptions& options);
