@@ -2,14 +2,16 @@
 
   /usr/bin/python3 bench/load_bench.py [--rankd build/rankd] [--backend cpu] [--size tiny]
       [--w1-rates 50,100,200] [--w2-rates 50,100,200] [--seconds 10] [--din-length 100]
+      [--din-candidates 200 | 50-1000]
 
 Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo, serves each twice from one `rankd serve`:
 as exported, and with a `batching` section (cost model measured at warm-up). Request mixes from
 WORKLOADS.md: W1 draws N from MLPerf's server sizes {100, 100, 200 x12, 300, 300, 400, 500, 600,
-700}; W2 is one user with N = 200 candidates and a history uniform in [L/2, L]. For each model and
-rate, `rankd bench server` sends open-loop Poisson load (binary tensor bodies, so the client does
-not measure JSON number parsing), and /metrics gives requests per model execution. Prints a
-markdown table; --json keeps every result. Needs PyTorch for the export (scripts/setup.sh --zoo).
+700}; W2 is one user with N candidates (200, or uniform in a range: --din-candidates 50-1000) and
+a history uniform in [L/2, L]. For each model and rate, `rankd bench server` sends open-loop
+Poisson load (binary tensor bodies, so the client does not measure JSON number parsing), and
+/metrics gives requests per model execution. Prints a markdown table; --json keeps every result.
+Needs PyTorch for the export (scripts/setup.sh --zoo).
 """
 import argparse
 import json
@@ -49,7 +51,7 @@ def metrics(port):
     return out
 
 
-def prepare(name, size, repo, out, din_length, count):
+def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200)):
     """Exports NAME at SIZE (once) and writes its request mix; returns (plain, batched, requests path)."""
     plain = f"{name}_{size}"
     batched = plain + "_batched"
@@ -79,7 +81,8 @@ def prepare(name, size, repo, out, din_length, count):
             if name == "dlrm_dcnv2":
                 r = rq.make_request(rng, feats, int(rng.choice(W1_SIZES)))
             else:
-                r = rq.make_request(rng, feats, 200, seq_len=din_length)
+                lo, hi = din_candidates
+                r = rq.make_request(rng, feats, int(rng.integers(lo, hi + 1)), seq_len=din_length)
             f.write(json.dumps(rq.to_json(feats, r, str(i), flat_ragged=True)) + "\n")
     return plain, batched, path
 
@@ -91,7 +94,9 @@ def main():
     p.add_argument("--size", default="tiny")
     p.add_argument("--w1-rates", default="50,100,200")
     p.add_argument("--w2-rates", default="50,100,200")
-    p.add_argument("--din-length", type=int, default=100)
+    p.add_argument("--din-length", type=int, default=100, help="W2's longest history L (each is uniform in [L/2, L])")
+    p.add_argument("--din-candidates", default="200", help="W2's N: a count, or a range LO-HI drawn uniformly "
+                   "(WORKLOADS.md: 200 typical, 50-1000)")
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--requests", type=int, default=64, help="distinct requests per workload, rotated")
     p.add_argument("--out", default=os.path.join(HERE, "out"))
@@ -103,7 +108,9 @@ def main():
     plans = []
     for name, rates in (("dlrm_dcnv2", a.w1_rates), ("din", a.w2_rates)):
         if rates:
-            plain, batched, path = prepare(name, a.size, repo, a.out, a.din_length, a.requests)
+            lo, _, hi = a.din_candidates.partition("-")
+            plain, batched, path = prepare(name, a.size, repo, a.out, a.din_length, a.requests,
+                                           (int(lo), int(hi or lo)))
             plans.append((name, plain, batched, path, [float(r) for r in rates.split(",")]))
     http, mport = free_port(), free_port()
     log = tempfile.TemporaryFile()
