@@ -4,17 +4,20 @@
 #   scripts/gpu_bundle.sh        the tests with the libraries that machine lacks and the ONNX
 #                                conformance cases of the ops rankd runs (it has no libonnx-testdata)
 #   scripts/gpu_bundle.sh rankd  rankd itself (server and benchmarks), compressed
+#   scripts/gpu_bundle.sh all    both programs, compressed (no ONNX cases)
 # Then, on the GPU machine (docs/cuda.md, docs/benchmarks.md):
 #   RANKD_SOURCE_DIR=$PWD RANKD_ONNX_TESTDATA=$PWD/.bundle/onnx_node .bundle/run rankd_tests --gtest_filter='*Cuda*'
-#   tar -xJf .bundle/rankd.tar.xz && bench/gpu_report.sh
+#   tar -xJf .bundle/rankd.tar.xz && bench/gpu_report.sh          (rankd or all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx "/.bundle/" .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo /.bundle/ >> .git/info/exclude; }
 BUILD_DIR=${BUILD_DIR:-build}
 rm -rf .bundle
 commit=$(git describe --always --dirty)
-if [[ ${1:-} == rankd ]]; then
-  ../shared/tools/device-bundle .bundle "$BUILD_DIR/rankd" >/dev/null
+if [[ ${1:-} == rankd || ${1:-} == all ]]; then
+  programs=("$BUILD_DIR/rankd")
+  [[ $1 == all ]] && programs+=("$BUILD_DIR/tests/rankd_tests")
+  ../shared/tools/device-bundle .bundle "${programs[@]}" >/dev/null
   strip .bundle/bin/*
   echo "$commit" > .bundle/COMMIT
   tar -cJf rankd.tar.xz .bundle && rm -rf .bundle && mkdir .bundle && mv rankd.tar.xz .bundle/

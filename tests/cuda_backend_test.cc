@@ -210,6 +210,29 @@ std::vector<OpCase> Cases() {
                  int z = In(g, in, rng, DType::kF32, {3, 1, 5});
                  g.Output(g.Op("Concat", {x, y, z}, {{"axis", int64_t{1}}}));
                }});
+  // Concat is one launch per 32 inputs, copying in the widest unit sizes and addresses allow.
+  c.push_back({"concat_many_odd_pieces", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 std::vector<int> xs;
+                 for (int i = 0; i < 40; ++i) xs.push_back(In(g, in, rng, DType::kF32, {5, 1 + i % 3}));
+                 g.Output(g.Op("Concat", xs, {{"axis", int64_t{1}}}));
+               }});
+  c.push_back({"concat_aligned_rows", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 std::vector<int> xs;
+                 for (int i = 0; i < 5; ++i) xs.push_back(In(g, in, rng, DType::kF32, {9, 128}));
+                 g.Output(g.Op("Concat", xs, {{"axis", int64_t{-1}}}));
+               }});
+  c.push_back({"concat_empty_piece_axis0", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = In(g, in, rng, DType::kI64, {0, 5}, -9, 9), y = In(g, in, rng, DType::kI64, {3, 5}, -9, 9);
+                 g.Output(g.Op("Concat", {x, y, In(g, in, rng, DType::kI64, {2, 5}, -9, 9)}, {{"axis", int64_t{0}}}));
+               }});
+  c.push_back({"concat_bool_bytes", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = In(g, in, rng, DType::kBool, {3, 1}), y = In(g, in, rng, DType::kBool, {3, 2});
+                 g.Output(g.Op("Concat", {x, y}, {{"axis", int64_t{1}}}));
+               }});
+  c.push_back({"concat_no_rows", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = In(g, in, rng, DType::kF32, {0, 3}), y = In(g, in, rng, DType::kF32, {0, 4});
+                 g.Output(g.Op("Concat", {x, y}, {{"axis", int64_t{1}}}));
+               }});
   c.push_back({"gather_axis0", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int table = g.Const("t", Random(DType::kF32, {50, 6}, rng));
                  int idx = In(g, in, rng, DType::kI64, {4, 9}, -50, 50);

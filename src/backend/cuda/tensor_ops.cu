@@ -94,20 +94,86 @@ Status Slice(const KernelArgs& k) {
   return StridedCopy(k, in.raw(), v.base, v.strides, out.shape(), DTypeSize(in.dtype()), out.raw());
 }
 
+namespace {
+
+// Up to this many inputs go into one Concat launch (the parameters are passed by value).
+constexpr int kConcatPieces = 32;
+
+struct ConcatPieces {
+  const void* src[kConcatPieces];
+  int64_t units[kConcatPieces];   // copy units per outer row
+  int64_t offset[kConcatPieces];  // where the piece starts in an output row, in units
+};
+
+// blockIdx.y picks the piece; the x blocks stride over its outer rows × units.
+template <typename U>
+__global__ void ConcatKernel(ConcatPieces p, int64_t outer, int64_t out_units, U* out) {
+  const int piece = static_cast<int>(blockIdx.y);
+  const U* src = static_cast<const U*>(p.src[piece]);
+  const int64_t units = p.units[piece], offset = p.offset[piece], total = outer * units;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t r = i / units;
+    out[r * out_units + offset + (i - r * units)] = src[i];
+  }
+}
+
+// The widest copy unit (16, 8, 4, 2 or 1 bytes) that divides every size and address.
+size_t ConcatUnit(const std::vector<uint64_t>& values) {
+  for (size_t unit : {16, 8, 4, 2}) {
+    if (std::all_of(values.begin(), values.end(), [&](uint64_t v) { return v % unit == 0; })) return unit;
+  }
+  return 1;
+}
+
+}  // namespace
+
+// One launch per 32 inputs (not one copy per input): each output row is the inputs' rows side by
+// side, copied in the widest unit their sizes and addresses allow.
 Status Concat(const KernelArgs& k) {
   Tensor& out = k.Out(0);
   const AxisSplit split = SplitAt(out.shape(), k.node.GetInt("axis", 0));
   const int64_t axis = split.axis, outer = split.outer, inner = split.inner;
-  size_t elem = DTypeSize(out.dtype());
-  size_t out_row = static_cast<size_t>(out.dim(axis) * inner) * elem;
+  const size_t elem = DTypeSize(out.dtype());
+  const size_t out_row = static_cast<size_t>(out.dim(axis) * inner) * elem;
+  if (outer == 0 || out_row == 0) return Status::Ok();
+  struct Piece {
+    const void* src;
+    size_t bytes, offset;  // per outer row
+  };
+  std::vector<Piece> pieces;
+  std::vector<uint64_t> sizes = {out_row, reinterpret_cast<uint64_t>(out.raw())};
   size_t pos = 0;
   for (const Tensor* t : k.in) {
     size_t chunk = static_cast<size_t>(t->dim(axis) * inner) * elem;
-    if (chunk > 0 && outer > 0) {
-      RANKD_CUDA_RETURN(cudaMemcpy2DAsync(static_cast<uint8_t*>(out.raw()) + pos, out_row, t->raw(), chunk, chunk,
-                                          static_cast<size_t>(outer), cudaMemcpyDeviceToDevice, k.device->stream));
+    if (chunk > 0) {
+      pieces.push_back({t->raw(), chunk, pos});
+      sizes.insert(sizes.end(), {chunk, pos, reinterpret_cast<uint64_t>(t->raw())});
     }
     pos += chunk;
+  }
+  const size_t unit = ConcatUnit(sizes);
+  cudaStream_t s = k.device->stream;
+  for (size_t first = 0; first < pieces.size(); first += kConcatPieces) {
+    ConcatPieces p{};
+    size_t n = std::min<size_t>(kConcatPieces, pieces.size() - first);
+    int64_t widest = 0;
+    for (size_t i = 0; i < n; ++i) {
+      p.src[i] = pieces[first + i].src;
+      p.units[i] = static_cast<int64_t>(pieces[first + i].bytes / unit);
+      p.offset[i] = static_cast<int64_t>(pieces[first + i].offset / unit);
+      widest = std::max(widest, p.units[i]);
+    }
+    dim3 grid(Blocks(outer * widest), static_cast<unsigned>(n));
+    int64_t row = static_cast<int64_t>(out_row / unit);
+    switch (unit) {
+      case 16: ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint4*>(out.raw())); break;
+      case 8: ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint64_t*>(out.raw())); break;
+      case 4: ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint32_t*>(out.raw())); break;
+      case 2: ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint16_t*>(out.raw())); break;
+      default: ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint8_t*>(out.raw())); break;
+    }
+    RETURN_IF_ERROR(Launched(k));
   }
   return Status::Ok();
 }
