@@ -15,53 +15,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "frontend/kserve_json.h"
 #include "runtime/op_profile.h"
 #include "serving/model.h"
 #include "tools/commands.h"
+#include "tools/request_file.h"
 
 namespace rankd {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-StatusOr<std::vector<InferRequest>> ReadRequests(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read '" + path + "'");
-  std::vector<InferRequest> requests;
-  bool any_nonzero = false;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto r = ParseInferRequestJson(line, JsonLimits{size_t{1} << 30, int64_t{1} << 30, 8});
-    if (!r.ok()) return r.status().WithContext(path + ": line " + std::to_string(requests.size() + 1));
-    for (const InferInput& x : r->inputs) {
-      for (int64_t i = 0; i < x.data.size() && !any_nonzero; ++i) any_nonzero = x.data.ScalarAsDouble(i) != 0;
-    }
-    requests.push_back(std::move(*r));
-  }
-  if (requests.empty()) return InvalidArgument(path + " holds no requests");
-  if (!any_nonzero) return InvalidArgument(path + ": every input is all zeros; refusing to time it");
-  return requests;
-}
-
-// How far apart the medians of the run's four quarters are (max / min - 1): a busy machine or
-// moving clocks show up here, and such a run should not be trusted.
-double QuarterSpread(const std::vector<double>& ms, double* lo, double* hi) {
-  if (ms.size() < 8) return 0;
-  std::vector<double> medians;
-  size_t quarter = ms.size() / 4;
-  for (size_t q = 0; q < 4; ++q) {
-    std::vector<double> part(ms.begin() + static_cast<std::ptrdiff_t>(q * quarter),
-                             ms.begin() + static_cast<std::ptrdiff_t>((q + 1) * quarter));
-    std::sort(part.begin(), part.end());
-    medians.push_back(part[part.size() / 2]);
-  }
-  auto [l, h] = std::minmax_element(medians.begin(), medians.end());
-  *lo = *l;
-  *hi = *h;
-  return *h / *l - 1;
-}
 
 // A CSV field: quoted, with quotes doubled (RFC 4180).
 std::string Quoted(const std::string& s) {
@@ -79,8 +41,10 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   };
   auto backend = FindBackend(args.backend);
   if (!backend.ok()) return fail(backend.status());
-  auto requests = ReadRequests(args.requests);
-  if (!requests.ok()) return fail(requests.status());
+  auto lines = ReadRequestFile(args.requests);
+  if (!lines.ok()) return fail(lines.status());
+  std::vector<InferRequest> requests;
+  for (RequestLine& l : *lines) requests.push_back(std::move(l.request));
   ModelOptions options;
   options.backend = *backend;
   options.precision = args.precision;
@@ -88,20 +52,20 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   options.fusion = args.fusion;
   auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
   if (!model.ok()) return fail(model.status());
-  auto first = (*model)->Infer(requests->front());
+  auto first = (*model)->Infer(requests.front());
   if (!first.ok()) return fail(first.status().WithContext("the first request"));
   int64_t rows = first->front().data.dim(0);
   // Warm-up covers every request at least once, so each shape's plan is built before timing.
-  size_t warmup = std::max(static_cast<size_t>(args.warmup), requests->size());
+  size_t warmup = std::max(static_cast<size_t>(args.warmup), requests.size());
   for (size_t i = 0; i < warmup; ++i) {
-    auto out = (*model)->Infer((*requests)[i % requests->size()]);
-    if (!out.ok()) return fail(out.status().WithContext("warm-up request " + std::to_string(i % requests->size())));
+    auto out = (*model)->Infer(requests[i % requests.size()]);
+    if (!out.ok()) return fail(out.status().WithContext("warm-up request " + std::to_string(i % requests.size())));
   }
   std::vector<double> ms;
   ms.reserve(static_cast<size_t>(args.iters));
   Clock::time_point start = Clock::now(), last_progress = start;
   for (int i = 0; i < args.iters; ++i) {
-    const InferRequest& r = (*requests)[static_cast<size_t>(i) % requests->size()];
+    const InferRequest& r = requests[static_cast<size_t>(i) % requests.size()];
     Clock::time_point t0 = Clock::now();
     auto out = (*model)->Infer(r);
     Clock::time_point t1 = Clock::now();
@@ -112,18 +76,18 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
       std::fprintf(stderr, "  %d of %d runs, %.0f s\n", i + 1, args.iters, std::chrono::duration<double>(t1 - start).count());
     }
   }
-  double lo = 0, hi = 0;
-  double spread = QuarterSpread(ms, &lo, &hi);
+  std::vector<std::vector<double>> quarters(4);
+  for (size_t i = 0; i < ms.size(); ++i) quarters[std::min<size_t>(3, 4 * i / ms.size())].push_back(ms[i]);
+  double spread = QuarterSpread(quarters);
   if (spread > 0.25) {
-    std::fprintf(stderr, "warning: the medians of the run's four quarters differ by %.0f%% (%.4f to %.4f ms); rerun\n",
-                 spread * 100, lo, hi);
+    std::fprintf(stderr, "warning: the medians of the run's four quarters differ by %.0f%%; rerun\n", spread * 100);
   }
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2], p99 = ms[std::min(ms.size() - 1, ms.size() * 99 / 100)];
   double mean = 0;
   for (double v : ms) mean += v;
   mean /= static_cast<double>(ms.size());
-  auto plan = (*model)->PlanForRequest(requests->front());
+  auto plan = (*model)->PlanForRequest(requests.front());
   BucketCounters c = (*model)->bucket_counters();
   // What one run of the first request puts on the device (none on the CPU).
   nlohmann::json launches = nullptr;

@@ -1,4 +1,5 @@
 #include "tools/load_generator.h"
+#include "tools/request_file.h"
 
 #include <algorithm>
 #include <random>
@@ -30,16 +31,6 @@ void LoadRecorder::Timeout(double arrival_s) {
   ++result_.timeouts;
 }
 
-namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
-
 LoadResult LoadRecorder::Summarise(double offered_rate) const {
   LoadResult r = result_;
   r.offered_rate = offered_rate;
@@ -62,12 +53,7 @@ LoadResult LoadRecorder::Summarise(double offered_rate) const {
   double sum = 0;
   for (double x : v) sum += x;
   r.mean_ms = v.empty() ? 0.0 : sum / static_cast<double>(v.size());
-  if (std::all_of(quarters.begin(), quarters.end(), [](const auto& part) { return part.size() >= 4; })) {
-    std::vector<double> medians;
-    for (const auto& part : quarters) medians.push_back(Median(part));
-    auto [lo, hi] = std::minmax_element(medians.begin(), medians.end());
-    r.spread = *lo > 0 ? *hi / *lo - 1 : 0;
-  }
+  r.spread = QuarterSpread(quarters);
   return r;
 }
 

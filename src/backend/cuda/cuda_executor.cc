@@ -227,8 +227,9 @@ StatusOr<Executor::Launches> CudaExecutor::CountLaunches(const Plan& plan) {
   if (listed == cudaSuccess && count > 0) listed = cudaGraphGetNodes(graph, nodes.data(), &count);
   Launches launches;
   for (size_t i = 0; i < count && listed == cudaSuccess; ++i) {
-    cudaGraphNodeType type;
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     listed = cudaGraphNodeGetType(nodes[i], &type);
+    if (listed != cudaSuccess) break;
     if (type == cudaGraphNodeTypeKernel) ++launches.kernels;
     else if (type == cudaGraphNodeTypeMemcpy) ++launches.copies;
     else if (type == cudaGraphNodeTypeMemset) ++launches.memsets;
