@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "rankd/status.h"
+#include "compile/plan.h"
 #include "model/graph.h"
 
 namespace rankd {
@@ -31,5 +32,25 @@ int FuseGemmActivations(Graph& graph);
 // directly; any other reader gets RaggedToPadded(values, offsets), padded with -1. The k-th name
 // gets ragged_index k.
 Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_inputs);
+
+// What HoistUserSide did, for `rankd inspect`.
+struct HoistReport {
+  bool hoisted = false;
+  std::string why_not;         // when not hoisted
+  int user_nodes = 0;          // nodes that run once per user
+  int user_compute_nodes = 0;  // of those, the ones that compute (lookups, products, arithmetic)
+  int gathers = 0;             // per-user values gathered to the candidates
+};
+
+// User-side hoisting (user_hoisting.cc): the nodes that read only user inputs (graph inputs
+// `user_rows`, one row per user, and the (values, offsets) pairs `user_ragged`) and constants, and
+// that are provably row-wise, run on one row per user; where a candidate node reads their results
+// it reads Gather(result, request_index) instead, request_index being a new last graph input
+// "rankd.request_index" (INT64 [candidates]: each candidate's user row). `shapes` are the value
+// shapes of a plan of the graph built with user rows repeated to `plan_rows` candidates. When
+// nothing worth hoisting is found the graph is left as it was and the report says why.
+StatusOr<HoistReport> HoistUserSide(Graph& graph, const std::vector<int>& user_rows,
+                                    const std::vector<std::pair<int, int>>& user_ragged,
+                                    const std::vector<PlanValue>& shapes, int64_t plan_rows);
 
 }  // namespace rankd

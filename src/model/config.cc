@@ -200,7 +200,8 @@ StatusOr<ShapeBucketsConfig> ParseBuckets(const json& j) {
 StatusOr<ModelConfig> ParseJson(const json& j) {
   RETURN_IF_ERROR(Expect(j.is_object(), "the config must be a mapping"));
   RETURN_IF_ERROR(CheckKeys(j, {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs", "output",
-                                "version_policy", "precision", "batching", "dynamic_batching", "buckets", "tables"},
+                                "version_policy", "precision", "batching", "dynamic_batching", "buckets", "tables",
+                                "user_hoisting"},
                             "the config"));
   ModelConfig c;
   if (j.contains("name")) {
@@ -262,6 +263,10 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
     RETURN_IF_ERROR(Expect(p.is_string() && (p == "fp32" || p == "tf32" || p == "bf16"),
                            "precision must be fp32, tf32 or bf16"));
     c.precision = p;
+  }
+  if (j.contains("user_hoisting")) {
+    RETURN_IF_ERROR(Expect(j["user_hoisting"].is_boolean(), "user_hoisting must be true or false"));
+    c.user_hoisting = j["user_hoisting"];
   }
   for (const char* key : {"batching", "dynamic_batching"}) {
     if (!j.contains(key)) continue;

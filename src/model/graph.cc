@@ -57,6 +57,14 @@ int Graph::FindValue(const std::string& name) const {
   return it == by_name_.end() ? -1 : it->second;
 }
 
+void Graph::RenameValue(int id, const std::string& name) {
+  Value& v = values[static_cast<size_t>(id)];
+  auto it = by_name_.find(v.name);
+  if (it != by_name_.end() && it->second == id) by_name_.erase(it);
+  v.name = name;
+  if (!name.empty()) by_name_[name] = id;
+}
+
 std::vector<int> Graph::Producers() const {
   std::vector<int> producer(values.size(), -1);
   for (size_t n = 0; n < nodes.size(); ++n) {

@@ -54,6 +54,8 @@ class Graph {
   int AddConstant(const std::string& name, Tensor t);
   // Returns -1 when no value has that name.
   int FindValue(const std::string& name) const;
+  // Gives value `id` a new name (FindValue follows).
+  void RenameValue(int id, const std::string& name);
 
   std::vector<Value> values;
   std::vector<Node> nodes;

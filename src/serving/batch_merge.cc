@@ -14,6 +14,7 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, 
   merged.ragged_max_lengths.assign(first.ragged_max_lengths.size(), 0);
   for (const PreparedRequest* p : parts) {
     merged.rows += p->rows;
+    merged.users += p->users;
     merged.sequence_elements += p->sequence_elements;
     for (size_t r = 0; r < merged.ragged_max_lengths.size(); ++r) {
       merged.ragged_max_lengths[r] = std::max(merged.ragged_max_lengths[r], p->ragged_max_lengths[r]);
@@ -22,7 +23,7 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, 
   for (size_t i = 0; i < first.inputs.size(); ++i) {
     const Tensor& t0 = first.inputs[i];
     if (kinds[i].part == GraphInputKind::kOffsets) {
-      Tensor offsets = Tensor::Zeros(DType::kI64, {merged.rows + 1});
+      Tensor offsets = Tensor::Zeros(DType::kI64, {(kinds[i].user ? merged.users : merged.rows) + 1});
       int64_t* out = offsets.data<int64_t>();
       int64_t row = 0, base = 0;
       for (const PreparedRequest* p : parts) {
@@ -33,6 +34,18 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, 
         base += in[t.dim(0) - 1];
       }
       merged.inputs.push_back(std::move(offsets));
+      continue;
+    }
+    if (kinds[i].part == GraphInputKind::kRequestIndex) {
+      Tensor index = Tensor::Zeros(DType::kI64, {merged.rows});
+      int64_t* out = index.data<int64_t>();
+      int64_t users = 0;
+      for (const PreparedRequest* p : parts) {
+        const int64_t* in = p->inputs[i].data<int64_t>();
+        for (int64_t k = 0; k < p->rows; ++k) *out++ = users + in[k];
+        users += p->users;
+      }
+      merged.inputs.push_back(std::move(index));
       continue;
     }
     Shape shape = t0.shape();
@@ -74,6 +87,17 @@ StatusOr<std::vector<std::vector<Tensor>>> SplitRows(const std::vector<Tensor>& 
     }
   }
   return split;
+}
+
+Tensor RepeatRows(const Tensor& t, int64_t times) {
+  Shape s = t.shape();
+  s[0] *= times;
+  Tensor out = Tensor::Zeros(t.dtype(), s);
+  size_t bytes = t.bytes();
+  for (int64_t i = 0; i < times; ++i) {
+    if (bytes > 0) std::memcpy(static_cast<uint8_t*>(out.raw()) + static_cast<size_t>(i) * bytes, t.raw(), bytes);
+  }
+  return out;
 }
 
 bool OutputsAgree(const Tensor& a, const Tensor& b, double tolerance) {

@@ -1,10 +1,12 @@
 // Merging requests into one batch and splitting the batch's outputs back (docs/batching.md).
 //
-// A request reaches the batcher as its graph inputs (user rows already repeated to its
-// candidates, ragged inputs as values + offsets). Requests merge by concatenating every graph
-// input along its first dimension, TF Serving's rule, with ragged offsets shifted by the values
-// before them; CTR graphs are row-wise in the batch dimension, so row r of the merged outputs is
-// row r of the request it came from. The model checks that at load (Model::Prepare).
+// A request reaches the batcher as its graph inputs (ragged inputs as values + offsets; user
+// inputs one row per user when the model hoists its user side, else repeated to its candidates).
+// Requests merge by concatenating every graph input along its first dimension, TF Serving's rule,
+// with ragged offsets shifted by the values before them and each candidate's user row
+// (rankd.request_index) by the users before them; CTR graphs are row-wise in the batch
+// dimension, so row r of the merged outputs is row r of the request it came from. The model
+// checks that at load (Model::Prepare).
 #pragma once
 
 #include <cstdint>
@@ -15,10 +17,12 @@
 
 namespace rankd {
 
-// How a graph input is fed: dense rows, or the values / offsets of ragged input `ragged`.
+// How a graph input is fed: dense rows, the values / offsets of ragged input `ragged`, or each
+// candidate's user row. `user`: one row per user (a hoisted user input), not per candidate.
 struct GraphInputKind {
-  enum Part { kDense, kValues, kOffsets } part = kDense;
+  enum Part { kDense, kValues, kOffsets, kRequestIndex } part = kDense;
   int ragged = -1;
+  bool user = false;
 };
 
 // A request checked and turned into graph inputs, ready to run alone or merged with others.
@@ -26,6 +30,7 @@ struct PreparedRequest {
   std::vector<Tensor> inputs;  // the graph's inputs; views into the request where possible, so the request outlives it
   std::vector<int64_t> ragged_max_lengths;  // longest row of each ragged input
   int64_t rows = 0;                         // candidates
+  int64_t users = 0;                        // user rows of a hoisted model (0 otherwise)
   int64_t sequence_elements = 0;            // ragged ids the graph reads, over all inputs
 };
 
@@ -38,6 +43,9 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, 
 StatusOr<std::vector<std::vector<Tensor>>> SplitRows(const std::vector<Tensor>& outputs,
                                                      const std::vector<int64_t>& rows,
                                                      const std::vector<std::string>& output_names);
+
+// `t` stacked `times` times along its first dimension (user rows repeated to candidates).
+Tensor RepeatRows(const Tensor& t, int64_t times);
 
 // Whether two outputs agree: same dtype and shape, floating values within `tolerance` relative
 // (|a - b| <= tolerance * (1 + |a|)), others exactly.

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <numeric>
 
 #include "backend/backend.h"
 #include "compile/passes.h"
@@ -79,23 +80,31 @@ Status Model::Prepare() {
   }
   report_.ragged_inputs = static_cast<int>(ragged_names_.size());
   RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_));
+  BindGraphInputs();
+  Graph unhoisted = graph_;  // shares the constants; kept until the hoisted graph is checked
+  RETURN_IF_ERROR(StartHoisting().WithContext("user-side hoisting"));
   backend_ = options_.backend ? options_.backend : &CpuBackend();
   max_executors_ = options_.executors > 0 ? options_.executors : backend_ == &CpuBackend() ? 0 : 4;
   RETURN_IF_ERROR(backend_->CheckGraph(graph_));
   ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision));
   ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
-  // Bind graph inputs to config inputs (ApplyRaggedInputs put each pair where the input was).
-  for (int id : graph_.inputs) {
-    const std::string& name = graph_.values[static_cast<size_t>(id)].name;
-    for (size_t c = 0; c < config_.inputs.size(); ++c) {
-      const InputConfig& in = config_.inputs[c];
-      int ragged = static_cast<int>(std::find(ragged_names_.begin(), ragged_names_.end(), in.name) - ragged_names_.begin());
-      if (!in.ragged && name == in.name) bindings_.push_back({c, {GraphInputKind::kDense, -1}});
-      if (in.ragged && name == in.name + ".values") bindings_.push_back({c, {GraphInputKind::kValues, ragged}});
-      if (in.ragged && name == in.name + ".offsets") bindings_.push_back({c, {GraphInputKind::kOffsets, ragged}});
+  input_kinds_.clear();
+  for (const Binding& b : bindings_) input_kinds_.push_back(b.kind);
+  if (hoisted_) {
+    std::string why = CheckHoisting();
+    if (!why.empty()) {  // a rule proved something false: run the graph as written
+      report_.hoisting = "off: " + why;
+      hoisted_ = false;
+      graph_ = std::move(unhoisted);
+      BindGraphInputs();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        plans_.clear();
+        plan_order_.clear();
+      }
+      ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
     }
   }
-  RANKD_CHECK(bindings_.size() == graph_.inputs.size());
   for (const InputConfig& in : config_.inputs) {
     input_signature_.push_back({in.name, in.dtype, in.dims, in.scope == InputScope::kUser, in.ragged,
                                 in.ragged ? in.max_length : 0});
@@ -107,6 +116,7 @@ Status Model::Prepare() {
     }
     output_signature_.push_back(o);
   }
+  input_kinds_.clear();
   for (const Binding& b : bindings_) input_kinds_.push_back(b.kind);
   for (int id : graph_.outputs) output_names_.push_back(graph_.values[static_cast<size_t>(id)].name);
   auto warm = Infer(ExampleRequest(2));
@@ -150,18 +160,6 @@ void RandomizeFloats(InferRequest& request, uint32_t seed) {
 double Model::AgreementTolerance() const { return config_.precision == "fp32" ? 1e-3 : 3e-2; }
 
 namespace {
-
-// Repeats each of the `rows` rows of `t` (row_bytes each) `times` times: user rows to candidates.
-Tensor RepeatRows(const Tensor& t, int64_t times) {
-  Shape s = t.shape();
-  s[0] *= times;
-  Tensor out = Tensor::Zeros(t.dtype(), s);
-  size_t bytes = t.bytes();
-  for (int64_t i = 0; i < times; ++i) {
-    std::memcpy(static_cast<uint8_t*>(out.raw()) + static_cast<size_t>(i) * bytes, t.raw(), bytes);
-  }
-  return out;
-}
 
 Status CheckFinite(const InferInput& in) {
   const Tensor& t = in.data;
@@ -250,20 +248,32 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   if (n > limit) {
     return ResourceExhausted("the request has " + std::to_string(n) + " rows; the limit is " + std::to_string(limit));
   }
+  // Users: one, or one per candidate when any user input has a row per candidate.
+  int64_t users = 1;
   for (size_t c = 0; c < config_.inputs.size(); ++c) {
     if (config_.inputs[c].scope == InputScope::kUser && rows[c] != 1 && rows[c] != n) {
       return InvalidArgument("user input '" + config_.inputs[c].name + "' must have 1 row (or one per candidate), got " +
                              std::to_string(rows[c]));
     }
+    if (config_.inputs[c].scope == InputScope::kUser) users = std::max(users, rows[c]);
   }
-  // Dense tensors and ragged (values, offsets), with user rows repeated to every candidate.
+  // Dense tensors and ragged (values, offsets). User rows go once per user to a hoisted graph
+  // (with each candidate's user row), else repeated to every candidate.
   prepared.rows = n;
+  prepared.users = hoisted_ ? users : 0;
   prepared.sequence_elements = 0;
   inputs.clear();
   ragged_max_lengths.assign(ragged_names_.size(), 0);
   for (const Binding& b : bindings_) {
+    if (b.kind.part == GraphInputKind::kRequestIndex) {
+      Tensor index = Tensor::Zeros(DType::kI64, {n});
+      if (users > 1) std::iota(index.data<int64_t>(), index.data<int64_t>() + n, int64_t{0});
+      inputs.push_back(std::move(index));
+      continue;
+    }
     const InferInput& in = *given[b.config_index];
-    int64_t repeat = rows[b.config_index] == n ? 1 : n;
+    int64_t want = b.kind.user ? users : n;  // rows this graph input has
+    int64_t repeat = rows[b.config_index] == want ? 1 : want;
     if (b.kind.part == GraphInputKind::kDense) {
       inputs.push_back(repeat == 1 ? Tensor::View(in.data.dtype(), in.data.shape(), const_cast<void*>(in.data.raw()))
                                    : RepeatRows(in.data, repeat));
@@ -281,10 +291,10 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
                                    : RepeatRows(values, repeat));
       prepared.sequence_elements += inputs.back().size();
     } else {
-      Tensor offsets = Tensor::Zeros(DType::kI64, {n + 1});
+      Tensor offsets = Tensor::Zeros(DType::kI64, {want + 1});
       int64_t* o = offsets.data<int64_t>();
       int64_t max_len = 0;
-      for (int64_t r = 0; r < n; ++r) {
+      for (int64_t r = 0; r < want; ++r) {
         int64_t len = lengths[static_cast<size_t>(r % static_cast<int64_t>(lengths.size()))];
         o[r + 1] = o[r] + len;
         max_len = std::max(max_len, len);

@@ -49,6 +49,8 @@ struct ModelOptions {
   int shape_buckets = -1;
   // The fusion passes (embedding bags, GEMM epilogues); off only to measure what they save.
   bool fusion = true;
+  // Overrides the config's user_hoisting when 0 (off) or 1 (on); -1 keeps it.
+  int user_hoisting = -1;
 };
 
 // What loading did, for `rankd inspect`.
@@ -59,6 +61,7 @@ struct LoadReport {
   int fused_activations = 0;
   int ragged_inputs = 0;
   std::string buckets = "off";  // "on", "off" or why they are off
+  std::string hoisting = "off";  // user-side hoisting: what runs once per user, or why nothing does
   int warmup_captures = 0;      // plans captured (per executor) before the model reported ready
   int64_t warmup_capture_bytes = 0;
   double warmup_capture_ms = 0;
@@ -122,6 +125,12 @@ class Model {
  private:
   Model() = default;
   Status Prepare();
+  // bindings_ for graph_.inputs (model_hoisting.cc).
+  void BindGraphInputs();
+  // Runs the hoisting pass when the config allows it and the model has user and candidate inputs.
+  Status StartHoisting();
+  // "" when the hoisted graph scores a request as the graph as written does, else why not.
+  std::string CheckHoisting() const;
   // Validates the request and builds the graph's inputs.
   Status BuildGraphInputs(const InferRequest& request, PreparedRequest& prepared) const;
   // Runs prepared graph inputs on an executor from the pool, padded to their shape bucket when
@@ -143,7 +152,7 @@ class Model {
   Status StartBatching();
 
   // How each graph input is fed: from config input `config_index`, as dense data, ragged values
-  // or ragged offsets.
+  // or ragged offsets; or, in a hoisted graph, each candidate's user row (no config input).
   struct Binding {
     size_t config_index;
     GraphInputKind kind;
@@ -155,6 +164,7 @@ class Model {
   ModelOptions options_;
   LoadReport report_;
   std::vector<Binding> bindings_;  // one per graph input
+  bool hoisted_ = false;           // the graph runs its user side once per user (HoistUserSide)
   std::vector<std::string> ragged_names_;
   std::vector<InputSignature> input_signature_;
   std::vector<OutputSignature> output_signature_;

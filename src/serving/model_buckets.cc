@@ -23,7 +23,7 @@ std::vector<TensorMeta> MetasOf(const PreparedRequest& prepared) {
 
 StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared) const {
   if (buckets_) {
-    std::optional<BucketKey> key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths);
+    std::optional<BucketKey> key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths, prepared.users);
     if (key) {
       ASSIGN_OR_RETURN(std::vector<Tensor> outputs, RunPlanned(PadToBucket(prepared, *key, input_kinds_)));
       real_rows_ += static_cast<uint64_t>(prepared.rows);
@@ -107,7 +107,7 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& 
   PreparedRequest prepared;
   RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
   if (buckets_) {
-    if (std::optional<BucketKey> key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths)) {
+    if (std::optional<BucketKey> key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths, prepared.users)) {
       prepared = PadToBucket(prepared, *key, input_kinds_);
     }
   }
@@ -196,7 +196,7 @@ Status Model::StartBuckets() {
   // The checks pad more than any bucket would: 2 more rows, and every bucketed length to its
   // longest.
   auto widest = [&](const PreparedRequest& p) {
-    BucketKey key{p.rows + 2, p.ragged_max_lengths};
+    BucketKey key{p.rows + 2, p.ragged_max_lengths, hoisted_ ? p.users + 1 : 0};
     for (size_t k = 0; k < lengths.size(); ++k) {
       if (!lengths[k].empty()) key.lengths[k] = lengths[k].back();
     }
@@ -204,7 +204,7 @@ Status Model::StartBuckets() {
   };
   for (const PreparedRequest& p : examples) {
     BucketKey key = widest(p);
-    std::string why = changed(p, BucketKey{key.rows, p.ragged_max_lengths});  // rows only
+    std::string why = changed(p, BucketKey{key.rows, p.ragged_max_lengths, key.users});  // rows only
     if (!why.empty()) {
       why += ": the graph mixes rows";
       if (explicit_on) return InvalidArgument(why + "; remove the buckets section");
@@ -226,7 +226,8 @@ Status Model::StartBuckets() {
       }
     }
   }
-  buckets_ = std::make_unique<ShapeBuckets>(rows, lengths);
+  // A hoisted model's user rows are padded too: to one of the row sizes (one user, unbatched).
+  buckets_ = std::make_unique<ShapeBuckets>(rows, lengths, hoisted_ ? rows : std::vector<int64_t>{});
   report_.buckets = lengths_change.empty() ? "on" : "on, sequences at their own length: " + lengths_change;
   if (!on_device || !c.cuda_graphs) return Status::Ok();
   capture_worker_ = std::make_unique<CaptureWorker>();

@@ -21,10 +21,12 @@ int64_t RoundUp(const std::vector<int64_t>& allowed, int64_t n) {
 
 std::string BucketKey::ToString() const {
   std::string s = "rows=" + std::to_string(rows);
-  if (lengths.empty()) return s;
+  if (lengths.empty()) return users > 0 ? s + " users=" + std::to_string(users) : s;
   s += " lengths=[";
   for (size_t k = 0; k < lengths.size(); ++k) s += (k ? "," : "") + std::to_string(lengths[k]);
-  return s + "]";
+  s += "]";
+  if (users > 0) s += " users=" + std::to_string(users);
+  return s;
 }
 
 std::vector<int64_t> ShapeBuckets::Geometric(int64_t limit) {
@@ -48,16 +50,22 @@ std::vector<int64_t> ShapeBuckets::AllowedLengths(std::vector<int64_t> configure
   return allowed;
 }
 
-ShapeBuckets::ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<int64_t>> lengths)
-    : rows_(std::move(rows)), lengths_(std::move(lengths)) {
+ShapeBuckets::ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<int64_t>> lengths, std::vector<int64_t> users)
+    : rows_(std::move(rows)), lengths_(std::move(lengths)), users_(std::move(users)) {
   SortUnique(rows_);
+  SortUnique(users_);
   for (auto& l : lengths_) SortUnique(l);
 }
 
-std::optional<BucketKey> ShapeBuckets::Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths) const {
+std::optional<BucketKey> ShapeBuckets::Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths,
+                                            int64_t users) const {
   BucketKey key;
   key.rows = RoundUp(rows_, rows);
   if (key.rows < 0) return std::nullopt;
+  if (!users_.empty()) {
+    key.users = RoundUp(users_, std::max<int64_t>(users, 1));
+    if (key.users < 0) return std::nullopt;
+  }
   for (size_t k = 0; k < lengths_.size(); ++k) {
     if (lengths_[k].empty()) {  // kept at the request's own longest row
       key.lengths.push_back(ragged_max_lengths[k]);
@@ -96,7 +104,7 @@ std::vector<BucketKey> ShapeBuckets::WarmupKeys(int64_t max_rows, const std::vec
   for (int64_t rows : Octaves(rows_)) {
     if (rows > max_rows) break;
     for (size_t j = 0; j < levels; ++j) {
-      BucketKey key{rows, {}};
+      BucketKey key{rows, {}, users_.empty() ? 0 : users_.front()};
       int64_t longest = 1;
       for (const auto& l : levels_of) {
         if (!l.empty()) longest = std::max(longest, l[std::min(j, l.size() - 1)]);
@@ -128,6 +136,7 @@ Tensor ViewOf(const Tensor& t) { return Tensor::View(t.dtype(), t.shape(), const
 PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds) {
   PreparedRequest out;
   out.rows = key.rows;
+  out.users = key.users;
   out.ragged_max_lengths = key.lengths;
   out.inputs.resize(p.inputs.size());
   // Offsets of each ragged input in the request (to lay out its values).
@@ -138,13 +147,16 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
   for (size_t i = 0; i < kinds.size(); ++i) {
     const Tensor& in = p.inputs[i];
     const GraphInputKind& kind = kinds[i];
-    if (kind.part == GraphInputKind::kDense) {
-      if (key.rows == p.rows) {  // already the bucket's rows: no copy
+    // Rows the input has and must have: users for user inputs, candidates for the rest.
+    int64_t have = kind.user ? p.users : p.rows;
+    int64_t want = kind.user ? key.users : key.rows;
+    if (kind.part == GraphInputKind::kDense || kind.part == GraphInputKind::kRequestIndex) {
+      if (want == have) {  // already the bucket's rows: no copy
         out.inputs[i] = ViewOf(in);
         continue;
       }
       Shape s = in.shape();
-      s[0] = key.rows;
+      s[0] = want;
       Tensor t = Tensor::Zeros(in.dtype(), s);
       if (in.bytes() > 0) std::memcpy(t.raw(), in.raw(), in.bytes());
       out.inputs[i] = std::move(t);
@@ -152,37 +164,37 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     }
     int64_t width = key.lengths[static_cast<size_t>(kind.ragged)];
     if (kind.part == GraphInputKind::kOffsets) {
-      Tensor t = Tensor::Zeros(DType::kI64, {key.rows + 1});
-      for (int64_t r = 0; r <= key.rows; ++r) t.data<int64_t>()[r] = r * width;
+      Tensor t = Tensor::Zeros(DType::kI64, {want + 1});
+      for (int64_t r = 0; r <= want; ++r) t.data<int64_t>()[r] = r * width;
       out.inputs[i] = std::move(t);
       continue;
     }
     // Values: row r's ids at r * width, the rest -1 (ragged ids are signed integers: all ones).
     const int64_t* o = offsets[static_cast<size_t>(kind.ragged)];
     size_t item = DTypeSize(in.dtype());
-    out.sequence_elements += key.rows * width;
-    if (Uniform(o, p.rows, width)) {  // rows already `width` long (multi-hot, repeated user rows)
-      if (key.rows == p.rows) {
+    out.sequence_elements += want * width;
+    if (Uniform(o, have, width)) {  // rows already `width` long (multi-hot, repeated user rows)
+      if (want == have) {
         out.inputs[i] = ViewOf(in);
         continue;
       }
-      Tensor t = Tensor::Zeros(in.dtype(), {key.rows * width});
+      Tensor t = Tensor::Zeros(in.dtype(), {want * width});
       std::memcpy(t.raw(), in.raw(), in.bytes());
       std::memset(static_cast<uint8_t*>(t.raw()) + in.bytes(), 0xff, t.bytes() - in.bytes());
       out.inputs[i] = std::move(t);
       continue;
     }
     // One pass: each row's ids, then -1 to its width; the padded rows all -1.
-    Tensor t = Tensor::Zeros(in.dtype(), {key.rows * width});
+    Tensor t = Tensor::Zeros(in.dtype(), {want * width});
     auto* dst = static_cast<uint8_t*>(t.raw());
     const auto* src = static_cast<const uint8_t*>(in.raw());
     size_t row_bytes = static_cast<size_t>(width) * item;
-    for (int64_t r = 0; r < p.rows; ++r, dst += row_bytes) {
+    for (int64_t r = 0; r < have; ++r, dst += row_bytes) {
       size_t used = static_cast<size_t>(o[r + 1] - o[r]) * item;
       std::memcpy(dst, src + static_cast<size_t>(o[r]) * item, used);
       std::memset(dst + used, 0xff, row_bytes - used);
     }
-    std::memset(dst, 0xff, static_cast<size_t>(key.rows - p.rows) * row_bytes);
+    std::memset(dst, 0xff, static_cast<size_t>(want - have) * row_bytes);
     out.inputs[i] = std::move(t);
   }
   return out;

@@ -22,7 +22,8 @@ namespace rankd {
 struct BucketKey {
   int64_t rows = 0;
   std::vector<int64_t> lengths;  // per ragged input
-  std::string ToString() const;  // "rows=64 lengths=[8,20]"
+  int64_t users = 0;             // user rows of a hoisted model (0: none)
+  std::string ToString() const;  // "rows=64 lengths=[8,20] users=1"
 };
 
 // Shape buckets and captured graphs at run time (metrics).
@@ -38,8 +39,9 @@ struct BucketCounters {
 class ShapeBuckets {
  public:
   // `rows`: allowed batch sizes; `lengths[k]`: allowed lengths of ragged input k, or empty to
-  // keep that input's rows at the request's own longest row (no length padding).
-  ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<int64_t>> lengths);
+  // keep that input's rows at the request's own longest row (no length padding); `users`: allowed
+  // user counts of a hoisted model (empty when it has no user rows).
+  ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<int64_t>> lengths, std::vector<int64_t> users = {});
   // The allowed lengths of a ragged input: `configured` (powers of two when empty) cut at
   // `max_length`, which is always added so every valid row fits.
   static std::vector<int64_t> AllowedLengths(std::vector<int64_t> configured, int64_t max_length);
@@ -47,25 +49,28 @@ class ShapeBuckets {
   // 12.5% padding), and `limit` itself.
   static std::vector<int64_t> Geometric(int64_t limit);
 
-  // The smallest bucket holding a request, or nullopt when its rows exceed the largest.
-  std::optional<BucketKey> Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths) const;
+  // The smallest bucket holding a request, or nullopt when its rows (or users) exceed the largest.
+  std::optional<BucketKey> Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths, int64_t users = 0) const;
   // The buckets captured at warm-up: the power-of-two row buckets up to `max_rows` (and the
   // largest), each with every length level (level j: each ragged input at its j-th power-of-two
   // allowed length, or its longest; inputs kept at their own lengths take level j's longest
-  // length, up to their max_length in `max_lengths`). The others are captured on first use.
+  // length, up to their max_length in `max_lengths`), with one user when there are users. The
+  // others are captured on first use.
   std::vector<BucketKey> WarmupKeys(int64_t max_rows, const std::vector<int64_t>& max_lengths) const;
 
   const std::vector<int64_t>& rows() const { return rows_; }
   const std::vector<std::vector<int64_t>>& lengths() const { return lengths_; }
+  const std::vector<int64_t>& users() const { return users_; }
 
  private:
   std::vector<int64_t> rows_;
   std::vector<std::vector<int64_t>> lengths_;
+  std::vector<int64_t> users_;
 };
 
-// `p` padded to `key` (key.rows >= p.rows, each key length >= that input's longest row): dense
-// inputs get zero rows; ragged inputs get key.lengths[k] slots per row, real ids first and -1
-// after, with offsets to match. `kinds` describes each graph input. Inputs already in the
+// `p` padded to `key` (key.rows >= p.rows, key.users >= p.users, each key length >= that input's
+// longest row): dense inputs get zero rows; ragged inputs get key.lengths[k] slots per row, real
+// ids first and -1 after, with offsets to match; padded candidates belong to user 0. `kinds` describes each graph input. Inputs already in the
 // bucket's shape are viewed, not copied, so the result may view `p`'s tensors.
 PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds);
 

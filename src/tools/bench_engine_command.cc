@@ -50,6 +50,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   options.precision = args.precision;
   options.shape_buckets = args.buckets == "on" ? 1 : args.buckets == "off" ? 0 : -1;
   options.fusion = args.fusion;
+  options.user_hoisting = args.hoisting ? -1 : 0;
   auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
   if (!model.ok()) return fail(model.status());
   auto first = (*model)->Infer(requests.front());
@@ -101,7 +102,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
       {"backend", (*backend)->name()}, {"precision", (*model)->config().precision},
       {"buckets", (*model)->load_report().buckets}, {"graph_hits", c.graph_hits}, {"graph_misses", c.graph_misses},
       {"steps", plan.ok() ? static_cast<int64_t>((*plan)->steps().size()) : -1}, {"launches", launches},
-      {"fusion", args.fusion}, {"rows", rows},
+      {"fusion", args.fusion}, {"hoisting", (*model)->load_report().hoisting}, {"rows", rows},
       {"median_ms", median}, {"p99_ms", p99}, {"mean_ms", mean}, {"min_ms", ms.front()}, {"max_ms", ms.back()},
       {"pairs_per_s", static_cast<double>(rows) / (median / 1000.0)}, {"spread", spread}, {"iters", args.iters}};
   std::string line = out.dump();

@@ -25,6 +25,7 @@ struct InspectArgs {
   std::string backend = "cpu";  // where the model is loaded (buckets and graphs depend on it)
   bool plan = false;            // print each warm-up bucket's plan: steps and kernels
   bool fusion = true;           // false: load without the fusion passes
+  bool hoisting = true;         // false: load without user-side hoisting
 };
 int InspectCommand(const InspectArgs& args);
 
@@ -58,6 +59,7 @@ struct BenchEngineArgs {
   std::string precision;          // fp32 | tf32 | bf16; empty: the model config's
   std::string buckets = "config"; // on | off | config: shape buckets (and, on a GPU, captured graphs)
   bool fusion = true;             // false: without the fusion passes, to measure what they save
+  bool hoisting = true;           // false: user rows repeated to the candidates, as written
   int warmup = 10;                // at least one pass over the requests
   int iters = 200;
   std::string label;

@@ -69,6 +69,7 @@ int InspectCommand(const InspectArgs& args) {
   ModelOptions options;
   options.backend = *backend;
   options.fusion = args.fusion;
+  options.user_hoisting = args.hoisting ? -1 : 0;
   auto loaded = Model::Load(dir, args.version, options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "rankd inspect: %s\n", loaded.status().ToString().c_str());
@@ -92,6 +93,7 @@ int InspectCommand(const InspectArgs& args) {
   const LoadReport& r = model.load_report();
   std::printf("passes: %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d activations fused, %d ragged inputs\n",
               r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.fused_activations, r.ragged_inputs);
+  std::printf("user-side hoisting: %s\n", r.hoisting.c_str());
   if (const BatchPolicyOptions* b = model.batch_policy()) {
     std::printf("batching: cost = %.4g us/row + %.4g us/sequence id + %.4g us/request, budget %.4g, "
                 "max %lld rows, delay %lld us, queue %zu\n",

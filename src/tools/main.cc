@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   inspect_cmd->add_option("--backend", inspect.backend, "cpu | cuda | auto: load the model there");
   inspect_cmd->add_flag("--plan", inspect.plan, "Show the plan of each shape bucket: steps and kernels");
   inspect_cmd->add_flag("!--no-fusion", inspect.fusion, "Load without the fusion passes (to compare)");
+  inspect_cmd->add_flag("!--no-hoisting", inspect.hoisting, "Load without user-side hoisting (to compare)");
 
   rankd::ServeArgs serve;
   CLI::App* serve_cmd = app.add_subcommand("serve", "Serve models over KServe v2 (HTTP) with Prometheus metrics");
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   bench_engine->add_option("--buckets", engine.buckets, "on | off | config: shape buckets (and, on a GPU, CUDA graphs)")
       ->check(CLI::IsMember({"on", "off", "config"}));
   bench_engine->add_flag("!--no-fusion", engine.fusion, "Without the fusion passes (to measure what they save)");
+  bench_engine->add_flag("!--no-hoisting", engine.hoisting, "Without user-side hoisting (to measure what it saves)");
   bench_engine->add_option("--warmup", engine.warmup, "Untimed runs first (at least one per request)")
       ->check(CLI::NonNegativeNumber);
   bench_engine->add_option("--iters", engine.iters, "Timed runs")->check(CLI::Range(1, 100000000));

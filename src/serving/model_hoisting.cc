@@ -1,0 +1,125 @@
+// Model: user-side hoisting at load (docs/hoisting.md). The pass itself is compile/user_hoisting.cc.
+#include <algorithm>
+#include <limits>
+
+#include "compile/passes.h"
+#include "serving/model.h"
+
+namespace rankd {
+
+void Model::BindGraphInputs() {
+  // ApplyRaggedInputs put each (values, offsets) pair where the input was; the hoisting pass
+  // appends rankd.request_index.
+  bindings_.clear();
+  for (int id : graph_.inputs) {
+    const std::string& name = graph_.values[static_cast<size_t>(id)].name;
+    if (hoisted_ && name == "rankd.request_index") {
+      bindings_.push_back({std::numeric_limits<size_t>::max(), {GraphInputKind::kRequestIndex, -1, false}});
+      continue;
+    }
+    for (size_t c = 0; c < config_.inputs.size(); ++c) {
+      const InputConfig& in = config_.inputs[c];
+      int ragged = static_cast<int>(std::find(ragged_names_.begin(), ragged_names_.end(), in.name) - ragged_names_.begin());
+      bool user = hoisted_ && in.scope == InputScope::kUser;
+      if (!in.ragged && name == in.name) bindings_.push_back({c, {GraphInputKind::kDense, -1, user}});
+      if (in.ragged && name == in.name + ".values") bindings_.push_back({c, {GraphInputKind::kValues, ragged, user}});
+      if (in.ragged && name == in.name + ".offsets") bindings_.push_back({c, {GraphInputKind::kOffsets, ragged, user}});
+    }
+  }
+  RANKD_CHECK(bindings_.size() == graph_.inputs.size());
+}
+
+Status Model::StartHoisting() {
+  bool allowed = options_.user_hoisting >= 0 ? options_.user_hoisting == 1 : config_.user_hoisting;
+  bool users = false, candidates = false;
+  for (const InputConfig& in : config_.inputs) {
+    users = users || in.scope == InputScope::kUser;
+    candidates = candidates || in.scope == InputScope::kItem;
+  }
+  if (!allowed) {
+    report_.hoisting = "off (config)";
+    return Status::Ok();
+  }
+  if (!users || !candidates) {
+    report_.hoisting = users ? "off (no candidate inputs)" : "off (no user inputs)";
+    return Status::Ok();
+  }
+  // The pass reads ranks and row counts from a plan of the graph as written, user rows repeated
+  // to an odd number of candidates (so no other dimension is mistaken for the rows).
+  constexpr int64_t kPlanRows = 7;
+  std::vector<TensorMeta> metas;
+  std::vector<int> user_rows;
+  std::vector<std::pair<int, int>> user_ragged(ragged_names_.size(), {-1, -1});
+  PlanOptions options;
+  for (const std::string& name : ragged_names_) {
+    options.ragged_max_lengths.push_back(std::min<int64_t>(3, config_.FindInput(name)->max_length));
+  }
+  for (size_t i = 0; i < bindings_.size(); ++i) {
+    const Binding& b = bindings_[i];
+    const InputConfig& in = config_.inputs[b.config_index];
+    bool user = in.scope == InputScope::kUser;
+    int id = graph_.inputs[i];
+    if (b.kind.part == GraphInputKind::kDense) {
+      Shape s{kPlanRows};
+      for (int64_t d : in.dims) s.push_back(d < 0 ? 1 : d);
+      metas.push_back({in.dtype, s, nullptr});
+      if (user) user_rows.push_back(id);
+    } else if (b.kind.part == GraphInputKind::kValues) {
+      metas.push_back({in.dtype, {kPlanRows * options.ragged_max_lengths[static_cast<size_t>(b.kind.ragged)]}, nullptr});
+      if (user) user_ragged[static_cast<size_t>(b.kind.ragged)].first = id;
+    } else {
+      metas.push_back({DType::kI64, {kPlanRows + 1}, nullptr});
+      if (user) user_ragged[static_cast<size_t>(b.kind.ragged)].second = id;
+    }
+  }
+  user_ragged.erase(std::remove_if(user_ragged.begin(), user_ragged.end(), [](auto p) { return p.first < 0; }),
+                    user_ragged.end());
+  auto plan = Plan::Build(graph_, metas, options);
+  if (!plan.ok()) {
+    report_.hoisting = "off: the graph could not be planned for the pass (" + plan.status().ToString() + ")";
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(HoistReport r, HoistUserSide(graph_, user_rows, user_ragged, (*plan)->values(), kPlanRows));
+  if (!r.hoisted) {
+    report_.hoisting = "off: " + r.why_not;
+    return Status::Ok();
+  }
+  hoisted_ = true;
+  BindGraphInputs();
+  report_.hoisting = "on: " + std::to_string(r.user_nodes) + " nodes run once per user (" +
+                     std::to_string(r.user_compute_nodes) + " computing), " + std::to_string(r.gathers) +
+                     " values gathered to the candidates";
+  return Status::Ok();
+}
+
+std::string Model::CheckHoisting() const {
+  // One user scored with its rows once, and with its rows repeated to every candidate: the second
+  // is what the graph as written computes (the gathers pick row i for candidate i).
+  constexpr int64_t kCandidates = 5;
+  InferRequest once = ExampleRequest(kCandidates, 3);
+  RandomizeFloats(once, 4242);
+  InferRequest repeated = once;
+  for (size_t c = 0; c < config_.inputs.size(); ++c) {
+    if (config_.inputs[c].scope != InputScope::kUser) continue;
+    InferInput& in = repeated.inputs[c];
+    in.data = RepeatRows(in.data, kCandidates);
+    if (!in.lengths.empty()) in.lengths.assign(static_cast<size_t>(kCandidates), in.lengths[0]);
+  }
+  PreparedRequest a, b;
+  Status s = BuildGraphInputs(once, a);
+  if (s.ok()) s = BuildGraphInputs(repeated, b);
+  if (!s.ok()) return "the check request is refused: " + s.ToString();
+  auto per_user = RunPlanned(a, /*capture=*/false);
+  if (!per_user.ok()) return "a hoisted request fails: " + per_user.status().ToString();
+  auto per_candidate = RunPlanned(b, /*capture=*/false);
+  if (!per_candidate.ok()) return "a hoisted request fails: " + per_candidate.status().ToString();
+  for (size_t o = 0; o < per_user->size(); ++o) {
+    if (!OutputsAgree((*per_user)[o], (*per_candidate)[o], AgreementTolerance())) {
+      const std::string& name = graph_.values[static_cast<size_t>(graph_.outputs[o])].name;
+      return "output '" + name + "' changes when the user side runs once per user";
+    }
+  }
+  return std::string();
+}
+
+}  // namespace rankd
