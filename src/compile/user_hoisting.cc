@@ -177,10 +177,13 @@ std::optional<std::vector<Info>> Hoister::RowsRule(const Node& n) const {
   }
   if (op == "MatMul") {
     int64_t ra = Rank(in(0)), rb = Rank(in(1));
-    bool ok = (side(0) == Side::kRows && side(1) == Side::kFree && ra >= 2 &&
-               (rb < ra || (rb == ra && ShapeOf(in(1))[0] == 1))) ||
-              (side(0) == Side::kFree && side(1) == Side::kRows && rb >= 3 &&
-               (ra < rb || (ra == rb && ShapeOf(in(0))[0] == 1))) ||
+    // A free operand of rank <= 2 is a matrix (or vector); past that its batch dimensions
+    // broadcast against the rows operand's and must not reach axis 0.
+    auto free_fits = [&](int64_t free_rank, int free_input, int64_t rows_rank) {
+      return free_rank <= 2 || free_rank < rows_rank || (free_rank == rows_rank && ShapeOf(in(free_input))[0] == 1);
+    };
+    bool ok = (side(0) == Side::kRows && side(1) == Side::kFree && ra >= 2 && free_fits(rb, 1, ra)) ||
+              (side(0) == Side::kFree && side(1) == Side::kRows && rb >= 3 && free_fits(ra, 0, rb)) ||
               (side(0) == Side::kRows && side(1) == Side::kRows && ra >= 3 && ra == rb);
     return ok ? std::optional(all_outputs(rows)) : std::nullopt;
   }
