@@ -53,6 +53,8 @@ def main():
     p.add_argument("--precisions", default="fp32,bf16", help="rankd's matrix-product precisions to time")
     p.add_argument("--rows", default="", help="only these candidate counts, e.g. 1,512,32768")
     p.add_argument("--buckets", default="on,off", help="rankd with shape buckets and CUDA graphs on, off, or both (on,off)")
+    p.add_argument("--hoisting", default="on,off", help="also time the first precision without user-side hoisting "
+                   "(off) on models with user inputs")
     p.add_argument("--report", default="", help="write gpu_report.json and gpu_report.md into this folder")
     p.add_argument("--commit", default="", help="the commit measured (default: .bundle/COMMIT, else git)")
     a = p.parse_args()
@@ -62,11 +64,15 @@ def main():
     rows = []
     # rankd's variants: each precision with buckets and graphs ("fp32"), and without ("fp32 no graphs").
     variants = [p + ("" if b == "on" else " no graphs") for b in a.buckets.split(",") for p in a.precisions.split(",")]
+    if "off" in a.hoisting.split(","):
+        variants.append(a.precisions.split(",")[0] + " unhoisted")
     for name in a.workloads.split(","):
         package = f"{name}_full"
         if not os.path.exists(os.path.join(repo, package, "1", "model.onnx")):
             print(f"exporting {package} ...", file=sys.stderr, flush=True)
             export(name, "full", repo, "", 1, 0, package=package)
+        with open(os.path.join(repo, package, "config.yaml")) as f:
+            has_users = "scope: user" in f.read()
         model = models.build(name, "full", seed=0).eval()
         feats = rq.features(name, model)
         gpu_model = models.build(name, "full", seed=0).eval().cuda()
@@ -86,12 +92,18 @@ def main():
                 precision, buckets = variant.split(" ")[0], "off" if variant.endswith("no graphs") else "on"
                 cmd = bench + ["--backend", "cuda", "--precision", precision, "--model-repo", repo, "--model", package,
                                "--requests", path, "--iters", str(a.iters), "--warmup", "20", "--buckets", buckets]
+                if variant.endswith("unhoisted"):
+                    if not has_users:
+                        ours[variant] = "n/a"
+                        continue
+                    cmd.append("--no-hoisting")
                 res = subprocess.run(cmd, capture_output=True, text=True)
                 if res.returncode != 0:
                     print(res.stderr, file=sys.stderr)
                     continue
                 ours[variant] = json.loads(res.stdout.strip().splitlines()[-1])
-            if not ours:
+            timed = {v: o for v, o in ours.items() if isinstance(o, dict)}
+            if not timed:
                 continue
             # What the fusion passes save: the same request without them (a short run; only its
             # launch count is kept).
@@ -103,11 +115,12 @@ def main():
                       for f in feats if f.kind == "ragged"}
             batches = [[t.pin_memory() for t in rq.to_torch(feats, r, n, widths)] for r in reqs]
             label = f"{LABELS[name]}, " + (f"{n} pairs" if not seq else f"1 user x {n}, L={seq}")
-            row = {"label": label, "n": n, "seq": seq, "steps": next(iter(ours.values())).get("steps"),
-                   "rankd": {p: (o["median_ms"], o["p99_ms"]) for p, o in ours.items()},
-                   "graphs": {p: (o.get("graph_hits"), o.get("graph_misses")) for p, o in ours.items()},
-                   "spread": {p: o.get("spread", 0) for p, o in ours.items()},
-                   "launches": {"fused": next(iter(ours.values())).get("launches"), "unfused": unfused}}
+            first = next(iter(timed.values()))
+            row = {"label": label, "n": n, "seq": seq, "steps": first.get("steps"),
+                   "rankd": {p: (o["median_ms"], o["p99_ms"]) if isinstance(o, dict) else o for p, o in ours.items()},
+                   "graphs": {p: (o.get("graph_hits"), o.get("graph_misses")) for p, o in timed.items()},
+                   "spread": {p: o.get("spread", 0) for p, o in timed.items()},
+                   "launches": {"fused": first.get("launches"), "unfused": unfused}}
             for peer in peers:
                 try:
                     row[peer] = time_gpu(gpu_peer(peer, gpu_model, compiled), batches, a.iters)

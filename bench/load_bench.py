@@ -1,11 +1,13 @@
-"""Serving under load: throughput and p50/p99 latency against offered load, batching off and on.
+"""Serving under load: throughput and p50/p99 latency against offered load, batching and hoisting off and on.
 
   /usr/bin/python3 bench/load_bench.py [--rankd build/rankd] [--backend cpu] [--size tiny]
       [--w1-rates 50,100,200] [--w2-rates 50,100,200] [--seconds 10] [--din-length 100]
-      [--din-candidates 200 | 50-1000]
+      [--din-candidates 200 | 50-1000] [--hoisting on,off]
 
-Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo, serves each twice from one `rankd serve`:
-as exported, and with a `batching` section (cost model measured at warm-up). Request mixes from
+Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo and serves them from one `rankd serve`:
+as exported, and with a `batching` section (cost model measured at warm-up); W2, whose profile
+and history are user inputs, also with `user_hoisting: false` (docs/hoisting.md) when --hoisting
+lists off. Request mixes from
 WORKLOADS.md: W1 draws N from MLPerf's server sizes {100, 100, 200 x12, 300, 300, 400, 500, 600,
 700}; W2 is one user with N candidates (200, or uniform in a range: --din-candidates 50-1000) and
 a history uniform in [L/2, L]. For each model and rate, `rankd bench server` sends open-loop
@@ -16,7 +18,6 @@ Needs PyTorch for the export (scripts/setup.sh --zoo).
 import argparse
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -51,27 +52,36 @@ def metrics(port):
     return out
 
 
-def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200)):
-    """Exports NAME at SIZE (once) and writes its request mix; returns (plain, batched, requests path)."""
+def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200), hoisting=("on",)):
+    """Exports NAME at SIZE (once), writes its variants and its request mix; returns
+    ([(model, batching, hoisting)], requests path). Hoisting is "n/a" for a model without user inputs."""
     plain = f"{name}_{size}"
-    batched = plain + "_batched"
     if not os.path.exists(os.path.join(repo, plain, "1", "model.onnx")):
         print(f"exporting {plain} ...", file=sys.stderr, flush=True)
         export(name, size, repo, "", 1, 0, package=plain)
-    os.makedirs(os.path.join(repo, batched, "1"), exist_ok=True)
-    link = os.path.join(repo, batched, "1", "model.onnx")
-    if not os.path.exists(link):
-        os.symlink(os.path.abspath(os.path.join(repo, plain, "1", "model.onnx")), link)
-    for extra in os.listdir(os.path.join(repo, plain, "1")):  # external weights, if any
-        target = os.path.join(repo, batched, "1", extra)
-        if extra != "model.onnx" and not os.path.exists(target):
-            os.symlink(os.path.abspath(os.path.join(repo, plain, "1", extra)), target)
     config = ""
     if os.path.exists(os.path.join(repo, plain, "config.yaml")):
         with open(os.path.join(repo, plain, "config.yaml")) as f:
             config = "".join(l for l in f if not l.startswith("name:"))
-    with open(os.path.join(repo, batched, "config.yaml"), "w") as f:
-        f.write(f"name: {batched}\n{config}\nbatching: {{max_queue_delay_microseconds: 1000}}\n")
+    has_users = "scope: user" in config
+    variants = []
+    for hoist in (hoisting if has_users else ("n/a",)):
+        for batching in (False, True):
+            model = plain + ("_batched" if batching else "") + ("_unhoisted" if hoist == "off" else "")
+            variants.append((model, batching, hoist))
+            if model == plain:
+                continue
+            os.makedirs(os.path.join(repo, model, "1"), exist_ok=True)
+            for extra in os.listdir(os.path.join(repo, plain, "1")):  # the graph and any external weights
+                target = os.path.join(repo, model, "1", extra)
+                if not os.path.exists(target):
+                    os.symlink(os.path.abspath(os.path.join(repo, plain, "1", extra)), target)
+            with open(os.path.join(repo, model, "config.yaml"), "w") as f:
+                f.write(f"name: {model}\n{config}\n")
+                if batching:
+                    f.write("batching: {max_queue_delay_microseconds: 1000}\n")
+                if hoist == "off":
+                    f.write("user_hoisting: false\n")
     model = models.build(name, size, seed=0)
     feats = rq.features(name, model)
     rng = np.random.default_rng(2026)
@@ -84,7 +94,7 @@ def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200))
                 lo, hi = din_candidates
                 r = rq.make_request(rng, feats, int(rng.integers(lo, hi + 1)), seq_len=din_length)
             f.write(json.dumps(rq.to_json(feats, r, str(i), flat_ragged=True)) + "\n")
-    return plain, batched, path
+    return variants, path
 
 
 def main():
@@ -97,6 +107,7 @@ def main():
     p.add_argument("--din-length", type=int, default=100, help="W2's longest history L (each is uniform in [L/2, L])")
     p.add_argument("--din-candidates", default="200", help="W2's N: a count, or a range LO-HI drawn uniformly "
                    "(WORKLOADS.md: 200 typical, 50-1000)")
+    p.add_argument("--hoisting", default="on,off", help="W2 with user-side hoisting on, off or both")
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--requests", type=int, default=64, help="distinct requests per workload, rotated")
     p.add_argument("--out", default=os.path.join(HERE, "out"))
@@ -109,14 +120,15 @@ def main():
     for name, rates in (("dlrm_dcnv2", a.w1_rates), ("din", a.w2_rates)):
         if rates:
             lo, _, hi = a.din_candidates.partition("-")
-            plain, batched, path = prepare(name, a.size, repo, a.out, a.din_length, a.requests,
-                                           (int(lo), int(hi or lo)))
-            plans.append((name, plain, batched, path, [float(r) for r in rates.split(",")]))
+            variants, path = prepare(name, a.size, repo, a.out, a.din_length, a.requests,
+                                     (int(lo), int(hi or lo)), tuple(a.hoisting.split(",")))
+            plans.append((name, variants, path, [float(r) for r in rates.split(",")]))
     http, mport = free_port(), free_port()
     log = tempfile.TemporaryFile()
     load = []
-    for _, plain, batched, _, _ in plans:
-        load += ["--load-model", plain, "--load-model", batched]
+    for _, variants, _, _ in plans:
+        for model, _, _ in variants:
+            load += ["--load-model", model]
     server = subprocess.Popen(rankd + ["serve", "--model-repository", repo, "--backend", a.backend,
                                        "--http-address", "127.0.0.1", "--http-port", str(http), "--metrics-port",
                                        str(mport), "--grpc-port", "-1", "--model-control-mode", "explicit"] + load,
@@ -132,8 +144,8 @@ def main():
                 time.sleep(0.5)
         else:
             raise RuntimeError("server not ready")
-        for name, plain, batched, path, rates in plans:
-            for model in (plain, batched):
+        for name, variants, path, rates in plans:
+            for model, batching, hoisting in variants:
                 # One unrecorded pass over every request first: plans for their shapes are built then.
                 subprocess.run(rankd + ["bench", "server", "--port", str(http), "--model", model, "--requests", path,
                                         "--binary", "--rates", "50", "--seconds", str(2 * a.requests / 50), "--warmup", "0",
@@ -156,21 +168,21 @@ def main():
                         key = f"nv_inference_{part}_duration_us" + label
                         r[part + "_us"] = (after.get(key, 0) - before.get(key, 0)) / max(reqs, 1)
                     rows.append({"workload": "W1" if name == "dlrm_dcnv2" else "W2", "model": model,
-                                 "batching": model == batched, "requests_per_execution": reqs / max(execs, 1),
+                                 "batching": batching, "hoisting": hoisting, "requests_per_execution": reqs / max(execs, 1),
                                  "command": " ".join(cmd), **r})
     finally:
         server.terminate()
         server.wait(60)
     log.seek(0)
-    print("\n".join(l for l in log.read().decode(errors="replace").splitlines() if "batching" in l or "backend" in l),
-          file=sys.stderr)
+    print("\n".join(l for l in log.read().decode(errors="replace").splitlines()
+                    if "batching" in l or "backend" in l or "hoisting" in l), file=sys.stderr)
     print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, binary bodies, "
           f"{os.cpu_count()} cores shared by server and client\n")
-    print("| workload | batching | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors | requests per execution "
+    print("| workload | batching | hoisting | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors | requests per execution "
           "| server µs per request: queue / parse / score / answer |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['workload']} | {'on' if r['batching'] else 'off'} | {r['offered_rate']:g} | {r['achieved_rate']:.1f} | "
+        print(f"| {r['workload']} | {'on' if r['batching'] else 'off'} | {r['hoisting']} | {r['offered_rate']:g} | {r['achieved_rate']:.1f} | "
               f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | {r['errors'] + r['timeouts']} | "
               f"{r['requests_per_execution']:.2f} | {r['queue_us']:.0f} / {r['compute_input_us']:.0f} / "
               f"{r['compute_infer_us']:.0f} / {r['compute_output_us']:.0f} |")

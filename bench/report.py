@@ -22,8 +22,13 @@ BEGIN = "<!-- generated: gpu report -->"
 END = "<!-- end of generated gpu report -->"
 
 
+def timed(pair):
+    """Whether a cell holds (median, p99); it may be None (failed) or "n/a" (does not apply)."""
+    return isinstance(pair, (list, tuple))
+
+
 def cell(pair):
-    return f"{pair[0]:.3f} / {pair[1]:.3f}" if pair else "failed"
+    return f"{pair[0]:.3f} / {pair[1]:.3f}" if timed(pair) else pair if pair == "n/a" else "failed"
 
 
 def launches(counts):
@@ -38,8 +43,8 @@ def launches(counts):
 
 def best_ratio(row, variants, peers):
     """(best peer median / best rankd median), or None when either side has no result."""
-    ours = [row["rankd"][v][0] for v in variants if row["rankd"].get(v)]
-    theirs = [row[p][0] for p in peers if row.get(p)]
+    ours = [row["rankd"][v][0] for v in variants if timed(row["rankd"].get(v))]
+    theirs = [row[p][0] for p in peers if timed(row.get(p))]
     return min(theirs) / min(ours) if ours and theirs else None
 
 
@@ -56,7 +61,7 @@ def render_gpu(report, plots=()):
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + " --- |" * len(head))
     for r in rows:
-        medians = [r["rankd"][v][0] for v in variants if r["rankd"].get(v)]
+        medians = [r["rankd"][v][0] for v in variants if timed(r["rankd"].get(v))]
         ratio = best_ratio(r, variants, peers)
         cells = [r["label"], str(r.get("steps", "")), launches(r.get("launches"))] + [cell(r["rankd"].get(v)) for v in variants]
         cells += [cell(r.get(p)) for p in peers]
@@ -68,7 +73,9 @@ def render_gpu(report, plots=()):
             "captured CUDA graph; 'no graphs' runs every request at its own shape, kernel by kernel. The ratio is the "
             "best peer's median over rankd's best median (above 1: rankd is faster). Device launches: the kernels one "
             "batch of the first request's shape puts on the device, counted from a capture of it (one graph launch "
-            "replays them all when captured), with the fusion passes and without (`rankd bench engine --no-fusion`)."]
+            "replays them all when captured), with the fusion passes and without (`rankd bench engine --no-fusion`). "
+            "'unhoisted': without user-side hoisting (`--no-hoisting`, docs/hoisting.md), user rows repeated to every "
+            "candidate; n/a for models without user inputs."]
     warnings = [f"{r['label']} {v}: spread {r['spread'][v]:.0%}" for r in rows for v in variants
                 if r.get("spread", {}).get(v, 0) > 0.25]
     if warnings:
@@ -83,12 +90,12 @@ def render_load(rows, note=""):
     """Open-loop load rows (bench/load_bench.py --json) as a markdown table."""
     out = ["Open-loop load against `rankd serve`" + (f" ({note})" if note else "") + ": Poisson arrivals over HTTP with "
            "binary tensor bodies; latency from each request's scheduled time (no coordinated omission).", "",
-           "| workload | batching | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors + timeouts "
+           "| workload | batching | hoisting | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors + timeouts "
            "| requests per execution | latency steady? |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         steady = "yes" if r.get("spread", 0) <= 0.25 else f"no (quarters differ by {r['spread']:.0%})"
-        out.append(f"| {r['workload']} | {'on' if r['batching'] else 'off'} | {r['offered_rate']:g} | "
+        out.append(f"| {r['workload']} | {'on' if r['batching'] else 'off'} | {r.get('hoisting', 'n/a')} | {r['offered_rate']:g} | "
                    f"{r['achieved_rate']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | "
                    f"{r['errors'] + r['timeouts']} | {r.get('requests_per_execution', 1):.2f} | {steady} |")
     return "\n".join(out) + "\n"
@@ -121,7 +128,8 @@ def plot_throughput(report, workload, png):
     if len({r["n"] for r in rows}) < 2:
         return False  # one batch size: nothing to plot against
     variants, peers = report["meta"]["variants"], report["meta"]["peers"]
-    medians = [("rankd (best variant)", lambda r: min((r["rankd"][v][0] for v in variants if r["rankd"].get(v)), default=None))]
+    medians = [("rankd (best variant)",
+                lambda r: min((r["rankd"][v][0] for v in variants if timed(r["rankd"].get(v))), default=None))]
     medians += [(f"PyTorch {p}", lambda r, p=p: r[p][0] if r.get(p) else None) for p in peers]
     series = [(title, [(r["n"], r["n"] / (median(r) / 1000)) for r in rows if median(r)]) for title, median in medians]
     return draw(png, f"{workload}: pairs/s against batch size ({report['meta']['gpu']})", "pairs per request",
@@ -129,13 +137,16 @@ def plot_throughput(report, workload, png):
 
 
 def plot_load(rows, workload, png):
-    """p50 and p99 latency against offered load for one workload, batching on and off."""
+    """p50 and p99 latency against offered load for one workload, batching (and hoisting) on and off."""
     rows = [r for r in rows if r["workload"] == workload]
     series = []
-    for batching in (False, True):
-        sel = sorted((r for r in rows if r["batching"] == batching), key=lambda r: r["offered_rate"])
-        for q in ("p50_ms", "p99_ms"):
-            series.append((f"{q[:3]}, batching {'on' if batching else 'off'}", [(r["offered_rate"], r[q]) for r in sel]))
+    for hoisting in sorted({r.get("hoisting", "n/a") for r in rows}):
+        for batching in (False, True):
+            sel = sorted((r for r in rows if r["batching"] == batching and r.get("hoisting", "n/a") == hoisting),
+                         key=lambda r: r["offered_rate"])
+            name = f"batching {'on' if batching else 'off'}" + ("" if hoisting == "n/a" else f", hoisting {hoisting}")
+            for q in ("p50_ms", "p99_ms"):
+                series.append((f"{q[:3]}, {name}", [(r["offered_rate"], r[q]) for r in sel]))
     return draw(png, f"{workload}: latency against offered load", "offered requests/s (open loop, Poisson)",
                 "latency, ms", "y", series)
 

@@ -131,8 +131,8 @@ def main():
         except ImportError:
             print("gRPC client not installed: HTTP only", file=sys.stderr)
 
-        print(f"| protocol | offered req/s | achieved req/s | p50 µs | p90 µs | p99 µs | errors |")
-        print(f"| --- | --- | --- | --- | --- | --- | --- |")
+        print("| protocol | offered req/s | achieved req/s | p50 µs | p90 µs | p99 µs | errors |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
         for name, factory in factories.items():
             run_open_loop(factory, 200, 1)  # warm-up
             for rate in [float(r) for r in a.rates.split(",")]:

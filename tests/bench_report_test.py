@@ -60,11 +60,23 @@ class ReportTest(unittest.TestCase):
         self.assertIn("W1, 1 pairs fp32 no graphs: spread 40%", text)
         self.assertNotIn("fp32: spread", text)
 
+    def test_not_applicable_cells(self):
+        # A variant that does not apply (no user inputs to hoist) says so and never counts as best.
+        rep = {"meta": dict(REPORT["meta"], variants=["fp32", "fp32 unhoisted"]),
+               "rows": [{"label": "W1, 1 pairs", "n": 1, "rankd": {"fp32": [0.5, 0.6], "fp32 unhoisted": "n/a"},
+                         "eager": [1.0, 1.1], "cudagraphs": None},
+                        {"label": "W3, 1 user x 200, L=50", "n": 200, "rankd": {"fp32": [0.5, 0.6], "fp32 unhoisted": [0.25, 0.3]},
+                         "eager": [1.0, 1.1], "cudagraphs": None}]}
+        rows = [l for l in report.render_gpu(rep).splitlines() if l.startswith("| W")]
+        self.assertIn("| 0.500 / 0.600 | n/a | 1.000 / 1.100 | failed |", rows[0])
+        self.assertTrue(rows[0].endswith("| 2.00x |"), rows[0])
+        self.assertTrue(rows[1].endswith("| 4.00x |"), rows[1])
+
     def test_load_table(self):
         lines = [l for l in report.render_load(LOAD, "test machine").splitlines() if l.startswith("| W1")]
         self.assertEqual(len(lines), 6)
-        self.assertEqual(lines[0], "| W1 | off | 50 | 49.5 | 1.50 | 3.00 | 4.00 | 0 | 1.00 | yes |")
-        self.assertEqual(lines[5], "| W1 | on | 200 | 198.0 | 3.00 | 6.00 | 7.00 | 1 | 1.50 | no (quarters differ by 50%) |")
+        self.assertEqual(lines[0], "| W1 | off | n/a | 50 | 49.5 | 1.50 | 3.00 | 4.00 | 0 | 1.00 | yes |")
+        self.assertEqual(lines[5], "| W1 | on | n/a | 200 | 198.0 | 3.00 | 6.00 | 7.00 | 1 | 1.50 | no (quarters differ by 50%) |")
 
     def test_plots_and_generated_section(self):
         if not shutil.which("gnuplot"):
@@ -92,7 +104,7 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(text.count(report.END), 1)
         self.assertIn("![W1: pairs/s against batch size](plots/throughput_W1.png)", text)
         self.assertIn("![W1: latency against offered load](plots/latency_W1.png)", text)
-        self.assertIn("| W1 | on | 200 |", text)
+        self.assertIn("| W1 | on | n/a | 200 |", text)
         for name in ["throughput_W1.png", "latency_W1.png"]:
             with open(os.path.join(plots, name), "rb") as f:
                 data = f.read()

@@ -11,6 +11,7 @@
 #include "rankd/request.h"
 #include "serving/batch_merge.h"
 #include "serving/model.h"
+#include "serving/shape_buckets.h"
 #include "test_util.h"
 
 namespace rankd {
@@ -315,6 +316,41 @@ TEST(UserHoisting, ModelsWithoutUserInputsAreNotHoisted) {
   auto model = LoadZoo("dlrm_dcnv2", -1);
   ASSERT_TRUE(model.ok());
   EXPECT_EQ((*model)->load_report().hoisting, "off (no user inputs)");
+}
+
+TEST(UserHoisting, BucketsPadUserRowsToTheirOwnSize) {
+  // A user dense input, a candidate dense input, a user ragged input, the request index.
+  std::vector<GraphInputKind> kinds = {{GraphInputKind::kDense, -1, true}, {GraphInputKind::kDense, -1, false},
+                                       {GraphInputKind::kValues, 0, true}, {GraphInputKind::kOffsets, 0, true},
+                                       {GraphInputKind::kRequestIndex, -1, false}};
+  PreparedRequest p;
+  p.rows = 3;
+  p.users = 2;
+  p.ragged_max_lengths = {2};
+  p.inputs = {MakeF32({2, 1}, {10, 20}), MakeF32({3, 1}, {1, 2, 3}), MakeI64({3}, {7, 8, 9}), MakeI64({3}, {0, 2, 3}),
+              MakeI64({3}, {0, 1, 1})};
+  ShapeBuckets buckets({1, 2, 4, 8}, {{2, 4}}, {1, 2, 4, 8});
+  auto key = buckets.Find(p.rows, p.ragged_max_lengths, p.users);
+  ASSERT_TRUE(key.has_value());
+  EXPECT_EQ(key->ToString(), "rows=4 lengths=[2] users=2");
+  key->users = 4;  // pad the users too
+  PreparedRequest padded = PadToBucket(p, *key, kinds);
+  EXPECT_EQ(padded.users, 4);
+  EXPECT_EQ(padded.inputs[0].shape(), Shape({4, 1}));
+  EXPECT_EQ(padded.inputs[1].shape(), Shape({4, 1}));
+  EXPECT_EQ(std::vector<int64_t>(padded.inputs[2].data<int64_t>(), padded.inputs[2].data<int64_t>() + 8),
+            std::vector<int64_t>({7, 8, 9, -1, -1, -1, -1, -1}));
+  EXPECT_EQ(padded.inputs[3].shape(), Shape({5}));  // users + 1 offsets
+  EXPECT_EQ(std::vector<int64_t>(padded.inputs[4].data<int64_t>(), padded.inputs[4].data<int64_t>() + 4),
+            std::vector<int64_t>({0, 1, 1, 0}));  // the padded candidate belongs to user 0
+}
+
+TEST(UserHoisting, ConfigKnob) {
+  EXPECT_TRUE(ParseModelConfig("{}", false)->user_hoisting);
+  EXPECT_FALSE(ParseModelConfig("user_hoisting: false", true)->user_hoisting);
+  auto bad = ParseModelConfig(R"({"user_hoisting": "yes"})", false);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("user_hoisting must be true or false"), std::string::npos);
 }
 
 TEST(UserHoisting, MergeShiftsRequestIndicesByTheUsersBefore) {
