@@ -189,6 +189,15 @@ StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
   ASSIGN_OR_RETURN(Binding * b, Bind(plan));
   RETURN_IF_ERROR(Stage(*b));
   if (b->graph) return int64_t{0};
+  if (!b->ran) {
+    // Once uncaptured first, on zero inputs (ids 0, empty bags): what a step sets up on first use
+    // (a GEMM's algorithm choice, a kernel's module) may synchronise, which a capture forbids.
+    std::memset(staged_inputs_.get(), 0, b->in_total);
+    Status warm = Enqueue(plan, *b);
+    RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+    RETURN_IF_ERROR(warm);
+    b->ran = true;
+  }
   size_t free_before = 0, free_after = 0, total = 0;
   RANKD_CUDA_RETURN(cudaMemGetInfo(&free_before, &total));
   ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
@@ -262,6 +271,7 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
       cudaStreamSynchronize(ctx_.stream);
       return enqueued;
     }
+    b->ran = true;
   }
   RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
   const Graph& graph = plan.graph();

@@ -72,6 +72,7 @@ class CudaExecutor final : public Executor {
     std::vector<size_t> in_offsets, out_offsets;
     size_t in_total = 0, out_total = 0;
     std::unique_ptr<CapturedGraph> graph;  // the plan captured on this executor's buffers, if it is
+    bool ran = false;                       // enqueued once outside a capture
   };
   StatusOr<Binding*> Bind(const Plan& plan);
   // Makes the staging buffers large enough for `b` and points its input views at the device
