@@ -1,8 +1,6 @@
 // Shape buckets: finding a bucket, padding and cutting back (unit), padding invariance on every
 // zoo model against PyTorch's scores, refusal of graphs that mix rows, and, on a GPU, captured
 // graphs against the uncaptured path and a miss captured in the background.
-#include <set>
-
 #include <gtest/gtest.h>
 
 #include <random>
@@ -52,31 +50,6 @@ TEST(ShapeBuckets, WarmupKeysWalkRowsAndLengthLevels) {
   EXPECT_EQ(keys[2].ToString(), "rows=1 lengths=[4,1,3]");  // the third: the level's length, up to its max
   EXPECT_EQ(keys[5].ToString(), "rows=4 lengths=[4,1,3]");
   EXPECT_TRUE(ShapeBuckets({8}, {}).WarmupKeys(4, {}).empty());
-}
-
-TEST(ShapeBuckets, MergedBatchesTakeWarmupBuckets) {
-  // Rows in eighth-octave steps, one bucketed ragged input, users of a hoisted model.
-  ShapeBuckets b(ShapeBuckets::Geometric(1024), {ShapeBuckets::AllowedLengths({}, 1000)}, ShapeBuckets::Geometric(1024));
-  EXPECT_EQ(b.Find(400, {300}, 3)->ToString(), "rows=416 lengths=[320] users=3");
-  EXPECT_EQ(b.FindWarm(400, {300}, 3)->ToString(), "rows=512 lengths=[512] users=4");
-  EXPECT_EQ(b.FindWarm(1, {1}, 1)->ToString(), "rows=1 lengths=[1] users=1");
-  EXPECT_EQ(b.FindWarm(600, {999}, 5)->ToString(), "rows=1024 lengths=[1000] users=16");
-  EXPECT_FALSE(b.FindWarm(1025, {1}, 1).has_value());
-  // Every merged batch of up to 4 users within the warm-up rows lands on a key captured at warm-up.
-  auto keys = b.WarmupKeys(1024, {1000}, /*merged_users=*/true);
-  std::set<std::string> warm;
-  for (const BucketKey& k : keys) warm.insert(k.ToString());
-  for (int64_t rows = 1; rows <= 1024; rows += 37) {
-    for (int64_t length : {0, 1, 7, 100, 513, 1000}) {
-      for (int64_t users = 1; users <= std::min<int64_t>(rows, 4); ++users) {
-        auto key = b.FindWarm(rows, {length}, users);
-        ASSERT_TRUE(key.has_value());
-        EXPECT_TRUE(warm.count(key->ToString())) << key->ToString();
-      }
-    }
-  }
-  // Without merged users warm-up captures one user only.
-  for (const BucketKey& k : b.WarmupKeys(1024, {1000})) EXPECT_EQ(k.users, 1);
 }
 
 TEST(ShapeBuckets, InputsAlreadyInTheBucketsShapeAreNotCopied) {

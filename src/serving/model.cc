@@ -399,7 +399,7 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
     tasks[0]->done.set_value(RunPrepared(*parts[0]));
     return;
   }
-  auto result = RunPrepared(MergeRequests(parts, input_kinds_), /*merged=*/true);
+  auto result = RunPrepared(MergeRequests(parts, input_kinds_));
   auto split = result.ok() ? SplitRows(*result, rows, output_names_)
                            : StatusOr<std::vector<std::vector<Tensor>>>(result.status());
   if (split.ok()) {
@@ -439,8 +439,7 @@ Status Model::StartBatching() {
     ASSIGN_OR_RETURN(std::vector<Tensor> out, RunPrepared(prepared[k]));
     alone.push_back(std::move(out));
   }
-  ASSIGN_OR_RETURN(std::vector<Tensor> merged,
-                   RunPrepared(MergeRequests({&prepared[0], &prepared[1]}, input_kinds_), /*merged=*/true));
+  ASSIGN_OR_RETURN(std::vector<Tensor> merged, RunPrepared(MergeRequests({&prepared[0], &prepared[1]}, input_kinds_)));
   ASSIGN_OR_RETURN(auto split, SplitRows(merged, {prepared[0].rows, prepared[1].rows}, output_names_));
   double tolerance = AgreementTolerance();
   for (size_t k = 0; k < split.size(); ++k) {

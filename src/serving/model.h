@@ -134,8 +134,8 @@ class Model {
   // Validates the request and builds the graph's inputs.
   Status BuildGraphInputs(const InferRequest& request, PreparedRequest& prepared) const;
   // Runs prepared graph inputs on an executor from the pool, padded to their shape bucket when
-  // buckets are on (model_buckets.cc); a `merged` batch to a warm-up bucket (FindWarm).
-  StatusOr<std::vector<Tensor>> RunPrepared(const PreparedRequest& prepared, bool merged = false) const;
+  // buckets are on (model_buckets.cc).
+  StatusOr<std::vector<Tensor>> RunPrepared(const PreparedRequest& prepared) const;
   // Runs graph inputs at their own shapes; with `capture`, queues a capture of the plan when it
   // ran uncaptured.
   StatusOr<std::vector<Tensor>> RunPlanned(const PreparedRequest& prepared, bool capture = true) const;

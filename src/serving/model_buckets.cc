@@ -21,11 +21,9 @@ std::vector<TensorMeta> MetasOf(const PreparedRequest& prepared) {
 
 }  // namespace
 
-StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared, bool merged) const {
+StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared) const {
   if (buckets_) {
-    std::optional<BucketKey> key;
-    if (merged) key = buckets_->FindWarm(prepared.rows, prepared.ragged_max_lengths, prepared.users);
-    if (!key) key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths, prepared.users);
+    std::optional<BucketKey> key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths, prepared.users);
     if (key) {
       ASSIGN_OR_RETURN(std::vector<Tensor> outputs, RunPlanned(PadToBucket(prepared, *key, input_kinds_)));
       real_rows_ += static_cast<uint64_t>(prepared.rows);
@@ -240,7 +238,7 @@ Status Model::StartBuckets() {
 Status Model::CaptureWarmupBuckets(const std::vector<int64_t>& max_lengths) {
   const ShapeBucketsConfig& c = config_.buckets;
   // Every executor exists and has every warm-up bucket captured before the model is ready.
-  warmup_keys_ = buckets_->WarmupKeys(c.warmup_max_batch_size, max_lengths, hoisted_ && config_.batching.enabled);
+  warmup_keys_ = buckets_->WarmupKeys(c.warmup_max_batch_size, max_lengths);
   const std::vector<BucketKey>& keys = warmup_keys_;
   options_.max_plans = std::max(options_.max_plans, keys.size() + 64);
   // Each executor's memory for its captures is its workspace (as large as the largest captured

@@ -93,71 +93,30 @@ std::vector<int64_t> Octaves(const std::vector<int64_t>& sizes) {
 
 }  // namespace
 
-std::vector<BucketKey> ShapeBuckets::WarmupKeys(int64_t max_rows, const std::vector<int64_t>& max_lengths,
-                                                bool merged_users) const {
+std::vector<BucketKey> ShapeBuckets::WarmupKeys(int64_t max_rows, const std::vector<int64_t>& max_lengths) const {
   std::vector<std::vector<int64_t>> levels_of;
   size_t levels = 1;
   for (const auto& l : lengths_) {
     levels_of.push_back(Octaves(l));
     levels = std::max(levels, levels_of.back().size());
   }
-  std::vector<int64_t> user_levels;
-  if (!users_.empty()) user_levels.push_back(users_.front());
-  if (!users_.empty() && merged_users) {
-    if (std::optional<int64_t> u = UserLevel(4)) user_levels.push_back(*u);
-  }
-  if (user_levels.empty()) user_levels.push_back(0);
   std::vector<BucketKey> keys;
-  for (int64_t users : user_levels) {
-    for (int64_t rows : Octaves(rows_)) {
-      if (rows > max_rows) break;
-      if (users > rows) continue;  // more users than candidates: no such batch
-      for (size_t j = 0; j < levels; ++j) {
-        BucketKey key{rows, {}, users};
-        int64_t longest = 1;
-        for (const auto& l : levels_of) {
-          if (!l.empty()) longest = std::max(longest, l[std::min(j, l.size() - 1)]);
-        }
-        for (size_t k = 0; k < levels_of.size(); ++k) {
-          const auto& l = levels_of[k];
-          key.lengths.push_back(l.empty() ? std::min(longest, max_lengths[k]) : l[std::min(j, l.size() - 1)]);
-        }
-        keys.push_back(std::move(key));
+  for (int64_t rows : Octaves(rows_)) {
+    if (rows > max_rows) break;
+    for (size_t j = 0; j < levels; ++j) {
+      BucketKey key{rows, {}, users_.empty() ? 0 : users_.front()};
+      int64_t longest = 1;
+      for (const auto& l : levels_of) {
+        if (!l.empty()) longest = std::max(longest, l[std::min(j, l.size() - 1)]);
       }
+      for (size_t k = 0; k < levels_of.size(); ++k) {
+        const auto& l = levels_of[k];
+        key.lengths.push_back(l.empty() ? std::min(longest, max_lengths[k]) : l[std::min(j, l.size() - 1)]);
+      }
+      keys.push_back(std::move(key));
     }
   }
   return keys;
-}
-
-std::optional<int64_t> ShapeBuckets::UserLevel(int64_t users) const {
-  // Powers of four (1, 4, 16, ...) among the allowed user counts, and the largest.
-  for (int64_t level = 1;; level *= 4) {
-    int64_t allowed = RoundUp(users_, level);
-    if (allowed < 0) return std::nullopt;
-    if (level >= users) return allowed;
-  }
-}
-
-std::optional<BucketKey> ShapeBuckets::FindWarm(int64_t rows, const std::vector<int64_t>& ragged_max_lengths,
-                                                int64_t users) const {
-  BucketKey key;
-  key.rows = RoundUp(Octaves(rows_), rows);
-  if (key.rows < 0) return std::nullopt;
-  if (!users_.empty()) {
-    std::optional<int64_t> u = UserLevel(std::max<int64_t>(users, 1));
-    if (!u) return std::nullopt;
-    key.users = *u;
-  }
-  for (size_t k = 0; k < lengths_.size(); ++k) {
-    if (lengths_[k].empty()) {
-      key.lengths.push_back(ragged_max_lengths[k]);
-      continue;
-    }
-    int64_t length = RoundUp(Octaves(lengths_[k]), std::max<int64_t>(ragged_max_lengths[k], 1));
-    if (length < 0) return std::nullopt;
-    key.lengths.push_back(length);
-  }
-  return key;
 }
 
 namespace {

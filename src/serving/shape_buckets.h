@@ -51,28 +51,18 @@ class ShapeBuckets {
 
   // The smallest bucket holding a request, or nullopt when its rows (or users) exceed the largest.
   std::optional<BucketKey> Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths, int64_t users = 0) const;
-  // The smallest warm-up bucket holding a merged batch (WarmupKeys with `merged_users`): rows and
-  // each bucketed length rounded up to a power of two (or the largest), users to a power of four;
-  // nullopt past the largest. Merged batches take these so they replay graphs captured at warm-up
-  // (Triton's preferred batch sizes) instead of each new sum of rows missing.
-  std::optional<BucketKey> FindWarm(int64_t rows, const std::vector<int64_t>& ragged_max_lengths, int64_t users = 0) const;
   // The buckets captured at warm-up: the power-of-two row buckets up to `max_rows` (and the
   // largest), each with every length level (level j: each ragged input at its j-th power-of-two
   // allowed length, or its longest; inputs kept at their own lengths take level j's longest
-  // length, up to their max_length in `max_lengths`), with one user when there are users, and
-  // also with 4 when `merged_users` (merged batches of several users). The others are captured on
-  // first use.
-  std::vector<BucketKey> WarmupKeys(int64_t max_rows, const std::vector<int64_t>& max_lengths,
-                                    bool merged_users = false) const;
+  // length, up to their max_length in `max_lengths`), with one user when there are users. The
+  // others are captured on first use.
+  std::vector<BucketKey> WarmupKeys(int64_t max_rows, const std::vector<int64_t>& max_lengths) const;
 
   const std::vector<int64_t>& rows() const { return rows_; }
   const std::vector<std::vector<int64_t>>& lengths() const { return lengths_; }
   const std::vector<int64_t>& users() const { return users_; }
 
  private:
-  // The allowed user count a merged batch of `users` users is padded to (a power of four).
-  std::optional<int64_t> UserLevel(int64_t users) const;
-
   std::vector<int64_t> rows_;
   std::vector<std::vector<int64_t>> lengths_;
   std::vector<int64_t> users_;
