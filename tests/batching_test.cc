@@ -202,7 +202,9 @@ TEST(BatchedModel, DeadlinesPrioritiesAndMeasuredCosts) {
   const BatchPolicyOptions* policy = (*batched)->batch_policy();
   ASSERT_NE(policy, nullptr);
   EXPECT_GT(policy->cost_per_row + policy->cost_per_seq + policy->cost_per_request, 0.0);
-  EXPECT_GT(policy->cost_budget, 0.0);
+  // The budget follows the fit's rule; whether it is above zero depends on the timings (a fit
+  // with no fixed cost, as under ASan, rightly merges nothing), so that is not asserted here.
+  EXPECT_DOUBLE_EQ(policy->cost_budget, 10.0 * policy->cost_per_request);
 
   std::mt19937_64 rng(3);
   InferRequest r = RandomDinRequest(**batched, 3, 4, rng);
