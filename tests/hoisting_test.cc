@@ -189,6 +189,23 @@ TEST(UserHoisting, UserShapeReadByACandidateOpIsRecomputedPerCandidate) {
   EXPECT_TRUE(r.hoisted);
 }
 
+TEST(UserHoisting, RunsOfUserInputsToACandidateConcatAreGatheredOnce) {
+  // Concat(u·w, u·w + 1, c, u·w · 2) along axis 1: the first two are gathered as one piece.
+  GraphBuilder b;
+  int u = b.Input("u", DType::kF32, {-1, kWidth});
+  int c = b.Input("c", DType::kF32, {-1, kWidth});
+  int w = b.Const("w", MakeF32({kWidth, kWidth}, std::vector<float>(kWidth * kWidth, 0.5f)));
+  int one = b.Const("one", MakeF32({1}, {1.0f}));
+  int two = b.Const("two", MakeF32({1}, {2.0f}));
+  int a = b.Op("MatMul", {u, w});
+  int a1 = b.Op("Add", {a, one});
+  int a2 = b.Op("Mul", {a, two});
+  b.Output(b.Op("Concat", {a, a1, c, a2}, {{"axis", int64_t{-1}}}));
+  HoistReport r = ExpectHoistedScoresTheSame(b.graph(), 1, 5);
+  EXPECT_TRUE(r.hoisted);
+  EXPECT_EQ(r.gathers, 2) << "one for the run (a, a1), one for a2";
+}
+
 TEST(UserHoisting, NothingToHoistLeavesTheGraph) {
   GraphBuilder b;
   int u = b.Input("u", DType::kF32, {-1, kWidth});

@@ -40,6 +40,7 @@ struct HoistReport {
   int user_nodes = 0;          // nodes that run once per user
   int user_compute_nodes = 0;  // of those, the ones that compute (lookups, products, arithmetic)
   int gathers = 0;             // per-user values gathered to the candidates
+  std::vector<std::string> gathered;  // their names
 };
 
 // User-side hoisting (user_hoisting.cc): the nodes that read only user inputs (graph inputs

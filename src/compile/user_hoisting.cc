@@ -75,6 +75,9 @@ class Hoister {
   std::optional<std::vector<Info>> MetaRule(const Node& n) const;
   // A value's candidate twin (emitting the nodes that compute it); -1 when it has none.
   int Twin(int v);
+  // In a candidate Concat off axis 0, each run of two or more user-rows inputs becomes one
+  // user-side Concat gathered once (DIN's eight profile embeddings: one gather, not eight).
+  void GroupUserConcatInputs(Node& concat);
 
   const Graph& in_;
   const std::vector<PlanValue>& shapes_;
@@ -84,7 +87,7 @@ class Hoister {
   std::vector<Info> info_;
   std::vector<int> producer_;
   std::unordered_map<int, int> twins_;
-  int gathers_ = 0;
+  std::vector<std::string> gathered_;
 };
 
 std::vector<int64_t> Hoister::IntsOf(int v) const {
@@ -345,7 +348,7 @@ int Hoister::Twin(int v) {
     gather.outputs = {twin};
     gather.attrs["axis"] = int64_t{0};
     out_->nodes.push_back(std::move(gather));
-    ++gathers_;
+    gathered_.push_back(value.name);
     return twins_[v] = twin;
   }
   if (s == Side::kMeta) {
@@ -370,6 +373,42 @@ int Hoister::Twin(int v) {
     return twins_[v];
   }
   return -1;  // ragged user inputs have no per-candidate form here
+}
+
+void Hoister::GroupUserConcatInputs(Node& concat) {
+  if (concat.op != "Concat" || concat.outputs.empty() || concat.outputs[0] < 0) return;
+  if (Normalize(concat.GetInt("axis", 0), Rank(concat.outputs[0])) < 1) return;
+  std::vector<int> inputs;
+  for (size_t i = 0; i < concat.inputs.size();) {
+    size_t end = i;
+    while (end < concat.inputs.size() && concat.inputs[end] >= 0 && SideOf(concat.inputs[end]) == Side::kRows) ++end;
+    if (end - i < 2) {
+      inputs.push_back(concat.inputs[i]);
+      ++i;
+      continue;
+    }
+    std::string name = concat.name + ".user_part" + std::to_string(i);
+    int part = out_->AddValue({name, in_.values[static_cast<size_t>(concat.inputs[i])].dtype, {}, false});
+    Node user;
+    user.op = "Concat";
+    user.name = name;
+    user.inputs.assign(concat.inputs.begin() + static_cast<long>(i), concat.inputs.begin() + static_cast<long>(end));
+    user.outputs = {part};
+    user.attrs["axis"] = concat.GetInt("axis", 0);
+    out_->nodes.push_back(std::move(user));
+    int twin = out_->AddValue({name + ".per_candidate", in_.values[static_cast<size_t>(concat.inputs[i])].dtype, {}, false});
+    Node gather;
+    gather.op = "Gather";
+    gather.name = "hoist.gather." + name;
+    gather.inputs = {part, request_index_};
+    gather.outputs = {twin};
+    gather.attrs["axis"] = int64_t{0};
+    out_->nodes.push_back(std::move(gather));
+    gathered_.push_back(name);
+    inputs.push_back(twin);
+    i = end;
+  }
+  concat.inputs = std::move(inputs);
 }
 
 StatusOr<HoistReport> Hoister::Run(const std::vector<int>& user_rows, const std::vector<std::pair<int, int>>& user_ragged,
@@ -415,8 +454,9 @@ StatusOr<HoistReport> Hoister::Run(const std::vector<int>& user_rows, const std:
       continue;
     }
     Node node = n;
+    GroupUserConcatInputs(node);
     for (int& v : node.inputs) {
-      if (v < 0) continue;
+      if (v < 0 || v >= static_cast<int>(in_.values.size())) continue;  // already per candidate
       int twin = Twin(v);
       if (twin < 0) return fail(n.Describe() + " reads a user ragged input outside an embedding bag or padding");
       v = twin;
@@ -441,7 +481,8 @@ StatusOr<HoistReport> Hoister::Run(const std::vector<int>& user_rows, const std:
     return fail("nothing to hoist: the user inputs meet the candidates before any computation");
   }
   report.hoisted = true;
-  report.gathers = gathers_;
+  report.gathers = static_cast<int>(gathered_.size());
+  report.gathered = gathered_;
   return report;
 }
 

@@ -51,7 +51,8 @@ HostExecutor::Binding& HostExecutor::Bind(const Plan& plan) {
   auto pointer = [&](const PlanValue& v) -> void* {
     switch (v.storage) {
       case PlanStorage::kConstant: return const_cast<void*>(v.constant->raw());
-      case PlanStorage::kWorkspace: return workspace_.get() + v.offset;
+      // A workspace value no step keeps (dropped as unused) has no offset.
+      case PlanStorage::kWorkspace: return v.offset < 0 ? nullptr : workspace_.get() + v.offset;
       default: return nullptr;  // inputs are bound per run
     }
   };

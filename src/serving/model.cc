@@ -94,6 +94,7 @@ Status Model::Prepare() {
     std::string why = CheckHoisting();
     if (!why.empty()) {  // a rule proved something false: run the graph as written
       report_.hoisting = "off: " + why;
+      report_.hoisting_gathers.clear();
       hoisted_ = false;
       graph_ = std::move(unhoisted);
       BindGraphInputs();

@@ -62,6 +62,7 @@ struct LoadReport {
   int ragged_inputs = 0;
   std::string buckets = "off";  // "on", "off" or why they are off
   std::string hoisting = "off";  // user-side hoisting: what runs once per user, or why nothing does
+  std::vector<std::string> hoisting_gathers;  // the per-user values gathered to the candidates
   int warmup_captures = 0;      // plans captured (per executor) before the model reported ready
   int64_t warmup_capture_bytes = 0;
   double warmup_capture_ms = 0;

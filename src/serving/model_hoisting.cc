@@ -85,6 +85,7 @@ Status Model::StartHoisting() {
     return Status::Ok();
   }
   hoisted_ = true;
+  report_.hoisting_gathers = r.gathered;
   BindGraphInputs();
   report_.hoisting = "on: " + std::to_string(r.user_nodes) + " nodes run once per user (" +
                      std::to_string(r.user_compute_nodes) + " computing), " + std::to_string(r.gathers) +

@@ -94,6 +94,11 @@ int InspectCommand(const InspectArgs& args) {
   std::printf("passes: %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d activations fused, %d ragged inputs\n",
               r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.fused_activations, r.ragged_inputs);
   std::printf("user-side hoisting: %s\n", r.hoisting.c_str());
+  if (!r.hoisting_gathers.empty()) {
+    std::printf("  gathered per candidate:");
+    for (size_t i = 0; i < r.hoisting_gathers.size(); ++i) std::printf("%s %s", i ? "," : "", r.hoisting_gathers[i].c_str());
+    std::printf("\n");
+  }
   if (const BatchPolicyOptions* b = model.batch_policy()) {
     std::printf("batching: cost = %.4g us/row + %.4g us/sequence id + %.4g us/request, budget %.4g, "
                 "max %lld rows, delay %lld us, queue %zu\n",

@@ -100,7 +100,7 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
       if (!p) p = folded.at(root.constant);
       b.host_views[id] = Tensor::View(v.dtype, v.shape, const_cast<void*>(root.constant->raw()));
       has_host[id] = true;
-    } else if (root.storage == PlanStorage::kWorkspace) {
+    } else if (root.storage == PlanStorage::kWorkspace && root.offset >= 0) {  // no offset: unused
       p = static_cast<uint8_t*>(workspace_.get()) + root.offset;
     } else if (root.storage == PlanStorage::kInput) {
       b.input_rooted.push_back({static_cast<int>(id), root.input_index});
