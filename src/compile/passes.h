@@ -39,8 +39,7 @@ struct HoistReport {
   std::string why_not;         // when not hoisted
   int user_nodes = 0;          // nodes that run once per user
   int user_compute_nodes = 0;  // of those, the ones that compute (lookups, products, arithmetic)
-  int gathers = 0;             // per-user values gathered to the candidates
-  std::vector<std::string> gathered;  // their names
+  std::vector<std::string> gathered;  // the per-user values gathered to the candidates
 };
 
 // User-side hoisting (user_hoisting.cc): the nodes that read only user inputs (graph inputs
@@ -50,8 +49,8 @@ struct HoistReport {
 // "rankd.request_index" (INT64 [candidates]: each candidate's user row). `shapes` are the value
 // shapes of a plan of the graph built with user rows repeated to `plan_rows` candidates. When
 // nothing worth hoisting is found the graph is left as it was and the report says why.
-StatusOr<HoistReport> HoistUserSide(Graph& graph, const std::vector<int>& user_rows,
-                                    const std::vector<std::pair<int, int>>& user_ragged,
-                                    const std::vector<PlanValue>& shapes, int64_t plan_rows);
+HoistReport HoistUserSide(Graph& graph, const std::vector<int>& user_rows,
+                          const std::vector<std::pair<int, int>>& user_ragged, const std::vector<PlanValue>& shapes,
+                          int64_t plan_rows);
 
 }  // namespace rankd

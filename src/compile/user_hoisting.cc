@@ -55,17 +55,17 @@ class Hoister {
   Hoister(const Graph& graph, const std::vector<PlanValue>& shapes, int64_t plan_rows)
       : in_(graph), shapes_(shapes), plan_rows_(plan_rows) {}
 
-  StatusOr<HoistReport> Run(const std::vector<int>& user_rows, const std::vector<std::pair<int, int>>& user_ragged,
-                            Graph& out);
+  HoistReport Run(const std::vector<int>& user_rows, const std::vector<std::pair<int, int>>& user_ragged, Graph& out);
 
  private:
   const Shape& ShapeOf(int v) const { return shapes_[static_cast<size_t>(v)].shape; }
   int64_t Rank(int v) const { return static_cast<int64_t>(ShapeOf(v).size()); }
   const Tensor* ValueOf(int v) const { return shapes_[static_cast<size_t>(v)].constant; }
   std::vector<int64_t> IntsOf(int v) const;
-  // An axis attribute (or input) normalised to [0, rank); -1 when absent or out of range.
+  // A negative axis counted from the end.
   static int64_t Normalize(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
-  // The node's axes from attribute `attr` or input `input`; nullopt when neither is known.
+  // The node's axes, normalised, from its "axes" attribute or its input `input` (a plan-time
+  // constant); nullopt when neither is known.
   std::optional<std::vector<int64_t>> Axes(const Node& n, int input, int64_t rank) const;
   Side SideOf(int v) const { return v < 0 ? Side::kFree : info_[static_cast<size_t>(v)].side; }
   std::vector<Elem> ElemsOf(int v) const;
@@ -75,6 +75,8 @@ class Hoister {
   std::optional<std::vector<Info>> MetaRule(const Node& n) const;
   // A value's candidate twin (emitting the nodes that compute it); -1 when it has none.
   int Twin(int v);
+  // Emits Gather(value, request_index) (the per-user value `name` to the candidates); returns its output.
+  int EmitGather(int value, const std::string& name, DType dtype);
   // In a candidate Concat off axis 0, each run of two or more user-rows inputs becomes one
   // user-side Concat gathered once (DIN's eight profile embeddings: one gather, not eight).
   void GroupUserConcatInputs(Node& concat);
@@ -93,11 +95,8 @@ class Hoister {
 std::vector<int64_t> Hoister::IntsOf(int v) const {
   std::vector<int64_t> out;
   const Tensor* t = ValueOf(v);
-  if (!t) return out;
-  for (int64_t i = 0; i < t->size(); ++i) {
-    if (t->dtype() == DType::kI64) out.push_back(t->data<int64_t>()[i]);
-    else if (t->dtype() == DType::kI32) out.push_back(t->data<int32_t>()[i]);
-  }
+  if (!t || (t->dtype() != DType::kI64 && t->dtype() != DType::kI32)) return out;
+  for (int64_t i = 0; i < t->size(); ++i) out.push_back(t->ScalarAsInt(i));
   return out;
 }
 
@@ -340,16 +339,7 @@ int Hoister::Twin(int v) {
   if (it != twins_.end()) return it->second;
   if (s == Side::kRows) {
     const Value& value = in_.values[static_cast<size_t>(v)];
-    int twin = out_->AddValue({value.name + ".per_candidate", value.dtype, {}, false});
-    Node gather;
-    gather.op = "Gather";
-    gather.name = "hoist.gather." + value.name;
-    gather.inputs = {v, request_index_};
-    gather.outputs = {twin};
-    gather.attrs["axis"] = int64_t{0};
-    out_->nodes.push_back(std::move(gather));
-    gathered_.push_back(value.name);
-    return twins_[v] = twin;
+    return twins_[v] = EmitGather(v, value.name, value.dtype);
   }
   if (s == Side::kMeta) {
     // The same shape computation over the twins of its inputs.
@@ -375,6 +365,19 @@ int Hoister::Twin(int v) {
   return -1;  // ragged user inputs have no per-candidate form here
 }
 
+int Hoister::EmitGather(int value, const std::string& name, DType dtype) {
+  int twin = out_->AddValue({name + ".per_candidate", dtype, {}, false});
+  Node gather;
+  gather.op = "Gather";
+  gather.name = "hoist.gather." + name;
+  gather.inputs = {value, request_index_};
+  gather.outputs = {twin};
+  gather.attrs["axis"] = int64_t{0};
+  out_->nodes.push_back(std::move(gather));
+  gathered_.push_back(name);
+  return twin;
+}
+
 void Hoister::GroupUserConcatInputs(Node& concat) {
   if (concat.op != "Concat" || concat.outputs.empty() || concat.outputs[0] < 0) return;
   if (Normalize(concat.GetInt("axis", 0), Rank(concat.outputs[0])) < 1) return;
@@ -388,7 +391,8 @@ void Hoister::GroupUserConcatInputs(Node& concat) {
       continue;
     }
     std::string name = concat.name + ".user_part" + std::to_string(i);
-    int part = out_->AddValue({name, in_.values[static_cast<size_t>(concat.inputs[i])].dtype, {}, false});
+    DType dtype = in_.values[static_cast<size_t>(concat.inputs[i])].dtype;
+    int part = out_->AddValue({name, dtype, {}, false});
     Node user;
     user.op = "Concat";
     user.name = name;
@@ -396,23 +400,14 @@ void Hoister::GroupUserConcatInputs(Node& concat) {
     user.outputs = {part};
     user.attrs["axis"] = concat.GetInt("axis", 0);
     out_->nodes.push_back(std::move(user));
-    int twin = out_->AddValue({name + ".per_candidate", in_.values[static_cast<size_t>(concat.inputs[i])].dtype, {}, false});
-    Node gather;
-    gather.op = "Gather";
-    gather.name = "hoist.gather." + name;
-    gather.inputs = {part, request_index_};
-    gather.outputs = {twin};
-    gather.attrs["axis"] = int64_t{0};
-    out_->nodes.push_back(std::move(gather));
-    gathered_.push_back(name);
-    inputs.push_back(twin);
+    inputs.push_back(EmitGather(part, name, dtype));
     i = end;
   }
   concat.inputs = std::move(inputs);
 }
 
-StatusOr<HoistReport> Hoister::Run(const std::vector<int>& user_rows, const std::vector<std::pair<int, int>>& user_ragged,
-                                   Graph& out) {
+HoistReport Hoister::Run(const std::vector<int>& user_rows, const std::vector<std::pair<int, int>>& user_ragged,
+                         Graph& out) {
   HoistReport report;
   out = in_;
   out.nodes.clear();
@@ -481,19 +476,18 @@ StatusOr<HoistReport> Hoister::Run(const std::vector<int>& user_rows, const std:
     return fail("nothing to hoist: the user inputs meet the candidates before any computation");
   }
   report.hoisted = true;
-  report.gathers = static_cast<int>(gathered_.size());
   report.gathered = gathered_;
   return report;
 }
 
 }  // namespace
 
-StatusOr<HoistReport> HoistUserSide(Graph& graph, const std::vector<int>& user_rows,
-                                    const std::vector<std::pair<int, int>>& user_ragged,
-                                    const std::vector<PlanValue>& shapes, int64_t plan_rows) {
+HoistReport HoistUserSide(Graph& graph, const std::vector<int>& user_rows,
+                          const std::vector<std::pair<int, int>>& user_ragged, const std::vector<PlanValue>& shapes,
+                          int64_t plan_rows) {
   Graph hoisted;
   Hoister hoister(graph, shapes, plan_rows);
-  ASSIGN_OR_RETURN(HoistReport report, hoister.Run(user_rows, user_ragged, hoisted));
+  HoistReport report = hoister.Run(user_rows, user_ragged, hoisted);
   if (report.hoisted) {
     graph = std::move(hoisted);
     RemoveDeadNodes(graph);

@@ -88,8 +88,6 @@ Status Model::Prepare() {
   RETURN_IF_ERROR(backend_->CheckGraph(graph_));
   ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision));
   ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
-  input_kinds_.clear();
-  for (const Binding& b : bindings_) input_kinds_.push_back(b.kind);
   if (hoisted_) {
     std::string why = CheckHoisting();
     if (!why.empty()) {  // a rule proved something false: run the graph as written
@@ -117,7 +115,6 @@ Status Model::Prepare() {
     }
     output_signature_.push_back(o);
   }
-  input_kinds_.clear();
   for (const Binding& b : bindings_) input_kinds_.push_back(b.kind);
   for (int id : graph_.outputs) output_names_.push_back(graph_.values[static_cast<size_t>(id)].name);
   auto warm = Infer(ExampleRequest(2));

@@ -79,7 +79,7 @@ Status Model::StartHoisting() {
     report_.hoisting = "off: the graph could not be planned for the pass (" + plan.status().ToString() + ")";
     return Status::Ok();
   }
-  ASSIGN_OR_RETURN(HoistReport r, HoistUserSide(graph_, user_rows, user_ragged, (*plan)->values(), kPlanRows));
+  HoistReport r = HoistUserSide(graph_, user_rows, user_ragged, (*plan)->values(), kPlanRows);
   if (!r.hoisted) {
     report_.hoisting = "off: " + r.why_not;
     return Status::Ok();
@@ -88,7 +88,7 @@ Status Model::StartHoisting() {
   report_.hoisting_gathers = r.gathered;
   BindGraphInputs();
   report_.hoisting = "on: " + std::to_string(r.user_nodes) + " nodes run once per user (" +
-                     std::to_string(r.user_compute_nodes) + " computing), " + std::to_string(r.gathers) +
+                     std::to_string(r.user_compute_nodes) + " computing), " + std::to_string(r.gathered.size()) +
                      " values gathered to the candidates";
   return Status::Ok();
 }
