@@ -3,7 +3,9 @@
 // graphs against the uncaptured path and a miss captured in the background.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "serving/model.h"
 #include "serving/shape_buckets.h"
@@ -228,6 +230,39 @@ TEST(BucketedModel, CapturesDroppedByAGrowingWorkspaceAreCapturedAgain) {
   EXPECT_EQ(c2.graph_hits, c1.graph_hits + 1);
   EXPECT_EQ(c2.graph_misses, c1.graph_misses);
   EXPECT_EQ(testing::RelativeError((*before)[0].data, (*replayed)[0].data), 0.0);
+}
+
+// Background captures while another thread loads and drops models (device allocations, frees and
+// synchronous copies, which invalidate a capture running at the same moment unless kept apart).
+TEST(BucketedModel, CapturesSucceedWhileOtherModelsLoadAndUnload) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  auto model = LoadZoo("din", -1, cuda, /*warmup_rows=*/1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::atomic<bool> done{false};
+  std::atomic<int> loads{0};
+  std::thread churn([&] {
+    while (!done) {
+      auto other = LoadZoo("bst", 0, cuda);
+      ASSERT_TRUE(other.ok()) << other.status().ToString();
+      ASSERT_TRUE((*other)->Infer((*other)->ExampleRequest(3, 4)).ok());
+      ++loads;
+    }
+  });
+  BucketCounters before = (*model)->bucket_counters();
+  for (int64_t rows = 2; rows <= 600; rows += rows / 8 + 1) {  // mostly a new bucket each
+    auto scores = (*model)->Infer((*model)->ExampleRequest(rows, 3));
+    ASSERT_TRUE(scores.ok()) << scores.status().ToString();
+    (*model)->WaitForCaptures();
+  }
+  done = true;
+  churn.join();
+  BucketCounters after = (*model)->bucket_counters();
+  uint64_t misses = after.graph_misses - before.graph_misses;
+  EXPECT_GT(loads.load(), 0);
+  EXPECT_GT(misses, 20u);
+  EXPECT_EQ(after.capture_failures, 0u);
+  EXPECT_GE(after.captures - before.captures, misses);  // each missed bucket, on every executor
 }
 
 TEST(BucketedModel, GraphThatMixesRowsIsRefusedOrRunsAtItsOwnShapes) {

@@ -27,6 +27,20 @@ int FuseMaskedEmbeddingBags(Graph& graph);
 // Gemm whose only reader is a Relu becomes one Gemm with activation="Relu" (the Relu is removed).
 int FuseGemmActivations(Graph& graph);
 
+// The DIN first-layer split (concat_product_split.cc). MatMul(Concat(parts, last axis), W), W a
+// constant matrix and the Concat read only there, becomes a sum of products of the distinct parts,
+// each with its rows of W summed: a part that is the sum or difference of two others (DIN's q - k
+// beside q and k) adds its rows to theirs, and a part that is Expand(x) over the leading dims is
+// multiplied as x, the sum broadcasting it (a bias added to the product goes onto that small
+// product). Done only where it saves work. `shapes` are the value shapes of a plan of the graph.
+// Returns the number of products split.
+int SplitConcatProducts(Graph& graph, const std::vector<PlanValue>& shapes);
+
+// Add/Sub/Mul/Div reading Expand(x) whose other operand already has the result's shape read x
+// instead (the broadcast gives the same elements without writing the expansion). `shapes` as
+// above; returns the number of operands rewired.
+int ReadBroadcastsUnexpanded(Graph& graph, const std::vector<PlanValue>& shapes);
+
 // Turns each named rank-2 id input into a ragged pair "NAME.values" [total] + "NAME.offsets"
 // [rows + 1], in place of the input in graph.inputs. EmbeddingBags reading it read the pair
 // directly; any other reader gets RaggedToPadded(values, offsets), padded with -1. The k-th name

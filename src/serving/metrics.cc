@@ -49,6 +49,7 @@ std::string Metrics::Text() const {
   family("rankd_graph_hits", "Executions that replayed a captured CUDA graph", "counter", [](const PerModel& m) { return m.buckets.graph_hits; });
   family("rankd_graph_misses", "Executions that ran uncaptured while graphs are on", "counter", [](const PerModel& m) { return m.buckets.graph_misses; });
   family("rankd_graph_captures", "Plans captured as graphs, per executor, warm-up included", "counter", [](const PerModel& m) { return m.buckets.captures; });
+  family("rankd_graph_capture_failures", "Plans whose capture failed; they run uncaptured", "counter", [](const PerModel& m) { return m.buckets.capture_failures; });
   family("rankd_graph_capture_duration_us", "Cumulative time spent capturing graphs", "counter", [](const PerModel& m) { return m.buckets.capture_us; });
   family("rankd_bucket_real_rows", "Rows of executions padded to a shape bucket, before padding", "counter", [](const PerModel& m) { return m.buckets.real_rows; });
   family("rankd_bucket_padded_rows", "Rows of executions padded to a shape bucket, after padding", "counter", [](const PerModel& m) { return m.buckets.padded_rows; });

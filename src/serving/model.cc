@@ -81,6 +81,7 @@ Status Model::Prepare() {
   report_.ragged_inputs = static_cast<int>(ragged_names_.size());
   RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_));
   BindGraphInputs();
+  RETURN_IF_ERROR(SplitProducts());
   Graph unhoisted = graph_;  // shares the constants; kept until the hoisted graph is checked
   RETURN_IF_ERROR(StartHoisting().WithContext("user-side hoisting"));
   backend_ = options_.backend ? options_.backend : &CpuBackend();

@@ -59,6 +59,8 @@ struct LoadReport {
   int removed_nodes = 0;
   int fused_embedding_bags = 0;
   int fused_activations = 0;
+  int split_products = 0;          // SplitConcatProducts
+  int unexpanded_broadcasts = 0;   // ReadBroadcastsUnexpanded
   int ragged_inputs = 0;
   std::string buckets = "off";  // "on", "off" or why they are off
   std::string hoisting = "off";  // user-side hoisting: what runs once per user, or why nothing does
@@ -128,6 +130,16 @@ class Model {
   Status Prepare();
   // bindings_ for graph_.inputs (model_hoisting.cc).
   void BindGraphInputs();
+  // A plan of graph_ at small probe shapes, whose value shapes the passes read (model_hoisting.cc).
+  struct ShapeProbe {
+    static constexpr int64_t kRows = 7;  // candidates; user rows are repeated to as many
+    std::shared_ptr<const Plan> plan;
+    std::vector<int> user_rows;                       // graph inputs of user rows
+    std::vector<std::pair<int, int>> user_ragged;     // (values, offsets) of user ragged inputs
+  };
+  StatusOr<ShapeProbe> ProbeShapes() const;
+  // Runs SplitConcatProducts and ReadBroadcastsUnexpanded (with the fusion passes on).
+  Status SplitProducts();
   // Runs the hoisting pass when the config allows it and the model has user and candidate inputs.
   Status StartHoisting();
   // "" when the hoisted graph scores a request as the graph as written does, else why not.
@@ -192,7 +204,8 @@ class Model {
   std::vector<GraphInputKind> input_kinds_;  // bindings_[i].kind, as MergeRequests and PadToBucket take them
   std::vector<BucketKey> warmup_keys_;
   bool capture_ = false;  // capture plans as graphs (buckets on, backend able)
-  mutable std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_us_{0};
+  mutable std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_failures_{0},
+      capture_us_{0};
   mutable std::atomic<uint64_t> real_rows_{0}, padded_rows_{0};
   mutable std::unique_ptr<CaptureWorker> capture_worker_;  // before batcher_: outlives its batches
 

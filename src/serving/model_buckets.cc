@@ -19,6 +19,14 @@ std::vector<TensorMeta> MetasOf(const PreparedRequest& prepared) {
   return metas;
 }
 
+// Captures `plan` on `executor`, trying twice: a capture can fail for reasons outside it (a CUDA
+// library synchronising on another thread), and a plan found uncapturable runs uncaptured for good.
+StatusOr<int64_t> CaptureWithRetry(Executor& executor, const Plan& plan) {
+  auto bytes = executor.Capture(plan);
+  if (!bytes.ok() && bytes.status().code() == StatusCode::kInternal) bytes = executor.Capture(plan);
+  return bytes;
+}
+
 }  // namespace
 
 StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared) const {
@@ -84,11 +92,12 @@ void Model::CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const {
     std::unique_ptr<Executor> executor = TakeExecutor(e);
     if (!executor->Captured(*plan)) {
       auto start = std::chrono::steady_clock::now();
-      auto bytes = executor->Capture(*plan);
+      auto bytes = CaptureWithRetry(*executor, *plan);
       if (bytes.ok()) {
         ++captures_;
         capture_us_ += MicrosSince(start);
       } else {
+        ++capture_failures_;
         std::fprintf(stderr, "model '%s': capturing a plan failed (it runs uncaptured): %s\n", name().c_str(),
                      bytes.status().ToString().c_str());
         {
@@ -134,8 +143,8 @@ void Model::WaitForCaptures() const {
 }
 
 BucketCounters Model::bucket_counters() const {
-  return {graph_hits_.load(), graph_misses_.load(), captures_.load(), capture_us_.load(), real_rows_.load(),
-          padded_rows_.load()};
+  return {graph_hits_.load(), graph_misses_.load(), captures_.load(), capture_failures_.load(), capture_us_.load(),
+          real_rows_.load(), padded_rows_.load()};
 }
 
 Status Model::StartBuckets() {
@@ -263,7 +272,7 @@ Status Model::CaptureWarmupBuckets(const std::vector<int64_t>& max_lengths) {
   for (auto& executor : held) {
     for (const auto& plan : plans) {
       if (workspace + report_.warmup_capture_bytes / std::max(max_executors_, 1) > limit) break;
-      auto bytes = executor->Capture(*plan);
+      auto bytes = CaptureWithRetry(*executor, *plan);
       if (!bytes.ok()) {
         failed = bytes.status();
         break;

@@ -1,4 +1,5 @@
-// Model: user-side hoisting at load (docs/hoisting.md). The pass itself is compile/user_hoisting.cc.
+// Model: the load-time rewrites that need value shapes: the product split (docs/passes.md) and
+// user-side hoisting (docs/hoisting.md). The passes themselves are in compile/.
 #include <algorithm>
 #include <limits>
 
@@ -29,6 +30,50 @@ void Model::BindGraphInputs() {
   RANKD_CHECK(bindings_.size() == graph_.inputs.size());
 }
 
+StatusOr<Model::ShapeProbe> Model::ProbeShapes() const {
+  // User rows repeated to an odd number of candidates (so no other dimension is mistaken for the
+  // rows), ragged rows of at most 3 ids.
+  ShapeProbe probe;
+  std::vector<TensorMeta> metas;
+  std::vector<std::pair<int, int>> user_ragged(ragged_names_.size(), {-1, -1});
+  PlanOptions options;
+  for (const std::string& name : ragged_names_) {
+    options.ragged_max_lengths.push_back(std::min<int64_t>(3, config_.FindInput(name)->max_length));
+  }
+  for (size_t i = 0; i < bindings_.size(); ++i) {
+    const Binding& b = bindings_[i];
+    const InputConfig& in = config_.inputs[b.config_index];
+    bool user = in.scope == InputScope::kUser;
+    int id = graph_.inputs[i];
+    if (b.kind.part == GraphInputKind::kDense) {
+      Shape s{ShapeProbe::kRows};
+      for (int64_t d : in.dims) s.push_back(d < 0 ? 1 : d);
+      metas.push_back({in.dtype, s, nullptr});
+      if (user) probe.user_rows.push_back(id);
+    } else if (b.kind.part == GraphInputKind::kValues) {
+      metas.push_back({in.dtype, {ShapeProbe::kRows * options.ragged_max_lengths[static_cast<size_t>(b.kind.ragged)]}, nullptr});
+      if (user) user_ragged[static_cast<size_t>(b.kind.ragged)].first = id;
+    } else {
+      metas.push_back({DType::kI64, {ShapeProbe::kRows + 1}, nullptr});
+      if (user) user_ragged[static_cast<size_t>(b.kind.ragged)].second = id;
+    }
+  }
+  for (auto pair : user_ragged) {
+    if (pair.first >= 0) probe.user_ragged.push_back(pair);
+  }
+  ASSIGN_OR_RETURN(probe.plan, Plan::Build(graph_, metas, options));
+  return probe;
+}
+
+Status Model::SplitProducts() {
+  if (!options_.fusion) return Status::Ok();
+  auto probe = ProbeShapes();
+  if (!probe.ok()) return Status::Ok();  // planned (and refused, if it must be) later, with its real shapes
+  report_.split_products = SplitConcatProducts(graph_, probe->plan->values());
+  report_.unexpanded_broadcasts = ReadBroadcastsUnexpanded(graph_, probe->plan->values());
+  return Status::Ok();
+}
+
 Status Model::StartHoisting() {
   bool allowed = options_.user_hoisting >= 0 ? options_.user_hoisting == 1 : config_.user_hoisting;
   bool users = false, candidates = false;
@@ -44,42 +89,13 @@ Status Model::StartHoisting() {
     report_.hoisting = users ? "off (no candidate inputs)" : "off (no user inputs)";
     return Status::Ok();
   }
-  // The pass reads ranks and row counts from a plan of the graph as written, user rows repeated
-  // to an odd number of candidates (so no other dimension is mistaken for the rows).
-  constexpr int64_t kPlanRows = 7;
-  std::vector<TensorMeta> metas;
-  std::vector<int> user_rows;
-  std::vector<std::pair<int, int>> user_ragged(ragged_names_.size(), {-1, -1});
-  PlanOptions options;
-  for (const std::string& name : ragged_names_) {
-    options.ragged_max_lengths.push_back(std::min<int64_t>(3, config_.FindInput(name)->max_length));
-  }
-  for (size_t i = 0; i < bindings_.size(); ++i) {
-    const Binding& b = bindings_[i];
-    const InputConfig& in = config_.inputs[b.config_index];
-    bool user = in.scope == InputScope::kUser;
-    int id = graph_.inputs[i];
-    if (b.kind.part == GraphInputKind::kDense) {
-      Shape s{kPlanRows};
-      for (int64_t d : in.dims) s.push_back(d < 0 ? 1 : d);
-      metas.push_back({in.dtype, s, nullptr});
-      if (user) user_rows.push_back(id);
-    } else if (b.kind.part == GraphInputKind::kValues) {
-      metas.push_back({in.dtype, {kPlanRows * options.ragged_max_lengths[static_cast<size_t>(b.kind.ragged)]}, nullptr});
-      if (user) user_ragged[static_cast<size_t>(b.kind.ragged)].first = id;
-    } else {
-      metas.push_back({DType::kI64, {kPlanRows + 1}, nullptr});
-      if (user) user_ragged[static_cast<size_t>(b.kind.ragged)].second = id;
-    }
-  }
-  user_ragged.erase(std::remove_if(user_ragged.begin(), user_ragged.end(), [](auto p) { return p.first < 0; }),
-                    user_ragged.end());
-  auto plan = Plan::Build(graph_, metas, options);
-  if (!plan.ok()) {
-    report_.hoisting = "off: the graph could not be planned for the pass (" + plan.status().ToString() + ")";
+  // The pass reads ranks and row counts from a plan of the graph as written.
+  auto probe = ProbeShapes();
+  if (!probe.ok()) {
+    report_.hoisting = "off: the graph could not be planned for the pass (" + probe.status().ToString() + ")";
     return Status::Ok();
   }
-  HoistReport r = HoistUserSide(graph_, user_rows, user_ragged, (*plan)->values(), kPlanRows);
+  HoistReport r = HoistUserSide(graph_, probe->user_rows, probe->user_ragged, probe->plan->values(), ShapeProbe::kRows);
   if (!r.hoisted) {
     report_.hoisting = "off: " + r.why_not;
     return Status::Ok();

@@ -31,6 +31,7 @@ struct BucketCounters {
   uint64_t graph_hits = 0;    // executions that replayed a captured graph
   uint64_t graph_misses = 0;  // executions that ran uncaptured (with captures on)
   uint64_t captures = 0;      // plans captured on an executor, warm-up included
+  uint64_t capture_failures = 0;  // plans whose capture failed (twice); they run uncaptured
   uint64_t capture_us = 0;    // time spent capturing
   uint64_t real_rows = 0;     // rows of bucketed executions ...
   uint64_t padded_rows = 0;   // ... and the rows they ran with

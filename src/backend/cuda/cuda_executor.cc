@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
 
 #include "compile/plan.h"
 #include "runtime/op_profile.h"
@@ -27,6 +29,7 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
   RETURN_IF_ERROR(r->arena_.Reserve(total));
   auto* base = static_cast<uint8_t*>(r->arena_.get());
   size_t pos = 0;
+  std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
   for (const auto& [id, t] : graph.constants) {
     if (t.bytes() > 0) RANKD_CUDA_RETURN(cudaMemcpy(base + pos, t.raw(), t.bytes(), cudaMemcpyHostToDevice));
     r->copies_[&t] = base + pos;
@@ -57,6 +60,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
 
 CudaExecutor::~CudaExecutor() {
   if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
+  std::lock_guard<std::shared_mutex> gate(CaptureGate());
   if (ctx_.lt) cublasLtDestroy(ctx_.lt);
   if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
 }
@@ -80,6 +84,8 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
   if (folded_bytes > 0) RETURN_IF_ERROR(b.folded->Reserve(folded_bytes));
   auto* base = static_cast<uint8_t*>(b.folded->get());
   size_t pos = 0;
+  std::unique_lock<std::shared_mutex> gate(CaptureGate(), std::defer_lock);  // synchronous copies
+  if (folded_bytes > 0) gate.lock();
   for (const PlanValue& v : values) {
     if (v.storage != PlanStorage::kConstant || resources_->Find(v.constant) || folded.count(v.constant)) continue;
     size_t bytes = v.constant->bytes();
@@ -87,6 +93,7 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     folded[v.constant] = bytes > 0 ? base + pos : nullptr;  // empty values are never read
     pos += Aligned(bytes);
   }
+  if (gate.owns_lock()) gate.unlock();
   b.views.resize(values.size());
   b.host_views.resize(values.size());
   std::vector<bool> has_host(values.size(), false);
@@ -213,6 +220,7 @@ StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
 }
 
 StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
+  std::shared_lock<std::shared_mutex> gate(CaptureGate());
   RANKD_CUDA_RETURN(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
   Status enqueued = Enqueue(plan, b);
   cudaGraph_t graph = nullptr;

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <mutex>
 #include <string>
 
 #include "backend/cuda/device.h"
@@ -22,13 +23,21 @@ Status Launched(const KernelArgs& k) {
   return Internal(k.node.Describe() + ": kernel launch failed: " + cudaGetErrorString(e));
 }
 
+std::shared_mutex& CaptureGate() {
+  static std::shared_mutex gate;
+  return gate;
+}
+
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) cudaFree(ptr_);
+  if (!ptr_) return;
+  std::lock_guard<std::shared_mutex> gate(CaptureGate());
+  cudaFree(ptr_);
 }
 
 Status DeviceBuffer::Reserve(size_t bytes, bool* grew) {
   if (grew) *grew = false;
   if (bytes <= size_ && ptr_) return Status::Ok();
+  std::lock_guard<std::shared_mutex> gate(CaptureGate());
   if (ptr_) {
     cudaFree(ptr_);
     ptr_ = nullptr;
@@ -42,12 +51,15 @@ Status DeviceBuffer::Reserve(size_t bytes, bool* grew) {
 }
 
 PinnedBuffer::~PinnedBuffer() {
-  if (ptr_) cudaFreeHost(ptr_);
+  if (!ptr_) return;
+  std::lock_guard<std::shared_mutex> gate(CaptureGate());
+  cudaFreeHost(ptr_);
 }
 
 Status PinnedBuffer::Reserve(size_t bytes, bool* grew) {
   if (grew) *grew = false;
   if (bytes <= size_ && ptr_) return Status::Ok();
+  std::lock_guard<std::shared_mutex> gate(CaptureGate());
   if (ptr_) {
     cudaFreeHost(ptr_);
     ptr_ = nullptr;

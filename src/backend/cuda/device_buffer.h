@@ -2,10 +2,17 @@
 #pragma once
 
 #include <cstddef>
+#include <shared_mutex>
 
 #include "rankd/status.h"
 
 namespace rankd::cuda {
+
+// A stream capture on one thread is invalidated when another thread makes a call that may
+// synchronise the device (cudaFree, cudaFreeHost, a synchronous copy): "operation failed due to a
+// previous error during capture". Captures hold this gate shared; such calls hold it exclusively,
+// so they wait for running captures (milliseconds) and captures wait for them.
+std::shared_mutex& CaptureGate();
 
 class DeviceBuffer {
  public:
