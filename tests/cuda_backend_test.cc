@@ -7,6 +7,7 @@
 #include <atomic>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -75,6 +76,17 @@ OpCase Cast(const char* name, DType from, DType to) {
 OpCase MatMul(const char* name, Shape a, Shape b) {
   return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
             g.Output(g.Op("MatMul", {In(g, in, rng, DType::kF32, a), In(g, in, rng, DType::kF32, b)}));
+          }};
+}
+
+// MatMul with the epilogue FuseGemmEpilogues gives it: a bias row as input 2, maybe a Relu.
+OpCase MatMulEpilogue(const char* name, Shape a, int64_t n, bool bias, bool relu) {
+  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            std::vector<int> ins{In(g, in, rng, DType::kF32, a), g.Const("w", Random(DType::kF32, {a.back(), n}, rng))};
+            if (bias) ins.push_back(g.Const("bias", Random(DType::kF32, {n}, rng)));
+            std::map<std::string, AttributeValue> attrs;
+            if (relu) attrs["activation"] = std::string("Relu");
+            g.Output(g.Op("MatMul", ins, attrs));
           }};
 }
 
@@ -178,6 +190,9 @@ std::vector<OpCase> Cases() {
       MatMul("matmul_broadcast", S{2, 1, 5, 7}, S{3, 7, 2}),
       MatMul("matmul_vectors", S{7}, S{7, 3}),
       MatMul("matmul_large", S{300, 257}, S{257, 129}),
+      MatMulEpilogue("matmul_bias_relu", S{3, 50, 64}, 80, true, true),
+      MatMulEpilogue("matmul_bias", S{7, 33}, 5, true, false),
+      MatMulEpilogue("matmul_relu", S{2, 2, 9, 17}, 1, false, true),
       Gemm("gemm_bias", 33, 65, 17, false, false, S{65}, 1.0f, 1.0f),
       Gemm("gemm_trans", 9, 5, 13, true, true, S{1, 5}, 1.0f, 1.0f),
       Gemm("gemm_column_bias", 9, 5, 13, false, true, S{9, 1}, 0.5f, 2.0f),
@@ -436,7 +451,7 @@ TEST_P(CudaZooTest, UnfusedScoresTheSameWithMoreLaunches) {
   EXPECT_GE(a->copies, 2);  // one input copy in, output copies back
   EXPECT_EQ(a->other, 0);
   const LoadReport& report = (*fused)->load_report();
-  if (report.fused_embedding_bags + report.fused_activations > 0) {
+  if (report.fused_embedding_bags + report.fused_epilogues > 0) {
     EXPECT_LT(a->kernels, b->kernels);
   }
   // Counting does not capture: the plan still runs (and scores) as before.

@@ -162,7 +162,7 @@ namespace {
 
 // Gemm -> Relu becomes one Gemm with the activation; the scores do not change. A Gemm whose
 // product is also read elsewhere keeps its Relu.
-TEST(GemmActivationFusion, FusesOnlyASoleReluReaderAndKeepsResults) {
+TEST(GemmEpilogueFusion, FusesOnlyASoleReluReaderAndKeepsResults) {
   testing::GraphBuilder b;
   int x = b.Input("x", DType::kF32, {3, 4});
   int w = b.Const("w", testing::MakeF32({4, 2}, {1, -2, 3, -4, -5, 6, 7, -8}));
@@ -176,7 +176,7 @@ TEST(GemmActivationFusion, FusesOnlyASoleReluReaderAndKeepsResults) {
   auto before = testing::RunGraph(b.graph(), inputs);
   ASSERT_TRUE(before.ok()) << before.status().ToString();
   Graph g = b.graph();
-  EXPECT_EQ(FuseGemmActivations(g), 1);
+  EXPECT_EQ(FuseGemmEpilogues(g), 1);
   EXPECT_EQ(g.OpCounts()["Relu"], 1);
   auto after = testing::RunGraph(g, inputs);
   ASSERT_TRUE(after.ok()) << after.status().ToString();
@@ -184,6 +184,58 @@ TEST(GemmActivationFusion, FusesOnlyASoleReluReaderAndKeepsResults) {
   bool any_clamped = false;
   for (int64_t i = 0; i < (*after)[0].size(); ++i) any_clamped = any_clamped || (*before)[2].data<float>()[i] < 0;
   EXPECT_TRUE(any_clamped) << "the case must exercise the ReLU";
+}
+
+// MatMul against a weight matrix, plus a bias row, then maybe a Relu: one MatMul with the bias as
+// a third input and the activation, on A of rank 1 to 4 and biases [H], [1, H], [1, 1, H]; the
+// scores do not change. A bias wider than the product, a non-constant bias, a batched weight and
+// a product read twice are left alone.
+TEST(GemmEpilogueFusion, MatMulTakesABiasRowAndARelu) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(-1, 1);
+  auto random = [&](Shape s) {
+    Tensor t = Tensor::Zeros(DType::kF32, s);
+    for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
+    return t;
+  };
+  for (int64_t rank = 1; rank <= 4; ++rank) {
+    for (Shape bias_shape : {Shape{3}, Shape{1, 3}, Shape{1, 1, 3}}) {
+      for (bool relu : {false, true}) {
+        Shape a_shape(static_cast<size_t>(rank), 2);
+        a_shape.back() = 5;
+        testing::GraphBuilder b;
+        int a = b.Input("a", DType::kF32, a_shape);
+        int bias = b.Const("bias", random(bias_shape));
+        int product = b.Op("MatMul", {a, b.Const("w", random({5, 3}))});
+        int sum = relu ? b.Op("Add", {bias, product}) : b.Op("Add", {product, bias});
+        b.Output(relu ? b.Op("Relu", {sum}) : sum);
+        b.Output(b.Op("MatMul", {a, b.Const("batched", random({2, 5, 3}))}));  // no epilogue: batched B
+        std::vector<Tensor> inputs{random(a_shape)};
+        auto before = testing::RunGraph(b.graph(), inputs);
+        ASSERT_TRUE(before.ok()) << before.status().ToString();
+        Graph g = b.graph();
+        bool fits = static_cast<int64_t>(bias_shape.size()) <= rank;
+        EXPECT_EQ(FuseGemmEpilogues(g), fits ? 1 + relu : 0) << rank << " " << ShapeToString(bias_shape);
+        EXPECT_EQ(g.OpCounts()["Add"], fits ? 0 : 1);
+        auto after = testing::RunGraph(g, inputs);
+        ASSERT_TRUE(after.ok()) << after.status().ToString();
+        for (size_t i = 0; i < before->size(); ++i) {
+          EXPECT_EQ((*after)[i].shape(), (*before)[i].shape());
+          EXPECT_LE(testing::RelativeError((*after)[i], (*before)[i]), 1e-6) << rank << " " << ShapeToString(bias_shape);
+        }
+      }
+    }
+  }
+  testing::GraphBuilder b;
+  int a = b.Input("a", DType::kF32, {4, 5});
+  int product = b.Op("MatMul", {a, b.Const("w", random({5, 3}))});
+  b.Output(b.Op("Add", {product, b.Op("Relu", {b.Const("bias", random({3}))})}));  // not a constant
+  int c = b.Input("c", DType::kF32, {4, 3});
+  b.Output(b.Op("Add", {b.Op("MatMul", {a, b.Const("w2", random({5, 3}))}), c}));  // not a constant row
+  int shared = b.Op("MatMul", {a, b.Const("w3", random({5, 3}))});
+  b.Output(b.Op("Add", {shared, b.Const("bias3", random({3}))}));
+  b.Output(shared);  // read twice
+  EXPECT_EQ(FuseGemmEpilogues(b.graph()), 0);
 }
 
 }  // namespace

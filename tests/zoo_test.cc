@@ -26,7 +26,7 @@ TEST_P(ZooTest, UnfusedPlansScoreAsPyTorchToo) {
   auto model = Model::Load(testing::SourcePath("models/zoo/" + GetParam()), -1, options);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ((*model)->load_report().fused_embedding_bags, 0);
-  EXPECT_EQ((*model)->load_report().fused_activations, 0);
+  EXPECT_EQ((*model)->load_report().fused_epilogues, 0);
   EXPECT_EQ((*model)->graph().OpCounts()["EmbeddingBag"], 0);
   testing::ExpectZooScores(**model, GetParam(), 1e-5);
   auto plan = (*model)->PlanForRequest((*model)->ExampleRequest(2));

@@ -24,8 +24,11 @@ int RemoveDeadNodes(Graph& graph);
 // for the mask, the mask on either side of Mul) and replaces it with EmbeddingBag(table, ids).
 int FuseMaskedEmbeddingBags(Graph& graph);
 
-// Gemm whose only reader is a Relu becomes one Gemm with activation="Relu" (the Relu is removed).
-int FuseGemmActivations(Graph& graph);
+// Epilogues into products (gemm_epilogue_fusion.cc): MatMul(a, W) whose only reader adds a
+// constant row b (W a constant FP32 matrix [K, H], b FP32 [H] or [1, ..., 1, H]) becomes
+// MatMul(a, W, b[H]), a rankd extension of MatMul; a Gemm or MatMul whose only reader is a Relu
+// takes activation="Relu". The Add and the Relu are removed.
+int FuseGemmEpilogues(Graph& graph);
 
 // The DIN first-layer split (concat_product_split.cc). MatMul(Concat(parts, last axis), W), W a
 // constant matrix and the Concat read only there, becomes a sum of products of the distinct parts,

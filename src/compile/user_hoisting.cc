@@ -187,6 +187,7 @@ std::optional<std::vector<Info>> Hoister::RowsRule(const Node& n) const {
     bool ok = (side(0) == Side::kRows && side(1) == Side::kFree && ra >= 2 && free_fits(rb, 1, ra)) ||
               (side(0) == Side::kFree && side(1) == Side::kRows && rb >= 3 && free_fits(ra, 0, rb)) ||
               (side(0) == Side::kRows && side(1) == Side::kRows && ra >= 3 && ra == rb);
+    if (n.HasInput(2) && side(2) != Side::kFree) ok = false;  // a fused bias (FuseGemmEpilogues)
     return ok ? std::optional(all_outputs(rows)) : std::nullopt;
   }
   if (op == "Gemm") {

@@ -71,10 +71,7 @@ Status Model::Prepare() {
   RETURN_IF_ERROR(ResolveModelConfig(graph_, config_));
   ASSIGN_OR_RETURN(report_.folded_nodes, FoldConstants(graph_));
   report_.removed_nodes = RemoveDeadNodes(graph_);
-  if (options_.fusion) {
-    report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
-    report_.fused_activations = FuseGemmActivations(graph_);
-  }
+  if (options_.fusion) report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
   for (const InputConfig& in : config_.inputs) {
     if (in.ragged) ragged_names_.push_back(in.name);
   }
@@ -82,6 +79,7 @@ Status Model::Prepare() {
   RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_));
   BindGraphInputs();
   RETURN_IF_ERROR(SplitProducts());
+  if (options_.fusion) report_.fused_epilogues = FuseGemmEpilogues(graph_);  // after the split: it reads bare products
   Graph unhoisted = graph_;  // shares the constants; kept until the hoisted graph is checked
   RETURN_IF_ERROR(StartHoisting().WithContext("user-side hoisting"));
   backend_ = options_.backend ? options_.backend : &CpuBackend();

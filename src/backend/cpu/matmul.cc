@@ -57,7 +57,7 @@ Status Gemm(const KernelArgs& k) {
     });
   }
   Sgemm(a.data<float>(), b.data<float>(), c, m, n, kk, ta, tb, alpha, has_c ? beta : 0.0f);
-  if (k.node.Has("activation")) {  // Relu, fused by FuseGemmActivations
+  if (k.node.Has("activation")) {  // Relu, fused by FuseGemmEpilogues
     ParallelFor(m * n, 4, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) c[i] = c[i] > 0.0f ? c[i] : 0.0f;
     });
@@ -74,8 +74,24 @@ Status MatMul(const KernelArgs& k) {
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* pc = out.data<float>();
-  if (nb == 1) {  // one B for every batch of A: a single tall product
+  if ((k.HasIn(2) || k.node.Has("activation")) && (nb != 1 || kk == 0)) {
+    return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
+  }
+  if (nb == 1) {  // one B for every batch of A: a single tall product, with its fused epilogue
     Sgemm(pa, pb, pc, na * m, n, kk, false, false, 1.0f, 0.0f);
+    const float* bias = k.HasIn(2) ? k.In(2).data<float>() : nullptr;
+    bool relu = k.node.Has("activation");
+    if (bias || relu) {
+      ParallelFor(na * m, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          float* row = pc + r * n;
+          for (int64_t j = 0; j < n; ++j) {
+            float v = row[j] + (bias ? bias[j] : 0.0f);
+            row[j] = relu && v < 0.0f ? 0.0f : v;
+          }
+        }
+      });
+    }
     return Status::Ok();
   }
   // Broadcast batch dims: walk the output batch, finding each operand's matrix.

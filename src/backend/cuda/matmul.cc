@@ -20,7 +20,7 @@ Status Gemm(const KernelArgs& k) {
   g.n = out.dim(1);
   g.k = g.trans_a ? a.dim(0) : a.dim(1);
   bool has_c = k.HasIn(2) && beta != 0.0f;
-  bool relu = k.node.Has("activation");  // Relu, fused by FuseGemmActivations
+  bool relu = k.node.Has("activation");  // Relu, fused by FuseGemmEpilogues
   if (relu) g.epilogue = Epilogue::kRelu;
   const float* bias = nullptr;
   if (has_c) {
@@ -50,9 +50,13 @@ Status MatMul(const KernelArgs& k) {
   GemmShape g;
   g.n = n;
   g.k = kk;
-  if (nb == 1) {  // one B for every batch of A: a single tall product
+  const float* bias = k.HasIn(2) ? k.In(2).data<float>() : nullptr;
+  bool relu = k.node.Has("activation");
+  if ((bias || relu) && (nb != 1 || kk == 0)) return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
+  if (nb == 1) {  // one B for every batch of A: a single tall product, with its fused epilogue
     g.m = na * m;
-    return Sgemm(*k.device, g, pa, pb, pc, 1.0f, 0.0f);
+    g.epilogue = bias ? (relu ? Epilogue::kBiasRelu : Epilogue::kBias) : (relu ? Epilogue::kRelu : Epilogue::kNone);
+    return Sgemm(*k.device, g, pa, pb, pc, 1.0f, 0.0f, bias);
   }
   g.m = m;
   int64_t nout = NumElements(batch_out);

@@ -47,6 +47,12 @@ Status InferMatMul(InferContext& c) {
   ASSIGN_OR_RETURN(Shape out, BroadcastShapes({ba, bb}, c.node));
   if (!va) out.push_back(a[a.size() - 2]);
   if (!vb) out.push_back(b.back());
+  if (c.node.HasInput(2)) {  // the fused bias (FuseGemmEpilogues): one weight matrix, a row per column
+    RETURN_IF_ERROR(NeedF32(c, 2));
+    if (c.in(1).shape.size() != 2 || c.in(2).shape != Shape{b.back()}) {
+      return c.Error("a bias needs a weight matrix and one value per output column");
+    }
+  }
   c.out(0) = {DType::kF32, out, nullptr};
   return Status::Ok();
 }
@@ -133,7 +139,7 @@ Status InferReduce(InferContext& c) {
 
 void AppendMathSchemas(std::vector<OpSchema>& out) {
   out.push_back({"Gemm", 2, 3, nullptr, InferGemm});
-  out.push_back({"MatMul", 2, 2, nullptr, InferMatMul});
+  out.push_back({"MatMul", 2, 3, nullptr, InferMatMul});  // input 2: rankd's fused bias
   out.push_back({"Einsum", 1, 2, CheckEinsum, InferEinsum});
   out.push_back({"Softmax", 1, 1, nullptr, InferSoftmax});
   out.push_back({"LayerNormalization", 2, 3, nullptr, InferLayerNorm});

@@ -1,0 +1,89 @@
+// Products whose result is only biased and/or rectified take the bias and the Relu into the
+// product: the CUDA backend applies them in the cuBLASLt epilogue (one launch, no extra pass over
+// the output), the CPU right after the product.
+#include <algorithm>
+
+#include "compile/passes.h"
+
+namespace rankd {
+namespace {
+
+class EpilogueFuser {
+ public:
+  explicit EpilogueFuser(Graph& g) : g_(g), producers_(g.Producers()), uses_(g.UseCounts()) {}
+
+  int Run() {
+    removed_.assign(g_.nodes.size(), false);
+    for (size_t n = 0; n < g_.nodes.size(); ++n) {
+      if (removed_[n]) continue;
+      Node& node = g_.nodes[n];
+      if (node.op == "MatMul") FuseBias(node);
+      if (node.op == "Gemm" || node.op == "MatMul") FuseRelu(node);
+    }
+    if (fused_ == 0) return 0;
+    std::vector<Node> kept;
+    for (size_t n = 0; n < g_.nodes.size(); ++n) {
+      if (!removed_[n]) kept.push_back(std::move(g_.nodes[n]));
+    }
+    g_.nodes = std::move(kept);
+    return fused_;
+  }
+
+ private:
+  // The node that alone reads `value` (not a graph output), or -1.
+  int OnlyReader(int value) const {
+    if (uses_[static_cast<size_t>(value)] != 1) return -1;
+    for (size_t n = 0; n < g_.nodes.size(); ++n) {
+      const auto& in = g_.nodes[n].inputs;
+      if (!removed_[n] && std::find(in.begin(), in.end(), value) != in.end()) return static_cast<int>(n);
+    }
+    return -1;
+  }
+
+  // MatMul(a, W) + b, W a constant FP32 matrix [K, H] and b a constant FP32 row of H ([H] or
+  // [1, ..., 1, H], no wider than the product): MatMul(a, W, b[H]).
+  void FuseBias(Node& mm) {
+    if (mm.inputs.size() != 2 || !g_.IsConstant(mm.inputs[1])) return;
+    const Tensor& w = g_.constants.at(mm.inputs[1]);
+    if (w.rank() != 2 || w.dtype() != DType::kF32 || w.dim(0) == 0) return;
+    int r = OnlyReader(mm.outputs[0]);
+    if (r < 0) return;
+    const Node& add = g_.nodes[static_cast<size_t>(r)];
+    if (add.op != "Add" || add.inputs.size() != 2) return;
+    int bias = add.inputs[0] == mm.outputs[0] ? add.inputs[1] : add.inputs[0];
+    if (bias < 0 || bias == mm.outputs[0] || !g_.IsConstant(bias)) return;
+    const Tensor& b = g_.constants.at(bias);
+    if (b.dtype() != DType::kF32 || b.rank() < 1 || b.size() != w.dim(1) || b.shape().back() != w.dim(1)) return;
+    // The product has a's rank; a wider bias would widen the sum.
+    const Value& a = g_.values[static_cast<size_t>(mm.inputs[0])];
+    if (b.rank() > 1 && (!a.rank_known || b.rank() > static_cast<int64_t>(a.shape.size()))) return;
+    Tensor row = Tensor::Zeros(DType::kF32, {w.dim(1)});
+    std::copy(b.data<float>(), b.data<float>() + b.size(), row.data<float>());
+    mm.inputs.push_back(g_.AddConstant(mm.name + ".bias", std::move(row)));
+    mm.outputs[0] = add.outputs[0];
+    removed_[static_cast<size_t>(r)] = true;
+    ++fused_;
+  }
+
+  void FuseRelu(Node& product) {
+    if (product.Has("activation")) return;
+    int r = OnlyReader(product.outputs[0]);
+    if (r < 0 || g_.nodes[static_cast<size_t>(r)].op != "Relu") return;
+    product.attrs["activation"] = std::string("Relu");
+    product.outputs[0] = g_.nodes[static_cast<size_t>(r)].outputs[0];
+    removed_[static_cast<size_t>(r)] = true;
+    ++fused_;
+  }
+
+  Graph& g_;
+  std::vector<int> producers_;
+  std::vector<int> uses_;
+  std::vector<bool> removed_;
+  int fused_ = 0;
+};
+
+}  // namespace
+
+int FuseGemmEpilogues(Graph& graph) { return EpilogueFuser(graph).Run(); }
+
+}  // namespace rankd
