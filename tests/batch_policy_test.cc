@@ -60,6 +60,26 @@ TEST(BatchPolicy, BudgetClosesTheBatch) {
   EXPECT_EQ(d.count, 3u);  // cost 900 <= 1000; a fourth would be 1200
 }
 
+TEST(BatchPolicy, PreferredSizeGoesAtOnceAndTheRestWaits) {
+  auto o = Options();
+  std::vector<QueuedRequest> q = {Req(100, 0), Req(60, 10), Req(40, 20), Req(50, 30)};
+  auto now = T0 + microseconds(100);  // busy, not full, nobody has waited 500 us
+  EXPECT_EQ(DecideBatch(q, now, 1, 1, o).kind, Kind::kWaitUntil);
+  o.preferred_rows = {160, 200, 512};
+  BatchDecision d = DecideBatch(q, now, 1, 1, o);
+  EXPECT_EQ(d.kind, Kind::kDispatch);
+  EXPECT_EQ(d.count, 3u);  // the longest prefix of a preferred size: 100 + 60 + 40 rows
+  o.preferred_rows = {150, 250};  // prefixes of 100, 160, 200, 250 rows: only the whole queue is
+  d = DecideBatch(q, now, 1, 1, o);
+  EXPECT_EQ(d.kind, Kind::kDispatch);
+  EXPECT_EQ(d.count, 4u);
+  o.preferred_rows = {150, 300};
+  d = DecideBatch(q, now, 1, 1, o);
+  EXPECT_EQ(d.kind, Kind::kWaitUntil);  // none is: wait for the delay as without preferred sizes
+  EXPECT_EQ(d.wake, T0 + microseconds(500));
+  EXPECT_EQ(DecideBatch(q, now, 0, 2, o).kind, Kind::kWaitForExecutor);  // still needs an executor
+}
+
 TEST(BatchPolicy, SequenceCostCounts) {
   auto o = Options();
   o.cost_per_seq = 0.5;

@@ -461,10 +461,35 @@ TEST_P(CudaZooTest, UnfusedScoresTheSameWithMoreLaunches) {
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
 
 // Reduced-precision products stay within their precision's tolerance of the fp32 CPU scores.
+// The products again with bf16 operands (weights rounded once at load, other operands rounded
+// per product): within bf16's tolerance of the CPU, and not exact (the rounding is applied).
+TEST(CudaBackend, ProductsWithBf16OperandsStayWithinTheirTolerance) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  int products = 0;
+  for (const OpCase& c : Cases()) {
+    const std::string name = c.name;
+    if (name.rfind("matmul", 0) != 0 && name.rfind("gemm", 0) != 0 && name.rfind("einsum", 0) != 0) continue;
+    ++products;
+    std::mt19937_64 rng(9);
+    GraphBuilder g;
+    std::vector<Tensor> inputs;
+    std::vector<int64_t> ragged;
+    c.build(g, inputs, ragged, rng);
+    auto want = testing::RunGraph(g.graph(), inputs, ragged, CpuBackend());
+    auto got = testing::RunGraph(g.graph(), inputs, ragged, *cuda, Precision::kBf16);
+    ASSERT_TRUE(want.ok() && got.ok()) << name << ": " << got.status().ToString();
+    double err = testing::RelativeError((*got)[0], (*want)[0]);
+    EXPECT_LE(err, 3e-2) << name;
+    EXPECT_GT(err, 0.0) << name << " rounds like fp32: are the operands rounded?";
+  }
+  EXPECT_GT(products, 10);
+}
+
 TEST(CudaBackend, Tf32AndBf16StayWithinTheirTolerance) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
-  for (const char* name : {"dlrm_dcnv2", "din", "bst"}) {
+  for (const char* name : {"dlrm_dcnv2", "din", "bst", "mmoe"}) {
     const std::string dir = testing::SourcePath(std::string("models/zoo/") + name);
     auto cpu = Model::Load(dir, -1);
     ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();

@@ -141,14 +141,15 @@ int GraphBuilder::Op(const std::string& op, std::vector<int> inputs, std::map<st
 }
 
 StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Tensor>& inputs,
-                                       const std::vector<int64_t>& ragged_max_lengths, const Backend& backend) {
+                                       const std::vector<int64_t>& ragged_max_lengths, const Backend& backend,
+                                       Precision precision) {
   std::vector<TensorMeta> metas;
   for (const Tensor& t : inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
   PlanOptions options;
   options.backend = &backend;
   options.ragged_max_lengths = ragged_max_lengths;
   ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph, metas, options));
-  ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph, Precision::kFp32));
+  ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph, precision));
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, backend.NewExecutor(resources));
   return executor->Run(*plan, inputs);
 }

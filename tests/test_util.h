@@ -58,7 +58,7 @@ class GraphBuilder {
 // Runs a graph on a backend (plan + executor), the CPU by default.
 StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Tensor>& inputs,
                                        const std::vector<int64_t>& ragged_max_lengths = {},
-                                       const Backend& backend = CpuBackend());
+                                       const Backend& backend = CpuBackend(), Precision precision = Precision::kFp32);
 // The CUDA backend, or nullptr when this build or machine has none (tests then skip).
 const Backend* CudaOrNull();
 

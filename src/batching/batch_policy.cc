@@ -43,6 +43,16 @@ BatchDecision DecideBatch(const std::vector<QueuedRequest>& queue, BatchClock::t
     d.count = count;
     return d;
   }
+  // A prefix whose rows are a preferred size goes now; the rest keeps waiting for company.
+  int64_t prefix_rows = 0;
+  for (size_t k = 0; k < count && !o.preferred_rows.empty(); ++k) {
+    prefix_rows += queue[live[k]].rows;
+    if (std::binary_search(o.preferred_rows.begin(), o.preferred_rows.end(), prefix_rows)) d.count = k + 1;
+  }
+  if (d.count > 0) {
+    d.kind = BatchDecision::Kind::kDispatch;
+    return d;
+  }
   d.kind = BatchDecision::Kind::kWaitUntil;
   d.count = count;  // the batch that is forming
   d.wake = oldest + o.max_queue_delay;

@@ -9,6 +9,8 @@
 //   - with an executor free, a batch is dispatched when it is full (the next request does not
 //     fit), when the oldest request has waited max_queue_delay, or when no batch is running at all
 //     (under light load nobody waits for company that is not coming);
+//   - with preferred batch sizes (Triton's preferred_batch_size, in rows), the longest prefix of the
+//     forming batch whose rows are exactly a preferred size is dispatched at once;
 //   - otherwise the answer is "wait until" the oldest request's delay runs out.
 // Cost = cost_per_row * rows + cost_per_seq * sequence elements + cost_per_request.
 #pragma once
@@ -38,6 +40,7 @@ struct BatchPolicyOptions {
   int64_t max_batch_rows = 65536;        // Triton's max_batch_size, in rows
   std::chrono::microseconds max_queue_delay{500};  // Triton's max_queue_delay_microseconds
   size_t max_enqueued = 1024;            // past this, new requests are refused (UNAVAILABLE)
+  std::vector<int64_t> preferred_rows;   // Triton's preferred_batch_size, in rows; ascending
 };
 
 struct BatchDecision {

@@ -112,11 +112,13 @@ StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
   return in;
 }
 
+StatusOr<std::vector<int64_t>> ParseSizes(const json& j, const std::string& where);
+
 StatusOr<BatchingConfig> ParseBatching(const json& j) {
   RETURN_IF_ERROR(Expect(j.is_object(), "batching must be a mapping"));
   RETURN_IF_ERROR(CheckKeys(j, {"enabled", "max_queue_delay_microseconds", "max_batch_size", "max_queue_size",
                                 "default_timeout_microseconds", "priority_levels", "default_priority_level", "executors",
-                                "cost_per_row", "cost_per_sequence_element", "cost_per_request", "cost_budget"},
+                                "preferred_batch_size", "cost_per_row", "cost_per_sequence_element", "cost_per_request", "cost_budget"},
                             "batching"));
   BatchingConfig b;
   b.enabled = true;
@@ -150,6 +152,9 @@ StatusOr<BatchingConfig> ParseBatching(const json& j) {
     *field = j[key];
   }
   RETURN_IF_ERROR(Expect(b.cost_budget != 0, "batching.cost_budget must be positive"));
+  if (j.contains("preferred_batch_size")) {
+    ASSIGN_OR_RETURN(b.preferred_batch_size, ParseSizes(j["preferred_batch_size"], "batching.preferred_batch_size"));
+  }
   return b;
 }
 

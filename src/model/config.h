@@ -52,6 +52,7 @@ struct BatchingConfig {
   int priority_levels = 0;            // requests may say priority 1 (highest) .. levels
   int default_priority_level = 0;     // priority of requests that give none; 0 = the lowest
   int executors = 0;                  // batches in flight at once; 0 = the model's executors
+  std::vector<int64_t> preferred_batch_size;  // rows at which a forming batch goes at once
   double cost_per_row = -1;
   double cost_per_sequence_element = -1;
   double cost_per_request = -1;

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -35,7 +36,37 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
     r->copies_[&t] = base + pos;
     pos += Aligned(t.bytes());
   }
+  if (precision == Precision::kBf16) RETURN_IF_ERROR(r->UploadBf16Weights(graph));
   return r;
+}
+
+Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
+  // The B operand of every Gemm and MatMul that is an fp32 constant, rounded once here rather
+  // than at every product.
+  std::vector<const Tensor*> weights;
+  for (const Node& n : graph.nodes) {
+    if ((n.op != "Gemm" && n.op != "MatMul") || !n.HasInput(1) || !graph.IsConstant(n.inputs[1])) continue;
+    const Tensor* w = &graph.constants.at(n.inputs[1]);
+    if (w->dtype() == DType::kF32 && w->size() > 0 && std::find(weights.begin(), weights.end(), w) == weights.end()) {
+      weights.push_back(w);
+    }
+  }
+  size_t total = 0;
+  for (const Tensor* w : weights) total += Aligned(static_cast<size_t>(w->size()) * 2);
+  if (total == 0) return Status::Ok();
+  RETURN_IF_ERROR(bf16_arena_.Reserve(total));
+  auto* base = static_cast<uint8_t*>(bf16_arena_.get());
+  size_t pos = 0;
+  std::vector<uint16_t> rounded;
+  std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
+  for (const Tensor* w : weights) {
+    rounded.resize(static_cast<size_t>(w->size()));
+    for (int64_t i = 0; i < w->size(); ++i) rounded[static_cast<size_t>(i)] = FloatToBF16(w->data<float>()[i]);
+    RANKD_CUDA_RETURN(cudaMemcpy(base + pos, rounded.data(), rounded.size() * 2, cudaMemcpyHostToDevice));
+    bf16_weights_[copies_.at(w)] = base + pos;
+    pos += Aligned(rounded.size() * 2);
+  }
+  return Status::Ok();
 }
 
 void* CudaModelResources::Find(const Tensor* constant) const {
@@ -55,6 +86,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.error = static_cast<int*>(e->error_.get());
   e->ctx_.gemm = &e->gemm_;
   e->ctx_.precision = e->resources_->precision();
+  e->ctx_.bf16_weights = &e->resources_->bf16_weights();
   return std::unique_ptr<Executor>(std::move(e));
 }
 
@@ -66,9 +98,25 @@ CudaExecutor::~CudaExecutor() {
 }
 
 StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
-  bool grew = false;
+  bool grew = false, grew_operands = false;
   RETURN_IF_ERROR(workspace_.Reserve(static_cast<size_t>(plan.workspace_bytes()), &grew));
-  if (grew) bindings_.clear();  // views pointed into the old workspace
+  if (ctx_.precision == Precision::kBf16) {
+    // Room for the bf16 operands of the plan's largest product (gemm.h).
+    size_t need = 0;
+    for (const PlanStep& step : plan.steps()) {
+      const std::string& op = plan.graph().nodes[static_cast<size_t>(step.node)].op;
+      if (op != "Gemm" && op != "MatMul" && op != "Einsum") continue;
+      size_t bytes = 0;
+      for (size_t i = 0; i < 2 && i < step.inputs.size(); ++i) {
+        if (step.inputs[i] >= 0) bytes += Bf16OperandBytes(NumElements(plan.values()[static_cast<size_t>(step.inputs[i])].shape));
+      }
+      need = std::max(need, bytes);
+    }
+    RETURN_IF_ERROR(bf16_operands_.Reserve(need, &grew_operands));
+    ctx_.bf16_operands = bf16_operands_.get();
+    ctx_.bf16_operand_bytes = bf16_operands_.size();
+  }
+  if (grew || grew_operands) bindings_.clear();  // views and captures pointed into the old buffers
   auto it = bindings_.find(plan.id());
   if (it != bindings_.end()) return &it->second;
   if (bindings_.size() > 4096) bindings_.clear();  // bound the cache (captures go with it)

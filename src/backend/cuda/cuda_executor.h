@@ -38,14 +38,20 @@ class CudaModelResources final : public ModelResources {
   static StatusOr<std::shared_ptr<CudaModelResources>> Upload(const Graph& graph, int device, Precision precision);
   // The device copy of a graph constant, or nullptr for any other tensor.
   void* Find(const Tensor* constant) const;
+  // With bf16 precision: the bf16 copies of the weight matrices products read (keyed by the fp32
+  // device copy); empty otherwise.
+  const std::unordered_map<const void*, const void*>& bf16_weights() const { return bf16_weights_; }
   int device() const { return device_; }
   Precision precision() const { return precision_; }
 
  private:
+  Status UploadBf16Weights(const Graph& graph);
+
   int device_ = 0;
   Precision precision_ = Precision::kFp32;
-  DeviceBuffer arena_;
+  DeviceBuffer arena_, bf16_arena_;
   std::unordered_map<const Tensor*, void*> copies_;
+  std::unordered_map<const void*, const void*> bf16_weights_;
 };
 
 class CudaExecutor final : public Executor {
@@ -89,6 +95,7 @@ class CudaExecutor final : public Executor {
   DeviceContext ctx_;
   GemmCache gemm_;
   DeviceBuffer workspace_, lt_workspace_, inputs_, error_;
+  DeviceBuffer bf16_operands_;  // bf16 product operands (precision bf16), as large as a bound plan needs
   PinnedBuffer staged_inputs_, staged_outputs_;
   std::unordered_map<uint64_t, Binding> bindings_;
 };

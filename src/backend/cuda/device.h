@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 
 #include "backend/backend.h"
 
@@ -26,6 +27,11 @@ struct DeviceContext {
   int* error = nullptr;
   cuda::GemmCache* gemm = nullptr;
   Precision precision = Precision::kFp32;  // how fp32 products may round (backend.h)
+  // With bf16: the model's weight matrices in bf16 (fp32 device copy -> bf16 copy), and a buffer
+  // that products convert their other operands into (sized by the executor before any run).
+  const std::unordered_map<const void*, const void*>* bf16_weights = nullptr;
+  void* bf16_operands = nullptr;
+  size_t bf16_operand_bytes = 0;
 };
 
 namespace cuda {
@@ -34,6 +40,8 @@ namespace cuda {
 Status Check(cudaError_t error, const char* what);
 // After a launch: OK, or Internal naming the node (bad launch configuration, say).
 Status Launched(const KernelArgs& k);
+// out[i] = bf16(in[i]) for i < n, rounded to nearest even, on `stream`.
+Status ConvertToBf16(cudaStream_t stream, const float* in, void* out, int64_t n);
 
 constexpr int kThreads = 256;
 // Blocks for a grid-stride loop over n items.

@@ -21,10 +21,11 @@ int Alignment(const void* p) {
 
 // cuBLASLt is column-major: a row-major X is its transpose there. So the row-major product
 // C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T: B goes first.
+// With bf16 the operands are bf16 (converted by Sgemm) and the product accumulates and is
+// written in fp32; otherwise everything is fp32, tf32 letting the tensor cores round the operands.
 Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmCache::Entry& e) {
-  cublasComputeType_t compute = ctx.precision == Precision::kTf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                : ctx.precision == Precision::kBf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
-                                                                    : CUBLAS_COMPUTE_32F;
+  cublasComputeType_t compute = ctx.precision == Precision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cudaDataType_t operand = ctx.precision == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
   RANKD_LT_RETURN(cublasLtMatmulDescCreate(&e.op, compute, CUDA_R_32F));
   cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -38,8 +39,8 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmCache::E
   // Stored (pre-op) column-major shapes.
   uint64_t b_rows = static_cast<uint64_t>(g.trans_b ? g.k : g.n), b_cols = static_cast<uint64_t>(g.trans_b ? g.n : g.k);
   uint64_t a_rows = static_cast<uint64_t>(g.trans_a ? g.m : g.k), a_cols = static_cast<uint64_t>(g.trans_a ? g.k : g.m);
-  RANKD_LT_RETURN(cublasLtMatrixLayoutCreate(&e.b, CUDA_R_32F, b_rows, b_cols, static_cast<int64_t>(b_rows)));
-  RANKD_LT_RETURN(cublasLtMatrixLayoutCreate(&e.a, CUDA_R_32F, a_rows, a_cols, static_cast<int64_t>(a_rows)));
+  RANKD_LT_RETURN(cublasLtMatrixLayoutCreate(&e.b, operand, b_rows, b_cols, static_cast<int64_t>(b_rows)));
+  RANKD_LT_RETURN(cublasLtMatrixLayoutCreate(&e.a, operand, a_rows, a_cols, static_cast<int64_t>(a_rows)));
   RANKD_LT_RETURN(cublasLtMatrixLayoutCreate(&e.c, CUDA_R_32F, static_cast<uint64_t>(g.n), static_cast<uint64_t>(g.m), g.n));
   if (g.batch > 1) {
     int32_t count = static_cast<int32_t>(g.batch);
@@ -71,6 +72,34 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmCache::E
   return Status::Ok();
 }
 
+// The bf16 operands of a product: a weight matrix's bf16 copy when there is one, else the fp32
+// operand converted into the executor's operand buffer (A first, then B, each 256-byte aligned).
+Status ConvertOperands(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, const void*& op_a,
+                       const void*& op_b) {
+  auto extent = [&](int64_t matrix, int64_t stride) { return g.batch > 1 && stride > 0 ? stride * (g.batch - 1) + matrix : matrix; };
+  int64_t na = extent(g.m * g.k, g.stride_a), nb = extent(g.k * g.n, g.stride_b);
+  auto* buffer = static_cast<uint8_t*>(ctx.bf16_operands);
+  size_t a_bytes = Bf16OperandBytes(na);
+  const void* weight = nullptr;
+  if (ctx.bf16_weights) {
+    auto it = ctx.bf16_weights->find(b);
+    if (it != ctx.bf16_weights->end()) weight = it->second;
+  }
+  bool converted_b = weight == nullptr;
+  if (a_bytes + (converted_b ? Bf16OperandBytes(nb) : 0) > ctx.bf16_operand_bytes) {
+    return Internal("the bf16 operand buffer is smaller than a product needs");
+  }
+  RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, buffer, na));
+  op_a = buffer;
+  if (converted_b) {
+    RETURN_IF_ERROR(ConvertToBf16(ctx.stream, b, buffer + a_bytes, nb));
+    op_b = buffer + a_bytes;
+  } else {
+    op_b = weight;
+  }
+  return Status::Ok();
+}
+
 void Destroy(GemmCache::Entry& e) {
   if (e.a) cublasLtMatrixLayoutDestroy(e.a);
   if (e.b) cublasLtMatrixLayoutDestroy(e.b);
@@ -91,7 +120,10 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
     if (beta != 0.0f || g.epilogue != Epilogue::kNone) return Unimplemented("a product over an empty dimension with C or an epilogue");
     return Check(cudaMemsetAsync(c, 0, static_cast<size_t>(g.m * g.n * g.batch) * sizeof(float), ctx.stream), "cudaMemsetAsync");
   }
-  int alignment = std::min({Alignment(a), Alignment(b), Alignment(c)});
+  const void* op_a = a;
+  const void* op_b = b;
+  if (ctx.precision == Precision::kBf16) RETURN_IF_ERROR(ConvertOperands(ctx, g, a, b, op_a, op_b));
+  int alignment = std::min({Alignment(op_a), Alignment(op_b), Alignment(c)});
   GemmCache::Key key{g.trans_a, g.trans_b, g.m, g.n, g.k, g.batch, g.stride_a, g.stride_b, g.stride_c,
                      static_cast<int>(g.epilogue), alignment, static_cast<int>(ctx.precision)};
   auto it = ctx.gemm->entries.find(key);
@@ -108,7 +140,7 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   if (bias) {
     RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  RANKD_LT_RETURN(cublasLtMatmul(ctx.lt, e.op, &alpha, b, e.b, a, e.a, &beta, c, e.c, c, e.c, &e.algo, ctx.lt_workspace,
+  RANKD_LT_RETURN(cublasLtMatmul(ctx.lt, e.op, &alpha, op_b, e.b, op_a, e.a, &beta, c, e.c, c, e.c, &e.algo, ctx.lt_workspace,
                                  ctx.lt_workspace_bytes, ctx.stream));
   return Status::Ok();
 }

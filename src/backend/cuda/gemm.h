@@ -21,9 +21,14 @@ struct GemmShape {
 };
 
 // C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] (+ bias[n]) (then ReLU), all dense row-major:
-// A is m x k (k x m when trans_a), B is k x n (n x k when trans_b), C is m x n.
+// A is m x k (k x m when trans_a), B is k x n (n x k when trans_b), C is m x n. With bf16
+// precision A and B are rounded to bf16 first (a weight's bf16 copy is used as is), into
+// ctx.bf16_operands, which must hold Bf16OperandBytes of both.
 Status Sgemm(DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c, float alpha,
              float beta, const float* bias = nullptr);
+
+// Bytes an operand of `elements` values takes in the bf16 operand buffer.
+inline size_t Bf16OperandBytes(int64_t elements) { return (static_cast<size_t>(elements) * 2 + 255) / 256 * 256; }
 
 class GemmCache {
  public:

@@ -1,0 +1,33 @@
+// Converting fp32 product operands to bf16 for the bf16 tensor-core path of Sgemm (gemm.cc).
+#include <cuda_bf16.h>
+
+#include "backend/cuda/device.h"
+#include "backend/cuda/indexing.cuh"
+
+namespace rankd::cuda {
+namespace {
+
+// Two values per thread step: one 8-byte load, one 4-byte store.
+__global__ void ConvertPairsKernel(const float2* in, __nv_bfloat162* out, int64_t pairs) {
+  RANKD_GRID_LOOP(i, pairs) out[i] = __float22bfloat162_rn(in[i]);
+}
+
+__global__ void ConvertKernel(const float* in, __nv_bfloat16* out, int64_t n) {
+  RANKD_GRID_LOOP(i, n) out[i] = __float2bfloat16_rn(in[i]);
+}
+
+}  // namespace
+
+Status ConvertToBf16(cudaStream_t stream, const float* in, void* out, int64_t n) {
+  if (n <= 0) return Status::Ok();
+  bool paired = n % 2 == 0 && reinterpret_cast<uintptr_t>(in) % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 4 == 0;
+  if (paired) {
+    ConvertPairsKernel<<<Blocks(n / 2), kThreads, 0, stream>>>(reinterpret_cast<const float2*>(in),
+                                                               static_cast<__nv_bfloat162*>(out), n / 2);
+  } else {
+    ConvertKernel<<<Blocks(n), kThreads, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), n);
+  }
+  return Check(cudaGetLastError(), "ConvertToBf16");
+}
+
+}  // namespace rankd::cuda
