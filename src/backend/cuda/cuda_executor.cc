@@ -30,11 +30,13 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
   RETURN_IF_ERROR(r->arena_.Reserve(total));
   auto* base = static_cast<uint8_t*>(r->arena_.get());
   size_t pos = 0;
-  std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
-  for (const auto& [id, t] : graph.constants) {
-    if (t.bytes() > 0) RANKD_CUDA_RETURN(cudaMemcpy(base + pos, t.raw(), t.bytes(), cudaMemcpyHostToDevice));
-    r->copies_[&t] = base + pos;
-    pos += Aligned(t.bytes());
+  {
+    std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
+    for (const auto& [id, t] : graph.constants) {
+      if (t.bytes() > 0) RANKD_CUDA_RETURN(cudaMemcpy(base + pos, t.raw(), t.bytes(), cudaMemcpyHostToDevice));
+      r->copies_[&t] = base + pos;
+      pos += Aligned(t.bytes());
+    }
   }
   if (precision == Precision::kBf16) RETURN_IF_ERROR(r->UploadBf16Weights(graph));
   return r;
