@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "compile/plan.h"
 #include "frontend/kserve_json.h"
@@ -296,6 +297,14 @@ std::vector<OpCase> Cases() {
                  int x = In(g, in, rng, DType::kF32, {2, 5, 7}), y = In(g, in, rng, DType::kF32, {2, 7, 3});
                  g.Output(g.Op("Einsum", {x, y}, {{"equation", std::string("bij,bjk->bik")}}));
                }});
+  for (auto [name, sa, sb, sc] : {std::tuple{"muladd_same_shape", S{64, 36}, S{64, 36}, S{64, 36}},
+                                  std::tuple{"muladd_odd_size", S{7, 5}, S{7, 5}, S{7, 5}},
+                                  std::tuple{"muladd_broadcast", S{3, 1, 5}, S{4, 5}, S{5}}}) {
+    c.push_back({name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                   int a = In(g, in, rng, DType::kF32, sa), b = In(g, in, rng, DType::kF32, sb), x = In(g, in, rng, DType::kF32, sc);
+                   g.Output(g.Op("MulAdd", {a, b, x}));
+                 }});
+  }
   c.push_back({"ragged_to_padded", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64&) {
                  in.push_back(testing::MakeI64({6}, {4, 5, 6, 7, 8, 9}));
                  in.push_back(testing::MakeI64({5}, {0, 2, 2, 6, 6}));

@@ -238,5 +238,43 @@ TEST(GemmEpilogueFusion, MatMulTakesABiasRowAndARelu) {
   EXPECT_EQ(FuseGemmEpilogues(b.graph()), 0);
 }
 
+// Add(Mul(a, b), c) becomes MulAdd(a, b, c) on FP32 values of any broadcast, the Mul on either
+// side; a product read elsewhere and integer arithmetic are left alone.
+TEST(MulAddFusion, FusesFp32ProductsReadOnceAndKeepsResults) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-1, 1);
+  auto random = [&](Shape s) {
+    Tensor t = Tensor::Zeros(DType::kF32, s);
+    for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
+    return t;
+  };
+  testing::GraphBuilder b;
+  int x = b.Input("x", DType::kF32, {4, 6});
+  int y = b.Input("y", DType::kF32, {4, 6});
+  int ids = b.Input("ids", DType::kI64, {4, 6});
+  int row = b.Const("row", random({6}));
+  b.Output(b.Op("Add", {b.Op("Mul", {x, y}), x}));            // the DCN form
+  b.Output(b.Op("Add", {row, b.Op("Mul", {row, y})}));        // product on the right, broadcasts
+  int shared = b.Op("Mul", {x, row});
+  b.Output(b.Op("Add", {shared, y}));
+  b.Output(shared);                                           // read twice: kept
+  b.Output(b.Op("Add", {b.Op("Mul", {ids, ids}), ids}));      // integers: kept
+  Graph g = b.graph();
+  std::vector<Tensor> inputs{random({4, 6}), random({4, 6}), testing::MakeI64({4, 6}, std::vector<int64_t>(24, 3))};
+  std::vector<TensorMeta> metas;
+  for (const Tensor& t : inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
+  auto probe = Plan::Build(g, metas);
+  ASSERT_TRUE(probe.ok()) << probe.status().ToString();
+  EXPECT_EQ(FuseMulAdd(g, (*probe)->values()), 2);
+  EXPECT_EQ(g.OpCounts()["MulAdd"], 2);
+  auto before = testing::RunGraph(b.graph(), inputs);
+  auto after = testing::RunGraph(g, inputs);
+  ASSERT_TRUE(before.ok() && after.ok()) << after.status().ToString();
+  for (size_t i = 0; i < before->size(); ++i) {
+    EXPECT_EQ((*after)[i].shape(), (*before)[i].shape());
+    EXPECT_LE(testing::RelativeError((*after)[i], (*before)[i]), 1e-6) << i;
+  }
+}
+
 }  // namespace
 }  // namespace rankd

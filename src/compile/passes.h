@@ -44,6 +44,10 @@ int SplitConcatProducts(Graph& graph, const std::vector<PlanValue>& shapes);
 // above; returns the number of operands rewired.
 int ReadBroadcastsUnexpanded(Graph& graph, const std::vector<PlanValue>& shapes);
 
+// Add(Mul(a, b), c), the product read only there, all FP32 (as `shapes` say), becomes rankd's
+// MulAdd(a, b, c) (muladd_fusion.cc). Returns the number of pairs fused.
+int FuseMulAdd(Graph& graph, const std::vector<PlanValue>& shapes);
+
 // Turns each named rank-2 id input into a ragged pair "NAME.values" [total] + "NAME.offsets"
 // [rows + 1], in place of the input in graph.inputs. EmbeddingBags reading it read the pair
 // directly; any other reader gets RaggedToPadded(values, offsets), padded with -1. The k-th name

@@ -38,7 +38,8 @@ const std::set<std::string>& ElementwiseOps() {
       "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Where", "Equal", "Greater", "GreaterOrEqual",
       "Less", "LessOrEqual", "And", "Or", "Xor", "Not", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
       "Reciprocal", "Neg", "Abs", "Erf", "Clip", "Cast", "Identity", "Softplus", "LeakyRelu", "Gelu",
-      "HardSigmoid", "Sign", "Floor", "Ceil", "Round", "IsNaN", "IsInf", "Elu", "Selu", "Sin", "Cos", "Dropout"};
+      "HardSigmoid", "Sign", "Floor", "Ceil", "Round", "IsNaN", "IsInf", "Elu", "Selu", "Sin", "Cos", "Dropout",
+      "MulAdd"};
   return ops;
 }
 

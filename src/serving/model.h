@@ -61,6 +61,7 @@ struct LoadReport {
   int fused_epilogues = 0;
   int split_products = 0;          // SplitConcatProducts
   int unexpanded_broadcasts = 0;   // ReadBroadcastsUnexpanded
+  int fused_mul_adds = 0;          // FuseMulAdd
   int ragged_inputs = 0;
   std::string buckets = "off";  // "on", "off" or why they are off
   std::string hoisting = "off";  // user-side hoisting: what runs once per user, or why nothing does
@@ -138,7 +139,7 @@ class Model {
     std::vector<std::pair<int, int>> user_ragged;     // (values, offsets) of user ragged inputs
   };
   StatusOr<ShapeProbe> ProbeShapes() const;
-  // Runs SplitConcatProducts and ReadBroadcastsUnexpanded (with the fusion passes on).
+  // Runs SplitConcatProducts, ReadBroadcastsUnexpanded and FuseMulAdd (with the fusion passes on).
   Status SplitProducts();
   // Runs the hoisting pass when the config allows it and the model has user and candidate inputs.
   Status StartHoisting();

@@ -92,9 +92,9 @@ int InspectCommand(const InspectArgs& args) {
   }
   const LoadReport& r = model.load_report();
   std::printf("passes: %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d epilogues fused, "
-              "%d products of concatenations split, %d expansions read as broadcasts, %d ragged inputs\n",
+              "%d products of concatenations split, %d expansions read as broadcasts, %d multiply-adds fused, %d ragged inputs\n",
               r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.fused_epilogues, r.split_products,
-              r.unexpanded_broadcasts, r.ragged_inputs);
+              r.unexpanded_broadcasts, r.fused_mul_adds, r.ragged_inputs);
   std::printf("user-side hoisting: %s\n", r.hoisting.c_str());
   if (!r.hoisting_gathers.empty()) {
     std::printf("  gathered per candidate:");

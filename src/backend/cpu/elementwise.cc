@@ -179,6 +179,18 @@ Status UnaryNumeric(const KernelArgs& k) {
   });
 }
 
+Status MulAdd(const KernelArgs& k) {
+  const Tensor &a = k.In(0), &b = k.In(1), &c = k.In(2);
+  Tensor& out = k.Out(0);
+  auto layout = MakeBroadcastLayout<3>(out.shape(), {&a.shape(), &b.shape(), &c.shape()});
+  const float *pa = a.data<float>(), *pb = b.data<float>(), *pc = c.data<float>();
+  float* po = out.data<float>();
+  ForEachRow<3>(layout, [&](int64_t o, const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+    for (int64_t i = 0; i < n; ++i) po[o + i] = pa[off[0] + i * st[0]] * pb[off[1] + i * st[1]] + pc[off[2] + i * st[2]];
+  });
+  return Status::Ok();
+}
+
 Status Where(const KernelArgs& k) {
   const Tensor &c = k.In(0), &x = k.In(1), &y = k.In(2);
   Tensor& out = k.Out(0);
@@ -240,6 +252,7 @@ void AppendElementwiseKernels(std::map<std::string, KernelFn>& out) {
   }
   for (const char* op : {"Neg", "Relu", "Abs"}) out[op] = UnaryNumeric;
   out["Where"] = Where;
+  out["MulAdd"] = MulAdd;
   out["Clip"] = Clip;
   out["Cast"] = Cast;
 }

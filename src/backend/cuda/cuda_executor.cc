@@ -6,6 +6,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "common/parallel.h"
 #include "compile/plan.h"
 #include "runtime/op_profile.h"
 
@@ -13,6 +14,13 @@ namespace rankd::cuda {
 namespace {
 
 constexpr size_t kAlign = 256;
+constexpr size_t kPieceBytes = size_t{1} << 20;  // input staging is split into pieces this large
+
+struct Piece {
+  uint8_t* to;
+  const uint8_t* from;
+  size_t bytes;
+};
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
@@ -318,8 +326,25 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   RETURN_IF_ERROR(Stage(*b));
   // Inputs: packed into one pinned buffer, one copy to the device.
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
+  std::vector<Piece> pieces;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].bytes() > 0) std::memcpy(staged + b->in_offsets[i], inputs[i].raw(), inputs[i].bytes());
+    const auto* from = static_cast<const uint8_t*>(inputs[i].raw());
+    for (size_t done = 0; done < inputs[i].bytes(); done += kPieceBytes) {
+      pieces.push_back({staged + b->in_offsets[i] + done, from + done, std::min(kPieceBytes, inputs[i].bytes() - done)});
+    }
+  }
+  // Large batches (tens of MB of ids) are copied by several threads: one thread's memcpy into
+  // pinned memory would take longer than the batch's kernels.
+  auto copy = [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const Piece& piece = pieces[static_cast<size_t>(p)];
+      std::memcpy(piece.to, piece.from, piece.bytes);
+    }
+  };
+  if (b->in_total >= 4 * kPieceBytes) {
+    ParallelFor(static_cast<int64_t>(pieces.size()), 32768, copy);
+  } else {
+    copy(0, static_cast<int64_t>(pieces.size()));
   }
   if (b->graph && !OpProfile::enabled()) {
     RANKD_CUDA_RETURN(cudaGraphLaunch(b->graph->get(), ctx_.stream));

@@ -223,6 +223,42 @@ Status UnaryNumeric(const KernelArgs& k) {
   });
 }
 
+__global__ void MulAddKernel(IndexMap<3> m, int64_t n, const float* a, const float* b, const float* c, float* out) {
+  RANKD_GRID_LOOP(i, n) {
+    int64_t off[3];
+    m.Offsets(i, off);
+    out[i] = fmaf(a[off[0]], b[off[1]], c[off[2]]);
+  }
+}
+
+// All three operands of the output's shape: four elements per step, no index arithmetic.
+__global__ void MulAddSameShapeKernel(const float4* a, const float4* b, const float4* c, float4* out, int64_t quads) {
+  RANKD_GRID_LOOP(i, quads) {
+    float4 x = a[i], y = b[i], z = c[i];
+    out[i] = make_float4(fmaf(x.x, y.x, z.x), fmaf(x.y, y.y, z.y), fmaf(x.z, y.z, z.z), fmaf(x.w, y.w, z.w));
+  }
+}
+
+Status MulAdd(const KernelArgs& k) {
+  const Tensor &a = k.In(0), &b = k.In(1), &c = k.In(2);
+  Tensor& out = k.Out(0);
+  if (out.size() == 0) return Status::Ok();
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (a.shape() == out.shape() && b.shape() == out.shape() && c.shape() == out.shape() && out.size() % 4 == 0 &&
+      aligned(a.raw()) && aligned(b.raw()) && aligned(c.raw()) && aligned(out.raw())) {
+    int64_t quads = out.size() / 4;
+    MulAddSameShapeKernel<<<Blocks(quads), kThreads, 0, k.device->stream>>>(
+        static_cast<const float4*>(a.raw()), static_cast<const float4*>(b.raw()), static_cast<const float4*>(c.raw()),
+        static_cast<float4*>(out.raw()), quads);
+    return Launched(k);
+  }
+  const Shape* shapes[3] = {&a.shape(), &b.shape(), &c.shape()};
+  ASSIGN_OR_RETURN(IndexMap<3> m, BroadcastMap<3>(out.shape(), shapes));
+  MulAddKernel<<<Blocks(out.size()), kThreads, 0, k.device->stream>>>(m, out.size(), a.data<float>(), b.data<float>(),
+                                                                     c.data<float>(), out.data<float>());
+  return Launched(k);
+}
+
 template <typename T>
 __global__ void WhereKernel(IndexMap<3> m, int64_t n, const uint8_t* c, const T* x, const T* y, T* out) {
   RANKD_GRID_LOOP(i, n) {
@@ -279,6 +315,7 @@ void AppendElementwiseKernels(std::map<std::string, KernelFn>& out) {
   }
   for (const char* op : {"Neg", "Relu", "Abs"}) out[op] = UnaryNumeric;
   out["Where"] = Where;
+  out["MulAdd"] = MulAdd;
   out["Clip"] = Clip;
   out["Cast"] = Cast;
 }

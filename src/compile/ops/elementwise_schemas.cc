@@ -57,6 +57,16 @@ Status InferArith(InferContext& c) {
   return Status::Ok();
 }
 
+// rankd's MulAdd(a, b, c) = a * b + c (FuseMulAdd), FP32, all three broadcasting.
+Status InferMulAdd(InferContext& c) {
+  for (int i = 0; i < 3; ++i) {
+    if (c.in(i).dtype != DType::kF32) return c.Error("needs FP32 inputs");
+  }
+  ASSIGN_OR_RETURN(Shape s, Broadcast(c));
+  c.out(0) = {DType::kF32, s, nullptr};
+  return Status::Ok();
+}
+
 Status InferPow(InferContext& c) {
   if (c.in(0).dtype != DType::kF32 && c.in(0).dtype != DType::kF64) {
     return c.Error("base must be FP32 or FP64");
@@ -129,6 +139,7 @@ void AppendElementwiseSchemas(std::vector<OpSchema>& out) {
   }
   for (const char* op : {"And", "Or", "Xor"}) out.push_back({op, 2, 2, nullptr, InferLogic});
   out.push_back({"Where", 3, 3, nullptr, InferWhere});
+  out.push_back({"MulAdd", 3, 3, nullptr, InferMulAdd});
   out.push_back({"Clip", 1, 3, nullptr, InferClip});
   out.push_back({"Cast", 1, 1, CheckCast, InferCast});
 }
