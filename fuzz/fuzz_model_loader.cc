@@ -1,8 +1,9 @@
 // libFuzzer target: arbitrary bytes as an ONNX model through import, the load-time passes, the
-// backend check and a plan for a one-row request. Any crash, leak or sanitizer report is a bug;
+// backend check and a plan for a one-row request, then the shape-reading passes and a plan again. Any crash, leak or sanitizer report is a bug;
 // errors are expected.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
 #include "compile/passes.h"
@@ -31,6 +32,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   PlanOptions plan_options;
   plan_options.max_workspace_bytes = int64_t{1} << 26;
-  (void)Plan::Build(*graph, inputs, plan_options);
+  auto plan = Plan::Build(*graph, inputs, plan_options);
+  if (!plan.ok()) return 0;
+  // The passes that read value shapes, with this plan as their probe, then a plan of the result.
+  std::vector<PlanValue> shapes = (*plan)->values();
+  SplitConcatProducts(*graph, shapes);
+  ReadBroadcastsUnexpanded(*graph);
+  FuseMulAdd(*graph, shapes);
+  FuseGemmEpilogues(*graph);
+  // An equivalent rewrite never makes a plannable graph unplannable (a larger workspace aside).
+  auto rewritten = Plan::Build(*graph, inputs, plan_options);
+  if (!rewritten.ok() && rewritten.status().code() != StatusCode::kResourceExhausted) __builtin_trap();
   return 0;
 }

@@ -200,10 +200,11 @@ TEST(BatchedModel, BadIdFailsOnlyItsRequest) {
 
 TEST(BatchedModel, DeadlinesPrioritiesAndMeasuredCosts) {
   // No cost in the config: measured at warm-up.
-  auto batched = LoadDin(R"({"priority_levels": 2})");
+  auto batched = LoadDin(R"({"priority_levels": 2, "preferred_batch_size": [16, 8]})");
   ASSERT_TRUE(batched.ok()) << batched.status().ToString();
   const BatchPolicyOptions* policy = (*batched)->batch_policy();
   ASSERT_NE(policy, nullptr);
+  EXPECT_EQ(policy->preferred_rows, std::vector<int64_t>({8, 16}));
   EXPECT_GT(policy->cost_per_row + policy->cost_per_seq + policy->cost_per_request, 0.0);
   // The budget follows the fit's rule; whether it is above zero depends on the timings (a fit
   // with no fixed cost, as under ASan, rightly merges nothing), so that is not asserted here.

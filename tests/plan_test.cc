@@ -160,6 +160,13 @@ TEST(MatMul, BroadcastBatchMatchesReference) {
 namespace rankd {
 namespace {
 
+Tensor RandomF32(Shape shape, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1, 1);
+  Tensor t = Tensor::Zeros(DType::kF32, std::move(shape));
+  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
 // Gemm -> Relu becomes one Gemm with the activation; the scores do not change. A Gemm whose
 // product is also read elsewhere keeps its Relu.
 TEST(GemmEpilogueFusion, FusesOnlyASoleReluReaderAndKeepsResults) {
@@ -192,12 +199,7 @@ TEST(GemmEpilogueFusion, FusesOnlyASoleReluReaderAndKeepsResults) {
 // a product read twice are left alone.
 TEST(GemmEpilogueFusion, MatMulTakesABiasRowAndARelu) {
   std::mt19937 rng(3);
-  std::uniform_real_distribution<float> d(-1, 1);
-  auto random = [&](Shape s) {
-    Tensor t = Tensor::Zeros(DType::kF32, s);
-    for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
-    return t;
-  };
+  auto random = [&](Shape s) { return RandomF32(std::move(s), rng); };
   for (int64_t rank = 1; rank <= 4; ++rank) {
     for (Shape bias_shape : {Shape{3}, Shape{1, 3}, Shape{1, 1, 3}}) {
       for (bool relu : {false, true}) {
@@ -242,12 +244,7 @@ TEST(GemmEpilogueFusion, MatMulTakesABiasRowAndARelu) {
 // side; a product read elsewhere and integer arithmetic are left alone.
 TEST(MulAddFusion, FusesFp32ProductsReadOnceAndKeepsResults) {
   std::mt19937 rng(5);
-  std::uniform_real_distribution<float> d(-1, 1);
-  auto random = [&](Shape s) {
-    Tensor t = Tensor::Zeros(DType::kF32, s);
-    for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
-    return t;
-  };
+  auto random = [&](Shape s) { return RandomF32(std::move(s), rng); };
   testing::GraphBuilder b;
   int x = b.Input("x", DType::kF32, {4, 6});
   int y = b.Input("y", DType::kF32, {4, 6});

@@ -33,7 +33,7 @@ int ExpectRewrittenScoresTheSame(const Graph& graph, int64_t d, uint64_t seed, G
   if (!probe.ok()) return 0;
   Graph rewritten = graph;
   int split = SplitConcatProducts(rewritten, (*probe)->values());
-  ReadBroadcastsUnexpanded(rewritten, (*probe)->values());
+  ReadBroadcastsUnexpanded(rewritten);
   std::mt19937_64 rng(seed);
   for (auto [rows, length] : {std::pair<int64_t, int64_t>{5, 4}, {1, 1}, {9, 2}}) {
     std::vector<Tensor> inputs = {Random({rows, length, d}, rng), Random({rows, d}, rng)};
@@ -150,13 +150,13 @@ TEST(ProductSplit, DistinctPartsWithoutBroadcastsAreLeftAlone) {
   EXPECT_EQ(ExpectRewrittenScoresTheSame(graph, 4, 3), 0);  // two products of K=4 cost what one of K=8 does
 }
 
-TEST(ReadBroadcastsUnexpanded, OnlyWhereTheOtherOperandHasTheResultShape) {
+TEST(ReadBroadcastsUnexpanded, OnlyAgainstTheValueWhoseShapeItExpandsTo) {
   GraphBuilder b;
   int keys = b.Input("keys", DType::kF32, {-1, -1, 4});
   int query = b.Input("query", DType::kF32, {-1, 4});
   int q = b.Op("Expand", {b.Op("Unsqueeze", {query, b.Const("one", MakeI64({1}, {1}))}), b.Op("Shape", {keys})});
   int first = b.Op("ReduceSum", {keys, b.Const("axes", MakeI64({1}, {1}))}, {{"keepdims", int64_t{1}}});  // [B, 1, 4]
-  b.Output(b.Op("Mul", {q, keys}));   // keys has the result's shape: q is read unexpanded
+  b.Output(b.Op("Mul", {q, keys}));   // q expands to keys' shape: read unexpanded
   b.Output(b.Op("Add", {first, q}));  // [B, 1, 4] + q: the expansion gives the shape, kept
   Graph graph = std::move(b.graph());
   Graph rewritten;

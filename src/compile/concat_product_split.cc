@@ -220,26 +220,23 @@ int SplitConcatProducts(Graph& graph, const std::vector<PlanValue>& shapes) {
   return split;
 }
 
-int ReadBroadcastsUnexpanded(Graph& graph, const std::vector<PlanValue>& shapes) {
+int ReadBroadcastsUnexpanded(Graph& graph) {
   std::vector<int> producer = graph.Producers();
-  auto shape_of = [&](int v) -> const Shape* {
-    if (v < 0 || static_cast<size_t>(v) >= shapes.size() || shapes[static_cast<size_t>(v)].dtype == DType::kInvalid) {
-      return nullptr;
-    }
-    return &shapes[static_cast<size_t>(v)].shape;
+  auto made_by = [&](int v, const char* op) -> const Node* {
+    int p = v < 0 ? -1 : producer[static_cast<size_t>(v)];
+    return p >= 0 && graph.nodes[static_cast<size_t>(p)].op == op ? &graph.nodes[static_cast<size_t>(p)] : nullptr;
   };
   int changed = 0;
   for (Node& n : graph.nodes) {
     if (!IsBroadcastingBinary(n.op) || n.inputs.size() != 2) continue;
     for (int side = 0; side < 2; ++side) {
-      int v = n.inputs[static_cast<size_t>(side)];
-      int p = v < 0 ? -1 : producer[static_cast<size_t>(v)];
-      if (p < 0 || graph.nodes[static_cast<size_t>(p)].op != "Expand") continue;
-      // The other operand already has the result's shape, so the unexpanded value broadcasts to it.
-      const Shape* other = shape_of(n.inputs[static_cast<size_t>(1 - side)]);
-      const Shape* result = shape_of(n.outputs[0]);
-      if (!other || !result || *other != *result) continue;
-      n.inputs[static_cast<size_t>(side)] = graph.nodes[static_cast<size_t>(p)].inputs[0];
+      // Expand(x, Shape(other)) op other: broadcasting x against other gives the same shape and
+      // elements, for every shape of x and other.
+      const Node* expand = made_by(n.inputs[static_cast<size_t>(side)], "Expand");
+      const Node* shape = expand && expand->inputs.size() == 2 ? made_by(expand->inputs[1], "Shape") : nullptr;
+      int other = n.inputs[static_cast<size_t>(1 - side)];
+      if (!shape || shape->inputs[0] != other || shape->Has("start") || shape->Has("end")) continue;
+      n.inputs[static_cast<size_t>(side)] = expand->inputs[0];
       ++changed;
     }
   }

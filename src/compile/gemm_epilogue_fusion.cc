@@ -20,12 +20,7 @@ class EpilogueFuser {
       if (node.op == "MatMul") FuseBias(node);
       if (node.op == "Gemm" || node.op == "MatMul") FuseRelu(node);
     }
-    if (fused_ == 0) return 0;
-    std::vector<Node> kept;
-    for (size_t n = 0; n < g_.nodes.size(); ++n) {
-      if (!removed_[n]) kept.push_back(std::move(g_.nodes[n]));
-    }
-    g_.nodes = std::move(kept);
+    if (fused_ > 0) g_.EraseNodes(removed_);
     return fused_;
   }
 

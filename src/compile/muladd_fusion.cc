@@ -29,12 +29,7 @@ int FuseMulAdd(Graph& graph, const std::vector<PlanValue>& shapes) {
       break;
     }
   }
-  if (fused == 0) return 0;
-  std::vector<Node> kept;
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    if (!removed[n]) kept.push_back(std::move(graph.nodes[n]));
-  }
-  graph.nodes = std::move(kept);
+  if (fused > 0) graph.EraseNodes(removed);
   return fused;
 }
 

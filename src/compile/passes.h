@@ -39,10 +39,9 @@ int FuseGemmEpilogues(Graph& graph);
 // Returns the number of products split.
 int SplitConcatProducts(Graph& graph, const std::vector<PlanValue>& shapes);
 
-// Add/Sub/Mul/Div reading Expand(x) whose other operand already has the result's shape read x
-// instead (the broadcast gives the same elements without writing the expansion). `shapes` as
-// above; returns the number of operands rewired.
-int ReadBroadcastsUnexpanded(Graph& graph, const std::vector<PlanValue>& shapes);
+// Add/Sub/Mul/Div of Expand(x, Shape(y)) and y read x instead: the broadcast gives the same
+// elements without writing the expansion (DIN's q * k). Returns the number of operands rewired.
+int ReadBroadcastsUnexpanded(Graph& graph);
 
 // Add(Mul(a, b), c), the product read only there, all FP32 (as `shapes` say), becomes rankd's
 // MulAdd(a, b, c) (muladd_fusion.cc). Returns the number of pairs fused.

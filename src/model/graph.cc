@@ -52,6 +52,15 @@ int Graph::AddConstant(const std::string& name, Tensor t) {
   return id;
 }
 
+void Graph::EraseNodes(const std::vector<bool>& removed) {
+  std::vector<Node> kept;
+  kept.reserve(nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (n >= removed.size() || !removed[n]) kept.push_back(std::move(nodes[n]));
+  }
+  nodes = std::move(kept);
+}
+
 int Graph::FindValue(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? -1 : it->second;

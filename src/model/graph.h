@@ -56,6 +56,8 @@ class Graph {
   int FindValue(const std::string& name) const;
   // Gives value `id` a new name (FindValue follows).
   void RenameValue(int id, const std::string& name);
+  // Removes the nodes whose entry in `removed` (indexed like `nodes`) is true, keeping the order.
+  void EraseNodes(const std::vector<bool>& removed);
 
   std::vector<Value> values;
   std::vector<Node> nodes;

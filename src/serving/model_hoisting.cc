@@ -70,7 +70,7 @@ Status Model::SplitProducts() {
   auto probe = ProbeShapes();
   if (!probe.ok()) return Status::Ok();  // planned (and refused, if it must be) later, with its real shapes
   report_.split_products = SplitConcatProducts(graph_, probe->plan->values());
-  report_.unexpanded_broadcasts = ReadBroadcastsUnexpanded(graph_, probe->plan->values());
+  report_.unexpanded_broadcasts = ReadBroadcastsUnexpanded(graph_);
   report_.fused_mul_adds = FuseMulAdd(graph_, probe->plan->values());
   return Status::Ok();
 }
