@@ -10,7 +10,7 @@ namespace {
 
 class EpilogueFuser {
  public:
-  explicit EpilogueFuser(Graph& g) : g_(g), producers_(g.Producers()), uses_(g.UseCounts()) {}
+  explicit EpilogueFuser(Graph& g) : g_(g), uses_(g.UseCounts()) {}
 
   int Run() {
     removed_.assign(g_.nodes.size(), false);
@@ -71,7 +71,6 @@ class EpilogueFuser {
   }
 
   Graph& g_;
-  std::vector<int> producers_;
   std::vector<int> uses_;
   std::vector<bool> removed_;
   int fused_ = 0;

@@ -25,6 +25,21 @@ constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
+// Room for the bf16 operands of the plan's largest product (gemm.h).
+size_t Bf16OperandRoom(const Plan& plan) {
+  size_t need = 0;
+  for (const PlanStep& step : plan.steps()) {
+    const std::string& op = plan.graph().nodes[static_cast<size_t>(step.node)].op;
+    if (op != "Gemm" && op != "MatMul" && op != "Einsum") continue;
+    size_t bytes = 0;
+    for (size_t i = 0; i < 2 && i < step.inputs.size(); ++i) {
+      if (step.inputs[i] >= 0) bytes += Bf16OperandBytes(NumElements(plan.values()[static_cast<size_t>(step.inputs[i])].shape));
+    }
+    need = std::max(need, bytes);
+  }
+  return need;
+}
+
 }  // namespace
 
 StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const Graph& graph, int device,
@@ -108,27 +123,18 @@ CudaExecutor::~CudaExecutor() {
 }
 
 StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
-  bool grew = false, grew_operands = false;
+  bool grew = false;
   RETURN_IF_ERROR(workspace_.Reserve(static_cast<size_t>(plan.workspace_bytes()), &grew));
+  if (grew) bindings_.clear();  // views and captures pointed into the old workspace
+  auto it = bindings_.find(plan.id());
+  if (it != bindings_.end()) return &it->second;  // its bf16 operand room was reserved when it was bound
   if (ctx_.precision == Precision::kBf16) {
-    // Room for the bf16 operands of the plan's largest product (gemm.h).
-    size_t need = 0;
-    for (const PlanStep& step : plan.steps()) {
-      const std::string& op = plan.graph().nodes[static_cast<size_t>(step.node)].op;
-      if (op != "Gemm" && op != "MatMul" && op != "Einsum") continue;
-      size_t bytes = 0;
-      for (size_t i = 0; i < 2 && i < step.inputs.size(); ++i) {
-        if (step.inputs[i] >= 0) bytes += Bf16OperandBytes(NumElements(plan.values()[static_cast<size_t>(step.inputs[i])].shape));
-      }
-      need = std::max(need, bytes);
-    }
-    RETURN_IF_ERROR(bf16_operands_.Reserve(need, &grew_operands));
+    bool grew_operands = false;
+    RETURN_IF_ERROR(bf16_operands_.Reserve(Bf16OperandRoom(plan), &grew_operands));
     ctx_.bf16_operands = bf16_operands_.get();
     ctx_.bf16_operand_bytes = bf16_operands_.size();
+    if (grew_operands) bindings_.clear();  // captures hold the old buffer's address
   }
-  if (grew || grew_operands) bindings_.clear();  // views and captures pointed into the old buffers
-  auto it = bindings_.find(plan.id());
-  if (it != bindings_.end()) return &it->second;
   if (bindings_.size() > 4096) bindings_.clear();  // bound the cache (captures go with it)
   Binding b;
   const auto& values = plan.values();
