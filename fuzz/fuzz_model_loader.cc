@@ -40,6 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ReadBroadcastsUnexpanded(*graph);
   FuseMulAdd(*graph, shapes);
   FuseGemmEpilogues(*graph);
+  FuseEmbeddingConcats(*graph);
   // An equivalent rewrite never makes a plannable graph unplannable (a larger workspace aside).
   auto rewritten = Plan::Build(*graph, inputs, plan_options);
   if (!rewritten.ok() && rewritten.status().code() != StatusCode::kResourceExhausted) __builtin_trap();

@@ -110,36 +110,70 @@ OpCase Reduce(const char* name, const char* op, DType dtype, Shape a, std::vecto
           }};
 }
 
-// A ragged bag: ids as values + offsets, with empty bags and -1 slots at the given rates.
+// The inputs of a bag (table, ids or values + offsets) with empty bags and -1 slots at the given
+// rates; `tag` names its graph inputs.
+std::vector<int> BagInputs(GraphBuilder& g, std::vector<Tensor>& in, std::mt19937_64& rng, const std::string& tag,
+                           int64_t rows, int64_t dim, int64_t bags, int64_t max_len, double empty, double minus_one,
+                           DType table_dtype, bool padded) {
+  std::uniform_int_distribution<int64_t> id(0, rows - 1), len(1, max_len);
+  std::uniform_real_distribution<double> coin(0, 1);
+  std::vector<int64_t> values, offsets{0}, pad(static_cast<size_t>(bags * max_len), -1);
+  for (int64_t b = 0; b < bags; ++b) {
+    int64_t n = coin(rng) < empty ? 0 : len(rng);
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t v = coin(rng) < minus_one ? -1 : id(rng);
+      values.push_back(v);
+      pad[static_cast<size_t>(b * max_len + j)] = v;
+    }
+    offsets.push_back(static_cast<int64_t>(values.size()));
+  }
+  int table = g.Const("table" + tag, Random(table_dtype, {rows, dim}, rng));
+  if (padded) {
+    in.push_back(testing::MakeI64({bags, max_len}, pad));
+    return {table, g.Input("ids" + tag, DType::kI64, {bags, max_len})};
+  }
+  in.push_back(testing::MakeI64({static_cast<int64_t>(values.size())}, values));
+  in.push_back(testing::MakeI64({bags + 1}, offsets));
+  return {table, g.Input("values" + tag, DType::kI64, {static_cast<int64_t>(values.size())}),
+          g.Input("offsets" + tag, DType::kI64, {bags + 1})};
+}
+
+// A ragged (or padded) bag.
 OpCase Bag(const char* name, int64_t rows, int64_t dim, int64_t bags, int64_t max_len, double empty, double minus_one,
            bool mean, DType table_dtype, bool padded) {
   return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64& rng) {
-            std::uniform_int_distribution<int64_t> id(0, rows - 1), len(1, max_len);
-            std::uniform_real_distribution<double> coin(0, 1);
-            std::vector<int64_t> values, offsets{0}, pad(static_cast<size_t>(bags * max_len), -1);
-            for (int64_t b = 0; b < bags; ++b) {
-              int64_t n = coin(rng) < empty ? 0 : len(rng);
-              for (int64_t j = 0; j < n; ++j) {
-                int64_t v = coin(rng) < minus_one ? -1 : id(rng);
-                values.push_back(v);
-                pad[static_cast<size_t>(b * max_len + j)] = v;
-              }
-              offsets.push_back(static_cast<int64_t>(values.size()));
-            }
-            int table = g.Const("table", Random(table_dtype, {rows, dim}, rng));
-            std::map<std::string, AttributeValue> attrs{{"mode", std::string(mean ? "mean" : "sum")}};
-            if (padded) {
-              in.push_back(testing::MakeI64({bags, max_len}, pad));
-              g.Output(g.Op("EmbeddingBag", {table, g.Input("ids", DType::kI64, {bags, max_len})}, attrs));
-            } else {
-              in.push_back(testing::MakeI64({static_cast<int64_t>(values.size())}, values));
-              in.push_back(testing::MakeI64({bags + 1}, offsets));
-              int v = g.Input("values", DType::kI64, {static_cast<int64_t>(values.size())});
-              int o = g.Input("offsets", DType::kI64, {bags + 1});
-              g.Output(g.Op("EmbeddingBag", {table, v, o}, attrs));
-              ragged.push_back(max_len);
-            }
+            std::vector<int> ins = BagInputs(g, in, rng, "", rows, dim, bags, max_len, empty, minus_one, table_dtype, padded);
+            g.Output(g.Op("EmbeddingBag", ins, {{"mode", std::string(mean ? "mean" : "sum")}}));
+            if (!padded) ragged.push_back(max_len);
           }, table_dtype == DType::kF32 ? 1e-5 : 1e-3};
+}
+
+// ConcatEmbeddingBags over `parts` parts cycling through: a copied FP32 value of width 5, ragged
+// FP32 bags of width 128 (16-byte path), padded FP16 of 16, ragged BF16 of 3 and FP32 of 6 (the
+// element-wise path: odd width, a column not a multiple of 4), mean and sum.
+OpCase BagsConcat(const char* name, int parts, int64_t bags) {
+  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            std::vector<int> ins;
+            std::vector<int64_t> counts, modes;
+            for (int p = 0; p < parts; ++p) {
+              std::string tag = std::to_string(p);
+              std::vector<int> part;
+              switch (p % 5) {
+                case 0:
+                  in.push_back(Random(DType::kF32, {bags, 5}, rng));
+                  part = {g.Input("x" + tag, DType::kF32, {bags, 5})};
+                  break;
+                case 1: part = BagInputs(g, in, rng, tag, 900, 128, bags, 30, 0.1, 0.1, DType::kF32, false); break;
+                case 2: part = BagInputs(g, in, rng, tag, 300, 16, bags, 4, 0.1, 0.2, DType::kF16, true); break;
+                case 3: part = BagInputs(g, in, rng, tag, 50, 3, bags, 9, 0.3, 0.1, DType::kBF16, false); break;
+                default: part = BagInputs(g, in, rng, tag, 70, 6, bags, 2, 0.0, 0.5, DType::kF32, false); break;
+              }
+              ins.insert(ins.end(), part.begin(), part.end());
+              counts.push_back(static_cast<int64_t>(part.size()));
+              modes.push_back(part.size() > 1 && p % 2 == 0 ? 1 : 0);
+            }
+            g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", counts}, {"modes", modes}}));
+          }, 1e-3};
 }
 
 std::vector<OpCase> Cases() {
@@ -212,6 +246,9 @@ std::vector<OpCase> Cases() {
       Bag("bag_bf16_mean", 3000, 32, 100, 40, 0.05, 0.05, true, DType::kBF16, false),
       Bag("bag_wide", 100, 300, 20, 5, 0.0, 0.0, false, f, false),
       Bag("bag_one_row", 10, 3, 1, 1, 0.0, 0.0, false, f, false),
+      BagsConcat("concat_bags", 5, 67),
+      BagsConcat("concat_bags_one_row", 5, 1),
+      BagsConcat("concat_bags_two_launches", 61, 40),
   };
   c.push_back({"transpose", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  g.Output(g.Op("Transpose", {In(g, in, rng, DType::kF32, {3, 4, 5})}, {{"perm", std::vector<int64_t>{2, 0, 1}}}));
@@ -460,7 +497,7 @@ TEST_P(CudaZooTest, UnfusedScoresTheSameWithMoreLaunches) {
   EXPECT_GE(a->copies, 2);  // one input copy in, output copies back
   EXPECT_EQ(a->other, 0);
   const LoadReport& report = (*fused)->load_report();
-  if (report.fused_embedding_bags + report.fused_epilogues > 0) {
+  if (report.fused_embedding_bags + report.fused_embedding_concats + report.fused_epilogues > 0) {
     EXPECT_LT(a->kernels, b->kernels);
   }
   // Counting does not capture: the plan still runs (and scores) as before.

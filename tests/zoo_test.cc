@@ -42,7 +42,10 @@ TEST(ZooTest, DlrmEmbeddingBagsAreRecognisedAndRaggedInputsRewritten) {
   EXPECT_EQ((*model)->load_report().fused_embedding_bags, 26);
   EXPECT_EQ((*model)->load_report().ragged_inputs, 26);
   auto counts = (*model)->graph().OpCounts();
-  EXPECT_EQ(counts["EmbeddingBag"], 26);
+  EXPECT_EQ((*model)->load_report().fused_embedding_concats, 1);
+  EXPECT_EQ(counts["EmbeddingBag"], 0);  // all 26 pooled by the one ConcatEmbeddingBags
+  EXPECT_EQ(counts["ConcatEmbeddingBags"], 1);
+  EXPECT_EQ(counts["Concat"], 0);
   EXPECT_EQ(counts["Gather"], 0);       // every masked gather became a bag
   EXPECT_EQ(counts["ReduceSum"], 0);
   EXPECT_EQ(counts["RaggedToPadded"], 0);  // nothing reads the padded ids any more

@@ -47,6 +47,11 @@ int ReadBroadcastsUnexpanded(Graph& graph);
 // MulAdd(a, b, c) (muladd_fusion.cc). Returns the number of pairs fused.
 int FuseMulAdd(Graph& graph, const std::vector<PlanValue>& shapes);
 
+// Concat(parts, axis 1 or -1) with EmbeddingBag outputs among its parts, each read only there,
+// becomes ConcatEmbeddingBags (embedding_concat_fusion.cc): the bags pooled and the other parts
+// copied into their columns by one kernel. Returns the number of concatenations fused.
+int FuseEmbeddingConcats(Graph& graph);
+
 // Turns each named rank-2 id input into a ragged pair "NAME.values" [total] + "NAME.offsets"
 // [rows + 1], in place of the input in graph.inputs. EmbeddingBags reading it read the pair
 // directly; any other reader gets RaggedToPadded(values, offsets), padded with -1. The k-th name

@@ -82,6 +82,10 @@ Status Model::Prepare() {
   if (options_.fusion) report_.fused_epilogues = FuseGemmEpilogues(graph_);  // after the split: it reads bare products
   Graph unhoisted = graph_;  // shares the constants; kept until the hoisted graph is checked
   RETURN_IF_ERROR(StartHoisting().WithContext("user-side hoisting"));
+  if (options_.fusion) {  // after hoisting, which runs user-side bags once per user before any concat
+    report_.fused_embedding_concats = FuseEmbeddingConcats(graph_);
+    FuseEmbeddingConcats(unhoisted);
+  }
   backend_ = options_.backend ? options_.backend : &CpuBackend();
   max_executors_ = options_.executors > 0 ? options_.executors : backend_ == &CpuBackend() ? 0 : 4;
   RETURN_IF_ERROR(backend_->CheckGraph(graph_));

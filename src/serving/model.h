@@ -62,6 +62,7 @@ struct LoadReport {
   int split_products = 0;          // SplitConcatProducts
   int unexpanded_broadcasts = 0;   // ReadBroadcastsUnexpanded
   int fused_mul_adds = 0;          // FuseMulAdd
+  int fused_embedding_concats = 0;  // FuseEmbeddingConcats
   int ragged_inputs = 0;
   std::string buckets = "off";  // "on", "off" or why they are off
   std::string hoisting = "off";  // user-side hoisting: what runs once per user, or why nothing does

@@ -91,9 +91,9 @@ int InspectCommand(const InspectArgs& args) {
     std::printf("  %-24s %-6s\n", v.name.c_str(), DTypeName(v.dtype));
   }
   const LoadReport& r = model.load_report();
-  std::printf("passes: %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d epilogues fused, "
+  std::printf("passes: %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d concatenations of bags fused, %d epilogues fused, "
               "%d products of concatenations split, %d expansions read as broadcasts, %d multiply-adds fused, %d ragged inputs\n",
-              r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.fused_epilogues, r.split_products,
+              r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.fused_embedding_concats, r.fused_epilogues, r.split_products,
               r.unexpanded_broadcasts, r.fused_mul_adds, r.ragged_inputs);
   std::printf("user-side hoisting: %s\n", r.hoisting.c_str());
   if (!r.hoisting_gathers.empty()) {
@@ -117,6 +117,13 @@ int InspectCommand(const InspectArgs& args) {
   std::map<int, bool> tables;
   for (const Node& n : g.nodes) {
     if ((n.op == "EmbeddingBag" || (n.op == "Gather" && n.GetInt("axis", 0) == 0)) && g.IsConstant(n.inputs[0])) tables[n.inputs[0]] = true;
+    if (n.op == "ConcatEmbeddingBags") {  // a bag part's first input is its table
+      size_t first = 0;
+      for (int64_t count : n.GetInts("parts")) {
+        if (count > 1 && g.IsConstant(n.inputs[first])) tables[n.inputs[first]] = true;
+        first += static_cast<size_t>(count);
+      }
+    }
   }
   for (const auto& [id, unused] : tables) {
     const Tensor& t = g.constants.at(id);

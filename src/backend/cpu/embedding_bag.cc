@@ -1,5 +1,7 @@
-// CPU kernels of EmbeddingBag (padded or ragged ids, negative = empty slot) and RaggedToPadded.
+// CPU kernels of EmbeddingBag (padded or ragged ids, negative = empty slot), ConcatEmbeddingBags
+// (bags pooled straight into their columns of a concatenation) and RaggedToPadded.
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/kernels.h"
@@ -17,13 +19,13 @@ inline void AccumulateRow<float>(const float* row, int64_t dim, float* acc) {
   for (int64_t d = 0; d < dim; ++d) acc[d] += row[d];
 }
 
-// Bag b reads ids[begin(b) .. end(b)).
+// Bag b reads ids[begin(b) .. end(b)) and writes out[b * out_stride, + dim).
 template <typename Row, typename Id, typename Bounds>
 void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bounds, bool mean,
-          float* out) {
+          float* out, int64_t out_stride) {
   ParallelFor(bags, dim * 8, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
-      float* acc = out + b * dim;
+      float* acc = out + b * out_stride;
       std::memset(acc, 0, static_cast<size_t>(dim) * sizeof(float));
       auto [lo, hi] = bounds(b);
       int64_t count = 0;
@@ -53,14 +55,15 @@ Status CheckIds(const Tensor& ids, int64_t rows, const Node& node) {
   return Status::Ok();
 }
 
-Status EmbeddingBag(const KernelArgs& k) {
-  const Tensor& table = k.In(0);
-  const Tensor& ids = k.In(1);
-  Tensor& out = k.Out(0);
-  int64_t rows = table.dim(0), dim = table.dim(1), bags = out.dim(0);
-  bool mean = k.node.GetString("mode", "sum") == "mean";
-  bool ragged = k.in.size() == 3;
-  const int64_t* offsets = ragged ? k.In(2).data<int64_t>() : nullptr;
+// Pools the bag whose inputs are in[first, first + count) (table, ids[, offsets], as
+// EmbeddingBag) into out[b * out_stride, + dim) for every bag b.
+Status PoolBags(const KernelArgs& k, int first, int count, bool mean, float* out, int64_t out_stride) {
+  const Tensor& table = k.In(first);
+  const Tensor& ids = k.In(first + 1);
+  int64_t rows = table.dim(0), dim = table.dim(1);
+  bool ragged = count == 3;
+  int64_t bags = ragged ? k.In(first + 2).dim(0) - 1 : ids.dim(0);
+  const int64_t* offsets = ragged ? k.In(first + 2).data<int64_t>() : nullptr;
   if (ragged) {
     if (offsets[0] != 0 || offsets[bags] != ids.size()) {
       return InvalidArgument(k.node.Describe() + ": offsets do not cover the ids");
@@ -77,15 +80,46 @@ Status EmbeddingBag(const KernelArgs& k) {
       return ragged ? std::pair<int64_t, int64_t>{offsets[b], offsets[b + 1]}
                     : std::pair<int64_t, int64_t>{b * width, (b + 1) * width};
     };
-    Status s = DispatchAny(table.dtype(), [&](auto row_tag) {
+    return DispatchAny(table.dtype(), [&](auto row_tag) {
       using Row = decltype(row_tag);
       if constexpr (std::is_same_v<Row, float> || std::is_same_v<Row, Half> || std::is_same_v<Row, BFloat16>) {
-        Pool(table.data<Row>(), dim, ids.data<Id>(), bags, bounds, mean, out.data<float>());
+        Pool(table.data<Row>(), dim, ids.data<Id>(), bags, bounds, mean, out, out_stride);
       }
     });
-    return s;
   };
   return ids.dtype() == DType::kI32 ? run(int32_t{}) : run(int64_t{});
+}
+
+Status EmbeddingBag(const KernelArgs& k) {
+  Tensor& out = k.Out(0);
+  bool mean = k.node.GetString("mode", "sum") == "mean";
+  return PoolBags(k, 0, static_cast<int>(k.in.size()), mean, out.data<float>(), out.dim(1));
+}
+
+Status ConcatEmbeddingBags(const KernelArgs& k) {
+  Tensor& out = k.Out(0);
+  int64_t stride = out.dim(1);
+  std::vector<int64_t> parts = k.node.GetInts("parts"), modes = k.node.GetInts("modes");
+  int first = 0;
+  int64_t column = 0;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    int count = static_cast<int>(parts[p]);
+    float* dst = out.data<float>() + column;
+    if (count == 1) {
+      const Tensor& dense = k.In(first);
+      int64_t w = dense.dim(1);
+      const float* src = dense.data<float>();
+      ParallelFor(dense.dim(0), w, [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) std::memcpy(dst + r * stride, src + r * w, static_cast<size_t>(w) * sizeof(float));
+      });
+      column += w;
+    } else {
+      RETURN_IF_ERROR(PoolBags(k, first, count, modes[p] == 1, dst, stride));
+      column += k.In(first).dim(1);
+    }
+    first += count;
+  }
+  return Status::Ok();
 }
 
 Status RaggedToPadded(const KernelArgs& k) {
@@ -115,6 +149,7 @@ Status RaggedToPadded(const KernelArgs& k) {
 
 void AppendEmbeddingKernels(std::map<std::string, KernelFn>& out) {
   out["EmbeddingBag"] = EmbeddingBag;
+  out["ConcatEmbeddingBags"] = ConcatEmbeddingBags;
   out["RaggedToPadded"] = RaggedToPadded;
 }
 

@@ -20,6 +20,7 @@ class CudaBackendImpl final : public Backend {
     cuda::AppendNormalizationKernels(kernels_);
     cuda::AppendReduceKernels(kernels_);
     cuda::AppendEmbeddingKernels(kernels_);
+    cuda::AppendEmbeddingConcatKernels(kernels_);
   }
   const char* name() const override { return "cuda"; }
   KernelFn FindKernel(const std::string& op) const override {

@@ -16,6 +16,7 @@ void AppendMatMulKernels(std::map<std::string, KernelFn>& out);
 void AppendNormalizationKernels(std::map<std::string, KernelFn>& out);
 void AppendReduceKernels(std::map<std::string, KernelFn>& out);
 void AppendEmbeddingKernels(std::map<std::string, KernelFn>& out);
+void AppendEmbeddingConcatKernels(std::map<std::string, KernelFn>& out);
 
 // out[idx] = in[base + sum(idx_d * strides_d)] over out_shape, elements of elem_size bytes, on the
 // executor's stream. Strides may be 0 (broadcast) or negative (reversed slices).

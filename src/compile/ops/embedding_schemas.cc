@@ -2,6 +2,10 @@
 //   EmbeddingBag(table [R, D], ids [B, L])              -- padded ids, negative ids are empty slots
 //   EmbeddingBag(table [R, D], values [T], offsets [B+1]) -- ragged ids
 //     attribute mode: "sum" (default) or "mean"; output [B, D] FP32; an empty bag gives zeros.
+//   ConcatEmbeddingBags(parts...) -> [B, sum of widths] FP32: a Concat along the last axis whose
+//     parts are bags (2 or 3 inputs, as EmbeddingBag) or FP32 [B, w] values (1 input), pooled or
+//     copied straight into their columns; attribute `parts` gives each part's input count,
+//     `modes` each part's pooling (0 sum, 1 mean; 0 for a copied part).
 //   RaggedToPadded(values [T], offsets [B+1]) -> [B, max length] padded with `pad_value` (-1);
 //     attribute ragged_index: which ragged input of the plan gives the padded length.
 #include "compile/ops/op_schema.h"
@@ -19,24 +23,64 @@ Status CheckEmbeddingBag(const Node& n) {
   return Status::Ok();
 }
 
-Status InferEmbeddingBag(InferContext& c) {
-  const TensorMeta& table = c.in(0);
+// Bag inputs [first, first + count) of a ConcatEmbeddingBags or an EmbeddingBag: how many bags.
+StatusOr<int64_t> BagRows(const InferContext& c, int first, int count) {
+  const TensorMeta& table = c.in(first);
   if (table.shape.size() != 2) return c.Error("table must be [rows, dim]");
   if (table.dtype != DType::kF32 && table.dtype != DType::kF16 && table.dtype != DType::kBF16) {
     return c.Error("table must be FP32, FP16 or BF16");
   }
-  int64_t bags;
-  if (c.node.NumInputs() == 2) {
-    if (!IsIndex(c.in(1).dtype) || c.in(1).shape.size() != 2) return c.Error("ids must be INT64 [bags, length]");
-    bags = c.in(1).shape[0];
-  } else {
-    if (!IsIndex(c.in(1).dtype) || c.in(1).shape.size() != 1) return c.Error("values must be INT64 [total]");
-    if (c.in(2).dtype != DType::kI64 || c.in(2).shape.size() != 1 || c.in(2).shape[0] < 1) {
-      return c.Error("offsets must be INT64 [bags + 1]");
-    }
-    bags = c.in(2).shape[0] - 1;
+  const TensorMeta& ids = c.in(first + 1);
+  if (count == 2) {
+    if (!IsIndex(ids.dtype) || ids.shape.size() != 2) return c.Error("ids must be INT64 [bags, length]");
+    return ids.shape[0];
   }
-  c.out(0) = {DType::kF32, {bags, table.shape[1]}, nullptr};
+  if (!IsIndex(ids.dtype) || ids.shape.size() != 1) return c.Error("values must be INT64 [total]");
+  const TensorMeta& offsets = c.in(first + 2);
+  if (offsets.dtype != DType::kI64 || offsets.shape.size() != 1 || offsets.shape[0] < 1) {
+    return c.Error("offsets must be INT64 [bags + 1]");
+  }
+  return offsets.shape[0] - 1;
+}
+
+Status InferEmbeddingBag(InferContext& c) {
+  ASSIGN_OR_RETURN(int64_t bags, BagRows(c, 0, c.node.NumInputs()));
+  c.out(0) = {DType::kF32, {bags, c.in(0).shape[1]}, nullptr};
+  return Status::Ok();
+}
+
+Status CheckConcatEmbeddingBags(const Node& n) {
+  std::vector<int64_t> parts = n.GetInts("parts"), modes = n.GetInts("modes");
+  if (parts.empty() || modes.size() != parts.size()) return InvalidArgument(n.Describe() + ": needs `parts` and one mode per part");
+  int64_t inputs = 0;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    if (parts[p] < 1 || parts[p] > 3) return InvalidArgument(n.Describe() + ": a part takes 1, 2 or 3 inputs");
+    if (modes[p] != 0 && (modes[p] != 1 || parts[p] == 1)) return InvalidArgument(n.Describe() + ": bad pooling mode");
+    inputs += parts[p];
+  }
+  if (inputs != n.NumInputs()) return InvalidArgument(n.Describe() + ": `parts` does not account for every input");
+  return Status::Ok();
+}
+
+Status InferConcatEmbeddingBags(InferContext& c) {
+  int64_t rows = -1, width = 0;
+  int first = 0;
+  for (int64_t count : c.node.GetInts("parts")) {
+    int64_t part_rows = 0;
+    if (count == 1) {
+      const TensorMeta& dense = c.in(first);
+      if (dense.dtype != DType::kF32 || dense.shape.size() != 2) return c.Error("a copied part must be FP32 [rows, width]");
+      part_rows = dense.shape[0];
+      width += dense.shape[1];
+    } else {
+      ASSIGN_OR_RETURN(part_rows, BagRows(c, first, static_cast<int>(count)));
+      width += c.in(first).shape[1];
+    }
+    if (rows >= 0 && part_rows != rows) return c.Error("parts have different row counts");
+    rows = part_rows;
+    first += static_cast<int>(count);
+  }
+  c.out(0) = {DType::kF32, {rows, width}, nullptr};
   return Status::Ok();
 }
 
@@ -56,6 +100,7 @@ Status InferRaggedToPadded(InferContext& c) {
 
 void AppendEmbeddingSchemas(std::vector<OpSchema>& out) {
   out.push_back({"EmbeddingBag", 2, 3, CheckEmbeddingBag, InferEmbeddingBag});
+  out.push_back({"ConcatEmbeddingBags", 1, 1 << 16, CheckConcatEmbeddingBags, InferConcatEmbeddingBags});
   out.push_back({"RaggedToPadded", 2, 2, nullptr, InferRaggedToPadded});
 }
 

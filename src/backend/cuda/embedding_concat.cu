@@ -1,0 +1,252 @@
+// CUDA kernel of ConcatEmbeddingBags (cpu/embedding_bag.cc is the reference): every part of a
+// concatenation in one launch, a warp per (row, part). A bag part pools its ids' table rows
+// (negative ids skipped, an empty bag gives zeros, ids out of range reported through the
+// executor's error word and skipped); a copied part copies its row. Rows are read 16 bytes per
+// lane (4 FP32 or 8 FP16/BF16 elements) where the table's width and alignment allow, and written
+// straight into the part's columns of the output.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "backend/cuda/device.h"
+#include "backend/cuda/dtypes.cuh"
+#include "backend/cuda/indexing.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace rankd::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = 8;
+constexpr int kPartsPerLaunch = 48;  // keeps the launch's parameters under 4 KiB
+constexpr int kIdsInFlight = 4;      // rows loaded before any is summed
+
+enum class RowType : uint8_t { kF32, kF16, kBF16 };
+
+struct Part {
+  const void* src = nullptr;         // the table, or the copied values [rows, dim]
+  const void* ids = nullptr;         // null for a copied part
+  const int64_t* offsets = nullptr;  // null for padded ids
+  int64_t table_rows = 0;
+  int64_t n_ids = 0;
+  int32_t dim = 0;
+  int32_t width = 0;   // padded ids per bag
+  int32_t column = 0;  // first output column
+  RowType row_type = RowType::kF32;
+  bool wide_ids = true;  // INT64 ids, else INT32
+  bool mean = false;
+  bool vector = false;  // 16-byte loads and stores
+};
+
+struct Launch {
+  Part parts[kPartsPerLaunch];
+  int64_t rows = 0;
+  int64_t out_stride = 0;
+  float* out = nullptr;
+  int* error = nullptr;
+  int step = 0;
+};
+
+// V consecutive row elements as floats, in one 16-byte load.
+template <typename Row>
+struct Vec;
+template <>
+struct Vec<float> {
+  static constexpr int kN = 4;
+  __device__ static void Load(const float* p, float (&v)[kN]) {
+    float4 x = *reinterpret_cast<const float4*>(p);
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+  }
+};
+template <>
+struct Vec<__half> {
+  static constexpr int kN = 8;
+  __device__ static void Load(const __half* p, float (&v)[kN]) {
+    uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float2 f = __half22float2(h[i]);
+      v[2 * i] = f.x, v[2 * i + 1] = f.y;
+    }
+  }
+};
+template <>
+struct Vec<__nv_bfloat16> {
+  static constexpr int kN = 8;
+  __device__ static void Load(const __nv_bfloat16* p, float (&v)[kN]) {
+    uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float2 f = __bfloat1622float2(h[i]);
+      v[2 * i] = f.x, v[2 * i + 1] = f.y;
+    }
+  }
+};
+
+template <int N>
+__device__ void Store(float* dst, const float (&v)[N], float scale) {
+#pragma unroll
+  for (int i = 0; i < N; i += 4) {
+    *reinterpret_cast<float4*>(dst + i) = make_float4(v[i] * scale, v[i + 1] * scale, v[i + 2] * scale, v[i + 3] * scale);
+  }
+}
+
+// Bag `b` of part `p` into dst[0, dim), 16-byte chunks per lane.
+template <typename Row, typename Id>
+__device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, float* dst, int* error, int step) {
+  constexpr int V = Vec<Row>::kN;
+  const Row* table = static_cast<const Row*>(p.src);
+  const Id* ids = static_cast<const Id*>(p.ids);
+  for (int64_t d0 = static_cast<int64_t>(lane) * V; d0 < p.dim; d0 += kWarp * V) {
+    float acc[V] = {};
+    int count = 0;
+    for (int64_t j = lo; j < hi; j += kIdsInFlight) {
+      float v[kIdsInFlight][V];
+      bool ok[kIdsInFlight];
+#pragma unroll
+      for (int u = 0; u < kIdsInFlight; ++u) {
+        int64_t id = j + u < hi ? static_cast<int64_t>(ids[j + u]) : -1;
+        ok[u] = id >= 0 && id < p.table_rows;
+        if (id >= p.table_rows && d0 == lane * V) ReportBadData(error, step);
+        if (ok[u]) Vec<Row>::Load(table + id * p.dim + d0, v[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kIdsInFlight; ++u) {
+        if (!ok[u]) continue;
+        ++count;
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[e] += v[u][e];
+      }
+    }
+    Store(dst + d0, acc, p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f);
+  }
+}
+
+// The same, an element per lane (widths or addresses that do not allow 16-byte access).
+template <typename Row, typename Id>
+__device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, float* dst, int* error, int step) {
+  const Row* table = static_cast<const Row*>(p.src);
+  const Id* ids = static_cast<const Id*>(p.ids);
+  for (int64_t d = lane; d < p.dim; d += kWarp) {
+    float acc = 0;
+    int count = 0;
+    for (int64_t j = lo; j < hi; ++j) {
+      int64_t id = static_cast<int64_t>(ids[j]);
+      if (id < 0) continue;
+      if (id >= p.table_rows) {
+        if (d == lane) ReportBadData(error, step);
+        continue;
+      }
+      acc += ToFloat(table[id * p.dim + d]);
+      ++count;
+    }
+    dst[d] = p.mean && count > 1 ? acc / static_cast<float>(count) : acc;
+  }
+}
+
+template <typename Row>
+__device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, float* dst, int* error, int step) {
+  if (p.vector) {
+    if (p.wide_ids) PoolVector<Row, int64_t>(p, lo, hi, lane, dst, error, step);
+    else PoolVector<Row, int32_t>(p, lo, hi, lane, dst, error, step);
+  } else {
+    if (p.wide_ids) PoolScalar<Row, int64_t>(p, lo, hi, lane, dst, error, step);
+    else PoolScalar<Row, int32_t>(p, lo, hi, lane, dst, error, step);
+  }
+}
+
+__global__ void ConcatKernel(const __grid_constant__ Launch launch) {
+  int64_t b = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / kWarp;
+  int lane = threadIdx.x % kWarp;
+  if (b >= launch.rows) return;
+  const Part& p = launch.parts[blockIdx.y];
+  float* dst = launch.out + b * launch.out_stride + p.column;
+  if (!p.ids) {  // a copied part
+    const float* src = static_cast<const float*>(p.src) + b * p.dim;
+    if (p.vector) {
+      for (int64_t d = static_cast<int64_t>(lane) * 4; d < p.dim; d += kWarp * 4) {
+        *reinterpret_cast<float4*>(dst + d) = *reinterpret_cast<const float4*>(src + d);
+      }
+    } else {
+      for (int64_t d = lane; d < p.dim; d += kWarp) dst[d] = src[d];
+    }
+    return;
+  }
+  int64_t lo = p.offsets ? p.offsets[b] : b * p.width, hi = p.offsets ? p.offsets[b + 1] : (b + 1) * p.width;
+  if (lo < 0 || hi < lo || hi > p.n_ids) {
+    if (lane == 0) ReportBadData(launch.error, launch.step);
+    lo = hi = 0;
+  }
+  switch (p.row_type) {
+    case RowType::kF32: Pool<float>(p, lo, hi, lane, dst, launch.error, launch.step); break;
+    case RowType::kF16: Pool<__half>(p, lo, hi, lane, dst, launch.error, launch.step); break;
+    case RowType::kBF16: Pool<__nv_bfloat16>(p, lo, hi, lane, dst, launch.error, launch.step); break;
+  }
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+Status ConcatEmbeddingBags(const KernelArgs& k) {
+  Tensor& out = k.Out(0);
+  int64_t rows = out.dim(0), stride = out.dim(1);
+  if (rows == 0 || stride == 0) return Status::Ok();
+  std::vector<int64_t> counts = k.node.GetInts("parts"), modes = k.node.GetInts("modes");
+  bool out_vector = stride % 4 == 0 && Aligned16(out.raw());
+  std::vector<Part> parts;
+  int first = 0;
+  int64_t column = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    int count = static_cast<int>(counts[i]);
+    const Tensor& src = k.In(first);
+    Part p;
+    p.src = src.raw();
+    p.dim = static_cast<int32_t>(src.dim(1));
+    p.column = static_cast<int32_t>(column);
+    if (count == 1) {
+      p.vector = out_vector && column % 4 == 0 && p.dim % 4 == 0 && Aligned16(p.src);
+    } else {
+      const Tensor& ids = k.In(first + 1);
+      p.ids = ids.raw();
+      p.offsets = count == 3 ? k.In(first + 2).data<int64_t>() : nullptr;
+      p.table_rows = src.dim(0);
+      p.n_ids = ids.size();
+      p.width = count == 3 ? 0 : static_cast<int32_t>(ids.dim(1));
+      p.wide_ids = ids.dtype() != DType::kI32;
+      p.mean = modes[i] == 1;
+      int v = 4;
+      switch (src.dtype()) {
+        case DType::kF32: p.row_type = RowType::kF32; break;
+        case DType::kF16: p.row_type = RowType::kF16, v = 8; break;
+        case DType::kBF16: p.row_type = RowType::kBF16, v = 8; break;
+        default: return Internal(k.node.Describe() + ": no cuda kernel for " + DTypeName(src.dtype()) + " tables");
+      }
+      p.vector = out_vector && column % 4 == 0 && p.dim % v == 0 && Aligned16(p.src);
+    }
+    column += p.dim;
+    first += count;
+    if (p.dim > 0) parts.push_back(p);
+  }
+  for (size_t begin = 0; begin < parts.size(); begin += kPartsPerLaunch) {
+    Launch launch;
+    size_t n = std::min(parts.size() - begin, static_cast<size_t>(kPartsPerLaunch));
+    std::copy(parts.begin() + static_cast<std::ptrdiff_t>(begin), parts.begin() + static_cast<std::ptrdiff_t>(begin + n),
+              launch.parts);
+    launch.rows = rows;
+    launch.out_stride = stride;
+    launch.out = out.data<float>();
+    launch.error = k.device->error;
+    launch.step = k.step;
+    dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), static_cast<unsigned>(n));
+    ConcatKernel<<<grid, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+  }
+  return Launched(k);
+}
+
+}  // namespace
+
+void AppendEmbeddingConcatKernels(std::map<std::string, KernelFn>& out) { out["ConcatEmbeddingBags"] = ConcatEmbeddingBags; }
+
+}  // namespace rankd::cuda

@@ -1,0 +1,141 @@
+// FuseEmbeddingConcats and ConcatEmbeddingBags on the CPU: random concatenations of bags (ragged
+// and padded ids, sum and mean, FP32/FP16/BF16 tables, empty bags, -1 slots) and copied parts
+// score exactly as the graph as written; what must stay unfused stays.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "compile/passes.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+using testing::GraphBuilder;
+using testing::RunGraph;
+
+Tensor RandomTable(DType dtype, int64_t rows, int64_t dim, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> val(-1, 1);
+  Tensor t = Tensor::Zeros(dtype, {rows, dim});
+  for (int64_t i = 0; i < t.size(); ++i) {
+    float v = val(rng);
+    if (dtype == DType::kF16) t.data<uint16_t>()[i] = FloatToHalf(v);
+    else if (dtype == DType::kBF16) t.data<uint16_t>()[i] = FloatToBF16(v);
+    else t.data<float>()[i] = v;
+  }
+  return t;
+}
+
+// A bag over `rows` request rows: ragged (values + offsets inputs) or padded ids; its output id.
+int AddBag(GraphBuilder& g, std::vector<Tensor>& inputs, int64_t rows, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> pick(0, 5);
+  const DType dtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+  const int64_t dims[] = {1, 3, 4, 8, 16, 128};
+  DType dtype = dtypes[pick(rng) % 3];
+  int64_t dim = dims[pick(rng)], table_rows = 1 + pick(rng) * 7, max_len = 1 + pick(rng);
+  std::uniform_int_distribution<int64_t> id(-1, table_rows - 1), len(0, max_len);
+  int table = g.Const("table" + std::to_string(inputs.size()), RandomTable(dtype, table_rows, dim, rng));
+  std::map<std::string, AttributeValue> attrs{{"mode", std::string(pick(rng) < 2 ? "mean" : "sum")}};
+  std::string name = "ids" + std::to_string(inputs.size());
+  if (pick(rng) < 3) {
+    std::vector<int64_t> values, offsets{0};
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t n = len(rng); n > 0; --n) values.push_back(id(rng));
+      offsets.push_back(static_cast<int64_t>(values.size()));
+    }
+    inputs.push_back(testing::MakeI64({static_cast<int64_t>(values.size())}, values));
+    inputs.push_back(testing::MakeI64({rows + 1}, offsets));
+    int v = g.Input(name + ".values", DType::kI64, {-1});
+    int o = g.Input(name + ".offsets", DType::kI64, {-1});
+    return g.Op("EmbeddingBag", {table, v, o}, attrs);
+  }
+  std::vector<int64_t> padded(static_cast<size_t>(rows * max_len));
+  for (int64_t& v : padded) v = id(rng);
+  inputs.push_back(testing::MakeI64({rows, max_len}, padded));
+  return g.Op("EmbeddingBag", {table, g.Input(name, DType::kI64, {-1, max_len})}, attrs);
+}
+
+TEST(EmbeddingConcatFusion, RandomConcatenationsScoreExactlyAsWritten) {
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int> coin(0, 3);
+    int64_t rows = 1 + coin(rng) * 5;
+    GraphBuilder g;
+    std::vector<Tensor> inputs;
+    std::vector<int> parts;
+    int bags = 1 + coin(rng) + coin(rng), read_elsewhere = -1;
+    for (int b = 0; b < bags; ++b) parts.push_back(AddBag(g, inputs, rows, rng));
+    const std::vector<int> parts_bags = parts;
+    if (coin(rng) == 0) read_elsewhere = parts[0];  // also a graph output: it must stay a bag
+    for (int d = coin(rng) % 3; d > 0; --d) {  // copied parts: an input and a computed value
+      int64_t width = 1 + coin(rng) * 3;
+      std::vector<float> x(static_cast<size_t>(rows * width));
+      for (float& v : x) v = static_cast<float>(coin(rng)) - 1.5f;
+      inputs.push_back(testing::MakeF32({rows, width}, x));
+      int in = g.Input("x" + std::to_string(inputs.size()), DType::kF32, {-1, width});
+      parts.push_back(coin(rng) < 2 ? in : g.Op("Relu", {in}));
+    }
+    if (coin(rng) == 0) parts.push_back(parts[1 % parts.size()]);  // a part twice: copied, not pooled
+    std::shuffle(parts.begin(), parts.end(), rng);
+    int64_t axis = coin(rng) < 2 ? 1 : -1;
+    g.Output(g.Op("Concat", parts, {{"axis", axis}}));
+    if (read_elsewhere >= 0) g.Output(read_elsewhere);
+    Graph graph = g.graph();
+    auto before = RunGraph(graph, inputs);
+    ASSERT_TRUE(before.ok()) << "seed " << seed << ": " << before.status().ToString();
+    // A bag read only once, by the concatenation, is pooled into it; the others stay bags.
+    int pooled = 0;
+    for (int b = 0; b < bags; ++b) {
+      int v = parts_bags[static_cast<size_t>(b)];
+      pooled += std::count(parts.begin(), parts.end(), v) == 1 && v != read_elsewhere;
+    }
+    EXPECT_EQ(FuseEmbeddingConcats(graph), pooled > 0 ? 1 : 0) << "seed " << seed;
+    EXPECT_EQ(graph.OpCounts()["Concat"], pooled > 0 ? 0 : 1);
+    EXPECT_EQ(graph.OpCounts()["EmbeddingBag"], bags - pooled) << "seed " << seed;
+    auto after = RunGraph(graph, inputs);
+    ASSERT_TRUE(after.ok()) << "seed " << seed << ": " << after.status().ToString();
+    ASSERT_EQ(after->size(), before->size());
+    for (size_t o = 0; o < before->size(); ++o) {
+      ASSERT_EQ((*after)[o].shape(), (*before)[o].shape()) << "seed " << seed;
+      EXPECT_EQ(testing::RelativeError((*after)[o], (*before)[o]), 0.0) << "seed " << seed << " output " << o;
+    }
+  }
+}
+
+TEST(EmbeddingConcatFusion, LeavesOtherConcatenationsAlone) {
+  std::mt19937_64 rng(7);
+  GraphBuilder g;
+  std::vector<Tensor> inputs;
+  int a = AddBag(g, inputs, 4, rng), b = AddBag(g, inputs, 4, rng);
+  int x = g.Input("x", DType::kF32, {-1, 3}), y = g.Input("y", DType::kF32, {-1, 3});
+  g.Output(g.Op("Concat", {a, b}, {{"axis", int64_t{0}}}));  // along the rows: not a row's columns
+  g.Output(g.Op("Concat", {x, y}, {{"axis", int64_t{1}}}));  // no bag among the parts
+  EXPECT_EQ(FuseEmbeddingConcats(g.graph()), 0);
+  EXPECT_EQ(g.graph().OpCounts()["EmbeddingBag"], 2);
+}
+
+TEST(ConcatEmbeddingBags, BadIdsAndMalformedNodesAreErrors) {
+  GraphBuilder g;
+  int table = g.Const("table", testing::MakeF32({2, 2}, {1, 2, 3, 4}));
+  int ids = g.Input("ids", DType::kI64, {-1, 2});
+  int x = g.Input("x", DType::kF32, {-1, 1});
+  g.Output(g.Op("ConcatEmbeddingBags", {x, table, ids}, {{"parts", std::vector<int64_t>{1, 2}}, {"modes", std::vector<int64_t>{0, 0}}}));
+  // Inputs in graph order: ids, x.
+  auto good = RunGraph(g.graph(), {testing::MakeI64({1, 2}, {1, -1}), testing::MakeF32({1, 1}, {9})});
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ((*good)[0].shape(), Shape({1, 3}));
+  EXPECT_EQ((*good)[0].data<float>()[0], 9.0f);
+  EXPECT_EQ((*good)[0].data<float>()[2], 4.0f);
+  auto bad = RunGraph(g.graph(), {testing::MakeI64({1, 2}, {2, 0}), testing::MakeF32({1, 1}, {9})});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("out of range"), std::string::npos) << bad.status().ToString();
+  auto rows_differ = RunGraph(g.graph(), {testing::MakeI64({1, 2}, {1, 0}), testing::MakeF32({2, 1}, {9, 8})});
+  EXPECT_EQ(rows_differ.status().code(), StatusCode::kInvalidArgument);
+  g.graph().nodes[0].attrs["parts"] = std::vector<int64_t>{1, 1};  // does not account for every input
+  auto malformed = RunGraph(g.graph(), {testing::MakeI64({1, 2}, {1, 0}), testing::MakeF32({1, 1}, {9})});
+  EXPECT_EQ(malformed.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace rankd
