@@ -17,7 +17,12 @@ namespace rankd {
 
 using Shape = std::vector<int64_t>;
 
-int64_t NumElements(const Shape& shape);
+// Inline: element loops often bound themselves by a tensor's size().
+inline int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
 std::string ShapeToString(const Shape& shape);
 
 class Tensor {

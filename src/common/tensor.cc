@@ -7,12 +7,6 @@
 
 namespace rankd {
 
-int64_t NumElements(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 std::string ShapeToString(const Shape& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

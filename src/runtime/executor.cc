@@ -89,7 +89,7 @@ StatusOr<std::vector<Tensor>> HostExecutor::Run(const Plan& plan, std::span<cons
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     RETURN_IF_ERROR(step.kernel(args));
     if (profile) {
-      OpProfile::Record(node.op, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      OpProfile::Record(OpProfile::Key(node.op, node.name), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
   }
   std::vector<Tensor> outputs;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace rankd {
@@ -25,9 +26,17 @@ Table& table() {
 bool OpProfile::enabled() {
   static const bool on = [] {
     const char* v = std::getenv("RANKD_PROFILE");
-    return v && v[0] == '1';
+    return v && (v[0] == '1' || std::string(v) == "steps");
   }();
   return on;
+}
+
+std::string OpProfile::Key(const std::string& op, const std::string& node) {
+  static const bool by_step = [] {
+    const char* v = std::getenv("RANKD_PROFILE");
+    return v && std::string(v) == "steps";
+  }();
+  return by_step ? op + " " + node : op;
 }
 
 void OpProfile::Record(const std::string& op, double ms) {
@@ -46,7 +55,7 @@ std::string OpProfile::Report() {
   double total = 0;
   for (const auto& r : rows) total += r.second.second;
   std::string out;
-  char line[160];
+  char line[320];
   for (const auto& [op, stat] : rows) {
     std::snprintf(line, sizeof line, "%-22s %8lld calls %10.3f ms %5.1f%%\n", op.c_str(), static_cast<long long>(stat.first),
                   stat.second, total > 0 ? 100.0 * stat.second / total : 0.0);

@@ -99,7 +99,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   }
   nlohmann::json out = {
       {"label", args.label}, {"command", args.command_line}, {"model", args.model}, {"requests", args.requests},
-      {"backend", (*backend)->name()}, {"precision", (*model)->config().precision},
+      {"backend", (*backend)->name()}, {"precision", args.precision.empty() ? (*model)->config().precision : args.precision},
       {"buckets", (*model)->load_report().buckets}, {"graph_hits", c.graph_hits}, {"graph_misses", c.graph_misses},
       {"steps", plan.ok() ? static_cast<int64_t>((*plan)->steps().size()) : -1}, {"launches", launches},
       {"fusion", args.fusion}, {"hoisting", (*model)->load_report().hoisting}, {"rows", rows},
@@ -113,7 +113,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
     std::ofstream csv(args.csv_path, std::ios::app);
     if (fresh) csv << "label,model,backend,precision,buckets,rows,median_ms,p99_ms,mean_ms,pairs_per_s,spread,iters\n";
     csv << Quoted(args.label) << "," << Quoted(args.model) << "," << (*backend)->name() << ","
-        << (*model)->config().precision << "," << Quoted((*model)->load_report().buckets) << "," << rows << ","
+        << (args.precision.empty() ? (*model)->config().precision : args.precision) << "," << Quoted((*model)->load_report().buckets) << "," << rows << ","
         << median << "," << p99 << "," << mean << "," << out["pairs_per_s"].get<double>() << "," << spread << ","
         << args.iters << "\n";
   }

@@ -25,6 +25,10 @@ constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // Room for the bf16 operands of the plan's largest product (gemm.h).
 size_t Bf16OperandRoom(const Plan& plan) {
   size_t need = 0;
@@ -215,7 +219,7 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b) {
     RETURN_IF_ERROR(step.kernel(args));
     if (profile) {
       RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
-      OpProfile::Record(node.op, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      OpProfile::Record(OpProfile::Key(node.op, node.name), Since(t0));
     }
   }
   return Status::Ok();
@@ -239,8 +243,13 @@ Status CudaExecutor::Stage(Binding& b) {
 }
 
 Status CudaExecutor::Enqueue(const Plan& plan, Binding& b) {
+  auto t0 = std::chrono::steady_clock::now();
   RANKD_CUDA_RETURN(cudaMemcpyAsync(inputs_.get(), staged_inputs_.get(), b.in_total, cudaMemcpyHostToDevice, ctx_.stream));
   RANKD_CUDA_RETURN(cudaMemsetAsync(ctx_.error, 0, sizeof(int), ctx_.stream));
+  if (OpProfile::enabled()) {  // the input copy on its own, not in the first step's time
+    RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+    OpProfile::Record("(input copy to the device)", Since(t0));
+  }
   RETURN_IF_ERROR(Launch(plan, b));
   // Outputs and the error word: copied back into one pinned buffer.
   const Graph& graph = plan.graph();
@@ -331,6 +340,7 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   ASSIGN_OR_RETURN(Binding * b, Bind(plan));
   RETURN_IF_ERROR(Stage(*b));
   // Inputs: packed into one pinned buffer, one copy to the device.
+  auto staging_start = std::chrono::steady_clock::now();
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
   std::vector<Piece> pieces;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -352,6 +362,7 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   } else {
     copy(0, static_cast<int64_t>(pieces.size()));
   }
+  if (OpProfile::enabled()) OpProfile::Record("(inputs packed into pinned memory)", Since(staging_start));
   if (b->graph && !OpProfile::enabled()) {
     RANKD_CUDA_RETURN(cudaGraphLaunch(b->graph->get(), ctx_.stream));
   } else {
