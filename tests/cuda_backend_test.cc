@@ -150,15 +150,26 @@ OpCase Bag(const char* name, int64_t rows, int64_t dim, int64_t bags, int64_t ma
 
 // ConcatEmbeddingBags over `parts` parts cycling through: a copied FP32 value of width 5, ragged
 // FP32 bags of width 128 (16-byte path), padded FP16 of 16, ragged BF16 of 3 and FP32 of 6 (the
-// element-wise path: odd width, a column not a multiple of 4), mean and sum.
+// element-wise path: odd width, a column not a multiple of 4), a column lookup of width 8, mean
+// and sum.
 OpCase BagsConcat(const char* name, int parts, int64_t bags) {
   return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
             std::vector<int> ins;
-            std::vector<int64_t> counts, modes;
+            std::vector<int64_t> counts, modes, columns;
             for (int p = 0; p < parts; ++p) {
               std::string tag = std::to_string(p);
               std::vector<int> part;
-              switch (p % 5) {
+              int64_t column = -1;
+              switch (p % 6) {
+                case 5: {  // a lookup of one column, negative ids counting from the table's end
+                  std::vector<int64_t> ids(static_cast<size_t>(bags * 3));
+                  std::uniform_int_distribution<int64_t> id(-40, 39);
+                  for (int64_t& v : ids) v = id(rng);
+                  in.push_back(testing::MakeI64({bags, 3}, ids));
+                  part = {g.Const("lookup" + tag, Random(DType::kF32, {40, 8}, rng)), g.Input("ids" + tag, DType::kI64, {bags, 3})};
+                  column = p % 3;
+                  break;
+                }
                 case 0:
                   in.push_back(Random(DType::kF32, {bags, 5}, rng));
                   part = {g.Input("x" + tag, DType::kF32, {bags, 5})};
@@ -170,9 +181,10 @@ OpCase BagsConcat(const char* name, int parts, int64_t bags) {
               }
               ins.insert(ins.end(), part.begin(), part.end());
               counts.push_back(static_cast<int64_t>(part.size()));
-              modes.push_back(part.size() > 1 && p % 2 == 0 ? 1 : 0);
+              modes.push_back(part.size() > 1 && p % 2 == 0 && column < 0 ? 1 : 0);
+              columns.push_back(column);
             }
-            g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", counts}, {"modes", modes}}));
+            g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", counts}, {"modes", modes}, {"columns", columns}}));
           }, 1e-3};
 }
 
@@ -246,7 +258,7 @@ std::vector<OpCase> Cases() {
       Bag("bag_bf16_mean", 3000, 32, 100, 40, 0.05, 0.05, true, DType::kBF16, false),
       Bag("bag_wide", 100, 300, 20, 5, 0.0, 0.0, false, f, false),
       Bag("bag_one_row", 10, 3, 1, 1, 0.0, 0.0, false, f, false),
-      BagsConcat("concat_bags", 5, 67),
+      BagsConcat("concat_bags", 6, 67),
       BagsConcat("concat_bags_one_row", 5, 1),
       BagsConcat("concat_bags_two_launches", 61, 40),
   };

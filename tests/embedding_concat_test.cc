@@ -56,6 +56,24 @@ int AddBag(GraphBuilder& g, std::vector<Tensor>& inputs, int64_t rows, std::mt19
   return g.Op("EmbeddingBag", {table, g.Input(name, DType::kI64, {-1, max_len})}, attrs);
 }
 
+// Gather(table, Gather(ids, c, axis=1)) as an exported per-column lookup writes it (MMoE, DIN's
+// profile): ids [rows, width] with negative ids counting from the table's end; `c` may be negative.
+int AddLookup(GraphBuilder& g, std::vector<Tensor>& inputs, int64_t rows, std::mt19937_64& rng, int& ids_input) {
+  std::uniform_int_distribution<int> pick(0, 5);
+  const int64_t table_rows = 11, dim = 1 + pick(rng) * 3;  // every lookup reads ids in [-11, 11)
+  int table = g.Const("lookup_table" + std::to_string(inputs.size()), RandomTable(DType::kF32, table_rows, dim, rng));
+  if (ids_input < 0 || pick(rng) < 2) {  // a new ids input, or a column of the last one
+    std::uniform_int_distribution<int64_t> id(-table_rows, table_rows - 1);
+    std::vector<int64_t> ids(static_cast<size_t>(rows * 6));
+    for (int64_t& v : ids) v = id(rng);
+    inputs.push_back(testing::MakeI64({rows, 6}, ids));
+    ids_input = g.Input("lookup_ids" + std::to_string(inputs.size()), DType::kI64, {-1, 6});
+  }
+  int64_t c = std::uniform_int_distribution<int64_t>(-6, 5)(rng);
+  int column = g.Op("Gather", {ids_input, g.Const("c" + std::to_string(inputs.size()) + "_" + std::to_string(c) + std::to_string(pick(rng)), testing::MakeI64({}, {c}))}, {{"axis", int64_t{1}}});
+  return g.Op("Gather", {table, column});
+}
+
 TEST(EmbeddingConcatFusion, RandomConcatenationsScoreExactlyAsWritten) {
   for (uint64_t seed = 0; seed < 200; ++seed) {
     std::mt19937_64 rng(seed);
@@ -66,7 +84,13 @@ TEST(EmbeddingConcatFusion, RandomConcatenationsScoreExactlyAsWritten) {
     std::vector<int> parts;
     int bags = 1 + coin(rng) + coin(rng), read_elsewhere = -1;
     for (int b = 0; b < bags; ++b) parts.push_back(AddBag(g, inputs, rows, rng));
-    const std::vector<int> parts_bags = parts;
+    const std::vector<int> bag_values = parts;
+    int ids_input = -1;
+    std::vector<int> lookup_values;
+    for (int l = coin(rng); l > 0; --l) {  // column lookups: fused as parts of their own
+      lookup_values.push_back(AddLookup(g, inputs, rows, rng, ids_input));
+      parts.push_back(lookup_values.back());
+    }
     if (coin(rng) == 0) read_elsewhere = parts[0];  // also a graph output: it must stay a bag
     for (int d = coin(rng) % 3; d > 0; --d) {  // copied parts: an input and a computed value
       int64_t width = 1 + coin(rng) * 3;
@@ -84,15 +108,15 @@ TEST(EmbeddingConcatFusion, RandomConcatenationsScoreExactlyAsWritten) {
     Graph graph = g.graph();
     auto before = RunGraph(graph, inputs);
     ASSERT_TRUE(before.ok()) << "seed " << seed << ": " << before.status().ToString();
-    // A bag read only once, by the concatenation, is pooled into it; the others stay bags.
-    int pooled = 0;
-    for (int b = 0; b < bags; ++b) {
-      int v = parts_bags[static_cast<size_t>(b)];
-      pooled += std::count(parts.begin(), parts.end(), v) == 1 && v != read_elsewhere;
-    }
-    EXPECT_EQ(FuseEmbeddingConcats(graph), pooled > 0 ? 1 : 0) << "seed " << seed;
-    EXPECT_EQ(graph.OpCounts()["Concat"], pooled > 0 ? 0 : 1);
+    // A bag or lookup read only once, by the concatenation, goes into it; the others stay.
+    auto taken = [&](int v) { return std::count(parts.begin(), parts.end(), v) == 1 && v != read_elsewhere; };
+    int pooled = static_cast<int>(std::count_if(bag_values.begin(), bag_values.end(), taken));
+    int looked_up = static_cast<int>(std::count_if(lookup_values.begin(), lookup_values.end(), taken));
+    int lookups = static_cast<int>(lookup_values.size());
+    EXPECT_EQ(FuseEmbeddingConcats(graph), pooled + looked_up > 0 ? 1 : 0) << "seed " << seed;
+    EXPECT_EQ(graph.OpCounts()["Concat"], pooled + looked_up > 0 ? 0 : 1);
     EXPECT_EQ(graph.OpCounts()["EmbeddingBag"], bags - pooled) << "seed " << seed;
+    EXPECT_EQ(graph.OpCounts()["Gather"], 2 * (lookups - looked_up)) << "seed " << seed;
     auto after = RunGraph(graph, inputs);
     ASSERT_TRUE(after.ok()) << "seed " << seed << ": " << after.status().ToString();
     ASSERT_EQ(after->size(), before->size());
@@ -113,6 +137,39 @@ TEST(EmbeddingConcatFusion, LeavesOtherConcatenationsAlone) {
   g.Output(g.Op("Concat", {x, y}, {{"axis", int64_t{1}}}));  // no bag among the parts
   EXPECT_EQ(FuseEmbeddingConcats(g.graph()), 0);
   EXPECT_EQ(g.graph().OpCounts()["EmbeddingBag"], 2);
+}
+
+TEST(EmbeddingConcatFusion, LookupsKeepGathersRules) {
+  // ids counting from the end are read as Gather reads them; one past either end is an error; a
+  // column counted from the end is taken only when the ids' width is declared.
+  auto build = [](int64_t declared_width) {
+    GraphBuilder g;
+    int table = g.Const("table", testing::MakeF32({3, 1}, {10, 20, 30}));
+    int ids = g.Input("ids", DType::kI64, {-1, declared_width});
+    auto column = [&](const char* name, int64_t c) {
+      return g.Op("Gather", {table, g.Op("Gather", {ids, g.Const(name, testing::MakeI64({}, {c}))}, {{"axis", int64_t{1}}})});
+    };
+    g.Output(g.Op("Concat", {column("one", 1), column("zero", 0), column("minus_one", -1)}, {{"axis", int64_t{-1}}}));
+    return g.graph();
+  };
+  Graph written = build(2), unknown_width = build(-1), fused = build(2);
+  ASSERT_EQ(FuseEmbeddingConcats(unknown_width), 1);
+  EXPECT_EQ(unknown_width.OpCounts()["Gather"], 2);  // column -1 of an unknown width stays as written
+  ASSERT_EQ(FuseEmbeddingConcats(fused), 1);
+  EXPECT_EQ(fused.nodes.size(), 1u);
+  Tensor in = testing::MakeI64({2, 2}, {0, -1, 2, -3});
+  auto want = RunGraph(written, {in});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  for (const Graph* g : {&fused, &unknown_width}) {
+    auto got = RunGraph(*g, {in});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(testing::RelativeError((*got)[0], (*want)[0]), 0.0);
+    EXPECT_EQ((*got)[0].data<float>()[0], 30.0f);  // ids[0, 1] = -1: the last row
+  }
+  for (int64_t bad : {3, -4}) {
+    auto refused = RunGraph(fused, {testing::MakeI64({1, 2}, {0, bad})});
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
 }
 
 TEST(ConcatEmbeddingBags, BadIdsAndMalformedNodesAreErrors) {

@@ -1,58 +1,120 @@
-// Concat(parts, last axis) whose parts include embedding bags read only there becomes one
-// ConcatEmbeddingBags: every bag pooled straight into its columns and the other parts copied
-// into theirs, in one kernel (W1: 26 bag launches and a concatenation become one launch, and the
-// 27 x 128-wide row is written once instead of twice).
+// Concat(parts, last axis) whose parts include embedding bags or column lookups read only there
+// becomes one ConcatEmbeddingBags: every bag pooled and every lookup copied straight into its
+// columns and the other parts copied into theirs, in one kernel (W1: 26 bag launches and a
+// concatenation become one launch, and the 27 x 128-wide row is written once instead of twice;
+// W4: 20 column selects, 20 table gathers and a concatenation become one).
 #include <algorithm>
 
 #include "compile/passes.h"
 
 namespace rankd {
+namespace {
 
-int FuseEmbeddingConcats(Graph& graph) {
-  std::vector<int> producers = graph.Producers();
-  std::vector<int> uses = graph.UseCounts();
-  std::vector<bool> removed(graph.nodes.size(), false);
-  int fused = 0;
-  for (Node& concat : graph.nodes) {
-    if (concat.op != "Concat" || concat.inputs.empty()) continue;
-    int64_t axis = concat.GetInt("axis", 0);
-    if (axis != 1 && axis != -1) continue;  // bags are [rows, dim]: only their last axis
-    auto bag_of = [&](int value) -> const Node* {
-      int p = value < 0 ? -1 : producers[static_cast<size_t>(value)];
-      if (p < 0 || removed[static_cast<size_t>(p)] || uses[static_cast<size_t>(value)] != 1) return nullptr;
-      const Node& n = graph.nodes[static_cast<size_t>(p)];
-      return n.op == "EmbeddingBag" && n.outputs.size() == 1 ? &n : nullptr;
-    };
-    int bags = 0;
-    for (size_t i = 0; i < concat.inputs.size(); ++i) {
-      // The same bag twice would be read twice: both stay copies.
-      bool repeated = std::count(concat.inputs.begin(), concat.inputs.end(), concat.inputs[i]) > 1;
-      if (!repeated && bag_of(concat.inputs[i])) ++bags;
-    }
-    // A bag among the parts makes every part rank 2 and FP32 (Concat requires it of all).
-    if (bags == 0) continue;
-    std::vector<int> inputs;
-    std::vector<int64_t> parts, modes;
-    for (int value : concat.inputs) {
-      const Node* bag = std::count(concat.inputs.begin(), concat.inputs.end(), value) > 1 ? nullptr : bag_of(value);
-      if (bag) {
-        inputs.insert(inputs.end(), bag->inputs.begin(), bag->inputs.end());
-        parts.push_back(static_cast<int64_t>(bag->inputs.size()));
-        modes.push_back(bag->GetString("mode", "sum") == "mean" ? 1 : 0);
-        removed[static_cast<size_t>(producers[static_cast<size_t>(value)])] = true;
-      } else {
-        inputs.push_back(value);
-        parts.push_back(1);
-        modes.push_back(0);
+// A part of the fused node: its inputs and attributes.
+struct Part {
+  std::vector<int> inputs;
+  int64_t mode = 0;
+  int64_t column = -1;
+  std::vector<int> producers;  // the nodes it replaces
+};
+
+class EmbeddingConcatFuser {
+ public:
+  explicit EmbeddingConcatFuser(Graph& graph)
+      : graph_(graph), producers_(graph.Producers()), uses_(graph.UseCounts()), removed_(graph.nodes.size(), false) {}
+
+  int Run() {
+    int fused = 0;
+    for (Node& concat : graph_.nodes) {
+      if (concat.op != "Concat" || concat.inputs.empty()) continue;
+      int64_t axis = concat.GetInt("axis", 0);
+      if (axis != 1 && axis != -1) continue;  // bags and lookups are [rows, dim]: only their last axis
+      std::vector<Part> parts;
+      bool any = false;
+      for (int value : concat.inputs) {
+        // A value the Concat reads twice stays as it is, copied twice.
+        bool once = std::count(concat.inputs.begin(), concat.inputs.end(), value) == 1;
+        Part p;
+        if (once && (AsBag(value, p) || AsLookup(value, p))) {
+          any = true;
+        } else {
+          p = Part{{value}, 0, -1, {}};
+        }
+        parts.push_back(std::move(p));
       }
+      // A bag or an FP32 lookup among the parts makes every part FP32 and rank 2 (Concat requires
+      // it of all).
+      if (!any) continue;
+      std::vector<int> inputs;
+      std::vector<int64_t> counts, modes, columns;
+      bool lookups = false;
+      for (const Part& p : parts) {
+        inputs.insert(inputs.end(), p.inputs.begin(), p.inputs.end());
+        counts.push_back(static_cast<int64_t>(p.inputs.size()));
+        modes.push_back(p.mode);
+        columns.push_back(p.column);
+        lookups = lookups || p.column >= 0;
+        for (int n : p.producers) removed_[static_cast<size_t>(n)] = true;
+      }
+      concat.op = "ConcatEmbeddingBags";
+      concat.inputs = std::move(inputs);
+      concat.attrs = {{"parts", counts}, {"modes", modes}};
+      if (lookups) concat.attrs["columns"] = columns;
+      ++fused;
     }
-    concat.op = "ConcatEmbeddingBags";
-    concat.inputs = std::move(inputs);
-    concat.attrs = {{"parts", parts}, {"modes", modes}};
-    ++fused;
+    if (fused > 0) graph_.EraseNodes(removed_);
+    return fused;
   }
-  if (fused > 0) graph.EraseNodes(removed);
-  return fused;
-}
+
+ private:
+  // The node producing `value` when it is read only once (by the Concat) and not yet taken.
+  const Node* SoleProducer(int value) const {
+    int p = value < 0 ? -1 : producers_[static_cast<size_t>(value)];
+    if (p < 0 || removed_[static_cast<size_t>(p)] || uses_[static_cast<size_t>(value)] != 1) return nullptr;
+    const Node& n = graph_.nodes[static_cast<size_t>(p)];
+    return n.outputs.size() == 1 ? &n : nullptr;
+  }
+
+  bool AsBag(int value, Part& part) const {
+    const Node* bag = SoleProducer(value);
+    if (!bag || bag->op != "EmbeddingBag") return false;
+    part = Part{bag->inputs, bag->GetString("mode", "sum") == "mean" ? 1 : 0, -1, {producers_[static_cast<size_t>(value)]}};
+    return true;
+  }
+
+  // Gather(table, Gather(ids, c, axis=1)): table an FP32 constant [R, D], ids of declared rank 2,
+  // c a constant scalar; the column select read only there.
+  bool AsLookup(int value, Part& part) const {
+    const Node* rows = SoleProducer(value);
+    if (!rows || rows->op != "Gather" || rows->GetInt("axis", 0) != 0 || rows->inputs.size() != 2) return false;
+    int table = rows->inputs[0];
+    if (!graph_.IsConstant(table)) return false;
+    const Tensor& t = graph_.constants.at(table);
+    if (t.dtype() != DType::kF32 || t.rank() != 2) return false;
+    const Node* select = SoleProducer(rows->inputs[1]);
+    if (!select || select->op != "Gather" || select->GetInt("axis", 0) != 1 || select->inputs.size() != 2) return false;
+    int ids = select->inputs[0], index = select->inputs[1];
+    const Shape& ids_shape = graph_.values[static_cast<size_t>(ids)].shape;
+    if (ids_shape.size() != 2 || !graph_.IsConstant(index)) return false;
+    const Tensor& c = graph_.constants.at(index);
+    if (c.rank() != 0 || (c.dtype() != DType::kI64 && c.dtype() != DType::kI32)) return false;
+    int64_t column = c.ScalarAsInt(0);
+    if (column < 0 && ids_shape[1] > 0) column += ids_shape[1];  // from the end: only of a known width
+    if (column < 0 || (ids_shape[1] > 0 && column >= ids_shape[1])) return false;
+    DType id_type = graph_.values[static_cast<size_t>(ids)].dtype;
+    if (id_type != DType::kI64 && id_type != DType::kI32) return false;
+    part = Part{{table, ids}, 0, column,
+                {producers_[static_cast<size_t>(value)], producers_[static_cast<size_t>(rows->inputs[1])]}};
+    return true;
+  }
+
+  Graph& graph_;
+  std::vector<int> producers_, uses_;
+  std::vector<bool> removed_;
+};
+
+}  // namespace
+
+int FuseEmbeddingConcats(Graph& graph) { return EmbeddingConcatFuser(graph).Run(); }
 
 }  // namespace rankd

@@ -47,8 +47,9 @@ int ReadBroadcastsUnexpanded(Graph& graph);
 // MulAdd(a, b, c) (muladd_fusion.cc). Returns the number of pairs fused.
 int FuseMulAdd(Graph& graph, const std::vector<PlanValue>& shapes);
 
-// Concat(parts, axis 1 or -1) with EmbeddingBag outputs among its parts, each read only there,
-// becomes ConcatEmbeddingBags (embedding_concat_fusion.cc): the bags pooled and the other parts
+// Concat(parts, axis 1 or -1) with EmbeddingBag outputs or column lookups (Gather(table,
+// Gather(ids, c, axis=1)), an FP32 constant table) among its parts, each read only there, becomes
+// ConcatEmbeddingBags (embedding_concat_fusion.cc): bags pooled, lookups and the other parts
 // copied into their columns by one kernel. Returns the number of concatenations fused.
 int FuseEmbeddingConcats(Graph& graph);
 

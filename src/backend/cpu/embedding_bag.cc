@@ -1,5 +1,6 @@
 // CPU kernels of EmbeddingBag (padded or ragged ids, negative = empty slot), ConcatEmbeddingBags
 // (bags pooled straight into their columns of a concatenation) and RaggedToPadded.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -96,10 +97,44 @@ Status EmbeddingBag(const KernelArgs& k) {
   return PoolBags(k, 0, static_cast<int>(k.in.size()), mean, out.data<float>(), out.dim(1));
 }
 
+// out[b * out_stride, + dim) = table[ids[b, column]] (Gather's rules: a negative id counts from
+// the end, one out of range is an error).
+Status LookUpColumn(const KernelArgs& k, int first, int64_t column, float* out, int64_t out_stride) {
+  const Tensor& table = k.In(first);
+  const Tensor& ids = k.In(first + 1);
+  int64_t rows = table.dim(0), dim = table.dim(1), bags = ids.dim(0), width = ids.dim(1);
+  std::vector<int64_t> picked(static_cast<size_t>(bags));
+  for (int64_t b = 0; b < bags; ++b) {
+    int64_t id = ids.dtype() == DType::kI32 ? ids.data<int32_t>()[b * width + column] : ids.data<int64_t>()[b * width + column];
+    if (id < 0) id += rows;
+    if (id < 0 || id >= rows) {
+      return InvalidArgument(k.node.Describe() + ": id " + std::to_string(id < 0 ? id - rows : id) +
+                             " is out of range for a table of " + std::to_string(rows) + " rows");
+    }
+    picked[static_cast<size_t>(b)] = id;
+  }
+  return DispatchAny(table.dtype(), [&](auto row_tag) {
+    using Row = decltype(row_tag);
+    if constexpr (std::is_same_v<Row, float> || std::is_same_v<Row, Half> || std::is_same_v<Row, BFloat16>) {
+      const Row* t = table.data<Row>();
+      for (int64_t b = 0; b < bags; ++b) {
+        float* dst = out + b * out_stride;
+        const Row* row = t + picked[static_cast<size_t>(b)] * dim;
+        if constexpr (std::is_same_v<Row, float>) {
+          std::copy(row, row + dim, dst);  // bit for bit, as Gather
+        } else {
+          std::fill(dst, dst + dim, 0.0f);
+          AccumulateRow(row, dim, dst);
+        }
+      }
+    }
+  });
+}
+
 Status ConcatEmbeddingBags(const KernelArgs& k) {
   Tensor& out = k.Out(0);
   int64_t stride = out.dim(1);
-  std::vector<int64_t> parts = k.node.GetInts("parts"), modes = k.node.GetInts("modes");
+  std::vector<int64_t> parts = k.node.GetInts("parts"), modes = k.node.GetInts("modes"), columns = k.node.GetInts("columns");
   int first = 0;
   int64_t column = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
@@ -113,6 +148,9 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
         for (int64_t r = lo; r < hi; ++r) std::memcpy(dst + r * stride, src + r * w, static_cast<size_t>(w) * sizeof(float));
       });
       column += w;
+    } else if (!columns.empty() && columns[p] >= 0) {
+      RETURN_IF_ERROR(LookUpColumn(k, first, columns[p], dst, stride));
+      column += k.In(first).dim(1);
     } else {
       RETURN_IF_ERROR(PoolBags(k, first, count, modes[p] == 1, dst, stride));
       column += k.In(first).dim(1);

@@ -33,6 +33,7 @@ struct Part {
   int32_t dim = 0;
   int32_t width = 0;   // padded ids per bag
   int32_t column = 0;  // first output column
+  int32_t id_column = -1;  // >= 0: one id per row, ids[b, id_column], a negative one counting from the end
   RowType row_type = RowType::kF32;
   bool wide_ids = true;  // INT64 ids, else INT32
   bool mean = false;
@@ -94,6 +95,17 @@ __device__ void Store(float* dst, const float (&v)[N], float scale) {
   }
 }
 
+// A looked-up id as Gather reads it: a negative one counts from the table's end; one still out of
+// range is reported (and read as an empty slot).
+__device__ int64_t Wrapped(int64_t id, int64_t rows, bool report, int* error, int step) {
+  if (id < 0) id += rows;
+  if (id < 0 || id >= rows) {
+    if (report) ReportBadData(error, step);
+    return -1;
+  }
+  return id;
+}
+
 // Bag `b` of part `p` into dst[0, dim), 16-byte chunks per lane.
 template <typename Row, typename Id>
 __device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, float* dst, int* error, int step) {
@@ -109,6 +121,7 @@ __device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, floa
 #pragma unroll
       for (int u = 0; u < kIdsInFlight; ++u) {
         int64_t id = j + u < hi ? static_cast<int64_t>(ids[j + u]) : -1;
+        if (p.id_column >= 0 && j + u < hi) id = Wrapped(id, p.table_rows, d0 == lane * V, error, step);
         ok[u] = id >= 0 && id < p.table_rows;
         if (id >= p.table_rows && d0 == lane * V) ReportBadData(error, step);
         if (ok[u]) Vec<Row>::Load(table + id * p.dim + d0, v[u]);
@@ -135,6 +148,7 @@ __device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, floa
     int count = 0;
     for (int64_t j = lo; j < hi; ++j) {
       int64_t id = static_cast<int64_t>(ids[j]);
+      if (p.id_column >= 0) id = Wrapped(id, p.table_rows, d == lane, error, step);
       if (id < 0) continue;
       if (id >= p.table_rows) {
         if (d == lane) ReportBadData(error, step);
@@ -176,6 +190,10 @@ __global__ void ConcatKernel(const __grid_constant__ Launch launch) {
     return;
   }
   int64_t lo = p.offsets ? p.offsets[b] : b * p.width, hi = p.offsets ? p.offsets[b + 1] : (b + 1) * p.width;
+  if (p.id_column >= 0) {
+    lo += p.id_column;
+    hi = lo + 1;
+  }
   if (lo < 0 || hi < lo || hi > p.n_ids) {
     if (lane == 0) ReportBadData(launch.error, launch.step);
     lo = hi = 0;
@@ -193,7 +211,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
   Tensor& out = k.Out(0);
   int64_t rows = out.dim(0), stride = out.dim(1);
   if (rows == 0 || stride == 0) return Status::Ok();
-  std::vector<int64_t> counts = k.node.GetInts("parts"), modes = k.node.GetInts("modes");
+  std::vector<int64_t> counts = k.node.GetInts("parts"), modes = k.node.GetInts("modes"), columns = k.node.GetInts("columns");
   bool out_vector = stride % 4 == 0 && Aligned16(out.raw());
   std::vector<Part> parts;
   int first = 0;
@@ -216,6 +234,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       p.width = count == 3 ? 0 : static_cast<int32_t>(ids.dim(1));
       p.wide_ids = ids.dtype() != DType::kI32;
       p.mean = modes[i] == 1;
+      p.id_column = columns.empty() ? -1 : static_cast<int32_t>(columns[i]);
       int v = 4;
       switch (src.dtype()) {
         case DType::kF32: p.row_type = RowType::kF32; break;

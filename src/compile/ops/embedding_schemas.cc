@@ -5,7 +5,9 @@
 //   ConcatEmbeddingBags(parts...) -> [B, sum of widths] FP32: a Concat along the last axis whose
 //     parts are bags (2 or 3 inputs, as EmbeddingBag) or FP32 [B, w] values (1 input), pooled or
 //     copied straight into their columns; attribute `parts` gives each part's input count,
-//     `modes` each part's pooling (0 sum, 1 mean; 0 for a copied part).
+//     `modes` each part's pooling (0 sum, 1 mean; 0 for a copied part); optional `columns`, per
+//     part -1, or for a padded-ids part the one column c it reads: out = table[ids[:, c]], as
+//     Gather(table, Gather(ids, c, axis=1)) (a negative id counts from the table's end).
 //   RaggedToPadded(values [T], offsets [B+1]) -> [B, max length] padded with `pad_value` (-1);
 //     attribute ragged_index: which ragged input of the plan gives the padded length.
 #include "compile/ops/op_schema.h"
@@ -50,8 +52,14 @@ Status InferEmbeddingBag(InferContext& c) {
 }
 
 Status CheckConcatEmbeddingBags(const Node& n) {
-  std::vector<int64_t> parts = n.GetInts("parts"), modes = n.GetInts("modes");
+  std::vector<int64_t> parts = n.GetInts("parts"), modes = n.GetInts("modes"), columns = n.GetInts("columns");
   if (parts.empty() || modes.size() != parts.size()) return InvalidArgument(n.Describe() + ": needs `parts` and one mode per part");
+  if (!columns.empty() && columns.size() != parts.size()) return InvalidArgument(n.Describe() + ": needs one column per part");
+  for (size_t p = 0; p < columns.size(); ++p) {
+    if (columns[p] < -1 || (columns[p] >= 0 && (parts[p] != 2 || modes[p] != 0))) {
+      return InvalidArgument(n.Describe() + ": a column is read only by a part of padded ids");
+    }
+  }
   int64_t inputs = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
     if (parts[p] < 1 || parts[p] > 3) return InvalidArgument(n.Describe() + ": a part takes 1, 2 or 3 inputs");
@@ -65,8 +73,9 @@ Status CheckConcatEmbeddingBags(const Node& n) {
 Status InferConcatEmbeddingBags(InferContext& c) {
   int64_t rows = -1, width = 0;
   int first = 0;
-  for (int64_t count : c.node.GetInts("parts")) {
-    int64_t part_rows = 0;
+  std::vector<int64_t> parts = c.node.GetInts("parts"), columns = c.node.GetInts("columns");
+  for (size_t p = 0; p < parts.size(); ++p) {
+    int64_t count = parts[p], part_rows = 0;
     if (count == 1) {
       const TensorMeta& dense = c.in(first);
       if (dense.dtype != DType::kF32 || dense.shape.size() != 2) return c.Error("a copied part must be FP32 [rows, width]");
@@ -74,6 +83,7 @@ Status InferConcatEmbeddingBags(InferContext& c) {
       width += dense.shape[1];
     } else {
       ASSIGN_OR_RETURN(part_rows, BagRows(c, first, static_cast<int>(count)));
+      if (!columns.empty() && columns[p] >= c.in(first + 1).shape[1]) return c.Error("a column is past the ids' width");
       width += c.in(first).shape[1];
     }
     if (rows >= 0 && part_rows != rows) return c.Error("parts have different row counts");
