@@ -4,6 +4,7 @@
 // scripts/test.sh.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -115,6 +116,50 @@ TEST(Batcher, ExpiredRequestsFailAndNeverRun) {
   }
   EXPECT_EQ(failed.load(), 1);
   EXPECT_EQ(ran.load(), 1);
+}
+
+// Five requests of 10 rows queue while a batch runs, with a queue delay far longer than the test
+// and a second executor free. With a preferred size of 30 rows that executor takes three of them
+// at once and the other two go when nothing runs any more; without one, all five wait for that
+// and go together. Batch sizes sorted (the two blocked batches finish in either order).
+// `left` is how many stay queued while the first batch runs: awaited (for up to 10 s, then 20 ms
+// more for anything else that might go) before the first batch is let finish.
+std::vector<size_t> BatchSizesBehindABlocker(std::vector<int64_t> preferred_rows, size_t left) {
+  std::mutex gate, mu;
+  gate.lock();
+  std::vector<size_t> sizes;
+  BatcherOptions o;
+  o.policy.max_queue_delay = std::chrono::seconds(60);
+  o.policy.preferred_rows = std::move(preferred_rows);
+  o.executors = 2;
+  {
+    Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
+      std::lock_guard<std::mutex> wait(gate);
+      std::lock_guard<std::mutex> lock(mu);
+      sizes.push_back(batch.size());
+    });
+    auto blocker = Make(0);
+    EXPECT_TRUE(b.Enqueue(blocker).ok());
+    while (b.queued() > 0) std::this_thread::yield();  // the executor took it and is blocked
+    for (int id = 1; id <= 5; ++id) {
+      auto t = Make(id);
+      EXPECT_TRUE(b.Enqueue(t).ok());
+    }
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (b.queued() > left && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(b.queued(), left);
+    gate.unlock();
+  }
+  std::sort(sizes.begin(), sizes.end());
+  return sizes;
+}
+
+TEST(Batcher, PreferredSizeIsSentWithoutWaitingForTheDelay) {
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(BatchSizesBehindABlocker({30}, 2), std::vector<size_t>({1, 2, 3}));
+  EXPECT_EQ(BatchSizesBehindABlocker({}, 5), std::vector<size_t>({1, 5}));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));  // no 60 s delay was waited
 }
 
 TEST(Batcher, HigherPriorityRunsFirst) {
