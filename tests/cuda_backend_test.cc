@@ -188,6 +188,17 @@ OpCase BagsConcat(const char* name, int parts, int64_t bags) {
           }, 1e-3};
 }
 
+// A copied part beside a bag with no ids at all (every bag empty: zeros, its ids a 0-size input).
+OpCase BagsConcatAllEmpty() {
+  return {"concat_bags_all_empty", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            in.push_back(Random(DType::kF32, {9, 4}, rng));
+            std::vector<int> ins{g.Input("x", DType::kF32, {9, 4})};
+            std::vector<int> bag = BagInputs(g, in, rng, "", 50, 8, 9, 3, 1.0, 0.0, DType::kF32, false);
+            ins.insert(ins.end(), bag.begin(), bag.end());
+            g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", std::vector<int64_t>{1, 3}}, {"modes", std::vector<int64_t>{0, 0}}}));
+          }};
+}
+
 std::vector<OpCase> Cases() {
   using S = Shape;
   const DType f = DType::kF32, i64 = DType::kI64, b = DType::kBool;
@@ -261,6 +272,7 @@ std::vector<OpCase> Cases() {
       BagsConcat("concat_bags", 6, 67),
       BagsConcat("concat_bags_one_row", 5, 1),
       BagsConcat("concat_bags_two_launches", 61, 40),
+      BagsConcatAllEmpty(),
   };
   c.push_back({"transpose", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  g.Output(g.Op("Transpose", {In(g, in, rng, DType::kF32, {3, 4, 5})}, {{"perm", std::vector<int64_t>{2, 0, 1}}}));

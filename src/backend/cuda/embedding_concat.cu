@@ -26,7 +26,7 @@ enum class RowType : uint8_t { kF32, kF16, kBF16 };
 
 struct Part {
   const void* src = nullptr;         // the table, or the copied values [rows, dim]
-  const void* ids = nullptr;         // null for a copied part
+  const void* ids = nullptr;         // a bag's ids (null when it has none at all)
   const int64_t* offsets = nullptr;  // null for padded ids
   int64_t table_rows = 0;
   int64_t n_ids = 0;
@@ -38,6 +38,7 @@ struct Part {
   bool wide_ids = true;  // INT64 ids, else INT32
   bool mean = false;
   bool vector = false;  // 16-byte loads and stores
+  bool copied = false;  // a value copied into its columns, not a bag
 };
 
 struct Launch {
@@ -60,32 +61,27 @@ struct Vec<float> {
     v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
   }
 };
-template <>
-struct Vec<__half> {
+__device__ inline float2 ToFloat2(__half2 h) { return __half22float2(h); }
+__device__ inline float2 ToFloat2(__nv_bfloat162 h) { return __bfloat1622float2(h); }
+
+// Eight 16-bit elements (Pair holds two of them).
+template <typename Row, typename Pair>
+struct Vec16Bit {
   static constexpr int kN = 8;
-  __device__ static void Load(const __half* p, float (&v)[kN]) {
+  __device__ static void Load(const Row* p, float (&v)[kN]) {
     uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const __half2* h = reinterpret_cast<const __half2*>(&raw);
+    const Pair* h = reinterpret_cast<const Pair*>(&raw);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float2 f = __half22float2(h[i]);
+      float2 f = ToFloat2(h[i]);
       v[2 * i] = f.x, v[2 * i + 1] = f.y;
     }
   }
 };
 template <>
-struct Vec<__nv_bfloat16> {
-  static constexpr int kN = 8;
-  __device__ static void Load(const __nv_bfloat16* p, float (&v)[kN]) {
-    uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float2 f = __bfloat1622float2(h[i]);
-      v[2 * i] = f.x, v[2 * i + 1] = f.y;
-    }
-  }
-};
+struct Vec<__half> : Vec16Bit<__half, __half2> {};
+template <>
+struct Vec<__nv_bfloat16> : Vec16Bit<__nv_bfloat16, __nv_bfloat162> {};
 
 template <int N>
 __device__ void Store(float* dst, const float (&v)[N], float scale) {
@@ -178,7 +174,7 @@ __global__ void ConcatKernel(const __grid_constant__ Launch launch) {
   if (b >= launch.rows) return;
   const Part& p = launch.parts[blockIdx.y];
   float* dst = launch.out + b * launch.out_stride + p.column;
-  if (!p.ids) {  // a copied part
+  if (p.copied) {
     const float* src = static_cast<const float*>(p.src) + b * p.dim;
     if (p.vector) {
       for (int64_t d = static_cast<int64_t>(lane) * 4; d < p.dim; d += kWarp * 4) {
@@ -224,6 +220,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     p.dim = static_cast<int32_t>(src.dim(1));
     p.column = static_cast<int32_t>(column);
     if (count == 1) {
+      p.copied = true;
       p.vector = out_vector && column % 4 == 0 && p.dim % 4 == 0 && Aligned16(p.src);
     } else {
       const Tensor& ids = k.In(first + 1);
