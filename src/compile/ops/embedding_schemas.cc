@@ -83,7 +83,10 @@ Status InferConcatEmbeddingBags(InferContext& c) {
       width += dense.shape[1];
     } else {
       ASSIGN_OR_RETURN(part_rows, BagRows(c, first, static_cast<int>(count)));
-      if (!columns.empty() && columns[p] >= c.in(first + 1).shape[1]) return c.Error("a column is past the ids' width");
+      // A column is read only from padded ids [rows, width] (CheckConcatEmbeddingBags).
+      if (!columns.empty() && columns[p] >= 0 && columns[p] >= c.in(first + 1).shape[1]) {
+        return c.Error("a column is past the ids' width");
+      }
       width += c.in(first).shape[1];
     }
     if (rows >= 0 && part_rows != rows) return c.Error("parts have different row counts");
