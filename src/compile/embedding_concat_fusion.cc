@@ -3,7 +3,6 @@
 // columns and the other parts copied into theirs, in one kernel (W1: 26 bag launches and a
 // concatenation become one launch, and the 27 x 128-wide row is written once instead of twice;
 // W4: 20 column selects, 20 table gathers and a concatenation become one).
-#include <algorithm>
 
 #include "compile/passes.h"
 
@@ -32,10 +31,10 @@ class EmbeddingConcatFuser {
       std::vector<Part> parts;
       bool any = false;
       for (int value : concat.inputs) {
-        // A value the Concat reads twice stays as it is, copied twice.
-        bool once = std::count(concat.inputs.begin(), concat.inputs.end(), value) == 1;
+        // A value read twice, even by this Concat alone, is not a sole producer's: it stays as it
+        // is, copied.
         Part p;
-        if (once && (AsBag(value, p) || AsLookup(value, p))) {
+        if (AsBag(value, p) || AsLookup(value, p)) {
           any = true;
         } else {
           p = Part{{value}, 0, -1, {}};

@@ -21,22 +21,25 @@ Table& table() {
   return t;
 }
 
-}  // namespace
+enum class Mode { kOff, kByOp, kByStep };
 
-bool OpProfile::enabled() {
-  static const bool on = [] {
+// RANKD_PROFILE, read once.
+Mode ProfileMode() {
+  static const Mode mode = [] {
     const char* v = std::getenv("RANKD_PROFILE");
-    return v && (v[0] == '1' || std::string(v) == "steps");
+    if (!v) return Mode::kOff;
+    if (std::string(v) == "steps") return Mode::kByStep;
+    return v[0] == '1' ? Mode::kByOp : Mode::kOff;
   }();
-  return on;
+  return mode;
 }
 
+}  // namespace
+
+bool OpProfile::enabled() { return ProfileMode() != Mode::kOff; }
+
 std::string OpProfile::Key(const std::string& op, const std::string& node) {
-  static const bool by_step = [] {
-    const char* v = std::getenv("RANKD_PROFILE");
-    return v && std::string(v) == "steps";
-  }();
-  return by_step ? op + " " + node : op;
+  return ProfileMode() == Mode::kByStep ? op + " " + node : op;
 }
 
 void OpProfile::Record(const std::string& op, double ms) {

@@ -97,9 +97,10 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
       launches = {{"kernels", l->kernels}, {"copies", l->copies}, {"memsets", l->memsets}, {"other", l->other}};
     }
   }
+  const std::string& precision = args.precision.empty() ? (*model)->config().precision : args.precision;  // as run
   nlohmann::json out = {
       {"label", args.label}, {"command", args.command_line}, {"model", args.model}, {"requests", args.requests},
-      {"backend", (*backend)->name()}, {"precision", args.precision.empty() ? (*model)->config().precision : args.precision},
+      {"backend", (*backend)->name()}, {"precision", precision},
       {"buckets", (*model)->load_report().buckets}, {"graph_hits", c.graph_hits}, {"graph_misses", c.graph_misses},
       {"steps", plan.ok() ? static_cast<int64_t>((*plan)->steps().size()) : -1}, {"launches", launches},
       {"fusion", args.fusion}, {"hoisting", (*model)->load_report().hoisting}, {"rows", rows},
@@ -113,7 +114,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
     std::ofstream csv(args.csv_path, std::ios::app);
     if (fresh) csv << "label,model,backend,precision,buckets,rows,median_ms,p99_ms,mean_ms,pairs_per_s,spread,iters\n";
     csv << Quoted(args.label) << "," << Quoted(args.model) << "," << (*backend)->name() << ","
-        << (args.precision.empty() ? (*model)->config().precision : args.precision) << "," << Quoted((*model)->load_report().buckets) << "," << rows << ","
+        << precision << "," << Quoted((*model)->load_report().buckets) << "," << rows << ","
         << median << "," << p99 << "," << mean << "," << out["pairs_per_s"].get<double>() << "," << spread << ","
         << args.iters << "\n";
   }

@@ -117,16 +117,18 @@ Status LookUpColumn(const KernelArgs& k, int first, int64_t column, float* out, 
     using Row = decltype(row_tag);
     if constexpr (std::is_same_v<Row, float> || std::is_same_v<Row, Half> || std::is_same_v<Row, BFloat16>) {
       const Row* t = table.data<Row>();
-      for (int64_t b = 0; b < bags; ++b) {
-        float* dst = out + b * out_stride;
-        const Row* row = t + picked[static_cast<size_t>(b)] * dim;
-        if constexpr (std::is_same_v<Row, float>) {
-          std::copy(row, row + dim, dst);  // bit for bit, as Gather
-        } else {
-          std::fill(dst, dst + dim, 0.0f);
-          AccumulateRow(row, dim, dst);
+      ParallelFor(bags, dim, [&](int64_t lo, int64_t hi) {
+        for (int64_t b = lo; b < hi; ++b) {
+          float* dst = out + b * out_stride;
+          const Row* row = t + picked[static_cast<size_t>(b)] * dim;
+          if constexpr (std::is_same_v<Row, float>) {
+            std::copy(row, row + dim, dst);  // bit for bit, as Gather
+          } else {
+            std::fill(dst, dst + dim, 0.0f);
+            AccumulateRow(row, dim, dst);
+          }
         }
-      }
+      });
     }
   });
 }
