@@ -76,6 +76,23 @@ def render_gpu(report, plots=()):
             "replays them all when captured), with the fusion passes and without (`rankd bench engine --no-fusion`). "
             "'unhoisted': without user-side hoisting (`--no-hoisting`, docs/hoisting.md), user rows repeated to every "
             "candidate; n/a for models without user inputs."]
+    loaded = [r for r in rows if r.get("in_flight")]
+    if loaded:
+        out += ["", "Throughput with several requests in flight (`rankd bench engine --in-flight K --buckets off`: K "
+                "threads each scoring requests back to back, so one request's host work overlaps another's kernels), "
+                "against the best peer's pairs/s at its median (the peers' inputs already on the GPU, one at a time):", "",
+                "| workload, batch | requests in flight | rankd pairs/s | best peer pairs/s | rankd vs best peer |",
+                "| --- | --- | --- | --- | --- |"]
+        for r in loaded:
+            peer_ms = [r[p][0] for p in peers if timed(r.get(p))]
+            ours = {k: v for k, v in r["in_flight"].items() if k != "requests"}
+            if not ours:
+                continue
+            best_precision = max(ours, key=ours.get)
+            best_peer = r["n"] / (min(peer_ms) / 1000) if peer_ms else None
+            out.append(f"| {r['label']} | {r['in_flight']['requests']} | "
+                       + ", ".join(f"{ours[k]:,.0f} ({k})" for k in ours) + " | "
+                       + (f"{best_peer:,.0f} | {ours[best_precision] / best_peer:.2f}x |" if best_peer else " | |"))
     warnings = [f"{r['label']} {v}: spread {r['spread'][v]:.0%}" for r in rows for v in variants
                 if r.get("spread", {}).get(v, 0) > 0.25]
     if warnings:

@@ -62,6 +62,7 @@ struct BenchEngineArgs {
   bool hoisting = true;           // false: user rows repeated to the candidates, as written
   int warmup = 10;                // at least one pass over the requests
   int iters = 200;
+  int in_flight = 1;              // requests scored at a time, each by its own thread
   std::string label;
   std::string json_path;          // also write the result here
   std::string csv_path;           // also append the result here as a CSV row (header when new)

@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
   bench_engine->add_option("--warmup", engine.warmup, "Untimed runs first (at least one per request)")
       ->check(CLI::NonNegativeNumber);
   bench_engine->add_option("--iters", engine.iters, "Timed runs")->check(CLI::Range(1, 100000000));
+  bench_engine->add_option("--in-flight", engine.in_flight, "Requests scored at a time, each by its own thread (throughput)")
+      ->check(CLI::Range(1, 64));
   bench_engine->add_option("--label", engine.label, "A name carried into the output");
   bench_engine->add_option("--json", engine.json_path, "Also write the result here");
   bench_engine->add_option("--csv", engine.csv_path, "Also append the result to this CSV file (a header when new)");
