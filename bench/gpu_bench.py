@@ -55,6 +55,7 @@ def main():
     p.add_argument("--buckets", default="on,off", help="rankd with shape buckets and CUDA graphs on, off, or both (on,off)")
     p.add_argument("--hoisting", default="on,off", help="also time the first precision without user-side hoisting "
                    "(off) on models with user inputs")
+    p.add_argument("--bf16-tables", action="store_true", help="also time bf16 with the bag tables stored in bf16")
     p.add_argument("--in-flight", type=int, default=2, help="for batches of 4,096 pairs and more, also time rankd's "
                    "throughput with this many requests in flight (each precision, no graphs); 0: not")
     p.add_argument("--report", default="", help="write gpu_report.json and gpu_report.md into this folder")
@@ -66,6 +67,8 @@ def main():
     rows = []
     # rankd's variants: each precision with buckets and graphs ("fp32"), and without ("fp32 no graphs").
     variants = [p + ("" if b == "on" else " no graphs") for b in a.buckets.split(",") for p in a.precisions.split(",")]
+    if a.bf16_tables:  # bf16 products with the bag tables stored in bf16 too (tables.dtype, docs/config.md)
+        variants += ["bf16 bf16-tables" + ("" if b == "on" else " no graphs") for b in a.buckets.split(",")]
     if "off" in a.hoisting.split(","):
         variants.append(a.precisions.split(",")[0] + " unhoisted")
     for name in a.workloads.split(","):
@@ -94,6 +97,8 @@ def main():
                 precision, buckets = variant.split(" ")[0], "off" if variant.endswith("no graphs") else "on"
                 cmd = bench + ["--backend", "cuda", "--precision", precision, "--model-repo", repo, "--model", package,
                                "--requests", path, "--iters", str(a.iters), "--warmup", "20", "--buckets", buckets]
+                if "bf16-tables" in variant:
+                    cmd += ["--table-dtype", "BF16"]
                 if variant.endswith("unhoisted"):
                     if not has_users:
                         ours[variant] = "n/a"
@@ -133,10 +138,10 @@ def main():
                 # Throughput as a loaded server sees it: several requests at a time, so one's host work
                 # (ids into offsets, packing, copies) overlaps another's kernels.
                 row["in_flight"] = {"requests": a.in_flight}
-                for precision in a.precisions.split(","):
-                    cmd = bench + ["--backend", "cuda", "--precision", precision, "--model-repo", repo, "--model", package,
+                for precision in a.precisions.split(",") + (["bf16 bf16-tables"] if a.bf16_tables else []):
+                    cmd = bench + ["--backend", "cuda", "--precision", precision.split(" ")[0], "--model-repo", repo, "--model", package,
                                    "--requests", path, "--iters", str(a.iters), "--warmup", "20", "--buckets", "off",
-                                   "--in-flight", str(a.in_flight)]
+                                   "--in-flight", str(a.in_flight)] + (["--table-dtype", "BF16"] if "tables" in precision else [])
                     res = subprocess.run(cmd, capture_output=True, text=True)
                     if res.returncode == 0:
                         row["in_flight"][precision] = json.loads(res.stdout.strip().splitlines()[-1])["throughput_pairs_per_s"]

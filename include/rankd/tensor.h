@@ -30,6 +30,8 @@ class Tensor {
   Tensor() = default;
   // Allocates zero-filled storage for the shape.
   static Tensor Zeros(DType dtype, Shape shape);
+  // Allocates storage for the shape, left uninitialised (for outputs written in full).
+  static Tensor Empty(DType dtype, Shape shape);
   // Views `data`, which must outlive every use of the Tensor.
   static Tensor View(DType dtype, Shape shape, void* data);
   template <typename T>

@@ -16,18 +16,22 @@ std::string ShapeToString(const Shape& shape) {
   return s + "]";
 }
 
-Tensor Tensor::Zeros(DType dtype, Shape shape) {
+Tensor Tensor::Empty(DType dtype, Shape shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  size_t bytes = t.bytes();
   // 64-byte alignment for vector loads; at least one byte so data() is never null.
-  size_t padded = (bytes + 63) / 64 * 64 + 64;
+  size_t padded = (t.bytes() + 63) / 64 * 64 + 64;
   void* p = std::aligned_alloc(64, padded);
   RANKD_CHECK_MSG(p != nullptr, "out of host memory");
-  std::memset(p, 0, padded);
   t.owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   t.data_ = p;
+  return t;
+}
+
+Tensor Tensor::Zeros(DType dtype, Shape shape) {
+  Tensor t = Empty(dtype, std::move(shape));
+  std::memset(t.raw(), 0, (t.bytes() + 63) / 64 * 64 + 64);
   return t;
 }
 

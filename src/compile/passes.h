@@ -53,6 +53,11 @@ int FuseMulAdd(Graph& graph, const std::vector<PlanValue>& shapes);
 // copied into their columns by one kernel. Returns the number of concatenations fused.
 int FuseEmbeddingConcats(Graph& graph);
 
+// Embedding tables in 16 bits (table_storage.cc): each FP32 constant read only as the table of
+// EmbeddingBag nodes becomes `dtype` (BF16 or FP16; FP32 changes nothing), rounded to nearest
+// even. Returns the number of tables converted.
+int StoreTablesAs(Graph& graph, DType dtype);
+
 // Turns each named rank-2 id input into a ragged pair "NAME.values" [total] + "NAME.offsets"
 // [rows + 1], in place of the input in graph.inputs. EmbeddingBags reading it read the pair
 // directly; any other reader gets RaggedToPadded(values, offsets), padded with -1. The k-th name

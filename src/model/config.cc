@@ -280,7 +280,17 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
   if (j.contains("buckets")) {
     ASSIGN_OR_RETURN(c.buckets, ParseBuckets(j["buckets"]));
   }
-  if (j.contains("tables")) c.tables = j["tables"];
+  if (j.contains("tables")) {
+    c.tables = j["tables"];
+    RETURN_IF_ERROR(Expect(c.tables.is_object() || c.tables.is_null(), "tables must be a mapping"));
+    if (c.tables.is_object() && c.tables.contains("dtype")) {
+      const nlohmann::json& d = c.tables["dtype"];
+      DType dtype = d.is_string() ? DTypeFromName(d.get<std::string>()).value_or(DType::kInvalid) : DType::kInvalid;
+      RETURN_IF_ERROR(Expect(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+                             "tables.dtype must be FP32, BF16 or FP16"));
+      c.table_dtype = dtype;
+    }
+  }
   return c;
 }
 

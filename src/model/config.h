@@ -80,7 +80,9 @@ struct ModelConfig {
   VersionPolicy version_policy;
   BatchingConfig batching;
   ShapeBucketsConfig buckets;
-  // Sections owned by other subsystems (tables), kept verbatim until then.
+  // tables.dtype: how embedding tables read only by bags are stored (FP32, or BF16 / FP16
+  // rounded at load); the rest of the section (storage tiers) is kept verbatim.
+  DType table_dtype = DType::kF32;
   nlohmann::json tables;
   bool derived = false;  // true when there was no config file
 

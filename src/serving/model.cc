@@ -79,6 +79,12 @@ Status Model::Prepare() {
   }
   report_.ragged_inputs = static_cast<int>(ragged_names_.size());
   RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_));
+  if (!options_.table_dtype.empty()) {
+    DType d = DTypeFromName(options_.table_dtype).value_or(DType::kInvalid);
+    if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16) return InvalidArgument("table dtype must be FP32, BF16 or FP16");
+    config_.table_dtype = d;
+  }
+  report_.narrowed_tables = StoreTablesAs(graph_, config_.table_dtype);  // before hoisting copies the graph
   BindGraphInputs();
   RETURN_IF_ERROR(SplitProducts());
   if (options_.fusion) report_.fused_epilogues = FuseGemmEpilogues(graph_);  // after the split: it reads bare products
@@ -239,32 +245,6 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
       n = rows[c];
     }
   }
-  // Lengths of ragged inputs: each in range, adding up to the values sent (W1 at 32,768 pairs: 26
-  // inputs of 32,768 rows). Several threads; the first failing input in config order is reported.
-  std::vector<Status> length_checks(with_lengths.size());
-  ParallelFor(static_cast<int64_t>(with_lengths.size()), 4096, [&](int64_t first, int64_t last) {
-    for (int64_t j = first; j < last; ++j) {
-      const InputConfig& cfg = config_.inputs[with_lengths[static_cast<size_t>(j)]];
-      const InferInput& in = *given[with_lengths[static_cast<size_t>(j)]];
-      const int64_t max_length = cfg.max_length;
-      int64_t total = 0;
-      bool in_range = true;
-      for (int64_t len : in.lengths) {  // no branch: vectorises
-        in_range &= len >= 0 && len <= max_length;
-        total += len;
-      }
-      Status& s = length_checks[static_cast<size_t>(j)];
-      if (!in_range) {
-        int64_t len = *std::find_if(in.lengths.begin(), in.lengths.end(), [&](int64_t l) { return l < 0 || l > max_length; });
-        s = InvalidArgument("ragged input '" + cfg.name + "' has a row of length " + std::to_string(len) +
-                            " (allowed 0 to " + std::to_string(max_length) + ")");
-      } else if (total != in.data.size()) {
-        s = InvalidArgument("ragged input '" + cfg.name + "': lengths add up to " + std::to_string(total) + " but " +
-                            std::to_string(in.data.size()) + " values were sent");
-      }
-    }
-  });
-  for (const Status& s : length_checks) RETURN_IF_ERROR(s);
   if (n < 0) n = rows.empty() ? 0 : rows[0];  // only user-scope inputs
   if (n == 0) return InvalidArgument("the request has no rows (empty candidate list)");
   int64_t limit = config_.max_batch_size > 0 ? config_.max_batch_size : options_.max_rows;
@@ -287,14 +267,19 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   prepared.sequence_elements = 0;
   inputs.clear();
   ragged_max_lengths.assign(ragged_names_.size(), 0);
-  struct OffsetJob {
-    const InferInput* in;
+  // Ragged offsets and the checks of lengths (each in range, adding up to the values sent), one
+  // pass over each input's lengths, inputs on several threads (W1 at 32,768 pairs: 26 inputs of
+  // 32,768 rows). The first failing input in config order is reported.
+  constexpr size_t kNoInput = ~size_t{0};
+  struct LengthsJob {
+    size_t config;
     bool padded;
-    int64_t rows;
-    int ragged;
-    size_t input;
+    int64_t rows;          // of the graph input
+    int ragged;            // index into ragged_max_lengths
+    size_t input;          // the offsets' graph input; kNoInput: only check the lengths
+    Status status;
   };
-  std::vector<OffsetJob> offset_jobs;
+  std::vector<LengthsJob> jobs;
   for (const Binding& b : bindings_) {
     if (b.kind.part == GraphInputKind::kRequestIndex) {
       Tensor index = Tensor::Zeros(DType::kI64, {n});
@@ -318,32 +303,59 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
       inputs.push_back(repeat == 1 ? values : RepeatRows(values, repeat));
       prepared.sequence_elements += inputs.back().size();
     } else {
-      offset_jobs.push_back({&in, padded, want, b.kind.ragged, inputs.size()});
-      inputs.push_back(Tensor::Zeros(DType::kI64, {want + 1}));
+      jobs.push_back({b.config_index, padded, want, b.kind.ragged, inputs.size(), Status::Ok()});
+      inputs.push_back(Tensor::Empty(DType::kI64, {want + 1}));
     }
   }
-  // Offsets from lengths, input by input on several threads (W1 at 32,768 pairs: 26 inputs of
-  // 32,768 rows each).
-  ParallelFor(static_cast<int64_t>(offset_jobs.size()), n, [&](int64_t first, int64_t last) {
+  for (size_t c : with_lengths) {
+    if (std::none_of(jobs.begin(), jobs.end(), [&](const LengthsJob& j) { return j.config == c; })) {
+      jobs.push_back({c, false, 0, -1, kNoInput, Status::Ok()});
+    }
+  }
+  ParallelFor(static_cast<int64_t>(jobs.size()), n, [&](int64_t first, int64_t last) {
     for (int64_t j = first; j < last; ++j) {
-      const OffsetJob& job = offset_jobs[static_cast<size_t>(j)];
-      int64_t* o = inputs[job.input].data<int64_t>();
+      LengthsJob& job = jobs[static_cast<size_t>(j)];
+      const InputConfig& cfg = config_.inputs[job.config];
+      const InferInput& in = *given[job.config];
+      int64_t* o = job.input == kNoInput ? nullptr : inputs[job.input].data<int64_t>();
       int64_t max_len = 0;
       if (job.padded) {
-        max_len = job.rows > 0 ? job.in->data.dim(1) : 0;
-        for (int64_t r = 0; r < job.rows; ++r) o[r + 1] = o[r] + max_len;
+        max_len = job.rows > 0 ? in.data.dim(1) : 0;
+        for (int64_t r = 0; r <= job.rows; ++r) o[r] = r * max_len;
       } else {
-        const int64_t* lengths = job.in->lengths.data();
-        bool one_row = job.in->lengths.size() == 1;  // repeated to every row
-        for (int64_t r = 0; r < job.rows; ++r) {
-          int64_t len = lengths[one_row ? 0 : r];
-          o[r + 1] = o[r] + len;
-          max_len = std::max(max_len, len);
+        const std::vector<int64_t>& lengths = in.lengths;
+        const int64_t limit = cfg.max_length, count = static_cast<int64_t>(lengths.size());
+        bool in_range = true;
+        int64_t total = 0;
+        if (o && count != job.rows) {  // the one user row, repeated to every row
+          max_len = job.rows > 0 ? lengths[0] : 0;
+          in_range = lengths[0] >= 0 && lengths[0] <= limit;
+          total = lengths[0];
+          for (int64_t r = 0; r <= job.rows; ++r) o[r] = r * lengths[0];
+        } else {
+          for (int64_t r = 0; r < count; ++r) {  // no branch on a bad length: vectorises
+            int64_t len = lengths[static_cast<size_t>(r)];
+            in_range &= len >= 0 && len <= limit;
+            max_len = std::max(max_len, len);
+            total += len;
+            if (o) o[r + 1] = total;
+          }
+          if (o) o[0] = 0;
+        }
+        if (!in_range) {
+          int64_t len = *std::find_if(lengths.begin(), lengths.end(), [&](int64_t l) { return l < 0 || l > limit; });
+          job.status = InvalidArgument("ragged input '" + cfg.name + "' has a row of length " + std::to_string(len) +
+                                       " (allowed 0 to " + std::to_string(limit) + ")");
+        } else if (total != in.data.size()) {
+          job.status = InvalidArgument("ragged input '" + cfg.name + "': lengths add up to " + std::to_string(total) +
+                                       " but " + std::to_string(in.data.size()) + " values were sent");
         }
       }
-      ragged_max_lengths[static_cast<size_t>(job.ragged)] = max_len;
+      if (o) ragged_max_lengths[static_cast<size_t>(job.ragged)] = max_len;
     }
   });
+  std::sort(jobs.begin(), jobs.end(), [](const LengthsJob& a, const LengthsJob& b) { return a.config < b.config; });
+  for (const LengthsJob& job : jobs) RETURN_IF_ERROR(job.status);
   return Status::Ok();
 }
 

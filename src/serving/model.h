@@ -45,6 +45,8 @@ struct ModelOptions {
   int executors = 0;
   // Overrides the config's precision when set (fp32 | tf32 | bf16).
   std::string precision;
+  // Overrides the config's tables.dtype when set (FP32 | BF16 | FP16).
+  std::string table_dtype;
   // Overrides the config's buckets.enabled when 0 (off) or 1 (on); -1 keeps it.
   int shape_buckets = -1;
   // The fusion passes (embedding bags, GEMM epilogues); off only to measure what they save.
@@ -63,6 +65,7 @@ struct LoadReport {
   int unexpanded_broadcasts = 0;   // ReadBroadcastsUnexpanded
   int fused_mul_adds = 0;          // FuseMulAdd
   int fused_embedding_concats = 0;  // FuseEmbeddingConcats
+  int narrowed_tables = 0;          // StoreTablesAs
   int ragged_inputs = 0;
   std::string buckets = "off";  // "on", "off" or why they are off
   std::string hoisting = "off";  // user-side hoisting: what runs once per user, or why nothing does

@@ -55,6 +55,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   options.shape_buckets = args.buckets == "on" ? 1 : args.buckets == "off" ? 0 : -1;
   options.fusion = args.fusion;
   options.user_hoisting = args.hoisting ? -1 : 0;
+  options.table_dtype = args.table_dtype;
   auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
   if (!model.ok()) return fail(model.status());
   auto first = (*model)->Infer(requests.front());
@@ -124,6 +125,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   nlohmann::json out = {
       {"label", args.label}, {"command", args.command_line}, {"model", args.model}, {"requests", args.requests},
       {"backend", (*backend)->name()}, {"precision", precision},
+      {"table_dtype", DTypeName((*model)->config().table_dtype)},
       {"buckets", (*model)->load_report().buckets}, {"graph_hits", c.graph_hits}, {"graph_misses", c.graph_misses},
       {"steps", plan.ok() ? static_cast<int64_t>((*plan)->steps().size()) : -1}, {"launches", launches},
       {"fusion", args.fusion}, {"hoisting", (*model)->load_report().hoisting}, {"rows", rows},

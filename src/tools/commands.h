@@ -26,6 +26,7 @@ struct InspectArgs {
   bool plan = false;            // print each warm-up bucket's plan: steps and kernels
   bool fusion = true;           // false: load without the fusion passes
   bool hoisting = true;         // false: load without user-side hoisting
+  std::string table_dtype;      // FP32 | BF16 | FP16; empty: the model config's tables.dtype
 };
 int InspectCommand(const InspectArgs& args);
 
@@ -57,6 +58,7 @@ struct BenchEngineArgs {
   std::string requests;           // KServe JSON bodies, one per line, all of one size, rotated
   std::string backend = "cpu";    // cpu | cuda | auto
   std::string precision;          // fp32 | tf32 | bf16; empty: the model config's
+  std::string table_dtype;        // FP32 | BF16 | FP16; empty: the model config's tables.dtype
   std::string buckets = "config"; // on | off | config: shape buckets (and, on a GPU, captured graphs)
   bool fusion = true;             // false: without the fusion passes, to measure what they save
   bool hoisting = true;           // false: user rows repeated to the candidates, as written

@@ -70,6 +70,7 @@ int InspectCommand(const InspectArgs& args) {
   options.backend = *backend;
   options.fusion = args.fusion;
   options.user_hoisting = args.hoisting ? -1 : 0;
+  options.table_dtype = args.table_dtype;
   auto loaded = Model::Load(dir, args.version, options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "rankd inspect: %s\n", loaded.status().ToString().c_str());
@@ -92,9 +93,11 @@ int InspectCommand(const InspectArgs& args) {
   }
   const LoadReport& r = model.load_report();
   std::printf("passes: %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d concatenations of bags fused, %d epilogues fused, "
-              "%d products of concatenations split, %d expansions read as broadcasts, %d multiply-adds fused, %d ragged inputs\n",
+              "%d products of concatenations split, %d expansions read as broadcasts, %d multiply-adds fused, %d ragged inputs, "
+              "%d tables stored as %s\n",
               r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.fused_embedding_concats, r.fused_epilogues, r.split_products,
-              r.unexpanded_broadcasts, r.fused_mul_adds, r.ragged_inputs);
+              r.unexpanded_broadcasts, r.fused_mul_adds, r.ragged_inputs, r.narrowed_tables,
+              DTypeName(model.config().table_dtype));
   std::printf("user-side hoisting: %s\n", r.hoisting.c_str());
   if (!r.hoisting_gathers.empty()) {
     std::printf("  gathered per candidate:");

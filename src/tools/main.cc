@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   inspect_cmd->add_flag("--plan", inspect.plan, "Show the plan of each shape bucket: steps and kernels");
   inspect_cmd->add_flag("!--no-fusion", inspect.fusion, "Load without the fusion passes (to compare)");
   inspect_cmd->add_flag("!--no-hoisting", inspect.hoisting, "Load without user-side hoisting (to compare)");
+  inspect_cmd->add_option("--table-dtype", inspect.table_dtype, "FP32 | BF16 | FP16: how bag tables are stored (default: the config's)")
+      ->check(CLI::IsMember({"FP32", "BF16", "FP16"}));
 
   rankd::ServeArgs serve;
   CLI::App* serve_cmd = app.add_subcommand("serve", "Serve models over KServe v2 (HTTP) with Prometheus metrics");
@@ -60,6 +62,8 @@ int main(int argc, char** argv) {
   bench_engine->add_option("--requests", engine.requests, "File of KServe JSON bodies of one size, one per line (rotated)")
       ->required();
   bench_engine->add_option("--backend", engine.backend, "cpu | cuda | auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  bench_engine->add_option("--table-dtype", engine.table_dtype, "FP32 | BF16 | FP16: how bag tables are stored (default: the config's)")
+      ->check(CLI::IsMember({"FP32", "BF16", "FP16"}));
   bench_engine->add_option("--precision", engine.precision, "fp32 | tf32 | bf16 (default: the model config's)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   bench_engine->add_option("--buckets", engine.buckets, "on | off | config: shape buckets (and, on a GPU, CUDA graphs)")
