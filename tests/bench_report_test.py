@@ -72,6 +72,18 @@ class ReportTest(unittest.TestCase):
         self.assertTrue(rows[0].endswith("| 2.00x |"), rows[0])
         self.assertTrue(rows[1].endswith("| 4.00x |"), rows[1])
 
+    def test_in_flight_table(self):
+        # Throughput with requests in flight against the best peer's pairs/s at its median.
+        row = dict(REPORT["rows"][1], n=32768, eager=[16.0, 17.0], cudagraphs=[32.0, 33.0],
+                   in_flight={"requests": 2, "bf16": 4.0e6, "bf16 bf16-tables": 3.0e6})
+        text = report.render_gpu({"meta": REPORT["meta"], "rows": [row, REPORT["rows"][0]]})
+        loaded = [l for l in text.splitlines() if l.startswith("| W1, 512 pairs | 2 |")]
+        self.assertEqual(len(loaded), 1, text)
+        # 32,768 pairs in 16 ms is 2,048,000 pairs/s; 4,000,000 over that is 1.95x.
+        self.assertEqual(loaded[0], "| W1, 512 pairs | 2 | 4,000,000 (bf16), 3,000,000 (bf16 bf16-tables) | 2,048,000 | 1.95x |")
+        self.assertNotIn("| W1, 1 pairs | 2 |", text)  # no in-flight run for that row
+        self.assertNotIn("requests in flight", report.render_gpu(REPORT))
+
     def test_load_table(self):
         lines = [l for l in report.render_load(LOAD, "test machine").splitlines() if l.startswith("| W1")]
         self.assertEqual(len(lines), 6)

@@ -72,6 +72,23 @@ class EngineBenchTest(unittest.TestCase):
         self.assertIsNone(line["launches"])  # the CPU puts nothing on a device
         self.assertTrue(line["fusion"])
 
+    def test_requests_in_flight(self):
+        # Two threads score 40 requests; throughput counts the rows actually scored over the run.
+        requests = os.path.join(DATA, "dlrm_dcnv2.requests.jsonl")
+        r = run("bench", "engine", "--model-repo", ZOO, "--model", "dlrm_dcnv2", "--requests", requests, "--iters", "40",
+                "--warmup", "3", "--in-flight", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        line = json.loads(r.stdout.strip().splitlines()[-1])
+        self.assertEqual(line["in_flight"], 2)
+        with open(requests) as f:
+            sizes = [json.loads(l)["inputs"][0]["shape"][0] for l in f if l.strip()]
+        scored = sum(sizes[i % len(sizes)] for i in range(40))
+        # Each request took at least min_ms; two at a time, the run took at least half their sum.
+        self.assertGreater(line["throughput_pairs_per_s"], 0)
+        self.assertLessEqual(line["throughput_pairs_per_s"], scored / (40 * line["min_ms"] / 2 / 1000) * 1.001)
+        self.assertEqual(run("bench", "engine", "--model-repo", ZOO, "--model", "dlrm_dcnv2", "--requests", requests,
+                             "--in-flight", "0").returncode, 105)  # CLI11's range check
+
     def test_csv_rows_append_under_one_header(self):
         path = os.path.join(self.tmp, "sweep.csv")
         for label in ["one, with a comma", 'two "quoted"']:
