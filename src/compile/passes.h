@@ -53,6 +53,13 @@ int FuseMulAdd(Graph& graph, const std::vector<PlanValue>& shapes);
 // copied into their columns by one kernel. Returns the number of concatenations fused.
 int FuseEmbeddingConcats(Graph& graph);
 
+// Chains of FP32 element-wise ops (Add, Sub, Mul, Div, Pow, Max, Min, MulAdd, Clip and the
+// unary float ops) become FusedElementwise nodes (elementwise_fusion.cc; the program format is in
+// elementwise_program.h): an op joins its reader's group when its output has the reader group's
+// shape and is read only inside the group. Scalar constants become immediates. `shapes` are the
+// value shapes of a plan of the graph. Returns the number of fused nodes made.
+int FuseElementwiseChains(Graph& graph, const std::vector<PlanValue>& shapes);
+
 // Embedding tables in 16 bits (table_storage.cc): each FP32 constant read only as the table of
 // EmbeddingBag nodes becomes `dtype` (BF16 or FP16; FP32 changes nothing), rounded to nearest
 // even. Returns the number of tables converted.

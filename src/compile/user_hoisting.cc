@@ -39,7 +39,7 @@ const std::set<std::string>& ElementwiseOps() {
       "Less", "LessOrEqual", "And", "Or", "Xor", "Not", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
       "Reciprocal", "Neg", "Abs", "Erf", "Clip", "Cast", "Identity", "Softplus", "LeakyRelu", "Gelu",
       "HardSigmoid", "Sign", "Floor", "Ceil", "Round", "IsNaN", "IsInf", "Elu", "Selu", "Sin", "Cos", "Dropout",
-      "MulAdd"};
+      "MulAdd", "FusedElementwise"};
   return ops;
 }
 

@@ -64,6 +64,7 @@ struct LoadReport {
   int split_products = 0;          // SplitConcatProducts
   int unexpanded_broadcasts = 0;   // ReadBroadcastsUnexpanded
   int fused_mul_adds = 0;          // FuseMulAdd
+  int fused_elementwise = 0;        // FuseElementwiseChains
   int fused_embedding_concats = 0;  // FuseEmbeddingConcats
   int narrowed_tables = 0;          // StoreTablesAs
   int ragged_inputs = 0;
@@ -145,6 +146,9 @@ class Model {
   StatusOr<ShapeProbe> ProbeShapes() const;
   // Runs SplitConcatProducts, ReadBroadcastsUnexpanded and FuseMulAdd (with the fusion passes on).
   Status SplitProducts();
+  // Runs FuseElementwiseChains on graph_ (with the fusion passes on), after hoisting: a group never
+  // mixes user-side and candidate-side ops.
+  Status FuseElementwise();
   // Runs the hoisting pass when the config allows it and the model has user and candidate inputs.
   Status StartHoisting();
   // "" when the hoisted graph scores a request as the graph as written does, else why not.

@@ -42,6 +42,10 @@ StatusOr<Model::ShapeProbe> Model::ProbeShapes() const {
   }
   for (size_t i = 0; i < bindings_.size(); ++i) {
     const Binding& b = bindings_[i];
+    if (b.kind.part == GraphInputKind::kRequestIndex) {  // a hoisted graph: candidate i reads user row i
+      metas.push_back({DType::kI64, {ShapeProbe::kRows}, nullptr});
+      continue;
+    }
     const InputConfig& in = config_.inputs[b.config_index];
     bool user = in.scope == InputScope::kUser;
     int id = graph_.inputs[i];
@@ -72,6 +76,14 @@ Status Model::SplitProducts() {
   report_.split_products = SplitConcatProducts(graph_, probe->plan->values());
   report_.unexpanded_broadcasts = ReadBroadcastsUnexpanded(graph_);
   report_.fused_mul_adds = FuseMulAdd(graph_, probe->plan->values());
+  return Status::Ok();
+}
+
+Status Model::FuseElementwise() {
+  if (!options_.fusion) return Status::Ok();
+  auto probe = ProbeShapes();
+  if (!probe.ok()) return Status::Ok();  // planned (and refused, if it must be) later, with its real shapes
+  report_.fused_elementwise = FuseElementwiseChains(graph_, probe->plan->values());
   return Status::Ok();
 }
 

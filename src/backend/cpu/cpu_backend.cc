@@ -16,6 +16,7 @@ class CpuBackendImpl final : public Backend {
     cpu::AppendNormalizationKernels(kernels_);
     cpu::AppendReduceKernels(kernels_);
     cpu::AppendEmbeddingKernels(kernels_);
+    cpu::AppendFusedElementwiseKernel(kernels_);
   }
   const char* name() const override { return "cpu"; }
   KernelFn FindKernel(const std::string& op) const override {

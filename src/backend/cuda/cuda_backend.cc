@@ -21,6 +21,7 @@ class CudaBackendImpl final : public Backend {
     cuda::AppendReduceKernels(kernels_);
     cuda::AppendEmbeddingKernels(kernels_);
     cuda::AppendEmbeddingConcatKernels(kernels_);
+    cuda::AppendFusedElementwiseKernel(kernels_);
   }
   const char* name() const override { return "cuda"; }
   KernelFn FindKernel(const std::string& op) const override {

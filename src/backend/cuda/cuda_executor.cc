@@ -6,6 +6,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "backend/cuda/kernels.h"
 #include "common/parallel.h"
 #include "compile/plan.h"
 #include "runtime/op_profile.h"
@@ -66,6 +67,9 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
     }
   }
   if (precision == Precision::kBf16) RETURN_IF_ERROR(r->UploadBf16Weights(graph));
+  for (const Node& n : graph.nodes) {
+    if (n.op == "FusedElementwise") RETURN_IF_ERROR(PrepareFusedElementwise(n).WithContext(n.Describe()));
+  }
   return r;
 }
 

@@ -17,6 +17,9 @@ void AppendNormalizationKernels(std::map<std::string, KernelFn>& out);
 void AppendReduceKernels(std::map<std::string, KernelFn>& out);
 void AppendEmbeddingKernels(std::map<std::string, KernelFn>& out);
 void AppendEmbeddingConcatKernels(std::map<std::string, KernelFn>& out);
+void AppendFusedElementwiseKernel(std::map<std::string, KernelFn>& out);
+// Compiles the kernel of a FusedElementwise node (fused_elementwise.cc), before any run of it.
+Status PrepareFusedElementwise(const Node& node);
 
 // out[idx] = in[base + sum(idx_d * strides_d)] over out_shape, elements of elem_size bytes, on the
 // executor's stream. Strides may be 0 (broadcast) or negative (reversed slices).

@@ -1,5 +1,6 @@
 // Shape functions of element-wise ops: unary, binary with broadcasting, comparisons, logic,
 // Where, Clip, Cast, and variadic Max/Min.
+#include "compile/elementwise_program.h"
 #include "compile/ops/op_schema.h"
 
 namespace rankd {
@@ -63,6 +64,24 @@ Status InferMulAdd(InferContext& c) {
     if (c.in(i).dtype != DType::kF32) return c.Error("needs FP32 inputs");
   }
   ASSIGN_OR_RETURN(Shape s, Broadcast(c));
+  c.out(0) = {DType::kF32, s, nullptr};
+  return Status::Ok();
+}
+
+// rankd's FusedElementwise(x0, ...) (FuseElementwiseChains): its "program" over FP32 inputs that
+// broadcast to the output.
+Status CheckFused(const Node& n) {
+  auto program = ElementwiseProgram::Parse(n.GetString("program", ""), n.NumInputs());
+  if (!program.ok()) return InvalidArgument(n.Describe() + ": " + program.status().message());
+  return Status::Ok();
+}
+
+Status InferFused(InferContext& c) {
+  for (int i = 0; i < c.node.NumInputs(); ++i) {
+    if (c.in(i).dtype != DType::kF32) return c.Error("needs FP32 inputs");
+  }
+  ASSIGN_OR_RETURN(Shape s, Broadcast(c));
+  if (s.size() > static_cast<size_t>(kMaxFusedRank)) return c.Error("output rank is above " + std::to_string(kMaxFusedRank));
   c.out(0) = {DType::kF32, s, nullptr};
   return Status::Ok();
 }
@@ -140,6 +159,7 @@ void AppendElementwiseSchemas(std::vector<OpSchema>& out) {
   for (const char* op : {"And", "Or", "Xor"}) out.push_back({op, 2, 2, nullptr, InferLogic});
   out.push_back({"Where", 3, 3, nullptr, InferWhere});
   out.push_back({"MulAdd", 3, 3, nullptr, InferMulAdd});
+  out.push_back({"FusedElementwise", 1, kMaxFusedInputs, CheckFused, InferFused});
   out.push_back({"Clip", 1, 3, nullptr, InferClip});
   out.push_back({"Cast", 1, 1, CheckCast, InferCast});
 }
