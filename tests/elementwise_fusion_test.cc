@@ -2,7 +2,11 @@
 // chains over broadcast inputs score the same fused as unfused, on the CPU's fused loop and on
 // the NVRTC-compiled CUDA kernel, at row counts other than the probe's; what must stay outside a
 // group does; malformed programs are refused with a reason.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -12,6 +16,10 @@
 #include "compile/plan.h"
 #include "serving/model.h"
 #include "test_util.h"
+
+#if RANKD_HAVE_CUDA
+#include "backend/cuda/runtime_compiler.h"
+#endif
 
 namespace rankd {
 namespace {
@@ -168,26 +176,38 @@ TEST(ElementwiseFusion, RandomChainsScoreTheSameOnCuda) {
   }
 }
 
-TEST(ElementwiseFusion, SameProgramCompilesOnce) {
+#if RANKD_HAVE_CUDA
+TEST(ElementwiseFusion, SameProgramCompilesOnceAndIsKeptOnDisk) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("rankd_kernels_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  setenv("RANKD_KERNEL_CACHE_DIR", dir.c_str(), 1);
   GraphBuilder b;
   int x = b.Input("x", DType::kF32, {-1, 3});
-  b.Output(b.Op("Tanh", {b.Op("Mul", {x, b.Const("k", MakeF32({}, {1.2345678f}))})}));
-  ChainGraph c;
-  c.graph = std::move(b.graph());
-  auto probe = Plan::Build(c.graph, {{DType::kF32, {kProbeRows, 3}, nullptr}});
+  b.Output(b.Op("Tanh", {b.Op("Mul", {x, b.Const("k", MakeF32({}, {1.2345678f}))})}));  // a program no other test has
+  Graph g = std::move(b.graph());
+  auto probe = Plan::Build(g, {{DType::kF32, {kProbeRows, 3}, nullptr}});
   ASSERT_TRUE(probe.ok());
-  ASSERT_EQ(FuseElementwiseChains(c.graph, (*probe)->values()), 1);
+  ASSERT_EQ(FuseElementwiseChains(g, (*probe)->values()), 1);
   Tensor in = MakeF32({2, 3}, {-1, 0, 1, 2, 3, 4});
-  auto first = RunGraph(c.graph, {in}, {}, *cuda);
+  const cuda::CompileCounts before = cuda::RuntimeCompileCounts();
+  auto first = RunGraph(g, {in}, {}, *cuda);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  auto again = RunGraph(c.graph, {in}, {}, *cuda);  // prepares the model again: the kernel is cached
+  EXPECT_EQ(cuda::RuntimeCompileCounts().compiled, before.compiled + 1);
+  auto again = RunGraph(g, {in}, {}, *cuda);  // prepares the model again: the kernel is cached
   ASSERT_TRUE(again.ok());
-  auto cpu = RunGraph(c.graph, {in});
+  EXPECT_EQ(cuda::RuntimeCompileCounts().compiled, before.compiled + 1);
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) files += entry.path().extension() == ".cubin";
+  EXPECT_EQ(files, 1);
+  unsetenv("RANKD_KERNEL_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+  auto cpu = RunGraph(g, {in});
   ASSERT_TRUE(cpu.ok());
   ExpectSame(*again, *cpu, 1e-6, "cached kernel");
 }
+#endif
 
 TEST(ElementwiseFusion, IntermediatesReadElsewhereAndSmallerProducersStayOutside) {
   GraphBuilder b;
