@@ -24,6 +24,11 @@ int RemoveDeadNodes(Graph& graph);
 // for the mask, the mask on either side of Mul) and replaces it with EmbeddingBag(table, ids).
 int FuseMaskedEmbeddingBags(Graph& graph);
 
+// A layer norm written out op by op (PyTorch's export below opset 17: ReduceMean, Sub, Pow or Mul,
+// ReduceMean, Add eps, Sqrt, Div, Mul gamma, Add beta, over the last axis) becomes one
+// LayerNormalization node (layernorm_fusion.cc). Returns the number recognised.
+int FuseDecomposedLayerNorms(Graph& graph);
+
 // Epilogues into products (gemm_epilogue_fusion.cc): MatMul(a, W) whose only reader adds a
 // constant row b (W a constant FP32 matrix [K, H], b FP32 [H] or [1, ..., 1, H]) becomes
 // MatMul(a, W, b[H]), a rankd extension of MatMul; a Gemm or MatMul whose only reader is a Relu

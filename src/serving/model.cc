@@ -73,7 +73,10 @@ Status Model::Prepare() {
   RETURN_IF_ERROR(ResolveModelConfig(graph_, config_));
   ASSIGN_OR_RETURN(report_.folded_nodes, FoldConstants(graph_));
   report_.removed_nodes = RemoveDeadNodes(graph_);
-  if (options_.fusion) report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
+  if (options_.fusion) {
+    report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
+    report_.fused_layer_norms = FuseDecomposedLayerNorms(graph_);
+  }
   for (const InputConfig& in : config_.inputs) {
     if (in.ragged) ragged_names_.push_back(in.name);
   }

@@ -60,6 +60,7 @@ struct LoadReport {
   int folded_nodes = 0;
   int removed_nodes = 0;
   int fused_embedding_bags = 0;
+  int fused_layer_norms = 0;       // FuseDecomposedLayerNorms
   int fused_epilogues = 0;
   int split_products = 0;          // SplitConcatProducts
   int unexpanded_broadcasts = 0;   // ReadBroadcastsUnexpanded
