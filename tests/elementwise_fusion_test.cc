@@ -26,22 +26,11 @@ namespace {
 
 using testing::GraphBuilder;
 using testing::MakeF32;
+using testing::CountOps;
+using testing::RandomF32;
 using testing::RunGraph;
 
 constexpr int64_t kProbeRows = 7;
-
-Tensor Random(Shape shape, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> d(-2, 2);
-  Tensor t = Tensor::Zeros(DType::kF32, std::move(shape));
-  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
-
-int CountOps(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes) n += node.op == op;
-  return n;
-}
 
 // Inputs x [rows, h], row [h], column [rows, 1] and y [rows, h]; `Shapes(rows)` gives them.
 struct ChainGraph {
@@ -65,7 +54,7 @@ ChainGraph RandomChain(uint64_t seed) {
   int one = b.Const("one", MakeF32({}, {1.0f}));
   int half = b.Const("half", MakeF32({1}, {0.5f}));
   pool.push_back(half);
-  pool.push_back(b.Const("weights", Random({c.h}, rng)));
+  pool.push_back(b.Const("weights", RandomF32({c.h}, rng, -2, 2)));
   auto pick = [&] { return pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)]; };
   auto positive = [&](int v) { return b.Op("Add", {b.Op("Abs", {v}), one}); };
   const char* ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "MulAdd", "Clip", "Neg", "Relu",
@@ -95,7 +84,7 @@ ChainGraph RandomChain(uint64_t seed) {
 
 std::vector<Tensor> RandomInputs(const ChainGraph& c, int64_t rows, std::mt19937_64& rng) {
   std::vector<Tensor> inputs;
-  for (const Shape& s : c.Shapes(rows)) inputs.push_back(Random(s, rng));
+  for (const Shape& s : c.Shapes(rows)) inputs.push_back(RandomF32(s, rng, -2, 2));
   return inputs;
 }
 
@@ -235,7 +224,7 @@ TEST(ElementwiseFusion, IntermediatesReadElsewhereAndSmallerProducersStayOutside
   EXPECT_EQ(programs, (std::vector<std::string>{"Mul x0 0x1p+1;Sigmoid t0", "Add x0 x1;Relu t0", "Neg x0;Exp t0"}));
   EXPECT_EQ(CountOps(fused, "Mul"), 1);
   std::mt19937_64 rng(5);
-  std::vector<Tensor> inputs = {Random({3, 4}, rng), Random({4}, rng)};
+  std::vector<Tensor> inputs = {RandomF32({3, 4}, rng, -2, 2), RandomF32({4}, rng, -2, 2)};
   auto want = RunGraph(g, inputs);
   auto got = RunGraph(fused, inputs);
   ASSERT_TRUE(want.ok() && got.ok());

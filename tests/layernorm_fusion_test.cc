@@ -15,20 +15,9 @@ namespace {
 using testing::GraphBuilder;
 using testing::MakeF32;
 using testing::MakeI64;
+using testing::CountOps;
+using testing::RandomF32;
 using testing::RunGraph;
-
-Tensor Random(Shape shape, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> d(-3, 3);
-  Tensor t = Tensor::Zeros(DType::kF32, std::move(shape));
-  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
-
-int CountOps(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes) n += node.op == op;
-  return n;
-}
 
 struct Variant {
   bool square_by_mul = false;  // d * d instead of Pow(d, 2)
@@ -54,8 +43,8 @@ Graph Decomposed(int64_t h, const Variant& v, std::mt19937_64& rng) {
   int square = v.square_by_mul ? b.Op("Mul", {d, d}) : b.Op("Pow", {d, b.Const("two", MakeF32({}, {2.0f}))});
   int var = binary("Add", mean(square), b.Const("eps", MakeF32({}, {1e-5f})));
   int normed = b.Op("Div", {d, b.Op("Sqrt", {var})});
-  int gamma = v.gamma_input ? b.Input("gamma", DType::kF32, {h}) : b.Const("gamma", Random({h}, rng));
-  int y = binary("Add", binary("Mul", normed, gamma), b.Const("beta", Random({h}, rng)));
+  int gamma = v.gamma_input ? b.Input("gamma", DType::kF32, {h}) : b.Const("gamma", RandomF32({h}, rng, -3, 3));
+  int y = binary("Add", binary("Mul", normed, gamma), b.Const("beta", RandomF32({h}, rng, -3, 3)));
   b.Output(y);
   if (v.extra_reader) b.Output(d);
   return std::move(b.graph());
@@ -76,7 +65,7 @@ TEST(LayerNormFusion, EveryWrittenOutFormBecomesOneNodeAndScoresTheSame) {
           EXPECT_EQ(fused.nodes[0].op, "LayerNormalization");
           EXPECT_FLOAT_EQ(fused.nodes[0].GetFloat("epsilon", 0), 1e-5f);
           for (int64_t rows : {int64_t{1}, int64_t{33}}) {
-            std::vector<Tensor> in = {Random({rows, h}, rng)};
+            std::vector<Tensor> in = {RandomF32({rows, h}, rng, -3, 3)};
             auto want = RunGraph(written, in);
             auto got = RunGraph(fused, in);
             ASSERT_TRUE(want.ok() && got.ok()) << (got.ok() ? want.status() : got.status()).ToString();

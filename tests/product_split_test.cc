@@ -16,14 +16,9 @@ namespace {
 using testing::GraphBuilder;
 using testing::MakeF32;
 using testing::MakeI64;
+using testing::CountOps;
+using testing::RandomF32;
 using testing::RunGraph;
-
-Tensor Random(Shape shape, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> d(-1, 1);
-  Tensor t = Tensor::Zeros(DType::kF32, std::move(shape));
-  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
 
 // Plans `graph` at keys [7, 3, d], query [7, d] (the probe), runs both passes on a copy and checks
 // both graphs agree on random inputs of other sizes. Returns the number of products split.
@@ -36,7 +31,7 @@ int ExpectRewrittenScoresTheSame(const Graph& graph, int64_t d, uint64_t seed, G
   ReadBroadcastsUnexpanded(rewritten);
   std::mt19937_64 rng(seed);
   for (auto [rows, length] : {std::pair<int64_t, int64_t>{5, 4}, {1, 1}, {9, 2}}) {
-    std::vector<Tensor> inputs = {Random({rows, length, d}, rng), Random({rows, d}, rng)};
+    std::vector<Tensor> inputs = {RandomF32({rows, length, d}, rng, -1, 1), RandomF32({rows, d}, rng, -1, 1)};
     auto want = RunGraph(graph, inputs);
     auto got = RunGraph(rewritten, inputs);
     EXPECT_TRUE(want.ok()) << want.status().ToString();
@@ -51,12 +46,6 @@ int ExpectRewrittenScoresTheSame(const Graph& graph, int64_t d, uint64_t seed, G
   return split;
 }
 
-int CountOps(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes) n += node.op == op;
-  return n;
-}
-
 // DIN's attention input: q expanded over the sequence, k, q - k, q * k side by side, times W,
 // plus a bias.
 Graph DinAttention(int64_t d, int64_t h, std::mt19937_64& rng) {
@@ -65,8 +54,8 @@ Graph DinAttention(int64_t d, int64_t h, std::mt19937_64& rng) {
   int query = b.Input("query", DType::kF32, {-1, d});
   int q = b.Op("Expand", {b.Op("Unsqueeze", {query, b.Const("one", MakeI64({1}, {1}))}), b.Op("Shape", {keys})});
   int c = b.Op("Concat", {q, keys, b.Op("Sub", {q, keys}), b.Op("Mul", {q, keys})}, {{"axis", int64_t{-1}}});
-  int product = b.Op("MatMul", {c, b.Const("w", Random({4 * d, h}, rng))});
-  b.Output(b.Op("Relu", {b.Op("Add", {b.Const("bias", Random({h}, rng)), product})}));
+  int product = b.Op("MatMul", {c, b.Const("w", RandomF32({4 * d, h}, rng, -1, 1))});
+  b.Output(b.Op("Relu", {b.Op("Add", {b.Const("bias", RandomF32({h}, rng, -1, 1)), product})}));
   return std::move(b.graph());
 }
 
@@ -111,10 +100,10 @@ Graph RandomConcatProduct(uint64_t seed, int64_t d, bool& may_split) {
   int64_t rows = axis == 1 ? d : d * count;
   const int64_t h = 3;
   bool constant = !coin(6);
-  int w = constant ? b.Const("w", Random({rows, h}, rng)) : b.Op("Tanh", {b.Const("w", Random({rows, h}, rng))});
+  int w = constant ? b.Const("w", RandomF32({rows, h}, rng, -1, 1)) : b.Op("Tanh", {b.Const("w", RandomF32({rows, h}, rng, -1, 1))});
   int product = b.Op("MatMul", {c, w});
   if (coin(2)) {
-    int bias = b.Const("bias", Random(coin(2) ? Shape{h} : Shape{1, 1, h}, rng));
+    int bias = b.Const("bias", RandomF32(coin(2) ? Shape{h} : Shape{1, 1, h}, rng, -1, 1));
     product = coin(2) ? b.Op("Add", {product, bias}) : b.Op("Add", {bias, product});
   }
   b.Output(b.Op("Sigmoid", {product}));
@@ -145,7 +134,7 @@ TEST(ProductSplit, DistinctPartsWithoutBroadcastsAreLeftAlone) {
   int keys = b.Input("keys", DType::kF32, {-1, -1, 4});
   b.Input("query", DType::kF32, {-1, 4});
   int c = b.Op("Concat", {keys, b.Op("Tanh", {keys})}, {{"axis", int64_t{2}}});
-  b.Output(b.Op("MatMul", {c, b.Const("w", Random({8, 3}, rng))}));
+  b.Output(b.Op("MatMul", {c, b.Const("w", RandomF32({8, 3}, rng, -1, 1))}));
   Graph graph = std::move(b.graph());
   EXPECT_EQ(ExpectRewrittenScoresTheSame(graph, 4, 3), 0);  // two products of K=4 cost what one of K=8 does
 }

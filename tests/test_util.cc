@@ -154,6 +154,19 @@ StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Ten
   return executor->Run(*plan, inputs);
 }
 
+Tensor RandomF32(Shape shape, std::mt19937_64& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  Tensor t = Tensor::Zeros(DType::kF32, std::move(shape));
+  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+int CountOps(const Graph& graph, const std::string& op) {
+  int n = 0;
+  for (const Node& node : graph.nodes) n += node.op == op;
+  return n;
+}
+
 const Backend* CudaOrNull() {
   auto cuda = FindBackend("cuda");
   return cuda.ok() ? *cuda : nullptr;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,11 @@ class GraphBuilder {
   Graph graph_;
   int counter_ = 0;
 };
+
+// An FP32 tensor of `shape`, uniform in [lo, hi).
+Tensor RandomF32(Shape shape, std::mt19937_64& rng, float lo = -1, float hi = 1);
+// How many nodes of `graph` are `op`.
+int CountOps(const Graph& graph, const std::string& op);
 
 // Runs a graph on a backend (plan + executor), the CPU by default.
 StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Tensor>& inputs,
