@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <atomic>
 #include <fstream>
 #include <functional>
@@ -440,6 +441,41 @@ TEST(CudaBackend, IdOutOfRangeFailsThatRunOnly) {
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ((*ok)[0].data<float>()[0], 8.0f);
   EXPECT_EQ((*ok)[0].data<float>()[1], 10.0f);
+}
+
+// Inputs of tens of MB are packed and sent in chunks while the next chunk is packed
+// (cuda_executor.cc): every byte must arrive, in every input, whatever the chunk edges; a small
+// run between two large ones on the same executor still sends its inputs in one copy.
+TEST(CudaBackend, LargeInputsSentInChunksArriveWhole) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  GraphBuilder g;
+  int a = g.Input("a", DType::kF32, {-1});
+  int b = g.Input("b", DType::kF32, {-1});
+  int c = g.Input("c", DType::kI64, {-1});
+  g.Output(g.Op("Add", {a, b}));
+  g.Output(g.Op("Neg", {c}));
+  auto resources = cuda->PrepareModel(g.graph(), Precision::kFp32);
+  ASSERT_TRUE(resources.ok());
+  auto executor = cuda->NewExecutor(*resources);
+  ASSERT_TRUE(executor.ok());
+  std::mt19937_64 rng(8);
+  for (int64_t n : {int64_t{3'000'017}, int64_t{5}, int64_t{2'100'001}}) {  // 36 MB, bytes, 25 MB of inputs
+    std::vector<Tensor> in{testing::RandomF32({n}, rng), testing::RandomF32({n}, rng), Tensor::Zeros(DType::kI64, {n})};
+    for (int64_t i = 0; i < n; ++i) in[2].data<int64_t>()[i] = static_cast<int64_t>(rng() >> 20);
+    PlanOptions options;
+    options.backend = cuda;
+    auto plan = Plan::Build(g.graph(), {{DType::kF32, {n}, nullptr}, {DType::kF32, {n}, nullptr}, {DType::kI64, {n}, nullptr}}, options);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto got = (*executor)->Run(**plan, in);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    auto want = testing::RunGraph(g.graph(), in);
+    ASSERT_TRUE(want.ok());
+    for (size_t o = 0; o < 2; ++o) {
+      ASSERT_EQ((*got)[o].bytes(), (*want)[o].bytes());
+      EXPECT_EQ(std::memcmp((*got)[o].raw(), (*want)[o].raw(), (*want)[o].bytes()), 0) << "n " << n << " output " << o;
+    }
+  }
 }
 
 // Every zoo model: the reference requests and random ones with edge-case lengths, GPU vs CPU.

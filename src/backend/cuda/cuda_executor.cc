@@ -15,7 +15,11 @@ namespace rankd::cuda {
 namespace {
 
 constexpr size_t kAlign = 256;
-constexpr size_t kPieceBytes = size_t{1} << 20;  // input staging is split into pieces this large
+constexpr size_t kPieceBytes = size_t{256} << 10;  // input staging is split into pieces this large
+// Uncaptured runs with at least this many input bytes copy them in chunks of about kChunkBytes,
+// each sent to the device as soon as it is packed, so the copy overlaps the packing.
+constexpr size_t kPipelinedBytes = size_t{16} << 20;
+constexpr size_t kChunkBytes = size_t{8} << 20;
 
 struct Piece {
   uint8_t* to;
@@ -246,9 +250,11 @@ Status CudaExecutor::Stage(Binding& b) {
   return Status::Ok();
 }
 
-Status CudaExecutor::Enqueue(const Plan& plan, Binding& b) {
+Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent) {
   auto t0 = std::chrono::steady_clock::now();
-  RANKD_CUDA_RETURN(cudaMemcpyAsync(inputs_.get(), staged_inputs_.get(), b.in_total, cudaMemcpyHostToDevice, ctx_.stream));
+  if (!inputs_sent) {
+    RANKD_CUDA_RETURN(cudaMemcpyAsync(inputs_.get(), staged_inputs_.get(), b.in_total, cudaMemcpyHostToDevice, ctx_.stream));
+  }
   RANKD_CUDA_RETURN(cudaMemsetAsync(ctx_.error, 0, sizeof(int), ctx_.stream));
   if (OpProfile::enabled()) {  // the input copy on its own, not in the first step's time
     RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
@@ -355,22 +361,42 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   }
   // Large batches (tens of MB of ids) are copied by several threads: one thread's memcpy into
   // pinned memory would take longer than the batch's kernels.
-  auto copy = [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) {
-      const Piece& piece = pieces[static_cast<size_t>(p)];
-      std::memcpy(piece.to, piece.from, piece.bytes);
+  auto pack = [&](size_t first, size_t last) {  // pieces [first, last) on several threads when large
+    auto copy = [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const Piece& piece = pieces[first + static_cast<size_t>(p)];
+        std::memcpy(piece.to, piece.from, piece.bytes);
+      }
+    };
+    if (last - first >= 4) {
+      ParallelFor(static_cast<int64_t>(last - first), 32768, copy);
+    } else {
+      copy(0, static_cast<int64_t>(last - first));
     }
   };
-  if (b->in_total >= 4 * kPieceBytes) {
-    ParallelFor(static_cast<int64_t>(pieces.size()), 32768, copy);
+  // A large uncaptured run sends each chunk of pieces (contiguous in the staging buffer, as the
+  // inputs are laid out in order) while the next is packed; Enqueue then skips its input copy.
+  const bool pipelined = !b->graph && !OpProfile::enabled() && b->in_total >= kPipelinedBytes;
+  if (pipelined) {
+    size_t sent = 0;
+    for (size_t first = 0; first < pieces.size();) {
+      size_t last = first, bytes = 0;
+      while (last < pieces.size() && bytes < kChunkBytes) bytes += pieces[last++].bytes;
+      pack(first, last);
+      size_t end = last == pieces.size() ? b->in_total : static_cast<size_t>(pieces[last].to - staged);
+      RANKD_CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(inputs_.get()) + sent, staged + sent, end - sent,
+                                        cudaMemcpyHostToDevice, ctx_.stream));
+      sent = end;
+      first = last;
+    }
   } else {
-    copy(0, static_cast<int64_t>(pieces.size()));
+    pack(0, pieces.size());
   }
   if (OpProfile::enabled()) OpProfile::Record("(inputs packed into pinned memory)", Since(staging_start));
   if (b->graph && !OpProfile::enabled()) {
     RANKD_CUDA_RETURN(cudaGraphLaunch(b->graph->get(), ctx_.stream));
   } else {
-    Status enqueued = Enqueue(plan, *b);
+    Status enqueued = Enqueue(plan, *b, pipelined);
     if (!enqueued.ok()) {
       cudaStreamSynchronize(ctx_.stream);
       return enqueued;

@@ -84,8 +84,9 @@ class CudaExecutor final : public Executor {
   // Makes the staging buffers large enough for `b` and points its input views at the device
   // copy; a buffer that moves drops every capture (they hold its old address).
   Status Stage(Binding& b);
-  // Enqueues the input copy, every step and the output copy on the stream (or into a capture).
-  Status Enqueue(const Plan& plan, Binding& b);
+  // Enqueues the input copy (unless `inputs_sent`: Run sent it in chunks), every step and the
+  // output copy on the stream (or into a capture).
+  Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false);
   // Enqueues `plan` into a capture on the stream and hands back the graph (the caller destroys it).
   StatusOr<cudaGraph_t> Record(const Plan& plan, Binding& b);
   Status Launch(const Plan& plan, Binding& b);
