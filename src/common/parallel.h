@@ -26,4 +26,14 @@ void ParallelFor(int64_t n, int64_t cost_per_item, F&& fn) {
   }
 }
 
+// fn(i) for each i in [0, n), the items handed to the threads one at a time in order, so the
+// early items finish first (work whose results are consumed in order while the rest runs).
+template <typename F>
+void ParallelForEach(int64_t n, F&& fn) {
+  if (n <= 0) return;
+  int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(n, omp_get_max_threads()));
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i) fn(i);
+}
+
 }  // namespace rankd

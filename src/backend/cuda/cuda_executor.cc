@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -375,19 +376,48 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
     }
   };
   // A large uncaptured run sends each chunk of pieces (contiguous in the staging buffer, as the
-  // inputs are laid out in order) while the next is packed; Enqueue then skips its input copy.
+  // inputs are laid out in order) as soon as its last piece is packed, while the threads pack the
+  // next; Enqueue then skips its input copy.
   const bool pipelined = !b->graph && !OpProfile::enabled() && b->in_total >= kPipelinedBytes;
   if (pipelined) {
-    size_t sent = 0;
-    for (size_t first = 0; first < pieces.size();) {
-      size_t last = first, bytes = 0;
-      while (last < pieces.size() && bytes < kChunkBytes) bytes += pieces[last++].bytes;
-      pack(first, last);
-      size_t end = last == pieces.size() ? b->in_total : static_cast<size_t>(pieces[last].to - staged);
-      RANKD_CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(inputs_.get()) + sent, staged + sent, end - sent,
-                                        cudaMemcpyHostToDevice, ctx_.stream));
-      sent = end;
-      first = last;
+    struct Chunk {
+      size_t begin = 0, end = 0;  // bytes of the staging buffer
+      std::atomic<int> left{0};   // pieces still to pack
+    };
+    std::vector<size_t> chunk_of(pieces.size());
+    size_t count = 0;
+    for (size_t p = 0, bytes = 0; p < pieces.size(); ++p) {
+      if (p > 0 && bytes >= kChunkBytes) {
+        ++count;
+        bytes = 0;
+      }
+      chunk_of[p] = count;
+      bytes += pieces[p].bytes;
+    }
+    std::vector<Chunk> chunks(count + 1);
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      Chunk& c = chunks[chunk_of[p]];
+      if (c.left++ == 0) c.begin = chunk_of[p] == 0 ? 0 : static_cast<size_t>(pieces[p].to - staged);
+    }
+    for (size_t c = 0; c + 1 < chunks.size(); ++c) chunks[c].end = chunks[c + 1].begin;
+    chunks.back().end = b->in_total;
+    std::atomic<int> failed{cudaSuccess};
+    const int device = resources_->device();
+    auto* to = static_cast<uint8_t*>(inputs_.get());
+    ParallelForEach(static_cast<int64_t>(pieces.size()), [&](int64_t i) {
+      const Piece& piece = pieces[static_cast<size_t>(i)];
+      std::memcpy(piece.to, piece.from, piece.bytes);
+      Chunk& c = chunks[chunk_of[static_cast<size_t>(i)]];
+      if (c.left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      cudaError_t e = cudaSetDevice(device);  // this may be a pool thread
+      if (e == cudaSuccess) {
+        e = cudaMemcpyAsync(to + c.begin, staged + c.begin, c.end - c.begin, cudaMemcpyHostToDevice, ctx_.stream);
+      }
+      if (e != cudaSuccess) failed.store(e);
+    });
+    if (failed.load() != cudaSuccess) {
+      cudaStreamSynchronize(ctx_.stream);  // the chunks already sent
+      return Check(static_cast<cudaError_t>(failed.load()), "cudaMemcpyAsync (an input chunk)");
     }
   } else {
     pack(0, pieces.size());
