@@ -346,39 +346,21 @@ bool CudaExecutor::Captured(const Plan& plan) const {
   return it != bindings_.end() && it->second.graph;
 }
 
-StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
-  RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
-  ASSIGN_OR_RETURN(Binding * b, Bind(plan));
-  RETURN_IF_ERROR(Stage(*b));
-  // Inputs: packed into one pinned buffer, one copy to the device.
+StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inputs) {
   auto staging_start = std::chrono::steady_clock::now();
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
   std::vector<Piece> pieces;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto* from = static_cast<const uint8_t*>(inputs[i].raw());
     for (size_t done = 0; done < inputs[i].bytes(); done += kPieceBytes) {
-      pieces.push_back({staged + b->in_offsets[i] + done, from + done, std::min(kPieceBytes, inputs[i].bytes() - done)});
+      pieces.push_back({staged + b.in_offsets[i] + done, from + done, std::min(kPieceBytes, inputs[i].bytes() - done)});
     }
   }
   // Large batches (tens of MB of ids) are copied by several threads: one thread's memcpy into
-  // pinned memory would take longer than the batch's kernels.
-  auto pack = [&](size_t first, size_t last) {  // pieces [first, last) on several threads when large
-    auto copy = [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        const Piece& piece = pieces[first + static_cast<size_t>(p)];
-        std::memcpy(piece.to, piece.from, piece.bytes);
-      }
-    };
-    if (last - first >= 4) {
-      ParallelFor(static_cast<int64_t>(last - first), 32768, copy);
-    } else {
-      copy(0, static_cast<int64_t>(last - first));
-    }
-  };
-  // A large uncaptured run sends each chunk of pieces (contiguous in the staging buffer, as the
-  // inputs are laid out in order) as soon as its last piece is packed, while the threads pack the
-  // next; Enqueue then skips its input copy.
-  const bool pipelined = !b->graph && !OpProfile::enabled() && b->in_total >= kPipelinedBytes;
+  // pinned memory would take longer than the batch's kernels. A large uncaptured run also sends
+  // each chunk of pieces (contiguous in the staging buffer, as the inputs are laid out in order)
+  // as soon as its last piece is packed, while the threads pack the next.
+  const bool pipelined = !b.graph && !OpProfile::enabled() && b.in_total >= kPipelinedBytes;
   if (pipelined) {
     struct Chunk {
       size_t begin = 0, end = 0;  // bytes of the staging buffer
@@ -400,7 +382,7 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
       if (c.left++ == 0) c.begin = chunk_of[p] == 0 ? 0 : static_cast<size_t>(pieces[p].to - staged);
     }
     for (size_t c = 0; c + 1 < chunks.size(); ++c) chunks[c].end = chunks[c + 1].begin;
-    chunks.back().end = b->in_total;
+    chunks.back().end = b.in_total;
     std::atomic<int> failed{cudaSuccess};
     const int device = resources_->device();
     auto* to = static_cast<uint8_t*>(inputs_.get());
@@ -420,13 +402,32 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
       return Check(static_cast<cudaError_t>(failed.load()), "cudaMemcpyAsync (an input chunk)");
     }
   } else {
-    pack(0, pieces.size());
+    auto copy = [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const Piece& piece = pieces[static_cast<size_t>(p)];
+        std::memcpy(piece.to, piece.from, piece.bytes);
+      }
+    };
+    if (pieces.size() >= 4) {
+      ParallelFor(static_cast<int64_t>(pieces.size()), 32768, copy);
+    } else {
+      copy(0, static_cast<int64_t>(pieces.size()));
+    }
   }
   if (OpProfile::enabled()) OpProfile::Record("(inputs packed into pinned memory)", Since(staging_start));
+  return pipelined;
+}
+
+StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
+  RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
+  ASSIGN_OR_RETURN(Binding * b, Bind(plan));
+  RETURN_IF_ERROR(Stage(*b));
+  // Inputs: packed into one pinned buffer and copied to the device.
+  ASSIGN_OR_RETURN(bool inputs_sent, StageInputs(*b, inputs));
   if (b->graph && !OpProfile::enabled()) {
     RANKD_CUDA_RETURN(cudaGraphLaunch(b->graph->get(), ctx_.stream));
   } else {
-    Status enqueued = Enqueue(plan, *b, pipelined);
+    Status enqueued = Enqueue(plan, *b, inputs_sent);
     if (!enqueued.ok()) {
       cudaStreamSynchronize(ctx_.stream);
       return enqueued;

@@ -84,6 +84,10 @@ class CudaExecutor final : public Executor {
   // Makes the staging buffers large enough for `b` and points its input views at the device
   // copy; a buffer that moves drops every capture (they hold its old address).
   Status Stage(Binding& b);
+  // Packs the host inputs into the pinned staging buffer; large batches on several threads. When
+  // the run is uncaptured and large, also queues the input copy in chunks as they are packed, and
+  // returns true (the copy is then already on the stream).
+  StatusOr<bool> StageInputs(Binding& b, std::span<const Tensor> inputs);
   // Enqueues the input copy (unless `inputs_sent`: Run sent it in chunks), every step and the
   // output copy on the stream (or into a capture).
   Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false);
