@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -187,9 +189,32 @@ TEST(ElementwiseFusion, SameProgramCompilesOnceAndIsKeptOnDisk) {
   auto again = RunGraph(g, {in}, {}, *cuda);  // prepares the model again: the kernel is cached
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(cuda::RuntimeCompileCounts().compiled, before.compiled + 1);
-  int files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) files += entry.path().extension() == ".cubin";
-  EXPECT_EQ(files, 1);
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".cubin") files.push_back(entry.path());
+  }
+  ASSERT_EQ(files.size(), 1u);
+  // A later process (the loaded kernels forgotten) takes the code from the disk.
+  cuda::ForgetLoadedKernels();
+  ASSERT_TRUE(RunGraph(g, {in}, {}, *cuda).ok());
+  EXPECT_EQ(cuda::RuntimeCompileCounts().compiled, before.compiled + 1);
+  EXPECT_EQ(cuda::RuntimeCompileCounts().from_disk, before.from_disk + 1);
+  // A damaged file (cut short, then one byte changed) is compiled afresh, never loaded.
+  for (int damage = 0; damage < 2; ++damage) {
+    std::string bytes;
+    {
+      std::ifstream f(files[0], std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(f), {});
+    }
+    if (damage == 0) bytes.resize(bytes.size() / 2);
+    else bytes[bytes.size() - 7] ^= 0x5a;  // the file was rewritten whole after the first damage
+    std::ofstream(files[0], std::ios::binary | std::ios::trunc) << bytes;
+    cuda::ForgetLoadedKernels();
+    auto fixed = RunGraph(g, {in}, {}, *cuda);
+    ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+    EXPECT_EQ(cuda::RuntimeCompileCounts().compiled, before.compiled + 2 + damage);
+    EXPECT_EQ(cuda::RuntimeCompileCounts().from_disk, before.from_disk + 1);
+  }
   unsetenv("RANKD_KERNEL_CACHE_DIR");
   std::filesystem::remove_all(dir);
   auto cpu = RunGraph(g, {in});

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -28,8 +29,10 @@ Cache& TheCache() {
   return *cache;
 }
 
-uint64_t Fnv1a(const std::string& text, uint64_t h = 14695981039346656037ull) {
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+// 64-bit FNV-1a over a string or a byte vector.
+template <typename Bytes>
+uint64_t Fnv1a(const Bytes& bytes, uint64_t h = 14695981039346656037ull) {
+  for (char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
   return h;
 }
 
@@ -77,10 +80,23 @@ std::filesystem::path DiskPath(uint64_t hash) {
   return std::filesystem::path(dir) / name;
 }
 
+// A cache file: kMagic, the code's size and its FNV hash (8 bytes each), then the code. The loader
+// takes code without a size, so a file is used only when all three check out.
+constexpr char kMagic[8] = {'R', 'K', 'C', 'U', 'B', 'I', 'N', '1'};
+constexpr size_t kHeader = 24;
+
+// The code in a cache file, or empty when the file is missing, short or damaged.
 std::vector<char> ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return {};
-  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+  std::vector<char> file((std::istreambuf_iterator<char>(in)), {});
+  if (file.size() < kHeader || std::memcmp(file.data(), kMagic, 8) != 0) return {};
+  uint64_t size = 0, hash = 0;
+  std::memcpy(&size, file.data() + 8, 8);
+  std::memcpy(&hash, file.data() + 16, 8);
+  if (size != file.size() - kHeader) return {};
+  std::vector<char> code(file.begin() + kHeader, file.end());
+  return Fnv1a(code) == hash ? code : std::vector<char>();
 }
 
 // Written beside and renamed, so a concurrent reader never sees half a file. Failures are ignored:
@@ -92,6 +108,10 @@ void WriteFile(const std::filesystem::path& path, const std::vector<char>& data)
   tmp += ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(&data));
   {
     std::ofstream out(tmp, std::ios::binary);
+    const uint64_t size = data.size(), hash = Fnv1a(data);
+    out.write(kMagic, 8);
+    out.write(reinterpret_cast<const char*>(&size), 8);
+    out.write(reinterpret_cast<const char*>(&hash), 8);
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
     if (!out) return;
   }
@@ -126,7 +146,7 @@ StatusOr<cudaKernel_t> CompileKernel(const std::string& source, const std::strin
   if (!cached.empty()) {
     kernel = load(cached);
     if (kernel.ok()) ++cache.counts.from_disk;
-    cudaGetLastError();  // a damaged file: compile afresh
+    cudaGetLastError();  // code the driver refused: compile afresh
   }
   if (!kernel.ok()) {
     ASSIGN_OR_RETURN(std::vector<char> cubin, Compile(source, arch));
@@ -136,6 +156,12 @@ StatusOr<cudaKernel_t> CompileKernel(const std::string& source, const std::strin
   }
   cache.kernels[hash] = *kernel;
   return *kernel;
+}
+
+void ForgetLoadedKernels() {
+  Cache& cache = TheCache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  cache.kernels.clear();
 }
 
 CompileCounts RuntimeCompileCounts() {
