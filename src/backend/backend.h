@@ -6,6 +6,7 @@
 // returns a Status only for errors that depend on data (an id out of range).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,6 +20,13 @@ namespace rankd {
 
 struct DeviceContext;  // a device backend's per-executor state (stream, library handles)
 
+// What a kernel derives from its node once, when a plan is built, so that runs do no parsing or
+// lookups (a fused loop's parsed program, a generated kernel's handle). A kernel that has one
+// downcasts KernelArgs::state to its own type; the plan step owns it.
+struct KernelState {
+  virtual ~KernelState() = default;
+};
+
 struct KernelArgs {
   const Node& node;
   std::span<const Tensor* const> in;  // nullptr for an omitted optional input
@@ -29,6 +37,7 @@ struct KernelArgs {
   std::span<const Tensor* const> host_in = {};
   DeviceContext* device = nullptr;  // set by device backends' executors
   int step = -1;                    // the step's index in its plan (device error reports)
+  const KernelState* state = nullptr;  // what the kernel's prepare made of this node, if it has one
 
   const Tensor& In(int i) const { return *in[static_cast<size_t>(i)]; }
   bool HasIn(int i) const { return i < static_cast<int>(in.size()) && in[static_cast<size_t>(i)]; }
@@ -40,6 +49,16 @@ struct KernelArgs {
 };
 
 using KernelFn = Status (*)(const KernelArgs&);
+using PrepareFn = StatusOr<std::shared_ptr<const KernelState>> (*)(const Node&);
+
+// A backend's implementation of one op: what runs, and optionally what is prepared per step.
+struct Kernel {
+  Kernel() = default;
+  Kernel(KernelFn run_fn, PrepareFn prepare_fn = nullptr) : run(run_fn), prepare(prepare_fn) {}  // NOLINT: tables assign KernelFns
+  KernelFn run = nullptr;
+  PrepareFn prepare = nullptr;
+};
+using KernelTable = std::map<std::string, Kernel>;
 
 class Plan;
 
@@ -93,7 +112,7 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
   // The kernel for an op, or nullptr when this backend does not run it.
-  virtual KernelFn FindKernel(const std::string& op) const = 0;
+  virtual const Kernel* FindKernel(const std::string& op) const = 0;
   // OK when every node has a schema and a kernel here and its attributes pass the schema's check;
   // otherwise an error naming the op, the node and what is missing.
   Status CheckGraph(const Graph& graph) const;

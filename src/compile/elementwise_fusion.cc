@@ -102,10 +102,11 @@ class Fuser {
 
   // A scalar FP32 constant becomes an immediate in the program rather than an input.
   bool Immediate(int v, float* value) const {
-    auto it = graph_.constants.find(v);
-    if (it == graph_.constants.end() || it->second.dtype() != DType::kF32 || it->second.size() != 1) return false;
-    *value = it->second.data<float>()[0];
-    return !std::isnan(*value);
+    const Tensor* t = graph_.FindConstant(v);
+    std::optional<double> scalar = graph_.ScalarConstant(v);
+    if (!t || t->dtype() != DType::kF32 || !scalar || std::isnan(*scalar)) return false;
+    *value = static_cast<float>(*scalar);
+    return true;
   }
 
   // Distinct outside values the members read (immediates aside).

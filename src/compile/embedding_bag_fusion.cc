@@ -16,14 +16,6 @@ class Matcher {
     return p < 0 ? nullptr : &g_.nodes[static_cast<size_t>(p)];
   }
 
-  // The constant's single value as double, or nullopt.
-  std::optional<double> Scalar(int value) const {
-    if (value < 0 || !g_.IsConstant(value)) return std::nullopt;
-    const Tensor& t = g_.constants.at(value);
-    if (t.size() != 1) return std::nullopt;
-    return t.ScalarAsDouble(0);
-  }
-
   std::vector<int64_t> Axes(const Node& n) const {
     if (n.HasInput(1) && g_.IsConstant(n.inputs[1])) {
       const Tensor& t = g_.constants.at(n.inputs[1]);
@@ -38,10 +30,10 @@ class Matcher {
   int UnclampedIds(int value) const {
     const Node* n = Producer(value);
     if (!n) return -1;
-    if (n->op == "Clip" && n->HasInput(1) && Scalar(n->inputs[1]) == 0.0 && !n->HasInput(2)) return n->inputs[0];
-    if (n->op == "Max" && n->NumInputs() == 2 && Scalar(n->inputs[1]) == 0.0) return n->inputs[0];
+    if (n->op == "Clip" && n->HasInput(1) && g_.ScalarConstant(n->inputs[1]) == 0.0 && !n->HasInput(2)) return n->inputs[0];
+    if (n->op == "Max" && n->NumInputs() == 2 && g_.ScalarConstant(n->inputs[1]) == 0.0) return n->inputs[0];
     if (n->op == "Relu") return n->inputs[0];
-    if (n->op == "Where" && Scalar(n->inputs[2]) == 0.0) return n->inputs[1];
+    if (n->op == "Where" && g_.ScalarConstant(n->inputs[2]) == 0.0) return n->inputs[1];
     return -1;
   }
 
@@ -57,12 +49,12 @@ class Matcher {
       n = Producer(n->inputs[0]);
     }
     if (!n) return -1;
-    if (n->op == "GreaterOrEqual" && Scalar(n->inputs[1]) == 0.0) return n->inputs[0];
-    if (n->op == "Greater" && Scalar(n->inputs[1]) == -1.0) return n->inputs[0];
+    if (n->op == "GreaterOrEqual" && g_.ScalarConstant(n->inputs[1]) == 0.0) return n->inputs[0];
+    if (n->op == "Greater" && g_.ScalarConstant(n->inputs[1]) == -1.0) return n->inputs[0];
     if (n->op == "Not") {
       const Node* m = Producer(n->inputs[0]);
-      if (m && m->op == "Equal" && Scalar(m->inputs[1]) == -1.0) return m->inputs[0];
-      if (m && m->op == "Less" && Scalar(m->inputs[1]) == 0.0) return m->inputs[0];
+      if (m && m->op == "Equal" && g_.ScalarConstant(m->inputs[1]) == -1.0) return m->inputs[0];
+      if (m && m->op == "Less" && g_.ScalarConstant(m->inputs[1]) == 0.0) return m->inputs[0];
     }
     return -1;
   }

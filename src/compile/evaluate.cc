@@ -20,7 +20,7 @@ StatusOr<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<c
                                            const std::vector<int64_t>* ragged_max_lengths,
                                            int64_t max_output_bytes) {
   const OpSchema* schema = FindOpSchema(node.op);
-  KernelFn kernel = CpuBackend().FindKernel(node.op);
+  const Kernel* kernel = CpuBackend().FindKernel(node.op);
   if (!schema || !kernel) return Unimplemented(node.Describe() + ": op " + node.op + " is not supported");
   InferContext ctx{node, {}, {}, 0, ragged_max_lengths};
   for (const Tensor* t : inputs) {
@@ -46,8 +46,13 @@ StatusOr<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<c
   }
   for (Tensor& t : outputs) out_ptrs.push_back(&t);
   Tensor scratch = ctx.scratch_bytes > 0 ? Tensor::Zeros(DType::kU8, {ctx.scratch_bytes}) : Tensor();
+  std::shared_ptr<const KernelState> state;
+  if (kernel->prepare) {
+    ASSIGN_OR_RETURN(state, kernel->prepare(node));
+  }
   KernelArgs args{node, inputs, out_ptrs, ctx.scratch_bytes > 0 ? scratch.raw() : nullptr};
-  RETURN_IF_ERROR(kernel(args));
+  args.state = state.get();
+  RETURN_IF_ERROR(kernel->run(args));
   return outputs;
 }
 

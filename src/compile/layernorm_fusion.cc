@@ -45,14 +45,11 @@ class Matcher {
     if (p < 0 || graph_.nodes[static_cast<size_t>(p)].op != op || uses_[static_cast<size_t>(v)] != uses) return -1;
     return p;
   }
-  const Tensor* Constant(int v) const {
-    auto it = graph_.constants.find(v);
-    return it == graph_.constants.end() || it->second.dtype() != DType::kF32 ? nullptr : &it->second;
+  const Tensor* Constant(int v) const {  // FP32 only: the fused node reads its operands as FP32
+    const Tensor* t = graph_.FindConstant(v);
+    return t && t->dtype() == DType::kF32 ? t : nullptr;
   }
-  bool ScalarIs(int v, float want) const {
-    const Tensor* t = Constant(v);
-    return t && t->size() == 1 && t->data<float>()[0] == want;
-  }
+  bool ScalarIs(int v, float want) const { return Constant(v) && graph_.ScalarConstant(v) == double{want}; }
   // One of a binary node's inputs satisfies `pick` (which receives it); `other` gets the other.
   template <typename Pick>
   bool EitherSide(const Node& n, Pick pick, int* other) const {
@@ -70,9 +67,9 @@ class Matcher {
     if (node.GetInt("keepdims", 1) == 0) return false;
     std::vector<int64_t> axes = node.GetInts("axes");
     if (node.HasInput(1)) {
-      auto it = graph_.constants.find(node.inputs[1]);
-      if (it == graph_.constants.end() || it->second.dtype() != DType::kI64 || it->second.size() != 1) return false;
-      axes = {it->second.data<int64_t>()[0]};
+      const Tensor* t = graph_.FindConstant(node.inputs[1]);
+      if (!t || t->dtype() != DType::kI64 || t->size() != 1) return false;
+      axes = {t->data<int64_t>()[0]};
     }
     return axes == std::vector<int64_t>{-1};
   }

@@ -39,8 +39,8 @@ StatusOr<std::shared_ptr<const Plan>> Plan::Build(const Graph& graph, const std:
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
     const OpSchema* schema = FindOpSchema(node.op);
-    KernelFn kernel = options.backend->FindKernel(node.op);
-    if (!schema || !kernel) {
+    const Kernel* kernel = options.backend->FindKernel(node.op);
+    if (!schema || !kernel || !kernel->run) {
       return Unimplemented(node.Describe() + ": op " + node.op + " is not supported by the " +
                            options.backend->name() + " backend");
     }
@@ -79,7 +79,7 @@ StatusOr<std::shared_ptr<const Plan>> Plan::Build(const Graph& graph, const std:
     }
     PlanStep step;
     step.node = static_cast<int>(n);
-    step.kernel = kernel;
+    step.kernel = kernel->run;
     step.inputs = node.inputs;
     step.outputs = node.outputs;
     step.scratch_bytes = ctx.scratch_bytes;
@@ -106,7 +106,11 @@ StatusOr<std::shared_ptr<const Plan>> Plan::Build(const Graph& graph, const std:
         v.storage = PlanStorage::kWorkspace;
       }
     }
-    if (step.kernel) plan->steps_.push_back(std::move(step));
+    if (!step.kernel) continue;
+    if (kernel->prepare) {
+      ASSIGN_OR_RETURN(step.state, kernel->prepare(node));
+    }
+    plan->steps_.push_back(std::move(step));
   }
   RETURN_IF_ERROR(plan->AssignMemory(options.max_workspace_bytes));
   return std::shared_ptr<const Plan>(plan);

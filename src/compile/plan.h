@@ -41,6 +41,7 @@ struct PlanValue {
 struct PlanStep {
   int node = -1;
   KernelFn kernel = nullptr;
+  std::shared_ptr<const KernelState> state;  // the kernel's prepared state, when it has a prepare
   std::vector<int> inputs;   // value ids, -1 for omitted
   std::vector<int> outputs;  // value ids, -1 for omitted
   int64_t scratch_offset = -1;

@@ -74,6 +74,17 @@ void Graph::RenameValue(int id, const std::string& name) {
   if (!name.empty()) by_name_[name] = id;
 }
 
+const Tensor* Graph::FindConstant(int value) const {
+  auto it = constants.find(value);
+  return it == constants.end() ? nullptr : &it->second;
+}
+
+std::optional<double> Graph::ScalarConstant(int value) const {
+  const Tensor* t = FindConstant(value);
+  if (!t || t->size() != 1) return std::nullopt;
+  return t->ScalarAsDouble(0);
+}
+
 std::vector<int> Graph::Producers() const {
   std::vector<int> producer(values.size(), -1);
   for (size_t n = 0; n < nodes.size(); ++n) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -69,6 +70,10 @@ class Graph {
   std::shared_ptr<void> keep_alive;
 
   bool IsConstant(int value) const { return constants.count(value) > 0; }
+  // The constant behind `value`, or nullptr when it is computed, an input, or omitted (-1).
+  const Tensor* FindConstant(int value) const;
+  // The element of a one-element constant, as a double; nullopt for anything else.
+  std::optional<double> ScalarConstant(int value) const;
   // value id -> index of the producing node, or -1 (inputs, constants).
   std::vector<int> Producers() const;
   // value id -> number of node inputs plus graph outputs reading it.

@@ -85,7 +85,7 @@ StatusOr<std::vector<Tensor>> HostExecutor::Run(const Plan& plan, std::span<cons
     const Node& node = graph.nodes[static_cast<size_t>(step.node)];
     KernelArgs args{node, b.step_inputs[s], b.step_outputs[s],
                     step.scratch_offset >= 0 ? workspace_.get() + step.scratch_offset : nullptr,
-                    b.step_inputs[s], nullptr, static_cast<int>(s)};
+                    b.step_inputs[s], nullptr, static_cast<int>(s), step.state.get()};
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     RETURN_IF_ERROR(step.kernel(args));
     if (profile) {

@@ -19,9 +19,9 @@ class CpuBackendImpl final : public Backend {
     cpu::AppendFusedElementwiseKernel(kernels_);
   }
   const char* name() const override { return "cpu"; }
-  KernelFn FindKernel(const std::string& op) const override {
+  const Kernel* FindKernel(const std::string& op) const override {
     auto it = kernels_.find(op);
-    return it == kernels_.end() ? nullptr : it->second;
+    return it == kernels_.end() ? nullptr : &it->second;
   }
   StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph&, Precision) const override {
     return std::shared_ptr<ModelResources>();  // constants are read where they are
@@ -31,7 +31,7 @@ class CpuBackendImpl final : public Backend {
   }
 
  private:
-  std::map<std::string, KernelFn> kernels_;
+  KernelTable kernels_;
 };
 
 }  // namespace

@@ -239,7 +239,7 @@ Status Cast(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendElementwiseKernels(std::map<std::string, KernelFn>& out) {
+void AppendElementwiseKernels(KernelTable& out) {
   for (const char* op : {"Add", "Sub", "Mul", "Div"}) out[op] = Arith;
   out["Max"] = MaxMin;
   out["Min"] = MaxMin;

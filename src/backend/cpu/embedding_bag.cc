@@ -187,7 +187,7 @@ Status RaggedToPadded(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendEmbeddingKernels(std::map<std::string, KernelFn>& out) {
+void AppendEmbeddingKernels(KernelTable& out) {
   out["EmbeddingBag"] = EmbeddingBag;
   out["ConcatEmbeddingBags"] = ConcatEmbeddingBags;
   out["RaggedToPadded"] = RaggedToPadded;

@@ -50,9 +50,41 @@ void Apply(EwOp op, const float* a, const float* b, const float* c, float* d, in
   }
 }
 
+// The program and its buffer layout, worked out once per plan step. Buffer slots of kTile floats:
+// one per op's result, then one per input broadcast along a row, then one per immediate operand.
+struct FusedLoop final : KernelState {
+  ElementwiseProgram program;
+  std::vector<std::array<int, 3>> slot;           // slot[j][a]: operand a of op j; -1 for a varying input
+  std::vector<std::pair<int, float>> immediates;  // (slot, value)
+  size_t floats = 0;                              // the buffer's size
+};
+
+StatusOr<std::shared_ptr<const KernelState>> PrepareFusedLoop(const Node& node) {
+  auto loop = std::make_shared<FusedLoop>();
+  ASSIGN_OR_RETURN(loop->program, ElementwiseProgram::Parse(node.GetString("program", ""), node.NumInputs()));
+  const size_t ops = loop->program.code.size();
+  loop->slot.assign(ops, {-1, -1, -1});
+  int next = static_cast<int>(ops) + node.NumInputs();
+  for (size_t j = 0; j < ops; ++j) {
+    const std::vector<EwOperand>& operands = loop->program.code[j].operands;
+    for (size_t a = 0; a < operands.size(); ++a) {
+      if (operands[a].kind == EwOperand::kTemp) loop->slot[j][a] = operands[a].index;
+      if (operands[a].kind == EwOperand::kImmediate) {
+        loop->immediates.push_back({next, operands[a].value});
+        loop->slot[j][a] = next++;
+      }
+    }
+  }
+  loop->floats = static_cast<size_t>(next) * kTile;
+  return std::shared_ptr<const KernelState>(std::move(loop));
+}
+
 Status FusedElementwise(const KernelArgs& k) {
+  const auto* loop = dynamic_cast<const FusedLoop*>(k.state);
+  if (!loop) return Internal(k.node.Describe() + ": run without its prepared program");
+  const ElementwiseProgram& program = loop->program;
+  const auto& slot = loop->slot;
   const int num_inputs = static_cast<int>(k.in.size());
-  ASSIGN_OR_RETURN(ElementwiseProgram program, ElementwiseProgram::Parse(k.node.GetString("program", ""), num_inputs));
   Tensor& out = k.Out(0);
   static const Shape kScalar;
   std::array<const Shape*, kMaxFusedInputs> shapes;
@@ -61,23 +93,8 @@ Status FusedElementwise(const KernelArgs& k) {
     shapes[static_cast<size_t>(i)] = i < num_inputs ? &k.In(i).shape() : &kScalar;
     if (i < num_inputs) data[static_cast<size_t>(i)] = k.In(i).data<float>();
   }
-  // Buffer slots of kTile floats: one per op's result, then one per input broadcast along a row,
-  // then one per immediate operand. slot[j][a]: operand a of op j, -1 for an input that varies.
   const size_t ops = program.code.size();
-  std::vector<std::array<int, 3>> slot(ops, {-1, -1, -1});
-  std::vector<std::pair<int, float>> immediates;  // (slot, value)
-  int next = static_cast<int>(ops) + num_inputs;
-  for (size_t j = 0; j < ops; ++j) {
-    const std::vector<EwOperand>& operands = program.code[j].operands;
-    for (size_t a = 0; a < operands.size(); ++a) {
-      if (operands[a].kind == EwOperand::kTemp) slot[j][a] = operands[a].index;
-      if (operands[a].kind == EwOperand::kImmediate) {
-        immediates.push_back({next, operands[a].value});
-        slot[j][a] = next++;
-      }
-    }
-  }
-  const size_t floats = static_cast<size_t>(next) * kTile;
+  const size_t floats = loop->floats;
   float* po = out.data<float>();
   auto layout = MakeBroadcastLayout<kMaxFusedInputs>(out.shape(), shapes);
   ForEachRow<kMaxFusedInputs>(layout, [&](int64_t o, const std::array<int64_t, kMaxFusedInputs>& off, int64_t n,
@@ -90,7 +107,7 @@ Status FusedElementwise(const KernelArgs& k) {
       size_t u = static_cast<size_t>(i);
       if (stride[u] == 0) std::fill_n(base + (ops + u) * kTile, first, data[u][off[u]]);
     }
-    for (auto [at, value] : immediates) std::fill_n(base + static_cast<size_t>(at) * kTile, first, value);
+    for (auto [at, value] : loop->immediates) std::fill_n(base + static_cast<size_t>(at) * kTile, first, value);
     for (int64_t s = 0; s < n; s += kTile) {
       const int64_t len = std::min(kTile, n - s);
       for (size_t j = 0; j < ops; ++j) {
@@ -114,6 +131,6 @@ Status FusedElementwise(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendFusedElementwiseKernel(std::map<std::string, KernelFn>& out) { out["FusedElementwise"] = FusedElementwise; }
+void AppendFusedElementwiseKernel(KernelTable& out) { out["FusedElementwise"] = Kernel(FusedElementwise, PrepareFusedLoop); }
 
 }  // namespace rankd::cpu

@@ -8,13 +8,13 @@
 
 namespace rankd::cpu {
 
-void AppendElementwiseKernels(std::map<std::string, KernelFn>& out);
-void AppendTensorKernels(std::map<std::string, KernelFn>& out);
-void AppendMatMulKernels(std::map<std::string, KernelFn>& out);
-void AppendNormalizationKernels(std::map<std::string, KernelFn>& out);
-void AppendReduceKernels(std::map<std::string, KernelFn>& out);
-void AppendEmbeddingKernels(std::map<std::string, KernelFn>& out);
-void AppendFusedElementwiseKernel(std::map<std::string, KernelFn>& out);
+void AppendElementwiseKernels(KernelTable& out);
+void AppendTensorKernels(KernelTable& out);
+void AppendMatMulKernels(KernelTable& out);
+void AppendNormalizationKernels(KernelTable& out);
+void AppendReduceKernels(KernelTable& out);
+void AppendEmbeddingKernels(KernelTable& out);
+void AppendFusedElementwiseKernel(KernelTable& out);
 
 // out = permute(in, perm), both dense row-major; elem_size bytes per element.
 void TransposeBytes(const void* in, const Shape& in_shape, const std::vector<int64_t>& perm,

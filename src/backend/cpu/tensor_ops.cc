@@ -205,7 +205,7 @@ void TransposeBytes(const void* in, const Shape& in_shape, const std::vector<int
   StridedCopyBytes(in, 0, strides, out_shape, elem_size, out);
 }
 
-void AppendTensorKernels(std::map<std::string, KernelFn>& out) {
+void AppendTensorKernels(KernelTable& out) {
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) out[op] = CopyAlias;
   out["Transpose"] = Transpose;
   out["Slice"] = Slice;

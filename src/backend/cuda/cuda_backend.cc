@@ -24,9 +24,9 @@ class CudaBackendImpl final : public Backend {
     cuda::AppendFusedElementwiseKernel(kernels_);
   }
   const char* name() const override { return "cuda"; }
-  KernelFn FindKernel(const std::string& op) const override {
+  const Kernel* FindKernel(const std::string& op) const override {
     auto it = kernels_.find(op);
-    return it == kernels_.end() ? nullptr : it->second;
+    return it == kernels_.end() ? nullptr : &it->second;
   }
   StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const override {
     ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaModelResources> r, cuda::CudaModelResources::Upload(graph, 0, precision));
@@ -39,7 +39,7 @@ class CudaBackendImpl final : public Backend {
   }
 
  private:
-  std::map<std::string, KernelFn> kernels_;
+  KernelTable kernels_;
 };
 
 }  // namespace

@@ -141,15 +141,17 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
   if (grew) bindings_.clear();  // views and captures pointed into the old workspace
   auto it = bindings_.find(plan.id());
   if (it != bindings_.end()) return &it->second;  // its bf16 operand room was reserved when it was bound
+  Binding b;
   if (ctx_.precision == Precision::kBf16) {
-    bool grew_operands = false;
+    b.bf16_copies = PlanBf16Copies(plan);
+    bool grew_operands = false, grew_copies = false;
     RETURN_IF_ERROR(bf16_operands_.Reserve(Bf16OperandRoom(plan), &grew_operands));
+    RETURN_IF_ERROR(bf16_copies_.Reserve(static_cast<size_t>(b.bf16_copies.bytes), &grew_copies));
     ctx_.bf16_operands = bf16_operands_.get();
     ctx_.bf16_operand_bytes = bf16_operands_.size();
-    if (grew_operands) bindings_.clear();  // captures hold the old buffer's address
+    if (grew_operands || grew_copies) bindings_.clear();  // captures hold the old buffers' addresses
   }
   if (bindings_.size() > 4096) bindings_.clear();  // bound the cache (captures go with it)
-  Binding b;
   const auto& values = plan.values();
   // Plan-folded constants (not graph constants) get device copies of their own.
   size_t folded_bytes = 0;
@@ -223,7 +225,15 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b) {
     const PlanStep& step = steps[s];
     const Node& node = graph.nodes[static_cast<size_t>(step.node)];
     void* scratch = step.scratch_offset >= 0 ? static_cast<uint8_t*>(workspace_.get()) + step.scratch_offset : nullptr;
-    KernelArgs args{node, b.step_inputs[s], b.step_outputs[s], scratch, b.step_host_inputs[s], &ctx_, static_cast<int>(s)};
+    KernelArgs args{node, b.step_inputs[s], b.step_outputs[s], scratch, b.step_host_inputs[s], &ctx_, static_cast<int>(s),
+                    step.state.get()};
+    if (!b.bf16_copies.written.empty()) {
+      auto* copies = static_cast<uint8_t*>(bf16_copies_.get());
+      int64_t written = b.bf16_copies.written[s], read = b.bf16_copies.read[s];
+      ctx_.bf16_out = written >= 0 ? copies + written : nullptr;
+      ctx_.bf16_a = read >= 0 ? copies + read : nullptr;
+      ctx_.bf16_a_source = read >= 0 ? b.step_inputs[s][0]->raw() : nullptr;
+    }
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     RETURN_IF_ERROR(step.kernel(args));
     if (profile) {
@@ -231,6 +241,8 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b) {
       OpProfile::Record(OpProfile::Key(node.op, node.name), Since(t0));
     }
   }
+  ctx_.bf16_out = nullptr;
+  ctx_.bf16_a = ctx_.bf16_a_source = nullptr;
   return Status::Ok();
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/bf16_copies.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
@@ -72,6 +73,7 @@ class CudaExecutor final : public Executor {
     std::vector<Tensor> host_views;  // host views of constants (and aliases of them)
     std::vector<std::vector<const Tensor*>> step_inputs, step_host_inputs;
     std::vector<std::vector<Tensor*>> step_outputs;
+    Bf16Copies bf16_copies;  // offsets into the executor's bf16_copies_ (precision bf16)
     std::vector<std::pair<int, int>> input_rooted;  // (value id, graph input index)
     std::unique_ptr<DeviceBuffer> folded;           // device copies of plan-folded values
     // Where each input and output lies in the staging buffers (fixed by the plan's shapes).
@@ -101,6 +103,7 @@ class CudaExecutor final : public Executor {
   GemmCache gemm_;
   DeviceBuffer workspace_, lt_workspace_, inputs_, error_;
   DeviceBuffer bf16_operands_;  // bf16 product operands (precision bf16), as large as a bound plan needs
+  DeviceBuffer bf16_copies_;    // bf16 copies producers write for products (bf16_copies.h)
   PinnedBuffer staged_inputs_, staged_outputs_;
   std::unordered_map<uint64_t, Binding> bindings_;
 };

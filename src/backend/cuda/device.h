@@ -32,6 +32,12 @@ struct DeviceContext {
   const std::unordered_map<const void*, const void*>* bf16_weights = nullptr;
   void* bf16_operands = nullptr;
   size_t bf16_operand_bytes = 0;
+  // Set for the step being launched (bf16_copies.h): where it writes a bf16 copy of its first
+  // output beside the fp32 result (null: no copy wanted), and a bf16 copy of the fp32 array
+  // bf16_a_source, already written, for a product whose A operand that is.
+  void* bf16_out = nullptr;
+  const void* bf16_a_source = nullptr;
+  const void* bf16_a = nullptr;
 };
 
 namespace cuda {

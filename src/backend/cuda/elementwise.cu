@@ -1,5 +1,7 @@
 // CUDA kernels of the element-wise ops: one grid-stride kernel per op family, broadcasting through
 // an index map (cpu/elementwise.cc is the reference).
+#include <cuda_bf16.h>
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -223,19 +225,29 @@ Status UnaryNumeric(const KernelArgs& k) {
   });
 }
 
-__global__ void MulAddKernel(IndexMap<3> m, int64_t n, const float* a, const float* b, const float* c, float* out) {
+// `copy`, when set, receives the result rounded to bf16 as well (bf16_copies.h).
+__global__ void MulAddKernel(IndexMap<3> m, int64_t n, const float* a, const float* b, const float* c, float* out,
+                             __nv_bfloat16* copy) {
   RANKD_GRID_LOOP(i, n) {
     int64_t off[3];
     m.Offsets(i, off);
-    out[i] = fmaf(a[off[0]], b[off[1]], c[off[2]]);
+    float r = fmaf(a[off[0]], b[off[1]], c[off[2]]);
+    out[i] = r;
+    if (copy) copy[i] = __float2bfloat16_rn(r);
   }
 }
 
 // All three operands of the output's shape: four elements per step, no index arithmetic.
-__global__ void MulAddSameShapeKernel(const float4* a, const float4* b, const float4* c, float4* out, int64_t quads) {
+__global__ void MulAddSameShapeKernel(const float4* a, const float4* b, const float4* c, float4* out,
+                                      __nv_bfloat162* copy, int64_t quads) {
   RANKD_GRID_LOOP(i, quads) {
     float4 x = a[i], y = b[i], z = c[i];
-    out[i] = make_float4(fmaf(x.x, y.x, z.x), fmaf(x.y, y.y, z.y), fmaf(x.z, y.z, z.z), fmaf(x.w, y.w, z.w));
+    float4 r = make_float4(fmaf(x.x, y.x, z.x), fmaf(x.y, y.y, z.y), fmaf(x.z, y.z, z.z), fmaf(x.w, y.w, z.w));
+    out[i] = r;
+    if (copy) {
+      copy[2 * i] = __float22bfloat162_rn(make_float2(r.x, r.y));
+      copy[2 * i + 1] = __float22bfloat162_rn(make_float2(r.z, r.w));
+    }
   }
 }
 
@@ -245,17 +257,18 @@ Status MulAdd(const KernelArgs& k) {
   if (out.size() == 0) return Status::Ok();
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (a.shape() == out.shape() && b.shape() == out.shape() && c.shape() == out.shape() && out.size() % 4 == 0 &&
-      aligned(a.raw()) && aligned(b.raw()) && aligned(c.raw()) && aligned(out.raw())) {
+      aligned(a.raw()) && aligned(b.raw()) && aligned(c.raw()) && aligned(out.raw()) && aligned(k.device->bf16_out)) {
     int64_t quads = out.size() / 4;
     MulAddSameShapeKernel<<<Blocks(quads), kThreads, 0, k.device->stream>>>(
         static_cast<const float4*>(a.raw()), static_cast<const float4*>(b.raw()), static_cast<const float4*>(c.raw()),
-        static_cast<float4*>(out.raw()), quads);
+        static_cast<float4*>(out.raw()), static_cast<__nv_bfloat162*>(k.device->bf16_out), quads);
     return Launched(k);
   }
   const Shape* shapes[3] = {&a.shape(), &b.shape(), &c.shape()};
   ASSIGN_OR_RETURN(IndexMap<3> m, BroadcastMap<3>(out.shape(), shapes));
   MulAddKernel<<<Blocks(out.size()), kThreads, 0, k.device->stream>>>(m, out.size(), a.data<float>(), b.data<float>(),
-                                                                     c.data<float>(), out.data<float>());
+                                                                     c.data<float>(), out.data<float>(),
+                                                                     static_cast<__nv_bfloat16*>(k.device->bf16_out));
   return Launched(k);
 }
 
@@ -302,7 +315,7 @@ Status Cast(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendElementwiseKernels(std::map<std::string, KernelFn>& out) {
+void AppendElementwiseKernels(KernelTable& out) {
   for (const char* op : {"Add", "Sub", "Mul", "Div"}) out[op] = Arith;
   out["Max"] = MaxMin;
   out["Min"] = MaxMin;

@@ -118,7 +118,7 @@ Status RaggedToPadded(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendEmbeddingKernels(std::map<std::string, KernelFn>& out) {
+void AppendEmbeddingKernels(KernelTable& out) {
   out["EmbeddingBag"] = EmbeddingBag;
   out["RaggedToPadded"] = RaggedToPadded;
 }

@@ -46,6 +46,7 @@ struct Launch {
   int64_t rows = 0;
   int64_t out_stride = 0;
   float* out = nullptr;
+  __nv_bfloat16* copy = nullptr;  // when set, the output rounded to bf16 as well (bf16_copies.h)
   int* error = nullptr;
   int step = 0;
 };
@@ -83,12 +84,29 @@ struct Vec<__half> : Vec16Bit<__half, __half2> {};
 template <>
 struct Vec<__nv_bfloat16> : Vec16Bit<__nv_bfloat16, __nv_bfloat162> {};
 
+// Where an output row goes: its fp32 columns, and its bf16 copy's (null when none is wanted).
+struct Dst {
+  float* out;
+  __nv_bfloat16* copy;
+};
+
 template <int N>
-__device__ void Store(float* dst, const float (&v)[N], float scale) {
+__device__ void Store(Dst dst, int64_t d0, const float (&v)[N], float scale) {
 #pragma unroll
   for (int i = 0; i < N; i += 4) {
-    *reinterpret_cast<float4*>(dst + i) = make_float4(v[i] * scale, v[i + 1] * scale, v[i + 2] * scale, v[i + 3] * scale);
+    float4 r = make_float4(v[i] * scale, v[i + 1] * scale, v[i + 2] * scale, v[i + 3] * scale);
+    *reinterpret_cast<float4*>(dst.out + d0 + i) = r;
+    if (dst.copy) {
+      __nv_bfloat162* c = reinterpret_cast<__nv_bfloat162*>(dst.copy + d0 + i);
+      c[0] = __float22bfloat162_rn(make_float2(r.x, r.y));
+      c[1] = __float22bfloat162_rn(make_float2(r.z, r.w));
+    }
   }
+}
+
+__device__ void StoreOne(Dst dst, int64_t d, float v) {
+  dst.out[d] = v;
+  if (dst.copy) dst.copy[d] = __float2bfloat16_rn(v);
 }
 
 // A looked-up id as Gather reads it: a negative one counts from the table's end; one still out of
@@ -104,7 +122,7 @@ __device__ int64_t Wrapped(int64_t id, int64_t rows, bool report, int* error, in
 
 // Bag `b` of part `p` into dst[0, dim), 16-byte chunks per lane.
 template <typename Row, typename Id>
-__device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, float* dst, int* error, int step) {
+__device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step) {
   constexpr int V = Vec<Row>::kN;
   const Row* table = static_cast<const Row*>(p.src);
   const Id* ids = static_cast<const Id*>(p.ids);
@@ -130,13 +148,13 @@ __device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, floa
         for (int e = 0; e < V; ++e) acc[e] += v[u][e];
       }
     }
-    Store(dst + d0, acc, p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f);
+    Store(dst, d0, acc, p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f);
   }
 }
 
 // The same, an element per lane (widths or addresses that do not allow 16-byte access).
 template <typename Row, typename Id>
-__device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, float* dst, int* error, int step) {
+__device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step) {
   const Row* table = static_cast<const Row*>(p.src);
   const Id* ids = static_cast<const Id*>(p.ids);
   for (int64_t d = lane; d < p.dim; d += kWarp) {
@@ -153,12 +171,12 @@ __device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, floa
       acc += ToFloat(table[id * p.dim + d]);
       ++count;
     }
-    dst[d] = p.mean && count > 1 ? acc / static_cast<float>(count) : acc;
+    StoreOne(dst, d, p.mean && count > 1 ? acc / static_cast<float>(count) : acc);
   }
 }
 
 template <typename Row>
-__device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, float* dst, int* error, int step) {
+__device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step) {
   if (p.vector) {
     if (p.wide_ids) PoolVector<Row, int64_t>(p, lo, hi, lane, dst, error, step);
     else PoolVector<Row, int32_t>(p, lo, hi, lane, dst, error, step);
@@ -173,15 +191,18 @@ __global__ void ConcatKernel(const __grid_constant__ Launch launch) {
   int lane = threadIdx.x % kWarp;
   if (b >= launch.rows) return;
   const Part& p = launch.parts[blockIdx.y];
-  float* dst = launch.out + b * launch.out_stride + p.column;
+  const int64_t at = b * launch.out_stride + p.column;
+  const Dst dst{launch.out + at, launch.copy ? launch.copy + at : nullptr};
   if (p.copied) {
     const float* src = static_cast<const float*>(p.src) + b * p.dim;
     if (p.vector) {
       for (int64_t d = static_cast<int64_t>(lane) * 4; d < p.dim; d += kWarp * 4) {
-        *reinterpret_cast<float4*>(dst + d) = *reinterpret_cast<const float4*>(src + d);
+        const float4 x = *reinterpret_cast<const float4*>(src + d);
+        const float v[4] = {x.x, x.y, x.z, x.w};
+        Store(dst, d, v, 1.0f);
       }
     } else {
-      for (int64_t d = lane; d < p.dim; d += kWarp) dst[d] = src[d];
+      for (int64_t d = lane; d < p.dim; d += kWarp) StoreOne(dst, d, src[d]);
     }
     return;
   }
@@ -208,7 +229,8 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
   int64_t rows = out.dim(0), stride = out.dim(1);
   if (rows == 0 || stride == 0) return Status::Ok();
   std::vector<int64_t> counts = k.node.GetInts("parts"), modes = k.node.GetInts("modes"), columns = k.node.GetInts("columns");
-  bool out_vector = stride % 4 == 0 && Aligned16(out.raw());
+  // 16-byte fp32 stores, and 8-byte stores to the bf16 copy.
+  bool out_vector = stride % 4 == 0 && Aligned16(out.raw()) && reinterpret_cast<uintptr_t>(k.device->bf16_out) % 8 == 0;
   std::vector<Part> parts;
   int first = 0;
   int64_t column = 0;
@@ -253,6 +275,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     launch.rows = rows;
     launch.out_stride = stride;
     launch.out = out.data<float>();
+    launch.copy = static_cast<__nv_bfloat16*>(k.device->bf16_out);
     launch.error = k.device->error;
     launch.step = k.step;
     dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), static_cast<unsigned>(n));
@@ -263,6 +286,6 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendEmbeddingConcatKernels(std::map<std::string, KernelFn>& out) { out["ConcatEmbeddingBags"] = ConcatEmbeddingBags; }
+void AppendEmbeddingConcatKernels(KernelTable& out) { out["ConcatEmbeddingBags"] = ConcatEmbeddingBags; }
 
 }  // namespace rankd::cuda

@@ -3,9 +3,6 @@
 // (runtime_compiler.h). One thread computes one output element: it reads each input once at its
 // broadcast offset, keeps every intermediate in registers and writes the result.
 #include <cstring>
-#include <mutex>
-#include <shared_mutex>
-#include <unordered_map>
 
 #include "backend/cpu/broadcast.h"
 #include "backend/cuda/device.h"
@@ -109,28 +106,28 @@ std::string Source(const ElementwiseProgram& program, int inputs) {
   return s;
 }
 
-// Compiled kernels by (program, inputs), filled at load (PrepareFusedElementwise), read by runs.
-struct Compiled {
-  std::shared_mutex mu;
-  std::unordered_map<std::string, cudaKernel_t> kernels;
+// The compiled kernel of one FusedElementwise step.
+struct FusedKernel final : KernelState {
+  cudaKernel_t kernel = nullptr;
 };
 
-Compiled& TheCompiled() {
-  static Compiled* c = new Compiled();
-  return *c;
+StatusOr<cudaKernel_t> Compile(const Node& node) {
+  ASSIGN_OR_RETURN(ElementwiseProgram program, ElementwiseProgram::Parse(node.GetString("program", ""), node.NumInputs()));
+  return CompileKernel(Source(program, node.NumInputs()), "rankd_fused");
 }
 
-std::string Key(const Node& node) { return std::to_string(node.NumInputs()) + ":" + node.GetString("program", ""); }
+// Run when a plan is built: the kernel was compiled when the model loaded (PrepareFusedElementwise),
+// so this finds it in the process cache.
+StatusOr<std::shared_ptr<const KernelState>> PrepareFusedKernel(const Node& node) {
+  auto state = std::make_shared<FusedKernel>();
+  ASSIGN_OR_RETURN(state->kernel, Compile(node));
+  return std::shared_ptr<const KernelState>(std::move(state));
+}
 
 Status FusedElementwise(const KernelArgs& k) {
-  cudaKernel_t kernel = nullptr;
-  {
-    Compiled& c = TheCompiled();
-    std::shared_lock<std::shared_mutex> lock(c.mu);
-    auto it = c.kernels.find(Key(k.node));
-    if (it == c.kernels.end()) return Internal(k.node.Describe() + ": its kernel was not compiled when the model loaded");
-    kernel = it->second;
-  }
+  const auto* state = dynamic_cast<const FusedKernel*>(k.state);
+  if (!state) return Internal(k.node.Describe() + ": run without its compiled kernel");
+  cudaKernel_t kernel = state->kernel;
   Tensor& out = k.Out(0);
   FusedArgs args{};
   const int inputs = static_cast<int>(k.in.size());
@@ -158,15 +155,8 @@ Status FusedElementwise(const KernelArgs& k) {
 
 }  // namespace
 
-Status PrepareFusedElementwise(const Node& node) {
-  ASSIGN_OR_RETURN(ElementwiseProgram program, ElementwiseProgram::Parse(node.GetString("program", ""), node.NumInputs()));
-  ASSIGN_OR_RETURN(cudaKernel_t kernel, CompileKernel(Source(program, node.NumInputs()), "rankd_fused"));
-  Compiled& c = TheCompiled();
-  std::unique_lock<std::shared_mutex> lock(c.mu);
-  c.kernels[Key(node)] = kernel;
-  return Status::Ok();
-}
+Status PrepareFusedElementwise(const Node& node) { return Compile(node).status(); }
 
-void AppendFusedElementwiseKernel(std::map<std::string, KernelFn>& out) { out["FusedElementwise"] = FusedElementwise; }
+void AppendFusedElementwiseKernel(KernelTable& out) { out["FusedElementwise"] = Kernel(FusedElementwise, PrepareFusedKernel); }
 
 }  // namespace rankd::cuda

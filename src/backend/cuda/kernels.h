@@ -10,14 +10,14 @@
 
 namespace rankd::cuda {
 
-void AppendElementwiseKernels(std::map<std::string, KernelFn>& out);
-void AppendTensorKernels(std::map<std::string, KernelFn>& out);
-void AppendMatMulKernels(std::map<std::string, KernelFn>& out);
-void AppendNormalizationKernels(std::map<std::string, KernelFn>& out);
-void AppendReduceKernels(std::map<std::string, KernelFn>& out);
-void AppendEmbeddingKernels(std::map<std::string, KernelFn>& out);
-void AppendEmbeddingConcatKernels(std::map<std::string, KernelFn>& out);
-void AppendFusedElementwiseKernel(std::map<std::string, KernelFn>& out);
+void AppendElementwiseKernels(KernelTable& out);
+void AppendTensorKernels(KernelTable& out);
+void AppendMatMulKernels(KernelTable& out);
+void AppendNormalizationKernels(KernelTable& out);
+void AppendReduceKernels(KernelTable& out);
+void AppendEmbeddingKernels(KernelTable& out);
+void AppendEmbeddingConcatKernels(KernelTable& out);
+void AppendFusedElementwiseKernel(KernelTable& out);
 // Compiles the kernel of a FusedElementwise node (fused_elementwise.cc), before any run of it.
 Status PrepareFusedElementwise(const Node& node);
 

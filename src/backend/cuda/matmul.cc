@@ -110,7 +110,7 @@ Status Einsum(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendMatMulKernels(std::map<std::string, KernelFn>& out) {
+void AppendMatMulKernels(KernelTable& out) {
   out["Gemm"] = Gemm;
   out["MatMul"] = MatMul;
   out["Einsum"] = Einsum;

@@ -133,7 +133,7 @@ Status LayerNorm(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendNormalizationKernels(std::map<std::string, KernelFn>& out) {
+void AppendNormalizationKernels(KernelTable& out) {
   out["Softmax"] = Softmax;
   out["LayerNormalization"] = LayerNorm;
 }

@@ -90,7 +90,7 @@ Status Reduce(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendReduceKernels(std::map<std::string, KernelFn>& out) {
+void AppendReduceKernels(KernelTable& out) {
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"}) out[op] = Reduce;
 }
 

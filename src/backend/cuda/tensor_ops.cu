@@ -327,7 +327,7 @@ Status ConstantOfShape(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendTensorKernels(std::map<std::string, KernelFn>& out) {
+void AppendTensorKernels(KernelTable& out) {
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) out[op] = CopyAlias;
   out["Transpose"] = Transpose;
   out["Slice"] = Slice;

@@ -1,0 +1,33 @@
+// bf16 copies written by producers. With bf16 precision a product rounds its fp32 activation
+// operand to bf16 before cuBLASLt reads it: one more pass over the activation (read 4 bytes, write
+// 2 per element). When the activation's producer is a kernel that can write a second, bf16 copy of
+// its result as it goes (MulAdd, ConcatEmbeddingBags), the executor gives it room for one and the
+// product reads that copy instead: the same bits, one launch and one read of the activation fewer.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace rankd {
+class Plan;
+}
+
+namespace rankd::cuda {
+
+struct Bf16Copies {
+  // Per plan step: the byte offset of the bf16 copy of its first output that it writes, or -1.
+  std::vector<int64_t> written;
+  // Per plan step: the byte offset of the bf16 copy of its first input (a product's A operand),
+  // or -1.
+  std::vector<int64_t> read;
+  int64_t bytes = 0;  // room for all copies; a copy's room is reused once its last reader ran
+};
+
+// The copies worth making in `plan`: an FP32 value produced by a kernel that can write one and
+// read as the first operand of a MatMul or Gemm.
+Bf16Copies PlanBf16Copies(const Plan& plan);
+
+// For tests: with false, PlanBf16Copies plans none (every product converts its operands).
+void EnableBf16Copies(bool on);
+
+}  // namespace rankd::cuda

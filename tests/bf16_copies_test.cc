@@ -1,0 +1,186 @@
+// bf16 copies written by producers for the products that read them (backend/cuda/bf16_copies.h):
+// where they are planned and how their room is shared, and that they change no bit of any result.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "compile/plan.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+#if RANKD_HAVE_CUDA
+#include "backend/cuda/bf16_copies.h"
+
+namespace rankd {
+namespace {
+
+using testing::GraphBuilder;
+
+// Turns the copies off for one scope.
+class CopiesOff {
+ public:
+  CopiesOff() { cuda::EnableBf16Copies(false); }
+  ~CopiesOff() { cuda::EnableBf16Copies(true); }
+};
+
+// m1 = x*y + x; p1 = m1 W; m2 = m1*y + x; p2 = m2 W; [q = m1 W]; s = x + y; p3 = s W.
+struct Chain {
+  GraphBuilder g;
+  int m1, p1, m2, p2, q = -1, s, p3;
+};
+
+void BuildChain(Chain& c, int64_t width, bool read_m1_late, std::mt19937_64& rng) {
+  GraphBuilder& g = c.g;
+  int x = g.Input("x", DType::kF32, {-1, width});
+  int y = g.Input("y", DType::kF32, {-1, width});
+  int w = g.Const("w", testing::RandomF32({width, 5}, rng));
+  c.m1 = g.Op("MulAdd", {x, y, x});
+  c.p1 = g.Op("MatMul", {c.m1, w});
+  c.m2 = g.Op("MulAdd", {c.m1, y, x});
+  c.p2 = g.Op("MatMul", {c.m2, w});
+  if (read_m1_late) c.q = g.Op("MatMul", {c.m1, w});
+  c.s = g.Op("Add", {x, y});
+  c.p3 = g.Op("MatMul", {c.s, w});
+  for (int out : {c.p1, c.p2, c.q, c.p3}) {
+    if (out >= 0) g.Output(out);
+  }
+}
+
+// The plan step producing `value`.
+size_t StepOf(const Plan& plan, int value) {
+  for (size_t s = 0; s < plan.steps().size(); ++s) {
+    if (plan.steps()[s].outputs[0] == value) return s;
+  }
+  ADD_FAILURE() << "no step writes value " << value;
+  return 0;
+}
+
+std::shared_ptr<const Plan> PlanFor(Graph& graph, int64_t rows, int64_t width) {
+  auto plan = Plan::Build(graph, {{DType::kF32, {rows, width}}, {DType::kF32, {rows, width}}});
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  return plan.ok() ? *plan : nullptr;
+}
+
+TEST(Bf16Copies, WrittenByProducersOfProductOperandsAndReadByThoseProducts) {
+  std::mt19937_64 rng(1);
+  Chain c;
+  BuildChain(c, 8, /*read_m1_late=*/false, rng);
+  auto plan = PlanFor(c.g.graph(), 100, 8);
+  ASSERT_TRUE(plan);
+  cuda::Bf16Copies copies = cuda::PlanBf16Copies(*plan);
+  ASSERT_EQ(copies.written.size(), plan->steps().size());
+  const int64_t room = (100 * 8 * 2 + 255) / 256 * 256;
+  // m1's copy lives from its MulAdd to p1; m2's starts after that, so it takes the same room.
+  EXPECT_EQ(copies.written[StepOf(*plan, c.m1)], 0);
+  EXPECT_EQ(copies.read[StepOf(*plan, c.p1)], 0);
+  EXPECT_EQ(copies.written[StepOf(*plan, c.m2)], 0);
+  EXPECT_EQ(copies.read[StepOf(*plan, c.p2)], 0);
+  EXPECT_EQ(copies.bytes, room);
+  // An Add writes no copy, so its product converts; the MulAdds read none.
+  EXPECT_EQ(copies.written[StepOf(*plan, c.s)], -1);
+  EXPECT_EQ(copies.read[StepOf(*plan, c.p3)], -1);
+  EXPECT_EQ(copies.read[StepOf(*plan, c.m2)], -1);
+}
+
+TEST(Bf16Copies, CopiesAliveTogetherGetRoomsOfTheirOwn) {
+  std::mt19937_64 rng(2);
+  Chain c;
+  BuildChain(c, 8, /*read_m1_late=*/true, rng);
+  auto plan = PlanFor(c.g.graph(), 100, 8);
+  ASSERT_TRUE(plan);
+  cuda::Bf16Copies copies = cuda::PlanBf16Copies(*plan);
+  const int64_t room = (100 * 8 * 2 + 255) / 256 * 256;
+  EXPECT_EQ(copies.written[StepOf(*plan, c.m1)], 0);
+  EXPECT_EQ(copies.read[StepOf(*plan, c.q)], 0);  // m1's copy is read again after m2's is written
+  EXPECT_EQ(copies.written[StepOf(*plan, c.m2)], room);
+  EXPECT_EQ(copies.read[StepOf(*plan, c.p2)], room);
+  EXPECT_EQ(copies.bytes, 2 * room);
+}
+
+TEST(Bf16Copies, NonePlannedWhenTurnedOff) {
+  std::mt19937_64 rng(3);
+  Chain c;
+  BuildChain(c, 8, true, rng);
+  auto plan = PlanFor(c.g.graph(), 10, 8);
+  ASSERT_TRUE(plan);
+  CopiesOff off;
+  cuda::Bf16Copies copies = cuda::PlanBf16Copies(*plan);
+  EXPECT_EQ(copies.bytes, 0);
+  for (int64_t o : copies.written) EXPECT_EQ(o, -1);
+  for (int64_t o : copies.read) EXPECT_EQ(o, -1);
+}
+
+bool BitEqual(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+}
+
+// The copies hold exactly what the products would have converted: every bit of every output is
+// the same with and without them. Widths 8 (16-byte stores) and 7 (one element per thread).
+TEST(Bf16Copies, ChangeNoBitOfTheResult) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  for (int64_t width : {8, 7}) {
+    for (int64_t rows : {1, 37, 1000}) {
+      std::mt19937_64 rng(static_cast<uint64_t>(width * 1000 + rows));
+      Chain c;
+      BuildChain(c, width, true, rng);
+      std::vector<Tensor> inputs = {testing::RandomF32({rows, width}, rng), testing::RandomF32({rows, width}, rng)};
+      auto with = testing::RunGraph(c.g.graph(), inputs, {}, *cuda, Precision::kBf16);
+      StatusOr<std::vector<Tensor>> without = Internal("not run");
+      {
+        CopiesOff off;
+        without = testing::RunGraph(c.g.graph(), inputs, {}, *cuda, Precision::kBf16);
+      }
+      ASSERT_TRUE(with.ok()) << with.status().ToString();
+      ASSERT_TRUE(without.ok()) << without.status().ToString();
+      for (size_t i = 0; i < with->size(); ++i) {
+        EXPECT_TRUE(BitEqual((*with)[i], (*without)[i])) << "output " << i << " width " << width << " rows " << rows;
+      }
+    }
+  }
+}
+
+// DCNv2 (W1): the embedding concatenation and the cross layers' multiply-adds write the copies;
+// the scores are bit-equal and the conversions they replace are no longer launched.
+TEST(Bf16Copies, DcnScoresUnchangedWithFewerLaunches) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  ModelOptions options;
+  options.backend = cuda;
+  options.precision = "bf16";
+  auto with = Model::Load(dir, -1, options);
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  InferRequest request = (*with)->ExampleRequest(300);
+  std::mt19937_64 rng(4);
+  for (InferInput& in : request.inputs) {
+    if (in.data.dtype() == DType::kF32) in.data = testing::RandomF32(in.data.shape(), rng, 0, 5);
+  }
+  auto got = (*with)->Infer(request);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  auto plan = (*with)->PlanForRequest(request);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto launches = (*with)->CountLaunches(**plan);
+  ASSERT_TRUE(launches.ok()) << launches.status().ToString();
+  {
+    CopiesOff off;
+    auto without = Model::Load(dir, -1, options);
+    ASSERT_TRUE(without.ok()) << without.status().ToString();
+    auto want = (*without)->Infer(request);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < got->size(); ++i) EXPECT_TRUE(BitEqual((*got)[i].data, (*want)[i].data)) << "output " << i;
+    auto plan_without = (*without)->PlanForRequest(request);
+    ASSERT_TRUE(plan_without.ok());
+    auto launches_without = (*without)->CountLaunches(**plan_without);
+    ASSERT_TRUE(launches_without.ok()) << launches_without.status().ToString();
+    // The concatenation and three multiply-adds each save their product one conversion.
+    EXPECT_EQ(launches->kernels, launches_without->kernels - 4);
+  }
+}
+
+}  // namespace
+}  // namespace rankd
+
+#endif  // RANKD_HAVE_CUDA
