@@ -8,6 +8,7 @@
 #include <shared_mutex>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/narrow_ids.h"
 #include "common/parallel.h"
 #include "compile/plan.h"
 #include "runtime/op_profile.h"
@@ -25,8 +26,17 @@ constexpr size_t kChunkBytes = size_t{8} << 20;
 struct Piece {
   uint8_t* to;
   const uint8_t* from;
-  size_t bytes;
+  size_t bytes;         // read from `from`
+  bool narrow = false;  // INT64 ids written as INT32 (narrow_ids.h)
 };
+
+void Pack(const Piece& piece) {
+  if (piece.narrow) {
+    NarrowIds(reinterpret_cast<const int64_t*>(piece.from), reinterpret_cast<int32_t*>(piece.to), piece.bytes / 8);
+  } else {
+    std::memcpy(piece.to, piece.from, piece.bytes);
+  }
+}
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
@@ -173,6 +183,7 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     pos += Aligned(bytes);
   }
   if (gate.owns_lock()) gate.unlock();
+  b.narrowed = NarrowableIdInputs(plan);
   b.views.resize(values.size());
   b.host_views.resize(values.size());
   std::vector<bool> has_host(values.size(), false);
@@ -191,12 +202,13 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     } else if (root.storage == PlanStorage::kInput) {
       b.input_rooted.push_back({static_cast<int>(id), root.input_index});
     }
-    b.views[id] = Tensor::View(v.dtype, v.shape, p);
+    const bool narrowed = root.storage == PlanStorage::kInput && b.narrowed[static_cast<size_t>(root.input_index)];
+    b.views[id] = Tensor::View(narrowed ? DType::kI32 : v.dtype, v.shape, p);
   }
-  for (int id : plan.graph().inputs) {
-    const PlanValue& v = values[static_cast<size_t>(id)];
+  for (size_t i = 0; i < plan.graph().inputs.size(); ++i) {
+    const PlanValue& v = values[static_cast<size_t>(plan.graph().inputs[i])];
     b.in_offsets.push_back(b.in_total);
-    b.in_total += Aligned(static_cast<size_t>(NumElements(v.shape)) * DTypeSize(v.dtype));
+    b.in_total += Aligned(static_cast<size_t>(NumElements(v.shape)) * (b.narrowed[i] ? 4 : DTypeSize(v.dtype)));
   }
   b.out_total = Aligned(sizeof(int));  // the error word first
   for (int id : plan.graph().outputs) {
@@ -364,8 +376,10 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   std::vector<Piece> pieces;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto* from = static_cast<const uint8_t*>(inputs[i].raw());
+    const bool narrow = b.narrowed[i];
     for (size_t done = 0; done < inputs[i].bytes(); done += kPieceBytes) {
-      pieces.push_back({staged + b.in_offsets[i] + done, from + done, std::min(kPieceBytes, inputs[i].bytes() - done)});
+      pieces.push_back({staged + b.in_offsets[i] + (narrow ? done / 2 : done), from + done,
+                        std::min(kPieceBytes, inputs[i].bytes() - done), narrow});
     }
   }
   // Large batches (tens of MB of ids) are copied by several threads: one thread's memcpy into
@@ -399,8 +413,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
     const int device = resources_->device();
     auto* to = static_cast<uint8_t*>(inputs_.get());
     ParallelForEach(static_cast<int64_t>(pieces.size()), [&](int64_t i) {
-      const Piece& piece = pieces[static_cast<size_t>(i)];
-      std::memcpy(piece.to, piece.from, piece.bytes);
+      Pack(pieces[static_cast<size_t>(i)]);
       Chunk& c = chunks[chunk_of[static_cast<size_t>(i)]];
       if (c.left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
       cudaError_t e = cudaSetDevice(device);  // this may be a pool thread
@@ -415,10 +428,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
     }
   } else {
     auto copy = [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        const Piece& piece = pieces[static_cast<size_t>(p)];
-        std::memcpy(piece.to, piece.from, piece.bytes);
-      }
+      for (int64_t p = begin; p < end; ++p) Pack(pieces[static_cast<size_t>(p)]);
     };
     if (pieces.size() >= 4) {
       ParallelFor(static_cast<int64_t>(pieces.size()), 32768, copy);

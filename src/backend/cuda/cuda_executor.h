@@ -75,6 +75,7 @@ class CudaExecutor final : public Executor {
     std::vector<std::vector<Tensor*>> step_outputs;
     Bf16Copies bf16_copies;  // offsets into the executor's bf16_copies_ (precision bf16)
     std::vector<std::pair<int, int>> input_rooted;  // (value id, graph input index)
+    std::vector<bool> narrowed;                     // per graph input: INT64 ids sent as INT32 (narrow_ids.h)
     std::unique_ptr<DeviceBuffer> folded;           // device copies of plan-folded values
     // Where each input and output lies in the staging buffers (fixed by the plan's shapes).
     std::vector<size_t> in_offsets, out_offsets;

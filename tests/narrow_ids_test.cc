@@ -1,0 +1,129 @@
+// Ids sent to the device in 32 bits (backend/cuda/narrow_ids.h): which inputs qualify, the
+// clamping, and that ids beyond INT32's range still fail or are skipped as they were.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <random>
+
+#include "compile/plan.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+#if RANKD_HAVE_CUDA
+#include "backend/cuda/narrow_ids.h"
+
+namespace rankd {
+namespace {
+
+using testing::GraphBuilder;
+
+constexpr int64_t kMax32 = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMin32 = std::numeric_limits<int32_t>::min();
+
+TEST(NarrowIds, ClampsToInt32sRange) {
+  const std::vector<int64_t> from = {0, -1, 7, kMax32, kMax32 + 1, int64_t{1} << 32, int64_t{1} << 40,
+                                     kMin32, kMin32 - 1, -(int64_t{1} << 40)};
+  const std::vector<int32_t> want = {0, -1, 7, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MIN, INT32_MIN, INT32_MIN};
+  std::vector<int32_t> to(from.size());
+  cuda::NarrowIds(from.data(), to.data(), from.size());
+  EXPECT_EQ(to, want);
+}
+
+std::vector<bool> Narrowable(Graph& graph, const std::vector<TensorMeta>& metas) {
+  auto plan = Plan::Build(graph, metas);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  return plan.ok() ? cuda::NarrowableIdInputs(**plan) : std::vector<bool>();
+}
+
+TEST(NarrowIds, OnlyInputsReadSolelyAsBagIds) {
+  std::mt19937_64 rng(1);
+  GraphBuilder g;
+  int table = g.Const("t", testing::RandomF32({10, 4}, rng));
+  int ids = g.Input("ids", DType::kI64, {-1});
+  int offsets = g.Input("offsets", DType::kI64, {-1});
+  int padded = g.Input("padded", DType::kI64, {-1, 3});
+  int also_compared = g.Input("compared", DType::kI64, {-1, 3});
+  g.Output(g.Op("EmbeddingBag", {table, ids, offsets}));
+  g.Output(g.Op("EmbeddingBag", {table, g.Op("Reshape", {padded, g.Const("s", testing::MakeI64({2}, {-1, 3}))})}));
+  g.Output(g.Op("EmbeddingBag", {table, also_compared}));
+  g.Output(g.Op("Equal", {also_compared, g.Const("m", testing::MakeI64({}, {-1}))}));
+  std::vector<TensorMeta> metas{{DType::kI64, {6}, nullptr}, {DType::kI64, {3}, nullptr},
+                                {DType::kI64, {2, 3}, nullptr}, {DType::kI64, {2, 3}, nullptr}};
+  // Bag ids (also through a reshape) are narrowed; offsets are not ids; an input also read by
+  // an Equal keeps its 64 bits.
+  EXPECT_EQ(Narrowable(g.graph(), metas), (std::vector<bool>{true, false, true, false}));
+}
+
+TEST(NarrowIds, NotForTablesBeyondInt32Rows) {
+  GraphBuilder g;
+  // A table's rows only matter through its shape here; the plan never reads its data.
+  int table = g.Const("t", Tensor::View(DType::kF32, {kMax32 + 1, 1}, nullptr));
+  int ids = g.Input("ids", DType::kI64, {-1, 2});
+  g.Output(g.Op("EmbeddingBag", {table, ids}));
+  EXPECT_EQ(Narrowable(g.graph(), {{DType::kI64, {4, 2}, nullptr}}), std::vector<bool>{false});
+}
+
+TEST(NarrowIds, InputsHandedBackAsOutputsKeepTheirBits) {
+  std::mt19937_64 rng(2);
+  GraphBuilder g;
+  int table = g.Const("t", testing::RandomF32({10, 4}, rng));
+  int ids = g.Input("ids", DType::kI64, {-1, 2});
+  g.Output(g.Op("EmbeddingBag", {table, ids}));
+  g.Output(ids);
+  EXPECT_EQ(Narrowable(g.graph(), {{DType::kI64, {4, 2}, nullptr}}), std::vector<bool>{false});
+}
+
+TEST(NarrowIds, W1SendsEveryFeaturesIdsNarrowed) {
+  auto model = Model::Load(testing::SourcePath("models/zoo/dlrm_dcnv2"), -1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto plan = (*model)->PlanForRequest((*model)->ExampleRequest(16, 2));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::vector<bool> narrowed = cuda::NarrowableIdInputs(**plan);
+  const Graph& graph = (*plan)->graph();
+  int count = 0;
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    if (!narrowed[i]) continue;
+    ++count;
+    EXPECT_EQ((*plan)->values()[static_cast<size_t>(graph.inputs[i])].dtype, DType::kI64);
+  }
+  EXPECT_EQ(count, 26);  // the ids of the 26 sparse features; their offsets and the dense input stay
+}
+
+// On the device: an id past INT32's range is still out of range (not wrapped into the table), a
+// negative one beyond it still an empty slot.
+TEST(NarrowIds, IdsBeyondInt32StillFailOrAreSkippedOnTheDevice) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  GraphBuilder g;
+  int table = g.Const("t", testing::MakeF32({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}));
+  int ids = g.Input("ids", DType::kI64, {3});
+  int offsets = g.Input("offsets", DType::kI64, {2});
+  g.Output(g.Op("EmbeddingBag", {table, ids, offsets}));
+  std::vector<TensorMeta> metas{{DType::kI64, {3}, nullptr}, {DType::kI64, {2}, nullptr}};
+  PlanOptions options;
+  options.backend = cuda;
+  auto plan = Plan::Build(g.graph(), metas, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(cuda::NarrowableIdInputs(**plan), (std::vector<bool>{true, false}));
+  auto resources = cuda->PrepareModel(g.graph(), Precision::kFp32);
+  ASSERT_TRUE(resources.ok());
+  auto executor = cuda->NewExecutor(*resources);
+  ASSERT_TRUE(executor.ok());
+  for (int64_t bad : {(int64_t{1} << 32) + 1, kMax32 + 1, int64_t{1} << 62}) {
+    std::vector<Tensor> inputs{testing::MakeI64({3}, {0, bad, 1}), testing::MakeI64({2}, {0, 3})};
+    auto failed = (*executor)->Run(**plan, inputs);
+    ASSERT_FALSE(failed.ok()) << "id " << bad << " was read as a row";
+    EXPECT_NE(failed.status().message().find("out of range"), std::string::npos) << failed.status().ToString();
+  }
+  std::vector<Tensor> skipped{testing::MakeI64({3}, {0, -(int64_t{1} << 40), 3}), testing::MakeI64({2}, {0, 3})};
+  auto ok = (*executor)->Run(**plan, skipped);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)[0].data<float>()[0], 8.0f);  // rows 0 and 3; the negative id is an empty slot
+  EXPECT_EQ((*ok)[0].data<float>()[1], 10.0f);
+}
+
+}  // namespace
+}  // namespace rankd
+
+#endif  // RANKD_HAVE_CUDA
