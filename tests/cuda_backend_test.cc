@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <atomic>
 #include <fstream>
@@ -430,13 +431,18 @@ TEST(CudaBackend, IdOutOfRangeFailsThatRunOnly) {
   ASSERT_TRUE(resources.ok());
   auto executor = cuda->NewExecutor(*resources);
   ASSERT_TRUE(executor.ok());
-  std::vector<Tensor> bad{testing::MakeI64({3}, {0, 4, 1}), testing::MakeI64({2}, {0, 3})};
-  auto failed = (*executor)->Run(**plan, bad);
-  ASSERT_FALSE(failed.ok());
-  EXPECT_EQ(failed.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(failed.status().message().find("out of range"), std::string::npos) << failed.status().ToString();
-  // The same executor then scores a good request correctly.
-  std::vector<Tensor> good{testing::MakeI64({3}, {0, 3, -1}), testing::MakeI64({2}, {0, 3})};
+  // The ids go to the device in 32 bits (narrow_ids.h): ids beyond INT32's range must still be
+  // out of range, never wrapped into the table.
+  for (int64_t id : {int64_t{4}, (int64_t{1} << 32) + 1, int64_t{INT32_MAX} + 1, int64_t{1} << 62}) {
+    std::vector<Tensor> bad{testing::MakeI64({3}, {0, id, 1}), testing::MakeI64({2}, {0, 3})};
+    auto failed = (*executor)->Run(**plan, bad);
+    ASSERT_FALSE(failed.ok()) << "id " << id << " was read as a row";
+    EXPECT_EQ(failed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(failed.status().message().find("out of range"), std::string::npos) << failed.status().ToString();
+  }
+  // The same executor then scores a good request correctly; a negative id beyond INT32's range
+  // is an empty slot like any negative id.
+  std::vector<Tensor> good{testing::MakeI64({3}, {0, 3, -(int64_t{1} << 40)}), testing::MakeI64({2}, {0, 3})};
   auto ok = (*executor)->Run(**plan, good);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ((*ok)[0].data<float>()[0], 8.0f);
