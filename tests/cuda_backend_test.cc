@@ -262,6 +262,10 @@ std::vector<OpCase> Cases() {
       Reduce("reduce_mean_all", "ReduceMean", f, S{5, 300}, {}, 0),
       Reduce("reduce_max_axes02", "ReduceMax", f, S{3, 4, 5}, {0, 2}, 0),
       Reduce("reduce_min_int", "ReduceMin", i64, S{6, 9}, {-1}, 1),
+      // At most 16 reduced per output (a thread each), many outputs: MMoE's sum over its experts.
+      Reduce("reduce_sum_few_many", "ReduceSum", f, S{300, 4, 33}, {1}, 0),
+      Reduce("reduce_mean_sixteen", "ReduceMean", f, S{7, 16, 5}, {1}, 1),
+      Reduce("reduce_max_seventeen", "ReduceMax", f, S{7, 17, 5}, {1}, 1),
       Bag("bag_sum", 1000, 16, 64, 12, 0.2, 0.1, false, f, false),
       Bag("bag_mean", 1000, 16, 64, 12, 0.2, 0.1, true, f, false),
       Bag("bag_padded", 500, 8, 33, 7, 0.1, 0.2, false, f, true),

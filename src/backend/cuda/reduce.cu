@@ -1,5 +1,7 @@
-// CUDA kernels of ReduceSum/Mean/Max/Min over any set of axes: a warp per output element
-// (cpu/reduce.cc is the reference; float sums are kept in double like there).
+// CUDA kernels of ReduceSum/Mean/Max/Min over any set of axes: a warp per output element, or a
+// thread per output element when each reduces at most kFewReduced elements (MMoE's sum over its
+// four experts: a warp would leave 28 lanes idle and read across rows). cpu/reduce.cc is the
+// reference; float sums are kept in double like there.
 #include <limits>
 #include <map>
 #include <type_traits>
@@ -14,6 +16,7 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
+constexpr int64_t kFewReduced = 16;
 enum class Red { kSum, kMean, kMax, kMin };
 
 template <Red R, typename Acc>
@@ -41,6 +44,25 @@ __global__ void ReduceKernel(IndexMap<1> kept, IndexMap<1> reduced, int64_t n_ou
   }
   for (int s = kWarp / 2; s > 0; s /= 2) acc = Combine<R>(acc, static_cast<Acc>(__shfl_xor_sync(0xffffffffu, acc, s)));
   if (lane == 0) {
+    if (R == Red::kMean) acc = count ? static_cast<Acc>(acc / static_cast<Acc>(count)) : Acc(0);
+    out[o] = static_cast<T>(acc);
+  }
+}
+
+// The same with a thread per output element, the reduced elements in order (as the CPU sums).
+template <Red R, typename T>
+__global__ void ReduceFewKernel(IndexMap<1> kept, IndexMap<1> reduced, int64_t n_out, int64_t count, const T* x, T* out) {
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+  RANKD_GRID_LOOP(o, n_out) {
+    int64_t base[1];
+    kept.Offsets(o, base);
+    Acc acc = R == Red::kMax ? static_cast<Acc>(std::numeric_limits<T>::lowest())
+            : R == Red::kMin ? static_cast<Acc>(std::numeric_limits<T>::max()) : Acc(0);
+    for (int64_t r = 0; r < count; ++r) {
+      int64_t off[1];
+      reduced.Offsets(r, off);
+      acc = Combine<R>(acc, static_cast<Acc>(x[base[0] + off[0]]));
+    }
     if (R == Red::kMean) acc = count ? static_cast<Acc>(acc / static_cast<Acc>(count)) : Acc(0);
     out[o] = static_cast<T>(acc);
   }
@@ -75,14 +97,19 @@ Status Reduce(const KernelArgs& k) {
   unsigned blocks = static_cast<unsigned>((n_out + kWarpsPerBlock - 1) / kWarpsPerBlock);
   return DispatchNumeric(x.dtype(), [&](auto tag) -> Status {
     using T = decltype(tag);
-    auto launch = [&](auto kernel) {
-      kernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(kept, reduced, n_out, count, x.data<T>(), out.data<T>());
+    const bool few = count <= kFewReduced;
+    auto launch = [&](auto warp_kernel, auto few_kernel) {
+      if (few) {
+        few_kernel<<<Blocks(n_out), kThreads, 0, k.device->stream>>>(kept, reduced, n_out, count, x.data<T>(), out.data<T>());
+      } else {
+        warp_kernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(kept, reduced, n_out, count, x.data<T>(), out.data<T>());
+      }
     };
     switch (red) {
-      case Red::kSum: launch(ReduceKernel<Red::kSum, T>); break;
-      case Red::kMean: launch(ReduceKernel<Red::kMean, T>); break;
-      case Red::kMax: launch(ReduceKernel<Red::kMax, T>); break;
-      default: launch(ReduceKernel<Red::kMin, T>); break;
+      case Red::kSum: launch(ReduceKernel<Red::kSum, T>, ReduceFewKernel<Red::kSum, T>); break;
+      case Red::kMean: launch(ReduceKernel<Red::kMean, T>, ReduceFewKernel<Red::kMean, T>); break;
+      case Red::kMax: launch(ReduceKernel<Red::kMax, T>, ReduceFewKernel<Red::kMax, T>); break;
+      default: launch(ReduceKernel<Red::kMin, T>, ReduceFewKernel<Red::kMin, T>); break;
     }
     return Launched(k);
   });
