@@ -30,6 +30,12 @@ class CudaBackendImpl final : public Backend {
   }
   StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const override {
     ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaModelResources> r, cuda::CudaModelResources::Upload(graph, 0, precision));
+    // Every kernel's per-step preparation once now, so what is slow in it (compiling a generated
+    // kernel) happens at load, never when a plan is first built for a request.
+    for (const Node& node : graph.nodes) {
+      const Kernel* kernel = FindKernel(node.op);
+      if (kernel && kernel->prepare) RETURN_IF_ERROR(kernel->prepare(node).status().WithContext(node.Describe()));
+    }
     return std::shared_ptr<ModelResources>(std::move(r));
   }
   StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources> resources) const override {

@@ -82,9 +82,6 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
     }
   }
   if (precision == Precision::kBf16) RETURN_IF_ERROR(r->UploadBf16Weights(graph));
-  for (const Node& n : graph.nodes) {
-    if (n.op == "FusedElementwise") RETURN_IF_ERROR(PrepareFusedElementwise(n).WithContext(n.Describe()));
-  }
   return r;
 }
 

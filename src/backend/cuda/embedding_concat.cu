@@ -224,11 +224,28 @@ __global__ void ConcatKernel(const __grid_constant__ Launch launch) {
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The node's attributes, read once per plan step rather than on every run.
+struct Layout final : KernelState {
+  std::vector<int64_t> counts, modes, columns;
+};
+
+StatusOr<std::shared_ptr<const KernelState>> PrepareLayout(const Node& node) {
+  auto layout = std::make_shared<Layout>();
+  layout->counts = node.GetInts("parts");
+  layout->modes = node.GetInts("modes");
+  layout->columns = node.GetInts("columns");
+  return std::shared_ptr<const KernelState>(std::move(layout));
+}
+
 Status ConcatEmbeddingBags(const KernelArgs& k) {
+  const auto* layout = dynamic_cast<const Layout*>(k.state);
+  if (!layout) return Internal(k.node.Describe() + ": run without its prepared layout");
   Tensor& out = k.Out(0);
   int64_t rows = out.dim(0), stride = out.dim(1);
   if (rows == 0 || stride == 0) return Status::Ok();
-  std::vector<int64_t> counts = k.node.GetInts("parts"), modes = k.node.GetInts("modes"), columns = k.node.GetInts("columns");
+  const std::vector<int64_t>& counts = layout->counts;
+  const std::vector<int64_t>& modes = layout->modes;
+  const std::vector<int64_t>& columns = layout->columns;
   // 16-byte fp32 stores, and 8-byte stores to the bf16 copy.
   bool out_vector = stride % 4 == 0 && Aligned16(out.raw()) && reinterpret_cast<uintptr_t>(k.device->bf16_out) % 8 == 0;
   std::vector<Part> parts;
@@ -286,6 +303,6 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendEmbeddingConcatKernels(KernelTable& out) { out["ConcatEmbeddingBags"] = ConcatEmbeddingBags; }
+void AppendEmbeddingConcatKernels(KernelTable& out) { out["ConcatEmbeddingBags"] = Kernel(ConcatEmbeddingBags, PrepareLayout); }
 
 }  // namespace rankd::cuda

@@ -116,8 +116,8 @@ StatusOr<cudaKernel_t> Compile(const Node& node) {
   return CompileKernel(Source(program, node.NumInputs()), "rankd_fused");
 }
 
-// Run when a plan is built: the kernel was compiled when the model loaded (PrepareFusedElementwise),
-// so this finds it in the process cache.
+// Run once per node when the model loads (CudaBackend::PrepareModel), which compiles the kernel,
+// then per plan step, which finds it in the process cache.
 StatusOr<std::shared_ptr<const KernelState>> PrepareFusedKernel(const Node& node) {
   auto state = std::make_shared<FusedKernel>();
   ASSIGN_OR_RETURN(state->kernel, Compile(node));
@@ -154,8 +154,6 @@ Status FusedElementwise(const KernelArgs& k) {
 }
 
 }  // namespace
-
-Status PrepareFusedElementwise(const Node& node) { return Compile(node).status(); }
 
 void AppendFusedElementwiseKernel(KernelTable& out) { out["FusedElementwise"] = Kernel(FusedElementwise, PrepareFusedKernel); }
 

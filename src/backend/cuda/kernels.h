@@ -18,8 +18,6 @@ void AppendReduceKernels(KernelTable& out);
 void AppendEmbeddingKernels(KernelTable& out);
 void AppendEmbeddingConcatKernels(KernelTable& out);
 void AppendFusedElementwiseKernel(KernelTable& out);
-// Compiles the kernel of a FusedElementwise node (fused_elementwise.cc), before any run of it.
-Status PrepareFusedElementwise(const Node& node);
 
 // out[idx] = in[base + sum(idx_d * strides_d)] over out_shape, elements of elem_size bytes, on the
 // executor's stream. Strides may be 0 (broadcast) or negative (reversed slices).
