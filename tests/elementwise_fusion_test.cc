@@ -311,13 +311,5 @@ TEST(ElementwiseProgram, MalformedProgramsAreRefusedWithAReason) {
   EXPECT_NE(s.message().find("x1 but the node has 1 inputs"), std::string::npos) << s.ToString();
 }
 
-TEST(ElementwiseFusion, ZooDinFusesItsAttentionActivationAndScoresAsPyTorch) {
-  auto model = Model::Load(testing::SourcePath("models/zoo/din"), -1);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  EXPECT_EQ((*model)->load_report().fused_elementwise, 1);
-  EXPECT_EQ(CountOps((*model)->graph(), "FusedElementwise"), 1);
-  testing::ExpectZooScores(**model, "din", 1e-5);
-}
-
 }  // namespace
 }  // namespace rankd

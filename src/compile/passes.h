@@ -65,6 +65,13 @@ int FuseEmbeddingConcats(Graph& graph);
 // value shapes of a plan of the graph. Returns the number of fused nodes made.
 int FuseElementwiseChains(Graph& graph, const std::vector<PlanValue>& shapes);
 
+// DIN's attention unit (the split first layer, ReLU hidden layers, a one-wide last layer, the
+// masked weighted sum of the keys over the sequence axis) becomes one TargetAttention node
+// (attention_fusion.cc, compile/ops/target_attention.h); after hoisting it reads the per-user
+// keys, key projection and mask with the request index. `shapes` are the value shapes of a plan
+// of the graph. Returns the number of attention units fused.
+int FuseTargetAttention(Graph& graph, const std::vector<PlanValue>& shapes);
+
 // Embedding tables in 16 bits (table_storage.cc): each FP32 constant read only as the table of
 // EmbeddingBag nodes becomes `dtype` (BF16 or FP16; FP32 changes nothing), rounded to nearest
 // even. Returns the number of tables converted.

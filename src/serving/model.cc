@@ -97,7 +97,7 @@ Status Model::Prepare() {
     report_.fused_embedding_concats = FuseEmbeddingConcats(graph_);
     FuseEmbeddingConcats(unhoisted);
   }
-  RETURN_IF_ERROR(FuseElementwise());
+  RETURN_IF_ERROR(FuseAfterHoisting());
   backend_ = options_.backend ? options_.backend : &CpuBackend();
   max_executors_ = options_.executors > 0 ? options_.executors : backend_ == &CpuBackend() ? 0 : 4;
   RETURN_IF_ERROR(backend_->CheckGraph(graph_));
@@ -111,7 +111,7 @@ Status Model::Prepare() {
       hoisted_ = false;
       graph_ = std::move(unhoisted);
       BindGraphInputs();
-      RETURN_IF_ERROR(FuseElementwise());
+      RETURN_IF_ERROR(FuseAfterHoisting());
       RETURN_IF_ERROR(backend_->CheckGraph(graph_));
       {
         std::lock_guard<std::mutex> lock(mu_);

@@ -66,12 +66,14 @@ struct LoadReport {
   int unexpanded_broadcasts = 0;   // ReadBroadcastsUnexpanded
   int fused_mul_adds = 0;          // FuseMulAdd
   int fused_elementwise = 0;        // FuseElementwiseChains
+  int fused_attention = 0;          // FuseTargetAttention
   int fused_embedding_concats = 0;  // FuseEmbeddingConcats
   int narrowed_tables = 0;          // StoreTablesAs
   int ragged_inputs = 0;
   std::string buckets = "off";  // "on", "off" or why they are off
   std::string hoisting = "off";  // user-side hoisting: what runs once per user, or why nothing does
   std::vector<std::string> hoisting_gathers;  // the per-user values gathered to the candidates
+  int hoisted_nodes = 0, hoisted_compute_nodes = 0;  // nodes run once per user, and those computing
   int warmup_captures = 0;      // plans captured (per executor) before the model reported ready
   int64_t warmup_capture_bytes = 0;
   double warmup_capture_ms = 0;
@@ -147,11 +149,14 @@ class Model {
   StatusOr<ShapeProbe> ProbeShapes() const;
   // Runs SplitConcatProducts, ReadBroadcastsUnexpanded and FuseMulAdd (with the fusion passes on).
   Status SplitProducts();
-  // Runs FuseElementwiseChains on graph_ (with the fusion passes on), after hoisting: a group never
-  // mixes user-side and candidate-side ops.
-  Status FuseElementwise();
+  // Runs FuseTargetAttention and FuseElementwiseChains on graph_ (with the fusion passes on), after
+  // hoisting: the attention reads per-user values with the request index, and an element-wise
+  // group never mixes user-side and candidate-side ops.
+  Status FuseAfterHoisting();
   // Runs the hoisting pass when the config allows it and the model has user and candidate inputs.
   Status StartHoisting();
+  // report_.hoisting for a hoisted graph, from the report's counts and gathers.
+  void DescribeHoisting();
   // "" when the hoisted graph scores a request as the graph as written does, else why not.
   std::string CheckHoisting() const;
   // Validates the request and builds the graph's inputs.

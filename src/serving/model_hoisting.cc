@@ -79,12 +79,31 @@ Status Model::SplitProducts() {
   return Status::Ok();
 }
 
-Status Model::FuseElementwise() {
+Status Model::FuseAfterHoisting() {
   if (!options_.fusion) return Status::Ok();
   auto probe = ProbeShapes();
   if (!probe.ok()) return Status::Ok();  // planned (and refused, if it must be) later, with its real shapes
+  report_.fused_attention = FuseTargetAttention(graph_, probe->plan->values());
+  if (report_.fused_attention > 0) {  // the graph changed, and gathers only the attention read are gone
+    std::vector<std::string> kept;
+    for (const std::string& name : report_.hoisting_gathers) {
+      for (const Node& n : graph_.nodes) {
+        if (n.name == "hoist.gather." + name) kept.push_back(name);
+      }
+    }
+    report_.hoisting_gathers = kept;
+    if (hoisted_) DescribeHoisting();
+    probe = ProbeShapes();
+    if (!probe.ok()) return probe.status().WithContext("after fusing attention");
+  }
   report_.fused_elementwise = FuseElementwiseChains(graph_, probe->plan->values());
   return Status::Ok();
+}
+
+void Model::DescribeHoisting() {
+  report_.hoisting = "on: " + std::to_string(report_.hoisted_nodes) + " nodes run once per user (" +
+                     std::to_string(report_.hoisted_compute_nodes) + " computing), " +
+                     std::to_string(report_.hoisting_gathers.size()) + " values gathered to the candidates";
 }
 
 Status Model::StartHoisting() {
@@ -115,10 +134,10 @@ Status Model::StartHoisting() {
   }
   hoisted_ = true;
   report_.hoisting_gathers = r.gathered;
+  report_.hoisted_nodes = r.user_nodes;
+  report_.hoisted_compute_nodes = r.user_compute_nodes;
   BindGraphInputs();
-  report_.hoisting = "on: " + std::to_string(r.user_nodes) + " nodes run once per user (" +
-                     std::to_string(r.user_compute_nodes) + " computing), " + std::to_string(r.gathered.size()) +
-                     " values gathered to the candidates";
+  DescribeHoisting();
   return Status::Ok();
 }
 

@@ -93,10 +93,10 @@ int InspectCommand(const InspectArgs& args) {
   }
   const LoadReport& r = model.load_report();
   std::printf("passes: %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d layer norms recognised, %d concatenations of bags fused, %d epilogues fused, "
-              "%d products of concatenations split, %d expansions read as broadcasts, %d multiply-adds fused, %d element-wise chains fused, %d ragged inputs, "
+              "%d products of concatenations split, %d expansions read as broadcasts, %d multiply-adds fused, %d attention units fused, %d element-wise chains fused, %d ragged inputs, "
               "%d tables stored as %s\n",
               r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.fused_layer_norms, r.fused_embedding_concats, r.fused_epilogues, r.split_products,
-              r.unexpanded_broadcasts, r.fused_mul_adds, r.fused_elementwise, r.ragged_inputs, r.narrowed_tables,
+              r.unexpanded_broadcasts, r.fused_mul_adds, r.fused_attention, r.fused_elementwise, r.ragged_inputs, r.narrowed_tables,
               DTypeName(model.config().table_dtype));
   std::printf("user-side hoisting: %s\n", r.hoisting.c_str());
   if (!r.hoisting_gathers.empty()) {

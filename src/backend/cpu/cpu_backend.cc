@@ -17,6 +17,7 @@ class CpuBackendImpl final : public Backend {
     cpu::AppendReduceKernels(kernels_);
     cpu::AppendEmbeddingKernels(kernels_);
     cpu::AppendFusedElementwiseKernel(kernels_);
+    cpu::AppendAttentionKernels(kernels_);
   }
   const char* name() const override { return "cpu"; }
   const Kernel* FindKernel(const std::string& op) const override {

@@ -15,6 +15,12 @@ void AppendNormalizationKernels(KernelTable& out);
 void AppendReduceKernels(KernelTable& out);
 void AppendEmbeddingKernels(KernelTable& out);
 void AppendFusedElementwiseKernel(KernelTable& out);
+void AppendAttentionKernels(KernelTable& out);
+
+// C[m,n] = alpha * op(A) op(B) + beta * C, all row-major and dense, through the multi-threaded
+// sgemm (single-threaded when called inside a parallel region).
+void Sgemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
+           float alpha, float beta);
 
 // out = permute(in, perm), both dense row-major; elem_size bytes per element.
 void TransposeBytes(const void* in, const Shape& in_shape, const std::vector<int64_t>& perm,

@@ -16,9 +16,7 @@
 #include "compile/ops/einsum_spec.h"
 
 namespace rankd::cpu {
-namespace {
 
-// C[m,n] = A[m,k] * B[k,n] (+ C when accumulate), all row-major and dense.
 void Sgemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a,
            bool trans_b, float alpha, float beta) {
   if (m == 0 || n == 0) return;
@@ -38,6 +36,8 @@ void Sgemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64
               static_cast<blasint>(n));
 #endif
 }
+
+namespace {
 
 Status Gemm(const KernelArgs& k) {
   const Tensor &a = k.In(0), &b = k.In(1);

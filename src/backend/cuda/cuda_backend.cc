@@ -22,6 +22,7 @@ class CudaBackendImpl final : public Backend {
     cuda::AppendEmbeddingKernels(kernels_);
     cuda::AppendEmbeddingConcatKernels(kernels_);
     cuda::AppendFusedElementwiseKernel(kernels_);
+    cuda::AppendAttentionKernels(kernels_);
   }
   const char* name() const override { return "cuda"; }
   const Kernel* FindKernel(const std::string& op) const override {

@@ -1,0 +1,233 @@
+// CUDA kernel of TargetAttention (compile/ops/target_attention.h; cpu/attention.cc is the
+// reference). A block scores one candidate against a tile of kTileRows positions of its user's
+// sequence: the keys and the cross weight scaled by the query in shared memory, every layer of the
+// attention MLP a register-tiled product into shared memory, then the tile's mask-weighted sum of
+// the keys. Nothing of size [candidates, length, width] reaches device memory; with several
+// tiles, a second launch adds each candidate's tile sums in order.
+#include <mutex>
+
+#include "backend/cuda/device.h"
+#include "backend/cuda/indexing.cuh"
+#include "backend/cuda/kernels.h"
+#include "compile/ops/target_attention.h"
+
+namespace rankd::cuda {
+namespace {
+
+using target_attention::kFirstLayerInput;
+using target_attention::kMaxLayers;
+using target_attention::kMaxWidth;
+using target_attention::kTileRows;
+
+constexpr int kWarp = 32;
+constexpr int kWarps = 8;
+constexpr int kRowsPerWarp = static_cast<int>(kTileRows) / kWarps;
+
+struct Layer {
+  const float* weight;  // [in, out]
+  const float* bias;    // [out] or null
+  int out;
+};
+
+struct Params {
+  const float *keys, *query, *key_proj, *query_proj, *cross, *mask;
+  const int64_t* key_rows;
+  Layer layers[kMaxLayers];
+  int layer_count;
+  int64_t users, length;
+  int dim, width, widest, tiles;
+  float* sums;  // [candidates, tiles, dim]: each tile's sum (the output itself with one tile)
+  int* error;
+  int step;
+};
+
+__host__ __device__ constexpr int Pad4(int x) { return (x + 3) & ~3; }
+
+// Shared memory: the keys tile, the scaled cross weight and two activation buffers, each starting
+// on 16 bytes.
+__host__ __device__ constexpr int SharedFloats(int dim, int width, int widest) {
+  return static_cast<int>(kTileRows) * Pad4(dim) + Pad4(dim * width) + 2 * static_cast<int>(kTileRows) * Pad4(widest);
+}
+
+// out[r][c] = epilogue(r, c, sum over k of a[r][k] * b[k][c]) for this warp's rows r and the
+// columns c = lane + 32 j; a's rows are padded with zeros to a multiple of 4 (float4 loads, the
+// same address across the warp), b is [k_count, cols] (shared or global memory). Columns from
+// cols up to the padded width are written as zeros, so the next layer's padding reads zeros.
+template <int J, typename Epilogue>
+__device__ void WarpProduct(const float* a, int a_stride, int k_count, const float* b, int cols, float* out,
+                            int out_stride, int row0, Epilogue epilogue) {
+  const int lane = threadIdx.x % kWarp;
+  float acc[kRowsPerWarp][J] = {};
+  for (int k0 = 0; k0 < k_count; k0 += 4) {
+    float bk[4][J];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        int c = lane + kWarp * j;
+        bk[kk][j] = k0 + kk < k_count && c < cols ? b[(k0 + kk) * cols + c] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      float4 av = *reinterpret_cast<const float4*>(a + (row0 + r) * a_stride + k0);
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        acc[r][j] += av.x * bk[0][j];
+        acc[r][j] += av.y * bk[1][j];
+        acc[r][j] += av.z * bk[2][j];
+        acc[r][j] += av.w * bk[3][j];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      int c = lane + kWarp * j;
+      if (c < Pad4(cols)) out[(row0 + r) * out_stride + c] = c < cols ? epilogue(row0 + r, c, acc[r][j]) : 0.0f;
+    }
+  }
+}
+
+template <typename Epilogue>
+__device__ void Product(const float* a, int a_stride, int k_count, const float* b, int cols, float* out, int out_stride,
+                        int row0, Epilogue epilogue) {
+  switch ((cols + kWarp - 1) / kWarp) {
+    case 1: WarpProduct<1>(a, a_stride, k_count, b, cols, out, out_stride, row0, epilogue); break;
+    case 2: WarpProduct<2>(a, a_stride, k_count, b, cols, out, out_stride, row0, epilogue); break;
+    case 3: WarpProduct<3>(a, a_stride, k_count, b, cols, out, out_stride, row0, epilogue); break;
+    default: WarpProduct<4>(a, a_stride, k_count, b, cols, out, out_stride, row0, epilogue); break;
+  }
+}
+
+__device__ inline float Relu(float x) { return x > 0.0f ? x : 0.0f; }
+
+__global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
+  extern __shared__ float4 shared4[];
+  float* shared = reinterpret_cast<float*>(shared4);
+  const int64_t n = blockIdx.x / p.tiles;
+  const int tile = static_cast<int>(blockIdx.x % p.tiles);
+  const int64_t l0 = tile * kTileRows;
+  const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
+  const int dim = p.dim, width = p.width, kd = Pad4(dim), kw = Pad4(p.widest);
+  float* sums = p.sums + (n * p.tiles + tile) * dim;
+  const int64_t u = p.key_rows ? p.key_rows[n] : n;
+  if (u < 0 || u >= p.users) {  // the same for the whole block
+    if (threadIdx.x == 0) ReportBadData(p.error, p.step);
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) sums[d] = 0.0f;
+    return;
+  }
+  float* keys = shared;                        // [kTileRows, kd]
+  float* cross = keys + kTileRows * kd;        // [dim, width]: the cross weight scaled by the query
+  float* act = cross + Pad4(dim * width);      // [kTileRows, kw]
+  float* next = act + kTileRows * kw;          // [kTileRows, kw]
+  const float* key_rows_at = p.keys + (u * p.length + l0) * dim;
+  for (int i = threadIdx.x; i < kTileRows * kd; i += blockDim.x) {
+    int r = i / kd, d = i % kd;
+    keys[i] = r < rows && d < dim ? key_rows_at[r * dim + d] : 0.0f;
+  }
+  const float* q = p.query + n * dim;
+  for (int i = threadIdx.x; i < dim * width; i += blockDim.x) cross[i] = q[i / width] * p.cross[i];
+  __syncthreads();
+
+  const int row0 = (threadIdx.x / kWarp) * kRowsPerWarp;
+  const float* key_proj = p.key_proj + (u * p.length + l0) * width;
+  const float* query_proj = p.query_proj + n * width;
+  Product(keys, kd, dim, cross, width, act, kw, row0, [&](int r, int c, float v) {
+    return r < rows ? Relu((key_proj[r * width + c] + v) + query_proj[c]) : 0.0f;
+  });
+  __syncthreads();
+  int in_width = width;
+  for (int i = 0; i < p.layer_count; ++i) {
+    const Layer layer = p.layers[i];
+    const bool relu = i + 1 < p.layer_count;
+    Product(act, kw, in_width, layer.weight, layer.out, next, kw, row0, [&](int, int c, float v) {
+      float h = layer.bias ? v + layer.bias[c] : v;
+      return relu ? Relu(h) : h;
+    });
+    __syncthreads();
+    float* t = act;
+    act = next;
+    next = t;
+    in_width = layer.out;
+  }
+  // act[r * kw]: position l0 + r's score.
+  const float* mask = p.mask ? p.mask + u * p.length + l0 : nullptr;
+  for (int d = threadIdx.x; d < dim; d += blockDim.x) {
+    float sum = 0.0f;
+    for (int r = 0; r < rows; ++r) {
+      float s = mask ? act[r * kw] * mask[r] : act[r * kw];
+      sum += s * keys[r * kd + d];
+    }
+    sums[d] = sum;
+  }
+}
+
+// out[n][d] = the sum over tiles of sums[n][tile][d], in tile order.
+__global__ void SumTilesKernel(const float* sums, int64_t candidates, int tiles, int dim, float* out) {
+  RANKD_GRID_LOOP(i, candidates * dim) {
+    int64_t n = i / dim, d = i % dim;
+    const float* s = sums + n * tiles * dim + d;
+    float acc = 0.0f;
+    for (int t = 0; t < tiles; ++t) acc += s[t * dim];
+    out[i] = acc;
+  }
+}
+
+constexpr int kMaxSharedBytes = SharedFloats(kMaxWidth, kMaxWidth, kMaxWidth) * 4;
+
+// Lets TileKernel use the shared memory the widest allowed model needs (above the default 48 KB).
+StatusOr<std::shared_ptr<const KernelState>> PrepareTargetAttention(const Node&) {
+  static const cudaError_t set = cudaFuncSetAttribute(TileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSharedBytes);
+  RANKD_CUDA_RETURN(set);
+  return std::shared_ptr<const KernelState>();
+}
+
+Status TargetAttention(const KernelArgs& k) {
+  Tensor& out = k.Out(0);
+  const Tensor& keys = k.In(0);
+  Params p{};
+  p.users = keys.dim(0);
+  p.length = keys.dim(1);
+  p.dim = static_cast<int>(keys.dim(2));
+  p.width = static_cast<int>(k.In(5).dim(1));
+  const int64_t candidates = out.dim(0);
+  if (candidates == 0) return Status::Ok();
+  p.tiles = static_cast<int>(target_attention::Tiles(p.length));
+  if (p.tiles == 0) {
+    RANKD_CUDA_RETURN(cudaMemsetAsync(out.data<float>(), 0, out.bytes(), k.device->stream));
+    return Status::Ok();
+  }
+  p.keys = keys.data<float>();
+  p.key_rows = k.HasIn(1) ? k.In(1).data<int64_t>() : nullptr;
+  p.query = k.In(2).data<float>();
+  p.key_proj = k.In(3).data<float>();
+  p.query_proj = k.In(4).data<float>();
+  p.cross = k.In(5).data<float>();
+  p.mask = k.HasIn(6) ? k.In(6).data<float>() : nullptr;
+  p.layer_count = (k.node.NumInputs() - kFirstLayerInput) / 2;
+  p.widest = p.width;
+  for (int i = 0; i < p.layer_count; ++i) {
+    const Tensor& w = k.In(kFirstLayerInput + 2 * i);
+    const int bias = kFirstLayerInput + 2 * i + 1;
+    p.layers[i] = {w.data<float>(), k.HasIn(bias) ? k.In(bias).data<float>() : nullptr, static_cast<int>(w.dim(1))};
+    p.widest = std::max(p.widest, p.layers[i].out);
+  }
+  p.sums = p.tiles == 1 ? out.data<float>() : static_cast<float*>(k.scratch);
+  p.error = k.device->error;
+  p.step = k.step;
+  const size_t shared = static_cast<size_t>(SharedFloats(p.dim, p.width, p.widest)) * 4;
+  TileKernel<<<static_cast<unsigned>(candidates * p.tiles), kWarps * kWarp, shared, k.device->stream>>>(p);
+  if (p.tiles > 1) {
+    SumTilesKernel<<<Blocks(candidates * p.dim), kThreads, 0, k.device->stream>>>(p.sums, candidates, p.tiles, p.dim,
+                                                                                 out.data<float>());
+  }
+  return Launched(k);
+}
+
+}  // namespace
+
+void AppendAttentionKernels(KernelTable& out) { out["TargetAttention"] = {TargetAttention, PrepareTargetAttention}; }
+
+}  // namespace rankd::cuda
