@@ -1,7 +1,7 @@
 // DIN's attention unit fused into TargetAttention (FuseTargetAttention) and its kernels: random
 // attention graphs (dims, widths, hidden layers, mask or none, the first layer's Adds in any order,
-// hoisted or not) score the same fused as written on the CPU, and the CUDA kernel as the CPU at
-// lengths around its tile size; what must not fuse does not; a bad key row fails that run only;
+// hoisted or not) score the same fused as written on the CPU, and the CUDA kernels (fp32, and
+// bf16 on the tensor cores) as the CPU at lengths around their tile size; what must not fuse does not; a bad key row fails that run only;
 // the zoo DIN fuses and scores as PyTorch.
 #include <cmath>
 #include <random>
@@ -190,10 +190,13 @@ TEST(AttentionFusion, RandomUnitsScoreOnCudaAsOnTheCpu) {
       const int64_t rows = 1 + trial % 5, users = 1 + trial % 2;
       std::vector<Tensor> in = Inputs(s, rows, users, length, rng);
       auto want = RunGraph(fused, in);
-      auto got = RunGraph(fused, in, {}, *cuda);
       ASSERT_TRUE(want.ok()) << want.status().ToString();
-      ASSERT_TRUE(got.ok()) << got.status().ToString() << " " << Describe(s);
-      ExpectNear(*got, *want, 2e-5, Describe(s) + " length " + std::to_string(length) + " on cuda");
+      // fp32 on the CUDA cores; bf16 on the tensor cores, its operands rounded to 8 bits of mantissa.
+      for (auto [precision, tolerance] : {std::pair{Precision::kFp32, 2e-5}, std::pair{Precision::kBf16, 3e-2}}) {
+        auto got = RunGraph(fused, in, {}, *cuda, precision);
+        ASSERT_TRUE(got.ok()) << got.status().ToString() << " " << Describe(s);
+        ExpectNear(*got, *want, tolerance, Describe(s) + " length " + std::to_string(length) + " " + PrecisionName(precision));
+      }
     }
   }
 }
@@ -242,6 +245,13 @@ TEST(AttentionFusion, BadKeyRowFailsThatRunOnly) {
     auto again = RunGraph(fused, good, {}, *backend);
     ASSERT_TRUE(again.ok()) << again.status().ToString();
     ExpectNear(*again, *want, 2e-5, backend->name());
+  }
+  if (const Backend* cuda = testing::CudaOrNull()) {  // the tensor-core kernel too
+    std::vector<Tensor> bad = good;
+    bad[1] = MakeI64({3}, {0, 5, 1});
+    auto failed = RunGraph(fused, bad, {}, *cuda, Precision::kBf16);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(failed.status().code(), StatusCode::kInvalidArgument) << failed.status().ToString();
   }
 }
 

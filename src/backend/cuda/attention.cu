@@ -4,7 +4,13 @@
 // attention MLP a register-tiled product into shared memory, then the tile's mask-weighted sum of
 // the keys. Nothing of size [candidates, length, width] reaches device memory; with several
 // tiles, a second launch adds each candidate's tile sums in order.
-#include <mutex>
+//
+// Two variants of the tile kernel: exact fp32 on the CUDA cores (precision fp32 and tf32), and
+// with precision bf16 the products on the tensor cores (WMMA 16x16x16, bf16 operands as every
+// bf16 product here has, fp32 accumulators, epilogues and sums), operands padded to 16 in shared
+// memory.
+#include <mma.h>
+#include <cuda_bf16.h>
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/indexing.cuh"
@@ -164,6 +170,136 @@ __global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
   }
 }
 
+
+// ---------------------------------------------------------------- bf16 on the tensor cores
+constexpr int kMma = 16;
+
+__host__ __device__ constexpr int Pad16(int x) { return (x + kMma - 1) / kMma * kMma; }
+__host__ __device__ constexpr size_t Align128(size_t bytes) { return (bytes + 127) / 128 * 128; }
+
+// The bf16 kernel's shared memory, in bytes from the start (each region on 128 bytes).
+struct MmaLayout {
+  int kd, kw;  // padded dim and widest width
+  size_t keys = 0, keys16 = 0, cross16 = 0, weight16 = 0, act = 0, act16 = 0, total = 0;
+  __host__ __device__ constexpr MmaLayout(int dim, int widest) : kd(Pad16(dim)), kw(Pad16(widest)) {
+    keys = 0;                                                               // fp32 [kTileRows, kd]
+    keys16 = keys + Align128(sizeof(float) * kTileRows * kd);               // bf16 [kTileRows, kd]
+    cross16 = keys16 + Align128(2 * kTileRows * kd);                        // bf16 [kd, kw]
+    weight16 = cross16 + Align128(2 * static_cast<size_t>(kd) * kw);         // bf16 [kw, kw]
+    act = weight16 + Align128(2 * static_cast<size_t>(kw) * kw);            // fp32 [kTileRows, kw]
+    act16 = act + Align128(sizeof(float) * kTileRows * kw);                 // bf16 [kTileRows, kw]
+    total = act16 + Align128(2 * kTileRows * kw);
+  }
+};
+
+// act[64, cols_p] = a16[64, k_p] b16[k_p, cols_p] (row-major, ld = the padded widths), a warp per
+// 16x16 output tile.
+__device__ void MmaProduct(const __nv_bfloat16* a16, int lda, int k_p, const __nv_bfloat16* b16, int ldb, int cols_p,
+                           float* act, int ldc) {
+  using namespace nvcuda;
+  const int col_tiles = cols_p / kMma, tiles = static_cast<int>(kTileRows / kMma) * col_tiles;
+  for (int t = threadIdx.x / kWarp; t < tiles; t += kWarps) {
+    const int rt = t / col_tiles, ct = t % col_tiles;
+    wmma::fragment<wmma::accumulator, kMma, kMma, kMma, float> c;
+    wmma::fill_fragment(c, 0.0f);
+    for (int k = 0; k < k_p; k += kMma) {
+      wmma::fragment<wmma::matrix_a, kMma, kMma, kMma, __nv_bfloat16, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, kMma, kMma, kMma, __nv_bfloat16, wmma::row_major> fb;
+      wmma::load_matrix_sync(fa, a16 + rt * kMma * lda + k, lda);
+      wmma::load_matrix_sync(fb, b16 + k * ldb + ct * kMma, ldb);
+      wmma::mma_sync(c, fa, fb, c);
+    }
+    wmma::store_matrix_sync(act + rt * kMma * ldc + ct * kMma, c, ldc, wmma::mem_row_major);
+  }
+}
+
+__global__ void __launch_bounds__(kWarps * kWarp) MmaTileKernel(Params p) {
+  extern __shared__ float4 shared4[];
+  char* shared = reinterpret_cast<char*>(shared4);
+  const int64_t n = blockIdx.x / p.tiles;
+  const int tile = static_cast<int>(blockIdx.x % p.tiles);
+  const int64_t l0 = tile * kTileRows;
+  const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
+  const int dim = p.dim, width = p.width;
+  const MmaLayout m(dim, p.widest);
+  const int kd = m.kd, kw = m.kw;
+  float* sums = p.sums + (n * p.tiles + tile) * dim;
+  const int64_t u = p.key_rows ? p.key_rows[n] : n;
+  if (u < 0 || u >= p.users) {  // the same for the whole block
+    if (threadIdx.x == 0) ReportBadData(p.error, p.step);
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) sums[d] = 0.0f;
+    return;
+  }
+  float* keys = reinterpret_cast<float*>(shared + m.keys);
+  auto* keys16 = reinterpret_cast<__nv_bfloat16*>(shared + m.keys16);
+  auto* cross16 = reinterpret_cast<__nv_bfloat16*>(shared + m.cross16);
+  auto* weight16 = reinterpret_cast<__nv_bfloat16*>(shared + m.weight16);
+  float* act = reinterpret_cast<float*>(shared + m.act);
+  auto* act16 = reinterpret_cast<__nv_bfloat16*>(shared + m.act16);
+  const float* key_rows_at = p.keys + (u * p.length + l0) * dim;
+  for (int i = threadIdx.x; i < kTileRows * kd; i += blockDim.x) {
+    int r = i / kd, d = i % kd;
+    float v = r < rows && d < dim ? key_rows_at[r * dim + d] : 0.0f;
+    keys[i] = v;
+    keys16[i] = __float2bfloat16_rn(v);
+  }
+  const float* q = p.query + n * dim;
+  const int width_p = Pad16(width);
+  for (int i = threadIdx.x; i < kd * width_p; i += blockDim.x) {
+    int d = i / width_p, j = i % width_p;
+    cross16[i] = __float2bfloat16_rn(d < dim && j < width ? q[d] * p.cross[d * width + j] : 0.0f);
+  }
+  __syncthreads();
+  MmaProduct(keys16, kd, kd, cross16, width_p, width_p, act, kw);
+  __syncthreads();
+  const float* key_proj = p.key_proj + (u * p.length + l0) * width;
+  const float* query_proj = p.query_proj + n * width;
+  for (int i = threadIdx.x; i < kTileRows * kw; i += blockDim.x) {
+    int r = i / kw, c = i % kw;
+    float h = r < rows && c < width ? Relu((key_proj[r * width + c] + act[i]) + query_proj[c]) : 0.0f;
+    act[i] = h;
+    act16[i] = __float2bfloat16_rn(h);
+  }
+  int in_width = width;
+  for (int l = 0; l + 1 < p.layer_count; ++l) {  // the hidden layers; the one-wide last below
+    const Layer layer = p.layers[l];
+    const int in_p = Pad16(in_width), out_p = Pad16(layer.out);
+    for (int i = threadIdx.x; i < in_p * out_p; i += blockDim.x) {
+      int k = i / out_p, c = i % out_p;
+      weight16[i] = __float2bfloat16_rn(k < in_width && c < layer.out ? layer.weight[k * layer.out + c] : 0.0f);
+    }
+    __syncthreads();
+    MmaProduct(act16, kw, in_p, weight16, out_p, out_p, act, kw);
+    __syncthreads();
+    for (int i = threadIdx.x; i < kTileRows * kw; i += blockDim.x) {
+      int c = i % kw;
+      float h = c < layer.out ? Relu(layer.bias ? act[i] + layer.bias[c] : act[i]) : 0.0f;
+      act[i] = h;
+      act16[i] = __float2bfloat16_rn(h);
+    }
+    in_width = layer.out;
+  }
+  __syncthreads();
+  // The last layer's one score per position, in fp32 from the fp32 activations: a warp per row.
+  const Layer last = p.layers[p.layer_count - 1];
+  float* scores = reinterpret_cast<float*>(shared + m.weight16);  // the weights are no longer read
+  for (int r = threadIdx.x / kWarp; r < kTileRows; r += kWarps) {
+    float s = 0.0f;
+    for (int c = threadIdx.x % kWarp; c < in_width; c += kWarp) s += act[r * kw + c] * last.weight[c];
+    for (int o = kWarp / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (threadIdx.x % kWarp == 0) {
+      s = last.bias ? s + last.bias[0] : s;
+      scores[r] = r < rows && p.mask ? s * p.mask[u * p.length + l0 + r] : s;
+    }
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < dim; d += blockDim.x) {
+    float sum = 0.0f;
+    for (int r = 0; r < rows; ++r) sum += scores[r] * keys[r * kd + d];
+    sums[d] = sum;
+  }
+}
+
 // out[n][d] = the sum over tiles of sums[n][tile][d], in tile order.
 __global__ void SumTilesKernel(const float* sums, int64_t candidates, int tiles, int dim, float* out) {
   RANKD_GRID_LOOP(i, candidates * dim) {
@@ -176,11 +312,15 @@ __global__ void SumTilesKernel(const float* sums, int64_t candidates, int tiles,
 }
 
 constexpr int kMaxSharedBytes = SharedFloats(kMaxWidth, kMaxWidth, kMaxWidth) * 4;
+static_assert(MmaLayout(kMaxWidth, kMaxWidth).total <= kMaxSharedBytes);
 
-// Lets TileKernel use the shared memory the widest allowed model needs (above the default 48 KB).
+// Lets the tile kernels use the shared memory the widest allowed model needs (above the default
+// 48 KB).
 StatusOr<std::shared_ptr<const KernelState>> PrepareTargetAttention(const Node&) {
-  static const cudaError_t set = cudaFuncSetAttribute(TileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSharedBytes);
-  RANKD_CUDA_RETURN(set);
+  static const cudaError_t set[] = {
+      cudaFuncSetAttribute(TileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSharedBytes),
+      cudaFuncSetAttribute(MmaTileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSharedBytes)};
+  for (cudaError_t e : set) RANKD_CUDA_RETURN(e);
   return std::shared_ptr<const KernelState>();
 }
 
@@ -217,8 +357,13 @@ Status TargetAttention(const KernelArgs& k) {
   p.sums = p.tiles == 1 ? out.data<float>() : static_cast<float*>(k.scratch);
   p.error = k.device->error;
   p.step = k.step;
-  const size_t shared = static_cast<size_t>(SharedFloats(p.dim, p.width, p.widest)) * 4;
-  TileKernel<<<static_cast<unsigned>(candidates * p.tiles), kWarps * kWarp, shared, k.device->stream>>>(p);
+  const unsigned blocks = static_cast<unsigned>(candidates * p.tiles);
+  if (k.device->precision == Precision::kBf16) {
+    MmaTileKernel<<<blocks, kWarps * kWarp, MmaLayout(p.dim, p.widest).total, k.device->stream>>>(p);
+  } else {
+    const size_t shared = static_cast<size_t>(SharedFloats(p.dim, p.width, p.widest)) * 4;
+    TileKernel<<<blocks, kWarps * kWarp, shared, k.device->stream>>>(p);
+  }
   if (p.tiles > 1) {
     SumTilesKernel<<<Blocks(candidates * p.dim), kThreads, 0, k.device->stream>>>(p.sums, candidates, p.tiles, p.dim,
                                                                                  out.data<float>());
