@@ -12,6 +12,8 @@
 #include <mma.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "backend/cuda/device.h"
 #include "backend/cuda/indexing.cuh"
 #include "backend/cuda/kernels.h"
@@ -42,7 +44,9 @@ struct Params {
   int layer_count;
   int64_t users, length;
   int dim, width, widest, tiles;
-  float* sums;  // [candidates, tiles, dim]: each tile's sum (the output itself with one tile)
+  int parts, tiles_per_block;  // a block per (candidate, part); the fp32 kernel: a part per tile
+  int weight_elems;            // the bf16 kernel: the hidden layers' padded weights
+  float* sums;  // [candidates, parts, dim]: each part's sum (the output itself with one part)
   int* error;
   int step;
 };
@@ -112,12 +116,12 @@ __device__ inline float Relu(float x) { return x > 0.0f ? x : 0.0f; }
 __global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
   extern __shared__ float4 shared4[];
   float* shared = reinterpret_cast<float*>(shared4);
-  const int64_t n = blockIdx.x / p.tiles;
-  const int tile = static_cast<int>(blockIdx.x % p.tiles);
+  const int64_t n = blockIdx.x / p.parts;
+  const int tile = static_cast<int>(blockIdx.x % p.parts);
   const int64_t l0 = tile * kTileRows;
   const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
   const int dim = p.dim, width = p.width, kd = Pad4(dim), kw = Pad4(p.widest);
-  float* sums = p.sums + (n * p.tiles + tile) * dim;
+  float* sums = p.sums + (n * p.parts + tile) * dim;
   const int64_t u = p.key_rows ? p.key_rows[n] : n;
   if (u < 0 || u >= p.users) {  // the same for the whole block
     if (threadIdx.x == 0) ReportBadData(p.error, p.step);
@@ -177,18 +181,18 @@ constexpr int kMma = 16;
 __host__ __device__ constexpr int Pad16(int x) { return (x + kMma - 1) / kMma * kMma; }
 __host__ __device__ constexpr size_t Align128(size_t bytes) { return (bytes + 127) / 128 * 128; }
 
-// The bf16 kernel's shared memory, in bytes from the start (each region on 128 bytes).
+// The bf16 kernel's shared memory, in bytes from the start (each region on 128 bytes); `weights`
+// is the bf16 elements of every hidden layer's padded weight matrix.
 struct MmaLayout {
-  int kd, kw;  // padded dim and widest width
+  int kd = 0, kw = 0;  // padded dim and widest width
   size_t keys = 0, keys16 = 0, cross16 = 0, weight16 = 0, act = 0, act16 = 0, total = 0;
-  __host__ __device__ constexpr MmaLayout(int dim, int widest) : kd(Pad16(dim)), kw(Pad16(widest)) {
-    keys = 0;                                                               // fp32 [kTileRows, kd]
-    keys16 = keys + Align128(sizeof(float) * kTileRows * kd);               // bf16 [kTileRows, kd]
-    cross16 = keys16 + Align128(2 * kTileRows * kd);                        // bf16 [kd, kw]
-    weight16 = cross16 + Align128(2 * static_cast<size_t>(kd) * kw);         // bf16 [kw, kw]
-    act = weight16 + Align128(2 * static_cast<size_t>(kw) * kw);            // fp32 [kTileRows, kw]
-    act16 = act + Align128(sizeof(float) * kTileRows * kw);                 // bf16 [kTileRows, kw]
-    total = act16 + Align128(2 * kTileRows * kw);
+  __host__ __device__ constexpr MmaLayout(int dim, int widest, int weights) : kd(Pad16(dim)), kw(Pad16(widest)) {
+    keys16 = keys + Align128(sizeof(float) * kTileRows * kd);       // keys: fp32 [kTileRows, kd]
+    cross16 = keys16 + Align128(2 * kTileRows * kd);                // bf16 [kTileRows, kd]
+    weight16 = cross16 + Align128(2 * static_cast<size_t>(kd) * kw);  // bf16 [kd, kw]: the scaled cross weight
+    act = weight16 + Align128(2 * static_cast<size_t>(weights));      // bf16: the hidden layers' weights
+    act16 = act + Align128(sizeof(float) * kTileRows * kw);          // fp32 [kTileRows, kw]
+    total = act16 + Align128(2 * kTileRows * kw);                   // bf16 [kTileRows, kw]
   }
 };
 
@@ -213,17 +217,18 @@ __device__ void MmaProduct(const __nv_bfloat16* a16, int lda, int k_p, const __n
   }
 }
 
+// A block per (candidate, group of kTilesPerBlock consecutive tiles): the scaled cross weight and
+// the hidden layers' weights are converted into shared memory once, then each tile's positions are
+// scored and pooled into the threads' sums (thread d: output column d).
 __global__ void __launch_bounds__(kWarps * kWarp) MmaTileKernel(Params p) {
   extern __shared__ float4 shared4[];
   char* shared = reinterpret_cast<char*>(shared4);
-  const int64_t n = blockIdx.x / p.tiles;
-  const int tile = static_cast<int>(blockIdx.x % p.tiles);
-  const int64_t l0 = tile * kTileRows;
-  const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
-  const int dim = p.dim, width = p.width;
-  const MmaLayout m(dim, p.widest);
+  const int64_t n = blockIdx.x / p.parts;
+  const int part = static_cast<int>(blockIdx.x % p.parts);
+  const int dim = p.dim, width = p.width, width_p = Pad16(width);
+  const MmaLayout m(dim, p.widest, p.weight_elems);
   const int kd = m.kd, kw = m.kw;
-  float* sums = p.sums + (n * p.tiles + tile) * dim;
+  float* sums = p.sums + (n * p.parts + part) * dim;
   const int64_t u = p.key_rows ? p.key_rows[n] : n;
   if (u < 0 || u >= p.users) {  // the same for the whole block
     if (threadIdx.x == 0) ReportBadData(p.error, p.step);
@@ -236,91 +241,114 @@ __global__ void __launch_bounds__(kWarps * kWarp) MmaTileKernel(Params p) {
   auto* weight16 = reinterpret_cast<__nv_bfloat16*>(shared + m.weight16);
   float* act = reinterpret_cast<float*>(shared + m.act);
   auto* act16 = reinterpret_cast<__nv_bfloat16*>(shared + m.act16);
-  const float* key_rows_at = p.keys + (u * p.length + l0) * dim;
-  for (int i = threadIdx.x; i < kTileRows * kd; i += blockDim.x) {
-    int r = i / kd, d = i % kd;
-    float v = r < rows && d < dim ? key_rows_at[r * dim + d] : 0.0f;
-    keys[i] = v;
-    keys16[i] = __float2bfloat16_rn(v);
-  }
   const float* q = p.query + n * dim;
-  const int width_p = Pad16(width);
+#pragma unroll 4
   for (int i = threadIdx.x; i < kd * width_p; i += blockDim.x) {
     int d = i / width_p, j = i % width_p;
     cross16[i] = __float2bfloat16_rn(d < dim && j < width ? q[d] * p.cross[d * width + j] : 0.0f);
   }
-  __syncthreads();
-  MmaProduct(keys16, kd, kd, cross16, width_p, width_p, act, kw);
-  __syncthreads();
-  const float* key_proj = p.key_proj + (u * p.length + l0) * width;
-  const float* query_proj = p.query_proj + n * width;
-  for (int i = threadIdx.x; i < kTileRows * kw; i += blockDim.x) {
-    int r = i / kw, c = i % kw;
-    float h = r < rows && c < width ? Relu((key_proj[r * width + c] + act[i]) + query_proj[c]) : 0.0f;
-    act[i] = h;
-    act16[i] = __float2bfloat16_rn(h);
-  }
-  int in_width = width;
-  for (int l = 0; l + 1 < p.layer_count; ++l) {  // the hidden layers; the one-wide last below
+  for (int l = 0, offset = 0, in = width; l + 1 < p.layer_count; offset += Pad16(in) * Pad16(p.layers[l].out), in = p.layers[l].out, ++l) {
     const Layer layer = p.layers[l];
-    const int in_p = Pad16(in_width), out_p = Pad16(layer.out);
-    for (int i = threadIdx.x; i < in_p * out_p; i += blockDim.x) {
+    const int out_p = Pad16(layer.out);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < Pad16(in) * out_p; i += blockDim.x) {
       int k = i / out_p, c = i % out_p;
-      weight16[i] = __float2bfloat16_rn(k < in_width && c < layer.out ? layer.weight[k * layer.out + c] : 0.0f);
+      weight16[offset + i] = __float2bfloat16_rn(k < in && c < layer.out ? layer.weight[k * layer.out + c] : 0.0f);
+    }
+  }
+  const float* query_proj = p.query_proj + n * width;
+  const Layer last = p.layers[p.layer_count - 1];
+  float* scores = reinterpret_cast<float*>(shared + m.keys16);  // after a tile's products: the keys16 room
+  float pooled = 0.0f;                                          // thread d < dim: output column d
+  const int first = part * p.tiles_per_block, end = min(first + p.tiles_per_block, p.tiles);
+  for (int tile = first; tile < end; ++tile) {
+    const int64_t l0 = tile * kTileRows;
+    const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
+    const float* key_rows_at = p.keys + (u * p.length + l0) * dim;
+    __syncthreads();  // the previous tile's pooling has read keys and scores
+#pragma unroll 4
+    for (int i = threadIdx.x; i < kTileRows * kd; i += blockDim.x) {
+      int r = i / kd, d = i % kd;
+      float v = r < rows && d < dim ? key_rows_at[r * dim + d] : 0.0f;
+      keys[i] = v;
+      keys16[i] = __float2bfloat16_rn(v);
     }
     __syncthreads();
-    MmaProduct(act16, kw, in_p, weight16, out_p, out_p, act, kw);
+    MmaProduct(keys16, kd, kd, cross16, width_p, width_p, act, kw);
     __syncthreads();
+    const float* key_proj = p.key_proj + (u * p.length + l0) * width;
+#pragma unroll 4
     for (int i = threadIdx.x; i < kTileRows * kw; i += blockDim.x) {
-      int c = i % kw;
-      float h = c < layer.out ? Relu(layer.bias ? act[i] + layer.bias[c] : act[i]) : 0.0f;
+      int r = i / kw, c = i % kw;
+      float h = r < rows && c < width ? Relu((key_proj[r * width + c] + act[i]) + query_proj[c]) : 0.0f;
       act[i] = h;
       act16[i] = __float2bfloat16_rn(h);
     }
-    in_width = layer.out;
-  }
-  __syncthreads();
-  // The last layer's one score per position, in fp32 from the fp32 activations: a warp per row.
-  const Layer last = p.layers[p.layer_count - 1];
-  float* scores = reinterpret_cast<float*>(shared + m.weight16);  // the weights are no longer read
-  for (int r = threadIdx.x / kWarp; r < kTileRows; r += kWarps) {
-    float s = 0.0f;
-    for (int c = threadIdx.x % kWarp; c < in_width; c += kWarp) s += act[r * kw + c] * last.weight[c];
-    for (int o = kWarp / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (threadIdx.x % kWarp == 0) {
-      s = last.bias ? s + last.bias[0] : s;
-      scores[r] = r < rows && p.mask ? s * p.mask[u * p.length + l0 + r] : s;
+    int in_width = width;
+    for (int l = 0, offset = 0; l + 1 < p.layer_count; offset += Pad16(in_width) * Pad16(p.layers[l].out), in_width = p.layers[l].out, ++l) {
+      const Layer layer = p.layers[l];
+      __syncthreads();
+      MmaProduct(act16, kw, Pad16(in_width), weight16 + offset, Pad16(layer.out), Pad16(layer.out), act, kw);
+      __syncthreads();
+#pragma unroll 4
+      for (int i = threadIdx.x; i < kTileRows * kw; i += blockDim.x) {
+        int c = i % kw;
+        float h = c < layer.out ? Relu(layer.bias ? act[i] + layer.bias[c] : act[i]) : 0.0f;
+        act[i] = h;
+        act16[i] = __float2bfloat16_rn(h);
+      }
+    }
+    __syncthreads();
+    // The last layer's one score per position, in fp32 from the fp32 activations: a warp per row.
+    for (int r = threadIdx.x / kWarp; r < kTileRows; r += kWarps) {
+      float s = 0.0f;
+      for (int c = threadIdx.x % kWarp; c < in_width; c += kWarp) s += act[r * kw + c] * last.weight[c];
+      for (int o = kWarp / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+      if (threadIdx.x % kWarp == 0) {
+        s = last.bias ? s + last.bias[0] : s;
+        scores[r] = r < rows && p.mask ? s * p.mask[u * p.length + l0 + r] : s;
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x < dim) {
+      for (int r = 0; r < rows; ++r) pooled += scores[r] * keys[r * kd + threadIdx.x];
     }
   }
-  __syncthreads();
-  for (int d = threadIdx.x; d < dim; d += blockDim.x) {
-    float sum = 0.0f;
-    for (int r = 0; r < rows; ++r) sum += scores[r] * keys[r * kd + d];
-    sums[d] = sum;
-  }
+  if (threadIdx.x < dim) sums[threadIdx.x] = pooled;
 }
 
-// out[n][d] = the sum over tiles of sums[n][tile][d], in tile order.
-__global__ void SumTilesKernel(const float* sums, int64_t candidates, int tiles, int dim, float* out) {
+// out[n][d] = the sum over parts of sums[n][part][d], in order.
+__global__ void SumPartsKernel(const float* sums, int64_t candidates, int parts, int dim, float* out) {
   RANKD_GRID_LOOP(i, candidates * dim) {
     int64_t n = i / dim, d = i % dim;
-    const float* s = sums + n * tiles * dim + d;
+    const float* s = sums + n * parts * dim + d;
     float acc = 0.0f;
-    for (int t = 0; t < tiles; ++t) acc += s[t * dim];
+    for (int t = 0; t < parts; ++t) acc += s[t * dim];
     out[i] = acc;
   }
 }
 
 constexpr int kMaxSharedBytes = SharedFloats(kMaxWidth, kMaxWidth, kMaxWidth) * 4;
-static_assert(MmaLayout(kMaxWidth, kMaxWidth).total <= kMaxSharedBytes);
+constexpr int kMaxMmaSharedBytes = static_cast<int>(
+    MmaLayout(kMaxWidth, kMaxWidth, (kMaxLayers - 1) * Pad16(kMaxWidth) * Pad16(kMaxWidth)).total);
+static_assert(kMaxMmaSharedBytes <= 227 * 1024, "the widest model's bf16 tile must fit an SM's shared memory");
+constexpr int kTilesPerBlock = 4;  // the bf16 kernel: tiles one block scores
 
-// Lets the tile kernels use the shared memory the widest allowed model needs (above the default
-// 48 KB).
+// The shared memory a block may have on this device (opted in above the default 48 KB for both
+// tile kernels, up to what the widest allowed model needs); 0 before the first prepare.
+int shared_limit = 0;
+
 StatusOr<std::shared_ptr<const KernelState>> PrepareTargetAttention(const Node&) {
-  static const cudaError_t set[] = {
-      cudaFuncSetAttribute(TileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSharedBytes),
-      cudaFuncSetAttribute(MmaTileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSharedBytes)};
-  for (cudaError_t e : set) RANKD_CUDA_RETURN(e);
+  static const cudaError_t set = [] {
+    int device = 0, optin = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(TileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, std::min(optin, kMaxSharedBytes));
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(MmaTileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, std::min(optin, kMaxMmaSharedBytes));
+    if (e == cudaSuccess) shared_limit = optin;
+    return e;
+  }();
+  RANKD_CUDA_RETURN(set);
   return std::shared_ptr<const KernelState>();
 }
 
@@ -354,18 +382,29 @@ Status TargetAttention(const KernelArgs& k) {
     p.layers[i] = {w.data<float>(), k.HasIn(bias) ? k.In(bias).data<float>() : nullptr, static_cast<int>(w.dim(1))};
     p.widest = std::max(p.widest, p.layers[i].out);
   }
-  p.sums = p.tiles == 1 ? out.data<float>() : static_cast<float*>(k.scratch);
+  for (int i = 0, in = p.width; i + 1 < p.layer_count; in = p.layers[i].out, ++i) {
+    p.weight_elems += Pad16(in) * Pad16(p.layers[i].out);
+  }
+  const size_t mma_shared = MmaLayout(p.dim, p.widest, p.weight_elems).total;
+  const size_t shared = static_cast<size_t>(SharedFloats(p.dim, p.width, p.widest)) * 4;
+  // With bf16 on the tensor cores, unless its tile (the hidden weights resident) does not fit here.
+  const bool mma = k.device->precision == Precision::kBf16 && mma_shared <= static_cast<size_t>(shared_limit);
+  if (!mma && shared > static_cast<size_t>(shared_limit)) {
+    return Unimplemented(k.node.Describe() + ": needs " + std::to_string(shared) + " bytes of shared memory per block");
+  }
+  p.tiles_per_block = mma ? kTilesPerBlock : 1;
+  p.parts = (p.tiles + p.tiles_per_block - 1) / p.tiles_per_block;
+  p.sums = p.parts == 1 ? out.data<float>() : static_cast<float*>(k.scratch);
   p.error = k.device->error;
   p.step = k.step;
-  const unsigned blocks = static_cast<unsigned>(candidates * p.tiles);
-  if (k.device->precision == Precision::kBf16) {
-    MmaTileKernel<<<blocks, kWarps * kWarp, MmaLayout(p.dim, p.widest).total, k.device->stream>>>(p);
+  const unsigned blocks = static_cast<unsigned>(candidates * p.parts);
+  if (mma) {
+    MmaTileKernel<<<blocks, kWarps * kWarp, mma_shared, k.device->stream>>>(p);
   } else {
-    const size_t shared = static_cast<size_t>(SharedFloats(p.dim, p.width, p.widest)) * 4;
     TileKernel<<<blocks, kWarps * kWarp, shared, k.device->stream>>>(p);
   }
-  if (p.tiles > 1) {
-    SumTilesKernel<<<Blocks(candidates * p.dim), kThreads, 0, k.device->stream>>>(p.sums, candidates, p.tiles, p.dim,
+  if (p.parts > 1) {
+    SumPartsKernel<<<Blocks(candidates * p.dim), kThreads, 0, k.device->stream>>>(p.sums, candidates, p.parts, p.dim,
                                                                                  out.data<float>());
   }
   return Launched(k);
