@@ -113,6 +113,27 @@ __device__ void Product(const float* a, int a_stride, int k_count, const float* 
 
 __device__ inline float Relu(float x) { return x > 0.0f ? x : 0.0f; }
 
+// store(i, load(i)) for i < count over the block's threads, kStage loads in flight per thread
+// before any store: these loops read global memory (L2 mostly), and one load at a time would
+// leave a block waiting on latency, not bandwidth.
+constexpr int kStage = 8;
+template <typename Load, typename Store>
+__device__ void Staged(int count, Load load, Store store) {
+  for (int base = threadIdx.x; base < count; base += kStage * blockDim.x) {
+    float v[kStage];
+#pragma unroll
+    for (int b = 0; b < kStage; ++b) {
+      int i = base + b * blockDim.x;
+      v[b] = i < count ? load(i) : 0.0f;
+    }
+#pragma unroll
+    for (int b = 0; b < kStage; ++b) {
+      int i = base + b * blockDim.x;
+      if (i < count) store(i, v[b]);
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
   extern __shared__ float4 shared4[];
   float* shared = reinterpret_cast<float*>(shared4);
@@ -242,19 +263,23 @@ __global__ void __launch_bounds__(kWarps * kWarp) MmaTileKernel(Params p) {
   float* act = reinterpret_cast<float*>(shared + m.act);
   auto* act16 = reinterpret_cast<__nv_bfloat16*>(shared + m.act16);
   const float* q = p.query + n * dim;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < kd * width_p; i += blockDim.x) {
-    int d = i / width_p, j = i % width_p;
-    cross16[i] = __float2bfloat16_rn(d < dim && j < width ? q[d] * p.cross[d * width + j] : 0.0f);
-  }
+  Staged(
+      kd * width_p,
+      [&](int i) {
+        int d = i / width_p, j = i % width_p;
+        return d < dim && j < width ? q[d] * p.cross[d * width + j] : 0.0f;
+      },
+      [&](int i, float v) { cross16[i] = __float2bfloat16_rn(v); });
   for (int l = 0, offset = 0, in = width; l + 1 < p.layer_count; offset += Pad16(in) * Pad16(p.layers[l].out), in = p.layers[l].out, ++l) {
     const Layer layer = p.layers[l];
     const int out_p = Pad16(layer.out);
-#pragma unroll 4
-    for (int i = threadIdx.x; i < Pad16(in) * out_p; i += blockDim.x) {
-      int k = i / out_p, c = i % out_p;
-      weight16[offset + i] = __float2bfloat16_rn(k < in && c < layer.out ? layer.weight[k * layer.out + c] : 0.0f);
-    }
+    Staged(
+        Pad16(in) * out_p,
+        [&](int i) {
+          int k = i / out_p, c = i % out_p;
+          return k < in && c < layer.out ? layer.weight[k * layer.out + c] : 0.0f;
+        },
+        [&](int i, float v) { weight16[offset + i] = __float2bfloat16_rn(v); });
   }
   const float* query_proj = p.query_proj + n * width;
   const Layer last = p.layers[p.layer_count - 1];
@@ -266,48 +291,67 @@ __global__ void __launch_bounds__(kWarps * kWarp) MmaTileKernel(Params p) {
     const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
     const float* key_rows_at = p.keys + (u * p.length + l0) * dim;
     __syncthreads();  // the previous tile's pooling has read keys and scores
-#pragma unroll 4
-    for (int i = threadIdx.x; i < kTileRows * kd; i += blockDim.x) {
-      int r = i / kd, d = i % kd;
-      float v = r < rows && d < dim ? key_rows_at[r * dim + d] : 0.0f;
-      keys[i] = v;
-      keys16[i] = __float2bfloat16_rn(v);
-    }
+    Staged(
+        kTileRows * kd,
+        [&](int i) {
+          int r = i / kd, d = i % kd;
+          return r < rows && d < dim ? key_rows_at[r * dim + d] : 0.0f;
+        },
+        [&](int i, float v) {
+          keys[i] = v;
+          keys16[i] = __float2bfloat16_rn(v);
+        });
     __syncthreads();
     MmaProduct(keys16, kd, kd, cross16, width_p, width_p, act, kw);
     __syncthreads();
     const float* key_proj = p.key_proj + (u * p.length + l0) * width;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < kTileRows * kw; i += blockDim.x) {
-      int r = i / kw, c = i % kw;
-      float h = r < rows && c < width ? Relu((key_proj[r * width + c] + act[i]) + query_proj[c]) : 0.0f;
-      act[i] = h;
-      act16[i] = __float2bfloat16_rn(h);
-    }
+    Staged(
+        kTileRows * kw,
+        [&](int i) {
+          int r = i / kw, c = i % kw;
+          return r < rows && c < width ? (key_proj[r * width + c] + act[i]) + query_proj[c] : 0.0f;
+        },
+        [&](int i, float v) {
+          act[i] = Relu(v);
+          act16[i] = __float2bfloat16_rn(Relu(v));
+        });
     int in_width = width;
     for (int l = 0, offset = 0; l + 1 < p.layer_count; offset += Pad16(in_width) * Pad16(p.layers[l].out), in_width = p.layers[l].out, ++l) {
       const Layer layer = p.layers[l];
       __syncthreads();
       MmaProduct(act16, kw, Pad16(in_width), weight16 + offset, Pad16(layer.out), Pad16(layer.out), act, kw);
       __syncthreads();
-#pragma unroll 4
-      for (int i = threadIdx.x; i < kTileRows * kw; i += blockDim.x) {
-        int c = i % kw;
-        float h = c < layer.out ? Relu(layer.bias ? act[i] + layer.bias[c] : act[i]) : 0.0f;
-        act[i] = h;
-        act16[i] = __float2bfloat16_rn(h);
-      }
+      Staged(
+          kTileRows * kw,
+          [&](int i) {
+            int c = i % kw;
+            return c < layer.out ? (layer.bias ? act[i] + layer.bias[c] : act[i]) : 0.0f;
+          },
+          [&](int i, float v) {
+            act[i] = Relu(v);
+            act16[i] = __float2bfloat16_rn(Relu(v));
+          });
     }
     __syncthreads();
-    // The last layer's one score per position, in fp32 from the fp32 activations: a warp per row.
-    for (int r = threadIdx.x / kWarp; r < kTileRows; r += kWarps) {
+    // The last layer's one score per position, in fp32 from the fp32 activations: a warp per row,
+    // its weights and its rows' mask values loaded once.
+    const int lane = threadIdx.x % kWarp;
+    float w[kMaxWidth / kWarp];
+#pragma unroll
+    for (int j = 0; j < kMaxWidth / kWarp; ++j) w[j] = lane + kWarp * j < in_width ? last.weight[lane + kWarp * j] : 0.0f;
+    const int my_row = threadIdx.x / kWarp + kWarps * lane;  // lane j holds the mask of the warp's j-th row
+    const float my_mask = p.mask && lane < kRowsPerWarp && my_row < rows ? p.mask[u * p.length + l0 + my_row] : 1.0f;
+    const float bias = last.bias ? last.bias[0] : 0.0f;
+    for (int j = 0; j < kRowsPerWarp; ++j) {
+      const int r = threadIdx.x / kWarp + kWarps * j;
       float s = 0.0f;
-      for (int c = threadIdx.x % kWarp; c < in_width; c += kWarp) s += act[r * kw + c] * last.weight[c];
-      for (int o = kWarp / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-      if (threadIdx.x % kWarp == 0) {
-        s = last.bias ? s + last.bias[0] : s;
-        scores[r] = r < rows && p.mask ? s * p.mask[u * p.length + l0 + r] : s;
+#pragma unroll
+      for (int c = 0; c < kMaxWidth / kWarp; ++c) {
+        if (lane + kWarp * c < in_width) s += act[r * kw + lane + kWarp * c] * w[c];
       }
+      for (int o = kWarp / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+      const float m = __shfl_sync(0xffffffffu, my_mask, j);
+      if (lane == 0) scores[r] = last.bias ? (s + bias) * m : s * m;
     }
     __syncthreads();
     if (threadIdx.x < dim) {
