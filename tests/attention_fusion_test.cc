@@ -145,14 +145,6 @@ std::string Describe(const Spec& s) {
          " biases " + std::to_string(s.biases) + " adds " + std::to_string(s.add_order) + " swap " + std::to_string(s.swap);
 }
 
-void ExpectNear(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tolerance, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t o = 0; o < want.size(); ++o) {
-    ASSERT_EQ(got[o].shape(), want[o].shape()) << what;
-    EXPECT_LE(testing::RelativeError(got[o], want[o]), tolerance) << what << " output " << o;
-  }
-}
-
 TEST(AttentionFusion, RandomUnitsScoreTheSameFusedOnTheCpu) {
   std::mt19937_64 rng(20261123);
   for (int trial = 0; trial < 60; ++trial) {
@@ -171,7 +163,7 @@ TEST(AttentionFusion, RandomUnitsScoreTheSameFusedOnTheCpu) {
       auto got = RunGraph(fused, in);
       ASSERT_TRUE(want.ok()) << want.status().ToString();
       ASSERT_TRUE(got.ok()) << got.status().ToString() << " " << Describe(s);
-      ExpectNear(*got, *want, 1e-5, Describe(s) + " length " + std::to_string(length));
+      testing::ExpectOutputsNear(*got, *want, 1e-5, Describe(s) + " length " + std::to_string(length));
     }
   }
 }
@@ -195,7 +187,7 @@ TEST(AttentionFusion, RandomUnitsScoreOnCudaAsOnTheCpu) {
       for (auto [precision, tolerance] : {std::pair{Precision::kFp32, 2e-5}, std::pair{Precision::kBf16, 3e-2}}) {
         auto got = RunGraph(fused, in, {}, *cuda, precision);
         ASSERT_TRUE(got.ok()) << got.status().ToString() << " " << Describe(s);
-        ExpectNear(*got, *want, tolerance, Describe(s) + " length " + std::to_string(length) + " " + PrecisionName(precision));
+        testing::ExpectOutputsNear(*got, *want, tolerance, Describe(s) + " length " + std::to_string(length) + " " + PrecisionName(precision));
       }
     }
   }
@@ -244,7 +236,7 @@ TEST(AttentionFusion, BadKeyRowFailsThatRunOnly) {
     }
     auto again = RunGraph(fused, good, {}, *backend);
     ASSERT_TRUE(again.ok()) << again.status().ToString();
-    ExpectNear(*again, *want, 2e-5, backend->name());
+    testing::ExpectOutputsNear(*again, *want, 2e-5, backend->name());
   }
   if (const Backend* cuda = testing::CudaOrNull()) {  // the tensor-core kernel too
     std::vector<Tensor> bad = good;

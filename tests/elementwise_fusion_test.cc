@@ -111,14 +111,6 @@ bool AllFinite(const std::vector<Tensor>& outputs) {
   return true;
 }
 
-void ExpectSame(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tolerance, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t o = 0; o < want.size(); ++o) {
-    EXPECT_EQ(got[o].shape(), want[o].shape()) << what;
-    EXPECT_LE(testing::RelativeError(got[o], want[o]), tolerance) << what << " output " << o;
-  }
-}
-
 TEST(ElementwiseFusion, RandomChainsScoreTheSameFusedOnTheCpu) {
   int fused_graphs = 0, nodes_before = 0, nodes_after = 0, overflowed = 0;
   for (uint64_t seed = 1; seed <= 60; ++seed) {
@@ -140,7 +132,7 @@ TEST(ElementwiseFusion, RandomChainsScoreTheSameFusedOnTheCpu) {
         ++overflowed;
         continue;
       }
-      ExpectSame(*got, *want, 1e-6, "seed " + std::to_string(seed) + " rows " + std::to_string(rows));
+      testing::ExpectOutputsNear(*got, *want, 1e-6, "seed " + std::to_string(seed) + " rows " + std::to_string(rows));
     }
   }
   EXPECT_GE(fused_graphs, 50);  // nearly every chain has two ops of the output's shape in a row
@@ -162,7 +154,7 @@ TEST(ElementwiseFusion, RandomChainsScoreTheSameOnCuda) {
       ASSERT_TRUE(want.ok()) << want.status().ToString();
       ASSERT_TRUE(got.ok()) << got.status().ToString() << "\nseed " << seed;
       if (!AllFinite(*want)) continue;  // overflowed (counted by the CPU test)
-      ExpectSame(*got, *want, 1e-5, "seed " + std::to_string(seed) + " rows " + std::to_string(rows));
+      testing::ExpectOutputsNear(*got, *want, 1e-5, "seed " + std::to_string(seed) + " rows " + std::to_string(rows));
     }
   }
 }
@@ -219,7 +211,7 @@ TEST(ElementwiseFusion, SameProgramCompilesOnceAndIsKeptOnDisk) {
   std::filesystem::remove_all(dir);
   auto cpu = RunGraph(g, {in});
   ASSERT_TRUE(cpu.ok());
-  ExpectSame(*again, *cpu, 1e-6, "cached kernel");
+  testing::ExpectOutputsNear(*again, *cpu, 1e-6, "cached kernel");
 }
 #endif
 
@@ -253,7 +245,7 @@ TEST(ElementwiseFusion, IntermediatesReadElsewhereAndSmallerProducersStayOutside
   auto want = RunGraph(g, inputs);
   auto got = RunGraph(fused, inputs);
   ASSERT_TRUE(want.ok() && got.ok());
-  ExpectSame(*got, *want, 0, "exact");
+  testing::ExpectOutputsNear(*got, *want, 0, "exact");
 }
 
 TEST(ElementwiseFusion, OnlyFp32OpsJoin) {

@@ -105,6 +105,15 @@ void ExpectZooScores(const Model& model, const std::string& name, double toleran
   EXPECT_GE(count, 10);
 }
 
+void ExpectOutputsNear(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tolerance,
+                       const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t o = 0; o < want.size(); ++o) {
+    EXPECT_EQ(got[o].shape(), want[o].shape()) << what;
+    EXPECT_LE(RelativeError(got[o], want[o]), tolerance) << what << " output " << o;
+  }
+}
+
 std::string WriteRowMixingModel(const std::string& name) {
   onnx::AttributeProto axis;
   axis.set_name("axis");

@@ -33,6 +33,10 @@ std::string WriteTempFile(const std::string& name, const std::string& bytes);
 // Scores every reference request of zoo model `name` (tests/data/zoo) with `model` and expects
 // PyTorch's outputs within `tolerance`, relative in norm and per element; at least 10 requests.
 void ExpectZooScores(const Model& model, const std::string& name, double tolerance);
+// Expects as many outputs as `want`, each of its shape and within `tolerance` of it (relative, in
+// norm); `what` names the case in failures.
+void ExpectOutputsNear(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tolerance,
+                       const std::string& what);
 // Writes, under `name`, a model whose rows depend on each other (a softmax over the batch
 // dimension, input "x", output "y") and returns its path: it may be neither batched nor padded.
 std::string WriteRowMixingModel(const std::string& name);

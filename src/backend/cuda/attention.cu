@@ -113,6 +113,15 @@ __device__ void Product(const float* a, int a_stride, int k_count, const float* 
 
 __device__ inline float Relu(float x) { return x > 0.0f ? x : 0.0f; }
 
+// Candidate n's user row, or -1 (reported, the block's sums zeroed) when the row is bad.
+__device__ int64_t UserOf(const Params& p, int64_t n, float* sums) {
+  const int64_t u = p.key_rows ? p.key_rows[n] : n;
+  if (u >= 0 && u < p.users) return u;
+  if (threadIdx.x == 0) ReportBadData(p.error, p.step);
+  for (int d = threadIdx.x; d < p.dim; d += blockDim.x) sums[d] = 0.0f;
+  return -1;
+}
+
 // store(i, load(i)) for i < count over the block's threads, kStage loads in flight per thread
 // before any store: these loops read global memory (L2 mostly), and one load at a time would
 // leave a block waiting on latency, not bandwidth.
@@ -143,12 +152,8 @@ __global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
   const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
   const int dim = p.dim, width = p.width, kd = Pad4(dim), kw = Pad4(p.widest);
   float* sums = p.sums + (n * p.parts + tile) * dim;
-  const int64_t u = p.key_rows ? p.key_rows[n] : n;
-  if (u < 0 || u >= p.users) {  // the same for the whole block
-    if (threadIdx.x == 0) ReportBadData(p.error, p.step);
-    for (int d = threadIdx.x; d < dim; d += blockDim.x) sums[d] = 0.0f;
-    return;
-  }
+  const int64_t u = UserOf(p, n, sums);
+  if (u < 0) return;  // the same for the whole block
   float* keys = shared;                        // [kTileRows, kd]
   float* cross = keys + kTileRows * kd;        // [dim, width]: the cross weight scaled by the query
   float* act = cross + Pad4(dim * width);      // [kTileRows, kw]
@@ -250,12 +255,8 @@ __global__ void __launch_bounds__(kWarps * kWarp) MmaTileKernel(Params p) {
   const MmaLayout m(dim, p.widest, p.weight_elems);
   const int kd = m.kd, kw = m.kw;
   float* sums = p.sums + (n * p.parts + part) * dim;
-  const int64_t u = p.key_rows ? p.key_rows[n] : n;
-  if (u < 0 || u >= p.users) {  // the same for the whole block
-    if (threadIdx.x == 0) ReportBadData(p.error, p.step);
-    for (int d = threadIdx.x; d < dim; d += blockDim.x) sums[d] = 0.0f;
-    return;
-  }
+  const int64_t u = UserOf(p, n, sums);
+  if (u < 0) return;  // the same for the whole block
   float* keys = reinterpret_cast<float*>(shared + m.keys);
   auto* keys16 = reinterpret_cast<__nv_bfloat16*>(shared + m.keys16);
   auto* cross16 = reinterpret_cast<__nv_bfloat16*>(shared + m.cross16);
