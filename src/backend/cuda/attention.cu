@@ -1,15 +1,16 @@
-// CUDA kernel of TargetAttention (compile/ops/target_attention.h; cpu/attention.cc is the
-// reference). A block scores one candidate against a tile of kTileRows positions of its user's
-// sequence: the keys and the cross weight scaled by the query in shared memory, every layer of the
-// attention MLP a register-tiled product into shared memory, then the tile's mask-weighted sum of
-// the keys. Nothing of size [candidates, length, width] reaches device memory; with several
-// tiles, a second launch adds each candidate's tile sums in order.
+// CUDA kernels of TargetAttention (compile/ops/target_attention.h; cpu/attention.cc is the
+// reference). Positions are scored in tiles of kTileRows; nothing of size [candidates, length,
+// width] reaches device memory, and with several tiles a second launch adds each candidate's tile
+// sums in order, so every run gives the same bits.
 //
-// Two variants of the tile kernel: exact fp32 on the CUDA cores (precision fp32 and tf32), and
-// with precision bf16 the products on the tensor cores (WMMA 16x16x16, bf16 operands as every
-// bf16 product here has, fp32 accumulators, epilogues and sums), operands padded to 16 in shared
-// memory.
-#include <mma.h>
+// Two variants of the tile kernel:
+// - fp32 on the CUDA cores (precision fp32 and tf32): a block per (candidate, tile), the keys and
+//   the cross weight scaled by the query in shared memory, every layer a register-tiled product
+//   into shared memory.
+// - bf16 on the tensor cores (mma.sync, bf16 operands as every bf16 product here has, fp32
+//   accumulators, epilogues and sums): a block per (group of candidates, tile) with every weight
+//   resident in shared memory; a warp takes 16 positions of one candidate through the whole MLP
+//   with the activations in registers.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -44,9 +45,7 @@ struct Params {
   int layer_count;
   int64_t users, length;
   int dim, width, widest, tiles;
-  int parts, tiles_per_block;  // a block per (candidate, part); the fp32 kernel: a part per tile
-  int weight_elems;            // the bf16 kernel: the hidden layers' padded weights
-  float* sums;  // [candidates, parts, dim]: each part's sum (the output itself with one part)
+  float* sums;  // [candidates, tiles, dim]: each tile's sum (the output itself with one tile)
   int* error;
   int step;
 };
@@ -128,12 +127,13 @@ __device__ int64_t UserOf(const Params& p, int64_t n, float* sums) {
 constexpr int kStage = 8;
 template <typename Load, typename Store>
 __device__ void Staged(int count, Load load, Store store) {
+  using Value = decltype(load(0));
   for (int base = threadIdx.x; base < count; base += kStage * blockDim.x) {
-    float v[kStage];
+    Value v[kStage];
 #pragma unroll
     for (int b = 0; b < kStage; ++b) {
       int i = base + b * blockDim.x;
-      v[b] = i < count ? load(i) : 0.0f;
+      v[b] = i < count ? load(i) : Value{};
     }
 #pragma unroll
     for (int b = 0; b < kStage; ++b) {
@@ -146,12 +146,12 @@ __device__ void Staged(int count, Load load, Store store) {
 __global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
   extern __shared__ float4 shared4[];
   float* shared = reinterpret_cast<float*>(shared4);
-  const int64_t n = blockIdx.x / p.parts;
-  const int tile = static_cast<int>(blockIdx.x % p.parts);
+  const int64_t n = blockIdx.x / p.tiles;
+  const int tile = static_cast<int>(blockIdx.x % p.tiles);
   const int64_t l0 = tile * kTileRows;
   const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
   const int dim = p.dim, width = p.width, kd = Pad4(dim), kw = Pad4(p.widest);
-  float* sums = p.sums + (n * p.parts + tile) * dim;
+  float* sums = p.sums + (n * p.tiles + tile) * dim;
   const int64_t u = UserOf(p, n, sums);
   if (u < 0) return;  // the same for the whole block
   float* keys = shared;                        // [kTileRows, kd]
@@ -202,200 +202,376 @@ __global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
 
 
 // ---------------------------------------------------------------- bf16 on the tensor cores
+// mma.sync m16n8k16 with bf16 operands and fp32 accumulators (PTX ISA, "Matrix Fragments for
+// mma.m16n8k16"); lane = 4 g + t:
+//   A 16x16: a[0] row g, cols 2t and 2t+1; a[1] row g+8, the same cols; a[2], a[3] as a[0], a[1]
+//            with cols 2t+8 and 2t+9 (each a register of two bf16, the lower column low);
+//   B 16x8:  b0 rows 2t and 2t+1 of column g; b1 rows 2t+8 and 2t+9;
+//   C 16x8:  c[0], c[1] row g, cols 2t and 2t+1; c[2], c[3] row g+8.
+// A layer's accumulators for columns 16k..16k+15 (its n-tiles 2k and 2k+1) are therefore, paired
+// and rounded, the next layer's A fragment for k-tile k: a warp takes a strip of 16 positions
+// through every layer with its activations in registers. Weights sit in shared memory transposed
+// ([out][in], B's column pairs adjacent), rows padded by 8 bf16 so a fragment load meets no bank
+// twice.
 constexpr int kMma = 16;
+constexpr int kStrip = 16;                                              // positions per warp product
+constexpr int kStripsPerTile = static_cast<int>(kTileRows) / kStrip;
+constexpr int kMmaWarps = 4;
+constexpr int kMaxGroup = 8;                                            // candidates per block
+constexpr int kMaxNTiles = static_cast<int>(kMaxWidth) / 8;
+constexpr int kMaxKTiles = static_cast<int>(kMaxWidth) / kMma;
 
 __host__ __device__ constexpr int Pad16(int x) { return (x + kMma - 1) / kMma * kMma; }
-__host__ __device__ constexpr size_t Align128(size_t bytes) { return (bytes + 127) / 128 * 128; }
+__host__ __device__ constexpr int Align16(int bytes) { return (bytes + 15) / 16 * 16; }
 
-// The bf16 kernel's shared memory, in bytes from the start (each region on 128 bytes); `weights`
-// is the bf16 elements of every hidden layer's padded weight matrix.
+// The bf16 kernel's shared memory: byte offsets (each on 16 bytes) and row strides in elements.
+// A block holds one user's tile (keys and key projections in fp32, the mask), the query and query
+// projection of each candidate of its group, every weight, and each (candidate, strip)'s pooled
+// partial sum.
 struct MmaLayout {
-  int kd = 0, kw = 0;  // padded dim and widest width
-  size_t keys = 0, keys16 = 0, cross16 = 0, weight16 = 0, act = 0, act16 = 0, total = 0;
-  __host__ __device__ constexpr MmaLayout(int dim, int widest, int weights) : kd(Pad16(dim)), kw(Pad16(widest)) {
-    keys16 = keys + Align128(sizeof(float) * kTileRows * kd);       // keys: fp32 [kTileRows, kd]
-    cross16 = keys16 + Align128(2 * kTileRows * kd);                // bf16 [kTileRows, kd]
-    weight16 = cross16 + Align128(2 * static_cast<size_t>(kd) * kw);  // bf16 [kd, kw]: the scaled cross weight
-    act = weight16 + Align128(2 * static_cast<size_t>(weights));      // bf16: the hidden layers' weights
-    act16 = act + Align128(sizeof(float) * kTileRows * kw);          // fp32 [kTileRows, kw]
-    total = act16 + Align128(2 * kTileRows * kw);                   // bf16 [kTileRows, kw]
-  }
+  int dim_p = 0, width_p = 0;
+  int ldk = 0, ldp = 0, ldq = 0, ld0 = 0;
+  int keys = 0, proj = 0, mask = 0, queries = 0, scores = 0, partial = 0, cross = 0, last = 0, total = 0;
+  int hidden[kMaxLayers] = {}, hidden_ld[kMaxLayers] = {}, bias[kMaxLayers] = {}, out_p[kMaxLayers] = {};
 };
 
-// act[64, cols_p] = a16[64, k_p] b16[k_p, cols_p] (row-major, ld = the padded widths), a warp per
-// 16x16 output tile.
-__device__ void MmaProduct(const __nv_bfloat16* a16, int lda, int k_p, const __nv_bfloat16* b16, int ldb, int cols_p,
-                           float* act, int ldc) {
-  using namespace nvcuda;
-  const int col_tiles = cols_p / kMma, tiles = static_cast<int>(kTileRows / kMma) * col_tiles;
-  for (int t = threadIdx.x / kWarp; t < tiles; t += kWarps) {
-    const int rt = t / col_tiles, ct = t % col_tiles;
-    wmma::fragment<wmma::accumulator, kMma, kMma, kMma, float> c;
-    wmma::fill_fragment(c, 0.0f);
-    for (int k = 0; k < k_p; k += kMma) {
-      wmma::fragment<wmma::matrix_a, kMma, kMma, kMma, __nv_bfloat16, wmma::row_major> fa;
-      wmma::fragment<wmma::matrix_b, kMma, kMma, kMma, __nv_bfloat16, wmma::row_major> fb;
-      wmma::load_matrix_sync(fa, a16 + rt * kMma * lda + k, lda);
-      wmma::load_matrix_sync(fb, b16 + k * ldb + ct * kMma, ldb);
-      wmma::mma_sync(c, fa, fb, c);
-    }
-    wmma::store_matrix_sync(act + rt * kMma * ldc + ct * kMma, c, ldc, wmma::mem_row_major);
+MmaLayout PlanMma(int dim, int width, const Layer* layers, int layer_count) {
+  MmaLayout m;
+  m.dim_p = Pad16(dim);
+  m.width_p = Pad16(width);
+  m.ldk = m.dim_p + 8;
+  m.ldp = m.width_p + 8;
+  m.ldq = m.dim_p + m.width_p;
+  m.ld0 = m.dim_p + 8;
+  int at = 0;
+  auto take = [&](int bytes) {
+    int offset = at;
+    at += Align16(bytes);
+    return offset;
+  };
+  m.keys = take(4 * static_cast<int>(kTileRows) * m.ldk);
+  m.proj = take(4 * static_cast<int>(kTileRows) * m.ldp);
+  m.mask = take(4 * static_cast<int>(kTileRows));
+  m.queries = take(4 * kMaxGroup * m.ldq);
+  m.scores = take(4 * kMmaWarps * kStrip);
+  m.partial = take(4 * kMaxGroup * kStripsPerTile * dim);
+  m.cross = take(2 * m.width_p * m.ld0);
+  int in_p = m.width_p;
+  for (int l = 0; l + 1 < layer_count; ++l) {
+    m.out_p[l] = Pad16(layers[l].out);
+    m.hidden_ld[l] = in_p + 8;
+    m.hidden[l] = take(2 * m.out_p[l] * m.hidden_ld[l]);
+    m.bias[l] = take(4 * m.out_p[l]);
+    in_p = m.out_p[l];
+  }
+  m.last = take(4 * in_p);
+  m.total = at;
+  return m;
+}
+
+__device__ inline uint32_t Pack(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ inline uint32_t Load32(const __nv_bfloat16* at) { return *reinterpret_cast<const uint32_t*>(at); }
+
+__device__ inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// dst[r * ld + c] = r < rows && c < cols ? src[r * cols + c] : 0 for r < rows_p and c < cols_p;
+// with vec, cols and cols_p are multiples of 4 and src and dst on 16 bytes.
+__device__ void LoadRows(float* dst, int ld, const float* src, int rows, int cols, int rows_p, int cols_p, bool vec) {
+  if (vec) {
+    const int quads = cols_p / 4;
+    Staged(
+        rows_p * quads,
+        [&](int i) {
+          int r = i / quads, c = i % quads * 4;
+          return r < rows && c < cols ? *reinterpret_cast<const float4*>(src + r * cols + c) : float4{};
+        },
+        [&](int i, float4 v) { *reinterpret_cast<float4*>(dst + i / quads * ld + i % quads * 4) = v; });
+  } else {
+    Staged(
+        rows_p * cols_p,
+        [&](int i) {
+          int r = i / cols_p, c = i % cols_p;
+          return r < rows && c < cols ? src[r * cols + c] : 0.0f;
+        },
+        [&](int i, float v) { dst[i / cols_p * ld + i % cols_p] = v; });
   }
 }
 
-// A block per (candidate, group of kTilesPerBlock consecutive tiles): the scaled cross weight and
-// the hidden layers' weights are converted into shared memory once, then each tile's positions are
-// scored and pooled into the threads' sums (thread d: output column d).
-__global__ void __launch_bounds__(kWarps * kWarp) MmaTileKernel(Params p) {
-  extern __shared__ float4 shared4[];
-  char* shared = reinterpret_cast<char*>(shared4);
-  const int64_t n = blockIdx.x / p.parts;
-  const int part = static_cast<int>(blockIdx.x % p.parts);
-  const int dim = p.dim, width = p.width, width_p = Pad16(width);
-  const MmaLayout m(dim, p.widest, p.weight_elems);
-  const int kd = m.kd, kw = m.kw;
-  float* sums = p.sums + (n * p.parts + part) * dim;
-  const int64_t u = UserOf(p, n, sums);
-  if (u < 0) return;  // the same for the whole block
-  float* keys = reinterpret_cast<float*>(shared + m.keys);
-  auto* keys16 = reinterpret_cast<__nv_bfloat16*>(shared + m.keys16);
-  auto* cross16 = reinterpret_cast<__nv_bfloat16*>(shared + m.cross16);
-  auto* weight16 = reinterpret_cast<__nv_bfloat16*>(shared + m.weight16);
-  float* act = reinterpret_cast<float*>(shared + m.act);
-  auto* act16 = reinterpret_cast<__nv_bfloat16*>(shared + m.act16);
-  const float* q = p.query + n * dim;
-  Staged(
-      kd * width_p,
-      [&](int i) {
-        int d = i / width_p, j = i % width_p;
-        return d < dim && j < width ? q[d] * p.cross[d * width + j] : 0.0f;
-      },
-      [&](int i, float v) { cross16[i] = __float2bfloat16_rn(v); });
-  for (int l = 0, offset = 0, in = width; l + 1 < p.layer_count; offset += Pad16(in) * Pad16(p.layers[l].out), in = p.layers[l].out, ++l) {
-    const Layer layer = p.layers[l];
-    const int out_p = Pad16(layer.out);
+// dst[c * ld + k] = bf16(src[k * out + c]) for k < in_p and c < out_p, zeros past in and out.
+__device__ void LoadWeightT(__nv_bfloat16* dst, int ld, const float* src, int in, int out, int in_p, int out_p, bool vec) {
+  if (vec) {
+    const int quads = out_p / 4;
     Staged(
-        Pad16(in) * out_p,
+        in_p * quads,
+        [&](int i) {
+          int k = i / quads, c = i % quads * 4;
+          return k < in && c < out ? *reinterpret_cast<const float4*>(src + k * out + c) : float4{};
+        },
+        [&](int i, float4 v) {
+          __nv_bfloat16* at = dst + i % quads * 4 * ld + i / quads;
+          at[0] = __float2bfloat16_rn(v.x);
+          at[ld] = __float2bfloat16_rn(v.y);
+          at[2 * ld] = __float2bfloat16_rn(v.z);
+          at[3 * ld] = __float2bfloat16_rn(v.w);
+        });
+  } else {
+    Staged(
+        in_p * out_p,
         [&](int i) {
           int k = i / out_p, c = i % out_p;
-          return k < in && c < layer.out ? layer.weight[k * layer.out + c] : 0.0f;
+          return k < in && c < out ? src[k * out + c] : 0.0f;
         },
-        [&](int i, float v) { weight16[offset + i] = __float2bfloat16_rn(v); });
+        [&](int i, float v) { dst[i % out_p * ld + i / out_p] = __float2bfloat16_rn(v); });
   }
-  const float* query_proj = p.query_proj + n * width;
-  const Layer last = p.layers[p.layer_count - 1];
-  float* scores = reinterpret_cast<float*>(shared + m.keys16);  // after a tile's products: the keys16 room
-  float pooled = 0.0f;                                          // thread d < dim: output column d
-  const int first = part * p.tiles_per_block, end = min(first + p.tiles_per_block, p.tiles);
-  for (int tile = first; tile < end; ++tile) {
-    const int64_t l0 = tile * kTileRows;
-    const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
-    const float* key_rows_at = p.keys + (u * p.length + l0) * dim;
-    __syncthreads();  // the previous tile's pooling has read keys and scores
-    Staged(
-        kTileRows * kd,
-        [&](int i) {
-          int r = i / kd, d = i % kd;
-          return r < rows && d < dim ? key_rows_at[r * dim + d] : 0.0f;
-        },
-        [&](int i, float v) {
-          keys[i] = v;
-          keys16[i] = __float2bfloat16_rn(v);
-        });
-    __syncthreads();
-    MmaProduct(keys16, kd, kd, cross16, width_p, width_p, act, kw);
-    __syncthreads();
-    const float* key_proj = p.key_proj + (u * p.length + l0) * width;
-    Staged(
-        kTileRows * kw,
-        [&](int i) {
-          int r = i / kw, c = i % kw;
-          return r < rows && c < width ? (key_proj[r * width + c] + act[i]) + query_proj[c] : 0.0f;
-        },
-        [&](int i, float v) {
-          act[i] = Relu(v);
-          act16[i] = __float2bfloat16_rn(Relu(v));
-        });
-    int in_width = width;
-    for (int l = 0, offset = 0; l + 1 < p.layer_count; offset += Pad16(in_width) * Pad16(p.layers[l].out), in_width = p.layers[l].out, ++l) {
-      const Layer layer = p.layers[l];
-      __syncthreads();
-      MmaProduct(act16, kw, Pad16(in_width), weight16 + offset, Pad16(layer.out), Pad16(layer.out), act, kw);
-      __syncthreads();
-      Staged(
-          kTileRows * kw,
-          [&](int i) {
-            int c = i % kw;
-            return c < layer.out ? (layer.bias ? act[i] + layer.bias[c] : act[i]) : 0.0f;
-          },
-          [&](int i, float v) {
-            act[i] = Relu(v);
-            act16[i] = __float2bfloat16_rn(Relu(v));
-          });
-    }
-    __syncthreads();
-    // The last layer's one score per position, in fp32 from the fp32 activations: a warp per row,
-    // its weights and its rows' mask values loaded once.
-    const int lane = threadIdx.x % kWarp;
-    float w[kMaxWidth / kWarp];
-#pragma unroll
-    for (int j = 0; j < kMaxWidth / kWarp; ++j) w[j] = lane + kWarp * j < in_width ? last.weight[lane + kWarp * j] : 0.0f;
-    const int my_row = threadIdx.x / kWarp + kWarps * lane;  // lane j holds the mask of the warp's j-th row
-    const float my_mask = p.mask && lane < kRowsPerWarp && my_row < rows ? p.mask[u * p.length + l0 + my_row] : 1.0f;
-    const float bias = last.bias ? last.bias[0] : 0.0f;
-    for (int j = 0; j < kRowsPerWarp; ++j) {
-      const int r = threadIdx.x / kWarp + kWarps * j;
-      float s = 0.0f;
-#pragma unroll
-      for (int c = 0; c < kMaxWidth / kWarp; ++c) {
-        if (lane + kWarp * c < in_width) s += act[r * kw + lane + kWarp * c] * w[c];
-      }
-      for (int o = kWarp / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-      const float m = __shfl_sync(0xffffffffu, my_mask, j);
-      if (lane == 0) scores[r] = last.bias ? (s + bias) * m : s * m;
-    }
-    __syncthreads();
-    if (threadIdx.x < dim) {
-      for (int r = 0; r < rows; ++r) pooled += scores[r] * keys[r * kd + threadIdx.x];
-    }
-  }
-  if (threadIdx.x < dim) sums[threadIdx.x] = pooled;
 }
 
-// out[n][d] = the sum over parts of sums[n][part][d], in order.
-__global__ void SumPartsKernel(const float* sums, int64_t candidates, int parts, int dim, float* out) {
+struct MmaParams {
+  Params p;
+  MmaLayout m;
+  int64_t candidates;
+  int group;  // consecutive candidates per block
+  bool vec;   // dims and widths multiples of 4, every array on 16 bytes: float4 loads
+};
+
+// Scores one strip of 16 positions (rows r0.. of the tile in shared memory) for a candidate with
+// query and query projection q, and writes the strip's mask-weighted sum of the keys to `pooled`.
+__device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float* q, int r0, int rows, float* scores,
+                           float* pooled) {
+  const Params& p = mp.p;
+  const MmaLayout& m = mp.m;
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const float* keys = reinterpret_cast<const float*>(shared + m.keys);
+  const float* proj = reinterpret_cast<const float*>(shared + m.proj);
+  const float* qp = q + m.dim_p;
+  // The first layer: key_proj + query_proj + (query * keys) cross.
+  float acc[kMaxNTiles][4];
+  int n_tiles = m.width_p / 8;
+#pragma unroll
+  for (int j = 0; j < kMaxNTiles; ++j) {
+    if (j < n_tiles) {
+      const int c = 8 * j + 2 * t;
+      const float2 top = *reinterpret_cast<const float2*>(proj + (r0 + g) * m.ldp + c);
+      const float2 bottom = *reinterpret_cast<const float2*>(proj + (r0 + g + 8) * m.ldp + c);
+      acc[j][0] = top.x + qp[c];
+      acc[j][1] = top.y + qp[c + 1];
+      acc[j][2] = bottom.x + qp[c];
+      acc[j][3] = bottom.y + qp[c + 1];
+    }
+  }
+  const auto* cross = reinterpret_cast<const __nv_bfloat16*>(shared + m.cross);
+#pragma unroll
+  for (int kk = 0; kk < kMaxKTiles; ++kk) {
+    if (kk * kMma < m.dim_p) {
+      const int c = kMma * kk + 2 * t;
+      const float* top = keys + (r0 + g) * m.ldk + c;
+      const float* bottom = top + 8 * m.ldk;
+      const uint32_t a[4] = {Pack(top[0] * q[c], top[1] * q[c + 1]), Pack(bottom[0] * q[c], bottom[1] * q[c + 1]),
+                             Pack(top[8] * q[c + 8], top[9] * q[c + 9]),
+                             Pack(bottom[8] * q[c + 8], bottom[9] * q[c + 9])};
+#pragma unroll
+      for (int j = 0; j < kMaxNTiles; ++j) {
+        if (j < n_tiles) {
+          const __nv_bfloat16* b = cross + (8 * j + g) * m.ld0 + c;
+          Mma(acc[j], a, Load32(b), Load32(b + 8));
+        }
+      }
+    }
+  }
+  // The hidden layers, each from the previous one's accumulators.
+  for (int l = 0; l + 1 < p.layer_count; ++l) {
+    uint32_t a[kMaxKTiles][4];
+#pragma unroll
+    for (int kk = 0; kk < kMaxKTiles; ++kk) {
+      if (2 * kk < n_tiles) {
+        const float(&lo)[4] = acc[2 * kk];
+        const float(&hi)[4] = acc[2 * kk + 1];
+        a[kk][0] = Pack(Relu(lo[0]), Relu(lo[1]));
+        a[kk][1] = Pack(Relu(lo[2]), Relu(lo[3]));
+        a[kk][2] = Pack(Relu(hi[0]), Relu(hi[1]));
+        a[kk][3] = Pack(Relu(hi[2]), Relu(hi[3]));
+      }
+    }
+    const int k_tiles = n_tiles / 2;
+    const auto* weight = reinterpret_cast<const __nv_bfloat16*>(shared + m.hidden[l]);
+    const float* bias = reinterpret_cast<const float*>(shared + m.bias[l]);
+    n_tiles = m.out_p[l] / 8;
+#pragma unroll
+    for (int j = 0; j < kMaxNTiles; ++j) {
+      if (j < n_tiles) {
+        const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * t);
+        acc[j][0] = b.x;
+        acc[j][1] = b.y;
+        acc[j][2] = b.x;
+        acc[j][3] = b.y;
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kMaxKTiles; ++kk) {
+      if (kk < k_tiles) {
+#pragma unroll
+        for (int j = 0; j < kMaxNTiles; ++j) {
+          if (j < n_tiles) {
+            const __nv_bfloat16* b = weight + (8 * j + g) * m.hidden_ld[l] + kMma * kk + 2 * t;
+            Mma(acc[j], a[kk], Load32(b), Load32(b + 8));
+          }
+        }
+      }
+    }
+  }
+  // The last layer's score per position, in fp32 from the fp32 accumulators.
+  const float* last = reinterpret_cast<const float*>(shared + m.last);
+  float top = 0.0f, bottom = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kMaxNTiles; ++j) {
+    if (j < n_tiles) {
+      const float2 w = *reinterpret_cast<const float2*>(last + 8 * j + 2 * t);
+      top += Relu(acc[j][0]) * w.x + Relu(acc[j][1]) * w.y;
+      bottom += Relu(acc[j][2]) * w.x + Relu(acc[j][3]) * w.y;
+    }
+  }
+  for (int o = 1; o < 4; o *= 2) {
+    top += __shfl_xor_sync(0xffffffffu, top, o);
+    bottom += __shfl_xor_sync(0xffffffffu, bottom, o);
+  }
+  const Layer& final_layer = p.layers[p.layer_count - 1];
+  const float* mask = reinterpret_cast<const float*>(shared + m.mask);
+  if (t == 0) {
+    const float b = final_layer.bias ? final_layer.bias[0] : 0.0f;
+    scores[g] = r0 + g < rows ? (top + b) * mask[r0 + g] : 0.0f;
+    scores[g + 8] = r0 + g + 8 < rows ? (bottom + b) * mask[r0 + g + 8] : 0.0f;
+  }
+  __syncwarp();
+  for (int d = lane; d < p.dim; d += kWarp) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kStrip; ++r) sum += scores[r] * keys[(r0 + r) * m.ldk + d];
+    pooled[d] = sum;
+  }
+  __syncwarp();  // the scores are read before the warp's next strip writes them
+}
+
+// A block per (group of consecutive candidates, tile): the weights converted into shared memory
+// once; then for each run of candidates of one user, that user's tile loaded once and every
+// (candidate, strip) scored by a warp; each candidate's strips are added in order.
+__global__ void __launch_bounds__(kMmaWarps * kWarp) MmaTileKernel(MmaParams mp) {
+  extern __shared__ float4 shared4[];
+  char* shared = reinterpret_cast<char*>(shared4);
+  const Params& p = mp.p;
+  const MmaLayout& m = mp.m;
+  const int tile = static_cast<int>(blockIdx.x % p.tiles);
+  const int64_t first = blockIdx.x / p.tiles * mp.group;
+  const int64_t end = min(first + mp.group, mp.candidates);
+  const int64_t l0 = tile * kTileRows;
+  const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
+  const int strips = (rows + kStrip - 1) / kStrip;
+
+  LoadWeightT(reinterpret_cast<__nv_bfloat16*>(shared + m.cross), m.ld0, p.cross, p.dim, p.width, m.dim_p, m.width_p,
+              mp.vec);
+  for (int l = 0, in = p.width, in_p = m.width_p; l + 1 < p.layer_count; in = p.layers[l].out, in_p = m.out_p[l], ++l) {
+    const Layer& layer = p.layers[l];
+    LoadWeightT(reinterpret_cast<__nv_bfloat16*>(shared + m.hidden[l]), m.hidden_ld[l], layer.weight, in, layer.out,
+                in_p, m.out_p[l], mp.vec);
+    float* bias = reinterpret_cast<float*>(shared + m.bias[l]);
+    for (int c = threadIdx.x; c < m.out_p[l]; c += blockDim.x) bias[c] = layer.bias && c < layer.out ? layer.bias[c] : 0.0f;
+  }
+  {
+    const int in = p.layer_count > 1 ? p.layers[p.layer_count - 2].out : p.width;
+    const int in_p = p.layer_count > 1 ? m.out_p[p.layer_count - 2] : m.width_p;
+    float* last = reinterpret_cast<float*>(shared + m.last);
+    for (int c = threadIdx.x; c < in_p; c += blockDim.x) last[c] = c < in ? p.layers[p.layer_count - 1].weight[c] : 0.0f;
+  }
+
+  float* queries = reinterpret_cast<float*>(shared + m.queries);
+  float* partial = reinterpret_cast<float*>(shared + m.partial);
+  const int warp = threadIdx.x / kWarp;
+  float* scores = reinterpret_cast<float*>(shared + m.scores) + warp * kStrip;
+  for (int64_t n0 = first; n0 < end;) {
+    const int64_t u = p.key_rows ? p.key_rows[n0] : n0;
+    int64_t n1 = n0 + 1;
+    while (n1 < end && (p.key_rows ? p.key_rows[n1] : n1) == u) ++n1;
+    const int count = static_cast<int>(n1 - n0);
+    if (u < 0 || u >= p.users) {  // the same for the whole block
+      if (threadIdx.x == 0) ReportBadData(p.error, p.step);
+      for (int i = threadIdx.x; i < count * p.dim; i += blockDim.x) {
+        p.sums[((n0 + i / p.dim) * p.tiles + tile) * p.dim + i % p.dim] = 0.0f;
+      }
+      n0 = n1;
+      continue;
+    }
+    __syncthreads();  // the previous run has read the tile, the queries and the partial sums
+    LoadRows(reinterpret_cast<float*>(shared + m.keys), m.ldk, p.keys + (u * p.length + l0) * p.dim, rows, p.dim,
+             static_cast<int>(kTileRows), m.dim_p, mp.vec);
+    LoadRows(reinterpret_cast<float*>(shared + m.proj), m.ldp, p.key_proj + (u * p.length + l0) * p.width, rows,
+             p.width, static_cast<int>(kTileRows), m.width_p, mp.vec);
+    LoadRows(queries, m.ldq, p.query + n0 * p.dim, count, p.dim, count, m.dim_p, mp.vec);
+    LoadRows(queries + m.dim_p, m.ldq, p.query_proj + n0 * p.width, count, p.width, count, m.width_p, mp.vec);
+    float* mask = reinterpret_cast<float*>(shared + m.mask);
+    for (int r = threadIdx.x; r < kTileRows; r += blockDim.x) {
+      mask[r] = p.mask && r < rows ? p.mask[u * p.length + l0 + r] : 1.0f;
+    }
+    __syncthreads();
+    for (int item = warp; item < count * strips; item += kMmaWarps) {
+      const int c = item / strips, strip = item % strips;
+      ScoreStrip(mp, shared, queries + c * m.ldq, strip * kStrip, rows, scores, partial + item * p.dim);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < count * p.dim; i += blockDim.x) {
+      const int c = i / p.dim, d = i % p.dim;
+      float sum = 0.0f;
+      for (int s = 0; s < strips; ++s) sum += partial[(c * strips + s) * p.dim + d];
+      p.sums[((n0 + c) * p.tiles + tile) * p.dim + d] = sum;
+    }
+    n0 = n1;
+  }
+}
+
+// out[n][d] = the sum over tiles of sums[n][tile][d], in order.
+__global__ void SumTilesKernel(const float* sums, int64_t candidates, int tiles, int dim, float* out) {
   RANKD_GRID_LOOP(i, candidates * dim) {
     int64_t n = i / dim, d = i % dim;
-    const float* s = sums + n * parts * dim + d;
+    const float* s = sums + n * tiles * dim + d;
     float acc = 0.0f;
-    for (int t = 0; t < parts; ++t) acc += s[t * dim];
+    for (int t = 0; t < tiles; ++t) acc += s[t * dim];
     out[i] = acc;
   }
 }
 
 constexpr int kMaxSharedBytes = SharedFloats(kMaxWidth, kMaxWidth, kMaxWidth) * 4;
-constexpr int kMaxMmaSharedBytes = static_cast<int>(
-    MmaLayout(kMaxWidth, kMaxWidth, (kMaxLayers - 1) * Pad16(kMaxWidth) * Pad16(kMaxWidth)).total);
-static_assert(kMaxMmaSharedBytes <= 227 * 1024, "the widest model's bf16 tile must fit an SM's shared memory");
-constexpr int kTilesPerBlock = 4;  // the bf16 kernel: tiles one block scores
 
 // The shared memory a block may have on this device (opted in above the default 48 KB for both
-// tile kernels, up to what the widest allowed model needs); 0 before the first prepare.
+// tile kernels) and its multiprocessors; 0 before the first prepare.
 int shared_limit = 0;
+int multiprocessors = 0;
 
 StatusOr<std::shared_ptr<const KernelState>> PrepareTargetAttention(const Node&) {
   static const cudaError_t set = [] {
-    int device = 0, optin = 0;
+    int device = 0, optin = 0, sms = 0;
     cudaError_t e = cudaGetDevice(&device);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(TileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, std::min(optin, kMaxSharedBytes));
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(MmaTileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, std::min(optin, kMaxMmaSharedBytes));
-    if (e == cudaSuccess) shared_limit = optin;
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(MmaTileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+    if (e == cudaSuccess) {
+      shared_limit = optin;
+      multiprocessors = sms;
+    }
     return e;
   }();
   RANKD_CUDA_RETURN(set);
   return std::shared_ptr<const KernelState>();
 }
+
+bool Aligned16(const void* at) { return reinterpret_cast<uintptr_t>(at) % 16 == 0; }
 
 Status TargetAttention(const KernelArgs& k) {
   Tensor& out = k.Out(0);
@@ -421,35 +597,38 @@ Status TargetAttention(const KernelArgs& k) {
   p.mask = k.HasIn(6) ? k.In(6).data<float>() : nullptr;
   p.layer_count = (k.node.NumInputs() - kFirstLayerInput) / 2;
   p.widest = p.width;
+  bool vec = p.dim % 4 == 0 && p.width % 4 == 0;
+  for (const float* at : {p.keys, p.query, p.key_proj, p.query_proj, p.cross}) vec = vec && Aligned16(at);
   for (int i = 0; i < p.layer_count; ++i) {
     const Tensor& w = k.In(kFirstLayerInput + 2 * i);
     const int bias = kFirstLayerInput + 2 * i + 1;
     p.layers[i] = {w.data<float>(), k.HasIn(bias) ? k.In(bias).data<float>() : nullptr, static_cast<int>(w.dim(1))};
     p.widest = std::max(p.widest, p.layers[i].out);
+    if (i + 1 < p.layer_count) vec = vec && p.layers[i].out % 4 == 0 && Aligned16(p.layers[i].weight);
   }
-  for (int i = 0, in = p.width; i + 1 < p.layer_count; in = p.layers[i].out, ++i) {
-    p.weight_elems += Pad16(in) * Pad16(p.layers[i].out);
-  }
-  const size_t mma_shared = MmaLayout(p.dim, p.widest, p.weight_elems).total;
+  p.sums = p.tiles == 1 ? out.data<float>() : static_cast<float*>(k.scratch);
+  p.error = k.device->error;
+  p.step = k.step;
+  const MmaLayout layout = PlanMma(p.dim, p.width, p.layers, p.layer_count);
   const size_t shared = static_cast<size_t>(SharedFloats(p.dim, p.width, p.widest)) * 4;
-  // With bf16 on the tensor cores, unless its tile (the hidden weights resident) does not fit here.
-  const bool mma = k.device->precision == Precision::kBf16 && mma_shared <= static_cast<size_t>(shared_limit);
+  // With bf16 on the tensor cores, unless its block (every weight resident) does not fit here.
+  const bool mma = k.device->precision == Precision::kBf16 && layout.total <= shared_limit;
   if (!mma && shared > static_cast<size_t>(shared_limit)) {
     return Unimplemented(k.node.Describe() + ": needs " + std::to_string(shared) + " bytes of shared memory per block");
   }
-  p.tiles_per_block = mma ? kTilesPerBlock : 1;
-  p.parts = (p.tiles + p.tiles_per_block - 1) / p.tiles_per_block;
-  p.sums = p.parts == 1 ? out.data<float>() : static_cast<float*>(k.scratch);
-  p.error = k.device->error;
-  p.step = k.step;
-  const unsigned blocks = static_cast<unsigned>(candidates * p.parts);
   if (mma) {
-    MmaTileKernel<<<blocks, kWarps * kWarp, mma_shared, k.device->stream>>>(p);
+    // Enough candidates per block to fill the device about twice over, each block converting the
+    // weights once.
+    const int64_t pairs = candidates * p.tiles, wanted = 2 * static_cast<int64_t>(std::max(multiprocessors, 1));
+    const int group = static_cast<int>(std::clamp<int64_t>((pairs + wanted - 1) / wanted, 1, kMaxGroup));
+    const MmaParams mp{p, layout, candidates, group, vec};
+    const auto blocks = static_cast<unsigned>((candidates + group - 1) / group * p.tiles);
+    MmaTileKernel<<<blocks, kMmaWarps * kWarp, layout.total, k.device->stream>>>(mp);
   } else {
-    TileKernel<<<blocks, kWarps * kWarp, shared, k.device->stream>>>(p);
+    TileKernel<<<static_cast<unsigned>(candidates * p.tiles), kWarps * kWarp, shared, k.device->stream>>>(p);
   }
-  if (p.parts > 1) {
-    SumPartsKernel<<<Blocks(candidates * p.dim), kThreads, 0, k.device->stream>>>(p.sums, candidates, p.parts, p.dim,
+  if (p.tiles > 1) {
+    SumTilesKernel<<<Blocks(candidates * p.dim), kThreads, 0, k.device->stream>>>(p.sums, candidates, p.tiles, p.dim,
                                                                                  out.data<float>());
   }
   return Launched(k);
