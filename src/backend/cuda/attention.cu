@@ -121,24 +121,31 @@ __device__ int64_t UserOf(const Params& p, int64_t n, float* sums) {
   return -1;
 }
 
-// store(i, load(i)) for i < count over the block's threads, kStage loads in flight per thread
-// before any store: these loops read global memory (L2 mostly), and one load at a time would
-// leave a block waiting on latency, not bandwidth.
+// store(r, c, load(r, c)) for r < rows and c < cols over the block's threads, kStage loads in
+// flight per thread before any store: these loops read global memory (L2 mostly), and one load at
+// a time would leave a block waiting on latency, not bandwidth. Each thread steps its (r, c)
+// without dividing.
 constexpr int kStage = 8;
 template <typename Load, typename Store>
-__device__ void Staged(int count, Load load, Store store) {
-  using Value = decltype(load(0));
-  for (int base = threadIdx.x; base < count; base += kStage * blockDim.x) {
+__device__ void Staged(int rows, int cols, Load load, Store store) {
+  using Value = decltype(load(0, 0));
+  const int step_r = blockDim.x / cols, step_c = blockDim.x % cols;
+  int r = threadIdx.x / cols, c = threadIdx.x % cols;
+  while (r < rows) {
     Value v[kStage];
+    int at_r[kStage], at_c[kStage];
 #pragma unroll
     for (int b = 0; b < kStage; ++b) {
-      int i = base + b * blockDim.x;
-      v[b] = i < count ? load(i) : Value{};
+      at_r[b] = r;
+      at_c[b] = c;
+      v[b] = r < rows ? load(r, c) : Value{};
+      c += step_c;
+      r += step_r;
+      if (c >= cols) c -= cols, ++r;
     }
 #pragma unroll
     for (int b = 0; b < kStage; ++b) {
-      int i = base + b * blockDim.x;
-      if (i < count) store(i, v[b]);
+      if (at_r[b] < rows) store(at_r[b], at_c[b], v[b]);
     }
   }
 }
@@ -288,37 +295,29 @@ __device__ inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, u
 // with vec, cols and cols_p are multiples of 4 and src and dst on 16 bytes.
 __device__ void LoadRows(float* dst, int ld, const float* src, int rows, int cols, int rows_p, int cols_p, bool vec) {
   if (vec) {
-    const int quads = cols_p / 4;
     Staged(
-        rows_p * quads,
-        [&](int i) {
-          int r = i / quads, c = i % quads * 4;
-          return r < rows && c < cols ? *reinterpret_cast<const float4*>(src + r * cols + c) : float4{};
+        rows_p, cols_p / 4,
+        [&](int r, int q) {
+          return r < rows && 4 * q < cols ? *reinterpret_cast<const float4*>(src + r * cols + 4 * q) : float4{};
         },
-        [&](int i, float4 v) { *reinterpret_cast<float4*>(dst + i / quads * ld + i % quads * 4) = v; });
+        [&](int r, int q, float4 v) { *reinterpret_cast<float4*>(dst + r * ld + 4 * q) = v; });
   } else {
     Staged(
-        rows_p * cols_p,
-        [&](int i) {
-          int r = i / cols_p, c = i % cols_p;
-          return r < rows && c < cols ? src[r * cols + c] : 0.0f;
-        },
-        [&](int i, float v) { dst[i / cols_p * ld + i % cols_p] = v; });
+        rows_p, cols_p, [&](int r, int c) { return r < rows && c < cols ? src[r * cols + c] : 0.0f; },
+        [&](int r, int c, float v) { dst[r * ld + c] = v; });
   }
 }
 
 // dst[c * ld + k] = bf16(src[k * out + c]) for k < in_p and c < out_p, zeros past in and out.
 __device__ void LoadWeightT(__nv_bfloat16* dst, int ld, const float* src, int in, int out, int in_p, int out_p, bool vec) {
   if (vec) {
-    const int quads = out_p / 4;
     Staged(
-        in_p * quads,
-        [&](int i) {
-          int k = i / quads, c = i % quads * 4;
-          return k < in && c < out ? *reinterpret_cast<const float4*>(src + k * out + c) : float4{};
+        in_p, out_p / 4,
+        [&](int k, int q) {
+          return k < in && 4 * q < out ? *reinterpret_cast<const float4*>(src + k * out + 4 * q) : float4{};
         },
-        [&](int i, float4 v) {
-          __nv_bfloat16* at = dst + i % quads * 4 * ld + i / quads;
+        [&](int k, int q, float4 v) {
+          __nv_bfloat16* at = dst + 4 * q * ld + k;
           at[0] = __float2bfloat16_rn(v.x);
           at[ld] = __float2bfloat16_rn(v.y);
           at[2 * ld] = __float2bfloat16_rn(v.z);
@@ -326,12 +325,8 @@ __device__ void LoadWeightT(__nv_bfloat16* dst, int ld, const float* src, int in
         });
   } else {
     Staged(
-        in_p * out_p,
-        [&](int i) {
-          int k = i / out_p, c = i % out_p;
-          return k < in && c < out ? src[k * out + c] : 0.0f;
-        },
-        [&](int i, float v) { dst[i % out_p * ld + i / out_p] = __float2bfloat16_rn(v); });
+        in_p, out_p, [&](int k, int c) { return k < in && c < out ? src[k * out + c] : 0.0f; },
+        [&](int k, int c, float v) { dst[c * ld + k] = __float2bfloat16_rn(v); });
   }
 }
 
@@ -341,10 +336,26 @@ struct MmaParams {
   int64_t candidates;
   int group;  // consecutive candidates per block
   bool vec;   // dims and widths multiples of 4, every array on 16 bytes: float4 loads
+  const float* last_bias;  // the last layer's, or null
 };
+
+// The tile counts of a strip's products, compile-time for the shapes MmaTileKernel is built for
+// (DIN's attention MLP, whatever its embedding width) and read from the layout otherwise. With
+// runtime counts every product is unrolled to the widest allowed, guarded, and the guards and
+// indexed parameters cost several times the arithmetic.
+template <int KT0, int NT0, int NT1>
+struct StripShape {
+  static constexpr bool kFixed = KT0 > 0;  // then exactly one hidden layer
+  __device__ static int DimTiles(const MmaLayout& m) { return kFixed ? KT0 : m.dim_p / kMma; }
+  __device__ static int WidthTiles(const MmaLayout& m) { return kFixed ? NT0 : m.width_p / 8; }
+  __device__ static int Hidden(const Params& p) { return kFixed ? 1 : p.layer_count - 1; }
+  __device__ static int OutTiles(const MmaLayout& m, int l) { return kFixed ? NT1 : m.out_p[l] / 8; }
+};
+using AnyShape = StripShape<0, 0, 0>;
 
 // Scores one strip of 16 positions (rows r0.. of the tile in shared memory) for a candidate with
 // query and query projection q, and writes the strip's mask-weighted sum of the keys to `pooled`.
+template <typename Shape>
 __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float* q, int r0, int rows, float* scores,
                            float* pooled) {
   const Params& p = mp.p;
@@ -355,29 +366,32 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
   const float* qp = q + m.dim_p;
   // The first layer: key_proj + query_proj + (query * keys) cross.
   float acc[kMaxNTiles][4];
-  int n_tiles = m.width_p / 8;
+  int n_tiles = Shape::WidthTiles(m);
+  const int k_tiles0 = Shape::DimTiles(m);
 #pragma unroll
   for (int j = 0; j < kMaxNTiles; ++j) {
     if (j < n_tiles) {
       const int c = 8 * j + 2 * t;
       const float2 top = *reinterpret_cast<const float2*>(proj + (r0 + g) * m.ldp + c);
       const float2 bottom = *reinterpret_cast<const float2*>(proj + (r0 + g + 8) * m.ldp + c);
-      acc[j][0] = top.x + qp[c];
-      acc[j][1] = top.y + qp[c + 1];
-      acc[j][2] = bottom.x + qp[c];
-      acc[j][3] = bottom.y + qp[c + 1];
+      const float2 add = *reinterpret_cast<const float2*>(qp + c);
+      acc[j][0] = top.x + add.x;
+      acc[j][1] = top.y + add.y;
+      acc[j][2] = bottom.x + add.x;
+      acc[j][3] = bottom.y + add.y;
     }
   }
   const auto* cross = reinterpret_cast<const __nv_bfloat16*>(shared + m.cross);
 #pragma unroll
   for (int kk = 0; kk < kMaxKTiles; ++kk) {
-    if (kk * kMma < m.dim_p) {
+    if (kk < k_tiles0) {
       const int c = kMma * kk + 2 * t;
-      const float* top = keys + (r0 + g) * m.ldk + c;
-      const float* bottom = top + 8 * m.ldk;
-      const uint32_t a[4] = {Pack(top[0] * q[c], top[1] * q[c + 1]), Pack(bottom[0] * q[c], bottom[1] * q[c + 1]),
-                             Pack(top[8] * q[c + 8], top[9] * q[c + 9]),
-                             Pack(bottom[8] * q[c + 8], bottom[9] * q[c + 9])};
+      const float2* top = reinterpret_cast<const float2*>(keys + (r0 + g) * m.ldk + c);
+      const float2* bottom = reinterpret_cast<const float2*>(keys + (r0 + g + 8) * m.ldk + c);
+      const float2 q0 = *reinterpret_cast<const float2*>(q + c), q8 = *reinterpret_cast<const float2*>(q + c + 8);
+      const float2 t0 = top[0], t8 = top[4], b0 = bottom[0], b8 = bottom[4];
+      const uint32_t a[4] = {Pack(t0.x * q0.x, t0.y * q0.y), Pack(b0.x * q0.x, b0.y * q0.y),
+                             Pack(t8.x * q8.x, t8.y * q8.y), Pack(b8.x * q8.x, b8.y * q8.y)};
 #pragma unroll
       for (int j = 0; j < kMaxNTiles; ++j) {
         if (j < n_tiles) {
@@ -388,7 +402,8 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
     }
   }
   // The hidden layers, each from the previous one's accumulators.
-  for (int l = 0; l + 1 < p.layer_count; ++l) {
+  const int hidden = Shape::Hidden(p);
+  for (int l = 0; l < hidden; ++l) {
     uint32_t a[kMaxKTiles][4];
 #pragma unroll
     for (int kk = 0; kk < kMaxKTiles; ++kk) {
@@ -404,7 +419,8 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
     const int k_tiles = n_tiles / 2;
     const auto* weight = reinterpret_cast<const __nv_bfloat16*>(shared + m.hidden[l]);
     const float* bias = reinterpret_cast<const float*>(shared + m.bias[l]);
-    n_tiles = m.out_p[l] / 8;
+    const int ld = m.hidden_ld[l];
+    n_tiles = Shape::OutTiles(m, l);
 #pragma unroll
     for (int j = 0; j < kMaxNTiles; ++j) {
       if (j < n_tiles) {
@@ -421,7 +437,7 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
 #pragma unroll
         for (int j = 0; j < kMaxNTiles; ++j) {
           if (j < n_tiles) {
-            const __nv_bfloat16* b = weight + (8 * j + g) * m.hidden_ld[l] + kMma * kk + 2 * t;
+            const __nv_bfloat16* b = weight + (8 * j + g) * ld + kMma * kk + 2 * t;
             Mma(acc[j], a[kk], Load32(b), Load32(b + 8));
           }
         }
@@ -443,10 +459,9 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
     top += __shfl_xor_sync(0xffffffffu, top, o);
     bottom += __shfl_xor_sync(0xffffffffu, bottom, o);
   }
-  const Layer& final_layer = p.layers[p.layer_count - 1];
   const float* mask = reinterpret_cast<const float*>(shared + m.mask);
   if (t == 0) {
-    const float b = final_layer.bias ? final_layer.bias[0] : 0.0f;
+    const float b = mp.last_bias ? *mp.last_bias : 0.0f;
     scores[g] = r0 + g < rows ? (top + b) * mask[r0 + g] : 0.0f;
     scores[g + 8] = r0 + g + 8 < rows ? (bottom + b) * mask[r0 + g + 8] : 0.0f;
   }
@@ -463,6 +478,7 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
 // A block per (group of consecutive candidates, tile): the weights converted into shared memory
 // once; then for each run of candidates of one user, that user's tile loaded once and every
 // (candidate, strip) scored by a warp; each candidate's strips are added in order.
+template <typename Shape>
 __global__ void __launch_bounds__(kMmaWarps * kWarp) MmaTileKernel(MmaParams mp) {
   extern __shared__ float4 shared4[];
   char* shared = reinterpret_cast<char*>(shared4);
@@ -522,7 +538,7 @@ __global__ void __launch_bounds__(kMmaWarps * kWarp) MmaTileKernel(MmaParams mp)
     __syncthreads();
     for (int item = warp; item < count * strips; item += kMmaWarps) {
       const int c = item / strips, strip = item % strips;
-      ScoreStrip(mp, shared, queries + c * m.ldq, strip * kStrip, rows, scores, partial + item * p.dim);
+      ScoreStrip<Shape>(mp, shared, queries + c * m.ldq, strip * kStrip, rows, scores, partial + item * p.dim);
     }
     __syncthreads();
     for (int i = threadIdx.x; i < count * p.dim; i += blockDim.x) {
@@ -548,6 +564,25 @@ __global__ void SumTilesKernel(const float* sums, int64_t candidates, int tiles,
 
 constexpr int kMaxSharedBytes = SharedFloats(kMaxWidth, kMaxWidth, kMaxWidth) * 4;
 
+using MmaKernel = void (*)(MmaParams);
+// DIN's attention MLP (80, 40, 1) with embeddings up to 32, 48, 64 and 128 wide, then any shape.
+constexpr MmaKernel kMmaKernels[] = {MmaTileKernel<StripShape<2, 10, 6>>, MmaTileKernel<StripShape<3, 10, 6>>,
+                                     MmaTileKernel<StripShape<4, 10, 6>>, MmaTileKernel<StripShape<8, 10, 6>>,
+                                     MmaTileKernel<AnyShape>};
+
+MmaKernel PickMmaKernel(const MmaLayout& m, int layer_count) {
+  if (layer_count == 2 && m.width_p == 80 && m.out_p[0] == 48) {
+    switch (m.dim_p) {
+      case 32: return kMmaKernels[0];
+      case 48: return kMmaKernels[1];
+      case 64: return kMmaKernels[2];
+      case 128: return kMmaKernels[3];
+      default: break;
+    }
+  }
+  return kMmaKernels[4];
+}
+
 // The shared memory a block may have on this device (opted in above the default 48 KB for both
 // tile kernels) and its multiprocessors; 0 before the first prepare.
 int shared_limit = 0;
@@ -560,7 +595,9 @@ StatusOr<std::shared_ptr<const KernelState>> PrepareTargetAttention(const Node&)
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(TileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, std::min(optin, kMaxSharedBytes));
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(MmaTileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+    for (MmaKernel kernel : kMmaKernels) {
+      if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+    }
     if (e == cudaSuccess) {
       shared_limit = optin;
       multiprocessors = sms;
@@ -621,9 +658,9 @@ Status TargetAttention(const KernelArgs& k) {
     // weights once.
     const int64_t pairs = candidates * p.tiles, wanted = 2 * static_cast<int64_t>(std::max(multiprocessors, 1));
     const int group = static_cast<int>(std::clamp<int64_t>((pairs + wanted - 1) / wanted, 1, kMaxGroup));
-    const MmaParams mp{p, layout, candidates, group, vec};
+    const MmaParams mp{p, layout, candidates, group, vec, p.layers[p.layer_count - 1].bias};
     const auto blocks = static_cast<unsigned>((candidates + group - 1) / group * p.tiles);
-    MmaTileKernel<<<blocks, kMmaWarps * kWarp, layout.total, k.device->stream>>>(mp);
+    PickMmaKernel(layout, p.layer_count)<<<blocks, kMmaWarps * kWarp, layout.total, k.device->stream>>>(mp);
   } else {
     TileKernel<<<static_cast<unsigned>(candidates * p.tiles), kWarps * kWarp, shared, k.device->stream>>>(p);
   }
