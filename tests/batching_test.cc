@@ -96,14 +96,16 @@ TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {
 
 // DIN (user-scope profile and ragged history, per-candidate item features), with batching set
 // by `batching` or off.
-StatusOr<std::unique_ptr<Model>> LoadDin(const std::string& batching) {
+StatusOr<std::unique_ptr<Model>> LoadDin(const std::string& batching, const Backend* backend = nullptr) {
   std::string dir = testing::SourcePath("models/zoo/din");
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   if (!batching.empty()) {
     ASSIGN_OR_RETURN(ModelConfig b, ParseModelConfig("{\"batching\": " + batching + "}", false));
     config.batching = b.batching;
   }
-  return Model::LoadFile(dir + "/1/model.onnx", std::move(config));
+  ModelOptions options;
+  options.backend = backend;
+  return Model::LoadFile(dir + "/1/model.onnx", std::move(config), options);
 }
 
 // A random DIN request: `rows` candidates, a history of `length` ids (all below 40, in range).
@@ -165,6 +167,62 @@ TEST(BatchedModel, ConcurrentRequestsMergeAndScoreAsTheyDoAlone) {
   }
   EXPECT_GT(merged.load(), 0);
   EXPECT_LT(executions.load(), kThreads * kPerThread);
+}
+
+// With captured graphs (a GPU), a batch merges only into a bucket that has a graph; a bucket
+// wanted a second time is captured in the background (merge_gate.h). Every answer is still the
+// unbatched one.
+TEST(BatchedModel, OnTheGpuBatchesMergeOnceTheirBucketRecursAndIsCaptured) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  auto plain = LoadDin("", cuda);
+  auto batched = LoadDin(R"({"max_queue_delay_microseconds": 5000, "executors": 1, "cost_per_row": 1,
+                             "cost_per_sequence_element": 0, "cost_per_request": 0, "cost_budget": 100000})",
+                         cuda);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_TRUE(batched.ok()) << batched.status().ToString();
+  const BucketCounters start = (*batched)->bucket_counters();
+  std::mt19937_64 rng(11);
+  std::atomic<int> merged{0};
+  uint64_t deferred_after_first_round = 0;
+  // Rounds of 8 threads x 6 requests of one shape (8 candidates, 12 ids of history), so batches of
+  // the same number of users recur from round to round.
+  for (int round = 0; round < 4; ++round) {
+    constexpr int kThreads = 8, kPerThread = 6;
+    std::vector<std::vector<InferRequest>> requests(kThreads);
+    for (auto& list : requests) {
+      for (int i = 0; i < kPerThread; ++i) list.push_back(RandomDinRequest(**plain, 8, 12, rng));
+    }
+    std::vector<std::vector<StatusOr<std::vector<InferOutput>>>> got(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (const InferRequest& r : requests[t]) {
+          InferStats stats;
+          got[t].push_back((*batched)->Infer(r, &stats));
+          if (stats.batch_requests > 1) ++merged;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    (*batched)->WaitForCaptures();
+    for (int t = 0; t < kThreads; ++t) {
+      for (int i = 0; i < kPerThread; ++i) {
+        auto want = (*plain)->Infer(requests[t][i]);
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        ASSERT_TRUE(got[t][i].ok()) << got[t][i].status().ToString();
+        testing::ExpectOutputsNear({(*got[t][i])[0].data}, {(*want)[0].data}, 1e-5,
+                                   "round " + std::to_string(round) + " thread " + std::to_string(t));
+      }
+    }
+    if (round == 0) deferred_after_first_round = (*batched)->bucket_counters().merges_deferred;
+  }
+  const BucketCounters end = (*batched)->bucket_counters();
+  // At first no bucket of several users had a graph; a batch merges only into one that has, so
+  // merged batches show that recurring buckets were captured.
+  EXPECT_GT(deferred_after_first_round, start.merges_deferred);
+  EXPECT_GT(merged.load(), 0);
+  EXPECT_EQ(end.capture_failures, 0u);
 }
 
 TEST(BatchedModel, BadIdFailsOnlyItsRequest) {

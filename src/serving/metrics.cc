@@ -53,6 +53,7 @@ std::string Metrics::Text() const {
   family("rankd_graph_capture_duration_us", "Cumulative time spent capturing graphs", "counter", [](const PerModel& m) { return m.buckets.capture_us; });
   family("rankd_bucket_real_rows", "Rows of executions padded to a shape bucket, before padding", "counter", [](const PerModel& m) { return m.buckets.real_rows; });
   family("rankd_bucket_padded_rows", "Rows of executions padded to a shape bucket, after padding", "counter", [](const PerModel& m) { return m.buckets.padded_rows; });
+  family("rankd_batch_merges_deferred", "Batches run as their requests because their bucket had no graph yet", "counter", [](const PerModel& m) { return m.buckets.merges_deferred; });
   out += "# HELP nv_inference_request_summary_us Request duration quantiles over the last 1024 requests\n";
   out += "# TYPE nv_inference_request_summary_us summary\n";
   for (const auto& [key, m] : models_) {

@@ -12,6 +12,7 @@
 //   rankd_graph_hits / _misses                executions that replayed a captured graph / ran uncaptured
 //   rankd_graph_captures, _capture_duration_us plans captured (warm-up and background) and the time taken
 //   rankd_bucket_real_rows / _padded_rows     rows of bucketed executions before and after padding
+//   rankd_batch_merges_deferred               batches run as their requests: no graph for their bucket yet
 // Thread-safe.
 #pragma once
 

@@ -454,11 +454,25 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
       task->stats->execution = tasks.size() == 1;
     }
   }
+  auto each_alone = [&] {
+    for (size_t k = 0; k < tasks.size(); ++k) {
+      if (tasks[k]->stats) {
+        tasks[k]->stats->batch_requests = 1;
+        tasks[k]->stats->execution = true;
+      }
+      tasks[k]->done.set_value(RunPrepared(*parts[k]));
+    }
+  };
   if (tasks.size() == 1) {
     tasks[0]->done.set_value(RunPrepared(*parts[0]));
     return;
   }
-  auto result = RunPrepared(MergeRequests(parts, input_kinds_));
+  PreparedRequest merged = MergeRequests(parts, input_kinds_);
+  if (!MergeNow(merged)) {
+    each_alone();
+    return;
+  }
+  auto result = RunPrepared(merged);
   auto split = result.ok() ? SplitRows(*result, rows, output_names_)
                            : StatusOr<std::vector<std::vector<Tensor>>>(result.status());
   if (split.ok()) {
@@ -467,13 +481,7 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
   }
   // The batch failed (say an id out of range found on the device): each request runs alone, so
   // only the one at fault fails.
-  for (size_t k = 0; k < tasks.size(); ++k) {
-    if (tasks[k]->stats) {
-      tasks[k]->stats->batch_requests = 1;
-      tasks[k]->stats->execution = true;
-    }
-    tasks[k]->done.set_value(RunPrepared(*parts[k]));
-  }
+  each_alone();
 }
 
 namespace {

@@ -28,6 +28,7 @@
 #include "model/graph.h"
 #include "serving/batch_merge.h"
 #include "batching/capture_worker.h"
+#include "batching/merge_gate.h"
 #include "serving/shape_buckets.h"
 
 namespace rankd {
@@ -174,6 +175,9 @@ class Model {
   Status CaptureWarmupBuckets(const std::vector<int64_t>& max_lengths);
   // Captures `plan` on every executor that lacks it, each taken from the pool when idle.
   void CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const;
+  // Whether a batch of several requests runs merged now (merge_gate.h): always, unless graphs are
+  // captured and its bucket has none yet; may queue the bucket's capture.
+  bool MergeNow(const PreparedRequest& merged) const;
   // The batcher's callback: merges, runs, splits; a batch that fails runs its requests alone.
   void RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const;
   // Checks that merged requests score as they do alone, measures the cost model, starts the batcher.
@@ -221,7 +225,8 @@ class Model {
   bool capture_ = false;  // capture plans as graphs (buckets on, backend able)
   mutable std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_failures_{0},
       capture_us_{0};
-  mutable std::atomic<uint64_t> real_rows_{0}, padded_rows_{0};
+  mutable std::atomic<uint64_t> real_rows_{0}, padded_rows_{0}, merges_deferred_{0};
+  mutable MergeGate merge_gate_;  // whether a batch runs merged, where graphs are captured
   mutable std::unique_ptr<CaptureWorker> capture_worker_;  // before batcher_: outlives its batches
 
   std::vector<std::string> output_names_;  // the graph's outputs, in order

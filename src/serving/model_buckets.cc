@@ -82,6 +82,32 @@ std::unique_ptr<Executor> Model::TakeExecutor(const Executor* executor) const {
   return taken;
 }
 
+bool Model::MergeNow(const PreparedRequest& merged) const {
+  if (!capture_) return true;
+  std::optional<BucketKey> key = buckets_->Find(merged.rows, merged.ragged_max_lengths, merged.users);
+  if (!key) return true;  // past the largest bucket: launches are a small part of such a batch
+  auto plan = PlanForBucket(*key);  // the plan the merged batch would run
+  if (!plan.ok()) return true;      // which reports the error
+  switch (merge_gate_.Decide((*plan)->id())) {
+    case MergeGate::Verdict::kMerge:
+      return true;
+    case MergeGate::Verdict::kSplitAndCapture: {
+      bool uncapturable;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        uncapturable = uncapturable_.count((*plan)->id()) > 0;
+      }
+      std::shared_ptr<const Plan> wanted = *plan;
+      if (!uncapturable) capture_worker_->Submit(wanted->id(), [this, wanted] { CaptureEverywhere(wanted); });
+      break;
+    }
+    case MergeGate::Verdict::kSplit:
+      break;
+  }
+  ++merges_deferred_;
+  return false;
+}
+
 void Model::CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const {
   std::vector<const Executor*> executors;
   {
@@ -110,6 +136,7 @@ void Model::CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const {
     }
     ReleaseExecutor(std::move(executor));
   }
+  merge_gate_.Captured(plan->id());
 }
 
 StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& request) const {
@@ -144,7 +171,7 @@ void Model::WaitForCaptures() const {
 
 BucketCounters Model::bucket_counters() const {
   return {graph_hits_.load(), graph_misses_.load(), captures_.load(), capture_failures_.load(), capture_us_.load(),
-          real_rows_.load(), padded_rows_.load()};
+          real_rows_.load(), padded_rows_.load(), merges_deferred_.load()};
 }
 
 Status Model::StartBuckets() {

@@ -35,6 +35,7 @@ struct BucketCounters {
   uint64_t capture_us = 0;    // time spent capturing
   uint64_t real_rows = 0;     // rows of bucketed executions ...
   uint64_t padded_rows = 0;   // ... and the rows they ran with
+  uint64_t merges_deferred = 0;  // batches run as their requests: their bucket had no graph yet (merge_gate.h)
 };
 
 class ShapeBuckets {
