@@ -121,6 +121,27 @@ InferRequest RandomDinRequest(const Model& model, int64_t rows, int64_t length, 
   return r;
 }
 
+// Sends requests[t] from thread t, one after another; counts the answers that came from merged
+// batches and those that were an execution of their own batch.
+std::vector<std::vector<StatusOr<std::vector<InferOutput>>>> InferConcurrently(
+    const Model& model, const std::vector<std::vector<InferRequest>>& requests, std::atomic<int>& merged,
+    std::atomic<int>& executions) {
+  std::vector<std::vector<StatusOr<std::vector<InferOutput>>>> got(requests.size());
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < requests.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (const InferRequest& r : requests[t]) {
+        InferStats stats;
+        got[t].push_back(model.Infer(r, &stats));
+        if (stats.batch_requests > 1) ++merged;
+        if (stats.execution) ++executions;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return got;
+}
+
 TEST(BatchedModel, ConcurrentRequestsMergeAndScoreAsTheyDoAlone) {
   auto plain = LoadDin("");
   auto batched = LoadDin(R"({"max_queue_delay_microseconds": 5000, "executors": 1, "cost_per_row": 1,
@@ -138,20 +159,8 @@ TEST(BatchedModel, ConcurrentRequestsMergeAndScoreAsTheyDoAlone) {
       list.push_back(RandomDinRequest(**plain, 1 + static_cast<int64_t>(rng() % 30), static_cast<int64_t>(rng() % 21), rng));
     }
   }
-  std::vector<std::vector<StatusOr<std::vector<InferOutput>>>> got(kThreads);
   std::atomic<int> merged{0}, executions{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (const InferRequest& r : requests[t]) {
-        InferStats stats;
-        got[t].push_back((*batched)->Infer(r, &stats));
-        if (stats.batch_requests > 1) ++merged;
-        if (stats.execution) ++executions;
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
+  auto got = InferConcurrently(**batched, requests, merged, executions);
   for (int t = 0; t < kThreads; ++t) {
     for (int i = 0; i < kPerThread; ++i) {
       auto want = (*plain)->Infer(requests[t][i]);
@@ -183,7 +192,7 @@ TEST(BatchedModel, OnTheGpuBatchesMergeOnceTheirBucketRecursAndIsCaptured) {
   ASSERT_TRUE(batched.ok()) << batched.status().ToString();
   const BucketCounters start = (*batched)->bucket_counters();
   std::mt19937_64 rng(11);
-  std::atomic<int> merged{0};
+  std::atomic<int> merged{0}, executions{0};
   uint64_t deferred_after_first_round = 0;
   // Rounds of 8 threads x 6 requests of one shape (8 candidates, 12 ids of history), so batches of
   // the same number of users recur from round to round.
@@ -193,18 +202,7 @@ TEST(BatchedModel, OnTheGpuBatchesMergeOnceTheirBucketRecursAndIsCaptured) {
     for (auto& list : requests) {
       for (int i = 0; i < kPerThread; ++i) list.push_back(RandomDinRequest(**plain, 8, 12, rng));
     }
-    std::vector<std::vector<StatusOr<std::vector<InferOutput>>>> got(kThreads);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        for (const InferRequest& r : requests[t]) {
-          InferStats stats;
-          got[t].push_back((*batched)->Infer(r, &stats));
-          if (stats.batch_requests > 1) ++merged;
-        }
-      });
-    }
-    for (auto& th : threads) th.join();
+    auto got = InferConcurrently(**batched, requests, merged, executions);
     (*batched)->WaitForCaptures();
     for (int t = 0; t < kThreads; ++t) {
       for (int i = 0; i < kPerThread; ++i) {

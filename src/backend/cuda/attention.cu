@@ -4,51 +4,27 @@
 // sums in order, so every run gives the same bits.
 //
 // Two variants of the tile kernel:
-// - fp32 on the CUDA cores (precision fp32 and tf32): a block per (candidate, tile), the keys and
-//   the cross weight scaled by the query in shared memory, every layer a register-tiled product
-//   into shared memory.
-// - bf16 on the tensor cores (mma.sync, bf16 operands as every bf16 product here has, fp32
-//   accumulators, epilogues and sums): a block per (group of candidates, tile) with every weight
-//   resident in shared memory; a warp takes 16 positions of one candidate through the whole MLP
-//   with the activations in registers.
-#include <cuda_bf16.h>
-
+// - fp32 on the CUDA cores (precision fp32 and tf32), here: a block per (candidate, tile), the
+//   keys and the cross weight scaled by the query in shared memory, every layer a register-tiled
+//   product into shared memory.
+// - bf16 on the tensor cores (attention_mma.cu; bf16 operands as every bf16 product here has,
+//   fp32 accumulators, epilogues and sums): a block per (group of candidates, tile) with every
+//   weight resident in shared memory; a warp takes 16 positions of one candidate through the
+//   whole MLP with the activations in registers.
 #include <algorithm>
 
+#include "backend/cuda/attention.cuh"
 #include "backend/cuda/device.h"
 #include "backend/cuda/indexing.cuh"
 #include "backend/cuda/kernels.h"
-#include "compile/ops/target_attention.h"
 
 namespace rankd::cuda {
 namespace {
 
-using target_attention::kFirstLayerInput;
-using target_attention::kMaxLayers;
-using target_attention::kMaxWidth;
-using target_attention::kTileRows;
+using namespace attention;
 
-constexpr int kWarp = 32;
 constexpr int kWarps = 8;
 constexpr int kRowsPerWarp = static_cast<int>(kTileRows) / kWarps;
-
-struct Layer {
-  const float* weight;  // [in, out]
-  const float* bias;    // [out] or null
-  int out;
-};
-
-struct Params {
-  const float *keys, *query, *key_proj, *query_proj, *cross, *mask;
-  const int64_t* key_rows;
-  Layer layers[kMaxLayers];
-  int layer_count;
-  int64_t users, length;
-  int dim, width, widest, tiles;
-  float* sums;  // [candidates, tiles, dim]: each tile's sum (the output itself with one tile)
-  int* error;
-  int step;
-};
 
 __host__ __device__ constexpr int Pad4(int x) { return (x + 3) & ~3; }
 
@@ -110,8 +86,6 @@ __device__ void Product(const float* a, int a_stride, int k_count, const float* 
   }
 }
 
-__device__ inline float Relu(float x) { return x > 0.0f ? x : 0.0f; }
-
 // Candidate n's user row, or -1 (reported, the block's sums zeroed) when the row is bad.
 __device__ int64_t UserOf(const Params& p, int64_t n, float* sums) {
   const int64_t u = p.key_rows ? p.key_rows[n] : n;
@@ -119,35 +93,6 @@ __device__ int64_t UserOf(const Params& p, int64_t n, float* sums) {
   if (threadIdx.x == 0) ReportBadData(p.error, p.step);
   for (int d = threadIdx.x; d < p.dim; d += blockDim.x) sums[d] = 0.0f;
   return -1;
-}
-
-// store(r, c, load(r, c)) for r < rows and c < cols over the block's threads, kStage loads in
-// flight per thread before any store: these loops read global memory (L2 mostly), and one load at
-// a time would leave a block waiting on latency, not bandwidth. Each thread steps its (r, c)
-// without dividing.
-constexpr int kStage = 8;
-template <typename Load, typename Store>
-__device__ void Staged(int rows, int cols, Load load, Store store) {
-  using Value = decltype(load(0, 0));
-  const int step_r = blockDim.x / cols, step_c = blockDim.x % cols;
-  int r = threadIdx.x / cols, c = threadIdx.x % cols;
-  while (r < rows) {
-    Value v[kStage];
-    int at_r[kStage], at_c[kStage];
-#pragma unroll
-    for (int b = 0; b < kStage; ++b) {
-      at_r[b] = r;
-      at_c[b] = c;
-      v[b] = r < rows ? load(r, c) : Value{};
-      c += step_c;
-      r += step_r;
-      if (c >= cols) c -= cols, ++r;
-    }
-#pragma unroll
-    for (int b = 0; b < kStage; ++b) {
-      if (at_r[b] < rows) store(at_r[b], at_c[b], v[b]);
-    }
-  }
 }
 
 __global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
@@ -208,349 +153,6 @@ __global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
 }
 
 
-// ---------------------------------------------------------------- bf16 on the tensor cores
-// mma.sync m16n8k16 with bf16 operands and fp32 accumulators (PTX ISA, "Matrix Fragments for
-// mma.m16n8k16"); lane = 4 g + t:
-//   A 16x16: a[0] row g, cols 2t and 2t+1; a[1] row g+8, the same cols; a[2], a[3] as a[0], a[1]
-//            with cols 2t+8 and 2t+9 (each a register of two bf16, the lower column low);
-//   B 16x8:  b0 rows 2t and 2t+1 of column g; b1 rows 2t+8 and 2t+9;
-//   C 16x8:  c[0], c[1] row g, cols 2t and 2t+1; c[2], c[3] row g+8.
-// A layer's accumulators for columns 16k..16k+15 (its n-tiles 2k and 2k+1) are therefore, paired
-// and rounded, the next layer's A fragment for k-tile k: a warp takes a strip of 16 positions
-// through every layer with its activations in registers. Weights sit in shared memory transposed
-// ([out][in], B's column pairs adjacent), rows padded by 8 bf16 so a fragment load meets no bank
-// twice.
-constexpr int kMma = 16;
-constexpr int kStrip = 16;                                              // positions per warp product
-constexpr int kStripsPerTile = static_cast<int>(kTileRows) / kStrip;
-constexpr int kMmaWarps = 4;
-constexpr int kMaxGroup = 8;                                            // candidates per block
-constexpr int kMaxNTiles = static_cast<int>(kMaxWidth) / 8;
-constexpr int kMaxKTiles = static_cast<int>(kMaxWidth) / kMma;
-
-__host__ __device__ constexpr int Pad16(int x) { return (x + kMma - 1) / kMma * kMma; }
-__host__ __device__ constexpr int Align16(int bytes) { return (bytes + 15) / 16 * 16; }
-
-// The bf16 kernel's shared memory: byte offsets (each on 16 bytes) and row strides in elements.
-// A block holds one user's tile (keys and key projections in fp32, the mask), the query and query
-// projection of each candidate of its group, every weight, and each (candidate, strip)'s pooled
-// partial sum.
-struct MmaLayout {
-  int dim_p = 0, width_p = 0;
-  int ldk = 0, ldp = 0, ldq = 0, ld0 = 0;
-  int keys = 0, proj = 0, mask = 0, queries = 0, scores = 0, partial = 0, cross = 0, last = 0, total = 0;
-  int hidden[kMaxLayers] = {}, hidden_ld[kMaxLayers] = {}, bias[kMaxLayers] = {}, out_p[kMaxLayers] = {};
-};
-
-MmaLayout PlanMma(int dim, int width, const Layer* layers, int layer_count) {
-  MmaLayout m;
-  m.dim_p = Pad16(dim);
-  m.width_p = Pad16(width);
-  m.ldk = m.dim_p + 8;
-  m.ldp = m.width_p + 8;
-  m.ldq = m.dim_p + m.width_p;
-  m.ld0 = m.dim_p + 8;
-  int at = 0;
-  auto take = [&](int bytes) {
-    int offset = at;
-    at += Align16(bytes);
-    return offset;
-  };
-  m.keys = take(4 * static_cast<int>(kTileRows) * m.ldk);
-  m.proj = take(4 * static_cast<int>(kTileRows) * m.ldp);
-  m.mask = take(4 * static_cast<int>(kTileRows));
-  m.queries = take(4 * kMaxGroup * m.ldq);
-  m.scores = take(4 * kMmaWarps * kStrip);
-  m.partial = take(4 * kMaxGroup * kStripsPerTile * dim);
-  m.cross = take(2 * m.width_p * m.ld0);
-  int in_p = m.width_p;
-  for (int l = 0; l + 1 < layer_count; ++l) {
-    m.out_p[l] = Pad16(layers[l].out);
-    m.hidden_ld[l] = in_p + 8;
-    m.hidden[l] = take(2 * m.out_p[l] * m.hidden_ld[l]);
-    m.bias[l] = take(4 * m.out_p[l]);
-    in_p = m.out_p[l];
-  }
-  m.last = take(4 * in_p);
-  m.total = at;
-  return m;
-}
-
-__device__ inline uint32_t Pack(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-__device__ inline uint32_t Load32(const __nv_bfloat16* at) { return *reinterpret_cast<const uint32_t*>(at); }
-
-__device__ inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// dst[r * ld + c] = r < rows && c < cols ? src[r * cols + c] : 0 for r < rows_p and c < cols_p;
-// with vec, cols and cols_p are multiples of 4 and src and dst on 16 bytes.
-__device__ void LoadRows(float* dst, int ld, const float* src, int rows, int cols, int rows_p, int cols_p, bool vec) {
-  if (vec) {
-    Staged(
-        rows_p, cols_p / 4,
-        [&](int r, int q) {
-          return r < rows && 4 * q < cols ? *reinterpret_cast<const float4*>(src + r * cols + 4 * q) : float4{};
-        },
-        [&](int r, int q, float4 v) { *reinterpret_cast<float4*>(dst + r * ld + 4 * q) = v; });
-  } else {
-    Staged(
-        rows_p, cols_p, [&](int r, int c) { return r < rows && c < cols ? src[r * cols + c] : 0.0f; },
-        [&](int r, int c, float v) { dst[r * ld + c] = v; });
-  }
-}
-
-// dst[c * ld + k] = bf16(src[k * out + c]) for k < in_p and c < out_p, zeros past in and out.
-__device__ void LoadWeightT(__nv_bfloat16* dst, int ld, const float* src, int in, int out, int in_p, int out_p, bool vec) {
-  if (vec) {
-    Staged(
-        in_p, out_p / 4,
-        [&](int k, int q) {
-          return k < in && 4 * q < out ? *reinterpret_cast<const float4*>(src + k * out + 4 * q) : float4{};
-        },
-        [&](int k, int q, float4 v) {
-          __nv_bfloat16* at = dst + 4 * q * ld + k;
-          at[0] = __float2bfloat16_rn(v.x);
-          at[ld] = __float2bfloat16_rn(v.y);
-          at[2 * ld] = __float2bfloat16_rn(v.z);
-          at[3 * ld] = __float2bfloat16_rn(v.w);
-        });
-  } else {
-    Staged(
-        in_p, out_p, [&](int k, int c) { return k < in && c < out ? src[k * out + c] : 0.0f; },
-        [&](int k, int c, float v) { dst[c * ld + k] = __float2bfloat16_rn(v); });
-  }
-}
-
-struct MmaParams {
-  Params p;
-  MmaLayout m;
-  int64_t candidates;
-  int group;  // consecutive candidates per block
-  bool vec;   // dims and widths multiples of 4, every array on 16 bytes: float4 loads
-  const float* last_bias;  // the last layer's, or null
-};
-
-// The tile counts of a strip's products, compile-time for the shapes MmaTileKernel is built for
-// (DIN's attention MLP, whatever its embedding width) and read from the layout otherwise. With
-// runtime counts every product is unrolled to the widest allowed, guarded, and the guards and
-// indexed parameters cost several times the arithmetic.
-template <int KT0, int NT0, int NT1>
-struct StripShape {
-  static constexpr bool kFixed = KT0 > 0;  // then exactly one hidden layer
-  __device__ static int DimTiles(const MmaLayout& m) { return kFixed ? KT0 : m.dim_p / kMma; }
-  __device__ static int WidthTiles(const MmaLayout& m) { return kFixed ? NT0 : m.width_p / 8; }
-  __device__ static int Hidden(const Params& p) { return kFixed ? 1 : p.layer_count - 1; }
-  __device__ static int OutTiles(const MmaLayout& m, int l) { return kFixed ? NT1 : m.out_p[l] / 8; }
-};
-using AnyShape = StripShape<0, 0, 0>;
-
-// Scores one strip of 16 positions (rows r0.. of the tile in shared memory) for a candidate with
-// query and query projection q, and writes the strip's mask-weighted sum of the keys to `pooled`.
-template <typename Shape>
-__device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float* q, int r0, int rows, float* scores,
-                           float* pooled) {
-  const Params& p = mp.p;
-  const MmaLayout& m = mp.m;
-  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-  const float* keys = reinterpret_cast<const float*>(shared + m.keys);
-  const float* proj = reinterpret_cast<const float*>(shared + m.proj);
-  const float* qp = q + m.dim_p;
-  // The first layer: key_proj + query_proj + (query * keys) cross.
-  float acc[kMaxNTiles][4];
-  int n_tiles = Shape::WidthTiles(m);
-  const int k_tiles0 = Shape::DimTiles(m);
-#pragma unroll
-  for (int j = 0; j < kMaxNTiles; ++j) {
-    if (j < n_tiles) {
-      const int c = 8 * j + 2 * t;
-      const float2 top = *reinterpret_cast<const float2*>(proj + (r0 + g) * m.ldp + c);
-      const float2 bottom = *reinterpret_cast<const float2*>(proj + (r0 + g + 8) * m.ldp + c);
-      const float2 add = *reinterpret_cast<const float2*>(qp + c);
-      acc[j][0] = top.x + add.x;
-      acc[j][1] = top.y + add.y;
-      acc[j][2] = bottom.x + add.x;
-      acc[j][3] = bottom.y + add.y;
-    }
-  }
-  const auto* cross = reinterpret_cast<const __nv_bfloat16*>(shared + m.cross);
-#pragma unroll
-  for (int kk = 0; kk < kMaxKTiles; ++kk) {
-    if (kk < k_tiles0) {
-      const int c = kMma * kk + 2 * t;
-      const float2* top = reinterpret_cast<const float2*>(keys + (r0 + g) * m.ldk + c);
-      const float2* bottom = reinterpret_cast<const float2*>(keys + (r0 + g + 8) * m.ldk + c);
-      const float2 q0 = *reinterpret_cast<const float2*>(q + c), q8 = *reinterpret_cast<const float2*>(q + c + 8);
-      const float2 t0 = top[0], t8 = top[4], b0 = bottom[0], b8 = bottom[4];
-      const uint32_t a[4] = {Pack(t0.x * q0.x, t0.y * q0.y), Pack(b0.x * q0.x, b0.y * q0.y),
-                             Pack(t8.x * q8.x, t8.y * q8.y), Pack(b8.x * q8.x, b8.y * q8.y)};
-#pragma unroll
-      for (int j = 0; j < kMaxNTiles; ++j) {
-        if (j < n_tiles) {
-          const __nv_bfloat16* b = cross + (8 * j + g) * m.ld0 + c;
-          Mma(acc[j], a, Load32(b), Load32(b + 8));
-        }
-      }
-    }
-  }
-  // The hidden layers, each from the previous one's accumulators.
-  const int hidden = Shape::Hidden(p);
-  for (int l = 0; l < hidden; ++l) {
-    uint32_t a[kMaxKTiles][4];
-#pragma unroll
-    for (int kk = 0; kk < kMaxKTiles; ++kk) {
-      if (2 * kk < n_tiles) {
-        const float(&lo)[4] = acc[2 * kk];
-        const float(&hi)[4] = acc[2 * kk + 1];
-        a[kk][0] = Pack(Relu(lo[0]), Relu(lo[1]));
-        a[kk][1] = Pack(Relu(lo[2]), Relu(lo[3]));
-        a[kk][2] = Pack(Relu(hi[0]), Relu(hi[1]));
-        a[kk][3] = Pack(Relu(hi[2]), Relu(hi[3]));
-      }
-    }
-    const int k_tiles = n_tiles / 2;
-    const auto* weight = reinterpret_cast<const __nv_bfloat16*>(shared + m.hidden[l]);
-    const float* bias = reinterpret_cast<const float*>(shared + m.bias[l]);
-    const int ld = m.hidden_ld[l];
-    n_tiles = Shape::OutTiles(m, l);
-#pragma unroll
-    for (int j = 0; j < kMaxNTiles; ++j) {
-      if (j < n_tiles) {
-        const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * t);
-        acc[j][0] = b.x;
-        acc[j][1] = b.y;
-        acc[j][2] = b.x;
-        acc[j][3] = b.y;
-      }
-    }
-#pragma unroll
-    for (int kk = 0; kk < kMaxKTiles; ++kk) {
-      if (kk < k_tiles) {
-#pragma unroll
-        for (int j = 0; j < kMaxNTiles; ++j) {
-          if (j < n_tiles) {
-            const __nv_bfloat16* b = weight + (8 * j + g) * ld + kMma * kk + 2 * t;
-            Mma(acc[j], a[kk], Load32(b), Load32(b + 8));
-          }
-        }
-      }
-    }
-  }
-  // The last layer's score per position, in fp32 from the fp32 accumulators.
-  const float* last = reinterpret_cast<const float*>(shared + m.last);
-  float top = 0.0f, bottom = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kMaxNTiles; ++j) {
-    if (j < n_tiles) {
-      const float2 w = *reinterpret_cast<const float2*>(last + 8 * j + 2 * t);
-      top += Relu(acc[j][0]) * w.x + Relu(acc[j][1]) * w.y;
-      bottom += Relu(acc[j][2]) * w.x + Relu(acc[j][3]) * w.y;
-    }
-  }
-  for (int o = 1; o < 4; o *= 2) {
-    top += __shfl_xor_sync(0xffffffffu, top, o);
-    bottom += __shfl_xor_sync(0xffffffffu, bottom, o);
-  }
-  const float* mask = reinterpret_cast<const float*>(shared + m.mask);
-  if (t == 0) {
-    const float b = mp.last_bias ? *mp.last_bias : 0.0f;
-    scores[g] = r0 + g < rows ? (top + b) * mask[r0 + g] : 0.0f;
-    scores[g + 8] = r0 + g + 8 < rows ? (bottom + b) * mask[r0 + g + 8] : 0.0f;
-  }
-  __syncwarp();
-  for (int d = lane; d < p.dim; d += kWarp) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int r = 0; r < kStrip; ++r) sum += scores[r] * keys[(r0 + r) * m.ldk + d];
-    pooled[d] = sum;
-  }
-  __syncwarp();  // the scores are read before the warp's next strip writes them
-}
-
-// A block per (group of consecutive candidates, tile): the weights converted into shared memory
-// once; then for each run of candidates of one user, that user's tile loaded once and every
-// (candidate, strip) scored by a warp; each candidate's strips are added in order.
-template <typename Shape>
-__global__ void __launch_bounds__(kMmaWarps * kWarp) MmaTileKernel(MmaParams mp) {
-  extern __shared__ float4 shared4[];
-  char* shared = reinterpret_cast<char*>(shared4);
-  const Params& p = mp.p;
-  const MmaLayout& m = mp.m;
-  const int tile = static_cast<int>(blockIdx.x % p.tiles);
-  const int64_t first = blockIdx.x / p.tiles * mp.group;
-  const int64_t end = min(first + mp.group, mp.candidates);
-  const int64_t l0 = tile * kTileRows;
-  const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
-  const int strips = (rows + kStrip - 1) / kStrip;
-
-  LoadWeightT(reinterpret_cast<__nv_bfloat16*>(shared + m.cross), m.ld0, p.cross, p.dim, p.width, m.dim_p, m.width_p,
-              mp.vec);
-  for (int l = 0, in = p.width, in_p = m.width_p; l + 1 < p.layer_count; in = p.layers[l].out, in_p = m.out_p[l], ++l) {
-    const Layer& layer = p.layers[l];
-    LoadWeightT(reinterpret_cast<__nv_bfloat16*>(shared + m.hidden[l]), m.hidden_ld[l], layer.weight, in, layer.out,
-                in_p, m.out_p[l], mp.vec);
-    float* bias = reinterpret_cast<float*>(shared + m.bias[l]);
-    for (int c = threadIdx.x; c < m.out_p[l]; c += blockDim.x) bias[c] = layer.bias && c < layer.out ? layer.bias[c] : 0.0f;
-  }
-  {
-    const int in = p.layer_count > 1 ? p.layers[p.layer_count - 2].out : p.width;
-    const int in_p = p.layer_count > 1 ? m.out_p[p.layer_count - 2] : m.width_p;
-    float* last = reinterpret_cast<float*>(shared + m.last);
-    for (int c = threadIdx.x; c < in_p; c += blockDim.x) last[c] = c < in ? p.layers[p.layer_count - 1].weight[c] : 0.0f;
-  }
-
-  float* queries = reinterpret_cast<float*>(shared + m.queries);
-  float* partial = reinterpret_cast<float*>(shared + m.partial);
-  const int warp = threadIdx.x / kWarp;
-  float* scores = reinterpret_cast<float*>(shared + m.scores) + warp * kStrip;
-  for (int64_t n0 = first; n0 < end;) {
-    const int64_t u = p.key_rows ? p.key_rows[n0] : n0;
-    int64_t n1 = n0 + 1;
-    while (n1 < end && (p.key_rows ? p.key_rows[n1] : n1) == u) ++n1;
-    const int count = static_cast<int>(n1 - n0);
-    if (u < 0 || u >= p.users) {  // the same for the whole block
-      if (threadIdx.x == 0) ReportBadData(p.error, p.step);
-      for (int i = threadIdx.x; i < count * p.dim; i += blockDim.x) {
-        p.sums[((n0 + i / p.dim) * p.tiles + tile) * p.dim + i % p.dim] = 0.0f;
-      }
-      n0 = n1;
-      continue;
-    }
-    __syncthreads();  // the previous run has read the tile, the queries and the partial sums
-    LoadRows(reinterpret_cast<float*>(shared + m.keys), m.ldk, p.keys + (u * p.length + l0) * p.dim, rows, p.dim,
-             static_cast<int>(kTileRows), m.dim_p, mp.vec);
-    LoadRows(reinterpret_cast<float*>(shared + m.proj), m.ldp, p.key_proj + (u * p.length + l0) * p.width, rows,
-             p.width, static_cast<int>(kTileRows), m.width_p, mp.vec);
-    LoadRows(queries, m.ldq, p.query + n0 * p.dim, count, p.dim, count, m.dim_p, mp.vec);
-    LoadRows(queries + m.dim_p, m.ldq, p.query_proj + n0 * p.width, count, p.width, count, m.width_p, mp.vec);
-    float* mask = reinterpret_cast<float*>(shared + m.mask);
-    for (int r = threadIdx.x; r < kTileRows; r += blockDim.x) {
-      mask[r] = p.mask && r < rows ? p.mask[u * p.length + l0 + r] : 1.0f;
-    }
-    __syncthreads();
-    for (int item = warp; item < count * strips; item += kMmaWarps) {
-      const int c = item / strips, strip = item % strips;
-      ScoreStrip<Shape>(mp, shared, queries + c * m.ldq, strip * kStrip, rows, scores, partial + item * p.dim);
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < count * p.dim; i += blockDim.x) {
-      const int c = i / p.dim, d = i % p.dim;
-      float sum = 0.0f;
-      for (int s = 0; s < strips; ++s) sum += partial[(c * strips + s) * p.dim + d];
-      p.sums[((n0 + c) * p.tiles + tile) * p.dim + d] = sum;
-    }
-    n0 = n1;
-  }
-}
-
 // out[n][d] = the sum over tiles of sums[n][tile][d], in order.
 __global__ void SumTilesKernel(const float* sums, int64_t candidates, int tiles, int dim, float* out) {
   RANKD_GRID_LOOP(i, candidates * dim) {
@@ -564,25 +166,6 @@ __global__ void SumTilesKernel(const float* sums, int64_t candidates, int tiles,
 
 constexpr int kMaxSharedBytes = SharedFloats(kMaxWidth, kMaxWidth, kMaxWidth) * 4;
 
-using MmaKernel = void (*)(MmaParams);
-// DIN's attention MLP (80, 40, 1) with embeddings up to 32, 48, 64 and 128 wide, then any shape.
-constexpr MmaKernel kMmaKernels[] = {MmaTileKernel<StripShape<2, 10, 6>>, MmaTileKernel<StripShape<3, 10, 6>>,
-                                     MmaTileKernel<StripShape<4, 10, 6>>, MmaTileKernel<StripShape<8, 10, 6>>,
-                                     MmaTileKernel<AnyShape>};
-
-MmaKernel PickMmaKernel(const MmaLayout& m, int layer_count) {
-  if (layer_count == 2 && m.width_p == 80 && m.out_p[0] == 48) {
-    switch (m.dim_p) {
-      case 32: return kMmaKernels[0];
-      case 48: return kMmaKernels[1];
-      case 64: return kMmaKernels[2];
-      case 128: return kMmaKernels[3];
-      default: break;
-    }
-  }
-  return kMmaKernels[4];
-}
-
 // The shared memory a block may have on this device (opted in above the default 48 KB for both
 // tile kernels) and its multiprocessors; 0 before the first prepare.
 int shared_limit = 0;
@@ -595,9 +178,7 @@ StatusOr<std::shared_ptr<const KernelState>> PrepareTargetAttention(const Node&)
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(TileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, std::min(optin, kMaxSharedBytes));
-    for (MmaKernel kernel : kMmaKernels) {
-      if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
-    }
+    if (e == cudaSuccess) e = AllowMmaSharedMemory(optin);
     if (e == cudaSuccess) {
       shared_limit = optin;
       multiprocessors = sms;
@@ -607,8 +188,6 @@ StatusOr<std::shared_ptr<const KernelState>> PrepareTargetAttention(const Node&)
   RANKD_CUDA_RETURN(set);
   return std::shared_ptr<const KernelState>();
 }
-
-bool Aligned16(const void* at) { return reinterpret_cast<uintptr_t>(at) % 16 == 0; }
 
 Status TargetAttention(const KernelArgs& k) {
   Tensor& out = k.Out(0);
@@ -634,33 +213,23 @@ Status TargetAttention(const KernelArgs& k) {
   p.mask = k.HasIn(6) ? k.In(6).data<float>() : nullptr;
   p.layer_count = (k.node.NumInputs() - kFirstLayerInput) / 2;
   p.widest = p.width;
-  bool vec = p.dim % 4 == 0 && p.width % 4 == 0;
-  for (const float* at : {p.keys, p.query, p.key_proj, p.query_proj, p.cross}) vec = vec && Aligned16(at);
   for (int i = 0; i < p.layer_count; ++i) {
     const Tensor& w = k.In(kFirstLayerInput + 2 * i);
     const int bias = kFirstLayerInput + 2 * i + 1;
     p.layers[i] = {w.data<float>(), k.HasIn(bias) ? k.In(bias).data<float>() : nullptr, static_cast<int>(w.dim(1))};
     p.widest = std::max(p.widest, p.layers[i].out);
-    if (i + 1 < p.layer_count) vec = vec && p.layers[i].out % 4 == 0 && Aligned16(p.layers[i].weight);
   }
   p.sums = p.tiles == 1 ? out.data<float>() : static_cast<float*>(k.scratch);
   p.error = k.device->error;
   p.step = k.step;
-  const MmaLayout layout = PlanMma(p.dim, p.width, p.layers, p.layer_count);
   const size_t shared = static_cast<size_t>(SharedFloats(p.dim, p.width, p.widest)) * 4;
   // With bf16 on the tensor cores, unless its block (every weight resident) does not fit here.
-  const bool mma = k.device->precision == Precision::kBf16 && layout.total <= shared_limit;
+  const bool mma = k.device->precision == Precision::kBf16 && MmaSharedBytes(p) <= shared_limit;
   if (!mma && shared > static_cast<size_t>(shared_limit)) {
     return Unimplemented(k.node.Describe() + ": needs " + std::to_string(shared) + " bytes of shared memory per block");
   }
   if (mma) {
-    // Enough candidates per block to fill the device about twice over, each block converting the
-    // weights once.
-    const int64_t pairs = candidates * p.tiles, wanted = 2 * static_cast<int64_t>(std::max(multiprocessors, 1));
-    const int group = static_cast<int>(std::clamp<int64_t>((pairs + wanted - 1) / wanted, 1, kMaxGroup));
-    const MmaParams mp{p, layout, candidates, group, vec, p.layers[p.layer_count - 1].bias};
-    const auto blocks = static_cast<unsigned>((candidates + group - 1) / group * p.tiles);
-    PickMmaKernel(layout, p.layer_count)<<<blocks, kMmaWarps * kWarp, layout.total, k.device->stream>>>(mp);
+    LaunchMmaTiles(p, candidates, multiprocessors, k.device->stream);
   } else {
     TileKernel<<<static_cast<unsigned>(candidates * p.tiles), kWarps * kWarp, shared, k.device->stream>>>(p);
   }
