@@ -7,11 +7,10 @@
 
 namespace rankd {
 
-PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, const std::vector<GraphInputKind>& kinds) {
+PreparedRequest MergedSizes(const std::vector<const PreparedRequest*>& parts) {
   RANKD_CHECK(!parts.empty());
   PreparedRequest merged;
-  const PreparedRequest& first = *parts.front();
-  merged.ragged_max_lengths.assign(first.ragged_max_lengths.size(), 0);
+  merged.ragged_max_lengths.assign(parts.front()->ragged_max_lengths.size(), 0);
   for (const PreparedRequest* p : parts) {
     merged.rows += p->rows;
     merged.users += p->users;
@@ -20,6 +19,12 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, 
       merged.ragged_max_lengths[r] = std::max(merged.ragged_max_lengths[r], p->ragged_max_lengths[r]);
     }
   }
+  return merged;
+}
+
+PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, const std::vector<GraphInputKind>& kinds) {
+  PreparedRequest merged = MergedSizes(parts);
+  const PreparedRequest& first = *parts.front();
   for (size_t i = 0; i < first.inputs.size(); ++i) {
     const Tensor& t0 = first.inputs[i];
     if (kinds[i].part == GraphInputKind::kOffsets) {

@@ -34,6 +34,11 @@ struct PreparedRequest {
   int64_t sequence_elements = 0;            // ragged ids the graph reads, over all inputs
 };
 
+// The sizes of `parts` merged (rows, user rows, longest ragged rows, sequence elements), with no
+// inputs: what deciding about a merge needs, without copying anything.
+// REQUIRES: `parts` non-empty.
+PreparedRequest MergedSizes(const std::vector<const PreparedRequest*>& parts);
+
 // `kinds[i]` says how graph input i is fed (offsets are [rows + 1], int64).
 // REQUIRES: `parts` non-empty, each with the same inputs in dtype and trailing dims.
 PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, const std::vector<GraphInputKind>& kinds);

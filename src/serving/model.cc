@@ -467,12 +467,11 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
     tasks[0]->done.set_value(RunPrepared(*parts[0]));
     return;
   }
-  PreparedRequest merged = MergeRequests(parts, input_kinds_);
-  if (!MergeNow(merged)) {
+  if (!MergeNow(MergedSizes(parts))) {
     each_alone();
     return;
   }
-  auto result = RunPrepared(merged);
+  auto result = RunPrepared(MergeRequests(parts, input_kinds_));
   auto split = result.ok() ? SplitRows(*result, rows, output_names_)
                            : StatusOr<std::vector<std::vector<Tensor>>>(result.status());
   if (split.ok()) {

@@ -175,8 +175,9 @@ class Model {
   Status CaptureWarmupBuckets(const std::vector<int64_t>& max_lengths);
   // Captures `plan` on every executor that lacks it, each taken from the pool when idle.
   void CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const;
-  // Whether a batch of several requests runs merged now (merge_gate.h): always, unless graphs are
-  // captured and its bucket has none yet; may queue the bucket's capture.
+  // Whether a batch of several requests, of `merged` sizes (MergedSizes), runs merged now
+  // (merge_gate.h): always, unless graphs are captured and its bucket has none yet; may queue the
+  // bucket's capture.
   bool MergeNow(const PreparedRequest& merged) const;
   // The batcher's callback: merges, runs, splits; a batch that fails runs its requests alone.
   void RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const;

@@ -121,19 +121,25 @@ __device__ inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Element (r, c) of the row-major [rows, cols] matrix at src, and the 4 from (r, 4 q) on (cols a
+// multiple of 4, src on 16 bytes); zeros past its end, where the padded copies read.
+__device__ inline float At(const float* src, int rows, int cols, int r, int c) {
+  return r < rows && c < cols ? src[r * cols + c] : 0.0f;
+}
+__device__ inline float4 QuadAt(const float* src, int rows, int cols, int r, int q) {
+  return r < rows && 4 * q < cols ? *reinterpret_cast<const float4*>(src + r * cols + 4 * q) : float4{};
+}
+
 // dst[r * ld + c] = r < rows && c < cols ? src[r * cols + c] : 0 for r < rows_p and c < cols_p;
 // with vec, cols and cols_p are multiples of 4 and src and dst on 16 bytes.
 __device__ void LoadRows(float* dst, int ld, const float* src, int rows, int cols, int rows_p, int cols_p, bool vec) {
   if (vec) {
     Staged(
-        rows_p, cols_p / 4,
-        [&](int r, int q) {
-          return r < rows && 4 * q < cols ? *reinterpret_cast<const float4*>(src + r * cols + 4 * q) : float4{};
-        },
+        rows_p, cols_p / 4, [&](int r, int q) { return QuadAt(src, rows, cols, r, q); },
         [&](int r, int q, float4 v) { *reinterpret_cast<float4*>(dst + r * ld + 4 * q) = v; });
   } else {
     Staged(
-        rows_p, cols_p, [&](int r, int c) { return r < rows && c < cols ? src[r * cols + c] : 0.0f; },
+        rows_p, cols_p, [&](int r, int c) { return At(src, rows, cols, r, c); },
         [&](int r, int c, float v) { dst[r * ld + c] = v; });
   }
 }
@@ -142,10 +148,7 @@ __device__ void LoadRows(float* dst, int ld, const float* src, int rows, int col
 __device__ void LoadWeightT(__nv_bfloat16* dst, int ld, const float* src, int in, int out, int in_p, int out_p, bool vec) {
   if (vec) {
     Staged(
-        in_p, out_p / 4,
-        [&](int k, int q) {
-          return k < in && 4 * q < out ? *reinterpret_cast<const float4*>(src + k * out + 4 * q) : float4{};
-        },
+        in_p, out_p / 4, [&](int k, int q) { return QuadAt(src, in, out, k, q); },
         [&](int k, int q, float4 v) {
           __nv_bfloat16* at = dst + 4 * q * ld + k;
           at[0] = __float2bfloat16_rn(v.x);
@@ -155,7 +158,7 @@ __device__ void LoadWeightT(__nv_bfloat16* dst, int ld, const float* src, int in
         });
   } else {
     Staged(
-        in_p, out_p, [&](int k, int c) { return k < in && c < out ? src[k * out + c] : 0.0f; },
+        in_p, out_p, [&](int k, int c) { return At(src, in, out, k, c); },
         [&](int k, int c, float v) { dst[c * ld + k] = __float2bfloat16_rn(v); });
   }
 }
