@@ -16,6 +16,7 @@
 
 #include "compile/ops/target_attention.h"
 #include "compile/passes.h"
+#include "compile/pattern.h"
 
 namespace rankd {
 namespace {
@@ -28,73 +29,26 @@ struct Fusion {
   std::vector<int> absorbed;  // node indices the fused node replaces (besides the ReduceSum)
 };
 
-class AttentionMatcher {
+class AttentionMatcher : public GraphPattern {
  public:
-  AttentionMatcher(const Graph& g, const std::vector<PlanValue>& shapes)
-      : g_(g), shapes_(shapes), producer_(g.Producers()), uses_(g.UseCounts()) {}
+  using GraphPattern::GraphPattern;
 
   std::optional<Fusion> Match(const Node& reduce);
 
  private:
-  const Shape* ShapeOf(int v) const {  // FP32 values only
-    if (v < 0 || static_cast<size_t>(v) >= shapes_.size()) return nullptr;
-    const PlanValue& p = shapes_[static_cast<size_t>(v)];
-    return p.dtype == DType::kF32 ? &p.shape : nullptr;
-  }
-  int ProducerOf(int v) const { return v < 0 ? -1 : producer_[static_cast<size_t>(v)]; }
-  // The node computing v when it is an `op` whose output v is read once; its index goes to absorbed.
-  const Node* Take(int v, const char* op, std::vector<int>& absorbed) const {
-    int p = ProducerOf(v);
-    if (p < 0 || uses_[static_cast<size_t>(v)] != 1) return nullptr;
-    const Node& n = g_.nodes[static_cast<size_t>(p)];
-    if (n.op != op || n.outputs.size() != 1) return nullptr;
-    absorbed.push_back(p);
-    return &n;
-  }
-  // The node's axes (attribute, or constant input 1) normalised against `rank`; empty when unknown.
-  std::vector<int64_t> Axes(const Node& n, int64_t rank) const;
-  // v's per-user source and the request index when v is hoisting's Gather(source, request_index).
-  std::pair<int, int> Ungather(int v) const;
   // Whether v is a constant FP32 weight [rows, cols] (-1: any).
   bool Weight(int v, int64_t rows, int64_t cols) const {
-    const Tensor* t = g_.FindConstant(v);
+    const Tensor* t = graph().FindConstant(v);
     return t && t->dtype() == DType::kF32 && t->rank() == 2 && (rows < 0 || t->dim(0) == rows) &&
            (cols < 0 || t->dim(1) == cols);
   }
   bool Bias(int v, int64_t cols) const {
-    const Tensor* t = g_.FindConstant(v);
+    const Tensor* t = graph().FindConstant(v);
     return v < 0 || (t && t->dtype() == DType::kF32 && t->shape() == Shape{cols});
   }
   // The score s [rows, L, 1] behind the pool's weight operand, and the mask [rows, L] (or -1).
   std::optional<std::pair<int, int>> Score(int weight, std::vector<int>& absorbed) const;
-
-  const Graph& g_;
-  const std::vector<PlanValue>& shapes_;
-  std::vector<int> producer_;
-  std::vector<int> uses_;
 };
-
-std::vector<int64_t> AttentionMatcher::Axes(const Node& n, int64_t rank) const {
-  std::vector<int64_t> axes = n.GetInts("axes");
-  if (axes.empty() && n.HasInput(1)) {
-    const Tensor* t = g_.FindConstant(n.inputs[1]);
-    if (!t || (t->dtype() != DType::kI64 && t->dtype() != DType::kI32)) return {};
-    for (int64_t i = 0; i < t->size(); ++i) axes.push_back(t->ScalarAsInt(i));
-  }
-  for (int64_t& a : axes) a = a < 0 ? a + rank : a;
-  return axes;
-}
-
-std::pair<int, int> AttentionMatcher::Ungather(int v) const {
-  int p = ProducerOf(v);
-  if (p < 0) return {v, -1};
-  const Node& n = g_.nodes[static_cast<size_t>(p)];
-  if (n.op != "Gather" || n.GetInt("axis", 0) != 0 || n.inputs.size() != 2) return {v, -1};
-  int index = n.inputs[1];
-  bool request_index = std::find(g_.inputs.begin(), g_.inputs.end(), index) != g_.inputs.end() &&
-                       g_.values[static_cast<size_t>(index)].name == "rankd.request_index";
-  return request_index ? std::pair<int, int>{n.inputs[0], index} : std::pair<int, int>{v, -1};
-}
 
 std::optional<std::pair<int, int>> AttentionMatcher::Score(int weight, std::vector<int>& absorbed) const {
   const Node* unsqueeze = Take(weight, "Unsqueeze", absorbed);
@@ -158,7 +112,7 @@ std::optional<Fusion> AttentionMatcher::Match(const Node& reduce) {
     const Node* hidden = Take(h, "MatMul", taken);
     if (!hidden || hidden->GetString("activation", "") != "Relu") break;
     if (!Weight(hidden->inputs[1], -1, -1)) return std::nullopt;
-    if (!Bias(hidden->HasInput(2) ? hidden->inputs[2] : -1, g_.FindConstant(hidden->inputs[1])->dim(1))) return std::nullopt;
+    if (!Bias(hidden->HasInput(2) ? hidden->inputs[2] : -1, graph().FindConstant(hidden->inputs[1])->dim(1))) return std::nullopt;
     absorbed.insert(absorbed.end(), taken.begin(), taken.end());
     layers.insert(layers.begin(), {hidden->inputs[1], hidden->HasInput(2) ? hidden->inputs[2] : -1});
     h = hidden->inputs[0];
@@ -195,15 +149,15 @@ std::optional<Fusion> AttentionMatcher::Match(const Node& reduce) {
     query = q;
     cross_term = t;
     cross = product->inputs[1];
-    width = g_.FindConstant(cross)->dim(1);
+    width = graph().FindConstant(cross)->dim(1);
     break;
   }
   if (cross < 0 || width > kMaxWidth || dim > kMaxWidth || layers.front().first < 0 ||
-      g_.FindConstant(layers.front().first)->dim(0) != width) {
+      graph().FindConstant(layers.front().first)->dim(0) != width) {
     return std::nullopt;
   }
   for (const auto& [w, b] : layers) {
-    if (g_.FindConstant(w)->dim(1) > kMaxWidth) return std::nullopt;
+    if (graph().FindConstant(w)->dim(1) > kMaxWidth) return std::nullopt;
   }
   for (int t : terms) {
     const Shape* ts = ShapeOf(t);

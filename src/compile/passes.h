@@ -72,6 +72,14 @@ int FuseElementwiseChains(Graph& graph, const std::vector<PlanValue>& shapes);
 // of the graph. Returns the number of attention units fused.
 int FuseTargetAttention(Graph& graph, const std::vector<PlanValue>& shapes);
 
+// Softmax attention (softmax_attention_fusion.cc): the scores Q·Kᵀ of several heads, one head or
+// one query column, optionally scaled and masked by a Where, their softmax over the last axis and
+// its weighted sum of the values (a MatMul, or Mul and ReduceSum), become one SoftmaxAttention node
+// (compile/ops/softmax_attention.h), the heads' reshapes and transposes included; after hoisting
+// it reads the per-user keys, values and mask with the request index. `shapes` are the value
+// shapes of a plan of the graph. Returns the number of attentions fused.
+int FuseSoftmaxAttention(Graph& graph, const std::vector<PlanValue>& shapes);
+
 // Embedding tables in 16 bits (table_storage.cc): each FP32 constant read only as the table of
 // EmbeddingBag nodes becomes `dtype` (BF16 or FP16; FP32 changes nothing), rounded to nearest
 // even. Returns the number of tables converted.

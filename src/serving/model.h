@@ -68,6 +68,7 @@ struct LoadReport {
   int fused_mul_adds = 0;          // FuseMulAdd
   int fused_elementwise = 0;        // FuseElementwiseChains
   int fused_attention = 0;          // FuseTargetAttention
+  int fused_softmax_attention = 0;  // FuseSoftmaxAttention
   int fused_embedding_concats = 0;  // FuseEmbeddingConcats
   int narrowed_tables = 0;          // StoreTablesAs
   int ragged_inputs = 0;
@@ -150,7 +151,7 @@ class Model {
   StatusOr<ShapeProbe> ProbeShapes() const;
   // Runs SplitConcatProducts, ReadBroadcastsUnexpanded and FuseMulAdd (with the fusion passes on).
   Status SplitProducts();
-  // Runs FuseTargetAttention and FuseElementwiseChains on graph_ (with the fusion passes on), after
+  // Runs FuseTargetAttention, FuseSoftmaxAttention and FuseElementwiseChains on graph_ (with the fusion passes on), after
   // hoisting: the attention reads per-user values with the request index, and an element-wise
   // group never mixes user-side and candidate-side ops.
   Status FuseAfterHoisting();

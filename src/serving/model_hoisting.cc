@@ -84,7 +84,8 @@ Status Model::FuseAfterHoisting() {
   auto probe = ProbeShapes();
   if (!probe.ok()) return Status::Ok();  // planned (and refused, if it must be) later, with its real shapes
   report_.fused_attention = FuseTargetAttention(graph_, probe->plan->values());
-  if (report_.fused_attention > 0) {  // the graph changed, and gathers only the attention read are gone
+  report_.fused_softmax_attention = FuseSoftmaxAttention(graph_, probe->plan->values());
+  if (report_.fused_attention + report_.fused_softmax_attention > 0) {  // gathers only the attention read are gone
     std::vector<std::string> kept;
     for (const std::string& name : report_.hoisting_gathers) {
       for (const Node& n : graph_.nodes) {

@@ -24,6 +24,7 @@ struct InspectArgs {
   int64_t version = -1;
   std::string backend = "cpu";  // where the model is loaded (buckets and graphs depend on it)
   bool plan = false;            // print each warm-up bucket's plan: steps and kernels
+  bool nodes = false;           // print the graph after the passes, node by node
   bool fusion = true;           // false: load without the fusion passes
   bool hoisting = true;         // false: load without user-side hoisting
   std::string table_dtype;      // FP32 | BF16 | FP16; empty: the model config's tables.dtype

@@ -57,6 +57,24 @@ void PrintBuckets(const Model& model, bool plan) {
   }
 }
 
+// Each node as `outputs = Op(inputs)`, with the static shapes the graph records (constants by
+// their shape).
+void PrintNodes(const Graph& g) {
+  auto name = [&g](int v) {
+    if (v < 0) return std::string("-");
+    const Value& value = g.values[static_cast<size_t>(v)];
+    const Tensor* t = g.FindConstant(v);
+    return value.name + (t ? ShapeToString(t->shape()) : "");
+  };
+  std::printf("nodes (after the passes, in order):\n");
+  for (const Node& n : g.nodes) {
+    std::string outs, ins;
+    for (int v : n.outputs) outs += (outs.empty() ? "" : ", ") + name(v);
+    for (int v : n.inputs) ins += (ins.empty() ? "" : ", ") + name(v);
+    std::printf("  %s = %s(%s)\n", outs.c_str(), n.op.c_str(), ins.c_str());
+  }
+}
+
 }  // namespace
 
 int InspectCommand(const InspectArgs& args) {
@@ -93,10 +111,10 @@ int InspectCommand(const InspectArgs& args) {
   }
   const LoadReport& r = model.load_report();
   std::printf("passes: %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d layer norms recognised, %d concatenations of bags fused, %d epilogues fused, "
-              "%d products of concatenations split, %d expansions read as broadcasts, %d multiply-adds fused, %d attention units fused, %d element-wise chains fused, %d ragged inputs, "
+              "%d products of concatenations split, %d expansions read as broadcasts, %d multiply-adds fused, %d attention units fused, %d softmax attentions fused, %d element-wise chains fused, %d ragged inputs, "
               "%d tables stored as %s\n",
               r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.fused_layer_norms, r.fused_embedding_concats, r.fused_epilogues, r.split_products,
-              r.unexpanded_broadcasts, r.fused_mul_adds, r.fused_attention, r.fused_elementwise, r.ragged_inputs, r.narrowed_tables,
+              r.unexpanded_broadcasts, r.fused_mul_adds, r.fused_attention, r.fused_softmax_attention, r.fused_elementwise, r.ragged_inputs, r.narrowed_tables,
               DTypeName(model.config().table_dtype));
   std::printf("user-side hoisting: %s\n", r.hoisting.c_str());
   if (!r.hoisting_gathers.empty()) {
@@ -121,6 +139,7 @@ int InspectCommand(const InspectArgs& args) {
       if (n.op == "FusedElementwise") std::printf("  %s: %s\n", n.name.c_str(), n.GetString("program", "").c_str());
     }
   }
+  if (args.nodes) PrintNodes(g);
   std::printf("tables:\n");
   std::map<int, bool> tables;
   for (const Node& n : g.nodes) {

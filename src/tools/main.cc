@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   inspect_cmd->add_option("--model-version", inspect.version, "Version (default: latest)");
   inspect_cmd->add_option("--backend", inspect.backend, "cpu | cuda | auto: load the model there");
   inspect_cmd->add_flag("--plan", inspect.plan, "Show the plan of each shape bucket: steps and kernels");
+  inspect_cmd->add_flag("--nodes", inspect.nodes, "List the graph after the passes, node by node");
   inspect_cmd->add_flag("!--no-fusion", inspect.fusion, "Load without the fusion passes (to compare)");
   inspect_cmd->add_flag("!--no-hoisting", inspect.hoisting, "Load without user-side hoisting (to compare)");
   inspect_cmd->add_option("--table-dtype", inspect.table_dtype, "FP32 | BF16 | FP16: how bag tables are stored (default: the config's)")

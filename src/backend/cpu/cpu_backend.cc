@@ -18,6 +18,7 @@ class CpuBackendImpl final : public Backend {
     cpu::AppendEmbeddingKernels(kernels_);
     cpu::AppendFusedElementwiseKernel(kernels_);
     cpu::AppendAttentionKernels(kernels_);
+    cpu::AppendSoftmaxAttentionKernels(kernels_);
   }
   const char* name() const override { return "cpu"; }
   const Kernel* FindKernel(const std::string& op) const override {

@@ -23,6 +23,7 @@ class CudaBackendImpl final : public Backend {
     cuda::AppendEmbeddingConcatKernels(kernels_);
     cuda::AppendFusedElementwiseKernel(kernels_);
     cuda::AppendAttentionKernels(kernels_);
+    cuda::AppendSoftmaxAttentionKernels(kernels_);
   }
   const char* name() const override { return "cuda"; }
   const Kernel* FindKernel(const std::string& op) const override {

@@ -1,5 +1,7 @@
-// Shape function of rankd's TargetAttention (compile/ops/target_attention.h).
+// Shape functions of rankd's attention ops: TargetAttention (compile/ops/target_attention.h) and
+// SoftmaxAttention (compile/ops/softmax_attention.h).
 #include "compile/ops/op_schema.h"
+#include "compile/ops/softmax_attention.h"
 #include "compile/ops/target_attention.h"
 
 namespace rankd {
@@ -63,9 +65,59 @@ Status InferTargetAttention(InferContext& c) {
   return Status::Ok();
 }
 
+Status CheckSoftmaxAttention(const Node& n) {
+  using namespace softmax_attention;
+  for (int i : {kQuery, kKeys, kValues}) {
+    if (!n.HasInput(i)) return InvalidArgument(n.Describe() + ": input " + std::to_string(i) + " is required");
+  }
+  if (n.GetInt("heads", 1) < 1) return InvalidArgument(n.Describe() + ": heads must be at least 1");
+  const int64_t keeps = n.GetInt("mask_keeps", 0);
+  if (keeps != 0 && keeps != 1) return InvalidArgument(n.Describe() + ": mask_keeps must be 0 or 1");
+  return Status::Ok();
+}
+
+// Whether optional input i is given (the node may end before it).
+bool Given(const InferContext& c, int i) { return i < static_cast<int>(c.inputs.size()) && c.in(i).present(); }
+
+Status InferSoftmaxAttention(InferContext& c) {
+  using namespace softmax_attention;
+  for (int i : {kQuery, kKeys, kValues}) {
+    if (c.in(i).dtype != DType::kF32) return c.Error("input " + std::to_string(i) + " must be FP32, got " + DTypeName(c.in(i).dtype));
+  }
+  const int64_t heads = c.node.GetInt("heads", 1);
+  const Shape &query = c.in(kQuery).shape, &keys = c.in(kKeys).shape, &values = c.in(kValues).shape;
+  if (query.size() != 2 && query.size() != 3) return c.Error("query must be [rows, positions, width] or [rows, width]");
+  if (keys.size() != 3 || values.size() != 3 || values[0] != keys[0] || values[1] != keys[1]) {
+    return c.Error("keys and values must be [users, length, width] of the same users and length");
+  }
+  const int64_t width = query.back();
+  if (keys[2] != width || width % heads != 0 || values[2] % heads != 0) {
+    return c.Error("query and keys must have one width, and it and the values' a multiple of " + std::to_string(heads) + " heads");
+  }
+  const int64_t users = keys[0], length = keys[1];
+  int64_t rows = users;
+  if (Given(c, kKeyRows)) {
+    if (c.in(kKeyRows).dtype != DType::kI64 || c.in(kKeyRows).shape.size() != 1) return c.Error("key_rows must be INT64 [rows]");
+    rows = c.in(kKeyRows).shape[0];
+  }
+  if (query[0] != rows) return c.Error("query must have " + std::to_string(rows) + " rows");
+  if (Given(c, kMask)) {
+    const Shape& m = c.in(kMask).shape;
+    bool ok = c.in(kMask).dtype == DType::kBool && m.size() >= 2 && m.front() == users && m.back() == length;
+    for (size_t i = 1; ok && i + 1 < m.size(); ++i) ok = m[i] == 1;
+    if (!ok) return c.Error("mask must be BOOL [users, length] (or [users, 1, ..., 1, length])");
+  }
+  Shape out = query;
+  out.back() = values[2];
+  c.out(0) = {DType::kF32, out, nullptr};
+  return Status::Ok();
+}
+
 }  // namespace
 
 void AppendAttentionSchemas(std::vector<OpSchema>& out) {
+  out.push_back({"SoftmaxAttention", softmax_attention::kValues + 1, softmax_attention::kInputs, CheckSoftmaxAttention,
+                 InferSoftmaxAttention});
   // Inputs 1, 6 and the biases may be omitted (-1): CheckTargetAttention checks the rest.
   out.push_back({"TargetAttention", 1, kFirstLayerInput + 2 * kMaxLayers, CheckTargetAttention, InferTargetAttention});
 }

@@ -1,0 +1,46 @@
+// What the graph-pattern passes share (attention_fusion.cc, softmax_attention_fusion.cc): a
+// read-only view of a graph with each value's producer, use count and shape at probe shapes, and
+// the small matching steps built on them.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "compile/plan.h"
+#include "model/graph.h"
+
+namespace rankd {
+
+class GraphPattern {
+ public:
+  // `shapes`: the value shapes of a plan of `g` (at probe shapes).
+  GraphPattern(const Graph& g, const std::vector<PlanValue>& shapes)
+      : g_(g), shapes_(shapes), producer_(g.Producers()), uses_(g.UseCounts()) {}
+
+  const Graph& graph() const { return g_; }
+  // v's shape when it is an FP32 value planned at the probe shapes, else nullptr.
+  const Shape* ShapeOf(int v) const;
+  // v as planned at the probe shapes (any dtype), else nullptr.
+  const PlanValue* Planned(int v) const;
+  // The node computing v (however often v is read), or nullptr for inputs and constants.
+  const Node* Producer(int v) const;
+  // The node computing v when it is an `op` whose output v is read once; its index goes to
+  // `absorbed`.
+  const Node* Take(int v, const char* op, std::vector<int>& absorbed) const;
+  // The node's axes (attribute, or constant input 1) normalised against `rank`; empty when unknown.
+  std::vector<int64_t> Axes(const Node& n, int64_t rank) const;
+  // v's per-user source and the request index when v is hoisting's Gather(source, request_index),
+  // else {v, -1}.
+  std::pair<int, int> Ungather(int v) const;
+  // The value of a constant with exactly one element, or false.
+  bool Scalar(int v, double& out) const;
+
+ private:
+  const Graph& g_;
+  const std::vector<PlanValue>& shapes_;
+  std::vector<int> producer_;
+  std::vector<int> uses_;
+};
+
+}  // namespace rankd
