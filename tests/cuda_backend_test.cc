@@ -372,6 +372,18 @@ std::vector<OpCase> Cases() {
                    g.Output(g.Op("MulAdd", {a, b, x}));
                  }});
   }
+  // SoftmaxAttention (compile/ops/softmax_attention.h): BST's encoder (4 heads of 16, 50
+  // positions, a mask dropping a tail) and a pooling row per candidate over its user's sequence.
+  c.push_back({"softmax_attention_heads", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int q = In(g, in, rng, DType::kF32, {2, 50, 64}), k = In(g, in, rng, DType::kF32, {2, 50, 64});
+                 int v = In(g, in, rng, DType::kF32, {2, 50, 64}), m = In(g, in, rng, DType::kBool, {2, 50});
+                 g.Output(g.Op("SoftmaxAttention", {q, k, v, m}, {{"heads", int64_t{4}}, {"scale", 0.25f}}));
+               }});
+  c.push_back({"softmax_attention_pooling", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int q = In(g, in, rng, DType::kF32, {9, 64}), k = In(g, in, rng, DType::kF32, {3, 33, 64});
+                 int m = In(g, in, rng, DType::kBool, {3, 33}), rows = In(g, in, rng, DType::kI64, {9}, 0, 3);
+                 g.Output(g.Op("SoftmaxAttention", {q, k, k, m, rows}, {{"scale", 0.125f}, {"mask_keeps", int64_t{1}}}));
+               }});
   c.push_back({"ragged_to_padded", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64&) {
                  in.push_back(testing::MakeI64({6}, {4, 5, 6, 7, 8, 9}));
                  in.push_back(testing::MakeI64({5}, {0, 2, 2, 6, 6}));
