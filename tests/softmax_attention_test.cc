@@ -185,6 +185,7 @@ TEST(SoftmaxAttentionFusion, RandomAttentionsScoreOnCudaAsOnTheCpu) {
     Spec s = RandomSpec(rng);
     if (trial == 0) s.form = Form::kHeads, s.heads = 4, s.dim = 16, s.value_dim = 16, s.positions = 50;  // BST's encoder
     if (trial == 1) s.form = Form::kPooling, s.heads = 1, s.dim = 64, s.shared_kv = true, s.hoisted = true;  // and its pooling
+    if (trial <= 1) s.softmax_axis = -1;
     if (trial == 2) s.value_dim = 200;  // more value columns than one round of the kernel
     Graph fused = AttentionGraph(s);
     ASSERT_EQ(Fuse(fused, s), 1) << Describe(s);
