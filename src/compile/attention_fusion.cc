@@ -24,16 +24,11 @@ namespace {
 using target_attention::kMaxLayers;
 using target_attention::kMaxWidth;
 
-struct Fusion {
-  Node node;
-  std::vector<int> absorbed;  // node indices the fused node replaces (besides the ReduceSum)
-};
-
 class AttentionMatcher : public GraphPattern {
  public:
   using GraphPattern::GraphPattern;
 
-  std::optional<Fusion> Match(const Node& reduce);
+  std::optional<Fusion> Match(const Node& reduce) const;
 
  private:
   // Whether v is a constant FP32 weight [rows, cols] (-1: any).
@@ -76,7 +71,7 @@ std::optional<std::pair<int, int>> AttentionMatcher::Score(int weight, std::vect
   return std::nullopt;
 }
 
-std::optional<Fusion> AttentionMatcher::Match(const Node& reduce) {
+std::optional<Fusion> AttentionMatcher::Match(const Node& reduce) const {
   Fusion f;
   std::vector<int>& absorbed = f.absorbed;
   if (reduce.op != "ReduceSum" || reduce.outputs.size() != 1 || reduce.GetInt("keepdims", 1) != 0) return std::nullopt;
@@ -188,22 +183,7 @@ std::optional<Fusion> AttentionMatcher::Match(const Node& reduce) {
 }  // namespace
 
 int FuseTargetAttention(Graph& graph, const std::vector<PlanValue>& shapes) {
-  int fused = 0;
-  for (bool again = true; again;) {
-    again = false;
-    AttentionMatcher matcher(graph, shapes);  // the graph changed: fresh producers and use counts
-    for (size_t r = 0; r < graph.nodes.size(); ++r) {
-      std::optional<Fusion> f = matcher.Match(graph.nodes[r]);
-      if (!f) continue;
-      std::vector<bool> removed(graph.nodes.size(), false);
-      for (int a : f->absorbed) removed[static_cast<size_t>(a)] = true;
-      graph.nodes[r] = std::move(f->node);  // the ReduceSum's place: after every input
-      graph.EraseNodes(removed);
-      ++fused;
-      again = true;
-      break;
-    }
-  }
+  const int fused = FuseAll<AttentionMatcher>(graph, shapes);
   if (fused > 0) RemoveDeadNodes(graph);  // the gathers only the pattern read
   return fused;
 }

@@ -58,4 +58,11 @@ bool GraphPattern::Scalar(int v, double& out) const {
   return true;
 }
 
+void ApplyFusion(Graph& graph, size_t last, Fusion fusion) {
+  std::vector<bool> removed(graph.nodes.size(), false);
+  for (int a : fusion.absorbed) removed[static_cast<size_t>(a)] = true;
+  graph.nodes[last] = std::move(fusion.node);  // the last node's place: after every input
+  graph.EraseNodes(removed);
+}
+
 }  // namespace rankd

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -42,5 +43,35 @@ class GraphPattern {
   std::vector<int> producer_;
   std::vector<int> uses_;
 };
+
+// A match: the fused node, which takes the place of the pattern's last node, and the indices of
+// the other nodes it replaces.
+struct Fusion {
+  Node node;
+  std::vector<int> absorbed;
+};
+
+// Replaces the pattern's nodes by the fused node; later nodes move up.
+void ApplyFusion(Graph& graph, size_t last, Fusion fusion);
+
+// Applies Matcher(graph, shapes).Match(node) -> std::optional<Fusion> at the first node it
+// matches, again and again (a fresh matcher each time: producers and use counts changed) until
+// nothing matches. Returns the number of fusions.
+template <typename Matcher>
+int FuseAll(Graph& graph, const std::vector<PlanValue>& shapes) {
+  int fused = 0;
+  for (bool again = true; again;) {
+    again = false;
+    const Matcher matcher(graph, shapes);
+    for (size_t n = 0; n < graph.nodes.size() && !again; ++n) {
+      if (std::optional<Fusion> f = matcher.Match(graph.nodes[n])) {
+        ApplyFusion(graph, n, std::move(*f));
+        ++fused;
+        again = true;
+      }
+    }
+  }
+  return fused;
+}
 
 }  // namespace rankd

@@ -26,11 +26,6 @@ namespace {
 
 using namespace softmax_attention;
 
-struct Fusion {
-  Node node;
-  std::vector<int> absorbed;  // node indices the fused node replaces (besides the last)
-};
-
 // What the softmax reads: the product S, its scale, and the mask (-1 when none).
 struct Scores {
   int product = -1;
@@ -243,22 +238,7 @@ std::optional<Fusion> SoftmaxAttentionMatcher::Match(const Node& end) const {
 }  // namespace
 
 int FuseSoftmaxAttention(Graph& graph, const std::vector<PlanValue>& shapes) {
-  int fused = 0;
-  for (bool again = true; again;) {
-    again = false;
-    SoftmaxAttentionMatcher matcher(graph, shapes);  // the graph changed: fresh producers and use counts
-    for (size_t e = 0; e < graph.nodes.size(); ++e) {
-      std::optional<Fusion> f = matcher.Match(graph.nodes[e]);
-      if (!f) continue;
-      std::vector<bool> removed(graph.nodes.size(), false);
-      for (int a : f->absorbed) removed[static_cast<size_t>(a)] = true;
-      graph.nodes[e] = std::move(f->node);  // the last node's place: after every input
-      graph.EraseNodes(removed);
-      ++fused;
-      again = true;
-      break;
-    }
-  }
+  const int fused = FuseAll<SoftmaxAttentionMatcher>(graph, shapes);
   if (fused > 0) RemoveDeadNodes(graph);  // the gathers and shape arithmetic only the pattern read
   return fused;
 }
