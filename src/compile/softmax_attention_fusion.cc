@@ -156,8 +156,10 @@ std::optional<Scores> SoftmaxAttentionMatcher::Heads(const Node& end, Node& node
   if (!qk || qk->inputs.size() != 2 || qk->Has("activation")) return std::nullopt;
   const auto [query, query_heads] = Unhead(qk->inputs[0], {0, 2, 1, 3}, absorbed);
   const auto [keys, key_heads] = Unhead(qk->inputs[1], {0, 2, 3, 1}, absorbed);
-  const Shape* vs = ShapeOf(values);
-  if (query < 0 || keys < 0 || query_heads != value_heads || key_heads != value_heads || !vs || (*out)[2] != (*vs)[2]) {
+  // The output [rows, positions, heads * E] of the query's rows and positions.
+  const Shape *vs = ShapeOf(values), *qs = ShapeOf(query);
+  if (query < 0 || keys < 0 || query_heads != value_heads || key_heads != value_heads || !vs || !qs ||
+      (*out)[0] != (*qs)[0] || (*out)[1] != (*qs)[1] || (*out)[2] != (*vs)[2]) {
     return std::nullopt;
   }
   node.inputs = {query, keys, values};
