@@ -76,9 +76,6 @@ Status CheckSoftmaxAttention(const Node& n) {
   return Status::Ok();
 }
 
-// Whether optional input i is given (the node may end before it).
-bool Given(const InferContext& c, int i) { return i < static_cast<int>(c.inputs.size()) && c.in(i).present(); }
-
 Status InferSoftmaxAttention(InferContext& c) {
   using namespace softmax_attention;
   for (int i : {kQuery, kKeys, kValues}) {
@@ -96,12 +93,12 @@ Status InferSoftmaxAttention(InferContext& c) {
   }
   const int64_t users = keys[0], length = keys[1];
   int64_t rows = users;
-  if (Given(c, kKeyRows)) {
+  if (c.node.HasInput(kKeyRows)) {
     if (c.in(kKeyRows).dtype != DType::kI64 || c.in(kKeyRows).shape.size() != 1) return c.Error("key_rows must be INT64 [rows]");
     rows = c.in(kKeyRows).shape[0];
   }
   if (query[0] != rows) return c.Error("query must have " + std::to_string(rows) + " rows");
-  if (Given(c, kMask)) {
+  if (c.node.HasInput(kMask)) {
     const Shape& m = c.in(kMask).shape;
     bool ok = c.in(kMask).dtype == DType::kBool && m.size() >= 2 && m.front() == users && m.back() == length;
     for (size_t i = 1; ok && i + 1 < m.size(); ++i) ok = m[i] == 1;
