@@ -65,10 +65,12 @@ TEST(ShapeBuckets, InputsAlreadyInTheBucketsShapeAreNotCopied) {
   PreparedRequest same = PadToBucket(p, BucketKey{2, {2}}, kinds);
   EXPECT_EQ(same.inputs[0].raw(), p.inputs[0].raw());
   EXPECT_EQ(same.inputs[1].raw(), p.inputs[1].raw());
-  PreparedRequest more = PadToBucket(p, BucketKey{3, {2}}, kinds);  // uniform rows: one copy and -1s
+  EXPECT_EQ(same.inputs[2].raw(), p.inputs[2].raw());
+  PreparedRequest more = PadToBucket(p, BucketKey{3, {2}}, kinds);  // one copy and -1s, an empty row
   std::vector<int64_t> values(more.inputs[1].data<int64_t>(), more.inputs[1].data<int64_t>() + 6);
   EXPECT_EQ(values, std::vector<int64_t>({7, 8, 9, 5, -1, -1}));
-  EXPECT_EQ(more.inputs[2].data<int64_t>()[3], 6);
+  std::vector<int64_t> offsets(more.inputs[2].data<int64_t>(), more.inputs[2].data<int64_t>() + 4);
+  EXPECT_EQ(offsets, std::vector<int64_t>({0, 2, 4, 4}));
 }
 
 TEST(ShapeBuckets, PadsDenseRowsWithZerosAndRaggedSlotsWithMinusOne) {
@@ -87,9 +89,9 @@ TEST(ShapeBuckets, PadsDenseRowsWithZerosAndRaggedSlotsWithMinusOne) {
   EXPECT_EQ(dense, std::vector<float>({1, 2, 3, 4, 0, 0, 0, 0}));
   ASSERT_EQ(q.inputs[1].shape(), Shape({16}));
   std::vector<int64_t> values(q.inputs[1].data<int64_t>(), q.inputs[1].data<int64_t>() + 16);
-  EXPECT_EQ(values, std::vector<int64_t>({7, -1, -1, -1, 8, 9, 5, -1, -1, -1, -1, -1, -1, -1, -1, -1}));
+  EXPECT_EQ(values, std::vector<int64_t>({7, 8, 9, 5, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}));
   std::vector<int64_t> offsets(q.inputs[2].data<int64_t>(), q.inputs[2].data<int64_t>() + 5);
-  EXPECT_EQ(offsets, std::vector<int64_t>({0, 4, 8, 12, 16}));
+  EXPECT_EQ(offsets, std::vector<int64_t>({0, 1, 4, 4, 4}));  // the padded rows are empty
 
   std::vector<Tensor> cut = TakeRows({testing::MakeF32({4, 1}, {1, 2, 3, 4})}, 2);
   ASSERT_EQ(cut[0].shape(), Shape({2, 1}));
@@ -171,6 +173,28 @@ TEST_P(BucketedZooTest, CapturedGraphsScoreAsPyTorchOnTheGpu) {
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   EXPECT_EQ((*plain)->load_report().buckets, "off (config)");
   testing::ExpectZooScores(**plain, GetParam(), 1e-5);
+}
+
+// The plan the batcher looks up for a bucket (MergeNow) is the one a request padded to it runs.
+TEST_P(BucketedZooTest, ABucketsPlanIsThePlanItsRequestsRun) {
+  auto model = LoadZoo(GetParam(), 1, nullptr, 1024, {16, 64});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::vector<int64_t> lengths;  // ExampleRequest's rows: 2 ids, or fewer where at most fewer fit
+  for (const auto& in : (*model)->config().inputs) {
+    if (in.ragged) lengths.push_back(std::min<int64_t>(2, in.max_length));
+  }
+  for (int64_t rows : {3, 40}) {
+    auto key = (*model)->shape_buckets()->Find(rows, lengths, 1);
+    ASSERT_TRUE(key.has_value());
+    auto by_key = (*model)->PlanForBucket(*key);
+    ASSERT_TRUE(by_key.ok()) << by_key.status().ToString();
+    auto again = (*model)->PlanForBucket(*key);  // remembered: no example padded
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(by_key->get(), again->get());
+    auto by_request = (*model)->PlanForRequest((*model)->ExampleRequest(rows, 2));
+    ASSERT_TRUE(by_request.ok()) << by_request.status().ToString();
+    EXPECT_EQ(by_key->get(), by_request->get()) << key->ToString();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, BucketedZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));

@@ -206,6 +206,9 @@ class Model {
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;  // GUARDED_BY(mu_)
   mutable std::vector<std::string> plan_order_;                                  // GUARDED_BY(mu_)
+  // Each bucket's graph input shapes (BucketKey::ToString), so that looking a bucket's plan up
+  // (MergeNow, per merged batch) pads no example; GUARDED_BY(mu_).
+  mutable std::unordered_map<std::string, std::vector<TensorMeta>> bucket_metas_;
   const Backend* backend_ = nullptr;
   std::shared_ptr<ModelResources> resources_;  // the backend's per-model state (device weights)
   int max_executors_ = 0;                      // 0 = unbounded

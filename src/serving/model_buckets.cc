@@ -2,11 +2,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
+#include "runtime/op_profile.h"
 #include "serving/model.h"
 
 namespace rankd {
 namespace {
+
+// Bucket shapes remembered by PlanForBucket; past this many (length buckets multiply) it starts over.
+constexpr size_t kMaxBucketMetas = 4096;
 
 uint64_t MicrosSince(std::chrono::steady_clock::time_point start) {
   return static_cast<uint64_t>(
@@ -33,7 +38,10 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
   if (buckets_) {
     std::optional<BucketKey> key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths, prepared.users);
     if (key) {
-      ASSIGN_OR_RETURN(std::vector<Tensor> outputs, RunPlanned(PadToBucket(prepared, *key, input_kinds_)));
+      auto start = std::chrono::steady_clock::now();
+      PreparedRequest padded = PadToBucket(prepared, *key, input_kinds_);
+      if (OpProfile::enabled()) OpProfile::Record("(padded to its bucket)", MicrosSince(start) / 1000.0);
+      ASSIGN_OR_RETURN(std::vector<Tensor> outputs, RunPlanned(padded));
       real_rows_ += static_cast<uint64_t>(prepared.rows);
       padded_rows_ += static_cast<uint64_t>(key->rows);
       return TakeRows(std::move(outputs), prepared.rows);
@@ -151,11 +159,22 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& 
 }
 
 StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key) const {
-  InferRequest one = ExampleRequest(1, 1);
-  PreparedRequest smallest;
-  RETURN_IF_ERROR(BuildGraphInputs(one, smallest));
-  PreparedRequest padded = PadToBucket(smallest, key, input_kinds_);
-  return PlanFor(MetasOf(padded), padded.ragged_max_lengths);
+  const std::string name = key.ToString();
+  std::optional<std::vector<TensorMeta>> metas;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = bucket_metas_.find(name); it != bucket_metas_.end()) metas = it->second;
+  }
+  if (!metas) {  // the shapes of a one-row example padded to the bucket, once per bucket
+    InferRequest one = ExampleRequest(1, 1);
+    PreparedRequest smallest;
+    RETURN_IF_ERROR(BuildGraphInputs(one, smallest));
+    metas = MetasOf(PadToBucket(smallest, key, input_kinds_));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bucket_metas_.size() >= kMaxBucketMetas) bucket_metas_.clear();
+    bucket_metas_.emplace(name, *metas);
+  }
+  return PlanFor(*metas, key.lengths);
 }
 
 StatusOr<Executor::Launches> Model::CountLaunches(const Plan& plan) const {

@@ -121,14 +121,6 @@ std::vector<BucketKey> ShapeBuckets::WarmupKeys(int64_t max_rows, const std::vec
 
 namespace {
 
-// Whether ragged offsets `o` give each of `rows` rows exactly `width` ids.
-bool Uniform(const int64_t* o, int64_t rows, int64_t width) {
-  for (int64_t r = 0; r <= rows; ++r) {
-    if (o[r] != r * width) return false;
-  }
-  return true;
-}
-
 Tensor ViewOf(const Tensor& t) { return Tensor::View(t.dtype(), t.shape(), const_cast<void*>(t.raw())); }
 
 }  // namespace
@@ -162,39 +154,36 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
       out.inputs[i] = std::move(t);
       continue;
     }
-    int64_t width = key.lengths[static_cast<size_t>(kind.ragged)];
-    if (kind.part == GraphInputKind::kOffsets) {
-      Tensor t = Tensor::Zeros(DType::kI64, {want + 1});
-      for (int64_t r = 0; r <= want; ++r) t.data<int64_t>()[r] = r * width;
-      out.inputs[i] = std::move(t);
-      continue;
-    }
-    // Values: row r's ids at r * width, the rest -1 (ragged ids are signed integers: all ones).
+    // Ragged: the request's ids stay packed, row after row, and -1 fills the values to `want *
+    // width` slots; the padded rows are empty bags at the end. Every reader of a ragged input goes
+    // by its offsets, so this scores as any other layout of the same rows, and it costs two block
+    // copies instead of one per row.
+    const int64_t width = key.lengths[static_cast<size_t>(kind.ragged)];
     const int64_t* o = offsets[static_cast<size_t>(kind.ragged)];
-    size_t item = DTypeSize(in.dtype());
-    out.sequence_elements += want * width;
-    if (Uniform(o, have, width)) {  // rows already `width` long (multi-hot, repeated user rows)
-      if (want == have) {
+    const int64_t first = o[0], used = o[have] - o[0];
+    if (kind.part == GraphInputKind::kOffsets) {
+      if (want == have && first == 0) {
         out.inputs[i] = ViewOf(in);
         continue;
       }
-      Tensor t = Tensor::Zeros(in.dtype(), {want * width});
-      std::memcpy(t.raw(), in.raw(), in.bytes());
-      std::memset(static_cast<uint8_t*>(t.raw()) + in.bytes(), 0xff, t.bytes() - in.bytes());
+      Tensor t = Tensor::Empty(DType::kI64, {want + 1});
+      int64_t* to = t.data<int64_t>();
+      for (int64_t r = 0; r <= have; ++r) to[r] = o[r] - first;
+      std::fill(to + have + 1, to + want + 1, used);
       out.inputs[i] = std::move(t);
       continue;
     }
-    // One pass: each row's ids, then -1 to its width; the padded rows all -1.
-    Tensor t = Tensor::Zeros(in.dtype(), {want * width});
-    auto* dst = static_cast<uint8_t*>(t.raw());
-    const auto* src = static_cast<const uint8_t*>(in.raw());
-    size_t row_bytes = static_cast<size_t>(width) * item;
-    for (int64_t r = 0; r < have; ++r, dst += row_bytes) {
-      size_t used = static_cast<size_t>(o[r + 1] - o[r]) * item;
-      std::memcpy(dst, src + static_cast<size_t>(o[r]) * item, used);
-      std::memset(dst + used, 0xff, row_bytes - used);
+    out.sequence_elements += want * width;
+    const size_t item = DTypeSize(in.dtype());
+    if (first == 0 && in.dim(0) == want * width) {  // already full (multi-hot rows at their length)
+      out.inputs[i] = ViewOf(in);
+      continue;
     }
-    std::memset(dst, 0xff, static_cast<size_t>(want - have) * row_bytes);
+    Tensor t = Tensor::Empty(in.dtype(), {want * width});
+    auto* to = static_cast<uint8_t*>(t.raw());
+    std::memcpy(to, static_cast<const uint8_t*>(in.raw()) + static_cast<size_t>(first) * item,
+                static_cast<size_t>(used) * item);
+    std::memset(to + static_cast<size_t>(used) * item, 0xff, t.bytes() - static_cast<size_t>(used) * item);
     out.inputs[i] = std::move(t);
   }
   return out;

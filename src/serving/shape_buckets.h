@@ -71,9 +71,10 @@ class ShapeBuckets {
 };
 
 // `p` padded to `key` (key.rows >= p.rows, key.users >= p.users, each key length >= that input's
-// longest row): dense inputs get zero rows; ragged inputs get key.lengths[k] slots per row, real
-// ids first and -1 after, with offsets to match; padded candidates belong to user 0. `kinds` describes each graph input. Inputs already in the
-// bucket's shape are viewed, not copied, so the result may view `p`'s tensors.
+// longest row): dense inputs get zero rows; each ragged input gets key.lengths[k] slots per row
+// in all, its ids packed first and -1 after, and offsets whose padded rows are empty; padded
+// candidates belong to user 0. `kinds` describes each graph input. Inputs already in the bucket's
+// shape are viewed, not copied, so the result may view `p`'s tensors.
 PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds);
 
 // The first `rows` rows of each output (the real ones of a padded batch).

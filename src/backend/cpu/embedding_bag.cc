@@ -66,8 +66,9 @@ Status PoolBags(const KernelArgs& k, int first, int count, bool mean, float* out
   int64_t bags = ragged ? k.In(first + 2).dim(0) - 1 : ids.dim(0);
   const int64_t* offsets = ragged ? k.In(first + 2).data<int64_t>() : nullptr;
   if (ragged) {
-    if (offsets[0] != 0 || offsets[bags] != ids.size()) {
-      return InvalidArgument(k.node.Describe() + ": offsets do not cover the ids");
+    // Ids past the last offset belong to no bag (a bucket's padding, docs/buckets.md), as on CUDA.
+    if (offsets[0] != 0 || offsets[bags] > ids.size()) {
+      return InvalidArgument(k.node.Describe() + ": offsets point outside the ids");
     }
     for (int64_t b = 0; b < bags; ++b) {
       if (offsets[b + 1] < offsets[b]) return InvalidArgument(k.node.Describe() + ": offsets decrease");

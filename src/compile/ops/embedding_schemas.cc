@@ -1,6 +1,7 @@
 // Shape functions of rankd's own ops (not in ONNX):
 //   EmbeddingBag(table [R, D], ids [B, L])              -- padded ids, negative ids are empty slots
-//   EmbeddingBag(table [R, D], values [T], offsets [B+1]) -- ragged ids
+//   EmbeddingBag(table [R, D], values [T], offsets [B+1]) -- ragged ids: bag b is
+//     values[offsets[b], offsets[b+1]); values past offsets[B] belong to no bag
 //     attribute mode: "sum" (default) or "mean"; output [B, D] FP32; an empty bag gives zeros.
 //   ConcatEmbeddingBags(parts...) -> [B, sum of widths] FP32: a Concat along the last axis whose
 //     parts are bags (2 or 3 inputs, as EmbeddingBag) or FP32 [B, w] values (1 input), pooled or
