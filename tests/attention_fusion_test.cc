@@ -159,12 +159,8 @@ TEST(AttentionFusion, RandomUnitsScoreTheSameFusedOnTheCpu) {
     // Shapes other than the probe's: an empty sequence, one position, and a few chunks.
     for (int64_t length : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{70}}) {
       const int64_t rows = 1 + trial % 6, users = 1 + trial % 3;
-      std::vector<Tensor> in = Inputs(s, rows, users, length, rng);
-      auto want = RunGraph(written, in);
-      auto got = RunGraph(fused, in);
-      ASSERT_TRUE(want.ok()) << want.status().ToString();
-      ASSERT_TRUE(got.ok()) << got.status().ToString() << " " << Describe(s);
-      testing::ExpectOutputsNear(*got, *want, 1e-5, Describe(s) + " length " + std::to_string(length));
+      testing::ExpectSameOutputs(fused, written, Inputs(s, rows, users, length, rng), 1e-5,
+                                 Describe(s) + " length " + std::to_string(length));
     }
   }
 }
@@ -189,13 +185,11 @@ TEST(AttentionFusion, RandomUnitsScoreOnCudaAsOnTheCpu) {
     for (int64_t length : {int64_t{0}, int64_t{1}, int64_t{63}, int64_t{64}, int64_t{65}, int64_t{300}}) {
       const int64_t rows = 1 + trial % 5, users = 1 + trial % 2;
       std::vector<Tensor> in = Inputs(s, rows, users, length, rng);
-      auto want = RunGraph(fused, in);
-      ASSERT_TRUE(want.ok()) << want.status().ToString();
       // fp32 on the CUDA cores; bf16 on the tensor cores, its operands rounded to 8 bits of mantissa.
       for (auto [precision, tolerance] : {std::pair{Precision::kFp32, 2e-5}, std::pair{Precision::kBf16, 3e-2}}) {
-        auto got = RunGraph(fused, in, {}, *cuda, precision);
-        ASSERT_TRUE(got.ok()) << got.status().ToString() << " " << Describe(s);
-        testing::ExpectOutputsNear(*got, *want, tolerance, Describe(s) + " length " + std::to_string(length) + " " + PrecisionName(precision));
+        testing::ExpectSameOutputs(fused, fused, in, tolerance,
+                                   Describe(s) + " length " + std::to_string(length) + " " + PrecisionName(precision),
+                                   *cuda, precision);
       }
     }
   }

@@ -167,12 +167,8 @@ TEST(SoftmaxAttentionFusion, RandomAttentionsScoreTheSameFusedOnTheCpu) {
     // Shapes other than the probe's: an empty sequence, one position, a few, many.
     for (int64_t length : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{40}}) {
       const int64_t rows = 1 + trial % 6, users = 1 + trial % 3;
-      std::vector<Tensor> in = Inputs(s, rows, users, length, rng);
-      auto want = RunGraph(written, in);
-      auto got = RunGraph(fused, in);
-      ASSERT_TRUE(want.ok()) << want.status().ToString() << " " << Describe(s);
-      ASSERT_TRUE(got.ok()) << got.status().ToString() << " " << Describe(s);
-      testing::ExpectOutputsNear(*got, *want, 1e-5, Describe(s) + " length " + std::to_string(length));
+      testing::ExpectSameOutputs(fused, written, Inputs(s, rows, users, length, rng), 1e-5,
+                                 Describe(s) + " length " + std::to_string(length));
     }
   }
 }
@@ -192,12 +188,8 @@ TEST(SoftmaxAttentionFusion, RandomAttentionsScoreOnCudaAsOnTheCpu) {
     // Around a warp of positions: one, a warp less one, a warp, one more, many.
     for (int64_t length : {int64_t{0}, int64_t{1}, int64_t{31}, int64_t{32}, int64_t{33}, int64_t{300}}) {
       const int64_t rows = 1 + trial % 5, users = 1 + trial % 2;
-      std::vector<Tensor> in = Inputs(s, rows, users, length, rng);
-      auto want = RunGraph(fused, in);
-      ASSERT_TRUE(want.ok()) << want.status().ToString();
-      auto got = RunGraph(fused, in, {}, *cuda);
-      ASSERT_TRUE(got.ok()) << got.status().ToString() << " " << Describe(s);
-      testing::ExpectOutputsNear(*got, *want, 2e-5, Describe(s) + " length " + std::to_string(length));
+      testing::ExpectSameOutputs(fused, fused, Inputs(s, rows, users, length, rng), 2e-5,
+                                 Describe(s) + " length " + std::to_string(length), *cuda);
     }
   }
 }

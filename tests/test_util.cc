@@ -163,6 +163,15 @@ StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Ten
   return executor->Run(*plan, inputs);
 }
 
+void ExpectSameOutputs(const Graph& got, const Graph& want, const std::vector<Tensor>& inputs, double tolerance,
+                       const std::string& what, const Backend& backend, Precision precision) {
+  auto expected = RunGraph(want, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString() << " " << what;
+  auto result = RunGraph(got, inputs, {}, backend, precision);
+  ASSERT_TRUE(result.ok()) << result.status().ToString() << " " << what;
+  ExpectOutputsNear(*result, *expected, tolerance, what);
+}
+
 Tensor RandomF32(Shape shape, std::mt19937_64& rng, float lo, float hi) {
   std::uniform_real_distribution<float> d(lo, hi);
   Tensor t = Tensor::Zeros(DType::kF32, std::move(shape));

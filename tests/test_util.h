@@ -69,6 +69,11 @@ int CountOps(const Graph& graph, const std::string& op);
 StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Tensor>& inputs,
                                        const std::vector<int64_t>& ragged_max_lengths = {},
                                        const Backend& backend = CpuBackend(), Precision precision = Precision::kFp32);
+// Runs `want` on the CPU in fp32 and `got` on `backend` at `precision`, on the same inputs, and
+// expects `got`'s outputs within `tolerance` of `want`'s (ExpectOutputsNear); `what` names the case.
+void ExpectSameOutputs(const Graph& got, const Graph& want, const std::vector<Tensor>& inputs, double tolerance,
+                       const std::string& what, const Backend& backend = CpuBackend(),
+                       Precision precision = Precision::kFp32);
 // The CUDA backend, or nullptr when this build or machine has none (tests then skip).
 const Backend* CudaOrNull();
 
