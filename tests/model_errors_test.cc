@@ -61,6 +61,9 @@ TEST(ModelErrors, UnsupportedAttributeFailsTheLoad) {
 TEST(ModelErrors, OpsetOutOfRangeAndForeignDomain) {
   std::string old = OneNodeModel("Relu", {"x"}, {"y"}, 9);
   ExpectError(ImportOnnxBytes(old.data(), old.size(), {}).status(), StatusCode::kUnimplemented, "opset 9");
+  std::string newer = OneNodeModel("Relu", {"x"}, {"y"}, 22);
+  ExpectError(ImportOnnxBytes(newer.data(), newer.size(), {}).status(), StatusCode::kUnimplemented,
+              "opset 22 is not supported (13 to 21)");
   onnx::ModelProto m;
   ASSERT_TRUE(m.ParseFromString(OneNodeModel("Relu", {"x"}, {"y"})));
   m.mutable_graph()->mutable_node(0)->set_domain("com.microsoft");

@@ -41,7 +41,7 @@ struct CaseResult {
 CaseResult RunCase(const fs::path& dir, const Backend& backend) {
   CaseResult r;
   OnnxImportOptions options;
-  options.min_opset = 1;  // conformance models carry many opsets; the op semantics rankd runs are 13-17
+  options.min_opset = 1;  // conformance models carry many opsets (Debian's data: up to 17); rankd reads 13-21
   options.max_opset = 17;
   auto graph = ImportOnnxFile((dir / "model.onnx").string(), options);
   if (!graph.ok()) {
@@ -137,6 +137,54 @@ void RunConformance(const Backend& backend) {
 TEST(OnnxConformance, EverySupportedOpMatchesTheOnnxReference) {
   if (!fs::exists(ConformanceDir())) GTEST_SKIP() << "libonnx-testdata is not installed (scripts/setup.sh installs it)";
   RunConformance(CpuBackend());
+}
+
+// Opsets past Debian's test data (18 to 21): the reduces that take their axes as an input from
+// 18 on, against values worked out by hand.
+StatusOr<std::vector<Tensor>> RunReduce(const std::string& op, int64_t opset, const std::vector<int64_t>* axes,
+                                        int64_t keepdims, int64_t noop_with_empty_axes, const Tensor& x) {
+  std::vector<onnx::AttributeProto> attrs(2);
+  attrs[0].set_name("keepdims");
+  attrs[1].set_name("noop_with_empty_axes");
+  attrs[0].set_type(onnx::AttributeProto::INT);
+  attrs[1].set_type(onnx::AttributeProto::INT);
+  attrs[0].set_i(keepdims);
+  attrs[1].set_i(noop_with_empty_axes);
+  std::vector<std::string> inputs = {"x"};
+  if (axes) inputs.push_back("axes");
+  onnx::ModelProto m;
+  if (!m.ParseFromString(testing::OneNodeModel(op, inputs, {"y"}, opset, attrs))) return Internal("bad test model");
+  if (axes) {  // a constant: an initializer, not a graph input
+    m.mutable_graph()->mutable_input()->RemoveLast();
+    onnx::TensorProto* t = m.mutable_graph()->add_initializer();
+    t->set_name("axes");
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(axes->size()));
+    for (int64_t a : *axes) t->add_int64_data(a);
+  }
+  std::string bytes = m.SerializeAsString();
+  ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(bytes.data(), bytes.size(), {}));
+  return testing::RunGraph(graph, {x});
+}
+
+TEST(OnnxOpsets, ReducesTakeTheirAxesAsAnInputFromOpset18) {
+  const Tensor x = testing::MakeF32({2, 3}, {1, 5, 3, -4, 2, 8});
+  const std::vector<int64_t> rows = {1}, columns = {0};
+  for (int64_t opset : {18, 19, 20, 21}) {
+    SCOPED_TRACE("opset " + std::to_string(opset));
+    auto mean = RunReduce("ReduceMean", opset, &rows, 0, 0, x);
+    ASSERT_TRUE(mean.ok()) << mean.status().ToString();
+    testing::ExpectOutputsNear(*mean, {testing::MakeF32({2}, {3, 2})}, 0, "ReduceMean over axis 1");
+    auto max = RunReduce("ReduceMax", opset, &columns, 1, 0, x);
+    ASSERT_TRUE(max.ok()) << max.status().ToString();
+    testing::ExpectOutputsNear(*max, {testing::MakeF32({1, 3}, {1, 5, 8})}, 0, "ReduceMax over axis 0");
+    auto all = RunReduce("ReduceMin", opset, nullptr, 0, 0, x);  // no axes: every axis
+    ASSERT_TRUE(all.ok()) << all.status().ToString();
+    testing::ExpectOutputsNear(*all, {testing::MakeF32({}, {-4})}, 0, "ReduceMin over every axis");
+    auto none = RunReduce("ReduceMin", opset, nullptr, 0, 1, x);  // no axes, noop_with_empty_axes: x
+    ASSERT_TRUE(none.ok()) << none.status().ToString();
+    testing::ExpectOutputsNear(*none, {x}, 0, "ReduceMin without axes, as a no-op");
+  }
 }
 
 // The same cases on the GPU: every CUDA kernel against the ONNX reference.

@@ -99,7 +99,7 @@ class Importer {
     if (graph_.opset < options_.min_opset || graph_.opset > options_.max_opset) {
       return Unimplemented("opset " + std::to_string(graph_.opset) + " is not supported (" +
                            std::to_string(options_.min_opset) + " to " +
-                           std::to_string(options_.max_opset) + "); re-export with opset_version=17");
+                           std::to_string(options_.max_opset) + "); re-export with opset_version in that range");
     }
     if (!model.has_graph()) return InvalidArgument("the model has no graph");
     return Status::Ok();

@@ -1,8 +1,12 @@
 // ONNX import: ModelProto -> Graph.
 //
-// Reads opsets 13 to 17 of the default domain, initializers inline or in external-data files
+// Reads opsets 13 to 21 of the default domain, initializers inline or in external-data files
 // (memory-mapped, so tables larger than 2 GB load without a copy), and Constant nodes, which become
 // graph constants. Ops are not checked here: the backend says what it supports (backend/backend.h).
+// Between opsets 13 and 21 the ops rankd runs changed in one way that matters: from 18 ReduceMean,
+// ReduceMax and ReduceMin take their axes as an input, as ReduceSum does from 13 (the reduce
+// schema reads either). The other new versions add types rankd does not run (float8, int4,
+// strings), refused where they appear, or attributes only those types use (Cast's `saturate`).
 #pragma once
 
 #include <string>
@@ -16,7 +20,7 @@ struct OnnxImportOptions {
   // Directory external-data locations are relative to; empty means "the model file's directory".
   std::string external_data_dir;
   int64_t min_opset = 13;
-  int64_t max_opset = 17;
+  int64_t max_opset = 21;
 };
 
 // Parses an ONNX file. Errors name the file and what is wrong with it.
