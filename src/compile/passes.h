@@ -11,6 +11,11 @@
 
 namespace rankd {
 
+// ONNX Split as one Slice per output (split_lowering.cc), so that backends need no Split kernel.
+// The sizes come from the constant `split` input or, without it, equal parts of the axis's length
+// (opset 18's rounding up included), computed from shapes. Returns the number of Splits lowered.
+StatusOr<int> LowerSplits(Graph& graph);
+
 // Evaluates every node whose inputs are all constants (outputs up to `max_bytes` each) and
 // replaces it with constants.
 StatusOr<int> FoldConstants(Graph& graph, int64_t max_bytes = int64_t{64} << 20);

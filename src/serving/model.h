@@ -58,6 +58,7 @@ struct ModelOptions {
 
 // What loading did, for `rankd inspect`.
 struct LoadReport {
+  int lowered_splits = 0;  // LowerSplits
   int folded_nodes = 0;
   int removed_nodes = 0;
   int fused_embedding_bags = 0;
