@@ -19,6 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!graph.ok()) return 0;
   ModelConfig config;
   if (!ResolveModelConfig(*graph, config).ok()) return 0;
+  if (!LowerSplits(*graph).ok()) return 0;
   if (!FoldConstants(*graph, int64_t{1} << 24).ok()) return 0;
   RemoveDeadNodes(*graph);
   FuseMaskedEmbeddingBags(*graph);

@@ -10,6 +10,9 @@ cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithD
 cmake --build build-fuzz --target fuzz_model_loader fuzz_request_parser -j"$(nproc)"
 mkdir -p build-fuzz/corpus/model_loader build-fuzz/corpus/request_parser
 for m in models/zoo/*/1/model.onnx; do cp "$m" "build-fuzz/corpus/model_loader/$(basename "$(dirname "$(dirname "$m")")").onnx"; done
+for m in /usr/share/libonnx-testdata/data/node/test_split_*/model.onnx; do  # Split, lowered to Slices
+  [[ -f $m ]] && cp "$m" "build-fuzz/corpus/model_loader/$(basename "$(dirname "$m")").onnx"
+done
 cp fuzz/corpus/request_parser/* build-fuzz/corpus/request_parser/
 run() {
   local target=$1 corpus=$2 max_len=$3

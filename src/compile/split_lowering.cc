@@ -7,6 +7,8 @@
 // part size: the axis's length d divided by the number of outputs n (opset 13: d / n, an exact
 // division; opset 18 and on: ceil(d / n), the last part shorter). The part size is computed from
 // Shape(x), so it is a value a plan folds at its shapes: nothing runs for it per request.
+#include <limits>
+
 #include "compile/passes.h"
 
 namespace rankd {
@@ -66,7 +68,9 @@ class SplitLowering {
       bounds.push_back(Ints(base + ".bound0", {0}));
       for (int64_t i = 0; i < n; ++i) {
         const int64_t size = sizes->data<int64_t>()[i];
-        if (size < 0) return InvalidArgument(split.Describe() + ": a negative split size");
+        if (size < 0 || size > std::numeric_limits<int64_t>::max() - at) {
+          return InvalidArgument(split.Describe() + ": split sizes must be non-negative and add up to an INT64");
+        }
         at += size;
         bounds.push_back(Ints(base + ".bound" + std::to_string(i + 1), {at}));
       }
