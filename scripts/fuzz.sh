@@ -11,7 +11,7 @@ cmake --build build-fuzz --target fuzz_model_loader fuzz_request_parser -j"$(npr
 mkdir -p build-fuzz/corpus/model_loader build-fuzz/corpus/request_parser
 for m in models/zoo/*/1/model.onnx; do cp "$m" "build-fuzz/corpus/model_loader/$(basename "$(dirname "$(dirname "$m")")").onnx"; done
 for m in /usr/share/libonnx-testdata/data/node/test_split_*/model.onnx; do  # Split, lowered to Slices
-  [[ -f $m ]] && cp "$m" "build-fuzz/corpus/model_loader/$(basename "$(dirname "$m")").onnx"
+  if [[ -f $m ]]; then cp "$m" "build-fuzz/corpus/model_loader/$(basename "$(dirname "$m")").onnx"; fi
 done
 cp fuzz/corpus/request_parser/* build-fuzz/corpus/request_parser/
 run() {
