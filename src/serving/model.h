@@ -181,6 +181,9 @@ class Model {
   // (merge_gate.h): always, unless graphs are captured and its bucket has none yet; may queue the
   // bucket's capture.
   bool MergeNow(const PreparedRequest& merged) const;
+  // Queues prepared graph inputs to the batcher and waits for their outputs (model_batching.cc).
+  StatusOr<std::vector<Tensor>> RunQueued(const InferRequest& request, const PreparedRequest& prepared,
+                                          InferStats* stats) const;
   // The batcher's callback: merges, runs, splits; a batch that fails runs its requests alone.
   void RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const;
   // Checks that merged requests score as they do alone, measures the cost model, starts the batcher.

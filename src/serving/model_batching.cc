@@ -1,0 +1,181 @@
+// Model: requests queued to the batcher, merged batches run and split back, and the check and
+// cost measurement that start batching (docs/batching.md).
+#include <chrono>
+#include <future>
+
+#include "serving/batch_merge.h"
+#include "serving/cost_model.h"
+#include "serving/model.h"
+
+namespace rankd {
+
+namespace {
+
+// A request waiting in the batcher; its caller blocks on `done`.
+struct QueuedInfer : BatchTask {
+  const PreparedRequest* prepared = nullptr;
+  InferStats* stats = nullptr;
+  std::promise<StatusOr<std::vector<Tensor>>> done;
+  void Fail(const Status& status) override { done.set_value(status); }
+};
+
+}  // namespace
+
+void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
+  BatchClock::time_point now = BatchClock::now();
+  std::vector<QueuedInfer*> tasks;
+  std::vector<const PreparedRequest*> parts;
+  std::vector<int64_t> rows;
+  for (auto& t : batch) {
+    auto* task = static_cast<QueuedInfer*>(t.get());
+    tasks.push_back(task);
+    parts.push_back(task->prepared);
+    rows.push_back(task->prepared->rows);
+    if (task->stats) {
+      task->stats->queue_us = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(now - task->info.enqueued).count());
+      task->stats->batch_requests = static_cast<int>(batch.size());
+      task->stats->execution = tasks.size() == 1;
+    }
+  }
+  auto each_alone = [&] {
+    for (size_t k = 0; k < tasks.size(); ++k) {
+      if (tasks[k]->stats) {
+        tasks[k]->stats->batch_requests = 1;
+        tasks[k]->stats->execution = true;
+      }
+      tasks[k]->done.set_value(RunPrepared(*parts[k]));
+    }
+  };
+  if (tasks.size() == 1) {
+    tasks[0]->done.set_value(RunPrepared(*parts[0]));
+    return;
+  }
+  if (!MergeNow(MergedSizes(parts))) {
+    each_alone();
+    return;
+  }
+  auto result = RunPrepared(MergeRequests(parts, input_kinds_));
+  auto split = result.ok() ? SplitRows(*result, rows, output_names_)
+                           : StatusOr<std::vector<std::vector<Tensor>>>(result.status());
+  if (split.ok()) {
+    for (size_t k = 0; k < tasks.size(); ++k) tasks[k]->done.set_value(std::move((*split)[k]));
+    return;
+  }
+  // The batch failed (say an id out of range found on the device): each request runs alone, so
+  // only the one at fault fails.
+  each_alone();
+}
+
+namespace {
+
+double MicrosSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Status Model::StartBatching() {
+  const BatchingConfig& b = config_.batching;
+  // Merged requests must score as they do alone: two requests of random dense values and
+  // different ragged lengths, alone and merged.
+  std::vector<InferRequest> examples = {ExampleRequest(2, 1), ExampleRequest(3, 2)};
+  RandomizeFloats(examples[0], 12345);
+  RandomizeFloats(examples[1], 54321);
+  std::vector<PreparedRequest> prepared(examples.size());
+  std::vector<std::vector<Tensor>> alone;
+  for (size_t k = 0; k < examples.size(); ++k) {
+    RETURN_IF_ERROR(BuildGraphInputs(examples[k], prepared[k]));
+    ASSIGN_OR_RETURN(std::vector<Tensor> out, RunPrepared(prepared[k]));
+    alone.push_back(std::move(out));
+  }
+  ASSIGN_OR_RETURN(std::vector<Tensor> merged, RunPrepared(MergeRequests({&prepared[0], &prepared[1]}, input_kinds_)));
+  ASSIGN_OR_RETURN(auto split, SplitRows(merged, {prepared[0].rows, prepared[1].rows}, output_names_));
+  double tolerance = AgreementTolerance();
+  for (size_t k = 0; k < split.size(); ++k) {
+    for (size_t o = 0; o < split[k].size(); ++o) {
+      if (!OutputsAgree(alone[k][o], split[k][o], tolerance)) {
+        return InvalidArgument("output '" + output_names_[o] +
+                                  "' changes when requests are merged: the graph mixes rows of a batch, so it "
+                                  "cannot be batched (remove the batching section)");
+      }
+    }
+  }
+
+  BatchPolicyOptions& p = batch_policy_;
+  int64_t request_limit = config_.max_batch_size > 0 ? config_.max_batch_size : options_.max_rows;
+  p.max_batch_rows = b.max_batch_size > 0 ? b.max_batch_size : request_limit;
+  p.max_queue_delay = std::chrono::microseconds(b.max_queue_delay_microseconds);
+  p.max_enqueued = static_cast<size_t>(b.max_queue_size);
+  p.preferred_rows = b.preferred_batch_size;
+  FittedCost fit;
+  if (b.cost_per_row < 0 || b.cost_per_sequence_element < 0 || b.cost_per_request < 0 || b.cost_budget < 0) {
+    // Time batches of growing size (and, with ragged inputs, growing lengths) on this backend.
+    std::vector<CostSample> samples;
+    auto start = std::chrono::steady_clock::now();
+    auto measure = [&](int64_t rows, int64_t length) -> Status {
+      InferRequest request = ExampleRequest(rows, length);  // `batch` views its tensors
+      PreparedRequest batch;
+      RETURN_IF_ERROR(BuildGraphInputs(request, batch));
+      RETURN_IF_ERROR(RunPrepared(batch).status());  // builds the plan, grows the workspace
+      std::vector<double> times;
+      for (int i = 0; i < 3; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        RETURN_IF_ERROR(RunPrepared(batch).status());
+        times.push_back(MicrosSince(t0));
+      }
+      std::sort(times.begin(), times.end());
+      samples.push_back({batch.rows, batch.sequence_elements, times[1]});
+      return Status::Ok();
+    };
+    for (int64_t rows = 1; rows <= p.max_batch_rows; rows *= 4) {
+      RETURN_IF_ERROR(measure(rows, 1));
+      if (samples.back().micros > 20000 || MicrosSince(start) > 1e6) break;
+    }
+    if (!ragged_names_.empty()) {
+      for (int64_t length : {8, 64, 256}) {
+        RETURN_IF_ERROR(measure(std::min<int64_t>(16, p.max_batch_rows), length));
+        if (samples.back().micros > 20000) break;
+      }
+    }
+    fit = FitCost(samples);
+  }
+  p.cost_per_row = b.cost_per_row >= 0 ? b.cost_per_row : fit.per_row;
+  p.cost_per_seq = b.cost_per_sequence_element >= 0 ? b.cost_per_sequence_element : fit.per_sequence_element;
+  p.cost_per_request = b.cost_per_request >= 0 ? b.cost_per_request : fit.per_request;
+  p.cost_budget = b.cost_budget > 0 ? b.cost_budget : fit.budget;
+
+  BatcherOptions options;
+  options.policy = p;
+  options.executors = b.executors > 0 ? b.executors : max_executors_ > 0 ? max_executors_ : 2;
+  batcher_ = std::make_unique<Batcher>(options, [this](std::vector<std::unique_ptr<BatchTask>> batch) {
+    RunBatch(std::move(batch));
+  });
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Tensor>> Model::RunQueued(const InferRequest& request, const PreparedRequest& prepared,
+                                               InferStats* stats) const {
+  const BatchingConfig& b = config_.batching;
+  if (request.priority > b.priority_levels) {
+    return InvalidArgument("priority " + std::to_string(request.priority) + " is outside the model's " +
+                           std::to_string(b.priority_levels) + " priority levels");
+  }
+  auto task = std::make_unique<QueuedInfer>();
+  task->prepared = &prepared;
+  task->stats = stats;
+  task->info.rows = prepared.rows;
+  task->info.seq_elements = prepared.sequence_elements;
+  int level = request.priority > 0 ? request.priority
+              : b.default_priority_level > 0 ? b.default_priority_level : b.priority_levels;
+  task->info.priority = -level;  // level 1 is the highest
+  task->info.enqueued = BatchClock::now();
+  int64_t timeout = request.timeout_us > 0 ? request.timeout_us : b.default_timeout_microseconds;
+  if (timeout > 0) task->info.deadline = task->info.enqueued + std::chrono::microseconds(timeout);
+  auto done = task->done.get_future();
+  std::unique_ptr<BatchTask> queued = std::move(task);
+  RETURN_IF_ERROR(batcher_->Enqueue(queued));
+  return done.get();
+}
+
+}  // namespace rankd
