@@ -18,6 +18,9 @@ namespace {
 
 constexpr size_t kAlign = 256;
 constexpr size_t kPieceBytes = size_t{256} << 10;  // input staging is split into pieces this large
+// Inputs of at most this many bytes are packed by the calling thread: waking the pool's threads
+// costs more than copying them (W1 at one pair: 53 inputs, about 1 KB in all).
+constexpr size_t kParallelStagingBytes = kPieceBytes;
 // Uncaptured runs with at least this many input bytes copy them in chunks of about kChunkBytes,
 // each sent to the device as soon as it is packed, so the copy overlaps the packing.
 constexpr size_t kPipelinedBytes = size_t{16} << 20;
@@ -427,7 +430,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
     auto copy = [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p) Pack(pieces[static_cast<size_t>(p)]);
     };
-    if (pieces.size() >= 4) {
+    if (pieces.size() >= 4 && b.in_total > kParallelStagingBytes) {
       ParallelFor(static_cast<int64_t>(pieces.size()), 32768, copy);
     } else {
       copy(0, static_cast<int64_t>(pieces.size()));
