@@ -147,6 +147,17 @@ TEST(OnnxConformance, EverySupportedOpMatchesTheOnnxReference) {
   RunConformance(CpuBackend());
 }
 
+// Makes graph input `name` (the last one) of `m` an INT64 constant vector instead, as exporters
+// write axes and split sizes.
+void MakeLastInputConstant(onnx::ModelProto& m, const std::string& name, const std::vector<int64_t>& values) {
+  m.mutable_graph()->mutable_input()->RemoveLast();
+  onnx::TensorProto* t = m.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(static_cast<int64_t>(values.size()));
+  for (int64_t v : values) t->add_int64_data(v);
+}
+
 // Opsets past Debian's test data (18 to 21): the reduces that take their axes as an input from
 // 18 on, against values worked out by hand.
 StatusOr<std::vector<Tensor>> RunReduce(const std::string& op, int64_t opset, const std::vector<int64_t>* axes,
@@ -162,14 +173,7 @@ StatusOr<std::vector<Tensor>> RunReduce(const std::string& op, int64_t opset, co
   if (axes) inputs.push_back("axes");
   onnx::ModelProto m;
   if (!m.ParseFromString(testing::OneNodeModel(op, inputs, {"y"}, opset, attrs))) return Internal("bad test model");
-  if (axes) {  // a constant: an initializer, not a graph input
-    m.mutable_graph()->mutable_input()->RemoveLast();
-    onnx::TensorProto* t = m.mutable_graph()->add_initializer();
-    t->set_name("axes");
-    t->set_data_type(onnx::TensorProto::INT64);
-    t->add_dims(static_cast<int64_t>(axes->size()));
-    for (int64_t a : *axes) t->add_int64_data(a);
-  }
+  if (axes) MakeLastInputConstant(m, "axes", *axes);
   std::string bytes = m.SerializeAsString();
   ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(bytes.data(), bytes.size(), {}));
   return testing::RunGraph(graph, {x});
@@ -215,14 +219,7 @@ StatusOr<std::vector<Tensor>> RunSplit(int64_t opset, int outputs, const std::ve
   std::vector<std::string> inputs = {"x"};
   if (sizes) inputs.push_back("split");
   if (!m.ParseFromString(testing::OneNodeModel("Split", inputs, names, opset, attrs))) return Internal("bad test model");
-  if (sizes) {
-    m.mutable_graph()->mutable_input()->RemoveLast();
-    onnx::TensorProto* t = m.mutable_graph()->add_initializer();
-    t->set_name("split");
-    t->set_data_type(onnx::TensorProto::INT64);
-    t->add_dims(static_cast<int64_t>(sizes->size()));
-    for (int64_t s : *sizes) t->add_int64_data(s);
-  }
+  if (sizes) MakeLastInputConstant(m, "split", *sizes);
   std::string bytes = m.SerializeAsString();
   ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(bytes.data(), bytes.size(), {}));
   ASSIGN_OR_RETURN(int lowered, LowerSplits(graph));
