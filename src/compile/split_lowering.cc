@@ -56,7 +56,8 @@ class SplitLowering {
                              " but the node has " + std::to_string(n) + " outputs");
     }
     if (split.Has("split")) return Unimplemented(split.Describe() + ": `split` as an attribute (opset 12 and older)");
-    const std::string& base = split.name;
+    // Names from the first output's, unique in the graph (node names may be empty or repeat).
+    const std::string base = g_.values[static_cast<size_t>(split.outputs[0])].name + ".split";
     const int axes = Ints(base + ".axes", {axis});
     std::vector<int> bounds;  // n + 1 values: the start of each part and the end of the last
     if (split.HasInput(1)) {

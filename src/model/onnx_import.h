@@ -3,10 +3,11 @@
 // Reads opsets 13 to 21 of the default domain, initializers inline or in external-data files
 // (memory-mapped, so tables larger than 2 GB load without a copy), and Constant nodes, which become
 // graph constants. Ops are not checked here: the backend says what it supports (backend/backend.h).
-// Between opsets 13 and 21 the ops rankd runs changed in one way that matters: from 18 ReduceMean,
-// ReduceMax and ReduceMin take their axes as an input, as ReduceSum does from 13 (the reduce
-// schema reads either). The other new versions add types rankd does not run (float8, int4,
-// strings), refused where they appear, or attributes only those types use (Cast's `saturate`).
+// Between opsets 13 and 21 the ops rankd runs changed in two ways that matter, both from 18:
+// ReduceMean, ReduceMax and ReduceMin take their axes as an input, as ReduceSum does from 13 (the
+// reduce schema reads either), and Split's equal parts round up (`num_outputs`; LowerSplits). The
+// other new versions add types rankd does not run (float8, int4, strings), refused where they
+// appear, or attributes only those types use (Cast's `saturate`).
 #pragma once
 
 #include <string>

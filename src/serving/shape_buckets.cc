@@ -175,7 +175,7 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     }
     out.sequence_elements += want * width;
     const size_t item = DTypeSize(in.dtype());
-    if (first == 0 && in.dim(0) == want * width) {  // already full (multi-hot rows at their length)
+    if (want == have && first == 0 && in.dim(0) == want * width) {  // full: multi-hot rows at their length
       out.inputs[i] = ViewOf(in);
       continue;
     }
