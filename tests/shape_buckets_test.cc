@@ -42,6 +42,26 @@ TEST(ShapeBuckets, FindsTheSmallestBucketHoldingTheRequest) {
   ShapeBuckets exact({4}, {{}});
   EXPECT_EQ(exact.Find(3, {0})->lengths, std::vector<int64_t>({0}));
   EXPECT_EQ(exact.Find(3, {7})->lengths, std::vector<int64_t>({7}));
+  // An input kept at its own length only when a row has no id: bucketed otherwise.
+  ShapeBuckets idless({4}, {{4, 8}, {4, 8}}, {}, {true, false});
+  const std::vector<bool> both = {true, true}, none = {false, false};
+  EXPECT_EQ(idless.Find(3, {3, 3}, 0, &none)->lengths, std::vector<int64_t>({4, 4}));
+  EXPECT_EQ(idless.Find(3, {3, 3}, 0, &both)->lengths, std::vector<int64_t>({3, 4}));
+  EXPECT_EQ(idless.Find(3, {5, 5})->lengths, std::vector<int64_t>({8, 8}));  // not scanned: bucketed
+}
+
+TEST(ShapeBuckets, RowsWithoutIdsAreEmptyOrOnlyMinusOnes) {
+  std::vector<GraphInputKind> kinds = {{GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0},
+                                       {GraphInputKind::kValues, 1}, {GraphInputKind::kOffsets, 1}};
+  PreparedRequest p;
+  p.inputs = {testing::MakeI64({4}, {5, -1, 0, 2}), testing::MakeI64({3}, {0, 2, 4}),  // rows [5,-1] [0,2]
+              testing::MakeI64({3}, {-1, -1, 7}), testing::MakeI64({3}, {0, 2, 3})};  // rows [-1,-1] [7]
+  EXPECT_EQ(RowsWithoutIds(p, kinds, {true, true}), std::vector<bool>({false, true}));
+  EXPECT_EQ(RowsWithoutIds(p, kinds, {true, false}), std::vector<bool>({false, false}));  // 1 not scanned
+  p.inputs[1] = testing::MakeI64({4}, {0, 2, 2, 4});  // an empty middle row
+  EXPECT_EQ(RowsWithoutIds(p, kinds, {true, true}), std::vector<bool>({true, true}));
+  p.inputs[2] = Tensor::FromVector<int32_t>(DType::kI32, {3}, {3, 4, 7});  // INT32 ids, every row has one
+  EXPECT_EQ(RowsWithoutIds(p, kinds, {true, true}), std::vector<bool>({true, false}));
 }
 
 TEST(ShapeBuckets, WarmupKeysWalkRowsAndLengthLevels) {
@@ -118,24 +138,27 @@ TEST(ShapeBuckets, ConfigIsParsedAndCheckedByName) {
 
 // A zoo model loaded with its own config, buckets set as given.
 StatusOr<std::unique_ptr<Model>> LoadZoo(const std::string& name, int buckets, const Backend* backend,
-                                         int64_t warmup_rows = 1024, std::vector<int64_t> rows = {}) {
+                                         int64_t warmup_rows = 1024, std::vector<int64_t> rows = {},
+                                         std::vector<int64_t> lengths = {}) {
   std::string dir = testing::SourcePath("models/zoo/" + name);
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   config.name = name;
   config.buckets.enabled = buckets;
   config.buckets.warmup_max_batch_size = warmup_rows;
   config.buckets.allowed_batch_sizes = std::move(rows);
+  config.buckets.allowed_lengths = std::move(lengths);
   ModelOptions options;
   options.backend = backend;
   return Model::LoadFile(dir + "/1/model.onnx", std::move(config), options);
 }
 
-// Buckets are on; BST's sequences stay at their own length, since a user without history gets a
-// fully masked softmax whose result depends on the padded width (as it does in PyTorch).
+// Buckets are on; BST's sequence stays at its own length in a request with a user without
+// history, who gets a fully masked softmax whose result depends on the padded width (as it does in
+// PyTorch), and is bucketed in the others.
 void ExpectBucketsOn(const Model& model) {
   const std::string& report = model.load_report().buckets;
   if (model.name().substr(0, 3) == "bst") {
-    EXPECT_EQ(report.substr(0, 38), "on, sequences at their own length: out") << report;
+    EXPECT_EQ(report.rfind("on, sequences at their own length when a row has no id: output", 0), 0u) << report;
   } else {
     EXPECT_EQ(report, "on");
   }
@@ -194,6 +217,36 @@ TEST_P(BucketedZooTest, ABucketsPlanIsThePlanItsRequestsRun) {
     auto by_request = (*model)->PlanForRequest((*model)->ExampleRequest(rows, 2));
     ASSERT_TRUE(by_request.ok()) << by_request.status().ToString();
     EXPECT_EQ(by_key->get(), by_request->get()) << key->ToString();
+  }
+}
+
+// BST's sequence is bucketed when every user has history and kept at its own length when one has
+// none; both score as the model without buckets.
+TEST(BucketedModel, BstSequencesAreBucketedUnlessAUserHasNoHistory) {
+  auto padded = LoadZoo("bst", 1, nullptr, 1024, {1, 16, 64}, {8});  // lengths 8 and 12 (max_length)
+  auto plain = LoadZoo("bst", 0, nullptr);
+  ASSERT_TRUE(padded.ok() && plain.ok()) << padded.status().ToString() << plain.status().ToString();
+  ExpectBucketsOn(**padded);
+  std::mt19937 rng(11);
+  for (int64_t seq_length : {int64_t{5}, int64_t{0}}) {
+    InferRequest r = (*padded)->ExampleRequest(3, 5);
+    for (InferInput& in : r.inputs) {
+      for (int64_t i = 0; i < in.data.size(); ++i) in.data.data<int64_t>()[i] = static_cast<int64_t>(rng() % 50);
+      if (in.name == "seq" && seq_length == 0) {  // the user's history: all -1, no id
+        for (int64_t i = 0; i < in.data.size(); ++i) in.data.data<int64_t>()[i] = -1;
+      }
+    }
+    auto want = (*plain)->Infer(r);
+    auto got = (*padded)->Infer(r);
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status().ToString() << got.status().ToString();
+    EXPECT_LT(testing::RelativeError((*got)[0].data, (*want)[0].data), 1e-5) << "history of " << seq_length;
+    auto plan = (*padded)->PlanForRequest(r);
+    ASSERT_TRUE(plan.ok());
+    const int values = (*plan)->graph().FindValue("seq.values");
+    ASSERT_GE(values, 0);
+    // The user's sequence: 8 slots (length bucket 8) with history, its own 5 without.
+    EXPECT_EQ(ShapeToString((*plan)->values()[static_cast<size_t>(values)].shape), seq_length > 0 ? "[8]" : "[5]")
+        << "history of " << seq_length;
   }
 }
 

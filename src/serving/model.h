@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -170,6 +171,9 @@ class Model {
   // Runs graph inputs at their own shapes; with `capture`, queues a capture of the plan when it
   // ran uncaptured.
   StatusOr<std::vector<Tensor>> RunPlanned(const PreparedRequest& prepared, bool capture = true) const;
+  // The bucket of prepared graph inputs (its ragged rows scanned for rows without ids when the
+  // buckets keep such inputs at their own length), or nullopt past the largest.
+  std::optional<BucketKey> FindBucket(const PreparedRequest& prepared) const;
   // Decides whether buckets are on and checks padding changes nothing; then captures.
   Status StartBuckets();
   // Captures the warm-up buckets on every executor (ragged inputs' max lengths, in ragged order);

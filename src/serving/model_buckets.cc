@@ -34,9 +34,18 @@ StatusOr<int64_t> CaptureWithRetry(Executor& executor, const Plan& plan) {
 
 }  // namespace
 
+std::optional<BucketKey> Model::FindBucket(const PreparedRequest& prepared) const {
+  const std::vector<bool>& scanned = buckets_->own_length_if_idless();
+  if (std::none_of(scanned.begin(), scanned.end(), [](bool b) { return b; })) {
+    return buckets_->Find(prepared.rows, prepared.ragged_max_lengths, prepared.users);
+  }
+  std::vector<bool> idless = RowsWithoutIds(prepared, input_kinds_, scanned);
+  return buckets_->Find(prepared.rows, prepared.ragged_max_lengths, prepared.users, &idless);
+}
+
 StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared) const {
   if (buckets_) {
-    std::optional<BucketKey> key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths, prepared.users);
+    std::optional<BucketKey> key = FindBucket(prepared);
     if (key) {
       auto start = std::chrono::steady_clock::now();
       PreparedRequest padded = PadToBucket(prepared, *key, input_kinds_);
@@ -92,6 +101,8 @@ std::unique_ptr<Executor> Model::TakeExecutor(const Executor* executor) const {
 
 bool Model::MergeNow(const PreparedRequest& merged) const {
   if (!capture_) return true;
+  // Sizes only (no ids to scan): a batch with a row without ids runs at a length this key does not
+  // show, which only makes the verdict below about the wrong plan.
   std::optional<BucketKey> key = buckets_->Find(merged.rows, merged.ragged_max_lengths, merged.users);
   if (!key) return true;  // past the largest bucket: launches are a small part of such a batch
   auto plan = PlanForBucket(*key);  // the plan the merged batch would run
@@ -151,7 +162,7 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& 
   PreparedRequest prepared;
   RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
   if (buckets_) {
-    if (std::optional<BucketKey> key = buckets_->Find(prepared.rows, prepared.ragged_max_lengths, prepared.users)) {
+    if (std::optional<BucketKey> key = FindBucket(prepared)) {
       prepared = PadToBucket(prepared, *key, input_kinds_);
     }
   }
@@ -268,22 +279,46 @@ Status Model::StartBuckets() {
     }
     if (lengths_change.empty()) lengths_change = changed(p, key);
   }
+  // Padded sequences change the scores: those inputs keep the request's own longest row. If only
+  // rows without ids make the difference (a fully masked softmax averages over the padded width),
+  // only requests with such a row do, and the others are bucketed.
+  std::vector<bool> own_length_if_idless(lengths.size(), false);
+  bool idless_only = false;
   if (!lengths_change.empty()) {
-    for (size_t k = 0; k < lengths.size(); ++k) {
-      if (read_padded[k]) lengths[k].clear();
-    }
-    for (const PreparedRequest& p : examples) {
-      std::string why = changed(p, widest(p));
+    for (const PreparedRequest& p : examples) {  // at their own length, the rest padded
+      BucketKey key = widest(p);
+      for (size_t k = 0; k < lengths.size(); ++k) {
+        if (read_padded[k]) key.lengths[k] = p.ragged_max_lengths[k];
+      }
+      std::string why = changed(p, key);
       if (!why.empty()) {
         if (explicit_on) return InvalidArgument(why + "; remove the buckets section");
         report_.buckets = "off: " + why;
         return Status::Ok();
       }
     }
+    std::vector<InferRequest> with_ids = {ExampleRequest(3, 3), ExampleRequest(3, 1)};  // every row has ids
+    idless_only = true;
+    for (size_t e = 0; e < with_ids.size() && idless_only; ++e) {
+      RandomizeFloats(with_ids[e], 2030 + static_cast<uint32_t>(e));
+      PreparedRequest p;
+      RETURN_IF_ERROR(BuildGraphInputs(with_ids[e], p));
+      idless_only = changed(p, widest(p)).empty();
+    }
+    for (size_t k = 0; k < lengths.size(); ++k) {
+      if (!read_padded[k]) continue;
+      if (idless_only) {
+        own_length_if_idless[k] = true;
+      } else {
+        lengths[k].clear();
+      }
+    }
   }
   // A hoisted model's user rows are padded too: to one of the row sizes (one user, unbatched).
-  buckets_ = std::make_unique<ShapeBuckets>(rows, lengths, hoisted_ ? rows : std::vector<int64_t>{});
-  report_.buckets = lengths_change.empty() ? "on" : "on, sequences at their own length: " + lengths_change;
+  buckets_ = std::make_unique<ShapeBuckets>(rows, lengths, hoisted_ ? rows : std::vector<int64_t>{}, own_length_if_idless);
+  report_.buckets = lengths_change.empty() ? "on"
+                    : idless_only          ? "on, sequences at their own length when a row has no id: " + lengths_change
+                                           : "on, sequences at their own length: " + lengths_change;
   if (!on_device || !c.cuda_graphs) return Status::Ok();
   capture_worker_ = std::make_unique<CaptureWorker>();
   capture_ = true;

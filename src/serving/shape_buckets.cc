@@ -50,15 +50,18 @@ std::vector<int64_t> ShapeBuckets::AllowedLengths(std::vector<int64_t> configure
   return allowed;
 }
 
-ShapeBuckets::ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<int64_t>> lengths, std::vector<int64_t> users)
-    : rows_(std::move(rows)), lengths_(std::move(lengths)), users_(std::move(users)) {
+ShapeBuckets::ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<int64_t>> lengths, std::vector<int64_t> users,
+                           std::vector<bool> own_length_if_idless)
+    : rows_(std::move(rows)), lengths_(std::move(lengths)), users_(std::move(users)),
+      own_length_if_idless_(std::move(own_length_if_idless)) {
   SortUnique(rows_);
   SortUnique(users_);
   for (auto& l : lengths_) SortUnique(l);
+  own_length_if_idless_.resize(lengths_.size(), false);
 }
 
 std::optional<BucketKey> ShapeBuckets::Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths,
-                                            int64_t users) const {
+                                            int64_t users, const std::vector<bool>* idless_rows) const {
   BucketKey key;
   key.rows = RoundUp(rows_, rows);
   if (key.rows < 0) return std::nullopt;
@@ -67,7 +70,8 @@ std::optional<BucketKey> ShapeBuckets::Find(int64_t rows, const std::vector<int6
     if (key.users < 0) return std::nullopt;
   }
   for (size_t k = 0; k < lengths_.size(); ++k) {
-    if (lengths_[k].empty()) {  // kept at the request's own longest row
+    const bool idless = idless_rows && k < idless_rows->size() && (*idless_rows)[k];
+    if (lengths_[k].empty() || (idless && own_length_if_idless_[k])) {  // the request's own longest row
       key.lengths.push_back(ragged_max_lengths[k]);
       continue;
     }
@@ -187,6 +191,34 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     out.inputs[i] = std::move(t);
   }
   return out;
+}
+
+std::vector<bool> RowsWithoutIds(const PreparedRequest& p, const std::vector<GraphInputKind>& kinds,
+                                 const std::vector<bool>& which) {
+  std::vector<bool> idless(which.size(), false);
+  std::vector<const Tensor*> values(which.size(), nullptr), offsets(which.size(), nullptr);
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    const int k = kinds[i].ragged;
+    if (k < 0 || static_cast<size_t>(k) >= which.size() || !which[static_cast<size_t>(k)]) continue;
+    if (kinds[i].part == GraphInputKind::kValues) values[static_cast<size_t>(k)] = &p.inputs[i];
+    if (kinds[i].part == GraphInputKind::kOffsets) offsets[static_cast<size_t>(k)] = &p.inputs[i];
+  }
+  auto scan = [](const auto* ids, const int64_t* o, int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r) {
+      bool any = false;
+      for (int64_t j = o[r]; j < o[r + 1] && !any; ++j) any = ids[j] >= 0;
+      if (!any) return true;
+    }
+    return false;
+  };
+  for (size_t k = 0; k < which.size(); ++k) {
+    if (!values[k] || !offsets[k]) continue;
+    const int64_t rows = offsets[k]->dim(0) - 1;
+    const int64_t* o = offsets[k]->data<int64_t>();
+    idless[k] = values[k]->dtype() == DType::kI32 ? scan(values[k]->data<int32_t>(), o, rows)
+                                                  : scan(values[k]->data<int64_t>(), o, rows);
+  }
+  return idless;
 }
 
 std::vector<Tensor> TakeRows(std::vector<Tensor> outputs, int64_t rows) {

@@ -42,8 +42,11 @@ class ShapeBuckets {
  public:
   // `rows`: allowed batch sizes; `lengths[k]`: allowed lengths of ragged input k, or empty to
   // keep that input's rows at the request's own longest row (no length padding); `users`: allowed
-  // user counts of a hoisted model (empty when it has no user rows).
-  ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<int64_t>> lengths, std::vector<int64_t> users = {});
+  // user counts of a hoisted model (empty when it has no user rows); `own_length_if_idless[k]`:
+  // input k keeps the request's own longest row when one of its rows has no id (a fully masked
+  // softmax averages over the padded width, so only such rows depend on it).
+  ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<int64_t>> lengths, std::vector<int64_t> users = {},
+               std::vector<bool> own_length_if_idless = {});
   // The allowed lengths of a ragged input: `configured` (powers of two when empty) cut at
   // `max_length`, which is always added so every valid row fits.
   static std::vector<int64_t> AllowedLengths(std::vector<int64_t> configured, int64_t max_length);
@@ -52,7 +55,9 @@ class ShapeBuckets {
   static std::vector<int64_t> Geometric(int64_t limit);
 
   // The smallest bucket holding a request, or nullopt when its rows (or users) exceed the largest.
-  std::optional<BucketKey> Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths, int64_t users = 0) const;
+  // `idless_rows[k]` (when given): ragged input k has a row without an id (RowsWithoutIds).
+  std::optional<BucketKey> Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths, int64_t users = 0,
+                                const std::vector<bool>* idless_rows = nullptr) const;
   // The buckets captured at warm-up: the power-of-two row buckets up to `max_rows` (and the
   // largest), each with every length level (level j: each ragged input at its j-th power-of-two
   // allowed length, or its longest; inputs kept at their own lengths take level j's longest
@@ -63,12 +68,20 @@ class ShapeBuckets {
   const std::vector<int64_t>& rows() const { return rows_; }
   const std::vector<std::vector<int64_t>>& lengths() const { return lengths_; }
   const std::vector<int64_t>& users() const { return users_; }
+  // Per ragged input: whether a row without an id keeps it at its own length (constructor).
+  const std::vector<bool>& own_length_if_idless() const { return own_length_if_idless_; }
 
  private:
   std::vector<int64_t> rows_;
   std::vector<std::vector<int64_t>> lengths_;
   std::vector<int64_t> users_;
+  std::vector<bool> own_length_if_idless_;
 };
+
+// For each ragged input k with `which[k]`, whether one of its rows in `p` holds no id (is empty or
+// only -1 slots); false for the others. `kinds` describes p's graph inputs.
+std::vector<bool> RowsWithoutIds(const PreparedRequest& p, const std::vector<GraphInputKind>& kinds,
+                                 const std::vector<bool>& which);
 
 // `p` padded to `key` (key.rows >= p.rows, key.users >= p.users, each key length >= that input's
 // longest row): dense inputs get zero rows; each ragged input gets key.lengths[k] slots per row
