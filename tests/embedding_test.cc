@@ -78,6 +78,17 @@ TEST_P(EmbeddingBagTest, RaggedAndPaddedMatchReference) {
   auto got = RunGraph(ragged.graph(), {testing::MakeI64({static_cast<int64_t>(ids.size())}, ids), testing::MakeI64({c.bags + 1}, offsets)});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_LE(testing::RelativeError((*got)[0], ref), 1e-6);
+  // Ids past the last offset belong to no bag (a bucket's padding): even one out of range there
+  // changes nothing, on the CPU as on CUDA.
+  std::vector<int64_t> tailed = ids;
+  tailed.insert(tailed.end(), {c.rows + 7, -1, 0});
+  for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
+    if (!backend) continue;
+    auto with_tail = RunGraph(ragged.graph(), {testing::MakeI64({static_cast<int64_t>(tailed.size())}, tailed),
+                                               testing::MakeI64({c.bags + 1}, offsets)}, {}, *backend);
+    ASSERT_TRUE(with_tail.ok()) << backend->name() << ": " << with_tail.status().ToString();
+    EXPECT_LE(testing::RelativeError((*with_tail)[0], ref), 1e-5) << backend->name();
+  }
 
   GraphBuilder dense;
   int table2 = dense.Const("table", t);

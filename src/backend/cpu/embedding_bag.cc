@@ -45,9 +45,9 @@ void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bou
 }
 
 template <typename Id>
-Status CheckIds(const Tensor& ids, int64_t rows, const Node& node) {
+Status CheckIds(const Tensor& ids, int64_t count, int64_t rows, const Node& node) {
   const Id* p = ids.data<Id>();
-  for (int64_t i = 0; i < ids.size(); ++i) {
+  for (int64_t i = 0; i < count; ++i) {
     if (static_cast<int64_t>(p[i]) >= rows) {
       return InvalidArgument(node.Describe() + ": id " + std::to_string(p[i]) +
                              " is out of range for a table of " + std::to_string(rows) + " rows");
@@ -77,7 +77,8 @@ Status PoolBags(const KernelArgs& k, int first, int count, bool mean, float* out
   int64_t width = ragged ? 0 : ids.dim(1);
   auto run = [&](auto id_tag) -> Status {
     using Id = decltype(id_tag);
-    RETURN_IF_ERROR(CheckIds<Id>(ids, rows, k.node));
+    // Only the ids some bag reads, as on CUDA: those past the last offset belong to no bag.
+    RETURN_IF_ERROR(CheckIds<Id>(ids, ragged ? offsets[bags] : ids.size(), rows, k.node));
     auto bounds = [&](int64_t b) {
       return ragged ? std::pair<int64_t, int64_t>{offsets[b], offsets[b + 1]}
                     : std::pair<int64_t, int64_t>{b * width, (b + 1) * width};
