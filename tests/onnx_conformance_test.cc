@@ -147,6 +147,14 @@ TEST(OnnxConformance, EverySupportedOpMatchesTheOnnxReference) {
   RunConformance(CpuBackend());
 }
 
+onnx::AttributeProto IntAttribute(const std::string& name, int64_t value) {
+  onnx::AttributeProto a;
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::INT);
+  a.set_i(value);
+  return a;
+}
+
 // Makes graph input `name` (the last one) of `m` an INT64 constant vector instead, as exporters
 // write axes and split sizes.
 void MakeLastInputConstant(onnx::ModelProto& m, const std::string& name, const std::vector<int64_t>& values) {
@@ -162,13 +170,8 @@ void MakeLastInputConstant(onnx::ModelProto& m, const std::string& name, const s
 // 18 on, against values worked out by hand.
 StatusOr<std::vector<Tensor>> RunReduce(const std::string& op, int64_t opset, const std::vector<int64_t>* axes,
                                         int64_t keepdims, int64_t noop_with_empty_axes, const Tensor& x) {
-  std::vector<onnx::AttributeProto> attrs(2);
-  attrs[0].set_name("keepdims");
-  attrs[1].set_name("noop_with_empty_axes");
-  attrs[0].set_type(onnx::AttributeProto::INT);
-  attrs[1].set_type(onnx::AttributeProto::INT);
-  attrs[0].set_i(keepdims);
-  attrs[1].set_i(noop_with_empty_axes);
+  std::vector<onnx::AttributeProto> attrs = {IntAttribute("keepdims", keepdims),
+                                             IntAttribute("noop_with_empty_axes", noop_with_empty_axes)};
   std::vector<std::string> inputs = {"x"};
   if (axes) inputs.push_back("axes");
   onnx::ModelProto m;
@@ -203,16 +206,8 @@ TEST(OnnxOpsets, ReducesTakeTheirAxesAsAnInputFromOpset18) {
 // constant sizes, and what cannot be lowered.
 StatusOr<std::vector<Tensor>> RunSplit(int64_t opset, int outputs, const std::vector<int64_t>* sizes,
                                        int64_t num_outputs, const Tensor& x) {
-  std::vector<onnx::AttributeProto> attrs(1);
-  attrs[0].set_name("axis");
-  attrs[0].set_type(onnx::AttributeProto::INT);
-  attrs[0].set_i(-1);
-  if (num_outputs > 0) {
-    attrs.emplace_back();
-    attrs[1].set_name("num_outputs");
-    attrs[1].set_type(onnx::AttributeProto::INT);
-    attrs[1].set_i(num_outputs);
-  }
+  std::vector<onnx::AttributeProto> attrs = {IntAttribute("axis", -1)};
+  if (num_outputs > 0) attrs.push_back(IntAttribute("num_outputs", num_outputs));
   std::vector<std::string> names;
   for (int i = 0; i < outputs; ++i) names.push_back("y" + std::to_string(i));
   onnx::ModelProto m;

@@ -47,9 +47,10 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
   if (buckets_) {
     std::optional<BucketKey> key = FindBucket(prepared);
     if (key) {
-      auto start = std::chrono::steady_clock::now();
+      const bool profile = OpProfile::enabled();
+      auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       PreparedRequest padded = PadToBucket(prepared, *key, input_kinds_);
-      if (OpProfile::enabled()) OpProfile::Record("(padded to its bucket)", MicrosSince(start) / 1000.0);
+      if (profile) OpProfile::Record("(padded to its bucket)", MicrosSince(start) / 1000.0);
       ASSIGN_OR_RETURN(std::vector<Tensor> outputs, RunPlanned(padded));
       real_rows_ += static_cast<uint64_t>(prepared.rows);
       padded_rows_ += static_cast<uint64_t>(key->rows);

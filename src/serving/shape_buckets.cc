@@ -127,6 +127,18 @@ namespace {
 
 Tensor ViewOf(const Tensor& t) { return Tensor::View(t.dtype(), t.shape(), const_cast<void*>(t.raw())); }
 
+// Each of the `count` ragged inputs' `part` (values or offsets) among p's graph inputs, by ragged
+// index.
+std::vector<const Tensor*> RaggedParts(const PreparedRequest& p, const std::vector<GraphInputKind>& kinds,
+                                       GraphInputKind::Part part, size_t count) {
+  std::vector<const Tensor*> parts(count, nullptr);
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    const int k = kinds[i].ragged;
+    if (kinds[i].part == part && k >= 0 && static_cast<size_t>(k) < count) parts[static_cast<size_t>(k)] = &p.inputs[i];
+  }
+  return parts;
+}
+
 }  // namespace
 
 PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds) {
@@ -136,10 +148,7 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
   out.ragged_max_lengths = key.lengths;
   out.inputs.resize(p.inputs.size());
   // Offsets of each ragged input in the request (to lay out its values).
-  std::vector<const int64_t*> offsets(key.lengths.size(), nullptr);
-  for (size_t i = 0; i < kinds.size(); ++i) {
-    if (kinds[i].part == GraphInputKind::kOffsets) offsets[static_cast<size_t>(kinds[i].ragged)] = p.inputs[i].data<int64_t>();
-  }
+  const std::vector<const Tensor*> offsets = RaggedParts(p, kinds, GraphInputKind::kOffsets, key.lengths.size());
   for (size_t i = 0; i < kinds.size(); ++i) {
     const Tensor& in = p.inputs[i];
     const GraphInputKind& kind = kinds[i];
@@ -163,7 +172,7 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     // by its offsets, so this scores as any other layout of the same rows, and it costs two block
     // copies instead of one per row.
     const int64_t width = key.lengths[static_cast<size_t>(kind.ragged)];
-    const int64_t* o = offsets[static_cast<size_t>(kind.ragged)];
+    const int64_t* o = offsets[static_cast<size_t>(kind.ragged)]->data<int64_t>();
     const int64_t first = o[0], used = o[have] - o[0];
     if (kind.part == GraphInputKind::kOffsets) {
       if (want == have && first == 0) {
@@ -196,13 +205,8 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
 std::vector<bool> RowsWithoutIds(const PreparedRequest& p, const std::vector<GraphInputKind>& kinds,
                                  const std::vector<bool>& which) {
   std::vector<bool> idless(which.size(), false);
-  std::vector<const Tensor*> values(which.size(), nullptr), offsets(which.size(), nullptr);
-  for (size_t i = 0; i < kinds.size(); ++i) {
-    const int k = kinds[i].ragged;
-    if (k < 0 || static_cast<size_t>(k) >= which.size() || !which[static_cast<size_t>(k)]) continue;
-    if (kinds[i].part == GraphInputKind::kValues) values[static_cast<size_t>(k)] = &p.inputs[i];
-    if (kinds[i].part == GraphInputKind::kOffsets) offsets[static_cast<size_t>(k)] = &p.inputs[i];
-  }
+  const std::vector<const Tensor*> values = RaggedParts(p, kinds, GraphInputKind::kValues, which.size());
+  const std::vector<const Tensor*> offsets = RaggedParts(p, kinds, GraphInputKind::kOffsets, which.size());
   auto scan = [](const auto* ids, const int64_t* o, int64_t rows) {
     for (int64_t r = 0; r < rows; ++r) {
       bool any = false;
@@ -212,7 +216,7 @@ std::vector<bool> RowsWithoutIds(const PreparedRequest& p, const std::vector<Gra
     return false;
   };
   for (size_t k = 0; k < which.size(); ++k) {
-    if (!values[k] || !offsets[k]) continue;
+    if (!which[k] || !values[k] || !offsets[k]) continue;
     const int64_t rows = offsets[k]->dim(0) - 1;
     const int64_t* o = offsets[k]->data<int64_t>();
     idless[k] = values[k]->dtype() == DType::kI32 ? scan(values[k]->data<int32_t>(), o, rows)
