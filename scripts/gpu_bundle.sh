@@ -29,15 +29,18 @@ fi
 strip .bundle/bin/*
 echo "$commit" > .bundle/COMMIT
 mkdir -p .bundle/onnx_node
-ops=$(grep -ho '"[A-Z][A-Za-z]*"' src/backend/cuda/*.cu src/backend/cuda/*.cc | tr -d '"' | sort -u)
+# The ops CUDA kernels run, and those a compile pass lowers into them (Split into Slices).
+ops=$(grep -ho '"[A-Z][A-Za-z]*"' src/backend/cuda/*.cu src/backend/cuda/*.cc src/compile/*_lowering.cc | tr -d '"' | sort -u)
 data=${RANKD_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data/node}
+# ONNX names its cases test_<op in snake case or lower case>...; keep those of the ops rankd runs.
+prefixes=()
+for op in $ops; do
+  prefixes+=("$(echo "$op" | sed -E 's/([a-z0-9])([A-Z])/\1_\2/g' | tr 'A-Z' 'a-z')" "$(echo "$op" | tr 'A-Z' 'a-z')")
+done
 for dir in "$data"/test_*; do
   name=$(basename "$dir")
-  for op in $ops; do
-    # ONNX names its cases test_<op in snake case or lower case>...; keep those of the ops rankd runs.
-    snake=$(echo "$op" | sed -E 's/([a-z0-9])([A-Z])/\1_\2/g' | tr 'A-Z' 'a-z')
-    lower=$(echo "$op" | tr 'A-Z' 'a-z')
-    if [[ $name == test_${snake}* || $name == test_${lower}* ]]; then cp -r "$dir" .bundle/onnx_node/; break; fi
+  for prefix in "${prefixes[@]}"; do
+    if [[ $name == test_${prefix}* ]]; then cp -r "$dir" .bundle/onnx_node/; break; fi
   done
 done
 du -sh --apparent-size .bundle | awk '{print "bundle: " $1 " (a device run carries at most 64 MiB with the tree)"}'

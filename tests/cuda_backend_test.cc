@@ -465,6 +465,66 @@ TEST(CudaBackend, IdOutOfRangeFailsThatRunOnly) {
   EXPECT_EQ((*ok)[0].data<float>()[1], 10.0f);
 }
 
+// A ragged input's ids may be shorter than the plan's (Executor::FillsRaggedTails): the slots
+// after them read -1 whatever an earlier run of this or another plan left in the staging buffer,
+// replayed captures included; only such inputs may be short, and none may be longer.
+TEST(CudaBackend, ShortIdsReadAsMinusOneAfterThem) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  GraphBuilder g;
+  int ids = g.Input("ids", DType::kI64, {-1});
+  int x = g.Input("x", DType::kF32, {2});
+  g.Output(g.Op("Neg", {ids}));  // shows every slot, the tail too
+  g.Output(g.Op("Neg", {x}));
+  auto resources = cuda->PrepareModel(g.graph(), Precision::kFp32);
+  ASSERT_TRUE(resources.ok());
+  auto executor = cuda->NewExecutor(*resources);
+  ASSERT_TRUE(executor.ok());
+  ASSERT_TRUE((*executor)->FillsRaggedTails());
+  auto plan_for = [&](int64_t slots) {
+    PlanOptions options;
+    options.backend = cuda;
+    auto plan = Plan::Build(g.graph(), {{DType::kI64, {slots}, nullptr}, {DType::kF32, {2}, nullptr}}, options);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    return std::move(*plan);
+  };
+  std::shared_ptr<const Plan> eight = plan_for(8), sixteen = plan_for(16);
+  // Runs `plan` on ids 10, 11, ... (`count` of them) and expects their negations, then 1 per slot.
+  auto expect_run = [&](const Plan& plan, int64_t count, int64_t slots) {
+    std::vector<int64_t> given(static_cast<size_t>(count)), want(static_cast<size_t>(slots), 1);
+    for (int64_t i = 0; i < count; ++i) {
+      given[static_cast<size_t>(i)] = 10 + i;
+      want[static_cast<size_t>(i)] = -(10 + i);
+    }
+    std::vector<Tensor> in{testing::MakeI64({count}, given), testing::MakeF32({2}, {1, 2})};
+    auto out = (*executor)->Run(plan, in);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    std::vector<int64_t> got((*out)[0].data<int64_t>(), (*out)[0].data<int64_t>() + (*out)[0].size());
+    EXPECT_EQ(got, want) << count << " ids in " << slots << " slots";
+  };
+  expect_run(*eight, 8, 8);
+  expect_run(*eight, 3, 8);   // the tail filled from 3
+  expect_run(*eight, 6, 8);   // ids over part of the old tail
+  expect_run(*eight, 2, 8);   // the tail filled from 2 up to 6 only
+  expect_run(*sixteen, 16, 16);  // another plan over the same staging bytes
+  expect_run(*eight, 1, 8);      // its leftovers are not taken for -1
+  ASSERT_TRUE((*executor)->Capture(*eight).ok());  // staged zeros for its warm-up run
+  ASSERT_TRUE((*executor)->Captured(*eight));
+  expect_run(*eight, 4, 8);
+  expect_run(*eight, 0, 8);
+
+  auto refused = [&](std::vector<Tensor> in, const std::string& says) {
+    auto out = (*executor)->Run(*eight, in);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(out.status().message().find(says), std::string::npos) << out.status().ToString();
+  };
+  refused({testing::MakeI64({9}, std::vector<int64_t>(9, 1)), testing::MakeF32({2}, {1, 2})}, "has room for");
+  refused({testing::MakeI64({8}, std::vector<int64_t>(8, 1)), testing::MakeF32({1}, {1})}, "not a ragged input's ids");
+  refused({testing::MakeI64({8}, std::vector<int64_t>(8, 1))}, "takes 2 inputs");
+  expect_run(*eight, 5, 8);  // and the executor still runs
+}
+
 // Inputs of tens of MB are packed and sent in chunks while the next chunk is packed
 // (cuda_executor.cc): every byte must arrive, in every input, whatever the chunk edges; a small
 // run between two large ones on the same executor still sends its inputs in one copy.

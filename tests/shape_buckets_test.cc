@@ -113,6 +113,15 @@ TEST(ShapeBuckets, PadsDenseRowsWithZerosAndRaggedSlotsWithMinusOne) {
   std::vector<int64_t> offsets(q.inputs[2].data<int64_t>(), q.inputs[2].data<int64_t>() + 5);
   EXPECT_EQ(offsets, std::vector<int64_t>({0, 1, 4, 4, 4}));  // the padded rows are empty
 
+  // For an executor that fills ragged tails itself, the ids are viewed where they are; only the
+  // offsets and dense rows are padded.
+  PreparedRequest v = PadToBucket(p, BucketKey{4, {4}}, kinds, /*ids_unpadded=*/true);
+  ASSERT_EQ(v.inputs[1].shape(), Shape({4}));
+  EXPECT_EQ(v.inputs[1].raw(), p.inputs[1].raw());
+  std::vector<int64_t> same_offsets(v.inputs[2].data<int64_t>(), v.inputs[2].data<int64_t>() + 5);
+  EXPECT_EQ(same_offsets, offsets);
+  ASSERT_EQ(v.inputs[0].shape(), Shape({4, 2}));
+
   std::vector<Tensor> cut = TakeRows({testing::MakeF32({4, 1}, {1, 2, 3, 4})}, 2);
   ASSERT_EQ(cut[0].shape(), Shape({2, 1}));
   EXPECT_EQ(cut[0].data<float>()[1], 2.0f);

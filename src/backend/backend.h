@@ -68,8 +68,13 @@ class Executor {
  public:
   virtual ~Executor() = default;
   // Runs `plan` on `inputs` (host tensors, one per graph input, with the dtypes and shapes the
-  // plan was built for) and returns the graph outputs in order, as host tensors the caller owns.
+  // plan was built for, except as FillsRaggedTails allows) and returns the graph outputs in order,
+  // as host tensors the caller owns.
   virtual StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs) = 0;
+  // Whether Run takes a one-dimensional integer input (a ragged input's ids) shorter than the
+  // plan's, reading the slots after it as -1: a request padded to a bucket then keeps its ids
+  // where they are instead of copying them into a padded tensor (PadToBucket).
+  virtual bool FillsRaggedTails() const { return false; }
   // Records `plan` as one replayable launch (a CUDA graph: the input copy, every step and the
   // output copy), so later Runs of it issue one launch instead of one per step. Returns the device
   // bytes the capture took. Unimplemented on backends without such a thing (the CPU).

@@ -171,6 +171,10 @@ class Model {
   // Runs graph inputs at their own shapes; with `capture`, queues a capture of the plan when it
   // ran uncaptured.
   StatusOr<std::vector<Tensor>> RunPlanned(const PreparedRequest& prepared, bool capture = true) const;
+  // Runs `plan` on `inputs` on `executor` and gives the executor back to the pool; with
+  // `capture`, counts a graph hit or miss and queues a capture of the plan on a miss.
+  StatusOr<std::vector<Tensor>> RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
+                                      std::span<const Tensor> inputs, bool capture) const;
   // The bucket of prepared graph inputs (its ragged rows scanned for rows without ids when the
   // buckets keep such inputs at their own length), or nullopt past the largest.
   std::optional<BucketKey> FindBucket(const PreparedRequest& prepared) const;

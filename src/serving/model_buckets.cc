@@ -47,11 +47,13 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
   if (buckets_) {
     std::optional<BucketKey> key = FindBucket(prepared);
     if (key) {
+      ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanForBucket(*key));
+      ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
       const bool profile = OpProfile::enabled();
       auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      PreparedRequest padded = PadToBucket(prepared, *key, input_kinds_);
+      PreparedRequest padded = PadToBucket(prepared, *key, input_kinds_, executor->FillsRaggedTails());
       if (profile) OpProfile::Record("(padded to its bucket)", MicrosSince(start) / 1000.0);
-      ASSIGN_OR_RETURN(std::vector<Tensor> outputs, RunPlanned(padded));
+      ASSIGN_OR_RETURN(std::vector<Tensor> outputs, RunOn(plan, std::move(executor), padded.inputs, /*capture=*/true));
       real_rows_ += static_cast<uint64_t>(prepared.rows);
       padded_rows_ += static_cast<uint64_t>(key->rows);
       return TakeRows(std::move(outputs), prepared.rows);
@@ -63,8 +65,13 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
 StatusOr<std::vector<Tensor>> Model::RunPlanned(const PreparedRequest& prepared, bool capture) const {
   ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(MetasOf(prepared), prepared.ragged_max_lengths));
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
+  return RunOn(plan, std::move(executor), prepared.inputs, capture);
+}
+
+StatusOr<std::vector<Tensor>> Model::RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
+                                           std::span<const Tensor> inputs, bool capture) const {
   bool captured = capture_ && executor->Captured(*plan);
-  auto result = executor->Run(*plan, prepared.inputs);
+  auto result = executor->Run(*plan, inputs);
   // A run whose staging buffers had to grow dropped the executor's captures, this plan's too.
   captured = captured && executor->Captured(*plan);
   ReleaseExecutor(std::move(executor));

@@ -141,7 +141,8 @@ std::vector<const Tensor*> RaggedParts(const PreparedRequest& p, const std::vect
 
 }  // namespace
 
-PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds) {
+PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds,
+                            bool ids_unpadded) {
   PreparedRequest out;
   out.rows = key.rows;
   out.users = key.users;
@@ -190,6 +191,11 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     const size_t item = DTypeSize(in.dtype());
     if (want == have && first == 0 && in.dim(0) == want * width) {  // full: multi-hot rows at their length
       out.inputs[i] = ViewOf(in);
+      continue;
+    }
+    if (ids_unpadded) {
+      out.inputs[i] = Tensor::View(in.dtype(), {used}, static_cast<uint8_t*>(const_cast<void*>(in.raw())) +
+                                                         static_cast<size_t>(first) * item);
       continue;
     }
     Tensor t = Tensor::Empty(in.dtype(), {want * width});

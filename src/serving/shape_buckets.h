@@ -87,8 +87,11 @@ std::vector<bool> RowsWithoutIds(const PreparedRequest& p, const std::vector<Gra
 // longest row): dense inputs get zero rows; each ragged input gets key.lengths[k] slots per row
 // in all, its ids packed first and -1 after, and offsets whose padded rows are empty; padded
 // candidates belong to user 0. `kinds` describes each graph input. Inputs already in the bucket's
-// shape are viewed, not copied, so the result may view `p`'s tensors.
-PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds);
+// shape are viewed, not copied, so the result may view `p`'s tensors. With `ids_unpadded` (for an
+// executor that FillsRaggedTails) each ragged input's ids are viewed as they are, without the -1
+// slots after them.
+PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds,
+                            bool ids_unpadded = false);
 
 // The first `rows` rows of each output (the real ones of a padded batch).
 std::vector<Tensor> TakeRows(std::vector<Tensor> outputs, int64_t rows);

@@ -148,7 +148,7 @@ CudaExecutor::~CudaExecutor() {
 StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
   bool grew = false;
   RETURN_IF_ERROR(workspace_.Reserve(static_cast<size_t>(plan.workspace_bytes()), &grew));
-  if (grew) bindings_.clear();  // views and captures pointed into the old workspace
+  if (grew) ClearBindings();  // views and captures pointed into the old workspace
   auto it = bindings_.find(plan.id());
   if (it != bindings_.end()) return &it->second;  // its bf16 operand room was reserved when it was bound
   Binding b;
@@ -159,9 +159,9 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     RETURN_IF_ERROR(bf16_copies_.Reserve(static_cast<size_t>(b.bf16_copies.bytes), &grew_copies));
     ctx_.bf16_operands = bf16_operands_.get();
     ctx_.bf16_operand_bytes = bf16_operands_.size();
-    if (grew_operands || grew_copies) bindings_.clear();  // captures hold the old buffers' addresses
+    if (grew_operands || grew_copies) ClearBindings();  // captures hold the old buffers' addresses
   }
-  if (bindings_.size() > 4096) bindings_.clear();  // bound the cache (captures go with it)
+  if (bindings_.size() > 4096) ClearBindings();  // bound the cache (captures go with it)
   const auto& values = plan.values();
   // Plan-folded constants (not graph constants) get device copies of their own.
   size_t folded_bytes = 0;
@@ -208,7 +208,8 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
   for (size_t i = 0; i < plan.graph().inputs.size(); ++i) {
     const PlanValue& v = values[static_cast<size_t>(plan.graph().inputs[i])];
     b.in_offsets.push_back(b.in_total);
-    b.in_total += Aligned(static_cast<size_t>(NumElements(v.shape)) * (b.narrowed[i] ? 4 : DTypeSize(v.dtype)));
+    b.in_bytes.push_back(static_cast<size_t>(NumElements(v.shape)) * (b.narrowed[i] ? 4 : DTypeSize(v.dtype)));
+    b.in_total += Aligned(b.in_bytes.back());
   }
   b.out_total = Aligned(sizeof(int));  // the error word first
   for (int id : plan.graph().outputs) {
@@ -262,12 +263,18 @@ void CudaExecutor::DropCaptures() {
   for (auto& [id, b] : bindings_) b.graph.reset();
 }
 
+void CudaExecutor::ClearBindings() {
+  bindings_.clear();
+  tails_owner_ = nullptr;
+}
+
 Status CudaExecutor::Stage(Binding& b) {
   bool grew_in = false, grew_staged = false, grew_out = false;
   RETURN_IF_ERROR(inputs_.Reserve(b.in_total, &grew_in));
   RETURN_IF_ERROR(staged_inputs_.Reserve(b.in_total, &grew_staged));
   RETURN_IF_ERROR(staged_outputs_.Reserve(b.out_total, &grew_out));
   if (grew_in || grew_staged || grew_out) DropCaptures();
+  if (grew_staged) tails_owner_ = nullptr;  // a new staging buffer holds no tails
   auto* device_inputs = static_cast<uint8_t*>(inputs_.get());
   for (const auto& [id, index] : b.input_rooted) {
     b.views[static_cast<size_t>(id)].set_data(device_inputs + b.in_offsets[static_cast<size_t>(index)]);
@@ -308,6 +315,7 @@ StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
     // Once uncaptured first, on zero inputs (ids 0, empty bags): what a step sets up on first use
     // (a GEMM's algorithm choice, a kernel's module) may synchronise, which a capture forbids.
     std::memset(staged_inputs_.get(), 0, b->in_total);
+    tails_owner_ = nullptr;  // the tails are zeros now
     Status warm = Enqueue(plan, *b);
     RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
     RETURN_IF_ERROR(warm);
@@ -370,8 +378,39 @@ bool CudaExecutor::Captured(const Plan& plan) const {
   return it != bindings_.end() && it->second.graph;
 }
 
+Status CudaExecutor::FillTails(Binding& b, std::span<const Tensor> inputs) {
+  if (inputs.size() != b.in_bytes.size()) {
+    return InvalidArgument("the plan takes " + std::to_string(b.in_bytes.size()) + " inputs, got " +
+                           std::to_string(inputs.size()));
+  }
+  // What each slot holds after its data is known only if this binding staged last; otherwise
+  // the whole tail is filled.
+  const bool known = tails_owner_ == &b;
+  b.tail_from.resize(inputs.size(), 0);
+  auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    const size_t bytes = b.narrowed[i] ? in.bytes() / 2 : in.bytes();
+    if (bytes > b.in_bytes[i]) {
+      return InvalidArgument("input " + std::to_string(i) + " holds " + std::to_string(bytes) +
+                             " bytes where the plan has room for " + std::to_string(b.in_bytes[i]));
+    }
+    if (bytes < b.in_bytes[i] && (in.rank() != 1 || (in.dtype() != DType::kI64 && in.dtype() != DType::kI32))) {
+      return InvalidArgument("input " + std::to_string(i) + " is shorter than the plan's and is not a ragged input's ids");
+    }
+    const size_t filled_from = known ? b.tail_from[i] : b.in_bytes[i];
+    // Slots from `bytes` on must read -1 (all bits set at either width); those past the last
+    // tail filled still do.
+    if (bytes < filled_from) std::memset(staged + b.in_offsets[i] + bytes, 0xff, filled_from - bytes);
+    b.tail_from[i] = bytes;
+  }
+  tails_owner_ = &b;
+  return Status::Ok();
+}
+
 StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inputs) {
   auto staging_start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(FillTails(b, inputs));
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
   std::vector<Piece> pieces;
   for (size_t i = 0; i < inputs.size(); ++i) {

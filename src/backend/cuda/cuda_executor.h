@@ -64,6 +64,7 @@ class CudaExecutor final : public Executor {
   StatusOr<int64_t> Capture(const Plan& plan) override;
   bool Captured(const Plan& plan) const override;
   StatusOr<Launches> CountLaunches(const Plan& plan) override;
+  bool FillsRaggedTails() const override { return true; }
 
  private:
   explicit CudaExecutor(std::shared_ptr<CudaModelResources> resources) : resources_(std::move(resources)) {}
@@ -79,6 +80,8 @@ class CudaExecutor final : public Executor {
     std::unique_ptr<DeviceBuffer> folded;           // device copies of plan-folded values
     // Where each input and output lies in the staging buffers (fixed by the plan's shapes).
     std::vector<size_t> in_offsets, out_offsets;
+    std::vector<size_t> in_bytes;   // per input: the bytes of its slot (the plan's shape)
+    std::vector<size_t> tail_from;  // per input: its slot holds -1 from here on (FillTails)
     size_t in_total = 0, out_total = 0;
     std::unique_ptr<CapturedGraph> graph;  // the plan captured on this executor's buffers, if it is
     bool ran = false;                       // enqueued once outside a capture
@@ -91,6 +94,10 @@ class CudaExecutor final : public Executor {
   // the run is uncaptured and large, also queues the input copy in chunks as they are packed, and
   // returns true (the copy is then already on the stream).
   StatusOr<bool> StageInputs(Binding& b, std::span<const Tensor> inputs);
+  // Checks each input against its slot, and fills with -1 the slots after an input shorter than
+  // the plan's (a ragged input's ids, FillsRaggedTails), only as far as the last tail filled
+  // when `b` staged last.
+  Status FillTails(Binding& b, std::span<const Tensor> inputs);
   // Enqueues the input copy (unless `inputs_sent`: Run sent it in chunks), every step and the
   // output copy on the stream (or into a capture).
   Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false);
@@ -98,6 +105,7 @@ class CudaExecutor final : public Executor {
   StatusOr<cudaGraph_t> Record(const Plan& plan, Binding& b);
   Status Launch(const Plan& plan, Binding& b);
   void DropCaptures();
+  void ClearBindings();  // and forgets which binding's tails the staging buffer holds
 
   std::shared_ptr<CudaModelResources> resources_;
   DeviceContext ctx_;
@@ -107,6 +115,7 @@ class CudaExecutor final : public Executor {
   DeviceBuffer bf16_copies_;    // bf16 copies producers write for products (bf16_copies.h)
   PinnedBuffer staged_inputs_, staged_outputs_;
   std::unordered_map<uint64_t, Binding> bindings_;
+  const Binding* tails_owner_ = nullptr;  // the binding whose tail_from the staging buffer holds
 };
 
 }  // namespace rankd::cuda
