@@ -185,7 +185,7 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key)
     if (auto it = bucket_metas_.find(name); it != bucket_metas_.end()) metas = it->second;
   }
   if (!metas) {  // the shapes of a one-row example padded to the bucket, once per bucket
-    InferRequest one = ExampleRequest(1, 1);
+    InferRequest one = ExampleRequest(1, 0);  // rows without ids fit every length, 0 included
     PreparedRequest smallest;
     RETURN_IF_ERROR(BuildGraphInputs(one, smallest));
     metas = MetasOf(PadToBucket(smallest, key, input_kinds_));
