@@ -90,9 +90,11 @@ CaseResult RunCase(const fs::path& dir, const Backend& backend) {
     }
     g.inputs = kept_inputs;
     inputs = data_inputs;
-    if (auto lowered = LowerSplits(g); !lowered.ok()) {  // as a model load does
-      r.error = lowered.status().ToString();
-      return r;
+    for (auto lower : {LowerSplits, LowerGelus}) {  // as a model load does
+      if (auto lowered = lower(g); !lowered.ok()) {
+        r.error = lowered.status().ToString();
+        return r;
+      }
     }
     auto outputs = testing::RunGraph(g, inputs, {}, backend);
     if (!outputs.ok()) {
@@ -242,6 +244,48 @@ TEST(OnnxOpsets, SplitIsLoweredToSlices) {
   EXPECT_EQ(RunSplit(18, 2, nullptr, 3, x).status().code(), StatusCode::kInvalidArgument);
   const std::vector<int64_t> two = {2, 3};
   EXPECT_EQ(RunSplit(13, 3, &two, 0, x).status().code(), StatusCode::kUnimplemented);
+}
+
+// Gelu (opset 20) becomes element-wise ops: both forms against values worked out with Python's
+// math.erf and math.tanh, on the CPU and, where there is one, the GPU.
+TEST(OnnxOpsets, GeluIsLoweredToElementwiseOps) {
+  const Tensor x = testing::MakeF32({2, 3}, {0, 1, -1, 2, -3, 0.5f});
+  const std::vector<std::pair<std::string, Tensor>> forms = {
+      {"none", testing::MakeF32({2, 3}, {0, 0.84134475f, -0.15865525f, 1.9544997f, -0.0040496941f, 0.34573123f})},
+      {"tanh", testing::MakeF32({2, 3}, {0, 0.84119199f, -0.15880801f, 1.9545977f, -0.0036373921f, 0.34571401f})},
+      {"", testing::MakeF32({2, 3}, {0, 0.84134475f, -0.15865525f, 1.9544997f, -0.0040496941f, 0.34573123f})}};
+  for (const auto& [form, want] : forms) {
+    std::vector<onnx::AttributeProto> attrs;
+    if (!form.empty()) {
+      attrs.emplace_back();
+      attrs.back().set_name("approximate");
+      attrs.back().set_type(onnx::AttributeProto::STRING);
+      attrs.back().set_s(form);
+    }
+    const std::string bytes = testing::OneNodeModel("Gelu", {"x"}, {"y"}, 20, attrs);
+    auto graph = ImportOnnxBytes(bytes.data(), bytes.size(), {});
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    auto lowered = LowerGelus(*graph);
+    ASSERT_TRUE(lowered.ok()) << lowered.status().ToString();
+    EXPECT_EQ(*lowered, 1);
+    EXPECT_EQ(testing::CountOps(*graph, "Gelu"), 0);
+    EXPECT_EQ(testing::CountOps(*graph, form == "tanh" ? "Tanh" : "Erf"), 1);
+    std::vector<const Backend*> backends = {&CpuBackend()};
+    if (const Backend* cuda = testing::CudaOrNull()) backends.push_back(cuda);
+    for (const Backend* backend : backends) {
+      auto y = testing::RunGraph(*graph, {x}, {}, *backend);
+      ASSERT_TRUE(y.ok()) << y.status().ToString();
+      testing::ExpectOutputsNear(*y, {want}, 1e-6, "approximate=\"" + form + "\" on " + backend->name());
+    }
+  }
+  std::vector<onnx::AttributeProto> bad(1);
+  bad[0].set_name("approximate");
+  bad[0].set_type(onnx::AttributeProto::STRING);
+  bad[0].set_s("sigmoid");
+  const std::string bytes = testing::OneNodeModel("Gelu", {"x"}, {"y"}, 20, bad);
+  auto graph = ImportOnnxBytes(bytes.data(), bytes.size(), {});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  EXPECT_EQ(LowerGelus(*graph).status().code(), StatusCode::kInvalidArgument);
 }
 
 // The same cases on the GPU: every CUDA kernel against the ONNX reference.

@@ -16,6 +16,10 @@ namespace rankd {
 // (opset 18's rounding up included), computed from shapes. Returns the number of Splits lowered.
 StatusOr<int> LowerSplits(Graph& graph);
 
+// ONNX Gelu (opset 20) as Mul, Erf (or Tanh for approximate="tanh") and Add (gelu_lowering.cc),
+// which the element-wise fusion makes one kernel again. Returns the number of Gelus lowered.
+StatusOr<int> LowerGelus(Graph& graph);
+
 // Evaluates every node whose inputs are all constants (outputs up to `max_bytes` each) and
 // replaces it with constants.
 StatusOr<int> FoldConstants(Graph& graph, int64_t max_bytes = int64_t{64} << 20);

@@ -68,6 +68,7 @@ StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& onnx_path, M
 Status Model::Prepare() {
   RETURN_IF_ERROR(ResolveModelConfig(graph_, config_));
   ASSIGN_OR_RETURN(report_.lowered_splits, LowerSplits(graph_));  // not a fusion: there is no Split kernel
+  ASSIGN_OR_RETURN(report_.lowered_gelus, LowerGelus(graph_));    // nor a Gelu kernel
   ASSIGN_OR_RETURN(report_.folded_nodes, FoldConstants(graph_));
   report_.removed_nodes = RemoveDeadNodes(graph_);
   if (options_.fusion) {

@@ -60,6 +60,7 @@ struct ModelOptions {
 // What loading did, for `rankd inspect`.
 struct LoadReport {
   int lowered_splits = 0;  // LowerSplits
+  int lowered_gelus = 0;   // LowerGelus
   int folded_nodes = 0;
   int removed_nodes = 0;
   int fused_embedding_bags = 0;
