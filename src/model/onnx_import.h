@@ -5,8 +5,8 @@
 // graph constants. Ops are not checked here: the backend says what it supports (backend/backend.h).
 // Between opsets 13 and 21 the ops rankd runs changed in two ways that matter, both from 18:
 // ReduceMean, ReduceMax and ReduceMin take their axes as an input, as ReduceSum does from 13 (the
-// reduce schema reads either), and Split's equal parts round up (`num_outputs`; LowerSplits). The
-// other new versions add types rankd does not run (float8, int4, strings), refused where they
+// reduce schema reads either), and Split's equal parts round up (`num_outputs`; LowerSplits); Gelu
+// is new at 20 (LowerGelus turns it into element-wise ops). The other new versions add types rankd does not run (float8, int4, strings), refused where they
 // appear, or attributes only those types use (Cast's `saturate`).
 #pragma once
 
