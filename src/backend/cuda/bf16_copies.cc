@@ -13,6 +13,9 @@ std::atomic<bool> enabled{true};
 
 bool WritesBf16Copy(const std::string& op) { return op == "MulAdd" || op == "ConcatEmbeddingBags"; }
 bool ReadsBf16Copy(const std::string& op) { return op == "MatMul" || op == "Gemm"; }
+// A product may write its result as the bf16 copy alone (cuBLASLt's output in bf16), so only
+// when nothing reads the fp32 result: every reader is a product reading it as its A operand.
+bool WritesOnlyBf16Copy(const std::string& op) { return op == "MatMul" || op == "Gemm"; }
 
 constexpr int64_t kAlign = 256;
 
@@ -34,15 +37,26 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
   out.read.assign(steps.size(), -1);
   if (!enabled) return out;
   auto root = [&](int v) { return values[static_cast<size_t>(v)].storage == PlanStorage::kAlias ? values[static_cast<size_t>(v)].alias_of : v; };
+  // Values (roots) whose every reader is a product reading them as A, and no graph output.
+  std::vector<bool> only_products_read(values.size(), true);
+  for (int out : graph.outputs) only_products_read[static_cast<size_t>(root(out))] = false;
+  for (const PlanStep& step : steps) {
+    const bool product = ReadsBf16Copy(graph.nodes[static_cast<size_t>(step.node)].op);
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      if (step.inputs[i] >= 0 && !(product && i == 0)) only_products_read[static_cast<size_t>(root(step.inputs[i]))] = false;
+    }
+  }
   // value (its root) -> the step writing it, for workspace values of writers.
   std::vector<int> writer(values.size(), -1);
   for (size_t s = 0; s < steps.size(); ++s) {
     const PlanStep& step = steps[s];
     if (step.outputs.empty() || step.outputs[0] < 0) continue;
-    const PlanValue& v = values[static_cast<size_t>(step.outputs[0])];
+    const int out = step.outputs[0];
+    const PlanValue& v = values[static_cast<size_t>(out)];
+    const std::string& op = graph.nodes[static_cast<size_t>(step.node)].op;
     if (v.storage == PlanStorage::kWorkspace && v.dtype == DType::kF32 &&
-        WritesBf16Copy(graph.nodes[static_cast<size_t>(step.node)].op)) {
-      writer[static_cast<size_t>(step.outputs[0])] = static_cast<int>(s);
+        (WritesBf16Copy(op) || (WritesOnlyBf16Copy(op) && only_products_read[static_cast<size_t>(out)]))) {
+      writer[static_cast<size_t>(out)] = static_cast<int>(s);
     }
   }
   std::vector<Copy> copies;

@@ -3,6 +3,9 @@
 // 2 per element). When the activation's producer is a kernel that can write a second, bf16 copy of
 // its result as it goes (MulAdd, ConcatEmbeddingBags), the executor gives it room for one and the
 // product reads that copy instead: the same bits, one launch and one read of the activation fewer.
+// A product whose result only products read (an MLP's hidden layer) writes that result as the
+// bf16 copy alone, cuBLASLt rounding its output: no fp32 result, no conversion (the bits may
+// differ from rounding an fp32 result where cuBLASLt picks another algorithm for a bf16 output).
 #pragma once
 
 #include <cstdint>
@@ -23,8 +26,8 @@ struct Bf16Copies {
   int64_t bytes = 0;  // room for all copies; a copy's room is reused once its last reader ran
 };
 
-// The copies worth making in `plan`: an FP32 value produced by a kernel that can write one and
-// read as the first operand of a MatMul or Gemm.
+// The copies worth making in `plan`: an FP32 value produced by a kernel that can write one (a
+// product: when products alone read it) and read as the first operand of a MatMul or Gemm.
 Bf16Copies PlanBf16Copies(const Plan& plan);
 
 // For tests: with false, PlanBf16Copies plans none (every product converts its operands).

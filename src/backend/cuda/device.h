@@ -33,7 +33,7 @@ struct DeviceContext {
   void* bf16_operands = nullptr;
   size_t bf16_operand_bytes = 0;
   // Set for the step being launched (bf16_copies.h): where it writes a bf16 copy of its first
-  // output beside the fp32 result (null: no copy wanted), and a bf16 copy of the fp32 array
+  // output beside the fp32 result (null: no copy wanted; a product may write the copy alone), and a bf16 copy of the fp32 array
   // bf16_a_source, already written, for a product whose A operand that is.
   void* bf16_out = nullptr;
   const void* bf16_a_source = nullptr;

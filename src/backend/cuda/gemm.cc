@@ -21,9 +21,10 @@ int Alignment(const void* p) {
 
 // cuBLASLt is column-major: a row-major X is its transpose there. So the row-major product
 // C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T: B goes first.
-// With bf16 the operands are bf16 (converted by Sgemm) and the product accumulates and is
-// written in fp32; otherwise everything is fp32, tf32 letting the tensor cores round the operands.
-Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmCache::Entry& e) {
+// With bf16 the operands are bf16 (converted by Sgemm) and the product accumulates in fp32 and is
+// written in fp32 or, with `bf16_d`, bf16 (the bias stays fp32); otherwise everything is fp32,
+// tf32 letting the tensor cores round the operands.
+Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, bool bf16_d, GemmCache::Entry& e) {
   cublasComputeType_t compute = ctx.precision == Precision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   cudaDataType_t operand = ctx.precision == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
   RANKD_LT_RETURN(cublasLtMatmulDescCreate(&e.op, compute, CUDA_R_32F));
@@ -36,12 +37,17 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmCache::E
   if (g.epilogue == Epilogue::kBiasRelu) epi = CUBLASLT_EPILOGUE_RELU_BIAS;
   if (g.epilogue == Epilogue::kRelu) epi = CUBLASLT_EPILOGUE_RELU;
   RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (bf16_d && (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasRelu)) {
+    int32_t bias_type = CUDA_R_32F;  // by default the bias has the output's type
+    RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
   // Stored (pre-op) column-major shapes.
   uint64_t b_rows = static_cast<uint64_t>(g.trans_b ? g.k : g.n), b_cols = static_cast<uint64_t>(g.trans_b ? g.n : g.k);
   uint64_t a_rows = static_cast<uint64_t>(g.trans_a ? g.m : g.k), a_cols = static_cast<uint64_t>(g.trans_a ? g.k : g.m);
   RANKD_LT_RETURN(cublasLtMatrixLayoutCreate(&e.b, operand, b_rows, b_cols, static_cast<int64_t>(b_rows)));
   RANKD_LT_RETURN(cublasLtMatrixLayoutCreate(&e.a, operand, a_rows, a_cols, static_cast<int64_t>(a_rows)));
-  RANKD_LT_RETURN(cublasLtMatrixLayoutCreate(&e.c, CUDA_R_32F, static_cast<uint64_t>(g.n), static_cast<uint64_t>(g.m), g.n));
+  RANKD_LT_RETURN(cublasLtMatrixLayoutCreate(&e.c, bf16_d ? CUDA_R_16BF : CUDA_R_32F, static_cast<uint64_t>(g.n),
+                                             static_cast<uint64_t>(g.m), g.n));
   if (g.batch > 1) {
     int32_t count = static_cast<int32_t>(g.batch);
     auto set = [&](cublasLtMatrixLayout_t l, int64_t stride) -> Status {
@@ -118,34 +124,53 @@ GemmCache::~GemmCache() {
 }
 
 Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, float* c, float alpha, float beta,
-             const float* bias) {
+             const float* bias, void* bf16_d) {
+  if (ctx.precision != Precision::kBf16) bf16_d = nullptr;
   if (g.m == 0 || g.n == 0 || g.batch == 0) return Status::Ok();
   if (g.k == 0) {  // an empty product: only C = 0 is supported without a kernel of its own
     if (beta != 0.0f || g.epilogue != Epilogue::kNone) return Unimplemented("a product over an empty dimension with C or an epilogue");
-    return Check(cudaMemsetAsync(c, 0, static_cast<size_t>(g.m * g.n * g.batch) * sizeof(float), ctx.stream), "cudaMemsetAsync");
+    RETURN_IF_ERROR(Check(cudaMemsetAsync(c, 0, static_cast<size_t>(g.m * g.n * g.batch) * sizeof(float), ctx.stream), "cudaMemsetAsync"));
+    return bf16_d ? ConvertToBf16(ctx.stream, c, bf16_d, g.m * g.n * g.batch) : Status::Ok();
   }
   const void* op_a = a;
   const void* op_b = b;
   if (ctx.precision == Precision::kBf16) RETURN_IF_ERROR(ConvertOperands(ctx, g, a, b, op_a, op_b));
-  int alignment = std::min({Alignment(op_a), Alignment(op_b), Alignment(c)});
-  GemmCache::Key key{g.trans_a, g.trans_b, g.m, g.n, g.k, g.batch, g.stride_a, g.stride_b, g.stride_c,
-                     static_cast<int>(g.epilogue), alignment, static_cast<int>(ctx.precision)};
-  auto it = ctx.gemm->entries.find(key);
-  if (it == ctx.gemm->entries.end()) {
-    GemmCache::Entry e;
-    Status s = Build(ctx, g, alignment, e);
-    if (!s.ok()) {
-      Destroy(e);
-      return s;
+  // The entry for a bf16 output, or for an fp32 one when there is none or cuBLASLt has no
+  // algorithm for it.
+  auto entry = [&](bool to_bf16, void* d) -> StatusOr<GemmCache::Entry*> {
+    int alignment = std::min({Alignment(op_a), Alignment(op_b), Alignment(d)});
+    GemmCache::Key key{g.trans_a, g.trans_b, g.m, g.n, g.k, g.batch, g.stride_a, g.stride_b, g.stride_c,
+                       static_cast<int>(g.epilogue), alignment, static_cast<int>(ctx.precision), to_bf16};
+    auto it = ctx.gemm->entries.find(key);
+    if (it == ctx.gemm->entries.end()) {
+      GemmCache::Entry e;
+      Status s = Build(ctx, g, alignment, to_bf16, e);
+      if (!s.ok()) {
+        Destroy(e);
+        if (!to_bf16) return s;
+        e = GemmCache::Entry{};
+        e.unsupported = true;
+      }
+      it = ctx.gemm->entries.emplace(key, e).first;
     }
-    it = ctx.gemm->entries.emplace(key, e).first;
+    return &it->second;
+  };
+  bool to_bf16 = bf16_d && beta == 0.0f;
+  GemmCache::Entry* e = nullptr;
+  if (to_bf16) {
+    ASSIGN_OR_RETURN(e, entry(true, bf16_d));
+    to_bf16 = !e->unsupported;
   }
-  GemmCache::Entry& e = it->second;
+  void* d = to_bf16 ? bf16_d : static_cast<void*>(c);
+  if (!to_bf16) {
+    ASSIGN_OR_RETURN(e, entry(false, c));
+  }
   if (bias) {
-    RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  RANKD_LT_RETURN(cublasLtMatmul(ctx.lt, e.op, &alpha, op_b, e.b, op_a, e.a, &beta, c, e.c, c, e.c, &e.algo, ctx.lt_workspace,
-                                 ctx.lt_workspace_bytes, ctx.stream));
+  RANKD_LT_RETURN(cublasLtMatmul(ctx.lt, e->op, &alpha, op_b, e->b, op_a, e->a, &beta, d, e->c, d, e->c, &e->algo,
+                                 ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
+  if (bf16_d && !to_bf16) return ConvertToBf16(ctx.stream, c, bf16_d, g.m * g.n * g.batch);
   return Status::Ok();
 }
 

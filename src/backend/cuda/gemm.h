@@ -23,9 +23,11 @@ struct GemmShape {
 // C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] (+ bias[n]) (then ReLU), all dense row-major:
 // A is m x k (k x m when trans_a), B is k x n (n x k when trans_b), C is m x n. With bf16
 // precision A and B are rounded to bf16 first (a weight's bf16 copy is used as is), into
-// ctx.bf16_operands, which must hold Bf16OperandBytes of both.
+// ctx.bf16_operands, which must hold Bf16OperandBytes of both. With `bf16_d` (bf16 precision) the
+// result goes there in bf16 instead of to C (bf16_copies.h), or, where cuBLASLt cannot write it so
+// (beta != 0, no algorithm), to C and then converted there.
 Status Sgemm(DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c, float alpha,
-             float beta, const float* bias = nullptr);
+             float beta, const float* bias = nullptr, void* bf16_d = nullptr);
 
 // Bytes an operand of `elements` values takes in the bf16 operand buffer.
 inline size_t Bf16OperandBytes(int64_t elements) { return (static_cast<size_t>(elements) * 2 + 255) / 256 * 256; }
@@ -41,8 +43,10 @@ class GemmCache {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    bool unsupported = false;  // no algorithm for this key (a bf16 output): computed another way
   };
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int>;
+  // Transposes, m, n, k, batch, strides, epilogue, alignment, precision, bf16 output.
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, bool>;
   std::map<Key, Entry> entries;
 };
 

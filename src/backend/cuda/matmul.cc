@@ -34,7 +34,7 @@ Status Gemm(const KernelArgs& k) {
     }
   }
   return Sgemm(*k.device, g, a.data<float>(), b.data<float>(), out.data<float>(), alpha,
-               has_c && !bias ? beta : 0.0f, bias);
+               has_c && !bias ? beta : 0.0f, bias, k.device->bf16_out);
 }
 
 Status MatMul(const KernelArgs& k) {
@@ -56,7 +56,7 @@ Status MatMul(const KernelArgs& k) {
   if (nb == 1) {  // one B for every batch of A: a single tall product, with its fused epilogue
     g.m = na * m;
     g.epilogue = bias ? (relu ? Epilogue::kBiasRelu : Epilogue::kBias) : (relu ? Epilogue::kRelu : Epilogue::kNone);
-    return Sgemm(*k.device, g, pa, pb, pc, 1.0f, 0.0f, bias);
+    return Sgemm(*k.device, g, pa, pb, pc, 1.0f, 0.0f, bias, k.device->bf16_out);
   }
   g.m = m;
   int64_t nout = NumElements(batch_out);
@@ -65,7 +65,7 @@ Status MatMul(const KernelArgs& k) {
     g.stride_a = na == 1 ? 0 : m * kk;
     g.stride_b = kk * n;
     g.stride_c = m * n;
-    return Sgemm(*k.device, g, pa, pb, pc, 1.0f, 0.0f);
+    return Sgemm(*k.device, g, pa, pb, pc, 1.0f, 0.0f, nullptr, k.device->bf16_out);
   }
   // General broadcast of batch dims: one product per output batch item.
   Shape st_a = BroadcastStrides(batch_a, batch_out), st_b = BroadcastStrides(batch_b, batch_out);
@@ -79,7 +79,8 @@ Status MatMul(const KernelArgs& k) {
     }
     RETURN_IF_ERROR(Sgemm(*k.device, g, pa + ia * m * kk, pb + ib * kk * n, pc + r * m * n, 1.0f, 0.0f));
   }
-  return Status::Ok();
+  // The bf16 copy its readers want (bf16_copies.h), of the whole result.
+  return k.device->bf16_out ? ConvertToBf16(k.device->stream, pc, k.device->bf16_out, out.size()) : Status::Ok();
 }
 
 Status Einsum(const KernelArgs& k) {
