@@ -8,6 +8,7 @@ import http.client
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -32,19 +33,27 @@ def free_port():
 
 
 class Server:
+    """A `rankd serve` on ports it picks itself (port 0), read back from its "serving HTTP on" line, so that
+    no other process can take a port between choosing and binding it."""
+
+    LISTENING = re.compile(r"serving HTTP on [^:]+:(\d+), gRPC on [^:]+:(-?\d+), metrics on [^:]+:(\d+)")
+
     def __init__(self, repo, *extra):
-        self.http_port, self.metrics_port, self.grpc_port = free_port(), free_port(), free_port()
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([RANKD, "serve", "--model-repository", repo, "--http-address", "127.0.0.1",
-                                      "--http-port", str(self.http_port), "--metrics-port", str(self.metrics_port),
-                                      "--grpc-port", str(self.grpc_port), *extra], stdout=self.log, stderr=self.log)
+                                      "--http-port", "0", "--metrics-port", "0", "--grpc-port", "0", *extra],
+                                     stdout=self.log, stderr=self.log)
         deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                if self.request("GET", "/v2/health/live")[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.05)
+        while time.time() < deadline and self.proc.poll() is None:
+            found = self.LISTENING.search(self.output())
+            if found:
+                self.http_port, self.grpc_port, self.metrics_port = (int(g) for g in found.groups())
+                try:
+                    if self.request("GET", "/v2/health/live")[0] == 200:
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.05)
         self.stop()
         raise RuntimeError("server did not start: " + self.output())
 

@@ -55,16 +55,19 @@ int ServeCommand(const ServeArgs& args) {
   InferService service(**repository, metrics);
   HttpApi api(service, limits);
 
-  HttpServerOptions http_options;
-  http_options.address = args.http_address;
-  http_options.port = args.http_port;
-  http_options.max_body_bytes = limits.max_body_bytes;
-  http_options.max_inflight = args.max_inflight;
-  http_options.worker_threads = args.http_threads;
-  auto http = HttpServer::Start(http_options, [&api](const HttpRequest& r) { return api.Handle(r); });
-  if (!http.ok()) {
-    std::fprintf(stderr, "rankd serve: %s\n", http.status().ToString().c_str());
-    return 2;
+  std::unique_ptr<GrpcServer> grpc;
+  std::atomic<bool> draining{false};
+  if (args.grpc_port >= 0) {
+    GrpcServerOptions grpc_options;
+    grpc_options.address = args.http_address;
+    grpc_options.port = args.grpc_port;
+    grpc_options.max_message_bytes = args.max_body_mb << 20;
+    auto started = GrpcServer::Start(grpc_options, service, [&] { return !draining && (*repository)->Ready(); });
+    if (!started.ok()) {
+      std::fprintf(stderr, "rankd serve: %s\n", started.status().ToString().c_str());
+      return 2;
+    }
+    grpc = std::move(*started);
   }
   HttpServerOptions metrics_options;
   metrics_options.address = args.http_address;
@@ -86,19 +89,17 @@ int ServeCommand(const ServeArgs& args) {
     std::fprintf(stderr, "rankd serve: %s\n", metrics_server.status().ToString().c_str());
     return 2;
   }
-  std::unique_ptr<GrpcServer> grpc;
-  std::atomic<bool> draining{false};
-  if (args.grpc_port >= 0) {
-    GrpcServerOptions grpc_options;
-    grpc_options.address = args.http_address;
-    grpc_options.port = args.grpc_port;
-    grpc_options.max_message_bytes = args.max_body_mb << 20;
-    auto started = GrpcServer::Start(grpc_options, service, [&] { return !draining && (*repository)->Ready(); });
-    if (!started.ok()) {
-      std::fprintf(stderr, "rankd serve: %s\n", started.status().ToString().c_str());
-      return 2;
-    }
-    grpc = std::move(*started);
+  // HTTP listens last: its /v2/health/live answering means gRPC and metrics are listening too.
+  HttpServerOptions http_options;
+  http_options.address = args.http_address;
+  http_options.port = args.http_port;
+  http_options.max_body_bytes = limits.max_body_bytes;
+  http_options.max_inflight = args.max_inflight;
+  http_options.worker_threads = args.http_threads;
+  auto http = HttpServer::Start(http_options, [&api](const HttpRequest& r) { return api.Handle(r); });
+  if (!http.ok()) {
+    std::fprintf(stderr, "rankd serve: %s\n", http.status().ToString().c_str());
+    return 2;
   }
   std::fprintf(stderr, "serving HTTP on %s:%d, gRPC on %s:%d, metrics on %s:%d\n", args.http_address.c_str(),
                (*http)->port(), args.http_address.c_str(), grpc ? grpc->port() : -1, args.http_address.c_str(),
