@@ -6,6 +6,9 @@
 // A product whose result only products read (an MLP's hidden layer) writes that result as the
 // bf16 copy alone, cuBLASLt rounding its output: no fp32 result, no conversion (the bits may
 // differ from rounding an fp32 result where cuBLASLt picks another algorithm for a bf16 output).
+// Where cuBLASLt has no algorithm writing bf16 with the product's epilogue, the product writes
+// fp32 and converts it itself (on an H100 that was so for four of DCNv2's seven such products,
+// most likely the ones with an fp32 bias; a bf16 bias would be the next thing to try).
 #pragma once
 
 #include <cstdint>
