@@ -249,11 +249,10 @@ TEST(Bf16Copies, DcnScoresUnchangedWithFewerLaunches) {
     ASSERT_TRUE(launches_without.ok()) << launches_without.status().ToString();
     // Each copy saves its readers one conversion: the concatenation's and the three multiply-adds'
     // always; a product's only where cuBLASLt writes bf16 with its epilogue, and otherwise the
-    // product converts its own result (one launch, as its reader did). On an H100 (CUDA 13) three
-    // of the seven products saved theirs: 24 launches against 31.
-    const int products = written - 4;
-    EXPECT_LE(launches->kernels, launches_without->kernels - 4 - 3);
-    EXPECT_GE(launches->kernels, launches_without->kernels - 4 - products);
+    // product converts its own result (one launch, as its reader did). On an H100 (CUDA 13) the
+    // launches were 24 where every copy saving one would have given 20: four products declined.
+    EXPECT_GE(launches->kernels, launches_without->kernels - written);
+    EXPECT_LE(launches->kernels, launches_without->kernels - written + 4);
   }
 }
 

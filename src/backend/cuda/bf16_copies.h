@@ -7,7 +7,7 @@
 // bf16 copy alone, cuBLASLt rounding its output: no fp32 result, no conversion (the bits may
 // differ from rounding an fp32 result where cuBLASLt picks another algorithm for a bf16 output).
 // Where cuBLASLt has no algorithm writing bf16 with the product's epilogue, the product writes
-// fp32 and converts it itself (on an H100 that was so for four of DCNv2's seven such products,
+// fp32 and converts it itself (on an H100 that was so for four of the DCNv2 products,
 // most likely the ones with an fp32 bias; a bf16 bias would be the next thing to try).
 #pragma once
 
