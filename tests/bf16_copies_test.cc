@@ -249,7 +249,7 @@ TEST(Bf16Copies, DcnScoresUnchangedWithFewerLaunches) {
     ASSERT_TRUE(launches_without.ok()) << launches_without.status().ToString();
     // Each copy saves its readers one conversion: the concatenation's and the three multiply-adds'
     // always; a product's only where cuBLASLt writes bf16 with its epilogue, and otherwise the
-    // product converts its own result (one launch, as its reader did). On an H100 (CUDA 13) the
+    // product converts its own result (one launch, as its reader did). On an H100 the
     // launches were 24 where every copy saving one would have given 20: four products declined.
     EXPECT_GE(launches->kernels, launches_without->kernels - written);
     EXPECT_LE(launches->kernels, launches_without->kernels - written + 4);
