@@ -67,6 +67,13 @@ int FuseMulAdd(Graph& graph, const std::vector<PlanValue>& shapes);
 // copied into their columns by one kernel. Returns the number of concatenations fused.
 int FuseEmbeddingConcats(Graph& graph);
 
+// Adjacent parts of a ConcatEmbeddingBags pooling or looking up the same ids (same mode and
+// column), each from a constant table of the same rows and dtype read nowhere else, become one
+// part over the tables side by side (table_merging.cc): the same result to the bit, the ids read
+// once. The merged tables leave the graph's constants. Returns the number of tables merged into
+// another.
+int MergeTablesSharingIds(Graph& graph);
+
 // Chains of FP32 element-wise ops (Add, Sub, Mul, Div, Pow, Max, Min, MulAdd, Clip and the
 // unary float ops) become FusedElementwise nodes (elementwise_fusion.cc; the program format is in
 // elementwise_program.h): an op joins its reader's group when its output has the reader group's

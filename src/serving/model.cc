@@ -93,7 +93,9 @@ Status Model::Prepare() {
   RETURN_IF_ERROR(StartHoisting().WithContext("user-side hoisting"));
   if (options_.fusion) {  // after hoisting, which runs user-side bags once per user before any concat
     report_.fused_embedding_concats = FuseEmbeddingConcats(graph_);
+    report_.merged_tables = MergeTablesSharingIds(graph_);
     FuseEmbeddingConcats(unhoisted);
+    MergeTablesSharingIds(unhoisted);
   }
   RETURN_IF_ERROR(FuseAfterHoisting());
   backend_ = options_.backend ? options_.backend : &CpuBackend();

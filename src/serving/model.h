@@ -73,6 +73,7 @@ struct LoadReport {
   int fused_attention = 0;          // FuseTargetAttention
   int fused_softmax_attention = 0;  // FuseSoftmaxAttention
   int fused_embedding_concats = 0;  // FuseEmbeddingConcats
+  int merged_tables = 0;            // MergeTablesSharingIds
   int narrowed_tables = 0;          // StoreTablesAs
   int ragged_inputs = 0;
   std::string buckets = "off";  // "on", "off" or why they are off
