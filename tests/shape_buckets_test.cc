@@ -64,6 +64,44 @@ TEST(ShapeBuckets, RowsWithoutIdsAreEmptyOrOnlyMinusOnes) {
   EXPECT_EQ(RowsWithoutIds(p, kinds, {true, true}), std::vector<bool>({true, false}));
 }
 
+// What MergeNow asks of a batch before merging it: from the parts, the rows without ids the
+// merged batch would have.
+TEST(ShapeBuckets, RowsWithoutIdsOfPartsAreThoseOfTheirMerge) {
+  const std::vector<GraphInputKind> kinds = {{GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0},
+                                             {GraphInputKind::kValues, 1}, {GraphInputKind::kOffsets, 1}};
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int> pick(0, 5);
+  int idless_batches = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<PreparedRequest> requests(static_cast<size_t>(1 + pick(rng) % 4));
+    for (PreparedRequest& p : requests) {
+      p.rows = 1 + pick(rng);
+      for (int input = 0; input < 2; ++input) {
+        std::vector<int64_t> values, offsets{0};
+        for (int64_t r = 0; r < p.rows; ++r) {
+          for (int n = pick(rng) % 3; n > 0; --n) values.push_back(pick(rng) < 4 ? pick(rng) : -1);
+          // Rows without ids are rare, so that most batches have none.
+          if (values.size() == static_cast<size_t>(offsets.back()) && pick(rng) > 1) values.push_back(pick(rng));
+          offsets.push_back(static_cast<int64_t>(values.size()));
+        }
+        p.inputs.push_back(testing::MakeI64({static_cast<int64_t>(values.size())}, values));
+        p.inputs.push_back(testing::MakeI64({p.rows + 1}, offsets));
+      }
+      p.ragged_max_lengths = {2, 2};
+    }
+    std::vector<const PreparedRequest*> parts;
+    for (const PreparedRequest& p : requests) parts.push_back(&p);
+    const PreparedRequest merged = MergeRequests(parts, kinds);
+    for (const std::vector<bool>& which : {std::vector<bool>{true, true}, std::vector<bool>{false, true}}) {
+      const std::vector<bool> want = RowsWithoutIds(merged, kinds, which);
+      EXPECT_EQ(RowsWithoutIds(parts, kinds, which), want) << "trial " << trial;
+      idless_batches += want[1];
+    }
+  }
+  EXPECT_GT(idless_batches, 40);
+  EXPECT_LT(idless_batches, 360);
+}
+
 TEST(ShapeBuckets, WarmupKeysWalkRowsAndLengthLevels) {
   ShapeBuckets b({1, 3, 4, 16}, {{1, 2, 3, 4}, {1}, {}});
   auto keys = b.WarmupKeys(4, {4, 1, 3});

@@ -187,10 +187,10 @@ class Model {
   Status CaptureWarmupBuckets(const std::vector<int64_t>& max_lengths);
   // Captures `plan` on every executor that lacks it, each taken from the pool when idle.
   void CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const;
-  // Whether a batch of several requests, of `merged` sizes (MergedSizes), runs merged now
-  // (merge_gate.h): always, unless graphs are captured and its bucket has none yet; may queue the
-  // bucket's capture.
-  bool MergeNow(const PreparedRequest& merged) const;
+  // Whether a batch of several requests, `parts`, runs merged now (merge_gate.h): always, unless
+  // graphs are captured and the merged batch's bucket (FindBucket's, found from the parts without
+  // merging them) has none yet; may queue the bucket's capture.
+  bool MergeNow(const std::vector<const PreparedRequest*>& parts) const;
   // Queues prepared graph inputs to the batcher and waits for their outputs (model_batching.cc).
   StatusOr<std::vector<Tensor>> RunQueued(const InferRequest& request, const PreparedRequest& prepared,
                                           InferStats* stats) const;

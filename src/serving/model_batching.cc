@@ -51,7 +51,7 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
     tasks[0]->done.set_value(RunPrepared(*parts[0]));
     return;
   }
-  if (!MergeNow(MergedSizes(parts))) {
+  if (!MergeNow(parts)) {
     each_alone();
     return;
   }

@@ -107,11 +107,11 @@ std::unique_ptr<Executor> Model::TakeExecutor(const Executor* executor) const {
   return taken;
 }
 
-bool Model::MergeNow(const PreparedRequest& merged) const {
+bool Model::MergeNow(const std::vector<const PreparedRequest*>& parts) const {
   if (!capture_) return true;
-  // Sizes only (no ids to scan): a batch with a row without ids runs at a length this key does not
-  // show, which only makes the verdict below about the wrong plan.
-  std::optional<BucketKey> key = buckets_->Find(merged.rows, merged.ragged_max_lengths, merged.users);
+  const PreparedRequest merged = MergedSizes(parts);
+  const std::vector<bool> idless = RowsWithoutIds(parts, input_kinds_, buckets_->own_length_if_idless());
+  std::optional<BucketKey> key = buckets_->Find(merged.rows, merged.ragged_max_lengths, merged.users, &idless);
   if (!key) return true;  // past the largest bucket: launches are a small part of such a batch
   auto plan = PlanForBucket(*key);  // the plan the merged batch would run
   if (!plan.ok()) return true;      // which reports the error

@@ -231,6 +231,18 @@ std::vector<bool> RowsWithoutIds(const PreparedRequest& p, const std::vector<Gra
   return idless;
 }
 
+std::vector<bool> RowsWithoutIds(const std::vector<const PreparedRequest*>& parts, const std::vector<GraphInputKind>& kinds,
+                                 const std::vector<bool>& which) {
+  std::vector<bool> idless(which.size(), false), wanted = which;
+  for (const PreparedRequest* p : parts) {
+    const std::vector<bool> own = RowsWithoutIds(*p, kinds, wanted);
+    for (size_t k = 0; k < own.size(); ++k) {
+      if (own[k]) idless[k] = true, wanted[k] = false;  // found: the other parts need no scan
+    }
+  }
+  return idless;
+}
+
 std::vector<Tensor> TakeRows(std::vector<Tensor> outputs, int64_t rows) {
   for (Tensor& t : outputs) {
     if (t.rank() == 0 || t.dim(0) == rows) continue;

@@ -82,6 +82,10 @@ class ShapeBuckets {
 // only -1 slots); false for the others. `kinds` describes p's graph inputs.
 std::vector<bool> RowsWithoutIds(const PreparedRequest& p, const std::vector<GraphInputKind>& kinds,
                                  const std::vector<bool>& which);
+// The same for the batch MergeRequests would make of `parts`, from the parts themselves: a merged
+// input has a row without an id where one of its parts has.
+std::vector<bool> RowsWithoutIds(const std::vector<const PreparedRequest*>& parts, const std::vector<GraphInputKind>& kinds,
+                                 const std::vector<bool>& which);
 
 // `p` padded to `key` (key.rows >= p.rows, key.users >= p.users, each key length >= that input's
 // longest row): dense inputs get zero rows; each ragged input gets key.lengths[k] slots per row
