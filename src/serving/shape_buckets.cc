@@ -237,7 +237,9 @@ std::vector<bool> RowsWithoutIds(const std::vector<const PreparedRequest*>& part
   for (const PreparedRequest* p : parts) {
     const std::vector<bool> own = RowsWithoutIds(*p, kinds, wanted);
     for (size_t k = 0; k < own.size(); ++k) {
-      if (own[k]) idless[k] = true, wanted[k] = false;  // found: the other parts need no scan
+      if (!own[k]) continue;
+      idless[k] = true;
+      wanted[k] = false;  // found: the other parts need not be scanned for it
     }
   }
   return idless;
