@@ -13,19 +13,8 @@ namespace rankd {
 namespace {
 
 using testing::GraphBuilder;
+using testing::RandomTable;
 using testing::RunGraph;
-
-Tensor RandomTable(DType dtype, int64_t rows, int64_t dim, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> val(-1, 1);
-  Tensor t = Tensor::Zeros(dtype, {rows, dim});
-  for (int64_t i = 0; i < t.size(); ++i) {
-    float v = val(rng);
-    if (dtype == DType::kF16) t.data<uint16_t>()[i] = FloatToHalf(v);
-    else if (dtype == DType::kBF16) t.data<uint16_t>()[i] = FloatToBF16(v);
-    else t.data<float>()[i] = v;
-  }
-  return t;
-}
 
 // A bag over `rows` request rows: ragged (values + offsets inputs) or padded ids; its output id.
 int AddBag(GraphBuilder& g, std::vector<Tensor>& inputs, int64_t rows, std::mt19937_64& rng) {

@@ -172,6 +172,18 @@ void ExpectSameOutputs(const Graph& got, const Graph& want, const std::vector<Te
   ExpectOutputsNear(*result, *expected, tolerance, what);
 }
 
+Tensor RandomTable(DType dtype, int64_t rows, int64_t dim, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> val(-1, 1);
+  Tensor t = Tensor::Zeros(dtype, {rows, dim});
+  for (int64_t i = 0; i < t.size(); ++i) {
+    const float v = val(rng);
+    if (dtype == DType::kF16) t.data<uint16_t>()[i] = FloatToHalf(v);
+    else if (dtype == DType::kBF16) t.data<uint16_t>()[i] = FloatToBF16(v);
+    else t.data<float>()[i] = v;
+  }
+  return t;
+}
+
 Tensor RandomF32(Shape shape, std::mt19937_64& rng, float lo, float hi) {
   std::uniform_real_distribution<float> d(lo, hi);
   Tensor t = Tensor::Zeros(DType::kF32, std::move(shape));

@@ -62,6 +62,8 @@ class GraphBuilder {
 
 // An FP32 tensor of `shape`, uniform in [lo, hi).
 Tensor RandomF32(Shape shape, std::mt19937_64& rng, float lo = -1, float hi = 1);
+// An embedding table [rows, dim] of `dtype` (FP32, FP16 or BF16), values uniform in [-1, 1).
+Tensor RandomTable(DType dtype, int64_t rows, int64_t dim, std::mt19937_64& rng);
 // How many nodes of `graph` are `op`.
 int CountOps(const Graph& graph, const std::string& op);
 

@@ -7,6 +7,7 @@
 // Older opsets have no Gelu: PyTorch writes the "none" form out as these same ops.
 #include <cmath>
 
+#include "compile/lowering.h"
 #include "compile/passes.h"
 
 namespace rankd {
@@ -17,18 +18,7 @@ class GeluLowering {
   explicit GeluLowering(Graph& graph) : g_(graph) {}
 
   StatusOr<int> Run() {
-    std::vector<Node> out;
-    int lowered = 0;
-    for (Node& node : g_.nodes) {
-      if (node.op != "Gelu") {
-        out.push_back(std::move(node));
-        continue;
-      }
-      RETURN_IF_ERROR(Lower(node, out));
-      ++lowered;
-    }
-    g_.nodes = std::move(out);
-    return lowered;
+    return LowerEach(g_, "Gelu", [this](const Node& node, std::vector<Node>& out) { return Lower(node, out); });
   }
 
  private:

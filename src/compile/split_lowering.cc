@@ -9,6 +9,7 @@
 // Shape(x), so it is a value a plan folds at its shapes: nothing runs for it per request.
 #include <limits>
 
+#include "compile/lowering.h"
 #include "compile/passes.h"
 
 namespace rankd {
@@ -19,18 +20,7 @@ class SplitLowering {
   explicit SplitLowering(Graph& graph) : g_(graph) {}
 
   StatusOr<int> Run() {
-    std::vector<Node> out;
-    int lowered = 0;
-    for (Node& node : g_.nodes) {
-      if (node.op != "Split") {
-        out.push_back(std::move(node));
-        continue;
-      }
-      RETURN_IF_ERROR(Lower(node, out));
-      ++lowered;
-    }
-    g_.nodes = std::move(out);
-    return lowered;
+    return LowerEach(g_, "Split", [this](const Node& node, std::vector<Node>& out) { return Lower(node, out); });
   }
 
  private:
