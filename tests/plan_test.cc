@@ -2,6 +2,7 @@
 // not cover rankd's forms (FP32 Einsum, broadcast MatMul) against plain references.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -63,6 +64,66 @@ TEST(Plan, ReshapesAreAliasesAndShapeChainsFold) {
   auto out = RunGraph(b.graph(), {Random({5, 3, 4}, 2)});
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[0].shape(), Shape({5, 12}));
+}
+
+TEST(Plan, OpsThatMoveNoDataAreAliases) {
+  // At [5, 1, 4]: a Cast to FLOAT, a Transpose moving the 1, an Expand and a Tile repeating
+  // nothing and a Concat of one part leave x's elements in place; only the Relu runs.
+  GraphBuilder b;
+  int x = b.Input("x", DType::kF32, {-1, 1, 4});
+  int cast = b.Op("Cast", {x}, {{"to", int64_t{1}}});
+  int moved = b.Op("Transpose", {cast}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  int expanded = b.Op("Expand", {moved, b.Const("shape", testing::MakeI64({3}, {1, 1, 4}))});
+  int tiled = b.Op("Tile", {expanded, b.Const("once", testing::MakeI64({3}, {1, 1, 1}))});
+  int joined = b.Op("Concat", {tiled}, {{"axis", int64_t{1}}});
+  b.Output(b.Op("Relu", {joined}));
+  b.Output(cast);  // a graph output that is a graph input's buffer
+  auto plan = Plan::Build(b.graph(), {{DType::kF32, {5, 1, 4}, nullptr}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ((*plan)->steps().size(), 1u);
+  for (int v : {cast, moved, expanded, tiled, joined}) {
+    EXPECT_EQ((*plan)->values()[static_cast<size_t>(v)].storage, PlanStorage::kAlias) << v;
+  }
+  Tensor in = Random({5, 1, 4}, 3);
+  auto out = RunGraph(b.graph(), {in});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].shape(), Shape({1, 5, 4}));
+  EXPECT_EQ((*out)[1].shape(), Shape({5, 1, 4}));
+  for (int64_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ((*out)[0].data<float>()[i], std::max(in.data<float>()[i], 0.0f));
+    EXPECT_EQ((*out)[1].data<float>()[i], in.data<float>()[i]);
+  }
+}
+
+TEST(Plan, OpsThatMoveDataStillRun) {
+  // The same ops where they do move data: each a step, with its own result.
+  GraphBuilder b;
+  int x = b.Input("x", DType::kF32, {-1, 1, 4});
+  int cast = b.Op("Cast", {x}, {{"to", int64_t{7}}});  // INT64
+  int moved = b.Op("Transpose", {x}, {{"perm", std::vector<int64_t>{2, 1, 0}}});
+  int expanded = b.Op("Expand", {x, b.Const("shape", testing::MakeI64({3}, {1, 3, 4}))});
+  int tiled = b.Op("Tile", {x, b.Const("twice", testing::MakeI64({3}, {2, 1, 1}))});
+  int joined = b.Op("Concat", {x, x}, {{"axis", int64_t{1}}});
+  for (int v : {cast, moved, expanded, tiled, joined}) b.Output(v);
+  auto plan = Plan::Build(b.graph(), {{DType::kF32, {5, 1, 4}, nullptr}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ((*plan)->steps().size(), 5u);
+  Tensor in = Random({5, 1, 4}, 4);
+  for (int64_t i = 0; i < in.size(); ++i) in.data<float>()[i] *= 10;
+  auto out = RunGraph(b.graph(), {in});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const float* x_data = in.data<float>();
+  for (int64_t r = 0; r < 5; ++r) {
+    for (int64_t c = 0; c < 4; ++c) {
+      const float v = x_data[r * 4 + c];
+      EXPECT_EQ((*out)[0].data<int64_t>()[r * 4 + c], static_cast<int64_t>(v));
+      EXPECT_EQ((*out)[1].data<float>()[c * 5 + r], v);  // [4, 1, 5]
+      for (int64_t k = 0; k < 3; ++k) EXPECT_EQ((*out)[2].data<float>()[(r * 3 + k) * 4 + c], v);
+      EXPECT_EQ((*out)[3].data<float>()[r * 4 + c], v);
+      EXPECT_EQ((*out)[3].data<float>()[(r + 5) * 4 + c], v);
+      EXPECT_EQ((*out)[4].data<float>()[(r * 2 + 1) * 4 + c], v);
+    }
+  }
 }
 
 TEST(Plan, DataDependentShapesAreRefusedClearly) {

@@ -97,7 +97,7 @@ StatusOr<std::shared_ptr<const Plan>> Plan::Build(const Graph& graph, const std:
       PlanValue& v = values[static_cast<size_t>(id)];
       v.dtype = ctx.outputs[o].dtype;
       v.shape = ctx.outputs[o].shape;
-      if (schema->aliases_input && o == 0) {
+      if (o == 0 && (schema->aliases_input || (schema->moves_no_data && schema->moves_no_data(ctx)))) {
         const PlanValue& src = values[static_cast<size_t>(node.inputs[0])];
         v.storage = PlanStorage::kAlias;
         v.alias_of = src.storage == PlanStorage::kAlias ? src.alias_of : node.inputs[0];

@@ -141,6 +141,8 @@ Status InferCast(InferContext& c) {
   return Status::Ok();
 }
 
+bool CastsToItsOwnDType(const InferContext& c) { return c.outputs[0].dtype == c.in(0).dtype; }
+
 }  // namespace
 
 void AppendElementwiseSchemas(std::vector<OpSchema>& out) {
@@ -161,7 +163,7 @@ void AppendElementwiseSchemas(std::vector<OpSchema>& out) {
   out.push_back({"MulAdd", 3, 3, nullptr, InferMulAdd});
   out.push_back({"FusedElementwise", 1, kMaxFusedInputs, CheckFused, InferFused});
   out.push_back({"Clip", 1, 3, nullptr, InferClip});
-  out.push_back({"Cast", 1, 1, CheckCast, InferCast});
+  out.push_back({"Cast", 1, 1, CheckCast, InferCast, false, CastsToItsOwnDType});
 }
 
 }  // namespace rankd

@@ -50,6 +50,10 @@ struct OpSchema {
   Status (*infer)(InferContext&);
   // True when output 0 is input 0's buffer with a new shape (Reshape, Squeeze, ...).
   bool aliases_input = false;
+  // When set: whether output 0 is input 0's elements in their order at the dtypes and shapes just
+  // inferred (a Cast to the dtype it has, a Transpose moving only dims of 1, an Expand or Tile
+  // repeating nothing, a Concat of one part). The plan then makes it an alias, as aliases_input.
+  bool (*moves_no_data)(const InferContext&) = nullptr;
 };
 
 // The schema for an op, or nullptr when rankd does not know it.

@@ -169,6 +169,29 @@ Status InferSlice(InferContext& c) {
   return Status::Ok();
 }
 
+// The dims of size other than 1 keep their order: the elements do too.
+bool TransposesOnlyUnitDims(const InferContext& c) {
+  const Shape& in = c.in(0).shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  std::vector<int64_t> perm = c.node.GetInts("perm");
+  if (perm.empty()) {
+    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+  }
+  int64_t last = -1;
+  for (int64_t p : perm) {
+    const int64_t axis = p < 0 ? p + rank : p;  // in range: InferTranspose checked it
+    if (in[static_cast<size_t>(axis)] == 1) continue;
+    if (axis < last) return false;
+    last = axis;
+  }
+  return true;
+}
+
+// An Expand or a Tile whose output has its input's shape repeats nothing.
+bool KeepsItsShape(const InferContext& c) { return c.outputs[0].shape == c.in(0).shape; }
+
+bool ConcatenatesOnePart(const InferContext& c) { return c.inputs.size() == 1; }
+
 Status InferConcat(InferContext& c) {
   const Shape& first = c.in(0).shape;
   ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(c.node.GetInt("axis", 0), static_cast<int64_t>(first.size()), c.node));
@@ -272,12 +295,12 @@ void AppendTensorSchemas(std::vector<OpSchema>& out) {
   out.push_back({"Squeeze", 1, 2, nullptr, InferSqueeze, true});
   out.push_back({"Unsqueeze", 1, 2, nullptr, InferUnsqueeze, true});
   out.push_back({"Identity", 1, 1, nullptr, InferIdentity, true});
-  out.push_back({"Transpose", 1, 1, nullptr, InferTranspose});
+  out.push_back({"Transpose", 1, 1, nullptr, InferTranspose, false, TransposesOnlyUnitDims});
   out.push_back({"Slice", 3, 5, nullptr, InferSlice});
-  out.push_back({"Concat", 1, 1024, nullptr, InferConcat});
+  out.push_back({"Concat", 1, 1024, nullptr, InferConcat, false, ConcatenatesOnePart});
   out.push_back({"Gather", 2, 2, nullptr, InferGather});
-  out.push_back({"Expand", 2, 2, nullptr, InferExpand});
-  out.push_back({"Tile", 2, 2, nullptr, InferTile});
+  out.push_back({"Expand", 2, 2, nullptr, InferExpand, false, KeepsItsShape});
+  out.push_back({"Tile", 2, 2, nullptr, InferTile, false, KeepsItsShape});
   out.push_back({"Shape", 1, 1, nullptr, InferShape});
   out.push_back({"Range", 3, 3, nullptr, InferRange});
   out.push_back({"ConstantOfShape", 1, 1, CheckConstantOfShape, InferConstantOfShape});
