@@ -283,6 +283,15 @@ std::vector<OpCase> Cases() {
   c.push_back({"transpose", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  g.Output(g.Op("Transpose", {In(g, in, rng, DType::kF32, {3, 4, 5})}, {{"perm", std::vector<int64_t>{2, 0, 1}}}));
                }});
+  // Ops that move no data at these shapes are aliases (OpSchema::moves_no_data): one a graph output
+  // over a graph input's bytes, the others read by the one step that runs.
+  c.push_back({"aliases_that_move_no_data", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int cast = g.Op("Cast", {In(g, in, rng, DType::kF32, {5, 1, 4})}, {{"to", int64_t{1}}});
+                 int moved = g.Op("Transpose", {cast}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+                 int expanded = g.Op("Expand", {moved, g.Const("shape", testing::MakeI64({2}, {1, 4}))});
+                 g.Output(g.Op("Relu", {g.Op("Concat", {expanded}, {{"axis", int64_t{0}}})}));
+                 g.Output(cast);
+               }});
   c.push_back({"slice_negative_step", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int x = In(g, in, rng, DType::kF32, {6, 10});
                  auto c1 = [&](const char* n, std::vector<int64_t> v) { return g.Const(n, testing::MakeI64({static_cast<int64_t>(v.size())}, v)); };
