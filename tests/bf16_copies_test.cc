@@ -25,6 +25,12 @@ class CopiesOff {
   ~CopiesOff() { cuda::EnableBf16Copies(true); }
 };
 
+// `graph` on `cuda` in bf16 with every product converting its own operands.
+StatusOr<std::vector<Tensor>> RunWithoutCopies(const Graph& graph, const std::vector<Tensor>& inputs, const Backend& cuda) {
+  CopiesOff off;
+  return testing::RunGraph(graph, inputs, {}, cuda, Precision::kBf16);
+}
+
 // m1 = x*y + x; p1 = m1 W; m2 = m1*y + x; p2 = m2 W; [q = m1 W]; s = x + y; p3 = s W.
 struct Chain {
   GraphBuilder g;
@@ -163,11 +169,7 @@ TEST(Bf16Copies, ProductsWritingTheCopyAloneScoreAsConverting) {
     BuildMlp(m, 8, rng);
     std::vector<Tensor> inputs = {testing::RandomF32({rows, 8}, rng), testing::RandomF32({rows, 8}, rng)};
     auto with = testing::RunGraph(m.g.graph(), inputs, {}, *cuda, Precision::kBf16);
-    StatusOr<std::vector<Tensor>> without = Internal("not run");
-    {
-      CopiesOff off;
-      without = testing::RunGraph(m.g.graph(), inputs, {}, *cuda, Precision::kBf16);
-    }
+    auto without = RunWithoutCopies(m.g.graph(), inputs, *cuda);
     ASSERT_TRUE(with.ok()) << with.status().ToString();
     ASSERT_TRUE(without.ok()) << without.status().ToString();
     testing::ExpectOutputsNear(*with, *without, 1e-3, "rows " + std::to_string(rows));
@@ -193,11 +195,7 @@ TEST(Bf16Copies, ChangeNoBitOfTheResult) {
       BuildChain(c, width, true, rng);
       std::vector<Tensor> inputs = {testing::RandomF32({rows, width}, rng), testing::RandomF32({rows, width}, rng)};
       auto with = testing::RunGraph(c.g.graph(), inputs, {}, *cuda, Precision::kBf16);
-      StatusOr<std::vector<Tensor>> without = Internal("not run");
-      {
-        CopiesOff off;
-        without = testing::RunGraph(c.g.graph(), inputs, {}, *cuda, Precision::kBf16);
-      }
+      auto without = RunWithoutCopies(c.g.graph(), inputs, *cuda);
       ASSERT_TRUE(with.ok()) << with.status().ToString();
       ASSERT_TRUE(without.ok()) << without.status().ToString();
       for (size_t i = 0; i < with->size(); ++i) {

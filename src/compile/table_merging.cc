@@ -91,9 +91,12 @@ class TableMerger {
                     node.inputs.begin() + static_cast<std::ptrdiff_t>(part.first + static_cast<size_t>(part.count)));
       if (end > p + 1) {
         std::vector<const Tensor*> tables;
-        std::string name = graph_.values[static_cast<size_t>(node.inputs[part.first])].name;
-        for (size_t q = p; q < end; ++q) tables.push_back(&graph_.constants.at(node.inputs[parts[q].first]));
-        for (size_t q = p + 1; q < end; ++q) name += "+" + graph_.values[static_cast<size_t>(node.inputs[parts[q].first])].name;
+        std::string name;
+        for (size_t q = p; q < end; ++q) {
+          const int table = node.inputs[parts[q].first];
+          tables.push_back(&graph_.constants.at(table));
+          name += (q == p ? "" : "+") + graph_.values[static_cast<size_t>(table)].name;
+        }
         Tensor side_by_side = SideBySide(tables);
         for (size_t q = p; q < end; ++q) graph_.constants.erase(node.inputs[parts[q].first]);  // read nowhere else
         inputs[from] = graph_.AddConstant(name, std::move(side_by_side));

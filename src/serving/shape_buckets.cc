@@ -235,6 +235,7 @@ std::vector<bool> RowsWithoutIds(const std::vector<const PreparedRequest*>& part
                                  const std::vector<bool>& which) {
   std::vector<bool> idless(which.size(), false), wanted = which;
   for (const PreparedRequest* p : parts) {
+    if (std::none_of(wanted.begin(), wanted.end(), [](bool w) { return w; })) break;  // all found, or none asked
     const std::vector<bool> own = RowsWithoutIds(*p, kinds, wanted);
     for (size_t k = 0; k < own.size(); ++k) {
       if (!own[k]) continue;
