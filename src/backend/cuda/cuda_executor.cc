@@ -89,15 +89,20 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
 }
 
 Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
-  // The B operand of every Gemm and MatMul that is an fp32 constant, rounded once here rather
-  // than at every product.
+  // The B operand and the bias of every Gemm and MatMul that are fp32 constants, rounded once here
+  // rather than at every product (a product writing bf16 takes its bias in bf16: gemm.h).
   std::vector<const Tensor*> weights;
+  auto add = [&](int value, bool bias) {
+    if (!graph.IsConstant(value)) return;
+    const Tensor* w = &graph.constants.at(value);
+    if (w->dtype() != DType::kF32 || w->size() == 0) return;
+    if (bias && (w->rank() == 0 || w->size() != w->dim(w->rank() - 1))) return;  // a C broadcast whole
+    if (std::find(weights.begin(), weights.end(), w) == weights.end()) weights.push_back(w);
+  };
   for (const Node& n : graph.nodes) {
-    if ((n.op != "Gemm" && n.op != "MatMul") || !n.HasInput(1) || !graph.IsConstant(n.inputs[1])) continue;
-    const Tensor* w = &graph.constants.at(n.inputs[1]);
-    if (w->dtype() == DType::kF32 && w->size() > 0 && std::find(weights.begin(), weights.end(), w) == weights.end()) {
-      weights.push_back(w);
-    }
+    if (n.op != "Gemm" && n.op != "MatMul") continue;
+    if (n.HasInput(1)) add(n.inputs[1], false);
+    if (n.HasInput(2)) add(n.inputs[2], true);
   }
   size_t total = 0;
   for (const Tensor* w : weights) total += Aligned(static_cast<size_t>(w->size()) * 2);

@@ -22,9 +22,10 @@ int Alignment(const void* p) {
 // cuBLASLt is column-major: a row-major X is its transpose there. So the row-major product
 // C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T: B goes first.
 // With bf16 the operands are bf16 (converted by Sgemm) and the product accumulates in fp32 and is
-// written in fp32 or, with `bf16_d`, bf16 (the bias stays fp32); otherwise everything is fp32,
-// tf32 letting the tensor cores round the operands.
-Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, bool bf16_d, GemmCache::Entry& e) {
+// written in fp32 or, with a bf16 output, bf16 (the bias in bf16 or fp32, as `out` says);
+// otherwise everything is fp32, tf32 letting the tensor cores round the operands.
+Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput out, GemmCache::Entry& e) {
+  const bool bf16_d = out != GemmOutput::kF32;
   cublasComputeType_t compute = ctx.precision == Precision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   cudaDataType_t operand = ctx.precision == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
   RANKD_LT_RETURN(cublasLtMatmulDescCreate(&e.op, compute, CUDA_R_32F));
@@ -37,7 +38,7 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, bool bf16_d,
   if (g.epilogue == Epilogue::kBiasRelu) epi = CUBLASLT_EPILOGUE_RELU_BIAS;
   if (g.epilogue == Epilogue::kRelu) epi = CUBLASLT_EPILOGUE_RELU;
   RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-  if (bf16_d && (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasRelu)) {
+  if (out == GemmOutput::kBf16F32Bias && (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasRelu)) {
     int32_t bias_type = CUDA_R_32F;  // by default the bias has the output's type
     RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   }
@@ -78,6 +79,13 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, bool bf16_d,
   return Status::Ok();
 }
 
+// The bf16 copy of a constant (bf16 precision), or null.
+const void* Bf16Weight(const DeviceContext& ctx, const float* constant) {
+  if (!ctx.bf16_weights) return nullptr;
+  auto it = ctx.bf16_weights->find(constant);
+  return it == ctx.bf16_weights->end() ? nullptr : it->second;
+}
+
 // The bf16 operands of a product: a weight matrix's bf16 copy when there is one, else the fp32
 // operand converted into the executor's operand buffer (A first, then B, each 256-byte aligned).
 Status ConvertOperands(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, const void*& op_a,
@@ -86,11 +94,7 @@ Status ConvertOperands(DeviceContext& ctx, const GemmShape& g, const float* a, c
   int64_t na = extent(g.m * g.k, g.stride_a), nb = extent(g.k * g.n, g.stride_b);
   auto* buffer = static_cast<uint8_t*>(ctx.bf16_operands);
   size_t a_bytes = Bf16OperandBytes(na);
-  const void* weight = nullptr;
-  if (ctx.bf16_weights) {
-    auto it = ctx.bf16_weights->find(b);
-    if (it != ctx.bf16_weights->end()) weight = it->second;
-  }
+  const void* weight = Bf16Weight(ctx, b);
   bool converted_b = weight == nullptr;
   if (a_bytes + (converted_b ? Bf16OperandBytes(nb) : 0) > ctx.bf16_operand_bytes) {
     return Internal("the bf16 operand buffer is smaller than a product needs");
@@ -136,18 +140,19 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   const void* op_b = b;
   if (ctx.precision == Precision::kBf16) RETURN_IF_ERROR(ConvertOperands(ctx, g, a, b, op_a, op_b));
   // The entry for a bf16 output, or for an fp32 one when there is none or cuBLASLt has no
-  // algorithm for it.
-  auto entry = [&](bool to_bf16, void* d) -> StatusOr<GemmCache::Entry*> {
+  // algorithm for it. A bf16 output takes the bias's bf16 copy where there is one: cuBLASLt may
+  // have no algorithm for a bf16 output with an fp32 bias (seen on the H100).
+  auto entry = [&](GemmOutput out, void* d) -> StatusOr<GemmCache::Entry*> {
     int alignment = std::min({Alignment(op_a), Alignment(op_b), Alignment(d)});
     GemmCache::Key key{g.trans_a, g.trans_b, g.m, g.n, g.k, g.batch, g.stride_a, g.stride_b, g.stride_c,
-                       static_cast<int>(g.epilogue), alignment, static_cast<int>(ctx.precision), to_bf16};
+                       static_cast<int>(g.epilogue), alignment, static_cast<int>(ctx.precision), static_cast<int>(out)};
     auto it = ctx.gemm->entries.find(key);
     if (it == ctx.gemm->entries.end()) {
       GemmCache::Entry e;
-      Status s = Build(ctx, g, alignment, to_bf16, e);
+      Status s = Build(ctx, g, alignment, out, e);
       if (!s.ok()) {
         Destroy(e);
-        if (!to_bf16) return s;
+        if (out == GemmOutput::kF32) return s;
         e = GemmCache::Entry{};
         e.unsupported = true;
       }
@@ -156,17 +161,21 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
     return &it->second;
   };
   bool to_bf16 = bf16_d && beta == 0.0f;
+  const void* bias_ptr = bias;
   GemmCache::Entry* e = nullptr;
   if (to_bf16) {
-    ASSIGN_OR_RETURN(e, entry(true, bf16_d));
+    const void* bf16_bias = bias ? Bf16Weight(ctx, bias) : nullptr;
+    ASSIGN_OR_RETURN(e, entry(bf16_bias ? GemmOutput::kBf16 : GemmOutput::kBf16F32Bias, bf16_d));
     to_bf16 = !e->unsupported;
+    if (bf16_bias) bias_ptr = bf16_bias;
   }
   void* d = to_bf16 ? bf16_d : static_cast<void*>(c);
   if (!to_bf16) {
-    ASSIGN_OR_RETURN(e, entry(false, c));
+    bias_ptr = bias;
+    ASSIGN_OR_RETURN(e, entry(GemmOutput::kF32, c));
   }
-  if (bias) {
-    RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  if (bias_ptr) {
+    RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
   }
   RANKD_LT_RETURN(cublasLtMatmul(ctx.lt, e->op, &alpha, op_b, e->b, op_a, e->a, &beta, d, e->c, d, e->c, &e->algo,
                                  ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));

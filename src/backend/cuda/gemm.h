@@ -12,6 +12,9 @@ namespace rankd::cuda {
 
 enum class Epilogue { kNone, kBias, kBiasRelu, kRelu };
 
+// What a cached product writes: fp32, or bf16 with a bf16 or an fp32 bias.
+enum class GemmOutput { kF32, kBf16, kBf16F32Bias };
+
 struct GemmShape {
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;
@@ -24,8 +27,8 @@ struct GemmShape {
 // A is m x k (k x m when trans_a), B is k x n (n x k when trans_b), C is m x n. With bf16
 // precision A and B are rounded to bf16 first (a weight's bf16 copy is used as is), into
 // ctx.bf16_operands, which must hold Bf16OperandBytes of both. With `bf16_d` (bf16 precision) the
-// result goes there in bf16 instead of to C (bf16_copies.h), or, where cuBLASLt cannot write it so
-// (beta != 0, no algorithm), to C and then converted there.
+// result goes there in bf16 instead of to C (bf16_copies.h), with the bias's bf16 copy where it has
+// one, or, where cuBLASLt cannot write it so (beta != 0, no algorithm), to C and then converted there.
 Status Sgemm(DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c, float alpha,
              float beta, const float* bias = nullptr, void* bf16_d = nullptr);
 
@@ -45,8 +48,8 @@ class GemmCache {
     cublasLtMatmulAlgo_t algo{};
     bool unsupported = false;  // no algorithm for this key (a bf16 output): computed another way
   };
-  // Transposes, m, n, k, batch, strides, epilogue, alignment, precision, bf16 output.
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, bool>;
+  // Transposes, m, n, k, batch, strides, epilogue, alignment, precision, output (GemmOutput).
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
   std::map<Key, Entry> entries;
 };
 
