@@ -21,7 +21,7 @@ Table& table() {
   return t;
 }
 
-enum class Mode { kOff, kByOp, kByStep };
+enum class Mode { kOff, kByOp, kByStep, kHost };
 
 // RANKD_PROFILE, read once.
 Mode ProfileMode() {
@@ -29,6 +29,7 @@ Mode ProfileMode() {
     const char* v = std::getenv("RANKD_PROFILE");
     if (!v) return Mode::kOff;
     if (std::string(v) == "steps") return Mode::kByStep;
+    if (std::string(v) == "host") return Mode::kHost;
     return v[0] == '1' ? Mode::kByOp : Mode::kOff;
   }();
   return mode;
@@ -36,7 +37,9 @@ Mode ProfileMode() {
 
 }  // namespace
 
-bool OpProfile::enabled() { return ProfileMode() != Mode::kOff; }
+bool OpProfile::enabled() { return ProfileMode() == Mode::kByOp || ProfileMode() == Mode::kByStep; }
+
+bool OpProfile::phases() { return ProfileMode() != Mode::kOff; }
 
 std::string OpProfile::Key(const std::string& op, const std::string& node) {
   return ProfileMode() == Mode::kByStep ? op + " " + node : op;
@@ -60,8 +63,9 @@ std::string OpProfile::Report() {
   std::string out;
   char line[320];
   for (const auto& [op, stat] : rows) {
-    std::snprintf(line, sizeof line, "%-22s %8lld calls %10.3f ms %5.1f%%\n", op.c_str(), static_cast<long long>(stat.first),
-                  stat.second, total > 0 ? 100.0 * stat.second / total : 0.0);
+    std::snprintf(line, sizeof line, "%-22s %8lld calls %10.3f ms %5.1f%% %9.4f ms per call\n", op.c_str(),
+                  static_cast<long long>(stat.first), stat.second, total > 0 ? 100.0 * stat.second / total : 0.0,
+                  stat.first > 0 ? stat.second / static_cast<double>(stat.first) : 0.0);
     out += line;
   }
   return out;

@@ -1,6 +1,9 @@
 // OpProfile: optional per-op wall time across all executors, for finding where a model's time goes.
 // Off unless RANKD_PROFILE=1 is set in the environment (then each step is timed; small overhead);
 // RANKD_PROFILE=steps times each node on its own ("op node-name") instead of per op.
+// RANKD_PROFILE=host times only a request's host phases (graph inputs, padding, packing, waiting
+// for the device, outputs) and the device's span per run, leaving steps untimed and captured
+// graphs on, so the split is that of a normal run. The host phases are timed in every mode.
 // Thread-safe.
 #pragma once
 
@@ -10,7 +13,10 @@ namespace rankd {
 
 class OpProfile {
  public:
+  // Steps are timed (RANKD_PROFILE=1 or steps): each is synchronised, and graphs are off.
   static bool enabled();
+  // A request's host phases are timed (any RANKD_PROFILE mode).
+  static bool phases();
   // The name a step's time is recorded under: its op, or with RANKD_PROFILE=steps "op node-name".
   static std::string Key(const std::string& op, const std::string& node);
   static void Record(const std::string& op, double ms);

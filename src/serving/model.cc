@@ -212,7 +212,7 @@ StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, Inf
   PreparedRequest prepared;
   auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
-  if (OpProfile::enabled()) {
+  if (OpProfile::phases()) {
     OpProfile::Record("(request turned into graph inputs)",
                       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }

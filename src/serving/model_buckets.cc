@@ -49,7 +49,7 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
     if (key) {
       ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanForBucket(*key));
       ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
-      const bool profile = OpProfile::enabled();
+      const bool profile = OpProfile::phases();
       auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       PreparedRequest padded = PadToBucket(prepared, *key, input_kinds_, executor->FillsRaggedTails());
       if (profile) OpProfile::Record("(padded to its bucket)", MicrosSince(start) / 1000.0);

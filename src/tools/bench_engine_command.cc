@@ -146,7 +146,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
         << median << "," << p99 << "," << mean << "," << out["pairs_per_s"].get<double>() << "," << spread << ","
         << args.iters << "\n";
   }
-  if (OpProfile::enabled()) std::fprintf(stderr, "%s", OpProfile::Report().c_str());
+  if (OpProfile::phases()) std::fprintf(stderr, "%s", OpProfile::Report().c_str());
   return 0;
 }
 

@@ -480,7 +480,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
       copy(0, static_cast<int64_t>(pieces.size()));
     }
   }
-  if (OpProfile::enabled()) OpProfile::Record("(inputs packed into pinned memory)", Since(staging_start));
+  if (OpProfile::phases()) OpProfile::Record("(inputs packed into pinned memory)", Since(staging_start));
   return pipelined;
 }
 
@@ -490,6 +490,9 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   RETURN_IF_ERROR(Stage(*b));
   // Inputs: packed into one pinned buffer and copied to the device.
   ASSIGN_OR_RETURN(bool inputs_sent, StageInputs(*b, inputs));
+  const bool phases = OpProfile::phases();
+  auto launched = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (phases) RETURN_IF_ERROR(span_.Begin(ctx_.stream));
   if (b->graph && !OpProfile::enabled()) {
     RANKD_CUDA_RETURN(cudaGraphLaunch(b->graph->get(), ctx_.stream));
   } else {
@@ -500,7 +503,18 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
     }
     b->ran = true;
   }
+  auto waiting = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (phases) {
+    OpProfile::Record(b->graph && !OpProfile::enabled() ? "(graph launched)" : "(steps enqueued)", Since(launched));
+    RETURN_IF_ERROR(span_.End(ctx_.stream));
+  }
   RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+  auto synchronised = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (phases) {
+    OpProfile::Record("(host waiting for the device)", Since(waiting));
+    ASSIGN_OR_RETURN(double device_ms, span_.Elapsed());
+    OpProfile::Record("(device span of a run: copies in, steps, copies out)", device_ms);
+  }
   const Graph& graph = plan.graph();
   const auto* back = static_cast<const uint8_t*>(staged_outputs_.get());
   int error;
@@ -517,6 +531,7 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
     if (t.bytes() > 0) std::memcpy(t.raw(), back + b->out_offsets[i], t.bytes());
     outputs.push_back(std::move(t));
   }
+  if (phases) OpProfile::Record("(outputs copied out of pinned memory)", Since(synchronised));
   return outputs;
 }
 

@@ -16,6 +16,7 @@
 #include "backend/cuda/bf16_copies.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_span.h"
 #include "backend/cuda/gemm.h"
 
 namespace rankd::cuda {
@@ -116,6 +117,7 @@ class CudaExecutor final : public Executor {
   PinnedBuffer staged_inputs_, staged_outputs_;
   std::unordered_map<uint64_t, Binding> bindings_;
   const Binding* tails_owner_ = nullptr;  // the binding whose tail_from the staging buffer holds
+  DeviceSpan span_;                       // a run's device time, when RANKD_PROFILE is set
 };
 
 }  // namespace rankd::cuda
