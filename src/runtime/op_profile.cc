@@ -53,6 +53,12 @@ void OpProfile::Record(const std::string& op, double ms) {
   e.second += ms;
 }
 
+void OpProfile::Reset() {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  t.by_op.clear();
+}
+
 std::string OpProfile::Report() {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);

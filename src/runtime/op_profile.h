@@ -20,7 +20,9 @@ class OpProfile {
   // The name a step's time is recorded under: its op, or with RANKD_PROFILE=steps "op node-name".
   static std::string Key(const std::string& op, const std::string& node);
   static void Record(const std::string& op, double ms);
-  // "op  calls  total ms  share" lines, largest first.
+  // Forgets what was recorded (a benchmark's warm-up).
+  static void Reset();
+  // "op  calls  total ms  share  ms per call" lines, largest first.
   static std::string Report();
 };
 
