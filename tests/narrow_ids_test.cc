@@ -2,6 +2,7 @@
 // clamping. On the device, CudaBackend.IdOutOfRangeFailsThatRunOnly sends ids beyond INT32's range.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -28,6 +29,23 @@ TEST(NarrowIds, ClampsToInt32sRange) {
   std::vector<int32_t> to(from.size());
   cuda::NarrowIds(from.data(), to.data(), from.size());
   EXPECT_EQ(to, want);
+}
+
+TEST(NarrowIds, LongRunsWithRareOutliersMatchTheClamp) {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 50; ++trial) {
+    const size_t n = rng() % 3000;
+    std::vector<int64_t> from(n);
+    for (int64_t& id : from) {
+      id = static_cast<int64_t>(rng() % 1000000) - 1;
+      if (rng() % 700 == 0) id = static_cast<int64_t>(rng());  // anywhere in INT64's range
+      if (rng() % 900 == 0) id = rng() % 2 ? kMax32 + 1 : kMin32 - 1;
+    }
+    std::vector<int32_t> to(n), want(n);
+    for (size_t i = 0; i < n; ++i) want[i] = static_cast<int32_t>(std::clamp(from[i], kMin32, kMax32));
+    cuda::NarrowIds(from.data(), to.data(), n);
+    ASSERT_EQ(to, want) << "trial " << trial;
+  }
 }
 
 std::vector<bool> Narrowable(Graph& graph, const std::vector<TensorMeta>& metas) {

@@ -1,6 +1,8 @@
 #include "backend/cuda/gemm.h"
 
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace rankd::cuda {
 namespace {
@@ -69,14 +71,62 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};
   int found = 0;
-  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, e.op, e.b, e.a, e.c, e.c, pref, 1, &result, &found);
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, e.op, e.b, e.a, e.c, e.c, pref, kGemmCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   RANKD_LT_RETURN(s);
   if (found == 0) return Internal("cuBLASLt has no algorithm for a " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + " product");
-  e.algo = result.algo;
+  e.algo = results[0].algo;
+  for (int i = 1; i < found; ++i) e.untried.push_back(results[i].algo);
   return Status::Ok();
+}
+
+// RANKD_GEMM_TUNING=0 keeps the heuristic's first algorithm for every product.
+bool TuningEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("RANKD_GEMM_TUNING");
+    return !(v && std::string(v) == "0");
+  }();
+  return enabled;
+}
+
+// Times the heuristic's first algorithm and its runners-up on the product's own operands and
+// keeps the fastest. Only outside a capture and when D does not accumulate into C (beta = 0),
+// so the repeated runs leave the result as one run would.
+Status ChooseFastest(DeviceContext& ctx, GemmCache::Entry& e, const void* alpha, const void* beta, const void* op_a,
+                     const void* op_b, void* d) {
+  std::vector<cublasLtMatmulAlgo_t> candidates = {e.algo};
+  candidates.insert(candidates.end(), e.untried.begin(), e.untried.end());
+  e.untried.clear();
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  RETURN_IF_ERROR(Check(cudaStreamIsCapturing(ctx.stream, &capturing), "cudaStreamIsCapturing"));
+  if (candidates.size() < 2 || capturing != cudaStreamCaptureStatusNone || !TuningEnabled()) return Status::Ok();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  RETURN_IF_ERROR(Check(cudaEventCreate(&start), "cudaEventCreate"));
+  Status status = Check(cudaEventCreate(&stop), "cudaEventCreate");
+  float best = 0;
+  constexpr int kRuns = 4;
+  for (size_t i = 0; i < candidates.size() && status.ok(); ++i) {
+    auto run = [&] {
+      return cublasLtMatmul(ctx.lt, e.op, alpha, op_b, e.b, op_a, e.a, beta, d, e.c, d, e.c, &candidates[i],
+                            ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream);
+    };
+    if (run() != CUBLAS_STATUS_SUCCESS) continue;  // a runner-up that declines these operands
+    status = Check(cudaEventRecord(start, ctx.stream), "cudaEventRecord");
+    for (int r = 0; r < kRuns && status.ok(); ++r) status = LtCheck(run(), "cublasLtMatmul");
+    if (status.ok()) status = Check(cudaEventRecord(stop, ctx.stream), "cudaEventRecord");
+    if (status.ok()) status = Check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    if (status.ok()) status = Check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    if (status.ok() && (i == 0 || ms < best)) {
+      best = ms;
+      e.algo = candidates[i];
+    }
+  }
+  cudaEventDestroy(start);
+  if (stop) cudaEventDestroy(stop);
+  return status;
 }
 
 // The bf16 copy of a constant (bf16 precision), or null.
@@ -177,6 +227,7 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   if (bias_ptr) {
     RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
   }
+  if (!e->untried.empty() && beta == 0.0f) RETURN_IF_ERROR(ChooseFastest(ctx, *e, &alpha, &beta, op_a, op_b, d));
   RANKD_LT_RETURN(cublasLtMatmul(ctx.lt, e->op, &alpha, op_b, e->b, op_a, e->a, &beta, d, e->c, d, e->c, &e->algo,
                                  ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
   if (bf16_d && !to_bf16) return ConvertToBf16(ctx.stream, c, bf16_d, g.m * g.n * g.batch);

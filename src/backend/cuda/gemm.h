@@ -1,16 +1,22 @@
-// Row-major fp32 matrix products through cuBLASLt, with the plan (descriptors, layouts and the
-// heuristic's algorithm) cached per shape in the executor, so a warmed shape costs one call.
+// Row-major fp32 matrix products through cuBLASLt, with the plan (descriptors, layouts and an
+// algorithm) cached per shape in the executor, so a warmed shape costs one call. The algorithm is
+// the fastest of the heuristic's first kGemmCandidates, timed on the first product of the shape
+// (at warm-up, before any capture).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include "backend/cuda/device.h"
 
 namespace rankd::cuda {
 
 enum class Epilogue { kNone, kBias, kBiasRelu, kRelu };
+
+// Algorithms the heuristic is asked for per product shape; they are timed on first use.
+constexpr int kGemmCandidates = 6;
 
 // What a cached product writes: fp32, or bf16 with a bf16 or an fp32 bias.
 enum class GemmOutput { kF32, kBf16, kBf16F32Bias };
@@ -46,6 +52,9 @@ class GemmCache {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    // The heuristic's runners-up, until the first product with this entry times them against its
+    // first choice and keeps the fastest in `algo` (RANKD_GEMM_TUNING=0: never).
+    std::vector<cublasLtMatmulAlgo_t> untried;
     bool unsupported = false;  // no algorithm for this key (a bf16 output): computed another way
   };
   // Transposes, m, n, k, batch, strides, epilogue, alignment, precision, output (GemmOutput).
