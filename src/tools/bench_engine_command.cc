@@ -56,6 +56,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   options.fusion = args.fusion;
   options.user_hoisting = args.hoisting ? -1 : 0;
   options.table_dtype = args.table_dtype;
+  options.executors = args.executors;
   auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
   if (!model.ok()) return fail(model.status());
   auto first = (*model)->Infer(requests.front());
@@ -134,7 +135,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
       {"fusion", args.fusion}, {"hoisting", (*model)->load_report().hoisting}, {"rows", rows},
       {"median_ms", median}, {"p99_ms", p99}, {"mean_ms", mean}, {"min_ms", ms.front()}, {"max_ms", ms.back()},
       {"pairs_per_s", static_cast<double>(rows) / (median / 1000.0)}, {"spread", spread}, {"iters", args.iters},
-      {"in_flight", threads}, {"throughput_pairs_per_s", static_cast<double>(rows_scored) / wall_s}};
+      {"in_flight", threads}, {"executors", args.executors}, {"throughput_pairs_per_s", static_cast<double>(rows_scored) / wall_s}};
   std::string line = out.dump();
   std::printf("%s\n", line.c_str());
   if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";

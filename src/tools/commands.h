@@ -66,6 +66,7 @@ struct BenchEngineArgs {
   int warmup = 10;                // at least one pass over the requests
   int iters = 200;
   int in_flight = 1;              // requests scored at a time, each by its own thread
+  int executors = 0;              // executors of the model; 0: the backend's default
   std::string label;
   std::string json_path;          // also write the result here
   std::string csv_path;           // also append the result here as a CSV row (header when new)

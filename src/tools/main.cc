@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
   bench_engine->add_option("--iters", engine.iters, "Timed runs")->check(CLI::Range(1, 100000000));
   bench_engine->add_option("--in-flight", engine.in_flight, "Requests scored at a time, each by its own thread (throughput)")
       ->check(CLI::Range(1, 64));
+  bench_engine->add_option("--executors", engine.executors, "Executors of the model (0: the backend's default)")
+      ->check(CLI::Range(0, 64));
   bench_engine->add_option("--label", engine.label, "A name carried into the output");
   bench_engine->add_option("--json", engine.json_path, "Also write the result here");
   bench_engine->add_option("--csv", engine.csv_path, "Also append the result to this CSV file (a header when new)");
