@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
@@ -122,29 +121,6 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
     bf16_weights_[copies_.at(w)] = base + pos;
     pos += Aligned(rounded.size() * 2);
   }
-  return KeepInL2(base, total);
-}
-
-Status CudaModelResources::KeepInL2(void* base, size_t bytes) {
-  const char* setting = std::getenv("RANKD_L2_WEIGHTS");
-  if (setting && std::string(setting) == "0") return Status::Ok();
-  int max_persisting = 0, max_window = 0;
-  RANKD_CUDA_RETURN(cudaDeviceGetAttribute(&max_persisting, cudaDevAttrMaxPersistingL2CacheSize, device_));
-  RANKD_CUDA_RETURN(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, device_));
-  if (max_persisting <= 0 || max_window <= 0) return Status::Ok();
-  const size_t window = std::min(bytes, static_cast<size_t>(max_window));
-  const size_t wanted = std::min(window, static_cast<size_t>(max_persisting));
-  size_t set_aside = 0;
-  RANKD_CUDA_RETURN(cudaDeviceGetLimit(&set_aside, cudaLimitPersistingL2CacheSize));
-  if (set_aside < wanted) {  // the process's limit, shared by its models: only ever raised
-    RANKD_CUDA_RETURN(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, wanted));
-    set_aside = wanted;
-  }
-  l2_window_.base_ptr = base;
-  l2_window_.num_bytes = window;
-  l2_window_.hitRatio = std::min(1.0f, static_cast<float>(set_aside) / static_cast<float>(window));
-  l2_window_.hitProp = cudaAccessPropertyPersisting;
-  l2_window_.missProp = cudaAccessPropertyStreaming;
   return Status::Ok();
 }
 
@@ -157,11 +133,6 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   std::unique_ptr<CudaExecutor> e(new CudaExecutor(std::move(resources)));
   RANKD_CUDA_RETURN(cudaSetDevice(e->resources_->device()));
   RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&e->ctx_.stream, cudaStreamNonBlocking));
-  if (e->resources_->l2_window().num_bytes > 0) {  // captured kernels keep the stream's window
-    cudaStreamAttrValue attr{};
-    attr.accessPolicyWindow = e->resources_->l2_window();
-    RANKD_CUDA_RETURN(cudaStreamSetAttribute(e->ctx_.stream, cudaStreamAttributeAccessPolicyWindow, &attr));
-  }
   if (cublasLtCreate(&e->ctx_.lt) != CUBLAS_STATUS_SUCCESS) return Internal("cublasLtCreate failed");
   RETURN_IF_ERROR(e->lt_workspace_.Reserve(kLtWorkspaceBytes));
   RETURN_IF_ERROR(e->error_.Reserve(sizeof(int)));

@@ -45,22 +45,15 @@ class CudaModelResources final : public ModelResources {
   const std::unordered_map<const void*, const void*>& bf16_weights() const { return bf16_weights_; }
   int device() const { return device_; }
   Precision precision() const { return precision_; }
-  // The bf16 weights' accesses marked persisting in L2 for the executors' streams, so that small
-  // batches read them from L2 rather than HBM (bytes 0: none; RANKD_L2_WEIGHTS=0 turns it off).
-  const cudaAccessPolicyWindow& l2_window() const { return l2_window_; }
 
  private:
   Status UploadBf16Weights(const Graph& graph);
-  // Sets aside as much L2 for persisting accesses as the bf16 weights take (up to the device's
-  // maximum) and records the window over them.
-  Status KeepInL2(void* base, size_t bytes);
 
   int device_ = 0;
   Precision precision_ = Precision::kFp32;
   DeviceBuffer arena_, bf16_arena_;
   std::unordered_map<const Tensor*, void*> copies_;
   std::unordered_map<const void*, const void*> bf16_weights_;
-  cudaAccessPolicyWindow l2_window_{};
 };
 
 class CudaExecutor final : public Executor {
