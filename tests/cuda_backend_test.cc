@@ -82,14 +82,25 @@ OpCase MatMul(const char* name, Shape a, Shape b) {
           }};
 }
 
-// MatMul with the epilogue FuseGemmEpilogues gives it: a bias row as input 2, maybe a Relu.
-OpCase MatMulEpilogue(const char* name, Shape a, int64_t n, bool bias, bool relu) {
+// MatMul with the epilogue FuseGemmEpilogues gives it: a bias row as input 2, maybe an
+// activation (Relu or GeluTanh; empty: none).
+OpCase MatMulEpilogue(const char* name, Shape a, int64_t n, bool bias, const char* activation) {
   return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
             std::vector<int> ins{In(g, in, rng, DType::kF32, a), g.Const("w", Random(DType::kF32, {a.back(), n}, rng))};
             if (bias) ins.push_back(g.Const("bias", Random(DType::kF32, {n}, rng)));
             std::map<std::string, AttributeValue> attrs;
-            if (relu) attrs["activation"] = std::string("Relu");
+            if (*activation) attrs["activation"] = std::string(activation);
             g.Output(g.Op("MatMul", ins, attrs));
+          }};
+}
+
+// Gemm with a row of biases as C and the GELU FuseGemmEpilogues gives it.
+OpCase GemmGelu(const char* name, int64_t m, int64_t n, int64_t k) {
+  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            int a = In(g, in, rng, DType::kF32, {m, k});
+            int w = g.Const("w", Random(DType::kF32, {n, k}, rng));
+            g.Output(g.Op("Gemm", {a, w, g.Const("c", Random(DType::kF32, {n}, rng))},
+                          {{"transB", int64_t{1}}, {"alpha", 2.5f}, {"activation", std::string("GeluTanh")}}));
           }};
 }
 
@@ -250,9 +261,12 @@ std::vector<OpCase> Cases() {
       MatMul("matmul_broadcast", S{2, 1, 5, 7}, S{3, 7, 2}),
       MatMul("matmul_vectors", S{7}, S{7, 3}),
       MatMul("matmul_large", S{300, 257}, S{257, 129}),
-      MatMulEpilogue("matmul_bias_relu", S{3, 50, 64}, 80, true, true),
-      MatMulEpilogue("matmul_bias", S{7, 33}, 5, true, false),
-      MatMulEpilogue("matmul_relu", S{2, 2, 9, 17}, 1, false, true),
+      MatMulEpilogue("matmul_bias_relu", S{3, 50, 64}, 80, true, "Relu"),
+      MatMulEpilogue("matmul_bias", S{7, 33}, 5, true, ""),
+      MatMulEpilogue("matmul_relu", S{2, 2, 9, 17}, 1, false, "Relu"),
+      MatMulEpilogue("matmul_bias_gelu", S{3, 50, 64}, 80, true, "GeluTanh"),
+      MatMulEpilogue("matmul_gelu", S{2, 9, 17}, 24, false, "GeluTanh"),
+      GemmGelu("gemm_bias_gelu", 37, 48, 40),
       Gemm("gemm_bias", 33, 65, 17, false, false, S{65}, 1.0f, 1.0f),
       Gemm("gemm_trans", 9, 5, 13, true, true, S{1, 5}, 1.0f, 1.0f),
       Gemm("gemm_column_bias", 9, 5, 13, false, true, S{9, 1}, 0.5f, 2.0f),

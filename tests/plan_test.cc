@@ -301,6 +301,50 @@ TEST(GemmEpilogueFusion, MatMulTakesABiasRowAndARelu) {
   EXPECT_EQ(FuseGemmEpilogues(b.graph()), 0);
 }
 
+// A tanh-approximated Gelu of a product, once lowered, goes into the product's epilogue: Gemm ->
+// Gelu and MatMul -> Add(bias) -> Gelu become one product each, within float rounding of the
+// lowered ops (values around ±3, where the GELU bends). An erf Gelu, and a tanh Gelu of a product
+// that is also read elsewhere, stay element-wise ops.
+TEST(GemmEpilogueFusion, TanhGeluOfAProductIsItsEpilogue) {
+  std::mt19937 rng(11);
+  auto random = [&](Shape s) { return RandomF32(std::move(s), rng); };
+  const std::map<std::string, AttributeValue> tanh{{"approximate", std::string("tanh")}};
+  testing::GraphBuilder b;
+  int x = b.Input("x", DType::kF32, {6, 5});
+  int a = b.Input("a", DType::kF32, {2, 3, 5});
+  int gemm = b.Op("Gemm", {x, b.Const("w", random({5, 4})), b.Const("c", random({4}))}, {{"alpha", 3.0f}});
+  int sum = b.Op("Add", {b.Op("MatMul", {a, b.Const("w2", random({5, 3}))}), b.Const("bias", random({3}))});
+  int erf_product = b.Op("MatMul", {x, b.Const("w3", random({5, 2}))});
+  int shared = b.Op("MatMul", {x, b.Const("w4", random({5, 2}))});
+  for (int v : {gemm, sum, erf_product, shared}) b.graph().values[static_cast<size_t>(v)].dtype = DType::kF32;
+  b.Output(b.Op("Gelu", {gemm}, tanh));
+  b.Output(b.Op("Gelu", {sum}, tanh));
+  b.Output(b.Op("Gelu", {erf_product}));
+  b.Output(b.Op("Gelu", {shared}, tanh));
+  b.Output(shared);
+  Graph lowered = b.graph();
+  auto count = LowerGelus(lowered);
+  ASSERT_TRUE(count.ok()) << count.status().ToString();
+  ASSERT_EQ(*count, 4);
+  std::vector<Tensor> inputs{random({6, 5}), random({2, 3, 5})};
+  auto before = RunGraph(lowered, inputs);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  Graph fused = lowered;
+  EXPECT_EQ(FuseGemmEpilogues(fused), 3);  // the Gemm's Gelu, the MatMul's bias and its Gelu
+  EXPECT_EQ(testing::CountOps(fused, "Tanh"), 1);
+  EXPECT_EQ(testing::CountOps(fused, "Erf"), 1);
+  int with_gelu = 0;
+  for (const Node& n : fused.nodes) with_gelu += n.GetString("activation", "") == "GeluTanh";
+  EXPECT_EQ(with_gelu, 2);
+  auto after = RunGraph(fused, inputs);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  ASSERT_EQ(after->size(), before->size());
+  for (size_t i = 0; i < before->size(); ++i) {
+    EXPECT_EQ((*after)[i].shape(), (*before)[i].shape()) << i;
+    EXPECT_LE(testing::RelativeError((*after)[i], (*before)[i]), 1e-6) << "output " << i;
+  }
+}
+
 // Add(Mul(a, b), c) becomes MulAdd(a, b, c) on FP32 values of any broadcast, the Mul on either
 // side; a product read elsewhere and integer arithmetic are left alone.
 TEST(MulAddFusion, FusesFp32ProductsReadOnceAndKeepsResults) {

@@ -4,7 +4,9 @@
 //   approximate = "none" (the default):  y = x · 0.5 · (1 + erf(x · 1/√2))
 //   approximate = "tanh":                y = x · 0.5 · (1 + tanh(√(2/π) · (x + 0.044715 · x · x · x)))
 //
-// Older opsets have no Gelu: PyTorch writes the "none" form out as these same ops.
+// Older opsets have no Gelu: PyTorch writes the "none" form out as these same ops. The nodes of a
+// "tanh" Gelu carry kLoweredGeluTanh (the Gelu's output), so that FuseGemmEpilogues can give the
+// whole of it to a product's epilogue (cuBLASLt's GELU is this approximation).
 #include <cmath>
 
 #include "compile/lowering.h"
@@ -38,6 +40,7 @@ class GeluLowering {
     // Names from the output's, unique in the graph (node names may be empty or repeat).
     base_ = g_.values[static_cast<size_t>(gelu.outputs[0])].name + ".gelu";
     like_ = xv;
+    const size_t first = out.size();
     int inner;  // erf's or tanh's argument
     if (approximate == "none") {
       inner = Emit(out, "Mul", "scaled", {x, Scalar("inv_sqrt2", static_cast<float>(1.0 / std::sqrt(2.0)))});
@@ -51,6 +54,9 @@ class GeluLowering {
     const int one_plus = Emit(out, "Add", "one_plus", {inner, Scalar("one", 1.0f)});
     const int half_x = Emit(out, "Mul", "half_x", {x, Scalar("half", 0.5f)});
     out.push_back(Node{"Mul", base_, {half_x, one_plus}, {gelu.outputs[0]}, {}});
+    if (approximate == "tanh") {
+      for (size_t n = first; n < out.size(); ++n) out[n].attrs[kLoweredGeluTanh] = int64_t{gelu.outputs[0]};
+    }
     return Status::Ok();
   }
 

@@ -1,6 +1,6 @@
-// Products whose result is only biased and/or rectified take the bias and the Relu into the
-// product: the CUDA backend applies them in the cuBLASLt epilogue (one launch, no extra pass over
-// the output), the CPU right after the product.
+// Products whose result is only biased and/or rectified (or put through a tanh-approximated GELU)
+// take the bias and the activation into the product: the CUDA backend applies them in the
+// cuBLASLt epilogue (one launch, no extra pass over the output), the CPU right after the product.
 #include <algorithm>
 
 #include "compile/passes.h"
@@ -18,7 +18,7 @@ class EpilogueFuser {
       if (removed_[n]) continue;
       Node& node = g_.nodes[n];
       if (node.op == "MatMul") FuseBias(node);
-      if (node.op == "Gemm" || node.op == "MatMul") FuseRelu(node);
+      if ((node.op == "Gemm" || node.op == "MatMul") && !FuseRelu(node)) FuseGeluTanh(node);
     }
     if (fused_ > 0) g_.EraseNodes(removed_);
     return fused_;
@@ -60,14 +60,66 @@ class EpilogueFuser {
     ++fused_;
   }
 
-  void FuseRelu(Node& product) {
-    if (product.Has("activation")) return;
+  bool FuseRelu(Node& product) {
+    if (product.Has("activation")) return false;
     int r = OnlyReader(product.outputs[0]);
-    if (r < 0 || g_.nodes[static_cast<size_t>(r)].op != "Relu") return;
+    if (r < 0 || g_.nodes[static_cast<size_t>(r)].op != "Relu") return false;
     product.attrs["activation"] = std::string("Relu");
     product.outputs[0] = g_.nodes[static_cast<size_t>(r)].outputs[0];
     removed_[static_cast<size_t>(r)] = true;
     ++fused_;
+    return true;
+  }
+
+  // The product's readers are the nodes of one lowered tanh Gelu of it (gelu_lowering.cc), and
+  // only those nodes read the values they make, but for the Gelu's output.
+  bool FuseGeluTanh(Node& product) {
+    const int x = product.outputs[0];
+    if (product.Has("activation") || IsGraphOutput(x)) return false;
+    int64_t gelu_out = -1;
+    std::vector<size_t> group, readers;
+    for (size_t n = 0; n < g_.nodes.size(); ++n) {
+      if (removed_[n]) continue;
+      const Node& node = g_.nodes[n];
+      if (node.Has(kLoweredGeluTanh)) {
+        const int64_t of = node.GetInt(kLoweredGeluTanh, -1);
+        if (std::find(node.inputs.begin(), node.inputs.end(), x) != node.inputs.end()) {
+          if (gelu_out >= 0 && of != gelu_out) return false;  // two Gelus of the product
+          gelu_out = of;
+        }
+      }
+      if (std::find(node.inputs.begin(), node.inputs.end(), x) != node.inputs.end()) readers.push_back(n);
+    }
+    if (gelu_out < 0) return false;
+    for (size_t n = 0; n < g_.nodes.size(); ++n) {
+      if (!removed_[n] && g_.nodes[n].GetInt(kLoweredGeluTanh, -1) == gelu_out) group.push_back(n);
+    }
+    for (size_t r : readers) {
+      if (std::find(group.begin(), group.end(), r) == group.end()) return false;  // x read elsewhere
+    }
+    // Values made inside the group are read only inside it (the Gelu's output aside).
+    for (size_t n : group) {
+      for (int out : g_.nodes[n].outputs) {
+        if (out == gelu_out) continue;
+        if (IsGraphOutput(out)) return false;
+        for (size_t m = 0; m < g_.nodes.size(); ++m) {
+          const auto& in = g_.nodes[m].inputs;
+          if (!removed_[m] && std::find(in.begin(), in.end(), out) != in.end() &&
+              std::find(group.begin(), group.end(), m) == group.end()) {
+            return false;
+          }
+        }
+      }
+    }
+    product.attrs["activation"] = std::string("GeluTanh");
+    product.outputs[0] = static_cast<int>(gelu_out);
+    for (size_t n : group) removed_[n] = true;
+    ++fused_;
+    return true;
+  }
+
+  bool IsGraphOutput(int value) const {
+    return std::find(g_.outputs.begin(), g_.outputs.end(), value) != g_.outputs.end();
   }
 
   Graph& g_;

@@ -19,6 +19,8 @@ StatusOr<int> LowerSplits(Graph& graph);
 // ONNX Gelu (opset 20) as Mul, Erf (or Tanh for approximate="tanh") and Add (gelu_lowering.cc),
 // which the element-wise fusion makes one kernel again. Returns the number of Gelus lowered.
 StatusOr<int> LowerGelus(Graph& graph);
+// The attribute the nodes of a lowered approximate="tanh" Gelu carry: the Gelu's output value.
+inline constexpr char kLoweredGeluTanh[] = "rankd_gelu_tanh";
 
 // Evaluates every node whose inputs are all constants (outputs up to `max_bytes` each) and
 // replaces it with constants.
@@ -41,7 +43,9 @@ int FuseDecomposedLayerNorms(Graph& graph);
 // Epilogues into products (gemm_epilogue_fusion.cc): MatMul(a, W) whose only reader adds a
 // constant row b (W a constant FP32 matrix [K, H], b FP32 [H] or [1, ..., 1, H]) becomes
 // MatMul(a, W, b[H]), a rankd extension of MatMul; a Gemm or MatMul whose only reader is a Relu
-// takes activation="Relu". The Add and the Relu are removed.
+// takes activation="Relu", and one read only by a lowered approximate="tanh" Gelu (whose values
+// nothing else reads) takes activation="GeluTanh". The Add, the Relu and the Gelu's nodes are
+// removed.
 int FuseGemmEpilogues(Graph& graph);
 
 // The DIN first-layer split (concat_product_split.cc). MatMul(Concat(parts, last axis), W), W a

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/activation.h"
 #include "backend/cpu/broadcast.h"
 #include "backend/geometry.h"
 #include "backend/cpu/kernels.h"
@@ -57,9 +58,10 @@ Status Gemm(const KernelArgs& k) {
     });
   }
   Sgemm(a.data<float>(), b.data<float>(), c, m, n, kk, ta, tb, alpha, has_c ? beta : 0.0f);
-  if (k.node.Has("activation")) {  // Relu, fused by FuseGemmEpilogues
+  const Activation activation = ProductActivation(k.node);  // fused by FuseGemmEpilogues
+  if (activation != Activation::kNone) {
     ParallelFor(m * n, 4, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) c[i] = c[i] > 0.0f ? c[i] : 0.0f;
+      for (int64_t i = begin; i < end; ++i) c[i] = Activate(activation, c[i]);
     });
   }
   return Status::Ok();
@@ -80,15 +82,12 @@ Status MatMul(const KernelArgs& k) {
   if (nb == 1) {  // one B for every batch of A: a single tall product, with its fused epilogue
     Sgemm(pa, pb, pc, na * m, n, kk, false, false, 1.0f, 0.0f);
     const float* bias = k.HasIn(2) ? k.In(2).data<float>() : nullptr;
-    bool relu = k.node.Has("activation");
-    if (bias || relu) {
+    const Activation activation = ProductActivation(k.node);
+    if (bias || activation != Activation::kNone) {
       ParallelFor(na * m, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           float* row = pc + r * n;
-          for (int64_t j = 0; j < n; ++j) {
-            float v = row[j] + (bias ? bias[j] : 0.0f);
-            row[j] = relu && v < 0.0f ? 0.0f : v;
-          }
+          for (int64_t j = 0; j < n; ++j) row[j] = Activate(activation, row[j] + (bias ? bias[j] : 0.0f));
         }
       });
     }

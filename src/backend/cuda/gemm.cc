@@ -39,8 +39,10 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
   if (g.epilogue == Epilogue::kBias) epi = CUBLASLT_EPILOGUE_BIAS;
   if (g.epilogue == Epilogue::kBiasRelu) epi = CUBLASLT_EPILOGUE_RELU_BIAS;
   if (g.epilogue == Epilogue::kRelu) epi = CUBLASLT_EPILOGUE_RELU;
+  if (g.epilogue == Epilogue::kBiasGelu) epi = CUBLASLT_EPILOGUE_GELU_BIAS;
+  if (g.epilogue == Epilogue::kGelu) epi = CUBLASLT_EPILOGUE_GELU;
   RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-  if (out == GemmOutput::kBf16F32Bias && (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasRelu)) {
+  if (out == GemmOutput::kBf16F32Bias && HasBias(g.epilogue)) {
     int32_t bias_type = CUDA_R_32F;  // by default the bias has the output's type
     RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   }

@@ -9,11 +9,27 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/activation.h"
 #include "backend/cuda/device.h"
 
 namespace rankd::cuda {
 
-enum class Epilogue { kNone, kBias, kBiasRelu, kRelu };
+enum class Epilogue { kNone, kBias, kBiasRelu, kRelu, kBiasGelu, kGelu };  // GELU: the tanh approximation
+
+inline bool HasBias(Epilogue e) { return e == Epilogue::kBias || e == Epilogue::kBiasRelu || e == Epilogue::kBiasGelu; }
+
+// The epilogue of a product with or without a bias row and with the fused activation.
+inline Epilogue EpilogueOf(bool bias, Activation activation) {
+  switch (activation) {
+    case Activation::kRelu:
+      return bias ? Epilogue::kBiasRelu : Epilogue::kRelu;
+    case Activation::kGeluTanh:
+      return bias ? Epilogue::kBiasGelu : Epilogue::kGelu;
+    case Activation::kNone:
+      break;
+  }
+  return bias ? Epilogue::kBias : Epilogue::kNone;
+}
 
 // Algorithms the heuristic is asked for per product shape; they are timed on first use.
 constexpr int kGemmCandidates = 6;
@@ -29,7 +45,7 @@ struct GemmShape {
   Epilogue epilogue = Epilogue::kNone;
 };
 
-// C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] (+ bias[n]) (then ReLU), all dense row-major:
+// C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] (+ bias[n]) (then ReLU or GELU), all dense row-major:
 // A is m x k (k x m when trans_a), B is k x n (n x k when trans_b), C is m x n. With bf16
 // precision A and B are rounded to bf16 first (a weight's bf16 copy is used as is), into
 // ctx.bf16_operands, which must hold Bf16OperandBytes of both. With `bf16_d` (bf16 precision) the

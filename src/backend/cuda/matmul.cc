@@ -20,14 +20,14 @@ Status Gemm(const KernelArgs& k) {
   g.n = out.dim(1);
   g.k = g.trans_a ? a.dim(0) : a.dim(1);
   bool has_c = k.HasIn(2) && beta != 0.0f;
-  bool relu = k.node.Has("activation");  // Relu, fused by FuseGemmEpilogues
-  if (relu) g.epilogue = Epilogue::kRelu;
+  const Activation activation = ProductActivation(k.node);  // fused by FuseGemmEpilogues
+  g.epilogue = EpilogueOf(false, activation);
   const float* bias = nullptr;
   if (has_c) {
     const Tensor& c = k.In(2);
     bool row_vector = c.size() == g.n && (c.rank() == 1 || (c.rank() == 2 && c.dim(0) == 1)) && g.n > 1;
     if (row_vector && beta == 1.0f && g.k > 0) {
-      g.epilogue = relu ? Epilogue::kBiasRelu : Epilogue::kBias;
+      g.epilogue = EpilogueOf(true, activation);
       bias = c.data<float>();
     } else {
       RETURN_IF_ERROR(BroadcastCopy(k, c, out.shape(), out.raw()));
@@ -51,11 +51,13 @@ Status MatMul(const KernelArgs& k) {
   g.n = n;
   g.k = kk;
   const float* bias = k.HasIn(2) ? k.In(2).data<float>() : nullptr;
-  bool relu = k.node.Has("activation");
-  if ((bias || relu) && (nb != 1 || kk == 0)) return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
+  const Activation activation = ProductActivation(k.node);
+  if ((bias || activation != Activation::kNone) && (nb != 1 || kk == 0)) {
+    return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
+  }
   if (nb == 1) {  // one B for every batch of A: a single tall product, with its fused epilogue
     g.m = na * m;
-    g.epilogue = bias ? (relu ? Epilogue::kBiasRelu : Epilogue::kBias) : (relu ? Epilogue::kRelu : Epilogue::kNone);
+    g.epilogue = EpilogueOf(bias != nullptr, activation);
     return Sgemm(*k.device, g, pa, pb, pc, 1.0f, 0.0f, bias, k.device->bf16_out);
   }
   g.m = m;

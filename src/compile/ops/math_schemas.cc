@@ -14,10 +14,15 @@ Status NeedF32(InferContext& c, int i) {
   return Status::Ok();
 }
 
+// A fused product's activation (FuseGemmEpilogues).
+Status CheckActivation(InferContext& c) {
+  const std::string a = c.node.GetString("activation", "Relu");
+  if (a != "Relu" && a != "GeluTanh") return c.Error("activation must be Relu or GeluTanh, got " + a);
+  return Status::Ok();
+}
+
 Status InferGemm(InferContext& c) {
-  if (c.node.Has("activation") && c.node.GetString("activation", "") != "Relu") {
-    return c.Error("activation must be Relu");
-  }
+  RETURN_IF_ERROR(CheckActivation(c));
   for (int i = 0; i < c.node.NumInputs(); ++i) RETURN_IF_ERROR(NeedF32(c, i));
   const Shape &a = c.in(0).shape, &b = c.in(1).shape;
   if (a.size() != 2 || b.size() != 2) return c.Error("A and B must be matrices");
@@ -33,6 +38,7 @@ Status InferGemm(InferContext& c) {
 }
 
 Status InferMatMul(InferContext& c) {
+  RETURN_IF_ERROR(CheckActivation(c));
   RETURN_IF_ERROR(NeedF32(c, 0));
   RETURN_IF_ERROR(NeedF32(c, 1));
   Shape a = c.in(0).shape, b = c.in(1).shape;

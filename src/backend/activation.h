@@ -1,0 +1,34 @@
+// The activation FuseGemmEpilogues gives a product (Gemm, MatMul), as its "activation" attribute,
+// and how the CPU applies it (CUDA: the matching cuBLASLt epilogue, gemm.h).
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "model/graph.h"
+
+namespace rankd {
+
+enum class Activation { kNone, kRelu, kGeluTanh };
+
+inline Activation ProductActivation(const Node& product) {
+  const std::string a = product.GetString("activation", "");
+  if (a == "Relu") return Activation::kRelu;
+  if (a == "GeluTanh") return Activation::kGeluTanh;
+  return Activation::kNone;
+}
+
+// ONNX Gelu with approximate="tanh": x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³))).
+inline float Activate(Activation a, float x) {
+  switch (a) {
+    case Activation::kRelu:
+      return x > 0.0f ? x : 0.0f;
+    case Activation::kGeluTanh:
+      return 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+    case Activation::kNone:
+      break;
+  }
+  return x;
+}
+
+}  // namespace rankd
