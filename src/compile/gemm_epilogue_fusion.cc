@@ -29,8 +29,7 @@ class EpilogueFuser {
   int OnlyReader(int value) const {
     if (uses_[static_cast<size_t>(value)] != 1) return -1;
     for (size_t n = 0; n < g_.nodes.size(); ++n) {
-      const auto& in = g_.nodes[n].inputs;
-      if (!removed_[n] && std::find(in.begin(), in.end(), value) != in.end()) return static_cast<int>(n);
+      if (!removed_[n] && Reads(g_.nodes[n], value)) return static_cast<int>(n);
     }
     return -1;
   }
@@ -72,50 +71,45 @@ class EpilogueFuser {
   }
 
   // The product's readers are the nodes of one lowered tanh Gelu of it (gelu_lowering.cc), and
-  // only those nodes read the values they make, but for the Gelu's output.
+  // nothing outside those nodes reads what they make, but for the Gelu's output.
   bool FuseGeluTanh(Node& product) {
     const int x = product.outputs[0];
     if (product.Has("activation") || IsGraphOutput(x)) return false;
-    int64_t gelu_out = -1;
-    std::vector<size_t> group, readers;
+    int64_t gelu = -1;  // the Gelu's output, from the tag of x's first reader
     for (size_t n = 0; n < g_.nodes.size(); ++n) {
-      if (removed_[n]) continue;
-      const Node& node = g_.nodes[n];
-      if (node.Has(kLoweredGeluTanh)) {
-        const int64_t of = node.GetInt(kLoweredGeluTanh, -1);
-        if (std::find(node.inputs.begin(), node.inputs.end(), x) != node.inputs.end()) {
-          if (gelu_out >= 0 && of != gelu_out) return false;  // two Gelus of the product
-          gelu_out = of;
-        }
-      }
-      if (std::find(node.inputs.begin(), node.inputs.end(), x) != node.inputs.end()) readers.push_back(n);
+      if (removed_[n] || !Reads(g_.nodes[n], x)) continue;
+      gelu = g_.nodes[n].GetInt(kLoweredGeluTanh, -1);
+      break;
     }
-    if (gelu_out < 0) return false;
+    if (gelu < 0) return false;
+    std::vector<size_t> group;
+    std::vector<int> made;  // by the group, its output aside
     for (size_t n = 0; n < g_.nodes.size(); ++n) {
-      if (!removed_[n] && g_.nodes[n].GetInt(kLoweredGeluTanh, -1) == gelu_out) group.push_back(n);
-    }
-    for (size_t r : readers) {
-      if (std::find(group.begin(), group.end(), r) == group.end()) return false;  // x read elsewhere
-    }
-    // Values made inside the group are read only inside it (the Gelu's output aside).
-    for (size_t n : group) {
+      if (removed_[n] || g_.nodes[n].GetInt(kLoweredGeluTanh, -1) != gelu) continue;
+      group.push_back(n);
       for (int out : g_.nodes[n].outputs) {
-        if (out == gelu_out) continue;
-        if (IsGraphOutput(out)) return false;
-        for (size_t m = 0; m < g_.nodes.size(); ++m) {
-          const auto& in = g_.nodes[m].inputs;
-          if (!removed_[m] && std::find(in.begin(), in.end(), out) != in.end() &&
-              std::find(group.begin(), group.end(), m) == group.end()) {
-            return false;
-          }
-        }
+        if (out != gelu) made.push_back(out);
+      }
+    }
+    for (int v : made) {
+      if (IsGraphOutput(v)) return false;
+    }
+    made.push_back(x);
+    for (size_t n = 0; n < g_.nodes.size(); ++n) {
+      if (removed_[n] || std::find(group.begin(), group.end(), n) != group.end()) continue;
+      for (int v : made) {
+        if (Reads(g_.nodes[n], v)) return false;  // x, or a value inside the Gelu, read elsewhere
       }
     }
     product.attrs["activation"] = std::string("GeluTanh");
-    product.outputs[0] = static_cast<int>(gelu_out);
+    product.outputs[0] = static_cast<int>(gelu);
     for (size_t n : group) removed_[n] = true;
     ++fused_;
     return true;
+  }
+
+  static bool Reads(const Node& node, int value) {
+    return std::find(node.inputs.begin(), node.inputs.end(), value) != node.inputs.end();
   }
 
   bool IsGraphOutput(int value) const {

@@ -1,10 +1,9 @@
 // DeviceSpan: the device time between two points of a stream, from a pair of CUDA events created
-// on first use (RANKD_PROFILE's "device span of a run"; op_profile.h).
+// on first use (RANKD_PROFILE's "device span of a run", op_profile.h; the timed choice of a
+// product's algorithm, gemm.cc).
 #pragma once
 
-#include <cuda_runtime.h>
-
-#include "rankd/status.h"
+#include "backend/cuda/device.h"
 
 namespace rankd::cuda {
 
@@ -19,25 +18,20 @@ class DeviceSpan {
   }
 
   Status Begin(cudaStream_t stream) {
-    if (!begin_ && cudaEventCreate(&begin_) != cudaSuccess) return Internal("cudaEventCreate failed");
-    if (!end_ && cudaEventCreate(&end_) != cudaSuccess) return Internal("cudaEventCreate failed");
-    return Recorded(cudaEventRecord(begin_, stream));
+    if (!begin_) RETURN_IF_ERROR(Check(cudaEventCreate(&begin_), "cudaEventCreate"));
+    if (!end_) RETURN_IF_ERROR(Check(cudaEventCreate(&end_), "cudaEventCreate"));
+    return Check(cudaEventRecord(begin_, stream), "cudaEventRecord");
   }
-  Status End(cudaStream_t stream) { return Recorded(cudaEventRecord(end_, stream)); }
-  // Milliseconds from Begin to End; both must have completed (the stream synchronised).
+  Status End(cudaStream_t stream) { return Check(cudaEventRecord(end_, stream), "cudaEventRecord"); }
+  // Milliseconds from Begin to End, once End is reached on the device (waits for it).
   StatusOr<double> Elapsed() const {
+    RETURN_IF_ERROR(Check(cudaEventSynchronize(end_), "cudaEventSynchronize"));
     float ms = 0;
-    cudaError_t e = cudaEventElapsedTime(&ms, begin_, end_);
-    if (e != cudaSuccess) return Internal(std::string("cudaEventElapsedTime: ") + cudaGetErrorString(e));
+    RETURN_IF_ERROR(Check(cudaEventElapsedTime(&ms, begin_, end_), "cudaEventElapsedTime"));
     return static_cast<double>(ms);
   }
 
  private:
-  static Status Recorded(cudaError_t e) {
-    if (e == cudaSuccess) return Status::Ok();
-    return Internal(std::string("cudaEventRecord: ") + cudaGetErrorString(e));
-  }
-
   cudaEvent_t begin_ = nullptr, end_ = nullptr;
 };
 

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/device_span.h"
+
 namespace rankd::cuda {
 namespace {
 
@@ -104,33 +106,27 @@ Status ChooseFastest(DeviceContext& ctx, GemmCache::Entry& e, const void* alpha,
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   RETURN_IF_ERROR(Check(cudaStreamIsCapturing(ctx.stream, &capturing), "cudaStreamIsCapturing"));
   if (candidates.size() < 2 || capturing != cudaStreamCaptureStatusNone || !TuningEnabled()) return Status::Ok();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  RETURN_IF_ERROR(Check(cudaEventCreate(&start), "cudaEventCreate"));
-  Status status = Check(cudaEventCreate(&stop), "cudaEventCreate");
-  float best = 0;
+  DeviceSpan span;
+  double best = 0;
   bool timed = false;  // one candidate at least ran
   constexpr int kRuns = 4;
-  for (size_t i = 0; i < candidates.size() && status.ok(); ++i) {
+  for (size_t i = 0; i < candidates.size(); ++i) {
     auto run = [&] {
       return cublasLtMatmul(ctx.lt, e.op, alpha, op_b, e.b, op_a, e.a, beta, d, e.c, d, e.c, &candidates[i],
                             ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream);
     };
     if (run() != CUBLAS_STATUS_SUCCESS) continue;  // a runner-up that declines these operands
-    status = Check(cudaEventRecord(start, ctx.stream), "cudaEventRecord");
-    for (int r = 0; r < kRuns && status.ok(); ++r) status = LtCheck(run(), "cublasLtMatmul");
-    if (status.ok()) status = Check(cudaEventRecord(stop, ctx.stream), "cudaEventRecord");
-    if (status.ok()) status = Check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    if (status.ok()) status = Check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    if (status.ok() && (!timed || ms < best)) {
+    RETURN_IF_ERROR(span.Begin(ctx.stream));
+    for (int r = 0; r < kRuns; ++r) RANKD_LT_RETURN(run());
+    RETURN_IF_ERROR(span.End(ctx.stream));
+    ASSIGN_OR_RETURN(double ms, span.Elapsed());
+    if (!timed || ms < best) {
       best = ms;
       timed = true;
       e.algo = candidates[i];
     }
   }
-  cudaEventDestroy(start);
-  if (stop) cudaEventDestroy(stop);
-  return status;
+  return Status::Ok();
 }
 
 // The bf16 copy of a constant (bf16 precision), or null.
@@ -214,20 +210,19 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
     }
     return &it->second;
   };
-  bool to_bf16 = bf16_d && beta == 0.0f;
-  const void* bias_ptr = bias;
   GemmCache::Entry* e = nullptr;
-  if (to_bf16) {
-    const void* bf16_bias = bias ? Bf16Weight(ctx, bias) : nullptr;
+  const void* bf16_bias = nullptr;
+  if (bf16_d && beta == 0.0f) {
+    bf16_bias = bias ? Bf16Weight(ctx, bias) : nullptr;
     ASSIGN_OR_RETURN(e, entry(bf16_bias ? GemmOutput::kBf16 : GemmOutput::kBf16F32Bias, bf16_d));
-    to_bf16 = !e->unsupported;
-    if (bf16_bias) bias_ptr = bf16_bias;
+    if (e->unsupported) e = nullptr;
   }
-  void* d = to_bf16 ? bf16_d : static_cast<void*>(c);
+  const bool to_bf16 = e != nullptr;
   if (!to_bf16) {
-    bias_ptr = bias;
     ASSIGN_OR_RETURN(e, entry(GemmOutput::kF32, c));
   }
+  void* d = to_bf16 ? bf16_d : static_cast<void*>(c);
+  const void* bias_ptr = to_bf16 && bf16_bias ? bf16_bias : bias;
   if (bias_ptr) {
     RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
   }

@@ -16,7 +16,8 @@ Status NeedF32(InferContext& c, int i) {
 
 // A fused product's activation (FuseGemmEpilogues).
 Status CheckActivation(InferContext& c) {
-  const std::string a = c.node.GetString("activation", "Relu");
+  if (!c.node.Has("activation")) return Status::Ok();
+  const std::string a = c.node.GetString("activation", "");
   if (a != "Relu" && a != "GeluTanh") return c.Error("activation must be Relu or GeluTanh, got " + a);
   return Status::Ok();
 }
