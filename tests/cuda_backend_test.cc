@@ -201,6 +201,21 @@ OpCase BagsConcat(const char* name, int parts, int64_t bags) {
           }, 1e-3};
 }
 
+// Bags longer than a warp's 32 ids (up to 100, as W1's longest feature): BF16 rows of 128 (half
+// a warp each, two lane groups), ragged; FP16 rows of 24 (three 16-byte pieces, a lane of every
+// four idle); FP32 rows of 264, wider than a warp's 16-byte loads, padded; sum and mean.
+OpCase BagsConcatLong() {
+  return {"concat_bags_long", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            std::vector<int> ins, part = BagInputs(g, in, rng, "0", 2000, 128, 37, 100, 0.05, 0.1, DType::kBF16, false);
+            ins.insert(ins.end(), part.begin(), part.end());
+            part = BagInputs(g, in, rng, "1", 500, 24, 37, 70, 0.05, 0.1, DType::kF16, false);
+            ins.insert(ins.end(), part.begin(), part.end());
+            part = BagInputs(g, in, rng, "2", 300, 264, 37, 45, 0.05, 0.1, DType::kF32, true);
+            ins.insert(ins.end(), part.begin(), part.end());
+            g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", std::vector<int64_t>{3, 3, 2}}, {"modes", std::vector<int64_t>{0, 1, 1}}}));
+          }, 1e-3};
+}
+
 // A copied part beside a bag with no ids at all (every bag empty: zeros, its ids a 0-size input).
 OpCase BagsConcatAllEmpty() {
   return {"concat_bags_all_empty", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
@@ -293,6 +308,7 @@ std::vector<OpCase> Cases() {
       BagsConcat("concat_bags_one_row", 5, 1),
       BagsConcat("concat_bags_two_launches", 61, 40),
       BagsConcatAllEmpty(),
+      BagsConcatLong(),
   };
   c.push_back({"transpose", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  g.Output(g.Op("Transpose", {In(g, in, rng, DType::kF32, {3, 4, 5})}, {{"perm", std::vector<int64_t>{2, 0, 1}}}));

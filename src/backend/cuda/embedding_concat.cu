@@ -20,7 +20,8 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kPartsPerLaunch = 48;  // keeps the launch's parameters under 4 KiB
-constexpr int kIdsInFlight = 4;      // rows loaded before any is summed
+constexpr int kIdsInFlight = 8;      // table rows a lane loads before it sums any
+constexpr unsigned kAllLanes = 0xffffffffu;
 
 enum class RowType : uint8_t { kF32, kF16, kBF16 };
 
@@ -51,15 +52,16 @@ struct Launch {
   int step = 0;
 };
 
-// V consecutive row elements as floats, in one 16-byte load.
+// V consecutive row elements in one 16-byte load (Raw), added to V float sums.
 template <typename Row>
 struct Vec;
 template <>
 struct Vec<float> {
   static constexpr int kN = 4;
-  __device__ static void Load(const float* p, float (&v)[kN]) {
-    float4 x = *reinterpret_cast<const float4*>(p);
-    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+  using Raw = float4;
+  __device__ static Raw Load(const float* p) { return *reinterpret_cast<const float4*>(p); }
+  __device__ static void Add(const Raw& x, float (&acc)[kN]) {
+    acc[0] += x.x, acc[1] += x.y, acc[2] += x.z, acc[3] += x.w;
   }
 };
 __device__ inline float2 ToFloat2(__half2 h) { return __half22float2(h); }
@@ -69,13 +71,14 @@ __device__ inline float2 ToFloat2(__nv_bfloat162 h) { return __bfloat1622float2(
 template <typename Row, typename Pair>
 struct Vec16Bit {
   static constexpr int kN = 8;
-  __device__ static void Load(const Row* p, float (&v)[kN]) {
-    uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const Pair* h = reinterpret_cast<const Pair*>(&raw);
+  using Raw = uint4;
+  __device__ static Raw Load(const Row* p) { return *reinterpret_cast<const uint4*>(p); }
+  __device__ static void Add(const Raw& x, float (&acc)[kN]) {
+    const Pair* h = reinterpret_cast<const Pair*>(&x);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       float2 f = ToFloat2(h[i]);
-      v[2 * i] = f.x, v[2 * i + 1] = f.y;
+      acc[2 * i] += f.x, acc[2 * i + 1] += f.y;
     }
   }
 };
@@ -120,35 +123,70 @@ __device__ int64_t Wrapped(int64_t id, int64_t rows, bool report, int* error, in
   return id;
 }
 
-// Bag `b` of part `p` into dst[0, dim), 16-byte chunks per lane.
+// A bag's id as the lookup reads it, or -1 for a slot to skip. Padding (-1) is skipped; an id
+// past the table is reported and skipped; with id_column set a negative id counts from the
+// table's end, as Gather reads it.
+__device__ int64_t Checked(int64_t id, const Part& p, bool report, int* error, int step) {
+  if (p.id_column >= 0) return Wrapped(id, p.table_rows, report, error, step);
+  if (id >= p.table_rows) {
+    if (report) ReportBadData(error, step);
+    return -1;
+  }
+  return id < 0 ? -1 : id;
+}
+
+// Lanes that cover a row of `chunks` 16-byte pieces: a power of two, the whole warp at most.
+__device__ int RowLanes(int64_t chunks) {
+  int lanes = 1;
+  while (lanes < kWarp && lanes < chunks) lanes *= 2;
+  return lanes;
+}
+
+// Bag [lo, hi) of part `p` into dst[0, dim), 16-byte chunks per lane. The warp reads the bag's
+// ids 32 at a time, one per lane in one coalesced load, checks them there and hands them out by
+// shuffles, so a table row is the only load on an id's path and kIdsInFlight rows per lane are
+// loaded before any is summed. Where a row needs at most half the warp, the warp's lane groups
+// each sum every groups-th id, and the groups' sums are added in a fixed butterfly: the order of
+// the additions depends on the table's width only, never on the batch or its padding.
 template <typename Row, typename Id>
 __device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step) {
   constexpr int V = Vec<Row>::kN;
   const Row* table = static_cast<const Row*>(p.src);
   const Id* ids = static_cast<const Id*>(p.ids);
-  for (int64_t d0 = static_cast<int64_t>(lane) * V; d0 < p.dim; d0 += kWarp * V) {
+  const int row_lanes = RowLanes(p.dim / V);
+  const int groups = kWarp / row_lanes, group = lane / row_lanes;
+  for (int64_t first_d = 0; first_d < p.dim; first_d += kWarp * V) {
+    const int64_t d0 = first_d + static_cast<int64_t>(lane % row_lanes) * V;
+    const bool active = d0 < p.dim;
     float acc[V] = {};
     int count = 0;
-    for (int64_t j = lo; j < hi; j += kIdsInFlight) {
-      float v[kIdsInFlight][V];
-      bool ok[kIdsInFlight];
+    for (int64_t base = lo; base < hi; base += kWarp) {
+      const int n = static_cast<int>(min(static_cast<int64_t>(kWarp), hi - base));
+      const int64_t mine = lane < n ? Checked(static_cast<int64_t>(ids[base + lane]), p, first_d == 0, error, step) : -1;
+      for (int k = 0; k < n; k += groups * kIdsInFlight) {
+        typename Vec<Row>::Raw raw[kIdsInFlight];
+        int64_t id[kIdsInFlight];
 #pragma unroll
-      for (int u = 0; u < kIdsInFlight; ++u) {
-        int64_t id = j + u < hi ? static_cast<int64_t>(ids[j + u]) : -1;
-        if (p.id_column >= 0 && j + u < hi) id = Wrapped(id, p.table_rows, d0 == lane * V, error, step);
-        ok[u] = id >= 0 && id < p.table_rows;
-        if (id >= p.table_rows && d0 == lane * V) ReportBadData(error, step);
-        if (ok[u]) Vec<Row>::Load(table + id * p.dim + d0, v[u]);
-      }
+        for (int u = 0; u < kIdsInFlight; ++u) {
+          const int from = k + group + groups * u;
+          id[u] = __shfl_sync(kAllLanes, mine, from % kWarp);
+          if (from >= n) id[u] = -1;
+          if (id[u] >= 0 && active) raw[u] = Vec<Row>::Load(table + id[u] * p.dim + d0);
+        }
 #pragma unroll
-      for (int u = 0; u < kIdsInFlight; ++u) {
-        if (!ok[u]) continue;
-        ++count;
-#pragma unroll
-        for (int e = 0; e < V; ++e) acc[e] += v[u][e];
+        for (int u = 0; u < kIdsInFlight; ++u) {
+          if (id[u] < 0) continue;
+          ++count;
+          if (active) Vec<Row>::Add(raw[u], acc);
+        }
       }
     }
-    Store(dst, d0, acc, p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f);
+    for (int distance = row_lanes; distance < kWarp; distance *= 2) {
+#pragma unroll
+      for (int e = 0; e < V; ++e) acc[e] += __shfl_xor_sync(kAllLanes, acc[e], distance);
+      count += __shfl_xor_sync(kAllLanes, count, distance);
+    }
+    if (active && group == 0) Store(dst, d0, acc, p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f);
   }
 }
 
