@@ -201,16 +201,18 @@ OpCase BagsConcat(const char* name, int parts, int64_t bags) {
           }, 1e-3};
 }
 
-// Bags longer than a warp's 32 ids (up to 100, as W1's longest feature): BF16 rows of 128 (half
-// a warp each, two lane groups), ragged; FP16 rows of 24 (three 16-byte pieces, a lane of every
-// four idle); FP32 rows of 264, wider than a warp's 16-byte loads, padded; sum and mean.
+// Bags longer than a warp's chunk of ids (up to 100, as W1's longest feature), split over 2, 4 and
+// 8 warps (37 rows, so a block's last warps have no row): BF16 rows of 128 (half a warp each, two
+// lane groups), ragged, about 50 ids a bag; FP16 rows of 24 (three 16-byte pieces, a lane of every
+// four idle), ragged, about 20; FP32 rows of 264 (wider than a warp's 16-byte loads), 90 padded
+// slots a bag; sum and mean.
 OpCase BagsConcatLong() {
   return {"concat_bags_long", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
             std::vector<int> ins, part = BagInputs(g, in, rng, "0", 2000, 128, 37, 100, 0.05, 0.1, DType::kBF16, false);
             ins.insert(ins.end(), part.begin(), part.end());
-            part = BagInputs(g, in, rng, "1", 500, 24, 37, 70, 0.05, 0.1, DType::kF16, false);
+            part = BagInputs(g, in, rng, "1", 500, 24, 37, 40, 0.05, 0.1, DType::kF16, false);
             ins.insert(ins.end(), part.begin(), part.end());
-            part = BagInputs(g, in, rng, "2", 300, 264, 37, 45, 0.05, 0.1, DType::kF32, true);
+            part = BagInputs(g, in, rng, "2", 300, 264, 37, 90, 0.05, 0.1, DType::kF32, true);
             ins.insert(ins.end(), part.begin(), part.end());
             g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", std::vector<int64_t>{3, 3, 2}}, {"modes", std::vector<int64_t>{0, 1, 1}}}));
           }, 1e-3};

@@ -1,11 +1,13 @@
 // CUDA kernel of ConcatEmbeddingBags (cpu/embedding_bag.cc is the reference): every part of a
-// concatenation in one launch, a warp per (row, part). A bag part pools its ids' table rows
+// concatenation in one launch, a warp per (row, part), or several for a part whose bags are long
+// (Part::split). A bag part pools its ids' table rows
 // (negative ids skipped, an empty bag gives zeros, ids out of range reported through the
 // executor's error word and skipped); a copied part copies its row. Rows are read 16 bytes per
 // lane (4 FP32 or 8 FP16/BF16 elements) where the table's width and alignment allow, and written
 // straight into the part's columns of the output.
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -21,6 +23,8 @@ constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kPartsPerLaunch = 48;  // keeps the launch's parameters under 4 KiB
 constexpr int kIdsInFlight = 8;      // table rows a lane loads before it sums any
+constexpr int kChunk = 16;           // ids a warp loads at once (one per lane) and then pools
+constexpr int kMaxVec = 8;           // elements per 16-byte load, at most
 constexpr unsigned kAllLanes = 0xffffffffu;
 
 enum class RowType : uint8_t { kF32, kF16, kBF16 };
@@ -40,10 +44,12 @@ struct Part {
   bool mean = false;
   bool vector = false;  // 16-byte loads and stores
   bool copied = false;  // a value copied into its columns, not a bag
+  uint8_t split = 1;    // warps per bag, a power of two up to kWarpsPerBlock (16-byte bags only)
 };
 
 struct Launch {
   Part parts[kPartsPerLaunch];
+  int32_t first_block[kPartsPerLaunch + 1] = {};  // part p's blocks: [first_block[p], first_block[p + 1])
   int64_t rows = 0;
   int64_t out_stride = 0;
   float* out = nullptr;
@@ -142,26 +148,38 @@ __device__ int RowLanes(int64_t chunks) {
   return lanes;
 }
 
-// Bag [lo, hi) of part `p` into dst[0, dim), 16-byte chunks per lane. The warp reads the bag's
-// ids 32 at a time, one per lane in one coalesced load, checks them there and hands them out by
-// shuffles, so a table row is the only load on an id's path and kIdsInFlight rows per lane are
-// loaded before any is summed. Where a row needs at most half the warp, the warp's lane groups
-// each sum every groups-th id, and the groups' sums are added in a fixed butterfly: the order of
-// the additions depends on the table's width only, never on the batch or its padding.
+// Which of its bag's `count` warps a warp is (the bag's `index`-th slice of ids: every
+// count-th chunk of kChunk ids from the index-th), with the block's shared memory that slices
+// other than the first hand their sums over in.
+struct Slice {
+  int index = 0, count = 1;
+  float* sums = nullptr;  // [kWarpsPerBlock][kWarp * kMaxVec]
+  int* counts = nullptr;  // [kWarpsPerBlock]
+};
+
+// Bag [lo, hi) of part `p` into dst[0, dim) (no store when dst.out is null), 16-byte pieces per
+// lane. The warp reads its slice's ids kChunk at a time, one per lane in one coalesced load,
+// checks them there and hands them out by shuffles, so a table row is the only load on an id's
+// path and kIdsInFlight rows per lane are loaded before any is summed. Where a row needs at most
+// half the warp, the warp's lane groups each sum every groups-th id and the groups' sums meet in
+// a fixed butterfly; a split bag's slices meet in slice order. The order of the additions thus
+// depends on the table's width and the part's split only.
 template <typename Row, typename Id>
-__device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step) {
+__device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step, Slice slice) {
   constexpr int V = Vec<Row>::kN;
   const Row* table = static_cast<const Row*>(p.src);
   const Id* ids = static_cast<const Id*>(p.ids);
   const int row_lanes = RowLanes(p.dim / V);
   const int groups = kWarp / row_lanes, group = lane / row_lanes;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
   for (int64_t first_d = 0; first_d < p.dim; first_d += kWarp * V) {
     const int64_t d0 = first_d + static_cast<int64_t>(lane % row_lanes) * V;
     const bool active = d0 < p.dim;
     float acc[V] = {};
     int count = 0;
-    for (int64_t base = lo; base < hi; base += kWarp) {
-      const int n = static_cast<int>(min(static_cast<int64_t>(kWarp), hi - base));
+    const int64_t stride = static_cast<int64_t>(slice.count) * kChunk;
+    for (int64_t base = lo + static_cast<int64_t>(slice.index) * kChunk; base < hi; base += stride) {
+      const int n = static_cast<int>(min(static_cast<int64_t>(kChunk), hi - base));
       const int64_t mine = lane < n ? Checked(static_cast<int64_t>(ids[base + lane]), p, first_d == 0, error, step) : -1;
       for (int k = 0; k < n; k += groups * kIdsInFlight) {
         typename Vec<Row>::Raw raw[kIdsInFlight];
@@ -186,7 +204,26 @@ __device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
       for (int e = 0; e < V; ++e) acc[e] += __shfl_xor_sync(kAllLanes, acc[e], distance);
       count += __shfl_xor_sync(kAllLanes, count, distance);
     }
-    if (active && group == 0) Store(dst, d0, acc, p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f);
+    if (slice.count > 1) {  // every warp of the block takes part: the block holds one part's bags
+      float* own = slice.sums + (warp * kWarp + lane) * kMaxVec;
+      if (slice.index > 0) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) own[e] = acc[e];
+        if (lane == 0) slice.counts[warp] = count;
+      }
+      __syncthreads();
+      if (slice.index == 0) {
+        for (int other = 1; other < slice.count; ++other) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[e] += own[other * kWarp * kMaxVec + e];
+          count += slice.counts[warp + other];
+        }
+      }
+      __syncthreads();  // before the next columns' sums overwrite these
+    }
+    if (dst.out && active && group == 0 && slice.index == 0) {
+      Store(dst, d0, acc, p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f);
+    }
   }
 }
 
@@ -214,10 +251,10 @@ __device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
 }
 
 template <typename Row>
-__device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step) {
+__device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step, Slice slice) {
   if (p.vector) {
-    if (p.wide_ids) PoolVector<Row, int64_t>(p, lo, hi, lane, dst, error, step);
-    else PoolVector<Row, int32_t>(p, lo, hi, lane, dst, error, step);
+    if (p.wide_ids) PoolVector<Row, int64_t>(p, lo, hi, lane, dst, error, step, slice);
+    else PoolVector<Row, int32_t>(p, lo, hi, lane, dst, error, step, slice);
   } else {
     if (p.wide_ids) PoolScalar<Row, int64_t>(p, lo, hi, lane, dst, error, step);
     else PoolScalar<Row, int32_t>(p, lo, hi, lane, dst, error, step);
@@ -225,12 +262,18 @@ __device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, i
 }
 
 __global__ void ConcatKernel(const __grid_constant__ Launch launch) {
-  int64_t b = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / kWarp;
-  int lane = threadIdx.x % kWarp;
-  if (b >= launch.rows) return;
-  const Part& p = launch.parts[blockIdx.y];
+  __shared__ float sums[kWarpsPerBlock * kWarp * kMaxVec];
+  __shared__ int counts[kWarpsPerBlock];
+  int part = 0;
+  while (static_cast<int32_t>(blockIdx.x) >= launch.first_block[part + 1]) ++part;
+  const Part& p = launch.parts[part];
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const Slice slice{warp % p.split, p.split, sums, counts};
+  const int64_t b = static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * (kWarpsPerBlock / p.split) + warp / p.split;
+  const bool real = b < launch.rows;
+  if (!real && p.split == 1) return;  // a split bag's warps all reach its barriers
   const int64_t at = b * launch.out_stride + p.column;
-  const Dst dst{launch.out + at, launch.copy ? launch.copy + at : nullptr};
+  const Dst dst = real ? Dst{launch.out + at, launch.copy ? launch.copy + at : nullptr} : Dst{nullptr, nullptr};
   if (p.copied) {
     const float* src = static_cast<const float*>(p.src) + b * p.dim;
     if (p.vector) {
@@ -244,7 +287,11 @@ __global__ void ConcatKernel(const __grid_constant__ Launch launch) {
     }
     return;
   }
-  int64_t lo = p.offsets ? p.offsets[b] : b * p.width, hi = p.offsets ? p.offsets[b + 1] : (b + 1) * p.width;
+  int64_t lo = 0, hi = 0;
+  if (real) {
+    lo = p.offsets ? p.offsets[b] : b * p.width;
+    hi = p.offsets ? p.offsets[b + 1] : (b + 1) * p.width;
+  }
   if (p.id_column >= 0) {
     lo += p.id_column;
     hi = lo + 1;
@@ -254,13 +301,21 @@ __global__ void ConcatKernel(const __grid_constant__ Launch launch) {
     lo = hi = 0;
   }
   switch (p.row_type) {
-    case RowType::kF32: Pool<float>(p, lo, hi, lane, dst, launch.error, launch.step); break;
-    case RowType::kF16: Pool<__half>(p, lo, hi, lane, dst, launch.error, launch.step); break;
-    case RowType::kBF16: Pool<__nv_bfloat16>(p, lo, hi, lane, dst, launch.error, launch.step); break;
+    case RowType::kF32: Pool<float>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
+    case RowType::kF16: Pool<__half>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
+    case RowType::kBF16: Pool<__nv_bfloat16>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
   }
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Warps per bag for bags of about `ids` ids: kChunk ids or more each, so that a long bag is not one
+// warp's chain of loads.
+uint8_t SplitFor(double ids) {
+  int split = 1;
+  while (split < kWarpsPerBlock && split * kChunk < ids) split *= 2;
+  return static_cast<uint8_t>(split);
+}
 
 // The node's attributes, read once per plan step rather than on every run.
 struct Layout final : KernelState {
@@ -317,6 +372,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
         default: return Internal(k.node.Describe() + ": no cuda kernel for " + DTypeName(src.dtype()) + " tables");
       }
       p.vector = out_vector && column % 4 == 0 && p.dim % v == 0 && Aligned16(p.src);
+      if (p.vector && p.id_column < 0) p.split = SplitFor(count == 3 ? static_cast<double>(p.n_ids) / static_cast<double>(rows) : p.width);
     }
     column += p.dim;
     first += count;
@@ -333,8 +389,14 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     launch.copy = static_cast<__nv_bfloat16*>(k.device->bf16_out);
     launch.error = k.device->error;
     launch.step = k.step;
-    dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), static_cast<unsigned>(n));
-    ConcatKernel<<<grid, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+    int64_t blocks = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t bags_per_block = kWarpsPerBlock / launch.parts[i].split;
+      blocks += (rows + bags_per_block - 1) / bags_per_block;
+      if (blocks > std::numeric_limits<int32_t>::max()) return Internal(k.node.Describe() + ": too many rows for one launch");
+      launch.first_block[i + 1] = static_cast<int32_t>(blocks);
+    }
+    ConcatKernel<<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
   }
   return Launched(k);
 }

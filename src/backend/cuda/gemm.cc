@@ -1,6 +1,5 @@
 #include "backend/cuda/gemm.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -76,9 +75,9 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
   }
-  cublasLtMatmulHeuristicResult_t results[kMaxGemmCandidates] = {};
+  cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};
   int found = 0;
-  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, e.op, e.b, e.a, e.c, e.c, pref, GemmCandidates(), results, &found);
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, e.op, e.b, e.a, e.c, e.c, pref, kGemmCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   RANKD_LT_RETURN(s);
   if (found == 0) return Internal("cuBLASLt has no algorithm for a " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + " product");
@@ -87,6 +86,14 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
   return Status::Ok();
 }
 
+// RANKD_GEMM_TUNING=0 keeps the heuristic's first algorithm for every product.
+bool TuningEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("RANKD_GEMM_TUNING");
+    return !(v && std::string(v) == "0");
+  }();
+  return enabled;
+}
 
 // Times the heuristic's first algorithm and its runners-up on the product's own operands and
 // keeps the fastest. Only outside a capture and when D does not accumulate into C (beta = 0),
@@ -98,7 +105,7 @@ Status ChooseFastest(DeviceContext& ctx, GemmCache::Entry& e, const void* alpha,
   e.untried.clear();
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   RETURN_IF_ERROR(Check(cudaStreamIsCapturing(ctx.stream, &capturing), "cudaStreamIsCapturing"));
-  if (candidates.size() < 2 || capturing != cudaStreamCaptureStatusNone) return Status::Ok();
+  if (candidates.size() < 2 || capturing != cudaStreamCaptureStatusNone || !TuningEnabled()) return Status::Ok();
   DeviceSpan span;
   double best = 0;
   bool timed = false;  // one candidate at least ran
@@ -165,18 +172,6 @@ void Destroy(GemmCache::Entry& e) {
 }
 
 }  // namespace
-
-int GemmCandidates() {
-  static const int candidates = [] {
-    const char* v = std::getenv("RANKD_GEMM_TUNING");
-    if (!v || *v == '\0') return kGemmCandidates;
-    char* end = nullptr;
-    long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 1) return 1;
-    return static_cast<int>(std::min<long>(n, kMaxGemmCandidates));
-  }();
-  return candidates;
-}
 
 GemmCache::~GemmCache() {
   for (auto& [key, e] : entries) Destroy(e);

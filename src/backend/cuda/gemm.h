@@ -1,6 +1,6 @@
 // Row-major fp32 matrix products through cuBLASLt, with the plan (descriptors, layouts and an
 // algorithm) cached per shape in the executor, so a warmed shape costs one call. The algorithm is
-// the fastest of the heuristic's first GemmCandidates(), timed on the first product of the shape
+// the fastest of the heuristic's first kGemmCandidates, timed on the first product of the shape
 // (at warm-up, before any capture).
 #pragma once
 
@@ -32,10 +32,7 @@ inline Epilogue EpilogueOf(bool bias, Activation activation) {
 }
 
 // Algorithms the heuristic is asked for per product shape; they are timed on first use.
-// RANKD_GEMM_TUNING=N asks for N (at most kMaxGemmCandidates); 0 or 1 keeps the heuristic's first.
 constexpr int kGemmCandidates = 6;
-constexpr int kMaxGemmCandidates = 32;
-int GemmCandidates();
 
 // What a cached product writes: fp32, or bf16 with a bf16 or an fp32 bias.
 enum class GemmOutput { kF32, kBf16, kBf16F32Bias };
