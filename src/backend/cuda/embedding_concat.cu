@@ -22,7 +22,7 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kPartsPerLaunch = 48;  // keeps the launch's parameters under 4 KiB
-constexpr int kIdsInFlight = 8;      // table rows a lane loads before it sums any
+constexpr int kIdsInFlight = 4;      // table rows a lane loads before it sums any
 constexpr int kChunk = 16;           // ids a warp loads at once (one per lane) and then pools
 constexpr int kMaxVec = 8;           // elements per 16-byte load, at most
 constexpr unsigned kAllLanes = 0xffffffffu;
@@ -261,7 +261,9 @@ __device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, i
   }
 }
 
-__global__ void ConcatKernel(const __grid_constant__ Launch launch) {
+// At most 80 registers a thread, so that three blocks fit an SM: measured on the H100 (W1 at 512
+// pairs, 29 against 41 µs with 99 registers and eight rows in flight; docs/benchmarks.md).
+__global__ void __launch_bounds__(kWarp * kWarpsPerBlock, 3) ConcatKernel(const __grid_constant__ Launch launch) {
   __shared__ float sums[kWarpsPerBlock * kWarp * kMaxVec];
   __shared__ int counts[kWarpsPerBlock];
   int part = 0;
