@@ -289,6 +289,13 @@ std::vector<OpCase> Cases() {
       Gemm("gemm_column_bias", 9, 5, 13, false, true, S{9, 1}, 0.5f, 2.0f),
       Gemm("gemm_no_c", 1, 300, 64, false, false, S{}, 1.0f, 1.0f),
       Gemm("gemm_scalar_c", 4, 4, 4, false, false, S{}, 2.0f, 1.0f),
+      // Few rows with a weight matrix: in bf16 the few-rows kernel (small_rows_gemm.h), weights
+      // [K, N] (its transposed copy) and [N, K], one to eight rows, a column count no warp divides.
+      MatMulEpilogue("matmul_few_rows_bias_relu", S{1, 256}, 40, true, "Relu"),
+      MatMulEpilogue("matmul_few_rows_gelu", S{3, 64}, 24, false, "GeluTanh"),
+      GemmGelu("gemm_few_rows_bias_gelu", 8, 48, 136),
+      Gemm("gemm_few_rows_trans_b", 5, 71, 64, false, true, S{}, 1.0f, 1.0f),
+      Gemm("gemm_few_rows_bias", 2, 9, 3456, false, false, S{9}, 0.5f, 1.0f),
       Reduce("reduce_sum_axis1", "ReduceSum", f, S{4, 37, 3}, {1}, 1),
       Reduce("reduce_mean_all", "ReduceMean", f, S{5, 300}, {}, 0),
       Reduce("reduce_max_axes02", "ReduceMax", f, S{3, 4, 5}, {0, 2}, 0),
@@ -713,6 +720,41 @@ TEST(CudaBackend, ProductsWithBf16OperandsStayWithinTheirTolerance) {
     EXPECT_GT(err, 0.0) << name << " rounds like fp32: are the operands rounded?";
   }
   EXPECT_GT(products, 10);
+}
+
+// A bf16 product of a few rows with a weight matrix is one kernel: no conversion of A, no split-K
+// reduction (small_rows_gemm.h); nine rows take cuBLASLt and the conversion of A.
+TEST(CudaBackend, FewRowProductsAreOneKernel) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(3);
+  GraphBuilder g;
+  int x = g.Input("x", DType::kF32, {-1, 3456});
+  g.Output(g.Op("MatMul", {x, g.Const("w", testing::RandomF32({3456, 512}, rng))}));
+  auto resources = cuda->PrepareModel(g.graph(), Precision::kBf16);
+  ASSERT_TRUE(resources.ok()) << resources.status().ToString();
+  auto executor = cuda->NewExecutor(*resources);
+  ASSERT_TRUE(executor.ok());
+  for (int64_t rows : {1, 8, 9}) {
+    PlanOptions options;
+    options.backend = cuda;
+    auto plan = Plan::Build(g.graph(), {{DType::kF32, {rows, 3456}, nullptr}}, options);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto launches = (*executor)->CountLaunches(**plan);
+    ASSERT_TRUE(launches.ok()) << launches.status().ToString();
+    if (rows <= 8) {
+      EXPECT_EQ(launches->kernels, 1) << rows << " rows";
+    } else {
+      EXPECT_GE(launches->kernels, 2) << rows << " rows";
+    }
+    std::vector<Tensor> in{testing::RandomF32({rows, 3456}, rng)};
+    auto got = (*executor)->Run(**plan, in);
+    auto want = testing::RunGraph(g.graph(), in);
+    ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
+    const double err = testing::RelativeError((*got)[0], (*want)[0]);
+    EXPECT_LE(err, 2e-2) << rows << " rows";
+    EXPECT_GT(err, 0.0) << rows << " rows: are the operands rounded?";
+  }
 }
 
 TEST(CudaBackend, Tf32AndBf16StayWithinTheirTolerance) {

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/narrow_ids.h"
+#include "backend/cuda/small_rows_gemm.h"
 #include "common/parallel.h"
 #include "compile/plan.h"
 #include "runtime/op_profile.h"
@@ -92,35 +93,51 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
 
 Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
   // The B operand and the bias of every Gemm and MatMul that are fp32 constants, rounded once here
-  // rather than at every product (a product writing bf16 takes its bias in bf16: gemm.h).
-  std::vector<const Tensor*> weights;
-  auto add = [&](int value, bool bias) {
-    if (!graph.IsConstant(value)) return;
-    const Tensor* w = &graph.constants.at(value);
-    if (w->dtype() != DType::kF32 || w->size() == 0) return;
-    if (bias && (w->rank() == 0 || w->size() != w->dim(w->rank() - 1))) return;  // a C broadcast whole
-    if (std::find(weights.begin(), weights.end(), w) == weights.end()) weights.push_back(w);
+  // rather than at every product (a product writing bf16 takes its bias in bf16: gemm.h). A
+  // matrix B read as [K, N] also gets a transposed copy, which products of a few rows read.
+  std::vector<const Tensor*> weights, transposed;
+  auto add = [](std::vector<const Tensor*>& to, const Tensor* w) {
+    if (std::find(to.begin(), to.end(), w) == to.end()) to.push_back(w);
   };
   for (const Node& n : graph.nodes) {
     if (n.op != "Gemm" && n.op != "MatMul") continue;
-    if (n.HasInput(1)) add(n.inputs[1], false);
-    if (n.HasInput(2)) add(n.inputs[2], true);
+    for (int i : {1, 2}) {
+      if (!n.HasInput(i) || !graph.IsConstant(n.inputs[static_cast<size_t>(i)])) continue;
+      const Tensor* w = &graph.constants.at(n.inputs[static_cast<size_t>(i)]);
+      if (w->dtype() != DType::kF32 || w->size() == 0) continue;
+      if (i == 2 && (w->rank() == 0 || w->size() != w->dim(w->rank() - 1))) continue;  // a C broadcast whole
+      add(weights, w);
+      const bool k_by_n = n.op == "MatMul" || n.GetInt("transB", 0) == 0;
+      if (i == 1 && k_by_n && w->rank() == 2 && w->size() <= kSmallRowsMaxTransposed) add(transposed, w);
+    }
   }
   size_t total = 0;
   for (const Tensor* w : weights) total += Aligned(static_cast<size_t>(w->size()) * 2);
+  for (const Tensor* w : transposed) total += Aligned(static_cast<size_t>(w->size()) * 2);
   if (total == 0) return Status::Ok();
   RETURN_IF_ERROR(bf16_arena_.Reserve(total));
   auto* base = static_cast<uint8_t*>(bf16_arena_.get());
   size_t pos = 0;
   std::vector<uint16_t> rounded;
   std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
-  for (const Tensor* w : weights) {
+  auto upload = [&](const Tensor* w, bool transpose, std::unordered_map<const void*, const void*>& into) -> Status {
     rounded.resize(static_cast<size_t>(w->size()));
-    for (int64_t i = 0; i < w->size(); ++i) rounded[static_cast<size_t>(i)] = FloatToBF16(w->data<float>()[i]);
+    const float* v = w->data<float>();
+    if (transpose) {
+      const int64_t rows = w->dim(0), cols = w->dim(1);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) rounded[static_cast<size_t>(c * rows + r)] = FloatToBF16(v[r * cols + c]);
+      }
+    } else {
+      for (int64_t i = 0; i < w->size(); ++i) rounded[static_cast<size_t>(i)] = FloatToBF16(v[i]);
+    }
     RANKD_CUDA_RETURN(cudaMemcpy(base + pos, rounded.data(), rounded.size() * 2, cudaMemcpyHostToDevice));
-    bf16_weights_[copies_.at(w)] = base + pos;
+    into[copies_.at(w)] = base + pos;
     pos += Aligned(rounded.size() * 2);
-  }
+    return Status::Ok();
+  };
+  for (const Tensor* w : weights) RETURN_IF_ERROR(upload(w, false, bf16_weights_));
+  for (const Tensor* w : transposed) RETURN_IF_ERROR(upload(w, true, bf16_weights_nk_));
   return Status::Ok();
 }
 
@@ -142,6 +159,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.gemm = &e->gemm_;
   e->ctx_.precision = e->resources_->precision();
   e->ctx_.bf16_weights = &e->resources_->bf16_weights();
+  e->ctx_.bf16_weights_nk = &e->resources_->bf16_weights_nk();
   return std::unique_ptr<Executor>(std::move(e));
 }
 

@@ -43,6 +43,9 @@ class CudaModelResources final : public ModelResources {
   // With bf16 precision: the bf16 copies of the weight matrices products read (keyed by the fp32
   // device copy); empty otherwise.
   const std::unordered_map<const void*, const void*>& bf16_weights() const { return bf16_weights_; }
+  // With bf16 precision: the [K, N] weights (B not transposed) as bf16 [N, K], for products of a
+  // few rows (small_rows_gemm.h); empty otherwise.
+  const std::unordered_map<const void*, const void*>& bf16_weights_nk() const { return bf16_weights_nk_; }
   int device() const { return device_; }
   Precision precision() const { return precision_; }
 
@@ -53,7 +56,7 @@ class CudaModelResources final : public ModelResources {
   Precision precision_ = Precision::kFp32;
   DeviceBuffer arena_, bf16_arena_;
   std::unordered_map<const Tensor*, void*> copies_;
-  std::unordered_map<const void*, const void*> bf16_weights_;
+  std::unordered_map<const void*, const void*> bf16_weights_, bf16_weights_nk_;
 };
 
 class CudaExecutor final : public Executor {

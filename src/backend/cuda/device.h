@@ -30,6 +30,7 @@ struct DeviceContext {
   // With bf16: the model's weight matrices in bf16 (fp32 device copy -> bf16 copy), and a buffer
   // that products convert their other operands into (sized by the executor before any run).
   const std::unordered_map<const void*, const void*>* bf16_weights = nullptr;
+  const std::unordered_map<const void*, const void*>* bf16_weights_nk = nullptr;  // [K, N] ones as [N, K]
   void* bf16_operands = nullptr;
   size_t bf16_operand_bytes = 0;
   // Set for the step being launched (bf16_copies.h): where it writes a bf16 copy of its first

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cuda/device_span.h"
+#include "backend/cuda/small_rows_gemm.h"
 
 namespace rankd::cuda {
 namespace {
@@ -129,11 +130,37 @@ Status ChooseFastest(DeviceContext& ctx, GemmCache::Entry& e, const void* alpha,
   return Status::Ok();
 }
 
-// The bf16 copy of a constant (bf16 precision), or null.
-const void* Bf16Weight(const DeviceContext& ctx, const float* constant) {
-  if (!ctx.bf16_weights) return nullptr;
-  auto it = ctx.bf16_weights->find(constant);
-  return it == ctx.bf16_weights->end() ? nullptr : it->second;
+// The bf16 copy of a constant in `copies` (bf16 precision), or null.
+const void* Bf16Copy(const std::unordered_map<const void*, const void*>* copies, const float* constant) {
+  if (!copies) return nullptr;
+  auto it = copies->find(constant);
+  return it == copies->end() ? nullptr : it->second;
+}
+const void* Bf16Weight(const DeviceContext& ctx, const float* constant) { return Bf16Copy(ctx.bf16_weights, constant); }
+
+// A bf16 product of at most kSmallRows rows with a weight matrix B, by the few-rows kernel, which
+// reads B as [N, K] (its transposed copy when it is [K, N]); false when it does not take it.
+StatusOr<bool> SmallRows(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, float* c, float alpha,
+                         float beta, const float* bias, void* bf16_d) {
+  if (ctx.precision != Precision::kBf16 || beta != 0.0f || g.batch != 1 || g.trans_a || g.m > kSmallRows) return false;
+  SmallRowsProduct p;
+  p.w = g.trans_b ? Bf16Copy(ctx.bf16_weights, b) : Bf16Copy(ctx.bf16_weights_nk, b);
+  const bool bf16_a = ctx.bf16_a && ctx.bf16_a_source == a;  // its producer wrote only that, maybe
+  p.a = bf16_a ? ctx.bf16_a : a;
+  p.a_bf16 = bf16_a;
+  p.bias = HasBias(g.epilogue) ? bias : nullptr;
+  p.alpha = alpha;
+  p.activation = g.epilogue == Epilogue::kBiasRelu || g.epilogue == Epilogue::kRelu     ? Activation::kRelu
+                 : g.epilogue == Epilogue::kBiasGelu || g.epilogue == Epilogue::kGelu ? Activation::kGeluTanh
+                                                                                      : Activation::kNone;
+  p.m = g.m;
+  p.n = g.n;
+  p.k = g.k;
+  p.c = c;
+  p.d = bf16_d;
+  if (!p.w || !SmallRowsFit(p)) return false;
+  RETURN_IF_ERROR(SmallRowsGemm(ctx.stream, p));
+  return true;
 }
 
 // The bf16 operands of a product: a weight matrix's bf16 copy when there is one, else the fp32
@@ -186,6 +213,8 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
     RETURN_IF_ERROR(Check(cudaMemsetAsync(c, 0, static_cast<size_t>(g.m * g.n * g.batch) * sizeof(float), ctx.stream), "cudaMemsetAsync"));
     return bf16_d ? ConvertToBf16(ctx.stream, c, bf16_d, g.m * g.n * g.batch) : Status::Ok();
   }
+  ASSIGN_OR_RETURN(bool done, SmallRows(ctx, g, a, b, c, alpha, beta, bias, bf16_d));
+  if (done) return Status::Ok();
   const void* op_a = a;
   const void* op_b = b;
   if (ctx.precision == Precision::kBf16) RETURN_IF_ERROR(ConvertOperands(ctx, g, a, b, op_a, op_b));

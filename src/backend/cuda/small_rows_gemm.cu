@@ -1,0 +1,153 @@
+// The few-rows product kernel (small_rows_gemm.h): a warp per kColumns output columns, its lanes
+// striding along k in 16-byte pieces of the weight's rows, every row of A against each piece, then
+// a butterfly over the lanes. The weight is read once, with no reduction kernel after.
+#include <cuda_bf16.h>
+
+#include "backend/cuda/small_rows_gemm.h"
+
+namespace rankd::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kWarps = 4;    // per block: small blocks spread a narrow weight over more SMs
+constexpr int kColumns = 2;  // output columns per warp
+constexpr int kPiece = 8;    // k values in one 16-byte load of bf16
+constexpr unsigned kAllLanes = 0xffffffffu;
+
+__device__ inline void Bf16x8(const uint4& raw, float (&v)[kPiece]) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    v[2 * i] = f.x, v[2 * i + 1] = f.y;
+  }
+}
+
+// Eight consecutive values of A as the bf16 operand holds them.
+template <typename T>
+struct Piece;
+template <>
+struct Piece<float> {
+  __device__ static void Load(const float* p, float (&v)[kPiece]) {
+    const float4 x = *reinterpret_cast<const float4*>(p), y = *reinterpret_cast<const float4*>(p + 4);
+    const float f[kPiece] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+#pragma unroll
+    for (int i = 0; i < kPiece; ++i) v[i] = __bfloat162float(__float2bfloat16_rn(f[i]));
+  }
+};
+template <>
+struct Piece<__nv_bfloat16> {
+  __device__ static void Load(const __nv_bfloat16* p, float (&v)[kPiece]) { Bf16x8(*reinterpret_cast<const uint4*>(p), v); }
+};
+
+__device__ inline float Activated(Activation a, float x) {
+  switch (a) {
+    case Activation::kRelu:
+      return x > 0.0f ? x : 0.0f;
+    case Activation::kGeluTanh:
+      return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+    case Activation::kNone:
+      break;
+  }
+  return x;
+}
+
+// R: rows rounded up to a power of two (the accumulators a lane holds per column).
+template <int R, typename T>
+__global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRowsProduct p) {
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kColumns;
+  if (first >= p.n) return;
+  const T* a = static_cast<const T*>(p.a);
+  const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w);
+  float acc[kColumns][R] = {};
+  const int64_t pieces = p.k / kPiece;
+#pragma unroll 2
+  for (int64_t piece = lane; piece < pieces; piece += kWarp) {
+    const int64_t at = piece * kPiece;
+    float wv[kColumns][kPiece];
+#pragma unroll
+    for (int c = 0; c < kColumns; ++c) {
+      if (first + c < p.n) {
+        Bf16x8(*reinterpret_cast<const uint4*>(w + (first + c) * p.k + at), wv[c]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kPiece; ++e) wv[c][e] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r >= p.m) break;
+      float x[kPiece];
+      Piece<T>::Load(a + r * p.k + at, x);
+#pragma unroll
+      for (int c = 0; c < kColumns; ++c) {
+#pragma unroll
+        for (int e = 0; e < kPiece; ++e) acc[c][r] = fmaf(x[e], wv[c][e], acc[c][r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int distance = kWarp / 2; distance > 0; distance /= 2) {
+#pragma unroll
+    for (int c = 0; c < kColumns; ++c) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[c][r] += __shfl_xor_sync(kAllLanes, acc[c][r], distance);
+    }
+  }
+  // Lane r * kColumns + c writes row r, column first + c.
+  if (lane >= R * kColumns) return;
+  const int row = lane / kColumns, column = lane % kColumns;
+  const int64_t j = first + column;
+  if (row >= p.m || j >= p.n) return;
+  float sum = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kColumns; ++c) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r == row && c == column) sum = acc[c][r];
+    }
+  }
+  const float y = Activated(p.activation, p.alpha * sum + (p.bias ? p.bias[j] : 0.0f));
+  if (p.d) {
+    static_cast<__nv_bfloat16*>(p.d)[row * p.n + j] = __float2bfloat16_rn(y);
+  } else {
+    p.c[row * p.n + j] = y;
+  }
+}
+
+template <int R>
+void Launch(cudaStream_t stream, const SmallRowsProduct& p) {
+  const int64_t warps = (p.n + kColumns - 1) / kColumns;
+  const unsigned blocks = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
+  if (p.a_bf16) {
+    SmallRowsKernel<R, __nv_bfloat16><<<blocks, kWarp * kWarps, 0, stream>>>(p);
+  } else {
+    SmallRowsKernel<R, float><<<blocks, kWarp * kWarps, 0, stream>>>(p);
+  }
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool SmallRowsFit(const SmallRowsProduct& p) {
+  return p.m >= 1 && p.m <= kSmallRows && p.n >= 1 && p.k >= kPiece && p.k % kPiece == 0 && Aligned16(p.a) &&
+         Aligned16(p.w) && (p.c || p.d);
+}
+
+Status SmallRowsGemm(cudaStream_t stream, const SmallRowsProduct& p) {
+  if (!SmallRowsFit(p)) return Internal("a product the few-rows kernel does not take");
+  if (p.m == 1) {
+    Launch<1>(stream, p);
+  } else if (p.m == 2) {
+    Launch<2>(stream, p);
+  } else if (p.m <= 4) {
+    Launch<4>(stream, p);
+  } else {
+    Launch<8>(stream, p);
+  }
+  return Check(cudaGetLastError(), "SmallRowsGemm");
+}
+
+}  // namespace rankd::cuda
