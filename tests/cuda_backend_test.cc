@@ -296,6 +296,8 @@ std::vector<OpCase> Cases() {
       GemmGelu("gemm_few_rows_bias_gelu", 8, 48, 136),
       Gemm("gemm_few_rows_trans_b", 5, 71, 64, false, true, S{}, 1.0f, 1.0f),
       Gemm("gemm_few_rows_bias", 2, 9, 3456, false, false, S{9}, 0.5f, 1.0f),
+      Gemm("gemm_few_rows_one_column", 3, 1, 256, false, true, S{1}, 1.0f, 1.0f),  // C added, not a bias
+      Gemm("gemm_few_rows_column_c", 4, 24, 64, false, false, S{4, 1}, 0.5f, 2.0f),
       Reduce("reduce_sum_axis1", "ReduceSum", f, S{4, 37, 3}, {1}, 1),
       Reduce("reduce_mean_all", "ReduceMean", f, S{5, 300}, {}, 0),
       Reduce("reduce_max_axes02", "ReduceMax", f, S{3, 4, 5}, {0, 2}, 0),

@@ -1,5 +1,6 @@
 #include "backend/cuda/gemm.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -87,13 +88,15 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
   return Status::Ok();
 }
 
+std::atomic<bool> tuning_on{true};
+
 // RANKD_GEMM_TUNING=0 keeps the heuristic's first algorithm for every product.
 bool TuningEnabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("RANKD_GEMM_TUNING");
     return !(v && std::string(v) == "0");
   }();
-  return enabled;
+  return enabled && tuning_on.load(std::memory_order_relaxed);
 }
 
 // Times the heuristic's first algorithm and its runners-up on the product's own operands and
@@ -142,7 +145,7 @@ const void* Bf16Weight(const DeviceContext& ctx, const float* constant) { return
 // reads B as [N, K] (its transposed copy when it is [K, N]); false when it does not take it.
 StatusOr<bool> SmallRows(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, float* c, float alpha,
                          float beta, const float* bias, void* bf16_d) {
-  if (ctx.precision != Precision::kBf16 || beta != 0.0f || g.batch != 1 || g.trans_a || g.m > kSmallRows) return false;
+  if (ctx.precision != Precision::kBf16 || g.batch != 1 || g.trans_a || g.m > kSmallRows) return false;
   SmallRowsProduct p;
   p.w = g.trans_b ? Bf16Copy(ctx.bf16_weights, b) : Bf16Copy(ctx.bf16_weights_nk, b);
   const bool bf16_a = ctx.bf16_a && ctx.bf16_a_source == a;  // its producer wrote only that, maybe
@@ -150,6 +153,7 @@ StatusOr<bool> SmallRows(DeviceContext& ctx, const GemmShape& g, const float* a,
   p.a_bf16 = bf16_a;
   p.bias = HasBias(g.epilogue) ? bias : nullptr;
   p.alpha = alpha;
+  p.beta = beta;
   p.activation = g.epilogue == Epilogue::kBiasRelu || g.epilogue == Epilogue::kRelu     ? Activation::kRelu
                  : g.epilogue == Epilogue::kBiasGelu || g.epilogue == Epilogue::kGelu ? Activation::kGeluTanh
                                                                                       : Activation::kNone;
@@ -199,6 +203,8 @@ void Destroy(GemmCache::Entry& e) {
 }
 
 }  // namespace
+
+void EnableGemmTuning(bool on) { tuning_on.store(on, std::memory_order_relaxed); }
 
 GemmCache::~GemmCache() {
   for (auto& [key, e] : entries) Destroy(e);

@@ -34,6 +34,11 @@ inline Epilogue EpilogueOf(bool bias, Activation activation) {
 // Algorithms the heuristic is asked for per product shape; they are timed on first use.
 constexpr int kGemmCandidates = 6;
 
+// Turns the timed choice off (the heuristic's first is kept) or on again, for products whose
+// shape is first met from now on; RANKD_GEMM_TUNING=0 keeps it off. For tests that count
+// launches: a choice by timing may pick a split-K algorithm, one launch more, by a margin of noise.
+void EnableGemmTuning(bool on);
+
 // What a cached product writes: fp32, or bf16 with a bf16 or an fp32 bias.
 enum class GemmOutput { kF32, kBf16, kBf16F32Bias };
 

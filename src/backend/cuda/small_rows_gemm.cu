@@ -1,6 +1,7 @@
-// The few-rows product kernel (small_rows_gemm.h): a warp per kColumns output columns, its lanes
-// striding along k in 16-byte pieces of the weight's rows, every row of A against each piece, then
-// a butterfly over the lanes. The weight is read once, with no reduction kernel after.
+// The few-rows product kernel (small_rows_gemm.h): a block per kColumns output columns, its warps
+// splitting k and their lanes striding along it in 16-byte pieces of the weight's rows, every row
+// of A against each piece; a butterfly over the lanes, then the warps' sums in shared memory. The
+// weight is read once, with no reduction kernel after.
 #include <cuda_bf16.h>
 
 #include "backend/cuda/small_rows_gemm.h"
@@ -9,8 +10,8 @@ namespace rankd::cuda {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kWarps = 4;    // per block: small blocks spread a narrow weight over more SMs
-constexpr int kColumns = 2;  // output columns per warp
+constexpr int kWarps = 8;    // per block, splitting k
+constexpr int kColumns = 4;  // output columns per block
 constexpr int kPiece = 8;    // k values in one 16-byte load of bf16
 constexpr unsigned kAllLanes = 0xffffffffu;
 
@@ -52,18 +53,21 @@ __device__ inline float Activated(Activation a, float x) {
   return x;
 }
 
-// R: rows rounded up to a power of two (the accumulators a lane holds per column).
+// R: rows rounded up to a power of two (the accumulators a lane holds per column). A block takes
+// kColumns columns; its warps split k evenly, each lane loading its pieces of the columns' rows
+// at once, and meet through shared memory in warp order.
 template <int R, typename T>
 __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRowsProduct p) {
+  __shared__ float partial[kWarps][kColumns][R];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kColumns;
-  if (first >= p.n) return;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kColumns;
   const T* a = static_cast<const T*>(p.a);
   const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w);
   float acc[kColumns][R] = {};
   const int64_t pieces = p.k / kPiece;
+  const int64_t end = pieces * (warp + 1) / kWarps;
 #pragma unroll 2
-  for (int64_t piece = lane; piece < pieces; piece += kWarp) {
+  for (int64_t piece = pieces * warp / kWarps + lane; piece < end; piece += kWarp) {
     const int64_t at = piece * kPiece;
     float wv[kColumns][kPiece];
 #pragma unroll
@@ -95,20 +99,22 @@ __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRow
       for (int r = 0; r < R; ++r) acc[c][r] += __shfl_xor_sync(kAllLanes, acc[c][r], distance);
     }
   }
-  // Lane r * kColumns + c writes row r, column first + c.
-  if (lane >= R * kColumns) return;
-  const int row = lane / kColumns, column = lane % kColumns;
-  const int64_t j = first + column;
-  if (row >= p.m || j >= p.n) return;
-  float sum = 0.0f;
+  if (lane == 0) {
 #pragma unroll
-  for (int c = 0; c < kColumns; ++c) {
+    for (int c = 0; c < kColumns; ++c) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (r == row && c == column) sum = acc[c][r];
+      for (int r = 0; r < R; ++r) partial[warp][c][r] = acc[c][r];
     }
   }
-  const float y = Activated(p.activation, p.alpha * sum + (p.bias ? p.bias[j] : 0.0f));
+  __syncthreads();
+  // Thread r * kColumns + c writes row r, column first + c.
+  const int row = static_cast<int>(threadIdx.x) / kColumns, column = static_cast<int>(threadIdx.x) % kColumns;
+  const int64_t j = first + column;
+  if (row >= R || row >= p.m || j >= p.n) return;
+  float sum = 0.0f;
+  for (int from = 0; from < kWarps; ++from) sum += partial[from][column][row];
+  const float addend = (p.beta != 0.0f ? p.beta * p.c[row * p.n + j] : 0.0f) + (p.bias ? p.bias[j] : 0.0f);
+  const float y = Activated(p.activation, p.alpha * sum + addend);
   if (p.d) {
     static_cast<__nv_bfloat16*>(p.d)[row * p.n + j] = __float2bfloat16_rn(y);
   } else {
@@ -118,8 +124,7 @@ __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRow
 
 template <int R>
 void Launch(cudaStream_t stream, const SmallRowsProduct& p) {
-  const int64_t warps = (p.n + kColumns - 1) / kColumns;
-  const unsigned blocks = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
+  const unsigned blocks = static_cast<unsigned>((p.n + kColumns - 1) / kColumns);
   if (p.a_bf16) {
     SmallRowsKernel<R, __nv_bfloat16><<<blocks, kWarp * kWarps, 0, stream>>>(p);
   } else {
@@ -133,7 +138,7 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 bool SmallRowsFit(const SmallRowsProduct& p) {
   return p.m >= 1 && p.m <= kSmallRows && p.n >= 1 && p.k >= kPiece && p.k % kPiece == 0 && Aligned16(p.a) &&
-         Aligned16(p.w) && (p.c || p.d);
+         Aligned16(p.w) && (p.c || p.d) && (p.beta == 0.0f || p.c);
 }
 
 Status SmallRowsGemm(cudaStream_t stream, const SmallRowsProduct& p) {

@@ -17,17 +17,17 @@ constexpr int64_t kSmallRows = 8;
 // which is what this kernel reads.
 constexpr int64_t kSmallRowsMaxTransposed = int64_t{1} << 24;
 
-// y[r, j] = act(alpha · Σ_i A[r, i] · W[j, i] + bias[j]) for r < m, j < n, with A rounded to bf16
-// as the cuBLASLt path rounds it and the sums in fp32.
+// y[r, j] = act(alpha · Σ_i A[r, i] · W[j, i] + beta · C[r, j] + bias[j]) for r < m, j < n, with A
+// rounded to bf16 as the cuBLASLt path rounds it and the sums in fp32.
 struct SmallRowsProduct {
   const void* a = nullptr;  // [m, k] row-major: fp32, or bf16 when a_bf16
   bool a_bf16 = false;
   const void* w = nullptr;       // bf16 [n, k] row-major
   const float* bias = nullptr;   // [n], or null
-  float alpha = 1.0f;
+  float alpha = 1.0f, beta = 0.0f;  // beta != 0: C holds its addend (read before it is written)
   Activation activation = Activation::kNone;
   int64_t m = 0, n = 0, k = 0;
-  float* c = nullptr;  // fp32 [m, n] output, or
+  float* c = nullptr;  // fp32 [m, n] output (and addend), or
   void* d = nullptr;   // bf16 [m, n] output (then c is not written)
 };
 
