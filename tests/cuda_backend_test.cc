@@ -290,9 +290,11 @@ std::vector<OpCase> Cases() {
       Gemm("gemm_no_c", 1, 300, 64, false, false, S{}, 1.0f, 1.0f),
       Gemm("gemm_scalar_c", 4, 4, 4, false, false, S{}, 2.0f, 1.0f),
       // Few rows with a weight matrix: in bf16 the few-rows kernel (small_rows_gemm.h), weights
-      // [K, N] (its transposed copy) and [N, K], one to eight rows, a column count no warp divides.
+      // [K, N] (its transposed copy) and [N, K], one to eight rows, k split over one to eight
+      // warps, column counts no block divides.
       MatMulEpilogue("matmul_few_rows_bias_relu", S{1, 256}, 40, true, "Relu"),
       MatMulEpilogue("matmul_few_rows_gelu", S{3, 64}, 24, false, "GeluTanh"),
+      MatMulEpilogue("matmul_few_rows_split", S{6, 1024}, 37, true, ""),  // four warps to a column group
       GemmGelu("gemm_few_rows_bias_gelu", 8, 48, 136),
       Gemm("gemm_few_rows_trans_b", 5, 71, 64, false, true, S{}, 1.0f, 1.0f),
       Gemm("gemm_few_rows_bias", 2, 9, 3456, false, false, S{9}, 0.5f, 1.0f),

@@ -1,7 +1,7 @@
-// The few-rows product kernel (small_rows_gemm.h): a block per kColumns output columns, its warps
-// splitting k and their lanes striding along it in 16-byte pieces of the weight's rows, every row
-// of A against each piece; a butterfly over the lanes, then the warps' sums in shared memory. The
-// weight is read once, with no reduction kernel after.
+// The few-rows product kernel (small_rows_gemm.h): groups of kColumns output columns, each taken
+// by one to eight warps that split k, their lanes striding along it in 16-byte pieces of the
+// weight's rows, every row of A against each piece; a butterfly over the lanes, then the warps'
+// sums in shared memory. The weight is read once, with no reduction kernel after.
 #include <cuda_bf16.h>
 
 #include "backend/cuda/small_rows_gemm.h"
@@ -53,21 +53,30 @@ __device__ inline float Activated(Activation a, float x) {
   return x;
 }
 
-// R: rows rounded up to a power of two (the accumulators a lane holds per column). A block takes
-// kColumns columns; its warps split k evenly, each lane loading its pieces of the columns' rows
-// at once, and meet through shared memory in warp order.
+// Warps that split a column group's k: as many as leave each lane a piece or more to load.
+int SplitFor(int64_t k) {
+  int split = 1;
+  while (split < kWarps && split * 2 * kWarp <= k / kPiece) split *= 2;
+  return split;
+}
+
+// R: rows rounded up to a power of two (the accumulators a lane holds per column). A block's
+// warps take kWarps / split groups of kColumns columns, `split` warps to a group, which split k
+// evenly (each lane loading its pieces of the columns' rows at once) and meet through shared
+// memory in warp order.
 template <int R, typename T>
-__global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRowsProduct p) {
+__global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRowsProduct p, int split) {
   __shared__ float partial[kWarps][kColumns][R];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kColumns;
+  const int part = warp % split;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * (kWarps / split) + warp / split) * kColumns;
   const T* a = static_cast<const T*>(p.a);
   const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w);
   float acc[kColumns][R] = {};
   const int64_t pieces = p.k / kPiece;
-  const int64_t end = pieces * (warp + 1) / kWarps;
+  const int64_t end = first < p.n ? pieces * (part + 1) / split : 0;
 #pragma unroll 2
-  for (int64_t piece = pieces * warp / kWarps + lane; piece < end; piece += kWarp) {
+  for (int64_t piece = pieces * part / split + lane; piece < end; piece += kWarp) {
     const int64_t at = piece * kPiece;
     float wv[kColumns][kPiece];
 #pragma unroll
@@ -107,12 +116,12 @@ __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRow
     }
   }
   __syncthreads();
-  // Thread r * kColumns + c writes row r, column first + c.
-  const int row = static_cast<int>(threadIdx.x) / kColumns, column = static_cast<int>(threadIdx.x) % kColumns;
-  const int64_t j = first + column;
-  if (row >= R || row >= p.m || j >= p.n) return;
+  // Thread (g · R + r) · kColumns + c writes row r of group g's column c.
+  const int t = static_cast<int>(threadIdx.x), column = t % kColumns, row = t / kColumns % R, group = t / (kColumns * R);
+  const int64_t j = (static_cast<int64_t>(blockIdx.x) * (kWarps / split) + group) * kColumns + column;
+  if (group >= kWarps / split || row >= p.m || j >= p.n) return;
   float sum = 0.0f;
-  for (int from = 0; from < kWarps; ++from) sum += partial[from][column][row];
+  for (int from = group * split; from < (group + 1) * split; ++from) sum += partial[from][column][row];
   const float addend = (p.beta != 0.0f ? p.beta * p.c[row * p.n + j] : 0.0f) + (p.bias ? p.bias[j] : 0.0f);
   const float y = Activated(p.activation, p.alpha * sum + addend);
   if (p.d) {
@@ -124,11 +133,13 @@ __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRow
 
 template <int R>
 void Launch(cudaStream_t stream, const SmallRowsProduct& p) {
-  const unsigned blocks = static_cast<unsigned>((p.n + kColumns - 1) / kColumns);
+  const int split = SplitFor(p.k);
+  const int64_t columns_per_block = static_cast<int64_t>(kWarps / split) * kColumns;
+  const unsigned blocks = static_cast<unsigned>((p.n + columns_per_block - 1) / columns_per_block);
   if (p.a_bf16) {
-    SmallRowsKernel<R, __nv_bfloat16><<<blocks, kWarp * kWarps, 0, stream>>>(p);
+    SmallRowsKernel<R, __nv_bfloat16><<<blocks, kWarp * kWarps, 0, stream>>>(p, split);
   } else {
-    SmallRowsKernel<R, float><<<blocks, kWarp * kWarps, 0, stream>>>(p);
+    SmallRowsKernel<R, float><<<blocks, kWarp * kWarps, 0, stream>>>(p, split);
   }
 }
 
