@@ -11,7 +11,7 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr int kWarps = 8;    // per block, splitting k
-constexpr int kColumns = 4;  // output columns per block
+constexpr int kColumns = 2;  // output columns per warp group (2: 56 µs of W1's products at one pair, 4: 63, 8: 76)
 constexpr int kPiece = 8;    // k values in one 16-byte load of bf16
 constexpr unsigned kAllLanes = 0xffffffffu;
 
