@@ -1,11 +1,18 @@
 // The activation FuseGemmEpilogues gives a product (Gemm, MatMul), as its "activation" attribute,
-// and how the CPU applies it (CUDA: the matching cuBLASLt epilogue, gemm.h).
+// and how it is applied: by the CPU and CUDA's few-rows kernel (small_rows_gemm.cu); cuBLASLt has
+// the matching epilogue (gemm.h).
 #pragma once
 
 #include <cmath>
 #include <string>
 
 #include "model/graph.h"
+
+#if defined(__CUDACC__)
+#define RANKD_HOST_DEVICE __host__ __device__
+#else
+#define RANKD_HOST_DEVICE
+#endif
 
 namespace rankd {
 
@@ -19,7 +26,7 @@ inline Activation ProductActivation(const Node& product) {
 }
 
 // ONNX Gelu with approximate="tanh": x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³))).
-inline float Activate(Activation a, float x) {
+RANKD_HOST_DEVICE inline float Activate(Activation a, float x) {
   switch (a) {
     case Activation::kRelu:
       return x > 0.0f ? x : 0.0f;

@@ -154,9 +154,7 @@ StatusOr<bool> SmallRows(DeviceContext& ctx, const GemmShape& g, const float* a,
   p.bias = HasBias(g.epilogue) ? bias : nullptr;
   p.alpha = alpha;
   p.beta = beta;
-  p.activation = g.epilogue == Epilogue::kBiasRelu || g.epilogue == Epilogue::kRelu     ? Activation::kRelu
-                 : g.epilogue == Epilogue::kBiasGelu || g.epilogue == Epilogue::kGelu ? Activation::kGeluTanh
-                                                                                      : Activation::kNone;
+  p.activation = ActivationOf(g.epilogue);
   p.m = g.m;
   p.n = g.n;
   p.k = g.k;

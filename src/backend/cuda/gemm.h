@@ -31,6 +31,13 @@ inline Epilogue EpilogueOf(bool bias, Activation activation) {
   return bias ? Epilogue::kBias : Epilogue::kNone;
 }
 
+// The activation an epilogue applies (EpilogueOf's inverse, less the bias).
+inline Activation ActivationOf(Epilogue e) {
+  if (e == Epilogue::kBiasRelu || e == Epilogue::kRelu) return Activation::kRelu;
+  if (e == Epilogue::kBiasGelu || e == Epilogue::kGelu) return Activation::kGeluTanh;
+  return Activation::kNone;
+}
+
 // Algorithms the heuristic is asked for per product shape; they are timed on first use.
 constexpr int kGemmCandidates = 6;
 

@@ -41,18 +41,6 @@ struct Piece<__nv_bfloat16> {
   __device__ static void Load(const __nv_bfloat16* p, float (&v)[kPiece]) { Bf16x8(*reinterpret_cast<const uint4*>(p), v); }
 };
 
-__device__ inline float Activated(Activation a, float x) {
-  switch (a) {
-    case Activation::kRelu:
-      return x > 0.0f ? x : 0.0f;
-    case Activation::kGeluTanh:
-      return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
-    case Activation::kNone:
-      break;
-  }
-  return x;
-}
-
 // Warps that split a column group's k: as many as leave each lane a piece or more to load.
 int SplitFor(int64_t k) {
   int split = 1;
@@ -123,7 +111,7 @@ __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRow
   float sum = 0.0f;
   for (int from = group * split; from < (group + 1) * split; ++from) sum += partial[from][column][row];
   const float addend = (p.beta != 0.0f ? p.beta * p.c[row * p.n + j] : 0.0f) + (p.bias ? p.bias[j] : 0.0f);
-  const float y = Activated(p.activation, p.alpha * sum + addend);
+  const float y = Activate(p.activation, p.alpha * sum + addend);
   if (p.d) {
     static_cast<__nv_bfloat16*>(p.d)[row * p.n + j] = __float2bfloat16_rn(y);
   } else {
