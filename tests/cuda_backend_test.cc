@@ -202,17 +202,18 @@ OpCase BagsConcat(const char* name, int parts, int64_t bags) {
 }
 
 // Bags longer than a warp's chunk of ids (up to 100, as W1's longest feature), split over 2, 4 and
-// 8 warps (37 rows, so a block's last warps have no row): BF16 rows of 128 (half a warp each, two
+// 8 warps (with 37 rows a block's last warps have no row): BF16 rows of 128 (half a warp each, two
 // lane groups), ragged, about 50 ids a bag; FP16 rows of 24 (three 16-byte pieces, a lane of every
 // four idle), ragged, about 20; FP32 rows of 264 (wider than a warp's 16-byte loads), 90 padded
-// slots a bag; sum and mean.
-OpCase BagsConcatLong() {
-  return {"concat_bags_long", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-            std::vector<int> ins, part = BagInputs(g, in, rng, "0", 2000, 128, 37, 100, 0.05, 0.1, DType::kBF16, false);
+// slots a bag; sum and mean. With more than 16,384 bags in all the launch takes its large shape,
+// a warp per bag.
+OpCase BagsConcatLong(const char* name, int64_t rows) {
+  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            std::vector<int> ins, part = BagInputs(g, in, rng, "0", 2000, 128, rows, 100, 0.05, 0.1, DType::kBF16, false);
             ins.insert(ins.end(), part.begin(), part.end());
-            part = BagInputs(g, in, rng, "1", 500, 24, 37, 40, 0.05, 0.1, DType::kF16, false);
+            part = BagInputs(g, in, rng, "1", 500, 24, rows, 40, 0.05, 0.1, DType::kF16, false);
             ins.insert(ins.end(), part.begin(), part.end());
-            part = BagInputs(g, in, rng, "2", 300, 264, 37, 90, 0.05, 0.1, DType::kF32, true);
+            part = BagInputs(g, in, rng, "2", 300, 264, rows, 90, 0.05, 0.1, DType::kF32, true);
             ins.insert(ins.end(), part.begin(), part.end());
             g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", std::vector<int64_t>{3, 3, 2}}, {"modes", std::vector<int64_t>{0, 1, 1}}}));
           }, 1e-3};
@@ -321,7 +322,8 @@ std::vector<OpCase> Cases() {
       BagsConcat("concat_bags_one_row", 5, 1),
       BagsConcat("concat_bags_two_launches", 61, 40),
       BagsConcatAllEmpty(),
-      BagsConcatLong(),
+      BagsConcatLong("concat_bags_long", 37),
+      BagsConcatLong("concat_bags_long_large_launch", 5500),
   };
   c.push_back({"transpose", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  g.Output(g.Op("Transpose", {In(g, in, rng, DType::kF32, {3, 4, 5})}, {{"perm", std::vector<int64_t>{2, 0, 1}}}));

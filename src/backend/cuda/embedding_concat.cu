@@ -22,7 +22,6 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kPartsPerLaunch = 48;  // keeps the launch's parameters under 4 KiB
-constexpr int kIdsInFlight = 4;      // table rows a lane loads before it sums any
 constexpr int kChunk = 16;           // ids a warp loads at once (one per lane) and then pools
 constexpr int kMaxVec = 8;           // elements per 16-byte load, at most
 constexpr unsigned kAllLanes = 0xffffffffu;
@@ -164,7 +163,7 @@ struct Slice {
 // half the warp, the warp's lane groups each sum every groups-th id and the groups' sums meet in
 // a fixed butterfly; a split bag's slices meet in slice order. The order of the additions thus
 // depends on the table's width and the part's split only.
-template <typename Row, typename Id>
+template <int kIdsInFlight, typename Row, typename Id>
 __device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step, Slice slice) {
   constexpr int V = Vec<Row>::kN;
   const Row* table = static_cast<const Row*>(p.src);
@@ -250,20 +249,33 @@ __device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
   }
 }
 
-template <typename Row>
+template <int kIdsInFlight, typename Row>
 __device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step, Slice slice) {
   if (p.vector) {
-    if (p.wide_ids) PoolVector<Row, int64_t>(p, lo, hi, lane, dst, error, step, slice);
-    else PoolVector<Row, int32_t>(p, lo, hi, lane, dst, error, step, slice);
+    if (p.wide_ids) PoolVector<kIdsInFlight, Row, int64_t>(p, lo, hi, lane, dst, error, step, slice);
+    else PoolVector<kIdsInFlight, Row, int32_t>(p, lo, hi, lane, dst, error, step, slice);
   } else {
     if (p.wide_ids) PoolScalar<Row, int64_t>(p, lo, hi, lane, dst, error, step);
     else PoolScalar<Row, int32_t>(p, lo, hi, lane, dst, error, step);
   }
 }
 
-// At most 80 registers a thread, so that three blocks fit an SM: measured on the H100 (W1 at 512
-// pairs, 29 against 41 µs with 99 registers and eight rows in flight; docs/benchmarks.md).
-__global__ void __launch_bounds__(kWarp * kWarpsPerBlock, 3) ConcatKernel(const __grid_constant__ Launch launch) {
+// How a launch trades rows in flight per lane for warps per SM (the register limit that lets
+// kMinBlocks blocks share an SM). Measured on the H100 with ncu (docs/benchmarks.md, W1's
+// concatenation from bf16 tables): a small launch fills few SMs and wants each warp's chain of
+// loads short (long bags split; at 512 pairs 26 µs with three blocks an SM against 41 µs with
+// two); a large one fills every SM, and four blocks an SM gave 0.95 ms at 32,768 pairs against
+// 1.16 with three, 1.21 with six (two rows in flight) and 1.61 with two (eight rows in flight).
+template <int kInFlight, int kMinBlocksPerSm>
+struct Shape {
+  static constexpr int kIdsInFlight = kInFlight;
+  static constexpr int kMinBlocks = kMinBlocksPerSm;
+};
+using SmallLaunch = Shape<4, 3>;
+using LargeLaunch = Shape<4, 4>;
+
+template <typename S>
+__global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatKernel(const __grid_constant__ Launch launch) {
   __shared__ float sums[kWarpsPerBlock * kWarp * kMaxVec];
   __shared__ int counts[kWarpsPerBlock];
   int part = 0;
@@ -303,17 +315,18 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, 3) ConcatKernel(const 
     lo = hi = 0;
   }
   switch (p.row_type) {
-    case RowType::kF32: Pool<float>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
-    case RowType::kF16: Pool<__half>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
-    case RowType::kBF16: Pool<__nv_bfloat16>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
+    case RowType::kF32: Pool<S::kIdsInFlight, float>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
+    case RowType::kF16: Pool<S::kIdsInFlight, __half>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
+    case RowType::kBF16: Pool<S::kIdsInFlight, __nv_bfloat16>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
   }
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Bags (rows times parts) up to which a launch splits long bags. Splitting shortens a small batch's
-// longest chain of loads, but costs a large one throughput (H100, ncu, W1's concatenation: 13,312
-// bags at 512 pairs, 29 µs split against 36; 851,968 at 32,768 pairs, 1.32 ms against 0.90).
+// Bags (rows times parts) up to which a launch splits long bags and takes SmallLaunch's shape, and
+// past which LargeLaunch's. Splitting shortens a small batch's longest chain of loads, but costs a
+// large one throughput (H100, ncu, W1's concatenation: 13,312 bags at 512 pairs, 29 µs split
+// against 36; 851,968 at 32,768 pairs, 1.32 ms against 1.16).
 constexpr int64_t kSplitBagsUpTo = 16384;
 
 // Warps per bag for bags of about `ids` ids: kChunk ids or more each, so that a long bag is not one
@@ -348,6 +361,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
   const std::vector<int64_t>& columns = layout->columns;
   // 16-byte fp32 stores, and 8-byte stores to the bf16 copy.
   bool out_vector = stride % 4 == 0 && Aligned16(out.raw()) && reinterpret_cast<uintptr_t>(k.device->bf16_out) % 8 == 0;
+  const bool split_allowed = rows * static_cast<int64_t>(counts.size()) <= kSplitBagsUpTo;
   std::vector<Part> parts;
   int first = 0;
   int64_t column = 0;
@@ -379,7 +393,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
         default: return Internal(k.node.Describe() + ": no cuda kernel for " + DTypeName(src.dtype()) + " tables");
       }
       p.vector = out_vector && column % 4 == 0 && p.dim % v == 0 && Aligned16(p.src);
-      if (p.vector && p.id_column < 0 && rows * static_cast<int64_t>(counts.size()) <= kSplitBagsUpTo) {
+      if (p.vector && p.id_column < 0 && split_allowed) {
         p.split = SplitFor(count == 3 ? static_cast<double>(p.n_ids) / static_cast<double>(rows) : p.width);
       }
     }
@@ -405,7 +419,11 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       if (blocks > std::numeric_limits<int32_t>::max()) return Internal(k.node.Describe() + ": too many rows for one launch");
       launch.first_block[i + 1] = static_cast<int32_t>(blocks);
     }
-    ConcatKernel<<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+    if (split_allowed) {
+      ConcatKernel<SmallLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+    } else {
+      ConcatKernel<LargeLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+    }
   }
   return Launched(k);
 }
