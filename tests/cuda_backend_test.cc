@@ -83,7 +83,7 @@ OpCase MatMul(const char* name, Shape a, Shape b) {
 }
 
 // MatMul with the epilogue FuseGemmEpilogues gives it: a bias row as input 2, maybe an
-// activation (Relu or GeluTanh; empty: none).
+// activation (Relu, GeluTanh or Sigmoid; empty: none).
 OpCase MatMulEpilogue(const char* name, Shape a, int64_t n, bool bias, const char* activation) {
   return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
             std::vector<int> ins{In(g, in, rng, DType::kF32, a), g.Const("w", Random(DType::kF32, {a.back(), n}, rng))};
@@ -301,6 +301,11 @@ std::vector<OpCase> Cases() {
       Gemm("gemm_few_rows_bias", 2, 9, 3456, false, false, S{9}, 0.5f, 1.0f),
       Gemm("gemm_few_rows_one_column", 3, 1, 256, false, true, S{1}, 1.0f, 1.0f),  // C added, not a bias
       Gemm("gemm_few_rows_column_c", 4, 24, 64, false, false, S{4, 1}, 0.5f, 2.0f),
+      // Few columns, many rows: with bf16 the few-rows kernel takes them transposed.
+      Gemm("gemm_few_columns_one_column_bias", 300, 1, 256, false, true, S{1}, 1.0f, 1.0f),
+      Gemm("gemm_few_columns_c", 50, 5, 40, false, false, S{50, 5}, 0.5f, 2.0f),
+      MatMulEpilogue("matmul_few_columns_bias_sigmoid", S{2, 70, 64}, 3, true, "Sigmoid"),
+      MatMulEpilogue("matmul_sigmoid", S{33, 48}, 20, false, "Sigmoid"),  // cuBLASLt, then the sigmoid
       Reduce("reduce_sum_axis1", "ReduceSum", f, S{4, 37, 3}, {1}, 1),
       Reduce("reduce_mean_all", "ReduceMean", f, S{5, 300}, {}, 0),
       Reduce("reduce_max_axes02", "ReduceMax", f, S{3, 4, 5}, {0, 2}, 0),
@@ -754,6 +759,39 @@ TEST(CudaBackend, FewRowProductsAreOneKernel) {
       EXPECT_GE(launches->kernels, 2) << rows << " rows";
     }
     std::vector<Tensor> in{testing::RandomF32({rows, 3456}, rng)};
+    auto got = (*executor)->Run(**plan, in);
+    auto want = testing::RunGraph(g.graph(), in);
+    ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
+    const double err = testing::RelativeError((*got)[0], (*want)[0]);
+    EXPECT_LE(err, 2e-2) << rows << " rows";
+    EXPECT_GT(err, 0.0) << rows << " rows: are the operands rounded?";
+  }
+}
+
+// So is a bf16 product of many rows with a few columns, taken transposed: a score's last layer with
+// its bias and sigmoid is one kernel, where cuBLASLt took the bias's broadcast, the product and
+// the sigmoid.
+TEST(CudaBackend, FewColumnProductsAreOneKernel) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(4);
+  GraphBuilder g;
+  int x = g.Input("x", DType::kF32, {-1, 256});
+  g.Output(g.Op("Gemm", {x, g.Const("w", testing::RandomF32({1, 256}, rng)), g.Const("c", testing::RandomF32({1}, rng))},
+                {{"transB", int64_t{1}}, {"activation", std::string("Sigmoid")}}));
+  auto resources = cuda->PrepareModel(g.graph(), Precision::kBf16);
+  ASSERT_TRUE(resources.ok()) << resources.status().ToString();
+  auto executor = cuda->NewExecutor(*resources);
+  ASSERT_TRUE(executor.ok());
+  for (int64_t rows : {9, 512}) {
+    PlanOptions options;
+    options.backend = cuda;
+    auto plan = Plan::Build(g.graph(), {{DType::kF32, {rows, 256}, nullptr}}, options);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto launches = (*executor)->CountLaunches(**plan);
+    ASSERT_TRUE(launches.ok()) << launches.status().ToString();
+    EXPECT_EQ(launches->kernels, 1) << rows << " rows";
+    std::vector<Tensor> in{testing::RandomF32({rows, 256}, rng)};
     auto got = (*executor)->Run(**plan, in);
     auto want = testing::RunGraph(g.graph(), in);
     ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();

@@ -254,6 +254,38 @@ TEST(GemmEpilogueFusion, FusesOnlyASoleReluReaderAndKeepsResults) {
   EXPECT_TRUE(any_clamped) << "the case must exercise the ReLU";
 }
 
+// A score's Gemm -> Sigmoid (one output column, as CTR models end) and a MatMul -> Add(bias) ->
+// Sigmoid become one product each, with the same scores; a Sigmoid of a product read elsewhere, and
+// one after a Relu, stay.
+TEST(GemmEpilogueFusion, SigmoidOfAProductIsItsEpilogue) {
+  std::mt19937 rng(5);
+  auto random = [&](Shape s) { return RandomF32(std::move(s), rng); };
+  testing::GraphBuilder b;
+  int x = b.Input("x", DType::kF32, {7, 6});
+  b.Output(b.Op("Sigmoid", {b.Op("Gemm", {x, b.Const("w", random({1, 6})), b.Const("c", random({1}))}, {{"transB", int64_t{1}}})}));
+  b.Output(b.Op("Sigmoid", {b.Op("Add", {b.Op("MatMul", {x, b.Const("w2", random({6, 3}))}), b.Const("bias", random({3}))})}));
+  int shared = b.Op("MatMul", {x, b.Const("w3", random({6, 2}))});
+  b.Output(b.Op("Sigmoid", {shared}));
+  b.Output(shared);
+  b.Output(b.Op("Sigmoid", {b.Op("Relu", {b.Op("MatMul", {x, b.Const("w4", random({6, 2}))})})}));
+  std::vector<Tensor> inputs{random({7, 6})};
+  auto before = RunGraph(b.graph(), inputs);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  Graph g = b.graph();
+  EXPECT_EQ(FuseGemmEpilogues(g), 4);  // two Sigmoids, the MatMul's bias, the last MatMul's Relu
+  EXPECT_EQ(testing::CountOps(g, "Sigmoid"), 2);
+  int with_sigmoid = 0;
+  for (const Node& n : g.nodes) with_sigmoid += n.GetString("activation", "") == "Sigmoid";
+  EXPECT_EQ(with_sigmoid, 2);
+  auto after = RunGraph(g, inputs);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  ASSERT_EQ(after->size(), before->size());
+  for (size_t i = 0; i < before->size(); ++i) {
+    EXPECT_EQ((*after)[i].shape(), (*before)[i].shape()) << i;
+    EXPECT_LE(testing::RelativeError((*after)[i], (*before)[i]), 1e-6) << "output " << i;
+  }
+}
+
 // MatMul against a weight matrix, plus a bias row, then maybe a Relu: one MatMul with the bias as
 // a third input and the activation, on A of rank 1 to 4 and biases [H], [1, H], [1, 1, H]; the
 // scores do not change. A bias wider than the product, a non-constant bias, a batched weight and

@@ -1,6 +1,7 @@
-// Products whose result is only biased and/or rectified (or put through a tanh-approximated GELU)
-// take the bias and the activation into the product: the CUDA backend applies them in the
-// cuBLASLt epilogue (one launch, no extra pass over the output), the CPU right after the product.
+// Products whose result is only biased and/or rectified (or put through a tanh-approximated GELU
+// or a sigmoid) take the bias and the activation into the product: the CUDA backend applies them
+// in the cuBLASLt epilogue or its own product kernel (one launch, no extra pass over the output;
+// cuBLASLt has no sigmoid, which then takes a pass of its own), the CPU right after the product.
 #include <algorithm>
 
 #include "compile/passes.h"
@@ -18,7 +19,9 @@ class EpilogueFuser {
       if (removed_[n]) continue;
       Node& node = g_.nodes[n];
       if (node.op == "MatMul") FuseBias(node);
-      if ((node.op == "Gemm" || node.op == "MatMul") && !FuseRelu(node)) FuseGeluTanh(node);
+      if ((node.op == "Gemm" || node.op == "MatMul") && !FuseActivation(node, "Relu") && !FuseActivation(node, "Sigmoid")) {
+        FuseGeluTanh(node);
+      }
     }
     if (fused_ > 0) g_.EraseNodes(removed_);
     return fused_;
@@ -59,11 +62,12 @@ class EpilogueFuser {
     ++fused_;
   }
 
-  bool FuseRelu(Node& product) {
+  // The product's only reader is the one-input activation `op` (Relu, Sigmoid).
+  bool FuseActivation(Node& product, const char* op) {
     if (product.Has("activation")) return false;
     int r = OnlyReader(product.outputs[0]);
-    if (r < 0 || g_.nodes[static_cast<size_t>(r)].op != "Relu") return false;
-    product.attrs["activation"] = std::string("Relu");
+    if (r < 0 || g_.nodes[static_cast<size_t>(r)].op != op) return false;
+    product.attrs["activation"] = std::string(op);
     product.outputs[0] = g_.nodes[static_cast<size_t>(r)].outputs[0];
     removed_[static_cast<size_t>(r)] = true;
     ++fused_;

@@ -1,6 +1,8 @@
-// Converting fp32 product operands to bf16 for the bf16 tensor-core path of Sgemm (gemm.cc).
+// Converting fp32 product operands to bf16 for the bf16 tensor-core path of Sgemm (gemm.cc), and
+// the sigmoid Sgemm applies after a cuBLASLt product (which has no such epilogue).
 #include <cuda_bf16.h>
 
+#include "backend/activation.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/indexing.cuh"
 
@@ -16,7 +18,21 @@ __global__ void ConvertKernel(const float* in, __nv_bfloat16* out, int64_t n) {
   RANKD_GRID_LOOP(i, n) out[i] = __float2bfloat16_rn(in[i]);
 }
 
+__global__ void SigmoidKernel(float* x, __nv_bfloat16* copy, int64_t n) {
+  RANKD_GRID_LOOP(i, n) {
+    const float y = Activate(Activation::kSigmoid, x[i]);
+    x[i] = y;
+    if (copy) copy[i] = __float2bfloat16_rn(y);
+  }
+}
+
 }  // namespace
+
+Status SigmoidInPlace(cudaStream_t stream, float* x, void* bf16_copy, int64_t n) {
+  if (n <= 0) return Status::Ok();
+  SigmoidKernel<<<Blocks(n), kThreads, 0, stream>>>(x, static_cast<__nv_bfloat16*>(bf16_copy), n);
+  return Check(cudaGetLastError(), "SigmoidInPlace");
+}
 
 Status ConvertToBf16(cudaStream_t stream, const float* in, void* out, int64_t n) {
   if (n <= 0) return Status::Ok();

@@ -49,6 +49,9 @@ Status Check(cudaError_t error, const char* what);
 Status Launched(const KernelArgs& k);
 // out[i] = bf16(in[i]) for i < n, rounded to nearest even, on `stream`.
 Status ConvertToBf16(cudaStream_t stream, const float* in, void* out, int64_t n);
+// x[i] = sigmoid(x[i]) for i < n (a product's epilogue cuBLASLt lacks), and bf16_copy[i] =
+// bf16(x[i]) when bf16_copy is set, on `stream`.
+Status SigmoidInPlace(cudaStream_t stream, float* x, void* bf16_copy, int64_t n);
 
 constexpr int kThreads = 256;
 // Blocks for a grid-stride loop over n items.

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,7 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
   RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
   RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-  if (g.epilogue == Epilogue::kBias) epi = CUBLASLT_EPILOGUE_BIAS;
+  if (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasSigmoid) epi = CUBLASLT_EPILOGUE_BIAS;  // sigmoid: after
   if (g.epilogue == Epilogue::kBiasRelu) epi = CUBLASLT_EPILOGUE_RELU_BIAS;
   if (g.epilogue == Epilogue::kRelu) epi = CUBLASLT_EPILOGUE_RELU;
   if (g.epilogue == Epilogue::kBiasGelu) epi = CUBLASLT_EPILOGUE_GELU_BIAS;
@@ -141,28 +142,39 @@ const void* Bf16Copy(const std::unordered_map<const void*, const void*>* copies,
 }
 const void* Bf16Weight(const DeviceContext& ctx, const float* constant) { return Bf16Copy(ctx.bf16_weights, constant); }
 
-// A bf16 product of at most kSmallRows rows with a weight matrix B, by the few-rows kernel, which
-// reads B as [N, K] (its transposed copy when it is [K, N]); false when it does not take it.
-StatusOr<bool> SmallRows(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, float* c, float alpha,
-                         float beta, const float* bias, void* bf16_d) {
-  if (ctx.precision != Precision::kBf16 || g.batch != 1 || g.trans_a || g.m > kSmallRows) return false;
-  SmallRowsProduct p;
-  p.w = g.trans_b ? Bf16Copy(ctx.bf16_weights, b) : Bf16Copy(ctx.bf16_weights_nk, b);
+// A bf16 product with a weight matrix B as the few-rows kernel runs it (B read as [N, K], its
+// transposed copy when it is [K, N]): of at most kSmallRows rows as it is, else of at most
+// kSmallRows columns transposed (B's rows the few rows, A's rows streamed); nullopt when the
+// kernel does not take it.
+std::optional<SmallRowsProduct> FewRowsProduct(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b,
+                                               float* c, float alpha, float beta, const float* bias, void* bf16_d) {
+  if (ctx.precision != Precision::kBf16 || g.batch != 1 || g.trans_a) return std::nullopt;
+  if (g.m > kSmallRows && g.n > kSmallRows) return std::nullopt;
+  const void* weight = g.trans_b ? Bf16Copy(ctx.bf16_weights, b) : Bf16Copy(ctx.bf16_weights_nk, b);
+  if (!weight) return std::nullopt;
   const bool bf16_a = ctx.bf16_a && ctx.bf16_a_source == a;  // its producer wrote only that, maybe
-  p.a = bf16_a ? ctx.bf16_a : a;
-  p.a_bf16 = bf16_a;
+  const void* rows = bf16_a ? ctx.bf16_a : static_cast<const void*>(a);
+  SmallRowsProduct p;
+  if (g.m <= kSmallRows) {
+    p.a = rows, p.a_bf16 = bf16_a;
+    p.w = weight;
+    p.m = g.m, p.n = g.n;
+  } else {
+    p.a = weight, p.a_bf16 = true;
+    p.w = rows, p.w_f32 = !bf16_a;
+    p.m = g.n, p.n = g.m;
+    p.bias_by_row = true;
+    p.row_stride = 1, p.column_stride = g.n;
+  }
+  p.k = g.k;
   p.bias = HasBias(g.epilogue) ? bias : nullptr;
   p.alpha = alpha;
   p.beta = beta;
   p.activation = ActivationOf(g.epilogue);
-  p.m = g.m;
-  p.n = g.n;
-  p.k = g.k;
   p.c = c;
   p.d = bf16_d;
-  if (!p.w || !SmallRowsFit(p)) return false;
-  RETURN_IF_ERROR(SmallRowsGemm(ctx.stream, p));
-  return true;
+  if (!SmallRowsFit(p)) return std::nullopt;
+  return p;
 }
 
 // The bf16 operands of a product: a weight matrix's bf16 copy when there is one, else the fp32
@@ -204,6 +216,10 @@ void Destroy(GemmCache::Entry& e) {
 
 void EnableGemmTuning(bool on) { tuning_on.store(on, std::memory_order_relaxed); }
 
+bool OwnProductKernel(const DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c) {
+  return FewRowsProduct(ctx, shape, a, b, c, 1.0f, 0.0f, nullptr, nullptr).has_value();
+}
+
 GemmCache::~GemmCache() {
   for (auto& [key, e] : entries) Destroy(e);
 }
@@ -217,8 +233,7 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
     RETURN_IF_ERROR(Check(cudaMemsetAsync(c, 0, static_cast<size_t>(g.m * g.n * g.batch) * sizeof(float), ctx.stream), "cudaMemsetAsync"));
     return bf16_d ? ConvertToBf16(ctx.stream, c, bf16_d, g.m * g.n * g.batch) : Status::Ok();
   }
-  ASSIGN_OR_RETURN(bool done, SmallRows(ctx, g, a, b, c, alpha, beta, bias, bf16_d));
-  if (done) return Status::Ok();
+  if (auto few = FewRowsProduct(ctx, g, a, b, c, alpha, beta, bias, bf16_d)) return SmallRowsGemm(ctx.stream, *few);
   const void* op_a = a;
   const void* op_b = b;
   if (ctx.precision == Precision::kBf16) RETURN_IF_ERROR(ConvertOperands(ctx, g, a, b, op_a, op_b));
@@ -245,7 +260,8 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   };
   GemmCache::Entry* e = nullptr;
   const void* bf16_bias = nullptr;
-  if (bf16_d && beta == 0.0f) {
+  const bool sigmoid = ActivationOf(g.epilogue) == Activation::kSigmoid;  // applied after, in fp32
+  if (bf16_d && beta == 0.0f && !sigmoid) {
     bf16_bias = bias ? Bf16Weight(ctx, bias) : nullptr;
     ASSIGN_OR_RETURN(e, entry(bf16_bias ? GemmOutput::kBf16 : GemmOutput::kBf16F32Bias, bf16_d));
     if (e->unsupported) e = nullptr;
@@ -262,6 +278,7 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   if (!e->untried.empty() && beta == 0.0f) RETURN_IF_ERROR(ChooseFastest(ctx, *e, &alpha, &beta, op_a, op_b, d));
   RANKD_LT_RETURN(cublasLtMatmul(ctx.lt, e->op, &alpha, op_b, e->b, op_a, e->a, &beta, d, e->c, d, e->c, &e->algo,
                                  ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
+  if (sigmoid) return SigmoidInPlace(ctx.stream, c, bf16_d, g.m * g.n * g.batch);
   if (bf16_d && !to_bf16) return ConvertToBf16(ctx.stream, c, bf16_d, g.m * g.n * g.batch);
   return Status::Ok();
 }

@@ -14,9 +14,13 @@
 
 namespace rankd::cuda {
 
-enum class Epilogue { kNone, kBias, kBiasRelu, kRelu, kBiasGelu, kGelu };  // GELU: the tanh approximation
+// GELU: the tanh approximation. cuBLASLt has no sigmoid: Sgemm applies it after the product
+// unless its own kernel runs the product.
+enum class Epilogue { kNone, kBias, kBiasRelu, kRelu, kBiasGelu, kGelu, kBiasSigmoid, kSigmoid };
 
-inline bool HasBias(Epilogue e) { return e == Epilogue::kBias || e == Epilogue::kBiasRelu || e == Epilogue::kBiasGelu; }
+inline bool HasBias(Epilogue e) {
+  return e == Epilogue::kBias || e == Epilogue::kBiasRelu || e == Epilogue::kBiasGelu || e == Epilogue::kBiasSigmoid;
+}
 
 // The epilogue of a product with or without a bias row and with the fused activation.
 inline Epilogue EpilogueOf(bool bias, Activation activation) {
@@ -25,6 +29,8 @@ inline Epilogue EpilogueOf(bool bias, Activation activation) {
       return bias ? Epilogue::kBiasRelu : Epilogue::kRelu;
     case Activation::kGeluTanh:
       return bias ? Epilogue::kBiasGelu : Epilogue::kGelu;
+    case Activation::kSigmoid:
+      return bias ? Epilogue::kBiasSigmoid : Epilogue::kSigmoid;
     case Activation::kNone:
       break;
   }
@@ -35,6 +41,7 @@ inline Epilogue EpilogueOf(bool bias, Activation activation) {
 inline Activation ActivationOf(Epilogue e) {
   if (e == Epilogue::kBiasRelu || e == Epilogue::kRelu) return Activation::kRelu;
   if (e == Epilogue::kBiasGelu || e == Epilogue::kGelu) return Activation::kGeluTanh;
+  if (e == Epilogue::kBiasSigmoid || e == Epilogue::kSigmoid) return Activation::kSigmoid;
   return Activation::kNone;
 }
 
@@ -57,7 +64,7 @@ struct GemmShape {
   Epilogue epilogue = Epilogue::kNone;
 };
 
-// C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] (+ bias[n]) (then ReLU or GELU), all dense row-major:
+// C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] (+ bias[n]) (then ReLU, GELU or sigmoid), all dense row-major:
 // A is m x k (k x m when trans_a), B is k x n (n x k when trans_b), C is m x n. With bf16
 // precision A and B are rounded to bf16 first (a weight's bf16 copy is used as is), into
 // ctx.bf16_operands, which must hold Bf16OperandBytes of both. With `bf16_d` (bf16 precision) the
@@ -65,6 +72,10 @@ struct GemmShape {
 // one, or, where cuBLASLt cannot write it so (beta != 0, no algorithm), to C and then converted there.
 Status Sgemm(DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c, float alpha,
              float beta, const float* bias = nullptr, void* bf16_d = nullptr);
+
+// Whether Sgemm runs this product (bf16 precision) in its own few-rows kernel, which, unlike
+// cuBLASLt, takes a bias on an output of one column.
+bool OwnProductKernel(const DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c);
 
 // Bytes an operand of `elements` values takes in the bf16 operand buffer.
 inline size_t Bf16OperandBytes(int64_t elements) { return (static_cast<size_t>(elements) * 2 + 255) / 256 * 256; }

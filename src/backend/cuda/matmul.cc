@@ -25,7 +25,10 @@ Status Gemm(const KernelArgs& k) {
   const float* bias = nullptr;
   if (has_c) {
     const Tensor& c = k.In(2);
-    bool row_vector = c.size() == g.n && (c.rank() == 1 || (c.rank() == 2 && c.dim(0) == 1)) && g.n > 1;
+    // A bias; on an output of one column only where rankd's own product kernel runs it (for
+    // cuBLASLt, C is then the bias broadcast).
+    bool row_vector = c.size() == g.n && (c.rank() == 1 || (c.rank() == 2 && c.dim(0) == 1)) &&
+                      (g.n > 1 || OwnProductKernel(*k.device, g, a.data<float>(), b.data<float>(), out.data<float>()));
     if (row_vector && beta == 1.0f && g.k > 0) {
       g.epilogue = EpilogueOf(true, activation);
       bias = c.data<float>();

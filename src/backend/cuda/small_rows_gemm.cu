@@ -24,7 +24,7 @@ __device__ inline void Bf16x8(const uint4& raw, float (&v)[kPiece]) {
   }
 }
 
-// Eight consecutive values of A as the bf16 operand holds them.
+// Eight consecutive values of an operand as its bf16 copy holds them.
 template <typename T>
 struct Piece;
 template <>
@@ -52,14 +52,14 @@ int SplitFor(int64_t k) {
 // warps take kWarps / split groups of kColumns columns, `split` warps to a group, which split k
 // evenly (each lane loading its pieces of the columns' rows at once) and meet through shared
 // memory in warp order.
-template <int R, typename T>
+template <int R, typename T, typename TW>
 __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRowsProduct p, int split) {
   __shared__ float partial[kWarps][kColumns][R];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int part = warp % split;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * (kWarps / split) + warp / split) * kColumns;
   const T* a = static_cast<const T*>(p.a);
-  const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w);
+  const TW* w = static_cast<const TW*>(p.w);
   float acc[kColumns][R] = {};
   const int64_t pieces = p.k / kPiece;
   const int64_t end = first < p.n ? pieces * (part + 1) / split : 0;
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRow
 #pragma unroll
     for (int c = 0; c < kColumns; ++c) {
       if (first + c < p.n) {
-        Bf16x8(*reinterpret_cast<const uint4*>(w + (first + c) * p.k + at), wv[c]);
+        Piece<TW>::Load(w + (first + c) * p.k + at, wv[c]);
       } else {
 #pragma unroll
         for (int e = 0; e < kPiece; ++e) wv[c][e] = 0.0f;
@@ -110,12 +110,22 @@ __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRow
   if (group >= kWarps / split || row >= p.m || j >= p.n) return;
   float sum = 0.0f;
   for (int from = group * split; from < (group + 1) * split; ++from) sum += partial[from][column][row];
-  const float addend = (p.beta != 0.0f ? p.beta * p.c[row * p.n + j] : 0.0f) + (p.bias ? p.bias[j] : 0.0f);
+  const int64_t at = row * (p.row_stride ? p.row_stride : p.n) + j * p.column_stride;
+  const float addend = (p.beta != 0.0f ? p.beta * p.c[at] : 0.0f) + (p.bias ? p.bias[p.bias_by_row ? row : j] : 0.0f);
   const float y = Activate(p.activation, p.alpha * sum + addend);
   if (p.d) {
-    static_cast<__nv_bfloat16*>(p.d)[row * p.n + j] = __float2bfloat16_rn(y);
+    static_cast<__nv_bfloat16*>(p.d)[at] = __float2bfloat16_rn(y);
   } else {
-    p.c[row * p.n + j] = y;
+    p.c[at] = y;
+  }
+}
+
+template <int R, typename T>
+void LaunchFor(cudaStream_t stream, const SmallRowsProduct& p, unsigned blocks, int split) {
+  if (p.w_f32) {
+    SmallRowsKernel<R, T, float><<<blocks, kWarp * kWarps, 0, stream>>>(p, split);
+  } else {
+    SmallRowsKernel<R, T, __nv_bfloat16><<<blocks, kWarp * kWarps, 0, stream>>>(p, split);
   }
 }
 
@@ -125,9 +135,9 @@ void Launch(cudaStream_t stream, const SmallRowsProduct& p) {
   const int64_t columns_per_block = static_cast<int64_t>(kWarps / split) * kColumns;
   const unsigned blocks = static_cast<unsigned>((p.n + columns_per_block - 1) / columns_per_block);
   if (p.a_bf16) {
-    SmallRowsKernel<R, __nv_bfloat16><<<blocks, kWarp * kWarps, 0, stream>>>(p, split);
+    LaunchFor<R, __nv_bfloat16>(stream, p, blocks, split);
   } else {
-    SmallRowsKernel<R, float><<<blocks, kWarp * kWarps, 0, stream>>>(p, split);
+    LaunchFor<R, float>(stream, p, blocks, split);
   }
 }
 

@@ -18,7 +18,7 @@ Status NeedF32(InferContext& c, int i) {
 Status CheckActivation(InferContext& c) {
   if (!c.node.Has("activation")) return Status::Ok();
   const std::string a = c.node.GetString("activation", "");
-  if (a != "Relu" && a != "GeluTanh") return c.Error("activation must be Relu or GeluTanh, got " + a);
+  if (a != "Relu" && a != "GeluTanh" && a != "Sigmoid") return c.Error("activation must be Relu, GeluTanh or Sigmoid, got " + a);
   return Status::Ok();
 }
 
