@@ -733,6 +733,38 @@ TEST(CudaBackend, ProductsWithBf16OperandsStayWithinTheirTolerance) {
   EXPECT_GT(products, 10);
 }
 
+// Kernels a bf16 run of `graph` (one FP32 input of `width` columns) launches at each of `rows`,
+// each run checked against the CPU: within bf16's tolerance, and rounded.
+std::vector<int> Bf16ProductLaunches(const Backend* cuda, const Graph& graph, int64_t width, std::initializer_list<int64_t> rows,
+                                     std::mt19937_64& rng) {
+  std::vector<int> kernels;
+  auto resources = cuda->PrepareModel(graph, Precision::kBf16);
+  EXPECT_TRUE(resources.ok()) << resources.status().ToString();
+  if (!resources.ok()) return kernels;
+  auto executor = cuda->NewExecutor(*resources);
+  EXPECT_TRUE(executor.ok());
+  if (!executor.ok()) return kernels;
+  for (int64_t r : rows) {
+    PlanOptions options;
+    options.backend = cuda;
+    auto plan = Plan::Build(graph, {{DType::kF32, {r, width}, nullptr}}, options);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    if (!plan.ok()) return kernels;
+    auto launches = (*executor)->CountLaunches(**plan);
+    EXPECT_TRUE(launches.ok()) << launches.status().ToString();
+    kernels.push_back(launches.ok() ? launches->kernels : -1);
+    std::vector<Tensor> in{testing::RandomF32({r, width}, rng)};
+    auto got = (*executor)->Run(**plan, in);
+    auto want = testing::RunGraph(graph, in);
+    EXPECT_TRUE(got.ok() && want.ok()) << got.status().ToString();
+    if (!got.ok() || !want.ok()) return kernels;
+    const double err = testing::RelativeError((*got)[0], (*want)[0]);
+    EXPECT_LE(err, 2e-2) << r << " rows";
+    EXPECT_GT(err, 0.0) << r << " rows: are the operands rounded?";
+  }
+  return kernels;
+}
+
 // A bf16 product of a few rows with a weight matrix is one kernel: no conversion of A, no split-K
 // reduction (small_rows_gemm.h); nine rows take cuBLASLt and the conversion of A.
 TEST(CudaBackend, FewRowProductsAreOneKernel) {
@@ -742,30 +774,11 @@ TEST(CudaBackend, FewRowProductsAreOneKernel) {
   GraphBuilder g;
   int x = g.Input("x", DType::kF32, {-1, 3456});
   g.Output(g.Op("MatMul", {x, g.Const("w", testing::RandomF32({3456, 512}, rng))}));
-  auto resources = cuda->PrepareModel(g.graph(), Precision::kBf16);
-  ASSERT_TRUE(resources.ok()) << resources.status().ToString();
-  auto executor = cuda->NewExecutor(*resources);
-  ASSERT_TRUE(executor.ok());
-  for (int64_t rows : {1, 8, 9}) {
-    PlanOptions options;
-    options.backend = cuda;
-    auto plan = Plan::Build(g.graph(), {{DType::kF32, {rows, 3456}, nullptr}}, options);
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    auto launches = (*executor)->CountLaunches(**plan);
-    ASSERT_TRUE(launches.ok()) << launches.status().ToString();
-    if (rows <= 8) {
-      EXPECT_EQ(launches->kernels, 1) << rows << " rows";
-    } else {
-      EXPECT_GE(launches->kernels, 2) << rows << " rows";
-    }
-    std::vector<Tensor> in{testing::RandomF32({rows, 3456}, rng)};
-    auto got = (*executor)->Run(**plan, in);
-    auto want = testing::RunGraph(g.graph(), in);
-    ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
-    const double err = testing::RelativeError((*got)[0], (*want)[0]);
-    EXPECT_LE(err, 2e-2) << rows << " rows";
-    EXPECT_GT(err, 0.0) << rows << " rows: are the operands rounded?";
-  }
+  std::vector<int> kernels = Bf16ProductLaunches(cuda, g.graph(), 3456, {1, 8, 9}, rng);
+  ASSERT_EQ(kernels.size(), 3u);
+  EXPECT_EQ(kernels[0], 1) << "1 row";
+  EXPECT_EQ(kernels[1], 1) << "8 rows";
+  EXPECT_GE(kernels[2], 2) << "9 rows";
 }
 
 // So is a bf16 product of many rows with a few columns, taken transposed: a score's last layer with
@@ -779,26 +792,7 @@ TEST(CudaBackend, FewColumnProductsAreOneKernel) {
   int x = g.Input("x", DType::kF32, {-1, 256});
   g.Output(g.Op("Gemm", {x, g.Const("w", testing::RandomF32({1, 256}, rng)), g.Const("c", testing::RandomF32({1}, rng))},
                 {{"transB", int64_t{1}}, {"activation", std::string("Sigmoid")}}));
-  auto resources = cuda->PrepareModel(g.graph(), Precision::kBf16);
-  ASSERT_TRUE(resources.ok()) << resources.status().ToString();
-  auto executor = cuda->NewExecutor(*resources);
-  ASSERT_TRUE(executor.ok());
-  for (int64_t rows : {9, 512}) {
-    PlanOptions options;
-    options.backend = cuda;
-    auto plan = Plan::Build(g.graph(), {{DType::kF32, {rows, 256}, nullptr}}, options);
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    auto launches = (*executor)->CountLaunches(**plan);
-    ASSERT_TRUE(launches.ok()) << launches.status().ToString();
-    EXPECT_EQ(launches->kernels, 1) << rows << " rows";
-    std::vector<Tensor> in{testing::RandomF32({rows, 256}, rng)};
-    auto got = (*executor)->Run(**plan, in);
-    auto want = testing::RunGraph(g.graph(), in);
-    ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
-    const double err = testing::RelativeError((*got)[0], (*want)[0]);
-    EXPECT_LE(err, 2e-2) << rows << " rows";
-    EXPECT_GT(err, 0.0) << rows << " rows: are the operands rounded?";
-  }
+  EXPECT_EQ(Bf16ProductLaunches(cuda, g.graph(), 256, {9, 512}, rng), (std::vector<int>{1, 1}));
 }
 
 TEST(CudaBackend, Tf32AndBf16StayWithinTheirTolerance) {
