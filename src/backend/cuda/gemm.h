@@ -69,7 +69,8 @@ struct GemmShape {
 // precision A and B are rounded to bf16 first (a weight's bf16 copy is used as is), into
 // ctx.bf16_operands, which must hold Bf16OperandBytes of both. With `bf16_d` (bf16 precision) the
 // result goes there in bf16 instead of to C (bf16_copies.h), with the bias's bf16 copy where it has
-// one, or, where cuBLASLt cannot write it so (beta != 0, no algorithm), to C and then converted there.
+// one, or, where cuBLASLt cannot write it so (beta != 0, no algorithm, a sigmoid after it), to C
+// and then converted there. Products the few-rows kernel takes (small_rows_gemm.h) skip cuBLASLt.
 Status Sgemm(DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c, float alpha,
              float beta, const float* bias = nullptr, void* bf16_d = nullptr);
 
