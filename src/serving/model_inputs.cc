@@ -138,6 +138,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   prepared.users = hoisted_ ? users : 0;
   prepared.sequence_elements = 0;
   inputs.clear();
+  inputs.reserve(bindings_.size());  // Tensors hold their shape on the heap: no copies on growth
   ragged_max_lengths.assign(ragged_names_.size(), 0);
   // Ragged offsets and the checks of lengths (each in range, adding up to the values sent), one
   // pass over each input's lengths, inputs on several threads (W1 at 32,768 pairs: 26 inputs of
@@ -172,7 +173,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     bool padded = in.lengths.empty() && in.data.rank() == 2;
     if (b.kind.part == GraphInputKind::kValues) {
       Tensor values = padded ? Tensor::View(in.data.dtype(), {in.data.size()}, const_cast<void*>(in.data.raw())) : in.data;
-      inputs.push_back(repeat == 1 ? values : RepeatRows(values, repeat));
+      inputs.push_back(repeat == 1 ? std::move(values) : RepeatRows(values, repeat));
       prepared.sequence_elements += inputs.back().size();
     } else {
       jobs.push_back({b.config_index, padded, want, b.kind.ragged, inputs.size(), Status::Ok()});
