@@ -255,8 +255,9 @@ TEST(GemmEpilogueFusion, FusesOnlyASoleReluReaderAndKeepsResults) {
 }
 
 // A score's Gemm -> Sigmoid (one output column, as CTR models end) and a MatMul -> Add(bias) ->
-// Sigmoid become one product each, with the same scores; a Sigmoid of a product read elsewhere, and
-// one after a Relu, stay.
+// Sigmoid become one product each, with the same scores; a Sigmoid of a product read elsewhere,
+// one after a Relu, and one of a batched MatMul of two activations (a two-tower score per
+// candidate) stay.
 TEST(GemmEpilogueFusion, SigmoidOfAProductIsItsEpilogue) {
   std::mt19937 rng(5);
   auto random = [&](Shape s) { return RandomF32(std::move(s), rng); };
@@ -268,12 +269,15 @@ TEST(GemmEpilogueFusion, SigmoidOfAProductIsItsEpilogue) {
   b.Output(b.Op("Sigmoid", {shared}));
   b.Output(shared);
   b.Output(b.Op("Sigmoid", {b.Op("Relu", {b.Op("MatMul", {x, b.Const("w4", random({6, 2}))})})}));
-  std::vector<Tensor> inputs{random({7, 6})};
+  int users = b.Input("users", DType::kF32, {7, 1, 6});
+  int items = b.Input("items", DType::kF32, {7, 6, 3});
+  b.Output(b.Op("Sigmoid", {b.Op("MatMul", {users, items})}));  // batched: [7, 1, 3]
+  std::vector<Tensor> inputs{random({7, 6}), random({7, 1, 6}), random({7, 6, 3})};
   auto before = RunGraph(b.graph(), inputs);
   ASSERT_TRUE(before.ok()) << before.status().ToString();
   Graph g = b.graph();
   EXPECT_EQ(FuseGemmEpilogues(g), 4);  // two Sigmoids, the MatMul's bias, the last MatMul's Relu
-  EXPECT_EQ(testing::CountOps(g, "Sigmoid"), 2);
+  EXPECT_EQ(testing::CountOps(g, "Sigmoid"), 3);
   int with_sigmoid = 0;
   for (const Node& n : g.nodes) with_sigmoid += n.GetString("activation", "") == "Sigmoid";
   EXPECT_EQ(with_sigmoid, 2);

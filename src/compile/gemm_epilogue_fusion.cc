@@ -19,9 +19,7 @@ class EpilogueFuser {
       if (removed_[n]) continue;
       Node& node = g_.nodes[n];
       if (node.op == "MatMul") FuseBias(node);
-      if ((node.op == "Gemm" || node.op == "MatMul") && !FuseActivation(node, "Relu") && !FuseActivation(node, "Sigmoid")) {
-        FuseGeluTanh(node);
-      }
+      if (TakesActivation(node) && !FuseActivation(node, "Relu") && !FuseActivation(node, "Sigmoid")) FuseGeluTanh(node);
     }
     if (fused_ > 0) g_.EraseNodes(removed_);
     return fused_;
@@ -60,6 +58,18 @@ class EpilogueFuser {
     mm.outputs[0] = add.outputs[0];
     removed_[static_cast<size_t>(r)] = true;
     ++fused_;
+  }
+
+  // A product an activation can go into: a Gemm, or a MatMul whose B is one matrix (the CUDA
+  // backend applies an epilogue to a single product, not to a batch of them: cuda/matmul.cc). A
+  // MatMul of two batched activations (a two-tower score, attention) keeps its activation node.
+  bool TakesActivation(const Node& product) const {
+    if (product.op == "Gemm") return true;
+    if (product.op != "MatMul" || product.inputs.size() < 2) return false;
+    const int b = product.inputs[1];
+    if (g_.IsConstant(b)) return g_.constants.at(b).rank() <= 2;
+    const Value& v = g_.values[static_cast<size_t>(b)];
+    return v.rank_known && v.shape.size() <= 2;
   }
 
   // The product's only reader is the one-input activation `op` (Relu, Sigmoid).
