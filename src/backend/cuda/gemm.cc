@@ -26,6 +26,19 @@ int Alignment(const void* p) {
   return 4;
 }
 
+// The split-K reduction schemes allowed by RANKD_GEMM_SPLIT_K: `any` (the default: a separate
+// reduction kernel allowed), `inplace` (the parts added up in the product's own kernel, fp32
+// outputs only; no split-K for bf16 ones) or `none`.
+uint32_t SplitKSchemes(bool bf16_output) {
+  static const std::string mode = [] {
+    const char* v = std::getenv("RANKD_GEMM_SPLIT_K");
+    return std::string(v ? v : "any");
+  }();
+  if (mode == "none") return CUBLASLT_REDUCTION_SCHEME_NONE;
+  if (mode == "inplace") return bf16_output ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_INPLACE;
+  return CUBLASLT_REDUCTION_SCHEME_MASK;
+}
+
 // cuBLASLt is column-major: a row-major X is its transpose there. So the row-major product
 // C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T: B goes first.
 // With bf16 the operands are bf16 (converted by Sgemm) and the product accumulates in fp32 and is
@@ -78,6 +91,10 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
   }
+  // Split-K schemes the algorithms may use (RANKD_GEMM_SPLIT_K): INPLACE adds the parts up in
+  // the output's type, so a bf16 output never takes it.
+  uint32_t reduction = SplitKSchemes(bf16_d);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof(reduction));
   cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};
   int found = 0;
   cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, e.op, e.b, e.a, e.c, e.c, pref, kGemmCandidates, results, &found);

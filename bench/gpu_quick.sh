@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# A short GPU lease in one command, the most needed step first, each bounded in time, so that
+# whatever finished is under OUT when the lease ends (docs/cuda.md, docs/benchmarks.md):
+#   1. the whole test binary (the GPU tests run there instead of skipping), into tests.log;
+#   2. compute-sanitizer memcheck on the tests MEMCHECK_FILTER names, into memcheck.log;
+#   3. the small requests of issue 6 against the best PyTorch peer (bench/gpu_bench.py: W1 at
+#      1, 64 and 512 pairs, W2 at 1 user x 200), into peers.log and peers.md;
+#   4. with AB="VAR=a,b" (an environment variable rankd reads, e.g. RANKD_GEMM_SPLIT_K=any,inplace),
+#      `rankd bench engine` on W1 at 64 and 512 pairs for each value, alternating, AB_ROUNDS
+#      rounds, into ab.csv; with AB_TESTS (a gtest filter) also those tests under each value
+#      but the first, before step 2.
+# Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
+#   bench/gpu_quick.sh $OUT
+# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S (0 skips a step).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: bench/gpu_quick.sh OUT_DIR}
+mkdir -p "$out"
+[[ -x .bundle/run ]] || tar -xJf .bundle/rankd.tar.xz
+export PYTHONUNBUFFERED=1 RANKD_SOURCE_DIR=$PWD
+step() { echo "== $1 ($(date -u +%T))" | tee -a "$out/steps.log"; }
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >"$out/gpu.csv" 2>&1
+cat .bundle/COMMIT >>"$out/gpu.csv" 2>/dev/null
+
+if ((${TESTS_S:-150})); then
+  step "tests"
+  timeout "${TESTS_S:-150}" .bundle/run rankd_tests >"$out/tests.log" 2>&1
+  echo "tests exit $?" | tee -a "$out/steps.log"
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.log" | sort | uniq -c | head -40 | tee -a "$out/steps.log"
+fi
+
+# The tests AB_TESTS names again under each value of AB but the first (the default's ran above).
+if [[ -n ${AB:-} && -n ${AB_TESTS:-} ]]; then
+  step "tests under ${AB}"
+  IFS=, read -r -a values <<<"${AB#*=}"
+  for value in "${values[@]:1}"; do
+    env "${AB%%=*}=$value" timeout "${AB_TESTS_S:-60}" .bundle/run rankd_tests --gtest_filter="$AB_TESTS" \
+      >"$out/tests_ab_$value.log" 2>&1
+    echo "tests with ${AB%%=*}=$value exit $?" | tee -a "$out/steps.log"
+    tail -3 "$out/tests_ab_$value.log" | tee -a "$out/steps.log"
+  done
+fi
+
+if ((${MEMCHECK_S:-60})); then
+  step "memcheck"
+  LD_LIBRARY_PATH=.bundle/lib timeout "${MEMCHECK_S:-60}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+    .bundle/bin/rankd_tests --gtest_filter="${MEMCHECK_FILTER:-Ops/CudaOpTest*:CudaBackend.FewRow*}" >"$out/memcheck.log" 2>&1
+  echo "memcheck exit $?" | tee -a "$out/steps.log"
+  tail -3 "$out/memcheck.log" | tee -a "$out/steps.log"
+fi
+
+if ((${PEERS_S:-240})); then
+  step "peers"
+  timeout "${PEERS_S:-240}" python3 bench/gpu_bench.py --rankd ".bundle/run rankd" --workloads "${WORKLOADS:-dlrm_dcnv2,din}" \
+    --rows "${ROWS:-1,64,512,200}" --precisions bf16 --peers cudagraphs --buckets on --hoisting on \
+    --iters "${ITERS:-300}" >"$out/peers.md" 2>"$out/peers.log"
+  echo "peers exit $?" | tee -a "$out/steps.log"
+  cat "$out/peers.md" | tee -a "$out/steps.log"
+fi
+
+if [[ -n ${AB:-} ]] && ((${AB_S:-120})); then
+  step "a/b ${AB}"
+  var=${AB%%=*}
+  IFS=, read -r -a values <<<"${AB#*=}"
+  deadline=$((SECONDS + ${AB_S:-120}))
+  for ((round = 0; round < ${AB_ROUNDS:-2}; ++round)); do
+    for n in 64 512; do
+      requests=bench/out/dlrm_dcnv2_full_n${n}_l0.jsonl
+      [[ -f $requests ]] || continue
+      for value in "${values[@]}"; do
+        ((SECONDS < deadline)) || break 3
+        env "$var=$value" timeout $((deadline - SECONDS)) .bundle/run rankd bench engine --backend cuda --precision bf16 \
+          --model-repo bench/out/repo --model dlrm_dcnv2_full --requests "$requests" --buckets on \
+          --iters "${ITERS:-300}" --warmup 20 --label "$var=$value" --csv "$out/ab.csv" >/dev/null 2>>"$out/ab.log"
+      done
+    done
+  done
+  cat "$out/ab.csv" 2>/dev/null | tee -a "$out/steps.log"
+fi
+step "done"
