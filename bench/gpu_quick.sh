@@ -7,11 +7,12 @@
 #      1, 64 and 512 pairs, W2 at 1 user x 200), into peers.log and peers.md;
 #   4. with AB="VAR=a,b" (an environment variable rankd reads, e.g. RANKD_GEMM_SPLIT_K=any,inplace),
 #      `rankd bench engine` on W1 at 64 and 512 pairs for each value, alternating, AB_ROUNDS
-#      rounds, into ab.csv; with AB_TESTS (a gtest filter) also those tests under each value
-#      but the first, before step 2.
+#      rounds, into ab.csv; with AB_TESTS (a gtest filter), then those tests under each value
+#      but the first;
+#   5. with NCU_S, ncu's time for every kernel of one W1 batch, into ncu.csv.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
 #   bench/gpu_quick.sh $OUT
-# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S (0 skips a step).
+# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S, AB_TESTS_S, NCU_S (0 skips a step).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/gpu_quick.sh OUT_DIR}
@@ -28,18 +29,6 @@ if ((${TESTS_S:-150})); then
   timeout "${TESTS_S:-150}" .bundle/run rankd_tests >"$out/tests.log" 2>&1
   echo "tests exit $?" | tee -a "$out/steps.log"
   grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.log" | sort | uniq -c | head -40 | tee -a "$out/steps.log"
-fi
-
-# The tests AB_TESTS names again under each value of AB but the first (the default's ran above).
-if [[ -n ${AB:-} && -n ${AB_TESTS:-} ]]; then
-  step "tests under ${AB}"
-  IFS=, read -r -a values <<<"${AB#*=}"
-  for value in "${values[@]:1}"; do
-    env "${AB%%=*}=$value" timeout "${AB_TESTS_S:-60}" .bundle/run rankd_tests --gtest_filter="$AB_TESTS" \
-      >"$out/tests_ab_$value.log" 2>&1
-    echo "tests with ${AB%%=*}=$value exit $?" | tee -a "$out/steps.log"
-    tail -3 "$out/tests_ab_$value.log" | tee -a "$out/steps.log"
-  done
 fi
 
 if ((${MEMCHECK_S:-60})); then
@@ -77,5 +66,27 @@ if [[ -n ${AB:-} ]] && ((${AB_S:-120})); then
     done
   done
   cat "$out/ab.csv" 2>/dev/null | tee -a "$out/steps.log"
+fi
+# The tests AB_TESTS names again under each value of AB but the first (the default's ran above).
+if [[ -n ${AB:-} && -n ${AB_TESTS:-} ]]; then
+  step "tests under ${AB}"
+  IFS=, read -r -a values <<<"${AB#*=}"
+  for value in "${values[@]:1}"; do
+    env "${AB%%=*}=$value" timeout "${AB_TESTS_S:-60}" .bundle/run rankd_tests --gtest_filter="$AB_TESTS" \
+      >"$out/tests_ab_$value.log" 2>&1
+    echo "tests with ${AB%%=*}=$value exit $?" | tee -a "$out/steps.log"
+    tail -3 "$out/tests_ab_$value.log" | tee -a "$out/steps.log"
+  done
+fi
+
+# 5. With NCU_S: every kernel of W1 at NCU_ROWS pairs (one uncaptured batch after one warm-up,
+#    with cuBLASLt's heuristic choice), timed by ncu without fixing the clocks, into ncu.csv.
+if ((${NCU_S:-0})); then
+  step "ncu"
+  RANKD_GEMM_TUNING=0 LD_LIBRARY_PATH=.bundle/lib timeout "$NCU_S" ncu --clock-control none --csv \
+    --metrics gpu__time_duration.sum .bundle/bin/rankd bench engine --backend cuda --precision bf16 \
+    --model-repo bench/out/repo --model dlrm_dcnv2_full --requests "bench/out/dlrm_dcnv2_full_n${NCU_ROWS:-512}_l0.jsonl" \
+    --buckets off --iters 1 --warmup 1 >"$out/ncu.csv" 2>"$out/ncu.log"
+  echo "ncu exit $?" | tee -a "$out/steps.log"
 fi
 step "done"
