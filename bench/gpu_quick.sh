@@ -10,6 +10,7 @@
 #      rounds, into ab.csv; with AB_TESTS (a gtest filter), then those tests under each value
 #      but the first;
 #   5. with NCU_S, ncu's time for every kernel of one W1 batch, into ncu.csv.
+# The logs come back packed in OUT/logs.tgz, the summary in OUT/steps.log.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
 #   bench/gpu_quick.sh $OUT
 # Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S, AB_TESTS_S, NCU_S (0 skips a step).
@@ -19,33 +20,40 @@ out=${1:?usage: bench/gpu_quick.sh OUT_DIR}
 mkdir -p "$out"
 [[ -x .bundle/run ]] || tar -xJf .bundle/rankd.tar.xz
 export PYTHONUNBUFFERED=1 RANKD_SOURCE_DIR=$PWD
-step() { echo "== $1 ($(date -u +%T))" | tee -a "$out/steps.log"; }
+# A device run returns at most 8 files: OUT keeps steps.log (the summary) and gpu.csv, the logs
+# go to $raw and are packed into OUT/logs.tgz before each step (and at the end).
+raw=$(mktemp -d)
+step() {
+  tar -czf "$out/logs.tgz" -C "$raw" .
+  echo "== $1 ($(date -u +%T))" | tee -a "$out/steps.log"
+}
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >"$out/gpu.csv" 2>&1
 cat .bundle/COMMIT >>"$out/gpu.csv" 2>/dev/null
 
 if ((${TESTS_S:-150})); then
   step "tests"
-  timeout "${TESTS_S:-150}" .bundle/run rankd_tests >"$out/tests.log" 2>&1
+  timeout "${TESTS_S:-150}" .bundle/run rankd_tests >"$raw/tests.log" 2>&1
   echo "tests exit $?" | tee -a "$out/steps.log"
-  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.log" | sort | uniq -c | head -40 | tee -a "$out/steps.log"
+  { grep -E '^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]+ tests?' "$raw/tests.log"
+    grep -E '^\[  FAILED  \] [A-Za-z]' "$raw/tests.log" | sort -u | head -30; tail -2 "$raw/tests.log"; } | tee -a "$out/steps.log"
 fi
 
 if ((${MEMCHECK_S:-60})); then
   step "memcheck"
   LD_LIBRARY_PATH=.bundle/lib timeout "${MEMCHECK_S:-60}" compute-sanitizer --tool memcheck --error-exitcode 9 \
-    .bundle/bin/rankd_tests --gtest_filter="${MEMCHECK_FILTER:-Ops/CudaOpTest*:CudaBackend.FewRow*}" >"$out/memcheck.log" 2>&1
+    .bundle/bin/rankd_tests --gtest_filter="${MEMCHECK_FILTER:-Ops/CudaOpTest*:CudaBackend.FewRow*}" >"$raw/memcheck.log" 2>&1
   echo "memcheck exit $?" | tee -a "$out/steps.log"
-  tail -3 "$out/memcheck.log" | tee -a "$out/steps.log"
+  tail -3 "$raw/memcheck.log" | tee -a "$out/steps.log"
 fi
 
 if ((${PEERS_S:-240})); then
   step "peers"
   timeout "${PEERS_S:-240}" python3 bench/gpu_bench.py --rankd ".bundle/run rankd" --workloads "${WORKLOADS:-dlrm_dcnv2,din}" \
     --rows "${ROWS:-1,64,512,200}" --precisions bf16 --peers cudagraphs --buckets on --hoisting on \
-    --iters "${ITERS:-300}" >"$out/peers.md" 2>"$out/peers.log"
+    --iters "${ITERS:-300}" >"$raw/peers.md" 2>"$raw/peers.log"
   echo "peers exit $?" | tee -a "$out/steps.log"
-  cat "$out/peers.md" | tee -a "$out/steps.log"
+  cat "$raw/peers.md" | tee -a "$out/steps.log"
 fi
 
 if [[ -n ${AB:-} ]] && ((${AB_S:-120})); then
@@ -61,11 +69,11 @@ if [[ -n ${AB:-} ]] && ((${AB_S:-120})); then
         ((SECONDS < deadline)) || break 3
         env "$var=$value" timeout $((deadline - SECONDS)) .bundle/run rankd bench engine --backend cuda --precision bf16 \
           --model-repo bench/out/repo --model dlrm_dcnv2_full --requests "$requests" --buckets on \
-          --iters "${ITERS:-300}" --warmup 20 --label "$var=$value" --csv "$out/ab.csv" >/dev/null 2>>"$out/ab.log"
+          --iters "${ITERS:-300}" --warmup 20 --label "$var=$value" --csv "$raw/ab.csv" >/dev/null 2>>"$raw/ab.log"
       done
     done
   done
-  cat "$out/ab.csv" 2>/dev/null | tee -a "$out/steps.log"
+  cat "$raw/ab.csv" 2>/dev/null | tee -a "$out/steps.log"
 fi
 # The tests AB_TESTS names again under each value of AB but the first (the default's ran above).
 if [[ -n ${AB:-} && -n ${AB_TESTS:-} ]]; then
@@ -73,9 +81,9 @@ if [[ -n ${AB:-} && -n ${AB_TESTS:-} ]]; then
   IFS=, read -r -a values <<<"${AB#*=}"
   for value in "${values[@]:1}"; do
     env "${AB%%=*}=$value" timeout "${AB_TESTS_S:-60}" .bundle/run rankd_tests --gtest_filter="$AB_TESTS" \
-      >"$out/tests_ab_$value.log" 2>&1
+      >"$raw/tests_ab_$value.log" 2>&1
     echo "tests with ${AB%%=*}=$value exit $?" | tee -a "$out/steps.log"
-    tail -3 "$out/tests_ab_$value.log" | tee -a "$out/steps.log"
+    tail -3 "$raw/tests_ab_$value.log" | tee -a "$out/steps.log"
   done
 fi
 
@@ -86,7 +94,7 @@ if ((${NCU_S:-0})); then
   RANKD_GEMM_TUNING=0 LD_LIBRARY_PATH=.bundle/lib timeout "$NCU_S" ncu --clock-control none --csv \
     --metrics gpu__time_duration.sum .bundle/bin/rankd bench engine --backend cuda --precision bf16 \
     --model-repo bench/out/repo --model dlrm_dcnv2_full --requests "bench/out/dlrm_dcnv2_full_n${NCU_ROWS:-512}_l0.jsonl" \
-    --buckets off --iters 1 --warmup 1 >"$out/ncu.csv" 2>"$out/ncu.log"
+    --buckets off --iters 1 --warmup 1 >"$raw/ncu.csv" 2>"$raw/ncu.log"
   echo "ncu exit $?" | tee -a "$out/steps.log"
 fi
 step "done"
