@@ -5,7 +5,7 @@
 #   2. compute-sanitizer memcheck on the tests MEMCHECK_FILTER names, into memcheck.log;
 #   3. the small requests of issue 6 against the best PyTorch peer (bench/gpu_bench.py: W1 at
 #      1, 64 and 512 pairs, W2 at 1 user x 200), into peers.log and peers.md;
-#   4. with AB="VAR=a,b" (an environment variable rankd reads, e.g. RANKD_GEMM_SPLIT_K=any,inplace),
+#   4. with AB="VAR=a,b" (an environment variable rankd reads, e.g. RANKD_GEMM_TUNING=1,0),
 #      `rankd bench engine` on W1 at 64 and 512 pairs for each value, alternating, AB_ROUNDS
 #      rounds, into ab.csv; with AB_TESTS (a gtest filter), then those tests under each value
 #      but the first;

@@ -26,19 +26,6 @@ int Alignment(const void* p) {
   return 4;
 }
 
-// The split-K reduction schemes allowed by RANKD_GEMM_SPLIT_K: `any` (the default: a separate
-// reduction kernel allowed), `inplace` (the parts added up in the product's own kernel, fp32
-// outputs only; no split-K for bf16 ones) or `none`.
-uint32_t SplitKSchemes(bool bf16_output) {
-  static const std::string mode = [] {
-    const char* v = std::getenv("RANKD_GEMM_SPLIT_K");
-    return std::string(v ? v : "any");
-  }();
-  if (mode == "none") return CUBLASLT_REDUCTION_SCHEME_NONE;
-  if (mode == "inplace") return bf16_output ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_INPLACE;
-  return CUBLASLT_REDUCTION_SCHEME_MASK;
-}
-
 // cuBLASLt is column-major: a row-major X is its transpose there. So the row-major product
 // C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T: B goes first.
 // With bf16 the operands are bf16 (converted by Sgemm) and the product accumulates in fp32 and is
@@ -91,10 +78,6 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
   }
-  // Split-K schemes the algorithms may use (RANKD_GEMM_SPLIT_K): INPLACE adds the parts up in
-  // the output's type, so a bf16 output never takes it.
-  uint32_t reduction = SplitKSchemes(bf16_d);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof(reduction));
   cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};
   int found = 0;
   cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, e.op, e.b, e.a, e.c, e.c, pref, kGemmCandidates, results, &found);
@@ -119,7 +102,11 @@ bool TuningEnabled() {
 
 // Times the heuristic's first algorithm and its runners-up on the product's own operands and
 // keeps the fastest. Only outside a capture and when D does not accumulate into C (beta = 0),
-// so the repeated runs leave the result as one run would.
+// so the repeated runs leave the result as one run would. The candidates are timed in rounds,
+// each round timing every candidate once (kRuns products in a row), and a candidate counts its
+// fastest round: timed one after another in a single pass, the first candidates of a load ran
+// while the clocks still rose from idle, and a few microseconds of noise chose between
+// algorithms that differ by less.
 Status ChooseFastest(DeviceContext& ctx, GemmCache::Entry& e, const void* alpha, const void* beta, const void* op_a,
                      const void* op_b, void* d) {
   std::vector<cublasLtMatmulAlgo_t> candidates = {e.algo};
@@ -128,26 +115,35 @@ Status ChooseFastest(DeviceContext& ctx, GemmCache::Entry& e, const void* alpha,
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   RETURN_IF_ERROR(Check(cudaStreamIsCapturing(ctx.stream, &capturing), "cudaStreamIsCapturing"));
   if (candidates.size() < 2 || capturing != cudaStreamCaptureStatusNone || !TuningEnabled()) return Status::Ok();
-  DeviceSpan span;
-  double best = 0;
-  bool timed = false;  // one candidate at least ran
-  constexpr int kRuns = 4;
+  auto run = [&](size_t i) {
+    return cublasLtMatmul(ctx.lt, e.op, alpha, op_b, e.b, op_a, e.a, beta, d, e.c, d, e.c, &candidates[i],
+                          ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream);
+  };
+  std::vector<size_t> runnable;  // a runner-up may decline these operands
   for (size_t i = 0; i < candidates.size(); ++i) {
-    auto run = [&] {
-      return cublasLtMatmul(ctx.lt, e.op, alpha, op_b, e.b, op_a, e.a, beta, d, e.c, d, e.c, &candidates[i],
-                            ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream);
-    };
-    if (run() != CUBLAS_STATUS_SUCCESS) continue;  // a runner-up that declines these operands
-    RETURN_IF_ERROR(span.Begin(ctx.stream));
-    for (int r = 0; r < kRuns; ++r) RANKD_LT_RETURN(run());
-    RETURN_IF_ERROR(span.End(ctx.stream));
-    ASSIGN_OR_RETURN(double ms, span.Elapsed());
-    if (!timed || ms < best) {
-      best = ms;
-      timed = true;
-      e.algo = candidates[i];
+    if (run(i) == CUBLAS_STATUS_SUCCESS) runnable.push_back(i);
+  }
+  if (runnable.size() < 2) {
+    if (!runnable.empty()) e.algo = candidates[runnable[0]];
+    return Status::Ok();
+  }
+  constexpr int kRounds = 3, kRuns = 4;
+  std::vector<double> fastest(candidates.size(), 0);
+  DeviceSpan span;
+  for (int round = 0; round < kRounds; ++round) {
+    for (size_t i : runnable) {
+      RETURN_IF_ERROR(span.Begin(ctx.stream));
+      for (int r = 0; r < kRuns; ++r) RANKD_LT_RETURN(run(i));
+      RETURN_IF_ERROR(span.End(ctx.stream));
+      ASSIGN_OR_RETURN(double ms, span.Elapsed());
+      if (round == 0 || ms < fastest[i]) fastest[i] = ms;
     }
   }
+  size_t best = runnable[0];
+  for (size_t i : runnable) {
+    if (fastest[i] < fastest[best]) best = i;
+  }
+  e.algo = candidates[best];
   return Status::Ok();
 }
 
