@@ -125,6 +125,8 @@ class Backend {
   virtual StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const = 0;
   // A new executor for plans of that model.
   virtual StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources> resources) const = 0;
+  // Whether the load-time passes may give products a multiply-add epilogue (FuseProductMulAdds).
+  virtual bool TakesProductMulAdds() const { return true; }
 };
 
 // The process-wide CPU backend. Thread-safe (stateless).

@@ -65,6 +65,13 @@ int ReadBroadcastsUnexpanded(Graph& graph);
 // MulAdd(a, b, c) (muladd_fusion.cc). Returns the number of pairs fused.
 int FuseMulAdd(Graph& graph, const std::vector<PlanValue>& shapes);
 
+// MulAdd(m, P, c) (or MulAdd(P, m, c)) with P a Gemm or a MatMul by a constant matrix, read only
+// there, and m, c and the result FP32 of one shape, becomes P with the multiply-add as its
+// epilogue: P's inputs (input 2 omitted when it had none), then m and c, in the MulAdd's place
+// (product_muladd_fusion.cc; the result is m * act(P + bias) + c). DCNv2's cross layers. Returns
+// the number of MulAdds fused.
+int FuseProductMulAdds(Graph& graph, const std::vector<PlanValue>& shapes);
+
 // Concat(parts, axis 1 or -1) with EmbeddingBag outputs or column lookups (Gather(table,
 // Gather(ids, c, axis=1)), an FP32 constant table) among its parts, each read only there, becomes
 // ConcatEmbeddingBags (embedding_concat_fusion.cc): bags pooled, lookups and the other parts

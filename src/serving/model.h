@@ -69,6 +69,7 @@ struct LoadReport {
   int split_products = 0;          // SplitConcatProducts
   int unexpanded_broadcasts = 0;   // ReadBroadcastsUnexpanded
   int fused_mul_adds = 0;          // FuseMulAdd
+  int fused_product_mul_adds = 0;  // FuseProductMulAdds
   int fused_elementwise = 0;        // FuseElementwiseChains
   int fused_attention = 0;          // FuseTargetAttention
   int fused_softmax_attention = 0;  // FuseSoftmaxAttention

@@ -40,6 +40,36 @@ void Sgemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64
 
 namespace {
 
+// A product's fused epilogue, applied to its `rows` rows of n columns after the product: the
+// activation after the bias, then the multiply-add (FuseProductMulAdds: m * act(x + bias) + c).
+struct ProductEpilogue {
+  const float* bias = nullptr;  // one per column, or null
+  Activation activation = Activation::kNone;
+  const float* multiplier = nullptr;  // input 3 and input 4, of the output's shape, or null
+  const float* addend = nullptr;
+
+  ProductEpilogue(const KernelArgs& k, const float* row_bias)
+      : bias(row_bias), activation(ProductActivation(k.node)) {
+    if (k.HasIn(3)) {
+      multiplier = k.In(3).data<float>();
+      addend = k.In(4).data<float>();
+    }
+  }
+  bool empty() const { return !bias && activation == Activation::kNone && !multiplier; }
+  void Apply(float* out, int64_t rows, int64_t n) const {
+    ParallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        float* row = out + r * n;
+        for (int64_t j = 0; j < n; ++j) row[j] = Activate(activation, row[j] + (bias ? bias[j] : 0.0f));
+        if (!multiplier) continue;
+        const float* m = multiplier + r * n;
+        const float* c = addend + r * n;
+        for (int64_t j = 0; j < n; ++j) row[j] = m[j] * row[j] + c[j];
+      }
+    });
+  }
+};
+
 Status Gemm(const KernelArgs& k) {
   const Tensor &a = k.In(0), &b = k.In(1);
   Tensor& out = k.Out(0);
@@ -58,12 +88,8 @@ Status Gemm(const KernelArgs& k) {
     });
   }
   Sgemm(a.data<float>(), b.data<float>(), c, m, n, kk, ta, tb, alpha, has_c ? beta : 0.0f);
-  const Activation activation = ProductActivation(k.node);  // fused by FuseGemmEpilogues
-  if (activation != Activation::kNone) {
-    ParallelFor(m * n, 4, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) c[i] = Activate(activation, c[i]);
-    });
-  }
+  const ProductEpilogue epilogue(k, nullptr);  // fused by FuseGemmEpilogues and FuseProductMulAdds
+  if (!epilogue.empty()) epilogue.Apply(c, m, n);
   return Status::Ok();
 }
 
@@ -76,21 +102,11 @@ Status MatMul(const KernelArgs& k) {
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* pc = out.data<float>();
-  if ((k.HasIn(2) || k.node.Has("activation")) && (nb != 1 || kk == 0)) {
-    return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
-  }
+  const ProductEpilogue epilogue(k, k.HasIn(2) ? k.In(2).data<float>() : nullptr);
+  if (!epilogue.empty() && (nb != 1 || kk == 0)) return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
   if (nb == 1) {  // one B for every batch of A: a single tall product, with its fused epilogue
     Sgemm(pa, pb, pc, na * m, n, kk, false, false, 1.0f, 0.0f);
-    const float* bias = k.HasIn(2) ? k.In(2).data<float>() : nullptr;
-    const Activation activation = ProductActivation(k.node);
-    if (bias || activation != Activation::kNone) {
-      ParallelFor(na * m, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) {
-          float* row = pc + r * n;
-          for (int64_t j = 0; j < n; ++j) row[j] = Activate(activation, row[j] + (bias ? bias[j] : 0.0f));
-        }
-      });
-    }
+    if (!epilogue.empty()) epilogue.Apply(pc, na * m, n);
     return Status::Ok();
   }
   // Broadcast batch dims: walk the output batch, finding each operand's matrix.

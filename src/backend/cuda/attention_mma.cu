@@ -6,6 +6,7 @@
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/indexing.cuh"
+#include "backend/cuda/mma.cuh"
 
 namespace rankd::cuda::attention {
 namespace {
@@ -39,13 +40,7 @@ __device__ void Staged(int rows, int cols, Load load, Store store) {
   }
 }
 
-// mma.sync m16n8k16 with bf16 operands and fp32 accumulators (PTX ISA, "Matrix Fragments for
-// mma.m16n8k16"); lane = 4 g + t:
-//   A 16x16: a[0] row g, cols 2t and 2t+1; a[1] row g+8, the same cols; a[2], a[3] as a[0], a[1]
-//            with cols 2t+8 and 2t+9 (each a register of two bf16, the lower column low);
-//   B 16x8:  b0 rows 2t and 2t+1 of column g; b1 rows 2t+8 and 2t+9;
-//   C 16x8:  c[0], c[1] row g, cols 2t and 2t+1; c[2], c[3] row g+8.
-// A layer's accumulators for columns 16k..16k+15 (its n-tiles 2k and 2k+1) are therefore, paired
+// mma.sync's fragments are described in mma.cuh. A layer's accumulators for columns 16k..16k+15 (its n-tiles 2k and 2k+1) are therefore, paired
 // and rounded, the next layer's A fragment for k-tile k: a warp takes a strip of 16 positions
 // through every layer with its activations in registers. Weights sit in shared memory transposed
 // ([out][in], B's column pairs adjacent), rows padded by 8 bf16 so a fragment load meets no bank
@@ -104,21 +99,6 @@ MmaLayout PlanMma(int dim, int width, const Layer* layers, int layer_count) {
   m.last = take(4 * in_p);
   m.total = at;
   return m;
-}
-
-__device__ inline uint32_t Pack(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-__device__ inline uint32_t Load32(const __nv_bfloat16* at) { return *reinterpret_cast<const uint32_t*>(at); }
-
-__device__ inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Element (r, c) of the row-major [rows, cols] matrix at src, and the 4 from (r, 4 q) on (cols a

@@ -11,8 +11,12 @@ namespace {
 
 std::atomic<bool> enabled{true};
 
-bool WritesBf16Copy(const std::string& op) { return op == "MulAdd" || op == "ConcatEmbeddingBags"; }
 bool ReadsBf16Copy(const std::string& op) { return op == "MatMul" || op == "Gemm"; }
+// A product with a multiply-add epilogue (product_muladd.h) writes its fp32 result and the copy,
+// as a MulAdd does.
+bool WritesBf16Copy(const Node& n) {
+  return n.op == "MulAdd" || n.op == "ConcatEmbeddingBags" || (ReadsBf16Copy(n.op) && n.HasInput(3));
+}
 // A product may write its result as the bf16 copy alone (cuBLASLt's output in bf16), so only
 // when nothing reads the fp32 result: every reader is a product reading it as its A operand.
 bool WritesOnlyBf16Copy(const std::string& op) { return op == "MatMul" || op == "Gemm"; }
@@ -53,9 +57,9 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
     if (step.outputs.empty() || step.outputs[0] < 0) continue;
     const int out = step.outputs[0];
     const PlanValue& v = values[static_cast<size_t>(out)];
-    const std::string& op = graph.nodes[static_cast<size_t>(step.node)].op;
+    const Node& node = graph.nodes[static_cast<size_t>(step.node)];
     if (v.storage == PlanStorage::kWorkspace && v.dtype == DType::kF32 &&
-        (WritesBf16Copy(op) || (WritesOnlyBf16Copy(op) && only_products_read[static_cast<size_t>(out)]))) {
+        (WritesBf16Copy(node) || (WritesOnlyBf16Copy(node.op) && only_products_read[static_cast<size_t>(out)]))) {
       writer[static_cast<size_t>(out)] = static_cast<int>(s);
     }
   }

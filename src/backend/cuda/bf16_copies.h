@@ -1,8 +1,9 @@
 // bf16 copies written by producers. With bf16 precision a product rounds its fp32 activation
 // operand to bf16 before cuBLASLt reads it: one more pass over the activation (read 4 bytes, write
 // 2 per element). When the activation's producer is a kernel that can write a second, bf16 copy of
-// its result as it goes (MulAdd, ConcatEmbeddingBags), the executor gives it room for one and the
-// product reads that copy instead: the same bits, one launch and one read of the activation fewer.
+// its result as it goes (MulAdd, ConcatEmbeddingBags, a product with a multiply-add epilogue), the
+// executor gives it room for one and the product reads that copy instead: the same bits, one
+// launch and one read of the activation fewer.
 // A product whose result only products read (an MLP's hidden layer) writes that result as the
 // bf16 copy alone, cuBLASLt rounding its output: no fp32 result, no conversion (the bits may
 // differ from rounding an fp32 result where cuBLASLt picks another algorithm for a bf16 output).

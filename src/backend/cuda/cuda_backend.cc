@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_executor.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/product_muladd.h"
 
 namespace rankd {
 namespace {
@@ -26,6 +27,9 @@ class CudaBackendImpl final : public Backend {
     cuda::AppendSoftmaxAttentionKernels(kernels_);
   }
   const char* name() const override { return "cuda"; }
+  bool TakesProductMulAdds() const override {
+    return cuda::CurrentProductMulAddMode() != cuda::ProductMulAddMode::kOff;  // product_muladd.h: not yet by default
+  }
   const Kernel* FindKernel(const std::string& op) const override {
     auto it = kernels_.find(op);
     return it == kernels_.end() ? nullptr : &it->second;

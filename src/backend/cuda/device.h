@@ -52,6 +52,10 @@ Status ConvertToBf16(cudaStream_t stream, const float* in, void* out, int64_t n)
 // x[i] = sigmoid(x[i]) for i < n (a product's epilogue cuBLASLt lacks), and bf16_copy[i] =
 // bf16(x[i]) when bf16_copy is set, on `stream`.
 Status SigmoidInPlace(cudaStream_t stream, float* x, void* bf16_copy, int64_t n);
+// out[i] = a[i] * b[i] + c[i] for i < n, and bf16_copy[i] = bf16(out[i]) when bf16_copy is set,
+// on `stream`; out may be a, b or c (MulAdd, and a product's multiply-add epilogue run after it).
+Status MulAddSameShape(cudaStream_t stream, const float* a, const float* b, const float* c, float* out, int64_t n,
+                       void* bf16_copy);
 
 constexpr int kThreads = 256;
 // Blocks for a grid-stride loop over n items.

@@ -237,6 +237,16 @@ __global__ void MulAddKernel(IndexMap<3> m, int64_t n, const float* a, const flo
   }
 }
 
+// All three operands of the output's shape, an element per step (any alignment).
+__global__ void MulAddScalarKernel(const float* a, const float* b, const float* c, float* out, __nv_bfloat16* copy,
+                                    int64_t n) {
+  RANKD_GRID_LOOP(i, n) {
+    float r = fmaf(a[i], b[i], c[i]);
+    out[i] = r;
+    if (copy) copy[i] = __float2bfloat16_rn(r);
+  }
+}
+
 // All three operands of the output's shape: four elements per step, no index arithmetic.
 __global__ void MulAddSameShapeKernel(const float4* a, const float4* b, const float4* c, float4* out,
                                       __nv_bfloat162* copy, int64_t quads) {
@@ -251,18 +261,32 @@ __global__ void MulAddSameShapeKernel(const float4* a, const float4* b, const fl
   }
 }
 
+}  // namespace
+
+Status MulAddSameShape(cudaStream_t stream, const float* a, const float* b, const float* c, float* out, int64_t n,
+                       void* bf16_copy) {
+  if (n <= 0) return Status::Ok();
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (n % 4 == 0 && aligned(a) && aligned(b) && aligned(c) && aligned(out) && aligned(bf16_copy)) {
+    MulAddSameShapeKernel<<<Blocks(n / 4), kThreads, 0, stream>>>(
+        reinterpret_cast<const float4*>(a), reinterpret_cast<const float4*>(b), reinterpret_cast<const float4*>(c),
+        reinterpret_cast<float4*>(out), static_cast<__nv_bfloat162*>(bf16_copy), n / 4);
+  } else {
+    MulAddScalarKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, c, out, static_cast<__nv_bfloat16*>(bf16_copy), n);
+  }
+  return Check(cudaGetLastError(), "MulAddSameShape");
+}
+
+namespace {
+
 Status MulAdd(const KernelArgs& k) {
   const Tensor &a = k.In(0), &b = k.In(1), &c = k.In(2);
   Tensor& out = k.Out(0);
   if (out.size() == 0) return Status::Ok();
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (a.shape() == out.shape() && b.shape() == out.shape() && c.shape() == out.shape() && out.size() % 4 == 0 &&
-      aligned(a.raw()) && aligned(b.raw()) && aligned(c.raw()) && aligned(out.raw()) && aligned(k.device->bf16_out)) {
-    int64_t quads = out.size() / 4;
-    MulAddSameShapeKernel<<<Blocks(quads), kThreads, 0, k.device->stream>>>(
-        static_cast<const float4*>(a.raw()), static_cast<const float4*>(b.raw()), static_cast<const float4*>(c.raw()),
-        static_cast<float4*>(out.raw()), static_cast<__nv_bfloat162*>(k.device->bf16_out), quads);
-    return Launched(k);
+  if (a.shape() == out.shape() && b.shape() == out.shape() && c.shape() == out.shape()) {
+    return MulAddSameShape(k.device->stream, a.data<float>(), b.data<float>(), c.data<float>(), out.data<float>(),
+                           out.size(), k.device->bf16_out)
+        .WithContext(k.node.Describe());
   }
   const Shape* shapes[3] = {&a.shape(), &b.shape(), &c.shape()};
   ASSIGN_OR_RETURN(IndexMap<3> m, BroadcastMap<3>(out.shape(), shapes));

@@ -163,7 +163,7 @@ std::optional<SmallRowsProduct> FewRowsProduct(const DeviceContext& ctx, const G
                                                float* c, float alpha, float beta, const float* bias, void* bf16_d) {
   if (ctx.precision != Precision::kBf16 || g.batch != 1 || g.trans_a) return std::nullopt;
   if (g.m > kSmallRows && g.n > kSmallRows) return std::nullopt;
-  const void* weight = g.trans_b ? Bf16Copy(ctx.bf16_weights, b) : Bf16Copy(ctx.bf16_weights_nk, b);
+  const void* weight = Bf16WeightRows(ctx, b, g.trans_b);
   if (!weight) return std::nullopt;
   const bool bf16_a = ctx.bf16_a && ctx.bf16_a_source == a;  // its producer wrote only that, maybe
   const void* rows = bf16_a ? ctx.bf16_a : static_cast<const void*>(a);
@@ -228,6 +228,17 @@ void Destroy(GemmCache::Entry& e) {
 }  // namespace
 
 void EnableGemmTuning(bool on) { tuning_on.store(on, std::memory_order_relaxed); }
+
+const void* Bf16WeightRows(const DeviceContext& ctx, const float* b, bool trans_b) {
+  return trans_b ? Bf16Copy(ctx.bf16_weights, b) : Bf16Copy(ctx.bf16_weights_nk, b);
+}
+
+StatusOr<const void*> Bf16Activation(DeviceContext& ctx, const float* a, int64_t elements) {
+  if (ctx.bf16_a && ctx.bf16_a_source == a) return ctx.bf16_a;
+  if (Bf16OperandBytes(elements) > ctx.bf16_operand_bytes) return Internal("the bf16 operand buffer is smaller than a product needs");
+  RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, ctx.bf16_operands, elements));
+  return static_cast<const void*>(ctx.bf16_operands);
+}
 
 bool OwnProductKernel(const DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c) {
   return FewRowsProduct(ctx, shape, a, b, c, 1.0f, 0.0f, nullptr, nullptr).has_value();

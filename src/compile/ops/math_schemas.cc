@@ -22,6 +22,21 @@ Status CheckActivation(InferContext& c) {
   return Status::Ok();
 }
 
+// A product's multiply-add epilogue (FuseProductMulAdds): inputs 3 and 4, both or neither, FP32
+// of the product's shape; the result is input 3 * product + input 4.
+Status CheckMulAddEpilogue(InferContext& c, const Shape& out) {
+  if (!c.node.HasInput(3) && !c.node.HasInput(4)) return Status::Ok();
+  if (!c.node.HasInput(3) || !c.node.HasInput(4)) return c.Error("a multiply-add epilogue needs inputs 3 and 4");
+  for (int i : {3, 4}) {
+    RETURN_IF_ERROR(NeedF32(c, i));
+    if (c.in(i).shape != out) {
+      return c.Error("input " + std::to_string(i) + " " + ShapeToString(c.in(i).shape) + " must have the product's shape " +
+                     ShapeToString(out));
+    }
+  }
+  return Status::Ok();
+}
+
 Status InferGemm(InferContext& c) {
   RETURN_IF_ERROR(CheckActivation(c));
   for (int i = 0; i < c.node.NumInputs(); ++i) RETURN_IF_ERROR(NeedF32(c, i));
@@ -34,6 +49,7 @@ Status InferGemm(InferContext& c) {
     ASSIGN_OR_RETURN(Shape s, BroadcastShapes({c.in(2).shape, {m, n}}, c.node));
     if (s != Shape{m, n}) return c.Error("C does not broadcast to the product's shape");
   }
+  RETURN_IF_ERROR(CheckMulAddEpilogue(c, {m, n}));
   c.out(0) = {DType::kF32, {m, n}, nullptr};
   return Status::Ok();
 }
@@ -60,6 +76,8 @@ Status InferMatMul(InferContext& c) {
       return c.Error("a bias needs a weight matrix and one value per output column");
     }
   }
+  if (c.node.HasInput(3) && c.in(1).shape.size() != 2) return c.Error("a multiply-add epilogue needs a weight matrix");
+  RETURN_IF_ERROR(CheckMulAddEpilogue(c, out));
   c.out(0) = {DType::kF32, out, nullptr};
   return Status::Ok();
 }
@@ -145,8 +163,9 @@ Status InferReduce(InferContext& c) {
 }  // namespace
 
 void AppendMathSchemas(std::vector<OpSchema>& out) {
-  out.push_back({"Gemm", 2, 3, nullptr, InferGemm});
-  out.push_back({"MatMul", 2, 3, nullptr, InferMatMul});  // input 2: rankd's fused bias
+  // Inputs 3 and 4 of both: rankd's multiply-add epilogue; input 2 of MatMul: its fused bias.
+  out.push_back({"Gemm", 2, 5, nullptr, InferGemm});
+  out.push_back({"MatMul", 2, 5, nullptr, InferMatMul});
   out.push_back({"Einsum", 1, 2, CheckEinsum, InferEinsum});
   out.push_back({"Softmax", 1, 1, nullptr, InferSoftmax});
   out.push_back({"LayerNormalization", 2, 3, nullptr, InferLayerNorm});
