@@ -3,13 +3,14 @@
 # whatever finished is under OUT when the lease ends (docs/cuda.md, docs/benchmarks.md):
 #   1. the whole test binary (the GPU tests run there instead of skipping), into tests.log;
 #   2. compute-sanitizer memcheck on the tests MEMCHECK_FILTER names, into memcheck.log;
-#   3. the small requests of issue 6 against the best PyTorch peer (bench/gpu_bench.py: W1 at
-#      1, 64 and 512 pairs, W2 at 1 user x 200), into peers.log and peers.md;
+#   3. the small requests of issue 6 against the best PyTorch peer (bench/gpu_bench.py on
+#      WORKLOADS at ROWS; by default W1 at 1, 64 and 512 pairs and W2 at 1 user x 200), into
+#      peers.log and peers.md;
 #   4. with AB="VAR=a,b" (an environment variable rankd reads, e.g. RANKD_GEMM_TUNING=1,0),
-#      `rankd bench engine` on W1 at 64 and 512 pairs for each value, alternating, AB_ROUNDS
-#      rounds, into ab.csv; with AB_TESTS (a gtest filter), then those tests under each value
-#      but the first;
-#   5. with NCU_S, ncu's time for every kernel of one W1 batch, into ncu.csv.
+#      `rankd bench engine` on W1 at AB_ROWS pairs ("64 512", requests step 3 wrote) for each
+#      value, alternating, AB_ROUNDS rounds, into ab.csv; with AB_TESTS (a gtest filter), then
+#      those tests under each value but the first;
+#   5. with NCU_S, ncu's time for every kernel of one W1 batch at NCU_ROWS pairs, into ncu.csv.
 # The logs come back packed in OUT/logs.tgz, the summary in OUT/steps.log.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
 #   bench/gpu_quick.sh $OUT
@@ -62,13 +63,15 @@ if [[ -n ${AB:-} ]] && ((${AB_S:-120})); then
   IFS=, read -r -a values <<<"${AB#*=}"
   deadline=$((SECONDS + ${AB_S:-120}))
   for ((round = 0; round < ${AB_ROUNDS:-2}; ++round)); do
-    for n in 64 512; do
+    for n in ${AB_ROWS:-64 512}; do
       requests=bench/out/dlrm_dcnv2_full_n${n}_l0.jsonl
       [[ -f $requests ]] || continue
+      buckets=on
+      ((n <= 1024)) || buckets=off  # past the largest bucket a request runs at its own shape
       for value in "${values[@]}"; do
         ((SECONDS < deadline)) || break 3
         env "$var=$value" timeout $((deadline - SECONDS)) .bundle/run rankd bench engine --backend cuda --precision bf16 \
-          --model-repo bench/out/repo --model dlrm_dcnv2_full --requests "$requests" --buckets on \
+          --model-repo bench/out/repo --model dlrm_dcnv2_full --requests "$requests" --buckets $buckets \
           --iters "${ITERS:-300}" --warmup 20 --label "$var=$value" --csv "$raw/ab.csv" >/dev/null 2>>"$raw/ab.log"
       done
     done

@@ -57,10 +57,12 @@ struct ProductEpilogue {
   }
   bool empty() const { return !bias && activation == Activation::kNone && !multiplier; }
   void Apply(float* out, int64_t rows, int64_t n) const {
-    ParallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
+    ParallelFor(rows, std::max<int64_t>(n, 1), [&](int64_t begin, int64_t end) {  // rows of n elements
       for (int64_t r = begin; r < end; ++r) {
         float* row = out + r * n;
-        for (int64_t j = 0; j < n; ++j) row[j] = Activate(activation, row[j] + (bias ? bias[j] : 0.0f));
+        if (bias || activation != Activation::kNone) {
+          for (int64_t j = 0; j < n; ++j) row[j] = Activate(activation, row[j] + (bias ? bias[j] : 0.0f));
+        }
         if (!multiplier) continue;
         const float* m = multiplier + r * n;
         const float* c = addend + r * n;
