@@ -45,12 +45,15 @@ struct Stages {
 __device__ inline void CopyAsync16(void* to, const void* from, bool valid) {
   const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(to));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(from),
-               "r"(valid ? 16 : 0));
+               "r"(valid ? 16 : 0)
+               : "memory");
 }
-__device__ inline void CommitAsync() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ inline void CommitAsync() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Shared memory written by this thread's copies, but for the last kPending groups, is there (the
+// other threads' copies once a __syncthreads follows).
 template <int kPending>
 __device__ inline void WaitAsync() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Queues the copy of k-slice [k0, k0 + kTileK) of A's rows [m0, m0 + kTileM) and W's rows
