@@ -414,5 +414,29 @@ TEST(MulAddFusion, FusesFp32ProductsReadOnceAndKeepsResults) {
   }
 }
 
+// A node with fewer inputs than its op takes is refused with a reason wherever its shapes would be
+// inferred first: constant folding and the passes' plans run before Backend::CheckGraph (the
+// model-loader fuzzer found a Gather of one input read past its inputs while folding).
+TEST(Plan, TooFewInputsAreRefusedBeforeAnyShapeIsInferred) {
+  std::mt19937 rng(9);
+  GraphBuilder folded;
+  folded.Output(folded.Op("Gather", {folded.Const("table", RandomF32({4, 3}, rng))}));
+  auto fold = FoldConstants(folded.graph());
+  ASSERT_FALSE(fold.ok());
+  EXPECT_NE(fold.status().ToString().find("it takes 2 to 2"), std::string::npos) << fold.status().ToString();
+  GraphBuilder planned;
+  int x = planned.Input("x", DType::kF32, {4, 3});
+  planned.Output(planned.Op("Gather", {x}));
+  auto plan = Plan::Build(planned.graph(), {{DType::kF32, {4, 3}, nullptr}});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().ToString().find("it takes 2 to 2"), std::string::npos) << plan.status().ToString();
+  GraphBuilder omitted;  // the required indices given as omitted (-1)
+  omitted.Output(omitted.Op("Gather", {omitted.Input("y", DType::kF32, {4, 3}), -1}));
+  auto missing = Plan::Build(omitted.graph(), {{DType::kF32, {4, 3}, nullptr}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().ToString().find("required input 1 is missing"), std::string::npos)
+      << missing.status().ToString();
+}
+
 }  // namespace
 }  // namespace rankd

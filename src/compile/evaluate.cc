@@ -5,6 +5,8 @@
 namespace rankd {
 
 Status InferNode(const OpSchema& schema, InferContext& ctx) {
+  // Folding and the passes' probe plans infer shapes before Backend::CheckGraph has seen the node.
+  RETURN_IF_ERROR(CheckArity(schema, ctx.node));
   ctx.outputs.assign(ctx.node.outputs.size(), TensorMeta{});
   Status s = schema.infer(ctx);
   if (!s.ok()) return s;

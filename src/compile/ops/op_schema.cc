@@ -39,6 +39,18 @@ const OpSchema* FindOpSchema(const std::string& op) {
   return it == r.end() ? nullptr : &it->second;
 }
 
+Status CheckArity(const OpSchema& schema, const Node& node) {
+  if (node.NumInputs() < schema.min_inputs || node.NumInputs() > schema.max_inputs) {
+    return InvalidArgument(node.Describe() + " has " + std::to_string(node.NumInputs()) + " inputs; it takes " +
+                           std::to_string(schema.min_inputs) + " to " + std::to_string(schema.max_inputs));
+  }
+  for (int i = 0; i < schema.min_inputs; ++i) {
+    if (!node.HasInput(i)) return InvalidArgument(node.Describe() + ": required input " + std::to_string(i) + " is missing");
+  }
+  if (node.outputs.empty() || node.outputs[0] < 0) return InvalidArgument(node.Describe() + " has no output");
+  return Status::Ok();
+}
+
 std::vector<std::string> KnownOps() {
   std::vector<std::string> names;
   for (const auto& [name, schema] : Registry()) names.push_back(name);

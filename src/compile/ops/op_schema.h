@@ -60,6 +60,9 @@ struct OpSchema {
 const OpSchema* FindOpSchema(const std::string& op);
 // Every known op name, sorted.
 std::vector<std::string> KnownOps();
+// OK when `node` has the schema's number of inputs, each required one present, and an output 0;
+// else InvalidArgument naming the node. Every shape function may assume it.
+Status CheckArity(const OpSchema& schema, const Node& node);
 
 // Registration hooks, one per op family file.
 void AppendElementwiseSchemas(std::vector<OpSchema>& out);
