@@ -99,11 +99,8 @@ Status Model::FuseAfterHoisting() {
   }
   const Backend& target = options_.backend ? *options_.backend : CpuBackend();
   if (target.TakesProductMulAdds()) {  // before the chains, which would take the MulAdds
+    // It adds no value and changes none's shape, so the probe's shapes still hold for the chains.
     report_.fused_product_mul_adds = FuseProductMulAdds(graph_, probe->plan->values());
-    if (report_.fused_product_mul_adds > 0) {
-      probe = ProbeShapes();
-      if (!probe.ok()) return probe.status().WithContext("after fusing multiply-adds into products");
-    }
   }
   report_.fused_elementwise = FuseElementwiseChains(graph_, probe->plan->values());
   return Status::Ok();

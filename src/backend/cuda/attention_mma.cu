@@ -40,11 +40,11 @@ __device__ void Staged(int rows, int cols, Load load, Store store) {
   }
 }
 
-// mma.sync's fragments are described in mma.cuh. A layer's accumulators for columns 16k..16k+15 (its n-tiles 2k and 2k+1) are therefore, paired
-// and rounded, the next layer's A fragment for k-tile k: a warp takes a strip of 16 positions
-// through every layer with its activations in registers. Weights sit in shared memory transposed
-// ([out][in], B's column pairs adjacent), rows padded by 8 bf16 so a fragment load meets no bank
-// twice.
+// With mma.sync's fragments (mma.cuh), a layer's accumulators for columns 16k..16k+15 (its n-tiles
+// 2k and 2k+1) are, paired and rounded, the next layer's A fragment for k-tile k: a warp takes a
+// strip of 16 positions through every layer with its activations in registers. Weights sit in
+// shared memory transposed ([out][in], B's column pairs adjacent), rows padded by 8 bf16 so a
+// fragment load meets no bank twice.
 constexpr int kMma = 16;
 constexpr int kStrip = 16;                                              // positions per warp product
 constexpr int kStripsPerTile = static_cast<int>(kTileRows) / kStrip;

@@ -203,12 +203,7 @@ Status ConvertOperands(DeviceContext& ctx, const GemmShape& g, const float* a, c
   if (a_bytes + (converted_b ? Bf16OperandBytes(nb) : 0) > ctx.bf16_operand_bytes) {
     return Internal("the bf16 operand buffer is smaller than a product needs");
   }
-  if (ctx.bf16_a && ctx.bf16_a_source == a) {  // its producer wrote the bf16 copy (bf16_copies.h)
-    op_a = ctx.bf16_a;
-  } else {
-    RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, buffer, na));
-    op_a = buffer;
-  }
+  ASSIGN_OR_RETURN(op_a, Bf16Activation(ctx, a, na));  // into the buffer's start when converted
   if (converted_b) {
     RETURN_IF_ERROR(ConvertToBf16(ctx.stream, b, buffer + a_bytes, nb));
     op_b = buffer + a_bytes;

@@ -169,10 +169,11 @@ Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, con
                      const float* c, void* copy) {
   if (ctx.precision != Precision::kBf16) copy = nullptr;
   const Activation activation = ActivationOf(g.epilogue);
-  const void* weight =
-      ctx.precision == Precision::kBf16 ? Bf16WeightRows(ctx, b, g.trans_b) : nullptr;
+  const bool wanted =
+      CurrentProductMulAddMode() == ProductMulAddMode::kFused && ctx.precision == Precision::kBf16;
+  const void* weight = wanted ? Bf16WeightRows(ctx, b, g.trans_b) : nullptr;
   const bool fused =
-      CurrentProductMulAddMode() == ProductMulAddMode::kFused && weight && g.batch == 1 &&
+      weight && g.batch == 1 &&
       !g.trans_a && alpha == 1.0f && beta == 0.0f && g.m >= 16 && g.k > 0 && g.k % 8 == 0 &&
       g.n % 2 == 0 && g.m <= INT32_MAX && g.n <= INT32_MAX && g.k <= INT32_MAX &&
       (HasBias(g.epilogue) == (bias != nullptr)) && Aligned(weight, 16) && Aligned(out, 8) &&
