@@ -10,11 +10,14 @@
 #      `rankd bench engine` on W1 at AB_ROWS pairs ("64 512", requests step 3 wrote) for each
 #      value, alternating, AB_ROUNDS rounds, into ab.csv; with AB_TESTS (a gtest filter), then
 #      those tests under each value but the first;
-#   5. with NCU_S, ncu's time for every kernel of one W1 batch at NCU_ROWS pairs, into ncu.csv.
+#   5. with RATE_S (30 by default), the GPU's measured bf16 matrix rate (bench/matrix_rate.py),
+#      what W1's large batches are a share of, into rate.log;
+#   6. with NCU_S, ncu's time for every kernel of one W1 batch at NCU_ROWS pairs, into ncu.csv
+#      (NCU_ENV: settings for that run, e.g. "RANKD_CUDA_PRODUCT_MULADD=fused").
 # The logs come back packed in OUT/logs.tgz, the summary in OUT/steps.log.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
 #   bench/gpu_quick.sh $OUT
-# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S, AB_TESTS_S, NCU_S (0 skips a step).
+# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S, AB_TESTS_S, RATE_S, NCU_S (0 skips a step).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/gpu_quick.sh OUT_DIR}
@@ -90,11 +93,18 @@ if [[ -n ${AB:-} && -n ${AB_TESTS:-} ]]; then
   done
 fi
 
-# 5. With NCU_S: every kernel of W1 at NCU_ROWS pairs (one uncaptured batch after one warm-up,
+if ((${RATE_S:-30})); then
+  step "matrix rate"
+  timeout "${RATE_S:-30}" python3 bench/matrix_rate.py >"$raw/rate.log" 2>&1
+  echo "matrix rate exit $?" | tee -a "$out/steps.log"
+  tail -1 "$raw/rate.log" | tee -a "$out/steps.log"
+fi
+
+# 6. With NCU_S: every kernel of W1 at NCU_ROWS pairs (one uncaptured batch after one warm-up,
 #    with cuBLASLt's heuristic choice), timed by ncu without fixing the clocks, into ncu.csv.
 if ((${NCU_S:-0})); then
   step "ncu"
-  RANKD_GEMM_TUNING=0 LD_LIBRARY_PATH=.bundle/lib timeout "$NCU_S" ncu --clock-control none --csv \
+  env ${NCU_ENV:-} RANKD_GEMM_TUNING=0 LD_LIBRARY_PATH=.bundle/lib timeout "$NCU_S" ncu --clock-control none --csv \
     --metrics gpu__time_duration.sum .bundle/bin/rankd bench engine --backend cuda --precision bf16 \
     --model-repo bench/out/repo --model dlrm_dcnv2_full --requests "bench/out/dlrm_dcnv2_full_n${NCU_ROWS:-512}_l0.jsonl" \
     --buckets off --iters 1 --warmup 1 >"$raw/ncu.csv" 2>"$raw/ncu.log"
