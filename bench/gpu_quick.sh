@@ -5,7 +5,8 @@
 #   2. compute-sanitizer memcheck on the tests MEMCHECK_FILTER names, into memcheck.log;
 #   3. the small requests of issue 6 against the best PyTorch peer (bench/gpu_bench.py on
 #      WORKLOADS at ROWS; by default W1 at 1, 64 and 512 pairs and W2 at 1 user x 200), into
-#      peers.log and peers.md;
+#      peers.log and peers.md (PEERS: the PyTorch peers, cudagraphs by default; PEER_ARGS: more
+#      gpu_bench.py flags, e.g. "--bf16-tables --in-flight 2");
 #   4. with AB="VAR=a,b" (an environment variable rankd reads, e.g. RANKD_GEMM_TUNING=1,0),
 #      `rankd bench engine` on W1 at AB_ROWS pairs ("64 512", requests step 3 wrote) for each
 #      value, alternating, AB_ROUNDS rounds, into ab.csv; with AB_TESTS (a gtest filter), then
@@ -13,7 +14,7 @@
 #   5. with RATE_S (30 by default), the GPU's measured bf16 matrix rate (bench/matrix_rate.py),
 #      what W1's large batches are a share of, into rate.log;
 #   6. with NCU_S, ncu's time for every kernel of one W1 batch at NCU_ROWS pairs, into ncu.csv
-#      (NCU_ENV: settings for that run, e.g. "RANKD_CUDA_PRODUCT_MULADD=fused").
+#      (NCU_ENV: settings for that run, e.g. "RANKD_GEMM_TUNING=1").
 # The logs come back packed in OUT/logs.tgz, the summary in OUT/steps.log.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
 #   bench/gpu_quick.sh $OUT
@@ -54,8 +55,8 @@ fi
 if ((${PEERS_S:-240})); then
   step "peers"
   timeout "${PEERS_S:-240}" python3 bench/gpu_bench.py --rankd ".bundle/run rankd" --workloads "${WORKLOADS:-dlrm_dcnv2,din}" \
-    --rows "${ROWS:-1,64,512,200}" --precisions bf16 --peers cudagraphs --buckets on --hoisting on \
-    --iters "${ITERS:-300}" >"$raw/peers.md" 2>"$raw/peers.log"
+    --rows "${ROWS:-1,64,512,200}" --precisions bf16 --peers "${PEERS:-cudagraphs}" --buckets on --hoisting on \
+    --iters "${ITERS:-300}" ${PEER_ARGS:-} >"$raw/peers.md" 2>"$raw/peers.log"
   echo "peers exit $?" | tee -a "$out/steps.log"
   cat "$raw/peers.md" | tee -a "$out/steps.log"
 fi

@@ -12,11 +12,7 @@ namespace {
 std::atomic<bool> enabled{true};
 
 bool ReadsBf16Copy(const std::string& op) { return op == "MatMul" || op == "Gemm"; }
-// A product with a multiply-add epilogue (product_muladd.h) writes its fp32 result and the copy,
-// as a MulAdd does.
-bool WritesBf16Copy(const Node& n) {
-  return n.op == "MulAdd" || n.op == "ConcatEmbeddingBags" || (ReadsBf16Copy(n.op) && n.HasInput(3));
-}
+bool WritesBf16Copy(const Node& n) { return n.op == "MulAdd" || n.op == "ConcatEmbeddingBags"; }
 // A product may write its result as the bf16 copy alone (cuBLASLt's output in bf16), so only
 // when nothing reads the fp32 result: every reader is a product reading it as its A operand.
 bool WritesOnlyBf16Copy(const std::string& op) { return op == "MatMul" || op == "Gemm"; }

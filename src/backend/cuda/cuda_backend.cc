@@ -7,7 +7,6 @@
 
 #include "backend/cuda/cuda_executor.h"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/product_muladd.h"
 
 namespace rankd {
 namespace {
@@ -27,9 +26,10 @@ class CudaBackendImpl final : public Backend {
     cuda::AppendSoftmaxAttentionKernels(kernels_);
   }
   const char* name() const override { return "cuda"; }
-  bool TakesProductMulAdds() const override {
-    return cuda::CurrentProductMulAddMode() != cuda::ProductMulAddMode::kOff;  // product_muladd.h: not yet by default
-  }
+  // cuBLASLt has no epilogue multiplying by a matrix, and rankd's own fused kernel (mma.sync) was
+  // slower than cuBLASLt's product plus the MulAdd at every W1 batch size on an H200
+  // (docs/benchmarks.md), so the cross layers keep their MulAdds here.
+  bool TakesProductMulAdds() const override { return false; }
   const Kernel* FindKernel(const std::string& op) const override {
     auto it = kernels_.find(op);
     return it == kernels_.end() ? nullptr : &it->second;

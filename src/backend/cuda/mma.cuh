@@ -1,5 +1,4 @@
-// bf16 tensor-core helpers shared by rankd's own matrix kernels (attention_mma.cu,
-// product_muladd.cu). Device-only header.
+// bf16 tensor-core helpers for rankd's own matrix kernels (attention_mma.cu). Device-only header.
 //
 // mma.sync m16n8k16 with bf16 operands and fp32 accumulators (PTX ISA, "Matrix Fragments for
 // mma.m16n8k16"); lane = 4 g + t:
