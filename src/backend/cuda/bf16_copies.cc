@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "compile/plan.h"
@@ -11,11 +12,7 @@ namespace {
 
 std::atomic<bool> enabled{true};
 
-bool ReadsBf16Copy(const std::string& op) { return op == "MatMul" || op == "Gemm"; }
-bool WritesBf16Copy(const Node& n) { return n.op == "MulAdd" || n.op == "ConcatEmbeddingBags"; }
-// A product may write its result as the bf16 copy alone (cuBLASLt's output in bf16), so only
-// when nothing reads the fp32 result: every reader is a product reading it as its A operand.
-bool WritesOnlyBf16Copy(const std::string& op) { return op == "MatMul" || op == "Gemm"; }
+bool IsProduct(const std::string& op) { return op == "MatMul" || op == "Gemm"; }
 
 constexpr int64_t kAlign = 256;
 
@@ -34,45 +31,83 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
   const Graph& graph = plan.graph();
   Bf16Copies out;
   out.written.assign(steps.size(), -1);
+  out.alone.assign(steps.size(), false);
   out.read.assign(steps.size(), -1);
+  out.read_second.assign(steps.size(), -1);
   if (!enabled) return out;
   auto root = [&](int v) { return values[static_cast<size_t>(v)].storage == PlanStorage::kAlias ? values[static_cast<size_t>(v)].alias_of : v; };
-  // Values (roots) whose every reader is a product reading them as A, and no graph output.
-  std::vector<bool> only_products_read(values.size(), true);
-  for (int out : graph.outputs) only_products_read[static_cast<size_t>(root(out))] = false;
+  auto node_of = [&](const PlanStep& step) -> const Node& { return graph.nodes[static_cast<size_t>(step.node)]; };
+  // A MulAdd of FP32 operands all of its result's shape: its kernel reads either factor as a bf16
+  // copy and may write its result as the copy alone (elementwise.cu).
+  static const bool factor_copies = [] {  // TEMPORARY A/B switch, removed after its measurement
+    const char* v = std::getenv("RANKD_BF16_FACTOR_COPIES");
+    return !(v && std::string(v) == "0");
+  }();
+  auto same_shape_muladd = [&](const PlanStep& step) {
+    if (!factor_copies) return false;
+    if (node_of(step).op != "MulAdd" || step.inputs.size() != 3 || step.outputs.empty() || step.outputs[0] < 0) return false;
+    const PlanValue& o = values[static_cast<size_t>(step.outputs[0])];
+    return std::all_of(step.inputs.begin(), step.inputs.end(), [&](int in) {
+      return in >= 0 && values[static_cast<size_t>(in)].dtype == DType::kF32 && values[static_cast<size_t>(in)].shape == o.shape;
+    }) && o.dtype == DType::kF32;
+  };
+  // How many of a step's first inputs may be read as copies: a product's A, a MulAdd's two factors.
+  auto copy_inputs = [&](const PlanStep& step) -> size_t {
+    if (IsProduct(node_of(step).op)) return 1;
+    return same_shape_muladd(step) ? 2 : 0;
+  };
+  // Values (roots) whose every reader is a product reading them as A (only_products_read), or
+  // that or a same-shape MulAdd reading them as a factor (only_copy_readers); no graph output.
+  std::vector<bool> only_products_read(values.size(), true), only_copy_readers(values.size(), true);
+  for (int o : graph.outputs) only_products_read[static_cast<size_t>(root(o))] = only_copy_readers[static_cast<size_t>(root(o))] = false;
   for (const PlanStep& step : steps) {
-    const bool product = ReadsBf16Copy(graph.nodes[static_cast<size_t>(step.node)].op);
+    const bool product = IsProduct(node_of(step).op);
+    const size_t copyable = copy_inputs(step);
     for (size_t i = 0; i < step.inputs.size(); ++i) {
-      if (step.inputs[i] >= 0 && !(product && i == 0)) only_products_read[static_cast<size_t>(root(step.inputs[i]))] = false;
+      if (step.inputs[i] < 0) continue;
+      const auto v = static_cast<size_t>(root(step.inputs[i]));
+      if (!(product && i == 0)) only_products_read[v] = false;
+      if (i >= copyable) only_copy_readers[v] = false;
     }
   }
-  // value (its root) -> the step writing it, for workspace values of writers.
+  // value (its root) -> the step writing its copy, and whether that step writes the copy alone.
   std::vector<int> writer(values.size(), -1);
+  std::vector<bool> alone(values.size(), false);
   for (size_t s = 0; s < steps.size(); ++s) {
     const PlanStep& step = steps[s];
     if (step.outputs.empty() || step.outputs[0] < 0) continue;
-    const int out = step.outputs[0];
-    const PlanValue& v = values[static_cast<size_t>(out)];
-    const Node& node = graph.nodes[static_cast<size_t>(step.node)];
-    if (v.storage == PlanStorage::kWorkspace && v.dtype == DType::kF32 &&
-        (WritesBf16Copy(node) || (WritesOnlyBf16Copy(node.op) && only_products_read[static_cast<size_t>(out)]))) {
-      writer[static_cast<size_t>(out)] = static_cast<int>(s);
+    const auto v = static_cast<size_t>(step.outputs[0]);
+    if (values[v].storage != PlanStorage::kWorkspace || values[v].dtype != DType::kF32) continue;
+    const std::string& op = node_of(step).op;
+    if (op == "ConcatEmbeddingBags" || op == "MulAdd") {
+      writer[v] = static_cast<int>(s);
+      alone[v] = op == "MulAdd" && only_products_read[v] && same_shape_muladd(step);
+    } else if (IsProduct(op) && only_copy_readers[v]) {
+      writer[v] = static_cast<int>(s);
+      alone[v] = true;
     }
   }
+  // A product reads any producer's copy; a MulAdd reads a factor's copy only where no fp32 result
+  // was written, so that it rounds nothing the producer did not.
+  auto reads_copy = [&](const PlanStep& step, size_t i) {
+    if (i >= copy_inputs(step) || step.inputs[i] < 0) return false;
+    const auto v = static_cast<size_t>(root(step.inputs[i]));
+    return writer[v] >= 0 && (IsProduct(node_of(step).op) || alone[v]);
+  };
   std::vector<Copy> copies;
   std::vector<int> copy_of(values.size(), -1);  // root value -> index in copies
   for (size_t s = 0; s < steps.size(); ++s) {
-    const PlanStep& step = steps[s];
-    if (step.inputs.empty() || step.inputs[0] < 0 || !ReadsBf16Copy(graph.nodes[static_cast<size_t>(step.node)].op)) continue;
-    const int v = root(step.inputs[0]);
-    if (writer[static_cast<size_t>(v)] < 0) continue;
-    int& c = copy_of[static_cast<size_t>(v)];
-    if (c < 0) {
-      c = static_cast<int>(copies.size());
-      int64_t elements = NumElements(values[static_cast<size_t>(v)].shape);
-      copies.push_back({writer[static_cast<size_t>(v)], -1, (elements * 2 + kAlign - 1) / kAlign * kAlign, -1});
+    for (size_t i = 0; i < 2; ++i) {
+      if (!reads_copy(steps[s], i)) continue;
+      const int v = root(steps[s].inputs[i]);
+      int& c = copy_of[static_cast<size_t>(v)];
+      if (c < 0) {
+        c = static_cast<int>(copies.size());
+        int64_t elements = NumElements(values[static_cast<size_t>(v)].shape);
+        copies.push_back({writer[static_cast<size_t>(v)], -1, (elements * 2 + kAlign - 1) / kAlign * kAlign, -1});
+      }
+      copies[static_cast<size_t>(c)].last_reader = static_cast<int>(s);
     }
-    copies[static_cast<size_t>(c)].last_reader = static_cast<int>(s);
   }
   // First fit: a copy goes at the lowest offset clear of every placed copy alive at the same time
   // (from its producer to its last reader).
@@ -96,10 +131,11 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
     const PlanStep& step = steps[s];
     if (!step.outputs.empty() && step.outputs[0] >= 0 && copy_of[static_cast<size_t>(step.outputs[0])] >= 0) {
       out.written[s] = copies[static_cast<size_t>(copy_of[static_cast<size_t>(step.outputs[0])])].offset;
+      out.alone[s] = alone[static_cast<size_t>(step.outputs[0])];
     }
-    if (!step.inputs.empty() && step.inputs[0] >= 0 && ReadsBf16Copy(graph.nodes[static_cast<size_t>(step.node)].op)) {
-      int c = copy_of[static_cast<size_t>(root(step.inputs[0]))];
-      if (c >= 0) out.read[s] = copies[static_cast<size_t>(c)].offset;
+    for (size_t i = 0; i < 2; ++i) {
+      if (!reads_copy(step, i)) continue;
+      (i == 0 ? out.read : out.read_second)[s] = copies[static_cast<size_t>(copy_of[static_cast<size_t>(root(step.inputs[i]))])].offset;
     }
   }
   return out;

@@ -1,12 +1,15 @@
 // bf16 copies written by producers. With bf16 precision a product rounds its fp32 activation
 // operand to bf16 before cuBLASLt reads it: one more pass over the activation (read 4 bytes, write
 // 2 per element). When the activation's producer is a kernel that can write a second, bf16 copy of
-// its result as it goes (MulAdd, ConcatEmbeddingBags, a product with a multiply-add epilogue), the
-// executor gives it room for one and the product reads that copy instead: the same bits, one
-// launch and one read of the activation fewer.
-// A product whose result only products read (an MLP's hidden layer) writes that result as the
-// bf16 copy alone, cuBLASLt rounding its output: no fp32 result, no conversion (the bits may
-// differ from rounding an fp32 result where cuBLASLt picks another algorithm for a bf16 output).
+// its result as it goes (MulAdd, ConcatEmbeddingBags), the executor gives it room for one and the
+// product reads that copy instead: the same bits, one launch and one read of the activation fewer.
+// A product whose result only readers of copies read (an MLP's hidden layer read by the next
+// product; DCNv2's up-projection read by its multiply-add as a factor) writes that result as the
+// bf16 copy alone, cuBLASLt rounding its output: no fp32 result, no conversion, half the bytes
+// written and read (the bits may differ from rounding an fp32 result where cuBLASLt picks another
+// algorithm for a bf16 output). A same-shape MulAdd reads such a product's copy as its factor, and
+// writes its own result as the copy alone where only products read it (DCNv2's last cross layer,
+// read by the top MLP): the same bits as its copy beside an fp32 result no one reads.
 // Where cuBLASLt has no algorithm writing bf16 with the product's epilogue, the product writes
 // fp32 and converts it itself (on an H100 that was so for four of the DCNv2 products,
 // most likely the ones with an fp32 bias; a bf16 bias would be the next thing to try).
@@ -24,14 +27,20 @@ namespace rankd::cuda {
 struct Bf16Copies {
   // Per plan step: the byte offset of the bf16 copy of its first output that it writes, or -1.
   std::vector<int64_t> written;
-  // Per plan step: the byte offset of the bf16 copy of its first input (a product's A operand),
-  // or -1.
+  // Per plan step: whether that copy is written alone, without the fp32 result (a product always;
+  // a MulAdd that only products read).
+  std::vector<bool> alone;
+  // Per plan step: the byte offset of the bf16 copy of its first input (a product's A operand, a
+  // MulAdd's first factor), or -1.
   std::vector<int64_t> read;
+  // Per plan step: the same for its second input (a MulAdd's second factor), or -1.
+  std::vector<int64_t> read_second;
   int64_t bytes = 0;  // room for all copies; a copy's room is reused once its last reader ran
 };
 
-// The copies worth making in `plan`: an FP32 value produced by a kernel that can write one (a
-// product: when products alone read it) and read as the first operand of a MatMul or Gemm.
+// The copies worth making in `plan`: an FP32 value produced by a kernel that can write one and
+// read as the first operand of a MatMul or Gemm, or produced by a product writing the copy alone
+// and read as a factor of a same-shape MulAdd.
 Bf16Copies PlanBf16Copies(const Plan& plan);
 
 // For tests: with false, PlanBf16Copies plans none (every product converts its operands).

@@ -267,10 +267,13 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b) {
                     step.state.get()};
     if (!b.bf16_copies.written.empty()) {
       auto* copies = static_cast<uint8_t*>(bf16_copies_.get());
-      int64_t written = b.bf16_copies.written[s], read = b.bf16_copies.read[s];
+      const int64_t written = b.bf16_copies.written[s], read = b.bf16_copies.read[s], second = b.bf16_copies.read_second[s];
       ctx_.bf16_out = written >= 0 ? copies + written : nullptr;
+      ctx_.bf16_out_alone = written >= 0 && b.bf16_copies.alone[s];
       ctx_.bf16_a = read >= 0 ? copies + read : nullptr;
       ctx_.bf16_a_source = read >= 0 ? b.step_inputs[s][0]->raw() : nullptr;
+      ctx_.bf16_b = second >= 0 ? copies + second : nullptr;
+      ctx_.bf16_b_source = second >= 0 ? b.step_inputs[s][1]->raw() : nullptr;
     }
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     RETURN_IF_ERROR(step.kernel(args));
@@ -280,7 +283,8 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b) {
     }
   }
   ctx_.bf16_out = nullptr;
-  ctx_.bf16_a = ctx_.bf16_a_source = nullptr;
+  ctx_.bf16_out_alone = false;
+  ctx_.bf16_a = ctx_.bf16_a_source = ctx_.bf16_b = ctx_.bf16_b_source = nullptr;
   return Status::Ok();
 }
 

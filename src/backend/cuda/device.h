@@ -34,11 +34,16 @@ struct DeviceContext {
   void* bf16_operands = nullptr;
   size_t bf16_operand_bytes = 0;
   // Set for the step being launched (bf16_copies.h): where it writes a bf16 copy of its first
-  // output beside the fp32 result (null: no copy wanted; a product may write the copy alone), and a bf16 copy of the fp32 array
-  // bf16_a_source, already written, for a product whose A operand that is.
+  // output (null: no copy wanted), beside the fp32 result or, with bf16_out_alone, instead of it
+  // (a product writing bf16 always writes the copy alone); and bf16 copies, already written, of
+  // the fp32 arrays bf16_a_source and bf16_b_source, for a step whose first or second input that
+  // is (a product's A operand, a MulAdd's factors).
   void* bf16_out = nullptr;
+  bool bf16_out_alone = false;
   const void* bf16_a_source = nullptr;
   const void* bf16_a = nullptr;
+  const void* bf16_b_source = nullptr;
+  const void* bf16_b = nullptr;
 };
 
 namespace cuda {
@@ -52,10 +57,6 @@ Status ConvertToBf16(cudaStream_t stream, const float* in, void* out, int64_t n)
 // x[i] = sigmoid(x[i]) for i < n (a product's epilogue cuBLASLt lacks), and bf16_copy[i] =
 // bf16(x[i]) when bf16_copy is set, on `stream`.
 Status SigmoidInPlace(cudaStream_t stream, float* x, void* bf16_copy, int64_t n);
-// out[i] = a[i] * b[i] + c[i] for i < n, and bf16_copy[i] = bf16(out[i]) when bf16_copy is set,
-// on `stream`; out may be a, b or c (MulAdd, and a product's multiply-add epilogue run after it).
-Status MulAddSameShape(cudaStream_t stream, const float* a, const float* b, const float* c, float* out, int64_t n,
-                       void* bf16_copy);
 
 constexpr int kThreads = 256;
 // Blocks for a grid-stride loop over n items.

@@ -237,23 +237,38 @@ __global__ void MulAddKernel(IndexMap<3> m, int64_t n, const float* a, const flo
   }
 }
 
-// All three operands of the output's shape, an element per step (any alignment).
-__global__ void MulAddScalarKernel(const float* a, const float* b, const float* c, float* out, __nv_bfloat16* copy,
-                                    int64_t n) {
+// A same-shape MulAdd's factor: fp32, or the bf16 copy its producer wrote alone (bf16_copies.h).
+struct Factor {
+  const float* f32 = nullptr;
+  const __nv_bfloat16* bf16 = nullptr;
+  __device__ float At(int64_t i) const { return bf16 ? __bfloat162float(bf16[i]) : f32[i]; }
+  // Elements 4q to 4q + 3 (16-byte aligned fp32, 8-byte aligned bf16).
+  __device__ float4 Quad(int64_t q) const {
+    if (!bf16) return reinterpret_cast<const float4*>(f32)[q];
+    const uint2 raw = reinterpret_cast<const uint2*>(bf16)[q];
+    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  }
+};
+
+// All three operands of the output's shape, an element per step (any alignment). `out` null:
+// the result goes to the bf16 copy alone.
+__global__ void MulAddScalarKernel(Factor a, Factor b, const float* c, float* out, __nv_bfloat16* copy, int64_t n) {
   RANKD_GRID_LOOP(i, n) {
-    float r = fmaf(a[i], b[i], c[i]);
-    out[i] = r;
+    float r = fmaf(a.At(i), b.At(i), c[i]);
+    if (out) out[i] = r;
     if (copy) copy[i] = __float2bfloat16_rn(r);
   }
 }
 
 // All three operands of the output's shape: four elements per step, no index arithmetic.
-__global__ void MulAddSameShapeKernel(const float4* a, const float4* b, const float4* c, float4* out,
-                                      __nv_bfloat162* copy, int64_t quads) {
+__global__ void MulAddSameShapeKernel(Factor a, Factor b, const float4* c, float4* out, __nv_bfloat162* copy,
+                                      int64_t quads) {
   RANKD_GRID_LOOP(i, quads) {
-    float4 x = a[i], y = b[i], z = c[i];
+    float4 x = a.Quad(i), y = b.Quad(i), z = c[i];
     float4 r = make_float4(fmaf(x.x, y.x, z.x), fmaf(x.y, y.y, z.y), fmaf(x.z, y.z, z.z), fmaf(x.w, y.w, z.w));
-    out[i] = r;
+    if (out) out[i] = r;
     if (copy) {
       copy[2 * i] = __float22bfloat162_rn(make_float2(r.x, r.y));
       copy[2 * i + 1] = __float22bfloat162_rn(make_float2(r.z, r.w));
@@ -261,38 +276,41 @@ __global__ void MulAddSameShapeKernel(const float4* a, const float4* b, const fl
   }
 }
 
-}  // namespace
+bool AlignedTo(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-Status MulAddSameShape(cudaStream_t stream, const float* a, const float* b, const float* c, float* out, int64_t n,
-                       void* bf16_copy) {
+// out = a * b + c over n elements of one shape; out may be a, b or c. Either factor may be read
+// from its bf16 copy, and the result written to its bf16 copy alone (out null).
+Status MulAddSameShape(cudaStream_t stream, Factor a, Factor b, const float* c, float* out, int64_t n, void* bf16_copy) {
   if (n <= 0) return Status::Ok();
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (n % 4 == 0 && aligned(a) && aligned(b) && aligned(c) && aligned(out) && aligned(bf16_copy)) {
-    MulAddSameShapeKernel<<<Blocks(n / 4), kThreads, 0, stream>>>(
-        reinterpret_cast<const float4*>(a), reinterpret_cast<const float4*>(b), reinterpret_cast<const float4*>(c),
-        reinterpret_cast<float4*>(out), static_cast<__nv_bfloat162*>(bf16_copy), n / 4);
+  auto factor_aligned = [](const Factor& f) { return f.bf16 ? AlignedTo(f.bf16, 8) : AlignedTo(f.f32, 16); };
+  if (n % 4 == 0 && factor_aligned(a) && factor_aligned(b) && AlignedTo(c, 16) && AlignedTo(out, 16) &&
+      AlignedTo(bf16_copy, 8)) {
+    MulAddSameShapeKernel<<<Blocks(n / 4), kThreads, 0, stream>>>(a, b, reinterpret_cast<const float4*>(c),
+                                                                   reinterpret_cast<float4*>(out),
+                                                                   static_cast<__nv_bfloat162*>(bf16_copy), n / 4);
   } else {
     MulAddScalarKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, c, out, static_cast<__nv_bfloat16*>(bf16_copy), n);
   }
   return Check(cudaGetLastError(), "MulAddSameShape");
 }
 
-namespace {
-
 Status MulAdd(const KernelArgs& k) {
   const Tensor &a = k.In(0), &b = k.In(1), &c = k.In(2);
   Tensor& out = k.Out(0);
   if (out.size() == 0) return Status::Ok();
+  const DeviceContext& d = *k.device;
   if (a.shape() == out.shape() && b.shape() == out.shape() && c.shape() == out.shape()) {
-    return MulAddSameShape(k.device->stream, a.data<float>(), b.data<float>(), c.data<float>(), out.data<float>(),
-                           out.size(), k.device->bf16_out)
-        .WithContext(k.node.Describe());
+    Factor fa{a.data<float>(), d.bf16_a && d.bf16_a_source == a.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_a) : nullptr};
+    Factor fb{b.data<float>(), d.bf16_b && d.bf16_b_source == b.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_b) : nullptr};
+    float* result = d.bf16_out && d.bf16_out_alone ? nullptr : out.data<float>();
+    return MulAddSameShape(d.stream, fa, fb, c.data<float>(), result, out.size(), d.bf16_out).WithContext(k.node.Describe());
   }
+  if (d.bf16_a || d.bf16_b || d.bf16_out_alone) return Internal(k.node.Describe() + ": bf16 copies planned for a broadcasting MulAdd");
   const Shape* shapes[3] = {&a.shape(), &b.shape(), &c.shape()};
   ASSIGN_OR_RETURN(IndexMap<3> m, BroadcastMap<3>(out.shape(), shapes));
-  MulAddKernel<<<Blocks(out.size()), kThreads, 0, k.device->stream>>>(m, out.size(), a.data<float>(), b.data<float>(),
-                                                                     c.data<float>(), out.data<float>(),
-                                                                     static_cast<__nv_bfloat16*>(k.device->bf16_out));
+  MulAddKernel<<<Blocks(out.size()), kThreads, 0, d.stream>>>(m, out.size(), a.data<float>(), b.data<float>(),
+                                                             c.data<float>(), out.data<float>(),
+                                                             static_cast<__nv_bfloat16*>(d.bf16_out));
   return Launched(k);
 }
 
