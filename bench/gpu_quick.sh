@@ -5,7 +5,7 @@
 #   2. compute-sanitizer memcheck on the tests MEMCHECK_FILTER names, into memcheck.log;
 #   3. the small requests of issue 6 against the best PyTorch peer (bench/gpu_bench.py on
 #      WORKLOADS at ROWS; by default W1 at 1, 64 and 512 pairs and W2 at 1 user x 200), into
-#      peers.log and peers.md (PEERS: the PyTorch peers, cudagraphs by default; PEER_ARGS: more
+#      peers.log and peers.md (PEERS: the PyTorch peers, CUDA graphs in fp32 and bf16 by default; PEER_ARGS: more
 #      gpu_bench.py flags, e.g. "--bf16-tables --in-flight 2");
 #   4. with AB="VAR=a,b" (an environment variable rankd reads, e.g. RANKD_GEMM_TUNING=1,0),
 #      `rankd bench engine` on W1 at AB_ROWS pairs ("64 512", requests step 3 wrote) for each
@@ -55,7 +55,7 @@ fi
 if ((${PEERS_S:-240})); then
   step "peers"
   timeout "${PEERS_S:-240}" python3 bench/gpu_bench.py --rankd ".bundle/run rankd" --workloads "${WORKLOADS:-dlrm_dcnv2,din}" \
-    --rows "${ROWS:-1,64,512,200}" --precisions bf16 --peers "${PEERS:-cudagraphs}" --buckets on --hoisting on \
+    --rows "${ROWS:-1,64,512,200}" --precisions bf16 --peers "${PEERS:-cudagraphs,cudagraphs-bf16}" --buckets on --hoisting on \
     --iters "${ITERS:-300}" ${PEER_ARGS:-} >"$raw/peers.md" 2>"$raw/peers.log"
   echo "peers exit $?" | tee -a "$out/steps.log"
   cat "$raw/peers.md" | tee -a "$out/steps.log"

@@ -2,7 +2,8 @@
 (and ONNX Runtime on the CPU where installed), on the same weights and the same requests.
 
 GPU (bench/gpu_bench.py): eager fp32, eager with bf16 autocast, torch.compile, and torch.compile
-in reduce-overhead mode (CUDA graphs); inputs start in pinned host memory and outputs end in host
+in reduce-overhead mode (CUDA graphs), the last two in fp32 and with bf16 autocast inside the
+compiled function ("compile-bf16", "cudagraphs-bf16"); inputs start in pinned host memory and outputs end in host
 memory, as rankd's do. CPU (bench/cpu_bench.py): PyTorch eager and ONNX Runtime's CPU provider.
 Each timing returns (median ms, p99 ms) over `iters` calls after a warm-up, rotating the batches.
 """
@@ -10,7 +11,7 @@ import time
 
 import torch
 
-GPU_PEERS = ("eager", "bf16", "compile", "cudagraphs")
+GPU_PEERS = ("eager", "bf16", "compile", "cudagraphs", "compile-bf16", "cudagraphs-bf16")
 
 
 def median_p99(times):
@@ -20,17 +21,22 @@ def median_p99(times):
 
 def gpu_peer(name, gpu_model, compiled):
     """The callable of one GPU peer; `compiled` caches the compiled models between shapes."""
+    def autocast(*xs):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return gpu_model(*xs)
+
     if name == "eager":
         return gpu_model
     if name == "bf16":
-        def autocast(*xs):
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                return gpu_model(*xs)
         return autocast
     if name == "compile":
-        return compiled.setdefault("compile", torch.compile(gpu_model, dynamic=False))
+        return compiled.setdefault(name, torch.compile(gpu_model, dynamic=False))
     if name == "cudagraphs":
-        return compiled.setdefault("cudagraphs", torch.compile(gpu_model, mode="reduce-overhead", dynamic=False))
+        return compiled.setdefault(name, torch.compile(gpu_model, mode="reduce-overhead", dynamic=False))
+    if name == "compile-bf16":
+        return compiled.setdefault(name, torch.compile(autocast, dynamic=False))
+    if name == "cudagraphs-bf16":
+        return compiled.setdefault(name, torch.compile(autocast, mode="reduce-overhead", dynamic=False))
     raise ValueError(f"unknown peer '{name}' (one of {', '.join(GPU_PEERS)})")
 
 

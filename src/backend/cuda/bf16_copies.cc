@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <string>
 
 #include "compile/plan.h"
@@ -39,12 +38,7 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
   auto node_of = [&](const PlanStep& step) -> const Node& { return graph.nodes[static_cast<size_t>(step.node)]; };
   // A MulAdd of FP32 operands all of its result's shape: its kernel reads either factor as a bf16
   // copy and may write its result as the copy alone (elementwise.cu).
-  static const bool factor_copies = [] {  // TEMPORARY A/B switch, removed after its measurement
-    const char* v = std::getenv("RANKD_BF16_FACTOR_COPIES");
-    return !(v && std::string(v) == "0");
-  }();
   auto same_shape_muladd = [&](const PlanStep& step) {
-    if (!factor_copies) return false;
     if (node_of(step).op != "MulAdd" || step.inputs.size() != 3 || step.outputs.empty() || step.outputs[0] < 0) return false;
     const PlanValue& o = values[static_cast<size_t>(step.outputs[0])];
     return std::all_of(step.inputs.begin(), step.inputs.end(), [&](int in) {
