@@ -47,10 +47,20 @@ int AddBag(GraphBuilder& g, std::vector<Tensor>& inputs, int64_t rows, std::mt19
 
 // Gather(table, Gather(ids, c, axis=1)) as an exported per-column lookup writes it (MMoE, DIN's
 // profile): ids [rows, width] with negative ids counting from the table's end; `c` may be negative.
-int AddLookup(GraphBuilder& g, std::vector<Tensor>& inputs, int64_t rows, std::mt19937_64& rng, int& ids_input) {
+// Or, one time in three, Gather(table, ids [rows]) (DIN's candidate item), with `whole` set.
+int AddLookup(GraphBuilder& g, std::vector<Tensor>& inputs, int64_t rows, std::mt19937_64& rng, int& ids_input,
+              bool& whole) {
   std::uniform_int_distribution<int> pick(0, 5);
   const int64_t table_rows = 11, dim = 1 + pick(rng) * 3;  // every lookup reads ids in [-11, 11)
   int table = g.Const("lookup_table" + std::to_string(inputs.size()), RandomTable(DType::kF32, table_rows, dim, rng));
+  whole = pick(rng) < 2;
+  if (whole) {
+    std::uniform_int_distribution<int64_t> id(-table_rows, table_rows - 1);
+    std::vector<int64_t> ids(static_cast<size_t>(rows));
+    for (int64_t& v : ids) v = id(rng);
+    inputs.push_back(testing::MakeI64({rows}, ids));
+    return g.Op("Gather", {table, g.Input("whole_ids" + std::to_string(inputs.size()), DType::kI64, {-1})});
+  }
   if (ids_input < 0 || pick(rng) < 2) {  // a new ids input, or a column of the last one
     std::uniform_int_distribution<int64_t> id(-table_rows, table_rows - 1);
     std::vector<int64_t> ids(static_cast<size_t>(rows * 6));
@@ -75,9 +85,11 @@ TEST(EmbeddingConcatFusion, RandomConcatenationsScoreExactlyAsWritten) {
     for (int b = 0; b < bags; ++b) parts.push_back(AddBag(g, inputs, rows, rng));
     const std::vector<int> bag_values = parts;
     int ids_input = -1;
-    std::vector<int> lookup_values;
-    for (int l = coin(rng); l > 0; --l) {  // column lookups: fused as parts of their own
-      lookup_values.push_back(AddLookup(g, inputs, rows, rng, ids_input));
+    std::vector<int> lookup_values, whole_values;
+    for (int l = coin(rng); l > 0; --l) {  // column and whole-id lookups: fused as parts of their own
+      bool whole = false;
+      lookup_values.push_back(AddLookup(g, inputs, rows, rng, ids_input, whole));
+      if (whole) whole_values.push_back(lookup_values.back());
       parts.push_back(lookup_values.back());
     }
     if (coin(rng) == 0) read_elsewhere = parts[0];  // also a graph output: it must stay a bag
@@ -101,11 +113,15 @@ TEST(EmbeddingConcatFusion, RandomConcatenationsScoreExactlyAsWritten) {
     auto taken = [&](int v) { return std::count(parts.begin(), parts.end(), v) == 1 && v != read_elsewhere; };
     int pooled = static_cast<int>(std::count_if(bag_values.begin(), bag_values.end(), taken));
     int looked_up = static_cast<int>(std::count_if(lookup_values.begin(), lookup_values.end(), taken));
-    int lookups = static_cast<int>(lookup_values.size());
+    int wholes = static_cast<int>(whole_values.size());
+    int wholes_taken = static_cast<int>(std::count_if(whole_values.begin(), whole_values.end(), taken));
+    int columns = static_cast<int>(lookup_values.size()) - wholes, columns_taken = looked_up - wholes_taken;
     EXPECT_EQ(FuseEmbeddingConcats(graph), pooled + looked_up > 0 ? 1 : 0) << "seed " << seed;
     EXPECT_EQ(graph.OpCounts()["Concat"], pooled + looked_up > 0 ? 0 : 1);
     EXPECT_EQ(graph.OpCounts()["EmbeddingBag"], bags - pooled) << "seed " << seed;
-    EXPECT_EQ(graph.OpCounts()["Gather"], 2 * (lookups - looked_up)) << "seed " << seed;
+    // A column lookup is two Gathers; a whole-id one is one, which becomes a view of its ids.
+    EXPECT_EQ(graph.OpCounts()["Gather"], 2 * (columns - columns_taken) + (wholes - wholes_taken)) << "seed " << seed;
+    EXPECT_EQ(graph.OpCounts()["Unsqueeze"], wholes_taken) << "seed " << seed;
     auto after = RunGraph(graph, inputs);
     ASSERT_TRUE(after.ok()) << "seed " << seed << ": " << after.status().ToString();
     ASSERT_EQ(after->size(), before->size());
@@ -157,6 +173,36 @@ TEST(EmbeddingConcatFusion, LookupsKeepGathersRules) {
   }
   for (int64_t bad : {3, -4}) {
     auto refused = RunGraph(fused, {testing::MakeI64({1, 2}, {0, bad})});
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+// Gather(table, ids [rows]) as a part: negative ids count from the table's end, one past either end
+// is an error, as Gather has them; a Gather of ids of another rank stays as written.
+TEST(EmbeddingConcatFusion, WholeIdLookupsKeepGathersRules) {
+  auto build = [](Shape ids_shape) {
+    GraphBuilder g;
+    int table = g.Const("table", testing::MakeF32({3, 2}, {10, 11, 20, 21, 30, 31}));
+    int ids = g.Input("ids", DType::kI64, ids_shape);
+    int x = g.Input("x", DType::kF32, {-1, 1});
+    g.Output(g.Op("Concat", {g.Op("Gather", {table, ids}), x}, {{"axis", int64_t{-1}}}));
+    return g.graph();
+  };
+  Graph written = build({-1}), fused = build({-1}), rank2 = build({-1, 1});
+  ASSERT_EQ(FuseEmbeddingConcats(fused), 1);
+  EXPECT_EQ(fused.OpCounts()["ConcatEmbeddingBags"], 1);
+  EXPECT_EQ(fused.OpCounts()["Unsqueeze"], 1);
+  EXPECT_EQ(fused.OpCounts()["Gather"], 0);
+  EXPECT_EQ(FuseEmbeddingConcats(rank2), 0);  // [rows, 1, 2] rows: not a row's columns
+  const std::vector<Tensor> in{testing::MakeI64({3}, {2, -1, -3}), testing::MakeF32({3, 1}, {1, 2, 3})};
+  auto want = RunGraph(written, in);
+  auto got = RunGraph(fused, in);
+  ASSERT_TRUE(want.ok() && got.ok()) << want.status().ToString() << got.status().ToString();
+  EXPECT_EQ(testing::RelativeError((*got)[0], (*want)[0]), 0.0);
+  EXPECT_EQ((*got)[0].data<float>()[3], 30.0f);  // id -1: the last row
+  EXPECT_EQ((*got)[0].data<float>()[6], 10.0f);  // id -3: the first
+  for (int64_t bad : {3, -4}) {
+    auto refused = RunGraph(fused, {testing::MakeI64({1}, {bad}), testing::MakeF32({1, 1}, {0})});
     EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
   }
 }

@@ -2,7 +2,8 @@
 // becomes one ConcatEmbeddingBags: every bag pooled and every lookup copied straight into its
 // columns and the other parts copied into theirs, in one kernel (W1: 26 bag launches and a
 // concatenation become one launch, and the 27 x 128-wide row is written once instead of twice;
-// W4: 20 column selects, 20 table gathers and a concatenation become one).
+// W4: 20 column selects, 20 table gathers and a concatenation become one; W2: a candidate's item
+// and category lookups, Gather(table, ids [rows]), and their concatenation become one).
 
 #include "compile/passes.h"
 
@@ -34,7 +35,7 @@ class EmbeddingConcatFuser {
         // A value read twice, even by this Concat alone, is not a sole producer's: it stays as it
         // is, copied.
         Part p;
-        if (AsBag(value, p) || AsLookup(value, p)) {
+        if (AsBag(value, p) || AsLookup(value, p) || AsIdLookup(value, p)) {
           any = true;
         } else {
           p = Part{{value}, 0, -1, {}};
@@ -68,7 +69,8 @@ class EmbeddingConcatFuser {
  private:
   // The node producing `value` when it is read only once (by the Concat) and not yet taken.
   const Node* SoleProducer(int value) const {
-    int p = value < 0 ? -1 : producers_[static_cast<size_t>(value)];
+    // (Values added by AsIdLookup, past producers_, are never parts.)
+    int p = value < 0 || static_cast<size_t>(value) >= producers_.size() ? -1 : producers_[static_cast<size_t>(value)];
     if (p < 0 || removed_[static_cast<size_t>(p)] || uses_[static_cast<size_t>(value)] != 1) return nullptr;
     const Node& n = graph_.nodes[static_cast<size_t>(p)];
     return n.outputs.size() == 1 ? &n : nullptr;
@@ -104,6 +106,30 @@ class EmbeddingConcatFuser {
     if (id_type != DType::kI64 && id_type != DType::kI32) return false;
     part = Part{{table, ids}, 0, column,
                 {producers_[static_cast<size_t>(value)], producers_[static_cast<size_t>(rows->inputs[1])]}};
+    return true;
+  }
+
+  // Gather(table, ids): table an FP32 constant [R, D], ids declared [rows]. The part reads column 0
+  // of ids viewed as [rows, 1]: the Gather becomes that view, an Unsqueeze, which moves no data
+  // (a part found always gets the Concat fused, so the Gather is rewritten at once).
+  bool AsIdLookup(int value, Part& part) {
+    const Node* found = SoleProducer(value);
+    if (!found || found->op != "Gather" || found->GetInt("axis", 0) != 0 || found->inputs.size() != 2) return false;
+    const int table = found->inputs[0], ids = found->inputs[1];
+    if (!graph_.IsConstant(table)) return false;
+    const Tensor& t = graph_.constants.at(table);
+    if (t.dtype() != DType::kF32 || t.rank() != 2) return false;
+    const DType id_type = graph_.values[static_cast<size_t>(ids)].dtype;
+    const Shape id_shape = graph_.values[static_cast<size_t>(ids)].shape;
+    if (!graph_.values[static_cast<size_t>(ids)].rank_known || id_shape.size() != 1 || (id_type != DType::kI64 && id_type != DType::kI32)) return false;
+    Node& gather = graph_.nodes[static_cast<size_t>(producers_[static_cast<size_t>(value)])];
+    const std::string name = gather.name + ".ids";
+    const int column = graph_.AddValue({name, id_type, {id_shape[0], 1}, true});
+    gather.op = "Unsqueeze";
+    gather.inputs = {ids, graph_.AddConstant(name + ".axes", Tensor::FromVector<int64_t>(DType::kI64, {1}, {1}))};
+    gather.outputs = {column};
+    gather.attrs.clear();
+    part = Part{{table, column}, 0, 0, {}};
     return true;
   }
 
