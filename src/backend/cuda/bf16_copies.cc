@@ -45,23 +45,25 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
       return in >= 0 && values[static_cast<size_t>(in)].dtype == DType::kF32 && values[static_cast<size_t>(in)].shape == o.shape;
     }) && o.dtype == DType::kF32;
   };
-  // How many of a step's first inputs may be read as copies: a product's A, a MulAdd's two factors.
-  auto copy_inputs = [&](const PlanStep& step) -> size_t {
-    if (IsProduct(node_of(step).op)) return 1;
-    return same_shape_muladd(step) ? 2 : 0;
-  };
+  // Per step: how many of its first inputs may be read as copies (a product's A, a MulAdd's two
+  // factors), and whether it is a product.
+  std::vector<size_t> copyable(steps.size(), 0);
+  std::vector<bool> product(steps.size(), false);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    product[s] = IsProduct(node_of(steps[s]).op);
+    copyable[s] = product[s] ? 1 : same_shape_muladd(steps[s]) ? 2 : 0;
+  }
   // Values (roots) whose every reader is a product reading them as A (only_products_read), or
   // that or a same-shape MulAdd reading them as a factor (only_copy_readers); no graph output.
   std::vector<bool> only_products_read(values.size(), true), only_copy_readers(values.size(), true);
   for (int o : graph.outputs) only_products_read[static_cast<size_t>(root(o))] = only_copy_readers[static_cast<size_t>(root(o))] = false;
-  for (const PlanStep& step : steps) {
-    const bool product = IsProduct(node_of(step).op);
-    const size_t copyable = copy_inputs(step);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const PlanStep& step = steps[s];
     for (size_t i = 0; i < step.inputs.size(); ++i) {
       if (step.inputs[i] < 0) continue;
       const auto v = static_cast<size_t>(root(step.inputs[i]));
-      if (!(product && i == 0)) only_products_read[v] = false;
-      if (i >= copyable) only_copy_readers[v] = false;
+      if (!(product[s] && i == 0)) only_products_read[v] = false;
+      if (i >= copyable[s]) only_copy_readers[v] = false;
     }
   }
   // value (its root) -> the step writing its copy, and whether that step writes the copy alone.
@@ -75,24 +77,24 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
     const std::string& op = node_of(step).op;
     if (op == "ConcatEmbeddingBags" || op == "MulAdd") {
       writer[v] = static_cast<int>(s);
-      alone[v] = op == "MulAdd" && only_products_read[v] && same_shape_muladd(step);
-    } else if (IsProduct(op) && only_copy_readers[v]) {
+      alone[v] = op == "MulAdd" && only_products_read[v] && copyable[s] == 2;
+    } else if (product[s] && only_copy_readers[v]) {
       writer[v] = static_cast<int>(s);
       alone[v] = true;
     }
   }
   // A product reads any producer's copy; a MulAdd reads a factor's copy only where no fp32 result
   // was written, so that it rounds nothing the producer did not.
-  auto reads_copy = [&](const PlanStep& step, size_t i) {
-    if (i >= copy_inputs(step) || step.inputs[i] < 0) return false;
-    const auto v = static_cast<size_t>(root(step.inputs[i]));
-    return writer[v] >= 0 && (IsProduct(node_of(step).op) || alone[v]);
+  auto reads_copy = [&](size_t s, size_t i) {
+    if (i >= copyable[s] || steps[s].inputs[i] < 0) return false;
+    const auto v = static_cast<size_t>(root(steps[s].inputs[i]));
+    return writer[v] >= 0 && (product[s] || alone[v]);
   };
   std::vector<Copy> copies;
   std::vector<int> copy_of(values.size(), -1);  // root value -> index in copies
   for (size_t s = 0; s < steps.size(); ++s) {
     for (size_t i = 0; i < 2; ++i) {
-      if (!reads_copy(steps[s], i)) continue;
+      if (!reads_copy(s, i)) continue;
       const int v = root(steps[s].inputs[i]);
       int& c = copy_of[static_cast<size_t>(v)];
       if (c < 0) {
@@ -128,7 +130,7 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
       out.alone[s] = alone[static_cast<size_t>(step.outputs[0])];
     }
     for (size_t i = 0; i < 2; ++i) {
-      if (!reads_copy(step, i)) continue;
+      if (!reads_copy(s, i)) continue;
       (i == 0 ? out.read : out.read_second)[s] = copies[static_cast<size_t>(copy_of[static_cast<size_t>(root(step.inputs[i]))])].offset;
     }
   }

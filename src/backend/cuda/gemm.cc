@@ -163,7 +163,7 @@ std::optional<SmallRowsProduct> FewRowsProduct(const DeviceContext& ctx, const G
                                                float* c, float alpha, float beta, const float* bias, void* bf16_d) {
   if (ctx.precision != Precision::kBf16 || g.batch != 1 || g.trans_a) return std::nullopt;
   if (g.m > kSmallRows && g.n > kSmallRows) return std::nullopt;
-  const void* weight = Bf16WeightRows(ctx, b, g.trans_b);
+  const void* weight = g.trans_b ? Bf16Copy(ctx.bf16_weights, b) : Bf16Copy(ctx.bf16_weights_nk, b);
   if (!weight) return std::nullopt;
   const bool bf16_a = ctx.bf16_a && ctx.bf16_a_source == a;  // its producer wrote only that, maybe
   const void* rows = bf16_a ? ctx.bf16_a : static_cast<const void*>(a);
@@ -203,7 +203,12 @@ Status ConvertOperands(DeviceContext& ctx, const GemmShape& g, const float* a, c
   if (a_bytes + (converted_b ? Bf16OperandBytes(nb) : 0) > ctx.bf16_operand_bytes) {
     return Internal("the bf16 operand buffer is smaller than a product needs");
   }
-  ASSIGN_OR_RETURN(op_a, Bf16Activation(ctx, a, na));  // into the buffer's start when converted
+  if (ctx.bf16_a && ctx.bf16_a_source == a) {  // its producer wrote the bf16 copy (bf16_copies.h)
+    op_a = ctx.bf16_a;
+  } else {
+    RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, buffer, na));
+    op_a = buffer;
+  }
   if (converted_b) {
     RETURN_IF_ERROR(ConvertToBf16(ctx.stream, b, buffer + a_bytes, nb));
     op_b = buffer + a_bytes;
@@ -223,17 +228,6 @@ void Destroy(GemmCache::Entry& e) {
 }  // namespace
 
 void EnableGemmTuning(bool on) { tuning_on.store(on, std::memory_order_relaxed); }
-
-const void* Bf16WeightRows(const DeviceContext& ctx, const float* b, bool trans_b) {
-  return trans_b ? Bf16Copy(ctx.bf16_weights, b) : Bf16Copy(ctx.bf16_weights_nk, b);
-}
-
-StatusOr<const void*> Bf16Activation(DeviceContext& ctx, const float* a, int64_t elements) {
-  if (ctx.bf16_a && ctx.bf16_a_source == a) return ctx.bf16_a;
-  if (Bf16OperandBytes(elements) > ctx.bf16_operand_bytes) return Internal("the bf16 operand buffer is smaller than a product needs");
-  RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, ctx.bf16_operands, elements));
-  return static_cast<const void*>(ctx.bf16_operands);
-}
 
 bool OwnProductKernel(const DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c) {
   return FewRowsProduct(ctx, shape, a, b, c, 1.0f, 0.0f, nullptr, nullptr).has_value();

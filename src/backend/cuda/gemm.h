@@ -78,15 +78,6 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& shape, const float* a, const f
 // cuBLASLt, takes a bias on an output of one column.
 bool OwnProductKernel(const DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c);
 
-// The model's bf16 copy of weight matrix b as [N, K] rows (its own copy when trans_b, else the
-// transposed one), or null where it holds none (fp32 or tf32 precision, a computed B, a [K, N]
-// weight of more than 16M elements).
-const void* Bf16WeightRows(const DeviceContext& ctx, const float* b, bool trans_b);
-
-// `a` (`elements` fp32 values) in bf16 for a product: its producer's copy (bf16_copies.h), or `a`
-// converted into ctx.bf16_operands.
-StatusOr<const void*> Bf16Activation(DeviceContext& ctx, const float* a, int64_t elements);
-
 // Bytes an operand of `elements` values takes in the bf16 operand buffer.
 inline size_t Bf16OperandBytes(int64_t elements) { return (static_cast<size_t>(elements) * 2 + 255) / 256 * 256; }
 
