@@ -9,8 +9,9 @@
 #      gpu_bench.py flags, e.g. "--bf16-tables --in-flight 2");
 #   4. with AB="VAR=a,b" (an environment variable rankd reads, e.g. RANKD_GEMM_TUNING=1,0),
 #      `rankd bench engine` on W1 at AB_ROWS pairs ("64 512", requests step 3 wrote) for each
-#      value, alternating, AB_ROUNDS rounds, into ab.csv; with AB_TESTS (a gtest filter), then
-#      those tests under each value but the first;
+#      value, alternating, AB_ROUNDS rounds, into ab.csv (AB_REQUESTS: other request files step 3
+#      wrote instead, by name, e.g. "din_full_n200_l1000 dlrm_dcnv2_full_n512_l0"); with AB_TESTS
+#      (a gtest filter), then those tests under each value but the first;
 #   5. with RATE_S (30 by default), the GPU's measured bf16 matrix rate (bench/matrix_rate.py),
 #      what W1's large batches are a share of, into rate.log;
 #   6. with NCU_S, ncu's time for every kernel of one W1 batch at NCU_ROWS pairs, into ncu.csv
@@ -66,17 +67,21 @@ if [[ -n ${AB:-} ]] && ((${AB_S:-120})); then
   var=${AB%%=*}
   IFS=, read -r -a values <<<"${AB#*=}"
   deadline=$((SECONDS + ${AB_S:-120}))
+  cases=${AB_REQUESTS:-}
+  [[ -n $cases ]] || for n in ${AB_ROWS:-64 512}; do cases+=" dlrm_dcnv2_full_n${n}_l0"; done
   for ((round = 0; round < ${AB_ROUNDS:-2}; ++round)); do
-    for n in ${AB_ROWS:-64 512}; do
-      requests=bench/out/dlrm_dcnv2_full_n${n}_l0.jsonl
+    for name in $cases; do
+      requests=bench/out/$name.jsonl
       [[ -f $requests ]] || continue
+      n=${name##*_n}
+      n=${n%%_*}
       buckets=on
       ((n <= 1024)) || buckets=off  # past the largest bucket a request runs at its own shape
       for value in "${values[@]}"; do
         ((SECONDS < deadline)) || break 3
         env "$var=$value" timeout $((deadline - SECONDS)) .bundle/run rankd bench engine --backend cuda --precision bf16 \
-          --model-repo bench/out/repo --model dlrm_dcnv2_full --requests "$requests" --buckets $buckets \
-          --iters "${ITERS:-300}" --warmup 20 --label "$var=$value" --csv "$raw/ab.csv" >/dev/null 2>>"$raw/ab.log"
+          --model-repo bench/out/repo --model "${name%_n*}" --requests "$requests" --buckets $buckets \
+          --iters "${ITERS:-300}" --warmup 20 --label "$name $var=$value" --csv "$raw/ab.csv" >/dev/null 2>>"$raw/ab.log"
       done
     done
   done

@@ -11,6 +11,10 @@
 #include "serving/shape_buckets.h"
 #include "test_util.h"
 
+#if RANKD_HAVE_CUDA
+#include "backend/cuda/cuda_executor.h"
+#endif
+
 namespace rankd {
 namespace {
 
@@ -308,6 +312,68 @@ TEST(BucketedModel, BstSequencesAreBucketedUnlessAUserHasNoHistory) {
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_EQ(ShapeToString((*plan)->values()[static_cast<size_t>((*plan)->graph().FindValue("seq.values"))].shape), "[0]");
 }
+
+#if RANKD_HAVE_CUDA
+// Captures with steps on several lanes (runtime/step_lanes.h) score as captures on one stream,
+// in fp32 and bf16, with as many kernels; DIN's and BST's graphs have fewer kernels in a row
+// than in all.
+TEST_P(BucketedZooTest, CapturesOnLanesScoreAsOnOneStream) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  struct LanesBack {
+    int lanes = cuda::GraphLanes();
+    ~LanesBack() { cuda::SetGraphLanes(lanes); }
+  } back;
+  for (const char* precision : {"fp32", "bf16"}) {
+    std::vector<std::unique_ptr<Model>> models;
+    for (int lanes : {1, 4}) {
+      cuda::SetGraphLanes(lanes);
+      std::string dir = testing::SourcePath("models/zoo/" + GetParam());
+      auto config = LoadModelConfig(dir);
+      ASSERT_TRUE(config.ok());
+      config->name = GetParam();
+      config->precision = precision;
+      config->buckets.warmup_max_batch_size = 64;
+      ModelOptions options;
+      options.backend = cuda;
+      auto model = Model::LoadFile(dir + "/1/model.onnx", std::move(*config), options);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      models.push_back(std::move(*model));
+    }
+    std::mt19937 rng(23);
+    for (int64_t rows : {1, 37}) {
+      InferRequest r = models[0]->ExampleRequest(rows, 7);
+      for (InferInput& in : r.inputs) {
+        if (in.data.dtype() != DType::kI64) continue;
+        for (int64_t i = 0; i < in.data.size(); ++i) in.data.data<int64_t>()[i] = static_cast<int64_t>(rng() % 40);
+      }
+      auto one = models[0]->Infer(r);
+      auto four = models[1]->Infer(r);
+      ASSERT_TRUE(one.ok() && four.ok()) << one.status().ToString() << four.status().ToString();
+      ASSERT_EQ(one->size(), four->size());
+      for (size_t o = 0; o < one->size(); ++o) {
+        EXPECT_LE(testing::RelativeError((*four)[o].data, (*one)[o].data), 1e-6) << precision << ", " << rows << " rows";
+      }
+      auto plan_one = models[0]->PlanForRequest(r);
+      auto plan_four = models[1]->PlanForRequest(r);
+      ASSERT_TRUE(plan_one.ok() && plan_four.ok());
+      EXPECT_TRUE((*plan_four)->separate_rooms());
+      auto l4 = models[1]->CountLaunches(**plan_four);
+      ASSERT_TRUE(l4.ok()) << l4.status().ToString();
+      cuda::SetGraphLanes(1);  // CountLaunches captures again: on one stream, as model 0 did
+      auto l1_again = models[0]->CountLaunches(**plan_one);
+      cuda::SetGraphLanes(4);
+      ASSERT_TRUE(l1_again.ok());
+      EXPECT_EQ(l4->kernels, l1_again->kernels) << precision;
+      EXPECT_EQ(l1_again->kernels_in_a_row, l1_again->kernels) << precision;
+      if (GetParam() == "din" || GetParam().substr(0, 3) == "bst") {
+        EXPECT_LT(l4->kernels_in_a_row, l4->kernels) << precision << ", " << rows << " rows";
+      }
+      EXPECT_LE(l4->kernels_in_a_row, l4->kernels);
+    }
+  }
+}
+#endif
 
 INSTANTIATE_TEST_SUITE_P(Zoo, BucketedZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
 

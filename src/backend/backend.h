@@ -88,9 +88,12 @@ class Executor {
     return false;
   }
   // What one Run of `plan` puts on the device, counted from a capture of it that is then thrown
-  // away (Run's behaviour does not change): kernels, copies and memsets. Unimplemented on the CPU.
+  // away (Run's behaviour does not change): kernels, copies and memsets, and the most kernels on
+  // one path of the captured graph's dependencies (fewer than all where steps run side by side).
+  // Unimplemented on the CPU.
   struct Launches {
     int kernels = 0, copies = 0, memsets = 0, other = 0;
+    int kernels_in_a_row = 0;
   };
   virtual StatusOr<Launches> CountLaunches(const Plan& plan) {
     (void)plan;
@@ -127,6 +130,11 @@ class Backend {
   virtual StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources> resources) const = 0;
   // Whether the load-time passes may give products a multiply-add epilogue (FuseProductMulAdds).
   virtual bool TakesProductMulAdds() const { return true; }
+  // Plans whose values all fit in this many bytes of workspace, each in its own room, get it so
+  // (Plan::Build): no step then waits for another only because it reuses the other's room, and
+  // steps that share no data may run at the same time (runtime/step_lanes.h). 0: room is always
+  // reused once a value's last reader ran.
+  virtual int64_t SeparateRoomBytes() const { return 0; }
 };
 
 // The process-wide CPU backend. Thread-safe (stateless).

@@ -112,11 +112,11 @@ StatusOr<std::shared_ptr<const Plan>> Plan::Build(const Graph& graph, const std:
     }
     plan->steps_.push_back(std::move(step));
   }
-  RETURN_IF_ERROR(plan->AssignMemory(options.max_workspace_bytes));
+  RETURN_IF_ERROR(plan->AssignMemory(options.max_workspace_bytes, options.backend->SeparateRoomBytes()));
   return std::shared_ptr<const Plan>(plan);
 }
 
-Status Plan::AssignMemory(int64_t max_workspace_bytes) {
+Status Plan::AssignMemory(int64_t max_workspace_bytes, int64_t separate_room_bytes) {
   // Backward liveness: keep steps whose outputs reach a graph output.
   const Graph& g = *graph_;
   std::vector<bool> needed(values_.size(), false);
@@ -168,8 +168,17 @@ Status Plan::AssignMemory(int64_t max_workspace_bytes) {
     PlanStep& step = steps_[static_cast<size_t>(s)];
     if (step.scratch_bytes > 0) blocks.push_back({AlignUp(step.scratch_bytes), s, s, &step.scratch_offset});
   }
-  // Greedy by size: each block takes the lowest offset that overlaps no placed block alive at the
-  // same time.
+  // Small enough: every block in its own room. Otherwise greedy by size: each block takes the
+  // lowest offset that overlaps no placed block alive at the same time.
+  int64_t separate = 0;
+  for (const Block& b : blocks) separate += b.bytes;
+  separate_rooms_ = separate <= separate_room_bytes;
+  if (separate_rooms_) {
+    for (Block& b : blocks) {
+      b.first = 0;
+      b.last = end;
+    }
+  }
   std::vector<size_t> order(blocks.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return blocks[a].bytes > blocks[b].bytes; });

@@ -59,6 +59,8 @@ class Plan {
   const std::vector<PlanStep>& steps() const { return steps_; }
   const std::vector<PlanValue>& values() const { return values_; }
   int64_t workspace_bytes() const { return workspace_bytes_; }
+  // Whether every value has room of its own, no room reused (Backend::SeparateRoomBytes).
+  bool separate_rooms() const { return separate_rooms_; }
   // A process-unique id (executors cache per-plan bindings by it).
   uint64_t id() const { return id_; }
   // Steps folded away at plan time, for `rankd inspect --plan`.
@@ -66,13 +68,14 @@ class Plan {
 
  private:
   Plan() = default;
-  Status AssignMemory(int64_t max_workspace_bytes);
+  Status AssignMemory(int64_t max_workspace_bytes, int64_t separate_room_bytes);
 
   const Graph* graph_ = nullptr;
   std::vector<PlanStep> steps_;
   std::vector<PlanValue> values_;
   std::deque<Tensor> folded_;  // values computed at plan time (stable addresses)
   int64_t workspace_bytes_ = 0;
+  bool separate_rooms_ = false;
   uint64_t id_ = 0;
   int folded_nodes_ = 0;
 };

@@ -136,7 +136,8 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   nlohmann::json launches = nullptr;
   if (plan.ok()) {
     if (auto l = (*model)->CountLaunches(**plan); l.ok()) {
-      launches = {{"kernels", l->kernels}, {"copies", l->copies}, {"memsets", l->memsets}, {"other", l->other}};
+      launches = {{"kernels", l->kernels},   {"copies", l->copies}, {"memsets", l->memsets},
+                  {"other", l->other}, {"kernels_in_a_row", l->kernels_in_a_row}};
     }
   }
   const std::string& precision = args.precision.empty() ? (*model)->config().precision : args.precision;  // as run

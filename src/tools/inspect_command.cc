@@ -49,8 +49,8 @@ void PrintBuckets(const Model& model, bool plan) {
     for (const auto& [op, n] : kernels) ops += " " + op + "×" + std::to_string(n);
     std::string launches;
     if (auto l = model.CountLaunches(**p); l.ok()) {
-      launches = "; on the device " + std::to_string(l->kernels) + " kernels, " + std::to_string(l->copies) + " copies, " +
-                 std::to_string(l->memsets) + " memsets";
+      launches = "; on the device " + std::to_string(l->kernels) + " kernels (" + std::to_string(l->kernels_in_a_row) +
+                 " in a row), " + std::to_string(l->copies) + " copies, " + std::to_string(l->memsets) + " memsets";
     }
     std::printf("  plan %-28s %3zu steps, %s workspace%s:%s\n", key.ToString().c_str(), (*p)->steps().size(),
                 Human((*p)->workspace_bytes()).c_str(), launches.c_str(), ops.c_str());

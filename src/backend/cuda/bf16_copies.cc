@@ -106,13 +106,15 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
     }
   }
   // First fit: a copy goes at the lowest offset clear of every placed copy alive at the same time
-  // (from its producer to its last reader).
+  // (from its producer to its last reader), or of every placed copy where the plan keeps its
+  // values apart (Plan::separate_rooms: steps may then run side by side).
   for (size_t i = 0; i < copies.size(); ++i) {
     Copy& c = copies[i];
     std::vector<std::pair<int64_t, int64_t>> taken;  // (offset, end) of overlapping copies
     for (size_t j = 0; j < i; ++j) {
       const Copy& o = copies[j];
-      if (o.producer <= c.last_reader && c.producer <= o.last_reader) taken.push_back({o.offset, o.offset + o.bytes});
+      const bool alive = o.producer <= c.last_reader && c.producer <= o.last_reader;
+      if (plan.separate_rooms() || alive) taken.push_back({o.offset, o.offset + o.bytes});
     }
     std::sort(taken.begin(), taken.end());
     int64_t at = 0;

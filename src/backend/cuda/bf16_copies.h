@@ -35,7 +35,8 @@ struct Bf16Copies {
   std::vector<int64_t> read;
   // Per plan step: the same for its second input (a MulAdd's second factor), or -1.
   std::vector<int64_t> read_second;
-  int64_t bytes = 0;  // room for all copies; a copy's room is reused once its last reader ran
+  int64_t bytes = 0;  // room for all copies; a copy's room is reused once its last reader ran,
+                      // unless the plan keeps its values apart (Plan::separate_rooms)
 };
 
 // The copies worth making in `plan`: an FP32 value produced by a kernel that can write one and

@@ -11,6 +11,11 @@
 namespace rankd {
 namespace {
 
+// Plans up to this size keep each value in its own room, so that a captured plan's independent
+// steps run side by side on the executor's lanes (step_lanes.h): W2, W3 and W1 up to a few
+// hundred pairs stay below it; four executors holding such a workspace each is a few hundred MB.
+constexpr int64_t kSeparateRoomBytes = int64_t{64} << 20;
+
 class CudaBackendImpl final : public Backend {
  public:
   CudaBackendImpl() {
@@ -30,6 +35,7 @@ class CudaBackendImpl final : public Backend {
   // slower than cuBLASLt's product plus the MulAdd at every W1 batch size on an H200
   // (docs/benchmarks.md), so the cross layers keep their MulAdds here.
   bool TakesProductMulAdds() const override { return false; }
+  int64_t SeparateRoomBytes() const override { return kSeparateRoomBytes; }
   const Kernel* FindKernel(const std::string& op) const override {
     auto it = kernels_.find(op);
     return it == kernels_.end() ? nullptr : &it->second;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
@@ -51,12 +52,16 @@ double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+std::atomic<int> graph_lanes{-1};  // -1: not read from the environment yet
+
+bool IsProduct(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
+
 // Room for the bf16 operands of the plan's largest product (gemm.h).
 size_t Bf16OperandRoom(const Plan& plan) {
   size_t need = 0;
   for (const PlanStep& step : plan.steps()) {
     const std::string& op = plan.graph().nodes[static_cast<size_t>(step.node)].op;
-    if (op != "Gemm" && op != "MatMul" && op != "Einsum") continue;
+    if (!IsProduct(op)) continue;
     size_t bytes = 0;
     for (size_t i = 0; i < 2 && i < step.inputs.size(); ++i) {
       if (step.inputs[i] >= 0) bytes += Bf16OperandBytes(NumElements(plan.values()[static_cast<size_t>(step.inputs[i])].shape));
@@ -66,7 +71,53 @@ size_t Bf16OperandRoom(const Plan& plan) {
   return need;
 }
 
+// The most kernel nodes on one path through `graph`'s dependencies (0 where they cannot be read).
+int KernelsInARow(cudaGraph_t graph, const std::vector<cudaGraphNode_t>& nodes) {
+  size_t count = 0;
+  if (cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count) != cudaSuccess) return 0;
+  std::vector<cudaGraphNode_t> from(count), to(count);
+  if (count > 0 && cudaGraphGetEdges(graph, from.data(), to.data(), nullptr, &count) != cudaSuccess) return 0;
+  std::unordered_map<cudaGraphNode_t, size_t> index;
+  for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
+  std::vector<std::vector<size_t>> next(nodes.size());
+  std::vector<int> pending(nodes.size(), 0), depth(nodes.size(), 0);
+  for (size_t e = 0; e < count; ++e) {
+    next[index.at(from[e])].push_back(index.at(to[e]));
+    ++pending[index.at(to[e])];
+  }
+  std::vector<size_t> ready;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (pending[i] == 0) ready.push_back(i);
+  }
+  int longest = 0;
+  while (!ready.empty()) {  // in topological order: a node's depth is final once it is ready
+    const size_t i = ready.back();
+    ready.pop_back();
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    cudaGraphNodeGetType(nodes[i], &type);
+    if (type == cudaGraphNodeTypeKernel) ++depth[i];
+    longest = std::max(longest, depth[i]);
+    for (size_t j : next[i]) {
+      depth[j] = std::max(depth[j], depth[i]);
+      if (--pending[j] == 0) ready.push_back(j);
+    }
+  }
+  return longest;
+}
+
 }  // namespace
+
+void SetGraphLanes(int lanes) { graph_lanes = std::clamp(lanes, 1, 16); }
+
+int GraphLanes() {
+  if (graph_lanes.load() < 0) {
+    const char* env = std::getenv("RANKD_GRAPH_LANES");
+    int lanes = env ? std::atoi(env) : 4;
+    int unset = -1;
+    graph_lanes.compare_exchange_strong(unset, std::clamp(lanes, 1, 16));
+  }
+  return graph_lanes.load();
+}
 
 StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const Graph& graph, int device,
                                                                         Precision precision) {
@@ -167,6 +218,8 @@ CudaExecutor::~CudaExecutor() {
   if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
   std::lock_guard<std::shared_mutex> gate(CaptureGate());
   if (ctx_.lt) cublasLtDestroy(ctx_.lt);
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  for (cudaStream_t side : side_streams_) cudaStreamDestroy(side);
   if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
 }
 
@@ -255,37 +308,100 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
   return &bindings_.emplace(plan.id(), std::move(b)).first->second;
 }
 
-Status CudaExecutor::Launch(const Plan& plan, Binding& b) {
-  const Graph& graph = plan.graph();
-  const auto& steps = plan.steps();
+Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s) {
+  const PlanStep& step = plan.steps()[s];
+  const Node& node = plan.graph().nodes[static_cast<size_t>(step.node)];
+  void* scratch = step.scratch_offset >= 0 ? static_cast<uint8_t*>(workspace_.get()) + step.scratch_offset : nullptr;
+  KernelArgs args{node, b.step_inputs[s], b.step_outputs[s], scratch, b.step_host_inputs[s], &ctx_, static_cast<int>(s),
+                  step.state.get()};
+  if (!b.bf16_copies.written.empty()) {
+    auto* copies = static_cast<uint8_t*>(bf16_copies_.get());
+    const int64_t written = b.bf16_copies.written[s], read = b.bf16_copies.read[s], second = b.bf16_copies.read_second[s];
+    ctx_.bf16_out = written >= 0 ? copies + written : nullptr;
+    ctx_.bf16_out_alone = written >= 0 && b.bf16_copies.alone[s];
+    ctx_.bf16_a = read >= 0 ? copies + read : nullptr;
+    ctx_.bf16_a_source = read >= 0 ? b.step_inputs[s][0]->raw() : nullptr;
+    ctx_.bf16_b = second >= 0 ? copies + second : nullptr;
+    ctx_.bf16_b_source = second >= 0 ? b.step_inputs[s][1]->raw() : nullptr;
+  }
   const bool profile = OpProfile::enabled();
-  for (size_t s = 0; s < steps.size(); ++s) {
-    const PlanStep& step = steps[s];
-    const Node& node = graph.nodes[static_cast<size_t>(step.node)];
-    void* scratch = step.scratch_offset >= 0 ? static_cast<uint8_t*>(workspace_.get()) + step.scratch_offset : nullptr;
-    KernelArgs args{node, b.step_inputs[s], b.step_outputs[s], scratch, b.step_host_inputs[s], &ctx_, static_cast<int>(s),
-                    step.state.get()};
-    if (!b.bf16_copies.written.empty()) {
-      auto* copies = static_cast<uint8_t*>(bf16_copies_.get());
-      const int64_t written = b.bf16_copies.written[s], read = b.bf16_copies.read[s], second = b.bf16_copies.read_second[s];
-      ctx_.bf16_out = written >= 0 ? copies + written : nullptr;
-      ctx_.bf16_out_alone = written >= 0 && b.bf16_copies.alone[s];
-      ctx_.bf16_a = read >= 0 ? copies + read : nullptr;
-      ctx_.bf16_a_source = read >= 0 ? b.step_inputs[s][0]->raw() : nullptr;
-      ctx_.bf16_b = second >= 0 ? copies + second : nullptr;
-      ctx_.bf16_b_source = second >= 0 ? b.step_inputs[s][1]->raw() : nullptr;
+  auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  RETURN_IF_ERROR(step.kernel(args));
+  if (profile) {
+    RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+    OpProfile::Record(OpProfile::Key(node.op, node.name), Since(t0));
+  }
+  return Status::Ok();
+}
+
+Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* lanes) {
+  const size_t steps = plan.steps().size();
+  cudaStream_t main = ctx_.stream;
+  struct Restore {  // the executor's stream and no per-step copies, however the launches end
+    DeviceContext& ctx;
+    cudaStream_t stream;
+    ~Restore() {
+      ctx.stream = stream;
+      ctx.bf16_out = nullptr;
+      ctx.bf16_out_alone = false;
+      ctx.bf16_a = ctx.bf16_a_source = ctx.bf16_b = ctx.bf16_b_source = nullptr;
     }
-    auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    RETURN_IF_ERROR(step.kernel(args));
-    if (profile) {
-      RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
-      OpProfile::Record(OpProfile::Key(node.op, node.name), Since(t0));
+  } restore{ctx_, main};
+  if (!lanes || lanes->lanes <= 1) {
+    for (size_t s = 0; s < steps; ++s) RETURN_IF_ERROR(LaunchStep(plan, b, s));
+    return Status::Ok();
+  }
+  // events_[0] marks the fork (inputs on the device, the error word cleared); events_[1 + s]
+  // the end of step s, recorded where another lane waits for it or it ends its lane.
+  std::vector<int> last(static_cast<size_t>(lanes->lanes), -1);
+  std::vector<bool> waited(steps, false);
+  for (size_t s = 0; s < steps; ++s) {
+    last[static_cast<size_t>(lanes->lane[s])] = static_cast<int>(s);
+    for (int w : lanes->waits[s]) waited[static_cast<size_t>(w)] = true;
+  }
+  auto stream_of = [&](int lane) { return lane == 0 ? main : side_streams_[static_cast<size_t>(lane - 1)]; };
+  RANKD_CUDA_RETURN(cudaEventRecord(events_[0], main));
+  std::vector<bool> forked(static_cast<size_t>(lanes->lanes), false);
+  forked[0] = true;
+  for (size_t s = 0; s < steps; ++s) {
+    const int lane = lanes->lane[s];
+    cudaStream_t stream = stream_of(lane);
+    if (!forked[static_cast<size_t>(lane)]) {
+      RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[0], 0));
+      forked[static_cast<size_t>(lane)] = true;
+    }
+    for (int w : lanes->waits[s]) RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
+    ctx_.stream = stream;
+    RETURN_IF_ERROR(LaunchStep(plan, b, s));
+    if (waited[s] || (lane > 0 && last[static_cast<size_t>(lane)] == static_cast<int>(s))) {
+      RANKD_CUDA_RETURN(cudaEventRecord(events_[1 + s], stream));
     }
   }
-  ctx_.bf16_out = nullptr;
-  ctx_.bf16_out_alone = false;
-  ctx_.bf16_a = ctx_.bf16_a_source = ctx_.bf16_b = ctx_.bf16_b_source = nullptr;
+  for (int lane = 1; lane < lanes->lanes; ++lane) {  // join: the output copy follows every lane
+    const int tail = last[static_cast<size_t>(lane)];
+    if (tail >= 0) RANKD_CUDA_RETURN(cudaStreamWaitEvent(main, events_[1 + static_cast<size_t>(tail)], 0));
+  }
   return Status::Ok();
+}
+
+LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) const {
+  std::vector<StepAccess> access = WorkspaceAccesses(plan);
+  const auto& values = plan.values();
+  auto copy_range = [&](int64_t offset, int value) {
+    const auto bytes = static_cast<int64_t>(Bf16OperandBytes(NumElements(values[static_cast<size_t>(value)].shape)));
+    return ByteRange{1, offset, offset + bytes};
+  };
+  for (size_t s = 0; s < plan.steps().size(); ++s) {
+    const PlanStep& step = plan.steps()[s];
+    access[s].exclusive = IsProduct(plan.graph().nodes[static_cast<size_t>(step.node)].op);
+    if (b.bf16_copies.written.empty()) continue;
+    if (b.bf16_copies.written[s] >= 0) access[s].writes.push_back(copy_range(b.bf16_copies.written[s], step.outputs[0]));
+    if (b.bf16_copies.read[s] >= 0) access[s].reads.push_back(copy_range(b.bf16_copies.read[s], step.inputs[0]));
+    if (b.bf16_copies.read_second[s] >= 0) {
+      access[s].reads.push_back(copy_range(b.bf16_copies.read_second[s], step.inputs[1]));
+    }
+  }
+  return ScheduleLanes(access, GraphLanes());
 }
 
 void CudaExecutor::DropCaptures() {
@@ -311,7 +427,7 @@ Status CudaExecutor::Stage(Binding& b) {
   return Status::Ok();
 }
 
-Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent) {
+Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, const LaneSchedule* lanes) {
   auto t0 = std::chrono::steady_clock::now();
   if (!inputs_sent) {
     RANKD_CUDA_RETURN(cudaMemcpyAsync(inputs_.get(), staged_inputs_.get(), b.in_total, cudaMemcpyHostToDevice, ctx_.stream));
@@ -321,7 +437,7 @@ Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent) {
     RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
     OpProfile::Record("(input copy to the device)", Since(t0));
   }
-  RETURN_IF_ERROR(Launch(plan, b));
+  RETURN_IF_ERROR(Launch(plan, b, lanes));
   // Outputs and the error word: copied back into one pinned buffer.
   const Graph& graph = plan.graph();
   auto* back = static_cast<uint8_t*>(staged_outputs_.get());
@@ -365,9 +481,20 @@ StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
 }
 
 StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
+  const LaneSchedule lanes = ScheduleOnLanes(plan, b);
+  while (side_streams_.size() + 1 < static_cast<size_t>(lanes.lanes)) {
+    cudaStream_t side = nullptr;
+    RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    side_streams_.push_back(side);
+  }
+  while (events_.size() < plan.steps().size() + 1) {
+    cudaEvent_t e = nullptr;
+    RANKD_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    events_.push_back(e);
+  }
   std::shared_lock<std::shared_mutex> gate(CaptureGate());
   RANKD_CUDA_RETURN(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
-  Status enqueued = Enqueue(plan, b);
+  Status enqueued = Enqueue(plan, b, false, &lanes);
   cudaGraph_t graph = nullptr;
   cudaError_t ended = cudaStreamEndCapture(ctx_.stream, &graph);
   if (!enqueued.ok() || ended != cudaSuccess) {
@@ -397,6 +524,7 @@ StatusOr<Executor::Launches> CudaExecutor::CountLaunches(const Plan& plan) {
     else if (type == cudaGraphNodeTypeMemset) ++launches.memsets;
     else ++launches.other;
   }
+  if (listed == cudaSuccess) launches.kernels_in_a_row = KernelsInARow(graph, nodes);
   cudaGraphDestroy(graph);
   RANKD_CUDA_RETURN(listed);
   return launches;

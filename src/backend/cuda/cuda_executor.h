@@ -2,7 +2,10 @@
 //
 // A run packs the host inputs into one pinned buffer and copies them to the device in one
 // transfer, launches every step on the executor's stream, copies the outputs back and waits for
-// the stream; a plan captured as a CUDA graph (Capture) replays all of that in one launch. Bad
+// the stream; a plan captured as a CUDA graph (Capture) replays all of that in one launch. In a
+// capture, steps that share no bytes run side by side: each goes on one of a few lanes (streams
+// forked from the executor's and joined before the output copy; runtime/step_lanes.h), so the
+// graph's kernels depend on what they read, not on the order the plan lists them in. Bad
 // data met on the device (an id out of range) is reported through one device word read back with
 // the outputs, and fails only this run. Weights live in the model's
 // CudaModelResources, shared by its executors; values folded at plan time are uploaded per plan.
@@ -18,6 +21,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_span.h"
 #include "backend/cuda/gemm.h"
+#include "runtime/step_lanes.h"
 
 namespace rankd::cuda {
 
@@ -58,6 +62,11 @@ class CudaModelResources final : public ModelResources {
   std::unordered_map<const Tensor*, void*> copies_;
   std::unordered_map<const void*, const void*> bf16_weights_, bf16_weights_nk_;
 };
+
+// How many lanes a capture may use (1: every step on the executor's stream). The default, 4,
+// may be set by RANKD_GRAPH_LANES; captures made after a change use the new value.
+void SetGraphLanes(int lanes);
+int GraphLanes();
 
 class CudaExecutor final : public Executor {
  public:
@@ -104,15 +113,23 @@ class CudaExecutor final : public Executor {
   Status FillTails(Binding& b, std::span<const Tensor> inputs);
   // Enqueues the input copy (unless `inputs_sent`: Run sent it in chunks), every step and the
   // output copy on the stream (or into a capture).
-  Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false);
+  Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false, const LaneSchedule* lanes = nullptr);
   // Enqueues `plan` into a capture on the stream and hands back the graph (the caller destroys it).
   StatusOr<cudaGraph_t> Record(const Plan& plan, Binding& b);
-  Status Launch(const Plan& plan, Binding& b);
+  // Launches every step on the stream, or, given a schedule (in a capture), each on its lane.
+  Status Launch(const Plan& plan, Binding& b, const LaneSchedule* lanes = nullptr);
+  Status LaunchStep(const Plan& plan, Binding& b, size_t s);
+  // The schedule of `plan`'s steps on this executor's lanes: what they touch in the workspace
+  // and in the bf16 copies, products ordered among themselves (they share cuBLASLt's workspace
+  // and the bf16 operand buffer).
+  LaneSchedule ScheduleOnLanes(const Plan& plan, const Binding& b) const;
   void DropCaptures();
   void ClearBindings();  // and forgets which binding's tails the staging buffer holds
 
   std::shared_ptr<CudaModelResources> resources_;
   DeviceContext ctx_;
+  std::vector<cudaStream_t> side_streams_;  // lanes 1, 2, ... of a capture
+  std::vector<cudaEvent_t> events_;         // a capture's fork, joins and waits
   GemmCache gemm_;
   DeviceBuffer workspace_, lt_workspace_, inputs_, error_;
   DeviceBuffer bf16_operands_;  // bf16 product operands (precision bf16), as large as a bound plan needs
