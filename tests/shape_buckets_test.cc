@@ -13,6 +13,7 @@
 
 #if RANKD_HAVE_CUDA
 #include "backend/cuda/cuda_executor.h"
+#include "backend/cuda/gemm.h"
 #endif
 
 namespace rankd {
@@ -320,10 +321,15 @@ TEST(BucketedModel, BstSequencesAreBucketedUnlessAUserHasNoHistory) {
 TEST_P(BucketedZooTest, CapturesOnLanesScoreAsOnOneStream) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
-  struct LanesBack {
+  struct Restore {  // the lanes as they were; products keep the heuristic's first algorithm,
+                   // as a timed choice may differ between the two models (split-K or not)
     int lanes = cuda::GraphLanes();
-    ~LanesBack() { cuda::SetGraphLanes(lanes); }
-  } back;
+    Restore() { cuda::EnableGemmTuning(false); }
+    ~Restore() {
+      cuda::SetGraphLanes(lanes);
+      cuda::EnableGemmTuning(true);
+    }
+  } restore;
   for (const char* precision : {"fp32", "bf16"}) {
     std::vector<std::unique_ptr<Model>> models;
     for (int lanes : {1, 4}) {

@@ -74,9 +74,17 @@ size_t Bf16OperandRoom(const Plan& plan) {
 // The most kernel nodes on one path through `graph`'s dependencies (0 where they cannot be read).
 int KernelsInARow(cudaGraph_t graph, const std::vector<cudaGraphNode_t>& nodes) {
   size_t count = 0;
-  if (cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count) != cudaSuccess) return 0;
+  if (cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count) != cudaSuccess) {
+    cudaGetLastError();  // not left for the next launch's check
+    return 0;
+  }
+  // With the edges' data: a capture's edges may carry some, and asking without it is an error.
   std::vector<cudaGraphNode_t> from(count), to(count);
-  if (count > 0 && cudaGraphGetEdges(graph, from.data(), to.data(), nullptr, &count) != cudaSuccess) return 0;
+  std::vector<cudaGraphEdgeData> data(count);
+  if (count > 0 && cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
   std::unordered_map<cudaGraphNode_t, size_t> index;
   for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
   std::vector<std::vector<size_t>> next(nodes.size());
