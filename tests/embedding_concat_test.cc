@@ -207,6 +207,65 @@ TEST(EmbeddingConcatFusion, WholeIdLookupsKeepGathersRules) {
   }
 }
 
+// Concat(Gather(ta, Clip(a, 0)), Gather(tb, b), last axis) over ids [users, L] (W2's user
+// sequence): one ConcatEmbeddingBags over the ids viewed as [users * L, 1], the Clip kept as its
+// part's floor; on the CPU and the GPU the same bits as the graph as written, empty sequences
+// included; an id below the floor reads the floor's row, a negative unclipped one counts from the
+// end, and one out of range is an error. A Clip with a ceiling stays a Clip.
+TEST(EmbeddingConcatFusion, SequenceLookupsAreOneLookupWithTheirClips) {
+  std::mt19937_64 rng(17);
+  const Tensor ta = testing::RandomF32({7, 8}, rng), tb = testing::RandomF32({5, 4}, rng);
+  auto build = [&](bool ceiling) {
+    GraphBuilder g;
+    int a = g.Input("a", DType::kI64, {-1, -1});
+    int b = g.Input("b", DType::kI64, {-1, -1});
+    int zero = g.Const("zero", Tensor::FromVector<int64_t>(DType::kI64, {}, {0}));
+    std::vector<int> clip_in{a, zero};
+    if (ceiling) clip_in.push_back(g.Const("three", Tensor::FromVector<int64_t>(DType::kI64, {}, {3})));
+    int clipped = g.Op("Clip", clip_in);
+    g.graph().values[static_cast<size_t>(clipped)] = {"clipped", DType::kI64, {-1, -1}, true};  // as ONNX infers it
+    int la = g.Op("Gather", {g.Const("ta", ta), clipped});
+    int lb = g.Op("Gather", {g.Const("tb", tb), b});
+    g.Output(g.Op("Concat", {la, lb}, {{"axis", int64_t{-1}}}));
+    return g.graph();
+  };
+  const Backend* cuda = testing::CudaOrNull();
+  for (bool ceiling : {false, true}) {
+    Graph written = build(ceiling), fused = build(ceiling);
+    ASSERT_EQ(FuseEmbeddingConcats(fused), 1);
+    EXPECT_EQ(fused.OpCounts()["ConcatEmbeddingBags"], 1);
+    EXPECT_EQ(fused.OpCounts()["Gather"], 0);
+    EXPECT_EQ(fused.OpCounts()["Clip"], ceiling ? 1 : 0);
+    for (auto [users, length] : {std::pair<int64_t, int64_t>{1, 0}, {1, 1}, {3, 5}, {2, 40}}) {
+      std::vector<int64_t> a(static_cast<size_t>(users * length)), b(a.size());
+      for (int64_t& id : a) id = static_cast<int64_t>(rng() % 10) - 3;  // [-3, 6]: below the floor too
+      for (int64_t& id : b) id = static_cast<int64_t>(rng() % 10) - 5;  // [-5, 4]: negatives count from the end
+      const std::vector<Tensor> in{testing::MakeI64({users, length}, a), testing::MakeI64({users, length}, b)};
+      auto want = RunGraph(written, in);
+      auto got = RunGraph(fused, in);
+      ASSERT_TRUE(want.ok() && got.ok()) << want.status().ToString() << got.status().ToString();
+      ASSERT_EQ((*got)[0].shape(), Shape({users, length, 12}));
+      EXPECT_EQ(testing::RelativeError((*got)[0], (*want)[0]), 0.0) << users << " x " << length;
+      if (cuda) {
+        auto on_gpu = RunGraph(fused, in, {}, *cuda);
+        ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
+        EXPECT_EQ(testing::RelativeError((*on_gpu)[0], (*want)[0]), 0.0) << "cuda, " << users << " x " << length;
+      }
+    }
+    for (auto [a, b] : {std::pair<int64_t, int64_t>{7, 0}, {0, 5}, {0, -6}}) {  // past ta, past tb, before tb
+      if (ceiling && a == 7) continue;  // clipped to 3
+      const std::vector<Tensor> in{testing::MakeI64({1, 1}, {a}), testing::MakeI64({1, 1}, {b})};
+      EXPECT_EQ(RunGraph(fused, in).status().code(), StatusCode::kInvalidArgument) << a << ", " << b;
+      if (cuda) {
+        EXPECT_EQ(RunGraph(fused, in, {}, *cuda).status().code(), StatusCode::kInvalidArgument) << "cuda, " << a << ", " << b;
+      }
+    }
+    auto clipped = RunGraph(fused, {testing::MakeI64({1, 1}, {-100}), testing::MakeI64({1, 1}, {0})});
+    ASSERT_TRUE(clipped.ok()) << clipped.status().ToString();
+    EXPECT_EQ((*clipped)[0].data<float>()[0], ta.data<float>()[0]);  // -100 reads row 0
+  }
+}
+
 TEST(ConcatEmbeddingBags, BadIdsAndMalformedNodesAreErrors) {
   GraphBuilder g;
   int table = g.Const("table", testing::MakeF32({2, 2}, {1, 2, 3, 4}));
@@ -224,6 +283,11 @@ TEST(ConcatEmbeddingBags, BadIdsAndMalformedNodesAreErrors) {
   EXPECT_NE(bad.status().message().find("out of range"), std::string::npos) << bad.status().ToString();
   auto rows_differ = RunGraph(g.graph(), {testing::MakeI64({1, 2}, {1, 0}), testing::MakeF32({2, 1}, {9, 8})});
   EXPECT_EQ(rows_differ.status().code(), StatusCode::kInvalidArgument);
+  g.graph().nodes[0].attrs["floors"] = std::vector<int64_t>{0, 0};  // a floor on parts reading no column
+  Status floored = CpuBackend().CheckGraph(g.graph());  // as a model's load checks it
+  EXPECT_EQ(floored.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(floored.message().find("floor"), std::string::npos) << floored.ToString();
+  g.graph().nodes[0].attrs.erase("floors");
   g.graph().nodes[0].attrs["parts"] = std::vector<int64_t>{1, 1};  // does not account for every input
   auto malformed = RunGraph(g.graph(), {testing::MakeI64({1, 2}, {1, 0}), testing::MakeF32({1, 1}, {9})});
   EXPECT_EQ(malformed.status().code(), StatusCode::kInvalidArgument);

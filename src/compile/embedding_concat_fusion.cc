@@ -4,6 +4,13 @@
 // concatenation become one launch, and the 27 x 128-wide row is written once instead of twice;
 // W4: 20 column selects, 20 table gathers and a concatenation become one; W2: a candidate's item
 // and category lookups, Gather(table, ids [rows]), and their concatenation become one).
+// A Concat along the last axis of sequence lookups only, Gather(table, ids [users, L]) with its
+// ids perhaps clipped below, Clip(ids, floor), becomes one ConcatEmbeddingBags over the ids viewed
+// as [users * L, 1] (the floor kept as the part's), its result viewed back as [users, L, width]
+// (W2: the user's sequence clipped twice, looked up in two tables and concatenated, five launches,
+// become one).
+
+#include <limits>
 
 #include "compile/passes.h"
 
@@ -25,9 +32,15 @@ class EmbeddingConcatFuser {
 
   int Run() {
     int fused = 0;
-    for (Node& concat : graph_.nodes) {
+    after_.assign(graph_.nodes.size(), {});
+    for (size_t index = 0; index < graph_.nodes.size(); ++index) {
+      Node& concat = graph_.nodes[index];
       if (concat.op != "Concat" || concat.inputs.empty()) continue;
       int64_t axis = concat.GetInt("axis", 0);
+      if ((axis == 2 || axis == -1) && FuseSequenceLookups(concat, index)) {
+        ++fused;
+        continue;
+      }
       if (axis != 1 && axis != -1) continue;  // bags and lookups are [rows, dim]: only their last axis
       std::vector<Part> parts;
       bool any = false;
@@ -62,7 +75,14 @@ class EmbeddingConcatFuser {
       if (lookups) concat.attrs["columns"] = columns;
       ++fused;
     }
-    if (fused > 0) graph_.EraseNodes(removed_);
+    if (fused > 0) {  // the nodes kept, each followed by those added after it
+      std::vector<Node> nodes;
+      for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+        if (!removed_[n]) nodes.push_back(std::move(graph_.nodes[n]));
+        for (Node& added : after_[n]) nodes.push_back(std::move(added));
+      }
+      graph_.nodes = std::move(nodes);
+    }
     return fused;
   }
 
@@ -133,9 +153,79 @@ class EmbeddingConcatFuser {
     return true;
   }
 
+  // Concat(Gather(table, ids [users, L]) ..., axis 2 or -1): every part such a lookup (tables FP32
+  // constants [R, D], ids of declared rank 2, so axis 2 is the last), its ids perhaps Clip(x, floor) with a constant
+  // scalar floor and no ceiling, read only there. Each Gather becomes the view of its ids (x for
+  // a clipped one) as [users * L, 1]; the Concat a ConcatEmbeddingBags of one-column lookups with
+  // the floors, into [users * L, width]; after it, that result viewed as [users, L, width] through
+  // Reshape(·, Concat(Shape(first ids), [width])), which plans fold and which moves no data.
+  bool FuseSequenceLookups(Node& concat, size_t index) {
+    struct Lookup {
+      int gather = -1, clip = -1, table = -1, ids = -1;
+      int64_t floor = std::numeric_limits<int64_t>::min();
+    };
+    std::vector<Lookup> lookups;
+    int64_t width = 0;
+    for (int value : concat.inputs) {
+      const Node* gather = SoleProducer(value);
+      if (!gather || gather->op != "Gather" || gather->GetInt("axis", 0) != 0 || gather->inputs.size() != 2) return false;
+      Lookup l{producers_[static_cast<size_t>(value)], -1, gather->inputs[0], gather->inputs[1]};
+      if (!graph_.IsConstant(l.table)) return false;
+      const Tensor& t = graph_.constants.at(l.table);
+      if (t.dtype() != DType::kF32 || t.rank() != 2) return false;
+      width += t.dim(1);
+      const Node* clip = SoleProducer(l.ids);
+      if (clip && clip->op == "Clip" && clip->attrs.empty() && clip->inputs.size() >= 2 && clip->inputs[1] >= 0 &&
+          (clip->inputs.size() < 3 || clip->inputs[2] < 0) && graph_.IsConstant(clip->inputs[1])) {
+        const Tensor& floor = graph_.constants.at(clip->inputs[1]);
+        if (floor.rank() == 0 && (floor.dtype() == DType::kI64 || floor.dtype() == DType::kI32)) {
+          l.clip = producers_[static_cast<size_t>(l.ids)];
+          l.floor = floor.ScalarAsInt(0);
+          l.ids = clip->inputs[0];
+        }
+      }
+      const Value& ids = graph_.values[static_cast<size_t>(l.ids)];
+      if (!ids.rank_known || ids.shape.size() != 2 || (ids.dtype != DType::kI64 && ids.dtype != DType::kI32)) return false;
+      lookups.push_back(l);
+    }
+    std::vector<int> inputs;
+    std::vector<int64_t> counts, modes, columns, floors;
+    for (const Lookup& l : lookups) {
+      Node& gather = graph_.nodes[static_cast<size_t>(l.gather)];
+      const std::string name = gather.name + ".ids";
+      const int flat = graph_.AddValue({name, graph_.values[static_cast<size_t>(l.ids)].dtype, {-1, 1}, true});
+      gather.op = "Reshape";
+      gather.inputs = {l.ids, graph_.AddConstant(name + ".shape", Tensor::FromVector<int64_t>(DType::kI64, {2}, {-1, 1}))};
+      gather.outputs = {flat};
+      gather.attrs.clear();
+      if (l.clip >= 0) removed_[static_cast<size_t>(l.clip)] = true;
+      inputs.insert(inputs.end(), {l.table, flat});
+      counts.push_back(2);
+      modes.push_back(0);
+      columns.push_back(0);
+      floors.push_back(l.floor);
+    }
+    const int out = concat.outputs[0];
+    const std::string name = concat.name;
+    const int rows = graph_.AddValue({graph_.values[static_cast<size_t>(out)].name + ".rows", DType::kF32, {-1, width}, true});
+    concat.op = "ConcatEmbeddingBags";
+    concat.inputs = std::move(inputs);
+    concat.outputs = {rows};
+    concat.attrs = {{"parts", counts}, {"modes", modes}, {"columns", columns}, {"floors", floors}};
+    const int shape = graph_.AddValue({name + ".shape", DType::kI64, {2}, true});
+    const int target = graph_.AddValue({name + ".target", DType::kI64, {3}, true});
+    const int tail = graph_.AddConstant(name + ".width", Tensor::FromVector<int64_t>(DType::kI64, {1}, {width}));
+    after_[index].push_back(Node{"Shape", name + ".shape", {lookups[0].ids}, {shape}, {}});
+    after_[index].push_back(Node{"Concat", name + ".target", {shape, tail}, {target}, {{"axis", int64_t{0}}}});
+    // allowzero: an empty sequence's length 0 is a length, not "the input's dim".
+    after_[index].push_back(Node{"Reshape", name + ".view", {rows, target}, {out}, {{"allowzero", int64_t{1}}}});
+    return true;
+  }
+
   Graph& graph_;
   std::vector<int> producers_, uses_;
   std::vector<bool> removed_;
+  std::vector<std::vector<Node>> after_;  // per node: nodes added right after it
 };
 
 }  // namespace

@@ -46,7 +46,7 @@ class TableMerger {
   int Run() {
     int merged = 0;
     for (Node& node : graph_.nodes) {
-      if (node.op == "ConcatEmbeddingBags") merged += Merge(node);
+      if (node.op == "ConcatEmbeddingBags" && !node.Has("floors")) merged += Merge(node);  // (floors: ids clipped, not shared)
     }
     return merged;
   }

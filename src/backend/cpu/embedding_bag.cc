@@ -2,6 +2,7 @@
 // (bags pooled straight into their columns of a concatenation) and RaggedToPadded.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
@@ -99,15 +100,16 @@ Status EmbeddingBag(const KernelArgs& k) {
   return PoolBags(k, 0, static_cast<int>(k.in.size()), mean, out.data<float>(), out.dim(1));
 }
 
-// out[b * out_stride, + dim) = table[ids[b, column]] (Gather's rules: a negative id counts from
-// the end, one out of range is an error).
-Status LookUpColumn(const KernelArgs& k, int first, int64_t column, float* out, int64_t out_stride) {
+// out[b * out_stride, + dim) = table[max(ids[b, column], floor)] (Gather's rules: a negative id
+// counts from the end, one out of range is an error).
+Status LookUpColumn(const KernelArgs& k, int first, int64_t column, int64_t floor, float* out, int64_t out_stride) {
   const Tensor& table = k.In(first);
   const Tensor& ids = k.In(first + 1);
   int64_t rows = table.dim(0), dim = table.dim(1), bags = ids.dim(0), width = ids.dim(1);
   std::vector<int64_t> picked(static_cast<size_t>(bags));
   for (int64_t b = 0; b < bags; ++b) {
     int64_t id = ids.dtype() == DType::kI32 ? ids.data<int32_t>()[b * width + column] : ids.data<int64_t>()[b * width + column];
+    id = std::max(id, floor);
     if (id < 0) id += rows;
     if (id < 0 || id >= rows) {
       return InvalidArgument(k.node.Describe() + ": id " + std::to_string(id < 0 ? id - rows : id) +
@@ -139,6 +141,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
   Tensor& out = k.Out(0);
   int64_t stride = out.dim(1);
   std::vector<int64_t> parts = k.node.GetInts("parts"), modes = k.node.GetInts("modes"), columns = k.node.GetInts("columns");
+  std::vector<int64_t> floors = k.node.GetInts("floors");
   int first = 0;
   int64_t column = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
@@ -153,7 +156,8 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       });
       column += w;
     } else if (!columns.empty() && columns[p] >= 0) {
-      RETURN_IF_ERROR(LookUpColumn(k, first, columns[p], dst, stride));
+      const int64_t floor = floors.empty() ? std::numeric_limits<int64_t>::min() : floors[p];
+      RETURN_IF_ERROR(LookUpColumn(k, first, columns[p], floor, dst, stride));
       column += k.In(first).dim(1);
     } else {
       RETURN_IF_ERROR(PoolBags(k, first, count, modes[p] == 1, dst, stride));

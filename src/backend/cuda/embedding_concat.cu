@@ -34,6 +34,7 @@ struct Part {
   const int64_t* offsets = nullptr;  // null for padded ids
   int64_t table_rows = 0;
   int64_t n_ids = 0;
+  int64_t id_floor = INT64_MIN;  // with id_column: an id below it reads as it (before counting from the end)
   int32_t dim = 0;
   int32_t width = 0;   // padded ids per bag
   int32_t column = 0;  // first output column
@@ -56,6 +57,7 @@ struct Launch {
   int* error = nullptr;
   int step = 0;
 };
+static_assert(sizeof(Launch) <= 4096, "a launch's parameters must stay under 4 KiB");
 
 // V consecutive row elements in one 16-byte load (Raw), added to V float sums.
 template <typename Row>
@@ -132,7 +134,7 @@ __device__ int64_t Wrapped(int64_t id, int64_t rows, bool report, int* error, in
 // past the table is reported and skipped; with id_column set a negative id counts from the
 // table's end, as Gather reads it.
 __device__ int64_t Checked(int64_t id, const Part& p, bool report, int* error, int step) {
-  if (p.id_column >= 0) return Wrapped(id, p.table_rows, report, error, step);
+  if (p.id_column >= 0) return Wrapped(max(id, p.id_floor), p.table_rows, report, error, step);
   if (id >= p.table_rows) {
     if (report) ReportBadData(error, step);
     return -1;
@@ -236,7 +238,7 @@ __device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
     int count = 0;
     for (int64_t j = lo; j < hi; ++j) {
       int64_t id = static_cast<int64_t>(ids[j]);
-      if (p.id_column >= 0) id = Wrapped(id, p.table_rows, d == lane, error, step);
+      if (p.id_column >= 0) id = Wrapped(max(id, p.id_floor), p.table_rows, d == lane, error, step);
       if (id < 0) continue;
       if (id >= p.table_rows) {
         if (d == lane) ReportBadData(error, step);
@@ -339,7 +341,7 @@ uint8_t SplitFor(double ids) {
 
 // The node's attributes, read once per plan step rather than on every run.
 struct Layout final : KernelState {
-  std::vector<int64_t> counts, modes, columns;
+  std::vector<int64_t> counts, modes, columns, floors;
 };
 
 StatusOr<std::shared_ptr<const KernelState>> PrepareLayout(const Node& node) {
@@ -347,6 +349,7 @@ StatusOr<std::shared_ptr<const KernelState>> PrepareLayout(const Node& node) {
   layout->counts = node.GetInts("parts");
   layout->modes = node.GetInts("modes");
   layout->columns = node.GetInts("columns");
+  layout->floors = node.GetInts("floors");
   return std::shared_ptr<const KernelState>(std::move(layout));
 }
 
@@ -385,6 +388,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       p.wide_ids = ids.dtype() != DType::kI32;
       p.mean = modes[i] == 1;
       p.id_column = columns.empty() ? -1 : static_cast<int32_t>(columns[i]);
+      if (!layout->floors.empty()) p.id_floor = layout->floors[i];
       int v = 4;
       switch (src.dtype()) {
         case DType::kF32: p.row_type = RowType::kF32; break;

@@ -8,9 +8,13 @@
 //     copied straight into their columns; attribute `parts` gives each part's input count,
 //     `modes` each part's pooling (0 sum, 1 mean; 0 for a copied part); optional `columns`, per
 //     part -1, or for a padded-ids part the one column c it reads: out = table[ids[:, c]], as
-//     Gather(table, Gather(ids, c, axis=1)) (a negative id counts from the table's end).
+//     Gather(table, Gather(ids, c, axis=1)) (a negative id counts from the table's end); optional
+//     `floors`, per part INT64_MIN, or for such a part the least id it reads: an id below it
+//     reads as it, as Gather(table, Clip(ids, floor)) (before a negative one counts from the end).
 //   RaggedToPadded(values [T], offsets [B+1]) -> [B, max length] padded with `pad_value` (-1);
 //     attribute ragged_index: which ragged input of the plan gives the padded length.
+#include <limits>
+
 #include "compile/ops/op_schema.h"
 
 namespace rankd {
@@ -59,6 +63,13 @@ Status CheckConcatEmbeddingBags(const Node& n) {
   for (size_t p = 0; p < columns.size(); ++p) {
     if (columns[p] < -1 || (columns[p] >= 0 && (parts[p] != 2 || modes[p] != 0))) {
       return InvalidArgument(n.Describe() + ": a column is read only by a part of padded ids");
+    }
+  }
+  std::vector<int64_t> floors = n.GetInts("floors");
+  if (!floors.empty() && floors.size() != parts.size()) return InvalidArgument(n.Describe() + ": needs one floor per part");
+  for (size_t p = 0; p < floors.size(); ++p) {
+    if (floors[p] != std::numeric_limits<int64_t>::min() && (columns.empty() || columns[p] < 0)) {
+      return InvalidArgument(n.Describe() + ": only a column part has a floor");
     }
   }
   int64_t inputs = 0;
