@@ -64,12 +64,18 @@ LaneSchedule ScheduleLanes(const std::vector<StepAccess>& steps, int max_lanes) 
     for (int i = j - 1; i >= 0; --i) {
       if (MustFollow(steps[static_cast<size_t>(i)], steps[static_cast<size_t>(j)])) deps.push_back(i);
     }
-    // Continue the lane of the latest dependency that is still its lane's last step.
+    // Continue the lane of the latest dependency that is still its lane's last step, or whose
+    // lane's last step is the one just before this: waiting for one step that need not be
+    // waited for costs less than a hop between streams (W4's gate product after its experts'
+    // concatenation ran 7-14% slower on a lane of its own).
     int chosen = -1;
-    for (int i : deps) {
-      if (tail[static_cast<size_t>(s.lane[static_cast<size_t>(i)])] == i) {
-        chosen = s.lane[static_cast<size_t>(i)];
-        break;
+    for (int pass = 0; pass < 2 && chosen < 0; ++pass) {
+      for (int i : deps) {
+        const int lane = s.lane[static_cast<size_t>(i)];
+        if (tail[static_cast<size_t>(lane)] == (pass == 0 ? i : j - 1)) {
+          chosen = lane;
+          break;
+        }
       }
     }
     if (chosen < 0 && tail[0] < 0) chosen = 0;  // the first step

@@ -9,9 +9,10 @@
 //
 // ScheduleLanes assigns each step a lane (a stream; lane 0 is the one the run starts and ends on)
 // and the steps of other lanes it must wait for, keeping program order within a lane. A step
-// continues the lane of a step it depends on where that step is the lane's last, and otherwise
-// opens a new lane while fewer than `max_lanes` are open, so chains run side by side and joins
-// cost one wait each. Waits already implied by earlier ones are left out.
+// continues the lane of a step it depends on where that step is the lane's last (or the lane's
+// last is the step just before it: a hop between streams costs more than one needless wait), and
+// otherwise opens a new lane while fewer than `max_lanes` are open, so chains run side by side
+// and joins cost one wait each. Waits already implied by earlier ones are left out.
 #pragma once
 
 #include <cstdint>
