@@ -359,37 +359,42 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
     for (size_t s = 0; s < steps; ++s) RETURN_IF_ERROR(LaunchStep(plan, b, s));
     return Status::Ok();
   }
-  // events_[0] marks the fork (inputs on the device, the error word cleared); events_[1 + s]
-  // the end of step s, recorded where another lane waits for it or it ends its lane.
-  std::vector<int> last(static_cast<size_t>(lanes->lanes), -1);
+  // events_[0] marks the fork (inputs on the device, the error word cleared); events_[1 + s] the
+  // end of step s where another lane waits for it; events_[1 + steps + l] the end of lane l, which
+  // the executor's stream waits for before the output copy. Lanes are joined however the
+  // launches end, so that a failed capture still ends with every stream joined.
   std::vector<bool> waited(steps, false);
   for (size_t s = 0; s < steps; ++s) {
-    last[static_cast<size_t>(lanes->lane[s])] = static_cast<int>(s);
     for (int w : lanes->waits[s]) waited[static_cast<size_t>(w)] = true;
   }
   auto stream_of = [&](int lane) { return lane == 0 ? main : side_streams_[static_cast<size_t>(lane - 1)]; };
   RANKD_CUDA_RETURN(cudaEventRecord(events_[0], main));
   std::vector<bool> forked(static_cast<size_t>(lanes->lanes), false);
   forked[0] = true;
-  for (size_t s = 0; s < steps; ++s) {
-    const int lane = lanes->lane[s];
-    cudaStream_t stream = stream_of(lane);
-    if (!forked[static_cast<size_t>(lane)]) {
-      RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[0], 0));
-      forked[static_cast<size_t>(lane)] = true;
+  auto launch = [&]() -> Status {
+    for (size_t s = 0; s < steps; ++s) {
+      const int lane = lanes->lane[s];
+      cudaStream_t stream = stream_of(lane);
+      if (!forked[static_cast<size_t>(lane)]) {
+        RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[0], 0));
+        forked[static_cast<size_t>(lane)] = true;
+      }
+      for (int w : lanes->waits[s]) RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
+      ctx_.stream = stream;
+      RETURN_IF_ERROR(LaunchStep(plan, b, s));
+      if (waited[s]) RANKD_CUDA_RETURN(cudaEventRecord(events_[1 + s], stream));
     }
-    for (int w : lanes->waits[s]) RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
-    ctx_.stream = stream;
-    RETURN_IF_ERROR(LaunchStep(plan, b, s));
-    if (waited[s] || (lane > 0 && last[static_cast<size_t>(lane)] == static_cast<int>(s))) {
-      RANKD_CUDA_RETURN(cudaEventRecord(events_[1 + s], stream));
-    }
-  }
+    return Status::Ok();
+  };
+  Status launched = launch();
   for (int lane = 1; lane < lanes->lanes; ++lane) {  // join: the output copy follows every lane
-    const int tail = last[static_cast<size_t>(lane)];
-    if (tail >= 0) RANKD_CUDA_RETURN(cudaStreamWaitEvent(main, events_[1 + static_cast<size_t>(tail)], 0));
+    if (!forked[static_cast<size_t>(lane)]) continue;
+    cudaEvent_t end = events_[1 + steps + static_cast<size_t>(lane)];
+    cudaError_t joined = cudaEventRecord(end, stream_of(lane));
+    if (joined == cudaSuccess) joined = cudaStreamWaitEvent(main, end, 0);
+    if (launched.ok() && joined != cudaSuccess) launched = Check(joined, "joining a lane");
   }
-  return Status::Ok();
+  return launched;
 }
 
 LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) const {
@@ -495,7 +500,7 @@ StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
     RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     side_streams_.push_back(side);
   }
-  while (events_.size() < plan.steps().size() + 1) {
+  while (events_.size() < plan.steps().size() + 1 + static_cast<size_t>(lanes.lanes)) {
     cudaEvent_t e = nullptr;
     RANKD_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     events_.push_back(e);
