@@ -309,20 +309,24 @@ TEST_P(HoistedZooTest, MergedUsersScoreAsTheyDoAlone) {
   for (int k = 0; k < kRequests; ++k) {
     requests.push_back(RandomRequest(**model, 2 + k, 100 + static_cast<uint64_t>(k), false, /*min_length=*/1));
   }
-  std::vector<InferStats> stats(kRequests);
-  std::vector<std::future<StatusOr<std::vector<InferOutput>>>> results;
-  for (int k = 0; k < kRequests; ++k) {
-    results.push_back(std::async(std::launch::async, [&, k] { return (*model)->Infer(requests[static_cast<size_t>(k)], &stats[static_cast<size_t>(k)]); }));
-  }
+  // Whether requests meet depends on the threads' timing: on a loaded machine a round may run
+  // them one by one, so up to five rounds, each checked, until one merges.
   int largest_batch = 0;
-  for (int k = 0; k < kRequests; ++k) {
-    auto got = results[static_cast<size_t>(k)].get();
-    auto want = (*unhoisted)->Infer(requests[static_cast<size_t>(k)]);
-    ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
-    EXPECT_LE(testing::RelativeError((*got)[0].data, (*want)[0].data), 1e-6) << "request " << k;
-    largest_batch = std::max(largest_batch, stats[static_cast<size_t>(k)].batch_requests);
+  for (int round = 0; round < 5 && largest_batch <= 1; ++round) {
+    std::vector<InferStats> stats(kRequests);
+    std::vector<std::future<StatusOr<std::vector<InferOutput>>>> results;
+    for (int k = 0; k < kRequests; ++k) {
+      results.push_back(std::async(std::launch::async, [&, k] { return (*model)->Infer(requests[static_cast<size_t>(k)], &stats[static_cast<size_t>(k)]); }));
+    }
+    for (int k = 0; k < kRequests; ++k) {
+      auto got = results[static_cast<size_t>(k)].get();
+      auto want = (*unhoisted)->Infer(requests[static_cast<size_t>(k)]);
+      ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
+      EXPECT_LE(testing::RelativeError((*got)[0].data, (*want)[0].data), 1e-6) << "request " << k << ", round " << round;
+      largest_batch = std::max(largest_batch, stats[static_cast<size_t>(k)].batch_requests);
+    }
   }
-  EXPECT_GT(largest_batch, 1) << "no requests were merged";
+  EXPECT_GT(largest_batch, 1) << "no requests were merged in five rounds";
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, HoistedZooTest, ::testing::Values("din", "bst", "bst_opset13"));
