@@ -172,7 +172,7 @@ Status Plan::AssignMemory(int64_t max_workspace_bytes, int64_t separate_room_byt
   // lowest offset that overlaps no placed block alive at the same time.
   int64_t separate = 0;
   for (const Block& b : blocks) separate += b.bytes;
-  separate_rooms_ = separate <= separate_room_bytes;
+  separate_rooms_ = separate_room_bytes > 0 && separate <= separate_room_bytes;
   if (separate_rooms_) {
     for (Block& b : blocks) {
       b.first = 0;

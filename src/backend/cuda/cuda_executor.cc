@@ -8,6 +8,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "backend/cuda/graph_launches.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/narrow_ids.h"
 #include "backend/cuda/small_rows_gemm.h"
@@ -69,48 +70,6 @@ size_t Bf16OperandRoom(const Plan& plan) {
     need = std::max(need, bytes);
   }
   return need;
-}
-
-// The most kernel nodes on one path through `graph`'s dependencies (0 where they cannot be read).
-int KernelsInARow(cudaGraph_t graph, const std::vector<cudaGraphNode_t>& nodes) {
-  size_t count = 0;
-  if (cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count) != cudaSuccess) {
-    cudaGetLastError();  // not left for the next launch's check
-    return 0;
-  }
-  // With the edges' data: a capture's edges may carry some, and asking without it is an error.
-  std::vector<cudaGraphNode_t> from(count), to(count);
-  std::vector<cudaGraphEdgeData> data(count);
-  if (count > 0 && cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &count) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  std::unordered_map<cudaGraphNode_t, size_t> index;
-  for (size_t i = 0; i < nodes.size(); ++i) index[nodes[i]] = i;
-  std::vector<std::vector<size_t>> next(nodes.size());
-  std::vector<int> pending(nodes.size(), 0), depth(nodes.size(), 0);
-  for (size_t e = 0; e < count; ++e) {
-    next[index.at(from[e])].push_back(index.at(to[e]));
-    ++pending[index.at(to[e])];
-  }
-  std::vector<size_t> ready;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (pending[i] == 0) ready.push_back(i);
-  }
-  int longest = 0;
-  while (!ready.empty()) {  // in topological order: a node's depth is final once it is ready
-    const size_t i = ready.back();
-    ready.pop_back();
-    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
-    cudaGraphNodeGetType(nodes[i], &type);
-    if (type == cudaGraphNodeTypeKernel) ++depth[i];
-    longest = std::max(longest, depth[i]);
-    for (size_t j : next[i]) {
-      depth[j] = std::max(depth[j], depth[i]);
-      if (--pending[j] == 0) ready.push_back(j);
-    }
-  }
-  return longest;
 }
 
 }  // namespace
@@ -523,23 +482,8 @@ StatusOr<Executor::Launches> CudaExecutor::CountLaunches(const Plan& plan) {
   ASSIGN_OR_RETURN(Binding * b, Bind(plan));
   RETURN_IF_ERROR(Stage(*b));
   ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
-  size_t count = 0;
-  cudaError_t listed = cudaGraphGetNodes(graph, nullptr, &count);
-  std::vector<cudaGraphNode_t> nodes(count);
-  if (listed == cudaSuccess && count > 0) listed = cudaGraphGetNodes(graph, nodes.data(), &count);
-  Launches launches;
-  for (size_t i = 0; i < count && listed == cudaSuccess; ++i) {
-    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
-    listed = cudaGraphNodeGetType(nodes[i], &type);
-    if (listed != cudaSuccess) break;
-    if (type == cudaGraphNodeTypeKernel) ++launches.kernels;
-    else if (type == cudaGraphNodeTypeMemcpy) ++launches.copies;
-    else if (type == cudaGraphNodeTypeMemset) ++launches.memsets;
-    else ++launches.other;
-  }
-  if (listed == cudaSuccess) launches.kernels_in_a_row = KernelsInARow(graph, nodes);
+  StatusOr<Launches> launches = CountGraphLaunches(graph);
   cudaGraphDestroy(graph);
-  RANKD_CUDA_RETURN(listed);
   return launches;
 }
 
