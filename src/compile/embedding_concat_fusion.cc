@@ -96,6 +96,21 @@ class EmbeddingConcatFuser {
     return n.outputs.size() == 1 ? &n : nullptr;
   }
 
+  // The sole producer of `value` when it is Gather(table, ids) on axis 0 with table an FP32
+  // constant [R, D]: a lookup every rule below starts from.
+  const Node* TableGather(int value) const {
+    const Node* gather = SoleProducer(value);
+    if (!gather || gather->op != "Gather" || gather->GetInt("axis", 0) != 0 || gather->inputs.size() != 2) return nullptr;
+    const Tensor* t = graph_.FindConstant(gather->inputs[0]);
+    return t && t->dtype() == DType::kF32 && t->rank() == 2 ? gather : nullptr;
+  }
+
+  // Whether `value` is INT64 or INT32 ids of declared rank `rank`.
+  bool Ids(int value, size_t rank) const {
+    const Value& v = graph_.values[static_cast<size_t>(value)];
+    return v.rank_known && v.shape.size() == rank && (v.dtype == DType::kI64 || v.dtype == DType::kI32);
+  }
+
   bool AsBag(int value, Part& part) const {
     const Node* bag = SoleProducer(value);
     if (!bag || bag->op != "EmbeddingBag") return false;
@@ -106,24 +121,19 @@ class EmbeddingConcatFuser {
   // Gather(table, Gather(ids, c, axis=1)): table an FP32 constant [R, D], ids of declared rank 2,
   // c a constant scalar; the column select read only there.
   bool AsLookup(int value, Part& part) const {
-    const Node* rows = SoleProducer(value);
-    if (!rows || rows->op != "Gather" || rows->GetInt("axis", 0) != 0 || rows->inputs.size() != 2) return false;
-    int table = rows->inputs[0];
-    if (!graph_.IsConstant(table)) return false;
-    const Tensor& t = graph_.constants.at(table);
-    if (t.dtype() != DType::kF32 || t.rank() != 2) return false;
+    const Node* rows = TableGather(value);
+    if (!rows) return false;
+    const int table = rows->inputs[0];
     const Node* select = SoleProducer(rows->inputs[1]);
     if (!select || select->op != "Gather" || select->GetInt("axis", 0) != 1 || select->inputs.size() != 2) return false;
     int ids = select->inputs[0], index = select->inputs[1];
+    if (!Ids(ids, 2) || !graph_.IsConstant(index)) return false;
     const Shape& ids_shape = graph_.values[static_cast<size_t>(ids)].shape;
-    if (ids_shape.size() != 2 || !graph_.IsConstant(index)) return false;
     const Tensor& c = graph_.constants.at(index);
     if (c.rank() != 0 || (c.dtype() != DType::kI64 && c.dtype() != DType::kI32)) return false;
     int64_t column = c.ScalarAsInt(0);
     if (column < 0 && ids_shape[1] > 0) column += ids_shape[1];  // from the end: only of a known width
     if (column < 0 || (ids_shape[1] > 0 && column >= ids_shape[1])) return false;
-    DType id_type = graph_.values[static_cast<size_t>(ids)].dtype;
-    if (id_type != DType::kI64 && id_type != DType::kI32) return false;
     part = Part{{table, ids}, 0, column,
                 {producers_[static_cast<size_t>(value)], producers_[static_cast<size_t>(rows->inputs[1])]}};
     return true;
@@ -133,18 +143,14 @@ class EmbeddingConcatFuser {
   // of ids viewed as [rows, 1]: the Gather becomes that view, an Unsqueeze, which moves no data
   // (a part found always gets the Concat fused, so the Gather is rewritten at once).
   bool AsIdLookup(int value, Part& part) {
-    const Node* found = SoleProducer(value);
-    if (!found || found->op != "Gather" || found->GetInt("axis", 0) != 0 || found->inputs.size() != 2) return false;
+    const Node* found = TableGather(value);
+    if (!found || !Ids(found->inputs[1], 1)) return false;
     const int table = found->inputs[0], ids = found->inputs[1];
-    if (!graph_.IsConstant(table)) return false;
-    const Tensor& t = graph_.constants.at(table);
-    if (t.dtype() != DType::kF32 || t.rank() != 2) return false;
     const DType id_type = graph_.values[static_cast<size_t>(ids)].dtype;
-    const Shape id_shape = graph_.values[static_cast<size_t>(ids)].shape;
-    if (!graph_.values[static_cast<size_t>(ids)].rank_known || id_shape.size() != 1 || (id_type != DType::kI64 && id_type != DType::kI32)) return false;
+    const int64_t rows = graph_.values[static_cast<size_t>(ids)].shape[0];
     Node& gather = graph_.nodes[static_cast<size_t>(producers_[static_cast<size_t>(value)])];
     const std::string name = gather.name + ".ids";
-    const int column = graph_.AddValue({name, id_type, {id_shape[0], 1}, true});
+    const int column = graph_.AddValue({name, id_type, {rows, 1}, true});
     gather.op = "Unsqueeze";
     gather.inputs = {ids, graph_.AddConstant(name + ".axes", Tensor::FromVector<int64_t>(DType::kI64, {1}, {1}))};
     gather.outputs = {column};
@@ -167,13 +173,10 @@ class EmbeddingConcatFuser {
     std::vector<Lookup> lookups;
     int64_t width = 0;
     for (int value : concat.inputs) {
-      const Node* gather = SoleProducer(value);
-      if (!gather || gather->op != "Gather" || gather->GetInt("axis", 0) != 0 || gather->inputs.size() != 2) return false;
+      const Node* gather = TableGather(value);
+      if (!gather) return false;
       Lookup l{producers_[static_cast<size_t>(value)], -1, gather->inputs[0], gather->inputs[1]};
-      if (!graph_.IsConstant(l.table)) return false;
-      const Tensor& t = graph_.constants.at(l.table);
-      if (t.dtype() != DType::kF32 || t.rank() != 2) return false;
-      width += t.dim(1);
+      width += graph_.constants.at(l.table).dim(1);
       const Node* clip = SoleProducer(l.ids);
       if (clip && clip->op == "Clip" && clip->attrs.empty() && clip->inputs.size() >= 2 && clip->inputs[1] >= 0 &&
           (clip->inputs.size() < 3 || clip->inputs[2] < 0) && graph_.IsConstant(clip->inputs[1])) {
@@ -184,8 +187,7 @@ class EmbeddingConcatFuser {
           l.ids = clip->inputs[0];
         }
       }
-      const Value& ids = graph_.values[static_cast<size_t>(l.ids)];
-      if (!ids.rank_known || ids.shape.size() != 2 || (ids.dtype != DType::kI64 && ids.dtype != DType::kI32)) return false;
+      if (!Ids(l.ids, 2)) return false;
       lookups.push_back(l);
     }
     std::vector<int> inputs;

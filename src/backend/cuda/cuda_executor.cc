@@ -55,14 +55,15 @@ double Since(std::chrono::steady_clock::time_point t0) {
 
 std::atomic<int> graph_lanes{-1};  // -1: not read from the environment yet
 
-bool IsProduct(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
+// Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
+bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
 
 // Room for the bf16 operands of the plan's largest product (gemm.h).
 size_t Bf16OperandRoom(const Plan& plan) {
   size_t need = 0;
   for (const PlanStep& step : plan.steps()) {
     const std::string& op = plan.graph().nodes[static_cast<size_t>(step.node)].op;
-    if (!IsProduct(op)) continue;
+    if (!UsesProductBuffers(op)) continue;
     size_t bytes = 0;
     for (size_t i = 0; i < 2 && i < step.inputs.size(); ++i) {
       if (step.inputs[i] >= 0) bytes += Bf16OperandBytes(NumElements(plan.values()[static_cast<size_t>(step.inputs[i])].shape));
@@ -365,7 +366,7 @@ LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) c
   };
   for (size_t s = 0; s < plan.steps().size(); ++s) {
     const PlanStep& step = plan.steps()[s];
-    access[s].exclusive = IsProduct(plan.graph().nodes[static_cast<size_t>(step.node)].op);
+    access[s].exclusive = UsesProductBuffers(plan.graph().nodes[static_cast<size_t>(step.node)].op);
     if (b.bf16_copies.written.empty()) continue;
     if (b.bf16_copies.written[s] >= 0) access[s].writes.push_back(copy_range(b.bf16_copies.written[s], step.outputs[0]));
     if (b.bf16_copies.read[s] >= 0) access[s].reads.push_back(copy_range(b.bf16_copies.read[s], step.inputs[0]));

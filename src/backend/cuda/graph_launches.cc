@@ -9,8 +9,9 @@
 namespace rankd::cuda {
 namespace {
 
-// The most kernel nodes on one path through `graph`'s dependencies (0 where they cannot be read).
-int KernelsInARow(cudaGraph_t graph, const std::vector<cudaGraphNode_t>& nodes) {
+// The most kernel nodes on one path through `graph`'s dependencies (0 where they cannot be read);
+// `kernel[i]`: whether nodes[i] is one.
+int KernelsInARow(cudaGraph_t graph, const std::vector<cudaGraphNode_t>& nodes, const std::vector<bool>& kernel) {
   size_t count = 0;
   if (cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count) != cudaSuccess) {
     cudaGetLastError();  // not left for the next launch's check
@@ -39,9 +40,7 @@ int KernelsInARow(cudaGraph_t graph, const std::vector<cudaGraphNode_t>& nodes) 
   while (!ready.empty()) {  // in topological order: a node's depth is final once it is ready
     const size_t i = ready.back();
     ready.pop_back();
-    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
-    cudaGraphNodeGetType(nodes[i], &type);
-    if (type == cudaGraphNodeTypeKernel) ++depth[i];
+    if (kernel[i]) ++depth[i];
     longest = std::max(longest, depth[i]);
     for (size_t j : next[i]) {
       depth[j] = std::max(depth[j], depth[i]);
@@ -59,15 +58,17 @@ StatusOr<Executor::Launches> CountGraphLaunches(cudaGraph_t graph) {
   std::vector<cudaGraphNode_t> nodes(count);
   if (count > 0) RANKD_CUDA_RETURN(cudaGraphGetNodes(graph, nodes.data(), &count));
   Executor::Launches launches;
-  for (cudaGraphNode_t node : nodes) {
+  std::vector<bool> kernel(count, false);
+  for (size_t i = 0; i < count; ++i) {
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
-    RANKD_CUDA_RETURN(cudaGraphNodeGetType(node, &type));
-    if (type == cudaGraphNodeTypeKernel) ++launches.kernels;
+    RANKD_CUDA_RETURN(cudaGraphNodeGetType(nodes[i], &type));
+    kernel[i] = type == cudaGraphNodeTypeKernel;
+    if (kernel[i]) ++launches.kernels;
     else if (type == cudaGraphNodeTypeMemcpy) ++launches.copies;
     else if (type == cudaGraphNodeTypeMemset) ++launches.memsets;
     else ++launches.other;
   }
-  launches.kernels_in_a_row = KernelsInARow(graph, nodes);
+  launches.kernels_in_a_row = KernelsInARow(graph, nodes, kernel);
   return launches;
 }
 
