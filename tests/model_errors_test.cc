@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "frontend/kserve_json.h"
 #include "model/config.h"
@@ -199,12 +200,30 @@ TEST_F(RequestErrors, EmptyUnknownAndMissing) {
   ExpectError(din_->Infer(r).status(), StatusCode::kInvalidArgument, "unknown output 'nope'");
 }
 
+// NaN and both infinities are refused wherever they sit (the check runs over whole vectors:
+// first, middle and last elements), naming the element; the extremes of finite floats pass.
 TEST_F(RequestErrors, NaNIsRefused) {
   auto mmoe = Model::Load(testing::SourcePath("models/zoo/mmoe"), -1);
   ASSERT_TRUE(mmoe.ok());
-  InferRequest r = (*mmoe)->ExampleRequest(2);
-  r.inputs[1].data.data<float>()[3] = std::nanf("");
-  ExpectError((*mmoe)->Infer(r).status(), StatusCode::kInvalidArgument, "NaN");
+  InferRequest r = (*mmoe)->ExampleRequest(7);
+  ASSERT_EQ(r.inputs[1].data.dtype(), DType::kF32);
+  const int64_t last = r.inputs[1].data.size() - 1;
+  ASSERT_GT(last, 16);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (auto [at, bad] : {std::pair{int64_t{3}, std::nanf("")}, std::pair{last, inf}, std::pair{int64_t{0}, -inf},
+                         std::pair{last - 1, -std::nanf("")}}) {
+    InferRequest with = r;
+    with.inputs[1].data = Tensor::Zeros(DType::kF32, r.inputs[1].data.shape());
+    with.inputs[1].data.data<float>()[at] = bad;
+    ExpectError((*mmoe)->Infer(with).status(), StatusCode::kInvalidArgument,
+                "NaN or infinite value at element " + std::to_string(at));
+  }
+  InferRequest extremes = r;
+  extremes.inputs[1].data = Tensor::Zeros(DType::kF32, r.inputs[1].data.shape());
+  float* x = extremes.inputs[1].data.data<float>();
+  x[0] = std::numeric_limits<float>::max(), x[1] = -std::numeric_limits<float>::max();
+  x[2] = std::numeric_limits<float>::denorm_min(), x[last] = std::numeric_limits<float>::lowest();
+  EXPECT_TRUE((*mmoe)->Infer(extremes).ok());
 }
 
 TEST_F(RequestErrors, TooManyRows) {

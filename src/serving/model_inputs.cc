@@ -1,6 +1,7 @@
 // Model: requests validated and turned into graph inputs (dense views, ragged values and offsets,
 // user rows per user or repeated), and the example requests warm-up and checks use.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 
@@ -42,22 +43,32 @@ void RandomizeFloats(InferRequest& request, uint32_t seed) {
 
 namespace {
 
+// Whether a float's exponent bits are all set (infinite or NaN), as an integer test: the loops
+// below then vectorise (std::isfinite did not: about 0.5 ns a value, 60 µs for W1's dense input
+// at 8,192 pairs on a 2-core host).
+template <typename Float, typename Bits, Bits kExponent>
+bool AnyNotFinite(const Float* p, int64_t n) {
+  Bits bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad |= static_cast<Bits>((std::bit_cast<Bits>(p[i]) & kExponent) == kExponent);
+  return bad != 0;
+}
+
 Status CheckFinite(const InferInput& in) {
   const Tensor& t = in.data;
-  auto check = [&](const auto* p) -> Status {
-    const int64_t n = t.size();
-    bool finite = true;
-    for (int64_t i = 0; i < n; ++i) finite &= static_cast<bool>(std::isfinite(p[i]));  // no branch: vectorises
-    if (finite) return Status::Ok();
-    for (int64_t i = 0; i < n; ++i) {
+  auto report = [&](const auto* p) -> Status {
+    for (int64_t i = 0; i < t.size(); ++i) {
       if (!std::isfinite(p[i])) {
         return InvalidArgument("input '" + in.name + "' holds a NaN or infinite value at element " + std::to_string(i));
       }
     }
     return Status::Ok();
   };
-  if (t.dtype() == DType::kF32) return check(t.data<float>());
-  if (t.dtype() == DType::kF64) return check(t.data<double>());
+  if (t.dtype() == DType::kF32 && AnyNotFinite<float, uint32_t, 0x7f800000u>(t.data<float>(), t.size())) {
+    return report(t.data<float>());
+  }
+  if (t.dtype() == DType::kF64 && AnyNotFinite<double, uint64_t, 0x7ff0000000000000u>(t.data<double>(), t.size())) {
+    return report(t.data<double>());
+  }
   return Status::Ok();
 }
 
