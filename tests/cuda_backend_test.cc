@@ -19,6 +19,10 @@
 #include "serving/model.h"
 #include "test_util.h"
 
+#if RANKD_HAVE_CUDA
+#include "backend/cuda/bf16_copies.h"
+#endif
+
 namespace rankd {
 namespace {
 
@@ -780,6 +784,38 @@ TEST(CudaBackend, FewRowProductsAreOneKernel) {
   EXPECT_EQ(kernels[1], 1) << "8 rows";
   EXPECT_GE(kernels[2], 2) << "9 rows";
 }
+
+#if RANKD_HAVE_CUDA
+// A bf16 product over a short k is one kernel at every row count, where cuBLASLt converted A and
+// often reduced split-K parts: W1's first bottom layer (13 features, bias, ReLU), rounded as any
+// bf16 product. A short-k product whose A its producer wrote in bf16 alone (a hidden layer of
+// eight, read only by the next product) reads that copy.
+TEST(CudaBackend, ShortKProductsAreOneKernel) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(5);
+  {
+    GraphBuilder g;
+    int x = g.Input("x", DType::kF32, {-1, 13});
+    g.Output(g.Op("MatMul", {x, g.Const("w", testing::RandomF32({13, 512}, rng)), g.Const("b", testing::RandomF32({512}, rng))},
+                  {{"activation", std::string("Relu")}}));
+    EXPECT_EQ(Bf16ProductLaunches(cuda, g.graph(), 13, {1, 9, 64, 4099}, rng), (std::vector<int>{1, 1, 1, 1}));
+  }
+  GraphBuilder g;
+  int x = g.Input("x", DType::kF32, {-1, 64});
+  int hidden = g.Op("MatMul", {x, g.Const("w1", testing::RandomF32({64, 8}, rng))});
+  g.Output(g.Op("MatMul", {hidden, g.Const("w2", testing::RandomF32({8, 40}, rng))}));
+  PlanOptions options;
+  options.backend = cuda;
+  auto plan = Plan::Build(g.graph(), {{DType::kF32, {70, 64}, nullptr}}, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const cuda::Bf16Copies copies = cuda::PlanBf16Copies(**plan);
+  ASSERT_EQ(copies.read.size(), 2u);
+  EXPECT_GE(copies.read[1], 0) << "the second product reads the first's bf16 copy";
+  std::vector<int> kernels = Bf16ProductLaunches(cuda, g.graph(), 64, {70}, rng);
+  EXPECT_EQ(kernels, (std::vector<int>{2}));
+}
+#endif  // RANKD_HAVE_CUDA
 
 // So is a bf16 product of many rows with a few columns, taken transposed: a score's last layer with
 // its bias and sigmoid is one kernel, where cuBLASLt took the bias's broadcast, the product and

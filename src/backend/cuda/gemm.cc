@@ -1,12 +1,12 @@
 #include "backend/cuda/gemm.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/device_span.h"
+#include "backend/cuda/short_k_gemm.h"
 #include "backend/cuda/small_rows_gemm.h"
 
 namespace rankd::cuda {
@@ -155,6 +155,12 @@ const void* Bf16Copy(const std::unordered_map<const void*, const void*>* copies,
 }
 const void* Bf16Weight(const DeviceContext& ctx, const float* constant) { return Bf16Copy(ctx.bf16_weights, constant); }
 
+// Whether the short-k kernel takes a product (bf16 precision: cuBLASLt would convert A and
+// often reduce split-K parts for a k tensor cores gain nothing on; short_k_gemm.h).
+bool TakesShortK(const DeviceContext& ctx, const GemmShape& g) {
+  return ctx.precision == Precision::kBf16 && g.batch == 1 && !g.trans_a && g.k > 0 && g.k < kShortK;
+}
+
 // A bf16 product with a weight matrix B as the few-rows kernel runs it (B read as [N, K], its
 // transposed copy when it is [K, N]): of at most kSmallRows rows as it is, else of at most
 // kSmallRows columns transposed (B's rows the few rows, A's rows streamed); nullopt when the
@@ -230,7 +236,7 @@ void Destroy(GemmCache::Entry& e) {
 void EnableGemmTuning(bool on) { tuning_on.store(on, std::memory_order_relaxed); }
 
 bool OwnProductKernel(const DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c) {
-  return FewRowsProduct(ctx, shape, a, b, c, 1.0f, 0.0f, nullptr, nullptr).has_value();
+  return TakesShortK(ctx, shape) || FewRowsProduct(ctx, shape, a, b, c, 1.0f, 0.0f, nullptr, nullptr).has_value();
 }
 
 GemmCache::~GemmCache() {
@@ -245,6 +251,18 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
     if (beta != 0.0f || g.epilogue != Epilogue::kNone) return Unimplemented("a product over an empty dimension with C or an epilogue");
     RETURN_IF_ERROR(Check(cudaMemsetAsync(c, 0, static_cast<size_t>(g.m * g.n * g.batch) * sizeof(float), ctx.stream), "cudaMemsetAsync"));
     return bf16_d ? ConvertToBf16(ctx.stream, c, bf16_d, g.m * g.n * g.batch) : Status::Ok();
+  }
+  if (TakesShortK(ctx, g)) {
+    ShortKProduct p;
+    p.a_bf16 = ctx.bf16_a && ctx.bf16_a_source == a;  // its producer wrote only that, maybe
+    p.a = p.a_bf16 ? ctx.bf16_a : static_cast<const void*>(a);
+    p.w = b, p.w_nk = g.trans_b;
+    p.bias = HasBias(g.epilogue) ? bias : nullptr;
+    p.alpha = alpha, p.beta = beta;
+    p.activation = ActivationOf(g.epilogue);
+    p.m = g.m, p.n = g.n, p.k = g.k;
+    p.c = c, p.d = bf16_d;
+    return ShortKGemm(ctx.stream, p);
   }
   if (auto few = FewRowsProduct(ctx, g, a, b, c, alpha, beta, bias, bf16_d)) return SmallRowsGemm(ctx.stream, *few);
   const void* op_a = a;

@@ -70,12 +70,14 @@ struct GemmShape {
 // ctx.bf16_operands, which must hold Bf16OperandBytes of both. With `bf16_d` (bf16 precision) the
 // result goes there in bf16 instead of to C (bf16_copies.h), with the bias's bf16 copy where it has
 // one, or, where cuBLASLt cannot write it so (beta != 0, no algorithm, a sigmoid after it), to C
-// and then converted there. Products the few-rows kernel takes (small_rows_gemm.h) skip cuBLASLt.
+// and then converted there. Products the few-rows kernel takes (small_rows_gemm.h) skip cuBLASLt,
+// and so do products over a short k (short_k_gemm.h), which round no operand.
 Status Sgemm(DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c, float alpha,
              float beta, const float* bias = nullptr, void* bf16_d = nullptr);
 
-// Whether Sgemm runs this product (bf16 precision) in its own few-rows kernel, which, unlike
-// cuBLASLt, takes a bias on an output of one column.
+// Whether Sgemm runs this product (bf16 precision) in one of its own kernels (few rows or
+// columns, small_rows_gemm.h; a short k, short_k_gemm.h), which, unlike cuBLASLt, take a bias on
+// an output of one column.
 bool OwnProductKernel(const DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c);
 
 // Bytes an operand of `elements` values takes in the bf16 operand buffer.
