@@ -786,9 +786,9 @@ TEST(CudaBackend, FewRowProductsAreOneKernel) {
 }
 
 #if RANKD_HAVE_CUDA
-// A bf16 product over a short k is one kernel at every row count, where cuBLASLt converted A and
+// A bf16 product over a short k of up to 512 rows is one kernel, where cuBLASLt converted A and
 // often reduced split-K parts: W1's first bottom layer (13 features, bias, ReLU), rounded as any
-// bf16 product. A short-k product whose A its producer wrote in bf16 alone (a hidden layer of
+// bf16 product; more rows take cuBLASLt. A short-k product whose A its producer wrote in bf16 alone (a hidden layer of
 // eight, read only by the next product) reads that copy.
 TEST(CudaBackend, ShortKProductsAreOneKernel) {
   const Backend* cuda = testing::CudaOrNull();
@@ -799,7 +799,10 @@ TEST(CudaBackend, ShortKProductsAreOneKernel) {
     int x = g.Input("x", DType::kF32, {-1, 13});
     g.Output(g.Op("MatMul", {x, g.Const("w", testing::RandomF32({13, 512}, rng)), g.Const("b", testing::RandomF32({512}, rng))},
                   {{"activation", std::string("Relu")}}));
-    EXPECT_EQ(Bf16ProductLaunches(cuda, g.graph(), 13, {1, 9, 64, 4099}, rng), (std::vector<int>{1, 1, 1, 1}));
+    std::vector<int> kernels = Bf16ProductLaunches(cuda, g.graph(), 13, {1, 9, 64, 512, 513}, rng);
+    ASSERT_EQ(kernels.size(), 5u);
+    EXPECT_EQ(std::vector<int>(kernels.begin(), kernels.begin() + 4), (std::vector<int>{1, 1, 1, 1}));
+    EXPECT_GE(kernels[4], 2) << "513 rows take cuBLASLt";
   }
   GraphBuilder g;
   int x = g.Input("x", DType::kF32, {-1, 64});

@@ -200,8 +200,9 @@ TEST_F(RequestErrors, EmptyUnknownAndMissing) {
   ExpectError(din_->Infer(r).status(), StatusCode::kInvalidArgument, "unknown output 'nope'");
 }
 
-// NaN and both infinities are refused wherever they sit (the check runs over whole vectors:
-// first, middle and last elements), naming the element; the extremes of finite floats pass.
+// NaN and both infinities are refused wherever they sit (the check runs over whole vectors, and
+// over chunks on several threads for large inputs: first, middle and last elements), naming the
+// first; the extremes of finite floats pass.
 TEST_F(RequestErrors, NaNIsRefused) {
   auto mmoe = Model::Load(testing::SourcePath("models/zoo/mmoe"), -1);
   ASSERT_TRUE(mmoe.ok());
@@ -217,6 +218,18 @@ TEST_F(RequestErrors, NaNIsRefused) {
     with.inputs[1].data.data<float>()[at] = bad;
     ExpectError((*mmoe)->Infer(with).status(), StatusCode::kInvalidArgument,
                 "NaN or infinite value at element " + std::to_string(at));
+  }
+  // A large input is checked in chunks on several threads: a bad value in any chunk is found,
+  // and the first one is named.
+  InferRequest large = (*mmoe)->ExampleRequest(30000);
+  ASSERT_GT(large.inputs[1].data.size(), int64_t{4} << 16);
+  const int64_t end = large.inputs[1].data.size();
+  for (int64_t at : {end - 1, end / 2 + 3, int64_t{70000}}) {
+    InferRequest with = large;
+    with.inputs[1].data = Tensor::Zeros(DType::kF32, large.inputs[1].data.shape());
+    with.inputs[1].data.data<float>()[at] = at % 2 ? inf : std::nanf("");
+    if (at != end - 1) with.inputs[1].data.data<float>()[end - 1] = std::nanf("");  // a later one too
+    ExpectError((*mmoe)->Infer(with).status(), StatusCode::kInvalidArgument, "at element " + std::to_string(at));
   }
   InferRequest extremes = r;
   extremes.inputs[1].data = Tensor::Zeros(DType::kF32, r.inputs[1].data.shape());

@@ -158,7 +158,8 @@ const void* Bf16Weight(const DeviceContext& ctx, const float* constant) { return
 // Whether the short-k kernel takes a product (bf16 precision: cuBLASLt would convert A and
 // often reduce split-K parts for a k tensor cores gain nothing on; short_k_gemm.h).
 bool TakesShortK(const DeviceContext& ctx, const GemmShape& g) {
-  return ctx.precision == Precision::kBf16 && g.batch == 1 && !g.trans_a && g.k > 0 && g.k < kShortK;
+  return ctx.precision == Precision::kBf16 && g.batch == 1 && !g.trans_a && g.k > 0 && g.k < kShortK &&
+         g.m <= kShortKMaxRows;
 }
 
 // A bf16 product with a weight matrix B as the few-rows kernel runs it (B read as [N, K], its

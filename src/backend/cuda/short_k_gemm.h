@@ -1,8 +1,8 @@
 // Products over a short k (fewer than kShortK), such as W1's first bottom layer over its 13 dense
 // features. Tensor cores gain nothing there, and with bf16 precision cuBLASLt's path took three
 // launches at 64 rows (A's conversion, the product, a split-K reduction: 10 µs on an H200) and a
-// 34 µs product at 32,768 rows (docs/benchmarks.md). This kernel takes such a product in one
-// launch, a thread per output, its operands rounded to bf16 as the cuBLASLt path rounds them and
+// 34 µs product at 32,768 rows (docs/benchmarks.md). This kernel takes such a product of up to
+// 512 rows in one launch, a thread per output, its operands rounded to bf16 as the cuBLASLt path rounds them and
 // the sums in fp32, so a bf16 copy of A its producer wrote gives the same bits (short_k_gemm.cu).
 #pragma once
 
@@ -13,8 +13,11 @@
 
 namespace rankd::cuda {
 
-// k below this takes the kernel (bf16 precision, Sgemm in gemm.h).
+// k below this takes the kernel (bf16 precision, Sgemm in gemm.h), up to kShortKMaxRows rows:
+// a thread per output loses to cuBLASLt on many rows (W1's first layer under ncu on an H200:
+// 5.7 against 7.1 µs at 512 rows, 182 against 37 µs at 32,768).
 constexpr int64_t kShortK = 16;
+constexpr int64_t kShortKMaxRows = 512;
 
 // y[r, j] = act(alpha · Σ_i A[r, i] · W(i, j) + beta · C[r, j] + bias[j]) for r < m, j < n.
 struct ShortKProduct {
