@@ -200,9 +200,9 @@ TEST_F(RequestErrors, EmptyUnknownAndMissing) {
   ExpectError(din_->Infer(r).status(), StatusCode::kInvalidArgument, "unknown output 'nope'");
 }
 
-// NaN and both infinities are refused wherever they sit (the check runs over whole vectors, and
-// over chunks on several threads for large inputs: first, middle and last elements), naming the
-// first; the extremes of finite floats pass.
+// NaN and both infinities are refused wherever they sit (the check runs over whole vectors: first,
+// middle and last elements, in small and large inputs), naming the first; the extremes of finite
+// floats pass.
 TEST_F(RequestErrors, NaNIsRefused) {
   auto mmoe = Model::Load(testing::SourcePath("models/zoo/mmoe"), -1);
   ASSERT_TRUE(mmoe.ok());
@@ -219,8 +219,7 @@ TEST_F(RequestErrors, NaNIsRefused) {
     ExpectError((*mmoe)->Infer(with).status(), StatusCode::kInvalidArgument,
                 "NaN or infinite value at element " + std::to_string(at));
   }
-  // A large input is checked in chunks on several threads: a bad value in any chunk is found,
-  // and the first one is named.
+  // A large input: a bad value anywhere is found, and the first one is named.
   InferRequest large = (*mmoe)->ExampleRequest(30000);
   ASSERT_GT(large.inputs[1].data.size(), int64_t{4} << 16);
   const int64_t end = large.inputs[1].data.size();

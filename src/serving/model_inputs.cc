@@ -1,7 +1,6 @@
 // Model: requests validated and turned into graph inputs (dense views, ragged values and offsets,
 // user rows per user or repeated), and the example requests warm-up and checks use.
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cmath>
 #include <numeric>
@@ -46,23 +45,14 @@ namespace {
 
 // Whether any float's exponent bits are all set (infinite or NaN), as an integer test: the loop
 // then vectorises (std::isfinite did not: about 0.5 ns a value, 60 µs for W1's dense input at
-// 8,192 pairs on a 2-core host).
-// Large inputs are checked in chunks on several threads: at W1's 32,768 pairs (426k floats) one
-// thread took 240 µs on the H200 host, reading from memory.
+// 8,192 pairs on a 2-core host). It runs on the calling thread: checking W1's 426k dense floats at
+// 32,768 pairs in chunks on the pool's threads took the request's graph inputs from 0.48–0.53 to
+// 1.09–1.22 ms on the H200 host (docs/benchmarks.md).
 template <typename Float, typename Bits, Bits kExponent>
 bool AnyNotFinite(const Float* p, int64_t n) {
-  constexpr int64_t kChunk = int64_t{1} << 16;
-  auto scan = [p](int64_t from, int64_t to) {
-    Bits bad = 0;
-    for (int64_t i = from; i < to; ++i) bad |= static_cast<Bits>((std::bit_cast<Bits>(p[i]) & kExponent) == kExponent);
-    return bad != 0;
-  };
-  if (n < 4 * kChunk) return scan(0, n);
-  std::atomic<bool> bad{false};
-  ParallelFor((n + kChunk - 1) / kChunk, kChunk, [&](int64_t first, int64_t last) {
-    if (scan(first * kChunk, std::min(last * kChunk, n))) bad.store(true, std::memory_order_relaxed);
-  });
-  return bad.load();
+  Bits bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad |= static_cast<Bits>((std::bit_cast<Bits>(p[i]) & kExponent) == kExponent);
+  return bad != 0;
 }
 
 Status CheckFinite(const InferInput& in) {
