@@ -785,11 +785,25 @@ TEST(CudaBackend, FewRowProductsAreOneKernel) {
   EXPECT_GE(kernels[2], 2) << "9 rows";
 }
 
+// So is a bf16 product of many rows with a few columns, taken transposed: a score's last layer with
+// its bias and sigmoid is one kernel, where cuBLASLt took the bias's broadcast, the product and
+// the sigmoid.
+TEST(CudaBackend, FewColumnProductsAreOneKernel) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(4);
+  GraphBuilder g;
+  int x = g.Input("x", DType::kF32, {-1, 256});
+  g.Output(g.Op("Gemm", {x, g.Const("w", testing::RandomF32({1, 256}, rng)), g.Const("c", testing::RandomF32({1}, rng))},
+                {{"transB", int64_t{1}}, {"activation", std::string("Sigmoid")}}));
+  EXPECT_EQ(Bf16ProductLaunches(cuda, g.graph(), 256, {9, 512}, rng), (std::vector<int>{1, 1}));
+}
+
 #if RANKD_HAVE_CUDA
 // A bf16 product over a short k of up to 512 rows is one kernel, where cuBLASLt converted A and
 // often reduced split-K parts: W1's first bottom layer (13 features, bias, ReLU), rounded as any
-// bf16 product; more rows take cuBLASLt. A short-k product whose A its producer wrote in bf16 alone (a hidden layer of
-// eight, read only by the next product) reads that copy.
+// bf16 product; more rows take cuBLASLt. A short-k product whose A its producer wrote in bf16
+// alone (a hidden layer of eight, read only by the next product) reads that copy.
 TEST(CudaBackend, ShortKProductsAreOneKernel) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
@@ -819,20 +833,6 @@ TEST(CudaBackend, ShortKProductsAreOneKernel) {
   EXPECT_EQ(kernels, (std::vector<int>{2}));
 }
 #endif  // RANKD_HAVE_CUDA
-
-// So is a bf16 product of many rows with a few columns, taken transposed: a score's last layer with
-// its bias and sigmoid is one kernel, where cuBLASLt took the bias's broadcast, the product and
-// the sigmoid.
-TEST(CudaBackend, FewColumnProductsAreOneKernel) {
-  const Backend* cuda = testing::CudaOrNull();
-  if (!cuda) GTEST_SKIP() << "no CUDA device";
-  std::mt19937_64 rng(4);
-  GraphBuilder g;
-  int x = g.Input("x", DType::kF32, {-1, 256});
-  g.Output(g.Op("Gemm", {x, g.Const("w", testing::RandomF32({1, 256}, rng)), g.Const("c", testing::RandomF32({1}, rng))},
-                {{"transB", int64_t{1}}, {"activation", std::string("Sigmoid")}}));
-  EXPECT_EQ(Bf16ProductLaunches(cuda, g.graph(), 256, {9, 512}, rng), (std::vector<int>{1, 1}));
-}
 
 TEST(CudaBackend, Tf32AndBf16StayWithinTheirTolerance) {
   const Backend* cuda = testing::CudaOrNull();
