@@ -67,8 +67,9 @@ def main():
     rows = []
     # rankd's variants: each precision with buckets and graphs ("fp32"), and without ("fp32 no graphs").
     variants = [p + ("" if b == "on" else " no graphs") for b in a.buckets.split(",") for p in a.precisions.split(",")]
-    if a.bf16_tables:  # bf16 products with the bag tables stored in bf16 too (tables.dtype, docs/config.md)
-        variants += ["bf16 bf16-tables" + ("" if b == "on" else " no graphs") for b in a.buckets.split(",")]
+    # bf16 precisions with the bag tables stored in bf16 too (tables.dtype, docs/config.md).
+    tabled = [p + " bf16-tables" for p in a.precisions.split(",") if p.startswith("bf16")] if a.bf16_tables else []
+    variants += [p + ("" if b == "on" else " no graphs") for b in a.buckets.split(",") for p in tabled]
     if "off" in a.hoisting.split(","):
         variants.append(a.precisions.split(",")[0] + " unhoisted")
     for name in a.workloads.split(","):
@@ -138,7 +139,7 @@ def main():
                 # Throughput as a loaded server sees it: several requests at a time, so one's host work
                 # (ids into offsets, packing, copies) overlaps another's kernels.
                 row["in_flight"] = {"requests": a.in_flight}
-                for precision in a.precisions.split(",") + (["bf16 bf16-tables"] if a.bf16_tables else []):
+                for precision in a.precisions.split(",") + tabled:
                     cmd = bench + ["--backend", "cuda", "--precision", precision.split(" ")[0], "--model-repo", repo, "--model", package,
                                    "--requests", path, "--iters", str(a.iters), "--warmup", "20", "--buckets", "off",
                                    "--in-flight", str(a.in_flight)] + (["--table-dtype", "BF16"] if "tables" in precision else [])

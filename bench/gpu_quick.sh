@@ -6,16 +6,18 @@
 #   3. the small requests of issue 6 against the best PyTorch peer (bench/gpu_bench.py on
 #      WORKLOADS at ROWS; by default W1 at 1, 64 and 512 pairs and W2 at 1 user x 200), into
 #      peers.log and peers.md (PEERS: the PyTorch peers, CUDA graphs in fp32 and bf16 by default; PEER_ARGS: more
-#      gpu_bench.py flags, e.g. "--bf16-tables --in-flight 2");
+#      gpu_bench.py flags, e.g. "--bf16-tables --in-flight 2"; PRECISIONS: rankd's, "bf16" by default);
 #   4. with AB="VAR=a,b" (an environment variable rankd reads, e.g. RANKD_GEMM_TUNING=1,0),
 #      `rankd bench engine` on W1 at AB_ROWS pairs ("64 512", requests step 3 wrote) for each
 #      value, alternating, AB_ROUNDS rounds, into ab.csv (AB_REQUESTS: other request files step 3
 #      wrote instead, by name, e.g. "din_full_n200_l1000 dlrm_dcnv2_full_n512_l0"); with AB_TESTS
-#      (a gtest filter), then those tests under each value but the first;
+#      (a gtest filter), then those tests under each value but the first; AB_PRECISIONS (e.g.
+#      "bf16 bf16-activations") times each precision too, with or without AB;
 #   5. with RATE_S (30 by default), the GPU's measured bf16 matrix rate (bench/matrix_rate.py),
 #      what W1's large batches are a share of, into rate.log;
 #   6. with NCU_S, ncu's time for every kernel of one W1 batch at NCU_ROWS pairs, into ncu.csv
-#      (NCU_ENV: settings for that run, e.g. "RANKD_GEMM_TUNING=1").
+#      (NCU_ENV: settings for that run, e.g. "RANKD_GEMM_TUNING=1"; NCU_PRECISION, bf16 by default).
+# RANKD_ARGS: more `rankd bench engine` flags for steps 4 and 6, e.g. "--table-dtype BF16".
 # The logs come back packed in OUT/logs.tgz, the summary in OUT/steps.log.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
 #   bench/gpu_quick.sh $OUT
@@ -56,16 +58,17 @@ fi
 if ((${PEERS_S:-240})); then
   step "peers"
   timeout "${PEERS_S:-240}" python3 bench/gpu_bench.py --rankd ".bundle/run rankd" --workloads "${WORKLOADS:-dlrm_dcnv2,din}" \
-    --rows "${ROWS:-1,64,512,200}" --precisions bf16 --peers "${PEERS:-cudagraphs,cudagraphs-bf16}" --buckets on --hoisting on \
+    --rows "${ROWS:-1,64,512,200}" --precisions "${PRECISIONS:-bf16}" --peers "${PEERS:-cudagraphs,cudagraphs-bf16}" --buckets on --hoisting on \
     --iters "${ITERS:-300}" ${PEER_ARGS:-} >"$raw/peers.md" 2>"$raw/peers.log"
   echo "peers exit $?" | tee -a "$out/steps.log"
   cat "$raw/peers.md" | tee -a "$out/steps.log"
 fi
 
-if [[ -n ${AB:-} ]] && ((${AB_S:-120})); then
-  step "a/b ${AB}"
-  var=${AB%%=*}
-  IFS=, read -r -a values <<<"${AB#*=}"
+if [[ -n ${AB:-}${AB_PRECISIONS:-} ]] && ((${AB_S:-120})); then
+  ab=${AB:-RANKD_AB=-}  # precisions alone: one value of a variable nothing reads
+  step "a/b ${ab} ${AB_PRECISIONS:-bf16}"
+  var=${ab%%=*}
+  IFS=, read -r -a values <<<"${ab#*=}"
   deadline=$((SECONDS + ${AB_S:-120}))
   cases=${AB_REQUESTS:-}
   [[ -n $cases ]] || for n in ${AB_ROWS:-64 512}; do cases+=" dlrm_dcnv2_full_n${n}_l0"; done
@@ -78,10 +81,12 @@ if [[ -n ${AB:-} ]] && ((${AB_S:-120})); then
       buckets=on
       ((n <= 1024)) || buckets=off  # past the largest bucket a request runs at its own shape
       for value in "${values[@]}"; do
-        ((SECONDS < deadline)) || break 3
-        env "$var=$value" timeout $((deadline - SECONDS)) .bundle/run rankd bench engine --backend cuda --precision bf16 \
-          --model-repo bench/out/repo --model "${name%_n*}" --requests "$requests" --buckets $buckets \
-          --iters "${ITERS:-300}" --warmup 20 --label "$name $var=$value" --csv "$raw/ab.csv" >/dev/null 2>>"$raw/ab.log"
+        for precision in ${AB_PRECISIONS:-bf16}; do
+          ((SECONDS < deadline)) || break 4
+          env "$var=$value" timeout $((deadline - SECONDS)) .bundle/run rankd bench engine --backend cuda --precision $precision \
+            --model-repo bench/out/repo --model "${name%_n*}" --requests "$requests" --buckets $buckets ${RANKD_ARGS:-} \
+            --iters "${ITERS:-300}" --warmup 20 --label "$name $var=$value" --csv "$raw/ab.csv" >/dev/null 2>>"$raw/ab.log"
+        done
       done
     done
   done
@@ -111,7 +116,7 @@ fi
 if ((${NCU_S:-0})); then
   step "ncu"
   env ${NCU_ENV:-} RANKD_GEMM_TUNING=0 LD_LIBRARY_PATH=.bundle/lib timeout "$NCU_S" ncu --clock-control none --csv \
-    --metrics gpu__time_duration.sum .bundle/bin/rankd bench engine --backend cuda --precision bf16 \
+    --metrics gpu__time_duration.sum .bundle/bin/rankd bench engine --backend cuda --precision "${NCU_PRECISION:-bf16}" ${RANKD_ARGS:-} \
     --model-repo bench/out/repo --model dlrm_dcnv2_full --requests "bench/out/dlrm_dcnv2_full_n${NCU_ROWS:-512}_l0.jsonl" \
     --buckets off --iters 1 --warmup 1 >"$raw/ncu.csv" 2>"$raw/ncu.log"
   echo "ncu exit $?" | tee -a "$out/steps.log"

@@ -230,6 +230,43 @@ TEST(Bf16Copies, CrossLayerProductsHandTheirMulAddsTheCopyAlone) {
   EXPECT_TRUE(copies.alone[StepOf(**plan2, shared.up1)]);
 }
 
+// With bf16-activations precision the residual x1 is written as its copy alone, and the MulAdd
+// adding it reads that copy; with bf16 no MulAdd reads an addend's copy.
+TEST(Bf16Copies, Bf16ActivationsKeepTheResidualInBf16) {
+  std::mt19937_64 rng(7);
+  Cross c;
+  BuildCross(c, 8, /*shared_up=*/false, rng);
+  auto plan = Plan::Build(c.g.graph(), {{DType::kF32, {100, 8}}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const Plan& p = **plan;
+  const size_t up0 = StepOf(p, c.up0), x1 = StepOf(p, c.x1), up1 = StepOf(p, c.up1), x2 = StepOf(p, c.x2);
+  cuda::Bf16Copies copies = cuda::PlanBf16Copies(p, /*bf16_activations=*/true);
+  EXPECT_TRUE(copies.alone[up0]);
+  EXPECT_EQ(copies.read_second[x1], copies.written[up0]);
+  EXPECT_EQ(copies.read[x1], -1);  // x0 is a graph input: no copy of it is written
+  EXPECT_EQ(copies.read_third[x1], -1);
+  EXPECT_GE(copies.written[x1], 0);
+  EXPECT_TRUE(copies.alone[x1]);  // read by down1 as A and by x2 as its addend: both read the copy
+  EXPECT_EQ(copies.read[StepOf(p, c.down1)], copies.written[x1]);
+  EXPECT_EQ(copies.read[x2], copies.written[up1]);
+  EXPECT_EQ(copies.read_third[x2], copies.written[x1]);
+  EXPECT_TRUE(copies.alone[x2]);
+  EXPECT_EQ(copies.read[StepOf(p, c.top)], copies.written[x2]);
+
+  copies = cuda::PlanBf16Copies(p);
+  EXPECT_FALSE(copies.alone[x1]);
+  for (int64_t o : copies.read_third) EXPECT_EQ(o, -1);
+
+  Cross shared;  // an Add reads up0's fp32 result: up0 keeps it, and x1 reads that
+  BuildCross(shared, 8, /*shared_up=*/true, rng);
+  auto plan2 = Plan::Build(shared.g.graph(), {{DType::kF32, {100, 8}}});
+  ASSERT_TRUE(plan2.ok()) << plan2.status().ToString();
+  copies = cuda::PlanBf16Copies(**plan2, /*bf16_activations=*/true);
+  EXPECT_EQ(copies.written[StepOf(**plan2, shared.up0)], -1);
+  EXPECT_EQ(copies.read_second[StepOf(**plan2, shared.x1)], -1);
+  EXPECT_TRUE(copies.alone[StepOf(**plan2, shared.x1)]);
+}
+
 // On the GPU: the cross layers with their copies score as without them within the up-projection's
 // rounding to bf16, and as the CPU's fp32 within bf16's. Widths 8 (four elements a thread) and 7
 // (one), rows 1 (the few-rows products), 37 and 1000.
@@ -251,6 +288,10 @@ TEST(Bf16Copies, CrossLayersScoreAsWithoutCopies) {
       auto exact = testing::RunGraph(c.g.graph(), inputs);
       ASSERT_TRUE(exact.ok());
       testing::ExpectOutputsNear(*with, *exact, 3e-2, "against the CPU, " + what);
+      auto bf16_residual = testing::RunGraph(c.g.graph(), inputs, {}, *cuda, Precision::kBf16Activations);
+      ASSERT_TRUE(bf16_residual.ok()) << bf16_residual.status().ToString();
+      testing::ExpectOutputsNear(*bf16_residual, *exact, 3e-2, "bf16 activations against the CPU, " + what);
+      testing::ExpectOutputsNear(*bf16_residual, *with, 2e-2, "bf16 activations against bf16, " + what);
     }
   }
 }
@@ -367,6 +408,60 @@ TEST(Bf16Copies, DcnScoresUnchangedWithFewerLaunches) {
     // product is expected to write bf16.
     EXPECT_EQ(launches->kernels, launches_without->kernels - read_by_products + read_by_few_columns)
         << "without copies " << launches_without->kernels << ", copies written " << written;
+  }
+}
+
+// DCNv2 (W1) with bf16 activations: the concatenation and every MulAdd write their copies alone,
+// each MulAdd reads all three operands as copies, and the scores stay within bf16's rounding of
+// the CPU's fp32 and of bf16 precision's.
+TEST(Bf16Copies, DcnWithBf16ActivationsWritesNoFp32Activation) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  ModelOptions options;
+  options.backend = cuda;
+  options.precision = "bf16-activations";
+  auto act = Model::Load(dir, -1, options);
+  ASSERT_TRUE(act.ok()) << act.status().ToString();
+  options.precision = "bf16";
+  auto bf16 = Model::Load(dir, -1, options);
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  auto cpu = Model::Load(dir, -1);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  for (int64_t rows : {1, 64, 700}) {
+    InferRequest request = (*act)->ExampleRequest(rows);
+    std::mt19937_64 rng(static_cast<uint64_t>(rows));
+    for (InferInput& in : request.inputs) {
+      if (in.data.dtype() == DType::kF32) in.data = testing::RandomF32(in.data.shape(), rng, 0, 5);
+    }
+    auto plan = (*act)->PlanForRequest(request);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    const cuda::Bf16Copies copies = cuda::PlanBf16Copies(**plan, /*bf16_activations=*/true);
+    int muladds = 0, concats = 0;
+    for (size_t s = 0; s < copies.read.size(); ++s) {
+      const std::string& op = (*plan)->graph().nodes[static_cast<size_t>((*plan)->steps()[s].node)].op;
+      if (op == "MulAdd") {
+        ++muladds;
+        EXPECT_TRUE(copies.alone[s]) << "step " << s;
+        EXPECT_TRUE(copies.read[s] >= 0 && copies.read_second[s] >= 0 && copies.read_third[s] >= 0) << "step " << s;
+      } else if (op == "ConcatEmbeddingBags") {
+        ++concats;
+        EXPECT_TRUE(copies.alone[s]);
+      }
+    }
+    EXPECT_EQ(muladds, 3);
+    EXPECT_EQ(concats, 1);
+    auto got = (*act)->Infer(request);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    auto want = (*cpu)->Infer(request);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    auto near = (*bf16)->Infer(request);
+    ASSERT_TRUE(near.ok()) << near.status().ToString();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < got->size(); ++i) {
+      EXPECT_LT(testing::RelativeError((*got)[i].data, (*want)[i].data), 3e-2) << "rows " << rows << " output " << i;
+      EXPECT_LT(testing::RelativeError((*got)[i].data, (*near)[i].data), 3e-2) << "rows " << rows << " output " << i;
+    }
   }
 }
 

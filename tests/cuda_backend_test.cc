@@ -834,7 +834,7 @@ TEST(CudaBackend, ShortKProductsAreOneKernel) {
 }
 #endif  // RANKD_HAVE_CUDA
 
-TEST(CudaBackend, Tf32AndBf16StayWithinTheirTolerance) {
+TEST(CudaBackend, ReducedPrecisionsStayWithinTheirTolerance) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
   for (const char* name : {"dlrm_dcnv2", "din", "bst", "mmoe"}) {
@@ -846,7 +846,8 @@ TEST(CudaBackend, Tf32AndBf16StayWithinTheirTolerance) {
     for (InferInput& in : request.inputs) in.data = Random(in.data.dtype(), in.data.shape(), rng, 0, 10);
     auto want = (*cpu)->Infer(request);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
-    for (auto [precision, tolerance] : {std::pair{"tf32", 5e-3}, std::pair{"bf16", 3e-2}}) {
+    for (auto [precision, tolerance] :
+         {std::pair{"tf32", 5e-3}, std::pair{"bf16", 3e-2}, std::pair{"bf16-activations", 3e-2}}) {
       ModelOptions options;
       options.backend = cuda;
       options.precision = precision;

@@ -126,6 +126,18 @@ TEST(ModelErrors, ConfigErrorsNameTheField) {
   auto tf32 = ParseModelConfig("precision: tf32\n", true);
   ASSERT_TRUE(tf32.ok()) << tf32.status().ToString();
   EXPECT_EQ(tf32->precision, "tf32");
+  auto act = ParseModelConfig("precision: bf16-activations\n", true);
+  ASSERT_TRUE(act.ok()) << act.status().ToString();
+  EXPECT_EQ(act->precision, "bf16-activations");
+  ExpectError(ParseModelConfig("precision: bf16-everything\n", true).status(), StatusCode::kInvalidArgument, "bf16-activations");
+  // The CPU computes in fp32 whatever is asked: a bf16-activations model loads and scores there.
+  ModelOptions options;
+  options.precision = "bf16-activations";
+  auto cpu = Model::Load(testing::SourcePath("models/zoo/din"), -1, options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_TRUE((*cpu)->Infer((*cpu)->ExampleRequest(2)).ok());
+  options.precision = "bf17";
+  ExpectError(Model::Load(testing::SourcePath("models/zoo/din"), -1, options).status(), StatusCode::kInvalidArgument, "bf16-activations");
 }
 
 class RequestErrors : public ::testing::Test {

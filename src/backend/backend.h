@@ -102,11 +102,16 @@ class Executor {
 };
 
 // How a model's matrix products may round: fp32 (exact, the default), tf32 (TF32 tensor cores,
-// about 1e-3 relative) or bf16 (bfloat16 tensor cores, about 1e-2). Backends without such units
-// (the CPU) compute in fp32 whatever is asked.
-enum class Precision { kFp32, kTf32, kBf16 };
+// about 1e-3 relative) or bf16 (bfloat16 tensor cores, about 1e-2). bf16-activations rounds the
+// products as bf16 does and also keeps in bf16 alone the activations that only products and
+// same-shape multiply-adds read (DCNv2's cross network: its input and residuals), as TensorRT
+// keeps a bf16 engine's activations; bf16 keeps them in fp32, as PyTorch's autocast does.
+// Backends without such units (the CPU) compute in fp32 whatever is asked.
+enum class Precision { kFp32, kTf32, kBf16, kBf16Activations };
 StatusOr<Precision> ParsePrecision(const std::string& name);
 const char* PrecisionName(Precision p);
+// Whether products take bf16 operands (bf16 and bf16-activations).
+inline bool Bf16Products(Precision p) { return p == Precision::kBf16 || p == Precision::kBf16Activations; }
 
 // What a backend keeps per loaded model and shares between that model's executors (device copies
 // of the weights, say). Created once per model; outlives its executors.

@@ -265,8 +265,8 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
   }
   if (j.contains("precision")) {
     const json& p = j["precision"];
-    RETURN_IF_ERROR(Expect(p.is_string() && (p == "fp32" || p == "tf32" || p == "bf16"),
-                           "precision must be fp32, tf32 or bf16"));
+    RETURN_IF_ERROR(Expect(p.is_string() && (p == "fp32" || p == "tf32" || p == "bf16" || p == "bf16-activations"),
+                           "precision must be fp32, tf32, bf16 or bf16-activations"));
     c.precision = p;
   }
   if (j.contains("user_hoisting")) {

@@ -73,7 +73,7 @@ struct ShapeBucketsConfig {
 struct ModelConfig {
   std::string name;
   int64_t max_batch_size = 0;  // rows per request accepted; 0 = the server's limit
-  std::string precision = "fp32";  // matrix products: fp32 | tf32 | bf16 (backend.h)
+  std::string precision = "fp32";  // fp32 | tf32 | bf16 | bf16-activations (backend.h)
   bool user_hoisting = true;  // run the user-only part of the graph once per user (docs/hoisting.md)
   std::vector<InputConfig> inputs;
   std::vector<OutputConfig> outputs;

@@ -45,7 +45,7 @@ struct ModelOptions {
   // Executors per model, each running one request at a time; 0 picks the backend's default
   // (unbounded on the CPU, whose executors are only workspaces; 4 on a GPU).
   int executors = 0;
-  // Overrides the config's precision when set (fp32 | tf32 | bf16).
+  // Overrides the config's precision when set (fp32 | tf32 | bf16 | bf16-activations).
   std::string precision;
   // Overrides the config's tables.dtype when set (FP32 | BF16 | FP16).
   std::string table_dtype;

@@ -58,7 +58,7 @@ struct BenchEngineArgs {
   int64_t version = -1;
   std::string requests;           // KServe JSON bodies, one per line, all of one size, rotated
   std::string backend = "cpu";    // cpu | cuda | auto
-  std::string precision;          // fp32 | tf32 | bf16; empty: the model config's
+  std::string precision;          // fp32 | tf32 | bf16 | bf16-activations; empty: the model config's
   std::string table_dtype;        // FP32 | BF16 | FP16; empty: the model config's tables.dtype
   std::string buckets = "config"; // on | off | config: shape buckets (and, on a GPU, captured graphs)
   bool fusion = true;             // false: without the fusion passes, to measure what they save

@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
   bench_engine->add_option("--backend", engine.backend, "cpu | cuda | auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   bench_engine->add_option("--table-dtype", engine.table_dtype, "FP32 | BF16 | FP16: how bag tables are stored (default: the config's)")
       ->check(CLI::IsMember({"FP32", "BF16", "FP16"}));
-  bench_engine->add_option("--precision", engine.precision, "fp32 | tf32 | bf16 (default: the model config's)")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  bench_engine->add_option("--precision", engine.precision, "fp32 | tf32 | bf16 | bf16-activations (default: the model config's)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "bf16-activations"}));
   bench_engine->add_option("--buckets", engine.buckets, "on | off | config: shape buckets (and, on a GPU, CUDA graphs)")
       ->check(CLI::IsMember({"on", "off", "config"}));
   bench_engine->add_flag("!--no-fusion", engine.fusion, "Without the fusion passes (to measure what they save)");

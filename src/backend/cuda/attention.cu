@@ -224,7 +224,7 @@ Status TargetAttention(const KernelArgs& k) {
   p.step = k.step;
   const size_t shared = static_cast<size_t>(SharedFloats(p.dim, p.width, p.widest)) * 4;
   // With bf16 on the tensor cores, unless its block (every weight resident) does not fit here.
-  const bool mma = k.device->precision == Precision::kBf16 && MmaSharedBytes(p) <= shared_limit;
+  const bool mma = Bf16Products(k.device->precision) && MmaSharedBytes(p) <= shared_limit;
   if (!mma && shared > static_cast<size_t>(shared_limit)) {
     return Unimplemented(k.node.Describe() + ": needs " + std::to_string(shared) + " bytes of shared memory per block");
   }

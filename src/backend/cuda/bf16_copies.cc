@@ -24,7 +24,7 @@ struct Copy {
 
 void EnableBf16Copies(bool on) { enabled = on; }
 
-Bf16Copies PlanBf16Copies(const Plan& plan) {
+Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
   const auto& steps = plan.steps();
   const auto& values = plan.values();
   const Graph& graph = plan.graph();
@@ -33,10 +33,11 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
   out.alone.assign(steps.size(), false);
   out.read.assign(steps.size(), -1);
   out.read_second.assign(steps.size(), -1);
+  out.read_third.assign(steps.size(), -1);
   if (!enabled) return out;
   auto root = [&](int v) { return values[static_cast<size_t>(v)].storage == PlanStorage::kAlias ? values[static_cast<size_t>(v)].alias_of : v; };
   auto node_of = [&](const PlanStep& step) -> const Node& { return graph.nodes[static_cast<size_t>(step.node)]; };
-  // A MulAdd of FP32 operands all of its result's shape: its kernel reads either factor as a bf16
+  // A MulAdd of FP32 operands all of its result's shape: its kernel reads any operand as a bf16
   // copy and may write its result as the copy alone (elementwise.cu).
   auto same_shape_muladd = [&](const PlanStep& step) {
     if (node_of(step).op != "MulAdd" || step.inputs.size() != 3 || step.outputs.empty() || step.outputs[0] < 0) return false;
@@ -46,12 +47,12 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
     }) && o.dtype == DType::kF32;
   };
   // Per step: how many of its first inputs may be read as copies (a product's A, a MulAdd's two
-  // factors), and whether it is a product.
+  // factors, and its addend with bf16 activations), and whether it is a product.
   std::vector<size_t> copyable(steps.size(), 0);
   std::vector<bool> product(steps.size(), false);
   for (size_t s = 0; s < steps.size(); ++s) {
     product[s] = IsProduct(node_of(steps[s]).op);
-    copyable[s] = product[s] ? 1 : same_shape_muladd(steps[s]) ? 2 : 0;
+    copyable[s] = product[s] ? 1 : same_shape_muladd(steps[s]) ? (bf16_activations ? 3 : 2) : 0;
   }
   // Values (roots) whose every reader is a product reading them as A (only_products_read), or
   // that or a same-shape MulAdd reading them as a factor (only_copy_readers); no graph output.
@@ -77,23 +78,24 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
     const std::string& op = node_of(step).op;
     if (op == "ConcatEmbeddingBags" || op == "MulAdd") {
       writer[v] = static_cast<int>(s);
-      alone[v] = op == "MulAdd" && only_products_read[v] && copyable[s] == 2;
+      alone[v] = bf16_activations ? only_copy_readers[v] && (op != "MulAdd" || copyable[s] > 0)
+                                  : op == "MulAdd" && only_products_read[v] && copyable[s] == 2;
     } else if (product[s] && only_copy_readers[v]) {
       writer[v] = static_cast<int>(s);
       alone[v] = true;
     }
   }
   // A product reads any producer's copy; a MulAdd reads a factor's copy only where no fp32 result
-  // was written, so that it rounds nothing the producer did not.
+  // was written, so that it rounds nothing the producer did not (bf16 activations: any copy).
   auto reads_copy = [&](size_t s, size_t i) {
     if (i >= copyable[s] || steps[s].inputs[i] < 0) return false;
     const auto v = static_cast<size_t>(root(steps[s].inputs[i]));
-    return writer[v] >= 0 && (product[s] || alone[v]);
+    return writer[v] >= 0 && (product[s] || alone[v] || bf16_activations);
   };
   std::vector<Copy> copies;
   std::vector<int> copy_of(values.size(), -1);  // root value -> index in copies
   for (size_t s = 0; s < steps.size(); ++s) {
-    for (size_t i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < 3; ++i) {
       if (!reads_copy(s, i)) continue;
       const int v = root(steps[s].inputs[i]);
       int& c = copy_of[static_cast<size_t>(v)];
@@ -131,9 +133,10 @@ Bf16Copies PlanBf16Copies(const Plan& plan) {
       out.written[s] = copies[static_cast<size_t>(copy_of[static_cast<size_t>(step.outputs[0])])].offset;
       out.alone[s] = alone[static_cast<size_t>(step.outputs[0])];
     }
-    for (size_t i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < 3; ++i) {
       if (!reads_copy(s, i)) continue;
-      (i == 0 ? out.read : out.read_second)[s] = copies[static_cast<size_t>(copy_of[static_cast<size_t>(root(step.inputs[i]))])].offset;
+      std::vector<int64_t>& read = i == 0 ? out.read : i == 1 ? out.read_second : out.read_third;
+      read[s] = copies[static_cast<size_t>(copy_of[static_cast<size_t>(root(step.inputs[i]))])].offset;
     }
   }
   return out;

@@ -13,6 +13,11 @@
 // Where cuBLASLt has no algorithm writing bf16 with the product's epilogue, the product writes
 // fp32 and converts it itself (on an H100 that was so for four of the DCNv2 products,
 // most likely the ones with an fp32 bias; a bf16 bias would be the next thing to try).
+// With bf16-activations precision (backend.h) the rule that a MulAdd rounds nothing its producer
+// did not is dropped: a same-shape MulAdd reads any operand's copy (its addend too), and a MulAdd
+// or ConcatEmbeddingBags whose readers all read copies writes its copy alone. DCNv2's input and
+// residuals then stay bf16 throughout the cross network: each cross layer's MulAdd reads 6 bytes
+// an element and writes 2, where it read 10 and wrote 6.
 #pragma once
 
 #include <cstdint>
@@ -35,14 +40,17 @@ struct Bf16Copies {
   std::vector<int64_t> read;
   // Per plan step: the same for its second input (a MulAdd's second factor), or -1.
   std::vector<int64_t> read_second;
+  // Per plan step: the same for its third input (a MulAdd's addend, bf16-activations only), or -1.
+  std::vector<int64_t> read_third;
   int64_t bytes = 0;  // room for all copies; a copy's room is reused once its last reader ran,
                       // unless the plan keeps its values apart (Plan::separate_rooms)
 };
 
 // The copies worth making in `plan`: an FP32 value produced by a kernel that can write one and
 // read as the first operand of a MatMul or Gemm, or produced by a product writing the copy alone
-// and read as a factor of a same-shape MulAdd.
-Bf16Copies PlanBf16Copies(const Plan& plan);
+// and read as a factor of a same-shape MulAdd; with bf16_activations, any such value read by a
+// same-shape MulAdd (see above).
+Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations = false);
 
 // For tests: with false, PlanBf16Copies plans none (every product converts its operands).
 void EnableBf16Copies(bool on);

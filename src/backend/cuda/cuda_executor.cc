@@ -106,7 +106,7 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
       pos += Aligned(t.bytes());
     }
   }
-  if (precision == Precision::kBf16) RETURN_IF_ERROR(r->UploadBf16Weights(graph));
+  if (Bf16Products(precision)) RETURN_IF_ERROR(r->UploadBf16Weights(graph));
   return r;
 }
 
@@ -198,8 +198,8 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
   auto it = bindings_.find(plan.id());
   if (it != bindings_.end()) return &it->second;  // its bf16 operand room was reserved when it was bound
   Binding b;
-  if (ctx_.precision == Precision::kBf16) {
-    b.bf16_copies = PlanBf16Copies(plan);
+  if (Bf16Products(ctx_.precision)) {
+    b.bf16_copies = PlanBf16Copies(plan, ctx_.precision == Precision::kBf16Activations);
     bool grew_operands = false, grew_copies = false;
     RETURN_IF_ERROR(bf16_operands_.Reserve(Bf16OperandRoom(plan), &grew_operands));
     RETURN_IF_ERROR(bf16_copies_.Reserve(static_cast<size_t>(b.bf16_copies.bytes), &grew_copies));
@@ -284,13 +284,16 @@ Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s) {
                   step.state.get()};
   if (!b.bf16_copies.written.empty()) {
     auto* copies = static_cast<uint8_t*>(bf16_copies_.get());
-    const int64_t written = b.bf16_copies.written[s], read = b.bf16_copies.read[s], second = b.bf16_copies.read_second[s];
+    const int64_t written = b.bf16_copies.written[s], read = b.bf16_copies.read[s], second = b.bf16_copies.read_second[s],
+                  third = b.bf16_copies.read_third[s];
     ctx_.bf16_out = written >= 0 ? copies + written : nullptr;
     ctx_.bf16_out_alone = written >= 0 && b.bf16_copies.alone[s];
     ctx_.bf16_a = read >= 0 ? copies + read : nullptr;
     ctx_.bf16_a_source = read >= 0 ? b.step_inputs[s][0]->raw() : nullptr;
     ctx_.bf16_b = second >= 0 ? copies + second : nullptr;
     ctx_.bf16_b_source = second >= 0 ? b.step_inputs[s][1]->raw() : nullptr;
+    ctx_.bf16_c = third >= 0 ? copies + third : nullptr;
+    ctx_.bf16_c_source = third >= 0 ? b.step_inputs[s][2]->raw() : nullptr;
   }
   const bool profile = OpProfile::enabled();
   auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -312,7 +315,7 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
       ctx.stream = stream;
       ctx.bf16_out = nullptr;
       ctx.bf16_out_alone = false;
-      ctx.bf16_a = ctx.bf16_a_source = ctx.bf16_b = ctx.bf16_b_source = nullptr;
+      ctx.bf16_a = ctx.bf16_a_source = ctx.bf16_b = ctx.bf16_b_source = ctx.bf16_c = ctx.bf16_c_source = nullptr;
     }
   } restore{ctx_, main};
   if (!lanes || lanes->lanes <= 1) {
@@ -373,6 +376,7 @@ LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) c
     if (b.bf16_copies.read_second[s] >= 0) {
       access[s].reads.push_back(copy_range(b.bf16_copies.read_second[s], step.inputs[1]));
     }
+    if (b.bf16_copies.read_third[s] >= 0) access[s].reads.push_back(copy_range(b.bf16_copies.read_third[s], step.inputs[2]));
   }
   return ScheduleLanes(access, GraphLanes());
 }

@@ -36,14 +36,16 @@ struct DeviceContext {
   // Set for the step being launched (bf16_copies.h): where it writes a bf16 copy of its first
   // output (null: no copy wanted), beside the fp32 result or, with bf16_out_alone, instead of it
   // (a product writing bf16 always writes the copy alone); and bf16 copies, already written, of
-  // the fp32 arrays bf16_a_source and bf16_b_source, for a step whose first or second input that
-  // is (a product's A operand, a MulAdd's factors).
+  // the fp32 arrays bf16_a_source, bf16_b_source and bf16_c_source, for a step whose first,
+  // second or third input that is (a product's A operand, a MulAdd's factors and addend).
   void* bf16_out = nullptr;
   bool bf16_out_alone = false;
   const void* bf16_a_source = nullptr;
   const void* bf16_a = nullptr;
   const void* bf16_b_source = nullptr;
   const void* bf16_b = nullptr;
+  const void* bf16_c_source = nullptr;
+  const void* bf16_c = nullptr;
 };
 
 namespace cuda {

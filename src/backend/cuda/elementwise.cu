@@ -237,7 +237,7 @@ __global__ void MulAddKernel(IndexMap<3> m, int64_t n, const float* a, const flo
   }
 }
 
-// A same-shape MulAdd's factor: fp32, or the bf16 copy its producer wrote alone (bf16_copies.h).
+// A same-shape MulAdd's operand: fp32, or its producer's bf16 copy (bf16_copies.h).
 struct Factor {
   const float* f32 = nullptr;
   const __nv_bfloat16* bf16 = nullptr;
@@ -254,19 +254,19 @@ struct Factor {
 
 // All three operands of the output's shape, an element per step (any alignment). `out` null:
 // the result goes to the bf16 copy alone.
-__global__ void MulAddScalarKernel(Factor a, Factor b, const float* c, float* out, __nv_bfloat16* copy, int64_t n) {
+__global__ void MulAddScalarKernel(Factor a, Factor b, Factor c, float* out, __nv_bfloat16* copy, int64_t n) {
   RANKD_GRID_LOOP(i, n) {
-    float r = fmaf(a.At(i), b.At(i), c[i]);
+    float r = fmaf(a.At(i), b.At(i), c.At(i));
     if (out) out[i] = r;
     if (copy) copy[i] = __float2bfloat16_rn(r);
   }
 }
 
 // All three operands of the output's shape: four elements per step, no index arithmetic.
-__global__ void MulAddSameShapeKernel(Factor a, Factor b, const float4* c, float4* out, __nv_bfloat162* copy,
+__global__ void MulAddSameShapeKernel(Factor a, Factor b, Factor c, float4* out, __nv_bfloat162* copy,
                                       int64_t quads) {
   RANKD_GRID_LOOP(i, quads) {
-    float4 x = a.Quad(i), y = b.Quad(i), z = c[i];
+    float4 x = a.Quad(i), y = b.Quad(i), z = c.Quad(i);
     float4 r = make_float4(fmaf(x.x, y.x, z.x), fmaf(x.y, y.y, z.y), fmaf(x.z, y.z, z.z), fmaf(x.w, y.w, z.w));
     if (out) out[i] = r;
     if (copy) {
@@ -278,15 +278,13 @@ __global__ void MulAddSameShapeKernel(Factor a, Factor b, const float4* c, float
 
 bool AlignedTo(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// out = a * b + c over n elements of one shape; out may be a, b or c. Either factor may be read
+// out = a * b + c over n elements of one shape; out may be a, b or c. Any operand may be read
 // from its bf16 copy, and the result written to its bf16 copy alone (out null).
-Status MulAddSameShape(cudaStream_t stream, Factor a, Factor b, const float* c, float* out, int64_t n, void* bf16_copy) {
+Status MulAddSameShape(cudaStream_t stream, Factor a, Factor b, Factor c, float* out, int64_t n, void* bf16_copy) {
   if (n <= 0) return Status::Ok();
-  auto factor_aligned = [](const Factor& f) { return f.bf16 ? AlignedTo(f.bf16, 8) : AlignedTo(f.f32, 16); };
-  if (n % 4 == 0 && factor_aligned(a) && factor_aligned(b) && AlignedTo(c, 16) && AlignedTo(out, 16) &&
-      AlignedTo(bf16_copy, 8)) {
-    MulAddSameShapeKernel<<<Blocks(n / 4), kThreads, 0, stream>>>(a, b, reinterpret_cast<const float4*>(c),
-                                                                   reinterpret_cast<float4*>(out),
+  auto aligned = [](const Factor& f) { return f.bf16 ? AlignedTo(f.bf16, 8) : AlignedTo(f.f32, 16); };
+  if (n % 4 == 0 && aligned(a) && aligned(b) && aligned(c) && AlignedTo(out, 16) && AlignedTo(bf16_copy, 8)) {
+    MulAddSameShapeKernel<<<Blocks(n / 4), kThreads, 0, stream>>>(a, b, c, reinterpret_cast<float4*>(out),
                                                                    static_cast<__nv_bfloat162*>(bf16_copy), n / 4);
   } else {
     MulAddScalarKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, c, out, static_cast<__nv_bfloat16*>(bf16_copy), n);
@@ -302,10 +300,11 @@ Status MulAdd(const KernelArgs& k) {
   if (a.shape() == out.shape() && b.shape() == out.shape() && c.shape() == out.shape()) {
     Factor fa{a.data<float>(), d.bf16_a && d.bf16_a_source == a.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_a) : nullptr};
     Factor fb{b.data<float>(), d.bf16_b && d.bf16_b_source == b.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_b) : nullptr};
+    Factor fc{c.data<float>(), d.bf16_c && d.bf16_c_source == c.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_c) : nullptr};
     float* result = d.bf16_out && d.bf16_out_alone ? nullptr : out.data<float>();
-    return MulAddSameShape(d.stream, fa, fb, c.data<float>(), result, out.size(), d.bf16_out).WithContext(k.node.Describe());
+    return MulAddSameShape(d.stream, fa, fb, fc, result, out.size(), d.bf16_out).WithContext(k.node.Describe());
   }
-  if (d.bf16_a || d.bf16_b || d.bf16_out_alone) return Internal(k.node.Describe() + ": bf16 copies planned for a broadcasting MulAdd");
+  if (d.bf16_a || d.bf16_b || d.bf16_c || d.bf16_out_alone) return Internal(k.node.Describe() + ": bf16 copies planned for a broadcasting MulAdd");
   const Shape* shapes[3] = {&a.shape(), &b.shape(), &c.shape()};
   ASSIGN_OR_RETURN(IndexMap<3> m, BroadcastMap<3>(out.shape(), shapes));
   MulAddKernel<<<Blocks(out.size()), kThreads, 0, d.stream>>>(m, out.size(), a.data<float>(), b.data<float>(),

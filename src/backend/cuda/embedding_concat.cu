@@ -52,7 +52,7 @@ struct Launch {
   int32_t first_block[kPartsPerLaunch + 1] = {};  // part p's blocks: [first_block[p], first_block[p + 1])
   int64_t rows = 0;
   int64_t out_stride = 0;
-  float* out = nullptr;
+  float* out = nullptr;            // null when the bf16 copy is written alone
   __nv_bfloat16* copy = nullptr;  // when set, the output rounded to bf16 as well (bf16_copies.h)
   int* error = nullptr;
   int step = 0;
@@ -94,10 +94,12 @@ struct Vec<__half> : Vec16Bit<__half, __half2> {};
 template <>
 struct Vec<__nv_bfloat16> : Vec16Bit<__nv_bfloat16, __nv_bfloat162> {};
 
-// Where an output row goes: its fp32 columns, and its bf16 copy's (null when none is wanted).
+// Where an output row goes: its fp32 columns (null when the bf16 copy is written alone), and its
+// bf16 copy's (null when none is wanted). Both null: a row past the batch, not stored.
 struct Dst {
   float* out;
   __nv_bfloat16* copy;
+  __device__ bool stored() const { return out || copy; }
 };
 
 template <int N>
@@ -105,7 +107,7 @@ __device__ void Store(Dst dst, int64_t d0, const float (&v)[N], float scale) {
 #pragma unroll
   for (int i = 0; i < N; i += 4) {
     float4 r = make_float4(v[i] * scale, v[i + 1] * scale, v[i + 2] * scale, v[i + 3] * scale);
-    *reinterpret_cast<float4*>(dst.out + d0 + i) = r;
+    if (dst.out) *reinterpret_cast<float4*>(dst.out + d0 + i) = r;
     if (dst.copy) {
       __nv_bfloat162* c = reinterpret_cast<__nv_bfloat162*>(dst.copy + d0 + i);
       c[0] = __float22bfloat162_rn(make_float2(r.x, r.y));
@@ -115,7 +117,7 @@ __device__ void Store(Dst dst, int64_t d0, const float (&v)[N], float scale) {
 }
 
 __device__ void StoreOne(Dst dst, int64_t d, float v) {
-  dst.out[d] = v;
+  if (dst.out) dst.out[d] = v;
   if (dst.copy) dst.copy[d] = __float2bfloat16_rn(v);
 }
 
@@ -158,7 +160,7 @@ struct Slice {
   int* counts = nullptr;  // [kWarpsPerBlock]
 };
 
-// Bag [lo, hi) of part `p` into dst[0, dim) (no store when dst.out is null), 16-byte pieces per
+// Bag [lo, hi) of part `p` into dst[0, dim) (no store when !dst.stored()), 16-byte pieces per
 // lane. The warp reads its slice's ids kChunk at a time, one per lane in one coalesced load,
 // checks them there and hands them out by shuffles, so a table row is the only load on an id's
 // path and kIdsInFlight rows per lane are loaded before any is summed. Where a row needs at most
@@ -222,7 +224,7 @@ __device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
       }
       __syncthreads();  // before the next columns' sums overwrite these
     }
-    if (dst.out && active && group == 0 && slice.index == 0) {
+    if (dst.stored() && active && group == 0 && slice.index == 0) {
       Store(dst, d0, acc, p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f);
     }
   }
@@ -289,7 +291,7 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
   const bool real = b < launch.rows;
   if (!real && p.split == 1) return;  // a split bag's warps all reach its barriers
   const int64_t at = b * launch.out_stride + p.column;
-  const Dst dst = real ? Dst{launch.out + at, launch.copy ? launch.copy + at : nullptr} : Dst{nullptr, nullptr};
+  const Dst dst = real ? Dst{launch.out ? launch.out + at : nullptr, launch.copy ? launch.copy + at : nullptr} : Dst{nullptr, nullptr};
   if (p.copied) {
     const float* src = static_cast<const float*>(p.src) + b * p.dim;
     if (p.vector) {
@@ -412,7 +414,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
               launch.parts);
     launch.rows = rows;
     launch.out_stride = stride;
-    launch.out = out.data<float>();
+    launch.out = k.device->bf16_out && k.device->bf16_out_alone ? nullptr : out.data<float>();
     launch.copy = static_cast<__nv_bfloat16*>(k.device->bf16_out);
     launch.error = k.device->error;
     launch.step = k.step;

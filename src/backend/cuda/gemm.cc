@@ -34,7 +34,7 @@ int Alignment(const void* p) {
 Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput out, GemmCache::Entry& e) {
   const bool bf16_d = out != GemmOutput::kF32;
   cublasComputeType_t compute = ctx.precision == Precision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  cudaDataType_t operand = ctx.precision == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
+  cudaDataType_t operand = Bf16Products(ctx.precision) ? CUDA_R_16BF : CUDA_R_32F;
   RANKD_LT_RETURN(cublasLtMatmulDescCreate(&e.op, compute, CUDA_R_32F));
   cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -158,7 +158,7 @@ const void* Bf16Weight(const DeviceContext& ctx, const float* constant) { return
 // Whether the short-k kernel takes a product (bf16 precision: cuBLASLt would convert A and
 // often reduce split-K parts for a k tensor cores gain nothing on; short_k_gemm.h).
 bool TakesShortK(const DeviceContext& ctx, const GemmShape& g) {
-  return ctx.precision == Precision::kBf16 && g.batch == 1 && !g.trans_a && g.k > 0 && g.k < kShortK &&
+  return Bf16Products(ctx.precision) && g.batch == 1 && !g.trans_a && g.k > 0 && g.k < kShortK &&
          g.m <= kShortKMaxRows;
 }
 
@@ -168,7 +168,7 @@ bool TakesShortK(const DeviceContext& ctx, const GemmShape& g) {
 // kernel does not take it.
 std::optional<SmallRowsProduct> FewRowsProduct(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b,
                                                float* c, float alpha, float beta, const float* bias, void* bf16_d) {
-  if (ctx.precision != Precision::kBf16 || g.batch != 1 || g.trans_a) return std::nullopt;
+  if (!Bf16Products(ctx.precision) || g.batch != 1 || g.trans_a) return std::nullopt;
   if (g.m > kSmallRows && g.n > kSmallRows) return std::nullopt;
   const void* weight = g.trans_b ? Bf16Copy(ctx.bf16_weights, b) : Bf16Copy(ctx.bf16_weights_nk, b);
   if (!weight) return std::nullopt;
@@ -246,7 +246,7 @@ GemmCache::~GemmCache() {
 
 Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, float* c, float alpha, float beta,
              const float* bias, void* bf16_d) {
-  if (ctx.precision != Precision::kBf16) bf16_d = nullptr;
+  if (!Bf16Products(ctx.precision)) bf16_d = nullptr;
   if (g.m == 0 || g.n == 0 || g.batch == 0) return Status::Ok();
   if (g.k == 0) {  // an empty product: only C = 0 is supported without a kernel of its own
     if (beta != 0.0f || g.epilogue != Epilogue::kNone) return Unimplemented("a product over an empty dimension with C or an epilogue");
@@ -268,7 +268,7 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   if (auto few = FewRowsProduct(ctx, g, a, b, c, alpha, beta, bias, bf16_d)) return SmallRowsGemm(ctx.stream, *few);
   const void* op_a = a;
   const void* op_b = b;
-  if (ctx.precision == Precision::kBf16) RETURN_IF_ERROR(ConvertOperands(ctx, g, a, b, op_a, op_b));
+  if (Bf16Products(ctx.precision)) RETURN_IF_ERROR(ConvertOperands(ctx, g, a, b, op_a, op_b));
   // The entry for a bf16 output, or for an fp32 one when there is none or cuBLASLt has no
   // algorithm for it. A bf16 output takes the bias's bf16 copy where there is one: cuBLASLt may
   // have no algorithm for a bf16 output with an fp32 bias (seen on the H100).
