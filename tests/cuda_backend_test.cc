@@ -210,7 +210,8 @@ OpCase BagsConcat(const char* name, int parts, int64_t bags) {
 // lane groups), ragged, about 50 ids a bag; FP16 rows of 24 (three 16-byte pieces, a lane of every
 // four idle), ragged, about 20; FP32 rows of 264 (wider than a warp's 16-byte loads), 90 padded
 // slots a bag; sum and mean. With more than 16,384 bags in all the launch takes its large shape,
-// a warp per bag.
+// a lane group per bag (two groups a warp for the BF16 rows, eight for the FP16, one for the
+// FP32, which takes its 264 columns in two passes).
 OpCase BagsConcatLong(const char* name, int64_t rows) {
   return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
             std::vector<int> ins, part = BagInputs(g, in, rng, "0", 2000, 128, rows, 100, 0.05, 0.1, DType::kBF16, false);
@@ -330,6 +331,7 @@ std::vector<OpCase> Cases() {
       BagsConcat("concat_bags", 6, 67),
       BagsConcat("concat_bags_one_row", 5, 1),
       BagsConcat("concat_bags_two_launches", 61, 40),
+      BagsConcat("concat_bags_large_launch", 6, 3000),  // 18,000 bags: lane groups, copies, lookups
       BagsConcatAllEmpty(),
       BagsConcatLong("concat_bags_long", 37),
       BagsConcatLong("concat_bags_long_large_launch", 5500),
@@ -492,6 +494,35 @@ TEST_P(CudaOpTest, MatchesCpuOnRandomInputs) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, CudaOpTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<OpCase>& info) { return std::string(info.param.name); });
+
+// A concatenation of more than 16,384 bags (the large launch, a lane group per bag) with one id
+// past its table, in the last bag: the run fails naming it, and with that id fixed the
+// concatenation scores as the CPU's.
+TEST(CudaBackend, IdOutOfRangeInALargeConcatenationFailsThatRunOnly) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(12);
+  GraphBuilder g;
+  std::vector<Tensor> in;
+  std::vector<int> ins = BagInputs(g, in, rng, "0", 700, 128, 9000, 6, 0.1, 0.1, DType::kBF16, false);
+  std::vector<int> more = BagInputs(g, in, rng, "1", 90, 32, 9000, 3, 0.1, 0.1, DType::kF32, false);
+  ins.insert(ins.end(), more.begin(), more.end());
+  g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", std::vector<int64_t>{3, 3}}, {"modes", std::vector<int64_t>{0, 1}}}));
+  Tensor& values = in[2];  // the second part's ids
+  ASSERT_GT(values.size(), 0);
+  const int64_t good = values.data<int64_t>()[values.size() - 1];
+  values.data<int64_t>()[values.size() - 1] = 90;
+  auto failed = testing::RunGraph(g.graph(), in, {}, *cuda);
+  ASSERT_FALSE(failed.ok()) << "an id past the table was read";
+  EXPECT_EQ(failed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(failed.status().message().find("out of range"), std::string::npos) << failed.status().ToString();
+  values.data<int64_t>()[values.size() - 1] = good;
+  auto got = testing::RunGraph(g.graph(), in, {}, *cuda);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  auto want = testing::RunGraph(g.graph(), in);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  EXPECT_LE(testing::RelativeError((*got)[0], (*want)[0]), 1e-3);
+}
 
 TEST(CudaBackend, IdOutOfRangeFailsThatRunOnly) {
   const Backend* cuda = testing::CudaOrNull();

@@ -7,6 +7,8 @@
 // straight into the part's columns of the output.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <limits>
 #include <map>
 #include <vector>
@@ -44,12 +46,15 @@ struct Part {
   bool mean = false;
   bool vector = false;  // 16-byte loads and stores
   bool copied = false;  // a value copied into its columns, not a bag
+  bool grouped = false;  // large launches: a lane group per bag (PoolGrouped), ids below 2^31
   uint8_t split = 1;    // warps per bag, a power of two up to kWarpsPerBlock (16-byte bags only)
+  uint8_t bags_per_warp = 1;  // with grouped: the warp's lane groups, each pooling a bag of its own
 };
 
 struct Launch {
   Part parts[kPartsPerLaunch];
   int32_t first_block[kPartsPerLaunch + 1] = {};  // part p's blocks: [first_block[p], first_block[p + 1])
+  int32_t part_count = 0;
   int64_t rows = 0;
   int64_t out_stride = 0;
   float* out = nullptr;            // null when the bf16 copy is written alone
@@ -102,16 +107,32 @@ struct Dst {
   __device__ bool stored() const { return out || copy; }
 };
 
+// N (4 or 8) consecutive elements, times scale: 16-byte fp32 stores, and 8-byte stores of their
+// bf16 copy, or one 16-byte store where its address allows.
 template <int N>
 __device__ void Store(Dst dst, int64_t d0, const float (&v)[N], float scale) {
+  static_assert(N == 4 || N == 8, "four or eight elements");
+  float r[N];
 #pragma unroll
-  for (int i = 0; i < N; i += 4) {
-    float4 r = make_float4(v[i] * scale, v[i + 1] * scale, v[i + 2] * scale, v[i + 3] * scale);
-    if (dst.out) *reinterpret_cast<float4*>(dst.out + d0 + i) = r;
-    if (dst.copy) {
-      __nv_bfloat162* c = reinterpret_cast<__nv_bfloat162*>(dst.copy + d0 + i);
-      c[0] = __float22bfloat162_rn(make_float2(r.x, r.y));
-      c[1] = __float22bfloat162_rn(make_float2(r.z, r.w));
+  for (int i = 0; i < N; ++i) r[i] = v[i] * scale;
+  if (dst.out) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) *reinterpret_cast<float4*>(dst.out + d0 + i) = make_float4(r[i], r[i + 1], r[i + 2], r[i + 3]);
+  }
+  if (dst.copy) {
+    __nv_bfloat162 c[N / 2];
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) c[i] = __float22bfloat162_rn(make_float2(r[2 * i], r[2 * i + 1]));
+    const uint2* quads = reinterpret_cast<const uint2*>(c);  // four bf16 each
+    uint2* to = reinterpret_cast<uint2*>(dst.copy + d0);
+    if constexpr (N == 8) {
+      if (reinterpret_cast<uintptr_t>(to) % 16 == 0) {
+        *reinterpret_cast<uint4*>(to) = make_uint4(quads[0].x, quads[0].y, quads[1].x, quads[1].y);
+      } else {
+        to[0] = quads[0], to[1] = quads[1];
+      }
+    } else {
+      to[0] = quads[0];
     }
   }
 }
@@ -145,7 +166,7 @@ __device__ int64_t Checked(int64_t id, const Part& p, bool report, int* error, i
 }
 
 // Lanes that cover a row of `chunks` 16-byte pieces: a power of two, the whole warp at most.
-__device__ int RowLanes(int64_t chunks) {
+__host__ __device__ inline int RowLanes(int64_t chunks) {
   int lanes = 1;
   while (lanes < kWarp && lanes < chunks) lanes *= 2;
   return lanes;
@@ -253,9 +274,52 @@ __device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
   }
 }
 
-template <int kIdsInFlight, typename Row>
+// Bag [lo, hi) of part `p` into dst[0, dim) by one lane group of `row_lanes` lanes (the group-th of
+// its warp; the other groups pool bags of their own), 16-byte pieces per lane. The group reads its
+// bag's ids row_lanes at a time, a lane each, checks them there and hands them out by shuffles
+// within the group, kIdsInFlight rows per lane in flight; each lane sums its columns in the ids'
+// order, as the CPU does. Ids below 2^31 (Part::grouped).
+template <int kIdsInFlight, typename Row, typename Id>
+__device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, int group, Dst dst, int* error,
+                            int step) {
+  constexpr int V = Vec<Row>::kN;
+  const Row* table = static_cast<const Row*>(p.src);
+  const Id* ids = static_cast<const Id*>(p.ids);
+  const unsigned mask = row_lanes == kWarp ? kAllLanes : ((1u << row_lanes) - 1u) << (group * row_lanes);
+  for (int first_d = 0; first_d < p.dim; first_d += row_lanes * V) {
+    const int d0 = first_d + lane * V;
+    const bool active = d0 < p.dim;
+    float acc[V] = {};
+    int count = 0;
+    for (int64_t base = lo; base < hi; base += row_lanes) {
+      const int n = static_cast<int>(min(static_cast<int64_t>(row_lanes), hi - base));
+      const int mine = lane < n ? static_cast<int>(Checked(static_cast<int64_t>(ids[base + lane]), p, first_d == 0, error, step)) : -1;
+      for (int k = 0; k < n; k += kIdsInFlight) {
+        typename Vec<Row>::Raw raw[kIdsInFlight];
+        int id[kIdsInFlight];
+#pragma unroll
+        for (int u = 0; u < kIdsInFlight; ++u) {
+          id[u] = __shfl_sync(mask, mine, (k + u) % row_lanes, row_lanes);
+          if (k + u >= n) id[u] = -1;
+          if (id[u] >= 0 && active) raw[u] = Vec<Row>::Load(table + static_cast<int64_t>(id[u]) * p.dim + d0);
+        }
+#pragma unroll
+        for (int u = 0; u < kIdsInFlight; ++u) {
+          if (id[u] < 0) continue;
+          ++count;
+          if (active) Vec<Row>::Add(raw[u], acc);
+        }
+      }
+    }
+    if (dst.stored() && active) Store(dst, d0, acc, p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f);
+  }
+}
+
+// A warp's bag: 16-byte pieces (PoolVector) or an element per lane. A launch of grouped bags has
+// no 16-byte part that is not grouped, and does not compile PoolVector (its registers).
+template <int kIdsInFlight, bool kGrouped, typename Row>
 __device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step, Slice slice) {
-  if (p.vector) {
+  if (!kGrouped && p.vector) {
     if (p.wide_ids) PoolVector<kIdsInFlight, Row, int64_t>(p, lo, hi, lane, dst, error, step, slice);
     else PoolVector<kIdsInFlight, Row, int32_t>(p, lo, hi, lane, dst, error, step, slice);
   } else {
@@ -270,22 +334,82 @@ __device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, i
 // loads short (long bags split; at 512 pairs 26 µs with three blocks an SM against 41 µs with
 // two); a large one fills every SM, and four blocks an SM gave 0.95 ms at 32,768 pairs against
 // 1.16 with three, 1.21 with six (two rows in flight) and 1.61 with two (eight rows in flight).
-template <int kInFlight, int kMinBlocksPerSm>
+template <int kInFlight, int kMinBlocksPerSm, bool kGroupedBags>
 struct Shape {
   static constexpr int kIdsInFlight = kInFlight;
   static constexpr int kMinBlocks = kMinBlocksPerSm;
+  static constexpr bool kGrouped = kGroupedBags;  // 16-byte bags pooled by lane groups (PoolGrouped)
 };
-using SmallLaunch = Shape<4, 3>;
-using LargeLaunch = Shape<4, 4>;
+using SmallLaunch = Shape<4, 3, false>;
+using LargeLaunch = Shape<4, 4, true>;
+// TEMPORARY A/B (RANKD_CONCAT_SHAPE=4|3|old), removed after measuring.
+using LargeLaunch3 = Shape<4, 3, true>;
+using OldLargeLaunch = Shape<4, 4, false>;
+int AbShape() {
+  static const int shape = [] {
+    const char* v = std::getenv("RANKD_CONCAT_SHAPE");
+    if (!v) return 4;
+    if (std::string(v) == "old") return 0;
+    return std::atoi(v);
+  }();
+  return shape;
+}
+
+// Bag b's ids [lo, hi) in part p's ids; bad offsets are reported (when `report`) and give an empty bag.
+__device__ void BagRange(const Part& p, int64_t b, bool report, int* error, int step, int64_t& lo, int64_t& hi) {
+  lo = p.offsets ? p.offsets[b] : b * p.width;
+  hi = p.offsets ? p.offsets[b + 1] : (b + 1) * p.width;
+  if (p.id_column >= 0) {
+    lo += p.id_column;
+    hi = lo + 1;
+  }
+  if (lo < 0 || hi < lo || hi > p.n_ids) {
+    if (report) ReportBadData(error, step);
+    lo = hi = 0;
+  }
+}
+
+// The part whose blocks hold this block: the last with first_block <= blockIdx.x.
+__device__ int PartOfBlock(const Launch& launch) {
+  const auto block = static_cast<int32_t>(blockIdx.x);
+  int lo = 0, hi = launch.part_count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (launch.first_block[mid] <= block) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+template <typename S, typename Row>
+__device__ void PoolGroupedPart(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, int group,
+                                Dst dst) {
+  if (p.wide_ids) PoolGrouped<S::kIdsInFlight, Row, int64_t>(p, lo, hi, lane, row_lanes, group, dst, launch.error, launch.step);
+  else PoolGrouped<S::kIdsInFlight, Row, int32_t>(p, lo, hi, lane, row_lanes, group, dst, launch.error, launch.step);
+}
 
 template <typename S>
 __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatKernel(const __grid_constant__ Launch launch) {
   __shared__ float sums[kWarpsPerBlock * kWarp * kMaxVec];
   __shared__ int counts[kWarpsPerBlock];
-  int part = 0;
-  while (static_cast<int32_t>(blockIdx.x) >= launch.first_block[part + 1]) ++part;
+  const int part = PartOfBlock(launch);
   const Part& p = launch.parts[part];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  if (S::kGrouped && p.grouped) {
+    const int row_lanes = kWarp / p.bags_per_warp, group = lane / row_lanes;
+    const int64_t b = (static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * kWarpsPerBlock + warp) * p.bags_per_warp + group;
+    if (b >= launch.rows) return;  // the group's shuffles involve its own lanes only
+    int64_t lo = 0, hi = 0;
+    BagRange(p, b, lane % row_lanes == 0, launch.error, launch.step, lo, hi);
+    const int64_t at = b * launch.out_stride + p.column;
+    const Dst dst{launch.out ? launch.out + at : nullptr, launch.copy ? launch.copy + at : nullptr};
+    switch (p.row_type) {
+      case RowType::kF32: PoolGroupedPart<S, float>(launch, p, lo, hi, lane % row_lanes, row_lanes, group, dst); break;
+      case RowType::kF16: PoolGroupedPart<S, __half>(launch, p, lo, hi, lane % row_lanes, row_lanes, group, dst); break;
+      case RowType::kBF16: PoolGroupedPart<S, __nv_bfloat16>(launch, p, lo, hi, lane % row_lanes, row_lanes, group, dst); break;
+    }
+    return;
+  }
   const Slice slice{warp % p.split, p.split, sums, counts};
   const int64_t b = static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * (kWarpsPerBlock / p.split) + warp / p.split;
   const bool real = b < launch.rows;
@@ -306,22 +430,11 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
     return;
   }
   int64_t lo = 0, hi = 0;
-  if (real) {
-    lo = p.offsets ? p.offsets[b] : b * p.width;
-    hi = p.offsets ? p.offsets[b + 1] : (b + 1) * p.width;
-  }
-  if (p.id_column >= 0) {
-    lo += p.id_column;
-    hi = lo + 1;
-  }
-  if (lo < 0 || hi < lo || hi > p.n_ids) {
-    if (lane == 0) ReportBadData(launch.error, launch.step);
-    lo = hi = 0;
-  }
+  if (real) BagRange(p, b, lane == 0, launch.error, launch.step, lo, hi);
   switch (p.row_type) {
-    case RowType::kF32: Pool<S::kIdsInFlight, float>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
-    case RowType::kF16: Pool<S::kIdsInFlight, __half>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
-    case RowType::kBF16: Pool<S::kIdsInFlight, __nv_bfloat16>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
+    case RowType::kF32: Pool<S::kIdsInFlight, S::kGrouped, float>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
+    case RowType::kF16: Pool<S::kIdsInFlight, S::kGrouped, __half>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
+    case RowType::kBF16: Pool<S::kIdsInFlight, S::kGrouped, __nv_bfloat16>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
   }
 }
 
@@ -402,6 +515,11 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       if (p.vector && p.id_column < 0 && split_allowed) {
         p.split = SplitFor(count == 3 ? static_cast<double>(p.n_ids) / static_cast<double>(rows) : p.width);
       }
+      if (p.vector && !split_allowed && AbShape() != 0) {  // LargeLaunch: 16-byte bags go to lane groups, or an element a lane
+        p.grouped = p.table_rows <= std::numeric_limits<int32_t>::max();
+        p.vector = p.grouped;
+        p.bags_per_warp = static_cast<uint8_t>(kWarp / RowLanes(p.dim / v));
+      }
     }
     column += p.dim;
     first += count;
@@ -412,6 +530,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     size_t n = std::min(parts.size() - begin, static_cast<size_t>(kPartsPerLaunch));
     std::copy(parts.begin() + static_cast<std::ptrdiff_t>(begin), parts.begin() + static_cast<std::ptrdiff_t>(begin + n),
               launch.parts);
+    launch.part_count = static_cast<int32_t>(n);
     launch.rows = rows;
     launch.out_stride = stride;
     launch.out = k.device->bf16_out && k.device->bf16_out_alone ? nullptr : out.data<float>();
@@ -420,7 +539,8 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     launch.step = k.step;
     int64_t blocks = 0;
     for (size_t i = 0; i < n; ++i) {
-      const int64_t bags_per_block = kWarpsPerBlock / launch.parts[i].split;
+      const Part& part = launch.parts[i];
+      const int64_t bags_per_block = part.grouped ? kWarpsPerBlock * part.bags_per_warp : kWarpsPerBlock / part.split;
       blocks += (rows + bags_per_block - 1) / bags_per_block;
       if (blocks > std::numeric_limits<int32_t>::max()) return Internal(k.node.Describe() + ": too many rows for one launch");
       launch.first_block[i + 1] = static_cast<int32_t>(blocks);
@@ -428,7 +548,13 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     if (split_allowed) {
       ConcatKernel<SmallLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
     } else {
-      ConcatKernel<LargeLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+      if (AbShape() == 0) {
+        ConcatKernel<OldLargeLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+      } else if (AbShape() == 3) {
+        ConcatKernel<LargeLaunch3><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+      } else {
+        ConcatKernel<LargeLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+      }
     }
   }
   return Launched(k);
