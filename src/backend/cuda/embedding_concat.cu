@@ -1,14 +1,13 @@
 // CUDA kernel of ConcatEmbeddingBags (cpu/embedding_bag.cc is the reference): every part of a
-// concatenation in one launch, a warp per (row, part), or several for a part whose bags are long
-// (Part::split). A bag part pools its ids' table rows
+// concatenation in one launch. A small launch takes a warp per (row, part), or several for a part
+// whose bags are long (Part::split); a large one a lane group per bag, as many bags a warp as a
+// table row leaves lane groups (Part::grouped). A bag part pools its ids' table rows
 // (negative ids skipped, an empty bag gives zeros, ids out of range reported through the
 // executor's error word and skipped); a copied part copies its row. Rows are read 16 bytes per
 // lane (4 FP32 or 8 FP16/BF16 elements) where the table's width and alignment allow, and written
 // straight into the part's columns of the output.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 #include <limits>
 #include <map>
 #include <vector>
@@ -333,7 +332,11 @@ __device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, i
 // concatenation from bf16 tables): a small launch fills few SMs and wants each warp's chain of
 // loads short (long bags split; at 512 pairs 26 µs with three blocks an SM against 41 µs with
 // two); a large one fills every SM, and four blocks an SM gave 0.95 ms at 32,768 pairs against
-// 1.16 with three, 1.21 with six (two rows in flight) and 1.61 with two (eight rows in flight).
+// 1.16 with three, 1.21 with six (two rows in flight) and 1.61 with two (eight rows in flight),
+// a warp per bag. With a lane group per bag (H200, bf16 tables, the bf16 copy alone) it took
+// 0.566 ms with four blocks an SM (64 registers, a few spilled), 0.640 with three (80, none), and
+// 0.904 with a warp per bag: half the instructions, as a warp no longer idles half its lanes on
+// a short bag nor sums its halves by shuffles.
 template <int kInFlight, int kMinBlocksPerSm, bool kGroupedBags>
 struct Shape {
   static constexpr int kIdsInFlight = kInFlight;
@@ -342,18 +345,6 @@ struct Shape {
 };
 using SmallLaunch = Shape<4, 3, false>;
 using LargeLaunch = Shape<4, 4, true>;
-// TEMPORARY A/B (RANKD_CONCAT_SHAPE=4|3|old), removed after measuring.
-using LargeLaunch3 = Shape<4, 3, true>;
-using OldLargeLaunch = Shape<4, 4, false>;
-int AbShape() {
-  static const int shape = [] {
-    const char* v = std::getenv("RANKD_CONCAT_SHAPE");
-    if (!v) return 4;
-    if (std::string(v) == "old") return 0;
-    return std::atoi(v);
-  }();
-  return shape;
-}
 
 // Bag b's ids [lo, hi) in part p's ids; bad offsets are reported (when `report`) and give an empty bag.
 __device__ void BagRange(const Part& p, int64_t b, bool report, int* error, int step, int64_t& lo, int64_t& hi) {
@@ -515,7 +506,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       if (p.vector && p.id_column < 0 && split_allowed) {
         p.split = SplitFor(count == 3 ? static_cast<double>(p.n_ids) / static_cast<double>(rows) : p.width);
       }
-      if (p.vector && !split_allowed && AbShape() != 0) {  // LargeLaunch: 16-byte bags go to lane groups, or an element a lane
+      if (p.vector && !split_allowed) {  // LargeLaunch: 16-byte bags go to lane groups, or an element a lane
         p.grouped = p.table_rows <= std::numeric_limits<int32_t>::max();
         p.vector = p.grouped;
         p.bags_per_warp = static_cast<uint8_t>(kWarp / RowLanes(p.dim / v));
@@ -548,13 +539,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     if (split_allowed) {
       ConcatKernel<SmallLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
     } else {
-      if (AbShape() == 0) {
-        ConcatKernel<OldLargeLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
-      } else if (AbShape() == 3) {
-        ConcatKernel<LargeLaunch3><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
-      } else {
-        ConcatKernel<LargeLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
-      }
+      ConcatKernel<LargeLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
     }
   }
   return Launched(k);
