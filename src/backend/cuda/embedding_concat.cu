@@ -8,6 +8,7 @@
 // straight into the part's columns of the output.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <vector>
@@ -48,6 +49,7 @@ struct Part {
   bool grouped = false;  // large launches: a lane group per bag (PoolGrouped), ids below 2^31
   uint8_t split = 1;    // warps per bag, a power of two up to kWarpsPerBlock (16-byte bags only)
   uint8_t bags_per_warp = 1;  // with grouped: the warp's lane groups, each pooling a bag of its own
+  uint8_t chunks_per_lane = 1;  // with grouped: 16-byte pieces of a row each lane of a group reads
 };
 
 struct Launch {
@@ -274,43 +276,57 @@ __device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
 }
 
 // Bag [lo, hi) of part `p` into dst[0, dim) by one lane group of `row_lanes` lanes (the group-th of
-// its warp; the other groups pool bags of their own), 16-byte pieces per lane. The group reads its
-// bag's ids row_lanes at a time, a lane each, checks them there and hands them out by shuffles
-// within the group, kIdsInFlight rows per lane in flight; each lane sums its columns in the ids'
-// order, as the CPU does. Ids below 2^31 (Part::grouped).
-template <int kIdsInFlight, typename Row, typename Id>
+// its warp; the other groups pool bags of their own), kChunks 16-byte pieces per lane. The group
+// reads its bag's ids row_lanes at a time, a lane each, checks them there and hands them out by
+// shuffles within the group, kIdsInFlight rows per lane in flight; each lane sums its columns in
+// the ids' order, as the CPU does. Ids below 2^31 (Part::grouped).
+template <int kIdsInFlight, int kChunks, typename Row, typename Id>
 __device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, int group, Dst dst, int* error,
                             int step) {
   constexpr int V = Vec<Row>::kN;
   const Row* table = static_cast<const Row*>(p.src);
   const Id* ids = static_cast<const Id*>(p.ids);
   const unsigned mask = row_lanes == kWarp ? kAllLanes : ((1u << row_lanes) - 1u) << (group * row_lanes);
-  for (int first_d = 0; first_d < p.dim; first_d += row_lanes * V) {
-    const int d0 = first_d + lane * V;
-    const bool active = d0 < p.dim;
-    float acc[V] = {};
+  for (int first_d = 0; first_d < p.dim; first_d += row_lanes * V * kChunks) {
+    const int d0 = first_d + lane * V * kChunks;
+    bool active[kChunks];
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) active[c] = d0 + c * V < p.dim;
+    float acc[kChunks][V] = {};
     int count = 0;
     for (int64_t base = lo; base < hi; base += row_lanes) {
       const int n = static_cast<int>(min(static_cast<int64_t>(row_lanes), hi - base));
       const int mine = lane < n ? static_cast<int>(Checked(static_cast<int64_t>(ids[base + lane]), p, first_d == 0, error, step)) : -1;
       for (int k = 0; k < n; k += kIdsInFlight) {
-        typename Vec<Row>::Raw raw[kIdsInFlight];
+        typename Vec<Row>::Raw raw[kIdsInFlight][kChunks];
         int id[kIdsInFlight];
 #pragma unroll
         for (int u = 0; u < kIdsInFlight; ++u) {
           id[u] = __shfl_sync(mask, mine, (k + u) % row_lanes, row_lanes);
           if (k + u >= n) id[u] = -1;
-          if (id[u] >= 0 && active) raw[u] = Vec<Row>::Load(table + static_cast<int64_t>(id[u]) * p.dim + d0);
+          const Row* row = table + static_cast<int64_t>(id[u]) * p.dim + d0;
+#pragma unroll
+          for (int c = 0; c < kChunks; ++c) {
+            if (id[u] >= 0 && active[c]) raw[u][c] = Vec<Row>::Load(row + c * V);
+          }
         }
 #pragma unroll
         for (int u = 0; u < kIdsInFlight; ++u) {
           if (id[u] < 0) continue;
           ++count;
-          if (active) Vec<Row>::Add(raw[u], acc);
+#pragma unroll
+          for (int c = 0; c < kChunks; ++c) {
+            if (active[c]) Vec<Row>::Add(raw[u][c], acc[c]);
+          }
         }
       }
     }
-    if (dst.stored() && active) Store(dst, d0, acc, p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f);
+    if (!dst.stored()) continue;
+    const float scale = p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      if (active[c]) Store(dst, d0 + c * V, acc[c], scale);
+    }
   }
 }
 
@@ -375,8 +391,15 @@ __device__ int PartOfBlock(const Launch& launch) {
 template <typename S, typename Row>
 __device__ void PoolGroupedPart(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, int group,
                                 Dst dst) {
-  if (p.wide_ids) PoolGrouped<S::kIdsInFlight, Row, int64_t>(p, lo, hi, lane, row_lanes, group, dst, launch.error, launch.step);
-  else PoolGrouped<S::kIdsInFlight, Row, int32_t>(p, lo, hi, lane, row_lanes, group, dst, launch.error, launch.step);
+  // Two pieces a lane halve the lanes a row takes, so twice the bags share a warp's instructions;
+  // half the rows in flight a lane keep the registers (and the rows in flight a warp) as before.
+  if (p.chunks_per_lane == 2) {
+    if (p.wide_ids) PoolGrouped<S::kIdsInFlight / 2, 2, Row, int64_t>(p, lo, hi, lane, row_lanes, group, dst, launch.error, launch.step);
+    else PoolGrouped<S::kIdsInFlight / 2, 2, Row, int32_t>(p, lo, hi, lane, row_lanes, group, dst, launch.error, launch.step);
+  } else {
+    if (p.wide_ids) PoolGrouped<S::kIdsInFlight, 1, Row, int64_t>(p, lo, hi, lane, row_lanes, group, dst, launch.error, launch.step);
+    else PoolGrouped<S::kIdsInFlight, 1, Row, int32_t>(p, lo, hi, lane, row_lanes, group, dst, launch.error, launch.step);
+  }
 }
 
 template <typename S>
@@ -436,6 +459,15 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // large one throughput (H100, ncu, W1's concatenation: 13,312 bags at 512 pairs, 29 µs split
 // against 36; 851,968 at 32,768 pairs, 1.32 ms against 1.16).
 constexpr int64_t kSplitBagsUpTo = 16384;
+
+// TEMPORARY A/B (RANKD_CONCAT_CHUNKS=2|1), removed after measuring.
+int ChunksAb() {
+  static const int chunks = [] {
+    const char* v = std::getenv("RANKD_CONCAT_CHUNKS");
+    return v ? std::atoi(v) : 2;
+  }();
+  return chunks;
+}
 
 // Warps per bag for bags of about `ids` ids: kChunk ids or more each, so that a long bag is not one
 // warp's chain of loads.
@@ -509,7 +541,9 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       if (p.vector && !split_allowed) {  // LargeLaunch: 16-byte bags go to lane groups, or an element a lane
         p.grouped = p.table_rows <= std::numeric_limits<int32_t>::max();
         p.vector = p.grouped;
-        p.bags_per_warp = static_cast<uint8_t>(kWarp / RowLanes(p.dim / v));
+        const int64_t chunks = p.dim / v;
+        p.chunks_per_lane = chunks >= 16 && ChunksAb() == 2 ? 2 : 1;  // rows of 16 pieces or more
+        p.bags_per_warp = static_cast<uint8_t>(kWarp / RowLanes((chunks + p.chunks_per_lane - 1) / p.chunks_per_lane));
       }
     }
     column += p.dim;
