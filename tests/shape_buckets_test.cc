@@ -316,8 +316,8 @@ TEST(BucketedModel, BstSequencesAreBucketedUnlessAUserHasNoHistory) {
 
 #if RANKD_HAVE_CUDA
 // Captures with steps on several lanes (runtime/step_lanes.h) score as captures on one stream,
-// in fp32 and bf16, with as many kernels; DIN's and BST's graphs have fewer kernels in a row
-// than in all.
+// in fp32, bf16 and bf16-activations, with as many kernels; DIN's and BST's graphs have fewer
+// kernels in a row than in all.
 TEST_P(BucketedZooTest, CapturesOnLanesScoreAsOnOneStream) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
@@ -330,7 +330,8 @@ TEST_P(BucketedZooTest, CapturesOnLanesScoreAsOnOneStream) {
       cuda::EnableGemmTuning(true);
     }
   } restore;
-  for (const char* precision : {"fp32", "bf16"}) {
+  // bf16-activations: a MulAdd's lane must also wait for the copy its addend reads.
+  for (const char* precision : {"fp32", "bf16", "bf16-activations"}) {
     std::vector<std::unique_ptr<Model>> models;
     for (int lanes : {1, 4}) {
       cuda::SetGraphLanes(lanes);
