@@ -238,7 +238,7 @@ __global__ void MulAddKernel(IndexMap<3> m, int64_t n, const float* a, const flo
 }
 
 // A same-shape MulAdd's operand: fp32, or its producer's bf16 copy (bf16_copies.h).
-struct Factor {
+struct Operand {
   const float* f32 = nullptr;
   const __nv_bfloat16* bf16 = nullptr;
   __device__ float At(int64_t i) const { return bf16 ? __bfloat162float(bf16[i]) : f32[i]; }
@@ -254,7 +254,7 @@ struct Factor {
 
 // All three operands of the output's shape, an element per step (any alignment). `out` null:
 // the result goes to the bf16 copy alone.
-__global__ void MulAddScalarKernel(Factor a, Factor b, Factor c, float* out, __nv_bfloat16* copy, int64_t n) {
+__global__ void MulAddScalarKernel(Operand a, Operand b, Operand c, float* out, __nv_bfloat16* copy, int64_t n) {
   RANKD_GRID_LOOP(i, n) {
     float r = fmaf(a.At(i), b.At(i), c.At(i));
     if (out) out[i] = r;
@@ -263,7 +263,7 @@ __global__ void MulAddScalarKernel(Factor a, Factor b, Factor c, float* out, __n
 }
 
 // All three operands of the output's shape: four elements per step, no index arithmetic.
-__global__ void MulAddSameShapeKernel(Factor a, Factor b, Factor c, float4* out, __nv_bfloat162* copy,
+__global__ void MulAddSameShapeKernel(Operand a, Operand b, Operand c, float4* out, __nv_bfloat162* copy,
                                       int64_t quads) {
   RANKD_GRID_LOOP(i, quads) {
     float4 x = a.Quad(i), y = b.Quad(i), z = c.Quad(i);
@@ -280,9 +280,9 @@ bool AlignedTo(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr
 
 // out = a * b + c over n elements of one shape; out may be a, b or c. Any operand may be read
 // from its bf16 copy, and the result written to its bf16 copy alone (out null).
-Status MulAddSameShape(cudaStream_t stream, Factor a, Factor b, Factor c, float* out, int64_t n, void* bf16_copy) {
+Status MulAddSameShape(cudaStream_t stream, Operand a, Operand b, Operand c, float* out, int64_t n, void* bf16_copy) {
   if (n <= 0) return Status::Ok();
-  auto aligned = [](const Factor& f) { return f.bf16 ? AlignedTo(f.bf16, 8) : AlignedTo(f.f32, 16); };
+  auto aligned = [](const Operand& f) { return f.bf16 ? AlignedTo(f.bf16, 8) : AlignedTo(f.f32, 16); };
   if (n % 4 == 0 && aligned(a) && aligned(b) && aligned(c) && AlignedTo(out, 16) && AlignedTo(bf16_copy, 8)) {
     MulAddSameShapeKernel<<<Blocks(n / 4), kThreads, 0, stream>>>(a, b, c, reinterpret_cast<float4*>(out),
                                                                    static_cast<__nv_bfloat162*>(bf16_copy), n / 4);
@@ -298,9 +298,9 @@ Status MulAdd(const KernelArgs& k) {
   if (out.size() == 0) return Status::Ok();
   const DeviceContext& d = *k.device;
   if (a.shape() == out.shape() && b.shape() == out.shape() && c.shape() == out.shape()) {
-    Factor fa{a.data<float>(), d.bf16_a && d.bf16_a_source == a.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_a) : nullptr};
-    Factor fb{b.data<float>(), d.bf16_b && d.bf16_b_source == b.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_b) : nullptr};
-    Factor fc{c.data<float>(), d.bf16_c && d.bf16_c_source == c.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_c) : nullptr};
+    Operand fa{a.data<float>(), d.bf16_a && d.bf16_a_source == a.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_a) : nullptr};
+    Operand fb{b.data<float>(), d.bf16_b && d.bf16_b_source == b.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_b) : nullptr};
+    Operand fc{c.data<float>(), d.bf16_c && d.bf16_c_source == c.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_c) : nullptr};
     float* result = d.bf16_out && d.bf16_out_alone ? nullptr : out.data<float>();
     return MulAddSameShape(d.stream, fa, fb, fc, result, out.size(), d.bf16_out).WithContext(k.node.Describe());
   }
