@@ -863,6 +863,26 @@ TEST(CudaBackend, ShortKProductsAreOneKernel) {
   std::vector<int> kernels = Bf16ProductLaunches(cuda, g.graph(), 64, {70}, rng);
   EXPECT_EQ(kernels, (std::vector<int>{2}));
 }
+
+// A bf16 product of many rows over a k that is not a multiple of 8 pads both operands' rows with
+// zeros (gemm.cc), so that cuBLASLt's Hopper kernels take it: the weight as [N, K] (Gemm with
+// transB) and as [K, N] (MatMul), short and longer k, each against the CPU.
+TEST(CudaBackend, ProductsOverAnUnalignedKPadIt) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(6);
+  for (int64_t k : {13, 20, 3}) {
+    GraphBuilder g;
+    int x = g.Input("x", DType::kF32, {-1, k});
+    g.Output(g.Op("Gemm", {x, g.Const("w", testing::RandomF32({96, k}, rng)), g.Const("c", testing::RandomF32({96}, rng))},
+                  {{"transB", int64_t{1}}, {"activation", std::string("Relu")}}));
+    EXPECT_EQ(Bf16ProductLaunches(cuda, g.graph(), k, {600, 3001}, rng).size(), 2u) << "k " << k;
+    GraphBuilder m;
+    int y = m.Input("x", DType::kF32, {-1, k});
+    m.Output(m.Op("MatMul", {y, m.Const("w", testing::RandomF32({k, 40}, rng))}));
+    EXPECT_EQ(Bf16ProductLaunches(cuda, m.graph(), k, {777}, rng).size(), 1u) << "k " << k;
+  }
+}
 #endif  // RANKD_HAVE_CUDA
 
 TEST(CudaBackend, ReducedPrecisionsStayWithinTheirTolerance) {

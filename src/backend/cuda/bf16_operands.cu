@@ -1,4 +1,5 @@
-// Converting fp32 product operands to bf16 for the bf16 tensor-core path of Sgemm (gemm.cc), and
+// Converting fp32 product operands to bf16 for the bf16 tensor-core path of Sgemm (gemm.cc), rows
+// padded with zeros where k is not a multiple of 8, and
 // the sigmoid Sgemm applies after a cuBLASLt product (which has no such epilogue).
 #include <cuda_bf16.h>
 
@@ -16,6 +17,14 @@ __global__ void ConvertPairsKernel(const float2* in, __nv_bfloat162* out, int64_
 
 __global__ void ConvertKernel(const float* in, __nv_bfloat16* out, int64_t n) {
   RANKD_GRID_LOOP(i, n) out[i] = __float2bfloat16_rn(in[i]);
+}
+
+// Row r's k values, then zeros up to `padded`: a thread per output element.
+__global__ void ConvertPaddedKernel(const float* in, __nv_bfloat16* out, int64_t rows, int64_t k, int64_t padded) {
+  RANKD_GRID_LOOP(i, rows * padded) {
+    const int64_t r = i / padded, c = i - r * padded;
+    out[i] = c < k ? __float2bfloat16_rn(in[r * k + c]) : __float2bfloat16_rn(0.0f);
+  }
 }
 
 __global__ void SigmoidKernel(float* x, __nv_bfloat16* copy, int64_t n) {
@@ -44,6 +53,12 @@ Status ConvertToBf16(cudaStream_t stream, const float* in, void* out, int64_t n)
     ConvertKernel<<<Blocks(n), kThreads, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), n);
   }
   return Check(cudaGetLastError(), "ConvertToBf16");
+}
+
+Status ConvertToBf16Padded(cudaStream_t stream, const float* in, void* out, int64_t rows, int64_t k, int64_t padded) {
+  if (rows <= 0 || padded <= 0) return Status::Ok();
+  ConvertPaddedKernel<<<Blocks(rows * padded), kThreads, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), rows, k, padded);
+  return Check(cudaGetLastError(), "ConvertToBf16Padded");
 }
 
 }  // namespace rankd::cuda

@@ -58,7 +58,8 @@ std::atomic<int> graph_lanes{-1};  // -1: not read from the environment yet
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
 bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
 
-// Room for the bf16 operands of the plan's largest product (gemm.h).
+// Room for the bf16 operands of the plan's largest product (gemm.h), with A's rows padded to
+// PaddedK where gemm.cc may pad them.
 size_t Bf16OperandRoom(const Plan& plan) {
   size_t need = 0;
   for (const PlanStep& step : plan.steps()) {
@@ -66,7 +67,11 @@ size_t Bf16OperandRoom(const Plan& plan) {
     if (!UsesProductBuffers(op)) continue;
     size_t bytes = 0;
     for (size_t i = 0; i < 2 && i < step.inputs.size(); ++i) {
-      if (step.inputs[i] >= 0) bytes += Bf16OperandBytes(NumElements(plan.values()[static_cast<size_t>(step.inputs[i])].shape));
+      if (step.inputs[i] < 0) continue;
+      const Shape& shape = plan.values()[static_cast<size_t>(step.inputs[i])].shape;
+      int64_t elements = NumElements(shape);
+      if (i == 0 && !shape.empty() && shape.back() > 0) elements = elements / shape.back() * PaddedK(shape.back());
+      bytes += Bf16OperandBytes(elements);
     }
     need = std::max(need, bytes);
   }
@@ -112,11 +117,20 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
 
 Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
   // The B operand and the bias of every Gemm and MatMul that are fp32 constants, rounded once here
-  // rather than at every product (a product writing bf16 takes its bias in bf16: gemm.h). A
-  // matrix B read as [K, N] also gets a transposed copy, which products of a few rows read.
-  std::vector<const Tensor*> weights, transposed;
-  auto add = [](std::vector<const Tensor*>& to, const Tensor* w) {
-    if (std::find(to.begin(), to.end(), w) == to.end()) to.push_back(w);
+  // rather than at every product (a product writing bf16 takes its bias's bf16 copy: gemm.h). A
+  // matrix B read as [K, N] also gets a transposed copy, which products of a few rows read, and
+  // one whose k is not a multiple of 8 a copy with k padded by zeros, which cuBLASLt reads.
+  struct Copy {
+    const Tensor* w;
+    enum Kind { kAsIs, kTransposed, kPaddedK } kind;
+    bool k_by_n;  // kPaddedK: the matrix is [K, N] (else [N, K])
+  };
+  std::vector<Copy> copies;
+  auto add = [&](const Tensor* w, Copy::Kind kind, bool k_by_n) {
+    for (const Copy& c : copies) {
+      if (c.w == w && c.kind == kind) return;
+    }
+    copies.push_back({w, kind, k_by_n});
   };
   for (const Node& n : graph.nodes) {
     if (n.op != "Gemm" && n.op != "MatMul") continue;
@@ -125,38 +139,43 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
       const Tensor* w = &graph.constants.at(n.inputs[static_cast<size_t>(i)]);
       if (w->dtype() != DType::kF32 || w->size() == 0) continue;
       if (i == 2 && (w->rank() == 0 || w->size() != w->dim(w->rank() - 1))) continue;  // a C broadcast whole
-      add(weights, w);
+      add(w, Copy::kAsIs, false);
+      if (i != 1 || w->rank() != 2) continue;
       const bool k_by_n = n.op == "MatMul" || n.GetInt("transB", 0) == 0;
-      if (i == 1 && k_by_n && w->rank() == 2 && w->size() <= kSmallRowsMaxTransposed) add(transposed, w);
+      if (k_by_n && w->size() <= kSmallRowsMaxTransposed) add(w, Copy::kTransposed, true);
+      const int64_t k = k_by_n ? w->dim(0) : w->dim(1);
+      if (k != PaddedK(k)) add(w, Copy::kPaddedK, k_by_n);
     }
   }
+  auto elements = [](const Copy& c) {
+    if (c.kind != Copy::kPaddedK) return c.w->size();
+    return c.k_by_n ? PaddedK(c.w->dim(0)) * c.w->dim(1) : c.w->dim(0) * PaddedK(c.w->dim(1));
+  };
   size_t total = 0;
-  for (const Tensor* w : weights) total += Aligned(static_cast<size_t>(w->size()) * 2);
-  for (const Tensor* w : transposed) total += Aligned(static_cast<size_t>(w->size()) * 2);
+  for (const Copy& c : copies) total += Aligned(static_cast<size_t>(elements(c)) * 2);
   if (total == 0) return Status::Ok();
   RETURN_IF_ERROR(bf16_arena_.Reserve(total));
   auto* base = static_cast<uint8_t*>(bf16_arena_.get());
   size_t pos = 0;
   std::vector<uint16_t> rounded;
   std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
-  auto upload = [&](const Tensor* w, bool transpose, std::unordered_map<const void*, const void*>& into) -> Status {
-    rounded.resize(static_cast<size_t>(w->size()));
-    const float* v = w->data<float>();
-    if (transpose) {
-      const int64_t rows = w->dim(0), cols = w->dim(1);
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) rounded[static_cast<size_t>(c * rows + r)] = FloatToBF16(v[r * cols + c]);
+  for (const Copy& c : copies) {
+    rounded.assign(static_cast<size_t>(elements(c)), 0);  // 0 is bf16's +0: the padding
+    const float* v = c.w->data<float>();
+    const int64_t rows = c.w->rank() == 2 ? c.w->dim(0) : 1, cols = c.w->size() / rows;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t col = 0; col < cols; ++col) {
+        size_t to = static_cast<size_t>(r * cols + col);                               // as is; [Kp, N] keeps it
+        if (c.kind == Copy::kTransposed) to = static_cast<size_t>(col * rows + r);     // [K, N] as [N, K]
+        if (c.kind == Copy::kPaddedK && !c.k_by_n) to = static_cast<size_t>(r * PaddedK(cols) + col);  // [N, Kp]
+        rounded[to] = FloatToBF16(v[r * cols + col]);
       }
-    } else {
-      for (int64_t i = 0; i < w->size(); ++i) rounded[static_cast<size_t>(i)] = FloatToBF16(v[i]);
     }
     RANKD_CUDA_RETURN(cudaMemcpy(base + pos, rounded.data(), rounded.size() * 2, cudaMemcpyHostToDevice));
-    into[copies_.at(w)] = base + pos;
+    auto& into = c.kind == Copy::kAsIs ? bf16_weights_ : c.kind == Copy::kTransposed ? bf16_weights_nk_ : bf16_weights_padded_;
+    into[copies_.at(c.w)] = base + pos;
     pos += Aligned(rounded.size() * 2);
-    return Status::Ok();
-  };
-  for (const Tensor* w : weights) RETURN_IF_ERROR(upload(w, false, bf16_weights_));
-  for (const Tensor* w : transposed) RETURN_IF_ERROR(upload(w, true, bf16_weights_nk_));
+  }
   return Status::Ok();
 }
 
@@ -179,6 +198,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.precision = e->resources_->precision();
   e->ctx_.bf16_weights = &e->resources_->bf16_weights();
   e->ctx_.bf16_weights_nk = &e->resources_->bf16_weights_nk();
+  e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
   return std::unique_ptr<Executor>(std::move(e));
 }
 

@@ -31,6 +31,9 @@ struct DeviceContext {
   // that products convert their other operands into (sized by the executor before any run).
   const std::unordered_map<const void*, const void*>* bf16_weights = nullptr;
   const std::unordered_map<const void*, const void*>* bf16_weights_nk = nullptr;  // [K, N] ones as [N, K]
+  // Weights whose k is not a multiple of 8, in bf16 with k padded by zeros (PaddedK), laid out
+  // as the fp32 copy is ([K, N] or [N, K]).
+  const std::unordered_map<const void*, const void*>* bf16_weights_padded = nullptr;
   void* bf16_operands = nullptr;
   size_t bf16_operand_bytes = 0;
   // Set for the step being launched (bf16_copies.h): where it writes a bf16 copy of its first
@@ -56,6 +59,12 @@ Status Check(cudaError_t error, const char* what);
 Status Launched(const KernelArgs& k);
 // out[i] = bf16(in[i]) for i < n, rounded to nearest even, on `stream`.
 Status ConvertToBf16(cudaStream_t stream, const float* in, void* out, int64_t n);
+// The rows of an fp32 [rows, k] matrix in bf16 as [rows, padded], zeros after column k.
+Status ConvertToBf16Padded(cudaStream_t stream, const float* in, void* out, int64_t rows, int64_t k, int64_t padded);
+// k rounded up to a multiple of 8: a bf16 row of that many values is 16-byte aligned, which
+// cuBLASLt's Hopper kernels need (with k = 13 it fell back to an sm75 kernel, 33 µs for W1's
+// first layer at 32,768 rows).
+inline int64_t PaddedK(int64_t k) { return (k + 7) / 8 * 8; }
 // x[i] = sigmoid(x[i]) for i < n (a product's epilogue cuBLASLt lacks), and bf16_copy[i] =
 // bf16(x[i]) when bf16_copy is set, on `stream`.
 Status SigmoidInPlace(cudaStream_t stream, float* x, void* bf16_copy, int64_t n);

@@ -197,6 +197,16 @@ std::optional<SmallRowsProduct> FewRowsProduct(const DeviceContext& ctx, const G
   return p;
 }
 
+// A bf16 product whose k is not a multiple of 8 over a weight with a k-padded copy (device.h's
+// PaddedK), A in fp32: that copy, else null. Sgemm then pads A's rows too, and cuBLASLt's Hopper
+// kernels take the product; the zeros change no sum. A that exists only as its producer's bf16
+// copy is not padded (no product in the zoo has one).
+const void* PaddedWeight(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b) {
+  if (!Bf16Products(ctx.precision) || g.batch != 1 || g.trans_a || g.k == PaddedK(g.k)) return nullptr;
+  if (ctx.bf16_a && ctx.bf16_a_source == a) return nullptr;
+  return Bf16Copy(ctx.bf16_weights_padded, b);
+}
+
 // The bf16 operands of a product: a weight matrix's bf16 copy when there is one, else the fp32
 // operand converted into the executor's operand buffer (A first, then B, each 256-byte aligned).
 Status ConvertOperands(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, const void*& op_a,
@@ -268,18 +278,28 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   if (auto few = FewRowsProduct(ctx, g, a, b, c, alpha, beta, bias, bf16_d)) return SmallRowsGemm(ctx.stream, *few);
   const void* op_a = a;
   const void* op_b = b;
-  if (Bf16Products(ctx.precision)) RETURN_IF_ERROR(ConvertOperands(ctx, g, a, b, op_a, op_b));
+  GemmShape shape = g;  // as cuBLASLt runs it: k padded, maybe
+  if (const void* padded = PaddedWeight(ctx, g, a, b)) {
+    shape.k = PaddedK(g.k);
+    if (Bf16OperandBytes(g.m * shape.k) > ctx.bf16_operand_bytes) return Internal("the bf16 operand buffer is smaller than a product needs");
+    RETURN_IF_ERROR(ConvertToBf16Padded(ctx.stream, a, ctx.bf16_operands, g.m, g.k, shape.k));
+    op_a = ctx.bf16_operands;
+    op_b = padded;
+  } else if (Bf16Products(ctx.precision)) {
+    RETURN_IF_ERROR(ConvertOperands(ctx, g, a, b, op_a, op_b));
+  }
   // The entry for a bf16 output, or for an fp32 one when there is none or cuBLASLt has no
   // algorithm for it. A bf16 output takes the bias's bf16 copy where there is one: cuBLASLt may
   // have no algorithm for a bf16 output with an fp32 bias (seen on the H100).
   auto entry = [&](GemmOutput out, void* d) -> StatusOr<GemmCache::Entry*> {
     int alignment = std::min({Alignment(op_a), Alignment(op_b), Alignment(d)});
-    GemmCache::Key key{g.trans_a, g.trans_b, g.m, g.n, g.k, g.batch, g.stride_a, g.stride_b, g.stride_c,
-                       static_cast<int>(g.epilogue), alignment, static_cast<int>(ctx.precision), static_cast<int>(out)};
+    GemmCache::Key key{shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, shape.batch, shape.stride_a, shape.stride_b,
+                       shape.stride_c, static_cast<int>(shape.epilogue), alignment, static_cast<int>(ctx.precision),
+                       static_cast<int>(out)};
     auto it = ctx.gemm->entries.find(key);
     if (it == ctx.gemm->entries.end()) {
       GemmCache::Entry e;
-      Status s = Build(ctx, g, alignment, out, e);
+      Status s = Build(ctx, shape, alignment, out, e);
       if (!s.ok()) {
         Destroy(e);
         if (out == GemmOutput::kF32) return s;
