@@ -175,11 +175,14 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   if (!args.csv_path.empty()) {
     bool fresh = !std::filesystem::exists(args.csv_path) || std::filesystem::file_size(args.csv_path) == 0;
     std::ofstream csv(args.csv_path, std::ios::app);
-    if (fresh) csv << "label,model,backend,precision,buckets,rows,median_ms,p99_ms,mean_ms,pairs_per_s,spread,iters\n";
+    if (fresh) {
+      csv << "label,model,backend,precision,buckets,rows,median_ms,p99_ms,mean_ms,pairs_per_s,spread,iters,in_flight,"
+             "throughput_pairs_per_s\n";
+    }
     csv << Quoted(args.label) << "," << Quoted(args.model) << "," << (*backend)->name() << ","
         << precision << "," << Quoted((*model)->load_report().buckets) << "," << rows << ","
         << median << "," << p99 << "," << mean << "," << out["pairs_per_s"].get<double>() << "," << spread << ","
-        << args.iters << "\n";
+        << args.iters << "," << threads << "," << out["throughput_pairs_per_s"].get<double>() << "\n";
   }
   if (OpProfile::phases()) std::fprintf(stderr, "%s", OpProfile::Report().c_str());
   return 0;
