@@ -106,7 +106,7 @@ class CudaExecutor final : public Executor {
   // Makes the staging buffers large enough for `b` and points its input views at the device
   // copy; a buffer that moves drops every capture (they hold its old address).
   Status Stage(Binding& b);
-  // Packs the host inputs into the pinned staging buffer; large batches on several threads. When
+  // Packs the host inputs into the pinned staging buffer, on several threads. When
   // the run is uncaptured and large, also queues the input copy in chunks as they are packed, and
   // returns true (the copy is then already on the stream).
   StatusOr<bool> StageInputs(Binding& b, std::span<const Tensor> inputs);
