@@ -201,6 +201,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.bf16_weights = &e->resources_->bf16_weights();
   e->ctx_.bf16_weights_nk = &e->resources_->bf16_weights_nk();
   e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
+  HelpingPool::Shared();  // its helpers start now, not on the first large request
   return std::unique_ptr<Executor>(std::move(e));
 }
 
