@@ -882,6 +882,13 @@ TEST(CudaBackend, ProductsOverAnUnalignedKPadIt) {
     m.Output(m.Op("MatMul", {y, m.Const("w", testing::RandomF32({k, 40}, rng))}));
     EXPECT_EQ(Bf16ProductLaunches(cuda, m.graph(), k, {777}, rng).size(), 1u) << "k " << k;
   }
+  // One weight read as [K, N] by one product and as [N, K] by another gets no padded copy: one
+  // copy's layout would be wrong for the other product.
+  GraphBuilder g;
+  int x = g.Input("x", DType::kF32, {-1, 13});
+  int w = g.Const("w", testing::RandomF32({13, 13}, rng));
+  g.Output(g.Op("Add", {g.Op("MatMul", {x, w}), g.Op("Gemm", {x, w}, {{"transB", int64_t{1}}})}));
+  EXPECT_EQ(Bf16ProductLaunches(cuda, g.graph(), 13, {600}, rng).size(), 1u);
 }
 #endif  // RANKD_HAVE_CUDA
 

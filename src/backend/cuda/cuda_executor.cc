@@ -128,9 +128,12 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
     bool k_by_n;  // kPaddedK: the matrix is [K, N] (else [N, K])
   };
   std::vector<Copy> copies;
+  std::vector<const Tensor*> unpadded;  // read as [K, N] by one product and [N, K] by another
   auto add = [&](const Tensor* w, Copy::Kind kind, bool k_by_n) {
     for (const Copy& c : copies) {
-      if (c.w == w && c.kind == kind) return;
+      if (c.w != w || c.kind != kind) continue;
+      if (kind == Copy::kPaddedK && c.k_by_n != k_by_n) unpadded.push_back(w);
+      return;
     }
     copies.push_back({w, kind, k_by_n});
   };
@@ -149,6 +152,9 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
       if (k != PaddedK(k)) add(w, Copy::kPaddedK, k_by_n);
     }
   }
+  std::erase_if(copies, [&](const Copy& c) {
+    return c.kind == Copy::kPaddedK && std::find(unpadded.begin(), unpadded.end(), c.w) != unpadded.end();
+  });
   auto elements = [](const Copy& c) {
     if (c.kind != Copy::kPaddedK) return c.w->size();
     return c.k_by_n ? PaddedK(c.w->dim(0)) * c.w->dim(1) : c.w->dim(0) * PaddedK(c.w->dim(1));
