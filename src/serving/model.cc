@@ -99,7 +99,6 @@ Status Model::Prepare() {
   }
   RETURN_IF_ERROR(FuseAfterHoisting());
   backend_ = options_.backend ? options_.backend : &CpuBackend();
-  on_gpu_ = backend_ != &CpuBackend();
   max_executors_ = options_.executors > 0 ? options_.executors : backend_ == &CpuBackend() ? 0 : 4;
   RETURN_IF_ERROR(backend_->CheckGraph(graph_));
   ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision));

@@ -225,7 +225,6 @@ class Model {
   // (MergeNow, per merged batch) pads no example; GUARDED_BY(mu_).
   mutable std::unordered_map<std::string, std::vector<TensorMeta>> bucket_metas_;
   const Backend* backend_ = nullptr;
-  bool on_gpu_ = false;  // the backend is not the CPU's (the request path may use the helping pool)
   std::shared_ptr<ModelResources> resources_;  // the backend's per-model state (device weights)
   int max_executors_ = 0;                      // 0 = unbounded
 

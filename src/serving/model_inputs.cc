@@ -246,7 +246,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   // 512 rows took 30 µs on one thread of the H200's host. Larger ones, and every CPU model's
   // (whose OpenMP threads the pool's spinning helpers would slow), take OpenMP's pool.
   const int64_t total_lengths = static_cast<int64_t>(jobs.size()) * n;
-  if (on_gpu_ && total_lengths >= 4096 && total_lengths <= 262144) {
+  if (backend_ != &CpuBackend() && total_lengths >= 4096 && total_lengths <= 262144) {
     HelpingPool::Shared().Run(static_cast<int64_t>(jobs.size()), [&](int64_t j) { lengths(j, j + 1); });
   } else {
     ParallelFor(static_cast<int64_t>(jobs.size()), n, lengths);
