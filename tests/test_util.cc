@@ -12,6 +12,9 @@
 
 #include "frontend/kserve_json.h"
 #include "serving/model.h"
+#if RANKD_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace rankd::testing {
 
@@ -200,6 +203,17 @@ int CountOps(const Graph& graph, const std::string& op) {
 const Backend* CudaOrNull() {
   auto cuda = FindBackend("cuda");
   return cuda.ok() ? *cuda : nullptr;
+}
+
+bool CudaIsHopper() {
+#if RANKD_HAVE_CUDA
+  int device = 0, major = 0, minor = 0;
+  return CudaOrNull() && cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 && minor == 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace rankd::testing

@@ -78,5 +78,7 @@ void ExpectSameOutputs(const Graph& got, const Graph& want, const std::vector<Te
                        Precision precision = Precision::kFp32);
 // The CUDA backend, or nullptr when this build or machine has none (tests then skip).
 const Backend* CudaOrNull();
+// Whether the CUDA device is an sm_90 one (H100, H200), where Hopper-only kernels run.
+bool CudaIsHopper();
 
 }  // namespace rankd::testing

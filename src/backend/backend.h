@@ -133,8 +133,12 @@ class Backend {
   virtual StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const = 0;
   // A new executor for plans of that model.
   virtual StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources> resources) const = 0;
-  // Whether the load-time passes may give products a multiply-add epilogue (FuseProductMulAdds).
-  virtual bool TakesProductMulAdds() const { return true; }
+  // Whether the load-time passes may give products a multiply-add epilogue (FuseProductMulAdds),
+  // for a model run at `precision`.
+  virtual bool TakesProductMulAdds(Precision precision) const {
+    (void)precision;
+    return true;
+  }
   // Plans whose values all fit in this many bytes of workspace, each in its own room, get it so
   // (Plan::Build): no step then waits for another only because it reuses the other's room, and
   // steps that share no data may run at the same time (runtime/step_lanes.h). 0: room is always

@@ -98,7 +98,8 @@ Status Model::FuseAfterHoisting() {
     if (!probe.ok()) return probe.status().WithContext("after fusing attention");
   }
   const Backend& target = options_.backend ? *options_.backend : CpuBackend();
-  if (target.TakesProductMulAdds()) {  // before the chains, which would take the MulAdds
+  StatusOr<Precision> precision = ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision);
+  if (precision.ok() && target.TakesProductMulAdds(*precision)) {  // before the chains, which would take the MulAdds
     // It adds no value and changes none's shape, so the probe's shapes still hold for the chains.
     report_.fused_product_mul_adds = FuseProductMulAdds(graph_, probe->plan->values());
   }

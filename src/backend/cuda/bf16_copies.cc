@@ -1,6 +1,7 @@
 #include "backend/cuda/bf16_copies.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <string>
 
@@ -24,6 +25,10 @@ struct Copy {
 
 void EnableBf16Copies(bool on) { enabled = on; }
 
+int Bf16CopyInput(const Node& node, int slot) {
+  return slot > 0 && IsProduct(node.op) && node.HasInput(3) ? slot + 2 : slot;
+}
+
 Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
   const auto& steps = plan.steps();
   const auto& values = plan.values();
@@ -46,14 +51,22 @@ Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
       return in >= 0 && values[static_cast<size_t>(in)].dtype == DType::kF32 && values[static_cast<size_t>(in)].shape == o.shape;
     }) && o.dtype == DType::kF32;
   };
-  // Per step: how many of its first inputs may be read as copies (a product's A, a MulAdd's two
-  // factors, and its addend with bf16 activations), and whether it is a product.
-  std::vector<size_t> copyable(steps.size(), 0);
+  // Per step: whether it is a product, and which input each copy slot reads (-1: none): a
+  // product's A; a MulAdd's two factors, and its addend with bf16 activations; a product with a
+  // multiply-add epilogue's m and c too, with bf16 activations.
   std::vector<bool> product(steps.size(), false);
+  std::vector<std::array<int, 3>> slot_input(steps.size(), {-1, -1, -1});
   for (size_t s = 0; s < steps.size(); ++s) {
-    product[s] = IsProduct(node_of(steps[s]).op);
-    copyable[s] = product[s] ? 1 : same_shape_muladd(steps[s]) ? (bf16_activations ? 3 : 2) : 0;
+    const Node& node = node_of(steps[s]);
+    product[s] = IsProduct(node.op);
+    const int slots = product[s] ? (bf16_activations && node.HasInput(3) ? 3 : 1)
+                      : same_shape_muladd(steps[s]) ? (bf16_activations ? 3 : 2)
+                                                    : 0;
+    for (int slot = 0; slot < slots; ++slot) slot_input[s][static_cast<size_t>(slot)] = Bf16CopyInput(node, slot);
   }
+  auto copy_readable = [&](size_t s, int input) {
+    return std::find(slot_input[s].begin(), slot_input[s].end(), input) != slot_input[s].end();
+  };
   // Values (roots) whose every reader is a product reading them as A (only_products_read), or
   // that or a same-shape MulAdd reading them as a factor (only_copy_readers); no graph output.
   std::vector<bool> only_products_read(values.size(), true), only_copy_readers(values.size(), true);
@@ -64,7 +77,7 @@ Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
       if (step.inputs[i] < 0) continue;
       const auto v = static_cast<size_t>(root(step.inputs[i]));
       if (!(product[s] && i == 0)) only_products_read[v] = false;
-      if (i >= copyable[s]) only_copy_readers[v] = false;
+      if (!copy_readable(s, static_cast<int>(i))) only_copy_readers[v] = false;
     }
   }
   // value (its root) -> the step writing its copy, and whether that step writes the copy alone.
@@ -78,8 +91,9 @@ Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
     const std::string& op = node_of(step).op;
     if (op == "ConcatEmbeddingBags" || op == "MulAdd") {
       writer[v] = static_cast<int>(s);
-      alone[v] = bf16_activations ? only_copy_readers[v] && (op != "MulAdd" || copyable[s] > 0)
-                                  : op == "MulAdd" && only_products_read[v] && copyable[s] == 2;
+      const bool same_shape = slot_input[s][0] >= 0;
+      alone[v] = bf16_activations ? only_copy_readers[v] && (op != "MulAdd" || same_shape)
+                                  : op == "MulAdd" && only_products_read[v] && same_shape;
     } else if (product[s] && only_copy_readers[v]) {
       writer[v] = static_cast<int>(s);
       alone[v] = true;
@@ -87,17 +101,19 @@ Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
   }
   // A product reads any producer's copy; a MulAdd reads a factor's copy only where no fp32 result
   // was written, so that it rounds nothing the producer did not (bf16 activations: any copy).
-  auto reads_copy = [&](size_t s, size_t i) {
-    if (i >= copyable[s] || steps[s].inputs[i] < 0) return false;
-    const auto v = static_cast<size_t>(root(steps[s].inputs[i]));
+  auto reads_copy = [&](size_t s, size_t slot) {
+    const int i = slot_input[s][slot];
+    if (i < 0 || steps[s].inputs[static_cast<size_t>(i)] < 0) return false;
+    const auto v = static_cast<size_t>(root(steps[s].inputs[static_cast<size_t>(i)]));
     return writer[v] >= 0 && (product[s] || alone[v] || bf16_activations);
   };
+  auto slot_value = [&](size_t s, size_t slot) { return root(steps[s].inputs[static_cast<size_t>(slot_input[s][slot])]); };
   std::vector<Copy> copies;
   std::vector<int> copy_of(values.size(), -1);  // root value -> index in copies
   for (size_t s = 0; s < steps.size(); ++s) {
-    for (size_t i = 0; i < 3; ++i) {
-      if (!reads_copy(s, i)) continue;
-      const int v = root(steps[s].inputs[i]);
+    for (size_t slot = 0; slot < 3; ++slot) {
+      if (!reads_copy(s, slot)) continue;
+      const int v = slot_value(s, slot);
       int& c = copy_of[static_cast<size_t>(v)];
       if (c < 0) {
         c = static_cast<int>(copies.size());
@@ -133,10 +149,10 @@ Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
       out.written[s] = copies[static_cast<size_t>(copy_of[static_cast<size_t>(step.outputs[0])])].offset;
       out.alone[s] = alone[static_cast<size_t>(step.outputs[0])];
     }
-    for (size_t i = 0; i < 3; ++i) {
-      if (!reads_copy(s, i)) continue;
-      std::vector<int64_t>& read = i == 0 ? out.read : i == 1 ? out.read_second : out.read_third;
-      read[s] = copies[static_cast<size_t>(copy_of[static_cast<size_t>(root(step.inputs[i]))])].offset;
+    for (size_t slot = 0; slot < 3; ++slot) {
+      if (!reads_copy(s, slot)) continue;
+      std::vector<int64_t>& read = slot == 0 ? out.read : slot == 1 ? out.read_second : out.read_third;
+      read[s] = copies[static_cast<size_t>(copy_of[static_cast<size_t>(slot_value(s, slot))])].offset;
     }
   }
   return out;

@@ -25,6 +25,7 @@
 
 namespace rankd {
 class Plan;
+struct Node;
 }
 
 namespace rankd::cuda {
@@ -38,9 +39,12 @@ struct Bf16Copies {
   // Per plan step: the byte offset of the bf16 copy of its first input (a product's A operand, a
   // MulAdd's first factor), or -1.
   std::vector<int64_t> read;
-  // Per plan step: the same for its second input (a MulAdd's second factor), or -1.
+  // Per plan step: the same for its second copy slot (a MulAdd's second factor; the m of a
+  // product with a multiply-add epilogue, bf16-activations only), or -1 (Bf16CopyInput names the
+  // input).
   std::vector<int64_t> read_second;
-  // Per plan step: the same for its third input (a MulAdd's addend, bf16-activations only), or -1.
+  // Per plan step: the same for its third slot (a MulAdd's addend, that product's c;
+  // bf16-activations only), or -1.
   std::vector<int64_t> read_third;
   int64_t bytes = 0;  // room for all copies; a copy's room is reused once its last reader ran,
                       // unless the plan keeps its values apart (Plan::separate_rooms)
@@ -51,6 +55,10 @@ struct Bf16Copies {
 // and read as a factor of a same-shape MulAdd; with bf16_activations, any such value read by a
 // same-shape MulAdd (see above).
 Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations = false);
+
+// The input a step reads through copy slot 0, 1 or 2 (read, read_second, read_third): the slot
+// itself, but inputs 3 and 4 (m and c) for slots 1 and 2 of a product with a multiply-add epilogue.
+int Bf16CopyInput(const Node& node, int slot);
 
 // For tests: with false, PlanBf16Copies plans none (every product converts its operands).
 void EnableBf16Copies(bool on);

@@ -31,10 +31,11 @@ class CudaBackendImpl final : public Backend {
     cuda::AppendSoftmaxAttentionKernels(kernels_);
   }
   const char* name() const override { return "cuda"; }
-  // cuBLASLt has no epilogue multiplying by a matrix, and rankd's own fused kernel (mma.sync) was
-  // slower than cuBLASLt's product plus the MulAdd at every W1 batch size on an H200
-  // (docs/benchmarks.md), so the cross layers keep their MulAdds here.
-  bool TakesProductMulAdds() const override { return false; }
+  // With bf16-activations, where the cross layers' x0 and x exist as bf16 copies alone, a
+  // product with the multiply-add epilogue runs as one Hopper kernel (product_muladd.h), else as
+  // cuBLASLt's product and the MulAdd. Other precisions keep their MulAdds: the fused kernel needs
+  // the copies, and two kernels gain nothing from the fusion.
+  bool TakesProductMulAdds(Precision precision) const override { return precision == Precision::kBf16Activations; }
   int64_t SeparateRoomBytes() const override { return kSeparateRoomBytes; }
   const Kernel* FindKernel(const std::string& op) const override {
     auto it = kernels_.find(op);

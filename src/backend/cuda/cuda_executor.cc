@@ -10,6 +10,7 @@
 
 #include "backend/cuda/graph_launches.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/product_muladd.h"
 #include "backend/cuda/narrow_ids.h"
 #include "backend/cuda/small_rows_gemm.h"
 #include "common/helping_pool.h"
@@ -208,6 +209,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.bf16_weights_nk = &e->resources_->bf16_weights_nk();
   e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
   HelpingPool::Shared();  // its helpers start now, not on the first large request
+  PrepareProductMulAdd();  // outside any capture (product_muladd.h)
   return std::unique_ptr<Executor>(std::move(e));
 }
 
@@ -320,9 +322,9 @@ Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s) {
     ctx_.bf16_a = read >= 0 ? copies + read : nullptr;
     ctx_.bf16_a_source = read >= 0 ? b.step_inputs[s][0]->raw() : nullptr;
     ctx_.bf16_b = second >= 0 ? copies + second : nullptr;
-    ctx_.bf16_b_source = second >= 0 ? b.step_inputs[s][1]->raw() : nullptr;
+    ctx_.bf16_b_source = second >= 0 ? b.step_inputs[s][static_cast<size_t>(Bf16CopyInput(node, 1))]->raw() : nullptr;
     ctx_.bf16_c = third >= 0 ? copies + third : nullptr;
-    ctx_.bf16_c_source = third >= 0 ? b.step_inputs[s][2]->raw() : nullptr;
+    ctx_.bf16_c_source = third >= 0 ? b.step_inputs[s][static_cast<size_t>(Bf16CopyInput(node, 2))]->raw() : nullptr;
   }
   const bool profile = OpProfile::enabled();
   auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -402,10 +404,13 @@ LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) c
     if (b.bf16_copies.written.empty()) continue;
     if (b.bf16_copies.written[s] >= 0) access[s].writes.push_back(copy_range(b.bf16_copies.written[s], step.outputs[0]));
     if (b.bf16_copies.read[s] >= 0) access[s].reads.push_back(copy_range(b.bf16_copies.read[s], step.inputs[0]));
+    const Node& node = plan.graph().nodes[static_cast<size_t>(step.node)];
     if (b.bf16_copies.read_second[s] >= 0) {
-      access[s].reads.push_back(copy_range(b.bf16_copies.read_second[s], step.inputs[1]));
+      access[s].reads.push_back(copy_range(b.bf16_copies.read_second[s], step.inputs[static_cast<size_t>(Bf16CopyInput(node, 1))]));
     }
-    if (b.bf16_copies.read_third[s] >= 0) access[s].reads.push_back(copy_range(b.bf16_copies.read_third[s], step.inputs[2]));
+    if (b.bf16_copies.read_third[s] >= 0) {
+      access[s].reads.push_back(copy_range(b.bf16_copies.read_third[s], step.inputs[static_cast<size_t>(Bf16CopyInput(node, 2))]));
+    }
   }
   return ScheduleLanes(access, GraphLanes());
 }

@@ -65,6 +65,15 @@ Status ConvertToBf16Padded(cudaStream_t stream, const float* in, void* out, int6
 // cuBLASLt's Hopper kernels need (with k = 13 it fell back to an sm75 kernel, 33 µs for W1's
 // first layer at 32,768 rows).
 inline int64_t PaddedK(int64_t k) { return (k + 7) / 8 * 8; }
+// An operand of MulAddArrays: fp32, or its producer's bf16 copy where `bf16` is set.
+struct MulAddOperand {
+  const float* f32 = nullptr;
+  const void* bf16 = nullptr;
+};
+// out[i] = a[i] * b[i] + c[i] for i < n (out may be a, b or c; null: the bf16 copy alone), and
+// bf16_copy[i] = bf16(out[i]) when bf16_copy is set, on `stream`.
+Status MulAddArrays(cudaStream_t stream, MulAddOperand a, MulAddOperand b, MulAddOperand c, float* out, int64_t n,
+                    void* bf16_copy);
 // x[i] = sigmoid(x[i]) for i < n (a product's epilogue cuBLASLt lacks), and bf16_copy[i] =
 // bf16(x[i]) when bf16_copy is set, on `stream`.
 Status SigmoidInPlace(cudaStream_t stream, float* x, void* bf16_copy, int64_t n);

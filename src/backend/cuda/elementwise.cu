@@ -292,6 +292,16 @@ Status MulAddSameShape(cudaStream_t stream, Operand a, Operand b, Operand c, flo
   return Check(cudaGetLastError(), "MulAddSameShape");
 }
 
+}  // namespace
+
+Status MulAddArrays(cudaStream_t stream, MulAddOperand a, MulAddOperand b, MulAddOperand c, float* out, int64_t n,
+                    void* bf16_copy) {
+  auto operand = [](MulAddOperand x) { return Operand{x.f32, static_cast<const __nv_bfloat16*>(x.bf16)}; };
+  return MulAddSameShape(stream, operand(a), operand(b), operand(c), out, n, bf16_copy);
+}
+
+namespace {
+
 Status MulAdd(const KernelArgs& k) {
   const Tensor &a = k.In(0), &b = k.In(1), &c = k.In(2);
   Tensor& out = k.Out(0);

@@ -170,7 +170,7 @@ std::optional<SmallRowsProduct> FewRowsProduct(const DeviceContext& ctx, const G
                                                float* c, float alpha, float beta, const float* bias, void* bf16_d) {
   if (!Bf16Products(ctx.precision) || g.batch != 1 || g.trans_a) return std::nullopt;
   if (g.m > kSmallRows && g.n > kSmallRows) return std::nullopt;
-  const void* weight = g.trans_b ? Bf16Copy(ctx.bf16_weights, b) : Bf16Copy(ctx.bf16_weights_nk, b);
+  const void* weight = Bf16WeightRows(ctx, b, g.trans_b);
   if (!weight) return std::nullopt;
   const bool bf16_a = ctx.bf16_a && ctx.bf16_a_source == a;  // its producer wrote only that, maybe
   const void* rows = bf16_a ? ctx.bf16_a : static_cast<const void*>(a);
@@ -245,6 +245,10 @@ void Destroy(GemmCache::Entry& e) {
 }  // namespace
 
 void EnableGemmTuning(bool on) { tuning_on.store(on, std::memory_order_relaxed); }
+
+const void* Bf16WeightRows(const DeviceContext& ctx, const float* b, bool trans_b) {
+  return trans_b ? Bf16Copy(ctx.bf16_weights, b) : Bf16Copy(ctx.bf16_weights_nk, b);
+}
 
 bool OwnProductKernel(const DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c) {
   return TakesShortK(ctx, shape) || FewRowsProduct(ctx, shape, a, b, c, 1.0f, 0.0f, nullptr, nullptr).has_value();

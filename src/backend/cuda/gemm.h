@@ -80,6 +80,11 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& shape, const float* a, const f
 // an output of one column.
 bool OwnProductKernel(const DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c);
 
+// The model's bf16 copy of weight matrix b as [N, K] rows (its own copy when trans_b, else the
+// transposed one), or null where it holds none (not bf16 precision, a computed B, a [K, N]
+// weight of more than kSmallRowsMaxTransposed elements).
+const void* Bf16WeightRows(const DeviceContext& ctx, const float* b, bool trans_b);
+
 // Bytes an operand of `elements` values takes in the bf16 operand buffer.
 inline size_t Bf16OperandBytes(int64_t elements) { return (static_cast<size_t>(elements) * 2 + 255) / 256 * 256; }
 

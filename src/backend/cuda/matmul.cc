@@ -4,20 +4,13 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/product_muladd.h"
 #include "compile/ops/einsum_spec.h"
 
 namespace rankd::cuda {
 namespace {
 
-// Products with a multiply-add epilogue (inputs 3 and 4) come from FuseProductMulAdds, which the
-// CUDA backend does not take (Backend::TakesProductMulAdds).
-Status RefuseMulAddEpilogue(const KernelArgs& k) {
-  if (!k.HasIn(3)) return Status::Ok();
-  return Unimplemented(k.node.Describe() + ": no cuda kernel for a product with a multiply-add epilogue");
-}
-
 Status Gemm(const KernelArgs& k) {
-  RETURN_IF_ERROR(RefuseMulAddEpilogue(k));
   const Tensor &a = k.In(0), &b = k.In(1);
   Tensor& out = k.Out(0);
   GemmShape g;
@@ -44,12 +37,16 @@ Status Gemm(const KernelArgs& k) {
       RETURN_IF_ERROR(BroadcastCopy(k, c, out.shape(), out.raw()));
     }
   }
+  if (k.HasIn(3)) {  // FuseProductMulAdds: out = In(3) * product + In(4)
+    return ProductMulAdd(*k.device, g, a.data<float>(), b.data<float>(), out.data<float>(), alpha,
+                         has_c && !bias ? beta : 0.0f, bias, k.In(3).data<float>(), k.In(4).data<float>())
+        .WithContext(k.node.Describe());
+  }
   return Sgemm(*k.device, g, a.data<float>(), b.data<float>(), out.data<float>(), alpha,
                has_c && !bias ? beta : 0.0f, bias, k.device->bf16_out);
 }
 
 Status MatMul(const KernelArgs& k) {
-  RETURN_IF_ERROR(RefuseMulAddEpilogue(k));
   const Tensor &a = k.In(0), &b = k.In(1);
   Tensor& out = k.Out(0);
   const MatMulGeometry mm = MatMulShapes(a.shape(), b.shape(), out.shape());
@@ -64,12 +61,16 @@ Status MatMul(const KernelArgs& k) {
   g.k = kk;
   const float* bias = k.HasIn(2) ? k.In(2).data<float>() : nullptr;
   const Activation activation = ProductActivation(k.node);
-  if ((bias || activation != Activation::kNone) && (nb != 1 || kk == 0)) {
+  if ((bias || activation != Activation::kNone || k.HasIn(3)) && (nb != 1 || kk == 0)) {
     return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
   }
   if (nb == 1) {  // one B for every batch of A: a single tall product, with its fused epilogue
     g.m = na * m;
     g.epilogue = EpilogueOf(bias != nullptr, activation);
+    if (k.HasIn(3)) {  // FuseProductMulAdds: out = In(3) * product + In(4)
+      return ProductMulAdd(*k.device, g, pa, pb, pc, 1.0f, 0.0f, bias, k.In(3).data<float>(), k.In(4).data<float>())
+          .WithContext(k.node.Describe());
+    }
     return Sgemm(*k.device, g, pa, pb, pc, 1.0f, 0.0f, bias, k.device->bf16_out);
   }
   g.m = m;

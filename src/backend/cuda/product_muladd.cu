@@ -1,0 +1,340 @@
+// The fused cross-layer product (product_muladd.h): out = m * (A·Wᵀ + bias) + c in bf16, A [rows, k],
+// W [n, k] (the weight's bf16 rows), m, c and out [rows, n], on Hopper's tensor cores.
+//
+// One persistent block an SM walks 128 × 128 tiles of the output, row tile by row tile (a row
+// tile's 27 column tiles for W1, so A's rows are read from L2 27 times, from memory once). Warp 8
+// is the producer: its lane 0 issues TMA loads of A's and W's 128 × 64 pieces into three stages
+// (mbarriers: full when the bytes have landed, empty when both consumers' products have read
+// them); its lane 1 loads the tile's m and c into one of two epilogue buffers, a tile ahead.
+// Warps 0-7 are two consumer warpgroups, each taking 64 rows of the tile with wgmma
+// (m64n128k16, both operands from shared memory) into 64 fp32 accumulators a thread. The
+// epilogue reads m and c from shared memory where the accumulators lie, writes the result over
+// m, and one thread stores the tile with TMA. TMA zero-fills rows past the end and clips them on
+// the store.
+//
+// Measured against cuBLASLt's product (bf16 out) and a MulAdd kernel, n = 3,456, k = 512, on an
+// H200 (docs/benchmarks.md): 8.3 against 17.2 µs at 512 rows, 15 against 18 at 1,000, 389
+// against 390 at 32,768 (there the epilogue's memory traffic is not hidden behind the products:
+// the products alone took 179 µs).
+#include "backend/cuda/product_muladd.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+
+#include "backend/cuda/small_rows_gemm.h"
+
+namespace rankd::cuda {
+namespace {
+
+std::atomic<bool> fused_on{true};
+
+constexpr int kTileM = 128, kTileN = 128, kTileK = 64, kStages = 3;
+constexpr int kConsumerThreads = 256, kBlockThreads = kConsumerThreads + 32;
+constexpr int kPieceBytes = kTileM * kTileK * 2;  // a stage's piece of A or W; a 64-column box of m or c
+constexpr int kStageBytes = 2 * kPieceBytes;
+constexpr int kTileBytes = kTileM * kTileN * 2;  // m's (then the output's) tile, or c's
+constexpr int kSmemBytes = kStages * kStageBytes + 4 * kTileBytes + 1024 + 256;
+
+struct Maps {
+  CUtensorMap a, w, m, c, out;
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+__device__ __forceinline__ uint32_t SmemAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void BarrierInit(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddress(bar)), "r"(count));
+}
+__device__ __forceinline__ void BarrierExpect(uint64_t* bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddress(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void BarrierArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddress(bar)) : "memory");
+}
+__device__ __forceinline__ void BarrierWait(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(SmemAddress(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void TmaLoad(void* to, const CUtensorMap* map, int column, int row, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          SmemAddress(to)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(column), "r"(row), "r"(SmemAddress(bar))
+      : "memory");
+}
+__device__ __forceinline__ void TmaStore(const CUtensorMap* map, int column, int row, const void* from) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(column), "r"(row), "r"(SmemAddress(from))
+               : "memory");
+}
+// A K-major piece in shared memory as TMA wrote it with 128-byte swizzling: rows of 64 bf16,
+// groups of 8 rows 1,024 bytes apart (the piece 1,024-byte aligned).
+__device__ __forceinline__ uint64_t Descriptor(const void* p) {
+  const uint64_t address = SmemAddress(p);
+  return ((address & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// d (64 fp32 accumulators a thread: rows 16·warp + lane / 4 (+ 8), columns 8·i + 2·(lane % 4) (+ 1))
+// += A (64 × 16) · B (16 × 128), both bf16 in shared memory, K-major, 128-byte swizzled.
+__device__ __forceinline__ void WgmmaM64N128K16(float* d, uint64_t a, uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      :
+        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// Byte offset of element (row, column) in a 128-column tile kept as two 64-column boxes that TMA
+// wrote with 128-byte swizzling (16-byte chunk j of row r at chunk j ^ (r % 8)): a warp's reads
+// of 8 rows × 16 bytes then fall in 32 different banks.
+__device__ __forceinline__ int SwizzledOffset(int row, int column) {
+  return (column / 64) * kPieceBytes + row * 128 + ((((column % 64) / 8) ^ (row % 8)) * 16) + (column % 8) * 2;
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+__global__ void __launch_bounds__(kBlockThreads, 1)
+    ProductMulAddKernel(const __grid_constant__ Maps maps, const float* bias, int rows, int n, int k) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  auto* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  unsigned char* stages = smem;
+  unsigned char* epilogue = smem + kStages * kStageBytes;  // two buffers, each m's tile then c's
+  auto* full = reinterpret_cast<uint64_t*>(epilogue + 4 * kTileBytes);
+  uint64_t* empty = full + kStages;
+  uint64_t* epilogue_full = empty + kStages;
+  uint64_t* epilogue_empty = epilogue_full + 2;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      BarrierInit(&full[s], 1);
+      BarrierInit(&empty[s], kConsumerThreads / 32);
+    }
+    for (int b = 0; b < 2; ++b) {
+      BarrierInit(&epilogue_full[b], 1);
+      BarrierInit(&epilogue_empty[b], 1);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int column_tiles = n / kTileN, tiles = column_tiles * ((rows + kTileM - 1) / kTileM), k_steps = k / kTileK;
+  const int first = static_cast<int>(blockIdx.x), step = static_cast<int>(gridDim.x);
+  if (warp == kConsumerThreads / 32) {  // the producer
+    if (lane == 0) {                    // A's and W's pieces
+      int it = 0;
+      for (int tile = first; tile < tiles; tile += step) {
+        const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN;
+        for (int t = 0; t < k_steps; ++t, ++it) {
+          const int s = it % kStages;
+          if (it >= kStages) BarrierWait(&empty[s], (it / kStages - 1) & 1);
+          BarrierExpect(&full[s], kStageBytes);
+          TmaLoad(stages + s * kStageBytes, &maps.a, t * kTileK, m0, &full[s]);
+          TmaLoad(stages + s * kStageBytes + kPieceBytes, &maps.w, t * kTileK, n0, &full[s]);
+        }
+      }
+    } else if (lane == 1) {  // the epilogue's m and c, a tile ahead
+      int j = 0;
+      for (int tile = first; tile < tiles; tile += step, ++j) {
+        const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN, b = j % 2;
+        if (j >= 2) BarrierWait(&epilogue_empty[b], (j / 2 - 1) & 1);
+        unsigned char* tile_m = epilogue + b * 2 * kTileBytes;
+        BarrierExpect(&epilogue_full[b], 2 * kTileBytes);
+        for (int h = 0; h < 2; ++h) {
+          TmaLoad(tile_m + h * kPieceBytes, &maps.m, n0 + h * 64, m0, &epilogue_full[b]);
+          TmaLoad(tile_m + kTileBytes + h * kPieceBytes, &maps.c, n0 + h * 64, m0, &epilogue_full[b]);
+        }
+      }
+    }
+    return;
+  }
+  const int group = warp / 4;  // this warpgroup's rows of a tile: 64·group to 64·group + 63
+  const int row0 = group * 64 + (warp % 4) * 16 + lane / 4;
+  int it = 0, j = 0;
+  for (int tile = first; tile < tiles; tile += step, ++j) {
+    const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN;
+    float2 bias_pairs[16];  // this thread's columns' bias, loaded while the products run
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      bias_pairs[i] = bias ? __ldg(reinterpret_cast<const float2*>(bias + n0 + i * 8 + 2 * (lane % 4))) : make_float2(0.f, 0.f);
+    }
+    float acc[64];
+    for (int t = 0; t < k_steps; ++t, ++it) {
+      const int s = it % kStages;
+      BarrierWait(&full[s], (it / kStages) & 1);
+      WgmmaFence();
+      const unsigned char* a = stages + s * kStageBytes + group * 64 * 128;
+      const unsigned char* w = stages + s * kStageBytes + kPieceBytes;
+#pragma unroll
+      for (int kk = 0; kk < kTileK / 16; ++kk) {
+        WgmmaM64N128K16(acc, Descriptor(a + kk * 32), Descriptor(w + kk * 32), t > 0 || kk > 0 ? 1 : 0);
+      }
+      WgmmaCommit();
+      WgmmaWait<1>();  // the previous step's products are done: its stage is free
+      if (t > 0 && lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);
+    }
+    WgmmaWait<0>();
+    if (lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);
+    const int b = j % 2;
+    unsigned char* tile_m = epilogue + b * 2 * kTileBytes;
+    const unsigned char* tile_c = tile_m + kTileBytes;
+    BarrierWait(&epilogue_full[b], (j / 2) & 1);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int column = i * 8 + 2 * (lane % 4);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int at = SwizzledOffset(row0 + h * 8, column);
+        auto* pm = reinterpret_cast<__nv_bfloat162*>(tile_m + at);
+        const float2 mv = __bfloat1622float2(*pm);
+        const float2 cv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(tile_c + at));
+        *pm = __floats2bfloat162_rn(fmaf(mv.x, acc[4 * i + 2 * h] + bias_pairs[i].x, cv.x),
+                                    fmaf(mv.y, acc[4 * i + 2 * h + 1] + bias_pairs[i].y, cv.y));
+      }
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the writes, visible to TMA
+    asm volatile("bar.sync 1, %0;" ::"n"(kConsumerThreads) : "memory");
+    if (threadIdx.x == 0) {
+      TmaStore(&maps.out, n0, m0, tile_m);
+      TmaStore(&maps.out, n0 + 64, m0, tile_m + kPieceBytes);
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // the buffer may be refilled
+      BarrierArrive(&epilogue_empty[b]);
+    }
+  }
+  if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      f = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return encode;
+}
+
+// A row-major [rows, columns] bf16 matrix read or written in boxes of 64 columns by box_rows
+// rows, 128-byte swizzled in shared memory.
+Status RowsMap(CUtensorMap* map, const void* p, int64_t rows, int64_t columns, int box_rows) {
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(columns), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(columns) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = TensorMapEncoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p), dims, strides, box,
+                                        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return Internal("cuTensorMapEncodeTiled failed: " + std::to_string(static_cast<int>(r)));
+  return Status::Ok();
+}
+
+// The SMs of an sm_90 device (the kernel's grid), or 0: another device, or a build without sm_90a.
+int HopperSms() {
+#if defined(RANKD_CUDA_SM90A)
+  static const int sms = [] {
+    int device = 0, major = 0, minor = 0, count = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || major != 9 || minor != 0 ||
+        !TensorMapEncoder() ||
+        cudaFuncSetAttribute(ProductMulAddKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return count;
+  }();
+  return sms;
+#else
+  return 0;
+#endif
+}
+
+bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+const void* CopyOf(const void* copy, const void* source, const float* value) {
+  return copy && source == value ? copy : nullptr;
+}
+
+}  // namespace
+
+void PrepareProductMulAdd() { HopperSms(); }
+
+void EnableFusedProductMulAdd(bool on) { fused_on.store(on, std::memory_order_relaxed); }
+
+bool FusedProductMulAddFits(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b,
+                            float alpha, float beta, const float* m, const float* c) {
+  if (!fused_on.load(std::memory_order_relaxed) || !Bf16Products(ctx.precision) || HopperSms() == 0) return false;
+  if (g.batch != 1 || g.trans_a || g.m <= kSmallRows || g.m > INT32_MAX || g.n % kTileN != 0 || g.n > INT32_MAX ||
+      g.k % kTileK != 0 || g.k == 0 || g.k > INT32_MAX || alpha != 1.0f || beta != 0.0f ||
+      ActivationOf(g.epilogue) != Activation::kNone) {
+    return false;
+  }
+  const void* weight = Bf16WeightRows(ctx, b, g.trans_b);
+  const void* a_copy = CopyOf(ctx.bf16_a, ctx.bf16_a_source, a);
+  const void* m_copy = CopyOf(ctx.bf16_b, ctx.bf16_b_source, m);
+  const void* c_copy = CopyOf(ctx.bf16_c, ctx.bf16_c_source, c);
+  const bool a_fits = a_copy ? Aligned(a_copy) : Bf16OperandBytes(g.m * g.k) <= ctx.bf16_operand_bytes;
+  return weight && Aligned(weight) && a_fits && m_copy && Aligned(m_copy) && c_copy && Aligned(c_copy) && ctx.bf16_out &&
+         ctx.bf16_out_alone && Aligned(ctx.bf16_out) && Aligned(ctx.bf16_operands);
+}
+
+Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, float* out, float alpha,
+                     float beta, const float* bias, const float* m, const float* c) {
+  const void* m_copy = CopyOf(ctx.bf16_b, ctx.bf16_b_source, m);
+  const void* c_copy = CopyOf(ctx.bf16_c, ctx.bf16_c_source, c);
+  const bool bias_aligned = reinterpret_cast<uintptr_t>(bias) % 8 == 0;  // read as float2
+  if (!bias_aligned || !FusedProductMulAddFits(ctx, g, a, b, alpha, beta, m, c)) {
+    RETURN_IF_ERROR(Sgemm(ctx, g, a, b, out, alpha, beta, bias, nullptr));
+    float* result = ctx.bf16_out && ctx.bf16_out_alone ? nullptr : out;
+    return MulAddArrays(ctx.stream, {m, m_copy}, {out, nullptr}, {c, c_copy}, result, g.m * g.n, ctx.bf16_out);
+  }
+  const void* rows = CopyOf(ctx.bf16_a, ctx.bf16_a_source, a);
+  if (!rows) {
+    RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, ctx.bf16_operands, g.m * g.k));
+    rows = ctx.bf16_operands;
+  }
+  Maps maps;
+  RETURN_IF_ERROR(RowsMap(&maps.a, rows, g.m, g.k, kTileM));
+  RETURN_IF_ERROR(RowsMap(&maps.w, Bf16WeightRows(ctx, b, g.trans_b), g.n, g.k, kTileN));
+  RETURN_IF_ERROR(RowsMap(&maps.m, m_copy, g.m, g.n, kTileM));
+  RETURN_IF_ERROR(RowsMap(&maps.c, c_copy, g.m, g.n, kTileM));
+  RETURN_IF_ERROR(RowsMap(&maps.out, ctx.bf16_out, g.m, g.n, kTileM));
+  const int64_t tiles = g.n / kTileN * ((g.m + kTileM - 1) / kTileM);
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, HopperSms()));
+  ProductMulAddKernel<<<blocks, kBlockThreads, kSmemBytes, ctx.stream>>>(maps, HasBias(g.epilogue) ? bias : nullptr,
+                                                                     static_cast<int>(g.m), static_cast<int>(g.n),
+                                                                     static_cast<int>(g.k));
+  return Check(cudaGetLastError(), "ProductMulAddKernel");
+}
+
+}  // namespace rankd::cuda
