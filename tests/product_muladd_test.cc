@@ -124,9 +124,8 @@ TEST(ProductMulAddFusion, ZooDcnCrossLayersFuseAndScoreAsPyTorch) {
 
 // The CUDA backend takes the pass with bf16-activations only (cuda_backend.cc says why): the
 // zoo's DCNv2 keeps its MulAdds in bf16 and fuses its three cross layers in bf16-activations,
-// where the fused kernel (on an sm_90 device) replaces each layer's product and MulAdd: three
-// launches fewer than the same plans run as two kernels, and the scores stay the CPU's within
-// bf16's rounding.
+// and the scores stay the CPU's within bf16's rounding, run either way (the zoo's small widths
+// take two kernels; W1's 3,456 the fused one: docs/benchmarks.md).
 TEST(ProductMulAddFusion, CudaFusesTheZooCrossLayersWithBf16Activations) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
@@ -142,10 +141,6 @@ TEST(ProductMulAddFusion, CudaFusesTheZooCrossLayersWithBf16Activations) {
   auto act = Model::Load(dir, -1, options);
   ASSERT_TRUE(act.ok()) << act.status().ToString();
   EXPECT_EQ((*act)->load_report().fused_product_mul_adds, 3);
-  cuda::EnableFusedProductMulAdd(false);
-  auto act_two = Model::Load(dir, -1, options);  // its launches counted as two kernels a layer
-  cuda::EnableFusedProductMulAdd(true);
-  ASSERT_TRUE(act_two.ok()) << act_two.status().ToString();
   auto cpu = Model::Load(dir, -1);
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
   for (int64_t rows : {1, 9, 64, 300, 700}) {
@@ -167,20 +162,6 @@ TEST(ProductMulAddFusion, CudaFusesTheZooCrossLayersWithBf16Activations) {
       }
     }
     cuda::EnableFusedProductMulAdd(true);
-    auto plan = (*act)->PlanForRequest(request);
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    auto one = (*act)->CountLaunches(**plan);  // a count is kept per plan: each model counts once
-    cuda::EnableFusedProductMulAdd(false);
-    auto plan_two = (*act_two)->PlanForRequest(request);
-    ASSERT_TRUE(plan_two.ok()) << plan_two.status().ToString();
-    auto two = (*act_two)->CountLaunches(**plan_two);
-    cuda::EnableFusedProductMulAdd(true);
-    ASSERT_TRUE(one.ok() && two.ok());
-    if (rows > 8 && testing::CudaIsHopper()) {
-      EXPECT_GE(two->kernels - one->kernels, 3) << "rows " << rows;
-    } else {
-      EXPECT_EQ(two->kernels, one->kernels) << "rows " << rows;  // the few-rows products, both ways
-    }
   }
 }
 
@@ -219,9 +200,12 @@ TEST(ProductMulAddFusion, CudaCrossLayersScoreAsTheCpu) {
         const std::string what = "width " + std::to_string(width) + " rank " + std::to_string(rank) + " rows " + std::to_string(rows);
         for (bool fused : {true, false}) {
           cuda::EnableFusedProductMulAdd(fused);
+          const int64_t runs = cuda::FusedProductMulAddRuns();
           auto got = testing::RunGraph(g, inputs, {}, *cuda, Precision::kBf16Activations);
           cuda::EnableFusedProductMulAdd(true);
           ASSERT_TRUE(got.ok()) << got.status().ToString();
+          const bool fits = fused && width % 128 == 0 && testing::CudaIsHopper();
+          EXPECT_EQ(cuda::FusedProductMulAddRuns() - runs, fits ? 2 : 0) << what << (fused ? ", fused" : ", two kernels");
           testing::ExpectOutputsNear(*got, *want, 3e-2, what + (fused ? ", fused" : ", two kernels"));
         }
         // bf16 (not -activations) runs the same graph as two kernels, reading fp32 m and c.

@@ -32,6 +32,7 @@ namespace rankd::cuda {
 namespace {
 
 std::atomic<bool> fused_on{true};
+std::atomic<int64_t> fused_runs{0};
 
 constexpr int kTileM = 128, kTileN = 128, kTileK = 64, kStages = 3;
 constexpr int kConsumerThreads = 256, kBlockThreads = kConsumerThreads + 32;
@@ -291,6 +292,8 @@ void PrepareProductMulAdd() { HopperSms(); }
 
 void EnableFusedProductMulAdd(bool on) { fused_on.store(on, std::memory_order_relaxed); }
 
+int64_t FusedProductMulAddRuns() { return fused_runs.load(std::memory_order_relaxed); }
+
 bool FusedProductMulAddFits(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b,
                             float alpha, float beta, const float* m, const float* c) {
   if (!fused_on.load(std::memory_order_relaxed) || !Bf16Products(ctx.precision) || HopperSms() == 0) return false;
@@ -334,6 +337,7 @@ Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, con
   ProductMulAddKernel<<<blocks, kBlockThreads, kSmemBytes, ctx.stream>>>(maps, HasBias(g.epilogue) ? bias : nullptr,
                                                                      static_cast<int>(g.m), static_cast<int>(g.n),
                                                                      static_cast<int>(g.k));
+  fused_runs.fetch_add(1, std::memory_order_relaxed);
   return Check(cudaGetLastError(), "ProductMulAddKernel");
 }
 

@@ -33,5 +33,7 @@ void PrepareProductMulAdd();
 
 // For tests: false runs every such product as two kernels (the product, then the MulAdd).
 void EnableFusedProductMulAdd(bool on);
+// For tests: how many products this process has run as the fused kernel.
+int64_t FusedProductMulAddRuns();
 
 }  // namespace rankd::cuda
