@@ -168,52 +168,59 @@ TEST(ProductMulAddFusion, CudaFusesTheZooCrossLayersWithBf16Activations) {
 // A cross network whose x0 is a product's result (so x0 and each x exist as bf16 copies alone),
 // fused by the pass and run on CUDA with bf16-activations: fused and as two kernels, against the
 // CPU's fp32. Widths 256 (the fused kernel's 128-column tiles) and 200 (two kernels), ranks 64 and
-// 128, rows from 9 to 1,000 (tiles of 128 rows cut short).
+// 128, rows from 9 to 1,000 (tiles of 128 rows cut short); and width 1,024 at 2,200 and 4,100 rows,
+// more tiles than an H100's or H200's SMs, which the kernel's warpgroups take in turn (ping-pong),
+// the last one's rows cut short.
 TEST(ProductMulAddFusion, CudaCrossLayersScoreAsTheCpu) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
+  struct Case {
+    int64_t width, rank, rows;
+  };
+  std::vector<Case> cases = {{1024, 128, 2200}, {1024, 64, 4100}};
   for (int64_t width : {256, 200}) {
     for (int64_t rank : {64, 128}) {
-      for (int64_t rows : {9, 100, 1000}) {
-        std::mt19937_64 rng(static_cast<uint64_t>(width * 7 + rank * 3 + rows));
-        GraphBuilder b;
-        const int64_t features = 32;
-        int in = b.Input("in", DType::kF32, {rows, features});
-        int x0 = b.Op("Gemm", {in, b.Const("w0", RandomF32({width, features}, rng, -0.2, 0.2))}, {{"transB", int64_t{1}}});
-        int x = x0;
-        for (int layer = 0; layer < 2; ++layer) {
-          const std::string l = std::to_string(layer);
-          int down = b.Op("Gemm", {x, b.Const("down" + l, RandomF32({rank, width}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}});
-          int up = b.Op("Gemm", {down, b.Const("up" + l, RandomF32({width, rank}, rng, -0.1, 0.1)),
-                                 b.Const("bias" + l, RandomF32({width}, rng, -0.5, 0.5))},
-                        {{"transB", int64_t{1}}});
-          x = b.Op("MulAdd", {x0, up, x});
-        }
-        b.Output(b.Op("Gemm", {x, b.Const("top", RandomF32({1, width}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}}));
-        std::vector<Tensor> inputs = {RandomF32({rows, features}, rng, -1, 1)};
-        Graph g = b.graph();
-        auto probe = Plan::Build(g, MetasOf(inputs));
-        ASSERT_TRUE(probe.ok()) << probe.status().ToString();
-        ASSERT_EQ(FuseProductMulAdds(g, (*probe)->values()), 2);
-        auto want = testing::RunGraph(b.graph(), inputs);
-        ASSERT_TRUE(want.ok()) << want.status().ToString();
-        const std::string what = "width " + std::to_string(width) + " rank " + std::to_string(rank) + " rows " + std::to_string(rows);
-        for (bool fused : {true, false}) {
-          cuda::EnableFusedProductMulAdd(fused);
-          const int64_t runs = cuda::FusedProductMulAddRuns();
-          auto got = testing::RunGraph(g, inputs, {}, *cuda, Precision::kBf16Activations);
-          cuda::EnableFusedProductMulAdd(true);
-          ASSERT_TRUE(got.ok()) << got.status().ToString();
-          const bool fits = fused && width % 128 == 0 && testing::CudaIsHopper();
-          EXPECT_EQ(cuda::FusedProductMulAddRuns() - runs, fits ? 2 : 0) << what << (fused ? ", fused" : ", two kernels");
-          testing::ExpectOutputsNear(*got, *want, 3e-2, what + (fused ? ", fused" : ", two kernels"));
-        }
-        // bf16 (not -activations) runs the same graph as two kernels, reading fp32 m and c.
-        auto plain = testing::RunGraph(g, inputs, {}, *cuda, Precision::kBf16);
-        ASSERT_TRUE(plain.ok()) << plain.status().ToString();
-        testing::ExpectOutputsNear(*plain, *want, 3e-2, what + ", bf16");
-      }
+      for (int64_t rows : {9, 100, 1000}) cases.push_back({width, rank, rows});
     }
+  }
+  for (const auto& [width, rank, rows] : cases) {
+    std::mt19937_64 rng(static_cast<uint64_t>(width * 7 + rank * 3 + rows));
+    GraphBuilder b;
+    const int64_t features = 32;
+    int in = b.Input("in", DType::kF32, {rows, features});
+    int x0 = b.Op("Gemm", {in, b.Const("w0", RandomF32({width, features}, rng, -0.2, 0.2))}, {{"transB", int64_t{1}}});
+    int x = x0;
+    for (int layer = 0; layer < 2; ++layer) {
+      const std::string l = std::to_string(layer);
+      int down = b.Op("Gemm", {x, b.Const("down" + l, RandomF32({rank, width}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}});
+      int up = b.Op("Gemm", {down, b.Const("up" + l, RandomF32({width, rank}, rng, -0.1, 0.1)),
+                             b.Const("bias" + l, RandomF32({width}, rng, -0.5, 0.5))},
+                    {{"transB", int64_t{1}}});
+      x = b.Op("MulAdd", {x0, up, x});
+    }
+    b.Output(b.Op("Gemm", {x, b.Const("top", RandomF32({1, width}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}}));
+    std::vector<Tensor> inputs = {RandomF32({rows, features}, rng, -1, 1)};
+    Graph g = b.graph();
+    auto probe = Plan::Build(g, MetasOf(inputs));
+    ASSERT_TRUE(probe.ok()) << probe.status().ToString();
+    ASSERT_EQ(FuseProductMulAdds(g, (*probe)->values()), 2);
+    auto want = testing::RunGraph(b.graph(), inputs);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    const std::string what = "width " + std::to_string(width) + " rank " + std::to_string(rank) + " rows " + std::to_string(rows);
+    for (bool fused : {true, false}) {
+      cuda::EnableFusedProductMulAdd(fused);
+      const int64_t runs = cuda::FusedProductMulAddRuns();
+      auto got = testing::RunGraph(g, inputs, {}, *cuda, Precision::kBf16Activations);
+      cuda::EnableFusedProductMulAdd(true);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      const bool fits = fused && width % 128 == 0 && testing::CudaIsHopper();
+      EXPECT_EQ(cuda::FusedProductMulAddRuns() - runs, fits ? 2 : 0) << what << (fused ? ", fused" : ", two kernels");
+      testing::ExpectOutputsNear(*got, *want, 3e-2, what + (fused ? ", fused" : ", two kernels"));
+    }
+    // bf16 (not -activations) runs the same graph as two kernels, reading fp32 m and c.
+    auto plain = testing::RunGraph(g, inputs, {}, *cuda, Precision::kBf16);
+    ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+    testing::ExpectOutputsNear(*plain, *want, 3e-2, what + ", bf16");
   }
 }
 

@@ -4,18 +4,20 @@
 // One persistent block an SM walks 128 × 128 tiles of the output, row tile by row tile (a row
 // tile's 27 column tiles for W1, so A's rows are read from L2 27 times, from memory once). Warp 8
 // is the producer: its lane 0 issues TMA loads of A's and W's 128 × 64 pieces into three stages
-// (mbarriers: full when the bytes have landed, empty when both consumers' products have read
+// (mbarriers: full when the bytes have landed, empty when the consumers' products have read
 // them); its lane 1 loads the tile's m and c into one of two epilogue buffers, a tile ahead.
-// Warps 0-7 are two consumer warpgroups, each taking 64 rows of the tile with wgmma
-// (m64n128k16, both operands from shared memory) into 64 fp32 accumulators a thread. The
-// epilogue reads m and c from shared memory where the accumulators lie, writes the result over
-// m, and one thread stores the tile with TMA. TMA zero-fills rows past the end and clips them on
-// the store.
+// Warps 0-7 are two consumer warpgroups running wgmma (m64n128k16, both operands from shared
+// memory) into fp32 accumulators. With no more tiles than blocks both take each tile, 64 rows
+// each; with more, they ping-pong: each takes every other tile whole, and one's epilogue (the
+// memory-bound part) runs while the other's products do. The epilogue moves m and c from shared
+// memory into the accumulators' layout with ldmatrix, rounds the product (with its bias) to bf16
+// as the unfused path does, takes one bf16 fma, writes the result over m with stmatrix, and one
+// thread stores the tile with TMA. TMA zero-fills rows past the end and clips them on the store.
 //
-// Measured against cuBLASLt's product (bf16 out) and a MulAdd kernel, n = 3,456, k = 512, on an
-// H200 (docs/benchmarks.md): 8.3 against 17.2 µs at 512 rows, 15 against 18 at 1,000, 389
-// against 390 at 32,768 (there the epilogue's memory traffic is not hidden behind the products:
-// the products alone took 179 µs).
+// Measured against cuBLAS's product (bf16 out) and a MulAdd kernel, n = 3,456, k = 512, on an
+// H200 (docs/benchmarks.md): 8.1 against 14.7 µs at 512 rows, 15.0 against 14.5 at 1,000, 46
+// against 57 at 4,096, 297 against 385 at 32,768 (the products alone: 179 µs; the epilogue's
+// traffic is not all hidden yet).
 #include "backend/cuda/product_muladd.h"
 
 #include <cuda.h>
@@ -24,6 +26,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <string>
 
 #include "backend/cuda/small_rows_gemm.h"
@@ -39,7 +42,7 @@ constexpr int kConsumerThreads = 256, kBlockThreads = kConsumerThreads + 32;
 constexpr int kPieceBytes = kTileM * kTileK * 2;  // a stage's piece of A or W; a 64-column box of m or c
 constexpr int kStageBytes = 2 * kPieceBytes;
 constexpr int kTileBytes = kTileM * kTileN * 2;  // m's (then the output's) tile, or c's
-constexpr int kSmemBytes = kStages * kStageBytes + 4 * kTileBytes + 1024 + 256;
+constexpr int kSmemBytes = kStages * kStageBytes + 4 * kTileBytes + 1024 + 256;  // + alignment, barriers
 
 struct Maps {
   CUtensorMap a, w, m, c, out;
@@ -118,11 +121,42 @@ __device__ __forceinline__ int SwizzledOffset(int row, int column) {
   return (column / 64) * kPieceBytes + row * 128 + ((((column % 64) / 8) ^ (row % 8)) * 16) + (column % 8) * 2;
 }
 
+// Four 8 × 8 bf16 pieces of shared memory, one row address a lane, to and from registers.
+__device__ __forceinline__ void LoadPieces(uint32_t* v, const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(SmemAddress(row)));
+}
+__device__ __forceinline__ void StorePieces(void* row, const uint32_t* v) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(SmemAddress(row)), "r"(v[0]),
+               "r"(v[1]), "r"(v[2]), "r"(v[3])
+               : "memory");
+}
+__device__ __forceinline__ __nv_bfloat162 Bf16Pair(uint32_t bits) {
+  __nv_bfloat162 v;
+  memcpy(&v, &bits, sizeof v);
+  return v;
+}
+__device__ __forceinline__ uint32_t Bits(__nv_bfloat162 v) {
+  uint32_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
+// kPingPong false: both consumer warpgroups take each tile, 64 rows each (when the tiles are no
+// more than the blocks). true: each warpgroup takes every other tile of its block, all 128 rows, so
+// that one's epilogue runs while the other's products do; the barrier `issued` keeps their
+// products in tile order (a warpgroup starts on its tile's stages only once the other has issued
+// the tile before, so the stages' barriers are never two phases behind the one it waits for).
+template <bool kPingPong>
 __global__ void __launch_bounds__(kBlockThreads, 1)
     ProductMulAddKernel(const __grid_constant__ Maps maps, const float* bias, int rows, int n, int k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kGroupsOnATile = kPingPong ? 1 : 2;
+  constexpr int kRowBlocks = kPingPong ? 2 : 1;  // the 64-row blocks of a tile a warpgroup takes
+  constexpr int kTileThreads = 128 * kGroupsOnATile;
   extern __shared__ unsigned char smem_raw[];
   auto* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   unsigned char* stages = smem;
@@ -131,15 +165,17 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   uint64_t* empty = full + kStages;
   uint64_t* epilogue_full = empty + kStages;
   uint64_t* epilogue_empty = epilogue_full + 2;
+  uint64_t* issued = epilogue_empty + 2;  // ping-pong: a warpgroup's products of its tile issued
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       BarrierInit(&full[s], 1);
-      BarrierInit(&empty[s], kConsumerThreads / 32);
+      BarrierInit(&empty[s], 4 * kGroupsOnATile);
     }
     for (int b = 0; b < 2; ++b) {
       BarrierInit(&epilogue_full[b], 1);
       BarrierInit(&epilogue_empty[b], 1);
+      BarrierInit(&issued[b], 4);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -160,10 +196,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         }
       }
     } else if (lane == 1) {  // the epilogue's m and c, a tile ahead
-      int j = 0;
-      for (int tile = first; tile < tiles; tile += step, ++j) {
-        const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN, b = j % 2;
-        if (j >= 2) BarrierWait(&epilogue_empty[b], (j / 2 - 1) & 1);
+      int i = 0;
+      for (int tile = first; tile < tiles; tile += step, ++i) {
+        const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN, b = i % 2;
+        if (i >= 2) BarrierWait(&epilogue_empty[b], (i / 2 - 1) & 1);
         unsigned char* tile_m = epilogue + b * 2 * kTileBytes;
         BarrierExpect(&epilogue_full[b], 2 * kTileBytes);
         for (int h = 0; h < 2; ++h) {
@@ -174,53 +210,63 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     }
     return;
   }
-  const int group = warp / 4;  // this warpgroup's rows of a tile: 64·group to 64·group + 63
-  const int row0 = group * 64 + (warp % 4) * 16 + lane / 4;
-  int it = 0, j = 0;
-  for (int tile = first; tile < tiles; tile += step, ++j) {
-    const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN;
-    float2 bias_pairs[16];  // this thread's columns' bias, loaded while the products run
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      bias_pairs[i] = bias ? __ldg(reinterpret_cast<const float2*>(bias + n0 + i * 8 + 2 * (lane % 4))) : make_float2(0.f, 0.f);
-    }
-    float acc[64];
+  const int group = warp / 4;
+  const int group_row = kPingPong ? 0 : group * 64;  // the warpgroup's first row in its tile
+  for (int i = kPingPong ? group : 0; first + i * step < tiles; i += kPingPong ? 2 : 1) {
+    const int tile = first + i * step, m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN;
+    if (kPingPong && i > 0) BarrierWait(&issued[1 - group], ((i - 1) / 2) & 1);
+    float acc[kRowBlocks][64];
+    int it = i * k_steps;
     for (int t = 0; t < k_steps; ++t, ++it) {
       const int s = it % kStages;
       BarrierWait(&full[s], (it / kStages) & 1);
       WgmmaFence();
-      const unsigned char* a = stages + s * kStageBytes + group * 64 * 128;
+      const unsigned char* a = stages + s * kStageBytes + group_row * 128;
       const unsigned char* w = stages + s * kStageBytes + kPieceBytes;
 #pragma unroll
       for (int kk = 0; kk < kTileK / 16; ++kk) {
-        WgmmaM64N128K16(acc, Descriptor(a + kk * 32), Descriptor(w + kk * 32), t > 0 || kk > 0 ? 1 : 0);
+#pragma unroll
+        for (int r = 0; r < kRowBlocks; ++r) {
+          WgmmaM64N128K16(acc[r], Descriptor(a + r * 64 * 128 + kk * 32), Descriptor(w + kk * 32), t > 0 || kk > 0 ? 1 : 0);
+        }
       }
       WgmmaCommit();
       WgmmaWait<1>();  // the previous step's products are done: its stage is free
       if (t > 0 && lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);
     }
+    if (kPingPong && lane == 0) BarrierArrive(&issued[group]);
     WgmmaWait<0>();
     if (lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);
-    const int b = j % 2;
+    const int b = i % 2;
     unsigned char* tile_m = epilogue + b * 2 * kTileBytes;
     const unsigned char* tile_c = tile_m + kTileBytes;
-    BarrierWait(&epilogue_full[b], (j / 2) & 1);
+    BarrierWait(&epilogue_full[b], (i / 2) & 1);
+    // ldmatrix/stmatrix move four 8 × 8 pieces a warp at once, in the accumulators' layout: lane
+    // l addresses row l % 8 of piece l / 8, and register j of every lane holds its row l / 4,
+    // columns 2·(l % 4) and + 1, of piece j. Pieces: rows (+ 0 or 8) × columns (8q or 8q + 8).
+    const int piece = lane / 8;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int column = i * 8 + 2 * (lane % 4);
+    for (int r = 0; r < kRowBlocks; ++r) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int at = SwizzledOffset(row0 + h * 8, column);
-        auto* pm = reinterpret_cast<__nv_bfloat162*>(tile_m + at);
-        const float2 mv = __bfloat1622float2(*pm);
-        const float2 cv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(tile_c + at));
-        *pm = __floats2bfloat162_rn(fmaf(mv.x, acc[4 * i + 2 * h] + bias_pairs[i].x, cv.x),
-                                    fmaf(mv.y, acc[4 * i + 2 * h + 1] + bias_pairs[i].y, cv.y));
+      for (int q = 0; q < kTileN / 8; q += 2) {
+        const int at = SwizzledOffset(group_row + r * 64 + (warp % 4) * 16 + (piece % 2) * 8 + lane % 8, (q + piece / 2) * 8);
+        uint32_t mv[4], cv[4], ov[4];
+        LoadPieces(mv, tile_m + at);
+        LoadPieces(cv, tile_c + at);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int column = (q + j / 2) * 8 + 2 * (lane % 4), e = j % 2;
+          const float2 bv = bias ? __ldg(reinterpret_cast<const float2*>(bias + n0 + column)) : make_float2(0.f, 0.f);
+          const float* d = &acc[r][4 * (q + j / 2) + 2 * e];
+          // The product rounds to bf16 as the unfused path's product does, then one bf16 fma.
+          ov[j] = Bits(__hfma2(Bf16Pair(mv[j]), __floats2bfloat162_rn(d[0] + bv.x, d[1] + bv.y), Bf16Pair(cv[j])));
+        }
+        StorePieces(tile_m + at, ov);
       }
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the writes, visible to TMA
-    asm volatile("bar.sync 1, %0;" ::"n"(kConsumerThreads) : "memory");
-    if (threadIdx.x == 0) {
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + (kPingPong ? group : 0)), "n"(kTileThreads) : "memory");
+    if (threadIdx.x % kTileThreads == 0) {
       TmaStore(&maps.out, n0, m0, tile_m);
       TmaStore(&maps.out, n0 + 64, m0, tile_m + kPieceBytes);
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
@@ -228,7 +274,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       BarrierArrive(&epilogue_empty[b]);
     }
   }
-  if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  if (threadIdx.x % kTileThreads == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 #endif
 }
 
@@ -268,7 +314,8 @@ int HopperSms() {
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
         cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || major != 9 || minor != 0 ||
         !TensorMapEncoder() ||
-        cudaFuncSetAttribute(ProductMulAddKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
+        cudaFuncSetAttribute(ProductMulAddKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess ||
+        cudaFuncSetAttribute(ProductMulAddKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
@@ -334,9 +381,13 @@ Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, con
   RETURN_IF_ERROR(RowsMap(&maps.out, ctx.bf16_out, g.m, g.n, kTileM));
   const int64_t tiles = g.n / kTileN * ((g.m + kTileM - 1) / kTileM);
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, HopperSms()));
-  ProductMulAddKernel<<<blocks, kBlockThreads, kSmemBytes, ctx.stream>>>(maps, HasBias(g.epilogue) ? bias : nullptr,
-                                                                     static_cast<int>(g.m), static_cast<int>(g.n),
-                                                                     static_cast<int>(g.k));
+  const float* bias_row = HasBias(g.epilogue) ? bias : nullptr;
+  const auto rows_count = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+  if (tiles > static_cast<int64_t>(blocks)) {  // more than a tile a block: ping-pong hides each epilogue behind products
+    ProductMulAddKernel<true><<<blocks, kBlockThreads, kSmemBytes, ctx.stream>>>(maps, bias_row, rows_count, n, k);
+  } else {
+    ProductMulAddKernel<false><<<blocks, kBlockThreads, kSmemBytes, ctx.stream>>>(maps, bias_row, rows_count, n, k);
+  }
   fused_runs.fetch_add(1, std::memory_order_relaxed);
   return Check(cudaGetLastError(), "ProductMulAddKernel");
 }
