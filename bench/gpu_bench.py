@@ -56,8 +56,9 @@ def main():
     p.add_argument("--hoisting", default="on,off", help="also time the first precision without user-side hoisting "
                    "(off) on models with user inputs")
     p.add_argument("--bf16-tables", action="store_true", help="also time bf16 with the bag tables stored in bf16")
-    p.add_argument("--in-flight", type=int, default=2, help="for batches of 4,096 pairs and more, also time rankd's "
-                   "throughput with this many requests in flight (each precision, no graphs); 0: not")
+    p.add_argument("--in-flight", default="2", help="for batches of 4,096 pairs and more, also time rankd's "
+                   "throughput with this many requests in flight (each precision, no graphs; a list such as 2,3 times "
+                   "each); 0: not")
     p.add_argument("--report", default="", help="write gpu_report.json and gpu_report.md into this folder")
     p.add_argument("--commit", default="", help="the commit measured (default: .bundle/COMMIT, else git)")
     a = p.parse_args()
@@ -135,19 +136,22 @@ def main():
                 except Exception as e:  # a peer that fails is reported, not fatal
                     print(f"{label} {peer}: {type(e).__name__}: {e}", file=sys.stderr)
                     row[peer] = None
-            if a.in_flight > 1 and n >= 4096:
+            in_flight = [int(k) for k in str(a.in_flight).split(",") if int(k) > 1]
+            if in_flight and n >= 4096:
                 # Throughput as a loaded server sees it: several requests at a time, so one's host work
                 # (ids into offsets, packing, copies) overlaps another's kernels.
-                row["in_flight"] = {"requests": a.in_flight}
-                for precision in a.precisions.split(",") + tabled:
-                    cmd = bench + ["--backend", "cuda", "--precision", precision.split(" ")[0], "--model-repo", repo, "--model", package,
-                                   "--requests", path, "--iters", str(a.iters), "--warmup", "20", "--buckets", "off",
-                                   "--in-flight", str(a.in_flight)] + (["--table-dtype", "BF16"] if "tables" in precision else [])
-                    res = subprocess.run(cmd, capture_output=True, text=True)
-                    if res.returncode == 0:
-                        row["in_flight"][precision] = json.loads(res.stdout.strip().splitlines()[-1])["throughput_pairs_per_s"]
-                    else:
-                        print(res.stderr, file=sys.stderr)
+                row["in_flight"] = {"requests": ", ".join(map(str, in_flight))}
+                for k in in_flight:
+                    for precision in a.precisions.split(",") + tabled:
+                        cmd = bench + ["--backend", "cuda", "--precision", precision.split(" ")[0], "--model-repo", repo, "--model", package,
+                                       "--requests", path, "--iters", str(a.iters), "--warmup", "20", "--buckets", "off",
+                                       "--in-flight", str(k)] + (["--table-dtype", "BF16"] if "tables" in precision else [])
+                        res = subprocess.run(cmd, capture_output=True, text=True)
+                        key = precision if len(in_flight) == 1 else f"{precision}, {k} in flight"
+                        if res.returncode == 0:
+                            row["in_flight"][key] = json.loads(res.stdout.strip().splitlines()[-1])["throughput_pairs_per_s"]
+                        else:
+                            print(res.stderr, file=sys.stderr)
             rows.append(row)
             print(label, {k: v for k, v in row.items() if k != "label"}, file=sys.stderr, flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "iters": a.iters,

@@ -170,7 +170,7 @@ TEST(ProductMulAddFusion, CudaFusesTheZooCrossLayersWithBf16Activations) {
 // CPU's fp32. Widths 256 (the fused kernel's 128-column tiles) and 200 (two kernels), ranks 64 and
 // 128, rows from 9 to 1,000 (tiles of 128 rows cut short); and width 1,024 at 2,200 and 4,100 rows,
 // more tiles than an H100's or H200's SMs, which the kernel's warpgroups take in turn (ping-pong),
-// the last one's rows cut short.
+// the last one's rows cut short. The first layer's c is its m (x0), which the kernel reads once.
 TEST(ProductMulAddFusion, CudaCrossLayersScoreAsTheCpu) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
@@ -209,12 +209,14 @@ TEST(ProductMulAddFusion, CudaCrossLayersScoreAsTheCpu) {
     const std::string what = "width " + std::to_string(width) + " rank " + std::to_string(rank) + " rows " + std::to_string(rows);
     for (bool fused : {true, false}) {
       cuda::EnableFusedProductMulAdd(fused);
-      const int64_t runs = cuda::FusedProductMulAddRuns();
+      const int64_t runs = cuda::FusedProductMulAddRuns(), runs_c_is_m = cuda::FusedProductMulAddRunsWithCAsM();
       auto got = testing::RunGraph(g, inputs, {}, *cuda, Precision::kBf16Activations);
       cuda::EnableFusedProductMulAdd(true);
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       const bool fits = fused && width % 128 == 0 && testing::CudaIsHopper();
       EXPECT_EQ(cuda::FusedProductMulAddRuns() - runs, fits ? 2 : 0) << what << (fused ? ", fused" : ", two kernels");
+      // The first layer's c is x0, its m: the kernel loads that tile once.
+      EXPECT_EQ(cuda::FusedProductMulAddRunsWithCAsM() - runs_c_is_m, fits ? 1 : 0) << what;
       testing::ExpectOutputsNear(*got, *want, 3e-2, what + (fused ? ", fused" : ", two kernels"));
     }
     // bf16 (not -activations) runs the same graph as two kernels, reading fp32 m and c.

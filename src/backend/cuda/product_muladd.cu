@@ -5,7 +5,8 @@
 // tile's 27 column tiles for W1, so A's rows are read from L2 27 times, from memory once). Warp 8
 // is the producer: its lane 0 issues TMA loads of A's and W's 128 × 64 pieces into three stages
 // (mbarriers: full when the bytes have landed, empty when the consumers' products have read
-// them); its lane 1 loads the tile's m and c into one of two epilogue buffers, a tile ahead.
+// them); its lane 1 loads the tile's m and c into one of two epilogue buffers, a tile ahead (m
+// alone where c is m, as in a DCN's first layer, x0 · (U v + b) + x0).
 // Warps 0-7 are two consumer warpgroups running wgmma (m64n128k16, both operands from shared
 // memory) into fp32 accumulators. With no more tiles than blocks both take each tile, 64 rows
 // each; with more, they ping-pong: each takes every other tile whole, and one's epilogue (the
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <cstring>
 #include <string>
 
@@ -36,6 +38,7 @@ namespace {
 
 std::atomic<bool> fused_on{true};
 std::atomic<int64_t> fused_runs{0};
+std::atomic<int64_t> fused_runs_c_is_m{0};
 
 constexpr int kTileM = 128, kTileN = 128, kTileK = 64, kStages = 3;
 constexpr int kConsumerThreads = 256, kBlockThreads = kConsumerThreads + 32;
@@ -152,7 +155,7 @@ __device__ __forceinline__ uint32_t Bits(__nv_bfloat162 v) {
 // the tile before, so the stages' barriers are never two phases behind the one it waits for).
 template <bool kPingPong>
 __global__ void __launch_bounds__(kBlockThreads, 1)
-    ProductMulAddKernel(const __grid_constant__ Maps maps, const float* bias, int rows, int n, int k) {
+    ProductMulAddKernel(const __grid_constant__ Maps maps, const float* bias, int rows, int n, int k, bool c_is_m) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kGroupsOnATile = kPingPong ? 1 : 2;
   constexpr int kRowBlocks = kPingPong ? 2 : 1;  // the 64-row blocks of a tile a warpgroup takes
@@ -201,10 +204,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN, b = i % 2;
         if (i >= 2) BarrierWait(&epilogue_empty[b], (i / 2 - 1) & 1);
         unsigned char* tile_m = epilogue + b * 2 * kTileBytes;
-        BarrierExpect(&epilogue_full[b], 2 * kTileBytes);
+        BarrierExpect(&epilogue_full[b], (c_is_m ? 1 : 2) * kTileBytes);
         for (int h = 0; h < 2; ++h) {
           TmaLoad(tile_m + h * kPieceBytes, &maps.m, n0 + h * 64, m0, &epilogue_full[b]);
-          TmaLoad(tile_m + kTileBytes + h * kPieceBytes, &maps.c, n0 + h * 64, m0, &epilogue_full[b]);
+          if (!c_is_m) TmaLoad(tile_m + kTileBytes + h * kPieceBytes, &maps.c, n0 + h * 64, m0, &epilogue_full[b]);
         }
       }
     }
@@ -239,7 +242,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     if (lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);
     const int b = i % 2;
     unsigned char* tile_m = epilogue + b * 2 * kTileBytes;
-    const unsigned char* tile_c = tile_m + kTileBytes;
+    const unsigned char* tile_c = c_is_m ? tile_m : tile_m + kTileBytes;
     BarrierWait(&epilogue_full[b], (i / 2) & 1);
     // ldmatrix/stmatrix move four 8 × 8 pieces a warp at once, in the accumulators' layout: lane
     // l addresses row l % 8 of piece l / 8, and register j of every lane holds its row l / 4,
@@ -252,7 +255,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         const int at = SwizzledOffset(group_row + r * 64 + (warp % 4) * 16 + (piece % 2) * 8 + lane % 8, (q + piece / 2) * 8);
         uint32_t mv[4], cv[4], ov[4];
         LoadPieces(mv, tile_m + at);
-        LoadPieces(cv, tile_c + at);
+        if (c_is_m) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) cv[j] = mv[j];
+        } else {
+          LoadPieces(cv, tile_c + at);
+        }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int column = (q + j / 2) * 8 + 2 * (lane % 4), e = j % 2;
@@ -333,6 +341,36 @@ const void* CopyOf(const void* copy, const void* source, const float* value) {
   return copy && source == value ? copy : nullptr;
 }
 
+// The fused kernel's operands (the bf16 copies it reads), when g fits it: an sm_90 device and a
+// build for sm_90a; bf16 operands with the weight's [N, K] bf16 copy; m, c and the result as bf16
+// copies alone; more than kSmallRows rows (fewer take the few-rows kernel); n a multiple of 128 and
+// k of 64; alpha 1, no C but the bias row, no activation; 16-byte aligned operands, an 8-byte
+// aligned bias. rows is null where A has no bf16 copy and is converted into ctx.bf16_operands.
+struct FusedOperands {
+  const void* rows = nullptr;
+  const void* weight = nullptr;
+  const void* m = nullptr;
+  const void* c = nullptr;
+};
+
+std::optional<FusedOperands> FusedOperandsOf(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b,
+                                             float alpha, float beta, const float* bias, const float* m, const float* c) {
+  if (!fused_on.load(std::memory_order_relaxed) || !Bf16Products(ctx.precision) || HopperSms() == 0) return std::nullopt;
+  if (g.batch != 1 || g.trans_a || g.m <= kSmallRows || g.m > INT32_MAX || g.n % kTileN != 0 || g.n > INT32_MAX ||
+      g.k % kTileK != 0 || g.k == 0 || g.k > INT32_MAX || alpha != 1.0f || beta != 0.0f ||
+      ActivationOf(g.epilogue) != Activation::kNone || reinterpret_cast<uintptr_t>(bias) % 8 != 0) {  // bias: read as float2
+    return std::nullopt;
+  }
+  FusedOperands f{CopyOf(ctx.bf16_a, ctx.bf16_a_source, a), Bf16WeightRows(ctx, b, g.trans_b),
+                  CopyOf(ctx.bf16_b, ctx.bf16_b_source, m), CopyOf(ctx.bf16_c, ctx.bf16_c_source, c)};
+  const bool a_fits = f.rows ? Aligned(f.rows) : Bf16OperandBytes(g.m * g.k) <= ctx.bf16_operand_bytes;
+  if (f.weight && Aligned(f.weight) && a_fits && f.m && Aligned(f.m) && f.c && Aligned(f.c) && ctx.bf16_out &&
+      ctx.bf16_out_alone && Aligned(ctx.bf16_out) && Aligned(ctx.bf16_operands)) {
+    return f;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void PrepareProductMulAdd() { HopperSms(); }
@@ -341,54 +379,40 @@ void EnableFusedProductMulAdd(bool on) { fused_on.store(on, std::memory_order_re
 
 int64_t FusedProductMulAddRuns() { return fused_runs.load(std::memory_order_relaxed); }
 
-bool FusedProductMulAddFits(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b,
-                            float alpha, float beta, const float* m, const float* c) {
-  if (!fused_on.load(std::memory_order_relaxed) || !Bf16Products(ctx.precision) || HopperSms() == 0) return false;
-  if (g.batch != 1 || g.trans_a || g.m <= kSmallRows || g.m > INT32_MAX || g.n % kTileN != 0 || g.n > INT32_MAX ||
-      g.k % kTileK != 0 || g.k == 0 || g.k > INT32_MAX || alpha != 1.0f || beta != 0.0f ||
-      ActivationOf(g.epilogue) != Activation::kNone) {
-    return false;
-  }
-  const void* weight = Bf16WeightRows(ctx, b, g.trans_b);
-  const void* a_copy = CopyOf(ctx.bf16_a, ctx.bf16_a_source, a);
-  const void* m_copy = CopyOf(ctx.bf16_b, ctx.bf16_b_source, m);
-  const void* c_copy = CopyOf(ctx.bf16_c, ctx.bf16_c_source, c);
-  const bool a_fits = a_copy ? Aligned(a_copy) : Bf16OperandBytes(g.m * g.k) <= ctx.bf16_operand_bytes;
-  return weight && Aligned(weight) && a_fits && m_copy && Aligned(m_copy) && c_copy && Aligned(c_copy) && ctx.bf16_out &&
-         ctx.bf16_out_alone && Aligned(ctx.bf16_out) && Aligned(ctx.bf16_operands);
-}
+int64_t FusedProductMulAddRunsWithCAsM() { return fused_runs_c_is_m.load(std::memory_order_relaxed); }
 
 Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, float* out, float alpha,
                      float beta, const float* bias, const float* m, const float* c) {
-  const void* m_copy = CopyOf(ctx.bf16_b, ctx.bf16_b_source, m);
-  const void* c_copy = CopyOf(ctx.bf16_c, ctx.bf16_c_source, c);
-  const bool bias_aligned = reinterpret_cast<uintptr_t>(bias) % 8 == 0;  // read as float2
-  if (!bias_aligned || !FusedProductMulAddFits(ctx, g, a, b, alpha, beta, m, c)) {
+  const std::optional<FusedOperands> fused = FusedOperandsOf(ctx, g, a, b, alpha, beta, bias, m, c);
+  if (!fused) {
     RETURN_IF_ERROR(Sgemm(ctx, g, a, b, out, alpha, beta, bias, nullptr));
     float* result = ctx.bf16_out && ctx.bf16_out_alone ? nullptr : out;
-    return MulAddArrays(ctx.stream, {m, m_copy}, {out, nullptr}, {c, c_copy}, result, g.m * g.n, ctx.bf16_out);
+    return MulAddArrays(ctx.stream, {m, CopyOf(ctx.bf16_b, ctx.bf16_b_source, m)}, {out, nullptr},
+                        {c, CopyOf(ctx.bf16_c, ctx.bf16_c_source, c)}, result, g.m * g.n, ctx.bf16_out);
   }
-  const void* rows = CopyOf(ctx.bf16_a, ctx.bf16_a_source, a);
+  const void* rows = fused->rows;
   if (!rows) {
     RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, ctx.bf16_operands, g.m * g.k));
     rows = ctx.bf16_operands;
   }
   Maps maps;
   RETURN_IF_ERROR(RowsMap(&maps.a, rows, g.m, g.k, kTileM));
-  RETURN_IF_ERROR(RowsMap(&maps.w, Bf16WeightRows(ctx, b, g.trans_b), g.n, g.k, kTileN));
-  RETURN_IF_ERROR(RowsMap(&maps.m, m_copy, g.m, g.n, kTileM));
-  RETURN_IF_ERROR(RowsMap(&maps.c, c_copy, g.m, g.n, kTileM));
+  RETURN_IF_ERROR(RowsMap(&maps.w, fused->weight, g.n, g.k, kTileN));
+  RETURN_IF_ERROR(RowsMap(&maps.m, fused->m, g.m, g.n, kTileM));
+  RETURN_IF_ERROR(RowsMap(&maps.c, fused->c, g.m, g.n, kTileM));
   RETURN_IF_ERROR(RowsMap(&maps.out, ctx.bf16_out, g.m, g.n, kTileM));
   const int64_t tiles = g.n / kTileN * ((g.m + kTileM - 1) / kTileM);
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, HopperSms()));
   const float* bias_row = HasBias(g.epilogue) ? bias : nullptr;
   const auto rows_count = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+  const bool c_is_m = fused->c == fused->m;  // a DCN's first layer: x0 * (U v + b) + x0
   if (tiles > static_cast<int64_t>(blocks)) {  // more than a tile a block: ping-pong hides each epilogue behind products
-    ProductMulAddKernel<true><<<blocks, kBlockThreads, kSmemBytes, ctx.stream>>>(maps, bias_row, rows_count, n, k);
+    ProductMulAddKernel<true><<<blocks, kBlockThreads, kSmemBytes, ctx.stream>>>(maps, bias_row, rows_count, n, k, c_is_m);
   } else {
-    ProductMulAddKernel<false><<<blocks, kBlockThreads, kSmemBytes, ctx.stream>>>(maps, bias_row, rows_count, n, k);
+    ProductMulAddKernel<false><<<blocks, kBlockThreads, kSmemBytes, ctx.stream>>>(maps, bias_row, rows_count, n, k, c_is_m);
   }
   fused_runs.fetch_add(1, std::memory_order_relaxed);
+  if (c_is_m) fused_runs_c_is_m.fetch_add(1, std::memory_order_relaxed);
   return Check(cudaGetLastError(), "ProductMulAddKernel");
 }
 

@@ -15,16 +15,11 @@ namespace rankd::cuda {
 // The product g of a and b into out (alpha, beta, bias and g.epilogue as Sgemm takes them), then
 // out = m * out + c, and ctx.bf16_out (when set) the bf16 rounding of out, in place of out where
 // ctx.bf16_out_alone. m and c are read from their bf16 copies where ctx names them (ctx.bf16_b for
-// m, ctx.bf16_c for c). One kernel when the product fits it (FusedProductMulAddFits), else two.
+// m, ctx.bf16_c for c). One kernel where the product fits it (an sm_90
+// device, bf16 copies for A, the weight, m, c and the result, n a multiple of 128, k of 64; see
+// FusedOperandsOf in product_muladd.cu), else two.
 Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, float* out, float alpha,
                      float beta, const float* bias, const float* m, const float* c);
-
-// Whether ProductMulAdd runs g as the one fused kernel: an sm_90 device and a build for sm_90a;
-// bf16 operands with the weight's [N, K] bf16 copy; m, c and the result as bf16 copies alone;
-// more than 8 rows (fewer take the few-rows kernel); n a multiple of 128 and k of 64; alpha 1, no
-// C but the bias row, no activation; 16-byte aligned operands.
-bool FusedProductMulAddFits(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b,
-                            float alpha, float beta, const float* m, const float* c);
 
 // Sets the fused kernel up (its shared memory limit, the tensor-map encoder) once per process.
 // Executors call it as they are created: inside a stream capture those calls would fail, and the
@@ -35,5 +30,7 @@ void PrepareProductMulAdd();
 void EnableFusedProductMulAdd(bool on);
 // For tests: how many products this process has run as the fused kernel.
 int64_t FusedProductMulAddRuns();
+// For tests: how many of those read c as m (one load of the tile where c is m: a DCN's first layer).
+int64_t FusedProductMulAddRunsWithCAsM();
 
 }  // namespace rankd::cuda
