@@ -5,8 +5,9 @@
 // tile's 27 column tiles for W1, so A's rows are read from L2 27 times, from memory once). Warp 8
 // is the producer: its lane 0 issues TMA loads of A's and W's 128 × 64 pieces into three stages
 // (mbarriers: full when the bytes have landed, empty when the consumers' products have read
-// them); its lane 1 loads the tile's m and c into one of two epilogue buffers, a tile ahead (m
-// alone where c is m, as in a DCN's first layer, x0 · (U v + b) + x0).
+// them); its lane 1 loads the tile's m and c into one of two epilogue buffers, a tile ahead. Where
+// c is m, as in a DCN's first layer (x0 · (U v + b) + x0), it loads m alone, and the buffers'
+// freed room holds a fourth stage.
 // Warps 0-7 are two consumer warpgroups running wgmma (m64n128k16, both operands from shared
 // memory) into fp32 accumulators. With no more tiles than blocks both take each tile, 64 rows
 // each; with more, they ping-pong: each takes every other tile whole, and one's epilogue (the
@@ -18,7 +19,7 @@
 // Measured against cuBLAS's product (bf16 out) and a MulAdd kernel, n = 3,456, k = 512, on an
 // H200 (docs/benchmarks.md): 8.1 against 14.7 µs at 512 rows, 15.0 against 14.5 at 1,000, 46
 // against 57 at 4,096, 297 against 385 at 32,768 (the products alone: 179 µs; the epilogue's
-// traffic is not all hidden yet).
+// traffic is not all hidden yet); with c as m and four stages, 232 against 332 at 32,768.
 #include "backend/cuda/product_muladd.h"
 
 #include <cuda.h>
@@ -40,12 +41,19 @@ std::atomic<bool> fused_on{true};
 std::atomic<int64_t> fused_runs{0};
 std::atomic<int64_t> fused_runs_c_is_m{0};
 
-constexpr int kTileM = 128, kTileN = 128, kTileK = 64, kStages = 3;
+constexpr int kTileM = 128, kTileN = 128, kTileK = 64;
 constexpr int kConsumerThreads = 256, kBlockThreads = kConsumerThreads + 32;
 constexpr int kPieceBytes = kTileM * kTileK * 2;  // a stage's piece of A or W; a 64-column box of m or c
 constexpr int kStageBytes = 2 * kPieceBytes;
 constexpr int kTileBytes = kTileM * kTileN * 2;  // m's (then the output's) tile, or c's
-constexpr int kSmemBytes = kStages * kStageBytes + 4 * kTileBytes + 1024 + 256;  // + alignment, barriers
+// Where c is m, an epilogue buffer holds one tile, not two, and the room goes to a fourth stage (a
+// layer of W1 at 32,768 rows: 232 µs against 257 with three, in the standalone program; five
+// stages, which do not divide W1's eight steps of k, took 279).
+constexpr int Stages(bool c_is_m) { return c_is_m ? 4 : 3; }
+constexpr int BufferTiles(bool c_is_m) { return c_is_m ? 1 : 2; }
+constexpr int SmemBytes(bool c_is_m) {
+  return Stages(c_is_m) * kStageBytes + 2 * BufferTiles(c_is_m) * kTileBytes + 1024 + 256;  // + alignment, barriers
+}
 
 struct Maps {
   CUtensorMap a, w, m, c, out;
@@ -153,18 +161,19 @@ __device__ __forceinline__ uint32_t Bits(__nv_bfloat162 v) {
 // that one's epilogue runs while the other's products do; the barrier `issued` keeps their
 // products in tile order (a warpgroup starts on its tile's stages only once the other has issued
 // the tile before, so the stages' barriers are never two phases behind the one it waits for).
-template <bool kPingPong>
+template <bool kPingPong, bool kCIsM>
 __global__ void __launch_bounds__(kBlockThreads, 1)
-    ProductMulAddKernel(const __grid_constant__ Maps maps, const float* bias, int rows, int n, int k, bool c_is_m) {
+    ProductMulAddKernel(const __grid_constant__ Maps maps, const float* bias, int rows, int n, int k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kGroupsOnATile = kPingPong ? 1 : 2;
   constexpr int kRowBlocks = kPingPong ? 2 : 1;  // the 64-row blocks of a tile a warpgroup takes
   constexpr int kTileThreads = 128 * kGroupsOnATile;
+  constexpr int kStages = Stages(kCIsM), kBufferTiles = BufferTiles(kCIsM);
   extern __shared__ unsigned char smem_raw[];
   auto* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   unsigned char* stages = smem;
-  unsigned char* epilogue = smem + kStages * kStageBytes;  // two buffers, each m's tile then c's
-  auto* full = reinterpret_cast<uint64_t*>(epilogue + 4 * kTileBytes);
+  unsigned char* epilogue = smem + kStages * kStageBytes;  // two buffers, each m's tile then c's (unless c is m)
+  auto* full = reinterpret_cast<uint64_t*>(epilogue + 2 * kBufferTiles * kTileBytes);
   uint64_t* empty = full + kStages;
   uint64_t* epilogue_full = empty + kStages;
   uint64_t* epilogue_empty = epilogue_full + 2;
@@ -203,11 +212,11 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       for (int tile = first; tile < tiles; tile += step, ++i) {
         const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN, b = i % 2;
         if (i >= 2) BarrierWait(&epilogue_empty[b], (i / 2 - 1) & 1);
-        unsigned char* tile_m = epilogue + b * 2 * kTileBytes;
-        BarrierExpect(&epilogue_full[b], (c_is_m ? 1 : 2) * kTileBytes);
+        unsigned char* tile_m = epilogue + b * kBufferTiles * kTileBytes;
+        BarrierExpect(&epilogue_full[b], kBufferTiles * kTileBytes);
         for (int h = 0; h < 2; ++h) {
           TmaLoad(tile_m + h * kPieceBytes, &maps.m, n0 + h * 64, m0, &epilogue_full[b]);
-          if (!c_is_m) TmaLoad(tile_m + kTileBytes + h * kPieceBytes, &maps.c, n0 + h * 64, m0, &epilogue_full[b]);
+          if (!kCIsM) TmaLoad(tile_m + kTileBytes + h * kPieceBytes, &maps.c, n0 + h * 64, m0, &epilogue_full[b]);
         }
       }
     }
@@ -241,8 +250,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     WgmmaWait<0>();
     if (lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);
     const int b = i % 2;
-    unsigned char* tile_m = epilogue + b * 2 * kTileBytes;
-    const unsigned char* tile_c = c_is_m ? tile_m : tile_m + kTileBytes;
+    unsigned char* tile_m = epilogue + b * kBufferTiles * kTileBytes;
+    const unsigned char* tile_c = kCIsM ? tile_m : tile_m + kTileBytes;
     BarrierWait(&epilogue_full[b], (i / 2) & 1);
     // ldmatrix/stmatrix move four 8 × 8 pieces a warp at once, in the accumulators' layout: lane
     // l addresses row l % 8 of piece l / 8, and register j of every lane holds its row l / 4,
@@ -255,7 +264,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         const int at = SwizzledOffset(group_row + r * 64 + (warp % 4) * 16 + (piece % 2) * 8 + lane % 8, (q + piece / 2) * 8);
         uint32_t mv[4], cv[4], ov[4];
         LoadPieces(mv, tile_m + at);
-        if (c_is_m) {
+        if (kCIsM) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) cv[j] = mv[j];
         } else {
@@ -322,8 +331,10 @@ int HopperSms() {
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
         cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || major != 9 || minor != 0 ||
         !TensorMapEncoder() ||
-        cudaFuncSetAttribute(ProductMulAddKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess ||
-        cudaFuncSetAttribute(ProductMulAddKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
+        cudaFuncSetAttribute(ProductMulAddKernel<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(false)) != cudaSuccess ||
+        cudaFuncSetAttribute(ProductMulAddKernel<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(false)) != cudaSuccess ||
+        cudaFuncSetAttribute(ProductMulAddKernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(true)) != cudaSuccess ||
+        cudaFuncSetAttribute(ProductMulAddKernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(true)) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
@@ -406,11 +417,11 @@ Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, con
   const float* bias_row = HasBias(g.epilogue) ? bias : nullptr;
   const auto rows_count = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
   const bool c_is_m = fused->c == fused->m;  // a DCN's first layer: x0 * (U v + b) + x0
-  if (tiles > static_cast<int64_t>(blocks)) {  // more than a tile a block: ping-pong hides each epilogue behind products
-    ProductMulAddKernel<true><<<blocks, kBlockThreads, kSmemBytes, ctx.stream>>>(maps, bias_row, rows_count, n, k, c_is_m);
-  } else {
-    ProductMulAddKernel<false><<<blocks, kBlockThreads, kSmemBytes, ctx.stream>>>(maps, bias_row, rows_count, n, k, c_is_m);
-  }
+  // More tiles than blocks: the ping-pong hides each epilogue behind the other warpgroup's products.
+  const bool ping_pong = tiles > static_cast<int64_t>(blocks);
+  auto kernel = ping_pong ? (c_is_m ? ProductMulAddKernel<true, true> : ProductMulAddKernel<true, false>)
+                          : (c_is_m ? ProductMulAddKernel<false, true> : ProductMulAddKernel<false, false>);
+  kernel<<<blocks, kBlockThreads, SmemBytes(c_is_m), ctx.stream>>>(maps, bias_row, rows_count, n, k);
   fused_runs.fetch_add(1, std::memory_order_relaxed);
   if (c_is_m) fused_runs_c_is_m.fetch_add(1, std::memory_order_relaxed);
   return Check(cudaGetLastError(), "ProductMulAddKernel");
