@@ -3,11 +3,10 @@
 //
 // One persistent block an SM walks 128 × 128 tiles of the output, row tile by row tile (a row
 // tile's 27 column tiles for W1, so A's rows are read from L2 27 times, from memory once). Warp 8
-// is the producer: its lane 0 issues TMA loads of A's and W's 128 × 64 pieces into three or four stages
+// is the producer: its lane 0 issues TMA loads of A's and W's 128 × 64 pieces into three stages
 // (mbarriers: full when the bytes have landed, empty when the consumers' products have read
 // them); its lane 1 loads the tile's m and c into one of two epilogue buffers, a tile ahead. Where
-// c is m, as in a DCN's first layer (x0 · (U v + b) + x0), it loads m alone; in the ping-pong, c's
-// first 64 rows, and lane 2 its last 64 once the first have been read. Either way the buffers'
+// c is m, as in a DCN's first layer (x0 · (U v + b) + x0), it loads m alone, and the buffers'
 // freed room holds a fourth stage.
 // Warps 0-7 are two consumer warpgroups running wgmma (m64n128k16, both operands from shared
 // memory) into fp32 accumulators. With no more tiles than blocks both take each tile, 64 rows
@@ -20,8 +19,7 @@
 // Measured against cuBLAS's product (bf16 out) and a MulAdd kernel, n = 3,456, k = 512, on an
 // H200 (docs/benchmarks.md): 8.1 against 14.7 µs at 512 rows, 15.0 against 14.5 at 1,000, 46
 // against 57 at 4,096, 297 against 385 at 32,768 (the products alone: 179 µs; the epilogue's
-// traffic is not all hidden yet); with four stages and c in halves 290 against 314 (another
-// machine), with c as m 232 against 332.
+// traffic is not all hidden yet); with c as m and four stages, 232 against 332 at 32,768.
 #include "backend/cuda/product_muladd.h"
 
 #include <cuda.h>
@@ -48,19 +46,14 @@ constexpr int kConsumerThreads = 256, kBlockThreads = kConsumerThreads + 32;
 constexpr int kPieceBytes = kTileM * kTileK * 2;  // a stage's piece of A or W; a 64-column box of m or c
 constexpr int kStageBytes = 2 * kPieceBytes;
 constexpr int kTileBytes = kTileM * kTileN * 2;  // m's (then the output's) tile, or c's
-constexpr int kHalfBytes = kTileBytes / 2;       // 64 rows of c's tile
-// An epilogue buffer holds m's tile and then c's: all of it where both warpgroups take the tile
-// (each reads its 64 rows at once), its 64-row halves one after the other where one warpgroup
-// takes the tile (ping-pong), none where c is m. The room saved goes to a fourth stage. W1's
-// layer at 32,768 rows in the standalone program: where c is m, 232 µs against 257 with three
-// stages; else 290 against 314 (five stages, which do not divide W1's eight steps of k, took 279).
-constexpr int CBytes(bool ping_pong, bool c_is_m) { return c_is_m ? 0 : ping_pong ? kHalfBytes : kTileBytes; }
-constexpr int Stages(bool ping_pong, bool c_is_m) { return ping_pong || c_is_m ? 4 : 3; }
-constexpr int BufferBytes(bool ping_pong, bool c_is_m) { return kTileBytes + CBytes(ping_pong, c_is_m); }
-constexpr int SmemBytes(bool ping_pong, bool c_is_m) {
-  return Stages(ping_pong, c_is_m) * kStageBytes + 2 * BufferBytes(ping_pong, c_is_m) + 1024 + 256;  // + alignment, barriers
+// Where c is m, an epilogue buffer holds one tile, not two, and the room goes to a fourth stage (a
+// layer of W1 at 32,768 rows: 232 µs against 257 with three, in the standalone program; five
+// stages, which do not divide W1's eight steps of k, took 279).
+constexpr int Stages(bool c_is_m) { return c_is_m ? 4 : 3; }
+constexpr int BufferTiles(bool c_is_m) { return c_is_m ? 1 : 2; }
+constexpr int SmemBytes(bool c_is_m) {
+  return Stages(c_is_m) * kStageBytes + 2 * BufferTiles(c_is_m) * kTileBytes + 1024 + 256;  // + alignment, barriers
 }
-static_assert(SmemBytes(true, false) <= 227 * 1024 && SmemBytes(false, false) <= 227 * 1024, "an SM's shared memory");
 
 struct Maps {
   CUtensorMap a, w, m, c, out;
@@ -132,11 +125,11 @@ __device__ __forceinline__ void WgmmaM64N128K16(float* d, uint64_t a, uint64_t b
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
-// Byte offset of element (row, column) in a 128-column tile kept as two 64-column boxes of
-// box_bytes (128 or 64 rows) that TMA wrote with 128-byte swizzling (16-byte chunk j of row r at
-// chunk j ^ (r % 8)): a warp's reads of 8 rows × 16 bytes then fall in 32 different banks.
-__device__ __forceinline__ int SwizzledOffset(int row, int column, int box_bytes = kPieceBytes) {
-  return (column / 64) * box_bytes + row * 128 + ((((column % 64) / 8) ^ (row % 8)) * 16) + (column % 8) * 2;
+// Byte offset of element (row, column) in a 128-column tile kept as two 64-column boxes that TMA
+// wrote with 128-byte swizzling (16-byte chunk j of row r at chunk j ^ (r % 8)): a warp's reads
+// of 8 rows × 16 bytes then fall in 32 different banks.
+__device__ __forceinline__ int SwizzledOffset(int row, int column) {
+  return (column / 64) * kPieceBytes + row * 128 + ((((column % 64) / 8) ^ (row % 8)) * 16) + (column % 8) * 2;
 }
 
 // Four 8 × 8 bf16 pieces of shared memory, one row address a lane, to and from registers.
@@ -175,22 +168,17 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   constexpr int kGroupsOnATile = kPingPong ? 1 : 2;
   constexpr int kRowBlocks = kPingPong ? 2 : 1;  // the 64-row blocks of a tile a warpgroup takes
   constexpr int kTileThreads = 128 * kGroupsOnATile;
-  constexpr int kStages = Stages(kPingPong, kCIsM), kBufferBytes = BufferBytes(kPingPong, kCIsM);
-  constexpr bool kHalves = kPingPong && !kCIsM;  // c's tile in two halves
+  constexpr int kStages = Stages(kCIsM), kBufferTiles = BufferTiles(kCIsM);
   extern __shared__ unsigned char smem_raw[];
   auto* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   unsigned char* stages = smem;
-  unsigned char* epilogue = smem + kStages * kStageBytes;  // two buffers, each m's tile then c's (or its half)
-  auto* full = reinterpret_cast<uint64_t*>(epilogue + 2 * kBufferBytes);
+  unsigned char* epilogue = smem + kStages * kStageBytes;  // two buffers, each m's tile then c's (unless c is m)
+  auto* full = reinterpret_cast<uint64_t*>(epilogue + 2 * kBufferTiles * kTileBytes);
   uint64_t* empty = full + kStages;
   uint64_t* epilogue_full = empty + kStages;
   uint64_t* epilogue_empty = epilogue_full + 2;
   uint64_t* issued = epilogue_empty + 2;  // ping-pong: a warpgroup's products of its tile issued
-  uint64_t* half_full = issued + 2;       // with halves: c's second half loaded
-  uint64_t* half_empty = half_full + 2;   // with halves: c's first half read
-  // Unsigned division: as signed ints, lane / 8, lane % 4 and the like cost registers the ping-pong
-  // does not have (it spilled 80 to 212 bytes).
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       BarrierInit(&full[s], 1);
@@ -200,8 +188,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       BarrierInit(&epilogue_full[b], 1);
       BarrierInit(&epilogue_empty[b], 1);
       BarrierInit(&issued[b], 4);
-      BarrierInit(&half_full[b], 1);
-      BarrierInit(&half_empty[b], 4);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -226,21 +212,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       for (int tile = first; tile < tiles; tile += step, ++i) {
         const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN, b = i % 2;
         if (i >= 2) BarrierWait(&epilogue_empty[b], (i / 2 - 1) & 1);
-        unsigned char* tile_m = epilogue + b * kBufferBytes;
-        BarrierExpect(&epilogue_full[b], kBufferBytes);
-        for (int h = 0; h < 2; ++h) {  // 64-column boxes; c's of 64 rows (its first half) with halves
+        unsigned char* tile_m = epilogue + b * kBufferTiles * kTileBytes;
+        BarrierExpect(&epilogue_full[b], kBufferTiles * kTileBytes);
+        for (int h = 0; h < 2; ++h) {
           TmaLoad(tile_m + h * kPieceBytes, &maps.m, n0 + h * 64, m0, &epilogue_full[b]);
-          if (!kCIsM) TmaLoad(tile_m + kTileBytes + h * CBytes(kPingPong, kCIsM) / 2, &maps.c, n0 + h * 64, m0, &epilogue_full[b]);
+          if (!kCIsM) TmaLoad(tile_m + kTileBytes + h * kPieceBytes, &maps.c, n0 + h * 64, m0, &epilogue_full[b]);
         }
-      }
-    } else if (kHalves && lane == 2) {  // c's second half, once its warpgroup has read the first
-      int i = 0;
-      for (int tile = first; tile < tiles; tile += step, ++i) {
-        const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN, b = i % 2;
-        BarrierWait(&half_empty[b], (i / 2) & 1);
-        unsigned char* half = epilogue + b * kBufferBytes + kTileBytes;
-        BarrierExpect(&half_full[b], kHalfBytes);
-        for (int h = 0; h < 2; ++h) TmaLoad(half + h * kHalfBytes / 2, &maps.c, n0 + h * 64, m0 + 64, &half_full[b]);
       }
     }
     return;
@@ -273,7 +250,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     WgmmaWait<0>();
     if (lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);
     const int b = i % 2;
-    unsigned char* tile_m = epilogue + b * kBufferBytes;
+    unsigned char* tile_m = epilogue + b * kBufferTiles * kTileBytes;
     const unsigned char* tile_c = kCIsM ? tile_m : tile_m + kTileBytes;
     BarrierWait(&epilogue_full[b], (i / 2) & 1);
     // ldmatrix/stmatrix move four 8 × 8 pieces a warp at once, in the accumulators' layout: lane
@@ -282,22 +259,16 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     const int piece = lane / 8;
 #pragma unroll
     for (int r = 0; r < kRowBlocks; ++r) {
-      if (kHalves && r == 1) {  // c's first half read: its second takes that room
-        __syncwarp();
-        if (lane == 0) BarrierArrive(&half_empty[b]);
-        BarrierWait(&half_full[b], (i / 2) & 1);
-      }
 #pragma unroll
       for (int q = 0; q < kTileN / 8; q += 2) {
-        const int row = group_row + r * 64 + (warp % 4) * 16 + (piece % 2) * 8 + lane % 8, column = (q + piece / 2) * 8;
-        const int at = SwizzledOffset(row, column);
+        const int at = SwizzledOffset(group_row + r * 64 + (warp % 4) * 16 + (piece % 2) * 8 + lane % 8, (q + piece / 2) * 8);
         uint32_t mv[4], cv[4], ov[4];
         LoadPieces(mv, tile_m + at);
         if (kCIsM) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) cv[j] = mv[j];
         } else {
-          LoadPieces(cv, tile_c + (kHalves ? SwizzledOffset(row % 64, column, kHalfBytes / 2) : at));
+          LoadPieces(cv, tile_c + at);
         }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -360,10 +331,10 @@ int HopperSms() {
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
         cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || major != 9 || minor != 0 ||
         !TensorMapEncoder() ||
-        cudaFuncSetAttribute(ProductMulAddKernel<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(false, false)) != cudaSuccess ||
-        cudaFuncSetAttribute(ProductMulAddKernel<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(true, false)) != cudaSuccess ||
-        cudaFuncSetAttribute(ProductMulAddKernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(false, true)) != cudaSuccess ||
-        cudaFuncSetAttribute(ProductMulAddKernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(true, true)) != cudaSuccess) {
+        cudaFuncSetAttribute(ProductMulAddKernel<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(false)) != cudaSuccess ||
+        cudaFuncSetAttribute(ProductMulAddKernel<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(false)) != cudaSuccess ||
+        cudaFuncSetAttribute(ProductMulAddKernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(true)) != cudaSuccess ||
+        cudaFuncSetAttribute(ProductMulAddKernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(true)) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
@@ -435,22 +406,22 @@ Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, con
     RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, ctx.bf16_operands, g.m * g.k));
     rows = ctx.bf16_operands;
   }
-  const int64_t tiles = g.n / kTileN * ((g.m + kTileM - 1) / kTileM);
-  const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, HopperSms()));
-  // More tiles than blocks: the ping-pong hides each epilogue behind the other warpgroup's products.
-  const bool ping_pong = tiles > static_cast<int64_t>(blocks);
-  const bool c_is_m = fused->c == fused->m;  // a DCN's first layer: x0 * (U v + b) + x0
   Maps maps;
   RETURN_IF_ERROR(RowsMap(&maps.a, rows, g.m, g.k, kTileM));
   RETURN_IF_ERROR(RowsMap(&maps.w, fused->weight, g.n, g.k, kTileN));
   RETURN_IF_ERROR(RowsMap(&maps.m, fused->m, g.m, g.n, kTileM));
-  RETURN_IF_ERROR(RowsMap(&maps.c, fused->c, g.m, g.n, ping_pong ? kTileM / 2 : kTileM));  // the ping-pong's in halves
+  RETURN_IF_ERROR(RowsMap(&maps.c, fused->c, g.m, g.n, kTileM));
   RETURN_IF_ERROR(RowsMap(&maps.out, ctx.bf16_out, g.m, g.n, kTileM));
+  const int64_t tiles = g.n / kTileN * ((g.m + kTileM - 1) / kTileM);
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, HopperSms()));
   const float* bias_row = HasBias(g.epilogue) ? bias : nullptr;
   const auto rows_count = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+  const bool c_is_m = fused->c == fused->m;  // a DCN's first layer: x0 * (U v + b) + x0
+  // More tiles than blocks: the ping-pong hides each epilogue behind the other warpgroup's products.
+  const bool ping_pong = tiles > static_cast<int64_t>(blocks);
   auto kernel = ping_pong ? (c_is_m ? ProductMulAddKernel<true, true> : ProductMulAddKernel<true, false>)
                           : (c_is_m ? ProductMulAddKernel<false, true> : ProductMulAddKernel<false, false>);
-  kernel<<<blocks, kBlockThreads, SmemBytes(ping_pong, c_is_m), ctx.stream>>>(maps, bias_row, rows_count, n, k);
+  kernel<<<blocks, kBlockThreads, SmemBytes(c_is_m), ctx.stream>>>(maps, bias_row, rows_count, n, k);
   fused_runs.fetch_add(1, std::memory_order_relaxed);
   if (c_is_m) fused_runs_c_is_m.fetch_add(1, std::memory_order_relaxed);
   return Check(cudaGetLastError(), "ProductMulAddKernel");
