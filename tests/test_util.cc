@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <unistd.h>
 
@@ -75,7 +76,14 @@ std::string OneNodeModel(const std::string& op, const std::vector<std::string>& 
 
 std::string WriteTempFile(const std::string& name, const std::string& bytes) {
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("rankd_test_" + std::to_string(::getpid()));
+  // One fresh directory a process: a pid alone is reused, and a file an earlier process left
+  // there (a model's external weights) would change what a test sees.
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() /
+                 ("rankd_test_" + std::to_string(::getpid()) + "_" + std::to_string(std::random_device{}()));
+    fs::remove_all(d);
+    return d;
+  }();
   fs::create_directories((dir / name).parent_path());
   std::ofstream(dir / name, std::ios::binary) << bytes;
   return (dir / name).string();
