@@ -67,6 +67,8 @@ StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& onnx_path, M
 
 Status Model::Prepare() {
   RETURN_IF_ERROR(ResolveModelConfig(graph_, config_));
+  ASSIGN_OR_RETURN(const Precision precision,
+                   ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision));
   ASSIGN_OR_RETURN(report_.lowered_splits, LowerSplits(graph_));  // not a fusion: there is no Split kernel
   ASSIGN_OR_RETURN(report_.lowered_gelus, LowerGelus(graph_));    // nor a Gelu kernel
   ASSIGN_OR_RETURN(report_.folded_nodes, FoldConstants(graph_));
@@ -97,11 +99,10 @@ Status Model::Prepare() {
     FuseEmbeddingConcats(unhoisted);
     MergeTablesSharingIds(unhoisted);
   }
-  RETURN_IF_ERROR(FuseAfterHoisting());
+  RETURN_IF_ERROR(FuseAfterHoisting(precision));
   backend_ = options_.backend ? options_.backend : &CpuBackend();
   max_executors_ = options_.executors > 0 ? options_.executors : backend_ == &CpuBackend() ? 0 : 4;
   RETURN_IF_ERROR(backend_->CheckGraph(graph_));
-  ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision));
   ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
   if (hoisted_) {
     std::string why = CheckHoisting();
@@ -111,7 +112,7 @@ Status Model::Prepare() {
       hoisted_ = false;
       graph_ = std::move(unhoisted);
       BindGraphInputs();
-      RETURN_IF_ERROR(FuseAfterHoisting());
+      RETURN_IF_ERROR(FuseAfterHoisting(precision));
       RETURN_IF_ERROR(backend_->CheckGraph(graph_));
       {
         std::lock_guard<std::mutex> lock(mu_);

@@ -158,8 +158,9 @@ class Model {
   Status SplitProducts();
   // Runs FuseTargetAttention, FuseSoftmaxAttention and FuseElementwiseChains on graph_ (with the fusion passes on), after
   // hoisting: the attention reads per-user values with the request index, and an element-wise
-  // group never mixes user-side and candidate-side ops.
-  Status FuseAfterHoisting();
+  // group never mixes user-side and candidate-side ops. `precision` decides whether the backend
+  // takes FuseProductMulAdds.
+  Status FuseAfterHoisting(Precision precision);
   // Runs the hoisting pass when the config allows it and the model has user and candidate inputs.
   Status StartHoisting();
   // report_.hoisting for a hoisted graph, from the report's counts and gathers.

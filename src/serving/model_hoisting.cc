@@ -79,7 +79,7 @@ Status Model::SplitProducts() {
   return Status::Ok();
 }
 
-Status Model::FuseAfterHoisting() {
+Status Model::FuseAfterHoisting(Precision precision) {
   if (!options_.fusion) return Status::Ok();
   auto probe = ProbeShapes();
   if (!probe.ok()) return Status::Ok();  // planned (and refused, if it must be) later, with its real shapes
@@ -98,8 +98,7 @@ Status Model::FuseAfterHoisting() {
     if (!probe.ok()) return probe.status().WithContext("after fusing attention");
   }
   const Backend& target = options_.backend ? *options_.backend : CpuBackend();
-  StatusOr<Precision> precision = ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision);
-  if (precision.ok() && target.TakesProductMulAdds(*precision)) {  // before the chains, which would take the MulAdds
+  if (target.TakesProductMulAdds(precision)) {  // before the chains, which would take the MulAdds
     // It adds no value and changes none's shape, so the probe's shapes still hold for the chains.
     report_.fused_product_mul_adds = FuseProductMulAdds(graph_, probe->plan->values());
   }

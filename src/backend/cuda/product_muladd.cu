@@ -28,8 +28,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <optional>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "backend/cuda/small_rows_gemm.h"
