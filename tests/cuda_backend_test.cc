@@ -224,6 +224,31 @@ OpCase BagsConcatLong(const char* name, int64_t rows) {
           }, 1e-3};
 }
 
+// W1's mix in a small launch: short bags (about 2 ids, as most of W1's features) pooled by lane
+// groups, four a warp for BF16 rows of 128 and two for FP32 rows of 64, beside a long BF16 bag
+// split over warps, a copied part, and a column lookup of width 128 (lane groups too); ragged and
+// padded, some ids -1, some bags empty, sum and mean.
+OpCase BagsConcatShort(const char* name, int64_t rows) {
+  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            in.push_back(Random(DType::kF32, {rows, 128}, rng));
+            std::vector<int> ins{g.Input("x", DType::kF32, {rows, 128})};
+            auto add = [&](const std::vector<int>& part) { ins.insert(ins.end(), part.begin(), part.end()); };
+            add(BagInputs(g, in, rng, "0", 700, 128, rows, 3, 0.1, 0.1, DType::kBF16, false));
+            add(BagInputs(g, in, rng, "1", 400, 64, rows, 4, 0.1, 0.2, DType::kF32, false));
+            add(BagInputs(g, in, rng, "2", 900, 128, rows, 100, 0.05, 0.1, DType::kBF16, false));
+            add(BagInputs(g, in, rng, "3", 300, 128, rows, 2, 0.0, 0.3, DType::kF16, true));
+            std::vector<int64_t> ids(static_cast<size_t>(rows * 2));
+            std::uniform_int_distribution<int64_t> id(-60, 59);
+            for (int64_t& v : ids) v = id(rng);
+            in.push_back(testing::MakeI64({rows, 2}, ids));
+            ins.push_back(g.Const("lookup", Random(DType::kBF16, {60, 128}, rng)));
+            ins.push_back(g.Input("lookup_ids", DType::kI64, {rows, 2}));
+            g.Output(g.Op("ConcatEmbeddingBags", ins,
+                          {{"parts", std::vector<int64_t>{1, 3, 3, 3, 2, 2}}, {"modes", std::vector<int64_t>{0, 1, 0, 0, 1, 0}},
+                           {"columns", std::vector<int64_t>{-1, -1, -1, -1, -1, 1}}}));
+          }, 1e-3};
+}
+
 // A copied part beside a bag with no ids at all (every bag empty: zeros, its ids a 0-size input).
 OpCase BagsConcatAllEmpty() {
   return {"concat_bags_all_empty", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
@@ -333,6 +358,8 @@ std::vector<OpCase> Cases() {
       BagsConcat("concat_bags_two_launches", 61, 40),
       BagsConcat("concat_bags_large_launch", 6, 3000),  // 18,000 bags: lane groups, copies, lookups
       BagsConcatAllEmpty(),
+      BagsConcatShort("concat_bags_short", 37),
+      BagsConcatShort("concat_bags_short_w1_rows", 512),
       BagsConcatLong("concat_bags_long", 37),
       BagsConcatLong("concat_bags_long_large_launch", 5500),
   };

@@ -8,6 +8,7 @@
 // straight into the part's columns of the output.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <vector>
@@ -329,11 +330,11 @@ __device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int
   }
 }
 
-// A warp's bag: 16-byte pieces (PoolVector) or an element per lane. A launch of grouped bags has
-// no 16-byte part that is not grouped, and does not compile PoolVector (its registers).
-template <int kIdsInFlight, bool kGrouped, typename Row>
+// A warp's bag: 16-byte pieces (PoolVector) or an element per lane. A large launch has no
+// 16-byte part that is not grouped, and does not compile PoolVector (its registers).
+template <int kIdsInFlight, bool kWarps, typename Row>
 __device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step, Slice slice) {
-  if (!kGrouped && p.vector) {
+  if (kWarps && p.vector) {
     if (p.wide_ids) PoolVector<kIdsInFlight, Row, int64_t>(p, lo, hi, lane, dst, error, step, slice);
     else PoolVector<kIdsInFlight, Row, int32_t>(p, lo, hi, lane, dst, error, step, slice);
   } else {
@@ -354,14 +355,15 @@ __device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, i
 // a short bag nor sums its halves by shuffles. Two 16-byte pieces a lane (four bags a warp for 128
 // bf16 columns, two for 128 fp32) then took 0.382 ms against 0.527 with one, and 0.578 against
 // 0.880 from fp32 tables.
-template <int kInFlight, int kMinBlocksPerSm, bool kGroupedBags>
+template <int kInFlight, int kMinBlocksPerSm, bool kWarpBags>
 struct Shape {
   static constexpr int kIdsInFlight = kInFlight;
   static constexpr int kMinBlocks = kMinBlocksPerSm;
-  static constexpr bool kGrouped = kGroupedBags;  // 16-byte bags pooled by lane groups (PoolGrouped)
+  // 16-byte bags a warp (or several, split) pools: compiled only where a launch may have them.
+  static constexpr bool kWarps = kWarpBags;
 };
-using SmallLaunch = Shape<4, 3, false>;
-using LargeLaunch = Shape<4, 4, true>;
+using SmallLaunch = Shape<4, 3, true>;
+using LargeLaunch = Shape<4, 4, false>;
 
 // Bag b's ids [lo, hi) in part p's ids; bad offsets are reported (when `report`) and give an empty bag.
 __device__ void BagRange(const Part& p, int64_t b, bool report, int* error, int step, int64_t& lo, int64_t& hi) {
@@ -410,7 +412,7 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
   const int part = PartOfBlock(launch);
   const Part& p = launch.parts[part];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
-  if (S::kGrouped && p.grouped) {
+  if (p.grouped) {
     const int row_lanes = kWarp / p.bags_per_warp, group = lane / row_lanes;
     const int64_t b = (static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * kWarpsPerBlock + warp) * p.bags_per_warp + group;
     if (b >= launch.rows) return;  // the group's shuffles involve its own lanes only
@@ -447,9 +449,9 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
   int64_t lo = 0, hi = 0;
   if (real) BagRange(p, b, lane == 0, launch.error, launch.step, lo, hi);
   switch (p.row_type) {
-    case RowType::kF32: Pool<S::kIdsInFlight, S::kGrouped, float>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
-    case RowType::kF16: Pool<S::kIdsInFlight, S::kGrouped, __half>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
-    case RowType::kBF16: Pool<S::kIdsInFlight, S::kGrouped, __nv_bfloat16>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
+    case RowType::kF32: Pool<S::kIdsInFlight, S::kWarps, float>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
+    case RowType::kF16: Pool<S::kIdsInFlight, S::kWarps, __half>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
+    case RowType::kBF16: Pool<S::kIdsInFlight, S::kWarps, __nv_bfloat16>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
   }
 }
 
@@ -461,11 +463,25 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // against 36; 851,968 at 32,768 pairs, 1.32 ms against 1.16).
 constexpr int64_t kSplitBagsUpTo = 16384;
 
+// Bags of at most this many ids on average go to lane groups in a small launch too: a warp then
+// pools several at once, where a warp per bag leaves most of its lanes and its loads idle.
+double GroupedBagsUpTo() {
+  static const double up_to = [] {
+    const char* v = std::getenv("RANKD_CONCAT_GROUPED_UP_TO");
+    return v ? std::atof(v) : 4.0;
+  }();
+  return up_to;
+}
+
 // Warps per bag for bags of about `ids` ids: kChunk ids or more each, so that a long bag is not one
 // warp's chain of loads.
 uint8_t SplitFor(double ids) {
   int split = 1;
-  while (split < kWarpsPerBlock && split * kChunk < ids) split *= 2;
+  static const int per_warp = [] {
+    const char* v = std::getenv("RANKD_CONCAT_IDS_PER_WARP");
+    return v ? std::atoi(v) : kChunk;
+  }();
+  while (split < kWarpsPerBlock && split * per_warp < ids) split *= 2;
   return static_cast<uint8_t>(split);
 }
 
@@ -527,15 +543,19 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
         default: return Internal(k.node.Describe() + ": no cuda kernel for " + DTypeName(src.dtype()) + " tables");
       }
       p.vector = out_vector && column % 4 == 0 && p.dim % v == 0 && Aligned16(p.src);
-      if (p.vector && p.id_column < 0 && split_allowed) {
-        p.split = SplitFor(count == 3 ? static_cast<double>(p.n_ids) / static_cast<double>(rows) : p.width);
-      }
-      if (p.vector && !split_allowed) {  // LargeLaunch: 16-byte bags go to lane groups, or an element a lane
-        p.grouped = p.table_rows <= std::numeric_limits<int32_t>::max();
-        p.vector = p.grouped;
+      const double ids_per_bag = p.id_column >= 0 ? 1.0
+                                 : count == 3     ? static_cast<double>(p.n_ids) / static_cast<double>(rows)
+                                                  : p.width;
+      const bool groupable = p.vector && p.table_rows <= std::numeric_limits<int32_t>::max();
+      if (groupable && (!split_allowed || ids_per_bag <= GroupedBagsUpTo())) {
+        p.grouped = true;  // lane groups
         const int64_t chunks = p.dim / v;
         p.chunks_per_lane = chunks >= 16 ? 2 : 1;  // rows of 16 pieces or more (128 bf16, 64 fp32)
         p.bags_per_warp = static_cast<uint8_t>(kWarp / RowLanes((chunks + p.chunks_per_lane - 1) / p.chunks_per_lane));
+      } else if (p.vector && split_allowed) {
+        if (p.id_column < 0) p.split = SplitFor(ids_per_bag);
+      } else {
+        p.vector = false;  // LargeLaunch: an element a lane
       }
     }
     column += p.dim;
