@@ -876,6 +876,14 @@ TEST(CudaBackend, ShortKProductsAreOneKernel) {
     EXPECT_EQ(std::vector<int>(kernels.begin(), kernels.begin() + 4), (std::vector<int>{1, 1, 1, 1}));
     EXPECT_GE(kernels[4], 2) << "513 rows take cuBLASLt";
   }
+  // The weight as [N, K] (Gemm with transB), four columns a thread (36) and one (37).
+  for (int64_t n : {36, 37}) {
+    GraphBuilder g;
+    int x = g.Input("x", DType::kF32, {-1, 13});
+    g.Output(g.Op("Gemm", {x, g.Const("w", testing::RandomF32({n, 13}, rng)), g.Const("c", testing::RandomF32({n}, rng))},
+                  {{"transB", int64_t{1}}, {"activation", std::string("Relu")}}));
+    EXPECT_EQ(Bf16ProductLaunches(cuda, g.graph(), 13, {1, 300}, rng), (std::vector<int>{1, 1})) << n << " columns";
+  }
   GraphBuilder g;
   int x = g.Input("x", DType::kF32, {-1, 64});
   int hidden = g.Op("MatMul", {x, g.Const("w1", testing::RandomF32({64, 8}, rng))});
