@@ -1,8 +1,7 @@
 // Products over a short k (fewer than kShortK), such as W1's first bottom layer over its 13 dense
 // features. Tensor cores gain nothing there, and with bf16 precision cuBLASLt's path took three
 // launches at 64 rows (A's conversion, the product, a split-K reduction: 10 µs on an H200). This
-// kernel takes such a product of up to kShortKMaxRows rows in one launch, a thread per four
-// outputs of a row (or per output where the widths and alignments do not allow four),
+// kernel takes such a product of up to kShortKMaxRows rows in one launch, a thread per output,
 // its operands rounded to bf16 as the cuBLASLt path rounds them and the sums in fp32, so a bf16
 // copy of A its producer wrote gives the same bits (short_k_gemm.cu).
 #pragma once
