@@ -56,18 +56,7 @@ double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::atomic<int> graph_lanes{-1};
-
-// The priority of the executor's streams: the device's greatest, so that an early part launched
-// at the least (StepPart) takes only what the steps leave of the device.
-int HighPriority() {
-  static const int greatest = [] {
-    int least = 0, most = 0;
-    if (std::getenv("RANKD_NO_PRIORITY")) return 0;
-    return cudaDeviceGetStreamPriorityRange(&least, &most) == cudaSuccess ? most : 0;
-  }();
-  return greatest;
-}  // -1: not read from the environment yet
+std::atomic<int> graph_lanes{-1};  // -1: not read from the environment yet
 
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
 bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
@@ -238,7 +227,7 @@ void* CudaModelResources::Find(const Tensor* constant) const {
 StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaModelResources> resources) {
   std::unique_ptr<CudaExecutor> e(new CudaExecutor(std::move(resources)));
   RANKD_CUDA_RETURN(cudaSetDevice(e->resources_->device()));
-  RANKD_CUDA_RETURN(cudaStreamCreateWithPriority(&e->ctx_.stream, cudaStreamNonBlocking, HighPriority()));
+  RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&e->ctx_.stream, cudaStreamNonBlocking));
   if (cublasLtCreate(&e->ctx_.lt) != CUBLAS_STATUS_SUCCESS) return Internal("cublasLtCreate failed");
   RETURN_IF_ERROR(e->lt_workspace_.Reserve(kLtWorkspaceBytes));
   RETURN_IF_ERROR(e->error_.Reserve(sizeof(int)));
@@ -557,7 +546,7 @@ StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
   const LanePlan lanes = ScheduleOnLanes(plan, b);
   while (side_streams_.size() + 1 < static_cast<size_t>(lanes.schedule.lanes)) {
     cudaStream_t side = nullptr;
-    RANKD_CUDA_RETURN(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, HighPriority()));
+    RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     side_streams_.push_back(side);
   }
   while (events_.size() < lanes.early.size() + plan.steps().size() + 1 + static_cast<size_t>(lanes.schedule.lanes)) {

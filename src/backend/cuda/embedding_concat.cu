@@ -576,25 +576,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       if (blocks > std::numeric_limits<int32_t>::max()) return Internal(k.node.Describe() + ": too many rows for one launch");
       launch.first_block[i + 1] = static_cast<int32_t>(blocks);
     }
-    if (k.device->part == StepPart::kEarly) {
-      // Ahead of its step, at the least priority: the blocks of the steps running beside it first.
-      int least = 0, greatest = 0;
-      cudaDeviceGetStreamPriorityRange(&least, &greatest);
-      cudaLaunchAttribute priority{};
-      priority.id = cudaLaunchAttributePriority;
-      priority.val.priority = least;
-      cudaLaunchConfig_t config{};
-      config.gridDim = dim3(static_cast<unsigned>(blocks));
-      config.blockDim = dim3(kWarp * kWarpsPerBlock);
-      config.stream = k.device->stream;
-      config.attrs = &priority;
-      config.numAttrs = 1;
-      if (split_allowed) {
-        RANKD_CUDA_RETURN(cudaLaunchKernelEx(&config, ConcatKernel<SmallLaunch>, launch));
-      } else {
-        RANKD_CUDA_RETURN(cudaLaunchKernelEx(&config, ConcatKernel<LargeLaunch>, launch));
-      }
-    } else if (split_allowed) {
+    if (split_allowed) {
       ConcatKernel<SmallLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
     } else {
       ConcatKernel<LargeLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
