@@ -85,37 +85,6 @@ size_t Bf16OperandRoom(const Plan& plan) {
 
 void SetGraphLanes(int lanes) { graph_lanes = std::clamp(lanes, 1, 16); }
 
-// Only where every value has a room of its own (Plan::separate_rooms): moved ahead, an early part
-// could otherwise overwrite a room an earlier value still holds.
-std::vector<size_t> EarlyParts(const Plan& plan) {
-  std::vector<size_t> early;
-  if (!plan.separate_rooms()) return early;
-  const auto& values = plan.values();
-  auto produced = [&](int id) {  // by a step: in the workspace, not a graph input or constant
-    if (id < 0) return false;
-    const PlanValue* v = &values[static_cast<size_t>(id)];
-    if (v->storage == PlanStorage::kAlias) v = &values[static_cast<size_t>(v->alias_of)];
-    return v->storage == PlanStorage::kWorkspace;
-  };
-  for (size_t s = 0; s < plan.steps().size(); ++s) {
-    const PlanStep& step = plan.steps()[s];
-    const Node& node = plan.graph().nodes[static_cast<size_t>(step.node)];
-    if (node.op != "ConcatEmbeddingBags") continue;
-    bool bags = false, bags_ready = true, copies_wait = false;
-    size_t first = 0;
-    for (int64_t count : node.GetInts("parts")) {
-      for (size_t i = first; i < first + static_cast<size_t>(count) && i < step.inputs.size(); ++i) {
-        if (count == 1) copies_wait |= produced(step.inputs[i]);
-        else bags_ready &= !produced(step.inputs[i]);
-      }
-      bags |= count > 1;
-      first += static_cast<size_t>(count);
-    }
-    if (bags && bags_ready && copies_wait) early.push_back(s);
-  }
-  return early;
-}
-
 int GraphLanes() {
   if (graph_lanes.load() < 0) {
     const char* env = std::getenv("RANKD_GRAPH_LANES");
@@ -338,7 +307,7 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
   return &bindings_.emplace(plan.id(), std::move(b)).first->second;
 }
 
-Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s, StepPart part) {
+Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s) {
   const PlanStep& step = plan.steps()[s];
   const Node& node = plan.graph().nodes[static_cast<size_t>(step.node)];
   void* scratch = step.scratch_offset >= 0 ? static_cast<uint8_t*>(workspace_.get()) + step.scratch_offset : nullptr;
@@ -357,7 +326,6 @@ Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s, StepPart
     ctx_.bf16_c = third >= 0 ? copies + third : nullptr;
     ctx_.bf16_c_source = third >= 0 ? b.step_inputs[s][static_cast<size_t>(Bf16CopyInput(node, 2))]->raw() : nullptr;
   }
-  ctx_.part = part;
   const bool profile = OpProfile::enabled();
   auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   RETURN_IF_ERROR(step.kernel(args));
@@ -368,7 +336,7 @@ Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s, StepPart
   return Status::Ok();
 }
 
-Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LanePlan* lanes) {
+Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* lanes) {
   const size_t steps = plan.steps().size();
   cudaStream_t main = ctx_.stream;
   struct Restore {  // the executor's stream and no per-step copies, however the launches end
@@ -379,54 +347,43 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LanePlan* lanes)
       ctx.bf16_out = nullptr;
       ctx.bf16_out_alone = false;
       ctx.bf16_a = ctx.bf16_a_source = ctx.bf16_b = ctx.bf16_b_source = ctx.bf16_c = ctx.bf16_c_source = nullptr;
-      ctx.part = StepPart::kWhole;
     }
   } restore{ctx_, main};
-  if (!lanes || lanes->schedule.lanes <= 1) {
+  if (!lanes || lanes->lanes <= 1) {
     for (size_t s = 0; s < steps; ++s) RETURN_IF_ERROR(LaunchStep(plan, b, s));
     return Status::Ok();
   }
-  // Units: the early parts, then the steps (LanePlan). events_[0] marks the fork (inputs on the
-  // device, the error word cleared); events_[1 + u] the end of unit u where another lane waits
-  // for it; events_[1 + units + l] the end of lane l, which the executor's stream waits for
-  // before the output copy. Lanes are joined however the launches end, so that a failed capture
-  // still ends with every stream joined.
-  const LaneSchedule& schedule = lanes->schedule;
-  const size_t early = lanes->early.size(), units = early + steps;
-  std::vector<bool> split(steps, false);
-  for (size_t s : lanes->early) split[s] = true;
-  std::vector<bool> waited(units, false);
-  for (size_t u = 0; u < units; ++u) {
-    for (int w : schedule.waits[u]) waited[static_cast<size_t>(w)] = true;
+  // events_[0] marks the fork (inputs on the device, the error word cleared); events_[1 + s] the
+  // end of step s where another lane waits for it; events_[1 + steps + l] the end of lane l, which
+  // the executor's stream waits for before the output copy. Lanes are joined however the
+  // launches end, so that a failed capture still ends with every stream joined.
+  std::vector<bool> waited(steps, false);
+  for (size_t s = 0; s < steps; ++s) {
+    for (int w : lanes->waits[s]) waited[static_cast<size_t>(w)] = true;
   }
   auto stream_of = [&](int lane) { return lane == 0 ? main : side_streams_[static_cast<size_t>(lane - 1)]; };
   RANKD_CUDA_RETURN(cudaEventRecord(events_[0], main));
-  std::vector<bool> forked(static_cast<size_t>(schedule.lanes), false);
+  std::vector<bool> forked(static_cast<size_t>(lanes->lanes), false);
   forked[0] = true;
   auto launch = [&]() -> Status {
-    for (size_t u = 0; u < units; ++u) {
-      const int lane = schedule.lane[u];
+    for (size_t s = 0; s < steps; ++s) {
+      const int lane = lanes->lane[s];
       cudaStream_t stream = stream_of(lane);
       if (!forked[static_cast<size_t>(lane)]) {
         RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[0], 0));
         forked[static_cast<size_t>(lane)] = true;
       }
-      for (int w : schedule.waits[u]) RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
+      for (int w : lanes->waits[s]) RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
       ctx_.stream = stream;
-      if (u < early) {
-        RETURN_IF_ERROR(LaunchStep(plan, b, lanes->early[u], StepPart::kEarly));
-      } else {
-        const size_t s = u - early;
-        RETURN_IF_ERROR(LaunchStep(plan, b, s, split[s] ? StepPart::kLate : StepPart::kWhole));
-      }
-      if (waited[u]) RANKD_CUDA_RETURN(cudaEventRecord(events_[1 + u], stream));
+      RETURN_IF_ERROR(LaunchStep(plan, b, s));
+      if (waited[s]) RANKD_CUDA_RETURN(cudaEventRecord(events_[1 + s], stream));
     }
     return Status::Ok();
   };
   Status launched = launch();
-  for (int lane = 1; lane < schedule.lanes; ++lane) {  // join: the output copy follows every lane
+  for (int lane = 1; lane < lanes->lanes; ++lane) {  // join: the output copy follows every lane
     if (!forked[static_cast<size_t>(lane)]) continue;
-    cudaEvent_t end = events_[1 + units + static_cast<size_t>(lane)];
+    cudaEvent_t end = events_[1 + steps + static_cast<size_t>(lane)];
     cudaError_t joined = cudaEventRecord(end, stream_of(lane));
     if (joined == cudaSuccess) joined = cudaStreamWaitEvent(main, end, 0);
     if (launched.ok() && joined != cudaSuccess) launched = Check(joined, "joining a lane");
@@ -434,7 +391,7 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LanePlan* lanes)
   return launched;
 }
 
-LanePlan CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) const {
+LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) const {
   std::vector<StepAccess> access = WorkspaceAccesses(plan);
   const auto& values = plan.values();
   auto copy_range = [&](int64_t offset, int value) {
@@ -455,15 +412,7 @@ LanePlan CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) const
       access[s].reads.push_back(copy_range(b.bf16_copies.read_third[s], step.inputs[static_cast<size_t>(Bf16CopyInput(node, 2))]));
     }
   }
-  LanePlan out;
-  out.early = EarlyParts(plan);
-  // An early part writes what its step writes and reads nothing a step writes: first in program
-  // order, it waits for nothing, and its step (which writes the same bytes) waits for it.
-  std::vector<StepAccess> units;
-  for (size_t s : out.early) units.push_back({{}, access[s].writes, false});
-  units.insert(units.end(), access.begin(), access.end());
-  out.schedule = ScheduleLanes(units, GraphLanes());
-  return out;
+  return ScheduleLanes(access, GraphLanes());
 }
 
 void CudaExecutor::DropCaptures() {
@@ -489,7 +438,7 @@ Status CudaExecutor::Stage(Binding& b) {
   return Status::Ok();
 }
 
-Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, const LanePlan* lanes) {
+Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, const LaneSchedule* lanes) {
   auto t0 = std::chrono::steady_clock::now();
   if (!inputs_sent) {
     RANKD_CUDA_RETURN(cudaMemcpyAsync(inputs_.get(), staged_inputs_.get(), b.in_total, cudaMemcpyHostToDevice, ctx_.stream));
@@ -543,13 +492,13 @@ StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
 }
 
 StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
-  const LanePlan lanes = ScheduleOnLanes(plan, b);
-  while (side_streams_.size() + 1 < static_cast<size_t>(lanes.schedule.lanes)) {
+  const LaneSchedule lanes = ScheduleOnLanes(plan, b);
+  while (side_streams_.size() + 1 < static_cast<size_t>(lanes.lanes)) {
     cudaStream_t side = nullptr;
     RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     side_streams_.push_back(side);
   }
-  while (events_.size() < lanes.early.size() + plan.steps().size() + 1 + static_cast<size_t>(lanes.schedule.lanes)) {
+  while (events_.size() < plan.steps().size() + 1 + static_cast<size_t>(lanes.lanes)) {
     cudaEvent_t e = nullptr;
     RANKD_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     events_.push_back(e);

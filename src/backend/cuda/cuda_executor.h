@@ -25,22 +25,6 @@
 
 namespace rankd::cuda {
 
-// Steps of `plan` whose early part a capture on several lanes runs from the start, in plan order:
-// a ConcatEmbeddingBags whose bags read only graph inputs and constants, and some of whose copied
-// parts a step produces (W1's bottom MLP). The bags then pool beside that chain of products, and
-// the step itself copies those parts once their producers ran.
-std::vector<size_t> EarlyParts(const Plan& plan);
-
-// A capture's schedule: the plan's steps on lanes, preceded by the early parts of the steps that
-// have one (EarlyParts in cuda_executor.cc: a concatenation's bags, which read only graph inputs
-// and constants, run from the start beside the chain of products that computes its copied part).
-// Units [0, early.size()) are those parts; unit early.size() + s is step s (its late part, where
-// it has an early one).
-struct LanePlan {
-  LaneSchedule schedule;
-  std::vector<size_t> early;  // the steps whose early part runs ahead, in plan order
-};
-
 // An instantiated CUDA graph, destroyed with its owner.
 class CapturedGraph {
  public:
@@ -132,16 +116,16 @@ class CudaExecutor final : public Executor {
   Status FillTails(Binding& b, std::span<const Tensor> inputs);
   // Enqueues the input copy (unless `inputs_sent`: Run sent it in chunks), every step and the
   // output copy on the stream (or into a capture).
-  Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false, const LanePlan* lanes = nullptr);
+  Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false, const LaneSchedule* lanes = nullptr);
   // Enqueues `plan` into a capture on the stream and hands back the graph (the caller destroys it).
   StatusOr<cudaGraph_t> Record(const Plan& plan, Binding& b);
-  // Launches every step on the stream, or, given a schedule (in a capture), each unit on its lane.
-  Status Launch(const Plan& plan, Binding& b, const LanePlan* lanes = nullptr);
-  Status LaunchStep(const Plan& plan, Binding& b, size_t s, StepPart part = StepPart::kWhole);
-  // The schedule of `plan`'s steps (and early parts) on this executor's lanes: what they touch in
-  // the workspace and in the bf16 copies, products ordered among themselves (they share
-  // cuBLASLt's workspace and the bf16 operand buffer).
-  LanePlan ScheduleOnLanes(const Plan& plan, const Binding& b) const;
+  // Launches every step on the stream, or, given a schedule (in a capture), each on its lane.
+  Status Launch(const Plan& plan, Binding& b, const LaneSchedule* lanes = nullptr);
+  Status LaunchStep(const Plan& plan, Binding& b, size_t s);
+  // The schedule of `plan`'s steps on this executor's lanes: what they touch in the workspace
+  // and in the bf16 copies, products ordered among themselves (they share cuBLASLt's workspace
+  // and the bf16 operand buffer).
+  LaneSchedule ScheduleOnLanes(const Plan& plan, const Binding& b) const;
   void DropCaptures();
   void ClearBindings();  // and forgets which binding's tails the staging buffer holds
 

@@ -18,11 +18,6 @@ class GemmCache;
 }
 
 // One executor's device state; kernels launch on `stream` and nothing else.
-// Which kernels of a step a launch runs: all of them, or, for a step a capture splits in two
-// (cuda_executor.h, LanePlan), the part that reads only graph inputs and constants and so may run
-// ahead of the step's producers, or the rest.
-enum class StepPart : uint8_t { kWhole, kEarly, kLate };
-
 struct DeviceContext {
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
@@ -48,7 +43,6 @@ struct DeviceContext {
   // second or third input that is (a product's A operand, a MulAdd's factors and addend).
   void* bf16_out = nullptr;
   bool bf16_out_alone = false;
-  StepPart part = StepPart::kWhole;  // set for the step being launched
   const void* bf16_a_source = nullptr;
   const void* bf16_a = nullptr;
   const void* bf16_b_source = nullptr;

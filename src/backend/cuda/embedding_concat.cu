@@ -552,9 +552,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     }
     column += p.dim;
     first += count;
-    // A step split in two (StepPart): its bags first, its copied parts once their producers ran.
-    const bool wanted = k.device->part == StepPart::kWhole || (k.device->part == StepPart::kLate) == p.copied;
-    if (p.dim > 0 && wanted) parts.push_back(p);
+    if (p.dim > 0) parts.push_back(p);
   }
   for (size_t begin = 0; begin < parts.size(); begin += kPartsPerLaunch) {
     Launch launch;
