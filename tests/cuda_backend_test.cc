@@ -359,7 +359,8 @@ std::vector<OpCase> Cases() {
       BagsConcat("concat_bags_large_launch", 6, 3000),  // 18,000 bags: lane groups, copies, lookups
       BagsConcatAllEmpty(),
       BagsConcatShort("concat_bags_short", 37),
-      BagsConcatShort("concat_bags_short_w1_rows", 512),
+      BagsConcatShort("concat_bags_short_small_launch", 1500),  // 9,000 bags: more blocks an SM than below 4,096
+      BagsConcat("concat_bags_small_launch", 6, 1000),
       BagsConcatLong("concat_bags_long", 37),
       BagsConcatLong("concat_bags_long_large_launch", 5500),
   };

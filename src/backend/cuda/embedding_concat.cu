@@ -353,7 +353,9 @@ __device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, i
 // 0.904 with a warp per bag: half the instructions, as a warp no longer idles half its lanes on
 // a short bag nor sums its halves by shuffles. Two 16-byte pieces a lane (four bags a warp for 128
 // bf16 columns, two for 128 fp32) then took 0.382 ms against 0.527 with one, and 0.578 against
-// 0.880 from fp32 tables.
+// 0.880 from fp32 tables. With short bags grouped in small launches too (H200, W1, bf16 tables):
+// at 512 pairs 15.5 µs with four blocks an SM, 16.3 with three, 19.9 with two; at 64 pairs 10.7
+// with two, 11.6 with three, 12.9 with four (eight rows in flight with two blocks: 20.0 and 10.6).
 template <int kInFlight, int kMinBlocksPerSm, bool kWarpBags>
 struct Shape {
   static constexpr int kIdsInFlight = kInFlight;
@@ -361,7 +363,8 @@ struct Shape {
   // 16-byte bags a warp (or several, split) pools: compiled only where a launch may have them.
   static constexpr bool kWarps = kWarpBags;
 };
-using SmallLaunch = Shape<4, 3, true>;
+using TinyLaunch = Shape<4, 2, true>;
+using SmallLaunch = Shape<4, 4, true>;
 using LargeLaunch = Shape<4, 4, false>;
 
 // Bag b's ids [lo, hi) in part p's ids; bad offsets are reported (when `report`) and give an empty bag.
@@ -456,11 +459,14 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Bags (rows times parts) up to which a launch splits long bags and takes SmallLaunch's shape, and
-// past which LargeLaunch's. Splitting shortens a small batch's longest chain of loads, but costs a
+// Bags (rows times parts) up to which a launch splits long bags and takes TinyLaunch's or
+// SmallLaunch's shape, and past which LargeLaunch's. Splitting shortens a small batch's longest chain of loads, but costs a
 // large one throughput (H100, ncu, W1's concatenation: 13,312 bags at 512 pairs, 29 µs split
 // against 36; 851,968 at 32,768 pairs, 1.32 ms against 1.16).
 constexpr int64_t kSplitBagsUpTo = 16384;
+// Bags up to which a small launch takes TinyLaunch's shape: few blocks, each warp's rows in flight
+// not limited by registers (W1: 1,664 bags at 64 pairs, 13,312 at 512).
+constexpr int64_t kTinyBagsUpTo = 4096;
 
 // Bags of at most this many ids on average go to lane groups in a small launch too: a warp then
 // pools several at once, where a warp per bag leaves most of its lanes and loads idle and the
@@ -502,7 +508,8 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
   const std::vector<int64_t>& columns = layout->columns;
   // 16-byte fp32 stores, and 8-byte stores to the bf16 copy.
   bool out_vector = stride % 4 == 0 && Aligned16(out.raw()) && reinterpret_cast<uintptr_t>(k.device->bf16_out) % 8 == 0;
-  const bool split_allowed = rows * static_cast<int64_t>(counts.size()) <= kSplitBagsUpTo;
+  const int64_t bags = rows * static_cast<int64_t>(counts.size());
+  const bool split_allowed = bags <= kSplitBagsUpTo;
   std::vector<Part> parts;
   int first = 0;
   int64_t column = 0;
@@ -574,7 +581,9 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       if (blocks > std::numeric_limits<int32_t>::max()) return Internal(k.node.Describe() + ": too many rows for one launch");
       launch.first_block[i + 1] = static_cast<int32_t>(blocks);
     }
-    if (split_allowed) {
+    if (bags <= kTinyBagsUpTo) {
+      ConcatKernel<TinyLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+    } else if (split_allowed) {
       ConcatKernel<SmallLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
     } else {
       ConcatKernel<LargeLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
