@@ -1,11 +1,11 @@
 // CUDA kernel of ConcatEmbeddingBags (cpu/embedding_bag.cc is the reference): every part of a
 // concatenation in one launch. A large launch takes a lane group per bag, as many bags a warp as a
 // table row leaves lane groups (Part::grouped); a small one does so for short bags, and takes a
-// warp per (row, part) for the others, or several for a part whose bags are long (Part::split). A bag part pools its ids' table rows
-// (negative ids skipped, an empty bag gives zeros, ids out of range reported through the
-// executor's error word and skipped); a copied part copies its row. Rows are read 16 bytes per
-// lane (4 FP32 or 8 FP16/BF16 elements) where the table's width and alignment allow, and written
-// straight into the part's columns of the output.
+// warp per (row, part) for the others, or several for a part whose bags are long (Part::split).
+// A bag part pools its ids' table rows (negative ids skipped, an empty bag gives zeros, ids out
+// of range reported through the executor's error word and skipped); a copied part copies its row.
+// Rows are read 16 bytes per lane (4 FP32 or 8 FP16/BF16 elements) where the table's width and
+// alignment allow, and written straight into the part's columns of the output.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -460,9 +460,9 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Bags (rows times parts) up to which a launch splits long bags and takes TinyLaunch's or
-// SmallLaunch's shape, and past which LargeLaunch's. Splitting shortens a small batch's longest chain of loads, but costs a
-// large one throughput (H100, ncu, W1's concatenation: 13,312 bags at 512 pairs, 29 µs split
-// against 36; 851,968 at 32,768 pairs, 1.32 ms against 1.16).
+// SmallLaunch's shape, and past which LargeLaunch's. Splitting shortens a small batch's longest
+// chain of loads, but costs a large one throughput (H100, ncu, W1's concatenation: 13,312 bags at
+// 512 pairs, 29 µs split against 36; 851,968 at 32,768 pairs, 1.32 ms against 1.16).
 constexpr int64_t kSplitBagsUpTo = 16384;
 // Bags up to which a small launch takes TinyLaunch's shape: few blocks, each warp's rows in flight
 // not limited by registers (W1: 1,664 bags at 64 pairs, 13,312 at 512).
