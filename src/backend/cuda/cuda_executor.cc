@@ -33,15 +33,6 @@ constexpr size_t kHelpedStagingBytes = size_t{256} << 10;
 // each sent to the device as soon as it is packed, so the copy overlaps the packing.
 constexpr size_t kPipelinedBytes = size_t{16} << 20;
 constexpr size_t kChunkBytes = size_t{8} << 20;
-// Captured runs (whose graphs leave the input copy out: Run sends it before the launch) do the
-// same in chunks of about this many bytes, from twice as many on.
-size_t GraphChunkBytes() {
-  static const size_t bytes = [] {
-    const char* v = std::getenv("RANKD_INPUT_CHUNK_KB");
-    return v ? static_cast<size_t>(std::atoll(v)) << 10 : size_t{128} << 10;
-  }();
-  return bytes;
-}
 
 struct Piece {
   uint8_t* to;
@@ -514,9 +505,7 @@ StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
   }
   std::shared_lock<std::shared_mutex> gate(CaptureGate());
   RANKD_CUDA_RETURN(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
-  // Without the input copy: Run sends it before launching the graph, in chunks as they are packed
-  // where the inputs are large, so that the copy overlaps the packing and the launch.
-  Status enqueued = Enqueue(plan, b, /*inputs_sent=*/std::getenv("RANKD_COPY_AFTER") == nullptr, &lanes);
+  Status enqueued = Enqueue(plan, b, false, &lanes);
   cudaGraph_t graph = nullptr;
   cudaError_t ended = cudaStreamEndCapture(ctx_.stream, &graph);
   if (!enqueued.ok() || ended != cudaSuccess) {
@@ -534,7 +523,6 @@ StatusOr<Executor::Launches> CudaExecutor::CountLaunches(const Plan& plan) {
   ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
   StatusOr<Launches> launches = CountGraphLaunches(graph);
   cudaGraphDestroy(graph);
-  if (launches.ok() && std::getenv("RANKD_COPY_AFTER") == nullptr) ++launches->copies;  // the input copy, sent before the graph
   return launches;
 }
 
@@ -590,9 +578,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   // pinned memory would take longer than the batch's kernels. A large uncaptured run also sends
   // each chunk of pieces (contiguous in the staging buffer, as the inputs are laid out in order)
   // as soon as its last piece is packed, while the threads pack the next.
-  const bool large = b.in_total >= kPipelinedBytes;
-  const size_t chunk_bytes = b.graph && !large ? GraphChunkBytes() : kChunkBytes;
-  const bool pipelined = !OpProfile::enabled() && (large || (b.graph && chunk_bytes > 0 && b.in_total >= 2 * chunk_bytes));
+  const bool pipelined = !b.graph && !OpProfile::enabled() && b.in_total >= kPipelinedBytes;
   if (pipelined) {
     struct Chunk {
       size_t begin = 0, end = 0;  // bytes of the staging buffer
@@ -601,7 +587,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
     std::vector<size_t> chunk_of(pieces.size());
     size_t count = 0;
     for (size_t p = 0, bytes = 0; p < pieces.size(); ++p) {
-      if (p > 0 && bytes >= chunk_bytes) {
+      if (p > 0 && bytes >= kChunkBytes) {
         ++count;
         bytes = 0;
       }
@@ -618,7 +604,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
     std::atomic<int> failed{cudaSuccess};
     const int device = resources_->device();
     auto* to = static_cast<uint8_t*>(inputs_.get());
-    auto pack = [&](int64_t i) {
+    ParallelForEach(static_cast<int64_t>(pieces.size()), [&](int64_t i) {
       Pack(pieces[static_cast<size_t>(i)]);
       Chunk& c = chunks[chunk_of[static_cast<size_t>(i)]];
       if (c.left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
@@ -627,12 +613,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
         e = cudaMemcpyAsync(to + c.begin, staged + c.begin, c.end - c.begin, cudaMemcpyHostToDevice, ctx_.stream);
       }
       if (e != cudaSuccess) failed.store(e);
-    };
-    if (large) {
-      ParallelForEach(static_cast<int64_t>(pieces.size()), pack);
-    } else {
-      HelpingPool::Shared().Run(static_cast<int64_t>(pieces.size()), pack);
-    }
+    });
     if (failed.load() != cudaSuccess) {
       cudaStreamSynchronize(ctx_.stream);  // the chunks already sent
       return Check(static_cast<cudaError_t>(failed.load()), "cudaMemcpyAsync (an input chunk)");
@@ -661,10 +642,6 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   auto launched = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (phases) RETURN_IF_ERROR(span_.Begin(ctx_.stream));
   if (b->graph && !OpProfile::enabled()) {
-    // The graph leaves the input copy out (Record): sent here unless StageInputs sent it in chunks.
-    if (!inputs_sent && std::getenv("RANKD_COPY_AFTER") == nullptr) {
-      RANKD_CUDA_RETURN(cudaMemcpyAsync(inputs_.get(), staged_inputs_.get(), b->in_total, cudaMemcpyHostToDevice, ctx_.stream));
-    }
     RANKD_CUDA_RETURN(cudaGraphLaunch(b->graph->get(), ctx_.stream));
   } else {
     Status enqueued = Enqueue(plan, *b, inputs_sent);
