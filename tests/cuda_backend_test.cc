@@ -225,7 +225,7 @@ OpCase BagsConcatLong(const char* name, int64_t rows) {
 }
 
 // W1's mix in a small launch: short bags (about 2 ids, as most of W1's features) pooled by lane
-// groups, four a warp for BF16 rows of 128 and two for FP32 rows of 64, beside a long BF16 bag
+// groups, four a warp (rows of 128 BF16 or FP16 elements, or 64 FP32), beside a long BF16 bag
 // split over warps, a copied part, and a column lookup of width 128 (lane groups too); ragged and
 // padded, some ids -1, some bags empty, sum and mean.
 OpCase BagsConcatShort(const char* name, int64_t rows) {
@@ -877,7 +877,7 @@ TEST(CudaBackend, ShortKProductsAreOneKernel) {
     EXPECT_EQ(std::vector<int>(kernels.begin(), kernels.begin() + 4), (std::vector<int>{1, 1, 1, 1}));
     EXPECT_GE(kernels[4], 2) << "513 rows take cuBLASLt";
   }
-  // The weight as [N, K] (Gemm with transB), four columns a thread (36) and one (37).
+  // The weight as [N, K] (Gemm with transB), an even and an odd number of columns.
   for (int64_t n : {36, 37}) {
     GraphBuilder g;
     int x = g.Input("x", DType::kF32, {-1, 13});
