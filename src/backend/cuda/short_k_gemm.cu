@@ -24,8 +24,19 @@ __global__ void __launch_bounds__(kShortKThreads) ShortKKernel(const ShortKProdu
   for (int64_t at = static_cast<int64_t>(blockIdx.x) * kShortKThreads + threadIdx.x; at < total;
        at += static_cast<int64_t>(gridDim.x) * kShortKThreads) {
     const int64_t r = at / p.n, j = at % p.n;
+    // Every operand loaded before the first product (k < kShortK, unrolled): one load's latency a
+    // thread, not k in a row. The products are summed in order, as before.
+    float x[kShortK - 1], w[kShortK - 1];
+#pragma unroll
+    for (int i = 0; i < kShortK - 1; ++i) {
+      x[i] = i < p.k ? Value(a, r * p.k + i) : 0.0f;
+      w[i] = i < p.k ? Value(p.w, p.w_nk ? j * p.k + i : i * p.n + j) : 0.0f;
+    }
     float sum = 0.0f;
-    for (int64_t i = 0; i < p.k; ++i) sum = fmaf(Value(a, r * p.k + i), Value(p.w, p.w_nk ? j * p.k + i : i * p.n + j), sum);
+#pragma unroll
+    for (int i = 0; i < kShortK - 1; ++i) {
+      if (i < p.k) sum = fmaf(x[i], w[i], sum);
+    }
     const float addend = (p.beta != 0.0f ? p.beta * p.c[at] : 0.0f) + (p.bias ? p.bias[j] : 0.0f);
     const float y = Activate(p.activation, p.alpha * sum + addend);
     if (p.d) {
