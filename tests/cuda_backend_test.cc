@@ -356,7 +356,7 @@ std::vector<OpCase> Cases() {
       BagsConcat("concat_bags", 6, 67),
       BagsConcat("concat_bags_one_row", 5, 1),
       BagsConcat("concat_bags_two_launches", 61, 40),
-      BagsConcat("concat_bags_large_launch", 6, 3000),  // 18,000 bags: lane groups, copies, lookups
+      BagsConcat("concat_bags_large_launch", 6, 3001),  // 18,006 bags (a last warp with one real bag): lane groups, copies, lookups
       BagsConcatAllEmpty(),
       BagsConcatShort("concat_bags_short", 37),
       BagsConcatShort("concat_bags_short_small_launch", 1500),  // 9,000 bags: more blocks an SM than below 4,096

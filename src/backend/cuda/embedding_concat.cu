@@ -48,6 +48,8 @@ struct Part {
   bool grouped = false;  // large launches: a lane group per bag (PoolGrouped), ids below 2^31
   uint8_t split = 1;    // warps per bag, a power of two up to kWarpsPerBlock (16-byte bags only)
   uint8_t bags_per_warp = 1;  // with grouped: the warp's lane groups, each pooling a bag of its own
+  uint8_t group_shift = 0;    // with grouped: log2 of a group's lanes (kWarp / bags_per_warp)
+  bool whole = false;         // with grouped: the row is a whole number of its group's pieces
   uint8_t chunks_per_lane = 1;  // with grouped: 16-byte pieces of a row each lane of a group reads
 };
 
@@ -71,33 +73,44 @@ template <>
 struct Vec<float> {
   static constexpr int kN = 4;
   using Raw = float4;
+  __device__ static Raw Zero() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
   __device__ static Raw Load(const float* p) { return *reinterpret_cast<const float4*>(p); }
   __device__ static void Add(const Raw& x, float (&acc)[kN]) {
     acc[0] += x.x, acc[1] += x.y, acc[2] += x.z, acc[3] += x.w;
   }
 };
-__device__ inline float2 ToFloat2(__half2 h) { return __half22float2(h); }
-__device__ inline float2 ToFloat2(__nv_bfloat162 h) { return __bfloat1622float2(h); }
-
-// Eight 16-bit elements (Pair holds two of them).
-template <typename Row, typename Pair>
-struct Vec16Bit {
+template <>
+struct Vec<__half> {
   static constexpr int kN = 8;
   using Raw = uint4;
-  __device__ static Raw Load(const Row* p) { return *reinterpret_cast<const uint4*>(p); }
+  __device__ static Raw Zero() { return make_uint4(0, 0, 0, 0); }
+  __device__ static Raw Load(const __half* p) { return *reinterpret_cast<const uint4*>(p); }
   __device__ static void Add(const Raw& x, float (&acc)[kN]) {
-    const Pair* h = reinterpret_cast<const Pair*>(&x);
+    const __half2* h = reinterpret_cast<const __half2*>(&x);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float2 f = ToFloat2(h[i]);
+      const float2 f = __half22float2(h[i]);
       acc[2 * i] += f.x, acc[2 * i + 1] += f.y;
     }
   }
 };
+// A bf16 is the top half of the float it stands for, so a word of two widens by a shift and a
+// mask (the intrinsic's conversion took three instructions for the upper one).
 template <>
-struct Vec<__half> : Vec16Bit<__half, __half2> {};
-template <>
-struct Vec<__nv_bfloat16> : Vec16Bit<__nv_bfloat16, __nv_bfloat162> {};
+struct Vec<__nv_bfloat16> {
+  static constexpr int kN = 8;
+  using Raw = uint4;
+  __device__ static Raw Zero() { return make_uint4(0, 0, 0, 0); }
+  __device__ static Raw Load(const __nv_bfloat16* p) { return *reinterpret_cast<const uint4*>(p); }
+  __device__ static void Add(const Raw& x, float (&acc)[kN]) {
+    const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      acc[2 * i] += __uint_as_float(w[i] << 16);
+      acc[2 * i + 1] += __uint_as_float(w[i] & 0xffff0000u);
+    }
+  }
+};
 
 // Where an output row goes: its fp32 columns (null when the bf16 copy is written alone), and its
 // bf16 copy's (null when none is wanted). Both null: a row past the batch, not stored.
@@ -274,49 +287,63 @@ __device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
   }
 }
 
+// What a lane group loads for an absent id (past its bag, -1, or out of range) when every lane's
+// pieces lie within the row: zeros, whose sums are those of the ids present (an fp32 sum never
+// becomes -0 by adding +0, as it starts at +0). Two pieces a lane at most.
+__device__ const uint4 kZeroPieces[2] = {};
+
 // Bag [lo, hi) of part `p` into dst[0, dim) by one lane group of `row_lanes` lanes (the group-th of
 // its warp; the other groups pool bags of their own), kChunks 16-byte pieces per lane. The group
 // reads its bag's ids row_lanes at a time, a lane each, checks them there and hands them out by
 // shuffles within the group, kIdsInFlight rows per lane in flight; each lane sums its columns in
-// the ids' order, as the CPU does. Ids below 2^31 (Part::grouped).
-template <int kIdsInFlight, int kChunks, typename Row, typename Id>
-__device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, int group, Dst dst, int* error,
-                            int step) {
+// the ids' order, as the CPU does. Ids below 2^31 (Part::grouped), rows under 4 GiB apart.
+// The whole warp takes every step, as many as its longest bag needs (a group past the batch has an
+// empty bag and no store): its shuffles then need no convergence checks, and a slot past a
+// group's bag adds a zero. kWhole: the row is a whole number of the group's pieces, so every
+// load is unconditional (an absent id's from kZeroPieces); otherwise the loads are predicated.
+template <int kIdsInFlight, int kChunks, bool kWhole, typename Row, typename Id>
+__device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst, int* error, int step) {
   constexpr int V = Vec<Row>::kN;
-  const Row* table = static_cast<const Row*>(p.src);
   const Id* ids = static_cast<const Id*>(p.ids);
-  const unsigned mask = row_lanes == kWarp ? kAllLanes : ((1u << row_lanes) - 1u) << (group * row_lanes);
+  const auto row_bytes = static_cast<uint32_t>(p.dim * sizeof(Row));
+  int span = static_cast<int>(hi - lo);  // the warp's longest bag (bags here are under 2^31 ids)
+  for (int distance = 1; distance < kWarp; distance *= 2) span = max(span, __shfl_xor_sync(kAllLanes, span, distance));
   for (int first_d = 0; first_d < p.dim; first_d += row_lanes * V * kChunks) {
     const int d0 = first_d + lane * V * kChunks;
     bool active[kChunks];
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) active[c] = d0 + c * V < p.dim;
+    for (int c = 0; c < kChunks; ++c) active[c] = kWhole || d0 + c * V < p.dim;
+    const char* columns = reinterpret_cast<const char*>(static_cast<const Row*>(p.src) + d0);
     float acc[kChunks][V] = {};
     int count = 0;
-    for (int64_t base = lo; base < hi; base += row_lanes) {
-      const int n = static_cast<int>(min(static_cast<int64_t>(row_lanes), hi - base));
-      const int mine = lane < n ? static_cast<int>(Checked(static_cast<int64_t>(ids[base + lane]), p, first_d == 0, error, step)) : -1;
-      for (int k = 0; k < n; k += kIdsInFlight) {
+    for (int done = 0; done < span; done += row_lanes) {
+      const int n = static_cast<int>(max(static_cast<int64_t>(0), min(static_cast<int64_t>(row_lanes), hi - lo - done)));
+      const int mine = lane < n ? static_cast<int>(Checked(static_cast<int64_t>(ids[lo + done + lane]), p, first_d == 0, error, step)) : -1;
+      const int steps = min(row_lanes, span - done);
+      for (int k = 0; k < steps; k += kIdsInFlight) {
         typename Vec<Row>::Raw raw[kIdsInFlight][kChunks];
-        int id[kIdsInFlight];
 #pragma unroll
         for (int u = 0; u < kIdsInFlight; ++u) {
-          id[u] = __shfl_sync(mask, mine, (k + u) % row_lanes, row_lanes);
-          if (k + u >= n) id[u] = -1;
-          const Row* row = table + static_cast<int64_t>(id[u]) * p.dim + d0;
+          int id = __shfl_sync(kAllLanes, mine, k + u, row_lanes);  // lanes past the group wrap round: no slot of its bag
+          if (k + u >= n) id = -1;
+          count += id >= 0;
+          const char* row = columns + static_cast<uint64_t>(static_cast<uint32_t>(id)) * row_bytes;
+          if constexpr (kWhole) {
+            if (id < 0) row = reinterpret_cast<const char*>(kZeroPieces);
 #pragma unroll
-          for (int c = 0; c < kChunks; ++c) {
-            if (id[u] >= 0 && active[c]) raw[u][c] = Vec<Row>::Load(row + c * V);
+            for (int c = 0; c < kChunks; ++c) raw[u][c] = Vec<Row>::Load(reinterpret_cast<const Row*>(row) + c * V);
+          } else {
+#pragma unroll
+            for (int c = 0; c < kChunks; ++c) {
+              raw[u][c] = Vec<Row>::Zero();
+              if (id >= 0 && active[c]) raw[u][c] = Vec<Row>::Load(reinterpret_cast<const Row*>(row) + c * V);
+            }
           }
         }
 #pragma unroll
         for (int u = 0; u < kIdsInFlight; ++u) {
-          if (id[u] < 0) continue;
-          ++count;
 #pragma unroll
-          for (int c = 0; c < kChunks; ++c) {
-            if (active[c]) Vec<Row>::Add(raw[u][c], acc[c]);
-          }
+          for (int c = 0; c < kChunks; ++c) Vec<Row>::Add(raw[u][c], acc[c]);
         }
       }
     }
@@ -394,16 +421,27 @@ __device__ int PartOfBlock(const Launch& launch) {
 }
 
 template <typename S, typename Row>
-__device__ void PoolGroupedPart(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, int group,
-                                Dst dst) {
+__device__ void PoolGroupedPart(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst) {
   // Two pieces a lane halve the lanes a row takes, so twice the bags share a warp's instructions;
   // half the rows in flight a lane keep the registers (and the rows in flight a warp) as before.
+  constexpr int kTwo = S::kIdsInFlight / 2, kOne = S::kIdsInFlight;
+  const bool whole = p.whole;
   if (p.chunks_per_lane == 2) {
-    if (p.wide_ids) PoolGrouped<S::kIdsInFlight / 2, 2, Row, int64_t>(p, lo, hi, lane, row_lanes, group, dst, launch.error, launch.step);
-    else PoolGrouped<S::kIdsInFlight / 2, 2, Row, int32_t>(p, lo, hi, lane, row_lanes, group, dst, launch.error, launch.step);
+    if (p.wide_ids) {
+      if (whole) PoolGrouped<kTwo, 2, true, Row, int64_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+      else PoolGrouped<kTwo, 2, false, Row, int64_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+    } else {
+      if (whole) PoolGrouped<kTwo, 2, true, Row, int32_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+      else PoolGrouped<kTwo, 2, false, Row, int32_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+    }
   } else {
-    if (p.wide_ids) PoolGrouped<S::kIdsInFlight, 1, Row, int64_t>(p, lo, hi, lane, row_lanes, group, dst, launch.error, launch.step);
-    else PoolGrouped<S::kIdsInFlight, 1, Row, int32_t>(p, lo, hi, lane, row_lanes, group, dst, launch.error, launch.step);
+    if (p.wide_ids) {
+      if (whole) PoolGrouped<kOne, 1, true, Row, int64_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+      else PoolGrouped<kOne, 1, false, Row, int64_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+    } else {
+      if (whole) PoolGrouped<kOne, 1, true, Row, int32_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+      else PoolGrouped<kOne, 1, false, Row, int32_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+    }
   }
 }
 
@@ -415,17 +453,19 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
   const Part& p = launch.parts[part];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   if (p.grouped) {
-    const int row_lanes = kWarp / p.bags_per_warp, group = lane / row_lanes;
-    const int64_t b = (static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * kWarpsPerBlock + warp) * p.bags_per_warp + group;
-    if (b >= launch.rows) return;  // the group's shuffles involve its own lanes only
+    const int row_lanes = 1 << p.group_shift, group = lane >> p.group_shift;
+    const int64_t first_bag = (static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * kWarpsPerBlock + warp) * p.bags_per_warp;
+    if (first_bag >= launch.rows) return;  // the whole warp: PoolGrouped's shuffles take all its lanes
+    const int64_t b = first_bag + group;
+    const bool real = b < launch.rows;
     int64_t lo = 0, hi = 0;
-    BagRange(p, b, lane % row_lanes == 0, launch.error, launch.step, lo, hi);
+    if (real) BagRange(p, b, (lane & (row_lanes - 1)) == 0, launch.error, launch.step, lo, hi);
     const int64_t at = b * launch.out_stride + p.column;
-    const Dst dst{launch.out ? launch.out + at : nullptr, launch.copy ? launch.copy + at : nullptr};
+    const Dst dst = real ? Dst{launch.out ? launch.out + at : nullptr, launch.copy ? launch.copy + at : nullptr} : Dst{nullptr, nullptr};
     switch (p.row_type) {
-      case RowType::kF32: PoolGroupedPart<S, float>(launch, p, lo, hi, lane % row_lanes, row_lanes, group, dst); break;
-      case RowType::kF16: PoolGroupedPart<S, __half>(launch, p, lo, hi, lane % row_lanes, row_lanes, group, dst); break;
-      case RowType::kBF16: PoolGroupedPart<S, __nv_bfloat16>(launch, p, lo, hi, lane % row_lanes, row_lanes, group, dst); break;
+      case RowType::kF32: PoolGroupedPart<S, float>(launch, p, lo, hi, lane & (row_lanes - 1), row_lanes, dst); break;
+      case RowType::kF16: PoolGroupedPart<S, __half>(launch, p, lo, hi, lane & (row_lanes - 1), row_lanes, dst); break;
+      case RowType::kBF16: PoolGroupedPart<S, __nv_bfloat16>(launch, p, lo, hi, lane & (row_lanes - 1), row_lanes, dst); break;
     }
     return;
   }
@@ -545,12 +585,15 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       const double ids_per_bag = p.id_column >= 0 ? 1.0
                                  : count == 3     ? static_cast<double>(p.n_ids) / static_cast<double>(rows)
                                                   : p.width;
-      const bool groupable = p.vector && p.table_rows <= std::numeric_limits<int32_t>::max();
+      const bool groupable = p.vector && p.table_rows <= std::numeric_limits<int32_t>::max() && p.dim <= (1 << 24);  // rows under 4 GiB apart
       if (groupable && (!split_allowed || ids_per_bag <= kGroupedBagsUpTo)) {
         p.grouped = true;  // lane groups
         const int64_t chunks = p.dim / v;
         p.chunks_per_lane = chunks >= 16 ? 2 : 1;  // rows of 16 pieces or more (128 bf16, 64 fp32)
-        p.bags_per_warp = static_cast<uint8_t>(kWarp / RowLanes((chunks + p.chunks_per_lane - 1) / p.chunks_per_lane));
+        const int row_lanes = RowLanes((chunks + p.chunks_per_lane - 1) / p.chunks_per_lane);
+        p.bags_per_warp = static_cast<uint8_t>(kWarp / row_lanes);
+        while ((1 << p.group_shift) < row_lanes) ++p.group_shift;
+        p.whole = p.dim % (row_lanes * v * p.chunks_per_lane) == 0;
       } else if (p.vector && split_allowed) {
         if (p.id_column < 0) p.split = SplitFor(ids_per_bag);
       } else {
