@@ -57,6 +57,7 @@ struct Launch {
   Part parts[kPartsPerLaunch];
   int32_t first_block[kPartsPerLaunch + 1] = {};  // part p's blocks: [first_block[p], first_block[p + 1])
   int32_t part_count = 0;
+  int32_t bag_tiles = 1;  // a lane group's bags, a warp's bags_per_warp apart (Part::grouped)
   int64_t rows = 0;
   int64_t out_stride = 0;
   float* out = nullptr;            // null when the bf16 copy is written alone
@@ -292,21 +293,66 @@ __device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
 // becomes -0 by adding +0, as it starts at +0). Two pieces a lane at most.
 __device__ const uint4 kZeroPieces[2] = {};
 
+// A lane group's id as PoolGrouped reads it (Checked), compared in 32 bits where it can be.
+template <typename Id>
+__device__ int GroupedId(Id id, const Part& p, bool report, int* error, int step) {
+  if (sizeof(Id) > 4 || p.id_column >= 0) return static_cast<int>(Checked(static_cast<int64_t>(id), p, report, error, step));
+  if (id >= static_cast<int32_t>(p.table_rows)) {  // grouped tables have under 2^31 rows
+    if (report) ReportBadData(error, step);
+    return -1;
+  }
+  return id < 0 ? -1 : static_cast<int>(id);
+}
+
+// kIds of a lane group's ids, slots first to first + kIds of the group's `mine` (n of them its
+// bag's), added to acc: every row loaded before the first is added. An absent id adds zeros.
+template <int kIds, int kChunks, bool kWhole, typename Row>
+__device__ void PoolIds(const char* columns, uint32_t row_bytes, int mine, int first, int n, int row_lanes,
+                        const bool (&active)[kChunks], float (&acc)[kChunks][Vec<Row>::kN], int& count) {
+  constexpr int V = Vec<Row>::kN;
+  typename Vec<Row>::Raw raw[kIds][kChunks];
+#pragma unroll
+  for (int u = 0; u < kIds; ++u) {
+    int id = __shfl_sync(kAllLanes, mine, first + u, row_lanes);  // lanes past the group wrap round: no slot of its bag
+    if (first + u >= n) id = -1;
+    count += id >= 0;
+    const char* row = columns + static_cast<uint64_t>(static_cast<uint32_t>(id)) * row_bytes;
+    if constexpr (kWhole) {
+      if (id < 0) row = reinterpret_cast<const char*>(kZeroPieces);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) raw[u][c] = Vec<Row>::Load(reinterpret_cast<const Row*>(row) + c * V);
+    } else {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        raw[u][c] = Vec<Row>::Zero();
+        if (id >= 0 && active[c]) raw[u][c] = Vec<Row>::Load(reinterpret_cast<const Row*>(row) + c * V);
+      }
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kIds; ++u) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) Vec<Row>::Add(raw[u][c], acc[c]);
+  }
+}
+
 // Bag [lo, hi) of part `p` into dst[0, dim) by one lane group of `row_lanes` lanes (the group-th of
 // its warp; the other groups pool bags of their own), kChunks 16-byte pieces per lane. The group
 // reads its bag's ids row_lanes at a time, a lane each, checks them there and hands them out by
-// shuffles within the group, kIdsInFlight rows per lane in flight; each lane sums its columns in
-// the ids' order, as the CPU does. Ids below 2^31 (Part::grouped), rows under 4 GiB apart.
-// The whole warp takes every step, as many as its longest bag needs (a group past the batch has an
-// empty bag and no store): its shuffles then need no convergence checks, and a slot past a
-// group's bag adds a zero. kWhole: the row is a whole number of the group's pieces, so every
-// load is unconditional (an absent id's from kZeroPieces); otherwise the loads are predicated.
+// shuffles within the group, kIdsInFlight rows per lane in flight (one for a last odd id); each
+// lane sums its columns in the ids' order, as the CPU does. Ids below 2^31 (Part::grouped), rows
+// under 4 GiB apart. The whole warp takes every step, as many as its longest bag needs (a group
+// past the batch has an empty bag and no store): its shuffles then need no convergence checks,
+// and a slot past a group's bag adds a zero. kWhole: the row is a whole number of the group's
+// pieces, so every load is unconditional (an absent id's from kZeroPieces); otherwise the loads
+// are predicated.
 template <int kIdsInFlight, int kChunks, bool kWhole, typename Row, typename Id>
 __device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst, int* error, int step) {
   constexpr int V = Vec<Row>::kN;
   const Id* ids = static_cast<const Id*>(p.ids);
   const auto row_bytes = static_cast<uint32_t>(p.dim * sizeof(Row));
-  int span = static_cast<int>(hi - lo);  // the warp's longest bag (bags here are under 2^31 ids)
+  const int length = static_cast<int>(hi - lo);  // bags here are under 2^31 ids
+  int span = length;                             // the warp's longest bag
   for (int distance = 1; distance < kWarp; distance *= 2) span = max(span, __shfl_xor_sync(kAllLanes, span, distance));
   for (int first_d = 0; first_d < p.dim; first_d += row_lanes * V * kChunks) {
     const int d0 = first_d + lane * V * kChunks;
@@ -317,33 +363,14 @@ __device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int
     float acc[kChunks][V] = {};
     int count = 0;
     for (int done = 0; done < span; done += row_lanes) {
-      const int n = static_cast<int>(max(static_cast<int64_t>(0), min(static_cast<int64_t>(row_lanes), hi - lo - done)));
-      const int mine = lane < n ? static_cast<int>(Checked(static_cast<int64_t>(ids[lo + done + lane]), p, first_d == 0, error, step)) : -1;
+      const int n = max(0, min(row_lanes, length - done));
+      const int mine = lane < n ? GroupedId(ids[lo + done + lane], p, first_d == 0, error, step) : -1;
       const int steps = min(row_lanes, span - done);
       for (int k = 0; k < steps; k += kIdsInFlight) {
-        typename Vec<Row>::Raw raw[kIdsInFlight][kChunks];
-#pragma unroll
-        for (int u = 0; u < kIdsInFlight; ++u) {
-          int id = __shfl_sync(kAllLanes, mine, k + u, row_lanes);  // lanes past the group wrap round: no slot of its bag
-          if (k + u >= n) id = -1;
-          count += id >= 0;
-          const char* row = columns + static_cast<uint64_t>(static_cast<uint32_t>(id)) * row_bytes;
-          if constexpr (kWhole) {
-            if (id < 0) row = reinterpret_cast<const char*>(kZeroPieces);
-#pragma unroll
-            for (int c = 0; c < kChunks; ++c) raw[u][c] = Vec<Row>::Load(reinterpret_cast<const Row*>(row) + c * V);
-          } else {
-#pragma unroll
-            for (int c = 0; c < kChunks; ++c) {
-              raw[u][c] = Vec<Row>::Zero();
-              if (id >= 0 && active[c]) raw[u][c] = Vec<Row>::Load(reinterpret_cast<const Row*>(row) + c * V);
-            }
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kIdsInFlight; ++u) {
-#pragma unroll
-          for (int c = 0; c < kChunks; ++c) Vec<Row>::Add(raw[u][c], acc[c]);
+        if (kIdsInFlight > 1 && k + 1 == steps) {
+          PoolIds<1, kChunks, kWhole, Row>(columns, row_bytes, mine, k, n, row_lanes, active, acc, count);
+        } else {
+          PoolIds<kIdsInFlight, kChunks, kWhole, Row>(columns, row_bytes, mine, k, n, row_lanes, active, acc, count);
         }
       }
     }
@@ -383,16 +410,21 @@ __device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, i
 // 0.880 from fp32 tables. With short bags grouped in small launches too (H200, W1, bf16 tables):
 // at 512 pairs 15.5 µs with four blocks an SM, 16.3 with three, 19.9 with two; at 64 pairs 10.7
 // with two, 11.6 with three, 12.9 with four (eight rows in flight with two blocks: 20.0 and 10.6).
-template <int kInFlight, int kMinBlocksPerSm, bool kWarpBags>
+// Lane groups stepping together with lean steps (H200, W1 at 32,768 pairs, bf16 tables) took
+// 0.302 ms against 0.382; each warp then taking two tiles of bags (kTiles, Launch::bag_tiles) took
+// 0.280, against 0.305 with four. Eight rows in flight (four blocks an SM or three) and four with
+// three blocks were slower: 0.380–0.385 against 0.318 (one tile, before the odd last id's step).
+template <int kInFlight, int kMinBlocksPerSm, bool kWarpBags, int kTiles>
 struct Shape {
   static constexpr int kIdsInFlight = kInFlight;
   static constexpr int kMinBlocks = kMinBlocksPerSm;
   // 16-byte bags a warp (or several, split) pools: compiled only where a launch may have them.
   static constexpr bool kWarps = kWarpBags;
+  static constexpr int kBagTiles = kTiles;  // Launch::bag_tiles
 };
-using TinyLaunch = Shape<4, 2, true>;
-using SmallLaunch = Shape<4, 4, true>;
-using LargeLaunch = Shape<4, 4, false>;
+using TinyLaunch = Shape<4, 2, true, 1>;
+using SmallLaunch = Shape<4, 4, true, 1>;
+using LargeLaunch = Shape<4, 4, false, 2>;
 
 // Bag b's ids [lo, hi) in part p's ids; bad offsets are reported (when `report`) and give an empty bag.
 __device__ void BagRange(const Part& p, int64_t b, bool report, int* error, int step, int64_t& lo, int64_t& hi) {
@@ -454,18 +486,23 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   if (p.grouped) {
     const int row_lanes = 1 << p.group_shift, group = lane >> p.group_shift;
-    const int64_t first_bag = (static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * kWarpsPerBlock + warp) * p.bags_per_warp;
-    if (first_bag >= launch.rows) return;  // the whole warp: PoolGrouped's shuffles take all its lanes
-    const int64_t b = first_bag + group;
-    const bool real = b < launch.rows;
-    int64_t lo = 0, hi = 0;
-    if (real) BagRange(p, b, (lane & (row_lanes - 1)) == 0, launch.error, launch.step, lo, hi);
-    const int64_t at = b * launch.out_stride + p.column;
-    const Dst dst = real ? Dst{launch.out ? launch.out + at : nullptr, launch.copy ? launch.copy + at : nullptr} : Dst{nullptr, nullptr};
-    switch (p.row_type) {
-      case RowType::kF32: PoolGroupedPart<S, float>(launch, p, lo, hi, lane & (row_lanes - 1), row_lanes, dst); break;
-      case RowType::kF16: PoolGroupedPart<S, __half>(launch, p, lo, hi, lane & (row_lanes - 1), row_lanes, dst); break;
-      case RowType::kBF16: PoolGroupedPart<S, __nv_bfloat16>(launch, p, lo, hi, lane & (row_lanes - 1), row_lanes, dst); break;
+    const int64_t warp_bags = static_cast<int64_t>(p.bags_per_warp) * S::kBagTiles;
+    const int64_t warp_first = (static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * kWarpsPerBlock + warp) * warp_bags;
+#pragma unroll 1
+    for (int tile = 0; tile < S::kBagTiles; ++tile) {
+      const int64_t first_bag = warp_first + static_cast<int64_t>(tile) * p.bags_per_warp;
+      if (first_bag >= launch.rows) return;  // the whole warp: PoolGrouped's shuffles take all its lanes
+      const int64_t b = first_bag + group;
+      const bool real = b < launch.rows;
+      int64_t lo = 0, hi = 0;
+      if (real) BagRange(p, b, (lane & (row_lanes - 1)) == 0, launch.error, launch.step, lo, hi);
+      const int64_t at = b * launch.out_stride + p.column;
+      const Dst dst = real ? Dst{launch.out ? launch.out + at : nullptr, launch.copy ? launch.copy + at : nullptr} : Dst{nullptr, nullptr};
+      switch (p.row_type) {
+        case RowType::kF32: PoolGroupedPart<S, float>(launch, p, lo, hi, lane & (row_lanes - 1), row_lanes, dst); break;
+        case RowType::kF16: PoolGroupedPart<S, __half>(launch, p, lo, hi, lane & (row_lanes - 1), row_lanes, dst); break;
+        case RowType::kBF16: PoolGroupedPart<S, __nv_bfloat16>(launch, p, lo, hi, lane & (row_lanes - 1), row_lanes, dst); break;
+      }
     }
     return;
   }
@@ -616,10 +653,11 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     launch.copy = static_cast<__nv_bfloat16*>(k.device->bf16_out);
     launch.error = k.device->error;
     launch.step = k.step;
+    launch.bag_tiles = split_allowed ? 1 : LargeLaunch::kBagTiles;
     int64_t blocks = 0;
     for (size_t i = 0; i < n; ++i) {
       const Part& part = launch.parts[i];
-      const int64_t bags_per_block = part.grouped ? kWarpsPerBlock * part.bags_per_warp : kWarpsPerBlock / part.split;
+      const int64_t bags_per_block = part.grouped ? kWarpsPerBlock * part.bags_per_warp * launch.bag_tiles : kWarpsPerBlock / part.split;
       blocks += (rows + bags_per_block - 1) / bags_per_block;
       if (blocks > std::numeric_limits<int32_t>::max()) return Internal(k.node.Describe() + ": too many rows for one launch");
       launch.first_block[i + 1] = static_cast<int32_t>(blocks);
