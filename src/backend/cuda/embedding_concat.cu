@@ -588,6 +588,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
   const int64_t bags = rows * static_cast<int64_t>(counts.size());
   const bool split_allowed = bags <= kSplitBagsUpTo;
   std::vector<Part> parts;
+  std::vector<double> ids_per_part;  // a bag's ids on average (0 for a copied part)
   int first = 0;
   int64_t column = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
@@ -597,6 +598,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     p.src = src.raw();
     p.dim = static_cast<int32_t>(src.dim(1));
     p.column = static_cast<int32_t>(column);
+    double ids_per_bag = 0;
     if (count == 1) {
       p.copied = true;
       p.vector = out_vector && column % 4 == 0 && p.dim % 4 == 0 && Aligned16(p.src);
@@ -619,9 +621,9 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
         default: return Internal(k.node.Describe() + ": no cuda kernel for " + DTypeName(src.dtype()) + " tables");
       }
       p.vector = out_vector && column % 4 == 0 && p.dim % v == 0 && Aligned16(p.src);
-      const double ids_per_bag = p.id_column >= 0 ? 1.0
-                                 : count == 3     ? static_cast<double>(p.n_ids) / static_cast<double>(rows)
-                                                  : p.width;
+      ids_per_bag = p.id_column >= 0 ? 1.0
+                    : count == 3     ? static_cast<double>(p.n_ids) / static_cast<double>(rows)
+                                     : p.width;
       const bool groupable = p.vector && p.table_rows <= std::numeric_limits<int32_t>::max() && p.dim <= (1 << 24);  // rows under 4 GiB apart
       if (groupable && (!split_allowed || ids_per_bag <= kGroupedBagsUpTo)) {
         p.grouped = true;  // lane groups
@@ -639,8 +641,19 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     }
     column += p.dim;
     first += count;
-    if (p.dim > 0) parts.push_back(p);
+    if (p.dim > 0) parts.push_back(p), ids_per_part.push_back(ids_per_bag);
   }
+  // The parts with the longest bags take the first blocks, so that the launch does not end on a
+  // wave of their long-running blocks beside idle SMs (each part writes its own columns, so the
+  // order changes no result). H200, W1 at 32,768 pairs, whose 100-id part is the 21st of 26:
+  // 276 µs against 278 in the parts' own order.
+  std::vector<size_t> order(parts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids_per_part[a] > ids_per_part[b]; });
+  std::vector<Part> ordered;
+  ordered.reserve(parts.size());
+  for (size_t i : order) ordered.push_back(parts[i]);
+  parts = std::move(ordered);
   for (size_t begin = 0; begin < parts.size(); begin += kPartsPerLaunch) {
     Launch launch;
     size_t n = std::min(parts.size() - begin, static_cast<size_t>(kPartsPerLaunch));
