@@ -80,12 +80,16 @@ struct Vec<float> {
     acc[0] += x.x, acc[1] += x.y, acc[2] += x.z, acc[3] += x.w;
   }
 };
-template <>
-struct Vec<__half> {
+// Eight 16-bit elements.
+template <typename Row>
+struct Vec16Bit {
   static constexpr int kN = 8;
   using Raw = uint4;
   __device__ static Raw Zero() { return make_uint4(0, 0, 0, 0); }
-  __device__ static Raw Load(const __half* p) { return *reinterpret_cast<const uint4*>(p); }
+  __device__ static Raw Load(const Row* p) { return *reinterpret_cast<const uint4*>(p); }
+};
+template <>
+struct Vec<__half> : Vec16Bit<__half> {
   __device__ static void Add(const Raw& x, float (&acc)[kN]) {
     const __half2* h = reinterpret_cast<const __half2*>(&x);
 #pragma unroll
@@ -98,11 +102,7 @@ struct Vec<__half> {
 // A bf16 is the top half of the float it stands for, so a word of two widens by a shift and a
 // mask (the intrinsic's conversion took three instructions for the upper one).
 template <>
-struct Vec<__nv_bfloat16> {
-  static constexpr int kN = 8;
-  using Raw = uint4;
-  __device__ static Raw Zero() { return make_uint4(0, 0, 0, 0); }
-  __device__ static Raw Load(const __nv_bfloat16* p) { return *reinterpret_cast<const uint4*>(p); }
+struct Vec<__nv_bfloat16> : Vec16Bit<__nv_bfloat16> {
   __device__ static void Add(const Raw& x, float (&acc)[kN]) {
     const uint32_t w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
