@@ -286,8 +286,8 @@ __device__ int GroupedId(Id id, const Part& p, bool report, int* error, int step
   return id < 0 ? -1 : static_cast<int>(id);
 }
 
-// kIds of a lane group's ids, slots first to first + kIds of the group's `mine` (n of them its
-// bag's), added to acc: every row loaded before the first is added. An absent id adds zeros.
+// A lane group's slots first to first + kIds (of the row_lanes ids its lanes hold in `mine`, the
+// first n its bag's) added to acc, every row loaded before any is added. An absent id adds zeros.
 template <int kIds, int kChunks, bool kWhole, typename Row>
 __device__ void PoolIds(const char* columns, uint32_t row_bytes, int mine, int first, int n, int row_lanes,
                         const bool (&active)[kChunks], float (&acc)[kChunks][Vec<Row>::kN], int& count) {
