@@ -27,7 +27,6 @@ struct Launch {
   Part parts[kPartsPerLaunch];
   int32_t first_block[kPartsPerLaunch + 1] = {};  // part p's blocks: [first_block[p], first_block[p + 1])
   int32_t part_count = 0;
-  int32_t bag_tiles = 1;  // a lane group's bags, a warp's bags_per_warp apart (Part::grouped)
   int64_t rows = 0;
   int64_t out_stride = 0;
   float* out = nullptr;            // null when the bf16 copy is written alone
@@ -52,7 +51,7 @@ static_assert(sizeof(Launch) <= 4096, "a launch's parameters must stay under 4 K
 // at 512 pairs 15.5 µs with four blocks an SM, 16.3 with three, 19.9 with two; at 64 pairs 10.7
 // with two, 11.6 with three, 12.9 with four (eight rows in flight with two blocks: 20.0 and 10.6).
 // Lane groups stepping together with lean steps (H200, W1 at 32,768 pairs, bf16 tables) took
-// 0.302 ms against 0.382; each warp then taking two tiles of bags (kTiles, Launch::bag_tiles) took
+// 0.302 ms against 0.382; each warp then taking two tiles of bags (kTiles) took
 // 0.280, against 0.305 with four. Eight rows in flight (four blocks an SM or three) and four with
 // three blocks were slower: 0.380–0.385 against 0.318 (one tile, before the odd last id's step).
 template <int kInFlight, int kMinBlocksPerSm, bool kWarpBags, int kTiles>
@@ -61,7 +60,8 @@ struct Shape {
   static constexpr int kMinBlocks = kMinBlocksPerSm;
   // 16-byte bags a warp (or several, split) pools: compiled only where a launch may have them.
   static constexpr bool kWarps = kWarpBags;
-  static constexpr int kBagTiles = kTiles;  // Launch::bag_tiles
+  // Tiles of bags_per_warp bags a warp of a grouped part takes in turn (a lane group one bag of each).
+  static constexpr int kBagTiles = kTiles;
 };
 using TinyLaunch = Shape<4, 2, true, 1>;
 using SmallLaunch = Shape<4, 4, true, 1>;
@@ -295,6 +295,8 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
   ordered.reserve(parts.size());
   for (size_t i : order) ordered.push_back(parts[i]);
   parts = std::move(ordered);
+  // The tiles of bags_per_warp bags a warp of a grouped part takes: the launch's shape's.
+  const int64_t tiles = bags <= kTinyBagsUpTo ? TinyLaunch::kBagTiles : split_allowed ? SmallLaunch::kBagTiles : LargeLaunch::kBagTiles;
   for (size_t begin = 0; begin < parts.size(); begin += kPartsPerLaunch) {
     Launch launch;
     size_t n = std::min(parts.size() - begin, static_cast<size_t>(kPartsPerLaunch));
@@ -307,11 +309,10 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     launch.copy = static_cast<__nv_bfloat16*>(k.device->bf16_out);
     launch.error = k.device->error;
     launch.step = k.step;
-    launch.bag_tiles = split_allowed ? 1 : LargeLaunch::kBagTiles;
     int64_t blocks = 0;
     for (size_t i = 0; i < n; ++i) {
       const Part& part = launch.parts[i];
-      const int64_t bags_per_block = part.grouped ? kWarpsPerBlock * part.bags_per_warp * launch.bag_tiles : kWarpsPerBlock / part.split;
+      const int64_t bags_per_block = part.grouped ? kWarpsPerBlock * part.bags_per_warp * tiles : kWarpsPerBlock / part.split;
       blocks += (rows + bags_per_block - 1) / bags_per_block;
       if (blocks > std::numeric_limits<int32_t>::max()) return Internal(k.node.Describe() + ": too many rows for one launch");
       launch.first_block[i + 1] = static_cast<int32_t>(blocks);
