@@ -5,7 +5,8 @@
 // A bag part pools its ids' table rows (negative ids skipped, an empty bag gives zeros, ids out
 // of range reported through the executor's error word and skipped); a copied part copies its row.
 // Rows are read 16 bytes per lane (4 FP32 or 8 FP16/BF16 elements) where the table's width and
-// alignment allow, and written straight into the part's columns of the output.
+// alignment allow, and written straight into the part's columns of the output. This file lays
+// out and launches the parts; embedding_pool.cuh pools a bag.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
