@@ -16,7 +16,8 @@
 #   5. with RATE_S (30 by default), the GPU's measured bf16 matrix rate (bench/matrix_rate.py),
 #      what W1's large batches are a share of, into rate.log;
 #   6. with NCU_S, ncu's time for every kernel of one W1 batch at NCU_ROWS pairs, into ncu.csv
-#      (NCU_ENV: settings for that run, e.g. "RANKD_GEMM_TUNING=1"; NCU_PRECISION, bf16 by default).
+#      (NCU_ENV: settings for that run, e.g. "RANKD_GEMM_TUNING=1"; NCU_PRECISION, bf16 by default;
+#      NCU_KERNEL: a regex, only the kernels it names), the last NCU_LAST (24) into steps.log.
 # RANKD_ARGS: more `rankd bench engine` flags for steps 4 and 6, e.g. "--table-dtype BF16".
 # The logs come back packed in OUT/logs.tgz, the summary in OUT/steps.log.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
@@ -116,9 +117,10 @@ fi
 if ((${NCU_S:-0})); then
   step "ncu"
   env ${NCU_ENV:-} RANKD_GEMM_TUNING=0 LD_LIBRARY_PATH=.bundle/lib timeout "$NCU_S" ncu --clock-control none --csv \
-    --metrics gpu__time_duration.sum .bundle/bin/rankd bench engine --backend cuda --precision "${NCU_PRECISION:-bf16}" ${RANKD_ARGS:-} \
+    ${NCU_KERNEL:+--kernel-name "regex:$NCU_KERNEL"} --metrics gpu__time_duration.sum .bundle/bin/rankd bench engine --backend cuda --precision "${NCU_PRECISION:-bf16}" ${RANKD_ARGS:-} \
     --model-repo bench/out/repo --model dlrm_dcnv2_full --requests "bench/out/dlrm_dcnv2_full_n${NCU_ROWS:-512}_l0.jsonl" \
     --buckets off --iters 1 --warmup 1 >"$raw/ncu.csv" 2>"$raw/ncu.log"
   echo "ncu exit $?" | tee -a "$out/steps.log"
+  python3 bench/ncu_last.py "$raw/ncu.csv" "${NCU_LAST:-24}" 2>&1 | tee -a "$out/steps.log"
 fi
 step "done"
