@@ -1,4 +1,5 @@
-"""bench/report.py: the GPU table, the plots and the generated section of a markdown file.
+"""bench/report.py: the GPU table, the plots and the generated section of a markdown file;
+bench/ncu_last.py: the last kernels of an ncu table.
 
   /usr/bin/python3 tests/bench_report_test.py SOURCE_DIR
 """
@@ -123,6 +124,41 @@ class ReportTest(unittest.TestCase):
             self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n", name)
             self.assertGreater(len(data), 5000, name)
         self.assertFalse(os.path.exists(os.path.join(plots, "throughput_W2.png")))  # one batch size: no plot
+
+
+NCU_CSV = """==PROF== Connected to process 7
+{"backend":"cuda"}
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","7","rankd","h","Warm(int)","1","7","(256, 1, 1)","(8, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","5,024"
+"1","7","rankd","h","Concat<4, 2>(Launch)","1","7","(256, 1, 1)","(9, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","278,944"
+"1","7","rankd","h","Concat<4, 2>(Launch)","1","7","(256, 1, 1)","(9, 1, 1)","0","9.0","Command line profiler metrics","smsp__inst_executed.sum","inst","164,567,978"
+"2","7","rankd","h","nvjet_sm90_tst","1","7","(384, 1, 1)","(132, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","155.25"
+"""
+
+
+class NcuLastTest(unittest.TestCase):
+    def run_tool(self, text, *args):
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write(text)
+        try:
+            return subprocess.run([sys.executable, os.path.join(SRC, "bench", "ncu_last.py"), f.name, *args],
+                                  capture_output=True, text=True)
+        finally:
+            os.unlink(f.name)
+
+    def test_the_last_kernels_in_microseconds_and_their_sum(self):
+        out = self.run_tool(NCU_CSV, "2")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertEqual(len(lines), 3)
+        self.assertIn("278.9 µs  Concat<4, 2>(Launch)", lines[0])  # a kernel name with a comma
+        self.assertIn("155.2 µs  nvjet_sm90_tst", lines[1])
+        self.assertIn("434.2 µs  the last 2 of 3 kernels", lines[2])
+
+    def test_a_file_without_an_ncu_table_is_refused(self):
+        out = self.run_tool("==ERROR== rankd does not exist\n")
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("no ncu table", out.stderr)
 
 
 if __name__ == "__main__":
