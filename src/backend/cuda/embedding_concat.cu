@@ -94,29 +94,26 @@ __device__ int PartOfBlock(const Launch& launch) {
   return lo;
 }
 
+// PoolGrouped for a part's row pieces a lane, id width and whole rows (each chosen on the host).
+template <int kIds, int kChunks, typename Row, typename Id>
+__device__ void PoolGroupedRows(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst) {
+  if (p.whole) PoolGrouped<kIds, kChunks, true, Row, Id>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+  else PoolGrouped<kIds, kChunks, false, Row, Id>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+}
+
+// Two pieces a lane halve the lanes a row takes, so twice the bags share a warp's instructions;
+// half the rows in flight a lane keep the registers (and the rows in flight a warp) as before.
+template <typename S, int kChunks, typename Row>
+__device__ void PoolGroupedPieces(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst) {
+  constexpr int kIds = S::kIdsInFlight / kChunks;
+  if (p.wide_ids) PoolGroupedRows<kIds, kChunks, Row, int64_t>(launch, p, lo, hi, lane, row_lanes, dst);
+  else PoolGroupedRows<kIds, kChunks, Row, int32_t>(launch, p, lo, hi, lane, row_lanes, dst);
+}
+
 template <typename S, typename Row>
 __device__ void PoolGroupedPart(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst) {
-  // Two pieces a lane halve the lanes a row takes, so twice the bags share a warp's instructions;
-  // half the rows in flight a lane keep the registers (and the rows in flight a warp) as before.
-  constexpr int kTwo = S::kIdsInFlight / 2, kOne = S::kIdsInFlight;
-  const bool whole = p.whole;
-  if (p.chunks_per_lane == 2) {
-    if (p.wide_ids) {
-      if (whole) PoolGrouped<kTwo, 2, true, Row, int64_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
-      else PoolGrouped<kTwo, 2, false, Row, int64_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
-    } else {
-      if (whole) PoolGrouped<kTwo, 2, true, Row, int32_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
-      else PoolGrouped<kTwo, 2, false, Row, int32_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
-    }
-  } else {
-    if (p.wide_ids) {
-      if (whole) PoolGrouped<kOne, 1, true, Row, int64_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
-      else PoolGrouped<kOne, 1, false, Row, int64_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
-    } else {
-      if (whole) PoolGrouped<kOne, 1, true, Row, int32_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
-      else PoolGrouped<kOne, 1, false, Row, int32_t>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
-    }
-  }
+  if (p.chunks_per_lane == 2) PoolGroupedPieces<S, 2, Row>(launch, p, lo, hi, lane, row_lanes, dst);
+  else PoolGroupedPieces<S, 1, Row>(launch, p, lo, hi, lane, row_lanes, dst);
 }
 
 template <typename S>
