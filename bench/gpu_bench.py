@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 from rankd_zoo import models, requests as rq  # noqa: E402
 from rankd_zoo.export import export  # noqa: E402
 import report as rendering  # noqa: E402  (bench/report.py)
+from gpu_clocks import ClockSampler  # noqa: E402
 from peers.torch_peers import GPU_PEERS, gpu_peer, time_gpu  # noqa: E402
 
 SHAPES = {
@@ -130,9 +131,14 @@ def main():
                    "graphs": {p: (o.get("graph_hits"), o.get("graph_misses")) for p, o in timed.items()},
                    "spread": {p: o.get("spread", 0) for p, o in timed.items()},
                    "launches": {"fused": first.get("launches"), "unfused": unfused}}
+            row["clocks"] = {}  # the GPU's clock and power while each timing ran (bench/gpu_clocks.py)
             for peer in peers:
                 try:
-                    row[peer] = time_gpu(gpu_peer(peer, gpu_model, compiled), batches, a.iters)
+                    fn = gpu_peer(peer, gpu_model, compiled)
+                    window = []
+                    with ClockSampler() as clocks:
+                        row[peer] = time_gpu(fn, batches, a.iters, window=window)
+                    row["clocks"][peer] = clocks.summary(*window)
                 except Exception as e:  # a peer that fails is reported, not fatal
                     print(f"{label} {peer}: {type(e).__name__}: {e}", file=sys.stderr)
                     row[peer] = None
@@ -146,10 +152,14 @@ def main():
                         cmd = bench + ["--backend", "cuda", "--precision", precision.split(" ")[0], "--model-repo", repo, "--model", package,
                                        "--requests", path, "--iters", str(a.iters), "--warmup", "20", "--buckets", "off",
                                        "--in-flight", str(k)] + (["--table-dtype", "BF16"] if "tables" in precision else [])
-                        res = subprocess.run(cmd, capture_output=True, text=True)
+                        with ClockSampler() as clocks:
+                            res = subprocess.run(cmd, capture_output=True, text=True)
                         key = precision if len(in_flight) == 1 else f"{precision}, {k} in flight"
                         if res.returncode == 0:
-                            row["in_flight"][key] = json.loads(res.stdout.strip().splitlines()[-1])["throughput_pairs_per_s"]
+                            out = json.loads(res.stdout.strip().splitlines()[-1])
+                            row["in_flight"][key] = out["throughput_pairs_per_s"]
+                            began = out["timed_start_unix_s"]
+                            row["clocks"][key] = clocks.summary(began, began + out["timed_s"])
                         else:
                             print(res.stderr, file=sys.stderr)
             rows.append(row)

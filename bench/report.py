@@ -18,6 +18,8 @@ import shutil
 import subprocess
 import sys
 
+from gpu_clocks import describe
+
 BEGIN = "<!-- generated: gpu report -->"
 END = "<!-- end of generated gpu report -->"
 
@@ -78,21 +80,32 @@ def render_gpu(report, plots=()):
             "candidate; n/a for models without user inputs."]
     loaded = [r for r in rows if r.get("in_flight")]
     if loaded:
+        clocked = any(r.get("clocks") for r in loaded)  # reports since bench/gpu_clocks.py
         out += ["", "Throughput with several requests in flight (`rankd bench engine --in-flight K --buckets off`: K "
                 "threads each scoring requests back to back, so one request's host work overlaps another's kernels), "
                 "against the best peer's pairs/s at its median (the peers' inputs already on the GPU, one at a time):", "",
-                "| workload, batch | requests in flight | rankd pairs/s | best peer pairs/s | rankd vs best peer |",
-                "| --- | --- | --- | --- | --- |"]
+                "| workload, batch | requests in flight | rankd pairs/s | best peer pairs/s | rankd vs best peer |"
+                + (" GPU while timed |" if clocked else ""),
+                "| --- | --- | --- | --- | --- |" + (" --- |" if clocked else "")]
         for r in loaded:
-            peer_ms = [r[p][0] for p in peers if timed(r.get(p))]
+            timed_peers = [p for p in peers if timed(r.get(p))]
             ours = {k: v for k, v in r["in_flight"].items() if k != "requests"}
             if not ours:
                 continue
             best_precision = max(ours, key=ours.get)
-            best_peer = r["n"] / (min(peer_ms) / 1000) if peer_ms else None
-            out.append(f"| {r['label']} | {r['in_flight']['requests']} | "
-                       + ", ".join(f"{ours[k]:,.0f} ({k})" for k in ours) + " | "
-                       + (f"{best_peer:,.0f} | {ours[best_precision] / best_peer:.2f}x |" if best_peer else " | |"))
+            fastest = min(timed_peers, key=lambda p: r[p][0]) if timed_peers else None
+            best_peer = r["n"] / (r[fastest][0] / 1000) if fastest else None
+            line = (f"| {r['label']} | {r['in_flight']['requests']} | " + ", ".join(f"{ours[k]:,.0f} ({k})" for k in ours) + " | "
+                    + (f"{best_peer:,.0f} | {ours[best_precision] / best_peer:.2f}x |" if best_peer else " | |"))
+            if clocked:
+                clocks = r.get("clocks") or {}
+                line += (f" rankd ({best_precision}): {describe(clocks.get(best_precision)) or 'not sampled'}; "
+                         f"{fastest or 'peer'}: {describe(clocks.get(fastest)) or 'not sampled'} |")
+            out.append(line)
+        if clocked:
+            out += ["", "GPU while timed: nvidia-smi's median SM clock and mean power over the timed runs, and the share of "
+                    "samples whose clock was held down by a power or thermal limit (bench/gpu_clocks.py). Under sustained "
+                    "load a GPU can reach its power cap and lower its clock, so a throughput is read with its clock."]
     warnings = [f"{r['label']} {v}: spread {r['spread'][v]:.0%}" for r in rows for v in variants
                 if r.get("spread", {}).get(v, 0) > 0.25]
     if warnings:

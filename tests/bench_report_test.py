@@ -1,5 +1,5 @@
 """bench/report.py: the GPU table, the plots and the generated section of a markdown file;
-bench/ncu_last.py: the last kernels of an ncu table.
+bench/ncu_last.py: the last kernels of an ncu table; bench/gpu_clocks.py: the GPU's clock and power.
 
   /usr/bin/python3 tests/bench_report_test.py SOURCE_DIR
 """
@@ -8,10 +8,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 SRC = sys.argv[1] if len(sys.argv) > 1 else "."
 sys.path.insert(0, os.path.join(SRC, "bench"))
+import gpu_clocks  # noqa: E402
 import report  # noqa: E402
 
 REPORT = {
@@ -84,6 +86,23 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(loaded[0], "| W1, 512 pairs | 2 | 4,000,000 (bf16), 3,000,000 (bf16 bf16-tables) | 2,048,000 | 1.95x |")
         self.assertNotIn("| W1, 1 pairs | 2 |", text)  # no in-flight run for that row
         self.assertNotIn("requests in flight", report.render_gpu(REPORT))
+
+    def test_in_flight_table_with_the_gpu_clocks(self):
+        # The clock column shows rankd's best cell and the fastest peer's; a cell without samples says so.
+        row = dict(REPORT["rows"][1], n=32768, eager=[16.0, 17.0], cudagraphs=[32.0, 33.0],
+                   in_flight={"requests": 4, "bf16": 4.0e6, "bf16 bf16-tables": 5.0e6},
+                   clocks={"bf16 bf16-tables": {"sm_mhz": 1515.0, "power_w": 698.7, "limited": 0.92, "samples": 12},
+                           "cudagraphs": {"sm_mhz": 1980.0, "power_w": 420.2, "limited": 0.0, "samples": 30}})
+        text = report.render_gpu({"meta": REPORT["meta"], "rows": [row]})
+        self.assertIn("| rankd vs best peer | GPU while timed |", text)
+        loaded = [l for l in text.splitlines() if l.startswith("| W1, 512 pairs | 4 |")]
+        self.assertEqual(loaded, ["| W1, 512 pairs | 4 | 4,000,000 (bf16), 5,000,000 (bf16 bf16-tables) | 2,048,000 | 2.44x | "
+                                  "rankd (bf16 bf16-tables): 1,515 MHz, 699 W, limited in 92% of samples; "
+                                  "eager: not sampled |"])
+        row["eager"] = [64.0, 65.0]  # now cudagraphs is the fastest peer
+        text = report.render_gpu({"meta": REPORT["meta"], "rows": [row]})
+        self.assertIn("; cudagraphs: 1,980 MHz, 420 W, limited in 0% of samples |", text)
+        self.assertIn("power cap", text)
 
     def test_load_table(self):
         lines = [l for l in report.render_load(LOAD, "test machine").splitlines() if l.startswith("| W1")]
@@ -159,6 +178,49 @@ class NcuLastTest(unittest.TestCase):
         out = self.run_tool("==ERROR== rankd does not exist\n")
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("no ncu table", out.stderr)
+
+
+class GpuClocksTest(unittest.TestCase):
+    LINES = ["timestamp, clocks.current.sm [MHz], power.draw [W], clocks_event_reasons.active",  # a header
+             "2026/11/25 13:39:31.000, 345, 80.10, 0x0000000000000001",
+             "2026/11/25 13:39:32.000, 1980, 485.38, 0x0000000000000000",
+             "2026/11/25 13:39:33.000, 1500, 700.22, 0x0000000000000004",
+             "2026/11/25 13:39:34.000, 1545, 698.21, 0x0000000000000004",
+             "2026/11/25 13:39:35.000, [N/A], [N/A], [N/A]"]
+
+    def test_lines_parsed_and_the_rest_skipped(self):
+        samples = [gpu_clocks.parse(l) for l in self.LINES]
+        self.assertIsNone(samples[0])
+        self.assertIsNone(samples[-1])
+        self.assertEqual(samples[3][1:], (1500.0, 700.22, 4))
+        self.assertAlmostEqual(samples[3][0] - samples[2][0], 1.0, places=6)
+        self.assertIsNone(gpu_clocks.parse("1980, 485.38, 0x0"))  # no timestamp
+
+    def test_summary_over_a_window(self):
+        samples = [s for s in map(gpu_clocks.parse, self.LINES) if s]
+        t0 = samples[0][0]
+        whole = gpu_clocks.summarize(samples)
+        self.assertEqual(whole, {"sm_mhz": 1545.0, "power_w": 491.0, "limited": 0.5, "samples": 4})
+        loaded = gpu_clocks.summarize(samples, t0 + 0.5, t0 + 3.0)  # the last three
+        self.assertEqual(loaded["samples"], 3)
+        self.assertEqual(loaded["sm_mhz"], 1545.0)
+        self.assertAlmostEqual(loaded["limited"], 2 / 3, places=3)
+        self.assertIsNone(gpu_clocks.summarize(samples, t0 + 10))
+        self.assertEqual(gpu_clocks.describe(loaded), "1,545 MHz, 628 W, limited in 67% of samples")
+        self.assertEqual(gpu_clocks.describe(None), "")
+
+    def test_a_sampler_reads_its_command_until_the_block_ends(self):
+        script = "import sys, time\n" + "".join(f"print({l!r}, flush=True)\n" for l in self.LINES) + "time.sleep(30)\n"
+        with gpu_clocks.ClockSampler(command=[sys.executable, "-c", script]) as clocks:
+            for _ in range(200):  # until the lines are read; the command then sleeps and is stopped
+                if len(clocks.samples) == 4:
+                    break
+                time.sleep(0.01)
+        self.assertEqual([s[1] for s in clocks.samples], [345.0, 1980.0, 1500.0, 1545.0])
+        self.assertEqual(clocks.summary()["samples"], 4)
+        with gpu_clocks.ClockSampler(command=[]) as nothing:  # no nvidia-smi: nothing sampled
+            pass
+        self.assertIsNone(nothing.summary())
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 from server_test import RANKD, SRC, ZOO, Server, free_port
@@ -75,8 +76,10 @@ class EngineBenchTest(unittest.TestCase):
     def test_requests_in_flight(self):
         # Two threads score 40 requests; throughput counts the rows actually scored over the run.
         requests = os.path.join(DATA, "dlrm_dcnv2.requests.jsonl")
+        began = time.time()
         r = run("bench", "engine", "--model-repo", ZOO, "--model", "dlrm_dcnv2", "--requests", requests, "--iters", "40",
                 "--warmup", "3", "--in-flight", "2")
+        ended = time.time()
         self.assertEqual(r.returncode, 0, r.stderr)
         line = json.loads(r.stdout.strip().splitlines()[-1])
         self.assertEqual(line["in_flight"], 2)
@@ -86,6 +89,11 @@ class EngineBenchTest(unittest.TestCase):
         # Each request took at least min_ms; two at a time, the run took at least half their sum.
         self.assertGreater(line["throughput_pairs_per_s"], 0)
         self.assertLessEqual(line["throughput_pairs_per_s"], scored / (40 * line["min_ms"] / 2 / 1000) * 1.001)
+        # The timed runs' window on the wall clock (bench/gpu_clocks.py reads the GPU's clock over it):
+        # inside the command's run, and the span the throughput was counted over.
+        self.assertGreaterEqual(line["timed_start_unix_s"], began - 1e-3)
+        self.assertLessEqual(line["timed_start_unix_s"] + line["timed_s"], ended + 1e-3)
+        self.assertAlmostEqual(line["throughput_pairs_per_s"] * line["timed_s"], scored, delta=1e-6 * scored)
         self.assertEqual(run("bench", "engine", "--model-repo", ZOO, "--model", "dlrm_dcnv2", "--requests", requests,
                              "--in-flight", "0").returncode, 105)  # CLI11's range check
 

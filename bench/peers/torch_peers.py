@@ -46,18 +46,22 @@ def _to_host(out):
     return out.float().cpu()
 
 
-def time_gpu(fn, batches, iters, warmup=10):
-    """Host tensors in (pinned), host tensors out; .cpu() synchronises."""
+def time_gpu(fn, batches, iters, warmup=10, window=None):
+    """Host tensors in (pinned), host tensors out; .cpu() synchronises. `window`, a list, gets the timed
+    runs' start and end (time.time())."""
     times = []
     with torch.no_grad():
         for i in range(warmup):
             _to_host(fn(*[t.cuda(non_blocking=True) for t in batches[i % len(batches)]]))
         torch.cuda.synchronize()
+        began = time.time()
         for i in range(iters):
             b = batches[i % len(batches)]
             t0 = time.perf_counter()
             _to_host(fn(*[t.cuda(non_blocking=True) for t in b]))
             times.append((time.perf_counter() - t0) * 1000)
+        if window is not None:
+            window[:] = [began, time.time()]
     return median_p99(times)
 
 

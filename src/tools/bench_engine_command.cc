@@ -108,6 +108,9 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   std::mutex error_mu;
   Status error;
   Clock::time_point start = Clock::now();
+  // The timed runs' window on the wall clock, so that a GPU's clock and power sampled beside them
+  // (bench/gpu_clocks.py) can be read over just this window.
+  const double start_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::atomic<int64_t> last_progress{0};
   auto worker = [&] {
     for (int i = next++; i < args.iters && failed == 0; i = next++) {
@@ -168,7 +171,8 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
       {"fusion", args.fusion}, {"hoisting", (*model)->load_report().hoisting}, {"rows", rows},
       {"median_ms", median}, {"p99_ms", p99}, {"mean_ms", mean}, {"min_ms", ms.front()}, {"max_ms", ms.back()},
       {"pairs_per_s", static_cast<double>(rows) / (median / 1000.0)}, {"spread", spread}, {"iters", args.iters},
-      {"in_flight", threads}, {"executors", args.executors}, {"throughput_pairs_per_s", static_cast<double>(rows_scored) / wall_s}};
+      {"in_flight", threads}, {"executors", args.executors}, {"throughput_pairs_per_s", static_cast<double>(rows_scored) / wall_s},
+      {"timed_start_unix_s", start_unix_s}, {"timed_s", wall_s}};
   std::string line = out.dump();
   std::printf("%s\n", line.c_str());
   if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
