@@ -61,7 +61,7 @@ struct Shape {
   static constexpr int kMinBlocks = kMinBlocksPerSm;
   // 16-byte bags a warp (or several, split) pools: compiled only where a launch may have them.
   static constexpr bool kWarps = kWarpBags;
-  // Tiles of bags_per_warp bags a warp of a grouped part takes in turn (a lane group one bag of each).
+  // Tiles of BagsPerWarp bags a warp of a grouped part takes in turn (a lane group one bag of each).
   static constexpr int kBagTiles = kTiles;
 };
 using TinyLaunch = Shape<4, 2, true, 1>;
@@ -125,11 +125,11 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   if (p.grouped) {
     const int row_lanes = 1 << p.group_shift, group = lane >> p.group_shift;
-    const int64_t warp_bags = static_cast<int64_t>(p.bags_per_warp) * S::kBagTiles;
+    const int64_t warp_bags = static_cast<int64_t>(BagsPerWarp(p)) * S::kBagTiles;
     const int64_t warp_first = (static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * kWarpsPerBlock + warp) * warp_bags;
 #pragma unroll 1
     for (int tile = 0; tile < S::kBagTiles; ++tile) {
-      const int64_t first_bag = warp_first + static_cast<int64_t>(tile) * p.bags_per_warp;
+      const int64_t first_bag = warp_first + static_cast<int64_t>(tile) * BagsPerWarp(p);
       if (first_bag >= launch.rows) return;  // the whole warp: PoolGrouped's shuffles take all its lanes
       const int64_t b = first_bag + group;
       const bool real = b < launch.rows;
@@ -269,7 +269,6 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
         const int64_t chunks = p.dim / v;
         p.chunks_per_lane = chunks >= 16 ? 2 : 1;  // rows of 16 pieces or more (128 bf16, 64 fp32)
         const int row_lanes = RowLanes((chunks + p.chunks_per_lane - 1) / p.chunks_per_lane);
-        p.bags_per_warp = static_cast<uint8_t>(kWarp / row_lanes);
         while ((1 << p.group_shift) < row_lanes) ++p.group_shift;
         p.whole = p.dim % (row_lanes * v * p.chunks_per_lane) == 0;
       } else if (p.vector && split_allowed) {
@@ -293,7 +292,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
   ordered.reserve(parts.size());
   for (size_t i : order) ordered.push_back(parts[i]);
   parts = std::move(ordered);
-  // The tiles of bags_per_warp bags a warp of a grouped part takes: the launch's shape's.
+  // The tiles of BagsPerWarp bags a warp of a grouped part takes: the launch's shape's.
   const int64_t tiles = bags <= kTinyBagsUpTo ? TinyLaunch::kBagTiles : split_allowed ? SmallLaunch::kBagTiles : LargeLaunch::kBagTiles;
   for (size_t begin = 0; begin < parts.size(); begin += kPartsPerLaunch) {
     Launch launch;
@@ -310,7 +309,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     int64_t blocks = 0;
     for (size_t i = 0; i < n; ++i) {
       const Part& part = launch.parts[i];
-      const int64_t bags_per_block = part.grouped ? kWarpsPerBlock * part.bags_per_warp * tiles : kWarpsPerBlock / part.split;
+      const int64_t bags_per_block = part.grouped ? kWarpsPerBlock * BagsPerWarp(part) * tiles : kWarpsPerBlock / part.split;
       blocks += (rows + bags_per_block - 1) / bags_per_block;
       if (blocks > std::numeric_limits<int32_t>::max()) return Internal(k.node.Describe() + ": too many rows for one launch");
       launch.first_block[i + 1] = static_cast<int32_t>(blocks);

@@ -43,11 +43,13 @@ struct Part {
   bool copied = false;  // a value copied into its columns, not a bag
   bool grouped = false;  // large launches: a lane group per bag (PoolGrouped), ids below 2^31
   uint8_t split = 1;    // warps per bag, a power of two up to kWarpsPerBlock (16-byte bags only)
-  uint8_t bags_per_warp = 1;  // with grouped: the warp's lane groups, each pooling a bag of its own
-  uint8_t group_shift = 0;    // with grouped: log2 of a group's lanes (kWarp / bags_per_warp)
+  uint8_t group_shift = 0;    // with grouped: log2 of a group's lanes (BagsPerWarp)
   bool whole = false;         // with grouped: the row is a whole number of its group's pieces
   uint8_t chunks_per_lane = 1;  // with grouped: 16-byte pieces of a row each lane of a group reads
 };
+
+// With grouped: the warp's lane groups, each pooling a bag of its own.
+__host__ __device__ inline int BagsPerWarp(const Part& p) { return kWarp >> p.group_shift; }
 
 // V consecutive row elements in one 16-byte load (Raw), added to V float sums.
 template <typename Row>
