@@ -18,11 +18,15 @@
 #   6. with NCU_S, ncu's time for every kernel of one W1 batch at NCU_ROWS pairs, into ncu.csv
 #      (NCU_ENV: settings for that run, e.g. "RANKD_GEMM_TUNING=1"; NCU_PRECISION, bf16 by default;
 #      NCU_KERNEL: a regex, only the kernels it names), the last NCU_LAST (24) into steps.log.
-# RANKD_ARGS: more `rankd bench engine` flags for steps 4 and 6, e.g. "--table-dtype BF16".
+#   7. with TRACE_S, one `rankd bench engine` run of W1 at TRACE_ROWS pairs (32,768; requests step 3
+#      wrote) with TRACE_IN_FLIGHT (4) requests in flight and TRACE_ITERS (150) timed runs, every
+#      kernel, copy and memset traced by the bundle's bench/kernel_trace.cc into trace.csv, and
+#      bench/trace_summary.py over the timed runs' kernels into steps.log (TRACE_PRECISION, bf16).
+# RANKD_ARGS: more `rankd bench engine` flags for steps 4, 6 and 7, e.g. "--table-dtype BF16".
 # The logs come back packed in OUT/logs.tgz, the summary in OUT/steps.log.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
 #   bench/gpu_quick.sh $OUT
-# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S, AB_TESTS_S, RATE_S, NCU_S (0 skips a step).
+# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S, AB_TESTS_S, RATE_S, NCU_S, TRACE_S (0 skips a step).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/gpu_quick.sh OUT_DIR}
@@ -122,5 +126,23 @@ if ((${NCU_S:-0})); then
     --buckets off --iters 1 --warmup 1 >"$raw/ncu.csv" 2>"$raw/ncu.log"
   echo "ncu exit $?" | tee -a "$out/steps.log"
   python3 bench/ncu_last.py "$raw/ncu.csv" "${NCU_LAST:-24}" 2>&1 | tee -a "$out/steps.log"
+fi
+if ((${TRACE_S:-0})); then
+  step "trace"
+  if [[ -e .bundle/lib/librankd_trace.so ]]; then
+    iters=${TRACE_ITERS:-150}
+    CUDA_INJECTION64_PATH=$PWD/.bundle/lib/librankd_trace.so RANKD_TRACE_OUT=$raw/trace.csv timeout "$TRACE_S" \
+      .bundle/run rankd bench engine --backend cuda --precision "${TRACE_PRECISION:-bf16}" ${RANKD_ARGS:-} \
+      --model-repo bench/out/repo --model dlrm_dcnv2_full --requests "bench/out/dlrm_dcnv2_full_n${TRACE_ROWS:-32768}_l0.jsonl" \
+      --buckets off --warmup 10 --iters "$iters" --in-flight "${TRACE_IN_FLIGHT:-4}" >"$raw/trace.json" 2>"$raw/trace.log"
+    echo "trace exit $?" | tee -a "$out/steps.log"
+    # The timed runs' kernels: the batch's kernels (the run's launch count) times the timed runs.
+    kernels=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["launches"]["kernels"] * int(sys.argv[1]))' \
+      "$iters" <"$raw/trace.json" 2>/dev/null || echo 0)
+    grep -o '"throughput_pairs_per_s":[0-9.]*' "$raw/trace.json" | tee -a "$out/steps.log"
+    python3 bench/trace_summary.py "$raw/trace.csv" --last "$kernels" 2>&1 | tee -a "$out/steps.log"
+  else
+    echo "the bundle has no kernel tracer (scripts/gpu_bundle.sh found no CUPTI)" | tee -a "$out/steps.log"
+  fi
 fi
 step "done"

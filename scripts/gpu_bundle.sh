@@ -12,6 +12,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx "/.bundle/" .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo /.bundle/ >> .git/info/exclude; }
 BUILD_DIR=${BUILD_DIR:-build}
+# bench/kernel_trace.cc as .bundle/lib/librankd_trace.so, with the libcupti it loads, where nvcc's
+# toolkit has CUPTI (bench/gpu_quick.sh's trace step); else nothing.
+bundle_kernel_trace() {
+  local root lib
+  root=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /nonexistent/bin/nvcc)")")")
+  for lib in "$root/lib" "$root/lib64" "$root/extras/CUPTI/lib64"; do
+    [[ -e $lib/libcupti.so ]] && break
+  done
+  if [[ ! -e $lib/libcupti.so || ! -e $root/include/cupti.h ]]; then
+    echo "no CUPTI beside nvcc: the bundle has no kernel tracer"
+    return 0
+  fi
+  g++ -std=c++20 -O2 -Wall -Wextra -Werror -shared -fPIC -o .bundle/lib/librankd_trace.so bench/kernel_trace.cc \
+    -I"$root/include" -L"$lib" -lcupti -Wl,-rpath,'$ORIGIN'
+  cp -L "$lib/$(objdump -p .bundle/lib/librankd_trace.so | awk '/NEEDED.*cupti/ {print $2}')" .bundle/lib/
+}
 rm -rf .bundle
 commit=$(git describe --always --dirty)
 if [[ ${1:-} == rankd || ${1:-} == all ]]; then
@@ -19,6 +35,7 @@ if [[ ${1:-} == rankd || ${1:-} == all ]]; then
   [[ $1 == all ]] && programs+=("$BUILD_DIR/tests/rankd_tests")
   ../shared/tools/device-bundle .bundle "${programs[@]}" >/dev/null
   strip .bundle/bin/*
+  bundle_kernel_trace
   echo "$commit" > .bundle/COMMIT
   tar -cJf rankd.tar.xz .bundle && rm -rf .bundle && mkdir .bundle && mv rankd.tar.xz .bundle/
   echo "$commit" > .bundle/COMMIT

@@ -1,5 +1,6 @@
 """bench/report.py: the GPU table, the plots and the generated section of a markdown file;
-bench/ncu_last.py: the last kernels of an ncu table; bench/gpu_clocks.py: the GPU's clock and power.
+bench/ncu_last.py: the last kernels of an ncu table; bench/gpu_clocks.py: the GPU's clock and power;
+bench/trace_summary.py: a kernel trace's busy time, overlap, gaps, copies and kernels.
 
   /usr/bin/python3 tests/bench_report_test.py SOURCE_DIR
 """
@@ -15,6 +16,7 @@ SRC = sys.argv[1] if len(sys.argv) > 1 else "."
 sys.path.insert(0, os.path.join(SRC, "bench"))
 import gpu_clocks  # noqa: E402
 import report  # noqa: E402
+import trace_summary  # noqa: E402
 
 REPORT = {
     "meta": {"gpu": "Test GPU", "torch": "2.x", "iters": 50, "date": "2026-01-02", "commit": "abc1234",
@@ -221,6 +223,53 @@ class GpuClocksTest(unittest.TestCase):
         with gpu_clocks.ClockSampler(command=[]) as nothing:  # no nvidia-smi: nothing sampled
             pass
         self.assertIsNone(nothing.summary())
+
+
+class TraceSummaryTest(unittest.TestCase):
+    # Two streams over 100 µs: a warm-up kernel, then A (0-40 µs) beside B (30-50), a gap to 60, C
+    # (60-100); one host-to-device copy of 1 MB in 10 µs, a memset, and lines that are not rows.
+    TRACE = "\n".join([
+        "K,0,5000,7,warmup",
+        "K,100000,140000,7,_Z1Av", "K,130000,150000,8,B", "K,160000,200000,7,_Z1Av",
+        "C,100000,110000,7,1 1000000", "S,120000,121000,8,memset 64",
+        "garbage", "K,1,2,3", "K,x,2,3,bad",
+    ]) + "\n"
+
+    def summary(self, last=0):
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write(self.TRACE)
+        try:
+            return trace_summary.summarize(trace_summary.read(f.name), last)
+        finally:
+            os.unlink(f.name)
+
+    def test_busy_time_overlap_gaps_and_copies_of_the_last_kernels(self):
+        lines = self.summary(last=3)
+        # 100 µs span, kernels running 90 of it (the 50-60 gap), their times adding up to 100.
+        self.assertEqual(lines[0], "3 kernels over 0.100 ms on 2 streams: a kernel running 90.0% of the time; "
+                                   "the kernels' times add up to 0.100 ms")
+        self.assertEqual(lines[1], "kernels at once, share of the time: 0: 10.0%, 1: 80.0%, 2: 10.0%")
+        self.assertEqual(lines[2], "idle gaps: 1, 0.010 ms in all, median 10.0 µs, longest 10.0 µs")
+        self.assertIn("host to device: 1, 0.010 ms, 1.0 MB, 100.0 GB/s while running", lines)
+        self.assertIn("memset: 1, 0.001 ms, 0.0 MB, 0.1 GB/s while running", lines)
+        kernels = lines[lines.index("    runs     mean   median      min      max  µs, kernel") + 1:]
+        self.assertEqual(len(kernels), 2)
+        self.assertTrue(kernels[0].startswith("       2     40.0     40.0     40.0     40.0  "), kernels[0])
+        self.assertTrue(kernels[0].endswith("A()") or kernels[0].endswith("_Z1Av"), kernels[0])  # c++filt or not
+        self.assertTrue(kernels[1].endswith("  B"), kernels[1])
+
+    def test_the_whole_trace_and_a_file_without_rows(self):
+        lines = self.summary()
+        self.assertTrue(lines[0].startswith("4 kernels over 0.200 ms on 2 streams"), lines[0])
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write("no trace here\n")
+        try:
+            out = subprocess.run([sys.executable, os.path.join(SRC, "bench", "trace_summary.py"), f.name],
+                                 capture_output=True, text=True)
+        finally:
+            os.unlink(f.name)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("no trace rows", out.stderr)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""What the device did over a run traced by bench/kernel_trace.cc: how much of the time a kernel ran,
+how often kernels ran side by side, each kernel's mean and spread, the copies and the idle gaps.
+
+  python3 bench/trace_summary.py trace.csv [--last N]
+
+--last N reads only the last N kernels (and the copies among them): a benchmark's timed runs, not
+its load and warm-up. Names are demangled by c++filt where it is installed."""
+import argparse
+import collections
+import shutil
+import subprocess
+import sys
+
+COPY_KINDS = {"1": "host to device", "2": "device to host", "8": "device to device", "10": "peer to peer"}
+
+
+def read(path):
+    """(kind, start_ns, end_ns, stream, name) rows, by start; lines that are not such rows are skipped."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split(",", 4)
+            if len(parts) != 5 or parts[0] not in ("K", "C", "S"):
+                continue
+            try:
+                rows.append((parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4]))
+            except ValueError:
+                continue
+    rows.sort(key=lambda r: r[1])
+    return rows
+
+
+def busy_ns(intervals):
+    """The length of the union of (start, end) intervals."""
+    total, cur_start, cur_end = 0, None, None
+    for s, e in sorted(intervals):
+        if cur_end is None or s > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = s, e
+        else:
+            cur_end = max(cur_end, e)
+    return total + (cur_end - cur_start if cur_end is not None else 0)
+
+
+def concurrency(intervals, span):
+    """The share of `span` with 0, 1, 2, ... intervals open at once."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    shares, level, last = collections.Counter(), 0, events[0][0] if events else 0
+    for t, d in events:
+        shares[level] += t - last
+        level, last = level + d, t
+    return {k: v / span for k, v in sorted(shares.items())} if span else {}
+
+
+def demangle(names):
+    if not names or not shutil.which("c++filt"):
+        return {n: n for n in names}
+    out = subprocess.run(["c++filt"], input="\n".join(names) + "\n", capture_output=True, text=True).stdout.splitlines()
+    return dict(zip(names, out)) if len(out) == len(names) else {n: n for n in names}
+
+
+def summarize(rows, last=None):
+    """The summary's lines."""
+    kernels = [r for r in rows if r[0] == "K"]
+    if last:
+        kernels = kernels[-last:]
+    if not kernels:
+        return ["no kernels in the trace"]
+    first, end = kernels[0][1], max(r[2] for r in kernels)
+    span = end - first
+    intervals = [(r[1], r[2]) for r in kernels]
+    busy = busy_ns(intervals)
+    lines = [f"{len(kernels)} kernels over {span / 1e6:.3f} ms on {len({r[3] for r in kernels})} streams: "
+             f"a kernel running {100 * busy / span:.1f}% of the time; the kernels' times add up to "
+             f"{sum(e - s for s, e in intervals) / 1e6:.3f} ms",
+             "kernels at once, share of the time: "
+             + ", ".join(f"{k}: {100 * v:.1f}%" for k, v in concurrency(intervals, span).items())]
+    gaps, reach = [], None
+    for _, s, e, _, _ in kernels:
+        if reach is not None and s > reach:
+            gaps.append(s - reach)
+        reach = e if reach is None else max(reach, e)
+    if gaps:
+        gaps.sort()
+        lines.append(f"idle gaps: {len(gaps)}, {sum(gaps) / 1e6:.3f} ms in all, median {gaps[len(gaps) // 2] / 1e3:.1f} µs, "
+                     f"longest {gaps[-1] / 1e3:.1f} µs")
+    copies = collections.defaultdict(lambda: [0, 0, 0])
+    for kind, s, e, _, name in rows:
+        if kind in "CS" and first <= s <= end:
+            what, _, size = name.partition(" ")
+            key = "memset" if kind == "S" else COPY_KINDS.get(what, f"copy kind {what}")
+            copies[key][0] += 1
+            copies[key][1] += e - s
+            copies[key][2] += int(size) if size.isdigit() else 0
+    for key, (count, ns, size) in sorted(copies.items()):
+        lines.append(f"{key}: {count}, {ns / 1e6:.3f} ms, {size / 1e6:.1f} MB"
+                     + (f", {size / ns:.1f} GB/s while running" if ns and size else ""))
+    times = collections.defaultdict(list)
+    for _, s, e, _, name in kernels:
+        times[name].append((e - s) / 1e3)
+    names = demangle(list(times))
+    lines.append("    runs     mean   median      min      max  µs, kernel")
+    for name, t in sorted(times.items(), key=lambda kv: -sum(kv[1])):
+        t.sort()
+        lines.append(f"{len(t):8d} {sum(t) / len(t):8.1f} {t[len(t) // 2]:8.1f} {t[0]:8.1f} {t[-1]:8.1f}  {names[name][:100]}")
+    return lines
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("trace")
+    p.add_argument("--last", type=int, default=0, help="only the last N kernels")
+    a = p.parse_args()
+    rows = read(a.trace)
+    if not rows:
+        sys.exit(f"{a.trace}: no trace rows")
+    print("\n".join(summarize(rows, a.last)))
+
+
+if __name__ == "__main__":
+    main()
