@@ -83,7 +83,8 @@ class ClockSampler:
 
 
 def describe(clocks):
-    """'1,515 MHz, 699 W, limited in 92% of samples' for a summary; '' for None."""
+    """'1,515 MHz, 699 W, limited in 92% of 12 samples' for a summary; '' for None."""
     if not clocks:
         return ""
-    return f"{clocks['sm_mhz']:,.0f} MHz, {clocks['power_w']:.0f} W, limited in {clocks['limited']:.0%} of samples"
+    return (f"{clocks['sm_mhz']:,.0f} MHz, {clocks['power_w']:.0f} W, limited in {clocks['limited']:.0%} of "
+            f"{clocks['samples']} samples")

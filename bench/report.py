@@ -103,9 +103,10 @@ def render_gpu(report, plots=()):
                          f"{fastest or 'peer'}: {describe(clocks.get(fastest)) or 'not sampled'} |")
             out.append(line)
         if clocked:
-            out += ["", "GPU while timed: nvidia-smi's median SM clock and mean power over the timed runs, and the share of "
-                    "samples whose clock was held down by a power or thermal limit (bench/gpu_clocks.py). Under sustained "
-                    "load a GPU can reach its power cap and lower its clock, so a throughput is read with its clock."]
+            out += ["", "GPU while timed: nvidia-smi's median SM clock and mean power over the timed runs, and the share "
+                    "of its samples (one each 100 ms) whose clock was held down by a power or thermal limit "
+                    "(bench/gpu_clocks.py). Under sustained load a GPU can reach its power cap and lower its clock, "
+                    "so a throughput is read with its clock."]
     warnings = [f"{r['label']} {v}: spread {r['spread'][v]:.0%}" for r in rows for v in variants
                 if r.get("spread", {}).get(v, 0) > 0.25]
     if warnings:

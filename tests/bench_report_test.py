@@ -99,11 +99,11 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| rankd vs best peer | GPU while timed |", text)
         loaded = [l for l in text.splitlines() if l.startswith("| W1, 512 pairs | 4 |")]
         self.assertEqual(loaded, ["| W1, 512 pairs | 4 | 4,000,000 (bf16), 5,000,000 (bf16 bf16-tables) | 2,048,000 | 2.44x | "
-                                  "rankd (bf16 bf16-tables): 1,515 MHz, 699 W, limited in 92% of samples; "
+                                  "rankd (bf16 bf16-tables): 1,515 MHz, 699 W, limited in 92% of 12 samples; "
                                   "eager: not sampled |"])
         row["eager"] = [64.0, 65.0]  # now cudagraphs is the fastest peer
         text = report.render_gpu({"meta": REPORT["meta"], "rows": [row]})
-        self.assertIn("; cudagraphs: 1,980 MHz, 420 W, limited in 0% of samples |", text)
+        self.assertIn("; cudagraphs: 1,980 MHz, 420 W, limited in 0% of 30 samples |", text)
         self.assertIn("power cap", text)
 
     def test_load_table(self):
@@ -208,7 +208,7 @@ class GpuClocksTest(unittest.TestCase):
         self.assertEqual(loaded["sm_mhz"], 1545.0)
         self.assertAlmostEqual(loaded["limited"], 2 / 3, places=3)
         self.assertIsNone(gpu_clocks.summarize(samples, t0 + 10))
-        self.assertEqual(gpu_clocks.describe(loaded), "1,545 MHz, 628 W, limited in 67% of samples")
+        self.assertEqual(gpu_clocks.describe(loaded), "1,545 MHz, 628 W, limited in 67% of 3 samples")
         self.assertEqual(gpu_clocks.describe(None), "")
 
     def test_a_sampler_reads_its_command_until_the_block_ends(self):
