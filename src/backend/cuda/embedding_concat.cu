@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
   const Part& p = launch.parts[part];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   if (p.grouped) {
-    const int row_lanes = 1 << p.group_shift, group = lane >> p.group_shift;
+    const int row_lanes = 1 << p.group_shift, group = lane >> p.group_shift, group_lane = lane & (row_lanes - 1);
     const int64_t warp_bags = static_cast<int64_t>(BagsPerWarp(p)) * S::kBagTiles;
     const int64_t warp_first = (static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * kWarpsPerBlock + warp) * warp_bags;
 #pragma unroll 1
@@ -134,13 +134,13 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
       const int64_t b = first_bag + group;
       const bool real = b < launch.rows;
       int64_t lo = 0, hi = 0;
-      if (real) BagRange(p, b, (lane & (row_lanes - 1)) == 0, launch.error, launch.step, lo, hi);
+      if (real) BagRange(p, b, group_lane == 0, launch.error, launch.step, lo, hi);
       const int64_t at = b * launch.out_stride + p.column;
       const Dst dst = real ? Dst{launch.out ? launch.out + at : nullptr, launch.copy ? launch.copy + at : nullptr} : Dst{nullptr, nullptr};
       switch (p.row_type) {
-        case RowType::kF32: PoolGroupedPart<S, float>(launch, p, lo, hi, lane & (row_lanes - 1), row_lanes, dst); break;
-        case RowType::kF16: PoolGroupedPart<S, __half>(launch, p, lo, hi, lane & (row_lanes - 1), row_lanes, dst); break;
-        case RowType::kBF16: PoolGroupedPart<S, __nv_bfloat16>(launch, p, lo, hi, lane & (row_lanes - 1), row_lanes, dst); break;
+        case RowType::kF32: PoolGroupedPart<S, float>(launch, p, lo, hi, group_lane, row_lanes, dst); break;
+        case RowType::kF16: PoolGroupedPart<S, __half>(launch, p, lo, hi, group_lane, row_lanes, dst); break;
+        case RowType::kBF16: PoolGroupedPart<S, __nv_bfloat16>(launch, p, lo, hi, group_lane, row_lanes, dst); break;
       }
     }
     return;
