@@ -11,6 +11,7 @@
 #include "backend/cuda/graph_launches.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/product_muladd.h"
+#include "backend/cuda/split_k_gemm.h"
 #include "backend/cuda/narrow_ids.h"
 #include "backend/cuda/small_rows_gemm.h"
 #include "common/helping_pool.h"
@@ -210,6 +211,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
   HelpingPool::Shared();  // its helpers start now, not on the first large request
   PrepareProductMulAdd();  // outside any capture (product_muladd.h)
+  PrepareSplitKGemm();     // likewise (split_k_gemm.h)
   return std::unique_ptr<Executor>(std::move(e));
 }
 

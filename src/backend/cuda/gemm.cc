@@ -8,6 +8,7 @@
 #include "backend/cuda/device_span.h"
 #include "backend/cuda/short_k_gemm.h"
 #include "backend/cuda/small_rows_gemm.h"
+#include "backend/cuda/split_k_gemm.h"
 
 namespace rankd::cuda {
 namespace {
@@ -197,6 +198,26 @@ std::optional<SmallRowsProduct> FewRowsProduct(const DeviceContext& ctx, const G
   return p;
 }
 
+// A bf16 product with a weight matrix B as the split-k kernel runs it (split_k_gemm.h): alpha 1,
+// no C, A's bf16 copy or room to convert A into ctx.bf16_operands (a = null then: converted at
+// launch); nullopt when the kernel does not take it.
+std::optional<SplitKProduct> SplitKProductOf(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b,
+                                             float* c, float alpha, float beta, const float* bias, void* bf16_d) {
+  if (!Bf16Products(ctx.precision) || g.batch != 1 || g.trans_a || alpha != 1.0f || beta != 0.0f) return std::nullopt;
+  const bool bf16_a = ctx.bf16_a && ctx.bf16_a_source == a;
+  if (!bf16_a && Bf16OperandBytes(g.m * g.k) > ctx.bf16_operand_bytes) return std::nullopt;
+  SplitKProduct p;
+  p.a = bf16_a ? ctx.bf16_a : ctx.bf16_operands;
+  p.w = Bf16WeightRows(ctx, b, g.trans_b);
+  p.bias = HasBias(g.epilogue) ? bias : nullptr;
+  p.activation = ActivationOf(g.epilogue);
+  p.m = g.m, p.n = g.n, p.k = g.k;
+  p.c = c, p.d = bf16_d;
+  if (!p.w || SplitKParts(p) == 0) return std::nullopt;
+  if (!bf16_a) p.a = nullptr;
+  return p;
+}
+
 // A bf16 product whose k is not a multiple of 8 over a weight with a k-padded copy (device.h's
 // PaddedK), A in fp32: that copy, else null. Sgemm then pads A's rows too, and cuBLASLt's Hopper
 // kernels take the product; the zeros change no sum. A that exists only as its producer's bf16
@@ -280,6 +301,13 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
     return ShortKGemm(ctx.stream, p);
   }
   if (auto few = FewRowsProduct(ctx, g, a, b, c, alpha, beta, bias, bf16_d)) return SmallRowsGemm(ctx.stream, *few);
+  if (auto split = SplitKProductOf(ctx, g, a, b, c, alpha, beta, bias, bf16_d)) {
+    if (!split->a) {
+      RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, ctx.bf16_operands, g.m * g.k));
+      split->a = ctx.bf16_operands;
+    }
+    return SplitKGemm(ctx.stream, *split);
+  }
   const void* op_a = a;
   const void* op_b = b;
   GemmShape shape = g;  // as cuBLASLt runs it: k padded, maybe

@@ -71,7 +71,8 @@ struct GemmShape {
 // result goes there in bf16 instead of to C (bf16_copies.h), with the bias's bf16 copy where it has
 // one, or, where cuBLASLt cannot write it so (beta != 0, no algorithm, a sigmoid after it), to C
 // and then converted there. Products the few-rows kernel takes (small_rows_gemm.h) skip cuBLASLt,
-// and so do products over a short k (short_k_gemm.h), which round their operands as they read them.
+// and so do products over a short k (short_k_gemm.h), which round their operands as they read them,
+// and products whose output tiles are too few to fill the GPU (split_k_gemm.h).
 Status Sgemm(DeviceContext& ctx, const GemmShape& shape, const float* a, const float* b, float* c, float alpha,
              float beta, const float* bias = nullptr, void* bf16_d = nullptr);
 

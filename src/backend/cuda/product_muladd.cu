@@ -22,8 +22,6 @@
 // traffic is not all hidden yet); with c as m and four stages, 232 against 332 at 32,768.
 #include "backend/cuda/product_muladd.h"
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -32,6 +30,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/cuda/hopper.cuh"
 #include "backend/cuda/small_rows_gemm.h"
 
 namespace rankd::cuda {
@@ -60,70 +59,6 @@ struct Maps {
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-
-__device__ __forceinline__ uint32_t SmemAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void BarrierInit(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SmemAddress(bar)), "r"(count));
-}
-__device__ __forceinline__ void BarrierExpect(uint64_t* bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddress(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void BarrierArrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddress(bar)) : "memory");
-}
-__device__ __forceinline__ void BarrierWait(uint64_t* bar, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(SmemAddress(bar)),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void TmaLoad(void* to, const CUtensorMap* map, int column, int row, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          SmemAddress(to)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(column), "r"(row), "r"(SmemAddress(bar))
-      : "memory");
-}
-__device__ __forceinline__ void TmaStore(const CUtensorMap* map, int column, int row, const void* from) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(column), "r"(row), "r"(SmemAddress(from))
-               : "memory");
-}
-// A K-major piece in shared memory as TMA wrote it with 128-byte swizzling: rows of 64 bf16,
-// groups of 8 rows 1,024 bytes apart (the piece 1,024-byte aligned).
-__device__ __forceinline__ uint64_t Descriptor(const void* p) {
-  const uint64_t address = SmemAddress(p);
-  return ((address & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
-}
-__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void WgmmaWait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-// d (64 fp32 accumulators a thread: rows 16·warp + lane / 4 (+ 8), columns 8·i + 2·(lane % 4) (+ 1))
-// += A (64 × 16) · B (16 × 128), both bf16 in shared memory, K-major, 128-byte swizzled.
-__device__ __forceinline__ void WgmmaM64N128K16(float* d, uint64_t a, uint64_t b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b), "r"(accumulate));
-}
 
 // Byte offset of element (row, column) in a 128-column tile kept as two 64-column boxes that TMA
 // wrote with 128-byte swizzling (16-byte chunk j of row r at chunk j ^ (r % 8)): a warp's reads
@@ -295,42 +230,11 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 #endif
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      f = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return encode;
-}
-
-// A row-major [rows, columns] bf16 matrix read or written in boxes of 64 columns by box_rows
-// rows, 128-byte swizzled in shared memory.
-Status RowsMap(CUtensorMap* map, const void* p, int64_t rows, int64_t columns, int box_rows) {
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(columns), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(columns) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = TensorMapEncoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p), dims, strides, box,
-                                        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return Internal("cuTensorMapEncodeTiled failed: " + std::to_string(static_cast<int>(r)));
-  return Status::Ok();
-}
-
-// The SMs of an sm_90 device (the kernel's grid), or 0: another device, or a build without sm_90a.
+// The SMs of an sm_90 device (the kernel's grid) with the kernel's shared memory allowed, or 0.
 int HopperSms() {
-#if defined(RANKD_CUDA_SM90A)
   static const int sms = [] {
-    int device = 0, major = 0, minor = 0, count = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || major != 9 || minor != 0 ||
-        !TensorMapEncoder() ||
+    const int count = HopperSmCount();
+    if (count == 0 ||
         cudaFuncSetAttribute(ProductMulAddKernel<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(false)) != cudaSuccess ||
         cudaFuncSetAttribute(ProductMulAddKernel<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(false)) != cudaSuccess ||
         cudaFuncSetAttribute(ProductMulAddKernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(true)) != cudaSuccess ||
@@ -341,9 +245,6 @@ int HopperSms() {
     return count;
   }();
   return sms;
-#else
-  return 0;
-#endif
 }
 
 bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -1,0 +1,224 @@
+// The split-k product kernel (split_k_gemm.h). A cluster of `parts` blocks takes one 128 × 128
+// output tile; block `part` takes the part-th share of k's 64-wide steps. In a block, warp 8's
+// lane 0 issues TMA loads of A's and W's 128 × 64 pieces into four stages (mbarriers: full when
+// the bytes have landed, empty when both consumer warpgroups' products have read them); warps 0-7
+// are two warpgroups running wgmma (m64n128k16) on 64 rows each. Each block then writes its fp32
+// sums to shared memory, the cluster meets, and block `part` adds the part-th slice of the tile's
+// rows from every block's shared memory in rank order, adds the bias, applies the activation and
+// stores it; the cluster meets again before any block leaves, so no block's sums go while read.
+#include "backend/cuda/split_k_gemm.h"
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "backend/cuda/hopper.cuh"
+
+namespace rankd::cuda {
+namespace {
+
+// RANKD_SPLIT_K=0 leaves every product to cuBLASLt (for A/B measurements).
+std::atomic<bool> split_k_on{[] {
+  const char* v = std::getenv("RANKD_SPLIT_K");
+  return v == nullptr || std::string(v) != "0";
+}()};
+std::atomic<int64_t> split_k_runs{0};
+
+constexpr int kTileM = 128, kTileN = 128, kTileK = 64, kStages = 4, kMaxParts = 8;
+constexpr int kConsumerThreads = 256, kBlockThreads = kConsumerThreads + 32;
+constexpr int kPieceBytes = kTileM * kTileK * 2;  // a stage's piece of A or of W
+constexpr int kStageBytes = 2 * kPieceBytes;
+constexpr int kSumStride = kTileN + 4;  // floats a row of a block's sums: padded, so a warp's float2 stores spread over banks
+constexpr int kSumBytes = kTileM * kSumStride * 4;
+constexpr int kSmemBytes = kStages * kStageBytes + kSumBytes + 1024 + 128;  // + alignment, barriers
+
+struct Maps {
+  CUtensorMap a, w;
+};
+
+template <bool kBf16Out>
+__global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_constant__ Maps maps, const SplitKProduct p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int parts = static_cast<int>(cluster.num_blocks()), part = static_cast<int>(cluster.block_rank());
+  extern __shared__ unsigned char smem_raw[];
+  auto* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  unsigned char* stages = smem;
+  auto* sums = reinterpret_cast<float*>(smem + kStages * kStageBytes);
+  auto* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes + kSumBytes);
+  uint64_t* empty = full + kStages;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      BarrierInit(&full[s], 1);
+      BarrierInit(&empty[s], kConsumerThreads / 32);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k_steps = static_cast<int>(p.k) / kTileK;
+  const int tile = static_cast<int>(blockIdx.x) / parts, column_tiles = n / kTileN;
+  const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN;
+  const int first = k_steps * part / parts, last = k_steps * (part + 1) / parts;
+  if (warp == kConsumerThreads / 32) {  // the producer
+    if (lane == 0) {
+      for (int t = first, it = 0; t < last; ++t, ++it) {
+        const int s = it % kStages;
+        if (it >= kStages) BarrierWait(&empty[s], (it / kStages - 1) & 1);
+        BarrierExpect(&full[s], kStageBytes);
+        TmaLoad(stages + s * kStageBytes, &maps.a, t * kTileK, m0, &full[s]);
+        TmaLoad(stages + s * kStageBytes + kPieceBytes, &maps.w, t * kTileK, n0, &full[s]);
+      }
+    }
+  } else {
+    const int group_row = warp / 4 * 64;  // the warpgroup's first row in the tile
+    float acc[64];
+    for (int t = first, it = 0; t < last; ++t, ++it) {
+      const int s = it % kStages;
+      BarrierWait(&full[s], (it / kStages) & 1);
+      WgmmaFence();
+      const unsigned char* a = stages + s * kStageBytes + group_row * 128;
+      const unsigned char* w = stages + s * kStageBytes + kPieceBytes;
+#pragma unroll
+      for (int kk = 0; kk < kTileK / 16; ++kk) {
+        WgmmaM64N128K16(acc, Descriptor(a + kk * 32), Descriptor(w + kk * 32), it > 0 || kk > 0 ? 1 : 0);
+      }
+      WgmmaCommit();
+      WgmmaWait<1>();  // the previous step's products are done: its stage is free
+      if (it > 0 && lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);
+    }
+    WgmmaWait<0>();
+    // Accumulator 4i + 2e + j of a lane: row 16·(warp % 4) + lane / 4 + 8e, column 8i + 2·(lane % 4) + j.
+    const int row = group_row + (warp % 4) * 16 + lane / 4, column = 2 * (lane % 4);
+#pragma unroll
+    for (int i = 0; i < kTileN / 8; ++i) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        *reinterpret_cast<float2*>(&sums[(row + 8 * e) * kSumStride + 8 * i + column]) = make_float2(acc[4 * i + 2 * e], acc[4 * i + 2 * e + 1]);
+      }
+    }
+  }
+  cluster.sync();
+  // This block's slice of the tile's rows, four columns a thread at a time.
+  const int slice = kTileM / parts, vectors = slice * (kTileN / 4);
+  for (int v = static_cast<int>(threadIdx.x); v < vectors; v += kBlockThreads) {
+    const int row = part * slice + v / (kTileN / 4), column = v % (kTileN / 4) * 4;
+    if (m0 + row >= m) break;  // the rest of the slice lies past the end too
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int q = 0; q < parts; ++q) {
+      const float4 x = *cluster.map_shared_rank(reinterpret_cast<float4*>(&sums[row * kSumStride + column]), q);
+      sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+    }
+    const int j = n0 + column;
+    const float b[4] = {p.bias ? p.bias[j] : 0.f, p.bias ? p.bias[j + 1] : 0.f, p.bias ? p.bias[j + 2] : 0.f, p.bias ? p.bias[j + 3] : 0.f};
+    const float y[4] = {Activate(p.activation, sum.x + b[0]), Activate(p.activation, sum.y + b[1]),
+                        Activate(p.activation, sum.z + b[2]), Activate(p.activation, sum.w + b[3])};
+    const int64_t at = static_cast<int64_t>(m0 + row) * n + j;
+    if constexpr (kBf16Out) {
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(y[0], y[1]), hi = __floats2bfloat162_rn(y[2], y[3]);
+      uint2 bits;
+      memcpy(&bits.x, &lo, 4);
+      memcpy(&bits.y, &hi, 4);
+      *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.d) + at) = bits;
+    } else {
+      *reinterpret_cast<float4*>(p.c + at) = make_float4(y[0], y[1], y[2], y[3]);
+    }
+  }
+  cluster.sync();
+#endif
+}
+
+// Per split (index: log2 of 2, 4, 8): the clusters of that many blocks the device runs at once, or 0.
+struct Setup {
+  int sms = 0;
+  std::array<int, 4> clusters{};
+};
+
+const Setup& SetupOnce() {
+  static const Setup setup = [] {
+    Setup s;
+    const int sms = HopperSmCount();
+    if (sms == 0 ||
+        cudaFuncSetAttribute(SplitKKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess ||
+        cudaFuncSetAttribute(SplitKKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
+      cudaGetLastError();
+      return s;
+    }
+    for (int log = 1, parts = 2; parts <= kMaxParts; ++log, parts *= 2) {
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(static_cast<unsigned>(parts));
+      config.blockDim = dim3(kBlockThreads);
+      config.dynamicSmemBytes = kSmemBytes;
+      cudaLaunchAttribute cluster{};
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = static_cast<unsigned>(parts), cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+      config.attrs = &cluster;
+      config.numAttrs = 1;
+      int count = 0;
+      if (cudaOccupancyMaxActiveClusters(&count, SplitKKernel<true>, &config) != cudaSuccess) {
+        cudaGetLastError();
+        count = 0;
+      }
+      s.clusters[static_cast<size_t>(log)] = count;
+    }
+    s.sms = sms;
+    return s;
+  }();
+  return setup;
+}
+
+bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+int SplitKParts(const SplitKProduct& p) {
+  if (!split_k_on.load(std::memory_order_relaxed)) return 0;
+  const Setup& setup = SetupOnce();
+  if (setup.sms == 0 || p.m < 1 || p.m > INT32_MAX || p.n % kTileN != 0 || p.n > INT32_MAX || p.k % kTileK != 0 ||
+      p.k > INT32_MAX || p.m * p.n > INT32_MAX || !Aligned(p.a) || !Aligned(p.w) || (p.d ? !Aligned(p.d) : !p.c || !Aligned(p.c))) {
+    return 0;
+  }
+  const int64_t tiles = p.n / kTileN * ((p.m + kTileM - 1) / kTileM), k_steps = p.k / kTileK;
+  int best = 0;
+  for (int log = 1, parts = 2; parts <= kMaxParts && parts <= k_steps; ++log, parts *= 2) {
+    if (tiles <= setup.clusters[static_cast<size_t>(log)]) best = parts;
+  }
+  return best;
+}
+
+Status SplitKGemm(cudaStream_t stream, const SplitKProduct& p) {
+  const int parts = SplitKParts(p);
+  if (parts == 0) return Internal("a product the split-k kernel does not take");
+  Maps maps;
+  RETURN_IF_ERROR(RowsMap(&maps.a, p.a, p.m, p.k, kTileM));
+  RETURN_IF_ERROR(RowsMap(&maps.w, p.w, p.n, p.k, kTileN));
+  const int64_t tiles = p.n / kTileN * ((p.m + kTileM - 1) / kTileM);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(tiles * parts));
+  config.blockDim = dim3(kBlockThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(parts), cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  const cudaError_t launched =
+      p.d ? cudaLaunchKernelEx(&config, SplitKKernel<true>, maps, p) : cudaLaunchKernelEx(&config, SplitKKernel<false>, maps, p);
+  split_k_runs.fetch_add(1, std::memory_order_relaxed);
+  return Check(launched, "SplitKKernel");
+}
+
+void PrepareSplitKGemm() { SetupOnce(); }
+
+void EnableSplitKGemm(bool on) { split_k_on.store(on, std::memory_order_relaxed); }
+
+int64_t SplitKGemmRuns() { return split_k_runs.load(std::memory_order_relaxed); }
+
+}  // namespace rankd::cuda

@@ -1,0 +1,119 @@
+// The split-k product kernel (backend/cuda/split_k_gemm.h) through the CUDA backend: two bf16
+// products in a row (the first writing its bf16 copy alone, the second fp32), against the CPU and
+// against cuBLASLt, uncaptured and in a captured graph, and which products it takes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "compile/plan.h"
+#include "test_util.h"
+
+#if RANKD_HAVE_CUDA
+#include "backend/cuda/bf16_copies.h"
+#include "backend/cuda/split_k_gemm.h"
+
+namespace rankd {
+namespace {
+
+using testing::GraphBuilder;
+using testing::RandomF32;
+
+struct Case {
+  int64_t rows, k, n;        // the first product: [rows, k] · [k, n]
+  const char* activation;    // its epilogue, with a bias ("" for none, and no bias)
+  int64_t second_n;          // the second product: [rows, n] · [n, second_n], no bias
+  int split_k_products;      // how many of the two the kernel takes on a Hopper device
+};
+
+// x → Gemm(w1ᵀ, bias, activation) → MatMul(w2): W1's down-projection and top MLP shapes, rows
+// that leave a tile part empty, the fewest rows it takes (9: eight take the few-rows kernel), the
+// shortest k (two steps, two parts), and a product of too many tiles (cuBLASLt's).
+const Case kCases[] = {
+    {9, 3456, 512, "", 128, 2},
+    {64, 3456, 512, "", 512, 2},
+    {200, 3456, 1024, "Relu", 1024, 2},
+    {300, 1024, 512, "GeluTanh", 256, 2},
+    {512, 3456, 512, "Sigmoid", 256, 2},
+    {130, 128, 128, "Relu", 128, 2},
+    {4096, 1024, 1024, "Relu", 128, 1},  // 256 tiles: cuBLASLt; the second's 32 are split
+};
+
+std::string Name(const Case& c) {
+  return std::to_string(c.rows) + " rows, k " + std::to_string(c.k) + ", n " + std::to_string(c.n) + " " + c.activation;
+}
+
+Graph TwoProducts(const Case& c, std::mt19937_64& rng) {
+  GraphBuilder g;
+  int x = g.Input("x", DType::kF32, {-1, c.k});
+  std::vector<int> first = {x, g.Const("w1", RandomF32({c.n, c.k}, rng, -0.05, 0.05))};
+  std::map<std::string, AttributeValue> attrs{{"transB", int64_t{1}}};
+  if (*c.activation) {
+    first.push_back(g.Const("b1", RandomF32({c.n}, rng, -0.5, 0.5)));
+    attrs["activation"] = std::string(c.activation);
+  }
+  int hidden = g.Op("Gemm", first, attrs);
+  g.Output(g.Op("MatMul", {hidden, g.Const("w2", RandomF32({c.n, c.second_n}, rng, -0.1, 0.1))}));
+  return g.graph();
+}
+
+TEST(SplitKGemm, MatchesTheCpuAndCublasLtCapturedOrNot) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  for (const Case& c : kCases) {
+    const std::string what = Name(c);
+    std::mt19937_64 rng(static_cast<uint64_t>(c.rows * 31 + c.k + c.n));
+    const Graph graph = TwoProducts(c, rng);
+    std::vector<Tensor> in{RandomF32({c.rows, c.k}, rng)};
+    auto want = testing::RunGraph(graph, in);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    auto resources = cuda->PrepareModel(graph, Precision::kBf16);
+    ASSERT_TRUE(resources.ok()) << resources.status().ToString();
+    auto executor = cuda->NewExecutor(*resources);
+    ASSERT_TRUE(executor.ok()) << executor.status().ToString();
+    PlanOptions options;
+    options.backend = cuda;
+    auto plan = Plan::Build(graph, {{DType::kF32, {c.rows, c.k}, nullptr}}, options);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    const cuda::Bf16Copies copies = cuda::PlanBf16Copies(**plan);
+    ASSERT_EQ(copies.read.size(), 2u);
+    ASSERT_GE(copies.read[1], 0) << what << ": the second product reads the first's bf16 output";
+
+    const int64_t before = cuda::SplitKGemmRuns();
+    auto got = (*executor)->Run(**plan, in);
+    ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+    EXPECT_EQ(cuda::SplitKGemmRuns() - before, testing::CudaIsHopper() ? c.split_k_products : 0) << what;
+    const double err = testing::RelativeError((*got)[0], (*want)[0]);
+    EXPECT_LE(err, 2e-2) << what;
+    EXPECT_GT(err, 0.0) << what << ": are the operands rounded?";
+
+    cuda::EnableSplitKGemm(false);
+    auto lt_resources = cuda->PrepareModel(graph, Precision::kBf16);
+    ASSERT_TRUE(lt_resources.ok());
+    auto lt_executor = cuda->NewExecutor(*lt_resources);
+    ASSERT_TRUE(lt_executor.ok());
+    const int64_t lt_before = cuda::SplitKGemmRuns();
+    auto lt = (*lt_executor)->Run(**plan, in);
+    cuda::EnableSplitKGemm(true);
+    ASSERT_TRUE(lt.ok()) << lt.status().ToString();
+    EXPECT_EQ(cuda::SplitKGemmRuns(), lt_before) << what << ": switched off";
+    EXPECT_LE(testing::RelativeError((*got)[0], (*lt)[0]), 1e-2) << what << ": against cuBLASLt";
+
+    // In a captured graph: the same bits (the parts' sums are added in a fixed order).
+    ASSERT_TRUE((*executor)->Capture(**plan).ok()) << what;
+    ASSERT_TRUE((*executor)->Captured(**plan));
+    for (int round = 0; round < 2; ++round) {
+      auto replayed = (*executor)->Run(**plan, in);
+      ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+      ASSERT_EQ((*replayed)[0].size(), (*got)[0].size());
+      EXPECT_EQ(0, memcmp((*replayed)[0].data<float>(), (*got)[0].data<float>(), (*got)[0].size() * sizeof(float)))
+          << what << ", replay " << round;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rankd
+
+#endif  // RANKD_HAVE_CUDA
