@@ -41,12 +41,12 @@ struct Maps {
   CUtensorMap a, w;
 };
 
-template <bool kBf16Out>
+template <int kParts, bool kBf16Out>
 __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_constant__ Maps maps, const SplitKProduct p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
-  const int parts = static_cast<int>(cluster.num_blocks()), part = static_cast<int>(cluster.block_rank());
+  const int part = static_cast<int>(cluster.block_rank());
   extern __shared__ unsigned char smem_raw[];
   auto* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   unsigned char* stages = smem;
@@ -54,19 +54,23 @@ __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_co
   auto* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes + kSumBytes);
   uint64_t* empty = full + kStages;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int producer = kConsumerThreads / 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       BarrierInit(&full[s], 1);
       BarrierInit(&empty[s], kConsumerThreads / 32);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  } else if (warp == producer && lane == 0) {  // the maps' descriptors fetched while the barriers are set up
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&maps.a)) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&maps.w)) : "memory");
   }
   __syncthreads();
   const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k_steps = static_cast<int>(p.k) / kTileK;
-  const int tile = static_cast<int>(blockIdx.x) / parts, column_tiles = n / kTileN;
+  const int tile = static_cast<int>(blockIdx.x) / kParts, column_tiles = n / kTileN;
   const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN;
-  const int first = k_steps * part / parts, last = k_steps * (part + 1) / parts;
-  if (warp == kConsumerThreads / 32) {  // the producer
+  const int first = k_steps * part / kParts, last = k_steps * (part + 1) / kParts;
+  if (warp == producer) {
     if (lane == 0) {
       for (int t = first, it = 0; t < last; ++t, ++it) {
         const int s = it % kStages;
@@ -96,25 +100,30 @@ __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_co
     WgmmaWait<0>();
     // Accumulator 4i + 2e + j of a lane: row 16·(warp % 4) + lane / 4 + 8e, column 8i + 2·(lane % 4) + j.
     const int row = group_row + (warp % 4) * 16 + lane / 4, column = 2 * (lane % 4);
+    if (m0 + row < m) {  // rows past the end stay unread
 #pragma unroll
-    for (int i = 0; i < kTileN / 8; ++i) {
+      for (int i = 0; i < kTileN / 8; ++i) {
+        *reinterpret_cast<float2*>(&sums[row * kSumStride + 8 * i + column]) = make_float2(acc[4 * i], acc[4 * i + 1]);
+      }
+    }
+    if (m0 + row + 8 < m) {
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        *reinterpret_cast<float2*>(&sums[(row + 8 * e) * kSumStride + 8 * i + column]) = make_float2(acc[4 * i + 2 * e], acc[4 * i + 2 * e + 1]);
+      for (int i = 0; i < kTileN / 8; ++i) {
+        *reinterpret_cast<float2*>(&sums[(row + 8) * kSumStride + 8 * i + column]) = make_float2(acc[4 * i + 2], acc[4 * i + 3]);
       }
     }
   }
   cluster.sync();
-  // This block's slice of the tile's rows, four columns a thread at a time.
-  const int slice = kTileM / parts, vectors = slice * (kTileN / 4);
-  for (int v = static_cast<int>(threadIdx.x); v < vectors; v += kBlockThreads) {
-    const int row = part * slice + v / (kTileN / 4), column = v % (kTileN / 4) * 4;
-    if (m0 + row >= m) break;  // the rest of the slice lies past the end too
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int q = 0; q < parts; ++q) {
-      const float4 x = *cluster.map_shared_rank(reinterpret_cast<float4*>(&sums[row * kSumStride + column]), q);
-      sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
-    }
+  // This block's share of the tile's rows before the end, four columns a thread at a time.
+  const int vectors = min(kTileM, m - m0) * (kTileN / 4);
+  for (int v = vectors * part / kParts + static_cast<int>(threadIdx.x); v < vectors * (part + 1) / kParts; v += kBlockThreads) {
+    const int row = v / (kTileN / 4), column = v % (kTileN / 4) * 4;
+    float4 x[kParts];
+#pragma unroll
+    for (int q = 0; q < kParts; ++q) x[q] = *cluster.map_shared_rank(reinterpret_cast<float4*>(&sums[row * kSumStride + column]), q);
+    float4 sum = x[0];
+#pragma unroll
+    for (int q = 1; q < kParts; ++q) sum.x += x[q].x, sum.y += x[q].y, sum.z += x[q].z, sum.w += x[q].w;
     const int j = n0 + column;
     const float b[4] = {p.bias ? p.bias[j] : 0.f, p.bias ? p.bias[j + 1] : 0.f, p.bias ? p.bias[j + 2] : 0.f, p.bias ? p.bias[j + 3] : 0.f};
     const float y[4] = {Activate(p.activation, sum.x + b[0]), Activate(p.activation, sum.y + b[1]),
@@ -134,6 +143,20 @@ __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_co
 #endif
 }
 
+using KernelFn = void (*)(Maps, SplitKProduct);
+
+// The kernel for a split (2, 4 or 8) and an output type.
+KernelFn KernelFor(int parts, bool bf16_out) {
+  switch (parts) {
+    case 2:
+      return bf16_out ? SplitKKernel<2, true> : SplitKKernel<2, false>;
+    case 4:
+      return bf16_out ? SplitKKernel<4, true> : SplitKKernel<4, false>;
+    default:
+      return bf16_out ? SplitKKernel<8, true> : SplitKKernel<8, false>;
+  }
+}
+
 // Per split (index: log2 of 2, 4, 8): the clusters of that many blocks the device runs at once, or 0.
 struct Setup {
   int sms = 0;
@@ -144,11 +167,14 @@ const Setup& SetupOnce() {
   static const Setup setup = [] {
     Setup s;
     const int sms = HopperSmCount();
-    if (sms == 0 ||
-        cudaFuncSetAttribute(SplitKKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess ||
-        cudaFuncSetAttribute(SplitKKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
-      cudaGetLastError();
-      return s;
+    if (sms == 0) return s;
+    for (int parts = 2; parts <= kMaxParts; parts *= 2) {
+      for (bool bf16_out : {false, true}) {
+        if (cudaFuncSetAttribute(KernelFor(parts, bf16_out), cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
+          cudaGetLastError();
+          return s;
+        }
+      }
     }
     for (int log = 1, parts = 2; parts <= kMaxParts; ++log, parts *= 2) {
       cudaLaunchConfig_t config{};
@@ -161,7 +187,7 @@ const Setup& SetupOnce() {
       config.attrs = &cluster;
       config.numAttrs = 1;
       int count = 0;
-      if (cudaOccupancyMaxActiveClusters(&count, SplitKKernel<true>, &config) != cudaSuccess) {
+      if (cudaOccupancyMaxActiveClusters(&count, KernelFor(parts, true), &config) != cudaSuccess) {
         cudaGetLastError();
         count = 0;
       }
@@ -209,8 +235,7 @@ Status SplitKGemm(cudaStream_t stream, const SplitKProduct& p) {
   cluster.val.clusterDim.x = static_cast<unsigned>(parts), cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
   config.attrs = &cluster;
   config.numAttrs = 1;
-  const cudaError_t launched =
-      p.d ? cudaLaunchKernelEx(&config, SplitKKernel<true>, maps, p) : cudaLaunchKernelEx(&config, SplitKKernel<false>, maps, p);
+  const cudaError_t launched = cudaLaunchKernelEx(&config, KernelFor(parts, p.d != nullptr), maps, p);
   split_k_runs.fetch_add(1, std::memory_order_relaxed);
   return Check(launched, "SplitKKernel");
 }
