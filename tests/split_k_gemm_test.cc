@@ -1,6 +1,7 @@
-// The split-k product kernel (backend/cuda/split_k_gemm.h) through the CUDA backend: two bf16
-// products in a row (the first writing its bf16 copy alone, the second fp32), against the CPU and
-// against cuBLASLt, uncaptured and in a captured graph, and which products it takes.
+// The split-k product kernel (backend/cuda/split_k_gemm.h) through the CUDA backend: bf16
+// products writing their bf16 copy alone (read by the next product) or the graph's fp32 output,
+// against the CPU and against cuBLASLt, uncaptured and in a captured graph, and which products it
+// takes.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -21,30 +22,32 @@ using testing::GraphBuilder;
 using testing::RandomF32;
 
 struct Case {
-  int64_t rows, k, n;        // the first product: [rows, k] · [k, n]
-  const char* activation;    // its epilogue, with a bias ("" for none, and no bias)
-  int64_t second_n;          // the second product: [rows, n] · [n, second_n], no bias
-  int split_k_products;      // how many of the two the kernel takes on a Hopper device
+  int64_t rows, k, n;      // the first product: [rows, k] · [k, n]
+  const char* activation;  // its epilogue, with a bias ("" for none, and no bias)
+  int64_t second_n;        // the second product, [rows, n] · [n, second_n] (no bias), or 0: none
+  bool taken;              // whether the kernel takes the first on a Hopper device
 };
 
-// x → Gemm(w1ᵀ, bias, activation) → MatMul(w2): W1's down-projection and top MLP shapes, rows
-// that leave a tile part empty, the fewest rows it takes (9: eight take the few-rows kernel), the
-// shortest k (two steps, two parts), and a product of too many tiles (cuBLASLt's).
+// x → Gemm(w1ᵀ, bias, activation) (→ MatMul(w2), which no kernel of this kind takes: k = n is
+// short): W1's down-projection and top MLP's first layer at few rows, the fewest rows it takes
+// (9: eight take the few-rows kernel), rows that leave a tile part empty, the shortest k it takes
+// (32 steps of 64, four a block) and one step less, a product with an fp32 output (the graph's),
+// and one of too many tiles.
 const Case kCases[] = {
-    {9, 3456, 512, "", 128, 2},
-    {64, 3456, 512, "", 512, 2},
-    {200, 3456, 1024, "Relu", 1024, 2},
-    {300, 1024, 512, "GeluTanh", 256, 2},
-    {512, 3456, 512, "Sigmoid", 256, 2},
-    {130, 128, 128, "Relu", 128, 2},
-    {4096, 1024, 1024, "Relu", 128, 1},  // 256 tiles: cuBLASLt; the second's 32 are split
+    {9, 3456, 512, "", 128, true},
+    {64, 3456, 1024, "Relu", 256, true},
+    {130, 3456, 256, "Sigmoid", 128, true},
+    {100, 2048, 512, "GeluTanh", 256, true},
+    {64, 1984, 512, "Relu", 128, false},
+    {200, 2048, 384, "Relu", 0, true},
+    {512, 3456, 1024, "Relu", 128, false},
 };
 
 std::string Name(const Case& c) {
   return std::to_string(c.rows) + " rows, k " + std::to_string(c.k) + ", n " + std::to_string(c.n) + " " + c.activation;
 }
 
-Graph TwoProducts(const Case& c, std::mt19937_64& rng) {
+Graph Products(const Case& c, std::mt19937_64& rng) {
   GraphBuilder g;
   int x = g.Input("x", DType::kF32, {-1, c.k});
   std::vector<int> first = {x, g.Const("w1", RandomF32({c.n, c.k}, rng, -0.05, 0.05))};
@@ -54,7 +57,7 @@ Graph TwoProducts(const Case& c, std::mt19937_64& rng) {
     attrs["activation"] = std::string(c.activation);
   }
   int hidden = g.Op("Gemm", first, attrs);
-  g.Output(g.Op("MatMul", {hidden, g.Const("w2", RandomF32({c.n, c.second_n}, rng, -0.1, 0.1))}));
+  g.Output(c.second_n ? g.Op("MatMul", {hidden, g.Const("w2", RandomF32({c.n, c.second_n}, rng, -0.1, 0.1))}) : hidden);
   return g.graph();
 }
 
@@ -64,7 +67,7 @@ TEST(SplitKGemm, MatchesTheCpuAndCublasLtCapturedOrNot) {
   for (const Case& c : kCases) {
     const std::string what = Name(c);
     std::mt19937_64 rng(static_cast<uint64_t>(c.rows * 31 + c.k + c.n));
-    const Graph graph = TwoProducts(c, rng);
+    const Graph graph = Products(c, rng);
     std::vector<Tensor> in{RandomF32({c.rows, c.k}, rng)};
     auto want = testing::RunGraph(graph, in);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
@@ -76,14 +79,16 @@ TEST(SplitKGemm, MatchesTheCpuAndCublasLtCapturedOrNot) {
     options.backend = cuda;
     auto plan = Plan::Build(graph, {{DType::kF32, {c.rows, c.k}, nullptr}}, options);
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    const cuda::Bf16Copies copies = cuda::PlanBf16Copies(**plan);
-    ASSERT_EQ(copies.read.size(), 2u);
-    ASSERT_GE(copies.read[1], 0) << what << ": the second product reads the first's bf16 output";
+    if (c.second_n) {
+      const cuda::Bf16Copies copies = cuda::PlanBf16Copies(**plan);
+      ASSERT_EQ(copies.read.size(), 2u);
+      ASSERT_GE(copies.read[1], 0) << what << ": the second product reads the first's bf16 output";
+    }
 
     const int64_t before = cuda::SplitKGemmRuns();
     auto got = (*executor)->Run(**plan, in);
     ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
-    EXPECT_EQ(cuda::SplitKGemmRuns() - before, testing::CudaIsHopper() ? c.split_k_products : 0) << what;
+    EXPECT_EQ(cuda::SplitKGemmRuns() - before, testing::CudaIsHopper() && c.taken ? 1 : 0) << what;
     const double err = testing::RelativeError((*got)[0], (*want)[0]);
     EXPECT_LE(err, 2e-2) << what;
     EXPECT_GT(err, 0.0) << what << ": are the operands rounded?";

@@ -213,7 +213,7 @@ std::optional<SplitKProduct> SplitKProductOf(const DeviceContext& ctx, const Gem
   p.activation = ActivationOf(g.epilogue);
   p.m = g.m, p.n = g.n, p.k = g.k;
   p.c = c, p.d = bf16_d;
-  if (!p.w || SplitKParts(p) == 0) return std::nullopt;
+  if (!p.w || !SplitKFits(p)) return std::nullopt;
   if (!bf16_a) p.a = nullptr;
   return p;
 }

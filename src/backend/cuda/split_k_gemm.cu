@@ -1,4 +1,4 @@
-// The split-k product kernel (split_k_gemm.h). A cluster of `parts` blocks takes one 128 × 128
+// The split-k product kernel (split_k_gemm.h). A cluster of kParts blocks takes one 128 × 128
 // output tile; block `part` takes the part-th share of k's 64-wide steps. In a block, warp 8's
 // lane 0 issues TMA loads of A's and W's 128 × 64 pieces into four stages (mbarriers: full when
 // the bytes have landed, empty when both consumer warpgroups' products have read them); warps 0-7
@@ -12,7 +12,6 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -29,7 +28,14 @@ std::atomic<bool> split_k_on{[] {
 }()};
 std::atomic<int64_t> split_k_runs{0};
 
-constexpr int kTileM = 128, kTileN = 128, kTileK = 64, kStages = 4, kMaxParts = 8;
+constexpr int kTileM = 128, kTileN = 128, kTileK = 64, kStages = 4;
+// A tile's k is split over a cluster of eight blocks, each taking at least kMinSteps of its 64-wide
+// steps. On an H200, against cuBLASLt's heuristic choice (ncu, W1's products; docs/benchmarks.md),
+// this won only with eight blocks over k = 3,456: the down-projections at 64 to 256 rows (8.2
+// against 6.4 + 3.0 µs of split-K and its reduction at 64) and the top MLP's first layer at 64
+// and 128. Four or two blocks a tile (more tiles), or k of 512 or 1,024, lost by 1 to 7 µs: the
+// blocks' sums cross distributed shared memory, a fixed cost that a short share of k does not repay.
+constexpr int kParts = 8, kMinSteps = 4;
 constexpr int kConsumerThreads = 256, kBlockThreads = kConsumerThreads + 32;
 constexpr int kPieceBytes = kTileM * kTileK * 2;  // a stage's piece of A or of W
 constexpr int kStageBytes = 2 * kPieceBytes;
@@ -41,7 +47,7 @@ struct Maps {
   CUtensorMap a, w;
 };
 
-template <int kParts, bool kBf16Out>
+template <bool kBf16Out>
 __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_constant__ Maps maps, const SplitKProduct p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   namespace cg = cooperative_groups;
@@ -143,57 +149,34 @@ __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_co
 #endif
 }
 
-using KernelFn = void (*)(Maps, SplitKProduct);
-
-// The kernel for a split (2, 4 or 8) and an output type.
-KernelFn KernelFor(int parts, bool bf16_out) {
-  switch (parts) {
-    case 2:
-      return bf16_out ? SplitKKernel<2, true> : SplitKKernel<2, false>;
-    case 4:
-      return bf16_out ? SplitKKernel<4, true> : SplitKKernel<4, false>;
-    default:
-      return bf16_out ? SplitKKernel<8, true> : SplitKKernel<8, false>;
-  }
-}
-
-// Per split (index: log2 of 2, 4, 8): the clusters of that many blocks the device runs at once, or 0.
+// The clusters of kParts blocks the device runs at once; zero where the kernel cannot run.
 struct Setup {
-  int sms = 0;
-  std::array<int, 4> clusters{};
+  int clusters = 0;
 };
 
 const Setup& SetupOnce() {
   static const Setup setup = [] {
     Setup s;
-    const int sms = HopperSmCount();
-    if (sms == 0) return s;
-    for (int parts = 2; parts <= kMaxParts; parts *= 2) {
-      for (bool bf16_out : {false, true}) {
-        if (cudaFuncSetAttribute(KernelFor(parts, bf16_out), cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
-          cudaGetLastError();
-          return s;
-        }
-      }
-    }
-    for (int log = 1, parts = 2; parts <= kMaxParts; ++log, parts *= 2) {
-      cudaLaunchConfig_t config{};
-      config.gridDim = dim3(static_cast<unsigned>(parts));
-      config.blockDim = dim3(kBlockThreads);
-      config.dynamicSmemBytes = kSmemBytes;
-      cudaLaunchAttribute cluster{};
-      cluster.id = cudaLaunchAttributeClusterDimension;
-      cluster.val.clusterDim.x = static_cast<unsigned>(parts), cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-      config.attrs = &cluster;
-      config.numAttrs = 1;
-      int count = 0;
-      if (cudaOccupancyMaxActiveClusters(&count, KernelFor(parts, true), &config) != cudaSuccess) {
+    if (HopperSmCount() == 0) return s;
+    for (auto kernel : {SplitKKernel<false>, SplitKKernel<true>}) {
+      if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
         cudaGetLastError();
-        count = 0;
+        return s;
       }
-      s.clusters[static_cast<size_t>(log)] = count;
     }
-    s.sms = sms;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(kParts);
+    config.blockDim = dim3(kBlockThreads);
+    config.dynamicSmemBytes = kSmemBytes;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = kParts, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&s.clusters, SplitKKernel<true>, &config) != cudaSuccess) {
+      cudaGetLastError();
+      s.clusters = 0;
+    }
     return s;
   }();
   return setup;
@@ -203,39 +186,35 @@ bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
-int SplitKParts(const SplitKProduct& p) {
-  if (!split_k_on.load(std::memory_order_relaxed)) return 0;
+bool SplitKFits(const SplitKProduct& p) {
+  if (!split_k_on.load(std::memory_order_relaxed)) return false;
   const Setup& setup = SetupOnce();
-  if (setup.sms == 0 || p.m < 1 || p.m > INT32_MAX || p.n % kTileN != 0 || p.n > INT32_MAX || p.k % kTileK != 0 ||
+  if (setup.clusters == 0 || p.m < 1 || p.m > INT32_MAX || p.n % kTileN != 0 || p.n > INT32_MAX || p.k % kTileK != 0 ||
       p.k > INT32_MAX || p.m * p.n > INT32_MAX || !Aligned(p.a) || !Aligned(p.w) || (p.d ? !Aligned(p.d) : !p.c || !Aligned(p.c))) {
-    return 0;
+    return false;
   }
-  const int64_t tiles = p.n / kTileN * ((p.m + kTileM - 1) / kTileM), k_steps = p.k / kTileK;
-  int best = 0;
-  for (int log = 1, parts = 2; parts <= kMaxParts && parts <= k_steps; ++log, parts *= 2) {
-    if (tiles <= setup.clusters[static_cast<size_t>(log)]) best = parts;
-  }
-  return best;
+  const int64_t tiles = p.n / kTileN * ((p.m + kTileM - 1) / kTileM);
+  return p.k / kTileK >= kParts * kMinSteps && tiles <= setup.clusters;
 }
 
 Status SplitKGemm(cudaStream_t stream, const SplitKProduct& p) {
-  const int parts = SplitKParts(p);
-  if (parts == 0) return Internal("a product the split-k kernel does not take");
+  if (!SplitKFits(p)) return Internal("a product the split-k kernel does not take");
   Maps maps;
   RETURN_IF_ERROR(RowsMap(&maps.a, p.a, p.m, p.k, kTileM));
   RETURN_IF_ERROR(RowsMap(&maps.w, p.w, p.n, p.k, kTileN));
   const int64_t tiles = p.n / kTileN * ((p.m + kTileM - 1) / kTileM);
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(tiles * parts));
+  config.gridDim = dim3(static_cast<unsigned>(tiles * kParts));
   config.blockDim = dim3(kBlockThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;
   cudaLaunchAttribute cluster{};
   cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = static_cast<unsigned>(parts), cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+  cluster.val.clusterDim.x = kParts, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
   config.attrs = &cluster;
   config.numAttrs = 1;
-  const cudaError_t launched = cudaLaunchKernelEx(&config, KernelFor(parts, p.d != nullptr), maps, p);
+  const cudaError_t launched =
+      p.d ? cudaLaunchKernelEx(&config, SplitKKernel<true>, maps, p) : cudaLaunchKernelEx(&config, SplitKKernel<false>, maps, p);
   split_k_runs.fetch_add(1, std::memory_order_relaxed);
   return Check(launched, "SplitKKernel");
 }

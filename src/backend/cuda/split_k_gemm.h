@@ -1,8 +1,8 @@
 // Products of tens to hundreds of rows over a long k, in one Hopper kernel of rankd's own
-// (split_k_gemm.cu). W1's down-projections (k = 3,456 to 512 columns) and top MLP at 64 to 512
-// pairs make 4 to 32 output tiles of 128 × 128: cuBLASLt ran them on that many SMs, or split k and
-// launched a reduction after (W1 at 64 pairs: 6.1 + 3.1 µs a down-projection, docs/benchmarks.md).
-// Here a tile's k is split over the 2, 4 or 8 blocks of a thread block cluster, each loading its
+// (split_k_gemm.cu). W1's down-projections (k = 3,456 to 512 columns) and its top MLP's first
+// layer (to 1,024) at 64 to 256 pairs make 4 to 16 output tiles of 128 × 128: cuBLASLt split k
+// and launched a reduction after (W1 at 64 pairs: 6.4 + 3.0 µs a down-projection, docs/benchmarks.md).
+// Here a tile's k is split over the eight blocks of a thread block cluster, each loading its
 // share with TMA into a pipeline of stages and multiplying with wgmma; the blocks then add their
 // sums through distributed shared memory, each finishing a slice of the tile's rows (bias,
 // activation, fp32 or bf16 out). One launch, no workspace, and the sums' order is fixed.
@@ -26,11 +26,10 @@ struct SplitKProduct {
   void* d = nullptr;   // bf16 output [m, n] (then c is not written)
 };
 
-// The blocks a tile's k is split over (2, 4 or 8), or 0 where the kernel does not take p: not an
-// sm_90 device (or a build without sm_90a), n not a multiple of 128 or k of 64, operands not
-// 16-byte aligned, or so many tiles that no split fits the SMs in one wave (cuBLASLt's tiles are
-// then as good).
-int SplitKParts(const SplitKProduct& p);
+// Whether the kernel takes p: an sm_90 device (and a build for sm_90a), n a multiple of 128, k of
+// 64 and at least 2,048, operands 16-byte aligned, and no more tiles than clusters of eight
+// blocks the device runs at once (more tiles: cuBLASLt's kernels were faster).
+bool SplitKFits(const SplitKProduct& p);
 
 Status SplitKGemm(cudaStream_t stream, const SplitKProduct& p);
 
