@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/hopper.cuh"
 #include "backend/cuda/small_rows_gemm.h"
 
@@ -131,18 +132,29 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   const int first = static_cast<int>(blockIdx.x), step = static_cast<int>(gridDim.x);
   if (warp == kConsumerThreads / 32) {  // the producer
     if (lane == 0) {                    // A's and W's pieces
+      // The weight's pieces of the first tile's first stages load while the kernel before
+      // finishes (dependent_launch.cuh).
+      const int early = first < tiles ? min(kStages, k_steps) : 0;
+      for (int it = 0; it < early; ++it) {
+        BarrierExpect(&full[it], kStageBytes);
+        TmaLoad(stages + it * kStageBytes + kPieceBytes, &maps.w, it * kTileK, first % column_tiles * kTileN, &full[it]);
+      }
+      WaitForPrevious();
       int it = 0;
       for (int tile = first; tile < tiles; tile += step) {
         const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN;
         for (int t = 0; t < k_steps; ++t, ++it) {
           const int s = it % kStages;
-          if (it >= kStages) BarrierWait(&empty[s], (it / kStages - 1) & 1);
-          BarrierExpect(&full[s], kStageBytes);
+          if (it >= early) {
+            if (it >= kStages) BarrierWait(&empty[s], (it / kStages - 1) & 1);
+            BarrierExpect(&full[s], kStageBytes);
+            TmaLoad(stages + s * kStageBytes + kPieceBytes, &maps.w, t * kTileK, n0, &full[s]);
+          }
           TmaLoad(stages + s * kStageBytes, &maps.a, t * kTileK, m0, &full[s]);
-          TmaLoad(stages + s * kStageBytes + kPieceBytes, &maps.w, t * kTileK, n0, &full[s]);
         }
       }
     } else if (lane == 1) {  // the epilogue's m and c, a tile ahead
+      WaitForPrevious();
       int i = 0;
       for (int tile = first; tile < tiles; tile += step, ++i) {
         const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN, b = i % 2;
@@ -157,6 +169,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     }
     return;
   }
+  WaitForPrevious();
   const int group = warp / 4;
   const int group_row = kPingPong ? 0 : group * 64;  // the warpgroup's first row in its tile
   for (int i = kPingPong ? group : 0; first + i * step < tiles; i += kPingPong ? 2 : 1) {
@@ -322,10 +335,11 @@ Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, con
   const bool ping_pong = tiles > static_cast<int64_t>(blocks);
   auto kernel = ping_pong ? (c_is_m ? ProductMulAddKernel<true, true> : ProductMulAddKernel<true, false>)
                           : (c_is_m ? ProductMulAddKernel<false, true> : ProductMulAddKernel<false, false>);
-  kernel<<<blocks, kBlockThreads, SmemBytes(c_is_m), ctx.stream>>>(maps, bias_row, rows_count, n, k);
+  const cudaError_t launched = LaunchDependent(kernel, dim3(blocks), dim3(kBlockThreads), SmemBytes(c_is_m), ctx.stream, nullptr, maps,
+                                               bias_row, rows_count, n, k);
   fused_runs.fetch_add(1, std::memory_order_relaxed);
   if (c_is_m) fused_runs_c_is_m.fetch_add(1, std::memory_order_relaxed);
-  return Check(cudaGetLastError(), "ProductMulAddKernel");
+  return Check(launched, "ProductMulAddKernel");
 }
 
 }  // namespace rankd::cuda

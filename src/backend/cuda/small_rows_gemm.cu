@@ -2,9 +2,11 @@
 // by one to eight warps that split k, their lanes striding along it in 16-byte pieces of the
 // weight's rows, every row of A against each piece; a butterfly over the lanes, then the warps'
 // sums in shared memory. The weight is read once, with no reduction kernel after.
+#include "backend/cuda/small_rows_gemm.h"
+
 #include <cuda_bf16.h>
 
-#include "backend/cuda/small_rows_gemm.h"
+#include "backend/cuda/dependent_launch.cuh"
 
 namespace rankd::cuda {
 namespace {
@@ -55,6 +57,7 @@ int SplitFor(int64_t k) {
 template <int R, typename T, typename TW>
 __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRowsProduct p, int split) {
   __shared__ float partial[kWarps][kColumns][R];
+  WaitForPrevious();  // A's producer (dependent_launch.cuh)
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int part = warp % split;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * (kWarps / split) + warp / split) * kColumns;
@@ -122,11 +125,8 @@ __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRow
 
 template <int R, typename T>
 void LaunchFor(cudaStream_t stream, const SmallRowsProduct& p, unsigned blocks, int split) {
-  if (p.w_f32) {
-    SmallRowsKernel<R, T, float><<<blocks, kWarp * kWarps, 0, stream>>>(p, split);
-  } else {
-    SmallRowsKernel<R, T, __nv_bfloat16><<<blocks, kWarp * kWarps, 0, stream>>>(p, split);
-  }
+  LaunchDependent(p.w_f32 ? SmallRowsKernel<R, T, float> : SmallRowsKernel<R, T, __nv_bfloat16>, dim3(blocks), dim3(kWarp * kWarps), 0,
+                  stream, nullptr, p, split);
 }
 
 template <int R>

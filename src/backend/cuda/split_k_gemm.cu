@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/hopper.cuh"
 
 namespace rankd::cuda {
@@ -78,15 +79,27 @@ __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_co
   const int first = k_steps * part / kParts, last = k_steps * (part + 1) / kParts;
   if (warp == producer) {
     if (lane == 0) {
+      // The weight's pieces of the first stages load while the kernel before finishes (dependent_launch.cuh).
+      const int early = min(kStages, last - first);
+      for (int it = 0; it < early; ++it) {
+        BarrierExpect(&full[it], kStageBytes);
+        TmaLoad(stages + it * kStageBytes + kPieceBytes, &maps.w, (first + it) * kTileK, n0, &full[it]);
+      }
+      WaitForPrevious();
       for (int t = first, it = 0; t < last; ++t, ++it) {
         const int s = it % kStages;
-        if (it >= kStages) BarrierWait(&empty[s], (it / kStages - 1) & 1);
-        BarrierExpect(&full[s], kStageBytes);
+        if (it >= early) {
+          BarrierWait(&empty[s], (it / kStages - 1) & 1);
+          BarrierExpect(&full[s], kStageBytes);
+          TmaLoad(stages + s * kStageBytes + kPieceBytes, &maps.w, t * kTileK, n0, &full[s]);
+        }
         TmaLoad(stages + s * kStageBytes, &maps.a, t * kTileK, m0, &full[s]);
-        TmaLoad(stages + s * kStageBytes + kPieceBytes, &maps.w, t * kTileK, n0, &full[s]);
       }
+    } else {
+      WaitForPrevious();
     }
   } else {
+    WaitForPrevious();
     const int group_row = warp / 4 * 64;  // the warpgroup's first row in the tile
     float acc[64];
     for (int t = first, it = 0; t < last; ++t, ++it) {
@@ -119,6 +132,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_co
       }
     }
   }
+  LetNextStart();  // the products are done: the next kernel's blocks may take free SMs and set up
   cluster.sync();
   // This block's share of the tile's rows before the end, four columns a thread at a time.
   const int vectors = min(kTileM, m - m0) * (kTileN / 4);
@@ -203,18 +217,12 @@ Status SplitKGemm(cudaStream_t stream, const SplitKProduct& p) {
   RETURN_IF_ERROR(RowsMap(&maps.a, p.a, p.m, p.k, kTileM));
   RETURN_IF_ERROR(RowsMap(&maps.w, p.w, p.n, p.k, kTileN));
   const int64_t tiles = p.n / kTileN * ((p.m + kTileM - 1) / kTileM);
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(tiles * kParts));
-  config.blockDim = dim3(kBlockThreads);
-  config.dynamicSmemBytes = kSmemBytes;
-  config.stream = stream;
+  const dim3 grid(static_cast<unsigned>(tiles * kParts));
   cudaLaunchAttribute cluster{};
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = kParts, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  const cudaError_t launched =
-      p.d ? cudaLaunchKernelEx(&config, SplitKKernel<true>, maps, p) : cudaLaunchKernelEx(&config, SplitKKernel<false>, maps, p);
+  const cudaError_t launched = LaunchDependent(p.d ? SplitKKernel<true> : SplitKKernel<false>, grid, dim3(kBlockThreads), kSmemBytes,
+                                               stream, &cluster, maps, p);
   split_k_runs.fetch_add(1, std::memory_order_relaxed);
   return Check(launched, "SplitKKernel");
 }
