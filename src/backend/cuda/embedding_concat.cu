@@ -13,7 +13,6 @@
 #include <map>
 #include <vector>
 
-#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/device.h"
 #include "backend/cuda/embedding_pool.cuh"
 #include "backend/cuda/kernels.h"
@@ -121,7 +120,6 @@ template <typename S>
 __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatKernel(const __grid_constant__ Launch launch) {
   __shared__ float sums[kWarpsPerBlock * kWarp * kMaxVec];
   __shared__ int counts[kWarpsPerBlock];
-  WaitForPrevious();  // the dense part's producer (dependent_launch.cuh)
   const int part = PartOfBlock(launch);
   const Part& p = launch.parts[part];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -316,10 +314,13 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       if (blocks > std::numeric_limits<int32_t>::max()) return Internal(k.node.Describe() + ": too many rows for one launch");
       launch.first_block[i + 1] = static_cast<int32_t>(blocks);
     }
-    auto kernel = bags <= kTinyBagsUpTo ? ConcatKernel<TinyLaunch> : split_allowed ? ConcatKernel<SmallLaunch> : ConcatKernel<LargeLaunch>;
-    const cudaError_t launched = LaunchDependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWarp * kWarpsPerBlock), 0,
-                                                 k.device->stream, nullptr, launch);
-    if (launched != cudaSuccess) return Check(launched, "ConcatKernel");
+    if (bags <= kTinyBagsUpTo) {
+      ConcatKernel<TinyLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+    } else if (split_allowed) {
+      ConcatKernel<SmallLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+    } else {
+      ConcatKernel<LargeLaunch><<<static_cast<unsigned>(blocks), kWarp * kWarpsPerBlock, 0, k.device->stream>>>(launch);
+    }
   }
   return Launched(k);
 }
