@@ -81,6 +81,27 @@ __device__ __forceinline__ void WgmmaM64N128K16(float* d, uint64_t a, uint64_t b
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
+// One stage of a consumer warpgroup's products: waits until the stage's pieces have landed
+// (`full` at `parity`), then acc[r] += rows 64·r to 64·r + 63 of A's piece at `a` times W's piece at
+// `w` (both K-major, 128-byte swizzled, 64 wide in k: four m64n128k16 products), the first
+// overwriting acc where !accumulate. Returns with this stage's products in flight and the previous
+// stage's done, so that stage may be refilled.
+template <int kRowBlocks>
+__device__ __forceinline__ void StageProducts(float (&acc)[kRowBlocks][64], const unsigned char* a, const unsigned char* w,
+                                              uint64_t* full, int parity, bool accumulate) {
+  BarrierWait(full, parity);
+  WgmmaFence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int r = 0; r < kRowBlocks; ++r) {
+      WgmmaM64N128K16(acc[r], Descriptor(a + r * 64 * 128 + kk * 32), Descriptor(w + kk * 32), accumulate || kk > 0 ? 1 : 0);
+    }
+  }
+  WgmmaCommit();
+  WgmmaWait<1>();
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 inline PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {

@@ -178,21 +178,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     float acc[kRowBlocks][64];
     int it = i * k_steps;
     for (int t = 0; t < k_steps; ++t, ++it) {
-      const int s = it % kStages;
-      BarrierWait(&full[s], (it / kStages) & 1);
-      WgmmaFence();
-      const unsigned char* a = stages + s * kStageBytes + group_row * 128;
-      const unsigned char* w = stages + s * kStageBytes + kPieceBytes;
-#pragma unroll
-      for (int kk = 0; kk < kTileK / 16; ++kk) {
-#pragma unroll
-        for (int r = 0; r < kRowBlocks; ++r) {
-          WgmmaM64N128K16(acc[r], Descriptor(a + r * 64 * 128 + kk * 32), Descriptor(w + kk * 32), t > 0 || kk > 0 ? 1 : 0);
-        }
-      }
-      WgmmaCommit();
-      WgmmaWait<1>();  // the previous step's products are done: its stage is free
-      if (t > 0 && lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);
+      const unsigned char* stage = stages + it % kStages * kStageBytes;
+      StageProducts(acc, stage + group_row * 128, stage + kPieceBytes, &full[it % kStages], (it / kStages) & 1, t > 0);
+      if (t > 0 && lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);  // the previous step's stage is free
     }
     if (kPingPong && lane == 0) BarrierArrive(&issued[group]);
     WgmmaWait<0>();

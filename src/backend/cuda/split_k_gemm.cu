@@ -101,20 +101,11 @@ __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_co
   } else {
     WaitForPrevious();
     const int group_row = warp / 4 * 64;  // the warpgroup's first row in the tile
-    float acc[64];
-    for (int t = first, it = 0; t < last; ++t, ++it) {
-      const int s = it % kStages;
-      BarrierWait(&full[s], (it / kStages) & 1);
-      WgmmaFence();
-      const unsigned char* a = stages + s * kStageBytes + group_row * 128;
-      const unsigned char* w = stages + s * kStageBytes + kPieceBytes;
-#pragma unroll
-      for (int kk = 0; kk < kTileK / 16; ++kk) {
-        WgmmaM64N128K16(acc, Descriptor(a + kk * 32), Descriptor(w + kk * 32), it > 0 || kk > 0 ? 1 : 0);
-      }
-      WgmmaCommit();
-      WgmmaWait<1>();  // the previous step's products are done: its stage is free
-      if (it > 0 && lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);
+    float acc[1][64];  // one 64-row block of the tile (StageProducts)
+    for (int it = 0; it < last - first; ++it) {
+      const unsigned char* stage = stages + it % kStages * kStageBytes;
+      StageProducts(acc, stage + group_row * 128, stage + kPieceBytes, &full[it % kStages], (it / kStages) & 1, it > 0);
+      if (it > 0 && lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);  // the previous step's stage is free
     }
     WgmmaWait<0>();
     // Accumulator 4i + 2e + j of a lane: row 16·(warp % 4) + lane / 4 + 8e, column 8i + 2·(lane % 4) + j.
@@ -122,13 +113,13 @@ __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_co
     if (m0 + row < m) {  // rows past the end stay unread
 #pragma unroll
       for (int i = 0; i < kTileN / 8; ++i) {
-        *reinterpret_cast<float2*>(&sums[row * kSumStride + 8 * i + column]) = make_float2(acc[4 * i], acc[4 * i + 1]);
+        *reinterpret_cast<float2*>(&sums[row * kSumStride + 8 * i + column]) = make_float2(acc[0][4 * i], acc[0][4 * i + 1]);
       }
     }
     if (m0 + row + 8 < m) {
 #pragma unroll
       for (int i = 0; i < kTileN / 8; ++i) {
-        *reinterpret_cast<float2*>(&sums[(row + 8) * kSumStride + 8 * i + column]) = make_float2(acc[4 * i + 2], acc[4 * i + 3]);
+        *reinterpret_cast<float2*>(&sums[(row + 8) * kSumStride + 8 * i + column]) = make_float2(acc[0][4 * i + 2], acc[0][4 * i + 3]);
       }
     }
   }
