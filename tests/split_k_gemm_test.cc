@@ -1,18 +1,20 @@
 // The split-k product kernel (backend/cuda/split_k_gemm.h) through the CUDA backend: bf16
 // products writing their bf16 copy alone (read by the next product) or the graph's fp32 output,
 // against the CPU and against cuBLASLt, uncaptured and in a captured graph, and which products it
-// takes.
+// takes; and a cross network whose kernels start early (dependent_launch.cuh), replayed.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 #include <string>
 
+#include "compile/passes.h"
 #include "compile/plan.h"
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
 #include "backend/cuda/bf16_copies.h"
+#include "backend/cuda/product_muladd.h"
 #include "backend/cuda/split_k_gemm.h"
 
 namespace rankd {
@@ -115,6 +117,64 @@ TEST(SplitKGemm, MatchesTheCpuAndCublasLtCapturedOrNot) {
       EXPECT_EQ(0, memcmp((*replayed)[0].data<float>(), (*got)[0].data<float>(), (*got)[0].size() * sizeof(float)))
           << what << ", replay " << round;
     }
+  }
+}
+
+
+// A DCN cross network at 64 rows and width 2,048: each layer's down-projection (k = 2,048 to 512)
+// takes the split-k kernel and its up-projection the fused multiply-add, each launched to start
+// while the one before finishes (dependent_launch.cuh), then the score's few-columns product. Run
+// uncaptured, then replayed from a captured graph twenty times: every replay the same bits, and
+// all within bf16's rounding of the CPU.
+TEST(SplitKGemm, CrossLayersLaunchedDependentReplayTheSameBits) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(21);
+  const int64_t rows = 64, width = 2048, rank = 512, features = 32;
+  GraphBuilder b;
+  int in = b.Input("in", DType::kF32, {rows, features});
+  int x0 = b.Op("Gemm", {in, b.Const("w0", RandomF32({width, features}, rng, -0.2, 0.2))}, {{"transB", int64_t{1}}});
+  int x = x0;
+  for (int layer = 0; layer < 3; ++layer) {
+    const std::string l = std::to_string(layer);
+    int down = b.Op("Gemm", {x, b.Const("down" + l, RandomF32({rank, width}, rng, -0.05, 0.05))}, {{"transB", int64_t{1}}});
+    int up = b.Op("Gemm", {down, b.Const("up" + l, RandomF32({width, rank}, rng, -0.1, 0.1)),
+                           b.Const("bias" + l, RandomF32({width}, rng, -0.5, 0.5))},
+                  {{"transB", int64_t{1}}});
+    x = b.Op("MulAdd", {x0, up, x});
+  }
+  b.Output(b.Op("Gemm", {x, b.Const("top", RandomF32({1, width}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}}));
+  const std::vector<Tensor> inputs = {RandomF32({rows, features}, rng, -1, 1)};
+  Graph g = b.graph();
+  auto probe = Plan::Build(g, {{DType::kF32, {rows, features}, nullptr}});
+  ASSERT_TRUE(probe.ok()) << probe.status().ToString();
+  ASSERT_EQ(FuseProductMulAdds(g, (*probe)->values()), 3);
+  auto want = testing::RunGraph(b.graph(), inputs);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+
+  auto resources = cuda->PrepareModel(g, Precision::kBf16Activations);
+  ASSERT_TRUE(resources.ok()) << resources.status().ToString();
+  auto executor = cuda->NewExecutor(*resources);
+  ASSERT_TRUE(executor.ok()) << executor.status().ToString();
+  PlanOptions options;
+  options.backend = cuda;
+  auto plan = Plan::Build(g, {{DType::kF32, {rows, features}, nullptr}}, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const int64_t split = cuda::SplitKGemmRuns(), fused = cuda::FusedProductMulAddRuns();
+  auto got = (*executor)->Run(**plan, inputs);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const bool hopper = testing::CudaIsHopper();
+  EXPECT_EQ(cuda::SplitKGemmRuns() - split, hopper ? 3 : 0);
+  EXPECT_EQ(cuda::FusedProductMulAddRuns() - fused, hopper ? 3 : 0);
+  testing::ExpectOutputsNear(*got, *want, 3e-2, "uncaptured");
+
+  ASSERT_TRUE((*executor)->Capture(**plan).ok());
+  ASSERT_TRUE((*executor)->Captured(**plan));
+  for (int replay = 0; replay < 20; ++replay) {
+    auto again = (*executor)->Run(**plan, inputs);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    ASSERT_EQ((*again)[0].size(), (*got)[0].size());
+    ASSERT_EQ(0, memcmp((*again)[0].data<float>(), (*got)[0].data<float>(), (*got)[0].size() * sizeof(float))) << "replay " << replay;
   }
 }
 
