@@ -11,7 +11,6 @@
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <string>
