@@ -185,26 +185,14 @@ TEST(ProductMulAddFusion, CudaCrossLayersScoreAsTheCpu) {
   }
   for (const auto& [width, rank, rows] : cases) {
     std::mt19937_64 rng(static_cast<uint64_t>(width * 7 + rank * 3 + rows));
-    GraphBuilder b;
     const int64_t features = 32;
-    int in = b.Input("in", DType::kF32, {rows, features});
-    int x0 = b.Op("Gemm", {in, b.Const("w0", RandomF32({width, features}, rng, -0.2, 0.2))}, {{"transB", int64_t{1}}});
-    int x = x0;
-    for (int layer = 0; layer < 2; ++layer) {
-      const std::string l = std::to_string(layer);
-      int down = b.Op("Gemm", {x, b.Const("down" + l, RandomF32({rank, width}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}});
-      int up = b.Op("Gemm", {down, b.Const("up" + l, RandomF32({width, rank}, rng, -0.1, 0.1)),
-                             b.Const("bias" + l, RandomF32({width}, rng, -0.5, 0.5))},
-                    {{"transB", int64_t{1}}});
-      x = b.Op("MulAdd", {x0, up, x});
-    }
-    b.Output(b.Op("Gemm", {x, b.Const("top", RandomF32({1, width}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}}));
+    const Graph unfused = testing::CrossNetwork(rows, features, width, rank, 2, rng);
     std::vector<Tensor> inputs = {RandomF32({rows, features}, rng, -1, 1)};
-    Graph g = b.graph();
+    Graph g = unfused;
     auto probe = Plan::Build(g, MetasOf(inputs));
     ASSERT_TRUE(probe.ok()) << probe.status().ToString();
     ASSERT_EQ(FuseProductMulAdds(g, (*probe)->values()), 2);
-    auto want = testing::RunGraph(b.graph(), inputs);
+    auto want = testing::RunGraph(unfused, inputs);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
     const std::string what = "width " + std::to_string(width) + " rank " + std::to_string(rank) + " rows " + std::to_string(rows);
     for (bool fused : {true, false}) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -63,6 +64,32 @@ Graph Products(const Case& c, std::mt19937_64& rng) {
   return g.graph();
 }
 
+// An executor of `graph` at `precision` and its plan for one FP32 input of [rows, width].
+struct Bound {
+  std::unique_ptr<Executor> executor;
+  std::shared_ptr<const Plan> plan;
+};
+StatusOr<Bound> Bind(const Backend& cuda, const Graph& graph, Precision precision, int64_t rows, int64_t width) {
+  ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, cuda.PrepareModel(graph, precision));
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, cuda.NewExecutor(resources));
+  PlanOptions options;
+  options.backend = &cuda;
+  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph, {{DType::kF32, {rows, width}, nullptr}}, options));
+  return Bound{std::move(executor), std::move(plan)};
+}
+
+// Captures b's plan and replays it `replays` times on `in`: each replay gives the bits of `first`.
+void ExpectReplaysTheSameBits(Bound& b, const std::vector<Tensor>& in, const Tensor& first, int replays, const std::string& what) {
+  ASSERT_TRUE(b.executor->Capture(*b.plan).ok()) << what;
+  ASSERT_TRUE(b.executor->Captured(*b.plan)) << what;
+  for (int replay = 0; replay < replays; ++replay) {
+    auto again = b.executor->Run(*b.plan, in);
+    ASSERT_TRUE(again.ok()) << what << ": " << again.status().ToString();
+    ASSERT_EQ((*again)[0].size(), first.size()) << what;
+    ASSERT_EQ(0, memcmp((*again)[0].data<float>(), first.data<float>(), first.size() * sizeof(float))) << what << ", replay " << replay;
+  }
+}
+
 TEST(SplitKGemm, MatchesTheCpuAndCublasLtCapturedOrNot) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
@@ -73,22 +100,16 @@ TEST(SplitKGemm, MatchesTheCpuAndCublasLtCapturedOrNot) {
     std::vector<Tensor> in{RandomF32({c.rows, c.k}, rng)};
     auto want = testing::RunGraph(graph, in);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
-    auto resources = cuda->PrepareModel(graph, Precision::kBf16);
-    ASSERT_TRUE(resources.ok()) << resources.status().ToString();
-    auto executor = cuda->NewExecutor(*resources);
-    ASSERT_TRUE(executor.ok()) << executor.status().ToString();
-    PlanOptions options;
-    options.backend = cuda;
-    auto plan = Plan::Build(graph, {{DType::kF32, {c.rows, c.k}, nullptr}}, options);
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto bound = Bind(*cuda, graph, Precision::kBf16, c.rows, c.k);
+    ASSERT_TRUE(bound.ok()) << what << ": " << bound.status().ToString();
     if (c.second_n) {
-      const cuda::Bf16Copies copies = cuda::PlanBf16Copies(**plan);
+      const cuda::Bf16Copies copies = cuda::PlanBf16Copies(*bound->plan);
       ASSERT_EQ(copies.read.size(), 2u);
       ASSERT_GE(copies.read[1], 0) << what << ": the second product reads the first's bf16 output";
     }
 
     const int64_t before = cuda::SplitKGemmRuns();
-    auto got = (*executor)->Run(**plan, in);
+    auto got = bound->executor->Run(*bound->plan, in);
     ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
     EXPECT_EQ(cuda::SplitKGemmRuns() - before, testing::CudaIsHopper() && c.taken ? 1 : 0) << what;
     const double err = testing::RelativeError((*got)[0], (*want)[0]);
@@ -96,30 +117,19 @@ TEST(SplitKGemm, MatchesTheCpuAndCublasLtCapturedOrNot) {
     EXPECT_GT(err, 0.0) << what << ": are the operands rounded?";
 
     cuda::EnableSplitKGemm(false);
-    auto lt_resources = cuda->PrepareModel(graph, Precision::kBf16);
-    ASSERT_TRUE(lt_resources.ok());
-    auto lt_executor = cuda->NewExecutor(*lt_resources);
-    ASSERT_TRUE(lt_executor.ok());
+    auto lt_bound = Bind(*cuda, graph, Precision::kBf16, c.rows, c.k);
+    ASSERT_TRUE(lt_bound.ok()) << lt_bound.status().ToString();
     const int64_t lt_before = cuda::SplitKGemmRuns();
-    auto lt = (*lt_executor)->Run(**plan, in);
+    auto lt = lt_bound->executor->Run(*lt_bound->plan, in);
     cuda::EnableSplitKGemm(true);
     ASSERT_TRUE(lt.ok()) << lt.status().ToString();
     EXPECT_EQ(cuda::SplitKGemmRuns(), lt_before) << what << ": switched off";
     EXPECT_LE(testing::RelativeError((*got)[0], (*lt)[0]), 1e-2) << what << ": against cuBLASLt";
 
     // In a captured graph: the same bits (the parts' sums are added in a fixed order).
-    ASSERT_TRUE((*executor)->Capture(**plan).ok()) << what;
-    ASSERT_TRUE((*executor)->Captured(**plan));
-    for (int round = 0; round < 2; ++round) {
-      auto replayed = (*executor)->Run(**plan, in);
-      ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
-      ASSERT_EQ((*replayed)[0].size(), (*got)[0].size());
-      EXPECT_EQ(0, memcmp((*replayed)[0].data<float>(), (*got)[0].data<float>(), (*got)[0].size() * sizeof(float)))
-          << what << ", replay " << round;
-    }
+    ExpectReplaysTheSameBits(*bound, in, (*got)[0], 2, what);
   }
 }
-
 
 // A DCN cross network at 64 rows and width 2,048: each layer's down-projection (k = 2,048 to 512)
 // takes the split-k kernel and its up-projection the fused multiply-add, each launched to start
@@ -130,52 +140,26 @@ TEST(SplitKGemm, CrossLayersLaunchedDependentReplayTheSameBits) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
   std::mt19937_64 rng(21);
-  const int64_t rows = 64, width = 2048, rank = 512, features = 32;
-  GraphBuilder b;
-  int in = b.Input("in", DType::kF32, {rows, features});
-  int x0 = b.Op("Gemm", {in, b.Const("w0", RandomF32({width, features}, rng, -0.2, 0.2))}, {{"transB", int64_t{1}}});
-  int x = x0;
-  for (int layer = 0; layer < 3; ++layer) {
-    const std::string l = std::to_string(layer);
-    int down = b.Op("Gemm", {x, b.Const("down" + l, RandomF32({rank, width}, rng, -0.05, 0.05))}, {{"transB", int64_t{1}}});
-    int up = b.Op("Gemm", {down, b.Const("up" + l, RandomF32({width, rank}, rng, -0.1, 0.1)),
-                           b.Const("bias" + l, RandomF32({width}, rng, -0.5, 0.5))},
-                  {{"transB", int64_t{1}}});
-    x = b.Op("MulAdd", {x0, up, x});
-  }
-  b.Output(b.Op("Gemm", {x, b.Const("top", RandomF32({1, width}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}}));
+  const int64_t rows = 64, features = 32;
+  const Graph unfused = testing::CrossNetwork(rows, features, 2048, 512, 3, rng);
   const std::vector<Tensor> inputs = {RandomF32({rows, features}, rng, -1, 1)};
-  Graph g = b.graph();
+  Graph g = unfused;
   auto probe = Plan::Build(g, {{DType::kF32, {rows, features}, nullptr}});
   ASSERT_TRUE(probe.ok()) << probe.status().ToString();
   ASSERT_EQ(FuseProductMulAdds(g, (*probe)->values()), 3);
-  auto want = testing::RunGraph(b.graph(), inputs);
+  auto want = testing::RunGraph(unfused, inputs);
   ASSERT_TRUE(want.ok()) << want.status().ToString();
 
-  auto resources = cuda->PrepareModel(g, Precision::kBf16Activations);
-  ASSERT_TRUE(resources.ok()) << resources.status().ToString();
-  auto executor = cuda->NewExecutor(*resources);
-  ASSERT_TRUE(executor.ok()) << executor.status().ToString();
-  PlanOptions options;
-  options.backend = cuda;
-  auto plan = Plan::Build(g, {{DType::kF32, {rows, features}, nullptr}}, options);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto bound = Bind(*cuda, g, Precision::kBf16Activations, rows, features);
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
   const int64_t split = cuda::SplitKGemmRuns(), fused = cuda::FusedProductMulAddRuns();
-  auto got = (*executor)->Run(**plan, inputs);
+  auto got = bound->executor->Run(*bound->plan, inputs);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const bool hopper = testing::CudaIsHopper();
   EXPECT_EQ(cuda::SplitKGemmRuns() - split, hopper ? 3 : 0);
   EXPECT_EQ(cuda::FusedProductMulAddRuns() - fused, hopper ? 3 : 0);
   testing::ExpectOutputsNear(*got, *want, 3e-2, "uncaptured");
-
-  ASSERT_TRUE((*executor)->Capture(**plan).ok());
-  ASSERT_TRUE((*executor)->Captured(**plan));
-  for (int replay = 0; replay < 20; ++replay) {
-    auto again = (*executor)->Run(**plan, inputs);
-    ASSERT_TRUE(again.ok()) << again.status().ToString();
-    ASSERT_EQ((*again)[0].size(), (*got)[0].size());
-    ASSERT_EQ(0, memcmp((*again)[0].data<float>(), (*got)[0].data<float>(), (*got)[0].size() * sizeof(float))) << "replay " << replay;
-  }
+  ExpectReplaysTheSameBits(*bound, inputs, (*got)[0], 20, "cross network");
 }
 
 }  // namespace

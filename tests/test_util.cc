@@ -208,6 +208,23 @@ int CountOps(const Graph& graph, const std::string& op) {
   return n;
 }
 
+Graph CrossNetwork(int64_t rows, int64_t features, int64_t width, int64_t rank, int layers, std::mt19937_64& rng) {
+  GraphBuilder b;
+  int in = b.Input("in", DType::kF32, {rows, features});
+  int x0 = b.Op("Gemm", {in, b.Const("w0", RandomF32({width, features}, rng, -0.2, 0.2))}, {{"transB", int64_t{1}}});
+  int x = x0;
+  for (int layer = 0; layer < layers; ++layer) {
+    const std::string l = std::to_string(layer);
+    int down = b.Op("Gemm", {x, b.Const("down" + l, RandomF32({rank, width}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}});
+    int up = b.Op("Gemm", {down, b.Const("up" + l, RandomF32({width, rank}, rng, -0.1, 0.1)),
+                           b.Const("bias" + l, RandomF32({width}, rng, -0.5, 0.5))},
+                  {{"transB", int64_t{1}}});
+    x = b.Op("MulAdd", {x0, up, x});
+  }
+  b.Output(b.Op("Gemm", {x, b.Const("top", RandomF32({1, width}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}}));
+  return b.graph();
+}
+
 const Backend* CudaOrNull() {
   auto cuda = FindBackend("cuda");
   return cuda.ok() ? *cuda : nullptr;

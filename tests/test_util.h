@@ -66,6 +66,10 @@ Tensor RandomF32(Shape shape, std::mt19937_64& rng, float lo = -1, float hi = 1)
 Tensor RandomTable(DType dtype, int64_t rows, int64_t dim, std::mt19937_64& rng);
 // How many nodes of `graph` are `op`.
 int CountOps(const Graph& graph, const std::string& op);
+// A DCN cross network over an input "in" of [rows, features]: x0 = in · w0ᵀ (width columns), then
+// `layers` of x = x0 * (up · (down · x) + bias) + x (low rank `rank`, the MulAdds unfused), then a
+// one-column score. Weights from `rng`.
+Graph CrossNetwork(int64_t rows, int64_t features, int64_t width, int64_t rank, int layers, std::mt19937_64& rng);
 
 // Runs a graph on a backend (plan + executor), the CPU by default.
 StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Tensor>& inputs,

@@ -199,8 +199,8 @@ std::optional<SmallRowsProduct> FewRowsProduct(const DeviceContext& ctx, const G
 }
 
 // A bf16 product with a weight matrix B as the split-k kernel runs it (split_k_gemm.h): alpha 1,
-// no C, A's bf16 copy or room to convert A into ctx.bf16_operands (a = null then: converted at
-// launch); nullopt when the kernel does not take it.
+// no C, A's bf16 copy or room to convert A into ctx.bf16_operands (a is then that buffer, A to
+// be converted into it at launch); nullopt when the kernel does not take it.
 std::optional<SplitKProduct> SplitKProductOf(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b,
                                              float* c, float alpha, float beta, const float* bias, void* bf16_d) {
   if (!Bf16Products(ctx.precision) || g.batch != 1 || g.trans_a || alpha != 1.0f || beta != 0.0f) return std::nullopt;
@@ -214,7 +214,6 @@ std::optional<SplitKProduct> SplitKProductOf(const DeviceContext& ctx, const Gem
   p.m = g.m, p.n = g.n, p.k = g.k;
   p.c = c, p.d = bf16_d;
   if (!p.w || !SplitKFits(p)) return std::nullopt;
-  if (!bf16_a) p.a = nullptr;
   return p;
 }
 
@@ -302,10 +301,7 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   }
   if (auto few = FewRowsProduct(ctx, g, a, b, c, alpha, beta, bias, bf16_d)) return SmallRowsGemm(ctx.stream, *few);
   if (auto split = SplitKProductOf(ctx, g, a, b, c, alpha, beta, bias, bf16_d)) {
-    if (!split->a) {
-      RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, ctx.bf16_operands, g.m * g.k));
-      split->a = ctx.bf16_operands;
-    }
+    if (split->a == ctx.bf16_operands) RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, ctx.bf16_operands, g.m * g.k));
     return SplitKGemm(ctx.stream, *split);
   }
   const void* op_a = a;

@@ -153,37 +153,40 @@ __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_co
 #endif
 }
 
-// The clusters of kParts blocks the device runs at once; zero where the kernel cannot run.
-struct Setup {
-  int clusters = 0;
-};
+// The launch attribute that groups the blocks in clusters of kParts.
+cudaLaunchAttribute ClusterOfParts() {
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = kParts, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+  return cluster;
+}
 
-const Setup& SetupOnce() {
-  static const Setup setup = [] {
-    Setup s;
-    if (HopperSmCount() == 0) return s;
+// The clusters of kParts blocks the device runs at once (its shared memory allowed first, once);
+// zero where the kernel cannot run.
+int ClustersAtOnce() {
+  static const int clusters = [] {
+    if (HopperSmCount() == 0) return 0;
     for (auto kernel : {SplitKKernel<false>, SplitKKernel<true>}) {
       if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
         cudaGetLastError();
-        return s;
+        return 0;
       }
     }
+    cudaLaunchAttribute cluster = ClusterOfParts();
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(kParts);
     config.blockDim = dim3(kBlockThreads);
     config.dynamicSmemBytes = kSmemBytes;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = kParts, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
     config.attrs = &cluster;
     config.numAttrs = 1;
-    if (cudaOccupancyMaxActiveClusters(&s.clusters, SplitKKernel<true>, &config) != cudaSuccess) {
+    int count = 0;
+    if (cudaOccupancyMaxActiveClusters(&count, SplitKKernel<true>, &config) != cudaSuccess) {
       cudaGetLastError();
-      s.clusters = 0;
+      return 0;
     }
-    return s;
+    return count;
   }();
-  return setup;
+  return clusters;
 }
 
 bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -192,13 +195,13 @@ bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 bool SplitKFits(const SplitKProduct& p) {
   if (!split_k_on.load(std::memory_order_relaxed)) return false;
-  const Setup& setup = SetupOnce();
-  if (setup.clusters == 0 || p.m < 1 || p.m > INT32_MAX || p.n % kTileN != 0 || p.n > INT32_MAX || p.k % kTileK != 0 ||
+  const int clusters = ClustersAtOnce();
+  if (clusters == 0 || p.m < 1 || p.m > INT32_MAX || p.n % kTileN != 0 || p.n > INT32_MAX || p.k % kTileK != 0 ||
       p.k > INT32_MAX || p.m * p.n > INT32_MAX || !Aligned(p.a) || !Aligned(p.w) || (p.d ? !Aligned(p.d) : !p.c || !Aligned(p.c))) {
     return false;
   }
   const int64_t tiles = p.n / kTileN * ((p.m + kTileM - 1) / kTileM);
-  return p.k / kTileK >= kParts * kMinSteps && tiles <= setup.clusters;
+  return p.k / kTileK >= kParts * kMinSteps && tiles <= clusters;
 }
 
 Status SplitKGemm(cudaStream_t stream, const SplitKProduct& p) {
@@ -208,16 +211,14 @@ Status SplitKGemm(cudaStream_t stream, const SplitKProduct& p) {
   RETURN_IF_ERROR(RowsMap(&maps.w, p.w, p.n, p.k, kTileN));
   const int64_t tiles = p.n / kTileN * ((p.m + kTileM - 1) / kTileM);
   const dim3 grid(static_cast<unsigned>(tiles * kParts));
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = kParts, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+  const cudaLaunchAttribute cluster = ClusterOfParts();
   const cudaError_t launched = LaunchDependent(p.d ? SplitKKernel<true> : SplitKKernel<false>, grid, dim3(kBlockThreads), kSmemBytes,
                                                stream, &cluster, maps, p);
   split_k_runs.fetch_add(1, std::memory_order_relaxed);
   return Check(launched, "SplitKKernel");
 }
 
-void PrepareSplitKGemm() { SetupOnce(); }
+void PrepareSplitKGemm() { ClustersAtOnce(); }
 
 void EnableSplitKGemm(bool on) { split_k_on.store(on, std::memory_order_relaxed); }
 
