@@ -200,10 +200,8 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&e->ctx_.stream, cudaStreamNonBlocking));
   if (cublasLtCreate(&e->ctx_.lt) != CUBLAS_STATUS_SUCCESS) return Internal("cublasLtCreate failed");
   RETURN_IF_ERROR(e->lt_workspace_.Reserve(kLtWorkspaceBytes));
-  RETURN_IF_ERROR(e->error_.Reserve(sizeof(int)));
   e->ctx_.lt_workspace = e->lt_workspace_.get();
   e->ctx_.lt_workspace_bytes = kLtWorkspaceBytes;
-  e->ctx_.error = static_cast<int*>(e->error_.get());
   e->ctx_.gemm = &e->gemm_;
   e->ctx_.precision = e->resources_->precision();
   e->ctx_.bf16_weights = &e->resources_->bf16_weights();
@@ -291,9 +289,30 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     b.in_total += Aligned(b.in_bytes.back());
   }
   b.out_total = Aligned(sizeof(int));  // the error word first
+  std::unordered_map<int, size_t> moved;  // root value id -> its offset after the error word
   for (int id : plan.graph().outputs) {
+    const PlanValue& v = values[static_cast<size_t>(id)];
+    const int root = v.storage == PlanStorage::kAlias ? v.alias_of : id;
+    const PlanValue& r = values[static_cast<size_t>(root)];
+    const bool movable = r.storage == PlanStorage::kWorkspace && r.offset >= 0;
+    b.out_separate.push_back(!movable);
+    if (movable && moved.count(root)) {  // two outputs of one value's bytes
+      b.out_offsets.push_back(moved.at(root));
+      continue;
+    }
     b.out_offsets.push_back(b.out_total);
+    if (movable) {
+      moved[root] = b.out_total;
+      b.out_copied = b.out_total + static_cast<size_t>(NumElements(r.shape)) * DTypeSize(r.dtype);
+    }
     b.out_total += Aligned(b.views[static_cast<size_t>(id)].bytes());
+  }
+  b.out_copied = std::max(b.out_copied, sizeof(int));
+  for (size_t id = 0; id < values.size(); ++id) {
+    const PlanValue& v = values[id];
+    const int root = v.storage == PlanStorage::kAlias ? v.alias_of : static_cast<int>(id);
+    auto at = moved.find(root);
+    if (v.storage != PlanStorage::kUnused && at != moved.end()) b.output_rooted.push_back({static_cast<int>(id), at->second});
   }
   for (const PlanStep& step : plan.steps()) {
     auto& ins = b.step_inputs.emplace_back();
@@ -427,37 +446,39 @@ void CudaExecutor::ClearBindings() {
 }
 
 Status CudaExecutor::Stage(Binding& b) {
-  bool grew_in = false, grew_staged = false, grew_out = false;
-  RETURN_IF_ERROR(inputs_.Reserve(b.in_total, &grew_in));
-  RETURN_IF_ERROR(staged_inputs_.Reserve(b.in_total, &grew_staged));
+  bool grew_io = false, grew_staged = false, grew_out = false;
+  RETURN_IF_ERROR(io_.Reserve(b.in_total + b.out_total, &grew_io));
+  RETURN_IF_ERROR(staged_inputs_.Reserve(b.in_total + sizeof(int), &grew_staged));
   RETURN_IF_ERROR(staged_outputs_.Reserve(b.out_total, &grew_out));
-  if (grew_in || grew_staged || grew_out) DropCaptures();
+  if (grew_io || grew_staged || grew_out) DropCaptures();
   if (grew_staged) tails_owner_ = nullptr;  // a new staging buffer holds no tails
-  auto* device_inputs = static_cast<uint8_t*>(inputs_.get());
+  auto* io = static_cast<uint8_t*>(io_.get());
   for (const auto& [id, index] : b.input_rooted) {
-    b.views[static_cast<size_t>(id)].set_data(device_inputs + b.in_offsets[static_cast<size_t>(index)]);
+    b.views[static_cast<size_t>(id)].set_data(io + b.in_offsets[static_cast<size_t>(index)]);
   }
+  for (const auto& [id, offset] : b.output_rooted) b.views[static_cast<size_t>(id)].set_data(io + b.in_total + offset);
+  ctx_.error = reinterpret_cast<int*>(io + b.in_total);
   return Status::Ok();
 }
 
 Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, const LaneSchedule* lanes) {
   auto t0 = std::chrono::steady_clock::now();
-  if (!inputs_sent) {
-    RANKD_CUDA_RETURN(cudaMemcpyAsync(inputs_.get(), staged_inputs_.get(), b.in_total, cudaMemcpyHostToDevice, ctx_.stream));
+  if (!inputs_sent) {  // the inputs and the cleared error word after them
+    RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice, ctx_.stream));
   }
-  RANKD_CUDA_RETURN(cudaMemsetAsync(ctx_.error, 0, sizeof(int), ctx_.stream));
   if (OpProfile::enabled()) {  // the input copy on its own, not in the first step's time
     RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
     OpProfile::Record("(input copy to the device)", Since(t0));
   }
   RETURN_IF_ERROR(Launch(plan, b, lanes));
-  // Outputs and the error word: copied back into one pinned buffer.
+  // The error word and the outputs after it in one copy, into one pinned buffer; an output that
+  // is an input or a constant in a copy of its own.
   const Graph& graph = plan.graph();
   auto* back = static_cast<uint8_t*>(staged_outputs_.get());
-  RANKD_CUDA_RETURN(cudaMemcpyAsync(back, ctx_.error, sizeof(int), cudaMemcpyDeviceToHost, ctx_.stream));
+  RANKD_CUDA_RETURN(cudaMemcpyAsync(back, ctx_.error, b.out_copied, cudaMemcpyDeviceToHost, ctx_.stream));
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
     const Tensor& v = b.views[static_cast<size_t>(graph.outputs[i])];
-    if (v.bytes() == 0) continue;
+    if (!b.out_separate[i] || v.bytes() == 0) continue;
     RANKD_CUDA_RETURN(cudaMemcpyAsync(back + b.out_offsets[i], v.raw(), v.bytes(), cudaMemcpyDeviceToHost, ctx_.stream));
   }
   return Status::Ok();
@@ -472,7 +493,7 @@ StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
   if (!b->ran) {
     // Once uncaptured first, on zero inputs (ids 0, empty bags): what a step sets up on first use
     // (a GEMM's algorithm choice, a kernel's module) may synchronise, which a capture forbids.
-    std::memset(staged_inputs_.get(), 0, b->in_total);
+    std::memset(staged_inputs_.get(), 0, b->in_total + sizeof(int));
     tails_owner_ = nullptr;  // the tails are zeros now
     Status warm = Enqueue(plan, *b);
     RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
@@ -567,6 +588,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   auto staging_start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(FillTails(b, inputs));
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
+  std::memset(staged + b.in_total, 0, sizeof(int));  // the error word, cleared by the input copy
   std::vector<Piece> pieces;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto* from = static_cast<const uint8_t*>(inputs[i].raw());
@@ -602,10 +624,10 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
       if (c.left++ == 0) c.begin = chunk_of[p] == 0 ? 0 : static_cast<size_t>(pieces[p].to - staged);
     }
     for (size_t c = 0; c + 1 < chunks.size(); ++c) chunks[c].end = chunks[c + 1].begin;
-    chunks.back().end = b.in_total;
+    chunks.back().end = b.in_total + sizeof(int);
     std::atomic<int> failed{cudaSuccess};
     const int device = resources_->device();
-    auto* to = static_cast<uint8_t*>(inputs_.get());
+    auto* to = static_cast<uint8_t*>(io_.get());
     ParallelForEach(static_cast<int64_t>(pieces.size()), [&](int64_t i) {
       Pack(pieces[static_cast<size_t>(i)]);
       Chunk& c = chunks[chunk_of[static_cast<size_t>(i)]];

@@ -92,10 +92,17 @@ class CudaExecutor final : public Executor {
     std::vector<std::vector<Tensor*>> step_outputs;
     Bf16Copies bf16_copies;  // offsets into the executor's bf16_copies_ (precision bf16)
     std::vector<std::pair<int, int>> input_rooted;  // (value id, graph input index)
+    // (value id, offset after the error word): the outputs' bytes (and their aliases'), moved
+    // from the workspace to follow the error word, so that one copy brings all of them back.
+    std::vector<std::pair<int, size_t>> output_rooted;
     std::vector<bool> narrowed;                     // per graph input: INT64 ids sent as INT32 (narrow_ids.h)
     std::unique_ptr<DeviceBuffer> folded;           // device copies of plan-folded values
-    // Where each input and output lies in the staging buffers (fixed by the plan's shapes).
+    // Where each input and output lies in the staging buffers (fixed by the plan's shapes). On
+    // the device, io_ holds the inputs, then at in_total the error word and the outputs laid out
+    // as in staged_outputs_: the input copy clears the error word, one copy brings back both.
     std::vector<size_t> in_offsets, out_offsets;
+    std::vector<bool> out_separate;  // per output: not after the error word (an input or a constant), copied alone
+    size_t out_copied = 0;           // bytes after in_total the output copy brings back
     std::vector<size_t> in_bytes;   // per input: the bytes of its slot (the plan's shape)
     std::vector<size_t> tail_from;  // per input: its slot holds -1 from here on (FillTails)
     size_t in_total = 0, out_total = 0;
@@ -103,8 +110,8 @@ class CudaExecutor final : public Executor {
     bool ran = false;                       // enqueued once outside a capture
   };
   StatusOr<Binding*> Bind(const Plan& plan);
-  // Makes the staging buffers large enough for `b` and points its input views at the device
-  // copy; a buffer that moves drops every capture (they hold its old address).
+  // Makes the staging buffers and io_ large enough for `b`, points its input and output views and
+  // the error word into io_; a buffer that moves drops every capture (they hold its old address).
   Status Stage(Binding& b);
   // Packs the host inputs into the pinned staging buffer, on several threads. When
   // the run is uncaptured and large, also queues the input copy in chunks as they are packed, and
@@ -134,7 +141,7 @@ class CudaExecutor final : public Executor {
   std::vector<cudaStream_t> side_streams_;  // lanes 1, 2, ... of a capture
   std::vector<cudaEvent_t> events_;         // a capture's fork, joins and waits
   GemmCache gemm_;
-  DeviceBuffer workspace_, lt_workspace_, inputs_, error_;
+  DeviceBuffer workspace_, lt_workspace_, io_;  // io_: inputs, error word, outputs (Binding)
   DeviceBuffer bf16_operands_;  // bf16 product operands (precision bf16), as large as a bound plan needs
   DeviceBuffer bf16_copies_;    // bf16 copies producers write for products (bf16_copies.h)
   PinnedBuffer staged_inputs_, staged_outputs_;
