@@ -62,12 +62,13 @@ Status PinnedBuffer::Reserve(size_t bytes, bool* grew) {
   std::lock_guard<std::shared_mutex> gate(CaptureGate());
   if (ptr_) {
     cudaFreeHost(ptr_);
-    ptr_ = nullptr;
+    ptr_ = device_ptr_ = nullptr;
     size_ = 0;
   }
   size_t rounded = (std::max<size_t>(bytes, 4096) + 4095) / 4096 * 4096;
-  RANKD_CUDA_RETURN(cudaMallocHost(&ptr_, rounded));
+  RANKD_CUDA_RETURN(cudaHostAlloc(&ptr_, rounded, cudaHostAllocMapped));
   size_ = rounded;
+  RANKD_CUDA_RETURN(cudaHostGetDevicePointer(&device_ptr_, ptr_, 0));
   if (grew) *grew = true;
   return Status::Ok();
 }

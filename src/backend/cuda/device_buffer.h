@@ -39,9 +39,13 @@ class PinnedBuffer {
   // As DeviceBuffer::Reserve.
   Status Reserve(size_t bytes, bool* grew = nullptr);
   void* get() const { return ptr_; }
+  // The address kernels read and write the buffer at (mapped pinned memory: the same as get()
+  // under unified addressing).
+  void* device() const { return device_ptr_; }
 
  private:
   void* ptr_ = nullptr;
+  void* device_ptr_ = nullptr;
   size_t size_ = 0;
 };
 
