@@ -1,7 +1,7 @@
-// How a CUDA run's inputs reach its kernels and its outputs come back (cuda_executor.h): small
-// inputs read where the host packed them (pinned memory) or copied to the device first, the
-// error word cleared either way, the outputs and the error word back in one copy. Both ways
-// must score alike, uncaptured and replayed, and report a bad id in one run only.
+// How a CUDA run's inputs reach the device and its outputs come back (cuda_executor.h): small
+// inputs pulled over by a kernel reading the pinned staging buffer, or copied; the error word
+// cleared either way and brought back with the outputs in one copy. Both ways must score alike,
+// uncaptured and replayed, and report a bad id in that run only.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,9 +65,9 @@ class CudaInputsTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     if (!testing::CudaOrNull()) GTEST_SKIP() << "no CUDA device";
-    cuda::SetZeroCopyInputs(GetParam());
+    cuda::SetPulledInputs(GetParam());
   }
-  void TearDown() override { cuda::SetZeroCopyInputs(true); }
+  void TearDown() override { cuda::SetPulledInputs(true); }
 };
 
 TEST_P(CudaInputsTest, ScoresAsTheCpuUncapturedAndReplayedAndABadIdFailsOneRunOnly) {
@@ -113,9 +113,9 @@ TEST_P(CudaInputsTest, ScoresAsTheCpuUncapturedAndReplayedAndABadIdFailsOneRunOn
   expect_scores("replayed, after the second bad id");
 }
 
-// The copies a run puts on the device: read in place, only the outputs come back (the error
-// word and both computed outputs in one copy, the output that is an input in another); copied
-// first, the inputs go over in one more. No memsets: the error word is cleared without one.
+// The copies a run puts on the device: the inputs in one (a copy, or the kernel that pulls them,
+// counted as a copy), the error word and both computed outputs back in one, the output that is
+// an input in another. No memsets: the error word is cleared on the way in.
 TEST_P(CudaInputsTest, CopiesPerRun) {
   const Backend* cuda = testing::CudaOrNull();
   BagsAndProduct m;
@@ -129,12 +129,12 @@ TEST_P(CudaInputsTest, CopiesPerRun) {
   ASSERT_TRUE(executor.ok());
   auto launches = (*executor)->CountLaunches(**plan);
   ASSERT_TRUE(launches.ok()) << launches.status().ToString();
-  EXPECT_EQ(launches->copies, GetParam() ? 2 : 3);
+  EXPECT_EQ(launches->copies, 3);
   EXPECT_EQ(launches->memsets, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(ReadInPlace, CudaInputsTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "InPlace" : "Copied"; });
+INSTANTIATE_TEST_SUITE_P(SmallInputs, CudaInputsTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Pulled" : "Copied"; });
 
 #endif  // RANKD_HAVE_CUDA
 

@@ -9,6 +9,7 @@
 #include <shared_mutex>
 
 #include "backend/cuda/graph_launches.h"
+#include "backend/cuda/host_pull.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/product_muladd.h"
 #include "backend/cuda/split_k_gemm.h"
@@ -34,8 +35,8 @@ constexpr size_t kHelpedStagingBytes = size_t{256} << 10;
 // each sent to the device as soon as it is packed, so the copy overlaps the packing.
 constexpr size_t kPipelinedBytes = size_t{16} << 20;
 constexpr size_t kChunkBytes = size_t{8} << 20;
-// Runs with at most this many input bytes read them where the host packed them (ZeroCopyInputs).
-constexpr size_t kZeroCopyBytes = size_t{2} << 20;
+// Runs with at most this many input bytes pull them to the device by a kernel (PulledInputs).
+constexpr size_t kPulledBytes = size_t{2} << 20;
 
 struct Piece {
   uint8_t* to;
@@ -60,8 +61,8 @@ double Since(std::chrono::steady_clock::time_point t0) {
 }
 
 std::atomic<int> graph_lanes{-1};  // -1: not read from the environment yet
-std::atomic<bool> zero_copy_inputs{[] {
-  const char* v = std::getenv("RANKD_ZERO_COPY");
+std::atomic<bool> pulled_inputs{[] {
+  const char* v = std::getenv("RANKD_PULL_INPUTS");
   return v == nullptr || std::string(v) != "0";
 }()};
 
@@ -92,9 +93,9 @@ size_t Bf16OperandRoom(const Plan& plan) {
 
 void SetGraphLanes(int lanes) { graph_lanes = std::clamp(lanes, 1, 16); }
 
-void SetZeroCopyInputs(bool on) { zero_copy_inputs = on; }
+void SetPulledInputs(bool on) { pulled_inputs = on; }
 
-bool ZeroCopyInputs() { return zero_copy_inputs.load(); }
+bool PulledInputs() { return pulled_inputs.load(); }
 
 int GraphLanes() {
   if (graph_lanes.load() < 0) {
@@ -298,7 +299,7 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     b.in_bytes.push_back(static_cast<size_t>(NumElements(v.shape)) * (b.narrowed[i] ? 4 : DTypeSize(v.dtype)));
     b.in_total += Aligned(b.in_bytes.back());
   }
-  b.zero_copy = ZeroCopyInputs() && b.in_total <= kZeroCopyBytes;
+  b.pulled = PulledInputs() && b.in_total <= kPulledBytes;
   b.out_total = Aligned(sizeof(int));  // the error word first
   std::unordered_map<int, size_t> moved;  // root value id -> its offset after the error word
   for (int id : plan.graph().outputs) {
@@ -464,18 +465,19 @@ Status CudaExecutor::Stage(Binding& b) {
   if (grew_io || grew_staged || grew_out) DropCaptures();
   if (grew_staged) tails_owner_ = nullptr;  // a new staging buffer holds no tails
   auto* io = static_cast<uint8_t*>(io_.get());
-  auto* in = b.zero_copy ? static_cast<uint8_t*>(staged_inputs_.device()) : io;
   for (const auto& [id, index] : b.input_rooted) {
-    b.views[static_cast<size_t>(id)].set_data(in + b.in_offsets[static_cast<size_t>(index)]);
+    b.views[static_cast<size_t>(id)].set_data(io + b.in_offsets[static_cast<size_t>(index)]);
   }
   for (const auto& [id, offset] : b.output_rooted) b.views[static_cast<size_t>(id)].set_data(io + b.in_total + offset);
-  ctx_.error = static_cast<int*>(b.zero_copy ? staged_outputs_.device() : io + b.in_total);
+  ctx_.error = reinterpret_cast<int*>(io + b.in_total);
   return Status::Ok();
 }
 
 Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, const LaneSchedule* lanes) {
   auto t0 = std::chrono::steady_clock::now();
-  if (!inputs_sent && !b.zero_copy) {  // the inputs and the cleared error word after them
+  if (!inputs_sent && b.pulled) {
+    RETURN_IF_ERROR(PullFromHost(staged_inputs_.device(), io_.get(), b.in_total, ctx_.error, ctx_.stream));
+  } else if (!inputs_sent) {  // the inputs and the cleared error word after them
     RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice, ctx_.stream));
   }
   if (OpProfile::enabled()) {  // the input copy on its own, not in the first step's time
@@ -483,16 +485,11 @@ Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, con
     OpProfile::Record("(input copy to the device)", Since(t0));
   }
   RETURN_IF_ERROR(Launch(plan, b, lanes));
-  // The error word and the outputs after it in one copy, into one pinned buffer (the outputs
-  // alone when the error word is already there); an output that is an input or a constant in a
-  // copy of its own.
+  // The error word and the outputs after it in one copy, into one pinned buffer; an output that
+  // is an input or a constant in a copy of its own.
   const Graph& graph = plan.graph();
   auto* back = static_cast<uint8_t*>(staged_outputs_.get());
-  const size_t skipped = b.zero_copy ? Aligned(sizeof(int)) : 0;
-  if (b.out_copied > skipped) {
-    RANKD_CUDA_RETURN(cudaMemcpyAsync(back + skipped, static_cast<uint8_t*>(io_.get()) + b.in_total + skipped,
-                                      b.out_copied - skipped, cudaMemcpyDeviceToHost, ctx_.stream));
-  }
+  RANKD_CUDA_RETURN(cudaMemcpyAsync(back, ctx_.error, b.out_copied, cudaMemcpyDeviceToHost, ctx_.stream));
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
     const Tensor& v = b.views[static_cast<size_t>(graph.outputs[i])];
     if (!b.out_separate[i] || v.bytes() == 0) continue;
@@ -511,7 +508,6 @@ StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
     // Once uncaptured first, on zero inputs (ids 0, empty bags): what a step sets up on first use
     // (a GEMM's algorithm choice, a kernel's module) may synchronise, which a capture forbids.
     std::memset(staged_inputs_.get(), 0, b->in_total + sizeof(int));
-    std::memset(staged_outputs_.get(), 0, sizeof(int));  // the error word of a run reading its inputs there
     tails_owner_ = nullptr;  // the tails are zeros now
     Status warm = Enqueue(plan, *b);
     RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
@@ -606,8 +602,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   auto staging_start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(FillTails(b, inputs));
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
-  std::memset(staged + b.in_total, 0, sizeof(int));  // the error word, cleared by the input copy
-  if (b.zero_copy) std::memset(staged_outputs_.get(), 0, sizeof(int));  // or here, where kernels write it
+  std::memset(staged + b.in_total, 0, sizeof(int));  // the error word, cleared by the input copy (pulled: by the kernel)
   std::vector<Piece> pieces;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto* from = static_cast<const uint8_t*>(inputs[i].raw());
@@ -621,7 +616,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   // pinned memory would take longer than the batch's kernels. A large uncaptured run also sends
   // each chunk of pieces (contiguous in the staging buffer, as the inputs are laid out in order)
   // as soon as its last piece is packed, while the threads pack the next.
-  const bool pipelined = !b.graph && !b.zero_copy && !OpProfile::enabled() && b.in_total >= kPipelinedBytes;
+  const bool pipelined = !b.graph && !b.pulled && !OpProfile::enabled() && b.in_total >= kPipelinedBytes;
   if (pipelined) {
     struct Chunk {
       size_t begin = 0, end = 0;  // bytes of the staging buffer

@@ -71,11 +71,11 @@ class CudaModelResources final : public ModelResources {
 void SetGraphLanes(int lanes);
 int GraphLanes();
 
-// Whether runs with few input bytes (W1 up to about 1,000 pairs) leave them in pinned host
-// memory for the kernels to read, instead of copying them first (on unless RANKD_ZERO_COPY=0;
-// bindings made after a change follow it).
-void SetZeroCopyInputs(bool on);
-bool ZeroCopyInputs();
+// Whether runs with few input bytes (W1 up to about 2,000 pairs) bring them to the device by a
+// kernel instead of a copy (host_pull.h; on unless RANKD_PULL_INPUTS=0; bindings made after a
+// change follow it).
+void SetPulledInputs(bool on);
+bool PulledInputs();
 
 class CudaExecutor final : public Executor {
  public:
@@ -109,9 +109,9 @@ class CudaExecutor final : public Executor {
     std::vector<size_t> in_offsets, out_offsets;
     std::vector<bool> out_separate;  // per output: not after the error word (an input or a constant), copied alone
     size_t out_copied = 0;           // bytes after in_total the output copy brings back
-    // Small inputs are not copied: kernels read them in the pinned staging buffer, and the error
-    // word is the first of staged_outputs_, which the host clears before each run.
-    bool zero_copy = false;
+    // Small inputs come over by a kernel reading the pinned staging buffer, not by a copy
+    // (host_pull.h), which also clears the error word.
+    bool pulled = false;
     std::vector<size_t> in_bytes;   // per input: the bytes of its slot (the plan's shape)
     std::vector<size_t> tail_from;  // per input: its slot holds -1 from here on (FillTails)
     size_t in_total = 0, out_total = 0;

@@ -23,8 +23,7 @@ struct DeviceContext {
   cublasLtHandle_t lt = nullptr;
   void* lt_workspace = nullptr;
   size_t lt_workspace_bytes = 0;
-  // A word kernels can reach (in device memory, or mapped host memory for a run whose inputs
-  // are read there): 0, or 1 + the index of a step that met bad data (an id out of range).
+  // A device word: 0, or 1 + the index of the first step that met bad data (an id out of range).
   int* error = nullptr;
   cuda::GemmCache* gemm = nullptr;
   Precision precision = Precision::kFp32;  // how fp32 products may round (backend.h)

@@ -60,14 +60,8 @@ inline StatusOr<IndexMap<1>> StridedMap(const Shape& out, const Shape& strides) 
   return m;
 }
 
-// Records a failing step (1 + step) in the executor's error word, unless an earlier step did.
-// Plain loads and stores: the word may be mapped host memory (a run that reads its inputs
-// there), where device atomics are not promised; threads of one step store the same value, and
-// a later step sees an earlier one's.
-__device__ inline void ReportBadData(int* error, int step) {
-  volatile int* word = error;
-  if (*word == 0) *word = step + 1;
-}
+// Records the first failing step (1 + step) in the executor's error word.
+__device__ inline void ReportBadData(int* error, int step) { atomicCAS(error, 0, step + 1); }
 
 #define RANKD_GRID_LOOP(i, n) \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
