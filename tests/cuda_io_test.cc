@@ -1,7 +1,7 @@
-// How a CUDA run's inputs reach the device and its outputs come back (cuda_executor.h): small
-// inputs pulled over by a kernel reading the pinned staging buffer, or copied; the error word
-// cleared either way and brought back with the outputs in one copy. Both ways must score alike,
-// uncaptured and replayed, and report a bad id in that run only.
+// How a CUDA run's inputs reach the device and its outputs come back (cuda_executor.h): a small
+// run's moved by kernels through the pinned staging buffers' mapped addresses, or by copies; the
+// error word cleared on the way in and brought back with the outputs in one copy. Both ways must
+// score alike, uncaptured and replayed, and report a bad id in that run only.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,9 +65,9 @@ class CudaInputsTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     if (!testing::CudaOrNull()) GTEST_SKIP() << "no CUDA device";
-    cuda::SetPulledInputs(GetParam());
+    cuda::SetCopyKernels(GetParam());
   }
-  void TearDown() override { cuda::SetPulledInputs(true); }
+  void TearDown() override { cuda::SetCopyKernels(true); }
 };
 
 TEST_P(CudaInputsTest, ScoresAsTheCpuUncapturedAndReplayedAndABadIdFailsOneRunOnly) {
@@ -113,9 +113,9 @@ TEST_P(CudaInputsTest, ScoresAsTheCpuUncapturedAndReplayedAndABadIdFailsOneRunOn
   expect_scores("replayed, after the second bad id");
 }
 
-// The copies a run puts on the device: the inputs in one (a copy, or the kernel that pulls them,
-// counted as a copy), the error word and both computed outputs back in one, the output that is
-// an input in another. No memsets: the error word is cleared on the way in.
+// The copies a run puts on the device: the inputs in one, the error word and both computed
+// outputs back in one (copy nodes, or kernels counted as copies), the output that is an input in
+// another. No memsets: the error word is cleared on the way in.
 TEST_P(CudaInputsTest, CopiesPerRun) {
   const Backend* cuda = testing::CudaOrNull();
   BagsAndProduct m;
@@ -134,7 +134,7 @@ TEST_P(CudaInputsTest, CopiesPerRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SmallInputs, CudaInputsTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Pulled" : "Copied"; });
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "KernelCopies" : "CopyNodes"; });
 
 #endif  // RANKD_HAVE_CUDA
 

@@ -9,8 +9,8 @@
 #include <shared_mutex>
 
 #include "backend/cuda/graph_launches.h"
-#include "backend/cuda/host_pull.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mapped_copy.h"
 #include "backend/cuda/product_muladd.h"
 #include "backend/cuda/split_k_gemm.h"
 #include "backend/cuda/narrow_ids.h"
@@ -35,8 +35,8 @@ constexpr size_t kHelpedStagingBytes = size_t{256} << 10;
 // each sent to the device as soon as it is packed, so the copy overlaps the packing.
 constexpr size_t kPipelinedBytes = size_t{16} << 20;
 constexpr size_t kChunkBytes = size_t{8} << 20;
-// Runs with at most this many input bytes pull them to the device by a kernel (PulledInputs).
-constexpr size_t kPulledBytes = size_t{2} << 20;
+// Runs with at most this many input bytes move them and their outputs by kernels (CopyKernels).
+constexpr size_t kCopyKernelBytes = size_t{2} << 20;
 
 struct Piece {
   uint8_t* to;
@@ -61,8 +61,8 @@ double Since(std::chrono::steady_clock::time_point t0) {
 }
 
 std::atomic<int> graph_lanes{-1};  // -1: not read from the environment yet
-std::atomic<bool> pulled_inputs{[] {
-  const char* v = std::getenv("RANKD_PULL_INPUTS");
+std::atomic<bool> copy_kernels{[] {
+  const char* v = std::getenv("RANKD_COPY_KERNELS");
   return v == nullptr || std::string(v) != "0";
 }()};
 
@@ -93,9 +93,9 @@ size_t Bf16OperandRoom(const Plan& plan) {
 
 void SetGraphLanes(int lanes) { graph_lanes = std::clamp(lanes, 1, 16); }
 
-void SetPulledInputs(bool on) { pulled_inputs = on; }
+void SetCopyKernels(bool on) { copy_kernels = on; }
 
-bool PulledInputs() { return pulled_inputs.load(); }
+bool CopyKernels() { return copy_kernels.load(); }
 
 int GraphLanes() {
   if (graph_lanes.load() < 0) {
@@ -299,7 +299,7 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     b.in_bytes.push_back(static_cast<size_t>(NumElements(v.shape)) * (b.narrowed[i] ? 4 : DTypeSize(v.dtype)));
     b.in_total += Aligned(b.in_bytes.back());
   }
-  b.pulled = PulledInputs() && b.in_total <= kPulledBytes;
+  b.copy_kernels = CopyKernels() && b.in_total <= kCopyKernelBytes;
   b.out_total = Aligned(sizeof(int));  // the error word first
   std::unordered_map<int, size_t> moved;  // root value id -> its offset after the error word
   for (int id : plan.graph().outputs) {
@@ -319,7 +319,7 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     }
     b.out_total += Aligned(b.views[static_cast<size_t>(id)].bytes());
   }
-  b.out_copied = std::max(b.out_copied, sizeof(int));
+  b.out_copied = (std::max(b.out_copied, sizeof(int)) + 15) / 16 * 16;
   for (size_t id = 0; id < values.size(); ++id) {
     const PlanValue& v = values[id];
     const int root = v.storage == PlanStorage::kAlias ? v.alias_of : static_cast<int>(id);
@@ -475,8 +475,8 @@ Status CudaExecutor::Stage(Binding& b) {
 
 Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, const LaneSchedule* lanes) {
   auto t0 = std::chrono::steady_clock::now();
-  if (!inputs_sent && b.pulled) {
-    RETURN_IF_ERROR(PullFromHost(staged_inputs_.device(), io_.get(), b.in_total, ctx_.error, ctx_.stream));
+  if (!inputs_sent && b.copy_kernels) {
+    RETURN_IF_ERROR(CopyByKernel(staged_inputs_.device(), io_.get(), b.in_total, ctx_.error, ctx_.stream));
   } else if (!inputs_sent) {  // the inputs and the cleared error word after them
     RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice, ctx_.stream));
   }
@@ -489,7 +489,11 @@ Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, con
   // is an input or a constant in a copy of its own.
   const Graph& graph = plan.graph();
   auto* back = static_cast<uint8_t*>(staged_outputs_.get());
-  RANKD_CUDA_RETURN(cudaMemcpyAsync(back, ctx_.error, b.out_copied, cudaMemcpyDeviceToHost, ctx_.stream));
+  if (b.copy_kernels) {
+    RETURN_IF_ERROR(CopyByKernel(ctx_.error, staged_outputs_.device(), b.out_copied, nullptr, ctx_.stream));
+  } else {
+    RANKD_CUDA_RETURN(cudaMemcpyAsync(back, ctx_.error, b.out_copied, cudaMemcpyDeviceToHost, ctx_.stream));
+  }
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
     const Tensor& v = b.views[static_cast<size_t>(graph.outputs[i])];
     if (!b.out_separate[i] || v.bytes() == 0) continue;
@@ -560,6 +564,11 @@ StatusOr<Executor::Launches> CudaExecutor::CountLaunches(const Plan& plan) {
   ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
   StatusOr<Launches> launches = CountGraphLaunches(graph);
   cudaGraphDestroy(graph);
+  if (launches.ok() && b->copy_kernels) {  // the two copies by kernel, counted as the copies they replace
+    launches->kernels -= 2;
+    launches->kernels_in_a_row -= 2;
+    launches->copies += 2;
+  }
   return launches;
 }
 
@@ -602,7 +611,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   auto staging_start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(FillTails(b, inputs));
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
-  std::memset(staged + b.in_total, 0, sizeof(int));  // the error word, cleared by the input copy (pulled: by the kernel)
+  std::memset(staged + b.in_total, 0, sizeof(int));  // the error word, cleared by the input copy (or kernel)
   std::vector<Piece> pieces;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto* from = static_cast<const uint8_t*>(inputs[i].raw());
@@ -616,7 +625,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   // pinned memory would take longer than the batch's kernels. A large uncaptured run also sends
   // each chunk of pieces (contiguous in the staging buffer, as the inputs are laid out in order)
   // as soon as its last piece is packed, while the threads pack the next.
-  const bool pipelined = !b.graph && !b.pulled && !OpProfile::enabled() && b.in_total >= kPipelinedBytes;
+  const bool pipelined = !b.graph && !b.copy_kernels && !OpProfile::enabled() && b.in_total >= kPipelinedBytes;
   if (pipelined) {
     struct Chunk {
       size_t begin = 0, end = 0;  // bytes of the staging buffer

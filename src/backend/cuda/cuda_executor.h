@@ -71,11 +71,11 @@ class CudaModelResources final : public ModelResources {
 void SetGraphLanes(int lanes);
 int GraphLanes();
 
-// Whether runs with few input bytes (W1 up to about 2,000 pairs) bring them to the device by a
-// kernel instead of a copy (host_pull.h; on unless RANKD_PULL_INPUTS=0; bindings made after a
-// change follow it).
-void SetPulledInputs(bool on);
-bool PulledInputs();
+// Whether runs with few input bytes (W1 up to about 2,000 pairs) move their inputs and outputs
+// by kernels instead of copy nodes (mapped_copy.h; on unless RANKD_COPY_KERNELS=0; bindings made
+// after a change follow it).
+void SetCopyKernels(bool on);
+bool CopyKernels();
 
 class CudaExecutor final : public Executor {
  public:
@@ -108,10 +108,10 @@ class CudaExecutor final : public Executor {
     // as in staged_outputs_: the input copy clears the error word, one copy brings back both.
     std::vector<size_t> in_offsets, out_offsets;
     std::vector<bool> out_separate;  // per output: not after the error word (an input or a constant), copied alone
-    size_t out_copied = 0;           // bytes after in_total the output copy brings back
-    // Small inputs come over by a kernel reading the pinned staging buffer, not by a copy
-    // (host_pull.h), which also clears the error word.
-    bool pulled = false;
+    size_t out_copied = 0;           // bytes after in_total the output copy brings back (a multiple of 16)
+    // A small run's inputs come over by a kernel reading the pinned staging buffer, which also
+    // clears the error word, and its outputs go back by one writing it (mapped_copy.h).
+    bool copy_kernels = false;
     std::vector<size_t> in_bytes;   // per input: the bytes of its slot (the plan's shape)
     std::vector<size_t> tail_from;  // per input: its slot holds -1 from here on (FillTails)
     size_t in_total = 0, out_total = 0;

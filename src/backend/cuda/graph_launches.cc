@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "backend/cuda/device.h"
-#include "backend/cuda/host_pull.h"
 
 namespace rankd::cuda {
 namespace {
@@ -64,13 +63,8 @@ StatusOr<Executor::Launches> CountGraphLaunches(cudaGraph_t graph) {
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     RANKD_CUDA_RETURN(cudaGraphNodeGetType(nodes[i], &type));
     kernel[i] = type == cudaGraphNodeTypeKernel;
-    if (kernel[i]) {
-      cudaKernelNodeParams params{};
-      RANKD_CUDA_RETURN(cudaGraphKernelNodeGetParams(nodes[i], &params));
-      kernel[i] = !IsPullKernel(params.func);
-    }
     if (kernel[i]) ++launches.kernels;
-    else if (type == cudaGraphNodeTypeMemcpy || type == cudaGraphNodeTypeKernel) ++launches.copies;
+    else if (type == cudaGraphNodeTypeMemcpy) ++launches.copies;
     else if (type == cudaGraphNodeTypeMemset) ++launches.memsets;
     else ++launches.other;
   }
