@@ -66,27 +66,32 @@ class CudaInputsTest : public ::testing::TestWithParam<bool> {
   void SetUp() override {
     if (!testing::CudaOrNull()) GTEST_SKIP() << "no CUDA device";
     cuda::SetCopyKernels(GetParam());
+    const Backend* cuda = testing::CudaOrNull();
+    PlanOptions options;
+    options.backend = cuda;
+    auto plan = Plan::Build(m_.g.graph(), m_.metas, options);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    plan_ = *plan;
+    auto resources = cuda->PrepareModel(m_.g.graph(), Precision::kFp32);
+    ASSERT_TRUE(resources.ok()) << resources.status().ToString();
+    auto executor = cuda->NewExecutor(*resources);
+    ASSERT_TRUE(executor.ok()) << executor.status().ToString();
+    executor_ = std::move(*executor);
   }
   void TearDown() override { cuda::SetCopyKernels(true); }
+
+  BagsAndProduct m_;
+  std::shared_ptr<const Plan> plan_;
+  std::unique_ptr<Executor> executor_;  // made after SetCopyKernels: its bindings follow it
 };
 
 TEST_P(CudaInputsTest, ScoresAsTheCpuUncapturedAndReplayedAndABadIdFailsOneRunOnly) {
-  const Backend* cuda = testing::CudaOrNull();
-  BagsAndProduct m;
-  PlanOptions options;
-  options.backend = cuda;
-  auto plan = Plan::Build(m.g.graph(), m.metas, options);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  auto resources = cuda->PrepareModel(m.g.graph(), Precision::kFp32);
-  ASSERT_TRUE(resources.ok()) << resources.status().ToString();
-  auto executor = cuda->NewExecutor(*resources);
-  ASSERT_TRUE(executor.ok()) << executor.status().ToString();
   std::mt19937_64 rng(17);
   auto expect_scores = [&](const char* when) {
     std::vector<Tensor> in = RandomInputs(rng);
-    auto want = testing::RunGraph(m.g.graph(), in);
+    auto want = testing::RunGraph(m_.g.graph(), in);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
-    auto got = (*executor)->Run(**plan, in);
+    auto got = executor_->Run(*plan_, in);
     ASSERT_TRUE(got.ok()) << when << ": " << got.status().ToString();
     ASSERT_EQ(got->size(), 3u);
     EXPECT_LE(testing::RelativeError((*got)[0], (*want)[0]), 1e-5) << when;
@@ -96,7 +101,7 @@ TEST_P(CudaInputsTest, ScoresAsTheCpuUncapturedAndReplayedAndABadIdFailsOneRunOn
   auto expect_bad_id = [&](const char* when) {
     std::vector<Tensor> in = RandomInputs(rng);
     in[0].data<int64_t>()[kIds - 1] = kTableRows;  // in the last bag, one past the table
-    auto failed = (*executor)->Run(**plan, in);
+    auto failed = executor_->Run(*plan_, in);
     ASSERT_FALSE(failed.ok()) << when << ": an id past the table was read";
     EXPECT_EQ(failed.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(failed.status().message().find("out of range"), std::string::npos) << failed.status().ToString();
@@ -104,8 +109,8 @@ TEST_P(CudaInputsTest, ScoresAsTheCpuUncapturedAndReplayedAndABadIdFailsOneRunOn
   expect_scores("uncaptured");
   expect_bad_id("uncaptured");
   expect_scores("uncaptured, after the bad id");
-  ASSERT_TRUE((*executor)->Capture(**plan).ok());
-  ASSERT_TRUE((*executor)->Captured(**plan));
+  ASSERT_TRUE(executor_->Capture(*plan_).ok());
+  ASSERT_TRUE(executor_->Captured(*plan_));
   for (int i = 0; i < 3; ++i) expect_scores("replayed");
   expect_bad_id("replayed");
   expect_scores("replayed, after the bad id");
@@ -117,17 +122,7 @@ TEST_P(CudaInputsTest, ScoresAsTheCpuUncapturedAndReplayedAndABadIdFailsOneRunOn
 // outputs back in one (copy nodes, or kernels counted as copies), the output that is an input in
 // another. No memsets: the error word is cleared on the way in.
 TEST_P(CudaInputsTest, CopiesPerRun) {
-  const Backend* cuda = testing::CudaOrNull();
-  BagsAndProduct m;
-  PlanOptions options;
-  options.backend = cuda;
-  auto plan = Plan::Build(m.g.graph(), m.metas, options);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  auto resources = cuda->PrepareModel(m.g.graph(), Precision::kFp32);
-  ASSERT_TRUE(resources.ok());
-  auto executor = cuda->NewExecutor(*resources);
-  ASSERT_TRUE(executor.ok());
-  auto launches = (*executor)->CountLaunches(**plan);
+  auto launches = executor_->CountLaunches(*plan_);
   ASSERT_TRUE(launches.ok()) << launches.status().ToString();
   EXPECT_EQ(launches->copies, 3);
   EXPECT_EQ(launches->memsets, 0);

@@ -88,8 +88,8 @@ class Executor {
     return false;
   }
   // What one Run of `plan` puts on the device, counted from a capture of it that is then thrown
-  // away (Run's behaviour does not change): kernels, copies (a kernel that only brings the inputs
-  // over counts as one) and memsets, and the most kernels on one path of the captured graph's
+  // away (Run's behaviour does not change): kernels, copies (a kernel that only moves the inputs
+  // in or the outputs out counts as one) and memsets, and the most kernels on one path of the captured graph's
   // dependencies (fewer than all where steps run side by side).
   // Unimplemented on the CPU.
   struct Launches {

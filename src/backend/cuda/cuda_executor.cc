@@ -312,12 +312,14 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
       b.out_offsets.push_back(moved.at(root));
       continue;
     }
+    // A moved output takes its root's room whole: every alias of the root points there.
+    const size_t root_bytes = movable ? static_cast<size_t>(NumElements(r.shape)) * DTypeSize(r.dtype) : 0;
     b.out_offsets.push_back(b.out_total);
     if (movable) {
       moved[root] = b.out_total;
-      b.out_copied = b.out_total + static_cast<size_t>(NumElements(r.shape)) * DTypeSize(r.dtype);
+      b.out_copied = b.out_total + root_bytes;
     }
-    b.out_total += Aligned(b.views[static_cast<size_t>(id)].bytes());
+    b.out_total += Aligned(std::max(root_bytes, b.views[static_cast<size_t>(id)].bytes()));
   }
   b.out_copied = (std::max(b.out_copied, sizeof(int)) + 15) / 16 * 16;
   for (size_t id = 0; id < values.size(); ++id) {
