@@ -61,10 +61,7 @@ double Since(std::chrono::steady_clock::time_point t0) {
 }
 
 std::atomic<int> graph_lanes{-1};  // -1: not read from the environment yet
-std::atomic<bool> copy_kernels{[] {
-  const char* v = std::getenv("RANKD_COPY_KERNELS");
-  return v == nullptr || std::string(v) != "0";
-}()};
+std::atomic<bool> copy_kernels{SwitchedOn("RANKD_COPY_KERNELS")};
 
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
 bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
@@ -613,7 +610,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   auto staging_start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(FillTails(b, inputs));
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
-  std::memset(staged + b.in_total, 0, sizeof(int));  // the error word, cleared by the input copy (or kernel)
+  if (!b.copy_kernels) std::memset(staged + b.in_total, 0, sizeof(int));  // the error word the input copy clears
   std::vector<Piece> pieces;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto* from = static_cast<const uint8_t*>(inputs[i].raw());

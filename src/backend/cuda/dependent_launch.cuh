@@ -15,9 +15,9 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <string>
 #include <utility>
+
+#include "backend/cuda/device.h"
 
 namespace rankd::cuda {
 
@@ -34,10 +34,7 @@ __device__ __forceinline__ void LetNextStart() {
 }
 
 inline bool DependentLaunchOn() {
-  static const bool on = [] {
-    const char* v = std::getenv("RANKD_PDL");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool on = SwitchedOn("RANKD_PDL");
   return on;
 }
 

@@ -94,10 +94,7 @@ std::atomic<bool> tuning_on{true};
 
 // RANKD_GEMM_TUNING=0 keeps the heuristic's first algorithm for every product.
 bool TuningEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("RANKD_GEMM_TUNING");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool enabled = SwitchedOn("RANKD_GEMM_TUNING");
   return enabled && tuning_on.load(std::memory_order_relaxed);
 }
 

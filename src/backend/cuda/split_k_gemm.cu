@@ -12,8 +12,6 @@
 #include <cuda_bf16.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <string>
 
 #include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/hopper.cuh"
@@ -22,10 +20,7 @@ namespace rankd::cuda {
 namespace {
 
 // RANKD_SPLIT_K=0 leaves every product to cuBLASLt (for A/B measurements).
-std::atomic<bool> split_k_on{[] {
-  const char* v = std::getenv("RANKD_SPLIT_K");
-  return v == nullptr || std::string(v) != "0";
-}()};
+std::atomic<bool> split_k_on{SwitchedOn("RANKD_SPLIT_K")};
 std::atomic<int64_t> split_k_runs{0};
 
 constexpr int kTileM = 128, kTileN = 128, kTileK = 64, kStages = 4;
