@@ -24,34 +24,8 @@ namespace rankd::cuda {
 namespace {
 
 constexpr size_t kAlign = 256;
-// Input staging is split into pieces this large, so that W1's longest bags (a fifth of a request's
-// ids) spread over the threads that pack them.
-constexpr size_t kPieceBytes = size_t{64} << 10;
-// Staging buffers of fewer bytes are packed by the calling thread alone: at W1's 64 pairs (72 KB,
-// 53 pieces) the helpers' claims cost more than they saved (H200 host: 8.6 to 10.2 µs against
-// 7.5); at 512 pairs (572 KB) they took the packing from 35 to 38 µs down to 21 to 22.
-constexpr size_t kHelpedStagingBytes = size_t{256} << 10;
-// Uncaptured runs with at least this many input bytes copy them in chunks of about kChunkBytes,
-// each sent to the device as soon as it is packed, so the copy overlaps the packing.
-constexpr size_t kPipelinedBytes = size_t{16} << 20;
-constexpr size_t kChunkBytes = size_t{8} << 20;
 // Runs with at most this many input bytes move them and their outputs by kernels (CopyKernels).
 constexpr size_t kCopyKernelBytes = size_t{2} << 20;
-
-struct Piece {
-  uint8_t* to;
-  const uint8_t* from;
-  size_t bytes;         // read from `from`
-  bool narrow = false;  // INT64 ids written as INT32 (narrow_ids.h)
-};
-
-void Pack(const Piece& piece) {
-  if (piece.narrow) {
-    NarrowIds(reinterpret_cast<const int64_t*>(piece.from), reinterpret_cast<int32_t*>(piece.to), piece.bytes / 8);
-  } else {
-    std::memcpy(piece.to, piece.from, piece.bytes);
-  }
-}
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
@@ -62,6 +36,7 @@ double Since(std::chrono::steady_clock::time_point t0) {
 
 std::atomic<int> graph_lanes{-1};  // -1: not read from the environment yet
 std::atomic<bool> copy_kernels{SwitchedOn("RANKD_COPY_KERNELS")};
+std::atomic<bool> gated_pulls{SwitchedOn("RANKD_GATED_PULLS")};
 
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
 bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
@@ -93,6 +68,10 @@ void SetGraphLanes(int lanes) { graph_lanes = std::clamp(lanes, 1, 16); }
 void SetCopyKernels(bool on) { copy_kernels = on; }
 
 bool CopyKernels() { return copy_kernels.load(); }
+
+void SetGatedPulls(bool on) { gated_pulls = on; }
+
+bool GatedPulls() { return gated_pulls.load(); }
 
 int GraphLanes() {
   if (graph_lanes.load() < 0) {
@@ -215,6 +194,8 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.bf16_weights = &e->resources_->bf16_weights();
   e->ctx_.bf16_weights_nk = &e->resources_->bf16_weights_nk();
   e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
+  RETURN_IF_ERROR(e->gate_words_.Reserve(InputGates::kMax * sizeof(uint32_t)));
+  e->SetGates(InputGates::kMax, 1);
   HelpingPool::Shared();  // its helpers start now, not on the first large request
   PrepareProductMulAdd();  // outside any capture (product_muladd.h)
   PrepareSplitKGemm();     // likewise (split_k_gemm.h)
@@ -297,6 +278,7 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     b.in_total += Aligned(b.in_bytes.back());
   }
   b.copy_kernels = CopyKernels() && b.in_total <= kCopyKernelBytes;
+  if (b.copy_kernels && GatedPulls()) PlanGates(b);
   b.out_total = Aligned(sizeof(int));  // the error word first
   std::unordered_map<int, size_t> moved;  // root value id -> its offset after the error word
   for (int id : plan.graph().outputs) {
@@ -475,7 +457,8 @@ Status CudaExecutor::Stage(Binding& b) {
 Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, const LaneSchedule* lanes) {
   auto t0 = std::chrono::steady_clock::now();
   if (!inputs_sent && b.copy_kernels) {
-    RETURN_IF_ERROR(CopyByKernel(staged_inputs_.device(), io_.get(), b.in_total, ctx_.error, ctx_.stream));
+    RETURN_IF_ERROR(CopyByKernel(staged_inputs_.device(), io_.get(), b.in_total, ctx_.error, ctx_.stream,
+                                 b.gate_parts.empty() ? nullptr : &b.gates));
   } else if (!inputs_sent) {  // the inputs and the cleared error word after them
     RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice, ctx_.stream));
   }
@@ -576,132 +559,45 @@ bool CudaExecutor::Captured(const Plan& plan) const {
   return it != bindings_.end() && it->second.graph;
 }
 
-Status CudaExecutor::FillTails(Binding& b, std::span<const Tensor> inputs) {
-  if (inputs.size() != b.in_bytes.size()) {
-    return InvalidArgument("the plan takes " + std::to_string(b.in_bytes.size()) + " inputs, got " +
-                           std::to_string(inputs.size()));
-  }
-  // What each slot holds after its data is known only if this binding staged last; otherwise
-  // the whole tail is filled.
-  const bool known = tails_owner_ == &b;
-  b.tail_from.resize(inputs.size(), 0);
-  auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& in = inputs[i];
-    const size_t bytes = b.narrowed[i] ? in.bytes() / 2 : in.bytes();
-    if (bytes > b.in_bytes[i]) {
-      return InvalidArgument("input " + std::to_string(i) + " holds " + std::to_string(bytes) +
-                             " bytes where the plan has room for " + std::to_string(b.in_bytes[i]));
-    }
-    if (bytes < b.in_bytes[i] && (in.rank() != 1 || (in.dtype() != DType::kI64 && in.dtype() != DType::kI32))) {
-      return InvalidArgument("input " + std::to_string(i) + " is shorter than the plan's and is not a ragged input's ids");
-    }
-    const size_t filled_from = known ? b.tail_from[i] : b.in_bytes[i];
-    // Slots from `bytes` on must read -1 (all bits set at either width); those past the last
-    // tail filled still do.
-    if (bytes < filled_from) std::memset(staged + b.in_offsets[i] + bytes, 0xff, filled_from - bytes);
-    b.tail_from[i] = bytes;
-  }
-  tails_owner_ = &b;
-  return Status::Ok();
-}
-
-StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inputs) {
-  auto staging_start = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(FillTails(b, inputs));
-  auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
-  if (!b.copy_kernels) std::memset(staged + b.in_total, 0, sizeof(int));  // the error word the input copy clears
-  std::vector<Piece> pieces;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto* from = static_cast<const uint8_t*>(inputs[i].raw());
-    const bool narrow = b.narrowed[i];
-    for (size_t done = 0; done < inputs[i].bytes(); done += kPieceBytes) {
-      pieces.push_back({staged + b.in_offsets[i] + (narrow ? done / 2 : done), from + done,
-                        std::min(kPieceBytes, inputs[i].bytes() - done), narrow});
-    }
-  }
-  // Large batches (tens of MB of ids) are copied by several threads: one thread's memcpy into
-  // pinned memory would take longer than the batch's kernels. A large uncaptured run also sends
-  // each chunk of pieces (contiguous in the staging buffer, as the inputs are laid out in order)
-  // as soon as its last piece is packed, while the threads pack the next.
-  const bool pipelined = !b.graph && !b.copy_kernels && !OpProfile::enabled() && b.in_total >= kPipelinedBytes;
-  if (pipelined) {
-    struct Chunk {
-      size_t begin = 0, end = 0;  // bytes of the staging buffer
-      std::atomic<int> left{0};   // pieces still to pack
-    };
-    std::vector<size_t> chunk_of(pieces.size());
-    size_t count = 0;
-    for (size_t p = 0, bytes = 0; p < pieces.size(); ++p) {
-      if (p > 0 && bytes >= kChunkBytes) {
-        ++count;
-        bytes = 0;
-      }
-      chunk_of[p] = count;
-      bytes += pieces[p].bytes;
-    }
-    std::vector<Chunk> chunks(count + 1);
-    for (size_t p = 0; p < pieces.size(); ++p) {
-      Chunk& c = chunks[chunk_of[p]];
-      if (c.left++ == 0) c.begin = chunk_of[p] == 0 ? 0 : static_cast<size_t>(pieces[p].to - staged);
-    }
-    for (size_t c = 0; c + 1 < chunks.size(); ++c) chunks[c].end = chunks[c + 1].begin;
-    chunks.back().end = b.in_total + sizeof(int);
-    std::atomic<int> failed{cudaSuccess};
-    const int device = resources_->device();
-    auto* to = static_cast<uint8_t*>(io_.get());
-    ParallelForEach(static_cast<int64_t>(pieces.size()), [&](int64_t i) {
-      Pack(pieces[static_cast<size_t>(i)]);
-      Chunk& c = chunks[chunk_of[static_cast<size_t>(i)]];
-      if (c.left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-      cudaError_t e = cudaSetDevice(device);  // this may be a pool thread
-      if (e == cudaSuccess) {
-        e = cudaMemcpyAsync(to + c.begin, staged + c.begin, c.end - c.begin, cudaMemcpyHostToDevice, ctx_.stream);
-      }
-      if (e != cudaSuccess) failed.store(e);
-    });
-    if (failed.load() != cudaSuccess) {
-      cudaStreamSynchronize(ctx_.stream);  // the chunks already sent
-      return Check(static_cast<cudaError_t>(failed.load()), "cudaMemcpyAsync (an input chunk)");
-    }
-  } else {
-    // The calling thread and whichever helpers are awake (common/helping_pool.h). At W1's 512
-    // pairs on the H200's host, narrowing the ids alone took 58 µs on one thread.
-    auto pack = [&](int64_t p) { Pack(pieces[static_cast<size_t>(p)]); };
-    if (b.in_total >= kHelpedStagingBytes) {
-      HelpingPool::Shared().Run(static_cast<int64_t>(pieces.size()), pack);
-    } else {
-      for (size_t p = 0; p < pieces.size(); ++p) pack(static_cast<int64_t>(p));
-    }
-  }
-  if (OpProfile::phases()) OpProfile::Record("(inputs packed into pinned memory)", Since(staging_start));
-  return pipelined;
-}
-
 StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
   RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
   ASSIGN_OR_RETURN(Binding * b, Bind(plan));
   RETURN_IF_ERROR(Stage(*b));
-  // Inputs: packed into one pinned buffer and copied to the device.
-  ASSIGN_OR_RETURN(bool inputs_sent, StageInputs(*b, inputs));
+  // Inputs: packed into one pinned buffer and brought to the device in one transfer. A gated run
+  // is launched first and packed while its pull waits (cuda_staging.cc); a profiled one is not,
+  // as it waits for each step.
+  const bool gated = !b->gate_parts.empty() && !OpProfile::enabled();
+  bool inputs_sent = false;
+  if (gated) {
+    RETURN_IF_ERROR(FillTails(*b, inputs));
+    SetGates(b->gate_parts.size(), 0);
+  } else {
+    ASSIGN_OR_RETURN(inputs_sent, StageInputs(*b, inputs));
+  }
   const bool phases = OpProfile::phases();
   auto launched = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  if (phases) RETURN_IF_ERROR(span_.Begin(ctx_.stream));
-  if (b->graph && !OpProfile::enabled()) {
-    RANKD_CUDA_RETURN(cudaGraphLaunch(b->graph->get(), ctx_.stream));
-  } else {
-    Status enqueued = Enqueue(plan, *b, inputs_sent);
-    if (!enqueued.ok()) {
-      cudaStreamSynchronize(ctx_.stream);
-      return enqueued;
-    }
-    b->ran = true;
+  Status started = phases ? span_.Begin(ctx_.stream) : Status::Ok();
+  if (started.ok() && b->graph && !OpProfile::enabled()) {
+    started = Check(cudaGraphLaunch(b->graph->get(), ctx_.stream), "cudaGraphLaunch");
+  } else if (started.ok()) {
+    started = Enqueue(plan, *b, inputs_sent);
+    if (started.ok()) b->ran = true;
   }
-  auto waiting = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (!started.ok()) {
+    if (gated) SetGates(b->gate_parts.size(), 1);  // what was enqueued may run and end
+    cudaStreamSynchronize(ctx_.stream);
+    return started;
+  }
   if (phases) {
     OpProfile::Record(b->graph && !OpProfile::enabled() ? "(graph launched)" : "(steps enqueued)", Since(launched));
-    RETURN_IF_ERROR(span_.End(ctx_.stream));
+    started = span_.End(ctx_.stream);
   }
+  if (gated) PackOpeningGates(*b, inputs);
+  if (!started.ok()) {
+    cudaStreamSynchronize(ctx_.stream);
+    return started;
+  }
+  auto waiting = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
   auto synchronised = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (phases) {
@@ -713,6 +609,7 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   const auto* back = static_cast<const uint8_t*>(staged_outputs_.get());
   int error;
   std::memcpy(&error, back, sizeof(int));
+  if (error == kInputsLate) return Internal("the run's inputs were not packed within its pull's wait");
   if (error > 0) {
     const Node& node = graph.nodes[static_cast<size_t>(plan.steps()[static_cast<size_t>(error - 1)].node)];
     return InvalidArgument(node.Describe() + ": an id or index is out of range (or ragged offsets are inconsistent)");

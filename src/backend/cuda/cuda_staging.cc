@@ -1,0 +1,204 @@
+// CudaExecutor's input staging: the host inputs packed into the pinned staging buffer (ids
+// narrowed, ragged tails filled with -1), on the calling thread and the helping pool's, and for a
+// small run the gates its pull waits on (mapped_copy.h), opened as the packing goes.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+
+#include "backend/cuda/cuda_executor.h"
+#include "backend/cuda/narrow_ids.h"
+#include "common/helping_pool.h"
+#include "common/parallel.h"
+#include "runtime/op_profile.h"
+
+namespace rankd::cuda {
+namespace {
+
+// Input staging is split into pieces this large, so that W1's longest bags (a fifth of a request's
+// ids) spread over the threads that pack them.
+constexpr size_t kPieceBytes = size_t{64} << 10;
+// A gated pull's parts: each input's slot in pieces of this many staged bytes (INT32 ids: the
+// 64 KB of INT64 a piece above reads).
+constexpr size_t kGateBytes = size_t{32} << 10;
+// Staging buffers of fewer bytes are packed by the calling thread alone: at W1's 64 pairs (72 KB,
+// 53 pieces) the helpers' claims cost more than they saved (H200 host: 8.6 to 10.2 µs against
+// 7.5); at 512 pairs (572 KB) they took the packing from 35 to 38 µs down to 21 to 22.
+constexpr size_t kHelpedStagingBytes = size_t{256} << 10;
+// Uncaptured runs with at least this many input bytes copy them in chunks of about kChunkBytes,
+// each sent to the device as soon as it is packed, so the copy overlaps the packing.
+constexpr size_t kPipelinedBytes = size_t{16} << 20;
+constexpr size_t kChunkBytes = size_t{8} << 20;
+
+struct Piece {
+  uint8_t* to;
+  const uint8_t* from;
+  size_t bytes;         // read from `from`
+  bool narrow = false;  // INT64 ids written as INT32 (narrow_ids.h)
+};
+
+void Pack(const Piece& piece) {
+  if (piece.bytes == 0) return;
+  if (piece.narrow) {
+    NarrowIds(reinterpret_cast<const int64_t*>(piece.from), reinterpret_cast<int32_t*>(piece.to), piece.bytes / 8);
+  } else {
+    std::memcpy(piece.to, piece.from, piece.bytes);
+  }
+}
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+void CudaExecutor::PlanGates(Binding& b) const {
+  b.gate_parts.clear();
+  b.gates = InputGates{};
+  for (size_t i = 0; i < b.in_bytes.size(); ++i) {
+    for (size_t at = 0; at < b.in_bytes[i]; at += kGateBytes) {
+      b.gate_parts.push_back({i, at, std::min(kGateBytes, b.in_bytes[i] - at)});
+    }
+  }
+  if (b.gate_parts.size() > static_cast<size_t>(InputGates::kMax)) {  // packed before the launch instead
+    b.gate_parts.clear();
+    return;
+  }
+  b.gates.ready = static_cast<const uint32_t*>(gate_words_.device());
+  b.gates.count = static_cast<int>(b.gate_parts.size());
+  for (size_t g = 0; g < b.gate_parts.size(); ++g) {
+    b.gates.begin[g] = static_cast<uint32_t>(b.in_offsets[b.gate_parts[g].input] + b.gate_parts[g].offset);
+  }
+}
+
+void CudaExecutor::SetGates(size_t count, uint32_t value) {
+  auto* words = static_cast<uint32_t*>(gate_words_.get());
+  for (size_t g = 0; g < count; ++g) std::atomic_ref<uint32_t>(words[g]).store(value, std::memory_order_release);
+}
+
+void CudaExecutor::PackOpeningGates(const Binding& b, std::span<const Tensor> inputs) {
+  auto start = std::chrono::steady_clock::now();
+  auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
+  auto* words = static_cast<uint32_t*>(gate_words_.get());
+  auto pack = [&](int64_t g) {
+    const GatePart& part = b.gate_parts[static_cast<size_t>(g)];
+    const Tensor& in = inputs[part.input];
+    const bool narrow = b.narrowed[part.input];
+    const size_t from = narrow ? part.offset * 2 : part.offset;  // the slot's bytes cover the input's first
+    const size_t bytes = from < in.bytes() ? std::min(in.bytes() - from, narrow ? part.bytes * 2 : part.bytes) : 0;
+    Pack({staged + b.in_offsets[part.input] + part.offset, static_cast<const uint8_t*>(in.raw()) + from, bytes, narrow});
+    // Release: the packed bytes (and the tails FillTails wrote) are visible before the word.
+    std::atomic_ref<uint32_t>(words[g]).store(1, std::memory_order_release);
+  };
+  const auto parts = static_cast<int64_t>(b.gate_parts.size());
+  if (b.in_total >= kHelpedStagingBytes) {
+    HelpingPool::Shared().Run(parts, pack);
+  } else {
+    for (int64_t g = 0; g < parts; ++g) pack(g);
+  }
+  if (OpProfile::phases()) OpProfile::Record("(inputs packed into pinned memory)", Since(start));
+}
+
+Status CudaExecutor::FillTails(Binding& b, std::span<const Tensor> inputs) {
+  if (inputs.size() != b.in_bytes.size()) {
+    return InvalidArgument("the plan takes " + std::to_string(b.in_bytes.size()) + " inputs, got " +
+                           std::to_string(inputs.size()));
+  }
+  // What each slot holds after its data is known only if this binding staged last; otherwise
+  // the whole tail is filled.
+  const bool known = tails_owner_ == &b;
+  b.tail_from.resize(inputs.size(), 0);
+  auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    const size_t bytes = b.narrowed[i] ? in.bytes() / 2 : in.bytes();
+    if (bytes > b.in_bytes[i]) {
+      return InvalidArgument("input " + std::to_string(i) + " holds " + std::to_string(bytes) +
+                             " bytes where the plan has room for " + std::to_string(b.in_bytes[i]));
+    }
+    if (bytes < b.in_bytes[i] && (in.rank() != 1 || (in.dtype() != DType::kI64 && in.dtype() != DType::kI32))) {
+      return InvalidArgument("input " + std::to_string(i) + " is shorter than the plan's and is not a ragged input's ids");
+    }
+    const size_t filled_from = known ? b.tail_from[i] : b.in_bytes[i];
+    // Slots from `bytes` on must read -1 (all bits set at either width); those past the last
+    // tail filled still do.
+    if (bytes < filled_from) std::memset(staged + b.in_offsets[i] + bytes, 0xff, filled_from - bytes);
+    b.tail_from[i] = bytes;
+  }
+  tails_owner_ = &b;
+  return Status::Ok();
+}
+
+StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inputs) {
+  auto staging_start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(FillTails(b, inputs));
+  auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
+  if (!b.copy_kernels) std::memset(staged + b.in_total, 0, sizeof(int));  // the error word the input copy clears
+  std::vector<Piece> pieces;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto* from = static_cast<const uint8_t*>(inputs[i].raw());
+    const bool narrow = b.narrowed[i];
+    for (size_t done = 0; done < inputs[i].bytes(); done += kPieceBytes) {
+      pieces.push_back({staged + b.in_offsets[i] + (narrow ? done / 2 : done), from + done,
+                        std::min(kPieceBytes, inputs[i].bytes() - done), narrow});
+    }
+  }
+  // Large batches (tens of MB of ids) are copied by several threads: one thread's memcpy into
+  // pinned memory would take longer than the batch's kernels. A large uncaptured run also sends
+  // each chunk of pieces (contiguous in the staging buffer, as the inputs are laid out in order)
+  // as soon as its last piece is packed, while the threads pack the next.
+  const bool pipelined = !b.graph && !b.copy_kernels && !OpProfile::enabled() && b.in_total >= kPipelinedBytes;
+  if (pipelined) {
+    struct Chunk {
+      size_t begin = 0, end = 0;  // bytes of the staging buffer
+      std::atomic<int> left{0};   // pieces still to pack
+    };
+    std::vector<size_t> chunk_of(pieces.size());
+    size_t count = 0;
+    for (size_t p = 0, bytes = 0; p < pieces.size(); ++p) {
+      if (p > 0 && bytes >= kChunkBytes) {
+        ++count;
+        bytes = 0;
+      }
+      chunk_of[p] = count;
+      bytes += pieces[p].bytes;
+    }
+    std::vector<Chunk> chunks(count + 1);
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      Chunk& c = chunks[chunk_of[p]];
+      if (c.left++ == 0) c.begin = chunk_of[p] == 0 ? 0 : static_cast<size_t>(pieces[p].to - staged);
+    }
+    for (size_t c = 0; c + 1 < chunks.size(); ++c) chunks[c].end = chunks[c + 1].begin;
+    chunks.back().end = b.in_total + sizeof(int);
+    std::atomic<int> failed{cudaSuccess};
+    const int device = resources_->device();
+    auto* to = static_cast<uint8_t*>(io_.get());
+    ParallelForEach(static_cast<int64_t>(pieces.size()), [&](int64_t i) {
+      Pack(pieces[static_cast<size_t>(i)]);
+      Chunk& c = chunks[chunk_of[static_cast<size_t>(i)]];
+      if (c.left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      cudaError_t e = cudaSetDevice(device);  // this may be a pool thread
+      if (e == cudaSuccess) {
+        e = cudaMemcpyAsync(to + c.begin, staged + c.begin, c.end - c.begin, cudaMemcpyHostToDevice, ctx_.stream);
+      }
+      if (e != cudaSuccess) failed.store(e);
+    });
+    if (failed.load() != cudaSuccess) {
+      cudaStreamSynchronize(ctx_.stream);  // the chunks already sent
+      return Check(static_cast<cudaError_t>(failed.load()), "cudaMemcpyAsync (an input chunk)");
+    }
+  } else {
+    // The calling thread and whichever helpers are awake (common/helping_pool.h). At W1's 512
+    // pairs on the H200's host, narrowing the ids alone took 58 µs on one thread.
+    auto pack = [&](int64_t p) { Pack(pieces[static_cast<size_t>(p)]); };
+    if (b.in_total >= kHelpedStagingBytes) {
+      HelpingPool::Shared().Run(static_cast<int64_t>(pieces.size()), pack);
+    } else {
+      for (size_t p = 0; p < pieces.size(); ++p) pack(static_cast<int64_t>(p));
+    }
+  }
+  if (OpProfile::phases()) OpProfile::Record("(inputs packed into pinned memory)", Since(staging_start));
+  return pipelined;
+}
+
+}  // namespace rankd::cuda
