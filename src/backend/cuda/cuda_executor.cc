@@ -563,10 +563,11 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
   ASSIGN_OR_RETURN(Binding * b, Bind(plan));
   RETURN_IF_ERROR(Stage(*b));
-  // Inputs: packed into one pinned buffer and brought to the device in one transfer. A gated run
-  // is launched first and packed while its pull waits (cuda_staging.cc); a profiled one is not,
-  // as it waits for each step.
-  const bool gated = !b->gate_parts.empty() && !OpProfile::enabled();
+  // Inputs: packed into one pinned buffer and brought to the device in one transfer. A captured
+  // run with gates is launched first and packed while its pull waits (cuda_staging.cc). An
+  // uncaptured one is not: a step may synchronise as it is enqueued (a first use loading its
+  // kernel or timing its product's algorithms), which would wait for its own pull.
+  const bool gated = b->graph && !b->gate_parts.empty() && !OpProfile::enabled();
   bool inputs_sent = false;
   if (gated) {
     RETURN_IF_ERROR(FillTails(*b, inputs));
