@@ -2,11 +2,11 @@
 //
 // A run packs the host inputs into one pinned buffer and copies them to the device in one
 // transfer, launches every step on the executor's stream, copies the outputs back and waits for
-// the stream; a plan captured as a CUDA graph (Capture) replays all of that in one launch. A
-// small run is launched first and packed while its input kernel waits for each part
-// (cuda_staging.cc). In a
-// capture, steps that share no bytes run side by side: each goes on one of a few lanes (streams
-// forked from the executor's and joined before the output copy; runtime/step_lanes.h), so the
+// the stream; a plan captured as a CUDA graph (Capture) replays all of that in one launch. A small
+// captured run is launched first and packed while its input kernel waits for each part
+// (cuda_staging.cc). In a capture, steps that share no bytes run side by side: each goes on one
+// of a few lanes (streams forked from the executor's and joined before the output copy;
+// runtime/step_lanes.h), so the
 // graph's kernels depend on what they read, not on the order the plan lists them in. Bad
 // data met on the device (an id out of range) is reported through one device word read back with
 // the outputs, and fails only this run. Weights live in the model's
@@ -80,9 +80,9 @@ int GraphLanes();
 void SetCopyKernels(bool on);
 bool CopyKernels();
 
-// Whether such runs are launched before their inputs are packed, their input kernel waiting on
-// the packing part by part (mapped_copy.h's gates; on unless RANKD_GATED_PULLS=0; bindings made
-// after a change follow it).
+// Whether such runs, once captured, are launched before their inputs are packed, their input
+// kernel waiting on the packing part by part (mapped_copy.h's gates; on unless
+// RANKD_GATED_PULLS=0; bindings made after a change follow it).
 void SetGatedPulls(bool on);
 bool GatedPulls();
 
@@ -127,9 +127,10 @@ class CudaExecutor final : public Executor {
     // clears the error word, and its outputs go back by one writing it (mapped_copy.h).
     bool copy_kernels = false;
     std::vector<size_t> in_bytes;   // per input: the bytes of its slot (the plan's shape)
-    // A small run is launched before its inputs are packed: its pull waits on gates, each a part
-    // of an input's slot that the host opens once it has packed it (cuda_staging.cc). Empty for
-    // runs packed before they launch (copy nodes, or more parts than InputGates holds).
+    // A small captured run is launched before its inputs are packed: its pull waits on gates,
+    // each a part of an input's slot that the host opens once it has packed it
+    // (cuda_staging.cc). Empty for runs packed before they launch (copy nodes, or more parts
+    // than InputGates holds); uncaptured runs are packed first and find every gate open.
     std::vector<GatePart> gate_parts;
     InputGates gates;
     std::vector<size_t> tail_from;  // per input: its slot holds -1 from here on (FillTails)
