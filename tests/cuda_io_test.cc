@@ -166,11 +166,10 @@ INSTANTIATE_TEST_SUITE_P(Inputs, CudaInputsTest,
                                            IoCase{Mode::kKernelCopies, 120000}, IoCase{Mode::kGatedPulls, 120000}),
                          IoCaseName);
 
-// A gated pull of three parts, launched before the host writes anything: each part must arrive as
-// written after the launch, and the part before the first gate (waiting for none) at once.
+// A gated pull of three parts, launched before the host writes them: each part must arrive as
+// written after the launch (the bytes before the first gate, written before, go with it).
 TEST(GatedPull, WaitsForEachGateAndCopiesWhatWasWrittenAfterTheLaunch) {
   if (!testing::CudaOrNull()) GTEST_SKIP() << "no CUDA device";
-  // 49 KB: 13 blocks of the pull, most of them across two parts
   constexpr size_t kUngated = 4096, kPart = 15360, kBytes = kUngated + 3 * kPart;
   cuda::PinnedBuffer from, words;
   cuda::DeviceBuffer to;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/device.h"
 
@@ -10,7 +11,7 @@ namespace {
 
 constexpr int kCopyThreads = 256;
 constexpr int kMaxCopyBlocks = 1024;
-constexpr int64_t kBlockBytes = kCopyThreads * static_cast<int64_t>(sizeof(uint4));
+constexpr int kGateThreads = 1024;
 
 __global__ void __launch_bounds__(kCopyThreads) CopyKernel(const uint4* from, uint4* to, int64_t pieces, int* clear) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kCopyThreads;
@@ -30,30 +31,29 @@ __device__ __forceinline__ uint64_t GlobalNanoseconds() {
   return t;
 }
 
-// One block a 4 KB piece: its first thread waits for the gates the piece overlaps (the host's
-// packing publishes each with a release store; the acquire load here orders the block's reads
-// after it), then every thread copies its sixteen bytes.
-__global__ void __launch_bounds__(kCopyThreads) GatedCopyKernel(const uint4* from, uint4* to, int64_t pieces, int* error,
-                                                                 InputGates gates) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) *error = 0;  // before any wait: a late gate's report stays
+// One block a gate: its first thread waits for the gate (the host's packing publishes it with a
+// release store; the acquire, or a volatile load and a fence, orders the block's reads after it),
+// then the block copies the gate's bytes.
+__global__ void __launch_bounds__(kGateThreads) GatedCopyKernel(const uint4* from, uint4* to, int64_t pieces, int* error,
+                                                                InputGates gates, int poll) {
+  const int g = static_cast<int>(blockIdx.x);
+  if (g == 0 && threadIdx.x == 0) *error = 0;  // before any wait: a late gate's report stays
   if (threadIdx.x == 0) {
-    const uint64_t lo = blockIdx.x * static_cast<uint64_t>(kBlockBytes), hi = lo + kBlockBytes;
     const uint64_t start = GlobalNanoseconds();
-    for (int g = 0; g < gates.count; ++g) {
-      const uint64_t end = g + 1 < gates.count ? gates.begin[g + 1] : ~uint64_t{0};
-      if (end <= lo || gates.begin[g] >= hi) continue;
-      while (LoadAcquireSystem(gates.ready + g) == 0) {
-        if (GlobalNanoseconds() - start > kGateTimeoutNs) {
-          atomicCAS(error, 0, kInputsLate);
-          break;
-        }
-        __nanosleep(100);
+    const volatile uint32_t* word = gates.ready + g;
+    while (poll == 0 ? LoadAcquireSystem(gates.ready + g) == 0 : *word == 0) {
+      if (GlobalNanoseconds() - start > kGateTimeoutNs) {
+        atomicCAS(error, 0, kInputsLate);
+        break;
       }
+      __nanosleep(poll == 0 ? 100 : 500);
     }
+    if (poll != 0) __threadfence();
   }
   __syncthreads();
-  const int64_t i = blockIdx.x * static_cast<int64_t>(kCopyThreads) + threadIdx.x;
-  if (i < pieces) to[i] = from[i];
+  const int64_t begin = g == 0 ? 0 : gates.begin[g] / static_cast<int64_t>(sizeof(uint4));
+  const int64_t end = g + 1 < gates.count ? gates.begin[g + 1] / static_cast<int64_t>(sizeof(uint4)) : pieces;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kGateThreads) to[i] = from[i];
 }
 
 }  // namespace
@@ -62,10 +62,10 @@ Status CopyByKernel(const void* from, void* to, size_t bytes, int* clear, cudaSt
   const auto pieces = static_cast<int64_t>(bytes / sizeof(uint4));
   const int64_t blocks = (pieces + kCopyThreads - 1) / kCopyThreads;
   if (gates) {
-    if (!clear) return InvalidArgument("a gated pull clears an error word");
-    if (blocks > INT32_MAX) return InvalidArgument("a gated pull of " + std::to_string(bytes) + " bytes is too large");
-    GatedCopyKernel<<<static_cast<int>(std::max<int64_t>(blocks, 1)), kCopyThreads, 0, stream>>>(
-        static_cast<const uint4*>(from), static_cast<uint4*>(to), pieces, clear, *gates);
+    if (!clear || gates->count < 1) return InvalidArgument("a gated pull has gates and clears an error word");
+    static const int poll = std::getenv("RANKD_GATE_POLL") ? std::atoi(std::getenv("RANKD_GATE_POLL")) : 0;
+    GatedCopyKernel<<<gates->count, kGateThreads, 0, stream>>>(static_cast<const uint4*>(from), static_cast<uint4*>(to), pieces,
+                                                             clear, *gates, poll);
   } else {
     CopyKernel<<<static_cast<int>(std::clamp<int64_t>(blocks, 1, kMaxCopyBlocks)), kCopyThreads, 0, stream>>>(
         static_cast<const uint4*>(from), static_cast<uint4*>(to), pieces, clear);

@@ -21,8 +21,8 @@
 namespace rankd::cuda {
 
 // The parts of a pull's bytes and the words that say each is ready: part g is the bytes from
-// begin[g] to begin[g + 1] (the last to the end of the pull; begin[0] is 0 or more, bytes
-// before it wait for nothing), ready once ready[g] is nonzero.
+// begin[g] to begin[g + 1] (each a multiple of 16; the last to the end of the pull, the first
+// from its start), ready once ready[g] is nonzero. One block copies each part.
 struct InputGates {
   static constexpr int kMax = 160;
   const uint32_t* ready = nullptr;  // mapped pinned memory, one word a gate
@@ -37,8 +37,8 @@ constexpr uint64_t kGateTimeoutNs = 2'000'000'000;
 
 // Copies `bytes` (a multiple of 16; both addresses 16-byte aligned, each in device memory or
 // mapped pinned memory) from `from` to `to` on `stream`, and sets *clear to 0 where it is given
-// (the error word a run starts from). With `gates`, each 4 KB of `from` is read only once the
-// gates it overlaps are open.
+// (the error word a run starts from). With `gates`, each part of `from` is read only once its
+// gate is open.
 Status CopyByKernel(const void* from, void* to, size_t bytes, int* clear, cudaStream_t stream,
                     const InputGates* gates = nullptr);
 
