@@ -16,7 +16,6 @@
 #include "backend/cuda/narrow_ids.h"
 #include "backend/cuda/small_rows_gemm.h"
 #include "common/helping_pool.h"
-#include "common/parallel.h"
 #include "compile/plan.h"
 #include "runtime/op_profile.h"
 
@@ -36,7 +35,6 @@ double Since(std::chrono::steady_clock::time_point t0) {
 
 std::atomic<int> graph_lanes{-1};  // -1: not read from the environment yet
 std::atomic<bool> copy_kernels{SwitchedOn("RANKD_COPY_KERNELS")};
-std::atomic<bool> gated_pulls{SwitchedOn("RANKD_GATED_PULLS")};
 
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
 bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
@@ -68,10 +66,6 @@ void SetGraphLanes(int lanes) { graph_lanes = std::clamp(lanes, 1, 16); }
 void SetCopyKernels(bool on) { copy_kernels = on; }
 
 bool CopyKernels() { return copy_kernels.load(); }
-
-void SetGatedPulls(bool on) { gated_pulls = on; }
-
-bool GatedPulls() { return gated_pulls.load(); }
 
 int GraphLanes() {
   if (graph_lanes.load() < 0) {
@@ -194,8 +188,6 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.bf16_weights = &e->resources_->bf16_weights();
   e->ctx_.bf16_weights_nk = &e->resources_->bf16_weights_nk();
   e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
-  RETURN_IF_ERROR(e->gate_words_.Reserve(InputGates::kMax * sizeof(uint32_t)));
-  e->SetGates(InputGates::kMax, 1);
   HelpingPool::Shared();  // its helpers start now, not on the first large request
   PrepareProductMulAdd();  // outside any capture (product_muladd.h)
   PrepareSplitKGemm();     // likewise (split_k_gemm.h)
@@ -278,7 +270,6 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     b.in_total += Aligned(b.in_bytes.back());
   }
   b.copy_kernels = CopyKernels() && b.in_total <= kCopyKernelBytes;
-  if (b.copy_kernels && GatedPulls()) PlanGates(b);
   b.out_total = Aligned(sizeof(int));  // the error word first
   std::unordered_map<int, size_t> moved;  // root value id -> its offset after the error word
   for (int id : plan.graph().outputs) {
@@ -457,8 +448,7 @@ Status CudaExecutor::Stage(Binding& b) {
 Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, const LaneSchedule* lanes) {
   auto t0 = std::chrono::steady_clock::now();
   if (!inputs_sent && b.copy_kernels) {
-    RETURN_IF_ERROR(CopyByKernel(staged_inputs_.device(), io_.get(), b.in_total, ctx_.error, ctx_.stream,
-                                 b.gate_parts.empty() ? nullptr : &b.gates));
+    RETURN_IF_ERROR(CopyByKernel(staged_inputs_.device(), io_.get(), b.in_total, ctx_.error, ctx_.stream));
   } else if (!inputs_sent) {  // the inputs and the cleared error word after them
     RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice, ctx_.stream));
   }
@@ -563,42 +553,26 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
   ASSIGN_OR_RETURN(Binding * b, Bind(plan));
   RETURN_IF_ERROR(Stage(*b));
-  // Inputs: packed into one pinned buffer and brought to the device in one transfer. A captured
-  // run with gates is launched first and packed while its pull waits (cuda_staging.cc). An
-  // uncaptured one is not: a step may synchronise as it is enqueued (a first use loading its
-  // kernel or timing its product's algorithms), which would wait for its own pull.
-  const bool gated = b->graph && !b->gate_parts.empty() && !OpProfile::enabled();
-  bool inputs_sent = false;
-  if (gated) {
-    RETURN_IF_ERROR(FillTails(*b, inputs));
-    SetGates(b->gate_parts.size(), 0);
-  } else {
-    ASSIGN_OR_RETURN(inputs_sent, StageInputs(*b, inputs));
-  }
+  // Inputs: packed into one pinned buffer and copied to the device.
+  ASSIGN_OR_RETURN(bool inputs_sent, StageInputs(*b, inputs));
   const bool phases = OpProfile::phases();
   auto launched = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  Status started = phases ? span_.Begin(ctx_.stream) : Status::Ok();
-  if (started.ok() && b->graph && !OpProfile::enabled()) {
-    started = Check(cudaGraphLaunch(b->graph->get(), ctx_.stream), "cudaGraphLaunch");
-  } else if (started.ok()) {
-    started = Enqueue(plan, *b, inputs_sent);
-    if (started.ok()) b->ran = true;
-  }
-  if (!started.ok()) {
-    if (gated) SetGates(b->gate_parts.size(), 1);  // what was enqueued may run and end
-    cudaStreamSynchronize(ctx_.stream);
-    return started;
-  }
-  if (phases) {
-    OpProfile::Record(b->graph && !OpProfile::enabled() ? "(graph launched)" : "(steps enqueued)", Since(launched));
-    started = span_.End(ctx_.stream);
-  }
-  if (gated) PackOpeningGates(*b, inputs);
-  if (!started.ok()) {
-    cudaStreamSynchronize(ctx_.stream);
-    return started;
+  if (phases) RETURN_IF_ERROR(span_.Begin(ctx_.stream));
+  if (b->graph && !OpProfile::enabled()) {
+    RANKD_CUDA_RETURN(cudaGraphLaunch(b->graph->get(), ctx_.stream));
+  } else {
+    Status enqueued = Enqueue(plan, *b, inputs_sent);
+    if (!enqueued.ok()) {
+      cudaStreamSynchronize(ctx_.stream);
+      return enqueued;
+    }
+    b->ran = true;
   }
   auto waiting = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (phases) {
+    OpProfile::Record(b->graph && !OpProfile::enabled() ? "(graph launched)" : "(steps enqueued)", Since(launched));
+    RETURN_IF_ERROR(span_.End(ctx_.stream));
+  }
   RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
   auto synchronised = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (phases) {
@@ -610,7 +584,6 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   const auto* back = static_cast<const uint8_t*>(staged_outputs_.get());
   int error;
   std::memcpy(&error, back, sizeof(int));
-  if (error == kInputsLate) return Internal("the run's inputs were not packed within its pull's wait");
   if (error > 0) {
     const Node& node = graph.nodes[static_cast<size_t>(plan.steps()[static_cast<size_t>(error - 1)].node)];
     return InvalidArgument(node.Describe() + ": an id or index is out of range (or ragged offsets are inconsistent)");

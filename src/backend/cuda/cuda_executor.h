@@ -2,11 +2,9 @@
 //
 // A run packs the host inputs into one pinned buffer and copies them to the device in one
 // transfer, launches every step on the executor's stream, copies the outputs back and waits for
-// the stream; a plan captured as a CUDA graph (Capture) replays all of that in one launch. A small
-// captured run is launched first and packed while its input kernel waits for each part
-// (cuda_staging.cc). In a capture, steps that share no bytes run side by side: each goes on one
-// of a few lanes (streams forked from the executor's and joined before the output copy;
-// runtime/step_lanes.h), so the
+// the stream; a plan captured as a CUDA graph (Capture) replays all of that in one launch. In a
+// capture, steps that share no bytes run side by side: each goes on one of a few lanes (streams
+// forked from the executor's and joined before the output copy; runtime/step_lanes.h), so the
 // graph's kernels depend on what they read, not on the order the plan lists them in. Bad
 // data met on the device (an id out of range) is reported through one device word read back with
 // the outputs, and fails only this run. Weights live in the model's
@@ -23,7 +21,6 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_span.h"
 #include "backend/cuda/gemm.h"
-#include "backend/cuda/mapped_copy.h"
 #include "runtime/step_lanes.h"
 
 namespace rankd::cuda {
@@ -80,12 +77,6 @@ int GraphLanes();
 void SetCopyKernels(bool on);
 bool CopyKernels();
 
-// Whether such runs, once captured, are launched before their inputs are packed, their input
-// kernel waiting on the packing part by part (mapped_copy.h's gates; on unless
-// RANKD_GATED_PULLS=0; bindings made after a change follow it).
-void SetGatedPulls(bool on);
-bool GatedPulls();
-
 class CudaExecutor final : public Executor {
  public:
   static StatusOr<std::unique_ptr<Executor>> Create(std::shared_ptr<CudaModelResources> resources);
@@ -100,11 +91,6 @@ class CudaExecutor final : public Executor {
  private:
   explicit CudaExecutor(std::shared_ptr<CudaModelResources> resources) : resources_(std::move(resources)) {}
 
-  struct GatePart {
-    size_t input;   // graph input index
-    size_t offset;  // staged bytes into its slot
-    size_t bytes;   // staged bytes
-  };
   struct Binding {
     std::vector<Tensor> views;       // device views of every value
     std::vector<Tensor> host_views;  // host views of constants (and aliases of them)
@@ -127,12 +113,6 @@ class CudaExecutor final : public Executor {
     // clears the error word, and its outputs go back by one writing it (mapped_copy.h).
     bool copy_kernels = false;
     std::vector<size_t> in_bytes;   // per input: the bytes of its slot (the plan's shape)
-    // A small captured run is launched before its inputs are packed: its pull waits on gates,
-    // each a part of an input's slot that the host opens once it has packed it
-    // (cuda_staging.cc). Empty for runs packed before they launch (copy nodes, or more parts
-    // than InputGates holds); uncaptured runs are packed first and find every gate open.
-    std::vector<GatePart> gate_parts;
-    InputGates gates;
     std::vector<size_t> tail_from;  // per input: its slot holds -1 from here on (FillTails)
     size_t in_total = 0, out_total = 0;
     std::unique_ptr<CapturedGraph> graph;  // the plan captured on this executor's buffers, if it is
@@ -146,14 +126,6 @@ class CudaExecutor final : public Executor {
   // the run is uncaptured and large, also queues the input copy in chunks as they are packed, and
   // returns true (the copy is then already on the stream).
   StatusOr<bool> StageInputs(Binding& b, std::span<const Tensor> inputs);
-  // Splits a copy-kernel binding's slots into the parts its pull waits on (gate_parts, gates).
-  void PlanGates(Binding& b) const;
-  // Writes `value` into the first `count` gate words: 0 shuts them before a gated run is launched,
-  // 1 opens them. Outside a gated run all are open, so that any other pull runs at once.
-  void SetGates(size_t count, uint32_t value);
-  // Packs a gated run's inputs (FillTails has checked them) part by part, on the calling thread
-  // and the helpers, opening each part's gate once it is packed.
-  void PackOpeningGates(const Binding& b, std::span<const Tensor> inputs);
   // Checks each input against its slot, and fills with -1 the slots after an input shorter than
   // the plan's (a ragged input's ids, FillsRaggedTails), only as far as the last tail filled
   // when `b` staged last.
@@ -182,7 +154,6 @@ class CudaExecutor final : public Executor {
   DeviceBuffer bf16_operands_;  // bf16 product operands (precision bf16), as large as a bound plan needs
   DeviceBuffer bf16_copies_;    // bf16 copies producers write for products (bf16_copies.h)
   PinnedBuffer staged_inputs_, staged_outputs_;
-  PinnedBuffer gate_words_;  // InputGates::kMax words, all 1 (open) outside a gated run
   std::unordered_map<uint64_t, Binding> bindings_;
   const Binding* tails_owner_ = nullptr;  // the binding whose tail_from the staging buffer holds
   DeviceSpan span_;                       // a run's device time, when RANKD_PROFILE is set

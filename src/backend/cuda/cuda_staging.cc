@@ -1,6 +1,6 @@
 // CudaExecutor's input staging: the host inputs packed into the pinned staging buffer (ids
-// narrowed, ragged tails filled with -1), on the calling thread and the helping pool's, and for a
-// small run the gates its pull waits on (mapped_copy.h), opened as the packing goes.
+// narrowed, ragged tails filled with -1) on the calling thread and the helping pool's, and for a
+// large uncaptured run sent to the device in chunks as they are packed.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -18,9 +18,6 @@ namespace {
 // Input staging is split into pieces this large, so that W1's longest bags (a fifth of a request's
 // ids) spread over the threads that pack them.
 constexpr size_t kPieceBytes = size_t{64} << 10;
-// A gated pull's parts: each input's slot in pieces of this many staged bytes (INT32 ids: the
-// 64 KB of INT64 a piece above reads).
-constexpr size_t kGateBytes = size_t{32} << 10;
 // Staging buffers of fewer bytes are packed by the calling thread alone: at W1's 64 pairs (72 KB,
 // 53 pieces) the helpers' claims cost more than they saved (H200 host: 8.6 to 10.2 µs against
 // 7.5); at 512 pairs (572 KB) they took the packing from 35 to 38 µs down to 21 to 22.
@@ -38,7 +35,6 @@ struct Piece {
 };
 
 void Pack(const Piece& piece) {
-  if (piece.bytes == 0) return;
   if (piece.narrow) {
     NarrowIds(reinterpret_cast<const int64_t*>(piece.from), reinterpret_cast<int32_t*>(piece.to), piece.bytes / 8);
   } else {
@@ -51,53 +47,6 @@ double Since(std::chrono::steady_clock::time_point t0) {
 }
 
 }  // namespace
-
-void CudaExecutor::PlanGates(Binding& b) const {
-  b.gate_parts.clear();
-  b.gates = InputGates{};
-  for (size_t i = 0; i < b.in_bytes.size(); ++i) {
-    for (size_t at = 0; at < b.in_bytes[i]; at += kGateBytes) {
-      b.gate_parts.push_back({i, at, std::min(kGateBytes, b.in_bytes[i] - at)});
-    }
-  }
-  if (b.gate_parts.size() > static_cast<size_t>(InputGates::kMax)) {  // packed before the launch instead
-    b.gate_parts.clear();
-    return;
-  }
-  b.gates.ready = static_cast<const uint32_t*>(gate_words_.device());
-  b.gates.count = static_cast<int>(b.gate_parts.size());
-  for (size_t g = 0; g < b.gate_parts.size(); ++g) {
-    b.gates.begin[g] = static_cast<uint32_t>(b.in_offsets[b.gate_parts[g].input] + b.gate_parts[g].offset);
-  }
-}
-
-void CudaExecutor::SetGates(size_t count, uint32_t value) {
-  auto* words = static_cast<uint32_t*>(gate_words_.get());
-  for (size_t g = 0; g < count; ++g) std::atomic_ref<uint32_t>(words[g]).store(value, std::memory_order_release);
-}
-
-void CudaExecutor::PackOpeningGates(const Binding& b, std::span<const Tensor> inputs) {
-  auto start = std::chrono::steady_clock::now();
-  auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
-  auto* words = static_cast<uint32_t*>(gate_words_.get());
-  auto pack = [&](int64_t g) {
-    const GatePart& part = b.gate_parts[static_cast<size_t>(g)];
-    const Tensor& in = inputs[part.input];
-    const bool narrow = b.narrowed[part.input];
-    const size_t from = narrow ? part.offset * 2 : part.offset;  // the slot's bytes cover the input's first
-    const size_t bytes = from < in.bytes() ? std::min(in.bytes() - from, narrow ? part.bytes * 2 : part.bytes) : 0;
-    Pack({staged + b.in_offsets[part.input] + part.offset, static_cast<const uint8_t*>(in.raw()) + from, bytes, narrow});
-    // Release: the packed bytes (and the tails FillTails wrote) are visible before the word.
-    std::atomic_ref<uint32_t>(words[g]).store(1, std::memory_order_release);
-  };
-  const auto parts = static_cast<int64_t>(b.gate_parts.size());
-  if (b.in_total >= kHelpedStagingBytes) {
-    HelpingPool::Shared().Run(parts, pack);
-  } else {
-    for (int64_t g = 0; g < parts; ++g) pack(g);
-  }
-  if (OpProfile::phases()) OpProfile::Record("(inputs packed into pinned memory)", Since(start));
-}
 
 Status CudaExecutor::FillTails(Binding& b, std::span<const Tensor> inputs) {
   if (inputs.size() != b.in_bytes.size()) {
