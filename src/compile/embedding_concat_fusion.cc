@@ -10,20 +10,12 @@
 // (W2: the user's sequence clipped twice, looked up in two tables and concatenated, five launches,
 // become one).
 
-#include <algorithm>
-#include <cstdlib>
 #include <limits>
-#include <string>
 
 #include "compile/passes.h"
 
 namespace rankd {
 namespace {
-
-bool SplitComputedParts() {
-  static const bool on = std::getenv("RANKD_SPLIT_COMPUTED_PARTS") && std::string(std::getenv("RANKD_SPLIT_COMPUTED_PARTS")) == "1";
-  return on;
-}
 
 // A part of the fused node: its inputs and attributes.
 struct Part {
@@ -66,10 +58,6 @@ class EmbeddingConcatFuser {
       // A bag or an FP32 lookup among the parts makes every part FP32 and rank 2 (Concat requires
       // it of all).
       if (!any) continue;
-      if (SplitComputedParts() && SplitOffComputed(concat, index, parts)) {
-        ++fused;
-        continue;
-      }
       std::vector<int> inputs;
       std::vector<int64_t> counts, modes, columns;
       bool lookups = false;
@@ -99,50 +87,6 @@ class EmbeddingConcatFuser {
   }
 
  private:
-  // Experiment: parts a node computes stay out of the fused node, so that the bags need not wait
-  // for them; each run of other parts becomes a ConcatEmbeddingBags, and the Concat joins them.
-  bool SplitOffComputed(Node& concat, size_t index, const std::vector<Part>& parts) {
-    auto computed = [&](const Part& p) {
-      return p.producers.empty() && p.column < 0 && producers_[static_cast<size_t>(p.inputs[0])] >= 0;
-    };
-    if (index == 0 || std::none_of(parts.begin(), parts.end(), computed)) return false;
-    std::vector<int> joined;
-    size_t first = 0;
-    int run = 0;
-    while (first < parts.size()) {
-      if (computed(parts[first])) {
-        joined.push_back(parts[first++].inputs[0]);
-        continue;
-      }
-      size_t last = first;
-      std::vector<int> inputs;
-      std::vector<int64_t> counts, modes, columns;
-      bool lookups = false;
-      while (last < parts.size() && !computed(parts[last])) {
-        const Part& p = parts[last++];
-        inputs.insert(inputs.end(), p.inputs.begin(), p.inputs.end());
-        counts.push_back(static_cast<int64_t>(p.inputs.size()));
-        modes.push_back(p.mode);
-        columns.push_back(p.column);
-        lookups = lookups || p.column >= 0;
-        for (int n : p.producers) removed_[static_cast<size_t>(n)] = true;
-      }
-      Node ceb;
-      ceb.op = "ConcatEmbeddingBags";
-      ceb.name = concat.name + ".bags" + std::to_string(run++);
-      ceb.inputs = std::move(inputs);
-      ceb.attrs = {{"parts", counts}, {"modes", modes}};
-      if (lookups) ceb.attrs["columns"] = columns;
-      const int out = graph_.AddValue({ceb.name, DType::kF32, {-1, -1}, true});
-      ceb.outputs = {out};
-      joined.push_back(out);
-      after_[index - 1].push_back(std::move(ceb));
-      first = last;
-    }
-    concat.inputs = std::move(joined);
-    return true;
-  }
-
   // The node producing `value` when it is read only once (by the Concat) and not yet taken.
   const Node* SoleProducer(int value) const {
     // (Values added by AsIdLookup, past producers_, are never parts.)
