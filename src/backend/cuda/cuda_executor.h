@@ -122,7 +122,7 @@ class CudaExecutor final : public Executor {
   // Makes the staging buffers and io_ large enough for `b`, points its input and output views and
   // the error word into io_; a buffer that moves drops every capture (they hold its old address).
   Status Stage(Binding& b);
-  // Packs the host inputs into the pinned staging buffer, on several threads. When
+  // Packs the host inputs into the pinned staging buffer, on several threads (cuda_staging.cc). When
   // the run is uncaptured and large, also queues the input copy in chunks as they are packed, and
   // returns true (the copy is then already on the stream).
   StatusOr<bool> StageInputs(Binding& b, std::span<const Tensor> inputs);
