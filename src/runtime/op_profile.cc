@@ -53,6 +53,10 @@ void OpProfile::Record(const std::string& op, double ms) {
   e.second += ms;
 }
 
+void OpProfile::RecordSince(const std::string& op, std::chrono::steady_clock::time_point start) {
+  Record(op, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+}
+
 void OpProfile::Reset() {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);

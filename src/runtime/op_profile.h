@@ -7,6 +7,7 @@
 // Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 namespace rankd {
@@ -20,6 +21,8 @@ class OpProfile {
   // The name a step's time is recorded under: its op, or with RANKD_PROFILE=steps "op node-name".
   static std::string Key(const std::string& op, const std::string& node);
   static void Record(const std::string& op, double ms);
+  // Records the milliseconds from `start` to now.
+  static void RecordSince(const std::string& op, std::chrono::steady_clock::time_point start);
   // Forgets what was recorded (a benchmark's warm-up).
   static void Reset();
   // "op  calls  total ms  share  ms per call" lines, largest first.

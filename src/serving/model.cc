@@ -213,10 +213,7 @@ StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, Inf
   PreparedRequest prepared;
   auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
-  if (OpProfile::phases()) {
-    OpProfile::Record("(request turned into graph inputs)",
-                      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
+  if (OpProfile::phases()) OpProfile::RecordSince("(request turned into graph inputs)", t0);
   StatusOr<std::vector<Tensor>> result = batcher_ ? RunQueued(request, prepared, stats) : RunPrepared(prepared);
   if (!result.ok()) return result.status();
   std::vector<InferOutput> outputs;

@@ -29,10 +29,6 @@ constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-double Since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 std::atomic<int> graph_lanes{-1};  // -1: not read from the environment yet
 std::atomic<bool> copy_kernels{SwitchedOn("RANKD_COPY_KERNELS")};
 
@@ -336,7 +332,7 @@ Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s) {
   RETURN_IF_ERROR(step.kernel(args));
   if (profile) {
     RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
-    OpProfile::Record(OpProfile::Key(node.op, node.name), Since(t0));
+    OpProfile::RecordSince(OpProfile::Key(node.op, node.name), t0);
   }
   return Status::Ok();
 }
@@ -454,7 +450,7 @@ Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, con
   }
   if (OpProfile::enabled()) {  // the input copy on its own, not in the first step's time
     RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
-    OpProfile::Record("(input copy to the device)", Since(t0));
+    OpProfile::RecordSince("(input copy to the device)", t0);
   }
   RETURN_IF_ERROR(Launch(plan, b, lanes));
   // The error word and the outputs after it in one copy, into one pinned buffer; an output that
@@ -570,13 +566,13 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   }
   auto waiting = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (phases) {
-    OpProfile::Record(b->graph && !OpProfile::enabled() ? "(graph launched)" : "(steps enqueued)", Since(launched));
+    OpProfile::RecordSince(b->graph && !OpProfile::enabled() ? "(graph launched)" : "(steps enqueued)", launched);
     RETURN_IF_ERROR(span_.End(ctx_.stream));
   }
   RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
   auto synchronised = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (phases) {
-    OpProfile::Record("(host waiting for the device)", Since(waiting));
+    OpProfile::RecordSince("(host waiting for the device)", waiting);
     ASSIGN_OR_RETURN(double device_ms, span_.Elapsed());
     OpProfile::Record("(device span of a run: copies in, steps, copies out)", device_ms);
   }
@@ -596,7 +592,7 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
     if (t.bytes() > 0) std::memcpy(t.raw(), back + b->out_offsets[i], t.bytes());
     outputs.push_back(std::move(t));
   }
-  if (phases) OpProfile::Record("(outputs copied out of pinned memory)", Since(synchronised));
+  if (phases) OpProfile::RecordSince("(outputs copied out of pinned memory)", synchronised);
   return outputs;
 }
 

@@ -42,10 +42,6 @@ void Pack(const Piece& piece) {
   }
 }
 
-double Since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 Status CudaExecutor::FillTails(Binding& b, std::span<const Tensor> inputs) {
@@ -146,7 +142,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
       for (size_t p = 0; p < pieces.size(); ++p) pack(static_cast<int64_t>(p));
     }
   }
-  if (OpProfile::phases()) OpProfile::Record("(inputs packed into pinned memory)", Since(staging_start));
+  if (OpProfile::phases()) OpProfile::RecordSince("(inputs packed into pinned memory)", staging_start);
   return pipelined;
 }
 
