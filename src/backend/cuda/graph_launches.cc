@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "backend/cuda/device.h"
-#include "backend/cuda/mapped_copy.h"
 
 namespace rankd::cuda {
 namespace {
@@ -64,16 +63,8 @@ StatusOr<Executor::Launches> CountGraphLaunches(cudaGraph_t graph) {
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     RANKD_CUDA_RETURN(cudaGraphNodeGetType(nodes[i], &type));
     kernel[i] = type == cudaGraphNodeTypeKernel;
-    if (kernel[i]) {  // a kernel that only moves a run's inputs in or its outputs out counts as a copy
-      cudaKernelNodeParams params{};
-      if (cudaGraphKernelNodeGetParams(nodes[i], &params) != cudaSuccess) {
-        cudaGetLastError();  // a library's kernel the runtime cannot describe: a kernel
-      } else if (IsCopyKernel(params.func)) {
-        kernel[i] = false;
-      }
-    }
     if (kernel[i]) ++launches.kernels;
-    else if (type == cudaGraphNodeTypeMemcpy || type == cudaGraphNodeTypeKernel) ++launches.copies;
+    else if (type == cudaGraphNodeTypeMemcpy) ++launches.copies;
     else if (type == cudaGraphNodeTypeMemset) ++launches.memsets;
     else ++launches.other;
   }

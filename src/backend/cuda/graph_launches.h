@@ -1,7 +1,6 @@
-// What a captured CUDA graph puts on the device: its nodes by type (a copy by kernel,
-// mapped_copy.h, as a copy), and the most kernels on one path of its dependencies (a plan run on
-// lanes, runtime/step_lanes.h, has fewer in a row than in all). Executor::CountLaunches reports
-// these for a plan.
+// What a captured CUDA graph puts on the device: its nodes by type, and the most kernels on one
+// path of its dependencies (a plan run on lanes, runtime/step_lanes.h, has fewer in a row than in
+// all). Executor::CountLaunches reports these for a plan.
 #pragma once
 
 #include <cuda_runtime.h>

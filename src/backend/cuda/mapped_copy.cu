@@ -26,6 +26,4 @@ Status CopyByKernel(const void* from, void* to, size_t bytes, int* clear, cudaSt
   return Check(cudaGetLastError(), "a copy by kernel to or from pinned memory");
 }
 
-bool IsCopyKernel(const void* func) { return func == reinterpret_cast<const void*>(&CopyKernel); }
-
 }  // namespace rankd::cuda

@@ -19,8 +19,4 @@ namespace rankd::cuda {
 // (the error word a run starts from).
 Status CopyByKernel(const void* from, void* to, size_t bytes, int* clear, cudaStream_t stream);
 
-// Whether `func` (a captured kernel node's function) is CopyByKernel's kernel: launch counts report
-// such a node as the copy it replaces (graph_launches.h).
-bool IsCopyKernel(const void* func);
-
 }  // namespace rankd::cuda
