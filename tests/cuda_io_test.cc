@@ -1,17 +1,23 @@
 // How a CUDA run's inputs reach the device and its outputs come back (cuda_executor.h): a small
 // run's moved by kernels through the pinned staging buffers' mapped addresses, or by copies; the
 // error word cleared on the way in and brought back with the outputs in one copy. Both ways must
-// score alike, uncaptured and replayed, and report a bad id in that run only.
+// score alike, uncaptured and replayed, and report a bad id in that run only. The input kernel
+// reads each input where it lies (a tensor of the pinned pool) or from the staging buffer where
+// the host packed it (heap memory, or an address not 16-byte aligned).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
+#include <span>
+#include <string>
 
 #include "compile/plan.h"
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
 #include "backend/cuda/cuda_executor.h"
+#include "backend/cuda/pinned_pool.h"
 #endif
 
 namespace rankd {
@@ -116,6 +122,111 @@ TEST_P(CudaInputsTest, ScoresAsTheCpuUncapturedAndReplayedAndABadIdFailsOneRunOn
   expect_scores("replayed, after the bad id");
   expect_bad_id("replayed, again");
   expect_scores("replayed, after the second bad id");
+}
+
+// Where a test puts an input's bytes: a tensor of the pinned pool, heap memory, or pinned memory
+// 8 bytes past a 16-byte boundary.
+enum class Lies { kPooled, kHeap, kMisaligned };
+
+struct PlacedInputs {
+  std::vector<Tensor> tensors;
+  std::vector<Tensor> rooms;               // pooled memory misaligned views point into
+  std::vector<std::vector<int64_t>> heap;  // what heap views point at
+};
+
+PlacedInputs Place(const std::vector<Tensor>& in, Lies lies) {
+  PlacedInputs p;
+  for (const Tensor& t : in) {
+    const size_t words = (t.bytes() + 7) / 8 + 2;
+    if (lies == Lies::kPooled) {
+      p.tensors.push_back(t.Clone());
+    } else if (lies == Lies::kHeap) {
+      p.heap.emplace_back(words);
+      std::memcpy(p.heap.back().data(), t.raw(), t.bytes());
+      p.tensors.push_back(Tensor::View(t.dtype(), t.shape(), p.heap.back().data()));
+    } else {
+      p.rooms.push_back(Tensor::Empty(DType::kI64, {static_cast<int64_t>(words)}));
+      std::memcpy(p.rooms.back().data<int64_t>() + 1, t.raw(), t.bytes());
+      p.tensors.push_back(Tensor::View(t.dtype(), t.shape(), p.rooms.back().data<int64_t>() + 1));
+    }
+  }
+  return p;
+}
+
+TEST(PinnedPool, HandsOutAlignedBlocksItHoldsAndTakesFreedOnesBack) {
+  if (!testing::CudaOrNull()) GTEST_SKIP() << "no CUDA device";
+  cuda::PinnedPool& pool = cuda::PinnedPool::Shared();
+  void* small = pool.Allocate(300);  // a 512-byte block
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % 256, 0u);
+  EXPECT_TRUE(pool.Holds(small, 512));
+  pool.Free(small, 300);
+  EXPECT_EQ(pool.Allocate(400), small) << "a freed block of the same size comes back first";
+  pool.Free(small, 400);
+  void* large = pool.Allocate(size_t{3} << 20);  // a slab of its own (4 MiB)
+  ASSERT_NE(large, nullptr);
+  EXPECT_TRUE(pool.Holds(large, size_t{4} << 20));
+  EXPECT_FALSE(pool.Holds(static_cast<uint8_t*>(large) + (size_t{4} << 20) - 8, 16)) << "past the slab's end";
+  pool.Free(large, size_t{3} << 20);
+  EXPECT_EQ(pool.Allocate(size_t{1} << 27), nullptr) << "blocks over 64 MiB come from the heap";
+  int on_the_stack = 0;
+  EXPECT_FALSE(pool.Holds(&on_the_stack, sizeof(on_the_stack)));
+  // The CUDA backend installed the pool: tensors are pinned, and a kernel reads them in place.
+  Tensor t = Tensor::Zeros(DType::kF32, {1000});
+  EXPECT_TRUE(pool.Holds(t.raw(), t.bytes()));
+}
+
+// Pooled, heap and misaligned inputs in turn, uncaptured and replayed, with ids shorter than the
+// plan's (the kernel or the host fills the tail with -1) and ids past INT32's range (clamped
+// where narrowed, never wrapped to a valid id: one past the table fails the run, a negative one
+// is skipped as the CPU skips it).
+TEST_P(CudaInputsTest, ReadsInputsWhereverTheyLie) {
+  std::mt19937_64 rng(23);
+  ASSERT_TRUE(cuda::PinnedPool::Shared().Holds(Tensor::Empty(DType::kI64, {kIds}).raw(), kIds * 8))
+      << "tensors made after the CUDA backend are pinned";
+  auto run = [&](std::vector<Tensor> in, Lies lies) {
+    PlacedInputs placed = Place(in, lies);
+    return executor_->Run(*plan_, placed.tensors);
+  };
+  auto expect_scores = [&](Lies lies, bool short_ids, const std::string& when, int64_t id = 0) {
+    std::vector<Tensor> in = RandomInputs(rng);
+    if (id != 0) in[0].data<int64_t>()[3] = id;
+    if (short_ids) {  // the last 7 ids dropped: the last bags lose them
+      constexpr int64_t kKept = kIds - 7;
+      std::vector<int64_t> ids(in[0].data<int64_t>(), in[0].data<int64_t>() + kKept);
+      in[0] = testing::MakeI64({kKept}, ids);
+      for (int64_t r = 0; r <= kRows; ++r) in[1].data<int64_t>()[r] = std::min(in[1].data<int64_t>()[r], kKept);
+    }
+    auto want = testing::RunGraph(m_.g.graph(), in);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    auto got = run(in, lies);
+    ASSERT_TRUE(got.ok()) << when << ": " << got.status().ToString();
+    EXPECT_LE(testing::RelativeError((*got)[1], (*want)[1]), 1e-6) << when;
+    EXPECT_EQ(testing::RelativeError((*got)[2], in[2]), 0.0) << when;
+  };
+  auto expect_bad = [&](Lies lies, int64_t id, const std::string& when) {
+    std::vector<Tensor> in = RandomInputs(rng);
+    in[0].data<int64_t>()[3] = id;
+    auto failed = run(in, lies);
+    ASSERT_FALSE(failed.ok()) << when << ": id " << id << " was read";
+    EXPECT_NE(failed.status().message().find("out of range"), std::string::npos) << failed.status().ToString();
+  };
+  for (bool replayed : {false, true}) {
+    if (replayed) {
+      ASSERT_TRUE(executor_->Capture(*plan_).ok());
+    }
+    for (Lies lies : {Lies::kPooled, Lies::kHeap, Lies::kMisaligned, Lies::kPooled}) {
+      const std::string when = std::string(replayed ? "replayed" : "uncaptured") + ", inputs " +
+                               (lies == Lies::kPooled ? "pooled" : lies == Lies::kHeap ? "on the heap" : "misaligned");
+      expect_scores(lies, false, when);
+      expect_scores(lies, true, when + ", short ids");
+      expect_scores(lies, false, when + ", after short ids");
+      expect_bad(lies, int64_t{1} << 40, when);
+      expect_bad(lies, (int64_t{1} << 32) + 1, when);  // wraps to 1 if truncated
+      expect_scores(lies, false, when + ", a negative id skipped", -(int64_t{1} << 32) + 5);  // 5 if truncated
+      expect_scores(lies, false, when + ", after bad ids");
+    }
+  }
 }
 
 // The copies a run puts on the device: the inputs in one, the error word and both computed

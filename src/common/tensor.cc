@@ -1,11 +1,22 @@
 #include "rankd/tensor.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
+#include "common/host_allocator.h"
 #include "rankd/status.h"
 
 namespace rankd {
+namespace {
+
+std::atomic<HostAllocator*> host_allocator{nullptr};
+
+}  // namespace
+
+void SetHostAllocator(HostAllocator* allocator) { host_allocator.store(allocator); }
+
+HostAllocator* CurrentHostAllocator() { return host_allocator.load(); }
 
 std::string ShapeToString(const Shape& shape) {
   std::string s = "[";
@@ -22,6 +33,13 @@ Tensor Tensor::Empty(DType dtype, Shape shape) {
   t.shape_ = std::move(shape);
   // 64-byte alignment for vector loads; at least one byte so data() is never null.
   size_t padded = (t.bytes() + 63) / 64 * 64 + 64;
+  if (HostAllocator* allocator = host_allocator.load()) {
+    if (void* p = allocator->Allocate(padded)) {
+      t.owner_ = std::shared_ptr<void>(p, [allocator, padded](void* q) { allocator->Free(q, padded); });
+      t.data_ = p;
+      return t;
+    }
+  }
   void* p = std::aligned_alloc(64, padded);
   RANKD_CHECK_MSG(p != nullptr, "out of host memory");
   t.owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });

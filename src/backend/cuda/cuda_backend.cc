@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_executor.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pinned_pool.h"
 
 namespace rankd {
 namespace {
@@ -80,6 +81,7 @@ const Backend* CudaBackendIfAvailable(std::string* why) {
     } else {
       static const CudaBackendImpl backend;
       p.backend = &backend;
+      cuda::PinnedPool::Shared();  // tensors made from now on are pinned: runs read them in place
     }
     return p;
   }();

@@ -25,6 +25,8 @@ namespace {
 constexpr size_t kAlign = 256;
 // Runs with at most this many input bytes move them and their outputs by kernels (CopyKernels).
 constexpr size_t kCopyKernelBytes = size_t{2} << 20;
+// ... and at most this many inputs (the input kernel holds their sources in shared memory).
+constexpr size_t kMaxGatheredInputs = 1024;
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
@@ -265,7 +267,8 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     b.in_bytes.push_back(static_cast<size_t>(NumElements(v.shape)) * (b.narrowed[i] ? 4 : DTypeSize(v.dtype)));
     b.in_total += Aligned(b.in_bytes.back());
   }
-  b.copy_kernels = CopyKernels() && b.in_total <= kCopyKernelBytes;
+  b.copy_kernels = CopyKernels() && b.in_total <= kCopyKernelBytes && b.in_offsets.size() <= kMaxGatheredInputs;
+  b.sources_at = Aligned(b.in_total + sizeof(int));
   b.out_total = Aligned(sizeof(int));  // the error word first
   std::unordered_map<int, size_t> moved;  // root value id -> its offset after the error word
   for (int id : plan.graph().outputs) {
@@ -428,7 +431,8 @@ void CudaExecutor::ClearBindings() {
 Status CudaExecutor::Stage(Binding& b) {
   bool grew_io = false, grew_staged = false, grew_out = false;
   RETURN_IF_ERROR(io_.Reserve(b.in_total + b.out_total, &grew_io));
-  RETURN_IF_ERROR(staged_inputs_.Reserve(b.in_total + sizeof(int), &grew_staged));
+  const size_t sources = b.copy_kernels ? b.in_offsets.size() * sizeof(InputSource) : 0;
+  RETURN_IF_ERROR(staged_inputs_.Reserve(b.sources_at + sources, &grew_staged));
   RETURN_IF_ERROR(staged_outputs_.Reserve(b.out_total, &grew_out));
   if (grew_io || grew_staged || grew_out) DropCaptures();
   if (grew_staged) tails_owner_ = nullptr;  // a new staging buffer holds no tails
@@ -444,7 +448,8 @@ Status CudaExecutor::Stage(Binding& b) {
 Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, const LaneSchedule* lanes) {
   auto t0 = std::chrono::steady_clock::now();
   if (!inputs_sent && b.copy_kernels) {
-    RETURN_IF_ERROR(CopyByKernel(staged_inputs_.device(), io_.get(), b.in_total, ctx_.error, ctx_.stream));
+    const auto* sources = reinterpret_cast<const InputSource*>(static_cast<uint8_t*>(staged_inputs_.device()) + b.sources_at);
+    RETURN_IF_ERROR(GatherByKernel(sources, static_cast<int>(b.in_offsets.size()), io_.get(), b.in_total, ctx_.error, ctx_.stream));
   } else if (!inputs_sent) {  // the inputs and the cleared error word after them
     RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice, ctx_.stream));
   }
@@ -481,6 +486,7 @@ StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
     // (a GEMM's algorithm choice, a kernel's module) may synchronise, which a capture forbids.
     std::memset(staged_inputs_.get(), 0, b->in_total + sizeof(int));
     tails_owner_ = nullptr;  // the tails are zeros now
+    if (b->copy_kernels) ListStagedSources(*b);
     Status warm = Enqueue(plan, *b);
     RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
     RETURN_IF_ERROR(warm);

@@ -77,6 +77,14 @@ int GraphLanes();
 void SetCopyKernels(bool on);
 bool CopyKernels();
 
+// Host bytes to pack into the staging buffer (cuda_staging.cc).
+struct StagingPiece {
+  uint8_t* to;
+  const uint8_t* from;
+  size_t bytes;         // read from `from`
+  bool narrow = false;  // INT64 ids written as INT32 (narrow_ids.h)
+};
+
 class CudaExecutor final : public Executor {
  public:
   static StatusOr<std::unique_ptr<Executor>> Create(std::shared_ptr<CudaModelResources> resources);
@@ -109,9 +117,13 @@ class CudaExecutor final : public Executor {
     std::vector<size_t> in_offsets, out_offsets;
     std::vector<bool> out_separate;  // per output: not after the error word (an input or a constant), copied alone
     size_t out_copied = 0;           // bytes after in_total the output copy brings back (a multiple of 16)
-    // A small run's inputs come over by a kernel reading the pinned staging buffer, which also
-    // clears the error word, and its outputs go back by one writing it (mapped_copy.h).
+    // A small run's inputs come over by a kernel that reads each where it lies, a request's
+    // tensor in the pinned pool (pinned_pool.h) or its slot of the staging buffer where it had to
+    // be packed, and that also clears the error word; its outputs go back by a kernel writing the
+    // pinned output buffer (mapped_copy.h). The sources' table follows the error word's room in
+    // the staging buffer, at sources_at.
     bool copy_kernels = false;
+    size_t sources_at = 0;
     std::vector<size_t> in_bytes;   // per input: the bytes of its slot (the plan's shape)
     std::vector<size_t> tail_from;  // per input: its slot holds -1 from here on (FillTails)
     size_t in_total = 0, out_total = 0;
@@ -128,8 +140,13 @@ class CudaExecutor final : public Executor {
   StatusOr<bool> StageInputs(Binding& b, std::span<const Tensor> inputs);
   // Checks each input against its slot, and fills with -1 the slots after an input shorter than
   // the plan's (a ragged input's ids, FillsRaggedTails), only as far as the last tail filled
-  // when `b` staged last.
+  // when `b` staged last (not for copy kernels: the input kernel fills the tails).
   Status FillTails(Binding& b, std::span<const Tensor> inputs);
+  // For copy kernels: lists where the input kernel takes each input from, packing into the
+  // staging buffer those it cannot read where they lie; returns the pieces to pack.
+  std::vector<StagingPiece> ListSources(Binding& b, std::span<const Tensor> inputs);
+  // For copy kernels: every input taken from its staging slot, as the slot holds it.
+  void ListStagedSources(const Binding& b);
   // Enqueues the input copy (unless `inputs_sent`: Run sent it in chunks), every step and the
   // output copy on the stream (or into a capture).
   Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false, const LaneSchedule* lanes = nullptr);

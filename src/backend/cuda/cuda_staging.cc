@@ -7,7 +7,9 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_executor.h"
+#include "backend/cuda/mapped_copy.h"
 #include "backend/cuda/narrow_ids.h"
+#include "backend/cuda/pinned_pool.h"
 #include "common/helping_pool.h"
 #include "common/parallel.h"
 #include "runtime/op_profile.h"
@@ -27,14 +29,7 @@ constexpr size_t kHelpedStagingBytes = size_t{256} << 10;
 constexpr size_t kPipelinedBytes = size_t{16} << 20;
 constexpr size_t kChunkBytes = size_t{8} << 20;
 
-struct Piece {
-  uint8_t* to;
-  const uint8_t* from;
-  size_t bytes;         // read from `from`
-  bool narrow = false;  // INT64 ids written as INT32 (narrow_ids.h)
-};
-
-void Pack(const Piece& piece) {
+void Pack(const StagingPiece& piece) {
   if (piece.narrow) {
     NarrowIds(reinterpret_cast<const int64_t*>(piece.from), reinterpret_cast<int32_t*>(piece.to), piece.bytes / 8);
   } else {
@@ -51,7 +46,7 @@ Status CudaExecutor::FillTails(Binding& b, std::span<const Tensor> inputs) {
   }
   // What each slot holds after its data is known only if this binding staged last; otherwise
   // the whole tail is filled.
-  const bool known = tails_owner_ == &b;
+  const bool known = tails_owner_ == &b, fill = !b.copy_kernels;
   b.tail_from.resize(inputs.size(), 0);
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -64,14 +59,45 @@ Status CudaExecutor::FillTails(Binding& b, std::span<const Tensor> inputs) {
     if (bytes < b.in_bytes[i] && (in.rank() != 1 || (in.dtype() != DType::kI64 && in.dtype() != DType::kI32))) {
       return InvalidArgument("input " + std::to_string(i) + " is shorter than the plan's and is not a ragged input's ids");
     }
+    if (!fill) continue;
     const size_t filled_from = known ? b.tail_from[i] : b.in_bytes[i];
     // Slots from `bytes` on must read -1 (all bits set at either width); those past the last
     // tail filled still do.
     if (bytes < filled_from) std::memset(staged + b.in_offsets[i] + bytes, 0xff, filled_from - bytes);
     b.tail_from[i] = bytes;
   }
-  tails_owner_ = &b;
+  if (fill) tails_owner_ = &b;
   return Status::Ok();
+}
+
+std::vector<StagingPiece> CudaExecutor::ListSources(Binding& b, std::span<const Tensor> inputs) {
+  auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
+  auto* staged_device = static_cast<const uint8_t*>(staged_inputs_.device());
+  auto* sources = reinterpret_cast<InputSource*>(staged + b.sources_at);
+  const PinnedPool& pool = PinnedPool::Shared();
+  std::vector<StagingPiece> pieces;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    const bool narrow = b.narrowed[i];
+    const void* from = in.raw();
+    if (in.bytes() > 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0 && pool.Holds(from, in.bytes())) {
+      sources[i] = {from, in.bytes(), b.in_offsets[i], b.in_bytes[i], narrow, 0};
+      continue;
+    }
+    const size_t bytes = narrow ? in.bytes() / 2 : in.bytes();
+    sources[i] = {staged_device + b.in_offsets[i], bytes, b.in_offsets[i], b.in_bytes[i], 0, 0};
+    if (bytes > 0) pieces.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(from), in.bytes(), narrow});
+  }
+  if (!pieces.empty()) tails_owner_ = nullptr;  // slots packed without their tails
+  return pieces;
+}
+
+void CudaExecutor::ListStagedSources(const Binding& b) {
+  auto* staged_device = static_cast<const uint8_t*>(staged_inputs_.device());
+  auto* sources = reinterpret_cast<InputSource*>(static_cast<uint8_t*>(staged_inputs_.get()) + b.sources_at);
+  for (size_t i = 0; i < b.in_offsets.size(); ++i) {
+    sources[i] = {staged_device + b.in_offsets[i], b.in_bytes[i], b.in_offsets[i], b.in_bytes[i], 0, 0};
+  }
 }
 
 StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inputs) {
@@ -79,13 +105,18 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   RETURN_IF_ERROR(FillTails(b, inputs));
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
   if (!b.copy_kernels) std::memset(staged + b.in_total, 0, sizeof(int));  // the error word the input copy clears
-  std::vector<Piece> pieces;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto* from = static_cast<const uint8_t*>(inputs[i].raw());
-    const bool narrow = b.narrowed[i];
-    for (size_t done = 0; done < inputs[i].bytes(); done += kPieceBytes) {
-      pieces.push_back({staged + b.in_offsets[i] + (narrow ? done / 2 : done), from + done,
-                        std::min(kPieceBytes, inputs[i].bytes() - done), narrow});
+  std::vector<StagingPiece> whole;  // the inputs to pack, in the staging buffer's order
+  if (b.copy_kernels) {
+    whole = ListSources(b, inputs);
+  } else {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      whole.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(inputs[i].raw()), inputs[i].bytes(), b.narrowed[i]});
+    }
+  }
+  std::vector<StagingPiece> pieces;  // each of at most kPieceBytes, in the same order
+  for (const StagingPiece& in : whole) {
+    for (size_t done = 0; done < in.bytes; done += kPieceBytes) {
+      pieces.push_back({in.to + (in.narrow ? done / 2 : done), in.from + done, std::min(kPieceBytes, in.bytes - done), in.narrow});
     }
   }
   // Large batches (tens of MB of ids) are copied by several threads: one thread's memcpy into

@@ -17,7 +17,64 @@ __global__ void __launch_bounds__(kCopyThreads) CopyKernel(const uint4* from, ui
   if (clear && blockIdx.x == 0 && threadIdx.x == 0) *clear = 0;
 }
 
+// Sixteen bytes of slot `s` at offset `at` in the slot.
+__device__ uint4 Gathered(const InputSource& s, uint64_t at) {
+  const auto* from = static_cast<const uint8_t*>(s.from);
+  if (s.narrow) {  // four ids: 32 bytes read, 16 written
+    const uint64_t first = at / 4, count = s.from_bytes / 8;
+    int32_t out[4];
+    if (first + 4 <= count) {
+      const uint4 a = reinterpret_cast<const uint4*>(from)[first / 2], b = reinterpret_cast<const uint4*>(from)[first / 2 + 1];
+      const uint32_t words[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      for (int i = 0; i < 4; ++i) {
+        const auto id = static_cast<int64_t>((static_cast<uint64_t>(words[2 * i + 1]) << 32) | words[2 * i]);
+        out[i] = static_cast<int32_t>(max(static_cast<int64_t>(INT32_MIN), min(static_cast<int64_t>(INT32_MAX), id)));
+      }
+    } else {
+      for (int i = 0; i < 4; ++i) {
+        const int64_t id = first + i < count ? reinterpret_cast<const int64_t*>(from)[first + i] : -1;
+        out[i] = static_cast<int32_t>(max(static_cast<int64_t>(INT32_MIN), min(static_cast<int64_t>(INT32_MAX), id)));
+      }
+    }
+    return make_uint4(static_cast<uint32_t>(out[0]), static_cast<uint32_t>(out[1]), static_cast<uint32_t>(out[2]),
+                      static_cast<uint32_t>(out[3]));
+  }
+  if (at + 16 <= s.from_bytes) return reinterpret_cast<const uint4*>(from)[at / 16];
+  uint8_t bytes[16];
+  for (int i = 0; i < 16; ++i) bytes[i] = at + i < s.from_bytes ? from[at + i] : 0xff;
+  uint4 v;
+  memcpy(&v, bytes, sizeof(v));
+  return v;
+}
+
+__global__ void __launch_bounds__(kCopyThreads) GatherKernel(const InputSource* sources, int count, uint4* to, int64_t pieces,
+                                                             int* clear) {
+  extern __shared__ InputSource slots[];
+  for (int i = threadIdx.x; i < count; i += kCopyThreads) slots[i] = sources[i];
+  __syncthreads();
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kCopyThreads;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kCopyThreads) + threadIdx.x; count > 0 && i < pieces; i += stride) {
+    const uint64_t at = static_cast<uint64_t>(i) * 16;
+    int lo = 0, hi = count - 1;  // the last slot starting at or before `at`
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (slots[mid].to <= at) lo = mid; else hi = mid - 1;
+    }
+    const InputSource& s = slots[lo];
+    if (at >= s.to && at - s.to < s.to_bytes) to[i] = Gathered(s, at - s.to);
+  }
+  if (clear && blockIdx.x == 0 && threadIdx.x == 0) *clear = 0;
+}
+
 }  // namespace
+
+Status GatherByKernel(const InputSource* sources, int count, void* to, size_t bytes, int* clear, cudaStream_t stream) {
+  const auto pieces = static_cast<int64_t>(bytes / sizeof(uint4));
+  const auto blocks = static_cast<int>(std::clamp<int64_t>((pieces + kCopyThreads - 1) / kCopyThreads, 1, kMaxCopyBlocks));
+  const size_t shared = static_cast<size_t>(std::max(count, 1)) * sizeof(InputSource);
+  GatherKernel<<<blocks, kCopyThreads, shared, stream>>>(sources, count, static_cast<uint4*>(to), pieces, clear);
+  return Check(cudaGetLastError(), "gathering a run's inputs by kernel");
+}
 
 Status CopyByKernel(const void* from, void* to, size_t bytes, int* clear, cudaStream_t stream) {
   const auto pieces = static_cast<int64_t>(bytes / sizeof(uint4));

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "rankd/status.h"
 
@@ -18,5 +19,21 @@ namespace rankd::cuda {
 // mapped pinned memory) from `from` to `to` on `stream`, and sets *clear to 0 where it is given
 // (the error word a run starts from).
 Status CopyByKernel(const void* from, void* to, size_t bytes, int* clear, cudaStream_t stream);
+
+// Where one input of a small run comes from (a request's tensor in the pinned pool, or its slot
+// of the staging buffer where it had to be packed) and where it goes in the device's input area.
+struct InputSource {
+  const void* from;     // 16-byte aligned; a kernel reads it here
+  uint64_t from_bytes;  // bytes at `from`: INT64 ids when `narrow`
+  uint64_t to;          // offset of its slot in the input area (16-byte aligned, ascending)
+  uint64_t to_bytes;    // the slot's bytes: after what `from` fills, the slot is set to -1
+  uint32_t narrow;      // INT64 ids written as INT32, clamped (narrow_ids.h)
+  uint32_t unused;
+};
+
+// Fills the `bytes` (a multiple of 16) of the input area `to` from the `count` sources listed at
+// `sources` (mapped pinned memory, read by every block when the kernel runs, so a captured graph
+// takes each run's sources as the host wrote them before launching it), and sets *clear to 0.
+Status GatherByKernel(const InputSource* sources, int count, void* to, size_t bytes, int* clear, cudaStream_t stream);
 
 }  // namespace rankd::cuda

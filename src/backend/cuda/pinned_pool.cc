@@ -1,0 +1,85 @@
+#include "backend/cuda/pinned_pool.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+
+#include "backend/cuda/device_buffer.h"
+
+namespace rankd::cuda {
+
+PinnedPool& PinnedPool::Shared() {
+  static PinnedPool* pool = [] {
+    const char* env = std::getenv("RANKD_PINNED_POOL_MB");
+    const long long mb = env ? std::atoll(env) : 2048;
+    auto* p = new PinnedPool(static_cast<size_t>(std::max(0LL, mb)) << 20);  // lives as long as the process
+    if (mb > 0) SetHostAllocator(p);
+    return p;
+  }();
+  return *pool;
+}
+
+void* PinnedPool::NewSlab(size_t bytes) {
+  // cudaHostAlloc may synchronise the device, which breaks another thread's capture: only when
+  // none is being recorded, and never waiting for one.
+  std::unique_lock<std::shared_mutex> gate(CaptureGate(), std::try_to_lock);
+  if (!gate.owns_lock() || slab_total_ + bytes > limit_) return nullptr;
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  void* device = nullptr;  // kernels read the tensors at their host address (unified addressing)
+  if (cudaHostGetDevicePointer(&device, p, 0) != cudaSuccess || device != p) {
+    cudaGetLastError();
+    cudaFreeHost(p);
+    return nullptr;
+  }
+  slab_total_ += bytes;
+  std::lock_guard<std::shared_mutex> lock(slabs_mu_);
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  slabs_.insert(std::upper_bound(slabs_.begin(), slabs_.end(), std::make_pair(begin, uintptr_t{0})), {begin, begin + bytes});
+  return p;
+}
+
+void* PinnedPool::Allocate(size_t bytes) {
+  const int shift = std::max(kMinShift, static_cast<int>(std::bit_width(std::max<size_t>(bytes, 1) - 1)));
+  if (shift > kMaxShift || limit_ == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<void*>& list = free_[shift];
+  if (list.empty()) {
+    const size_t block = size_t{1} << shift, slab = std::max(block, size_t{1} << kSlabShift);
+    auto* p = static_cast<uint8_t*>(NewSlab(slab));
+    if (!p) return nullptr;
+    for (size_t at = slab; at > 0; at -= block) list.push_back(p + at - block);  // the first block last
+  }
+  void* p = list.back();
+  list.pop_back();
+  return p;
+}
+
+void PinnedPool::Free(void* p, size_t bytes) {
+  const int shift = std::max(kMinShift, static_cast<int>(std::bit_width(std::max<size_t>(bytes, 1) - 1)));
+  std::lock_guard<std::mutex> lock(mu_);
+  free_[shift].push_back(p);
+}
+
+bool PinnedPool::Holds(const void* p, size_t bytes) const {
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  std::shared_lock<std::shared_mutex> lock(slabs_mu_);
+  auto it = std::upper_bound(slabs_.begin(), slabs_.end(), std::make_pair(begin, UINTPTR_MAX));
+  if (it == slabs_.begin()) return false;
+  --it;
+  return begin >= it->first && begin + bytes <= it->second;
+}
+
+size_t PinnedPool::slab_bytes() const {
+  std::shared_lock<std::shared_mutex> lock(slabs_mu_);
+  size_t total = 0;
+  for (const auto& [begin, end] : slabs_) total += end - begin;
+  return total;
+}
+
+}  // namespace rankd::cuda

@@ -1,0 +1,48 @@
+// PinnedPool: page-locked, mapped host memory for tensors (common/host_allocator.h), which kernels
+// read where it lies. With it installed a small run's inputs need no packing on the host: the input
+// kernel reads each straight from the request's tensors (mapped_copy.h).
+//
+// Blocks come in power-of-two sizes from 256 bytes to 64 MiB, carved from 2 MiB slabs (or given a
+// slab of their own above 1 MiB) and kept on a free list per size when freed; slabs are never
+// returned. The pool stops growing at RANKD_PINNED_POOL_MB (default 2048; 0 turns the pool off)
+// and then, as for larger blocks, leaves the heap to serve. A slab is made with cudaHostAlloc only
+// when no capture is being recorded (the CaptureGate), so the pool never waits for one and never
+// breaks one: a request that finds a capture under way takes heap memory instead. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <shared_mutex>
+#include <vector>
+
+#include "common/host_allocator.h"
+
+namespace rankd::cuda {
+
+class PinnedPool final : public HostAllocator {
+ public:
+  // The process's pool, installed as the tensors' host allocator on first use (unless
+  // RANKD_PINNED_POOL_MB is 0).
+  static PinnedPool& Shared();
+
+  void* Allocate(size_t bytes) override;
+  void Free(void* p, size_t bytes) override;
+  // Whether [p, p + bytes) lies in one of the pool's slabs, where kernels can read it at p.
+  bool Holds(const void* p, size_t bytes) const;
+  size_t slab_bytes() const;
+
+ private:
+  explicit PinnedPool(size_t limit) : limit_(limit) {}
+  void* NewSlab(size_t bytes);  // nullptr when over the limit, during a capture, or on failure
+
+  static constexpr int kMinShift = 8, kSlabShift = 21, kMaxShift = 26;
+  const size_t limit_;
+  std::mutex mu_;
+  std::vector<void*> free_[kMaxShift + 1];  // by size shift
+  mutable std::shared_mutex slabs_mu_;
+  std::vector<std::pair<uintptr_t, uintptr_t>> slabs_;  // [begin, end), sorted
+  size_t slab_total_ = 0;
+};
+
+}  // namespace rankd::cuda
