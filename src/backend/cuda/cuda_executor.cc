@@ -218,31 +218,39 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     if (grew_operands || grew_copies) ClearBindings();  // captures hold the old buffers' addresses
   }
   if (bindings_.size() > 4096) ClearBindings();  // bound the cache (captures go with it)
-  const auto& values = plan.values();
-  // Plan-folded constants (not graph constants) get device copies of their own.
+  ASSIGN_OR_RETURN(auto folded, UploadFolded(plan, b));
+  BindViews(plan, folded, b);
+  LayOutIo(plan, b);
+  return &bindings_.emplace(plan.id(), std::move(b)).first->second;
+}
+
+StatusOr<std::unordered_map<const Tensor*, void*>> CudaExecutor::UploadFolded(const Plan& plan, Binding& b) {
   size_t folded_bytes = 0;
-  for (const PlanValue& v : values) {
+  for (const PlanValue& v : plan.values()) {
     if (v.storage == PlanStorage::kConstant && !resources_->Find(v.constant)) folded_bytes += Aligned(v.constant->bytes());
   }
   std::unordered_map<const Tensor*, void*> folded;
   b.folded = std::make_unique<DeviceBuffer>();
-  if (folded_bytes > 0) RETURN_IF_ERROR(b.folded->Reserve(folded_bytes));
+  if (folded_bytes == 0) return folded;
+  RETURN_IF_ERROR(b.folded->Reserve(folded_bytes));
   auto* base = static_cast<uint8_t*>(b.folded->get());
   size_t pos = 0;
-  std::unique_lock<std::shared_mutex> gate(CaptureGate(), std::defer_lock);  // synchronous copies
-  if (folded_bytes > 0) gate.lock();
-  for (const PlanValue& v : values) {
+  std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
+  for (const PlanValue& v : plan.values()) {
     if (v.storage != PlanStorage::kConstant || resources_->Find(v.constant) || folded.count(v.constant)) continue;
     size_t bytes = v.constant->bytes();
     if (bytes > 0) RANKD_CUDA_RETURN(cudaMemcpy(base + pos, v.constant->raw(), bytes, cudaMemcpyHostToDevice));
     folded[v.constant] = bytes > 0 ? base + pos : nullptr;  // empty values are never read
     pos += Aligned(bytes);
   }
-  if (gate.owns_lock()) gate.unlock();
+  return folded;
+}
+
+void CudaExecutor::BindViews(const Plan& plan, const std::unordered_map<const Tensor*, void*>& folded, Binding& b) {
+  const auto& values = plan.values();
   b.narrowed = NarrowableIdInputs(plan);
   b.views.resize(values.size());
   b.host_views.resize(values.size());
-  std::vector<bool> has_host(values.size(), false);
   for (size_t id = 0; id < values.size(); ++id) {
     const PlanValue& v = values[id];
     if (v.storage == PlanStorage::kUnused) continue;
@@ -252,7 +260,6 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
       p = resources_->Find(root.constant);
       if (!p) p = folded.at(root.constant);
       b.host_views[id] = Tensor::View(v.dtype, v.shape, const_cast<void*>(root.constant->raw()));
-      has_host[id] = true;
     } else if (root.storage == PlanStorage::kWorkspace && root.offset >= 0) {  // no offset: unused
       p = static_cast<uint8_t*>(workspace_.get()) + root.offset;
     } else if (root.storage == PlanStorage::kInput) {
@@ -261,6 +268,21 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     const bool narrowed = root.storage == PlanStorage::kInput && b.narrowed[static_cast<size_t>(root.input_index)];
     b.views[id] = Tensor::View(narrowed ? DType::kI32 : v.dtype, v.shape, p);
   }
+  for (const PlanStep& step : plan.steps()) {
+    auto& ins = b.step_inputs.emplace_back();
+    auto& host_ins = b.step_host_inputs.emplace_back();
+    for (int in : step.inputs) {
+      const bool present = in >= 0;
+      ins.push_back(present ? &b.views[static_cast<size_t>(in)] : nullptr);
+      host_ins.push_back(present && b.host_views[static_cast<size_t>(in)].defined() ? &b.host_views[static_cast<size_t>(in)] : nullptr);
+    }
+    auto& outs = b.step_outputs.emplace_back();
+    for (int out : step.outputs) outs.push_back(out >= 0 ? &b.views[static_cast<size_t>(out)] : nullptr);
+  }
+}
+
+void CudaExecutor::LayOutIo(const Plan& plan, Binding& b) {
+  const auto& values = plan.values();
   for (size_t i = 0; i < plan.graph().inputs.size(); ++i) {
     const PlanValue& v = values[static_cast<size_t>(plan.graph().inputs[i])];
     b.in_offsets.push_back(b.in_total);
@@ -297,18 +319,6 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
     auto at = moved.find(root);
     if (v.storage != PlanStorage::kUnused && at != moved.end()) b.output_rooted.push_back({static_cast<int>(id), at->second});
   }
-  for (const PlanStep& step : plan.steps()) {
-    auto& ins = b.step_inputs.emplace_back();
-    auto& host_ins = b.step_host_inputs.emplace_back();
-    for (int in : step.inputs) {
-      bool present = in >= 0;
-      ins.push_back(present ? &b.views[static_cast<size_t>(in)] : nullptr);
-      host_ins.push_back(present && has_host[static_cast<size_t>(in)] ? &b.host_views[static_cast<size_t>(in)] : nullptr);
-    }
-    auto& outs = b.step_outputs.emplace_back();
-    for (int out : step.outputs) outs.push_back(out >= 0 ? &b.views[static_cast<size_t>(out)] : nullptr);
-  }
-  return &bindings_.emplace(plan.id(), std::move(b)).first->second;
 }
 
 Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s) {

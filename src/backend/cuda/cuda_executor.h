@@ -130,7 +130,15 @@ class CudaExecutor final : public Executor {
     std::unique_ptr<CapturedGraph> graph;  // the plan captured on this executor's buffers, if it is
     bool ran = false;                       // enqueued once outside a capture
   };
+  // The plan's binding on this executor, made on first use: device views of its values in the
+  // workspace, the weights and io_, and where its inputs and outputs lie in the staging buffers.
   StatusOr<Binding*> Bind(const Plan& plan);
+  // Device copies of the plan's folded values (not graph constants), by their host tensor.
+  StatusOr<std::unordered_map<const Tensor*, void*>> UploadFolded(const Plan& plan, Binding& b);
+  // Every value's device view (and a constant's host view), and each step's pointers to them.
+  void BindViews(const Plan& plan, const std::unordered_map<const Tensor*, void*>& folded, Binding& b);
+  // The inputs' and outputs' places in io_ and the staging buffers, and how they move.
+  void LayOutIo(const Plan& plan, Binding& b);
   // Makes the staging buffers and io_ large enough for `b`, points its input and output views and
   // the error word into io_; a buffer that moves drops every capture (they hold its old address).
   Status Stage(Binding& b);
