@@ -136,6 +136,7 @@ struct PlacedInputs {
 };
 
 PlacedInputs Place(const std::vector<Tensor>& in, Lies lies) {
+  RequestTensorScope request_tensors;  // tensors made here are pooled
   PlacedInputs p;
   for (const Tensor& t : in) {
     const size_t words = (t.bytes() + 7) / 8 + 2;
@@ -173,20 +174,25 @@ TEST(PinnedPool, HandsOutAlignedBlocksItHoldsAndTakesFreedOnesBack) {
   EXPECT_EQ(pool.Allocate(size_t{1} << 27), nullptr) << "blocks over 64 MiB come from the heap";
   int on_the_stack = 0;
   EXPECT_FALSE(pool.Holds(&on_the_stack, sizeof(on_the_stack)));
-  // The CUDA backend installed the pool: tensors are pinned, and a kernel reads them in place.
+  // The CUDA backend installed the pool: request tensors are pinned (a kernel reads them in
+  // place), others are not.
+  EXPECT_FALSE(pool.Holds(Tensor::Zeros(DType::kF32, {1000}).raw(), 4000));
+  RequestTensorScope request_tensors;
   Tensor t = Tensor::Zeros(DType::kF32, {1000});
   EXPECT_TRUE(pool.Holds(t.raw(), t.bytes()));
 }
 
-// Pooled, heap and misaligned inputs in turn, uncaptured and replayed, with ids shorter than the
+// Pooled, heap and misaligned inputs in turn (RandomInputs' own tensors, made outside a request
+// scope, are on the heap), uncaptured and replayed, with ids shorter than the
 // plan's (the kernel or the host fills the tail with -1) and ids past INT32's range (clamped
 // where narrowed, never wrapped to a valid id: one past the table fails the run, a negative one
 // is skipped as the CPU skips it).
 TEST_P(CudaInputsTest, ReadsInputsWhereverTheyLie) {
   std::mt19937_64 rng(23);
   if (CurrentHostAllocator() == &cuda::PinnedPool::Shared()) {  // else (RANKD_PINNED_POOL_MB=0) every input is packed
+    RequestTensorScope request_tensors;
     ASSERT_TRUE(cuda::PinnedPool::Shared().Holds(Tensor::Empty(DType::kI64, {kIds}).raw(), kIds * 8))
-        << "tensors made after the CUDA backend are pinned";
+        << "request tensors made after the CUDA backend are pinned";
   }
   auto run = [&](std::vector<Tensor> in, Lies lies) {
     PlacedInputs placed = Place(in, lies);

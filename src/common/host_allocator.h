@@ -1,9 +1,10 @@
 // Where tensors' host memory comes from: the C++ heap, unless a backend installs an allocator.
 //
 // The CUDA backend installs one of page-locked memory the GPU reads directly (backend/cuda/
-// pinned_pool.h), so that a request parsed after that (by the HTTP or gRPC frontend, or a
-// benchmark's request file) and the graph inputs built from it reach the device without first
-// being copied into a staging buffer.
+// pinned_pool.h). It serves only request tensors: those made while a RequestTensorScope is alive
+// on the thread (a request parsed by the HTTP or gRPC frontend or from a benchmark's request file,
+// the graph inputs built from it, their padding and merging), so that they reach the device
+// without first being copied into a staging buffer. Weights and every other tensor take the heap.
 #pragma once
 
 #include <cstddef>
@@ -19,9 +20,21 @@ class HostAllocator {
   virtual void Free(void* p, size_t bytes) = 0;
 };
 
-// Installs `allocator` for every later Tensor::Empty and Tensor::Zeros (nullptr: the heap again).
-// It must outlive every tensor it allocates: in practice, the process.
+// Installs `allocator` for request tensors made later by Tensor::Empty and Tensor::Zeros (nullptr:
+// the heap again). It must outlive every tensor it allocates: in practice, the process.
 void SetHostAllocator(HostAllocator* allocator);
 HostAllocator* CurrentHostAllocator();
+
+// While alive, tensors this thread makes are request tensors. Scopes nest.
+class RequestTensorScope {
+ public:
+  RequestTensorScope();
+  ~RequestTensorScope();
+  RequestTensorScope(const RequestTensorScope&) = delete;
+  RequestTensorScope& operator=(const RequestTensorScope&) = delete;
+
+ private:
+  bool was_;
+};
 
 }  // namespace rankd

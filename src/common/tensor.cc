@@ -11,8 +11,13 @@ namespace rankd {
 namespace {
 
 std::atomic<HostAllocator*> host_allocator{nullptr};
+thread_local bool request_tensors = false;
 
 }  // namespace
+
+RequestTensorScope::RequestTensorScope() : was_(request_tensors) { request_tensors = true; }
+
+RequestTensorScope::~RequestTensorScope() { request_tensors = was_; }
 
 void SetHostAllocator(HostAllocator* allocator) { host_allocator.store(allocator); }
 
@@ -33,7 +38,8 @@ Tensor Tensor::Empty(DType dtype, Shape shape) {
   t.shape_ = std::move(shape);
   // 64-byte alignment for vector loads; at least one byte so data() is never null.
   size_t padded = (t.bytes() + 63) / 64 * 64 + 64;
-  if (HostAllocator* allocator = host_allocator.load()) {
+  HostAllocator* allocator = request_tensors ? host_allocator.load() : nullptr;
+  if (allocator) {
     if (void* p = allocator->Allocate(padded)) {
       t.owner_ = std::shared_ptr<void>(p, [allocator, padded](void* q) { allocator->Free(q, padded); });
       t.data_ = p;

@@ -9,6 +9,8 @@
 
 #include "grpc_service.grpc.pb.h"
 
+#include "common/host_allocator.h"
+
 namespace rankd {
 namespace {
 
@@ -42,6 +44,7 @@ Status FillTyped(const Field& field, int64_t n, Tensor& t, const std::string& na
 }
 
 StatusOr<InferRequest> FromProto(const inference::ModelInferRequest& p, const GrpcServerOptions& options) {
+  RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
   InferRequest r;
   r.id = p.id();
   if (p.inputs().empty()) return InvalidArgument("the request has no inputs");

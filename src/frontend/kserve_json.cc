@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/host_allocator.h"
+
 namespace rankd {
 namespace {
 
@@ -193,6 +195,7 @@ void AppendNumber(std::string& out, double v, bool is_float32) {
 }  // namespace
 
 StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::string_view binary, const JsonLimits& limits) {
+  RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
   if (body.size() + binary.size() > limits.max_body_bytes) {
     return ResourceExhausted("the request body is " + std::to_string(body.size() + binary.size()) +
                              " bytes; the limit is " + std::to_string(limits.max_body_bytes));

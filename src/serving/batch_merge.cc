@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/host_allocator.h"
+
 namespace rankd {
 
 PreparedRequest MergedSizes(const std::vector<const PreparedRequest*>& parts) {
@@ -23,6 +25,7 @@ PreparedRequest MergedSizes(const std::vector<const PreparedRequest*>& parts) {
 }
 
 PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, const std::vector<GraphInputKind>& kinds) {
+  RequestTensorScope request_tensors;
   PreparedRequest merged = MergedSizes(parts);
   const PreparedRequest& first = *parts.front();
   for (size_t i = 0; i < first.inputs.size(); ++i) {

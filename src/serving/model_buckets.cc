@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "common/host_allocator.h"
 #include "runtime/op_profile.h"
 #include "serving/model.h"
 
@@ -44,6 +45,7 @@ std::optional<BucketKey> Model::FindBucket(const PreparedRequest& prepared) cons
 }
 
 StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared) const {
+  RequestTensorScope request_tensors;  // the padded inputs and the outputs
   if (buckets_) {
     std::optional<BucketKey> key = FindBucket(prepared);
     if (key) {

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/helping_pool.h"
+#include "common/host_allocator.h"
 #include "common/parallel.h"
 #include "serving/model.h"
 
@@ -78,6 +79,7 @@ Status CheckFinite(const InferInput& in) {
 }  // namespace
 
 Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& prepared) const {
+  RequestTensorScope request_tensors;  // the offsets and repeated rows, pinned where a GPU reads them
   std::vector<Tensor>& inputs = prepared.inputs;
   std::vector<int64_t>& ragged_max_lengths = prepared.ragged_max_lengths;
   std::vector<const InferInput*> given(config_.inputs.size(), nullptr);

@@ -1,6 +1,6 @@
-// PinnedPool: page-locked, mapped host memory for tensors (common/host_allocator.h), which kernels
-// read where it lies. With it installed a small run's inputs need no packing on the host: the input
-// kernel reads each straight from the request's tensors (mapped_copy.h).
+// PinnedPool: page-locked, mapped host memory for request tensors (common/host_allocator.h), which
+// kernels read where it lies. With it installed a small run's inputs need no packing on the host:
+// the input kernel reads each straight from the request's tensors (mapped_copy.h).
 //
 // Blocks come in power-of-two sizes from 256 bytes to 64 MiB, carved from 2 MiB slabs (or given a
 // slab of their own above 1 MiB) and kept on a free list per size when freed; slabs are never
@@ -22,7 +22,7 @@ namespace rankd::cuda {
 
 class PinnedPool final : public HostAllocator {
  public:
-  // The process's pool, installed as the tensors' host allocator on first use (unless
+  // The process's pool, installed as the request tensors' host allocator on first use (unless
   // RANKD_PINNED_POOL_MB is 0).
   static PinnedPool& Shared();
 

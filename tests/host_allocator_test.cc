@@ -1,0 +1,90 @@
+// Request tensors (made inside a RequestTensorScope) take the installed host allocator; every
+// other tensor, such as a model's weights, takes the heap (common/host_allocator.h).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/host_allocator.h"
+#include "frontend/kserve_json.h"
+#include "rankd/tensor.h"
+
+namespace rankd {
+namespace {
+
+// Hands out heap blocks and remembers which are out; `refuse` makes it leave every one to the heap.
+class CountingAllocator final : public HostAllocator {
+ public:
+  void* Allocate(size_t bytes) override {
+    if (refuse) return nullptr;
+    void* p = std::aligned_alloc(64, bytes);
+    out[p] = bytes;
+    ++allocated;
+    return p;
+  }
+  void Free(void* p, size_t bytes) override {
+    EXPECT_EQ(out.at(p), bytes) << "freed with the size it was allocated with";
+    out.erase(p);
+    std::free(p);
+  }
+  bool Gave(const Tensor& t) const { return out.count(const_cast<void*>(t.raw())) > 0; }
+
+  bool refuse = false;
+  int allocated = 0;
+  std::map<void*, size_t> out;
+};
+
+class HostAllocatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    previous_ = CurrentHostAllocator();  // the CUDA backend's pool, where a GPU was found
+    SetHostAllocator(&counting_);
+  }
+  void TearDown() override {
+    SetHostAllocator(previous_);
+    EXPECT_TRUE(counting_.out.empty()) << "every block came back";
+  }
+  CountingAllocator counting_;
+  HostAllocator* previous_ = nullptr;
+};
+
+TEST_F(HostAllocatorTest, OnlyRequestTensorsTakeIt) {
+  Tensor weight = Tensor::Zeros(DType::kF32, {64, 64});
+  EXPECT_FALSE(counting_.Gave(weight)) << "a tensor made outside any scope is on the heap";
+  {
+    RequestTensorScope outer;
+    Tensor ids = Tensor::Empty(DType::kI64, {100});
+    EXPECT_TRUE(counting_.Gave(ids));
+    {
+      RequestTensorScope inner;
+      EXPECT_TRUE(counting_.Gave(Tensor::Zeros(DType::kF32, {3})));
+    }
+    Tensor after_inner = Tensor::Zeros(DType::kI32, {7});
+    EXPECT_TRUE(counting_.Gave(after_inner)) << "an inner scope's end leaves the outer one in force";
+    Tensor copy = after_inner;  // shares the block: freed once, when the last holder goes
+    EXPECT_EQ(copy.raw(), after_inner.raw());
+  }
+  EXPECT_FALSE(counting_.Gave(Tensor::Zeros(DType::kF32, {5}))) << "scope ended";
+  EXPECT_EQ(counting_.allocated, 3);
+}
+
+TEST_F(HostAllocatorTest, ARefusedBlockComesFromTheHeap) {
+  counting_.refuse = true;
+  RequestTensorScope scope;
+  Tensor t = Tensor::Zeros(DType::kF32, {1000});
+  EXPECT_FALSE(counting_.Gave(t));
+  t.data<float>()[999] = 1.0f;  // usable memory all the same
+  EXPECT_EQ(t.data<float>()[0], 0.0f);
+}
+
+TEST_F(HostAllocatorTest, AParsedRequestsTensorsTakeIt) {
+  auto request = ParseInferRequestJson(
+      R"({"inputs": [{"name": "ids", "datatype": "INT64", "shape": [3], "data": [1, 2, 3], "parameters": {"lengths": [2, 1]}},
+                     {"name": "x", "datatype": "FP32", "shape": [2, 2], "data": [1, 2, 3, 4]}]})");
+  ASSERT_TRUE(request.ok()) << request.status().ToString();
+  ASSERT_EQ(request->inputs.size(), 2u);
+  for (const InferInput& in : request->inputs) EXPECT_TRUE(counting_.Gave(in.data)) << in.name;
+  EXPECT_EQ(request->inputs[0].data.data<int64_t>()[2], 3);
+}
+
+}  // namespace
+}  // namespace rankd
