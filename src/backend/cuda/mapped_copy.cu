@@ -47,13 +47,19 @@ __device__ uint4 Gathered(const InputSource& s, uint64_t at) {
   return v;
 }
 
-__global__ void __launch_bounds__(kCopyThreads) GatherKernel(const InputSource* sources, int count, uint4* to, int64_t pieces,
-                                                             int* clear) {
+// Every block first reads the whole sources' table from pinned memory, so the gather runs in
+// blocks of 1,024 threads: at W1's 512 pairs (35,700 pieces) its 35 blocks read 35 KB of table
+// where 140 blocks of 256 read 140 KB, and the device span fell from 0.144–0.145 to 0.138 ms on
+// the H200 (two pieces a thread, or four, gained nothing more; docs/benchmarks.md).
+constexpr int kGatherThreads = 1024;
+
+__global__ void __launch_bounds__(kGatherThreads) GatherKernel(const InputSource* sources, int count, uint4* to, int64_t pieces,
+                                                               int* clear) {
   extern __shared__ InputSource slots[];
-  for (int i = threadIdx.x; i < count; i += kCopyThreads) slots[i] = sources[i];
+  for (int i = threadIdx.x; i < count; i += kGatherThreads) slots[i] = sources[i];
   __syncthreads();
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kCopyThreads;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(kCopyThreads) + threadIdx.x; count > 0 && i < pieces; i += stride) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kGatherThreads;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kGatherThreads) + threadIdx.x; count > 0 && i < pieces; i += stride) {
     const uint64_t at = static_cast<uint64_t>(i) * 16;
     int lo = 0, hi = count - 1;  // the last slot starting at or before `at`
     while (lo < hi) {
@@ -70,9 +76,9 @@ __global__ void __launch_bounds__(kCopyThreads) GatherKernel(const InputSource* 
 
 Status GatherByKernel(const InputSource* sources, int count, void* to, size_t bytes, int* clear, cudaStream_t stream) {
   const auto pieces = static_cast<int64_t>(bytes / sizeof(uint4));
-  const auto blocks = static_cast<int>(std::clamp<int64_t>((pieces + kCopyThreads - 1) / kCopyThreads, 1, kMaxCopyBlocks));
+  const auto blocks = static_cast<int>(std::clamp<int64_t>((pieces + kGatherThreads - 1) / kGatherThreads, 1, kMaxCopyBlocks));
   const size_t shared = static_cast<size_t>(std::max(count, 1)) * sizeof(InputSource);
-  GatherKernel<<<blocks, kCopyThreads, shared, stream>>>(sources, count, static_cast<uint4*>(to), pieces, clear);
+  GatherKernel<<<blocks, kGatherThreads, shared, stream>>>(sources, count, static_cast<uint4*>(to), pieces, clear);
   return Check(cudaGetLastError(), "gathering a run's inputs by kernel");
 }
 
