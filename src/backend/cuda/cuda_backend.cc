@@ -81,7 +81,7 @@ const Backend* CudaBackendIfAvailable(std::string* why) {
     } else {
       static const CudaBackendImpl backend;
       p.backend = &backend;
-      cuda::PinnedPool::Shared();  // tensors made from now on are pinned: runs read them in place
+      cuda::PinnedPool::Shared();  // request tensors made from now on are pinned: runs read them in place
     }
     return p;
   }();
