@@ -21,6 +21,10 @@ PinnedPool& PinnedPool::Shared() {
   return *pool;
 }
 
+int PinnedPool::SizeShift(size_t bytes) {
+  return std::max(kMinShift, static_cast<int>(std::bit_width(std::max<size_t>(bytes, 1) - 1)));
+}
+
 void* PinnedPool::NewSlab(size_t bytes) {
   // cudaHostAlloc may synchronise the device, which breaks another thread's capture: only when
   // none is being recorded, and never waiting for one.
@@ -45,7 +49,7 @@ void* PinnedPool::NewSlab(size_t bytes) {
 }
 
 void* PinnedPool::Allocate(size_t bytes) {
-  const int shift = std::max(kMinShift, static_cast<int>(std::bit_width(std::max<size_t>(bytes, 1) - 1)));
+  const int shift = SizeShift(bytes);
   if (shift > kMaxShift || limit_ == 0) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<void*>& list = free_[shift];
@@ -61,7 +65,7 @@ void* PinnedPool::Allocate(size_t bytes) {
 }
 
 void PinnedPool::Free(void* p, size_t bytes) {
-  const int shift = std::max(kMinShift, static_cast<int>(std::bit_width(std::max<size_t>(bytes, 1) - 1)));
+  const int shift = SizeShift(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   free_[shift].push_back(p);
 }
@@ -73,13 +77,6 @@ bool PinnedPool::Holds(const void* p, size_t bytes) const {
   if (it == slabs_.begin()) return false;
   --it;
   return begin >= it->first && begin + bytes <= it->second;
-}
-
-size_t PinnedPool::slab_bytes() const {
-  std::shared_lock<std::shared_mutex> lock(slabs_mu_);
-  size_t total = 0;
-  for (const auto& [begin, end] : slabs_) total += end - begin;
-  return total;
 }
 
 }  // namespace rankd::cuda

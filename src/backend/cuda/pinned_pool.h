@@ -30,11 +30,11 @@ class PinnedPool final : public HostAllocator {
   void Free(void* p, size_t bytes) override;
   // Whether [p, p + bytes) lies in one of the pool's slabs, where kernels can read it at p.
   bool Holds(const void* p, size_t bytes) const;
-  size_t slab_bytes() const;
 
  private:
   explicit PinnedPool(size_t limit) : limit_(limit) {}
   void* NewSlab(size_t bytes);  // nullptr when over the limit, during a capture, or on failure
+  static int SizeShift(size_t bytes);  // the block size a request of `bytes` takes, as a power of two
 
   static constexpr int kMinShift = 8, kSlabShift = 21, kMaxShift = 26;
   const size_t limit_;
