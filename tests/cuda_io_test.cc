@@ -3,7 +3,8 @@
 // error word cleared on the way in and brought back with the outputs in one copy. Both ways must
 // score alike, uncaptured and replayed, and report a bad id in that run only. The input kernel
 // reads each input where it lies (a tensor of the pinned pool) or from the staging buffer where
-// the host packed it (heap memory, or an address not 16-byte aligned).
+// the host packed it (heap memory, or an address not 16-byte aligned); a run with few bytes of
+// floats gathers its ids by a second kernel.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -247,6 +248,75 @@ TEST_P(CudaInputsTest, CopiesPerRun) {
   ASSERT_TRUE(launches.ok()) << launches.status().ToString();
   EXPECT_EQ(launches->copies, 3);
   EXPECT_EQ(launches->memsets, 0);
+}
+
+// A few bytes of floats through a product of their own, and many ids through a bag: the ids come
+// over by a second input kernel, scheduled beside the floats' product (Binding::late_gather), or
+// after the floats' gather on one lane. Either way the scores are the CPU's, uncaptured and
+// replayed, and a bad id fails its run only (the floats' gather clears the error word first).
+TEST(CudaLateGather, ScoresAsTheCpuOnLanesOrOneStream) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  constexpr int64_t kBagRows = 32, kBagIds = 4096;
+  GraphBuilder g;
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> table(kTableRows * kWidth), w(kWidth * kWidth);
+  for (float& v : table) v = u(rng);
+  for (float& v : w) v = u(rng);
+  int t = g.Const("table", testing::MakeF32({kTableRows, kWidth}, table));
+  int weight = g.Const("w", testing::MakeF32({kWidth, kWidth}, w));
+  int x = g.Input("x", DType::kF32, {kBagRows, kWidth});
+  int ids = g.Input("ids", DType::kI64, {kBagIds});
+  int offsets = g.Input("offsets", DType::kI64, {kBagRows + 1});
+  int dense = g.Op("Relu", {g.Op("MatMul", {x, weight})});
+  g.Output(g.Op("Add", {g.Op("EmbeddingBag", {t, ids, offsets}), dense}));
+  std::vector<TensorMeta> metas{{DType::kF32, {kBagRows, kWidth}, nullptr}, {DType::kI64, {kBagIds}, nullptr},
+                                {DType::kI64, {kBagRows + 1}, nullptr}};
+  auto inputs = [&](bool bad) {
+    std::uniform_int_distribution<int64_t> id(-1, kTableRows - 1);
+    std::vector<int64_t> id_values(kBagIds), offset_values(kBagRows + 1);
+    for (int64_t& v : id_values) v = id(rng);
+    if (bad) id_values[kBagIds / 2] = kTableRows;
+    for (int64_t r = 0; r <= kBagRows; ++r) offset_values[static_cast<size_t>(r)] = r * (kBagIds / kBagRows);
+    std::vector<float> xs(kBagRows * kWidth);
+    for (float& v : xs) v = u(rng);
+    RequestTensorScope request_tensors;  // pinned, as a request's are
+    return std::vector<Tensor>{testing::MakeF32({kBagRows, kWidth}, xs), testing::MakeI64({kBagIds}, id_values),
+                               testing::MakeI64({kBagRows + 1}, offset_values)};
+  };
+  for (int lanes : {4, 1}) {
+    cuda::SetGraphLanes(lanes);
+    PlanOptions options;
+    options.backend = cuda;
+    auto plan = Plan::Build(g.graph(), metas, options);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto resources = cuda->PrepareModel(g.graph(), Precision::kFp32);
+    ASSERT_TRUE(resources.ok()) << resources.status().ToString();
+    auto executor = cuda->NewExecutor(*resources);
+    ASSERT_TRUE(executor.ok()) << executor.status().ToString();
+    auto launches = (*executor)->CountLaunches(**plan);
+    ASSERT_TRUE(launches.ok()) << launches.status().ToString();
+    EXPECT_EQ(launches->copies, 3) << "two input kernels and the output's";
+    for (bool replayed : {false, true}) {
+      if (replayed) {
+        ASSERT_TRUE((*executor)->Capture(**plan).ok());
+      }
+      const std::string when = std::to_string(lanes) + " lanes, " + (replayed ? "replayed" : "uncaptured");
+      for (int i = 0; i < 3; ++i) {
+        std::vector<Tensor> in = inputs(false);
+        auto want = testing::RunGraph(g.graph(), in);
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        auto got = (*executor)->Run(**plan, in);
+        ASSERT_TRUE(got.ok()) << when << ": " << got.status().ToString();
+        EXPECT_LE(testing::RelativeError((*got)[0], (*want)[0]), 1e-5) << when;
+        auto failed = (*executor)->Run(**plan, inputs(true));
+        ASSERT_FALSE(failed.ok()) << when << ": an id past the table was read";
+        EXPECT_NE(failed.status().message().find("out of range"), std::string::npos) << failed.status().ToString();
+      }
+    }
+  }
+  cuda::SetGraphLanes(4);
 }
 
 INSTANTIATE_TEST_SUITE_P(SmallInputs, CudaInputsTest, ::testing::Bool(),

@@ -33,6 +33,7 @@ size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 std::atomic<int> graph_lanes{-1};  // -1: not read from the environment yet
 std::atomic<bool> copy_kernels{SwitchedOn("RANKD_COPY_KERNELS")};
+std::atomic<bool> late_gather{SwitchedOn("RANKD_LATE_GATHER")};
 
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
 bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
@@ -64,6 +65,10 @@ void SetGraphLanes(int lanes) { graph_lanes = std::clamp(lanes, 1, 16); }
 void SetCopyKernels(bool on) { copy_kernels = on; }
 
 bool CopyKernels() { return copy_kernels.load(); }
+
+void SetLateGather(bool on) { late_gather = on; }
+
+bool LateGather() { return late_gather.load(); }
 
 int GraphLanes() {
   if (graph_lanes.load() < 0) {
@@ -290,6 +295,7 @@ void CudaExecutor::LayOutIo(const Plan& plan, Binding& b) {
     b.in_total += Aligned(b.in_bytes.back());
   }
   b.copy_kernels = CopyKernels() && b.in_total <= kCopyKernelBytes && b.in_offsets.size() <= kMaxGatheredInputs;
+  SplitLateInputs(plan, b);
   b.sources_at = Aligned(b.in_total + sizeof(int));
   b.out_total = Aligned(sizeof(int));  // the error word first
   std::unordered_map<int, size_t> moved;  // root value id -> its offset after the error word
@@ -367,37 +373,39 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
     for (size_t s = 0; s < steps; ++s) RETURN_IF_ERROR(LaunchStep(plan, b, s));
     return Status::Ok();
   }
-  // events_[0] marks the fork (inputs on the device, the error word cleared); events_[1 + s] the
-  // end of step s where another lane waits for it; events_[1 + steps + l] the end of lane l, which
+  // Schedule entry j is the late gather where there is one (j = 0), else step j - first.
+  const size_t first = b.late_gather ? 1 : 0, jobs = steps + first;
+  // events_[0] marks the fork (inputs on the device, the error word cleared); events_[1 + j] the
+  // end of entry j where another lane waits for it; events_[1 + jobs + l] the end of lane l, which
   // the executor's stream waits for before the output copy. Lanes are joined however the
   // launches end, so that a failed capture still ends with every stream joined.
-  std::vector<bool> waited(steps, false);
-  for (size_t s = 0; s < steps; ++s) {
-    for (int w : lanes->waits[s]) waited[static_cast<size_t>(w)] = true;
+  std::vector<bool> waited(jobs, false);
+  for (size_t j = 0; j < jobs; ++j) {
+    for (int w : lanes->waits[j]) waited[static_cast<size_t>(w)] = true;
   }
   auto stream_of = [&](int lane) { return lane == 0 ? main : side_streams_[static_cast<size_t>(lane - 1)]; };
   RANKD_CUDA_RETURN(cudaEventRecord(events_[0], main));
   std::vector<bool> forked(static_cast<size_t>(lanes->lanes), false);
   forked[0] = true;
   auto launch = [&]() -> Status {
-    for (size_t s = 0; s < steps; ++s) {
-      const int lane = lanes->lane[s];
+    for (size_t j = 0; j < jobs; ++j) {
+      const int lane = lanes->lane[j];
       cudaStream_t stream = stream_of(lane);
       if (!forked[static_cast<size_t>(lane)]) {
         RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[0], 0));
         forked[static_cast<size_t>(lane)] = true;
       }
-      for (int w : lanes->waits[s]) RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
+      for (int w : lanes->waits[j]) RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
       ctx_.stream = stream;
-      RETURN_IF_ERROR(LaunchStep(plan, b, s));
-      if (waited[s]) RANKD_CUDA_RETURN(cudaEventRecord(events_[1 + s], stream));
+      RETURN_IF_ERROR(j < first ? GatherLateInputs(b) : LaunchStep(plan, b, j - first));
+      if (waited[j]) RANKD_CUDA_RETURN(cudaEventRecord(events_[1 + j], stream));
     }
     return Status::Ok();
   };
   Status launched = launch();
   for (int lane = 1; lane < lanes->lanes; ++lane) {  // join: the output copy follows every lane
     if (!forked[static_cast<size_t>(lane)]) continue;
-    cudaEvent_t end = events_[1 + steps + static_cast<size_t>(lane)];
+    cudaEvent_t end = events_[1 + jobs + static_cast<size_t>(lane)];
     cudaError_t joined = cudaEventRecord(end, stream_of(lane));
     if (joined == cudaSuccess) joined = cudaStreamWaitEvent(main, end, 0);
     if (launched.ok() && joined != cudaSuccess) launched = Check(joined, "joining a lane");
@@ -425,6 +433,22 @@ LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) c
     if (b.bf16_copies.read_third[s] >= 0) {
       access[s].reads.push_back(copy_range(b.bf16_copies.read_third[s], step.inputs[static_cast<size_t>(Bf16CopyInput(node, 2))]));
     }
+  }
+  if (b.late_gather) {  // first, the ids' gather, writing their slots of io_ (space 2), which steps read
+    std::vector<int> input_of(values.size(), -1);
+    for (const auto& [id, index] : b.input_rooted) input_of[static_cast<size_t>(id)] = index;
+    for (size_t s = 0; s < plan.steps().size(); ++s) {
+      for (int v : plan.steps()[s].inputs) {
+        const int input = v >= 0 ? input_of[static_cast<size_t>(v)] : -1;
+        const size_t at = input >= 0 ? b.in_offsets[static_cast<size_t>(input)] : 0;
+        if (input >= 0 && at >= b.late_from) {
+          access[s].reads.push_back({2, static_cast<int64_t>(at), static_cast<int64_t>(at + b.in_bytes[static_cast<size_t>(input)])});
+        }
+      }
+    }
+    StepAccess gather;
+    gather.writes.push_back({2, static_cast<int64_t>(b.late_from), static_cast<int64_t>(b.in_total)});
+    access.insert(access.begin(), std::move(gather));
   }
   return ScheduleLanes(access, GraphLanes());
 }
@@ -459,7 +483,11 @@ Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, con
   auto t0 = std::chrono::steady_clock::now();
   if (!inputs_sent && b.copy_kernels) {
     const auto* sources = reinterpret_cast<const InputSource*>(static_cast<uint8_t*>(staged_inputs_.device()) + b.sources_at);
-    RETURN_IF_ERROR(GatherByKernel(sources, static_cast<int>(b.in_offsets.size()), io_.get(), b.in_total, ctx_.error, ctx_.stream));
+    // The floats alone where the ids come by a kernel of their own (Binding::late_gather): a step
+    // of the schedule, or next on the stream when there is none.
+    const int count = b.late_gather ? b.late_source : static_cast<int>(b.in_offsets.size());
+    RETURN_IF_ERROR(GatherByKernel(sources, count, io_.get(), 0, b.late_gather ? b.late_from : b.in_total, ctx_.error, ctx_.stream));
+    if (b.late_gather && (!lanes || lanes->lanes <= 1)) RETURN_IF_ERROR(GatherLateInputs(b));
   } else if (!inputs_sent) {  // the inputs and the cleared error word after them
     RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice, ctx_.stream));
   }
@@ -523,7 +551,7 @@ StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
     RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     side_streams_.push_back(side);
   }
-  while (events_.size() < plan.steps().size() + 1 + static_cast<size_t>(lanes.lanes)) {
+  while (events_.size() < plan.steps().size() + 2 + static_cast<size_t>(lanes.lanes)) {
     cudaEvent_t e = nullptr;
     RANKD_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     events_.push_back(e);
@@ -548,10 +576,11 @@ StatusOr<Executor::Launches> CudaExecutor::CountLaunches(const Plan& plan) {
   ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
   StatusOr<Launches> launches = CountGraphLaunches(graph);
   cudaGraphDestroy(graph);
-  if (launches.ok() && b->copy_kernels) {  // the two copies by kernel, counted as the copies they replace
-    launches->kernels -= 2;
-    launches->kernels_in_a_row -= 2;
-    launches->copies += 2;
+  if (launches.ok() && b->copy_kernels) {  // the copies by kernel, counted as the copies they replace
+    const int copies = b->late_gather ? 3 : 2;
+    launches->kernels -= copies;
+    launches->kernels_in_a_row -= 2;  // the late gather runs beside the floats' chain
+    launches->copies += copies;
   }
   return launches;
 }

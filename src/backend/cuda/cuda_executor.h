@@ -77,6 +77,12 @@ int GraphLanes();
 void SetCopyKernels(bool on);
 bool CopyKernels();
 
+// Whether such a run with few bytes of floats gathers its ids by a kernel of their own, beside
+// the floats' first steps (Binding::late_gather; on unless RANKD_LATE_GATHER=0; bindings made
+// after a change follow it).
+void SetLateGather(bool on);
+bool LateGather();
+
 // Host bytes to pack into the staging buffer (cuda_staging.cc).
 struct StagingPiece {
   uint8_t* to;
@@ -124,6 +130,14 @@ class CudaExecutor final : public Executor {
     // the staging buffer, at sources_at.
     bool copy_kernels = false;
     size_t sources_at = 0;
+    std::vector<int> source_of;  // per input: its entry in the sources' table (the slots' order)
+    // With copy kernels, a plan whose few bytes of float inputs feed steps that read no ids (W1's
+    // dense features and bottom MLP) gathers them first, on their own, and its ids by a second
+    // kernel, a step of the lane schedule: the dense chain runs while the ids come over. The
+    // floats' slots come first in io_; the ids' begin at late_from, their sources at late_source.
+    bool late_gather = false;
+    size_t late_from = 0;
+    int late_source = 0;
     std::vector<size_t> in_bytes;   // per input: the bytes of its slot (the plan's shape)
     std::vector<size_t> tail_from;  // per input: its slot holds -1 from here on (FillTails)
     size_t in_total = 0, out_total = 0;
@@ -155,6 +169,11 @@ class CudaExecutor final : public Executor {
   std::vector<StagingPiece> ListSources(Binding& b, std::span<const Tensor> inputs);
   // For copy kernels: every input taken from its staging slot, as the slot holds it.
   void ListStagedSources(const Binding& b);
+  // For copy kernels: whether the ids are worth a gather of their own (Binding::late_gather), and
+  // if so the inputs' slots laid out again, floats first.
+  void SplitLateInputs(const Plan& plan, Binding& b);
+  // The input kernel of the ids (Binding::late_gather).
+  Status GatherLateInputs(const Binding& b);
   // Enqueues the input copy (unless `inputs_sent`: Run sent it in chunks), every step and the
   // output copy on the stream (or into a capture).
   Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false, const LaneSchedule* lanes = nullptr);
@@ -165,7 +184,8 @@ class CudaExecutor final : public Executor {
   Status LaunchStep(const Plan& plan, Binding& b, size_t s);
   // The schedule of `plan`'s steps on this executor's lanes: what they touch in the workspace
   // and in the bf16 copies, products ordered among themselves (they share cuBLASLt's workspace
-  // and the bf16 operand buffer).
+  // and the bf16 operand buffer). With a late gather, the schedule's first step is that gather
+  // and step s of the plan is the schedule's s + 1.
   LaneSchedule ScheduleOnLanes(const Plan& plan, const Binding& b) const;
   void DropCaptures();
   void ClearBindings();  // and forgets which binding's tails the staging buffer holds

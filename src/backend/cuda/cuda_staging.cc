@@ -12,6 +12,7 @@
 #include "backend/cuda/pinned_pool.h"
 #include "common/helping_pool.h"
 #include "common/parallel.h"
+#include "compile/plan.h"
 #include "runtime/op_profile.h"
 
 namespace rankd::cuda {
@@ -28,6 +29,9 @@ constexpr size_t kHelpedStagingBytes = size_t{256} << 10;
 // each sent to the device as soon as it is packed, so the copy overlaps the packing.
 constexpr size_t kPipelinedBytes = size_t{16} << 20;
 constexpr size_t kChunkBytes = size_t{8} << 20;
+// The ids get a gather of their own (SplitLateInputs) where the floats are at most this fraction
+// of their bytes: W1's dense features are 3% of a request's input bytes.
+constexpr size_t kLateGatherRatio = 4;
 
 void Pack(const StagingPiece& piece) {
   if (piece.narrow) {
@@ -81,11 +85,11 @@ std::vector<StagingPiece> CudaExecutor::ListSources(Binding& b, std::span<const 
     const bool narrow = b.narrowed[i];
     const void* from = in.raw();
     if (in.bytes() > 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0 && pool.Holds(from, in.bytes())) {
-      sources[i] = {from, in.bytes(), b.in_offsets[i], b.in_bytes[i], narrow, 0};
+      sources[b.source_of[i]] = {from, in.bytes(), b.in_offsets[i], b.in_bytes[i], narrow, 0};
       continue;
     }
     const size_t bytes = narrow ? in.bytes() / 2 : in.bytes();
-    sources[i] = {staged_device + b.in_offsets[i], bytes, b.in_offsets[i], b.in_bytes[i], 0, 0};
+    sources[b.source_of[i]] = {staged_device + b.in_offsets[i], bytes, b.in_offsets[i], b.in_bytes[i], 0, 0};
     if (bytes > 0) pieces.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(from), in.bytes(), narrow});
   }
   if (!pieces.empty()) tails_owner_ = nullptr;  // slots packed without their tails
@@ -96,8 +100,59 @@ void CudaExecutor::ListStagedSources(const Binding& b) {
   auto* staged_device = static_cast<const uint8_t*>(staged_inputs_.device());
   auto* sources = reinterpret_cast<InputSource*>(static_cast<uint8_t*>(staged_inputs_.get()) + b.sources_at);
   for (size_t i = 0; i < b.in_offsets.size(); ++i) {
-    sources[i] = {staged_device + b.in_offsets[i], b.in_bytes[i], b.in_offsets[i], b.in_bytes[i], 0, 0};
+    sources[b.source_of[i]] = {staged_device + b.in_offsets[i], b.in_bytes[i], b.in_offsets[i], b.in_bytes[i], 0, 0};
   }
+}
+
+void CudaExecutor::SplitLateInputs(const Plan& plan, Binding& b) {
+  const size_t count = b.in_offsets.size();
+  b.source_of.resize(count);
+  for (size_t i = 0; i < count; ++i) b.source_of[i] = static_cast<int>(i);
+  if (!b.copy_kernels || !LateGather()) return;
+  const auto& values = plan.values();
+  std::vector<bool> late(count);
+  std::vector<size_t> room(count);  // each slot's bytes, alignment included
+  size_t early_bytes = 0, late_bytes = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const DType dtype = values[static_cast<size_t>(plan.graph().inputs[i])].dtype;
+    late[i] = dtype == DType::kI64 || dtype == DType::kI32;
+    room[i] = (i + 1 < count ? b.in_offsets[i + 1] : b.in_total) - b.in_offsets[i];
+    (late[i] ? late_bytes : early_bytes) += room[i];
+  }
+  // A few bytes of floats, a step that reads them and no ids.
+  if (early_bytes == 0 || late_bytes == 0 || early_bytes * kLateGatherRatio > late_bytes) return;
+  std::vector<int> input_of(values.size(), -1);
+  for (const auto& [id, index] : b.input_rooted) input_of[static_cast<size_t>(id)] = index;
+  const bool any_early_step = std::any_of(plan.steps().begin(), plan.steps().end(), [&](const PlanStep& step) {
+    bool early = false, ids = false;
+    for (int v : step.inputs) {
+      const int input = v >= 0 ? input_of[static_cast<size_t>(v)] : -1;
+      if (input >= 0) (late[static_cast<size_t>(input)] ? ids : early) = true;
+    }
+    return early && !ids;
+  });
+  if (!any_early_step) return;
+  size_t at = 0;
+  int entry = 0;
+  for (int pass = 0; pass < 2; ++pass) {  // floats, then ids
+    if (pass == 1) {
+      b.late_from = at;
+      b.late_source = entry;
+    }
+    for (size_t i = 0; i < count; ++i) {
+      if (late[i] != (pass == 1)) continue;
+      b.in_offsets[i] = at;
+      b.source_of[i] = entry++;
+      at += room[i];
+    }
+  }
+  b.late_gather = true;
+}
+
+Status CudaExecutor::GatherLateInputs(const Binding& b) {
+  const auto* sources = reinterpret_cast<const InputSource*>(static_cast<uint8_t*>(staged_inputs_.device()) + b.sources_at);
+  const int count = static_cast<int>(b.in_offsets.size());
+  return GatherByKernel(sources + b.late_source, count - b.late_source, io_.get(), b.late_from, b.in_total, nullptr, ctx_.stream);
 }
 
 StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inputs) {

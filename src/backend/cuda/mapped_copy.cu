@@ -53,13 +53,13 @@ __device__ uint4 Gathered(const InputSource& s, uint64_t at) {
 // the H200 (two pieces a thread, or four, gained nothing more; docs/benchmarks.md).
 constexpr int kGatherThreads = 1024;
 
-__global__ void __launch_bounds__(kGatherThreads) GatherKernel(const InputSource* sources, int count, uint4* to, int64_t pieces,
-                                                               int* clear) {
+__global__ void __launch_bounds__(kGatherThreads) GatherKernel(const InputSource* sources, int count, uint4* to, int64_t first,
+                                                               int64_t end, int* clear) {
   extern __shared__ InputSource slots[];
   for (int i = threadIdx.x; i < count; i += kGatherThreads) slots[i] = sources[i];
   __syncthreads();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kGatherThreads;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(kGatherThreads) + threadIdx.x; count > 0 && i < pieces; i += stride) {
+  for (int64_t i = first + blockIdx.x * static_cast<int64_t>(kGatherThreads) + threadIdx.x; count > 0 && i < end; i += stride) {
     const uint64_t at = static_cast<uint64_t>(i) * 16;
     int lo = 0, hi = count - 1;  // the last slot starting at or before `at`
     while (lo < hi) {
@@ -74,11 +74,11 @@ __global__ void __launch_bounds__(kGatherThreads) GatherKernel(const InputSource
 
 }  // namespace
 
-Status GatherByKernel(const InputSource* sources, int count, void* to, size_t bytes, int* clear, cudaStream_t stream) {
-  const auto pieces = static_cast<int64_t>(bytes / sizeof(uint4));
-  const auto blocks = static_cast<int>(std::clamp<int64_t>((pieces + kGatherThreads - 1) / kGatherThreads, 1, kMaxCopyBlocks));
+Status GatherByKernel(const InputSource* sources, int count, void* to, size_t begin, size_t end, int* clear, cudaStream_t stream) {
+  const auto first = static_cast<int64_t>(begin / sizeof(uint4)), last = static_cast<int64_t>(end / sizeof(uint4));
+  const auto blocks = static_cast<int>(std::clamp<int64_t>((last - first + kGatherThreads - 1) / kGatherThreads, 1, kMaxCopyBlocks));
   const size_t shared = static_cast<size_t>(std::max(count, 1)) * sizeof(InputSource);
-  GatherKernel<<<blocks, kGatherThreads, shared, stream>>>(sources, count, static_cast<uint4*>(to), pieces, clear);
+  GatherKernel<<<blocks, kGatherThreads, shared, stream>>>(sources, count, static_cast<uint4*>(to), first, last, clear);
   return Check(cudaGetLastError(), "gathering a run's inputs by kernel");
 }
 

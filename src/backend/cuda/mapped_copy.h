@@ -31,9 +31,11 @@ struct InputSource {
   uint32_t unused;
 };
 
-// Fills the `bytes` (a multiple of 16) of the input area `to` from the `count` sources listed at
-// `sources` (mapped pinned memory, read by every block when the kernel runs, so a captured graph
-// takes each run's sources as the host wrote them before launching it), and sets *clear to 0.
-Status GatherByKernel(const InputSource* sources, int count, void* to, size_t bytes, int* clear, cudaStream_t stream);
+// Fills bytes [begin, end) (multiples of 16) of the input area `to` from the `count` sources listed
+// at `sources`, whose slots cover that range (mapped pinned memory, read by every block when the
+// kernel runs, so a captured graph takes each run's sources as the host wrote them before
+// launching it), and sets *clear to 0 where it is given.
+Status GatherByKernel(const InputSource* sources, int count, void* to, size_t begin, size_t end, int* clear,
+                      cudaStream_t stream);
 
 }  // namespace rankd::cuda
