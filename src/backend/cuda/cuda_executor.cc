@@ -576,12 +576,6 @@ StatusOr<Executor::Launches> CudaExecutor::CountLaunches(const Plan& plan) {
   ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
   StatusOr<Launches> launches = CountGraphLaunches(graph);
   cudaGraphDestroy(graph);
-  if (launches.ok() && b->copy_kernels) {  // the copies by kernel, counted as the copies they replace
-    const int copies = b->late_gather ? 3 : 2;
-    launches->kernels -= copies;
-    launches->kernels_in_a_row -= 2;  // the late gather runs beside the floats' chain
-    launches->copies += copies;
-  }
   return launches;
 }
 

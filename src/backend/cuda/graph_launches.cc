@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cuda/device.h"
+#include "backend/cuda/mapped_copy.h"
 
 namespace rankd::cuda {
 namespace {
@@ -63,8 +64,13 @@ StatusOr<Executor::Launches> CountGraphLaunches(cudaGraph_t graph) {
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     RANKD_CUDA_RETURN(cudaGraphNodeGetType(nodes[i], &type));
     kernel[i] = type == cudaGraphNodeTypeKernel;
+    if (kernel[i]) {
+      cudaKernelNodeParams params{};
+      RANKD_CUDA_RETURN(cudaGraphKernelNodeGetParams(nodes[i], &params));
+      kernel[i] = !MovesInputsOrOutputs(params.func);
+    }
     if (kernel[i]) ++launches.kernels;
-    else if (type == cudaGraphNodeTypeMemcpy) ++launches.copies;
+    else if (type == cudaGraphNodeTypeMemcpy || type == cudaGraphNodeTypeKernel) ++launches.copies;
     else if (type == cudaGraphNodeTypeMemset) ++launches.memsets;
     else ++launches.other;
   }
