@@ -1,8 +1,6 @@
 #include "backend/cuda/gemm.h"
 
-#include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,13 +79,9 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
   }
-  static const int candidates = [] {
-    const char* v = std::getenv("RANKD_GEMM_CANDIDATES");
-    return v ? std::clamp(std::atoi(v), 1, kMaxGemmCandidates) : kGemmCandidates;
-  }();
-  cublasLtMatmulHeuristicResult_t results[kMaxGemmCandidates] = {};
+  cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};
   int found = 0;
-  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, e.op, e.b, e.a, e.c, e.c, pref, candidates, results, &found);
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, e.op, e.b, e.a, e.c, e.c, pref, kGemmCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   RANKD_LT_RETURN(s);
   if (found == 0) return Internal("cuBLASLt has no algorithm for a " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + " product");

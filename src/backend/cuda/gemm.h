@@ -46,8 +46,7 @@ inline Activation ActivationOf(Epilogue e) {
 }
 
 // Algorithms the heuristic is asked for per product shape; they are timed on first use.
-// RANKD_GEMM_CANDIDATES asks for another count, up to kMaxGemmCandidates.
-constexpr int kGemmCandidates = 6, kMaxGemmCandidates = 32;
+constexpr int kGemmCandidates = 6;
 
 // Turns the timed choice off (the heuristic's first is kept) or on again, for products whose
 // shape is first met from now on; RANKD_GEMM_TUNING=0 keeps it off. For tests that count

@@ -65,9 +65,14 @@ StatusOr<Executor::Launches> CountGraphLaunches(cudaGraph_t graph) {
     RANKD_CUDA_RETURN(cudaGraphNodeGetType(nodes[i], &type));
     kernel[i] = type == cudaGraphNodeTypeKernel;
     if (kernel[i]) {
+      // A library's kernel (cuBLASLt's, launched through the driver) has no runtime function to
+      // report: it is not one of ours, and its error is cleared.
       cudaKernelNodeParams params{};
-      RANKD_CUDA_RETURN(cudaGraphKernelNodeGetParams(nodes[i], &params));
-      kernel[i] = !MovesInputsOrOutputs(params.func);
+      if (cudaGraphKernelNodeGetParams(nodes[i], &params) == cudaSuccess) {
+        kernel[i] = !MovesInputsOrOutputs(params.func);
+      } else {
+        cudaGetLastError();
+      }
     }
     if (kernel[i]) ++launches.kernels;
     else if (type == cudaGraphNodeTypeMemcpy || type == cudaGraphNodeTypeKernel) ++launches.copies;
