@@ -373,8 +373,9 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
     for (size_t s = 0; s < steps; ++s) RETURN_IF_ERROR(LaunchStep(plan, b, s));
     return Status::Ok();
   }
-  // Schedule entry j is the late gather where there is one (j = 0), else step j - first.
-  const size_t first = b.late_gather ? 1 : 0, jobs = steps + first;
+  // Schedule entries 0 and 1 are the floats' and the ids' gathers where the ids gather late, and
+  // entry j otherwise step j - first.
+  const size_t first = b.late_gather ? 2 : 0, jobs = steps + first;
   // events_[0] marks the fork (inputs on the device, the error word cleared); events_[1 + j] the
   // end of entry j where another lane waits for it; events_[1 + jobs + l] the end of lane l, which
   // the executor's stream waits for before the output copy. Lanes are joined however the
@@ -397,7 +398,7 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
       }
       for (int w : lanes->waits[j]) RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
       ctx_.stream = stream;
-      RETURN_IF_ERROR(j < first ? GatherLateInputs(b) : LaunchStep(plan, b, j - first));
+      RETURN_IF_ERROR(j < first ? GatherInputs(b, j == 0 ? InputPart::kFloats : InputPart::kIds) : LaunchStep(plan, b, j - first));
       if (waited[j]) RANKD_CUDA_RETURN(cudaEventRecord(events_[1 + j], stream));
     }
     return Status::Ok();
@@ -434,21 +435,26 @@ LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) c
       access[s].reads.push_back(copy_range(b.bf16_copies.read_third[s], step.inputs[static_cast<size_t>(Bf16CopyInput(node, 2))]));
     }
   }
-  if (b.late_gather) {  // first, the ids' gather, writing their slots of io_ (space 2), which steps read
+  if (b.late_gather) {
+    // First the two gathers, writing the slots of io_ (space 2) the steps read. The floats' also
+    // clears the error word (space 3), which every step may set: every step follows it, and the
+    // ids' gather starts at once.
+    const ByteRange error_word{3, 0, sizeof(int)};
     std::vector<int> input_of(values.size(), -1);
     for (const auto& [id, index] : b.input_rooted) input_of[static_cast<size_t>(id)] = index;
     for (size_t s = 0; s < plan.steps().size(); ++s) {
+      access[s].reads.push_back(error_word);
       for (int v : plan.steps()[s].inputs) {
         const int input = v >= 0 ? input_of[static_cast<size_t>(v)] : -1;
-        const size_t at = input >= 0 ? b.in_offsets[static_cast<size_t>(input)] : 0;
-        if (input >= 0 && at >= b.late_from) {
-          access[s].reads.push_back({2, static_cast<int64_t>(at), static_cast<int64_t>(at + b.in_bytes[static_cast<size_t>(input)])});
-        }
+        if (input < 0) continue;
+        const auto at = static_cast<int64_t>(b.in_offsets[static_cast<size_t>(input)]);
+        access[s].reads.push_back({2, at, at + static_cast<int64_t>(b.in_bytes[static_cast<size_t>(input)])});
       }
     }
-    StepAccess gather;
-    gather.writes.push_back({2, static_cast<int64_t>(b.late_from), static_cast<int64_t>(b.in_total)});
-    access.insert(access.begin(), std::move(gather));
+    StepAccess floats, ids;
+    floats.writes = {error_word, {2, 0, static_cast<int64_t>(b.late_from)}};
+    ids.writes = {{2, static_cast<int64_t>(b.late_from), static_cast<int64_t>(b.in_total)}};
+    access.insert(access.begin(), {std::move(floats), std::move(ids)});
   }
   return ScheduleLanes(access, GraphLanes());
 }
@@ -482,12 +488,14 @@ Status CudaExecutor::Stage(Binding& b) {
 Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, const LaneSchedule* lanes) {
   auto t0 = std::chrono::steady_clock::now();
   if (!inputs_sent && b.copy_kernels) {
-    const auto* sources = reinterpret_cast<const InputSource*>(static_cast<uint8_t*>(staged_inputs_.device()) + b.sources_at);
-    // The floats alone where the ids come by a kernel of their own (Binding::late_gather): a step
-    // of the schedule, or next on the stream when there is none.
-    const int count = b.late_gather ? b.late_source : static_cast<int>(b.in_offsets.size());
-    RETURN_IF_ERROR(GatherByKernel(sources, count, io_.get(), 0, b.late_gather ? b.late_from : b.in_total, ctx_.error, ctx_.stream));
-    if (b.late_gather && (!lanes || lanes->lanes <= 1)) RETURN_IF_ERROR(GatherLateInputs(b));
+    // Where the ids gather late (Binding::late_gather) both gathers are the schedule's first
+    // entries, or, on one stream, the floats' then the ids'.
+    if (!b.late_gather) {
+      RETURN_IF_ERROR(GatherInputs(b, InputPart::kAll));
+    } else if (!lanes || lanes->lanes <= 1) {
+      RETURN_IF_ERROR(GatherInputs(b, InputPart::kFloats));
+      RETURN_IF_ERROR(GatherInputs(b, InputPart::kIds));
+    }
   } else if (!inputs_sent) {  // the inputs and the cleared error word after them
     RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice, ctx_.stream));
   }
@@ -551,7 +559,7 @@ StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
     RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     side_streams_.push_back(side);
   }
-  while (events_.size() < plan.steps().size() + 2 + static_cast<size_t>(lanes.lanes)) {
+  while (events_.size() < plan.steps().size() + 3 + static_cast<size_t>(lanes.lanes)) {
     cudaEvent_t e = nullptr;
     RANKD_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     events_.push_back(e);

@@ -132,8 +132,8 @@ class CudaExecutor final : public Executor {
     size_t sources_at = 0;
     std::vector<int> source_of;  // per input: its entry in the sources' table (the slots' order)
     // With copy kernels, a plan whose few bytes of float inputs feed steps that read no ids (W1's
-    // dense features and bottom MLP) gathers them first, on their own, and its ids by a second
-    // kernel, a step of the lane schedule: the dense chain runs while the ids come over. The
+    // dense features and bottom MLP) gathers them by a kernel of their own, and its ids by a
+    // second, both first in the lane schedule: the dense chain runs while the ids come over. The
     // floats' slots come first in io_; the ids' begin at late_from, their sources at late_source.
     bool late_gather = false;
     size_t late_from = 0;
@@ -172,8 +172,10 @@ class CudaExecutor final : public Executor {
   // For copy kernels: whether the ids are worth a gather of their own (Binding::late_gather), and
   // if so the inputs' slots laid out again, floats first.
   void SplitLateInputs(const Plan& plan, Binding& b);
-  // The input kernel of the ids (Binding::late_gather).
-  Status GatherLateInputs(const Binding& b);
+  // An input kernel of a run with copy kernels: of every input, or where the ids gather late
+  // (Binding::late_gather) of the floats (which also clears the error word) or of the ids.
+  enum class InputPart { kAll, kFloats, kIds };
+  Status GatherInputs(const Binding& b, InputPart part);
   // Enqueues the input copy (unless `inputs_sent`: Run sent it in chunks), every step and the
   // output copy on the stream (or into a capture).
   Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false, const LaneSchedule* lanes = nullptr);
@@ -184,8 +186,8 @@ class CudaExecutor final : public Executor {
   Status LaunchStep(const Plan& plan, Binding& b, size_t s);
   // The schedule of `plan`'s steps on this executor's lanes: what they touch in the workspace
   // and in the bf16 copies, products ordered among themselves (they share cuBLASLt's workspace
-  // and the bf16 operand buffer). With a late gather, the schedule's first step is that gather
-  // and step s of the plan is the schedule's s + 1.
+  // and the bf16 operand buffer). Where the ids gather late, the schedule's first two entries
+  // are the two gathers and step s of the plan is the schedule's s + 2.
   LaneSchedule ScheduleOnLanes(const Plan& plan, const Binding& b) const;
   void DropCaptures();
   void ClearBindings();  // and forgets which binding's tails the staging buffer holds

@@ -149,9 +149,17 @@ void CudaExecutor::SplitLateInputs(const Plan& plan, Binding& b) {
   b.late_gather = true;
 }
 
-Status CudaExecutor::GatherLateInputs(const Binding& b) {
+Status CudaExecutor::GatherInputs(const Binding& b, InputPart part) {
   const auto* sources = reinterpret_cast<const InputSource*>(static_cast<uint8_t*>(staged_inputs_.device()) + b.sources_at);
   const int count = static_cast<int>(b.in_offsets.size());
+  switch (part) {
+    case InputPart::kAll:
+      return GatherByKernel(sources, count, io_.get(), 0, b.in_total, ctx_.error, ctx_.stream);
+    case InputPart::kFloats:
+      return GatherByKernel(sources, b.late_source, io_.get(), 0, b.late_from, ctx_.error, ctx_.stream);
+    case InputPart::kIds:
+      break;
+  }
   return GatherByKernel(sources + b.late_source, count - b.late_source, io_.get(), b.late_from, b.in_total, nullptr, ctx_.stream);
 }
 
