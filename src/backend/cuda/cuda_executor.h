@@ -187,7 +187,7 @@ class CudaExecutor final : public Executor {
   // The schedule of `plan`'s steps on this executor's lanes: what they touch in the workspace
   // and in the bf16 copies, products ordered among themselves (they share cuBLASLt's workspace
   // and the bf16 operand buffer). Where the ids gather late, the schedule's first two entries
-  // are the two gathers and step s of the plan is the schedule's s + 2.
+  // are the ids' and the floats' gathers, and step s of the plan is the schedule's s + 2.
   LaneSchedule ScheduleOnLanes(const Plan& plan, const Binding& b) const;
   void DropCaptures();
   void ClearBindings();  // and forgets which binding's tails the staging buffer holds

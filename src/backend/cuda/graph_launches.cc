@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "backend/cuda/device.h"
-#include "backend/cuda/mapped_copy.h"
 
 namespace rankd::cuda {
 namespace {
@@ -64,18 +63,8 @@ StatusOr<Executor::Launches> CountGraphLaunches(cudaGraph_t graph) {
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     RANKD_CUDA_RETURN(cudaGraphNodeGetType(nodes[i], &type));
     kernel[i] = type == cudaGraphNodeTypeKernel;
-    if (kernel[i]) {
-      // A library's kernel (cuBLASLt's, launched through the driver) has no runtime function to
-      // report: it is not one of ours, and its error is cleared.
-      cudaKernelNodeParams params{};
-      if (cudaGraphKernelNodeGetParams(nodes[i], &params) == cudaSuccess) {
-        kernel[i] = !MovesInputsOrOutputs(params.func);
-      } else {
-        cudaGetLastError();
-      }
-    }
     if (kernel[i]) ++launches.kernels;
-    else if (type == cudaGraphNodeTypeMemcpy || type == cudaGraphNodeTypeKernel) ++launches.copies;
+    else if (type == cudaGraphNodeTypeMemcpy) ++launches.copies;
     else if (type == cudaGraphNodeTypeMemset) ++launches.memsets;
     else ++launches.other;
   }

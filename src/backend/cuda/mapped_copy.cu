@@ -82,10 +82,6 @@ Status GatherByKernel(const InputSource* sources, int count, void* to, size_t be
   return Check(cudaGetLastError(), "gathering a run's inputs by kernel");
 }
 
-bool MovesInputsOrOutputs(const void* kernel) {
-  return kernel == reinterpret_cast<const void*>(&GatherKernel) || kernel == reinterpret_cast<const void*>(&CopyKernel);
-}
-
 Status CopyByKernel(const void* from, void* to, size_t bytes, int* clear, cudaStream_t stream) {
   const auto pieces = static_cast<int64_t>(bytes / sizeof(uint4));
   const auto blocks = static_cast<int>(std::clamp<int64_t>((pieces + kCopyThreads - 1) / kCopyThreads, 1, kMaxCopyBlocks));

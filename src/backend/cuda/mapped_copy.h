@@ -38,7 +38,4 @@ struct InputSource {
 Status GatherByKernel(const InputSource* sources, int count, void* to, size_t begin, size_t end, int* clear,
                       cudaStream_t stream);
 
-// Whether `kernel` is one of the kernels above (a graph's node counted as a copy).
-bool MovesInputsOrOutputs(const void* kernel);
-
 }  // namespace rankd::cuda
