@@ -436,16 +436,11 @@ LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) c
     }
   }
   if (b.late_gather) {
-    // First the two gathers, writing the slots of io_ (space 2) the steps read: the ids' first, on
-    // the executor's stream, so that its blocks take their SMs before the floats' chain fills
-    // them (the floats' first, on the H200: the ids' gather started 12.5 µs after it, 10 µs
-    // later than the ids' gather after the floats' on one stream did). The floats' gather also
-    // clears the error word (space 3), which every step may set: every step follows it.
-    const ByteRange error_word{3, 0, sizeof(int)};
+    // First the two gathers, the ids' and the floats', writing the slots of io_ (space 2) the
+    // steps read. The error word was cleared before the lanes fork (Enqueue).
     std::vector<int> input_of(values.size(), -1);
     for (const auto& [id, index] : b.input_rooted) input_of[static_cast<size_t>(id)] = index;
     for (size_t s = 0; s < plan.steps().size(); ++s) {
-      access[s].reads.push_back(error_word);
       for (int v : plan.steps()[s].inputs) {
         const int input = v >= 0 ? input_of[static_cast<size_t>(v)] : -1;
         if (input < 0) continue;
@@ -453,9 +448,9 @@ LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) c
         access[s].reads.push_back({2, at, at + static_cast<int64_t>(b.in_bytes[static_cast<size_t>(input)])});
       }
     }
-    StepAccess floats, ids;
-    floats.writes = {error_word, {2, 0, static_cast<int64_t>(b.late_from)}};
+    StepAccess ids, floats;
     ids.writes = {{2, static_cast<int64_t>(b.late_from), static_cast<int64_t>(b.in_total)}};
+    floats.writes = {{2, 0, static_cast<int64_t>(b.late_from)}};
     access.insert(access.begin(), {std::move(ids), std::move(floats)});
   }
   return ScheduleLanes(access, GraphLanes());
@@ -490,13 +485,17 @@ Status CudaExecutor::Stage(Binding& b) {
 Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, const LaneSchedule* lanes) {
   auto t0 = std::chrono::steady_clock::now();
   if (!inputs_sent && b.copy_kernels) {
-    // Where the ids gather late (Binding::late_gather) both gathers are the schedule's first
-    // entries, or, on one stream, the floats' then the ids'.
+    // Where the ids gather late (Binding::late_gather) on lanes, a kernel that only clears the
+    // error word comes first and both gathers start the schedule, side by side. On the H200 a
+    // graph's second root kernel started 12 to 16 µs after the first: each gather, as a root,
+    // waited for the other. On one stream: the floats' gather (clearing the word), the ids'.
     if (!b.late_gather) {
       RETURN_IF_ERROR(GatherInputs(b, InputPart::kAll));
     } else if (!lanes || lanes->lanes <= 1) {
-      RETURN_IF_ERROR(GatherInputs(b, InputPart::kFloats));
+      RETURN_IF_ERROR(GatherInputs(b, InputPart::kFloats, true));
       RETURN_IF_ERROR(GatherInputs(b, InputPart::kIds));
+    } else {
+      RETURN_IF_ERROR(GatherInputs(b, InputPart::kNone, true));
     }
   } else if (!inputs_sent) {  // the inputs and the cleared error word after them
     RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice, ctx_.stream));
@@ -588,11 +587,13 @@ StatusOr<Executor::Launches> CudaExecutor::CountLaunches(const Plan& plan) {
   cudaGraphDestroy(graph);
   if (launches.ok() && b->copy_kernels) {  // the copies by kernel, counted as the copies they replace
     const int copies = b->late_gather ? 3 : 2;
-    // On lanes the two gathers start the graph side by side: a path holds one of them.
-    const int in_a_row = b->late_gather && ScheduleOnLanes(plan, *b).lanes > 1 ? 2 : copies;
-    launches->kernels -= copies;
-    launches->kernels_in_a_row -= in_a_row;
+    // On lanes the two gathers follow the error word's clearing (a memset by kernel) side by
+    // side: a path holds one of them.
+    const int memsets = b->late_gather && ScheduleOnLanes(plan, *b).lanes > 1 ? 1 : 0;
+    launches->kernels -= copies + memsets;
+    launches->kernels_in_a_row -= memsets ? 3 : copies;
     launches->copies += copies;
+    launches->memsets += memsets;
   }
   return launches;
 }

@@ -133,8 +133,9 @@ class CudaExecutor final : public Executor {
     std::vector<int> source_of;  // per input: its entry in the sources' table (the slots' order)
     // With copy kernels, a plan whose few bytes of float inputs feed steps that read no ids (W1's
     // dense features and bottom MLP) gathers them by a kernel of their own, and its ids by a
-    // second, both first in the lane schedule: the dense chain runs while the ids come over. The
-    // floats' slots come first in io_; the ids' begin at late_from, their sources at late_source.
+    // second, both first in the lane schedule (after a kernel clearing the error word): the dense
+    // chain runs while the ids come over. The floats' slots come first in io_; the ids' begin at
+    // late_from, their sources at late_source.
     bool late_gather = false;
     size_t late_from = 0;
     int late_source = 0;
@@ -172,10 +173,11 @@ class CudaExecutor final : public Executor {
   // For copy kernels: whether the ids are worth a gather of their own (Binding::late_gather), and
   // if so the inputs' slots laid out again, floats first.
   void SplitLateInputs(const Plan& plan, Binding& b);
-  // An input kernel of a run with copy kernels: of every input, or where the ids gather late
-  // (Binding::late_gather) of the floats (which also clears the error word) or of the ids.
-  enum class InputPart { kAll, kFloats, kIds };
-  Status GatherInputs(const Binding& b, InputPart part);
+  // An input kernel of a run with copy kernels: of every input (clearing the error word too), or
+  // where the ids gather late (Binding::late_gather) of the floats, of the ids or of none, each
+  // clearing the error word where `clear`.
+  enum class InputPart { kAll, kFloats, kIds, kNone };
+  Status GatherInputs(const Binding& b, InputPart part, bool clear = false);
   // Enqueues the input copy (unless `inputs_sent`: Run sent it in chunks), every step and the
   // output copy on the stream (or into a capture).
   Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false, const LaneSchedule* lanes = nullptr);
