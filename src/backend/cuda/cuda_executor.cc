@@ -373,9 +373,9 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
     for (size_t s = 0; s < steps; ++s) RETURN_IF_ERROR(LaunchStep(plan, b, s));
     return Status::Ok();
   }
-  // Schedule entries 0 and 1 are the ids' and the floats' gathers where the ids gather late, and
-  // entry j otherwise step j - first.
-  const size_t first = b.late_gather ? 2 : 0, jobs = steps + first;
+  // Schedule entry 0 is the ids' gather where the ids gather late, and entry j otherwise step
+  // j - first.
+  const size_t first = b.late_gather ? 1 : 0, jobs = steps + first;
   // events_[0] marks the fork (inputs on the device, the error word cleared); events_[1 + j] the
   // end of entry j where another lane waits for it; events_[1 + jobs + l] the end of lane l, which
   // the executor's stream waits for before the output copy. Lanes are joined however the
@@ -398,7 +398,7 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
       }
       for (int w : lanes->waits[j]) RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
       ctx_.stream = stream;
-      RETURN_IF_ERROR(j < first ? GatherInputs(b, j == 0 ? InputPart::kIds : InputPart::kFloats) : LaunchStep(plan, b, j - first));
+      RETURN_IF_ERROR(j < first ? GatherInputs(b, InputPart::kIds) : LaunchStep(plan, b, j - first));
       if (waited[j]) RANKD_CUDA_RETURN(cudaEventRecord(events_[1 + j], stream));
     }
     return Status::Ok();
@@ -436,8 +436,8 @@ LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) c
     }
   }
   if (b.late_gather) {
-    // First the two gathers, the ids' and the floats', writing the slots of io_ (space 2) the
-    // steps read. The error word was cleared before the lanes fork (Enqueue).
+    // First the ids' gather, writing their slots of io_ (space 2), which steps read. The floats'
+    // came before the lanes fork (Enqueue).
     std::vector<int> input_of(values.size(), -1);
     for (const auto& [id, index] : b.input_rooted) input_of[static_cast<size_t>(id)] = index;
     for (size_t s = 0; s < plan.steps().size(); ++s) {
@@ -448,12 +448,22 @@ LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) c
         access[s].reads.push_back({2, at, at + static_cast<int64_t>(b.in_bytes[static_cast<size_t>(input)])});
       }
     }
-    StepAccess ids, floats;
+    StepAccess ids;
     ids.writes = {{2, static_cast<int64_t>(b.late_from), static_cast<int64_t>(b.in_total)}};
-    floats.writes = {{2, 0, static_cast<int64_t>(b.late_from)}};
-    access.insert(access.begin(), {std::move(ids), std::move(floats)});
+    access.insert(access.begin(), std::move(ids));
   }
   return ScheduleLanes(access, GraphLanes());
+}
+
+void CudaExecutor::NoteCopyNode() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* last = nullptr;
+  size_t count = 0;
+  if (cudaStreamGetCaptureInfo(ctx_.stream, &status, nullptr, nullptr, &last, nullptr, &count) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  if (status == cudaStreamCaptureStatusActive && count == 1) copy_nodes_.push_back(last[0]);
 }
 
 void CudaExecutor::DropCaptures() {
@@ -485,17 +495,13 @@ Status CudaExecutor::Stage(Binding& b) {
 Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, const LaneSchedule* lanes) {
   auto t0 = std::chrono::steady_clock::now();
   if (!inputs_sent && b.copy_kernels) {
-    // Where the ids gather late (Binding::late_gather) on lanes, a kernel that only clears the
-    // error word comes first and both gathers start the schedule, side by side. On the H200 a
-    // graph's second root kernel started 12 to 16 µs after the first: each gather, as a root,
-    // waited for the other. On one stream: the floats' gather (clearing the word), the ids'.
+    // Where the ids gather late (Binding::late_gather), the floats' gather first (it clears the
+    // error word), then the ids' as the schedule's first entry, or next on one stream.
     if (!b.late_gather) {
       RETURN_IF_ERROR(GatherInputs(b, InputPart::kAll));
-    } else if (!lanes || lanes->lanes <= 1) {
-      RETURN_IF_ERROR(GatherInputs(b, InputPart::kFloats, true));
-      RETURN_IF_ERROR(GatherInputs(b, InputPart::kIds));
     } else {
-      RETURN_IF_ERROR(GatherInputs(b, InputPart::kNone, true));
+      RETURN_IF_ERROR(GatherInputs(b, InputPart::kFloats));
+      if (!lanes || lanes->lanes <= 1) RETURN_IF_ERROR(GatherInputs(b, InputPart::kIds));
     }
   } else if (!inputs_sent) {  // the inputs and the cleared error word after them
     RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice, ctx_.stream));
@@ -511,6 +517,7 @@ Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, con
   auto* back = static_cast<uint8_t*>(staged_outputs_.get());
   if (b.copy_kernels) {
     RETURN_IF_ERROR(CopyByKernel(ctx_.error, staged_outputs_.device(), b.out_copied, nullptr, ctx_.stream));
+    NoteCopyNode();
   } else {
     RANKD_CUDA_RETURN(cudaMemcpyAsync(back, ctx_.error, b.out_copied, cudaMemcpyDeviceToHost, ctx_.stream));
   }
@@ -566,6 +573,7 @@ StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
     events_.push_back(e);
   }
   std::shared_lock<std::shared_mutex> gate(CaptureGate());
+  copy_nodes_.clear();
   RANKD_CUDA_RETURN(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
   Status enqueued = Enqueue(plan, b, false, &lanes);
   cudaGraph_t graph = nullptr;
@@ -583,18 +591,8 @@ StatusOr<Executor::Launches> CudaExecutor::CountLaunches(const Plan& plan) {
   ASSIGN_OR_RETURN(Binding * b, Bind(plan));
   RETURN_IF_ERROR(Stage(*b));
   ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
-  StatusOr<Launches> launches = CountGraphLaunches(graph);
+  StatusOr<Launches> launches = CountGraphLaunches(graph, copy_nodes_);
   cudaGraphDestroy(graph);
-  if (launches.ok() && b->copy_kernels) {  // the copies by kernel, counted as the copies they replace
-    const int copies = b->late_gather ? 3 : 2;
-    // On lanes the two gathers follow the error word's clearing (a memset by kernel) side by
-    // side: a path holds one of them.
-    const int memsets = b->late_gather && ScheduleOnLanes(plan, *b).lanes > 1 ? 1 : 0;
-    launches->kernels -= copies + memsets;
-    launches->kernels_in_a_row -= memsets ? 3 : copies;
-    launches->copies += copies;
-    launches->memsets += memsets;
-  }
   return launches;
 }
 

@@ -132,10 +132,10 @@ class CudaExecutor final : public Executor {
     size_t sources_at = 0;
     std::vector<int> source_of;  // per input: its entry in the sources' table (the slots' order)
     // With copy kernels, a plan whose few bytes of float inputs feed steps that read no ids (W1's
-    // dense features and bottom MLP) gathers them by a kernel of their own, and its ids by a
-    // second, both first in the lane schedule (after a kernel clearing the error word): the dense
-    // chain runs while the ids come over. The floats' slots come first in io_; the ids' begin at
-    // late_from, their sources at late_source.
+    // dense features and bottom MLP) gathers them first, by a kernel of their own, and its ids by
+    // a second, the first entry of the lane schedule: the dense chain runs while the ids come
+    // over. The floats' slots come first in io_; the ids' begin at late_from, their sources at
+    // late_source.
     bool late_gather = false;
     size_t late_from = 0;
     int late_source = 0;
@@ -173,11 +173,13 @@ class CudaExecutor final : public Executor {
   // For copy kernels: whether the ids are worth a gather of their own (Binding::late_gather), and
   // if so the inputs' slots laid out again, floats first.
   void SplitLateInputs(const Plan& plan, Binding& b);
-  // An input kernel of a run with copy kernels: of every input (clearing the error word too), or
-  // where the ids gather late (Binding::late_gather) of the floats, of the ids or of none, each
-  // clearing the error word where `clear`.
-  enum class InputPart { kAll, kFloats, kIds, kNone };
-  Status GatherInputs(const Binding& b, InputPart part, bool clear = false);
+  // An input kernel of a run with copy kernels: of every input, or where the ids gather late
+  // (Binding::late_gather) of the floats or of the ids; all but the ids' also clear the error word.
+  enum class InputPart { kAll, kFloats, kIds };
+  Status GatherInputs(const Binding& b, InputPart part);
+  // In a capture: notes the node just captured on the stream, a copy by kernel (CountLaunches
+  // counts it as the copy it replaces).
+  void NoteCopyNode();
   // Enqueues the input copy (unless `inputs_sent`: Run sent it in chunks), every step and the
   // output copy on the stream (or into a capture).
   Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false, const LaneSchedule* lanes = nullptr);
@@ -188,8 +190,8 @@ class CudaExecutor final : public Executor {
   Status LaunchStep(const Plan& plan, Binding& b, size_t s);
   // The schedule of `plan`'s steps on this executor's lanes: what they touch in the workspace
   // and in the bf16 copies, products ordered among themselves (they share cuBLASLt's workspace
-  // and the bf16 operand buffer). Where the ids gather late, the schedule's first two entries
-  // are the ids' and the floats' gathers, and step s of the plan is the schedule's s + 2.
+  // and the bf16 operand buffer). Where the ids gather late, the schedule's first entry is the
+  // ids' gather, and step s of the plan is the schedule's s + 1.
   LaneSchedule ScheduleOnLanes(const Plan& plan, const Binding& b) const;
   void DropCaptures();
   void ClearBindings();  // and forgets which binding's tails the staging buffer holds
@@ -198,6 +200,7 @@ class CudaExecutor final : public Executor {
   DeviceContext ctx_;
   std::vector<cudaStream_t> side_streams_;  // lanes 1, 2, ... of a capture
   std::vector<cudaEvent_t> events_;         // a capture's fork, joins and waits
+  std::vector<cudaGraphNode_t> copy_nodes_;  // the last capture's copies by kernel (NoteCopyNode)
   GemmCache gemm_;
   DeviceBuffer workspace_, lt_workspace_, io_;  // io_: inputs, error word, outputs (Binding)
   DeviceBuffer bf16_operands_;  // bf16 product operands (precision bf16), as large as a bound plan needs

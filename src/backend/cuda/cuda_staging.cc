@@ -149,21 +149,23 @@ void CudaExecutor::SplitLateInputs(const Plan& plan, Binding& b) {
   b.late_gather = true;
 }
 
-Status CudaExecutor::GatherInputs(const Binding& b, InputPart part, bool clear) {
+Status CudaExecutor::GatherInputs(const Binding& b, InputPart part) {
   const auto* sources = reinterpret_cast<const InputSource*>(static_cast<uint8_t*>(staged_inputs_.device()) + b.sources_at);
   const int count = static_cast<int>(b.in_offsets.size());
-  int* error = part == InputPart::kAll || clear ? ctx_.error : nullptr;
+  Status gathered;
   switch (part) {
     case InputPart::kAll:
-      return GatherByKernel(sources, count, io_.get(), 0, b.in_total, error, ctx_.stream);
+      gathered = GatherByKernel(sources, count, io_.get(), 0, b.in_total, ctx_.error, ctx_.stream);
+      break;
     case InputPart::kFloats:
-      return GatherByKernel(sources, b.late_source, io_.get(), 0, b.late_from, error, ctx_.stream);
+      gathered = GatherByKernel(sources, b.late_source, io_.get(), 0, b.late_from, ctx_.error, ctx_.stream);
+      break;
     case InputPart::kIds:
-      return GatherByKernel(sources + b.late_source, count - b.late_source, io_.get(), b.late_from, b.in_total, error, ctx_.stream);
-    case InputPart::kNone:
+      gathered = GatherByKernel(sources + b.late_source, count - b.late_source, io_.get(), b.late_from, b.in_total, nullptr, ctx_.stream);
       break;
   }
-  return GatherByKernel(sources, 0, io_.get(), 0, 0, error, ctx_.stream);
+  if (gathered.ok()) NoteCopyNode();
+  return gathered;
 }
 
 StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inputs) {

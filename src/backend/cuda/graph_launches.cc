@@ -52,7 +52,7 @@ int KernelsInARow(cudaGraph_t graph, const std::vector<cudaGraphNode_t>& nodes, 
 
 }  // namespace
 
-StatusOr<Executor::Launches> CountGraphLaunches(cudaGraph_t graph) {
+StatusOr<Executor::Launches> CountGraphLaunches(cudaGraph_t graph, std::span<const cudaGraphNode_t> copies) {
   size_t count = 0;
   RANKD_CUDA_RETURN(cudaGraphGetNodes(graph, nullptr, &count));
   std::vector<cudaGraphNode_t> nodes(count);
@@ -62,9 +62,10 @@ StatusOr<Executor::Launches> CountGraphLaunches(cudaGraph_t graph) {
   for (size_t i = 0; i < count; ++i) {
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     RANKD_CUDA_RETURN(cudaGraphNodeGetType(nodes[i], &type));
-    kernel[i] = type == cudaGraphNodeTypeKernel;
+    const bool copy = std::find(copies.begin(), copies.end(), nodes[i]) != copies.end();
+    kernel[i] = type == cudaGraphNodeTypeKernel && !copy;
     if (kernel[i]) ++launches.kernels;
-    else if (type == cudaGraphNodeTypeMemcpy) ++launches.copies;
+    else if (type == cudaGraphNodeTypeMemcpy || copy) ++launches.copies;
     else if (type == cudaGraphNodeTypeMemset) ++launches.memsets;
     else ++launches.other;
   }

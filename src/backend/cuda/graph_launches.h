@@ -5,10 +5,13 @@
 
 #include <cuda_runtime.h>
 
+#include <span>
+
 #include "backend/backend.h"
 
 namespace rankd::cuda {
 
-StatusOr<Executor::Launches> CountGraphLaunches(cudaGraph_t graph);
+// `copies`: kernel nodes counted as the copies they replace (copies by kernel, mapped_copy.h).
+StatusOr<Executor::Launches> CountGraphLaunches(cudaGraph_t graph, std::span<const cudaGraphNode_t> copies = {});
 
 }  // namespace rankd::cuda
