@@ -376,7 +376,8 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
   // Schedule entry 0 is the ids' gather where the ids gather late, and entry j otherwise step
   // j - first.
   const size_t first = b.late_gather ? 1 : 0, jobs = steps + first;
-  // events_[0] marks the fork (inputs on the device, the error word cleared); events_[1 + j] the
+  // events_[0] marks the fork (the inputs on the device, or only the floats where the ids gather
+  // late; the error word cleared); events_[1 + j] the
   // end of entry j where another lane waits for it; events_[1 + jobs + l] the end of lane l, which
   // the executor's stream waits for before the output copy. Lanes are joined however the
   // launches end, so that a failed capture still ends with every stream joined.
@@ -438,8 +439,7 @@ LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) c
   if (b.late_gather) {
     // First the ids' gather, writing their slots of io_ (space 2), which steps read. The floats'
     // came before the lanes fork (Enqueue).
-    std::vector<int> input_of(values.size(), -1);
-    for (const auto& [id, index] : b.input_rooted) input_of[static_cast<size_t>(id)] = index;
+    const std::vector<int> input_of = GraphInputOf(b, values.size());
     for (size_t s = 0; s < plan.steps().size(); ++s) {
       for (int v : plan.steps()[s].inputs) {
         const int input = v >= 0 ? input_of[static_cast<size_t>(v)] : -1;
@@ -456,6 +456,7 @@ LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) c
 }
 
 void CudaExecutor::NoteCopyNode() {
+  if (!recording_) return;  // an uncaptured run: nothing to note, no call on its path
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   const cudaGraphNode_t* last = nullptr;
   size_t count = 0;
@@ -464,6 +465,12 @@ void CudaExecutor::NoteCopyNode() {
     return;
   }
   if (status == cudaStreamCaptureStatusActive && count == 1) copy_nodes_.push_back(last[0]);
+}
+
+std::vector<int> CudaExecutor::GraphInputOf(const Binding& b, size_t values) {
+  std::vector<int> input_of(values, -1);
+  for (const auto& [id, index] : b.input_rooted) input_of[static_cast<size_t>(id)] = index;
+  return input_of;
 }
 
 void CudaExecutor::DropCaptures() {
@@ -567,7 +574,7 @@ StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
     RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     side_streams_.push_back(side);
   }
-  while (events_.size() < plan.steps().size() + 3 + static_cast<size_t>(lanes.lanes)) {
+  while (events_.size() < plan.steps().size() + 2 + static_cast<size_t>(lanes.lanes)) {  // Launch's events
     cudaEvent_t e = nullptr;
     RANKD_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     events_.push_back(e);
@@ -575,7 +582,9 @@ StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
   std::shared_lock<std::shared_mutex> gate(CaptureGate());
   copy_nodes_.clear();
   RANKD_CUDA_RETURN(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
+  recording_ = true;
   Status enqueued = Enqueue(plan, b, false, &lanes);
+  recording_ = false;
   cudaGraph_t graph = nullptr;
   cudaError_t ended = cudaStreamEndCapture(ctx_.stream, &graph);
   if (!enqueued.ok() || ended != cudaSuccess) {

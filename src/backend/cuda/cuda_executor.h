@@ -180,6 +180,8 @@ class CudaExecutor final : public Executor {
   // In a capture: notes the node just captured on the stream, a copy by kernel (CountLaunches
   // counts it as the copy it replaces).
   void NoteCopyNode();
+  // Per plan value: the graph input it is (or aliases), or -1.
+  static std::vector<int> GraphInputOf(const Binding& b, size_t values);
   // Enqueues the input copy (unless `inputs_sent`: Run sent it in chunks), every step and the
   // output copy on the stream (or into a capture).
   Status Enqueue(const Plan& plan, Binding& b, bool inputs_sent = false, const LaneSchedule* lanes = nullptr);
@@ -201,6 +203,7 @@ class CudaExecutor final : public Executor {
   std::vector<cudaStream_t> side_streams_;  // lanes 1, 2, ... of a capture
   std::vector<cudaEvent_t> events_;         // a capture's fork, joins and waits
   std::vector<cudaGraphNode_t> copy_nodes_;  // the last capture's copies by kernel (NoteCopyNode)
+  bool recording_ = false;                   // Record's Enqueue is running
   GemmCache gemm_;
   DeviceBuffer workspace_, lt_workspace_, io_;  // io_: inputs, error word, outputs (Binding)
   DeviceBuffer bf16_operands_;  // bf16 product operands (precision bf16), as large as a bound plan needs

@@ -121,8 +121,7 @@ void CudaExecutor::SplitLateInputs(const Plan& plan, Binding& b) {
   }
   // A few bytes of floats, a step that reads them and no ids.
   if (early_bytes == 0 || late_bytes == 0 || early_bytes * kLateGatherRatio > late_bytes) return;
-  std::vector<int> input_of(values.size(), -1);
-  for (const auto& [id, index] : b.input_rooted) input_of[static_cast<size_t>(id)] = index;
+  const std::vector<int> input_of = GraphInputOf(b, values.size());
   const bool any_early_step = std::any_of(plan.steps().begin(), plan.steps().end(), [&](const PlanStep& step) {
     bool early = false, ids = false;
     for (int v : step.inputs) {
