@@ -96,6 +96,24 @@ TEST(LayerNormFusion, NearMissesStayAsWritten) {
   }
 }
 
+// The pass runs before a model's nodes are checked (serving/model.cc): a node of the pattern short
+// of inputs, as a fuzzed model had, matches nothing (and is read within its inputs: ASan checks).
+TEST(LayerNormFusion, NodesShortOfInputsMatchNothing) {
+  std::mt19937_64 rng(5);
+  for (bool by_mul : {false, true}) {
+    Variant v;
+    v.square_by_mul = by_mul;
+    const Graph written = Decomposed(8, v, rng);
+    for (size_t n = 0; n < written.nodes.size(); ++n) {
+      for (size_t keep = 0; keep < written.nodes[n].inputs.size(); ++keep) {
+        Graph g = written;
+        g.nodes[n].inputs.resize(keep);
+        EXPECT_EQ(FuseDecomposedLayerNorms(g), 0) << g.nodes[n].op << " with " << keep << " inputs";
+      }
+    }
+  }
+}
+
 TEST(LayerNormFusion, BstAtOpset13LoadsAsAtOpset17AndScoresAsPyTorch) {
   auto old_export = Model::Load(testing::SourcePath("models/zoo/bst_opset13"), -1);
   auto new_export = Model::Load(testing::SourcePath("models/zoo/bst"), -1);

@@ -43,6 +43,13 @@ TEST(ModelErrors, UnsupportedOpNamesTheOpAndNode) {
   ExpectError(m.status(), StatusCode::kUnimplemented, "NonMaxSuppression 'n0'");
 }
 
+// A node short of its inputs is refused before any pass reads it (a fuzzed model's GreaterOrEqual
+// with one input once sent the embedding-bag fusion past the end of its inputs).
+TEST(ModelErrors, NodeShortOfInputsFailsTheLoad) {
+  std::string path = WriteTempFile("short/model.onnx", OneNodeModel("GreaterOrEqual", {"a"}, {"c"}));
+  ExpectError(Model::LoadFile(path, {}).status(), StatusCode::kInvalidArgument, "GreaterOrEqual 'n0' has 1 inputs; it takes 2");
+}
+
 TEST(ModelErrors, UnsupportedAttributeFailsTheLoad) {
   onnx::AttributeProto eq;
   eq.set_name("equation");

@@ -30,10 +30,10 @@ class Matcher {
   int UnclampedIds(int value) const {
     const Node* n = Producer(value);
     if (!n) return -1;
-    if (n->op == "Clip" && n->HasInput(1) && g_.ScalarConstant(n->inputs[1]) == 0.0 && !n->HasInput(2)) return n->inputs[0];
-    if (n->op == "Max" && n->NumInputs() == 2 && g_.ScalarConstant(n->inputs[1]) == 0.0) return n->inputs[0];
-    if (n->op == "Relu") return n->inputs[0];
-    if (n->op == "Where" && g_.ScalarConstant(n->inputs[2]) == 0.0) return n->inputs[1];
+    if (n->op == "Clip" && n->HasInput(1) && g_.ScalarConstant(n->Input(1)) == 0.0 && !n->HasInput(2)) return n->Input(0);
+    if (n->op == "Max" && n->NumInputs() == 2 && g_.ScalarConstant(n->Input(1)) == 0.0) return n->Input(0);
+    if (n->op == "Relu") return n->Input(0);
+    if (n->op == "Where" && g_.ScalarConstant(n->Input(2)) == 0.0) return n->Input(1);
     return -1;
   }
 
@@ -46,15 +46,15 @@ class Matcher {
         if (axes.size() != 1 || (axes[0] != -1 && axes[0] != 2)) return -1;
         unsqueezed = true;
       }
-      n = Producer(n->inputs[0]);
+      n = Producer(n->Input(0));
     }
     if (!n) return -1;
-    if (n->op == "GreaterOrEqual" && g_.ScalarConstant(n->inputs[1]) == 0.0) return n->inputs[0];
-    if (n->op == "Greater" && g_.ScalarConstant(n->inputs[1]) == -1.0) return n->inputs[0];
+    if (n->op == "GreaterOrEqual" && g_.ScalarConstant(n->Input(1)) == 0.0) return n->Input(0);
+    if (n->op == "Greater" && g_.ScalarConstant(n->Input(1)) == -1.0) return n->Input(0);
     if (n->op == "Not") {
-      const Node* m = Producer(n->inputs[0]);
-      if (m && m->op == "Equal" && g_.ScalarConstant(m->inputs[1]) == -1.0) return m->inputs[0];
-      if (m && m->op == "Less" && g_.ScalarConstant(m->inputs[1]) == 0.0) return m->inputs[0];
+      const Node* m = Producer(n->Input(0));
+      if (m && m->op == "Equal" && g_.ScalarConstant(m->Input(1)) == -1.0) return m->Input(0);
+      if (m && m->op == "Less" && g_.ScalarConstant(m->Input(1)) == 0.0) return m->Input(0);
     }
     return -1;
   }
@@ -72,16 +72,16 @@ int FuseMaskedEmbeddingBags(Graph& graph) {
   for (Node& node : graph.nodes) {
     if (node.op != "ReduceSum" || node.GetInt("keepdims", 1) != 0) continue;
     if (m.Axes(node) != std::vector<int64_t>{1}) continue;
-    const Node* mul = m.Producer(node.inputs[0]);
+    const Node* mul = m.Producer(node.Input(0));
     if (!mul || mul->op != "Mul") continue;
     for (int side = 0; side < 2; ++side) {
-      const Node* gather = m.Producer(mul->inputs[static_cast<size_t>(side)]);
+      const Node* gather = m.Producer(mul->Input(side));
       if (!gather || gather->op != "Gather" || gather->GetInt("axis", 0) != 0) continue;
-      int table = gather->inputs[0];
+      int table = gather->Input(0);
       if (!graph.IsConstant(table) || graph.constants.at(table).rank() != 2) continue;
-      int ids = m.UnclampedIds(gather->inputs[1]);
+      int ids = m.UnclampedIds(gather->Input(1));
       bool unsqueezed = false;
-      int masked = m.MaskedIds(mul->inputs[static_cast<size_t>(1 - side)], unsqueezed);
+      int masked = m.MaskedIds(mul->Input(1 - side), unsqueezed);
       if (ids < 0 || ids != masked || !unsqueezed) continue;
       node.op = "EmbeddingBag";
       node.inputs = {table, ids};

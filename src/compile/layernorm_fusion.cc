@@ -54,8 +54,8 @@ class Matcher {
   template <typename Pick>
   bool EitherSide(const Node& n, Pick pick, int* other) const {
     for (int side = 0; side < 2; ++side) {
-      if (pick(n.inputs[static_cast<size_t>(side)])) {
-        *other = n.inputs[static_cast<size_t>(1 - side)];
+      if (pick(n.Input(side))) {
+        *other = n.Input(1 - side);
         return true;
       }
     }
@@ -67,7 +67,7 @@ class Matcher {
     if (node.GetInt("keepdims", 1) == 0) return false;
     std::vector<int64_t> axes = node.GetInts("axes");
     if (node.HasInput(1)) {
-      const Tensor* t = graph_.FindConstant(node.inputs[1]);
+      const Tensor* t = graph_.FindConstant(node.Input(1));
       if (!t || t->dtype() != DType::kI64 || t->size() != 1) return false;
       axes = {t->data<int64_t>()[0]};
     }
@@ -86,33 +86,33 @@ class Matcher {
     const Node& m = graph_.nodes[static_cast<size_t>(mul)];
     if (!EitherSide(m, [&](int v) { return (div = Producer(v, "Div")) >= 0; }, &gamma) || !Vector(gamma)) return false;
     const Node& dv = graph_.nodes[static_cast<size_t>(div)];
-    const int d = dv.inputs[0];
-    int sqrt = Producer(dv.inputs[1], "Sqrt");
-    if (sqrt < 0) return false;
-    int eps_add = Producer(graph_.nodes[static_cast<size_t>(sqrt)].inputs[0], "Add");
+    const int d = dv.Input(0);
+    int sqrt = Producer(dv.Input(1), "Sqrt");
+    if (d < 0 || sqrt < 0) return false;
+    int eps_add = Producer(graph_.nodes[static_cast<size_t>(sqrt)].Input(0), "Add");
     if (eps_add < 0) return false;
     int var = -1, eps = -1;
     if (!EitherSide(graph_.nodes[static_cast<size_t>(eps_add)], [&](int v) { return (var = Producer(v, "ReduceMean")) >= 0; }, &eps)) return false;
     const Tensor* eps_t = Constant(eps);
     if (!eps_t || eps_t->size() != 1 || !MeanOverLast(var)) return false;
     // The square: Pow(d, 2) (d read by it and the Div) or Mul(d, d) (read twice there).
-    const int square_in = graph_.nodes[static_cast<size_t>(var)].inputs[0];
+    const int square_in = graph_.nodes[static_cast<size_t>(var)].Input(0);
     int square = Producer(square_in, "Pow");
     if (square >= 0) {
       const Node& p = graph_.nodes[static_cast<size_t>(square)];
-      if (p.inputs[0] != d || !ScalarIs(p.inputs[1], 2.0f)) return false;
+      if (p.Input(0) != d || !ScalarIs(p.Input(1), 2.0f)) return false;
     } else {
       square = Producer(square_in, "Mul");
       if (square < 0) return false;
       const Node& p = graph_.nodes[static_cast<size_t>(square)];
-      if (p.inputs[0] != d || p.inputs[1] != d) return false;
+      if (p.Input(0) != d || p.Input(1) != d) return false;
     }
     const int d_reads = graph_.nodes[static_cast<size_t>(square)].op == "Pow" ? 2 : 3;
     int sub = Producer(d, "Sub", d_reads);
     if (sub < 0) return false;
     const Node& s = graph_.nodes[static_cast<size_t>(sub)];
-    int mean = Producer(s.inputs[1], "ReduceMean");
-    if (mean < 0 || !MeanOverLast(mean) || graph_.nodes[static_cast<size_t>(mean)].inputs[0] != s.inputs[0]) return false;
+    int mean = Producer(s.Input(1), "ReduceMean");
+    if (mean < 0 || s.Input(0) < 0 || !MeanOverLast(mean) || graph_.nodes[static_cast<size_t>(mean)].Input(0) != s.Input(0)) return false;
     *members = {mean, sub, square, var, eps_add, sqrt, div, mul};
     ln->op = "LayerNormalization";
     ln->name = add.name + ".layer_norm";

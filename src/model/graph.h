@@ -45,6 +45,9 @@ struct Node {
   int NumInputs() const { return static_cast<int>(inputs.size()); }
   // True if input i exists and is not omitted.
   bool HasInput(int i) const { return i < NumInputs() && inputs[i] >= 0; }
+  // Input i, or -1 where it is absent: the fusion passes that run before a graph is checked read
+  // malformed nodes through this.
+  int Input(int i) const { return HasInput(i) ? inputs[static_cast<size_t>(i)] : -1; }
   // "Op 'name'" for error messages.
   std::string Describe() const;
 };

@@ -73,6 +73,9 @@ Status Model::Prepare() {
   ASSIGN_OR_RETURN(report_.lowered_gelus, LowerGelus(graph_));    // nor a Gelu kernel
   ASSIGN_OR_RETURN(report_.folded_nodes, FoldConstants(graph_));
   report_.removed_nodes = RemoveDeadNodes(graph_);
+  // Every node well formed (its op known, its inputs there) before the passes below read it; the
+  // CPU backend, the reference, has every op an imported model may hold.
+  RETURN_IF_ERROR(CpuBackend().CheckGraph(graph_));
   if (options_.fusion) {
     report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
     report_.fused_layer_norms = FuseDecomposedLayerNorms(graph_);
