@@ -29,4 +29,23 @@ class OpProfile {
   static std::string Report();
 };
 
+// Times a host phase from its making to its end, or to Stop(), where phases are timed.
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(const char* op) : op_(OpProfile::phases() ? op : nullptr) {
+    if (op_) start_ = std::chrono::steady_clock::now();
+  }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+  ~PhaseTimer() { Stop(); }
+  void Stop() {
+    if (op_) OpProfile::RecordSince(op_, start_);
+    op_ = nullptr;
+  }
+
+ private:
+  const char* op_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 }  // namespace rankd

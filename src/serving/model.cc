@@ -121,6 +121,7 @@ Status Model::Prepare() {
         std::lock_guard<std::mutex> lock(mu_);
         plans_.clear();
         plan_order_.clear();
+        bucket_plans_.clear();
       }
       ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
     }
@@ -208,6 +209,7 @@ void Model::ReleaseExecutor(std::unique_ptr<Executor> executor) const {
 
 
 StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, InferStats* stats) const {
+  PhaseTimer whole("(a request, end to end)");  // made first, so it ends after the request's tensors are freed
   for (const std::string& out : request.outputs) {
     if (!std::any_of(config_.outputs.begin(), config_.outputs.end(), [&](const OutputConfig& o) { return o.name == out; })) {
       return InvalidArgument("unknown output '" + out + "' for model '" + name() + "'");

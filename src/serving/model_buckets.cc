@@ -47,10 +47,14 @@ std::optional<BucketKey> Model::FindBucket(const PreparedRequest& prepared) cons
 StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared) const {
   RequestTensorScope request_tensors;  // the padded inputs and the outputs
   if (buckets_) {
+    PhaseTimer finding("(bucket and plan found)");
     std::optional<BucketKey> key = FindBucket(prepared);
     if (key) {
       ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanForBucket(*key));
+      finding.Stop();
+      PhaseTimer acquiring("(executor acquired)");
       ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
+      acquiring.Stop();
       const bool profile = OpProfile::phases();
       auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       PreparedRequest padded = PadToBucket(prepared, *key, input_kinds_, executor->FillsRaggedTails());
@@ -76,7 +80,9 @@ StatusOr<std::vector<Tensor>> Model::RunOn(const std::shared_ptr<const Plan>& pl
   auto result = executor->Run(*plan, inputs);
   // A run whose staging buffers had to grow dropped the executor's captures, this plan's too.
   captured = captured && executor->Captured(*plan);
+  PhaseTimer releasing("(executor released)");
   ReleaseExecutor(std::move(executor));
+  releasing.Stop();
   if (capture_ && capture) {
     if (captured) {
       ++graph_hits_;
@@ -180,22 +186,32 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& 
 }
 
 StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key) const {
-  const std::string name = key.ToString();
+  std::vector<int64_t> numbers = key.Numbers();
   std::optional<std::vector<TensorMeta>> metas;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = bucket_metas_.find(name); it != bucket_metas_.end()) metas = it->second;
+    if (auto it = bucket_plans_.find(numbers); it != bucket_plans_.end()) {
+      if (std::shared_ptr<const Plan> plan = it->second.plan.lock()) return plan;
+      metas = it->second.metas;
+    }
   }
   if (!metas) {  // the shapes of a one-row example padded to the bucket, once per bucket
     InferRequest one = ExampleRequest(1, 0);  // rows without ids fit every length, 0 included
     PreparedRequest smallest;
     RETURN_IF_ERROR(BuildGraphInputs(one, smallest));
     metas = MetasOf(PadToBucket(smallest, key, input_kinds_));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (bucket_metas_.size() >= kMaxBucketMetas) bucket_metas_.clear();
-    bucket_metas_.emplace(name, *metas);
   }
-  return PlanFor(*metas, key.lengths);
+  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(*metas, key.lengths));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bucket_plans_.size() >= kMaxBucketMetas && !bucket_plans_.count(numbers)) bucket_plans_.clear();
+  bucket_plans_[std::move(numbers)] = {std::move(*metas), plan};
+  return plan;
+}
+
+size_t Model::NumbersHash::operator()(const std::vector<int64_t>& v) const {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the numbers
+  for (int64_t x : v) h = (h ^ static_cast<uint64_t>(x)) * 0x100000001b3ull;
+  return static_cast<size_t>(h);
 }
 
 StatusOr<Executor::Launches> Model::CountLaunches(const Plan& plan) const {

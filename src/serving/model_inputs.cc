@@ -8,6 +8,7 @@
 #include "common/helping_pool.h"
 #include "common/host_allocator.h"
 #include "common/parallel.h"
+#include "runtime/op_profile.h"
 #include "serving/model.h"
 
 namespace rankd {
@@ -247,6 +248,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   // plus the helpers awake: no wait for a sleeping one; common/helping_pool.h): W1's 26 inputs of
   // 512 rows took 30 µs on one thread of the H200's host. Larger ones, and every CPU model's
   // (whose OpenMP threads the pool's spinning helpers would slow), take OpenMP's pool.
+  PhaseTimer offsets_timer("(of which: lengths into offsets)");
   const int64_t total_lengths = static_cast<int64_t>(jobs.size()) * n;
   if (backend_ != &CpuBackend() && total_lengths >= 4096 && total_lengths <= 262144) {
     HelpingPool::Shared().Run(static_cast<int64_t>(jobs.size()), [&](int64_t j) { lengths(j, j + 1); });

@@ -29,6 +29,12 @@ std::string BucketKey::ToString() const {
   return s;
 }
 
+std::vector<int64_t> BucketKey::Numbers() const {
+  std::vector<int64_t> n{rows, users};
+  n.insert(n.end(), lengths.begin(), lengths.end());
+  return n;
+}
+
 std::vector<int64_t> ShapeBuckets::Geometric(int64_t limit) {
   std::vector<int64_t> sizes;
   for (int64_t base = 1; base < limit; base *= 2) {

@@ -24,6 +24,7 @@ struct BucketKey {
   std::vector<int64_t> lengths;  // per ragged input
   int64_t users = 0;             // user rows of a hoisted model (0: none)
   std::string ToString() const;  // "rows=64 lengths=[8,20] users=1"
+  std::vector<int64_t> Numbers() const;  // rows, users, then the lengths: a key that tells buckets apart
 };
 
 // Shape buckets and captured graphs at run time (metrics).

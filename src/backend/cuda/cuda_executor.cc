@@ -611,9 +611,11 @@ bool CudaExecutor::Captured(const Plan& plan) const {
 }
 
 StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
+  PhaseTimer binding("(executor bound to the plan)");
   RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
   ASSIGN_OR_RETURN(Binding * b, Bind(plan));
   RETURN_IF_ERROR(Stage(*b));
+  binding.Stop();
   // Inputs: packed into one pinned buffer and copied to the device.
   ASSIGN_OR_RETURN(bool inputs_sent, StageInputs(*b, inputs));
   const bool phases = OpProfile::phases();
