@@ -34,6 +34,46 @@ TEST_P(ZooTest, UnfusedPlansScoreAsPyTorchToo) {
   EXPECT_EQ((*model)->CountLaunches(**plan).status().code(), StatusCode::kUnimplemented);  // the CPU launches nothing
 }
 
+// Lengths summed by the parser (InferInput::offsets) stand in for the model's own pass over them:
+// the same scores, and the same refusals of a negative length and of lengths that do not add up.
+TEST_P(ZooTest, LengthsSummedByTheParserActAsTheModelsOwnPass) {
+  auto model = Model::Load(testing::SourcePath("models/zoo/" + GetParam()), -1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  InferRequest plain = (*model)->ExampleRequest(4, 2);
+  bool ragged = false;
+  for (InferInput& in : plain.inputs) {
+    if (in.lengths.size() < 2 || (*model)->config().FindInput(in.name)->max_length < 4) continue;
+    in.lengths[0] += in.lengths[1];  // rows of different lengths, one empty, the same ids
+    in.lengths[1] = 0;
+    ragged = true;
+  }
+  if (!ragged) GTEST_SKIP() << GetParam() << " has no ragged input sent with lengths";
+  auto summed = [](InferRequest r) {
+    for (InferInput& in : r.inputs) {
+      if (!in.lengths.empty()) SumLengths(in);
+    }
+    return r;
+  };
+  auto want = (*model)->Infer(plain);
+  auto got = (*model)->Infer(summed(plain));
+  ASSERT_TRUE(want.ok() && got.ok()) << want.status().ToString() << got.status().ToString();
+  for (size_t o = 0; o < want->size(); ++o) EXPECT_EQ(testing::RelativeError((*got)[o].data, (*want)[o].data), 0.0);
+  for (const char* fault : {"has a row of length -1", "lengths add up to"}) {
+    InferRequest bad = plain;
+    for (InferInput& in : bad.inputs) {
+      if (in.lengths.size() < 2 || in.lengths[1] != 0) continue;  // one changed above
+      in.lengths[0] += 1;
+      if (fault[2] == 's') in.lengths[1] -= 1;  // the same total, a negative row
+      break;
+    }
+    for (const InferRequest& r : {bad, summed(bad)}) {
+      auto refused = (*model)->Infer(r);
+      ASSERT_FALSE(refused.ok()) << fault;
+      EXPECT_NE(refused.status().message().find(fault), std::string::npos) << refused.status().ToString();
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
 
 TEST(ZooTest, DlrmEmbeddingBagsAreRecognisedAndRaggedInputsRewritten) {

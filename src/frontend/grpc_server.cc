@@ -107,6 +107,7 @@ StatusOr<InferRequest> FromProto(const inference::ModelInferRequest& p, const Gr
         default: return InvalidArgument("input '" + in.name() + "': unsupported datatype");
       }
     }
+    if (!x.lengths.empty()) SumLengths(x);  // while they are in cache: no model passes over them again
     r.inputs.push_back(std::move(x));
   }
   for (const auto& o : p.outputs()) r.outputs.push_back(o.name());

@@ -214,6 +214,7 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   if (j["inputs"].empty()) return InvalidArgument("the request's 'inputs' list is empty");
   for (size_t i = 0; i < j["inputs"].size(); ++i) {
     ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary));
+    if (!in.lengths.empty()) SumLengths(in);  // while they are in cache: no model passes over them again
     r.inputs.push_back(std::move(in));
   }
   if (!binary.empty()) return InvalidArgument(std::to_string(binary.size()) + " bytes of binary data are left over");

@@ -168,6 +168,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     int ragged;            // index into ragged_max_lengths
     size_t input;          // the offsets' graph input; kNoInput: only check the lengths
     Status status;
+    bool summed = false;   // the parser's offsets are the graph input (InferInput::offsets)
   };
   std::vector<LengthsJob> jobs;
   for (const Binding& b : bindings_) {
@@ -193,8 +194,10 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
       inputs.push_back(repeat == 1 ? std::move(values) : RepeatRows(values, repeat));
       prepared.sequence_elements += inputs.back().size();
     } else {
-      jobs.push_back({b.config_index, padded, want, b.kind.ragged, inputs.size(), Status::Ok()});
-      inputs.push_back(Tensor::Empty(DType::kI64, {want + 1}));
+      const bool summed = !padded && repeat == 1 && in.offsets.defined() && in.offsets.dtype() == DType::kI64 &&
+                          in.offsets.size() == static_cast<int64_t>(in.lengths.size()) + 1;
+      jobs.push_back({b.config_index, padded, want, b.kind.ragged, inputs.size(), Status::Ok(), summed});
+      inputs.push_back(summed ? in.offsets : Tensor::Empty(DType::kI64, {want + 1}));
     }
   }
   for (size_t c : with_lengths) {
@@ -207,7 +210,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
       LengthsJob& job = jobs[static_cast<size_t>(j)];
       const InputConfig& cfg = config_.inputs[job.config];
       const InferInput& in = *given[job.config];
-      int64_t* o = job.input == kNoInput ? nullptr : inputs[job.input].data<int64_t>();
+      int64_t* o = job.input == kNoInput || job.summed ? nullptr : inputs[job.input].data<int64_t>();
       int64_t max_len = 0;
       if (job.padded) {
         max_len = job.rows > 0 ? in.data.dim(1) : 0;
@@ -217,7 +220,11 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
         const int64_t limit = cfg.max_length, count = static_cast<int64_t>(lengths.size());
         bool in_range = true;
         int64_t total = 0;
-        if (o && count != job.rows) {  // the one user row, repeated to every row
+        if (job.summed) {  // summed by the parser: checked, not passed over again
+          in_range = in.min_length >= 0 && in.max_length <= limit;
+          max_len = in.max_length;
+          total = in.offsets.data<int64_t>()[count];
+        } else if (o && count != job.rows) {  // the one user row, repeated to every row
           max_len = job.rows > 0 ? lengths[0] : 0;
           in_range = lengths[0] >= 0 && lengths[0] <= limit;
           total = lengths[0];
@@ -241,7 +248,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
                                        " but " + std::to_string(in.data.size()) + " values were sent");
         }
       }
-      if (o) ragged_max_lengths[static_cast<size_t>(job.ragged)] = max_len;
+      if (job.input != kNoInput) ragged_max_lengths[static_cast<size_t>(job.ragged)] = max_len;
     }
   };
   // A GPU model's requests up to a few thousand rows take the helping pool (the calling thread
@@ -250,7 +257,9 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   // (whose OpenMP threads the pool's spinning helpers would slow), take OpenMP's pool.
   PhaseTimer offsets_timer("(of which: lengths into offsets)");
   const int64_t total_lengths = static_cast<int64_t>(jobs.size()) * n;
-  if (backend_ != &CpuBackend() && total_lengths >= 4096 && total_lengths <= 262144) {
+  if (std::all_of(jobs.begin(), jobs.end(), [](const LengthsJob& j) { return j.summed; })) {
+    lengths(0, static_cast<int64_t>(jobs.size()));  // a check each
+  } else if (backend_ != &CpuBackend() && total_lengths >= 4096 && total_lengths <= 262144) {
     HelpingPool::Shared().Run(static_cast<int64_t>(jobs.size()), [&](int64_t j) { lengths(j, j + 1); });
   } else {
     ParallelFor(static_cast<int64_t>(jobs.size()), n, lengths);
