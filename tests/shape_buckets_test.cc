@@ -136,6 +136,42 @@ TEST(ShapeBuckets, InputsAlreadyInTheBucketsShapeAreNotCopied) {
   EXPECT_EQ(offsets, std::vector<int64_t>({0, 2, 4, 4}));
 }
 
+// FitsBucket says whether PadToBucket would view every input whole as it is (then the request's
+// own inputs run): rows and users as the bucket's, offsets from 0, ids filling their slots or,
+// for an executor that fills ragged tails, ending where the offsets do.
+TEST(ShapeBuckets, ARequestFitsItsBucketWhenPaddingWouldOnlyViewIt) {
+  PreparedRequest p;
+  p.rows = 2;
+  p.ragged_max_lengths = {2};
+  p.inputs.push_back(testing::MakeF32({2, 1}, {1, 2}));
+  p.inputs.push_back(testing::MakeI64({3}, {7, 8, 9}));  // rows [7] and [8, 9]
+  p.inputs.push_back(testing::MakeI64({3}, {0, 1, 3}));
+  std::vector<GraphInputKind> kinds = {{GraphInputKind::kDense, -1}, {GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0}};
+  auto viewed_whole = [&](const BucketKey& key, bool ids_unpadded) {
+    PreparedRequest padded = PadToBucket(p, key, kinds, ids_unpadded);
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      if (padded.inputs[i].raw() != p.inputs[i].raw() || padded.inputs[i].shape() != p.inputs[i].shape()) return false;
+    }
+    return true;
+  };
+  for (bool ids_unpadded : {false, true}) {
+    for (const BucketKey& key : {BucketKey{2, {2}}, BucketKey{2, {4}}, BucketKey{4, {2}}, BucketKey{4, {4}}}) {
+      EXPECT_EQ(FitsBucket(p, key, kinds, ids_unpadded), viewed_whole(key, ids_unpadded))
+          << key.ToString() << (ids_unpadded ? ", ids unpadded" : "");
+    }
+  }
+  EXPECT_TRUE(FitsBucket(p, BucketKey{2, {2}}, kinds, true));   // the ids end where the offsets do
+  EXPECT_FALSE(FitsBucket(p, BucketKey{2, {2}}, kinds, false));  // 3 ids in 4 slots: padded with -1
+  EXPECT_FALSE(FitsBucket(p, BucketKey{4, {2}}, kinds, true));   // rows to add
+  p.inputs[1] = testing::MakeI64({4}, {7, 8, 9, 5});  // full rows
+  p.inputs[2] = testing::MakeI64({3}, {0, 2, 4});
+  EXPECT_TRUE(FitsBucket(p, BucketKey{2, {2}}, kinds, false));
+  EXPECT_TRUE(viewed_whole(BucketKey{2, {2}}, false));
+  p.inputs[2] = testing::MakeI64({3}, {1, 2, 4});  // offsets not from 0: the ids are moved
+  EXPECT_FALSE(FitsBucket(p, BucketKey{2, {2}}, kinds, true));
+  EXPECT_FALSE(viewed_whole(BucketKey{2, {2}}, true));
+}
+
 TEST(ShapeBuckets, PadsDenseRowsWithZerosAndRaggedSlotsWithMinusOne) {
   PreparedRequest p;
   p.rows = 2;

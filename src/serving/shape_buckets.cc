@@ -214,6 +214,26 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
   return out;
 }
 
+bool FitsBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds,
+                bool ids_unpadded) {
+  if (p.inputs.size() != kinds.size()) return false;
+  const std::vector<const Tensor*> offsets = RaggedParts(p, kinds, GraphInputKind::kOffsets, key.lengths.size());
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    const GraphInputKind& kind = kinds[i];
+    if ((kind.user ? p.users : p.rows) != (kind.user ? key.users : key.rows)) return false;
+    if (kind.part == GraphInputKind::kDense || kind.part == GraphInputKind::kRequestIndex) continue;
+    if (kind.ragged < 0 || static_cast<size_t>(kind.ragged) >= key.lengths.size()) return false;
+    const Tensor* o = offsets[static_cast<size_t>(kind.ragged)];
+    if (!o || o->size() == 0 || o->data<int64_t>()[0] != 0) return false;
+    if (kind.part == GraphInputKind::kOffsets) continue;
+    const Tensor& in = p.inputs[i];
+    const int64_t used = o->data<int64_t>()[o->size() - 1];
+    const int64_t slots = (kind.user ? key.users : key.rows) * key.lengths[static_cast<size_t>(kind.ragged)];
+    if (in.rank() != 1 || (in.dim(0) != slots && !(ids_unpadded && in.dim(0) == used))) return false;
+  }
+  return true;
+}
+
 std::vector<bool> RowsWithoutIds(const PreparedRequest& p, const std::vector<GraphInputKind>& kinds,
                                  const std::vector<bool>& which) {
   std::vector<bool> idless(which.size(), false);

@@ -98,6 +98,11 @@ std::vector<bool> RowsWithoutIds(const std::vector<const PreparedRequest*>& part
 PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds,
                             bool ids_unpadded = false);
 
+// Whether PadToBucket(p, key, kinds, ids_unpadded) would only view each of p's inputs whole, as
+// it is: then p's inputs run as the bucket's, and no padded copy of the request is made.
+bool FitsBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds,
+                bool ids_unpadded = false);
+
 // The first `rows` rows of each output (the real ones of a padded batch).
 std::vector<Tensor> TakeRows(std::vector<Tensor> outputs, int64_t rows);
 
