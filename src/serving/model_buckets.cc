@@ -55,12 +55,11 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
       PhaseTimer acquiring("(executor acquired)");
       ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
       acquiring.Stop();
-      const bool profile = OpProfile::phases();
-      auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+      PhaseTimer padding("(padded to its bucket)");
       const bool ids_unpadded = executor->FillsRaggedTails();
       const bool fits = FitsBucket(prepared, *key, input_kinds_, ids_unpadded);  // W1 at 512 pairs: 53 views saved
       PreparedRequest padded = fits ? PreparedRequest{} : PadToBucket(prepared, *key, input_kinds_, ids_unpadded);
-      if (profile) OpProfile::Record("(padded to its bucket)", MicrosSince(start) / 1000.0);
+      padding.Stop();
       ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
                        RunOn(plan, std::move(executor), fits ? prepared.inputs : padded.inputs, /*capture=*/true));
       real_rows_ += static_cast<uint64_t>(prepared.rows);

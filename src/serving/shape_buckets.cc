@@ -145,6 +145,20 @@ std::vector<const Tensor*> RaggedParts(const PreparedRequest& p, const std::vect
   return parts;
 }
 
+// Whether PadToBucket takes p's graph input i as it is, whole: rows already the bucket's (users
+// for user inputs), and a ragged input's offsets from 0 with its ids filling their slots or, with
+// `ids_unpadded`, ending where the offsets do.
+bool TakenWhole(const PreparedRequest& p, size_t i, const BucketKey& key, const GraphInputKind& kind,
+                const std::vector<const Tensor*>& offsets, bool ids_unpadded) {
+  const int64_t have = kind.user ? p.users : p.rows, want = kind.user ? key.users : key.rows;
+  if (kind.part == GraphInputKind::kDense || kind.part == GraphInputKind::kRequestIndex) return want == have;
+  const int64_t* o = offsets[static_cast<size_t>(kind.ragged)]->data<int64_t>();
+  if (o[0] != 0) return false;
+  if (kind.part == GraphInputKind::kOffsets) return want == have;
+  const int64_t ids = p.inputs[i].dim(0), width = key.lengths[static_cast<size_t>(kind.ragged)];
+  return (want == have && ids == want * width) || (ids_unpadded && ids == o[have]);
+}
+
 }  // namespace
 
 PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds,
@@ -162,8 +176,9 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     // Rows the input has and must have: users for user inputs, candidates for the rest.
     int64_t have = kind.user ? p.users : p.rows;
     int64_t want = kind.user ? key.users : key.rows;
+    const bool whole = TakenWhole(p, i, key, kind, offsets, ids_unpadded);  // viewed, not copied
     if (kind.part == GraphInputKind::kDense || kind.part == GraphInputKind::kRequestIndex) {
-      if (want == have) {  // already the bucket's rows: no copy
+      if (whole) {  // already the bucket's rows
         out.inputs[i] = ViewOf(in);
         continue;
       }
@@ -182,7 +197,7 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     const int64_t* o = offsets[static_cast<size_t>(kind.ragged)]->data<int64_t>();
     const int64_t first = o[0], used = o[have] - o[0];
     if (kind.part == GraphInputKind::kOffsets) {
-      if (want == have && first == 0) {
+      if (whole) {
         out.inputs[i] = ViewOf(in);
         continue;
       }
@@ -195,7 +210,7 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     }
     out.sequence_elements += want * width;
     const size_t item = DTypeSize(in.dtype());
-    if (want == have && first == 0 && in.dim(0) == want * width) {  // full: multi-hot rows at their length
+    if (whole) {  // full (multi-hot rows at their length), or unpadded ids from the first slot
       out.inputs[i] = ViewOf(in);
       continue;
     }
@@ -219,17 +234,7 @@ bool FitsBucket(const PreparedRequest& p, const BucketKey& key, const std::vecto
   if (p.inputs.size() != kinds.size()) return false;
   const std::vector<const Tensor*> offsets = RaggedParts(p, kinds, GraphInputKind::kOffsets, key.lengths.size());
   for (size_t i = 0; i < kinds.size(); ++i) {
-    const GraphInputKind& kind = kinds[i];
-    if ((kind.user ? p.users : p.rows) != (kind.user ? key.users : key.rows)) return false;
-    if (kind.part == GraphInputKind::kDense || kind.part == GraphInputKind::kRequestIndex) continue;
-    if (kind.ragged < 0 || static_cast<size_t>(kind.ragged) >= key.lengths.size()) return false;
-    const Tensor* o = offsets[static_cast<size_t>(kind.ragged)];
-    if (!o || o->size() == 0 || o->data<int64_t>()[0] != 0) return false;
-    if (kind.part == GraphInputKind::kOffsets) continue;
-    const Tensor& in = p.inputs[i];
-    const int64_t used = o->data<int64_t>()[o->size() - 1];
-    const int64_t slots = (kind.user ? key.users : key.rows) * key.lengths[static_cast<size_t>(kind.ragged)];
-    if (in.rank() != 1 || (in.dim(0) != slots && !(ids_unpadded && in.dim(0) == used))) return false;
+    if (!TakenWhole(p, i, key, kinds[i], offsets, ids_unpadded)) return false;
   }
   return true;
 }
