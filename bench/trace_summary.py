@@ -2,10 +2,12 @@
 """What the device did over a run traced by bench/kernel_trace.cc: how much of the time a kernel ran,
 how often kernels ran side by side, each kernel's mean and spread, the copies and the idle gaps.
 
-  python3 bench/trace_summary.py trace.csv [--last N]
+  python3 bench/trace_summary.py trace.csv [--last N] [--timeline GAP_US]
 
 --last N reads only the last N kernels (and the copies among them): a benchmark's timed runs, not
-its load and warm-up. Names are demangled by c++filt where it is installed."""
+its load and warm-up. --timeline GAP_US splits the kernels into runs at idle gaps longer than GAP_US
+(one request at a time: a run is a request's graph) and prints, for the runs with the commonest
+kernel count, each kernel's median start and end from its run's first start. Names are demangled by c++filt where it is installed."""
 import argparse
 import collections
 import shutil
@@ -108,15 +110,45 @@ def summarize(rows, last=None):
     return lines
 
 
+def timeline(rows, gap_us, last=None):
+    """Each kernel position's median start and end (µs from its run's first start) over the runs
+    split at idle gaps longer than gap_us, for the runs with the commonest number of kernels."""
+    kernels = [r for r in rows if r[0] == "K"]
+    if last:
+        kernels = kernels[-last:]
+    runs, reach = [], None
+    for r in kernels:
+        if reach is None or r[1] - reach > gap_us * 1e3:
+            runs.append([])
+        runs[-1].append(r)
+        reach = r[2] if reach is None else max(reach, r[2])
+    if not runs:
+        return ["no kernels in the trace"]
+    count = collections.Counter(len(run) for run in runs).most_common(1)[0][0]
+    chosen = [run for run in runs if len(run) == count]
+    median = lambda xs: sorted(xs)[len(xs) // 2]
+    names = demangle(list({r[4] for run in chosen for r in run}))
+    lines = [f"{len(chosen)} of {len(runs)} runs with {count} kernels; median span "
+             f"{median([max(r[2] for r in run) - run[0][1] for run in chosen]) / 1e3:.1f} µs",
+             "   start      end     took  µs, kernel"]
+    for i in range(count):
+        starts = [(run[i][1] - run[0][1]) / 1e3 for run in chosen]
+        ends = [(run[i][2] - run[0][1]) / 1e3 for run in chosen]
+        took = [(run[i][2] - run[i][1]) / 1e3 for run in chosen]
+        lines.append(f"{median(starts):8.1f} {median(ends):8.1f} {median(took):8.1f}  {names[chosen[0][i][4]][:100]}")
+    return lines
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("trace")
     p.add_argument("--last", type=int, default=0, help="only the last N kernels")
+    p.add_argument("--timeline", type=float, default=0, metavar="GAP_US", help="per-run timeline, runs split at gaps > GAP_US")
     a = p.parse_args()
     rows = read(a.trace)
     if not rows:
         sys.exit(f"{a.trace}: no trace rows")
-    print("\n".join(summarize(rows, a.last)))
+    print("\n".join(timeline(rows, a.timeline, a.last) if a.timeline else summarize(rows, a.last)))
 
 
 if __name__ == "__main__":
