@@ -84,10 +84,14 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   std::vector<Tensor>& inputs = prepared.inputs;
   std::vector<int64_t>& ragged_max_lengths = prepared.ragged_max_lengths;
   std::vector<const InferInput*> given(config_.inputs.size(), nullptr);
-  for (const InferInput& in : request.inputs) {
-    auto it = std::find_if(config_.inputs.begin(), config_.inputs.end(), [&](const InputConfig& c) { return c.name == in.name; });
-    if (it == config_.inputs.end()) return InvalidArgument("unknown input '" + in.name + "' for model '" + name() + "'");
-    size_t c = static_cast<size_t>(it - config_.inputs.begin());
+  for (size_t i = 0; i < request.inputs.size(); ++i) {
+    const InferInput& in = request.inputs[i];
+    size_t c = i;  // clients mostly send the inputs in the config's order: no search then
+    if (c >= config_.inputs.size() || config_.inputs[c].name != in.name) {
+      auto it = std::find_if(config_.inputs.begin(), config_.inputs.end(), [&](const InputConfig& x) { return x.name == in.name; });
+      if (it == config_.inputs.end()) return InvalidArgument("unknown input '" + in.name + "' for model '" + name() + "'");
+      c = static_cast<size_t>(it - config_.inputs.begin());
+    }
     if (given[c]) return InvalidArgument("input '" + in.name + "' is given twice");
     given[c] = &in;
   }
@@ -190,14 +194,15 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     // repeated when one user row goes to every candidate.
     bool padded = in.lengths.empty() && in.data.rank() == 2;
     if (b.kind.part == GraphInputKind::kValues) {
-      Tensor values = padded ? Tensor::View(in.data.dtype(), {in.data.size()}, const_cast<void*>(in.data.raw())) : in.data;
+      Tensor values = Tensor::View(in.data.dtype(), {in.data.size()}, const_cast<void*>(in.data.raw()));
       inputs.push_back(repeat == 1 ? std::move(values) : RepeatRows(values, repeat));
       prepared.sequence_elements += inputs.back().size();
     } else {
       const bool summed = !padded && repeat == 1 && in.offsets.defined() && in.offsets.dtype() == DType::kI64 &&
                           in.offsets.size() == static_cast<int64_t>(in.lengths.size()) + 1;
       jobs.push_back({b.config_index, padded, want, b.kind.ragged, inputs.size(), Status::Ok(), summed});
-      inputs.push_back(summed ? in.offsets : Tensor::Empty(DType::kI64, {want + 1}));
+      inputs.push_back(summed ? Tensor::View(DType::kI64, {want + 1}, const_cast<void*>(in.offsets.raw()))
+                              : Tensor::Empty(DType::kI64, {want + 1}));
     }
   }
   for (size_t c : with_lengths) {
