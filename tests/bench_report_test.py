@@ -271,6 +271,20 @@ class TraceSummaryTest(unittest.TestCase):
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("no trace rows", out.stderr)
 
+    def test_timeline_of_the_runs_with_the_commonest_kernel_count(self):
+        # Three runs 100 µs apart: two of kernels X (0-4 µs, then 0-6) and Y (5-9, then 7-13), one
+        # of X alone; the medians are over the two runs of two kernels, each from its run's start.
+        rows = [("K", 0, 4000, 7, "X"), ("K", 5000, 9000, 7, "Y"),
+                ("K", 100000, 106000, 7, "X"), ("K", 107000, 113000, 8, "Y"),
+                ("K", 200000, 203000, 7, "X"),
+                ("C", 50000, 51000, 7, "1 64")]
+        lines = trace_summary.timeline(rows, 15)
+        self.assertEqual(lines[0], "2 of 3 runs with 2 kernels; median span 13.0 µs")
+        self.assertEqual(lines[2], "     0.0      6.0      6.0  X")  # medians of two: the upper one
+        self.assertEqual(lines[3], "     7.0     13.0      6.0  Y")
+        # A gap no longer than the threshold keeps the kernels in one run.
+        self.assertEqual(trace_summary.timeline(rows, 200)[0], "1 of 1 runs with 5 kernels; median span 203.0 µs")
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])
