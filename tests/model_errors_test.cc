@@ -1,6 +1,7 @@
 // Bad models and bad requests each give a clear error, never a crash.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -217,6 +218,37 @@ TEST_F(RequestErrors, EmptyUnknownAndMissing) {
   r = din_->ExampleRequest(2);
   r.outputs = {"nope"};
   ExpectError(din_->Infer(r).status(), StatusCode::kInvalidArgument, "unknown output 'nope'");
+}
+
+// Inputs are matched by name, in whatever order they come (the config's order is only tried
+// first): reversed or rotated, a request scores exactly as in the config's order; a name given
+// twice is refused.
+TEST_F(RequestErrors, InputsInAnyOrderScoreAlikeAndOneGivenTwiceIsRefused) {
+  InferRequest r = din_->ExampleRequest(3, 4);
+  int64_t next = 0;
+  for (InferInput& in : r.inputs) {  // distinct small ids per input, so a mix-up changes the scores
+    ASSERT_EQ(in.data.dtype(), DType::kI64) << in.name;
+    for (int64_t i = 0; i < in.data.size(); ++i) in.data.data<int64_t>()[i] = 1 + (next++ % 7);
+  }
+  auto in_order = din_->Infer(r);
+  ASSERT_TRUE(in_order.ok()) << in_order.status().ToString();
+  InferRequest reversed = r, rotated = r;
+  std::reverse(reversed.inputs.begin(), reversed.inputs.end());
+  std::rotate(rotated.inputs.begin(), rotated.inputs.begin() + 1, rotated.inputs.end());
+  for (const InferRequest* other : {&reversed, &rotated}) {
+    auto scores = din_->Infer(*other);
+    ASSERT_TRUE(scores.ok()) << scores.status().ToString();
+    ASSERT_EQ(scores->size(), in_order->size());
+    for (size_t o = 0; o < scores->size(); ++o) {
+      const Tensor& a = (*in_order)[o].data;
+      const Tensor& b = (*scores)[o].data;
+      ASSERT_EQ(a.shape(), b.shape());
+      for (int64_t i = 0; i < a.size(); ++i) EXPECT_EQ(a.data<float>()[i], b.data<float>()[i]) << o << ", " << i;
+    }
+  }
+  InferRequest twice = r;
+  twice.inputs.push_back(r.inputs[1]);
+  ExpectError(din_->Infer(twice).status(), StatusCode::kInvalidArgument, "'" + r.inputs[1].name + "' is given twice");
 }
 
 // NaN and both infinities are refused wherever they sit (the check runs over whole vectors: first,
