@@ -7,7 +7,8 @@ how often kernels ran side by side, each kernel's mean and spread, the copies an
 --last N reads only the last N kernels (and the copies among them): a benchmark's timed runs, not
 its load and warm-up. --timeline GAP_US splits the kernels into runs at idle gaps longer than GAP_US
 (one request at a time: a run is a request's graph) and prints, for the runs with the commonest
-kernel count, each kernel's median start and end from its run's first start. Names are demangled by c++filt where it is installed."""
+kernel count, each kernel's median start and end from its run's first start. Names are demangled
+by c++filt where it is installed."""
 import argparse
 import collections
 import shutil
