@@ -758,7 +758,7 @@ TEST_P(CudaZooTest, UnfusedScoresTheSameWithMoreLaunches) {
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_GT(a->kernels, 0);
-  EXPECT_GE(a->copies, 2);  // one input copy in, output copies back
+  EXPECT_GE(a->copies, 1);  // one input copy in (outputs no step reads come back without one)
   EXPECT_EQ(a->other, 0);
   const LoadReport& report = (*fused)->load_report();
   if (report.fused_embedding_bags + report.fused_embedding_concats + report.fused_epilogues > 0) {

@@ -32,12 +32,15 @@ using testing::GraphBuilder;
 constexpr int64_t kRows = 8, kIds = 20, kTableRows = 50, kWidth = 16;
 
 // Eight bags of a table, plus a dense input, through a product. Outputs: the product, the sum
-// before it, and the dense input itself (an output that is an input comes back in a copy of its own).
+// before it (unless `sum_out` is false), and the dense input itself (an output that is an input
+// comes back in a copy of its own). The sum, an output the product reads back, keeps the outputs
+// on the device until an output copy; without it, the product is written straight into pinned
+// memory (Binding::outputs_pinned).
 struct BagsAndProduct {
   GraphBuilder g;
   std::vector<TensorMeta> metas{{DType::kI64, {kIds}, nullptr}, {DType::kI64, {kRows + 1}, nullptr},
                                 {DType::kF32, {kRows, kWidth}, nullptr}};
-  BagsAndProduct() {
+  explicit BagsAndProduct(bool sum_out = true) {
     std::mt19937_64 rng(5);
     std::uniform_real_distribution<float> u(-1, 1);
     std::vector<float> table(kTableRows * kWidth), w(kWidth * 4);
@@ -50,7 +53,7 @@ struct BagsAndProduct {
     int x = g.Input("x", DType::kF32, {kRows, kWidth});
     int sum = g.Op("Add", {g.Op("EmbeddingBag", {t, ids, offsets}), x});
     g.Output(g.Op("MatMul", {sum, weight}));
-    g.Output(sum);
+    if (sum_out) g.Output(sum);
     g.Output(x);
   }
 };
@@ -250,10 +253,61 @@ TEST_P(CudaInputsTest, CopiesPerRun) {
   EXPECT_EQ(launches->memsets, 0);
 }
 
+// Outputs no step reads back, with copy kernels, are written by their steps straight into the
+// pinned output buffer, and the error word with them (cleared by the host before each run): no
+// output copy. The scores are the CPU's, uncaptured and replayed, and a bad id fails its run
+// only, however many runs came before it. With copy nodes the outputs come back in a copy.
+TEST(CudaOutputsPinned, StepsWriteTheOutputsAndTheErrorWordWhereTheHostReadsThem) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  BagsAndProduct m(false);
+  for (bool kernels : {true, false}) {
+    cuda::SetCopyKernels(kernels);
+    PlanOptions options;
+    options.backend = cuda;
+    auto plan = Plan::Build(m.g.graph(), m.metas, options);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto resources = cuda->PrepareModel(m.g.graph(), Precision::kFp32);
+    ASSERT_TRUE(resources.ok()) << resources.status().ToString();
+    auto executor = cuda->NewExecutor(*resources);
+    ASSERT_TRUE(executor.ok()) << executor.status().ToString();
+    auto launches = (*executor)->CountLaunches(**plan);
+    ASSERT_TRUE(launches.ok()) << launches.status().ToString();
+    // In: one kernel or copy. Out: the product's copy only with copy nodes; x's copy either way.
+    EXPECT_EQ(launches->copies, kernels ? 2 : 3) << (kernels ? "copy kernels" : "copy nodes");
+    std::mt19937_64 rng(41);
+    for (bool replayed : {false, true}) {
+      if (replayed) {
+        ASSERT_TRUE((*executor)->Capture(**plan).ok());
+      }
+      const std::string when = std::string(kernels ? "copy kernels, " : "copy nodes, ") + (replayed ? "replayed" : "uncaptured");
+      for (int run = 0; run < 6; ++run) {
+        RequestTensorScope request_tensors;  // pinned, as a request's are
+        std::vector<Tensor> in = RandomInputs(rng);
+        const bool bad = run % 3 == 1;
+        if (bad) in[0].data<int64_t>()[kIds / 2] = kTableRows;
+        auto got = (*executor)->Run(**plan, in);
+        if (bad) {
+          ASSERT_FALSE(got.ok()) << when << ", run " << run << ": an id past the table was read";
+          EXPECT_NE(got.status().message().find("out of range"), std::string::npos) << got.status().ToString();
+          continue;
+        }
+        ASSERT_TRUE(got.ok()) << when << ", run " << run << ": " << got.status().ToString();
+        auto want = testing::RunGraph(m.g.graph(), in);
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        ASSERT_EQ(got->size(), 2u);
+        EXPECT_LE(testing::RelativeError((*got)[0], (*want)[0]), 1e-5) << when << ", run " << run;
+        EXPECT_EQ(testing::RelativeError((*got)[1], in[2]), 0.0) << when << ", run " << run;
+      }
+    }
+  }
+  cuda::SetCopyKernels(true);
+}
+
 // A few bytes of floats through a product of their own, and many ids through a bag: the ids come
 // over by a second input kernel, scheduled beside the floats' product (Binding::late_gather), or
 // after the floats' gather on one lane. Either way the scores are the CPU's, uncaptured and
-// replayed, and a bad id fails its run only (the floats' gather clears the error word first).
+// replayed, and a bad id fails its run only (the host clears the error word in pinned memory).
 TEST(CudaLateGather, ScoresAsTheCpuOnLanesOrOneStream) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
@@ -297,7 +351,7 @@ TEST(CudaLateGather, ScoresAsTheCpuOnLanesOrOneStream) {
     ASSERT_TRUE(executor.ok()) << executor.status().ToString();
     auto launches = (*executor)->CountLaunches(**plan);
     ASSERT_TRUE(launches.ok()) << launches.status().ToString();
-    EXPECT_EQ(launches->copies, 3) << "two input kernels and the output's";
+    EXPECT_EQ(launches->copies, 2) << "two input kernels; the output written straight into pinned memory";
     for (bool replayed : {false, true}) {
       if (replayed) {
         ASSERT_TRUE((*executor)->Capture(**plan).ok());

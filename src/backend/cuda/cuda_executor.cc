@@ -325,6 +325,14 @@ void CudaExecutor::LayOutIo(const Plan& plan, Binding& b) {
     auto at = moved.find(root);
     if (v.storage != PlanStorage::kUnused && at != moved.end()) b.output_rooted.push_back({static_cast<int>(id), at->second});
   }
+  // With copy kernels, outputs that no step reads back are written where the host reads them.
+  b.outputs_pinned = b.copy_kernels && std::none_of(plan.steps().begin(), plan.steps().end(), [&](const PlanStep& step) {
+    return std::any_of(step.inputs.begin(), step.inputs.end(), [&](int in) {
+      if (in < 0) return false;
+      const PlanValue& v = values[static_cast<size_t>(in)];
+      return moved.count(v.storage == PlanStorage::kAlias ? v.alias_of : in) > 0;
+    });
+  });
 }
 
 Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s) {
@@ -379,7 +387,7 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
   // events_[0] marks the fork (the inputs on the device, or only the floats where the ids gather
   // late; the error word cleared); events_[1 + j] the
   // end of entry j where another lane waits for it; events_[1 + jobs + l] the end of lane l, which
-  // the executor's stream waits for before the output copy. Lanes are joined however the
+  // the executor's stream waits for before the output copy (or the run's end). Lanes are joined however the
   // launches end, so that a failed capture still ends with every stream joined.
   std::vector<bool> waited(jobs, false);
   for (size_t j = 0; j < jobs; ++j) {
@@ -494,8 +502,10 @@ Status CudaExecutor::Stage(Binding& b) {
   for (const auto& [id, index] : b.input_rooted) {
     b.views[static_cast<size_t>(id)].set_data(io + b.in_offsets[static_cast<size_t>(index)]);
   }
-  for (const auto& [id, offset] : b.output_rooted) b.views[static_cast<size_t>(id)].set_data(io + b.in_total + offset);
-  ctx_.error = reinterpret_cast<int*>(io + b.in_total);
+  // The error word and the outputs: in io_ after the inputs, or in the pinned output buffer itself.
+  auto* out = b.outputs_pinned ? static_cast<uint8_t*>(staged_outputs_.device()) : io + b.in_total;
+  for (const auto& [id, offset] : b.output_rooted) b.views[static_cast<size_t>(id)].set_data(out + offset);
+  ctx_.error = reinterpret_cast<int*>(out);
   return Status::Ok();
 }
 
@@ -503,7 +513,7 @@ Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, con
   auto t0 = std::chrono::steady_clock::now();
   if (!inputs_sent && b.copy_kernels) {
     // Where the ids gather late (Binding::late_gather), the floats' gather first (it clears the
-    // error word), then the ids' as the schedule's first entry, or next on one stream.
+    // error word in io_), then the ids' as the schedule's first entry, or next on one stream.
     if (!b.late_gather) {
       RETURN_IF_ERROR(GatherInputs(b, InputPart::kAll));
     } else {
@@ -518,14 +528,14 @@ Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, con
     OpProfile::RecordSince("(input copy to the device)", t0);
   }
   RETURN_IF_ERROR(Launch(plan, b, lanes));
-  // The error word and the outputs after it in one copy, into one pinned buffer; an output that
-  // is an input or a constant in a copy of its own.
+  // The error word and the outputs after it in one copy, into one pinned buffer, unless the steps
+  // wrote them there; an output that is an input or a constant in a copy of its own.
   const Graph& graph = plan.graph();
   auto* back = static_cast<uint8_t*>(staged_outputs_.get());
-  if (b.copy_kernels) {
-    RETURN_IF_ERROR(CopyByKernel(ctx_.error, staged_outputs_.device(), b.out_copied, nullptr, ctx_.stream));
+  if (b.copy_kernels && !b.outputs_pinned) {
+    RETURN_IF_ERROR(CopyByKernel(ctx_.error, staged_outputs_.device(), b.out_copied, ctx_.stream));
     NoteCopyNode();
-  } else {
+  } else if (!b.copy_kernels) {
     RANKD_CUDA_RETURN(cudaMemcpyAsync(back, ctx_.error, b.out_copied, cudaMemcpyDeviceToHost, ctx_.stream));
   }
   for (size_t i = 0; i < graph.outputs.size(); ++i) {

@@ -119,16 +119,21 @@ class CudaExecutor final : public Executor {
     std::unique_ptr<DeviceBuffer> folded;           // device copies of plan-folded values
     // Where each input and output lies in the staging buffers (fixed by the plan's shapes). On
     // the device, io_ holds the inputs, then at in_total the error word and the outputs laid out
-    // as in staged_outputs_: the input copy clears the error word, one copy brings back both.
+    // as in staged_outputs_: the input copy clears the error word, one copy brings back both
+    // (unless outputs_pinned, below).
     std::vector<size_t> in_offsets, out_offsets;
     std::vector<bool> out_separate;  // per output: not after the error word (an input or a constant), copied alone
     size_t out_copied = 0;           // bytes after in_total the output copy brings back (a multiple of 16)
     // A small run's inputs come over by a kernel that reads each where it lies, a request's
     // tensor in the pinned pool (pinned_pool.h) or its slot of the staging buffer where it had to
-    // be packed, and that also clears the error word; its outputs go back by a kernel writing the
-    // pinned output buffer (mapped_copy.h). The sources' table follows the error word's room in
-    // the staging buffer, at sources_at.
+    // be packed (mapped_copy.h). The sources' table follows the error word's room in the staging
+    // buffer, at sources_at.
     bool copy_kernels = false;
+    // With copy kernels, where no step reads an output back: the error word and the outputs lie
+    // in the pinned output buffer itself, the host clears the word before each run, and the steps
+    // write both there (no output copy). Otherwise they lie in io_, the input kernel clears the
+    // word, and an output kernel copies both into the pinned buffer.
+    bool outputs_pinned = false;
     size_t sources_at = 0;
     std::vector<int> source_of;  // per input: its entry in the sources' table (the slots' order)
     // With copy kernels, a plan whose few bytes of float inputs feed steps that read no ids (W1's
@@ -154,8 +159,9 @@ class CudaExecutor final : public Executor {
   void BindViews(const Plan& plan, const std::unordered_map<const Tensor*, void*>& folded, Binding& b);
   // The inputs' and outputs' places in io_ and the staging buffers, and how they move.
   void LayOutIo(const Plan& plan, Binding& b);
-  // Makes the staging buffers and io_ large enough for `b`, points its input and output views and
-  // the error word into io_; a buffer that moves drops every capture (they hold its old address).
+  // Makes the staging buffers and io_ large enough for `b`, points its input views into io_ and its
+  // output views and the error word into io_ or the pinned output buffer (Binding::outputs_pinned);
+  // a buffer that moves drops every capture (they hold its old address).
   Status Stage(Binding& b);
   // Packs the host inputs into the pinned staging buffer, on several threads (cuda_staging.cc). When
   // the run is uncaptured and large, also queues the input copy in chunks as they are packed, and

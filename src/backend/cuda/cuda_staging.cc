@@ -151,13 +151,14 @@ void CudaExecutor::SplitLateInputs(const Plan& plan, Binding& b) {
 Status CudaExecutor::GatherInputs(const Binding& b, InputPart part) {
   const auto* sources = reinterpret_cast<const InputSource*>(static_cast<uint8_t*>(staged_inputs_.device()) + b.sources_at);
   const int count = static_cast<int>(b.in_offsets.size());
+  int* clear = b.outputs_pinned ? nullptr : ctx_.error;  // in pinned memory the host clears it (StageInputs)
   Status gathered;
   switch (part) {
     case InputPart::kAll:
-      gathered = GatherByKernel(sources, count, io_.get(), 0, b.in_total, ctx_.error, ctx_.stream);
+      gathered = GatherByKernel(sources, count, io_.get(), 0, b.in_total, clear, ctx_.stream);
       break;
     case InputPart::kFloats:
-      gathered = GatherByKernel(sources, b.late_source, io_.get(), 0, b.late_from, ctx_.error, ctx_.stream);
+      gathered = GatherByKernel(sources, b.late_source, io_.get(), 0, b.late_from, clear, ctx_.stream);
       break;
     case InputPart::kIds:
       gathered = GatherByKernel(sources + b.late_source, count - b.late_source, io_.get(), b.late_from, b.in_total, nullptr, ctx_.stream);
@@ -172,6 +173,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   RETURN_IF_ERROR(FillTails(b, inputs));
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
   if (!b.copy_kernels) std::memset(staged + b.in_total, 0, sizeof(int));  // the error word the input copy clears
+  if (b.outputs_pinned) std::memset(staged_outputs_.get(), 0, sizeof(int));  // the error word the steps write
   std::vector<StagingPiece> whole;  // the inputs to pack, in the staging buffer's order
   if (b.copy_kernels) {
     whole = ListSources(b, inputs);

@@ -16,9 +16,8 @@
 namespace rankd::cuda {
 
 // Copies `bytes` (a multiple of 16; both addresses 16-byte aligned, each in device memory or
-// mapped pinned memory) from `from` to `to` on `stream`, and sets *clear to 0 where it is given
-// (the error word a run starts from).
-Status CopyByKernel(const void* from, void* to, size_t bytes, int* clear, cudaStream_t stream);
+// mapped pinned memory) from `from` to `to` on `stream`.
+Status CopyByKernel(const void* from, void* to, size_t bytes, cudaStream_t stream);
 
 // Where one input of a small run comes from (a request's tensor in the pinned pool, or its slot
 // of the staging buffer where it had to be packed) and where it goes in the device's input area.
