@@ -214,6 +214,38 @@ TEST(ProductMulAddFusion, CudaCrossLayersScoreAsTheCpu) {
   }
 }
 
+// A cross layer whose result is the graph's output, read by no step: in a small run the fused
+// kernel then stores its tiles by TMA straight into the pinned output buffer
+// (Binding::outputs_pinned), and the result is the CPU's.
+TEST(ProductMulAddFusion, CudaCrossLayerStoredStraightIntoPinnedMemory) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  constexpr int64_t kWidth = 256, kRank = 64;
+  for (int64_t rows : {9, 300}) {
+    std::mt19937_64 rng(static_cast<uint64_t>(rows));
+    GraphBuilder b;
+    int x0 = b.Input("x0", DType::kF32, {rows, kWidth});
+    int down = b.Op("Gemm", {x0, b.Const("down", RandomF32({kRank, kWidth}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}});
+    int up = b.Op("Gemm", {down, b.Const("up", RandomF32({kWidth, kRank}, rng, -0.1, 0.1)),
+                           b.Const("bias", RandomF32({kWidth}, rng, -0.5, 0.5))},
+                  {{"transB", int64_t{1}}});
+    b.Output(b.Op("MulAdd", {x0, up, x0}));
+    const Graph unfused = b.graph();
+    std::vector<Tensor> inputs = {RandomF32({rows, kWidth}, rng, -1, 1)};
+    Graph g = unfused;
+    auto probe = Plan::Build(g, MetasOf(inputs));
+    ASSERT_TRUE(probe.ok()) << probe.status().ToString();
+    ASSERT_EQ(FuseProductMulAdds(g, (*probe)->values()), 1);
+    auto want = testing::RunGraph(unfused, inputs);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    const int64_t runs = cuda::FusedProductMulAddRuns();
+    auto got = testing::RunGraph(g, inputs, {}, *cuda, Precision::kBf16Activations);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(cuda::FusedProductMulAddRuns() - runs, testing::CudaIsHopper() ? 1 : 0) << "rows " << rows;
+    testing::ExpectOutputsNear(*got, *want, 3e-2, "rows " + std::to_string(rows));
+  }
+}
+
 #endif  // RANKD_HAVE_CUDA
 
 }  // namespace

@@ -387,8 +387,8 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
   // events_[0] marks the fork (the inputs on the device, or only the floats where the ids gather
   // late; the error word cleared); events_[1 + j] the
   // end of entry j where another lane waits for it; events_[1 + jobs + l] the end of lane l, which
-  // the executor's stream waits for before the output copy (or the run's end). Lanes are joined however the
-  // launches end, so that a failed capture still ends with every stream joined.
+  // the executor's stream waits for before the output copy (or the run's end). Lanes are joined
+  // however the launches end, so that a failed capture still ends with every stream joined.
   std::vector<bool> waited(jobs, false);
   for (size_t j = 0; j < jobs; ++j) {
     for (int w : lanes->waits[j]) waited[static_cast<size_t>(w)] = true;
