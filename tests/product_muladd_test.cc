@@ -214,10 +214,11 @@ TEST(ProductMulAddFusion, CudaCrossLayersScoreAsTheCpu) {
   }
 }
 
-// A cross layer whose result is the graph's output, read by no step: in a small run the fused
-// kernel then stores its tiles by TMA straight into the pinned output buffer
-// (Binding::outputs_pinned), and the result is the CPU's.
-TEST(ProductMulAddFusion, CudaCrossLayerStoredStraightIntoPinnedMemory) {
+// A cross layer whose result is the graph's output, read by no step: in a small run it is written
+// straight into the pinned output buffer (Binding::outputs_pinned), and the result is the CPU's.
+// The fused kernel takes only layers whose result is a bf16 copy alone, never a graph output, so
+// its TMA stores never target pinned memory: the layer runs as two kernels.
+TEST(ProductMulAddFusion, CudaCrossLayerOutputWrittenStraightIntoPinnedMemory) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
   constexpr int64_t kWidth = 256, kRank = 64;
@@ -241,7 +242,7 @@ TEST(ProductMulAddFusion, CudaCrossLayerStoredStraightIntoPinnedMemory) {
     const int64_t runs = cuda::FusedProductMulAddRuns();
     auto got = testing::RunGraph(g, inputs, {}, *cuda, Precision::kBf16Activations);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_EQ(cuda::FusedProductMulAddRuns() - runs, testing::CudaIsHopper() ? 1 : 0) << "rows " << rows;
+    EXPECT_EQ(cuda::FusedProductMulAddRuns() - runs, 0) << "rows " << rows;
     testing::ExpectOutputsNear(*got, *want, 3e-2, "rows " + std::to_string(rows));
   }
 }
