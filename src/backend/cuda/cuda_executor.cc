@@ -11,6 +11,7 @@
 #include "backend/cuda/graph_launches.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mapped_copy.h"
+#include "backend/cuda/mlp_chain.h"
 #include "backend/cuda/product_muladd.h"
 #include "backend/cuda/split_k_gemm.h"
 #include "backend/cuda/narrow_ids.h"
@@ -36,7 +37,7 @@ std::atomic<bool> copy_kernels{SwitchedOn("RANKD_COPY_KERNELS")};
 std::atomic<bool> late_gather{SwitchedOn("RANKD_LATE_GATHER")};
 
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
-bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
+bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum" || op == "MlpChain"; }
 
 // Room for the bf16 operands of the plan's largest product (gemm.h), with A's rows padded to
 // PaddedK where gemm.cc may pad them.
@@ -124,6 +125,13 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
     copies.push_back({w, kind, k_by_n});
   };
   for (const Node& n : graph.nodes) {
+    if (n.op == "MlpChain") {  // weights [N, K] (inputs 1, 3, ...) and biases (2, 4, ...), read as they are
+      for (int i = 1; i < n.NumInputs(); ++i) {
+        const Tensor* w = graph.FindConstant(n.inputs[static_cast<size_t>(i)]);
+        if (w && w->dtype() == DType::kF32 && w->size() > 0) add(w, Copy::kAsIs, false);
+      }
+      continue;
+    }
     if (n.op != "Gemm" && n.op != "MatMul") continue;
     for (int i : {1, 2}) {
       if (!n.HasInput(i) || !graph.IsConstant(n.inputs[static_cast<size_t>(i)])) continue;
@@ -194,6 +202,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   HelpingPool::Shared();  // its helpers start now, not on the first large request
   PrepareProductMulAdd();  // outside any capture (product_muladd.h)
   PrepareSplitKGemm();     // likewise (split_k_gemm.h)
+  PrepareMlpChain();       // likewise (mlp_chain.h)
   return std::unique_ptr<Executor>(std::move(e));
 }
 

@@ -1,0 +1,272 @@
+// The MLP chain kernel (mlp_chain.h). A cluster of kBlocks blocks takes kRows rows. Block `rank`
+// owns columns [rank · S, rank · S + S) of each hidden layer (S = n / kBlocks): its eight warps
+// multiply the layer's input rows, held whole in shared memory, by those columns' weight rows,
+// which cp.async streams through kStages stages of kChunk k each, one stream across the layers
+// (the first stages are requested before the kernel waits for the one before it). A layer's
+// share goes to shared memory in bf16; the cluster meets and every block copies all shares into
+// its input rows for the next layer. The head (at most kHeadColumns columns) needs no swap: each
+// block sums over its own share of the last hidden layer, the cluster meets, and each block adds
+// the blocks' sums for its rows in rank order. The cluster meets once more before any block
+// leaves, so no block's shared memory goes while read.
+//
+// mma.sync m16n8k16 (mma.cuh) reads its k in a permuted order, the same for A and B, so that a
+// lane loads 16 bytes of a row at once: over 32 k, lane 4g + t takes k 8t..8t+7 of its rows, the
+// first four as the first step's k (2t, 2t+1, 2t+8, 2t+9) and the last four as the second's.
+#include "backend/cuda/mlp_chain.h"
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+
+#include <atomic>
+
+#include "backend/cuda/dependent_launch.cuh"
+#include "backend/cuda/hopper.cuh"
+#include "backend/cuda/mma.cuh"
+
+namespace rankd::cuda {
+namespace {
+
+std::atomic<bool> chain_on{SwitchedOn("RANKD_MLP_CHAIN")};
+std::atomic<int64_t> chain_runs{0};
+
+constexpr int kBlocks = 8, kRows = 32, kWarps = 8, kBlockThreads = kWarps * 32;
+constexpr int kChunk = 64, kStages = 3;
+constexpr int kMaxK = 1024, kMaxShare = 64, kHeadColumns = 8;
+// Rows of the input and of a weight stage are padded by 64 bytes: the eight lanes of a quarter
+// warp read 16 bytes each of two rows, which then fall on different banks.
+constexpr int kInStride = kMaxK + 32;       // bf16 elements a row of the layer's input
+constexpr int kStageStride = kChunk + 32;   // a weight row's piece in a stage
+constexpr int kShareStride = kMaxShare + 8;  // a row of the block's share of a hidden layer
+constexpr int kInBytes = kRows * kInStride * 2;
+constexpr int kStageBytes = kMaxShare * kStageStride * 2;
+constexpr int kShareBytes = kRows * kShareStride * 2;
+constexpr int kSumBytes = kRows * kHeadColumns * 4;
+constexpr int kSmemBytes = kInBytes + kStages * kStageBytes + kShareBytes + kSumBytes;
+
+__device__ __forceinline__ void CopyAsync16(void* to, const void* from) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(from) : "memory");
+}
+__device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void WaitCopies() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+// Requests chunk q of the stream of the hidden layers' weight pieces (layer by layer, kChunk k
+// each) into its stage; a q past the stream requests nothing. Every thread commits a group
+// either way, so that group q is chunk q's.
+__device__ void RequestChunk(const MlpChainRun& r, int rank, int q, __nv_bfloat16* stages) {
+  for (int l = 0; l + 1 < r.layers; ++l) {
+    const int chunks = r.layer[l].k / kChunk;
+    if (q >= chunks) {
+      q -= chunks;
+      continue;
+    }
+    const int share = r.layer[l].n / kBlocks, k = r.layer[l].k;
+    const auto* w = static_cast<const __nv_bfloat16*>(r.layer[l].w) + static_cast<int64_t>(rank) * share * k + q * kChunk;
+    __nv_bfloat16* stage = stages + (q % kStages) * (kStageBytes / 2);
+    for (int i = static_cast<int>(threadIdx.x); i < share * (kChunk / 8); i += kBlockThreads) {
+      const int row = i / (kChunk / 8), piece = i % (kChunk / 8);
+      CopyAsync16(stage + row * kStageStride + piece * 8, w + static_cast<int64_t>(row) * k + piece * 8);
+    }
+    break;
+  }
+  CommitCopies();
+}
+
+__global__ void __launch_bounds__(kBlockThreads, 2) MlpChainKernelImpl(const __grid_constant__ MlpChainRun r) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* in = reinterpret_cast<__nv_bfloat16*>(smem);
+  auto* stages = reinterpret_cast<__nv_bfloat16*>(smem + kInBytes);
+  auto* share = reinterpret_cast<__nv_bfloat16*>(smem + kInBytes + kStages * kStageBytes);
+  auto* sums = reinterpret_cast<float*>(smem + kInBytes + kStages * kStageBytes + kShareBytes);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t first_row = static_cast<int64_t>(blockIdx.x / kBlocks) * kRows;
+
+  // The weights are constants: their first stages may be requested before the inputs are ready.
+  for (int q = 0; q < kStages - 1; ++q) RequestChunk(r, rank, q, stages);
+  WaitForPrevious();
+
+  // The input rows, in bf16 (zeros past the batch).
+  const int k0 = r.layer[0].k;
+  for (int i = static_cast<int>(threadIdx.x); i < kRows * (k0 / 8); i += kBlockThreads) {
+    const int row = i / (k0 / 8), col = (i % (k0 / 8)) * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (first_row + row < r.m) {
+      const int64_t at = (first_row + row) * k0 + col;
+      if (r.x_bf16) {
+        v = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(r.x) + at);
+      } else {
+        const float* x = static_cast<const float*>(r.x) + at;
+        const float4 a = *reinterpret_cast<const float4*>(x), b = *reinterpret_cast<const float4*>(x + 4);
+        v = make_uint4(Pack(a.x, a.y), Pack(a.z, a.w), Pack(b.x, b.y), Pack(b.z, b.w));
+      }
+    }
+    *reinterpret_cast<uint4*>(in + row * kInStride + col) = v;
+  }
+  __syncthreads();
+
+  // The hidden layers. Warp w takes row tile w % 2 (16 rows) and the share's 8-column tiles
+  // w / 2, w / 2 + 4, ... (at most two: a share is 64 columns at most).
+  const int row_tile = warp % 2, column_group = warp / 2;
+  int q = 0;
+  for (int l = 0; l + 1 < r.layers; ++l) {
+    const MlpChainLayer& layer = r.layer[l];
+    const int width = layer.n / kBlocks, tiles = width / 8, k = layer.k;
+    float acc[2][4] = {};
+    const __nv_bfloat16* a_lo = in + (row_tile * 16 + g) * kInStride + 8 * t;
+    const __nv_bfloat16* a_hi = a_lo + 8 * kInStride;
+    for (int c = 0; c < k / kChunk; ++c, ++q) {
+      RequestChunk(r, rank, q + kStages - 1, stages);
+      WaitCopies<kStages - 1>();
+      __syncthreads();
+      const __nv_bfloat16* stage = stages + (q % kStages) * (kStageBytes / 2);
+#pragma unroll
+      for (int kk = 0; kk < kChunk; kk += 32) {
+        const uint4 lo = *reinterpret_cast<const uint4*>(a_lo + c * kChunk + kk);
+        const uint4 hi = *reinterpret_cast<const uint4*>(a_hi + c * kChunk + kk);
+        const uint32_t first[4] = {lo.x, hi.x, lo.y, hi.y}, second[4] = {lo.z, hi.z, lo.w, hi.w};
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int tile = column_group + 4 * j;
+          if (tile >= tiles) break;
+          const uint4 b = *reinterpret_cast<const uint4*>(stage + (tile * 8 + g) * kStageStride + kk + 8 * t);
+          Mma(acc[j], first, b.x, b.y);
+          Mma(acc[j], second, b.z, b.w);
+        }
+      }
+      __syncthreads();  // the stage is free for the request kStages - 1 chunks on
+    }
+    // The share, biased and activated, in bf16: row g (and g + 8) of the tile, columns 2t, 2t + 1.
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int tile = column_group + 4 * j;
+      if (tile >= tiles) break;
+      const int column = tile * 8 + 2 * t;
+      const float b0 = layer.bias[rank * width + column], b1 = layer.bias[rank * width + column + 1];
+      const int row = row_tile * 16 + g;
+      *reinterpret_cast<uint32_t*>(share + row * kShareStride + column) =
+          Pack(Activate(layer.activation, acc[j][0] + b0), Activate(layer.activation, acc[j][1] + b1));
+      *reinterpret_cast<uint32_t*>(share + (row + 8) * kShareStride + column) =
+          Pack(Activate(layer.activation, acc[j][2] + b0), Activate(layer.activation, acc[j][3] + b1));
+    }
+    cluster.sync();
+    if (l + 2 == r.layers) break;  // the head reads this block's share where it lies
+    // Every block's share into the next layer's input rows, then the cluster meets again before
+    // any block writes its next share over one still being read.
+    for (int i = static_cast<int>(threadIdx.x); i < kBlocks * kRows * (width / 8); i += kBlockThreads) {
+      const int from = i / (kRows * (width / 8)), row = i / (width / 8) % kRows, piece = i % (width / 8);
+      const uint4* remote = cluster.map_shared_rank(reinterpret_cast<const uint4*>(share + row * kShareStride + piece * 8), from);
+      *reinterpret_cast<uint4*>(in + row * kInStride + from * width + piece * 8) = *remote;
+    }
+    cluster.sync();
+  }
+
+  // The head: this block's sums over its share of the last hidden layer, per row and column.
+  const MlpChainLayer& head = r.layer[r.layers - 1];
+  const int width = head.k / kBlocks;
+  if (static_cast<int>(threadIdx.x) < kRows * head.n) {
+    const int row = static_cast<int>(threadIdx.x) / head.n, column = static_cast<int>(threadIdx.x) % head.n;
+    const auto* w = static_cast<const __nv_bfloat16*>(head.w) + static_cast<int64_t>(column) * head.k + rank * width;
+    float sum = 0.0f;
+    for (int i = 0; i < width; i += 8) {
+      const uint4 wv = *reinterpret_cast<const uint4*>(w + i), xv = *reinterpret_cast<const uint4*>(share + row * kShareStride + i);
+      const uint32_t wa[4] = {wv.x, wv.y, wv.z, wv.w}, xa[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sum = fmaf(__uint_as_float(xa[e] << 16), __uint_as_float(wa[e] << 16), sum);
+        sum = fmaf(__uint_as_float(xa[e] & 0xffff0000u), __uint_as_float(wa[e] & 0xffff0000u), sum);
+      }
+    }
+    sums[row * kHeadColumns + column] = sum;
+  }
+  cluster.sync();
+  // Rows rank, rank + kBlocks, ...: the blocks' sums in rank order, the bias, the activation.
+  if (static_cast<int>(threadIdx.x) < kRows / kBlocks * head.n) {
+    const int row = rank + kBlocks * (static_cast<int>(threadIdx.x) / head.n), column = static_cast<int>(threadIdx.x) % head.n;
+    float sum = 0.0f;
+    for (int from = 0; from < kBlocks; ++from) sum += *cluster.map_shared_rank(sums + row * kHeadColumns + column, from);
+    const float y = Activate(head.activation, sum + head.bias[column]);
+    if (first_row + row < r.m) {
+      const int64_t at = (first_row + row) * head.n + column;
+      if (r.out) r.out[at] = y;
+      if (r.out_bf16) static_cast<__nv_bfloat16*>(r.out_bf16)[at] = __float2bfloat16_rn(y);
+    }
+  }
+  cluster.sync();
+#endif
+}
+
+cudaLaunchAttribute ClusterOfBlocks() {
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = kBlocks, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+  return cluster;
+}
+
+// The clusters the device runs at once (the kernel's shared memory allowed first, once); zero
+// where it cannot run.
+int ClustersAtOnce() {
+  static const int clusters = [] {
+    if (HopperSmCount() == 0) return 0;
+    if (cudaFuncSetAttribute(MlpChainKernelImpl, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    cudaLaunchAttribute cluster = ClusterOfBlocks();
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(kBlocks);
+    config.blockDim = dim3(kBlockThreads);
+    config.dynamicSmemBytes = kSmemBytes;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int count = 0;
+    if (cudaOccupancyMaxActiveClusters(&count, MlpChainKernelImpl, &config) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return count;
+  }();
+  return clusters;
+}
+
+bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool MlpChainFits(const MlpChainRun& r) {
+  if (!chain_on.load(std::memory_order_relaxed) || r.layers < 2 || r.layers > kMlpChainKernelLayers || r.m < 1) return false;
+  if (!r.x || !Aligned(r.x) || (!r.out && !r.out_bf16)) return false;
+  if (r.layer[0].k % kChunk != 0 || r.layer[0].k > kMaxK) return false;
+  for (int l = 0; l < r.layers; ++l) {
+    const MlpChainLayer& layer = r.layer[l];
+    if (!layer.w || !layer.bias || !Aligned(layer.w) || (l > 0 && layer.k != r.layer[l - 1].n)) return false;
+    const bool head = l + 1 == r.layers;
+    if (head ? layer.n < 1 || layer.n > kHeadColumns : layer.n % (kBlocks * 8) != 0 || layer.n > kBlocks * kMaxShare) return false;
+  }
+  const int clusters = ClustersAtOnce();
+  return clusters > 0 && (r.m + kRows - 1) / kRows <= clusters;
+}
+
+Status MlpChainKernel(cudaStream_t stream, const MlpChainRun& r) {
+  if (!MlpChainFits(r)) return Internal("a chain the MLP chain kernel does not take");
+  const dim3 grid(static_cast<unsigned>((r.m + kRows - 1) / kRows * kBlocks));
+  const cudaLaunchAttribute cluster = ClusterOfBlocks();
+  const cudaError_t launched = LaunchDependent(MlpChainKernelImpl, grid, dim3(kBlockThreads), kSmemBytes, stream, &cluster, r);
+  chain_runs.fetch_add(1, std::memory_order_relaxed);
+  return Check(launched, "MlpChainKernel");
+}
+
+void PrepareMlpChain() { ClustersAtOnce(); }
+
+void EnableMlpChainKernel(bool on) { chain_on.store(on, std::memory_order_relaxed); }
+
+int64_t MlpChainKernelRuns() { return chain_runs.load(std::memory_order_relaxed); }
+
+}  // namespace rankd::cuda
