@@ -93,7 +93,7 @@ TEST(MlpChainFusion, SchemaRefusesChainsThatDoNotLineUp) {
 
 // W1's top MLP's end (1,024 → 512 → 256 → 1) behind a product whose bf16 copy it reads, and the
 // same chain reading an fp32 graph input, on CUDA with bf16-activations: in one kernel and layer
-// by layer, against the CPU's fp32 unfused. Rows from 1 to 512 (clusters of 32 rows cut short)
+// by layer, against the CPU's fp32 unfused. Rows from 1 to 512 (clusters of 48 rows cut short)
 // take the kernel on an sm_90 device; 4,096 rows need more clusters than run at once, and go
 // layer by layer.
 TEST(MlpChainFusion, CudaChainScoresAsTheCpuInOneKernelOrLayerByLayer) {

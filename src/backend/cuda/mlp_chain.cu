@@ -29,8 +29,12 @@ namespace {
 std::atomic<bool> chain_on{SwitchedOn("RANKD_MLP_CHAIN")};
 std::atomic<int64_t> chain_runs{0};
 
-constexpr int kBlocks = 8, kRows = 32, kWarps = 8, kBlockThreads = kWarps * 32;
-constexpr int kChunk = 64, kStages = 3;
+// 48 rows a cluster: W1's 512 pairs take 11 clusters, which an H200 runs at once (one block an
+// SM; 16 clusters of 32 rows would not all fit).
+constexpr int kBlocks = 8, kRows = 48, kRowTiles = kRows / 16, kWarps = 8, kBlockThreads = kWarps * 32;
+// Eight stages in flight (96 KiB): a block streams 160 KiB of W1's weights, and fewer stages
+// left each chunk waiting on the last one's round trip.
+constexpr int kChunk = 64, kStages = 9;
 constexpr int kMaxK = 1024, kMaxShare = 64, kHeadColumns = 8;
 // Rows of the input and of a weight stage are padded by 64 bytes: the eight lanes of a quarter
 // warp read 16 bytes each of two rows, which then fall on different banks.
@@ -42,6 +46,9 @@ constexpr int kStageBytes = kMaxShare * kStageStride * 2;
 constexpr int kShareBytes = kRows * kShareStride * 2;
 constexpr int kSumBytes = kRows * kHeadColumns * 4;
 constexpr int kSmemBytes = kInBytes + kStages * kStageBytes + kShareBytes + kSumBytes;
+static_assert(kRows % 16 == 0 && kRows % kBlocks == 0, "row tiles of 16, and the head's rows shared by the blocks");
+static_assert(kRowTiles * (kMaxShare / 8) % kWarps == 0, "a share's tiles spread evenly over the warps");
+static_assert(kSmemBytes <= 227 * 1024, "an sm_90 block's shared memory");
 
 __device__ __forceinline__ void CopyAsync16(void* to, const void* from) {
   const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(to));
@@ -57,6 +64,7 @@ __device__ __forceinline__ void WaitCopies() {
 // each) into its stage; a q past the stream requests nothing. Every thread commits a group
 // either way, so that group q is chunk q's.
 __device__ void RequestChunk(const MlpChainRun& r, int rank, int q, __nv_bfloat16* stages) {
+  __nv_bfloat16* stage = stages + (q % kStages) * (kStageBytes / 2);
   for (int l = 0; l + 1 < r.layers; ++l) {
     const int chunks = r.layer[l].k / kChunk;
     if (q >= chunks) {
@@ -65,7 +73,6 @@ __device__ void RequestChunk(const MlpChainRun& r, int rank, int q, __nv_bfloat1
     }
     const int share = r.layer[l].n / kBlocks, k = r.layer[l].k;
     const auto* w = static_cast<const __nv_bfloat16*>(r.layer[l].w) + static_cast<int64_t>(rank) * share * k + q * kChunk;
-    __nv_bfloat16* stage = stages + (q % kStages) * (kStageBytes / 2);
     for (int i = static_cast<int>(threadIdx.x); i < share * (kChunk / 8); i += kBlockThreads) {
       const int row = i / (kChunk / 8), piece = i % (kChunk / 8);
       CopyAsync16(stage + row * kStageStride + piece * 8, w + static_cast<int64_t>(row) * k + piece * 8);
@@ -75,7 +82,7 @@ __device__ void RequestChunk(const MlpChainRun& r, int rank, int q, __nv_bfloat1
   CommitCopies();
 }
 
-__global__ void __launch_bounds__(kBlockThreads, 2) MlpChainKernelImpl(const __grid_constant__ MlpChainRun r) {
+__global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __grid_constant__ MlpChainRun r) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
@@ -112,31 +119,31 @@ __global__ void __launch_bounds__(kBlockThreads, 2) MlpChainKernelImpl(const __g
   }
   __syncthreads();
 
-  // The hidden layers. Warp w takes row tile w % 2 (16 rows) and the share's 8-column tiles
-  // w / 2, w / 2 + 4, ... (at most two: a share is 64 columns at most).
-  const int row_tile = warp % 2, column_group = warp / 2;
+  // The hidden layers. A layer's share is kRowTiles × (width / 8) tiles of 16 × 8; warp w takes
+  // tiles w, w + kWarps, ... (tile i: row tile i % kRowTiles, columns 8 (i / kRowTiles) on).
+  constexpr int kItems = kRowTiles * (kMaxShare / 8) / kWarps;
   int q = 0;
   for (int l = 0; l + 1 < r.layers; ++l) {
     const MlpChainLayer& layer = r.layer[l];
-    const int width = layer.n / kBlocks, tiles = width / 8, k = layer.k;
-    float acc[2][4] = {};
-    const __nv_bfloat16* a_lo = in + (row_tile * 16 + g) * kInStride + 8 * t;
-    const __nv_bfloat16* a_hi = a_lo + 8 * kInStride;
+    const int width = layer.n / kBlocks, items = kRowTiles * (width / 8), k = layer.k;
+    float acc[kItems][4] = {};
     for (int c = 0; c < k / kChunk; ++c, ++q) {
       RequestChunk(r, rank, q + kStages - 1, stages);
       WaitCopies<kStages - 1>();
       __syncthreads();
       const __nv_bfloat16* stage = stages + (q % kStages) * (kStageBytes / 2);
 #pragma unroll
-      for (int kk = 0; kk < kChunk; kk += 32) {
-        const uint4 lo = *reinterpret_cast<const uint4*>(a_lo + c * kChunk + kk);
-        const uint4 hi = *reinterpret_cast<const uint4*>(a_hi + c * kChunk + kk);
-        const uint32_t first[4] = {lo.x, hi.x, lo.y, hi.y}, second[4] = {lo.z, hi.z, lo.w, hi.w};
+      for (int j = 0; j < kItems; ++j) {
+        const int item = warp + kWarps * j;
+        if (item >= items) break;
+        const int row_tile = item % kRowTiles, tile = item / kRowTiles;
+        const __nv_bfloat16* a_lo = in + (row_tile * 16 + g) * kInStride + c * kChunk + 8 * t;
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int tile = column_group + 4 * j;
-          if (tile >= tiles) break;
+        for (int kk = 0; kk < kChunk; kk += 32) {
+          const uint4 lo = *reinterpret_cast<const uint4*>(a_lo + kk);
+          const uint4 hi = *reinterpret_cast<const uint4*>(a_lo + 8 * kInStride + kk);
           const uint4 b = *reinterpret_cast<const uint4*>(stage + (tile * 8 + g) * kStageStride + kk + 8 * t);
+          const uint32_t first[4] = {lo.x, hi.x, lo.y, hi.y}, second[4] = {lo.z, hi.z, lo.w, hi.w};
           Mma(acc[j], first, b.x, b.y);
           Mma(acc[j], second, b.z, b.w);
         }
@@ -145,10 +152,10 @@ __global__ void __launch_bounds__(kBlockThreads, 2) MlpChainKernelImpl(const __g
     }
     // The share, biased and activated, in bf16: row g (and g + 8) of the tile, columns 2t, 2t + 1.
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int tile = column_group + 4 * j;
-      if (tile >= tiles) break;
-      const int column = tile * 8 + 2 * t;
+    for (int j = 0; j < kItems; ++j) {
+      const int item = warp + kWarps * j;
+      if (item >= items) break;
+      const int row_tile = item % kRowTiles, column = item / kRowTiles * 8 + 2 * t;
       const float b0 = layer.bias[rank * width + column], b1 = layer.bias[rank * width + column + 1];
       const int row = row_tile * 16 + g;
       *reinterpret_cast<uint32_t*>(share + row * kShareStride + column) =
@@ -171,8 +178,8 @@ __global__ void __launch_bounds__(kBlockThreads, 2) MlpChainKernelImpl(const __g
   // The head: this block's sums over its share of the last hidden layer, per row and column.
   const MlpChainLayer& head = r.layer[r.layers - 1];
   const int width = head.k / kBlocks;
-  if (static_cast<int>(threadIdx.x) < kRows * head.n) {
-    const int row = static_cast<int>(threadIdx.x) / head.n, column = static_cast<int>(threadIdx.x) % head.n;
+  for (int i = static_cast<int>(threadIdx.x); i < kRows * head.n; i += kBlockThreads) {
+    const int row = i / head.n, column = i % head.n;
     const auto* w = static_cast<const __nv_bfloat16*>(head.w) + static_cast<int64_t>(column) * head.k + rank * width;
     float sum = 0.0f;
     for (int i = 0; i < width; i += 8) {

@@ -1,7 +1,7 @@
 // An MLP's last layers and its head in one kernel (mlp_chain.cu), for batches of up to a few
 // hundred rows. W1's top MLP ends 1,024 → 512 → 256 → 1: at 512 pairs three products of 5.4, 3.9
 // and 3.5 µs (docs/benchmarks.md), each mostly launch, ramp and tail for well under a µs of
-// arithmetic. Here a thread block cluster takes kMlpChainRows rows through every layer: each
+// arithmetic. Here a cluster of eight blocks takes 48 rows through every layer: each
 // block computes its share of a hidden layer's columns (mma.sync, the weight's rows streamed
 // through shared memory by cp.async), the blocks swap their shares through distributed shared
 // memory, and the head's sums over each block's columns meet in one block. Hidden results stay
@@ -39,7 +39,7 @@ struct MlpChainRun {
 // Whether the kernel takes r: an sm_90 device; two to four layers; hidden widths multiples of 64
 // up to 512, k of the first layer a multiple of 64 up to 1,024; a head of 1 to 8 columns; x and
 // the weights 16-byte aligned; and no more clusters than the device runs at once (more rows:
-// cuBLASLt's tiles reuse each weight across more rows than a cluster of 32 does).
+// cuBLASLt's tiles reuse each weight across more rows than a cluster's 48 do).
 bool MlpChainFits(const MlpChainRun& r);
 
 Status MlpChainKernel(cudaStream_t stream, const MlpChainRun& r);
