@@ -35,6 +35,8 @@ constexpr int kBlocks = 8, kRows = 48, kRowTiles = kRows / 16, kWarps = 8, kBloc
 // Eight stages in flight (96 KiB): a block streams 160 KiB of W1's weights, and fewer stages
 // left each chunk waiting on the last one's round trip.
 constexpr int kChunk = 64, kStages = 9;
+// 16-byte pieces a thread loads before it stores any, where it copies through registers.
+constexpr int kBatch = 8;
 constexpr int kMaxK = 1024, kMaxShare = 64, kHeadColumns = 8;
 // Rows of the input and of a weight stage are padded by 64 bytes: the eight lanes of a quarter
 // warp read 16 bytes each of two rows, which then fall on different banks.
@@ -100,23 +102,48 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
   for (int q = 0; q < kStages - 1; ++q) RequestChunk(r, rank, q, stages);
   WaitForPrevious();
 
-  // The input rows, in bf16 (zeros past the batch).
-  const int k0 = r.layer[0].k;
-  for (int i = static_cast<int>(threadIdx.x); i < kRows * (k0 / 8); i += kBlockThreads) {
-    const int row = i / (k0 / 8), col = (i % (k0 / 8)) * 8;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (first_row + row < r.m) {
-      const int64_t at = (first_row + row) * k0 + col;
-      if (r.x_bf16) {
-        v = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(r.x) + at);
+  // The input rows, in bf16 (zeros past the batch): a bf16 copy by cp.async, fp32 converted kBatch
+  // pieces a thread at a time (every load before any store, which could otherwise alias it).
+  const int k0 = r.layer[0].k, pieces = kRows * (k0 / 8);
+  auto piece_at = [&](int i, int& row, int64_t& at) {
+    row = i / (k0 / 8);
+    at = (first_row + row) * k0 + (i % (k0 / 8)) * 8;
+    return first_row + row < r.m;
+  };
+  auto into = [&](int i) { return in + i / (k0 / 8) * kInStride + (i % (k0 / 8)) * 8; };
+  if (r.x_bf16) {
+    for (int i = static_cast<int>(threadIdx.x); i < pieces; i += kBlockThreads) {
+      int row = 0;
+      int64_t at = 0;
+      if (piece_at(i, row, at)) {
+        CopyAsync16(into(i), static_cast<const __nv_bfloat16*>(r.x) + at);
       } else {
-        const float* x = static_cast<const float*>(r.x) + at;
-        const float4 a = *reinterpret_cast<const float4*>(x), b = *reinterpret_cast<const float4*>(x + 4);
-        v = make_uint4(Pack(a.x, a.y), Pack(a.z, a.w), Pack(b.x, b.y), Pack(b.z, b.w));
+        *reinterpret_cast<uint4*>(into(i)) = make_uint4(0, 0, 0, 0);
       }
     }
-    *reinterpret_cast<uint4*>(in + row * kInStride + col) = v;
+  } else {
+    for (int first = static_cast<int>(threadIdx.x); first < pieces; first += kBatch * kBlockThreads) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = first + u * kBlockThreads;
+        int row = 0;
+        int64_t at = 0;
+        v[u] = make_uint4(0, 0, 0, 0);
+        if (i < pieces && piece_at(i, row, at)) {
+          const float* x = static_cast<const float*>(r.x) + at;
+          const float4 a = *reinterpret_cast<const float4*>(x), b = *reinterpret_cast<const float4*>(x + 4);
+          v[u] = make_uint4(Pack(a.x, a.y), Pack(a.z, a.w), Pack(b.x, b.y), Pack(b.z, b.w));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (first + u * kBlockThreads < pieces) *reinterpret_cast<uint4*>(into(first + u * kBlockThreads)) = v[u];
+      }
+    }
   }
+  CommitCopies();
+  WaitCopies<0>();  // the input and the first weight stages, requested long before
   __syncthreads();
 
   // The hidden layers. A layer's share is kRowTiles × (width / 8) tiles of 16 × 8; warp w takes
@@ -167,10 +194,21 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
     if (l + 2 == r.layers) break;  // the head reads this block's share where it lies
     // Every block's share into the next layer's input rows, then the cluster meets again before
     // any block writes its next share over one still being read.
-    for (int i = static_cast<int>(threadIdx.x); i < kBlocks * kRows * (width / 8); i += kBlockThreads) {
-      const int from = i / (kRows * (width / 8)), row = i / (width / 8) % kRows, piece = i % (width / 8);
-      const uint4* remote = cluster.map_shared_rank(reinterpret_cast<const uint4*>(share + row * kShareStride + piece * 8), from);
-      *reinterpret_cast<uint4*>(in + row * kInStride + from * width + piece * 8) = *remote;
+    const int swapped = kBlocks * kRows * (width / 8);
+    for (int first = static_cast<int>(threadIdx.x); first < swapped; first += kBatch * kBlockThreads) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = first + u * kBlockThreads;
+        const int from = i / (kRows * (width / 8)), row = i / (width / 8) % kRows, piece = i % (width / 8);
+        if (i < swapped) v[u] = *cluster.map_shared_rank(reinterpret_cast<const uint4*>(share + row * kShareStride + piece * 8), from);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = first + u * kBlockThreads;
+        const int from = i / (kRows * (width / 8)), row = i / (width / 8) % kRows, piece = i % (width / 8);
+        if (i < swapped) *reinterpret_cast<uint4*>(in + row * kInStride + from * width + piece * 8) = v[u];
+      }
     }
     cluster.sync();
   }
