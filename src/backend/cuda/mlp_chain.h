@@ -36,10 +36,11 @@ struct MlpChainRun {
   void* out_bf16 = nullptr;  // its bf16 copy, or null
 };
 
-// Whether the kernel takes r: an sm_90 device; two to four layers; hidden widths multiples of 64
-// up to 512, k of the first layer a multiple of 64 up to 1,024; a head of 1 to 8 columns; x and
-// the weights 16-byte aligned; and no more clusters than the device runs at once (more rows:
-// cuBLASLt's tiles reuse each weight across more rows than a cluster's 48 do).
+// Whether the kernel takes r: an sm_90 device; two to four layers; hidden widths of 128, 256 or
+// 512 (a block's share of 16, 32 or 64 columns) over a k that is a multiple of 128, up to 1,024;
+// a head of 1 to 8 columns; x and the weights 16-byte aligned; and no more clusters than the
+// device runs at once (more rows: cuBLASLt's tiles reuse each weight across more rows than a
+// cluster's 48 do).
 bool MlpChainFits(const MlpChainRun& r);
 
 Status MlpChainKernel(cudaStream_t stream, const MlpChainRun& r);
