@@ -1,10 +1,11 @@
 // The MLP chain kernel (mlp_chain.h). A cluster of kBlocks blocks takes kRows rows. Block `rank`
 // owns columns [rank · S, rank · S + S) of each hidden layer (S = n / kBlocks): its eight warps
 // multiply the layer's input rows, held whole in shared memory, by those columns' weight rows,
-// which cp.async streams through kStages stages of kChunk k each, one stream across the layers
-// (the first stages are requested before the kernel waits for the one before it). A layer's
-// share goes to shared memory in bf16; the cluster meets and every block copies all shares into
-// its input rows for the next layer. The head (at most kHeadColumns columns) needs no swap: each
+// which bulk copies (the TMA unit, a row a thread) stream through kStages stages of kChunk k
+// each, one stream across the layers (the first stages are requested before the kernel waits for
+// the one before it). A layer's share goes to shared memory in bf16, and once the cluster has
+// met every block pushes it by bulk copies into every block's input rows for the next layer,
+// counted on the receiver's barrier. The head (at most kHeadColumns columns) needs no swap: each
 // block sums over its own share of the last hidden layer, the cluster meets, and each block adds
 // the blocks' sums for its rows in rank order. The cluster meets once more before any block
 // leaves, so no block's shared memory goes while read.
@@ -49,93 +50,39 @@ constexpr int kStageBytes = kMaxShare * kStageStride * 2;
 constexpr int kShareBytes = kRows * kShareStride * 2;
 constexpr int kPartBytes = (kWarps - 1) * kWarpSums * 4;  // the sums of warps past the first part of k
 constexpr int kSumBytes = kRows * kHeadColumns * 4;
-constexpr int kSmemBytes = kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes + kSumBytes;
+constexpr int kBarrierBytes = (kStages + 2) * 8;
+constexpr int kSmemBytes = kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes + kSumBytes + kBarrierBytes;
 static_assert(kRows % 16 == 0 && kRows % kBlocks == 0, "row tiles of 16, and the head's rows shared by the blocks");
 static_assert(kSmemBytes <= 227 * 1024, "an sm_90 block's shared memory");
 
-__device__ __forceinline__ void CopyAsync16(void* to, const void* from) {
-  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(to));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(from) : "memory");
-}
-__device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void WaitCopies() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// Positions start, start + step, ... of a [rows, columns] grid, walked without a division a step.
-struct GridWalk {
-  int row, column, columns, step_rows, step_columns;
-  __device__ GridWalk(int start, int step, int grid_columns)
-      : row(start / grid_columns), column(start % grid_columns), columns(grid_columns), step_rows(step / grid_columns),
-        step_columns(step % grid_columns) {}
-  __device__ void Next() {
-    row += step_rows;
-    column += step_columns;
-    if (column >= columns) column -= columns, ++row;
-  }
-};
-
-// Requests chunk q of the stream of the hidden layers' weight pieces (layer by layer, kChunk k
-// each) into its stage; a q past the stream requests nothing. Every thread commits a group
-// either way, so that group q is chunk q's.
-__device__ void RequestChunk(const MlpChainRun& r, int rank, int q, __nv_bfloat16* stages) {
-  __nv_bfloat16* stage = stages + (q % kStages) * (kStageBytes / 2);
-  for (int l = 0; l + 1 < r.layers; ++l) {
-    const int chunks = r.layer[l].k / kChunk;
-    if (q >= chunks) {
-      q -= chunks;
-      continue;
-    }
-    const int share = r.layer[l].n / kBlocks, k = r.layer[l].k;
-    const auto* w = static_cast<const __nv_bfloat16*>(r.layer[l].w) + static_cast<int64_t>(rank) * share * k + q * kChunk;
-    for (int i = static_cast<int>(threadIdx.x); i < share * (kChunk / 8); i += kBlockThreads) {
-      const int row = i / (kChunk / 8), piece = i % (kChunk / 8);
-      CopyAsync16(stage + row * kStageStride + piece * 8, w + static_cast<int64_t>(row) * k + piece * 8);
-    }
-    break;
-  }
-  CommitCopies();
+// Bulk copies (the TMA unit's, no tensor map): `bytes` (a multiple of 16, both ends 16-byte
+// aligned) from global memory into this block's shared memory, or from this block's shared memory
+// into block `rank`'s, counted on an mbarrier beside the destination.
+__device__ __forceinline__ void BulkLoad(void* to, const void* from, int bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(SmemAddress(to)),
+               "l"(from), "r"(bytes), "r"(SmemAddress(bar))
+               : "memory");
 }
-
-// The layer's input rows (zeros past the batch) in bf16: a bf16 copy by cp.async, fp32 converted
-// kBatch pieces a thread at a time (every load before any store, which could otherwise alias it).
-__device__ void LoadInput(const MlpChainRun& r, int64_t first_row, __nv_bfloat16* in) {
-  const int k0 = r.layer[0].k, per_row = k0 / 8, pieces = kRows * per_row;
-  if (r.x_bf16) {
-    GridWalk at(static_cast<int>(threadIdx.x), kBlockThreads, per_row);
-    for (int i = static_cast<int>(threadIdx.x); i < pieces; i += kBlockThreads, at.Next()) {
-      __nv_bfloat16* to = in + at.row * kInStride + at.column * 8;
-      if (first_row + at.row < r.m) {
-        CopyAsync16(to, static_cast<const __nv_bfloat16*>(r.x) + (first_row + at.row) * k0 + at.column * 8);
-      } else {
-        *reinterpret_cast<uint4*>(to) = make_uint4(0, 0, 0, 0);
-      }
-    }
-    return;
-  }
-  GridWalk at(static_cast<int>(threadIdx.x), kBlockThreads, per_row);
-  for (int first = static_cast<int>(threadIdx.x); first < pieces; first += kBatch * kBlockThreads) {
-    uint4 v[kBatch];
-    GridWalk load = at;
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u, load.Next()) {
-      v[u] = make_uint4(0, 0, 0, 0);
-      if (first + u * kBlockThreads < pieces && first_row + load.row < r.m) {
-        const float* x = static_cast<const float*>(r.x) + (first_row + load.row) * k0 + load.column * 8;
-        const float4 a = *reinterpret_cast<const float4*>(x), b = *reinterpret_cast<const float4*>(x + 4);
-        v[u] = make_uint4(Pack(a.x, a.y), Pack(a.z, a.w), Pack(b.x, b.y), Pack(b.z, b.w));
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u, at.Next()) {
-      if (first + u * kBlockThreads < pieces) *reinterpret_cast<uint4*>(in + at.row * kInStride + at.column * 8) = v[u];
-    }
-  }
+__device__ __forceinline__ uint32_t InBlock(const void* p, int rank) {
+  uint32_t remote = 0;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(SmemAddress(p)), "r"(rank));
+  return remote;
 }
+__device__ __forceinline__ void BulkPush(const void* from, void* to, int rank, int bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(InBlock(to, rank)),
+               "r"(SmemAddress(from)), "r"(bytes), "r"(InBlock(bar, rank))
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Until this thread's pushes have read their sources.
+__device__ __forceinline__ void PushesRead() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+
+#endif
 
 __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __grid_constant__ MlpChainRun r) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
@@ -145,23 +92,83 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
   auto* share = reinterpret_cast<__nv_bfloat16*>(smem + kInBytes + kStages * kStageBytes);
   auto* parts_sums = reinterpret_cast<float*>(smem + kInBytes + kStages * kStageBytes + kShareBytes);
   auto* sums = reinterpret_cast<float*>(smem + kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes);
+  auto* full = reinterpret_cast<uint64_t*>(smem + kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes + kSumBytes);
+  uint64_t* input_bar = full + kStages;  // the first layer's input rows; then every block's shares
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
+  const int tid = static_cast<int>(threadIdx.x);
   const int64_t first_row = static_cast<int64_t>(blockIdx.x / kBlocks) * kRows;
+  const int valid_rows = static_cast<int>(r.m - first_row < kRows ? r.m - first_row : kRows);
 
+  // Chunk q of the stream of the hidden layers' weights (layer by layer, kChunk of k each) into
+  // stage q % kStages, a share's row a thread, counted on that stage's barrier; a q past the
+  // stream requests nothing.
+  auto request = [&](int q) {
+    int c = q;
+    for (int l = 0; l + 1 < r.layers; ++l) {
+      const MlpChainLayer& layer = r.layer[l];
+      const int chunks = layer.k / kChunk;
+      if (c >= chunks) {
+        c -= chunks;
+        continue;
+      }
+      const int width = layer.n / kBlocks;
+      uint64_t* bar = &full[q % kStages];
+      if (tid == 0) BarrierExpect(bar, width * kChunk * 2);
+      if (tid < width) {
+        const auto* w = static_cast<const __nv_bfloat16*>(layer.w) + static_cast<int64_t>(rank * width + tid) * layer.k + c * kChunk;
+        BulkLoad(stages + (q % kStages) * (kStageBytes / 2) + tid * kStageStride, w, kChunk * 2, bar);
+      }
+      return;
+    }
+  };
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages + 1; ++s) BarrierInit(&full[s], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
   // The weights are constants: their first stages may be requested before the inputs are ready.
-  for (int q = 0; q < kStages - 1; ++q) RequestChunk(r, rank, q, stages);
+  for (int q = 0; q < kStages - 1; ++q) request(q);
   WaitForPrevious();
-  LoadInput(r, first_row, in);
-  CommitCopies();
-  WaitCopies<0>();  // the input, and the first weight stages, requested long before
+
+  // The first layer's input rows in bf16, zeros past the batch: a bf16 copy by bulk copies, a row
+  // a thread; fp32 converted kBatch pieces a thread at a time (every load before any store).
+  const int k0 = r.layer[0].k, per_row = k0 / 8;
+  for (int i = valid_rows * per_row + tid; i < kRows * per_row; i += kBlockThreads) {
+    *reinterpret_cast<uint4*>(in + i / per_row * kInStride + i % per_row * 8) = make_uint4(0, 0, 0, 0);
+  }
+  if (r.x_bf16) {
+    if (tid == 0) BarrierExpect(input_bar, valid_rows * k0 * 2);
+    if (tid < valid_rows) BulkLoad(in + tid * kInStride, static_cast<const __nv_bfloat16*>(r.x) + (first_row + tid) * k0, k0 * 2, input_bar);
+  } else {
+    const int pieces = valid_rows * per_row;
+    for (int first = tid; first < pieces; first += kBatch * kBlockThreads) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = first + u * kBlockThreads;
+        if (i >= pieces) continue;
+        const float* x = static_cast<const float*>(r.x) + (first_row + i / per_row) * k0 + i % per_row * 8;
+        const float4 a = *reinterpret_cast<const float4*>(x), b = *reinterpret_cast<const float4*>(x + 4);
+        v[u] = make_uint4(Pack(a.x, a.y), Pack(a.z, a.w), Pack(b.x, b.y), Pack(b.z, b.w));
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = first + u * kBlockThreads;
+        if (i < pieces) *reinterpret_cast<uint4*>(in + i / per_row * kInStride + i % per_row * 8) = v[u];
+      }
+    }
+    if (tid == 0) BarrierArrive(input_bar);
+  }
+  BarrierWait(input_bar, 0);
   __syncthreads();
 
   // The hidden layers. A share of `width` columns is width / 16 groups of 16; warp w takes group
   // w % groups for all kRows rows (kRowTiles × 2 tiles of 16 × 8, each A piece read once for two
   // tiles and each B piece for kRowTiles), and the k steps of 32 numbered w / groups modulo parts.
   // The parts' sums then meet in the first part's warps, in part order.
-  int q = 0;
+  int q = 0, swaps = 0;
   for (int l = 0; l + 1 < r.layers; ++l) {
     const MlpChainLayer& layer = r.layer[l];
     const int width = layer.n / kBlocks, groups = width / 16, parts = kWarps / groups, k = layer.k;
@@ -169,13 +176,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
     float acc[kRowTiles][2][4] = {};
     const __nv_bfloat16* a_row = in + g * kInStride + 8 * t;
     for (int c = 0; c < k / kChunk; ++c, ++q) {
-      RequestChunk(r, rank, q + kStages - 1, stages);
-      WaitCopies<kStages - 1>();
-      __syncthreads();
+      request(q + kStages - 1);
+      BarrierWait(&full[q % kStages], (q / kStages) & 1);
       const __nv_bfloat16* b_row = stages + (q % kStages) * (kStageBytes / 2) + (group * 16 + g) * kStageStride + 8 * t;
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
-        if ((c * kSteps + s) % parts != part) continue;
+        if (((c * kSteps + s) & (parts - 1)) != part) continue;  // parts: 2, 4 or 8
         const uint4 b0 = *reinterpret_cast<const uint4*>(b_row + s * 32);
         const uint4 b1 = *reinterpret_cast<const uint4*>(b_row + 8 * kStageStride + s * 32);
 #pragma unroll
@@ -192,8 +198,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
       __syncthreads();  // the stage is free for the request kStages - 1 chunks on
     }
     if (parts > 1) {
-      float* mine = parts_sums + (warp - groups) * kWarpSums + lane;
       if (part > 0) {
+        float* mine = parts_sums + (warp - groups) * kWarpSums + lane;
 #pragma unroll
         for (int i = 0; i < kRowTiles * 2 * 4; ++i) mine[i * 32] = (&acc[0][0][0])[i];
       }
@@ -222,35 +228,28 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
         }
       }
     }
-    cluster.sync();
-    if (l + 2 == r.layers) break;  // the head reads this block's share where it lies
-    // Every block's share into the next layer's input rows ([block][row][piece] walked), then the
-    // cluster meets again before any block writes its next share over one still being read.
-    const int per_row = width / 8, swapped = kBlocks * kRows * per_row;
-    GridWalk at(static_cast<int>(threadIdx.x), kBlockThreads, per_row);
-    for (int first = static_cast<int>(threadIdx.x); first < swapped; first += kBatch * kBlockThreads) {
-      uint4 v[kBatch];
-      GridWalk load = at;
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u, load.Next()) {
-        if (first + u * kBlockThreads >= swapped) continue;
-        const int from = load.row / kRows, row = load.row % kRows;
-        v[u] = *cluster.map_shared_rank(reinterpret_cast<const uint4*>(share + row * kShareStride + load.column * 8), from);
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u, at.Next()) {
-        if (first + u * kBlockThreads >= swapped) continue;
-        const int from = at.row / kRows, row = at.row % kRows;
-        *reinterpret_cast<uint4*>(in + row * kInStride + from * width + at.column * 8) = v[u];
-      }
+    if (l + 2 == r.layers) {  // the head reads this block's share where it lies
+      __syncthreads();
+      break;
     }
+    // Every block pushes its share into every block's input rows for the next layer, once all
+    // have finished reading them; each waits for the kBlocks shares on its input barrier.
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the share's stores, seen by the copies
+    if (tid == 0) BarrierExpect(input_bar, kBlocks * kRows * width * 2);
     cluster.sync();
+    for (int i = tid; i < kBlocks * kRows; i += kBlockThreads) {
+      const int to = i / kRows, row = i % kRows;
+      BulkPush(share + row * kShareStride, in + row * kInStride + rank * width, to, width * 2, input_bar);
+    }
+    PushesRead();  // the share may be written again once every block has passed the next stage
+    ++swaps;
+    BarrierWait(input_bar, swaps & 1);
   }
 
   // The head: this block's sums over its share of the last hidden layer, per row and column.
   const MlpChainLayer& head = r.layer[r.layers - 1];
   const int width = head.k / kBlocks;
-  for (int i = static_cast<int>(threadIdx.x); i < kRows * head.n; i += kBlockThreads) {
+  for (int i = tid; i < kRows * head.n; i += kBlockThreads) {
     const int row = i / head.n, column = i % head.n;
     const auto* w = static_cast<const __nv_bfloat16*>(head.w) + static_cast<int64_t>(column) * head.k + rank * width;
     float sum = 0.0f;
@@ -267,8 +266,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
   }
   cluster.sync();
   // Rows rank, rank + kBlocks, ...: the blocks' sums in rank order, the bias, the activation.
-  if (static_cast<int>(threadIdx.x) < kRows / kBlocks * head.n) {
-    const int row = rank + kBlocks * (static_cast<int>(threadIdx.x) / head.n), column = static_cast<int>(threadIdx.x) % head.n;
+  if (tid < kRows / kBlocks * head.n) {
+    const int row = rank + kBlocks * (tid / head.n), column = tid % head.n;
     float sum = 0.0f;
     for (int from = 0; from < kBlocks; ++from) sum += *cluster.map_shared_rank(sums + row * kHeadColumns + column, from);
     const float y = Activate(head.activation, sum + head.bias[column]);

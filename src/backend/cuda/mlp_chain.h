@@ -3,7 +3,7 @@
 // and 3.5 µs (docs/benchmarks.md), each mostly launch, ramp and tail for well under a µs of
 // arithmetic. Here a cluster of eight blocks takes 48 rows through every layer: each
 // block computes its share of a hidden layer's columns (mma.sync, the weight's rows streamed
-// through shared memory by cp.async), the blocks swap their shares through distributed shared
+// through shared memory by bulk copies), the blocks swap their shares through distributed shared
 // memory, and the head's sums over each block's columns meet in one block. Hidden results stay
 // bf16 on chip, as the unfused products' bf16 copies are.
 #pragma once
