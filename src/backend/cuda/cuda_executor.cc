@@ -111,7 +111,7 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
   // one whose k is not a multiple of 8 a copy with k padded by zeros, which cuBLASLt reads.
   struct Copy {
     const Tensor* w;
-    enum Kind { kAsIs, kTransposed, kPaddedK } kind;
+    enum Kind { kAsIs, kTransposed, kPaddedK, kTiled } kind;
     bool k_by_n;  // kPaddedK: the matrix is [K, N] (else [N, K])
   };
   std::vector<Copy> copies;
@@ -128,7 +128,10 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
     if (n.op == "MlpChain") {  // weights [N, K] (inputs 1, 3, ...) and biases (2, 4, ...), read as they are
       for (int i = 1; i < n.NumInputs(); ++i) {
         const Tensor* w = graph.FindConstant(n.inputs[static_cast<size_t>(i)]);
-        if (w && w->dtype() == DType::kF32 && w->size() > 0) add(w, Copy::kAsIs, false);
+        if (!w || w->dtype() != DType::kF32 || w->size() == 0) continue;
+        add(w, Copy::kAsIs, false);
+        // A hidden layer's weight also as the chain kernel streams it (mlp_chain.h).
+        if (i % 2 == 1 && i + 2 < n.NumInputs() && w->rank() == 2 && w->dim(0) % 8 == 0 && w->dim(1) % 128 == 0) add(w, Copy::kTiled, false);
       }
       continue;
     }
@@ -150,6 +153,7 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
     return c.kind == Copy::kPaddedK && std::find(unpadded.begin(), unpadded.end(), c.w) != unpadded.end();
   });
   auto elements = [](const Copy& c) {
+    if (c.kind == Copy::kTiled) return MlpChainTiledElements(c.w->dim(0), c.w->dim(1));
     if (c.kind != Copy::kPaddedK) return c.w->size();
     return c.k_by_n ? PaddedK(c.w->dim(0)) * c.w->dim(1) : c.w->dim(0) * PaddedK(c.w->dim(1));
   };
@@ -170,11 +174,19 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
         size_t to = static_cast<size_t>(r * cols + col);                               // as is; [Kp, N] keeps it
         if (c.kind == Copy::kTransposed) to = static_cast<size_t>(col * rows + r);     // [K, N] as [N, K]
         if (c.kind == Copy::kPaddedK && !c.k_by_n) to = static_cast<size_t>(r * PaddedK(cols) + col);  // [N, Kp]
-        rounded[to] = FloatToBF16(v[r * cols + col]);
+        if (c.kind != Copy::kTiled) rounded[to] = FloatToBF16(v[r * cols + col]);
       }
     }
+    if (c.kind == Copy::kTiled) {
+      std::vector<uint16_t> as_is(static_cast<size_t>(c.w->size()));
+      for (size_t i = 0; i < as_is.size(); ++i) as_is[i] = FloatToBF16(v[i]);
+      MlpChainTileWeight(as_is.data(), rows, cols, rounded.data());
+    }
     RANKD_CUDA_RETURN(cudaMemcpy(base + pos, rounded.data(), rounded.size() * 2, cudaMemcpyHostToDevice));
-    auto& into = c.kind == Copy::kAsIs ? bf16_weights_ : c.kind == Copy::kTransposed ? bf16_weights_nk_ : bf16_weights_padded_;
+    auto& into = c.kind == Copy::kAsIs         ? bf16_weights_
+                 : c.kind == Copy::kTransposed ? bf16_weights_nk_
+                 : c.kind == Copy::kTiled      ? bf16_weights_tiled_
+                                               : bf16_weights_padded_;
     into[copies_.at(c.w)] = base + pos;
     pos += Aligned(rounded.size() * 2);
   }
@@ -199,6 +211,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.bf16_weights = &e->resources_->bf16_weights();
   e->ctx_.bf16_weights_nk = &e->resources_->bf16_weights_nk();
   e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
+  e->ctx_.bf16_weights_tiled = &e->resources_->bf16_weights_tiled();
   HelpingPool::Shared();  // its helpers start now, not on the first large request
   PrepareProductMulAdd();  // outside any capture (product_muladd.h)
   PrepareSplitKGemm();     // likewise (split_k_gemm.h)

@@ -61,6 +61,11 @@ Status MlpChain(const KernelArgs& k) {
   auto weight = [&](int l) -> const Tensor& { return k.In(1 + 2 * l); };
   auto bias = [&](int l) { return k.In(2 + 2 * l).data<float>(); };
   auto activation = [&](int l) { return static_cast<Activation>(activations[static_cast<size_t>(l)]); };
+  auto tiled = [&](const Tensor& w) -> const void* {  // the chain kernel's layout of a hidden weight
+    if (!ctx.bf16_weights_tiled) return nullptr;
+    auto it = ctx.bf16_weights_tiled->find(w.raw());
+    return it == ctx.bf16_weights_tiled->end() ? nullptr : it->second;
+  };
   if (Bf16Products(ctx.precision) && layers <= kMlpChainKernelLayers) {
     MlpChainRun r;
     r.x_bf16 = ctx.bf16_a && ctx.bf16_a_source == x.raw();
@@ -68,7 +73,7 @@ Status MlpChain(const KernelArgs& k) {
     r.m = m;
     r.layers = layers;
     for (int l = 0; l < layers; ++l) {
-      r.layer[l] = {Bf16WeightRows(ctx, weight(l).data<float>(), true), bias(l), static_cast<int>(weight(l).dim(0)),
+      r.layer[l] = {Bf16WeightRows(ctx, weight(l).data<float>(), true), tiled(weight(l)), bias(l), static_cast<int>(weight(l).dim(0)),
                     static_cast<int>(weight(l).dim(1)), activation(l)};
     }
     r.out = ctx.bf16_out && ctx.bf16_out_alone ? nullptr : out.data<float>();

@@ -51,7 +51,10 @@ constexpr int kShareBytes = kRows * kShareStride * 2;
 constexpr int kPartBytes = (kWarps - 1) * kWarpSums * 4;  // the sums of warps past the first part of k
 constexpr int kSumBytes = kRows * kHeadColumns * 4;
 constexpr int kBarrierBytes = (kStages + 2) * 8;
-constexpr int kSmemBytes = kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes + kSumBytes + kBarrierBytes;
+// The constants a block reads outside its products, loaded while the kernel before finishes:
+// its share of each hidden layer's bias, the head's weights for its share, and the head's bias.
+constexpr int kConstantFloats = (kMlpChainKernelLayers - 1) * kMaxShare + kHeadColumns * kMaxShare + kHeadColumns;
+constexpr int kSmemBytes = kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes + kSumBytes + kConstantFloats * 4 + kBarrierBytes;
 static_assert(kRows % 16 == 0 && kRows % kBlocks == 0, "row tiles of 16, and the head's rows shared by the blocks");
 static_assert(kSmemBytes <= 227 * 1024, "an sm_90 block's shared memory");
 
@@ -92,7 +95,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
   auto* share = reinterpret_cast<__nv_bfloat16*>(smem + kInBytes + kStages * kStageBytes);
   auto* parts_sums = reinterpret_cast<float*>(smem + kInBytes + kStages * kStageBytes + kShareBytes);
   auto* sums = reinterpret_cast<float*>(smem + kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes);
-  auto* full = reinterpret_cast<uint64_t*>(smem + kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes + kSumBytes);
+  auto* biases = reinterpret_cast<float*>(smem + kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes + kSumBytes);
+  float* head_weights = biases + (kMlpChainKernelLayers - 1) * kMaxShare;
+  float* head_bias = head_weights + kHeadColumns * kMaxShare;
+  auto* full = reinterpret_cast<uint64_t*>(biases + kConstantFloats);
   uint64_t* input_bar = full + kStages;  // the first layer's input rows; then every block's shares
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
@@ -112,12 +118,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
         c -= chunks;
         continue;
       }
-      const int width = layer.n / kBlocks;
-      uint64_t* bar = &full[q % kStages];
-      if (tid == 0) BarrierExpect(bar, width * kChunk * 2);
-      if (tid < width) {
-        const auto* w = static_cast<const __nv_bfloat16*>(layer.w) + static_cast<int64_t>(rank * width + tid) * layer.k + c * kChunk;
-        BulkLoad(stages + (q % kStages) * (kStageBytes / 2) + tid * kStageStride, w, kChunk * 2, bar);
+      const int width = layer.n / kBlocks, bytes = width * kStageStride * 2;
+      if (tid == 0) {
+        uint64_t* bar = &full[q % kStages];
+        BarrierExpect(bar, bytes);
+        const auto* piece = static_cast<const __nv_bfloat16*>(layer.w_tiled) + static_cast<int64_t>(rank * chunks + c) * width * kStageStride;
+        BulkLoad(stages + (q % kStages) * (kStageBytes / 2), piece, bytes, bar);
       }
       return;
     }
@@ -128,8 +134,20 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  // The weights are constants: their first stages may be requested before the inputs are ready.
+  // The weights are constants: their first stages may be requested before the inputs are ready,
+  // and the biases and the head's weights read meanwhile.
   for (int q = 0; q < kStages - 1; ++q) request(q);
+  const MlpChainLayer& head = r.layer[r.layers - 1];
+  const int head_width = head.k / kBlocks;
+  for (int l = 0; l + 1 < r.layers; ++l) {
+    const int width = r.layer[l].n / kBlocks;
+    if (tid < width) biases[l * kMaxShare + tid] = r.layer[l].bias[rank * width + tid];
+  }
+  for (int i = tid; i < head.n * head_width; i += kBlockThreads) {
+    const int column = i / head_width, e = i % head_width;
+    head_weights[column * kMaxShare + e] = __bfloat162float(static_cast<const __nv_bfloat16*>(head.w)[static_cast<int64_t>(column) * head.k + rank * head_width + e]);
+  }
+  if (tid < head.n) head_bias[tid] = head.bias[tid];
   WaitForPrevious();
 
   // The first layer's input rows in bf16, zeros past the batch: a bf16 copy by bulk copies, a row
@@ -217,7 +235,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int column = group * 16 + j * 8 + 2 * t;
-        const float b0 = layer.bias[rank * width + column], b1 = layer.bias[rank * width + column + 1];
+        const float b0 = biases[l * kMaxShare + column], b1 = biases[l * kMaxShare + column + 1];
 #pragma unroll
         for (int rt = 0; rt < kRowTiles; ++rt) {
           const int row = rt * 16 + g;
@@ -247,19 +265,17 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
   }
 
   // The head: this block's sums over its share of the last hidden layer, per row and column.
-  const MlpChainLayer& head = r.layer[r.layers - 1];
-  const int width = head.k / kBlocks;
   for (int i = tid; i < kRows * head.n; i += kBlockThreads) {
     const int row = i / head.n, column = i % head.n;
-    const auto* w = static_cast<const __nv_bfloat16*>(head.w) + static_cast<int64_t>(column) * head.k + rank * width;
+    const float* w = head_weights + column * kMaxShare;
     float sum = 0.0f;
-    for (int e8 = 0; e8 < width; e8 += 8) {
-      const uint4 wv = *reinterpret_cast<const uint4*>(w + e8), xv = *reinterpret_cast<const uint4*>(share + row * kShareStride + e8);
-      const uint32_t wa[4] = {wv.x, wv.y, wv.z, wv.w}, xa[4] = {xv.x, xv.y, xv.z, xv.w};
+    for (int e8 = 0; e8 < head_width; e8 += 8) {
+      const uint4 xv = *reinterpret_cast<const uint4*>(share + row * kShareStride + e8);
+      const uint32_t xa[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        sum = fmaf(__uint_as_float(xa[e] << 16), __uint_as_float(wa[e] << 16), sum);
-        sum = fmaf(__uint_as_float(xa[e] & 0xffff0000u), __uint_as_float(wa[e] & 0xffff0000u), sum);
+        sum = fmaf(__uint_as_float(xa[e] << 16), w[e8 + 2 * e], sum);
+        sum = fmaf(__uint_as_float(xa[e] & 0xffff0000u), w[e8 + 2 * e + 1], sum);
       }
     }
     sums[row * kHeadColumns + column] = sum;
@@ -270,7 +286,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
     const int row = rank + kBlocks * (tid / head.n), column = tid % head.n;
     float sum = 0.0f;
     for (int from = 0; from < kBlocks; ++from) sum += *cluster.map_shared_rank(sums + row * kHeadColumns + column, from);
-    const float y = Activate(head.activation, sum + head.bias[column]);
+    const float y = Activate(head.activation, sum + head_bias[column]);
     if (first_row + row < r.m) {
       const int64_t at = (first_row + row) * head.n + column;
       if (r.out) r.out[at] = y;
@@ -329,7 +345,7 @@ bool MlpChainFits(const MlpChainRun& r) {
     // A hidden share of 16, 32 or 64 columns: 1, 2 or 4 groups of 16, which divide the warps.
     const int share = layer.n / kBlocks;
     if (head ? layer.n < 1 || layer.n > kHeadColumns : layer.n % kBlocks != 0 || (share != 16 && share != 32 && share != 64)) return false;
-    if (!head && layer.k % kChunk != 0) return false;
+    if (!head && (layer.k % kChunk != 0 || !layer.w_tiled || !Aligned(layer.w_tiled))) return false;
   }
   const int clusters = ClustersAtOnce();
   return clusters > 0 && (r.m + kRows - 1) / kRows <= clusters;
@@ -342,6 +358,22 @@ Status MlpChainKernel(cudaStream_t stream, const MlpChainRun& r) {
   const cudaError_t launched = LaunchDependent(MlpChainKernelImpl, grid, dim3(kBlockThreads), kSmemBytes, stream, &cluster, r);
   chain_runs.fetch_add(1, std::memory_order_relaxed);
   return Check(launched, "MlpChainKernel");
+}
+
+int64_t MlpChainTiledElements(int64_t n, int64_t k) { return n * (k / kChunk) * kStageStride; }
+
+void MlpChainTileWeight(const uint16_t* rows, int64_t n, int64_t k, uint16_t* tiled) {
+  const int64_t share = n / kBlocks, chunks = k / kChunk;
+  for (int64_t rank = 0; rank < kBlocks; ++rank) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      uint16_t* piece = tiled + (rank * chunks + c) * share * kStageStride;
+      for (int64_t row = 0; row < share; ++row) {
+        for (int64_t col = 0; col < kStageStride; ++col) {
+          piece[row * kStageStride + col] = col < kChunk ? rows[(rank * share + row) * k + c * kChunk + col] : 0;
+        }
+      }
+    }
+  }
 }
 
 void PrepareMlpChain() { ClustersAtOnce(); }

@@ -19,6 +19,7 @@ constexpr int kMlpChainKernelLayers = 4;
 
 struct MlpChainLayer {
   const void* w = nullptr;        // [n, k] bf16 rows (a weight's [N, K])
+  const void* w_tiled = nullptr;  // a hidden layer's weight as MlpChainTileWeight lays it out
   const float* bias = nullptr;    // [n]
   int n = 0, k = 0;
   Activation activation = Activation::kNone;
@@ -44,6 +45,14 @@ struct MlpChainRun {
 bool MlpChainFits(const MlpChainRun& r);
 
 Status MlpChainKernel(cudaStream_t stream, const MlpChainRun& r);
+
+// A hidden layer's weight as the kernel streams it: for each block of a cluster and each piece of
+// k it takes at once, the block's rows of that piece, padded as the kernel's shared memory holds
+// them, one after another, so that a piece is one bulk copy (copies of a row each were bound by
+// the copy unit's rate: 1.4 µs for 16 KiB in 64 rows). Elements of the layout for an [n, k]
+// weight, and the layout made from its bf16 [n, k] rows (n a multiple of 8 and k of 128).
+int64_t MlpChainTiledElements(int64_t n, int64_t k);
+void MlpChainTileWeight(const uint16_t* rows, int64_t n, int64_t k, uint16_t* tiled);
 
 // Sets the kernel up (its shared memory, the clusters that fit at once) outside any capture.
 void PrepareMlpChain();
