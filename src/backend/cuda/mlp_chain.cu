@@ -4,11 +4,11 @@
 // which bulk copies (the TMA unit, a row a thread) stream through kStages stages of kChunk k
 // each, one stream across the layers (the first stages are requested before the kernel waits for
 // the one before it). A layer's share goes to shared memory in bf16, and once the cluster has
-// met every block pushes it by bulk copies into every block's input rows for the next layer,
-// counted on the receiver's barrier. The head (at most kHeadColumns columns) needs no swap: each
+// met every block pushes it, one bulk copy each, into every block's input for the next layer
+// (the shares one after another), counted on the receiver's barrier. The head (at most kHeadColumns columns) needs no swap: each
 // block sums over its own share of the last hidden layer, the cluster meets, and each block adds
-// the blocks' sums for its rows in rank order. The cluster meets once more before any block
-// leaves, so no block's shared memory goes while read.
+// the blocks' sums for its rows (stored into its shared memory by the others) in rank order. No
+// block reads another's shared memory after that last meeting, so none waits for the others to leave.
 //
 // mma.sync m16n8k16 (mma.cuh) reads its k in a permuted order, the same for A and B, so that a
 // lane loads 16 bytes of a row at once: over 32 k, lane 4g + t takes k 8t..8t+7 of its rows, the
@@ -42,7 +42,9 @@ constexpr int kMaxK = 1024, kMaxShare = 64, kHeadColumns = 8;
 // warp read 16 bytes each of two rows, which then fall on different banks.
 constexpr int kInStride = kMaxK + 32;        // bf16 elements a row of the layer's input
 constexpr int kStageStride = kChunk + 32;    // a weight row's piece in a stage
-constexpr int kShareStride = kMaxShare + 8;  // a row of the block's share of a hidden layer
+// A row of a block's share of a hidden layer. A later layer's input is the kBlocks shares one
+// after another (each kRows rows of this stride), so that a share crosses in one bulk copy.
+constexpr int kShareStride = kMaxShare + 32;
 // A warp's sums: its kRowTiles × 2 tiles of 16 × 8, four floats a lane each.
 constexpr int kWarpSums = kRowTiles * 2 * 4 * 32;
 constexpr int kInBytes = kRows * kInStride * 2;
@@ -57,6 +59,7 @@ constexpr int kConstantFloats = (kMlpChainKernelLayers - 1) * kMaxShare + kHeadC
 constexpr int kSmemBytes = kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes + kSumBytes + kConstantFloats * 4 + kBarrierBytes;
 static_assert(kRows % 16 == 0 && kRows % kBlocks == 0, "row tiles of 16, and the head's rows shared by the blocks");
 static_assert(kSmemBytes <= 227 * 1024, "an sm_90 block's shared memory");
+static_assert(kBlocks * kShareBytes <= kInBytes, "a later layer's input, its blocks' shares, where the first's rows were");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -94,7 +97,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
   auto* stages = reinterpret_cast<__nv_bfloat16*>(smem + kInBytes);
   auto* share = reinterpret_cast<__nv_bfloat16*>(smem + kInBytes + kStages * kStageBytes);
   auto* parts_sums = reinterpret_cast<float*>(smem + kInBytes + kStages * kStageBytes + kShareBytes);
-  auto* sums = reinterpret_cast<float*>(smem + kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes);
+  auto* sums = reinterpret_cast<float*>(smem + kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes);  // [block][row / kBlocks][column]
   auto* biases = reinterpret_cast<float*>(smem + kInBytes + kStages * kStageBytes + kShareBytes + kPartBytes + kSumBytes);
   float* head_weights = biases + (kMlpChainKernelLayers - 1) * kMaxShare;
   float* head_bias = head_weights + kHeadColumns * kMaxShare;
@@ -192,7 +195,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
     const int width = layer.n / kBlocks, groups = width / 16, parts = kWarps / groups, k = layer.k;
     const int group = warp % groups, part = warp / groups;
     float acc[kRowTiles][2][4] = {};
-    const __nv_bfloat16* a_row = in + g * kInStride + 8 * t;
+    // The input's rows: the first layer's whole; a later one's in segments of the last width.
+    const int row_stride = l == 0 ? kInStride : kShareStride;
+    const int segment = l == 0 ? kMaxK : r.layer[l - 1].n / kBlocks, segment_stride = kRows * kShareStride;
+    const __nv_bfloat16* a_row = in + g * row_stride + 8 * t;
     for (int c = 0; c < k / kChunk; ++c, ++q) {
       request(q + kStages - 1);
       BarrierWait(&full[q % kStages], (q / kStages) & 1);
@@ -200,15 +206,27 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
         if (((c * kSteps + s) & (parts - 1)) != part) continue;  // parts: 2, 4 or 8
+        // Every operand loaded, then the first halves of k and the second: no product waits on
+        // the one just before it.
         const uint4 b0 = *reinterpret_cast<const uint4*>(b_row + s * 32);
         const uint4 b1 = *reinterpret_cast<const uint4*>(b_row + 8 * kStageStride + s * 32);
+        const int k_at = c * kChunk + s * 32;
+        const __nv_bfloat16* a_at = a_row + k_at / segment * segment_stride + k_at % segment;
+        uint4 lo[kRowTiles], hi[kRowTiles];
 #pragma unroll
         for (int rt = 0; rt < kRowTiles; ++rt) {
-          const __nv_bfloat16* a = a_row + rt * 16 * kInStride + c * kChunk + s * 32;
-          const uint4 lo = *reinterpret_cast<const uint4*>(a), hi = *reinterpret_cast<const uint4*>(a + 8 * kInStride);
-          const uint32_t first[4] = {lo.x, hi.x, lo.y, hi.y}, second[4] = {lo.z, hi.z, lo.w, hi.w};
+          lo[rt] = *reinterpret_cast<const uint4*>(a_at + rt * 16 * row_stride);
+          hi[rt] = *reinterpret_cast<const uint4*>(a_at + (rt * 16 + 8) * row_stride);
+        }
+#pragma unroll
+        for (int rt = 0; rt < kRowTiles; ++rt) {
+          const uint32_t first[4] = {lo[rt].x, hi[rt].x, lo[rt].y, hi[rt].y};
           Mma(acc[rt][0], first, b0.x, b0.y);
           Mma(acc[rt][1], first, b1.x, b1.y);
+        }
+#pragma unroll
+        for (int rt = 0; rt < kRowTiles; ++rt) {
+          const uint32_t second[4] = {lo[rt].z, hi[rt].z, lo[rt].w, hi[rt].w};
           Mma(acc[rt][0], second, b0.z, b0.w);
           Mma(acc[rt][1], second, b1.z, b1.w);
         }
@@ -250,15 +268,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
       __syncthreads();
       break;
     }
-    // Every block pushes its share into every block's input rows for the next layer, once all
-    // have finished reading them; each waits for the kBlocks shares on its input barrier.
+    // Every block pushes its share into every block's input for the next layer (segment `rank`),
+    // once all have finished reading it; each waits for the kBlocks shares on its input barrier.
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the share's stores, seen by the copies
-    if (tid == 0) BarrierExpect(input_bar, kBlocks * kRows * width * 2);
+    if (tid == 0) BarrierExpect(input_bar, kBlocks * kShareBytes);
     cluster.sync();
-    for (int i = tid; i < kBlocks * kRows; i += kBlockThreads) {
-      const int to = i / kRows, row = i % kRows;
-      BulkPush(share + row * kShareStride, in + row * kInStride + rank * width, to, width * 2, input_bar);
-    }
+    if (tid < kBlocks) BulkPush(share, in + rank * kRows * kShareStride, tid, kShareBytes, input_bar);
     PushesRead();  // the share may be written again once every block has passed the next stage
     ++swaps;
     BarrierWait(input_bar, swaps & 1);
@@ -278,14 +293,16 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
         sum = fmaf(__uint_as_float(xa[e] & 0xffff0000u), w[e8 + 2 * e + 1], sum);
       }
     }
-    sums[row * kHeadColumns + column] = sum;
+    // Into the block that finishes the row: its sums[rank][row / kBlocks][column].
+    float* owner = cluster.map_shared_rank(sums, row % kBlocks);
+    owner[(rank * (kRows / kBlocks) + row / kBlocks) * kHeadColumns + column] = sum;
   }
   cluster.sync();
   // Rows rank, rank + kBlocks, ...: the blocks' sums in rank order, the bias, the activation.
   if (tid < kRows / kBlocks * head.n) {
     const int row = rank + kBlocks * (tid / head.n), column = tid % head.n;
     float sum = 0.0f;
-    for (int from = 0; from < kBlocks; ++from) sum += *cluster.map_shared_rank(sums + row * kHeadColumns + column, from);
+    for (int from = 0; from < kBlocks; ++from) sum += sums[(from * (kRows / kBlocks) + row / kBlocks) * kHeadColumns + column];
     const float y = Activate(head.activation, sum + head_bias[column]);
     if (first_row + row < r.m) {
       const int64_t at = (first_row + row) * head.n + column;
@@ -293,7 +310,6 @@ __global__ void __launch_bounds__(kBlockThreads, 1) MlpChainKernelImpl(const __g
       if (r.out_bf16) static_cast<__nv_bfloat16*>(r.out_bf16)[at] = __float2bfloat16_rn(y);
     }
   }
-  cluster.sync();
 #endif
 }
 
@@ -346,6 +362,8 @@ bool MlpChainFits(const MlpChainRun& r) {
     const int share = layer.n / kBlocks;
     if (head ? layer.n < 1 || layer.n > kHeadColumns : layer.n % kBlocks != 0 || (share != 16 && share != 32 && share != 64)) return false;
     if (!head && (layer.k % kChunk != 0 || !layer.w_tiled || !Aligned(layer.w_tiled))) return false;
+    // A later hidden layer reads its input in segments of the last share: steps of 32 within one.
+    if (!head && l > 0 && r.layer[l - 1].n / kBlocks < 32) return false;
   }
   const int clusters = ClustersAtOnce();
   return clusters > 0 && (r.m + kRows - 1) / kRows <= clusters;
