@@ -140,12 +140,6 @@ class Backend {
     (void)precision;
     return true;
   }
-  // Whether the load-time passes may join an MLP's last layers and its head into one MlpChain
-  // node (FuseMlpChains), for a model run at `precision`: where a backend runs them in one kernel.
-  virtual bool TakesMlpChains(Precision precision) const {
-    (void)precision;
-    return false;
-  }
   // Plans whose values all fit in this many bytes of workspace, each in its own room, get it so
   // (Plan::Build): no step then waits for another only because it reuses the other's room, and
   // steps that share no data may run at the same time (runtime/step_lanes.h). 0: room is always

@@ -72,22 +72,6 @@ int FuseMulAdd(Graph& graph, const std::vector<PlanValue>& shapes);
 // the number of MulAdds fused.
 int FuseProductMulAdds(Graph& graph, const std::vector<PlanValue>& shapes);
 
-// A chain of Gemm layers y = act(x · Wᵀ + b) (transB = 1, W and b FP32 constants, each layer's
-// result read only by the next and no graph output) ending in a head of at most
-// kMlpChainHeadWidth columns becomes one MlpChain node (mlp_chain_fusion.cc): the first layer's
-// input, then each layer's weight and bias, with "activations" (one Activation a layer). Layers
-// are taken back from the head while their widths are multiples of kMlpChainColumns up to
-// kMlpChainMaxWidth and the chain's weights stay within kMlpChainMaxWeights elements, up to
-// kMlpChainMaxLayers: what one cluster of blocks keeps on chip (cuda/mlp_chain.cu). An MLP's
-// last layers and its score; its wide first layers stay products of their own. Two layers at
-// least. Returns the number of chains fused.
-inline constexpr int64_t kMlpChainHeadWidth = 8;
-inline constexpr int64_t kMlpChainColumns = 64;
-inline constexpr int64_t kMlpChainMaxWidth = 1024;
-inline constexpr int64_t kMlpChainMaxWeights = int64_t{1} << 20;
-inline constexpr int kMlpChainMaxLayers = 4;
-int FuseMlpChains(Graph& graph, const std::vector<PlanValue>& shapes);
-
 // Concat(parts, axis 1 or -1) with EmbeddingBag outputs or column lookups (Gather(table,
 // Gather(ids, c, axis=1)), an FP32 constant table) among its parts, each read only there, becomes
 // ConcatEmbeddingBags (embedding_concat_fusion.cc): bags pooled, lookups and the other parts

@@ -70,7 +70,6 @@ struct LoadReport {
   int unexpanded_broadcasts = 0;   // ReadBroadcastsUnexpanded
   int fused_mul_adds = 0;          // FuseMulAdd
   int fused_product_mul_adds = 0;  // FuseProductMulAdds
-  int fused_mlp_chains = 0;        // FuseMlpChains
   int fused_elementwise = 0;        // FuseElementwiseChains
   int fused_attention = 0;          // FuseTargetAttention
   int fused_softmax_attention = 0;  // FuseSoftmaxAttention

@@ -102,9 +102,6 @@ Status Model::FuseAfterHoisting(Precision precision) {
     // It adds no value and changes none's shape, so the probe's shapes still hold for the chains.
     report_.fused_product_mul_adds = FuseProductMulAdds(graph_, probe->plan->values());
   }
-  if (target.TakesMlpChains(precision)) {  // the chain's values keep their shapes; it adds none
-    report_.fused_mlp_chains = FuseMlpChains(graph_, probe->plan->values());
-  }
   report_.fused_elementwise = FuseElementwiseChains(graph_, probe->plan->values());
   return Status::Ok();
 }

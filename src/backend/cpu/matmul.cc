@@ -95,35 +95,6 @@ Status Gemm(const KernelArgs& k) {
   return Status::Ok();
 }
 
-// MlpChain (FuseMlpChains): each layer y = act(x · Wᵀ + b) in turn, the hidden results in the
-// scratch the schema reserves (fp32, at the start of each layer's room).
-Status MlpChain(const KernelArgs& k) {
-  const int layers = (k.node.NumInputs() - 1) / 2;
-  const std::vector<int64_t> activations = k.node.GetInts("activations");
-  const int64_t m = k.In(0).dim(0);
-  const float* x = k.In(0).data<float>();
-  auto* room = static_cast<uint8_t*>(k.scratch);
-  for (int l = 0; l < layers; ++l) {
-    const Tensor &w = k.In(1 + 2 * l), &b = k.In(2 + 2 * l);
-    const int64_t n = w.dim(0), kk = w.dim(1);
-    float* y = k.Out(0).data<float>();
-    if (l + 1 < layers) {
-      y = reinterpret_cast<float*>(room);
-      room += (m * n * 6 + 255) / 256 * 256;
-    }
-    Sgemm(x, w.data<float>(), y, m, n, kk, false, true, 1.0f, 0.0f);
-    const auto activation = static_cast<Activation>(activations[static_cast<size_t>(l)]);
-    const float* bias = b.data<float>();
-    ParallelFor(m, std::max<int64_t>(n, 1), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        for (int64_t j = 0; j < n; ++j) y[r * n + j] = Activate(activation, y[r * n + j] + bias[j]);
-      }
-    });
-    x = y;
-  }
-  return Status::Ok();
-}
-
 Status MatMul(const KernelArgs& k) {
   const Tensor &a = k.In(0), &b = k.In(1);
   Tensor& out = k.Out(0);
@@ -184,7 +155,6 @@ Status Einsum(const KernelArgs& k) {
 
 void AppendMatMulKernels(KernelTable& out) {
   out["Gemm"] = Gemm;
-  out["MlpChain"] = MlpChain;
   out["MatMul"] = MatMul;
   out["Einsum"] = Einsum;
 }

@@ -12,11 +12,7 @@ namespace {
 
 std::atomic<bool> enabled{true};
 
-// Steps reading their first input as a product's A operand.
-bool IsProduct(const std::string& op) { return op == "MatMul" || op == "Gemm" || op == "MlpChain"; }
-
-// A product with a multiply-add epilogue (FuseProductMulAdds): inputs 3 and 4 are its m and c.
-bool IsMulAddProduct(const Node& node) { return (node.op == "MatMul" || node.op == "Gemm") && node.HasInput(3); }
+bool IsProduct(const std::string& op) { return op == "MatMul" || op == "Gemm"; }
 
 constexpr int64_t kAlign = 256;
 
@@ -30,7 +26,7 @@ struct Copy {
 void EnableBf16Copies(bool on) { enabled = on; }
 
 int Bf16CopyInput(const Node& node, int slot) {
-  return slot > 0 && IsMulAddProduct(node) ? slot + 2 : slot;
+  return slot > 0 && IsProduct(node.op) && node.HasInput(3) ? slot + 2 : slot;
 }
 
 Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
@@ -63,7 +59,7 @@ Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
   for (size_t s = 0; s < steps.size(); ++s) {
     const Node& node = node_of(steps[s]);
     product[s] = IsProduct(node.op);
-    const int slots = product[s] ? (bf16_activations && IsMulAddProduct(node) ? 3 : 1)
+    const int slots = product[s] ? (bf16_activations && node.HasInput(3) ? 3 : 1)
                       : same_shape_muladd(steps[s]) ? (bf16_activations ? 3 : 2)
                                                     : 0;
     for (int slot = 0; slot < slots; ++slot) slot_input[s][static_cast<size_t>(slot)] = Bf16CopyInput(node, slot);

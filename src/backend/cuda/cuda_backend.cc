@@ -37,7 +37,6 @@ class CudaBackendImpl final : public Backend {
   // cuBLASLt's product and the MulAdd. Other precisions keep their MulAdds: the fused kernel needs
   // the copies, and two kernels gain nothing from the fusion.
   bool TakesProductMulAdds(Precision precision) const override { return precision == Precision::kBf16Activations; }
-  bool TakesMlpChains(Precision precision) const override { return precision == Precision::kBf16Activations; }
   int64_t SeparateRoomBytes() const override { return kSeparateRoomBytes; }
   const Kernel* FindKernel(const std::string& op) const override {
     auto it = kernels_.find(op);

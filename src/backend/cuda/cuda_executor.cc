@@ -11,7 +11,6 @@
 #include "backend/cuda/graph_launches.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mapped_copy.h"
-#include "backend/cuda/mlp_chain.h"
 #include "backend/cuda/product_muladd.h"
 #include "backend/cuda/split_k_gemm.h"
 #include "backend/cuda/narrow_ids.h"
@@ -37,7 +36,7 @@ std::atomic<bool> copy_kernels{SwitchedOn("RANKD_COPY_KERNELS")};
 std::atomic<bool> late_gather{SwitchedOn("RANKD_LATE_GATHER")};
 
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
-bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum" || op == "MlpChain"; }
+bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
 
 // Room for the bf16 operands of the plan's largest product (gemm.h), with A's rows padded to
 // PaddedK where gemm.cc may pad them.
@@ -111,7 +110,7 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
   // one whose k is not a multiple of 8 a copy with k padded by zeros, which cuBLASLt reads.
   struct Copy {
     const Tensor* w;
-    enum Kind { kAsIs, kTransposed, kPaddedK, kTiled } kind;
+    enum Kind { kAsIs, kTransposed, kPaddedK } kind;
     bool k_by_n;  // kPaddedK: the matrix is [K, N] (else [N, K])
   };
   std::vector<Copy> copies;
@@ -125,16 +124,6 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
     copies.push_back({w, kind, k_by_n});
   };
   for (const Node& n : graph.nodes) {
-    if (n.op == "MlpChain") {  // weights [N, K] (inputs 1, 3, ...) and biases (2, 4, ...), read as they are
-      for (int i = 1; i < n.NumInputs(); ++i) {
-        const Tensor* w = graph.FindConstant(n.inputs[static_cast<size_t>(i)]);
-        if (!w || w->dtype() != DType::kF32 || w->size() == 0) continue;
-        add(w, Copy::kAsIs, false);
-        // A hidden layer's weight also as the chain kernel streams it (mlp_chain.h).
-        if (i % 2 == 1 && i + 2 < n.NumInputs() && w->rank() == 2 && w->dim(0) % 8 == 0 && w->dim(1) % 128 == 0) add(w, Copy::kTiled, false);
-      }
-      continue;
-    }
     if (n.op != "Gemm" && n.op != "MatMul") continue;
     for (int i : {1, 2}) {
       if (!n.HasInput(i) || !graph.IsConstant(n.inputs[static_cast<size_t>(i)])) continue;
@@ -153,7 +142,6 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
     return c.kind == Copy::kPaddedK && std::find(unpadded.begin(), unpadded.end(), c.w) != unpadded.end();
   });
   auto elements = [](const Copy& c) {
-    if (c.kind == Copy::kTiled) return MlpChainTiledElements(c.w->dim(0), c.w->dim(1));
     if (c.kind != Copy::kPaddedK) return c.w->size();
     return c.k_by_n ? PaddedK(c.w->dim(0)) * c.w->dim(1) : c.w->dim(0) * PaddedK(c.w->dim(1));
   };
@@ -174,19 +162,11 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
         size_t to = static_cast<size_t>(r * cols + col);                               // as is; [Kp, N] keeps it
         if (c.kind == Copy::kTransposed) to = static_cast<size_t>(col * rows + r);     // [K, N] as [N, K]
         if (c.kind == Copy::kPaddedK && !c.k_by_n) to = static_cast<size_t>(r * PaddedK(cols) + col);  // [N, Kp]
-        if (c.kind != Copy::kTiled) rounded[to] = FloatToBF16(v[r * cols + col]);
+        rounded[to] = FloatToBF16(v[r * cols + col]);
       }
     }
-    if (c.kind == Copy::kTiled) {
-      std::vector<uint16_t> as_is(static_cast<size_t>(c.w->size()));
-      for (size_t i = 0; i < as_is.size(); ++i) as_is[i] = FloatToBF16(v[i]);
-      MlpChainTileWeight(as_is.data(), rows, cols, rounded.data());
-    }
     RANKD_CUDA_RETURN(cudaMemcpy(base + pos, rounded.data(), rounded.size() * 2, cudaMemcpyHostToDevice));
-    auto& into = c.kind == Copy::kAsIs         ? bf16_weights_
-                 : c.kind == Copy::kTransposed ? bf16_weights_nk_
-                 : c.kind == Copy::kTiled      ? bf16_weights_tiled_
-                                               : bf16_weights_padded_;
+    auto& into = c.kind == Copy::kAsIs ? bf16_weights_ : c.kind == Copy::kTransposed ? bf16_weights_nk_ : bf16_weights_padded_;
     into[copies_.at(c.w)] = base + pos;
     pos += Aligned(rounded.size() * 2);
   }
@@ -211,11 +191,9 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.bf16_weights = &e->resources_->bf16_weights();
   e->ctx_.bf16_weights_nk = &e->resources_->bf16_weights_nk();
   e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
-  e->ctx_.bf16_weights_tiled = &e->resources_->bf16_weights_tiled();
   HelpingPool::Shared();  // its helpers start now, not on the first large request
   PrepareProductMulAdd();  // outside any capture (product_muladd.h)
   PrepareSplitKGemm();     // likewise (split_k_gemm.h)
-  PrepareMlpChain();       // likewise (mlp_chain.h)
   return std::unique_ptr<Executor>(std::move(e));
 }
 

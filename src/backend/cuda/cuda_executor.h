@@ -53,7 +53,6 @@ class CudaModelResources final : public ModelResources {
   // With bf16 precision: weight matrices whose k is not a multiple of 8 in bf16, k padded with
   // zeros (device.h's PaddedK), for cuBLASLt's products of many rows; empty otherwise.
   const std::unordered_map<const void*, const void*>& bf16_weights_padded() const { return bf16_weights_padded_; }
-  const std::unordered_map<const void*, const void*>& bf16_weights_tiled() const { return bf16_weights_tiled_; }
   int device() const { return device_; }
   Precision precision() const { return precision_; }
 
@@ -64,7 +63,7 @@ class CudaModelResources final : public ModelResources {
   Precision precision_ = Precision::kFp32;
   DeviceBuffer arena_, bf16_arena_;
   std::unordered_map<const Tensor*, void*> copies_;
-  std::unordered_map<const void*, const void*> bf16_weights_, bf16_weights_nk_, bf16_weights_padded_, bf16_weights_tiled_;
+  std::unordered_map<const void*, const void*> bf16_weights_, bf16_weights_nk_, bf16_weights_padded_;
 };
 
 // How many lanes a capture may use (1: every step on the executor's stream). The default, 4,

@@ -36,8 +36,6 @@ struct DeviceContext {
   // Weights whose k is not a multiple of 8, in bf16 with k padded by zeros (PaddedK), laid out
   // as the fp32 copy is ([K, N] or [N, K]).
   const std::unordered_map<const void*, const void*>* bf16_weights_padded = nullptr;
-  // MlpChain's hidden weights as its kernel streams them (mlp_chain.h).
-  const std::unordered_map<const void*, const void*>* bf16_weights_tiled = nullptr;
   void* bf16_operands = nullptr;
   size_t bf16_operand_bytes = 0;
   // Set for the step being launched (bf16_copies.h): where it writes a bf16 copy of its first

@@ -4,7 +4,6 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/mlp_chain.h"
 #include "backend/cuda/product_muladd.h"
 #include "compile/ops/einsum_spec.h"
 
@@ -45,68 +44,6 @@ Status Gemm(const KernelArgs& k) {
   }
   return Sgemm(*k.device, g, a.data<float>(), b.data<float>(), out.data<float>(), alpha,
                has_c && !bias ? beta : 0.0f, bias, k.device->bf16_out);
-}
-
-// MlpChain (FuseMlpChains): in one kernel where it takes the chain (mlp_chain.h), else layer by
-// layer as the Gemms it replaced would run, each hidden result in the scratch the schema reserves
-// (fp32, then its bf16 copy, which the next layer reads as a product reads its producer's).
-Status MlpChain(const KernelArgs& k) {
-  DeviceContext& ctx = *k.device;
-  const int layers = (k.node.NumInputs() - 1) / 2;
-  const std::vector<int64_t> activations = k.node.GetInts("activations");
-  const Tensor& x = k.In(0);
-  Tensor& out = k.Out(0);
-  const int64_t m = x.dim(0);
-  if (m == 0) return Status::Ok();
-  auto weight = [&](int l) -> const Tensor& { return k.In(1 + 2 * l); };
-  auto bias = [&](int l) { return k.In(2 + 2 * l).data<float>(); };
-  auto activation = [&](int l) { return static_cast<Activation>(activations[static_cast<size_t>(l)]); };
-  auto tiled = [&](const Tensor& w) -> const void* {  // the chain kernel's layout of a hidden weight
-    if (!ctx.bf16_weights_tiled) return nullptr;
-    auto it = ctx.bf16_weights_tiled->find(w.raw());
-    return it == ctx.bf16_weights_tiled->end() ? nullptr : it->second;
-  };
-  if (Bf16Products(ctx.precision) && layers <= kMlpChainKernelLayers) {
-    MlpChainRun r;
-    r.x_bf16 = ctx.bf16_a && ctx.bf16_a_source == x.raw();
-    r.x = r.x_bf16 ? ctx.bf16_a : x.raw();
-    r.m = m;
-    r.layers = layers;
-    for (int l = 0; l < layers; ++l) {
-      r.layer[l] = {Bf16WeightRows(ctx, weight(l).data<float>(), true), tiled(weight(l)), bias(l), static_cast<int>(weight(l).dim(0)),
-                    static_cast<int>(weight(l).dim(1)), activation(l)};
-    }
-    r.out = ctx.bf16_out && ctx.bf16_out_alone ? nullptr : out.data<float>();
-    r.out_bf16 = ctx.bf16_out;
-    if (MlpChainFits(r)) return MlpChainKernel(ctx.stream, r).WithContext(k.node.Describe());
-  }
-  const void* saved_a = ctx.bf16_a;
-  const void* saved_source = ctx.bf16_a_source;
-  auto* room = static_cast<uint8_t*>(k.scratch);
-  const float* in = x.data<float>();
-  Status status = Status::Ok();
-  for (int l = 0; l < layers && status.ok(); ++l) {
-    GemmShape g;
-    g.trans_b = true;
-    g.m = m;
-    g.n = weight(l).dim(0);
-    g.k = weight(l).dim(1);
-    g.epilogue = EpilogueOf(true, activation(l));
-    if (l + 1 == layers) {
-      status = Sgemm(ctx, g, in, weight(l).data<float>(), out.data<float>(), 1.0f, 0.0f, bias(l), ctx.bf16_out);
-      break;
-    }
-    auto* y = reinterpret_cast<float*>(room);
-    uint8_t* y_bf16 = room + m * g.n * 4;
-    room += (m * g.n * 6 + 255) / 256 * 256;
-    status = Sgemm(ctx, g, in, weight(l).data<float>(), y, 1.0f, 0.0f, bias(l), y_bf16);
-    ctx.bf16_a_source = y;  // the next layer reads the copy (Sgemm writes none without bf16 products)
-    ctx.bf16_a = Bf16Products(ctx.precision) ? y_bf16 : nullptr;
-    in = y;
-  }
-  ctx.bf16_a = saved_a;
-  ctx.bf16_a_source = saved_source;
-  return status.WithContext(k.node.Describe());
 }
 
 Status MatMul(const KernelArgs& k) {
@@ -191,7 +128,6 @@ Status Einsum(const KernelArgs& k) {
 
 void AppendMatMulKernels(KernelTable& out) {
   out["Gemm"] = Gemm;
-  out["MlpChain"] = MlpChain;
   out["MatMul"] = MatMul;
   out["Einsum"] = Einsum;
 }

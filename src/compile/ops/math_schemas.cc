@@ -1,7 +1,6 @@
-// Shape functions of Gemm, MatMul, MlpChain, Einsum, Softmax, LayerNormalization and the reductions.
+// Shape functions of Gemm, MatMul, Einsum, Softmax, LayerNormalization and the reductions.
 #include <algorithm>
 
-#include "backend/activation.h"
 #include "compile/ops/einsum_spec.h"
 #include "compile/ops/op_schema.h"
 
@@ -52,39 +51,6 @@ Status InferGemm(InferContext& c) {
   }
   RETURN_IF_ERROR(CheckMulAddEpilogue(c, {m, n}));
   c.out(0) = {DType::kF32, {m, n}, nullptr};
-  return Status::Ok();
-}
-
-// MlpChain (FuseMlpChains): x, then a weight [N, K] and a bias [N] per layer, all FP32; each
-// layer's K is the width before it. Scratch: each hidden layer's result in FP32 and in bf16, for
-// a backend that runs the layers one by one.
-Status InferMlpChain(InferContext& c) {
-  const int layers = (c.node.NumInputs() - 1) / 2;
-  if (c.node.NumInputs() % 2 != 1 || layers < 2) return c.Error("needs an input, then a weight and a bias per layer (two at least)");
-  const std::vector<int64_t> activations = c.node.GetInts("activations");
-  if (activations.size() != static_cast<size_t>(layers)) return c.Error("needs one activation per layer");
-  for (int64_t a : activations) {
-    if (a < 0 || a > static_cast<int64_t>(Activation::kSigmoid)) return c.Error("unknown activation " + std::to_string(a));
-  }
-  for (int i = 0; i < c.node.NumInputs(); ++i) {
-    if (!c.node.HasInput(i)) return c.Error("input " + std::to_string(i) + " is missing");
-    RETURN_IF_ERROR(NeedF32(c, i));
-  }
-  const Shape& x = c.in(0).shape;
-  if (x.size() != 2) return c.Error("the input must be a matrix, got " + ShapeToString(x));
-  int64_t width = x[1];
-  int64_t scratch = 0;
-  for (int l = 0; l < layers; ++l) {
-    const Shape &w = c.in(1 + 2 * l).shape, &b = c.in(2 + 2 * l).shape;
-    if (w.size() != 2 || w[1] != width) {
-      return c.Error("layer " + std::to_string(l) + "'s weight " + ShapeToString(w) + " must be [N, " + std::to_string(width) + "]");
-    }
-    if (b != Shape{w[0]}) return c.Error("layer " + std::to_string(l) + "'s bias " + ShapeToString(b) + " must be [" + std::to_string(w[0]) + "]");
-    width = w[0];
-    if (l + 1 < layers) scratch += (std::max<int64_t>(x[0], 0) * width * 6 + 255) / 256 * 256;
-  }
-  c.out(0) = {DType::kF32, {x[0], width}, nullptr};
-  c.scratch_bytes = scratch;
   return Status::Ok();
 }
 
@@ -201,7 +167,6 @@ void AppendMathSchemas(std::vector<OpSchema>& out) {
   out.push_back({"Gemm", 2, 5, nullptr, InferGemm});
   out.push_back({"MatMul", 2, 5, nullptr, InferMatMul});
   out.push_back({"Einsum", 1, 2, CheckEinsum, InferEinsum});
-  out.push_back({"MlpChain", 5, 1 << 10, nullptr, InferMlpChain});
   out.push_back({"Softmax", 1, 1, nullptr, InferSoftmax});
   out.push_back({"LayerNormalization", 2, 3, nullptr, InferLayerNorm});
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"}) {
