@@ -308,10 +308,11 @@ TEST(CudaOutputsPinned, StepsWriteTheOutputsAndTheErrorWordWhereTheHostReadsThem
 // over by a second input kernel, scheduled beside the floats' product (Binding::late_gather), or
 // after the floats' gather on one lane. Either way the scores are the CPU's, uncaptured and
 // replayed, and a bad id fails its run only (the host clears the error word in pinned memory).
+// The ids (320 KB) are more 16-byte pieces than the gather's blocks take in one pass.
 TEST(CudaLateGather, ScoresAsTheCpuOnLanesOrOneStream) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
-  constexpr int64_t kBagRows = 32, kBagIds = 4096;
+  constexpr int64_t kBagRows = 32, kBagIds = 40960;
   GraphBuilder g;
   std::mt19937_64 rng(29);
   std::uniform_real_distribution<float> u(-1, 1);

@@ -51,6 +51,12 @@ __device__ uint4 Gathered(const InputSource& s, uint64_t at) {
 // where 140 blocks of 256 read 140 KB, and the device span fell from 0.144–0.145 to 0.138 ms on
 // the H200 (two pieces a thread, or four, gained nothing more; docs/benchmarks.md).
 constexpr int kGatherThreads = 1024;
+// Blocks a gather takes at most. Its reads wait on PCIe, and eight blocks of 1,024 threads keep the
+// link as busy as more: W1's 876 KB of ids at 512 pairs crossed in 19.7 µs with 8 blocks, 20.5 with
+// the 54 its pieces would fill. More blocks only held SMs that the bottom MLP's kernels, running
+// beside the gather, then waited for: they ended at 19.8 µs with 8 blocks and at 26.1 with 54 (H200;
+// docs/benchmarks.md).
+constexpr int kMaxGatherBlocks = 8;
 
 __global__ void __launch_bounds__(kGatherThreads) GatherKernel(const InputSource* sources, int count, uint4* to, int64_t first,
                                                                int64_t end, int* clear) {
@@ -75,7 +81,7 @@ __global__ void __launch_bounds__(kGatherThreads) GatherKernel(const InputSource
 
 Status GatherByKernel(const InputSource* sources, int count, void* to, size_t begin, size_t end, int* clear, cudaStream_t stream) {
   const auto first = static_cast<int64_t>(begin / sizeof(uint4)), last = static_cast<int64_t>(end / sizeof(uint4));
-  const auto blocks = static_cast<int>(std::clamp<int64_t>((last - first + kGatherThreads - 1) / kGatherThreads, 1, kMaxCopyBlocks));
+  const auto blocks = static_cast<int>(std::clamp<int64_t>((last - first + kGatherThreads - 1) / kGatherThreads, 1, kMaxGatherBlocks));
   const size_t shared = static_cast<size_t>(std::max(count, 1)) * sizeof(InputSource);
   GatherKernel<<<blocks, kGatherThreads, shared, stream>>>(sources, count, static_cast<uint4*>(to), first, last, clear);
   return Check(cudaGetLastError(), "gathering a run's inputs by kernel");
