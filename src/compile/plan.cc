@@ -141,10 +141,7 @@ Status Plan::AssignMemory(int64_t max_workspace_bytes, int64_t separate_room_byt
   // Lifetimes in step indices; graph outputs live past the last step.
   const int64_t end = static_cast<int64_t>(steps_.size());
   std::vector<int64_t> first(values_.size(), -1), last(values_.size(), -1);
-  auto root = [&](int id) {
-    const PlanValue& v = values_[static_cast<size_t>(id)];
-    return v.storage == PlanStorage::kAlias ? v.alias_of : id;
-  };
+  auto root = [&](int id) { return RootOf(id); };
   for (int64_t s = 0; s < end; ++s) {
     for (int out : steps_[static_cast<size_t>(s)].outputs) {
       if (out >= 0 && first[static_cast<size_t>(out)] < 0) first[static_cast<size_t>(out)] = s;

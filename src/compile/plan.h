@@ -58,6 +58,11 @@ class Plan {
   const Graph& graph() const { return *graph_; }
   const std::vector<PlanStep>& steps() const { return steps_; }
   const std::vector<PlanValue>& values() const { return values_; }
+  // The value whose bytes value `id` reads: its alias's root, or itself.
+  int RootOf(int id) const {
+    const PlanValue& v = values_[static_cast<size_t>(id)];
+    return v.storage == PlanStorage::kAlias ? v.alias_of : id;
+  }
   int64_t workspace_bytes() const { return workspace_bytes_; }
   // Whether every value has room of its own, no room reused (Backend::SeparateRoomBytes).
   bool separate_rooms() const { return separate_rooms_; }

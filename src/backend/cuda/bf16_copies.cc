@@ -40,7 +40,7 @@ Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
   out.read_second.assign(steps.size(), -1);
   out.read_third.assign(steps.size(), -1);
   if (!enabled) return out;
-  auto root = [&](int v) { return values[static_cast<size_t>(v)].storage == PlanStorage::kAlias ? values[static_cast<size_t>(v)].alias_of : v; };
+  auto root = [&](int v) { return plan.RootOf(v); };
   auto node_of = [&](const PlanStep& step) -> const Node& { return graph.nodes[static_cast<size_t>(step.node)]; };
   // A MulAdd of FP32 operands all of its result's shape: its kernel reads any operand as a bf16
   // copy and may write its result as the copy alone (elementwise.cu).

@@ -300,8 +300,7 @@ void CudaExecutor::LayOutIo(const Plan& plan, Binding& b) {
   b.out_total = Aligned(sizeof(int));  // the error word first
   std::unordered_map<int, size_t> moved;  // root value id -> its offset after the error word
   for (int id : plan.graph().outputs) {
-    const PlanValue& v = values[static_cast<size_t>(id)];
-    const int root = v.storage == PlanStorage::kAlias ? v.alias_of : id;
+    const int root = plan.RootOf(id);
     const PlanValue& r = values[static_cast<size_t>(root)];
     const bool movable = r.storage == PlanStorage::kWorkspace && r.offset >= 0;
     b.out_separate.push_back(!movable);
@@ -320,18 +319,12 @@ void CudaExecutor::LayOutIo(const Plan& plan, Binding& b) {
   }
   b.out_copied = (std::max(b.out_copied, sizeof(int)) + 15) / 16 * 16;
   for (size_t id = 0; id < values.size(); ++id) {
-    const PlanValue& v = values[id];
-    const int root = v.storage == PlanStorage::kAlias ? v.alias_of : static_cast<int>(id);
-    auto at = moved.find(root);
-    if (v.storage != PlanStorage::kUnused && at != moved.end()) b.output_rooted.push_back({static_cast<int>(id), at->second});
+    auto at = moved.find(plan.RootOf(static_cast<int>(id)));
+    if (values[id].storage != PlanStorage::kUnused && at != moved.end()) b.output_rooted.push_back({static_cast<int>(id), at->second});
   }
   // With copy kernels, outputs that no step reads back are written where the host reads them.
   b.outputs_pinned = b.copy_kernels && std::none_of(plan.steps().begin(), plan.steps().end(), [&](const PlanStep& step) {
-    return std::any_of(step.inputs.begin(), step.inputs.end(), [&](int in) {
-      if (in < 0) return false;
-      const PlanValue& v = values[static_cast<size_t>(in)];
-      return moved.count(v.storage == PlanStorage::kAlias ? v.alias_of : in) > 0;
-    });
+    return std::any_of(step.inputs.begin(), step.inputs.end(), [&](int in) { return in >= 0 && moved.count(plan.RootOf(in)) > 0; });
   });
 }
 

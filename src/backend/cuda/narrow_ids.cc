@@ -40,11 +40,7 @@ std::vector<bool> NarrowableIdInputs(const Plan& plan) {
     input_of[static_cast<size_t>(id)] = static_cast<int>(i);
     narrow[i] = values[static_cast<size_t>(id)].dtype == DType::kI64;
   }
-  auto input_behind = [&](int v) {
-    if (v < 0) return -1;
-    const PlanValue& pv = values[static_cast<size_t>(v)];
-    return input_of[static_cast<size_t>(pv.storage == PlanStorage::kAlias ? pv.alias_of : v)];
-  };
+  auto input_behind = [&](int v) { return v < 0 ? -1 : input_of[static_cast<size_t>(plan.RootOf(v))]; };
   std::vector<bool> read(graph.inputs.size(), false);
   for (const PlanStep& step : plan.steps()) {
     const Node& node = graph.nodes[static_cast<size_t>(step.node)];
