@@ -36,13 +36,16 @@ sed -n 1,3p "$src/tests/data/zoo/din.requests.jsonl" | "$rankd" run --model-repo
 grep -q "does not exist" "$tmp/err3" || fail "missing model reason: $(cat "$tmp/err3")"
 
 "$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 >"$tmp/inspect" || fail "inspect failed"
-grep -q "26 embedding bags recognised, 0 layer norms recognised, 1 concatenations of bags fused, 0 tables merged into others, 6 epilogues fused, 0 products of concatenations split, 0 expansions read as broadcasts, 3 multiply-adds fused, 3 multiply-adds fused into products, 0 attention units fused, 0 softmax attentions fused, 0 element-wise chains fused, 26 ragged inputs" "$tmp/inspect" || fail "inspect: $(cat "$tmp/inspect")"
+grep -q "26 embedding bags recognised, 0 layer norms recognised, 1 concatenations of bags fused, 0 tables merged into others, 6 epilogues fused, 0 products of concatenations split, 0 expansions read as broadcasts, 3 multiply-adds fused, 3 multiply-adds fused into products, 0 attention units fused, 0 softmax attentions fused, 0 dot interactions fused, 0 element-wise chains fused, 26 ragged inputs" "$tmp/inspect" || fail "inspect: $(cat "$tmp/inspect")"
 grep -q "ConcatEmbeddingBags *1" "$tmp/inspect" || fail "inspect op counts"
 [ "$(grep -c "tables\.[0-9]*\.weight" "$tmp/inspect")" = 26 ] || fail "inspect lists the 26 tables the fused bags read"
 # --nodes: the cross layers' up-projections carry their multiply-add (inputs 3 and 4: x0 and x).
 "$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 --nodes >"$tmp/dcn_nodes" || fail "inspect --nodes failed"
 [ "$(grep -c "= Gemm(/cross_down.*, /Concat_output_0, " "$tmp/dcn_nodes")" = 3 ] || fail "inspect --nodes: $(cat "$tmp/dcn_nodes")"
 # --nodes lists the graph after the passes: BST's three attentions each one node.
+"$rankd" inspect --model-repo "$src/models/zoo" --model dlrm --nodes >"$tmp/dot_nodes" || fail "inspect --nodes failed"
+grep -q "1 dot interactions fused" "$tmp/dot_nodes" || fail "inspect: $(cat "$tmp/dot_nodes")"
+[ "$(grep -c "= DotInteraction(" "$tmp/dot_nodes")" = 1 ] || fail "inspect --nodes: $(cat "$tmp/dot_nodes")"
 "$rankd" inspect --model-repo "$src/models/zoo" --model bst --nodes >"$tmp/nodes" || fail "inspect --nodes failed"
 [ "$(grep -c "= SoftmaxAttention(" "$tmp/nodes")" = 3 ] || fail "inspect --nodes: $(cat "$tmp/nodes")"
 echo "cli_run: ok"

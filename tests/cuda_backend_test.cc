@@ -477,6 +477,22 @@ std::vector<OpCase> Cases() {
                  int m = In(g, in, rng, DType::kBool, {3, 33}), rows = In(g, in, rng, DType::kI64, {9}, 0, 3);
                  g.Output(g.Op("SoftmaxAttention", {q, k, k, m, rows}, {{"scale", 0.125f}, {"mask_keeps", int64_t{1}}}));
                }});
+  // DotInteraction (compile/ops/dot_interaction.h): DLRM's 27 fields of 128 (its strict lower
+  // triangle after a dense part), and a few odd fields with repeated pairs and the diagonal.
+  c.push_back({"dot_interaction_dlrm", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 std::vector<int64_t> pairs;
+                 for (int64_t i = 0; i < 27; ++i) {
+                   for (int64_t j = 0; j < i; ++j) pairs.insert(pairs.end(), {i, j});
+                 }
+                 int t = In(g, in, rng, DType::kF32, {9, 27, 128}), dense = In(g, in, rng, DType::kF32, {9, 128});
+                 int p = g.Const("pairs", testing::MakeI64({static_cast<int64_t>(pairs.size() / 2), 2}, pairs));
+                 g.Output(g.Op("DotInteraction", {t, p, dense}));
+               }});
+  c.push_back({"dot_interaction_odd", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int t = In(g, in, rng, DType::kF32, {6, 5, 3});
+                 int p = g.Const("pairs", testing::MakeI64({5, 2}, {4, 4, 0, 3, 3, 0, 2, 2, 0, 3}));
+                 g.Output(g.Op("DotInteraction", {t, p}));
+               }});
   c.push_back({"ragged_to_padded", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64&) {
                  in.push_back(testing::MakeI64({6}, {4, 5, 6, 7, 8, 9}));
                  in.push_back(testing::MakeI64({5}, {0, 2, 2, 6, 6}));
@@ -768,7 +784,7 @@ TEST_P(CudaZooTest, UnfusedScoresTheSameWithMoreLaunches) {
   EXPECT_TRUE((*fused)->Infer(r).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, CudaZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
+INSTANTIATE_TEST_SUITE_P(Zoo, CudaZooTest, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "bst_opset13", "mmoe"));
 
 // Reduced-precision products stay within their precision's tolerance of the fp32 CPU scores.
 // The products again with bf16 operands (weights rounded once at load, other operands rounded

@@ -418,7 +418,7 @@ TEST_P(BucketedZooTest, CapturesOnLanesScoreAsOnOneStream) {
 }
 #endif
 
-INSTANTIATE_TEST_SUITE_P(Zoo, BucketedZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
+INSTANTIATE_TEST_SUITE_P(Zoo, BucketedZooTest, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "bst_opset13", "mmoe"));
 
 TEST(BucketedModel, MissRunsAtOnceAndIsCapturedInTheBackground) {
   const Backend* cuda = testing::CudaOrNull();

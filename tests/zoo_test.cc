@@ -74,7 +74,7 @@ TEST_P(ZooTest, LengthsSummedByTheParserActAsTheModelsOwnPass) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::Values("dlrm_dcnv2", "din", "bst", "bst_opset13", "mmoe"));
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "bst_opset13", "mmoe"));
 
 TEST(ZooTest, DlrmEmbeddingBagsAreRecognisedAndRaggedInputsRewritten) {
   auto model = Model::Load(testing::SourcePath("models/zoo/dlrm_dcnv2"), -1);

@@ -20,7 +20,7 @@ except ImportError:
 
 from . import models, requests as rq
 
-MODELS = {"dlrm_dcnv2": "dlrm_dcnv2", "din": "din", "bst": "bst", "mmoe": "mmoe"}
+MODELS = {"dlrm_dcnv2": "dlrm_dcnv2", "dlrm": "dlrm", "din": "din", "bst": "bst", "mmoe": "mmoe"}
 
 
 def from_json(feats, body):

@@ -73,7 +73,7 @@ def export(name, size, repo, data, count, seed, no_config=False, sizes=(1, 2, 3,
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, choices=["dlrm_dcnv2", "din", "bst", "mmoe"])
+    p.add_argument("--model", required=True, choices=["dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"])
     p.add_argument("--size", default="tiny", choices=["tiny", "full"])
     p.add_argument("--repo", required=True)
     p.add_argument("--data", default="")

@@ -1,4 +1,5 @@
-"""The four workloads (W1 dlrm_dcnv2, W2 din, W3 bst, W4 mmoe) in plain PyTorch.
+"""The four workloads (W1 dlrm_dcnv2, W2 din, W3 bst, W4 mmoe) in plain PyTorch, and the original
+DLRM (dlrm: its dot interaction instead of DCNv2's cross network).
 
 Ragged features arrive the usual PyTorch way: ids padded with -1 to [batch, length], masked.
 The definitions use only what torch 1.13 (Debian, for export) and torch 2.x (the GPU peers) share.
@@ -73,6 +74,34 @@ class DLRMDCNv2(nn.Module):
         for down, up in zip(self.cross_down, self.cross_up):
             xl = x0 * up(down(xl)) + xl
         return torch.sigmoid(self.top(xl))
+
+
+# ---------------------------------------------------------------- dlrm (the dot interaction)
+class DLRMDot(nn.Module):
+    """The original DLRM: bottom MLP, sum-pooled tables as wide as its output, the dot products of
+    every pair of the 27 vectors (the strict lower triangle, indexed as facebookresearch/dlrm
+    does) after the bottom's output, top MLP. Uses DLRMConfig's sizes but for the cross network."""
+
+    def __init__(self, cfg: DLRMConfig):
+        super().__init__()
+        assert cfg.bottom[-1] == cfg.dim, "the interaction needs the bottom MLP as wide as the tables"
+        self.cfg = cfg
+        self.bottom = mlp([cfg.dense] + cfg.bottom)
+        self.tables = nn.ModuleList([nn.Embedding(cfg.rows, cfg.dim) for _ in cfg.ids_per_feature])
+        fields = len(cfg.ids_per_feature) + 1
+        self.register_buffer("li", torch.tensor([i for i in range(fields) for j in range(i)]), persistent=False)
+        self.register_buffer("lj", torch.tensor([j for i in range(fields) for j in range(i)]), persistent=False)
+        self.top = mlp([cfg.dim + fields * (fields - 1) // 2] + cfg.top, last_relu=False)
+
+    def input_names(self):
+        return ["dense"] + [f"sparse_{i}" for i in range(len(self.cfg.ids_per_feature))]
+
+    def forward(self, dense, *sparse):
+        x = self.bottom(dense)
+        t = torch.cat([x] + [masked_bag(table.weight, ids) for table, ids in zip(self.tables, sparse)], 1)
+        t = t.view(x.shape[0], -1, self.cfg.dim)
+        z = torch.bmm(t, torch.transpose(t, 1, 2))
+        return torch.sigmoid(self.top(torch.cat([x, z[:, self.li, self.lj]], 1)))
 
 
 # ---------------------------------------------------------------- W2 din
@@ -241,9 +270,9 @@ class MMoE(nn.Module):
 
 
 def build(name: str, size: str, seed: int = 0) -> nn.Module:
-    """The model `name` (dlrm_dcnv2, din, bst, mmoe) with config `size` (tiny, full), weights fixed by seed."""
+    """The model `name` (dlrm_dcnv2, dlrm, din, bst, mmoe) with config `size` (tiny, full), weights fixed by seed."""
     torch.manual_seed(seed)
-    table = {"dlrm_dcnv2": (DLRMDCNv2, DLRM_CONFIGS), "din": (DIN, DIN_CONFIGS),
+    table = {"dlrm_dcnv2": (DLRMDCNv2, DLRM_CONFIGS), "dlrm": (DLRMDot, DLRM_CONFIGS), "din": (DIN, DIN_CONFIGS),
              "bst": (BST, BST_CONFIGS), "mmoe": (MMoE, MMOE_CONFIGS)}
     cls, configs = table[name]
     model = cls(configs[size])

@@ -29,7 +29,7 @@ class Feature:
 
 def features(name: str, model) -> list:
     cfg = model.cfg
-    if name == "dlrm_dcnv2":
+    if name in ("dlrm_dcnv2", "dlrm"):
         out = [Feature("dense", "float", width=[cfg.dense])]
         for i, k in enumerate(cfg.ids_per_feature):
             out.append(Feature(f"sparse_{i}", "ragged", rows=cfg.rows, max_length=k))

@@ -107,6 +107,13 @@ int FuseTargetAttention(Graph& graph, const std::vector<PlanValue>& shapes);
 // shapes of a plan of the graph. Returns the number of attentions fused.
 int FuseSoftmaxAttention(Graph& graph, const std::vector<PlanValue>& shapes);
 
+// DLRM's dot interaction (dot_interaction_fusion.cc): the pairwise dot products of a row's
+// feature vectors, MatMul(T, Transpose(T)) gathered at constant positions (flattened, or through
+// torch.onnx's advanced indexing), become one DotInteraction node (compile/ops/dot_interaction.h),
+// and a Concat of a dense part before it joins the node. `shapes` are the value shapes of a plan
+// of the graph. Returns the number of interactions fused.
+int FuseDotInteractions(Graph& graph, const std::vector<PlanValue>& shapes);
+
 // Embedding tables in 16 bits (table_storage.cc): each FP32 constant read only as the table of
 // EmbeddingBag nodes becomes `dtype` (BF16 or FP16; FP32 changes nothing), rounded to nearest
 // even. Returns the number of tables converted.

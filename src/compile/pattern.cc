@@ -61,6 +61,9 @@ bool GraphPattern::Scalar(int v, double& out) const {
 void ApplyFusion(Graph& graph, size_t last, Fusion fusion) {
   std::vector<bool> removed(graph.nodes.size(), false);
   for (int a : fusion.absorbed) removed[static_cast<size_t>(a)] = true;
+  for (FusionConstant& c : fusion.constants) {
+    fusion.node.inputs[static_cast<size_t>(c.input)] = graph.AddConstant(c.name, std::move(c.value));
+  }
   graph.nodes[last] = std::move(fusion.node);  // the last node's place: after every input
   graph.EraseNodes(removed);
 }

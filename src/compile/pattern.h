@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,8 @@ class GraphPattern {
   const PlanValue* Planned(int v) const;
   // The node computing v (however often v is read), or nullptr for inputs and constants.
   const Node* Producer(int v) const;
+  // How many node inputs and graph outputs read v.
+  int Uses(int v) const { return v < 0 ? 0 : uses_[static_cast<size_t>(v)]; }
   // The node computing v when it is an `op` whose output v is read once; its index goes to
   // `absorbed`.
   const Node* Take(int v, const char* op, std::vector<int>& absorbed) const;
@@ -45,10 +48,17 @@ class GraphPattern {
 };
 
 // A match: the fused node, which takes the place of the pattern's last node, and the indices of
-// the other nodes it replaces.
+// the other nodes it replaces. Constants the node needs that the graph lacks (a matcher only
+// reads the graph) are added by ApplyFusion and wired to the node's input `input`.
+struct FusionConstant {
+  int input;
+  std::string name;
+  Tensor value;
+};
 struct Fusion {
   Node node;
   std::vector<int> absorbed;
+  std::vector<FusionConstant> constants;
 };
 
 // Replaces the pattern's nodes by the fused node; later nodes move up.

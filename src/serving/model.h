@@ -73,6 +73,7 @@ struct LoadReport {
   int fused_elementwise = 0;        // FuseElementwiseChains
   int fused_attention = 0;          // FuseTargetAttention
   int fused_softmax_attention = 0;  // FuseSoftmaxAttention
+  int fused_dot_interactions = 0;   // FuseDotInteractions
   int fused_embedding_concats = 0;  // FuseEmbeddingConcats
   int merged_tables = 0;            // MergeTablesSharingIds
   int narrowed_tables = 0;          // StoreTablesAs

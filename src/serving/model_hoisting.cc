@@ -97,6 +97,7 @@ Status Model::FuseAfterHoisting(Precision precision) {
     probe = ProbeShapes();
     if (!probe.ok()) return probe.status().WithContext("after fusing attention");
   }
+  report_.fused_dot_interactions = FuseDotInteractions(graph_, probe->plan->values());  // adds no value a later pass reads
   const Backend& target = options_.backend ? *options_.backend : CpuBackend();
   if (target.TakesProductMulAdds(precision)) {  // before the chains, which would take the MulAdds
     // It adds no value and changes none's shape, so the probe's shapes still hold for the chains.

@@ -19,6 +19,7 @@ class CpuBackendImpl final : public Backend {
     cpu::AppendFusedElementwiseKernel(kernels_);
     cpu::AppendAttentionKernels(kernels_);
     cpu::AppendSoftmaxAttentionKernels(kernels_);
+    cpu::AppendDotInteractionKernels(kernels_);
   }
   const char* name() const override { return "cpu"; }
   const Kernel* FindKernel(const std::string& op) const override {

@@ -17,6 +17,7 @@ void AppendEmbeddingKernels(KernelTable& out);
 void AppendFusedElementwiseKernel(KernelTable& out);
 void AppendAttentionKernels(KernelTable& out);
 void AppendSoftmaxAttentionKernels(KernelTable& out);
+void AppendDotInteractionKernels(KernelTable& out);
 
 // C[m,n] = alpha * op(A) op(B) + beta * C, all row-major and dense, through the multi-threaded
 // sgemm (single-threaded when called inside a parallel region).

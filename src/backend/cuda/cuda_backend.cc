@@ -30,6 +30,7 @@ class CudaBackendImpl final : public Backend {
     cuda::AppendFusedElementwiseKernel(kernels_);
     cuda::AppendAttentionKernels(kernels_);
     cuda::AppendSoftmaxAttentionKernels(kernels_);
+    cuda::AppendDotInteractionKernels(kernels_);
   }
   const char* name() const override { return "cuda"; }
   // With bf16-activations, where the cross layers' x0 and x exist as bf16 copies alone, a

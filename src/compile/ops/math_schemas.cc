@@ -1,6 +1,8 @@
-// Shape functions of Gemm, MatMul, Einsum, Softmax, LayerNormalization and the reductions.
+// Shape functions of Gemm, MatMul, Einsum, Softmax, LayerNormalization, the reductions and
+// rankd's DotInteraction (compile/ops/dot_interaction.h).
 #include <algorithm>
 
+#include "compile/ops/dot_interaction.h"
 #include "compile/ops/einsum_spec.h"
 #include "compile/ops/op_schema.h"
 
@@ -160,6 +162,37 @@ Status InferReduce(InferContext& c) {
   return Status::Ok();
 }
 
+// DotInteraction: the pairs must be a constant known when the plan is built, each in range.
+Status InferDotInteraction(InferContext& c) {
+  using namespace dot_interaction;
+  const bool has_dense = c.node.HasInput(kDense);
+  RETURN_IF_ERROR(NeedF32(c, kFeatures));
+  if (has_dense) RETURN_IF_ERROR(NeedF32(c, kDense));
+  const Shape& features = c.in(kFeatures).shape;
+  if (features.size() != 3) return c.Error("features must be [rows, fields, dim]");
+  const TensorMeta& pairs = c.in(kPairs);
+  if (pairs.dtype != DType::kI64 || pairs.shape.size() != 2 || pairs.shape[1] != 2 || !pairs.value) {
+    return c.Error("pairs must be a constant INT64 [pairs, 2]");
+  }
+  const std::vector<int64_t> fields = c.IntValues(kPairs);
+  for (size_t e = 0; e < fields.size(); ++e) {
+    if (fields[e] < 0 || fields[e] >= features[1]) {
+      return c.Error("pair " + std::to_string(e / 2) + " names field " + std::to_string(fields[e]) + " of " +
+                     std::to_string(features[1]));
+    }
+  }
+  int64_t width = 0;
+  if (has_dense) {
+    const Shape& dense = c.in(kDense).shape;
+    if (dense.size() != 2 || dense[0] != features[0]) {
+      return c.Error("dense must be [rows, width] with the features' " + std::to_string(features[0]) + " rows");
+    }
+    width = dense[1];
+  }
+  c.out(0) = {DType::kF32, {features[0], width + pairs.shape[0]}, nullptr};
+  return Status::Ok();
+}
+
 }  // namespace
 
 void AppendMathSchemas(std::vector<OpSchema>& out) {
@@ -167,6 +200,7 @@ void AppendMathSchemas(std::vector<OpSchema>& out) {
   out.push_back({"Gemm", 2, 5, nullptr, InferGemm});
   out.push_back({"MatMul", 2, 5, nullptr, InferMatMul});
   out.push_back({"Einsum", 1, 2, CheckEinsum, InferEinsum});
+  out.push_back({"DotInteraction", 2, dot_interaction::kInputs, nullptr, InferDotInteraction});
   out.push_back({"Softmax", 1, 1, nullptr, InferSoftmax});
   out.push_back({"LayerNormalization", 2, 3, nullptr, InferLayerNorm});
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"}) {
