@@ -37,11 +37,12 @@ from peers.torch_peers import GPU_PEERS, gpu_peer, time_gpu  # noqa: E402
 
 SHAPES = {
     "dlrm_dcnv2": [{"n": 1}, {"n": 64}, {"n": 512}, {"n": 4096}, {"n": 32768}],
+    "dlrm": [{"n": 1}, {"n": 512}, {"n": 32768}],  # the original DLRM (dot interaction), not a WORKLOADS.md target
     "din": [{"n": 200, "seq": 100}, {"n": 200, "seq": 1000}],
     "bst": [{"n": 200, "seq": 50}],
     "mmoe": [{"n": 512}, {"n": 4096}],
 }
-LABELS = {"dlrm_dcnv2": "W1", "din": "W2", "bst": "W3", "mmoe": "W4"}
+LABELS = {"dlrm_dcnv2": "W1", "dlrm": "DLRM", "din": "W2", "bst": "W3", "mmoe": "W4"}
 
 
 def main():
