@@ -47,6 +47,23 @@ def busy_ns(intervals):
     return total + (cur_end - cur_start if cur_end is not None else 0)
 
 
+def merged(intervals):
+    """The union of (start, end) intervals as sorted, disjoint intervals."""
+    out = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def overlap_ns(interval, union):
+    """How long `interval` lies inside the disjoint, sorted intervals `union`."""
+    s, e = interval
+    return sum(max(0, min(e, ue) - max(s, us)) for us, ue in union if us < e and ue > s)
+
+
 def concurrency(intervals, span):
     """The share of `span` with 0, 1, 2, ... intervals open at once."""
     events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
@@ -89,7 +106,10 @@ def summarize(rows, last=None):
         gaps.sort()
         lines.append(f"idle gaps: {len(gaps)}, {sum(gaps) / 1e6:.3f} ms in all, median {gaps[len(gaps) // 2] / 1e3:.1f} µs, "
                      f"longest {gaps[-1] / 1e3:.1f} µs")
-    copies = collections.defaultdict(lambda: [0, 0, 0])
+    # Each kind of copy: count, time, bytes, and how much of its time a kernel was running (a copy
+    # beside another stream's kernels overlaps them; one between them leaves the SMs idle).
+    copies = collections.defaultdict(lambda: [0, 0, 0, 0])
+    kernel_union = merged(intervals)
     for kind, s, e, _, name in rows:
         if kind in "CS" and first <= s <= end:
             what, _, size = name.partition(" ")
@@ -97,9 +117,11 @@ def summarize(rows, last=None):
             copies[key][0] += 1
             copies[key][1] += e - s
             copies[key][2] += int(size) if size.isdigit() else 0
-    for key, (count, ns, size) in sorted(copies.items()):
+            copies[key][3] += overlap_ns((s, e), kernel_union)
+    for key, (count, ns, size, beside) in sorted(copies.items()):
         lines.append(f"{key}: {count}, {ns / 1e6:.3f} ms, {size / 1e6:.1f} MB"
-                     + (f", {size / ns:.1f} GB/s while running" if ns and size else ""))
+                     + (f", {size / ns:.1f} GB/s while running" if ns and size else "")
+                     + (f", {100 * beside / ns:.1f}% of it beside a kernel" if ns else ""))
     times = collections.defaultdict(list)
     for _, s, e, _, name in kernels:
         times[name].append((e - s) / 1e3)

@@ -227,11 +227,12 @@ class GpuClocksTest(unittest.TestCase):
 
 class TraceSummaryTest(unittest.TestCase):
     # Two streams over 100 µs: a warm-up kernel, then A (0-40 µs) beside B (30-50), a gap to 60, C
-    # (60-100); one host-to-device copy of 1 MB in 10 µs, a memset, and lines that are not rows.
+    # (60-100); host-to-device copies of 1 MB in 10 µs beside A and of 2 MB in 20 µs (half of it in
+    # the gap), a memset, and lines that are not rows.
     TRACE = "\n".join([
         "K,0,5000,7,warmup",
         "K,100000,140000,7,_Z1Av", "K,130000,150000,8,B", "K,160000,200000,7,_Z1Av",
-        "C,100000,110000,7,1 1000000", "S,120000,121000,8,memset 64",
+        "C,100000,110000,7,1 1000000", "C,145000,165000,8,1 2000000", "S,120000,121000,8,memset 64",
         "garbage", "K,1,2,3", "K,x,2,3,bad",
     ]) + "\n"
 
@@ -250,8 +251,8 @@ class TraceSummaryTest(unittest.TestCase):
                                    "the kernels' times add up to 0.100 ms")
         self.assertEqual(lines[1], "kernels at once, share of the time: 0: 10.0%, 1: 80.0%, 2: 10.0%")
         self.assertEqual(lines[2], "idle gaps: 1, 0.010 ms in all, median 10.0 µs, longest 10.0 µs")
-        self.assertIn("host to device: 1, 0.010 ms, 1.0 MB, 100.0 GB/s while running", lines)
-        self.assertIn("memset: 1, 0.001 ms, 0.0 MB, 0.1 GB/s while running", lines)
+        self.assertIn("host to device: 2, 0.030 ms, 3.0 MB, 100.0 GB/s while running, 66.7% of it beside a kernel", lines)
+        self.assertIn("memset: 1, 0.001 ms, 0.0 MB, 0.1 GB/s while running, 100.0% of it beside a kernel", lines)
         kernels = lines[lines.index("    runs     mean   median      min      max  µs, kernel") + 1:]
         self.assertEqual(len(kernels), 2)
         self.assertTrue(kernels[0].startswith("       2     40.0     40.0     40.0     40.0  "), kernels[0])
