@@ -1,17 +1,17 @@
 // CUDA kernel of DotInteraction (compile/ops/dot_interaction.h; cpu/dot_interaction.cc is the
-// reference). A block takes up to four rows, a warp each:
-// - the block copies its rows' feature vectors into shared memory (cp.async, coalesced, every
-//   copy in flight at once: a loop of loads and stores waited on each load, 0.65 ms for DLRM at
-//   32,768 rows on an H200), a field to a row of an odd stride (so the lanes of a warp reading
-//   different fields at one d hit different banks) and the fields padded with zeros to a
-//   multiple of 4;
+// reference). A block of four warps takes one row:
+// - it copies the row's feature vectors into shared memory by cp.async, every copy in flight at
+//   once (a loop of loads and stores waited on each load: 0.65 ms for DLRM at 32,768 rows on an
+//   H200), a field to a row of an odd stride, so that the lanes of a warp reading different
+//   fields at one d hit different banks, and the fields padded with zeros to a multiple of 4;
 // - each lane takes 4 x 4 tiles of the row's Gram matrix on or below the diagonal, 16 sums in
-//   registers over d in order (8 shared loads a step for 16 multiply-adds), and writes them to
-//   the warp's Gram buffer;
-// - the lanes copy the dense part and then each pair's entry of the Gram matrix to the output,
-//   coalesced.
-// Rows whose fields do not fit in shared memory take a thread per (row, pair) reading global
-// memory. Every pair was checked against the fields when the plan was built.
+//   registers (8 shared loads for 16 multiply-adds a step of d), each warp over a quarter of d,
+//   and stores its partial sums (four rows a block, a warp each over all of d, kept 12 warps on
+//   an SM: 0.42 ms at 32,768 rows, latency-bound; a row a block keeps up to 40);
+// - the block adds each pair's four partial sums in warp order and writes the dense part and the
+//   pairs out, coalesced.
+// Rows whose fields do not fit in shared memory take a thread per (row, output column) reading
+// global memory. Every pair was checked against the fields when the plan was built.
 #include <algorithm>
 
 #include "backend/cuda/device.h"
@@ -24,7 +24,7 @@ namespace {
 using namespace dot_interaction;
 
 constexpr int kWarp = 32;
-constexpr int kMaxWarps = 4;  // rows a block
+constexpr int kWarps = 4;  // a block's, each over a quarter of d
 
 struct Params {
   const float* features = nullptr;
@@ -35,27 +35,24 @@ struct Params {
   int fields = 0, dim = 0, count = 0, width = 0;
   int padded_fields = 0;  // fields rounded up to a multiple of 4
   int stride = 0;         // floats between two fields' vectors in shared memory: odd, >= dim
+  int tiles = 0;          // 4 x 4 tiles on or below the Gram matrix's diagonal
 };
 
-// Floats of shared memory a row takes: its padded fields, then its Gram matrix.
-__host__ __device__ inline int64_t RowFloats(const Params& p) {
-  return int64_t{p.padded_fields} * p.stride + int64_t{p.padded_fields} * p.padded_fields;
+// Floats of shared memory a block takes: the row's padded fields, then each warp's partial sums
+// ([warp][entry of a tile][tile], so that a warp's lanes store to consecutive words).
+__host__ __device__ inline int64_t BlockFloats(const Params& p) {
+  return int64_t{p.padded_fields} * p.stride + int64_t{kWarps} * 16 * p.tiles;
 }
 
-__global__ void __launch_bounds__(kMaxWarps* kWarp) DotInteractionTiled(Params p, int warps) {
+__global__ void __launch_bounds__(kWarps * kWarp) DotInteractionTiled(Params p) {
   extern __shared__ float smem[];
-  const int64_t first = blockIdx.x * static_cast<int64_t>(warps);
-  const int rows = static_cast<int>(min(static_cast<int64_t>(warps), p.rows - first));
-  const int row_floats = static_cast<int>(RowFloats(p));
+  const int64_t n = blockIdx.x;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  // Load: a warp a field's vector at a time, by asynchronous 4-byte copies (a field's row in
-  // shared memory has an odd stride, so it cannot take 16-byte ones), all in flight at once;
-  // the padding fields zeros.
-  for (int rf = warp; rf < rows * p.padded_fields; rf += warps) {
-    const int r = rf / p.padded_fields, f = rf % p.padded_fields;
-    float* dst = smem + r * row_floats + f * p.stride;
+  float* partial = smem + p.padded_fields * p.stride;
+  for (int f = warp; f < p.padded_fields; f += kWarps) {
+    float* dst = smem + f * p.stride;
     if (f < p.fields) {
-      const float* src = p.features + ((first + r) * p.fields + f) * p.dim;
+      const float* src = p.features + (n * p.fields + f) * p.dim;
       for (int d = lane; d < p.dim; d += kWarp) {
         const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst + d));
         asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(to), "l"(src + d));
@@ -66,19 +63,17 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp) DotInteractionTiled(Params p
   }
   asm volatile("cp.async.wait_all;\n" ::);
   __syncthreads();
-  if (warp >= rows) return;
-  const float* x = smem + warp * row_floats;
-  float* gram = smem + warp * row_floats + p.padded_fields * p.stride;
-  const int blocks = p.padded_fields / 4, tiles = blocks * (blocks + 1) / 2;
-  for (int t = lane; t < tiles; t += kWarp) {
+  const int chunk = (p.dim + kWarps - 1) / kWarps;
+  const int d0 = min(p.dim, warp * chunk), d1 = min(p.dim, d0 + chunk);
+  for (int t = lane; t < p.tiles; t += kWarp) {
     int ti = 0;
     while ((ti + 1) * (ti + 2) / 2 <= t) ++ti;
     const int tj = t - ti * (ti + 1) / 2;
-    const float* a = x + 4 * ti * p.stride;
-    const float* b = x + 4 * tj * p.stride;
+    const float* a = smem + 4 * ti * p.stride;
+    const float* b = smem + 4 * tj * p.stride;
     float acc[4][4] = {};
 #pragma unroll 4
-    for (int d = 0; d < p.dim; ++d) {
+    for (int d = d0; d < d1; ++d) {
       float av[4], bv[4];
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
@@ -94,22 +89,27 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp) DotInteractionTiled(Params p
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
 #pragma unroll
-      for (int l = 0; l < 4; ++l) gram[(4 * ti + k) * p.padded_fields + 4 * tj + l] = acc[k][l];
+      for (int l = 0; l < 4; ++l) partial[(warp * 16 + k * 4 + l) * p.tiles + t] = acc[k][l];
     }
   }
-  __syncwarp();
-  const int64_t n = first + warp;
+  __syncthreads();
   const int out_width = p.width + p.count;
   float* out = p.out + n * out_width;
-  for (int w = lane; w < p.width; w += kWarp) out[w] = p.dense[n * p.width + w];
-  for (int q = lane; q < p.count; q += kWarp) {
-    int i = static_cast<int>(p.pairs[2 * q]), j = static_cast<int>(p.pairs[2 * q + 1]);
+  for (int w = threadIdx.x; w < p.width; w += blockDim.x) out[w] = p.dense[n * p.width + w];
+  const longlong2* pairs = reinterpret_cast<const longlong2*>(p.pairs);
+  for (int q = threadIdx.x; q < p.count; q += blockDim.x) {
+    const longlong2 pair = pairs[q];
+    int i = static_cast<int>(pair.x), j = static_cast<int>(pair.y);
     if (i / 4 < j / 4) {  // only tiles on or below the diagonal were computed; the dot commutes
       const int s = i;
       i = j;
       j = s;
     }
-    out[p.width + q] = gram[i * p.padded_fields + j];
+    const int t = (i / 4) * (i / 4 + 1) / 2 + j / 4, entry = (i % 4) * 4 + j % 4;
+    float dot = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) dot += partial[(w * 16 + entry) * p.tiles + t];
+    out[p.width + q] = dot;
   }
 }
 
@@ -167,16 +167,12 @@ Status DotInteraction(const KernelArgs& k) {
   p.out = k.Out(0).data<float>();
   p.padded_fields = (p.fields + 3) / 4 * 4;
   p.stride = p.dim | 1;
-  const int64_t row_bytes = RowFloats(p) * static_cast<int64_t>(sizeof(float));
-  const int warps = static_cast<int>(
-      std::min<int64_t>(kMaxWarps, shared_limit / std::max<int64_t>(row_bytes, 1)));
-  if (warps >= 1 && p.dim > 0) {
-    const int64_t blocks = (p.rows + warps - 1) / warps;
-    DotInteractionTiled<<<static_cast<unsigned>(blocks), warps * kWarp, warps * row_bytes,
-                          k.device->stream>>>(p, warps);
+  p.tiles = (p.padded_fields / 4) * (p.padded_fields / 4 + 1) / 2;
+  const int64_t block_bytes = BlockFloats(p) * static_cast<int64_t>(sizeof(float));
+  if (block_bytes <= shared_limit && p.dim > 0 && p.rows <= 0x7fffffff) {
+    DotInteractionTiled<<<static_cast<unsigned>(p.rows), kWarps * kWarp, block_bytes, k.device->stream>>>(p);
   } else {
-    DotInteractionGlobal<<<Blocks(p.rows * (p.width + p.count)), kThreads, 0, k.device->stream>>>(
-        p);
+    DotInteractionGlobal<<<Blocks(p.rows * (p.width + p.count)), kThreads, 0, k.device->stream>>>(p);
   }
   return Launched(k);
 }
