@@ -166,9 +166,9 @@ TEST(DotInteractionFusion, RandomInteractionsScoreOnCudaAsOnTheCpu) {
   std::mt19937_64 rng(91);
   for (int trial = 0; trial < 30; ++trial) {
     Spec s = RandomSpec(rng);
-    if (trial == 0)
-      s.fields = 27, s.dim = 128, s.positions = Positions::kLower,
-      s.dense = 128;                              // DLRM: over 48 KB a block
+    if (trial == 0) {  // DLRM: 27 fields of 128, the strict lower triangle, its dense part
+      s.fields = 27, s.dim = 128, s.positions = Positions::kLower, s.dense = 128;
+    }
     if (trial == 1) s.fields = 60, s.dim = 1000;  // a row past shared memory: the global kernel
     if (trial == 2) s.fields = 8, s.dim = 32, s.dense = 0;  // fields a multiple of 4: no padding
     if (trial == 3) s.fields = 50, s.dim = 20;  // 91 tiles: more than a warp's lanes
