@@ -171,8 +171,8 @@ TEST(DotInteractionFusion, RandomInteractionsScoreOnCudaAsOnTheCpu) {
     }
     if (trial == 1) s.fields = 60, s.dim = 1000;  // a row past shared memory: the global kernel
     if (trial == 2) s.fields = 8, s.dim = 32, s.dense = 0;  // fields a multiple of 4: no padding
-    if (trial == 3) s.fields = 50, s.dim = 20;  // 91 tiles: more than a warp's lanes
-    if (trial == 4) s.dim = 2;                   // fewer columns than warps splitting them
+    if (trial == 3) s.fields = 50, s.dim = 20;              // 91 tiles: more than a warp's lanes
+    if (trial == 4) s.dim = 2;  // fewer columns than warps splitting them
     std::mt19937_64 graph_rng(static_cast<uint64_t>(trial));
     Graph fused = InteractionGraph(s, graph_rng);
     ASSERT_EQ(Fuse(fused, s), 1) << Describe(s);

@@ -44,7 +44,7 @@ __host__ __device__ inline int64_t BlockFloats(const Params& p) {
   return int64_t{p.padded_fields} * p.stride + int64_t{kWarps} * 16 * p.tiles;
 }
 
-__global__ void __launch_bounds__(kWarps * kWarp) DotInteractionTiled(Params p) {
+__global__ void __launch_bounds__(kWarps* kWarp) DotInteractionTiled(Params p) {
   extern __shared__ float smem[];
   const int64_t n = blockIdx.x;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -170,9 +170,11 @@ Status DotInteraction(const KernelArgs& k) {
   p.tiles = (p.padded_fields / 4) * (p.padded_fields / 4 + 1) / 2;
   const int64_t block_bytes = BlockFloats(p) * static_cast<int64_t>(sizeof(float));
   if (block_bytes <= shared_limit && p.dim > 0 && p.rows <= 0x7fffffff) {
-    DotInteractionTiled<<<static_cast<unsigned>(p.rows), kWarps * kWarp, block_bytes, k.device->stream>>>(p);
+    DotInteractionTiled<<<static_cast<unsigned>(p.rows), kWarps * kWarp, block_bytes,
+                          k.device->stream>>>(p);
   } else {
-    DotInteractionGlobal<<<Blocks(p.rows * (p.width + p.count)), kThreads, 0, k.device->stream>>>(p);
+    DotInteractionGlobal<<<Blocks(p.rows * (p.width + p.count)), kThreads, 0, k.device->stream>>>(
+        p);
   }
   return Launched(k);
 }
