@@ -33,6 +33,8 @@ struct Spec {
   Form form = Form::kIndexed;
   int64_t dense = 0;               // width of the dense part concatenated in front (0: none)
   bool positions_computed = true;  // indexed form: li * F + lj built from Shape, as torch.onnx does
+  bool positions_from_rows = false;  // indexed form: the positions moved by the rows (a probe's
+                                     // value would not hold at other row counts)
   // What must not fuse:
   bool other_operand = false;  // MatMul(T, Transpose(U))
   bool products_out = false;   // Z is also a graph output
@@ -83,6 +85,13 @@ Graph InteractionGraph(const Spec& s, std::mt19937_64& rng) {
       const int f = b.Op("Gather", {b.Op("Shape", {z}), b.Const("two", MakeI64({}, {2}))},
                          {{"axis", int64_t{0}}});
       positions = b.Op("Add", {ints(lj), b.Op("Mul", {ints(li), f})});
+    }
+    if (s.positions_from_rows) {  // list - 7 + rows: the list at the probe's 7 rows only
+      std::vector<int64_t> base;
+      for (int64_t e : list) base.push_back(e - kProbeRows);
+      const int rows = b.Op("Gather", {b.Op("Shape", {z}), b.Const("zero", MakeI64({}, {0}))},
+                            {{"axis", int64_t{0}}});
+      positions = b.Op("Add", {ints(base), rows});
     }
     const int gathered = b.Op("Gather", {flat, positions},
                               {{"axis", s.gather_axis < 0 ? int64_t{0} : s.gather_axis}});
@@ -185,12 +194,13 @@ TEST(DotInteractionFusion, RandomInteractionsScoreOnCudaAsOnTheCpu) {
 }
 
 TEST(DotInteractionFusion, WhatMustNotFuseDoesNot) {
-  Spec other, products_out, flat_axis, indexed_axis;
+  Spec other, products_out, flat_axis, indexed_axis, from_rows;
   other.other_operand = true;        // not a Gram matrix
   products_out.products_out = true;  // an intermediate something else reads
   flat_axis.form = Form::kFlatReshape, flat_axis.gather_axis = 0;  // gathers rows, not products
   indexed_axis.gather_axis = 1;
-  for (const Spec& s : {other, products_out, flat_axis, indexed_axis}) {
+  from_rows.positions_from_rows = true;
+  for (const Spec& s : {other, products_out, flat_axis, indexed_axis, from_rows}) {
     std::mt19937_64 rng(5);
     Graph g = InteractionGraph(s, rng);
     const size_t nodes = g.nodes.size();

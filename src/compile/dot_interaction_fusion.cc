@@ -10,11 +10,12 @@
 //
 // A position e is the pair (e / F, e % F), a negative one counting from F*F. The positions may
 // be a constant of the graph or arithmetic on shapes that a plan folds (torch.onnx builds
-// li * F + lj from Shape), read at the probe's shapes: they depend on F alone, which does not
-// vary with the rows. Then Concat([dense, interaction], axis 1), the interaction read only there
+// li * F + lj from Shape), read at the probe's shapes when nothing they are computed from is a
+// count of rows (RowFree): then they hold at every request's shapes. Then Concat([dense, interaction], axis 1), the interaction read only there
 // (through Reshapes that keep its shape), takes `dense` into the node. Every intermediate must be
 // read only inside the pattern.
 #include <algorithm>
+#include <iterator>
 #include <optional>
 
 #include "compile/ops/dot_interaction.h"
@@ -94,7 +95,7 @@ class DotInteractionMatcher : public GraphPattern {
   // The positions' value (a graph constant, or folded in the probe's plan) as [P, 2] pairs.
   std::optional<Tensor> Pairs(int positions, int64_t fields) const {
     const Tensor* p = graph().FindConstant(positions);
-    if (!p) {
+    if (!p && RowFree(positions, 0)) {
       const PlanValue* planned = Planned(positions);
       if (planned && planned->storage == PlanStorage::kConstant) p = planned->constant;
     }
@@ -110,6 +111,40 @@ class DotInteractionMatcher : public GraphPattern {
       pairs.data<int64_t>()[2 * i + 1] = e % fields;
     }
     return pairs;
+  }
+
+  // Whether v is computed from constants and dimensions other than the first (the rows) of
+  // Shape(x), through shape arithmetic: then its value at the probe's shapes holds at every
+  // request's. torch.onnx's positions are Add(lj, Mul(li, Gather(Shape(Z), 2))).
+  bool RowFree(int v, int depth) const {
+    if (graph().IsConstant(v)) return true;
+    const Node* n = Producer(v);
+    if (!n || depth > 8) return false;
+    if (n->op == "Gather" && n->NumInputs() == 2) {
+      const Node* shape = Producer(n->Input(0));
+      const Tensor* index = graph().FindConstant(n->Input(1));
+      if (!shape || shape->op != "Shape" || shape->Has("start") || shape->Has("end") || !index)
+        return false;
+      const PlanValue* x = Planned(shape->Input(0));
+      if (!x) return false;
+      const int64_t rank = static_cast<int64_t>(x->shape.size());
+      for (int64_t i = 0; i < index->size(); ++i) {
+        const int64_t dim = index->ScalarAsInt(i);
+        if (dim == 0 || dim == -rank) return false;  // the rows
+      }
+      return true;
+    }
+    static const char* const kArithmetic[] = {"Add",    "Sub",       "Mul",     "Div",
+                                              "Cast",   "Unsqueeze", "Squeeze", "Reshape",
+                                              "Concat", "Identity"};
+    if (std::none_of(std::begin(kArithmetic), std::end(kArithmetic),
+                     [&](const char* op) { return n->op == op; })) {
+      return false;
+    }
+    for (int in : n->inputs) {
+      if (in >= 0 && !RowFree(in, depth + 1)) return false;
+    }
+    return true;
   }
 
   int ShapeReaders(int v) const {
