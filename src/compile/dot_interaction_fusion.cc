@@ -11,9 +11,9 @@
 // A position e is the pair (e / F, e % F), a negative one counting from F*F. The positions may
 // be a constant of the graph or arithmetic on shapes that a plan folds (torch.onnx builds
 // li * F + lj from Shape), read at the probe's shapes when nothing they are computed from is a
-// count of rows (RowFree): then they hold at every request's shapes. Then Concat([dense, interaction], axis 1), the interaction read only there
-// (through Reshapes that keep its shape), takes `dense` into the node. Every intermediate must be
-// read only inside the pattern.
+// count of rows (RowFree): then they hold at every request's shapes. Then Concat([dense,
+// interaction], axis 1), the interaction read only there (through Reshapes that keep its shape),
+// takes `dense` into the node. Every intermediate must be read only inside the pattern.
 #include <algorithm>
 #include <iterator>
 #include <optional>
