@@ -158,35 +158,23 @@ __global__ void __launch_bounds__(kWarps* kWarp) DotInteractionMma(Params p, boo
     }
   }
   __syncwarp();
-  // Up to 8 tiles of a row block at once, so that 8 independent mma.sync chains are in flight.
   const int g = lane >> 2, q = lane & 3;
   for (int mi = 0; mi < p.mma_fields / 16; ++mi) {
-    const __nv_bfloat16* a0 = t + (mi * 16 + g) * p.mma_stride + 2 * q;
-    const __nv_bfloat16* a1 = a0 + 8 * p.mma_stride;
-    for (int n0 = 0; n0 < 2 * (mi + 1); n0 += 8) {  // columns up to the end of the row block
-      const int tiles = min(8, 2 * (mi + 1) - n0);
-      float c[8][4] = {};
+    for (int ni = 0; ni < 2 * (mi + 1); ++ni) {  // columns up to the end of the row block
+      float c[4] = {};
+      const __nv_bfloat16* a0 = t + (mi * 16 + g) * p.mma_stride + 2 * q;
+      const __nv_bfloat16* a1 = a0 + 8 * p.mma_stride;
+      const __nv_bfloat16* b = t + (ni * 8 + g) * p.mma_stride + 2 * q;
       for (int k0 = 0; k0 < p.mma_dim; k0 += 16) {
         const uint32_t a[4] = {Load32(a0 + k0), Load32(a1 + k0), Load32(a0 + k0 + 8),
                                Load32(a1 + k0 + 8)};
-#pragma unroll
-        for (int ni = 0; ni < 8; ++ni) {
-          if (ni < tiles) {
-            const __nv_bfloat16* b = t + ((n0 + ni) * 8 + g) * p.mma_stride + 2 * q + k0;
-            Mma(c[ni], a, Load32(b), Load32(b + 8));
-          }
-        }
+        Mma(c, a, Load32(b + k0), Load32(b + k0 + 8));
       }
-#pragma unroll
-      for (int ni = 0; ni < 8; ++ni) {
-        if (ni < tiles) {
-          float* at = gram + (mi * 16 + g) * gram_stride + (n0 + ni) * 8 + 2 * q;
-          at[0] = c[ni][0];
-          at[1] = c[ni][1];
-          at[8 * gram_stride] = c[ni][2];
-          at[8 * gram_stride + 1] = c[ni][3];
-        }
-      }
+      float* at = gram + (mi * 16 + g) * gram_stride + ni * 8 + 2 * q;
+      at[0] = c[0];
+      at[1] = c[1];
+      at[8 * gram_stride] = c[2];
+      at[8 * gram_stride + 1] = c[3];
     }
   }
   __syncwarp();
