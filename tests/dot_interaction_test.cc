@@ -193,37 +193,6 @@ TEST(DotInteractionFusion, RandomInteractionsScoreOnCudaAsOnTheCpu) {
   }
 }
 
-// With bf16 products the Gram matrix runs on the tensor cores from the features rounded to bf16:
-// within bf16's tolerance of the CPU's fp32, and not exact (the rounding is applied).
-TEST(DotInteractionFusion, RandomInteractionsInBf16OnCudaWithinItsTolerance) {
-  const Backend* cuda = testing::CudaOrNull();
-  if (!cuda) GTEST_SKIP() << "no CUDA device";
-  std::mt19937_64 rng(17);
-  for (int trial = 0; trial < 20; ++trial) {
-    Spec s = RandomSpec(rng);
-    if (trial == 0) {  // DLRM
-      s.fields = 27, s.dim = 128, s.positions = Positions::kLower, s.dense = 128;
-    }
-    if (trial == 1)
-      s.fields = 40, s.dim = 36;  // three row blocks of 16; d a multiple of 4, not of 16
-    if (trial == 2) s.dim = 7;    // d not a multiple of 4: the element-wise load
-    std::mt19937_64 graph_rng(static_cast<uint64_t>(trial));
-    Graph fused = InteractionGraph(s, graph_rng);
-    ASSERT_EQ(Fuse(fused, s), 1) << Describe(s);
-    for (int64_t rows : {int64_t{1}, int64_t{5}, int64_t{300}}) {
-      const std::vector<Tensor> in = Inputs(s, rows, rng);
-      const std::string what = Describe(s) + " rows " + std::to_string(rows);
-      testing::ExpectSameOutputs(fused, fused, in, 1e-2, what, *cuda, Precision::kBf16);
-      auto exact = testing::RunGraph(fused, in);
-      auto rounded = testing::RunGraph(fused, in, {}, *cuda, Precision::kBf16);
-      ASSERT_TRUE(exact.ok() && rounded.ok()) << what;
-      if (s.fields * s.dim > 4) {
-        EXPECT_GT(testing::RelativeError((*rounded)[0], (*exact)[0]), 0.0) << what;
-      }
-    }
-  }
-}
-
 TEST(DotInteractionFusion, WhatMustNotFuseDoesNot) {
   Spec other, products_out, flat_axis, indexed_axis, from_rows;
   other.other_operand = true;        // not a Gram matrix

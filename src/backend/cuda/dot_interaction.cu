@@ -16,7 +16,6 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/mma.cuh"
 #include "compile/ops/dot_interaction.h"
 
 namespace rankd::cuda {
@@ -37,9 +36,6 @@ struct Params {
   int padded_fields = 0;  // fields rounded up to a multiple of 4
   int stride = 0;         // floats between two fields' vectors in shared memory: odd, >= dim
   int tiles = 0;          // 4 x 4 tiles on or below the Gram matrix's diagonal
-  // The tensor-core kernel's: fields and d rounded up to 16, and the bf16 elements between two
-  // fields' vectors in shared memory (d16 + 8: a warp's 32-bit fragment loads in 32 banks).
-  int mma_fields = 0, mma_dim = 0, mma_stride = 0;
 };
 
 // Floats of shared memory a block takes: the row's padded fields, then each warp's partial sums
@@ -117,82 +113,6 @@ __global__ void __launch_bounds__(kWarps* kWarp) DotInteractionTiled(Params p) {
   }
 }
 
-// Bytes of shared memory a row takes in the tensor-core kernel: its fields in bf16, then its Gram
-// matrix in fp32 (a row of padding between rows).
-__host__ __device__ inline int64_t MmaRowBytes(const Params& p) {
-  return int64_t{p.mma_fields} * p.mma_stride * 2 + int64_t{p.mma_fields} * (p.mma_fields + 1) * 4;
-}
-
-// With bf16 products (bf16, bf16-activations): the Gram matrix on the tensor cores, the features
-// rounded to bf16 as a bf16 model's products round their operands, sums in fp32 (mma.cuh). A warp
-// a row, four rows a block: the warp converts its row into shared memory (zeros past the fields
-// and past d), takes the 16 x 8 tiles of the Gram matrix up to the diagonal's 16-row blocks, one
-// mma.sync a step of 16 in d, and writes the dense part and each pair's entry out.
-__global__ void __launch_bounds__(kWarps* kWarp) DotInteractionMma(Params p, bool vector4) {
-  extern __shared__ __align__(16) unsigned char raw[];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t n = blockIdx.x * static_cast<int64_t>(kWarps) + warp;
-  if (n >= p.rows) return;  // each warp works alone: no block-wide barrier follows
-  unsigned char* mine = raw + warp * MmaRowBytes(p);
-  __nv_bfloat16* t = reinterpret_cast<__nv_bfloat16*>(mine);
-  float* gram = reinterpret_cast<float*>(mine + int64_t{p.mma_fields} * p.mma_stride * 2);
-  const int gram_stride = p.mma_fields + 1;
-  for (int e = lane; e < p.mma_fields * p.mma_stride; e += kWarp) {
-    const int f = e / p.mma_stride, d = e - f * p.mma_stride;
-    if (f >= p.fields || d >= p.dim) t[e] = __float2bfloat16_rn(0.0f);
-  }
-  const float* src = p.features + n * p.fields * p.dim;
-  if (vector4) {  // d a multiple of 4 and the rows 16-byte aligned: 16-byte loads, 8-byte stores
-    const int quads = p.fields * p.dim / 4;
-#pragma unroll 4
-    for (int e = lane; e < quads; e += kWarp) {
-      const int f = 4 * e / p.dim, d = 4 * e - f * p.dim;
-      const float4 v = reinterpret_cast<const float4*>(src)[e];
-      *reinterpret_cast<uint2*>(t + f * p.mma_stride + d) =
-          make_uint2(Pack(v.x, v.y), Pack(v.z, v.w));
-    }
-  } else {
-    for (int e = lane; e < p.fields * p.dim; e += kWarp) {
-      const int f = e / p.dim, d = e - f * p.dim;
-      t[f * p.mma_stride + d] = __float2bfloat16_rn(src[e]);
-    }
-  }
-  __syncwarp();
-  const int g = lane >> 2, q = lane & 3;
-  for (int mi = 0; mi < p.mma_fields / 16; ++mi) {
-    for (int ni = 0; ni < 2 * (mi + 1); ++ni) {  // columns up to the end of the row block
-      float c[4] = {};
-      const __nv_bfloat16* a0 = t + (mi * 16 + g) * p.mma_stride + 2 * q;
-      const __nv_bfloat16* a1 = a0 + 8 * p.mma_stride;
-      const __nv_bfloat16* b = t + (ni * 8 + g) * p.mma_stride + 2 * q;
-      for (int k0 = 0; k0 < p.mma_dim; k0 += 16) {
-        const uint32_t a[4] = {Load32(a0 + k0), Load32(a1 + k0), Load32(a0 + k0 + 8),
-                               Load32(a1 + k0 + 8)};
-        Mma(c, a, Load32(b + k0), Load32(b + k0 + 8));
-      }
-      float* at = gram + (mi * 16 + g) * gram_stride + ni * 8 + 2 * q;
-      at[0] = c[0];
-      at[1] = c[1];
-      at[8 * gram_stride] = c[2];
-      at[8 * gram_stride + 1] = c[3];
-    }
-  }
-  __syncwarp();
-  float* out = p.out + n * (p.width + p.count);
-  for (int w = lane; w < p.width; w += kWarp) out[w] = p.dense[n * p.width + w];
-  const longlong2* pairs = reinterpret_cast<const longlong2*>(p.pairs);
-  for (int x = lane; x < p.count; x += kWarp) {
-    const longlong2 pair = pairs[x];
-    int i = static_cast<int>(pair.x), j = static_cast<int>(pair.y);
-    if (j >= (i / 16 + 1) * 16) {  // past the tiles computed for row i: the symmetric entry
-      const int s = i;
-      i = j;
-      j = s;
-    }
-    out[p.width + x] = gram[i * gram_stride + j];
-  }
-}
-
 // A thread per (row, output column), the fields read from global memory.
 __global__ void DotInteractionGlobal(Params p) {
   const int out_width = p.width + p.count;
@@ -225,9 +145,6 @@ StatusOr<std::shared_ptr<const KernelState>> PrepareDotInteraction(const Node&) 
     if (e == cudaSuccess)
       e = cudaFuncSetAttribute(DotInteractionTiled, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                optin);
-    if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(DotInteractionMma, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               optin);
     if (e == cudaSuccess) shared_limit = optin;
     return e;
   }();
@@ -251,17 +168,6 @@ Status DotInteraction(const KernelArgs& k) {
   p.padded_fields = (p.fields + 3) / 4 * 4;
   p.stride = p.dim | 1;
   p.tiles = (p.padded_fields / 4) * (p.padded_fields / 4 + 1) / 2;
-  p.mma_fields = (p.fields + 15) / 16 * 16;
-  p.mma_dim = (p.dim + 15) / 16 * 16;
-  p.mma_stride = p.mma_dim + 8;
-  const int64_t mma_bytes = kWarps * MmaRowBytes(p);
-  if (Bf16Products(k.device->precision) && mma_bytes <= shared_limit && p.dim > 0) {
-    const bool vector4 = p.dim % 4 == 0 && reinterpret_cast<uintptr_t>(p.features) % 16 == 0;
-    const int64_t blocks = (p.rows + kWarps - 1) / kWarps;
-    DotInteractionMma<<<static_cast<unsigned>(blocks), kWarps * kWarp, mma_bytes,
-                        k.device->stream>>>(p, vector4);
-    return Launched(k);
-  }
   const int64_t block_bytes = BlockFloats(p) * static_cast<int64_t>(sizeof(float));
   if (block_bytes <= shared_limit && p.dim > 0 && p.rows <= 0x7fffffff) {
     DotInteractionTiled<<<static_cast<unsigned>(p.rows), kWarps * kWarp, block_bytes,
