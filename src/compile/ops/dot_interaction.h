@@ -11,7 +11,8 @@
 // Every pair lies in [0, F) x [0, F), checked when the plan is built, so kernels may trust it.
 // PyTorch writes it as bmm(T, Tᵀ), the flattened products gathered at constant positions (the
 // strict lower triangle in DLRM, the upper one in TorchRec), and the bottom MLP's output
-// concatenated in front. All FP32; a pair's sum runs over d in order.
+// concatenated in front. All FP32, whatever the model's precision: the CPU sums a pair over d in
+// order, CUDA in four partial sums added in order (docs/passes.md).
 #pragma once
 
 namespace rankd::dot_interaction {
