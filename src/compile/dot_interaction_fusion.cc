@@ -217,6 +217,11 @@ int FuseDotInteractions(Graph& graph, const std::vector<PlanValue>& shapes) {
     return std::count_if(graph.nodes.begin(), graph.nodes.end(),
                          [](const Node& n) { return n.op == "DotInteraction"; });
   };
+  // Most models have no Gram product: no copy of the graph for them.
+  if (std::none_of(graph.nodes.begin(), graph.nodes.end(),
+                   [](const Node& n) { return n.op == "MatMul"; })) {
+    return 0;
+  }
   const auto before = count();
   Graph written = graph;  // shares the constants
   if (FuseAll<DotInteractionMatcher>(graph, shapes) == 0) return 0;
