@@ -585,7 +585,7 @@ TEST(CudaBackend, IdOutOfRangeFailsThatRunOnly) {
   ASSERT_TRUE(resources.ok());
   auto executor = cuda->NewExecutor(*resources);
   ASSERT_TRUE(executor.ok());
-  // The ids go to the device in 32 bits (narrow_ids.h): ids beyond INT32's range must still be
+  // The ids go to the device in 32 bits (compile/narrowable_ids.h): ids beyond INT32's range must still be
   // out of range, never wrapped into the table.
   for (int64_t id : {int64_t{4}, (int64_t{1} << 32) + 1, int64_t{INT32_MAX} + 1, int64_t{1} << 62}) {
     std::vector<Tensor> bad{testing::MakeI64({3}, {0, id, 1}), testing::MakeI64({2}, {0, 3})};

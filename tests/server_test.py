@@ -4,6 +4,7 @@
 
 Each test starts its own server on free ports over a temporary copy of (part of) the model zoo.
 """
+import copy
 import http.client
 import json
 import math
@@ -184,6 +185,40 @@ class ServingTest(unittest.TestCase):
                                               {"Inference-Header-Content-Length": str(len(header))})
         self.assertEqual(status, 400)
         self.assertIn("binary_data_size", json.loads(body)["error"])
+
+    def test_ids_past_int32_are_out_of_range_not_wrapped(self):
+        # mmoe's ids are held in 32 bits once parsed; 2**32 + 1 must not become id 1.
+        req = copy.deepcopy(lines("mmoe", "requests")[0])
+        sparse = next(i for i in req["inputs"] if i["name"] == "sparse")
+        status, _ = self.server.json("POST", "/v2/models/mmoe/infer", req)
+        self.assertEqual(status, 200)
+        for bad in (2**32 + 1, -(2**32) + 1, 2**62):
+            flat = sparse["data"]
+            while isinstance(flat[0], list):
+                flat = flat[0]
+            flat[0] = bad
+            status, got = self.server.json("POST", "/v2/models/mmoe/infer", req)
+            self.assertEqual(status, 400, (bad, got))
+            self.assertIn("out of range", got["error"])
+        # the same through the binary extension
+        blobs, inputs = b"", []
+        for i in req["inputs"]:
+            flat, stack = [], [i["data"]]
+            while stack:
+                x = stack.pop(0)
+                if isinstance(x, list):
+                    stack = x + stack
+                else:
+                    flat.append(x)
+            blob = struct.pack("<%d%s" % (len(flat), "f" if i["datatype"] == "FP32" else "q"), *flat)
+            inputs.append({"name": i["name"], "datatype": i["datatype"], "shape": i["shape"],
+                           "parameters": {"binary_data_size": len(blob)}})
+            blobs += blob
+        header = json.dumps({"inputs": inputs}).encode()
+        status, body, _ = self.server.request("POST", "/v2/models/mmoe/infer", header + blobs,
+                                              {"Inference-Header-Content-Length": str(len(header))})
+        self.assertEqual(status, 400, body)
+        self.assertIn("out of range", json.loads(body)["error"])
 
     def test_malformed_requests_get_4xx_and_server_keeps_serving(self):
         good = lines("din", "requests")[0]
@@ -606,10 +641,18 @@ class GrpcTest(unittest.TestCase):
         self.assertEqual(code_of(req)[0], grpc.StatusCode.INVALID_ARGUMENT)
         req = self.to_proto(body, raw=False)
         req.model_name = "mmoe"
-        req.inputs[0].contents.int64_contents[0] = 10**6
-        code, details = code_of(req)
+        for bad in (10**6, 2**32 + 1, -(2**40)):  # ids held in 32 bits stay out of range, never wrapped
+            req.inputs[0].contents.int64_contents[0] = bad
+            code, details = code_of(req)
+            self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, bad)
+            self.assertIn("out of range", details)
+        raw = self.to_proto(body, raw=True)
+        raw.model_name = "mmoe"
+        raw.raw_input_contents[0] = struct.pack("<q", 2**32 + 1) + raw.raw_input_contents[0][8:]
+        code, details = code_of(raw)
         self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("out of range", details)
+        req.inputs[0].contents.int64_contents[0] = 10**6
         req.inputs[0].shape[0] = 10**9
         self.assertIn(code_of(req)[0], (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED))
         self.assertTrue(self.stub.ServerLive(pb.ServerLiveRequest()).live)

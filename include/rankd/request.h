@@ -21,6 +21,10 @@ struct InferInput {
   // input calls SumLengths again (or resets offsets).
   Tensor offsets{};
   int64_t min_length = 0, max_length = 0;
+  // INT64 values the parser held as INT32, each clamped to INT32's range, for an input whose ids
+  // the model takes in 32 bits (Model::TakesIdsIn32Bits): `data` is then INT32. Half the bytes
+  // to hold and to send to a GPU; a clamped id is out of range of any table the model takes so.
+  bool ids_in_32_bits = false;
 };
 
 // Fills in.offsets, min_length and max_length from in.lengths. The offsets are a request tensor

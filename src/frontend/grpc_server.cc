@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -10,6 +11,7 @@
 #include "grpc_service.grpc.pb.h"
 
 #include "common/host_allocator.h"
+#include "common/narrow_ids.h"
 
 namespace rankd {
 namespace {
@@ -32,18 +34,26 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(code, s.message());
 }
 
-// Copies typed contents into a tensor, checking the count first.
+// Copies typed contents into a tensor, checking the count first; INT64 ids the model takes in 32
+// bits are held as INT32, each clamped (T int32_t, the field's values int64).
 template <typename T, typename Field>
 Status FillTyped(const Field& field, int64_t n, Tensor& t, const std::string& name) {
   if (field.size() != n) {
     return InvalidArgument("input '" + name + "': its shape needs " + std::to_string(n) + " values, contents has " +
                            std::to_string(field.size()));
   }
-  for (int64_t i = 0; i < n; ++i) t.data<T>()[i] = static_cast<T>(field.Get(static_cast<int>(i)));
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, int32_t> && std::is_same_v<typename Field::value_type, int64_t>) {
+      t.data<T>()[i] = NarrowId(field.Get(static_cast<int>(i)));
+    } else {
+      t.data<T>()[i] = static_cast<T>(field.Get(static_cast<int>(i)));
+    }
+  }
   return Status::Ok();
 }
 
-StatusOr<InferRequest> FromProto(const inference::ModelInferRequest& p, const GrpcServerOptions& options) {
+StatusOr<InferRequest> FromProto(const inference::ModelInferRequest& p, const GrpcServerOptions& options,
+                                 const Model& model) {
   RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
   InferRequest r;
   r.id = p.id();
@@ -85,7 +95,9 @@ StatusOr<InferRequest> FromProto(const inference::ModelInferRequest& p, const Gr
       }
       if (shape.size() != 1) return InvalidArgument("input '" + in.name() + "': with lengths, shape must be [number of values]");
     }
-    x.data = Tensor::Zeros(*dtype, shape);
+    // INT64 ids the model takes in 32 bits are held so from here on (InferInput::ids_in_32_bits).
+    x.ids_in_32_bits = *dtype == DType::kI64 && model.TakesIdsIn32Bits(x.name);
+    x.data = Tensor::Zeros(x.ids_in_32_bits ? DType::kI32 : *dtype, shape);
     if (raw) {
       const std::string& bytes = p.raw_input_contents(i);
       if (bytes.size() != static_cast<size_t>(n) * DTypeSize(*dtype)) {
@@ -93,7 +105,17 @@ StatusOr<InferRequest> FromProto(const inference::ModelInferRequest& p, const Gr
                                " bytes, shape " + ShapeToString(shape) + " of " + DTypeName(*dtype) + " needs " +
                                std::to_string(static_cast<size_t>(n) * DTypeSize(*dtype)));
       }
-      if (!bytes.empty()) std::memcpy(x.data.raw(), bytes.data(), bytes.size());
+      if (x.ids_in_32_bits) {
+        for (int64_t k = 0; k < n; ++k) {
+          int64_t id;
+          std::memcpy(&id, bytes.data() + k * 8, sizeof id);  // the message's bytes need not be aligned
+          x.data.data<int32_t>()[k] = NarrowId(id);
+        }
+      } else if (!bytes.empty()) {
+        std::memcpy(x.data.raw(), bytes.data(), bytes.size());
+      }
+    } else if (x.ids_in_32_bits) {
+      RETURN_IF_ERROR(FillTyped<int32_t>(in.contents().int64_contents(), n, x.data, x.name));
     } else {
       const auto& c = in.contents();
       switch (*dtype) {
@@ -278,7 +300,7 @@ class GrpcServer::Impl {
     auto v = ParseModelVersion(q.model_version());
     if (!v.ok()) return ToGrpc(v.status());
     Status s = infer_.Infer(
-        q.model_name(), *v, received, [&](const Model&) { return FromProto(q, options_); },
+        q.model_name(), *v, received, [&](const Model& model) { return FromProto(q, options_, model); },
         [&](const Model& model, const InferRequest& req, const std::vector<InferOutput>& outputs) {
           r.set_model_name(model.name());
           r.set_model_version(std::to_string(model.version()));

@@ -146,8 +146,8 @@ HttpResponse HttpApi::Infer(const HttpRequest& request, const std::string& name,
   HttpResponse response;
   Status s = service_.Infer(
       name, version, request.received,
-      [&](const Model&) -> StatusOr<InferRequest> {
-        ASSIGN_OR_RETURN(parsed, ParseInferRequest(body, binary, limits_));
+      [&](const Model& model) -> StatusOr<InferRequest> {
+        ASSIGN_OR_RETURN(parsed, ParseInferRequest(body, binary, limits_, &model));
         return std::move(parsed.request);
       },
       [&](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
 #include "common/host_allocator.h"
+#include "common/narrow_ids.h"
 
 namespace rankd {
 namespace {
@@ -33,9 +35,11 @@ Status Flatten(const json& data, int depth, const JsonLimits& limits, std::vecto
   return Status::Ok();
 }
 
-template <typename T>
+// Integers in T's range; held as T, or as INT32 clamped where T is INT64 and Held INT32 (ids the
+// model takes in 32 bits).
+template <typename T, typename Held = T>
 Status FillInts(const std::vector<const json*>& leaves, Tensor& t, const std::string& name) {
-  T* p = t.data<T>();
+  Held* p = t.data<Held>();
   for (size_t i = 0; i < leaves.size(); ++i) {
     const json& v = *leaves[i];
     if (!v.is_number_integer()) {
@@ -48,14 +52,18 @@ Status FillInts(const std::vector<const json*>& leaves, Tensor& t, const std::st
     if (x < static_cast<int64_t>(std::numeric_limits<T>::lowest()) || x > static_cast<int64_t>(std::numeric_limits<T>::max())) {
       return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is out of range");
     }
-    p[i] = static_cast<T>(x);
+    if constexpr (std::is_same_v<T, Held>) {
+      p[i] = static_cast<T>(x);
+    } else {
+      p[i] = NarrowId(x);
+    }
   }
   return Status::Ok();
 }
 
 // An input whose values are raw bytes in the binary part of the body.
 StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& shape, const json& params,
-                                      const JsonLimits& limits, std::string_view& binary, InferInput in) {
+                                      const JsonLimits& limits, std::string_view& binary, bool ids32, InferInput in) {
   const std::string& name = in.name;
   const json& size = params["binary_data_size"];
   if (!size.is_number_unsigned()) return InvalidArgument("input '" + name + "': binary_data_size must be a non-negative integer");
@@ -82,8 +90,19 @@ StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& s
     }
     if (shape.size() != 1) return InvalidArgument("input '" + name + "': with lengths, shape must be [number of values]");
   }
-  in.data = Tensor::Zeros(dtype, shape);
-  if (bytes) std::memcpy(in.data.raw(), binary.data(), bytes);
+  if (ids32) {
+    in.data = Tensor::Zeros(DType::kI32, shape);
+    in.ids_in_32_bits = true;
+    int32_t* to = in.data.data<int32_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t id;
+      std::memcpy(&id, binary.data() + i * 8, sizeof id);  // the body's bytes need not be aligned
+      to[i] = NarrowId(id);
+    }
+  } else {
+    in.data = Tensor::Zeros(dtype, shape);
+    if (bytes) std::memcpy(in.data.raw(), binary.data(), bytes);
+  }
   if (dtype == DType::kBool) {
     for (int64_t i = 0; i < n; ++i) in.data.data<uint8_t>()[i] = in.data.data<uint8_t>()[i] ? 1 : 0;
   }
@@ -91,7 +110,8 @@ StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& s
   return in;
 }
 
-StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits, std::string_view& binary) {
+StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits, std::string_view& binary,
+                                const Model* model) {
   std::string where = "inputs[" + std::to_string(index) + "]";
   if (!j.is_object()) return InvalidArgument(where + " must be an object");
   if (!j.contains("name") || !j["name"].is_string()) return InvalidArgument(where + " needs a string 'name'");
@@ -103,6 +123,8 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   if (!dtype || *dtype == DType::kF16 || *dtype == DType::kBF16) {
     return InvalidArgument("input '" + name + "': datatype '" + j["datatype"].get<std::string>() + "' is not supported in JSON");
   }
+  // INT64 ids the model takes in 32 bits are held so from here on (InferInput::ids_in_32_bits).
+  const bool ids32 = model && *dtype == DType::kI64 && model->TakesIdsIn32Bits(name);
   if (!j.contains("shape") || !j["shape"].is_array()) return InvalidArgument("input '" + name + "' needs a 'shape' list");
   Shape shape;
   bool ragged_dim = false;
@@ -116,7 +138,7 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   if (shape.empty()) return InvalidArgument("input '" + name + "': shape must have a batch dimension");
   const json* params = j.contains("parameters") ? &j["parameters"] : nullptr;
   if (params && !params->is_object()) return InvalidArgument("input '" + name + "': parameters must be an object");
-  if (params && params->contains("binary_data_size")) return ParseBinaryInput(j, *dtype, shape, *params, limits, binary, std::move(in));
+  if (params && params->contains("binary_data_size")) return ParseBinaryInput(j, *dtype, shape, *params, limits, binary, ids32, std::move(in));
   if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
   std::vector<const json*> leaves;
   std::vector<int64_t> row_lengths;
@@ -152,7 +174,8 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
                              " elements, data has " + std::to_string(leaves.size()));
     }
   }
-  in.data = Tensor::Zeros(*dtype, shape);
+  in.data = Tensor::Zeros(ids32 ? DType::kI32 : *dtype, shape);
+  in.ids_in_32_bits = ids32;
   switch (*dtype) {
     case DType::kF32:
     case DType::kF64:
@@ -176,7 +199,9 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
         in.data.data<uint8_t>()[i] = leaves[i]->get<bool>() ? 1 : 0;
       }
       break;
-    case DType::kI64: RETURN_IF_ERROR(FillInts<int64_t>(leaves, in.data, name)); break;
+    case DType::kI64:
+      RETURN_IF_ERROR(ids32 ? (FillInts<int64_t, int32_t>(leaves, in.data, name)) : FillInts<int64_t>(leaves, in.data, name));
+      break;
     case DType::kI32: RETURN_IF_ERROR(FillInts<int32_t>(leaves, in.data, name)); break;
     case DType::kI8: RETURN_IF_ERROR(FillInts<int8_t>(leaves, in.data, name)); break;
     case DType::kU8: RETURN_IF_ERROR(FillInts<uint8_t>(leaves, in.data, name)); break;
@@ -194,7 +219,8 @@ void AppendNumber(std::string& out, double v, bool is_float32) {
 
 }  // namespace
 
-StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::string_view binary, const JsonLimits& limits) {
+StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::string_view binary, const JsonLimits& limits,
+                                               const Model* model) {
   RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
   if (body.size() + binary.size() > limits.max_body_bytes) {
     return ResourceExhausted("the request body is " + std::to_string(body.size() + binary.size()) +
@@ -213,7 +239,7 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   if (!j.contains("inputs") || !j["inputs"].is_array()) return InvalidArgument("the request needs an 'inputs' list");
   if (j["inputs"].empty()) return InvalidArgument("the request's 'inputs' list is empty");
   for (size_t i = 0; i < j["inputs"].size(); ++i) {
-    ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary));
+    ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, model));
     if (!in.lengths.empty()) SumLengths(in);  // while they are in cache: no model passes over them again
     r.inputs.push_back(std::move(in));
   }
@@ -252,8 +278,8 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   return parsed;
 }
 
-StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits) {
-  ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(body, {}, limits));
+StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits, const Model* model) {
+  ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(body, {}, limits, model));
   return std::move(parsed.request);
 }
 

@@ -58,13 +58,23 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, 
     }
     Shape shape = t0.shape();
     shape[0] = 0;
-    for (const PreparedRequest* p : parts) shape[0] += p->inputs[i].dim(0);
-    Tensor out = Tensor::Zeros(t0.dtype(), shape);
+    DType dtype = t0.dtype();
+    for (const PreparedRequest* p : parts) {
+      shape[0] += p->inputs[i].dim(0);
+      if (p->inputs[i].dtype() != dtype) dtype = DType::kI64;  // ids held in 32 bits beside 64-bit ones
+    }
+    Tensor out = Tensor::Zeros(dtype, shape);
     auto* dst = static_cast<uint8_t*>(out.raw());
     for (const PreparedRequest* p : parts) {
       const Tensor& t = p->inputs[i];
-      if (t.bytes() > 0) std::memcpy(dst, t.raw(), t.bytes());
-      dst += t.bytes();
+      if (t.dtype() == dtype) {
+        if (t.bytes() > 0) std::memcpy(dst, t.raw(), t.bytes());
+        dst += t.bytes();
+      } else {  // INT32 ids widened
+        auto* to = reinterpret_cast<int64_t*>(dst);
+        for (int64_t k = 0; k < t.size(); ++k) to[k] = t.data<int32_t>()[k];
+        dst += static_cast<size_t>(t.size()) * sizeof(int64_t);
+      }
     }
     merged.inputs.push_back(std::move(out));
   }

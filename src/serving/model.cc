@@ -137,6 +137,7 @@ Status Model::Prepare() {
     }
     output_signature_.push_back(o);
   }
+  FindIdsIn32Bits();
   for (const Binding& b : bindings_) input_kinds_.push_back(b.kind);
   for (int id : graph_.outputs) output_names_.push_back(graph_.values[static_cast<size_t>(id)].name);
   auto warm = Infer(ExampleRequest(2));

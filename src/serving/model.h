@@ -14,6 +14,7 @@
 #include <optional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -113,6 +114,10 @@ class Model {
   // The signature frontends describe (metadata) and Engine exposes; computed once at load.
   const std::vector<InputSignature>& inputs() const { return input_signature_; }
   const std::vector<OutputSignature>& outputs() const { return output_signature_; }
+  // Whether a parser may hold input `name`'s INT64 values as INT32 (InferInput::ids_in_32_bits):
+  // the ids of bags over tables of at most INT32_MAX rows alone (compile/narrowable_ids.h), unless
+  // RANKD_IDS_IN_32_BITS=0. Set at load.
+  bool TakesIdsIn32Bits(std::string_view name) const;
 
   // Scores one request. Bad input gives InvalidArgument naming the input and the problem; with
   // batching, a full queue gives Unavailable and a passed deadline DeadlineExceeded.
@@ -168,6 +173,8 @@ class Model {
   void DescribeHoisting();
   // "" when the hoisted graph scores a request as the graph as written does, else why not.
   std::string CheckHoisting() const;
+  // ids_in_32_bits_, from a plan at probe shapes (model_inputs.cc).
+  void FindIdsIn32Bits();
   // Validates the request and builds the graph's inputs.
   Status BuildGraphInputs(const InferRequest& request, PreparedRequest& prepared) const;
   // Runs prepared graph inputs on an executor from the pool, padded to their shape bucket when
@@ -218,6 +225,7 @@ class Model {
   bool hoisted_ = false;           // the graph runs its user side once per user (HoistUserSide)
   std::vector<std::string> ragged_names_;
   std::vector<InputSignature> input_signature_;
+  std::vector<std::string> ids_in_32_bits_;  // config inputs a parser may hold in 32 bits
   std::vector<OutputSignature> output_signature_;
 
   mutable std::mutex mu_;

@@ -19,9 +19,13 @@ uint64_t MicrosSince(std::chrono::steady_clock::time_point start) {
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count());
 }
 
-std::vector<TensorMeta> MetasOf(const PreparedRequest& prepared) {
+// The plan's view of `prepared`: each input's shape, and the graph's dtype (ids a request holds
+// in 32 bits run on the same plans as 64-bit ones; Model::TakesIdsIn32Bits).
+std::vector<TensorMeta> MetasOf(const PreparedRequest& prepared, const Graph& graph) {
   std::vector<TensorMeta> metas;
-  for (const Tensor& t : prepared.inputs) metas.push_back({t.dtype(), t.shape(), nullptr});
+  for (size_t i = 0; i < prepared.inputs.size(); ++i) {
+    metas.push_back({graph.values[static_cast<size_t>(graph.inputs[i])].dtype, prepared.inputs[i].shape(), nullptr});
+  }
   return metas;
 }
 
@@ -71,7 +75,7 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
 }
 
 StatusOr<std::vector<Tensor>> Model::RunPlanned(const PreparedRequest& prepared, bool capture) const {
-  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(MetasOf(prepared), prepared.ragged_max_lengths));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(MetasOf(prepared, graph_), prepared.ragged_max_lengths));
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
   return RunOn(plan, std::move(executor), prepared.inputs, capture);
 }
@@ -184,7 +188,7 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& 
       prepared = PadToBucket(prepared, *key, input_kinds_);
     }
   }
-  return PlanFor(MetasOf(prepared), prepared.ragged_max_lengths);
+  return PlanFor(MetasOf(prepared, graph_), prepared.ragged_max_lengths);
 }
 
 StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key) const {
@@ -201,7 +205,7 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key)
     InferRequest one = ExampleRequest(1, 0);  // rows without ids fit every length, 0 included
     PreparedRequest smallest;
     RETURN_IF_ERROR(BuildGraphInputs(one, smallest));
-    metas = MetasOf(PadToBucket(smallest, key, input_kinds_));
+    metas = MetasOf(PadToBucket(smallest, key, input_kinds_), graph_);
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(*metas, key.lengths));
   std::lock_guard<std::mutex> lock(mu_);

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 
 #include "common/helping_pool.h"
 #include "common/host_allocator.h"
 #include "common/parallel.h"
+#include "compile/narrowable_ids.h"
 #include "runtime/op_profile.h"
 #include "serving/model.h"
 
@@ -41,6 +43,30 @@ void RandomizeFloats(InferRequest& request, uint32_t seed) {
       seed = seed * 1664525u + 1013904223u;
       in.data.data<float>()[i] = static_cast<float>(seed >> 8) / static_cast<float>(1 << 24);
     }
+  }
+}
+
+bool Model::TakesIdsIn32Bits(std::string_view name) const {
+  return std::find(ids_in_32_bits_.begin(), ids_in_32_bits_.end(), name) != ids_in_32_bits_.end();
+}
+
+void Model::FindIdsIn32Bits() {
+  ids_in_32_bits_.clear();
+  const char* env = std::getenv("RANKD_IDS_IN_32_BITS");
+  if (env && std::string_view(env) == "0") return;
+  auto probe = ProbeShapes();
+  if (!probe.ok()) return;
+  const std::vector<bool> narrow = NarrowableIdInputs(*probe->plan);
+  if (narrow.size() != bindings_.size()) return;
+  for (size_t c = 0; c < config_.inputs.size(); ++c) {
+    bool fed = false, all = config_.inputs[c].dtype == DType::kI64;
+    for (size_t i = 0; i < bindings_.size(); ++i) {
+      const GraphInputKind::Part part = bindings_[i].kind.part;
+      if (bindings_[i].config_index != c || part == GraphInputKind::kOffsets || part == GraphInputKind::kRequestIndex) continue;
+      fed = true;
+      all = all && narrow[i];
+    }
+    if (fed && all) ids_in_32_bits_.push_back(config_.inputs[c].name);
   }
 }
 
@@ -104,7 +130,11 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     const InferInput* in = given[c];
     if (!in) return InvalidArgument("input '" + cfg.name + "' is missing");
     const Tensor& t = in->data;
-    if (t.dtype() != cfg.dtype) {
+    if (in->ids_in_32_bits) {
+      if (t.dtype() != DType::kI32 || !TakesIdsIn32Bits(cfg.name)) {
+        return InvalidArgument("input '" + cfg.name + "' holds its ids in 32 bits, which this model does not take");
+      }
+    } else if (t.dtype() != cfg.dtype) {
       return InvalidArgument("input '" + cfg.name + "' must be " + DTypeName(cfg.dtype) + ", got " + DTypeName(t.dtype()));
     }
     RETURN_IF_ERROR(CheckFinite(*in));

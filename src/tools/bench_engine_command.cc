@@ -45,10 +45,6 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   };
   auto backend = FindBackend(args.backend);
   if (!backend.ok()) return fail(backend.status());
-  auto lines = ReadRequestFile(args.requests);
-  if (!lines.ok()) return fail(lines.status());
-  std::vector<InferRequest> requests;
-  for (RequestLine& l : *lines) requests.push_back(std::move(l.request));
   ModelOptions options;
   options.backend = *backend;
   options.precision = args.precision;
@@ -59,6 +55,10 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   options.executors = args.executors;
   auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
   if (!model.ok()) return fail(model.status());
+  auto lines = ReadRequestFile(args.requests, model->get());  // its ids as the model takes them
+  if (!lines.ok()) return fail(lines.status());
+  std::vector<InferRequest> requests;
+  for (RequestLine& l : *lines) requests.push_back(std::move(l.request));
   auto first = (*model)->Infer(requests.front());
   if (!first.ok()) return fail(first.status().WithContext("the first request"));
   int64_t rows = first->front().data.dim(0);

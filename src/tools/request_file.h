@@ -10,6 +10,8 @@
 
 namespace rankd {
 
+class Model;
+
 struct RequestLine {
   std::string text;  // the line as read
   InferRequest request;
@@ -17,8 +19,9 @@ struct RequestLine {
 
 // Reads every non-blank line as a request body; a line that does not parse fails the whole file
 // (naming its line number), and so does a file whose inputs are all zero: timing those measures
-// a cache-resident toy, not the model.
-StatusOr<std::vector<RequestLine>> ReadRequestFile(const std::string& path);
+// a cache-resident toy, not the model. Given the model that will score them, the requests hold
+// their ids as it takes them (kserve_json.h).
+StatusOr<std::vector<RequestLine>> ReadRequestFile(const std::string& path, const Model* model = nullptr);
 
 // How far apart the medians of four parts of a run are (max / min - 1); 0 when a part has fewer
 // than 2 samples. Large when the machine was busy, clocks moved, or a server fell behind.

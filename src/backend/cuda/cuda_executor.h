@@ -83,12 +83,17 @@ bool CopyKernels();
 void SetLateGather(bool on);
 bool LateGather();
 
+// How an input's values change width on their way to its slot: INT64 ids written as INT32 where
+// the slot is narrowed (compile/narrowable_ids.h), or INT32 ids a request holds (InferInput::ids_in_32_bits)
+// written as INT64 where it is not.
+enum class Repack : uint8_t { kCopy, kNarrow, kWiden };
+
 // Host bytes to pack into the staging buffer (cuda_staging.cc).
 struct StagingPiece {
   uint8_t* to;
   const uint8_t* from;
-  size_t bytes;         // read from `from`
-  bool narrow = false;  // INT64 ids written as INT32 (narrow_ids.h)
+  size_t bytes;  // read from `from`
+  Repack repack = Repack::kCopy;
 };
 
 class CudaExecutor final : public Executor {
@@ -115,7 +120,8 @@ class CudaExecutor final : public Executor {
     // (value id, offset after the error word): the outputs' bytes (and their aliases'), moved
     // from the workspace to follow the error word, so that one copy brings all of them back.
     std::vector<std::pair<int, size_t>> output_rooted;
-    std::vector<bool> narrowed;                     // per graph input: INT64 ids sent as INT32 (narrow_ids.h)
+    std::vector<bool> narrowed;                     // per graph input: INT64 ids sent as INT32 (compile/narrowable_ids.h)
+    std::vector<bool> int64_slot;                   // per graph input: the plan's INT64 and not narrowed
     std::unique_ptr<DeviceBuffer> folded;           // device copies of plan-folded values
     // Where each input and output lies in the staging buffers (fixed by the plan's shapes). On
     // the device, io_ holds the inputs, then at in_total the error word and the outputs laid out
@@ -174,6 +180,9 @@ class CudaExecutor final : public Executor {
   // For copy kernels: lists where the input kernel takes each input from, packing into the
   // staging buffer those it cannot read where they lie; returns the pieces to pack.
   std::vector<StagingPiece> ListSources(Binding& b, std::span<const Tensor> inputs);
+  // How input `i` of `b`, as `in` holds it, is written to its slot, and the bytes it fills there.
+  static Repack RepackOf(const Binding& b, size_t i, const Tensor& in);
+  static size_t SlotBytes(const Tensor& in, Repack repack);
   // For copy kernels: every input taken from its staging slot, as the slot holds it.
   void ListStagedSources(const Binding& b);
   // For copy kernels: whether the ids are worth a gather of their own (Binding::late_gather), and

@@ -1,5 +1,5 @@
 // CudaExecutor's input staging: the host inputs packed into the pinned staging buffer (ids
-// narrowed, ragged tails filled with -1) on the calling thread and the helping pool's, and for a
+// narrowed or widened to their slots, ragged tails filled with -1) on the calling thread and the helping pool's, and for a
 // large uncaptured run sent to the device in chunks as they are packed.
 #include <algorithm>
 #include <atomic>
@@ -8,9 +8,10 @@
 
 #include "backend/cuda/cuda_executor.h"
 #include "backend/cuda/mapped_copy.h"
-#include "backend/cuda/narrow_ids.h"
+#include "compile/narrowable_ids.h"
 #include "backend/cuda/pinned_pool.h"
 #include "common/helping_pool.h"
+#include "common/narrow_ids.h"
 #include "common/parallel.h"
 #include "compile/plan.h"
 #include "runtime/op_profile.h"
@@ -34,14 +35,34 @@ constexpr size_t kChunkBytes = size_t{8} << 20;
 constexpr size_t kLateGatherRatio = 4;
 
 void Pack(const StagingPiece& piece) {
-  if (piece.narrow) {
-    NarrowIds(reinterpret_cast<const int64_t*>(piece.from), reinterpret_cast<int32_t*>(piece.to), piece.bytes / 8);
-  } else {
-    std::memcpy(piece.to, piece.from, piece.bytes);
+  switch (piece.repack) {
+    case Repack::kCopy: std::memcpy(piece.to, piece.from, piece.bytes); break;
+    case Repack::kNarrow:
+      NarrowIds(reinterpret_cast<const int64_t*>(piece.from), reinterpret_cast<int32_t*>(piece.to), piece.bytes / 8);
+      break;
+    case Repack::kWiden: {
+      const auto* from = reinterpret_cast<const int32_t*>(piece.from);
+      auto* to = reinterpret_cast<int64_t*>(piece.to);
+      for (size_t k = 0; k < piece.bytes / 4; ++k) to[k] = from[k];
+      break;
+    }
   }
 }
 
+// Where a piece that starts `done` bytes into its input's data starts in its slot.
+size_t SlotOffset(size_t done, Repack repack) {
+  return repack == Repack::kNarrow ? done / 2 : repack == Repack::kWiden ? done * 2 : done;
+}
+
 }  // namespace
+
+Repack CudaExecutor::RepackOf(const Binding& b, size_t i, const Tensor& in) {
+  if (b.narrowed[i] && in.dtype() == DType::kI64) return Repack::kNarrow;
+  if (b.int64_slot[i] && in.dtype() == DType::kI32) return Repack::kWiden;
+  return Repack::kCopy;
+}
+
+size_t CudaExecutor::SlotBytes(const Tensor& in, Repack repack) { return SlotOffset(in.bytes(), repack); }
 
 Status CudaExecutor::FillTails(Binding& b, std::span<const Tensor> inputs) {
   if (inputs.size() != b.in_bytes.size()) {
@@ -55,7 +76,7 @@ Status CudaExecutor::FillTails(Binding& b, std::span<const Tensor> inputs) {
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& in = inputs[i];
-    const size_t bytes = b.narrowed[i] ? in.bytes() / 2 : in.bytes();
+    const size_t bytes = SlotBytes(in, RepackOf(b, i, in));
     if (bytes > b.in_bytes[i]) {
       return InvalidArgument("input " + std::to_string(i) + " holds " + std::to_string(bytes) +
                              " bytes where the plan has room for " + std::to_string(b.in_bytes[i]));
@@ -82,15 +103,17 @@ std::vector<StagingPiece> CudaExecutor::ListSources(Binding& b, std::span<const 
   std::vector<StagingPiece> pieces;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& in = inputs[i];
-    const bool narrow = b.narrowed[i];
+    const Repack repack = RepackOf(b, i, in);
     const void* from = in.raw();
-    if (in.bytes() > 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0 && pool.Holds(from, in.bytes())) {
-      sources[b.source_of[i]] = {from, in.bytes(), b.in_offsets[i], b.in_bytes[i], narrow, 0};
+    // Read where it lies, narrowed by the kernel if need be; widened ids are packed.
+    if (repack != Repack::kWiden && in.bytes() > 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0 &&
+        pool.Holds(from, in.bytes())) {
+      sources[b.source_of[i]] = {from, in.bytes(), b.in_offsets[i], b.in_bytes[i], repack == Repack::kNarrow, 0};
       continue;
     }
-    const size_t bytes = narrow ? in.bytes() / 2 : in.bytes();
+    const size_t bytes = SlotBytes(in, repack);
     sources[b.source_of[i]] = {staged_device + b.in_offsets[i], bytes, b.in_offsets[i], b.in_bytes[i], 0, 0};
-    if (bytes > 0) pieces.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(from), in.bytes(), narrow});
+    if (bytes > 0) pieces.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(from), in.bytes(), repack});
   }
   if (!pieces.empty()) tails_owner_ = nullptr;  // slots packed without their tails
   return pieces;
@@ -179,13 +202,14 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
     whole = ListSources(b, inputs);
   } else {
     for (size_t i = 0; i < inputs.size(); ++i) {
-      whole.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(inputs[i].raw()), inputs[i].bytes(), b.narrowed[i]});
+      whole.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(inputs[i].raw()), inputs[i].bytes(),
+                       RepackOf(b, i, inputs[i])});
     }
   }
   std::vector<StagingPiece> pieces;  // each of at most kPieceBytes, in the same order
   for (const StagingPiece& in : whole) {
     for (size_t done = 0; done < in.bytes; done += kPieceBytes) {
-      pieces.push_back({in.to + (in.narrow ? done / 2 : done), in.from + done, std::min(kPieceBytes, in.bytes - done), in.narrow});
+      pieces.push_back({in.to + SlotOffset(done, in.repack), in.from + done, std::min(kPieceBytes, in.bytes - done), in.repack});
     }
   }
   // Large batches (tens of MB of ids) are copied by several threads: one thread's memcpy into

@@ -26,7 +26,7 @@ struct InputSource {
   uint64_t from_bytes;  // bytes at `from`: INT64 ids when `narrow`
   uint64_t to;          // offset of its slot in the input area (16-byte aligned, ascending)
   uint64_t to_bytes;    // the slot's bytes: after what `from` fills, the slot is set to -1
-  uint32_t narrow;      // INT64 ids written as INT32, clamped (narrow_ids.h)
+  uint32_t narrow;      // INT64 ids written as INT32, clamped (compile/narrowable_ids.h)
   uint32_t unused;
 };
 
