@@ -225,7 +225,7 @@ class Model {
   bool hoisted_ = false;           // the graph runs its user side once per user (HoistUserSide)
   std::vector<std::string> ragged_names_;
   std::vector<InputSignature> input_signature_;
-  std::vector<std::string> ids_in_32_bits_;  // config inputs a parser may hold in 32 bits
+  std::vector<bool> ids_in_32_bits_;  // per config input: a parser may hold it in 32 bits
   std::vector<OutputSignature> output_signature_;
 
   mutable std::mutex mu_;

@@ -47,11 +47,14 @@ void RandomizeFloats(InferRequest& request, uint32_t seed) {
 }
 
 bool Model::TakesIdsIn32Bits(std::string_view name) const {
-  return std::find(ids_in_32_bits_.begin(), ids_in_32_bits_.end(), name) != ids_in_32_bits_.end();
+  for (size_t c = 0; c < config_.inputs.size(); ++c) {
+    if (config_.inputs[c].name == name) return c < ids_in_32_bits_.size() && ids_in_32_bits_[c];
+  }
+  return false;
 }
 
 void Model::FindIdsIn32Bits() {
-  ids_in_32_bits_.clear();
+  ids_in_32_bits_.assign(config_.inputs.size(), false);
   const char* env = std::getenv("RANKD_IDS_IN_32_BITS");
   if (env && std::string_view(env) == "0") return;
   auto probe = ProbeShapes();
@@ -66,7 +69,7 @@ void Model::FindIdsIn32Bits() {
       fed = true;
       all = all && narrow[i];
     }
-    if (fed && all) ids_in_32_bits_.push_back(config_.inputs[c].name);
+    ids_in_32_bits_[c] = fed && all;
   }
 }
 
@@ -131,7 +134,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     if (!in) return InvalidArgument("input '" + cfg.name + "' is missing");
     const Tensor& t = in->data;
     if (in->ids_in_32_bits) {
-      if (t.dtype() != DType::kI32 || !TakesIdsIn32Bits(cfg.name)) {
+      if (t.dtype() != DType::kI32 || !ids_in_32_bits_[c]) {
         return InvalidArgument("input '" + cfg.name + "' holds its ids in 32 bits, which this model does not take");
       }
     } else if (t.dtype() != cfg.dtype) {
