@@ -226,8 +226,9 @@ OpCase BagsConcatLong(const char* name, int64_t rows) {
 
 // W1's mix in a small launch: short bags (about 2 ids, as most of W1's features) pooled by lane
 // groups, four a warp (rows of 128 BF16 or FP16 elements, or 64 FP32), beside a long BF16 bag
-// split over warps, a copied part, and a column lookup of width 128 (lane groups too); ragged and
-// padded, some ids -1, some bags empty, sum and mean.
+// split over warps, bags of about 12 ids (lane groups past a tiny launch, a warp each in one), a
+// copied part, and a column lookup of width 128 (lane groups too); ragged and padded, some ids
+// -1, some bags empty, sum and mean.
 OpCase BagsConcatShort(const char* name, int64_t rows) {
   return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
             in.push_back(Random(DType::kF32, {rows, 128}, rng));
@@ -237,6 +238,7 @@ OpCase BagsConcatShort(const char* name, int64_t rows) {
             add(BagInputs(g, in, rng, "1", 400, 64, rows, 4, 0.1, 0.2, DType::kF32, false));
             add(BagInputs(g, in, rng, "2", 900, 128, rows, 100, 0.05, 0.1, DType::kBF16, false));
             add(BagInputs(g, in, rng, "3", 300, 128, rows, 2, 0.0, 0.3, DType::kF16, true));
+            add(BagInputs(g, in, rng, "4", 500, 128, rows, 24, 0.05, 0.1, DType::kBF16, false));
             std::vector<int64_t> ids(static_cast<size_t>(rows * 2));
             std::uniform_int_distribution<int64_t> id(-60, 59);
             for (int64_t& v : ids) v = id(rng);
@@ -244,8 +246,8 @@ OpCase BagsConcatShort(const char* name, int64_t rows) {
             ins.push_back(g.Const("lookup", Random(DType::kBF16, {60, 128}, rng)));
             ins.push_back(g.Input("lookup_ids", DType::kI64, {rows, 2}));
             g.Output(g.Op("ConcatEmbeddingBags", ins,
-                          {{"parts", std::vector<int64_t>{1, 3, 3, 3, 2, 2}}, {"modes", std::vector<int64_t>{0, 1, 0, 0, 1, 0}},
-                           {"columns", std::vector<int64_t>{-1, -1, -1, -1, -1, 1}}}));
+                          {{"parts", std::vector<int64_t>{1, 3, 3, 3, 2, 3, 2}}, {"modes", std::vector<int64_t>{0, 1, 0, 0, 1, 0, 0}},
+                           {"columns", std::vector<int64_t>{-1, -1, -1, -1, -1, -1, 1}}}));
           }, 1e-3};
 }
 

@@ -191,6 +191,15 @@ constexpr int64_t kTinyBagsUpTo = 4096;
 // grouped against 25.2 with none; at 64 pairs 11.5–11.7 against 11.9.
 constexpr double kGroupedBagsUpTo = 8;
 
+// Past kTinyBagsUpTo a small launch's blocks fill more than a wave at four an SM (W1 at 512 pairs:
+// 1,168 blocks for 528 places), so its layout is planned for half a bag's ids: a warp takes twice
+// the ids of a long bag, and bags of up to twice kGroupedBagsUpTo go to lane groups, for fewer
+// blocks. H200, W1 at 512 pairs, bf16 tables, captured (traced): 14.6–14.7 µs against 17.0–17.1
+// with bags drawn up to their feature's length, and 14.7–14.8 against 17.0 with every bag at its
+// length. A tiny launch keeps its warps' chains short: at 64 pairs the halved plan took 6.8–7.7
+// µs against 5.5, at one pair 5.0 against 4.0 (docs/benchmarks.md).
+constexpr double kSmallLaunchIdsScale = 0.5;
+
 // Warps per bag for bags of about `ids` ids: kChunk ids or more each, so that a long bag is not one
 // warp's chain of loads.
 uint8_t SplitFor(double ids) {
@@ -264,7 +273,8 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
                     : count == 3     ? static_cast<double>(p.n_ids) / static_cast<double>(rows)
                                      : p.width;
       const bool groupable = p.vector && p.table_rows <= std::numeric_limits<int32_t>::max() && p.dim <= (1 << 24);  // rows under 4 GiB apart
-      if (groupable && (!split_allowed || ids_per_bag <= kGroupedBagsUpTo)) {
+      const double planned = bags > kTinyBagsUpTo ? ids_per_bag * kSmallLaunchIdsScale : ids_per_bag;
+      if (groupable && (!split_allowed || planned <= kGroupedBagsUpTo)) {
         p.grouped = true;  // lane groups
         const int64_t chunks = p.dim / v;
         p.chunks_per_lane = chunks >= 16 ? 2 : 1;  // rows of 16 pieces or more (128 bf16, 64 fp32)
@@ -272,7 +282,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
         while ((1 << p.group_shift) < row_lanes) ++p.group_shift;
         p.whole = p.dim % (row_lanes * v * p.chunks_per_lane) == 0;
       } else if (p.vector && split_allowed) {
-        if (p.id_column < 0) p.split = SplitFor(ids_per_bag);
+        if (p.id_column < 0) p.split = SplitFor(planned);
       } else {
         p.vector = false;  // LargeLaunch: an element a lane
       }
