@@ -191,13 +191,13 @@ constexpr int64_t kTinyBagsUpTo = 4096;
 // grouped against 25.2 with none; at 64 pairs 11.5–11.7 against 11.9.
 constexpr double kGroupedBagsUpTo = 8;
 
-// Past kTinyBagsUpTo a small launch's blocks fill more than a wave at four an SM (W1 at 512 pairs:
-// 1,168 blocks for 528 places), so its layout is planned for half a bag's ids: a warp takes twice
-// the ids of a long bag, and bags of up to twice kGroupedBagsUpTo go to lane groups, for fewer
-// blocks. H200, W1 at 512 pairs, bf16 tables, captured (traced): 14.6–14.7 µs against 17.0–17.1
-// with bags drawn up to their feature's length, and 14.7–14.8 against 17.0 with every bag at its
-// length. A tiny launch keeps its warps' chains short: at 64 pairs the halved plan took 6.8–7.7
-// µs against 5.5, at one pair 5.0 against 4.0 (docs/benchmarks.md).
+// A small launch past kTinyBagsUpTo whose blocks would fill more than one wave at its four an SM
+// (W1 at 512 pairs: 1,168 blocks for 528 places) is laid out again for half a bag's ids: a warp
+// takes twice the ids of a long bag, and bags of up to twice kGroupedBagsUpTo go to lane groups,
+// for fewer blocks. H200, W1 at 512 pairs, bf16 tables, captured (traced): 14.6–14.7 µs against
+// 17.0–17.1 with bags drawn up to their feature's length, and 14.7–14.8 against 17.0 with every
+// bag at its length. A tiny launch keeps its warps' chains short: at 64 pairs the halved layout
+// took 6.8–7.7 µs against 5.5, at one pair 5.0 against 4.0 (docs/benchmarks.md).
 constexpr double kSmallLaunchIdsScale = 0.5;
 
 // Warps per bag for bags of about `ids` ids: kChunk ids or more each, so that a long bag is not one
@@ -211,10 +211,14 @@ uint8_t SplitFor(double ids) {
 // The node's attributes, read once per plan step rather than on every run.
 struct Layout final : KernelState {
   std::vector<int64_t> counts, modes, columns, floors;
+  int multiprocessors = 0;
 };
 
 StatusOr<std::shared_ptr<const KernelState>> PrepareLayout(const Node& node) {
   auto layout = std::make_shared<Layout>();
+  int device = 0;
+  RANKD_CUDA_RETURN(cudaGetDevice(&device));
+  RANKD_CUDA_RETURN(cudaDeviceGetAttribute(&layout->multiprocessors, cudaDevAttrMultiProcessorCount, device));
   layout->counts = node.GetInts("parts");
   layout->modes = node.GetInts("modes");
   layout->columns = node.GetInts("columns");
@@ -222,21 +226,15 @@ StatusOr<std::shared_ptr<const KernelState>> PrepareLayout(const Node& node) {
   return std::shared_ptr<const KernelState>(std::move(layout));
 }
 
-Status ConcatEmbeddingBags(const KernelArgs& k) {
-  const auto* layout = dynamic_cast<const Layout*>(k.state);
-  if (!layout) return Internal(k.node.Describe() + ": run without its prepared layout");
-  Tensor& out = k.Out(0);
-  int64_t rows = out.dim(0), stride = out.dim(1);
-  if (rows == 0 || stride == 0) return Status::Ok();
-  const std::vector<int64_t>& counts = layout->counts;
-  const std::vector<int64_t>& modes = layout->modes;
-  const std::vector<int64_t>& columns = layout->columns;
-  // 16-byte fp32 stores, and 8-byte stores to the bf16 copy.
-  bool out_vector = stride % 4 == 0 && Aligned16(out.raw()) && reinterpret_cast<uintptr_t>(k.device->bf16_out) % 8 == 0;
-  const int64_t bags = rows * static_cast<int64_t>(counts.size());
-  const bool split_allowed = bags <= kSplitBagsUpTo;
-  std::vector<Part> parts;
-  std::vector<double> ids_per_part;  // a bag's ids on average (0 for a copied part)
+// The parts of a launch of `k` over `rows` rows, with their splits and lane groups chosen for
+// `scale` times a bag's ids, and each part's ids a bag on average (0 for a copied part).
+Status LayOutParts(const KernelArgs& k, const Layout& layout, int64_t rows, bool out_vector, bool split_allowed, double scale,
+                   std::vector<Part>& parts, std::vector<double>& ids_per_part) {
+  const std::vector<int64_t>& counts = layout.counts;
+  const std::vector<int64_t>& modes = layout.modes;
+  const std::vector<int64_t>& columns = layout.columns;
+  parts.clear();
+  ids_per_part.clear();
   int first = 0;
   int64_t column = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
@@ -260,7 +258,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       p.wide_ids = ids.dtype() != DType::kI32;
       p.mean = modes[i] == 1;
       p.id_column = columns.empty() ? -1 : static_cast<int32_t>(columns[i]);
-      if (!layout->floors.empty()) p.id_floor = layout->floors[i];
+      if (!layout.floors.empty()) p.id_floor = layout.floors[i];
       int v = 4;
       switch (src.dtype()) {
         case DType::kF32: p.row_type = RowType::kF32; break;
@@ -273,7 +271,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
                     : count == 3     ? static_cast<double>(p.n_ids) / static_cast<double>(rows)
                                      : p.width;
       const bool groupable = p.vector && p.table_rows <= std::numeric_limits<int32_t>::max() && p.dim <= (1 << 24);  // rows under 4 GiB apart
-      const double planned = bags > kTinyBagsUpTo ? ids_per_bag * kSmallLaunchIdsScale : ids_per_bag;
+      const double planned = ids_per_bag * scale;
       if (groupable && (!split_allowed || planned <= kGroupedBagsUpTo)) {
         p.grouped = true;  // lane groups
         const int64_t chunks = p.dim / v;
@@ -291,6 +289,35 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     first += count;
     if (p.dim > 0) parts.push_back(p), ids_per_part.push_back(ids_per_bag);
   }
+  return Status::Ok();
+}
+
+Status ConcatEmbeddingBags(const KernelArgs& k) {
+  const auto* layout = dynamic_cast<const Layout*>(k.state);
+  if (!layout) return Internal(k.node.Describe() + ": run without its prepared layout");
+  Tensor& out = k.Out(0);
+  int64_t rows = out.dim(0), stride = out.dim(1);
+  if (rows == 0 || stride == 0) return Status::Ok();
+  // 16-byte fp32 stores, and 8-byte stores to the bf16 copy.
+  bool out_vector = stride % 4 == 0 && Aligned16(out.raw()) && reinterpret_cast<uintptr_t>(k.device->bf16_out) % 8 == 0;
+  const int64_t bags = rows * static_cast<int64_t>(layout->counts.size());
+  const bool split_allowed = bags <= kSplitBagsUpTo;
+  std::vector<Part> parts;
+  std::vector<double> ids_per_part;
+  // The tiles of BagsPerWarp bags a warp of a grouped part takes: the launch's shape's.
+  const int64_t tiles = bags <= kTinyBagsUpTo ? TinyLaunch::kBagTiles : split_allowed ? SmallLaunch::kBagTiles : LargeLaunch::kBagTiles;
+  auto blocks_of = [&](const Part& part) {
+    const int64_t bags_per_block = part.grouped ? kWarpsPerBlock * BagsPerWarp(part) * tiles : kWarpsPerBlock / part.split;
+    return (rows + bags_per_block - 1) / bags_per_block;
+  };
+  RETURN_IF_ERROR(LayOutParts(k, *layout, rows, out_vector, split_allowed, 1.0, parts, ids_per_part));
+  if (bags > kTinyBagsUpTo && split_allowed) {
+    int64_t blocks = 0;
+    for (const Part& part : parts) blocks += blocks_of(part);
+    if (blocks > int64_t{layout->multiprocessors} * SmallLaunch::kMinBlocks) {
+      RETURN_IF_ERROR(LayOutParts(k, *layout, rows, out_vector, split_allowed, kSmallLaunchIdsScale, parts, ids_per_part));
+    }
+  }
   // The parts with the longest bags take the first blocks, so that the launch does not end on a
   // wave of their long-running blocks beside idle SMs (each part writes its own columns, so the
   // order changes no result). H200, W1 at 32,768 pairs, whose 100-id part is the 21st of 26:
@@ -302,8 +329,6 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
   ordered.reserve(parts.size());
   for (size_t i : order) ordered.push_back(parts[i]);
   parts = std::move(ordered);
-  // The tiles of BagsPerWarp bags a warp of a grouped part takes: the launch's shape's.
-  const int64_t tiles = bags <= kTinyBagsUpTo ? TinyLaunch::kBagTiles : split_allowed ? SmallLaunch::kBagTiles : LargeLaunch::kBagTiles;
   for (size_t begin = 0; begin < parts.size(); begin += kPartsPerLaunch) {
     Launch launch;
     size_t n = std::min(parts.size() - begin, static_cast<size_t>(kPartsPerLaunch));
@@ -318,9 +343,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     launch.step = k.step;
     int64_t blocks = 0;
     for (size_t i = 0; i < n; ++i) {
-      const Part& part = launch.parts[i];
-      const int64_t bags_per_block = part.grouped ? kWarpsPerBlock * BagsPerWarp(part) * tiles : kWarpsPerBlock / part.split;
-      blocks += (rows + bags_per_block - 1) / bags_per_block;
+      blocks += blocks_of(launch.parts[i]);
       if (blocks > std::numeric_limits<int32_t>::max()) return Internal(k.node.Describe() + ": too many rows for one launch");
       launch.first_block[i + 1] = static_cast<int32_t>(blocks);
     }
