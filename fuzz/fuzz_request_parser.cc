@@ -1,24 +1,42 @@
 // libFuzzer target: arbitrary bytes as a KServe v2 inference request, both as a JSON body and
-// split into a JSON header plus binary tensor data (the first byte picks the split).
+// split into a JSON header plus binary tensor data (the first byte picks the split), each parsed
+// alone and for the zoo's MMoE, whose INT64 ids the parser then holds in 32 bits.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "frontend/kserve_json.h"
+#include "serving/model.h"
+
+namespace {
+
+// The zoo's MMoE, from the repository root (where scripts/fuzz.sh runs); nullptr elsewhere.
+const rankd::Model* ZooModel() {
+  static const std::unique_ptr<rankd::Model> model = [] {
+    auto m = rankd::Model::Load("models/zoo/mmoe", -1);
+    return m.ok() ? std::move(*m) : nullptr;
+  }();
+  return model.get();
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace rankd;
   std::string_view all(reinterpret_cast<const char*>(data), size);
   JsonLimits limits;
   limits.max_elements = 1 << 16;
-  (void)ParseInferRequestJson(all, limits);
-  if (size > 1) {
-    size_t split = 1 + data[0] % (size - 1);
-    auto parsed = ParseInferRequest(all.substr(1, split - 1), all.substr(split), limits);
-    if (parsed.ok()) {
-      std::vector<InferOutput> outputs;
-      for (const InferInput& in : parsed->request.inputs) outputs.push_back({in.name, in.data});
-      (void)MakeInferResponse("m", 1, parsed->request.id, outputs, parsed->binary_output_all, parsed->binary_outputs);
+  for (const Model* model : {static_cast<const Model*>(nullptr), ZooModel()}) {
+    (void)ParseInferRequestJson(all, limits, model);
+    if (size > 1) {
+      size_t split = 1 + data[0] % (size - 1);
+      auto parsed = ParseInferRequest(all.substr(1, split - 1), all.substr(split), limits, model);
+      if (parsed.ok()) {
+        std::vector<InferOutput> outputs;
+        for (const InferInput& in : parsed->request.inputs) outputs.push_back({in.name, in.data});
+        (void)MakeInferResponse("m", 1, parsed->request.id, outputs, parsed->binary_output_all, parsed->binary_outputs);
+      }
     }
   }
   return 0;
