@@ -12,6 +12,12 @@ namespace rankd {
 // to[i] = from[i] clamped to INT32's range, for i < n.
 void NarrowIds(const int64_t* from, int32_t* to, size_t n);
 
+// The same from n little-endian INT64s at `bytes`, which need not be aligned (a request's body).
+void NarrowIdBytes(const char* bytes, int32_t* to, size_t n);
+
+// to[i] = from[i], for i < n: ids held in 32 bits where 64 are wanted.
+void WidenIds(const int32_t* from, int64_t* to, size_t n);
+
 // `value` clamped to INT32's range.
 inline int32_t NarrowId(int64_t value) {
   constexpr int64_t kMin = std::numeric_limits<int32_t>::min(), kMax = std::numeric_limits<int32_t>::max();

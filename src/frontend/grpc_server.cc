@@ -106,11 +106,7 @@ StatusOr<InferRequest> FromProto(const inference::ModelInferRequest& p, const Gr
                                std::to_string(static_cast<size_t>(n) * DTypeSize(*dtype)));
       }
       if (x.ids_in_32_bits) {
-        for (int64_t k = 0; k < n; ++k) {
-          int64_t id;
-          std::memcpy(&id, bytes.data() + k * 8, sizeof id);  // the message's bytes need not be aligned
-          x.data.data<int32_t>()[k] = NarrowId(id);
-        }
+        NarrowIdBytes(bytes.data(), x.data.data<int32_t>(), static_cast<size_t>(n));
       } else if (!bytes.empty()) {
         std::memcpy(x.data.raw(), bytes.data(), bytes.size());
       }

@@ -93,12 +93,7 @@ StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& s
   if (ids32) {
     in.data = Tensor::Zeros(DType::kI32, shape);
     in.ids_in_32_bits = true;
-    int32_t* to = in.data.data<int32_t>();
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t id;
-      std::memcpy(&id, binary.data() + i * 8, sizeof id);  // the body's bytes need not be aligned
-      to[i] = NarrowId(id);
-    }
+    NarrowIdBytes(binary.data(), in.data.data<int32_t>(), static_cast<size_t>(n));
   } else {
     in.data = Tensor::Zeros(dtype, shape);
     if (bytes) std::memcpy(in.data.raw(), binary.data(), bytes);

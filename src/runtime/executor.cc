@@ -5,6 +5,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "common/narrow_ids.h"
 #include "compile/narrowable_ids.h"
 #include "compile/plan.h"
 #include "runtime/op_profile.h"
@@ -92,7 +93,7 @@ StatusOr<std::vector<Tensor>> HostExecutor::Run(const Plan& plan, std::span<cons
         Tensor& wide = widened[static_cast<size_t>(index)];
         if (!wide.defined()) {
           wide = Tensor::Empty(DType::kI64, in->shape());
-          for (int64_t k = 0; k < in->size(); ++k) wide.data<int64_t>()[k] = in->data<int32_t>()[k];
+          WidenIds(in->data<int32_t>(), wide.data<int64_t>(), static_cast<size_t>(in->size()));
         }
         in = &wide;
       }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/host_allocator.h"
+#include "common/narrow_ids.h"
 
 namespace rankd {
 
@@ -71,8 +72,7 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, 
         if (t.bytes() > 0) std::memcpy(dst, t.raw(), t.bytes());
         dst += t.bytes();
       } else {  // INT32 ids widened
-        auto* to = reinterpret_cast<int64_t*>(dst);
-        for (int64_t k = 0; k < t.size(); ++k) to[k] = t.data<int32_t>()[k];
+        WidenIds(t.data<int32_t>(), reinterpret_cast<int64_t*>(dst), static_cast<size_t>(t.size()));
         dst += static_cast<size_t>(t.size()) * sizeof(int64_t);
       }
     }

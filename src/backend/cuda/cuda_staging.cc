@@ -40,12 +40,9 @@ void Pack(const StagingPiece& piece) {
     case Repack::kNarrow:
       NarrowIds(reinterpret_cast<const int64_t*>(piece.from), reinterpret_cast<int32_t*>(piece.to), piece.bytes / 8);
       break;
-    case Repack::kWiden: {
-      const auto* from = reinterpret_cast<const int32_t*>(piece.from);
-      auto* to = reinterpret_cast<int64_t*>(piece.to);
-      for (size_t k = 0; k < piece.bytes / 4; ++k) to[k] = from[k];
+    case Repack::kWiden:
+      WidenIds(reinterpret_cast<const int32_t*>(piece.from), reinterpret_cast<int64_t*>(piece.to), piece.bytes / 4);
       break;
-    }
   }
 }
 
