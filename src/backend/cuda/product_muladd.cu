@@ -3,11 +3,11 @@
 //
 // One persistent block an SM walks 128 × 128 tiles of the output, row tile by row tile (a row
 // tile's 27 column tiles for W1, so A's rows are read from L2 27 times, from memory once). Warp 8
-// (of a warpgroup that gives its registers to the consumers) is the producer: its lane 0 issues TMA loads of A's and W's 128 × 64 pieces into three stages
-// (mbarriers: full when the bytes have landed, empty when the consumers' products have read
-// them); its lane 1 loads the tile's m and c into one of two epilogue buffers, a tile ahead. Where
-// c is m, as in a DCN's first layer (x0 · (U v + b) + x0), it loads m alone, and the buffers'
-// freed room holds a fourth stage.
+// (of a warpgroup that gives its registers to the consumers) is the producer: its lane 0 issues
+// TMA loads of A's and W's 128 × 64 pieces into three stages (mbarriers: full when the bytes have
+// landed, empty when the consumers' products have read them); its lane 1 loads the tile's m and c
+// into one of two epilogue buffers, a tile ahead. Where c is m, as in a DCN's first layer
+// (x0 · (U v + b) + x0), it loads m alone, and the buffers' freed room holds a fourth stage.
 // Warps 0-7 are two consumer warpgroups running wgmma (m64n128k16, both operands from shared
 // memory) into fp32 accumulators. With no more tiles than blocks both take each tile, 64 rows
 // each; with more, they ping-pong: each takes every other tile whole, and one's epilogue (the
