@@ -51,9 +51,10 @@ constexpr int kTileM = 128, kTileN = 128, kTileK = 64;
 constexpr int kConsumerThreads = 256, kBlockThreads = kConsumerThreads + 128;
 constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
 // setmaxnreg only moves registers within the block's allocation, so the consumers' rise has to fit
-// in what the producers give up (or their setmaxnreg waits for ever): it does from the 168 a thread
-// that ptxas gives every variant (`-Xptxas -v`; 65,536 over three warpgroups, in steps of 8).
-static_assert(128 * (168 - kProducerRegisters) >= 2 * 128 * (kConsumerRegisters - 168));
+// in what the producers give up (or their setmaxnreg waits for ever): it does from the registers a
+// thread that the block's 65,536 allow in steps of 8, 168, which ptxas gives every variant (`-Xptxas -v`).
+constexpr int kLaunchRegisters = 65536 / kBlockThreads / 8 * 8;
+static_assert(128 * (kLaunchRegisters - kProducerRegisters) >= 2 * 128 * (kConsumerRegisters - kLaunchRegisters));
 constexpr int kPieceBytes = kTileM * kTileK * 2;  // a stage's piece of A or W; a 64-column box of m or c
 constexpr int kStageBytes = 2 * kPieceBytes;
 constexpr int kTileBytes = kTileM * kTileN * 2;  // m's (then the output's) tile, or c's
