@@ -21,6 +21,7 @@
 
 #if RANKD_HAVE_CUDA
 #include "backend/cuda/bf16_copies.h"
+#include "backend/cuda/gemm.h"
 #endif
 
 namespace rankd {
@@ -861,6 +862,44 @@ TEST(CudaBackend, FewRowProductsAreOneKernel) {
   EXPECT_EQ(kernels[1], 1) << "8 rows";
   EXPECT_GE(kernels[2], 2) << "9 rows";
 }
+
+#if RANKD_HAVE_CUDA
+// A product's algorithm is timed once a process: the first executor to meet it times the
+// candidates, the next takes that choice, and so both compute it bit for bit alike.
+TEST(CudaBackend, ExecutorsShareTheTimedChoiceOfAProduct) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(17);
+  GraphBuilder g;
+  int x = g.Input("x", DType::kF32, {-1, 328});  // a shape no other test runs, so timed here first
+  g.Output(g.Op("MatMul", {x, g.Const("w", testing::RandomF32({328, 584}, rng))}));
+  auto resources = cuda->PrepareModel(g.graph(), Precision::kFp32);
+  ASSERT_TRUE(resources.ok()) << resources.status().ToString();
+  PlanOptions options;
+  options.backend = cuda;
+  auto plan = Plan::Build(g.graph(), {{DType::kF32, {1531, 328}, nullptr}}, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::vector<Tensor> in{testing::RandomF32({1531, 328}, rng)};
+  auto first = cuda->NewExecutor(*resources), second = cuda->NewExecutor(*resources);
+  ASSERT_TRUE(first.ok() && second.ok());
+  const cuda::GemmTunings before = cuda::CountGemmTunings();
+  auto got_first = (*first)->Run(**plan, in);
+  ASSERT_TRUE(got_first.ok()) << got_first.status().ToString();
+  const cuda::GemmTunings after_first = cuda::CountGemmTunings();
+  if (after_first.timed == before.timed) GTEST_SKIP() << "nothing timed: cuBLASLt offered one algorithm, or RANKD_GEMM_TUNING=0";
+  EXPECT_EQ(after_first.timed, before.timed + 1);
+  auto got_second = (*second)->Run(**plan, in);
+  ASSERT_TRUE(got_second.ok()) << got_second.status().ToString();
+  const cuda::GemmTunings after_second = cuda::CountGemmTunings();
+  EXPECT_EQ(after_second.timed, after_first.timed) << "the second executor timed the product again";
+  EXPECT_EQ(after_second.reused, after_first.reused + 1);
+  ASSERT_EQ((*got_first)[0].bytes(), (*got_second)[0].bytes());
+  EXPECT_EQ(std::memcmp((*got_first)[0].raw(), (*got_second)[0].raw(), (*got_first)[0].bytes()), 0);
+  auto want = testing::RunGraph(g.graph(), in);
+  ASSERT_TRUE(want.ok());
+  EXPECT_LE(testing::RelativeError((*got_first)[0], (*want)[0]), 1e-5);
+}
+#endif
 
 // So is a bf16 product of many rows with a few columns, taken transposed: a score's last layer with
 // its bias and sigmoid is one kernel, where cuBLASLt took the bias's broadcast, the product and

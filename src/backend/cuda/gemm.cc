@@ -1,6 +1,10 @@
 #include "backend/cuda/gemm.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -98,21 +102,47 @@ bool TuningEnabled() {
   return enabled && tuning_on.load(std::memory_order_relaxed);
 }
 
+// The algorithms timed so far, per device and product, which every executor of the process takes:
+// the first executor to meet a product times its candidates while the others wait for its choice.
+// Timed by each executor for itself, a loaded model's executors timed theirs side by side, each
+// disturbed by the others, and chose differently (W1 at 32,768 pairs, four executors on the H200:
+// three choices for the top MLP's first product, timed at 608 to 834 µs a run where alone the
+// fastest took 296).
+struct TimedChoices {
+  std::mutex mu;  // held while a product's candidates are timed
+  std::map<std::pair<int, GemmCache::Key>, cublasLtMatmulAlgo_t> algos;
+  GemmTunings counts;
+};
+TimedChoices& Timed() {
+  static TimedChoices* timed = new TimedChoices;  // never destroyed: executors may outlive statics
+  return *timed;
+}
+
 // Times the heuristic's first algorithm and its runners-up on the product's own operands and
-// keeps the fastest. Only outside a capture and when D does not accumulate into C (beta = 0),
-// so the repeated runs leave the result as one run would. The candidates are timed in rounds,
-// each round timing every candidate once (kRuns products in a row), and a candidate counts its
-// fastest round: timed one after another in a single pass, the first candidates of a load ran
-// while the clocks still rose from idle, and a few microseconds of noise chose between
-// algorithms that differ by less.
-Status ChooseFastest(DeviceContext& ctx, GemmCache::Entry& e, const void* alpha, const void* beta, const void* op_a,
-                     const void* op_b, void* d) {
+// keeps the fastest, unless an executor of the process already has (TimedChoices). Only outside a
+// capture and when D does not accumulate into C (beta = 0), so the repeated runs leave the result
+// as one run would. The candidates are timed in rounds, each round timing every candidate once
+// (kRuns products in a row), and a candidate counts its fastest round: timed one after another in
+// a single pass, the first candidates of a load ran while the clocks still rose from idle, and a
+// few microseconds of noise chose between algorithms that differ by less. RANKD_GEMM_LOG=1
+// prints each timed product's times and choice.
+Status ChooseFastest(DeviceContext& ctx, const GemmCache::Key& key, GemmCache::Entry& e, const void* alpha,
+                     const void* beta, const void* op_a, const void* op_b, void* d) {
   std::vector<cublasLtMatmulAlgo_t> candidates = {e.algo};
   candidates.insert(candidates.end(), e.untried.begin(), e.untried.end());
   e.untried.clear();
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   RETURN_IF_ERROR(Check(cudaStreamIsCapturing(ctx.stream, &capturing), "cudaStreamIsCapturing"));
   if (candidates.size() < 2 || capturing != cudaStreamCaptureStatusNone || !TuningEnabled()) return Status::Ok();
+  int device = 0;
+  RETURN_IF_ERROR(Check(cudaGetDevice(&device), "cudaGetDevice"));
+  TimedChoices& timed = Timed();
+  std::lock_guard<std::mutex> lock(timed.mu);
+  if (auto it = timed.algos.find({device, key}); it != timed.algos.end()) {
+    e.algo = it->second;
+    ++timed.counts.reused;
+    return Status::Ok();
+  }
   auto run = [&](size_t i) {
     return cublasLtMatmul(ctx.lt, e.op, alpha, op_b, e.b, op_a, e.a, beta, d, e.c, d, e.c, &candidates[i],
                           ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream);
@@ -142,6 +172,14 @@ Status ChooseFastest(DeviceContext& ctx, GemmCache::Entry& e, const void* alpha,
     if (fastest[i] < fastest[best]) best = i;
   }
   e.algo = candidates[best];
+  timed.algos[{device, key}] = e.algo;
+  ++timed.counts.timed;
+  if (std::getenv("RANKD_GEMM_LOG")) {
+    std::string line = "rankd: product m=" + std::to_string(std::get<2>(key)) + " n=" + std::to_string(std::get<3>(key)) +
+                       " k=" + std::to_string(std::get<4>(key)) + ": candidate " + std::to_string(best) + " chosen; µs a run:";
+    for (size_t i : runnable) line += " " + std::to_string(static_cast<int>(fastest[i] * 1000 / kRuns));
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
   return Status::Ok();
 }
 
@@ -263,6 +301,12 @@ void Destroy(GemmCache::Entry& e) {
 
 void EnableGemmTuning(bool on) { tuning_on.store(on, std::memory_order_relaxed); }
 
+GemmTunings CountGemmTunings() {
+  TimedChoices& timed = Timed();
+  std::lock_guard<std::mutex> lock(timed.mu);
+  return timed.counts;
+}
+
 const void* Bf16WeightRows(const DeviceContext& ctx, const float* b, bool trans_b) {
   return trans_b ? Bf16Copy(ctx.bf16_weights, b) : Bf16Copy(ctx.bf16_weights_nk, b);
 }
@@ -324,11 +368,13 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
     auto it = ctx.gemm->entries.find(key);
     if (it == ctx.gemm->entries.end()) {
       GemmCache::Entry e;
+      e.key = key;
       Status s = Build(ctx, shape, alignment, out, e);
       if (!s.ok()) {
         Destroy(e);
         if (out == GemmOutput::kF32) return s;
         e = GemmCache::Entry{};
+        e.key = key;
         e.unsupported = true;
       }
       it = ctx.gemm->entries.emplace(key, e).first;
@@ -352,7 +398,7 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   if (bias_ptr) {
     RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
   }
-  if (!e->untried.empty() && beta == 0.0f) RETURN_IF_ERROR(ChooseFastest(ctx, *e, &alpha, &beta, op_a, op_b, d));
+  if (!e->untried.empty() && beta == 0.0f) RETURN_IF_ERROR(ChooseFastest(ctx, e->key, *e, &alpha, &beta, op_a, op_b, d));
   RANKD_LT_RETURN(cublasLtMatmul(ctx.lt, e->op, &alpha, op_b, e->b, op_a, e->a, &beta, d, e->c, d, e->c, &e->algo,
                                  ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
   if (sigmoid) return SigmoidInPlace(ctx.stream, c, bf16_d, g.m * g.n * g.batch);

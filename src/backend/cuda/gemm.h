@@ -1,7 +1,7 @@
 // Row-major fp32 matrix products through cuBLASLt, with the plan (descriptors, layouts and an
 // algorithm) cached per shape in the executor, so a warmed shape costs one call. The algorithm is
 // the fastest of the heuristic's first kGemmCandidates, timed on the first product of the shape
-// (at warm-up, before any capture).
+// (at warm-up, before any capture) by the first executor to meet it, and taken by the others.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +53,13 @@ constexpr int kGemmCandidates = 6;
 // launches: a choice by timing may pick a split-K algorithm, one launch more, by a margin of noise.
 void EnableGemmTuning(bool on);
 
+// The products the process has timed, and those an executor took from another's timing (each
+// timed once a process, per device: gemm.cc).
+struct GemmTunings {
+  int64_t timed = 0, reused = 0;
+};
+GemmTunings CountGemmTunings();
+
 // What a cached product writes: fp32, or bf16 with a bf16 or an fp32 bias.
 enum class GemmOutput { kF32, kBf16, kBf16F32Bias };
 
@@ -96,7 +103,10 @@ class GemmCache {
   GemmCache& operator=(const GemmCache&) = delete;
   ~GemmCache();
 
+  // Transposes, m, n, k, batch, strides, epilogue, alignment, precision, output (GemmOutput).
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
   struct Entry {
+    Key key{};
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
@@ -105,8 +115,6 @@ class GemmCache {
     std::vector<cublasLtMatmulAlgo_t> untried;
     bool unsupported = false;  // no algorithm for this key (a bf16 output): computed another way
   };
-  // Transposes, m, n, k, batch, strides, epilogue, alignment, precision, output (GemmOutput).
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
   std::map<Key, Entry> entries;
 };
 
