@@ -360,7 +360,8 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   // The entry for a bf16 output, or for an fp32 one when there is none or cuBLASLt has no
   // algorithm for it. A bf16 output takes the bias's bf16 copy where there is one: cuBLASLt may
   // have no algorithm for a bf16 output with an fp32 bias (seen on the H100).
-  auto entry = [&](GemmOutput out, void* d) -> StatusOr<GemmCache::Entry*> {
+  using Slot = std::pair<const GemmCache::Key, GemmCache::Entry>;
+  auto entry = [&](GemmOutput out, void* d) -> StatusOr<Slot*> {
     int alignment = std::min({Alignment(op_a), Alignment(op_b), Alignment(d)});
     GemmCache::Key key{shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, shape.batch, shape.stride_a, shape.stride_b,
                        shape.stride_c, static_cast<int>(shape.epilogue), alignment, static_cast<int>(ctx.precision),
@@ -368,37 +369,36 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
     auto it = ctx.gemm->entries.find(key);
     if (it == ctx.gemm->entries.end()) {
       GemmCache::Entry e;
-      e.key = key;
       Status s = Build(ctx, shape, alignment, out, e);
       if (!s.ok()) {
         Destroy(e);
         if (out == GemmOutput::kF32) return s;
         e = GemmCache::Entry{};
-        e.key = key;
         e.unsupported = true;
       }
       it = ctx.gemm->entries.emplace(key, e).first;
     }
-    return &it->second;
+    return &*it;
   };
-  GemmCache::Entry* e = nullptr;
+  Slot* slot = nullptr;
   const void* bf16_bias = nullptr;
   const bool sigmoid = ActivationOf(g.epilogue) == Activation::kSigmoid;  // applied after, in fp32
   if (bf16_d && beta == 0.0f && !sigmoid) {
     bf16_bias = bias ? Bf16Weight(ctx, bias) : nullptr;
-    ASSIGN_OR_RETURN(e, entry(bf16_bias ? GemmOutput::kBf16 : GemmOutput::kBf16F32Bias, bf16_d));
-    if (e->unsupported) e = nullptr;
+    ASSIGN_OR_RETURN(slot, entry(bf16_bias ? GemmOutput::kBf16 : GemmOutput::kBf16F32Bias, bf16_d));
+    if (slot->second.unsupported) slot = nullptr;
   }
-  const bool to_bf16 = e != nullptr;
+  const bool to_bf16 = slot != nullptr;
   if (!to_bf16) {
-    ASSIGN_OR_RETURN(e, entry(GemmOutput::kF32, c));
+    ASSIGN_OR_RETURN(slot, entry(GemmOutput::kF32, c));
   }
+  GemmCache::Entry* e = &slot->second;
   void* d = to_bf16 ? bf16_d : static_cast<void*>(c);
   const void* bias_ptr = to_bf16 && bf16_bias ? bf16_bias : bias;
   if (bias_ptr) {
     RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
   }
-  if (!e->untried.empty() && beta == 0.0f) RETURN_IF_ERROR(ChooseFastest(ctx, e->key, *e, &alpha, &beta, op_a, op_b, d));
+  if (!e->untried.empty() && beta == 0.0f) RETURN_IF_ERROR(ChooseFastest(ctx, slot->first, *e, &alpha, &beta, op_a, op_b, d));
   RANKD_LT_RETURN(cublasLtMatmul(ctx.lt, e->op, &alpha, op_b, e->b, op_a, e->a, &beta, d, e->c, d, e->c, &e->algo,
                                  ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
   if (sigmoid) return SigmoidInPlace(ctx.stream, c, bf16_d, g.m * g.n * g.batch);

@@ -106,7 +106,6 @@ class GemmCache {
   // Transposes, m, n, k, batch, strides, epilogue, alignment, precision, output (GemmOutput).
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
   struct Entry {
-    Key key{};
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
