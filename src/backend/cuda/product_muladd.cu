@@ -4,10 +4,11 @@
 // One persistent block an SM walks 128 × 128 tiles of the output, row tile by row tile (a row
 // tile's 27 column tiles for W1, so A's rows are read from L2 27 times, from memory once). Warp 8
 // (of a warpgroup that gives its registers to the consumers) is the producer: its lane 0 issues
-// TMA loads of A's and W's 128 × 64 pieces into three stages (mbarriers: full when the bytes have
-// landed, empty when the consumers' products have read them); its lane 1 loads the tile's m and c
-// into one of two epilogue buffers, a tile ahead. Where c is m, as in a DCN's first layer
-// (x0 · (U v + b) + x0), it loads m alone, and the buffers' freed room holds a fourth stage.
+// TMA loads of A's and W's 128 × 64 pieces into four stages (mbarriers: full when the bytes have
+// landed, empty when the consumers' products have read them); its lane 1 loads the tile's m into
+// one of two epilogue buffers, a tile ahead, and c into one buffer as soon as the tile before's
+// epilogue has read it (the room a second would take holds the fourth stage: the stages are what
+// keeps the products fed). Where c is m, as in a DCN's first layer (x0 · (U v + b) + x0), it loads m alone.
 // Warps 0-7 are two consumer warpgroups running wgmma (m64n128k16, both operands from shared
 // memory) into fp32 accumulators. With no more tiles than blocks both take each tile, 64 rows
 // each; with more, they ping-pong: each takes every other tile whole, and one's epilogue (the
@@ -22,7 +23,8 @@
 // traffic is not all hidden yet); with c as m and four stages, 232 against 332 at 32,768. With the
 // consumers' registers raised to 232 (no spills, against 64 to 80 bytes a thread at 168): at
 // 32,768 rows, 218 µs against 227 with c as m, 298 against 292 without; W1's four-in-flight
-// throughput 1.2% higher, and its 512-pair median 0.137-0.138 ms against 0.147-0.154.
+// throughput 1.2% higher, and its 512-pair median 0.137-0.138 ms against 0.147-0.154. With one
+// buffer of c and four stages (c not m), 285 µs against 316 under four-in-flight load (means).
 #include "backend/cuda/product_muladd.h"
 
 #include <cuda_bf16.h>
@@ -58,13 +60,14 @@ static_assert(128 * (kLaunchRegisters - kProducerRegisters) >= 2 * 128 * (kConsu
 constexpr int kPieceBytes = kTileM * kTileK * 2;  // a stage's piece of A or W; a 64-column box of m or c
 constexpr int kStageBytes = 2 * kPieceBytes;
 constexpr int kTileBytes = kTileM * kTileN * 2;  // m's (then the output's) tile, or c's
-// Where c is m, an epilogue buffer holds one tile, not two, and the room goes to a fourth stage (a
-// layer of W1 at 32,768 rows: 232 µs against 257 with three, in the standalone program; five
-// stages, which do not divide W1's eight steps of k, took 279).
-constexpr int Stages(bool c_is_m) { return c_is_m ? 4 : 3; }
-constexpr int BufferTiles(bool c_is_m) { return c_is_m ? 1 : 2; }
+// Four stages: m's tile has two epilogue buffers, c's one (none where c is m, as in a DCN's first
+// layer), and the room that leaves holds a fourth stage. A layer of W1 at 32,768 rows with c as m:
+// 232 µs against 257 with three stages, in the standalone program (five, which do not divide W1's
+// eight steps of k, took 279). With c not m and two buffers of c, there was room for three stages:
+// 316 µs a layer against 285 with one buffer and four (means under four-in-flight load).
+constexpr int kStages = 4;
 constexpr int SmemBytes(bool c_is_m) {
-  return Stages(c_is_m) * kStageBytes + 2 * BufferTiles(c_is_m) * kTileBytes + 1024 + 256;  // + alignment, barriers
+  return kStages * kStageBytes + (c_is_m ? 2 : 3) * kTileBytes + 1024 + 256;  // + alignment, barriers
 }
 
 struct Maps {
@@ -116,16 +119,21 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   constexpr int kGroupsOnATile = kPingPong ? 1 : 2;
   constexpr int kRowBlocks = kPingPong ? 2 : 1;  // the 64-row blocks of a tile a warpgroup takes
   constexpr int kTileThreads = 128 * kGroupsOnATile;
-  constexpr int kStages = Stages(kCIsM), kBufferTiles = BufferTiles(kCIsM);
   extern __shared__ unsigned char smem_raw[];
   auto* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   unsigned char* stages = smem;
-  unsigned char* epilogue = smem + kStages * kStageBytes;  // two buffers, each m's tile then c's (unless c is m)
-  auto* full = reinterpret_cast<uint64_t*>(epilogue + 2 * kBufferTiles * kTileBytes);
+  unsigned char* epilogue = smem + kStages * kStageBytes;  // m's two buffers, then c's one (unless c is m)
+  unsigned char* tile_c = epilogue + 2 * kTileBytes;
+  auto* full = reinterpret_cast<uint64_t*>(epilogue + (kCIsM ? 2 : 3) * kTileBytes);
   uint64_t* empty = full + kStages;
   uint64_t* epilogue_full = empty + kStages;
   uint64_t* epilogue_empty = epilogue_full + 2;
   uint64_t* issued = epilogue_empty + 2;  // ping-pong: a warpgroup's products of its tile issued
+  // c's buffer: c_full[i % 2] when tile i's c has landed (two barriers, so that a ping-pong
+  // warpgroup ahead of the other never takes the other's tile's phase for its own), c_empty once
+  // tile i's epilogue has read it (then tile i + 1's c loads).
+  uint64_t* c_full = issued + 2;
+  uint64_t* c_empty = c_full + 2;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -137,6 +145,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       BarrierInit(&epilogue_empty[b], 1);
       BarrierInit(&issued[b], 4);
     }
+    BarrierInit(&c_full[0], 1);
+    BarrierInit(&c_full[1], 1);
+    BarrierInit(c_empty, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -173,11 +184,13 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       for (int tile = first; tile < tiles; tile += step, ++i) {
         const int m0 = tile / column_tiles * kTileM, n0 = tile % column_tiles * kTileN, b = i % 2;
         if (i >= 2) BarrierWait(&epilogue_empty[b], (i / 2 - 1) & 1);
-        unsigned char* tile_m = epilogue + b * kBufferTiles * kTileBytes;
-        BarrierExpect(&epilogue_full[b], kBufferTiles * kTileBytes);
-        for (int h = 0; h < 2; ++h) {
-          TmaLoad(tile_m + h * kPieceBytes, &maps.m, n0 + h * 64, m0, &epilogue_full[b]);
-          if (!kCIsM) TmaLoad(tile_m + kTileBytes + h * kPieceBytes, &maps.c, n0 + h * 64, m0, &epilogue_full[b]);
+        unsigned char* tile_m = epilogue + b * kTileBytes;
+        BarrierExpect(&epilogue_full[b], kTileBytes);
+        for (int h = 0; h < 2; ++h) TmaLoad(tile_m + h * kPieceBytes, &maps.m, n0 + h * 64, m0, &epilogue_full[b]);
+        if (!kCIsM) {
+          if (i >= 1) BarrierWait(c_empty, (i - 1) & 1);
+          BarrierExpect(&c_full[b], kTileBytes);
+          for (int h = 0; h < 2; ++h) TmaLoad(tile_c + h * kPieceBytes, &maps.c, n0 + h * 64, m0, &c_full[b]);
         }
       }
     }
@@ -201,9 +214,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     WgmmaWait<0>();
     if (lane == 0) BarrierArrive(&empty[(it - 1) % kStages]);
     const int b = i % 2;
-    unsigned char* tile_m = epilogue + b * kBufferTiles * kTileBytes;
-    const unsigned char* tile_c = kCIsM ? tile_m : tile_m + kTileBytes;
+    unsigned char* tile_m = epilogue + b * kTileBytes;
     BarrierWait(&epilogue_full[b], (i / 2) & 1);
+    if (!kCIsM) BarrierWait(&c_full[b], (i / 2) & 1);
     // ldmatrix/stmatrix move four 8 × 8 pieces a warp at once, in the accumulators' layout: lane
     // l addresses row l % 8 of piece l / 8, and register j of every lane holds its row l / 4,
     // columns 2·(l % 4) and + 1, of piece j. Pieces: rows (+ 0 or 8) × columns (8q or 8q + 8).
@@ -235,6 +248,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the writes, visible to TMA
     asm volatile("bar.sync %0, %1;" ::"r"(1 + (kPingPong ? group : 0)), "n"(kTileThreads) : "memory");
     if (threadIdx.x % kTileThreads == 0) {
+      if (!kCIsM) BarrierArrive(c_empty);  // every thread on the tile has read c
       TmaStore(&maps.out, n0, m0, tile_m);
       TmaStore(&maps.out, n0 + 64, m0, tile_m + kPieceBytes);
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
@@ -246,17 +260,25 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
 #endif
 }
 
+using Kernel = void (*)(Maps, const float*, int, int, int);
+
+Kernel KernelFor(bool ping_pong, bool c_is_m) {
+  if (c_is_m) return ping_pong ? ProductMulAddKernel<true, true> : ProductMulAddKernel<false, true>;
+  return ping_pong ? ProductMulAddKernel<true, false> : ProductMulAddKernel<false, false>;
+}
+
 // The SMs of an sm_90 device (the kernel's grid) with the kernel's shared memory allowed, or 0.
 int HopperSms() {
   static const int sms = [] {
     const int count = HopperSmCount();
-    if (count == 0 ||
-        cudaFuncSetAttribute(ProductMulAddKernel<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(false)) != cudaSuccess ||
-        cudaFuncSetAttribute(ProductMulAddKernel<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(false)) != cudaSuccess ||
-        cudaFuncSetAttribute(ProductMulAddKernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(true)) != cudaSuccess ||
-        cudaFuncSetAttribute(ProductMulAddKernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(true)) != cudaSuccess) {
-      cudaGetLastError();
-      return 0;
+    if (count == 0) return 0;
+    for (bool c_is_m : {false, true}) {
+      for (bool ping_pong : {false, true}) {
+        if (cudaFuncSetAttribute(KernelFor(ping_pong, c_is_m), cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(c_is_m)) != cudaSuccess) {
+          cudaGetLastError();
+          return 0;
+        }
+      }
     }
     return count;
   }();
@@ -336,9 +358,7 @@ Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, con
   const bool c_is_m = fused->c == fused->m;  // a DCN's first layer: x0 * (U v + b) + x0
   // More tiles than blocks: the ping-pong hides each epilogue behind the other warpgroup's products.
   const bool ping_pong = tiles > static_cast<int64_t>(blocks);
-  auto kernel = ping_pong ? (c_is_m ? ProductMulAddKernel<true, true> : ProductMulAddKernel<true, false>)
-                          : (c_is_m ? ProductMulAddKernel<false, true> : ProductMulAddKernel<false, false>);
-  const cudaError_t launched = LaunchDependent(kernel, dim3(blocks), dim3(kBlockThreads), SmemBytes(c_is_m), ctx.stream, nullptr, maps,
+  const cudaError_t launched = LaunchDependent(KernelFor(ping_pong, c_is_m), dim3(blocks), dim3(kBlockThreads), SmemBytes(c_is_m), ctx.stream, nullptr, maps,
                                                bias_row, rows_count, n, k);
   fused_runs.fetch_add(1, std::memory_order_relaxed);
   if (c_is_m) fused_runs_c_is_m.fetch_add(1, std::memory_order_relaxed);
