@@ -274,7 +274,8 @@ int HopperSms() {
     if (count == 0) return 0;
     for (bool c_is_m : {false, true}) {
       for (bool ping_pong : {false, true}) {
-        if (cudaFuncSetAttribute(KernelFor(ping_pong, c_is_m), cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(c_is_m)) != cudaSuccess) {
+        const Kernel kernel = KernelFor(ping_pong, c_is_m);
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(c_is_m)) != cudaSuccess) {
           cudaGetLastError();
           return 0;
         }
@@ -358,8 +359,8 @@ Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, con
   const bool c_is_m = fused->c == fused->m;  // a DCN's first layer: x0 * (U v + b) + x0
   // More tiles than blocks: the ping-pong hides each epilogue behind the other warpgroup's products.
   const bool ping_pong = tiles > static_cast<int64_t>(blocks);
-  const cudaError_t launched = LaunchDependent(KernelFor(ping_pong, c_is_m), dim3(blocks), dim3(kBlockThreads), SmemBytes(c_is_m), ctx.stream, nullptr, maps,
-                                               bias_row, rows_count, n, k);
+  const cudaError_t launched = LaunchDependent(KernelFor(ping_pong, c_is_m), dim3(blocks), dim3(kBlockThreads), SmemBytes(c_is_m),
+                                               ctx.stream, nullptr, maps, bias_row, rows_count, n, k);
   fused_runs.fetch_add(1, std::memory_order_relaxed);
   if (c_is_m) fused_runs_c_is_m.fetch_add(1, std::memory_order_relaxed);
   return Check(launched, "ProductMulAddKernel");
