@@ -35,19 +35,19 @@ std::vector<int64_t> ReadyVersions(const ModelRepository& repo) {
 }
 
 TEST(Repository, VersionPolicies) {
-  auto latest = ModelRepository::Create({MakeRepo("latest", {1, 2, 3}, ""), ModelControlMode::kNone, {}, {}});
+  auto latest = ModelRepository::Create({MakeRepo("latest", {1, 2, 3}, ""), ModelControlMode::kNone, {}, {}, {}});
   ASSERT_TRUE(latest.ok()) << latest.status().ToString();
   EXPECT_EQ(ReadyVersions(**latest), std::vector<int64_t>({3}));
   EXPECT_EQ((*latest)->Get("m").value()->version(), 3);
   EXPECT_EQ((*latest)->Get("m", 1).status().code(), StatusCode::kNotFound);
 
   auto two = ModelRepository::Create(
-      {MakeRepo("two", {1, 2, 3}, "version_policy:\n  latest: {num_versions: 2}\n"), ModelControlMode::kNone, {}, {}});
+      {MakeRepo("two", {1, 2, 3}, "version_policy:\n  latest: {num_versions: 2}\n"), ModelControlMode::kNone, {}, {}, {}});
   ASSERT_TRUE(two.ok());
   EXPECT_EQ(ReadyVersions(**two), std::vector<int64_t>({2, 3}));
 
   auto specific = ModelRepository::Create(
-      {MakeRepo("specific", {1, 2, 3}, "version_policy:\n  specific: {versions: [1, 3]}\n"), ModelControlMode::kNone, {}, {}});
+      {MakeRepo("specific", {1, 2, 3}, "version_policy:\n  specific: {versions: [1, 3]}\n"), ModelControlMode::kNone, {}, {}, {}});
   ASSERT_TRUE(specific.ok());
   EXPECT_EQ(ReadyVersions(**specific), std::vector<int64_t>({1, 3}));
   EXPECT_EQ((*specific)->Get("m", 2).status().code(), StatusCode::kNotFound);
@@ -56,7 +56,7 @@ TEST(Repository, VersionPolicies) {
 }
 
 TEST(Repository, ModeNoneRefusesLoadAndUnload) {
-  auto repo = ModelRepository::Create({MakeRepo("none", {1}, ""), ModelControlMode::kNone, {}, {}});
+  auto repo = ModelRepository::Create({MakeRepo("none", {1}, ""), ModelControlMode::kNone, {}, {}, {}});
   ASSERT_TRUE(repo.ok());
   EXPECT_EQ((*repo)->Load("m").code(), StatusCode::kUnavailable);
   EXPECT_EQ((*repo)->Unload("m").code(), StatusCode::kUnavailable);
@@ -65,7 +65,7 @@ TEST(Repository, ModeNoneRefusesLoadAndUnload) {
 
 TEST(Repository, FailedReloadKeepsServingAndUnloadDrains) {
   std::string root = MakeRepo("reload", {1}, "");
-  auto repo = ModelRepository::Create({root, ModelControlMode::kExplicit, {"m"}, {}});
+  auto repo = ModelRepository::Create({root, ModelControlMode::kExplicit, {"m"}, {}, {}});
   ASSERT_TRUE(repo.ok()) << repo.status().ToString();
   auto v1 = (*repo)->Get("m");
   ASSERT_TRUE(v1.ok());
@@ -81,12 +81,12 @@ TEST(Repository, FailedReloadKeepsServingAndUnloadDrains) {
   // A request that held version 1 before the unload can still use it.
   EXPECT_TRUE((*v1)->Infer((*v1)->ExampleRequest(2)).ok());
   // Explicit load of an unknown model fails at start.
-  EXPECT_FALSE(ModelRepository::Create({root, ModelControlMode::kExplicit, {"nosuch"}, {}}).ok());
+  EXPECT_FALSE(ModelRepository::Create({root, ModelControlMode::kExplicit, {"nosuch"}, {}, {}}).ok());
 }
 
 TEST(Repository, PollPicksUpNewVersionsAndRemovedModels) {
   std::string root = MakeRepo("poll", {1}, "");
-  auto repo = ModelRepository::Create({root, ModelControlMode::kPoll, {}, {}});
+  auto repo = ModelRepository::Create({root, ModelControlMode::kPoll, {}, {}, {}});
   ASSERT_TRUE(repo.ok());
   fs::create_directories(fs::path(root) / "m" / "2");
   fs::copy_file(testing::SourcePath("models/zoo/mmoe/1/model.onnx"), fs::path(root) / "m" / "2" / "model.onnx");
@@ -95,6 +95,73 @@ TEST(Repository, PollPicksUpNewVersionsAndRemovedModels) {
   fs::remove_all(fs::path(root) / "m");
   (*repo)->Poll();
   EXPECT_EQ((*repo)->Get("m").status().code(), StatusCode::kNotFound);
+}
+
+TEST(Repository, LoadingANameNotInTheRepositoryChangesNothing) {
+  std::string root = MakeRepo("absent", {1}, "");
+  auto repo = ModelRepository::Create({root, ModelControlMode::kExplicit, {"m"}, {}, {}});
+  ASSERT_TRUE(repo.ok());
+  EXPECT_TRUE((*repo)->Ready());
+  EXPECT_EQ((*repo)->Load("nosuch").code(), StatusCode::kNotFound);
+  EXPECT_TRUE((*repo)->Ready());  // one bad name does not make the server unready until restart
+  EXPECT_EQ((*repo)->Index().size(), 1u);
+  EXPECT_EQ((*repo)->Get("nosuch").status().code(), StatusCode::kNotFound);
+}
+
+TEST(Repository, PollReportsABrokenVersionOnceWithItsReason) {
+  std::string root = MakeRepo("broken", {1}, "");
+  std::vector<std::pair<int64_t, std::string>> reported;
+  RepositoryOptions options{root, ModelControlMode::kPoll, {}, {}, {}};
+  options.on_load_failure = [&](const std::string& model, int64_t version, const Status& why) {
+    EXPECT_EQ(model, "m");
+    reported.push_back({version, why.message()});
+  };
+  auto repo = ModelRepository::Create(options);
+  ASSERT_TRUE(repo.ok());
+  fs::create_directories(fs::path(root) / "m" / "2");
+  std::ofstream(fs::path(root) / "m" / "2" / "model.onnx") << "not a model";
+  (*repo)->Poll();
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_EQ(reported[0].first, 2);
+  EXPECT_NE(reported[0].second.find("protobuf"), std::string::npos) << reported[0].second;
+  EXPECT_EQ((*repo)->Get("m").value()->version(), 1);  // version 1 serves on
+  std::vector<RepositoryIndexEntry> index = (*repo)->Index();
+  ASSERT_EQ(index.size(), 2u);
+  EXPECT_EQ(index[0].version, 1);
+  EXPECT_EQ(index[0].state, "READY");
+  EXPECT_EQ(index[1].version, 2);
+  EXPECT_EQ(index[1].state, "UNAVAILABLE");
+  EXPECT_NE(index[1].reason.find("protobuf"), std::string::npos) << index[1].reason;
+  (*repo)->Poll();  // unchanged since it failed: not retried, not reported again
+  EXPECT_EQ(reported.size(), 1u);
+  EXPECT_EQ((*repo)->Index()[1].state, "UNAVAILABLE");
+  // Fixed on disk, it loads at the next poll.
+  fs::copy_file(testing::SourcePath("models/zoo/mmoe/1/model.onnx"), fs::path(root) / "m" / "2" / "model.onnx",
+                fs::copy_options::overwrite_existing);
+  (*repo)->Poll();
+  EXPECT_EQ((*repo)->Get("m").value()->version(), 2);
+  EXPECT_EQ(ReadyVersions(**repo), std::vector<int64_t>({2}));  // the policy serves the latest
+  EXPECT_EQ(reported.size(), 1u);
+}
+
+TEST(Repository, PollReportsABrokenConfigAndKeepsServing) {
+  std::string root = MakeRepo("badconfig", {1}, "");
+  int reports = 0;
+  RepositoryOptions options{root, ModelControlMode::kPoll, {}, {}, {}};
+  options.on_load_failure = [&](const std::string&, int64_t version, const Status&) {
+    EXPECT_EQ(version, -1);
+    ++reports;
+  };
+  auto repo = ModelRepository::Create(options);
+  ASSERT_TRUE(repo.ok());
+  std::ofstream(fs::path(root) / "m" / "config.yaml") << "inputs: [";
+  (*repo)->Poll();
+  EXPECT_EQ(reports, 1);
+  EXPECT_EQ((*repo)->Get("m").value()->version(), 1);
+  std::vector<RepositoryIndexEntry> index = (*repo)->Index();
+  ASSERT_EQ(index.size(), 1u);
+  EXPECT_EQ(index[0].state, "READY");
+  EXPECT_NE(index[0].reason.find("YAML"), std::string::npos) << index[0].reason;
 }
 
 }  // namespace

@@ -39,11 +39,11 @@ class Server:
 
     LISTENING = re.compile(r"serving HTTP on [^:]+:(\d+), gRPC on [^:]+:(-?\d+), metrics on [^:]+:(\d+)")
 
-    def __init__(self, repo, *extra):
+    def __init__(self, repo, *extra, **popen):
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([RANKD, "serve", "--model-repository", repo, "--http-address", "127.0.0.1",
                                       "--http-port", "0", "--metrics-port", "0", "--grpc-port", "0", *extra],
-                                     stdout=self.log, stderr=self.log)
+                                     stdout=self.log, stderr=self.log, **popen)
         deadline = time.time() + 30
         while time.time() < deadline and self.proc.poll() is None:
             found = self.LISTENING.search(self.output())

@@ -1,9 +1,14 @@
 #include "frontend/grpc_server.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <thread>
+#include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -34,22 +39,40 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(code, s.message());
 }
 
-// Copies typed contents into a tensor, checking the count first; INT64 ids the model takes in 32
-// bits are held as INT32, each clamped (T int32_t, the field's values int64).
+// Copies typed contents (their count checked by the caller) into a tensor; INT64 ids the model
+// takes in 32 bits are held as INT32, each clamped (T int32_t, the field's values int64). INT8 and
+// UINT8 values carried in wider fields must fit, as in JSON.
 template <typename T, typename Field>
 Status FillTyped(const Field& field, int64_t n, Tensor& t, const std::string& name) {
-  if (field.size() != n) {
-    return InvalidArgument("input '" + name + "': its shape needs " + std::to_string(n) + " values, contents has " +
-                           std::to_string(field.size()));
-  }
   for (int64_t i = 0; i < n; ++i) {
     if constexpr (std::is_same_v<T, int32_t> && std::is_same_v<typename Field::value_type, int64_t>) {
       t.data<T>()[i] = NarrowId(field.Get(static_cast<int>(i)));
+    } else if constexpr ((std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>) &&
+                         !std::is_same_v<typename Field::value_type, bool>) {
+      auto v = field.Get(static_cast<int>(i));
+      if (std::cmp_less(v, std::numeric_limits<T>::min()) || std::cmp_greater(v, std::numeric_limits<T>::max())) {
+        return InvalidArgument("input '" + name + "': value " + std::to_string(v) + " is out of range for its datatype");
+      }
+      t.data<T>()[i] = static_cast<T>(v);
     } else {
       t.data<T>()[i] = static_cast<T>(field.Get(static_cast<int>(i)));
     }
   }
   return Status::Ok();
+}
+
+// How many typed values `contents` holds for `dtype` (-1: the datatype has no typed field here).
+int64_t TypedCount(const inference::InferTensorContents& c, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return c.fp32_contents_size();
+    case DType::kF64: return c.fp64_contents_size();
+    case DType::kI64: return c.int64_contents_size();
+    case DType::kI32:
+    case DType::kI8: return c.int_contents_size();
+    case DType::kU8: return c.uint_contents_size();
+    case DType::kBool: return c.bool_contents_size();
+    default: return -1;
+  }
 }
 
 StatusOr<InferRequest> FromProto(const inference::ModelInferRequest& p, const GrpcServerOptions& options,
@@ -95,16 +118,23 @@ StatusOr<InferRequest> FromProto(const inference::ModelInferRequest& p, const Gr
       }
       if (shape.size() != 1) return InvalidArgument("input '" + in.name() + "': with lengths, shape must be [number of values]");
     }
+    // The values present are checked against the declared shape before anything is allocated.
+    if (raw) {
+      size_t need = static_cast<size_t>(n) * DTypeSize(*dtype);
+      if (p.raw_input_contents(i).size() != need) {
+        return InvalidArgument("input '" + in.name() + "': raw contents hold " +
+                               std::to_string(p.raw_input_contents(i).size()) + " bytes, shape " +
+                               ShapeToString(shape) + " of " + DTypeName(*dtype) + " needs " + std::to_string(need));
+      }
+    } else if (int64_t have = TypedCount(in.contents(), *dtype); have != n) {
+      return InvalidArgument("input '" + in.name() + "': its shape needs " + std::to_string(n) +
+                             " values, contents has " + std::to_string(have));
+    }
     // INT64 ids the model takes in 32 bits are held so from here on (InferInput::ids_in_32_bits).
     x.ids_in_32_bits = *dtype == DType::kI64 && model.TakesIdsIn32Bits(x.name);
-    x.data = Tensor::Zeros(x.ids_in_32_bits ? DType::kI32 : *dtype, shape);
+    x.data = Tensor::Empty(x.ids_in_32_bits ? DType::kI32 : *dtype, shape);
     if (raw) {
       const std::string& bytes = p.raw_input_contents(i);
-      if (bytes.size() != static_cast<size_t>(n) * DTypeSize(*dtype)) {
-        return InvalidArgument("input '" + in.name() + "': raw contents hold " + std::to_string(bytes.size()) +
-                               " bytes, shape " + ShapeToString(shape) + " of " + DTypeName(*dtype) + " needs " +
-                               std::to_string(static_cast<size_t>(n) * DTypeSize(*dtype)));
-      }
       if (x.ids_in_32_bits) {
         NarrowIdBytes(bytes.data(), x.data.data<int32_t>(), static_cast<size_t>(n));
       } else if (!bytes.empty()) {
@@ -162,7 +192,16 @@ class Call final : public CallBase {
       return;
     }
     Start(arm_, handler_);
-    grpc::Status status = handler_(request_, response_);
+    grpc::Status status;
+    try {  // a bug in one call's path fails that call, not the process
+      status = handler_(request_, response_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "grpc: a call failed: %s\n", e.what());
+      status = grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what());
+    } catch (...) {
+      std::fprintf(stderr, "grpc: a call failed\n");
+      status = grpc::Status(grpc::StatusCode::INTERNAL, "internal error");
+    }
     finishing_ = true;
     responder_.Finish(response_, status, this);
   }
@@ -193,8 +232,12 @@ class GrpcServer::Impl {
     builder.AddListeningPort(options_.address + ":" + std::to_string(options_.port), grpc::InsecureServerCredentials(),
                              &port_);
     builder.RegisterService(&service_);
-    builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
-    builder.SetMaxSendMessageSize(options_.max_message_bytes);
+    // Another process on the same port is an error, not a second server sharing its traffic.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, options_.reuse_port ? 1 : 0);
+    // gRPC takes an int: larger limits are its largest.
+    int max_message = static_cast<int>(std::min<int64_t>(options_.max_message_bytes, INT32_MAX));
+    builder.SetMaxReceiveMessageSize(max_message);
+    builder.SetMaxSendMessageSize(max_message);
     int threads = options_.threads > 0 ? options_.threads : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
     for (int i = 0; i < threads; ++i) queues_.push_back(builder.AddCompletionQueue());
     server_ = builder.BuildAndStart();

@@ -1,5 +1,6 @@
 #include "frontend/http_api.h"
 
+#include <charconv>
 #include <chrono>
 
 #include <nlohmann/json.hpp>
@@ -14,7 +15,7 @@ constexpr const char* kServerVersion = "0.1.0";
 HttpResponse Json(int status, const json& body) {
   HttpResponse r;
   r.status = status;
-  r.body = body.dump();
+  r.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
   return r;
 }
 
@@ -64,7 +65,7 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) {
   if (p.size() == 3 && p[1] == "health" && m == "GET") {
     if (p[2] == "live") return Json(200, json::object());
     if (p[2] == "ready") {
-      bool ready = !shutting_down_ && repository_.Ready();
+      bool ready = !shutting_down_ && models_ready_();
       return ready ? Json(200, json::object()) : Error(Unavailable("the server is not ready"));
     }
   }
@@ -129,25 +130,14 @@ HttpResponse HttpApi::ModelMetadata(const std::string& name, int64_t version) {
 }
 
 HttpResponse HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t version) {
-  std::string_view body = request.body, binary;
-  auto header = request.headers.find("inference-header-content-length");
-  if (header != request.headers.end()) {
-    size_t length = 0;
-    try {
-      length = std::stoull(header->second);
-    } catch (const std::exception&) {
-      return Error(InvalidArgument("Inference-Header-Content-Length is not a number"));
-    }
-    if (length > body.size()) return Error(InvalidArgument("Inference-Header-Content-Length exceeds the body"));
-    binary = body.substr(length);
-    body = body.substr(0, length);
-  }
   ParsedInferRequest parsed;
   HttpResponse response;
+  // The body is split and parsed inside the service, so a malformed one counts as the model's failure.
   Status s = service_.Infer(
       name, version, request.received,
       [&](const Model& model) -> StatusOr<InferRequest> {
-        ASSIGN_OR_RETURN(parsed, ParseInferRequest(body, binary, limits_, &model));
+        ASSIGN_OR_RETURN(BinaryBody parts, SplitBinaryBody(request));
+        ASSIGN_OR_RETURN(parsed, ParseInferRequest(parts.json, parts.binary, limits_, &model));
         return std::move(parsed.request);
       },
       [&](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {
@@ -160,6 +150,25 @@ HttpResponse HttpApi::Infer(const HttpRequest& request, const std::string& name,
         }
       });
   return s.ok() ? response : Error(s);
+}
+
+StatusOr<BinaryBody> SplitBinaryBody(const HttpRequest& request) {
+  BinaryBody parts{request.body, {}};
+  auto header = request.headers.find("inference-header-content-length");
+  if (header == request.headers.end()) return parts;
+  const std::string& text = header->second;
+  uint64_t length = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), length);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    return InvalidArgument("Inference-Header-Content-Length '" + text + "' is not a non-negative integer");
+  }
+  if (length > parts.json.size()) {
+    return InvalidArgument("Inference-Header-Content-Length " + text + " exceeds the body's " +
+                           std::to_string(parts.json.size()) + " bytes");
+  }
+  parts.binary = parts.json.substr(length);
+  parts.json = parts.json.substr(0, length);
+  return parts;
 }
 
 }  // namespace rankd

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 
 #include "frontend/http_server.h"
 #include "frontend/kserve_json.h"
@@ -22,8 +23,9 @@ namespace rankd {
 
 class HttpApi {
  public:
-  HttpApi(InferService& service, JsonLimits limits)
-      : service_(service), repository_(service.repository()), limits_(limits) {}
+  // `models_ready` answers the models' part of /v2/health/ready (--strict-readiness).
+  HttpApi(InferService& service, JsonLimits limits, std::function<bool()> models_ready)
+      : service_(service), repository_(service.repository()), limits_(limits), models_ready_(std::move(models_ready)) {}
 
   HttpResponse Handle(const HttpRequest& request);
   // After this, /v2/health/ready answers 503 (the server is shutting down).
@@ -36,8 +38,16 @@ class HttpApi {
   InferService& service_;
   ModelRepository& repository_;
   JsonLimits limits_;
+  std::function<bool()> models_ready_;
   std::atomic<bool> shutting_down_{false};
 };
+
+// A body in the binary tensor data extension: its first Inference-Header-Content-Length bytes
+// are the JSON header, the rest the tensors; without the header, all of it is JSON.
+struct BinaryBody {
+  std::string_view json, binary;
+};
+StatusOr<BinaryBody> SplitBinaryBody(const HttpRequest& request);
 
 // Triton's HTTP status for a Status code.
 int HttpStatusFor(StatusCode code);

@@ -1,8 +1,13 @@
 #include "frontend/http_server.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <optional>
 #include <thread>
 
@@ -46,6 +51,7 @@ class HttpServer::Impl {
     asio::post(io_, [this] {
       beast::error_code ec;
       acceptor_.close(ec);
+      retry_.cancel();
     });
     // Drain: requests being handled finish, and requests already on open connections are read
     // and answered, until nothing has arrived for a short grace period (or the deadline passes).
@@ -64,7 +70,10 @@ class HttpServer::Impl {
     io_threads_.clear();
   }
 
-  ~Impl() { Stop(std::chrono::milliseconds(0)); }
+  ~Impl() {
+    Stop(std::chrono::milliseconds(0));
+    if (reserve_fd_ >= 0) ::close(reserve_fd_);
+  }
 
   int port() const { return port_; }
 
@@ -72,6 +81,12 @@ class HttpServer::Impl {
 
  private:
   void Accept();
+  // The handler, with anything it throws answered 500 and logged.
+  HttpResponse Handle(const HttpRequest& request);
+  // Answers a connection 503 and closes it (over the connection cap, or out of descriptors).
+  void RefuseSocket(tcp::socket& socket);
+  // Out of descriptors: frees the one held in reserve to accept and refuse a waiting connection.
+  void RefuseOneWithReserve();
 
   HttpServerOptions options_;
   HttpHandler handler_;
@@ -84,35 +99,70 @@ class HttpServer::Impl {
   std::atomic<int> inflight_{0};
   std::atomic<int64_t> last_read_ns_{0};  // steady-clock time of the last request read
   std::atomic<bool> stopped_{false};
+  std::atomic<int> connections_{0};
+  std::atomic<uint64_t> refused_{0};  // connections answered 503 at accept
+  asio::steady_timer retry_{io_};     // the pause before accepting again after a failed accept
+  int reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   int port_ = 0;
 };
 
 class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, Impl& server) : stream_(std::move(socket)), server_(server) {}
+  Session(tcp::socket socket, Impl& server) : stream_(std::move(socket)), server_(server) { ++server_.connections_; }
+  ~Session() { --server_.connections_; }
 
+  // Reads the next request's header; its body follows in ReadBody.
   void Read() {
     parser_.emplace();
     parser_->body_limit(server_.options_.max_body_bytes);
     parser_->header_limit(64 * 1024);
-    stream_.expires_after(std::chrono::seconds(300));  // idle keep-alive connections close
-    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+    stream_.expires_after(server_.options_.header_timeout);  // idle or slow headers: the connection closes
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&Session::OnHeader, shared_from_this()));
   }
 
  private:
+  static bool Closed(const beast::error_code& ec) {
+    return ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+           ec == asio::error::connection_reset || ec == asio::error::eof || ec == asio::error::broken_pipe;
+  }
+
+  void OnHeader(beast::error_code ec, size_t) {
+    if (Closed(ec)) return Close();
+    if (ec) return Refuse(ec);
+    const auto& header = parser_->get();
+    auto length = parser_->content_length();
+    if (length && *length > server_.options_.max_body_bytes) return Refuse(http::error::body_limit);
+    stream_.expires_after(server_.options_.body_timeout);
+    if (beast::iequals(header[http::field::expect], "100-continue") && !parser_->is_done()) {
+      // The client waits for this before it sends the body.
+      auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      http::async_write(stream_, *cont, [self = shared_from_this(), cont](beast::error_code ec, size_t) {
+        if (ec) return self->Close();
+        self->ReadBody();
+      });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+  }
+
+  // Answers a request that could not be read, and closes the connection (its framing is lost).
+  void Refuse(beast::error_code ec) {
+    HttpResponse r;
+    r.status = ec == http::error::body_limit ? 413 : 400;
+    r.body = ec == http::error::body_limit ? "{\"error\":\"request body too large\"}"
+                                           : "{\"error\":\"malformed HTTP request: " + ec.message() + "\"}";
+    Write(std::move(r), false);
+  }
+
   void OnRead(beast::error_code ec, size_t) {
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
-        ec == asio::error::connection_reset || ec == asio::error::eof) {
-      Close();
-      return;
-    }
-    if (ec) {
-      HttpResponse r;
-      r.status = ec == http::error::body_limit ? 413 : 400;
-      r.body = "{\"error\":\"" + std::string(ec == http::error::body_limit ? "request body too large" : "malformed HTTP request") + "\"}";
-      Write(std::move(r), false);
-      return;
-    }
+    if (Closed(ec)) return Close();
+    if (ec) return Refuse(ec);
+    stream_.expires_never();  // the handler's time is not the client's; Read() sets the next deadline
     auto req = parser_->release();
     keep_alive_ = req.keep_alive();
     HttpRequest request;
@@ -136,7 +186,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     }
     auto self = shared_from_this();
     asio::post(server_.workers_, [self, request = std::move(request)]() mutable {
-      HttpResponse response = self->server_.handler_(request);
+      HttpResponse response = self->server_.Handle(request);
       asio::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
         self->server_.inflight_.fetch_sub(1);
         self->Write(std::move(response), self->keep_alive_);
@@ -152,6 +202,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive && !server_.stopped_.load());
     res->body() = std::move(r.body);
     res->prepare_payload();
+    stream_.expires_after(server_.options_.body_timeout);  // a client that does not read its answer
     http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
       if (ec || !res->keep_alive()) {
         self->Close();
@@ -173,15 +224,66 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = false;
 };
 
+HttpResponse HttpServer::Impl::Handle(const HttpRequest& request) {
+  try {
+    return handler_(request);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "http: %s %zu-byte target: the handler failed: %s\n", request.method.c_str(),
+                 request.target.size(), e.what());
+  } catch (...) {
+    std::fprintf(stderr, "http: %s %zu-byte target: the handler failed\n", request.method.c_str(), request.target.size());
+  }
+  HttpResponse r;
+  r.status = 500;
+  r.body = "{\"error\":\"internal error while handling the request (logged by the server)\"}";
+  return r;
+}
+
 void HttpServer::Impl::Accept() {
   acceptor_.async_accept(asio::make_strand(io_), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (ec) {
-      if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+      // Out of descriptors (or another failure): refuse the waiting connection through the
+      // descriptor kept in reserve, then wait a moment instead of retrying at once (which spins).
+      if (ec == asio::error::no_descriptors || ec.value() == ENFILE) RefuseOneWithReserve();
+      retry_.expires_after(std::chrono::milliseconds(20));
+      retry_.async_wait([this](beast::error_code wait_ec) {
+        if (!wait_ec) Accept();
+      });
+      return;
+    }
+    if (connections_.load() >= options_.max_connections) {
+      RefuseSocket(socket);
     } else {
       std::make_shared<Session>(std::move(socket), *this)->Read();
     }
     Accept();
   });
+}
+
+void HttpServer::Impl::RefuseSocket(tcp::socket& socket) {
+  static constexpr char kRefusal[] =
+      "HTTP/1.1 503 Service Unavailable\r\nServer: rankd\r\nContent-Type: application/json\r\n"
+      "Connection: close\r\nContent-Length: 45\r\n\r\n{\"error\":\"too many connections; retry later\"}";
+  static_assert(sizeof(kRefusal) - 1 - std::string_view(kRefusal).find("\r\n\r\n") - 4 == 45);
+  beast::error_code ec;
+  socket.non_blocking(true, ec);
+  socket.write_some(asio::buffer(kRefusal, sizeof(kRefusal) - 1), ec);  // best effort: a fresh socket has room
+  socket.shutdown(tcp::socket::shutdown_both, ec);
+  socket.close(ec);
+  refused_.fetch_add(1);
+}
+
+void HttpServer::Impl::RefuseOneWithReserve() {
+  if (reserve_fd_ < 0) return;
+  ::close(reserve_fd_);
+  reserve_fd_ = -1;
+  beast::error_code ec;
+  acceptor_.non_blocking(true, ec);
+  tcp::socket socket(io_);
+  acceptor_.accept(socket, ec);
+  if (!ec) RefuseSocket(socket);
+  reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

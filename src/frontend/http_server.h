@@ -1,8 +1,15 @@
 // HttpServer: an asynchronous HTTP/1.1 server (Boost.Beast) with keep-alive.
 //
 // A few I/O threads own the sockets; each complete request is handed to a worker pool, so slow
-// handlers never block I/O. Requests over `max_body_bytes` get 413, malformed ones 400; when
-// `max_inflight` requests are already being handled the next one is refused at once with 503.
+// handlers never block I/O. Requests over `max_body_bytes` get 413 (before their body is read),
+// malformed ones 400; when `max_inflight` requests are already being handled the next one is
+// refused at once with 503. `Expect: 100-continue` is answered, chunked bodies and pipelined
+// requests are read. A handler that throws answers 500 and the server lives on.
+//
+// Resources are bounded: at most `max_connections` connections (more, or a process out of file
+// descriptors, are answered 503 and closed rather than retried in a loop), a connection's request
+// header must arrive within `header_timeout` of its previous answer (an idle keep-alive connection
+// closes then) and its body within `body_timeout`.
 // Stop() stops accepting, lets requests in flight finish (up to a deadline) and closes.
 #pragma once
 
@@ -41,8 +48,11 @@ struct HttpServerOptions {
   // Threads that parse, score and answer requests; a request waiting for its batch holds one, so
   // there are more than cores. 0: twice the cores, at least 8.
   int worker_threads = 0;
-  size_t max_body_bytes = size_t{64} << 20;
+  uint64_t max_body_bytes = uint64_t{64} << 20;
   int max_inflight = 1024;
+  int max_connections = 4096;
+  std::chrono::milliseconds header_timeout{30000};
+  std::chrono::milliseconds body_timeout{60000};
 };
 
 class HttpServer {

@@ -282,16 +282,16 @@ InferResponseBody MakeInferResponse(const std::string& model_name, int64_t model
                                     const std::vector<InferOutput>& outputs, bool binary_all,
                                     const std::vector<std::string>& binary_outputs) {
   InferResponseBody r;
-  std::string out = "{\"model_name\":" + json(model_name).dump() + ",\"model_version\":\"" +
+  std::string out = "{\"model_name\":" + JsonQuoted(model_name) + ",\"model_version\":\"" +
                     std::to_string(model_version) + "\"";
-  if (!id.empty()) out += ",\"id\":" + json(id).dump();
+  if (!id.empty()) out += ",\"id\":" + JsonQuoted(id);
   out += ",\"outputs\":[";
   std::string tail;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& t = outputs[i].data;
     bool binary = binary_all || std::find(binary_outputs.begin(), binary_outputs.end(), outputs[i].name) != binary_outputs.end();
     if (i) out += ',';
-    out += "{\"name\":" + json(outputs[i].name).dump() + ",\"datatype\":\"" + DTypeName(t.dtype()) + "\",\"shape\":[";
+    out += "{\"name\":" + JsonQuoted(outputs[i].name) + ",\"datatype\":\"" + DTypeName(t.dtype()) + "\",\"shape\":[";
     for (int64_t d = 0; d < t.rank(); ++d) {
       if (d) out += ',';
       out += std::to_string(t.dim(d));
@@ -330,6 +330,12 @@ std::string InferResponseJson(const std::string& model_name, int64_t model_versi
   return MakeInferResponse(model_name, model_version, id, outputs, false, {}).body;
 }
 
-std::string ErrorJson(const std::string& message) { return "{\"error\":" + json(message).dump() + "}"; }
+std::string JsonQuoted(std::string_view text) {
+  // Bytes that are not UTF-8 (a client's path or name repeated in an error) become U+FFFD
+  // instead of an exception.
+  return json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ErrorJson(const std::string& message) { return "{\"error\":" + JsonQuoted(message) + "}"; }
 
 }  // namespace rankd

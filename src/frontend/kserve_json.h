@@ -54,6 +54,9 @@ InferResponseBody MakeInferResponse(const std::string& model_name, int64_t model
 std::string InferResponseJson(const std::string& model_name, int64_t model_version, const std::string& id,
                               const std::vector<InferOutput>& outputs);
 
+// `text` as a JSON string, quotes included; bytes that are not UTF-8 are replaced, never thrown on.
+std::string JsonQuoted(std::string_view text);
+
 // {"error": "message"}
 std::string ErrorJson(const std::string& message);
 

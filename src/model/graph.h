@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "model/mapped_file.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
 
@@ -69,8 +70,8 @@ class Graph {
   std::vector<int> inputs;   // graph inputs in signature order
   std::vector<int> outputs;  // graph outputs in signature order
   int64_t opset = 0;
-  // Owners of memory that constants view without owning (memory-mapped external data).
-  std::shared_ptr<void> keep_alive;
+  // The memory-mapped external-data files that constants view without owning.
+  std::vector<std::shared_ptr<const MappedFile>> mapped_files;
 
   bool IsConstant(int value) const { return constants.count(value) > 0; }
   // The constant behind `value`, or nullptr when it is computed, an input, or omitted (-1).

@@ -1,10 +1,5 @@
 #include "model/onnx_import.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,45 +9,12 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "model/mapped_file.h"
+
 namespace rankd {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A read-only memory map of a whole external-data file, shared by the tensors that view it.
-class MappedFile {
- public:
-  static StatusOr<std::shared_ptr<MappedFile>> Open(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) return NotFound("external data file '" + path + "' cannot be opened");
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      ::close(fd);
-      return NotFound("external data file '" + path + "' cannot be read");
-    }
-    auto file = std::make_shared<MappedFile>();
-    file->size_ = static_cast<size_t>(st.st_size);
-    if (file->size_ > 0) {
-      void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        ::close(fd);
-        return Internal("mmap of '" + path + "' failed");
-      }
-      file->data_ = static_cast<const uint8_t*>(p);
-    }
-    ::close(fd);
-    return file;
-  }
-  ~MappedFile() {
-    if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
-  }
-  const uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  const uint8_t* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 class Importer {
  public:
@@ -227,10 +189,8 @@ class Importer {
       if (bytes) std::memcpy(out.raw(), src, bytes);
       return out;
     }
-    // The view keeps the mapping alive through a shared owner captured in a no-op deleter.
-    Tensor view = Tensor::View(dtype, shape, const_cast<uint8_t*>(src));
-    keep_alive_.push_back(file);
-    return view;
+    // The view's mapping lives as long as the graph (Graph::mapped_files).
+    return Tensor::View(dtype, shape, const_cast<uint8_t*>(src));
   }
 
   StatusOr<AttributeValue> ConvertAttribute(const onnx::AttributeProto& a, const std::string& node) {
@@ -327,11 +287,10 @@ class Importer {
 
   const OnnxImportOptions& options_;
   Graph graph_;
-  std::map<std::string, std::shared_ptr<MappedFile>> mapped_;
 
  public:
-  // Mappings that views point into; handed to the graph's lifetime by the caller.
-  std::vector<std::shared_ptr<MappedFile>> keep_alive_;
+  // The external-data files mapped so far, by path; views point into them.
+  std::map<std::string, std::shared_ptr<MappedFile>> mapped_;
 };
 
 }  // namespace
@@ -343,12 +302,8 @@ StatusOr<Graph> ImportOnnxBytes(const void* data, size_t size, const OnnxImportO
   }
   Importer importer(options);
   ASSIGN_OR_RETURN(Graph graph, importer.Run(model));
-  if (!importer.keep_alive_.empty()) {
-    // Constants that view a mapping are rebound to owners that keep the mapping alive.
-    auto mappings = std::make_shared<std::vector<std::shared_ptr<MappedFile>>>(
-        std::move(importer.keep_alive_));
-    graph.keep_alive = mappings;
-  }
+  // Constants that view a mapping keep it alive through the graph.
+  for (auto& [path, file] : importer.mapped_) graph.mapped_files.push_back(std::move(file));
   return graph;
 }
 

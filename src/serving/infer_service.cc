@@ -1,5 +1,8 @@
 #include "serving/infer_service.h"
 
+#include <cstdio>
+#include <exception>
+
 namespace rankd {
 namespace {
 
@@ -14,17 +17,43 @@ Status InferService::Infer(const std::string& name, int64_t version, Clock::time
   Clock::time_point start = Clock::now();
   ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, repository_.Get(name, version));
   metrics_.AddInflight(1);
-  auto request = parse(*model);
-  Clock::time_point parsed = Clock::now();
-  InferStats stats;
-  StatusOr<std::vector<InferOutput>> outputs = request.ok() ? model->Infer(*request, &stats) : request.status();
-  if (!outputs.ok()) {
+  auto fail = [&](Status s) {
     metrics_.AddInflight(-1);
     metrics_.RecordFailure(model->name(), model->version());
+    return s;
+  };
+  // A bug that throws in one request's path fails that request, not the process.
+  auto guarded = [&](const char* step, auto&& run) -> Status {
+    try {
+      return run();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "model '%s': %s failed: %s\n", model->name().c_str(), step, e.what());
+      return Internal(std::string(step) + " failed: " + e.what());
+    } catch (...) {
+      std::fprintf(stderr, "model '%s': %s failed\n", model->name().c_str(), step);
+      return Internal(std::string(step) + " failed");
+    }
+  };
+  StatusOr<InferRequest> request = Internal("not parsed");
+  Status s = guarded("parsing the request", [&] {
+    request = parse(*model);
+    return request.status();
+  });
+  if (!s.ok()) return fail(s);
+  Clock::time_point parsed = Clock::now();
+  InferStats stats;
+  StatusOr<std::vector<InferOutput>> outputs = Internal("not scored");
+  s = guarded("scoring the request", [&] {
+    outputs = model->Infer(*request, &stats);
     return outputs.status();
-  }
+  });
+  if (!s.ok()) return fail(s);
   Clock::time_point scored = Clock::now();
-  serialize(*model, *request, *outputs);
+  s = guarded("writing the response", [&] {
+    serialize(*model, *request, *outputs);
+    return Status::Ok();
+  });
+  if (!s.ok()) return fail(s);
   Clock::time_point done = Clock::now();
   RequestTiming t;
   t.queue_us = Micros(received, start) + stats.queue_us;

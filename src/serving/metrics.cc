@@ -27,6 +27,11 @@ void Metrics::RecordFailure(const std::string& model, int64_t version) {
   ++models_[{model, version}].failure;
 }
 
+void Metrics::RecordLoadFailure(const std::string& model) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++load_failures_[model];
+}
+
 std::string Metrics::Text() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
@@ -71,6 +76,11 @@ std::string Metrics::Text() const {
   }
   out += "# HELP rankd_inflight_requests Inference requests being served now\n# TYPE rankd_inflight_requests gauge\n";
   out += "rankd_inflight_requests " + std::to_string(inflight_.load()) + "\n";
+  out += "# HELP rankd_model_load_failures Loads of a model's version or config that failed\n"
+         "# TYPE rankd_model_load_failures counter\n";
+  for (const auto& [model, count] : load_failures_) {
+    out += "rankd_model_load_failures{model=\"" + model + "\"} " + std::to_string(count) + "\n";
+  }
   return out;
 }
 

@@ -9,6 +9,7 @@
 //   nv_inference_compute_input/infer/output_duration_us   parse / score / serialise
 //   nv_inference_request_summary_us{quantile} p50, p90, p99 over the last 1024 requests
 //   rankd_inflight_requests                   requests being served now (all models)
+//   rankd_model_load_failures                 loads of a model's version (or config) that failed
 //   rankd_graph_hits / _misses                executions that replayed a captured graph / ran uncaptured
 //   rankd_graph_captures, _capture_duration_us plans captured (warm-up and background) and the time taken
 //   rankd_bucket_real_rows / _padded_rows     rows of bucketed executions before and after padding
@@ -39,6 +40,7 @@ class Metrics {
   void RecordSuccess(const std::string& model, int64_t version, const RequestTiming& t);
   void RecordFailure(const std::string& model, int64_t version);
   void AddInflight(int delta) { inflight_ += delta; }
+  void RecordLoadFailure(const std::string& model);
   // The Prometheus text exposition of everything recorded.
   std::string Text() const;
 
@@ -51,6 +53,7 @@ class Metrics {
   };
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int64_t>, PerModel> models_;  // GUARDED_BY(mu_)
+  std::map<std::string, uint64_t> load_failures_;  // GUARDED_BY(mu_)
   std::atomic<int64_t> inflight_{0};
 };
 

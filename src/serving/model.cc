@@ -61,6 +61,7 @@ StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& onnx_path, M
   if (model->config_.name.empty()) model->config_.name = fs::path(onnx_path).stem().string();
   ASSIGN_OR_RETURN(model->graph_, ImportOnnxFile(onnx_path));
   Status s = model->Prepare();
+  if (s.ok()) s = model->CheckFiles();  // a table changed while the load read it
   if (!s.ok()) return s.WithContext("model '" + model->config_.name + "'");
   return model;
 }
@@ -209,6 +210,11 @@ void Model::ReleaseExecutor(std::unique_ptr<Executor> executor) const {
 }
 
 
+Status Model::CheckFiles() const {
+  for (const auto& file : graph_.mapped_files) RETURN_IF_ERROR(file->Check());
+  return Status::Ok();
+}
+
 StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, InferStats* stats) const {
   PhaseTimer whole("(a request, end to end)");  // made first, so it ends after the request's tensors are freed
   for (const std::string& out : request.outputs) {
@@ -222,6 +228,7 @@ StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, Inf
   if (OpProfile::phases()) OpProfile::RecordSince("(request turned into graph inputs)", t0);
   StatusOr<std::vector<Tensor>> result = batcher_ ? RunQueued(request, prepared, stats) : RunPrepared(prepared);
   if (!result.ok()) return result.status();
+  RETURN_IF_ERROR(CheckFiles());  // scores read from a table changed on disk are not returned
   std::vector<InferOutput> outputs;
   for (size_t i = 0; i < graph_.outputs.size(); ++i) {
     const std::string& out_name = graph_.values[static_cast<size_t>(graph_.outputs[i])].name;

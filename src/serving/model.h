@@ -122,6 +122,8 @@ class Model {
   // Scores one request. Bad input gives InvalidArgument naming the input and the problem; with
   // batching, a full queue gives Unavailable and a passed deadline DeadlineExceeded.
   StatusOr<std::vector<InferOutput>> Infer(const InferRequest& request, InferStats* stats = nullptr) const;
+  // OK while the external-data files the model reads are as they were loaded (MappedFile::Check).
+  Status CheckFiles() const;
   // Counters of buckets and captures so far.
   BucketCounters bucket_counters() const;
   // The shape buckets in use, or nullptr when requests run at their own shapes.

@@ -8,11 +8,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// What poll mode compares to see a version changed: the modification times and sizes of every
+// file in its directory (model.onnx and its external data) and of the model's config.
 int64_t ModelStamp(const std::string& dir, int64_t version) {
   std::error_code ec;
-  fs::path onnx = fs::path(dir) / std::to_string(version) / "model.onnx";
-  auto t = fs::last_write_time(onnx, ec);
-  int64_t stamp = ec ? 0 : static_cast<int64_t>(t.time_since_epoch().count());
+  int64_t stamp = 0;
+  for (const auto& f : fs::recursive_directory_iterator(fs::path(dir) / std::to_string(version), ec)) {
+    std::error_code file_ec;
+    if (!f.is_regular_file(file_ec)) continue;
+    auto t = f.last_write_time(file_ec);
+    auto size = f.file_size(file_ec);
+    if (file_ec) continue;
+    stamp = stamp * 1000003 + static_cast<int64_t>(t.time_since_epoch().count()) + static_cast<int64_t>(size);
+  }
   for (const char* config : {"config.yaml", "config.yml", "config.json"}) {
     auto c = fs::last_write_time(fs::path(dir) / config, ec);
     if (!ec) stamp ^= static_cast<int64_t>(c.time_since_epoch().count());
@@ -68,51 +76,75 @@ Status ModelRepository::LoadModel(const std::string& name) {
   }
   std::string dir = (fs::path(options_.root) / name).string();
   std::vector<int64_t> available = ListModelVersions(dir);
+  if (available.empty()) {  // not in the repository: nothing changes, readiness included
+    return NotFound("model '" + name + "' is not in the repository (no version directory with a model.onnx)");
+  }
+  Entry before;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = models_.find(name);
+    if (it != models_.end()) before = it->second;
+  }
   Status status;
+  std::vector<std::pair<int64_t, Status>> failures;  // reported once the lock is released
   std::map<int64_t, std::shared_ptr<const Model>> loaded;
   std::map<int64_t, int64_t> stamps;
-  if (available.empty()) {
-    status = NotFound("model '" + name + "' is not in the repository (no version directory with a model.onnx)");
-  } else {
-    auto config = LoadModelConfig(dir);
-    std::vector<int64_t> versions = config.ok() ? SelectVersions(*config, available) : std::vector<int64_t>{};
-    if (!config.ok()) status = config.status();
-    if (config.ok() && versions.empty()) status = NotFound("model '" + name + "': its version policy selects no version");
-    std::map<int64_t, std::shared_ptr<const Model>> current;
-    std::map<int64_t, int64_t> current_stamps;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      current = models_[name].versions;
-      current_stamps = models_[name].stamps;
-    }
-    for (int64_t v : versions) {
-      int64_t stamp = ModelStamp(dir, v);
-      auto have = current.find(v);
-      if (have != current.end() && current_stamps[v] == stamp) {  // unchanged: keep serving it
-        loaded[v] = have->second;
-        stamps[v] = stamp;
-        continue;
-      }
-      auto model = Model::Load(dir, v, options_.model_options);
-      if (!model.ok()) {
-        status = model.status();
-        if (have != current.end()) {  // a failed reload keeps the version that serves
-          loaded[v] = have->second;
-          stamps[v] = current_stamps[v];
-        }
-        continue;
-      }
-      loaded[v] = std::shared_ptr<const Model>(std::move(*model));
+  std::map<int64_t, std::string> version_failures;
+  std::map<int64_t, int64_t> failed_stamps;
+  auto config = LoadModelConfig(dir);
+  std::vector<int64_t> versions = config.ok() ? SelectVersions(*config, available) : std::vector<int64_t>{};
+  if (!config.ok()) status = config.status();
+  if (config.ok() && versions.empty()) status = NotFound("model '" + name + "': its version policy selects no version");
+  if (!status.ok() && status.message() != before.failure) failures.push_back({-1, status});  // once per cause
+  for (int64_t v : versions) {
+    int64_t stamp = ModelStamp(dir, v);
+    auto have = before.versions.find(v);
+    bool serving = have != before.versions.end();
+    if (serving && before.stamps[v] == stamp) {  // unchanged: keep serving it
+      loaded[v] = have->second;
       stamps[v] = stamp;
+      continue;
+    }
+    auto failed = before.failed_stamps.find(v);
+    if (failed != before.failed_stamps.end() && failed->second == stamp) {  // unchanged since it failed
+      version_failures[v] = before.version_failures[v];
+      failed_stamps[v] = stamp;
+      if (status.ok()) status = Unavailable(before.version_failures[v]);
+      if (serving) {
+        loaded[v] = have->second;
+        stamps[v] = before.stamps[v];
+      }
+      continue;
+    }
+    auto model = Model::Load(dir, v, options_.model_options);
+    if (!model.ok()) {
+      status = model.status();
+      failures.push_back({v, model.status()});
+      version_failures[v] = model.status().message();
+      failed_stamps[v] = stamp;
+      if (serving) {  // a failed reload keeps the version that serves
+        loaded[v] = have->second;
+        stamps[v] = before.stamps[v];
+      }
+      continue;
+    }
+    loaded[v] = std::shared_ptr<const Model>(std::move(*model));
+    stamps[v] = stamp;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = models_[name];
+    e.wanted = true;
+    e.failure = config.ok() && !versions.empty() ? "" : status.message();
+    e.version_failures = std::move(version_failures);
+    e.failed_stamps = std::move(failed_stamps);
+    if (!loaded.empty()) {  // nothing loaded: what served before serves on
+      e.versions = std::move(loaded);
+      e.stamps = std::move(stamps);
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  Entry& e = models_[name];
-  e.wanted = true;
-  e.failure = status.ok() ? "" : status.message();
-  if (!loaded.empty()) {
-    e.versions = std::move(loaded);
-    e.stamps = std::move(stamps);
+  if (options_.on_load_failure) {
+    for (const auto& [v, why] : failures) options_.on_load_failure(name, v, why);
   }
   return status;
 }
@@ -178,11 +210,20 @@ std::vector<RepositoryIndexEntry> ModelRepository::Index() const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const std::string& name : dirs) {
     auto it = models_.find(name);
-    if (it == models_.end() || it->second.versions.empty()) {
-      out.push_back({name, -1, "UNAVAILABLE", it == models_.end() ? "not loaded" : it->second.failure});
+    if (it == models_.end()) {
+      out.push_back({name, -1, "UNAVAILABLE", "not loaded"});
       continue;
     }
-    for (const auto& [v, model] : it->second.versions) out.push_back({name, v, "READY", ""});
+    const Entry& e = it->second;
+    std::map<int64_t, RepositoryIndexEntry> versions;
+    for (const auto& [v, model] : e.versions) versions[v] = {name, v, "READY", e.failure};
+    for (const auto& [v, why] : e.version_failures) {
+      auto ready = versions.find(v);
+      if (ready != versions.end()) ready->second.reason = "a changed copy failed to load; the loaded one serves: " + why;
+      else versions[v] = {name, v, "UNAVAILABLE", why};
+    }
+    if (versions.empty()) out.push_back({name, -1, "UNAVAILABLE", e.failure.empty() ? "not loaded" : e.failure});
+    for (auto& [v, entry] : versions) out.push_back(std::move(entry));
   }
   return out;
 }

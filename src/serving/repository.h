@@ -8,6 +8,7 @@
 // versions already serving in place and records why. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,13 +27,16 @@ struct RepositoryOptions {
   ModelControlMode mode = ModelControlMode::kNone;
   std::vector<std::string> startup_models;  // explicit mode: loaded at start
   ModelOptions model_options;
+  // Called (outside the repository's lock) for every load that fails: the model, the version
+  // (-1 when the model's config or version list failed) and why. The server logs and counts it.
+  std::function<void(const std::string& model, int64_t version, const Status& why)> on_load_failure;
 };
 
 struct RepositoryIndexEntry {
   std::string name;
   int64_t version = -1;  // -1: the model has no loaded version
   std::string state;     // READY, UNAVAILABLE
-  std::string reason;    // why it is unavailable
+  std::string reason;    // why it is unavailable; for a READY version, why a newer copy of it did not load
 };
 
 class ModelRepository {
@@ -42,11 +46,13 @@ class ModelRepository {
   // The model to serve: `version` -1 picks the highest ready version. NotFound for unknown
   // models and versions, Unavailable for a known model with no ready version.
   StatusOr<std::shared_ptr<const Model>> Get(const std::string& name, int64_t version = -1) const;
-  // Loads (or reloads) the versions of `name` its version policy selects. Unavailable in mode none.
+  // Loads (or reloads) the versions of `name` its version policy selects. Unavailable in mode none;
+  // NotFound, changing nothing, for a name that is not in the repository.
   Status Load(const std::string& name);
   // Stops serving `name`; requests in flight finish. Unavailable in mode none.
   Status Unload(const std::string& name);
-  // Rescans the repository: loads new or changed versions, drops removed ones (poll mode).
+  // Rescans the repository: loads new or changed versions, drops removed ones (poll mode). A
+  // version whose files are unchanged since a failed load is not retried.
   void Poll();
   // Every model directory in the repository with its state.
   std::vector<RepositoryIndexEntry> Index() const;
@@ -63,7 +69,9 @@ class ModelRepository {
   struct Entry {
     std::map<int64_t, std::shared_ptr<const Model>> versions;  // ready versions
     std::map<int64_t, int64_t> stamps;                         // version -> model.onnx mtime
-    std::string failure;                                       // last load error, if any
+    std::map<int64_t, std::string> version_failures;           // version -> why its last load failed
+    std::map<int64_t, int64_t> failed_stamps;                  // version -> stamp of that failed load
+    std::string failure;                                       // last model-wide error (config), if any
     bool wanted = false;                                       // should be loaded
   };
 

@@ -42,9 +42,12 @@ struct ServeArgs {
   int poll_secs = 15;
   std::vector<std::string> load_models;
   int exit_timeout_secs = 30;
-  int max_body_mb = 64;
+  int64_t max_body_mb = 64;
   int max_inflight = 1024;
   int http_threads = 0;  // 0 = twice the cores, at least 8
+  int http_max_connections = 4096;
+  int http_header_timeout_secs = 30;  // a keep-alive connection idle this long closes
+  bool strict_readiness = true;       // ready only when every model that should load serves
   int64_t max_rows = 65536;
   std::string backend = "auto";
   int executors = 0;  // per model; 0 = the backend's default

@@ -49,6 +49,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   serve_cmd->add_option("--http-threads", serve.http_threads, "HTTP worker threads (0: twice the cores, at least 8)")
       ->check(CLI::NonNegativeNumber);
+  serve_cmd->add_option("--http-max-connections", serve.http_max_connections,
+                        "Open HTTP connections at most; more are answered 503 and closed")
+      ->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--http-header-timeout-secs", serve.http_header_timeout_secs,
+                        "Seconds a connection may take to send a request's header (an idle keep-alive connection closes then)")
+      ->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--strict-readiness", serve.strict_readiness,
+                        "true: /v2/health/ready needs every model that should load to be ready; false: live is ready");
   serve_cmd->add_option("--executors", serve.executors, "Executors per model (0: the backend's default)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--max-rows", serve.max_rows, "Rows per request when a model's config sets no max_batch_size")

@@ -39,6 +39,12 @@ int ServeCommand(const ServeArgs& args) {
   }
   repo_options.model_options.backend = *backend;
   repo_options.model_options.executors = args.executors;
+  Metrics metrics;
+  repo_options.on_load_failure = [&metrics](const std::string& model, int64_t version, const Status& why) {
+    std::fprintf(stderr, "model %s version %lld failed to load: %s\n", model.c_str(), static_cast<long long>(version),
+                 why.ToString().c_str());
+    metrics.RecordLoadFailure(model);
+  };
   std::fprintf(stderr, "backend: %s\n", (*backend)->name());
   auto repository = ModelRepository::Create(repo_options);
   if (!repository.ok()) {
@@ -49,11 +55,11 @@ int ServeCommand(const ServeArgs& args) {
     std::fprintf(stderr, "model %-24s version %-4lld %s %s\n", e.name.c_str(), static_cast<long long>(e.version),
                  e.state.c_str(), e.reason.c_str());
   }
-  Metrics metrics;
   JsonLimits limits;
-  limits.max_body_bytes = static_cast<size_t>(args.max_body_mb) << 20;
+  limits.max_body_bytes = static_cast<uint64_t>(args.max_body_mb) << 20;
   InferService service(**repository, metrics);
-  HttpApi api(service, limits);
+  auto models_ready = [&] { return !args.strict_readiness || (*repository)->Ready(); };
+  HttpApi api(service, limits, models_ready);
 
   std::unique_ptr<GrpcServer> grpc;
   std::atomic<bool> draining{false};
@@ -61,8 +67,8 @@ int ServeCommand(const ServeArgs& args) {
     GrpcServerOptions grpc_options;
     grpc_options.address = args.http_address;
     grpc_options.port = args.grpc_port;
-    grpc_options.max_message_bytes = args.max_body_mb << 20;
-    auto started = GrpcServer::Start(grpc_options, service, [&] { return !draining && (*repository)->Ready(); });
+    grpc_options.max_message_bytes = static_cast<int64_t>(args.max_body_mb) << 20;
+    auto started = GrpcServer::Start(grpc_options, service, [&] { return !draining && models_ready(); });
     if (!started.ok()) {
       std::fprintf(stderr, "rankd serve: %s\n", started.status().ToString().c_str());
       return 2;
@@ -96,6 +102,8 @@ int ServeCommand(const ServeArgs& args) {
   http_options.max_body_bytes = limits.max_body_bytes;
   http_options.max_inflight = args.max_inflight;
   http_options.worker_threads = args.http_threads;
+  http_options.max_connections = args.http_max_connections;
+  http_options.header_timeout = std::chrono::seconds(args.http_header_timeout_secs);
   auto http = HttpServer::Start(http_options, [&api](const HttpRequest& r) { return api.Handle(r); });
   if (!http.ok()) {
     std::fprintf(stderr, "rankd serve: %s\n", http.status().ToString().c_str());
