@@ -1,25 +1,36 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang and runs each for SECONDS (default 60): the model loader
-# seeded with the zoo models, the request parser with zoo requests.  Usage: scripts/fuzz.sh [SECONDS]
+# Builds the libFuzzer targets with clang and runs each for SECONDS (default 60; the four request
+# and config targets for half of it): the model loader seeded with the zoo models, the JSON request
+# parser, the gRPC request builder, HTTP/1.1 framing through the REST routes, and model configs,
+# each from fuzz/corpus/.  Usage: scripts/fuzz.sh [SECONDS]
+# Longer runs (outside CI): scripts/fuzz.sh 3600, then read the stats lines it prints.
+# FUZZ_BUILD_DIR (default build-fuzz) is the clang build to use; scripts/test.sh passes its
+# sanitizer build, which is configured with the fuzzers too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-cxx=$(command -v clang++-14 || command -v clang++)
-cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DRANKD_FUZZ=ON -DRANKD_TESTS=OFF -DRANKD_CUDA=OFF >/dev/null
-cmake --build build-fuzz --target fuzz_model_loader fuzz_request_parser -j"$(nproc)"
-mkdir -p build-fuzz/corpus/model_loader build-fuzz/corpus/request_parser
-for m in models/zoo/*/1/model.onnx; do cp "$m" "build-fuzz/corpus/model_loader/$(basename "$(dirname "$(dirname "$m")")").onnx"; done
-for m in /usr/share/libonnx-testdata/data/node/test_split_*/model.onnx; do  # Split, lowered to Slices
-  if [[ -f $m ]]; then cp "$m" "build-fuzz/corpus/model_loader/$(basename "$(dirname "$m")").onnx"; fi
+dir=${FUZZ_BUILD_DIR:-build-fuzz}
+BUILD_DIR=$dir BUILD_TYPE=RelWithDebInfo scripts/build.sh -DCMAKE_CXX_COMPILER="$(scripts/clang.sh)" -DRANKD_FUZZ=ON \
+  -DRANKD_CUDA=OFF --target fuzz_model_loader fuzz_request_parser fuzz_grpc_request fuzz_http_request fuzz_model_config
+mkdir -p "$dir/corpus/model_loader"
+for c in request_parser grpc_request http_request model_config; do
+  mkdir -p "$dir/corpus/$c"
+  cp fuzz/corpus/$c/* "$dir/corpus/$c/"
 done
-cp fuzz/corpus/request_parser/* build-fuzz/corpus/request_parser/
+for m in models/zoo/*/1/model.onnx; do cp "$m" "$dir/corpus/model_loader/$(basename "$(dirname "$(dirname "$m")")").onnx"; done
+for m in /usr/share/libonnx-testdata/data/node/test_split_*/model.onnx; do  # Split, lowered to Slices
+  if [[ -f $m ]]; then cp "$m" "$dir/corpus/model_loader/$(basename "$(dirname "$m")").onnx"; fi
+done
 run() {
-  local target=$1 corpus=$2 max_len=$3
-  echo "== $target for ${seconds}s"
-  ASAN_OPTIONS=detect_leaks=1 "build-fuzz/fuzz/$target" "$corpus" -max_total_time="$seconds" \
+  local target=$1 corpus=$2 max_len=$3 time=${4:-$seconds}
+  echo "== $target for ${time}s"
+  ASAN_OPTIONS=detect_leaks=1 "$dir/fuzz/$target" "$corpus" -max_total_time="$time" \
     -rss_limit_mb=4096 -max_len="$max_len" -print_final_stats=1 2>&1 | tail -6
   return "${PIPESTATUS[0]}"
 }
-run fuzz_model_loader build-fuzz/corpus/model_loader 1100000
-run fuzz_request_parser build-fuzz/corpus/request_parser 65536
+run fuzz_model_loader "$dir/corpus/model_loader" 1100000
+half=$(((seconds + 1) / 2))
+run fuzz_request_parser "$dir/corpus/request_parser" 65536 "$half"
+run fuzz_grpc_request "$dir/corpus/grpc_request" 65536 "$half"
+run fuzz_http_request "$dir/corpus/http_request" 65536 "$half"
+run fuzz_model_config "$dir/corpus/model_config" 16384 "$half"

@@ -459,7 +459,9 @@ std::vector<OpCase> Cases() {
   for (auto [name, sa, sb, sc] : {std::tuple{"muladd_same_shape", S{64, 36}, S{64, 36}, S{64, 36}},
                                   std::tuple{"muladd_odd_size", S{7, 5}, S{7, 5}, S{7, 5}},
                                   std::tuple{"muladd_broadcast", S{3, 1, 5}, S{4, 5}, S{5}}}) {
-    c.push_back({name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+    // Init-captures: clang 14 cannot capture structured bindings.
+    c.push_back({name, [sa = sa, sb = sb, sc = sc](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&,
+                                                   std::mt19937_64& rng) {
                    int a = In(g, in, rng, DType::kF32, sa), b = In(g, in, rng, DType::kF32, sb), x = In(g, in, rng, DType::kF32, sc);
                    g.Output(g.Op("MulAdd", {a, b, x}));
                  }});

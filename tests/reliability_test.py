@@ -194,6 +194,42 @@ class HttpEdgesTest(unittest.TestCase):
         self.assert_serving()
 
 
+def peak_rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class LargeBodyTest(unittest.TestCase):
+    def test_memory_for_a_large_json_body_is_a_small_multiple_of_it(self):
+        repo = tempfile.mkdtemp()
+        shutil.copytree(os.path.join(ZOO, "mmoe"), os.path.join(repo, "mmoe"))
+        server = Server(repo, "--max-body-mb", "256")
+        try:
+            status, _ = server.json("POST", "/v2/models/mmoe/infer", lines("mmoe", "requests")[4])
+            self.assertEqual(status, 200)
+            before = peak_rss(server.proc.pid)
+            rows = 300000  # 6 M ids: past the rows a request may have, so it is refused after parsing
+            body = json.dumps({"inputs": [
+                {"name": "sparse", "datatype": "INT64", "shape": [rows, 20], "data": [17] * (rows * 20)},
+                {"name": "dense", "datatype": "FP32", "shape": [rows, 10], "data": [0.5] * (rows * 10)}]}).encode()
+            start = time.time()
+            status, data, _ = server.request("POST", "/v2/models/mmoe/infer", body, timeout=120)
+            took = time.time() - start
+            self.assertEqual(status, 400, data[:300])
+            growth = peak_rss(server.proc.pid) - before
+            # A DOM of the body took 18 times its size (a 57 MB body peaked at 1.26 GB).
+            self.assertLess(growth, 6 * len(body), f"peak grew {growth >> 20} MB for a {len(body) >> 20} MB body")
+            self.assertLess(took, 10)
+            status, _ = server.json("POST", "/v2/models/mmoe/infer", lines("mmoe", "requests")[4])
+            self.assertEqual(status, 200)
+        finally:
+            server.stop()
+            shutil.rmtree(repo)
+
+
 class DescriptorExhaustionTest(unittest.TestCase):
     def test_out_of_descriptors_refuses_without_spinning(self):
         repo = tempfile.mkdtemp()

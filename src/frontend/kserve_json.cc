@@ -11,45 +11,26 @@
 
 #include "common/host_allocator.h"
 #include "common/narrow_ids.h"
+#include "frontend/json_request_reader.h"
 
 namespace rankd {
 namespace {
 
 using nlohmann::json;
 
-// Flattens `data` into leaves; records the length of each second-level list (ragged rows).
-Status Flatten(const json& data, int depth, const JsonLimits& limits, std::vector<const json*>& leaves,
-               std::vector<int64_t>& row_lengths, const std::string& name) {
-  if (depth > limits.max_depth) return InvalidArgument("input '" + name + "': data is nested too deeply");
-  if (!data.is_array()) {
-    leaves.push_back(&data);
-    return Status::Ok();
-  }
-  if (depth == 1) row_lengths.push_back(static_cast<int64_t>(data.size()));
-  for (const json& e : data) {
-    RETURN_IF_ERROR(Flatten(e, depth + 1, limits, leaves, row_lengths, name));
-    if (static_cast<int64_t>(leaves.size()) > limits.max_elements) {
-      return ResourceExhausted("input '" + name + "' has more than " + std::to_string(limits.max_elements) + " elements");
-    }
-  }
-  return Status::Ok();
-}
-
 // Integers in T's range; held as T, or as INT32 clamped where T is INT64 and Held INT32 (ids the
 // model takes in 32 bits).
 template <typename T, typename Held = T>
-Status FillInts(const std::vector<const json*>& leaves, Tensor& t, const std::string& name) {
+Status FillInts(const JsonLeaves& leaves, Tensor& t, const std::string& name) {
   Held* p = t.data<Held>();
   for (size_t i = 0; i < leaves.size(); ++i) {
-    const json& v = *leaves[i];
-    if (!v.is_number_integer()) {
+    JsonLeaves::Kind kind = leaves.kinds[i];
+    if (kind != JsonLeaves::kInt && kind != JsonLeaves::kUnsigned) {
       return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not an integer");
     }
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
-      return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is out of range");
-    }
-    int64_t x = v.get<int64_t>();
-    if (x < static_cast<int64_t>(std::numeric_limits<T>::lowest()) || x > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+    int64_t x = leaves.AsInt(i);
+    if (kind == JsonLeaves::kUnsigned || x < static_cast<int64_t>(std::numeric_limits<T>::lowest()) ||
+        x > static_cast<int64_t>(std::numeric_limits<T>::max())) {
       return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is out of range");
     }
     if constexpr (std::is_same_v<T, Held>) {
@@ -106,7 +87,7 @@ StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& s
 }
 
 StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits, std::string_view& binary,
-                                const Model* model) {
+                                const std::vector<JsonLeaves>& data, const Model* model) {
   std::string where = "inputs[" + std::to_string(index) + "]";
   if (!j.is_object()) return InvalidArgument(where + " must be an object");
   if (!j.contains("name") || !j["name"].is_string()) return InvalidArgument(where + " needs a string 'name'");
@@ -135,9 +116,8 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   if (params && !params->is_object()) return InvalidArgument("input '" + name + "': parameters must be an object");
   if (params && params->contains("binary_data_size")) return ParseBinaryInput(j, *dtype, shape, *params, limits, binary, ids32, std::move(in));
   if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
-  std::vector<const json*> leaves;
-  std::vector<int64_t> row_lengths;
-  RETURN_IF_ERROR(Flatten(j["data"], 0, limits, leaves, row_lengths, name));
+  const JsonLeaves& leaves = data[j["data"].get<size_t>()];  // ReadJsonRequest's index
+  const std::vector<int64_t>& row_lengths = leaves.row_lengths;
   if (params && params->contains("lengths")) {
     const json& lens = (*params)["lengths"];
     if (!lens.is_array()) return InvalidArgument("input '" + name + "': parameters.lengths must be a list");
@@ -175,9 +155,10 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
     case DType::kF32:
     case DType::kF64:
       for (size_t i = 0; i < leaves.size(); ++i) {
-        const json& v = *leaves[i];
-        if (!v.is_number()) return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not a number");
-        double x = v.get<double>();
+        if (leaves.kinds[i] == JsonLeaves::kBool || leaves.kinds[i] == JsonLeaves::kOther) {
+          return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not a number");
+        }
+        double x = leaves.AsDouble(i);
         if (*dtype == DType::kF32) {
           if (std::isfinite(x) && std::fabs(x) > std::numeric_limits<float>::max()) {
             return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " overflows FP32");
@@ -190,8 +171,8 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
       break;
     case DType::kBool:
       for (size_t i = 0; i < leaves.size(); ++i) {
-        if (!leaves[i]->is_boolean()) return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not a boolean");
-        in.data.data<uint8_t>()[i] = leaves[i]->get<bool>() ? 1 : 0;
+        if (leaves.kinds[i] != JsonLeaves::kBool) return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not a boolean");
+        in.data.data<uint8_t>()[i] = leaves.values[i] ? 1 : 0;
       }
       break;
     case DType::kI64:
@@ -222,8 +203,8 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
                              " bytes; the limit is " + std::to_string(limits.max_body_bytes));
   }
   if (body.empty()) return InvalidArgument("the request body is empty");
-  json j = json::parse(body.begin(), body.end(), nullptr, false);
-  if (j.is_discarded()) return InvalidArgument("the request body is not valid JSON");
+  ASSIGN_OR_RETURN(JsonRequestDocument doc, ReadJsonRequest(body, {limits.max_elements, limits.max_depth}));
+  const json& j = doc.root;
   if (!j.is_object()) return InvalidArgument("the request body must be a JSON object");
   ParsedInferRequest parsed;
   InferRequest& r = parsed.request;
@@ -234,7 +215,7 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   if (!j.contains("inputs") || !j["inputs"].is_array()) return InvalidArgument("the request needs an 'inputs' list");
   if (j["inputs"].empty()) return InvalidArgument("the request's 'inputs' list is empty");
   for (size_t i = 0; i < j["inputs"].size(); ++i) {
-    ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, model));
+    ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, doc.data, model));
     if (!in.lengths.empty()) SumLengths(in);  // while they are in cache: no model passes over them again
     r.inputs.push_back(std::move(in));
   }

@@ -1,0 +1,33 @@
+// libFuzzer target: arbitrary bytes as a KServe v2 gRPC ModelInferRequest, turned into a request for
+// the zoo's MMoE and scored when that succeeds. Shapes are declared freely by the input, so a builder
+// that allocated before checking them against the values carried would exceed the RSS limit.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "frontend/grpc_request.h"
+#include "serving/model.h"
+
+namespace {
+
+// The zoo's MMoE, from the repository root (where scripts/fuzz.sh runs); nullptr elsewhere.
+const rankd::Model* ZooModel() {
+  static const std::unique_ptr<rankd::Model> model = [] {
+    auto m = rankd::Model::Load("models/zoo/mmoe", -1);
+    return m.ok() ? std::move(*m) : nullptr;
+  }();
+  return model.get();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace rankd;
+  const Model* model = ZooModel();
+  if (!model) __builtin_trap();  // run from the repository root
+  inference::ModelInferRequest proto;
+  if (!proto.ParseFromArray(data, static_cast<int>(size))) return 0;
+  auto request = InferRequestFromProto(proto, int64_t{1} << 16, *model);
+  if (request.ok()) (void)model->Infer(*request);
+  return 0;
+}

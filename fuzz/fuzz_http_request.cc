@@ -1,0 +1,81 @@
+// libFuzzer target: arbitrary bytes as HTTP/1.1 requests on one connection, read with Boost.Beast's
+// parser under the server's limits (fed in pieces the first byte sizes, as a socket delivers them)
+// and each complete request handed to the REST routes over a repository serving the zoo's MMoE:
+// framing, header values, targets, the binary-data split and the KServe parser together.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+
+#include <boost/beast/http.hpp>
+
+#include "frontend/http_api.h"
+#include "serving/metrics.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace http = boost::beast::http;
+
+rankd::HttpApi* Api() {
+  static rankd::HttpApi* api = [] {
+    fs::path root = fs::temp_directory_path() / ("rankd_fuzz_http_" + std::to_string(::getpid()));
+    fs::create_directories(root);
+    std::error_code ec;
+    fs::create_directory_symlink(fs::absolute("models/zoo/mmoe"), root / "mmoe", ec);
+    rankd::RepositoryOptions options;
+    options.root = root.string();
+    auto repo = rankd::ModelRepository::Create(options);
+    if (!repo.ok()) return static_cast<rankd::HttpApi*>(nullptr);
+    auto* service = new rankd::InferService(*repo->release(), *new rankd::Metrics());
+    return new rankd::HttpApi(*service, rankd::JsonLimits{}, [] { return true; });
+  }();
+  return api;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace rankd;
+  HttpApi* api = Api();
+  if (!api || size == 0) __builtin_trap();  // run from the repository root
+  size_t piece = 1 + data[0] % 64;
+  const char* p = reinterpret_cast<const char*>(data) + 1;
+  const char* end = reinterpret_cast<const char*>(data) + size;
+  std::string pending;
+  while (p < end || !pending.empty()) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(64 * 1024);
+    parser.body_limit(1 << 20);
+    boost::beast::error_code ec;
+    while (!parser.is_done()) {
+      size_t take = std::min<size_t>(piece, static_cast<size_t>(end - p));
+      pending.append(p, take);
+      p += take;
+      size_t used = parser.put(boost::asio::buffer(pending), ec);
+      pending.erase(0, used);
+      if (ec == http::error::need_more) {
+        if (p == end) return 0;  // the connection ends mid-request
+        ec = {};
+        continue;
+      }
+      if (ec) return 0;  // the server answers 400 or 413 and closes
+    }
+    auto req = parser.release();
+    HttpRequest request;
+    request.method = std::string(req.method_string());
+    request.target = std::string(req.target());
+    for (const auto& field : req) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      request.headers[name] = std::string(field.value());
+    }
+    request.body = std::move(req.body());
+    HttpResponse response = api->Handle(request);
+    if (response.status < 200 || response.status > 599) __builtin_trap();
+  }
+  return 0;
+}

@@ -1,0 +1,148 @@
+#include "frontend/grpc_request.h"
+
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "common/host_allocator.h"
+#include "common/narrow_ids.h"
+
+namespace rankd {
+namespace {
+
+// Copies typed contents (their count checked by the caller) into a tensor; INT64 ids the model
+// takes in 32 bits are held as INT32, each clamped (T int32_t, the field's values int64). INT8 and
+// UINT8 values carried in wider fields must fit, as in JSON.
+template <typename T, typename Field>
+Status FillTyped(const Field& field, int64_t n, Tensor& t, const std::string& name) {
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, int32_t> && std::is_same_v<typename Field::value_type, int64_t>) {
+      t.data<T>()[i] = NarrowId(field.Get(static_cast<int>(i)));
+    } else if constexpr ((std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>) &&
+                         !std::is_same_v<typename Field::value_type, bool>) {
+      auto v = field.Get(static_cast<int>(i));
+      if (std::cmp_less(v, std::numeric_limits<T>::min()) || std::cmp_greater(v, std::numeric_limits<T>::max())) {
+        return InvalidArgument("input '" + name + "': value " + std::to_string(v) + " is out of range for its datatype");
+      }
+      t.data<T>()[i] = static_cast<T>(v);
+    } else {
+      t.data<T>()[i] = static_cast<T>(field.Get(static_cast<int>(i)));
+    }
+  }
+  return Status::Ok();
+}
+
+// How many typed values `contents` holds for `dtype` (-1: the datatype has no typed field here).
+int64_t TypedCount(const inference::InferTensorContents& c, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return c.fp32_contents_size();
+    case DType::kF64: return c.fp64_contents_size();
+    case DType::kI64: return c.int64_contents_size();
+    case DType::kI32:
+    case DType::kI8: return c.int_contents_size();
+    case DType::kU8: return c.uint_contents_size();
+    case DType::kBool: return c.bool_contents_size();
+    default: return -1;
+  }
+}
+
+}  // namespace
+
+StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest& p, int64_t max_elements,
+                                             const Model& model) {
+  RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
+  InferRequest r;
+  r.id = p.id();
+  if (p.inputs().empty()) return InvalidArgument("the request has no inputs");
+  bool raw = p.raw_input_contents_size() > 0;
+  if (raw && p.raw_input_contents_size() != p.inputs_size()) {
+    return InvalidArgument("raw_input_contents has " + std::to_string(p.raw_input_contents_size()) + " entries for " +
+                           std::to_string(p.inputs_size()) + " inputs");
+  }
+  for (int i = 0; i < p.inputs_size(); ++i) {
+    const auto& in = p.inputs(i);
+    InferInput x;
+    x.name = in.name();
+    auto dtype = DTypeFromName(in.datatype());
+    if (!dtype || *dtype == DType::kF16 || *dtype == DType::kBF16) {
+      return InvalidArgument("input '" + in.name() + "': datatype '" + in.datatype() + "' is not supported");
+    }
+    Shape shape(in.shape().begin(), in.shape().end());
+    if (shape.empty()) return InvalidArgument("input '" + in.name() + "': shape must have a batch dimension");
+    int64_t n = 1;
+    for (int64_t d : shape) {
+      if (d < 0) return InvalidArgument("input '" + in.name() + "': shape entries must be non-negative");
+      if (d != 0 && n > max_elements / d) return ResourceExhausted("input '" + in.name() + "': shape is too large");
+      n *= d;
+    }
+    auto lengths = in.parameters().find("lengths");
+    if (lengths != in.parameters().end()) {
+      const std::string& text = lengths->second.string_param();
+      size_t pos = 0;
+      while (pos < text.size()) {
+        size_t comma = text.find(',', pos);
+        std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        if (item.empty() || item.size() > 12 || item.find_first_not_of("0123456789") != std::string::npos) {
+          return InvalidArgument("input '" + in.name() + "': lengths must be a comma-separated list of counts");
+        }
+        x.lengths.push_back(std::stoll(item));
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+      }
+      if (shape.size() != 1) return InvalidArgument("input '" + in.name() + "': with lengths, shape must be [number of values]");
+    }
+    // The values present are checked against the declared shape before anything is allocated.
+    if (raw) {
+      size_t need = static_cast<size_t>(n) * DTypeSize(*dtype);
+      if (p.raw_input_contents(i).size() != need) {
+        return InvalidArgument("input '" + in.name() + "': raw contents hold " +
+                               std::to_string(p.raw_input_contents(i).size()) + " bytes, shape " +
+                               ShapeToString(shape) + " of " + DTypeName(*dtype) + " needs " + std::to_string(need));
+      }
+    } else if (int64_t have = TypedCount(in.contents(), *dtype); have != n) {
+      return InvalidArgument("input '" + in.name() + "': its shape needs " + std::to_string(n) +
+                             " values, contents has " + std::to_string(have));
+    }
+    // INT64 ids the model takes in 32 bits are held so from here on (InferInput::ids_in_32_bits).
+    x.ids_in_32_bits = *dtype == DType::kI64 && model.TakesIdsIn32Bits(x.name);
+    x.data = Tensor::Empty(x.ids_in_32_bits ? DType::kI32 : *dtype, shape);
+    if (raw) {
+      const std::string& bytes = p.raw_input_contents(i);
+      if (x.ids_in_32_bits) {
+        NarrowIdBytes(bytes.data(), x.data.data<int32_t>(), static_cast<size_t>(n));
+      } else if (!bytes.empty()) {
+        std::memcpy(x.data.raw(), bytes.data(), bytes.size());
+      }
+    } else if (x.ids_in_32_bits) {
+      RETURN_IF_ERROR(FillTyped<int32_t>(in.contents().int64_contents(), n, x.data, x.name));
+    } else {
+      const auto& c = in.contents();
+      switch (*dtype) {
+        case DType::kF32: RETURN_IF_ERROR(FillTyped<float>(c.fp32_contents(), n, x.data, x.name)); break;
+        case DType::kF64: RETURN_IF_ERROR(FillTyped<double>(c.fp64_contents(), n, x.data, x.name)); break;
+        case DType::kI64: RETURN_IF_ERROR(FillTyped<int64_t>(c.int64_contents(), n, x.data, x.name)); break;
+        case DType::kI32: RETURN_IF_ERROR(FillTyped<int32_t>(c.int_contents(), n, x.data, x.name)); break;
+        case DType::kI8: RETURN_IF_ERROR(FillTyped<int8_t>(c.int_contents(), n, x.data, x.name)); break;
+        case DType::kU8: RETURN_IF_ERROR(FillTyped<uint8_t>(c.uint_contents(), n, x.data, x.name)); break;
+        case DType::kBool: RETURN_IF_ERROR(FillTyped<uint8_t>(c.bool_contents(), n, x.data, x.name)); break;
+        default: return InvalidArgument("input '" + in.name() + "': unsupported datatype");
+      }
+    }
+    if (!x.lengths.empty()) SumLengths(x);  // while they are in cache: no model passes over them again
+    r.inputs.push_back(std::move(x));
+  }
+  for (const auto& o : p.outputs()) r.outputs.push_back(o.name());
+  for (const auto& [key, value] : p.parameters()) {
+    if (key != "priority" && key != "timeout") continue;
+    if (value.parameter_choice_case() != inference::InferParameter::kInt64Param || value.int64_param() < 0 ||
+        value.int64_param() > (key == "priority" ? 1000000 : int64_t{1} << 40)) {
+      return InvalidArgument("parameter '" + key + "' must be a non-negative int64");
+    }
+    if (key == "priority") r.priority = static_cast<int>(value.int64_param());
+    else r.timeout_us = value.int64_param();
+  }
+  return r;
+}
+
+}  // namespace rankd
