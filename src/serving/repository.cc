@@ -12,15 +12,16 @@ namespace {
 // file in its directory (model.onnx and its external data) and of the model's config.
 int64_t ModelStamp(const std::string& dir, int64_t version) {
   std::error_code ec;
-  int64_t stamp = 0;
+  uint64_t hash = 0;
   for (const auto& f : fs::recursive_directory_iterator(fs::path(dir) / std::to_string(version), ec)) {
     std::error_code file_ec;
     if (!f.is_regular_file(file_ec)) continue;
     auto t = f.last_write_time(file_ec);
     auto size = f.file_size(file_ec);
     if (file_ec) continue;
-    stamp = stamp * 1000003 + static_cast<int64_t>(t.time_since_epoch().count()) + static_cast<int64_t>(size);
+    hash += (static_cast<uint64_t>(t.time_since_epoch().count()) * 1000003) ^ size;  // in any order
   }
+  auto stamp = static_cast<int64_t>(hash);
   for (const char* config : {"config.yaml", "config.yml", "config.json"}) {
     auto c = fs::last_write_time(fs::path(dir) / config, ec);
     if (!ec) stamp ^= static_cast<int64_t>(c.time_since_epoch().count());
