@@ -25,7 +25,7 @@ run() {
   local target=$1 corpus=$2 max_len=$3 time=${4:-$seconds}
   echo "== $target for ${time}s"
   ASAN_OPTIONS=detect_leaks=1 "$dir/fuzz/$target" "$corpus" -max_total_time="$time" \
-    -rss_limit_mb=4096 -max_len="$max_len" -print_final_stats=1 2>&1 | tail -6
+    -rss_limit_mb=4096 -timeout=25 -max_len="$max_len" -print_final_stats=1 2>&1 | tail -6
   return "${PIPESTATUS[0]}"
 }
 run fuzz_model_loader "$dir/corpus/model_loader" 1100000

@@ -5,6 +5,7 @@
 set -euo pipefail
 packages=(
   cmake g++ make pkg-config           # the build
+  ccache                              # rebuilds reuse unchanged objects (scripts/build.sh)
   libprotobuf-dev protobuf-compiler   # ONNX files are protobuf
   libonnx-dev                         # ONNX's own protobuf schema and its generated C++ classes
   libdnnl-dev                         # oneDNN: multi-threaded sgemm for the CPU backend

@@ -124,6 +124,9 @@ TEST(ModelErrors, ConfigErrorsNameTheField) {
   ExpectError(ParseModelConfig("{\"inputz\": []}", false).status(), StatusCode::kInvalidArgument, "inputz");
   ExpectError(ParseModelConfig("inputs:\n  - name: a\n    datatype: FP99\n", true).status(), StatusCode::kInvalidArgument, "FP99");
   ExpectError(ParseModelConfig("inputs: [", true).status(), StatusCode::kInvalidArgument, "YAML");
+  // A value of the wrong type is an error, not an exception through the repository's poll thread.
+  ExpectError(ParseModelConfig("version_policy:\n  latest: {num_versions: many}\n", true).status(),
+              StatusCode::kInvalidArgument, "config");
   ExpectError(ParseModelConfig("inputs:\n  - name: a\n    scope: everyone\n", true).status(), StatusCode::kInvalidArgument, "scope");
   auto ok = ParseModelConfig("inputs:\n  - name: a\n    ragged: true\n    max_length: 5\n    scope: user\n", true);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();

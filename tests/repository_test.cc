@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <unistd.h>
 
@@ -142,6 +143,35 @@ TEST(Repository, PollReportsABrokenVersionOnceWithItsReason) {
   EXPECT_EQ((*repo)->Get("m").value()->version(), 2);
   EXPECT_EQ(ReadyVersions(**repo), std::vector<int64_t>({2}));  // the policy serves the latest
   EXPECT_EQ(reported.size(), 1u);
+}
+
+TEST(Repository, UnreadableOrTruncatedVersionsFailAloneWithTheirReason) {
+  std::string root = MakeRepo("unreadable", {1}, "version_policy:\n  all: {}\n");
+  int reports = 0;
+  RepositoryOptions options{root, ModelControlMode::kPoll, {}, {}, {}};
+  options.on_load_failure = [&](const std::string&, int64_t, const Status&) { ++reports; };
+  auto repo = ModelRepository::Create(options);
+  ASSERT_TRUE(repo.ok());
+  // Version 2's model.onnx cannot be read as a file; version 3's is cut short.
+  fs::create_directories(fs::path(root) / "m" / "2" / "model.onnx");
+  fs::create_directories(fs::path(root) / "m" / "3");
+  std::string bytes;
+  {
+    std::ifstream in(testing::SourcePath("models/zoo/mmoe/1/model.onnx"), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(fs::path(root) / "m" / "3" / "model.onnx", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  (*repo)->Poll();
+  EXPECT_EQ(reports, 2);
+  std::vector<RepositoryIndexEntry> index = (*repo)->Index();
+  ASSERT_EQ(index.size(), 3u);
+  EXPECT_EQ(index[0].state, "READY");
+  for (size_t i : {1u, 2u}) {
+    EXPECT_EQ(index[i].state, "UNAVAILABLE") << index[i].version;
+    EXPECT_FALSE(index[i].reason.empty()) << index[i].version;
+  }
+  EXPECT_EQ((*repo)->Get("m").value()->version(), 1);
+  EXPECT_TRUE((*repo)->Get("m", 1).value()->Infer((*repo)->Get("m", 1).value()->ExampleRequest(2)).ok());
 }
 
 TEST(Repository, PollReportsABrokenConfigAndKeepsServing) {

@@ -315,7 +315,11 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& text, bool yaml) {
     j = json::parse(text, nullptr, false);
     if (j.is_discarded()) return InvalidArgument("config: JSON parse error");
   }
-  return ParseJson(j);
+  try {  // a value of the wrong type where a check did not look first
+    return ParseJson(j);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("config: a value has the wrong type: ") + e.what());
+  }
 }
 
 StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
