@@ -298,10 +298,17 @@ class ModelFilesTest(unittest.TestCase):
             self.assertEqual(status, 503, got)
             self.assertIn("model.onnx.data", got["error"])
         self.assertIsNone(self.server.proc.poll())
+        # Readiness says so, for the model and the server (an orchestrator can act on it).
+        self.assertEqual(self.server.request("GET", "/v2/models/mmoe/ready")[0], 503)
+        self.assertEqual(self.server.request("GET", "/v2/health/ready")[0], 503)
+        _, index = self.server.json("POST", "/v2/repository/index")
+        self.assertEqual(index[0]["state"], "UNAVAILABLE")
+        self.assertIn("model.onnx.data", index[0]["reason"])
         with open(self.data, "r+b") as f:  # written back: a reload serves again
             f.write(self.original)
         self.assertEqual(self.server.request("POST", "/v2/repository/models/mmoe/load")[0], 200)
         self.assertEqual(self.infer(), (200, self.expected))
+        self.assertEqual(self.server.request("GET", "/v2/health/ready")[0], 200)
 
     def test_rewritten_in_place_never_changes_scores_silently(self):
         time.sleep(0.02)

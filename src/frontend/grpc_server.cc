@@ -164,7 +164,7 @@ class GrpcServer::Impl {
     if (!v.ok()) return ToGrpc(v.status());
     auto model = infer_.repository().Get(q.name(), *v);
     if (model.status().code() == StatusCode::kNotFound) return ToGrpc(model.status());
-    r.set_ready(model.ok());
+    r.set_ready(model.ok() && (*model)->CheckFiles().ok());
     return grpc::Status::OK;
   }
   grpc::Status ServerMetadata(const inference::ServerMetadataRequest&, inference::ServerMetadataResponse& r) {

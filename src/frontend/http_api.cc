@@ -82,7 +82,8 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) {
     if (p.size() == rest && m == "GET") return ModelMetadata(name, version);
     if (p.size() == rest + 1 && p[rest] == "ready" && m == "GET") {
       auto model = repository_.Get(name, version);
-      return model.ok() ? Json(200, json::object()) : Error(model.status());
+      Status ready = model.ok() ? (*model)->CheckFiles() : model.status();
+      return ready.ok() ? Json(200, json::object()) : Error(ready);
     }
     if (p.size() == rest + 1 && p[rest] == "infer" && m == "POST") return Infer(request, name, version);
   }

@@ -217,7 +217,11 @@ std::vector<RepositoryIndexEntry> ModelRepository::Index() const {
     }
     const Entry& e = it->second;
     std::map<int64_t, RepositoryIndexEntry> versions;
-    for (const auto& [v, model] : e.versions) versions[v] = {name, v, "READY", e.failure};
+    for (const auto& [v, model] : e.versions) {
+      Status files = model->CheckFiles();  // a table rewritten on disk: its requests fail until reloaded
+      versions[v] = files.ok() ? RepositoryIndexEntry{name, v, "READY", e.failure}
+                               : RepositoryIndexEntry{name, v, "UNAVAILABLE", files.message()};
+    }
     for (const auto& [v, why] : e.version_failures) {
       auto ready = versions.find(v);
       if (ready != versions.end()) ready->second.reason = "a changed copy failed to load; the loaded one serves: " + why;
@@ -232,7 +236,7 @@ std::vector<RepositoryIndexEntry> ModelRepository::Index() const {
 bool ModelRepository::Ready() const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [name, e] : models_) {
-    if (e.wanted && e.versions.empty()) return false;
+    if (e.wanted && (e.versions.empty() || !e.versions.rbegin()->second->CheckFiles().ok())) return false;
   }
   return true;
 }

@@ -56,7 +56,8 @@ class ModelRepository {
   void Poll();
   // Every model directory in the repository with its state.
   std::vector<RepositoryIndexEntry> Index() const;
-  // True when every model that should be loaded has a ready version.
+  // True when every model that should be loaded has a ready version whose files are unchanged on
+  // disk (Model::CheckFiles).
   bool Ready() const;
   ModelControlMode mode() const { return options_.mode; }
 
