@@ -166,6 +166,8 @@ class HttpEdgesTest(unittest.TestCase):
                     b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", b"GET / HTTP/1.1\r\nBad Header\r\n\r\n"]:
             reply = raw_exchange(self.server.http_port, bad, read_until=b"}")
             self.assertTrue(reply.startswith(b"HTTP/1.1 400"), (bad, reply))
+        reply = raw_exchange(self.server.http_port, b"GET / HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n", read_until=b"}")
+        self.assertTrue(reply.startswith(b"HTTP/1.1 431"), reply[:100])
         self.assert_serving()
 
     def test_idle_and_slow_connections_are_closed(self):

@@ -153,9 +153,16 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   // Answers a request that could not be read, and closes the connection (its framing is lost).
   void Refuse(beast::error_code ec) {
     HttpResponse r;
-    r.status = ec == http::error::body_limit ? 413 : 400;
-    r.body = ec == http::error::body_limit ? "{\"error\":\"request body too large\"}"
-                                           : "{\"error\":\"malformed HTTP request: " + ec.message() + "\"}";
+    if (ec == http::error::body_limit) {
+      r.status = 413;
+      r.body = "{\"error\":\"request body too large\"}";
+    } else if (ec == http::error::header_limit) {
+      r.status = 431;
+      r.body = "{\"error\":\"request header fields too large\"}";
+    } else {
+      r.status = 400;
+      r.body = "{\"error\":\"malformed HTTP request: " + ec.message() + "\"}";
+    }
     Write(std::move(r), false);
   }
 
