@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <tuple>
 
 #include "frontend/kserve_json.h"
 #include "model/config.h"
@@ -113,6 +114,29 @@ TEST(ModelErrors, DanglingInputAndMissingExternalData) {
   auto g = ImportOnnxFile(path);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(g->constants.at(g->FindValue("w")).data<float>()[3], 4.0f);
+}
+
+TEST(ModelErrors, IntegerArithmeticWrapsInsteadOfOverflowing) {
+  // Found by fuzz_model_loader in CI's run: a folded Mul of INT64 constants overflowed (undefined),
+  // and INT64_MIN / -1 traps on x86. Both wrap now, as ONNX Runtime's integer kernels do.
+  const int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  for (const auto& [op, b, want] : {std::tuple{"Mul", int64_t{2}, int64_t{-2}}, std::tuple{"Add", int64_t{1}, kMin},
+                                    std::tuple{"Sub", int64_t{-1}, kMin}, std::tuple{"Div", int64_t{-1}, kMin + 1}}) {
+    testing::GraphBuilder g;
+    int x = g.Input("x", DType::kI64, {2});
+    int y = g.Input("y", DType::kI64, {2});
+    g.Output(g.Op(op, {x, y}));
+    auto out = testing::RunGraph(g.graph(), {testing::MakeI64({2}, {kMax, kMin}), testing::MakeI64({2}, {b, b})});
+    ASSERT_TRUE(out.ok()) << op << ": " << out.status().ToString();
+    EXPECT_EQ((*out)[0].data<int64_t>()[0], want) << op;
+  }
+  testing::GraphBuilder g;
+  int x = g.Input("x", DType::kI64, {1});
+  int y = g.Input("y", DType::kI64, {1});
+  g.Output(g.Op("Div", {x, y}));
+  auto out = testing::RunGraph(g.graph(), {testing::MakeI64({1}, {kMin}), testing::MakeI64({1}, {-1})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->at(0).data<int64_t>()[0], kMin);
 }
 
 TEST(ModelErrors, MissingModelDirectoryAndVersion) {

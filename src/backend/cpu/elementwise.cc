@@ -1,6 +1,7 @@
 // CPU kernels of the element-wise ops (schemas in compile/ops/elementwise_schemas.cc).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "backend/cpu/broadcast.h"
@@ -48,9 +49,23 @@ void UnaryLoop(const Tensor& a, Tensor& out, Op op) {
 template <typename T>
 T IntDiv(T x, T y) {
   if constexpr (std::is_integral_v<T>) {
-    return y == 0 ? T{0} : static_cast<T>(x / y);  // division by zero is defined as 0, not a crash
+    if (y == 0) return T{0};  // division by zero is defined as 0, not a crash
+    if (y == -1) return static_cast<T>(T{0} - static_cast<std::make_unsigned_t<T>>(x));  // MIN / -1 wraps, not traps
+    return static_cast<T>(x / y);
   } else {
     return x / y;
+  }
+}
+
+// Integer sums, differences and products wrap around (two's complement, as ONNX Runtime's do);
+// in signed arithmetic an overflow would be undefined.
+template <typename T, typename Op>
+T Wrapping(T x, T y, Op op) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(op(static_cast<U>(x), static_cast<U>(y)));
+  } else {
+    return op(x, y);
   }
 }
 
@@ -60,9 +75,9 @@ Status Arith(const KernelArgs& k) {
     using T = decltype(tag);
     const Tensor &a = k.In(0), &b = k.In(1);
     Tensor& out = k.Out(0);
-    if (op == "Add") BinaryLoop<T, T>(a, b, out, [](T x, T y) { return static_cast<T>(x + y); });
-    else if (op == "Sub") BinaryLoop<T, T>(a, b, out, [](T x, T y) { return static_cast<T>(x - y); });
-    else if (op == "Mul") BinaryLoop<T, T>(a, b, out, [](T x, T y) { return static_cast<T>(x * y); });
+    if (op == "Add") BinaryLoop<T, T>(a, b, out, [](T x, T y) { return Wrapping(x, y, std::plus<>()); });
+    else if (op == "Sub") BinaryLoop<T, T>(a, b, out, [](T x, T y) { return Wrapping(x, y, std::minus<>()); });
+    else if (op == "Mul") BinaryLoop<T, T>(a, b, out, [](T x, T y) { return Wrapping(x, y, std::multiplies<>()); });
     else BinaryLoop<T, T>(a, b, out, [](T x, T y) { return IntDiv(x, y); });
   });
 }
