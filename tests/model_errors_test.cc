@@ -139,6 +139,35 @@ TEST(ModelErrors, IntegerArithmeticWrapsInsteadOfOverflowing) {
   EXPECT_EQ(out->at(0).data<int64_t>()[0], kMin);
 }
 
+TEST(ModelErrors, SliceWithAHugeStepTakesOneElement) {
+  // Found by fuzz_model_loader in CI's run: a step of ~1e18 overflowed the slice's stride.
+  testing::GraphBuilder g;
+  int x = g.Input("x", DType::kI64, {16});
+  int starts = g.Const("starts", testing::MakeI64({1}, {3}));
+  int ends = g.Const("ends", testing::MakeI64({1}, {16}));
+  int axes = g.Const("axes", testing::MakeI64({1}, {0}));
+  int steps = g.Const("steps", testing::MakeI64({1}, {936748722493063169}));
+  g.Output(g.Op("Slice", {x, starts, ends, axes, steps}));
+  std::vector<int64_t> values(16);
+  for (int i = 0; i < 16; ++i) values[static_cast<size_t>(i)] = 100 + i;
+  auto out = testing::RunGraph(g.graph(), {testing::MakeI64({16}, values)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->at(0).shape(), Shape({1}));
+  EXPECT_EQ(out->at(0).data<int64_t>()[0], 103);
+  // The most negative step, backwards from the end: one element too.
+  testing::GraphBuilder back;
+  int y = back.Input("x", DType::kI64, {16});
+  int s2 = back.Const("starts", testing::MakeI64({1}, {-1}));
+  int e2 = back.Const("ends", testing::MakeI64({1}, {std::numeric_limits<int64_t>::min()}));
+  int a2 = back.Const("axes", testing::MakeI64({1}, {0}));
+  int st2 = back.Const("steps", testing::MakeI64({1}, {std::numeric_limits<int64_t>::min()}));
+  back.Output(back.Op("Slice", {y, s2, e2, a2, st2}));
+  out = testing::RunGraph(back.graph(), {testing::MakeI64({16}, values)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->at(0).shape(), Shape({1}));
+  EXPECT_EQ(out->at(0).data<int64_t>()[0], 115);
+}
+
 TEST(ModelErrors, MissingModelDirectoryAndVersion) {
   ExpectError(Model::Load("/nonexistent/model", -1).status(), StatusCode::kNotFound, "does not exist");
   ExpectError(Model::Load(testing::SourcePath("models/zoo/din"), 7).status(), StatusCode::kNotFound, "no version 7");

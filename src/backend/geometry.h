@@ -35,6 +35,9 @@ inline StridedView SliceView(const Shape& in, const Shape& out, const std::vecto
   for (size_t i = 0; i < starts.size(); ++i) {
     size_t a = static_cast<size_t>(axes[i] < 0 ? axes[i] + rank : axes[i]);
     int64_t dim = in[a], s = starts[i], step = steps[i];
+    // A step longer than the axis takes one element at most: its stride is never scaled by an
+    // index above 0, so it is shortened to the axis (a model's huge step would overflow it).
+    step = std::clamp<int64_t>(step, -std::max<int64_t>(dim, 1), std::max<int64_t>(dim, 1));
     if (s < 0) s += dim;
     s = step > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, -1, dim - 1);
     if (out[a] > 0) v.base += s * in_strides[a];

@@ -152,6 +152,9 @@ Status InferSlice(InferContext& c) {
     ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axes[i], rank, c.node));
     int64_t dim = in[static_cast<size_t>(a)], step = steps[i];
     if (step == 0) return c.Error("step 0");
+    // A step longer than the axis takes one element at most (as in SliceView): shortened, it
+    // cannot overflow the arithmetic below.
+    step = std::clamp<int64_t>(step, -std::max<int64_t>(dim, 1), std::max<int64_t>(dim, 1));
     int64_t s = starts[i], e = ends[i];
     if (s < 0) s += dim;
     if (e < 0) e += dim;
