@@ -7,19 +7,7 @@
 
 #include "frontend/grpc_request.h"
 #include "serving/model.h"
-
-namespace {
-
-// The zoo's MMoE, from the repository root (where scripts/fuzz.sh runs); nullptr elsewhere.
-const rankd::Model* ZooModel() {
-  static const std::unique_ptr<rankd::Model> model = [] {
-    auto m = rankd::Model::Load("models/zoo/mmoe", -1);
-    return m.ok() ? std::move(*m) : nullptr;
-  }();
-  return model.get();
-}
-
-}  // namespace
+#include "zoo_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace rankd;

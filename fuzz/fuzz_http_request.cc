@@ -12,6 +12,7 @@
 
 #include <boost/beast/http.hpp>
 
+#include "frontend/beast_request.h"
 #include "frontend/http_api.h"
 #include "serving/metrics.h"
 
@@ -65,17 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (ec) return 0;  // the server answers 400 or 413 and closes
     }
-    auto req = parser.release();
-    HttpRequest request;
-    request.method = std::string(req.method_string());
-    request.target = std::string(req.target());
-    for (const auto& field : req) {
-      std::string name(field.name_string());
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      request.headers[name] = std::string(field.value());
-    }
-    request.body = std::move(req.body());
-    HttpResponse response = api->Handle(request);
+    HttpResponse response = api->Handle(ToHttpRequest(parser.release()));
     if (response.status < 200 || response.status > 599) __builtin_trap();
   }
   return 0;

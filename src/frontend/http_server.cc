@@ -14,6 +14,8 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 
+#include "frontend/beast_request.h"
+
 namespace rankd {
 
 namespace asio = boost::asio;
@@ -172,15 +174,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();  // the handler's time is not the client's; Read() sets the next deadline
     auto req = parser_->release();
     keep_alive_ = req.keep_alive();
-    HttpRequest request;
-    request.method = std::string(req.method_string());
-    request.target = std::string(req.target());
-    for (const auto& field : req) {
-      std::string name(field.name_string());
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      request.headers[name] = std::string(field.value());
-    }
-    request.body = std::move(req.body());
+    HttpRequest request = ToHttpRequest(std::move(req));
     request.received = std::chrono::steady_clock::now();
     server_.last_read_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(request.received.time_since_epoch()).count();
     if (server_.inflight_.fetch_add(1) >= server_.options_.max_inflight) {
