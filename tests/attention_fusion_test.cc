@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "compile/ops/target_attention.h"
+#include "model/ops/target_attention.h"
 #include "compile/passes.h"
 #include "compile/plan.h"
 #include "serving/model.h"

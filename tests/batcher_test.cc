@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "batching/batcher.h"
-#include "batching/capture_worker.h"
+#include "runtime/capture_worker.h"
 
 namespace rankd {
 namespace {

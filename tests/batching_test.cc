@@ -7,8 +7,8 @@
 #include <random>
 #include <thread>
 
-#include "serving/batch_merge.h"
-#include "serving/cost_model.h"
+#include "batching/batch_merge.h"
+#include "batching/cost_model.h"
 #include "serving/model.h"
 #include "test_util.h"
 

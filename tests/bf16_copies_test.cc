@@ -1,4 +1,4 @@
-// bf16 copies written by producers for the products that read them (backend/cuda/bf16_copies.h):
+// bf16 copies written by producers for the products that read them (runtime/cuda/bf16_copies.h):
 // where they are planned and how their room is shared, and that they change no bit of any result.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
-#include "backend/cuda/bf16_copies.h"
+#include "runtime/cuda/bf16_copies.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/small_rows_gemm.h"
 

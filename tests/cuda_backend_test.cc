@@ -19,6 +19,7 @@
 #include "frontend/kserve_json.h"
 #include "serving/model.h"
 #include "test_util.h"
+#include "runtime/backends.h"
 
 namespace rankd {
 namespace {
@@ -466,7 +467,7 @@ std::vector<OpCase> Cases() {
                    g.Output(g.Op("MulAdd", {a, b, x}));
                  }});
   }
-  // SoftmaxAttention (compile/ops/softmax_attention.h): BST's encoder (4 heads of 16, 50
+  // SoftmaxAttention (model/ops/softmax_attention.h): BST's encoder (4 heads of 16, 50
   // positions, a mask dropping a tail) and a pooling row per candidate over its user's sequence.
   c.push_back({"softmax_attention_heads", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int q = In(g, in, rng, DType::kF32, {2, 50, 64}), k = In(g, in, rng, DType::kF32, {2, 50, 64});
@@ -478,7 +479,7 @@ std::vector<OpCase> Cases() {
                  int m = In(g, in, rng, DType::kBool, {3, 33}), rows = In(g, in, rng, DType::kI64, {9}, 0, 3);
                  g.Output(g.Op("SoftmaxAttention", {q, k, k, m, rows}, {{"scale", 0.125f}, {"mask_keeps", int64_t{1}}}));
                }});
-  // DotInteraction (compile/ops/dot_interaction.h): DLRM's 27 fields of 128 (its strict lower
+  // DotInteraction (model/ops/dot_interaction.h): DLRM's 27 fields of 128 (its strict lower
   // triangle after a dense part), and a few odd fields with repeated pairs and the diagonal.
   c.push_back({"dot_interaction_dlrm", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  std::vector<int64_t> pairs;
@@ -584,7 +585,7 @@ TEST(CudaBackend, IdOutOfRangeFailsThatRunOnly) {
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   auto resources = cuda->PrepareModel(g.graph(), Precision::kFp32);
   ASSERT_TRUE(resources.ok());
-  auto executor = cuda->NewExecutor(*resources);
+  auto executor = NewExecutor(*cuda, *resources);
   ASSERT_TRUE(executor.ok());
   // The ids go to the device in 32 bits (compile/narrowable_ids.h): ids beyond INT32's range must still be
   // out of range, never wrapped into the table.
@@ -617,7 +618,7 @@ TEST(CudaBackend, ShortIdsReadAsMinusOneAfterThem) {
   g.Output(g.Op("Neg", {x}));
   auto resources = cuda->PrepareModel(g.graph(), Precision::kFp32);
   ASSERT_TRUE(resources.ok());
-  auto executor = cuda->NewExecutor(*resources);
+  auto executor = NewExecutor(*cuda, *resources);
   ASSERT_TRUE(executor.ok());
   ASSERT_TRUE((*executor)->FillsRaggedTails());
   auto plan_for = [&](int64_t slots) {
@@ -678,7 +679,7 @@ TEST(CudaBackend, LargeInputsSentInChunksArriveWhole) {
   g.Output(g.Op("Neg", {c}));
   auto resources = cuda->PrepareModel(g.graph(), Precision::kFp32);
   ASSERT_TRUE(resources.ok());
-  auto executor = cuda->NewExecutor(*resources);
+  auto executor = NewExecutor(*cuda, *resources);
   ASSERT_TRUE(executor.ok());
   std::mt19937_64 rng(8);
   for (int64_t n : {int64_t{3'000'017}, int64_t{5}, int64_t{2'100'001}}) {  // 36 MB, bytes, 25 MB of inputs

@@ -17,9 +17,10 @@
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
-#include "backend/cuda/cuda_executor.h"
+#include "runtime/cuda/cuda_executor.h"
 #include "backend/cuda/pinned_pool.h"
 #include "common/host_allocator.h"
+#include "runtime/backends.h"
 #endif
 
 namespace rankd {
@@ -85,7 +86,7 @@ class CudaInputsTest : public ::testing::TestWithParam<bool> {
     plan_ = *plan;
     auto resources = cuda->PrepareModel(m_.g.graph(), Precision::kFp32);
     ASSERT_TRUE(resources.ok()) << resources.status().ToString();
-    auto executor = cuda->NewExecutor(*resources);
+    auto executor = NewExecutor(*cuda, *resources);
     ASSERT_TRUE(executor.ok()) << executor.status().ToString();
     executor_ = std::move(*executor);
   }
@@ -269,7 +270,7 @@ TEST(CudaOutputsPinned, StepsWriteTheOutputsAndTheErrorWordWhereTheHostReadsThem
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     auto resources = cuda->PrepareModel(m.g.graph(), Precision::kFp32);
     ASSERT_TRUE(resources.ok()) << resources.status().ToString();
-    auto executor = cuda->NewExecutor(*resources);
+    auto executor = NewExecutor(*cuda, *resources);
     ASSERT_TRUE(executor.ok()) << executor.status().ToString();
     auto launches = (*executor)->CountLaunches(**plan);
     ASSERT_TRUE(launches.ok()) << launches.status().ToString();
@@ -348,7 +349,7 @@ TEST(CudaLateGather, ScoresAsTheCpuOnLanesOrOneStream) {
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     auto resources = cuda->PrepareModel(g.graph(), Precision::kFp32);
     ASSERT_TRUE(resources.ok()) << resources.status().ToString();
-    auto executor = cuda->NewExecutor(*resources);
+    auto executor = NewExecutor(*cuda, *resources);
     ASSERT_TRUE(executor.ok()) << executor.status().ToString();
     auto launches = (*executor)->CountLaunches(**plan);
     ASSERT_TRUE(launches.ok()) << launches.status().ToString();

@@ -12,8 +12,9 @@
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
-#include "backend/cuda/bf16_copies.h"
+#include "runtime/cuda/bf16_copies.h"
 #include "backend/cuda/gemm.h"
+#include "runtime/backends.h"
 
 namespace rankd {
 namespace {
@@ -28,7 +29,7 @@ std::vector<int> Bf16ProductLaunches(const Backend* cuda, const Graph& graph, in
   auto resources = cuda->PrepareModel(graph, Precision::kBf16);
   EXPECT_TRUE(resources.ok()) << resources.status().ToString();
   if (!resources.ok()) return kernels;
-  auto executor = cuda->NewExecutor(*resources);
+  auto executor = NewExecutor(*cuda, *resources);
   EXPECT_TRUE(executor.ok());
   if (!executor.ok()) return kernels;
   for (int64_t r : rows) {
@@ -84,7 +85,7 @@ TEST(CudaBackend, ExecutorsShareTheTimedChoiceOfAProduct) {
   auto plan = Plan::Build(g.graph(), {{DType::kF32, {1531, 328}, nullptr}}, options);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   std::vector<Tensor> in{testing::RandomF32({1531, 328}, rng)};
-  auto first = cuda->NewExecutor(*resources), second = cuda->NewExecutor(*resources);
+  auto first = NewExecutor(*cuda, *resources), second = NewExecutor(*cuda, *resources);
   ASSERT_TRUE(first.ok() && second.ok());
   const cuda::GemmTunings before = cuda::CountGemmTunings();
   auto got_first = (*first)->Run(**plan, in);

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "compile/elementwise_program.h"
+#include "model/ops/elementwise_program.h"
 #include "compile/passes.h"
 #include "compile/plan.h"
 #include "serving/model.h"

@@ -9,7 +9,7 @@
 #include "compile/passes.h"
 #include "compile/plan.h"
 #include "rankd/request.h"
-#include "serving/batch_merge.h"
+#include "batching/batch_merge.h"
 #include "serving/model.h"
 #include "serving/shape_buckets.h"
 #include "test_util.h"

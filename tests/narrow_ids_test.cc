@@ -21,6 +21,7 @@
 #include "frontend/kserve_json.h"
 #include "serving/model.h"
 #include "test_util.h"
+#include "runtime/backends.h"
 
 
 namespace rankd {
@@ -269,7 +270,7 @@ void ExpectExecutorTakesIdsIn32Bits(const Backend& backend) {
   EXPECT_EQ(NarrowableIdInputs(**plan), (std::vector<bool>{true, false}));
   auto resources = backend.PrepareModel(g.graph(), Precision::kFp32);
   ASSERT_TRUE(resources.ok()) << resources.status().ToString();
-  auto executor = backend.NewExecutor(*resources);
+  auto executor = NewExecutor(backend, *resources);
   ASSERT_TRUE(executor.ok());
   auto want = (*executor)->Run(**plan, wide);
   ASSERT_TRUE(want.ok()) << want.status().ToString();

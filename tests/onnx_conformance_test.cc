@@ -8,7 +8,7 @@
 #include <set>
 
 #include "backend/backend.h"
-#include "compile/ops/op_schema.h"
+#include "model/ops/op_schema.h"
 #include "compile/passes.h"
 #include "compile/plan.h"
 #include "model/onnx_import.h"

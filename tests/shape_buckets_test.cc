@@ -12,7 +12,7 @@
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
-#include "backend/cuda/cuda_executor.h"
+#include "runtime/cuda/cuda_executor.h"
 #include "backend/cuda/gemm.h"
 #endif
 

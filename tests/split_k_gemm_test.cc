@@ -14,9 +14,10 @@
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
-#include "backend/cuda/bf16_copies.h"
+#include "runtime/cuda/bf16_copies.h"
 #include "backend/cuda/product_muladd.h"
 #include "backend/cuda/split_k_gemm.h"
+#include "runtime/backends.h"
 
 namespace rankd {
 namespace {
@@ -71,7 +72,7 @@ struct Bound {
 };
 StatusOr<Bound> Bind(const Backend& cuda, const Graph& graph, Precision precision, int64_t rows, int64_t width) {
   ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, cuda.PrepareModel(graph, precision));
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, cuda.NewExecutor(resources));
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, NewExecutor(cuda, resources));
   PlanOptions options;
   options.backend = &cuda;
   ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph, {{DType::kF32, {rows, width}, nullptr}}, options));

@@ -115,9 +115,7 @@ class SeparateRoomsCpu final : public Backend {
   StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const override {
     return CpuBackend().PrepareModel(graph, precision);
   }
-  StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources> resources) const override {
-    return CpuBackend().NewExecutor(std::move(resources));
-  }
+  DeviceKind device_kind() const override { return DeviceKind::kHost; }
   int64_t SeparateRoomBytes() const override { return int64_t{1} << 30; }
 };
 

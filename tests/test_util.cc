@@ -13,6 +13,7 @@
 
 #include "frontend/kserve_json.h"
 #include "serving/model.h"
+#include "runtime/backends.h"
 #if RANKD_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -170,7 +171,7 @@ StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Ten
   options.ragged_max_lengths = ragged_max_lengths;
   ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph, metas, options));
   ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph, precision));
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, backend.NewExecutor(resources));
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, NewExecutor(backend, resources));
   return executor->Run(*plan, inputs);
 }
 

@@ -1,6 +1,6 @@
 #include "backend/backend.h"
 
-#include "compile/ops/op_schema.h"
+#include "model/ops/op_schema.h"
 
 namespace rankd {
 

@@ -2,7 +2,7 @@
 //
 // The CPU backend is the reference; the CUDA backend (later) implements the same op names and is
 // tested against it. A kernel receives inputs and outputs whose shapes the op's schema already
-// checked (compile/ops/op_schema.h), writes only its outputs and scratch, never allocates, and
+// checked (model/ops/op_schema.h), writes only its outputs and scratch, never allocates, and
 // returns a Status only for errors that depend on data (an id out of range).
 #pragma once
 
@@ -60,48 +60,6 @@ struct Kernel {
 };
 using KernelTable = std::map<std::string, Kernel>;
 
-class Plan;
-
-// Runs plans of one model on one backend. Not thread-safe: a model keeps a pool of them, and
-// each owns its workspace (and, on a device, its stream), so concurrent requests run in parallel.
-class Executor {
- public:
-  virtual ~Executor() = default;
-  // Runs `plan` on `inputs` (host tensors, one per graph input, with the dtypes and shapes the
-  // plan was built for, except as FillsRaggedTails allows) and returns the graph outputs in order,
-  // as host tensors the caller owns.
-  virtual StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs) = 0;
-  // Whether Run takes a one-dimensional integer input (a ragged input's ids) shorter than the
-  // plan's, reading the slots after it as -1: a request padded to a bucket then keeps its ids
-  // where they are instead of copying them into a padded tensor (PadToBucket).
-  virtual bool FillsRaggedTails() const { return false; }
-  // Records `plan` as one replayable launch (a CUDA graph: the input copy, every step and the
-  // output copy), so later Runs of it issue one launch instead of one per step. Returns the device
-  // bytes the capture took. Unimplemented on backends without such a thing (the CPU).
-  virtual StatusOr<int64_t> Capture(const Plan& plan) {
-    (void)plan;
-    return Unimplemented("this backend does not capture plans");
-  }
-  // Whether Run(plan) replays a capture.
-  virtual bool Captured(const Plan& plan) const {
-    (void)plan;
-    return false;
-  }
-  // What one Run of `plan` puts on the device, counted from a capture of it that is then thrown
-  // away (Run's behaviour does not change): kernels, copies (a kernel that only moves the inputs
-  // in or the outputs out counts as one) and memsets, and the most kernels on one path of the captured graph's
-  // dependencies (fewer than all where steps run side by side).
-  // Unimplemented on the CPU.
-  struct Launches {
-    int kernels = 0, copies = 0, memsets = 0, other = 0;
-    int kernels_in_a_row = 0;
-  };
-  virtual StatusOr<Launches> CountLaunches(const Plan& plan) {
-    (void)plan;
-    return Unimplemented("this backend launches no device work");
-  }
-};
-
 // How a model's matrix products may round: fp32 (exact, the default), tf32 (TF32 tensor cores,
 // about 1e-3 relative) or bf16 (bfloat16 tensor cores, about 1e-2). bf16-activations rounds the
 // products as bf16 does and also keeps in bf16 alone the activations that only products and
@@ -121,6 +79,8 @@ class ModelResources {
   virtual ~ModelResources() = default;
 };
 
+enum class DeviceKind { kHost, kCuda };
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -132,8 +92,9 @@ class Backend {
   Status CheckGraph(const Graph& graph) const;
   // Per-model state for a graph whose constants are final (after the load-time passes).
   virtual StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const = 0;
-  // A new executor for plans of that model.
-  virtual StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources> resources) const = 0;
+  // Where the kernels run and read their tensors: host memory, or a CUDA device's. The runtime
+  // picks the executor for a backend by this (runtime/backends.h).
+  virtual DeviceKind device_kind() const = 0;
   // Whether the load-time passes may give products a multiply-add epilogue (FuseProductMulAdds),
   // for a model run at `precision`.
   virtual bool TakesProductMulAdds(Precision precision) const {
@@ -149,9 +110,5 @@ class Backend {
 
 // The process-wide CPU backend. Thread-safe (stateless).
 const Backend& CpuBackend();
-
-// A backend by name: "cpu", "cuda", or "auto" (CUDA when it is built in and a device is present,
-// else the CPU). Errors say why a named backend cannot run here.
-StatusOr<const Backend*> FindBackend(const std::string& name);
 
 }  // namespace rankd

@@ -1,5 +1,5 @@
 // DIN's attention unit, as the export and the earlier passes leave it, becomes one TargetAttention
-// node (compile/ops/target_attention.h; docs/passes.md):
+// node (model/ops/target_attention.h; docs/passes.md):
 //
 //   ReduceSum(Mul(Unsqueeze(Mul(Squeeze(s), mask)), keys), axes=[1], keepdims=0)
 //   s  = MatMul(... MatMul(Relu(key_term + cross_term + query_term), W1, b1, Relu) ..., Wk, bk)
@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "compile/ops/target_attention.h"
+#include "model/ops/target_attention.h"
 #include "compile/passes.h"
 #include "compile/pattern.h"
 

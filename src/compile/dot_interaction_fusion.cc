@@ -1,5 +1,5 @@
 // DLRM's dot interaction, as PyTorch exports it, becomes one DotInteraction node
-// (compile/ops/dot_interaction.h; docs/passes.md). The products Z = MatMul(T, Transpose(T,
+// (model/ops/dot_interaction.h; docs/passes.md). The products Z = MatMul(T, Transpose(T,
 // [0, 2, 1])) of a row's feature vectors (T FP32 [rows, F, D]) are gathered at constant
 // positions in one of two forms:
 //
@@ -18,7 +18,7 @@
 #include <iterator>
 #include <optional>
 
-#include "compile/ops/dot_interaction.h"
+#include "model/ops/dot_interaction.h"
 #include "compile/passes.h"
 #include "compile/pattern.h"
 

@@ -1,5 +1,5 @@
 // Chains of element-wise ops become one FusedElementwise node: one pass over the output instead of
-// one per op, and no intermediate written and read back (compile/elementwise_program.h).
+// one per op, and no intermediate written and read back (model/ops/elementwise_program.h).
 //
 // A group grows from its last op (the root) towards its producers. A producer joins when it is an
 // FP32 element-wise op, its output has the root's shape (so nothing is computed more often than
@@ -11,7 +11,7 @@
 #include <limits>
 #include <map>
 
-#include "compile/elementwise_program.h"
+#include "model/ops/elementwise_program.h"
 #include "compile/passes.h"
 
 namespace rankd {

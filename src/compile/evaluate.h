@@ -6,7 +6,7 @@
 
 #include "rankd/status.h"
 #include "rankd/tensor.h"
-#include "compile/ops/op_schema.h"
+#include "model/ops/op_schema.h"
 #include "model/graph.h"
 
 namespace rankd {

@@ -94,7 +94,7 @@ int FuseElementwiseChains(Graph& graph, const std::vector<PlanValue>& shapes);
 
 // DIN's attention unit (the split first layer, ReLU hidden layers, a one-wide last layer, the
 // masked weighted sum of the keys over the sequence axis) becomes one TargetAttention node
-// (attention_fusion.cc, compile/ops/target_attention.h); after hoisting it reads the per-user
+// (attention_fusion.cc, model/ops/target_attention.h); after hoisting it reads the per-user
 // keys, key projection and mask with the request index. `shapes` are the value shapes of a plan
 // of the graph. Returns the number of attention units fused.
 int FuseTargetAttention(Graph& graph, const std::vector<PlanValue>& shapes);
@@ -102,14 +102,14 @@ int FuseTargetAttention(Graph& graph, const std::vector<PlanValue>& shapes);
 // Softmax attention (softmax_attention_fusion.cc): the scores Q·Kᵀ of several heads, one head or
 // one query column, optionally scaled and masked by a Where, their softmax over the last axis and
 // its weighted sum of the values (a MatMul, or Mul and ReduceSum), become one SoftmaxAttention node
-// (compile/ops/softmax_attention.h), the heads' reshapes and transposes included; after hoisting
+// (model/ops/softmax_attention.h), the heads' reshapes and transposes included; after hoisting
 // it reads the per-user keys, values and mask with the request index. `shapes` are the value
 // shapes of a plan of the graph. Returns the number of attentions fused.
 int FuseSoftmaxAttention(Graph& graph, const std::vector<PlanValue>& shapes);
 
 // DLRM's dot interaction (dot_interaction_fusion.cc): the pairwise dot products of a row's
 // feature vectors, MatMul(T, Transpose(T)) gathered at constant positions (flattened, or through
-// torch.onnx's advanced indexing), become one DotInteraction node (compile/ops/dot_interaction.h),
+// torch.onnx's advanced indexing), become one DotInteraction node (model/ops/dot_interaction.h),
 // and a Concat of a dense part before it joins the node. `shapes` are the value shapes of a plan
 // of the graph. Returns the number of interactions fused.
 int FuseDotInteractions(Graph& graph, const std::vector<PlanValue>& shapes);

@@ -13,7 +13,7 @@
 
 #include "backend/backend.h"
 #include "rankd/status.h"
-#include "compile/ops/op_schema.h"
+#include "model/ops/op_schema.h"
 #include "model/graph.h"
 
 namespace rankd {

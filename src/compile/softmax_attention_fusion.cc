@@ -1,5 +1,5 @@
 // Softmax attention, as PyTorch exports it, becomes one SoftmaxAttention node
-// (compile/ops/softmax_attention.h; docs/passes.md). Three forms end in the weighted sum of the
+// (model/ops/softmax_attention.h; docs/passes.md). Three forms end in the weighted sum of the
 // values:
 //
 //   heads:   Reshape(Transpose(MatMul(P, Transpose(Reshape(V, [b, L, H, E]), [0,2,1,3])), [0,2,1,3]))
@@ -17,7 +17,7 @@
 // shapes; every intermediate must be read only inside the pattern.
 #include <optional>
 
-#include "compile/ops/softmax_attention.h"
+#include "model/ops/softmax_attention.h"
 #include "compile/passes.h"
 #include "compile/pattern.h"
 

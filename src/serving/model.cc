@@ -9,6 +9,7 @@
 #include "compile/passes.h"
 #include "model/onnx_import.h"
 #include "runtime/op_profile.h"
+#include "runtime/backends.h"
 
 namespace rankd {
 namespace fs = std::filesystem;
@@ -190,7 +191,7 @@ StatusOr<std::unique_ptr<Executor>> Model::AcquireExecutor() const {
     }
     ++executors_created_;
   }
-  auto created = backend_->NewExecutor(resources_);
+  auto created = NewExecutor(*backend_, resources_);
   std::lock_guard<std::mutex> lock(mu_);
   if (!created.ok()) {
     --executors_created_;

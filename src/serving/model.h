@@ -28,8 +28,9 @@
 #include "compile/plan.h"
 #include "model/config.h"
 #include "model/graph.h"
-#include "serving/batch_merge.h"
-#include "batching/capture_worker.h"
+#include "runtime/executor.h"
+#include "batching/batch_merge.h"
+#include "runtime/capture_worker.h"
 #include "batching/merge_gate.h"
 #include "serving/shape_buckets.h"
 

@@ -3,8 +3,8 @@
 #include <chrono>
 #include <future>
 
-#include "serving/batch_merge.h"
-#include "serving/cost_model.h"
+#include "batching/batch_merge.h"
+#include "batching/cost_model.h"
 #include "serving/model.h"
 
 namespace rankd {

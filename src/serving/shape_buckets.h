@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "rankd/tensor.h"
-#include "serving/batch_merge.h"
+#include "batching/batch_merge.h"
 
 namespace rankd {
 

@@ -23,6 +23,7 @@
 #include "serving/model.h"
 #include "tools/commands.h"
 #include "tools/request_file.h"
+#include "runtime/backends.h"
 
 namespace rankd {
 namespace {

@@ -5,6 +5,7 @@
 
 #include "serving/model.h"
 #include "tools/commands.h"
+#include "runtime/backends.h"
 
 namespace rankd {
 namespace {
@@ -135,7 +136,7 @@ int InspectCommand(const InspectArgs& args) {
   PrintBuckets(model, args.plan);
   std::printf("ops (%zu nodes):\n", g.nodes.size());
   for (const auto& [op, count] : g.OpCounts()) std::printf("  %-20s %d\n", op.c_str(), count);
-  if (args.plan) {  // what each fused element-wise node computes (compile/elementwise_program.h)
+  if (args.plan) {  // what each fused element-wise node computes (model/ops/elementwise_program.h)
     for (const Node& n : g.nodes) {
       if (n.op == "FusedElementwise") std::printf("  %s: %s\n", n.name.c_str(), n.GetString("program", "").c_str());
     }

@@ -6,6 +6,7 @@
 #include "frontend/kserve_json.h"
 #include "serving/model.h"
 #include "tools/commands.h"
+#include "runtime/backends.h"
 
 namespace rankd {
 

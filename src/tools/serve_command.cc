@@ -14,6 +14,7 @@
 #include "serving/metrics.h"
 #include "serving/repository.h"
 #include "tools/commands.h"
+#include "runtime/backends.h"
 
 namespace rankd {
 

@@ -1,4 +1,4 @@
-// CPU kernel of TargetAttention (compile/ops/target_attention.h): per candidate, its user's
+// CPU kernel of TargetAttention (model/ops/target_attention.h): per candidate, its user's
 // sequence in chunks of positions, each layer one small product through Sgemm, nothing of size
 // [candidates, length, width] ever written.
 #include <algorithm>
@@ -6,7 +6,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "common/parallel.h"
-#include "compile/ops/target_attention.h"
+#include "model/ops/target_attention.h"
 
 namespace rankd::cpu {
 namespace {

@@ -2,7 +2,6 @@
 #include <map>
 
 #include "backend/cpu/kernels.h"
-#include "runtime/executor.h"
 
 namespace rankd {
 namespace {
@@ -29,9 +28,7 @@ class CpuBackendImpl final : public Backend {
   StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph&, Precision) const override {
     return std::shared_ptr<ModelResources>();  // constants are read where they are
   }
-  StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources>) const override {
-    return NewHostExecutor();
-  }
+  DeviceKind device_kind() const override { return DeviceKind::kHost; }
 
  private:
   KernelTable kernels_;

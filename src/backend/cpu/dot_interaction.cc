@@ -1,6 +1,6 @@
-// CPU kernel of DotInteraction (compile/ops/dot_interaction.h): per row, the dense part copied
+// CPU kernel of DotInteraction (model/ops/dot_interaction.h): per row, the dense part copied
 // and each pair's dot product summed over d in order, in FP32.
-#include "compile/ops/dot_interaction.h"
+#include "model/ops/dot_interaction.h"
 
 #include <algorithm>
 

@@ -1,10 +1,10 @@
-// CPU kernels of the element-wise ops (schemas in compile/ops/elementwise_schemas.cc).
+// CPU kernels of the element-wise ops (schemas in model/ops/elementwise_schemas.cc).
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
 
-#include "backend/cpu/broadcast.h"
+#include "backend/broadcast.h"
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/kernels.h"
 

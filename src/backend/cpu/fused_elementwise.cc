@@ -1,4 +1,4 @@
-// The CPU's FusedElementwise: the program (compile/elementwise_program.h) run as a fused loop.
+// The CPU's FusedElementwise: the program (model/ops/elementwise_program.h) run as a fused loop.
 //
 // The output is walked in innermost rows against the broadcast inputs (broadcast.h), and each row
 // in tiles of kTile elements: every op of the program runs over the tile into a small buffer that
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/broadcast.h"
+#include "backend/broadcast.h"
 #include "backend/cpu/kernels.h"
-#include "compile/elementwise_program.h"
+#include "model/ops/elementwise_program.h"
 
 namespace rankd::cpu {
 namespace {

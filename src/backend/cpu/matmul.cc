@@ -10,11 +10,11 @@
 #include <cstring>
 
 #include "backend/activation.h"
-#include "backend/cpu/broadcast.h"
+#include "backend/broadcast.h"
 #include "backend/geometry.h"
 #include "backend/cpu/kernels.h"
 #include "common/parallel.h"
-#include "compile/ops/einsum_spec.h"
+#include "model/ops/einsum_spec.h"
 
 namespace rankd::cpu {
 

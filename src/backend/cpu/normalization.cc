@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/broadcast.h"
+#include "backend/broadcast.h"
 #include "backend/geometry.h"
 #include "backend/cpu/kernels.h"
 

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "backend/cpu/broadcast.h"
+#include "backend/broadcast.h"
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/kernels.h"
 

@@ -1,4 +1,4 @@
-// CPU kernel of SoftmaxAttention (compile/ops/softmax_attention.h): per (row, query position,
+// CPU kernel of SoftmaxAttention (model/ops/softmax_attention.h): per (row, query position,
 // head) the scores of the sequence, their softmax and the weighted sum of the values, with
 // nothing of size [rows, heads, positions, length] written.
 #include <algorithm>
@@ -7,7 +7,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "common/parallel.h"
-#include "compile/ops/softmax_attention.h"
+#include "model/ops/softmax_attention.h"
 
 namespace rankd::cpu {
 namespace {

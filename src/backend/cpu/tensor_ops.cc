@@ -1,4 +1,4 @@
-// CPU kernels of the data-movement ops (schemas in compile/ops/tensor_schemas.cc).
+// CPU kernels of the data-movement ops (schemas in model/ops/tensor_schemas.cc).
 #include <algorithm>
 #include <cstring>
 

@@ -1,4 +1,4 @@
-// CUDA kernels of TargetAttention (compile/ops/target_attention.h; cpu/attention.cc is the
+// CUDA kernels of TargetAttention (model/ops/target_attention.h; cpu/attention.cc is the
 // reference). Positions are scored in tiles of kTileRows; nothing of size [candidates, length,
 // width] reaches device memory, and with several tiles a second launch adds each candidate's tile
 // sums in order, so every run gives the same bits.

@@ -1,4 +1,4 @@
-// What the two TargetAttention kernel files share (compile/ops/target_attention.h):
+// What the two TargetAttention kernel files share (model/ops/target_attention.h):
 // attention.cu has the fp32 tile kernel, the sum of the tiles and the host side;
 // attention_mma.cu has the bf16 tile kernel on the tensor cores. Device-code header.
 #pragma once
@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "compile/ops/target_attention.h"
+#include "model/ops/target_attention.h"
 
 namespace rankd::cuda::attention {
 

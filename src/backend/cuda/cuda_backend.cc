@@ -5,7 +5,7 @@
 #include <map>
 #include <memory>
 
-#include "backend/cuda/cuda_executor.h"
+#include "backend/cuda/model_resources.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pinned_pool.h"
 
@@ -53,11 +53,7 @@ class CudaBackendImpl final : public Backend {
     }
     return std::shared_ptr<ModelResources>(std::move(r));
   }
-  StatusOr<std::unique_ptr<Executor>> NewExecutor(std::shared_ptr<ModelResources> resources) const override {
-    auto r = std::dynamic_pointer_cast<cuda::CudaModelResources>(resources);
-    if (!r) return Internal("a cuda executor needs the model's cuda resources");
-    return cuda::CudaExecutor::Create(std::move(r));
-  }
+  DeviceKind device_kind() const override { return DeviceKind::kCuda; }
 
  private:
   KernelTable kernels_;

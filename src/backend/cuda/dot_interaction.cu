@@ -1,4 +1,4 @@
-// CUDA kernel of DotInteraction (compile/ops/dot_interaction.h; cpu/dot_interaction.cc is the
+// CUDA kernel of DotInteraction (model/ops/dot_interaction.h; cpu/dot_interaction.cc is the
 // reference). A block of four warps takes one row:
 // - it copies the row's feature vectors into shared memory by cp.async, every copy in flight at
 //   once (a loop of loads and stores waited on each load: 0.65 ms for DLRM at 32,768 rows on an
@@ -16,7 +16,7 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/kernels.h"
-#include "compile/ops/dot_interaction.h"
+#include "model/ops/dot_interaction.h"
 
 namespace rankd::cuda {
 namespace {

@@ -1,14 +1,14 @@
-// The CUDA FusedElementwise: each program (compile/elementwise_program.h) becomes its own kernel,
+// The CUDA FusedElementwise: each program (model/ops/elementwise_program.h) becomes its own kernel,
 // written out as straight-line CUDA source at load time and compiled with NVRTC
 // (runtime_compiler.h). One thread computes one output element: it reads each input once at its
 // broadcast offset, keeps every intermediate in registers and writes the result.
 #include <cstring>
 
-#include "backend/cpu/broadcast.h"
+#include "backend/broadcast.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/runtime_compiler.h"
-#include "compile/elementwise_program.h"
+#include "model/ops/elementwise_program.h"
 
 namespace rankd::cuda {
 namespace {

@@ -5,7 +5,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/product_muladd.h"
-#include "compile/ops/einsum_spec.h"
+#include "model/ops/einsum_spec.h"
 
 namespace rankd::cuda {
 namespace {

@@ -1,4 +1,4 @@
-// CUDA kernel of SoftmaxAttention (compile/ops/softmax_attention.h; cpu/softmax_attention.cc is
+// CUDA kernel of SoftmaxAttention (model/ops/softmax_attention.h; cpu/softmax_attention.cc is
 // the reference). A warp per (row, query position, head), in one launch:
 // - first pass: each lane scores the positions lane, lane + 32, ... and keeps its own running
 //   maximum and sum of exponentials; the warp combines them;
@@ -12,7 +12,7 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/indexing.cuh"
 #include "backend/cuda/kernels.h"
-#include "compile/ops/softmax_attention.h"
+#include "model/ops/softmax_attention.h"
 
 namespace rankd::cuda {
 namespace {

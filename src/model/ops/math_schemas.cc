@@ -1,10 +1,10 @@
 // Shape functions of Gemm, MatMul, Einsum, Softmax, LayerNormalization, the reductions and
-// rankd's DotInteraction (compile/ops/dot_interaction.h).
+// rankd's DotInteraction (model/ops/dot_interaction.h).
 #include <algorithm>
 
-#include "compile/ops/dot_interaction.h"
-#include "compile/ops/einsum_spec.h"
-#include "compile/ops/op_schema.h"
+#include "model/ops/dot_interaction.h"
+#include "model/ops/einsum_spec.h"
+#include "model/ops/op_schema.h"
 
 namespace rankd {
 namespace {

@@ -1,4 +1,4 @@
-#include "serving/cost_model.h"
+#include "batching/cost_model.h"
 
 #include <algorithm>
 #include <cmath>

@@ -15,7 +15,7 @@
 //     attribute ragged_index: which ragged input of the plan gives the padded length.
 #include <limits>
 
-#include "compile/ops/op_schema.h"
+#include "model/ops/op_schema.h"
 
 namespace rankd {
 namespace {

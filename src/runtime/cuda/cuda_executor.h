@@ -15,11 +15,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/backend.h"
-#include "backend/cuda/bf16_copies.h"
+#include "runtime/executor.h"
+#include "runtime/cuda/bf16_copies.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_span.h"
+#include "backend/cuda/model_resources.h"
 #include "backend/cuda/gemm.h"
 #include "runtime/step_lanes.h"
 
@@ -36,34 +37,6 @@ class CapturedGraph {
 
  private:
   cudaGraphExec_t exec_;
-};
-
-// Device copies of a graph's constants, in one allocation.
-class CudaModelResources final : public ModelResources {
- public:
-  static StatusOr<std::shared_ptr<CudaModelResources>> Upload(const Graph& graph, int device, Precision precision);
-  // The device copy of a graph constant, or nullptr for any other tensor.
-  void* Find(const Tensor* constant) const;
-  // With bf16 precision: the bf16 copies of the weight matrices products read (keyed by the fp32
-  // device copy); empty otherwise.
-  const std::unordered_map<const void*, const void*>& bf16_weights() const { return bf16_weights_; }
-  // With bf16 precision: the [K, N] weights (B not transposed) as bf16 [N, K], for products of a
-  // few rows (small_rows_gemm.h); empty otherwise.
-  const std::unordered_map<const void*, const void*>& bf16_weights_nk() const { return bf16_weights_nk_; }
-  // With bf16 precision: weight matrices whose k is not a multiple of 8 in bf16, k padded with
-  // zeros (device.h's PaddedK), for cuBLASLt's products of many rows; empty otherwise.
-  const std::unordered_map<const void*, const void*>& bf16_weights_padded() const { return bf16_weights_padded_; }
-  int device() const { return device_; }
-  Precision precision() const { return precision_; }
-
- private:
-  Status UploadBf16Weights(const Graph& graph);
-
-  int device_ = 0;
-  Precision precision_ = Precision::kFp32;
-  DeviceBuffer arena_, bf16_arena_;
-  std::unordered_map<const Tensor*, void*> copies_;
-  std::unordered_map<const void*, const void*> bf16_weights_, bf16_weights_nk_, bf16_weights_padded_;
 };
 
 // How many lanes a capture may use (1: every step on the executor's stream). The default, 4,

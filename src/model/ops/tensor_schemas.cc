@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "compile/ops/op_schema.h"
+#include "model/ops/op_schema.h"
 
 namespace rankd {
 namespace {

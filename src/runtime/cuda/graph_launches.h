@@ -7,7 +7,7 @@
 
 #include <span>
 
-#include "backend/backend.h"
+#include "runtime/executor.h"
 
 namespace rankd::cuda {
 

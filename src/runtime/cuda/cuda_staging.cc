@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "backend/cuda/cuda_executor.h"
+#include "runtime/cuda/cuda_executor.h"
 #include "backend/cuda/mapped_copy.h"
 #include "compile/narrowable_ids.h"
 #include "backend/cuda/pinned_pool.h"

@@ -1,4 +1,4 @@
-#include "runtime/executor.h"
+#include "runtime/host_executor.h"
 
 #include <chrono>
 #include <cstdlib>

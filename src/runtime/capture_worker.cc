@@ -1,4 +1,4 @@
-#include "batching/capture_worker.h"
+#include "runtime/capture_worker.h"
 
 namespace rankd {
 

@@ -1,4 +1,4 @@
-#include "compile/ops/einsum_spec.h"
+#include "model/ops/einsum_spec.h"
 
 #include <algorithm>
 #include <map>

@@ -1,28 +1,13 @@
-// Choosing a backend by name.
-#include "backend/backend.h"
+#include "runtime/backends.h"
+
+#include "runtime/host_executor.h"
 
 #if RANKD_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "runtime/cuda/cuda_executor.h"
 #endif
 
 namespace rankd {
-
-StatusOr<Precision> ParsePrecision(const std::string& name) {
-  if (name == "fp32") return Precision::kFp32;
-  if (name == "tf32") return Precision::kTf32;
-  if (name == "bf16") return Precision::kBf16;
-  if (name == "bf16-activations") return Precision::kBf16Activations;
-  return InvalidArgument("unknown precision '" + name + "' (expected fp32, tf32, bf16 or bf16-activations)");
-}
-
-const char* PrecisionName(Precision p) {
-  switch (p) {
-    case Precision::kTf32: return "tf32";
-    case Precision::kBf16: return "bf16";
-    case Precision::kBf16Activations: return "bf16-activations";
-    default: return "fp32";
-  }
-}
 
 StatusOr<const Backend*> FindBackend(const std::string& name) {
   if (name == "cpu") return &CpuBackend();
@@ -38,6 +23,23 @@ StatusOr<const Backend*> FindBackend(const std::string& name) {
 #endif
   }
   return InvalidArgument("unknown backend '" + name + "' (expected cpu, cuda or auto)");
+}
+
+StatusOr<std::unique_ptr<Executor>> NewExecutor(const Backend& backend, std::shared_ptr<ModelResources> resources) {
+  switch (backend.device_kind()) {
+    case DeviceKind::kHost:
+      return NewHostExecutor();
+    case DeviceKind::kCuda: {
+#if RANKD_HAVE_CUDA
+      auto r = std::dynamic_pointer_cast<cuda::CudaModelResources>(resources);
+      if (!r) return Internal("a cuda executor needs the model's cuda resources");
+      return cuda::CudaExecutor::Create(std::move(r));
+#else
+      return Unavailable("this build of rankd has no cuda backend");
+#endif
+    }
+  }
+  return Internal("unknown device kind");
 }
 
 }  // namespace rankd

@@ -1,7 +1,7 @@
 // Shape functions of element-wise ops: unary, binary with broadcasting, comparisons, logic,
 // Where, Clip, Cast, and variadic Max/Min.
-#include "compile/elementwise_program.h"
-#include "compile/ops/op_schema.h"
+#include "model/ops/elementwise_program.h"
+#include "model/ops/op_schema.h"
 
 namespace rankd {
 namespace {

@@ -1,4 +1,4 @@
-#include "compile/ops/op_schema.h"
+#include "model/ops/op_schema.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "backend/cuda/bf16_copies.h"
+#include "runtime/cuda/bf16_copies.h"
 
 #include <algorithm>
 #include <array>

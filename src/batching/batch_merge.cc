@@ -1,4 +1,4 @@
-#include "serving/batch_merge.h"
+#include "batching/batch_merge.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "backend/cuda/graph_launches.h"
+#include "runtime/cuda/graph_launches.h"
 
 #include <algorithm>
 #include <unordered_map>

@@ -1,8 +1,8 @@
-// Shape functions of rankd's attention ops: TargetAttention (compile/ops/target_attention.h) and
-// SoftmaxAttention (compile/ops/softmax_attention.h).
-#include "compile/ops/op_schema.h"
-#include "compile/ops/softmax_attention.h"
-#include "compile/ops/target_attention.h"
+// Shape functions of rankd's attention ops: TargetAttention (model/ops/target_attention.h) and
+// SoftmaxAttention (model/ops/softmax_attention.h).
+#include "model/ops/op_schema.h"
+#include "model/ops/softmax_attention.h"
+#include "model/ops/target_attention.h"
 
 namespace rankd {
 namespace {

@@ -1,4 +1,4 @@
-#include "compile/elementwise_program.h"
+#include "model/ops/elementwise_program.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,0 +1,117 @@
+#include "backend/cuda/model_resources.h"
+
+#include <algorithm>
+#include <mutex>
+#include <shared_mutex>
+
+#include "backend/cuda/device.h"
+#include "backend/cuda/small_rows_gemm.h"
+
+namespace rankd::cuda {
+namespace {
+
+constexpr size_t kAlign = 256;
+
+size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const Graph& graph, int device,
+                                                                        Precision precision) {
+  auto r = std::make_shared<CudaModelResources>();
+  r->device_ = device;
+  r->precision_ = precision;
+  RANKD_CUDA_RETURN(cudaSetDevice(device));
+  size_t total = 0;
+  for (const auto& [id, t] : graph.constants) total += Aligned(t.bytes());
+  RETURN_IF_ERROR(r->arena_.Reserve(total));
+  auto* base = static_cast<uint8_t*>(r->arena_.get());
+  size_t pos = 0;
+  {
+    std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
+    for (const auto& [id, t] : graph.constants) {
+      if (t.bytes() > 0) RANKD_CUDA_RETURN(cudaMemcpy(base + pos, t.raw(), t.bytes(), cudaMemcpyHostToDevice));
+      r->copies_[&t] = base + pos;
+      pos += Aligned(t.bytes());
+    }
+  }
+  if (Bf16Products(precision)) RETURN_IF_ERROR(r->UploadBf16Weights(graph));
+  return r;
+}
+
+Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
+  // The B operand and the bias of every Gemm and MatMul that are fp32 constants, rounded once here
+  // rather than at every product (a product writing bf16 takes its bias's bf16 copy: gemm.h). A
+  // matrix B read as [K, N] also gets a transposed copy, which products of a few rows read, and
+  // one whose k is not a multiple of 8 a copy with k padded by zeros, which cuBLASLt reads.
+  struct Copy {
+    const Tensor* w;
+    enum Kind { kAsIs, kTransposed, kPaddedK } kind;
+    bool k_by_n;  // kPaddedK: the matrix is [K, N] (else [N, K])
+  };
+  std::vector<Copy> copies;
+  std::vector<const Tensor*> unpadded;  // read as [K, N] by one product and [N, K] by another
+  auto add = [&](const Tensor* w, Copy::Kind kind, bool k_by_n) {
+    for (const Copy& c : copies) {
+      if (c.w != w || c.kind != kind) continue;
+      if (kind == Copy::kPaddedK && c.k_by_n != k_by_n) unpadded.push_back(w);
+      return;
+    }
+    copies.push_back({w, kind, k_by_n});
+  };
+  for (const Node& n : graph.nodes) {
+    if (n.op != "Gemm" && n.op != "MatMul") continue;
+    for (int i : {1, 2}) {
+      if (!n.HasInput(i) || !graph.IsConstant(n.inputs[static_cast<size_t>(i)])) continue;
+      const Tensor* w = &graph.constants.at(n.inputs[static_cast<size_t>(i)]);
+      if (w->dtype() != DType::kF32 || w->size() == 0) continue;
+      if (i == 2 && (w->rank() == 0 || w->size() != w->dim(w->rank() - 1))) continue;  // a C broadcast whole
+      add(w, Copy::kAsIs, false);
+      if (i != 1 || w->rank() != 2) continue;
+      const bool k_by_n = n.op == "MatMul" || n.GetInt("transB", 0) == 0;
+      if (k_by_n && w->size() <= kSmallRowsMaxTransposed) add(w, Copy::kTransposed, true);
+      const int64_t k = k_by_n ? w->dim(0) : w->dim(1);
+      if (k != PaddedK(k)) add(w, Copy::kPaddedK, k_by_n);
+    }
+  }
+  std::erase_if(copies, [&](const Copy& c) {
+    return c.kind == Copy::kPaddedK && std::find(unpadded.begin(), unpadded.end(), c.w) != unpadded.end();
+  });
+  auto elements = [](const Copy& c) {
+    if (c.kind != Copy::kPaddedK) return c.w->size();
+    return c.k_by_n ? PaddedK(c.w->dim(0)) * c.w->dim(1) : c.w->dim(0) * PaddedK(c.w->dim(1));
+  };
+  size_t total = 0;
+  for (const Copy& c : copies) total += Aligned(static_cast<size_t>(elements(c)) * 2);
+  if (total == 0) return Status::Ok();
+  RETURN_IF_ERROR(bf16_arena_.Reserve(total));
+  auto* base = static_cast<uint8_t*>(bf16_arena_.get());
+  size_t pos = 0;
+  std::vector<uint16_t> rounded;
+  std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
+  for (const Copy& c : copies) {
+    rounded.assign(static_cast<size_t>(elements(c)), 0);  // 0 is bf16's +0: the padding
+    const float* v = c.w->data<float>();
+    const int64_t rows = c.w->rank() == 2 ? c.w->dim(0) : 1, cols = c.w->size() / rows;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t col = 0; col < cols; ++col) {
+        size_t to = static_cast<size_t>(r * cols + col);                               // as is; [Kp, N] keeps it
+        if (c.kind == Copy::kTransposed) to = static_cast<size_t>(col * rows + r);     // [K, N] as [N, K]
+        if (c.kind == Copy::kPaddedK && !c.k_by_n) to = static_cast<size_t>(r * PaddedK(cols) + col);  // [N, Kp]
+        rounded[to] = FloatToBF16(v[r * cols + col]);
+      }
+    }
+    RANKD_CUDA_RETURN(cudaMemcpy(base + pos, rounded.data(), rounded.size() * 2, cudaMemcpyHostToDevice));
+    auto& into = c.kind == Copy::kAsIs ? bf16_weights_ : c.kind == Copy::kTransposed ? bf16_weights_nk_ : bf16_weights_padded_;
+    into[copies_.at(c.w)] = base + pos;
+    pos += Aligned(rounded.size() * 2);
+  }
+  return Status::Ok();
+}
+
+void* CudaModelResources::Find(const Tensor* constant) const {
+  auto it = copies_.find(constant);
+  return it == copies_.end() ? nullptr : it->second;
+}
+
+}  // namespace rankd::cuda

@@ -1,0 +1,41 @@
+// A model's weights on one GPU: device copies of its graph's constants, made once at load and
+// shared by the model's executors, with the bf16 copies of product weights a bf16 precision reads.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+
+#include "backend/backend.h"
+#include "backend/cuda/device_buffer.h"
+
+namespace rankd::cuda {
+
+// Device copies of a graph's constants, in one allocation.
+class CudaModelResources final : public ModelResources {
+ public:
+  static StatusOr<std::shared_ptr<CudaModelResources>> Upload(const Graph& graph, int device, Precision precision);
+  // The device copy of a graph constant, or nullptr for any other tensor.
+  void* Find(const Tensor* constant) const;
+  // With bf16 precision: the bf16 copies of the weight matrices products read (keyed by the fp32
+  // device copy); empty otherwise.
+  const std::unordered_map<const void*, const void*>& bf16_weights() const { return bf16_weights_; }
+  // With bf16 precision: the [K, N] weights (B not transposed) as bf16 [N, K], for products of a
+  // few rows (small_rows_gemm.h); empty otherwise.
+  const std::unordered_map<const void*, const void*>& bf16_weights_nk() const { return bf16_weights_nk_; }
+  // With bf16 precision: weight matrices whose k is not a multiple of 8 in bf16, k padded with
+  // zeros (device.h's PaddedK), for cuBLASLt's products of many rows; empty otherwise.
+  const std::unordered_map<const void*, const void*>& bf16_weights_padded() const { return bf16_weights_padded_; }
+  int device() const { return device_; }
+  Precision precision() const { return precision_; }
+
+ private:
+  Status UploadBf16Weights(const Graph& graph);
+
+  int device_ = 0;
+  Precision precision_ = Precision::kFp32;
+  DeviceBuffer arena_, bf16_arena_;
+  std::unordered_map<const Tensor*, void*> copies_;
+  std::unordered_map<const void*, const void*> bf16_weights_, bf16_weights_nk_, bf16_weights_padded_;
+};
+
+}  // namespace rankd::cuda

@@ -1,0 +1,21 @@
+// Choosing where a model runs: a backend by name, and an executor for a backend's plans. The
+// runtime composes the backends here; nothing below it knows which backends exist.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "runtime/executor.h"
+
+namespace rankd {
+
+// A backend by name: "cpu", "cuda", or "auto" (CUDA when it is built in and a device is present,
+// else the CPU). Errors say why a named backend cannot run here.
+StatusOr<const Backend*> FindBackend(const std::string& name);
+
+// A new executor for plans of the model `resources` belongs to (Backend::PrepareModel), on the
+// device `backend` runs on: the host executor for host backends, a CUDA executor for CUDA ones.
+StatusOr<std::unique_ptr<Executor>> NewExecutor(const Backend& backend, std::shared_ptr<ModelResources> resources);
+
+}  // namespace rankd
