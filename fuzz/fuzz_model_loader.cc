@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary bytes as an ONNX model through import, the load-time passes, the
-// backend check and a plan for a one-row request, then the shape-reading passes and a plan again. Any crash, leak or sanitizer report is a bug;
-// errors are expected.
+// backend check and a plan for a one-row request, then the shape-reading passes and a plan again. Any crash, leak or
+// sanitizer report is a bug; errors are expected.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -20,6 +20,7 @@ packages=(
   libgtest-dev libgmock-dev           # tests
   libonnx-testdata                    # ONNX's conformance cases: the independent op reference
   clang-14 libclang-rt-14-dev         # libFuzzer and sanitizers for the fuzz targets
+  clang-format-14                     # the C++ layout, checked by the test command (scripts/format.sh)
   python3-numpy                       # scripts
   gnuplot-nox                         # benchmark plots (bench/report.py)
 )

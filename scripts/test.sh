@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: builds and runs every test (Release, with the CUDA backend where nvcc is
+# The test command: checks the sources' layout, builds and runs every test (Release, with the CUDA backend where nvcc is
 # present), then the same tests under AddressSanitizer and UndefinedBehaviorSanitizer, the batcher
 # under ThreadSanitizer, and the fuzzers for a short time.
 #   scripts/test.sh            everything
@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 start=$SECONDS
 phase() { echo "== $1 (at $((SECONDS - start)) s)"; }
+phase "layout (clang-format)"
+scripts/format.sh --check
 phase "Release build"
 BUILD_DIR=build scripts/build.sh -DRANKD_TESTS=ON
 phase "Release tests"

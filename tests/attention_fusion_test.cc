@@ -1,17 +1,17 @@
 // DIN's attention unit fused into TargetAttention (FuseTargetAttention) and its kernels: random
 // attention graphs (dims, widths, hidden layers, mask or none, the first layer's Adds in any order,
 // hoisted or not) score the same fused as written on the CPU, and the CUDA kernels (fp32, and
-// bf16 on the tensor cores) as the CPU at lengths around their tile size; what must not fuse does not; a bad key row fails that run only;
-// the zoo DIN fuses and scores as PyTorch.
+// bf16 on the tensor cores) as the CPU at lengths around their tile size; what must not fuse does not; a bad key row
+// fails that run only; the zoo DIN fuses and scores as PyTorch.
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cmath>
 #include <random>
 
-#include <gtest/gtest.h>
-
-#include "model/ops/target_attention.h"
 #include "compile/passes.h"
 #include "compile/plan.h"
+#include "model/ops/target_attention.h"
 #include "serving/model.h"
 #include "test_util.h"
 
@@ -31,8 +31,8 @@ struct Spec {
   int64_t dim = 8, width = 12;
   std::vector<int64_t> hidden{6};  // widths of the ReLU layers after the first; a 1-wide layer ends
   bool mask = true, squeeze = true, hoisted = false, biases = true;
-  int add_order = 0;      // which way the first layer's three terms are added
-  bool swap = false;      // operand order of the Muls
+  int add_order = 0;       // which way the first layer's three terms are added
+  bool swap = false;       // operand order of the Muls
   bool score_out = false;  // the score is also a graph output (must not fuse)
   const char* first_activation = "Relu";
 };
@@ -143,7 +143,8 @@ std::string Describe(const Spec& s) {
   for (int64_t w : s.hidden) h += std::to_string(w) + " ";
   return "dim " + std::to_string(s.dim) + " width " + std::to_string(s.width) + " hidden [" + h + "] mask " +
          std::to_string(s.mask) + " squeeze " + std::to_string(s.squeeze) + " hoisted " + std::to_string(s.hoisted) +
-         " biases " + std::to_string(s.biases) + " adds " + std::to_string(s.add_order) + " swap " + std::to_string(s.swap);
+         " biases " + std::to_string(s.biases) + " adds " + std::to_string(s.add_order) + " swap " +
+         std::to_string(s.swap);
 }
 
 TEST(AttentionFusion, RandomUnitsScoreTheSameFusedOnTheCpu) {
@@ -258,7 +259,8 @@ TEST(AttentionFusion, ZooDinFusesItsAttentionUnitAndScoresAsPyTorch) {
     EXPECT_EQ((*model)->load_report().fused_attention, 1);
     EXPECT_EQ(CountOps((*model)->graph(), "TargetAttention"), 1);
     EXPECT_EQ(CountOps((*model)->graph(), "ReduceSum"), 0);
-    if (hoisting) {  // only the profile's bags are still gathered; the keys, their projection and the mask are read per user
+    if (hoisting) {  // only the profile's bags are still gathered; the keys, their projection and the mask are read per
+                     // user
       EXPECT_EQ((*model)->load_report().hoisting_gathers, std::vector<std::string>{"/Concat_3.user_part0"});
     }
     testing::ExpectZooScores(**model, "din", 1e-5);

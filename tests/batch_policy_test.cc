@@ -1,7 +1,7 @@
 // The batcher's pure decision function under a fake clock.
-#include <gtest/gtest.h>
-
 #include "batching/batch_policy.h"
+
+#include <gtest/gtest.h>
 
 namespace rankd {
 namespace {
@@ -27,9 +27,7 @@ BatchPolicyOptions Options() {
   return o;
 }
 
-TEST(BatchPolicy, EmptyQueueIsIdle) {
-  EXPECT_EQ(DecideBatch({}, T0, 1, 0, Options()).kind, Kind::kIdle);
-}
+TEST(BatchPolicy, EmptyQueueIsIdle) { EXPECT_EQ(DecideBatch({}, T0, 1, 0, Options()).kind, Kind::kIdle); }
 
 TEST(BatchPolicy, LightLoadDispatchesAtOnce) {
   // Nothing running: one small request goes now, no waiting for company.
@@ -68,7 +66,7 @@ TEST(BatchPolicy, PreferredSizeGoesAtOnceAndTheRestWaits) {
   o.preferred_rows = {160, 200, 512};
   BatchDecision d = DecideBatch(q, now, 1, 1, o);
   EXPECT_EQ(d.kind, Kind::kDispatch);
-  EXPECT_EQ(d.count, 3u);  // the longest prefix of a preferred size: 100 + 60 + 40 rows
+  EXPECT_EQ(d.count, 3u);         // the longest prefix of a preferred size: 100 + 60 + 40 rows
   o.preferred_rows = {150, 250};  // prefixes of 100, 160, 200, 250 rows: only the whole queue is
   d = DecideBatch(q, now, 1, 1, o);
   EXPECT_EQ(d.kind, Kind::kDispatch);

@@ -2,6 +2,8 @@
 // refuses at once, deadlines expire, priorities order, destruction drains. The capture worker:
 // one job per plan, in order, concurrent submitters, stop. Runs under ThreadSanitizer in
 // scripts/test.sh.
+#include "batching/batcher.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <set>
 #include <thread>
 
-#include "batching/batcher.h"
 #include "runtime/capture_worker.h"
 
 namespace rankd {
@@ -245,7 +246,7 @@ TEST(CaptureWorker, ConcurrentSubmittersNeverRunAPlanTwiceAtOnce) {
   for (auto& t : threads) t.join();
   worker.Drain();
   EXPECT_FALSE(overlap.load());
-  EXPECT_GE(queued.load(), 50);  // each plan at least once
+  EXPECT_GE(queued.load(), 50);          // each plan at least once
   EXPECT_EQ(ran.load(), queued.load());  // every job queued ran
 }
 

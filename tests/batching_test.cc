@@ -28,7 +28,8 @@ TEST(BatchMerge, ConcatenatesRowsAndShiftsOffsets) {
   b.ragged_max_lengths = {4};
   b.rows = 1;
   b.sequence_elements = 4;
-  PreparedRequest m = MergeRequests({&a, &b}, {{GraphInputKind::kDense, -1}, {GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0}});
+  PreparedRequest m = MergeRequests(
+      {&a, &b}, {{GraphInputKind::kDense, -1}, {GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0}});
   EXPECT_EQ(m.rows, 3);
   EXPECT_EQ(m.sequence_elements, 7);
   EXPECT_EQ(m.ragged_max_lengths, std::vector<int64_t>{4});
@@ -70,7 +71,8 @@ TEST(CostModel, RecoversLinearCostsAndFindsTheKnee) {
 TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {
   auto c = ParseModelConfig(R"({"dynamic_batching": {"max_queue_delay_microseconds": 200, "max_batch_size": 512,
       "priority_levels": 3, "default_priority_level": 2, "cost_per_row": 1.5, "cost_budget": 100,
-      "preferred_batch_size": [256, 64, 256]}})", false);
+      "preferred_batch_size": [256, 64, 256]}})",
+                            false);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(c->batching.enabled);
   EXPECT_EQ(c->batching.max_queue_delay_microseconds, 200);
@@ -84,8 +86,8 @@ TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {
   for (const char* bad : {R"({"batching": {"max_queue_delay": 5}})", R"({"batching": {"max_batch_size": -1}})",
                           R"({"batching": {"cost_per_row": "fast"}})", R"({"batching": {"cost_budget": 0}})",
                           R"({"batching": {"priority_levels": 2, "default_priority_level": 3}})",
-                          R"({"batching": {"preferred_batch_size": [0]}})", R"({"batching": {"preferred_batch_size": 8}})",
-                          R"({"batching": []})"}) {
+                          R"({"batching": {"preferred_batch_size": [0]}})",
+                          R"({"batching": {"preferred_batch_size": 8}})", R"({"batching": []})"}) {
     auto parsed = ParseModelConfig(bad, false);
     EXPECT_FALSE(parsed.ok()) << bad;
     if (!parsed.ok()) {
@@ -98,9 +100,9 @@ TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {
 // by `batching` or off.
 StatusOr<std::unique_ptr<Model>> LoadDin(const std::string& batching, const Backend* backend = nullptr) {
   std::string dir = testing::SourcePath("models/zoo/din");
-  ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  RANKD_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   if (!batching.empty()) {
-    ASSIGN_OR_RETURN(ModelConfig b, ParseModelConfig("{\"batching\": " + batching + "}", false));
+    RANKD_ASSIGN_OR_RETURN(ModelConfig b, ParseModelConfig("{\"batching\": " + batching + "}", false));
     config.batching = b.batching;
   }
   ModelOptions options;
@@ -156,7 +158,8 @@ TEST(BatchedModel, ConcurrentRequestsMergeAndScoreAsTheyDoAlone) {
   std::mt19937_64 rng(7);
   for (auto& list : requests) {
     for (int i = 0; i < kPerThread; ++i) {
-      list.push_back(RandomDinRequest(**plain, 1 + static_cast<int64_t>(rng() % 30), static_cast<int64_t>(rng() % 21), rng));
+      list.push_back(
+          RandomDinRequest(**plain, 1 + static_cast<int64_t>(rng() % 30), static_cast<int64_t>(rng() % 21), rng));
     }
   }
   std::atomic<int> merged{0}, executions{0};
@@ -287,7 +290,8 @@ TEST(BatchedModel, GraphThatMixesRowsRefusesToBatch) {
   std::string path = testing::WriteRowMixingModel("mixes_rows/model.onnx");  // each row depends on the others
   auto config = ParseModelConfig(R"({"inputs": [{"name": "x", "datatype": "FP32", "dims": [4]}],
                                      "batching": {"cost_per_row": 1, "cost_per_sequence_element": 0,
-                                                  "cost_per_request": 0, "cost_budget": 100}})", false);
+                                                  "cost_per_request": 0, "cost_budget": 100}})",
+                                 false);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   auto model = Model::LoadFile(path, *config);
   ASSERT_FALSE(model.ok());

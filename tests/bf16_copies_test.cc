@@ -11,9 +11,9 @@
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
-#include "runtime/cuda/bf16_copies.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/small_rows_gemm.h"
+#include "runtime/cuda/bf16_copies.h"
 
 namespace rankd {
 namespace {
@@ -36,7 +36,8 @@ class TuningOff {
 };
 
 // `graph` on `cuda` in bf16 with every product converting its own operands.
-StatusOr<std::vector<Tensor>> RunWithoutCopies(const Graph& graph, const std::vector<Tensor>& inputs, const Backend& cuda) {
+StatusOr<std::vector<Tensor>> RunWithoutCopies(const Graph& graph, const std::vector<Tensor>& inputs,
+                                               const Backend& cuda) {
   CopiesOff off;
   return testing::RunGraph(graph, inputs, {}, cuda, Precision::kBf16);
 }
@@ -179,7 +180,8 @@ void BuildCross(Cross& c, int64_t width, bool shared_up, std::mt19937_64& rng) {
   int x0 = g.Input("x0", DType::kF32, {-1, width});
   auto layer = [&](int x, int& down, int& up) {
     down = g.Op("Gemm", {x, g.Const("down", testing::RandomF32({width, 4}, rng))});
-    up = g.Op("Gemm", {down, g.Const("up", testing::RandomF32({4, width}, rng)), g.Const("b", testing::RandomF32({width}, rng))});
+    up = g.Op("Gemm", {down, g.Const("up", testing::RandomF32({4, width}, rng)),
+                       g.Const("b", testing::RandomF32({width}, rng))});
   };
   int down0 = -1;
   layer(x0, down0, c.up0);
@@ -372,7 +374,8 @@ TEST(Bf16Copies, DcnScoresUnchangedWithFewerLaunches) {
   auto launches = (*with)->CountLaunches(**plan);
   ASSERT_TRUE(launches.ok()) << launches.status().ToString();
   const cuda::Bf16Copies copies = cuda::PlanBf16Copies(**plan);
-  const int written = static_cast<int>(std::count_if(copies.written.begin(), copies.written.end(), [](int64_t o) { return o >= 0; }));
+  const int written =
+      static_cast<int>(std::count_if(copies.written.begin(), copies.written.end(), [](int64_t o) { return o >= 0; }));
   EXPECT_GT(written, 4);  // more than the concatenation and the three multiply-adds
   int read_by_products = 0, read_by_few_columns = 0, read_by_muladds = 0;
   for (size_t s = 0; s < copies.read.size(); ++s) {
@@ -385,7 +388,7 @@ TEST(Bf16Copies, DcnScoresUnchangedWithFewerLaunches) {
     read_by_products += copies.read[s] >= 0;
     read_by_few_columns += copies.read[s] >= 0 && out.back() <= cuda::kSmallRows;
   }
-  EXPECT_EQ(read_by_muladds, 3);  // each cross layer's up-projection
+  EXPECT_EQ(read_by_muladds, 3);      // each cross layer's up-projection
   EXPECT_EQ(read_by_few_columns, 2);  // the bottom MLP's last layer (8 columns) and the score's
   {
     CopiesOff off;

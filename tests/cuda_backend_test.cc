@@ -4,10 +4,10 @@
 // CUDA device is present (CI); run on the GPU machine.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <atomic>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -17,9 +17,9 @@
 
 #include "compile/plan.h"
 #include "frontend/kserve_json.h"
+#include "runtime/backends.h"
 #include "serving/model.h"
 #include "test_util.h"
-#include "runtime/backends.h"
 
 namespace rankd {
 namespace {
@@ -32,14 +32,29 @@ Tensor Random(DType dtype, Shape shape, std::mt19937_64& rng, double lo = -2, do
   for (int64_t i = 0; i < t.size(); ++i) {
     double v = u(rng);
     switch (dtype) {
-      case DType::kF32: t.data<float>()[i] = static_cast<float>(v); break;
-      case DType::kF64: t.data<double>()[i] = v; break;
-      case DType::kF16: t.data<uint16_t>()[i] = FloatToHalf(static_cast<float>(v)); break;
-      case DType::kBF16: t.data<uint16_t>()[i] = FloatToBF16(static_cast<float>(v)); break;
-      case DType::kI32: t.data<int32_t>()[i] = static_cast<int32_t>(std::floor(v)); break;
-      case DType::kI64: t.data<int64_t>()[i] = static_cast<int64_t>(std::floor(v)); break;
-      case DType::kBool: t.data<uint8_t>()[i] = v > (lo + hi) / 2; break;
-      default: ADD_FAILURE() << "no random data for " << DTypeName(dtype);
+      case DType::kF32:
+        t.data<float>()[i] = static_cast<float>(v);
+        break;
+      case DType::kF64:
+        t.data<double>()[i] = v;
+        break;
+      case DType::kF16:
+        t.data<uint16_t>()[i] = FloatToHalf(static_cast<float>(v));
+        break;
+      case DType::kBF16:
+        t.data<uint16_t>()[i] = FloatToBF16(static_cast<float>(v));
+        break;
+      case DType::kI32:
+        t.data<int32_t>()[i] = static_cast<int32_t>(std::floor(v));
+        break;
+      case DType::kI64:
+        t.data<int64_t>()[i] = static_cast<int64_t>(std::floor(v));
+        break;
+      case DType::kBool:
+        t.data<uint8_t>()[i] = v > (lo + hi) / 2;
+        break;
+      default:
+        ADD_FAILURE() << "no random data for " << DTypeName(dtype);
     }
   }
   return t;
@@ -73,9 +88,12 @@ OpCase Unary(const char* name, const char* op, DType dtype, Shape a, double lo =
 }
 
 OpCase Cast(const char* name, DType from, DType to) {
-  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-            g.Output(g.Op("Cast", {In(g, in, rng, from, {5, 33}, -100, 100)}, {{"to", static_cast<int64_t>(DTypeToOnnx(to))}}));
-          }, 1e-3};
+  return {name,
+          [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            g.Output(g.Op("Cast", {In(g, in, rng, from, {5, 33}, -100, 100)},
+                          {{"to", static_cast<int64_t>(DTypeToOnnx(to))}}));
+          },
+          1e-3};
 }
 
 OpCase MatMul(const char* name, Shape a, Shape b) {
@@ -112,7 +130,8 @@ OpCase Gemm(const char* name, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
             int w = g.Const("w", Random(DType::kF32, tb ? Shape{n, k} : Shape{k, n}, rng));
             std::vector<int> ins{a, w};
             if (!c.empty()) ins.push_back(g.Const("c", Random(DType::kF32, c, rng)));
-            g.Output(g.Op("Gemm", ins, {{"transA", int64_t{ta}}, {"transB", int64_t{tb}}, {"alpha", alpha}, {"beta", beta}}));
+            g.Output(g.Op("Gemm", ins,
+                          {{"transA", int64_t{ta}}, {"transB", int64_t{tb}}, {"alpha", alpha}, {"beta", beta}}));
           }};
 }
 
@@ -120,7 +139,8 @@ OpCase Reduce(const char* name, const char* op, DType dtype, Shape a, std::vecto
   return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
             int x = In(g, in, rng, dtype, a, -50, 50);
             std::vector<int> ins{x};
-            if (!axes.empty()) ins.push_back(g.Const("axes", testing::MakeI64({static_cast<int64_t>(axes.size())}, axes)));
+            if (!axes.empty())
+              ins.push_back(g.Const("axes", testing::MakeI64({static_cast<int64_t>(axes.size())}, axes)));
             g.Output(g.Op(op, ins, {{"keepdims", keep}}));
           }};
 }
@@ -156,11 +176,14 @@ std::vector<int> BagInputs(GraphBuilder& g, std::vector<Tensor>& in, std::mt1993
 // A ragged (or padded) bag.
 OpCase Bag(const char* name, int64_t rows, int64_t dim, int64_t bags, int64_t max_len, double empty, double minus_one,
            bool mean, DType table_dtype, bool padded) {
-  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64& rng) {
-            std::vector<int> ins = BagInputs(g, in, rng, "", rows, dim, bags, max_len, empty, minus_one, table_dtype, padded);
+  return {name,
+          [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64& rng) {
+            std::vector<int> ins =
+                BagInputs(g, in, rng, "", rows, dim, bags, max_len, empty, minus_one, table_dtype, padded);
             g.Output(g.Op("EmbeddingBag", ins, {{"mode", std::string(mean ? "mean" : "sum")}}));
             if (!padded) ragged.push_back(max_len);
-          }, table_dtype == DType::kF32 ? 1e-5 : 1e-3};
+          },
+          table_dtype == DType::kF32 ? 1e-5 : 1e-3};
 }
 
 // ConcatEmbeddingBags over `parts` parts cycling through: a copied FP32 value of width 5, ragged
@@ -168,7 +191,8 @@ OpCase Bag(const char* name, int64_t rows, int64_t dim, int64_t bags, int64_t ma
 // element-wise path: odd width, a column not a multiple of 4), a column lookup of width 8, mean
 // and sum.
 OpCase BagsConcat(const char* name, int parts, int64_t bags) {
-  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+  return {name,
+          [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
             std::vector<int> ins;
             std::vector<int64_t> counts, modes, columns;
             for (int p = 0; p < parts; ++p) {
@@ -181,7 +205,8 @@ OpCase BagsConcat(const char* name, int parts, int64_t bags) {
                   std::uniform_int_distribution<int64_t> id(-40, 39);
                   for (int64_t& v : ids) v = id(rng);
                   in.push_back(testing::MakeI64({bags, 3}, ids));
-                  part = {g.Const("lookup" + tag, Random(DType::kF32, {40, 8}, rng)), g.Input("ids" + tag, DType::kI64, {bags, 3})};
+                  part = {g.Const("lookup" + tag, Random(DType::kF32, {40, 8}, rng)),
+                          g.Input("ids" + tag, DType::kI64, {bags, 3})};
                   column = p % 3;
                   break;
                 }
@@ -189,10 +214,18 @@ OpCase BagsConcat(const char* name, int parts, int64_t bags) {
                   in.push_back(Random(DType::kF32, {bags, 5}, rng));
                   part = {g.Input("x" + tag, DType::kF32, {bags, 5})};
                   break;
-                case 1: part = BagInputs(g, in, rng, tag, 900, 128, bags, 30, 0.1, 0.1, DType::kF32, false); break;
-                case 2: part = BagInputs(g, in, rng, tag, 300, 16, bags, 4, 0.1, 0.2, DType::kF16, true); break;
-                case 3: part = BagInputs(g, in, rng, tag, 50, 3, bags, 9, 0.3, 0.1, DType::kBF16, false); break;
-                default: part = BagInputs(g, in, rng, tag, 70, 6, bags, 2, 0.0, 0.5, DType::kF32, false); break;
+                case 1:
+                  part = BagInputs(g, in, rng, tag, 900, 128, bags, 30, 0.1, 0.1, DType::kF32, false);
+                  break;
+                case 2:
+                  part = BagInputs(g, in, rng, tag, 300, 16, bags, 4, 0.1, 0.2, DType::kF16, true);
+                  break;
+                case 3:
+                  part = BagInputs(g, in, rng, tag, 50, 3, bags, 9, 0.3, 0.1, DType::kBF16, false);
+                  break;
+                default:
+                  part = BagInputs(g, in, rng, tag, 70, 6, bags, 2, 0.0, 0.5, DType::kF32, false);
+                  break;
               }
               ins.insert(ins.end(), part.begin(), part.end());
               counts.push_back(static_cast<int64_t>(part.size()));
@@ -200,7 +233,8 @@ OpCase BagsConcat(const char* name, int parts, int64_t bags) {
               columns.push_back(column);
             }
             g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", counts}, {"modes", modes}, {"columns", columns}}));
-          }, 1e-3};
+          },
+          1e-3};
 }
 
 // Bags longer than a warp's chunk of ids (up to 100, as W1's longest feature), split over 2, 4 and
@@ -211,15 +245,19 @@ OpCase BagsConcat(const char* name, int parts, int64_t bags) {
 // a lane group per bag (two groups a warp for the BF16 rows, eight for the FP16, one for the
 // FP32, which takes its 264 columns in two passes).
 OpCase BagsConcatLong(const char* name, int64_t rows) {
-  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-            std::vector<int> ins, part = BagInputs(g, in, rng, "0", 2000, 128, rows, 100, 0.05, 0.1, DType::kBF16, false);
+  return {name,
+          [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            std::vector<int> ins,
+                part = BagInputs(g, in, rng, "0", 2000, 128, rows, 100, 0.05, 0.1, DType::kBF16, false);
             ins.insert(ins.end(), part.begin(), part.end());
             part = BagInputs(g, in, rng, "1", 500, 24, rows, 40, 0.05, 0.1, DType::kF16, false);
             ins.insert(ins.end(), part.begin(), part.end());
             part = BagInputs(g, in, rng, "2", 300, 264, rows, 90, 0.05, 0.1, DType::kF32, true);
             ins.insert(ins.end(), part.begin(), part.end());
-            g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", std::vector<int64_t>{3, 3, 2}}, {"modes", std::vector<int64_t>{0, 1, 1}}}));
-          }, 1e-3};
+            g.Output(g.Op("ConcatEmbeddingBags", ins,
+                          {{"parts", std::vector<int64_t>{3, 3, 2}}, {"modes", std::vector<int64_t>{0, 1, 1}}}));
+          },
+          1e-3};
 }
 
 // W1's mix in a small launch: short bags (about 2 ids, as most of W1's features) pooled by lane
@@ -228,7 +266,8 @@ OpCase BagsConcatLong(const char* name, int64_t rows) {
 // copied part, and a column lookup of width 128 (lane groups too); ragged and padded, some ids
 // -1, some bags empty, sum and mean.
 OpCase BagsConcatShort(const char* name, int64_t rows) {
-  return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+  return {name,
+          [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
             in.push_back(Random(DType::kF32, {rows, 128}, rng));
             std::vector<int> ins{g.Input("x", DType::kF32, {rows, 128})};
             auto add = [&](const std::vector<int>& part) { ins.insert(ins.end(), part.begin(), part.end()); };
@@ -244,19 +283,23 @@ OpCase BagsConcatShort(const char* name, int64_t rows) {
             ins.push_back(g.Const("lookup", Random(DType::kBF16, {60, 128}, rng)));
             ins.push_back(g.Input("lookup_ids", DType::kI64, {rows, 2}));
             g.Output(g.Op("ConcatEmbeddingBags", ins,
-                          {{"parts", std::vector<int64_t>{1, 3, 3, 3, 2, 3, 2}}, {"modes", std::vector<int64_t>{0, 1, 0, 0, 1, 0, 0}},
+                          {{"parts", std::vector<int64_t>{1, 3, 3, 3, 2, 3, 2}},
+                           {"modes", std::vector<int64_t>{0, 1, 0, 0, 1, 0, 0}},
                            {"columns", std::vector<int64_t>{-1, -1, -1, -1, -1, -1, 1}}}));
-          }, 1e-3};
+          },
+          1e-3};
 }
 
 // A copied part beside a bag with no ids at all (every bag empty: zeros, its ids a 0-size input).
 OpCase BagsConcatAllEmpty() {
-  return {"concat_bags_all_empty", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+  return {"concat_bags_all_empty",
+          [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
             in.push_back(Random(DType::kF32, {9, 4}, rng));
             std::vector<int> ins{g.Input("x", DType::kF32, {9, 4})};
             std::vector<int> bag = BagInputs(g, in, rng, "", 50, 8, 9, 3, 1.0, 0.0, DType::kF32, false);
             ins.insert(ins.end(), bag.begin(), bag.end());
-            g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", std::vector<int64_t>{1, 3}}, {"modes", std::vector<int64_t>{0, 0}}}));
+            g.Output(g.Op("ConcatEmbeddingBags", ins,
+                          {{"parts", std::vector<int64_t>{1, 3}}, {"modes", std::vector<int64_t>{0, 0}}}));
           }};
 }
 
@@ -356,7 +399,8 @@ std::vector<OpCase> Cases() {
       BagsConcat("concat_bags", 6, 67),
       BagsConcat("concat_bags_one_row", 5, 1),
       BagsConcat("concat_bags_two_launches", 61, 40),
-      BagsConcat("concat_bags_large_launch", 6, 3001),  // 18,006 bags (a last warp with one real bag): lane groups, copies, lookups
+      BagsConcat("concat_bags_large_launch", 6,
+                 3001),  // 18,006 bags (a last warp with one real bag): lane groups, copies, lookups
       BagsConcatAllEmpty(),
       BagsConcatShort("concat_bags_short", 37),
       BagsConcatShort("concat_bags_short_small_launch", 1500),  // 9,000 bags: more blocks an SM than below 4,096
@@ -365,64 +409,79 @@ std::vector<OpCase> Cases() {
       BagsConcatLong("concat_bags_long_large_launch", 5500),
   };
   c.push_back({"transpose", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-                 g.Output(g.Op("Transpose", {In(g, in, rng, DType::kF32, {3, 4, 5})}, {{"perm", std::vector<int64_t>{2, 0, 1}}}));
+                 g.Output(g.Op("Transpose", {In(g, in, rng, DType::kF32, {3, 4, 5})},
+                               {{"perm", std::vector<int64_t>{2, 0, 1}}}));
                }});
   // Ops that move no data at these shapes are aliases (OpSchema::moves_no_data): one a graph output
   // over a graph input's bytes, the others read by the one step that runs.
-  c.push_back({"aliases_that_move_no_data", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+  c.push_back({"aliases_that_move_no_data",
+               [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int cast = g.Op("Cast", {In(g, in, rng, DType::kF32, {5, 1, 4})}, {{"to", int64_t{1}}});
                  int moved = g.Op("Transpose", {cast}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
                  int expanded = g.Op("Expand", {moved, g.Const("shape", testing::MakeI64({2}, {1, 4}))});
                  g.Output(g.Op("Relu", {g.Op("Concat", {expanded}, {{"axis", int64_t{0}}})}));
                  g.Output(cast);
                }});
-  c.push_back({"slice_negative_step", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+  c.push_back({"slice_negative_step",
+               [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int x = In(g, in, rng, DType::kF32, {6, 10});
-                 auto c1 = [&](const char* n, std::vector<int64_t> v) { return g.Const(n, testing::MakeI64({static_cast<int64_t>(v.size())}, v)); };
+                 auto c1 = [&](const char* n, std::vector<int64_t> v) {
+                   return g.Const(n, testing::MakeI64({static_cast<int64_t>(v.size())}, v));
+                 };
                  g.Output(g.Op("Slice", {x, c1("s", {8, 1}), c1("e", {-11, 5}), c1("a", {1, 0}), c1("st", {-2, 2})}));
                }});
-  c.push_back({"concat_axis1", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-                 int x = In(g, in, rng, DType::kF32, {3, 2, 5}), y = In(g, in, rng, DType::kF32, {3, 7, 5});
-                 int z = In(g, in, rng, DType::kF32, {3, 1, 5});
-                 g.Output(g.Op("Concat", {x, y, z}, {{"axis", int64_t{1}}}));
-               }});
+  c.push_back(
+      {"concat_axis1", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+         int x = In(g, in, rng, DType::kF32, {3, 2, 5}), y = In(g, in, rng, DType::kF32, {3, 7, 5});
+         int z = In(g, in, rng, DType::kF32, {3, 1, 5});
+         g.Output(g.Op("Concat", {x, y, z}, {{"axis", int64_t{1}}}));
+       }});
   // Concat is one launch per 32 inputs, copying in the widest unit sizes and addresses allow.
-  c.push_back({"concat_many_odd_pieces", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+  c.push_back({"concat_many_odd_pieces",
+               [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  std::vector<int> xs;
                  for (int i = 0; i < 40; ++i) xs.push_back(In(g, in, rng, DType::kF32, {5, 1 + i % 3}));
                  g.Output(g.Op("Concat", xs, {{"axis", int64_t{1}}}));
                }});
-  c.push_back({"concat_aligned_rows", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+  c.push_back({"concat_aligned_rows",
+               [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  std::vector<int> xs;
                  for (int i = 0; i < 5; ++i) xs.push_back(In(g, in, rng, DType::kF32, {9, 128}));
                  g.Output(g.Op("Concat", xs, {{"axis", int64_t{-1}}}));
                }});
-  c.push_back({"concat_empty_piece_axis0", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+  c.push_back({"concat_empty_piece_axis0",
+               [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int x = In(g, in, rng, DType::kI64, {0, 5}, -9, 9), y = In(g, in, rng, DType::kI64, {3, 5}, -9, 9);
                  g.Output(g.Op("Concat", {x, y, In(g, in, rng, DType::kI64, {2, 5}, -9, 9)}, {{"axis", int64_t{0}}}));
                }});
-  c.push_back({"concat_bool_bytes", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-                 int x = In(g, in, rng, DType::kBool, {3, 1}), y = In(g, in, rng, DType::kBool, {3, 2});
-                 g.Output(g.Op("Concat", {x, y}, {{"axis", int64_t{1}}}));
-               }});
-  c.push_back({"concat_no_rows", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-                 int x = In(g, in, rng, DType::kF32, {0, 3}), y = In(g, in, rng, DType::kF32, {0, 4});
-                 g.Output(g.Op("Concat", {x, y}, {{"axis", int64_t{1}}}));
-               }});
-  c.push_back({"gather_axis0", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-                 int table = g.Const("t", Random(DType::kF32, {50, 6}, rng));
-                 int idx = In(g, in, rng, DType::kI64, {4, 9}, -50, 50);
-                 g.Output(g.Op("Gather", {table, idx}));
-               }});
-  c.push_back({"gather_axis1_int32", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-                 int x = In(g, in, rng, DType::kF32, {3, 11, 2});
-                 int idx = In(g, in, rng, DType::kI32, {5}, -11, 11);
-                 g.Output(g.Op("Gather", {x, idx}, {{"axis", int64_t{1}}}));
-               }});
-  c.push_back({"gather_half_rows", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+  c.push_back(
+      {"concat_bool_bytes", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+         int x = In(g, in, rng, DType::kBool, {3, 1}), y = In(g, in, rng, DType::kBool, {3, 2});
+         g.Output(g.Op("Concat", {x, y}, {{"axis", int64_t{1}}}));
+       }});
+  c.push_back(
+      {"concat_no_rows", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+         int x = In(g, in, rng, DType::kF32, {0, 3}), y = In(g, in, rng, DType::kF32, {0, 4});
+         g.Output(g.Op("Concat", {x, y}, {{"axis", int64_t{1}}}));
+       }});
+  c.push_back(
+      {"gather_axis0", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+         int table = g.Const("t", Random(DType::kF32, {50, 6}, rng));
+         int idx = In(g, in, rng, DType::kI64, {4, 9}, -50, 50);
+         g.Output(g.Op("Gather", {table, idx}));
+       }});
+  c.push_back(
+      {"gather_axis1_int32", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+         int x = In(g, in, rng, DType::kF32, {3, 11, 2});
+         int idx = In(g, in, rng, DType::kI32, {5}, -11, 11);
+         g.Output(g.Op("Gather", {x, idx}, {{"axis", int64_t{1}}}));
+       }});
+  c.push_back({"gather_half_rows",
+               [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int table = g.Const("t", Random(DType::kF16, {20, 3}, rng));
                  g.Output(g.Op("Gather", {table, In(g, in, rng, DType::kI64, {7}, 0, 20)}));
-               }, 1e-3});
+               },
+               1e-3});
   c.push_back({"expand", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int x = In(g, in, rng, DType::kF32, {3, 1});
                  g.Output(g.Op("Expand", {x, g.Const("s", testing::MakeI64({3}, {2, 3, 6}))}));
@@ -437,22 +496,28 @@ std::vector<OpCase> Cases() {
                }});
   c.push_back({"clip", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int x = In(g, in, rng, DType::kF32, {100});
-                 g.Output(g.Op("Clip", {x, g.Const("lo", testing::MakeF32({}, {-0.5f})), g.Const("hi", testing::MakeF32({}, {0.7f}))}));
+                 g.Output(g.Op("Clip", {x, g.Const("lo", testing::MakeF32({}, {-0.5f})),
+                                        g.Const("hi", testing::MakeF32({}, {0.7f}))}));
                }});
-  c.push_back({"softmax_last", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-                 g.Output(g.Op("Softmax", {In(g, in, rng, DType::kF32, {7, 1000}, -20, 20)}));
-               }});
-  c.push_back({"softmax_middle", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-                 g.Output(g.Op("Softmax", {In(g, in, rng, DType::kF32, {3, 9, 4})}, {{"axis", int64_t{1}}}));
-               }});
+  c.push_back(
+      {"softmax_last", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+         g.Output(g.Op("Softmax", {In(g, in, rng, DType::kF32, {7, 1000}, -20, 20)}));
+       }});
+  c.push_back(
+      {"softmax_middle", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+         g.Output(g.Op("Softmax", {In(g, in, rng, DType::kF32, {3, 9, 4})}, {{"axis", int64_t{1}}}));
+       }});
   c.push_back({"layer_norm", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int x = In(g, in, rng, DType::kF32, {13, 96});
-                 g.Output(g.Op("LayerNormalization", {x, g.Const("s", Random(DType::kF32, {96}, rng)), g.Const("b", Random(DType::kF32, {96}, rng))}));
+                 g.Output(g.Op("LayerNormalization", {x, g.Const("s", Random(DType::kF32, {96}, rng)),
+                                                      g.Const("b", Random(DType::kF32, {96}, rng))}));
                }});
-  c.push_back({"layer_norm_two_axes_broadcast", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-                 int x = In(g, in, rng, DType::kF32, {5, 3, 8});
-                 g.Output(g.Op("LayerNormalization", {x, g.Const("s", Random(DType::kF32, {8}, rng))}, {{"axis", int64_t{1}}}));
-               }});
+  c.push_back(
+      {"layer_norm_two_axes_broadcast",
+       [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+         int x = In(g, in, rng, DType::kF32, {5, 3, 8});
+         g.Output(g.Op("LayerNormalization", {x, g.Const("s", Random(DType::kF32, {8}, rng))}, {{"axis", int64_t{1}}}));
+       }});
   c.push_back({"einsum", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int x = In(g, in, rng, DType::kF32, {2, 5, 7}), y = In(g, in, rng, DType::kF32, {2, 7, 3});
                  g.Output(g.Op("Einsum", {x, y}, {{"equation", std::string("bij,bjk->bik")}}));
@@ -463,25 +528,30 @@ std::vector<OpCase> Cases() {
     // Init-captures: clang 14 cannot capture structured bindings.
     c.push_back({name, [sa = sa, sb = sb, sc = sc](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&,
                                                    std::mt19937_64& rng) {
-                   int a = In(g, in, rng, DType::kF32, sa), b = In(g, in, rng, DType::kF32, sb), x = In(g, in, rng, DType::kF32, sc);
+                   int a = In(g, in, rng, DType::kF32, sa), b = In(g, in, rng, DType::kF32, sb),
+                       x = In(g, in, rng, DType::kF32, sc);
                    g.Output(g.Op("MulAdd", {a, b, x}));
                  }});
   }
   // SoftmaxAttention (model/ops/softmax_attention.h): BST's encoder (4 heads of 16, 50
   // positions, a mask dropping a tail) and a pooling row per candidate over its user's sequence.
-  c.push_back({"softmax_attention_heads", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+  c.push_back({"softmax_attention_heads",
+               [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int q = In(g, in, rng, DType::kF32, {2, 50, 64}), k = In(g, in, rng, DType::kF32, {2, 50, 64});
                  int v = In(g, in, rng, DType::kF32, {2, 50, 64}), m = In(g, in, rng, DType::kBool, {2, 50});
                  g.Output(g.Op("SoftmaxAttention", {q, k, v, m}, {{"heads", int64_t{4}}, {"scale", 0.25f}}));
                }});
-  c.push_back({"softmax_attention_pooling", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
-                 int q = In(g, in, rng, DType::kF32, {9, 64}), k = In(g, in, rng, DType::kF32, {3, 33, 64});
-                 int m = In(g, in, rng, DType::kBool, {3, 33}), rows = In(g, in, rng, DType::kI64, {9}, 0, 3);
-                 g.Output(g.Op("SoftmaxAttention", {q, k, k, m, rows}, {{"scale", 0.125f}, {"mask_keeps", int64_t{1}}}));
-               }});
+  c.push_back(
+      {"softmax_attention_pooling",
+       [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+         int q = In(g, in, rng, DType::kF32, {9, 64}), k = In(g, in, rng, DType::kF32, {3, 33, 64});
+         int m = In(g, in, rng, DType::kBool, {3, 33}), rows = In(g, in, rng, DType::kI64, {9}, 0, 3);
+         g.Output(g.Op("SoftmaxAttention", {q, k, k, m, rows}, {{"scale", 0.125f}, {"mask_keeps", int64_t{1}}}));
+       }});
   // DotInteraction (model/ops/dot_interaction.h): DLRM's 27 fields of 128 (its strict lower
   // triangle after a dense part), and a few odd fields with repeated pairs and the diagonal.
-  c.push_back({"dot_interaction_dlrm", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+  c.push_back({"dot_interaction_dlrm",
+               [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  std::vector<int64_t> pairs;
                  for (int64_t i = 0; i < 27; ++i) {
                    for (int64_t j = 0; j < i; ++j) pairs.insert(pairs.end(), {i, j});
@@ -490,12 +560,14 @@ std::vector<OpCase> Cases() {
                  int p = g.Const("pairs", testing::MakeI64({static_cast<int64_t>(pairs.size() / 2), 2}, pairs));
                  g.Output(g.Op("DotInteraction", {t, p, dense}));
                }});
-  c.push_back({"dot_interaction_odd", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+  c.push_back({"dot_interaction_odd",
+               [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int t = In(g, in, rng, DType::kF32, {6, 5, 3});
                  int p = g.Const("pairs", testing::MakeI64({5, 2}, {4, 4, 0, 3, 3, 0, 2, 2, 0, 3}));
                  g.Output(g.Op("DotInteraction", {t, p}));
                }});
-  c.push_back({"ragged_to_padded", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64&) {
+  c.push_back({"ragged_to_padded",
+               [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64&) {
                  in.push_back(testing::MakeI64({6}, {4, 5, 6, 7, 8, 9}));
                  in.push_back(testing::MakeI64({5}, {0, 2, 2, 6, 6}));
                  int v = g.Input("v", DType::kI64, {6}), o = g.Input("o", DType::kI64, {5});
@@ -553,7 +625,8 @@ TEST(CudaBackend, IdOutOfRangeInALargeConcatenationFailsThatRunOnly) {
   std::vector<int> ins = BagInputs(g, in, rng, "0", 700, 128, 9000, 6, 0.1, 0.1, DType::kBF16, false);
   std::vector<int> more = BagInputs(g, in, rng, "1", 90, 32, 9000, 3, 0.1, 0.1, DType::kF32, false);
   ins.insert(ins.end(), more.begin(), more.end());
-  g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", std::vector<int64_t>{3, 3}}, {"modes", std::vector<int64_t>{0, 1}}}));
+  g.Output(
+      g.Op("ConcatEmbeddingBags", ins, {{"parts", std::vector<int64_t>{3, 3}}, {"modes", std::vector<int64_t>{0, 1}}}));
   Tensor& values = in[2];  // the second part's ids
   ASSERT_GT(values.size(), 0);
   const int64_t good = values.data<int64_t>()[values.size() - 1];
@@ -643,11 +716,11 @@ TEST(CudaBackend, ShortIdsReadAsMinusOneAfterThem) {
     EXPECT_EQ(got, want) << count << " ids in " << slots << " slots";
   };
   expect_run(*eight, 8, 8);
-  expect_run(*eight, 3, 8);   // the tail filled from 3
-  expect_run(*eight, 6, 8);   // ids over part of the old tail
-  expect_run(*eight, 2, 8);   // the tail filled from 2 up to 6 only
-  expect_run(*sixteen, 16, 16);  // another plan over the same staging bytes
-  expect_run(*eight, 1, 8);      // its leftovers are not taken for -1
+  expect_run(*eight, 3, 8);                        // the tail filled from 3
+  expect_run(*eight, 6, 8);                        // ids over part of the old tail
+  expect_run(*eight, 2, 8);                        // the tail filled from 2 up to 6 only
+  expect_run(*sixteen, 16, 16);                    // another plan over the same staging bytes
+  expect_run(*eight, 1, 8);                        // its leftovers are not taken for -1
   ASSERT_TRUE((*executor)->Capture(*eight).ok());  // staged zeros for its warm-up run
   ASSERT_TRUE((*executor)->Captured(*eight));
   expect_run(*eight, 4, 8);
@@ -687,7 +760,8 @@ TEST(CudaBackend, LargeInputsSentInChunksArriveWhole) {
     for (int64_t i = 0; i < n; ++i) in[2].data<int64_t>()[i] = static_cast<int64_t>(rng() >> 20);
     PlanOptions options;
     options.backend = cuda;
-    auto plan = Plan::Build(g.graph(), {{DType::kF32, {n}, nullptr}, {DType::kF32, {n}, nullptr}, {DType::kI64, {n}, nullptr}}, options);
+    auto plan = Plan::Build(
+        g.graph(), {{DType::kF32, {n}, nullptr}, {DType::kF32, {n}, nullptr}, {DType::kI64, {n}, nullptr}}, options);
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     auto got = (*executor)->Run(**plan, in);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -730,7 +804,9 @@ TEST_P(CudaZooTest, MatchesCpu) {
         std::vector<int64_t> lengths;
         int64_t total = 0;
         for (size_t i = 0; i < in.lengths.size(); ++i) {
-          int64_t len = i == 0 ? 0 : i == 1 ? std::min<int64_t>(cfg->max_length, 300) : static_cast<int64_t>(rng() % 20);
+          int64_t len = i == 0   ? 0
+                        : i == 1 ? std::min<int64_t>(cfg->max_length, 300)
+                                 : static_cast<int64_t>(rng() % 20);
           lengths.push_back(len);
           total += len;
         }
@@ -745,7 +821,8 @@ TEST_P(CudaZooTest, MatchesCpu) {
   for (size_t q = 0; q < requests.size(); ++q) {
     auto want = (*cpu)->Infer(requests[q]);
     auto got = (*gpu)->Infer(requests[q]);
-    ASSERT_EQ(want.ok(), got.ok()) << "request " << q << ": " << want.status().ToString() << " / " << got.status().ToString();
+    ASSERT_EQ(want.ok(), got.ok()) << "request " << q << ": " << want.status().ToString() << " / "
+                                   << got.status().ToString();
     if (!want.ok()) continue;
     ASSERT_EQ(got->size(), want->size());
     for (size_t i = 0; i < got->size(); ++i) {
@@ -786,7 +863,8 @@ TEST_P(CudaZooTest, UnfusedScoresTheSameWithMoreLaunches) {
   EXPECT_TRUE((*fused)->Infer(r).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, CudaZooTest, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "bst_opset13", "mmoe"));
+INSTANTIATE_TEST_SUITE_P(Zoo, CudaZooTest,
+                         ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "bst_opset13", "mmoe"));
 
 // Reduced-precision products stay within their precision's tolerance of the fp32 CPU scores.
 // The products again with bf16 operands (weights rounded once at load, other operands rounded
@@ -859,8 +937,10 @@ TEST(CudaBackend, ConcurrentRequestsOnPooledExecutors) {
     threads.emplace_back([&] {
       for (int i = 0; i < 50; ++i) {
         auto got = (*model)->Infer(request);
-        if (!got.ok()) ++failures;
-        else if (testing::RelativeError((*got)[0].data, (*want)[0].data) != 0.0) ++mismatches;
+        if (!got.ok())
+          ++failures;
+        else if (testing::RelativeError((*got)[0].data, (*want)[0].data) != 0.0)
+          ++mismatches;
       }
     });
   }

@@ -17,10 +17,10 @@
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
-#include "runtime/cuda/cuda_executor.h"
 #include "backend/cuda/pinned_pool.h"
 #include "common/host_allocator.h"
 #include "runtime/backends.h"
+#include "runtime/cuda/cuda_executor.h"
 #endif
 
 namespace rankd {
@@ -39,8 +39,8 @@ constexpr int64_t kRows = 8, kIds = 20, kTableRows = 50, kWidth = 16;
 // memory (Binding::outputs_pinned).
 struct BagsAndProduct {
   GraphBuilder g;
-  std::vector<TensorMeta> metas{{DType::kI64, {kIds}, nullptr}, {DType::kI64, {kRows + 1}, nullptr},
-                                {DType::kF32, {kRows, kWidth}, nullptr}};
+  std::vector<TensorMeta> metas{
+      {DType::kI64, {kIds}, nullptr}, {DType::kI64, {kRows + 1}, nullptr}, {DType::kF32, {kRows, kWidth}, nullptr}};
   explicit BagsAndProduct(bool sum_out = true) {
     std::mt19937_64 rng(5);
     std::uniform_real_distribution<float> u(-1, 1);
@@ -232,12 +232,14 @@ TEST_P(CudaInputsTest, ReadsInputsWhereverTheyLie) {
     }
     for (Lies lies : {Lies::kPooled, Lies::kHeap, Lies::kMisaligned, Lies::kPooled}) {
       const std::string when = std::string(replayed ? "replayed" : "uncaptured") + ", inputs " +
-                               (lies == Lies::kPooled ? "pooled" : lies == Lies::kHeap ? "on the heap" : "misaligned");
+                               (lies == Lies::kPooled ? "pooled"
+                                : lies == Lies::kHeap ? "on the heap"
+                                                      : "misaligned");
       expect_scores(lies, false, when);
       expect_scores(lies, true, when + ", short ids");
       expect_scores(lies, false, when + ", after short ids");
       expect_bad(lies, int64_t{1} << 40, when);
-      expect_bad(lies, (int64_t{1} << 32) + 1, when);  // wraps to 1 if truncated
+      expect_bad(lies, (int64_t{1} << 32) + 1, when);                                         // wraps to 1 if truncated
       expect_scores(lies, false, when + ", a negative id skipped", -(int64_t{1} << 32) + 5);  // 5 if truncated
       expect_scores(lies, false, when + ", after bad ids");
     }
@@ -281,7 +283,8 @@ TEST(CudaOutputsPinned, StepsWriteTheOutputsAndTheErrorWordWhereTheHostReadsThem
       if (replayed) {
         ASSERT_TRUE((*executor)->Capture(**plan).ok());
       }
-      const std::string when = std::string(kernels ? "copy kernels, " : "copy nodes, ") + (replayed ? "replayed" : "uncaptured");
+      const std::string when =
+          std::string(kernels ? "copy kernels, " : "copy nodes, ") + (replayed ? "replayed" : "uncaptured");
       for (int run = 0; run < 6; ++run) {
         RequestTensorScope request_tensors;  // pinned, as a request's are
         std::vector<Tensor> in = RandomInputs(rng);
@@ -327,7 +330,8 @@ TEST(CudaLateGather, ScoresAsTheCpuOnLanesOrOneStream) {
   int offsets = g.Input("offsets", DType::kI64, {kBagRows + 1});
   int dense = g.Op("Relu", {g.Op("MatMul", {x, weight})});
   g.Output(g.Op("Add", {g.Op("EmbeddingBag", {t, ids, offsets}), dense}));
-  std::vector<TensorMeta> metas{{DType::kF32, {kBagRows, kWidth}, nullptr}, {DType::kI64, {kBagIds}, nullptr},
+  std::vector<TensorMeta> metas{{DType::kF32, {kBagRows, kWidth}, nullptr},
+                                {DType::kI64, {kBagIds}, nullptr},
                                 {DType::kI64, {kBagRows + 1}, nullptr}};
   auto inputs = [&](bool bad) {
     std::uniform_int_distribution<int64_t> id(-1, kTableRows - 1);
@@ -376,7 +380,9 @@ TEST(CudaLateGather, ScoresAsTheCpuOnLanesOrOneStream) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SmallInputs, CudaInputsTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "KernelCopies" : "CopyNodes"; });
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "KernelCopies" : "CopyNodes";
+                         });
 
 #endif  // RANKD_HAVE_CUDA
 

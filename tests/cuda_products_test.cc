@@ -12,9 +12,9 @@
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
-#include "runtime/cuda/bf16_copies.h"
 #include "backend/cuda/gemm.h"
 #include "runtime/backends.h"
+#include "runtime/cuda/bf16_copies.h"
 
 namespace rankd {
 namespace {
@@ -23,8 +23,8 @@ using testing::GraphBuilder;
 
 // Kernels a bf16 run of `graph` (one FP32 input of `width` columns) launches at each of `rows`,
 // each run checked against the CPU: within bf16's tolerance, and rounded.
-std::vector<int> Bf16ProductLaunches(const Backend* cuda, const Graph& graph, int64_t width, std::initializer_list<int64_t> rows,
-                                     std::mt19937_64& rng) {
+std::vector<int> Bf16ProductLaunches(const Backend* cuda, const Graph& graph, int64_t width,
+                                     std::initializer_list<int64_t> rows, std::mt19937_64& rng) {
   std::vector<int> kernels;
   auto resources = cuda->PrepareModel(graph, Precision::kBf16);
   EXPECT_TRUE(resources.ok()) << resources.status().ToString();
@@ -91,7 +91,8 @@ TEST(CudaBackend, ExecutorsShareTheTimedChoiceOfAProduct) {
   auto got_first = (*first)->Run(**plan, in);
   ASSERT_TRUE(got_first.ok()) << got_first.status().ToString();
   const cuda::GemmTunings after_first = cuda::CountGemmTunings();
-  if (after_first.timed == before.timed) GTEST_SKIP() << "nothing timed: cuBLASLt offered one algorithm, or RANKD_GEMM_TUNING=0";
+  if (after_first.timed == before.timed)
+    GTEST_SKIP() << "nothing timed: cuBLASLt offered one algorithm, or RANKD_GEMM_TUNING=0";
   EXPECT_EQ(after_first.timed, before.timed + 1);
   auto got_second = (*second)->Run(**plan, in);
   ASSERT_TRUE(got_second.ok()) << got_second.status().ToString();
@@ -114,7 +115,8 @@ TEST(CudaBackend, FewColumnProductsAreOneKernel) {
   std::mt19937_64 rng(4);
   GraphBuilder g;
   int x = g.Input("x", DType::kF32, {-1, 256});
-  g.Output(g.Op("Gemm", {x, g.Const("w", testing::RandomF32({1, 256}, rng)), g.Const("c", testing::RandomF32({1}, rng))},
+  g.Output(g.Op("Gemm",
+                {x, g.Const("w", testing::RandomF32({1, 256}, rng)), g.Const("c", testing::RandomF32({1}, rng))},
                 {{"transB", int64_t{1}}, {"activation", std::string("Sigmoid")}}));
   EXPECT_EQ(Bf16ProductLaunches(cuda, g.graph(), 256, {9, 512}, rng), (std::vector<int>{1, 1}));
 }
@@ -130,7 +132,8 @@ TEST(CudaBackend, ShortKProductsAreOneKernel) {
   {
     GraphBuilder g;
     int x = g.Input("x", DType::kF32, {-1, 13});
-    g.Output(g.Op("MatMul", {x, g.Const("w", testing::RandomF32({13, 512}, rng)), g.Const("b", testing::RandomF32({512}, rng))},
+    g.Output(g.Op("MatMul",
+                  {x, g.Const("w", testing::RandomF32({13, 512}, rng)), g.Const("b", testing::RandomF32({512}, rng))},
                   {{"activation", std::string("Relu")}}));
     std::vector<int> kernels = Bf16ProductLaunches(cuda, g.graph(), 13, {1, 9, 64, 512, 513}, rng);
     ASSERT_EQ(kernels.size(), 5u);
@@ -141,7 +144,8 @@ TEST(CudaBackend, ShortKProductsAreOneKernel) {
   for (int64_t n : {36, 37}) {
     GraphBuilder g;
     int x = g.Input("x", DType::kF32, {-1, 13});
-    g.Output(g.Op("Gemm", {x, g.Const("w", testing::RandomF32({n, 13}, rng)), g.Const("c", testing::RandomF32({n}, rng))},
+    g.Output(g.Op("Gemm",
+                  {x, g.Const("w", testing::RandomF32({n, 13}, rng)), g.Const("c", testing::RandomF32({n}, rng))},
                   {{"transB", int64_t{1}}, {"activation", std::string("Relu")}}));
     EXPECT_EQ(Bf16ProductLaunches(cuda, g.graph(), 13, {1, 300}, rng), (std::vector<int>{1, 1})) << n << " columns";
   }
@@ -170,7 +174,8 @@ TEST(CudaBackend, ProductsOverAnUnalignedKPadIt) {
   for (int64_t k : {13, 20, 3}) {
     GraphBuilder g;
     int x = g.Input("x", DType::kF32, {-1, k});
-    g.Output(g.Op("Gemm", {x, g.Const("w", testing::RandomF32({96, k}, rng)), g.Const("c", testing::RandomF32({96}, rng))},
+    g.Output(g.Op("Gemm",
+                  {x, g.Const("w", testing::RandomF32({96, k}, rng)), g.Const("c", testing::RandomF32({96}, rng))},
                   {{"transB", int64_t{1}}, {"activation", std::string("Relu")}}));
     EXPECT_EQ(Bf16ProductLaunches(cuda, g.graph(), k, {600, 3001}, rng).size(), 2u) << "k " << k;
     GraphBuilder m;

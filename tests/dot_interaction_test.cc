@@ -31,8 +31,8 @@ struct Spec {
   int64_t fields = 5, dim = 4;
   Positions positions = Positions::kLower;
   Form form = Form::kIndexed;
-  int64_t dense = 0;               // width of the dense part concatenated in front (0: none)
-  bool positions_computed = true;  // indexed form: li * F + lj built from Shape, as torch.onnx does
+  int64_t dense = 0;                 // width of the dense part concatenated in front (0: none)
+  bool positions_computed = true;    // indexed form: li * F + lj built from Shape, as torch.onnx does
   bool positions_from_rows = false;  // indexed form: the positions moved by the rows (a probe's
                                      // value would not hold at other row counts)
   // What must not fuse:
@@ -51,8 +51,7 @@ std::vector<int64_t> PositionList(const Spec& s, std::mt19937_64& rng) {
     }
   }
   if (s.positions == Positions::kAnyWithNegatives) {
-    for (int k = 0; k < 2 * f + 3; ++k)
-      p.push_back(std::uniform_int_distribution<int64_t>(-f * f, f * f - 1)(rng));
+    for (int k = 0; k < 2 * f + 3; ++k) p.push_back(std::uniform_int_distribution<int64_t>(-f * f, f * f - 1)(rng));
   }
   return p;
 }
@@ -60,21 +59,17 @@ std::vector<int64_t> PositionList(const Spec& s, std::mt19937_64& rng) {
 // Inputs: "t" [rows, F, D] (and "u" for other_operand), "dense" [rows, W] when dense > 0.
 Graph InteractionGraph(const Spec& s, std::mt19937_64& rng) {
   GraphBuilder b;
-  auto ints = [&](std::vector<int64_t> v) {
-    return b.Const("c", MakeI64({static_cast<int64_t>(v.size())}, v));
-  };
+  auto ints = [&](std::vector<int64_t> v) { return b.Const("c", MakeI64({static_cast<int64_t>(v.size())}, v)); };
   const int t = b.Input("t", DType::kF32, {-1, s.fields, s.dim});
   const int u = s.other_operand ? b.Input("u", DType::kF32, {-1, s.fields, s.dim}) : t;
   const int dense = s.dense > 0 ? b.Input("dense", DType::kF32, {-1, s.dense}) : -1;
-  const int z =
-      b.Op("MatMul", {t, b.Op("Transpose", {u}, {{"perm", std::vector<int64_t>{0, 2, 1}}})});
+  const int z = b.Op("MatMul", {t, b.Op("Transpose", {u}, {{"perm", std::vector<int64_t>{0, 2, 1}}})});
   if (s.products_out) b.Output(z);
   const std::vector<int64_t> list = PositionList(s, rng);
   int picked = -1;
   if (s.form == Form::kIndexed) {
     const int flat =
-        b.Op("Flatten", {b.Op("Transpose", {z}, {{"perm", std::vector<int64_t>{1, 2, 0}}})},
-             {{"axis", int64_t{2}}});
+        b.Op("Flatten", {b.Op("Transpose", {z}, {{"perm", std::vector<int64_t>{1, 2, 0}}})}, {{"axis", int64_t{2}}});
     int positions = ints(list);
     if (s.positions_computed) {  // li * F + lj with F from Shape(Z), as torch.onnx writes it
       std::vector<int64_t> li, lj;
@@ -82,27 +77,22 @@ Graph InteractionGraph(const Spec& s, std::mt19937_64& rng) {
         const int64_t w = e < 0 ? e + s.fields * s.fields : e;
         li.push_back(w / s.fields), lj.push_back(w % s.fields);
       }
-      const int f = b.Op("Gather", {b.Op("Shape", {z}), b.Const("two", MakeI64({}, {2}))},
-                         {{"axis", int64_t{0}}});
+      const int f = b.Op("Gather", {b.Op("Shape", {z}), b.Const("two", MakeI64({}, {2}))}, {{"axis", int64_t{0}}});
       positions = b.Op("Add", {ints(lj), b.Op("Mul", {ints(li), f})});
     }
     if (s.positions_from_rows) {  // list - 7 + rows: the list at the probe's 7 rows only
       std::vector<int64_t> base;
       for (int64_t e : list) base.push_back(e - kProbeRows);
-      const int rows = b.Op("Gather", {b.Op("Shape", {z}), b.Const("zero", MakeI64({}, {0}))},
-                            {{"axis", int64_t{0}}});
+      const int rows = b.Op("Gather", {b.Op("Shape", {z}), b.Const("zero", MakeI64({}, {0}))}, {{"axis", int64_t{0}}});
       positions = b.Op("Add", {ints(base), rows});
     }
-    const int gathered = b.Op("Gather", {flat, positions},
-                              {{"axis", s.gather_axis < 0 ? int64_t{0} : s.gather_axis}});
+    const int gathered = b.Op("Gather", {flat, positions}, {{"axis", s.gather_axis < 0 ? int64_t{0} : s.gather_axis}});
     const int kept = b.Op("Reshape", {gathered, ints({-1, 0})});  // keeps [P, rows]
     picked = b.Op("Transpose", {kept}, {{"perm", std::vector<int64_t>{1, 0}}});
   } else {
-    const int flat = s.form == Form::kFlatReshape
-                         ? b.Op("Reshape", {z, ints({-1, s.fields * s.fields})})
-                         : b.Op("Flatten", {z}, {{"axis", int64_t{1}}});
-    picked = b.Op("Gather", {flat, ints(list)},
-                  {{"axis", s.gather_axis < 0 ? int64_t{1} : s.gather_axis}});
+    const int flat = s.form == Form::kFlatReshape ? b.Op("Reshape", {z, ints({-1, s.fields * s.fields})})
+                                                  : b.Op("Flatten", {z}, {{"axis", int64_t{1}}});
+    picked = b.Op("Gather", {flat, ints(list)}, {{"axis", s.gather_axis < 0 ? int64_t{1} : s.gather_axis}});
   }
   b.Output(dense >= 0 ? b.Op("Concat", {dense, picked}, {{"axis", int64_t{1}}}) : picked);
   return std::move(b.graph());
@@ -119,23 +109,19 @@ std::vector<Tensor> Inputs(const Spec& s, int64_t rows, std::mt19937_64& rng) {
 int Fuse(Graph& graph, const Spec& s) {
   std::mt19937_64 rng(1);
   std::vector<TensorMeta> metas;
-  for (const Tensor& t : Inputs(s, kProbeRows, rng))
-    metas.push_back({t.dtype(), t.shape(), nullptr});
+  for (const Tensor& t : Inputs(s, kProbeRows, rng)) metas.push_back({t.dtype(), t.shape(), nullptr});
   auto probe = Plan::Build(graph, metas);
   EXPECT_TRUE(probe.ok()) << probe.status().ToString();
   return probe.ok() ? FuseDotInteractions(graph, (*probe)->values()) : 0;
 }
 
 Spec RandomSpec(std::mt19937_64& rng) {
-  auto pick = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   Spec s;
   s.fields = pick(1, 30);
   s.dim = pick(1, 40);
   s.positions = static_cast<Positions>(pick(0, 2));
-  if (s.fields == 1 && s.positions == Positions::kLower)
-    s.positions = Positions::kUpperWithDiagonal;  // no pair below
+  if (s.fields == 1 && s.positions == Positions::kLower) s.positions = Positions::kUpperWithDiagonal;  // no pair below
   s.form = static_cast<Form>(pick(0, 2));
   s.dense = pick(0, 1) == 1 ? pick(1, 20) : 0;
   s.positions_computed = pick(0, 1) == 1;
@@ -144,9 +130,8 @@ Spec RandomSpec(std::mt19937_64& rng) {
 
 std::string Describe(const Spec& s) {
   return "fields " + std::to_string(s.fields) + " dim " + std::to_string(s.dim) + " positions " +
-         std::to_string(static_cast<int>(s.positions)) + " form " +
-         std::to_string(static_cast<int>(s.form)) + " dense " + std::to_string(s.dense) +
-         " computed " + std::to_string(s.positions_computed);
+         std::to_string(static_cast<int>(s.positions)) + " form " + std::to_string(static_cast<int>(s.form)) +
+         " dense " + std::to_string(s.dense) + " computed " + std::to_string(s.positions_computed);
 }
 
 TEST(DotInteractionFusion, RandomInteractionsScoreTheSameFusedOnTheCpu) {
@@ -178,10 +163,10 @@ TEST(DotInteractionFusion, RandomInteractionsScoreOnCudaAsOnTheCpu) {
     if (trial == 0) {  // DLRM: 27 fields of 128, the strict lower triangle, its dense part
       s.fields = 27, s.dim = 128, s.positions = Positions::kLower, s.dense = 128;
     }
-    if (trial == 1) s.fields = 60, s.dim = 1000;  // a row past shared memory: the global kernel
+    if (trial == 1) s.fields = 60, s.dim = 1000;            // a row past shared memory: the global kernel
     if (trial == 2) s.fields = 8, s.dim = 32, s.dense = 0;  // fields a multiple of 4: no padding
     if (trial == 3) s.fields = 50, s.dim = 20;              // 91 tiles: more than a warp's lanes
-    if (trial == 4) s.dim = 2;  // fewer columns than warps splitting them
+    if (trial == 4) s.dim = 2;                              // fewer columns than warps splitting them
     std::mt19937_64 graph_rng(static_cast<uint64_t>(trial));
     Graph fused = InteractionGraph(s, graph_rng);
     ASSERT_EQ(Fuse(fused, s), 1) << Describe(s);
@@ -195,8 +180,8 @@ TEST(DotInteractionFusion, RandomInteractionsScoreOnCudaAsOnTheCpu) {
 
 TEST(DotInteractionFusion, WhatMustNotFuseDoesNot) {
   Spec other, products_out, flat_axis, indexed_axis, from_rows;
-  other.other_operand = true;        // not a Gram matrix
-  products_out.products_out = true;  // an intermediate something else reads
+  other.other_operand = true;                                      // not a Gram matrix
+  products_out.products_out = true;                                // an intermediate something else reads
   flat_axis.form = Form::kFlatReshape, flat_axis.gather_axis = 0;  // gathers rows, not products
   indexed_axis.gather_axis = 1;
   from_rows.positions_from_rows = true;
@@ -210,13 +195,11 @@ TEST(DotInteractionFusion, WhatMustNotFuseDoesNot) {
   // Positions that are a graph input, not a constant.
   GraphBuilder b;
   const int t = b.Input("t", DType::kF32, {-1, 3, 2});
-  const int z =
-      b.Op("MatMul", {t, b.Op("Transpose", {t}, {{"perm", std::vector<int64_t>{0, 2, 1}}})});
+  const int z = b.Op("MatMul", {t, b.Op("Transpose", {t}, {{"perm", std::vector<int64_t>{0, 2, 1}}})});
   const int flat = b.Op("Flatten", {z}, {{"axis", int64_t{1}}});
   b.Output(b.Op("Gather", {flat, b.Input("positions", DType::kI64, {2})}, {{"axis", int64_t{1}}}));
   Graph g = std::move(b.graph());
-  auto probe =
-      Plan::Build(g, {{DType::kF32, {kProbeRows, 3, 2}, nullptr}, {DType::kI64, {2}, nullptr}});
+  auto probe = Plan::Build(g, {{DType::kF32, {kProbeRows, 3, 2}, nullptr}, {DType::kI64, {2}, nullptr}});
   ASSERT_TRUE(probe.ok()) << probe.status().ToString();
   EXPECT_EQ(FuseDotInteractions(g, (*probe)->values()), 0);
 }
@@ -229,17 +212,14 @@ TEST(DotInteractionFusion, BadPairsAreRefusedWhenPlanned) {
     b.Output(b.Op("DotInteraction", {t, b.Const("pairs", MakeI64({2, 2}, {1, 0, 2, field}))}));
     auto plan = Plan::Build(b.graph(), {{DType::kF32, {4, 3, 2}, nullptr}});
     ASSERT_FALSE(plan.ok());
-    EXPECT_NE(plan.status().message().find("names field"), std::string::npos)
-        << plan.status().ToString();
+    EXPECT_NE(plan.status().message().find("names field"), std::string::npos) << plan.status().ToString();
   }
   GraphBuilder b;
   const int t = b.Input("t", DType::kF32, {-1, 3, 2});
   b.Output(b.Op("DotInteraction", {t, b.Input("pairs", DType::kI64, {2, 2})}));
-  auto plan =
-      Plan::Build(b.graph(), {{DType::kF32, {4, 3, 2}, nullptr}, {DType::kI64, {2, 2}, nullptr}});
+  auto plan = Plan::Build(b.graph(), {{DType::kF32, {4, 3, 2}, nullptr}, {DType::kI64, {2, 2}, nullptr}});
   ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("constant"), std::string::npos)
-      << plan.status().ToString();
+  EXPECT_NE(plan.status().message().find("constant"), std::string::npos) << plan.status().ToString();
 }
 
 TEST(DotInteractionFusion, ZooDlrmFusesItsInteractionAndScoresAsPyTorch) {

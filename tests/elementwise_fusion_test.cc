@@ -2,6 +2,7 @@
 // chains over broadcast inputs score the same fused as unfused, on the CPU's fused loop and on
 // the NVRTC-compiled CUDA kernel, at row counts other than the probe's; what must stay outside a
 // group does; malformed programs are refused with a reason.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -11,11 +12,9 @@
 #include <iterator>
 #include <random>
 
-#include <gtest/gtest.h>
-
-#include "model/ops/elementwise_program.h"
 #include "compile/passes.h"
 #include "compile/plan.h"
+#include "model/ops/elementwise_program.h"
 #include "serving/model.h"
 #include "test_util.h"
 
@@ -26,9 +25,9 @@
 namespace rankd {
 namespace {
 
+using testing::CountOps;
 using testing::GraphBuilder;
 using testing::MakeF32;
-using testing::CountOps;
 using testing::RandomF32;
 using testing::RunGraph;
 
@@ -59,22 +58,31 @@ ChainGraph RandomChain(uint64_t seed) {
   pool.push_back(b.Const("weights", RandomF32({c.h}, rng, -2, 2)));
   auto pick = [&] { return pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)]; };
   auto positive = [&](int v) { return b.Op("Add", {b.Op("Abs", {v}), one}); };
-  const char* ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "MulAdd", "Clip", "Neg", "Relu",
-                       "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp", "Log", "Reciprocal", "Floor", "Abs"};
+  const char* ops[] = {"Add",  "Sub",     "Mul",  "Div", "Pow",  "Max", "Min", "MulAdd",     "Clip",  "Neg",
+                       "Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp", "Log", "Reciprocal", "Floor", "Abs"};
   int steps = std::uniform_int_distribution<int>(4, 16)(rng);
   int last = -1;
   for (int s = 0; s < steps; ++s) {
     std::string op = ops[std::uniform_int_distribution<size_t>(0, std::size(ops) - 1)(rng)];
     int a = pick(), v;
-    if (op == "Div") v = b.Op(op, {a, positive(pick())});
-    else if (op == "Pow") v = b.Op(op, {positive(a), std::uniform_int_distribution<int>(0, 1)(rng) ? half : b.Op("Tanh", {pick()})});
-    else if (op == "Sqrt" || op == "Log" || op == "Reciprocal") v = b.Op(op, {positive(a)});
-    else if (op == "Exp") v = b.Op(op, {b.Op("Tanh", {a})});
-    else if (op == "MulAdd") v = b.Op(op, {a, pick(), pick()});
-    else if (op == "Clip") v = b.Op(op, {a, std::uniform_int_distribution<int>(0, 1)(rng) ? -1 : half, half});
-    else if (op == "Floor") v = b.Op(op, {pool[std::uniform_int_distribution<size_t>(0, 3)(rng)]});  // of an input: exact on both
-    else if (op == "Neg" || op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "Erf" || op == "Abs") v = b.Op(op, {a});
-    else v = b.Op(op, {a, pick()});
+    if (op == "Div")
+      v = b.Op(op, {a, positive(pick())});
+    else if (op == "Pow")
+      v = b.Op(op, {positive(a), std::uniform_int_distribution<int>(0, 1)(rng) ? half : b.Op("Tanh", {pick()})});
+    else if (op == "Sqrt" || op == "Log" || op == "Reciprocal")
+      v = b.Op(op, {positive(a)});
+    else if (op == "Exp")
+      v = b.Op(op, {b.Op("Tanh", {a})});
+    else if (op == "MulAdd")
+      v = b.Op(op, {a, pick(), pick()});
+    else if (op == "Clip")
+      v = b.Op(op, {a, std::uniform_int_distribution<int>(0, 1)(rng) ? -1 : half, half});
+    else if (op == "Floor")
+      v = b.Op(op, {pool[std::uniform_int_distribution<size_t>(0, 3)(rng)]});  // of an input: exact on both
+    else if (op == "Neg" || op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "Erf" || op == "Abs")
+      v = b.Op(op, {a});
+    else
+      v = b.Op(op, {a, pick()});
     pool.push_back(v);
     if (s + 1 < steps && std::uniform_int_distribution<int>(0, 5)(rng) == 0) b.Output(v);
     last = v;
@@ -135,7 +143,7 @@ TEST(ElementwiseFusion, RandomChainsScoreTheSameFusedOnTheCpu) {
       testing::ExpectOutputsNear(*got, *want, 1e-6, "seed " + std::to_string(seed) + " rows " + std::to_string(rows));
     }
   }
-  EXPECT_GE(fused_graphs, 50);  // nearly every chain has two ops of the output's shape in a row
+  EXPECT_GE(fused_graphs, 50);                   // nearly every chain has two ops of the output's shape in a row
   EXPECT_LT(nodes_after * 3, nodes_before * 2);  // a third of the nodes gone (512 of 870 left when written)
   EXPECT_LE(overflowed, 10);
 }
@@ -163,7 +171,8 @@ TEST(ElementwiseFusion, RandomChainsScoreTheSameOnCuda) {
 TEST(ElementwiseFusion, SameProgramCompilesOnceAndIsKeptOnDisk) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("rankd_kernels_" + std::to_string(getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("rankd_kernels_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   setenv("RANKD_KERNEL_CACHE_DIR", dir.c_str(), 1);
   GraphBuilder b;
@@ -198,8 +207,10 @@ TEST(ElementwiseFusion, SameProgramCompilesOnceAndIsKeptOnDisk) {
       std::ifstream f(files[0], std::ios::binary);
       bytes.assign(std::istreambuf_iterator<char>(f), {});
     }
-    if (damage == 0) bytes.resize(bytes.size() / 2);
-    else bytes[bytes.size() - 7] ^= 0x5a;  // the file was rewritten whole after the first damage
+    if (damage == 0)
+      bytes.resize(bytes.size() / 2);
+    else
+      bytes[bytes.size() - 7] ^= 0x5a;  // the file was rewritten whole after the first damage
     std::ofstream(files[0], std::ios::binary | std::ios::trunc) << bytes;
     cuda::ForgetLoadedKernels();
     auto fixed = RunGraph(g, {in}, {}, *cuda);
@@ -222,7 +233,7 @@ TEST(ElementwiseFusion, IntermediatesReadElsewhereAndSmallerProducersStayOutside
   int two = b.Const("two", MakeF32({}, {2.0f}));
   int small = b.Op("Sigmoid", {b.Op("Mul", {row, two})});  // [4]: its own group, not recomputed per row
   int sum = b.Op("Add", {x, small});
-  int shared = b.Op("Relu", {sum});    // read by two ops and an output: stays a value
+  int shared = b.Op("Relu", {sum});  // read by two ops and an output: stays a value
   int y = b.Op("Exp", {b.Op("Neg", {shared})});
   int z = b.Op("Mul", {shared, x});
   b.Output(y);

@@ -69,7 +69,11 @@ int AddLookup(GraphBuilder& g, std::vector<Tensor>& inputs, int64_t rows, std::m
     ids_input = g.Input("lookup_ids" + std::to_string(inputs.size()), DType::kI64, {-1, 6});
   }
   int64_t c = std::uniform_int_distribution<int64_t>(-6, 5)(rng);
-  int column = g.Op("Gather", {ids_input, g.Const("c" + std::to_string(inputs.size()) + "_" + std::to_string(c) + std::to_string(pick(rng)), testing::MakeI64({}, {c}))}, {{"axis", int64_t{1}}});
+  int column = g.Op(
+      "Gather",
+      {ids_input, g.Const("c" + std::to_string(inputs.size()) + "_" + std::to_string(c) + std::to_string(pick(rng)),
+                          testing::MakeI64({}, {c}))},
+      {{"axis", int64_t{1}}});
   return g.Op("Gather", {table, column});
 }
 
@@ -93,7 +97,7 @@ TEST(EmbeddingConcatFusion, RandomConcatenationsScoreExactlyAsWritten) {
       parts.push_back(lookup_values.back());
     }
     if (coin(rng) == 0) read_elsewhere = parts[0];  // also a graph output: it must stay a bag
-    for (int d = coin(rng) % 3; d > 0; --d) {  // copied parts: an input and a computed value
+    for (int d = coin(rng) % 3; d > 0; --d) {       // copied parts: an input and a computed value
       int64_t width = 1 + coin(rng) * 3;
       std::vector<float> x(static_cast<size_t>(rows * width));
       for (float& v : x) v = static_cast<float>(coin(rng)) - 1.5f;
@@ -152,7 +156,8 @@ TEST(EmbeddingConcatFusion, LookupsKeepGathersRules) {
     int table = g.Const("table", testing::MakeF32({3, 1}, {10, 20, 30}));
     int ids = g.Input("ids", DType::kI64, {-1, declared_width});
     auto column = [&](const char* name, int64_t c) {
-      return g.Op("Gather", {table, g.Op("Gather", {ids, g.Const(name, testing::MakeI64({}, {c}))}, {{"axis", int64_t{1}}})});
+      return g.Op("Gather",
+                  {table, g.Op("Gather", {ids, g.Const(name, testing::MakeI64({}, {c}))}, {{"axis", int64_t{1}}})});
     };
     g.Output(g.Op("Concat", {column("one", 1), column("zero", 0), column("minus_one", -1)}, {{"axis", int64_t{-1}}}));
     return g.graph();
@@ -253,11 +258,12 @@ TEST(EmbeddingConcatFusion, SequenceLookupsAreOneLookupWithTheirClips) {
       }
     }
     for (auto [a, b] : {std::pair<int64_t, int64_t>{7, 0}, {0, 5}, {0, -6}}) {  // past ta, past tb, before tb
-      if (ceiling && a == 7) continue;  // clipped to 3
+      if (ceiling && a == 7) continue;                                          // clipped to 3
       const std::vector<Tensor> in{testing::MakeI64({1, 1}, {a}), testing::MakeI64({1, 1}, {b})};
       EXPECT_EQ(RunGraph(fused, in).status().code(), StatusCode::kInvalidArgument) << a << ", " << b;
       if (cuda) {
-        EXPECT_EQ(RunGraph(fused, in, {}, *cuda).status().code(), StatusCode::kInvalidArgument) << "cuda, " << a << ", " << b;
+        EXPECT_EQ(RunGraph(fused, in, {}, *cuda).status().code(), StatusCode::kInvalidArgument)
+            << "cuda, " << a << ", " << b;
       }
     }
     auto clipped = RunGraph(fused, {testing::MakeI64({1, 1}, {-100}), testing::MakeI64({1, 1}, {0})});
@@ -271,7 +277,8 @@ TEST(ConcatEmbeddingBags, BadIdsAndMalformedNodesAreErrors) {
   int table = g.Const("table", testing::MakeF32({2, 2}, {1, 2, 3, 4}));
   int ids = g.Input("ids", DType::kI64, {-1, 2});
   int x = g.Input("x", DType::kF32, {-1, 1});
-  g.Output(g.Op("ConcatEmbeddingBags", {x, table, ids}, {{"parts", std::vector<int64_t>{1, 2}}, {"modes", std::vector<int64_t>{0, 0}}}));
+  g.Output(g.Op("ConcatEmbeddingBags", {x, table, ids},
+                {{"parts", std::vector<int64_t>{1, 2}}, {"modes", std::vector<int64_t>{0, 0}}}));
   // Inputs in graph order: ids, x.
   auto good = RunGraph(g.graph(), {testing::MakeI64({1, 2}, {1, -1}), testing::MakeF32({1, 1}, {9})});
   ASSERT_TRUE(good.ok()) << good.status().ToString();
@@ -284,7 +291,7 @@ TEST(ConcatEmbeddingBags, BadIdsAndMalformedNodesAreErrors) {
   auto rows_differ = RunGraph(g.graph(), {testing::MakeI64({1, 2}, {1, 0}), testing::MakeF32({2, 1}, {9, 8})});
   EXPECT_EQ(rows_differ.status().code(), StatusCode::kInvalidArgument);
   g.graph().nodes[0].attrs["floors"] = std::vector<int64_t>{0, 0};  // a floor on parts reading no column
-  Status floored = CpuBackend().CheckGraph(g.graph());  // as a model's load checks it
+  Status floored = CpuBackend().CheckGraph(g.graph());              // as a model's load checks it
   EXPECT_EQ(floored.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(floored.message().find("floor"), std::string::npos) << floored.ToString();
   g.graph().nodes[0].attrs.erase("floors");

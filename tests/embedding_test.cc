@@ -23,10 +23,13 @@ std::vector<float> ReferenceBags(const std::vector<float>& table, int64_t dim, c
     for (int64_t j = offsets[b]; j < offsets[b + 1]; ++j) {
       if (ids[static_cast<size_t>(j)] < 0) continue;
       ++count;
-      for (int64_t d = 0; d < dim; ++d) out[b * static_cast<size_t>(dim) + static_cast<size_t>(d)] += table[static_cast<size_t>(ids[static_cast<size_t>(j)] * dim + d)];
+      for (int64_t d = 0; d < dim; ++d)
+        out[b * static_cast<size_t>(dim) + static_cast<size_t>(d)] +=
+            table[static_cast<size_t>(ids[static_cast<size_t>(j)] * dim + d)];
     }
     if (mean && count > 0) {
-      for (int64_t d = 0; d < dim; ++d) out[b * static_cast<size_t>(dim) + static_cast<size_t>(d)] /= static_cast<float>(count);
+      for (int64_t d = 0; d < dim; ++d)
+        out[b * static_cast<size_t>(dim) + static_cast<size_t>(d)] /= static_cast<float>(count);
     }
   }
   return out;
@@ -52,9 +55,14 @@ TEST_P(EmbeddingBagTest, RaggedAndPaddedMatchReference) {
   // Tables held in FP16/BF16 are compared with the reference on the rounded values.
   Tensor t = Tensor::Zeros(c.table_dtype, {c.rows, c.dim});
   for (size_t i = 0; i < table.size(); ++i) {
-    if (c.table_dtype == DType::kF16) { t.data<uint16_t>()[i] = FloatToHalf(table[i]); table[i] = HalfToFloat(t.data<uint16_t>()[i]); }
-    else if (c.table_dtype == DType::kBF16) { t.data<uint16_t>()[i] = FloatToBF16(table[i]); table[i] = BF16ToFloat(t.data<uint16_t>()[i]); }
-    else t.data<float>()[i] = table[i];
+    if (c.table_dtype == DType::kF16) {
+      t.data<uint16_t>()[i] = FloatToHalf(table[i]);
+      table[i] = HalfToFloat(t.data<uint16_t>()[i]);
+    } else if (c.table_dtype == DType::kBF16) {
+      t.data<uint16_t>()[i] = FloatToBF16(table[i]);
+      table[i] = BF16ToFloat(t.data<uint16_t>()[i]);
+    } else
+      t.data<float>()[i] = table[i];
   }
   std::vector<int64_t> ids, offsets{0}, padded(static_cast<size_t>(c.bags * c.max_len), -1);
   for (int64_t b = 0; b < c.bags; ++b) {
@@ -75,7 +83,8 @@ TEST_P(EmbeddingBagTest, RaggedAndPaddedMatchReference) {
   int v = ragged.Input("v", DType::kI64, {-1});
   int o = ragged.Input("o", DType::kI64, {-1});
   ragged.Output(ragged.Op("EmbeddingBag", {table_id, v, o}, {{"mode", mode}}));
-  auto got = RunGraph(ragged.graph(), {testing::MakeI64({static_cast<int64_t>(ids.size())}, ids), testing::MakeI64({c.bags + 1}, offsets)});
+  auto got = RunGraph(ragged.graph(), {testing::MakeI64({static_cast<int64_t>(ids.size())}, ids),
+                                       testing::MakeI64({c.bags + 1}, offsets)});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_LE(testing::RelativeError((*got)[0], ref), 1e-6);
   // Ids past the last offset belong to no bag (a bucket's padding): even one out of range there
@@ -84,8 +93,10 @@ TEST_P(EmbeddingBagTest, RaggedAndPaddedMatchReference) {
   tailed.insert(tailed.end(), {c.rows + 7, -1, 0});
   for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
     if (!backend) continue;
-    auto with_tail = RunGraph(ragged.graph(), {testing::MakeI64({static_cast<int64_t>(tailed.size())}, tailed),
-                                               testing::MakeI64({c.bags + 1}, offsets)}, {}, *backend);
+    auto with_tail = RunGraph(
+        ragged.graph(),
+        {testing::MakeI64({static_cast<int64_t>(tailed.size())}, tailed), testing::MakeI64({c.bags + 1}, offsets)}, {},
+        *backend);
     ASSERT_TRUE(with_tail.ok()) << backend->name() << ": " << with_tail.status().ToString();
     EXPECT_LE(testing::RelativeError((*with_tail)[0], ref), 1e-5) << backend->name();
   }
@@ -99,14 +110,16 @@ TEST_P(EmbeddingBagTest, RaggedAndPaddedMatchReference) {
   EXPECT_LE(testing::RelativeError((*got2)[0], ref), 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, EmbeddingBagTest, ::testing::Values(
-    BagCase{"OneRow", 100, 8, 1, 5, 0.0, 0.0, false, DType::kF32},      // one row
-    BagCase{"EmptyBagsAndMinusOne", 1000, 16, 64, 12, 0.2, 0.1, false, DType::kF32},   // empty bags and -1 slots
-    BagCase{"Mean", 1000, 16, 64, 12, 0.2, 0.1, true, DType::kF32},    // mean
-    BagCase{"AllMinusOne", 50, 3, 33, 7, 0.0, 1.0, false, DType::kF32},       // all -1: zeros
-    BagCase{"LengthZero", 50, 5, 17, 0, 0.0, 0.0, false, DType::kF32},       // length-0 everywhere
-    BagCase{"Fp16Table", 5000, 64, 300, 40, 0.05, 0.05, false, DType::kF16},
-    BagCase{"Bf16TableMean", 5000, 32, 300, 40, 0.05, 0.05, true, DType::kBF16}),
+INSTANTIATE_TEST_SUITE_P(
+    Cases, EmbeddingBagTest,
+    ::testing::Values(BagCase{"OneRow", 100, 8, 1, 5, 0.0, 0.0, false, DType::kF32},  // one row
+                      BagCase{"EmptyBagsAndMinusOne", 1000, 16, 64, 12, 0.2, 0.1, false,
+                              DType::kF32},                                                // empty bags and -1 slots
+                      BagCase{"Mean", 1000, 16, 64, 12, 0.2, 0.1, true, DType::kF32},      // mean
+                      BagCase{"AllMinusOne", 50, 3, 33, 7, 0.0, 1.0, false, DType::kF32},  // all -1: zeros
+                      BagCase{"LengthZero", 50, 5, 17, 0, 0.0, 0.0, false, DType::kF32},   // length-0 everywhere
+                      BagCase{"Fp16Table", 5000, 64, 300, 40, 0.05, 0.05, false, DType::kF16},
+                      BagCase{"Bf16TableMean", 5000, 32, 300, 40, 0.05, 0.05, true, DType::kBF16}),
     [](const ::testing::TestParamInfo<BagCase>& info) { return std::string(info.param.name); });
 
 TEST(EmbeddingBag, IdOutOfRangeIsAnError) {
@@ -127,13 +140,16 @@ Graph MaskedBagGraph(const std::string& clamp_op, const std::string& mask_op, bo
   int minus_one = b.Const("minus_one", testing::MakeI64({}, {-1}));
   int w = b.Const("w", table);
   int clamped;
-  if (clamp_op == "Clip") clamped = b.Op("Clip", {ids, zero});
-  else if (clamp_op == "Max") clamped = b.Op("Max", {ids, zero});
-  else clamped = b.Op("Where", {b.Op("GreaterOrEqual", {ids, zero}), ids, zero});
+  if (clamp_op == "Clip")
+    clamped = b.Op("Clip", {ids, zero});
+  else if (clamp_op == "Max")
+    clamped = b.Op("Max", {ids, zero});
+  else
+    clamped = b.Op("Where", {b.Op("GreaterOrEqual", {ids, zero}), ids, zero});
   int rows = b.Op("Gather", {w, clamped});
   int mask = mask_op == "GreaterOrEqual" ? b.Op("GreaterOrEqual", {ids, zero})
-           : mask_op == "Greater" ? b.Op("Greater", {ids, minus_one})
-                                  : b.Op("Not", {b.Op("Equal", {ids, minus_one})});
+             : mask_op == "Greater"      ? b.Op("Greater", {ids, minus_one})
+                                         : b.Op("Not", {b.Op("Equal", {ids, minus_one})});
   int axes_last = b.Const("axes_last", testing::MakeI64({1}, {-1}));
   int m = b.Op("Cast", {b.Op("Unsqueeze", {mask, axes_last})}, {{"to", int64_t{1}}});
   int prod = mask_left ? b.Op("Mul", {m, rows}) : b.Op("Mul", {rows, m});
@@ -157,9 +173,9 @@ TEST(EmbeddingBagFusion, RecognisesEverySpellingAndKeepsResults) {
         auto after = RunGraph(g, {ids});
         ASSERT_TRUE(after.ok()) << after.status().ToString();
         EXPECT_EQ(testing::RelativeError((*after)[0], (*before)[0]), 0.0);
-        EXPECT_EQ((*after)[0].data<float>()[0], 4.0f);   // rows 0 + 2
-        EXPECT_EQ((*after)[0].data<float>()[2], 0.0f);   // all -1
-        EXPECT_EQ((*after)[0].data<float>()[5], 100.0f); // 40 + 40 + 20
+        EXPECT_EQ((*after)[0].data<float>()[0], 4.0f);    // rows 0 + 2
+        EXPECT_EQ((*after)[0].data<float>()[2], 0.0f);    // all -1
+        EXPECT_EQ((*after)[0].data<float>()[5], 100.0f);  // 40 + 40 + 20
       }
     }
   }
@@ -178,7 +194,8 @@ TEST(EmbeddingBagFusion, NodesShortOfInputsMatchNothing) {
         for (size_t keep = 0; keep < written.nodes[n].inputs.size(); ++keep) {
           Graph g = written;
           g.nodes[n].inputs.resize(keep);
-          const std::string what = std::string(clamp) + " " + mask + ": " + g.nodes[n].op + " with " + std::to_string(keep) + " inputs";
+          const std::string what =
+              std::string(clamp) + " " + mask + ": " + g.nodes[n].op + " with " + std::to_string(keep) + " inputs";
           if (FuseMaskedEmbeddingBags(g) == 0) continue;
           // Only a node the pattern does not read may be short and the rest still fuse (Where's
           // condition); it goes with the pattern, leaving a graph the CPU backend accepts.

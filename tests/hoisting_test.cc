@@ -1,15 +1,15 @@
 // User-side hoisting: the pass on random and hand-built graphs (hoisted scores equal the graph as
 // written, with user rows repeated), and on the zoo's W2 (din) and W3 (bst) models.
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <future>
 #include <random>
 
-#include <gtest/gtest.h>
-
+#include "batching/batch_merge.h"
 #include "compile/passes.h"
 #include "compile/plan.h"
 #include "rankd/request.h"
-#include "batching/batch_merge.h"
 #include "serving/model.h"
 #include "serving/shape_buckets.h"
 #include "test_util.h"
@@ -113,27 +113,52 @@ Graph RandomGraph(uint64_t seed) {
   for (int step = 0; step < 14; ++step) {
     int x = pick(), y = pick(), out = -1;
     switch (std::uniform_int_distribution<int>(0, 13)(rng)) {
-      case 0: out = b.Op("Add", {x, y}); break;
-      case 1: out = b.Op("Mul", {x, b.Op("Sigmoid", {y})}); break;
-      case 2: out = b.Op("Relu", {b.Op("Add", {b.Op("MatMul", {x, weight}), row})}); break;
-      case 3: out = b.Op("Gemm", {x, weight, row2d}); break;
-      case 4: out = b.Op("Sub", {x, b.Op("ReduceSum", {x, axes1}, {{"keepdims", int64_t{1}}})}); break;
-      case 5: out = b.Op("MatMul", {b.Op("Concat", {x, y}, {{"axis", int64_t{1}}}), weight2}); break;
-      case 6: out = b.Op("Softmax", {x}, {{"axis", int64_t{1}}}); break;
-      case 7: out = b.Op("Softmax", {x}, {{"axis", int64_t{0}}}); break;  // mixes rows
-      case 8: out = b.Op("Add", {x, b.Op("ReduceSum", {y, axes0}, {{"keepdims", int64_t{1}}})}); break;  // mixes rows
+      case 0:
+        out = b.Op("Add", {x, y});
+        break;
+      case 1:
+        out = b.Op("Mul", {x, b.Op("Sigmoid", {y})});
+        break;
+      case 2:
+        out = b.Op("Relu", {b.Op("Add", {b.Op("MatMul", {x, weight}), row})});
+        break;
+      case 3:
+        out = b.Op("Gemm", {x, weight, row2d});
+        break;
+      case 4:
+        out = b.Op("Sub", {x, b.Op("ReduceSum", {x, axes1}, {{"keepdims", int64_t{1}}})});
+        break;
+      case 5:
+        out = b.Op("MatMul", {b.Op("Concat", {x, y}, {{"axis", int64_t{1}}}), weight2});
+        break;
+      case 6:
+        out = b.Op("Softmax", {x}, {{"axis", int64_t{1}}});
+        break;
+      case 7:
+        out = b.Op("Softmax", {x}, {{"axis", int64_t{0}}});
+        break;  // mixes rows
+      case 8:
+        out = b.Op("Add", {x, b.Op("ReduceSum", {y, axes0}, {{"keepdims", int64_t{1}}})});
+        break;   // mixes rows
       case 9: {  // reshape through [B, 2, 2] with the batch size read from the shape, and back
         int batch = b.Op("Gather", {b.Op("Shape", {x}), zero});
         int target = b.Op("Concat", {batch, split}, {{"axis", int64_t{0}}});
         out = b.Op("Reshape", {b.Op("Reshape", {x, target}), flat});
         break;
       }
-      case 10: out = b.Op("Transpose", {b.Op("Relu", {b.Op("Transpose", {x}, {{"perm", std::vector<int64_t>{1, 0}}})})},
-                          {{"perm", std::vector<int64_t>{1, 0}}});
+      case 10:
+        out = b.Op("Transpose", {b.Op("Relu", {b.Op("Transpose", {x}, {{"perm", std::vector<int64_t>{1, 0}}})})},
+                   {{"perm", std::vector<int64_t>{1, 0}}});
         break;
-      case 11: out = b.Op("Expand", {row2d, b.Op("Shape", {x})}); break;  // rows from x's shape
-      case 12: out = b.Op("Reshape", {b.Op("Mul", {x, y}), any_rows}); break;
-      default: out = b.Op("MatMul", {b.Op("Tanh", {x}), weight}); break;
+      case 11:
+        out = b.Op("Expand", {row2d, b.Op("Shape", {x})});
+        break;  // rows from x's shape
+      case 12:
+        out = b.Op("Reshape", {b.Op("Mul", {x, y}), any_rows});
+        break;
+      default:
+        out = b.Op("MatMul", {b.Op("Tanh", {x}), weight});
+        break;
     }
     pool.push_back(out);
   }
@@ -171,7 +196,7 @@ TEST(UserHoisting, RowMixingUserOpRunsPerCandidate) {
   HoistReport r = ExpectHoistedScoresTheSame(b.graph(), 1, 7);
   EXPECT_TRUE(r.hoisted);
   EXPECT_EQ(r.user_compute_nodes, 1);  // the MatMul
-  EXPECT_EQ(r.gathered.size(), 1u);             // its result, before the softmax
+  EXPECT_EQ(r.gathered.size(), 1u);    // its result, before the softmax
 }
 
 TEST(UserHoisting, UserShapeReadByACandidateOpIsRecomputedPerCandidate) {
@@ -316,13 +341,16 @@ TEST_P(HoistedZooTest, MergedUsersScoreAsTheyDoAlone) {
     std::vector<InferStats> stats(kRequests);
     std::vector<std::future<StatusOr<std::vector<InferOutput>>>> results;
     for (int k = 0; k < kRequests; ++k) {
-      results.push_back(std::async(std::launch::async, [&, k] { return (*model)->Infer(requests[static_cast<size_t>(k)], &stats[static_cast<size_t>(k)]); }));
+      results.push_back(std::async(std::launch::async, [&, k] {
+        return (*model)->Infer(requests[static_cast<size_t>(k)], &stats[static_cast<size_t>(k)]);
+      }));
     }
     for (int k = 0; k < kRequests; ++k) {
       auto got = results[static_cast<size_t>(k)].get();
       auto want = (*unhoisted)->Infer(requests[static_cast<size_t>(k)]);
       ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
-      EXPECT_LE(testing::RelativeError((*got)[0].data, (*want)[0].data), 1e-6) << "request " << k << ", round " << round;
+      EXPECT_LE(testing::RelativeError((*got)[0].data, (*want)[0].data), 1e-6)
+          << "request " << k << ", round " << round;
       largest_batch = std::max(largest_batch, stats[static_cast<size_t>(k)].batch_requests);
     }
   }
@@ -339,8 +367,10 @@ TEST(UserHoisting, ModelsWithoutUserInputsAreNotHoisted) {
 
 TEST(UserHoisting, BucketsPadUserRowsToTheirOwnSize) {
   // A user dense input, a candidate dense input, a user ragged input, the request index.
-  std::vector<GraphInputKind> kinds = {{GraphInputKind::kDense, -1, true}, {GraphInputKind::kDense, -1, false},
-                                       {GraphInputKind::kValues, 0, true}, {GraphInputKind::kOffsets, 0, true},
+  std::vector<GraphInputKind> kinds = {{GraphInputKind::kDense, -1, true},
+                                       {GraphInputKind::kDense, -1, false},
+                                       {GraphInputKind::kValues, 0, true},
+                                       {GraphInputKind::kOffsets, 0, true},
                                        {GraphInputKind::kRequestIndex, -1, false}};
   PreparedRequest p;
   p.rows = 3;
@@ -373,7 +403,8 @@ TEST(UserHoisting, ConfigKnob) {
 }
 
 TEST(UserHoisting, MergeShiftsRequestIndicesByTheUsersBefore) {
-  std::vector<GraphInputKind> kinds = {{GraphInputKind::kDense, -1, true}, {GraphInputKind::kDense, -1, false},
+  std::vector<GraphInputKind> kinds = {{GraphInputKind::kDense, -1, true},
+                                       {GraphInputKind::kDense, -1, false},
                                        {GraphInputKind::kRequestIndex, -1, false}};
   PreparedRequest a, b;
   a.rows = 2;

@@ -1,10 +1,11 @@
 // Request tensors (made inside a RequestTensorScope) take the installed host allocator; every
 // other tensor, such as a model's weights, takes the heap (common/host_allocator.h).
+#include "common/host_allocator.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "common/host_allocator.h"
 #include "frontend/kserve_json.h"
 #include "rankd/tensor.h"
 

@@ -1,9 +1,9 @@
 // The KServe v2 JSON request parser against malformed bodies, and the response writer.
+#include "frontend/kserve_json.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
-#include "frontend/kserve_json.h"
 
 namespace rankd {
 namespace {
@@ -30,7 +30,8 @@ TEST(KServeJson, ParsesDenseNestedAndRagged) {
     const InferInput& in = r->inputs[static_cast<size_t>(k)];
     ASSERT_EQ(in.offsets.shape(), Shape({3}));
     const int64_t* o = in.offsets.data<int64_t>();
-    EXPECT_EQ(std::vector<int64_t>(o, o + 3), k == 1 ? std::vector<int64_t>({0, 3, 3}) : std::vector<int64_t>({0, 1, 3}));
+    EXPECT_EQ(std::vector<int64_t>(o, o + 3),
+              k == 1 ? std::vector<int64_t>({0, 3, 3}) : std::vector<int64_t>({0, 1, 3}));
     EXPECT_EQ(in.min_length, k == 1 ? 0 : 1);
     EXPECT_EQ(in.max_length, k == 1 ? 3 : 2);
   }
@@ -40,7 +41,10 @@ TEST(KServeJson, ParsesDenseNestedAndRagged) {
 }
 
 TEST(KServeJson, MalformedBodiesAreRejectedWithAReason) {
-  struct Case { const char* body; const char* fragment; };
+  struct Case {
+    const char* body;
+    const char* fragment;
+  };
   const Case cases[] = {
       {"", "empty"},
       {"{", "not valid JSON"},
@@ -54,23 +58,32 @@ TEST(KServeJson, MalformedBodiesAreRejectedWithAReason) {
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP99\",\"shape\":[1],\"data\":[1]}]}", "FP99"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"data\":[1]}]}", "needs a 'shape' list"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1]}]}", "has no 'data'"},
-      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[2],\"data\":[1]}]}", "needs 2 elements, data has 1"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[2],\"data\":[1]}]}",
+       "needs 2 elements, data has 1"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[-5],\"data\":[1]}]}", "non-negative"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1.5],\"data\":[1]}]}", "non-negative"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1000000000000],\"data\":[1]}]}", "too large"},
-      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[100000,100000,100000],\"data\":[1]}]}", "too large"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[100000,100000,100000],\"data\":[1]}]}",
+       "too large"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[],\"data\":[1]}]}", "batch dimension"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[\"x\"]}]}", "not a number"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1e39]}]}", "overflows FP32"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1.5]}]}", "not an integer"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT32\",\"shape\":[1],\"data\":[3000000000]}]}", "out of range"},
-      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[18446744073709551615]}]}", "out of range"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[18446744073709551615]}]}",
+       "out of range"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"BOOL\",\"shape\":[1],\"data\":[1]}]}", "not a boolean"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[2,-1],\"data\":[1,2]}]}", "one list per row"},
-      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{\"lengths\":[-1]}}]}", "non-negative"},
-      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[1,2,3],\"parameters\":{\"lengths\":[3]}}]}", "shape must be [number of values]"},
-      {"{\"id\":5,\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}", "'id' must be a string"},
-      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}],\"outputs\":[{}]}", "needs a string 'name'"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{\"lengths\":"
+       "[-1]}}]}",
+       "non-negative"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[1,2,3],\"parameters\":{\"lengths\":"
+       "[3]}}]}",
+       "shape must be [number of values]"},
+      {"{\"id\":5,\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}",
+       "'id' must be a string"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}],\"outputs\":[{}]}",
+       "needs a string 'name'"},
   };
   for (const Case& c : cases) {
     Status s = Parse(c.body);
@@ -80,8 +93,9 @@ TEST(KServeJson, MalformedBodiesAreRejectedWithAReason) {
 }
 
 TEST(KServeJson, DeepNestingAndHugeBodiesAreBounded) {
-  std::string deep = "{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":" + std::string(100000, '[') +
-                     std::string(100000, ']') + "}]}";
+  std::string deep =
+      "{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":" + std::string(100000, '[') +
+      std::string(100000, ']') + "}]}";
   Status s = Parse(deep);
   EXPECT_FALSE(s.ok());
   JsonLimits limits;
@@ -89,7 +103,8 @@ TEST(KServeJson, DeepNestingAndHugeBodiesAreBounded) {
   EXPECT_EQ(ParseInferRequestJson(std::string(200, ' '), limits).status().code(), StatusCode::kResourceExhausted);
   limits = JsonLimits{};
   limits.max_elements = 3;
-  auto r = ParseInferRequestJson("{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[4],\"data\":[1,2,3,4]}]}", limits);
+  auto r = ParseInferRequestJson(
+      "{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[4],\"data\":[1,2,3,4]}]}", limits);
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
 }
 

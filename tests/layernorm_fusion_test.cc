@@ -1,9 +1,9 @@
 // FuseDecomposedLayerNorms: layer norms written out op by op (PyTorch below opset 17) become one
 // LayerNormalization and score the same on random inputs, in every operand order and with either
 // square; near misses stay as written; BST exported at opset 13 loads as the opset-17 export does.
-#include <random>
-
 #include <gtest/gtest.h>
+
+#include <random>
 
 #include "compile/passes.h"
 #include "serving/model.h"
@@ -12,10 +12,10 @@
 namespace rankd {
 namespace {
 
+using testing::CountOps;
 using testing::GraphBuilder;
 using testing::MakeF32;
 using testing::MakeI64;
-using testing::CountOps;
 using testing::RandomF32;
 using testing::RunGraph;
 
@@ -24,8 +24,8 @@ struct Variant {
   bool swapped = false;        // constants on the left of Add and Mul
   bool axes_input = false;     // ReduceMean's axes as a constant input (opset 18)
   int64_t axis = -1;
-  bool extra_reader = false;   // d is also a graph output
-  bool gamma_input = false;    // gamma a graph input, not a constant
+  bool extra_reader = false;  // d is also a graph output
+  bool gamma_input = false;   // gamma a graph input, not a constant
 };
 
 // x [rows, h] -> the decomposed layer norm of `v`.

@@ -1,8 +1,9 @@
 // MappedFile: a model's external-data file replaced or truncated on disk neither crashes the process
 // nor changes what a loaded model reads without saying so.
-#include <gtest/gtest.h>
+#include "model/mapped_file.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -10,7 +11,6 @@
 #include <fstream>
 #include <vector>
 
-#include "model/mapped_file.h"
 #include "test_util.h"
 
 namespace rankd {
@@ -54,7 +54,7 @@ TEST(MappedFile, TruncatedUnderTheMappingReadsZerosAndFailsCheck) {
   auto f = MappedFile::Open(path);
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(SumPages(**f), uint64_t{'a'} * ((1 << 20) / 512));
-  fs::resize_file(path, 0);  // what `cp new old` does first: pages past the end now raise SIGBUS
+  fs::resize_file(path, 0);      // what `cp new old` does first: pages past the end now raise SIGBUS
   EXPECT_EQ(SumPages(**f), 0u);  // read through the handler's zero pages, the process lives
   Status s = (*f)->Check();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);

@@ -1,13 +1,13 @@
 // MergeGate: a batch merges only once its plan has a graph; its plan is captured the second time
 // it is wanted, once, however many threads ask at the same moment. Runs under ThreadSanitizer with
 // the batcher (scripts/test.sh).
+#include "batching/merge_gate.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 #include <vector>
-
-#include "batching/merge_gate.h"
 
 namespace rankd {
 namespace {
@@ -49,8 +49,10 @@ TEST(MergeGate, ConcurrentBatchesAskForOneCapturePerPlan) {
   for (int p = 0; p < kPlans; ++p) {
     // Odd plans never get a graph: wanted 8 times, captured once. Even ones are marked captured
     // after each thread's first ask, so at most one capture is asked for.
-    if (p % 2 == 1) EXPECT_EQ(captures[p].load(), 1) << "plan " << p;
-    else EXPECT_LE(captures[p].load(), 1) << "plan " << p;
+    if (p % 2 == 1)
+      EXPECT_EQ(captures[p].load(), 1) << "plan " << p;
+    else
+      EXPECT_LE(captures[p].load(), 1) << "plan " << p;
     EXPECT_EQ(gate.Decide(static_cast<uint64_t>(p)), p % 2 == 0 ? Verdict::kMerge : Verdict::kSplit);
   }
 }

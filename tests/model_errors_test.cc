@@ -49,7 +49,8 @@ TEST(ModelErrors, UnsupportedOpNamesTheOpAndNode) {
 // with one input once sent the embedding-bag fusion past the end of its inputs).
 TEST(ModelErrors, NodeShortOfInputsFailsTheLoad) {
   std::string path = WriteTempFile("short/model.onnx", OneNodeModel("GreaterOrEqual", {"a"}, {"c"}));
-  ExpectError(Model::LoadFile(path, {}).status(), StatusCode::kInvalidArgument, "GreaterOrEqual 'n0' has 1 inputs; it takes 2");
+  ExpectError(Model::LoadFile(path, {}).status(), StatusCode::kInvalidArgument,
+              "GreaterOrEqual 'n0' has 1 inputs; it takes 2");
 }
 
 TEST(ModelErrors, UnsupportedAttributeFailsTheLoad) {
@@ -110,7 +111,8 @@ TEST(ModelErrors, DanglingInputAndMissingExternalData) {
   kv->set_value("weights.bin");
   path = WriteTempFile("external3/model.onnx", m.SerializeAsString());
   float w[4] = {1, 2, 3, 4};
-  std::ofstream(fs::path(path).parent_path() / "weights.bin", std::ios::binary).write(reinterpret_cast<char*>(w), sizeof w);
+  std::ofstream(fs::path(path).parent_path() / "weights.bin", std::ios::binary)
+      .write(reinterpret_cast<char*>(w), sizeof w);
   auto g = ImportOnnxFile(path);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(g->constants.at(g->FindValue("w")).data<float>()[3], 4.0f);
@@ -175,12 +177,14 @@ TEST(ModelErrors, MissingModelDirectoryAndVersion) {
 
 TEST(ModelErrors, ConfigErrorsNameTheField) {
   ExpectError(ParseModelConfig("{\"inputz\": []}", false).status(), StatusCode::kInvalidArgument, "inputz");
-  ExpectError(ParseModelConfig("inputs:\n  - name: a\n    datatype: FP99\n", true).status(), StatusCode::kInvalidArgument, "FP99");
+  ExpectError(ParseModelConfig("inputs:\n  - name: a\n    datatype: FP99\n", true).status(),
+              StatusCode::kInvalidArgument, "FP99");
   ExpectError(ParseModelConfig("inputs: [", true).status(), StatusCode::kInvalidArgument, "YAML");
   // A value of the wrong type is an error, not an exception through the repository's poll thread.
   ExpectError(ParseModelConfig("version_policy:\n  latest: {num_versions: many}\n", true).status(),
               StatusCode::kInvalidArgument, "config");
-  ExpectError(ParseModelConfig("inputs:\n  - name: a\n    scope: everyone\n", true).status(), StatusCode::kInvalidArgument, "scope");
+  ExpectError(ParseModelConfig("inputs:\n  - name: a\n    scope: everyone\n", true).status(),
+              StatusCode::kInvalidArgument, "scope");
   auto ok = ParseModelConfig("inputs:\n  - name: a\n    ragged: true\n    max_length: 5\n    scope: user\n", true);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_TRUE(ok->inputs[0].ragged);
@@ -193,7 +197,8 @@ TEST(ModelErrors, ConfigErrorsNameTheField) {
   auto act = ParseModelConfig("precision: bf16-activations\n", true);
   ASSERT_TRUE(act.ok()) << act.status().ToString();
   EXPECT_EQ(act->precision, "bf16-activations");
-  ExpectError(ParseModelConfig("precision: bf16-everything\n", true).status(), StatusCode::kInvalidArgument, "bf16-activations");
+  ExpectError(ParseModelConfig("precision: bf16-everything\n", true).status(), StatusCode::kInvalidArgument,
+              "bf16-activations");
   // The CPU computes in fp32 whatever is asked: a bf16-activations model loads and scores there.
   ModelOptions options;
   options.precision = "bf16-activations";
@@ -201,7 +206,8 @@ TEST(ModelErrors, ConfigErrorsNameTheField) {
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
   EXPECT_TRUE((*cpu)->Infer((*cpu)->ExampleRequest(2)).ok());
   options.precision = "bf17";
-  ExpectError(Model::Load(testing::SourcePath("models/zoo/din"), -1, options).status(), StatusCode::kInvalidArgument, "bf16-activations");
+  ExpectError(Model::Load(testing::SourcePath("models/zoo/din"), -1, options).status(), StatusCode::kInvalidArgument,
+              "bf16-activations");
 }
 
 class RequestErrors : public ::testing::Test {
@@ -215,16 +221,19 @@ class RequestErrors : public ::testing::Test {
 
   // A valid DIN request body with one field replaced.
   static Status Score(const std::string& profile, const std::string& seq, const std::string& item) {
-    std::string body = "{\"inputs\":[" + profile + "," + seq +
-                       ",{\"name\":\"seq_cats\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[1,2,3]]}," + item +
-                       ",{\"name\":\"cat\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[1,2]}"
-                       ",{\"name\":\"context\",\"datatype\":\"INT64\",\"shape\":[2,6],\"data\":[1,2,3,4,5,6,1,2,3,4,5,6]}]}";
+    std::string body =
+        "{\"inputs\":[" + profile + "," + seq +
+        ",{\"name\":\"seq_cats\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[1,2,3]]}," + item +
+        ",{\"name\":\"cat\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[1,2]}"
+        ",{\"name\":\"context\",\"datatype\":\"INT64\",\"shape\":[2,6],\"data\":[1,2,3,4,5,6,1,2,3,4,5,6]}]}";
     auto request = ParseInferRequestJson(body);
     if (!request.ok()) return request.status();
     return din_->Infer(*request).status();
   }
-  static inline const std::string kProfile = "{\"name\":\"profile\",\"datatype\":\"INT64\",\"shape\":[1,8],\"data\":[1,2,3,4,5,6,7,8]}";
-  static inline const std::string kSeq = "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[5,6,7]]}";
+  static inline const std::string kProfile =
+      "{\"name\":\"profile\",\"datatype\":\"INT64\",\"shape\":[1,8],\"data\":[1,2,3,4,5,6,7,8]}";
+  static inline const std::string kSeq =
+      "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[5,6,7]]}";
   static inline const std::string kItem = "{\"name\":\"item\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[9,10]}";
   static Model* din_;
 };
@@ -233,33 +242,41 @@ Model* RequestErrors::din_ = nullptr;
 TEST_F(RequestErrors, ValidRequestScores) { EXPECT_TRUE(Score(kProfile, kSeq, kItem).ok()); }
 
 TEST_F(RequestErrors, WrongDtype) {
-  ExpectError(Score("{\"name\":\"profile\",\"datatype\":\"FP32\",\"shape\":[1,8],\"data\":[1,2,3,4,5,6,7,8]}", kSeq, kItem),
-              StatusCode::kInvalidArgument, "'profile' must be INT64, got FP32");
+  ExpectError(
+      Score("{\"name\":\"profile\",\"datatype\":\"FP32\",\"shape\":[1,8],\"data\":[1,2,3,4,5,6,7,8]}", kSeq, kItem),
+      StatusCode::kInvalidArgument, "'profile' must be INT64, got FP32");
 }
 
 TEST_F(RequestErrors, WrongShapes) {
-  ExpectError(Score("{\"name\":\"profile\",\"datatype\":\"INT64\",\"shape\":[1,7],\"data\":[1,2,3,4,5,6,7]}", kSeq, kItem),
-              StatusCode::kInvalidArgument, "'profile' must have shape [rows, 8]");
+  ExpectError(
+      Score("{\"name\":\"profile\",\"datatype\":\"INT64\",\"shape\":[1,7],\"data\":[1,2,3,4,5,6,7]}", kSeq, kItem),
+      StatusCode::kInvalidArgument, "'profile' must have shape [rows, 8]");
   ExpectError(Score(kProfile, kSeq, "{\"name\":\"item\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[9,10,11]}"),
               StatusCode::kInvalidArgument, "rows; other inputs have");
   ExpectError(Score("{\"name\":\"profile\",\"datatype\":\"INT64\",\"shape\":[3,8],\"data\":[" + std::string(47, ' ') +
-                        "1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]}", kSeq, kItem),
+                        "1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]}",
+                    kSeq, kItem),
               StatusCode::kInvalidArgument, "user input 'profile' must have 1 row");
 }
 
 TEST_F(RequestErrors, IdsOutOfRange) {
   ExpectError(Score(kProfile, kSeq, "{\"name\":\"item\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[9,1000000]}"),
               StatusCode::kInvalidArgument, "out of range");
-  ExpectError(Score(kProfile, "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[5,6,99999999]]}", kItem),
-              StatusCode::kInvalidArgument, "out of range");
+  ExpectError(
+      Score(kProfile, "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[5,6,99999999]]}",
+            kItem),
+      StatusCode::kInvalidArgument, "out of range");
 }
 
 TEST_F(RequestErrors, RaggedLimitsAndMismatches) {
-  std::string too_long = "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[" ;
+  std::string too_long = "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[";
   for (int i = 0; i < 21; ++i) too_long += (i ? "," : "") + std::to_string(i);
   too_long += "]]}";
   ExpectError(Score(kProfile, too_long, kItem), StatusCode::kInvalidArgument, "length 21 (allowed 0 to 20)");
-  ExpectError(Score(kProfile, "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{\"lengths\":[2]}}", kItem),
+  ExpectError(Score(kProfile,
+                    "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{"
+                    "\"lengths\":[2]}}",
+                    kItem),
               StatusCode::kInvalidArgument, "lengths add up to 2");
 }
 

@@ -1,6 +1,9 @@
 // Ids held in 32 bits (common/narrow_ids.h, compile/narrowable_ids.h): the clamping, which inputs
 // qualify, the parsers holding them so for a model that takes them, and the executors and the
-// batch merge taking them beside 64-bit ones. On the device, CudaBackend.IdOutOfRangeFailsThatRunOnly sends ids beyond INT32's range.
+// batch merge taking them beside 64-bit ones. On the device, CudaBackend.IdOutOfRangeFailsThatRunOnly sends ids beyond
+// INT32's range.
+#include "common/narrow_ids.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,14 +18,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/narrow_ids.h"
 #include "compile/narrowable_ids.h"
 #include "compile/plan.h"
 #include "frontend/kserve_json.h"
+#include "runtime/backends.h"
 #include "serving/model.h"
 #include "test_util.h"
-#include "runtime/backends.h"
-
 
 namespace rankd {
 namespace {
@@ -33,9 +34,10 @@ constexpr int64_t kMax32 = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMin32 = std::numeric_limits<int32_t>::min();
 
 TEST(NarrowIds, ClampsToInt32sRange) {
-  const std::vector<int64_t> from = {0, -1, 7, kMax32, kMax32 + 1, int64_t{1} << 32, int64_t{1} << 40,
-                                     kMin32, kMin32 - 1, -(int64_t{1} << 40)};
-  const std::vector<int32_t> want = {0, -1, 7, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MIN, INT32_MIN, INT32_MIN};
+  const std::vector<int64_t> from = {
+      0, -1, 7, kMax32, kMax32 + 1, int64_t{1} << 32, int64_t{1} << 40, kMin32, kMin32 - 1, -(int64_t{1} << 40)};
+  const std::vector<int32_t> want = {0,         -1,        7,         INT32_MAX, INT32_MAX,
+                                     INT32_MAX, INT32_MAX, INT32_MIN, INT32_MIN, INT32_MIN};
   std::vector<int32_t> to(from.size());
   NarrowIds(from.data(), to.data(), from.size());
   EXPECT_EQ(to, want);
@@ -59,7 +61,8 @@ TEST(NarrowIds, LongRunsWithRareOutliersMatchTheClamp) {
 }
 
 TEST(NarrowIds, NarrowIdClampsAsTheBlockLoop) {
-  for (int64_t id : {int64_t{0}, int64_t{-1}, kMax32, kMax32 + 1, kMin32, kMin32 - 1, int64_t{1} << 40, -(int64_t{1} << 40)}) {
+  for (int64_t id :
+       {int64_t{0}, int64_t{-1}, kMax32, kMax32 + 1, kMin32, kMin32 - 1, int64_t{1} << 40, -(int64_t{1} << 40)}) {
     int32_t block;
     NarrowIds(&id, &block, 1);
     EXPECT_EQ(NarrowId(id), block) << id;
@@ -131,19 +134,22 @@ TEST(IdsIn32Bits, ParsersHoldTheIdsSoClampedAndRefuseWhatTheyRefusedBefore) {
   // What INT64 refuses, refused the same.
   for (const char* bad : {"[7,1.5]", R"([7,"x"])", "[7,9223372036854775808]", "[7,true]"}) {
     const std::string text =
-        R"({"inputs":[{"name":"sparse_0","datatype":"INT64","shape":[2],"parameters":{"lengths":[2]},"data":)" + std::string(bad) + "}]}";
+        R"({"inputs":[{"name":"sparse_0","datatype":"INT64","shape":[2],"parameters":{"lengths":[2]},"data":)" +
+        std::string(bad) + "}]}";
     EXPECT_EQ(ParseInferRequestJson(text, {}, w1.get()).status().code(), StatusCode::kInvalidArgument) << bad;
   }
   // The binary extension: raw little-endian INT64s, not aligned in the body.
   const std::vector<int64_t> raw = {3, (int64_t{1} << 32) + 5, -2};
-  std::string header = R"({"inputs":[{"name":"sparse_0","datatype":"INT64","shape":[3],"parameters":{"lengths":[1,2],"binary_data_size":24}}]})";
+  std::string header =
+      R"({"inputs":[{"name":"sparse_0","datatype":"INT64","shape":[3],"parameters":{"lengths":[1,2],"binary_data_size":24}}]})";
   std::string binary = "x" + std::string(reinterpret_cast<const char*>(raw.data()), 24);
   auto parsed = ParseInferRequest(header, std::string_view(binary).substr(1), {}, w1.get());
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   const InferInput& b = parsed->request.inputs[0];
   ASSERT_EQ(b.data.dtype(), DType::kI32);
   EXPECT_TRUE(b.ids_in_32_bits);
-  EXPECT_EQ(std::vector<int32_t>(b.data.data<int32_t>(), b.data.data<int32_t>() + 3), (std::vector<int32_t>{3, INT32_MAX, -2}));
+  EXPECT_EQ(std::vector<int32_t>(b.data.data<int32_t>(), b.data.data<int32_t>() + 3),
+            (std::vector<int32_t>{3, INT32_MAX, -2}));
 }
 
 // Scores of every zoo request parsed with the model (ids in 32 bits) and without (as sent).
@@ -160,7 +166,8 @@ void ExpectSameScoresEitherWay(const Model& model, const std::string& name) {
     ASSERT_EQ(a->size(), b->size());
     for (size_t o = 0; o < a->size(); ++o) {
       ASSERT_EQ((*a)[o].data.bytes(), (*b)[o].data.bytes());
-      EXPECT_EQ(std::memcmp((*a)[o].data.raw(), (*b)[o].data.raw(), (*a)[o].data.bytes()), 0) << name << " request " << count;
+      EXPECT_EQ(std::memcmp((*a)[o].data.raw(), (*b)[o].data.raw(), (*a)[o].data.bytes()), 0)
+          << name << " request " << count;
     }
   }
   EXPECT_GE(count, 10);
@@ -191,7 +198,8 @@ void ExpectIdsPastInt32Refused(const Model& model, const std::string& name, cons
       EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument) << name << " " << bad;
     }
     if (a.ok() && b.ok()) {  // a negative id in a ragged bag: an empty slot either way
-      EXPECT_EQ(std::memcmp(a->front().data.raw(), b->front().data.raw(), a->front().data.bytes()), 0) << name << " " << bad;
+      EXPECT_EQ(std::memcmp(a->front().data.raw(), b->front().data.raw(), a->front().data.bytes()), 0)
+          << name << " " << bad;
     }
   }
 }
@@ -236,7 +244,8 @@ TEST(IdsIn32Bits, MergedBesideSixtyFourBitRequestsTheyAreWidened) {
   ASSERT_EQ(m.inputs[0].dtype(), DType::kI64);
   EXPECT_EQ(std::vector<int64_t>(m.inputs[0].data<int64_t>(), m.inputs[0].data<int64_t>() + 5),
             (std::vector<int64_t>{4, -1, 6, 9, INT32_MAX}));
-  EXPECT_EQ(std::vector<int64_t>(m.inputs[1].data<int64_t>(), m.inputs[1].data<int64_t>() + 3), (std::vector<int64_t>{0, 3, 5}));
+  EXPECT_EQ(std::vector<int64_t>(m.inputs[1].data<int64_t>(), m.inputs[1].data<int64_t>() + 3),
+            (std::vector<int64_t>{0, 3, 5}));
   PreparedRequest both = MergeRequests({&b, &b}, kinds);  // all in 32 bits: merged so
   EXPECT_EQ(both.inputs[0].dtype(), DType::kI32);
   EXPECT_EQ(both.inputs[0].size(), 4);
@@ -280,7 +289,8 @@ void ExpectExecutorTakesIdsIn32Bits(const Backend& backend) {
     ASSERT_EQ(got->size(), want->size());
     for (size_t o = 0; o < got->size(); ++o) {
       ASSERT_EQ((*got)[o].bytes(), (*want)[o].bytes());
-      EXPECT_EQ(std::memcmp((*got)[o].raw(), (*want)[o].raw(), (*got)[o].bytes()), 0) << backend.name() << " output " << o << " run " << run;
+      EXPECT_EQ(std::memcmp((*got)[o].raw(), (*want)[o].raw(), (*got)[o].bytes()), 0)
+          << backend.name() << " output " << o << " run " << run;
     }
   }
 }
@@ -329,8 +339,10 @@ TEST(NarrowIds, OnlyInputsReadSolelyAsBagIds) {
   g.Output(g.Op("EmbeddingBag", {table, g.Op("Reshape", {padded, g.Const("s", testing::MakeI64({2}, {-1, 3}))})}));
   g.Output(g.Op("EmbeddingBag", {table, also_compared}));
   g.Output(g.Op("Equal", {also_compared, g.Const("m", testing::MakeI64({}, {-1}))}));
-  std::vector<TensorMeta> metas{{DType::kI64, {6}, nullptr}, {DType::kI64, {3}, nullptr},
-                                {DType::kI64, {2, 3}, nullptr}, {DType::kI64, {2, 3}, nullptr}};
+  std::vector<TensorMeta> metas{{DType::kI64, {6}, nullptr},
+                                {DType::kI64, {3}, nullptr},
+                                {DType::kI64, {2, 3}, nullptr},
+                                {DType::kI64, {2, 3}, nullptr}};
   // Bag ids (also through a reshape) are narrowed; offsets are not ids; an input also read by
   // an Equal keeps its 64 bits.
   EXPECT_EQ(Narrowable(g.graph(), metas), (std::vector<bool>{true, false, true, false}));

@@ -8,10 +8,10 @@
 #include <set>
 
 #include "backend/backend.h"
-#include "model/ops/op_schema.h"
 #include "compile/passes.h"
 #include "compile/plan.h"
 #include "model/onnx_import.h"
+#include "model/ops/op_schema.h"
 #include "test_util.h"
 
 namespace rankd {
@@ -27,7 +27,7 @@ std::string ConformanceDir() {
 // Reads DIR/PREFIX0.pb, PREFIX1.pb, ... until one is missing.
 Status ReadTensors(const fs::path& dir, const std::string& prefix, std::vector<Tensor>& out) {
   for (size_t i = 0; fs::exists(dir / (prefix + std::to_string(i) + ".pb")); ++i) {
-    ASSIGN_OR_RETURN(Tensor t, ReadTensorProtoFile((dir / (prefix + std::to_string(i) + ".pb")).string()));
+    RANKD_ASSIGN_OR_RETURN(Tensor t, ReadTensorProtoFile((dir / (prefix + std::to_string(i) + ".pb")).string()));
     out.push_back(std::move(t));
   }
   return Status::Ok();
@@ -133,7 +133,10 @@ void RunConformance(const Backend& backend) {
   // Every ONNX op rankd claims has conformance cases that ran.
   for (const std::string& op : KnownOps()) {
     // Not ONNX ops, or (Einsum) ONNX's cases are all FP64: plan_test.cc checks Einsum instead.
-    if (op == "EmbeddingBag" || op == "ConcatEmbeddingBags" || op == "RaggedToPadded" || op == "MulAdd" || op == "FusedElementwise" || op == "TargetAttention" || op == "SoftmaxAttention" || op == "DotInteraction" || op == "Identity" || op == "Einsum") continue;
+    if (op == "EmbeddingBag" || op == "ConcatEmbeddingBags" || op == "RaggedToPadded" || op == "MulAdd" ||
+        op == "FusedElementwise" || op == "TargetAttention" || op == "SoftmaxAttention" || op == "DotInteraction" ||
+        op == "Identity" || op == "Einsum")
+      continue;
     EXPECT_GT(passed[op], 0) << op << " has no conformance case that ran";
   }
   EXPECT_GE(passed["Split"], 6) << "Split (lowered to Slices) has too few conformance cases that ran";
@@ -180,7 +183,7 @@ StatusOr<std::vector<Tensor>> RunReduce(const std::string& op, int64_t opset, co
   if (!m.ParseFromString(testing::OneNodeModel(op, inputs, {"y"}, opset, attrs))) return Internal("bad test model");
   if (axes) MakeLastInputConstant(m, "axes", *axes);
   std::string bytes = m.SerializeAsString();
-  ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(bytes.data(), bytes.size(), {}));
+  RANKD_ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(bytes.data(), bytes.size(), {}));
   return testing::RunGraph(graph, {x});
 }
 
@@ -215,11 +218,12 @@ StatusOr<std::vector<Tensor>> RunSplit(int64_t opset, int outputs, const std::ve
   onnx::ModelProto m;
   std::vector<std::string> inputs = {"x"};
   if (sizes) inputs.push_back("split");
-  if (!m.ParseFromString(testing::OneNodeModel("Split", inputs, names, opset, attrs))) return Internal("bad test model");
+  if (!m.ParseFromString(testing::OneNodeModel("Split", inputs, names, opset, attrs)))
+    return Internal("bad test model");
   if (sizes) MakeLastInputConstant(m, "split", *sizes);
   std::string bytes = m.SerializeAsString();
-  ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(bytes.data(), bytes.size(), {}));
-  ASSIGN_OR_RETURN(int lowered, LowerSplits(graph));
+  RANKD_ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(bytes.data(), bytes.size(), {}));
+  RANKD_ASSIGN_OR_RETURN(int lowered, LowerSplits(graph));
   if (lowered != 1 || testing::CountOps(graph, "Slice") != outputs) return Internal("not lowered to Slices");
   return testing::RunGraph(graph, {x});
 }
@@ -228,8 +232,10 @@ TEST(OnnxOpsets, SplitIsLoweredToSlices) {
   const Tensor x = testing::MakeF32({2, 5}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   auto chunks = RunSplit(18, 3, nullptr, 3, x);  // ceil(5 / 3) = 2: parts of 2, 2 and 1
   ASSERT_TRUE(chunks.ok()) << chunks.status().ToString();
-  testing::ExpectOutputsNear(*chunks, {testing::MakeF32({2, 2}, {0, 1, 5, 6}), testing::MakeF32({2, 2}, {2, 3, 7, 8}),
-                                       testing::MakeF32({2, 1}, {4, 9})}, 0, "opset 18, 3 outputs");
+  testing::ExpectOutputsNear(*chunks,
+                             {testing::MakeF32({2, 2}, {0, 1, 5, 6}), testing::MakeF32({2, 2}, {2, 3, 7, 8}),
+                              testing::MakeF32({2, 1}, {4, 9})},
+                             0, "opset 18, 3 outputs");
   const Tensor even = testing::MakeF32({1, 6}, {0, 1, 2, 3, 4, 5});
   auto halves = RunSplit(13, 2, nullptr, 0, even);  // 6 / 2
   ASSERT_TRUE(halves.ok()) << halves.status().ToString();
@@ -238,8 +244,10 @@ TEST(OnnxOpsets, SplitIsLoweredToSlices) {
   const std::vector<int64_t> sizes = {1, 0, 4};
   auto parts = RunSplit(13, 3, &sizes, 0, x);
   ASSERT_TRUE(parts.ok()) << parts.status().ToString();
-  testing::ExpectOutputsNear(*parts, {testing::MakeF32({2, 1}, {0, 5}), testing::MakeF32({2, 0}, {}),
-                                      testing::MakeF32({2, 4}, {1, 2, 3, 4, 6, 7, 8, 9})}, 0, "sizes 1, 0, 4");
+  testing::ExpectOutputsNear(*parts,
+                             {testing::MakeF32({2, 1}, {0, 5}), testing::MakeF32({2, 0}, {}),
+                              testing::MakeF32({2, 4}, {1, 2, 3, 4, 6, 7, 8, 9})},
+                             0, "sizes 1, 0, 4");
   // num_outputs that is not the node's output count, and sizes that do not match it, are refused.
   EXPECT_EQ(RunSplit(18, 2, nullptr, 3, x).status().code(), StatusCode::kInvalidArgument);
   const std::vector<int64_t> two = {2, 3};

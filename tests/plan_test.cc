@@ -1,5 +1,7 @@
 // The planner: memory reuse, aliases, plan-time folding; and ops whose ONNX conformance cases do
 // not cover rankd's forms (FP32 Einsum, broadcast MatMul) against plain references.
+#include "compile/plan.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <random>
 
 #include "compile/passes.h"
-#include "compile/plan.h"
 #include "test_util.h"
 
 namespace rankd {
@@ -167,12 +168,13 @@ Tensor ReferenceEinsum(const std::string& a_idx, const Tensor& a, const std::str
 }
 
 TEST(Einsum, AttentionFormsMatchReference) {
-  struct Case { std::string a, b, out; Shape sa, sb; };
+  struct Case {
+    std::string a, b, out;
+    Shape sa, sb;
+  };
   const Case cases[] = {
-      {"bqd", "bkd", "bqk", {3, 5, 8}, {3, 7, 8}},
-      {"bhqk", "bhkd", "bhqd", {2, 4, 5, 6}, {2, 4, 6, 3}},
-      {"bd", "bld", "bl", {4, 8}, {4, 9, 8}},
-      {"ij", "jk", "ki", {5, 6}, {6, 7}},
+      {"bqd", "bkd", "bqk", {3, 5, 8}, {3, 7, 8}}, {"bhqk", "bhkd", "bhqd", {2, 4, 5, 6}, {2, 4, 6, 3}},
+      {"bd", "bld", "bl", {4, 8}, {4, 9, 8}},      {"ij", "jk", "ki", {5, 6}, {6, 7}},
       {"bi", "bi", "b", {4, 5}, {4, 5}},
   };
   uint64_t seed = 10;
@@ -210,7 +212,8 @@ TEST(MatMul, BroadcastBatchMatchesReference) {
       for (int m = 0; m < 3; ++m)
         for (int n = 0; n < 6; ++n) {
           float want = 0;
-          for (int k = 0; k < 4; ++k) want += ta.data<float>()[(i * 3 + m) * 4 + k] * tb.data<float>()[(j * 4 + k) * 6 + n];
+          for (int k = 0; k < 4; ++k)
+            want += ta.data<float>()[(i * 3 + m) * 4 + k] * tb.data<float>()[(j * 4 + k) * 6 + n];
           EXPECT_NEAR((*got)[0].data<float>()[((i * 5 + j) * 3 + m) * 6 + n], want, 1e-5);
         }
 }
@@ -263,8 +266,10 @@ TEST(GemmEpilogueFusion, SigmoidOfAProductIsItsEpilogue) {
   auto random = [&](Shape s) { return RandomF32(std::move(s), rng); };
   testing::GraphBuilder b;
   int x = b.Input("x", DType::kF32, {7, 6});
-  b.Output(b.Op("Sigmoid", {b.Op("Gemm", {x, b.Const("w", random({1, 6})), b.Const("c", random({1}))}, {{"transB", int64_t{1}}})}));
-  b.Output(b.Op("Sigmoid", {b.Op("Add", {b.Op("MatMul", {x, b.Const("w2", random({6, 3}))}), b.Const("bias", random({3}))})}));
+  b.Output(b.Op("Sigmoid", {b.Op("Gemm", {x, b.Const("w", random({1, 6})), b.Const("c", random({1}))},
+                                 {{"transB", int64_t{1}}})}));
+  b.Output(b.Op("Sigmoid",
+                {b.Op("Add", {b.Op("MatMul", {x, b.Const("w2", random({6, 3}))}), b.Const("bias", random({3}))})}));
   int shared = b.Op("MatMul", {x, b.Const("w3", random({6, 2}))});
   b.Output(b.Op("Sigmoid", {shared}));
   b.Output(shared);
@@ -320,7 +325,8 @@ TEST(GemmEpilogueFusion, MatMulTakesABiasRowAndARelu) {
         ASSERT_TRUE(after.ok()) << after.status().ToString();
         for (size_t i = 0; i < before->size(); ++i) {
           EXPECT_EQ((*after)[i].shape(), (*before)[i].shape());
-          EXPECT_LE(testing::RelativeError((*after)[i], (*before)[i]), 1e-6) << rank << " " << ShapeToString(bias_shape);
+          EXPECT_LE(testing::RelativeError((*after)[i], (*before)[i]), 1e-6)
+              << rank << " " << ShapeToString(bias_shape);
         }
       }
     }
@@ -391,12 +397,12 @@ TEST(MulAddFusion, FusesFp32ProductsReadOnceAndKeepsResults) {
   int y = b.Input("y", DType::kF32, {4, 6});
   int ids = b.Input("ids", DType::kI64, {4, 6});
   int row = b.Const("row", random({6}));
-  b.Output(b.Op("Add", {b.Op("Mul", {x, y}), x}));            // the DCN form
-  b.Output(b.Op("Add", {row, b.Op("Mul", {row, y})}));        // product on the right, broadcasts
+  b.Output(b.Op("Add", {b.Op("Mul", {x, y}), x}));      // the DCN form
+  b.Output(b.Op("Add", {row, b.Op("Mul", {row, y})}));  // product on the right, broadcasts
   int shared = b.Op("Mul", {x, row});
   b.Output(b.Op("Add", {shared, y}));
-  b.Output(shared);                                           // read twice: kept
-  b.Output(b.Op("Add", {b.Op("Mul", {ids, ids}), ids}));      // integers: kept
+  b.Output(shared);                                       // read twice: kept
+  b.Output(b.Op("Add", {b.Op("Mul", {ids, ids}), ids}));  // integers: kept
   Graph g = b.graph();
   std::vector<Tensor> inputs{random({4, 6}), random({4, 6}), testing::MakeI64({4, 6}, std::vector<int64_t>(24, 3))};
   std::vector<TensorMeta> metas;

@@ -95,20 +95,18 @@ TEST(ProductMulAddFusion, SchemaRefusesAnEpilogueOfTheWrongShape) {
     std::vector<int> ins{h, b.Const("w", RandomF32({3, 5}, rng)), -1, m};
     if (with_addend) ins.push_back(c);
     b.Output(b.Op("Gemm", ins));
-    return Plan::Build(b.graph(), {{DType::kF32, {4, 3}, nullptr},
-                                   {DType::kF32, {4, multiplier_cols}, nullptr},
-                                   {DType::kF32, {4, 5}, nullptr}});
+    return Plan::Build(
+        b.graph(),
+        {{DType::kF32, {4, 3}, nullptr}, {DType::kF32, {4, multiplier_cols}, nullptr}, {DType::kF32, {4, 5}, nullptr}});
   };
   EXPECT_TRUE(plan(5, true).ok());
   auto wrong_shape = plan(1, true);
   ASSERT_FALSE(wrong_shape.ok());
-  EXPECT_NE(wrong_shape.status().ToString().find("must have the product's shape"),
-            std::string::npos)
+  EXPECT_NE(wrong_shape.status().ToString().find("must have the product's shape"), std::string::npos)
       << wrong_shape.status().ToString();
   auto alone = plan(5, false);
   ASSERT_FALSE(alone.ok());
-  EXPECT_NE(alone.status().ToString().find("needs inputs 3 and 4"), std::string::npos)
-      << alone.status().ToString();
+  EXPECT_NE(alone.status().ToString().find("needs inputs 3 and 4"), std::string::npos) << alone.status().ToString();
 }
 
 // The zoo's DCNv2 on the CPU: its three cross layers become products with the epilogue, and the
@@ -194,7 +192,8 @@ TEST(ProductMulAddFusion, CudaCrossLayersScoreAsTheCpu) {
     ASSERT_EQ(FuseProductMulAdds(g, (*probe)->values()), 2);
     auto want = testing::RunGraph(unfused, inputs);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
-    const std::string what = "width " + std::to_string(width) + " rank " + std::to_string(rank) + " rows " + std::to_string(rows);
+    const std::string what =
+        "width " + std::to_string(width) + " rank " + std::to_string(rank) + " rows " + std::to_string(rows);
     for (bool fused : {true, false}) {
       cuda::EnableFusedProductMulAdd(fused);
       const int64_t runs = cuda::FusedProductMulAddRuns(), runs_c_is_m = cuda::FusedProductMulAddRunsWithCAsM();
@@ -226,9 +225,11 @@ TEST(ProductMulAddFusion, CudaCrossLayerOutputWrittenStraightIntoPinnedMemory) {
     std::mt19937_64 rng(static_cast<uint64_t>(rows));
     GraphBuilder b;
     int x0 = b.Input("x0", DType::kF32, {rows, kWidth});
-    int down = b.Op("Gemm", {x0, b.Const("down", RandomF32({kRank, kWidth}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}});
-    int up = b.Op("Gemm", {down, b.Const("up", RandomF32({kWidth, kRank}, rng, -0.1, 0.1)),
-                           b.Const("bias", RandomF32({kWidth}, rng, -0.5, 0.5))},
+    int down =
+        b.Op("Gemm", {x0, b.Const("down", RandomF32({kRank, kWidth}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}});
+    int up = b.Op("Gemm",
+                  {down, b.Const("up", RandomF32({kWidth, kRank}, rng, -0.1, 0.1)),
+                   b.Const("bias", RandomF32({kWidth}, rng, -0.5, 0.5))},
                   {{"transB", int64_t{1}}});
     b.Output(b.Op("MulAdd", {x0, up, x0}));
     const Graph unfused = b.graph();

@@ -1,9 +1,9 @@
 // The DIN first-layer split (SplitConcatProducts) and broadcasts read unexpanded
 // (ReadBroadcastsUnexpanded): random graphs score the same rewritten as written, at shapes other
 // than the probe's; the DIN pattern becomes three narrow products; what must not change does not.
-#include <random>
-
 #include <gtest/gtest.h>
+
+#include <random>
 
 #include "compile/passes.h"
 #include "compile/plan.h"
@@ -13,10 +13,10 @@
 namespace rankd {
 namespace {
 
+using testing::CountOps;
 using testing::GraphBuilder;
 using testing::MakeF32;
 using testing::MakeI64;
-using testing::CountOps;
 using testing::RandomF32;
 using testing::RunGraph;
 
@@ -100,7 +100,8 @@ Graph RandomConcatProduct(uint64_t seed, int64_t d, bool& may_split) {
   int64_t rows = axis == 1 ? d : d * count;
   const int64_t h = 3;
   bool constant = !coin(6);
-  int w = constant ? b.Const("w", RandomF32({rows, h}, rng, -1, 1)) : b.Op("Tanh", {b.Const("w", RandomF32({rows, h}, rng, -1, 1))});
+  int w = constant ? b.Const("w", RandomF32({rows, h}, rng, -1, 1))
+                   : b.Op("Tanh", {b.Const("w", RandomF32({rows, h}, rng, -1, 1))});
   int product = b.Op("MatMul", {c, w});
   if (coin(2)) {
     int bias = b.Const("bias", RandomF32(coin(2) ? Shape{h} : Shape{1, 1, h}, rng, -1, 1));

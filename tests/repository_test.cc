@@ -1,13 +1,13 @@
 // ModelRepository: version policies, control modes, failed reloads, unload.
+#include "serving/repository.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
-#include <unistd.h>
-
-#include "serving/repository.h"
 #include "test_util.h"
 
 namespace rankd {
@@ -42,13 +42,20 @@ TEST(Repository, VersionPolicies) {
   EXPECT_EQ((*latest)->Get("m").value()->version(), 3);
   EXPECT_EQ((*latest)->Get("m", 1).status().code(), StatusCode::kNotFound);
 
-  auto two = ModelRepository::Create(
-      {MakeRepo("two", {1, 2, 3}, "version_policy:\n  latest: {num_versions: 2}\n"), ModelControlMode::kNone, {}, {}, {}});
+  auto two = ModelRepository::Create({MakeRepo("two", {1, 2, 3}, "version_policy:\n  latest: {num_versions: 2}\n"),
+                                      ModelControlMode::kNone,
+                                      {},
+                                      {},
+                                      {}});
   ASSERT_TRUE(two.ok());
   EXPECT_EQ(ReadyVersions(**two), std::vector<int64_t>({2, 3}));
 
-  auto specific = ModelRepository::Create(
-      {MakeRepo("specific", {1, 2, 3}, "version_policy:\n  specific: {versions: [1, 3]}\n"), ModelControlMode::kNone, {}, {}, {}});
+  auto specific =
+      ModelRepository::Create({MakeRepo("specific", {1, 2, 3}, "version_policy:\n  specific: {versions: [1, 3]}\n"),
+                               ModelControlMode::kNone,
+                               {},
+                               {},
+                               {}});
   ASSERT_TRUE(specific.ok());
   EXPECT_EQ(ReadyVersions(**specific), std::vector<int64_t>({1, 3}));
   EXPECT_EQ((*specific)->Get("m", 2).status().code(), StatusCode::kNotFound);

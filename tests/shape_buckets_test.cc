@@ -1,6 +1,8 @@
 // Shape buckets: finding a bucket, padding and cutting back (unit), padding invariance on every
 // zoo model against PyTorch's scores, refusal of graphs that mix rows, and, on a GPU, captured
 // graphs against the uncaptured path and a miss captured in the background.
+#include "serving/shape_buckets.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,12 +10,11 @@
 #include <thread>
 
 #include "serving/model.h"
-#include "serving/shape_buckets.h"
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
-#include "runtime/cuda/cuda_executor.h"
 #include "backend/cuda/gemm.h"
+#include "runtime/cuda/cuda_executor.h"
 #endif
 
 namespace rankd {
@@ -21,7 +22,8 @@ namespace {
 
 TEST(ShapeBuckets, GeometricSizesStepByEighthsOfAnOctave) {
   EXPECT_EQ(ShapeBuckets::Geometric(1), std::vector<int64_t>({1}));
-  EXPECT_EQ(ShapeBuckets::Geometric(20), std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20}));
+  EXPECT_EQ(ShapeBuckets::Geometric(20),
+            std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20}));
   auto big = ShapeBuckets::Geometric(65536);
   EXPECT_EQ(big.back(), 65536);
   for (size_t i = 1; i < big.size(); ++i) EXPECT_LE(big[i], big[i - 1] * 9 / 8 + 1) << big[i];  // <= 12.5% padding
@@ -56,14 +58,16 @@ TEST(ShapeBuckets, FindsTheSmallestBucketHoldingTheRequest) {
 }
 
 TEST(ShapeBuckets, RowsWithoutIdsAreEmptyOrOnlyMinusOnes) {
-  std::vector<GraphInputKind> kinds = {{GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0},
-                                       {GraphInputKind::kValues, 1}, {GraphInputKind::kOffsets, 1}};
+  std::vector<GraphInputKind> kinds = {{GraphInputKind::kValues, 0},
+                                       {GraphInputKind::kOffsets, 0},
+                                       {GraphInputKind::kValues, 1},
+                                       {GraphInputKind::kOffsets, 1}};
   PreparedRequest p;
   p.inputs = {testing::MakeI64({4}, {5, -1, 0, 2}), testing::MakeI64({3}, {0, 2, 4}),  // rows [5,-1] [0,2]
-              testing::MakeI64({3}, {-1, -1, 7}), testing::MakeI64({3}, {0, 2, 3})};  // rows [-1,-1] [7]
+              testing::MakeI64({3}, {-1, -1, 7}), testing::MakeI64({3}, {0, 2, 3})};   // rows [-1,-1] [7]
   EXPECT_EQ(RowsWithoutIds(p, kinds, {true, true}), std::vector<bool>({false, true}));
   EXPECT_EQ(RowsWithoutIds(p, kinds, {true, false}), std::vector<bool>({false, false}));  // 1 not scanned
-  p.inputs[1] = testing::MakeI64({4}, {0, 2, 2, 4});  // an empty middle row
+  p.inputs[1] = testing::MakeI64({4}, {0, 2, 2, 4});                                      // an empty middle row
   EXPECT_EQ(RowsWithoutIds(p, kinds, {true, true}), std::vector<bool>({true, true}));
   p.inputs[2] = Tensor::FromVector<int32_t>(DType::kI32, {3}, {3, 4, 7});  // INT32 ids, every row has one
   EXPECT_EQ(RowsWithoutIds(p, kinds, {true, true}), std::vector<bool>({true, false}));
@@ -72,8 +76,10 @@ TEST(ShapeBuckets, RowsWithoutIdsAreEmptyOrOnlyMinusOnes) {
 // What MergeNow asks of a batch before merging it: from the parts, the rows without ids the
 // merged batch would have.
 TEST(ShapeBuckets, RowsWithoutIdsOfPartsAreThoseOfTheirMerge) {
-  const std::vector<GraphInputKind> kinds = {{GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0},
-                                             {GraphInputKind::kValues, 1}, {GraphInputKind::kOffsets, 1}};
+  const std::vector<GraphInputKind> kinds = {{GraphInputKind::kValues, 0},
+                                             {GraphInputKind::kOffsets, 0},
+                                             {GraphInputKind::kValues, 1},
+                                             {GraphInputKind::kOffsets, 1}};
   std::mt19937_64 rng(11);
   std::uniform_int_distribution<int> pick(0, 5);
   int idless_batches = 0;
@@ -124,7 +130,8 @@ TEST(ShapeBuckets, InputsAlreadyInTheBucketsShapeAreNotCopied) {
   p.inputs.push_back(testing::MakeF32({2, 1}, {1, 2}));
   p.inputs.push_back(testing::MakeI64({4}, {7, 8, 9, 5}));  // two rows of two ids
   p.inputs.push_back(testing::MakeI64({3}, {0, 2, 4}));
-  std::vector<GraphInputKind> kinds = {{GraphInputKind::kDense, -1}, {GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0}};
+  std::vector<GraphInputKind> kinds = {
+      {GraphInputKind::kDense, -1}, {GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0}};
   PreparedRequest same = PadToBucket(p, BucketKey{2, {2}}, kinds);
   EXPECT_EQ(same.inputs[0].raw(), p.inputs[0].raw());
   EXPECT_EQ(same.inputs[1].raw(), p.inputs[1].raw());
@@ -146,7 +153,8 @@ TEST(ShapeBuckets, ARequestFitsItsBucketWhenPaddingWouldOnlyViewIt) {
   p.inputs.push_back(testing::MakeF32({2, 1}, {1, 2}));
   p.inputs.push_back(testing::MakeI64({3}, {7, 8, 9}));  // rows [7] and [8, 9]
   p.inputs.push_back(testing::MakeI64({3}, {0, 1, 3}));
-  std::vector<GraphInputKind> kinds = {{GraphInputKind::kDense, -1}, {GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0}};
+  std::vector<GraphInputKind> kinds = {
+      {GraphInputKind::kDense, -1}, {GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0}};
   auto viewed_whole = [&](const BucketKey& key, bool ids_unpadded) {
     PreparedRequest padded = PadToBucket(p, key, kinds, ids_unpadded);
     for (size_t i = 0; i < p.inputs.size(); ++i) {
@@ -160,10 +168,10 @@ TEST(ShapeBuckets, ARequestFitsItsBucketWhenPaddingWouldOnlyViewIt) {
           << key.ToString() << (ids_unpadded ? ", ids unpadded" : "");
     }
   }
-  EXPECT_TRUE(FitsBucket(p, BucketKey{2, {2}}, kinds, true));   // the ids end where the offsets do
+  EXPECT_TRUE(FitsBucket(p, BucketKey{2, {2}}, kinds, true));    // the ids end where the offsets do
   EXPECT_FALSE(FitsBucket(p, BucketKey{2, {2}}, kinds, false));  // 3 ids in 4 slots: padded with -1
   EXPECT_FALSE(FitsBucket(p, BucketKey{4, {2}}, kinds, true));   // rows to add
-  p.inputs[1] = testing::MakeI64({4}, {7, 8, 9, 5});  // full rows
+  p.inputs[1] = testing::MakeI64({4}, {7, 8, 9, 5});             // full rows
   p.inputs[2] = testing::MakeI64({3}, {0, 2, 4});
   EXPECT_TRUE(FitsBucket(p, BucketKey{2, {2}}, kinds, false));
   EXPECT_TRUE(viewed_whole(BucketKey{2, {2}}, false));
@@ -179,7 +187,8 @@ TEST(ShapeBuckets, PadsDenseRowsWithZerosAndRaggedSlotsWithMinusOne) {
   p.inputs.push_back(testing::MakeF32({2, 2}, {1, 2, 3, 4}));
   p.inputs.push_back(testing::MakeI64({4}, {7, 8, 9, 5}));  // rows [7] and [8, 9, 5]
   p.inputs.push_back(testing::MakeI64({3}, {0, 1, 4}));
-  std::vector<GraphInputKind> kinds = {{GraphInputKind::kDense, -1}, {GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0}};
+  std::vector<GraphInputKind> kinds = {
+      {GraphInputKind::kDense, -1}, {GraphInputKind::kValues, 0}, {GraphInputKind::kOffsets, 0}};
   PreparedRequest q = PadToBucket(p, BucketKey{4, {4}}, kinds);
   EXPECT_EQ(q.rows, 4);
   EXPECT_EQ(q.ragged_max_lengths, std::vector<int64_t>({4}));
@@ -208,7 +217,8 @@ TEST(ShapeBuckets, PadsDenseRowsWithZerosAndRaggedSlotsWithMinusOne) {
 
 TEST(ShapeBuckets, ConfigIsParsedAndCheckedByName) {
   auto c = ParseModelConfig(R"({"buckets": {"allowed_batch_sizes": [64, 8, 8], "allowed_lengths": [16],
-                                           "cuda_graphs": false, "warmup_max_batch_size": 64}})", false);
+                                           "cuda_graphs": false, "warmup_max_batch_size": 64}})",
+                            false);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->buckets.enabled, 1);
   EXPECT_EQ(c->buckets.allowed_batch_sizes, std::vector<int64_t>({8, 64}));
@@ -229,7 +239,7 @@ StatusOr<std::unique_ptr<Model>> LoadZoo(const std::string& name, int buckets, c
                                          int64_t warmup_rows = 1024, std::vector<int64_t> rows = {},
                                          std::vector<int64_t> lengths = {}) {
   std::string dir = testing::SourcePath("models/zoo/" + name);
-  ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  RANKD_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   config.name = name;
   config.buckets.enabled = buckets;
   config.buckets.warmup_max_batch_size = warmup_rows;
@@ -260,7 +270,7 @@ TEST_P(BucketedZooTest, PaddedRequestsScoreAsPyTorchOnTheCpu) {
   ExpectBucketsOn(**model);
   testing::ExpectZooScores(**model, GetParam(), 1e-5);
   BucketCounters c = (*model)->bucket_counters();
-  EXPECT_GT(c.padded_rows, c.real_rows);  // the reference requests are not all powers of two
+  EXPECT_GT(c.padded_rows, c.real_rows);         // the reference requests are not all powers of two
   EXPECT_EQ(c.graph_hits + c.graph_misses, 0u);  // nothing is captured on the CPU
 }
 
@@ -347,7 +357,8 @@ TEST(BucketedModel, BstSequencesAreBucketedUnlessAUserHasNoHistory) {
   }
   auto plan = (*padded)->PlanForRequest(empty);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  EXPECT_EQ(ShapeToString((*plan)->values()[static_cast<size_t>((*plan)->graph().FindValue("seq.values"))].shape), "[0]");
+  EXPECT_EQ(ShapeToString((*plan)->values()[static_cast<size_t>((*plan)->graph().FindValue("seq.values"))].shape),
+            "[0]");
 }
 
 #if RANKD_HAVE_CUDA
@@ -358,7 +369,7 @@ TEST_P(BucketedZooTest, CapturesOnLanesScoreAsOnOneStream) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
   struct Restore {  // the lanes as they were; products keep the heuristic's first algorithm,
-                   // as a timed choice may differ between the two models (split-K or not)
+                    // as a timed choice may differ between the two models (split-K or not)
     int lanes = cuda::GraphLanes();
     Restore() { cuda::EnableGemmTuning(false); }
     ~Restore() {
@@ -395,7 +406,8 @@ TEST_P(BucketedZooTest, CapturesOnLanesScoreAsOnOneStream) {
       ASSERT_TRUE(one.ok() && four.ok()) << one.status().ToString() << four.status().ToString();
       ASSERT_EQ(one->size(), four->size());
       for (size_t o = 0; o < one->size(); ++o) {
-        EXPECT_LE(testing::RelativeError((*four)[o].data, (*one)[o].data), 1e-6) << precision << ", " << rows << " rows";
+        EXPECT_LE(testing::RelativeError((*four)[o].data, (*one)[o].data), 1e-6)
+            << precision << ", " << rows << " rows";
       }
       auto plan_one = models[0]->PlanForRequest(r);
       auto plan_four = models[1]->PlanForRequest(r);
@@ -418,7 +430,8 @@ TEST_P(BucketedZooTest, CapturesOnLanesScoreAsOnOneStream) {
 }
 #endif
 
-INSTANTIATE_TEST_SUITE_P(Zoo, BucketedZooTest, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "bst_opset13", "mmoe"));
+INSTANTIATE_TEST_SUITE_P(Zoo, BucketedZooTest,
+                         ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "bst_opset13", "mmoe"));
 
 TEST(BucketedModel, MissRunsAtOnceAndIsCapturedInTheBackground) {
   const Backend* cuda = testing::CudaOrNull();
@@ -511,12 +524,15 @@ TEST(BucketedModel, CapturesSucceedWhileOtherModelsLoadAndUnload) {
 }
 
 TEST(BucketedModel, GraphThatMixesRowsIsRefusedOrRunsAtItsOwnShapes) {
-  std::string path = testing::WriteRowMixingModel("mixes_rows_buckets/model.onnx");  // padding rows changes the real ones
-  auto config = ParseModelConfig(R"({"inputs": [{"name": "x", "datatype": "FP32", "dims": [4]}], "buckets": {}})", false);
+  std::string path =
+      testing::WriteRowMixingModel("mixes_rows_buckets/model.onnx");  // padding rows changes the real ones
+  auto config =
+      ParseModelConfig(R"({"inputs": [{"name": "x", "datatype": "FP32", "dims": [4]}], "buckets": {}})", false);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   auto model = Model::LoadFile(path, *config);
   ASSERT_FALSE(model.ok());
-  EXPECT_NE(model.status().message().find("changes when a request is padded"), std::string::npos) << model.status().ToString();
+  EXPECT_NE(model.status().message().find("changes when a request is padded"), std::string::npos)
+      << model.status().ToString();
   if (const Backend* cuda = testing::CudaOrNull()) {  // the GPU's default: buckets turn off, the model loads
     config->buckets.enabled = -1;
     ModelOptions options;

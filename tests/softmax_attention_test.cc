@@ -4,10 +4,10 @@
 // hoisted or not, score the same fused as written on the CPU, and on CUDA as on the CPU at lengths
 // around a warp; what must not fuse does not; a bad key row fails that run only; the zoo BST fuses
 // its three attentions and scores as PyTorch.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <random>
-
-#include <gtest/gtest.h>
 
 #include "compile/passes.h"
 #include "compile/plan.h"
@@ -122,7 +122,8 @@ std::vector<Tensor> Inputs(const Spec& s, int64_t rows, int64_t users, int64_t l
 int Fuse(Graph& graph, const Spec& s) {
   std::mt19937_64 rng(1);
   std::vector<TensorMeta> metas;
-  for (const Tensor& t : Inputs(s, kProbeRows, kProbeRows, kProbeLength, rng)) metas.push_back({t.dtype(), t.shape(), nullptr});
+  for (const Tensor& t : Inputs(s, kProbeRows, kProbeRows, kProbeLength, rng))
+    metas.push_back({t.dtype(), t.shape(), nullptr});
   if (s.form != Form::kPooling) metas[0].shape[1] = kProbePositions;
   auto probe = Plan::Build(graph, metas);
   EXPECT_TRUE(probe.ok()) << probe.status().ToString();
@@ -148,9 +149,10 @@ Spec RandomSpec(std::mt19937_64& rng) {
 
 std::string Describe(const Spec& s) {
   return "form " + std::to_string(static_cast<int>(s.form)) + " heads " + std::to_string(s.heads) + " dim " +
-         std::to_string(s.dim) + " value_dim " + std::to_string(s.value_dim) + " positions " + std::to_string(s.positions) +
-         " mask " + std::to_string(s.mask) + " cast " + std::to_string(s.cast) + " scale " + std::to_string(s.scale) +
-         " hoisted " + std::to_string(s.hoisted) + " shared " + std::to_string(s.shared_kv);
+         std::to_string(s.dim) + " value_dim " + std::to_string(s.value_dim) + " positions " +
+         std::to_string(s.positions) + " mask " + std::to_string(s.mask) + " cast " + std::to_string(s.cast) +
+         " scale " + std::to_string(s.scale) + " hoisted " + std::to_string(s.hoisted) + " shared " +
+         std::to_string(s.shared_kv);
 }
 
 TEST(SoftmaxAttentionFusion, RandomAttentionsScoreTheSameFusedOnTheCpu) {
@@ -179,8 +181,10 @@ TEST(SoftmaxAttentionFusion, RandomAttentionsScoreOnCudaAsOnTheCpu) {
   std::mt19937_64 rng(78);
   for (int trial = 0; trial < 40; ++trial) {
     Spec s = RandomSpec(rng);
-    if (trial == 0) s.form = Form::kHeads, s.heads = 4, s.dim = 16, s.value_dim = 16, s.positions = 50;  // BST's encoder
-    if (trial == 1) s.form = Form::kPooling, s.heads = 1, s.dim = 64, s.shared_kv = true, s.hoisted = true;  // and its pooling
+    if (trial == 0)
+      s.form = Form::kHeads, s.heads = 4, s.dim = 16, s.value_dim = 16, s.positions = 50;  // BST's encoder
+    if (trial == 1)
+      s.form = Form::kPooling, s.heads = 1, s.dim = 64, s.shared_kv = true, s.hoisted = true;  // and its pooling
     if (trial <= 1) s.softmax_axis = -1;
     if (trial == 2) s.value_dim = 200;  // more value columns than one round of the kernel
     Graph fused = AttentionGraph(s);

@@ -14,10 +14,10 @@
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
-#include "runtime/cuda/bf16_copies.h"
 #include "backend/cuda/product_muladd.h"
 #include "backend/cuda/split_k_gemm.h"
 #include "runtime/backends.h"
+#include "runtime/cuda/bf16_copies.h"
 
 namespace rankd {
 namespace {
@@ -38,12 +38,9 @@ struct Case {
 // (32 steps of 64, four a block) and one step less, a product with an fp32 output (the graph's),
 // and one of too many tiles.
 const Case kCases[] = {
-    {9, 3456, 512, "", 128, true},
-    {64, 3456, 1024, "Relu", 256, true},
-    {130, 3456, 256, "Sigmoid", 128, true},
-    {100, 2048, 512, "GeluTanh", 256, true},
-    {64, 1984, 512, "Relu", 128, false},
-    {200, 2048, 384, "Relu", 0, true},
+    {9, 3456, 512, "", 128, true},          {64, 3456, 1024, "Relu", 256, true},
+    {130, 3456, 256, "Sigmoid", 128, true}, {100, 2048, 512, "GeluTanh", 256, true},
+    {64, 1984, 512, "Relu", 128, false},    {200, 2048, 384, "Relu", 0, true},
     {512, 3456, 1024, "Relu", 128, false},
 };
 
@@ -71,23 +68,26 @@ struct Bound {
   std::shared_ptr<const Plan> plan;
 };
 StatusOr<Bound> Bind(const Backend& cuda, const Graph& graph, Precision precision, int64_t rows, int64_t width) {
-  ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, cuda.PrepareModel(graph, precision));
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, NewExecutor(cuda, resources));
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, cuda.PrepareModel(graph, precision));
+  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, NewExecutor(cuda, resources));
   PlanOptions options;
   options.backend = &cuda;
-  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph, {{DType::kF32, {rows, width}, nullptr}}, options));
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan,
+                         Plan::Build(graph, {{DType::kF32, {rows, width}, nullptr}}, options));
   return Bound{std::move(executor), std::move(plan)};
 }
 
 // Captures b's plan and replays it `replays` times on `in`: each replay gives the bits of `first`.
-void ExpectReplaysTheSameBits(Bound& b, const std::vector<Tensor>& in, const Tensor& first, int replays, const std::string& what) {
+void ExpectReplaysTheSameBits(Bound& b, const std::vector<Tensor>& in, const Tensor& first, int replays,
+                              const std::string& what) {
   ASSERT_TRUE(b.executor->Capture(*b.plan).ok()) << what;
   ASSERT_TRUE(b.executor->Captured(*b.plan)) << what;
   for (int replay = 0; replay < replays; ++replay) {
     auto again = b.executor->Run(*b.plan, in);
     ASSERT_TRUE(again.ok()) << what << ": " << again.status().ToString();
     ASSERT_EQ((*again)[0].size(), first.size()) << what;
-    ASSERT_EQ(0, memcmp((*again)[0].data<float>(), first.data<float>(), first.size() * sizeof(float))) << what << ", replay " << replay;
+    ASSERT_EQ(0, memcmp((*again)[0].data<float>(), first.data<float>(), first.size() * sizeof(float)))
+        << what << ", replay " << replay;
   }
 }
 

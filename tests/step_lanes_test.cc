@@ -1,11 +1,12 @@
 // Step lanes (runtime/step_lanes.h): every pair of steps that touch the same bytes keeps its
 // order, on hand-made accesses, random ones and the zoo's plans; independent chains run apart.
+#include "runtime/step_lanes.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "compile/plan.h"
-#include "runtime/step_lanes.h"
 #include "serving/model.h"
 #include "test_util.h"
 
@@ -37,11 +38,11 @@ void ExpectOrdersKept(const std::vector<StepAccess>& steps, const LaneSchedule& 
 TEST(StepLanes, IndependentChainsRunOnTheirOwnLanesAndJoinWithOneWait) {
   // a0 -> a1 and b0 -> b1 touch different bytes; the join reads a1's and b1's results.
   std::vector<StepAccess> steps{
-      Access({}, {{0, 0, 16}}),               // a0
-      Access({}, {{0, 16, 32}}),              // b0
-      Access({{0, 0, 16}}, {{0, 32, 48}}),    // a1
-      Access({{0, 16, 32}}, {{0, 48, 64}}),   // b1
-      Access({{0, 32, 64}}, {{0, 64, 80}}),   // join
+      Access({}, {{0, 0, 16}}),              // a0
+      Access({}, {{0, 16, 32}}),             // b0
+      Access({{0, 0, 16}}, {{0, 32, 48}}),   // a1
+      Access({{0, 16, 32}}, {{0, 48, 64}}),  // b1
+      Access({{0, 32, 64}}, {{0, 64, 80}}),  // join
   };
   LaneSchedule s = ScheduleLanes(steps, 4);
   ExpectOrdersKept(steps, s, 4);
@@ -63,12 +64,12 @@ TEST(StepLanes, IndependentChainsRunOnTheirOwnLanesAndJoinWithOneWait) {
 
 TEST(StepLanes, RoomReusedAndExclusiveBuffersOrderSteps) {
   std::vector<StepAccess> steps{
-      Access({}, {{0, 0, 16}}),                    // writes x
-      Access({{0, 0, 16}}, {{0, 16, 32}}),         // reads x
-      Access({}, {{0, 8, 12}}),                    // overwrites part of x: after its reader
-      Access({}, {{1, 0, 4}}, true),               // exclusive, its own bytes
-      Access({}, {{1, 100, 104}}, true),           // exclusive, other bytes: still after
-      Access({}, {{2, 0, 4}}),                     // another buffer, free to run at once
+      Access({}, {{0, 0, 16}}),             // writes x
+      Access({{0, 0, 16}}, {{0, 16, 32}}),  // reads x
+      Access({}, {{0, 8, 12}}),             // overwrites part of x: after its reader
+      Access({}, {{1, 0, 4}}, true),        // exclusive, its own bytes
+      Access({}, {{1, 100, 104}}, true),    // exclusive, other bytes: still after
+      Access({}, {{2, 0, 4}}),              // another buffer, free to run at once
   };
   LaneSchedule s = ScheduleLanes(steps, 4);
   ExpectOrdersKept(steps, s, 4);
@@ -78,7 +79,7 @@ TEST(StepLanes, RoomReusedAndExclusiveBuffersOrderSteps) {
   EXPECT_FALSE(RunsAfter(s, 4, 5));
   // Reads of the same bytes need no order.
   EXPECT_FALSE(MustFollow(Access({{0, 0, 16}}, {}), Access({{0, 0, 16}}, {})));
-  EXPECT_FALSE(MustFollow(Access({}, {{0, 0, 16}}), Access({}, {{1, 0, 16}})));  // other buffers
+  EXPECT_FALSE(MustFollow(Access({}, {{0, 0, 16}}), Access({}, {{1, 0, 16}})));   // other buffers
   EXPECT_FALSE(MustFollow(Access({}, {{0, 0, 16}}), Access({}, {{0, 16, 32}})));  // adjacent
 }
 
@@ -121,7 +122,7 @@ class SeparateRoomsCpu final : public Backend {
 
 StatusOr<std::unique_ptr<Model>> LoadZoo(const std::string& name, const Backend& backend) {
   std::string dir = testing::SourcePath("models/zoo/" + name);
-  ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  RANKD_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   config.name = name;
   ModelOptions options;
   options.backend = &backend;

@@ -73,15 +73,16 @@ Case RandomCase(uint64_t seed) {
     const int64_t column = kind == 2 ? pick(rng) % 3 : -1;
     for (int k = 1 + pick(rng) % 3; k > 0; --k) {
       Part p{-1, group, table_rows, column, dtype, mode, false};
-      if (pick(rng) == 0) p.table_rows += 1;                                   // another table size
+      if (pick(rng) == 0) p.table_rows += 1;                                       // another table size
       if (kind != 2 && pick(rng) == 0) p.mode = p.mode == "sum" ? "mean" : "sum";  // another pooling
-      if (kind == 2 && pick(rng) == 0) p.column = (p.column + 1) % 3;           // another column
+      if (kind == 2 && pick(rng) == 0) p.column = (p.column + 1) % 3;              // another column
       p.table_shared = pick(rng) == 0;
       const int64_t dim = 1 + pick(rng) * 3;
       const std::string table_name = "table" + std::to_string(parts.size());
       int table = g.Const(table_name, RandomTable(p.dtype, p.table_rows, dim, rng));
       if (kind == 2) {
-        int col = g.Op("Gather", {ids[0], g.Const(table_name + ".c", testing::MakeI64({}, {p.column}))}, {{"axis", int64_t{1}}});
+        int col = g.Op("Gather", {ids[0], g.Const(table_name + ".c", testing::MakeI64({}, {p.column}))},
+                       {{"axis", int64_t{1}}});
         p.value = g.Op("Gather", {table, col});
       } else {
         std::vector<int> in{table};
@@ -91,7 +92,8 @@ Case RandomCase(uint64_t seed) {
       if (p.table_shared) {  // the same table, read by a bag of its own that is a graph output
         std::vector<int> in{table};
         if (kind == 2) {
-          in.push_back(g.Op("Gather", {ids[0], g.Const(table_name + ".c2", testing::MakeI64({}, {0}))}, {{"axis", int64_t{1}}}));
+          in.push_back(
+              g.Op("Gather", {ids[0], g.Const(table_name + ".c2", testing::MakeI64({}, {0}))}, {{"axis", int64_t{1}}}));
           g.Output(g.Op("Gather", in));
         } else {
           in.insert(in.end(), ids.begin(), ids.end());
@@ -162,7 +164,8 @@ TEST(TableMerging, MergedTableHoldsEachRowSideBySide) {
   EXPECT_EQ(graph.nodes[0].GetInts("parts"), std::vector<int64_t>{2});
   const Tensor& merged = graph.constants.at(graph.nodes[0].inputs[0]);
   EXPECT_EQ(merged.shape(), (Shape{2, 3}));
-  EXPECT_EQ(std::vector<float>(merged.data<float>(), merged.data<float>() + 6), (std::vector<float>{1, 10, 20, 2, 30, 40}));
+  EXPECT_EQ(std::vector<float>(merged.data<float>(), merged.data<float>() + 6),
+            (std::vector<float>{1, 10, 20, 2, 30, 40}));
   EXPECT_EQ(graph.values[static_cast<size_t>(graph.nodes[0].inputs[0])].name, "a+b");
   // An id out of range is still refused, a -1 slot still skipped.
   auto scores = RunGraph(graph, {testing::MakeI64({2, 2}, {1, -1, 0, 1})});

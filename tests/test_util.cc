@@ -1,19 +1,19 @@
-#include <cstdlib>
 #include "test_util.h"
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
-#include <unistd.h>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "frontend/kserve_json.h"
-#include "serving/model.h"
 #include "runtime/backends.h"
+#include "serving/model.h"
 #if RANKD_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -41,7 +41,9 @@ double RelativeError(const Tensor& a, const Tensor& b) {
   return std::sqrt(num / den);
 }
 
-Tensor MakeF32(Shape shape, std::vector<float> values) { return Tensor::FromVector<float>(DType::kF32, std::move(shape), values); }
+Tensor MakeF32(Shape shape, std::vector<float> values) {
+  return Tensor::FromVector<float>(DType::kF32, std::move(shape), values);
+}
 Tensor MakeI64(Shape shape, std::vector<int64_t> values) {
   return Tensor::FromVector<int64_t>(DType::kI64, std::move(shape), values);
 }
@@ -106,10 +108,12 @@ void ExpectZooScores(const Model& model, const std::string& name, double toleran
       const auto& w = want["outputs"][i];
       EXPECT_EQ((*outputs)[i].name, w["name"].get<std::string>());
       Tensor ref = MakeF32(w["shape"].get<Shape>(), w["data"].get<std::vector<float>>());
-      EXPECT_LE(RelativeError((*outputs)[i].data, ref), tolerance) << name << " request " << count << " output " << w["name"];
+      EXPECT_LE(RelativeError((*outputs)[i].data, ref), tolerance)
+          << name << " request " << count << " output " << w["name"];
       // Element-wise too: no score may be off, even if the norm hides it.
       for (int64_t e = 0; e < ref.size(); ++e) {
-        EXPECT_NEAR((*outputs)[i].data.data<float>()[e], ref.data<float>()[e], tolerance * std::abs(ref.data<float>()[e]) + 1e-7);
+        EXPECT_NEAR((*outputs)[i].data.data<float>()[e], ref.data<float>()[e],
+                    tolerance * std::abs(ref.data<float>()[e]) + 1e-7);
       }
     }
     ++count;
@@ -169,9 +173,9 @@ StatusOr<std::vector<Tensor>> RunGraph(const Graph& graph, const std::vector<Ten
   PlanOptions options;
   options.backend = &backend;
   options.ragged_max_lengths = ragged_max_lengths;
-  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph, metas, options));
-  ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph, precision));
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, NewExecutor(backend, resources));
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph, metas, options));
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph, precision));
+  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, NewExecutor(backend, resources));
   return executor->Run(*plan, inputs);
 }
 
@@ -189,9 +193,12 @@ Tensor RandomTable(DType dtype, int64_t rows, int64_t dim, std::mt19937_64& rng)
   Tensor t = Tensor::Zeros(dtype, {rows, dim});
   for (int64_t i = 0; i < t.size(); ++i) {
     const float v = val(rng);
-    if (dtype == DType::kF16) t.data<uint16_t>()[i] = FloatToHalf(v);
-    else if (dtype == DType::kBF16) t.data<uint16_t>()[i] = FloatToBF16(v);
-    else t.data<float>()[i] = v;
+    if (dtype == DType::kF16)
+      t.data<uint16_t>()[i] = FloatToHalf(v);
+    else if (dtype == DType::kBF16)
+      t.data<uint16_t>()[i] = FloatToBF16(v);
+    else
+      t.data<float>()[i] = v;
   }
   return t;
 }
@@ -216,9 +223,11 @@ Graph CrossNetwork(int64_t rows, int64_t features, int64_t width, int64_t rank, 
   int x = x0;
   for (int layer = 0; layer < layers; ++layer) {
     const std::string l = std::to_string(layer);
-    int down = b.Op("Gemm", {x, b.Const("down" + l, RandomF32({rank, width}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}});
-    int up = b.Op("Gemm", {down, b.Const("up" + l, RandomF32({width, rank}, rng, -0.1, 0.1)),
-                           b.Const("bias" + l, RandomF32({width}, rng, -0.5, 0.5))},
+    int down =
+        b.Op("Gemm", {x, b.Const("down" + l, RandomF32({rank, width}, rng, -0.1, 0.1))}, {{"transB", int64_t{1}}});
+    int up = b.Op("Gemm",
+                  {down, b.Const("up" + l, RandomF32({width, rank}, rng, -0.1, 0.1)),
+                   b.Const("bias" + l, RandomF32({width}, rng, -0.5, 0.5))},
                   {{"transB", int64_t{1}}});
     x = b.Op("MulAdd", {x0, up, x});
   }
@@ -236,7 +245,8 @@ bool CudaIsHopper() {
   int device = 0, major = 0, minor = 0;
   return CudaOrNull() && cudaGetDevice(&device) == cudaSuccess &&
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 && minor == 0;
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
+         minor == 0;
 #else
   return false;
 #endif

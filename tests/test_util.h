@@ -1,16 +1,16 @@
 // Helpers shared by the tests.
 #pragma once
 
+#include <onnx/onnx_pb.h>
+
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <onnx/onnx_pb.h>
-
-#include "rankd/tensor.h"
 #include "backend/backend.h"
 #include "model/graph.h"
+#include "rankd/tensor.h"
 
 namespace rankd {
 class Model;

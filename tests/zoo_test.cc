@@ -86,7 +86,7 @@ TEST(ZooTest, DlrmEmbeddingBagsAreRecognisedAndRaggedInputsRewritten) {
   EXPECT_EQ(counts["EmbeddingBag"], 0);  // all 26 pooled by the one ConcatEmbeddingBags
   EXPECT_EQ(counts["ConcatEmbeddingBags"], 1);
   EXPECT_EQ(counts["Concat"], 0);
-  EXPECT_EQ(counts["Gather"], 0);       // every masked gather became a bag
+  EXPECT_EQ(counts["Gather"], 0);  // every masked gather became a bag
   EXPECT_EQ(counts["ReduceSum"], 0);
   EXPECT_EQ(counts["RaggedToPadded"], 0);  // nothing reads the padded ids any more
 }
@@ -122,7 +122,8 @@ TEST(ZooTest, UserRowsAreSharedByAllCandidates) {
     Shape s = in.data.shape();
     s[0] = 3;
     Tensor t = Tensor::Zeros(in.data.dtype(), s);
-    for (int r = 0; r < 3; ++r) std::memcpy(static_cast<uint8_t*>(t.raw()) + r * in.data.bytes(), in.data.raw(), in.data.bytes());
+    for (int r = 0; r < 3; ++r)
+      std::memcpy(static_cast<uint8_t*>(t.raw()) + r * in.data.bytes(), in.data.raw(), in.data.bytes());
     in.data = t;
     if (!in.lengths.empty()) in.lengths.assign(3, in.lengths[0]);
   }

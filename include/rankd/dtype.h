@@ -29,12 +29,8 @@ std::optional<DType> DTypeFromName(std::string_view name);
 // ONNX TensorProto::DataType code <-> DType; nullopt for types rankd does not hold.
 std::optional<DType> DTypeFromOnnx(int onnx_code);
 int DTypeToOnnx(DType t);
-inline bool IsFloat(DType t) {
-  return t == DType::kF32 || t == DType::kF64 || t == DType::kF16 || t == DType::kBF16;
-}
-inline bool IsInteger(DType t) {
-  return t == DType::kI8 || t == DType::kU8 || t == DType::kI32 || t == DType::kI64;
-}
+inline bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF64 || t == DType::kF16 || t == DType::kBF16; }
+inline bool IsInteger(DType t) { return t == DType::kI8 || t == DType::kU8 || t == DType::kI32 || t == DType::kI64; }
 
 // IEEE half and bfloat16 conversions (round to nearest even).
 float HalfToFloat(uint16_t h);

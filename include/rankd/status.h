@@ -54,7 +54,7 @@ Status DeadlineExceeded(std::string message);
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(Status status);  // NOLINT: implicit by design, REQUIRES: !status.ok()
+  StatusOr(Status status);                         // NOLINT: implicit by design, REQUIRES: !status.ok()
   StatusOr(T value) : value_(std::move(value)) {}  // NOLINT
 
   bool ok() const { return value_.has_value(); }
@@ -71,37 +71,39 @@ class [[nodiscard]] StatusOr {
   std::optional<T> value_;
 };
 
-[[noreturn]] void CheckFailed(const char* file, int line, const char* condition,
-                              const std::string& message);
+[[noreturn]] void CheckFailed(const char* file, int line, const char* condition, const std::string& message);
 
 }  // namespace rankd
 
-#define RANKD_CHECK(cond)                                        \
-  do {                                                           \
+#define RANKD_CHECK(cond)                                             \
+  do {                                                                \
     if (!(cond)) ::rankd::CheckFailed(__FILE__, __LINE__, #cond, ""); \
   } while (0)
 
-#define RANKD_CHECK_MSG(cond, msg)                                  \
-  do {                                                              \
+#define RANKD_CHECK_MSG(cond, msg)                                       \
+  do {                                                                   \
     if (!(cond)) ::rankd::CheckFailed(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)
 
 #define RANKD_CONCAT_INNER(a, b) a##b
 #define RANKD_CONCAT(a, b) RANKD_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                   \
-  do {                                          \
-    ::rankd::Status rankd_status_ = (expr);     \
+// Returns the Status of `expr` from the enclosing function when it is not OK.
+#define RANKD_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::rankd::Status rankd_status_ = (expr);        \
     if (!rankd_status_.ok()) return rankd_status_; \
   } while (0)
 
-#define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                          \
-  if (!tmp.ok()) return tmp.status();         \
+#define RANKD_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                                \
+  if (!tmp.ok()) return tmp.status();               \
   lhs = std::move(tmp).value()
 
-#define ASSIGN_OR_RETURN(lhs, expr) \
-  ASSIGN_OR_RETURN_IMPL(RANKD_CONCAT(rankd_statusor_, __LINE__), lhs, expr)
+// Declares or assigns `lhs` from the value of the StatusOr `expr`, or returns its Status from the
+// enclosing function. One statement: not usable as the body of an unbraced if.
+#define RANKD_ASSIGN_OR_RETURN(lhs, expr) \
+  RANKD_ASSIGN_OR_RETURN_IMPL(RANKD_CONCAT(rankd_statusor_, __LINE__), lhs, expr)
 
 namespace rankd {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "model/graph.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
-#include "model/graph.h"
 
 namespace rankd {
 
@@ -35,8 +35,8 @@ struct KernelArgs {
   // Host copies of the inputs that are plan constants (shape-like operands: Slice starts, Clip
   // bounds, Reduce axes); nullptr for the others. On the CPU this is `in` itself.
   std::span<const Tensor* const> host_in = {};
-  DeviceContext* device = nullptr;  // set by device backends' executors
-  int step = -1;                    // the step's index in its plan (device error reports)
+  DeviceContext* device = nullptr;     // set by device backends' executors
+  int step = -1;                       // the step's index in its plan (device error reports)
   const KernelState* state = nullptr;  // what the kernel's prepare made of this node, if it has one
 
   const Tensor& In(int i) const { return *in[static_cast<size_t>(i)]; }
@@ -54,7 +54,8 @@ using PrepareFn = StatusOr<std::shared_ptr<const KernelState>> (*)(const Node&);
 // A backend's implementation of one op: what runs, and optionally what is prepared per step.
 struct Kernel {
   Kernel() = default;
-  Kernel(KernelFn run_fn, PrepareFn prepare_fn = nullptr) : run(run_fn), prepare(prepare_fn) {}  // NOLINT: tables assign KernelFns
+  Kernel(KernelFn run_fn, PrepareFn prepare_fn = nullptr)
+      : run(run_fn), prepare(prepare_fn) {}  // NOLINT: tables assign KernelFns
   KernelFn run = nullptr;
   PrepareFn prepare = nullptr;
 };

@@ -4,12 +4,12 @@
 // as long as possible; inside a row each input's stride is 1 (it varies) or 0 (it is broadcast).
 #pragma once
 
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
-
-#include <omp.h>
 
 #include "common/parallel.h"
 #include "rankd/tensor.h"
@@ -18,8 +18,8 @@ namespace rankd::cpu {
 
 template <int N>
 struct BroadcastLayout {
-  std::vector<int64_t> dims;                     // collapsed output dims (at least one)
-  std::array<std::vector<int64_t>, N> strides;   // per input, per collapsed dim
+  std::vector<int64_t> dims;                    // collapsed output dims (at least one)
+  std::array<std::vector<int64_t>, N> strides;  // per input, per collapsed dim
 };
 
 template <int N>
@@ -89,7 +89,8 @@ void ForEachRow(const BroadcastLayout<N>& l, F&& fn) {
   for (int k = 0; k < N; ++k) row_stride[k] = l.strides[k].back();
   constexpr int64_t kMinPiece = 16384;
   int64_t threads = omp_get_max_threads();
-  int64_t pieces = rows >= threads * 4 ? 1 : std::max<int64_t>(1, std::min(row / kMinPiece, (threads * 4 + rows - 1) / rows));
+  int64_t pieces =
+      rows >= threads * 4 ? 1 : std::max<int64_t>(1, std::min(row / kMinPiece, (threads * 4 + rows - 1) / rows));
   int64_t piece_len = (row + pieces - 1) / pieces;
   ParallelFor(rows * pieces, piece_len, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {

@@ -27,7 +27,8 @@ struct StridedView {
 // negative steps reading backwards. `axes` and `steps` may be empty (all leading axes, steps 1).
 inline StridedView SliceView(const Shape& in, const Shape& out, const std::vector<int64_t>& starts,
                              std::vector<int64_t> axes, std::vector<int64_t> steps) {
-  if (axes.empty()) for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
   const int64_t rank = static_cast<int64_t>(in.size());
   Shape in_strides = RowMajorStrides(in);
@@ -63,9 +64,12 @@ inline AxisSplit SplitAt(const Shape& s, int64_t axis) {
   r.axis = axis < 0 ? axis + rank : axis;
   for (int64_t i = 0; i < rank; ++i) {
     int64_t d = s[static_cast<size_t>(i)];
-    if (i < r.axis) r.outer *= d;
-    else if (i == r.axis) r.dim = d;
-    else r.inner *= d;
+    if (i < r.axis)
+      r.outer *= d;
+    else if (i == r.axis)
+      r.dim = d;
+    else
+      r.inner *= d;
   }
   return r;
 }

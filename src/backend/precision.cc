@@ -12,10 +12,14 @@ StatusOr<Precision> ParsePrecision(const std::string& name) {
 
 const char* PrecisionName(Precision p) {
   switch (p) {
-    case Precision::kTf32: return "tf32";
-    case Precision::kBf16: return "bf16";
-    case Precision::kBf16Activations: return "bf16-activations";
-    default: return "fp32";
+    case Precision::kTf32:
+      return "tf32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kBf16Activations:
+      return "bf16-activations";
+    default:
+      return "fp32";
   }
 }
 

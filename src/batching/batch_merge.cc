@@ -25,7 +25,8 @@ PreparedRequest MergedSizes(const std::vector<const PreparedRequest*>& parts) {
   return merged;
 }
 
-PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, const std::vector<GraphInputKind>& kinds) {
+PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts,
+                              const std::vector<GraphInputKind>& kinds) {
   RequestTensorScope request_tensors;
   PreparedRequest merged = MergedSizes(parts);
   const PreparedRequest& first = *parts.front();

@@ -41,7 +41,8 @@ PreparedRequest MergedSizes(const std::vector<const PreparedRequest*>& parts);
 
 // `kinds[i]` says how graph input i is fed (offsets are [rows + 1], int64).
 // REQUIRES: `parts` non-empty, each with the same inputs in dtype and trailing dims.
-PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts, const std::vector<GraphInputKind>& kinds);
+PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts,
+                              const std::vector<GraphInputKind>& kinds);
 
 // Splits each output along its first dimension into runs of `rows[k]` rows, one per request.
 // Internal error when an output is not one row per candidate (the model cannot be batched).

@@ -14,8 +14,10 @@ BatchDecision DecideBatch(const std::vector<QueuedRequest>& queue, BatchClock::t
   BatchDecision d;
   std::vector<size_t> live;
   for (size_t i = 0; i < queue.size(); ++i) {
-    if (queue[i].deadline <= now) d.expired.push_back(i);
-    else live.push_back(i);
+    if (queue[i].deadline <= now)
+      d.expired.push_back(i);
+    else
+      live.push_back(i);
   }
   if (live.empty()) return d;  // kIdle
   if (free_executors <= 0) {

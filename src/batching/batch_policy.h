@@ -36,19 +36,19 @@ struct BatchPolicyOptions {
   double cost_per_row = 1.0;
   double cost_per_seq = 0.0;
   double cost_per_request = 0.0;
-  double cost_budget = 4096.0;           // a batch's cost stops growing past this
-  int64_t max_batch_rows = 65536;        // Triton's max_batch_size, in rows
+  double cost_budget = 4096.0;                     // a batch's cost stops growing past this
+  int64_t max_batch_rows = 65536;                  // Triton's max_batch_size, in rows
   std::chrono::microseconds max_queue_delay{500};  // Triton's max_queue_delay_microseconds
-  size_t max_enqueued = 1024;            // past this, new requests are refused (UNAVAILABLE)
-  std::vector<int64_t> preferred_rows;   // Triton's preferred_batch_size, in rows; ascending
+  size_t max_enqueued = 1024;                      // past this, new requests are refused (UNAVAILABLE)
+  std::vector<int64_t> preferred_rows;             // Triton's preferred_batch_size, in rows; ascending
 };
 
 struct BatchDecision {
   enum class Kind { kIdle, kDispatch, kWaitUntil, kWaitForExecutor };
   Kind kind = Kind::kIdle;
-  size_t count = 0;  // kDispatch: the first `count` live requests; kWaitUntil: the batch forming
-  BatchClock::time_point wake;             // kWaitUntil
-  std::vector<size_t> expired;             // queue indices to answer DEADLINE_EXCEEDED, ascending
+  size_t count = 0;             // kDispatch: the first `count` live requests; kWaitUntil: the batch forming
+  BatchClock::time_point wake;  // kWaitUntil
+  std::vector<size_t> expired;  // queue indices to answer DEADLINE_EXCEEDED, ascending
 };
 
 double BatchCost(const QueuedRequest& r, const BatchPolicyOptions& options);

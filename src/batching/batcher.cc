@@ -26,8 +26,9 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task) {
       return Unavailable("the queue is full (" + std::to_string(queue_.size()) + " requests); retry later");
     }
     // Behind every task of equal or higher priority: arrival order within a priority.
-    auto pos = std::find_if(queue_.begin(), queue_.end(),
-                            [&](const std::unique_ptr<BatchTask>& q) { return q->info.priority < task->info.priority; });
+    auto pos = std::find_if(queue_.begin(), queue_.end(), [&](const std::unique_ptr<BatchTask>& q) {
+      return q->info.priority < task->info.priority;
+    });
     queue_.insert(pos, std::move(task));
   }
   changed_.notify_one();

@@ -30,7 +30,7 @@ class MergeGate {
 
  private:
   std::mutex mu_;
-  std::unordered_set<uint64_t> captured_;      // GUARDED_BY(mu_)
+  std::unordered_set<uint64_t> captured_;     // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, int> wanted_;  // batches refused per plan; GUARDED_BY(mu_)
 };
 

@@ -6,34 +6,54 @@ namespace rankd {
 
 size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kF32: case DType::kI32: return 4;
-    case DType::kF64: case DType::kI64: return 8;
-    case DType::kF16: case DType::kBF16: return 2;
-    case DType::kI8: case DType::kU8: case DType::kBool: return 1;
-    case DType::kInvalid: return 0;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kF64:
+    case DType::kI64:
+      return 8;
+    case DType::kF16:
+    case DType::kBF16:
+      return 2;
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool:
+      return 1;
+    case DType::kInvalid:
+      return 0;
   }
   return 0;
 }
 
 const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "FP32";
-    case DType::kF64: return "FP64";
-    case DType::kF16: return "FP16";
-    case DType::kBF16: return "BF16";
-    case DType::kI8: return "INT8";
-    case DType::kU8: return "UINT8";
-    case DType::kI32: return "INT32";
-    case DType::kI64: return "INT64";
-    case DType::kBool: return "BOOL";
-    case DType::kInvalid: return "INVALID";
+    case DType::kF32:
+      return "FP32";
+    case DType::kF64:
+      return "FP64";
+    case DType::kF16:
+      return "FP16";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kI8:
+      return "INT8";
+    case DType::kU8:
+      return "UINT8";
+    case DType::kI32:
+      return "INT32";
+    case DType::kI64:
+      return "INT64";
+    case DType::kBool:
+      return "BOOL";
+    case DType::kInvalid:
+      return "INVALID";
   }
   return "INVALID";
 }
 
 std::optional<DType> DTypeFromName(std::string_view name) {
-  for (DType t : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8, DType::kU8,
-                  DType::kI32, DType::kI64, DType::kBool}) {
+  for (DType t : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8, DType::kU8, DType::kI32, DType::kI64,
+                  DType::kBool}) {
     if (name == DTypeName(t)) return t;
   }
   return std::nullopt;
@@ -42,31 +62,51 @@ std::optional<DType> DTypeFromName(std::string_view name) {
 // Codes from onnx.proto's TensorProto.DataType.
 std::optional<DType> DTypeFromOnnx(int c) {
   switch (c) {
-    case 1: return DType::kF32;
-    case 2: return DType::kU8;
-    case 3: return DType::kI8;
-    case 6: return DType::kI32;
-    case 7: return DType::kI64;
-    case 9: return DType::kBool;
-    case 10: return DType::kF16;
-    case 11: return DType::kF64;
-    case 16: return DType::kBF16;
-    default: return std::nullopt;
+    case 1:
+      return DType::kF32;
+    case 2:
+      return DType::kU8;
+    case 3:
+      return DType::kI8;
+    case 6:
+      return DType::kI32;
+    case 7:
+      return DType::kI64;
+    case 9:
+      return DType::kBool;
+    case 10:
+      return DType::kF16;
+    case 11:
+      return DType::kF64;
+    case 16:
+      return DType::kBF16;
+    default:
+      return std::nullopt;
   }
 }
 
 int DTypeToOnnx(DType t) {
   switch (t) {
-    case DType::kF32: return 1;
-    case DType::kU8: return 2;
-    case DType::kI8: return 3;
-    case DType::kI32: return 6;
-    case DType::kI64: return 7;
-    case DType::kBool: return 9;
-    case DType::kF16: return 10;
-    case DType::kF64: return 11;
-    case DType::kBF16: return 16;
-    case DType::kInvalid: return 0;
+    case DType::kF32:
+      return 1;
+    case DType::kU8:
+      return 2;
+    case DType::kI8:
+      return 3;
+    case DType::kI32:
+      return 6;
+    case DType::kI64:
+      return 7;
+    case DType::kBool:
+      return 9;
+    case DType::kF16:
+      return 10;
+    case DType::kF64:
+      return 11;
+    case DType::kBF16:
+      return 16;
+    case DType::kInvalid:
+      return 0;
   }
   return 0;
 }
@@ -78,7 +118,10 @@ float HalfToFloat(uint16_t h) {
       bits = sign;
     } else {  // subnormal: normalise
       exp = 127 - 15 + 1;
-      while ((mant & 0x400u) == 0) { mant <<= 1; --exp; }
+      while ((mant & 0x400u) == 0) {
+        mant <<= 1;
+        --exp;
+      }
       bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
     }
   } else if (exp == 31) {

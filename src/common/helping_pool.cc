@@ -21,7 +21,8 @@ void Pause() {
 }  // namespace
 
 void HelpingPool::Job::Work() {
-  for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n; i = next.fetch_add(1, std::memory_order_relaxed)) {
+  for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n;
+       i = next.fetch_add(1, std::memory_order_relaxed)) {
     call(fn, i);
     done.fetch_add(1, std::memory_order_release);
   }

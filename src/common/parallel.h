@@ -3,10 +3,10 @@
 // parallel region. `fn(begin, end)` must be safe to call concurrently on disjoint ranges.
 #pragma once
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
-
-#include <omp.h>
 
 namespace rankd {
 
@@ -19,7 +19,7 @@ void ParallelFor(int64_t n, int64_t cost_per_item, F&& fn) {
     return;
   }
   int64_t chunks = std::min<int64_t>(n, threads);
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
+#pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static)
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
     fn(begin, end);

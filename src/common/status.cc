@@ -7,14 +7,22 @@ namespace rankd {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kNotFound: return "NOT_FOUND";
-    case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kNotFound:
+      return "NOT_FOUND";
+    case StatusCode::kUnimplemented:
+      return "UNIMPLEMENTED";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case StatusCode::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case StatusCode::kInternal:
+      return "INTERNAL";
   }
   return "UNKNOWN";
 }
@@ -35,13 +43,10 @@ Status Unimplemented(std::string m) { return Status(StatusCode::kUnimplemented, 
 Status Unavailable(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
 Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 Status DeadlineExceeded(std::string m) { return Status(StatusCode::kDeadlineExceeded, std::move(m)); }
-Status ResourceExhausted(std::string m) {
-  return Status(StatusCode::kResourceExhausted, std::move(m));
-}
+Status ResourceExhausted(std::string m) { return Status(StatusCode::kResourceExhausted, std::move(m)); }
 
 void CheckFailed(const char* file, int line, const char* condition, const std::string& message) {
-  std::fprintf(stderr, "rankd: check failed at %s:%d: %s %s\n", file, line, condition,
-               message.c_str());
+  std::fprintf(stderr, "rankd: check failed at %s:%d: %s %s\n", file, line, condition, message.c_str());
   std::abort();
 }
 

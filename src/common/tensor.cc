@@ -75,15 +75,25 @@ Tensor Tensor::Clone() const {
 
 double Tensor::ScalarAsDouble(int64_t i) const {
   switch (dtype_) {
-    case DType::kF32: return data<float>()[i];
-    case DType::kF64: return data<double>()[i];
-    case DType::kF16: return HalfToFloat(data<uint16_t>()[i]);
-    case DType::kBF16: return BF16ToFloat(data<uint16_t>()[i]);
-    case DType::kI8: return data<int8_t>()[i];
-    case DType::kU8: case DType::kBool: return data<uint8_t>()[i];
-    case DType::kI32: return data<int32_t>()[i];
-    case DType::kI64: return static_cast<double>(data<int64_t>()[i]);
-    case DType::kInvalid: break;
+    case DType::kF32:
+      return data<float>()[i];
+    case DType::kF64:
+      return data<double>()[i];
+    case DType::kF16:
+      return HalfToFloat(data<uint16_t>()[i]);
+    case DType::kBF16:
+      return BF16ToFloat(data<uint16_t>()[i]);
+    case DType::kI8:
+      return data<int8_t>()[i];
+    case DType::kU8:
+    case DType::kBool:
+      return data<uint8_t>()[i];
+    case DType::kI32:
+      return data<int32_t>()[i];
+    case DType::kI64:
+      return static_cast<double>(data<int64_t>()[i]);
+    case DType::kInvalid:
+      break;
   }
   RANKD_CHECK_MSG(false, "ScalarAsDouble on an invalid tensor");
   return 0;

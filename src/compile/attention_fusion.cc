@@ -14,9 +14,9 @@
 #include <algorithm>
 #include <optional>
 
-#include "model/ops/target_attention.h"
 #include "compile/passes.h"
 #include "compile/pattern.h"
+#include "model/ops/target_attention.h"
 
 namespace rankd {
 namespace {
@@ -82,7 +82,8 @@ std::optional<Fusion> AttentionMatcher::Match(const Node& reduce) const {
   // keys [rows, L, D] against the weight [rows, L, 1].
   int keys = -1, weight = -1;
   for (int side = 0; side < 2; ++side) {
-    const Shape *k = ShapeOf(pool->inputs[static_cast<size_t>(side)]), *w = ShapeOf(pool->inputs[static_cast<size_t>(1 - side)]);
+    const Shape *k = ShapeOf(pool->inputs[static_cast<size_t>(side)]),
+                *w = ShapeOf(pool->inputs[static_cast<size_t>(1 - side)]);
     if (k && w && *k == *pooled && (*k)[2] > 1 && *w == Shape{(*k)[0], (*k)[1], 1}) {
       keys = pool->inputs[static_cast<size_t>(side)];
       weight = pool->inputs[static_cast<size_t>(1 - side)];
@@ -97,7 +98,8 @@ std::optional<Fusion> AttentionMatcher::Match(const Node& reduce) const {
   // The attention MLP, from its last layer back to the first layer's Relu.
   std::vector<std::pair<int, int>> layers;  // (weight, bias or -1), first to last
   const Node* last = Take(s, "MatMul", absorbed);
-  if (!last || last->Has("activation") || !Weight(last->inputs[1], -1, 1) || !Bias(last->HasInput(2) ? last->inputs[2] : -1, 1)) {
+  if (!last || last->Has("activation") || !Weight(last->inputs[1], -1, 1) ||
+      !Bias(last->HasInput(2) ? last->inputs[2] : -1, 1)) {
     return std::nullopt;
   }
   layers.push_back({last->inputs[1], last->HasInput(2) ? last->inputs[2] : -1});
@@ -107,7 +109,8 @@ std::optional<Fusion> AttentionMatcher::Match(const Node& reduce) const {
     const Node* hidden = Take(h, "MatMul", taken);
     if (!hidden || hidden->GetString("activation", "") != "Relu") break;
     if (!Weight(hidden->inputs[1], -1, -1)) return std::nullopt;
-    if (!Bias(hidden->HasInput(2) ? hidden->inputs[2] : -1, graph().FindConstant(hidden->inputs[1])->dim(1))) return std::nullopt;
+    if (!Bias(hidden->HasInput(2) ? hidden->inputs[2] : -1, graph().FindConstant(hidden->inputs[1])->dim(1)))
+      return std::nullopt;
     absorbed.insert(absorbed.end(), taken.begin(), taken.end());
     layers.insert(layers.begin(), {hidden->inputs[1], hidden->HasInput(2) ? hidden->inputs[2] : -1});
     h = hidden->inputs[0];
@@ -134,7 +137,8 @@ std::optional<Fusion> AttentionMatcher::Match(const Node& reduce) const {
   for (int t : terms) {  // the cross term first: it fixes the width
     std::vector<int> taken;
     const Node* product = Take(t, "MatMul", taken);
-    if (!product || product->inputs.size() != 2 || product->Has("activation") || !Weight(product->inputs[1], dim, -1)) continue;
+    if (!product || product->inputs.size() != 2 || product->Has("activation") || !Weight(product->inputs[1], dim, -1))
+      continue;
     const Node* mul = Take(product->inputs[0], "Mul", taken);
     if (!mul || mul->inputs.size() != 2) continue;
     int q = mul->inputs[0] == keys ? mul->inputs[1] : mul->inputs[1] == keys ? mul->inputs[0] : -1;
@@ -157,8 +161,10 @@ std::optional<Fusion> AttentionMatcher::Match(const Node& reduce) const {
   for (int t : terms) {
     const Shape* ts = ShapeOf(t);
     if (!ts || t == cross_term) continue;
-    if (*ts == Shape{rows, length, width} && key_term < 0) key_term = t;
-    else if (*ts == Shape{rows, 1, width} && query_term < 0) query_term = t;
+    if (*ts == Shape{rows, length, width} && key_term < 0)
+      key_term = t;
+    else if (*ts == Shape{rows, 1, width} && query_term < 0)
+      query_term = t;
   }
   if (key_term < 0 || query_term < 0 || length == 1) return std::nullopt;
 

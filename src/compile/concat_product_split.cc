@@ -70,7 +70,8 @@ std::optional<std::vector<Node>> Splitter::Split(const Node& m) {
   int64_t rows = 0;
   for (int p : parts) {
     const Shape* s = ShapeOf(p);
-    if (p < 0 || !s || static_cast<int64_t>(s->size()) != rank || shapes_[static_cast<size_t>(p)].dtype != DType::kF32) {
+    if (p < 0 || !s || static_cast<int64_t>(s->size()) != rank ||
+        shapes_[static_cast<size_t>(p)].dtype != DType::kF32) {
       return std::nullopt;
     }
     first_row.push_back(rows);
@@ -148,7 +149,8 @@ std::optional<std::vector<Node>> Splitter::Split(const Node& m) {
   if (any_narrow && reader && reader->op == "Add" && reader->inputs.size() == 2) {
     int other = reader->inputs[0] == out ? reader->inputs[1] : reader->inputs[0];
     const Shape* bs = ShapeOf(other);
-    bool row = bs && g_.IsConstant(other) && static_cast<int64_t>(bs->size()) <= rank && !bs->empty() && bs->back() == h;
+    bool row =
+        bs && g_.IsConstant(other) && static_cast<int64_t>(bs->size()) <= rank && !bs->empty() && bs->back() == h;
     for (size_t d = 0; row && d + 1 < bs->size(); ++d) row = (*bs)[d] == 1;
     if (row && shapes_[static_cast<size_t>(other)].dtype == DType::kF32) {
       bias = other;
@@ -184,9 +186,7 @@ std::optional<std::vector<Node>> Splitter::Split(const Node& m) {
   return nodes;
 }
 
-bool IsBroadcastingBinary(const std::string& op) {
-  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div";
-}
+bool IsBroadcastingBinary(const std::string& op) { return op == "Add" || op == "Sub" || op == "Mul" || op == "Div"; }
 
 }  // namespace
 

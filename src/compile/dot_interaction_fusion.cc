@@ -18,9 +18,9 @@
 #include <iterator>
 #include <optional>
 
-#include "model/ops/dot_interaction.h"
 #include "compile/passes.h"
 #include "compile/pattern.h"
+#include "model/ops/dot_interaction.h"
 
 namespace rankd {
 namespace {
@@ -39,23 +39,19 @@ class DotInteractionMatcher : public GraphPattern {
       const int flat = end.Input(0);
       const Node* reshape = Take(flat, "Reshape", absorbed);
       if (!reshape) reshape = Take(flat, "Flatten", absorbed);
-      if (!reshape || (reshape->op == "Flatten" && reshape->GetInt("axis", 1) != 1))
-        return std::nullopt;
+      if (!reshape || (reshape->op == "Flatten" && reshape->GetInt("axis", 1) != 1)) return std::nullopt;
       products = reshape->Input(0);
       const Shape *z = ShapeOf(products), *zf = ShapeOf(flat);
-      if (!z || !zf || z->size() != 3 || *zf != Shape{(*z)[0], (*z)[1] * (*z)[2]})
-        return std::nullopt;
+      if (!z || !zf || z->size() != 3 || *zf != Shape{(*z)[0], (*z)[1] * (*z)[2]}) return std::nullopt;
       positions = end.Input(1);
-    } else if (end.op == "Transpose" &&
-               end.GetInts("perm") == std::vector<int64_t>{1, 0}) {  // indexed
+    } else if (end.op == "Transpose" && end.GetInts("perm") == std::vector<int64_t>{1, 0}) {  // indexed
       int picked = end.Input(0);
       if (const Node* keep = Take(picked, "Reshape", absorbed)) {
         if (!KeepsShape(*keep)) return std::nullopt;
         picked = keep->Input(0);
       }
       const Node* gather = Take(picked, "Gather", absorbed);
-      if (!gather || gather->NumInputs() != 2 || gather->GetInt("axis", 0) != 0)
-        return std::nullopt;
+      if (!gather || gather->NumInputs() != 2 || gather->GetInt("axis", 0) != 0) return std::nullopt;
       const Node* flatten = Take(gather->Input(0), "Flatten", absorbed);
       if (!flatten || flatten->GetInt("axis", 1) != 2) return std::nullopt;
       const Node* turn = Take(flatten->Input(0), "Transpose", absorbed);
@@ -68,17 +64,14 @@ class DotInteractionMatcher : public GraphPattern {
     // Z = MatMul(T, Transpose(T, [0, 2, 1])), T [rows, F, D], Z [rows, F, F]; besides the
     // pattern only Shape nodes may read Z (torch.onnx reads F there for the positions).
     const Node* mm = Producer(products);
-    if (!mm || mm->op != "MatMul" || mm->NumInputs() != 2 ||
-        Uses(products) != 1 + ShapeReaders(products))
+    if (!mm || mm->op != "MatMul" || mm->NumInputs() != 2 || Uses(products) != 1 + ShapeReaders(products))
       return std::nullopt;
     absorbed.push_back(static_cast<int>(mm - graph().nodes.data()));
     const int features = mm->Input(0);
     const Node* tt = Take(mm->Input(1), "Transpose", absorbed);
-    if (!tt || tt->Input(0) != features || tt->GetInts("perm") != std::vector<int64_t>{0, 2, 1})
-      return std::nullopt;
+    if (!tt || tt->Input(0) != features || tt->GetInts("perm") != std::vector<int64_t>{0, 2, 1}) return std::nullopt;
     const Shape *t = ShapeOf(features), *z = ShapeOf(products), *out = ShapeOf(end.outputs[0]);
-    if (!t || !z || !out || t->size() != 3 || *z != Shape{(*t)[0], (*t)[1], (*t)[1]})
-      return std::nullopt;
+    if (!t || !z || !out || t->size() != 3 || *z != Shape{(*t)[0], (*t)[1], (*t)[1]}) return std::nullopt;
     std::optional<Tensor> pairs = Pairs(positions, (*t)[1]);
     if (!pairs || *out != Shape{(*t)[0], pairs->dim(0)}) return std::nullopt;
     Fusion f;
@@ -99,8 +92,7 @@ class DotInteractionMatcher : public GraphPattern {
       const PlanValue* planned = Planned(positions);
       if (planned && planned->storage == PlanStorage::kConstant) p = planned->constant;
     }
-    if (!p || p->rank() != 1 || (p->dtype() != DType::kI64 && p->dtype() != DType::kI32))
-      return std::nullopt;
+    if (!p || p->rank() != 1 || (p->dtype() != DType::kI64 && p->dtype() != DType::kI32)) return std::nullopt;
     const int64_t square = fields * fields;
     Tensor pairs = Tensor::Zeros(DType::kI64, {p->size(), 2});
     for (int64_t i = 0; i < p->size(); ++i) {
@@ -123,8 +115,7 @@ class DotInteractionMatcher : public GraphPattern {
     if (n->op == "Gather" && n->NumInputs() == 2) {
       const Node* shape = Producer(n->Input(0));
       const Tensor* index = graph().FindConstant(n->Input(1));
-      if (!shape || shape->op != "Shape" || shape->Has("start") || shape->Has("end") || !index)
-        return false;
+      if (!shape || shape->op != "Shape" || shape->Has("start") || shape->Has("end") || !index) return false;
       const PlanValue* x = Planned(shape->Input(0));
       if (!x) return false;
       const int64_t rank = static_cast<int64_t>(x->shape.size());
@@ -134,11 +125,9 @@ class DotInteractionMatcher : public GraphPattern {
       }
       return true;
     }
-    static const char* const kArithmetic[] = {"Add",    "Sub",       "Mul",     "Div",
-                                              "Cast",   "Unsqueeze", "Squeeze", "Reshape",
-                                              "Concat", "Identity"};
-    if (std::none_of(std::begin(kArithmetic), std::end(kArithmetic),
-                     [&](const char* op) { return n->op == op; })) {
+    static const char* const kArithmetic[] = {"Add",       "Sub",     "Mul",     "Div",    "Cast",
+                                              "Unsqueeze", "Squeeze", "Reshape", "Concat", "Identity"};
+    if (std::none_of(std::begin(kArithmetic), std::end(kArithmetic), [&](const char* op) { return n->op == op; })) {
       return false;
     }
     for (int in : n->inputs) {
@@ -148,9 +137,8 @@ class DotInteractionMatcher : public GraphPattern {
   }
 
   int ShapeReaders(int v) const {
-    return static_cast<int>(
-        std::count_if(graph().nodes.begin(), graph().nodes.end(),
-                      [&](const Node& n) { return n.op == "Shape" && n.Input(0) == v; }));
+    return static_cast<int>(std::count_if(graph().nodes.begin(), graph().nodes.end(),
+                                          [&](const Node& n) { return n.op == "Shape" && n.Input(0) == v; }));
   }
 
   // A Reshape whose output has its input's shape at the probe's shapes, and whose target, where
@@ -171,8 +159,7 @@ class DotInteractionMatcher : public GraphPattern {
     if (concat.NumInputs() != 2) return std::nullopt;
     const int64_t axis = concat.GetInt("axis", 0);
     const Shape *dense = ShapeOf(concat.Input(0)), *out = ShapeOf(concat.outputs[0]);
-    if (!dense || !out || dense->size() != 2 || out->size() != 2 || (axis != 1 && axis != -1))
-      return std::nullopt;
+    if (!dense || !out || dense->size() != 2 || out->size() != 2 || (axis != 1 && axis != -1)) return std::nullopt;
     std::vector<int> absorbed;
     int v = concat.Input(1);
     const Node* dot = nullptr;
@@ -218,8 +205,7 @@ int FuseDotInteractions(Graph& graph, const std::vector<PlanValue>& shapes) {
                          [](const Node& n) { return n.op == "DotInteraction"; });
   };
   // Most models have no Gram product: no copy of the graph for them.
-  if (std::none_of(graph.nodes.begin(), graph.nodes.end(),
-                   [](const Node& n) { return n.op == "MatMul"; })) {
+  if (std::none_of(graph.nodes.begin(), graph.nodes.end(), [](const Node& n) { return n.op == "MatMul"; })) {
     return 0;
   }
   const auto before = count();

@@ -11,8 +11,8 @@
 #include <limits>
 #include <map>
 
-#include "model/ops/elementwise_program.h"
 #include "compile/passes.h"
+#include "model/ops/elementwise_program.h"
 
 namespace rankd {
 namespace {
@@ -20,7 +20,10 @@ namespace {
 class Fuser {
  public:
   Fuser(Graph& graph, const std::vector<PlanValue>& shapes)
-      : graph_(graph), shapes_(shapes), producers_(graph.Producers()), uses_(graph.UseCounts()),
+      : graph_(graph),
+        shapes_(shapes),
+        producers_(graph.Producers()),
+        uses_(graph.UseCounts()),
         group_(graph.nodes.size(), -1) {}
 
   int Run() {
@@ -155,7 +158,8 @@ class Fuser {
       temp_of[node.outputs[0]] = static_cast<int>(program.code.size());
       program.code.push_back(std::move(in));
     }
-    if (inputs.empty() || inputs.size() > static_cast<size_t>(kMaxFusedInputs)) return false;  // all-constant: folding's job
+    if (inputs.empty() || inputs.size() > static_cast<size_t>(kMaxFusedInputs))
+      return false;  // all-constant: folding's job
     Node& root = graph_.nodes[static_cast<size_t>(members.back())];
     Node fused;
     fused.op = "FusedElementwise";

@@ -30,7 +30,8 @@ class Matcher {
   int UnclampedIds(int value) const {
     const Node* n = Producer(value);
     if (!n) return -1;
-    if (n->op == "Clip" && n->HasInput(1) && g_.ScalarConstant(n->Input(1)) == 0.0 && !n->HasInput(2)) return n->Input(0);
+    if (n->op == "Clip" && n->HasInput(1) && g_.ScalarConstant(n->Input(1)) == 0.0 && !n->HasInput(2))
+      return n->Input(0);
     if (n->op == "Max" && n->NumInputs() == 2 && g_.ScalarConstant(n->Input(1)) == 0.0) return n->Input(0);
     if (n->op == "Relu") return n->Input(0);
     if (n->op == "Where" && g_.ScalarConstant(n->Input(2)) == 0.0) return n->Input(1);

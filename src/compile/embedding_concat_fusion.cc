@@ -100,7 +100,8 @@ class EmbeddingConcatFuser {
   // constant [R, D]: a lookup every rule below starts from.
   const Node* TableGather(int value) const {
     const Node* gather = SoleProducer(value);
-    if (!gather || gather->op != "Gather" || gather->GetInt("axis", 0) != 0 || gather->inputs.size() != 2) return nullptr;
+    if (!gather || gather->op != "Gather" || gather->GetInt("axis", 0) != 0 || gather->inputs.size() != 2)
+      return nullptr;
     const Tensor* t = graph_.FindConstant(gather->inputs[0]);
     return t && t->dtype() == DType::kF32 && t->rank() == 2 ? gather : nullptr;
   }
@@ -114,7 +115,8 @@ class EmbeddingConcatFuser {
   bool AsBag(int value, Part& part) const {
     const Node* bag = SoleProducer(value);
     if (!bag || bag->op != "EmbeddingBag") return false;
-    part = Part{bag->inputs, bag->GetString("mode", "sum") == "mean" ? 1 : 0, -1, {producers_[static_cast<size_t>(value)]}};
+    part = Part{
+        bag->inputs, bag->GetString("mode", "sum") == "mean" ? 1 : 0, -1, {producers_[static_cast<size_t>(value)]}};
     return true;
   }
 
@@ -134,7 +136,9 @@ class EmbeddingConcatFuser {
     int64_t column = c.ScalarAsInt(0);
     if (column < 0 && ids_shape[1] > 0) column += ids_shape[1];  // from the end: only of a known width
     if (column < 0 || (ids_shape[1] > 0 && column >= ids_shape[1])) return false;
-    part = Part{{table, ids}, 0, column,
+    part = Part{{table, ids},
+                0,
+                column,
                 {producers_[static_cast<size_t>(value)], producers_[static_cast<size_t>(rows->inputs[1])]}};
     return true;
   }
@@ -197,7 +201,8 @@ class EmbeddingConcatFuser {
       const std::string name = gather.name + ".ids";
       const int flat = graph_.AddValue({name, graph_.values[static_cast<size_t>(l.ids)].dtype, {-1, 1}, true});
       gather.op = "Reshape";
-      gather.inputs = {l.ids, graph_.AddConstant(name + ".shape", Tensor::FromVector<int64_t>(DType::kI64, {2}, {-1, 1}))};
+      gather.inputs = {l.ids,
+                       graph_.AddConstant(name + ".shape", Tensor::FromVector<int64_t>(DType::kI64, {2}, {-1, 1}))};
       gather.outputs = {flat};
       gather.attrs.clear();
       if (l.clip >= 0) removed_[static_cast<size_t>(l.clip)] = true;
@@ -209,7 +214,8 @@ class EmbeddingConcatFuser {
     }
     const int out = concat.outputs[0];
     const std::string name = concat.name;
-    const int rows = graph_.AddValue({graph_.values[static_cast<size_t>(out)].name + ".rows", DType::kF32, {-1, width}, true});
+    const int rows =
+        graph_.AddValue({graph_.values[static_cast<size_t>(out)].name + ".rows", DType::kF32, {-1, width}, true});
     concat.op = "ConcatEmbeddingBags";
     concat.inputs = std::move(inputs);
     concat.outputs = {rows};

@@ -6,7 +6,7 @@ namespace rankd {
 
 Status InferNode(const OpSchema& schema, InferContext& ctx) {
   // Folding and the passes' probe plans infer shapes before Backend::CheckGraph has seen the node.
-  RETURN_IF_ERROR(CheckArity(schema, ctx.node));
+  RANKD_RETURN_IF_ERROR(CheckArity(schema, ctx.node));
   ctx.outputs.assign(ctx.node.outputs.size(), TensorMeta{});
   Status s = schema.infer(ctx);
   if (!s.ok()) return s;
@@ -19,8 +19,7 @@ Status InferNode(const OpSchema& schema, InferContext& ctx) {
 }
 
 StatusOr<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<const Tensor*>& inputs,
-                                           const std::vector<int64_t>* ragged_max_lengths,
-                                           int64_t max_output_bytes) {
+                                           const std::vector<int64_t>* ragged_max_lengths, int64_t max_output_bytes) {
   const OpSchema* schema = FindOpSchema(node.op);
   const Kernel* kernel = CpuBackend().FindKernel(node.op);
   if (!schema || !kernel) return Unimplemented(node.Describe() + ": op " + node.op + " is not supported");
@@ -28,12 +27,13 @@ StatusOr<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<c
   for (const Tensor* t : inputs) {
     ctx.inputs.push_back(t ? TensorMeta{t->dtype(), t->shape(), t} : TensorMeta{});
   }
-  RETURN_IF_ERROR(InferNode(*schema, ctx));
+  RANKD_RETURN_IF_ERROR(InferNode(*schema, ctx));
   for (const TensorMeta& m : ctx.outputs) {
     if (!m.present()) continue;
     int64_t n = 1;
     for (int64_t d : m.shape) {
-      if (d != 0 && n > max_output_bytes / d) return ResourceExhausted(node.Describe() + ": output is too large to compute");
+      if (d != 0 && n > max_output_bytes / d)
+        return ResourceExhausted(node.Describe() + ": output is too large to compute");
       n *= d;
     }
     if (n * static_cast<int64_t>(DTypeSize(m.dtype)) > max_output_bytes || ctx.scratch_bytes > max_output_bytes) {
@@ -50,11 +50,11 @@ StatusOr<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<c
   Tensor scratch = ctx.scratch_bytes > 0 ? Tensor::Zeros(DType::kU8, {ctx.scratch_bytes}) : Tensor();
   std::shared_ptr<const KernelState> state;
   if (kernel->prepare) {
-    ASSIGN_OR_RETURN(state, kernel->prepare(node));
+    RANKD_ASSIGN_OR_RETURN(state, kernel->prepare(node));
   }
   KernelArgs args{node, inputs, out_ptrs, ctx.scratch_bytes > 0 ? scratch.raw() : nullptr};
   args.state = state.get();
-  RETURN_IF_ERROR(kernel->run(args));
+  RANKD_RETURN_IF_ERROR(kernel->run(args));
   return outputs;
 }
 

@@ -4,10 +4,10 @@
 
 #include <vector>
 
+#include "model/graph.h"
+#include "model/ops/op_schema.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
-#include "model/ops/op_schema.h"
-#include "model/graph.h"
 
 namespace rankd {
 

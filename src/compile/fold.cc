@@ -52,14 +52,18 @@ int RemoveDeadNodes(Graph& graph) {
   std::vector<Node> kept;
   int removed = 0;
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    if (keep[n]) kept.push_back(std::move(graph.nodes[n]));
-    else ++removed;
+    if (keep[n])
+      kept.push_back(std::move(graph.nodes[n]));
+    else
+      ++removed;
   }
   graph.nodes = std::move(kept);
   // Constants nothing reads any more (weights of removed nodes) are released.
   for (auto it = graph.constants.begin(); it != graph.constants.end();) {
-    if (!live[static_cast<size_t>(it->first)]) it = graph.constants.erase(it);
-    else ++it;
+    if (!live[static_cast<size_t>(it->first)])
+      it = graph.constants.erase(it);
+    else
+      ++it;
   }
   return removed;
 }

@@ -35,7 +35,8 @@ class GeluLowering {
     }
     const std::string approximate = gelu.GetString("approximate", "none");
     if (approximate != "none" && approximate != "tanh") {
-      return InvalidArgument(gelu.Describe() + ": approximate must be \"none\" or \"tanh\", got \"" + approximate + "\"");
+      return InvalidArgument(gelu.Describe() + ": approximate must be \"none\" or \"tanh\", got \"" + approximate +
+                             "\"");
     }
     // Names from the output's, unique in the graph (node names may be empty or repeat).
     base_ = g_.values[static_cast<size_t>(gelu.outputs[0])].name + ".gelu";

@@ -19,7 +19,8 @@ class EpilogueFuser {
       if (removed_[n]) continue;
       Node& node = g_.nodes[n];
       if (node.op == "MatMul") FuseBias(node);
-      if (TakesActivation(node) && !FuseActivation(node, "Relu") && !FuseActivation(node, "Sigmoid")) FuseGeluTanh(node);
+      if (TakesActivation(node) && !FuseActivation(node, "Relu") && !FuseActivation(node, "Sigmoid"))
+        FuseGeluTanh(node);
     }
     if (fused_ > 0) g_.EraseNodes(removed_);
     return fused_;

@@ -82,9 +82,15 @@ class Matcher {
     const Node& add = graph_.nodes[static_cast<size_t>(root)];
     if (add.op != "Add" || add.inputs.size() != 2) return false;
     int beta = -1, mul = -1, gamma = -1, div = -1;
-    if (!EitherSide(add, [&](int v) { return (mul = Producer(v, "Mul")) >= 0; }, &beta) || !Vector(beta)) return false;
+    if (!EitherSide(
+            add, [&](int v) { return (mul = Producer(v, "Mul")) >= 0; }, &beta) ||
+        !Vector(beta))
+      return false;
     const Node& m = graph_.nodes[static_cast<size_t>(mul)];
-    if (!EitherSide(m, [&](int v) { return (div = Producer(v, "Div")) >= 0; }, &gamma) || !Vector(gamma)) return false;
+    if (!EitherSide(
+            m, [&](int v) { return (div = Producer(v, "Div")) >= 0; }, &gamma) ||
+        !Vector(gamma))
+      return false;
     const Node& dv = graph_.nodes[static_cast<size_t>(div)];
     const int d = dv.Input(0);
     int sqrt = Producer(dv.Input(1), "Sqrt");
@@ -92,7 +98,10 @@ class Matcher {
     int eps_add = Producer(graph_.nodes[static_cast<size_t>(sqrt)].Input(0), "Add");
     if (eps_add < 0) return false;
     int var = -1, eps = -1;
-    if (!EitherSide(graph_.nodes[static_cast<size_t>(eps_add)], [&](int v) { return (var = Producer(v, "ReduceMean")) >= 0; }, &eps)) return false;
+    if (!EitherSide(
+            graph_.nodes[static_cast<size_t>(eps_add)], [&](int v) { return (var = Producer(v, "ReduceMean")) >= 0; },
+            &eps))
+      return false;
     const Tensor* eps_t = Constant(eps);
     if (!eps_t || eps_t->size() != 1 || !MeanOverLast(var)) return false;
     // The square: Pow(d, 2) (d read by it and the Div) or Mul(d, d) (read twice there).
@@ -112,7 +121,9 @@ class Matcher {
     if (sub < 0) return false;
     const Node& s = graph_.nodes[static_cast<size_t>(sub)];
     int mean = Producer(s.Input(1), "ReduceMean");
-    if (mean < 0 || s.Input(0) < 0 || !MeanOverLast(mean) || graph_.nodes[static_cast<size_t>(mean)].Input(0) != s.Input(0)) return false;
+    if (mean < 0 || s.Input(0) < 0 || !MeanOverLast(mean) ||
+        graph_.nodes[static_cast<size_t>(mean)].Input(0) != s.Input(0))
+      return false;
     *members = {mean, sub, square, var, eps_add, sqrt, div, mul};
     ln->op = "LayerNormalization";
     ln->name = add.name + ".layer_norm";

@@ -22,7 +22,7 @@ StatusOr<int> LowerEach(Graph& graph, const std::string& op, Lower&& lower) {
       out.push_back(std::move(node));
       continue;
     }
-    RETURN_IF_ERROR(lower(static_cast<const Node&>(node), out));
+    RANKD_RETURN_IF_ERROR(lower(static_cast<const Node&>(node), out));
     ++lowered;
   }
   graph.nodes = std::move(out);

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "rankd/status.h"
 #include "compile/plan.h"
 #include "model/graph.h"
+#include "rankd/status.h"
 
 namespace rankd {
 
@@ -128,9 +128,9 @@ Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_in
 // What HoistUserSide did, for `rankd inspect`.
 struct HoistReport {
   bool hoisted = false;
-  std::string why_not;         // when not hoisted
-  int user_nodes = 0;          // nodes that run once per user
-  int user_compute_nodes = 0;  // of those, the ones that compute (lookups, products, arithmetic)
+  std::string why_not;                // when not hoisted
+  int user_nodes = 0;                 // nodes that run once per user
+  int user_compute_nodes = 0;         // of those, the ones that compute (lookups, products, arithmetic)
   std::vector<std::string> gathered;  // the per-user values gathered to the candidates
 };
 

@@ -41,8 +41,8 @@ StatusOr<std::shared_ptr<const Plan>> Plan::Build(const Graph& graph, const std:
     const OpSchema* schema = FindOpSchema(node.op);
     const Kernel* kernel = options.backend->FindKernel(node.op);
     if (!schema || !kernel || !kernel->run) {
-      return Unimplemented(node.Describe() + ": op " + node.op + " is not supported by the " +
-                           options.backend->name() + " backend");
+      return Unimplemented(node.Describe() + ": op " + node.op + " is not supported by the " + options.backend->name() +
+                           " backend");
     }
     InferContext ctx{node, {}, {}, 0, &options.ragged_max_lengths};
     bool all_known = true;
@@ -56,7 +56,7 @@ StatusOr<std::shared_ptr<const Plan>> Plan::Build(const Graph& graph, const std:
       ctx.inputs.push_back({v.dtype, v.shape, v.storage == PlanStorage::kConstant ? v.constant : nullptr});
       all_known = all_known && v.storage == PlanStorage::kConstant;
     }
-    RETURN_IF_ERROR(InferNode(*schema, ctx));
+    RANKD_RETURN_IF_ERROR(InferNode(*schema, ctx));
     if (all_known || node.op == "Shape") {
       // Computable now: fold it. Shape needs only the input's shape, so it gets a data-less view.
       std::vector<Tensor> metas;
@@ -66,7 +66,7 @@ StatusOr<std::shared_ptr<const Plan>> Plan::Build(const Graph& graph, const std:
         metas.push_back(m.value ? *m.value : Tensor::View(m.dtype, m.shape, nullptr));
         in_ptrs.push_back(m.present() ? &metas.back() : nullptr);
       }
-      ASSIGN_OR_RETURN(std::vector<Tensor> outs, EvaluateNode(node, in_ptrs, &options.ragged_max_lengths));
+      RANKD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, EvaluateNode(node, in_ptrs, &options.ragged_max_lengths));
       for (size_t o = 0; o < outs.size(); ++o) {
         int id = node.outputs[o];
         if (id < 0) continue;
@@ -88,8 +88,10 @@ StatusOr<std::shared_ptr<const Plan>> Plan::Build(const Graph& graph, const std:
       if (id < 0) continue;
       int64_t elems = 1;
       for (int64_t d : ctx.outputs[o].shape) {
-        if (d != 0 && elems > options.max_workspace_bytes / d) elems = options.max_workspace_bytes + 1;
-        else elems *= d;
+        if (d != 0 && elems > options.max_workspace_bytes / d)
+          elems = options.max_workspace_bytes + 1;
+        else
+          elems *= d;
       }
       if (elems * static_cast<int64_t>(DTypeSize(ctx.outputs[o].dtype)) > options.max_workspace_bytes) {
         return ResourceExhausted(node.Describe() + ": output " + ShapeToString(ctx.outputs[o].shape) + " is too large");
@@ -108,11 +110,11 @@ StatusOr<std::shared_ptr<const Plan>> Plan::Build(const Graph& graph, const std:
     }
     if (!step.kernel) continue;
     if (kernel->prepare) {
-      ASSIGN_OR_RETURN(step.state, kernel->prepare(node));
+      RANKD_ASSIGN_OR_RETURN(step.state, kernel->prepare(node));
     }
     plan->steps_.push_back(std::move(step));
   }
-  RETURN_IF_ERROR(plan->AssignMemory(options.max_workspace_bytes, options.backend->SeparateRoomBytes()));
+  RANKD_RETURN_IF_ERROR(plan->AssignMemory(options.max_workspace_bytes, options.backend->SeparateRoomBytes()));
   return std::shared_ptr<const Plan>(plan);
 }
 
@@ -153,7 +155,10 @@ Status Plan::AssignMemory(int64_t max_workspace_bytes, int64_t separate_room_byt
   }
   for (int out : g.outputs) last[static_cast<size_t>(root(out))] = end;
 
-  struct Block { int64_t bytes, first, last; int64_t* offset; };
+  struct Block {
+    int64_t bytes, first, last;
+    int64_t* offset;
+  };
   std::vector<Block> blocks;
   for (size_t id = 0; id < values_.size(); ++id) {
     PlanValue& v = values_[id];

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "rankd/status.h"
-#include "model/ops/op_schema.h"
 #include "model/graph.h"
+#include "model/ops/op_schema.h"
+#include "rankd/status.h"
 
 namespace rankd {
 
@@ -42,8 +42,8 @@ struct PlanStep {
   int node = -1;
   KernelFn kernel = nullptr;
   std::shared_ptr<const KernelState> state;  // the kernel's prepared state, when it has a prepare
-  std::vector<int> inputs;   // value ids, -1 for omitted
-  std::vector<int> outputs;  // value ids, -1 for omitted
+  std::vector<int> inputs;                   // value ids, -1 for omitted
+  std::vector<int> outputs;                  // value ids, -1 for omitted
   int64_t scratch_offset = -1;
   int64_t scratch_bytes = 0;
 };
@@ -51,8 +51,7 @@ struct PlanStep {
 class Plan {
  public:
   // `inputs` gives the dtype and shape of each graph input, in graph order.
-  static StatusOr<std::shared_ptr<const Plan>> Build(const Graph& graph,
-                                                     const std::vector<TensorMeta>& inputs,
+  static StatusOr<std::shared_ptr<const Plan>> Build(const Graph& graph, const std::vector<TensorMeta>& inputs,
                                                      const PlanOptions& options = {});
 
   const Graph& graph() const { return *graph_; }

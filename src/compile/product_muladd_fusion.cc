@@ -8,8 +8,7 @@ namespace rankd {
 namespace {
 
 const PlanValue* ShapeOf(const std::vector<PlanValue>& shapes, int v) {
-  return v >= 0 && static_cast<size_t>(v) < shapes.size() ? &shapes[static_cast<size_t>(v)]
-                                                          : nullptr;
+  return v >= 0 && static_cast<size_t>(v) < shapes.size() ? &shapes[static_cast<size_t>(v)] : nullptr;
 }
 
 // A Gemm, or a MatMul by a constant matrix, with no epilogue of this kind yet.
@@ -40,8 +39,7 @@ int FuseProductMulAdds(Graph& graph, const std::vector<PlanValue>& shapes) {
     for (int side = 0; side < 2; ++side) {
       const int product = muladd.inputs[static_cast<size_t>(side)];
       const int p = producers[static_cast<size_t>(product)];
-      if (p < 0 || removed[static_cast<size_t>(p)] || uses[static_cast<size_t>(product)] != 1)
-        continue;
+      if (p < 0 || removed[static_cast<size_t>(p)] || uses[static_cast<size_t>(product)] != 1) continue;
       const Node& node = graph.nodes[static_cast<size_t>(p)];
       if (!IsWeightProduct(graph, node, shapes)) continue;
       // The product moves to the MulAdd's place, after every value it now reads.

@@ -10,7 +10,8 @@ Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_in
     const std::string& name = ragged_inputs[k];
     int ids = graph.FindValue(name);
     auto pos = std::find(graph.inputs.begin(), graph.inputs.end(), ids);
-    if (ids < 0 || pos == graph.inputs.end()) return InvalidArgument("ragged input '" + name + "' is not a model input");
+    if (ids < 0 || pos == graph.inputs.end())
+      return InvalidArgument("ragged input '" + name + "' is not a model input");
     DType dtype = graph.values[static_cast<size_t>(ids)].dtype;
     int values = graph.AddValue({name + ".values", dtype, {-1}, true});
     int offsets = graph.AddValue({name + ".offsets", DType::kI64, {-1}, true});

@@ -17,9 +17,9 @@
 // shapes; every intermediate must be read only inside the pattern.
 #include <optional>
 
-#include "model/ops/softmax_attention.h"
 #include "compile/passes.h"
 #include "compile/pattern.h"
+#include "model/ops/softmax_attention.h"
 
 namespace rankd {
 namespace {
@@ -125,7 +125,8 @@ int64_t SoftmaxAttentionMatcher::ConstantHeads(int target) const {
   return h && h->size() == 1 ? h->ScalarAsInt(0) : 0;
 }
 
-std::pair<int, int64_t> SoftmaxAttentionMatcher::Unhead(int v, const std::vector<int64_t>& perm, std::vector<int>& absorbed) const {
+std::pair<int, int64_t> SoftmaxAttentionMatcher::Unhead(int v, const std::vector<int64_t>& perm,
+                                                        std::vector<int>& absorbed) const {
   std::vector<int> taken;
   const Node* transpose = Take(v, "Transpose", taken);
   if (!transpose || transpose->GetInts("perm") != perm) return {-1, 0};
@@ -134,8 +135,8 @@ std::pair<int, int64_t> SoftmaxAttentionMatcher::Unhead(int v, const std::vector
   const int x = reshape->inputs[0];
   const Shape *xs = ShapeOf(x), *rs = ShapeOf(reshape->outputs[0]);
   const int64_t heads = ConstantHeads(reshape->inputs[1]);
-  if (!xs || !rs || xs->size() != 3 || rs->size() != 4 || (*rs)[0] != (*xs)[0] || (*rs)[1] != (*xs)[1] ||
-      heads < 1 || (*rs)[2] != heads || heads * (*rs)[3] != (*xs)[2]) {
+  if (!xs || !rs || xs->size() != 3 || rs->size() != 4 || (*rs)[0] != (*xs)[0] || (*rs)[1] != (*xs)[1] || heads < 1 ||
+      (*rs)[2] != heads || heads * (*rs)[3] != (*xs)[2]) {
     return {-1, 0};
   }
   absorbed.insert(absorbed.end(), taken.begin(), taken.end());
@@ -177,13 +178,15 @@ std::optional<Scores> SoftmaxAttentionMatcher::OneHead(const Node& end, Node& no
   const Node* kt = Take(qk->inputs[1], "Transpose", absorbed);
   if (!kt || kt->GetInts("perm") != std::vector<int64_t>{0, 2, 1}) return std::nullopt;
   const Shape *qs = ShapeOf(qk->inputs[0]), *ks = ShapeOf(kt->inputs[0]);
-  if (!qs || !ks || qs->size() != 3 || ks->size() != 3 || (*ks)[0] != (*vs)[0] || (*ks)[1] != (*vs)[1]) return std::nullopt;
+  if (!qs || !ks || qs->size() != 3 || ks->size() != 3 || (*ks)[0] != (*vs)[0] || (*ks)[1] != (*vs)[1])
+    return std::nullopt;
   node.inputs = {qk->inputs[0], kt->inputs[0], end.inputs[1]};
   return scores;
 }
 
 std::optional<Scores> SoftmaxAttentionMatcher::Pooling(const Node& end, Node& node, std::vector<int>& absorbed) const {
-  if (end.op != "ReduceSum" || end.GetInt("keepdims", 1) != 0 || Axes(end, 3) != std::vector<int64_t>{1}) return std::nullopt;
+  if (end.op != "ReduceSum" || end.GetInt("keepdims", 1) != 0 || Axes(end, 3) != std::vector<int64_t>{1})
+    return std::nullopt;
   const Node* mul = Take(end.inputs[0], "Mul", absorbed);
   if (!mul || mul->inputs.size() != 2) return std::nullopt;
   for (int side = 0; side < 2; ++side) {
@@ -201,7 +204,8 @@ std::optional<Scores> SoftmaxAttentionMatcher::Pooling(const Node& end, Node& no
     const Node* column = Take(qk->inputs[1], "Unsqueeze", taken);
     if (!column || Axes(*column, 3) != std::vector<int64_t>{2}) return std::nullopt;
     const Shape *qs = ShapeOf(column->inputs[0]), *ks = ShapeOf(qk->inputs[0]);
-    if (!qs || !ks || qs->size() != 2 || ks->size() != 3 || (*ks)[0] != (*vs)[0] || (*ks)[1] != (*vs)[1]) return std::nullopt;
+    if (!qs || !ks || qs->size() != 2 || ks->size() != 3 || (*ks)[0] != (*vs)[0] || (*ks)[1] != (*vs)[1])
+      return std::nullopt;
     absorbed.insert(absorbed.end(), taken.begin(), taken.end());
     node.inputs = {column->inputs[0], qk->inputs[0], values};
     return scores;
@@ -213,7 +217,8 @@ std::optional<Fusion> SoftmaxAttentionMatcher::Match(const Node& end) const {
   if (end.outputs.size() != 1) return std::nullopt;
   Fusion f;
   std::optional<Scores> s;
-  for (auto form : {&SoftmaxAttentionMatcher::Heads, &SoftmaxAttentionMatcher::OneHead, &SoftmaxAttentionMatcher::Pooling}) {
+  for (auto form :
+       {&SoftmaxAttentionMatcher::Heads, &SoftmaxAttentionMatcher::OneHead, &SoftmaxAttentionMatcher::Pooling}) {
     f.absorbed.clear();
     f.node = Node{};
     if ((s = (this->*form)(end, f.node, f.absorbed))) break;

@@ -37,7 +37,8 @@ class SplitLowering {
   }
 
   Status Lower(const Node& split, std::vector<Node>& out) {
-    if (!split.HasInput(0) || split.outputs.empty()) return InvalidArgument(split.Describe() + ": needs an input and outputs");
+    if (!split.HasInput(0) || split.outputs.empty())
+      return InvalidArgument(split.Describe() + ": needs an input and outputs");
     const int x = split.inputs[0];
     const int64_t axis = split.GetInt("axis", 0);
     const int64_t n = static_cast<int64_t>(split.outputs.size());
@@ -77,9 +78,11 @@ class SplitLowering {
       }
     }
     for (int64_t i = 0; i < n; ++i) {
-      const Node slice{"Slice", base + ".part" + std::to_string(i),
+      const Node slice{"Slice",
+                       base + ".part" + std::to_string(i),
                        {x, bounds[static_cast<size_t>(i)], bounds[static_cast<size_t>(i + 1)], axes},
-                       {split.outputs[static_cast<size_t>(i)]}, {}};
+                       {split.outputs[static_cast<size_t>(i)]},
+                       {}};
       out.push_back(slice);
     }
     return Status::Ok();

@@ -46,7 +46,8 @@ class TableMerger {
   int Run() {
     int merged = 0;
     for (Node& node : graph_.nodes) {
-      if (node.op == "ConcatEmbeddingBags" && !node.Has("floors")) merged += Merge(node);  // (floors: ids clipped, not shared)
+      if (node.op == "ConcatEmbeddingBags" && !node.Has("floors"))
+        merged += Merge(node);  // (floors: ids clipped, not shared)
     }
     return merged;
   }
@@ -72,7 +73,8 @@ class TableMerger {
 
   // Merges the runs of parts sharing ids in `node`; returns how many tables went into others.
   int Merge(Node& node) {
-    std::vector<int64_t> counts = node.GetInts("parts"), modes = node.GetInts("modes"), columns = node.GetInts("columns");
+    std::vector<int64_t> counts = node.GetInts("parts"), modes = node.GetInts("modes"),
+                         columns = node.GetInts("columns");
     std::vector<Part> parts;
     size_t first = 0;
     for (size_t p = 0; p < counts.size(); ++p) {

@@ -14,8 +14,10 @@ int StoreTablesAs(Graph& graph, DType dtype) {
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       int v = n.inputs[i];
       if (v < 0) continue;
-      if (n.op == "EmbeddingBag" && i == 0) bag_table[static_cast<size_t>(v)] = true;
-      else table_only[static_cast<size_t>(v)] = false;
+      if (n.op == "EmbeddingBag" && i == 0)
+        bag_table[static_cast<size_t>(v)] = true;
+      else
+        table_only[static_cast<size_t>(v)] = false;
     }
   }
   for (int out : graph.outputs) table_only[static_cast<size_t>(out)] = false;

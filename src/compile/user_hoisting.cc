@@ -35,19 +35,22 @@ struct Info {
 
 const std::set<std::string>& ElementwiseOps() {
   static const std::set<std::string> ops = {
-      "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Where", "Equal", "Greater", "GreaterOrEqual",
-      "Less", "LessOrEqual", "And", "Or", "Xor", "Not", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
-      "Reciprocal", "Neg", "Abs", "Erf", "Clip", "Cast", "Identity", "Softplus", "LeakyRelu", "Gelu",
-      "HardSigmoid", "Sign", "Floor", "Ceil", "Round", "IsNaN", "IsInf", "Elu", "Selu", "Sin", "Cos", "Dropout",
-      "MulAdd", "FusedElementwise"};
+      "Add",        "Sub",         "Mul",       "Div",     "Pow",         "Max",
+      "Min",        "Mod",         "Where",     "Equal",   "Greater",     "GreaterOrEqual",
+      "Less",       "LessOrEqual", "And",       "Or",      "Xor",         "Not",
+      "Relu",       "Sigmoid",     "Tanh",      "Exp",     "Log",         "Sqrt",
+      "Reciprocal", "Neg",         "Abs",       "Erf",     "Clip",        "Cast",
+      "Identity",   "Softplus",    "LeakyRelu", "Gelu",    "HardSigmoid", "Sign",
+      "Floor",      "Ceil",        "Round",     "IsNaN",   "IsInf",       "Elu",
+      "Selu",       "Sin",         "Cos",       "Dropout", "MulAdd",      "FusedElementwise"};
   return ops;
 }
 
 // Ops that only move or relabel data: a user side made only of these saves nothing.
 const std::set<std::string>& MovementOps() {
-  static const std::set<std::string> ops = {"Shape", "Identity", "Cast", "Reshape", "Unsqueeze", "Squeeze",
-                                            "Flatten", "Transpose", "Concat", "Slice", "Split", "RaggedToPadded",
-                                            "Expand", "Dropout"};
+  static const std::set<std::string> ops = {"Shape",   "Identity",       "Cast",      "Reshape", "Unsqueeze",
+                                            "Squeeze", "Flatten",        "Transpose", "Concat",  "Slice",
+                                            "Split",   "RaggedToPadded", "Expand",    "Dropout"};
   return ops;
 }
 
@@ -205,7 +208,9 @@ std::optional<std::vector<Info>> Hoister::RowsRule(const Node& n) const {
   if (op == "Concat" || op == "Split" || op == "Softmax" || op == "LogSoftmax" || op == "Flatten" ||
       op == "LayerNormalization") {
     // Off the row axis, every rows input (Concat: all of them) and free parameters.
-    int64_t axis = Normalize(n.GetInt("axis", op == "Concat" || op == "Split" ? 0 : op == "LayerNormalization" ? -1 : 1),
+    int64_t axis = Normalize(n.GetInt("axis", op == "Concat" || op == "Split" ? 0
+                                              : op == "LayerNormalization"    ? -1
+                                                                              : 1),
                              Rank(in(0)));
     if (axis < 1) return std::nullopt;
     for (int i = 0; i < n.NumInputs(); ++i) {

@@ -19,11 +19,12 @@ Status FillTyped(const Field& field, int64_t n, Tensor& t, const std::string& na
   for (int64_t i = 0; i < n; ++i) {
     if constexpr (std::is_same_v<T, int32_t> && std::is_same_v<typename Field::value_type, int64_t>) {
       t.data<T>()[i] = NarrowId(field.Get(static_cast<int>(i)));
-    } else if constexpr ((std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>) &&
-                         !std::is_same_v<typename Field::value_type, bool>) {
+    } else if constexpr ((std::is_same_v<T, int8_t> ||
+                          std::is_same_v<T, uint8_t>)&&!std::is_same_v<typename Field::value_type, bool>) {
       auto v = field.Get(static_cast<int>(i));
       if (std::cmp_less(v, std::numeric_limits<T>::min()) || std::cmp_greater(v, std::numeric_limits<T>::max())) {
-        return InvalidArgument("input '" + name + "': value " + std::to_string(v) + " is out of range for its datatype");
+        return InvalidArgument("input '" + name + "': value " + std::to_string(v) +
+                               " is out of range for its datatype");
       }
       t.data<T>()[i] = static_cast<T>(v);
     } else {
@@ -36,14 +37,21 @@ Status FillTyped(const Field& field, int64_t n, Tensor& t, const std::string& na
 // How many typed values `contents` holds for `dtype` (-1: the datatype has no typed field here).
 int64_t TypedCount(const inference::InferTensorContents& c, DType dtype) {
   switch (dtype) {
-    case DType::kF32: return c.fp32_contents_size();
-    case DType::kF64: return c.fp64_contents_size();
-    case DType::kI64: return c.int64_contents_size();
+    case DType::kF32:
+      return c.fp32_contents_size();
+    case DType::kF64:
+      return c.fp64_contents_size();
+    case DType::kI64:
+      return c.int64_contents_size();
     case DType::kI32:
-    case DType::kI8: return c.int_contents_size();
-    case DType::kU8: return c.uint_contents_size();
-    case DType::kBool: return c.bool_contents_size();
-    default: return -1;
+    case DType::kI8:
+      return c.int_contents_size();
+    case DType::kU8:
+      return c.uint_contents_size();
+    case DType::kBool:
+      return c.bool_contents_size();
+    default:
+      return -1;
   }
 }
 
@@ -90,7 +98,8 @@ StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest&
         if (comma == std::string::npos) break;
         pos = comma + 1;
       }
-      if (shape.size() != 1) return InvalidArgument("input '" + in.name() + "': with lengths, shape must be [number of values]");
+      if (shape.size() != 1)
+        return InvalidArgument("input '" + in.name() + "': with lengths, shape must be [number of values]");
     }
     // The values present are checked against the declared shape before anything is allocated.
     if (raw) {
@@ -115,18 +124,33 @@ StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest&
         std::memcpy(x.data.raw(), bytes.data(), bytes.size());
       }
     } else if (x.ids_in_32_bits) {
-      RETURN_IF_ERROR(FillTyped<int32_t>(in.contents().int64_contents(), n, x.data, x.name));
+      RANKD_RETURN_IF_ERROR(FillTyped<int32_t>(in.contents().int64_contents(), n, x.data, x.name));
     } else {
       const auto& c = in.contents();
       switch (*dtype) {
-        case DType::kF32: RETURN_IF_ERROR(FillTyped<float>(c.fp32_contents(), n, x.data, x.name)); break;
-        case DType::kF64: RETURN_IF_ERROR(FillTyped<double>(c.fp64_contents(), n, x.data, x.name)); break;
-        case DType::kI64: RETURN_IF_ERROR(FillTyped<int64_t>(c.int64_contents(), n, x.data, x.name)); break;
-        case DType::kI32: RETURN_IF_ERROR(FillTyped<int32_t>(c.int_contents(), n, x.data, x.name)); break;
-        case DType::kI8: RETURN_IF_ERROR(FillTyped<int8_t>(c.int_contents(), n, x.data, x.name)); break;
-        case DType::kU8: RETURN_IF_ERROR(FillTyped<uint8_t>(c.uint_contents(), n, x.data, x.name)); break;
-        case DType::kBool: RETURN_IF_ERROR(FillTyped<uint8_t>(c.bool_contents(), n, x.data, x.name)); break;
-        default: return InvalidArgument("input '" + in.name() + "': unsupported datatype");
+        case DType::kF32:
+          RANKD_RETURN_IF_ERROR(FillTyped<float>(c.fp32_contents(), n, x.data, x.name));
+          break;
+        case DType::kF64:
+          RANKD_RETURN_IF_ERROR(FillTyped<double>(c.fp64_contents(), n, x.data, x.name));
+          break;
+        case DType::kI64:
+          RANKD_RETURN_IF_ERROR(FillTyped<int64_t>(c.int64_contents(), n, x.data, x.name));
+          break;
+        case DType::kI32:
+          RANKD_RETURN_IF_ERROR(FillTyped<int32_t>(c.int_contents(), n, x.data, x.name));
+          break;
+        case DType::kI8:
+          RANKD_RETURN_IF_ERROR(FillTyped<int8_t>(c.int_contents(), n, x.data, x.name));
+          break;
+        case DType::kU8:
+          RANKD_RETURN_IF_ERROR(FillTyped<uint8_t>(c.uint_contents(), n, x.data, x.name));
+          break;
+        case DType::kBool:
+          RANKD_RETURN_IF_ERROR(FillTyped<uint8_t>(c.bool_contents(), n, x.data, x.name));
+          break;
+        default:
+          return InvalidArgument("input '" + in.name() + "': unsupported datatype");
       }
     }
     if (!x.lengths.empty()) SumLengths(x);  // while they are in cache: no model passes over them again
@@ -139,8 +163,10 @@ StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest&
         value.int64_param() > (key == "priority" ? 1000000 : int64_t{1} << 40)) {
       return InvalidArgument("parameter '" + key + "' must be a non-negative int64");
     }
-    if (key == "priority") r.priority = static_cast<int>(value.int64_param());
-    else r.timeout_us = value.int64_param();
+    if (key == "priority")
+      r.priority = static_cast<int>(value.int64_param());
+    else
+      r.timeout_us = value.int64_param();
   }
   return r;
 }

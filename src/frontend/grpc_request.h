@@ -7,7 +7,6 @@
 #include <cstdint>
 
 #include "grpc_service.pb.h"
-
 #include "rankd/status.h"
 #include "serving/model.h"
 

@@ -1,5 +1,7 @@
 #include "frontend/grpc_server.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -7,11 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
-#include "grpc_service.grpc.pb.h"
-
 #include "frontend/grpc_request.h"
+#include "grpc_service.grpc.pb.h"
 
 namespace rankd {
 namespace {
@@ -23,13 +22,26 @@ grpc::Status ToGrpc(const Status& s) {
   if (s.ok()) return grpc::Status::OK;
   grpc::StatusCode code = grpc::StatusCode::INTERNAL;
   switch (s.code()) {
-    case StatusCode::kInvalidArgument: code = grpc::StatusCode::INVALID_ARGUMENT; break;
-    case StatusCode::kNotFound: code = grpc::StatusCode::NOT_FOUND; break;
-    case StatusCode::kUnimplemented: code = grpc::StatusCode::UNIMPLEMENTED; break;
-    case StatusCode::kUnavailable: code = grpc::StatusCode::UNAVAILABLE; break;
-    case StatusCode::kDeadlineExceeded: code = grpc::StatusCode::DEADLINE_EXCEEDED; break;
-    case StatusCode::kResourceExhausted: code = grpc::StatusCode::RESOURCE_EXHAUSTED; break;
-    default: break;
+    case StatusCode::kInvalidArgument:
+      code = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case StatusCode::kNotFound:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
+    case StatusCode::kUnimplemented:
+      code = grpc::StatusCode::UNIMPLEMENTED;
+      break;
+    case StatusCode::kUnavailable:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    case StatusCode::kDeadlineExceeded:
+      code = grpc::StatusCode::DEADLINE_EXCEEDED;
+      break;
+    case StatusCode::kResourceExhausted:
+      code = grpc::StatusCode::RESOURCE_EXHAUSTED;
+      break;
+    default:
+      break;
   }
   return grpc::Status(code, s.message());
 }
@@ -101,7 +113,8 @@ class GrpcServer::Impl {
     int max_message = static_cast<int>(std::min<int64_t>(options_.max_message_bytes, INT32_MAX));
     builder.SetMaxReceiveMessageSize(max_message);
     builder.SetMaxSendMessageSize(max_message);
-    int threads = options_.threads > 0 ? options_.threads : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+    int threads =
+        options_.threads > 0 ? options_.threads : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
     for (int i = 0; i < threads; ++i) queues_.push_back(builder.AddCompletionQueue());
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {
@@ -134,10 +147,10 @@ class GrpcServer::Impl {
   void Arm(grpc::ServerCompletionQueue* cq) {
     using namespace inference;
     Service* s = &service_;
-#define RANKD_GRPC_ARM(RPC, HANDLER)                                                                       \
-  Call<RPC##Request, RPC##Response>::Start(                                                               \
+#define RANKD_GRPC_ARM(RPC, HANDLER)                                                                          \
+  Call<RPC##Request, RPC##Response>::Start(                                                                   \
       [s, cq](grpc::ServerContext* ctx, RPC##Request* req, grpc::ServerAsyncResponseWriter<RPC##Response>* w, \
-              void* tag) { s->Request##RPC(ctx, req, w, cq, cq, tag); },                                  \
+              void* tag) { s->Request##RPC(ctx, req, w, cq, cq, tag); },                                      \
       [this](const RPC##Request& req, RPC##Response& resp) { return HANDLER(req, resp); })
     RANKD_GRPC_ARM(ServerLive, ServerLive);
     RANKD_GRPC_ARM(ServerReady, ServerReady);
@@ -202,7 +215,8 @@ class GrpcServer::Impl {
     auto v = ParseModelVersion(q.model_version());
     if (!v.ok()) return ToGrpc(v.status());
     Status s = infer_.Infer(
-        q.model_name(), *v, received, [&](const Model& model) { return InferRequestFromProto(q, options_.max_elements, model); },
+        q.model_name(), *v, received,
+        [&](const Model& model) { return InferRequestFromProto(q, options_.max_elements, model); },
         [&](const Model& model, const InferRequest& req, const std::vector<InferOutput>& outputs) {
           r.set_model_name(model.name());
           r.set_model_version(std::to_string(model.version()));
@@ -228,7 +242,8 @@ class GrpcServer::Impl {
     }
     return grpc::Status::OK;
   }
-  grpc::Status RepositoryModelLoad(const inference::RepositoryModelLoadRequest& q, inference::RepositoryModelLoadResponse&) {
+  grpc::Status RepositoryModelLoad(const inference::RepositoryModelLoadRequest& q,
+                                   inference::RepositoryModelLoadResponse&) {
     return ToGrpc(infer_.repository().Load(q.model_name()));
   }
   grpc::Status RepositoryModelUnload(const inference::RepositoryModelUnloadRequest& q,
@@ -255,7 +270,7 @@ void GrpcServer::Stop(std::chrono::milliseconds drain) { impl_->Stop(drain); }
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options, InferService& service,
                                                         std::function<bool()> ready) {
   auto impl = std::make_unique<Impl>(options, service, std::move(ready));
-  RETURN_IF_ERROR(impl->Start());
+  RANKD_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
 }
 

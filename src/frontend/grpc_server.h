@@ -18,11 +18,11 @@ namespace rankd {
 
 struct GrpcServerOptions {
   std::string address = "0.0.0.0";
-  int port = 8001;  // 0 picks a free port
-  int threads = 0;  // 0: the number of cores
+  int port = 8001;                                // 0 picks a free port
+  int threads = 0;                                // 0: the number of cores
   int64_t max_message_bytes = int64_t{64} << 20;  // above 2 GiB - 1, gRPC's largest
-  bool reuse_port = false;  // SO_REUSEPORT: let other processes listen on the same port
-  int64_t max_elements = int64_t{1} << 26;  // per input
+  bool reuse_port = false;                        // SO_REUSEPORT: let other processes listen on the same port
+  int64_t max_elements = int64_t{1} << 26;        // per input
 };
 
 class GrpcServer {

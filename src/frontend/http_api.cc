@@ -43,14 +43,22 @@ std::vector<std::string> SplitPath(const std::string& target) {
 
 int HttpStatusFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return 200;
-    case StatusCode::kInvalidArgument: return 400;
-    case StatusCode::kUnimplemented: return 400;
-    case StatusCode::kResourceExhausted: return 400;
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kUnavailable: return 503;
-    case StatusCode::kDeadlineExceeded: return 504;
-    case StatusCode::kInternal: return 500;
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kUnimplemented:
+      return 400;
+    case StatusCode::kResourceExhausted:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kDeadlineExceeded:
+      return 504;
+    case StatusCode::kInternal:
+      return 500;
   }
   return 500;
 }
@@ -60,7 +68,9 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) {
   const std::string& m = request.method;
   if (p.empty() || p[0] != "v2") return Error(NotFound("no route for " + m + " " + request.target));
   if (p.size() == 1 && m == "GET") {
-    return Json(200, {{"name", "rankd"}, {"version", kServerVersion}, {"extensions", {"model_repository", "binary_tensor_data"}}});
+    return Json(
+        200,
+        {{"name", "rankd"}, {"version", kServerVersion}, {"extensions", {"model_repository", "binary_tensor_data"}}});
   }
   if (p.size() == 3 && p[1] == "health" && m == "GET") {
     if (p[2] == "live") return Json(200, json::object());
@@ -96,7 +106,8 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) {
     }
     return Json(200, index);
   }
-  if (p.size() == 5 && p[1] == "repository" && p[2] == "models" && m == "POST" && (p[4] == "load" || p[4] == "unload")) {
+  if (p.size() == 5 && p[1] == "repository" && p[2] == "models" && m == "POST" &&
+      (p[4] == "load" || p[4] == "unload")) {
     Status s = p[4] == "load" ? repository_.Load(p[3]) : repository_.Unload(p[3]);
     return s.ok() ? Json(200, json::object()) : Error(s);
   }
@@ -137,8 +148,8 @@ HttpResponse HttpApi::Infer(const HttpRequest& request, const std::string& name,
   Status s = service_.Infer(
       name, version, request.received,
       [&](const Model& model) -> StatusOr<InferRequest> {
-        ASSIGN_OR_RETURN(BinaryBody parts, SplitBinaryBody(request));
-        ASSIGN_OR_RETURN(parsed, ParseInferRequest(parts.json, parts.binary, limits_, &model));
+        RANKD_ASSIGN_OR_RETURN(BinaryBody parts, SplitBinaryBody(request));
+        RANKD_ASSIGN_OR_RETURN(parsed, ParseInferRequest(parts.json, parts.binary, limits_, &model));
         return std::move(parsed.request);
       },
       [&](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {

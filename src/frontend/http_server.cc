@@ -29,8 +29,9 @@ class HttpServer::Impl {
       : options_(options),
         handler_(std::move(handler)),
         acceptor_(io_),
-        workers_(static_cast<size_t>(options.worker_threads > 0 ? options.worker_threads
-                                                                  : std::max(8u, 2 * std::thread::hardware_concurrency()))) {}
+        workers_(static_cast<size_t>(options.worker_threads > 0
+                                         ? options.worker_threads
+                                         : std::max(8u, 2 * std::thread::hardware_concurrency()))) {}
 
   Status Listen() {
     beast::error_code ec;
@@ -41,7 +42,9 @@ class HttpServer::Impl {
     if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_.bind(endpoint, ec);
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) return Unavailable("cannot listen on " + options_.address + ":" + std::to_string(options_.port) + ": " + ec.message());
+    if (ec)
+      return Unavailable("cannot listen on " + options_.address + ":" + std::to_string(options_.port) + ": " +
+                         ec.message());
     port_ = acceptor_.local_endpoint().port();
     Accept();
     for (int i = 0; i < std::max(1, options_.io_threads); ++i) io_threads_.emplace_back([this] { io_.run(); });
@@ -176,7 +179,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     keep_alive_ = req.keep_alive();
     HttpRequest request = ToHttpRequest(std::move(req));
     request.received = std::chrono::steady_clock::now();
-    server_.last_read_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(request.received.time_since_epoch()).count();
+    server_.last_read_ns_ =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(request.received.time_since_epoch()).count();
     if (server_.inflight_.fetch_add(1) >= server_.options_.max_inflight) {
       server_.inflight_.fetch_sub(1);
       HttpResponse r;
@@ -232,7 +236,8 @@ HttpResponse HttpServer::Impl::Handle(const HttpRequest& request) {
     std::fprintf(stderr, "http: %s %zu-byte target: the handler failed: %s\n", request.method.c_str(),
                  request.target.size(), e.what());
   } catch (...) {
-    std::fprintf(stderr, "http: %s %zu-byte target: the handler failed\n", request.method.c_str(), request.target.size());
+    std::fprintf(stderr, "http: %s %zu-byte target: the handler failed\n", request.method.c_str(),
+                 request.target.size());
   }
   HttpResponse r;
   r.status = 500;
@@ -294,7 +299,7 @@ void HttpServer::Stop(std::chrono::milliseconds drain) { impl_->Stop(drain); }
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options, HttpHandler handler) {
   auto impl = std::make_unique<Impl>(options, std::move(handler));
-  RETURN_IF_ERROR(impl->Listen());
+  RANKD_RETURN_IF_ERROR(impl->Listen());
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 

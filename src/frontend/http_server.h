@@ -25,8 +25,8 @@
 namespace rankd {
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string target;  // path and query
+  std::string method;                          // "GET", "POST", ...
+  std::string target;                          // path and query
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
   std::chrono::steady_clock::time_point received;  // when the request was fully read

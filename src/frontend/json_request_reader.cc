@@ -20,7 +20,9 @@ class Reader {
   bool number_unsigned(uint64_t v) {
     return Value(json(v), v > static_cast<uint64_t>(INT64_MAX) ? JsonLeaves::kUnsigned : JsonLeaves::kInt, v);
   }
-  bool number_float(double v, const std::string&) { return Value(json(v), JsonLeaves::kFloat, std::bit_cast<uint64_t>(v)); }
+  bool number_float(double v, const std::string&) {
+    return Value(json(v), JsonLeaves::kFloat, std::bit_cast<uint64_t>(v));
+  }
   bool string(std::string& v) { return Value(json(std::move(v)), JsonLeaves::kOther, 0); }
   bool binary(json::binary_t&) { return Value(json(nullptr), JsonLeaves::kOther, 0); }
 
@@ -168,7 +170,7 @@ class Reader {
       return false;
     }
     Put(std::move(container));
-    json* opened = stack_.empty() ? &doc_.root
+    json* opened = stack_.empty()              ? &doc_.root
                    : stack_.back()->is_array() ? &stack_.back()->back()
                                                : &(*stack_.back())[key_];
     stack_.push_back(opened);
@@ -177,12 +179,12 @@ class Reader {
 
   const JsonReadLimits& limits_;
   JsonRequestDocument doc_;
-  std::vector<json*> stack_;     // the document's open containers
-  std::string key_;              // the last key read in the document
-  json* inputs_ = nullptr;       // the top-level `inputs` list
+  std::vector<json*> stack_;      // the document's open containers
+  std::string key_;               // the last key read in the document
+  json* inputs_ = nullptr;        // the top-level `inputs` list
   JsonLeaves* leaves_ = nullptr;  // the data being read, or nullptr
-  std::vector<int64_t> counts_;  // in data: children so far of each open list
-  int skip_ = 0;                 // depth inside an object within data (not read)
+  std::vector<int64_t> counts_;   // in data: children so far of each open list
+  int skip_ = 0;                  // depth inside an object within data (not read)
   Status error_;
 };
 
@@ -190,9 +192,12 @@ class Reader {
 
 double JsonLeaves::AsDouble(size_t i) const {
   switch (kinds[i]) {
-    case kInt: return static_cast<double>(static_cast<int64_t>(values[i]));
-    case kUnsigned: return static_cast<double>(values[i]);
-    default: return std::bit_cast<double>(values[i]);
+    case kInt:
+      return static_cast<double>(static_cast<int64_t>(values[i]));
+    case kUnsigned:
+      return static_cast<double>(values[i]);
+    default:
+      return std::bit_cast<double>(values[i]);
   }
 }
 

@@ -35,7 +35,7 @@ struct JsonLeaves {
 };
 
 struct JsonRequestDocument {
-  nlohmann::json root;             // the body, with each input's `data` replaced by an index into `data`
+  nlohmann::json root;  // the body, with each input's `data` replaced by an index into `data`
   std::vector<JsonLeaves> data;
 };
 

@@ -47,29 +47,34 @@ StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& s
                                       const JsonLimits& limits, std::string_view& binary, bool ids32, InferInput in) {
   const std::string& name = in.name;
   const json& size = params["binary_data_size"];
-  if (!size.is_number_unsigned()) return InvalidArgument("input '" + name + "': binary_data_size must be a non-negative integer");
+  if (!size.is_number_unsigned())
+    return InvalidArgument("input '" + name + "': binary_data_size must be a non-negative integer");
   if (j.contains("data")) return InvalidArgument("input '" + name + "' has both 'data' and binary_data_size");
-  if (dtype == DType::kF16 || dtype == DType::kBF16) return InvalidArgument("input '" + name + "': FP16/BF16 inputs are not supported");
+  if (dtype == DType::kF16 || dtype == DType::kBF16)
+    return InvalidArgument("input '" + name + "': FP16/BF16 inputs are not supported");
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return InvalidArgument("input '" + name + "': binary inputs need a concrete shape");
-    if (d != 0 && n > limits.max_elements / d) return ResourceExhausted("input '" + name + "': shape " + ShapeToString(shape) + " is too large");
+    if (d != 0 && n > limits.max_elements / d)
+      return ResourceExhausted("input '" + name + "': shape " + ShapeToString(shape) + " is too large");
     n *= d;
   }
   uint64_t bytes = size.get<uint64_t>();
   if (bytes != static_cast<uint64_t>(n) * DTypeSize(dtype)) {
-    return InvalidArgument("input '" + name + "': binary_data_size " + std::to_string(bytes) + " does not match shape " +
-                           ShapeToString(shape) + " of " + DTypeName(dtype));
+    return InvalidArgument("input '" + name + "': binary_data_size " + std::to_string(bytes) +
+                           " does not match shape " + ShapeToString(shape) + " of " + DTypeName(dtype));
   }
   if (bytes > binary.size()) return InvalidArgument("input '" + name + "': the body ends before its binary data");
   if (params.contains("lengths")) {
     const json& lens = params["lengths"];
     if (!lens.is_array()) return InvalidArgument("input '" + name + "': parameters.lengths must be a list");
     for (const json& l : lens) {
-      if (!l.is_number_integer() || l.get<int64_t>() < 0) return InvalidArgument("input '" + name + "': lengths must be non-negative integers");
+      if (!l.is_number_integer() || l.get<int64_t>() < 0)
+        return InvalidArgument("input '" + name + "': lengths must be non-negative integers");
       in.lengths.push_back(l.get<int64_t>());
     }
-    if (shape.size() != 1) return InvalidArgument("input '" + name + "': with lengths, shape must be [number of values]");
+    if (shape.size() != 1)
+      return InvalidArgument("input '" + name + "': with lengths, shape must be [number of values]");
   }
   if (ids32) {
     in.data = Tensor::Zeros(DType::kI32, shape);
@@ -94,18 +99,22 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   InferInput in;
   in.name = j["name"];
   const std::string& name = in.name;
-  if (!j.contains("datatype") || !j["datatype"].is_string()) return InvalidArgument("input '" + name + "' needs a string 'datatype'");
+  if (!j.contains("datatype") || !j["datatype"].is_string())
+    return InvalidArgument("input '" + name + "' needs a string 'datatype'");
   auto dtype = DTypeFromName(j["datatype"].get<std::string>());
   if (!dtype || *dtype == DType::kF16 || *dtype == DType::kBF16) {
-    return InvalidArgument("input '" + name + "': datatype '" + j["datatype"].get<std::string>() + "' is not supported in JSON");
+    return InvalidArgument("input '" + name + "': datatype '" + j["datatype"].get<std::string>() +
+                           "' is not supported in JSON");
   }
   // INT64 ids the model takes in 32 bits are held so from here on (InferInput::ids_in_32_bits).
   const bool ids32 = model && *dtype == DType::kI64 && model->TakesIdsIn32Bits(name);
-  if (!j.contains("shape") || !j["shape"].is_array()) return InvalidArgument("input '" + name + "' needs a 'shape' list");
+  if (!j.contains("shape") || !j["shape"].is_array())
+    return InvalidArgument("input '" + name + "' needs a 'shape' list");
   Shape shape;
   bool ragged_dim = false;
   for (const json& d : j["shape"]) {
-    if (!d.is_number_integer() || d.get<int64_t>() < -1 || (d.is_number_unsigned() && d.get<uint64_t>() > (uint64_t{1} << 40))) {
+    if (!d.is_number_integer() || d.get<int64_t>() < -1 ||
+        (d.is_number_unsigned() && d.get<uint64_t>() > (uint64_t{1} << 40))) {
       return InvalidArgument("input '" + name + "': shape entries must be non-negative integers");
     }
     if (d.get<int64_t>() == -1) ragged_dim = true;
@@ -114,7 +123,8 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   if (shape.empty()) return InvalidArgument("input '" + name + "': shape must have a batch dimension");
   const json* params = j.contains("parameters") ? &j["parameters"] : nullptr;
   if (params && !params->is_object()) return InvalidArgument("input '" + name + "': parameters must be an object");
-  if (params && params->contains("binary_data_size")) return ParseBinaryInput(j, *dtype, shape, *params, limits, binary, ids32, std::move(in));
+  if (params && params->contains("binary_data_size"))
+    return ParseBinaryInput(j, *dtype, shape, *params, limits, binary, ids32, std::move(in));
   if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
   const JsonLeaves& leaves = data[j["data"].get<size_t>()];  // ReadJsonRequest's index
   const std::vector<int64_t>& row_lengths = leaves.row_lengths;
@@ -171,17 +181,26 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
       break;
     case DType::kBool:
       for (size_t i = 0; i < leaves.size(); ++i) {
-        if (leaves.kinds[i] != JsonLeaves::kBool) return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not a boolean");
+        if (leaves.kinds[i] != JsonLeaves::kBool)
+          return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not a boolean");
         in.data.data<uint8_t>()[i] = leaves.values[i] ? 1 : 0;
       }
       break;
     case DType::kI64:
-      RETURN_IF_ERROR(ids32 ? (FillInts<int64_t, int32_t>(leaves, in.data, name)) : FillInts<int64_t>(leaves, in.data, name));
+      RANKD_RETURN_IF_ERROR(ids32 ? (FillInts<int64_t, int32_t>(leaves, in.data, name))
+                                  : FillInts<int64_t>(leaves, in.data, name));
       break;
-    case DType::kI32: RETURN_IF_ERROR(FillInts<int32_t>(leaves, in.data, name)); break;
-    case DType::kI8: RETURN_IF_ERROR(FillInts<int8_t>(leaves, in.data, name)); break;
-    case DType::kU8: RETURN_IF_ERROR(FillInts<uint8_t>(leaves, in.data, name)); break;
-    default: return InvalidArgument("input '" + name + "': unsupported datatype");
+    case DType::kI32:
+      RANKD_RETURN_IF_ERROR(FillInts<int32_t>(leaves, in.data, name));
+      break;
+    case DType::kI8:
+      RANKD_RETURN_IF_ERROR(FillInts<int8_t>(leaves, in.data, name));
+      break;
+    case DType::kU8:
+      RANKD_RETURN_IF_ERROR(FillInts<uint8_t>(leaves, in.data, name));
+      break;
+    default:
+      return InvalidArgument("input '" + name + "': unsupported datatype");
   }
   return in;
 }
@@ -203,7 +222,7 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
                              " bytes; the limit is " + std::to_string(limits.max_body_bytes));
   }
   if (body.empty()) return InvalidArgument("the request body is empty");
-  ASSIGN_OR_RETURN(JsonRequestDocument doc, ReadJsonRequest(body, {limits.max_elements, limits.max_depth}));
+  RANKD_ASSIGN_OR_RETURN(JsonRequestDocument doc, ReadJsonRequest(body, {limits.max_elements, limits.max_depth}));
   const json& j = doc.root;
   if (!j.is_object()) return InvalidArgument("the request body must be a JSON object");
   ParsedInferRequest parsed;
@@ -215,7 +234,7 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   if (!j.contains("inputs") || !j["inputs"].is_array()) return InvalidArgument("the request needs an 'inputs' list");
   if (j["inputs"].empty()) return InvalidArgument("the request's 'inputs' list is empty");
   for (size_t i = 0; i < j["inputs"].size(); ++i) {
-    ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, doc.data, model));
+    RANKD_ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, doc.data, model));
     if (!in.lengths.empty()) SumLengths(in);  // while they are in cache: no model passes over them again
     r.inputs.push_back(std::move(in));
   }
@@ -234,8 +253,10 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > limit) {
         return InvalidArgument(std::string("parameter '") + key + "' must be a non-negative integer");
       }
-      if (key[0] == 'p') r.priority = static_cast<int>(v.get<int64_t>());
-      else r.timeout_us = v.get<int64_t>();
+      if (key[0] == 'p')
+        r.priority = static_cast<int>(v.get<int64_t>());
+      else
+        r.timeout_us = v.get<int64_t>();
     }
   }
   if (j.contains("outputs")) {
@@ -255,7 +276,7 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
 }
 
 StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits, const Model* model) {
-  ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(body, {}, limits, model));
+  RANKD_ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(body, {}, limits, model));
   return std::move(parsed.request);
 }
 
@@ -263,14 +284,15 @@ InferResponseBody MakeInferResponse(const std::string& model_name, int64_t model
                                     const std::vector<InferOutput>& outputs, bool binary_all,
                                     const std::vector<std::string>& binary_outputs) {
   InferResponseBody r;
-  std::string out = "{\"model_name\":" + JsonQuoted(model_name) + ",\"model_version\":\"" +
-                    std::to_string(model_version) + "\"";
+  std::string out =
+      "{\"model_name\":" + JsonQuoted(model_name) + ",\"model_version\":\"" + std::to_string(model_version) + "\"";
   if (!id.empty()) out += ",\"id\":" + JsonQuoted(id);
   out += ",\"outputs\":[";
   std::string tail;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& t = outputs[i].data;
-    bool binary = binary_all || std::find(binary_outputs.begin(), binary_outputs.end(), outputs[i].name) != binary_outputs.end();
+    bool binary =
+        binary_all || std::find(binary_outputs.begin(), binary_outputs.end(), outputs[i].name) != binary_outputs.end();
     if (i) out += ',';
     out += "{\"name\":" + JsonQuoted(outputs[i].name) + ",\"datatype\":\"" + DTypeName(t.dtype()) + "\",\"shape\":[";
     for (int64_t d = 0; d < t.rank(); ++d) {
@@ -291,8 +313,10 @@ InferResponseBody MakeInferResponse(const std::string& model_name, int64_t model
         out += t.data<uint8_t>()[e] ? "true" : "false";
       } else if (IsFloat(t.dtype())) {
         double v = t.ScalarAsDouble(e);
-        if (std::isfinite(v)) AppendNumber(out, v, t.dtype() != DType::kF64);
-        else out += "null";  // JSON has no NaN; the client sees a null
+        if (std::isfinite(v))
+          AppendNumber(out, v, t.dtype() != DType::kF64);
+        else
+          out += "null";  // JSON has no NaN; the client sees a null
       } else {
         out += std::to_string(t.ScalarAsInt(e));
       }

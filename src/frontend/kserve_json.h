@@ -32,7 +32,7 @@ StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLi
 // binary_data_size take that many raw little-endian bytes from `binary`, in input order.
 struct ParsedInferRequest {
   InferRequest request;
-  bool binary_output_all = false;        // parameters.binary_data_output
+  bool binary_output_all = false;           // parameters.binary_data_output
   std::vector<std::string> binary_outputs;  // outputs whose parameters.binary_data is true
 };
 StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view json, std::string_view binary,

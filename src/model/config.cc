@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace rankd {
 namespace {
@@ -31,7 +31,7 @@ json YamlToJson(const YAML::Node& n) {
     }
     case YAML::NodeType::Scalar: {
       const std::string s = n.Scalar();
-      if (n.Tag() == "!" ) return s;  // quoted
+      if (n.Tag() == "!") return s;  // quoted
       if (s == "true" || s == "True") return true;
       if (s == "false" || s == "False") return false;
       try {
@@ -49,9 +49,7 @@ json YamlToJson(const YAML::Node& n) {
   }
 }
 
-Status Expect(bool ok, const std::string& what) {
-  return ok ? Status::Ok() : InvalidArgument("config: " + what);
-}
+Status Expect(bool ok, const std::string& what) { return ok ? Status::Ok() : InvalidArgument("config: " + what); }
 
 Status CheckKeys(const json& j, const std::set<std::string>& allowed, const std::string& where) {
   for (const auto& [key, value] : j.items()) {
@@ -62,50 +60,52 @@ Status CheckKeys(const json& j, const std::set<std::string>& allowed, const std:
 
 StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
   std::string where = "inputs[" + std::to_string(index) + "]";
-  RETURN_IF_ERROR(Expect(j.is_object(), where + " must be a mapping"));
-  RETURN_IF_ERROR(CheckKeys(j, {"name", "datatype", "dims", "shape", "scope", "ragged", "max_length", "hash"}, where));
+  RANKD_RETURN_IF_ERROR(Expect(j.is_object(), where + " must be a mapping"));
+  RANKD_RETURN_IF_ERROR(
+      CheckKeys(j, {"name", "datatype", "dims", "shape", "scope", "ragged", "max_length", "hash"}, where));
   InputConfig in;
-  RETURN_IF_ERROR(Expect(j.contains("name") && j["name"].is_string(), where + ".name must be a string"));
+  RANKD_RETURN_IF_ERROR(Expect(j.contains("name") && j["name"].is_string(), where + ".name must be a string"));
   in.name = j["name"];
   where = "input '" + in.name + "'";
   if (j.contains("datatype")) {
-    RETURN_IF_ERROR(Expect(j["datatype"].is_string(), where + ": datatype must be a string"));
+    RANKD_RETURN_IF_ERROR(Expect(j["datatype"].is_string(), where + ": datatype must be a string"));
     std::string dt = j["datatype"];
     if (dt == "STRING" || dt == "BYTES") {
       in.dtype = DType::kInvalid;  // hashed strings: see hash
     } else {
       auto t = DTypeFromName(dt);
-      RETURN_IF_ERROR(Expect(t.has_value(), where + ": unknown datatype '" + dt + "'"));
+      RANKD_RETURN_IF_ERROR(Expect(t.has_value(), where + ": unknown datatype '" + dt + "'"));
       in.dtype = *t;
     }
   }
   for (const char* key : {"dims", "shape"}) {
     if (!j.contains(key)) continue;
-    RETURN_IF_ERROR(Expect(j[key].is_array(), where + ": " + key + " must be a list"));
+    RANKD_RETURN_IF_ERROR(Expect(j[key].is_array(), where + ": " + key + " must be a list"));
     for (const auto& d : j[key]) {
-      RETURN_IF_ERROR(Expect(d.is_number_integer() && d.get<int64_t>() >= -1, where + ": dims must be integers >= -1"));
+      RANKD_RETURN_IF_ERROR(
+          Expect(d.is_number_integer() && d.get<int64_t>() >= -1, where + ": dims must be integers >= -1"));
       in.dims.push_back(d.get<int64_t>());
     }
   }
   if (j.contains("scope")) {
     std::string s = j["scope"].is_string() ? j["scope"].get<std::string>() : "";
-    RETURN_IF_ERROR(Expect(s == "user" || s == "item", where + ": scope must be 'user' or 'item'"));
+    RANKD_RETURN_IF_ERROR(Expect(s == "user" || s == "item", where + ": scope must be 'user' or 'item'"));
     in.scope = s == "user" ? InputScope::kUser : InputScope::kItem;
   }
   if (j.contains("ragged")) {
-    RETURN_IF_ERROR(Expect(j["ragged"].is_boolean(), where + ": ragged must be true or false"));
+    RANKD_RETURN_IF_ERROR(Expect(j["ragged"].is_boolean(), where + ": ragged must be true or false"));
     in.ragged = j["ragged"];
   }
   if (j.contains("max_length")) {
-    RETURN_IF_ERROR(Expect(j["max_length"].is_number_integer() && j["max_length"].get<int64_t>() > 0,
-                           where + ": max_length must be a positive integer"));
+    RANKD_RETURN_IF_ERROR(Expect(j["max_length"].is_number_integer() && j["max_length"].get<int64_t>() > 0,
+                                 where + ": max_length must be a positive integer"));
     in.max_length = j["max_length"];
   }
   if (j.contains("hash")) {
     const json& h = j["hash"];
-    RETURN_IF_ERROR(Expect(h.is_object() && h.contains("function") && h.contains("buckets") &&
-                               h["function"].is_string() && h["buckets"].is_number_integer(),
-                           where + ": hash needs 'function' and 'buckets'"));
+    RANKD_RETURN_IF_ERROR(Expect(h.is_object() && h.contains("function") && h.contains("buckets") &&
+                                     h["function"].is_string() && h["buckets"].is_number_integer(),
+                                 where + ": hash needs 'function' and 'buckets'"));
     in.hash_function = h["function"];
     in.hash_buckets = h["buckets"];
   }
@@ -115,56 +115,63 @@ StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
 StatusOr<std::vector<int64_t>> ParseSizes(const json& j, const std::string& where);
 
 StatusOr<BatchingConfig> ParseBatching(const json& j) {
-  RETURN_IF_ERROR(Expect(j.is_object(), "batching must be a mapping"));
-  RETURN_IF_ERROR(CheckKeys(j, {"enabled", "max_queue_delay_microseconds", "max_batch_size", "max_queue_size",
-                                "default_timeout_microseconds", "priority_levels", "default_priority_level", "executors",
-                                "preferred_batch_size", "cost_per_row", "cost_per_sequence_element", "cost_per_request", "cost_budget"},
-                            "batching"));
+  RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "batching must be a mapping"));
+  RANKD_RETURN_IF_ERROR(CheckKeys(
+      j,
+      {"enabled", "max_queue_delay_microseconds", "max_batch_size", "max_queue_size", "default_timeout_microseconds",
+       "priority_levels", "default_priority_level", "executors", "preferred_batch_size", "cost_per_row",
+       "cost_per_sequence_element", "cost_per_request", "cost_budget"},
+      "batching"));
   BatchingConfig b;
   b.enabled = true;
   if (j.contains("enabled")) {
-    RETURN_IF_ERROR(Expect(j["enabled"].is_boolean(), "batching.enabled must be true or false"));
+    RANKD_RETURN_IF_ERROR(Expect(j["enabled"].is_boolean(), "batching.enabled must be true or false"));
     b.enabled = j["enabled"];
   }
   auto integer = [&](const char* key, auto& field, int64_t min) -> Status {
     if (!j.contains(key)) return Status::Ok();
     const json& v = j[key];
-    RETURN_IF_ERROR(Expect(v.is_number_integer() && v.get<int64_t>() >= min && v.get<int64_t>() <= (int64_t{1} << 40),
-                           std::string("batching.") + key + " must be an integer >= " + std::to_string(min)));
+    RANKD_RETURN_IF_ERROR(
+        Expect(v.is_number_integer() && v.get<int64_t>() >= min && v.get<int64_t>() <= (int64_t{1} << 40),
+               std::string("batching.") + key + " must be an integer >= " + std::to_string(min)));
     field = static_cast<std::remove_reference_t<decltype(field)>>(v.get<int64_t>());
     return Status::Ok();
   };
-  RETURN_IF_ERROR(integer("max_queue_delay_microseconds", b.max_queue_delay_microseconds, 0));
-  RETURN_IF_ERROR(integer("max_batch_size", b.max_batch_size, 0));
-  RETURN_IF_ERROR(integer("max_queue_size", b.max_queue_size, 1));
-  RETURN_IF_ERROR(integer("default_timeout_microseconds", b.default_timeout_microseconds, 0));
-  RETURN_IF_ERROR(integer("priority_levels", b.priority_levels, 0));
-  RETURN_IF_ERROR(integer("default_priority_level", b.default_priority_level, 0));
-  RETURN_IF_ERROR(integer("executors", b.executors, 0));
-  RETURN_IF_ERROR(Expect(b.default_priority_level <= b.priority_levels,
-                         "batching.default_priority_level must be within priority_levels"));
-  for (auto [key, field] : {std::pair{"cost_per_row", &b.cost_per_row},
-                            std::pair{"cost_per_sequence_element", &b.cost_per_sequence_element},
-                            std::pair{"cost_per_request", &b.cost_per_request}, std::pair{"cost_budget", &b.cost_budget}}) {
+  RANKD_RETURN_IF_ERROR(integer("max_queue_delay_microseconds", b.max_queue_delay_microseconds, 0));
+  RANKD_RETURN_IF_ERROR(integer("max_batch_size", b.max_batch_size, 0));
+  RANKD_RETURN_IF_ERROR(integer("max_queue_size", b.max_queue_size, 1));
+  RANKD_RETURN_IF_ERROR(integer("default_timeout_microseconds", b.default_timeout_microseconds, 0));
+  RANKD_RETURN_IF_ERROR(integer("priority_levels", b.priority_levels, 0));
+  RANKD_RETURN_IF_ERROR(integer("default_priority_level", b.default_priority_level, 0));
+  RANKD_RETURN_IF_ERROR(integer("executors", b.executors, 0));
+  RANKD_RETURN_IF_ERROR(Expect(b.default_priority_level <= b.priority_levels,
+                               "batching.default_priority_level must be within priority_levels"));
+  for (auto [key, field] :
+       {std::pair{"cost_per_row", &b.cost_per_row},
+        std::pair{"cost_per_sequence_element", &b.cost_per_sequence_element},
+        std::pair{"cost_per_request", &b.cost_per_request}, std::pair{"cost_budget", &b.cost_budget}}) {
     if (!j.contains(key)) continue;
-    RETURN_IF_ERROR(Expect(j[key].is_number() && j[key].get<double>() >= 0 && std::isfinite(j[key].get<double>()),
-                           std::string("batching.") + key + " must be a number >= 0"));
+    RANKD_RETURN_IF_ERROR(Expect(j[key].is_number() && j[key].get<double>() >= 0 && std::isfinite(j[key].get<double>()),
+                                 std::string("batching.") + key + " must be a number >= 0"));
     *field = j[key];
   }
-  RETURN_IF_ERROR(Expect(b.cost_budget != 0, "batching.cost_budget must be positive"));
+  RANKD_RETURN_IF_ERROR(Expect(b.cost_budget != 0, "batching.cost_budget must be positive"));
   if (j.contains("preferred_batch_size")) {
-    ASSIGN_OR_RETURN(b.preferred_batch_size, ParseSizes(j["preferred_batch_size"], "batching.preferred_batch_size"));
+    RANKD_ASSIGN_OR_RETURN(b.preferred_batch_size,
+                           ParseSizes(j["preferred_batch_size"], "batching.preferred_batch_size"));
   }
   return b;
 }
 
 // A list of positive integers, ascending and without repeats once read.
 StatusOr<std::vector<int64_t>> ParseSizes(const json& j, const std::string& where) {
-  RETURN_IF_ERROR(Expect(j.is_array() && !j.empty() && j.size() <= 64, where + " must be a list of 1 to 64 sizes"));
+  RANKD_RETURN_IF_ERROR(
+      Expect(j.is_array() && !j.empty() && j.size() <= 64, where + " must be a list of 1 to 64 sizes"));
   std::vector<int64_t> sizes;
   for (const json& v : j) {
-    RETURN_IF_ERROR(Expect(v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() <= (int64_t{1} << 30),
-                           where + " must hold positive integers"));
+    RANKD_RETURN_IF_ERROR(
+        Expect(v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() <= (int64_t{1} << 30),
+               where + " must hold positive integers"));
     sizes.push_back(v.get<int64_t>());
   }
   std::sort(sizes.begin(), sizes.end());
@@ -173,80 +180,86 @@ StatusOr<std::vector<int64_t>> ParseSizes(const json& j, const std::string& wher
 }
 
 StatusOr<ShapeBucketsConfig> ParseBuckets(const json& j) {
-  RETURN_IF_ERROR(Expect(j.is_object(), "buckets must be a mapping"));
-  RETURN_IF_ERROR(CheckKeys(j, {"enabled", "allowed_batch_sizes", "allowed_lengths", "cuda_graphs",
-                                "warmup_max_batch_size", "max_graph_memory_mb"},
-                            "buckets"));
+  RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "buckets must be a mapping"));
+  RANKD_RETURN_IF_ERROR(CheckKeys(j,
+                                  {"enabled", "allowed_batch_sizes", "allowed_lengths", "cuda_graphs",
+                                   "warmup_max_batch_size", "max_graph_memory_mb"},
+                                  "buckets"));
   ShapeBucketsConfig b;
   b.enabled = 1;  // the section's presence turns buckets on
   bool enabled = true;
   for (auto [key, field] : {std::pair{"enabled", &enabled}, std::pair{"cuda_graphs", &b.cuda_graphs}}) {
     if (!j.contains(key)) continue;
-    RETURN_IF_ERROR(Expect(j[key].is_boolean(), std::string("buckets.") + key + " must be true or false"));
+    RANKD_RETURN_IF_ERROR(Expect(j[key].is_boolean(), std::string("buckets.") + key + " must be true or false"));
     *field = j[key];
   }
   b.enabled = enabled ? 1 : 0;
   if (j.contains("allowed_batch_sizes")) {
-    ASSIGN_OR_RETURN(b.allowed_batch_sizes, ParseSizes(j["allowed_batch_sizes"], "buckets.allowed_batch_sizes"));
+    RANKD_ASSIGN_OR_RETURN(b.allowed_batch_sizes, ParseSizes(j["allowed_batch_sizes"], "buckets.allowed_batch_sizes"));
   }
   if (j.contains("allowed_lengths")) {
-    ASSIGN_OR_RETURN(b.allowed_lengths, ParseSizes(j["allowed_lengths"], "buckets.allowed_lengths"));
+    RANKD_ASSIGN_OR_RETURN(b.allowed_lengths, ParseSizes(j["allowed_lengths"], "buckets.allowed_lengths"));
   }
   for (auto [key, field] : {std::pair{"warmup_max_batch_size", &b.warmup_max_batch_size},
                             std::pair{"max_graph_memory_mb", &b.max_graph_memory_mb}}) {
     if (!j.contains(key)) continue;
-    RETURN_IF_ERROR(Expect(j[key].is_number_integer() && j[key].get<int64_t>() >= 0 && j[key].get<int64_t>() <= (int64_t{1} << 30),
-                           std::string("buckets.") + key + " must be an integer >= 0"));
+    RANKD_RETURN_IF_ERROR(
+        Expect(j[key].is_number_integer() && j[key].get<int64_t>() >= 0 && j[key].get<int64_t>() <= (int64_t{1} << 30),
+               std::string("buckets.") + key + " must be an integer >= 0"));
     *field = j[key];
   }
   return b;
 }
 
 StatusOr<ModelConfig> ParseJson(const json& j) {
-  RETURN_IF_ERROR(Expect(j.is_object(), "the config must be a mapping"));
-  RETURN_IF_ERROR(CheckKeys(j, {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs", "output",
-                                "version_policy", "precision", "batching", "dynamic_batching", "buckets", "tables",
-                                "user_hoisting"},
-                            "the config"));
+  RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "the config must be a mapping"));
+  RANKD_RETURN_IF_ERROR(
+      CheckKeys(j,
+                {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs", "output",
+                 "version_policy", "precision", "batching", "dynamic_batching", "buckets", "tables", "user_hoisting"},
+                "the config"));
   ModelConfig c;
   if (j.contains("name")) {
-    RETURN_IF_ERROR(Expect(j["name"].is_string(), "name must be a string"));
+    RANKD_RETURN_IF_ERROR(Expect(j["name"].is_string(), "name must be a string"));
     c.name = j["name"];
   }
   if (j.contains("platform")) {
     std::string p = j["platform"].is_string() ? j["platform"].get<std::string>() : "";
-    RETURN_IF_ERROR(Expect(p == "onnx" || p == "onnxruntime_onnx", "platform must be 'onnx'"));
+    RANKD_RETURN_IF_ERROR(Expect(p == "onnx" || p == "onnxruntime_onnx", "platform must be 'onnx'"));
   }
   if (j.contains("max_batch_size")) {
-    RETURN_IF_ERROR(Expect(j["max_batch_size"].is_number_integer() && j["max_batch_size"].get<int64_t>() >= 0,
-                           "max_batch_size must be a non-negative integer"));
+    RANKD_RETURN_IF_ERROR(Expect(j["max_batch_size"].is_number_integer() && j["max_batch_size"].get<int64_t>() >= 0,
+                                 "max_batch_size must be a non-negative integer"));
     c.max_batch_size = j["max_batch_size"];
   }
   for (const char* key : {"inputs", "input"}) {
     if (!j.contains(key)) continue;
-    RETURN_IF_ERROR(Expect(j[key].is_array(), std::string(key) + " must be a list"));
+    RANKD_RETURN_IF_ERROR(Expect(j[key].is_array(), std::string(key) + " must be a list"));
     for (size_t i = 0; i < j[key].size(); ++i) {
-      ASSIGN_OR_RETURN(InputConfig in, ParseInput(j[key][i], i));
-      RETURN_IF_ERROR(Expect(!c.FindInput(in.name), "input '" + in.name + "' is listed twice"));
+      RANKD_ASSIGN_OR_RETURN(InputConfig in, ParseInput(j[key][i], i));
+      RANKD_RETURN_IF_ERROR(Expect(!c.FindInput(in.name), "input '" + in.name + "' is listed twice"));
       c.inputs.push_back(std::move(in));
     }
   }
   for (const char* key : {"outputs", "output"}) {
     if (!j.contains(key)) continue;
-    RETURN_IF_ERROR(Expect(j[key].is_array(), std::string(key) + " must be a list"));
+    RANKD_RETURN_IF_ERROR(Expect(j[key].is_array(), std::string(key) + " must be a list"));
     for (const auto& o : j[key]) {
-      RETURN_IF_ERROR(Expect(o.is_object() && o.contains("name") && o["name"].is_string(), "each output needs a name"));
+      RANKD_RETURN_IF_ERROR(
+          Expect(o.is_object() && o.contains("name") && o["name"].is_string(), "each output needs a name"));
       c.outputs.push_back({o["name"].get<std::string>()});
     }
   }
   if (j.contains("version_policy")) {
     const json& v = j["version_policy"];
-    RETURN_IF_ERROR(Expect(v.is_object() && v.size() == 1, "version_policy must have one of latest, all, specific"));
+    RANKD_RETURN_IF_ERROR(
+        Expect(v.is_object() && v.size() == 1, "version_policy must have one of latest, all, specific"));
     if (v.contains("latest")) {
       const json& l = v["latest"];
       int64_t n = l.is_object() && l.contains("num_versions") ? l["num_versions"].get<int64_t>()
-                  : l.is_number_integer() ? l.get<int64_t>() : -1;
-      RETURN_IF_ERROR(Expect(n >= 1, "version_policy.latest needs num_versions >= 1"));
+                  : l.is_number_integer()                     ? l.get<int64_t>()
+                                                              : -1;
+      RANKD_RETURN_IF_ERROR(Expect(n >= 1, "version_policy.latest needs num_versions >= 1"));
       c.version_policy.latest = n;
     } else if (v.contains("all")) {
       c.version_policy.kind = VersionPolicy::Kind::kAll;
@@ -254,9 +267,10 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
       c.version_policy.kind = VersionPolicy::Kind::kSpecific;
       const json& s = v["specific"];
       const json& list = s.is_object() && s.contains("versions") ? s["versions"] : s;
-      RETURN_IF_ERROR(Expect(list.is_array() && !list.empty(), "version_policy.specific needs versions"));
+      RANKD_RETURN_IF_ERROR(Expect(list.is_array() && !list.empty(), "version_policy.specific needs versions"));
       for (const auto& e : list) {
-        RETURN_IF_ERROR(Expect(e.is_number_integer() && e.get<int64_t>() > 0, "versions must be positive integers"));
+        RANKD_RETURN_IF_ERROR(
+            Expect(e.is_number_integer() && e.get<int64_t>() > 0, "versions must be positive integers"));
         c.version_policy.versions.push_back(e);
       }
     } else {
@@ -265,29 +279,30 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
   }
   if (j.contains("precision")) {
     const json& p = j["precision"];
-    RETURN_IF_ERROR(Expect(p.is_string() && (p == "fp32" || p == "tf32" || p == "bf16" || p == "bf16-activations"),
-                           "precision must be fp32, tf32, bf16 or bf16-activations"));
+    RANKD_RETURN_IF_ERROR(
+        Expect(p.is_string() && (p == "fp32" || p == "tf32" || p == "bf16" || p == "bf16-activations"),
+               "precision must be fp32, tf32, bf16 or bf16-activations"));
     c.precision = p;
   }
   if (j.contains("user_hoisting")) {
-    RETURN_IF_ERROR(Expect(j["user_hoisting"].is_boolean(), "user_hoisting must be true or false"));
+    RANKD_RETURN_IF_ERROR(Expect(j["user_hoisting"].is_boolean(), "user_hoisting must be true or false"));
     c.user_hoisting = j["user_hoisting"];
   }
   for (const char* key : {"batching", "dynamic_batching"}) {
     if (!j.contains(key)) continue;
-    ASSIGN_OR_RETURN(c.batching, ParseBatching(j[key]));
+    RANKD_ASSIGN_OR_RETURN(c.batching, ParseBatching(j[key]));
   }
   if (j.contains("buckets")) {
-    ASSIGN_OR_RETURN(c.buckets, ParseBuckets(j["buckets"]));
+    RANKD_ASSIGN_OR_RETURN(c.buckets, ParseBuckets(j["buckets"]));
   }
   if (j.contains("tables")) {
     c.tables = j["tables"];
-    RETURN_IF_ERROR(Expect(c.tables.is_object() || c.tables.is_null(), "tables must be a mapping"));
+    RANKD_RETURN_IF_ERROR(Expect(c.tables.is_object() || c.tables.is_null(), "tables must be a mapping"));
     if (c.tables.is_object() && c.tables.contains("dtype")) {
       const nlohmann::json& d = c.tables["dtype"];
       DType dtype = d.is_string() ? DTypeFromName(d.get<std::string>()).value_or(DType::kInvalid) : DType::kInvalid;
-      RETURN_IF_ERROR(Expect(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
-                             "tables.dtype must be FP32, BF16 or FP16"));
+      RANKD_RETURN_IF_ERROR(Expect(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+                                   "tables.dtype must be FP32, BF16 or FP16"));
       c.table_dtype = dtype;
     }
   }

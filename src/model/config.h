@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/graph.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
-#include "model/graph.h"
 
 namespace rankd {
 
@@ -22,10 +22,10 @@ enum class InputScope { kItem, kUser };
 struct InputConfig {
   std::string name;
   DType dtype = DType::kInvalid;
-  Shape dims;                       // per-row shape, batch dimension excluded; -1 = any size
+  Shape dims;                            // per-row shape, batch dimension excluded; -1 = any size
   InputScope scope = InputScope::kItem;  // kUser: one row per request, shared by its candidates
-  bool ragged = false;              // a variable-length list of ids per row
-  int64_t max_length = 4096;        // ragged: longest list accepted per row
+  bool ragged = false;                   // a variable-length list of ids per row
+  int64_t max_length = 4096;             // ragged: longest list accepted per row
   // Strings hashed to ids (the string-feature issue implements hashing; parsed and kept here).
   std::string hash_function;
   int64_t hash_buckets = 0;
@@ -46,12 +46,12 @@ struct VersionPolicy {
 struct BatchingConfig {
   bool enabled = false;
   int64_t max_queue_delay_microseconds = 500;
-  int64_t max_batch_size = 0;         // rows per merged batch; 0 = the model's request limit
-  int64_t max_queue_size = 1024;      // queued requests; past this new ones get UNAVAILABLE
-  int64_t default_timeout_microseconds = 0;  // a request's deadline when it sets none; 0 = none
-  int priority_levels = 0;            // requests may say priority 1 (highest) .. levels
-  int default_priority_level = 0;     // priority of requests that give none; 0 = the lowest
-  int executors = 0;                  // batches in flight at once; 0 = the model's executors
+  int64_t max_batch_size = 0;                 // rows per merged batch; 0 = the model's request limit
+  int64_t max_queue_size = 1024;              // queued requests; past this new ones get UNAVAILABLE
+  int64_t default_timeout_microseconds = 0;   // a request's deadline when it sets none; 0 = none
+  int priority_levels = 0;                    // requests may say priority 1 (highest) .. levels
+  int default_priority_level = 0;             // priority of requests that give none; 0 = the lowest
+  int executors = 0;                          // batches in flight at once; 0 = the model's executors
   std::vector<int64_t> preferred_batch_size;  // rows at which a forming batch goes at once
   double cost_per_row = -1;
   double cost_per_sequence_element = -1;
@@ -62,7 +62,7 @@ struct BatchingConfig {
 // Shape buckets (docs/buckets.md): requests are padded up to a bucket of rows and, per ragged
 // input, of row length, so a few plans (and on a GPU, captured graphs) serve every request.
 struct ShapeBucketsConfig {
-  int enabled = -1;                         // 1 on, 0 off, -1 = the backend's default (on for GPUs)
+  int enabled = -1;                          // 1 on, 0 off, -1 = the backend's default (on for GPUs)
   std::vector<int64_t> allowed_batch_sizes;  // TF Serving's name; empty = powers of two to the row limit
   std::vector<int64_t> allowed_lengths;      // ragged row lengths; empty = powers of two; max_length always added
   bool cuda_graphs = true;                   // capture each bucket's plan as a CUDA graph
@@ -72,9 +72,9 @@ struct ShapeBucketsConfig {
 
 struct ModelConfig {
   std::string name;
-  int64_t max_batch_size = 0;  // rows per request accepted; 0 = the server's limit
+  int64_t max_batch_size = 0;      // rows per request accepted; 0 = the server's limit
   std::string precision = "fp32";  // fp32 | tf32 | bf16 | bf16-activations (backend.h)
-  bool user_hoisting = true;  // run the user-only part of the graph once per user (docs/hoisting.md)
+  bool user_hoisting = true;       // run the user-only part of the graph once per user (docs/hoisting.md)
   std::vector<InputConfig> inputs;
   std::vector<OutputConfig> outputs;
   VersionPolicy version_policy;

@@ -21,8 +21,8 @@
 
 namespace rankd {
 
-using AttributeValue = std::variant<int64_t, float, std::string, std::vector<int64_t>,
-                                    std::vector<float>, std::vector<std::string>, Tensor>;
+using AttributeValue = std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>,
+                                    std::vector<std::string>, Tensor>;
 
 struct Value {
   std::string name;
@@ -32,8 +32,8 @@ struct Value {
 };
 
 struct Node {
-  std::string op;    // ONNX op type, or a rankd op ("EmbeddingBag", "RaggedToPadded")
-  std::string name;  // the ONNX node name (or a generated one), for messages
+  std::string op;            // ONNX op type, or a rankd op ("EmbeddingBag", "RaggedToPadded")
+  std::string name;          // the ONNX node name (or a generated one), for messages
   std::vector<int> inputs;   // value ids; -1 for an omitted optional input
   std::vector<int> outputs;  // value ids
   std::map<std::string, AttributeValue> attrs;
@@ -67,8 +67,8 @@ class Graph {
   std::vector<Value> values;
   std::vector<Node> nodes;
   std::unordered_map<int, Tensor> constants;  // value id -> data
-  std::vector<int> inputs;   // graph inputs in signature order
-  std::vector<int> outputs;  // graph outputs in signature order
+  std::vector<int> inputs;                    // graph inputs in signature order
+  std::vector<int> outputs;                   // graph outputs in signature order
   int64_t opset = 0;
   // The memory-mapped external-data files that constants view without owning.
   std::vector<std::shared_ptr<const MappedFile>> mapped_files;

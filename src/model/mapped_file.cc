@@ -30,8 +30,8 @@ void OnSigbus(int signal, siginfo_t* info, void* context) {
     if (begin == 0 || addr < begin || addr >= s.end.load(std::memory_order_acquire)) continue;
     // The file shrank under the mapping: zero pages over all of it, so this read and every later
     // one complete; Check() reports the file changed. mmap is a system call, safe in a handler.
-    ::mmap(reinterpret_cast<void*>(begin), s.end.load() - begin, PROT_READ, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS,
-           -1, 0);
+    ::mmap(reinterpret_cast<void*>(begin), s.end.load() - begin, PROT_READ, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1,
+           0);
     s.faulted.store(true, std::memory_order_release);
     return;
   }

@@ -1,13 +1,13 @@
 #include "model/onnx_import.h"
 
+#include <onnx/onnx_pb.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
-
-#include <onnx/onnx_pb.h>
 
 #include "model/mapped_file.h"
 
@@ -21,10 +21,10 @@ class Importer {
   explicit Importer(const OnnxImportOptions& options) : options_(options) {}
 
   StatusOr<Graph> Run(const onnx::ModelProto& model) {
-    RETURN_IF_ERROR(ReadOpset(model));
+    RANKD_RETURN_IF_ERROR(ReadOpset(model));
     const onnx::GraphProto& g = model.graph();
     for (const auto& init : g.initializer()) {
-      ASSIGN_OR_RETURN(Tensor t, ConvertTensor(init));
+      RANKD_ASSIGN_OR_RETURN(Tensor t, ConvertTensor(init));
       if (graph_.FindValue(init.name()) >= 0) {
         return InvalidArgument("initializer '" + init.name() + "' is defined twice");
       }
@@ -32,14 +32,14 @@ class Importer {
     }
     for (const auto& in : g.input()) {
       if (graph_.FindValue(in.name()) >= 0) continue;  // an initializer listed as input
-      ASSIGN_OR_RETURN(Value v, ConvertValueInfo(in));
+      RANKD_ASSIGN_OR_RETURN(Value v, ConvertValueInfo(in));
       graph_.inputs.push_back(graph_.AddValue(std::move(v)));
     }
-    for (const auto& node : g.node()) RETURN_IF_ERROR(ConvertNode(node));
+    for (const auto& node : g.node()) RANKD_RETURN_IF_ERROR(ConvertNode(node));
     for (const auto& out : g.output()) {
       int id = graph_.FindValue(out.name());
       if (id < 0) return InvalidArgument("graph output '" + out.name() + "' is never produced");
-      ASSIGN_OR_RETURN(Value v, ConvertValueInfo(out));
+      RANKD_ASSIGN_OR_RETURN(Value v, ConvertValueInfo(out));
       Value& have = graph_.values[static_cast<size_t>(id)];
       if (have.dtype == DType::kInvalid) have.dtype = v.dtype;
       if (!have.rank_known) {
@@ -60,8 +60,8 @@ class Importer {
     if (graph_.opset == 0) return InvalidArgument("the model imports no default-domain opset");
     if (graph_.opset < options_.min_opset || graph_.opset > options_.max_opset) {
       return Unimplemented("opset " + std::to_string(graph_.opset) + " is not supported (" +
-                           std::to_string(options_.min_opset) + " to " +
-                           std::to_string(options_.max_opset) + "); re-export with opset_version in that range");
+                           std::to_string(options_.min_opset) + " to " + std::to_string(options_.max_opset) +
+                           "); re-export with opset_version in that range");
     }
     if (!model.has_graph()) return InvalidArgument("the model has no graph");
     return Status::Ok();
@@ -76,8 +76,8 @@ class Importer {
     const auto& tt = info.type().tensor_type();
     auto dtype = DTypeFromOnnx(tt.elem_type());
     if (!dtype) {
-      return Unimplemented("'" + info.name() + "' has ONNX element type " +
-                           std::to_string(tt.elem_type()) + ", which rankd does not support");
+      return Unimplemented("'" + info.name() + "' has ONNX element type " + std::to_string(tt.elem_type()) +
+                           ", which rankd does not support");
     }
     v.dtype = *dtype;
     if (tt.has_shape()) {
@@ -119,8 +119,8 @@ class Importer {
       return out;
     }
     auto mismatch = [&](int have) {
-      return InvalidArgument(what + " holds " + std::to_string(have) + " values, its shape " +
-                             ShapeToString(shape) + " needs " + std::to_string(n));
+      return InvalidArgument(what + " holds " + std::to_string(have) + " values, its shape " + ShapeToString(shape) +
+                             " needs " + std::to_string(n));
     };
     int64_t present = *dtype == DType::kF32   ? t.float_data_size()
                       : *dtype == DType::kF64 ? t.double_data_size()
@@ -130,17 +130,31 @@ class Importer {
     Tensor out = Tensor::Zeros(*dtype, shape);
     if (n == 0) return out;  // empty repeated fields may have no storage at all
     switch (*dtype) {
-      case DType::kF32: std::memcpy(out.raw(), t.float_data().data(), bytes); break;
-      case DType::kF64: std::memcpy(out.raw(), t.double_data().data(), bytes); break;
-      case DType::kI64: std::memcpy(out.raw(), t.int64_data().data(), bytes); break;
+      case DType::kF32:
+        std::memcpy(out.raw(), t.float_data().data(), bytes);
+        break;
+      case DType::kF64:
+        std::memcpy(out.raw(), t.double_data().data(), bytes);
+        break;
+      case DType::kI64:
+        std::memcpy(out.raw(), t.int64_data().data(), bytes);
+        break;
       default:  // int32, int8, uint8, bool, fp16, bf16 live in int32_data
         for (int64_t i = 0; i < n; ++i) {
           int32_t v = t.int32_data(static_cast<int>(i));
           auto* p = static_cast<uint8_t*>(out.raw()) + i * static_cast<int64_t>(DTypeSize(*dtype));
           switch (DTypeSize(*dtype)) {
-            case 1: *p = static_cast<uint8_t>(v); break;
-            case 2: { uint16_t h = static_cast<uint16_t>(v); std::memcpy(p, &h, 2); break; }
-            default: std::memcpy(p, &v, 4); break;
+            case 1:
+              *p = static_cast<uint8_t>(v);
+              break;
+            case 2: {
+              uint16_t h = static_cast<uint16_t>(v);
+              std::memcpy(p, &h, 2);
+              break;
+            }
+            default:
+              std::memcpy(p, &v, 4);
+              break;
           }
         }
     }
@@ -148,8 +162,7 @@ class Importer {
   }
 
  private:
-  StatusOr<Tensor> ReadExternal(const onnx::TensorProto& t, DType dtype, const Shape& shape,
-                                size_t bytes) {
+  StatusOr<Tensor> ReadExternal(const onnx::TensorProto& t, DType dtype, const Shape& shape, size_t bytes) {
     std::string what = "tensor '" + t.name() + "'";
     std::string location;
     int64_t offset = 0, length = -1;
@@ -171,13 +184,13 @@ class Importer {
     std::string path = (fs::path(options_.external_data_dir) / rel).string();
     auto it = mapped_.find(path);
     if (it == mapped_.end()) {
-      ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
+      RANKD_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
       it = mapped_.emplace(path, std::move(file)).first;
     }
     const auto& file = it->second;
     if (length >= 0 && static_cast<size_t>(length) != bytes) {
-      return InvalidArgument(what + ": external length " + std::to_string(length) +
-                             " does not match its shape (" + std::to_string(bytes) + " bytes)");
+      return InvalidArgument(what + ": external length " + std::to_string(length) + " does not match its shape (" +
+                             std::to_string(bytes) + " bytes)");
     }
     if (offset < 0 || static_cast<size_t>(offset) > file->size() ||
         file->size() - static_cast<size_t>(offset) < bytes) {
@@ -195,9 +208,12 @@ class Importer {
 
   StatusOr<AttributeValue> ConvertAttribute(const onnx::AttributeProto& a, const std::string& node) {
     switch (a.type()) {
-      case onnx::AttributeProto::INT: return AttributeValue(a.i());
-      case onnx::AttributeProto::FLOAT: return AttributeValue(a.f());
-      case onnx::AttributeProto::STRING: return AttributeValue(a.s());
+      case onnx::AttributeProto::INT:
+        return AttributeValue(a.i());
+      case onnx::AttributeProto::FLOAT:
+        return AttributeValue(a.f());
+      case onnx::AttributeProto::STRING:
+        return AttributeValue(a.s());
       case onnx::AttributeProto::INTS:
         return AttributeValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
       case onnx::AttributeProto::FLOATS:
@@ -205,12 +221,12 @@ class Importer {
       case onnx::AttributeProto::STRINGS:
         return AttributeValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
       case onnx::AttributeProto::TENSOR: {
-        ASSIGN_OR_RETURN(Tensor t, ConvertTensor(a.t()));
+        RANKD_ASSIGN_OR_RETURN(Tensor t, ConvertTensor(a.t()));
         return AttributeValue(std::move(t));
       }
       default:
-        return Unimplemented("node '" + node + "': attribute '" + a.name() + "' has type " +
-                             std::to_string(a.type()) + " (graphs and sparse tensors unsupported)");
+        return Unimplemented("node '" + node + "': attribute '" + a.name() + "' has type " + std::to_string(a.type()) +
+                             " (graphs and sparse tensors unsupported)");
     }
   }
 
@@ -222,7 +238,7 @@ class Importer {
       return Unimplemented(node.Describe() + ": domain '" + p.domain() + "' is not supported");
     }
     for (const auto& a : p.attribute()) {
-      ASSIGN_OR_RETURN(AttributeValue v, ConvertAttribute(a, node.name));
+      RANKD_ASSIGN_OR_RETURN(AttributeValue v, ConvertAttribute(a, node.name));
       node.attrs[a.name()] = std::move(v);
     }
     if (node.op == "Constant") return ConvertConstant(p, node);
@@ -301,7 +317,7 @@ StatusOr<Graph> ImportOnnxBytes(const void* data, size_t size, const OnnxImportO
     return InvalidArgument("not a valid ONNX ModelProto (protobuf parse failed)");
   }
   Importer importer(options);
-  ASSIGN_OR_RETURN(Graph graph, importer.Run(model));
+  RANKD_ASSIGN_OR_RETURN(Graph graph, importer.Run(model));
   // Constants that view a mapping keep it alive through the graph.
   for (auto& [path, file] : importer.mapped_) graph.mapped_files.push_back(std::move(file));
   return graph;
@@ -320,7 +336,7 @@ StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
 }  // namespace
 
 StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, "tensor"));
+  RANKD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, "tensor"));
   onnx::TensorProto proto;
   if (!proto.ParseFromString(bytes)) return InvalidArgument("'" + path + "' is not a TensorProto");
   OnnxImportOptions options;
@@ -329,7 +345,7 @@ StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
 }
 
 StatusOr<Graph> ImportOnnxFile(const std::string& path, const OnnxImportOptions& options) {
-  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, "model"));
+  RANKD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, "model"));
   OnnxImportOptions opts = options;
   if (opts.external_data_dir.empty()) opts.external_data_dir = fs::path(path).parent_path().string();
   auto graph = ImportOnnxBytes(bytes.data(), bytes.size(), opts);

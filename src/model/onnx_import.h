@@ -6,14 +6,14 @@
 // Between opsets 13 and 21 the ops rankd runs changed in two ways that matter, both from 18:
 // ReduceMean, ReduceMax and ReduceMin take their axes as an input, as ReduceSum does from 13 (the
 // reduce schema reads either), and Split's equal parts round up (`num_outputs`; LowerSplits); Gelu
-// is new at 20 (LowerGelus turns it into element-wise ops). The other new versions add types rankd does not run (float8, int4, strings), refused where they
-// appear, or attributes only those types use (Cast's `saturate`).
+// is new at 20 (LowerGelus turns it into element-wise ops). The other new versions add types rankd does not run
+// (float8, int4, strings), refused where they appear, or attributes only those types use (Cast's `saturate`).
 #pragma once
 
 #include <string>
 
-#include "rankd/status.h"
 #include "model/graph.h"
+#include "rankd/status.h"
 
 namespace rankd {
 

@@ -36,10 +36,10 @@ class CaptureWorker {
   std::mutex mu_;
   std::condition_variable changed_;
   std::deque<std::pair<uint64_t, std::function<void()>>> jobs_;  // GUARDED_BY(mu_)
-  std::unordered_set<uint64_t> pending_;  // plans queued or running; GUARDED_BY(mu_)
-  bool running_job_ = false;                // GUARDED_BY(mu_)
-  bool stop_ = false;                       // GUARDED_BY(mu_)
-  std::thread thread_;                      // last: started once the rest exists
+  std::unordered_set<uint64_t> pending_;                         // plans queued or running; GUARDED_BY(mu_)
+  bool running_job_ = false;                                     // GUARDED_BY(mu_)
+  bool stop_ = false;                                            // GUARDED_BY(mu_)
+  std::thread thread_;                                           // last: started once the rest exists
 };
 
 }  // namespace rankd

@@ -53,10 +53,13 @@ HostExecutor::Binding& HostExecutor::Bind(const Plan& plan) {
   b.views.resize(values.size());
   auto pointer = [&](const PlanValue& v) -> void* {
     switch (v.storage) {
-      case PlanStorage::kConstant: return const_cast<void*>(v.constant->raw());
+      case PlanStorage::kConstant:
+        return const_cast<void*>(v.constant->raw());
       // A workspace value no step keeps (dropped as unused) has no offset.
-      case PlanStorage::kWorkspace: return v.offset < 0 ? nullptr : workspace_.get() + v.offset;
-      default: return nullptr;  // inputs are bound per run
+      case PlanStorage::kWorkspace:
+        return v.offset < 0 ? nullptr : workspace_.get() + v.offset;
+      default:
+        return nullptr;  // inputs are bound per run
     }
   };
   for (size_t id = 0; id < values.size(); ++id) {
@@ -108,13 +111,19 @@ StatusOr<std::vector<Tensor>> HostExecutor::Run(const Plan& plan, std::span<cons
   for (size_t s = 0; s < steps.size(); ++s) {
     const PlanStep& step = steps[s];
     const Node& node = graph.nodes[static_cast<size_t>(step.node)];
-    KernelArgs args{node, b.step_inputs[s], b.step_outputs[s],
+    KernelArgs args{node,
+                    b.step_inputs[s],
+                    b.step_outputs[s],
                     step.scratch_offset >= 0 ? workspace_.get() + step.scratch_offset : nullptr,
-                    b.step_inputs[s], nullptr, static_cast<int>(s), step.state.get()};
+                    b.step_inputs[s],
+                    nullptr,
+                    static_cast<int>(s),
+                    step.state.get()};
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    RETURN_IF_ERROR(step.kernel(args));
+    RANKD_RETURN_IF_ERROR(step.kernel(args));
     if (profile) {
-      OpProfile::Record(OpProfile::Key(node.op, node.name), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      OpProfile::Record(OpProfile::Key(node.op, node.name),
+                        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
   }
   std::vector<Tensor> outputs;

@@ -40,7 +40,7 @@ struct StepAccess {
 std::vector<StepAccess> WorkspaceAccesses(const Plan& plan);
 
 struct LaneSchedule {
-  std::vector<int> lane;               // per step
+  std::vector<int> lane;                // per step
   std::vector<std::vector<int>> waits;  // per step: earlier steps on other lanes to wait for
   int lanes = 1;                        // lanes used
 };

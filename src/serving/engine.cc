@@ -11,7 +11,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir, int
                                                const EngineOptions& options) {
   ModelOptions model_options;
   model_options.max_rows = options.max_rows;
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(model_dir, version, model_options));
+  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(model_dir, version, model_options));
   return std::unique_ptr<Engine>(new Engine(std::move(model)));
 }
 

@@ -15,7 +15,7 @@ uint64_t Micros(InferService::Clock::time_point a, InferService::Clock::time_poi
 Status InferService::Infer(const std::string& name, int64_t version, Clock::time_point received, const Parse& parse,
                            const Serialize& serialize) {
   Clock::time_point start = Clock::now();
-  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, repository_.Get(name, version));
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, repository_.Get(name, version));
   metrics_.AddInflight(1);
   auto fail = [&](Status s) {
     metrics_.AddInflight(-1);

@@ -42,23 +42,40 @@ std::string Metrics::Text() const {
              std::to_string(value(m)) + "\n";
     }
   };
-  family("nv_inference_request_success", "Number of successful inference requests", "counter", [](const PerModel& m) { return m.success; });
-  family("nv_inference_request_failure", "Number of failed inference requests", "counter", [](const PerModel& m) { return m.failure; });
-  family("nv_inference_count", "Number of inferences (rows) performed", "counter", [](const PerModel& m) { return m.rows; });
-  family("nv_inference_exec_count", "Number of model executions (batches)", "counter", [](const PerModel& m) { return m.execs; });
-  family("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds", "counter", [](const PerModel& m) { return m.request_us; });
-  family("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds", "counter", [](const PerModel& m) { return m.queue_us; });
-  family("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds", "counter", [](const PerModel& m) { return m.input_us; });
-  family("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds", "counter", [](const PerModel& m) { return m.infer_us; });
-  family("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds", "counter", [](const PerModel& m) { return m.output_us; });
-  family("rankd_graph_hits", "Executions that replayed a captured CUDA graph", "counter", [](const PerModel& m) { return m.buckets.graph_hits; });
-  family("rankd_graph_misses", "Executions that ran uncaptured while graphs are on", "counter", [](const PerModel& m) { return m.buckets.graph_misses; });
-  family("rankd_graph_captures", "Plans captured as graphs, per executor, warm-up included", "counter", [](const PerModel& m) { return m.buckets.captures; });
-  family("rankd_graph_capture_failures", "Plans whose capture failed; they run uncaptured", "counter", [](const PerModel& m) { return m.buckets.capture_failures; });
-  family("rankd_graph_capture_duration_us", "Cumulative time spent capturing graphs", "counter", [](const PerModel& m) { return m.buckets.capture_us; });
-  family("rankd_bucket_real_rows", "Rows of executions padded to a shape bucket, before padding", "counter", [](const PerModel& m) { return m.buckets.real_rows; });
-  family("rankd_bucket_padded_rows", "Rows of executions padded to a shape bucket, after padding", "counter", [](const PerModel& m) { return m.buckets.padded_rows; });
-  family("rankd_batch_merges_deferred", "Batches run as their requests because their bucket had no graph yet", "counter", [](const PerModel& m) { return m.buckets.merges_deferred; });
+  family("nv_inference_request_success", "Number of successful inference requests", "counter",
+         [](const PerModel& m) { return m.success; });
+  family("nv_inference_request_failure", "Number of failed inference requests", "counter",
+         [](const PerModel& m) { return m.failure; });
+  family("nv_inference_count", "Number of inferences (rows) performed", "counter",
+         [](const PerModel& m) { return m.rows; });
+  family("nv_inference_exec_count", "Number of model executions (batches)", "counter",
+         [](const PerModel& m) { return m.execs; });
+  family("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds", "counter",
+         [](const PerModel& m) { return m.request_us; });
+  family("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds", "counter",
+         [](const PerModel& m) { return m.queue_us; });
+  family("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds", "counter",
+         [](const PerModel& m) { return m.input_us; });
+  family("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds", "counter",
+         [](const PerModel& m) { return m.infer_us; });
+  family("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds",
+         "counter", [](const PerModel& m) { return m.output_us; });
+  family("rankd_graph_hits", "Executions that replayed a captured CUDA graph", "counter",
+         [](const PerModel& m) { return m.buckets.graph_hits; });
+  family("rankd_graph_misses", "Executions that ran uncaptured while graphs are on", "counter",
+         [](const PerModel& m) { return m.buckets.graph_misses; });
+  family("rankd_graph_captures", "Plans captured as graphs, per executor, warm-up included", "counter",
+         [](const PerModel& m) { return m.buckets.captures; });
+  family("rankd_graph_capture_failures", "Plans whose capture failed; they run uncaptured", "counter",
+         [](const PerModel& m) { return m.buckets.capture_failures; });
+  family("rankd_graph_capture_duration_us", "Cumulative time spent capturing graphs", "counter",
+         [](const PerModel& m) { return m.buckets.capture_us; });
+  family("rankd_bucket_real_rows", "Rows of executions padded to a shape bucket, before padding", "counter",
+         [](const PerModel& m) { return m.buckets.real_rows; });
+  family("rankd_bucket_padded_rows", "Rows of executions padded to a shape bucket, after padding", "counter",
+         [](const PerModel& m) { return m.buckets.padded_rows; });
+  family("rankd_batch_merges_deferred", "Batches run as their requests because their bucket had no graph yet",
+         "counter", [](const PerModel& m) { return m.buckets.merges_deferred; });
   out += "# HELP nv_inference_request_summary_us Request duration quantiles over the last 1024 requests\n";
   out += "# TYPE nv_inference_request_summary_us summary\n";
   for (const auto& [key, m] : models_) {
@@ -76,8 +93,9 @@ std::string Metrics::Text() const {
   }
   out += "# HELP rankd_inflight_requests Inference requests being served now\n# TYPE rankd_inflight_requests gauge\n";
   out += "rankd_inflight_requests " + std::to_string(inflight_.load()) + "\n";
-  out += "# HELP rankd_model_load_failures Loads of a model's version or config that failed\n"
-         "# TYPE rankd_model_load_failures counter\n";
+  out +=
+      "# HELP rankd_model_load_failures Loads of a model's version or config that failed\n"
+      "# TYPE rankd_model_load_failures counter\n";
   for (const auto& [model, count] : load_failures_) {
     out += "rankd_model_load_failures{model=\"" + model + "\"} " + std::to_string(count) + "\n";
   }

@@ -31,7 +31,7 @@ namespace rankd {
 struct RequestTiming {
   uint64_t queue_us = 0, input_us = 0, infer_us = 0, output_us = 0, total_us = 0;
   int64_t rows = 0;
-  bool execution = true;  // counts one model execution (a batch's first request does)
+  bool execution = true;   // counts one model execution (a batch's first request does)
   BucketCounters buckets;  // the model's counters after this request (they are the model's own)
 };
 
@@ -53,7 +53,7 @@ class Metrics {
   };
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int64_t>, PerModel> models_;  // GUARDED_BY(mu_)
-  std::map<std::string, uint64_t> load_failures_;  // GUARDED_BY(mu_)
+  std::map<std::string, uint64_t> load_failures_;               // GUARDED_BY(mu_)
   std::atomic<int64_t> inflight_{0};
 };
 

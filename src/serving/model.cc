@@ -8,8 +8,8 @@
 #include "backend/backend.h"
 #include "compile/passes.h"
 #include "model/onnx_import.h"
-#include "runtime/op_profile.h"
 #include "runtime/backends.h"
+#include "runtime/op_profile.h"
 
 namespace rankd {
 namespace fs = std::filesystem;
@@ -46,10 +46,10 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir, int64
   if (std::find(versions.begin(), versions.end(), version) == versions.end()) {
     return NotFound("'" + model_dir + "' has no version " + std::to_string(version));
   }
-  ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
+  RANKD_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
   if (config.name.empty()) config.name = fs::path(model_dir).filename().string();
   std::string onnx = (fs::path(model_dir) / std::to_string(version) / "model.onnx").string();
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadFile(onnx, std::move(config), options));
+  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadFile(onnx, std::move(config), options));
   model->version_ = version;
   return model;
 }
@@ -60,7 +60,7 @@ StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& onnx_path, M
   model->options_ = options;
   model->config_ = std::move(config);
   if (model->config_.name.empty()) model->config_.name = fs::path(onnx_path).stem().string();
-  ASSIGN_OR_RETURN(model->graph_, ImportOnnxFile(onnx_path));
+  RANKD_ASSIGN_OR_RETURN(model->graph_, ImportOnnxFile(onnx_path));
   Status s = model->Prepare();
   if (s.ok()) s = model->CheckFiles();  // a table changed while the load read it
   if (!s.ok()) return s.WithContext("model '" + model->config_.name + "'");
@@ -68,16 +68,16 @@ StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& onnx_path, M
 }
 
 Status Model::Prepare() {
-  RETURN_IF_ERROR(ResolveModelConfig(graph_, config_));
-  ASSIGN_OR_RETURN(const Precision precision,
-                   ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision));
-  ASSIGN_OR_RETURN(report_.lowered_splits, LowerSplits(graph_));  // not a fusion: there is no Split kernel
-  ASSIGN_OR_RETURN(report_.lowered_gelus, LowerGelus(graph_));    // nor a Gelu kernel
-  ASSIGN_OR_RETURN(report_.folded_nodes, FoldConstants(graph_));
+  RANKD_RETURN_IF_ERROR(ResolveModelConfig(graph_, config_));
+  RANKD_ASSIGN_OR_RETURN(const Precision precision,
+                         ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision));
+  RANKD_ASSIGN_OR_RETURN(report_.lowered_splits, LowerSplits(graph_));  // not a fusion: there is no Split kernel
+  RANKD_ASSIGN_OR_RETURN(report_.lowered_gelus, LowerGelus(graph_));    // nor a Gelu kernel
+  RANKD_ASSIGN_OR_RETURN(report_.folded_nodes, FoldConstants(graph_));
   report_.removed_nodes = RemoveDeadNodes(graph_);
   // Every node well formed (its op known, its inputs there) before the passes below read it; the
   // CPU backend, the reference, has every op an imported model may hold.
-  RETURN_IF_ERROR(CpuBackend().CheckGraph(graph_));
+  RANKD_RETURN_IF_ERROR(CpuBackend().CheckGraph(graph_));
   if (options_.fusion) {
     report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
     report_.fused_layer_norms = FuseDecomposedLayerNorms(graph_);
@@ -86,29 +86,30 @@ Status Model::Prepare() {
     if (in.ragged) ragged_names_.push_back(in.name);
   }
   report_.ragged_inputs = static_cast<int>(ragged_names_.size());
-  RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_));
+  RANKD_RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_));
   if (!options_.table_dtype.empty()) {
     DType d = DTypeFromName(options_.table_dtype).value_or(DType::kInvalid);
-    if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16) return InvalidArgument("table dtype must be FP32, BF16 or FP16");
+    if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16)
+      return InvalidArgument("table dtype must be FP32, BF16 or FP16");
     config_.table_dtype = d;
   }
   report_.narrowed_tables = StoreTablesAs(graph_, config_.table_dtype);  // before hoisting copies the graph
   BindGraphInputs();
-  RETURN_IF_ERROR(SplitProducts());
+  RANKD_RETURN_IF_ERROR(SplitProducts());
   if (options_.fusion) report_.fused_epilogues = FuseGemmEpilogues(graph_);  // after the split: it reads bare products
   Graph unhoisted = graph_;  // shares the constants; kept until the hoisted graph is checked
-  RETURN_IF_ERROR(StartHoisting().WithContext("user-side hoisting"));
+  RANKD_RETURN_IF_ERROR(StartHoisting().WithContext("user-side hoisting"));
   if (options_.fusion) {  // after hoisting, which runs user-side bags once per user before any concat
     report_.fused_embedding_concats = FuseEmbeddingConcats(graph_);
     report_.merged_tables = MergeTablesSharingIds(graph_);
     FuseEmbeddingConcats(unhoisted);
     MergeTablesSharingIds(unhoisted);
   }
-  RETURN_IF_ERROR(FuseAfterHoisting(precision));
+  RANKD_RETURN_IF_ERROR(FuseAfterHoisting(precision));
   backend_ = options_.backend ? options_.backend : &CpuBackend();
   max_executors_ = options_.executors > 0 ? options_.executors : backend_ == &CpuBackend() ? 0 : 4;
-  RETURN_IF_ERROR(backend_->CheckGraph(graph_));
-  ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
+  RANKD_RETURN_IF_ERROR(backend_->CheckGraph(graph_));
+  RANKD_ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
   if (hoisted_) {
     std::string why = CheckHoisting();
     if (!why.empty()) {  // a rule proved something false: run the graph as written
@@ -117,25 +118,26 @@ Status Model::Prepare() {
       hoisted_ = false;
       graph_ = std::move(unhoisted);
       BindGraphInputs();
-      RETURN_IF_ERROR(FuseAfterHoisting(precision));
-      RETURN_IF_ERROR(backend_->CheckGraph(graph_));
+      RANKD_RETURN_IF_ERROR(FuseAfterHoisting(precision));
+      RANKD_RETURN_IF_ERROR(backend_->CheckGraph(graph_));
       {
         std::lock_guard<std::mutex> lock(mu_);
         plans_.clear();
         plan_order_.clear();
         bucket_plans_.clear();
       }
-      ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
+      RANKD_ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
     }
   }
   for (const InputConfig& in : config_.inputs) {
-    input_signature_.push_back({in.name, in.dtype, in.dims, in.scope == InputScope::kUser, in.ragged,
-                                in.ragged ? in.max_length : 0});
+    input_signature_.push_back(
+        {in.name, in.dtype, in.dims, in.scope == InputScope::kUser, in.ragged, in.ragged ? in.max_length : 0});
   }
   for (const OutputConfig& out : config_.outputs) {
     OutputSignature o{out.name, DType::kInvalid};
     for (int id : graph_.outputs) {
-      if (graph_.values[static_cast<size_t>(id)].name == out.name) o.dtype = graph_.values[static_cast<size_t>(id)].dtype;
+      if (graph_.values[static_cast<size_t>(id)].name == out.name)
+        o.dtype = graph_.values[static_cast<size_t>(id)].dtype;
     }
     output_signature_.push_back(o);
   }
@@ -144,8 +146,8 @@ Status Model::Prepare() {
   for (int id : graph_.outputs) output_names_.push_back(graph_.values[static_cast<size_t>(id)].name);
   auto warm = Infer(ExampleRequest(2));
   if (!warm.ok()) return warm.status().WithContext("warm-up failed");
-  RETURN_IF_ERROR(StartBuckets().WithContext("shape buckets"));
-  if (config_.batching.enabled) RETURN_IF_ERROR(StartBatching().WithContext("batching"));
+  RANKD_RETURN_IF_ERROR(StartBuckets().WithContext("shape buckets"));
+  if (config_.batching.enabled) RANKD_RETURN_IF_ERROR(StartBatching().WithContext("batching"));
   return Status::Ok();
 }
 double Model::AgreementTolerance() const { return config_.precision == "fp32" ? 1e-3 : 3e-2; }
@@ -166,7 +168,7 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanFor(const std::vector<TensorMet
   PlanOptions options;
   options.backend = backend_;
   options.ragged_max_lengths = ragged_max_lengths;
-  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph_, graph_inputs, options));
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph_, graph_inputs, options));
   std::lock_guard<std::mutex> lock(mu_);
   if (plans_.emplace(key, plan).second) {
     plan_order_.push_back(key);
@@ -181,9 +183,8 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanFor(const std::vector<TensorMet
 StatusOr<std::unique_ptr<Executor>> Model::AcquireExecutor() const {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    executor_freed_.wait(lock, [&] {
-      return !idle_executors_.empty() || max_executors_ == 0 || executors_created_ < max_executors_;
-    });
+    executor_freed_.wait(
+        lock, [&] { return !idle_executors_.empty() || max_executors_ == 0 || executors_created_ < max_executors_; });
     if (!idle_executors_.empty()) {
       std::unique_ptr<Executor> e = std::move(idle_executors_.back());
       idle_executors_.pop_back();
@@ -210,31 +211,32 @@ void Model::ReleaseExecutor(std::unique_ptr<Executor> executor) const {
   executor_freed_.notify_one();
 }
 
-
 Status Model::CheckFiles() const {
-  for (const auto& file : graph_.mapped_files) RETURN_IF_ERROR(file->Check());
+  for (const auto& file : graph_.mapped_files) RANKD_RETURN_IF_ERROR(file->Check());
   return Status::Ok();
 }
 
 StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, InferStats* stats) const {
   PhaseTimer whole("(a request, end to end)");  // made first, so it ends after the request's tensors are freed
   for (const std::string& out : request.outputs) {
-    if (!std::any_of(config_.outputs.begin(), config_.outputs.end(), [&](const OutputConfig& o) { return o.name == out; })) {
+    if (!std::any_of(config_.outputs.begin(), config_.outputs.end(),
+                     [&](const OutputConfig& o) { return o.name == out; })) {
       return InvalidArgument("unknown output '" + out + "' for model '" + name() + "'");
     }
   }
   PreparedRequest prepared;
   auto t0 = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
+  RANKD_RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
   if (OpProfile::phases()) OpProfile::RecordSince("(request turned into graph inputs)", t0);
   StatusOr<std::vector<Tensor>> result = batcher_ ? RunQueued(request, prepared, stats) : RunPrepared(prepared);
   if (!result.ok()) return result.status();
-  RETURN_IF_ERROR(CheckFiles());  // scores read from a table changed on disk are not returned
+  RANKD_RETURN_IF_ERROR(CheckFiles());  // scores read from a table changed on disk are not returned
   std::vector<InferOutput> outputs;
   for (size_t i = 0; i < graph_.outputs.size(); ++i) {
     const std::string& out_name = graph_.values[static_cast<size_t>(graph_.outputs[i])].name;
     bool wanted = request.outputs.empty()
-                      ? std::any_of(config_.outputs.begin(), config_.outputs.end(), [&](const OutputConfig& o) { return o.name == out_name; })
+                      ? std::any_of(config_.outputs.begin(), config_.outputs.end(),
+                                    [&](const OutputConfig& o) { return o.name == out_name; })
                       : std::find(request.outputs.begin(), request.outputs.end(), out_name) != request.outputs.end();
     if (wanted) outputs.push_back({out_name, std::move((*result)[i])});
   }

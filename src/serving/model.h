@@ -11,27 +11,27 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
-#include "rankd/status.h"
-#include "rankd/request.h"
-#include "rankd/signature.h"
-#include "rankd/tensor.h"
 #include "backend/backend.h"
+#include "batching/batch_merge.h"
 #include "batching/batcher.h"
+#include "batching/merge_gate.h"
 #include "compile/plan.h"
 #include "model/config.h"
 #include "model/graph.h"
-#include "runtime/executor.h"
-#include "batching/batch_merge.h"
+#include "rankd/request.h"
+#include "rankd/signature.h"
+#include "rankd/status.h"
+#include "rankd/tensor.h"
 #include "runtime/capture_worker.h"
-#include "batching/merge_gate.h"
+#include "runtime/executor.h"
 #include "serving/shape_buckets.h"
 
 namespace rankd {
@@ -66,12 +66,12 @@ struct LoadReport {
   int folded_nodes = 0;
   int removed_nodes = 0;
   int fused_embedding_bags = 0;
-  int fused_layer_norms = 0;       // FuseDecomposedLayerNorms
+  int fused_layer_norms = 0;  // FuseDecomposedLayerNorms
   int fused_epilogues = 0;
-  int split_products = 0;          // SplitConcatProducts
-  int unexpanded_broadcasts = 0;   // ReadBroadcastsUnexpanded
-  int fused_mul_adds = 0;          // FuseMulAdd
-  int fused_product_mul_adds = 0;  // FuseProductMulAdds
+  int split_products = 0;           // SplitConcatProducts
+  int unexpanded_broadcasts = 0;    // ReadBroadcastsUnexpanded
+  int fused_mul_adds = 0;           // FuseMulAdd
+  int fused_product_mul_adds = 0;   // FuseProductMulAdds
   int fused_elementwise = 0;        // FuseElementwiseChains
   int fused_attention = 0;          // FuseTargetAttention
   int fused_softmax_attention = 0;  // FuseSoftmaxAttention
@@ -80,21 +80,20 @@ struct LoadReport {
   int merged_tables = 0;            // MergeTablesSharingIds
   int narrowed_tables = 0;          // StoreTablesAs
   int ragged_inputs = 0;
-  std::string buckets = "off";  // "on", "off" or why they are off
-  std::string hoisting = "off";  // user-side hoisting: what runs once per user, or why nothing does
-  std::vector<std::string> hoisting_gathers;  // the per-user values gathered to the candidates
+  std::string buckets = "off";                       // "on", "off" or why they are off
+  std::string hoisting = "off";                      // user-side hoisting: what runs once per user, or why nothing does
+  std::vector<std::string> hoisting_gathers;         // the per-user values gathered to the candidates
   int hoisted_nodes = 0, hoisted_compute_nodes = 0;  // nodes run once per user, and those computing
-  int warmup_captures = 0;      // plans captured (per executor) before the model reported ready
+  int warmup_captures = 0;                           // plans captured (per executor) before the model reported ready
   int64_t warmup_capture_bytes = 0;
   double warmup_capture_ms = 0;
 };
 
-
 // How a request ran, for metrics.
 struct InferStats {
-  uint64_t queue_us = 0;    // waiting in the batcher's queue
-  int batch_requests = 1;   // requests in the batch it ran in
-  bool execution = true;    // this request counts its batch's execution (one per batch)
+  uint64_t queue_us = 0;   // waiting in the batcher's queue
+  int batch_requests = 1;  // requests in the batch it ran in
+  bool execution = true;   // this request counts its batch's execution (one per batch)
 };
 
 class Model {
@@ -159,16 +158,15 @@ class Model {
   struct ShapeProbe {
     static constexpr int64_t kRows = 7;  // candidates; user rows are repeated to as many
     std::shared_ptr<const Plan> plan;
-    std::vector<int> user_rows;                       // graph inputs of user rows
-    std::vector<std::pair<int, int>> user_ragged;     // (values, offsets) of user ragged inputs
+    std::vector<int> user_rows;                    // graph inputs of user rows
+    std::vector<std::pair<int, int>> user_ragged;  // (values, offsets) of user ragged inputs
   };
   StatusOr<ShapeProbe> ProbeShapes() const;
   // Runs SplitConcatProducts, ReadBroadcastsUnexpanded and FuseMulAdd (with the fusion passes on).
   Status SplitProducts();
-  // Runs FuseTargetAttention, FuseSoftmaxAttention and FuseElementwiseChains on graph_ (with the fusion passes on), after
-  // hoisting: the attention reads per-user values with the request index, and an element-wise
-  // group never mixes user-side and candidate-side ops. `precision` decides whether the backend
-  // takes FuseProductMulAdds.
+  // Runs FuseTargetAttention, FuseSoftmaxAttention and FuseElementwiseChains on graph_ (with the fusion passes on),
+  // after hoisting: the attention reads per-user values with the request index, and an element-wise group never mixes
+  // user-side and candidate-side ops. `precision` decides whether the backend takes FuseProductMulAdds.
   Status FuseAfterHoisting(Precision precision);
   // Runs the hoisting pass when the config allows it and the model has user and candidate inputs.
   Status StartHoisting();
@@ -233,7 +231,7 @@ class Model {
 
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;  // GUARDED_BY(mu_)
-  mutable std::vector<std::string> plan_order_;                                  // GUARDED_BY(mu_)
+  mutable std::vector<std::string> plan_order_;                                 // GUARDED_BY(mu_)
   // Per bucket (BucketKey::Numbers): its graph input shapes, so that looking its plan up (per
   // request, and in MergeNow per merged batch) pads no example, and the plan last found for them,
   // so that a hit builds no plan key (6-7 µs a request of W1's 53 inputs on the H200's host) and
@@ -256,19 +254,18 @@ class Model {
   // The given executor, once idle.
   std::unique_ptr<Executor> TakeExecutor(const Executor* executor) const;
   mutable std::condition_variable executor_freed_;
-  mutable int executors_created_ = 0;                                              // GUARDED_BY(mu_)
-  mutable std::vector<std::unique_ptr<Executor>> idle_executors_;                // GUARDED_BY(mu_)
-  mutable std::vector<const Executor*> all_executors_;                           // GUARDED_BY(mu_)
-  mutable std::unordered_set<uint64_t> uncapturable_;  // plans whose capture failed; GUARDED_BY(mu_)
+  mutable int executors_created_ = 0;                              // GUARDED_BY(mu_)
+  mutable std::vector<std::unique_ptr<Executor>> idle_executors_;  // GUARDED_BY(mu_)
+  mutable std::vector<const Executor*> all_executors_;             // GUARDED_BY(mu_)
+  mutable std::unordered_set<uint64_t> uncapturable_;              // plans whose capture failed; GUARDED_BY(mu_)
 
-  std::unique_ptr<ShapeBuckets> buckets_;  // nullptr: requests run at their own shapes
+  std::unique_ptr<ShapeBuckets> buckets_;    // nullptr: requests run at their own shapes
   std::vector<GraphInputKind> input_kinds_;  // bindings_[i].kind, as MergeRequests and PadToBucket take them
   std::vector<BucketKey> warmup_keys_;
   bool capture_ = false;  // capture plans as graphs (buckets on, backend able)
-  mutable std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_failures_{0},
-      capture_us_{0};
+  mutable std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_failures_{0}, capture_us_{0};
   mutable std::atomic<uint64_t> real_rows_{0}, padded_rows_{0}, merges_deferred_{0};
-  mutable MergeGate merge_gate_;  // whether a batch runs merged, where graphs are captured
+  mutable MergeGate merge_gate_;                           // whether a batch runs merged, where graphs are captured
   mutable std::unique_ptr<CaptureWorker> capture_worker_;  // before batcher_: outlives its batches
 
   std::vector<std::string> output_names_;  // the graph's outputs, in order

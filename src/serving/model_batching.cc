@@ -85,19 +85,20 @@ Status Model::StartBatching() {
   std::vector<PreparedRequest> prepared(examples.size());
   std::vector<std::vector<Tensor>> alone;
   for (size_t k = 0; k < examples.size(); ++k) {
-    RETURN_IF_ERROR(BuildGraphInputs(examples[k], prepared[k]));
-    ASSIGN_OR_RETURN(std::vector<Tensor> out, RunPrepared(prepared[k]));
+    RANKD_RETURN_IF_ERROR(BuildGraphInputs(examples[k], prepared[k]));
+    RANKD_ASSIGN_OR_RETURN(std::vector<Tensor> out, RunPrepared(prepared[k]));
     alone.push_back(std::move(out));
   }
-  ASSIGN_OR_RETURN(std::vector<Tensor> merged, RunPrepared(MergeRequests({&prepared[0], &prepared[1]}, input_kinds_)));
-  ASSIGN_OR_RETURN(auto split, SplitRows(merged, {prepared[0].rows, prepared[1].rows}, output_names_));
+  RANKD_ASSIGN_OR_RETURN(std::vector<Tensor> merged,
+                         RunPrepared(MergeRequests({&prepared[0], &prepared[1]}, input_kinds_)));
+  RANKD_ASSIGN_OR_RETURN(auto split, SplitRows(merged, {prepared[0].rows, prepared[1].rows}, output_names_));
   double tolerance = AgreementTolerance();
   for (size_t k = 0; k < split.size(); ++k) {
     for (size_t o = 0; o < split[k].size(); ++o) {
       if (!OutputsAgree(alone[k][o], split[k][o], tolerance)) {
         return InvalidArgument("output '" + output_names_[o] +
-                                  "' changes when requests are merged: the graph mixes rows of a batch, so it "
-                                  "cannot be batched (remove the batching section)");
+                               "' changes when requests are merged: the graph mixes rows of a batch, so it "
+                               "cannot be batched (remove the batching section)");
       }
     }
   }
@@ -116,12 +117,12 @@ Status Model::StartBatching() {
     auto measure = [&](int64_t rows, int64_t length) -> Status {
       InferRequest request = ExampleRequest(rows, length);  // `batch` views its tensors
       PreparedRequest batch;
-      RETURN_IF_ERROR(BuildGraphInputs(request, batch));
-      RETURN_IF_ERROR(RunPrepared(batch).status());  // builds the plan, grows the workspace
+      RANKD_RETURN_IF_ERROR(BuildGraphInputs(request, batch));
+      RANKD_RETURN_IF_ERROR(RunPrepared(batch).status());  // builds the plan, grows the workspace
       std::vector<double> times;
       for (int i = 0; i < 3; ++i) {
         auto t0 = std::chrono::steady_clock::now();
-        RETURN_IF_ERROR(RunPrepared(batch).status());
+        RANKD_RETURN_IF_ERROR(RunPrepared(batch).status());
         times.push_back(MicrosSince(t0));
       }
       std::sort(times.begin(), times.end());
@@ -129,12 +130,12 @@ Status Model::StartBatching() {
       return Status::Ok();
     };
     for (int64_t rows = 1; rows <= p.max_batch_rows; rows *= 4) {
-      RETURN_IF_ERROR(measure(rows, 1));
+      RANKD_RETURN_IF_ERROR(measure(rows, 1));
       if (samples.back().micros > 20000 || MicrosSince(start) > 1e6) break;
     }
     if (!ragged_names_.empty()) {
       for (int64_t length : {8, 64, 256}) {
-        RETURN_IF_ERROR(measure(std::min<int64_t>(16, p.max_batch_rows), length));
+        RANKD_RETURN_IF_ERROR(measure(std::min<int64_t>(16, p.max_batch_rows), length));
         if (samples.back().micros > 20000) break;
       }
     }
@@ -148,9 +149,8 @@ Status Model::StartBatching() {
   BatcherOptions options;
   options.policy = p;
   options.executors = b.executors > 0 ? b.executors : max_executors_ > 0 ? max_executors_ : 2;
-  batcher_ = std::make_unique<Batcher>(options, [this](std::vector<std::unique_ptr<BatchTask>> batch) {
-    RunBatch(std::move(batch));
-  });
+  batcher_ = std::make_unique<Batcher>(
+      options, [this](std::vector<std::unique_ptr<BatchTask>> batch) { RunBatch(std::move(batch)); });
   return Status::Ok();
 }
 
@@ -166,15 +166,16 @@ StatusOr<std::vector<Tensor>> Model::RunQueued(const InferRequest& request, cons
   task->stats = stats;
   task->info.rows = prepared.rows;
   task->info.seq_elements = prepared.sequence_elements;
-  int level = request.priority > 0 ? request.priority
-              : b.default_priority_level > 0 ? b.default_priority_level : b.priority_levels;
+  int level = request.priority > 0           ? request.priority
+              : b.default_priority_level > 0 ? b.default_priority_level
+                                             : b.priority_levels;
   task->info.priority = -level;  // level 1 is the highest
   task->info.enqueued = BatchClock::now();
   int64_t timeout = request.timeout_us > 0 ? request.timeout_us : b.default_timeout_microseconds;
   if (timeout > 0) task->info.deadline = task->info.enqueued + std::chrono::microseconds(timeout);
   auto done = task->done.get_future();
   std::unique_ptr<BatchTask> queued = std::move(task);
-  RETURN_IF_ERROR(batcher_->Enqueue(queued));
+  RANKD_RETURN_IF_ERROR(batcher_->Enqueue(queued));
   return done.get();
 }
 

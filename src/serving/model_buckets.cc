@@ -54,18 +54,19 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
     PhaseTimer finding("(bucket and plan found)");
     std::optional<BucketKey> key = FindBucket(prepared);
     if (key) {
-      ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanForBucket(*key));
+      RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanForBucket(*key));
       finding.Stop();
       PhaseTimer acquiring("(executor acquired)");
-      ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
+      RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
       acquiring.Stop();
       PhaseTimer padding("(padded to its bucket)");
       const bool ids_unpadded = executor->FillsRaggedTails();
       const bool fits = FitsBucket(prepared, *key, input_kinds_, ids_unpadded);  // W1 at 512 pairs: 53 views saved
       PreparedRequest padded = fits ? PreparedRequest{} : PadToBucket(prepared, *key, input_kinds_, ids_unpadded);
       padding.Stop();
-      ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
-                       RunOn(plan, std::move(executor), fits ? prepared.inputs : padded.inputs, /*capture=*/true));
+      RANKD_ASSIGN_OR_RETURN(
+          std::vector<Tensor> outputs,
+          RunOn(plan, std::move(executor), fits ? prepared.inputs : padded.inputs, /*capture=*/true));
       real_rows_ += static_cast<uint64_t>(prepared.rows);
       padded_rows_ += static_cast<uint64_t>(key->rows);
       return TakeRows(std::move(outputs), prepared.rows);
@@ -75,8 +76,9 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
 }
 
 StatusOr<std::vector<Tensor>> Model::RunPlanned(const PreparedRequest& prepared, bool capture) const {
-  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(MetasOf(prepared, graph_), prepared.ragged_max_lengths));
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan,
+                         PlanFor(MetasOf(prepared, graph_), prepared.ragged_max_lengths));
+  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
   return RunOn(plan, std::move(executor), prepared.inputs, capture);
 }
 
@@ -126,7 +128,7 @@ bool Model::MergeNow(const std::vector<const PreparedRequest*>& parts) const {
   const PreparedRequest merged = MergedSizes(parts);
   const std::vector<bool> idless = RowsWithoutIds(parts, input_kinds_, buckets_->own_length_if_idless());
   std::optional<BucketKey> key = buckets_->Find(merged.rows, merged.ragged_max_lengths, merged.users, &idless);
-  if (!key) return true;  // past the largest bucket: launches are a small part of such a batch
+  if (!key) return true;            // past the largest bucket: launches are a small part of such a batch
   auto plan = PlanForBucket(*key);  // the plan the merged batch would run
   if (!plan.ok()) return true;      // which reports the error
   switch (merge_gate_.Decide((*plan)->id())) {
@@ -182,7 +184,7 @@ void Model::CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const {
 
 StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& request) const {
   PreparedRequest prepared;
-  RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
+  RANKD_RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
   if (buckets_) {
     if (std::optional<BucketKey> key = FindBucket(prepared)) {
       prepared = PadToBucket(prepared, *key, input_kinds_);
@@ -201,13 +203,13 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key)
       metas = it->second.metas;
     }
   }
-  if (!metas) {  // the shapes of a one-row example padded to the bucket, once per bucket
+  if (!metas) {                               // the shapes of a one-row example padded to the bucket, once per bucket
     InferRequest one = ExampleRequest(1, 0);  // rows without ids fit every length, 0 included
     PreparedRequest smallest;
-    RETURN_IF_ERROR(BuildGraphInputs(one, smallest));
+    RANKD_RETURN_IF_ERROR(BuildGraphInputs(one, smallest));
     metas = MetasOf(PadToBucket(smallest, key, input_kinds_), graph_);
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(*metas, key.lengths));
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(*metas, key.lengths));
   std::lock_guard<std::mutex> lock(mu_);
   if (bucket_plans_.size() >= kMaxBucketMetas && !bucket_plans_.count(numbers)) bucket_plans_.clear();
   bucket_plans_[std::move(numbers)] = {std::move(*metas), plan};
@@ -221,7 +223,7 @@ size_t Model::NumbersHash::operator()(const std::vector<int64_t>& v) const {
 }
 
 StatusOr<Executor::Launches> Model::CountLaunches(const Plan& plan) const {
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
+  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
   auto launches = executor->CountLaunches(plan);
   ReleaseExecutor(std::move(executor));
   return launches;
@@ -232,8 +234,8 @@ void Model::WaitForCaptures() const {
 }
 
 BucketCounters Model::bucket_counters() const {
-  return {graph_hits_.load(), graph_misses_.load(), captures_.load(), capture_failures_.load(), capture_us_.load(),
-          real_rows_.load(), padded_rows_.load(), merges_deferred_.load()};
+  return {graph_hits_.load(), graph_misses_.load(), captures_.load(),    capture_failures_.load(),
+          capture_us_.load(), real_rows_.load(),    padded_rows_.load(), merges_deferred_.load()};
 }
 
 Status Model::StartBuckets() {
@@ -249,8 +251,9 @@ Status Model::StartBuckets() {
   row_limit = std::max(row_limit, config_.batching.max_batch_size);
   // Past 1,024 rows launches are a small part of a batch's time, and padding would cost more than
   // a graph saves: larger requests run at their own shape unless the config lists larger sizes.
-  std::vector<int64_t> rows = c.allowed_batch_sizes.empty() ? ShapeBuckets::Geometric(std::min<int64_t>(row_limit, 1024))
-                                                            : c.allowed_batch_sizes;
+  std::vector<int64_t> rows = c.allowed_batch_sizes.empty()
+                                  ? ShapeBuckets::Geometric(std::min<int64_t>(row_limit, 1024))
+                                  : c.allowed_batch_sizes;
   // Lengths per ragged input. One only embedding bags read (no padded copy) is padded to its
   // max_length when that is short (multi-hot features), so its length never splits a bucket.
   std::vector<int64_t> max_lengths;
@@ -262,8 +265,9 @@ Status Model::StartBuckets() {
   for (size_t k = 0; k < ragged_names_.size(); ++k) {
     int64_t max_length = config_.FindInput(ragged_names_[k])->max_length;
     max_lengths.push_back(max_length);
-    lengths.push_back(!read_padded[k] && max_length <= 128 ? std::vector<int64_t>{max_length}
-                                                           : ShapeBuckets::AllowedLengths(c.allowed_lengths, max_length));
+    lengths.push_back(!read_padded[k] && max_length <= 128
+                          ? std::vector<int64_t>{max_length}
+                          : ShapeBuckets::AllowedLengths(c.allowed_lengths, max_length));
   }
 
   // Padding must change nothing: requests of 3 rows with rows of 3 ids and of none, alone and
@@ -273,7 +277,7 @@ Status Model::StartBuckets() {
   std::vector<InferRequest> requests = {ExampleRequest(3, 3), ExampleRequest(3, 0)};
   for (size_t e = 0; e < examples.size(); ++e) {
     RandomizeFloats(requests[e], 2024 + static_cast<uint32_t>(e));
-    RETURN_IF_ERROR(BuildGraphInputs(requests[e], examples[e]));
+    RANKD_RETURN_IF_ERROR(BuildGraphInputs(requests[e], examples[e]));
   }
   // The first output padding to `key` changes, or "". An example the model cannot score at its
   // own shape (a graph that refuses empty sequences, say) proves nothing and is skipped.
@@ -334,7 +338,7 @@ Status Model::StartBuckets() {
     for (size_t e = 0; e < with_ids.size() && idless_only; ++e) {
       RandomizeFloats(with_ids[e], 2030 + static_cast<uint32_t>(e));
       PreparedRequest p;
-      RETURN_IF_ERROR(BuildGraphInputs(with_ids[e], p));
+      RANKD_RETURN_IF_ERROR(BuildGraphInputs(with_ids[e], p));
       idless_only = changed(p, widest(p)).empty();
     }
     for (size_t k = 0; k < lengths.size(); ++k) {
@@ -347,7 +351,8 @@ Status Model::StartBuckets() {
     }
   }
   // A hoisted model's user rows are padded too: to one of the row sizes (one user, unbatched).
-  buckets_ = std::make_unique<ShapeBuckets>(rows, lengths, hoisted_ ? rows : std::vector<int64_t>{}, own_length_if_idless);
+  buckets_ =
+      std::make_unique<ShapeBuckets>(rows, lengths, hoisted_ ? rows : std::vector<int64_t>{}, own_length_if_idless);
   report_.buckets = lengths_change.empty() ? "on"
                     : idless_only          ? "on, sequences at their own length when a row has no id: " + lengths_change
                                            : "on, sequences at their own length: " + lengths_change;
@@ -373,10 +378,11 @@ Status Model::CaptureWarmupBuckets(const std::vector<int64_t>& max_lengths) {
     if (plan.ok() && (*plan)->workspace_bytes() <= limit) plans.push_back(std::move(*plan));
   }
   // Largest workspace first, so each executor's buffers grow once and no capture is dropped.
-  std::stable_sort(plans.begin(), plans.end(), [](const auto& a, const auto& b) { return a->workspace_bytes() > b->workspace_bytes(); });
+  std::stable_sort(plans.begin(), plans.end(),
+                   [](const auto& a, const auto& b) { return a->workspace_bytes() > b->workspace_bytes(); });
   std::vector<std::unique_ptr<Executor>> held;
   for (int i = 0; i < std::max(max_executors_, 1); ++i) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, AcquireExecutor());
+    RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, AcquireExecutor());
     held.push_back(std::move(e));
   }
   auto start = std::chrono::steady_clock::now();

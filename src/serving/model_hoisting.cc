@@ -20,7 +20,8 @@ void Model::BindGraphInputs() {
     }
     for (size_t c = 0; c < config_.inputs.size(); ++c) {
       const InputConfig& in = config_.inputs[c];
-      int ragged = static_cast<int>(std::find(ragged_names_.begin(), ragged_names_.end(), in.name) - ragged_names_.begin());
+      int ragged =
+          static_cast<int>(std::find(ragged_names_.begin(), ragged_names_.end(), in.name) - ragged_names_.begin());
       bool user = hoisted_ && in.scope == InputScope::kUser;
       if (!in.ragged && name == in.name) bindings_.push_back({c, {GraphInputKind::kDense, -1, user}});
       if (in.ragged && name == in.name + ".values") bindings_.push_back({c, {GraphInputKind::kValues, ragged, user}});
@@ -55,7 +56,8 @@ StatusOr<Model::ShapeProbe> Model::ProbeShapes() const {
       metas.push_back({in.dtype, s, nullptr});
       if (user) probe.user_rows.push_back(id);
     } else if (b.kind.part == GraphInputKind::kValues) {
-      metas.push_back({in.dtype, {ShapeProbe::kRows * options.ragged_max_lengths[static_cast<size_t>(b.kind.ragged)]}, nullptr});
+      metas.push_back(
+          {in.dtype, {ShapeProbe::kRows * options.ragged_max_lengths[static_cast<size_t>(b.kind.ragged)]}, nullptr});
       if (user) user_ragged[static_cast<size_t>(b.kind.ragged)].first = id;
     } else {
       metas.push_back({DType::kI64, {ShapeProbe::kRows + 1}, nullptr});
@@ -65,7 +67,7 @@ StatusOr<Model::ShapeProbe> Model::ProbeShapes() const {
   for (auto pair : user_ragged) {
     if (pair.first >= 0) probe.user_ragged.push_back(pair);
   }
-  ASSIGN_OR_RETURN(probe.plan, Plan::Build(graph_, metas, options));
+  RANKD_ASSIGN_OR_RETURN(probe.plan, Plan::Build(graph_, metas, options));
   return probe;
 }
 
@@ -97,7 +99,8 @@ Status Model::FuseAfterHoisting(Precision precision) {
     probe = ProbeShapes();
     if (!probe.ok()) return probe.status().WithContext("after fusing attention");
   }
-  report_.fused_dot_interactions = FuseDotInteractions(graph_, probe->plan->values());  // adds no value a later pass reads
+  report_.fused_dot_interactions =
+      FuseDotInteractions(graph_, probe->plan->values());  // adds no value a later pass reads
   const Backend& target = options_.backend ? *options_.backend : CpuBackend();
   if (target.TakesProductMulAdds(precision)) {  // before the chains, which would take the MulAdds
     // It adds no value and changes none's shape, so the probe's shapes still hold for the chains.

@@ -65,7 +65,8 @@ void Model::FindIdsIn32Bits() {
     bool fed = false, all = config_.inputs[c].dtype == DType::kI64;
     for (size_t i = 0; i < bindings_.size(); ++i) {
       const GraphInputKind::Part part = bindings_[i].kind.part;
-      if (bindings_[i].config_index != c || part == GraphInputKind::kOffsets || part == GraphInputKind::kRequestIndex) continue;
+      if (bindings_[i].config_index != c || part == GraphInputKind::kOffsets || part == GraphInputKind::kRequestIndex)
+        continue;
       fed = true;
       all = all && narrow[i];
     }
@@ -117,8 +118,10 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     const InferInput& in = request.inputs[i];
     size_t c = i;  // clients mostly send the inputs in the config's order: no search then
     if (c >= config_.inputs.size() || config_.inputs[c].name != in.name) {
-      auto it = std::find_if(config_.inputs.begin(), config_.inputs.end(), [&](const InputConfig& x) { return x.name == in.name; });
-      if (it == config_.inputs.end()) return InvalidArgument("unknown input '" + in.name + "' for model '" + name() + "'");
+      auto it = std::find_if(config_.inputs.begin(), config_.inputs.end(),
+                             [&](const InputConfig& x) { return x.name == in.name; });
+      if (it == config_.inputs.end())
+        return InvalidArgument("unknown input '" + in.name + "' for model '" + name() + "'");
       c = static_cast<size_t>(it - config_.inputs.begin());
     }
     if (given[c]) return InvalidArgument("input '" + in.name + "' is given twice");
@@ -138,35 +141,41 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
         return InvalidArgument("input '" + cfg.name + "' holds its ids in 32 bits, which this model does not take");
       }
     } else if (t.dtype() != cfg.dtype) {
-      return InvalidArgument("input '" + cfg.name + "' must be " + DTypeName(cfg.dtype) + ", got " + DTypeName(t.dtype()));
+      return InvalidArgument("input '" + cfg.name + "' must be " + DTypeName(cfg.dtype) + ", got " +
+                             DTypeName(t.dtype()));
     }
-    RETURN_IF_ERROR(CheckFinite(*in));
+    RANKD_RETURN_IF_ERROR(CheckFinite(*in));
     if (cfg.ragged) {
       if (!in->lengths.empty() || t.rank() == 1) {
         if (t.rank() != 1) return InvalidArgument("ragged input '" + cfg.name + "' with lengths must be flat values");
         with_lengths.push_back(c);  // lengths checked below, on several threads
         rows[c] = static_cast<int64_t>(in->lengths.size());
       } else {
-        if (t.rank() != 2) return InvalidArgument("ragged input '" + cfg.name + "' must be [rows, length] or flat values with lengths");
-        if (t.dim(1) > cfg.max_length) return InvalidArgument("ragged input '" + cfg.name + "' rows exceed max_length " + std::to_string(cfg.max_length));
+        if (t.rank() != 2)
+          return InvalidArgument("ragged input '" + cfg.name + "' must be [rows, length] or flat values with lengths");
+        if (t.dim(1) > cfg.max_length)
+          return InvalidArgument("ragged input '" + cfg.name + "' rows exceed max_length " +
+                                 std::to_string(cfg.max_length));
         rows[c] = t.dim(0);
       }
     } else {
       if (t.rank() != static_cast<int64_t>(cfg.dims.size()) + 1) {
-        return InvalidArgument("input '" + cfg.name + "' must have shape [rows" + std::string(cfg.dims.empty() ? "" : ", ") +
-                               ShapeToString(cfg.dims).substr(1) + ", got " + ShapeToString(t.shape()));
+        return InvalidArgument("input '" + cfg.name + "' must have shape [rows" +
+                               std::string(cfg.dims.empty() ? "" : ", ") + ShapeToString(cfg.dims).substr(1) +
+                               ", got " + ShapeToString(t.shape()));
       }
       for (size_t d = 0; d < cfg.dims.size(); ++d) {
         if (cfg.dims[d] >= 0 && t.dim(static_cast<int64_t>(d) + 1) != cfg.dims[d]) {
-          return InvalidArgument("input '" + cfg.name + "' must have shape [rows, " + ShapeToString(cfg.dims).substr(1) +
-                                 ", got " + ShapeToString(t.shape()));
+          return InvalidArgument("input '" + cfg.name + "' must have shape [rows, " +
+                                 ShapeToString(cfg.dims).substr(1) + ", got " + ShapeToString(t.shape()));
         }
       }
       rows[c] = t.dim(0);
     }
     if (cfg.scope == InputScope::kItem) {
       if (n >= 0 && rows[c] != n) {
-        return InvalidArgument("input '" + cfg.name + "' has " + std::to_string(rows[c]) + " rows; other inputs have " + std::to_string(n));
+        return InvalidArgument("input '" + cfg.name + "' has " + std::to_string(rows[c]) + " rows; other inputs have " +
+                               std::to_string(n));
       }
       n = rows[c];
     }
@@ -181,8 +190,8 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   int64_t users = 1;
   for (size_t c = 0; c < config_.inputs.size(); ++c) {
     if (config_.inputs[c].scope == InputScope::kUser && rows[c] != 1 && rows[c] != n) {
-      return InvalidArgument("user input '" + config_.inputs[c].name + "' must have 1 row (or one per candidate), got " +
-                             std::to_string(rows[c]));
+      return InvalidArgument("user input '" + config_.inputs[c].name +
+                             "' must have 1 row (or one per candidate), got " + std::to_string(rows[c]));
     }
     if (config_.inputs[c].scope == InputScope::kUser) users = std::max(users, rows[c]);
   }
@@ -201,11 +210,11 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   struct LengthsJob {
     size_t config;
     bool padded;
-    int64_t rows;          // of the graph input
-    int ragged;            // index into ragged_max_lengths
-    size_t input;          // the offsets' graph input; kNoInput: only check the lengths
+    int64_t rows;  // of the graph input
+    int ragged;    // index into ragged_max_lengths
+    size_t input;  // the offsets' graph input; kNoInput: only check the lengths
     Status status;
-    bool summed = false;   // the parser's offsets are the graph input (InferInput::offsets)
+    bool summed = false;  // the parser's offsets are the graph input (InferInput::offsets)
   };
   std::vector<LengthsJob> jobs;
   for (const Binding& b : bindings_) {
@@ -303,9 +312,8 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     ParallelFor(static_cast<int64_t>(jobs.size()), n, lengths);
   }
   std::sort(jobs.begin(), jobs.end(), [](const LengthsJob& a, const LengthsJob& b) { return a.config < b.config; });
-  for (const LengthsJob& job : jobs) RETURN_IF_ERROR(job.status);
+  for (const LengthsJob& job : jobs) RANKD_RETURN_IF_ERROR(job.status);
   return Status::Ok();
 }
-
 
 }  // namespace rankd

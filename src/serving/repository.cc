@@ -50,8 +50,8 @@ std::vector<int64_t> SelectVersions(const ModelConfig& config, const std::vector
 StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Create(const RepositoryOptions& options) {
   if (!fs::is_directory(options.root)) return NotFound("model repository '" + options.root + "' is not a directory");
   std::unique_ptr<ModelRepository> repo(new ModelRepository(options));
-  std::vector<std::string> names = options.mode == ModelControlMode::kExplicit ? options.startup_models
-                                                                               : repo->ModelDirectories();
+  std::vector<std::string> names =
+      options.mode == ModelControlMode::kExplicit ? options.startup_models : repo->ModelDirectories();
   for (const std::string& name : repo->ModelDirectories()) repo->models_[name];
   for (const std::string& name : names) {
     Status s = repo->LoadModel(name);
@@ -64,7 +64,8 @@ std::vector<std::string> ModelRepository::ModelDirectories() const {
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(options_.root, ec)) {
-    if (e.is_directory() && !ListModelVersions(e.path().string()).empty()) names.push_back(e.path().filename().string());
+    if (e.is_directory() && !ListModelVersions(e.path().string()).empty())
+      names.push_back(e.path().filename().string());
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -190,8 +191,10 @@ void ModelRepository::Poll() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = models_.begin(); it != models_.end();) {  // directories removed from disk
-      if (std::find(present.begin(), present.end(), it->first) == present.end()) it = models_.erase(it);
-      else ++it;
+      if (std::find(present.begin(), present.end(), it->first) == present.end())
+        it = models_.erase(it);
+      else
+        ++it;
     }
   }
   for (const std::string& name : present) {
@@ -224,8 +227,10 @@ std::vector<RepositoryIndexEntry> ModelRepository::Index() const {
     }
     for (const auto& [v, why] : e.version_failures) {
       auto ready = versions.find(v);
-      if (ready != versions.end()) ready->second.reason = "a changed copy failed to load; the loaded one serves: " + why;
-      else versions[v] = {name, v, "UNAVAILABLE", why};
+      if (ready != versions.end())
+        ready->second.reason = "a changed copy failed to load; the loaded one serves: " + why;
+      else
+        versions[v] = {name, v, "UNAVAILABLE", why};
     }
     if (versions.empty()) out.push_back({name, -1, "UNAVAILABLE", e.failure.empty() ? "not loaded" : e.failure});
     for (auto& [v, entry] : versions) out.push_back(std::move(entry));

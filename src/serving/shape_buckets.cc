@@ -50,15 +50,18 @@ std::vector<int64_t> ShapeBuckets::Geometric(int64_t limit) {
 
 std::vector<int64_t> ShapeBuckets::AllowedLengths(std::vector<int64_t> configured, int64_t max_length) {
   std::vector<int64_t> allowed = configured.empty() ? Geometric(max_length) : std::move(configured);
-  allowed.erase(std::remove_if(allowed.begin(), allowed.end(), [&](int64_t n) { return n > max_length; }), allowed.end());
+  allowed.erase(std::remove_if(allowed.begin(), allowed.end(), [&](int64_t n) { return n > max_length; }),
+                allowed.end());
   allowed.push_back(max_length);
   SortUnique(allowed);
   return allowed;
 }
 
-ShapeBuckets::ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<int64_t>> lengths, std::vector<int64_t> users,
-                           std::vector<bool> own_length_if_idless)
-    : rows_(std::move(rows)), lengths_(std::move(lengths)), users_(std::move(users)),
+ShapeBuckets::ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<int64_t>> lengths,
+                           std::vector<int64_t> users, std::vector<bool> own_length_if_idless)
+    : rows_(std::move(rows)),
+      lengths_(std::move(lengths)),
+      users_(std::move(users)),
       own_length_if_idless_(std::move(own_length_if_idless)) {
   SortUnique(rows_);
   SortUnique(users_);
@@ -66,8 +69,8 @@ ShapeBuckets::ShapeBuckets(std::vector<int64_t> rows, std::vector<std::vector<in
   own_length_if_idless_.resize(lengths_.size(), false);
 }
 
-std::optional<BucketKey> ShapeBuckets::Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths,
-                                            int64_t users, const std::vector<bool>* idless_rows) const {
+std::optional<BucketKey> ShapeBuckets::Find(int64_t rows, const std::vector<int64_t>& ragged_max_lengths, int64_t users,
+                                            const std::vector<bool>* idless_rows) const {
   BucketKey key;
   key.rows = RoundUp(rows_, rows);
   if (key.rows < 0) return std::nullopt;
@@ -215,8 +218,8 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
       continue;
     }
     if (ids_unpadded) {
-      out.inputs[i] = Tensor::View(in.dtype(), {used}, static_cast<uint8_t*>(const_cast<void*>(in.raw())) +
-                                                         static_cast<size_t>(first) * item);
+      out.inputs[i] = Tensor::View(
+          in.dtype(), {used}, static_cast<uint8_t*>(const_cast<void*>(in.raw())) + static_cast<size_t>(first) * item);
       continue;
     }
     Tensor t = Tensor::Empty(in.dtype(), {want * width});
@@ -262,8 +265,8 @@ std::vector<bool> RowsWithoutIds(const PreparedRequest& p, const std::vector<Gra
   return idless;
 }
 
-std::vector<bool> RowsWithoutIds(const std::vector<const PreparedRequest*>& parts, const std::vector<GraphInputKind>& kinds,
-                                 const std::vector<bool>& which) {
+std::vector<bool> RowsWithoutIds(const std::vector<const PreparedRequest*>& parts,
+                                 const std::vector<GraphInputKind>& kinds, const std::vector<bool>& which) {
   std::vector<bool> idless(which.size(), false), wanted = which;
   for (const PreparedRequest* p : parts) {
     if (std::none_of(wanted.begin(), wanted.end(), [](bool w) { return w; })) break;  // all found, or none asked

@@ -14,29 +14,29 @@
 #include <string>
 #include <vector>
 
-#include "rankd/tensor.h"
 #include "batching/batch_merge.h"
+#include "rankd/tensor.h"
 
 namespace rankd {
 
 struct BucketKey {
   int64_t rows = 0;
-  std::vector<int64_t> lengths;  // per ragged input
-  int64_t users = 0;             // user rows of a hoisted model (0: none)
-  std::string ToString() const;  // "rows=64 lengths=[8,20] users=1"
+  std::vector<int64_t> lengths;          // per ragged input
+  int64_t users = 0;                     // user rows of a hoisted model (0: none)
+  std::string ToString() const;          // "rows=64 lengths=[8,20] users=1"
   std::vector<int64_t> Numbers() const;  // rows, users, then the lengths: a key that tells buckets apart
 };
 
 // Shape buckets and captured graphs at run time (metrics).
 struct BucketCounters {
-  uint64_t graph_hits = 0;    // executions that replayed a captured graph
-  uint64_t graph_misses = 0;  // executions that ran uncaptured (with captures on)
-  uint64_t captures = 0;      // plans captured on an executor, warm-up included
+  uint64_t graph_hits = 0;        // executions that replayed a captured graph
+  uint64_t graph_misses = 0;      // executions that ran uncaptured (with captures on)
+  uint64_t captures = 0;          // plans captured on an executor, warm-up included
   uint64_t capture_failures = 0;  // plans whose capture failed (twice); they run uncaptured
-  uint64_t capture_us = 0;    // time spent capturing
-  uint64_t real_rows = 0;     // rows of bucketed executions ...
-  uint64_t padded_rows = 0;   // ... and the rows they ran with
-  uint64_t merges_deferred = 0;  // batches run as their requests: their bucket had no graph yet (merge_gate.h)
+  uint64_t capture_us = 0;        // time spent capturing
+  uint64_t real_rows = 0;         // rows of bucketed executions ...
+  uint64_t padded_rows = 0;       // ... and the rows they ran with
+  uint64_t merges_deferred = 0;   // batches run as their requests: their bucket had no graph yet (merge_gate.h)
 };
 
 class ShapeBuckets {
@@ -85,8 +85,8 @@ std::vector<bool> RowsWithoutIds(const PreparedRequest& p, const std::vector<Gra
                                  const std::vector<bool>& which);
 // The same for the batch MergeRequests would make of `parts`, from the parts themselves: a merged
 // input has a row without an id where one of its parts has.
-std::vector<bool> RowsWithoutIds(const std::vector<const PreparedRequest*>& parts, const std::vector<GraphInputKind>& kinds,
-                                 const std::vector<bool>& which);
+std::vector<bool> RowsWithoutIds(const std::vector<const PreparedRequest*>& parts,
+                                 const std::vector<GraphInputKind>& kinds, const std::vector<bool>& which);
 
 // `p` padded to `key` (key.rows >= p.rows, key.users >= p.users, each key length >= that input's
 // longest row): dense inputs get zero rows; each ragged input gets key.lengths[k] slots per row

@@ -19,11 +19,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/backends.h"
 #include "runtime/op_profile.h"
 #include "serving/model.h"
 #include "tools/commands.h"
 #include "tools/request_file.h"
-#include "runtime/backends.h"
 
 namespace rankd {
 namespace {
@@ -111,7 +111,8 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   Clock::time_point start = Clock::now();
   // The timed runs' window on the wall clock, so that a GPU's clock and power sampled beside them
   // (bench/gpu_clocks.py) can be read over just this window.
-  const double start_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double start_unix_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::atomic<int64_t> last_progress{0};
   auto worker = [&] {
     for (int i = next++; i < args.iters && failed == 0; i = next++) {
@@ -158,22 +159,42 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   nlohmann::json launches = nullptr;
   if (plan.ok()) {
     if (auto l = (*model)->CountLaunches(**plan); l.ok()) {
-      launches = {{"kernels", l->kernels},   {"copies", l->copies}, {"memsets", l->memsets},
-                  {"other", l->other}, {"kernels_in_a_row", l->kernels_in_a_row}};
+      launches = {{"kernels", l->kernels},
+                  {"copies", l->copies},
+                  {"memsets", l->memsets},
+                  {"other", l->other},
+                  {"kernels_in_a_row", l->kernels_in_a_row}};
     }
   }
   const std::string& precision = args.precision.empty() ? (*model)->config().precision : args.precision;  // as run
-  nlohmann::json out = {
-      {"label", args.label}, {"command", args.command_line}, {"model", args.model}, {"requests", args.requests},
-      {"backend", (*backend)->name()}, {"precision", precision},
-      {"table_dtype", DTypeName((*model)->config().table_dtype)},
-      {"buckets", (*model)->load_report().buckets}, {"graph_hits", c.graph_hits}, {"graph_misses", c.graph_misses},
-      {"steps", plan.ok() ? static_cast<int64_t>((*plan)->steps().size()) : -1}, {"launches", launches},
-      {"fusion", args.fusion}, {"hoisting", (*model)->load_report().hoisting}, {"rows", rows},
-      {"median_ms", median}, {"p99_ms", p99}, {"mean_ms", mean}, {"min_ms", ms.front()}, {"max_ms", ms.back()},
-      {"pairs_per_s", static_cast<double>(rows) / (median / 1000.0)}, {"spread", spread}, {"iters", args.iters},
-      {"in_flight", threads}, {"executors", args.executors}, {"throughput_pairs_per_s", static_cast<double>(rows_scored) / wall_s},
-      {"timed_start_unix_s", start_unix_s}, {"timed_s", wall_s}};
+  nlohmann::json out = {{"label", args.label},
+                        {"command", args.command_line},
+                        {"model", args.model},
+                        {"requests", args.requests},
+                        {"backend", (*backend)->name()},
+                        {"precision", precision},
+                        {"table_dtype", DTypeName((*model)->config().table_dtype)},
+                        {"buckets", (*model)->load_report().buckets},
+                        {"graph_hits", c.graph_hits},
+                        {"graph_misses", c.graph_misses},
+                        {"steps", plan.ok() ? static_cast<int64_t>((*plan)->steps().size()) : -1},
+                        {"launches", launches},
+                        {"fusion", args.fusion},
+                        {"hoisting", (*model)->load_report().hoisting},
+                        {"rows", rows},
+                        {"median_ms", median},
+                        {"p99_ms", p99},
+                        {"mean_ms", mean},
+                        {"min_ms", ms.front()},
+                        {"max_ms", ms.back()},
+                        {"pairs_per_s", static_cast<double>(rows) / (median / 1000.0)},
+                        {"spread", spread},
+                        {"iters", args.iters},
+                        {"in_flight", threads},
+                        {"executors", args.executors},
+                        {"throughput_pairs_per_s", static_cast<double>(rows_scored) / wall_s},
+                        {"timed_start_unix_s", start_unix_s},
+                        {"timed_s", wall_s}};
   std::string line = out.dump();
   std::printf("%s\n", line.c_str());
   if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
@@ -184,10 +205,10 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
       csv << "label,model,backend,precision,buckets,rows,median_ms,p99_ms,mean_ms,pairs_per_s,spread,iters,in_flight,"
              "throughput_pairs_per_s\n";
     }
-    csv << Quoted(args.label) << "," << Quoted(args.model) << "," << (*backend)->name() << ","
-        << precision << "," << Quoted((*model)->load_report().buckets) << "," << rows << ","
-        << median << "," << p99 << "," << mean << "," << out["pairs_per_s"].get<double>() << "," << spread << ","
-        << args.iters << "," << threads << "," << out["throughput_pairs_per_s"].get<double>() << "\n";
+    csv << Quoted(args.label) << "," << Quoted(args.model) << "," << (*backend)->name() << "," << precision << ","
+        << Quoted((*model)->load_report().buckets) << "," << rows << "," << median << "," << p99 << "," << mean << ","
+        << out["pairs_per_s"].get<double>() << "," << spread << "," << args.iters << "," << threads << ","
+        << out["throughput_pairs_per_s"].get<double>() << "\n";
   }
   if (OpProfile::phases()) std::fprintf(stderr, "%s", OpProfile::Report().c_str());
   return 0;

@@ -25,7 +25,9 @@ LoadOptions::Body ToBinary(const InferRequest& r) {
   json header = {{"id", r.id}, {"inputs", json::array()}};
   std::string tensors;
   for (const InferInput& x : r.inputs) {
-    json in = {{"name", x.name}, {"datatype", DTypeName(x.data.dtype())}, {"shape", x.data.shape()},
+    json in = {{"name", x.name},
+               {"datatype", DTypeName(x.data.dtype())},
+               {"shape", x.data.shape()},
                {"parameters", {{"binary_data_size", x.data.bytes()}}}};
     if (!x.lengths.empty()) in["parameters"]["lengths"] = x.lengths;
     header["inputs"].push_back(std::move(in));
@@ -64,7 +66,7 @@ LoadOptions::Body ToGrpc(const InferRequest& r, const BenchServerArgs& args) {
 
 // The request file's bodies, encoded for the protocol (request_file.h refuses bad files).
 StatusOr<std::vector<LoadOptions::Body>> ReadBodies(const BenchServerArgs& args) {
-  ASSIGN_OR_RETURN(std::vector<RequestLine> lines, ReadRequestFile(args.requests));
+  RANKD_ASSIGN_OR_RETURN(std::vector<RequestLine> lines, ReadRequestFile(args.requests));
   std::vector<LoadOptions::Body> bodies;
   for (const RequestLine& l : lines) {
     if (args.protocol == "grpc") {
@@ -81,10 +83,20 @@ StatusOr<std::vector<LoadOptions::Body>> ReadBodies(const BenchServerArgs& args)
 json ToJson(const LoadResult& r) {
   json statuses = json::object();
   for (const auto& [code, count] : r.statuses) statuses[std::to_string(code)] = count;
-  return {{"offered_rate", r.offered_rate}, {"achieved_rate", r.achieved_rate}, {"sent", r.sent}, {"ok", r.ok},
-          {"errors", r.errors}, {"timeouts", r.timeouts}, {"statuses", statuses}, {"p50_ms", r.p50_ms},
-          {"p90_ms", r.p90_ms}, {"p99_ms", r.p99_ms}, {"p999_ms", r.p999_ms}, {"mean_ms", r.mean_ms},
-          {"max_ms", r.max_ms}, {"spread", r.spread}};
+  return {{"offered_rate", r.offered_rate},
+          {"achieved_rate", r.achieved_rate},
+          {"sent", r.sent},
+          {"ok", r.ok},
+          {"errors", r.errors},
+          {"timeouts", r.timeouts},
+          {"statuses", statuses},
+          {"p50_ms", r.p50_ms},
+          {"p90_ms", r.p90_ms},
+          {"p99_ms", r.p99_ms},
+          {"p999_ms", r.p999_ms},
+          {"mean_ms", r.mean_ms},
+          {"max_ms", r.max_ms},
+          {"spread", r.spread}};
 }
 
 }  // namespace
@@ -109,8 +121,10 @@ int BenchServerCommand(const BenchServerArgs& args) {
   options.warmup_seconds = args.warmup_seconds;
   options.connections = args.connections;
   options.timeout_seconds = args.timeout_seconds;
-  json out = {{"command", args.command_line}, {"model", args.model}, {"requests", args.requests},
-              {"bodies", options.bodies.size()}, {"protocol", args.protocol}, {"binary", args.binary}, {"seconds", args.seconds}, {"connections", args.connections}};
+  json out = {{"command", args.command_line}, {"model", args.model},
+              {"requests", args.requests},    {"bodies", options.bodies.size()},
+              {"protocol", args.protocol},    {"binary", args.binary},
+              {"seconds", args.seconds},      {"connections", args.connections}};
   json results = json::array();
   double best_rate = 0;
   for (size_t k = 0; k < args.rates.size(); ++k) {
@@ -124,15 +138,18 @@ int BenchServerCommand(const BenchServerArgs& args) {
       std::fprintf(stderr, "rankd bench: %s\n", r.status().ToString().c_str());
       return 2;
     }
-    std::fprintf(stderr, "rate %8.1f/s: achieved %8.1f/s  p50 %7.3f  p90 %7.3f  p99 %7.3f  p99.9 %7.3f ms  errors %lld  timeouts %lld\n",
-                 rate, r->achieved_rate, r->p50_ms, r->p90_ms, r->p99_ms, r->p999_ms, static_cast<long long>(r->errors),
-                 static_cast<long long>(r->timeouts));
+    std::fprintf(
+        stderr,
+        "rate %8.1f/s: achieved %8.1f/s  p50 %7.3f  p90 %7.3f  p99 %7.3f  p99.9 %7.3f ms  errors %lld  timeouts %lld\n",
+        rate, r->achieved_rate, r->p50_ms, r->p90_ms, r->p99_ms, r->p999_ms, static_cast<long long>(r->errors),
+        static_cast<long long>(r->timeouts));
     if (r->achieved_rate < 0.95 * rate) {
       std::fprintf(stderr, "  warning: the server (or this client) kept up with only %.0f%% of the offered rate\n",
                    100 * r->achieved_rate / rate);
     }
     if (r->spread > 0.25) {
-      std::fprintf(stderr, "  warning: the median latency of this rate's quarters differs by %.0f%%: not steady "
+      std::fprintf(stderr,
+                   "  warning: the median latency of this rate's quarters differs by %.0f%%: not steady "
                    "(the server fell behind, or the machine was busy); do not trust this rate's figures\n",
                    100 * r->spread);
     }

@@ -11,7 +11,7 @@ struct RunArgs {
   std::string model_repo;
   std::string model;
   int64_t version = -1;
-  std::string input = "-";  // a file of KServe v2 JSON bodies, one per line; "-" = stdin
+  std::string input = "-";       // a file of KServe v2 JSON bodies, one per line; "-" = stdin
   std::string backend = "auto";  // cpu | cuda | auto (cuda when a GPU is present)
 };
 // Offline scoring: one response line on stdout per request line; errors on stderr. Exit 0 when
@@ -59,32 +59,32 @@ struct BenchEngineArgs {
   std::string model_repo;
   std::string model;
   int64_t version = -1;
-  std::string requests;           // KServe JSON bodies, one per line, all of one size, rotated
-  std::string backend = "cpu";    // cpu | cuda | auto
-  std::string precision;          // fp32 | tf32 | bf16 | bf16-activations; empty: the model config's
-  std::string table_dtype;        // FP32 | BF16 | FP16; empty: the model config's tables.dtype
-  std::string buckets = "config"; // on | off | config: shape buckets (and, on a GPU, captured graphs)
-  bool fusion = true;             // false: without the fusion passes, to measure what they save
-  bool hoisting = true;           // false: user rows repeated to the candidates, as written
-  int warmup = 10;                // at least one pass over the requests
+  std::string requests;            // KServe JSON bodies, one per line, all of one size, rotated
+  std::string backend = "cpu";     // cpu | cuda | auto
+  std::string precision;           // fp32 | tf32 | bf16 | bf16-activations; empty: the model config's
+  std::string table_dtype;         // FP32 | BF16 | FP16; empty: the model config's tables.dtype
+  std::string buckets = "config";  // on | off | config: shape buckets (and, on a GPU, captured graphs)
+  bool fusion = true;              // false: without the fusion passes, to measure what they save
+  bool hoisting = true;            // false: user rows repeated to the candidates, as written
+  int warmup = 10;                 // at least one pass over the requests
   int iters = 200;
-  int in_flight = 1;              // requests scored at a time, each by its own thread
-  int executors = 0;              // executors of the model; 0: the backend's default
+  int in_flight = 1;  // requests scored at a time, each by its own thread
+  int executors = 0;  // executors of the model; 0: the backend's default
   std::string label;
-  std::string json_path;          // also write the result here
-  std::string csv_path;           // also append the result here as a CSV row (header when new)
-  std::string command_line;       // recorded in the output
+  std::string json_path;     // also write the result here
+  std::string csv_path;      // also append the result here as a CSV row (header when new)
+  std::string command_line;  // recorded in the output
 };
 // In-process latency of one request shape; 0 when it ran, 2 when it could not start.
 int BenchEngineCommand(const BenchEngineArgs& args);
 
 struct BenchServerArgs {
-  std::string protocol = "http";    // http | grpc
+  std::string protocol = "http";  // http | grpc
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string model;
-  std::string version;              // empty: the server's choice
-  std::string requests;             // KServe JSON bodies, one per line, sent in rotation
+  std::string version;   // empty: the server's choice
+  std::string requests;  // KServe JSON bodies, one per line, sent in rotation
   std::vector<double> rates = {100};
   double seconds = 10;
   double warmup_seconds = 1;

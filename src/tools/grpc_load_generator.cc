@@ -1,9 +1,9 @@
 // Open-loop gRPC load (KServe v2 ModelInfer) for `rankd bench server --protocol grpc`.
+#include <grpcpp/grpcpp.h>
+
 #include <chrono>
 #include <memory>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "grpc_service.grpc.pb.h"
 #include "tools/load_generator.h"
@@ -21,7 +21,9 @@ struct Call {
   Clock::time_point scheduled;
 };
 
-double SecondsAfter(Clock::time_point from, Clock::time_point t) { return std::chrono::duration<double>(t - from).count(); }
+double SecondsAfter(Clock::time_point from, Clock::time_point t) {
+  return std::chrono::duration<double>(t - from).count();
+}
 
 Clock::duration Seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -32,7 +34,8 @@ Clock::duration Seconds(double s) {
 StatusOr<LoadResult> RunGrpcLoad(const LoadOptions& o) {
   std::vector<inference::ModelInferRequest> requests(o.bodies.size());
   for (size_t i = 0; i < o.bodies.size(); ++i) {
-    if (!requests[i].ParseFromString(o.bodies[i].bytes)) return InvalidArgument("body " + std::to_string(i) + " is not a ModelInferRequest");
+    if (!requests[i].ParseFromString(o.bodies[i].bytes))
+      return InvalidArgument("body " + std::to_string(i) + " is not a ModelInferRequest");
   }
   // Channels with distinct arguments get distinct connections (gRPC shares a subchannel otherwise).
   std::string address = o.host + ":" + std::to_string(o.port);
@@ -76,7 +79,8 @@ StatusOr<LoadResult> RunGrpcLoad(const LoadOptions& o) {
     call->scheduled = arrivals[i];
     call->context.set_deadline(std::chrono::system_clock::now() + Seconds(o.timeout_seconds) -
                                (Clock::now() - arrivals[i]));
-    call->reader = stubs[i % stubs.size()]->PrepareAsyncModelInfer(&call->context, requests[i % requests.size()], &queue);
+    call->reader =
+        stubs[i % stubs.size()]->PrepareAsyncModelInfer(&call->context, requests[i % requests.size()], &queue);
     call->reader->StartCall();
     Call* raw = call.release();  // the collector owns it from here
     raw->reader->Finish(&raw->response, &raw->status, raw);

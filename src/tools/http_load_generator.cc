@@ -1,12 +1,13 @@
-#include "tools/load_generator.h"
-
 #include <algorithm>
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <utility>
 
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
+
+#include "tools/load_generator.h"
 
 namespace rankd {
 namespace {

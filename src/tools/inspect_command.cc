@@ -3,18 +3,21 @@
 #include <filesystem>
 #include <map>
 
+#include "runtime/backends.h"
 #include "serving/model.h"
 #include "tools/commands.h"
-#include "runtime/backends.h"
 
 namespace rankd {
 namespace {
 
 std::string Human(int64_t bytes) {
   char buf[32];
-  if (bytes >= (int64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
-  else if (bytes >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
-  else std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
+  if (bytes >= (int64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+  else if (bytes >= (1 << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
   return buf;
 }
 
@@ -31,13 +34,15 @@ void PrintBuckets(const Model& model, bool plan) {
   const ShapeBuckets* b = model.shape_buckets();
   if (!b) return;
   std::printf("  rows %s\n", List(b->rows()).c_str());
-  for (size_t k = 0; k < b->lengths().size(); ++k) std::printf("  lengths of ragged input %zu %s\n", k, List(b->lengths()[k]).c_str());
+  for (size_t k = 0; k < b->lengths().size(); ++k)
+    std::printf("  lengths of ragged input %zu %s\n", k, List(b->lengths()[k]).c_str());
   if (r.warmup_captures > 0) {
     std::printf("  graphs captured at warm-up: %d (all executors) in %.1f ms, %s of device memory\n", r.warmup_captures,
                 r.warmup_capture_ms, Human(r.warmup_capture_bytes).c_str());
   }
   if (!plan) return;
-  if (model.warmup_buckets().empty()) std::printf("  (no buckets are captured at warm-up here: load with --backend cuda)\n");
+  if (model.warmup_buckets().empty())
+    std::printf("  (no buckets are captured at warm-up here: load with --backend cuda)\n");
   for (const BucketKey& key : model.warmup_buckets()) {
     auto p = model.PlanForBucket(key);
     if (!p.ok()) {
@@ -112,24 +117,32 @@ int InspectCommand(const InspectArgs& args) {
     std::printf("  %-24s %-6s\n", v.name.c_str(), DTypeName(v.dtype));
   }
   const LoadReport& r = model.load_report();
-  std::printf("passes: %d splits lowered, %d Gelus lowered, %d nodes folded, %d dead nodes removed, %d embedding bags recognised, %d layer norms recognised, %d concatenations of bags fused, %d tables merged into others, %d epilogues fused, "
-              "%d products of concatenations split, %d expansions read as broadcasts, %d multiply-adds fused, %d multiply-adds fused into products, %d attention units fused, %d softmax attentions fused, %d dot interactions fused, %d element-wise chains fused, %d ragged inputs, "
-              "%d tables stored as %s\n",
-              r.lowered_splits, r.lowered_gelus, r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.fused_layer_norms, r.fused_embedding_concats, r.merged_tables, r.fused_epilogues, r.split_products,
-              r.unexpanded_broadcasts, r.fused_mul_adds, r.fused_product_mul_adds, r.fused_attention, r.fused_softmax_attention, r.fused_dot_interactions, r.fused_elementwise, r.ragged_inputs, r.narrowed_tables,
-              DTypeName(model.config().table_dtype));
+  std::printf(
+      "passes: %d splits lowered, %d Gelus lowered, %d nodes folded, %d dead nodes removed, %d embedding bags "
+      "recognised, %d layer norms recognised, %d concatenations of bags fused, %d tables merged into others, %d "
+      "epilogues fused, "
+      "%d products of concatenations split, %d expansions read as broadcasts, %d multiply-adds fused, %d multiply-adds "
+      "fused into products, %d attention units fused, %d softmax attentions fused, %d dot interactions fused, %d "
+      "element-wise chains fused, %d ragged inputs, "
+      "%d tables stored as %s\n",
+      r.lowered_splits, r.lowered_gelus, r.folded_nodes, r.removed_nodes, r.fused_embedding_bags, r.fused_layer_norms,
+      r.fused_embedding_concats, r.merged_tables, r.fused_epilogues, r.split_products, r.unexpanded_broadcasts,
+      r.fused_mul_adds, r.fused_product_mul_adds, r.fused_attention, r.fused_softmax_attention,
+      r.fused_dot_interactions, r.fused_elementwise, r.ragged_inputs, r.narrowed_tables,
+      DTypeName(model.config().table_dtype));
   std::printf("user-side hoisting: %s\n", r.hoisting.c_str());
   if (!r.hoisting_gathers.empty()) {
     std::printf("  gathered per candidate:");
-    for (size_t i = 0; i < r.hoisting_gathers.size(); ++i) std::printf("%s %s", i ? "," : "", r.hoisting_gathers[i].c_str());
+    for (size_t i = 0; i < r.hoisting_gathers.size(); ++i)
+      std::printf("%s %s", i ? "," : "", r.hoisting_gathers[i].c_str());
     std::printf("\n");
   }
   if (const BatchPolicyOptions* b = model.batch_policy()) {
-    std::printf("batching: cost = %.4g us/row + %.4g us/sequence id + %.4g us/request, budget %.4g, "
-                "max %lld rows, delay %lld us, queue %zu\n",
-                b->cost_per_row, b->cost_per_seq, b->cost_per_request, b->cost_budget,
-                static_cast<long long>(b->max_batch_rows), static_cast<long long>(b->max_queue_delay.count()),
-                b->max_enqueued);
+    std::printf(
+        "batching: cost = %.4g us/row + %.4g us/sequence id + %.4g us/request, budget %.4g, "
+        "max %lld rows, delay %lld us, queue %zu\n",
+        b->cost_per_row, b->cost_per_seq, b->cost_per_request, b->cost_budget,
+        static_cast<long long>(b->max_batch_rows), static_cast<long long>(b->max_queue_delay.count()), b->max_enqueued);
   } else {
     std::printf("batching: off\n");
   }
@@ -145,7 +158,8 @@ int InspectCommand(const InspectArgs& args) {
   std::printf("tables:\n");
   std::map<int, bool> tables;
   for (const Node& n : g.nodes) {
-    if ((n.op == "EmbeddingBag" || (n.op == "Gather" && n.GetInt("axis", 0) == 0)) && g.IsConstant(n.inputs[0])) tables[n.inputs[0]] = true;
+    if ((n.op == "EmbeddingBag" || (n.op == "Gather" && n.GetInt("axis", 0) == 0)) && g.IsConstant(n.inputs[0]))
+      tables[n.inputs[0]] = true;
     if (n.op == "ConcatEmbeddingBags") {  // a bag part's first input is its table
       size_t first = 0;
       for (int64_t count : n.GetInts("parts")) {

@@ -1,8 +1,9 @@
 #include "tools/load_generator.h"
-#include "tools/request_file.h"
 
 #include <algorithm>
 #include <random>
+
+#include "tools/request_file.h"
 
 namespace rankd {
 
@@ -44,7 +45,9 @@ LoadResult LoadRecorder::Summarise(double offered_rate) const {
     quarters[std::min<size_t>(3, static_cast<size_t>(4 * arrival_s / seconds_))].push_back(ms);
   }
   std::sort(v.begin(), v.end());
-  auto q = [&](double p) { return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))]; };
+  auto q = [&](double p) {
+    return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+  };
   r.p50_ms = q(0.5);
   r.p90_ms = q(0.9);
   r.p99_ms = q(0.99);
@@ -63,7 +66,8 @@ std::vector<std::chrono::steady_clock::time_point> PoissonArrivals(const LoadOpt
   std::exponential_distribution<double> gap(o.rate);
   std::vector<std::chrono::steady_clock::time_point> arrivals;
   for (double t = gap(rng); t < o.warmup_seconds + o.seconds; t += gap(rng)) {
-    arrivals.push_back(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(t)));
+    arrivals.push_back(
+        start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(t)));
   }
   return arrivals;
 }

@@ -28,7 +28,7 @@ struct LoadOptions {
   Protocol protocol = Protocol::kHttp;
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string target;               // HTTP: "/v2/models/NAME/infer"
+  std::string target;  // HTTP: "/v2/models/NAME/infer"
   // Request bodies, sent in rotation. HTTP: a body whose json_length is set uses KServe's binary
   // tensor extension: json_length bytes of JSON, then the tensors' bytes. gRPC: a serialized
   // inference.ModelInferRequest.
@@ -37,11 +37,11 @@ struct LoadOptions {
     size_t json_length = 0;
   };
   std::vector<Body> bodies;
-  double rate = 100;                // offered requests per second
-  double seconds = 10;              // measured span (after the warm-up)
+  double rate = 100;    // offered requests per second
+  double seconds = 10;  // measured span (after the warm-up)
   double warmup_seconds = 1;
-  int connections = 64;             // HTTP connections or gRPC channels
-  double timeout_seconds = 10;      // an answer later than this counts as a timeout
+  int connections = 64;         // HTTP connections or gRPC channels
+  double timeout_seconds = 10;  // an answer later than this counts as a timeout
   uint64_t seed = 1;
 };
 

@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
 
   rankd::InspectArgs inspect;
   CLI::App* inspect_cmd = app.add_subcommand("inspect", "Print a model's signature, ops and tables");
-  inspect_cmd->add_option("--model-repo,--model-repository", inspect.model_repo, "Model repository directory")->required();
+  inspect_cmd->add_option("--model-repo,--model-repository", inspect.model_repo, "Model repository directory")
+      ->required();
   inspect_cmd->add_option("--model", inspect.model, "Model name")->required();
   inspect_cmd->add_option("--model-version", inspect.version, "Version (default: latest)");
   inspect_cmd->add_option("--backend", inspect.backend, "cpu | cuda | auto: load the model there");
@@ -26,12 +27,15 @@ int main(int argc, char** argv) {
   inspect_cmd->add_flag("--nodes", inspect.nodes, "List the graph after the passes, node by node");
   inspect_cmd->add_flag("!--no-fusion", inspect.fusion, "Load without the fusion passes (to compare)");
   inspect_cmd->add_flag("!--no-hoisting", inspect.hoisting, "Load without user-side hoisting (to compare)");
-  inspect_cmd->add_option("--table-dtype", inspect.table_dtype, "FP32 | BF16 | FP16: how bag tables are stored (default: the config's)")
+  inspect_cmd
+      ->add_option("--table-dtype", inspect.table_dtype,
+                   "FP32 | BF16 | FP16: how bag tables are stored (default: the config's)")
       ->check(CLI::IsMember({"FP32", "BF16", "FP16"}));
 
   rankd::ServeArgs serve;
   CLI::App* serve_cmd = app.add_subcommand("serve", "Serve models over KServe v2 (HTTP) with Prometheus metrics");
-  serve_cmd->add_option("--model-repository,--model-repo", serve.model_repository, "Model repository directory")->required();
+  serve_cmd->add_option("--model-repository,--model-repo", serve.model_repository, "Model repository directory")
+      ->required();
   serve_cmd->add_option("--http-address", serve.http_address, "Address to listen on");
   serve_cmd->add_option("--http-port", serve.http_port, "HTTP port (0: any free port)");
   serve_cmd->add_option("--grpc-port", serve.grpc_port, "gRPC port (0: any free port, -1: no gRPC)");
@@ -42,18 +46,22 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--load-model", serve.load_models, "Model to load at start (explicit mode); repeatable");
   serve_cmd->add_option("--exit-timeout-secs", serve.exit_timeout_secs, "Longest drain on SIGTERM");
-  serve_cmd->add_option("--max-body-mb", serve.max_body_mb, "Largest request body accepted")->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--max-body-mb", serve.max_body_mb, "Largest request body accepted")
+      ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--max-inflight", serve.max_inflight, "Requests handled at once; more are refused with 503")
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--backend", serve.backend, "cpu | cuda | auto (cuda when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   serve_cmd->add_option("--http-threads", serve.http_threads, "HTTP worker threads (0: twice the cores, at least 8)")
       ->check(CLI::NonNegativeNumber);
-  serve_cmd->add_option("--http-max-connections", serve.http_max_connections,
-                        "Open HTTP connections at most; more are answered 503 and closed")
+  serve_cmd
+      ->add_option("--http-max-connections", serve.http_max_connections,
+                   "Open HTTP connections at most; more are answered 503 and closed")
       ->check(CLI::PositiveNumber);
-  serve_cmd->add_option("--http-header-timeout-secs", serve.http_header_timeout_secs,
-                        "Seconds a connection may take to send a request's header (an idle keep-alive connection closes then)")
+  serve_cmd
+      ->add_option(
+          "--http-header-timeout-secs", serve.http_header_timeout_secs,
+          "Seconds a connection may take to send a request's header (an idle keep-alive connection closes then)")
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--strict-readiness", serve.strict_readiness,
                         "true: /v2/health/ready needs every model that should load to be ready; false: live is ready");
@@ -65,15 +73,22 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand("bench", "Benchmarks");
   rankd::BenchEngineArgs engine;
   auto* bench_engine = bench_cmd->add_subcommand("engine", "In-process latency of a model on one request shape");
-  bench_engine->add_option("--model-repo,--model-repository", engine.model_repo, "Model repository directory")->required();
+  bench_engine->add_option("--model-repo,--model-repository", engine.model_repo, "Model repository directory")
+      ->required();
   bench_engine->add_option("--model", engine.model, "Model name")->required();
   bench_engine->add_option("--model-version", engine.version, "Version (default: latest)");
-  bench_engine->add_option("--requests", engine.requests, "File of KServe JSON bodies of one size, one per line (rotated)")
+  bench_engine
+      ->add_option("--requests", engine.requests, "File of KServe JSON bodies of one size, one per line (rotated)")
       ->required();
-  bench_engine->add_option("--backend", engine.backend, "cpu | cuda | auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  bench_engine->add_option("--table-dtype", engine.table_dtype, "FP32 | BF16 | FP16: how bag tables are stored (default: the config's)")
+  bench_engine->add_option("--backend", engine.backend, "cpu | cuda | auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  bench_engine
+      ->add_option("--table-dtype", engine.table_dtype,
+                   "FP32 | BF16 | FP16: how bag tables are stored (default: the config's)")
       ->check(CLI::IsMember({"FP32", "BF16", "FP16"}));
-  bench_engine->add_option("--precision", engine.precision, "fp32 | tf32 | bf16 | bf16-activations (default: the model config's)")
+  bench_engine
+      ->add_option("--precision", engine.precision,
+                   "fp32 | tf32 | bf16 | bf16-activations (default: the model config's)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "bf16-activations"}));
   bench_engine->add_option("--buckets", engine.buckets, "on | off | config: shape buckets (and, on a GPU, CUDA graphs)")
       ->check(CLI::IsMember({"on", "off", "config"}));
@@ -82,7 +97,8 @@ int main(int argc, char** argv) {
   bench_engine->add_option("--warmup", engine.warmup, "Untimed runs first (at least one per request)")
       ->check(CLI::NonNegativeNumber);
   bench_engine->add_option("--iters", engine.iters, "Timed runs")->check(CLI::Range(1, 100000000));
-  bench_engine->add_option("--in-flight", engine.in_flight, "Requests scored at a time, each by its own thread (throughput)")
+  bench_engine
+      ->add_option("--in-flight", engine.in_flight, "Requests scored at a time, each by its own thread (throughput)")
       ->check(CLI::Range(1, 64));
   bench_engine->add_option("--executors", engine.executors, "Executors of the model (0: the backend's default)")
       ->check(CLI::Range(0, 64));
@@ -91,7 +107,8 @@ int main(int argc, char** argv) {
   bench_engine->add_option("--csv", engine.csv_path, "Also append the result to this CSV file (a header when new)");
 
   rankd::BenchServerArgs bench;
-  auto* bench_server = bench_cmd->add_subcommand("server", "Open-loop (Poisson) HTTP or gRPC load against a running server");
+  auto* bench_server =
+      bench_cmd->add_subcommand("server", "Open-loop (Poisson) HTTP or gRPC load against a running server");
   bench_server->add_option("--protocol", bench.protocol, "http | grpc (KServe v2 over either)")
       ->check(CLI::IsMember({"http", "grpc"}));
   bench_server->add_option("--host", bench.host, "Server address");
@@ -100,14 +117,17 @@ int main(int argc, char** argv) {
   bench_server->add_option("--model-version", bench.version, "Model version (default: the server's choice)");
   bench_server->add_option("--requests", bench.requests, "File of KServe JSON bodies, one per line")->required();
   bench_server->add_option("--rates", bench.rates, "Offered rates in requests/s (a sweep when several)")
-      ->delimiter(',')->check(CLI::PositiveNumber);
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   bench_server->add_option("--seconds", bench.seconds, "Measured seconds per rate")->check(CLI::PositiveNumber);
-  bench_server->add_option("--warmup", bench.warmup_seconds, "Seconds of load before measuring")->check(CLI::NonNegativeNumber);
+  bench_server->add_option("--warmup", bench.warmup_seconds, "Seconds of load before measuring")
+      ->check(CLI::NonNegativeNumber);
   bench_server->add_option("--connections", bench.connections, "Keep-alive connections (HTTP) or channels (gRPC)")
       ->check(CLI::PositiveNumber);
   bench_server->add_option("--timeout", bench.timeout_seconds, "Seconds before a request counts as timed out")
       ->check(CLI::PositiveNumber);
-  bench_server->add_option("--p99-target-ms", bench.p99_target_ms, "Report the highest rate whose p99 stays under this");
+  bench_server->add_option("--p99-target-ms", bench.p99_target_ms,
+                           "Report the highest rate whose p99 stays under this");
   bench_server->add_flag("--binary", bench.binary, "Send tensors in KServe's binary extension, not JSON numbers");
   bench_server->add_option("--json", bench.json_path, "Write the JSON results here (default: stdout)");
   bench_server->add_option("--csv", bench.csv_path, "Also write a CSV table here");

@@ -4,9 +4,9 @@
 #include <string>
 
 #include "frontend/kserve_json.h"
+#include "runtime/backends.h"
 #include "serving/model.h"
 #include "tools/commands.h"
-#include "runtime/backends.h"
 
 namespace rankd {
 

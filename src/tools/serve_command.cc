@@ -11,10 +11,10 @@
 #include "frontend/grpc_server.h"
 #include "frontend/http_api.h"
 #include "frontend/http_server.h"
+#include "runtime/backends.h"
 #include "serving/metrics.h"
 #include "serving/repository.h"
 #include "tools/commands.h"
-#include "runtime/backends.h"
 
 namespace rankd {
 

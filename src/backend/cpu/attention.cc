@@ -66,7 +66,8 @@ Status TargetAttention(const KernelArgs& k) {
         int64_t in_width = width;
         for (int i = 0; i < layers; ++i) {
           const Tensor& w = k.In(kFirstLayerInput + 2 * i);
-          const float* bias = k.HasIn(kFirstLayerInput + 2 * i + 1) ? k.In(kFirstLayerInput + 2 * i + 1).data<float>() : nullptr;
+          const float* bias =
+              k.HasIn(kFirstLayerInput + 2 * i + 1) ? k.In(kFirstLayerInput + 2 * i + 1).data<float>() : nullptr;
           const int64_t out_width = w.dim(1);
           Sgemm(in, w.data<float>(), next, m, out_width, in_width, false, false, 1.0f, 0.0f);
           const bool relu = i + 1 < layers;

@@ -9,16 +9,26 @@
 
 namespace rankd::cpu {
 
-struct Half { uint16_t bits; };
-struct BFloat16 { uint16_t bits; };
-struct Bool8 { uint8_t v; };
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+struct Bool8 {
+  uint8_t v;
+};
 
 template <typename T>
 inline double ToDouble(T v) {
-  if constexpr (std::is_same_v<T, Half>) return HalfToFloat(v.bits);
-  else if constexpr (std::is_same_v<T, BFloat16>) return BF16ToFloat(v.bits);
-  else if constexpr (std::is_same_v<T, Bool8>) return v.v ? 1.0 : 0.0;
-  else return static_cast<double>(v);
+  if constexpr (std::is_same_v<T, Half>)
+    return HalfToFloat(v.bits);
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return BF16ToFloat(v.bits);
+  else if constexpr (std::is_same_v<T, Bool8>)
+    return v.v ? 1.0 : 0.0;
+  else
+    return static_cast<double>(v);
 }
 
 template <typename To, typename From>
@@ -44,16 +54,35 @@ inline To Convert(From v) {
 template <typename F>
 Status DispatchAny(DType t, F&& f) {
   switch (t) {
-    case DType::kF32: f(float{}); break;
-    case DType::kF64: f(double{}); break;
-    case DType::kF16: f(Half{}); break;
-    case DType::kBF16: f(BFloat16{}); break;
-    case DType::kI8: f(int8_t{}); break;
-    case DType::kU8: f(uint8_t{}); break;
-    case DType::kI32: f(int32_t{}); break;
-    case DType::kI64: f(int64_t{}); break;
-    case DType::kBool: f(Bool8{}); break;
-    default: return Internal(std::string("no kernel for dtype ") + DTypeName(t));
+    case DType::kF32:
+      f(float{});
+      break;
+    case DType::kF64:
+      f(double{});
+      break;
+    case DType::kF16:
+      f(Half{});
+      break;
+    case DType::kBF16:
+      f(BFloat16{});
+      break;
+    case DType::kI8:
+      f(int8_t{});
+      break;
+    case DType::kU8:
+      f(uint8_t{});
+      break;
+    case DType::kI32:
+      f(int32_t{});
+      break;
+    case DType::kI64:
+      f(int64_t{});
+      break;
+    case DType::kBool:
+      f(Bool8{});
+      break;
+    default:
+      return Internal(std::string("no kernel for dtype ") + DTypeName(t));
   }
   return Status::Ok();
 }
@@ -62,11 +91,20 @@ Status DispatchAny(DType t, F&& f) {
 template <typename F>
 Status DispatchNumeric(DType t, F&& f) {
   switch (t) {
-    case DType::kF32: f(float{}); break;
-    case DType::kF64: f(double{}); break;
-    case DType::kI32: f(int32_t{}); break;
-    case DType::kI64: f(int64_t{}); break;
-    default: return Internal(std::string("no numeric kernel for dtype ") + DTypeName(t));
+    case DType::kF32:
+      f(float{});
+      break;
+    case DType::kF64:
+      f(double{});
+      break;
+    case DType::kI32:
+      f(int32_t{});
+      break;
+    case DType::kI64:
+      f(int64_t{});
+      break;
+    default:
+      return Internal(std::string("no numeric kernel for dtype ") + DTypeName(t));
   }
   return Status::Ok();
 }
@@ -74,9 +112,14 @@ Status DispatchNumeric(DType t, F&& f) {
 template <typename F>
 Status DispatchFloat(DType t, F&& f) {
   switch (t) {
-    case DType::kF32: f(float{}); break;
-    case DType::kF64: f(double{}); break;
-    default: return Internal(std::string("no float kernel for dtype ") + DTypeName(t));
+    case DType::kF32:
+      f(float{});
+      break;
+    case DType::kF64:
+      f(double{});
+      break;
+    default:
+      return Internal(std::string("no float kernel for dtype ") + DTypeName(t));
   }
   return Status::Ok();
 }

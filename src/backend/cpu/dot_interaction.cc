@@ -18,8 +18,7 @@ Status DotInteraction(const KernelArgs& k) {
   const float* dense = k.HasIn(kDense) ? k.In(kDense).data<float>() : nullptr;
   Tensor& out = k.Out(0);
   const int64_t rows = features.dim(0), fields = features.dim(1), dim = features.dim(2);
-  const int64_t count = k.In(kPairs).dim(0), width = dense ? k.In(kDense).dim(1) : 0,
-                out_width = width + count;
+  const int64_t count = k.In(kPairs).dim(0), width = dense ? k.In(kDense).dim(1) : 0, out_width = width + count;
   const float* pf = features.data<float>();
   float* po = out.data<float>();
   ParallelFor(rows, count * dim + width + 1, [&](int64_t begin, int64_t end) {

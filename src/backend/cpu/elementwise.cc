@@ -17,8 +17,7 @@ void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
   U* po = out.data<U>();
-  ForEachRow<2>(layout, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n,
-                            const std::array<int64_t, 2>& st) {
+  ForEachRow<2>(layout, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
     const T* x = pa + off[0];
     const T* y = pb + off[1];
     U* z = po + o;
@@ -75,10 +74,14 @@ Status Arith(const KernelArgs& k) {
     using T = decltype(tag);
     const Tensor &a = k.In(0), &b = k.In(1);
     Tensor& out = k.Out(0);
-    if (op == "Add") BinaryLoop<T, T>(a, b, out, [](T x, T y) { return Wrapping(x, y, std::plus<>()); });
-    else if (op == "Sub") BinaryLoop<T, T>(a, b, out, [](T x, T y) { return Wrapping(x, y, std::minus<>()); });
-    else if (op == "Mul") BinaryLoop<T, T>(a, b, out, [](T x, T y) { return Wrapping(x, y, std::multiplies<>()); });
-    else BinaryLoop<T, T>(a, b, out, [](T x, T y) { return IntDiv(x, y); });
+    if (op == "Add")
+      BinaryLoop<T, T>(a, b, out, [](T x, T y) { return Wrapping(x, y, std::plus<>()); });
+    else if (op == "Sub")
+      BinaryLoop<T, T>(a, b, out, [](T x, T y) { return Wrapping(x, y, std::minus<>()); });
+    else if (op == "Mul")
+      BinaryLoop<T, T>(a, b, out, [](T x, T y) { return Wrapping(x, y, std::multiplies<>()); });
+    else
+      BinaryLoop<T, T>(a, b, out, [](T x, T y) { return IntDiv(x, y); });
   });
 }
 
@@ -121,14 +124,14 @@ Status Pow(const KernelArgs& k) {
     auto layout = MakeBroadcastLayout<2>(out.shape(), {&a.shape(), &b.shape()});
     const T* pa = a.data<T>();
     T* po = out.data<T>();
-    ForEachRow<2>(layout, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n,
-                              const std::array<int64_t, 2>& st) {
-      for (int64_t i = 0; i < n; ++i) {
-        T x = pa[off[0] + i * st[0]];
-        T y = static_cast<T>(b.ScalarAsDouble(off[1] + i * st[1]));
-        po[o + i] = static_cast<T>(std::pow(x, y));
-      }
-    });
+    ForEachRow<2>(layout,
+                  [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+                    for (int64_t i = 0; i < n; ++i) {
+                      T x = pa[off[0] + i * st[0]];
+                      T y = static_cast<T>(b.ScalarAsDouble(off[1] + i * st[1]));
+                      po[o + i] = static_cast<T>(std::pow(x, y));
+                    }
+                  });
   });
 }
 
@@ -139,11 +142,16 @@ Status Compare(const KernelArgs& k) {
     using T = decltype(tag);
     const Tensor &a = k.In(0), &b = k.In(1);
     Tensor& out = k.Out(0);
-    if (op == "Equal") BinaryLoop<T, uint8_t>(a, b, out, [](T x, T y) { return static_cast<uint8_t>(x == y); });
-    else if (op == "Greater") BinaryLoop<T, uint8_t>(a, b, out, [](T x, T y) { return static_cast<uint8_t>(x > y); });
-    else if (op == "GreaterOrEqual") BinaryLoop<T, uint8_t>(a, b, out, [](T x, T y) { return static_cast<uint8_t>(x >= y); });
-    else if (op == "Less") BinaryLoop<T, uint8_t>(a, b, out, [](T x, T y) { return static_cast<uint8_t>(x < y); });
-    else BinaryLoop<T, uint8_t>(a, b, out, [](T x, T y) { return static_cast<uint8_t>(x <= y); });
+    if (op == "Equal")
+      BinaryLoop<T, uint8_t>(a, b, out, [](T x, T y) { return static_cast<uint8_t>(x == y); });
+    else if (op == "Greater")
+      BinaryLoop<T, uint8_t>(a, b, out, [](T x, T y) { return static_cast<uint8_t>(x > y); });
+    else if (op == "GreaterOrEqual")
+      BinaryLoop<T, uint8_t>(a, b, out, [](T x, T y) { return static_cast<uint8_t>(x >= y); });
+    else if (op == "Less")
+      BinaryLoop<T, uint8_t>(a, b, out, [](T x, T y) { return static_cast<uint8_t>(x < y); });
+    else
+      BinaryLoop<T, uint8_t>(a, b, out, [](T x, T y) { return static_cast<uint8_t>(x <= y); });
   };
   if (t == DType::kU8) {
     run(uint8_t{});
@@ -154,7 +162,7 @@ Status Compare(const KernelArgs& k) {
 
 Status Logic(const KernelArgs& k) {
   const std::string& op = k.node.op;
-  auto f = op == "And" ? +[](uint8_t x, uint8_t y) { return static_cast<uint8_t>(x && y); }
+  auto f = op == "And"  ? +[](uint8_t x, uint8_t y) { return static_cast<uint8_t>(x && y); }
            : op == "Or" ? +[](uint8_t x, uint8_t y) { return static_cast<uint8_t>(x || y); }
                         : +[](uint8_t x, uint8_t y) { return static_cast<uint8_t>((x != 0) != (y != 0)); };
   BinaryLoop<uint8_t, uint8_t>(k.In(0), k.In(1), k.Out(0), f);
@@ -172,15 +180,24 @@ Status UnaryFloat(const KernelArgs& k) {
     using T = decltype(tag);
     const Tensor& a = k.In(0);
     Tensor& out = k.Out(0);
-    if (op == "Sigmoid") UnaryLoop<T>(a, out, [](T x) { return T(1) / (T(1) + std::exp(-x)); });
-    else if (op == "Tanh") UnaryLoop<T>(a, out, [](T x) { return std::tanh(x); });
-    else if (op == "Erf") UnaryLoop<T>(a, out, [](T x) { return std::erf(x); });
-    else if (op == "Sqrt") UnaryLoop<T>(a, out, [](T x) { return std::sqrt(x); });
-    else if (op == "Exp") UnaryLoop<T>(a, out, [](T x) { return std::exp(x); });
-    else if (op == "Log") UnaryLoop<T>(a, out, [](T x) { return std::log(x); });
-    else if (op == "Reciprocal") UnaryLoop<T>(a, out, [](T x) { return T(1) / x; });
-    else if (op == "Floor") UnaryLoop<T>(a, out, [](T x) { return std::floor(x); });
-    else UnaryLoop<T>(a, out, [](T x) { return std::ceil(x); });
+    if (op == "Sigmoid")
+      UnaryLoop<T>(a, out, [](T x) { return T(1) / (T(1) + std::exp(-x)); });
+    else if (op == "Tanh")
+      UnaryLoop<T>(a, out, [](T x) { return std::tanh(x); });
+    else if (op == "Erf")
+      UnaryLoop<T>(a, out, [](T x) { return std::erf(x); });
+    else if (op == "Sqrt")
+      UnaryLoop<T>(a, out, [](T x) { return std::sqrt(x); });
+    else if (op == "Exp")
+      UnaryLoop<T>(a, out, [](T x) { return std::exp(x); });
+    else if (op == "Log")
+      UnaryLoop<T>(a, out, [](T x) { return std::log(x); });
+    else if (op == "Reciprocal")
+      UnaryLoop<T>(a, out, [](T x) { return T(1) / x; });
+    else if (op == "Floor")
+      UnaryLoop<T>(a, out, [](T x) { return std::floor(x); });
+    else
+      UnaryLoop<T>(a, out, [](T x) { return std::ceil(x); });
   });
 }
 
@@ -188,9 +205,12 @@ Status UnaryNumeric(const KernelArgs& k) {
   const std::string& op = k.node.op;
   return DispatchNumeric(k.In(0).dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if (op == "Neg") UnaryLoop<T>(k.In(0), k.Out(0), [](T x) { return static_cast<T>(-x); });
-    else if (op == "Abs") UnaryLoop<T>(k.In(0), k.Out(0), [](T x) { return x < 0 ? static_cast<T>(-x) : x; });
-    else UnaryLoop<T>(k.In(0), k.Out(0), [](T x) { return x > T(0) ? x : T(0); });
+    if (op == "Neg")
+      UnaryLoop<T>(k.In(0), k.Out(0), [](T x) { return static_cast<T>(-x); });
+    else if (op == "Abs")
+      UnaryLoop<T>(k.In(0), k.Out(0), [](T x) { return x < 0 ? static_cast<T>(-x) : x; });
+    else
+      UnaryLoop<T>(k.In(0), k.Out(0), [](T x) { return x > T(0) ? x : T(0); });
   });
 }
 
@@ -201,7 +221,8 @@ Status MulAdd(const KernelArgs& k) {
   const float *pa = a.data<float>(), *pb = b.data<float>(), *pc = c.data<float>();
   float* po = out.data<float>();
   ForEachRow<3>(layout, [&](int64_t o, const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
-    for (int64_t i = 0; i < n; ++i) po[o + i] = pa[off[0] + i * st[0]] * pb[off[1] + i * st[1]] + pc[off[2] + i * st[2]];
+    for (int64_t i = 0; i < n; ++i)
+      po[o + i] = pa[off[0] + i * st[0]] * pb[off[1] + i * st[1]] + pc[off[2] + i * st[2]];
   });
   return Status::Ok();
 }
@@ -216,12 +237,12 @@ Status Where(const KernelArgs& k) {
     const T* px = x.data<T>();
     const T* py = y.data<T>();
     T* po = out.data<T>();
-    ForEachRow<3>(layout, [&](int64_t o, const std::array<int64_t, 3>& off, int64_t n,
-                              const std::array<int64_t, 3>& st) {
-      for (int64_t i = 0; i < n; ++i) {
-        po[o + i] = pc[off[0] + i * st[0]] ? px[off[1] + i * st[1]] : py[off[2] + i * st[2]];
-      }
-    });
+    ForEachRow<3>(layout,
+                  [&](int64_t o, const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+                    for (int64_t i = 0; i < n; ++i) {
+                      po[o + i] = pc[off[0] + i * st[0]] ? px[off[1] + i * st[1]] : py[off[2] + i * st[2]];
+                    }
+                  });
   });
 }
 

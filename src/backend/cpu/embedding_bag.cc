@@ -23,8 +23,8 @@ inline void AccumulateRow<float>(const float* row, int64_t dim, float* acc) {
 
 // Bag b reads ids[begin(b) .. end(b)) and writes out[b * out_stride, + dim).
 template <typename Row, typename Id, typename Bounds>
-void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bounds, bool mean,
-          float* out, int64_t out_stride) {
+void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bounds, bool mean, float* out,
+          int64_t out_stride) {
   ParallelFor(bags, dim * 8, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
       float* acc = out + b * out_stride;
@@ -50,8 +50,8 @@ Status CheckIds(const Tensor& ids, int64_t count, int64_t rows, const Node& node
   const Id* p = ids.data<Id>();
   for (int64_t i = 0; i < count; ++i) {
     if (static_cast<int64_t>(p[i]) >= rows) {
-      return InvalidArgument(node.Describe() + ": id " + std::to_string(p[i]) +
-                             " is out of range for a table of " + std::to_string(rows) + " rows");
+      return InvalidArgument(node.Describe() + ": id " + std::to_string(p[i]) + " is out of range for a table of " +
+                             std::to_string(rows) + " rows");
     }
   }
   return Status::Ok();
@@ -79,7 +79,7 @@ Status PoolBags(const KernelArgs& k, int first, int count, bool mean, float* out
   auto run = [&](auto id_tag) -> Status {
     using Id = decltype(id_tag);
     // Only the ids some bag reads, as on CUDA: those past the last offset belong to no bag.
-    RETURN_IF_ERROR(CheckIds<Id>(ids, ragged ? offsets[bags] : ids.size(), rows, k.node));
+    RANKD_RETURN_IF_ERROR(CheckIds<Id>(ids, ragged ? offsets[bags] : ids.size(), rows, k.node));
     auto bounds = [&](int64_t b) {
       return ragged ? std::pair<int64_t, int64_t>{offsets[b], offsets[b + 1]}
                     : std::pair<int64_t, int64_t>{b * width, (b + 1) * width};
@@ -108,7 +108,8 @@ Status LookUpColumn(const KernelArgs& k, int first, int64_t column, int64_t floo
   int64_t rows = table.dim(0), dim = table.dim(1), bags = ids.dim(0), width = ids.dim(1);
   std::vector<int64_t> picked(static_cast<size_t>(bags));
   for (int64_t b = 0; b < bags; ++b) {
-    int64_t id = ids.dtype() == DType::kI32 ? ids.data<int32_t>()[b * width + column] : ids.data<int64_t>()[b * width + column];
+    int64_t id =
+        ids.dtype() == DType::kI32 ? ids.data<int32_t>()[b * width + column] : ids.data<int64_t>()[b * width + column];
     id = std::max(id, floor);
     if (id < 0) id += rows;
     if (id < 0 || id >= rows) {
@@ -140,7 +141,8 @@ Status LookUpColumn(const KernelArgs& k, int first, int64_t column, int64_t floo
 Status ConcatEmbeddingBags(const KernelArgs& k) {
   Tensor& out = k.Out(0);
   int64_t stride = out.dim(1);
-  std::vector<int64_t> parts = k.node.GetInts("parts"), modes = k.node.GetInts("modes"), columns = k.node.GetInts("columns");
+  std::vector<int64_t> parts = k.node.GetInts("parts"), modes = k.node.GetInts("modes"),
+                       columns = k.node.GetInts("columns");
   std::vector<int64_t> floors = k.node.GetInts("floors");
   int first = 0;
   int64_t column = 0;
@@ -152,15 +154,16 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       int64_t w = dense.dim(1);
       const float* src = dense.data<float>();
       ParallelFor(dense.dim(0), w, [&](int64_t lo, int64_t hi) {
-        for (int64_t r = lo; r < hi; ++r) std::memcpy(dst + r * stride, src + r * w, static_cast<size_t>(w) * sizeof(float));
+        for (int64_t r = lo; r < hi; ++r)
+          std::memcpy(dst + r * stride, src + r * w, static_cast<size_t>(w) * sizeof(float));
       });
       column += w;
     } else if (!columns.empty() && columns[p] >= 0) {
       const int64_t floor = floors.empty() ? std::numeric_limits<int64_t>::min() : floors[p];
-      RETURN_IF_ERROR(LookUpColumn(k, first, columns[p], floor, dst, stride));
+      RANKD_RETURN_IF_ERROR(LookUpColumn(k, first, columns[p], floor, dst, stride));
       column += k.In(first).dim(1);
     } else {
-      RETURN_IF_ERROR(PoolBags(k, first, count, modes[p] == 1, dst, stride));
+      RANKD_RETURN_IF_ERROR(PoolBags(k, first, count, modes[p] == 1, dst, stride));
       column += k.In(first).dim(1);
     }
     first += count;
@@ -184,8 +187,10 @@ Status RaggedToPadded(const KernelArgs& k) {
     std::memcpy(dst, static_cast<const uint8_t*>(values.raw()) + static_cast<size_t>(off[b]) * elem,
                 static_cast<size_t>(len) * elem);
     for (int64_t j = len; j < width; ++j) {
-      if (elem == 8) reinterpret_cast<int64_t*>(dst)[j] = -1;
-      else reinterpret_cast<int32_t*>(dst)[j] = -1;
+      if (elem == 8)
+        reinterpret_cast<int64_t*>(dst)[j] = -1;
+      else
+        reinterpret_cast<int32_t*>(dst)[j] = -1;
     }
   }
   return Status::Ok();

@@ -19,34 +19,74 @@ constexpr int64_t kTile = 256;
 // d[i] = op(a[i], b[i], c[i]) for i < n, as the unfused kernels compute it (elementwise.cc).
 void Apply(EwOp op, const float* a, const float* b, const float* c, float* d, int64_t n) {
   switch (op) {
-    case EwOp::kAdd: for (int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i]; break;
-    case EwOp::kSub: for (int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i]; break;
-    case EwOp::kMul: for (int64_t i = 0; i < n; ++i) d[i] = a[i] * b[i]; break;
-    case EwOp::kDiv: for (int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i]; break;
-    case EwOp::kPow: for (int64_t i = 0; i < n; ++i) d[i] = b[i] == 2.0f ? a[i] * a[i] : std::pow(a[i], b[i]); break;
+    case EwOp::kAdd:
+      for (int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i];
+      break;
+    case EwOp::kSub:
+      for (int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i];
+      break;
+    case EwOp::kMul:
+      for (int64_t i = 0; i < n; ++i) d[i] = a[i] * b[i];
+      break;
+    case EwOp::kDiv:
+      for (int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i];
+      break;
+    case EwOp::kPow:
+      for (int64_t i = 0; i < n; ++i) d[i] = b[i] == 2.0f ? a[i] * a[i] : std::pow(a[i], b[i]);
+      break;
     case EwOp::kMax:
     case EwOp::kMin: {
       const bool is_max = op == EwOp::kMax;
       for (int64_t i = 0; i < n; ++i) {
         float x = a[i], y = b[i];
-        d[i] = std::isnan(x) || std::isnan(y) ? std::numeric_limits<float>::quiet_NaN() : is_max ? std::max(x, y) : std::min(x, y);
+        d[i] = std::isnan(x) || std::isnan(y) ? std::numeric_limits<float>::quiet_NaN()
+               : is_max                       ? std::max(x, y)
+                                              : std::min(x, y);
       }
       break;
     }
-    case EwOp::kMulAdd: for (int64_t i = 0; i < n; ++i) d[i] = a[i] * b[i] + c[i]; break;
-    case EwOp::kClip: for (int64_t i = 0; i < n; ++i) d[i] = std::min(std::max(a[i], b[i]), c[i]); break;
-    case EwOp::kNeg: for (int64_t i = 0; i < n; ++i) d[i] = -a[i]; break;
-    case EwOp::kRelu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.0f ? a[i] : 0.0f; break;
-    case EwOp::kAbs: for (int64_t i = 0; i < n; ++i) d[i] = a[i] < 0.0f ? -a[i] : a[i]; break;
-    case EwOp::kSigmoid: for (int64_t i = 0; i < n; ++i) d[i] = 1.0f / (1.0f + std::exp(-a[i])); break;
-    case EwOp::kTanh: for (int64_t i = 0; i < n; ++i) d[i] = std::tanh(a[i]); break;
-    case EwOp::kErf: for (int64_t i = 0; i < n; ++i) d[i] = std::erf(a[i]); break;
-    case EwOp::kSqrt: for (int64_t i = 0; i < n; ++i) d[i] = std::sqrt(a[i]); break;
-    case EwOp::kExp: for (int64_t i = 0; i < n; ++i) d[i] = std::exp(a[i]); break;
-    case EwOp::kLog: for (int64_t i = 0; i < n; ++i) d[i] = std::log(a[i]); break;
-    case EwOp::kReciprocal: for (int64_t i = 0; i < n; ++i) d[i] = 1.0f / a[i]; break;
-    case EwOp::kFloor: for (int64_t i = 0; i < n; ++i) d[i] = std::floor(a[i]); break;
-    case EwOp::kCeil: for (int64_t i = 0; i < n; ++i) d[i] = std::ceil(a[i]); break;
+    case EwOp::kMulAdd:
+      for (int64_t i = 0; i < n; ++i) d[i] = a[i] * b[i] + c[i];
+      break;
+    case EwOp::kClip:
+      for (int64_t i = 0; i < n; ++i) d[i] = std::min(std::max(a[i], b[i]), c[i]);
+      break;
+    case EwOp::kNeg:
+      for (int64_t i = 0; i < n; ++i) d[i] = -a[i];
+      break;
+    case EwOp::kRelu:
+      for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.0f ? a[i] : 0.0f;
+      break;
+    case EwOp::kAbs:
+      for (int64_t i = 0; i < n; ++i) d[i] = a[i] < 0.0f ? -a[i] : a[i];
+      break;
+    case EwOp::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) d[i] = 1.0f / (1.0f + std::exp(-a[i]));
+      break;
+    case EwOp::kTanh:
+      for (int64_t i = 0; i < n; ++i) d[i] = std::tanh(a[i]);
+      break;
+    case EwOp::kErf:
+      for (int64_t i = 0; i < n; ++i) d[i] = std::erf(a[i]);
+      break;
+    case EwOp::kSqrt:
+      for (int64_t i = 0; i < n; ++i) d[i] = std::sqrt(a[i]);
+      break;
+    case EwOp::kExp:
+      for (int64_t i = 0; i < n; ++i) d[i] = std::exp(a[i]);
+      break;
+    case EwOp::kLog:
+      for (int64_t i = 0; i < n; ++i) d[i] = std::log(a[i]);
+      break;
+    case EwOp::kReciprocal:
+      for (int64_t i = 0; i < n; ++i) d[i] = 1.0f / a[i];
+      break;
+    case EwOp::kFloor:
+      for (int64_t i = 0; i < n; ++i) d[i] = std::floor(a[i]);
+      break;
+    case EwOp::kCeil:
+      for (int64_t i = 0; i < n; ++i) d[i] = std::ceil(a[i]);
+      break;
   }
 }
 
@@ -61,7 +101,7 @@ struct FusedLoop final : KernelState {
 
 StatusOr<std::shared_ptr<const KernelState>> PrepareFusedLoop(const Node& node) {
   auto loop = std::make_shared<FusedLoop>();
-  ASSIGN_OR_RETURN(loop->program, ElementwiseProgram::Parse(node.GetString("program", ""), node.NumInputs()));
+  RANKD_ASSIGN_OR_RETURN(loop->program, ElementwiseProgram::Parse(node.GetString("program", ""), node.NumInputs()));
   const size_t ops = loop->program.code.size();
   loop->slot.assign(ops, {-1, -1, -1});
   int next = static_cast<int>(ops) + node.NumInputs();
@@ -131,6 +171,8 @@ Status FusedElementwise(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendFusedElementwiseKernel(KernelTable& out) { out["FusedElementwise"] = Kernel(FusedElementwise, PrepareFusedLoop); }
+void AppendFusedElementwiseKernel(KernelTable& out) {
+  out["FusedElementwise"] = Kernel(FusedElementwise, PrepareFusedLoop);
+}
 
 }  // namespace rankd::cpu

@@ -25,7 +25,7 @@ void Sgemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64
            float alpha, float beta);
 
 // out = permute(in, perm), both dense row-major; elem_size bytes per element.
-void TransposeBytes(const void* in, const Shape& in_shape, const std::vector<int64_t>& perm,
-                    size_t elem_size, void* out);
+void TransposeBytes(const void* in, const Shape& in_shape, const std::vector<int64_t>& perm, size_t elem_size,
+                    void* out);
 
 }  // namespace rankd::cpu

@@ -11,19 +11,21 @@
 
 #include "backend/activation.h"
 #include "backend/broadcast.h"
-#include "backend/geometry.h"
 #include "backend/cpu/kernels.h"
+#include "backend/geometry.h"
 #include "common/parallel.h"
 #include "model/ops/einsum_spec.h"
 
 namespace rankd::cpu {
 
-void Sgemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a,
-           bool trans_b, float alpha, float beta) {
+void Sgemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
+           float alpha, float beta) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
-    if (beta == 0.0f) std::memset(c, 0, static_cast<size_t>(m * n) * sizeof(float));
-    else for (int64_t i = 0; i < m * n; ++i) c[i] *= beta;
+    if (beta == 0.0f)
+      std::memset(c, 0, static_cast<size_t>(m * n) * sizeof(float));
+    else
+      for (int64_t i = 0; i < m * n; ++i) c[i] *= beta;
     return;
   }
 #if RANKD_GEMM_ONEDNN
@@ -48,8 +50,7 @@ struct ProductEpilogue {
   const float* multiplier = nullptr;  // input 3 and input 4, of the output's shape, or null
   const float* addend = nullptr;
 
-  ProductEpilogue(const KernelArgs& k, const float* row_bias)
-      : bias(row_bias), activation(ProductActivation(k.node)) {
+  ProductEpilogue(const KernelArgs& k, const float* row_bias) : bias(row_bias), activation(ProductActivation(k.node)) {
     if (k.HasIn(3)) {
       multiplier = k.In(3).data<float>();
       addend = k.In(4).data<float>();
@@ -84,10 +85,10 @@ Status Gemm(const KernelArgs& k) {
     const Tensor& bias = k.In(2);
     auto layout = MakeBroadcastLayout<1>(out.shape(), {&bias.shape()});
     const float* pb = bias.data<float>();
-    ForEachRow<1>(layout, [&](int64_t o, const std::array<int64_t, 1>& off, int64_t len,
-                              const std::array<int64_t, 1>& st) {
-      for (int64_t i = 0; i < len; ++i) c[o + i] = pb[off[0] + i * st[0]];
-    });
+    ForEachRow<1>(layout,
+                  [&](int64_t o, const std::array<int64_t, 1>& off, int64_t len, const std::array<int64_t, 1>& st) {
+                    for (int64_t i = 0; i < len; ++i) c[o + i] = pb[off[0] + i * st[0]];
+                  });
   }
   Sgemm(a.data<float>(), b.data<float>(), c, m, n, kk, ta, tb, alpha, has_c ? beta : 0.0f);
   const ProductEpilogue epilogue(k, nullptr);  // fused by FuseGemmEpilogues and FuseProductMulAdds
@@ -105,7 +106,8 @@ Status MatMul(const KernelArgs& k) {
   const float* pb = b.data<float>();
   float* pc = out.data<float>();
   const ProductEpilogue epilogue(k, k.HasIn(2) ? k.In(2).data<float>() : nullptr);
-  if (!epilogue.empty() && (nb != 1 || kk == 0)) return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
+  if (!epilogue.empty() && (nb != 1 || kk == 0))
+    return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
   if (nb == 1) {  // one B for every batch of A: a single tall product, with its fused epilogue
     Sgemm(pa, pb, pc, na * m, n, kk, false, false, 1.0f, 0.0f);
     if (!epilogue.empty()) epilogue.Apply(pc, na * m, n);
@@ -119,8 +121,7 @@ Status MatMul(const KernelArgs& k) {
     auto [ia, ib] = RowOffsets(layout, r);
     for (int64_t j = 0; j < row; ++j) {
       int64_t ja = ia + j * layout.strides[0].back(), jb = ib + j * layout.strides[1].back();
-      Sgemm(pa + ja * m * kk, pb + jb * kk * n, pc + (r * row + j) * m * n, m, n, kk, false, false,
-            1.0f, 0.0f);
+      Sgemm(pa + ja * m * kk, pb + jb * kk * n, pc + (r * row + j) * m * n, m, n, kk, false, false, 1.0f, 0.0f);
     }
   }
   return Status::Ok();
@@ -128,10 +129,10 @@ Status MatMul(const KernelArgs& k) {
 
 Status Einsum(const KernelArgs& k) {
   auto spec = ParseEinsum(k.node.GetString("equation", ""), k.in.size(), k.node);
-  RETURN_IF_ERROR(spec.status());
+  RANKD_RETURN_IF_ERROR(spec.status());
   std::vector<Shape> shapes;
   for (const Tensor* t : k.in) shapes.push_back(t->shape());
-  ASSIGN_OR_RETURN(EinsumPlan p, PlanEinsum(*spec, shapes, k.node));
+  RANKD_ASSIGN_OR_RETURN(EinsumPlan p, PlanEinsum(*spec, shapes, k.node));
   Tensor& out = k.Out(0);
   if (p.single) {
     TransposeBytes(k.In(0).raw(), k.In(0).shape(), p.perm_a, 4, out.raw());
@@ -144,8 +145,8 @@ Status Einsum(const KernelArgs& k) {
   TransposeBytes(k.In(0).raw(), k.In(0).shape(), p.perm_a, 4, ta);
   TransposeBytes(k.In(1).raw(), k.In(1).shape(), p.perm_b, 4, tb);
   for (int64_t i = 0; i < p.batch; ++i) {
-    Sgemm(ta + i * p.rows * p.inner, tb + i * p.inner * p.cols, tc + i * p.rows * p.cols, p.rows,
-          p.cols, p.inner, false, false, 1.0f, 0.0f);
+    Sgemm(ta + i * p.rows * p.inner, tb + i * p.inner * p.cols, tc + i * p.rows * p.cols, p.rows, p.cols, p.inner,
+          false, false, 1.0f, 0.0f);
   }
   TransposeBytes(tc, p.c_shape, p.perm_out, 4, out.raw());
   return Status::Ok();

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "backend/broadcast.h"
-#include "backend/geometry.h"
 #include "backend/cpu/kernels.h"
+#include "backend/geometry.h"
 
 namespace rankd::cpu {
 namespace {
@@ -36,7 +36,6 @@ Status Softmax(const KernelArgs& k) {
   return Status::Ok();
 }
 
-
 Status LayerNorm(const KernelArgs& k) {
   const Tensor& x = k.In(0);
   Tensor& out = k.Out(0);
@@ -55,10 +54,10 @@ Status LayerNorm(const KernelArgs& k) {
     auto layout = MakeBroadcastLayout<1>(norm_shape, {&t.shape()});
     float* dst = which == 1 ? scale : bias;
     const float* src = t.data<float>();
-    ForEachRow<1>(layout, [&](int64_t o, const std::array<int64_t, 1>& off, int64_t n,
-                              const std::array<int64_t, 1>& st) {
-      for (int64_t i = 0; i < n; ++i) dst[o + i] = src[off[0] + i * st[0]];
-    });
+    ForEachRow<1>(layout,
+                  [&](int64_t o, const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+                    for (int64_t i = 0; i < n; ++i) dst[o + i] = src[off[0] + i * st[0]];
+                  });
   }
   const float* px = x.data<float>();
   float* po = out.data<float>();

@@ -34,8 +34,9 @@ Status Reduce(const KernelArgs& k) {
     int64_t n_out = out.size(), n_in = x.size();
     int64_t count = n_out ? n_in / n_out : 0;
     Acc* acc = static_cast<Acc*>(k.scratch);
-    Acc init = op == "ReduceMax" ? static_cast<Acc>(std::numeric_limits<T>::lowest())
-             : op == "ReduceMin" ? static_cast<Acc>(std::numeric_limits<T>::max()) : Acc(0);
+    Acc init = op == "ReduceMax"   ? static_cast<Acc>(std::numeric_limits<T>::lowest())
+               : op == "ReduceMin" ? static_cast<Acc>(std::numeric_limits<T>::max())
+                                   : Acc(0);
     std::fill(acc, acc + n_out, init);
     // Split over dim 0 when it is kept (each slice owns its accumulators), then walk each slice's
     // input with the accumulator as a second operand whose strides are 0 on reduced dims.
@@ -60,9 +61,12 @@ Status Reduce(const KernelArgs& k) {
           for (int64_t j = 0; j < row; ++j) {
             Acc v = static_cast<Acc>(px[ox + j * sx]);
             Acc& a = pa[oa + j * sa];
-            if (is_max) a = std::max(a, v);
-            else if (is_min) a = std::min(a, v);
-            else a += v;
+            if (is_max)
+              a = std::max(a, v);
+            else if (is_min)
+              a = std::min(a, v);
+            else
+              a += v;
           }
         }
       }

@@ -1,13 +1,14 @@
 // CPU kernel of SoftmaxAttention (model/ops/softmax_attention.h): per (row, query position,
 // head) the scores of the sequence, their softmax and the weighted sum of the values, with
 // nothing of size [rows, heads, positions, length] written.
+#include "model/ops/softmax_attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
 #include "common/parallel.h"
-#include "model/ops/softmax_attention.h"
 
 namespace rankd::cpu {
 namespace {
@@ -26,8 +27,8 @@ Status SoftmaxAttention(const KernelArgs& k) {
   const int64_t* key_rows = k.HasIn(kKeyRows) ? k.In(kKeyRows).data<int64_t>() : nullptr;
   for (int64_t n = 0; key_rows && n < rows; ++n) {
     if (key_rows[n] < 0 || key_rows[n] >= users) {
-      return InvalidArgument(k.node.Describe() + ": key row " + std::to_string(key_rows[n]) + " of row " + std::to_string(n) +
-                             " is outside [0, " + std::to_string(users) + ")");
+      return InvalidArgument(k.node.Describe() + ": key row " + std::to_string(key_rows[n]) + " of row " +
+                             std::to_string(n) + " is outside [0, " + std::to_string(users) + ")");
     }
   }
   const uint8_t* mask = k.HasIn(kMask) ? k.In(kMask).data<uint8_t>() : nullptr;

@@ -13,8 +13,7 @@ namespace {
 // out[idx] = in[base + sum(idx_d * strides_d)] over out_shape; strides in elements, may be 0 or
 // negative. Elements are copied as opaque units of T.
 template <typename T>
-void StridedCopy(const T* in, int64_t base, const std::vector<int64_t>& strides, const Shape& out_shape,
-                 T* out) {
+void StridedCopy(const T* in, int64_t base, const std::vector<int64_t>& strides, const Shape& out_shape, T* out) {
   size_t rank = out_shape.size();
   if (rank == 0) {
     out[0] = in[base];
@@ -40,13 +39,21 @@ void StridedCopy(const T* in, int64_t base, const std::vector<int64_t>& strides,
   });
 }
 
-void StridedCopyBytes(const void* in, int64_t base, const std::vector<int64_t>& strides,
-                      const Shape& out_shape, size_t elem, void* out) {
+void StridedCopyBytes(const void* in, int64_t base, const std::vector<int64_t>& strides, const Shape& out_shape,
+                      size_t elem, void* out) {
   switch (elem) {
-    case 1: StridedCopy(static_cast<const uint8_t*>(in), base, strides, out_shape, static_cast<uint8_t*>(out)); break;
-    case 2: StridedCopy(static_cast<const uint16_t*>(in), base, strides, out_shape, static_cast<uint16_t*>(out)); break;
-    case 4: StridedCopy(static_cast<const uint32_t*>(in), base, strides, out_shape, static_cast<uint32_t*>(out)); break;
-    default: StridedCopy(static_cast<const uint64_t*>(in), base, strides, out_shape, static_cast<uint64_t*>(out)); break;
+    case 1:
+      StridedCopy(static_cast<const uint8_t*>(in), base, strides, out_shape, static_cast<uint8_t*>(out));
+      break;
+    case 2:
+      StridedCopy(static_cast<const uint16_t*>(in), base, strides, out_shape, static_cast<uint16_t*>(out));
+      break;
+    case 4:
+      StridedCopy(static_cast<const uint32_t*>(in), base, strides, out_shape, static_cast<uint32_t*>(out));
+      break;
+    default:
+      StridedCopy(static_cast<const uint64_t*>(in), base, strides, out_shape, static_cast<uint64_t*>(out));
+      break;
   }
 }
 
@@ -74,7 +81,8 @@ Status Slice(const KernelArgs& k) {
   Tensor& out = k.Out(0);
   auto ints = [&](int i) {
     std::vector<int64_t> v;
-    if (k.HasIn(i)) for (int64_t j = 0; j < k.In(i).size(); ++j) v.push_back(k.In(i).ScalarAsInt(j));
+    if (k.HasIn(i))
+      for (int64_t j = 0; j < k.In(i).size(); ++j) v.push_back(k.In(i).ScalarAsInt(j));
     return v;
   };
   StridedView v = SliceView(in.shape(), out.shape(), ints(1), ints(3), ints(4));
@@ -133,7 +141,8 @@ Status Expand(const KernelArgs& k) {
   const Tensor& in = k.In(0);
   Tensor& out = k.Out(0);
   if (out.size() == 0) return Status::Ok();
-  StridedCopyBytes(in.raw(), 0, BroadcastStrides(in.shape(), out.shape()), out.shape(), DTypeSize(in.dtype()), out.raw());
+  StridedCopyBytes(in.raw(), 0, BroadcastStrides(in.shape(), out.shape()), out.shape(), DTypeSize(in.dtype()),
+                   out.raw());
   return Status::Ok();
 }
 
@@ -193,8 +202,8 @@ Status ConstantOfShape(const KernelArgs& k) {
 
 }  // namespace
 
-void TransposeBytes(const void* in, const Shape& in_shape, const std::vector<int64_t>& perm,
-                    size_t elem_size, void* out) {
+void TransposeBytes(const void* in, const Shape& in_shape, const std::vector<int64_t>& perm, size_t elem_size,
+                    void* out) {
   std::vector<int64_t> in_strides = RowMajorStrides(in_shape), strides;
   Shape out_shape;
   for (int64_t p : perm) {

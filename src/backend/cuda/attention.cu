@@ -79,10 +79,18 @@ template <typename Epilogue>
 __device__ void Product(const float* a, int a_stride, int k_count, const float* b, int cols, float* out, int out_stride,
                         int row0, Epilogue epilogue) {
   switch ((cols + kWarp - 1) / kWarp) {
-    case 1: WarpProduct<1>(a, a_stride, k_count, b, cols, out, out_stride, row0, epilogue); break;
-    case 2: WarpProduct<2>(a, a_stride, k_count, b, cols, out, out_stride, row0, epilogue); break;
-    case 3: WarpProduct<3>(a, a_stride, k_count, b, cols, out, out_stride, row0, epilogue); break;
-    default: WarpProduct<4>(a, a_stride, k_count, b, cols, out, out_stride, row0, epilogue); break;
+    case 1:
+      WarpProduct<1>(a, a_stride, k_count, b, cols, out, out_stride, row0, epilogue);
+      break;
+    case 2:
+      WarpProduct<2>(a, a_stride, k_count, b, cols, out, out_stride, row0, epilogue);
+      break;
+    case 3:
+      WarpProduct<3>(a, a_stride, k_count, b, cols, out, out_stride, row0, epilogue);
+      break;
+    default:
+      WarpProduct<4>(a, a_stride, k_count, b, cols, out, out_stride, row0, epilogue);
+      break;
   }
 }
 
@@ -95,7 +103,7 @@ __device__ int64_t UserOf(const Params& p, int64_t n, float* sums) {
   return -1;
 }
 
-__global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
+__global__ void __launch_bounds__(kWarps* kWarp) TileKernel(Params p) {
   extern __shared__ float4 shared4[];
   float* shared = reinterpret_cast<float*>(shared4);
   const int64_t n = blockIdx.x / p.tiles;
@@ -105,11 +113,11 @@ __global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
   const int dim = p.dim, width = p.width, kd = Pad4(dim), kw = Pad4(p.widest);
   float* sums = p.sums + (n * p.tiles + tile) * dim;
   const int64_t u = UserOf(p, n, sums);
-  if (u < 0) return;  // the same for the whole block
-  float* keys = shared;                        // [kTileRows, kd]
-  float* cross = keys + kTileRows * kd;        // [dim, width]: the cross weight scaled by the query
-  float* act = cross + Pad4(dim * width);      // [kTileRows, kw]
-  float* next = act + kTileRows * kw;          // [kTileRows, kw]
+  if (u < 0) return;                       // the same for the whole block
+  float* keys = shared;                    // [kTileRows, kd]
+  float* cross = keys + kTileRows * kd;    // [dim, width]: the cross weight scaled by the query
+  float* act = cross + Pad4(dim * width);  // [kTileRows, kw]
+  float* next = act + kTileRows * kw;      // [kTileRows, kw]
   const float* key_rows_at = p.keys + (u * p.length + l0) * dim;
   for (int i = threadIdx.x; i < kTileRows * kd; i += blockDim.x) {
     int r = i / kd, d = i % kd;
@@ -122,9 +130,8 @@ __global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
   const int row0 = (threadIdx.x / kWarp) * kRowsPerWarp;
   const float* key_proj = p.key_proj + (u * p.length + l0) * width;
   const float* query_proj = p.query_proj + n * width;
-  Product(keys, kd, dim, cross, width, act, kw, row0, [&](int r, int c, float v) {
-    return r < rows ? Relu((key_proj[r * width + c] + v) + query_proj[c]) : 0.0f;
-  });
+  Product(keys, kd, dim, cross, width, act, kw, row0,
+          [&](int r, int c, float v) { return r < rows ? Relu((key_proj[r * width + c] + v) + query_proj[c]) : 0.0f; });
   __syncthreads();
   int in_width = width;
   for (int i = 0; i < p.layer_count; ++i) {
@@ -152,7 +159,6 @@ __global__ void __launch_bounds__(kWarps * kWarp) TileKernel(Params p) {
   }
 }
 
-
 // out[n][d] = the sum over tiles of sums[n][tile][d], in order.
 __global__ void SumTilesKernel(const float* sums, int64_t candidates, int tiles, int dim, float* out) {
   RANKD_GRID_LOOP(i, candidates * dim) {
@@ -177,7 +183,9 @@ StatusOr<std::shared_ptr<const KernelState>> PrepareTargetAttention(const Node&)
     cudaError_t e = cudaGetDevice(&device);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(TileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, std::min(optin, kMaxSharedBytes));
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(TileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               std::min(optin, kMaxSharedBytes));
     if (e == cudaSuccess) e = AllowMmaSharedMemory(optin);
     if (e == cudaSuccess) {
       shared_limit = optin;
@@ -235,7 +243,7 @@ Status TargetAttention(const KernelArgs& k) {
   }
   if (p.tiles > 1) {
     SumTilesKernel<<<Blocks(candidates * p.dim), kThreads, 0, k.device->stream>>>(p.sums, candidates, p.tiles, p.dim,
-                                                                                 out.data<float>());
+                                                                                  out.data<float>());
   }
   return Launched(k);
 }

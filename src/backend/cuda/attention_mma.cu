@@ -46,10 +46,10 @@ __device__ void Staged(int rows, int cols, Load load, Store store) {
 // shared memory transposed ([out][in], B's column pairs adjacent), rows padded by 8 bf16 so a
 // fragment load meets no bank twice.
 constexpr int kMma = 16;
-constexpr int kStrip = 16;                                              // positions per warp product
+constexpr int kStrip = 16;  // positions per warp product
 constexpr int kStripsPerTile = static_cast<int>(kTileRows) / kStrip;
 constexpr int kMmaWarps = 4;
-constexpr int kMaxGroup = 8;                                            // candidates per block
+constexpr int kMaxGroup = 8;  // candidates per block
 constexpr int kMaxNTiles = static_cast<int>(kMaxWidth) / 8;
 constexpr int kMaxKTiles = static_cast<int>(kMaxWidth) / kMma;
 
@@ -125,7 +125,8 @@ __device__ void LoadRows(float* dst, int ld, const float* src, int rows, int col
 }
 
 // dst[c * ld + k] = bf16(src[k * out + c]) for k < in_p and c < out_p, zeros past in and out.
-__device__ void LoadWeightT(__nv_bfloat16* dst, int ld, const float* src, int in, int out, int in_p, int out_p, bool vec) {
+__device__ void LoadWeightT(__nv_bfloat16* dst, int ld, const float* src, int in, int out, int in_p, int out_p,
+                            bool vec) {
   if (vec) {
     Staged(
         in_p, out_p / 4, [&](int k, int q) { return QuadAt(src, in, out, k, q); },
@@ -147,8 +148,8 @@ struct MmaParams {
   Params p;
   MmaLayout m;
   int64_t candidates;
-  int group;  // consecutive candidates per block
-  bool vec;   // dims and widths multiples of 4, every array on 16 bytes: float4 loads
+  int group;               // consecutive candidates per block
+  bool vec;                // dims and widths multiples of 4, every array on 16 bytes: float4 loads
   const float* last_bias;  // the last layer's, or null
 };
 
@@ -292,7 +293,7 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
 // once; then for each run of candidates of one user, that user's tile loaded once and every
 // (candidate, strip) scored by a warp; each candidate's strips are added in order.
 template <typename Shape>
-__global__ void __launch_bounds__(kMmaWarps * kWarp) MmaTileKernel(MmaParams mp) {
+__global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) {
   extern __shared__ float4 shared4[];
   char* shared = reinterpret_cast<char*>(shared4);
   const Params& p = mp.p;
@@ -311,13 +312,15 @@ __global__ void __launch_bounds__(kMmaWarps * kWarp) MmaTileKernel(MmaParams mp)
     LoadWeightT(reinterpret_cast<__nv_bfloat16*>(shared + m.hidden[l]), m.hidden_ld[l], layer.weight, in, layer.out,
                 in_p, m.out_p[l], mp.vec);
     float* bias = reinterpret_cast<float*>(shared + m.bias[l]);
-    for (int c = threadIdx.x; c < m.out_p[l]; c += blockDim.x) bias[c] = layer.bias && c < layer.out ? layer.bias[c] : 0.0f;
+    for (int c = threadIdx.x; c < m.out_p[l]; c += blockDim.x)
+      bias[c] = layer.bias && c < layer.out ? layer.bias[c] : 0.0f;
   }
   {
     const int in = p.layer_count > 1 ? p.layers[p.layer_count - 2].out : p.width;
     const int in_p = p.layer_count > 1 ? m.out_p[p.layer_count - 2] : m.width_p;
     float* last = reinterpret_cast<float*>(shared + m.last);
-    for (int c = threadIdx.x; c < in_p; c += blockDim.x) last[c] = c < in ? p.layers[p.layer_count - 1].weight[c] : 0.0f;
+    for (int c = threadIdx.x; c < in_p; c += blockDim.x)
+      last[c] = c < in ? p.layers[p.layer_count - 1].weight[c] : 0.0f;
   }
 
   float* queries = reinterpret_cast<float*>(shared + m.queries);
@@ -373,11 +376,16 @@ constexpr MmaKernel kMmaKernels[] = {MmaTileKernel<StripShape<2, 10, 6>>, MmaTil
 MmaKernel PickMmaKernel(const MmaLayout& m, int layer_count) {
   if (layer_count == 2 && m.width_p == 80 && m.out_p[0] == 48) {
     switch (m.dim_p) {
-      case 32: return kMmaKernels[0];
-      case 48: return kMmaKernels[1];
-      case 64: return kMmaKernels[2];
-      case 128: return kMmaKernels[3];
-      default: break;
+      case 32:
+        return kMmaKernels[0];
+      case 48:
+        return kMmaKernels[1];
+      case 64:
+        return kMmaKernels[2];
+      case 128:
+        return kMmaKernels[3];
+      default:
+        break;
     }
   }
   return kMmaKernels[4];

@@ -57,7 +57,8 @@ Status ConvertToBf16(cudaStream_t stream, const float* in, void* out, int64_t n)
 
 Status ConvertToBf16Padded(cudaStream_t stream, const float* in, void* out, int64_t rows, int64_t k, int64_t padded) {
   if (rows <= 0 || padded <= 0) return Status::Ok();
-  ConvertPaddedKernel<<<Blocks(rows * padded), kThreads, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), rows, k, padded);
+  ConvertPaddedKernel<<<Blocks(rows * padded), kThreads, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), rows, k,
+                                                                      padded);
   return Check(cudaGetLastError(), "ConvertToBf16Padded");
 }
 

@@ -5,8 +5,8 @@
 #include <map>
 #include <memory>
 
-#include "backend/cuda/model_resources.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/model_resources.h"
 #include "backend/cuda/pinned_pool.h"
 
 namespace rankd {
@@ -44,12 +44,13 @@ class CudaBackendImpl final : public Backend {
     return it == kernels_.end() ? nullptr : &it->second;
   }
   StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const override {
-    ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaModelResources> r, cuda::CudaModelResources::Upload(graph, 0, precision));
+    RANKD_ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaModelResources> r,
+                           cuda::CudaModelResources::Upload(graph, 0, precision));
     // Every kernel's per-step preparation once now, so what is slow in it (compiling a generated
     // kernel) happens at load, never when a plan is first built for a request.
     for (const Node& node : graph.nodes) {
       const Kernel* kernel = FindKernel(node.op);
-      if (kernel && kernel->prepare) RETURN_IF_ERROR(kernel->prepare(node).status().WithContext(node.Describe()));
+      if (kernel && kernel->prepare) RANKD_RETURN_IF_ERROR(kernel->prepare(node).status().WithContext(node.Describe()));
     }
     return std::shared_ptr<ModelResources>(std::move(r));
   }

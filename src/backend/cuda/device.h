@@ -1,8 +1,8 @@
 // What CUDA kernels share: the per-executor DeviceContext, error checking, launch sizes.
 #pragma once
 
-#include <cuda_runtime.h>
 #include <cublasLt.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -95,4 +95,4 @@ inline unsigned Blocks(int64_t n, int threads = kThreads) {
 }  // namespace cuda
 }  // namespace rankd
 
-#define RANKD_CUDA_RETURN(expr) RETURN_IF_ERROR(::rankd::cuda::Check((expr), #expr))
+#define RANKD_CUDA_RETURN(expr) RANKD_RETURN_IF_ERROR(::rankd::cuda::Check((expr), #expr))

@@ -11,9 +11,8 @@ namespace rankd::cuda {
 
 Status Check(cudaError_t error, const char* what) {
   if (error == cudaSuccess) return Status::Ok();
-  Status s = error == cudaErrorMemoryAllocation
-                 ? ResourceExhausted(std::string(what) + ": out of device memory")
-                 : Internal(std::string(what) + ": " + cudaGetErrorString(error));
+  Status s = error == cudaErrorMemoryAllocation ? ResourceExhausted(std::string(what) + ": out of device memory")
+                                                : Internal(std::string(what) + ": " + cudaGetErrorString(error));
   return s;
 }
 

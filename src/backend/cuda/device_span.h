@@ -18,16 +18,16 @@ class DeviceSpan {
   }
 
   Status Begin(cudaStream_t stream) {
-    if (!begin_) RETURN_IF_ERROR(Check(cudaEventCreate(&begin_), "cudaEventCreate"));
-    if (!end_) RETURN_IF_ERROR(Check(cudaEventCreate(&end_), "cudaEventCreate"));
+    if (!begin_) RANKD_RETURN_IF_ERROR(Check(cudaEventCreate(&begin_), "cudaEventCreate"));
+    if (!end_) RANKD_RETURN_IF_ERROR(Check(cudaEventCreate(&end_), "cudaEventCreate"));
     return Check(cudaEventRecord(begin_, stream), "cudaEventRecord");
   }
   Status End(cudaStream_t stream) { return Check(cudaEventRecord(end_, stream), "cudaEventRecord"); }
   // Milliseconds from Begin to End, once End is reached on the device (waits for it).
   StatusOr<double> Elapsed() const {
-    RETURN_IF_ERROR(Check(cudaEventSynchronize(end_), "cudaEventSynchronize"));
+    RANKD_RETURN_IF_ERROR(Check(cudaEventSynchronize(end_), "cudaEventSynchronize"));
     float ms = 0;
-    RETURN_IF_ERROR(Check(cudaEventElapsedTime(&ms, begin_, end_), "cudaEventElapsedTime"));
+    RANKD_RETURN_IF_ERROR(Check(cudaEventElapsedTime(&ms, begin_, end_), "cudaEventElapsedTime"));
     return static_cast<double>(ms);
   }
 

@@ -140,11 +140,9 @@ StatusOr<std::shared_ptr<const KernelState>> PrepareDotInteraction(const Node&) 
   static const cudaError_t set = [] {
     int device = 0, optin = 0;
     cudaError_t e = cudaGetDevice(&device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     if (e == cudaSuccess)
-      e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(DotInteractionTiled, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               optin);
+      e = cudaFuncSetAttribute(DotInteractionTiled, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
     if (e == cudaSuccess) shared_limit = optin;
     return e;
   }();
@@ -170,19 +168,15 @@ Status DotInteraction(const KernelArgs& k) {
   p.tiles = (p.padded_fields / 4) * (p.padded_fields / 4 + 1) / 2;
   const int64_t block_bytes = BlockFloats(p) * static_cast<int64_t>(sizeof(float));
   if (block_bytes <= shared_limit && p.dim > 0 && p.rows <= 0x7fffffff) {
-    DotInteractionTiled<<<static_cast<unsigned>(p.rows), kWarps * kWarp, block_bytes,
-                          k.device->stream>>>(p);
+    DotInteractionTiled<<<static_cast<unsigned>(p.rows), kWarps * kWarp, block_bytes, k.device->stream>>>(p);
   } else {
-    DotInteractionGlobal<<<Blocks(p.rows * (p.width + p.count)), kThreads, 0, k.device->stream>>>(
-        p);
+    DotInteractionGlobal<<<Blocks(p.rows * (p.width + p.count)), kThreads, 0, k.device->stream>>>(p);
   }
   return Launched(k);
 }
 
 }  // namespace
 
-void AppendDotInteractionKernels(KernelTable& out) {
-  out["DotInteraction"] = {DotInteraction, PrepareDotInteraction};
-}
+void AppendDotInteractionKernels(KernelTable& out) { out["DotInteraction"] = {DotInteraction, PrepareDotInteraction}; }
 
 }  // namespace rankd::cuda

@@ -18,17 +18,24 @@ struct Bool8 {
 
 template <typename T>
 __device__ inline double ToDouble(T v) {
-  if constexpr (std::is_same_v<T, __half>) return static_cast<double>(__half2float(v));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return static_cast<double>(__bfloat162float(v));
-  else if constexpr (std::is_same_v<T, Bool8>) return v.v ? 1.0 : 0.0;
-  else return static_cast<double>(v);
+  if constexpr (std::is_same_v<T, __half>)
+    return static_cast<double>(__half2float(v));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return static_cast<double>(__bfloat162float(v));
+  else if constexpr (std::is_same_v<T, Bool8>)
+    return v.v ? 1.0 : 0.0;
+  else
+    return static_cast<double>(v);
 }
 
 template <typename T>
 __device__ inline float ToFloat(T v) {
-  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
-  else return static_cast<float>(v);
+  if constexpr (std::is_same_v<T, __half>)
+    return __half2float(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(v);
+  else
+    return static_cast<float>(v);
 }
 
 template <typename To, typename From>
@@ -56,36 +63,54 @@ __device__ inline To Convert(From v) {
 template <typename F>
 Status DispatchAny(DType t, F&& f) {
   switch (t) {
-    case DType::kF32: return f(float{});
-    case DType::kF64: return f(double{});
-    case DType::kF16: return f(__half{});
-    case DType::kBF16: return f(__nv_bfloat16{});
-    case DType::kI8: return f(int8_t{});
-    case DType::kU8: return f(uint8_t{});
-    case DType::kI32: return f(int32_t{});
-    case DType::kI64: return f(int64_t{});
-    case DType::kBool: return f(Bool8{});
-    default: return Internal(std::string("no cuda kernel for dtype ") + DTypeName(t));
+    case DType::kF32:
+      return f(float{});
+    case DType::kF64:
+      return f(double{});
+    case DType::kF16:
+      return f(__half{});
+    case DType::kBF16:
+      return f(__nv_bfloat16{});
+    case DType::kI8:
+      return f(int8_t{});
+    case DType::kU8:
+      return f(uint8_t{});
+    case DType::kI32:
+      return f(int32_t{});
+    case DType::kI64:
+      return f(int64_t{});
+    case DType::kBool:
+      return f(Bool8{});
+    default:
+      return Internal(std::string("no cuda kernel for dtype ") + DTypeName(t));
   }
 }
 
 template <typename F>
 Status DispatchNumeric(DType t, F&& f) {
   switch (t) {
-    case DType::kF32: return f(float{});
-    case DType::kF64: return f(double{});
-    case DType::kI32: return f(int32_t{});
-    case DType::kI64: return f(int64_t{});
-    default: return Internal(std::string("no numeric cuda kernel for dtype ") + DTypeName(t));
+    case DType::kF32:
+      return f(float{});
+    case DType::kF64:
+      return f(double{});
+    case DType::kI32:
+      return f(int32_t{});
+    case DType::kI64:
+      return f(int64_t{});
+    default:
+      return Internal(std::string("no numeric cuda kernel for dtype ") + DTypeName(t));
   }
 }
 
 template <typename F>
 Status DispatchFloat(DType t, F&& f) {
   switch (t) {
-    case DType::kF32: return f(float{});
-    case DType::kF64: return f(double{});
-    default: return Internal(std::string("no float cuda kernel for dtype ") + DTypeName(t));
+    case DType::kF32:
+      return f(float{});
+    case DType::kF64:
+      return f(double{});
+    default:
+      return Internal(std::string("no float cuda kernel for dtype ") + DTypeName(t));
   }
 }
 

@@ -33,7 +33,7 @@ template <typename T, typename U, typename Op>
 Status Binary(const KernelArgs& k, const Tensor& a, const Tensor& b, Tensor& out, Op op) {
   if (out.size() == 0) return Status::Ok();
   const Shape* shapes[2] = {&a.shape(), &b.shape()};
-  ASSIGN_OR_RETURN(IndexMap<2> m, BroadcastMap<2>(out.shape(), shapes));
+  RANKD_ASSIGN_OR_RETURN(IndexMap<2> m, BroadcastMap<2>(out.shape(), shapes));
   BinaryKernel<<<Blocks(out.size()), kThreads, 0, k.device->stream>>>(m, out.size(), a.data<T>(), b.data<T>(),
                                                                       out.data<U>(), op);
   return Launched(k);
@@ -48,18 +48,37 @@ Status Unary(const KernelArgs& k, Op op) {
 }
 
 // Binary operations.
-struct AddOp { template <typename T> __device__ T operator()(T x, T y) const { return static_cast<T>(x + y); } };
-struct SubOp { template <typename T> __device__ T operator()(T x, T y) const { return static_cast<T>(x - y); } };
-struct MulOp { template <typename T> __device__ T operator()(T x, T y) const { return static_cast<T>(x * y); } };
+struct AddOp {
+  template <typename T>
+  __device__ T operator()(T x, T y) const {
+    return static_cast<T>(x + y);
+  }
+};
+struct SubOp {
+  template <typename T>
+  __device__ T operator()(T x, T y) const {
+    return static_cast<T>(x - y);
+  }
+};
+struct MulOp {
+  template <typename T>
+  __device__ T operator()(T x, T y) const {
+    return static_cast<T>(x * y);
+  }
+};
 struct DivOp {
-  template <typename T> __device__ T operator()(T x, T y) const {
-    if constexpr (std::is_integral_v<T>) return y == 0 ? T{0} : static_cast<T>(x / y);
-    else return x / y;
+  template <typename T>
+  __device__ T operator()(T x, T y) const {
+    if constexpr (std::is_integral_v<T>)
+      return y == 0 ? T{0} : static_cast<T>(x / y);
+    else
+      return x / y;
   }
 };
 template <bool kMax>
 struct MaxMinOp {
-  template <typename T> __device__ T operator()(T x, T y) const {
+  template <typename T>
+  __device__ T operator()(T x, T y) const {
     if constexpr (std::is_floating_point_v<T>) {
       if (isnan(x) || isnan(y)) return std::numeric_limits<T>::quiet_NaN();
     }
@@ -67,18 +86,27 @@ struct MaxMinOp {
   }
 };
 struct PowOp {
-  template <typename T> __device__ T operator()(T x, T y) const { return y == T(2) ? x * x : static_cast<T>(pow(x, y)); }
+  template <typename T>
+  __device__ T operator()(T x, T y) const {
+    return y == T(2) ? x * x : static_cast<T>(pow(x, y));
+  }
 };
 enum class Cmp { kEq, kGt, kGe, kLt, kLe };
 template <Cmp C>
 struct CompareOp {
-  template <typename T> __device__ uint8_t operator()(T x, T y) const {
+  template <typename T>
+  __device__ uint8_t operator()(T x, T y) const {
     switch (C) {
-      case Cmp::kEq: return x == y;
-      case Cmp::kGt: return x > y;
-      case Cmp::kGe: return x >= y;
-      case Cmp::kLt: return x < y;
-      default: return x <= y;
+      case Cmp::kEq:
+        return x == y;
+      case Cmp::kGt:
+        return x > y;
+      case Cmp::kGe:
+        return x >= y;
+      case Cmp::kLt:
+        return x < y;
+      default:
+        return x <= y;
     }
   }
 };
@@ -94,22 +122,37 @@ struct LogicOp {
 enum class Fn { kSigmoid, kTanh, kErf, kSqrt, kExp, kLog, kReciprocal, kFloor, kCeil, kNeg, kAbs, kRelu };
 template <Fn F>
 struct UnaryOp {
-  template <typename T> __device__ T operator()(T x) const {
-    if constexpr (F == Fn::kNeg) return static_cast<T>(-x);
-    else if constexpr (F == Fn::kAbs) return x < T(0) ? static_cast<T>(-x) : x;
-    else if constexpr (F == Fn::kRelu) return x > T(0) ? x : T(0);
-    else if constexpr (F == Fn::kSigmoid) return T(1) / (T(1) + exp(-x));
-    else if constexpr (F == Fn::kTanh) return tanh(x);
-    else if constexpr (F == Fn::kErf) return erf(x);
-    else if constexpr (F == Fn::kSqrt) return sqrt(x);
-    else if constexpr (F == Fn::kExp) return exp(x);
-    else if constexpr (F == Fn::kLog) return log(x);
-    else if constexpr (F == Fn::kReciprocal) return T(1) / x;
-    else if constexpr (F == Fn::kFloor) return floor(x);
-    else return ceil(x);
+  template <typename T>
+  __device__ T operator()(T x) const {
+    if constexpr (F == Fn::kNeg)
+      return static_cast<T>(-x);
+    else if constexpr (F == Fn::kAbs)
+      return x < T(0) ? static_cast<T>(-x) : x;
+    else if constexpr (F == Fn::kRelu)
+      return x > T(0) ? x : T(0);
+    else if constexpr (F == Fn::kSigmoid)
+      return T(1) / (T(1) + exp(-x));
+    else if constexpr (F == Fn::kTanh)
+      return tanh(x);
+    else if constexpr (F == Fn::kErf)
+      return erf(x);
+    else if constexpr (F == Fn::kSqrt)
+      return sqrt(x);
+    else if constexpr (F == Fn::kExp)
+      return exp(x);
+    else if constexpr (F == Fn::kLog)
+      return log(x);
+    else if constexpr (F == Fn::kReciprocal)
+      return T(1) / x;
+    else if constexpr (F == Fn::kFloor)
+      return floor(x);
+    else
+      return ceil(x);
   }
 };
-struct NotOp { __device__ uint8_t operator()(uint8_t x) const { return !x; } };
+struct NotOp {
+  __device__ uint8_t operator()(uint8_t x) const { return !x; }
+};
 template <typename T>
 struct ClipOp {
   const T* lo;
@@ -121,7 +164,10 @@ struct ClipOp {
 };
 template <typename To>
 struct CastOp {
-  template <typename From> __device__ To operator()(From x) const { return Convert<To>(x); }
+  template <typename From>
+  __device__ To operator()(From x) const {
+    return Convert<To>(x);
+  }
 };
 
 Status Arith(const KernelArgs& k) {
@@ -150,7 +196,7 @@ Status MaxMin(const KernelArgs& k) {
       const Tensor& a = i == 1 ? k.In(0) : out;
       const Tensor& b = k.In(static_cast<int>(i));
       Status s = is_max ? Binary<T, T>(k, a, b, out, MaxMinOp<true>{}) : Binary<T, T>(k, a, b, out, MaxMinOp<false>{});
-      RETURN_IF_ERROR(s);
+      RANKD_RETURN_IF_ERROR(s);
     }
     return Status::Ok();
   });
@@ -194,23 +240,37 @@ Status LogicKernel(const KernelArgs& k) {
 Status Not(const KernelArgs& k) { return Unary<uint8_t, uint8_t>(k, NotOp{}); }
 
 Status UnaryFloat(const KernelArgs& k) {
-  static const std::map<std::string, Fn> fns = {
-      {"Sigmoid", Fn::kSigmoid}, {"Tanh", Fn::kTanh}, {"Erf", Fn::kErf}, {"Sqrt", Fn::kSqrt},
-      {"Exp", Fn::kExp}, {"Log", Fn::kLog}, {"Reciprocal", Fn::kReciprocal}, {"Floor", Fn::kFloor},
-      {"Ceil", Fn::kCeil}};
+  static const std::map<std::string, Fn> fns = {{"Sigmoid", Fn::kSigmoid},
+                                                {"Tanh", Fn::kTanh},
+                                                {"Erf", Fn::kErf},
+                                                {"Sqrt", Fn::kSqrt},
+                                                {"Exp", Fn::kExp},
+                                                {"Log", Fn::kLog},
+                                                {"Reciprocal", Fn::kReciprocal},
+                                                {"Floor", Fn::kFloor},
+                                                {"Ceil", Fn::kCeil}};
   Fn fn = fns.at(k.node.op);
   return DispatchFloat(k.In(0).dtype(), [&](auto tag) -> Status {
     using T = decltype(tag);
     switch (fn) {
-      case Fn::kSigmoid: return Unary<T, T>(k, UnaryOp<Fn::kSigmoid>{});
-      case Fn::kTanh: return Unary<T, T>(k, UnaryOp<Fn::kTanh>{});
-      case Fn::kErf: return Unary<T, T>(k, UnaryOp<Fn::kErf>{});
-      case Fn::kSqrt: return Unary<T, T>(k, UnaryOp<Fn::kSqrt>{});
-      case Fn::kExp: return Unary<T, T>(k, UnaryOp<Fn::kExp>{});
-      case Fn::kLog: return Unary<T, T>(k, UnaryOp<Fn::kLog>{});
-      case Fn::kReciprocal: return Unary<T, T>(k, UnaryOp<Fn::kReciprocal>{});
-      case Fn::kFloor: return Unary<T, T>(k, UnaryOp<Fn::kFloor>{});
-      default: return Unary<T, T>(k, UnaryOp<Fn::kCeil>{});
+      case Fn::kSigmoid:
+        return Unary<T, T>(k, UnaryOp<Fn::kSigmoid>{});
+      case Fn::kTanh:
+        return Unary<T, T>(k, UnaryOp<Fn::kTanh>{});
+      case Fn::kErf:
+        return Unary<T, T>(k, UnaryOp<Fn::kErf>{});
+      case Fn::kSqrt:
+        return Unary<T, T>(k, UnaryOp<Fn::kSqrt>{});
+      case Fn::kExp:
+        return Unary<T, T>(k, UnaryOp<Fn::kExp>{});
+      case Fn::kLog:
+        return Unary<T, T>(k, UnaryOp<Fn::kLog>{});
+      case Fn::kReciprocal:
+        return Unary<T, T>(k, UnaryOp<Fn::kReciprocal>{});
+      case Fn::kFloor:
+        return Unary<T, T>(k, UnaryOp<Fn::kFloor>{});
+      default:
+        return Unary<T, T>(k, UnaryOp<Fn::kCeil>{});
     }
   });
 }
@@ -285,7 +345,7 @@ Status MulAddSameShape(cudaStream_t stream, Operand a, Operand b, Operand c, flo
   auto aligned = [](const Operand& f) { return f.bf16 ? AlignedTo(f.bf16, 8) : AlignedTo(f.f32, 16); };
   if (n % 4 == 0 && aligned(a) && aligned(b) && aligned(c) && AlignedTo(out, 16) && AlignedTo(bf16_copy, 8)) {
     MulAddSameShapeKernel<<<Blocks(n / 4), kThreads, 0, stream>>>(a, b, c, reinterpret_cast<float4*>(out),
-                                                                   static_cast<__nv_bfloat162*>(bf16_copy), n / 4);
+                                                                  static_cast<__nv_bfloat162*>(bf16_copy), n / 4);
   } else {
     MulAddScalarKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, c, out, static_cast<__nv_bfloat16*>(bf16_copy), n);
   }
@@ -308,18 +368,22 @@ Status MulAdd(const KernelArgs& k) {
   if (out.size() == 0) return Status::Ok();
   const DeviceContext& d = *k.device;
   if (a.shape() == out.shape() && b.shape() == out.shape() && c.shape() == out.shape()) {
-    Operand fa{a.data<float>(), d.bf16_a && d.bf16_a_source == a.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_a) : nullptr};
-    Operand fb{b.data<float>(), d.bf16_b && d.bf16_b_source == b.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_b) : nullptr};
-    Operand fc{c.data<float>(), d.bf16_c && d.bf16_c_source == c.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_c) : nullptr};
+    Operand fa{a.data<float>(),
+               d.bf16_a && d.bf16_a_source == a.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_a) : nullptr};
+    Operand fb{b.data<float>(),
+               d.bf16_b && d.bf16_b_source == b.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_b) : nullptr};
+    Operand fc{c.data<float>(),
+               d.bf16_c && d.bf16_c_source == c.raw() ? static_cast<const __nv_bfloat16*>(d.bf16_c) : nullptr};
     float* result = d.bf16_out && d.bf16_out_alone ? nullptr : out.data<float>();
     return MulAddSameShape(d.stream, fa, fb, fc, result, out.size(), d.bf16_out).WithContext(k.node.Describe());
   }
-  if (d.bf16_a || d.bf16_b || d.bf16_c || d.bf16_out_alone) return Internal(k.node.Describe() + ": bf16 copies planned for a broadcasting MulAdd");
+  if (d.bf16_a || d.bf16_b || d.bf16_c || d.bf16_out_alone)
+    return Internal(k.node.Describe() + ": bf16 copies planned for a broadcasting MulAdd");
   const Shape* shapes[3] = {&a.shape(), &b.shape(), &c.shape()};
-  ASSIGN_OR_RETURN(IndexMap<3> m, BroadcastMap<3>(out.shape(), shapes));
+  RANKD_ASSIGN_OR_RETURN(IndexMap<3> m, BroadcastMap<3>(out.shape(), shapes));
   MulAddKernel<<<Blocks(out.size()), kThreads, 0, d.stream>>>(m, out.size(), a.data<float>(), b.data<float>(),
-                                                             c.data<float>(), out.data<float>(),
-                                                             static_cast<__nv_bfloat16*>(d.bf16_out));
+                                                              c.data<float>(), out.data<float>(),
+                                                              static_cast<__nv_bfloat16*>(d.bf16_out));
   return Launched(k);
 }
 
@@ -337,7 +401,7 @@ Status Where(const KernelArgs& k) {
   Tensor& out = k.Out(0);
   if (out.size() == 0) return Status::Ok();
   const Shape* shapes[3] = {&c.shape(), &x.shape(), &y.shape()};
-  ASSIGN_OR_RETURN(IndexMap<3> m, BroadcastMap<3>(out.shape(), shapes));
+  RANKD_ASSIGN_OR_RETURN(IndexMap<3> m, BroadcastMap<3>(out.shape(), shapes));
   return DispatchAny(x.dtype(), [&](auto tag) -> Status {
     using T = decltype(tag);
     WhereKernel<<<Blocks(out.size()), kThreads, 0, k.device->stream>>>(m, out.size(), c.data<uint8_t>(), x.data<T>(),

@@ -69,19 +69,28 @@ Status EmbeddingBag(const KernelArgs& k) {
   auto launch = [&](auto row_tag, auto id_tag) {
     using Row = decltype(row_tag);
     using Id = decltype(id_tag);
-    BagKernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(bags, rows, dim, table.data<Row>(), ids.data<Id>(),
-                                                                       ids.size(), offsets, width, mean, out.data<float>(),
-                                                                       k.device->error, k.step);
+    BagKernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(bags, rows, dim, table.data<Row>(),
+                                                                       ids.data<Id>(), ids.size(), offsets, width, mean,
+                                                                       out.data<float>(), k.device->error, k.step);
   };
   auto with_ids = [&](auto row_tag) {
-    if (ids.dtype() == DType::kI32) launch(row_tag, int32_t{});
-    else launch(row_tag, int64_t{});
+    if (ids.dtype() == DType::kI32)
+      launch(row_tag, int32_t{});
+    else
+      launch(row_tag, int64_t{});
   };
   switch (table.dtype()) {
-    case DType::kF32: with_ids(float{}); break;
-    case DType::kF16: with_ids(__half{}); break;
-    case DType::kBF16: with_ids(__nv_bfloat16{}); break;
-    default: return Internal(k.node.Describe() + ": no cuda EmbeddingBag for " + DTypeName(table.dtype()) + " tables");
+    case DType::kF32:
+      with_ids(float{});
+      break;
+    case DType::kF16:
+      with_ids(__half{});
+      break;
+    case DType::kBF16:
+      with_ids(__nv_bfloat16{});
+      break;
+    default:
+      return Internal(k.node.Describe() + ": no cuda EmbeddingBag for " + DTypeName(table.dtype()) + " tables");
   }
   return Launched(k);
 }
@@ -108,10 +117,12 @@ Status RaggedToPadded(const KernelArgs& k) {
   if (out.size() == 0) return Status::Ok();
   if (values.dtype() == DType::kI64) {
     RaggedToPaddedKernel<<<Blocks(out.size()), kThreads, 0, k.device->stream>>>(
-        bags, width, values.data<int64_t>(), values.size(), offsets.data<int64_t>(), out.data<int64_t>(), k.device->error, k.step);
+        bags, width, values.data<int64_t>(), values.size(), offsets.data<int64_t>(), out.data<int64_t>(),
+        k.device->error, k.step);
   } else {
     RaggedToPaddedKernel<<<Blocks(out.size()), kThreads, 0, k.device->stream>>>(
-        bags, width, values.data<int32_t>(), values.size(), offsets.data<int64_t>(), out.data<int32_t>(), k.device->error, k.step);
+        bags, width, values.data<int32_t>(), values.size(), offsets.data<int64_t>(), out.data<int32_t>(),
+        k.device->error, k.step);
   }
   return Launched(k);
 }

@@ -30,7 +30,7 @@ struct Launch {
   int32_t part_count = 0;
   int64_t rows = 0;
   int64_t out_stride = 0;
-  float* out = nullptr;            // null when the bf16 copy is written alone
+  float* out = nullptr;           // null when the bf16 copy is written alone
   __nv_bfloat16* copy = nullptr;  // when set, the output rounded to bf16 as well (bf16_copies.h)
   int* error = nullptr;
   int step = 0;
@@ -88,36 +88,48 @@ __device__ int PartOfBlock(const Launch& launch) {
   int lo = 0, hi = launch.part_count - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (launch.first_block[mid] <= block) lo = mid;
-    else hi = mid - 1;
+    if (launch.first_block[mid] <= block)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
 
 // PoolGrouped for a part's row pieces a lane, id width and whole rows (each chosen on the host).
 template <int kIds, int kChunks, typename Row, typename Id>
-__device__ void PoolGroupedRows(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst) {
-  if (p.whole) PoolGrouped<kIds, kChunks, true, Row, Id>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
-  else PoolGrouped<kIds, kChunks, false, Row, Id>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+__device__ void PoolGroupedRows(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes,
+                                Dst dst) {
+  if (p.whole)
+    PoolGrouped<kIds, kChunks, true, Row, Id>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+  else
+    PoolGrouped<kIds, kChunks, false, Row, Id>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
 }
 
 // Two pieces a lane halve the lanes a row takes, so twice the bags share a warp's instructions;
 // half the rows in flight a lane keep the registers (and the rows in flight a warp) as before.
 template <typename S, int kChunks, typename Row>
-__device__ void PoolGroupedPieces(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst) {
+__device__ void PoolGroupedPieces(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes,
+                                  Dst dst) {
   constexpr int kIds = S::kIdsInFlight / kChunks;
-  if (p.wide_ids) PoolGroupedRows<kIds, kChunks, Row, int64_t>(launch, p, lo, hi, lane, row_lanes, dst);
-  else PoolGroupedRows<kIds, kChunks, Row, int32_t>(launch, p, lo, hi, lane, row_lanes, dst);
+  if (p.wide_ids)
+    PoolGroupedRows<kIds, kChunks, Row, int64_t>(launch, p, lo, hi, lane, row_lanes, dst);
+  else
+    PoolGroupedRows<kIds, kChunks, Row, int32_t>(launch, p, lo, hi, lane, row_lanes, dst);
 }
 
 template <typename S, typename Row>
-__device__ void PoolGroupedPart(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst) {
-  if (p.chunks_per_lane == 2) PoolGroupedPieces<S, 2, Row>(launch, p, lo, hi, lane, row_lanes, dst);
-  else PoolGroupedPieces<S, 1, Row>(launch, p, lo, hi, lane, row_lanes, dst);
+__device__ void PoolGroupedPart(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes,
+                                Dst dst) {
+  if (p.chunks_per_lane == 2)
+    PoolGroupedPieces<S, 2, Row>(launch, p, lo, hi, lane, row_lanes, dst);
+  else
+    PoolGroupedPieces<S, 1, Row>(launch, p, lo, hi, lane, row_lanes, dst);
 }
 
 template <typename S>
-__global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatKernel(const __grid_constant__ Launch launch) {
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock, S::kMinBlocks)
+    ConcatKernel(const __grid_constant__ Launch launch) {
   __shared__ float sums[kWarpsPerBlock * kWarp * kMaxVec];
   __shared__ int counts[kWarpsPerBlock];
   const int part = PartOfBlock(launch);
@@ -126,7 +138,8 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
   if (p.grouped) {
     const int row_lanes = 1 << p.group_shift, group = lane >> p.group_shift, group_lane = lane & (row_lanes - 1);
     const int64_t warp_bags = static_cast<int64_t>(BagsPerWarp(p)) * S::kBagTiles;
-    const int64_t warp_first = (static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * kWarpsPerBlock + warp) * warp_bags;
+    const int64_t warp_first =
+        (static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * kWarpsPerBlock + warp) * warp_bags;
 #pragma unroll 1
     for (int tile = 0; tile < S::kBagTiles; ++tile) {
       const int64_t first_bag = warp_first + static_cast<int64_t>(tile) * BagsPerWarp(p);
@@ -136,21 +149,30 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
       int64_t lo = 0, hi = 0;
       if (real) BagRange(p, b, group_lane == 0, launch.error, launch.step, lo, hi);
       const int64_t at = b * launch.out_stride + p.column;
-      const Dst dst = real ? Dst{launch.out ? launch.out + at : nullptr, launch.copy ? launch.copy + at : nullptr} : Dst{nullptr, nullptr};
+      const Dst dst = real ? Dst{launch.out ? launch.out + at : nullptr, launch.copy ? launch.copy + at : nullptr}
+                           : Dst{nullptr, nullptr};
       switch (p.row_type) {
-        case RowType::kF32: PoolGroupedPart<S, float>(launch, p, lo, hi, group_lane, row_lanes, dst); break;
-        case RowType::kF16: PoolGroupedPart<S, __half>(launch, p, lo, hi, group_lane, row_lanes, dst); break;
-        case RowType::kBF16: PoolGroupedPart<S, __nv_bfloat16>(launch, p, lo, hi, group_lane, row_lanes, dst); break;
+        case RowType::kF32:
+          PoolGroupedPart<S, float>(launch, p, lo, hi, group_lane, row_lanes, dst);
+          break;
+        case RowType::kF16:
+          PoolGroupedPart<S, __half>(launch, p, lo, hi, group_lane, row_lanes, dst);
+          break;
+        case RowType::kBF16:
+          PoolGroupedPart<S, __nv_bfloat16>(launch, p, lo, hi, group_lane, row_lanes, dst);
+          break;
       }
     }
     return;
   }
   const Slice slice{warp % p.split, p.split, sums, counts};
-  const int64_t b = static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * (kWarpsPerBlock / p.split) + warp / p.split;
+  const int64_t b =
+      static_cast<int64_t>(blockIdx.x - launch.first_block[part]) * (kWarpsPerBlock / p.split) + warp / p.split;
   const bool real = b < launch.rows;
   if (!real && p.split == 1) return;  // a split bag's warps all reach its barriers
   const int64_t at = b * launch.out_stride + p.column;
-  const Dst dst = real ? Dst{launch.out ? launch.out + at : nullptr, launch.copy ? launch.copy + at : nullptr} : Dst{nullptr, nullptr};
+  const Dst dst = real ? Dst{launch.out ? launch.out + at : nullptr, launch.copy ? launch.copy + at : nullptr}
+                       : Dst{nullptr, nullptr};
   if (p.copied) {
     const float* src = static_cast<const float*>(p.src) + b * p.dim;
     if (p.vector) {
@@ -167,9 +189,15 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerBlock, S::kMinBlocks) ConcatK
   int64_t lo = 0, hi = 0;
   if (real) BagRange(p, b, lane == 0, launch.error, launch.step, lo, hi);
   switch (p.row_type) {
-    case RowType::kF32: Pool<S::kIdsInFlight, S::kWarps, float>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
-    case RowType::kF16: Pool<S::kIdsInFlight, S::kWarps, __half>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
-    case RowType::kBF16: Pool<S::kIdsInFlight, S::kWarps, __nv_bfloat16>(p, lo, hi, lane, dst, launch.error, launch.step, slice); break;
+    case RowType::kF32:
+      Pool<S::kIdsInFlight, S::kWarps, float>(p, lo, hi, lane, dst, launch.error, launch.step, slice);
+      break;
+    case RowType::kF16:
+      Pool<S::kIdsInFlight, S::kWarps, __half>(p, lo, hi, lane, dst, launch.error, launch.step, slice);
+      break;
+    case RowType::kBF16:
+      Pool<S::kIdsInFlight, S::kWarps, __nv_bfloat16>(p, lo, hi, lane, dst, launch.error, launch.step, slice);
+      break;
   }
 }
 
@@ -228,8 +256,8 @@ StatusOr<std::shared_ptr<const KernelState>> PrepareLayout(const Node& node) {
 
 // The parts of a launch of `k` over `rows` rows, with their splits and lane groups chosen for
 // `scale` times a bag's ids, and each part's ids a bag on average (0 for a copied part).
-Status LayOutParts(const KernelArgs& k, const Layout& layout, int64_t rows, bool out_vector, bool split_allowed, double scale,
-                   std::vector<Part>& parts, std::vector<double>& ids_per_part) {
+Status LayOutParts(const KernelArgs& k, const Layout& layout, int64_t rows, bool out_vector, bool split_allowed,
+                   double scale, std::vector<Part>& parts, std::vector<double>& ids_per_part) {
   const std::vector<int64_t>& counts = layout.counts;
   const std::vector<int64_t>& modes = layout.modes;
   const std::vector<int64_t>& columns = layout.columns;
@@ -261,16 +289,24 @@ Status LayOutParts(const KernelArgs& k, const Layout& layout, int64_t rows, bool
       if (!layout.floors.empty()) p.id_floor = layout.floors[i];
       int v = 4;
       switch (src.dtype()) {
-        case DType::kF32: p.row_type = RowType::kF32; break;
-        case DType::kF16: p.row_type = RowType::kF16, v = 8; break;
-        case DType::kBF16: p.row_type = RowType::kBF16, v = 8; break;
-        default: return Internal(k.node.Describe() + ": no cuda kernel for " + DTypeName(src.dtype()) + " tables");
+        case DType::kF32:
+          p.row_type = RowType::kF32;
+          break;
+        case DType::kF16:
+          p.row_type = RowType::kF16, v = 8;
+          break;
+        case DType::kBF16:
+          p.row_type = RowType::kBF16, v = 8;
+          break;
+        default:
+          return Internal(k.node.Describe() + ": no cuda kernel for " + DTypeName(src.dtype()) + " tables");
       }
       p.vector = out_vector && column % 4 == 0 && p.dim % v == 0 && Aligned16(p.src);
       ids_per_bag = p.id_column >= 0 ? 1.0
                     : count == 3     ? static_cast<double>(p.n_ids) / static_cast<double>(rows)
                                      : p.width;
-      const bool groupable = p.vector && p.table_rows <= std::numeric_limits<int32_t>::max() && p.dim <= (1 << 24);  // rows under 4 GiB apart
+      const bool groupable = p.vector && p.table_rows <= std::numeric_limits<int32_t>::max() &&
+                             p.dim <= (1 << 24);  // rows under 4 GiB apart
       const double planned = ids_per_bag * scale;
       if (groupable && (!split_allowed || planned <= kGroupedBagsUpTo)) {
         p.grouped = true;  // lane groups
@@ -305,17 +341,21 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
   std::vector<Part> parts;
   std::vector<double> ids_per_part;
   // The tiles of BagsPerWarp bags a warp of a grouped part takes: the launch's shape's.
-  const int64_t tiles = bags <= kTinyBagsUpTo ? TinyLaunch::kBagTiles : split_allowed ? SmallLaunch::kBagTiles : LargeLaunch::kBagTiles;
+  const int64_t tiles = bags <= kTinyBagsUpTo ? TinyLaunch::kBagTiles
+                        : split_allowed       ? SmallLaunch::kBagTiles
+                                              : LargeLaunch::kBagTiles;
   auto blocks_of = [&](const Part& part) {
-    const int64_t bags_per_block = part.grouped ? kWarpsPerBlock * BagsPerWarp(part) * tiles : kWarpsPerBlock / part.split;
+    const int64_t bags_per_block =
+        part.grouped ? kWarpsPerBlock * BagsPerWarp(part) * tiles : kWarpsPerBlock / part.split;
     return (rows + bags_per_block - 1) / bags_per_block;
   };
-  RETURN_IF_ERROR(LayOutParts(k, *layout, rows, out_vector, split_allowed, 1.0, parts, ids_per_part));
+  RANKD_RETURN_IF_ERROR(LayOutParts(k, *layout, rows, out_vector, split_allowed, 1.0, parts, ids_per_part));
   if (bags > kTinyBagsUpTo && split_allowed) {
     int64_t blocks = 0;
     for (const Part& part : parts) blocks += blocks_of(part);
     if (blocks > int64_t{layout->multiprocessors} * SmallLaunch::kMinBlocks) {
-      RETURN_IF_ERROR(LayOutParts(k, *layout, rows, out_vector, split_allowed, kSmallLaunchIdsScale, parts, ids_per_part));
+      RANKD_RETURN_IF_ERROR(
+          LayOutParts(k, *layout, rows, out_vector, split_allowed, kSmallLaunchIdsScale, parts, ids_per_part));
     }
   }
   // The parts with the longest bags take the first blocks, so that the launch does not end on a
@@ -332,8 +372,8 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
   for (size_t begin = 0; begin < parts.size(); begin += kPartsPerLaunch) {
     Launch launch;
     size_t n = std::min(parts.size() - begin, static_cast<size_t>(kPartsPerLaunch));
-    std::copy(parts.begin() + static_cast<std::ptrdiff_t>(begin), parts.begin() + static_cast<std::ptrdiff_t>(begin + n),
-              launch.parts);
+    std::copy(parts.begin() + static_cast<std::ptrdiff_t>(begin),
+              parts.begin() + static_cast<std::ptrdiff_t>(begin + n), launch.parts);
     launch.part_count = static_cast<int32_t>(n);
     launch.rows = rows;
     launch.out_stride = stride;
@@ -344,7 +384,8 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     int64_t blocks = 0;
     for (size_t i = 0; i < n; ++i) {
       blocks += blocks_of(launch.parts[i]);
-      if (blocks > std::numeric_limits<int32_t>::max()) return Internal(k.node.Describe() + ": too many rows for one launch");
+      if (blocks > std::numeric_limits<int32_t>::max())
+        return Internal(k.node.Describe() + ": too many rows for one launch");
       launch.first_block[i + 1] = static_cast<int32_t>(blocks);
     }
     if (bags <= kTinyBagsUpTo) {
@@ -360,6 +401,8 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
 
 }  // namespace
 
-void AppendEmbeddingConcatKernels(KernelTable& out) { out["ConcatEmbeddingBags"] = Kernel(ConcatEmbeddingBags, PrepareLayout); }
+void AppendEmbeddingConcatKernels(KernelTable& out) {
+  out["ConcatEmbeddingBags"] = Kernel(ConcatEmbeddingBags, PrepareLayout);
+}
 
 }  // namespace rankd::cuda

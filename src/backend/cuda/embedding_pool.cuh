@@ -17,8 +17,8 @@ namespace rankd::cuda::bag_pool {
 
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
-constexpr int kChunk = 16;           // ids a warp loads at once (one per lane) and then pools
-constexpr int kMaxVec = 8;           // elements per 16-byte load, at most
+constexpr int kChunk = 16;  // ids a warp loads at once (one per lane) and then pools
+constexpr int kMaxVec = 8;  // elements per 16-byte load, at most
 constexpr unsigned kAllLanes = 0xffffffffu;
 
 enum class RowType : uint8_t { kF32, kF16, kBF16 };
@@ -33,18 +33,18 @@ struct Part {
   int64_t n_ids = 0;
   int64_t id_floor = INT64_MIN;  // with id_column: an id below it reads as it (before counting from the end)
   int32_t dim = 0;
-  int32_t width = 0;   // padded ids per bag
-  int32_t column = 0;  // first output column
+  int32_t width = 0;       // padded ids per bag
+  int32_t column = 0;      // first output column
   int32_t id_column = -1;  // >= 0: one id per row, ids[b, id_column], a negative one counting from the end
   RowType row_type = RowType::kF32;
   bool wide_ids = true;  // INT64 ids, else INT32
   bool mean = false;
-  bool vector = false;  // 16-byte loads and stores
-  bool copied = false;  // a value copied into its columns, not a bag
-  bool grouped = false;  // large launches: a lane group per bag (PoolGrouped), ids below 2^31
-  uint8_t split = 1;    // warps per bag, a power of two up to kWarpsPerBlock (16-byte bags only)
-  uint8_t group_shift = 0;    // with grouped: log2 of a group's lanes (BagsPerWarp)
-  bool whole = false;         // with grouped: the row is a whole number of its group's pieces
+  bool vector = false;          // 16-byte loads and stores
+  bool copied = false;          // a value copied into its columns, not a bag
+  bool grouped = false;         // large launches: a lane group per bag (PoolGrouped), ids below 2^31
+  uint8_t split = 1;            // warps per bag, a power of two up to kWarpsPerBlock (16-byte bags only)
+  uint8_t group_shift = 0;      // with grouped: log2 of a group's lanes (BagsPerWarp)
+  bool whole = false;           // with grouped: the row is a whole number of its group's pieces
   uint8_t chunks_per_lane = 1;  // with grouped: 16-byte pieces of a row each lane of a group reads
 };
 
@@ -115,7 +115,8 @@ __device__ void Store(Dst dst, int64_t d0, const float (&v)[N], float scale) {
   for (int i = 0; i < N; ++i) r[i] = v[i] * scale;
   if (dst.out) {
 #pragma unroll
-    for (int i = 0; i < N; i += 4) *reinterpret_cast<float4*>(dst.out + d0 + i) = make_float4(r[i], r[i + 1], r[i + 2], r[i + 3]);
+    for (int i = 0; i < N; i += 4)
+      *reinterpret_cast<float4*>(dst.out + d0 + i) = make_float4(r[i], r[i + 1], r[i + 2], r[i + 3]);
   }
   if (dst.copy) {
     __nv_bfloat162 c[N / 2];
@@ -187,7 +188,8 @@ struct Slice {
 // a fixed butterfly; a split bag's slices meet in slice order. The order of the additions thus
 // depends on the table's width and the part's split only.
 template <int kIdsInFlight, typename Row, typename Id>
-__device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step, Slice slice) {
+__device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step,
+                           Slice slice) {
   constexpr int V = Vec<Row>::kN;
   const Row* table = static_cast<const Row*>(p.src);
   const Id* ids = static_cast<const Id*>(p.ids);
@@ -202,7 +204,8 @@ __device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
     const int64_t stride = static_cast<int64_t>(slice.count) * kChunk;
     for (int64_t base = lo + static_cast<int64_t>(slice.index) * kChunk; base < hi; base += stride) {
       const int n = static_cast<int>(min(static_cast<int64_t>(kChunk), hi - base));
-      const int64_t mine = lane < n ? Checked(static_cast<int64_t>(ids[base + lane]), p, first_d == 0, error, step) : -1;
+      const int64_t mine =
+          lane < n ? Checked(static_cast<int64_t>(ids[base + lane]), p, first_d == 0, error, step) : -1;
       for (int k = 0; k < n; k += groups * kIdsInFlight) {
         typename Vec<Row>::Raw raw[kIdsInFlight];
         int64_t id[kIdsInFlight];
@@ -280,7 +283,8 @@ __device__ const uint4 kZeroPieces[2] = {};
 // A lane group's id as PoolGrouped reads it (Checked), compared in 32 bits where it can be.
 template <typename Id>
 __device__ int GroupedId(Id id, const Part& p, bool report, int* error, int step) {
-  if (sizeof(Id) > 4 || p.id_column >= 0) return static_cast<int>(Checked(static_cast<int64_t>(id), p, report, error, step));
+  if (sizeof(Id) > 4 || p.id_column >= 0)
+    return static_cast<int>(Checked(static_cast<int64_t>(id), p, report, error, step));
   if (id >= static_cast<int32_t>(p.table_rows)) {  // grouped tables have under 2^31 rows
     if (report) ReportBadData(error, step);
     return -1;
@@ -331,7 +335,8 @@ __device__ void PoolIds(const char* columns, uint32_t row_bytes, int mine, int f
 // pieces, so every load is unconditional (an absent id's from kZeroPieces); otherwise the loads
 // are predicated.
 template <int kIdsInFlight, int kChunks, bool kWhole, typename Row, typename Id>
-__device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst, int* error, int step) {
+__device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst, int* error,
+                            int step) {
   constexpr int V = Vec<Row>::kN;
   const Id* ids = static_cast<const Id*>(p.ids);
   const auto row_bytes = static_cast<uint32_t>(p.dim * sizeof(Row));
@@ -372,11 +377,15 @@ __device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int
 template <int kIdsInFlight, bool kWarps, typename Row>
 __device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step, Slice slice) {
   if (kWarps && p.vector) {
-    if (p.wide_ids) PoolVector<kIdsInFlight, Row, int64_t>(p, lo, hi, lane, dst, error, step, slice);
-    else PoolVector<kIdsInFlight, Row, int32_t>(p, lo, hi, lane, dst, error, step, slice);
+    if (p.wide_ids)
+      PoolVector<kIdsInFlight, Row, int64_t>(p, lo, hi, lane, dst, error, step, slice);
+    else
+      PoolVector<kIdsInFlight, Row, int32_t>(p, lo, hi, lane, dst, error, step, slice);
   } else {
-    if (p.wide_ids) PoolScalar<Row, int64_t>(p, lo, hi, lane, dst, error, step);
-    else PoolScalar<Row, int32_t>(p, lo, hi, lane, dst, error, step);
+    if (p.wide_ids)
+      PoolScalar<Row, int64_t>(p, lo, hi, lane, dst, error, step);
+    else
+      PoolScalar<Row, int32_t>(p, lo, hi, lane, dst, error, step);
   }
 }
 

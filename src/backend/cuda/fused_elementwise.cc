@@ -18,10 +18,10 @@ struct FusedArgs {
   const float* in[kMaxFusedInputs];
   float* out;
   long long n;
-  int rank;                                        // collapsed output dims
+  int rank;  // collapsed output dims
   long long dims[kMaxFusedRank];
   long long strides[kMaxFusedInputs][kMaxFusedRank];  // per input, per collapsed dim; 0 broadcasts
-  unsigned dense;                                  // bit k: input k has the output's layout
+  unsigned dense;                                     // bit k: input k has the output's layout
 };
 
 constexpr const char* kPrelude = R"(
@@ -54,27 +54,48 @@ std::string Expression(const EwInstruction& in) {
   const std::string b = in.operands.size() > 1 ? Operand(in.operands[1]) : "";
   const std::string c = in.operands.size() > 2 ? Operand(in.operands[2]) : "";
   switch (in.op) {
-    case EwOp::kAdd: return a + " + " + b;
-    case EwOp::kSub: return a + " - " + b;
-    case EwOp::kMul: return a + " * " + b;
-    case EwOp::kDiv: return a + " / " + b;
-    case EwOp::kPow: return "rk_pow(" + a + ", " + b + ")";
-    case EwOp::kMax: return "rk_max(" + a + ", " + b + ")";
-    case EwOp::kMin: return "rk_min(" + a + ", " + b + ")";
-    case EwOp::kMulAdd: return a + " * " + b + " + " + c;
-    case EwOp::kClip: return "rk_clip(" + a + ", " + b + ", " + c + ")";
-    case EwOp::kNeg: return "-" + a;
-    case EwOp::kRelu: return a + " > 0.0f ? " + a + " : 0.0f";
-    case EwOp::kAbs: return a + " < 0.0f ? -" + a + " : " + a;
-    case EwOp::kSigmoid: return "1.0f / (1.0f + expf(-" + a + "))";
-    case EwOp::kTanh: return "tanhf(" + a + ")";
-    case EwOp::kErf: return "erff(" + a + ")";
-    case EwOp::kSqrt: return "sqrtf(" + a + ")";
-    case EwOp::kExp: return "expf(" + a + ")";
-    case EwOp::kLog: return "logf(" + a + ")";
-    case EwOp::kReciprocal: return "1.0f / " + a;
-    case EwOp::kFloor: return "floorf(" + a + ")";
-    case EwOp::kCeil: return "ceilf(" + a + ")";
+    case EwOp::kAdd:
+      return a + " + " + b;
+    case EwOp::kSub:
+      return a + " - " + b;
+    case EwOp::kMul:
+      return a + " * " + b;
+    case EwOp::kDiv:
+      return a + " / " + b;
+    case EwOp::kPow:
+      return "rk_pow(" + a + ", " + b + ")";
+    case EwOp::kMax:
+      return "rk_max(" + a + ", " + b + ")";
+    case EwOp::kMin:
+      return "rk_min(" + a + ", " + b + ")";
+    case EwOp::kMulAdd:
+      return a + " * " + b + " + " + c;
+    case EwOp::kClip:
+      return "rk_clip(" + a + ", " + b + ", " + c + ")";
+    case EwOp::kNeg:
+      return "-" + a;
+    case EwOp::kRelu:
+      return a + " > 0.0f ? " + a + " : 0.0f";
+    case EwOp::kAbs:
+      return a + " < 0.0f ? -" + a + " : " + a;
+    case EwOp::kSigmoid:
+      return "1.0f / (1.0f + expf(-" + a + "))";
+    case EwOp::kTanh:
+      return "tanhf(" + a + ")";
+    case EwOp::kErf:
+      return "erff(" + a + ")";
+    case EwOp::kSqrt:
+      return "sqrtf(" + a + ")";
+    case EwOp::kExp:
+      return "expf(" + a + ")";
+    case EwOp::kLog:
+      return "logf(" + a + ")";
+    case EwOp::kReciprocal:
+      return "1.0f / " + a;
+    case EwOp::kFloor:
+      return "floorf(" + a + ")";
+    case EwOp::kCeil:
+      return "ceilf(" + a + ")";
   }
   return "0.0f";
 }
@@ -97,7 +118,8 @@ std::string Source(const ElementwiseProgram& program, int inputs) {
   }
   s += "      }\n    }\n";
   for (int k = 0; k < inputs; ++k) {
-    s += "    const float x" + std::to_string(k) + " = __ldg(a.in[" + std::to_string(k) + "] + o" + std::to_string(k) + ");\n";
+    s += "    const float x" + std::to_string(k) + " = __ldg(a.in[" + std::to_string(k) + "] + o" + std::to_string(k) +
+         ");\n";
   }
   for (size_t j = 0; j < program.code.size(); ++j) {
     s += "    const float t" + std::to_string(j) + " = " + Expression(program.code[j]) + ";\n";
@@ -112,7 +134,8 @@ struct FusedKernel final : KernelState {
 };
 
 StatusOr<cudaKernel_t> Compile(const Node& node) {
-  ASSIGN_OR_RETURN(ElementwiseProgram program, ElementwiseProgram::Parse(node.GetString("program", ""), node.NumInputs()));
+  RANKD_ASSIGN_OR_RETURN(ElementwiseProgram program,
+                         ElementwiseProgram::Parse(node.GetString("program", ""), node.NumInputs()));
   return CompileKernel(Source(program, node.NumInputs()), "rankd_fused");
 }
 
@@ -120,7 +143,7 @@ StatusOr<cudaKernel_t> Compile(const Node& node) {
 // then per plan step, which finds it in the process cache.
 StatusOr<std::shared_ptr<const KernelState>> PrepareFusedKernel(const Node& node) {
   auto state = std::make_shared<FusedKernel>();
-  ASSIGN_OR_RETURN(state->kernel, Compile(node));
+  RANKD_ASSIGN_OR_RETURN(state->kernel, Compile(node));
   return std::shared_ptr<const KernelState>(std::move(state));
 }
 
@@ -136,25 +159,29 @@ Status FusedElementwise(const KernelArgs& k) {
   for (int i = 0; i < kMaxFusedInputs; ++i) shapes[static_cast<size_t>(i)] = i < inputs ? &k.In(i).shape() : &kScalar;
   auto layout = cpu::MakeBroadcastLayout<kMaxFusedInputs>(out.shape(), shapes);
   args.rank = static_cast<int>(layout.dims.size());
-  if (args.rank > kMaxFusedRank) return Internal(k.node.Describe() + ": output rank above " + std::to_string(kMaxFusedRank));
+  if (args.rank > kMaxFusedRank)
+    return Internal(k.node.Describe() + ": output rank above " + std::to_string(kMaxFusedRank));
   for (int d = 0; d < args.rank; ++d) args.dims[d] = layout.dims[static_cast<size_t>(d)];
   for (int i = 0; i < inputs; ++i) {
     args.in[i] = k.In(i).data<float>();
     bool dense = k.In(i).size() == out.size();
-    for (int d = 0; d < args.rank; ++d) args.strides[i][d] = layout.strides[static_cast<size_t>(i)][static_cast<size_t>(d)];
+    for (int d = 0; d < args.rank; ++d)
+      args.strides[i][d] = layout.strides[static_cast<size_t>(i)][static_cast<size_t>(d)];
     if (dense) args.dense |= 1u << i;
   }
   args.out = out.data<float>();
   args.n = out.size();
   if (args.n == 0) return Status::Ok();
   void* params[] = {&args};
-  RANKD_CUDA_RETURN(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(Blocks(args.n)), dim3(kThreads), params, 0,
-                                     k.device->stream));
+  RANKD_CUDA_RETURN(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(Blocks(args.n)), dim3(kThreads),
+                                     params, 0, k.device->stream));
   return Launched(k);
 }
 
 }  // namespace
 
-void AppendFusedElementwiseKernel(KernelTable& out) { out["FusedElementwise"] = Kernel(FusedElementwise, PrepareFusedKernel); }
+void AppendFusedElementwiseKernel(KernelTable& out) {
+  out["FusedElementwise"] = Kernel(FusedElementwise, PrepareFusedKernel);
+}
 
 }  // namespace rankd::cuda

@@ -21,7 +21,7 @@ Status LtCheck(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
   return Internal(std::string(what) + " failed: cublas status " + std::to_string(static_cast<int>(s)));
 }
-#define RANKD_LT_RETURN(expr) RETURN_IF_ERROR(LtCheck((expr), #expr))
+#define RANKD_LT_RETURN(expr) RANKD_RETURN_IF_ERROR(LtCheck((expr), #expr))
 
 int Alignment(const void* p) {
   auto v = reinterpret_cast<uintptr_t>(p);
@@ -46,7 +46,8 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
   RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
   RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-  if (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasSigmoid) epi = CUBLASLT_EPILOGUE_BIAS;  // sigmoid: after
+  if (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasSigmoid)
+    epi = CUBLASLT_EPILOGUE_BIAS;  // sigmoid: after
   if (g.epilogue == Epilogue::kBiasRelu) epi = CUBLASLT_EPILOGUE_RELU_BIAS;
   if (g.epilogue == Epilogue::kRelu) epi = CUBLASLT_EPILOGUE_RELU;
   if (g.epilogue == Epilogue::kBiasGelu) epi = CUBLASLT_EPILOGUE_GELU_BIAS;
@@ -54,7 +55,8 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
   RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   if (out == GemmOutput::kBf16F32Bias && HasBias(g.epilogue)) {
     int32_t bias_type = CUDA_R_32F;  // by default the bias has the output's type
-    RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    RANKD_LT_RETURN(
+        cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   }
   // Stored (pre-op) column-major shapes.
   uint64_t b_rows = static_cast<uint64_t>(g.trans_b ? g.k : g.n), b_cols = static_cast<uint64_t>(g.trans_b ? g.n : g.k);
@@ -67,12 +69,13 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
     int32_t count = static_cast<int32_t>(g.batch);
     auto set = [&](cublasLtMatrixLayout_t l, int64_t stride) -> Status {
       RANKD_LT_RETURN(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-      RANKD_LT_RETURN(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+      RANKD_LT_RETURN(
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
       return Status::Ok();
     };
-    RETURN_IF_ERROR(set(e.b, g.stride_b));
-    RETURN_IF_ERROR(set(e.a, g.stride_a));
-    RETURN_IF_ERROR(set(e.c, g.stride_c));
+    RANKD_RETURN_IF_ERROR(set(e.b, g.stride_b));
+    RANKD_RETURN_IF_ERROR(set(e.a, g.stride_a));
+    RANKD_RETURN_IF_ERROR(set(e.c, g.stride_c));
   }
   cublasLtMatmulPreference_t pref;
   RANKD_LT_RETURN(cublasLtMatmulPreferenceCreate(&pref));
@@ -85,10 +88,13 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
   }
   cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};
   int found = 0;
-  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, e.op, e.b, e.a, e.c, e.c, pref, kGemmCandidates, results, &found);
+  cublasStatus_t s =
+      cublasLtMatmulAlgoGetHeuristic(ctx.lt, e.op, e.b, e.a, e.c, e.c, pref, kGemmCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   RANKD_LT_RETURN(s);
-  if (found == 0) return Internal("cuBLASLt has no algorithm for a " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + " product");
+  if (found == 0)
+    return Internal("cuBLASLt has no algorithm for a " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" +
+                    std::to_string(g.k) + " product");
   e.algo = results[0].algo;
   for (int i = 1; i < found; ++i) e.untried.push_back(results[i].algo);
   return Status::Ok();
@@ -132,10 +138,10 @@ Status ChooseFastest(DeviceContext& ctx, const GemmCache::Key& key, GemmCache::E
   candidates.insert(candidates.end(), e.untried.begin(), e.untried.end());
   e.untried.clear();
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  RETURN_IF_ERROR(Check(cudaStreamIsCapturing(ctx.stream, &capturing), "cudaStreamIsCapturing"));
+  RANKD_RETURN_IF_ERROR(Check(cudaStreamIsCapturing(ctx.stream, &capturing), "cudaStreamIsCapturing"));
   if (candidates.size() < 2 || capturing != cudaStreamCaptureStatusNone || !TuningEnabled()) return Status::Ok();
   int device = 0;
-  RETURN_IF_ERROR(Check(cudaGetDevice(&device), "cudaGetDevice"));
+  RANKD_RETURN_IF_ERROR(Check(cudaGetDevice(&device), "cudaGetDevice"));
   TimedChoices& timed = Timed();
   std::lock_guard<std::mutex> lock(timed.mu);
   if (auto it = timed.algos.find({device, key}); it != timed.algos.end()) {
@@ -160,10 +166,10 @@ Status ChooseFastest(DeviceContext& ctx, const GemmCache::Key& key, GemmCache::E
   DeviceSpan span;
   for (int round = 0; round < kRounds; ++round) {
     for (size_t i : runnable) {
-      RETURN_IF_ERROR(span.Begin(ctx.stream));
+      RANKD_RETURN_IF_ERROR(span.Begin(ctx.stream));
       for (int r = 0; r < kRuns; ++r) RANKD_LT_RETURN(run(i));
-      RETURN_IF_ERROR(span.End(ctx.stream));
-      ASSIGN_OR_RETURN(double ms, span.Elapsed());
+      RANKD_RETURN_IF_ERROR(span.End(ctx.stream));
+      RANKD_ASSIGN_OR_RETURN(double ms, span.Elapsed());
       if (round == 0 || ms < fastest[i]) fastest[i] = ms;
     }
   }
@@ -175,8 +181,9 @@ Status ChooseFastest(DeviceContext& ctx, const GemmCache::Key& key, GemmCache::E
   timed.algos[{device, key}] = e.algo;
   ++timed.counts.timed;
   if (std::getenv("RANKD_GEMM_LOG")) {
-    std::string line = "rankd: product m=" + std::to_string(std::get<2>(key)) + " n=" + std::to_string(std::get<3>(key)) +
-                       " k=" + std::to_string(std::get<4>(key)) + ": candidate " + std::to_string(best) + " chosen; µs a run:";
+    std::string line = "rankd: product m=" + std::to_string(std::get<2>(key)) +
+                       " n=" + std::to_string(std::get<3>(key)) + " k=" + std::to_string(std::get<4>(key)) +
+                       ": candidate " + std::to_string(best) + " chosen; µs a run:";
     for (size_t i : runnable) line += " " + std::to_string(static_cast<int>(fastest[i] * 1000 / kRuns));
     std::fprintf(stderr, "%s\n", line.c_str());
   }
@@ -194,16 +201,16 @@ const void* Bf16Weight(const DeviceContext& ctx, const float* constant) { return
 // Whether the short-k kernel takes a product (bf16 precision: cuBLASLt would convert A and
 // often reduce split-K parts for a k tensor cores gain nothing on; short_k_gemm.h).
 bool TakesShortK(const DeviceContext& ctx, const GemmShape& g) {
-  return Bf16Products(ctx.precision) && g.batch == 1 && !g.trans_a && g.k > 0 && g.k < kShortK &&
-         g.m <= kShortKMaxRows;
+  return Bf16Products(ctx.precision) && g.batch == 1 && !g.trans_a && g.k > 0 && g.k < kShortK && g.m <= kShortKMaxRows;
 }
 
 // A bf16 product with a weight matrix B as the few-rows kernel runs it (B read as [N, K], its
 // transposed copy when it is [K, N]): of at most kSmallRows rows as it is, else of at most
 // kSmallRows columns transposed (B's rows the few rows, A's rows streamed); nullopt when the
 // kernel does not take it.
-std::optional<SmallRowsProduct> FewRowsProduct(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b,
-                                               float* c, float alpha, float beta, const float* bias, void* bf16_d) {
+std::optional<SmallRowsProduct> FewRowsProduct(const DeviceContext& ctx, const GemmShape& g, const float* a,
+                                               const float* b, float* c, float alpha, float beta, const float* bias,
+                                               void* bf16_d) {
   if (!Bf16Products(ctx.precision) || g.batch != 1 || g.trans_a) return std::nullopt;
   if (g.m > kSmallRows && g.n > kSmallRows) return std::nullopt;
   const void* weight = Bf16WeightRows(ctx, b, g.trans_b);
@@ -236,8 +243,9 @@ std::optional<SmallRowsProduct> FewRowsProduct(const DeviceContext& ctx, const G
 // A bf16 product with a weight matrix B as the split-k kernel runs it (split_k_gemm.h): alpha 1,
 // no C, A's bf16 copy or room to convert A into ctx.bf16_operands (a is then that buffer, A to
 // be converted into it at launch); nullopt when the kernel does not take it.
-std::optional<SplitKProduct> SplitKProductOf(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b,
-                                             float* c, float alpha, float beta, const float* bias, void* bf16_d) {
+std::optional<SplitKProduct> SplitKProductOf(const DeviceContext& ctx, const GemmShape& g, const float* a,
+                                             const float* b, float* c, float alpha, float beta, const float* bias,
+                                             void* bf16_d) {
   if (!Bf16Products(ctx.precision) || g.batch != 1 || g.trans_a || alpha != 1.0f || beta != 0.0f) return std::nullopt;
   const bool bf16_a = ctx.bf16_a && ctx.bf16_a_source == a;
   if (!bf16_a && Bf16OperandBytes(g.m * g.k) > ctx.bf16_operand_bytes) return std::nullopt;
@@ -266,7 +274,9 @@ const void* PaddedWeight(const DeviceContext& ctx, const GemmShape& g, const flo
 // operand converted into the executor's operand buffer (A first, then B, each 256-byte aligned).
 Status ConvertOperands(DeviceContext& ctx, const GemmShape& g, const float* a, const float* b, const void*& op_a,
                        const void*& op_b) {
-  auto extent = [&](int64_t matrix, int64_t stride) { return g.batch > 1 && stride > 0 ? stride * (g.batch - 1) + matrix : matrix; };
+  auto extent = [&](int64_t matrix, int64_t stride) {
+    return g.batch > 1 && stride > 0 ? stride * (g.batch - 1) + matrix : matrix;
+  };
   int64_t na = extent(g.m * g.k, g.stride_a), nb = extent(g.k * g.n, g.stride_b);
   auto* buffer = static_cast<uint8_t*>(ctx.bf16_operands);
   size_t a_bytes = Bf16OperandBytes(na);
@@ -278,11 +288,11 @@ Status ConvertOperands(DeviceContext& ctx, const GemmShape& g, const float* a, c
   if (ctx.bf16_a && ctx.bf16_a_source == a) {  // its producer wrote the bf16 copy (bf16_copies.h)
     op_a = ctx.bf16_a;
   } else {
-    RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, buffer, na));
+    RANKD_RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, buffer, na));
     op_a = buffer;
   }
   if (converted_b) {
-    RETURN_IF_ERROR(ConvertToBf16(ctx.stream, b, buffer + a_bytes, nb));
+    RANKD_RETURN_IF_ERROR(ConvertToBf16(ctx.stream, b, buffer + a_bytes, nb));
     op_b = buffer + a_bytes;
   } else {
     op_b = weight;
@@ -324,8 +334,11 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   if (!Bf16Products(ctx.precision)) bf16_d = nullptr;
   if (g.m == 0 || g.n == 0 || g.batch == 0) return Status::Ok();
   if (g.k == 0) {  // an empty product: only C = 0 is supported without a kernel of its own
-    if (beta != 0.0f || g.epilogue != Epilogue::kNone) return Unimplemented("a product over an empty dimension with C or an epilogue");
-    RETURN_IF_ERROR(Check(cudaMemsetAsync(c, 0, static_cast<size_t>(g.m * g.n * g.batch) * sizeof(float), ctx.stream), "cudaMemsetAsync"));
+    if (beta != 0.0f || g.epilogue != Epilogue::kNone)
+      return Unimplemented("a product over an empty dimension with C or an epilogue");
+    RANKD_RETURN_IF_ERROR(
+        Check(cudaMemsetAsync(c, 0, static_cast<size_t>(g.m * g.n * g.batch) * sizeof(float), ctx.stream),
+              "cudaMemsetAsync"));
     return bf16_d ? ConvertToBf16(ctx.stream, c, bf16_d, g.m * g.n * g.batch) : Status::Ok();
   }
   if (TakesShortK(ctx, g)) {
@@ -342,7 +355,8 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   }
   if (auto few = FewRowsProduct(ctx, g, a, b, c, alpha, beta, bias, bf16_d)) return SmallRowsGemm(ctx.stream, *few);
   if (auto split = SplitKProductOf(ctx, g, a, b, c, alpha, beta, bias, bf16_d)) {
-    if (split->a == ctx.bf16_operands) RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, ctx.bf16_operands, g.m * g.k));
+    if (split->a == ctx.bf16_operands)
+      RANKD_RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, ctx.bf16_operands, g.m * g.k));
     return SplitKGemm(ctx.stream, *split);
   }
   const void* op_a = a;
@@ -350,12 +364,13 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   GemmShape shape = g;  // as cuBLASLt runs it: k padded, maybe
   if (const void* padded = PaddedWeight(ctx, g, a, b)) {
     shape.k = PaddedK(g.k);
-    if (Bf16OperandBytes(g.m * shape.k) > ctx.bf16_operand_bytes) return Internal("the bf16 operand buffer is smaller than a product needs");
-    RETURN_IF_ERROR(ConvertToBf16Padded(ctx.stream, a, ctx.bf16_operands, g.m, g.k, shape.k));
+    if (Bf16OperandBytes(g.m * shape.k) > ctx.bf16_operand_bytes)
+      return Internal("the bf16 operand buffer is smaller than a product needs");
+    RANKD_RETURN_IF_ERROR(ConvertToBf16Padded(ctx.stream, a, ctx.bf16_operands, g.m, g.k, shape.k));
     op_a = ctx.bf16_operands;
     op_b = padded;
   } else if (Bf16Products(ctx.precision)) {
-    RETURN_IF_ERROR(ConvertOperands(ctx, g, a, b, op_a, op_b));
+    RANKD_RETURN_IF_ERROR(ConvertOperands(ctx, g, a, b, op_a, op_b));
   }
   // The entry for a bf16 output, or for an fp32 one when there is none or cuBLASLt has no
   // algorithm for it. A bf16 output takes the bias's bf16 copy where there is one: cuBLASLt may
@@ -363,8 +378,18 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   using Slot = std::pair<const GemmCache::Key, GemmCache::Entry>;
   auto entry = [&](GemmOutput out, void* d) -> StatusOr<Slot*> {
     int alignment = std::min({Alignment(op_a), Alignment(op_b), Alignment(d)});
-    GemmCache::Key key{shape.trans_a, shape.trans_b, shape.m, shape.n, shape.k, shape.batch, shape.stride_a, shape.stride_b,
-                       shape.stride_c, static_cast<int>(shape.epilogue), alignment, static_cast<int>(ctx.precision),
+    GemmCache::Key key{shape.trans_a,
+                       shape.trans_b,
+                       shape.m,
+                       shape.n,
+                       shape.k,
+                       shape.batch,
+                       shape.stride_a,
+                       shape.stride_b,
+                       shape.stride_c,
+                       static_cast<int>(shape.epilogue),
+                       alignment,
+                       static_cast<int>(ctx.precision),
                        static_cast<int>(out)};
     auto it = ctx.gemm->entries.find(key);
     if (it == ctx.gemm->entries.end()) {
@@ -385,20 +410,22 @@ Status Sgemm(DeviceContext& ctx, const GemmShape& g, const float* a, const float
   const bool sigmoid = ActivationOf(g.epilogue) == Activation::kSigmoid;  // applied after, in fp32
   if (bf16_d && beta == 0.0f && !sigmoid) {
     bf16_bias = bias ? Bf16Weight(ctx, bias) : nullptr;
-    ASSIGN_OR_RETURN(slot, entry(bf16_bias ? GemmOutput::kBf16 : GemmOutput::kBf16F32Bias, bf16_d));
+    RANKD_ASSIGN_OR_RETURN(slot, entry(bf16_bias ? GemmOutput::kBf16 : GemmOutput::kBf16F32Bias, bf16_d));
     if (slot->second.unsupported) slot = nullptr;
   }
   const bool to_bf16 = slot != nullptr;
   if (!to_bf16) {
-    ASSIGN_OR_RETURN(slot, entry(GemmOutput::kF32, c));
+    RANKD_ASSIGN_OR_RETURN(slot, entry(GemmOutput::kF32, c));
   }
   GemmCache::Entry* e = &slot->second;
   void* d = to_bf16 ? bf16_d : static_cast<void*>(c);
   const void* bias_ptr = to_bf16 && bf16_bias ? bf16_bias : bias;
   if (bias_ptr) {
-    RANKD_LT_RETURN(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
+    RANKD_LT_RETURN(
+        cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
   }
-  if (!e->untried.empty() && beta == 0.0f) RETURN_IF_ERROR(ChooseFastest(ctx, slot->first, *e, &alpha, &beta, op_a, op_b, d));
+  if (!e->untried.empty() && beta == 0.0f)
+    RANKD_RETURN_IF_ERROR(ChooseFastest(ctx, slot->first, *e, &alpha, &beta, op_a, op_b, d));
   RANKD_LT_RETURN(cublasLtMatmul(ctx.lt, e->op, &alpha, op_b, e->b, op_a, e->a, &beta, d, e->c, d, e->c, &e->algo,
                                  ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
   if (sigmoid) return SigmoidInPlace(ctx.stream, c, bf16_d, g.m * g.n * g.batch);

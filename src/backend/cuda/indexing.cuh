@@ -4,9 +4,9 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
-#include "backend/cuda/kernels.h"
 
 namespace rankd::cuda {
 
@@ -63,7 +63,7 @@ inline StatusOr<IndexMap<1>> StridedMap(const Shape& out, const Shape& strides) 
 // Records the first failing step (1 + step) in the executor's error word.
 __device__ inline void ReportBadData(int* error, int step) { atomicCAS(error, 0, step + 1); }
 
-#define RANKD_GRID_LOOP(i, n) \
+#define RANKD_GRID_LOOP(i, n)                                                            \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 

@@ -24,11 +24,11 @@ void AppendDotInteractionKernels(KernelTable& out);
 
 // out[idx] = in[base + sum(idx_d * strides_d)] over out_shape, elements of elem_size bytes, on the
 // executor's stream. Strides may be 0 (broadcast) or negative (reversed slices).
-Status StridedCopy(const KernelArgs& k, const void* in, int64_t base, const Shape& strides,
-                   const Shape& out_shape, size_t elem_size, void* out);
+Status StridedCopy(const KernelArgs& k, const void* in, int64_t base, const Shape& strides, const Shape& out_shape,
+                   size_t elem_size, void* out);
 // out = permute(in, perm), both dense row-major.
-Status TransposeDevice(const KernelArgs& k, const void* in, const Shape& in_shape,
-                       const std::vector<int64_t>& perm, size_t elem_size, void* out);
+Status TransposeDevice(const KernelArgs& k, const void* in, const Shape& in_shape, const std::vector<int64_t>& perm,
+                       size_t elem_size, void* out);
 // Broadcasts `in` (numpy rules) into the dense `out_shape`.
 Status BroadcastCopy(const KernelArgs& k, const Tensor& in, const Shape& out_shape, void* out);
 

@@ -1,9 +1,8 @@
-#include "backend/cuda/mapped_copy.h"
-
 #include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/device.h"
+#include "backend/cuda/mapped_copy.h"
 
 namespace rankd::cuda {
 namespace {
@@ -13,7 +12,8 @@ constexpr int kMaxCopyBlocks = 1024;
 
 __global__ void __launch_bounds__(kCopyThreads) CopyKernel(const uint4* from, uint4* to, int64_t pieces) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kCopyThreads;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(kCopyThreads) + threadIdx.x; i < pieces; i += stride) to[i] = from[i];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kCopyThreads) + threadIdx.x; i < pieces; i += stride)
+    to[i] = from[i];
 }
 
 // Sixteen bytes of slot `s` at offset `at` in the slot.
@@ -23,7 +23,8 @@ __device__ uint4 Gathered(const InputSource& s, uint64_t at) {
     const uint64_t first = at / 4, count = s.from_bytes / 8;
     int32_t out[4];
     if (first + 4 <= count) {
-      const uint4 a = reinterpret_cast<const uint4*>(from)[first / 2], b = reinterpret_cast<const uint4*>(from)[first / 2 + 1];
+      const uint4 a = reinterpret_cast<const uint4*>(from)[first / 2],
+                  b = reinterpret_cast<const uint4*>(from)[first / 2 + 1];
       const uint32_t words[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
       for (int i = 0; i < 4; ++i) {
         const auto id = static_cast<int64_t>((static_cast<uint64_t>(words[2 * i + 1]) << 32) | words[2 * i]);
@@ -58,18 +59,22 @@ constexpr int kGatherThreads = 1024;
 // docs/benchmarks.md).
 constexpr int kMaxGatherBlocks = 8;
 
-__global__ void __launch_bounds__(kGatherThreads) GatherKernel(const InputSource* sources, int count, uint4* to, int64_t first,
-                                                               int64_t end, int* clear) {
+__global__ void __launch_bounds__(kGatherThreads)
+    GatherKernel(const InputSource* sources, int count, uint4* to, int64_t first, int64_t end, int* clear) {
   extern __shared__ InputSource slots[];
   for (int i = threadIdx.x; i < count; i += kGatherThreads) slots[i] = sources[i];
   __syncthreads();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kGatherThreads;
-  for (int64_t i = first + blockIdx.x * static_cast<int64_t>(kGatherThreads) + threadIdx.x; count > 0 && i < end; i += stride) {
+  for (int64_t i = first + blockIdx.x * static_cast<int64_t>(kGatherThreads) + threadIdx.x; count > 0 && i < end;
+       i += stride) {
     const uint64_t at = static_cast<uint64_t>(i) * 16;
     int lo = 0, hi = count - 1;  // the last slot starting at or before `at`
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (slots[mid].to <= at) lo = mid; else hi = mid - 1;
+      if (slots[mid].to <= at)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     const InputSource& s = slots[lo];
     if (at >= s.to && at - s.to < s.to_bytes) to[i] = Gathered(s, at - s.to);
@@ -79,9 +84,11 @@ __global__ void __launch_bounds__(kGatherThreads) GatherKernel(const InputSource
 
 }  // namespace
 
-Status GatherByKernel(const InputSource* sources, int count, void* to, size_t begin, size_t end, int* clear, cudaStream_t stream) {
+Status GatherByKernel(const InputSource* sources, int count, void* to, size_t begin, size_t end, int* clear,
+                      cudaStream_t stream) {
   const auto first = static_cast<int64_t>(begin / sizeof(uint4)), last = static_cast<int64_t>(end / sizeof(uint4));
-  const auto blocks = static_cast<int>(std::clamp<int64_t>((last - first + kGatherThreads - 1) / kGatherThreads, 1, kMaxGatherBlocks));
+  const auto blocks =
+      static_cast<int>(std::clamp<int64_t>((last - first + kGatherThreads - 1) / kGatherThreads, 1, kMaxGatherBlocks));
   const size_t shared = static_cast<size_t>(std::max(count, 1)) * sizeof(InputSource);
   GatherKernel<<<blocks, kGatherThreads, shared, stream>>>(sources, count, static_cast<uint4*>(to), first, last, clear);
   return Check(cudaGetLastError(), "gathering a run's inputs by kernel");
@@ -89,7 +96,8 @@ Status GatherByKernel(const InputSource* sources, int count, void* to, size_t be
 
 Status CopyByKernel(const void* from, void* to, size_t bytes, cudaStream_t stream) {
   const auto pieces = static_cast<int64_t>(bytes / sizeof(uint4));
-  const auto blocks = static_cast<int>(std::clamp<int64_t>((pieces + kCopyThreads - 1) / kCopyThreads, 1, kMaxCopyBlocks));
+  const auto blocks =
+      static_cast<int>(std::clamp<int64_t>((pieces + kCopyThreads - 1) / kCopyThreads, 1, kMaxCopyBlocks));
   CopyKernel<<<blocks, kCopyThreads, 0, stream>>>(static_cast<const uint4*>(from), static_cast<uint4*>(to), pieces);
   return Check(cudaGetLastError(), "a copy by kernel to or from pinned memory");
 }

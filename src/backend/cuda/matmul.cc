@@ -34,7 +34,7 @@ Status Gemm(const KernelArgs& k) {
       g.epilogue = EpilogueOf(true, activation);
       bias = c.data<float>();
     } else {
-      RETURN_IF_ERROR(BroadcastCopy(k, c, out.shape(), out.raw()));
+      RANKD_RETURN_IF_ERROR(BroadcastCopy(k, c, out.shape(), out.raw()));
     }
   }
   if (k.HasIn(3)) {  // FuseProductMulAdds: out = In(3) * product + In(4)
@@ -42,8 +42,8 @@ Status Gemm(const KernelArgs& k) {
                          has_c && !bias ? beta : 0.0f, bias, k.In(3).data<float>(), k.In(4).data<float>())
         .WithContext(k.node.Describe());
   }
-  return Sgemm(*k.device, g, a.data<float>(), b.data<float>(), out.data<float>(), alpha,
-               has_c && !bias ? beta : 0.0f, bias, k.device->bf16_out);
+  return Sgemm(*k.device, g, a.data<float>(), b.data<float>(), out.data<float>(), alpha, has_c && !bias ? beta : 0.0f,
+               bias, k.device->bf16_out);
 }
 
 Status MatMul(const KernelArgs& k) {
@@ -92,7 +92,7 @@ Status MatMul(const KernelArgs& k) {
       ia += c * st_a[d];
       ib += c * st_b[d];
     }
-    RETURN_IF_ERROR(Sgemm(*k.device, g, pa + ia * m * kk, pb + ib * kk * n, pc + r * m * n, 1.0f, 0.0f));
+    RANKD_RETURN_IF_ERROR(Sgemm(*k.device, g, pa + ia * m * kk, pb + ib * kk * n, pc + r * m * n, 1.0f, 0.0f));
   }
   // The bf16 copy its readers want (bf16_copies.h), of the whole result.
   return k.device->bf16_out ? ConvertToBf16(k.device->stream, pc, k.device->bf16_out, out.size()) : Status::Ok();
@@ -100,18 +100,18 @@ Status MatMul(const KernelArgs& k) {
 
 Status Einsum(const KernelArgs& k) {
   auto spec = ParseEinsum(k.node.GetString("equation", ""), k.in.size(), k.node);
-  RETURN_IF_ERROR(spec.status());
+  RANKD_RETURN_IF_ERROR(spec.status());
   std::vector<Shape> shapes;
   for (const Tensor* t : k.in) shapes.push_back(t->shape());
-  ASSIGN_OR_RETURN(EinsumPlan p, PlanEinsum(*spec, shapes, k.node));
+  RANKD_ASSIGN_OR_RETURN(EinsumPlan p, PlanEinsum(*spec, shapes, k.node));
   Tensor& out = k.Out(0);
   if (p.single) return TransposeDevice(k, k.In(0).raw(), k.In(0).shape(), p.perm_a, 4, out.raw());
   auto align = [](int64_t floats) { return (floats * 4 + 63) / 64 * 16; };  // in floats
   float* ta = static_cast<float*>(k.scratch);
   float* tb = ta + align(NumElements(p.a_permuted));
   float* tc = tb + align(NumElements(p.b_permuted));
-  RETURN_IF_ERROR(TransposeDevice(k, k.In(0).raw(), k.In(0).shape(), p.perm_a, 4, ta));
-  RETURN_IF_ERROR(TransposeDevice(k, k.In(1).raw(), k.In(1).shape(), p.perm_b, 4, tb));
+  RANKD_RETURN_IF_ERROR(TransposeDevice(k, k.In(0).raw(), k.In(0).shape(), p.perm_a, 4, ta));
+  RANKD_RETURN_IF_ERROR(TransposeDevice(k, k.In(1).raw(), k.In(1).shape(), p.perm_b, 4, tb));
   GemmShape g;
   g.m = p.rows;
   g.n = p.cols;
@@ -120,7 +120,7 @@ Status Einsum(const KernelArgs& k) {
   g.stride_a = p.rows * p.inner;
   g.stride_b = p.inner * p.cols;
   g.stride_c = p.rows * p.cols;
-  RETURN_IF_ERROR(Sgemm(*k.device, g, ta, tb, tc, 1.0f, 0.0f));
+  RANKD_RETURN_IF_ERROR(Sgemm(*k.device, g, ta, tb, tc, 1.0f, 0.0f));
   return TransposeDevice(k, tc, p.c_shape, p.perm_out, 4, out.raw());
 }
 

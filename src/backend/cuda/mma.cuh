@@ -21,9 +21,7 @@ __device__ inline uint32_t Pack(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-__device__ inline uint32_t Load32(const __nv_bfloat16* at) {
-  return *reinterpret_cast<const uint32_t*>(at);
-}
+__device__ inline uint32_t Load32(const __nv_bfloat16* at) { return *reinterpret_cast<const uint32_t*>(at); }
 
 __device__ inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(

@@ -17,14 +17,14 @@ size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
 StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const Graph& graph, int device,
-                                                                        Precision precision) {
+                                                                         Precision precision) {
   auto r = std::make_shared<CudaModelResources>();
   r->device_ = device;
   r->precision_ = precision;
   RANKD_CUDA_RETURN(cudaSetDevice(device));
   size_t total = 0;
   for (const auto& [id, t] : graph.constants) total += Aligned(t.bytes());
-  RETURN_IF_ERROR(r->arena_.Reserve(total));
+  RANKD_RETURN_IF_ERROR(r->arena_.Reserve(total));
   auto* base = static_cast<uint8_t*>(r->arena_.get());
   size_t pos = 0;
   {
@@ -35,7 +35,7 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
       pos += Aligned(t.bytes());
     }
   }
-  if (Bf16Products(precision)) RETURN_IF_ERROR(r->UploadBf16Weights(graph));
+  if (Bf16Products(precision)) RANKD_RETURN_IF_ERROR(r->UploadBf16Weights(graph));
   return r;
 }
 
@@ -84,7 +84,7 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
   size_t total = 0;
   for (const Copy& c : copies) total += Aligned(static_cast<size_t>(elements(c)) * 2);
   if (total == 0) return Status::Ok();
-  RETURN_IF_ERROR(bf16_arena_.Reserve(total));
+  RANKD_RETURN_IF_ERROR(bf16_arena_.Reserve(total));
   auto* base = static_cast<uint8_t*>(bf16_arena_.get());
   size_t pos = 0;
   std::vector<uint16_t> rounded;
@@ -95,14 +95,16 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
     const int64_t rows = c.w->rank() == 2 ? c.w->dim(0) : 1, cols = c.w->size() / rows;
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t col = 0; col < cols; ++col) {
-        size_t to = static_cast<size_t>(r * cols + col);                               // as is; [Kp, N] keeps it
-        if (c.kind == Copy::kTransposed) to = static_cast<size_t>(col * rows + r);     // [K, N] as [N, K]
+        size_t to = static_cast<size_t>(r * cols + col);                            // as is; [Kp, N] keeps it
+        if (c.kind == Copy::kTransposed) to = static_cast<size_t>(col * rows + r);  // [K, N] as [N, K]
         if (c.kind == Copy::kPaddedK && !c.k_by_n) to = static_cast<size_t>(r * PaddedK(cols) + col);  // [N, Kp]
         rounded[to] = FloatToBF16(v[r * cols + col]);
       }
     }
     RANKD_CUDA_RETURN(cudaMemcpy(base + pos, rounded.data(), rounded.size() * 2, cudaMemcpyHostToDevice));
-    auto& into = c.kind == Copy::kAsIs ? bf16_weights_ : c.kind == Copy::kTransposed ? bf16_weights_nk_ : bf16_weights_padded_;
+    auto& into = c.kind == Copy::kAsIs         ? bf16_weights_
+                 : c.kind == Copy::kTransposed ? bf16_weights_nk_
+                                               : bf16_weights_padded_;
     into[copies_.at(c.w)] = base + pos;
     pos += Aligned(rounded.size() * 2);
   }

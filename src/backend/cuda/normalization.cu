@@ -74,7 +74,7 @@ Status Softmax(const KernelArgs& k) {
                                                                                     out.data<float>());
   } else {
     SoftmaxStrided<<<Blocks(outer * inner), kThreads, 0, k.device->stream>>>(outer, dim, inner, x.data<float>(),
-                                                                            out.data<float>());
+                                                                             out.data<float>());
   }
   return Launched(k);
 }
@@ -119,7 +119,7 @@ Status LayerNorm(const KernelArgs& k) {
       params[which - 1] = t.data<float>();
     } else {
       float* dst = static_cast<float*>(k.scratch) + (which - 1) * ((norm + 15) / 16 * 16);
-      RETURN_IF_ERROR(BroadcastCopy(k, t, norm_shape, dst));
+      RANKD_RETURN_IF_ERROR(BroadcastCopy(k, t, norm_shape, dst));
       params[which - 1] = dst;
     }
   }

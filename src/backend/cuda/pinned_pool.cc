@@ -44,7 +44,8 @@ void* PinnedPool::NewSlab(size_t bytes) {
   slab_total_ += bytes;
   std::lock_guard<std::shared_mutex> lock(slabs_mu_);
   const auto begin = reinterpret_cast<uintptr_t>(p);
-  slabs_.insert(std::upper_bound(slabs_.begin(), slabs_.end(), std::make_pair(begin, uintptr_t{0})), {begin, begin + bytes});
+  slabs_.insert(std::upper_bound(slabs_.begin(), slabs_.end(), std::make_pair(begin, uintptr_t{0})),
+                {begin, begin + bytes});
   return p;
 }
 

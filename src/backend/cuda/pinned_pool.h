@@ -33,7 +33,7 @@ class PinnedPool final : public HostAllocator {
 
  private:
   explicit PinnedPool(size_t limit) : limit_(limit) {}
-  void* NewSlab(size_t bytes);  // nullptr when over the limit, during a capture, or on failure
+  void* NewSlab(size_t bytes);         // nullptr when over the limit, during a capture, or on failure
   static int SizeShift(size_t bytes);  // the block size a request of `bytes` takes, as a power of two
 
   static constexpr int kMinShift = 8, kSlabShift = 21, kMaxShift = 26;

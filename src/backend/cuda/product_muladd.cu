@@ -25,8 +25,6 @@
 // 32,768 rows, 218 µs against 227 with c as m, 298 against 292 without; W1's four-in-flight
 // throughput 1.2% higher, and its 512-pair median 0.137-0.138 ms against 0.147-0.154. With one
 // buffer of c and four stages (c not m), 285 µs against 316 under four-in-flight load (means).
-#include "backend/cuda/product_muladd.h"
-
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -37,6 +35,7 @@
 
 #include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/hopper.cuh"
+#include "backend/cuda/product_muladd.h"
 #include "backend/cuda/small_rows_gemm.h"
 
 namespace rankd::cuda {
@@ -162,7 +161,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       const int early = first < tiles ? min(kStages, k_steps) : 0;
       for (int it = 0; it < early; ++it) {
         BarrierExpect(&full[it], kStageBytes);
-        TmaLoad(stages + it * kStageBytes + kPieceBytes, &maps.w, it * kTileK, first % column_tiles * kTileN, &full[it]);
+        TmaLoad(stages + it * kStageBytes + kPieceBytes, &maps.w, it * kTileK, first % column_tiles * kTileN,
+                &full[it]);
       }
       WaitForPrevious();
       int it = 0;
@@ -225,7 +225,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     for (int r = 0; r < kRowBlocks; ++r) {
 #pragma unroll
       for (int q = 0; q < kTileN / 8; q += 2) {
-        const int at = SwizzledOffset(group_row + r * 64 + (warp % 4) * 16 + (piece % 2) * 8 + lane % 8, (q + piece / 2) * 8);
+        const int at =
+            SwizzledOffset(group_row + r * 64 + (warp % 4) * 16 + (piece % 2) * 8 + lane % 8, (q + piece / 2) * 8);
         uint32_t mv[4], cv[4], ov[4];
         LoadPieces(mv, tile_m + at);
         if (kCIsM) {
@@ -275,7 +276,8 @@ int HopperSms() {
     for (bool c_is_m : {false, true}) {
       for (bool ping_pong : {false, true}) {
         const Kernel kernel = KernelFor(ping_pong, c_is_m);
-        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(c_is_m)) != cudaSuccess) {
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(c_is_m)) !=
+            cudaSuccess) {
           cudaGetLastError();
           return 0;
         }
@@ -304,12 +306,15 @@ struct FusedOperands {
   const void* c = nullptr;
 };
 
-std::optional<FusedOperands> FusedOperandsOf(const DeviceContext& ctx, const GemmShape& g, const float* a, const float* b,
-                                             float alpha, float beta, const float* bias, const float* m, const float* c) {
-  if (!fused_on.load(std::memory_order_relaxed) || !Bf16Products(ctx.precision) || HopperSms() == 0) return std::nullopt;
+std::optional<FusedOperands> FusedOperandsOf(const DeviceContext& ctx, const GemmShape& g, const float* a,
+                                             const float* b, float alpha, float beta, const float* bias, const float* m,
+                                             const float* c) {
+  if (!fused_on.load(std::memory_order_relaxed) || !Bf16Products(ctx.precision) || HopperSms() == 0)
+    return std::nullopt;
   if (g.batch != 1 || g.trans_a || g.m <= kSmallRows || g.m > INT32_MAX || g.n % kTileN != 0 || g.n > INT32_MAX ||
       g.k % kTileK != 0 || g.k == 0 || g.k > INT32_MAX || alpha != 1.0f || beta != 0.0f ||
-      ActivationOf(g.epilogue) != Activation::kNone || reinterpret_cast<uintptr_t>(bias) % 8 != 0) {  // bias: read as float2
+      ActivationOf(g.epilogue) != Activation::kNone ||
+      reinterpret_cast<uintptr_t>(bias) % 8 != 0) {  // bias: read as float2
     return std::nullopt;
   }
   FusedOperands f{CopyOf(ctx.bf16_a, ctx.bf16_a_source, a), Bf16WeightRows(ctx, b, g.trans_b),
@@ -336,22 +341,22 @@ Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, con
                      float beta, const float* bias, const float* m, const float* c) {
   const std::optional<FusedOperands> fused = FusedOperandsOf(ctx, g, a, b, alpha, beta, bias, m, c);
   if (!fused) {
-    RETURN_IF_ERROR(Sgemm(ctx, g, a, b, out, alpha, beta, bias, nullptr));
+    RANKD_RETURN_IF_ERROR(Sgemm(ctx, g, a, b, out, alpha, beta, bias, nullptr));
     float* result = ctx.bf16_out && ctx.bf16_out_alone ? nullptr : out;
     return MulAddArrays(ctx.stream, {m, CopyOf(ctx.bf16_b, ctx.bf16_b_source, m)}, {out, nullptr},
                         {c, CopyOf(ctx.bf16_c, ctx.bf16_c_source, c)}, result, g.m * g.n, ctx.bf16_out);
   }
   const void* rows = fused->rows;
   if (!rows) {
-    RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, ctx.bf16_operands, g.m * g.k));
+    RANKD_RETURN_IF_ERROR(ConvertToBf16(ctx.stream, a, ctx.bf16_operands, g.m * g.k));
     rows = ctx.bf16_operands;
   }
   Maps maps;
-  RETURN_IF_ERROR(RowsMap(&maps.a, rows, g.m, g.k, kTileM));
-  RETURN_IF_ERROR(RowsMap(&maps.w, fused->weight, g.n, g.k, kTileN));
-  RETURN_IF_ERROR(RowsMap(&maps.m, fused->m, g.m, g.n, kTileM));
-  RETURN_IF_ERROR(RowsMap(&maps.c, fused->c, g.m, g.n, kTileM));
-  RETURN_IF_ERROR(RowsMap(&maps.out, ctx.bf16_out, g.m, g.n, kTileM));
+  RANKD_RETURN_IF_ERROR(RowsMap(&maps.a, rows, g.m, g.k, kTileM));
+  RANKD_RETURN_IF_ERROR(RowsMap(&maps.w, fused->weight, g.n, g.k, kTileN));
+  RANKD_RETURN_IF_ERROR(RowsMap(&maps.m, fused->m, g.m, g.n, kTileM));
+  RANKD_RETURN_IF_ERROR(RowsMap(&maps.c, fused->c, g.m, g.n, kTileM));
+  RANKD_RETURN_IF_ERROR(RowsMap(&maps.out, ctx.bf16_out, g.m, g.n, kTileM));
   const int64_t tiles = g.n / kTileN * ((g.m + kTileM - 1) / kTileM);
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, HopperSms()));
   const float* bias_row = HasBias(g.epilogue) ? bias : nullptr;
@@ -359,8 +364,9 @@ Status ProductMulAdd(DeviceContext& ctx, const GemmShape& g, const float* a, con
   const bool c_is_m = fused->c == fused->m;  // a DCN's first layer: x0 * (U v + b) + x0
   // More tiles than blocks: the ping-pong hides each epilogue behind the other warpgroup's products.
   const bool ping_pong = tiles > static_cast<int64_t>(blocks);
-  const cudaError_t launched = LaunchDependent(KernelFor(ping_pong, c_is_m), dim3(blocks), dim3(kBlockThreads), SmemBytes(c_is_m),
-                                               ctx.stream, nullptr, maps, bias_row, rows_count, n, k);
+  const cudaError_t launched =
+      LaunchDependent(KernelFor(ping_pong, c_is_m), dim3(blocks), dim3(kBlockThreads), SmemBytes(c_is_m), ctx.stream,
+                      nullptr, maps, bias_row, rows_count, n, k);
   fused_runs.fetch_add(1, std::memory_order_relaxed);
   if (c_is_m) fused_runs_c_is_m.fetch_add(1, std::memory_order_relaxed);
   return Check(launched, "ProductMulAddKernel");

@@ -21,9 +21,12 @@ enum class Red { kSum, kMean, kMax, kMin };
 
 template <Red R, typename Acc>
 __device__ Acc Combine(Acc a, Acc b) {
-  if constexpr (R == Red::kMax) return a > b ? a : b;
-  else if constexpr (R == Red::kMin) return a < b ? a : b;
-  else return a + b;
+  if constexpr (R == Red::kMax)
+    return a > b ? a : b;
+  else if constexpr (R == Red::kMin)
+    return a < b ? a : b;
+  else
+    return a + b;
 }
 
 // kept: output element -> input offset of its first reduced element; reduced: r -> offset.
@@ -35,8 +38,9 @@ __global__ void ReduceKernel(IndexMap<1> kept, IndexMap<1> reduced, int64_t n_ou
   if (o >= n_out) return;
   int64_t base[1];
   kept.Offsets(o, base);
-  Acc acc = R == Red::kMax ? static_cast<Acc>(std::numeric_limits<T>::lowest())
-          : R == Red::kMin ? static_cast<Acc>(std::numeric_limits<T>::max()) : Acc(0);
+  Acc acc = R == Red::kMax   ? static_cast<Acc>(std::numeric_limits<T>::lowest())
+            : R == Red::kMin ? static_cast<Acc>(std::numeric_limits<T>::max())
+                             : Acc(0);
   for (int64_t r = lane; r < count; r += kWarp) {
     int64_t off[1];
     reduced.Offsets(r, off);
@@ -51,13 +55,15 @@ __global__ void ReduceKernel(IndexMap<1> kept, IndexMap<1> reduced, int64_t n_ou
 
 // The same with a thread per output element, the reduced elements in order (as the CPU sums).
 template <Red R, typename T>
-__global__ void ReduceFewKernel(IndexMap<1> kept, IndexMap<1> reduced, int64_t n_out, int64_t count, const T* x, T* out) {
+__global__ void ReduceFewKernel(IndexMap<1> kept, IndexMap<1> reduced, int64_t n_out, int64_t count, const T* x,
+                                T* out) {
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
   RANKD_GRID_LOOP(o, n_out) {
     int64_t base[1];
     kept.Offsets(o, base);
-    Acc acc = R == Red::kMax ? static_cast<Acc>(std::numeric_limits<T>::lowest())
-            : R == Red::kMin ? static_cast<Acc>(std::numeric_limits<T>::max()) : Acc(0);
+    Acc acc = R == Red::kMax   ? static_cast<Acc>(std::numeric_limits<T>::lowest())
+              : R == Red::kMin ? static_cast<Acc>(std::numeric_limits<T>::max())
+                               : Acc(0);
     for (int64_t r = 0; r < count; ++r) {
       int64_t off[1];
       reduced.Offsets(r, off);
@@ -88,8 +94,8 @@ Status Reduce(const KernelArgs& k) {
     (is_reduced[d] ? red_dims : kept_dims).push_back(x.shape()[d]);
     (is_reduced[d] ? red_strides : kept_strides).push_back(strides[d]);
   }
-  ASSIGN_OR_RETURN(IndexMap<1> kept, StridedMap(kept_dims, kept_strides));
-  ASSIGN_OR_RETURN(IndexMap<1> reduced, StridedMap(red_dims, red_strides));
+  RANKD_ASSIGN_OR_RETURN(IndexMap<1> kept, StridedMap(kept_dims, kept_strides));
+  RANKD_ASSIGN_OR_RETURN(IndexMap<1> reduced, StridedMap(red_dims, red_strides));
   int64_t n_out = out.size(), count = NumElements(red_dims);
   if (n_out == 0) return Status::Ok();
   const std::string& op = k.node.op;
@@ -100,16 +106,26 @@ Status Reduce(const KernelArgs& k) {
     const bool few = count <= kFewReduced;
     auto launch = [&](auto warp_kernel, auto few_kernel) {
       if (few) {
-        few_kernel<<<Blocks(n_out), kThreads, 0, k.device->stream>>>(kept, reduced, n_out, count, x.data<T>(), out.data<T>());
+        few_kernel<<<Blocks(n_out), kThreads, 0, k.device->stream>>>(kept, reduced, n_out, count, x.data<T>(),
+                                                                     out.data<T>());
       } else {
-        warp_kernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(kept, reduced, n_out, count, x.data<T>(), out.data<T>());
+        warp_kernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(kept, reduced, n_out, count, x.data<T>(),
+                                                                             out.data<T>());
       }
     };
     switch (red) {
-      case Red::kSum: launch(ReduceKernel<Red::kSum, T>, ReduceFewKernel<Red::kSum, T>); break;
-      case Red::kMean: launch(ReduceKernel<Red::kMean, T>, ReduceFewKernel<Red::kMean, T>); break;
-      case Red::kMax: launch(ReduceKernel<Red::kMax, T>, ReduceFewKernel<Red::kMax, T>); break;
-      default: launch(ReduceKernel<Red::kMin, T>, ReduceFewKernel<Red::kMin, T>); break;
+      case Red::kSum:
+        launch(ReduceKernel<Red::kSum, T>, ReduceFewKernel<Red::kSum, T>);
+        break;
+      case Red::kMean:
+        launch(ReduceKernel<Red::kMean, T>, ReduceFewKernel<Red::kMean, T>);
+        break;
+      case Red::kMax:
+        launch(ReduceKernel<Red::kMax, T>, ReduceFewKernel<Red::kMax, T>);
+        break;
+      default:
+        launch(ReduceKernel<Red::kMin, T>, ReduceFewKernel<Red::kMin, T>);
+        break;
     }
     return Launched(k);
   });

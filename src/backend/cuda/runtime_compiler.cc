@@ -44,8 +44,8 @@ Status NvrtcCheck(nvrtcResult r, const char* what) {
 // CUBIN of `source` for sm_<arch>.
 StatusOr<std::vector<char>> Compile(const std::string& source, const std::string& arch) {
   nvrtcProgram program;
-  RETURN_IF_ERROR(NvrtcCheck(nvrtcCreateProgram(&program, source.c_str(), "rankd_generated.cu", 0, nullptr, nullptr),
-                             "nvrtcCreateProgram"));
+  RANKD_RETURN_IF_ERROR(NvrtcCheck(
+      nvrtcCreateProgram(&program, source.c_str(), "rankd_generated.cu", 0, nullptr, nullptr), "nvrtcCreateProgram"));
   std::string gpu = "--gpu-architecture=sm_" + arch;
   // No contraction of a * b + c across ops: the fused code rounds as the unfused kernels do.
   const char* options[] = {gpu.c_str(), "-std=c++17", "--fmad=false"};
@@ -58,7 +58,8 @@ StatusOr<std::vector<char>> Compile(const std::string& source, const std::string
     std::string log(size, '\0');
     if (size > 0) nvrtcGetProgramLog(program, log.data());
     while (!log.empty() && log.back() == '\0') log.pop_back();
-    s = Internal(std::string("NVRTC could not compile a generated kernel: ") + nvrtcGetErrorString(compiled) + "\n" + log);
+    s = Internal(std::string("NVRTC could not compile a generated kernel: ") + nvrtcGetErrorString(compiled) + "\n" +
+                 log);
   } else {
     size_t size = 0;
     s = NvrtcCheck(nvrtcGetCUBINSize(program, &size), "nvrtcGetCUBINSize");
@@ -68,7 +69,7 @@ StatusOr<std::vector<char>> Compile(const std::string& source, const std::string
     }
   }
   nvrtcDestroyProgram(&program);
-  RETURN_IF_ERROR(s);
+  RANKD_RETURN_IF_ERROR(s);
   return cubin;
 }
 
@@ -128,7 +129,8 @@ StatusOr<cudaKernel_t> CompileKernel(const std::string& source, const std::strin
   RANKD_CUDA_RETURN(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   nvrtcVersion(&nvrtc_major, &nvrtc_minor);
   const std::string arch = std::to_string(major * 10 + minor);
-  const uint64_t hash = Fnv1a(source, Fnv1a(arch + "/" + std::to_string(nvrtc_major) + "." + std::to_string(nvrtc_minor) + "/" + name));
+  const uint64_t hash =
+      Fnv1a(source, Fnv1a(arch + "/" + std::to_string(nvrtc_major) + "." + std::to_string(nvrtc_minor) + "/" + name));
   Cache& cache = TheCache();
   std::lock_guard<std::mutex> lock(cache.mu);
   if (auto it = cache.kernels.find(hash); it != cache.kernels.end()) return it->second;
@@ -149,9 +151,9 @@ StatusOr<cudaKernel_t> CompileKernel(const std::string& source, const std::strin
     cudaGetLastError();  // code the driver refused: compile afresh
   }
   if (!kernel.ok()) {
-    ASSIGN_OR_RETURN(std::vector<char> cubin, Compile(source, arch));
+    RANKD_ASSIGN_OR_RETURN(std::vector<char> cubin, Compile(source, arch));
     ++cache.counts.compiled;
-    ASSIGN_OR_RETURN(kernel, load(cubin));
+    RANKD_ASSIGN_OR_RETURN(kernel, load(cubin));
     if (!path.empty()) WriteFile(path, cubin);
   }
   cache.kernels[hash] = *kernel;

@@ -2,11 +2,10 @@
 // by one to eight warps that split k, their lanes striding along it in 16-byte pieces of the
 // weight's rows, every row of A against each piece; a butterfly over the lanes, then the warps'
 // sums in shared memory. The weight is read once, with no reduction kernel after.
-#include "backend/cuda/small_rows_gemm.h"
-
 #include <cuda_bf16.h>
 
 #include "backend/cuda/dependent_launch.cuh"
+#include "backend/cuda/small_rows_gemm.h"
 
 namespace rankd::cuda {
 namespace {
@@ -40,7 +39,9 @@ struct Piece<float> {
 };
 template <>
 struct Piece<__nv_bfloat16> {
-  __device__ static void Load(const __nv_bfloat16* p, float (&v)[kPiece]) { Bf16x8(*reinterpret_cast<const uint4*>(p), v); }
+  __device__ static void Load(const __nv_bfloat16* p, float (&v)[kPiece]) {
+    Bf16x8(*reinterpret_cast<const uint4*>(p), v);
+  }
 };
 
 // Warps that split a column group's k: as many as leave each lane a piece or more to load.
@@ -55,7 +56,7 @@ int SplitFor(int64_t k) {
 // evenly (each lane loading its pieces of the columns' rows at once) and meet through shared
 // memory in warp order.
 template <int R, typename T, typename TW>
-__global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRowsProduct p, int split) {
+__global__ void __launch_bounds__(kWarp* kWarps) SmallRowsKernel(const SmallRowsProduct p, int split) {
   __shared__ float partial[kWarps][kColumns][R];
   WaitForPrevious();  // A's producer (dependent_launch.cuh)
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -108,7 +109,8 @@ __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRow
   }
   __syncthreads();
   // Thread (g · R + r) · kColumns + c writes row r of group g's column c.
-  const int t = static_cast<int>(threadIdx.x), column = t % kColumns, row = t / kColumns % R, group = t / (kColumns * R);
+  const int t = static_cast<int>(threadIdx.x), column = t % kColumns, row = t / kColumns % R,
+            group = t / (kColumns * R);
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * (kWarps / split) + group) * kColumns + column;
   if (group >= kWarps / split || row >= p.m || j >= p.n) return;
   float sum = 0.0f;
@@ -125,8 +127,8 @@ __global__ void __launch_bounds__(kWarp * kWarps) SmallRowsKernel(const SmallRow
 
 template <int R, typename T>
 void LaunchFor(cudaStream_t stream, const SmallRowsProduct& p, unsigned blocks, int split) {
-  LaunchDependent(p.w_f32 ? SmallRowsKernel<R, T, float> : SmallRowsKernel<R, T, __nv_bfloat16>, dim3(blocks), dim3(kWarp * kWarps), 0,
-                  stream, nullptr, p, split);
+  LaunchDependent(p.w_f32 ? SmallRowsKernel<R, T, float> : SmallRowsKernel<R, T, __nv_bfloat16>, dim3(blocks),
+                  dim3(kWarp * kWarps), 0, stream, nullptr, p, split);
 }
 
 template <int R>

@@ -33,8 +33,8 @@ struct SmallRowsProduct {
   Activation activation = Activation::kNone;
   int64_t m = 0, n = 0, k = 0;
   int64_t row_stride = 0, column_stride = 1;  // row_stride 0: n
-  float* c = nullptr;  // fp32 output (and addend), or
-  void* d = nullptr;   // bf16 output (then c is not written)
+  float* c = nullptr;                         // fp32 output (and addend), or
+  void* d = nullptr;                          // bf16 output (then c is not written)
 };
 
 // Whether the kernel takes this product: 1 to kSmallRows rows, k a multiple of 8, A and W

@@ -62,7 +62,7 @@ __device__ float Score(const Params& p, const float* q, int64_t u, int64_t h, in
 
 // R value columns per lane per round: rounds of 32 * R columns until value_dim is covered.
 template <int R>
-__global__ void __launch_bounds__(kWarps * kWarp) SoftmaxAttentionKernel(Params p) {
+__global__ void __launch_bounds__(kWarps* kWarp) SoftmaxAttentionKernel(Params p) {
   const int64_t w = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / kWarp;
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   if (w >= p.warps) return;
@@ -142,7 +142,8 @@ Status SoftmaxAttention(const KernelArgs& k) {
   p.mask = k.HasIn(kMask) ? k.In(kMask).data<uint8_t>() : nullptr;
   p.key_rows = k.HasIn(kKeyRows) ? k.In(kKeyRows).data<int64_t>() : nullptr;
   p.out = out.data<float>();
-  p.vector4 = p.dim % 4 == 0 && reinterpret_cast<uintptr_t>(p.query) % 16 == 0 && reinterpret_cast<uintptr_t>(p.keys) % 16 == 0;
+  p.vector4 =
+      p.dim % 4 == 0 && reinterpret_cast<uintptr_t>(p.query) % 16 == 0 && reinterpret_cast<uintptr_t>(p.keys) % 16 == 0;
   p.error = k.device->error;
   p.step = k.step;
   const unsigned blocks = static_cast<unsigned>((p.warps + kWarps - 1) / kWarps);

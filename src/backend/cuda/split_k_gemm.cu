@@ -6,8 +6,6 @@
 // sums to shared memory, the cluster meets, and block `part` adds the part-th slice of the tile's
 // rows from every block's shared memory in rank order, adds the bias, applies the activation and
 // stores it; the cluster meets again before any block leaves, so no block's sums go while read.
-#include "backend/cuda/split_k_gemm.h"
-
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
@@ -15,6 +13,7 @@
 
 #include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/hopper.cuh"
+#include "backend/cuda/split_k_gemm.h"
 
 namespace rankd::cuda {
 namespace {
@@ -34,7 +33,8 @@ constexpr int kParts = 8, kMinSteps = 4;
 constexpr int kConsumerThreads = 256, kBlockThreads = kConsumerThreads + 32;
 constexpr int kPieceBytes = kTileM * kTileK * 2;  // a stage's piece of A or of W
 constexpr int kStageBytes = 2 * kPieceBytes;
-constexpr int kSumStride = kTileN + 4;  // floats a row of a block's sums: padded, so a warp's float2 stores spread over banks
+constexpr int kSumStride =
+    kTileN + 4;  // floats a row of a block's sums: padded, so a warp's float2 stores spread over banks
 constexpr int kSumBytes = kTileM * kSumStride * 4;
 constexpr int kSmemBytes = kStages * kStageBytes + kSumBytes + 1024 + 128;  // + alignment, barriers
 
@@ -43,7 +43,8 @@ struct Maps {
 };
 
 template <bool kBf16Out>
-__global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_constant__ Maps maps, const SplitKProduct p) {
+__global__ void __launch_bounds__(kBlockThreads, 1)
+    SplitKKernel(const __grid_constant__ Maps maps, const SplitKProduct p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_co
   } else {
     WaitForPrevious();
     const int group_row = warp / 4 * 64;  // the warpgroup's first row in the tile
-    float acc[1][64];  // one 64-row block of the tile (StageProducts)
+    float acc[1][64];                     // one 64-row block of the tile (StageProducts)
     for (int it = 0; it < last - first; ++it) {
       const unsigned char* stage = stages + it % kStages * kStageBytes;
       StageProducts(acc, stage + group_row * 128, stage + kPieceBytes, &full[it % kStages], (it / kStages) & 1, it > 0);
@@ -107,13 +108,15 @@ __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_co
     if (m0 + row < m) {  // rows past the end stay unread
 #pragma unroll
       for (int i = 0; i < kTileN / 8; ++i) {
-        *reinterpret_cast<float2*>(&sums[row * kSumStride + 8 * i + column]) = make_float2(acc[0][4 * i], acc[0][4 * i + 1]);
+        *reinterpret_cast<float2*>(&sums[row * kSumStride + 8 * i + column]) =
+            make_float2(acc[0][4 * i], acc[0][4 * i + 1]);
       }
     }
     if (m0 + row + 8 < m) {
 #pragma unroll
       for (int i = 0; i < kTileN / 8; ++i) {
-        *reinterpret_cast<float2*>(&sums[(row + 8) * kSumStride + 8 * i + column]) = make_float2(acc[0][4 * i + 2], acc[0][4 * i + 3]);
+        *reinterpret_cast<float2*>(&sums[(row + 8) * kSumStride + 8 * i + column]) =
+            make_float2(acc[0][4 * i + 2], acc[0][4 * i + 3]);
       }
     }
   }
@@ -121,16 +124,19 @@ __global__ void __launch_bounds__(kBlockThreads, 1) SplitKKernel(const __grid_co
   cluster.sync();
   // This block's share of the tile's rows before the end, four columns a thread at a time.
   const int vectors = min(kTileM, m - m0) * (kTileN / 4);
-  for (int v = vectors * part / kParts + static_cast<int>(threadIdx.x); v < vectors * (part + 1) / kParts; v += kBlockThreads) {
+  for (int v = vectors * part / kParts + static_cast<int>(threadIdx.x); v < vectors * (part + 1) / kParts;
+       v += kBlockThreads) {
     const int row = v / (kTileN / 4), column = v % (kTileN / 4) * 4;
     float4 x[kParts];
 #pragma unroll
-    for (int q = 0; q < kParts; ++q) x[q] = *cluster.map_shared_rank(reinterpret_cast<float4*>(&sums[row * kSumStride + column]), q);
+    for (int q = 0; q < kParts; ++q)
+      x[q] = *cluster.map_shared_rank(reinterpret_cast<float4*>(&sums[row * kSumStride + column]), q);
     float4 sum = x[0];
 #pragma unroll
     for (int q = 1; q < kParts; ++q) sum.x += x[q].x, sum.y += x[q].y, sum.z += x[q].z, sum.w += x[q].w;
     const int j = n0 + column;
-    const float b[4] = {p.bias ? p.bias[j] : 0.f, p.bias ? p.bias[j + 1] : 0.f, p.bias ? p.bias[j + 2] : 0.f, p.bias ? p.bias[j + 3] : 0.f};
+    const float b[4] = {p.bias ? p.bias[j] : 0.f, p.bias ? p.bias[j + 1] : 0.f, p.bias ? p.bias[j + 2] : 0.f,
+                        p.bias ? p.bias[j + 3] : 0.f};
     const float y[4] = {Activate(p.activation, sum.x + b[0]), Activate(p.activation, sum.y + b[1]),
                         Activate(p.activation, sum.z + b[2]), Activate(p.activation, sum.w + b[3])};
     const int64_t at = static_cast<int64_t>(m0 + row) * n + j;
@@ -192,7 +198,8 @@ bool SplitKFits(const SplitKProduct& p) {
   if (!split_k_on.load(std::memory_order_relaxed)) return false;
   const int clusters = ClustersAtOnce();
   if (clusters == 0 || p.m < 1 || p.m > INT32_MAX || p.n % kTileN != 0 || p.n > INT32_MAX || p.k % kTileK != 0 ||
-      p.k > INT32_MAX || p.m * p.n > INT32_MAX || !Aligned(p.a) || !Aligned(p.w) || (p.d ? !Aligned(p.d) : !p.c || !Aligned(p.c))) {
+      p.k > INT32_MAX || p.m * p.n > INT32_MAX || !Aligned(p.a) || !Aligned(p.w) ||
+      (p.d ? !Aligned(p.d) : !p.c || !Aligned(p.c))) {
     return false;
   }
   const int64_t tiles = p.n / kTileN * ((p.m + kTileM - 1) / kTileM);
@@ -202,13 +209,13 @@ bool SplitKFits(const SplitKProduct& p) {
 Status SplitKGemm(cudaStream_t stream, const SplitKProduct& p) {
   if (!SplitKFits(p)) return Internal("a product the split-k kernel does not take");
   Maps maps;
-  RETURN_IF_ERROR(RowsMap(&maps.a, p.a, p.m, p.k, kTileM));
-  RETURN_IF_ERROR(RowsMap(&maps.w, p.w, p.n, p.k, kTileN));
+  RANKD_RETURN_IF_ERROR(RowsMap(&maps.a, p.a, p.m, p.k, kTileM));
+  RANKD_RETURN_IF_ERROR(RowsMap(&maps.w, p.w, p.n, p.k, kTileN));
   const int64_t tiles = p.n / kTileN * ((p.m + kTileM - 1) / kTileM);
   const dim3 grid(static_cast<unsigned>(tiles * kParts));
   const cudaLaunchAttribute cluster = ClusterOfParts();
-  const cudaError_t launched = LaunchDependent(p.d ? SplitKKernel<true> : SplitKKernel<false>, grid, dim3(kBlockThreads), kSmemBytes,
-                                               stream, &cluster, maps, p);
+  const cudaError_t launched = LaunchDependent(p.d ? SplitKKernel<true> : SplitKKernel<false>, grid,
+                                               dim3(kBlockThreads), kSmemBytes, stream, &cluster, maps, p);
   split_k_runs.fetch_add(1, std::memory_order_relaxed);
   return Check(launched, "SplitKKernel");
 }

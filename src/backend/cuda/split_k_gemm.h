@@ -17,8 +17,8 @@ namespace rankd::cuda {
 
 // y[r, j] = act(Σ_i A[r, i] · W[j, i] + bias[j]) for r < m, j < n, the sums in fp32.
 struct SplitKProduct {
-  const void* a = nullptr;  // [m, k] bf16, row-major
-  const void* w = nullptr;  // [n, k] bf16, row-major (a weight's [N, K] rows)
+  const void* a = nullptr;      // [m, k] bf16, row-major
+  const void* w = nullptr;      // [n, k] bf16, row-major (a weight's [N, K] rows)
   const float* bias = nullptr;  // [n], or null
   Activation activation = Activation::kNone;
   int64_t m = 0, n = 0, k = 0;

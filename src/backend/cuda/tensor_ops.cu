@@ -23,18 +23,30 @@ __global__ void StridedCopyKernel(IndexMap<1> m, int64_t n, const T* in, int64_t
 
 }  // namespace
 
-Status StridedCopy(const KernelArgs& k, const void* in, int64_t base, const Shape& strides,
-                   const Shape& out_shape, size_t elem_size, void* out) {
+Status StridedCopy(const KernelArgs& k, const void* in, int64_t base, const Shape& strides, const Shape& out_shape,
+                   size_t elem_size, void* out) {
   int64_t n = NumElements(out_shape);
   if (n == 0) return Status::Ok();
-  ASSIGN_OR_RETURN(IndexMap<1> m, StridedMap(out_shape, strides));
+  RANKD_ASSIGN_OR_RETURN(IndexMap<1> m, StridedMap(out_shape, strides));
   m.contiguous[0] = false;
   cudaStream_t s = k.device->stream;
   switch (elem_size) {
-    case 1: StridedCopyKernel<<<Blocks(n), kThreads, 0, s>>>(m, n, static_cast<const uint8_t*>(in), base, static_cast<uint8_t*>(out)); break;
-    case 2: StridedCopyKernel<<<Blocks(n), kThreads, 0, s>>>(m, n, static_cast<const uint16_t*>(in), base, static_cast<uint16_t*>(out)); break;
-    case 4: StridedCopyKernel<<<Blocks(n), kThreads, 0, s>>>(m, n, static_cast<const uint32_t*>(in), base, static_cast<uint32_t*>(out)); break;
-    default: StridedCopyKernel<<<Blocks(n), kThreads, 0, s>>>(m, n, static_cast<const uint64_t*>(in), base, static_cast<uint64_t*>(out)); break;
+    case 1:
+      StridedCopyKernel<<<Blocks(n), kThreads, 0, s>>>(m, n, static_cast<const uint8_t*>(in), base,
+                                                       static_cast<uint8_t*>(out));
+      break;
+    case 2:
+      StridedCopyKernel<<<Blocks(n), kThreads, 0, s>>>(m, n, static_cast<const uint16_t*>(in), base,
+                                                       static_cast<uint16_t*>(out));
+      break;
+    case 4:
+      StridedCopyKernel<<<Blocks(n), kThreads, 0, s>>>(m, n, static_cast<const uint32_t*>(in), base,
+                                                       static_cast<uint32_t*>(out));
+      break;
+    default:
+      StridedCopyKernel<<<Blocks(n), kThreads, 0, s>>>(m, n, static_cast<const uint64_t*>(in), base,
+                                                       static_cast<uint64_t*>(out));
+      break;
   }
   return Launched(k);
 }
@@ -67,9 +79,9 @@ StatusOr<std::vector<int64_t>> HostInts(const KernelArgs& k, int i) {
 
 Status CopyAlias(const KernelArgs& k) {
   if (k.Out(0).raw() == k.In(0).raw() || k.In(0).bytes() == 0) return Status::Ok();
-  return Check(cudaMemcpyAsync(k.Out(0).raw(), k.In(0).raw(), k.In(0).bytes(), cudaMemcpyDeviceToDevice,
-                               k.device->stream),
-               "cudaMemcpyAsync");
+  return Check(
+      cudaMemcpyAsync(k.Out(0).raw(), k.In(0).raw(), k.In(0).bytes(), cudaMemcpyDeviceToDevice, k.device->stream),
+      "cudaMemcpyAsync");
 }
 
 Status Transpose(const KernelArgs& k) {
@@ -87,9 +99,9 @@ Status Transpose(const KernelArgs& k) {
 Status Slice(const KernelArgs& k) {
   const Tensor& in = k.In(0);
   Tensor& out = k.Out(0);
-  ASSIGN_OR_RETURN(std::vector<int64_t> starts, HostInts(k, 1));
-  ASSIGN_OR_RETURN(std::vector<int64_t> axes, HostInts(k, 3));
-  ASSIGN_OR_RETURN(std::vector<int64_t> steps, HostInts(k, 4));
+  RANKD_ASSIGN_OR_RETURN(std::vector<int64_t> starts, HostInts(k, 1));
+  RANKD_ASSIGN_OR_RETURN(std::vector<int64_t> axes, HostInts(k, 3));
+  RANKD_ASSIGN_OR_RETURN(std::vector<int64_t> steps, HostInts(k, 4));
   StridedView v = SliceView(in.shape(), out.shape(), starts, axes, steps);
   return StridedCopy(k, in.raw(), v.base, v.strides, out.shape(), DTypeSize(in.dtype()), out.raw());
 }
@@ -167,13 +179,23 @@ Status Concat(const KernelArgs& k) {
     dim3 grid(Blocks(outer * widest), static_cast<unsigned>(n));
     int64_t row = static_cast<int64_t>(out_row / unit);
     switch (unit) {
-      case 16: ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint4*>(out.raw())); break;
-      case 8: ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint64_t*>(out.raw())); break;
-      case 4: ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint32_t*>(out.raw())); break;
-      case 2: ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint16_t*>(out.raw())); break;
-      default: ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint8_t*>(out.raw())); break;
+      case 16:
+        ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint4*>(out.raw()));
+        break;
+      case 8:
+        ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint64_t*>(out.raw()));
+        break;
+      case 4:
+        ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint32_t*>(out.raw()));
+        break;
+      case 2:
+        ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint16_t*>(out.raw()));
+        break;
+      default:
+        ConcatKernel<<<grid, kThreads, 0, s>>>(p, outer, row, static_cast<uint8_t*>(out.raw()));
+        break;
     }
-    RETURN_IF_ERROR(Launched(k));
+    RANKD_RETURN_IF_ERROR(Launched(k));
   }
   return Status::Ok();
 }
@@ -219,14 +241,24 @@ Status Gather(const KernelArgs& k) {
         k.device->error, k.step);
   };
   auto with_idx = [&](auto word_tag) {
-    if (idx.dtype() == DType::kI32) launch(word_tag, int32_t{});
-    else launch(word_tag, int64_t{});
+    if (idx.dtype() == DType::kI32)
+      launch(word_tag, int32_t{});
+    else
+      launch(word_tag, int64_t{});
   };
   switch (unit) {
-    case 1: with_idx(uint8_t{}); break;
-    case 2: with_idx(uint16_t{}); break;
-    case 4: with_idx(uint32_t{}); break;
-    default: with_idx(uint64_t{}); break;
+    case 1:
+      with_idx(uint8_t{});
+      break;
+    case 2:
+      with_idx(uint16_t{});
+      break;
+    case 4:
+      with_idx(uint32_t{});
+      break;
+    default:
+      with_idx(uint64_t{});
+      break;
   }
   return Launched(k);
 }
@@ -249,15 +281,23 @@ Status Tile(const KernelArgs& k) {
   const Tensor& in = k.In(0);
   Tensor& out = k.Out(0);
   if (out.size() == 0) return Status::Ok();
-  ASSIGN_OR_RETURN(IndexMap<1> out_map, StridedMap(out.shape(), RowMajorStrides(out.shape())));
-  ASSIGN_OR_RETURN(IndexMap<1> in_map, StridedMap(in.shape(), RowMajorStrides(in.shape())));
+  RANKD_ASSIGN_OR_RETURN(IndexMap<1> out_map, StridedMap(out.shape(), RowMajorStrides(out.shape())));
+  RANKD_ASSIGN_OR_RETURN(IndexMap<1> in_map, StridedMap(in.shape(), RowMajorStrides(in.shape())));
   cudaStream_t s = k.device->stream;
   int64_t n = out.size();
   switch (DTypeSize(in.dtype())) {
-    case 1: TileKernel<<<Blocks(n), kThreads, 0, s>>>(out_map, in_map, n, in.data<uint8_t>(), out.data<uint8_t>()); break;
-    case 2: TileKernel<<<Blocks(n), kThreads, 0, s>>>(out_map, in_map, n, in.data<uint16_t>(), out.data<uint16_t>()); break;
-    case 4: TileKernel<<<Blocks(n), kThreads, 0, s>>>(out_map, in_map, n, in.data<uint32_t>(), out.data<uint32_t>()); break;
-    default: TileKernel<<<Blocks(n), kThreads, 0, s>>>(out_map, in_map, n, in.data<uint64_t>(), out.data<uint64_t>()); break;
+    case 1:
+      TileKernel<<<Blocks(n), kThreads, 0, s>>>(out_map, in_map, n, in.data<uint8_t>(), out.data<uint8_t>());
+      break;
+    case 2:
+      TileKernel<<<Blocks(n), kThreads, 0, s>>>(out_map, in_map, n, in.data<uint16_t>(), out.data<uint16_t>());
+      break;
+    case 4:
+      TileKernel<<<Blocks(n), kThreads, 0, s>>>(out_map, in_map, n, in.data<uint32_t>(), out.data<uint32_t>());
+      break;
+    default:
+      TileKernel<<<Blocks(n), kThreads, 0, s>>>(out_map, in_map, n, in.data<uint64_t>(), out.data<uint64_t>());
+      break;
   }
   return Launched(k);
 }
@@ -282,10 +322,18 @@ Status Fill(const KernelArgs& k, Tensor& out, const Values& values, bool repeat_
   if (n == 0) return Status::Ok();
   cudaStream_t s = k.device->stream;
   switch (DTypeSize(out.dtype())) {
-    case 1: FillKernel<<<Blocks(n), kThreads, 0, s>>>(n, values, repeat_first, out.data<uint8_t>()); break;
-    case 2: FillKernel<<<Blocks(n), kThreads, 0, s>>>(n, values, repeat_first, out.data<uint16_t>()); break;
-    case 4: FillKernel<<<Blocks(n), kThreads, 0, s>>>(n, values, repeat_first, out.data<uint32_t>()); break;
-    default: FillKernel<<<Blocks(n), kThreads, 0, s>>>(n, values, repeat_first, out.data<uint64_t>()); break;
+    case 1:
+      FillKernel<<<Blocks(n), kThreads, 0, s>>>(n, values, repeat_first, out.data<uint8_t>());
+      break;
+    case 2:
+      FillKernel<<<Blocks(n), kThreads, 0, s>>>(n, values, repeat_first, out.data<uint16_t>());
+      break;
+    case 4:
+      FillKernel<<<Blocks(n), kThreads, 0, s>>>(n, values, repeat_first, out.data<uint32_t>());
+      break;
+    default:
+      FillKernel<<<Blocks(n), kThreads, 0, s>>>(n, values, repeat_first, out.data<uint64_t>());
+      break;
   }
   return Launched(k);
 }
@@ -293,7 +341,8 @@ Status Fill(const KernelArgs& k, Tensor& out, const Values& values, bool repeat_
 Status ShapeOp(const KernelArgs& k) {
   const Shape& s = k.In(0).shape();
   int64_t rank = static_cast<int64_t>(s.size());
-  int64_t start = std::clamp<int64_t>(k.node.GetInt("start", 0) < 0 ? k.node.GetInt("start", 0) + rank : k.node.GetInt("start", 0), 0, rank);
+  int64_t start = std::clamp<int64_t>(
+      k.node.GetInt("start", 0) < 0 ? k.node.GetInt("start", 0) + rank : k.node.GetInt("start", 0), 0, rank);
   Tensor& out = k.Out(0);
   if (out.size() > kMaxRank) return Unimplemented(k.node.Describe() + ": rank above 8 on cuda");
   Values v{};

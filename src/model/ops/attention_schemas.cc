@@ -37,7 +37,8 @@ Status InferTargetAttention(InferContext& c) {
   const int64_t users = keys[0], length = keys[1], dim = keys[2];
   int64_t rows = users;
   if (c.in(1).present()) {
-    if (c.in(1).dtype != DType::kI64 || c.in(1).shape.size() != 1) return c.Error("key_rows must be INT64 [candidates]");
+    if (c.in(1).dtype != DType::kI64 || c.in(1).shape.size() != 1)
+      return c.Error("key_rows must be INT64 [candidates]");
     rows = c.in(1).shape[0];
   }
   const int64_t width = c.in(5).shape.size() == 2 ? c.in(5).shape[1] : -1;
@@ -46,7 +47,8 @@ Status InferTargetAttention(InferContext& c) {
   if (c.in(3).shape != Shape{users, length, width}) return c.Error("key_proj must be [users, length, width]");
   if (c.in(4).shape != Shape{rows, 1, width}) return c.Error("query_proj must be [candidates, 1, width]");
   if (c.in(6).present() && c.in(6).shape != Shape{users, length}) return c.Error("mask must be [users, length]");
-  if (dim > kMaxWidth || width > kMaxWidth) return c.Error("dim and widths must be at most " + std::to_string(kMaxWidth));
+  if (dim > kMaxWidth || width > kMaxWidth)
+    return c.Error("dim and widths must be at most " + std::to_string(kMaxWidth));
   int64_t in_width = width;
   for (int i = kFirstLayerInput; i < c.node.NumInputs(); i += 2) {
     const Shape& w = c.in(i).shape;
@@ -79,7 +81,8 @@ Status CheckSoftmaxAttention(const Node& n) {
 Status InferSoftmaxAttention(InferContext& c) {
   using namespace softmax_attention;
   for (int i : {kQuery, kKeys, kValues}) {
-    if (c.in(i).dtype != DType::kF32) return c.Error("input " + std::to_string(i) + " must be FP32, got " + DTypeName(c.in(i).dtype));
+    if (c.in(i).dtype != DType::kF32)
+      return c.Error("input " + std::to_string(i) + " must be FP32, got " + DTypeName(c.in(i).dtype));
   }
   const int64_t heads = c.node.GetInt("heads", 1);
   const Shape &query = c.in(kQuery).shape, &keys = c.in(kKeys).shape, &values = c.in(kValues).shape;
@@ -89,12 +92,14 @@ Status InferSoftmaxAttention(InferContext& c) {
   }
   const int64_t width = query.back();
   if (keys[2] != width || width % heads != 0 || values[2] % heads != 0) {
-    return c.Error("query and keys must have one width, and it and the values' a multiple of " + std::to_string(heads) + " heads");
+    return c.Error("query and keys must have one width, and it and the values' a multiple of " + std::to_string(heads) +
+                   " heads");
   }
   const int64_t users = keys[0], length = keys[1];
   int64_t rows = users;
   if (c.node.HasInput(kKeyRows)) {
-    if (c.in(kKeyRows).dtype != DType::kI64 || c.in(kKeyRows).shape.size() != 1) return c.Error("key_rows must be INT64 [rows]");
+    if (c.in(kKeyRows).dtype != DType::kI64 || c.in(kKeyRows).shape.size() != 1)
+      return c.Error("key_rows must be INT64 [rows]");
     rows = c.in(kKeyRows).shape[0];
   }
   if (query[0] != rows) return c.Error("query must have " + std::to_string(rows) + " rows");

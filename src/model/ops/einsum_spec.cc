@@ -51,7 +51,8 @@ StatusOr<EinsumSpec> ParseEinsum(const std::string& equation, size_t num_inputs,
     return Unimplemented(node.Describe() + ": Einsum over " + std::to_string(num_inputs) + " operands");
   }
   for (char ch : spec.output) {
-    if (!count.count(ch)) return InvalidArgument(node.Describe() + ": output letter '" + std::string(1, ch) + "' is in no input");
+    if (!count.count(ch))
+      return InvalidArgument(node.Describe() + ": output letter '" + std::string(1, ch) + "' is in no input");
   }
   for (auto [ch, n] : count) {
     bool in_out = spec.output.find(ch) != std::string::npos;
@@ -97,10 +98,24 @@ StatusOr<EinsumPlan> PlanEinsum(const EinsumSpec& spec, const std::vector<Shape>
   for (char ch : a) {
     if (o.find(ch) == std::string::npos) inner += ch;
   }
-  for (char ch : batch) { p.perm_a.push_back(pos(a, ch)); p.perm_b.push_back(pos(b, ch)); p.batch *= dims[ch]; }
-  for (char ch : rows) { p.perm_a.push_back(pos(a, ch)); p.rows *= dims[ch]; }
-  for (char ch : inner) { p.perm_a.push_back(pos(a, ch)); p.perm_b.push_back(pos(b, ch)); p.inner *= dims[ch]; }
-  for (char ch : cols) { p.perm_b.push_back(pos(b, ch)); p.cols *= dims[ch]; }
+  for (char ch : batch) {
+    p.perm_a.push_back(pos(a, ch));
+    p.perm_b.push_back(pos(b, ch));
+    p.batch *= dims[ch];
+  }
+  for (char ch : rows) {
+    p.perm_a.push_back(pos(a, ch));
+    p.rows *= dims[ch];
+  }
+  for (char ch : inner) {
+    p.perm_a.push_back(pos(a, ch));
+    p.perm_b.push_back(pos(b, ch));
+    p.inner *= dims[ch];
+  }
+  for (char ch : cols) {
+    p.perm_b.push_back(pos(b, ch));
+    p.cols *= dims[ch];
+  }
   std::string c = batch + rows + cols;
   for (char ch : o) p.perm_out.push_back(pos(c, ch));
   for (int64_t i : p.perm_a) p.a_permuted.push_back(shapes[0][static_cast<size_t>(i)]);

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "model/graph.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
-#include "model/graph.h"
 
 namespace rankd {
 
@@ -26,16 +26,15 @@ StatusOr<EinsumSpec> ParseEinsum(const std::string& equation, size_t num_inputs,
 
 // The concrete computation for given input shapes.
 struct EinsumPlan {
-  bool single = false;          // one operand: out = permute(A, perm_a)
-  std::vector<int64_t> perm_a;  // A -> [batch, rows, contracted]  (or -> output when single)
-  std::vector<int64_t> perm_b;  // B -> [batch, contracted, cols]
-  std::vector<int64_t> perm_out;  // [batch, rows, cols] -> output
+  bool single = false;                    // one operand: out = permute(A, perm_a)
+  std::vector<int64_t> perm_a;            // A -> [batch, rows, contracted]  (or -> output when single)
+  std::vector<int64_t> perm_b;            // B -> [batch, contracted, cols]
+  std::vector<int64_t> perm_out;          // [batch, rows, cols] -> output
   Shape a_permuted, b_permuted, c_shape;  // shapes after permuting, and of the product
   int64_t batch = 1, rows = 1, cols = 1, inner = 1;
   Shape output;
 };
 
-StatusOr<EinsumPlan> PlanEinsum(const EinsumSpec& spec, const std::vector<Shape>& shapes,
-                                const Node& node);
+StatusOr<EinsumPlan> PlanEinsum(const EinsumSpec& spec, const std::vector<Shape>& shapes, const Node& node);
 
 }  // namespace rankd

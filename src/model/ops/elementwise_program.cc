@@ -15,13 +15,27 @@ struct OpInfo {
 };
 
 constexpr OpInfo kOps[] = {
-    {EwOp::kAdd, "Add", 2},         {EwOp::kSub, "Sub", 2},         {EwOp::kMul, "Mul", 2},
-    {EwOp::kDiv, "Div", 2},         {EwOp::kPow, "Pow", 2},         {EwOp::kMax, "Max", 2},
-    {EwOp::kMin, "Min", 2},         {EwOp::kMulAdd, "MulAdd", 3},   {EwOp::kClip, "Clip", 3},
-    {EwOp::kNeg, "Neg", 1},         {EwOp::kRelu, "Relu", 1},       {EwOp::kAbs, "Abs", 1},
-    {EwOp::kSigmoid, "Sigmoid", 1}, {EwOp::kTanh, "Tanh", 1},       {EwOp::kErf, "Erf", 1},
-    {EwOp::kSqrt, "Sqrt", 1},       {EwOp::kExp, "Exp", 1},         {EwOp::kLog, "Log", 1},
-    {EwOp::kReciprocal, "Reciprocal", 1}, {EwOp::kFloor, "Floor", 1}, {EwOp::kCeil, "Ceil", 1},
+    {EwOp::kAdd, "Add", 2},
+    {EwOp::kSub, "Sub", 2},
+    {EwOp::kMul, "Mul", 2},
+    {EwOp::kDiv, "Div", 2},
+    {EwOp::kPow, "Pow", 2},
+    {EwOp::kMax, "Max", 2},
+    {EwOp::kMin, "Min", 2},
+    {EwOp::kMulAdd, "MulAdd", 3},
+    {EwOp::kClip, "Clip", 3},
+    {EwOp::kNeg, "Neg", 1},
+    {EwOp::kRelu, "Relu", 1},
+    {EwOp::kAbs, "Abs", 1},
+    {EwOp::kSigmoid, "Sigmoid", 1},
+    {EwOp::kTanh, "Tanh", 1},
+    {EwOp::kErf, "Erf", 1},
+    {EwOp::kSqrt, "Sqrt", 1},
+    {EwOp::kExp, "Exp", 1},
+    {EwOp::kLog, "Log", 1},
+    {EwOp::kReciprocal, "Reciprocal", 1},
+    {EwOp::kFloor, "Floor", 1},
+    {EwOp::kCeil, "Ceil", 1},
 };
 
 const OpInfo& Info(EwOp op) {

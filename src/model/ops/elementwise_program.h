@@ -18,9 +18,27 @@
 namespace rankd {
 
 enum class EwOp {
-  kAdd, kSub, kMul, kDiv, kPow, kMax, kMin,  // two operands
-  kMulAdd, kClip,                           // three: a * b + c; min(max(a, b), c)
-  kNeg, kRelu, kAbs, kSigmoid, kTanh, kErf, kSqrt, kExp, kLog, kReciprocal, kFloor, kCeil,  // one
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMax,
+  kMin,  // two operands
+  kMulAdd,
+  kClip,  // three: a * b + c; min(max(a, b), c)
+  kNeg,
+  kRelu,
+  kAbs,
+  kSigmoid,
+  kTanh,
+  kErf,
+  kSqrt,
+  kExp,
+  kLog,
+  kReciprocal,
+  kFloor,
+  kCeil,  // one
 };
 
 struct EwOperand {

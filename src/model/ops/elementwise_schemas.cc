@@ -41,19 +41,19 @@ StatusOr<Shape> Broadcast(InferContext& c) {
 Status SameDType(InferContext& c, int first, int last) {
   for (int i = first + 1; i <= last; ++i) {
     if (c.in(i).present() && c.in(i).dtype != c.in(first).dtype) {
-      return c.Error(std::string("inputs have different types ") + DTypeName(c.in(first).dtype) +
-                     " and " + DTypeName(c.in(i).dtype));
+      return c.Error(std::string("inputs have different types ") + DTypeName(c.in(first).dtype) + " and " +
+                     DTypeName(c.in(i).dtype));
     }
   }
   return Status::Ok();
 }
 
 Status InferArith(InferContext& c) {
-  RETURN_IF_ERROR(SameDType(c, 0, c.node.NumInputs() - 1));
+  RANKD_RETURN_IF_ERROR(SameDType(c, 0, c.node.NumInputs() - 1));
   if (!IsNumeric(c.in(0).dtype)) {
     return c.Error(std::string("needs numeric inputs, got ") + DTypeName(c.in(0).dtype));
   }
-  ASSIGN_OR_RETURN(Shape s, Broadcast(c));
+  RANKD_ASSIGN_OR_RETURN(Shape s, Broadcast(c));
   c.out(0) = {c.in(0).dtype, s, nullptr};
   return Status::Ok();
 }
@@ -63,7 +63,7 @@ Status InferMulAdd(InferContext& c) {
   for (int i = 0; i < 3; ++i) {
     if (c.in(i).dtype != DType::kF32) return c.Error("needs FP32 inputs");
   }
-  ASSIGN_OR_RETURN(Shape s, Broadcast(c));
+  RANKD_ASSIGN_OR_RETURN(Shape s, Broadcast(c));
   c.out(0) = {DType::kF32, s, nullptr};
   return Status::Ok();
 }
@@ -80,8 +80,9 @@ Status InferFused(InferContext& c) {
   for (int i = 0; i < c.node.NumInputs(); ++i) {
     if (c.in(i).dtype != DType::kF32) return c.Error("needs FP32 inputs");
   }
-  ASSIGN_OR_RETURN(Shape s, Broadcast(c));
-  if (s.size() > static_cast<size_t>(kMaxFusedRank)) return c.Error("output rank is above " + std::to_string(kMaxFusedRank));
+  RANKD_ASSIGN_OR_RETURN(Shape s, Broadcast(c));
+  if (s.size() > static_cast<size_t>(kMaxFusedRank))
+    return c.Error("output rank is above " + std::to_string(kMaxFusedRank));
   c.out(0) = {DType::kF32, s, nullptr};
   return Status::Ok();
 }
@@ -91,30 +92,30 @@ Status InferPow(InferContext& c) {
     return c.Error("base must be FP32 or FP64");
   }
   if (!IsNumeric(c.in(1).dtype)) return c.Error("exponent must be numeric");
-  ASSIGN_OR_RETURN(Shape s, Broadcast(c));
+  RANKD_ASSIGN_OR_RETURN(Shape s, Broadcast(c));
   c.out(0) = {c.in(0).dtype, s, nullptr};
   return Status::Ok();
 }
 
 Status InferCompare(InferContext& c) {
-  RETURN_IF_ERROR(SameDType(c, 0, 1));
+  RANKD_RETURN_IF_ERROR(SameDType(c, 0, 1));
   if (!IsNumeric(c.in(0).dtype) && c.in(0).dtype != DType::kBool) return c.Error("needs numeric inputs");
-  ASSIGN_OR_RETURN(Shape s, Broadcast(c));
+  RANKD_ASSIGN_OR_RETURN(Shape s, Broadcast(c));
   c.out(0) = {DType::kBool, s, nullptr};
   return Status::Ok();
 }
 
 Status InferLogic(InferContext& c) {
   if (c.in(0).dtype != DType::kBool || c.in(1).dtype != DType::kBool) return c.Error("needs BOOL inputs");
-  ASSIGN_OR_RETURN(Shape s, Broadcast(c));
+  RANKD_ASSIGN_OR_RETURN(Shape s, Broadcast(c));
   c.out(0) = {DType::kBool, s, nullptr};
   return Status::Ok();
 }
 
 Status InferWhere(InferContext& c) {
   if (c.in(0).dtype != DType::kBool) return c.Error("condition must be BOOL");
-  RETURN_IF_ERROR(SameDType(c, 1, 2));
-  ASSIGN_OR_RETURN(Shape s, Broadcast(c));
+  RANKD_RETURN_IF_ERROR(SameDType(c, 1, 2));
+  RANKD_ASSIGN_OR_RETURN(Shape s, Broadcast(c));
   c.out(0) = {c.in(1).dtype, s, nullptr};
   return Status::Ok();
 }
@@ -132,7 +133,9 @@ Status InferClip(InferContext& c) {
 
 Status CheckCast(const Node& n) {
   auto to = DTypeFromOnnx(static_cast<int>(n.GetInt("to", 0)));
-  if (!to) return Unimplemented(n.Describe() + ": cast to ONNX type " + std::to_string(n.GetInt("to", 0)) + " is not supported");
+  if (!to)
+    return Unimplemented(n.Describe() + ": cast to ONNX type " + std::to_string(n.GetInt("to", 0)) +
+                         " is not supported");
   return Status::Ok();
 }
 

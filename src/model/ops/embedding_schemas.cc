@@ -51,22 +51,25 @@ StatusOr<int64_t> BagRows(const InferContext& c, int first, int count) {
 }
 
 Status InferEmbeddingBag(InferContext& c) {
-  ASSIGN_OR_RETURN(int64_t bags, BagRows(c, 0, c.node.NumInputs()));
+  RANKD_ASSIGN_OR_RETURN(int64_t bags, BagRows(c, 0, c.node.NumInputs()));
   c.out(0) = {DType::kF32, {bags, c.in(0).shape[1]}, nullptr};
   return Status::Ok();
 }
 
 Status CheckConcatEmbeddingBags(const Node& n) {
   std::vector<int64_t> parts = n.GetInts("parts"), modes = n.GetInts("modes"), columns = n.GetInts("columns");
-  if (parts.empty() || modes.size() != parts.size()) return InvalidArgument(n.Describe() + ": needs `parts` and one mode per part");
-  if (!columns.empty() && columns.size() != parts.size()) return InvalidArgument(n.Describe() + ": needs one column per part");
+  if (parts.empty() || modes.size() != parts.size())
+    return InvalidArgument(n.Describe() + ": needs `parts` and one mode per part");
+  if (!columns.empty() && columns.size() != parts.size())
+    return InvalidArgument(n.Describe() + ": needs one column per part");
   for (size_t p = 0; p < columns.size(); ++p) {
     if (columns[p] < -1 || (columns[p] >= 0 && (parts[p] != 2 || modes[p] != 0))) {
       return InvalidArgument(n.Describe() + ": a column is read only by a part of padded ids");
     }
   }
   std::vector<int64_t> floors = n.GetInts("floors");
-  if (!floors.empty() && floors.size() != parts.size()) return InvalidArgument(n.Describe() + ": needs one floor per part");
+  if (!floors.empty() && floors.size() != parts.size())
+    return InvalidArgument(n.Describe() + ": needs one floor per part");
   for (size_t p = 0; p < floors.size(); ++p) {
     if (floors[p] != std::numeric_limits<int64_t>::min() && (columns.empty() || columns[p] < 0)) {
       return InvalidArgument(n.Describe() + ": only a column part has a floor");
@@ -90,11 +93,12 @@ Status InferConcatEmbeddingBags(InferContext& c) {
     int64_t count = parts[p], part_rows = 0;
     if (count == 1) {
       const TensorMeta& dense = c.in(first);
-      if (dense.dtype != DType::kF32 || dense.shape.size() != 2) return c.Error("a copied part must be FP32 [rows, width]");
+      if (dense.dtype != DType::kF32 || dense.shape.size() != 2)
+        return c.Error("a copied part must be FP32 [rows, width]");
       part_rows = dense.shape[0];
       width += dense.shape[1];
     } else {
-      ASSIGN_OR_RETURN(part_rows, BagRows(c, first, static_cast<int>(count)));
+      RANKD_ASSIGN_OR_RETURN(part_rows, BagRows(c, first, static_cast<int>(count)));
       // A column is read only from padded ids [rows, width] (CheckConcatEmbeddingBags).
       if (!columns.empty() && columns[p] >= 0 && columns[p] >= c.in(first + 1).shape[1]) {
         return c.Error("a column is past the ids' width");

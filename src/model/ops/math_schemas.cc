@@ -20,7 +20,8 @@ Status NeedF32(InferContext& c, int i) {
 Status CheckActivation(InferContext& c) {
   if (!c.node.Has("activation")) return Status::Ok();
   const std::string a = c.node.GetString("activation", "");
-  if (a != "Relu" && a != "GeluTanh" && a != "Sigmoid") return c.Error("activation must be Relu, GeluTanh or Sigmoid, got " + a);
+  if (a != "Relu" && a != "GeluTanh" && a != "Sigmoid")
+    return c.Error("activation must be Relu, GeluTanh or Sigmoid, got " + a);
   return Status::Ok();
 }
 
@@ -30,56 +31,57 @@ Status CheckMulAddEpilogue(InferContext& c, const Shape& out) {
   if (!c.node.HasInput(3) && !c.node.HasInput(4)) return Status::Ok();
   if (!c.node.HasInput(3) || !c.node.HasInput(4)) return c.Error("a multiply-add epilogue needs inputs 3 and 4");
   for (int i : {3, 4}) {
-    RETURN_IF_ERROR(NeedF32(c, i));
+    RANKD_RETURN_IF_ERROR(NeedF32(c, i));
     if (c.in(i).shape != out) {
-      return c.Error("input " + std::to_string(i) + " " + ShapeToString(c.in(i).shape) + " must have the product's shape " +
-                     ShapeToString(out));
+      return c.Error("input " + std::to_string(i) + " " + ShapeToString(c.in(i).shape) +
+                     " must have the product's shape " + ShapeToString(out));
     }
   }
   return Status::Ok();
 }
 
 Status InferGemm(InferContext& c) {
-  RETURN_IF_ERROR(CheckActivation(c));
-  for (int i = 0; i < c.node.NumInputs(); ++i) RETURN_IF_ERROR(NeedF32(c, i));
+  RANKD_RETURN_IF_ERROR(CheckActivation(c));
+  for (int i = 0; i < c.node.NumInputs(); ++i) RANKD_RETURN_IF_ERROR(NeedF32(c, i));
   const Shape &a = c.in(0).shape, &b = c.in(1).shape;
   if (a.size() != 2 || b.size() != 2) return c.Error("A and B must be matrices");
   bool ta = c.node.GetInt("transA", 0) != 0, tb = c.node.GetInt("transB", 0) != 0;
   int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1], kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
   if (k != kb) return c.Error("A " + ShapeToString(a) + " and B " + ShapeToString(b) + " do not multiply");
   if (c.node.HasInput(2)) {
-    ASSIGN_OR_RETURN(Shape s, BroadcastShapes({c.in(2).shape, {m, n}}, c.node));
+    RANKD_ASSIGN_OR_RETURN(Shape s, BroadcastShapes({c.in(2).shape, {m, n}}, c.node));
     if (s != Shape{m, n}) return c.Error("C does not broadcast to the product's shape");
   }
-  RETURN_IF_ERROR(CheckMulAddEpilogue(c, {m, n}));
+  RANKD_RETURN_IF_ERROR(CheckMulAddEpilogue(c, {m, n}));
   c.out(0) = {DType::kF32, {m, n}, nullptr};
   return Status::Ok();
 }
 
 Status InferMatMul(InferContext& c) {
-  RETURN_IF_ERROR(CheckActivation(c));
-  RETURN_IF_ERROR(NeedF32(c, 0));
-  RETURN_IF_ERROR(NeedF32(c, 1));
+  RANKD_RETURN_IF_ERROR(CheckActivation(c));
+  RANKD_RETURN_IF_ERROR(NeedF32(c, 0));
+  RANKD_RETURN_IF_ERROR(NeedF32(c, 1));
   Shape a = c.in(0).shape, b = c.in(1).shape;
   if (a.empty() || b.empty()) return c.Error("MatMul of a scalar");
   bool va = a.size() == 1, vb = b.size() == 1;
   if (va) a.insert(a.begin(), 1);
   if (vb) b.push_back(1);
   if (a.back() != b[b.size() - 2]) {
-    return c.Error("shapes " + ShapeToString(c.in(0).shape) + " and " + ShapeToString(c.in(1).shape) + " do not multiply");
+    return c.Error("shapes " + ShapeToString(c.in(0).shape) + " and " + ShapeToString(c.in(1).shape) +
+                   " do not multiply");
   }
   Shape ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
-  ASSIGN_OR_RETURN(Shape out, BroadcastShapes({ba, bb}, c.node));
+  RANKD_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({ba, bb}, c.node));
   if (!va) out.push_back(a[a.size() - 2]);
   if (!vb) out.push_back(b.back());
   if (c.node.HasInput(2)) {  // the fused bias (FuseGemmEpilogues): one weight matrix, a row per column
-    RETURN_IF_ERROR(NeedF32(c, 2));
+    RANKD_RETURN_IF_ERROR(NeedF32(c, 2));
     if (c.in(1).shape.size() != 2 || c.in(2).shape != Shape{b.back()}) {
       return c.Error("a bias needs a weight matrix and one value per output column");
     }
   }
   if (c.node.HasInput(3) && c.in(1).shape.size() != 2) return c.Error("a multiply-add epilogue needs a weight matrix");
-  RETURN_IF_ERROR(CheckMulAddEpilogue(c, out));
+  RANKD_RETURN_IF_ERROR(CheckMulAddEpilogue(c, out));
   c.out(0) = {DType::kF32, out, nullptr};
   return Status::Ok();
 }
@@ -89,11 +91,11 @@ Status CheckEinsum(const Node& n) {
 }
 
 Status InferEinsum(InferContext& c) {
-  for (int i = 0; i < c.node.NumInputs(); ++i) RETURN_IF_ERROR(NeedF32(c, i));
-  ASSIGN_OR_RETURN(EinsumSpec spec, ParseEinsum(c.node.GetString("equation", ""), c.inputs.size(), c.node));
+  for (int i = 0; i < c.node.NumInputs(); ++i) RANKD_RETURN_IF_ERROR(NeedF32(c, i));
+  RANKD_ASSIGN_OR_RETURN(EinsumSpec spec, ParseEinsum(c.node.GetString("equation", ""), c.inputs.size(), c.node));
   std::vector<Shape> shapes;
   for (const TensorMeta& m : c.inputs) shapes.push_back(m.shape);
-  ASSIGN_OR_RETURN(EinsumPlan plan, PlanEinsum(spec, shapes, c.node));
+  RANKD_ASSIGN_OR_RETURN(EinsumPlan plan, PlanEinsum(spec, shapes, c.node));
   c.out(0) = {DType::kF32, plan.output, nullptr};
   if (!plan.single) {
     int64_t floats = NumElements(plan.a_permuted) + NumElements(plan.b_permuted) + NumElements(plan.c_shape);
@@ -103,20 +105,22 @@ Status InferEinsum(InferContext& c) {
 }
 
 Status InferSoftmax(InferContext& c) {
-  RETURN_IF_ERROR(NeedF32(c, 0));
-  RETURN_IF_ERROR(NormalizeAxis(c.node.GetInt("axis", -1), static_cast<int64_t>(c.in(0).shape.size()), c.node).status());
+  RANKD_RETURN_IF_ERROR(NeedF32(c, 0));
+  RANKD_RETURN_IF_ERROR(
+      NormalizeAxis(c.node.GetInt("axis", -1), static_cast<int64_t>(c.in(0).shape.size()), c.node).status());
   c.out(0) = {DType::kF32, c.in(0).shape, nullptr};
   return Status::Ok();
 }
 
 Status InferLayerNorm(InferContext& c) {
-  for (int i = 0; i < c.node.NumInputs(); ++i) RETURN_IF_ERROR(NeedF32(c, i));
+  for (int i = 0; i < c.node.NumInputs(); ++i) RANKD_RETURN_IF_ERROR(NeedF32(c, i));
   const Shape& x = c.in(0).shape;
-  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(c.node.GetInt("axis", -1), static_cast<int64_t>(x.size()), c.node));
+  RANKD_ASSIGN_OR_RETURN(int64_t axis,
+                         NormalizeAxis(c.node.GetInt("axis", -1), static_cast<int64_t>(x.size()), c.node));
   Shape norm(x.begin() + axis, x.end());
   for (int i = 1; i < c.node.NumInputs(); ++i) {
     if (!c.in(i).present()) continue;
-    ASSIGN_OR_RETURN(Shape s, BroadcastShapes({c.in(i).shape, norm}, c.node));
+    RANKD_ASSIGN_OR_RETURN(Shape s, BroadcastShapes({c.in(i).shape, norm}, c.node));
     if (s != norm) return c.Error("scale and bias must broadcast to " + ShapeToString(norm));
   }
   c.out(0) = {DType::kF32, x, nullptr};
@@ -145,7 +149,7 @@ Status InferReduce(InferContext& c) {
   bool noop = axes.empty() && c.node.GetInt("noop_with_empty_axes", 0) != 0;
   std::vector<bool> reduced(in.size(), axes.empty() && !noop);
   for (int64_t a : axes) {
-    ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(a, rank, c.node));
+    RANKD_ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(a, rank, c.node));
     reduced[static_cast<size_t>(n)] = true;
   }
   Shape out;
@@ -166,8 +170,8 @@ Status InferReduce(InferContext& c) {
 Status InferDotInteraction(InferContext& c) {
   using namespace dot_interaction;
   const bool has_dense = c.node.HasInput(kDense);
-  RETURN_IF_ERROR(NeedF32(c, kFeatures));
-  if (has_dense) RETURN_IF_ERROR(NeedF32(c, kDense));
+  RANKD_RETURN_IF_ERROR(NeedF32(c, kFeatures));
+  if (has_dense) RANKD_RETURN_IF_ERROR(NeedF32(c, kDense));
   const Shape& features = c.in(kFeatures).shape;
   if (features.size() != 3) return c.Error("features must be [rows, fields, dim]");
   const TensorMeta& pairs = c.in(kPairs);

@@ -45,7 +45,8 @@ Status CheckArity(const OpSchema& schema, const Node& node) {
                            std::to_string(schema.min_inputs) + " to " + std::to_string(schema.max_inputs));
   }
   for (int i = 0; i < schema.min_inputs; ++i) {
-    if (!node.HasInput(i)) return InvalidArgument(node.Describe() + ": required input " + std::to_string(i) + " is missing");
+    if (!node.HasInput(i))
+      return InvalidArgument(node.Describe() + ": required input " + std::to_string(i) + " is missing");
   }
   if (node.outputs.empty() || node.outputs[0] < 0) return InvalidArgument(node.Describe() + " has no output");
   return Status::Ok();
@@ -60,8 +61,8 @@ std::vector<std::string> KnownOps() {
 StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank, const Node& node) {
   int64_t a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= rank) {
-    return InvalidArgument(node.Describe() + ": axis " + std::to_string(axis) +
-                           " is out of range for rank " + std::to_string(rank));
+    return InvalidArgument(node.Describe() + ": axis " + std::to_string(axis) + " is out of range for rank " +
+                           std::to_string(rank));
   }
   return a;
 }

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "model/graph.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
-#include "model/graph.h"
 
 namespace rankd {
 
@@ -34,9 +34,7 @@ struct InferContext {
   const TensorMeta& in(int i) const { return inputs[static_cast<size_t>(i)]; }
   TensorMeta& out(int i) { return outputs[static_cast<size_t>(i)]; }
   // Error helper: "Op 'name': message".
-  Status Error(const std::string& message) const {
-    return InvalidArgument(node.Describe() + ": " + message);
-  }
+  Status Error(const std::string& message) const { return InvalidArgument(node.Describe() + ": " + message); }
   // The value of input i as int64s. REQUIRES: in(i).value != nullptr.
   std::vector<int64_t> IntValues(int i) const;
 };

@@ -17,7 +17,7 @@ Status NeedValue(InferContext& c, int i, const char* what) {
 }
 
 Status InferReshape(InferContext& c) {
-  RETURN_IF_ERROR(NeedValue(c, 1, "shape"));
+  RANKD_RETURN_IF_ERROR(NeedValue(c, 1, "shape"));
   std::vector<int64_t> target = c.IntValues(1);
   const Shape& in = c.in(0).shape;
   bool allowzero = c.node.GetInt("allowzero", 0) != 0;
@@ -65,7 +65,7 @@ Status InferFlatten(InferContext& c) {
 
 StatusOr<std::vector<int64_t>> AxesFromInputOrAttr(InferContext& c, int input) {
   if (c.node.HasInput(input)) {
-    RETURN_IF_ERROR(NeedValue(c, input, "axes"));
+    RANKD_RETURN_IF_ERROR(NeedValue(c, input, "axes"));
     return c.IntValues(input);
   }
   return c.node.GetInts("axes");
@@ -74,14 +74,15 @@ StatusOr<std::vector<int64_t>> AxesFromInputOrAttr(InferContext& c, int input) {
 Status InferSqueeze(InferContext& c) {
   const Shape& in = c.in(0).shape;
   int64_t rank = static_cast<int64_t>(in.size());
-  ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesFromInputOrAttr(c, 1));
+  RANKD_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesFromInputOrAttr(c, 1));
   std::vector<bool> drop(in.size(), false);
   if (axes.empty()) {
     for (size_t i = 0; i < in.size(); ++i) drop[i] = in[i] == 1;
   }
   for (int64_t a : axes) {
-    ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(a, rank, c.node));
-    if (in[static_cast<size_t>(n)] != 1) return c.Error("cannot squeeze dim " + std::to_string(a) + " of " + ShapeToString(in));
+    RANKD_ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(a, rank, c.node));
+    if (in[static_cast<size_t>(n)] != 1)
+      return c.Error("cannot squeeze dim " + std::to_string(a) + " of " + ShapeToString(in));
     drop[static_cast<size_t>(n)] = true;
   }
   Shape out;
@@ -94,11 +95,11 @@ Status InferSqueeze(InferContext& c) {
 
 Status InferUnsqueeze(InferContext& c) {
   const Shape& in = c.in(0).shape;
-  ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesFromInputOrAttr(c, 1));
+  RANKD_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesFromInputOrAttr(c, 1));
   int64_t rank = static_cast<int64_t>(in.size() + axes.size());
   std::vector<bool> inserted(static_cast<size_t>(rank), false);
   for (int64_t a : axes) {
-    ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(a, rank, c.node));
+    RANKD_ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(a, rank, c.node));
     if (inserted[static_cast<size_t>(n)]) return c.Error("repeated axis");
     inserted[static_cast<size_t>(n)] = true;
   }
@@ -124,7 +125,7 @@ Status InferTranspose(InferContext& c) {
   Shape out;
   std::vector<bool> seen(in.size(), false);
   for (int64_t p : perm) {
-    ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(p, static_cast<int64_t>(in.size()), c.node));
+    RANKD_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(p, static_cast<int64_t>(in.size()), c.node));
     if (seen[static_cast<size_t>(a)]) return c.Error("perm repeats an axis");
     seen[static_cast<size_t>(a)] = true;
     out.push_back(in[static_cast<size_t>(a)]);
@@ -137,19 +138,20 @@ Status InferSlice(InferContext& c) {
   const Shape& in = c.in(0).shape;
   int64_t rank = static_cast<int64_t>(in.size());
   for (int i = 1; i < c.node.NumInputs(); ++i) {
-    if (c.node.HasInput(i)) RETURN_IF_ERROR(NeedValue(c, i, "starts/ends/axes/steps"));
+    if (c.node.HasInput(i)) RANKD_RETURN_IF_ERROR(NeedValue(c, i, "starts/ends/axes/steps"));
   }
   std::vector<int64_t> starts = c.IntValues(1), ends = c.IntValues(2), axes, steps;
   if (c.node.HasInput(3)) axes = c.IntValues(3);
   if (c.node.HasInput(4)) steps = c.IntValues(4);
-  if (axes.empty()) for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
     return c.Error("starts, ends, axes and steps differ in length");
   }
   Shape out = in;
   for (size_t i = 0; i < starts.size(); ++i) {
-    ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axes[i], rank, c.node));
+    RANKD_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axes[i], rank, c.node));
     int64_t dim = in[static_cast<size_t>(a)], step = steps[i];
     if (step == 0) return c.Error("step 0");
     // A step longer than the axis takes one element at most (as in SliceView): shortened, it
@@ -197,7 +199,8 @@ bool ConcatenatesOnePart(const InferContext& c) { return c.inputs.size() == 1; }
 
 Status InferConcat(InferContext& c) {
   const Shape& first = c.in(0).shape;
-  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(c.node.GetInt("axis", 0), static_cast<int64_t>(first.size()), c.node));
+  RANKD_ASSIGN_OR_RETURN(int64_t axis,
+                         NormalizeAxis(c.node.GetInt("axis", 0), static_cast<int64_t>(first.size()), c.node));
   Shape out = first;
   out[static_cast<size_t>(axis)] = 0;
   for (const TensorMeta& m : c.inputs) {
@@ -218,7 +221,8 @@ Status InferConcat(InferContext& c) {
 Status InferGather(InferContext& c) {
   const Shape& data = c.in(0).shape;
   if (c.in(1).dtype != DType::kI64 && c.in(1).dtype != DType::kI32) return c.Error("indices must be INT32 or INT64");
-  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(c.node.GetInt("axis", 0), static_cast<int64_t>(data.size()), c.node));
+  RANKD_ASSIGN_OR_RETURN(int64_t axis,
+                         NormalizeAxis(c.node.GetInt("axis", 0), static_cast<int64_t>(data.size()), c.node));
   Shape out(data.begin(), data.begin() + axis);
   out.insert(out.end(), c.in(1).shape.begin(), c.in(1).shape.end());
   out.insert(out.end(), data.begin() + axis + 1, data.end());
@@ -227,15 +231,15 @@ Status InferGather(InferContext& c) {
 }
 
 Status InferExpand(InferContext& c) {
-  RETURN_IF_ERROR(NeedValue(c, 1, "shape"));
+  RANKD_RETURN_IF_ERROR(NeedValue(c, 1, "shape"));
   Shape target = c.IntValues(1);
-  ASSIGN_OR_RETURN(Shape out, BroadcastShapes({c.in(0).shape, target}, c.node));
+  RANKD_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({c.in(0).shape, target}, c.node));
   c.out(0) = {c.in(0).dtype, out, nullptr};
   return Status::Ok();
 }
 
 Status InferTile(InferContext& c) {
-  RETURN_IF_ERROR(NeedValue(c, 1, "repeats"));
+  RANKD_RETURN_IF_ERROR(NeedValue(c, 1, "repeats"));
   std::vector<int64_t> reps = c.IntValues(1);
   const Shape& in = c.in(0).shape;
   if (reps.size() != in.size()) return c.Error("repeats must have one entry per dim");
@@ -260,7 +264,7 @@ Status InferShape(InferContext& c) {
 }
 
 Status InferRange(InferContext& c) {
-  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(NeedValue(c, i, "start/limit/delta"));
+  for (int i = 0; i < 3; ++i) RANKD_RETURN_IF_ERROR(NeedValue(c, i, "start/limit/delta"));
   double start = c.in(0).value->ScalarAsDouble(0), limit = c.in(1).value->ScalarAsDouble(0),
          delta = c.in(2).value->ScalarAsDouble(0);
   if (delta == 0) return c.Error("delta is 0");
@@ -270,7 +274,7 @@ Status InferRange(InferContext& c) {
 }
 
 Status InferConstantOfShape(InferContext& c) {
-  RETURN_IF_ERROR(NeedValue(c, 0, "shape"));
+  RANKD_RETURN_IF_ERROR(NeedValue(c, 0, "shape"));
   Shape s = c.IntValues(0);
   for (int64_t d : s) {
     if (d < 0) return c.Error("negative dim");

@@ -45,11 +45,15 @@ Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
   // A MulAdd of FP32 operands all of its result's shape: its kernel reads any operand as a bf16
   // copy and may write its result as the copy alone (elementwise.cu).
   auto same_shape_muladd = [&](const PlanStep& step) {
-    if (node_of(step).op != "MulAdd" || step.inputs.size() != 3 || step.outputs.empty() || step.outputs[0] < 0) return false;
+    if (node_of(step).op != "MulAdd" || step.inputs.size() != 3 || step.outputs.empty() || step.outputs[0] < 0)
+      return false;
     const PlanValue& o = values[static_cast<size_t>(step.outputs[0])];
-    return std::all_of(step.inputs.begin(), step.inputs.end(), [&](int in) {
-      return in >= 0 && values[static_cast<size_t>(in)].dtype == DType::kF32 && values[static_cast<size_t>(in)].shape == o.shape;
-    }) && o.dtype == DType::kF32;
+    return std::all_of(step.inputs.begin(), step.inputs.end(),
+                       [&](int in) {
+                         return in >= 0 && values[static_cast<size_t>(in)].dtype == DType::kF32 &&
+                                values[static_cast<size_t>(in)].shape == o.shape;
+                       }) &&
+           o.dtype == DType::kF32;
   };
   // Per step: whether it is a product, and which input each copy slot reads (-1: none): a
   // product's A; a MulAdd's two factors, and its addend with bf16 activations; a product with a
@@ -59,7 +63,7 @@ Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
   for (size_t s = 0; s < steps.size(); ++s) {
     const Node& node = node_of(steps[s]);
     product[s] = IsProduct(node.op);
-    const int slots = product[s] ? (bf16_activations && node.HasInput(3) ? 3 : 1)
+    const int slots = product[s]                    ? (bf16_activations && node.HasInput(3) ? 3 : 1)
                       : same_shape_muladd(steps[s]) ? (bf16_activations ? 3 : 2)
                                                     : 0;
     for (int slot = 0; slot < slots; ++slot) slot_input[s][static_cast<size_t>(slot)] = Bf16CopyInput(node, slot);
@@ -70,7 +74,8 @@ Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
   // Values (roots) whose every reader is a product reading them as A (only_products_read), or
   // that or a same-shape MulAdd reading them as a factor (only_copy_readers); no graph output.
   std::vector<bool> only_products_read(values.size(), true), only_copy_readers(values.size(), true);
-  for (int o : graph.outputs) only_products_read[static_cast<size_t>(root(o))] = only_copy_readers[static_cast<size_t>(root(o))] = false;
+  for (int o : graph.outputs)
+    only_products_read[static_cast<size_t>(root(o))] = only_copy_readers[static_cast<size_t>(root(o))] = false;
   for (size_t s = 0; s < steps.size(); ++s) {
     const PlanStep& step = steps[s];
     for (size_t i = 0; i < step.inputs.size(); ++i) {
@@ -107,7 +112,9 @@ Bf16Copies PlanBf16Copies(const Plan& plan, bool bf16_activations) {
     const auto v = static_cast<size_t>(root(steps[s].inputs[static_cast<size_t>(i)]));
     return writer[v] >= 0 && (product[s] || alone[v] || bf16_activations);
   };
-  auto slot_value = [&](size_t s, size_t slot) { return root(steps[s].inputs[static_cast<size_t>(slot_input[s][slot])]); };
+  auto slot_value = [&](size_t s, size_t slot) {
+    return root(steps[s].inputs[static_cast<size_t>(slot_input[s][slot])]);
+  };
   std::vector<Copy> copies;
   std::vector<int> copy_of(values.size(), -1);  // root value -> index in copies
   for (size_t s = 0; s < steps.size(); ++s) {

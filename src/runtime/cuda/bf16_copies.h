@@ -26,7 +26,7 @@
 namespace rankd {
 class Plan;
 struct Node;
-}
+}  // namespace rankd
 
 namespace rankd::cuda {
 

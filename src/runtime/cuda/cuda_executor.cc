@@ -8,15 +8,15 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "runtime/cuda/graph_launches.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mapped_copy.h"
 #include "backend/cuda/product_muladd.h"
-#include "backend/cuda/split_k_gemm.h"
-#include "compile/narrowable_ids.h"
 #include "backend/cuda/small_rows_gemm.h"
+#include "backend/cuda/split_k_gemm.h"
 #include "common/helping_pool.h"
+#include "compile/narrowable_ids.h"
 #include "compile/plan.h"
+#include "runtime/cuda/graph_launches.h"
 #include "runtime/op_profile.h"
 
 namespace rankd::cuda {
@@ -85,7 +85,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   RANKD_CUDA_RETURN(cudaSetDevice(e->resources_->device()));
   RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&e->ctx_.stream, cudaStreamNonBlocking));
   if (cublasLtCreate(&e->ctx_.lt) != CUBLAS_STATUS_SUCCESS) return Internal("cublasLtCreate failed");
-  RETURN_IF_ERROR(e->lt_workspace_.Reserve(kLtWorkspaceBytes));
+  RANKD_RETURN_IF_ERROR(e->lt_workspace_.Reserve(kLtWorkspaceBytes));
   e->ctx_.lt_workspace = e->lt_workspace_.get();
   e->ctx_.lt_workspace_bytes = kLtWorkspaceBytes;
   e->ctx_.gemm = &e->gemm_;
@@ -93,7 +93,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.bf16_weights = &e->resources_->bf16_weights();
   e->ctx_.bf16_weights_nk = &e->resources_->bf16_weights_nk();
   e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
-  HelpingPool::Shared();  // its helpers start now, not on the first large request
+  HelpingPool::Shared();   // its helpers start now, not on the first large request
   PrepareProductMulAdd();  // outside any capture (product_muladd.h)
   PrepareSplitKGemm();     // likewise (split_k_gemm.h)
   return std::unique_ptr<Executor>(std::move(e));
@@ -110,7 +110,7 @@ CudaExecutor::~CudaExecutor() {
 
 StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
   bool grew = false;
-  RETURN_IF_ERROR(workspace_.Reserve(static_cast<size_t>(plan.workspace_bytes()), &grew));
+  RANKD_RETURN_IF_ERROR(workspace_.Reserve(static_cast<size_t>(plan.workspace_bytes()), &grew));
   if (grew) ClearBindings();  // views and captures pointed into the old workspace
   auto it = bindings_.find(plan.id());
   if (it != bindings_.end()) return &it->second;  // its bf16 operand room was reserved when it was bound
@@ -118,14 +118,14 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
   if (Bf16Products(ctx_.precision)) {
     b.bf16_copies = PlanBf16Copies(plan, ctx_.precision == Precision::kBf16Activations);
     bool grew_operands = false, grew_copies = false;
-    RETURN_IF_ERROR(bf16_operands_.Reserve(Bf16OperandRoom(plan), &grew_operands));
-    RETURN_IF_ERROR(bf16_copies_.Reserve(static_cast<size_t>(b.bf16_copies.bytes), &grew_copies));
+    RANKD_RETURN_IF_ERROR(bf16_operands_.Reserve(Bf16OperandRoom(plan), &grew_operands));
+    RANKD_RETURN_IF_ERROR(bf16_copies_.Reserve(static_cast<size_t>(b.bf16_copies.bytes), &grew_copies));
     ctx_.bf16_operands = bf16_operands_.get();
     ctx_.bf16_operand_bytes = bf16_operands_.size();
     if (grew_operands || grew_copies) ClearBindings();  // captures hold the old buffers' addresses
   }
   if (bindings_.size() > 4096) ClearBindings();  // bound the cache (captures go with it)
-  ASSIGN_OR_RETURN(auto folded, UploadFolded(plan, b));
+  RANKD_ASSIGN_OR_RETURN(auto folded, UploadFolded(plan, b));
   BindViews(plan, folded, b);
   LayOutIo(plan, b);
   return &bindings_.emplace(plan.id(), std::move(b)).first->second;
@@ -134,12 +134,13 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
 StatusOr<std::unordered_map<const Tensor*, void*>> CudaExecutor::UploadFolded(const Plan& plan, Binding& b) {
   size_t folded_bytes = 0;
   for (const PlanValue& v : plan.values()) {
-    if (v.storage == PlanStorage::kConstant && !resources_->Find(v.constant)) folded_bytes += Aligned(v.constant->bytes());
+    if (v.storage == PlanStorage::kConstant && !resources_->Find(v.constant))
+      folded_bytes += Aligned(v.constant->bytes());
   }
   std::unordered_map<const Tensor*, void*> folded;
   b.folded = std::make_unique<DeviceBuffer>();
   if (folded_bytes == 0) return folded;
-  RETURN_IF_ERROR(b.folded->Reserve(folded_bytes));
+  RANKD_RETURN_IF_ERROR(b.folded->Reserve(folded_bytes));
   auto* base = static_cast<uint8_t*>(b.folded->get());
   size_t pos = 0;
   std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
@@ -181,7 +182,9 @@ void CudaExecutor::BindViews(const Plan& plan, const std::unordered_map<const Te
     for (int in : step.inputs) {
       const bool present = in >= 0;
       ins.push_back(present ? &b.views[static_cast<size_t>(in)] : nullptr);
-      host_ins.push_back(present && b.host_views[static_cast<size_t>(in)].defined() ? &b.host_views[static_cast<size_t>(in)] : nullptr);
+      host_ins.push_back(present && b.host_views[static_cast<size_t>(in)].defined()
+                             ? &b.host_views[static_cast<size_t>(in)]
+                             : nullptr);
     }
     auto& outs = b.step_outputs.emplace_back();
     for (int out : step.outputs) outs.push_back(out >= 0 ? &b.views[static_cast<size_t>(out)] : nullptr);
@@ -200,7 +203,7 @@ void CudaExecutor::LayOutIo(const Plan& plan, Binding& b) {
   b.copy_kernels = CopyKernels() && b.in_total <= kCopyKernelBytes && b.in_offsets.size() <= kMaxGatheredInputs;
   SplitLateInputs(plan, b);
   b.sources_at = Aligned(b.in_total + sizeof(int));
-  b.out_total = Aligned(sizeof(int));  // the error word first
+  b.out_total = Aligned(sizeof(int));     // the error word first
   std::unordered_map<int, size_t> moved;  // root value id -> its offset after the error word
   for (int id : plan.graph().outputs) {
     const int root = plan.RootOf(id);
@@ -223,24 +226,27 @@ void CudaExecutor::LayOutIo(const Plan& plan, Binding& b) {
   b.out_copied = (std::max(b.out_copied, sizeof(int)) + 15) / 16 * 16;
   for (size_t id = 0; id < values.size(); ++id) {
     auto at = moved.find(plan.RootOf(static_cast<int>(id)));
-    if (values[id].storage != PlanStorage::kUnused && at != moved.end()) b.output_rooted.push_back({static_cast<int>(id), at->second});
+    if (values[id].storage != PlanStorage::kUnused && at != moved.end())
+      b.output_rooted.push_back({static_cast<int>(id), at->second});
   }
   // With copy kernels, outputs that no step reads back are written where the host reads them.
-  b.outputs_pinned = b.copy_kernels && std::none_of(plan.steps().begin(), plan.steps().end(), [&](const PlanStep& step) {
-    return std::any_of(step.inputs.begin(), step.inputs.end(), [&](int in) { return in >= 0 && moved.count(plan.RootOf(in)) > 0; });
-  });
+  b.outputs_pinned =
+      b.copy_kernels && std::none_of(plan.steps().begin(), plan.steps().end(), [&](const PlanStep& step) {
+        return std::any_of(step.inputs.begin(), step.inputs.end(),
+                           [&](int in) { return in >= 0 && moved.count(plan.RootOf(in)) > 0; });
+      });
 }
 
 Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s) {
   const PlanStep& step = plan.steps()[s];
   const Node& node = plan.graph().nodes[static_cast<size_t>(step.node)];
   void* scratch = step.scratch_offset >= 0 ? static_cast<uint8_t*>(workspace_.get()) + step.scratch_offset : nullptr;
-  KernelArgs args{node, b.step_inputs[s], b.step_outputs[s], scratch, b.step_host_inputs[s], &ctx_, static_cast<int>(s),
-                  step.state.get()};
+  KernelArgs args{node,  b.step_inputs[s],    b.step_outputs[s], scratch, b.step_host_inputs[s],
+                  &ctx_, static_cast<int>(s), step.state.get()};
   if (!b.bf16_copies.written.empty()) {
     auto* copies = static_cast<uint8_t*>(bf16_copies_.get());
-    const int64_t written = b.bf16_copies.written[s], read = b.bf16_copies.read[s], second = b.bf16_copies.read_second[s],
-                  third = b.bf16_copies.read_third[s];
+    const int64_t written = b.bf16_copies.written[s], read = b.bf16_copies.read[s],
+                  second = b.bf16_copies.read_second[s], third = b.bf16_copies.read_third[s];
     ctx_.bf16_out = written >= 0 ? copies + written : nullptr;
     ctx_.bf16_out_alone = written >= 0 && b.bf16_copies.alone[s];
     ctx_.bf16_a = read >= 0 ? copies + read : nullptr;
@@ -252,7 +258,7 @@ Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s) {
   }
   const bool profile = OpProfile::enabled();
   auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  RETURN_IF_ERROR(step.kernel(args));
+  RANKD_RETURN_IF_ERROR(step.kernel(args));
   if (profile) {
     RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
     OpProfile::RecordSince(OpProfile::Key(node.op, node.name), t0);
@@ -274,7 +280,7 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
     }
   } restore{ctx_, main};
   if (!lanes || lanes->lanes <= 1) {
-    for (size_t s = 0; s < steps; ++s) RETURN_IF_ERROR(LaunchStep(plan, b, s));
+    for (size_t s = 0; s < steps; ++s) RANKD_RETURN_IF_ERROR(LaunchStep(plan, b, s));
     return Status::Ok();
   }
   // Schedule entry 0 is the ids' gather where the ids gather late, and entry j otherwise step
@@ -301,9 +307,10 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
         RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[0], 0));
         forked[static_cast<size_t>(lane)] = true;
       }
-      for (int w : lanes->waits[j]) RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
+      for (int w : lanes->waits[j])
+        RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
       ctx_.stream = stream;
-      RETURN_IF_ERROR(j < first ? GatherInputs(b, InputPart::kIds) : LaunchStep(plan, b, j - first));
+      RANKD_RETURN_IF_ERROR(j < first ? GatherInputs(b, InputPart::kIds) : LaunchStep(plan, b, j - first));
       if (waited[j]) RANKD_CUDA_RETURN(cudaEventRecord(events_[1 + j], stream));
     }
     return Status::Ok();
@@ -330,14 +337,17 @@ LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) c
     const PlanStep& step = plan.steps()[s];
     access[s].exclusive = UsesProductBuffers(plan.graph().nodes[static_cast<size_t>(step.node)].op);
     if (b.bf16_copies.written.empty()) continue;
-    if (b.bf16_copies.written[s] >= 0) access[s].writes.push_back(copy_range(b.bf16_copies.written[s], step.outputs[0]));
+    if (b.bf16_copies.written[s] >= 0)
+      access[s].writes.push_back(copy_range(b.bf16_copies.written[s], step.outputs[0]));
     if (b.bf16_copies.read[s] >= 0) access[s].reads.push_back(copy_range(b.bf16_copies.read[s], step.inputs[0]));
     const Node& node = plan.graph().nodes[static_cast<size_t>(step.node)];
     if (b.bf16_copies.read_second[s] >= 0) {
-      access[s].reads.push_back(copy_range(b.bf16_copies.read_second[s], step.inputs[static_cast<size_t>(Bf16CopyInput(node, 1))]));
+      access[s].reads.push_back(
+          copy_range(b.bf16_copies.read_second[s], step.inputs[static_cast<size_t>(Bf16CopyInput(node, 1))]));
     }
     if (b.bf16_copies.read_third[s] >= 0) {
-      access[s].reads.push_back(copy_range(b.bf16_copies.read_third[s], step.inputs[static_cast<size_t>(Bf16CopyInput(node, 2))]));
+      access[s].reads.push_back(
+          copy_range(b.bf16_copies.read_third[s], step.inputs[static_cast<size_t>(Bf16CopyInput(node, 2))]));
     }
   }
   if (b.late_gather) {
@@ -388,10 +398,10 @@ void CudaExecutor::ClearBindings() {
 
 Status CudaExecutor::Stage(Binding& b) {
   bool grew_io = false, grew_staged = false, grew_out = false;
-  RETURN_IF_ERROR(io_.Reserve(b.in_total + b.out_total, &grew_io));
+  RANKD_RETURN_IF_ERROR(io_.Reserve(b.in_total + b.out_total, &grew_io));
   const size_t sources = b.copy_kernels ? b.in_offsets.size() * sizeof(InputSource) : 0;
-  RETURN_IF_ERROR(staged_inputs_.Reserve(b.sources_at + sources, &grew_staged));
-  RETURN_IF_ERROR(staged_outputs_.Reserve(b.out_total, &grew_out));
+  RANKD_RETURN_IF_ERROR(staged_inputs_.Reserve(b.sources_at + sources, &grew_staged));
+  RANKD_RETURN_IF_ERROR(staged_outputs_.Reserve(b.out_total, &grew_out));
   if (grew_io || grew_staged || grew_out) DropCaptures();
   if (grew_staged) tails_owner_ = nullptr;  // a new staging buffer holds no tails
   auto* io = static_cast<uint8_t*>(io_.get());
@@ -411,25 +421,26 @@ Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, con
     // Where the ids gather late (Binding::late_gather), the floats' gather first (it clears the
     // error word in io_), then the ids' as the schedule's first entry, or next on one stream.
     if (!b.late_gather) {
-      RETURN_IF_ERROR(GatherInputs(b, InputPart::kAll));
+      RANKD_RETURN_IF_ERROR(GatherInputs(b, InputPart::kAll));
     } else {
-      RETURN_IF_ERROR(GatherInputs(b, InputPart::kFloats));
-      if (!lanes || lanes->lanes <= 1) RETURN_IF_ERROR(GatherInputs(b, InputPart::kIds));
+      RANKD_RETURN_IF_ERROR(GatherInputs(b, InputPart::kFloats));
+      if (!lanes || lanes->lanes <= 1) RANKD_RETURN_IF_ERROR(GatherInputs(b, InputPart::kIds));
     }
   } else if (!inputs_sent) {  // the inputs and the cleared error word after them
-    RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice, ctx_.stream));
+    RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice,
+                                      ctx_.stream));
   }
   if (OpProfile::enabled()) {  // the input copy on its own, not in the first step's time
     RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
     OpProfile::RecordSince("(input copy to the device)", t0);
   }
-  RETURN_IF_ERROR(Launch(plan, b, lanes));
+  RANKD_RETURN_IF_ERROR(Launch(plan, b, lanes));
   // The error word and the outputs after it in one copy, into one pinned buffer, unless the steps
   // wrote them there; an output that is an input or a constant in a copy of its own.
   const Graph& graph = plan.graph();
   auto* back = static_cast<uint8_t*>(staged_outputs_.get());
   if (b.copy_kernels && !b.outputs_pinned) {
-    RETURN_IF_ERROR(CopyByKernel(ctx_.error, staged_outputs_.device(), b.out_copied, ctx_.stream));
+    RANKD_RETURN_IF_ERROR(CopyByKernel(ctx_.error, staged_outputs_.device(), b.out_copied, ctx_.stream));
     NoteCopyNode();
   } else if (!b.copy_kernels) {
     RANKD_CUDA_RETURN(cudaMemcpyAsync(back, ctx_.error, b.out_copied, cudaMemcpyDeviceToHost, ctx_.stream));
@@ -437,7 +448,8 @@ Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, con
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
     const Tensor& v = b.views[static_cast<size_t>(graph.outputs[i])];
     if (!b.out_separate[i] || v.bytes() == 0) continue;
-    RANKD_CUDA_RETURN(cudaMemcpyAsync(back + b.out_offsets[i], v.raw(), v.bytes(), cudaMemcpyDeviceToHost, ctx_.stream));
+    RANKD_CUDA_RETURN(
+        cudaMemcpyAsync(back + b.out_offsets[i], v.raw(), v.bytes(), cudaMemcpyDeviceToHost, ctx_.stream));
   }
   return Status::Ok();
 }
@@ -445,8 +457,8 @@ Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, con
 StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
   if (OpProfile::enabled()) return Unimplemented("plans are not captured while ops are profiled");
   RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
-  ASSIGN_OR_RETURN(Binding * b, Bind(plan));
-  RETURN_IF_ERROR(Stage(*b));
+  RANKD_ASSIGN_OR_RETURN(Binding * b, Bind(plan));
+  RANKD_RETURN_IF_ERROR(Stage(*b));
   if (b->graph) return int64_t{0};
   if (!b->ran) {
     // Once uncaptured first, on zero inputs (ids 0, empty bags): what a step sets up on first use
@@ -456,12 +468,12 @@ StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
     if (b->copy_kernels) ListStagedSources(*b);
     Status warm = Enqueue(plan, *b);
     RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
-    RETURN_IF_ERROR(warm);
+    RANKD_RETURN_IF_ERROR(warm);
     b->ran = true;
   }
   size_t free_before = 0, free_after = 0, total = 0;
   RANKD_CUDA_RETURN(cudaMemGetInfo(&free_before, &total));
-  ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
+  RANKD_ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
   cudaGraphExec_t exec = nullptr;
   cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
@@ -503,9 +515,9 @@ StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
 
 StatusOr<Executor::Launches> CudaExecutor::CountLaunches(const Plan& plan) {
   RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
-  ASSIGN_OR_RETURN(Binding * b, Bind(plan));
-  RETURN_IF_ERROR(Stage(*b));
-  ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
+  RANKD_ASSIGN_OR_RETURN(Binding * b, Bind(plan));
+  RANKD_RETURN_IF_ERROR(Stage(*b));
+  RANKD_ASSIGN_OR_RETURN(cudaGraph_t graph, Record(plan, *b));
   StatusOr<Launches> launches = CountGraphLaunches(graph, copy_nodes_);
   cudaGraphDestroy(graph);
   return launches;
@@ -519,14 +531,14 @@ bool CudaExecutor::Captured(const Plan& plan) const {
 StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
   PhaseTimer binding("(executor bound to the plan)");
   RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
-  ASSIGN_OR_RETURN(Binding * b, Bind(plan));
-  RETURN_IF_ERROR(Stage(*b));
+  RANKD_ASSIGN_OR_RETURN(Binding * b, Bind(plan));
+  RANKD_RETURN_IF_ERROR(Stage(*b));
   binding.Stop();
   // Inputs: packed into one pinned buffer and copied to the device.
-  ASSIGN_OR_RETURN(bool inputs_sent, StageInputs(*b, inputs));
+  RANKD_ASSIGN_OR_RETURN(bool inputs_sent, StageInputs(*b, inputs));
   const bool phases = OpProfile::phases();
   auto launched = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  if (phases) RETURN_IF_ERROR(span_.Begin(ctx_.stream));
+  if (phases) RANKD_RETURN_IF_ERROR(span_.Begin(ctx_.stream));
   if (b->graph && !OpProfile::enabled()) {
     RANKD_CUDA_RETURN(cudaGraphLaunch(b->graph->get(), ctx_.stream));
   } else {
@@ -540,13 +552,13 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   auto waiting = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (phases) {
     OpProfile::RecordSince(b->graph && !OpProfile::enabled() ? "(graph launched)" : "(steps enqueued)", launched);
-    RETURN_IF_ERROR(span_.End(ctx_.stream));
+    RANKD_RETURN_IF_ERROR(span_.End(ctx_.stream));
   }
   RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
   auto synchronised = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (phases) {
     OpProfile::RecordSince("(host waiting for the device)", waiting);
-    ASSIGN_OR_RETURN(double device_ms, span_.Elapsed());
+    RANKD_ASSIGN_OR_RETURN(double device_ms, span_.Elapsed());
     OpProfile::Record("(device span of a run: copies in, steps, copies out)", device_ms);
   }
   const Graph& graph = plan.graph();

@@ -15,13 +15,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/executor.h"
-#include "runtime/cuda/bf16_copies.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_span.h"
-#include "backend/cuda/model_resources.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/model_resources.h"
+#include "runtime/cuda/bf16_copies.h"
+#include "runtime/executor.h"
 #include "runtime/step_lanes.h"
 
 namespace rankd::cuda {
@@ -88,14 +88,14 @@ class CudaExecutor final : public Executor {
     std::vector<Tensor> host_views;  // host views of constants (and aliases of them)
     std::vector<std::vector<const Tensor*>> step_inputs, step_host_inputs;
     std::vector<std::vector<Tensor*>> step_outputs;
-    Bf16Copies bf16_copies;  // offsets into the executor's bf16_copies_ (precision bf16)
+    Bf16Copies bf16_copies;                         // offsets into the executor's bf16_copies_ (precision bf16)
     std::vector<std::pair<int, int>> input_rooted;  // (value id, graph input index)
     // (value id, offset after the error word): the outputs' bytes (and their aliases'), moved
     // from the workspace to follow the error word, so that one copy brings all of them back.
     std::vector<std::pair<int, size_t>> output_rooted;
-    std::vector<bool> narrowed;                     // per graph input: INT64 ids sent as INT32 (compile/narrowable_ids.h)
-    std::vector<bool> int64_slot;                   // per graph input: the plan's INT64 and not narrowed
-    std::unique_ptr<DeviceBuffer> folded;           // device copies of plan-folded values
+    std::vector<bool> narrowed;            // per graph input: INT64 ids sent as INT32 (compile/narrowable_ids.h)
+    std::vector<bool> int64_slot;          // per graph input: the plan's INT64 and not narrowed
+    std::unique_ptr<DeviceBuffer> folded;  // device copies of plan-folded values
     // Where each input and output lies in the staging buffers (fixed by the plan's shapes). On
     // the device, io_ holds the inputs, then at in_total the error word and the outputs laid out
     // as in staged_outputs_: the input copy clears the error word, one copy brings back both
@@ -127,7 +127,7 @@ class CudaExecutor final : public Executor {
     std::vector<size_t> tail_from;  // per input: its slot holds -1 from here on (FillTails)
     size_t in_total = 0, out_total = 0;
     std::unique_ptr<CapturedGraph> graph;  // the plan captured on this executor's buffers, if it is
-    bool ran = false;                       // enqueued once outside a capture
+    bool ran = false;                      // enqueued once outside a capture
   };
   // The plan's binding on this executor, made on first use: device views of its values in the
   // workspace, the weights and io_, and where its inputs and outputs lie in the staging buffers.
@@ -188,8 +188,8 @@ class CudaExecutor final : public Executor {
 
   std::shared_ptr<CudaModelResources> resources_;
   DeviceContext ctx_;
-  std::vector<cudaStream_t> side_streams_;  // lanes 1, 2, ... of a capture
-  std::vector<cudaEvent_t> events_;         // a capture's fork, joins and waits
+  std::vector<cudaStream_t> side_streams_;   // lanes 1, 2, ... of a capture
+  std::vector<cudaEvent_t> events_;          // a capture's fork, joins and waits
   std::vector<cudaGraphNode_t> copy_nodes_;  // the last capture's copies by kernel (NoteCopyNode)
   bool recording_ = false;                   // Record's Enqueue is running
   GemmCache gemm_;

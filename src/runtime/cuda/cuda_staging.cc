@@ -1,19 +1,19 @@
 // CudaExecutor's input staging: the host inputs packed into the pinned staging buffer (ids
-// narrowed or widened to their slots, ragged tails filled with -1) on the calling thread and the helping pool's, and for a
-// large uncaptured run sent to the device in chunks as they are packed.
+// narrowed or widened to their slots, ragged tails filled with -1) on the calling thread and the helping pool's, and
+// for a large uncaptured run sent to the device in chunks as they are packed.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 
-#include "runtime/cuda/cuda_executor.h"
 #include "backend/cuda/mapped_copy.h"
-#include "compile/narrowable_ids.h"
 #include "backend/cuda/pinned_pool.h"
 #include "common/helping_pool.h"
 #include "common/narrow_ids.h"
 #include "common/parallel.h"
+#include "compile/narrowable_ids.h"
 #include "compile/plan.h"
+#include "runtime/cuda/cuda_executor.h"
 #include "runtime/op_profile.h"
 
 namespace rankd::cuda {
@@ -36,7 +36,9 @@ constexpr size_t kLateGatherRatio = 4;
 
 void Pack(const StagingPiece& piece) {
   switch (piece.repack) {
-    case Repack::kCopy: std::memcpy(piece.to, piece.from, piece.bytes); break;
+    case Repack::kCopy:
+      std::memcpy(piece.to, piece.from, piece.bytes);
+      break;
     case Repack::kNarrow:
       NarrowIds(reinterpret_cast<const int64_t*>(piece.from), reinterpret_cast<int32_t*>(piece.to), piece.bytes / 8);
       break;
@@ -79,7 +81,8 @@ Status CudaExecutor::FillTails(Binding& b, std::span<const Tensor> inputs) {
                              " bytes where the plan has room for " + std::to_string(b.in_bytes[i]));
     }
     if (bytes < b.in_bytes[i] && (in.rank() != 1 || (in.dtype() != DType::kI64 && in.dtype() != DType::kI32))) {
-      return InvalidArgument("input " + std::to_string(i) + " is shorter than the plan's and is not a ragged input's ids");
+      return InvalidArgument("input " + std::to_string(i) +
+                             " is shorter than the plan's and is not a ragged input's ids");
     }
     if (!fill) continue;
     const size_t filled_from = known ? b.tail_from[i] : b.in_bytes[i];
@@ -169,7 +172,8 @@ void CudaExecutor::SplitLateInputs(const Plan& plan, Binding& b) {
 }
 
 Status CudaExecutor::GatherInputs(const Binding& b, InputPart part) {
-  const auto* sources = reinterpret_cast<const InputSource*>(static_cast<uint8_t*>(staged_inputs_.device()) + b.sources_at);
+  const auto* sources =
+      reinterpret_cast<const InputSource*>(static_cast<uint8_t*>(staged_inputs_.device()) + b.sources_at);
   const int count = static_cast<int>(b.in_offsets.size());
   int* clear = b.outputs_pinned ? nullptr : ctx_.error;  // in pinned memory the host clears it (StageInputs)
   Status gathered;
@@ -181,7 +185,8 @@ Status CudaExecutor::GatherInputs(const Binding& b, InputPart part) {
       gathered = GatherByKernel(sources, b.late_source, io_.get(), 0, b.late_from, clear, ctx_.stream);
       break;
     case InputPart::kIds:
-      gathered = GatherByKernel(sources + b.late_source, count - b.late_source, io_.get(), b.late_from, b.in_total, nullptr, ctx_.stream);
+      gathered = GatherByKernel(sources + b.late_source, count - b.late_source, io_.get(), b.late_from, b.in_total,
+                                nullptr, ctx_.stream);
       break;
   }
   if (gathered.ok()) NoteCopyNode();
@@ -190,9 +195,9 @@ Status CudaExecutor::GatherInputs(const Binding& b, InputPart part) {
 
 StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inputs) {
   auto staging_start = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(FillTails(b, inputs));
+  RANKD_RETURN_IF_ERROR(FillTails(b, inputs));
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
-  if (!b.copy_kernels) std::memset(staged + b.in_total, 0, sizeof(int));  // the error word the input copy clears
+  if (!b.copy_kernels) std::memset(staged + b.in_total, 0, sizeof(int));     // the error word the input copy clears
   if (b.outputs_pinned) std::memset(staged_outputs_.get(), 0, sizeof(int));  // the error word the steps write
   std::vector<StagingPiece> whole;  // the inputs to pack, in the staging buffer's order
   if (b.copy_kernels) {
@@ -206,7 +211,8 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   std::vector<StagingPiece> pieces;  // each of at most kPieceBytes, in the same order
   for (const StagingPiece& in : whole) {
     for (size_t done = 0; done < in.bytes; done += kPieceBytes) {
-      pieces.push_back({in.to + SlotOffset(done, in.repack), in.from + done, std::min(kPieceBytes, in.bytes - done), in.repack});
+      pieces.push_back(
+          {in.to + SlotOffset(done, in.repack), in.from + done, std::min(kPieceBytes, in.bytes - done), in.repack});
     }
   }
   // Large batches (tens of MB of ids) are copied by several threads: one thread's memcpy into

@@ -64,10 +64,14 @@ StatusOr<Executor::Launches> CountGraphLaunches(cudaGraph_t graph, std::span<con
     RANKD_CUDA_RETURN(cudaGraphNodeGetType(nodes[i], &type));
     const bool copy = std::find(copies.begin(), copies.end(), nodes[i]) != copies.end();
     kernel[i] = type == cudaGraphNodeTypeKernel && !copy;
-    if (kernel[i]) ++launches.kernels;
-    else if (type == cudaGraphNodeTypeMemcpy || copy) ++launches.copies;
-    else if (type == cudaGraphNodeTypeMemset) ++launches.memsets;
-    else ++launches.other;
+    if (kernel[i])
+      ++launches.kernels;
+    else if (type == cudaGraphNodeTypeMemcpy || copy)
+      ++launches.copies;
+    else if (type == cudaGraphNodeTypeMemset)
+      ++launches.memsets;
+    else
+      ++launches.other;
   }
   launches.kernels_in_a_row = KernelsInARow(graph, nodes, kernel);
   return launches;
