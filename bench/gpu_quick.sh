@@ -88,7 +88,9 @@ if [[ -n ${AB:-}${AB_PRECISIONS:-} ]] && ((${AB_S:-120})); then
       for value in "${values[@]}"; do
         for precision in ${AB_PRECISIONS:-bf16}; do
           ((SECONDS < deadline)) || break 4
-          env "$var=$value" timeout $((deadline - SECONDS)) .bundle/run rankd bench engine --backend cuda --precision $precision \
+          program=rankd
+          [[ $var == RANKD_BINARY ]] && program=$value
+          env "$var=$value" timeout $((deadline - SECONDS)) .bundle/run $program bench engine --backend cuda --precision $precision \
             --model-repo bench/out/repo --model "${name%_n*}" --requests "$requests" --buckets $buckets ${RANKD_ARGS:-} \
             --iters "${ITERS:-300}" --warmup 20 --label "$name $var=$value" --csv "$raw/ab.csv" >/dev/null 2>>"$raw/ab.log"
         done

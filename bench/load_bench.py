@@ -2,7 +2,8 @@
 
   /usr/bin/python3 bench/load_bench.py [--rankd build/rankd] [--backend cpu] [--size tiny]
       [--w1-rates 50,100,200] [--w2-rates 50,100,200] [--seconds 10] [--din-length 100]
-      [--din-candidates 200 | 50-1000] [--hoisting on,off]
+      [--din-candidates 200 | 50-1000] [--hoisting on,off] [--batching off,on] [--protocols http,grpc]
+      [--server-cpus 0-7 --client-cpus 8-15]
 
 Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo and serves them from one `rankd serve`:
 as exported, and with a `batching` section (cost model measured at warm-up); W2, whose profile
@@ -11,11 +12,15 @@ lists off. Request mixes from
 WORKLOADS.md: W1 draws N from MLPerf's server sizes {100, 100, 200 x12, 300, 300, 400, 500, 600,
 700}; W2 is one user with N candidates (200, or uniform in a range: --din-candidates 50-1000) and
 a history uniform in [L/2, L]. For each model and rate, `rankd bench server` sends open-loop
-Poisson load (binary tensor bodies, so the client does not measure JSON number parsing), and
-/metrics gives requests per model execution. Prints a markdown table; --json keeps every result.
+Poisson load over HTTP (binary tensor bodies, so the client does not measure JSON number parsing)
+or gRPC (raw tensor contents), /metrics gives requests per model execution, and the server's
+/proc/PID/stat its CPU time per request. The served-load figure (GPU.md, issue "serving core"):
+server and client pinned to separate cores with --server-cpus and --client-cpus (taskset), rates
+swept upward until p99 breaks. Prints a markdown table; --json keeps every result.
 Needs PyTorch for the export (scripts/setup.sh --zoo).
 """
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -40,6 +45,13 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    """User plus system CPU time of process PID and all its threads, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def metrics(port):
@@ -108,6 +120,10 @@ def main():
     p.add_argument("--din-candidates", default="200", help="W2's N: a count, or a range LO-HI drawn uniformly "
                    "(WORKLOADS.md: 200 typical, 50-1000)")
     p.add_argument("--hoisting", default="on,off", help="W2 with user-side hoisting on, off or both")
+    p.add_argument("--batching", default="off,on", help="each model as exported (off), with a batching section (on), or both")
+    p.add_argument("--protocols", default="http", help="http (binary bodies), grpc (raw contents) or both")
+    p.add_argument("--server-cpus", default="", help="cores the server is pinned to (taskset -c), e.g. 0-7")
+    p.add_argument("--client-cpus", default="", help="cores the load generator is pinned to, e.g. 8-15")
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--requests", type=int, default=64, help="distinct requests per workload, rotated")
     p.add_argument("--out", default=os.path.join(HERE, "out"))
@@ -123,15 +139,19 @@ def main():
             variants, path = prepare(name, a.size, repo, a.out, a.din_length, a.requests,
                                      (int(lo), int(hi or lo)), tuple(a.hoisting.split(",")))
             plans.append((name, variants, path, [float(r) for r in rates.split(",")]))
-    http, mport = free_port(), free_port()
+    http, mport, grpc = free_port(), free_port(), free_port()
+    server_pin = ["taskset", "-c", a.server_cpus] if a.server_cpus else []
+    client = (["taskset", "-c", a.client_cpus] if a.client_cpus else []) + rankd
+    wanted_batching = {"off": False, "on": True}
+    batchings = [wanted_batching[b] for b in a.batching.split(",")]
     log = tempfile.TemporaryFile()
     load = []
     for _, variants, _, _ in plans:
         for model, _, _ in variants:
             load += ["--load-model", model]
-    server = subprocess.Popen(rankd + ["serve", "--model-repository", repo, "--backend", a.backend,
+    server = subprocess.Popen(server_pin + rankd + ["serve", "--model-repository", repo, "--backend", a.backend,
                                        "--http-address", "127.0.0.1", "--http-port", str(http), "--metrics-port",
-                                       str(mport), "--grpc-port", "-1", "--model-control-mode", "explicit"] + load,
+                                       str(mport), "--grpc-port", str(grpc), "--model-control-mode", "explicit"] + load,
                               stdout=log, stderr=log)
     rows = []
     try:
@@ -145,18 +165,23 @@ def main():
         else:
             raise RuntimeError("server not ready")
         for name, variants, path, rates in plans:
-            for model, batching, hoisting in variants:
+            for (model, batching, hoisting), protocol in itertools.product(variants, a.protocols.split(",")):
+                if batching not in batchings:
+                    continue
+                wire = ["--port", str(http), "--binary"] if protocol == "http" else ["--protocol", "grpc", "--port", str(grpc)]
                 # One unrecorded pass over every request first: plans for their shapes are built then.
-                subprocess.run(rankd + ["bench", "server", "--port", str(http), "--model", model, "--requests", path,
-                                        "--binary", "--rates", "50", "--seconds", str(2 * a.requests / 50), "--warmup", "0",
-                                        "--json", os.devnull], check=True, stderr=subprocess.DEVNULL)
+                subprocess.run(client + ["bench", "server", "--model", model, "--requests", path, "--rates", "50",
+                                         "--seconds", str(2 * a.requests / 50), "--warmup", "0", "--json", os.devnull] + wire,
+                               check=True, stderr=subprocess.DEVNULL)
                 for rate in rates:
                     before = metrics(mport)
+                    cpu_before = cpu_seconds(server.pid)
                     tmp = os.path.join(a.out, f"load_{model}.json")
-                    cmd = rankd + ["bench", "server", "--port", str(http), "--model", model, "--requests", path,
-                                   "--binary", "--rates", str(rate), "--seconds", str(a.seconds), "--warmup", "1",
-                                   "--connections", "128", "--json", tmp]
+                    cmd = client + ["bench", "server", "--model", model, "--requests", path, "--rates", str(rate),
+                                    "--seconds", str(a.seconds), "--warmup", "1", "--connections", "128",
+                                    "--json", tmp] + wire
                     subprocess.run(cmd, check=True)
+                    cpu = cpu_seconds(server.pid) - cpu_before
                     after = metrics(mport)
                     label = f'{{model="{model}",version="1"}}'
                     reqs = after.get("nv_inference_request_success" + label, 0) - before.get("nv_inference_request_success" + label, 0)
@@ -167,7 +192,8 @@ def main():
                     for part in ("queue", "compute_input", "compute_infer", "compute_output"):
                         key = f"nv_inference_{part}_duration_us" + label
                         r[part + "_us"] = (after.get(key, 0) - before.get(key, 0)) / max(reqs, 1)
-                    rows.append({"workload": "W1" if name == "dlrm_dcnv2" else "W2", "model": model,
+                    r["server_cpu_ms_per_request"] = 1000 * cpu / max(reqs, 1)  # warm-up included: an upper bound
+                    rows.append({"workload": "W1" if name == "dlrm_dcnv2" else "W2", "model": model, "protocol": protocol,
                                  "batching": batching, "hoisting": hoisting, "requests_per_execution": reqs / max(execs, 1),
                                  "command": " ".join(cmd), **r})
     finally:
@@ -176,16 +202,17 @@ def main():
     log.seek(0)
     print("\n".join(l for l in log.read().decode(errors="replace").splitlines()
                     if "batching" in l or "backend" in l or "hoisting" in l), file=sys.stderr)
-    print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, binary bodies, "
-          f"{os.cpu_count()} cores shared by server and client\n")
-    print("| workload | batching | hoisting | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors | requests per execution "
-          "| server µs per request: queue / parse / score / answer |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    cores = (f"server on cores {a.server_cpus}, client on {a.client_cpus}" if a.server_cpus
+             else f"{os.cpu_count()} cores shared by server and client")
+    print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, {cores}\n")
+    print("| workload | protocol | batching | hoisting | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors "
+          "| requests per execution | server CPU ms per request | server µs per request: queue / parse / score / answer |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['workload']} | {'on' if r['batching'] else 'off'} | {r['hoisting']} | {r['offered_rate']:g} | {r['achieved_rate']:.1f} | "
-              f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | {r['errors'] + r['timeouts']} | "
-              f"{r['requests_per_execution']:.2f} | {r['queue_us']:.0f} / {r['compute_input_us']:.0f} / "
-              f"{r['compute_infer_us']:.0f} / {r['compute_output_us']:.0f} |")
+        print(f"| {r['workload']} | {r['protocol']} | {'on' if r['batching'] else 'off'} | {r['hoisting']} | {r['offered_rate']:g} | "
+              f"{r['achieved_rate']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | {r['errors'] + r['timeouts']} | "
+              f"{r['requests_per_execution']:.2f} | {r['server_cpu_ms_per_request']:.2f} | {r['queue_us']:.0f} / "
+              f"{r['compute_input_us']:.0f} / {r['compute_infer_us']:.0f} / {r['compute_output_us']:.0f} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

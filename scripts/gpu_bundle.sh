@@ -5,6 +5,9 @@
 #                                conformance cases of the ops rankd runs (it has no libonnx-testdata)
 #   scripts/gpu_bundle.sh rankd  rankd itself (server and benchmarks), compressed
 #   scripts/gpu_bundle.sh all    both programs, compressed (no ONNX cases)
+#   BASE_RANKD=other/build/rankd scripts/gpu_bundle.sh all
+#                                also another build of rankd as rankd_base (a before/after A/B:
+#                                bench/gpu_quick.sh's AB=RANKD_BINARY=rankd_base,rankd)
 # Then, on the GPU machine (docs/cuda.md, docs/benchmarks.md):
 #   RANKD_SOURCE_DIR=$PWD RANKD_ONNX_TESTDATA=$PWD/.bundle/onnx_node .bundle/run rankd_tests --gtest_filter='*Cuda*'
 #   tar -xJf .bundle/rankd.tar.xz && bench/gpu_report.sh          (rankd or all)
@@ -33,6 +36,10 @@ commit=$(git describe --always --dirty)
 if [[ ${1:-} == rankd || ${1:-} == all ]]; then
   programs=("$BUILD_DIR/rankd")
   [[ $1 == all ]] && programs+=("$BUILD_DIR/tests/rankd_tests")
+  if [[ -n ${BASE_RANKD:-} ]]; then
+    cp "$BASE_RANKD" "$BUILD_DIR/rankd_base"
+    programs+=("$BUILD_DIR/rankd_base")
+  fi
   ../shared/tools/device-bundle .bundle "${programs[@]}" >/dev/null
   strip .bundle/bin/*
   bundle_kernel_trace

@@ -5,14 +5,16 @@
 
 #include "rankd/engine.h"
 
-#ifndef RANKD_SOURCE_DIR
-#error "RANKD_SOURCE_DIR must be defined"
-#endif
+namespace rankd::testing {
+// A path in the source tree the run names (test_util.h; declared here so this file stays free of
+// src/ headers).
+std::string SourcePath(const std::string& relative);
+}  // namespace rankd::testing
 
 namespace {
 
 TEST(PublicApi, LoadDescribeAndScoreFromManyThreads) {
-  auto engine = rankd::Engine::Load(std::string(RANKD_SOURCE_DIR) + "/models/zoo/mmoe");
+  auto engine = rankd::Engine::Load(rankd::testing::SourcePath("models/zoo/mmoe"));
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   EXPECT_EQ((*engine)->name(), "mmoe");
   EXPECT_EQ((*engine)->version(), 1);
