@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 namespace rankd {
@@ -80,6 +82,24 @@ TEST(KServeJson, MalformedBodiesAreRejectedWithAReason) {
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[1,2,3],\"parameters\":{\"lengths\":"
        "[3]}}]}",
        "shape must be [number of values]"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{\"lengths\":"
+       "3}}]}",
+       "parameters.lengths must be a list"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{\"lengths\":"
+       "{\"n\":3}}}]}",
+       "parameters.lengths must be a list"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{\"lengths\":"
+       "[[1,2]]}}]}",
+       "non-negative integers"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{\"lengths\":"
+       "[1.5,1.5]}}]}",
+       "non-negative integers"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{\"lengths\":"
+       "[\"3\"]}}]}",
+       "non-negative integers"},
+      {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{\"lengths\":"
+       "[18446744073709551615]}}]}",
+       "non-negative integers"},
       {"{\"id\":5,\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}",
        "'id' must be a string"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}],\"outputs\":[{}]}",
@@ -90,6 +110,31 @@ TEST(KServeJson, MalformedBodiesAreRejectedWithAReason) {
     EXPECT_FALSE(s.ok()) << c.body;
     EXPECT_NE(s.message().find(c.fragment), std::string::npos) << c.body << " -> " << s.message();
   }
+}
+
+// Lengths arrive as a list in the JSON header of a binary body as well, and each input keeps its own
+// (the reader takes them out of the document as it goes).
+TEST(KServeJson, LengthsOfBinaryInputsArePerInput) {
+  const std::string header =
+      "{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[3],\"parameters\":{\"binary_data_size\":24,"
+      "\"lengths\":[2,0,1]}},{\"name\":\"b\",\"datatype\":\"FP32\",\"shape\":[1],\"parameters\":{\"binary_data_size\":"
+      "4}},"
+      "{\"name\":\"c\",\"datatype\":\"INT64\",\"shape\":[1],\"parameters\":{\"lengths\":[0,1],"
+      "\"binary_data_size\":8}}]}";
+  std::string binary(24 + 4 + 8, '\0');
+  const int64_t a[3] = {7, 8, 9}, c = 5;
+  const float b = 0.5f;
+  std::memcpy(binary.data(), a, 24);
+  std::memcpy(binary.data() + 24, &b, 4);
+  std::memcpy(binary.data() + 28, &c, 8);
+  auto parsed = ParseInferRequest(header, binary, {}, nullptr);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const InferRequest& r = parsed->request;
+  ASSERT_EQ(r.inputs.size(), 3u);
+  EXPECT_EQ(r.inputs[0].lengths, std::vector<int64_t>({2, 0, 1}));
+  EXPECT_TRUE(r.inputs[1].lengths.empty());
+  EXPECT_EQ(r.inputs[2].lengths, std::vector<int64_t>({0, 1}));
+  EXPECT_EQ(r.inputs[2].data.data<int64_t>()[0], 5);
 }
 
 TEST(KServeJson, DeepNestingAndHugeBodiesAreBounded) {

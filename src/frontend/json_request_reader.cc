@@ -44,7 +44,10 @@ class Reader {
       ++skip_;
       return ok;
     }
-    return Open(json::object());
+    bool parameters = stack_.size() == 3 && stack_[1] == inputs_ && key_ == "parameters";
+    if (!Open(json::object())) return false;
+    if (parameters) parameters_ = stack_.back();
+    return true;
   }
 
   bool end_object() {
@@ -68,6 +71,11 @@ class Reader {
     }
     if (AtInputData()) {
       StartLeaves();
+      counts_.assign(1, 0);
+      return true;
+    }
+    if (AtInputLengths()) {
+      StartLengths();
       counts_.assign(1, 0);
       return true;
     }
@@ -118,6 +126,20 @@ class Reader {
   // Whether the next value is `data` of an object in the top-level `inputs` list.
   bool AtInputData() const {
     return stack_.size() == 3 && stack_[1] == inputs_ && stack_[2]->is_object() && key_ == "data";
+  }
+
+  // Whether the next value is `parameters.lengths` of an input.
+  bool AtInputLengths() const {
+    return stack_.size() == 4 && stack_[1] == inputs_ && stack_[3] == parameters_ && key_ == "lengths";
+  }
+
+  // A list of lengths of the current input starts: its leaves, out of the document.
+  void StartLengths() {
+    size_t input = inputs_->size() - 1;
+    if (doc_.lengths_of_input.size() <= input) doc_.lengths_of_input.resize(input + 1, -1);
+    doc_.lengths_of_input[input] = static_cast<int>(doc_.lengths.size());
+    doc_.lengths.emplace_back();
+    leaves_ = &doc_.lengths.back();
   }
 
   // `data` of the current input starts: its leaves, and the index the document holds for them.
@@ -182,6 +204,7 @@ class Reader {
   std::vector<json*> stack_;      // the document's open containers
   std::string key_;               // the last key read in the document
   json* inputs_ = nullptr;        // the top-level `inputs` list
+  json* parameters_ = nullptr;    // the `parameters` of the input being read
   JsonLeaves* leaves_ = nullptr;  // the data being read, or nullptr
   std::vector<int64_t> counts_;   // in data: children so far of each open list
   int skip_ = 0;                  // depth inside an object within data (not read)

@@ -1,12 +1,14 @@
 // ReadJsonRequest: a KServe v2 JSON request body read in one streaming pass (nlohmann's SAX
 // interface), without a DOM of its tensor data.
 //
-// Everything but the inputs' `data` (id, names, shapes, parameters, outputs: a few hundred bytes)
-// is kept as a small nlohmann::json document. Each `inputs[i].data` is read straight into compact
-// leaves, nine bytes a value, with the lengths of its rows; in the document that `data` becomes the
-// leaves' index. A DOM of the same body took 18 times its size; this takes at most a few times the
-// body, and a body whose data passes `max_elements` or nests deeper than `max_depth` stops being
-// read at that point.
+// Everything but the inputs' `data` and `parameters.lengths` (id, names, shapes, other parameters,
+// outputs: a few hundred bytes) is kept as a small nlohmann::json document. Each `inputs[i].data`
+// is read straight into compact leaves, nine bytes a value, with the lengths of its rows; in the
+// document that `data` becomes the leaves' index. A list given as `inputs[i].parameters.lengths`
+// (a ragged input's row lengths: one per row, thousands in a large request with binary data) is
+// read into leaves too and left out of the document. A DOM of the same body took 18 times its size; this takes at most
+// a few times the body, and a body whose data passes `max_elements` or nests deeper than `max_depth` stops being read
+// at that point.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +37,18 @@ struct JsonLeaves {
 };
 
 struct JsonRequestDocument {
-  nlohmann::json root;  // the body, with each input's `data` replaced by an index into `data`
+  // The body, with each input's `data` replaced by an index into `data`, and its
+  // `parameters.lengths` left out where that was a list.
+  nlohmann::json root;
   std::vector<JsonLeaves> data;
+  std::vector<JsonLeaves> lengths;
+  std::vector<int> lengths_of_input;  // per input: its index in `lengths`, or -1 (not given as a list)
+
+  // The `parameters.lengths` list of input `i`, or nullptr.
+  const JsonLeaves* LengthsOf(size_t i) const {
+    return i < lengths_of_input.size() && lengths_of_input[i] >= 0 ? &lengths[static_cast<size_t>(lengths_of_input[i])]
+                                                                   : nullptr;
+  }
 };
 
 struct JsonReadLimits {

@@ -42,9 +42,25 @@ Status FillInts(const JsonLeaves& leaves, Tensor& t, const std::string& name) {
   return Status::Ok();
 }
 
+// An input's `parameters.lengths`: the list ReadJsonRequest read into leaves, or nullptr when the
+// parameter was there but not a list.
+Status ReadLengths(const std::string& name, const JsonLeaves* lengths, std::vector<int64_t>& out) {
+  if (!lengths) return InvalidArgument("input '" + name + "': parameters.lengths must be a list");
+  if (!lengths->row_lengths.empty())
+    return InvalidArgument("input '" + name + "': lengths must be non-negative integers");
+  out.resize(lengths->size());
+  for (size_t i = 0; i < lengths->size(); ++i) {
+    if (lengths->kinds[i] != JsonLeaves::kInt || lengths->AsInt(i) < 0)
+      return InvalidArgument("input '" + name + "': lengths must be non-negative integers");
+    out[i] = lengths->AsInt(i);
+  }
+  return Status::Ok();
+}
+
 // An input whose values are raw bytes in the binary part of the body.
 StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& shape, const json& params,
-                                      const JsonLimits& limits, std::string_view& binary, bool ids32, InferInput in) {
+                                      const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
+                                      bool ids32, InferInput in) {
   const std::string& name = in.name;
   const json& size = params["binary_data_size"];
   if (!size.is_number_unsigned())
@@ -65,14 +81,8 @@ StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& s
                            " does not match shape " + ShapeToString(shape) + " of " + DTypeName(dtype));
   }
   if (bytes > binary.size()) return InvalidArgument("input '" + name + "': the body ends before its binary data");
-  if (params.contains("lengths")) {
-    const json& lens = params["lengths"];
-    if (!lens.is_array()) return InvalidArgument("input '" + name + "': parameters.lengths must be a list");
-    for (const json& l : lens) {
-      if (!l.is_number_integer() || l.get<int64_t>() < 0)
-        return InvalidArgument("input '" + name + "': lengths must be non-negative integers");
-      in.lengths.push_back(l.get<int64_t>());
-    }
+  if (lengths || params.contains("lengths")) {
+    RANKD_RETURN_IF_ERROR(ReadLengths(name, lengths, in.lengths));
     if (shape.size() != 1)
       return InvalidArgument("input '" + name + "': with lengths, shape must be [number of values]");
   }
@@ -92,7 +102,8 @@ StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& s
 }
 
 StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits, std::string_view& binary,
-                                const std::vector<JsonLeaves>& data, const Model* model) {
+                                const JsonRequestDocument& doc, const Model* model) {
+  const JsonLeaves* lengths = doc.LengthsOf(index);
   std::string where = "inputs[" + std::to_string(index) + "]";
   if (!j.is_object()) return InvalidArgument(where + " must be an object");
   if (!j.contains("name") || !j["name"].is_string()) return InvalidArgument(where + " needs a string 'name'");
@@ -124,19 +135,12 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   const json* params = j.contains("parameters") ? &j["parameters"] : nullptr;
   if (params && !params->is_object()) return InvalidArgument("input '" + name + "': parameters must be an object");
   if (params && params->contains("binary_data_size"))
-    return ParseBinaryInput(j, *dtype, shape, *params, limits, binary, ids32, std::move(in));
+    return ParseBinaryInput(j, *dtype, shape, *params, lengths, limits, binary, ids32, std::move(in));
   if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
-  const JsonLeaves& leaves = data[j["data"].get<size_t>()];  // ReadJsonRequest's index
+  const JsonLeaves& leaves = doc.data[j["data"].get<size_t>()];  // ReadJsonRequest's index
   const std::vector<int64_t>& row_lengths = leaves.row_lengths;
-  if (params && params->contains("lengths")) {
-    const json& lens = (*params)["lengths"];
-    if (!lens.is_array()) return InvalidArgument("input '" + name + "': parameters.lengths must be a list");
-    for (const json& l : lens) {
-      if (!l.is_number_integer() || l.get<int64_t>() < 0) {
-        return InvalidArgument("input '" + name + "': lengths must be non-negative integers");
-      }
-      in.lengths.push_back(l.get<int64_t>());
-    }
+  if (lengths || (params && params->contains("lengths"))) {
+    RANKD_RETURN_IF_ERROR(ReadLengths(name, lengths, in.lengths));
     if (shape.size() != 1 || shape[0] != static_cast<int64_t>(leaves.size())) {
       return InvalidArgument("input '" + name + "': with lengths, shape must be [number of values]");
     }
@@ -234,7 +238,7 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   if (!j.contains("inputs") || !j["inputs"].is_array()) return InvalidArgument("the request needs an 'inputs' list");
   if (j["inputs"].empty()) return InvalidArgument("the request's 'inputs' list is empty");
   for (size_t i = 0; i < j["inputs"].size(); ++i) {
-    RANKD_ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, doc.data, model));
+    RANKD_ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, doc, model));
     if (!in.lengths.empty()) SumLengths(in);  // while they are in cache: no model passes over them again
     r.inputs.push_back(std::move(in));
   }
