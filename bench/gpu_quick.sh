@@ -7,16 +7,17 @@
 #      WORKLOADS at ROWS; by default W1 at 1, 64 and 512 pairs and W2 at 1 user x 200), into
 #      peers.log and peers.md (PEERS: the PyTorch peers, CUDA graphs in fp32 and bf16 by default; PEER_ARGS: more
 #      gpu_bench.py flags, e.g. "--bf16-tables --in-flight 2"; PRECISIONS: rankd's, "bf16" by default);
-#   4. with AB="VAR=a,b" (an environment variable rankd reads, e.g. RANKD_GEMM_TUNING=1,0),
+#   4. with AB="CUDA=a,b" (settings of `rankd --cuda`, e.g. CUDA=split_k=on,split_k=off),
 #      `rankd bench engine` on W1 at AB_ROWS pairs ("64 512", requests step 3 wrote) for each
 #      value, alternating, AB_ROUNDS rounds, into ab.csv (AB_REQUESTS: other request files step 3
-#      wrote instead, by name, e.g. "din_full_n200_l1000 dlrm_dcnv2_full_n512_l0"); with AB_TESTS
-#      (a gtest filter), then those tests under each value but the first; AB_PRECISIONS (e.g.
-#      "bf16 bf16-activations") times each precision too, with or without AB;
+#      wrote instead, by name, e.g. "din_full_n200_l1000 dlrm_dcnv2_full_n512_l0");
+#      AB=RANKD_BINARY=rankd_base,rankd alternates two builds instead (scripts/gpu_bundle.sh's
+#      BASE_RANKD); AB_PRECISIONS (e.g. "bf16 bf16-activations") times each precision too, with
+#      or without AB;
 #   5. with RATE_S (30 by default), the GPU's measured bf16 matrix rate (bench/matrix_rate.py),
 #      what W1's large batches are a share of, into rate.log;
 #   6. with NCU_S, ncu's time for every kernel of one W1 batch at NCU_ROWS pairs, into ncu.csv
-#      (NCU_ENV: settings for that run, e.g. "RANKD_GEMM_TUNING=1"; NCU_PRECISION, bf16 by default;
+#      (NCU_ARGS: rankd flags for that run, "--cuda gemm_tuning=off" by default; NCU_PRECISION, bf16;
 #      NCU_KERNEL: a regex, only the kernels it names), the last NCU_LAST (24) into steps.log.
 #   7. with TRACE_S, one `rankd bench engine` run of W1 at TRACE_ROWS pairs (32,768; requests step 3
 #      wrote) with TRACE_IN_FLIGHT (4) requests in flight and TRACE_ITERS (150) timed runs, every
@@ -26,7 +27,7 @@
 # The logs come back packed in OUT/logs.tgz, the summary in OUT/steps.log.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
 #   bench/gpu_quick.sh $OUT
-# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S, AB_TESTS_S, RATE_S, NCU_S, TRACE_S (0 skips a step).
+# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S, RATE_S, NCU_S, TRACE_S (0 skips a step).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/gpu_quick.sh OUT_DIR}
@@ -70,7 +71,7 @@ if ((${PEERS_S:-240})); then
 fi
 
 if [[ -n ${AB:-}${AB_PRECISIONS:-} ]] && ((${AB_S:-120})); then
-  ab=${AB:-RANKD_AB=-}  # precisions alone: one value of a variable nothing reads
+  ab=${AB:-CUDA=gemm_log=off}  # precisions alone: one value, the default
   step "a/b ${ab} ${AB_PRECISIONS:-bf16}"
   var=${ab%%=*}
   IFS=, read -r -a values <<<"${ab#*=}"
@@ -88,9 +89,10 @@ if [[ -n ${AB:-}${AB_PRECISIONS:-} ]] && ((${AB_S:-120})); then
       for value in "${values[@]}"; do
         for precision in ${AB_PRECISIONS:-bf16}; do
           ((SECONDS < deadline)) || break 4
-          program=rankd
+          program=rankd settings=()
           [[ $var == RANKD_BINARY ]] && program=$value
-          env "$var=$value" timeout $((deadline - SECONDS)) .bundle/run $program bench engine --backend cuda --precision $precision \
+          [[ $var == CUDA ]] && settings=(--cuda "$value")
+          timeout $((deadline - SECONDS)) .bundle/run $program bench engine --backend cuda --precision $precision "${settings[@]}" \
             --model-repo bench/out/repo --model "${name%_n*}" --requests "$requests" --buckets $buckets ${RANKD_ARGS:-} \
             --iters "${ITERS:-300}" --warmup 20 --label "$name $var=$value" --csv "$raw/ab.csv" >/dev/null 2>>"$raw/ab.log"
         done
@@ -99,18 +101,6 @@ if [[ -n ${AB:-}${AB_PRECISIONS:-} ]] && ((${AB_S:-120})); then
   done
   cat "$raw/ab.csv" 2>/dev/null | tee -a "$out/steps.log"
 fi
-# The tests AB_TESTS names again under each value of AB but the first (the default's ran above).
-if [[ -n ${AB:-} && -n ${AB_TESTS:-} ]]; then
-  step "tests under ${AB}"
-  IFS=, read -r -a values <<<"${AB#*=}"
-  for value in "${values[@]:1}"; do
-    env "${AB%%=*}=$value" timeout "${AB_TESTS_S:-60}" .bundle/run rankd_tests --gtest_filter="$AB_TESTS" \
-      >"$raw/tests_ab_$value.log" 2>&1
-    echo "tests with ${AB%%=*}=$value exit $?" | tee -a "$out/steps.log"
-    tail -3 "$raw/tests_ab_$value.log" | tee -a "$out/steps.log"
-  done
-fi
-
 if ((${RATE_S:-30})); then
   step "matrix rate"
   timeout "${RATE_S:-30}" python3 bench/matrix_rate.py >"$raw/rate.log" 2>&1
@@ -122,8 +112,8 @@ fi
 #    with cuBLASLt's heuristic choice), timed by ncu without fixing the clocks, into ncu.csv.
 if ((${NCU_S:-0})); then
   step "ncu"
-  env ${NCU_ENV:-} RANKD_GEMM_TUNING=0 LD_LIBRARY_PATH=.bundle/lib timeout "$NCU_S" ncu --clock-control none --csv \
-    ${NCU_KERNEL:+--kernel-name "regex:$NCU_KERNEL"} --metrics gpu__time_duration.sum .bundle/bin/rankd bench engine --backend cuda --precision "${NCU_PRECISION:-bf16}" ${RANKD_ARGS:-} \
+  LD_LIBRARY_PATH=.bundle/lib timeout "$NCU_S" ncu --clock-control none --csv \
+    ${NCU_KERNEL:+--kernel-name "regex:$NCU_KERNEL"} --metrics gpu__time_duration.sum .bundle/bin/rankd bench engine --backend cuda --precision "${NCU_PRECISION:-bf16}" ${NCU_ARGS:---cuda gemm_tuning=off} ${RANKD_ARGS:-} \
     --model-repo bench/out/repo --model dlrm_dcnv2_full --requests "bench/out/dlrm_dcnv2_full_n${NCU_ROWS:-512}_l0.jsonl" \
     --buckets off --iters 1 --warmup 1 >"$raw/ncu.csv" 2>"$raw/ncu.log"
   echo "ncu exit $?" | tee -a "$out/steps.log"

@@ -163,7 +163,7 @@ PlacedInputs Place(const std::vector<Tensor>& in, Lies lies) {
 TEST(PinnedPool, HandsOutAlignedBlocksItHoldsAndTakesFreedOnesBack) {
   if (!testing::CudaOrNull()) GTEST_SKIP() << "no CUDA device";
   cuda::PinnedPool& pool = cuda::PinnedPool::Shared();
-  if (CurrentHostAllocator() != &pool) GTEST_SKIP() << "the pool is off (RANKD_PINNED_POOL_MB=0)";
+  if (CurrentHostAllocator() != &pool) GTEST_SKIP() << "the pool is off (--cuda pinned_pool_mb=0)";
   void* small = pool.Allocate(300);  // a 512-byte block
   ASSERT_NE(small, nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % 256, 0u);
@@ -194,7 +194,7 @@ TEST(PinnedPool, HandsOutAlignedBlocksItHoldsAndTakesFreedOnesBack) {
 // is skipped as the CPU skips it).
 TEST_P(CudaInputsTest, ReadsInputsWhereverTheyLie) {
   std::mt19937_64 rng(23);
-  if (CurrentHostAllocator() == &cuda::PinnedPool::Shared()) {  // else (RANKD_PINNED_POOL_MB=0) every input is packed
+  if (CurrentHostAllocator() == &cuda::PinnedPool::Shared()) {  // else (pinned_pool_mb=0) every input is packed
     RequestTensorScope request_tensors;
     ASSERT_TRUE(cuda::PinnedPool::Shared().Holds(Tensor::Empty(DType::kI64, {kIds}).raw(), kIds * 8))
         << "request tensors made after the CUDA backend are pinned";

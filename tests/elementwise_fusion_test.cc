@@ -20,6 +20,7 @@
 
 #if RANKD_HAVE_CUDA
 #include "backend/cuda/runtime_compiler.h"
+#include "backend/cuda/settings.h"
 #endif
 
 namespace rankd {
@@ -174,7 +175,7 @@ TEST(ElementwiseFusion, SameProgramCompilesOnceAndIsKeptOnDisk) {
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) / ("rankd_kernels_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
-  setenv("RANKD_KERNEL_CACHE_DIR", dir.c_str(), 1);
+  cuda::SetKernelCacheDir(dir.string());
   GraphBuilder b;
   int x = b.Input("x", DType::kF32, {-1, 3});
   b.Output(b.Op("Tanh", {b.Op("Mul", {x, b.Const("k", MakeF32({}, {1.2345678f}))})}));  // a program no other test has
@@ -218,7 +219,7 @@ TEST(ElementwiseFusion, SameProgramCompilesOnceAndIsKeptOnDisk) {
     EXPECT_EQ(cuda::RuntimeCompileCounts().compiled, before.compiled + 2 + damage);
     EXPECT_EQ(cuda::RuntimeCompileCounts().from_disk, before.from_disk + 1);
   }
-  unsetenv("RANKD_KERNEL_CACHE_DIR");
+  cuda::SetKernelCacheDir("");
   std::filesystem::remove_all(dir);
   auto cpu = RunGraph(g, {in});
   ASSERT_TRUE(cpu.ok());

@@ -101,9 +101,9 @@ TEST(IdsIn32Bits, TheModelTakesBagIdsAloneSo) {
   ASSERT_TRUE(din);
   EXPECT_TRUE(din->TakesIdsIn32Bits("item"));
   EXPECT_FALSE(din->TakesIdsIn32Bits("seq_items"));
-  ::setenv("RANKD_IDS_IN_32_BITS", "0", 1);
-  std::unique_ptr<Model> off = LoadZoo("dlrm_dcnv2");
-  ::unsetenv("RANKD_IDS_IN_32_BITS");
+  ModelOptions wide;
+  wide.ids_in_32_bits = false;
+  std::unique_ptr<Model> off = LoadZoo("dlrm_dcnv2", wide);
   ASSERT_TRUE(off);
   EXPECT_FALSE(off->TakesIdsIn32Bits("sparse_0"));
 }

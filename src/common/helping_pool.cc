@@ -1,7 +1,7 @@
 #include "common/helping_pool.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <atomic>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -86,10 +86,24 @@ void HelpingPool::Help() {
   }
 }
 
+namespace {
+
+std::atomic<int> shared_helpers{-1};  // -1: one fewer than the cores, at most 3
+std::atomic<bool> shared_started{false};
+
+}  // namespace
+
+bool HelpingPool::SetSharedHelpers(int helpers) {
+  if (shared_started.load()) return helpers == Shared().helpers();
+  shared_helpers.store(std::clamp(helpers, 0, 64));
+  return true;
+}
+
 HelpingPool& HelpingPool::Shared() {
   static HelpingPool pool(
       [] {
-        if (const char* v = std::getenv("RANKD_STAGING_HELPERS")) return std::clamp(std::atoi(v), 0, 64);
+        shared_started.store(true);
+        if (shared_helpers.load() >= 0) return shared_helpers.load();
         const int cores = static_cast<int>(std::thread::hardware_concurrency());
         return std::clamp(cores - 1, 0, 3);
       }(),

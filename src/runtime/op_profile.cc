@@ -1,8 +1,8 @@
 #include "runtime/op_profile.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -21,21 +21,23 @@ Table& table() {
   return t;
 }
 
-enum class Mode { kOff, kByOp, kByStep, kHost };
+using Mode = OpProfile::Mode;
 
-// RANKD_PROFILE, read once.
-Mode ProfileMode() {
-  static const Mode mode = [] {
-    const char* v = std::getenv("RANKD_PROFILE");
-    if (!v) return Mode::kOff;
-    if (std::string(v) == "steps") return Mode::kByStep;
-    if (std::string(v) == "host") return Mode::kHost;
-    return v[0] == '1' ? Mode::kByOp : Mode::kOff;
-  }();
-  return mode;
-}
+std::atomic<Mode> mode{Mode::kOff};
+
+Mode ProfileMode() { return mode.load(std::memory_order_relaxed); }
 
 }  // namespace
+
+void OpProfile::SetMode(Mode m) { mode.store(m); }
+
+StatusOr<OpProfile::Mode> OpProfile::ParseMode(const std::string& name) {
+  if (name == "off") return Mode::kOff;
+  if (name == "ops") return Mode::kByOp;
+  if (name == "steps") return Mode::kByStep;
+  if (name == "host") return Mode::kHost;
+  return InvalidArgument("unknown profile '" + name + "' (expected off, ops, steps or host)");
+}
 
 bool OpProfile::enabled() { return ProfileMode() == Mode::kByOp || ProfileMode() == Mode::kByStep; }
 

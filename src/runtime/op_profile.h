@@ -1,24 +1,29 @@
 // OpProfile: optional per-op wall time across all executors, for finding where a model's time goes.
-// Off unless RANKD_PROFILE=1 is set in the environment (then each step is timed; small overhead);
-// RANKD_PROFILE=steps times each node on its own ("op node-name") instead of per op.
-// RANKD_PROFILE=host times only a request's host phases (graph inputs, padding, packing, waiting
-// for the device, outputs) and the device's span per run, leaving steps untimed and captured
-// graphs on, so the split is that of a normal run. The host phases are timed in every mode.
-// Thread-safe.
+// Off unless a mode is set (rankd's `--profile`): `ops` times each step (small overhead) per op;
+// `steps` times each node on its own ("op node-name") instead; `host` times only a request's host
+// phases (graph inputs, padding, packing, waiting for the device, outputs) and the device's span
+// per run, leaving steps untimed and captured graphs on, so the split is that of a normal run. The
+// host phases are timed in every mode but off. Thread-safe.
 #pragma once
 
 #include <chrono>
 #include <string>
 
+#include "rankd/status.h"
+
 namespace rankd {
 
 class OpProfile {
  public:
-  // Steps are timed (RANKD_PROFILE=1 or steps): each is synchronised, and graphs are off.
+  enum class Mode { kOff, kByOp, kByStep, kHost };
+  static void SetMode(Mode mode);
+  // "off", "ops", "steps" or "host".
+  static StatusOr<Mode> ParseMode(const std::string& name);
+  // Steps are timed (ops or steps): each is synchronised, and graphs are off.
   static bool enabled();
-  // A request's host phases are timed (any RANKD_PROFILE mode).
+  // A request's host phases are timed (any mode but off).
   static bool phases();
-  // The name a step's time is recorded under: its op, or with RANKD_PROFILE=steps "op node-name".
+  // The name a step's time is recorded under: its op, or in steps mode "op node-name".
   static std::string Key(const std::string& op, const std::string& node);
   static void Record(const std::string& op, double ms);
   // Records the milliseconds from `start` to now.

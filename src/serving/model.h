@@ -57,6 +57,9 @@ struct ModelOptions {
   bool fusion = true;
   // Overrides the config's user_hoisting when 0 (off) or 1 (on); -1 keeps it.
   int user_hoisting = -1;
+  // INT64 ids that every table they index fits in 32 bits are held in 32 bits from parsing on
+  // (TakesIdsIn32Bits); off only to measure what that saves.
+  bool ids_in_32_bits = true;
 };
 
 // What loading did, for `rankd inspect`.

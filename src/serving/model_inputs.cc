@@ -55,8 +55,7 @@ bool Model::TakesIdsIn32Bits(std::string_view name) const {
 
 void Model::FindIdsIn32Bits() {
   ids_in_32_bits_.assign(config_.inputs.size(), false);
-  const char* env = std::getenv("RANKD_IDS_IN_32_BITS");
-  if (env && std::string_view(env) == "0") return;
+  if (!options_.ids_in_32_bits) return;
   auto probe = ProbeShapes();
   if (!probe.ok()) return;
   const std::vector<bool> narrow = NarrowableIdInputs(*probe->plan);

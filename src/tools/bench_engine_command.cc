@@ -19,7 +19,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/backends.h"
 #include "runtime/op_profile.h"
 #include "serving/model.h"
 #include "tools/commands.h"
@@ -44,7 +43,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
     std::fprintf(stderr, "rankd bench engine: %s\n", s.ToString().c_str());
     return 2;
   };
-  auto backend = FindBackend(args.backend);
+  auto backend = OpenBackend(args.device);
   if (!backend.ok()) return fail(backend.status());
   ModelOptions options;
   options.backend = *backend;

@@ -5,14 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "tools/backend_flags.h"
+
 namespace rankd {
 
 struct RunArgs {
   std::string model_repo;
   std::string model;
   int64_t version = -1;
-  std::string input = "-";       // a file of KServe v2 JSON bodies, one per line; "-" = stdin
-  std::string backend = "auto";  // cpu | cuda | auto (cuda when a GPU is present)
+  std::string input = "-";      // a file of KServe v2 JSON bodies, one per line; "-" = stdin
+  BackendFlags device{"auto"};  // cpu | cuda | auto (cuda when a GPU is present)
 };
 // Offline scoring: one response line on stdout per request line; errors on stderr. Exit 0 when
 // every line scored, 1 when some failed, 2 when the model did not load.
@@ -22,12 +24,12 @@ struct InspectArgs {
   std::string model_repo;
   std::string model;
   int64_t version = -1;
-  std::string backend = "cpu";  // where the model is loaded (buckets and graphs depend on it)
-  bool plan = false;            // print each warm-up bucket's plan: steps and kernels
-  bool nodes = false;           // print the graph after the passes, node by node
-  bool fusion = true;           // false: load without the fusion passes
-  bool hoisting = true;         // false: load without user-side hoisting
-  std::string table_dtype;      // FP32 | BF16 | FP16; empty: the model config's tables.dtype
+  BackendFlags device{"cpu"};  // where the model is loaded (buckets and graphs depend on it)
+  bool plan = false;           // print each warm-up bucket's plan: steps and kernels
+  bool nodes = false;          // print the graph after the passes, node by node
+  bool fusion = true;          // false: load without the fusion passes
+  bool hoisting = true;        // false: load without user-side hoisting
+  std::string table_dtype;     // FP32 | BF16 | FP16; empty: the model config's tables.dtype
 };
 int InspectCommand(const InspectArgs& args);
 
@@ -49,7 +51,7 @@ struct ServeArgs {
   int http_header_timeout_secs = 30;  // a keep-alive connection idle this long closes
   bool strict_readiness = true;       // ready only when every model that should load serves
   int64_t max_rows = 65536;
-  std::string backend = "auto";
+  BackendFlags device{"auto"};
   int executors = 0;  // per model; 0 = the backend's default
 };
 // Serves until SIGTERM or SIGINT, then drains and returns 0; 2 when it cannot start.
@@ -60,7 +62,7 @@ struct BenchEngineArgs {
   std::string model;
   int64_t version = -1;
   std::string requests;            // KServe JSON bodies, one per line, all of one size, rotated
-  std::string backend = "cpu";     // cpu | cuda | auto
+  BackendFlags device{"cpu"};      // cpu | cuda | auto
   std::string precision;           // fp32 | tf32 | bf16 | bf16-activations; empty: the model config's
   std::string table_dtype;         // FP32 | BF16 | FP16; empty: the model config's tables.dtype
   std::string buckets = "config";  // on | off | config: shape buckets (and, on a GPU, captured graphs)

@@ -3,7 +3,6 @@
 #include <filesystem>
 #include <map>
 
-#include "runtime/backends.h"
 #include "serving/model.h"
 #include "tools/commands.h"
 
@@ -85,7 +84,7 @@ void PrintNodes(const Graph& g) {
 
 int InspectCommand(const InspectArgs& args) {
   std::string dir = (std::filesystem::path(args.model_repo) / args.model).string();
-  auto backend = FindBackend(args.backend);
+  auto backend = OpenBackend(args.device);
   if (!backend.ok()) {
     std::fprintf(stderr, "rankd inspect: %s\n", backend.status().ToString().c_str());
     return 2;

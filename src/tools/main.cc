@@ -13,8 +13,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--model", run.model, "Model name")->required();
   run_cmd->add_option("--model-version", run.version, "Version to load (default: latest)");
   run_cmd->add_option("--input", run.input, "File of request bodies, one per line ('-' for stdin)");
-  run_cmd->add_option("--backend", run.backend, "cpu | cuda | auto (cuda when a GPU is present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  rankd::AddBackendFlags(run_cmd, run.device, "cpu | cuda | auto (cuda when a GPU is present)");
 
   rankd::InspectArgs inspect;
   CLI::App* inspect_cmd = app.add_subcommand("inspect", "Print a model's signature, ops and tables");
@@ -22,7 +21,7 @@ int main(int argc, char** argv) {
       ->required();
   inspect_cmd->add_option("--model", inspect.model, "Model name")->required();
   inspect_cmd->add_option("--model-version", inspect.version, "Version (default: latest)");
-  inspect_cmd->add_option("--backend", inspect.backend, "cpu | cuda | auto: load the model there");
+  rankd::AddBackendFlags(inspect_cmd, inspect.device, "cpu | cuda | auto: load the model there");
   inspect_cmd->add_flag("--plan", inspect.plan, "Show the plan of each shape bucket: steps and kernels");
   inspect_cmd->add_flag("--nodes", inspect.nodes, "List the graph after the passes, node by node");
   inspect_cmd->add_flag("!--no-fusion", inspect.fusion, "Load without the fusion passes (to compare)");
@@ -50,8 +49,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--max-inflight", serve.max_inflight, "Requests handled at once; more are refused with 503")
       ->check(CLI::PositiveNumber);
-  serve_cmd->add_option("--backend", serve.backend, "cpu | cuda | auto (cuda when a GPU is present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  rankd::AddBackendFlags(serve_cmd, serve.device, "cpu | cuda | auto (cuda when a GPU is present)");
   serve_cmd->add_option("--http-threads", serve.http_threads, "HTTP worker threads (0: twice the cores, at least 8)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd
@@ -80,8 +78,7 @@ int main(int argc, char** argv) {
   bench_engine
       ->add_option("--requests", engine.requests, "File of KServe JSON bodies of one size, one per line (rotated)")
       ->required();
-  bench_engine->add_option("--backend", engine.backend, "cpu | cuda | auto")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  rankd::AddBackendFlags(bench_engine, engine.device, "cpu | cuda | auto");
   bench_engine
       ->add_option("--table-dtype", engine.table_dtype,
                    "FP32 | BF16 | FP16: how bag tables are stored (default: the config's)")

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "frontend/kserve_json.h"
-#include "runtime/backends.h"
 #include "serving/model.h"
 #include "tools/commands.h"
 
@@ -12,7 +11,7 @@ namespace rankd {
 
 int RunCommand(const RunArgs& args) {
   std::string dir = (std::filesystem::path(args.model_repo) / args.model).string();
-  auto backend = FindBackend(args.backend);
+  auto backend = OpenBackend(args.device);
   if (!backend.ok()) {
     std::cerr << "rankd run: " << backend.status().ToString() << "\n";
     return 2;

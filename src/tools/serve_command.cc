@@ -11,7 +11,6 @@
 #include "frontend/grpc_server.h"
 #include "frontend/http_api.h"
 #include "frontend/http_server.h"
-#include "runtime/backends.h"
 #include "serving/metrics.h"
 #include "serving/repository.h"
 #include "tools/commands.h"
@@ -33,7 +32,7 @@ int ServeCommand(const ServeArgs& args) {
                                                         : ModelControlMode::kNone;
   repo_options.startup_models = args.load_models;
   repo_options.model_options.max_rows = args.max_rows;
-  auto backend = FindBackend(args.backend);
+  auto backend = OpenBackend(args.device);
   if (!backend.ok()) {
     std::fprintf(stderr, "rankd serve: %s\n", backend.status().ToString().c_str());
     return 2;

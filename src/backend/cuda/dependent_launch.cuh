@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "backend/cuda/device.h"
+#include "backend/cuda/settings.h"
 
 namespace rankd::cuda {
 
@@ -33,10 +34,7 @@ __device__ __forceinline__ void LetNextStart() {
 #endif
 }
 
-inline bool DependentLaunchOn() {
-  static const bool on = SwitchedOn("RANKD_PDL");
-  return on;
-}
+inline bool DependentLaunchOn() { return DependentLaunches(); }
 
 // kernel<<<grid, block, smem, stream>>>(args...), allowed to start before the previous kernel on
 // the stream has finished (the kernel calls WaitForPrevious first), with `extra` (a cluster's

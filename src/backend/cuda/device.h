@@ -55,12 +55,6 @@ struct DeviceContext {
 
 namespace cuda {
 
-// An A/B switch read from the environment: on unless `name` is set to "0" (RANKD_PDL, say).
-inline bool SwitchedOn(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
-
 // OK, or Internal naming the failed call and CUDA's message.
 Status Check(cudaError_t error, const char* what);
 // After a launch: OK, or Internal naming the node (bad launch configuration, say).

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/device_span.h"
+#include "backend/cuda/settings.h"
 #include "backend/cuda/short_k_gemm.h"
 #include "backend/cuda/small_rows_gemm.h"
 #include "backend/cuda/split_k_gemm.h"
@@ -102,11 +103,8 @@ Status Build(DeviceContext& ctx, const GemmShape& g, int alignment, GemmOutput o
 
 std::atomic<bool> tuning_on{true};
 
-// RANKD_GEMM_TUNING=0 keeps the heuristic's first algorithm for every product.
-bool TuningEnabled() {
-  static const bool enabled = SwitchedOn("RANKD_GEMM_TUNING");
-  return enabled && tuning_on.load(std::memory_order_relaxed);
-}
+// Off (EnableGemmTuning(false), `--cuda gemm_tuning=off`): the heuristic's first algorithm for every product.
+bool TuningEnabled() { return tuning_on.load(std::memory_order_relaxed); }
 
 // The algorithms timed so far, per device and product, which every executor of the process takes:
 // the first executor to meet a product times its candidates while the others wait for its choice.
@@ -180,7 +178,7 @@ Status ChooseFastest(DeviceContext& ctx, const GemmCache::Key& key, GemmCache::E
   e.algo = candidates[best];
   timed.algos[{device, key}] = e.algo;
   ++timed.counts.timed;
-  if (std::getenv("RANKD_GEMM_LOG")) {
+  if (GemmLog()) {
     std::string line = "rankd: product m=" + std::to_string(std::get<2>(key)) +
                        " n=" + std::to_string(std::get<3>(key)) + " k=" + std::to_string(std::get<4>(key)) +
                        ": candidate " + std::to_string(best) + " chosen; µs a run:";

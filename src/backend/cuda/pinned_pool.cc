@@ -3,23 +3,31 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
-#include <cstdlib>
 
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/settings.h"
 
 namespace rankd::cuda {
+namespace {
+
+std::atomic<bool> started{false};
+
+}  // namespace
 
 PinnedPool& PinnedPool::Shared() {
   static PinnedPool* pool = [] {
-    const char* env = std::getenv("RANKD_PINNED_POOL_MB");
-    const long long mb = env ? std::atoll(env) : 2048;
-    auto* p = new PinnedPool(static_cast<size_t>(std::max(0LL, mb)) << 20);  // lives as long as the process
+    const int64_t mb = PinnedPoolMb();
+    auto* p = new PinnedPool(static_cast<size_t>(mb) << 20);  // lives as long as the process
     if (mb > 0) SetHostAllocator(p);
+    started.store(true);
     return p;
   }();
   return *pool;
 }
+
+bool PinnedPool::Started() { return started.load(); }
 
 int PinnedPool::SizeShift(size_t bytes) {
   return std::max(kMinShift, static_cast<int>(std::bit_width(std::max<size_t>(bytes, 1) - 1)));

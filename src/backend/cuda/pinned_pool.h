@@ -23,8 +23,10 @@ namespace rankd::cuda {
 class PinnedPool final : public HostAllocator {
  public:
   // The process's pool, installed as the request tensors' host allocator on first use (unless
-  // RANKD_PINNED_POOL_MB is 0).
+  // its size, settings.h's PinnedPoolMb, is 0).
   static PinnedPool& Shared();
+  // Whether Shared() has made the pool.
+  static bool Started();
 
   void* Allocate(size_t bytes) override;
   void Free(void* p, size_t bytes) override;

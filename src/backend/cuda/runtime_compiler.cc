@@ -14,6 +14,7 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/settings.h"
 
 namespace rankd::cuda {
 namespace {
@@ -74,8 +75,8 @@ StatusOr<std::vector<char>> Compile(const std::string& source, const std::string
 }
 
 std::filesystem::path DiskPath(uint64_t hash) {
-  const char* dir = std::getenv("RANKD_KERNEL_CACHE_DIR");
-  if (!dir || !*dir) return {};
+  const std::string dir = KernelCacheDir();
+  if (dir.empty()) return {};
   char name[32];
   std::snprintf(name, sizeof name, "%016llx.cubin", static_cast<unsigned long long>(hash));
   return std::filesystem::path(dir) / name;

@@ -18,8 +18,8 @@
 namespace rankd::cuda {
 namespace {
 
-// RANKD_SPLIT_K=0 leaves every product to cuBLASLt (for A/B measurements).
-std::atomic<bool> split_k_on{SwitchedOn("RANKD_SPLIT_K")};
+// Off (EnableSplitKGemm(false), `--cuda split_k=off`): every product left to cuBLASLt.
+std::atomic<bool> split_k_on{true};
 std::atomic<int64_t> split_k_runs{0};
 
 constexpr int kTileM = 128, kTileN = 128, kTileK = 64, kStages = 4;

@@ -31,9 +31,9 @@ constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-std::atomic<int> graph_lanes{-1};  // -1: not read from the environment yet
-std::atomic<bool> copy_kernels{SwitchedOn("RANKD_COPY_KERNELS")};
-std::atomic<bool> late_gather{SwitchedOn("RANKD_LATE_GATHER")};
+std::atomic<int> graph_lanes{4};
+std::atomic<bool> copy_kernels{true};
+std::atomic<bool> late_gather{true};
 
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
 bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
@@ -70,15 +70,7 @@ void SetLateGather(bool on) { late_gather = on; }
 
 bool LateGather() { return late_gather.load(); }
 
-int GraphLanes() {
-  if (graph_lanes.load() < 0) {
-    const char* env = std::getenv("RANKD_GRAPH_LANES");
-    int lanes = env ? std::atoi(env) : 4;
-    int unset = -1;
-    graph_lanes.compare_exchange_strong(unset, std::clamp(lanes, 1, 16));
-  }
-  return graph_lanes.load();
-}
+int GraphLanes() { return graph_lanes.load(); }
 
 StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaModelResources> resources) {
   std::unique_ptr<CudaExecutor> e(new CudaExecutor(std::move(resources)));

@@ -39,20 +39,20 @@ class CapturedGraph {
   cudaGraphExec_t exec_;
 };
 
-// How many lanes a capture may use (1: every step on the executor's stream). The default, 4,
-// may be set by RANKD_GRAPH_LANES; captures made after a change use the new value.
+// How many lanes a capture may use (1: every step on the executor's stream; 4 by default,
+// `--cuda graph_lanes=N`); captures made after a change use the new value.
 void SetGraphLanes(int lanes);
 int GraphLanes();
 
 // Whether runs with few input bytes (W1 up to about 2,000 pairs) move their inputs and outputs
-// by kernels instead of copy nodes (mapped_copy.h; on unless RANKD_COPY_KERNELS=0; bindings made
-// after a change follow it).
+// by kernels instead of copy nodes (mapped_copy.h; on by default, `--cuda copy_kernels=off`;
+// bindings made after a change follow it).
 void SetCopyKernels(bool on);
 bool CopyKernels();
 
 // Whether such a run with few bytes of floats gathers its ids by a kernel of their own, beside
-// the floats' first steps (Binding::late_gather; on unless RANKD_LATE_GATHER=0; bindings made
-// after a change follow it).
+// the floats' first steps (Binding::late_gather; on by default, `--cuda late_gather=off`;
+// bindings made after a change follow it).
 void SetLateGather(bool on);
 bool LateGather();
 

@@ -1,0 +1,96 @@
+#include "runtime/cuda_options.h"
+
+#include <charconv>
+
+#include "common/helping_pool.h"
+
+#if RANKD_HAVE_CUDA
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/settings.h"
+#include "backend/cuda/split_k_gemm.h"
+#include "runtime/cuda/cuda_executor.h"
+#endif
+
+namespace rankd {
+namespace {
+
+StatusOr<bool> ParseSwitch(const std::string& key, const std::string& value) {
+  if (value == "on" || value == "true" || value == "1") return true;
+  if (value == "off" || value == "false" || value == "0") return false;
+  return InvalidArgument("--cuda " + key + ": expected on or off, got '" + value + "'");
+}
+
+StatusOr<int64_t> ParseCount(const std::string& key, const std::string& value, int64_t lo, int64_t hi) {
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size() || n < lo || n > hi) {
+    return InvalidArgument("--cuda " + key + ": expected an integer from " + std::to_string(lo) + " to " +
+                           std::to_string(hi) + ", got '" + value + "'");
+  }
+  return n;
+}
+
+}  // namespace
+
+Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
+  const size_t eq = key_value.find('=');
+  if (eq == std::string::npos) return InvalidArgument("--cuda takes KEY=VALUE, got '" + key_value + "'");
+  const std::string key = key_value.substr(0, eq), value = key_value.substr(eq + 1);
+  bool* flag = key == "copy_kernels"         ? &o.copy_kernels
+               : key == "late_gather"        ? &o.late_gather
+               : key == "dependent_launches" ? &o.dependent_launches
+               : key == "gemm_tuning"        ? &o.gemm_tuning
+               : key == "gemm_log"           ? &o.gemm_log
+               : key == "split_k"            ? &o.split_k
+                                             : nullptr;
+  if (flag) {
+    RANKD_ASSIGN_OR_RETURN(*flag, ParseSwitch(key, value));
+  } else if (key == "pinned_pool_mb") {
+    RANKD_ASSIGN_OR_RETURN(o.pinned_pool_mb, ParseCount(key, value, 0, int64_t{1} << 20));
+  } else if (key == "staging_helpers") {
+    RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 0, 64));
+    o.staging_helpers = static_cast<int>(n);
+  } else if (key == "graph_lanes") {
+    RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 1, 16));
+    o.graph_lanes = static_cast<int>(n);
+  } else if (key == "kernel_cache_dir") {
+    o.kernel_cache_dir = value;
+  } else {
+    return InvalidArgument("--cuda: unknown setting '" + key +
+                           "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
+                           "late_gather, dependent_launches, gemm_tuning, gemm_log or split_k)");
+  }
+  return Status::Ok();
+}
+
+StatusOr<CudaOptions> ParseCudaOptions(const std::vector<std::string>& key_values) {
+  CudaOptions options;
+  for (const std::string& kv : key_values) RANKD_RETURN_IF_ERROR(ParseCudaOption(kv, options));
+  return options;
+}
+
+Status ApplyCudaOptions(const CudaOptions& o) {
+  if (o.staging_helpers >= 0 && !HelpingPool::SetSharedHelpers(o.staging_helpers))
+    return InvalidArgument("--cuda staging_helpers: the helping pool already runs with another count");
+#if RANKD_HAVE_CUDA
+  RANKD_RETURN_IF_ERROR(cuda::SetPinnedPoolMb(o.pinned_pool_mb));
+  cuda::SetKernelCacheDir(o.kernel_cache_dir);
+  cuda::SetGraphLanes(o.graph_lanes);
+  cuda::SetCopyKernels(o.copy_kernels);
+  cuda::SetLateGather(o.late_gather);
+  cuda::SetDependentLaunches(o.dependent_launches);
+  cuda::EnableGemmTuning(o.gemm_tuning);
+  cuda::SetGemmLog(o.gemm_log);
+  cuda::EnableSplitKGemm(o.split_k);
+  return Status::Ok();
+#else
+  CudaOptions defaults;
+  defaults.staging_helpers = o.staging_helpers;
+  const bool same = o.pinned_pool_mb == defaults.pinned_pool_mb && o.kernel_cache_dir.empty() &&
+                    o.graph_lanes == defaults.graph_lanes && o.copy_kernels && o.late_gather &&
+                    o.dependent_launches && o.gemm_tuning && !o.gemm_log && o.split_k;
+  return same ? Status::Ok() : InvalidArgument("--cuda: this build of rankd has no cuda backend");
+#endif
+}
+
+}  // namespace rankd

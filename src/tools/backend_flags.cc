@@ -1,0 +1,27 @@
+#include "tools/backend_flags.h"
+
+#include "runtime/backends.h"
+#include "runtime/cuda_options.h"
+#include "runtime/op_profile.h"
+
+namespace rankd {
+
+void AddBackendFlags(CLI::App* command, BackendFlags& flags, const std::string& backend_help) {
+  command->add_option("--backend", flags.backend, backend_help)->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  command->add_option("--cuda", flags.cuda,
+                      "KEY=VALUE: a CUDA backend setting (docs/cuda.md: pinned_pool_mb, staging_helpers, "
+                      "kernel_cache_dir, graph_lanes, copy_kernels, late_gather, dependent_launches, gemm_tuning, "
+                      "gemm_log, split_k); repeatable");
+  command->add_option("--profile", flags.profile, "off | ops | steps | host: time each op, each step or the host phases")
+      ->check(CLI::IsMember({"off", "ops", "steps", "host"}));
+}
+
+StatusOr<const Backend*> OpenBackend(const BackendFlags& flags) {
+  RANKD_ASSIGN_OR_RETURN(CudaOptions cuda, ParseCudaOptions(flags.cuda));
+  RANKD_RETURN_IF_ERROR(ApplyCudaOptions(cuda));
+  RANKD_ASSIGN_OR_RETURN(OpProfile::Mode mode, OpProfile::ParseMode(flags.profile));
+  OpProfile::SetMode(mode);
+  return FindBackend(flags.backend);
+}
+
+}  // namespace rankd

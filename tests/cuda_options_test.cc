@@ -1,0 +1,53 @@
+// `--cuda KEY=VALUE` settings (runtime/cuda_options.h): parsed strictly, applied to the process.
+#include "runtime/cuda_options.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/op_profile.h"
+
+namespace rankd {
+namespace {
+
+TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
+  auto o = ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on",
+                             "pinned_pool_mb=0", "staging_helpers=1", "kernel_cache_dir=/tmp/k=v"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->graph_lanes, 2);
+  EXPECT_FALSE(o->copy_kernels);
+  EXPECT_FALSE(o->split_k);
+  EXPECT_TRUE(o->gemm_log);
+  EXPECT_EQ(o->pinned_pool_mb, 0);
+  EXPECT_EQ(o->staging_helpers, 1);
+  EXPECT_EQ(o->kernel_cache_dir, "/tmp/k=v");  // only the first '=' splits
+  EXPECT_TRUE(o->late_gather);
+  EXPECT_TRUE(o->dependent_launches);
+  EXPECT_TRUE(o->gemm_tuning);
+}
+
+TEST(CudaOptions, RefusesWhatItCannotRead) {
+  struct Case {
+    const char* setting;
+    const char* fragment;
+  };
+  for (const Case& c : {Case{"graph_lanes", "KEY=VALUE"}, Case{"bogus=1", "unknown setting 'bogus'"},
+                        Case{"graph_lanes=0", "from 1 to 16"}, Case{"graph_lanes=17", "from 1 to 16"},
+                        Case{"graph_lanes=2x", "from 1 to 16"}, Case{"graph_lanes=", "from 1 to 16"},
+                        Case{"pinned_pool_mb=-1", "from 0"}, Case{"staging_helpers=65", "from 0 to 64"},
+                        Case{"split_k=maybe", "expected on or off"}, Case{"=on", "unknown setting ''"}}) {
+    auto o = ParseCudaOptions({c.setting});
+    ASSERT_FALSE(o.ok()) << c.setting;
+    EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << c.setting;
+    EXPECT_NE(o.status().message().find(c.fragment), std::string::npos) << c.setting << " -> " << o.status().message();
+  }
+}
+
+TEST(CudaOptions, DefaultsApplyAnywhere) { EXPECT_TRUE(ApplyCudaOptions(CudaOptions{}).ok()); }
+
+TEST(OpProfile, ParsesItsModes) {
+  for (const char* mode : {"off", "ops", "steps", "host"}) EXPECT_TRUE(OpProfile::ParseMode(mode).ok()) << mode;
+  EXPECT_FALSE(OpProfile::ParseMode("1").ok());
+  EXPECT_FALSE(OpProfile::ParseMode("").ok());
+}
+
+}  // namespace
+}  // namespace rankd
