@@ -9,8 +9,8 @@ namespace rankd {
 namespace {
 
 TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
-  auto o = ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on",
-                             "pinned_pool_mb=0", "staging_helpers=1", "kernel_cache_dir=/tmp/k=v"});
+  auto o = ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on", "pinned_pool_mb=0",
+                             "staging_helpers=1", "kernel_cache_dir=/tmp/k=v"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->graph_lanes, 2);
   EXPECT_FALSE(o->copy_kernels);

@@ -112,12 +112,16 @@ class HttpServer::Impl {
 };
 
 class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
+  static constexpr size_t kBodyReadBytes = 64 * 1024;  // Beast's largest single read
+  static constexpr size_t kIdleBufferBytes = 16 * 1024;
+
  public:
   Session(tcp::socket socket, Impl& server) : stream_(std::move(socket)), server_(server) { ++server_.connections_; }
   ~Session() { --server_.connections_; }
 
   // Reads the next request's header; its body follows in ReadBody.
   void Read() {
+    if (buffer_.capacity() > kIdleBufferBytes) buffer_.shrink_to_fit();  // an idle connection holds little
     parser_.emplace();
     parser_->body_limit(server_.options_.max_body_bytes);
     parser_->header_limit(64 * 1024);
@@ -151,7 +155,14 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     ReadBody();
   }
 
+  // Beast reads at most the buffer's free room a time (at least 512 bytes, at most 64 KiB): left at a
+  // header's size, the buffer took a 1 MB body in a thousand reads, each with its timer and
+  // executor work (11.8 ms of CPU on the I/O thread, which capped W1 over HTTP at ~330 requests/s).
   void ReadBody() {
+    if (auto length = parser_->content_length(); length && *length > 0) {
+      const size_t room = buffer_.size() + static_cast<size_t>(std::min<uint64_t>(*length, kBodyReadBytes));
+      if (buffer_.capacity() < room) buffer_.reserve(room);
+    }
     http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnRead, shared_from_this()));
   }
 

@@ -87,8 +87,8 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   CudaOptions defaults;
   defaults.staging_helpers = o.staging_helpers;
   const bool same = o.pinned_pool_mb == defaults.pinned_pool_mb && o.kernel_cache_dir.empty() &&
-                    o.graph_lanes == defaults.graph_lanes && o.copy_kernels && o.late_gather &&
-                    o.dependent_launches && o.gemm_tuning && !o.gemm_log && o.split_k;
+                    o.graph_lanes == defaults.graph_lanes && o.copy_kernels && o.late_gather && o.dependent_launches &&
+                    o.gemm_tuning && !o.gemm_log && o.split_k;
   return same ? Status::Ok() : InvalidArgument("--cuda: this build of rankd has no cuda backend");
 #endif
 }

@@ -12,7 +12,8 @@ void AddBackendFlags(CLI::App* command, BackendFlags& flags, const std::string& 
                       "KEY=VALUE: a CUDA backend setting (docs/cuda.md: pinned_pool_mb, staging_helpers, "
                       "kernel_cache_dir, graph_lanes, copy_kernels, late_gather, dependent_launches, gemm_tuning, "
                       "gemm_log, split_k); repeatable");
-  command->add_option("--profile", flags.profile, "off | ops | steps | host: time each op, each step or the host phases")
+  command
+      ->add_option("--profile", flags.profile, "off | ops | steps | host: time each op, each step or the host phases")
       ->check(CLI::IsMember({"off", "ops", "steps", "host"}));
 }
 
