@@ -1,6 +1,6 @@
 """The GPU's SM clock, power draw and clock-limit reasons while a benchmark runs, sampled by nvidia-smi.
 
-Under sustained load an H200 reaches its 700 W software power cap and lowers its SM clock (docs/benchmarks.md,
+Under sustained load an H200 reaches its 700 W software power cap and lowers its SM clock (docs/log/benchmarks.md,
 "W1 at 32,768 pairs under load: the power cap"), so a throughput figure means little without the clock it ran at.
 
     with ClockSampler() as clocks:

@@ -123,7 +123,7 @@ TEST(ProductMulAddFusion, ZooDcnCrossLayersFuseAndScoreAsPyTorch) {
 // The CUDA backend takes the pass with bf16-activations only (cuda_backend.cc says why): the
 // zoo's DCNv2 keeps its MulAdds in bf16 and fuses its three cross layers in bf16-activations,
 // and the scores stay the CPU's within bf16's rounding, run either way (the zoo's small widths
-// take two kernels; W1's 3,456 the fused one: docs/benchmarks.md).
+// take two kernels; W1's 3,456 the fused one: docs/log/benchmarks.md).
 TEST(ProductMulAddFusion, CudaFusesTheZooCrossLayersWithBf16Activations) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";

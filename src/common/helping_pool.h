@@ -7,7 +7,7 @@
 // for a while after their last job (requests arriving back to back find them awake), then sleep
 // until the next Run. This is what OpenMP's pool did not give the request path: with its passive
 // wait, packing W1's 512 pairs on it averaged 0.15 to 0.5 ms with stalls of milliseconds, where
-// the calling thread alone took 0.09 (docs/benchmarks.md). Thread-safe: when several callers run
+// the calling thread alone took 0.09 (docs/log/benchmarks.md). Thread-safe: when several callers run
 // at once the latest job gets the helpers, and every caller finishes its own items.
 #pragma once
 

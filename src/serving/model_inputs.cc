@@ -79,7 +79,7 @@ namespace {
 // then vectorises (std::isfinite did not: about 0.5 ns a value, 60 µs for W1's dense input at
 // 8,192 pairs on a 2-core host). It runs on the calling thread: checking W1's 426k dense floats at
 // 32,768 pairs in chunks on the pool's threads took the request's graph inputs from 0.48–0.53 to
-// 1.09–1.22 ms on the H200 host (docs/benchmarks.md).
+// 1.09–1.22 ms on the H200 host (docs/log/benchmarks.md).
 template <typename Float, typename Bits, Bits kExponent>
 bool AnyNotFinite(const Float* p, int64_t n) {
   Bits bad = 0;

@@ -65,7 +65,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   // Warm-up covers every request at least once, so each shape's plan is built before timing, and
   // then waits for the captures its misses queued: the timed runs measure the steady state, not
   // the background captures racing a window of a few milliseconds (W3 replayed 0 to 227 of 321
-  // runs from graphs without this wait, docs/benchmarks.md). A capture a request's growth undid
+  // runs from graphs without this wait, docs/log/benchmarks.md). A capture a request's growth undid
   // is made again by a second pass.
   size_t warmup = std::max(static_cast<size_t>(args.warmup), requests.size());
   for (size_t i = 0; i < warmup; ++i) {

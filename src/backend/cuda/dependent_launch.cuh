@@ -8,7 +8,7 @@
 // once it has finished. Captured into a CUDA graph, the launch becomes a programmatic edge.
 // The fused multiply-add, split-k and few-rows products launch so (W1's device span on an H200:
 // 0.100–0.105 → 0.094–0.096 ms at 64 pairs, most of it the multiply-adds' early weights; unchanged
-// at 512; docs/benchmarks.md). The bag concatenation does not: at 512 pairs its many blocks,
+// at 512; docs/log/benchmarks.md). The bag concatenation does not: at 512 pairs its many blocks,
 // placed early, cost about 2 µs. RANKD_PDL=0 launches every such kernel as any other (for A/B
 // measurements).
 #pragma once

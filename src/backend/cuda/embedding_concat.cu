@@ -38,7 +38,7 @@ struct Launch {
 static_assert(sizeof(Launch) <= 4096, "a launch's parameters must stay under 4 KiB");
 
 // How a launch trades rows in flight per lane for warps per SM (the register limit that lets
-// kMinBlocks blocks share an SM). Measured on the H100 with ncu (docs/benchmarks.md, W1's
+// kMinBlocks blocks share an SM). Measured on the H100 with ncu (docs/log/benchmarks.md, W1's
 // concatenation from bf16 tables): a small launch fills few SMs and wants each warp's chain of
 // loads short (long bags split; at 512 pairs 26 µs with three blocks an SM against 41 µs with
 // two); a large one fills every SM, and four blocks an SM gave 0.95 ms at 32,768 pairs against
@@ -225,7 +225,7 @@ constexpr double kGroupedBagsUpTo = 8;
 // for fewer blocks. H200, W1 at 512 pairs, bf16 tables, captured (traced): 14.6–14.7 µs against
 // 17.0–17.1 with bags drawn up to their feature's length, and 14.7–14.8 against 17.0 with every
 // bag at its length. A tiny launch keeps its warps' chains short: at 64 pairs the halved layout
-// took 6.8–7.7 µs against 5.5, at one pair 5.0 against 4.0 (docs/benchmarks.md).
+// took 6.8–7.7 µs against 5.5, at one pair 5.0 against 4.0 (docs/log/benchmarks.md).
 constexpr double kSmallLaunchIdsScale = 0.5;
 
 // Warps per bag for bags of about `ids` ids: kChunk ids or more each, so that a long bag is not one

@@ -50,13 +50,13 @@ __device__ uint4 Gathered(const InputSource& s, uint64_t at) {
 // Every block first reads the whole sources' table from pinned memory, so the gather runs in
 // blocks of 1,024 threads: at W1's 512 pairs (35,700 pieces) its 35 blocks read 35 KB of table
 // where 140 blocks of 256 read 140 KB, and the device span fell from 0.144–0.145 to 0.138 ms on
-// the H200 (two pieces a thread, or four, gained nothing more; docs/benchmarks.md).
+// the H200 (two pieces a thread, or four, gained nothing more; docs/log/benchmarks.md).
 constexpr int kGatherThreads = 1024;
 // Blocks a gather takes at most. Its reads wait on PCIe, and eight blocks of 1,024 threads keep the
 // link as busy as more: W1's 876 KB of ids at 512 pairs crossed in 19.7 µs with 8 blocks, 20.5 with
 // the 54 its pieces would fill. More blocks only held SMs that the bottom MLP's kernels, running
 // beside the gather, then waited for: they ended at 19.8 µs with 8 blocks and at 26.1 with 54 (H200;
-// docs/benchmarks.md).
+// docs/log/benchmarks.md).
 constexpr int kMaxGatherBlocks = 8;
 
 __global__ void __launch_bounds__(kGatherThreads)

@@ -3,7 +3,7 @@
 // a thread with every access in flight at once. On the H200 a graph's input copy node kept the
 // next kernel waiting 9 to 12 µs after it ended, and the output copy node started 4 to 6 µs
 // after the last kernel of a graph that had no other copy; a kernel follows a kernel within
-// half a microsecond (docs/benchmarks.md).
+// half a microsecond (docs/log/benchmarks.md).
 #pragma once
 
 #include <cuda_runtime.h>

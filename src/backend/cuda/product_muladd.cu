@@ -18,7 +18,7 @@
 // thread stores the tile with TMA. TMA zero-fills rows past the end and clips them on the store.
 //
 // Measured against cuBLAS's product (bf16 out) and a MulAdd kernel, n = 3,456, k = 512, on an
-// H200 (docs/benchmarks.md): 8.1 against 14.7 µs at 512 rows, 15.0 against 14.5 at 1,000, 46
+// H200 (docs/log/benchmarks.md): 8.1 against 14.7 µs at 512 rows, 15.0 against 14.5 at 1,000, 46
 // against 57 at 4,096, 297 against 385 at 32,768 (the products alone: 179 µs; the epilogue's
 // traffic is not all hidden yet); with c as m and four stages, 232 against 332 at 32,768. With the
 // consumers' registers raised to 232 (no spills, against 64 to 80 bytes a thread at 168): at

@@ -1,6 +1,6 @@
 // Products of a few rows with a bf16 weight, in one kernel that streams the weight's rows once
 // (small_rows_gemm.cu). cuBLASLt's tiles are built for many rows: at one row it took 4 to 7 µs a
-// product, plus a split-K reduction, for weights the memory reads in about 2 (docs/benchmarks.md).
+// product, plus a split-K reduction, for weights the memory reads in about 2 (docs/log/benchmarks.md).
 // Sgemm (gemm.h) routes bf16 products of at most kSmallRows rows here, and those of at most
 // kSmallRows columns taken transposed (Cᵀ = W · Aᵀ: the weight's rows are the few rows, A's rows
 // are streamed, the output written through strides).

@@ -24,7 +24,7 @@ std::atomic<int64_t> split_k_runs{0};
 
 constexpr int kTileM = 128, kTileN = 128, kTileK = 64, kStages = 4;
 // A tile's k is split over a cluster of eight blocks, each taking at least kMinSteps of its 64-wide
-// steps. On an H200, against cuBLASLt's heuristic choice (ncu, W1's products; docs/benchmarks.md),
+// steps. On an H200, against cuBLASLt's heuristic choice (ncu, W1's products; docs/log/benchmarks.md),
 // this won only with eight blocks over k = 3,456: the down-projections at 64 to 256 rows (8.2
 // against 6.4 + 3.0 µs of split-K and its reduction at 64) and the top MLP's first layer at 64
 // and 128. Four or two blocks a tile (more tiles), or k of 512 or 1,024, lost by 1 to 7 µs: the

@@ -1,7 +1,7 @@
 // Products of tens to hundreds of rows over a long k, in one Hopper kernel of rankd's own
 // (split_k_gemm.cu). W1's down-projections (k = 3,456 to 512 columns) and its top MLP's first
 // layer (to 1,024) at 64 to 256 pairs make 4 to 16 output tiles of 128 × 128: cuBLASLt split k
-// and launched a reduction after (W1 at 64 pairs: 6.4 + 3.0 µs a down-projection, docs/benchmarks.md).
+// and launched a reduction after (W1 at 64 pairs: 6.4 + 3.0 µs a down-projection, docs/log/benchmarks.md).
 // Here a tile's k is split over the eight blocks of a thread block cluster, each loading its
 // share with TMA into a pipeline of stages and multiplying with wgmma; the blocks then add their
 // sums through distributed shared memory, each finishing a slice of the tile's rows (bias,
