@@ -12,9 +12,13 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 #include <tuple>
 
+#if RANKD_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "compile/plan.h"
 #include "frontend/kserve_json.h"
 #include "runtime/backends.h"
@@ -422,6 +426,24 @@ std::vector<OpCase> Cases() {
                  g.Output(g.Op("Relu", {g.Op("Concat", {expanded}, {{"axis", int64_t{0}}})}));
                  g.Output(cast);
                }});
+  // Ops that reshape or alias their input, through a chain the plan cannot drop.
+  c.push_back({"reshapes", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 int x = g.Op("Relu", {In(g, in, rng, DType::kF32, {2, 3, 4})});
+                 int r = g.Op("Reshape", {x, g.Const("to", testing::MakeI64({2}, {4, 6}))});
+                 int u = g.Op("Unsqueeze", {r, g.Const("ua", testing::MakeI64({1}, {1}))});
+                 int q = g.Op("Squeeze", {g.Op("Neg", {u}), g.Const("sa", testing::MakeI64({1}, {1}))});
+                 int f = g.Op("Flatten", {g.Op("Abs", {q})}, {{"axis", int64_t{1}}});
+                 g.Output(g.Op("Exp", {g.Op("Identity", {f})}));
+               }});
+  // Ops that make shapes and ranges: Shape of an input, Range, ConstantOfShape added to an input.
+  c.push_back(
+      {"shapes_and_ranges", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+         int x = In(g, in, rng, DType::kF32, {3, 4});
+         g.Output(g.Op("Shape", {x}));
+         auto scalar = [&](const char* n, int64_t v) { return g.Const(n, testing::MakeI64({}, {v})); };
+         g.Output(g.Op("Range", {scalar("start", 1), scalar("limit", 9), scalar("delta", 2)}));
+         g.Output(g.Op("Add", {x, g.Op("ConstantOfShape", {g.Const("dims", testing::MakeI64({2}, {3, 4}))})}));
+       }});
   c.push_back({"slice_negative_step",
                [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  int x = In(g, in, rng, DType::kF32, {6, 10});
@@ -612,6 +634,29 @@ TEST_P(CudaOpTest, MatchesCpuOnRandomInputs) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, CudaOpTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<OpCase>& info) { return std::string(info.param.name); });
+
+#if RANKD_HAVE_CUDA
+// Every op the CUDA backend has a kernel for is in some case above, so each kernel is compared with
+// the CPU's on random inputs. The table is built without a device: this runs in CI too.
+TEST(CudaBackend, EveryKernelHasACrossBackendCase) {
+  std::set<std::string> covered;
+  for (const OpCase& c : Cases()) {
+    std::mt19937_64 rng(1);
+    GraphBuilder g;
+    std::vector<Tensor> inputs;
+    std::vector<int64_t> ragged;
+    c.build(g, inputs, ragged, rng);
+    for (const Node& n : g.graph().nodes) covered.insert(n.op);
+  }
+  covered.insert("FusedElementwise");  // made by a pass: elementwise_fusion_test.cc compares it on the GPU
+  covered.insert("TargetAttention");   // likewise: attention_fusion_test.cc
+  std::string missing;
+  for (const auto& [op, kernel] : CudaKernels()) {
+    if (!covered.count(op)) missing += " " + op;
+  }
+  EXPECT_TRUE(missing.empty()) << "CUDA kernels with no case in Cases():" << missing;
+}
+#endif
 
 // A concatenation of more than 16,384 bags (the large launch, a lane group per bag) with one id
 // past its table, in the last bag: the run fails naming it, and with that id fixed the

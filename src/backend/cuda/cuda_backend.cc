@@ -19,19 +19,7 @@ constexpr int64_t kSeparateRoomBytes = int64_t{64} << 20;
 
 class CudaBackendImpl final : public Backend {
  public:
-  CudaBackendImpl() {
-    cuda::AppendElementwiseKernels(kernels_);
-    cuda::AppendTensorKernels(kernels_);
-    cuda::AppendMatMulKernels(kernels_);
-    cuda::AppendNormalizationKernels(kernels_);
-    cuda::AppendReduceKernels(kernels_);
-    cuda::AppendEmbeddingKernels(kernels_);
-    cuda::AppendEmbeddingConcatKernels(kernels_);
-    cuda::AppendFusedElementwiseKernel(kernels_);
-    cuda::AppendAttentionKernels(kernels_);
-    cuda::AppendSoftmaxAttentionKernels(kernels_);
-    cuda::AppendDotInteractionKernels(kernels_);
-  }
+  CudaBackendImpl() : kernels_(CudaKernels()) {}
   const char* name() const override { return "cuda"; }
   // With bf16-activations, where the cross layers' x0 and x exist as bf16 copies alone, a
   // product with the multiply-add epilogue runs as one Hopper kernel (product_muladd.h), else as
@@ -61,6 +49,22 @@ class CudaBackendImpl final : public Backend {
 };
 
 }  // namespace
+
+KernelTable CudaKernels() {
+  KernelTable kernels;
+  cuda::AppendElementwiseKernels(kernels);
+  cuda::AppendTensorKernels(kernels);
+  cuda::AppendMatMulKernels(kernels);
+  cuda::AppendNormalizationKernels(kernels);
+  cuda::AppendReduceKernels(kernels);
+  cuda::AppendEmbeddingKernels(kernels);
+  cuda::AppendEmbeddingConcatKernels(kernels);
+  cuda::AppendFusedElementwiseKernel(kernels);
+  cuda::AppendAttentionKernels(kernels);
+  cuda::AppendSoftmaxAttentionKernels(kernels);
+  cuda::AppendDotInteractionKernels(kernels);
+  return kernels;
+}
 
 const Backend* CudaBackendIfAvailable(std::string* why) {
   struct Probe {

@@ -8,6 +8,9 @@
 
 namespace rankd {
 
+// Every kernel of the CUDA backend, by op (no device needed: the tests check each has a case).
+KernelTable CudaKernels();
+
 // The process-wide CUDA backend, or nullptr with `why` filled when no usable device is present.
 const Backend* CudaBackendIfAvailable(std::string* why);
 
