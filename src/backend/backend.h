@@ -107,6 +107,9 @@ class Backend {
   // steps that share no data may run at the same time (runtime/step_lanes.h). 0: room is always
   // reused once a value's last reader ran.
   virtual int64_t SeparateRoomBytes() const { return 0; }
+  // Executors a model keeps unless its options say otherwise: 0 for as many as requests run at
+  // once (the host's are only workspaces), a few on a device (each holds a stream and workspace).
+  virtual int DefaultExecutors() const { return 0; }
 };
 
 // The process-wide CPU backend. Thread-safe (stateless).

@@ -107,9 +107,10 @@ Status Model::Prepare() {
   }
   RANKD_RETURN_IF_ERROR(FuseAfterHoisting(precision));
   backend_ = options_.backend ? options_.backend : &CpuBackend();
-  max_executors_ = options_.executors > 0 ? options_.executors : backend_ == &CpuBackend() ? 0 : 4;
+  max_executors_ = options_.executors > 0 ? options_.executors : backend_->DefaultExecutors();
   RANKD_RETURN_IF_ERROR(backend_->CheckGraph(graph_));
   RANKD_ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
+  executors_ = std::make_unique<ExecutorPool>(*backend_, resources_, max_executors_);
   if (hoisted_) {
     std::string why = CheckHoisting();
     if (!why.empty()) {  // a rule proved something false: run the graph as written
@@ -127,6 +128,7 @@ Status Model::Prepare() {
         bucket_plans_.clear();
       }
       RANKD_ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
+      executors_ = std::make_unique<ExecutorPool>(*backend_, resources_, max_executors_);  // for the new graph
     }
   }
   for (const InputConfig& in : config_.inputs) {
@@ -178,37 +180,6 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanFor(const std::vector<TensorMet
     }
   }
   return plan;
-}
-
-StatusOr<std::unique_ptr<Executor>> Model::AcquireExecutor() const {
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    executor_freed_.wait(
-        lock, [&] { return !idle_executors_.empty() || max_executors_ == 0 || executors_created_ < max_executors_; });
-    if (!idle_executors_.empty()) {
-      std::unique_ptr<Executor> e = std::move(idle_executors_.back());
-      idle_executors_.pop_back();
-      return e;
-    }
-    ++executors_created_;
-  }
-  auto created = NewExecutor(*backend_, resources_);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!created.ok()) {
-    --executors_created_;
-    executor_freed_.notify_one();
-  } else {
-    all_executors_.push_back(created->get());
-  }
-  return created;
-}
-
-void Model::ReleaseExecutor(std::unique_ptr<Executor> executor) const {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    idle_executors_.push_back(std::move(executor));
-  }
-  executor_freed_.notify_one();
 }
 
 Status Model::CheckFiles() const {

@@ -32,6 +32,7 @@
 #include "rankd/tensor.h"
 #include "runtime/capture_worker.h"
 #include "runtime/executor.h"
+#include "runtime/executor_pool.h"
 #include "serving/shape_buckets.h"
 
 namespace rankd {
@@ -250,17 +251,12 @@ class Model {
   const Backend* backend_ = nullptr;
   std::shared_ptr<ModelResources> resources_;  // the backend's per-model state (device weights)
   int max_executors_ = 0;                      // 0 = unbounded
+  std::unique_ptr<ExecutorPool> executors_;    // made with resources_
 
   // An executor from the pool (waiting while all are busy), and back.
-  StatusOr<std::unique_ptr<Executor>> AcquireExecutor() const;
-  void ReleaseExecutor(std::unique_ptr<Executor> executor) const;
-  // The given executor, once idle.
-  std::unique_ptr<Executor> TakeExecutor(const Executor* executor) const;
-  mutable std::condition_variable executor_freed_;
-  mutable int executors_created_ = 0;                              // GUARDED_BY(mu_)
-  mutable std::vector<std::unique_ptr<Executor>> idle_executors_;  // GUARDED_BY(mu_)
-  mutable std::vector<const Executor*> all_executors_;             // GUARDED_BY(mu_)
-  mutable std::unordered_set<uint64_t> uncapturable_;              // plans whose capture failed; GUARDED_BY(mu_)
+  StatusOr<std::unique_ptr<Executor>> AcquireExecutor() const { return executors_->Acquire(); }
+  void ReleaseExecutor(std::unique_ptr<Executor> executor) const { executors_->Release(std::move(executor)); }
+  mutable std::unordered_set<uint64_t> uncapturable_;  // plans whose capture failed; GUARDED_BY(mu_)
 
   std::unique_ptr<ShapeBuckets> buckets_;    // nullptr: requests run at their own shapes
   std::vector<GraphInputKind> input_kinds_;  // bindings_[i].kind, as MergeRequests and PadToBucket take them

@@ -109,20 +109,6 @@ StatusOr<std::vector<Tensor>> Model::RunOn(const std::shared_ptr<const Plan>& pl
   return result;
 }
 
-std::unique_ptr<Executor> Model::TakeExecutor(const Executor* executor) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  std::unique_ptr<Executor> taken;
-  executor_freed_.wait(lock, [&] {
-    auto it = std::find_if(idle_executors_.begin(), idle_executors_.end(),
-                           [&](const std::unique_ptr<Executor>& e) { return e.get() == executor; });
-    if (it == idle_executors_.end()) return false;
-    taken = std::move(*it);
-    idle_executors_.erase(it);
-    return true;
-  });
-  return taken;
-}
-
 bool Model::MergeNow(const std::vector<const PreparedRequest*>& parts) const {
   if (!capture_) return true;
   const PreparedRequest merged = MergedSizes(parts);
@@ -152,13 +138,8 @@ bool Model::MergeNow(const std::vector<const PreparedRequest*>& parts) const {
 }
 
 void Model::CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const {
-  std::vector<const Executor*> executors;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    executors = all_executors_;
-  }
-  for (const Executor* e : executors) {
-    std::unique_ptr<Executor> executor = TakeExecutor(e);
+  for (const Executor* e : executors_->All()) {
+    std::unique_ptr<Executor> executor = executors_->Take(e);
     if (!executor->Captured(*plan)) {
       auto start = std::chrono::steady_clock::now();
       auto bytes = CaptureWithRetry(*executor, *plan);
@@ -241,7 +222,7 @@ BucketCounters Model::bucket_counters() const {
 Status Model::StartBuckets() {
   if (options_.shape_buckets >= 0) config_.buckets.enabled = options_.shape_buckets;
   const ShapeBucketsConfig& c = config_.buckets;
-  bool on_device = backend_ != &CpuBackend();
+  bool on_device = backend_->device_kind() != DeviceKind::kHost;
   bool explicit_on = c.enabled == 1;
   if (c.enabled == 0 || (c.enabled < 0 && !on_device)) {
     report_.buckets = c.enabled == 0 ? "off (config)" : "off (the CPU's default)";

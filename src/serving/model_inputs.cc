@@ -305,7 +305,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   const int64_t total_lengths = static_cast<int64_t>(jobs.size()) * n;
   if (std::all_of(jobs.begin(), jobs.end(), [](const LengthsJob& j) { return j.summed; })) {
     lengths(0, static_cast<int64_t>(jobs.size()));  // a check each
-  } else if (backend_ != &CpuBackend() && total_lengths >= 4096 && total_lengths <= 262144) {
+  } else if (backend_->device_kind() != DeviceKind::kHost && total_lengths >= 4096 && total_lengths <= 262144) {
     HelpingPool::Shared().Run(static_cast<int64_t>(jobs.size()), [&](int64_t j) { lengths(j, j + 1); });
   } else {
     ParallelFor(static_cast<int64_t>(jobs.size()), n, lengths);

@@ -27,6 +27,7 @@ class CudaBackendImpl final : public Backend {
   // the copies, and two kernels gain nothing from the fusion.
   bool TakesProductMulAdds(Precision precision) const override { return precision == Precision::kBf16Activations; }
   int64_t SeparateRoomBytes() const override { return kSeparateRoomBytes; }
+  int DefaultExecutors() const override { return 4; }
   const Kernel* FindKernel(const std::string& op) const override {
     auto it = kernels_.find(op);
     return it == kernels_.end() ? nullptr : &it->second;

@@ -1,0 +1,60 @@
+#include "runtime/executor_pool.h"
+
+#include <algorithm>
+
+#include "runtime/backends.h"
+
+namespace rankd {
+
+ExecutorPool::ExecutorPool(const Backend& backend, std::shared_ptr<ModelResources> resources, int max)
+    : backend_(backend), resources_(std::move(resources)), max_(max) {}
+
+StatusOr<std::unique_ptr<Executor>> ExecutorPool::Acquire() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    freed_.wait(lock, [&] { return !idle_.empty() || max_ == 0 || created_ < max_; });
+    if (!idle_.empty()) {
+      std::unique_ptr<Executor> e = std::move(idle_.back());
+      idle_.pop_back();
+      return e;
+    }
+    ++created_;
+  }
+  auto created = NewExecutor(backend_, resources_);  // outside the lock: a GPU executor takes a while
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!created.ok()) {
+    --created_;
+    freed_.notify_one();
+  } else {
+    all_.push_back(created->get());
+  }
+  return created;
+}
+
+void ExecutorPool::Release(std::unique_ptr<Executor> executor) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_.push_back(std::move(executor));
+  }
+  freed_.notify_all();  // an Acquire waits for any executor, a Take for this one
+}
+
+std::unique_ptr<Executor> ExecutorPool::Take(const Executor* executor) {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_ptr<Executor> taken;
+  freed_.wait(lock, [&] {
+    auto it = std::find_if(idle_.begin(), idle_.end(), [&](const auto& e) { return e.get() == executor; });
+    if (it == idle_.end()) return false;
+    taken = std::move(*it);
+    idle_.erase(it);
+    return true;
+  });
+  return taken;
+}
+
+std::vector<const Executor*> ExecutorPool::All() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return all_;
+}
+
+}  // namespace rankd
