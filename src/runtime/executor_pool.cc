@@ -32,16 +32,25 @@ StatusOr<std::unique_ptr<Executor>> ExecutorPool::Acquire() {
 }
 
 void ExecutorPool::Release(std::unique_ptr<Executor> executor) {
+  bool takers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     idle_.push_back(std::move(executor));
+    takers = takers_ > 0;
   }
-  freed_.notify_all();  // an Acquire waits for any executor, a Take for this one
+  // An Acquire takes any executor, a Take only its own: while a Take waits, one wake-up could go to
+  // the wrong waiter, so every waiter is woken; otherwise one is (no herd on a busy model).
+  if (takers) {
+    freed_.notify_all();
+  } else {
+    freed_.notify_one();
+  }
 }
 
 std::unique_ptr<Executor> ExecutorPool::Take(const Executor* executor) {
   std::unique_lock<std::mutex> lock(mu_);
   std::unique_ptr<Executor> taken;
+  ++takers_;
   freed_.wait(lock, [&] {
     auto it = std::find_if(idle_.begin(), idle_.end(), [&](const auto& e) { return e.get() == executor; });
     if (it == idle_.end()) return false;
@@ -49,6 +58,7 @@ std::unique_ptr<Executor> ExecutorPool::Take(const Executor* executor) {
     idle_.erase(it);
     return true;
   });
+  --takers_;
   return taken;
 }
 

@@ -36,9 +36,10 @@ class ExecutorPool {
   const int max_;
   mutable std::mutex mu_;
   std::condition_variable freed_;
-  int created_ = 0;                                    // GUARDED_BY(mu_), including ones being made
-  std::vector<std::unique_ptr<Executor>> idle_;        // GUARDED_BY(mu_)
-  std::vector<const Executor*> all_;                   // GUARDED_BY(mu_)
+  int created_ = 0;                              // GUARDED_BY(mu_), including ones being made
+  int takers_ = 0;                               // GUARDED_BY(mu_): Take calls waiting
+  std::vector<std::unique_ptr<Executor>> idle_;  // GUARDED_BY(mu_)
+  std::vector<const Executor*> all_;             // GUARDED_BY(mu_)
 };
 
 }  // namespace rankd
