@@ -23,7 +23,6 @@ import argparse
 import itertools
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+from procs import cpu_seconds, free_port  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from rankd_zoo import models, requests as rq  # noqa: E402
 from rankd_zoo.export import export  # noqa: E402
@@ -41,17 +41,6 @@ from rankd_zoo.export import export  # noqa: E402
 W1_SIZES = [100, 100] + [200] * 12 + [300, 300, 400, 500, 600, 700]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid):
-    """User plus system CPU time of process PID and all its threads, in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def metrics(port):

@@ -1,5 +1,5 @@
 // DeviceSpan: the device time between two points of a stream, from a pair of CUDA events created
-// on first use (RANKD_PROFILE's "device span of a run", op_profile.h; the timed choice of a
+// on first use (the op profile's "device span of a run", op_profile.h; the timed choice of a
 // product's algorithm, gemm.cc).
 #pragma once
 

@@ -199,7 +199,7 @@ class CudaExecutor final : public Executor {
   PinnedBuffer staged_inputs_, staged_outputs_;
   std::unordered_map<uint64_t, Binding> bindings_;
   const Binding* tails_owner_ = nullptr;  // the binding whose tail_from the staging buffer holds
-  DeviceSpan span_;                       // a run's device time, when RANKD_PROFILE is set
+  DeviceSpan span_;                       // a run's device time, when a profile mode is set
 };
 
 }  // namespace rankd::cuda
