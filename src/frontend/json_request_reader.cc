@@ -44,10 +44,7 @@ class Reader {
       ++skip_;
       return ok;
     }
-    bool parameters = stack_.size() == 3 && stack_[1] == inputs_ && key_ == "parameters";
-    if (!Open(json::object())) return false;
-    if (parameters) parameters_ = stack_.back();
-    return true;
+    return Open(json::object());
   }
 
   bool end_object() {
@@ -130,7 +127,9 @@ class Reader {
 
   // Whether the next value is `parameters.lengths` of an input.
   bool AtInputLengths() const {
-    return stack_.size() == 4 && stack_[1] == inputs_ && stack_[3] == parameters_ && key_ == "lengths";
+    if (stack_.size() != 4 || stack_[1] != inputs_ || key_ != "lengths") return false;
+    auto parameters = stack_[2]->find("parameters");
+    return parameters != stack_[2]->end() && &*parameters == stack_[3];
   }
 
   // A list of lengths of the current input starts: its leaves, out of the document.
@@ -204,7 +203,6 @@ class Reader {
   std::vector<json*> stack_;      // the document's open containers
   std::string key_;               // the last key read in the document
   json* inputs_ = nullptr;        // the top-level `inputs` list
-  json* parameters_ = nullptr;    // the `parameters` of the input being read
   JsonLeaves* leaves_ = nullptr;  // the data being read, or nullptr
   std::vector<int64_t> counts_;   // in data: children so far of each open list
   int skip_ = 0;                  // depth inside an object within data (not read)
