@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!model) __builtin_trap();  // run from the repository root
   inference::ModelInferRequest proto;
   if (!proto.ParseFromArray(data, static_cast<int>(size))) return 0;
-  auto request = InferRequestFromProto(proto, int64_t{1} << 16, *model);
+  auto request = InferRequestFromProto(proto, int64_t{1} << 16);
   if (request.ok()) (void)model->Infer(*request);
   return 0;
 }

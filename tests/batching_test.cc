@@ -98,7 +98,7 @@ TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {
 
 // DIN (user-scope profile and ragged history, per-candidate item features), with batching set
 // by `batching` or off.
-StatusOr<std::unique_ptr<Model>> LoadDin(const std::string& batching, const Backend* backend = nullptr) {
+StatusOr<std::unique_ptr<Model>> LoadDin(const std::string& batching, const Backend* backend = &CpuBackend()) {
   std::string dir = testing::SourcePath("models/zoo/din");
   RANKD_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   if (!batching.empty()) {

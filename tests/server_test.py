@@ -187,7 +187,7 @@ class ServingTest(unittest.TestCase):
         self.assertIn("binary_data_size", json.loads(body)["error"])
 
     def test_ids_past_int32_are_out_of_range_not_wrapped(self):
-        # mmoe's ids are held in 32 bits once parsed; 2**32 + 1 must not become id 1.
+        # an executor may narrow mmoe's ids to 32 bits; 2**32 + 1 must not become id 1.
         req = copy.deepcopy(lines("mmoe", "requests")[0])
         sparse = next(i for i in req["inputs"] if i["name"] == "sparse")
         status, _ = self.server.json("POST", "/v2/models/mmoe/infer", req)
@@ -641,7 +641,7 @@ class GrpcTest(unittest.TestCase):
         self.assertEqual(code_of(req)[0], grpc.StatusCode.INVALID_ARGUMENT)
         req = self.to_proto(body, raw=False)
         req.model_name = "mmoe"
-        for bad in (10**6, 2**32 + 1, -(2**40)):  # ids held in 32 bits stay out of range, never wrapped
+        for bad in (10**6, 2**32 + 1, -(2**40)):  # ids narrowed to 32 bits stay out of range, never wrapped
             req.inputs[0].contents.int64_contents[0] = bad
             code, details = code_of(req)
             self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, bad)

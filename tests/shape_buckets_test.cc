@@ -265,7 +265,7 @@ void ExpectBucketsOn(const Model& model) {
 class BucketedZooTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BucketedZooTest, PaddedRequestsScoreAsPyTorchOnTheCpu) {
-  auto model = LoadZoo(GetParam(), 1, nullptr, 1024, {16, 64});  // every request padded
+  auto model = LoadZoo(GetParam(), 1, &CpuBackend(), 1024, {16, 64});  // every request padded
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExpectBucketsOn(**model);
   testing::ExpectZooScores(**model, GetParam(), 1e-5);
@@ -298,7 +298,7 @@ TEST_P(BucketedZooTest, CapturedGraphsScoreAsPyTorchOnTheGpu) {
 
 // The plan the batcher looks up for a bucket (MergeNow) is the one a request padded to it runs.
 TEST_P(BucketedZooTest, ABucketsPlanIsThePlanItsRequestsRun) {
-  auto model = LoadZoo(GetParam(), 1, nullptr, 1024, {16, 64});
+  auto model = LoadZoo(GetParam(), 1, &CpuBackend(), 1024, {16, 64});
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   std::vector<int64_t> lengths;  // ExampleRequest's rows: 2 ids, or fewer where at most fewer fit
   for (const auto& in : (*model)->config().inputs) {
@@ -321,8 +321,8 @@ TEST_P(BucketedZooTest, ABucketsPlanIsThePlanItsRequestsRun) {
 // BST's sequence is bucketed when every user has history and kept at its own length when one has
 // none; both score as the model without buckets.
 TEST(BucketedModel, BstSequencesAreBucketedUnlessAUserHasNoHistory) {
-  auto padded = LoadZoo("bst", 1, nullptr, 1024, {1, 16, 64}, {8});  // lengths 8 and 12 (max_length)
-  auto plain = LoadZoo("bst", 0, nullptr);
+  auto padded = LoadZoo("bst", 1, &CpuBackend(), 1024, {1, 16, 64}, {8});  // lengths 8 and 12 (max_length)
+  auto plain = LoadZoo("bst", 0, &CpuBackend());
   ASSERT_TRUE(padded.ok() && plain.ok()) << padded.status().ToString() << plain.status().ToString();
   ExpectBucketsOn(**padded);
   std::mt19937 rng(11);

@@ -98,7 +98,7 @@ void ExpectZooScores(const Model& model, const std::string& name, double toleran
   std::string req_line, exp_line;
   int count = 0;
   while (std::getline(requests, req_line) && std::getline(expected, exp_line)) {
-    auto request = ParseInferRequestJson(req_line, {}, &model);  // its ids as the model takes them, as a server parses
+    auto request = ParseInferRequestJson(req_line);
     ASSERT_TRUE(request.ok()) << request.status().ToString();
     auto outputs = model.Infer(*request);
     ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();

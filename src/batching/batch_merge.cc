@@ -6,7 +6,6 @@
 #include <string>
 
 #include "common/host_allocator.h"
-#include "common/narrow_ids.h"
 
 namespace rankd {
 
@@ -60,22 +59,13 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts,
     }
     Shape shape = t0.shape();
     shape[0] = 0;
-    DType dtype = t0.dtype();
-    for (const PreparedRequest* p : parts) {
-      shape[0] += p->inputs[i].dim(0);
-      if (p->inputs[i].dtype() != dtype) dtype = DType::kI64;  // ids held in 32 bits beside 64-bit ones
-    }
-    Tensor out = Tensor::Zeros(dtype, shape);
+    for (const PreparedRequest* p : parts) shape[0] += p->inputs[i].dim(0);
+    Tensor out = Tensor::Zeros(t0.dtype(), shape);
     auto* dst = static_cast<uint8_t*>(out.raw());
     for (const PreparedRequest* p : parts) {
       const Tensor& t = p->inputs[i];
-      if (t.dtype() == dtype) {
-        if (t.bytes() > 0) std::memcpy(dst, t.raw(), t.bytes());
-        dst += t.bytes();
-      } else {  // INT32 ids widened
-        WidenIds(t.data<int32_t>(), reinterpret_cast<int64_t*>(dst), static_cast<size_t>(t.size()));
-        dst += static_cast<size_t>(t.size()) * sizeof(int64_t);
-      }
+      if (t.bytes() > 0) std::memcpy(dst, t.raw(), t.bytes());
+      dst += t.bytes();
     }
     merged.inputs.push_back(std::move(out));
   }

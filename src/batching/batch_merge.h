@@ -12,27 +12,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/prepared_request.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
 
 namespace rankd {
-
-// How a graph input is fed: dense rows, the values / offsets of ragged input `ragged`, or each
-// candidate's user row. `user`: one row per user (a hoisted user input), not per candidate.
-struct GraphInputKind {
-  enum Part { kDense, kValues, kOffsets, kRequestIndex } part = kDense;
-  int ragged = -1;
-  bool user = false;
-};
-
-// A request checked and turned into graph inputs, ready to run alone or merged with others.
-struct PreparedRequest {
-  std::vector<Tensor> inputs;  // the graph's inputs; views into the request where possible, so the request outlives it
-  std::vector<int64_t> ragged_max_lengths;  // longest row of each ragged input
-  int64_t rows = 0;                         // candidates
-  int64_t users = 0;                        // user rows of a hoisted model (0 otherwise)
-  int64_t sequence_elements = 0;            // ragged ids the graph reads, over all inputs
-};
 
 // The sizes of `parts` merged (rows, user rows, longest ragged rows, sequence elements), with no
 // inputs: what deciding about a merge needs, without copying anything.

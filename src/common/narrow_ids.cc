@@ -1,7 +1,6 @@
 #include "common/narrow_ids.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace rankd {
 
@@ -21,18 +20,6 @@ __attribute__((target_clones("avx2", "default"))) void NarrowIds(const int64_t* 
       for (size_t i = begin; i < end; ++i) to[i] = NarrowId(from[i]);
     }
   }
-}
-
-void NarrowIdBytes(const char* bytes, int32_t* to, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    int64_t id;
-    std::memcpy(&id, bytes + i * sizeof id, sizeof id);
-    to[i] = NarrowId(id);
-  }
-}
-
-void WidenIds(const int32_t* from, int64_t* to, size_t n) {
-  for (size_t i = 0; i < n; ++i) to[i] = from[i];
 }
 
 }  // namespace rankd

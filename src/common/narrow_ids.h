@@ -1,6 +1,6 @@
 // INT64 ids held in 32 bits: each clamped to INT32's range. A clamped id stays out of range of
 // any table of at most INT32_MAX rows, and a negative one stays negative, so a bag treats it as it
-// would the original (backend/cuda/narrow_ids.h, InferInput::ids_in_32_bits).
+// would the original (compile/narrowable_ids.h: which inputs the executors narrow).
 #pragma once
 
 #include <cstddef>
@@ -11,12 +11,6 @@ namespace rankd {
 
 // to[i] = from[i] clamped to INT32's range, for i < n.
 void NarrowIds(const int64_t* from, int32_t* to, size_t n);
-
-// The same from n little-endian INT64s at `bytes`, which need not be aligned (a request's body).
-void NarrowIdBytes(const char* bytes, int32_t* to, size_t n);
-
-// to[i] = from[i], for i < n: ids held in 32 bits where 64 are wanted.
-void WidenIds(const int32_t* from, int64_t* to, size_t n);
 
 // `value` clamped to INT32's range.
 inline int32_t NarrowId(int64_t value) {

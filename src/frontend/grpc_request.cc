@@ -6,21 +6,17 @@
 #include <utility>
 
 #include "common/host_allocator.h"
-#include "common/narrow_ids.h"
 
 namespace rankd {
 namespace {
 
-// Copies typed contents (their count checked by the caller) into a tensor; INT64 ids the model
-// takes in 32 bits are held as INT32, each clamped (T int32_t, the field's values int64). INT8 and
-// UINT8 values carried in wider fields must fit, as in JSON.
+// Copies typed contents (their count checked by the caller) into a tensor. INT8 and UINT8 values
+// carried in wider fields must fit, as in JSON.
 template <typename T, typename Field>
 Status FillTyped(const Field& field, int64_t n, Tensor& t, const std::string& name) {
   for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_same_v<T, int32_t> && std::is_same_v<typename Field::value_type, int64_t>) {
-      t.data<T>()[i] = NarrowId(field.Get(static_cast<int>(i)));
-    } else if constexpr ((std::is_same_v<T, int8_t> ||
-                          std::is_same_v<T, uint8_t>)&&!std::is_same_v<typename Field::value_type, bool>) {
+    if constexpr ((std::is_same_v<T, int8_t> ||
+                   std::is_same_v<T, uint8_t>)&&!std::is_same_v<typename Field::value_type, bool>) {
       auto v = field.Get(static_cast<int>(i));
       if (std::cmp_less(v, std::numeric_limits<T>::min()) || std::cmp_greater(v, std::numeric_limits<T>::max())) {
         return InvalidArgument("input '" + name + "': value " + std::to_string(v) +
@@ -57,8 +53,7 @@ int64_t TypedCount(const inference::InferTensorContents& c, DType dtype) {
 
 }  // namespace
 
-StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest& p, int64_t max_elements,
-                                             const Model& model) {
+StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest& p, int64_t max_elements) {
   RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
   InferRequest r;
   r.id = p.id();
@@ -113,18 +108,10 @@ StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest&
       return InvalidArgument("input '" + in.name() + "': its shape needs " + std::to_string(n) +
                              " values, contents has " + std::to_string(have));
     }
-    // INT64 ids the model takes in 32 bits are held so from here on (InferInput::ids_in_32_bits).
-    x.ids_in_32_bits = *dtype == DType::kI64 && model.TakesIdsIn32Bits(x.name);
-    x.data = Tensor::Empty(x.ids_in_32_bits ? DType::kI32 : *dtype, shape);
+    x.data = Tensor::Empty(*dtype, shape);
     if (raw) {
       const std::string& bytes = p.raw_input_contents(i);
-      if (x.ids_in_32_bits) {
-        NarrowIdBytes(bytes.data(), x.data.data<int32_t>(), static_cast<size_t>(n));
-      } else if (!bytes.empty()) {
-        std::memcpy(x.data.raw(), bytes.data(), bytes.size());
-      }
-    } else if (x.ids_in_32_bits) {
-      RANKD_RETURN_IF_ERROR(FillTyped<int32_t>(in.contents().int64_contents(), n, x.data, x.name));
+      if (!bytes.empty()) std::memcpy(x.data.raw(), bytes.data(), bytes.size());
     } else {
       const auto& c = in.contents();
       switch (*dtype) {
@@ -153,7 +140,6 @@ StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest&
           return InvalidArgument("input '" + in.name() + "': unsupported datatype");
       }
     }
-    if (!x.lengths.empty()) SumLengths(x);  // while they are in cache: no model passes over them again
     r.inputs.push_back(std::move(x));
   }
   for (const auto& o : p.outputs()) r.outputs.push_back(o.name());

@@ -1,4 +1,4 @@
-// The KServe v2 gRPC ModelInferRequest turned into an InferRequest for `model`: typed `contents`
+// The KServe v2 gRPC ModelInferRequest turned into an InferRequest: typed `contents`
 // or `raw_input_contents`, ragged inputs as flat values with the parameter "lengths" = "3,0,2",
 // request parameters `priority` and `timeout`. Every tensor's declared shape is checked against the
 // values the message carries (and against `max_elements`) before anything is allocated.
@@ -7,12 +7,11 @@
 #include <cstdint>
 
 #include "grpc_service.pb.h"
+#include "rankd/request.h"
 #include "rankd/status.h"
-#include "serving/model.h"
 
 namespace rankd {
 
-StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest& proto, int64_t max_elements,
-                                             const Model& model);
+StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest& proto, int64_t max_elements);
 
 }  // namespace rankd

@@ -215,8 +215,7 @@ class GrpcServer::Impl {
     auto v = ParseModelVersion(q.model_version());
     if (!v.ok()) return ToGrpc(v.status());
     Status s = infer_.Infer(
-        q.model_name(), *v, received,
-        [&](const Model& model) { return InferRequestFromProto(q, options_.max_elements, model); },
+        q.model_name(), *v, received, [&](const Model&) { return InferRequestFromProto(q, options_.max_elements); },
         [&](const Model& model, const InferRequest& req, const std::vector<InferOutput>& outputs) {
           r.set_model_name(model.name());
           r.set_model_version(std::to_string(model.version()));

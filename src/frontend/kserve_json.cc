@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "common/host_allocator.h"
-#include "common/narrow_ids.h"
 #include "frontend/json_request_reader.h"
 
 namespace rankd {
@@ -18,11 +17,10 @@ namespace {
 
 using nlohmann::json;
 
-// Integers in T's range; held as T, or as INT32 clamped where T is INT64 and Held INT32 (ids the
-// model takes in 32 bits).
-template <typename T, typename Held = T>
+// Integers in T's range, held as T.
+template <typename T>
 Status FillInts(const JsonLeaves& leaves, Tensor& t, const std::string& name) {
-  Held* p = t.data<Held>();
+  T* p = t.data<T>();
   for (size_t i = 0; i < leaves.size(); ++i) {
     JsonLeaves::Kind kind = leaves.kinds[i];
     if (kind != JsonLeaves::kInt && kind != JsonLeaves::kUnsigned) {
@@ -33,11 +31,7 @@ Status FillInts(const JsonLeaves& leaves, Tensor& t, const std::string& name) {
         x > static_cast<int64_t>(std::numeric_limits<T>::max())) {
       return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is out of range");
     }
-    if constexpr (std::is_same_v<T, Held>) {
-      p[i] = static_cast<T>(x);
-    } else {
-      p[i] = NarrowId(x);
-    }
+    p[i] = static_cast<T>(x);
   }
   return Status::Ok();
 }
@@ -60,7 +54,7 @@ Status ReadLengths(const std::string& name, const JsonLeaves* lengths, std::vect
 // An input whose values are raw bytes in the binary part of the body.
 StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& shape, const json& params,
                                       const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
-                                      bool ids32, InferInput in) {
+                                      InferInput in) {
   const std::string& name = in.name;
   const json& size = params["binary_data_size"];
   if (!size.is_number_unsigned())
@@ -86,14 +80,8 @@ StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& s
     if (shape.size() != 1)
       return InvalidArgument("input '" + name + "': with lengths, shape must be [number of values]");
   }
-  if (ids32) {
-    in.data = Tensor::Zeros(DType::kI32, shape);
-    in.ids_in_32_bits = true;
-    NarrowIdBytes(binary.data(), in.data.data<int32_t>(), static_cast<size_t>(n));
-  } else {
-    in.data = Tensor::Zeros(dtype, shape);
-    if (bytes) std::memcpy(in.data.raw(), binary.data(), bytes);
-  }
+  in.data = Tensor::Zeros(dtype, shape);
+  if (bytes) std::memcpy(in.data.raw(), binary.data(), bytes);
   if (dtype == DType::kBool) {
     for (int64_t i = 0; i < n; ++i) in.data.data<uint8_t>()[i] = in.data.data<uint8_t>()[i] ? 1 : 0;
   }
@@ -102,7 +90,7 @@ StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& s
 }
 
 StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits, std::string_view& binary,
-                                const JsonRequestDocument& doc, const Model* model) {
+                                const JsonRequestDocument& doc) {
   const JsonLeaves* lengths = doc.LengthsOf(index);
   std::string where = "inputs[" + std::to_string(index) + "]";
   if (!j.is_object()) return InvalidArgument(where + " must be an object");
@@ -117,8 +105,6 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
     return InvalidArgument("input '" + name + "': datatype '" + j["datatype"].get<std::string>() +
                            "' is not supported in JSON");
   }
-  // INT64 ids the model takes in 32 bits are held so from here on (InferInput::ids_in_32_bits).
-  const bool ids32 = model && *dtype == DType::kI64 && model->TakesIdsIn32Bits(name);
   if (!j.contains("shape") || !j["shape"].is_array())
     return InvalidArgument("input '" + name + "' needs a 'shape' list");
   Shape shape;
@@ -135,7 +121,7 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   const json* params = j.contains("parameters") ? &j["parameters"] : nullptr;
   if (params && !params->is_object()) return InvalidArgument("input '" + name + "': parameters must be an object");
   if (params && params->contains("binary_data_size"))
-    return ParseBinaryInput(j, *dtype, shape, *params, lengths, limits, binary, ids32, std::move(in));
+    return ParseBinaryInput(j, *dtype, shape, *params, lengths, limits, binary, std::move(in));
   if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
   const JsonLeaves& leaves = doc.data[j["data"].get<size_t>()];  // ReadJsonRequest's index
   const std::vector<int64_t>& row_lengths = leaves.row_lengths;
@@ -163,8 +149,7 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
                              " elements, data has " + std::to_string(leaves.size()));
     }
   }
-  in.data = Tensor::Zeros(ids32 ? DType::kI32 : *dtype, shape);
-  in.ids_in_32_bits = ids32;
+  in.data = Tensor::Zeros(*dtype, shape);
   switch (*dtype) {
     case DType::kF32:
     case DType::kF64:
@@ -191,8 +176,7 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
       }
       break;
     case DType::kI64:
-      RANKD_RETURN_IF_ERROR(ids32 ? (FillInts<int64_t, int32_t>(leaves, in.data, name))
-                                  : FillInts<int64_t>(leaves, in.data, name));
+      RANKD_RETURN_IF_ERROR(FillInts<int64_t>(leaves, in.data, name));
       break;
     case DType::kI32:
       RANKD_RETURN_IF_ERROR(FillInts<int32_t>(leaves, in.data, name));
@@ -218,8 +202,8 @@ void AppendNumber(std::string& out, double v, bool is_float32) {
 
 }  // namespace
 
-StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::string_view binary, const JsonLimits& limits,
-                                               const Model* model) {
+StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::string_view binary,
+                                               const JsonLimits& limits) {
   RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
   if (body.size() + binary.size() > limits.max_body_bytes) {
     return ResourceExhausted("the request body is " + std::to_string(body.size() + binary.size()) +
@@ -238,8 +222,7 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   if (!j.contains("inputs") || !j["inputs"].is_array()) return InvalidArgument("the request needs an 'inputs' list");
   if (j["inputs"].empty()) return InvalidArgument("the request's 'inputs' list is empty");
   for (size_t i = 0; i < j["inputs"].size(); ++i) {
-    RANKD_ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, doc, model));
-    if (!in.lengths.empty()) SumLengths(in);  // while they are in cache: no model passes over them again
+    RANKD_ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, doc));
     r.inputs.push_back(std::move(in));
   }
   if (!binary.empty()) return InvalidArgument(std::to_string(binary.size()) + " bytes of binary data are left over");
@@ -279,8 +262,8 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   return parsed;
 }
 
-StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits, const Model* model) {
-  RANKD_ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(body, {}, limits, model));
+StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits) {
+  RANKD_ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(body, {}, limits));
   return std::move(parsed.request);
 }
 

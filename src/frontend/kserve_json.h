@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "rankd/request.h"
 #include "rankd/status.h"
-#include "serving/model.h"
 
 namespace rankd {
 
@@ -22,10 +22,7 @@ struct JsonLimits {
   int max_depth = 8;                        // nesting of `data`
 };
 
-// Given the model that will score the request, INT64 values of inputs it takes in 32 bits are
-// held so (Model::TakesIdsIn32Bits, InferInput::ids_in_32_bits).
-StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits = {},
-                                             const Model* model = nullptr);
+StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits = {});
 
 // A request in the binary tensor data extension: `json` is the JSON header (the body's first
 // Inference-Header-Content-Length bytes), `binary` the rest. Inputs whose parameters carry
@@ -36,7 +33,7 @@ struct ParsedInferRequest {
   std::vector<std::string> binary_outputs;  // outputs whose parameters.binary_data is true
 };
 StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view json, std::string_view binary,
-                                               const JsonLimits& limits = {}, const Model* model = nullptr);
+                                               const JsonLimits& limits = {});
 
 // A response body; with binary outputs, the first `json_length` bytes are the JSON header and
 // the raw output tensors follow (the HTTP layer sets Inference-Header-Content-Length).

@@ -5,8 +5,6 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "common/narrow_ids.h"
-#include "compile/narrowable_ids.h"
 #include "compile/plan.h"
 #include "runtime/op_profile.h"
 
@@ -24,7 +22,6 @@ class HostExecutor final : public Executor {
     std::vector<std::vector<const Tensor*>> step_inputs;
     std::vector<std::vector<Tensor*>> step_outputs;
     std::vector<std::pair<int, int>> input_rooted;  // (value id, graph input index) set per run
-    std::vector<bool> narrowable;                   // per graph input: its bags read INT32 ids too
   };
   Binding& Bind(const Plan& plan);
 
@@ -69,7 +66,6 @@ HostExecutor::Binding& HostExecutor::Bind(const Plan& plan) {
     b.views[id] = Tensor::View(v.dtype, v.shape, pointer(root));
     if (root.storage == PlanStorage::kInput) b.input_rooted.push_back({static_cast<int>(id), root.input_index});
   }
-  b.narrowable = NarrowableIdInputs(plan);
   for (const PlanStep& step : plan.steps()) {
     auto& ins = b.step_inputs.emplace_back();
     for (int in : step.inputs) ins.push_back(in >= 0 ? &b.views[static_cast<size_t>(in)] : nullptr);
@@ -81,29 +77,8 @@ HostExecutor::Binding& HostExecutor::Bind(const Plan& plan) {
 
 StatusOr<std::vector<Tensor>> HostExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
   Binding& b = Bind(plan);
-  // INT64 ids a request holds in 32 bits (InferInput::ids_in_32_bits) are read so where only bags
-  // read them, and widened where a plan at other shapes would not have taken them so.
-  std::vector<Tensor> widened;
   for (const auto& [id, index] : b.input_rooted) {
-    const PlanValue& v = plan.values()[static_cast<size_t>(id)];
-    const Tensor* in = &inputs[static_cast<size_t>(index)];
-    DType dtype = v.dtype;
-    if (in->dtype() == DType::kI32 && v.dtype == DType::kI64) {
-      if (b.narrowable[static_cast<size_t>(index)]) {
-        dtype = DType::kI32;
-      } else {
-        if (widened.empty()) widened.resize(inputs.size());
-        Tensor& wide = widened[static_cast<size_t>(index)];
-        if (!wide.defined()) {
-          wide = Tensor::Empty(DType::kI64, in->shape());
-          WidenIds(in->data<int32_t>(), wide.data<int64_t>(), static_cast<size_t>(in->size()));
-        }
-        in = &wide;
-      }
-    }
-    Tensor& view = b.views[static_cast<size_t>(id)];
-    if (view.dtype() != dtype) view = Tensor::View(dtype, v.shape, nullptr);
-    view.set_data(const_cast<void*>(in->raw()));
+    b.views[static_cast<size_t>(id)].set_data(const_cast<void*>(inputs[static_cast<size_t>(index)].raw()));
   }
   const Graph& graph = plan.graph();
   const auto& steps = plan.steps();

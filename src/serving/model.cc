@@ -5,8 +5,6 @@
 #include <chrono>
 #include <filesystem>
 
-#include "backend/backend.h"
-#include "compile/passes.h"
 #include "model/onnx_import.h"
 #include "runtime/backends.h"
 #include "runtime/op_profile.h"
@@ -56,134 +54,98 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir, int64
 
 StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& onnx_path, ModelConfig config,
                                                  const ModelOptions& options) {
+  if (!options.backend) return InvalidArgument("no backend given");
   std::unique_ptr<Model> model(new Model());
   model->options_ = options;
-  model->config_ = std::move(config);
-  if (model->config_.name.empty()) model->config_.name = fs::path(onnx_path).stem().string();
-  RANKD_ASSIGN_OR_RETURN(model->graph_, ImportOnnxFile(onnx_path));
-  Status s = model->Prepare();
+  if (config.name.empty()) config.name = fs::path(onnx_path).stem().string();
+  const std::string name = config.name;
+  RANKD_ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(onnx_path));
+  Status s = model->Prepare(std::move(graph), std::move(config));
   if (s.ok()) s = model->CheckFiles();  // a table changed while the load read it
-  if (!s.ok()) return s.WithContext("model '" + model->config_.name + "'");
+  if (!s.ok()) return s.WithContext("model '" + name + "'");
   return model;
 }
 
-Status Model::Prepare() {
-  RANKD_RETURN_IF_ERROR(ResolveModelConfig(graph_, config_));
-  RANKD_ASSIGN_OR_RETURN(const Precision precision,
-                         ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision));
-  RANKD_ASSIGN_OR_RETURN(report_.lowered_splits, LowerSplits(graph_));  // not a fusion: there is no Split kernel
-  RANKD_ASSIGN_OR_RETURN(report_.lowered_gelus, LowerGelus(graph_));    // nor a Gelu kernel
-  RANKD_ASSIGN_OR_RETURN(report_.folded_nodes, FoldConstants(graph_));
-  report_.removed_nodes = RemoveDeadNodes(graph_);
-  // Every node well formed (its op known, its inputs there) before the passes below read it; the
-  // CPU backend, the reference, has every op an imported model may hold.
-  RANKD_RETURN_IF_ERROR(CpuBackend().CheckGraph(graph_));
-  if (options_.fusion) {
-    report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
-    report_.fused_layer_norms = FuseDecomposedLayerNorms(graph_);
-  }
-  for (const InputConfig& in : config_.inputs) {
-    if (in.ragged) ragged_names_.push_back(in.name);
-  }
-  report_.ragged_inputs = static_cast<int>(ragged_names_.size());
-  RANKD_RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_));
-  if (!options_.table_dtype.empty()) {
-    DType d = DTypeFromName(options_.table_dtype).value_or(DType::kInvalid);
-    if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16)
-      return InvalidArgument("table dtype must be FP32, BF16 or FP16");
-    config_.table_dtype = d;
-  }
-  report_.narrowed_tables = StoreTablesAs(graph_, config_.table_dtype);  // before hoisting copies the graph
-  BindGraphInputs();
-  RANKD_RETURN_IF_ERROR(SplitProducts());
-  if (options_.fusion) report_.fused_epilogues = FuseGemmEpilogues(graph_);  // after the split: it reads bare products
-  Graph unhoisted = graph_;  // shares the constants; kept until the hoisted graph is checked
-  RANKD_RETURN_IF_ERROR(StartHoisting().WithContext("user-side hoisting"));
-  if (options_.fusion) {  // after hoisting, which runs user-side bags once per user before any concat
-    report_.fused_embedding_concats = FuseEmbeddingConcats(graph_);
-    report_.merged_tables = MergeTablesSharingIds(graph_);
-    FuseEmbeddingConcats(unhoisted);
-    MergeTablesSharingIds(unhoisted);
-  }
-  RANKD_RETURN_IF_ERROR(FuseAfterHoisting(precision));
-  backend_ = options_.backend ? options_.backend : &CpuBackend();
-  max_executors_ = options_.executors > 0 ? options_.executors : backend_->DefaultExecutors();
-  RANKD_RETURN_IF_ERROR(backend_->CheckGraph(graph_));
-  RANKD_ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
-  executors_ = std::make_unique<ExecutorPool>(*backend_, resources_, max_executors_);
-  if (hoisted_) {
+Status Model::Prepare(Graph graph, ModelConfig config) {
+  CompileOptions compile;
+  compile.backend = options_.backend;
+  compile.precision = options_.precision;
+  compile.table_dtype = options_.table_dtype;
+  compile.fusion = options_.fusion;
+  compile.user_hoisting = options_.user_hoisting;
+  compile.max_plans = options_.max_plans;
+  RANKD_ASSIGN_OR_RETURN(compiled_, CompiledModel::Compile(std::move(graph), std::move(config), compile));
+  const CompiledModel& c = *compiled_;
+  config_ = c.config();
+  RANKD_ASSIGN_OR_RETURN(
+      runner_, PlanRunner::Create(*options_.backend, c.graph(), c.precision(), options_.executors, c.config().name));
+  if (c.hoisted()) {
     std::string why = CheckHoisting();
     if (!why.empty()) {  // a rule proved something false: run the graph as written
-      report_.hoisting = "off: " + why;
-      report_.hoisting_gathers.clear();
-      hoisted_ = false;
-      graph_ = std::move(unhoisted);
-      BindGraphInputs();
-      RANKD_RETURN_IF_ERROR(FuseAfterHoisting(precision));
-      RANKD_RETURN_IF_ERROR(backend_->CheckGraph(graph_));
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        plans_.clear();
-        plan_order_.clear();
-        bucket_plans_.clear();
-      }
-      RANKD_ASSIGN_OR_RETURN(resources_, backend_->PrepareModel(graph_, precision));
-      executors_ = std::make_unique<ExecutorPool>(*backend_, resources_, max_executors_);  // for the new graph
+      runner_.reset();
+      RANKD_RETURN_IF_ERROR(compiled_->Unhoist(why));
+      RANKD_ASSIGN_OR_RETURN(runner_, PlanRunner::Create(*options_.backend, c.graph(), c.precision(),
+                                                         options_.executors, c.config().name));
     }
   }
+  static_cast<CompileReport&>(report_) = c.report();
   for (const InputConfig& in : config_.inputs) {
     input_signature_.push_back(
         {in.name, in.dtype, in.dims, in.scope == InputScope::kUser, in.ragged, in.ragged ? in.max_length : 0});
   }
+  const Graph& g = c.graph();
   for (const OutputConfig& out : config_.outputs) {
     OutputSignature o{out.name, DType::kInvalid};
-    for (int id : graph_.outputs) {
-      if (graph_.values[static_cast<size_t>(id)].name == out.name)
-        o.dtype = graph_.values[static_cast<size_t>(id)].dtype;
+    for (int id : g.outputs) {
+      if (g.values[static_cast<size_t>(id)].name == out.name) o.dtype = g.values[static_cast<size_t>(id)].dtype;
     }
     output_signature_.push_back(o);
   }
-  FindIdsIn32Bits();
-  for (const Binding& b : bindings_) input_kinds_.push_back(b.kind);
-  for (int id : graph_.outputs) output_names_.push_back(graph_.values[static_cast<size_t>(id)].name);
   auto warm = Infer(ExampleRequest(2));
   if (!warm.ok()) return warm.status().WithContext("warm-up failed");
   RANKD_RETURN_IF_ERROR(StartBuckets().WithContext("shape buckets"));
   if (config_.batching.enabled) RANKD_RETURN_IF_ERROR(StartBatching().WithContext("batching"));
   return Status::Ok();
 }
+
 double Model::AgreementTolerance() const { return config_.precision == "fp32" ? 1e-3 : 3e-2; }
 
 StatusOr<std::shared_ptr<const Plan>> Model::PlanFor(const std::vector<TensorMeta>& graph_inputs,
                                                      const std::vector<int64_t>& ragged_max_lengths) const {
-  std::string key;
-  for (const TensorMeta& m : graph_inputs) key += ShapeToString(m.shape) + DTypeName(m.dtype);
-  for (int64_t len : ragged_max_lengths) {
-    key += 'r';
-    key += std::to_string(len);
+  return compiled_->PlanFor(graph_inputs, ragged_max_lengths);
+}
+
+std::string Model::CheckHoisting() const {
+  // One user scored with its rows once, and with its rows repeated to every candidate: the second
+  // is what the graph as written computes (the gathers pick row i for candidate i).
+  constexpr int64_t kCandidates = 5;
+  InferRequest once = ExampleRequest(kCandidates, 3);
+  RandomizeFloats(once, 4242);
+  InferRequest repeated = once;
+  for (size_t c = 0; c < config().inputs.size(); ++c) {
+    if (config().inputs[c].scope != InputScope::kUser) continue;
+    InferInput& in = repeated.inputs[c];
+    in.data = RepeatRows(in.data, kCandidates);
+    if (!in.lengths.empty()) in.lengths.assign(static_cast<size_t>(kCandidates), in.lengths[0]);
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = plans_.find(key);
-    if (it != plans_.end()) return it->second;
-  }
-  PlanOptions options;
-  options.backend = backend_;
-  options.ragged_max_lengths = ragged_max_lengths;
-  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph_, graph_inputs, options));
-  std::lock_guard<std::mutex> lock(mu_);
-  if (plans_.emplace(key, plan).second) {
-    plan_order_.push_back(key);
-    if (plan_order_.size() > options_.max_plans) {
-      plans_.erase(plan_order_.front());
-      plan_order_.erase(plan_order_.begin());
+  PreparedRequest a, b;
+  Status s = BuildGraphInputs(once, a);
+  if (s.ok()) s = BuildGraphInputs(repeated, b);
+  if (!s.ok()) return "the check request is refused: " + s.ToString();
+  auto per_user = RunPlanned(a);
+  if (!per_user.ok()) return "a hoisted request fails: " + per_user.status().ToString();
+  auto per_candidate = RunPlanned(b);
+  if (!per_candidate.ok()) return "a hoisted request fails: " + per_candidate.status().ToString();
+  for (size_t o = 0; o < per_user->size(); ++o) {
+    if (!OutputsAgree((*per_user)[o], (*per_candidate)[o], AgreementTolerance())) {
+      return "output '" + compiled_->output_names()[o] + "' changes when the user side runs once per user";
     }
   }
-  return plan;
+  return std::string();
 }
 
 Status Model::CheckFiles() const {
-  for (const auto& file : graph_.mapped_files) RANKD_RETURN_IF_ERROR(file->Check());
+  for (const auto& file : graph().mapped_files) RANKD_RETURN_IF_ERROR(file->Check());
   return Status::Ok();
 }
 
@@ -203,8 +165,9 @@ StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, Inf
   if (!result.ok()) return result.status();
   RANKD_RETURN_IF_ERROR(CheckFiles());  // scores read from a table changed on disk are not returned
   std::vector<InferOutput> outputs;
-  for (size_t i = 0; i < graph_.outputs.size(); ++i) {
-    const std::string& out_name = graph_.values[static_cast<size_t>(graph_.outputs[i])].name;
+  const std::vector<std::string>& names = compiled_->output_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& out_name = names[i];
     bool wanted = request.outputs.empty()
                       ? std::any_of(config_.outputs.begin(), config_.outputs.end(),
                                     [&](const OutputConfig& o) { return o.name == out_name; })

@@ -1,28 +1,29 @@
 // Model: one loaded model version, ready to score requests.
 //
-// Loading reads the config and the ONNX graph, runs the load-time passes (constant folding, dead
-// node removal, embedding-bag recognition, ragged inputs), checks every op against the backend,
-// and warms up by scoring a small synthetic request, so a model that loads is a model that runs.
-// Infer is thread-safe: plans are cached per input shape and executors are pooled. With batching
-// on (the config's `batching` section), concurrent requests queue in a Batcher and run merged
-// (docs/batching.md); the cost model is measured at warm-up unless the config sets it.
+// A thin lifecycle object over three parts: the compiled model (compile/compiled_model.h: the
+// graph after the load-time passes, and its plans), the plan runner (runtime/plan_runner.h: the
+// executors on the backend and their captures) and, with batching on, the batcher
+// (batching/batcher.h). Loading composes them and checks what needs scores: that hoisting, padding
+// to shape buckets and merging requests change nothing; then it warms up, so a model that loads
+// is a model that runs. Infer is thread-safe. With batching on (the config's `batching` section),
+// concurrent requests queue in a Batcher and run merged (docs/batching.md); the cost model is
+// measured at warm-up unless the config sets it.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "backend/backend.h"
 #include "batching/batch_merge.h"
 #include "batching/batcher.h"
 #include "batching/merge_gate.h"
+#include "compile/compiled_model.h"
 #include "compile/plan.h"
 #include "model/config.h"
 #include "model/graph.h"
@@ -30,9 +31,8 @@
 #include "rankd/signature.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
-#include "runtime/capture_worker.h"
 #include "runtime/executor.h"
-#include "runtime/executor_pool.h"
+#include "runtime/plan_runner.h"
 #include "serving/shape_buckets.h"
 
 namespace rankd {
@@ -43,8 +43,8 @@ struct ModelOptions {
   int64_t max_rows = 65536;
   // Plans kept per model (one per distinct input shape); the oldest is dropped past this.
   size_t max_plans = 512;
-  // Where the model runs (FindBackend); nullptr means the CPU.
-  const Backend* backend = nullptr;
+  // Where the model runs (FindBackend).
+  const Backend* backend = &CpuBackend();
   // Executors per model, each running one request at a time; 0 picks the backend's default
   // (unbounded on the CPU, whose executors are only workspaces; 4 on a GPU).
   int executors = 0;
@@ -58,37 +58,12 @@ struct ModelOptions {
   bool fusion = true;
   // Overrides the config's user_hoisting when 0 (off) or 1 (on); -1 keeps it.
   int user_hoisting = -1;
-  // INT64 ids that every table they index fits in 32 bits are held in 32 bits from parsing on
-  // (TakesIdsIn32Bits); off only to measure what that saves.
-  bool ids_in_32_bits = true;
 };
 
-// What loading did, for `rankd inspect`.
-struct LoadReport {
-  int lowered_splits = 0;  // LowerSplits
-  int lowered_gelus = 0;   // LowerGelus
-  int folded_nodes = 0;
-  int removed_nodes = 0;
-  int fused_embedding_bags = 0;
-  int fused_layer_norms = 0;  // FuseDecomposedLayerNorms
-  int fused_epilogues = 0;
-  int split_products = 0;           // SplitConcatProducts
-  int unexpanded_broadcasts = 0;    // ReadBroadcastsUnexpanded
-  int fused_mul_adds = 0;           // FuseMulAdd
-  int fused_product_mul_adds = 0;   // FuseProductMulAdds
-  int fused_elementwise = 0;        // FuseElementwiseChains
-  int fused_attention = 0;          // FuseTargetAttention
-  int fused_softmax_attention = 0;  // FuseSoftmaxAttention
-  int fused_dot_interactions = 0;   // FuseDotInteractions
-  int fused_embedding_concats = 0;  // FuseEmbeddingConcats
-  int merged_tables = 0;            // MergeTablesSharingIds
-  int narrowed_tables = 0;          // StoreTablesAs
-  int ragged_inputs = 0;
-  std::string buckets = "off";                       // "on", "off" or why they are off
-  std::string hoisting = "off";                      // user-side hoisting: what runs once per user, or why nothing does
-  std::vector<std::string> hoisting_gathers;         // the per-user values gathered to the candidates
-  int hoisted_nodes = 0, hoisted_compute_nodes = 0;  // nodes run once per user, and those computing
-  int warmup_captures = 0;                           // plans captured (per executor) before the model reported ready
+// What loading did, for `rankd inspect`: the passes, then the buckets and the warm-up captures.
+struct LoadReport : CompileReport {
+  std::string buckets = "off";  // "on", "off" or why they are off
+  int warmup_captures = 0;      // plans captured (per executor) before the model reported ready
   int64_t warmup_capture_bytes = 0;
   double warmup_capture_ms = 0;
 };
@@ -112,16 +87,12 @@ class Model {
   const std::string& name() const { return config_.name; }
   int64_t version() const { return version_; }
   const ModelConfig& config() const { return config_; }
-  const Graph& graph() const { return graph_; }
+  const Graph& graph() const { return compiled_->graph(); }
   const LoadReport& load_report() const { return report_; }
-  const Backend& backend() const { return *backend_; }
+  const Backend& backend() const { return runner_->backend(); }
   // The signature frontends describe (metadata) and Engine exposes; computed once at load.
   const std::vector<InputSignature>& inputs() const { return input_signature_; }
   const std::vector<OutputSignature>& outputs() const { return output_signature_; }
-  // Whether a parser may hold input `name`'s INT64 values as INT32 (InferInput::ids_in_32_bits):
-  // the ids of bags over tables of at most INT32_MAX rows alone (compile/narrowable_ids.h), unless
-  // RANKD_IDS_IN_32_BITS=0. Set at load.
-  bool TakesIdsIn32Bits(std::string_view name) const;
 
   // Scores one request. Bad input gives InvalidArgument naming the input and the problem; with
   // batching, a full queue gives Unavailable and a passed deadline DeadlineExceeded.
@@ -155,43 +126,16 @@ class Model {
 
  private:
   Model() = default;
-  Status Prepare();
-  // bindings_ for graph_.inputs (model_hoisting.cc).
-  void BindGraphInputs();
-  // A plan of graph_ at small probe shapes, whose value shapes the passes read (model_hoisting.cc).
-  struct ShapeProbe {
-    static constexpr int64_t kRows = 7;  // candidates; user rows are repeated to as many
-    std::shared_ptr<const Plan> plan;
-    std::vector<int> user_rows;                    // graph inputs of user rows
-    std::vector<std::pair<int, int>> user_ragged;  // (values, offsets) of user ragged inputs
-  };
-  StatusOr<ShapeProbe> ProbeShapes() const;
-  // Runs SplitConcatProducts, ReadBroadcastsUnexpanded and FuseMulAdd (with the fusion passes on).
-  Status SplitProducts();
-  // Runs FuseTargetAttention, FuseSoftmaxAttention and FuseElementwiseChains on graph_ (with the fusion passes on),
-  // after hoisting: the attention reads per-user values with the request index, and an element-wise group never mixes
-  // user-side and candidate-side ops. `precision` decides whether the backend takes FuseProductMulAdds.
-  Status FuseAfterHoisting(Precision precision);
-  // Runs the hoisting pass when the config allows it and the model has user and candidate inputs.
-  Status StartHoisting();
-  // report_.hoisting for a hoisted graph, from the report's counts and gathers.
-  void DescribeHoisting();
+  Status Prepare(Graph graph, ModelConfig config);
   // "" when the hoisted graph scores a request as the graph as written does, else why not.
   std::string CheckHoisting() const;
-  // ids_in_32_bits_, from a plan at probe shapes (model_inputs.cc).
-  void FindIdsIn32Bits();
-  // Validates the request and builds the graph's inputs.
+  // Validates the request and builds the graph's inputs (model_inputs.cc).
   Status BuildGraphInputs(const InferRequest& request, PreparedRequest& prepared) const;
-  // Runs prepared graph inputs on an executor from the pool, padded to their shape bucket when
-  // buckets are on (model_buckets.cc).
+  // Runs prepared graph inputs on an executor, padded to their shape bucket when buckets are on
+  // (model_buckets.cc).
   StatusOr<std::vector<Tensor>> RunPrepared(const PreparedRequest& prepared) const;
-  // Runs graph inputs at their own shapes; with `capture`, queues a capture of the plan when it
-  // ran uncaptured.
-  StatusOr<std::vector<Tensor>> RunPlanned(const PreparedRequest& prepared, bool capture = true) const;
-  // Runs `plan` on `inputs` on `executor` and gives the executor back to the pool; with
-  // `capture`, counts a graph hit or miss and queues a capture of the plan on a miss.
-  StatusOr<std::vector<Tensor>> RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
-                                      std::span<const Tensor> inputs, bool capture) const;
+  // Runs graph inputs at their own shapes, uncaptured.
+  StatusOr<std::vector<Tensor>> RunPlanned(const PreparedRequest& prepared) const;
   // The bucket of prepared graph inputs (its ragged rows scanned for rows without ids when the
   // buckets keep such inputs at their own length), or nullopt past the largest.
   std::optional<BucketKey> FindBucket(const PreparedRequest& prepared) const;
@@ -200,8 +144,6 @@ class Model {
   // Captures the warm-up buckets on every executor (ragged inputs' max lengths, in ragged order);
   // a capture that fails turns graphs off, not the model.
   Status CaptureWarmupBuckets(const std::vector<int64_t>& max_lengths);
-  // Captures `plan` on every executor that lacks it, each taken from the pool when idle.
-  void CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const;
   // Whether a batch of several requests, `parts`, runs merged now (merge_gate.h): always, unless
   // graphs are captured and the merged batch's bucket (FindBucket's, found from the parts without
   // merging them) has none yet; may queue the bucket's capture.
@@ -214,32 +156,19 @@ class Model {
   // Checks that merged requests score as they do alone, measures the cost model, starts the batcher.
   Status StartBatching();
 
-  // How each graph input is fed: from config input `config_index`, as dense data, ragged values
-  // or ragged offsets; or, in a hoisted graph, each candidate's user row (no config input).
-  struct Binding {
-    size_t config_index;
-    GraphInputKind kind;
-  };
-
-  ModelConfig config_;
-  Graph graph_;
+  ModelConfig config_;  // the compiled model's, with the options' overrides of buckets
   int64_t version_ = 1;
   ModelOptions options_;
   LoadReport report_;
-  std::vector<Binding> bindings_;  // one per graph input
-  bool hoisted_ = false;           // the graph runs its user side once per user (HoistUserSide)
-  std::vector<std::string> ragged_names_;
+  std::unique_ptr<CompiledModel> compiled_;
+  std::unique_ptr<PlanRunner> runner_;
   std::vector<InputSignature> input_signature_;
-  std::vector<bool> ids_in_32_bits_;  // per config input: a parser may hold it in 32 bits
   std::vector<OutputSignature> output_signature_;
 
-  mutable std::mutex mu_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;  // GUARDED_BY(mu_)
-  mutable std::vector<std::string> plan_order_;                                 // GUARDED_BY(mu_)
   // Per bucket (BucketKey::Numbers): its graph input shapes, so that looking its plan up (per
   // request, and in MergeNow per merged batch) pads no example, and the plan last found for them,
   // so that a hit builds no plan key (6-7 µs a request of W1's 53 inputs on the H200's host) and
-  // leaves plans_'s bound in force (the plan expires when plans_ drops it); GUARDED_BY(mu_).
+  // leaves the compiled model's bound on plans in force (the plan expires when it drops it).
   struct BucketPlan {
     std::vector<TensorMeta> metas;
     std::weak_ptr<const Plan> plan;
@@ -247,27 +176,14 @@ class Model {
   struct NumbersHash {
     size_t operator()(const std::vector<int64_t>& v) const;
   };
-  mutable std::unordered_map<std::vector<int64_t>, BucketPlan, NumbersHash> bucket_plans_;
-  const Backend* backend_ = nullptr;
-  std::shared_ptr<ModelResources> resources_;  // the backend's per-model state (device weights)
-  int max_executors_ = 0;                      // 0 = unbounded
-  std::unique_ptr<ExecutorPool> executors_;    // made with resources_
+  mutable std::mutex mu_;
+  mutable std::unordered_map<std::vector<int64_t>, BucketPlan, NumbersHash> bucket_plans_;  // GUARDED_BY(mu_)
 
-  // An executor from the pool (waiting while all are busy), and back.
-  StatusOr<std::unique_ptr<Executor>> AcquireExecutor() const { return executors_->Acquire(); }
-  void ReleaseExecutor(std::unique_ptr<Executor> executor) const { executors_->Release(std::move(executor)); }
-  mutable std::unordered_set<uint64_t> uncapturable_;  // plans whose capture failed; GUARDED_BY(mu_)
-
-  std::unique_ptr<ShapeBuckets> buckets_;    // nullptr: requests run at their own shapes
-  std::vector<GraphInputKind> input_kinds_;  // bindings_[i].kind, as MergeRequests and PadToBucket take them
+  std::unique_ptr<ShapeBuckets> buckets_;  // nullptr: requests run at their own shapes
   std::vector<BucketKey> warmup_keys_;
-  bool capture_ = false;  // capture plans as graphs (buckets on, backend able)
-  mutable std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_failures_{0}, capture_us_{0};
   mutable std::atomic<uint64_t> real_rows_{0}, padded_rows_{0}, merges_deferred_{0};
-  mutable MergeGate merge_gate_;                           // whether a batch runs merged, where graphs are captured
-  mutable std::unique_ptr<CaptureWorker> capture_worker_;  // before batcher_: outlives its batches
+  mutable MergeGate merge_gate_;  // whether a batch runs merged, where graphs are captured
 
-  std::vector<std::string> output_names_;  // the graph's outputs, in order
   BatchPolicyOptions batch_policy_;
   std::unique_ptr<Batcher> batcher_;  // last: destroyed (drained) first
 };

@@ -55,8 +55,8 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
     each_alone();
     return;
   }
-  auto result = RunPrepared(MergeRequests(parts, input_kinds_));
-  auto split = result.ok() ? SplitRows(*result, rows, output_names_)
+  auto result = RunPrepared(MergeRequests(parts, compiled_->input_kinds()));
+  auto split = result.ok() ? SplitRows(*result, rows, compiled_->output_names())
                            : StatusOr<std::vector<std::vector<Tensor>>>(result.status());
   if (split.ok()) {
     for (size_t k = 0; k < tasks.size(); ++k) tasks[k]->done.set_value(std::move((*split)[k]));
@@ -90,13 +90,14 @@ Status Model::StartBatching() {
     alone.push_back(std::move(out));
   }
   RANKD_ASSIGN_OR_RETURN(std::vector<Tensor> merged,
-                         RunPrepared(MergeRequests({&prepared[0], &prepared[1]}, input_kinds_)));
-  RANKD_ASSIGN_OR_RETURN(auto split, SplitRows(merged, {prepared[0].rows, prepared[1].rows}, output_names_));
+                         RunPrepared(MergeRequests({&prepared[0], &prepared[1]}, compiled_->input_kinds())));
+  RANKD_ASSIGN_OR_RETURN(auto split,
+                         SplitRows(merged, {prepared[0].rows, prepared[1].rows}, compiled_->output_names()));
   double tolerance = AgreementTolerance();
   for (size_t k = 0; k < split.size(); ++k) {
     for (size_t o = 0; o < split[k].size(); ++o) {
       if (!OutputsAgree(alone[k][o], split[k][o], tolerance)) {
-        return InvalidArgument("output '" + output_names_[o] +
+        return InvalidArgument("output '" + compiled_->output_names()[o] +
                                "' changes when requests are merged: the graph mixes rows of a batch, so it "
                                "cannot be batched (remove the batching section)");
       }
@@ -133,7 +134,7 @@ Status Model::StartBatching() {
       RANKD_RETURN_IF_ERROR(measure(rows, 1));
       if (samples.back().micros > 20000 || MicrosSince(start) > 1e6) break;
     }
-    if (!ragged_names_.empty()) {
+    if (!compiled_->ragged_names().empty()) {
       for (int64_t length : {8, 64, 256}) {
         RANKD_RETURN_IF_ERROR(measure(std::min<int64_t>(16, p.max_batch_rows), length));
         if (samples.back().micros > 20000) break;
@@ -148,7 +149,8 @@ Status Model::StartBatching() {
 
   BatcherOptions options;
   options.policy = p;
-  options.executors = b.executors > 0 ? b.executors : max_executors_ > 0 ? max_executors_ : 2;
+  const int executors = runner_->max_executors();
+  options.executors = b.executors > 0 ? b.executors : executors > 0 ? executors : 2;
   batcher_ = std::make_unique<Batcher>(
       options, [this](std::vector<std::unique_ptr<BatchTask>> batch) { RunBatch(std::move(batch)); });
   return Status::Ok();

@@ -1,7 +1,5 @@
 // Model: running requests padded to shape buckets, and capturing their plans (docs/buckets.md).
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <optional>
 
 #include "common/host_allocator.h"
@@ -14,27 +12,13 @@ namespace {
 // Bucket shapes remembered by PlanForBucket; past this many (length buckets multiply) it starts over.
 constexpr size_t kMaxBucketMetas = 4096;
 
-uint64_t MicrosSince(std::chrono::steady_clock::time_point start) {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count());
-}
-
-// The plan's view of `prepared`: each input's shape, and the graph's dtype (ids a request holds
-// in 32 bits run on the same plans as 64-bit ones; Model::TakesIdsIn32Bits).
+// The plan's view of `prepared`: each input's shape and the graph's dtype.
 std::vector<TensorMeta> MetasOf(const PreparedRequest& prepared, const Graph& graph) {
   std::vector<TensorMeta> metas;
   for (size_t i = 0; i < prepared.inputs.size(); ++i) {
     metas.push_back({graph.values[static_cast<size_t>(graph.inputs[i])].dtype, prepared.inputs[i].shape(), nullptr});
   }
   return metas;
-}
-
-// Captures `plan` on `executor`, trying twice: a capture can fail for reasons outside it (a CUDA
-// library synchronising on another thread), and a plan found uncapturable runs uncaptured for good.
-StatusOr<int64_t> CaptureWithRetry(Executor& executor, const Plan& plan) {
-  auto bytes = executor.Capture(plan);
-  if (!bytes.ok() && bytes.status().code() == StatusCode::kInternal) bytes = executor.Capture(plan);
-  return bytes;
 }
 
 }  // namespace
@@ -44,7 +28,7 @@ std::optional<BucketKey> Model::FindBucket(const PreparedRequest& prepared) cons
   if (std::none_of(scanned.begin(), scanned.end(), [](bool b) { return b; })) {
     return buckets_->Find(prepared.rows, prepared.ragged_max_lengths, prepared.users);
   }
-  std::vector<bool> idless = RowsWithoutIds(prepared, input_kinds_, scanned);
+  std::vector<bool> idless = RowsWithoutIds(prepared, compiled_->input_kinds(), scanned);
   return buckets_->Find(prepared.rows, prepared.ragged_max_lengths, prepared.users, &idless);
 }
 
@@ -57,62 +41,36 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
       RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanForBucket(*key));
       finding.Stop();
       PhaseTimer acquiring("(executor acquired)");
-      RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
+      RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, runner_->Acquire());
       acquiring.Stop();
       PhaseTimer padding("(padded to its bucket)");
       const bool ids_unpadded = executor->FillsRaggedTails();
-      const bool fits = FitsBucket(prepared, *key, input_kinds_, ids_unpadded);  // W1 at 512 pairs: 53 views saved
-      PreparedRequest padded = fits ? PreparedRequest{} : PadToBucket(prepared, *key, input_kinds_, ids_unpadded);
+      const bool fits =
+          FitsBucket(prepared, *key, compiled_->input_kinds(), ids_unpadded);  // W1 at 512 pairs: 53 views saved
+      PreparedRequest padded =
+          fits ? PreparedRequest{} : PadToBucket(prepared, *key, compiled_->input_kinds(), ids_unpadded);
       padding.Stop();
       RANKD_ASSIGN_OR_RETURN(
           std::vector<Tensor> outputs,
-          RunOn(plan, std::move(executor), fits ? prepared.inputs : padded.inputs, /*capture=*/true));
+          runner_->RunOn(plan, std::move(executor), fits ? prepared.inputs : padded.inputs, /*capture=*/true));
       real_rows_ += static_cast<uint64_t>(prepared.rows);
       padded_rows_ += static_cast<uint64_t>(key->rows);
       return TakeRows(std::move(outputs), prepared.rows);
     }
   }
-  return RunPlanned(prepared, /*capture=*/false);  // past the largest bucket: its own shape, uncaptured
+  return RunPlanned(prepared);  // past the largest bucket: its own shape, uncaptured
 }
 
-StatusOr<std::vector<Tensor>> Model::RunPlanned(const PreparedRequest& prepared, bool capture) const {
+StatusOr<std::vector<Tensor>> Model::RunPlanned(const PreparedRequest& prepared) const {
   RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan,
-                         PlanFor(MetasOf(prepared, graph_), prepared.ragged_max_lengths));
-  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
-  return RunOn(plan, std::move(executor), prepared.inputs, capture);
-}
-
-StatusOr<std::vector<Tensor>> Model::RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
-                                           std::span<const Tensor> inputs, bool capture) const {
-  bool captured = capture_ && executor->Captured(*plan);
-  auto result = executor->Run(*plan, inputs);
-  // A run whose staging buffers had to grow dropped the executor's captures, this plan's too.
-  captured = captured && executor->Captured(*plan);
-  PhaseTimer releasing("(executor released)");
-  ReleaseExecutor(std::move(executor));
-  releasing.Stop();
-  if (capture_ && capture) {
-    if (captured) {
-      ++graph_hits_;
-    } else {
-      ++graph_misses_;
-      // Queued unless already queued or found uncapturable; executors that have it are skipped,
-      // those that lost it (their buffers grew) capture it again.
-      bool uncapturable;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        uncapturable = uncapturable_.count(plan->id()) > 0;
-      }
-      if (!uncapturable) capture_worker_->Submit(plan->id(), [this, plan] { CaptureEverywhere(plan); });
-    }
-  }
-  return result;
+                         PlanFor(MetasOf(prepared, graph()), prepared.ragged_max_lengths));
+  return runner_->Run(plan, prepared.inputs, /*capture=*/false);
 }
 
 bool Model::MergeNow(const std::vector<const PreparedRequest*>& parts) const {
-  if (!capture_) return true;
+  if (!runner_->capturing()) return true;
   const PreparedRequest merged = MergedSizes(parts);
-  const std::vector<bool> idless = RowsWithoutIds(parts, input_kinds_, buckets_->own_length_if_idless());
+  const std::vector<bool> idless = RowsWithoutIds(parts, compiled_->input_kinds(), buckets_->own_length_if_idless());
   std::optional<BucketKey> key = buckets_->Find(merged.rows, merged.ragged_max_lengths, merged.users, &idless);
   if (!key) return true;            // past the largest bucket: launches are a small part of such a batch
   auto plan = PlanForBucket(*key);  // the plan the merged batch would run
@@ -120,16 +78,9 @@ bool Model::MergeNow(const std::vector<const PreparedRequest*>& parts) const {
   switch (merge_gate_.Decide((*plan)->id())) {
     case MergeGate::Verdict::kMerge:
       return true;
-    case MergeGate::Verdict::kSplitAndCapture: {
-      bool uncapturable;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        uncapturable = uncapturable_.count((*plan)->id()) > 0;
-      }
-      std::shared_ptr<const Plan> wanted = *plan;
-      if (!uncapturable) capture_worker_->Submit(wanted->id(), [this, wanted] { CaptureEverywhere(wanted); });
+    case MergeGate::Verdict::kSplitAndCapture:
+      runner_->QueueCapture(*plan);
       break;
-    }
     case MergeGate::Verdict::kSplit:
       break;
   }
@@ -137,41 +88,15 @@ bool Model::MergeNow(const std::vector<const PreparedRequest*>& parts) const {
   return false;
 }
 
-void Model::CaptureEverywhere(const std::shared_ptr<const Plan>& plan) const {
-  for (const Executor* e : executors_->All()) {
-    std::unique_ptr<Executor> executor = executors_->Take(e);
-    if (!executor->Captured(*plan)) {
-      auto start = std::chrono::steady_clock::now();
-      auto bytes = CaptureWithRetry(*executor, *plan);
-      if (bytes.ok()) {
-        ++captures_;
-        capture_us_ += MicrosSince(start);
-      } else {
-        ++capture_failures_;
-        std::fprintf(stderr, "model '%s': capturing a plan failed (it runs uncaptured): %s\n", name().c_str(),
-                     bytes.status().ToString().c_str());
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          uncapturable_.insert(plan->id());
-        }
-        ReleaseExecutor(std::move(executor));
-        return;
-      }
-    }
-    ReleaseExecutor(std::move(executor));
-  }
-  merge_gate_.Captured(plan->id());
-}
-
 StatusOr<std::shared_ptr<const Plan>> Model::PlanForRequest(const InferRequest& request) const {
   PreparedRequest prepared;
   RANKD_RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
   if (buckets_) {
     if (std::optional<BucketKey> key = FindBucket(prepared)) {
-      prepared = PadToBucket(prepared, *key, input_kinds_);
+      prepared = PadToBucket(prepared, *key, compiled_->input_kinds());
     }
   }
-  return PlanFor(MetasOf(prepared, graph_), prepared.ragged_max_lengths);
+  return PlanFor(MetasOf(prepared, graph()), prepared.ragged_max_lengths);
 }
 
 StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key) const {
@@ -188,7 +113,7 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key)
     InferRequest one = ExampleRequest(1, 0);  // rows without ids fit every length, 0 included
     PreparedRequest smallest;
     RANKD_RETURN_IF_ERROR(BuildGraphInputs(one, smallest));
-    metas = MetasOf(PadToBucket(smallest, key, input_kinds_), graph_);
+    metas = MetasOf(PadToBucket(smallest, key, compiled_->input_kinds()), graph());
   }
   RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(*metas, key.lengths));
   std::lock_guard<std::mutex> lock(mu_);
@@ -203,26 +128,20 @@ size_t Model::NumbersHash::operator()(const std::vector<int64_t>& v) const {
   return static_cast<size_t>(h);
 }
 
-StatusOr<Executor::Launches> Model::CountLaunches(const Plan& plan) const {
-  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, AcquireExecutor());
-  auto launches = executor->CountLaunches(plan);
-  ReleaseExecutor(std::move(executor));
-  return launches;
-}
+StatusOr<Executor::Launches> Model::CountLaunches(const Plan& plan) const { return runner_->CountLaunches(plan); }
 
-void Model::WaitForCaptures() const {
-  if (capture_worker_) capture_worker_->Drain();
-}
+void Model::WaitForCaptures() const { runner_->WaitForCaptures(); }
 
 BucketCounters Model::bucket_counters() const {
-  return {graph_hits_.load(), graph_misses_.load(), captures_.load(),    capture_failures_.load(),
-          capture_us_.load(), real_rows_.load(),    padded_rows_.load(), merges_deferred_.load()};
+  const CaptureCounters c = runner_->counters();
+  return {c.graph_hits, c.graph_misses,    c.captures,          c.capture_failures,
+          c.capture_us, real_rows_.load(), padded_rows_.load(), merges_deferred_.load()};
 }
 
 Status Model::StartBuckets() {
   if (options_.shape_buckets >= 0) config_.buckets.enabled = options_.shape_buckets;
   const ShapeBucketsConfig& c = config_.buckets;
-  bool on_device = backend_->device_kind() != DeviceKind::kHost;
+  bool on_device = backend().device_kind() != DeviceKind::kHost;
   bool explicit_on = c.enabled == 1;
   if (c.enabled == 0 || (c.enabled < 0 && !on_device)) {
     report_.buckets = c.enabled == 0 ? "off (config)" : "off (the CPU's default)";
@@ -238,13 +157,14 @@ Status Model::StartBuckets() {
   // Lengths per ragged input. One only embedding bags read (no padded copy) is padded to its
   // max_length when that is short (multi-hot features), so its length never splits a bucket.
   std::vector<int64_t> max_lengths;
-  std::vector<bool> read_padded(ragged_names_.size(), false);
-  for (const Node& node : graph_.nodes) {
+  const std::vector<std::string>& ragged_names = compiled_->ragged_names();
+  std::vector<bool> read_padded(ragged_names.size(), false);
+  for (const Node& node : graph().nodes) {
     if (node.op == "RaggedToPadded") read_padded[static_cast<size_t>(node.GetInt("ragged_index", 0))] = true;
   }
   std::vector<std::vector<int64_t>> lengths;
-  for (size_t k = 0; k < ragged_names_.size(); ++k) {
-    int64_t max_length = config_.FindInput(ragged_names_[k])->max_length;
+  for (size_t k = 0; k < ragged_names.size(); ++k) {
+    int64_t max_length = config_.FindInput(ragged_names[k])->max_length;
     max_lengths.push_back(max_length);
     lengths.push_back(!read_padded[k] && max_length <= 128
                           ? std::vector<int64_t>{max_length}
@@ -263,14 +183,15 @@ Status Model::StartBuckets() {
   // The first output padding to `key` changes, or "". An example the model cannot score at its
   // own shape (a graph that refuses empty sequences, say) proves nothing and is skipped.
   auto changed = [&](const PreparedRequest& p, const BucketKey& key) -> std::string {
-    auto exact = RunPlanned(p, /*capture=*/false);
+    auto exact = RunPlanned(p);
     if (!exact.ok()) return std::string();
-    auto run = RunPlanned(PadToBucket(p, key, input_kinds_), /*capture=*/false);
+    auto run = RunPlanned(PadToBucket(p, key, compiled_->input_kinds()));
     if (!run.ok()) return "a padded request fails (" + key.ToString() + "): " + run.status().ToString();
     std::vector<Tensor> padded = TakeRows(std::move(*run), p.rows);
     for (size_t o = 0; o < exact->size(); ++o) {
       if (!OutputsAgree((*exact)[o], padded[o], AgreementTolerance())) {
-        return "output '" + output_names_[o] + "' changes when a request is padded (" + key.ToString() + ")";
+        return "output '" + compiled_->output_names()[o] + "' changes when a request is padded (" + key.ToString() +
+               ")";
       }
     }
     return std::string();
@@ -279,7 +200,7 @@ Status Model::StartBuckets() {
   // The checks pad more than any bucket would: 2 more rows, and every bucketed length to its
   // longest.
   auto widest = [&](const PreparedRequest& p) {
-    BucketKey key{p.rows + 2, p.ragged_max_lengths, hoisted_ ? p.users + 1 : 0};
+    BucketKey key{p.rows + 2, p.ragged_max_lengths, compiled_->hoisted() ? p.users + 1 : 0};
     for (size_t k = 0; k < lengths.size(); ++k) {
       if (!lengths[k].empty()) key.lengths[k] = lengths[k].back();
     }
@@ -332,14 +253,13 @@ Status Model::StartBuckets() {
     }
   }
   // A hoisted model's user rows are padded too: to one of the row sizes (one user, unbatched).
-  buckets_ =
-      std::make_unique<ShapeBuckets>(rows, lengths, hoisted_ ? rows : std::vector<int64_t>{}, own_length_if_idless);
+  buckets_ = std::make_unique<ShapeBuckets>(rows, lengths, compiled_->hoisted() ? rows : std::vector<int64_t>{},
+                                            own_length_if_idless);
   report_.buckets = lengths_change.empty() ? "on"
                     : idless_only          ? "on, sequences at their own length when a row has no id: " + lengths_change
                                            : "on, sequences at their own length: " + lengths_change;
   if (!on_device || !c.cuda_graphs) return Status::Ok();
-  capture_worker_ = std::make_unique<CaptureWorker>();
-  capture_ = true;
+  runner_->StartCapturing([this](uint64_t plan) { merge_gate_.Captured(plan); });
   return CaptureWarmupBuckets(max_lengths);
 }
 
@@ -348,7 +268,7 @@ Status Model::CaptureWarmupBuckets(const std::vector<int64_t>& max_lengths) {
   // Every executor exists and has every warm-up bucket captured before the model is ready.
   warmup_keys_ = buckets_->WarmupKeys(c.warmup_max_batch_size, max_lengths);
   const std::vector<BucketKey>& keys = warmup_keys_;
-  options_.max_plans = std::max(options_.max_plans, keys.size() + 64);
+  compiled_->KeepPlans(keys.size() + 64);
   // Each executor's memory for its captures is its workspace (as large as the largest captured
   // plan's) plus the graphs: buckets whose workspace alone passes the limit wait for first use.
   int64_t limit = c.max_graph_memory_mb << 20;
@@ -361,34 +281,13 @@ Status Model::CaptureWarmupBuckets(const std::vector<int64_t>& max_lengths) {
   // Largest workspace first, so each executor's buffers grow once and no capture is dropped.
   std::stable_sort(plans.begin(), plans.end(),
                    [](const auto& a, const auto& b) { return a->workspace_bytes() > b->workspace_bytes(); });
-  std::vector<std::unique_ptr<Executor>> held;
-  for (int i = 0; i < std::max(max_executors_, 1); ++i) {
-    RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, AcquireExecutor());
-    held.push_back(std::move(e));
-  }
-  auto start = std::chrono::steady_clock::now();
-  Status failed = Status::Ok();
-  int64_t workspace = plans.empty() ? 0 : plans.front()->workspace_bytes();
-  for (auto& executor : held) {
-    for (const auto& plan : plans) {
-      if (workspace + report_.warmup_capture_bytes / std::max(max_executors_, 1) > limit) break;
-      auto bytes = CaptureWithRetry(*executor, *plan);
-      if (!bytes.ok()) {
-        failed = bytes.status();
-        break;
-      }
-      ++report_.warmup_captures;
-      report_.warmup_capture_bytes += *bytes;
-    }
-    if (!failed.ok()) break;
-  }
-  for (auto& executor : held) ReleaseExecutor(std::move(executor));
-  report_.warmup_capture_ms = static_cast<double>(MicrosSince(start)) / 1000.0;
-  captures_ += static_cast<uint64_t>(report_.warmup_captures);
-  capture_us_ += MicrosSince(start);
-  if (!failed.ok()) {
-    capture_ = false;
-    report_.buckets = "on, graphs off: " + failed.ToString();
+  WarmupCaptures done = runner_->CaptureOnEveryExecutor(plans, limit);
+  report_.warmup_captures = done.count;
+  report_.warmup_capture_bytes = done.bytes;
+  report_.warmup_capture_ms = done.ms;
+  if (!done.status.ok()) {
+    runner_->StopCapturing();
+    report_.buckets = "on, graphs off: " + done.status.ToString();
   }
   return Status::Ok();
 }

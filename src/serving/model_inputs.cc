@@ -9,7 +9,6 @@
 #include "common/helping_pool.h"
 #include "common/host_allocator.h"
 #include "common/parallel.h"
-#include "compile/narrowable_ids.h"
 #include "runtime/op_profile.h"
 #include "serving/model.h"
 
@@ -43,33 +42,6 @@ void RandomizeFloats(InferRequest& request, uint32_t seed) {
       seed = seed * 1664525u + 1013904223u;
       in.data.data<float>()[i] = static_cast<float>(seed >> 8) / static_cast<float>(1 << 24);
     }
-  }
-}
-
-bool Model::TakesIdsIn32Bits(std::string_view name) const {
-  for (size_t c = 0; c < config_.inputs.size(); ++c) {
-    if (config_.inputs[c].name == name) return c < ids_in_32_bits_.size() && ids_in_32_bits_[c];
-  }
-  return false;
-}
-
-void Model::FindIdsIn32Bits() {
-  ids_in_32_bits_.assign(config_.inputs.size(), false);
-  if (!options_.ids_in_32_bits) return;
-  auto probe = ProbeShapes();
-  if (!probe.ok()) return;
-  const std::vector<bool> narrow = NarrowableIdInputs(*probe->plan);
-  if (narrow.size() != bindings_.size()) return;
-  for (size_t c = 0; c < config_.inputs.size(); ++c) {
-    bool fed = false, all = config_.inputs[c].dtype == DType::kI64;
-    for (size_t i = 0; i < bindings_.size(); ++i) {
-      const GraphInputKind::Part part = bindings_[i].kind.part;
-      if (bindings_[i].config_index != c || part == GraphInputKind::kOffsets || part == GraphInputKind::kRequestIndex)
-        continue;
-      fed = true;
-      all = all && narrow[i];
-    }
-    ids_in_32_bits_[c] = fed && all;
   }
 }
 
@@ -135,11 +107,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     const InferInput* in = given[c];
     if (!in) return InvalidArgument("input '" + cfg.name + "' is missing");
     const Tensor& t = in->data;
-    if (in->ids_in_32_bits) {
-      if (t.dtype() != DType::kI32 || !ids_in_32_bits_[c]) {
-        return InvalidArgument("input '" + cfg.name + "' holds its ids in 32 bits, which this model does not take");
-      }
-    } else if (t.dtype() != cfg.dtype) {
+    if (t.dtype() != cfg.dtype) {
       return InvalidArgument("input '" + cfg.name + "' must be " + DTypeName(cfg.dtype) + ", got " +
                              DTypeName(t.dtype()));
     }
@@ -197,11 +165,11 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   // Dense tensors and ragged (values, offsets). User rows go once per user to a hoisted graph
   // (with each candidate's user row), else repeated to every candidate.
   prepared.rows = n;
-  prepared.users = hoisted_ ? users : 0;
+  prepared.users = compiled_->hoisted() ? users : 0;
   prepared.sequence_elements = 0;
   inputs.clear();
-  inputs.reserve(bindings_.size());  // Tensors hold their shape on the heap: no copies on growth
-  ragged_max_lengths.assign(ragged_names_.size(), 0);
+  inputs.reserve(compiled_->bindings().size());  // Tensors hold their shape on the heap: no copies on growth
+  ragged_max_lengths.assign(compiled_->ragged_names().size(), 0);
   // Ragged offsets and the checks of lengths (each in range, adding up to the values sent), one
   // pass over each input's lengths, inputs on several threads (W1 at 32,768 pairs: 26 inputs of
   // 32,768 rows). The first failing input in config order is reported.
@@ -213,10 +181,9 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     int ragged;    // index into ragged_max_lengths
     size_t input;  // the offsets' graph input; kNoInput: only check the lengths
     Status status;
-    bool summed = false;  // the parser's offsets are the graph input (InferInput::offsets)
   };
   std::vector<LengthsJob> jobs;
-  for (const Binding& b : bindings_) {
+  for (const InputBinding& b : compiled_->bindings()) {
     if (b.kind.part == GraphInputKind::kRequestIndex) {
       Tensor index = Tensor::Zeros(DType::kI64, {n});
       if (users > 1) std::iota(index.data<int64_t>(), index.data<int64_t>() + n, int64_t{0});
@@ -239,11 +206,8 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
       inputs.push_back(repeat == 1 ? std::move(values) : RepeatRows(values, repeat));
       prepared.sequence_elements += inputs.back().size();
     } else {
-      const bool summed = !padded && repeat == 1 && in.offsets.defined() && in.offsets.dtype() == DType::kI64 &&
-                          in.offsets.size() == static_cast<int64_t>(in.lengths.size()) + 1;
-      jobs.push_back({b.config_index, padded, want, b.kind.ragged, inputs.size(), Status::Ok(), summed});
-      inputs.push_back(summed ? Tensor::View(DType::kI64, {want + 1}, const_cast<void*>(in.offsets.raw()))
-                              : Tensor::Empty(DType::kI64, {want + 1}));
+      jobs.push_back({b.config_index, padded, want, b.kind.ragged, inputs.size(), Status::Ok()});
+      inputs.push_back(Tensor::Empty(DType::kI64, {want + 1}));
     }
   }
   for (size_t c : with_lengths) {
@@ -256,7 +220,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
       LengthsJob& job = jobs[static_cast<size_t>(j)];
       const InputConfig& cfg = config_.inputs[job.config];
       const InferInput& in = *given[job.config];
-      int64_t* o = job.input == kNoInput || job.summed ? nullptr : inputs[job.input].data<int64_t>();
+      int64_t* o = job.input == kNoInput ? nullptr : inputs[job.input].data<int64_t>();
       int64_t max_len = 0;
       if (job.padded) {
         max_len = job.rows > 0 ? in.data.dim(1) : 0;
@@ -266,11 +230,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
         const int64_t limit = cfg.max_length, count = static_cast<int64_t>(lengths.size());
         bool in_range = true;
         int64_t total = 0;
-        if (job.summed) {  // summed by the parser: checked, not passed over again
-          in_range = in.min_length >= 0 && in.max_length <= limit;
-          max_len = in.max_length;
-          total = in.offsets.data<int64_t>()[count];
-        } else if (o && count != job.rows) {  // the one user row, repeated to every row
+        if (o && count != job.rows) {  // the one user row, repeated to every row
           max_len = job.rows > 0 ? lengths[0] : 0;
           in_range = lengths[0] >= 0 && lengths[0] <= limit;
           total = lengths[0];
@@ -303,9 +263,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   // (whose OpenMP threads the pool's spinning helpers would slow), take OpenMP's pool.
   PhaseTimer offsets_timer("(of which: lengths into offsets)");
   const int64_t total_lengths = static_cast<int64_t>(jobs.size()) * n;
-  if (std::all_of(jobs.begin(), jobs.end(), [](const LengthsJob& j) { return j.summed; })) {
-    lengths(0, static_cast<int64_t>(jobs.size()));  // a check each
-  } else if (backend_->device_kind() != DeviceKind::kHost && total_lengths >= 4096 && total_lengths <= 262144) {
+  if (backend().device_kind() != DeviceKind::kHost && total_lengths >= 4096 && total_lengths <= 262144) {
     HelpingPool::Shared().Run(static_cast<int64_t>(jobs.size()), [&](int64_t j) { lengths(j, j + 1); });
   } else {
     ParallelFor(static_cast<int64_t>(jobs.size()), n, lengths);

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "batching/batch_merge.h"
+#include "common/prepared_request.h"
 #include "rankd/tensor.h"
 
 namespace rankd {

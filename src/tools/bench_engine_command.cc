@@ -55,7 +55,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   options.executors = args.executors;
   auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
   if (!model.ok()) return fail(model.status());
-  auto lines = ReadRequestFile(args.requests, model->get());  // its ids as the model takes them
+  auto lines = ReadRequestFile(args.requests);
   if (!lines.ok()) return fail(lines.status());
   std::vector<InferRequest> requests;
   for (RequestLine& l : *lines) requests.push_back(std::move(l.request));

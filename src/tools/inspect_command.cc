@@ -105,10 +105,9 @@ int InspectCommand(const InspectArgs& args) {
               static_cast<long long>(g.opset), model.config().derived ? ", config derived from the graph" : "");
   std::printf("inputs:\n");
   for (const InputConfig& in : model.config().inputs) {
-    std::printf("  %-24s %-6s [rows%s%s]%s%s%s\n", in.name.c_str(), DTypeName(in.dtype), in.dims.empty() ? "" : ", ",
+    std::printf("  %-24s %-6s [rows%s%s]%s%s\n", in.name.c_str(), DTypeName(in.dtype), in.dims.empty() ? "" : ", ",
                 ShapeToString(in.dims).substr(1, ShapeToString(in.dims).size() - 2).c_str(),
-                in.scope == InputScope::kUser ? "  scope=user" : "", in.ragged ? "  ragged" : "",
-                model.TakesIdsIn32Bits(in.name) ? "  ids held in 32 bits" : "");
+                in.scope == InputScope::kUser ? "  scope=user" : "", in.ragged ? "  ragged" : "");
   }
   std::printf("outputs:\n");
   for (int id : g.outputs) {

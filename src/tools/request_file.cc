@@ -7,7 +7,7 @@
 
 namespace rankd {
 
-StatusOr<std::vector<RequestLine>> ReadRequestFile(const std::string& path, const Model* model) {
+StatusOr<std::vector<RequestLine>> ReadRequestFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read '" + path + "'");
   std::vector<RequestLine> lines;
@@ -15,7 +15,7 @@ StatusOr<std::vector<RequestLine>> ReadRequestFile(const std::string& path, cons
   std::string text;
   for (int number = 1; std::getline(in, text); ++number) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto r = ParseInferRequestJson(text, JsonLimits{size_t{1} << 30, int64_t{1} << 30, 8}, model);
+    auto r = ParseInferRequestJson(text, JsonLimits{size_t{1} << 30, int64_t{1} << 30, 8});
     if (!r.ok()) return r.status().WithContext(path + ": line " + std::to_string(number));
     for (const InferInput& x : r->inputs) {
       for (int64_t i = 0; i < x.data.size() && !nonzero; ++i) nonzero = x.data.ScalarAsDouble(i) != 0;

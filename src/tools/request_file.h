@@ -10,8 +10,6 @@
 
 namespace rankd {
 
-class Model;
-
 struct RequestLine {
   std::string text;  // the line as read
   InferRequest request;
@@ -19,9 +17,8 @@ struct RequestLine {
 
 // Reads every non-blank line as a request body; a line that does not parse fails the whole file
 // (naming its line number), and so does a file whose inputs are all zero: timing those measures
-// a cache-resident toy, not the model. Given the model that will score them, the requests hold
-// their ids as it takes them (kserve_json.h).
-StatusOr<std::vector<RequestLine>> ReadRequestFile(const std::string& path, const Model* model = nullptr);
+// a cache-resident toy, not the model.
+StatusOr<std::vector<RequestLine>> ReadRequestFile(const std::string& path);
 
 // How far apart the medians of four parts of a run are (max / min - 1); 0 when a part has fewer
 // than 2 samples. Large when the machine was busy, clocks moved, or a server fell behind.

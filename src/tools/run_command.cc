@@ -37,7 +37,7 @@ int RunCommand(const RunArgs& args) {
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto request = ParseInferRequestJson(line, {}, model->get());
+    auto request = ParseInferRequestJson(line);
     Status status = request.status();
     if (status.ok()) {
       auto outputs = (*model)->Infer(*request);

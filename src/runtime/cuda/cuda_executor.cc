@@ -189,7 +189,6 @@ void CudaExecutor::LayOutIo(const Plan& plan, Binding& b) {
     const PlanValue& v = values[static_cast<size_t>(plan.graph().inputs[i])];
     b.in_offsets.push_back(b.in_total);
     b.in_bytes.push_back(static_cast<size_t>(NumElements(v.shape)) * (b.narrowed[i] ? 4 : DTypeSize(v.dtype)));
-    b.int64_slot.push_back(!b.narrowed[i] && v.dtype == DType::kI64);
     b.in_total += Aligned(b.in_bytes.back());
   }
   b.copy_kernels = CopyKernels() && b.in_total <= kCopyKernelBytes && b.in_offsets.size() <= kMaxGatheredInputs;

@@ -57,9 +57,8 @@ void SetLateGather(bool on);
 bool LateGather();
 
 // How an input's values change width on their way to its slot: INT64 ids written as INT32 where
-// the slot is narrowed (compile/narrowable_ids.h), or INT32 ids a request holds (InferInput::ids_in_32_bits)
-// written as INT64 where it is not.
-enum class Repack : uint8_t { kCopy, kNarrow, kWiden };
+// the slot is narrowed (compile/narrowable_ids.h).
+enum class Repack : uint8_t { kCopy, kNarrow };
 
 // Host bytes to pack into the staging buffer (cuda_staging.cc).
 struct StagingPiece {
@@ -94,7 +93,6 @@ class CudaExecutor final : public Executor {
     // from the workspace to follow the error word, so that one copy brings all of them back.
     std::vector<std::pair<int, size_t>> output_rooted;
     std::vector<bool> narrowed;            // per graph input: INT64 ids sent as INT32 (compile/narrowable_ids.h)
-    std::vector<bool> int64_slot;          // per graph input: the plan's INT64 and not narrowed
     std::unique_ptr<DeviceBuffer> folded;  // device copies of plan-folded values
     // Where each input and output lies in the staging buffers (fixed by the plan's shapes). On
     // the device, io_ holds the inputs, then at in_total the error word and the outputs laid out

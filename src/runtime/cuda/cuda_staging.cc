@@ -42,22 +42,16 @@ void Pack(const StagingPiece& piece) {
     case Repack::kNarrow:
       NarrowIds(reinterpret_cast<const int64_t*>(piece.from), reinterpret_cast<int32_t*>(piece.to), piece.bytes / 8);
       break;
-    case Repack::kWiden:
-      WidenIds(reinterpret_cast<const int32_t*>(piece.from), reinterpret_cast<int64_t*>(piece.to), piece.bytes / 4);
-      break;
   }
 }
 
 // Where a piece that starts `done` bytes into its input's data starts in its slot.
-size_t SlotOffset(size_t done, Repack repack) {
-  return repack == Repack::kNarrow ? done / 2 : repack == Repack::kWiden ? done * 2 : done;
-}
+size_t SlotOffset(size_t done, Repack repack) { return repack == Repack::kNarrow ? done / 2 : done; }
 
 }  // namespace
 
 Repack CudaExecutor::RepackOf(const Binding& b, size_t i, const Tensor& in) {
   if (b.narrowed[i] && in.dtype() == DType::kI64) return Repack::kNarrow;
-  if (b.int64_slot[i] && in.dtype() == DType::kI32) return Repack::kWiden;
   return Repack::kCopy;
 }
 
@@ -105,9 +99,8 @@ std::vector<StagingPiece> CudaExecutor::ListSources(Binding& b, std::span<const 
     const Tensor& in = inputs[i];
     const Repack repack = RepackOf(b, i, in);
     const void* from = in.raw();
-    // Read where it lies, narrowed by the kernel if need be; widened ids are packed.
-    if (repack != Repack::kWiden && in.bytes() > 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0 &&
-        pool.Holds(from, in.bytes())) {
+    // Read where it lies, narrowed by the kernel if need be.
+    if (in.bytes() > 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0 && pool.Holds(from, in.bytes())) {
       sources[b.source_of[i]] = {from, in.bytes(), b.in_offsets[i], b.in_bytes[i], repack == Repack::kNarrow, 0};
       continue;
     }

@@ -1,14 +1,121 @@
-// Model: the load-time rewrites that need value shapes: the product split (docs/passes.md) and
-// user-side hoisting (docs/hoisting.md). The passes themselves are in compile/.
+// CompiledModel: the load-time passes in their order, the graph inputs' bindings, and the plan cache.
+#include "compile/compiled_model.h"
+
 #include <algorithm>
 #include <limits>
 
 #include "compile/passes.h"
-#include "serving/model.h"
 
 namespace rankd {
 
-void Model::BindGraphInputs() {
+StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Compile(Graph graph, ModelConfig config,
+                                                                const CompileOptions& options) {
+  std::unique_ptr<CompiledModel> model(new CompiledModel());
+  model->graph_ = std::move(graph);
+  model->config_ = std::move(config);
+  model->options_ = options;
+  RANKD_RETURN_IF_ERROR(model->RunPasses());
+  return model;
+}
+
+Status CompiledModel::RunPasses() {
+  RANKD_RETURN_IF_ERROR(ResolveModelConfig(graph_, config_));
+  RANKD_ASSIGN_OR_RETURN(precision_,
+                         ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision));
+  RANKD_ASSIGN_OR_RETURN(report_.lowered_splits, LowerSplits(graph_));  // not a fusion: there is no Split kernel
+  RANKD_ASSIGN_OR_RETURN(report_.lowered_gelus, LowerGelus(graph_));    // nor a Gelu kernel
+  RANKD_ASSIGN_OR_RETURN(report_.folded_nodes, FoldConstants(graph_));
+  report_.removed_nodes = RemoveDeadNodes(graph_);
+  // Every node well formed (its op known, its inputs there) before the passes below read it; the
+  // CPU backend, the reference, has every op an imported model may hold.
+  RANKD_RETURN_IF_ERROR(CpuBackend().CheckGraph(graph_));
+  if (options_.fusion) {
+    report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
+    report_.fused_layer_norms = FuseDecomposedLayerNorms(graph_);
+  }
+  for (const InputConfig& in : config_.inputs) {
+    if (in.ragged) ragged_names_.push_back(in.name);
+  }
+  report_.ragged_inputs = static_cast<int>(ragged_names_.size());
+  RANKD_RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_));
+  if (!options_.table_dtype.empty()) {
+    DType d = DTypeFromName(options_.table_dtype).value_or(DType::kInvalid);
+    if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16)
+      return InvalidArgument("table dtype must be FP32, BF16 or FP16");
+    config_.table_dtype = d;
+  }
+  report_.narrowed_tables = StoreTablesAs(graph_, config_.table_dtype);  // before hoisting copies the graph
+  BindGraphInputs();
+  RANKD_RETURN_IF_ERROR(SplitProducts());
+  if (options_.fusion) report_.fused_epilogues = FuseGemmEpilogues(graph_);  // after the split: it reads bare products
+  Graph unhoisted = graph_;  // shares the constants; kept until the caller has checked the hoisted graph
+  RANKD_RETURN_IF_ERROR(StartHoisting().WithContext("user-side hoisting"));
+  if (options_.fusion) {  // after hoisting, which runs user-side bags once per user before any concat
+    report_.fused_embedding_concats = FuseEmbeddingConcats(graph_);
+    report_.merged_tables = MergeTablesSharingIds(graph_);
+    if (hoisted_) {
+      FuseEmbeddingConcats(unhoisted);
+      MergeTablesSharingIds(unhoisted);
+    }
+  }
+  if (hoisted_) unhoisted_ = std::move(unhoisted);
+  RANKD_RETURN_IF_ERROR(FuseAfterHoisting());
+  RANKD_RETURN_IF_ERROR(options_.backend->CheckGraph(graph_));
+  for (int id : graph_.outputs) output_names_.push_back(graph_.values[static_cast<size_t>(id)].name);
+  return Status::Ok();
+}
+
+Status CompiledModel::Unhoist(const std::string& why) {
+  if (!hoisted_ || !unhoisted_) return Internal("the graph is not hoisted");
+  report_.hoisting = "off: " + why;
+  report_.hoisting_gathers.clear();
+  hoisted_ = false;
+  graph_ = std::move(*unhoisted_);
+  unhoisted_.reset();
+  BindGraphInputs();
+  RANKD_RETURN_IF_ERROR(FuseAfterHoisting());
+  RANKD_RETURN_IF_ERROR(options_.backend->CheckGraph(graph_));
+  ClearPlans();
+  return Status::Ok();
+}
+
+void CompiledModel::KeepPlans(size_t count) { options_.max_plans = std::max(options_.max_plans, count); }
+
+void CompiledModel::ClearPlans() {
+  std::lock_guard<std::mutex> lock(mu_);
+  plans_.clear();
+  plan_order_.clear();
+}
+
+StatusOr<std::shared_ptr<const Plan>> CompiledModel::PlanFor(const std::vector<TensorMeta>& graph_inputs,
+                                                             const std::vector<int64_t>& ragged_max_lengths) const {
+  std::string key;
+  for (const TensorMeta& m : graph_inputs) key += ShapeToString(m.shape) + DTypeName(m.dtype);
+  for (int64_t len : ragged_max_lengths) {
+    key += 'r';
+    key += std::to_string(len);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+  }
+  PlanOptions options;
+  options.backend = options_.backend;
+  options.ragged_max_lengths = ragged_max_lengths;
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph_, graph_inputs, options));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (plans_.emplace(key, plan).second) {
+    plan_order_.push_back(key);
+    if (plan_order_.size() > options_.max_plans) {
+      plans_.erase(plan_order_.front());
+      plan_order_.erase(plan_order_.begin());
+    }
+  }
+  return plan;
+}
+
+void CompiledModel::BindGraphInputs() {
   // ApplyRaggedInputs put each (values, offsets) pair where the input was; the hoisting pass
   // appends rankd.request_index.
   bindings_.clear();
@@ -29,9 +136,11 @@ void Model::BindGraphInputs() {
     }
   }
   RANKD_CHECK(bindings_.size() == graph_.inputs.size());
+  input_kinds_.clear();
+  for (const InputBinding& b : bindings_) input_kinds_.push_back(b.kind);
 }
 
-StatusOr<Model::ShapeProbe> Model::ProbeShapes() const {
+StatusOr<CompiledModel::ShapeProbe> CompiledModel::ProbeShapes() const {
   // User rows repeated to an odd number of candidates (so no other dimension is mistaken for the
   // rows), ragged rows of at most 3 ids.
   ShapeProbe probe;
@@ -42,7 +151,7 @@ StatusOr<Model::ShapeProbe> Model::ProbeShapes() const {
     options.ragged_max_lengths.push_back(std::min<int64_t>(3, config_.FindInput(name)->max_length));
   }
   for (size_t i = 0; i < bindings_.size(); ++i) {
-    const Binding& b = bindings_[i];
+    const InputBinding& b = bindings_[i];
     if (b.kind.part == GraphInputKind::kRequestIndex) {  // a hoisted graph: candidate i reads user row i
       metas.push_back({DType::kI64, {ShapeProbe::kRows}, nullptr});
       continue;
@@ -71,7 +180,7 @@ StatusOr<Model::ShapeProbe> Model::ProbeShapes() const {
   return probe;
 }
 
-Status Model::SplitProducts() {
+Status CompiledModel::SplitProducts() {
   if (!options_.fusion) return Status::Ok();
   auto probe = ProbeShapes();
   if (!probe.ok()) return Status::Ok();  // planned (and refused, if it must be) later, with its real shapes
@@ -81,7 +190,7 @@ Status Model::SplitProducts() {
   return Status::Ok();
 }
 
-Status Model::FuseAfterHoisting(Precision precision) {
+Status CompiledModel::FuseAfterHoisting() {
   if (!options_.fusion) return Status::Ok();
   auto probe = ProbeShapes();
   if (!probe.ok()) return Status::Ok();  // planned (and refused, if it must be) later, with its real shapes
@@ -101,8 +210,7 @@ Status Model::FuseAfterHoisting(Precision precision) {
   }
   report_.fused_dot_interactions =
       FuseDotInteractions(graph_, probe->plan->values());  // adds no value a later pass reads
-  const Backend& target = options_.backend ? *options_.backend : CpuBackend();
-  if (target.TakesProductMulAdds(precision)) {  // before the chains, which would take the MulAdds
+  if (options_.backend->TakesProductMulAdds(precision_)) {  // before the chains, which would take the MulAdds
     // It adds no value and changes none's shape, so the probe's shapes still hold for the chains.
     report_.fused_product_mul_adds = FuseProductMulAdds(graph_, probe->plan->values());
   }
@@ -110,13 +218,13 @@ Status Model::FuseAfterHoisting(Precision precision) {
   return Status::Ok();
 }
 
-void Model::DescribeHoisting() {
+void CompiledModel::DescribeHoisting() {
   report_.hoisting = "on: " + std::to_string(report_.hoisted_nodes) + " nodes run once per user (" +
                      std::to_string(report_.hoisted_compute_nodes) + " computing), " +
                      std::to_string(report_.hoisting_gathers.size()) + " values gathered to the candidates";
 }
 
-Status Model::StartHoisting() {
+Status CompiledModel::StartHoisting() {
   bool allowed = options_.user_hoisting >= 0 ? options_.user_hoisting == 1 : config_.user_hoisting;
   bool users = false, candidates = false;
   for (const InputConfig& in : config_.inputs) {
@@ -149,36 +257,6 @@ Status Model::StartHoisting() {
   BindGraphInputs();
   DescribeHoisting();
   return Status::Ok();
-}
-
-std::string Model::CheckHoisting() const {
-  // One user scored with its rows once, and with its rows repeated to every candidate: the second
-  // is what the graph as written computes (the gathers pick row i for candidate i).
-  constexpr int64_t kCandidates = 5;
-  InferRequest once = ExampleRequest(kCandidates, 3);
-  RandomizeFloats(once, 4242);
-  InferRequest repeated = once;
-  for (size_t c = 0; c < config_.inputs.size(); ++c) {
-    if (config_.inputs[c].scope != InputScope::kUser) continue;
-    InferInput& in = repeated.inputs[c];
-    in.data = RepeatRows(in.data, kCandidates);
-    if (!in.lengths.empty()) in.lengths.assign(static_cast<size_t>(kCandidates), in.lengths[0]);
-  }
-  PreparedRequest a, b;
-  Status s = BuildGraphInputs(once, a);
-  if (s.ok()) s = BuildGraphInputs(repeated, b);
-  if (!s.ok()) return "the check request is refused: " + s.ToString();
-  auto per_user = RunPlanned(a, /*capture=*/false);
-  if (!per_user.ok()) return "a hoisted request fails: " + per_user.status().ToString();
-  auto per_candidate = RunPlanned(b, /*capture=*/false);
-  if (!per_candidate.ok()) return "a hoisted request fails: " + per_candidate.status().ToString();
-  for (size_t o = 0; o < per_user->size(); ++o) {
-    if (!OutputsAgree((*per_user)[o], (*per_candidate)[o], AgreementTolerance())) {
-      const std::string& name = graph_.values[static_cast<size_t>(graph_.outputs[o])].name;
-      return "output '" + name + "' changes when the user side runs once per user";
-    }
-  }
-  return std::string();
 }
 
 }  // namespace rankd

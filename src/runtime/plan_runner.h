@@ -1,0 +1,105 @@
+// PlanRunner: runs a model's plans on its executors and keeps their captures.
+//
+// It owns the model's state on one backend (the device weights, Backend::PrepareModel) and the pool
+// of executors made from it. With capture on (a device backend, shape buckets with graphs), a run
+// of a plan that an executor has not captured is counted as a miss and queues the plan's capture on
+// every executor, off the request path; a plan whose capture fails twice runs uncaptured for good.
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "backend/backend.h"
+#include "compile/plan.h"
+#include "runtime/capture_worker.h"
+#include "runtime/executor.h"
+#include "runtime/executor_pool.h"
+
+namespace rankd {
+
+// Captured graphs at run time (metrics).
+struct CaptureCounters {
+  uint64_t graph_hits = 0;        // executions that replayed a captured graph
+  uint64_t graph_misses = 0;      // executions that ran uncaptured (with captures on)
+  uint64_t captures = 0;          // plans captured on an executor, warm-up included
+  uint64_t capture_failures = 0;  // plans whose capture failed (twice); they run uncaptured
+  uint64_t capture_us = 0;        // time spent capturing
+};
+
+// What capturing plans on every executor before a model is ready did (CaptureOnEveryExecutor).
+struct WarmupCaptures {
+  int count = 0;  // plans captured, summed over the executors
+  int64_t bytes = 0;
+  double ms = 0;
+  Status status;  // the first failure, after which nothing more was captured
+};
+
+class PlanRunner {
+ public:
+  // Prepares `graph` (which outlives the runner) on `backend` at `precision`, with at most
+  // `executors` executors (0: the backend's default). `model` names the model in log lines.
+  static StatusOr<std::unique_ptr<PlanRunner>> Create(const Backend& backend, const Graph& graph,
+                                                      Precision precision, int executors, std::string model);
+  ~PlanRunner();
+  PlanRunner(const PlanRunner&) = delete;
+  PlanRunner& operator=(const PlanRunner&) = delete;
+
+  const Backend& backend() const { return backend_; }
+  // The executors' limit; 0 for none.
+  int max_executors() const { return max_executors_; }
+
+  // An executor (waiting while all are busy), and back.
+  StatusOr<std::unique_ptr<Executor>> Acquire() { return executors_->Acquire(); }
+  void Release(std::unique_ptr<Executor> executor) { executors_->Release(std::move(executor)); }
+
+  // Runs `plan` on `inputs` on `executor` and gives the executor back; with `capture` (and capture
+  // on), counts a graph hit or miss and queues a capture of the plan on a miss.
+  StatusOr<std::vector<Tensor>> RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
+                                      std::span<const Tensor> inputs, bool capture);
+  // The same on an executor from the pool.
+  StatusOr<std::vector<Tensor>> Run(const std::shared_ptr<const Plan>& plan, std::span<const Tensor> inputs,
+                                    bool capture);
+  // Kernels, copies and memsets one run of `plan` puts on the device (Executor::CountLaunches).
+  StatusOr<Executor::Launches> CountLaunches(const Plan& plan);
+
+  // Turns capture on; `captured(plan id)` is called once a plan is captured on every executor.
+  void StartCapturing(std::function<void(uint64_t)> captured);
+  // Turns it off (a warm-up capture failed: the model runs uncaptured).
+  void StopCapturing() { capture_ = false; }
+  bool capturing() const { return capture_; }
+  // Queues a capture of `plan` on every executor unless it is queued or found uncapturable.
+  void QueueCapture(const std::shared_ptr<const Plan>& plan);
+  // Captures `plans` on every executor the pool may hold (making them), in order, stopping at the
+  // first failure or when a capture would take an executor past `limit_bytes` (workspace and graphs).
+  WarmupCaptures CaptureOnEveryExecutor(const std::vector<std::shared_ptr<const Plan>>& plans, int64_t limit_bytes);
+  // Waits until no background capture is queued or running.
+  void WaitForCaptures();
+  CaptureCounters counters() const;
+
+ private:
+  PlanRunner(const Backend& backend, std::shared_ptr<ModelResources> resources, int executors, std::string model);
+  // Captures `plan` on every executor that lacks it, each taken from the pool when idle.
+  void CaptureEverywhere(const std::shared_ptr<const Plan>& plan);
+
+  const Backend& backend_;
+  const std::string model_;
+  const int max_executors_;
+  std::shared_ptr<ModelResources> resources_;
+  std::unique_ptr<ExecutorPool> executors_;
+  std::atomic<bool> capture_{false};
+  std::function<void(uint64_t)> captured_;
+  std::mutex mu_;
+  std::unordered_set<uint64_t> uncapturable_;  // GUARDED_BY(mu_): plans whose capture failed
+  std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_failures_{0}, capture_us_{0};
+  std::unique_ptr<CaptureWorker> capture_worker_;  // last: stopped first, while the rest is alive
+};
+
+}  // namespace rankd
