@@ -209,7 +209,7 @@ Status CompiledModel::FuseAfterHoisting() {
     if (!probe.ok()) return probe.status().WithContext("after fusing attention");
   }
   report_.fused_dot_interactions =
-      FuseDotInteractions(graph_, probe->plan->values());  // adds no value a later pass reads
+      FuseDotInteractions(graph_, probe->plan->values());   // adds no value a later pass reads
   if (options_.backend->TakesProductMulAdds(precision_)) {  // before the chains, which would take the MulAdds
     // It adds no value and changes none's shape, so the probe's shapes still hold for the chains.
     report_.fused_product_mul_adds = FuseProductMulAdds(graph_, probe->plan->values());

@@ -46,8 +46,8 @@ class PlanRunner {
  public:
   // Prepares `graph` (which outlives the runner) on `backend` at `precision`, with at most
   // `executors` executors (0: the backend's default). `model` names the model in log lines.
-  static StatusOr<std::unique_ptr<PlanRunner>> Create(const Backend& backend, const Graph& graph,
-                                                      Precision precision, int executors, std::string model);
+  static StatusOr<std::unique_ptr<PlanRunner>> Create(const Backend& backend, const Graph& graph, Precision precision,
+                                                      int executors, std::string model);
   ~PlanRunner();
   PlanRunner(const PlanRunner&) = delete;
   PlanRunner& operator=(const PlanRunner&) = delete;

@@ -161,7 +161,8 @@ class Model {
   ModelOptions options_;
   LoadReport report_;
   std::unique_ptr<CompiledModel> compiled_;
-  std::unique_ptr<PlanRunner> runner_;
+  mutable MergeGate merge_gate_;  // whether a batch runs merged, where graphs are captured; outlives runner_'s captures
+  std::unique_ptr<PlanRunner> runner_;  // its capture worker, stopped first, tells merge_gate_ of captures
   std::vector<InputSignature> input_signature_;
   std::vector<OutputSignature> output_signature_;
 
@@ -182,7 +183,6 @@ class Model {
   std::unique_ptr<ShapeBuckets> buckets_;  // nullptr: requests run at their own shapes
   std::vector<BucketKey> warmup_keys_;
   mutable std::atomic<uint64_t> real_rows_{0}, padded_rows_{0}, merges_deferred_{0};
-  mutable MergeGate merge_gate_;  // whether a batch runs merged, where graphs are captured
 
   BatchPolicyOptions batch_policy_;
   std::unique_ptr<Batcher> batcher_;  // last: destroyed (drained) first
