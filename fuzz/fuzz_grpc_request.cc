@@ -16,6 +16,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   inference::ModelInferRequest proto;
   if (!proto.ParseFromArray(data, static_cast<int>(size))) return 0;
   auto request = InferRequestFromProto(proto, int64_t{1} << 16);
-  if (request.ok()) (void)model->Infer(*request);
+  if (request.ok()) (void)model->Infer(request->request, request->length_sums);
   return 0;
 }

@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::vector<InferOutput> outputs;
       for (const InferInput& in : parsed->request.inputs) outputs.push_back({in.name, in.data});
       (void)MakeInferResponse("m", 1, parsed->request.id, outputs, parsed->binary_output_all, parsed->binary_outputs);
-      (void)model->Infer(parsed->request);
+      (void)model->Infer(parsed->request, parsed->length_sums);
     }
   }
   return 0;

@@ -31,6 +31,28 @@ TEST(KServeJson, ParsesDenseNestedAndRagged) {
   EXPECT_EQ(r->outputs, std::vector<std::string>({"score"}));
 }
 
+// The parser sums each ragged input's lengths as it reads them (common/parsed_request.h); inputs
+// without lengths have none.
+TEST(KServeJson, SumsRaggedLengthsAsItReadsThem) {
+  auto r = ParseInferRequest(R"({"inputs":[
+      {"name":"a","datatype":"FP32","shape":[2,2],"data":[[1,2],[3,4.5]]},
+      {"name":"b","datatype":"INT64","shape":[2,-1],"data":[[7,8,9],[]]},
+      {"name":"c","datatype":"INT64","shape":[3],"data":[1,2,3],"parameters":{"lengths":[1,2]}}]})",
+                             {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->length_sums.size(), 3u);
+  EXPECT_FALSE(r->length_sums[0].offsets.defined());
+  for (int k : {1, 2}) {
+    const LengthSums& s = r->length_sums[static_cast<size_t>(k)];
+    ASSERT_EQ(s.offsets.shape(), Shape({3}));
+    const int64_t* o = s.offsets.data<int64_t>();
+    EXPECT_EQ(std::vector<int64_t>(o, o + 3),
+              k == 1 ? std::vector<int64_t>({0, 3, 3}) : std::vector<int64_t>({0, 1, 3}));
+    EXPECT_EQ(s.min_length, k == 1 ? 0 : 1);
+    EXPECT_EQ(s.max_length, k == 1 ? 3 : 2);
+  }
+}
+
 TEST(KServeJson, MalformedBodiesAreRejectedWithAReason) {
   struct Case {
     const char* body;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/parsed_request.h"
 #include "frontend/kserve_json.h"
 #include "serving/model.h"
 #include "test_util.h"
@@ -36,7 +37,8 @@ TEST_P(ZooTest, UnfusedPlansScoreAsPyTorchToo) {
 }
 
 // Ragged rows of different lengths (one empty) sent as flat values with lengths score as the same
-// rows sent padded with -1; lengths that are negative or do not add up are refused, naming why.
+// rows sent padded with -1, with their lengths summed by a parser (common/parsed_request.h) or
+// not; lengths that are negative or do not add up are refused, naming why, summed or not.
 TEST_P(ZooTest, RaggedRowsWithLengthsScoreAsPaddedRows) {
   auto model = Model::Load(testing::SourcePath("models/zoo/" + GetParam()), -1);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -64,11 +66,19 @@ TEST_P(ZooTest, RaggedRowsWithLengthsScoreAsPaddedRows) {
     in.data = t;
     in.lengths.clear();
   }
+  auto summed = [](const InferRequest& r) {
+    std::vector<LengthSums> sums;
+    for (const InferInput& in : r.inputs) sums.push_back(in.lengths.empty() ? LengthSums{} : SumLengths(in.lengths));
+    return sums;
+  };
   auto want = (*model)->Infer(padded);
   auto got = (*model)->Infer(plain);
-  ASSERT_TRUE(want.ok() && got.ok()) << want.status().ToString() << got.status().ToString();
+  auto got_summed = (*model)->Infer(plain, summed(plain));
+  ASSERT_TRUE(want.ok() && got.ok() && got_summed.ok())
+      << want.status().ToString() << got.status().ToString() << got_summed.status().ToString();
   for (size_t o = 0; o < want->size(); ++o) {
     EXPECT_LT(testing::RelativeError((*got)[o].data, (*want)[o].data), 1e-6) << GetParam() << " output " << o;
+    EXPECT_EQ(testing::RelativeError((*got_summed)[o].data, (*got)[o].data), 0.0) << GetParam() << " output " << o;
   }
   for (const char* fault : {"has a row of length -1", "lengths add up to"}) {
     InferRequest bad = plain;
@@ -78,9 +88,10 @@ TEST_P(ZooTest, RaggedRowsWithLengthsScoreAsPaddedRows) {
       if (fault[2] == 's') in.lengths[1] -= 1;  // the same total, a negative row
       break;
     }
-    auto refused = (*model)->Infer(bad);
-    ASSERT_FALSE(refused.ok()) << fault;
-    EXPECT_NE(refused.status().message().find(fault), std::string::npos) << refused.status().ToString();
+    for (auto refused : {(*model)->Infer(bad), (*model)->Infer(bad, summed(bad))}) {
+      ASSERT_FALSE(refused.ok()) << fault;
+      EXPECT_NE(refused.status().message().find(fault), std::string::npos) << refused.status().ToString();
+    }
   }
 }
 

@@ -53,9 +53,10 @@ int64_t TypedCount(const inference::InferTensorContents& c, DType dtype) {
 
 }  // namespace
 
-StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest& p, int64_t max_elements) {
+StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& p, int64_t max_elements) {
   RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
-  InferRequest r;
+  ParsedRequest parsed;
+  InferRequest& r = parsed.request;
   r.id = p.id();
   if (p.inputs().empty()) return InvalidArgument("the request has no inputs");
   bool raw = p.raw_input_contents_size() > 0;
@@ -140,6 +141,8 @@ StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest&
           return InvalidArgument("input '" + in.name() + "': unsupported datatype");
       }
     }
+    // Summed while they are in cache: the model passes over them no more (common/parsed_request.h).
+    parsed.length_sums.push_back(x.lengths.empty() ? LengthSums{} : SumLengths(x.lengths));
     r.inputs.push_back(std::move(x));
   }
   for (const auto& o : p.outputs()) r.outputs.push_back(o.name());
@@ -154,7 +157,7 @@ StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest&
     else
       r.timeout_us = value.int64_param();
   }
-  return r;
+  return parsed;
 }
 
 }  // namespace rankd

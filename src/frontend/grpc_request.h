@@ -6,12 +6,12 @@
 
 #include <cstdint>
 
+#include "common/parsed_request.h"
 #include "grpc_service.pb.h"
-#include "rankd/request.h"
 #include "rankd/status.h"
 
 namespace rankd {
 
-StatusOr<InferRequest> InferRequestFromProto(const inference::ModelInferRequest& proto, int64_t max_elements);
+StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& proto, int64_t max_elements);
 
 }  // namespace rankd

@@ -147,10 +147,10 @@ HttpResponse HttpApi::Infer(const HttpRequest& request, const std::string& name,
   // The body is split and parsed inside the service, so a malformed one counts as the model's failure.
   Status s = service_.Infer(
       name, version, request.received,
-      [&](const Model&) -> StatusOr<InferRequest> {
+      [&](const Model&) -> StatusOr<ParsedRequest> {
         RANKD_ASSIGN_OR_RETURN(BinaryBody parts, SplitBinaryBody(request));
         RANKD_ASSIGN_OR_RETURN(parsed, ParseInferRequest(parts.json, parts.binary, limits_));
-        return std::move(parsed.request);
+        return ParsedRequest{std::move(parsed.request), std::move(parsed.length_sums)};
       },
       [&](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {
         InferResponseBody out = MakeInferResponse(model.name(), model.version(), r.id, outputs,

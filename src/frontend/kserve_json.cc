@@ -223,6 +223,8 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   if (j["inputs"].empty()) return InvalidArgument("the request's 'inputs' list is empty");
   for (size_t i = 0; i < j["inputs"].size(); ++i) {
     RANKD_ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, doc));
+    // Summed while they are in cache: the model passes over them no more (common/parsed_request.h).
+    parsed.length_sums.push_back(in.lengths.empty() ? LengthSums{} : SumLengths(in.lengths));
     r.inputs.push_back(std::move(in));
   }
   if (!binary.empty()) return InvalidArgument(std::to_string(binary.size()) + " bytes of binary data are left over");

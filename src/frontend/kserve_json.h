@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/parsed_request.h"
 #include "rankd/request.h"
 #include "rankd/status.h"
 
@@ -29,6 +30,7 @@ StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLi
 // binary_data_size take that many raw little-endian bytes from `binary`, in input order.
 struct ParsedInferRequest {
   InferRequest request;
+  std::vector<LengthSums> length_sums;      // per input (common/parsed_request.h)
   bool binary_output_all = false;           // parameters.binary_data_output
   std::vector<std::string> binary_outputs;  // outputs whose parameters.binary_data is true
 };

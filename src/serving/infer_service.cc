@@ -34,7 +34,7 @@ Status InferService::Infer(const std::string& name, int64_t version, Clock::time
       return Internal(std::string(step) + " failed");
     }
   };
-  StatusOr<InferRequest> request = Internal("not parsed");
+  StatusOr<ParsedRequest> request = Internal("not parsed");
   Status s = guarded("parsing the request", [&] {
     request = parse(*model);
     return request.status();
@@ -44,13 +44,13 @@ Status InferService::Infer(const std::string& name, int64_t version, Clock::time
   InferStats stats;
   StatusOr<std::vector<InferOutput>> outputs = Internal("not scored");
   s = guarded("scoring the request", [&] {
-    outputs = model->Infer(*request, &stats);
+    outputs = model->Infer(request->request, request->length_sums, &stats);
     return outputs.status();
   });
   if (!s.ok()) return fail(s);
   Clock::time_point scored = Clock::now();
   s = guarded("writing the response", [&] {
-    serialize(*model, *request, *outputs);
+    serialize(*model, request->request, *outputs);
     return Status::Ok();
   });
   if (!s.ok()) return fail(s);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/parsed_request.h"
 #include "serving/metrics.h"
 #include "serving/repository.h"
 
@@ -17,7 +18,7 @@ namespace rankd {
 class InferService {
  public:
   using Clock = std::chrono::steady_clock;
-  using Parse = std::function<StatusOr<InferRequest>(const Model&)>;
+  using Parse = std::function<StatusOr<ParsedRequest>(const Model&)>;
   using Serialize = std::function<void(const Model&, const InferRequest&, const std::vector<InferOutput>&)>;
 
   InferService(ModelRepository& repository, Metrics& metrics) : repository_(repository), metrics_(metrics) {}

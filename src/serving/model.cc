@@ -150,6 +150,11 @@ Status Model::CheckFiles() const {
 }
 
 StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, InferStats* stats) const {
+  return Infer(request, {}, stats);
+}
+
+StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, std::span<const LengthSums> length_sums,
+                                                InferStats* stats) const {
   PhaseTimer whole("(a request, end to end)");  // made first, so it ends after the request's tensors are freed
   for (const std::string& out : request.outputs) {
     if (!std::any_of(config_.outputs.begin(), config_.outputs.end(),
@@ -159,7 +164,7 @@ StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, Inf
   }
   PreparedRequest prepared;
   auto t0 = std::chrono::steady_clock::now();
-  RANKD_RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
+  RANKD_RETURN_IF_ERROR(BuildGraphInputs(request, prepared, length_sums));
   if (OpProfile::phases()) OpProfile::RecordSince("(request turned into graph inputs)", t0);
   StatusOr<std::vector<Tensor>> result = batcher_ ? RunQueued(request, prepared, stats) : RunPrepared(prepared);
   if (!result.ok()) return result.status();

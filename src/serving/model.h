@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -23,6 +24,7 @@
 #include "batching/batch_merge.h"
 #include "batching/batcher.h"
 #include "batching/merge_gate.h"
+#include "common/parsed_request.h"
 #include "compile/compiled_model.h"
 #include "compile/plan.h"
 #include "model/config.h"
@@ -97,6 +99,10 @@ class Model {
   // Scores one request. Bad input gives InvalidArgument naming the input and the problem; with
   // batching, a full queue gives Unavailable and a passed deadline DeadlineExceeded.
   StatusOr<std::vector<InferOutput>> Infer(const InferRequest& request, InferStats* stats = nullptr) const;
+  // The same for a request whose ragged inputs' lengths its parser summed (common/parsed_request.h;
+  // per input of `request`, or empty).
+  StatusOr<std::vector<InferOutput>> Infer(const InferRequest& request, std::span<const LengthSums> length_sums,
+                                           InferStats* stats = nullptr) const;
   // OK while the external-data files the model reads are as they were loaded (MappedFile::Check).
   Status CheckFiles() const;
   // Counters of buckets and captures so far.
@@ -130,7 +136,8 @@ class Model {
   // "" when the hoisted graph scores a request as the graph as written does, else why not.
   std::string CheckHoisting() const;
   // Validates the request and builds the graph's inputs (model_inputs.cc).
-  Status BuildGraphInputs(const InferRequest& request, PreparedRequest& prepared) const;
+  Status BuildGraphInputs(const InferRequest& request, PreparedRequest& prepared,
+                          std::span<const LengthSums> length_sums = {}) const;
   // Runs prepared graph inputs on an executor, padded to their shape bucket when buckets are on
   // (model_buckets.cc).
   StatusOr<std::vector<Tensor>> RunPrepared(const PreparedRequest& prepared) const;

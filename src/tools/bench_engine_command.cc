@@ -57,9 +57,14 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   if (!model.ok()) return fail(model.status());
   auto lines = ReadRequestFile(args.requests);
   if (!lines.ok()) return fail(lines.status());
+  // As a server's parser hands them over: each ragged input's lengths summed (common/parsed_request.h).
   std::vector<InferRequest> requests;
-  for (RequestLine& l : *lines) requests.push_back(std::move(l.request));
-  auto first = (*model)->Infer(requests.front());
+  std::vector<std::vector<LengthSums>> sums;
+  for (RequestLine& l : *lines) {
+    requests.push_back(std::move(l.request));
+    sums.push_back(std::move(l.length_sums));
+  }
+  auto first = (*model)->Infer(requests.front(), sums.front());
   if (!first.ok()) return fail(first.status().WithContext("the first request"));
   int64_t rows = first->front().data.dim(0);
   // Warm-up covers every request at least once, so each shape's plan is built before timing, and
@@ -69,7 +74,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   // is made again by a second pass.
   size_t warmup = std::max(static_cast<size_t>(args.warmup), requests.size());
   for (size_t i = 0; i < warmup; ++i) {
-    auto out = (*model)->Infer(requests[i % requests.size()]);
+    auto out = (*model)->Infer(requests[i % requests.size()], sums[i % requests.size()]);
     if (!out.ok()) return fail(out.status().WithContext("warm-up request " + std::to_string(i % requests.size())));
   }
   // With several requests in flight the passes run on as many threads at once, so that as many
@@ -82,8 +87,8 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
     std::mutex warm_mu;
     Status warm_error;
     auto warm = [&] {
-      for (const InferRequest& request : requests) {
-        if (auto out = (*model)->Infer(request); !out.ok()) {
+      for (size_t k = 0; k < requests.size(); ++k) {
+        if (auto out = (*model)->Infer(requests[k], sums[k]); !out.ok()) {
           std::lock_guard<std::mutex> lock(warm_mu);
           if (warm_error.ok()) warm_error = out.status();
           return;
@@ -115,9 +120,9 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   std::atomic<int64_t> last_progress{0};
   auto worker = [&] {
     for (int i = next++; i < args.iters && failed == 0; i = next++) {
-      const InferRequest& r = requests[static_cast<size_t>(i) % requests.size()];
+      const size_t k = static_cast<size_t>(i) % requests.size();
       Clock::time_point t0 = Clock::now();
-      auto out = (*model)->Infer(r);
+      auto out = (*model)->Infer(requests[k], sums[k]);
       Clock::time_point t1 = Clock::now();
       if (!out.ok()) {
         std::lock_guard<std::mutex> lock(error_mu);

@@ -15,12 +15,12 @@ StatusOr<std::vector<RequestLine>> ReadRequestFile(const std::string& path) {
   std::string text;
   for (int number = 1; std::getline(in, text); ++number) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto r = ParseInferRequestJson(text, JsonLimits{size_t{1} << 30, int64_t{1} << 30, 8});
+    auto r = ParseInferRequest(text, {}, JsonLimits{size_t{1} << 30, int64_t{1} << 30, 8});
     if (!r.ok()) return r.status().WithContext(path + ": line " + std::to_string(number));
-    for (const InferInput& x : r->inputs) {
+    for (const InferInput& x : r->request.inputs) {
       for (int64_t i = 0; i < x.data.size() && !nonzero; ++i) nonzero = x.data.ScalarAsDouble(i) != 0;
     }
-    lines.push_back({std::move(text), std::move(*r)});
+    lines.push_back({std::move(text), std::move(r->request), std::move(r->length_sums)});
   }
   if (lines.empty()) return InvalidArgument(path + " holds no requests");
   if (!nonzero) return InvalidArgument(path + ": every input is all zeros; refusing to time it");

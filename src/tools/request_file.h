@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/parsed_request.h"
 #include "rankd/request.h"
 #include "rankd/status.h"
 
@@ -13,6 +14,7 @@ namespace rankd {
 struct RequestLine {
   std::string text;  // the line as read
   InferRequest request;
+  std::vector<LengthSums> length_sums;  // as a server's parser sums them (common/parsed_request.h)
 };
 
 // Reads every non-blank line as a request body; a line that does not parse fails the whole file
