@@ -11,7 +11,7 @@ Batcher::Batcher(BatcherOptions options, RunBatch run_batch)
 
 Batcher::~Batcher() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   changed_.notify_all();
@@ -20,7 +20,7 @@ Batcher::~Batcher() {
 
 Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return Unavailable("the model is shutting down");
     if (queue_.size() >= options_.policy.max_enqueued) {
       return Unavailable("the queue is full (" + std::to_string(queue_.size()) + " requests); retry later");
@@ -36,12 +36,12 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task) {
 }
 
 size_t Batcher::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return queue_.size();
 }
 
 void Batcher::ExecutorLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
     std::vector<QueuedRequest> infos;
     infos.reserve(queue_.size());
@@ -64,10 +64,10 @@ void Batcher::ExecutorLoop() {
       ++busy_;
     }
     if (!expired.empty() || !batch.empty()) {
-      lock.unlock();
+      lock.Unlock();
       for (auto& t : expired) t->Fail(DeadlineExceeded("the request's deadline passed while it was queued"));
       if (!batch.empty()) run_batch_(std::move(batch));
-      lock.lock();
+      lock.Lock();
       if (d.kind == BatchDecision::Kind::kDispatch && d.count > 0) --busy_;
       changed_.notify_all();
       continue;
@@ -75,9 +75,9 @@ void Batcher::ExecutorLoop() {
     if (stopping_ && queue_.empty()) return;
     if (d.kind == BatchDecision::Kind::kWaitUntil) {
       // The policy works in the injected clock; sleep for the same span of real time.
-      changed_.wait_for(lock, d.wake - options_.now());
+      changed_.wait_for(lock.native(), d.wake - options_.now());
     } else {
-      changed_.wait(lock);
+      changed_.wait(lock.native());
     }
   }
 }

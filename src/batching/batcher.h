@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "batching/batch_policy.h"
+#include "common/mutex.h"
 #include "rankd/status.h"
 
 namespace rankd {
@@ -52,11 +53,11 @@ class Batcher {
 
   BatcherOptions options_;
   RunBatch run_batch_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable changed_;
-  std::vector<std::unique_ptr<BatchTask>> queue_;  // GUARDED_BY(mu_), priority-then-arrival order
-  int busy_ = 0;                                   // GUARDED_BY(mu_)
-  bool stopping_ = false;                          // GUARDED_BY(mu_)
+  std::vector<std::unique_ptr<BatchTask>> queue_ RANKD_GUARDED_BY(mu_);  // priority-then-arrival order
+  int busy_ RANKD_GUARDED_BY(mu_) = 0;
+  bool stopping_ RANKD_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

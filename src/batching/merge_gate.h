@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/mutex.h"
+
 namespace rankd {
 
 class MergeGate {
@@ -29,9 +31,9 @@ class MergeGate {
   void Captured(uint64_t plan_id);
 
  private:
-  std::mutex mu_;
-  std::unordered_set<uint64_t> captured_;     // GUARDED_BY(mu_)
-  std::unordered_map<uint64_t, int> wanted_;  // batches refused per plan; GUARDED_BY(mu_)
+  Mutex mu_;
+  std::unordered_set<uint64_t> captured_ RANKD_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, int> wanted_ RANKD_GUARDED_BY(mu_);  // batches refused per plan
 };
 
 }  // namespace rankd

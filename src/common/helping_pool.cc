@@ -49,7 +49,7 @@ void HelpingPool::RunErased(int64_t n, void (*call)(void*, int64_t), void* fn) {
   job->call = call;
   job->fn = fn;
   {
-    std::lock_guard<std::mutex> lock(job_mu_);
+    MutexLock lock(job_mu_);
     job_ = job;
   }
   published_.fetch_add(1, std::memory_order_release);
@@ -57,7 +57,7 @@ void HelpingPool::RunErased(int64_t n, void (*call)(void*, int64_t), void* fn) {
   job->Work();
   // Items left are running on helpers that claimed them: they are as short as the caller's.
   while (job->done.load(std::memory_order_acquire) < n) Pause();
-  std::lock_guard<std::mutex> lock(job_mu_);
+  MutexLock lock(job_mu_);
   if (job_ == job) job_.reset();  // helpers that hold it still find nothing left to claim
 }
 
@@ -77,7 +77,7 @@ void HelpingPool::Help() {
     seen = published;
     std::shared_ptr<Job> job;
     {
-      std::lock_guard<std::mutex> lock(job_mu_);
+      MutexLock lock(job_mu_);
       job = job_;
     }
     if (job) job->Work();

@@ -20,6 +20,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/mutex.h"
+
 namespace rankd {
 
 class HelpingPool {
@@ -59,9 +61,9 @@ class HelpingPool {
   void Help();
 
   std::chrono::microseconds spin_;
-  std::mutex job_mu_;                   // guards job_ (a shared_ptr is not atomic)
-  std::shared_ptr<Job> job_;            // the latest job published; GUARDED_BY(job_mu_)
-  std::atomic<uint64_t> published_{0};  // counts jobs published; helpers wait on it
+  Mutex job_mu_;                                        // guards job_ (a shared_ptr is not atomic)
+  std::shared_ptr<Job> job_ RANKD_GUARDED_BY(job_mu_);  // the latest job published
+  std::atomic<uint64_t> published_{0};                  // counts jobs published; helpers wait on it
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 };

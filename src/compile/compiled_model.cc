@@ -82,7 +82,7 @@ Status CompiledModel::Unhoist(const std::string& why) {
 void CompiledModel::KeepPlans(size_t count) { options_.max_plans = std::max(options_.max_plans, count); }
 
 void CompiledModel::ClearPlans() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   plans_.clear();
   plan_order_.clear();
 }
@@ -96,7 +96,7 @@ StatusOr<std::shared_ptr<const Plan>> CompiledModel::PlanFor(const std::vector<T
     key += std::to_string(len);
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
   }
@@ -104,7 +104,7 @@ StatusOr<std::shared_ptr<const Plan>> CompiledModel::PlanFor(const std::vector<T
   options.backend = options_.backend;
   options.ragged_max_lengths = ragged_max_lengths;
   RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, Plan::Build(graph_, graph_inputs, options));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (plans_.emplace(key, plan).second) {
     plan_order_.push_back(key);
     if (plan_order_.size() > options_.max_plans) {

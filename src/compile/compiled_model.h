@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "common/mutex.h"
 #include "common/prepared_request.h"
 #include "compile/plan.h"
 #include "model/config.h"
@@ -141,9 +142,9 @@ class CompiledModel {
   std::vector<std::string> output_names_;
   bool hoisted_ = false;
 
-  mutable std::mutex mu_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;  // GUARDED_BY(mu_)
-  mutable std::vector<std::string> plan_order_;                                 // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_ RANKD_GUARDED_BY(mu_);
+  mutable std::vector<std::string> plan_order_ RANKD_GUARDED_BY(mu_);
 };
 
 }  // namespace rankd

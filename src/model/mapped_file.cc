@@ -9,6 +9,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "common/mutex.h"
+
 namespace rankd {
 namespace {
 
@@ -20,7 +22,7 @@ struct Slot {
 };
 constexpr int kSlots = 4096;
 Slot g_slots[kSlots];
-std::mutex g_slots_mu;  // serialises taking and freeing slots
+Mutex g_slots_mu;  // serialises taking and freeing slots
 struct sigaction g_previous;
 
 void OnSigbus(int signal, siginfo_t* info, void* context) {
@@ -57,7 +59,7 @@ void InstallHandler() {
 }
 
 int TakeSlot(uintptr_t begin, uintptr_t end) {
-  std::lock_guard<std::mutex> lock(g_slots_mu);
+  MutexLock lock(g_slots_mu);
   for (int i = 0; i < kSlots; ++i) {
     if (g_slots[i].begin.load() != 0) continue;
     g_slots[i].faulted.store(false);
@@ -95,7 +97,7 @@ StatusOr<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) 
 
 MappedFile::~MappedFile() {
   if (slot_ >= 0) {
-    std::lock_guard<std::mutex> lock(g_slots_mu);
+    MutexLock lock(g_slots_mu);
     g_slots[slot_].begin.store(0, std::memory_order_release);
   }
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);

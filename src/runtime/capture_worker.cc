@@ -6,7 +6,7 @@ CaptureWorker::CaptureWorker() : thread_([this] { Loop(); }) {}
 
 CaptureWorker::~CaptureWorker() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
     jobs_.clear();
   }
@@ -16,7 +16,7 @@ CaptureWorker::~CaptureWorker() {
 
 bool CaptureWorker::Submit(uint64_t plan_id, std::function<void()> job) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stop_ || !pending_.insert(plan_id).second) return false;
     jobs_.emplace_back(plan_id, std::move(job));
   }
@@ -25,21 +25,21 @@ bool CaptureWorker::Submit(uint64_t plan_id, std::function<void()> job) {
 }
 
 void CaptureWorker::Drain() {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [&] { return stop_ || (jobs_.empty() && !running_job_); });
+  MutexLock lock(mu_);
+  while (!(stop_ || (jobs_.empty() && !running_job_))) changed_.wait(lock.native());
 }
 
 void CaptureWorker::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    changed_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    while (!(stop_ || !jobs_.empty())) changed_.wait(lock.native());
     if (stop_) return;
     auto [plan_id, job] = std::move(jobs_.front());
     jobs_.pop_front();
     running_job_ = true;
-    lock.unlock();
+    lock.Unlock();
     job();
-    lock.lock();
+    lock.Lock();
     pending_.erase(plan_id);
     running_job_ = false;
     changed_.notify_all();

@@ -13,6 +13,8 @@
 #include <thread>
 #include <unordered_set>
 
+#include "common/mutex.h"
+
 namespace rankd {
 
 class CaptureWorker {
@@ -33,13 +35,13 @@ class CaptureWorker {
  private:
   void Loop();
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable changed_;
-  std::deque<std::pair<uint64_t, std::function<void()>>> jobs_;  // GUARDED_BY(mu_)
-  std::unordered_set<uint64_t> pending_;                         // plans queued or running; GUARDED_BY(mu_)
-  bool running_job_ = false;                                     // GUARDED_BY(mu_)
-  bool stop_ = false;                                            // GUARDED_BY(mu_)
-  std::thread thread_;                                           // last: started once the rest exists
+  std::deque<std::pair<uint64_t, std::function<void()>>> jobs_ RANKD_GUARDED_BY(mu_);
+  std::unordered_set<uint64_t> pending_ RANKD_GUARDED_BY(mu_);  // plans queued or running
+  bool running_job_ RANKD_GUARDED_BY(mu_) = false;
+  bool stop_ RANKD_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: started once the rest exists
 };
 
 }  // namespace rankd

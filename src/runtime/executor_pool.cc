@@ -11,8 +11,8 @@ ExecutorPool::ExecutorPool(const Backend& backend, std::shared_ptr<ModelResource
 
 StatusOr<std::unique_ptr<Executor>> ExecutorPool::Acquire() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    freed_.wait(lock, [&] { return !idle_.empty() || max_ == 0 || created_ < max_; });
+    MutexLock lock(mu_);
+    while (!(!idle_.empty() || max_ == 0 || created_ < max_)) freed_.wait(lock.native());
     if (!idle_.empty()) {
       std::unique_ptr<Executor> e = std::move(idle_.back());
       idle_.pop_back();
@@ -21,7 +21,7 @@ StatusOr<std::unique_ptr<Executor>> ExecutorPool::Acquire() {
     ++created_;
   }
   auto created = NewExecutor(backend_, resources_);  // outside the lock: a GPU executor takes a while
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!created.ok()) {
     --created_;
     freed_.notify_one();
@@ -34,7 +34,7 @@ StatusOr<std::unique_ptr<Executor>> ExecutorPool::Acquire() {
 void ExecutorPool::Release(std::unique_ptr<Executor> executor) {
   bool takers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     idle_.push_back(std::move(executor));
     takers = takers_ > 0;
   }
@@ -48,22 +48,24 @@ void ExecutorPool::Release(std::unique_ptr<Executor> executor) {
 }
 
 std::unique_ptr<Executor> ExecutorPool::Take(const Executor* executor) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::unique_ptr<Executor> taken;
   ++takers_;
-  freed_.wait(lock, [&] {
+  for (;;) {
     auto it = std::find_if(idle_.begin(), idle_.end(), [&](const auto& e) { return e.get() == executor; });
-    if (it == idle_.end()) return false;
-    taken = std::move(*it);
-    idle_.erase(it);
-    return true;
-  });
+    if (it != idle_.end()) {
+      taken = std::move(*it);
+      idle_.erase(it);
+      break;
+    }
+    freed_.wait(lock.native());
+  }
   --takers_;
   return taken;
 }
 
 std::vector<const Executor*> ExecutorPool::All() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return all_;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "common/mutex.h"
 #include "runtime/executor.h"
 
 namespace rankd {
@@ -34,12 +35,12 @@ class ExecutorPool {
   const Backend& backend_;
   const std::shared_ptr<ModelResources> resources_;
   const int max_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable freed_;
-  int created_ = 0;                              // GUARDED_BY(mu_), including ones being made
-  int takers_ = 0;                               // GUARDED_BY(mu_): Take calls waiting
-  std::vector<std::unique_ptr<Executor>> idle_;  // GUARDED_BY(mu_)
-  std::vector<const Executor*> all_;             // GUARDED_BY(mu_)
+  int created_ RANKD_GUARDED_BY(mu_) = 0;  // including ones being made
+  int takers_ RANKD_GUARDED_BY(mu_) = 0;   // Take calls waiting
+  std::vector<std::unique_ptr<Executor>> idle_ RANKD_GUARDED_BY(mu_);
+  std::vector<const Executor*> all_ RANKD_GUARDED_BY(mu_);
 };
 
 }  // namespace rankd

@@ -8,12 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
+
 namespace rankd {
 namespace {
 
 struct Table {
-  std::mutex mu;
-  std::map<std::string, std::pair<int64_t, double>> by_op;  // GUARDED_BY(mu): calls, ms
+  Mutex mu;
+  std::map<std::string, std::pair<int64_t, double>> by_op RANKD_GUARDED_BY(mu);  // calls, ms
 };
 
 Table& table() {
@@ -49,7 +51,7 @@ std::string OpProfile::Key(const std::string& op, const std::string& node) {
 
 void OpProfile::Record(const std::string& op, double ms) {
   Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
+  MutexLock lock(t.mu);
   auto& e = t.by_op[op];
   ++e.first;
   e.second += ms;
@@ -61,13 +63,13 @@ void OpProfile::RecordSince(const std::string& op, std::chrono::steady_clock::ti
 
 void OpProfile::Reset() {
   Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
+  MutexLock lock(t.mu);
   t.by_op.clear();
 }
 
 std::string OpProfile::Report() {
   Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
+  MutexLock lock(t.mu);
   std::vector<std::pair<std::string, std::pair<int64_t, double>>> rows(t.by_op.begin(), t.by_op.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
   double total = 0;

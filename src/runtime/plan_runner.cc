@@ -86,7 +86,7 @@ void PlanRunner::StartCapturing(std::function<void(uint64_t)> captured) {
 void PlanRunner::QueueCapture(const std::shared_ptr<const Plan>& plan) {
   if (!capture_) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (uncapturable_.count(plan->id())) return;
   }
   capture_worker_->Submit(plan->id(), [this, plan] { CaptureEverywhere(plan); });
@@ -106,7 +106,7 @@ void PlanRunner::CaptureEverywhere(const std::shared_ptr<const Plan>& plan) {
         std::fprintf(stderr, "model '%s': capturing a plan failed (it runs uncaptured): %s\n", model_.c_str(),
                      bytes.status().ToString().c_str());
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(mu_);
           uncapturable_.insert(plan->id());
         }
         Release(std::move(executor));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "common/mutex.h"
 #include "compile/plan.h"
 #include "runtime/capture_worker.h"
 #include "runtime/executor.h"
@@ -96,8 +97,8 @@ class PlanRunner {
   std::unique_ptr<ExecutorPool> executors_;
   std::atomic<bool> capture_{false};
   std::function<void(uint64_t)> captured_;
-  std::mutex mu_;
-  std::unordered_set<uint64_t> uncapturable_;  // GUARDED_BY(mu_): plans whose capture failed
+  Mutex mu_;
+  std::unordered_set<uint64_t> uncapturable_ RANKD_GUARDED_BY(mu_);  // plans whose capture failed
   std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_failures_{0}, capture_us_{0};
   std::unique_ptr<CaptureWorker> capture_worker_;  // last: stopped first, while the rest is alive
 };

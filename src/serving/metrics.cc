@@ -7,7 +7,7 @@
 namespace rankd {
 
 void Metrics::RecordSuccess(const std::string& model, int64_t version, const RequestTiming& t) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   PerModel& m = models_[{model, version}];
   ++m.success;
   if (t.execution) ++m.execs;
@@ -23,58 +23,60 @@ void Metrics::RecordSuccess(const std::string& model, int64_t version, const Req
 }
 
 void Metrics::RecordFailure(const std::string& model, int64_t version) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++models_[{model, version}].failure;
 }
 
 void Metrics::RecordLoadFailure(const std::string& model) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++load_failures_[model];
 }
 
 std::string Metrics::Text() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::string out;
-  auto family = [&](const char* name, const char* help, const char* type, auto value) {
+  // The map is passed in, read under the lock here: a lambda's body is checked as a function of its own.
+  auto family = [&out](const auto& models, const char* name, const char* help, const char* type, auto value) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-    for (const auto& [key, m] : models_) {
+    for (const auto& [key, m] : models) {
       out += std::string(name) + "{model=\"" + key.first + "\",version=\"" + std::to_string(key.second) + "\"} " +
              std::to_string(value(m)) + "\n";
     }
   };
-  family("nv_inference_request_success", "Number of successful inference requests", "counter",
+  family(models_, "nv_inference_request_success", "Number of successful inference requests", "counter",
          [](const PerModel& m) { return m.success; });
-  family("nv_inference_request_failure", "Number of failed inference requests", "counter",
+  family(models_, "nv_inference_request_failure", "Number of failed inference requests", "counter",
          [](const PerModel& m) { return m.failure; });
-  family("nv_inference_count", "Number of inferences (rows) performed", "counter",
+  family(models_, "nv_inference_count", "Number of inferences (rows) performed", "counter",
          [](const PerModel& m) { return m.rows; });
-  family("nv_inference_exec_count", "Number of model executions (batches)", "counter",
+  family(models_, "nv_inference_exec_count", "Number of model executions (batches)", "counter",
          [](const PerModel& m) { return m.execs; });
-  family("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds", "counter",
-         [](const PerModel& m) { return m.request_us; });
-  family("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds", "counter",
+  family(models_, "nv_inference_request_duration_us", "Cumulative inference request duration in microseconds",
+         "counter", [](const PerModel& m) { return m.request_us; });
+  family(models_, "nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds", "counter",
          [](const PerModel& m) { return m.queue_us; });
-  family("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds", "counter",
-         [](const PerModel& m) { return m.input_us; });
-  family("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds", "counter",
-         [](const PerModel& m) { return m.infer_us; });
-  family("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds",
-         "counter", [](const PerModel& m) { return m.output_us; });
-  family("rankd_graph_hits", "Executions that replayed a captured CUDA graph", "counter",
+  family(models_, "nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds",
+         "counter", [](const PerModel& m) { return m.input_us; });
+  family(models_, "nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds",
+         "counter", [](const PerModel& m) { return m.infer_us; });
+  family(models_, "nv_inference_compute_output_duration_us",
+         "Cumulative inference compute output duration in microseconds", "counter",
+         [](const PerModel& m) { return m.output_us; });
+  family(models_, "rankd_graph_hits", "Executions that replayed a captured CUDA graph", "counter",
          [](const PerModel& m) { return m.buckets.graph_hits; });
-  family("rankd_graph_misses", "Executions that ran uncaptured while graphs are on", "counter",
+  family(models_, "rankd_graph_misses", "Executions that ran uncaptured while graphs are on", "counter",
          [](const PerModel& m) { return m.buckets.graph_misses; });
-  family("rankd_graph_captures", "Plans captured as graphs, per executor, warm-up included", "counter",
+  family(models_, "rankd_graph_captures", "Plans captured as graphs, per executor, warm-up included", "counter",
          [](const PerModel& m) { return m.buckets.captures; });
-  family("rankd_graph_capture_failures", "Plans whose capture failed; they run uncaptured", "counter",
+  family(models_, "rankd_graph_capture_failures", "Plans whose capture failed; they run uncaptured", "counter",
          [](const PerModel& m) { return m.buckets.capture_failures; });
-  family("rankd_graph_capture_duration_us", "Cumulative time spent capturing graphs", "counter",
+  family(models_, "rankd_graph_capture_duration_us", "Cumulative time spent capturing graphs", "counter",
          [](const PerModel& m) { return m.buckets.capture_us; });
-  family("rankd_bucket_real_rows", "Rows of executions padded to a shape bucket, before padding", "counter",
+  family(models_, "rankd_bucket_real_rows", "Rows of executions padded to a shape bucket, before padding", "counter",
          [](const PerModel& m) { return m.buckets.real_rows; });
-  family("rankd_bucket_padded_rows", "Rows of executions padded to a shape bucket, after padding", "counter",
+  family(models_, "rankd_bucket_padded_rows", "Rows of executions padded to a shape bucket, after padding", "counter",
          [](const PerModel& m) { return m.buckets.padded_rows; });
-  family("rankd_batch_merges_deferred", "Batches run as their requests because their bucket had no graph yet",
+  family(models_, "rankd_batch_merges_deferred", "Batches run as their requests because their bucket had no graph yet",
          "counter", [](const PerModel& m) { return m.buckets.merges_deferred; });
   out += "# HELP nv_inference_request_summary_us Request duration quantiles over the last 1024 requests\n";
   out += "# TYPE nv_inference_request_summary_us summary\n";

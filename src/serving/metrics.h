@@ -24,6 +24,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "serving/shape_buckets.h"
 
 namespace rankd {
@@ -51,9 +52,9 @@ class Metrics {
     std::deque<uint64_t> recent_us;  // last 1024 request durations
     BucketCounters buckets;          // as last reported
   };
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, int64_t>, PerModel> models_;  // GUARDED_BY(mu_)
-  std::map<std::string, uint64_t> load_failures_;               // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::pair<std::string, int64_t>, PerModel> models_ RANKD_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> load_failures_ RANKD_GUARDED_BY(mu_);
   std::atomic<int64_t> inflight_{0};
 };
 

@@ -24,6 +24,7 @@
 #include "batching/batch_merge.h"
 #include "batching/batcher.h"
 #include "batching/merge_gate.h"
+#include "common/mutex.h"
 #include "common/parsed_request.h"
 #include "compile/compiled_model.h"
 #include "compile/plan.h"
@@ -184,8 +185,8 @@ class Model {
   struct NumbersHash {
     size_t operator()(const std::vector<int64_t>& v) const;
   };
-  mutable std::mutex mu_;
-  mutable std::unordered_map<std::vector<int64_t>, BucketPlan, NumbersHash> bucket_plans_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  mutable std::unordered_map<std::vector<int64_t>, BucketPlan, NumbersHash> bucket_plans_ RANKD_GUARDED_BY(mu_);
 
   std::unique_ptr<ShapeBuckets> buckets_;  // nullptr: requests run at their own shapes
   std::vector<BucketKey> warmup_keys_;

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "common/host_allocator.h"
+#include "common/mutex.h"
 #include "runtime/op_profile.h"
 #include "serving/model.h"
 
@@ -103,7 +104,7 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key)
   std::vector<int64_t> numbers = key.Numbers();
   std::optional<std::vector<TensorMeta>> metas;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = bucket_plans_.find(numbers); it != bucket_plans_.end()) {
       if (std::shared_ptr<const Plan> plan = it->second.plan.lock()) return plan;
       metas = it->second.metas;
@@ -116,7 +117,7 @@ StatusOr<std::shared_ptr<const Plan>> Model::PlanForBucket(const BucketKey& key)
     metas = MetasOf(PadToBucket(smallest, key, compiled_->input_kinds()), graph());
   }
   RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(*metas, key.lengths));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (bucket_plans_.size() >= kMaxBucketMetas && !bucket_plans_.count(numbers)) bucket_plans_.clear();
   bucket_plans_[std::move(numbers)] = {std::move(*metas), plan};
   return plan;

@@ -52,7 +52,10 @@ StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Create(const Reposit
   std::unique_ptr<ModelRepository> repo(new ModelRepository(options));
   std::vector<std::string> names =
       options.mode == ModelControlMode::kExplicit ? options.startup_models : repo->ModelDirectories();
-  for (const std::string& name : repo->ModelDirectories()) repo->models_[name];
+  {
+    MutexLock lock(repo->mu_);
+    for (const std::string& name : repo->ModelDirectories()) repo->models_[name];
+  }
   for (const std::string& name : names) {
     Status s = repo->LoadModel(name);
     if (!s.ok() && options.mode == ModelControlMode::kExplicit) return s;  // asked for by name: fatal
@@ -72,7 +75,7 @@ std::vector<std::string> ModelRepository::ModelDirectories() const {
 }
 
 Status ModelRepository::LoadModel(const std::string& name) {
-  std::lock_guard<std::mutex> load_lock(load_mu_);
+  MutexLock load_lock(load_mu_);
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
     return InvalidArgument("'" + name + "' is not a model name");
   }
@@ -83,7 +86,7 @@ Status ModelRepository::LoadModel(const std::string& name) {
   }
   Entry before;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = models_.find(name);
     if (it != models_.end()) before = it->second;
   }
@@ -134,7 +137,7 @@ Status ModelRepository::LoadModel(const std::string& name) {
     stamps[v] = stamp;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Entry& e = models_[name];
     e.wanted = true;
     e.failure = config.ok() && !versions.empty() ? "" : status.message();
@@ -152,7 +155,7 @@ Status ModelRepository::LoadModel(const std::string& name) {
 }
 
 StatusOr<std::shared_ptr<const Model>> ModelRepository::Get(const std::string& name, int64_t version) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = models_.find(name);
   if (it == models_.end()) return NotFound("unknown model '" + name + "'");
   const Entry& e = it->second;
@@ -176,7 +179,7 @@ Status ModelRepository::Unload(const std::string& name) {
   if (options_.mode == ModelControlMode::kNone) {
     return Unavailable("explicit model load/unload is not allowed: the server runs with --model-control-mode=none");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = models_.find(name);
   if (it == models_.end()) return NotFound("unknown model '" + name + "'");
   it->second.versions.clear();  // requests holding a version finish on it
@@ -189,7 +192,7 @@ Status ModelRepository::Unload(const std::string& name) {
 void ModelRepository::Poll() {
   std::vector<std::string> present = ModelDirectories();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto it = models_.begin(); it != models_.end();) {  // directories removed from disk
       if (std::find(present.begin(), present.end(), it->first) == present.end())
         it = models_.erase(it);
@@ -200,7 +203,7 @@ void ModelRepository::Poll() {
   for (const std::string& name : present) {
     bool wanted;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       Entry& e = models_[name];
       wanted = e.wanted || options_.mode == ModelControlMode::kPoll;
     }
@@ -211,7 +214,7 @@ void ModelRepository::Poll() {
 std::vector<RepositoryIndexEntry> ModelRepository::Index() const {
   std::vector<RepositoryIndexEntry> out;
   std::vector<std::string> dirs = ModelDirectories();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const std::string& name : dirs) {
     auto it = models_.find(name);
     if (it == models_.end()) {
@@ -239,7 +242,7 @@ std::vector<RepositoryIndexEntry> ModelRepository::Index() const {
 }
 
 bool ModelRepository::Ready() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [name, e] : models_) {
     if (e.wanted && (e.versions.empty() || !e.versions.rbegin()->second->CheckFiles().ok())) return false;
   }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "rankd/status.h"
 #include "serving/model.h"
 
@@ -77,9 +78,9 @@ class ModelRepository {
   };
 
   RepositoryOptions options_;
-  mutable std::mutex mu_;
-  std::map<std::string, Entry> models_;  // GUARDED_BY(mu_)
-  std::mutex load_mu_;                   // serialises loads (a load runs outside mu_)
+  mutable Mutex mu_;
+  std::map<std::string, Entry> models_ RANKD_GUARDED_BY(mu_);
+  Mutex load_mu_;  // serialises loads (a load runs outside mu_)
 };
 
 }  // namespace rankd

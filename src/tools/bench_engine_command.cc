@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/mutex.h"
 #include "runtime/op_profile.h"
 #include "serving/model.h"
 #include "tools/commands.h"
@@ -84,12 +85,12 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   const int warm_threads = std::max(1, args.in_flight);
   for (int pass = 0; pass < 2; ++pass) {
     (*model)->WaitForCaptures();
-    std::mutex warm_mu;
+    Mutex warm_mu;
     Status warm_error;
     auto warm = [&] {
       for (size_t k = 0; k < requests.size(); ++k) {
         if (auto out = (*model)->Infer(requests[k], sums[k]); !out.ok()) {
-          std::lock_guard<std::mutex> lock(warm_mu);
+          MutexLock lock(warm_mu);
           if (warm_error.ok()) warm_error = out.status();
           return;
         }
@@ -110,7 +111,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   std::vector<double> ms(static_cast<size_t>(args.iters));
   std::atomic<int> next{0}, failed{0};
   std::atomic<int64_t> rows_scored{0};
-  std::mutex error_mu;
+  Mutex error_mu;
   Status error;
   Clock::time_point start = Clock::now();
   // The timed runs' window on the wall clock, so that a GPU's clock and power sampled beside them
@@ -125,7 +126,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
       auto out = (*model)->Infer(requests[k], sums[k]);
       Clock::time_point t1 = Clock::now();
       if (!out.ok()) {
-        std::lock_guard<std::mutex> lock(error_mu);
+        MutexLock lock(error_mu);
         if (failed++ == 0) error = out.status();
         return;
       }

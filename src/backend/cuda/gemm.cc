@@ -14,6 +14,7 @@
 #include "backend/cuda/short_k_gemm.h"
 #include "backend/cuda/small_rows_gemm.h"
 #include "backend/cuda/split_k_gemm.h"
+#include "common/mutex.h"
 
 namespace rankd::cuda {
 namespace {
@@ -113,7 +114,7 @@ bool TuningEnabled() { return tuning_on.load(std::memory_order_relaxed); }
 // three choices for the top MLP's first product; the first executor timed the fastest at 296 µs a
 // run, the others at 588 to 836).
 struct TimedChoices {
-  std::mutex mu;  // held while a product's candidates are timed
+  Mutex mu;  // held while a product's candidates are timed
   std::map<std::pair<int, GemmCache::Key>, cublasLtMatmulAlgo_t> algos;
   GemmTunings counts;
 };
@@ -141,7 +142,7 @@ Status ChooseFastest(DeviceContext& ctx, const GemmCache::Key& key, GemmCache::E
   int device = 0;
   RANKD_RETURN_IF_ERROR(Check(cudaGetDevice(&device), "cudaGetDevice"));
   TimedChoices& timed = Timed();
-  std::lock_guard<std::mutex> lock(timed.mu);
+  MutexLock lock(timed.mu);
   if (auto it = timed.algos.find({device, key}); it != timed.algos.end()) {
     e.algo = it->second;
     ++timed.counts.reused;
@@ -311,7 +312,7 @@ void EnableGemmTuning(bool on) { tuning_on.store(on, std::memory_order_relaxed);
 
 GemmTunings CountGemmTunings() {
   TimedChoices& timed = Timed();
-  std::lock_guard<std::mutex> lock(timed.mu);
+  MutexLock lock(timed.mu);
   return timed.counts;
 }
 

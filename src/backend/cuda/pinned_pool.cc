@@ -60,7 +60,7 @@ void* PinnedPool::NewSlab(size_t bytes) {
 void* PinnedPool::Allocate(size_t bytes) {
   const int shift = SizeShift(bytes);
   if (shift > kMaxShift || limit_ == 0) return nullptr;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<void*>& list = free_[shift];
   if (list.empty()) {
     const size_t block = size_t{1} << shift, slab = std::max(block, size_t{1} << kSlabShift);
@@ -75,7 +75,7 @@ void* PinnedPool::Allocate(size_t bytes) {
 
 void PinnedPool::Free(void* p, size_t bytes) {
   const int shift = SizeShift(bytes);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   free_[shift].push_back(p);
 }
 

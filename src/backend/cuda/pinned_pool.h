@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/host_allocator.h"
+#include "common/mutex.h"
 
 namespace rankd::cuda {
 
@@ -40,7 +41,7 @@ class PinnedPool final : public HostAllocator {
 
   static constexpr int kMinShift = 8, kSlabShift = 21, kMaxShift = 26;
   const size_t limit_;
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<void*> free_[kMaxShift + 1];  // by size shift
   mutable std::shared_mutex slabs_mu_;
   std::vector<std::pair<uintptr_t, uintptr_t>> slabs_;  // [begin, end), sorted

@@ -15,12 +15,13 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/settings.h"
+#include "common/mutex.h"
 
 namespace rankd::cuda {
 namespace {
 
 struct Cache {
-  std::mutex mu;
+  Mutex mu;
   std::map<uint64_t, cudaKernel_t> kernels;
   CompileCounts counts;
 };
@@ -133,7 +134,7 @@ StatusOr<cudaKernel_t> CompileKernel(const std::string& source, const std::strin
   const uint64_t hash =
       Fnv1a(source, Fnv1a(arch + "/" + std::to_string(nvrtc_major) + "." + std::to_string(nvrtc_minor) + "/" + name));
   Cache& cache = TheCache();
-  std::lock_guard<std::mutex> lock(cache.mu);
+  MutexLock lock(cache.mu);
   if (auto it = cache.kernels.find(hash); it != cache.kernels.end()) return it->second;
   auto load = [&](const std::vector<char>& cubin) -> StatusOr<cudaKernel_t> {
     std::lock_guard<std::shared_mutex> gate(CaptureGate());  // loading code is not allowed during a capture
@@ -163,13 +164,13 @@ StatusOr<cudaKernel_t> CompileKernel(const std::string& source, const std::strin
 
 void ForgetLoadedKernels() {
   Cache& cache = TheCache();
-  std::lock_guard<std::mutex> lock(cache.mu);
+  MutexLock lock(cache.mu);
   cache.kernels.clear();
 }
 
 CompileCounts RuntimeCompileCounts() {
   Cache& cache = TheCache();
-  std::lock_guard<std::mutex> lock(cache.mu);
+  MutexLock lock(cache.mu);
   return cache.counts;
 }
 

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "backend/cuda/pinned_pool.h"
+#include "common/mutex.h"
 
 namespace rankd::cuda {
 namespace {
@@ -11,8 +12,8 @@ namespace {
 std::atomic<bool> dependent_launches{true};
 std::atomic<bool> gemm_log{false};
 std::atomic<int64_t> pinned_pool_mb{2048};
-std::mutex kernel_cache_mu;
-std::string kernel_cache_dir;  // GUARDED_BY(kernel_cache_mu)
+Mutex kernel_cache_mu;
+std::string kernel_cache_dir RANKD_GUARDED_BY(kernel_cache_mu);
 
 }  // namespace
 
@@ -34,11 +35,11 @@ Status SetPinnedPoolMb(int64_t mb) {
 int64_t PinnedPoolMb() { return pinned_pool_mb.load(); }
 
 void SetKernelCacheDir(const std::string& dir) {
-  std::lock_guard<std::mutex> lock(kernel_cache_mu);
+  MutexLock lock(kernel_cache_mu);
   kernel_cache_dir = dir;
 }
 std::string KernelCacheDir() {
-  std::lock_guard<std::mutex> lock(kernel_cache_mu);
+  MutexLock lock(kernel_cache_mu);
   return kernel_cache_dir;
 }
 
