@@ -1,6 +1,7 @@
 // The public headers alone are enough to embed rankd: this file includes nothing from src/.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <thread>
 
 #include "rankd/engine.h"
@@ -57,6 +58,71 @@ TEST(PublicApi, LoadDescribeAndScoreFromManyThreads) {
   request.inputs[0].data.data<int64_t>()[5] = 100;  // table has 100 rows
   auto bad = (*engine)->Infer(request);
   EXPECT_EQ(bad.status().code(), rankd::StatusCode::kInvalidArgument);
+}
+
+// EngineOptions: the backend by name, batching turned on over a config without it (merged requests
+// score as alone), and options that cannot work refused with a reason.
+TEST(PublicApi, CreateTakesBackendBatchingAndExecutors) {
+  rankd::EngineOptions options;
+  options.model_dir = rankd::testing::SourcePath("models/zoo/mmoe");
+  auto plain = rankd::Engine::Create(options);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ((*plain)->backend(), "cpu");
+  options.backend = "auto";  // the CPU here, a GPU where there is one
+  options.batching = 1;
+  options.executors = 2;
+  auto batched = rankd::Engine::Create(options);
+  ASSERT_TRUE(batched.ok()) << batched.status().ToString();
+  EXPECT_TRUE((*batched)->backend() == "cpu" || (*batched)->backend() == "cuda") << (*batched)->backend();
+
+  std::vector<rankd::InferRequest> requests(6);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const int64_t rows = static_cast<int64_t>(r) + 1;
+    std::vector<int64_t> ids(static_cast<size_t>(rows) * 20);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 13 + r) % 100);
+    std::vector<float> dense(static_cast<size_t>(rows) * 10);
+    for (size_t i = 0; i < dense.size(); ++i) dense[i] = 0.01f * static_cast<float>(i + r);
+    requests[r].inputs.push_back(
+        {"sparse", rankd::Tensor::FromVector<int64_t>(rankd::DType::kI64, {rows, 20}, ids), {}});
+    requests[r].inputs.push_back(
+        {"dense", rankd::Tensor::FromVector<float>(rankd::DType::kF32, {rows, 10}, dense), {}});
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(requests.size(), 0);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    threads.emplace_back([&, r] {
+      auto want = (*plain)->Infer(requests[r]);
+      for (int i = 0; i < 20; ++i) {
+        auto got = (*batched)->Infer(requests[r]);
+        if (!want.ok() || !got.ok() || got->size() != want->size()) {
+          ++wrong[r];
+          continue;
+        }
+        for (size_t o = 0; o < got->size(); ++o) {
+          const float* a = (*got)[o].data.data<float>();
+          const float* b = (*want)[o].data.data<float>();
+          for (int64_t k = 0; k < (*got)[o].data.size(); ++k)
+            wrong[r] += std::abs(a[k] - b[k]) > 1e-3f * (1 + std::abs(b[k]));
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t r = 0; r < wrong.size(); ++r) EXPECT_EQ(wrong[r], 0) << "request " << r;
+
+  rankd::EngineOptions bad;
+  EXPECT_EQ(rankd::Engine::Create(bad).status().code(), rankd::StatusCode::kInvalidArgument);  // no model_dir
+  bad.model_dir = options.model_dir;
+  bad.backend = "tpu";
+  auto unknown = rankd::Engine::Create(bad);
+  EXPECT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("tpu"), std::string::npos) << unknown.status().ToString();
+  bad.backend = "cpu";
+  bad.batching = 7;
+  EXPECT_EQ(rankd::Engine::Create(bad).status().code(), rankd::StatusCode::kInvalidArgument);
+  bad.batching = -1;
+  bad.precision = "fp8";
+  EXPECT_FALSE(rankd::Engine::Create(bad).ok());
 }
 
 }  // namespace

@@ -1,13 +1,23 @@
 // rankd/engine.h: embed rankd in a process, with no server.
 //
-//   auto engine = rankd::Engine::Load("models/zoo/din");          // latest version
+//   rankd::EngineOptions options;
+//   options.model_dir = "models/zoo/din";                          // REPO/NAME; latest version
+//   options.backend = "auto";                                      // a GPU when there is one
+//   auto engine = rankd::Engine::Create(options);
 //   if (!engine.ok()) { ... engine.status().ToString() ... }
 //   rankd::InferRequest request = ...;                             // see rankd/request.h
 //   auto outputs = (*engine)->Infer(request);                      // thread-safe
 //
-// An Engine is one loaded model version on the CPU backend. Loading reads the config and the ONNX
-// file, optimises the graph and warms up; Infer validates the request (bad input gives
-// INVALID_ARGUMENT naming the input) and scores it. Infer may be called from many threads at once.
+// An Engine is one loaded model version on one backend. Creating it reads the config and the ONNX
+// file, optimises the graph, checks what its optimisations promise (that padding, merging and
+// running the user side once change no score) and warms up, so an engine that is created is one
+// that scores. Infer validates the request (bad input gives INVALID_ARGUMENT naming the input) and
+// scores it.
+//
+// Ownership and lifetimes: the Engine owns everything it loaded; destroy it after the last Infer
+// has returned. Infer reads the request only while it runs (the caller keeps ownership; tensors may
+// view memory the caller owns) and returns outputs that own their memory, valid after the Engine
+// is gone. Thread safety: every method may be called from many threads at once.
 #pragma once
 
 #include <cstdint>
@@ -25,13 +35,28 @@ namespace rankd {
 class Model;
 
 struct EngineOptions {
+  // The model: its directory in a repository (REPO/NAME, holding config and version directories)
+  // and the version to load (-1: the highest).
+  std::string model_dir;
+  int64_t version = -1;
+  // Where it runs: "cpu", "cuda" (the first GPU) or "auto" (a GPU when one is present and rankd was
+  // built with CUDA, else the CPU).
+  std::string backend = "cpu";
+  // Overrides the config's precision when set: fp32 | tf32 | bf16 | bf16-activations.
+  std::string precision;
+  // Overrides the config's batching when 0 (off) or 1 (on: the config's settings, or their
+  // defaults; docs/batching.md); -1 keeps the config's.
+  int batching = -1;
+  // Requests scored at once (executors); 0 picks the backend's default.
+  int executors = 0;
   // Largest candidate count per request when the model's config sets no max_batch_size.
   int64_t max_rows = 65536;
 };
 
 class Engine {
  public:
-  // Loads version `version` (-1: the highest) of the model in `model_dir` (REPO/NAME).
+  static StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  // Create with `model_dir`, `version` and the rest of `options`.
   static StatusOr<std::unique_ptr<Engine>> Load(const std::string& model_dir, int64_t version = -1,
                                                 const EngineOptions& options = {});
   ~Engine();
@@ -40,10 +65,12 @@ class Engine {
 
   const std::string& name() const;
   int64_t version() const;
+  // The backend it runs on: "cpu" or "cuda".
+  std::string backend() const;
   std::vector<InputSignature> inputs() const;
   std::vector<OutputSignature> outputs() const;
 
-  // Scores one request: one user and N candidates (or N independent rows). Thread-safe.
+  // Scores one request: one user and N candidates (or N independent rows).
   StatusOr<std::vector<InferOutput>> Infer(const InferRequest& request) const;
 
  private:

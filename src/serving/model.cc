@@ -77,6 +77,7 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
   RANKD_ASSIGN_OR_RETURN(compiled_, CompiledModel::Compile(std::move(graph), std::move(config), compile));
   const CompiledModel& c = *compiled_;
   config_ = c.config();
+  if (options_.batching >= 0) config_.batching.enabled = options_.batching == 1;
   RANKD_ASSIGN_OR_RETURN(
       runner_, PlanRunner::Create(*options_.backend, c.graph(), c.precision(), options_.executors, c.config().name));
   if (c.hoisted()) {

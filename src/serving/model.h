@@ -61,6 +61,8 @@ struct ModelOptions {
   bool fusion = true;
   // Overrides the config's user_hoisting when 0 (off) or 1 (on); -1 keeps it.
   int user_hoisting = -1;
+  // Overrides the config's batching.enabled when 0 (off) or 1 (on); -1 keeps it.
+  int batching = -1;
 };
 
 // What loading did, for `rankd inspect`: the passes, then the buckets and the warm-up captures.
