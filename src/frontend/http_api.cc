@@ -150,7 +150,7 @@ HttpResponse HttpApi::Infer(const HttpRequest& request, const std::string& name,
       [&](const Model&) -> StatusOr<ParsedRequest> {
         RANKD_ASSIGN_OR_RETURN(BinaryBody parts, SplitBinaryBody(request));
         RANKD_ASSIGN_OR_RETURN(parsed, ParseInferRequest(parts.json, parts.binary, limits_));
-        return ParsedRequest{std::move(parsed.request), std::move(parsed.length_sums)};
+        return static_cast<ParsedRequest&&>(std::move(parsed));  // its binary flags stay for the answer
       },
       [&](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {
         InferResponseBody out = MakeInferResponse(model.name(), model.version(), r.id, outputs,

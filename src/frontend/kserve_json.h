@@ -28,11 +28,9 @@ StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLi
 // A request in the binary tensor data extension: `json` is the JSON header (the body's first
 // Inference-Header-Content-Length bytes), `binary` the rest. Inputs whose parameters carry
 // binary_data_size take that many raw little-endian bytes from `binary`, in input order.
-struct ParsedInferRequest {
-  InferRequest request;
-  std::vector<LengthSums> length_sums;      // per input (common/parsed_request.h)
-  bool binary_output_all = false;           // parameters.binary_data_output
-  std::vector<std::string> binary_outputs;  // outputs whose parameters.binary_data is true
+struct ParsedInferRequest : ParsedRequest {  // the request, its lengths summed (common/parsed_request.h)
+  bool binary_output_all = false;            // parameters.binary_data_output
+  std::vector<std::string> binary_outputs;   // outputs whose parameters.binary_data is true
 };
 StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view json, std::string_view binary,
                                                const JsonLimits& limits = {});

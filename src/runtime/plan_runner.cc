@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 
-#include "runtime/backends.h"
 #include "runtime/op_profile.h"
 
 namespace rankd {

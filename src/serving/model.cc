@@ -67,14 +67,7 @@ StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& onnx_path, M
 }
 
 Status Model::Prepare(Graph graph, ModelConfig config) {
-  CompileOptions compile;
-  compile.backend = options_.backend;
-  compile.precision = options_.precision;
-  compile.table_dtype = options_.table_dtype;
-  compile.fusion = options_.fusion;
-  compile.user_hoisting = options_.user_hoisting;
-  compile.max_plans = options_.max_plans;
-  RANKD_ASSIGN_OR_RETURN(compiled_, CompiledModel::Compile(std::move(graph), std::move(config), compile));
+  RANKD_ASSIGN_OR_RETURN(compiled_, CompiledModel::Compile(std::move(graph), std::move(config), options_));
   const CompiledModel& c = *compiled_;
   config_ = c.config();
   if (options_.batching >= 0) config_.batching.enabled = options_.batching == 1;

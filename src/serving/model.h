@@ -40,27 +40,17 @@
 
 namespace rankd {
 
-struct ModelOptions {
+// The compile options (the backend, where the model runs: FindBackend; precision, table dtype,
+// fusion, hoisting, the plans kept), then what running and serving it take.
+struct ModelOptions : CompileOptions {
   // Largest number of candidate rows one request may carry when the config sets no
   // max_batch_size.
   int64_t max_rows = 65536;
-  // Plans kept per model (one per distinct input shape); the oldest is dropped past this.
-  size_t max_plans = 512;
-  // Where the model runs (FindBackend).
-  const Backend* backend = &CpuBackend();
   // Executors per model, each running one request at a time; 0 picks the backend's default
   // (unbounded on the CPU, whose executors are only workspaces; 4 on a GPU).
   int executors = 0;
-  // Overrides the config's precision when set (fp32 | tf32 | bf16 | bf16-activations).
-  std::string precision;
-  // Overrides the config's tables.dtype when set (FP32 | BF16 | FP16).
-  std::string table_dtype;
   // Overrides the config's buckets.enabled when 0 (off) or 1 (on); -1 keeps it.
   int shape_buckets = -1;
-  // The fusion passes (embedding bags, GEMM epilogues); off only to measure what they save.
-  bool fusion = true;
-  // Overrides the config's user_hoisting when 0 (off) or 1 (on); -1 keeps it.
-  int user_hoisting = -1;
   // Overrides the config's batching.enabled when 0 (off) or 1 (on); -1 keeps it.
   int batching = -1;
 };

@@ -134,9 +134,7 @@ StatusOr<Executor::Launches> Model::CountLaunches(const Plan& plan) const { retu
 void Model::WaitForCaptures() const { runner_->WaitForCaptures(); }
 
 BucketCounters Model::bucket_counters() const {
-  const CaptureCounters c = runner_->counters();
-  return {c.graph_hits, c.graph_misses,    c.captures,          c.capture_failures,
-          c.capture_us, real_rows_.load(), padded_rows_.load(), merges_deferred_.load()};
+  return {runner_->counters(), real_rows_.load(), padded_rows_.load(), merges_deferred_.load()};
 }
 
 Status Model::StartBuckets() {

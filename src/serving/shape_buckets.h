@@ -16,6 +16,7 @@
 
 #include "common/prepared_request.h"
 #include "rankd/tensor.h"
+#include "runtime/plan_runner.h"
 
 namespace rankd {
 
@@ -28,15 +29,10 @@ struct BucketKey {
 };
 
 // Shape buckets and captured graphs at run time (metrics).
-struct BucketCounters {
-  uint64_t graph_hits = 0;        // executions that replayed a captured graph
-  uint64_t graph_misses = 0;      // executions that ran uncaptured (with captures on)
-  uint64_t captures = 0;          // plans captured on an executor, warm-up included
-  uint64_t capture_failures = 0;  // plans whose capture failed (twice); they run uncaptured
-  uint64_t capture_us = 0;        // time spent capturing
-  uint64_t real_rows = 0;         // rows of bucketed executions ...
-  uint64_t padded_rows = 0;       // ... and the rows they ran with
-  uint64_t merges_deferred = 0;   // batches run as their requests: their bucket had no graph yet (merge_gate.h)
+struct BucketCounters : CaptureCounters {  // the captures' (runtime/plan_runner.h), then the buckets'
+  uint64_t real_rows = 0;                  // rows of bucketed executions ...
+  uint64_t padded_rows = 0;                // ... and the rows they ran with
+  uint64_t merges_deferred = 0;  // batches run as their requests: their bucket had no graph yet (merge_gate.h)
 };
 
 class ShapeBuckets {
