@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <future>
 #include <memory>
 
 #include <boost/beast/http.hpp>
@@ -66,7 +67,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (ec) return 0;  // the server answers 400 or 413 and closes
     }
-    HttpResponse response = api->Handle(ToHttpRequest(parser.release()));
+    std::promise<HttpResponse> answer;
+    api->Handle(ToHttpRequest(parser.release()), [&answer](HttpResponse r) { answer.set_value(std::move(r)); });
+    HttpResponse response = answer.get_future().get();
     if (response.status < 200 || response.status > 599) __builtin_trap();
   }
   return 0;

@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -53,37 +55,44 @@ class CallBase {
 };
 
 // One pending or running unary call of an RPC. Accepting a call re-arms the RPC with a new Call.
+// The handler answers through `respond`, at once or later from another thread (an inference
+// completes on its model's batcher thread); the call is deleted when gRPC has sent the answer.
 template <typename Req, typename Resp>
 class Call final : public CallBase {
  public:
   using Arm = std::function<void(grpc::ServerContext*, Req*, grpc::ServerAsyncResponseWriter<Resp>*, void*)>;
-  using Handler = std::function<grpc::Status(const Req&, Resp&)>;
+  using Respond = std::function<void(const grpc::Status&)>;
+  using Handler = std::function<void(grpc::ServerContext&, const Req&, Resp&, Respond)>;
 
   static void Start(Arm arm, Handler handler) { new Call(std::move(arm), std::move(handler)); }
 
   void Proceed(bool ok) override {
-    if (finishing_ || !ok) {  // finished, or the server is shutting down
+    if (answered_.load() || !ok) {  // sent, or the server is shutting down
       delete this;
       return;
     }
     Start(arm_, handler_);
-    grpc::Status status;
     try {  // a bug in one call's path fails that call, not the process
-      status = handler_(request_, response_);
+      handler_(context_, request_, response_, [this](const grpc::Status& status) { Answer(status); });
     } catch (const std::exception& e) {
+      // Handlers answer once and throw nothing after answering (InferService guards its steps),
+      // so the call is still ours here.
       std::fprintf(stderr, "grpc: a call failed: %s\n", e.what());
-      status = grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what());
+      Answer(grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what()));
     } catch (...) {
       std::fprintf(stderr, "grpc: a call failed\n");
-      status = grpc::Status(grpc::StatusCode::INTERNAL, "internal error");
+      Answer(grpc::Status(grpc::StatusCode::INTERNAL, "internal error"));
     }
-    finishing_ = true;
-    responder_.Finish(response_, status, this);
   }
 
  private:
   Call(Arm arm, Handler handler) : arm_(std::move(arm)), handler_(std::move(handler)), responder_(&context_) {
     arm_(&context_, &request_, &responder_, this);
+  }
+
+  void Answer(const grpc::Status& status) {
+    if (answered_.exchange(true)) return;
+    responder_.Finish(response_, status, this);
   }
 
   Arm arm_;
@@ -92,7 +101,7 @@ class Call final : public CallBase {
   Req request_;
   Resp response_;
   grpc::ServerAsyncResponseWriter<Resp> responder_;
-  bool finishing_ = false;
+  std::atomic<bool> answered_{false};
 };
 
 }  // namespace
@@ -143,24 +152,28 @@ class GrpcServer::Impl {
   int port() const { return port_; }
 
  private:
-  // Registers one pending call of every RPC on `cq`.
+  // Registers one pending call of every RPC on `cq`. ModelInfer answers when its request has run;
+  // the others answer at once.
   void Arm(grpc::ServerCompletionQueue* cq) {
     using namespace inference;
     Service* s = &service_;
-#define RANKD_GRPC_ARM(RPC, HANDLER)                                                                          \
+#define RANKD_GRPC_ARM(RPC, HANDLE)                                                                           \
   Call<RPC##Request, RPC##Response>::Start(                                                                   \
       [s, cq](grpc::ServerContext* ctx, RPC##Request* req, grpc::ServerAsyncResponseWriter<RPC##Response>* w, \
               void* tag) { s->Request##RPC(ctx, req, w, cq, cq, tag); },                                      \
-      [this](const RPC##Request& req, RPC##Response& resp) { return HANDLER(req, resp); })
-    RANKD_GRPC_ARM(ServerLive, ServerLive);
-    RANKD_GRPC_ARM(ServerReady, ServerReady);
-    RANKD_GRPC_ARM(ModelReady, ModelReady);
-    RANKD_GRPC_ARM(ServerMetadata, ServerMetadata);
-    RANKD_GRPC_ARM(ModelMetadata, ModelMetadata);
-    RANKD_GRPC_ARM(ModelInfer, ModelInfer);
-    RANKD_GRPC_ARM(RepositoryIndex, RepositoryIndex);
-    RANKD_GRPC_ARM(RepositoryModelLoad, RepositoryModelLoad);
-    RANKD_GRPC_ARM(RepositoryModelUnload, RepositoryModelUnload);
+      [this](grpc::ServerContext & ctx, const RPC##Request& req, RPC##Response& resp,                         \
+             Call<RPC##Request, RPC##Response>::Respond respond) { HANDLE; })
+#define RANKD_GRPC_NOW(RPC) RANKD_GRPC_ARM(RPC, (void)ctx; respond(RPC(req, resp)))
+    RANKD_GRPC_NOW(ServerLive);
+    RANKD_GRPC_NOW(ServerReady);
+    RANKD_GRPC_NOW(ModelReady);
+    RANKD_GRPC_NOW(ServerMetadata);
+    RANKD_GRPC_NOW(ModelMetadata);
+    RANKD_GRPC_ARM(ModelInfer, ModelInfer(ctx, req, resp, std::move(respond)));
+    RANKD_GRPC_NOW(RepositoryIndex);
+    RANKD_GRPC_NOW(RepositoryModelLoad);
+    RANKD_GRPC_NOW(RepositoryModelUnload);
+#undef RANKD_GRPC_NOW
 #undef RANKD_GRPC_ARM
   }
 
@@ -210,13 +223,29 @@ class GrpcServer::Impl {
     }
     return grpc::Status::OK;
   }
-  grpc::Status ModelInfer(const inference::ModelInferRequest& q, inference::ModelInferResponse& r) {
+  // Answers through `respond` once the request has run (on the model's batcher thread when it
+  // batches). A client's deadline bounds the request's time in the queue: past it, the request is
+  // dropped before it runs (DEADLINE_EXCEEDED, counted as a failure).
+  void ModelInfer(grpc::ServerContext& ctx, const inference::ModelInferRequest& q, inference::ModelInferResponse& r,
+                  std::function<void(const grpc::Status&)> respond) {
     auto received = InferService::Clock::now();
     auto v = ParseModelVersion(q.model_version());
-    if (!v.ok()) return ToGrpc(v.status());
-    Status s = infer_.Infer(
-        q.model_name(), *v, received, [&](const Model&) { return InferRequestFromProto(q, options_.max_elements); },
-        [&](const Model& model, const InferRequest& req, const std::vector<InferOutput>& outputs) {
+    if (!v.ok()) return respond(ToGrpc(v.status()));
+    const auto deadline = ctx.deadline();
+    infer_.InferAsync(
+        q.model_name(), *v, received,
+        [&](const Model&) -> StatusOr<ParsedRequest> {
+          RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed, InferRequestFromProto(q, options_.max_elements));
+          if (deadline != std::chrono::system_clock::time_point::max()) {
+            auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline -
+                                                                              std::chrono::system_clock::now());
+            int64_t us = std::max<int64_t>(1, left.count());
+            int64_t& timeout = parsed.request.timeout_us;
+            timeout = timeout > 0 ? std::min(timeout, us) : us;
+          }
+          return parsed;
+        },
+        [&r](const Model& model, const InferRequest& req, const std::vector<InferOutput>& outputs) {
           r.set_model_name(model.name());
           r.set_model_version(std::to_string(model.version()));
           r.set_id(req.id);
@@ -227,8 +256,8 @@ class GrpcServer::Impl {
             for (int64_t d : o.data.shape()) t->add_shape(d);
             r.add_raw_output_contents(static_cast<const char*>(o.data.raw()), o.data.bytes());
           }
-        });
-    return ToGrpc(s);
+        },
+        [respond = std::move(respond)](const Status& s) { respond(ToGrpc(s)); });
   }
   grpc::Status RepositoryIndex(const inference::RepositoryIndexRequest& q, inference::RepositoryIndexResponse& r) {
     for (const RepositoryIndexEntry& e : infer_.repository().Index()) {

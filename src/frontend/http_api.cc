@@ -63,8 +63,22 @@ int HttpStatusFor(StatusCode code) {
   return 500;
 }
 
-HttpResponse HttpApi::Handle(const HttpRequest& request) {
+void HttpApi::Handle(const HttpRequest& request, HttpRespond respond) {
   std::vector<std::string> p = SplitPath(request.target);
+  // POST /v2/models/NAME[/versions/V]/infer
+  const bool infer = request.method == "POST" && p.size() >= 4 && p[0] == "v2" && p[1] == "models" &&
+                     p.back() == "infer" && (p.size() == 4 || (p.size() == 6 && p[3] == "versions"));
+  if (!infer) return respond(Answer(request, p));
+  int64_t version = -1;
+  if (p.size() == 6) {
+    auto v = ParseModelVersion(p[4]);
+    if (!v.ok()) return respond(Error(v.status()));
+    version = *v;
+  }
+  Infer(request, p[2], version, std::move(respond));
+}
+
+HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::string>& p) {
   const std::string& m = request.method;
   if (p.empty() || p[0] != "v2") return Error(NotFound("no route for " + m + " " + request.target));
   if (p.size() == 1 && m == "GET") {
@@ -95,7 +109,6 @@ HttpResponse HttpApi::Handle(const HttpRequest& request) {
       Status ready = model.ok() ? (*model)->CheckFiles() : model.status();
       return ready.ok() ? Json(200, json::object()) : Error(ready);
     }
-    if (p.size() == rest + 1 && p[rest] == "infer" && m == "POST") return Infer(request, name, version);
   }
   if (p.size() == 3 && p[1] == "repository" && p[2] == "index" && m == "POST") {
     json index = json::array();
@@ -141,27 +154,37 @@ HttpResponse HttpApi::ModelMetadata(const std::string& name, int64_t version) {
                     {"outputs", outputs}});
 }
 
-HttpResponse HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t version) {
-  ParsedInferRequest parsed;
-  HttpResponse response;
+void HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t version, HttpRespond respond) {
+  // What the answer needs of the request (which outputs go binary), and the answer being built.
+  struct Answer {
+    bool binary_all = false;
+    std::vector<std::string> binary_outputs;
+    HttpResponse response;
+  };
+  auto answer = std::make_shared<Answer>();
   // The body is split and parsed inside the service, so a malformed one counts as the model's failure.
-  Status s = service_.Infer(
+  service_.InferAsync(
       name, version, request.received,
       [&](const Model&) -> StatusOr<ParsedRequest> {
         RANKD_ASSIGN_OR_RETURN(BinaryBody parts, SplitBinaryBody(request));
-        RANKD_ASSIGN_OR_RETURN(parsed, ParseInferRequest(parts.json, parts.binary, limits_));
-        return static_cast<ParsedRequest&&>(std::move(parsed));  // its binary flags stay for the answer
+        RANKD_ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(parts.json, parts.binary, limits_));
+        answer->binary_all = parsed.binary_output_all;
+        answer->binary_outputs = std::move(parsed.binary_outputs);
+        return static_cast<ParsedRequest&&>(std::move(parsed));
       },
-      [&](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {
-        InferResponseBody out = MakeInferResponse(model.name(), model.version(), r.id, outputs,
-                                                  parsed.binary_output_all, parsed.binary_outputs);
+      [answer](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {
+        InferResponseBody out =
+            MakeInferResponse(model.name(), model.version(), r.id, outputs, answer->binary_all, answer->binary_outputs);
+        HttpResponse& response = answer->response;
         response.body = std::move(out.body);
         if (out.binary) {
           response.content_type = "application/octet-stream";
           response.headers.push_back({"Inference-Header-Content-Length", std::to_string(out.json_length)});
         }
+      },
+      [answer, respond = std::move(respond)](const Status& s) {
+        respond(s.ok() ? std::move(answer->response) : Error(s));
       });
-  return s.ok() ? response : Error(s);
 }
 
 StatusOr<BinaryBody> SplitBinaryBody(const HttpRequest& request) {

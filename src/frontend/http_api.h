@@ -1,5 +1,5 @@
 // HttpApi: the KServe v2 REST protocol (and Triton's model repository extension) over a
-// ModelRepository. One Handle call per HTTP request; thread-safe.
+// ModelRepository. One Handle call per HTTP request, answered through a callback; thread-safe.
 //
 //   GET  /v2/health/live, /v2/health/ready, /v2
 //   GET  /v2/models/NAME[/versions/V][/ready]
@@ -13,6 +13,8 @@
 
 #include <atomic>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "frontend/http_server.h"
 #include "frontend/kserve_json.h"
@@ -27,12 +29,16 @@ class HttpApi {
   HttpApi(InferService& service, JsonLimits limits, std::function<bool()> models_ready)
       : service_(service), repository_(service.repository()), limits_(limits), models_ready_(std::move(models_ready)) {}
 
-  HttpResponse Handle(const HttpRequest& request);
+  // Answers through `respond`: at once, or for an inference once it has run (on the model's
+  // batcher thread when it batches).
+  void Handle(const HttpRequest& request, HttpRespond respond);
   // After this, /v2/health/ready answers 503 (the server is shutting down).
   void SetShuttingDown() { shutting_down_ = true; }
 
  private:
-  HttpResponse Infer(const HttpRequest& request, const std::string& model, int64_t version);
+  void Infer(const HttpRequest& request, const std::string& model, int64_t version, HttpRespond respond);
+  // Every route but inference; `path` is the target's segments.
+  HttpResponse Answer(const HttpRequest& request, const std::vector<std::string>& path);
   HttpResponse ModelMetadata(const std::string& model, int64_t version);
 
   InferService& service_;

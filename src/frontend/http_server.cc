@@ -86,8 +86,8 @@ class HttpServer::Impl {
 
  private:
   void Accept();
-  // The handler, with anything it throws answered 500 and logged.
-  HttpResponse Handle(const HttpRequest& request);
+  // Runs the handler; `respond` gets its answer once, or 500 when it throws first (logged).
+  void Handle(const HttpRequest& request, HttpRespond respond);
   // Answers a connection 503 and closes it (over the connection cap, or out of descriptors).
   void RefuseSocket(tcp::socket& socket);
   // Out of descriptors: frees the one held in reserve to accept and refuse a waiting connection.
@@ -204,10 +204,11 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     }
     auto self = shared_from_this();
     asio::post(server_.workers_, [self, request = std::move(request)]() mutable {
-      HttpResponse response = self->server_.Handle(request);
-      asio::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
-        self->server_.inflight_.fetch_sub(1);
-        self->Write(std::move(response), self->keep_alive_);
+      self->server_.Handle(request, [self](HttpResponse response) {
+        asio::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
+          self->server_.inflight_.fetch_sub(1);
+          self->Write(std::move(response), self->keep_alive_);
+        });
       });
     });
   }
@@ -242,9 +243,14 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = false;
 };
 
-HttpResponse HttpServer::Impl::Handle(const HttpRequest& request) {
+void HttpServer::Impl::Handle(const HttpRequest& request, HttpRespond respond) {
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  auto once = [answered, respond = std::move(respond)](HttpResponse response) {
+    if (!answered->exchange(true)) respond(std::move(response));
+  };
   try {
-    return handler_(request);
+    handler_(request, once);
+    return;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "http: %s %zu-byte target: the handler failed: %s\n", request.method.c_str(),
                  request.target.size(), e.what());
@@ -255,7 +261,7 @@ HttpResponse HttpServer::Impl::Handle(const HttpRequest& request) {
   HttpResponse r;
   r.status = 500;
   r.body = "{\"error\":\"internal error while handling the request (logged by the server)\"}";
-  return r;
+  once(std::move(r));
 }
 
 void HttpServer::Impl::Accept() {

@@ -1,7 +1,8 @@
 // HttpServer: an asynchronous HTTP/1.1 server (Boost.Beast) with keep-alive.
 //
 // A few I/O threads own the sockets; each complete request is handed to a worker pool, so slow
-// handlers never block I/O. Requests over `max_body_bytes` get 413 (before their body is read),
+// handlers never block I/O, and the handler answers it through a callback, so a request waiting
+// for its batch holds no thread. Requests over `max_body_bytes` get 413 (before their body is read),
 // malformed ones 400; when `max_inflight` requests are already being handled the next one is
 // refused at once with 503. `Expect: 100-continue` is answered, chunked bodies and pipelined
 // requests are read. A handler that throws answers 500 and the server lives on.
@@ -39,14 +40,17 @@ struct HttpResponse {
   std::string body;
 };
 
-using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+// A handler answers each request once through its HttpRespond, before returning or later from any
+// thread; the request is valid only until the handler returns.
+using HttpRespond = std::function<void(HttpResponse)>;
+using HttpHandler = std::function<void(const HttpRequest&, HttpRespond)>;
 
 struct HttpServerOptions {
   std::string address = "0.0.0.0";
   int port = 8000;  // 0 picks a free port (see HttpServer::port)
   int io_threads = 2;
-  // Threads that parse, score and answer requests; a request waiting for its batch holds one, so
-  // there are more than cores. 0: twice the cores, at least 8.
+  // Threads that run the handler (parse, and score when the model does not batch). 0: twice the
+  // cores, at least 8.
   int worker_threads = 0;
   uint64_t max_body_bytes = uint64_t{64} << 20;
   int max_inflight = 1024;

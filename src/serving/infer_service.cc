@@ -1,7 +1,9 @@
 #include "serving/infer_service.h"
 
+#include <atomic>
 #include <cstdio>
 #include <exception>
+#include <memory>
 
 namespace rankd {
 namespace {
@@ -10,63 +12,77 @@ uint64_t Micros(InferService::Clock::time_point a, InferService::Clock::time_poi
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
 }
 
+// Runs one step of a request's path; a bug that throws fails that request, not the process.
+template <typename Step>
+Status Guarded(const Model& model, const char* step, Step&& run) {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "model '%s': %s failed: %s\n", model.name().c_str(), step, e.what());
+    return Internal(std::string(step) + " failed: " + e.what());
+  } catch (...) {
+    std::fprintf(stderr, "model '%s': %s failed\n", model.name().c_str(), step);
+    return Internal(std::string(step) + " failed");
+  }
+}
+
 }  // namespace
 
-Status InferService::Infer(const std::string& name, int64_t version, Clock::time_point received, const Parse& parse,
-                           const Serialize& serialize) {
+void InferService::InferAsync(const std::string& name, int64_t version, Clock::time_point received,
+                              const Parse& parse, Serialize serialize, Finish finish) {
   Clock::time_point start = Clock::now();
-  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, repository_.Get(name, version));
+  StatusOr<std::shared_ptr<const Model>> found = repository_.Get(name, version);
+  if (!found.ok()) return finish(found.status());
+  std::shared_ptr<const Model> model = std::move(*found);
   metrics_.AddInflight(1);
-  auto fail = [&](Status s) {
+  auto fail = [this](const Model& m, const Status& s, const Finish& finish) {
     metrics_.AddInflight(-1);
-    metrics_.RecordFailure(model->name(), model->version());
-    return s;
+    metrics_.RecordFailure(m.name(), m.version());
+    finish(s);
   };
-  // A bug that throws in one request's path fails that request, not the process.
-  auto guarded = [&](const char* step, auto&& run) -> Status {
-    try {
-      return run();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "model '%s': %s failed: %s\n", model->name().c_str(), step, e.what());
-      return Internal(std::string(step) + " failed: " + e.what());
-    } catch (...) {
-      std::fprintf(stderr, "model '%s': %s failed\n", model->name().c_str(), step);
-      return Internal(std::string(step) + " failed");
-    }
-  };
-  StatusOr<ParsedRequest> request = Internal("not parsed");
-  Status s = guarded("parsing the request", [&] {
-    request = parse(*model);
-    return request.status();
+  auto request = std::make_shared<ParsedRequest>();
+  Status s = Guarded(*model, "parsing the request", [&] {
+    StatusOr<ParsedRequest> parsed = parse(*model);
+    if (parsed.ok()) *request = std::move(*parsed);
+    return parsed.status();
   });
-  if (!s.ok()) return fail(s);
+  if (!s.ok()) return fail(*model, s, finish);
   Clock::time_point parsed = Clock::now();
-  InferStats stats;
-  StatusOr<std::vector<InferOutput>> outputs = Internal("not scored");
-  s = guarded("scoring the request", [&] {
-    outputs = model->Infer(request->request, request->length_sums, &stats);
-    return outputs.status();
-  });
-  if (!s.ok()) return fail(s);
-  Clock::time_point scored = Clock::now();
-  s = guarded("writing the response", [&] {
-    serialize(*model, request->request, *outputs);
+  // The model outlives `done` (Model::InferAsync), which therefore holds it by reference: were
+  // `done` to hold the last owner, the model would be destroyed on its own batcher's thread.
+  const Model& m = *model;
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  InferDone done = [this, &m, request, received, start, parsed, serialize = std::move(serialize), finish, fail,
+                    answered](StatusOr<std::vector<InferOutput>> outputs, const InferStats& stats) {
+    answered->store(true);
+    Clock::time_point scored = Clock::now();
+    Status s = outputs.status();
+    if (s.ok()) s = Guarded(m, "writing the response", [&] {
+      serialize(m, request->request, *outputs);
+      return Status::Ok();
+    });
+    if (!s.ok()) return fail(m, s, finish);
+    Clock::time_point written = Clock::now();
+    RequestTiming t;
+    t.queue_us = Micros(received, start) + stats.queue_us;
+    t.execution = stats.execution;
+    t.input_us = Micros(start, parsed);
+    t.infer_us = Micros(parsed, scored);
+    t.output_us = Micros(scored, written);
+    t.total_us = Micros(received, written);
+    t.rows = outputs->empty() ? 0 : outputs->front().data.dim(0);
+    t.buckets = m.bucket_counters();
+    metrics_.AddInflight(-1);
+    metrics_.RecordSuccess(m.name(), m.version(), t);
+    finish(Status::Ok());
+  };
+  s = Guarded(m, "scoring the request", [&] {
+    m.InferAsync(request, std::move(done));
     return Status::Ok();
   });
-  if (!s.ok()) return fail(s);
-  Clock::time_point done = Clock::now();
-  RequestTiming t;
-  t.queue_us = Micros(received, start) + stats.queue_us;
-  t.execution = stats.execution;
-  t.input_us = Micros(start, parsed);
-  t.infer_us = Micros(parsed, scored);
-  t.output_us = Micros(scored, done);
-  t.total_us = Micros(received, done);
-  t.rows = outputs->empty() ? 0 : outputs->front().data.dim(0);
-  t.buckets = model->bucket_counters();
-  metrics_.AddInflight(-1);
-  metrics_.RecordSuccess(model->name(), model->version(), t);
-  return Status::Ok();
+  // A throw before the request was answered or queued: it fails here (after it was queued nothing
+  // in InferAsync throws).
+  if (!s.ok() && !answered->load()) fail(m, s, finish);
 }
 
 }  // namespace rankd

@@ -1,7 +1,9 @@
 // InferService: one inference request as every frontend serves it: resolve the model version,
 // parse the request (timed as compute input), score it, serialise the answer (timed as compute
 // output), and record the request's metrics. Frontends supply the parse and serialise steps of
-// their wire format. Thread-safe.
+// their wire format and are called back with the outcome: no thread waits for a request. Parsing
+// runs on the caller's thread; scoring, serialising and the callback run on the model's batcher
+// thread when the model batches, else on the caller's thread too. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -20,12 +22,17 @@ class InferService {
   using Clock = std::chrono::steady_clock;
   using Parse = std::function<StatusOr<ParsedRequest>(const Model&)>;
   using Serialize = std::function<void(const Model&, const InferRequest&, const std::vector<InferOutput>&)>;
+  // The request's outcome: OK once serialised, else why it failed. Called exactly once.
+  using Finish = std::function<void(const Status&)>;
 
   InferService(ModelRepository& repository, Metrics& metrics) : repository_(repository), metrics_(metrics) {}
 
   // `received`: when the frontend finished reading the request (the queue time starts there).
-  Status Infer(const std::string& model, int64_t version, Clock::time_point received, const Parse& parse,
-               const Serialize& serialize);
+  // `parse` runs before InferAsync returns; `serialize` and `finish` may run later, on another
+  // thread, and are kept until then. Anything `parse` or `serialize` throws fails the request
+  // (INTERNAL, logged), not the process.
+  void InferAsync(const std::string& model, int64_t version, Clock::time_point received, const Parse& parse,
+                  Serialize serialize, Finish finish);
 
   ModelRepository& repository() { return repository_; }
   Metrics& metrics() { return metrics_; }

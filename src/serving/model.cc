@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
 
 #include "model/onnx_import.h"
 #include "runtime/backends.h"
@@ -150,17 +151,34 @@ StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, Inf
 StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, std::span<const LengthSums> length_sums,
                                                 InferStats* stats) const {
   PhaseTimer whole("(a request, end to end)");  // made first, so it ends after the request's tensors are freed
-  for (const std::string& out : request.outputs) {
-    if (!std::any_of(config_.outputs.begin(), config_.outputs.end(),
-                     [&](const OutputConfig& o) { return o.name == out; })) {
-      return InvalidArgument("unknown output '" + out + "' for model '" + name() + "'");
-    }
+  auto prepared = std::make_unique<PreparedRequest>();
+  RANKD_RETURN_IF_ERROR(Admit(request, length_sums, *prepared));
+  if (!batcher_) return SelectOutputs(request, RunPrepared(*prepared));
+  // Queued like an asynchronous request, waited for here (the caller keeps the request alive).
+  std::promise<StatusOr<std::vector<InferOutput>>> promise;
+  auto answer = promise.get_future();
+  Enqueue(request, std::move(prepared), nullptr,
+          [&promise, stats](StatusOr<std::vector<InferOutput>> outputs, const InferStats& how) {
+            if (stats) *stats = how;
+            promise.set_value(std::move(outputs));
+          });
+  return answer.get();
+}
+
+void Model::InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone done) const {
+  PhaseTimer whole("(a request, end to end)");
+  auto prepared = std::make_unique<PreparedRequest>();
+  if (Status s = Admit(request->request, request->length_sums, *prepared); !s.ok()) return done(s, InferStats{});
+  if (!batcher_) {
+    done(SelectOutputs(request->request, RunPrepared(*prepared)), InferStats{});
+    return;
   }
-  PreparedRequest prepared;
-  auto t0 = std::chrono::steady_clock::now();
-  RANKD_RETURN_IF_ERROR(BuildGraphInputs(request, prepared, length_sums));
-  if (OpProfile::phases()) OpProfile::RecordSince("(request turned into graph inputs)", t0);
-  StatusOr<std::vector<Tensor>> result = batcher_ ? RunQueued(request, prepared, stats) : RunPrepared(prepared);
+  const InferRequest& r = request->request;
+  Enqueue(r, std::move(prepared), std::move(request), std::move(done));
+}
+
+StatusOr<std::vector<InferOutput>> Model::SelectOutputs(const InferRequest& request,
+                                                        StatusOr<std::vector<Tensor>> result) const {
   if (!result.ok()) return result.status();
   RANKD_RETURN_IF_ERROR(CheckFiles());  // scores read from a table changed on disk are not returned
   std::vector<InferOutput> outputs;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -70,6 +71,9 @@ struct InferStats {
   bool execution = true;   // this request counts its batch's execution (one per batch)
 };
 
+// Called once with a request's outputs (or why it failed) and how it ran.
+using InferDone = std::function<void(StatusOr<std::vector<InferOutput>> outputs, const InferStats& stats)>;
+
 class Model {
  public:
   // Loads version `version` of the model in `model_dir` (REPO/NAME); -1 picks the highest.
@@ -96,6 +100,13 @@ class Model {
   // per input of `request`, or empty).
   StatusOr<std::vector<InferOutput>> Infer(const InferRequest& request, std::span<const LengthSums> length_sums,
                                            InferStats* stats = nullptr) const;
+  // Scores `request` without waiting for it: validates it and builds its graph inputs on this
+  // thread, then queues it to the batcher and returns; `done` runs on the batcher's thread when it
+  // has run. A request the model refuses, and every request of a model without batching, runs
+  // `done` on this thread before InferAsync returns. The model keeps `request` until `done` has
+  // returned, and stays alive until then even when its last owner lets it go first (destroying a
+  // model drains its queue), so `done` may use it.
+  void InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone done) const;
   // OK while the external-data files the model reads are as they were loaded (MappedFile::Check).
   Status CheckFiles() const;
   // Counters of buckets and captures so far.
@@ -148,9 +159,16 @@ class Model {
   // graphs are captured and the merged batch's bucket (FindBucket's, found from the parts without
   // merging them) has none yet; may queue the bucket's capture.
   bool MergeNow(const std::vector<const PreparedRequest*>& parts) const;
-  // Queues prepared graph inputs to the batcher and waits for their outputs (model_batching.cc).
-  StatusOr<std::vector<Tensor>> RunQueued(const InferRequest& request, const PreparedRequest& prepared,
-                                          InferStats* stats) const;
+  // Checks the outputs a request asks for and builds its graph inputs (model_inputs.cc).
+  Status Admit(const InferRequest& request, std::span<const LengthSums> length_sums, PreparedRequest& prepared) const;
+  // The outputs a request asked for, from its run's graph outputs; fails when a table the model
+  // reads changed on disk meanwhile.
+  StatusOr<std::vector<InferOutput>> SelectOutputs(const InferRequest& request,
+                                                   StatusOr<std::vector<Tensor>> result) const;
+  // Queues an admitted request to the batcher; `done` runs once, here when the queue refuses it
+  // (model_batching.cc). `keep` owns what `request` and `length_sums` point into.
+  void Enqueue(const InferRequest& request, std::unique_ptr<PreparedRequest> prepared, std::shared_ptr<const void> keep,
+               InferDone done) const;
   // The batcher's callback: merges, runs, splits; a batch that fails runs its requests alone.
   void RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const;
   // Checks that merged requests score as they do alone, measures the cost model, starts the batcher.

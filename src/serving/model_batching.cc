@@ -1,7 +1,6 @@
 // Model: requests queued to the batcher, merged batches run and split back, and the check and
 // cost measurement that start batching (docs/batching.md).
 #include <chrono>
-#include <future>
 
 #include "batching/batch_merge.h"
 #include "batching/cost_model.h"
@@ -11,12 +10,15 @@ namespace rankd {
 
 namespace {
 
-// A request waiting in the batcher; its caller blocks on `done`.
+// A request waiting in the batcher, with what it needs until it is answered: its graph inputs,
+// what they view (`keep`), and the callback its answer goes to.
 struct QueuedInfer : BatchTask {
-  const PreparedRequest* prepared = nullptr;
-  InferStats* stats = nullptr;
-  std::promise<StatusOr<std::vector<Tensor>>> done;
-  void Fail(const Status& status) override { done.set_value(status); }
+  const InferRequest* request = nullptr;
+  std::unique_ptr<PreparedRequest> prepared;
+  std::shared_ptr<const void> keep;
+  InferDone done;
+  InferStats stats;
+  void Fail(const Status& status) override { done(status, stats); }
 };
 
 }  // namespace
@@ -29,26 +31,25 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
   for (auto& t : batch) {
     auto* task = static_cast<QueuedInfer*>(t.get());
     tasks.push_back(task);
-    parts.push_back(task->prepared);
+    parts.push_back(task->prepared.get());
     rows.push_back(task->prepared->rows);
-    if (task->stats) {
-      task->stats->queue_us = static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::microseconds>(now - task->info.enqueued).count());
-      task->stats->batch_requests = static_cast<int>(batch.size());
-      task->stats->execution = tasks.size() == 1;
-    }
+    task->stats.queue_us = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(now - task->info.enqueued).count());
+    task->stats.batch_requests = static_cast<int>(batch.size());
+    task->stats.execution = tasks.size() == 1;
   }
+  auto answer = [this](QueuedInfer& task, StatusOr<std::vector<Tensor>> result) {
+    task.done(SelectOutputs(*task.request, std::move(result)), task.stats);
+  };
   auto each_alone = [&] {
     for (size_t k = 0; k < tasks.size(); ++k) {
-      if (tasks[k]->stats) {
-        tasks[k]->stats->batch_requests = 1;
-        tasks[k]->stats->execution = true;
-      }
-      tasks[k]->done.set_value(RunPrepared(*parts[k]));
+      tasks[k]->stats.batch_requests = 1;
+      tasks[k]->stats.execution = true;
+      answer(*tasks[k], RunPrepared(*parts[k]));
     }
   };
   if (tasks.size() == 1) {
-    tasks[0]->done.set_value(RunPrepared(*parts[0]));
+    answer(*tasks[0], RunPrepared(*parts[0]));
     return;
   }
   if (!MergeNow(parts)) {
@@ -59,7 +60,7 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
   auto split = result.ok() ? SplitRows(*result, rows, compiled_->output_names())
                            : StatusOr<std::vector<std::vector<Tensor>>>(result.status());
   if (split.ok()) {
-    for (size_t k = 0; k < tasks.size(); ++k) tasks[k]->done.set_value(std::move((*split)[k]));
+    for (size_t k = 0; k < tasks.size(); ++k) answer(*tasks[k], std::move((*split)[k]));
     return;
   }
   // The batch failed (say an id out of range found on the device): each request runs alone, so
@@ -156,18 +157,21 @@ Status Model::StartBatching() {
   return Status::Ok();
 }
 
-StatusOr<std::vector<Tensor>> Model::RunQueued(const InferRequest& request, const PreparedRequest& prepared,
-                                               InferStats* stats) const {
+void Model::Enqueue(const InferRequest& request, std::unique_ptr<PreparedRequest> prepared,
+                    std::shared_ptr<const void> keep, InferDone done) const {
   const BatchingConfig& b = config_.batching;
   if (request.priority > b.priority_levels) {
-    return InvalidArgument("priority " + std::to_string(request.priority) + " is outside the model's " +
-                           std::to_string(b.priority_levels) + " priority levels");
+    return done(InvalidArgument("priority " + std::to_string(request.priority) + " is outside the model's " +
+                                std::to_string(b.priority_levels) + " priority levels"),
+                InferStats{});
   }
   auto task = std::make_unique<QueuedInfer>();
-  task->prepared = &prepared;
-  task->stats = stats;
-  task->info.rows = prepared.rows;
-  task->info.seq_elements = prepared.sequence_elements;
+  task->info.rows = prepared->rows;
+  task->info.seq_elements = prepared->sequence_elements;
+  task->request = &request;
+  task->prepared = std::move(prepared);
+  task->keep = std::move(keep);
+  task->done = std::move(done);
   int level = request.priority > 0           ? request.priority
               : b.default_priority_level > 0 ? b.default_priority_level
                                              : b.priority_levels;
@@ -175,10 +179,10 @@ StatusOr<std::vector<Tensor>> Model::RunQueued(const InferRequest& request, cons
   task->info.enqueued = BatchClock::now();
   int64_t timeout = request.timeout_us > 0 ? request.timeout_us : b.default_timeout_microseconds;
   if (timeout > 0) task->info.deadline = task->info.enqueued + std::chrono::microseconds(timeout);
-  auto done = task->done.get_future();
-  std::unique_ptr<BatchTask> queued = std::move(task);
-  RANKD_RETURN_IF_ERROR(batcher_->Enqueue(queued));
-  return done.get();
+  QueuedInfer* queued = task.get();
+  std::unique_ptr<BatchTask> owned = std::move(task);
+  // Refused: the task stays ours, and is answered here.
+  if (Status s = batcher_->Enqueue(owned); !s.ok()) queued->done(s, queued->stats);
 }
 
 }  // namespace rankd

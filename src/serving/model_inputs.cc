@@ -2,6 +2,7 @@
 // user rows per user or repeated), and the example requests warm-up and checks use.
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
@@ -79,6 +80,20 @@ Status CheckFinite(const InferInput& in) {
 }
 
 }  // namespace
+
+Status Model::Admit(const InferRequest& request, std::span<const LengthSums> length_sums,
+                    PreparedRequest& prepared) const {
+  for (const std::string& out : request.outputs) {
+    if (!std::any_of(config_.outputs.begin(), config_.outputs.end(),
+                     [&](const OutputConfig& o) { return o.name == out; })) {
+      return InvalidArgument("unknown output '" + out + "' for model '" + name() + "'");
+    }
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  RANKD_RETURN_IF_ERROR(BuildGraphInputs(request, prepared, length_sums));
+  if (OpProfile::phases()) OpProfile::RecordSince("(request turned into graph inputs)", t0);
+  return Status::Ok();
+}
 
 Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& prepared,
                                std::span<const LengthSums> length_sums) const {

@@ -80,16 +80,16 @@ int ServeCommand(const ServeArgs& args) {
   metrics_options.port = args.metrics_port;
   metrics_options.worker_threads = 1;
   metrics_options.io_threads = 1;
-  auto metrics_server = HttpServer::Start(metrics_options, [&metrics](const HttpRequest& r) {
+  auto metrics_server = HttpServer::Start(metrics_options, [&metrics](const HttpRequest& r, HttpRespond respond) {
     HttpResponse out;
     if (r.method != "GET" || r.target.substr(0, r.target.find('?')) != "/metrics") {
       out.status = 404;
       out.body = "{\"error\":\"metrics are at GET /metrics\"}";
-      return out;
+    } else {
+      out.content_type = "text/plain; version=0.0.4";
+      out.body = metrics.Text();
     }
-    out.content_type = "text/plain; version=0.0.4";
-    out.body = metrics.Text();
-    return out;
+    respond(std::move(out));
   });
   if (!metrics_server.ok()) {
     std::fprintf(stderr, "rankd serve: %s\n", metrics_server.status().ToString().c_str());
@@ -104,7 +104,7 @@ int ServeCommand(const ServeArgs& args) {
   http_options.worker_threads = args.http_threads;
   http_options.max_connections = args.http_max_connections;
   http_options.header_timeout = std::chrono::seconds(args.http_header_timeout_secs);
-  auto http = HttpServer::Start(http_options, [&api](const HttpRequest& r) { return api.Handle(r); });
+  auto http = HttpServer::Start(http_options, [&api](const HttpRequest& r, HttpRespond respond) { api.Handle(r, std::move(respond)); });
   if (!http.ok()) {
     std::fprintf(stderr, "rankd serve: %s\n", http.status().ToString().c_str());
     return 2;
