@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -299,6 +300,64 @@ TEST(BatchedModel, GraphThatMixesRowsRefusesToBatch) {
       << model.status().ToString();
   config->batching.enabled = false;
   EXPECT_TRUE(Model::LoadFile(path, *config).ok());
+}
+
+// InferAsync from one thread: requests queue without waiting, run merged on the batcher's thread
+// and score as they do alone; one the model refuses is answered before InferAsync returns; and
+// destroying the model with requests still queued answers them all first, with the model usable
+// from their callbacks.
+TEST(BatchedModel, AsyncRequestsFromOneThreadMergeAndAreAnsweredBeforeTheModelGoes) {
+  auto plain = LoadDin("");
+  auto batched = LoadDin(R"({"max_queue_delay_microseconds": 5000, "executors": 1, "cost_per_row": 1,
+                             "cost_per_sequence_element": 0, "cost_per_request": 0, "cost_budget": 100000})");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_TRUE(batched.ok()) << batched.status().ToString();
+
+  constexpr int kRequests = 48;
+  std::mt19937_64 rng(11);
+  struct Answer {
+    std::optional<StatusOr<std::vector<InferOutput>>> outputs;
+    InferStats stats;
+    std::thread::id thread;
+    std::string model;
+  };
+  std::vector<Answer> answers(kRequests);
+  std::vector<std::shared_ptr<ParsedRequest>> requests;
+  const Model* model = batched->get();
+  for (int k = 0; k < kRequests; ++k) {
+    auto r = std::make_shared<ParsedRequest>();
+    r->request = RandomDinRequest(**plain, 1 + static_cast<int64_t>(rng() % 30), static_cast<int64_t>(rng() % 21), rng);
+    requests.push_back(r);
+    model->InferAsync(r, [&answers, k, model](StatusOr<std::vector<InferOutput>> outputs, const InferStats& stats) {
+      answers[k] = {std::move(outputs), stats, std::this_thread::get_id(), model->name()};
+    });
+  }
+  auto refused = std::make_shared<ParsedRequest>();
+  refused->request = (*plain)->ExampleRequest(2);
+  refused->request.outputs = {"nope"};
+  bool refused_answered = false;
+  model->InferAsync(refused, [&](StatusOr<std::vector<InferOutput>> outputs, const InferStats&) {
+    refused_answered = true;
+    EXPECT_EQ(outputs.status().code(), StatusCode::kInvalidArgument);
+  });
+  EXPECT_TRUE(refused_answered);
+  batched->reset();  // drains: every queued request is answered before the model is gone
+
+  int merged = 0;
+  for (int k = 0; k < kRequests; ++k) {
+    ASSERT_TRUE(answers[k].outputs.has_value()) << "request " << k << " was never answered";
+    ASSERT_TRUE(answers[k].outputs->ok()) << answers[k].outputs->status().ToString();
+    EXPECT_NE(answers[k].thread, std::this_thread::get_id());
+    EXPECT_EQ(answers[k].model, "din");
+    if (answers[k].stats.batch_requests > 1) ++merged;
+    auto want = (*plain)->Infer(requests[k]->request);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    const Tensor& a = (**answers[k].outputs)[0].data;
+    const Tensor& b = (*want)[0].data;
+    ASSERT_EQ(a.shape(), b.shape());
+    for (int64_t e = 0; e < a.size(); ++e) EXPECT_NEAR(a.data<float>()[e], b.data<float>()[e], 1e-6) << k;
+  }
+  EXPECT_GT(merged, kRequests / 2);
 }
 
 }  // namespace

@@ -161,7 +161,7 @@ class GrpcServer::Impl {
   Call<RPC##Request, RPC##Response>::Start(                                                                   \
       [s, cq](grpc::ServerContext* ctx, RPC##Request* req, grpc::ServerAsyncResponseWriter<RPC##Response>* w, \
               void* tag) { s->Request##RPC(ctx, req, w, cq, cq, tag); },                                      \
-      [this](grpc::ServerContext & ctx, const RPC##Request& req, RPC##Response& resp,                         \
+      [this](grpc::ServerContext& ctx, const RPC##Request& req, RPC##Response& resp,                          \
              Call<RPC##Request, RPC##Response>::Respond respond) { HANDLE; })
 #define RANKD_GRPC_NOW(RPC) RANKD_GRPC_ARM(RPC, (void)ctx; respond(RPC(req, resp)))
     RANKD_GRPC_NOW(ServerLive);
@@ -237,8 +237,8 @@ class GrpcServer::Impl {
         [&](const Model&) -> StatusOr<ParsedRequest> {
           RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed, InferRequestFromProto(q, options_.max_elements));
           if (deadline != std::chrono::system_clock::time_point::max()) {
-            auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline -
-                                                                              std::chrono::system_clock::now());
+            auto left =
+                std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::system_clock::now());
             int64_t us = std::max<int64_t>(1, left.count());
             int64_t& timeout = parsed.request.timeout_us;
             timeout = timeout > 0 ? std::min(timeout, us) : us;

@@ -28,8 +28,8 @@ Status Guarded(const Model& model, const char* step, Step&& run) {
 
 }  // namespace
 
-void InferService::InferAsync(const std::string& name, int64_t version, Clock::time_point received,
-                              const Parse& parse, Serialize serialize, Finish finish) {
+void InferService::InferAsync(const std::string& name, int64_t version, Clock::time_point received, const Parse& parse,
+                              Serialize serialize, Finish finish) {
   Clock::time_point start = Clock::now();
   StatusOr<std::shared_ptr<const Model>> found = repository_.Get(name, version);
   if (!found.ok()) return finish(found.status());
@@ -57,10 +57,12 @@ void InferService::InferAsync(const std::string& name, int64_t version, Clock::t
     answered->store(true);
     Clock::time_point scored = Clock::now();
     Status s = outputs.status();
-    if (s.ok()) s = Guarded(m, "writing the response", [&] {
-      serialize(m, request->request, *outputs);
-      return Status::Ok();
-    });
+    if (s.ok()) {
+      s = Guarded(m, "writing the response", [&] {
+        serialize(m, request->request, *outputs);
+        return Status::Ok();
+      });
+    }
     if (!s.ok()) return fail(m, s, finish);
     Clock::time_point written = Clock::now();
     RequestTiming t;

@@ -33,8 +33,8 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
     tasks.push_back(task);
     parts.push_back(task->prepared.get());
     rows.push_back(task->prepared->rows);
-    task->stats.queue_us = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(now - task->info.enqueued).count());
+    task->stats.queue_us =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - task->info.enqueued).count());
     task->stats.batch_requests = static_cast<int>(batch.size());
     task->stats.execution = tasks.size() == 1;
   }

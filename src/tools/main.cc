@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--http-threads", serve.http_threads, "HTTP worker threads (0: twice the cores, at least 8)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd
+      ->add_option("--grpc-threads", serve.grpc_threads, "gRPC completion-queue threads (0: one per core, at least 2)")
+      ->check(CLI::NonNegativeNumber);
+  serve_cmd
       ->add_option("--http-max-connections", serve.http_max_connections,
                    "Open HTTP connections at most; more are answered 503 and closed")
       ->check(CLI::PositiveNumber);

@@ -67,6 +67,7 @@ int ServeCommand(const ServeArgs& args) {
     GrpcServerOptions grpc_options;
     grpc_options.address = args.http_address;
     grpc_options.port = args.grpc_port;
+    grpc_options.threads = args.grpc_threads;
     grpc_options.max_message_bytes = static_cast<int64_t>(args.max_body_mb) << 20;
     auto started = GrpcServer::Start(grpc_options, service, [&] { return !draining && models_ready(); });
     if (!started.ok()) {
@@ -104,7 +105,8 @@ int ServeCommand(const ServeArgs& args) {
   http_options.worker_threads = args.http_threads;
   http_options.max_connections = args.http_max_connections;
   http_options.header_timeout = std::chrono::seconds(args.http_header_timeout_secs);
-  auto http = HttpServer::Start(http_options, [&api](const HttpRequest& r, HttpRespond respond) { api.Handle(r, std::move(respond)); });
+  auto http = HttpServer::Start(
+      http_options, [&api](const HttpRequest& r, HttpRespond respond) { api.Handle(r, std::move(respond)); });
   if (!http.ok()) {
     std::fprintf(stderr, "rankd serve: %s\n", http.status().ToString().c_str());
     return 2;
