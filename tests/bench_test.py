@@ -1,4 +1,4 @@
-"""`rankd bench engine` and `rankd bench server` (HTTP and gRPC) as a user runs them.
+"""`rankd bench engine`, `rankd bench load` and `rankd bench server` (HTTP and gRPC) as a user runs them.
 
   /usr/bin/python3 tests/bench_test.py RANKD_BINARY SOURCE_DIR
 
@@ -127,6 +127,56 @@ class EngineBenchTest(unittest.TestCase):
         r = run("bench", "engine", "--model-repo", ZOO, "--model", "nosuch", "--requests", os.path.join(DATA, "din.requests.jsonl"))
         self.assertEqual(r.returncode, 2)
         self.assertIn("nosuch", r.stderr)
+
+
+class LoadBenchTest(unittest.TestCase):
+    """`rankd bench load`: open-loop load in-process through the batcher."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def bench(self, repo, model, *extra):
+        out = os.path.join(self.tmp, "load.json")
+        r = run("bench", "load", "--model-repo", repo, "--model", model, "--requests",
+                os.path.join(DATA, "dlrm_dcnv2.requests.jsonl"), "--json", out, *extra)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return load(out)
+
+    def test_every_arrival_answered_and_figures_consistent(self):
+        result = self.bench(ZOO, "dlrm_dcnv2", "--rates", "200,400", "--seconds", "1", "--warmup", "0.5",
+                            "--p99-target-ms", "2000")
+        self.assertTrue(result["batching"])
+        self.assertEqual(result["backend"], "cpu")
+        self.assertIn("bench load --model-repo", result["command"])
+        self.assertEqual([r["offered_rate"] for r in result["results"]], [200, 400])
+        for r in result["results"]:
+            self.assertEqual(r["failed"], 0, r)
+            self.assertEqual(r["sent"], r["ok"])
+            self.assertGreater(r["ok"], 0.6 * r["offered_rate"])  # Poisson arrivals over one second
+            self.assertLess(r["ok"], 1.4 * r["offered_rate"])
+            self.assertLessEqual(r["p50_ms"], r["p90_ms"])
+            self.assertLessEqual(r["p90_ms"], r["p99_ms"])
+            self.assertLessEqual(r["p99_ms"], r["p999_ms"])
+            self.assertLessEqual(r["p999_ms"], r["max_ms"])
+            self.assertGreaterEqual(r["requests_per_execution"], 1)
+            self.assertGreater(r["cpu_ms_per_request"], 0)
+        self.assertEqual(result["highest_rate_within_target"], 400)
+
+    def test_a_full_queue_counts_as_failures(self):
+        repo = os.path.join(self.tmp, "repo")
+        shutil.copytree(os.path.join(ZOO, "dlrm_dcnv2"), os.path.join(repo, "dlrm_dcnv2"))
+        with open(os.path.join(repo, "dlrm_dcnv2", "config.yaml"), "a") as f:
+            f.write("\nbatching: {max_queue_size: 1, executors: 1, max_batch_size: 1, cost_per_row: 1, "
+                    "cost_per_sequence_element: 0, cost_per_request: 0, cost_budget: 1}\n")
+        result = self.bench(repo, "dlrm_dcnv2", "--rates", "20000", "--seconds", "0.5", "--warmup", "0",
+                            "--p99-target-ms", "2000")
+        r = result["results"][0]
+        self.assertGreater(r["failed"], 0)
+        self.assertEqual(r["sent"], r["ok"] + r["failed"])
+        self.assertEqual(result["highest_rate_within_target"], 0)
 
 
 class ServerBenchTest(unittest.TestCase):

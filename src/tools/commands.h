@@ -101,4 +101,26 @@ struct BenchServerArgs {
 // Open-loop load against a running server; 0 when it ran, 2 when it could not start.
 int BenchServerCommand(const BenchServerArgs& args);
 
+struct BenchLoadArgs {
+  std::string model_repo;
+  std::string model;
+  int64_t version = -1;
+  std::string requests;         // KServe JSON bodies, one per line: the mix, drawn in rotation
+  BackendFlags device{"cpu"};   // cpu | cuda | auto
+  std::string precision;        // fp32 | tf32 | bf16 | bf16-activations; empty: the model config's
+  std::string batching = "on";  // on | off | config
+  int executors = 0;            // 0: the backend's default
+  std::vector<double> rates = {100};
+  double seconds = 10;
+  double warmup_seconds = 1;
+  int clients = 16;             // threads handing arrivals to the model
+  double timeout_seconds = 30;  // how long to wait for the last answers of a rate
+  double p99_target_ms = 0;     // > 0: report the highest rate whose p99 stays under it
+  std::string json_path;        // JSON goes to stdout when empty
+  std::string command_line;     // recorded in the output
+};
+// Open-loop load in-process (MLPerf's server scenario without the network); 0 when it ran, 2 when
+// it could not start.
+int BenchLoadCommand(const BenchLoadArgs& args);
+
 }  // namespace rankd

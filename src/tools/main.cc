@@ -131,6 +131,34 @@ int main(int argc, char** argv) {
   bench_server->add_flag("--binary", bench.binary, "Send tensors in KServe's binary extension, not JSON numbers");
   bench_server->add_option("--json", bench.json_path, "Write the JSON results here (default: stdout)");
   bench_server->add_option("--csv", bench.csv_path, "Also write a CSV table here");
+
+  rankd::BenchLoadArgs load;
+  auto* bench_load = bench_cmd->add_subcommand(
+      "load", "Open-loop (Poisson) load in-process through the batcher: the server scenario without the network");
+  bench_load->add_option("--model-repo,--model-repository", load.model_repo, "Model repository directory")->required();
+  bench_load->add_option("--model", load.model, "Model name")->required();
+  bench_load->add_option("--model-version", load.version, "Version (default: latest)");
+  bench_load->add_option("--requests", load.requests, "File of KServe JSON bodies, one per line (the mix)")->required();
+  rankd::AddBackendFlags(bench_load, load.device, "cpu | cuda | auto");
+  bench_load
+      ->add_option("--precision", load.precision, "fp32 | tf32 | bf16 | bf16-activations (default: the model config's)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "bf16-activations"}));
+  bench_load->add_option("--batching", load.batching, "on | off | config")
+      ->check(CLI::IsMember({"on", "off", "config"}));
+  bench_load->add_option("--executors", load.executors, "Executors of the model (0: the backend's default)")
+      ->check(CLI::Range(0, 64));
+  bench_load->add_option("--rates", load.rates, "Offered rates in requests/s (a sweep when several)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  bench_load->add_option("--seconds", load.seconds, "Measured seconds per rate")->check(CLI::PositiveNumber);
+  bench_load->add_option("--warmup", load.warmup_seconds, "Seconds of load before measuring")
+      ->check(CLI::NonNegativeNumber);
+  bench_load->add_option("--clients", load.clients, "Threads handing arrivals to the model")
+      ->check(CLI::Range(1, 4096));
+  bench_load->add_option("--timeout", load.timeout_seconds, "Seconds to wait for a rate's last answers")
+      ->check(CLI::PositiveNumber);
+  bench_load->add_option("--p99-target-ms", load.p99_target_ms, "Report the highest rate whose p99 stays under this");
+  bench_load->add_option("--json", load.json_path, "Write the JSON results here (default: stdout)");
   bench_cmd->require_subcommand(1);
 
   CLI11_PARSE(app, argc, argv);
@@ -143,6 +171,10 @@ int main(int argc, char** argv) {
   if (bench_server->parsed()) {
     bench.command_line = command_line;
     return rankd::BenchServerCommand(bench);
+  }
+  if (bench_load->parsed()) {
+    load.command_line = command_line;
+    return rankd::BenchLoadCommand(load);
   }
   if (serve_cmd->parsed()) return rankd::ServeCommand(serve);
   if (run_cmd->parsed()) return rankd::RunCommand(run);
