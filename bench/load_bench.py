@@ -3,7 +3,7 @@
   /usr/bin/python3 bench/load_bench.py [--rankd build/rankd] [--backend cpu] [--size tiny]
       [--w1-rates 50,100,200] [--w2-rates 50,100,200] [--seconds 10] [--din-length 100]
       [--din-candidates 200 | 50-1000] [--hoisting on,off] [--batching off,on] [--protocols http,grpc]
-      [--server-cpus 0-7 --client-cpus 8-15]
+      [--server-cpus 0-7 --client-cpus 8-15] [--serve-args "--executors 8"]
 
 Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo and serves them from one `rankd serve`:
 as exported, and with a `batching` section (cost model measured at warm-up); W2, whose profile
@@ -111,6 +111,7 @@ def main():
     p.add_argument("--hoisting", default="on,off", help="W2 with user-side hoisting on, off or both")
     p.add_argument("--batching", default="off,on", help="each model as exported (off), with a batching section (on), or both")
     p.add_argument("--protocols", default="http", help="http (binary bodies), grpc (raw contents) or both")
+    p.add_argument("--serve-args", default="", help="more `rankd serve` flags, e.g. \"--executors 8 --cuda staging_helpers=0\"")
     p.add_argument("--server-cpus", default="", help="cores the server is pinned to (taskset -c), e.g. 0-7")
     p.add_argument("--client-cpus", default="", help="cores the load generator is pinned to, e.g. 8-15")
     p.add_argument("--seconds", type=float, default=10)
@@ -140,7 +141,8 @@ def main():
             load += ["--load-model", model]
     server = subprocess.Popen(server_pin + rankd + ["serve", "--model-repository", repo, "--backend", a.backend,
                                        "--http-address", "127.0.0.1", "--http-port", str(http), "--metrics-port",
-                                       str(mport), "--grpc-port", str(grpc), "--model-control-mode", "explicit"] + load,
+                                       str(mport), "--grpc-port", str(grpc), "--model-control-mode", "explicit"]
+                              + a.serve_args.split() + load,
                               stdout=log, stderr=log)
     rows = []
     try:
@@ -193,7 +195,8 @@ def main():
                     if "batching" in l or "backend" in l or "hoisting" in l), file=sys.stderr)
     cores = (f"server on cores {a.server_cpus}, client on {a.client_cpus}" if a.server_cpus
              else f"{os.cpu_count()} cores shared by server and client")
-    print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, {cores}\n")
+    extra = f", serve flags: {a.serve_args}" if a.serve_args else ""
+    print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, {cores}{extra}\n")
     print("| workload | protocol | batching | hoisting | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors "
           "| requests per execution | server CPU ms per request | server µs per request: queue / parse / score / answer |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
