@@ -23,11 +23,20 @@
 #      wrote) with TRACE_IN_FLIGHT (4) requests in flight and TRACE_ITERS (150) timed runs, every
 #      kernel, copy and memset traced by the bundle's bench/kernel_trace.cc into trace.csv, and
 #      bench/trace_summary.py over the timed runs' kernels into steps.log (TRACE_PRECISION, bf16).
+#   8. with SERVED_S (300 by default), the served-load benchmark (bench/load_bench.py: full W1 and
+#      W2, server on cores 0-7 and client on 8-15, gRPC raw contents and HTTP binary bodies, in
+#      SERVED_PRECISION, bf16-activations by default) for each build SERVED_BINARIES names ("rankd";
+#      "rankd_base rankd" for an A/B), SERVED_ARGS its rates and batching ("--batching off,on
+#      --w1-rates 3000 --w2-rates 3000 --seconds 5" by default), SERVE_FLAGS more `rankd serve`
+#      flags, into served_PROGRAM.md;
+#   9. with LOAD_S, `rankd bench load` (in-process, through the batcher, on cores 0-7) of the
+#      batched W1 and W2 of step 8 at LOAD_W1_RATES and LOAD_W2_RATES, p99 targets 10 and 5 ms.
 # RANKD_ARGS: more `rankd bench engine` flags for steps 4, 6 and 7, e.g. "--table-dtype BF16".
 # The logs come back packed in OUT/logs.tgz, the summary in OUT/steps.log.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
 #   bench/gpu_quick.sh $OUT
-# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S, RATE_S, NCU_S, TRACE_S (0 skips a step).
+# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S, RATE_S, NCU_S, TRACE_S, SERVED_S, LOAD_S
+# (0 skips a step).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/gpu_quick.sh OUT_DIR}
@@ -136,5 +145,30 @@ if ((${TRACE_S:-0})); then
   else
     echo "the bundle has no kernel tracer (scripts/gpu_bundle.sh found no CUPTI)" | tee -a "$out/steps.log"
   fi
+fi
+if ((${SERVED_S:-300})); then
+  step "served"
+  deadline=$((SECONDS + ${SERVED_S:-300}))
+  for program in ${SERVED_BINARIES:-rankd}; do
+    # shellcheck disable=SC2086 # SERVED_ARGS is a list of flags
+    timeout $((deadline - SECONDS)) python3 bench/load_bench.py --rankd ".bundle/run $program" --backend cuda \
+      --size full --server-cpus 0-7 --client-cpus 8-15 --hoisting on --din-length 1000 --protocols grpc,http \
+      --precision "${SERVED_PRECISION:-bf16-activations}" --serve-args "${SERVE_FLAGS:-}" \
+      ${SERVED_ARGS:---batching off,on --w1-rates 3000 --w2-rates 3000 --seconds 5} \
+      >"$raw/served_$program.md" 2>"$raw/served_$program.log"
+    echo "served $program exit $? ($(uname -r))" | tee -a "$out/steps.log"
+    tee -a "$out/steps.log" <"$raw/served_$program.md"
+  done
+fi
+if ((${LOAD_S:-0})); then
+  step "load in-process"
+  deadline=$((SECONDS + LOAD_S))
+  for w in "dlrm_dcnv2 ${LOAD_W1_RATES:-5000,10000,20000,40000} 10" "din ${LOAD_W2_RATES:-5000,10000,20000} 5"; do
+    read -r name rates target <<<"$w"
+    taskset -c 0-7 timeout $((deadline - SECONDS)) .bundle/run rankd bench load --backend cuda \
+      --model-repo bench/out/load_repo --model "${name}_full_batched" --requests "bench/out/load_${name}_full.jsonl" \
+      --rates "$rates" --seconds 5 --p99-target-ms "$target" --json "$raw/load_$name.json" 2>&1 |
+      grep -E "^rate|highest|warning|rankd" | tee -a "$out/steps.log"
+  done
 fi
 step "done"

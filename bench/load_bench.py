@@ -53,9 +53,10 @@ def metrics(port):
     return out
 
 
-def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200), hoisting=("on",)):
+def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200), hoisting=("on",), precision=""):
     """Exports NAME at SIZE (once), writes its variants and its request mix; returns
-    ([(model, batching, hoisting)], requests path). Hoisting is "n/a" for a model without user inputs."""
+    ([(model, batching, hoisting)], requests path). Hoisting is "n/a" for a model without user inputs.
+    A precision is written into every variant's config (the exported one included)."""
     plain = f"{name}_{size}"
     if not os.path.exists(os.path.join(repo, plain, "1", "model.onnx")):
         print(f"exporting {plain} ...", file=sys.stderr, flush=True)
@@ -63,7 +64,11 @@ def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200),
     config = ""
     if os.path.exists(os.path.join(repo, plain, "config.yaml")):
         with open(os.path.join(repo, plain, "config.yaml")) as f:
-            config = "".join(l for l in f if not l.startswith("name:"))
+            config = "".join(l for l in f if not l.startswith(("name:", "precision:")))
+    if precision:
+        config += f"\nprecision: {precision}\n"
+    with open(os.path.join(repo, plain, "config.yaml"), "w") as f:
+        f.write(f"name: {plain}\n{config}\n")
     has_users = "scope: user" in config
     variants = []
     for hoist in (hoisting if has_users else ("n/a",)):
@@ -111,6 +116,8 @@ def main():
     p.add_argument("--hoisting", default="on,off", help="W2 with user-side hoisting on, off or both")
     p.add_argument("--batching", default="off,on", help="each model as exported (off), with a batching section (on), or both")
     p.add_argument("--protocols", default="http", help="http (binary bodies), grpc (raw contents) or both")
+    p.add_argument("--precision", default="", help="written into every model's config, e.g. bf16-activations "
+                   "(default: the exported config's)")
     p.add_argument("--serve-args", default="", help="more `rankd serve` flags, e.g. \"--executors 8 --cuda staging_helpers=0\"")
     p.add_argument("--server-cpus", default="", help="cores the server is pinned to (taskset -c), e.g. 0-7")
     p.add_argument("--client-cpus", default="", help="cores the load generator is pinned to, e.g. 8-15")
@@ -127,7 +134,7 @@ def main():
         if rates:
             lo, _, hi = a.din_candidates.partition("-")
             variants, path = prepare(name, a.size, repo, a.out, a.din_length, a.requests,
-                                     (int(lo), int(hi or lo)), tuple(a.hoisting.split(",")))
+                                     (int(lo), int(hi or lo)), tuple(a.hoisting.split(",")), a.precision)
             plans.append((name, variants, path, [float(r) for r in rates.split(",")]))
     http, mport, grpc = free_port(), free_port(), free_port()
     server_pin = ["taskset", "-c", a.server_cpus] if a.server_cpus else []
@@ -195,7 +202,7 @@ def main():
                     if "batching" in l or "backend" in l or "hoisting" in l), file=sys.stderr)
     cores = (f"server on cores {a.server_cpus}, client on {a.client_cpus}" if a.server_cpus
              else f"{os.cpu_count()} cores shared by server and client")
-    extra = f", serve flags: {a.serve_args}" if a.serve_args else ""
+    extra = (f", serve flags: {a.serve_args}" if a.serve_args else "") + (f", {a.precision}" if a.precision else "")
     print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, {cores}{extra}\n")
     print("| workload | protocol | batching | hoisting | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors "
           "| requests per execution | server CPU ms per request | server µs per request: queue / parse / score / answer |")
