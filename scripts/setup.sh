@@ -11,7 +11,8 @@ packages=(
   libdnnl-dev                         # oneDNN: multi-threaded sgemm for the CPU backend
   libopenblas-openmp-dev              # OpenBLAS (OpenMP build): the alternative sgemm (-DRANKD_CPU_GEMM=openblas)
   libomp-dev                          # OpenMP for the CPU kernels (and clang's fuzz build)
-  nlohmann-json3-dev                  # JSON: configs and KServe v2 bodies
+  nlohmann-json3-dev                  # JSON: configs, responses, and KServe v2 bodies over 8 MB
+  libsimdjson-dev                     # JSON: KServe v2 request bodies (and binary requests' headers)
   libyaml-cpp-dev                     # YAML model configs
   libcli11-dev                        # the command line
   libboost-dev                        # Boost.Asio / Boost.Beast: the HTTP server

@@ -223,6 +223,12 @@ double JsonLeaves::AsDouble(size_t i) const {
 }
 
 StatusOr<JsonRequestDocument> ReadJsonRequest(std::string_view body, const JsonReadLimits& limits) {
+  constexpr size_t kIndexedBodyBytes = size_t{8} << 20;
+  return body.size() <= kIndexedBodyBytes ? ReadJsonRequestIndexed(body, limits)
+                                          : ReadJsonRequestStreaming(body, limits);
+}
+
+StatusOr<JsonRequestDocument> ReadJsonRequestStreaming(std::string_view body, const JsonReadLimits& limits) {
   Reader reader(limits);
   bool ok = json::sax_parse(body.begin(), body.end(), &reader);
   if (!reader.error().ok()) return reader.error();
