@@ -34,6 +34,10 @@ namespace rankd {
 
 class Model;
 
+// The version of librankd.so ("0.1.0"), for a program that links the installed library
+// (pkg-config rankd, or CMake's find_package(rankd) and target rankd::rankd).
+const char* LibraryVersion();
+
 struct EngineOptions {
   // The model: its directory in a repository (REPO/NAME, holding config and version directories)
   // and the version to load (-1: the highest).

@@ -1,0 +1,59 @@
+// A program built against the installed rankd (tests/install_test.sh): it includes only
+// <rankd/...>, links only librankd.so, loads a model and scores a request made from the model's
+// own signature.
+#include <rankd/engine.h>
+
+#include <cmath>
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s MODEL_DIR\n", argv[0]);
+    return 2;
+  }
+  std::printf("librankd %s\n", rankd::LibraryVersion());
+  rankd::EngineOptions options;
+  options.model_dir = argv[1];
+  auto engine = rankd::Engine::Create(options);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
+    return 1;
+  }
+  constexpr int64_t kRows = 3;
+  rankd::InferRequest request;
+  for (const rankd::InputSignature& in : (*engine)->inputs()) {
+    rankd::InferInput x;
+    x.name = in.name;
+    const int64_t rows = in.user_scope ? 1 : kRows;
+    rankd::Shape shape = {rows};
+    if (in.ragged) {
+      shape = {2 * rows};  // two ids a row, given with their lengths
+      x.lengths.assign(static_cast<size_t>(rows), 2);
+    } else {
+      shape.insert(shape.end(), in.dims.begin(), in.dims.end());
+    }
+    x.data = rankd::Tensor::Zeros(in.dtype, shape);
+    if (in.dtype == rankd::DType::kF32) {
+      for (int64_t i = 0; i < x.data.size(); ++i) x.data.data<float>()[i] = 0.25f * static_cast<float>(i % 4);
+    } else if (in.dtype == rankd::DType::kI64) {
+      for (int64_t i = 0; i < x.data.size(); ++i) x.data.data<int64_t>()[i] = i % 3;
+    }
+    request.inputs.push_back(std::move(x));
+  }
+  auto outputs = (*engine)->Infer(request);
+  if (!outputs.ok()) {
+    std::fprintf(stderr, "%s\n", outputs.status().ToString().c_str());
+    return 1;
+  }
+  const rankd::Tensor& score = outputs->front().data;
+  if (score.dim(0) != kRows) {
+    std::fprintf(stderr, "%lld rows scored, %lld sent\n", static_cast<long long>(score.dim(0)),
+                 static_cast<long long>(kRows));
+    return 1;
+  }
+  for (int64_t i = 0; i < score.size(); ++i) {
+    if (!std::isfinite(score.data<float>()[i])) return 1;
+    std::printf("%s %g\n", outputs->front().name.c_str(), score.data<float>()[i]);
+  }
+  return 0;
+}
