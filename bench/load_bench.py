@@ -174,6 +174,11 @@ def main():
                 subprocess.run(client + ["bench", "server", "--model", model, "--requests", path, "--rates", "50",
                                          "--seconds", str(2 * a.requests / 50), "--warmup", "0", "--json", os.devnull] + wire,
                                check=True, stderr=subprocess.DEVNULL)
+                # And 3 s at the first rate: with batching, merged batches' shapes get their
+                # buckets captured now, not inside the first measured rate.
+                subprocess.run(client + ["bench", "server", "--model", model, "--requests", path, "--rates",
+                                         str(rates[0]), "--seconds", "3", "--warmup", "0", "--json", os.devnull] + wire,
+                               check=True, stderr=subprocess.DEVNULL)
                 for rate in rates:
                     before = metrics(mport)
                     cpu_before = cpu_seconds(server.pid)

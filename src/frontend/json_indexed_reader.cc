@@ -167,7 +167,9 @@ class Walker {
     // is in bounds).
     leaves = JsonLeaves{};
     const size_t room = static_cast<size_t>(padded_end_ - raw.data());
-    thread_local od::parser parser;
+    thread_local od::parser kept;  // as the body's: a thread keeps only a small parser
+    od::parser fresh;
+    od::parser& parser = raw.size() <= kKeptParserBytes ? kept : fresh;
     od::document list;
     if (parser.iterate(raw.data(), raw.size(), room).get(list) != simdjson::SUCCESS) return NotJson();
     od::array again;

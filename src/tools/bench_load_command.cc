@@ -71,7 +71,11 @@ class Answers {
   bool Wait(Clock::time_point deadline) {
     MutexLock lock(mu_);
     while (answered_ < expected_) {
-      if (done_.wait_until(lock.native(), deadline) == std::cv_status::timeout) return answered_ >= expected_;
+      if (deadline == Clock::time_point::max()) {
+        done_.wait(lock.native());
+      } else if (done_.wait_until(lock.native(), deadline) == std::cv_status::timeout) {
+        return answered_ >= expected_;
+      }
     }
     return true;
   }
