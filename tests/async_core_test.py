@@ -7,7 +7,8 @@ executor. Were a request waiting for its batch to hold its frontend thread, at m
 protocol could be queued at a time and every request would run alone. Instead many requests are
 sent at once (gRPC calls from one client thread, HTTP requests on many connections before any
 answer is read): they queue together and run merged, every answer equals the unbatched one, and
-the server's thread count does not grow with the requests in flight.
+the server's thread count does not grow with the requests in flight (a thousand gRPC calls at once
+add none).
 """
 import http.client
 import json
@@ -112,6 +113,31 @@ class AsyncCoreTest(unittest.TestCase):
                 return scores, busy
 
             self.merged(send)
+
+    def test_a_thousand_grpc_calls_in_flight_add_no_threads(self):
+        stubs = grpc_stubs()
+        if stubs is None:
+            self.skipTest("python3-grpcio / python3-grpc-tools not installed")
+        import grpc
+        pb, pb_grpc = stubs
+        rng = random.Random(7)
+        small = []
+        for k in range(1000):
+            r = random_din_request(rng, 1, rng.randint(0, 5))
+            r["id"] = "s%d" % k
+            small.append(din_proto(pb, r))
+        with grpc.insecure_channel("127.0.0.1:%d" % self.server.grpc_port) as channel:
+            stub = pb_grpc.GRPCInferenceServiceStub(channel)
+            stub.ServerLive(pb.ServerLiveRequest(), timeout=30)
+            idle = thread_count(self.server.proc.pid)
+            futures = [stub.ModelInfer.future(p, timeout=120) for p in small]
+            busy = [thread_count(self.server.proc.pid)]
+            for k, f in enumerate(futures):
+                self.assertEqual(f.result().id, "s%d" % k)
+                if k % 250 == 0:
+                    busy.append(thread_count(self.server.proc.pid))
+        print("1000 calls: %d threads idle, at most %d in flight" % (idle, max(busy)), file=sys.stderr)
+        self.assertLessEqual(max(busy), idle + 2)
 
     def test_http_requests_on_many_connections_queue_together(self):
         def send():
