@@ -37,7 +37,6 @@ class Walker {
     if (type != od::json_type::object) {
       // Not a request: the caller refuses any root but an object. Still read it whole, so that
       // a body that is not JSON at all says so.
-      od::value v;
       if (type == od::json_type::array) {
         od::array a;
         RANKD_JSON(doc.get_array().get(a));
