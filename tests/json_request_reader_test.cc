@@ -81,6 +81,10 @@ TEST(JsonRequestReader, BothReadersAgreeOnRequestsAndMistakes) {
           ,3 ] }]})",
       R"({"inputs":[{"name":"a","data":[1]}]} )",
       R"(  {"inputs":[]})",
+      R"({"inputs":[{"name":"a","x":nul}]})",
+      R"({"inputs":[{"name":"a","data":[nulll]}]})",
+      R"({"a":nuLl,"inputs":[]})",
+      R"({"inputs":[{"name":"a","parameters":{"p":n}}]})",
   };
   for (const char* body : bodies) ExpectSameReading(body);
 }
