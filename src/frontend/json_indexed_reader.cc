@@ -28,6 +28,53 @@ Status NotJson() { return InvalidArgument("the request body is not valid JSON");
     if ((expr) != simdjson::SUCCESS) return NotJson(); \
   } while (0)
 
+// fn(key, value) for each field of `o`, stopping at the first error.
+template <typename F>
+Status ForEachField(od::object& o, F&& fn) {
+  for (auto field : o) {
+    std::string_view key;
+    RANKD_JSON(field.unescaped_key().get(key));
+    od::value v;
+    RANKD_JSON(field.value().get(v));
+    RANKD_RETURN_IF_ERROR(fn(key, v));
+  }
+  return Status::Ok();
+}
+
+// fn(value) for each element of `a`, stopping at the first error.
+template <typename F>
+Status ForEachElement(od::array& a, F&& fn) {
+  for (auto element : a) {
+    od::value v;
+    RANKD_JSON(element.get(v));
+    RANKD_RETURN_IF_ERROR(fn(v));
+  }
+  return Status::Ok();
+}
+
+// A number as nlohmann reads it: an int64, else a uint64, else a double (an integer past 64 bits
+// too), as a leaf's kind and bits.
+Status Number(od::value& v, JsonLeaves::Kind& kind, uint64_t& bits) {
+  od::number_type nt;
+  RANKD_JSON(v.get_number_type().get(nt));
+  if (nt == od::number_type::signed_integer) {
+    int64_t x;
+    RANKD_JSON(v.get_int64().get(x));
+    kind = JsonLeaves::kInt;
+    bits = static_cast<uint64_t>(x);
+    return Status::Ok();
+  }
+  if (nt == od::number_type::unsigned_integer && v.get_uint64().get(bits) == simdjson::SUCCESS) {
+    kind = JsonLeaves::kUnsigned;
+    return Status::Ok();
+  }
+  double d;
+  RANKD_JSON(v.get_double().get(d));
+  kind = JsonLeaves::kFloat;
+  bits = std::bit_cast<uint64_t>(d);
+  return Status::Ok();
+}
+
 class Walker {
  public:
   // `padded_end`: the end of the body's padded buffer.
@@ -53,21 +100,14 @@ class Walker {
     od::object root;
     RANKD_JSON(doc.get_object().get(root));
     doc_.root = json::object();
-    for (auto field : root) {
-      std::string_view key;
-      RANKD_JSON(field.unescaped_key().get(key));
-      od::value v;
-      RANKD_JSON(field.value().get(v));
+    RANKD_RETURN_IF_ERROR(ForEachField(root, [&](std::string_view key, od::value& v) -> Status {
       od::json_type t;
       RANKD_JSON(v.type().get(t));
-      if (key == "inputs" && t == od::json_type::array) {
-        od::array inputs;
-        RANKD_JSON(v.get_array().get(inputs));
-        RANKD_RETURN_IF_ERROR(Inputs(inputs));
-      } else {
-        RANKD_RETURN_IF_ERROR(Value(v, 2, doc_.root[std::string(key)]));
-      }
-    }
+      if (key != "inputs" || t != od::json_type::array) return Value(v, 2, doc_.root[std::string(key)]);
+      od::array inputs;
+      RANKD_JSON(v.get_array().get(inputs));
+      return Inputs(inputs);
+    }));
     return AtEnd(doc);
   }
 
@@ -90,70 +130,46 @@ class Walker {
   // The top-level `inputs` list: each object's data and lengths into leaves.
   Status Inputs(od::array& inputs) {
     json& list = doc_.root["inputs"] = json::array();
-    for (auto element : inputs) {
-      od::value v;
-      RANKD_JSON(element.get(v));
+    return ForEachElement(inputs, [&](od::value& v) -> Status {
       od::json_type t;
       RANKD_JSON(v.type().get(t));
       list.push_back(json());
-      if (t != od::json_type::object) {
-        RANKD_RETURN_IF_ERROR(Value(v, 3, list.back()));
-        continue;
-      }
+      if (t != od::json_type::object) return Value(v, 3, list.back());
       od::object input;
       RANKD_JSON(v.get_object().get(input));
-      RANKD_RETURN_IF_ERROR(Input(input, list.size() - 1, list.back()));
-    }
-    return Status::Ok();
+      return Input(input, list.size() - 1, list.back());
+    });
   }
 
   Status Input(od::object& input, size_t index, json& out) {
     out = json::object();
-    for (auto field : input) {
-      std::string_view key;
-      RANKD_JSON(field.unescaped_key().get(key));
-      od::value v;
-      RANKD_JSON(field.value().get(v));
+    return ForEachField(input, [&](std::string_view key, od::value& v) -> Status {
       if (key == "data") {
         doc_.data.emplace_back();
         out["data"] = doc_.data.size() - 1;
-        RANKD_RETURN_IF_ERROR(Leaves(v, out, index, doc_.data.back()));
-        continue;
+        return Leaves(v, out, index, doc_.data.back());
       }
       od::json_type t;
       RANKD_JSON(v.type().get(t));
-      if (key == "parameters" && t == od::json_type::object) {
-        od::object params;
-        RANKD_JSON(v.get_object().get(params));
-        RANKD_RETURN_IF_ERROR(Parameters(params, out, index));
-        continue;
-      }
-      RANKD_RETURN_IF_ERROR(Value(v, 4, out[std::string(key)]));
-    }
-    return Status::Ok();
+      if (key != "parameters" || t != od::json_type::object) return Value(v, 4, out[std::string(key)]);
+      od::object params;
+      RANKD_JSON(v.get_object().get(params));
+      return Parameters(params, out, index);
+    });
   }
 
   // An input's parameters: a `lengths` list into leaves, out of the document.
   Status Parameters(od::object& params, json& input, size_t index) {
     json& out = input["parameters"] = json::object();
-    for (auto field : params) {
-      std::string_view key;
-      RANKD_JSON(field.unescaped_key().get(key));
-      od::value v;
-      RANKD_JSON(field.value().get(v));
+    return ForEachField(params, [&](std::string_view key, od::value& v) -> Status {
       od::json_type t;
       RANKD_JSON(v.type().get(t));
-      if (key == "lengths" && t == od::json_type::array) {
-        out.erase("lengths");
-        if (doc_.lengths_of_input.size() <= index) doc_.lengths_of_input.resize(index + 1, -1);
-        doc_.lengths_of_input[index] = static_cast<int>(doc_.lengths.size());
-        doc_.lengths.emplace_back();
-        RANKD_RETURN_IF_ERROR(Leaves(v, input, index, doc_.lengths.back()));
-        continue;
-      }
-      RANKD_RETURN_IF_ERROR(Value(v, 5, out[std::string(key)]));
-    }
-    return Status::Ok();
+      if (key != "lengths" || t != od::json_type::array) return Value(v, 5, out[std::string(key)]);
+      if (doc_.lengths_of_input.size() <= index) doc_.lengths_of_input.resize(index + 1, -1);
+      doc_.lengths_of_input[index] = static_cast<int>(doc_.lengths.size());
+      doc_.lengths.emplace_back();
+      return Leaves(v, input, index, doc_.lengths.back());
+    });
   }
 
   // `data` (or a lengths list) of input `index`, whose document so far is `input`.
@@ -221,26 +237,18 @@ class Walker {
   // A list inside data with `open` lists open (itself included).
   Status List(od::array& a, int open) {
     int64_t count = 0;
-    for (auto element : a) {
-      od::value v;
-      RANKD_JSON(element.get(v));
+    RANKD_RETURN_IF_ERROR(ForEachElement(a, [&](od::value& v) -> Status {
       if (open > limits_.max_depth) return InvalidArgument("input '" + InputName() + "': data is nested too deeply");
       ++count;
       int64_t x;  // the common case first: an integer that fits (ids, lengths)
-      if (v.get_int64().get(x) == simdjson::SUCCESS) {
-        RANKD_RETURN_IF_ERROR(Leaf(JsonLeaves::kInt, static_cast<uint64_t>(x)));
-        continue;
-      }
+      if (v.get_int64().get(x) == simdjson::SUCCESS) return Leaf(JsonLeaves::kInt, static_cast<uint64_t>(x));
       od::json_type t;
       RANKD_JSON(v.type().get(t));
-      if (t == od::json_type::array) {
-        od::array child;
-        RANKD_JSON(v.get_array().get(child));
-        RANKD_RETURN_IF_ERROR(List(child, open + 1));
-      } else {
-        RANKD_RETURN_IF_ERROR(Scalar(v, t));
-      }
-    }
+      if (t != od::json_type::array) return Scalar(v, t);
+      od::array child;
+      RANKD_JSON(v.get_array().get(child));
+      return List(child, open + 1);
+    }));
     if (open == 2) leaves_->row_lengths.push_back(count);
     return Status::Ok();
   }
@@ -250,20 +258,10 @@ class Walker {
   Status Scalar(od::value& v, od::json_type t) {
     switch (t) {
       case od::json_type::number: {
-        od::number_type nt;
-        RANKD_JSON(v.get_number_type().get(nt));
-        if (nt == od::number_type::signed_integer) {
-          int64_t x;
-          RANKD_JSON(v.get_int64().get(x));
-          return Leaf(JsonLeaves::kInt, static_cast<uint64_t>(x));
-        }
-        if (nt == od::number_type::unsigned_integer) {
-          uint64_t x;
-          if (v.get_uint64().get(x) == simdjson::SUCCESS) return Leaf(JsonLeaves::kUnsigned, x);
-        }
-        double d;  // a float, or an integer past 64 bits (read as a float, as nlohmann does)
-        RANKD_JSON(v.get_double().get(d));
-        return Leaf(JsonLeaves::kFloat, std::bit_cast<uint64_t>(d));
+        JsonLeaves::Kind kind;
+        uint64_t bits;
+        RANKD_RETURN_IF_ERROR(Number(v, kind, bits));
+        return Leaf(kind, bits);
       }
       case od::json_type::boolean: {
         bool b;
@@ -284,24 +282,12 @@ class Walker {
       case od::json_type::object: {
         od::object o;
         RANKD_JSON(v.get_object().get(o));
-        for (auto field : o) {
-          std::string_view key;
-          RANKD_JSON(field.unescaped_key().get(key));
-          od::value child;
-          RANKD_JSON(field.value().get(child));
-          RANKD_RETURN_IF_ERROR(Check(child));
-        }
-        return Status::Ok();
+        return ForEachField(o, [&](std::string_view, od::value& child) { return Check(child); });
       }
       case od::json_type::array: {
         od::array a;
         RANKD_JSON(v.get_array().get(a));
-        for (auto element : a) {
-          od::value child;
-          RANKD_JSON(element.get(child));
-          RANKD_RETURN_IF_ERROR(Check(child));
-        }
-        return Status::Ok();
+        return ForEachElement(a, [&](od::value& child) { return Check(child); });
       }
       case od::json_type::string: {
         std::string_view text;
@@ -310,9 +296,15 @@ class Walker {
       }
       case od::json_type::null:
         return IsNull(v) ? Status::Ok() : NotJson();
-      default: {  // a number or a bool
-        json ignored;
-        return Value(v, 0, ignored);
+      case od::json_type::boolean: {
+        bool b;
+        RANKD_JSON(v.get_bool().get(b));
+        return Status::Ok();
+      }
+      default: {  // a number
+        JsonLeaves::Kind kind;
+        uint64_t bits;
+        return Number(v, kind, bits);
       }
     }
   }
@@ -343,14 +335,8 @@ class Walker {
         od::object o;
         RANKD_JSON(v.get_object().get(o));
         out = json::object();
-        for (auto field : o) {
-          std::string_view key;
-          RANKD_JSON(field.unescaped_key().get(key));
-          od::value child;
-          RANKD_JSON(field.value().get(child));
-          RANKD_RETURN_IF_ERROR(Value(child, depth + 1, out[std::string(key)]));
-        }
-        return Status::Ok();
+        return ForEachField(
+            o, [&](std::string_view key, od::value& child) { return Value(child, depth + 1, out[std::string(key)]); });
       }
       case od::json_type::array: {
         if (depth >= kMaxDocumentDepth) return InvalidArgument("the request body nests too deeply");
@@ -360,28 +346,16 @@ class Walker {
         return Array(a, depth + 1, out);
       }
       case od::json_type::number: {
-        od::number_type nt;
-        RANKD_JSON(v.get_number_type().get(nt));
-        if (nt == od::number_type::signed_integer) {
-          int64_t x;
-          RANKD_JSON(v.get_int64().get(x));
-          if (x >= 0) {
-            out = static_cast<uint64_t>(x);  // as nlohmann reads a non-negative integer
-          } else {
-            out = x;
-          }
-          return Status::Ok();
+        JsonLeaves::Kind kind;
+        uint64_t bits;
+        RANKD_RETURN_IF_ERROR(Number(v, kind, bits));
+        if (kind == JsonLeaves::kFloat) {
+          out = std::bit_cast<double>(bits);
+        } else if (kind == JsonLeaves::kInt && static_cast<int64_t>(bits) < 0) {
+          out = static_cast<int64_t>(bits);
+        } else {
+          out = bits;  // nlohmann reads a non-negative integer as unsigned
         }
-        if (nt == od::number_type::unsigned_integer) {
-          uint64_t x;
-          if (v.get_uint64().get(x) == simdjson::SUCCESS) {
-            out = x;
-            return Status::Ok();
-          }
-        }
-        double d;
-        RANKD_JSON(v.get_double().get(d));
-        out = d;
         return Status::Ok();
       }
       case od::json_type::string: {
@@ -406,13 +380,10 @@ class Walker {
   }
 
   Status Array(od::array& a, int depth, json& out) {
-    for (auto element : a) {
-      od::value v;
-      RANKD_JSON(element.get(v));
+    return ForEachElement(a, [&](od::value& v) {
       out.push_back(json());
-      RANKD_RETURN_IF_ERROR(Value(v, depth, out.back()));
-    }
-    return Status::Ok();
+      return Value(v, depth, out.back());
+    });
   }
 
   const JsonReadLimits& limits_;
