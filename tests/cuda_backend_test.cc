@@ -18,6 +18,8 @@
 
 #if RANKD_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/device.h"
+#include "backend/cuda/device_health.h"
 #endif
 #include "compile/plan.h"
 #include "frontend/kserve_json.h"
@@ -655,6 +657,26 @@ TEST(CudaBackend, EveryKernelHasACrossBackendCase) {
     if (!covered.count(op)) missing += " " + op;
   }
   EXPECT_TRUE(missing.empty()) << "CUDA kernels with no case in Cases():" << missing;
+}
+
+// Out of device memory is worth a retry (503); an error that poisons the context is named as such
+// (and, noted, fails the backend's health: tests/gpu_faults_test.py); others are internal. No
+// device needed: only the mapping is checked, nothing is noted.
+TEST(CudaBackend, ErrorsMapToWhatTheClientCanDo) {
+  for (cudaError_t e : {cudaErrorIllegalAddress, cudaErrorLaunchFailure, cudaErrorIllegalInstruction,
+                        cudaErrorMisalignedAddress, cudaErrorAssert, cudaErrorECCUncorrectable}) {
+    EXPECT_TRUE(cuda::IsStickyError(e)) << cudaGetErrorName(e);
+  }
+  for (cudaError_t e : {cudaSuccess, cudaErrorMemoryAllocation, cudaErrorInvalidValue, cudaErrorLaunchOutOfResources,
+                        cudaErrorStreamCaptureInvalidated, cudaErrorNoDevice}) {
+    EXPECT_FALSE(cuda::IsStickyError(e)) << cudaGetErrorName(e);
+  }
+  Status oom = cuda::Check(cudaErrorMemoryAllocation, "cudaMalloc");
+  EXPECT_EQ(oom.code(), StatusCode::kUnavailable);
+  EXPECT_NE(oom.message().find("out of device memory"), std::string::npos);
+  Status bad = cuda::Check(cudaErrorInvalidValue, "cudaMemcpy");
+  EXPECT_EQ(bad.code(), StatusCode::kInternal);
+  EXPECT_NE(bad.message().find("cudaMemcpy"), std::string::npos);
 }
 #endif
 

@@ -41,6 +41,21 @@ TEST(CudaOptions, RefusesWhatItCannotRead) {
   }
 }
 
+TEST(CudaOptions, FaultsParseOnlyInAFaultInjectionBuild) {
+  auto o = ParseCudaOptions({"fault_fail_allocations_over_mb=40", "fault_poison_after_runs=3", "fault_device_mb=900"});
+#if RANKD_FAULT_INJECTION
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->fault_fail_allocations_over_mb, 40);
+  EXPECT_EQ(o->fault_poison_after_runs, 3);
+  EXPECT_EQ(o->fault_device_mb, 900);
+  EXPECT_FALSE(ParseCudaOptions({"fault_bogus=1"}).ok());
+  EXPECT_FALSE(ParseCudaOptions({"fault_device_mb=-1"}).ok());
+#else
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("RANKD_FAULT_INJECTION"), std::string::npos) << o.status().message();
+#endif
+}
+
 TEST(CudaOptions, DefaultsApplyAnywhere) { EXPECT_TRUE(ApplyCudaOptions(CudaOptions{}).ok()); }
 
 TEST(OpProfile, ParsesItsModes) {

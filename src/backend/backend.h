@@ -110,6 +110,18 @@ class Backend {
   // Executors a model keeps unless its options say otherwise: 0 for as many as requests run at
   // once (the host's are only workspaces), a few on a device (each holds a stream and workspace).
   virtual int DefaultExecutors() const { return 0; }
+  // OK while the backend can run work; Unavailable once its device met an error that leaves it
+  // unusable until the process restarts (a sticky CUDA error).
+  virtual Status Health() const { return Status::Ok(); }
+  // OK when a model of `graph` at `precision` with `executors` executors fits beside what already
+  // runs here; ResourceExhausted, with the estimate, when it does not. Called before PrepareModel,
+  // so that a load that cannot fit never takes memory the serving models need.
+  virtual Status CheckRoom(const Graph& graph, Precision precision, int executors) const {
+    (void)graph;
+    (void)precision;
+    (void)executors;
+    return Status::Ok();
+  }
 };
 
 // The process-wide CPU backend. Thread-safe (stateless).

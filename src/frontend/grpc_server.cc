@@ -108,8 +108,8 @@ class Call final : public CallBase {
 
 class GrpcServer::Impl {
  public:
-  Impl(const GrpcServerOptions& options, InferService& service, std::function<bool()> ready)
-      : options_(options), infer_(service), ready_(std::move(ready)) {}
+  Impl(const GrpcServerOptions& options, InferService& service, HealthProbes probes)
+      : options_(options), infer_(service), probes_(std::move(probes)) {}
 
   Status Start() {
     grpc::ServerBuilder builder;
@@ -178,11 +178,11 @@ class GrpcServer::Impl {
   }
 
   grpc::Status ServerLive(const inference::ServerLiveRequest&, inference::ServerLiveResponse& r) {
-    r.set_live(true);
+    r.set_live(probes_.live().ok());
     return grpc::Status::OK;
   }
   grpc::Status ServerReady(const inference::ServerReadyRequest&, inference::ServerReadyResponse& r) {
-    r.set_ready(ready_());
+    r.set_ready(probes_.ready().ok());
     return grpc::Status::OK;
   }
   grpc::Status ModelReady(const inference::ModelReadyRequest& q, inference::ModelReadyResponse& r) {
@@ -190,7 +190,7 @@ class GrpcServer::Impl {
     if (!v.ok()) return ToGrpc(v.status());
     auto model = infer_.repository().Get(q.name(), *v);
     if (model.status().code() == StatusCode::kNotFound) return ToGrpc(model.status());
-    r.set_ready(model.ok() && (*model)->CheckFiles().ok());
+    r.set_ready(model.ok() && (*model)->CheckServable().ok());
     return grpc::Status::OK;
   }
   grpc::Status ServerMetadata(const inference::ServerMetadataRequest&, inference::ServerMetadataResponse& r) {
@@ -281,7 +281,7 @@ class GrpcServer::Impl {
 
   GrpcServerOptions options_;
   InferService& infer_;
-  std::function<bool()> ready_;
+  HealthProbes probes_;
   Service service_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
@@ -296,8 +296,8 @@ int GrpcServer::port() const { return impl_->port(); }
 void GrpcServer::Stop(std::chrono::milliseconds drain) { impl_->Stop(drain); }
 
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options, InferService& service,
-                                                        std::function<bool()> ready) {
-  auto impl = std::make_unique<Impl>(options, service, std::move(ready));
+                                                        HealthProbes probes) {
+  auto impl = std::make_unique<Impl>(options, service, std::move(probes));
   RANKD_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "frontend/health_probes.h"
 #include "frontend/kserve_json.h"
 #include "rankd/status.h"
 #include "serving/infer_service.h"
@@ -27,9 +28,9 @@ struct GrpcServerOptions {
 
 class GrpcServer {
  public:
-  // `ready` answers ServerReady (false while draining).
+  // `probes` answer ServerLive and ServerReady.
   static StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options, InferService& service,
-                                                     std::function<bool()> ready);
+                                                     HealthProbes probes);
   ~GrpcServer();
   int port() const;
   // Stops accepting calls, lets calls in progress finish (up to `drain`), and joins the threads.

@@ -87,10 +87,13 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
         {{"name", "rankd"}, {"version", kServerVersion}, {"extensions", {"model_repository", "binary_tensor_data"}}});
   }
   if (p.size() == 3 && p[1] == "health" && m == "GET") {
-    if (p[2] == "live") return Json(200, json::object());
+    if (p[2] == "live") {
+      Status live = probes_.live();
+      return live.ok() ? Json(200, json::object()) : Error(live);
+    }
     if (p[2] == "ready") {
-      bool ready = !shutting_down_ && models_ready_();
-      return ready ? Json(200, json::object()) : Error(Unavailable("the server is not ready"));
+      Status ready = shutting_down_ ? Unavailable("the server is shutting down") : probes_.ready();
+      return ready.ok() ? Json(200, json::object()) : Error(ready);
     }
   }
   if (p.size() >= 3 && p[1] == "models") {
@@ -106,7 +109,7 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
     if (p.size() == rest && m == "GET") return ModelMetadata(name, version);
     if (p.size() == rest + 1 && p[rest] == "ready" && m == "GET") {
       auto model = repository_.Get(name, version);
-      Status ready = model.ok() ? (*model)->CheckFiles() : model.status();
+      Status ready = model.ok() ? (*model)->CheckServable() : model.status();
       return ready.ok() ? Json(200, json::object()) : Error(ready);
     }
   }

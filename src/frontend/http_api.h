@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "frontend/http_server.h"
+#include "frontend/health_probes.h"
 #include "frontend/kserve_json.h"
 #include "serving/infer_service.h"
 #include "serving/repository.h"
@@ -25,9 +26,9 @@ namespace rankd {
 
 class HttpApi {
  public:
-  // `models_ready` answers the models' part of /v2/health/ready (--strict-readiness).
-  HttpApi(InferService& service, JsonLimits limits, std::function<bool()> models_ready)
-      : service_(service), repository_(service.repository()), limits_(limits), models_ready_(std::move(models_ready)) {}
+  // `probes` answer /v2/health/live and /v2/health/ready (the latter also fails once shutting down).
+  HttpApi(InferService& service, JsonLimits limits, HealthProbes probes)
+      : service_(service), repository_(service.repository()), limits_(limits), probes_(std::move(probes)) {}
 
   // Answers through `respond`: at once, or for an inference once it has run (on the model's
   // batcher thread when it batches).
@@ -44,7 +45,7 @@ class HttpApi {
   InferService& service_;
   ModelRepository& repository_;
   JsonLimits limits_;
-  std::function<bool()> models_ready_;
+  HealthProbes probes_;
   std::atomic<bool> shutting_down_{false};
 };
 

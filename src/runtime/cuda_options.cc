@@ -5,6 +5,7 @@
 #include "common/helping_pool.h"
 
 #if RANKD_HAVE_CUDA
+#include "backend/cuda/faults.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/settings.h"
 #include "backend/cuda/split_k_gemm.h"
@@ -55,6 +56,17 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
     o.graph_lanes = static_cast<int>(n);
   } else if (key == "kernel_cache_dir") {
     o.kernel_cache_dir = value;
+  } else if (key.starts_with("fault_")) {
+#if RANKD_FAULT_INJECTION
+    int64_t* fault = key == "fault_fail_allocations_over_mb" ? &o.fault_fail_allocations_over_mb
+                     : key == "fault_poison_after_runs"      ? &o.fault_poison_after_runs
+                     : key == "fault_device_mb"              ? &o.fault_device_mb
+                                                             : nullptr;
+    if (!fault) return InvalidArgument("--cuda: unknown fault '" + key + "'");
+    RANKD_ASSIGN_OR_RETURN(*fault, ParseCount(key, value, 0, int64_t{1} << 30));
+#else
+    return InvalidArgument("--cuda " + key + ": fault injection is only in builds configured with RANKD_FAULT_INJECTION");
+#endif
   } else {
     return InvalidArgument("--cuda: unknown setting '" + key +
                            "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
@@ -82,6 +94,7 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::EnableGemmTuning(o.gemm_tuning);
   cuda::SetGemmLog(o.gemm_log);
   cuda::EnableSplitKGemm(o.split_k);
+  cuda::SetDeviceFaults({o.fault_fail_allocations_over_mb, o.fault_poison_after_runs, o.fault_device_mb});
   return Status::Ok();
 #else
   CudaOptions defaults;

@@ -26,6 +26,7 @@ StatusOr<int64_t> CaptureWithRetry(Executor& executor, const Plan& plan) {
 
 StatusOr<std::unique_ptr<PlanRunner>> PlanRunner::Create(const Backend& backend, const Graph& graph,
                                                          Precision precision, int executors, std::string model) {
+  RANKD_RETURN_IF_ERROR(backend.CheckRoom(graph, precision, executors));
   RANKD_ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph, precision));
   return std::unique_ptr<PlanRunner>(new PlanRunner(backend, std::move(resources), executors, std::move(model)));
 }

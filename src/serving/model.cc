@@ -62,7 +62,7 @@ StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& onnx_path, M
   const std::string name = config.name;
   RANKD_ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(onnx_path));
   Status s = model->Prepare(std::move(graph), std::move(config));
-  if (s.ok()) s = model->CheckFiles();  // a table changed while the load read it
+  if (s.ok()) s = model->CheckServable();  // a table changed while the load read it
   if (!s.ok()) return s.WithContext("model '" + name + "'");
   return model;
 }
@@ -139,7 +139,8 @@ std::string Model::CheckHoisting() const {
   return std::string();
 }
 
-Status Model::CheckFiles() const {
+Status Model::CheckServable() const {
+  RANKD_RETURN_IF_ERROR(options_.backend->Health());
   for (const auto& file : graph().mapped_files) RANKD_RETURN_IF_ERROR(file->Check());
   return Status::Ok();
 }
@@ -180,7 +181,7 @@ void Model::InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone d
 StatusOr<std::vector<InferOutput>> Model::SelectOutputs(const InferRequest& request,
                                                         StatusOr<std::vector<Tensor>> result) const {
   if (!result.ok()) return result.status();
-  RANKD_RETURN_IF_ERROR(CheckFiles());  // scores read from a table changed on disk are not returned
+  RANKD_RETURN_IF_ERROR(CheckServable());  // scores read from a table changed on disk are not returned
   std::vector<InferOutput> outputs;
   const std::vector<std::string>& names = compiled_->output_names();
   for (size_t i = 0; i < names.size(); ++i) {

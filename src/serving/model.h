@@ -107,8 +107,10 @@ class Model {
   // returned, and stays alive until then even when its last owner lets it go first (destroying a
   // model drains its queue), so `done` may use it.
   void InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone done) const;
-  // OK while the external-data files the model reads are as they were loaded (MappedFile::Check).
-  Status CheckFiles() const;
+  // OK while the model can serve: its backend's device is usable (Backend::Health; not after a
+  // sticky CUDA error) and the external-data files it reads are as they were loaded
+  // (MappedFile::Check). Requests are refused, and readiness fails, while it is not.
+  Status CheckServable() const;
   // Counters of buckets and captures so far.
   BucketCounters bucket_counters() const;
   // The shape buckets in use, or nullptr when requests run at their own shapes.

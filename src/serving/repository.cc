@@ -224,9 +224,9 @@ std::vector<RepositoryIndexEntry> ModelRepository::Index() const {
     const Entry& e = it->second;
     std::map<int64_t, RepositoryIndexEntry> versions;
     for (const auto& [v, model] : e.versions) {
-      Status files = model->CheckFiles();  // a table rewritten on disk: its requests fail until reloaded
-      versions[v] = files.ok() ? RepositoryIndexEntry{name, v, "READY", e.failure}
-                               : RepositoryIndexEntry{name, v, "UNAVAILABLE", files.message()};
+      Status servable = model->CheckServable();  // a table rewritten on disk, a poisoned GPU
+      versions[v] = servable.ok() ? RepositoryIndexEntry{name, v, "READY", e.failure}
+                               : RepositoryIndexEntry{name, v, "UNAVAILABLE", servable.message()};
     }
     for (const auto& [v, why] : e.version_failures) {
       auto ready = versions.find(v);
@@ -244,7 +244,7 @@ std::vector<RepositoryIndexEntry> ModelRepository::Index() const {
 bool ModelRepository::Ready() const {
   MutexLock lock(mu_);
   for (const auto& [name, e] : models_) {
-    if (e.wanted && (e.versions.empty() || !e.versions.rbegin()->second->CheckFiles().ok())) return false;
+    if (e.wanted && (e.versions.empty() || !e.versions.rbegin()->second->CheckServable().ok())) return false;
   }
   return true;
 }

@@ -58,7 +58,7 @@ class ModelRepository {
   // Every model directory in the repository with its state.
   std::vector<RepositoryIndexEntry> Index() const;
   // True when every model that should be loaded has a ready version whose files are unchanged on
-  // disk (Model::CheckFiles).
+  // disk (Model::CheckServable).
   bool Ready() const;
   ModelControlMode mode() const { return options_.mode; }
 

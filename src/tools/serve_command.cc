@@ -58,18 +58,25 @@ int ServeCommand(const ServeArgs& args) {
   JsonLimits limits;
   limits.max_body_bytes = static_cast<uint64_t>(args.max_body_mb) << 20;
   InferService service(**repository, metrics);
-  auto models_ready = [&] { return !args.strict_readiness || (*repository)->Ready(); };
-  HttpApi api(service, limits, models_ready);
+  std::atomic<bool> draining{false};
+  HealthProbes probes;
+  probes.live = [backend = *backend] { return backend->Health(); };
+  probes.ready = [&, live = probes.live]() -> Status {
+    RANKD_RETURN_IF_ERROR(live());
+    if (draining) return Unavailable("the server is shutting down");
+    if (args.strict_readiness && !(*repository)->Ready()) return Unavailable("a model is not ready");
+    return Status::Ok();
+  };
+  HttpApi api(service, limits, probes);
 
   std::unique_ptr<GrpcServer> grpc;
-  std::atomic<bool> draining{false};
   if (args.grpc_port >= 0) {
     GrpcServerOptions grpc_options;
     grpc_options.address = args.http_address;
     grpc_options.port = args.grpc_port;
     grpc_options.threads = args.grpc_threads;
     grpc_options.max_message_bytes = static_cast<int64_t>(args.max_body_mb) << 20;
-    auto started = GrpcServer::Start(grpc_options, service, [&] { return !draining && models_ready(); });
+    auto started = GrpcServer::Start(grpc_options, service, probes);
     if (!started.ok()) {
       std::fprintf(stderr, "rankd serve: %s\n", started.status().ToString().c_str());
       return 2;

@@ -2,9 +2,13 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <map>
+#include <string>
 #include <memory>
 
+#include "backend/cuda/device.h"
+#include "backend/cuda/device_health.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/model_resources.h"
 #include "backend/cuda/pinned_pool.h"
@@ -16,6 +20,12 @@ namespace {
 // steps run side by side on the executor's lanes (step_lanes.h): W2, W3 and W1 up to a few
 // hundred pairs stay below it; four executors holding such a workspace each is a few hundred MB.
 constexpr int64_t kSeparateRoomBytes = int64_t{64} << 20;
+// What a load leaves free for the models already serving (their workspaces grow with the
+// batches they meet): the larger of this and kKeptFreeShare of the device.
+constexpr int64_t kKeptFreeBytes = int64_t{256} << 20;
+constexpr int64_t kKeptFreeShare = 50;  // 1/50: 2%
+
+int64_t Mb(int64_t bytes) { return (bytes + (1 << 20) - 1) >> 20; }
 
 class CudaBackendImpl final : public Backend {
  public:
@@ -44,6 +54,25 @@ class CudaBackendImpl final : public Backend {
     return std::shared_ptr<ModelResources>(std::move(r));
   }
   DeviceKind device_kind() const override { return DeviceKind::kCuda; }
+  Status Health() const override { return cuda::DeviceHealth(); }
+  // The weights (and their bf16 copies) and each executor's fixed buffers (cuBLASLt's workspace
+  // and a separate-room workspace) against what the device has free, less what the models already
+  // serving keep. Plans' workspaces beyond that grow on demand; a growth that fails answers its
+  // requests 503 (cuda::Check) and a merged batch's requests then run alone.
+  Status CheckRoom(const Graph& graph, Precision precision, int executors) const override {
+    RANKD_RETURN_IF_ERROR(cuda::DeviceHealth());
+    RANKD_ASSIGN_OR_RETURN(cuda::DeviceMemory memory, cuda::QueryDeviceMemory());
+    const int64_t weights = static_cast<int64_t>(cuda::CudaModelResources::DeviceBytes(graph, precision));
+    const int64_t n = executors > 0 ? executors : DefaultExecutors();
+    const int64_t buffers = n * (static_cast<int64_t>(cuda::kLtWorkspaceBytes) + kSeparateRoomBytes);
+    const int64_t kept = std::max(kKeptFreeBytes, memory.total / kKeptFreeShare);
+    if (weights + buffers + kept <= memory.free) return Status::Ok();
+    return ResourceExhausted("the model needs about " + std::to_string(Mb(weights + buffers)) +
+                             " MB of device memory (weights " + std::to_string(Mb(weights)) + " MB, " +
+                             std::to_string(n) + " executors' buffers " + std::to_string(Mb(buffers)) + " MB); " +
+                             std::to_string(Mb(memory.free)) + " MB are free of " + std::to_string(Mb(memory.total)) +
+                             " and " + std::to_string(Mb(kept)) + " MB stay free for the models already serving");
+  }
 
  private:
   KernelTable kernels_;

@@ -55,8 +55,11 @@ struct DeviceContext {
 
 namespace cuda {
 
-// OK, or Internal naming the failed call and CUDA's message.
+// OK; Unavailable for out of device memory (the request may succeed later or alone); else
+// Internal naming the failed call and CUDA's message, the error noted if sticky (device_health.h).
 Status Check(cudaError_t error, const char* what);
+// The cuBLASLt workspace each executor holds.
+constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 // After a launch: OK, or Internal naming the node (bad launch configuration, say).
 Status Launched(const KernelArgs& k);
 // out[i] = bf16(in[i]) for i < n, rounded to nearest even, on `stream`.

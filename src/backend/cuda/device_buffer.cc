@@ -6,21 +6,10 @@
 #include <string>
 
 #include "backend/cuda/device.h"
+#include "backend/cuda/device_health.h"
+#include "backend/cuda/faults.h"
 
 namespace rankd::cuda {
-
-Status Check(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return Status::Ok();
-  Status s = error == cudaErrorMemoryAllocation ? ResourceExhausted(std::string(what) + ": out of device memory")
-                                                : Internal(std::string(what) + ": " + cudaGetErrorString(error));
-  return s;
-}
-
-Status Launched(const KernelArgs& k) {
-  cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess) return Status::Ok();
-  return Internal(k.node.Describe() + ": kernel launch failed: " + cudaGetErrorString(e));
-}
 
 std::shared_mutex& CaptureGate() {
   static std::shared_mutex gate;
@@ -31,6 +20,7 @@ DeviceBuffer::~DeviceBuffer() {
   if (!ptr_) return;
   std::lock_guard<std::shared_mutex> gate(CaptureGate());
   cudaFree(ptr_);
+  CountBufferedDeviceBytes(-static_cast<int64_t>(size_));
 }
 
 Status DeviceBuffer::Reserve(size_t bytes, bool* grew) {
@@ -39,12 +29,15 @@ Status DeviceBuffer::Reserve(size_t bytes, bool* grew) {
   std::lock_guard<std::shared_mutex> gate(CaptureGate());
   if (ptr_) {
     cudaFree(ptr_);
+    CountBufferedDeviceBytes(-static_cast<int64_t>(size_));
     ptr_ = nullptr;
     size_ = 0;
   }
   size_t rounded = (std::max<size_t>(bytes, 256) + 255) / 256 * 256;
+  if (AllocationFails(rounded)) return Check(cudaErrorMemoryAllocation, "cudaMalloc (injected fault)");
   RANKD_CUDA_RETURN(cudaMalloc(&ptr_, rounded));
   size_ = rounded;
+  CountBufferedDeviceBytes(static_cast<int64_t>(size_));
   if (grew) *grew = true;
   return Status::Ok();
 }

@@ -14,41 +14,23 @@ constexpr size_t kAlign = 256;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-}  // namespace
+// A bf16 copy of a product's weight that a bf16 precision reads (CudaModelResources).
+struct Copy {
+  const Tensor* w;
+  enum Kind { kAsIs, kTransposed, kPaddedK } kind;
+  bool k_by_n;  // kPaddedK: the matrix is [K, N] (else [N, K])
+};
 
-StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const Graph& graph, int device,
-                                                                         Precision precision) {
-  auto r = std::make_shared<CudaModelResources>();
-  r->device_ = device;
-  r->precision_ = precision;
-  RANKD_CUDA_RETURN(cudaSetDevice(device));
-  size_t total = 0;
-  for (const auto& [id, t] : graph.constants) total += Aligned(t.bytes());
-  RANKD_RETURN_IF_ERROR(r->arena_.Reserve(total));
-  auto* base = static_cast<uint8_t*>(r->arena_.get());
-  size_t pos = 0;
-  {
-    std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
-    for (const auto& [id, t] : graph.constants) {
-      if (t.bytes() > 0) RANKD_CUDA_RETURN(cudaMemcpy(base + pos, t.raw(), t.bytes(), cudaMemcpyHostToDevice));
-      r->copies_[&t] = base + pos;
-      pos += Aligned(t.bytes());
-    }
-  }
-  if (Bf16Products(precision)) RANKD_RETURN_IF_ERROR(r->UploadBf16Weights(graph));
-  return r;
+int64_t Elements(const Copy& c) {
+  if (c.kind != Copy::kPaddedK) return c.w->size();
+  return c.k_by_n ? PaddedK(c.w->dim(0)) * c.w->dim(1) : c.w->dim(0) * PaddedK(c.w->dim(1));
 }
 
-Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
-  // The B operand and the bias of every Gemm and MatMul that are fp32 constants, rounded once here
-  // rather than at every product (a product writing bf16 takes its bias's bf16 copy: gemm.h). A
-  // matrix B read as [K, N] also gets a transposed copy, which products of a few rows read, and
-  // one whose k is not a multiple of 8 a copy with k padded by zeros, which cuBLASLt reads.
-  struct Copy {
-    const Tensor* w;
-    enum Kind { kAsIs, kTransposed, kPaddedK } kind;
-    bool k_by_n;  // kPaddedK: the matrix is [K, N] (else [N, K])
-  };
+// The B operand and the bias of every Gemm and MatMul that are fp32 constants, rounded once at
+// load rather than at every product (a product writing bf16 takes its bias's bf16 copy: gemm.h).
+// A matrix B read as [K, N] also gets a transposed copy, which products of a few rows read, and
+// one whose k is not a multiple of 8 a copy with k padded by zeros, which cuBLASLt reads.
+std::vector<Copy> PlanBf16Copies(const Graph& graph) {
   std::vector<Copy> copies;
   std::vector<const Tensor*> unpadded;  // read as [K, N] by one product and [N, K] by another
   auto add = [&](const Tensor* w, Copy::Kind kind, bool k_by_n) {
@@ -77,12 +59,51 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
   std::erase_if(copies, [&](const Copy& c) {
     return c.kind == Copy::kPaddedK && std::find(unpadded.begin(), unpadded.end(), c.w) != unpadded.end();
   });
-  auto elements = [](const Copy& c) {
-    if (c.kind != Copy::kPaddedK) return c.w->size();
-    return c.k_by_n ? PaddedK(c.w->dim(0)) * c.w->dim(1) : c.w->dim(0) * PaddedK(c.w->dim(1));
-  };
+  return copies;
+}
+
+size_t Bf16CopiesBytes(const std::vector<Copy>& copies) {
   size_t total = 0;
-  for (const Copy& c : copies) total += Aligned(static_cast<size_t>(elements(c)) * 2);
+  for (const Copy& c : copies) total += Aligned(static_cast<size_t>(Elements(c)) * 2);
+  return total;
+}
+
+size_t ConstantsBytes(const Graph& graph) {
+  size_t total = 0;
+  for (const auto& [id, t] : graph.constants) total += Aligned(t.bytes());
+  return total;
+}
+
+}  // namespace
+
+size_t CudaModelResources::DeviceBytes(const Graph& graph, Precision precision) {
+  return ConstantsBytes(graph) + (Bf16Products(precision) ? Bf16CopiesBytes(PlanBf16Copies(graph)) : 0);
+}
+
+StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const Graph& graph, int device,
+                                                                         Precision precision) {
+  auto r = std::make_shared<CudaModelResources>();
+  r->device_ = device;
+  r->precision_ = precision;
+  RANKD_CUDA_RETURN(cudaSetDevice(device));
+  RANKD_RETURN_IF_ERROR(r->arena_.Reserve(ConstantsBytes(graph)));
+  auto* base = static_cast<uint8_t*>(r->arena_.get());
+  size_t pos = 0;
+  {
+    std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
+    for (const auto& [id, t] : graph.constants) {
+      if (t.bytes() > 0) RANKD_CUDA_RETURN(cudaMemcpy(base + pos, t.raw(), t.bytes(), cudaMemcpyHostToDevice));
+      r->copies_[&t] = base + pos;
+      pos += Aligned(t.bytes());
+    }
+  }
+  if (Bf16Products(precision)) RANKD_RETURN_IF_ERROR(r->UploadBf16Weights(graph));
+  return r;
+}
+
+Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
+  std::vector<Copy> copies = PlanBf16Copies(graph);
+  size_t total = Bf16CopiesBytes(copies);
   if (total == 0) return Status::Ok();
   RANKD_RETURN_IF_ERROR(bf16_arena_.Reserve(total));
   auto* base = static_cast<uint8_t*>(bf16_arena_.get());
@@ -90,7 +111,7 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
   std::vector<uint16_t> rounded;
   std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
   for (const Copy& c : copies) {
-    rounded.assign(static_cast<size_t>(elements(c)), 0);  // 0 is bf16's +0: the padding
+    rounded.assign(static_cast<size_t>(Elements(c)), 0);  // 0 is bf16's +0: the padding
     const float* v = c.w->data<float>();
     const int64_t rows = c.w->rank() == 2 ? c.w->dim(0) : 1, cols = c.w->size() / rows;
     for (int64_t r = 0; r < rows; ++r) {

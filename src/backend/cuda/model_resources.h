@@ -14,6 +14,8 @@ namespace rankd::cuda {
 class CudaModelResources final : public ModelResources {
  public:
   static StatusOr<std::shared_ptr<CudaModelResources>> Upload(const Graph& graph, int device, Precision precision);
+  // The device memory Upload takes for `graph` at `precision`.
+  static size_t DeviceBytes(const Graph& graph, Precision precision);
   // The device copy of a graph constant, or nullptr for any other tensor.
   void* Find(const Tensor* constant) const;
   // With bf16 precision: the bf16 copies of the weight matrices products read (keyed by the fp32

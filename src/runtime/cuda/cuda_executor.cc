@@ -8,6 +8,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "backend/cuda/faults.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mapped_copy.h"
 #include "backend/cuda/product_muladd.h"
@@ -27,7 +28,6 @@ constexpr size_t kAlign = 256;
 constexpr size_t kCopyKernelBytes = size_t{2} << 20;
 // ... and at most this many inputs (the input kernel holds their sources in shared memory).
 constexpr size_t kMaxGatheredInputs = 1024;
-constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
@@ -530,6 +530,7 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   const bool phases = OpProfile::phases();
   auto launched = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (phases) RANKD_RETURN_IF_ERROR(span_.Begin(ctx_.stream));
+  if (RunPoisons()) RANKD_RETURN_IF_ERROR(LaunchPoisonKernel(ctx_.stream));  // fault injection (faults.h)
   if (b->graph && !OpProfile::enabled()) {
     RANKD_CUDA_RETURN(cudaGraphLaunch(b->graph->get(), ctx_.stream));
   } else {

@@ -1,0 +1,36 @@
+// Fault injection for the CUDA backend's failure paths, set by `--cuda fault_*=N` in builds
+// configured with RANKD_FAULT_INJECTION (the test build; ParseCudaOption refuses the keys
+// elsewhere). Each fault is off (-1) by default; checking one is a relaxed atomic load.
+//   fail_allocations_over_mb  a DeviceBuffer reservation of more than this many MB fails as out of
+//                             device memory (a large merged batch's workspace, a capture's buffers)
+//   poison_after_runs         the executor run after this many launches a kernel that writes to an
+//                             invalid address first: a real sticky error that poisons the context
+//   device_mb                 the device seems to have this many MB, less what DeviceBuffers hold
+//                             (a load that does not fit beside the serving models)
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "rankd/status.h"
+
+namespace rankd::cuda {
+
+struct DeviceFaults {
+  int64_t fail_allocations_over_mb = -1;
+  int64_t poison_after_runs = -1;
+  int64_t device_mb = -1;
+};
+
+void SetDeviceFaults(const DeviceFaults& faults);
+// Whether a reservation of `bytes` is to fail (fail_allocations_over_mb).
+bool AllocationFails(size_t bytes);
+// Counts a run; true for the one that is to poison the context (poison_after_runs).
+bool RunPoisons();
+// Launches on `stream` a kernel that writes to an invalid device address.
+Status LaunchPoisonKernel(cudaStream_t stream);
+// The injected device size in bytes, or -1.
+int64_t InjectedDeviceBytes();
+
+}  // namespace rankd::cuda
