@@ -72,7 +72,7 @@ TEST(KServeJson, MalformedBodiesAreRejectedWithAReason) {
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"data\":[1]}]}", "needs a 'shape' list"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1]}]}", "has no 'data'"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[2],\"data\":[1]}]}",
-       "needs 2 elements, data has 1"},
+       "shape [2] of FP32 needs 8 bytes (2 values), the request holds 4 bytes (1 value)"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[-5],\"data\":[1]}]}", "non-negative"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1.5],\"data\":[1]}]}", "non-negative"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1000000000000],\"data\":[1]}]}", "too large"},
@@ -92,7 +92,7 @@ TEST(KServeJson, MalformedBodiesAreRejectedWithAReason) {
        "non-negative"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[1,2,3],\"parameters\":{\"lengths\":"
        "[3]}}]}",
-       "shape must be [number of values]"},
+       "needs 16 bytes (2 values), the request holds 24 bytes (3 values)"},
       {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[1,2,3],\"parameters\":{\"lengths\":"
        "3}}]}",
        "parameters.lengths must be a list"},

@@ -440,7 +440,7 @@ class GrpcLimitsTest(unittest.TestCase):
             req.raw_input_contents.append(b"\0" * 16)
             with self.assertRaises(self.grpc.RpcError) as e:
                 stub.ModelInfer(req, timeout=10)
-            self.assertIn("raw contents hold 16 bytes", e.exception.details())
+            self.assertIn("the request holds 16 bytes", e.exception.details())
         finally:
             channel.close()
             server.stop()

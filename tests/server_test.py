@@ -184,7 +184,7 @@ class ServingTest(unittest.TestCase):
         status, body, _ = self.server.request("POST", "/v2/models/mmoe/infer", header + blobs,
                                               {"Inference-Header-Content-Length": str(len(header))})
         self.assertEqual(status, 400)
-        self.assertIn("binary_data_size", json.loads(body)["error"])
+        self.assertIn("the request holds 3 bytes", json.loads(body)["error"])
 
     def test_ids_past_int32_are_out_of_range_not_wrapped(self):
         # an executor may narrow mmoe's ids to 32 bits; 2**32 + 1 must not become id 1.
@@ -236,7 +236,7 @@ class ServingTest(unittest.TestCase):
             ("empty body", "", 400, "empty"),
             ("not an object", "[]", 400, "JSON object"),
             ("wrong dtype", variant(i0__datatype="FP32"), 400, "must be INT64"),
-            ("shape/data mismatch", variant(i0__shape=[1, 9]), 400, "needs 9 elements"),
+            ("shape/data mismatch", variant(i0__shape=[1, 9]), 400, "needs 72 bytes (9 values)"),
             ("huge shape", variant(i0__shape=[1000000, 1000000, 1000]), 400, "too large"),
             ("negative shape", variant(i0__shape=[-3, 8]), 400, "non-negative"),
             ("id out of range", variant(i3__data=[10**9]), 400, "out of range"),
@@ -634,7 +634,7 @@ class GrpcTest(unittest.TestCase):
         req.inputs[0].datatype = "FP32"
         code, details = code_of(req)
         self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
-        self.assertIn("contents has 0", details)
+        self.assertIn("the request holds 0 bytes", details)
         req = self.to_proto(body, raw=True)
         req.model_name = "mmoe"
         req.raw_input_contents[0] = b"123"
@@ -666,6 +666,124 @@ class GrpcTest(unittest.TestCase):
         with self.assertRaises(grpc.RpcError) as e:
             self.stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="nosuch"))
         self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+
+class SameMistakeSameAnswer(unittest.TestCase):
+    """Each malformed DIN request sent as JSON, as the binary extension and over gRPC (raw
+    contents, what a stock KServe client sends) gets the same status and the same message."""
+
+    PACK = {"INT64": "q", "INT32": "i", "FP32": "f", "FP16": "e"}
+    HTTP_FOR = {"INVALID_ARGUMENT": 400, "RESOURCE_EXHAUSTED": 400, "NOT_FOUND": 404, "UNAVAILABLE": 503}
+
+    @classmethod
+    def setUpClass(cls):
+        stubs = grpc_stubs()
+        if stubs is None:
+            raise unittest.SkipTest("python3-grpcio / python3-grpc-tools not installed")
+        import grpc
+        cls.grpc = grpc
+        cls.pb, pb_grpc = stubs
+        cls.repo = tempfile.mkdtemp()
+        shutil.copytree(os.path.join(ZOO, "din"), os.path.join(cls.repo, "din"))
+        cls.server = Server(cls.repo)
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.server.grpc_port}")
+        cls.stub = pb_grpc.GRPCInferenceServiceStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.server.stop()
+        shutil.rmtree(cls.repo)
+
+    @staticmethod
+    def good():
+        return [
+            {"name": "profile", "datatype": "INT64", "shape": [1, 8], "data": list(range(8))},
+            {"name": "seq_items", "datatype": "INT64", "shape": [3], "data": [1, 2, 3], "parameters": {"lengths": [3]}},
+            {"name": "seq_cats", "datatype": "INT64", "shape": [3], "data": [1, 2, 3], "parameters": {"lengths": [3]}},
+            {"name": "item", "datatype": "INT64", "shape": [2], "data": [1, 2]},
+            {"name": "cat", "datatype": "INT64", "shape": [2], "data": [1, 2]},
+            {"name": "context", "datatype": "INT64", "shape": [2, 6], "data": list(range(12))}]
+
+    def pack(self, i):
+        return struct.pack("<%d%s" % (len(i["data"]), self.PACK.get(i["datatype"], "q")), *i["data"])
+
+    def as_json(self, inputs, outputs):
+        body = {"inputs": inputs, "outputs": [{"name": o} for o in outputs]}
+        status, data, _ = self.server.request("POST", "/v2/models/din/infer", json.dumps(body))
+        return status, json.loads(data).get("error", "")
+
+    def as_binary(self, inputs, outputs):
+        header, blobs = [], b""
+        for i in inputs:
+            blob = self.pack(i)
+            meta = {k: v for k, v in i.items() if k != "data"}
+            meta["parameters"] = dict(i.get("parameters", {}), binary_data_size=len(blob))
+            header.append(meta)
+            blobs += blob
+        head = json.dumps({"inputs": header, "outputs": [{"name": o} for o in outputs]}).encode()
+        status, data, _ = self.server.request("POST", "/v2/models/din/infer", head + blobs,
+                                              {"Inference-Header-Content-Length": str(len(head))})
+        return status, json.loads(data).get("error", "") if status != 200 else ""
+
+    def as_grpc(self, inputs, outputs):
+        req = self.pb.ModelInferRequest(model_name="din")
+        for i in inputs:
+            t = req.inputs.add(name=i["name"], datatype=i["datatype"])
+            t.shape.extend(i["shape"])
+            if "parameters" in i:
+                t.parameters["lengths"].string_param = ",".join(map(str, i["parameters"]["lengths"]))
+            req.raw_input_contents.append(self.pack(i))
+        for o in outputs:
+            req.outputs.add(name=o)
+        try:
+            self.stub.ModelInfer(req, timeout=30)
+            return 200, ""
+        except self.grpc.RpcError as e:
+            return self.HTTP_FOR.get(e.code().name, e.code().name), e.details()
+
+    def test_each_mistake_gets_one_answer_on_every_protocol(self):
+        def input_named(name):
+            return lambda ins: next(i for i in ins if i["name"] == name)
+
+        item, seq = input_named("item"), input_named("seq_items")
+        cases = {
+            "unknown input": (lambda ins: ins.append({"name": "bogus", "datatype": "INT64", "shape": [1], "data": [1]}),
+                              "unknown input 'bogus'"),
+            "missing input": (lambda ins: ins.remove(item(ins)), "input 'item' is missing"),
+            "FP32 for INT64": (lambda ins: item(ins).update(datatype="FP32", data=[1.0, 2.0]), "must be INT64, got FP32"),
+            "INT32 for INT64": (lambda ins: item(ins).update(datatype="INT32"), "must be INT64, got INT32"),
+            "unsupported datatype": (lambda ins: item(ins).update(datatype="FP16", data=[1.0, 2.0]),
+                                     "datatype 'FP16' is not supported"),
+            "values short of the shape": (lambda ins: item(ins).update(shape=[3]),
+                                          "shape [3] of INT64 needs 24 bytes (3 values), the request holds 16 bytes (2 values)"),
+            "negative shape entry": (lambda ins: item(ins).update(shape=[-2]), "shape entries must be non-negative"),
+            "no batch dimension": (lambda ins: item(ins).update(shape=[], data=[]), "must have a batch dimension"),
+            "lengths past the values": (lambda ins: seq(ins)["parameters"].update(lengths=[2]),
+                                        "lengths add up to 2 but 3 values were sent"),
+            "lengths with a 2-d shape": (lambda ins: seq(ins).update(shape=[3, 1]), "with lengths, shape must be"),
+            "a row past max_length": (lambda ins: seq(ins).update(shape=[25], data=list(range(25)),
+                                                                  parameters={"lengths": [25]}),
+                                      "has a row of length 25"),
+            "wrong row width": (lambda ins: input_named("context")(ins).update(shape=[2, 5], data=list(range(10))),
+                                "must have shape [rows, 6], got [2, 5]"),
+            "rows that disagree": (lambda ins: input_named("cat")(ins).update(shape=[3], data=[1, 2, 3]),
+                                   "has 3 rows; other inputs have 2"),
+            "an id past its table": (lambda ins: item(ins).update(data=[10 ** 9, 2]), "out of range"),
+            "an input twice": (lambda ins: ins.append(dict(item(ins))), "input 'item' is given twice"),
+        }
+        for name, (spoil, fragment) in cases.items():
+            outputs = []
+            inputs = self.good()
+            spoil(inputs)
+            answers = [self.as_json(inputs, outputs), self.as_binary(inputs, outputs), self.as_grpc(inputs, outputs)]
+            with self.subTest(mistake=name):
+                self.assertEqual(answers[0][0], 400, answers)
+                self.assertIn(fragment, answers[0][1])
+                self.assertEqual(answers[1], answers[0])
+                self.assertEqual(answers[2], answers[0])
+        answers = [f(self.good(), ["nope"]) for f in (self.as_json, self.as_binary, self.as_grpc)]
+        self.assertEqual(answers, [(400, "unknown output 'nope' for model 'din'")] * 3)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/host_allocator.h"
+#include "frontend/request_errors.h"
 
 namespace rankd {
 namespace {
@@ -89,15 +90,13 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
     InferInput x;
     x.name = in.name();
     auto dtype = DTypeFromName(in.datatype());
-    if (!dtype || *dtype == DType::kF16 || *dtype == DType::kBF16) {
-      return InvalidArgument("input '" + in.name() + "': datatype '" + in.datatype() + "' is not supported");
-    }
+    if (!dtype || *dtype == DType::kF16 || *dtype == DType::kBF16) return UnsupportedDatatype(in.name(), in.datatype());
     Shape shape(in.shape().begin(), in.shape().end());
-    if (shape.empty()) return InvalidArgument("input '" + in.name() + "': shape must have a batch dimension");
+    if (shape.empty()) return NoBatchDimension(in.name());
     int64_t n = 1;
     for (int64_t d : shape) {
-      if (d < 0) return InvalidArgument("input '" + in.name() + "': shape entries must be non-negative");
-      if (d != 0 && n > max_elements / d) return ResourceExhausted("input '" + in.name() + "': shape is too large");
+      if (d < 0) return NegativeShapeEntry(in.name());
+      if (d != 0 && n > max_elements / d) return ShapeTooLarge(in.name(), shape);
       n *= d;
     }
     auto lengths = in.parameters().find("lengths");
@@ -105,20 +104,15 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
       if (!ParseLengthList(lengths->second.string_param(), x.lengths)) {
         return InvalidArgument("input '" + in.name() + "': lengths must be a comma-separated list of counts");
       }
-      if (shape.size() != 1)
-        return InvalidArgument("input '" + in.name() + "': with lengths, shape must be [number of values]");
+      if (shape.size() != 1) return LengthsNeedFlatShape(in.name());
     }
     // The values present are checked against the declared shape before anything is allocated.
     if (raw) {
       size_t need = static_cast<size_t>(n) * DTypeSize(*dtype);
-      if (p.raw_input_contents(i).size() != need) {
-        return InvalidArgument("input '" + in.name() + "': raw contents hold " +
-                               std::to_string(p.raw_input_contents(i).size()) + " bytes, shape " +
-                               ShapeToString(shape) + " of " + DTypeName(*dtype) + " needs " + std::to_string(need));
-      }
+      if (p.raw_input_contents(i).size() != need)
+        return ShapeDataMismatch(in.name(), shape, *dtype, p.raw_input_contents(i).size());
     } else if (int64_t have = TypedCount(in.contents(), *dtype); have != n) {
-      return InvalidArgument("input '" + in.name() + "': its shape needs " + std::to_string(n) +
-                             " values, contents has " + std::to_string(have));
+      return ShapeDataMismatch(in.name(), shape, *dtype, static_cast<uint64_t>(have) * DTypeSize(*dtype));
     }
     x.data = Tensor::Empty(*dtype, shape);
     if (raw) {

@@ -11,6 +11,7 @@
 
 #include "common/host_allocator.h"
 #include "frontend/json_request_reader.h"
+#include "frontend/request_errors.h"
 
 namespace rankd {
 namespace {
@@ -60,25 +61,18 @@ StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& s
   if (!size.is_number_unsigned())
     return InvalidArgument("input '" + name + "': binary_data_size must be a non-negative integer");
   if (j.contains("data")) return InvalidArgument("input '" + name + "' has both 'data' and binary_data_size");
-  if (dtype == DType::kF16 || dtype == DType::kBF16)
-    return InvalidArgument("input '" + name + "': FP16/BF16 inputs are not supported");
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return InvalidArgument("input '" + name + "': binary inputs need a concrete shape");
-    if (d != 0 && n > limits.max_elements / d)
-      return ResourceExhausted("input '" + name + "': shape " + ShapeToString(shape) + " is too large");
+    if (d != 0 && n > limits.max_elements / d) return ShapeTooLarge(name, shape);
     n *= d;
   }
   uint64_t bytes = size.get<uint64_t>();
-  if (bytes != static_cast<uint64_t>(n) * DTypeSize(dtype)) {
-    return InvalidArgument("input '" + name + "': binary_data_size " + std::to_string(bytes) +
-                           " does not match shape " + ShapeToString(shape) + " of " + DTypeName(dtype));
-  }
+  if (bytes != static_cast<uint64_t>(n) * DTypeSize(dtype)) return ShapeDataMismatch(name, shape, dtype, bytes);
   if (bytes > binary.size()) return InvalidArgument("input '" + name + "': the body ends before its binary data");
   if (lengths || params.contains("lengths")) {
     RANKD_RETURN_IF_ERROR(ReadLengths(name, lengths, in.lengths));
-    if (shape.size() != 1)
-      return InvalidArgument("input '" + name + "': with lengths, shape must be [number of values]");
+    if (shape.size() != 1) return LengthsNeedFlatShape(name);
   }
   in.data = Tensor::Zeros(dtype, shape);
   if (bytes) std::memcpy(in.data.raw(), binary.data(), bytes);
@@ -101,10 +95,8 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   if (!j.contains("datatype") || !j["datatype"].is_string())
     return InvalidArgument("input '" + name + "' needs a string 'datatype'");
   auto dtype = DTypeFromName(j["datatype"].get<std::string>());
-  if (!dtype || *dtype == DType::kF16 || *dtype == DType::kBF16) {
-    return InvalidArgument("input '" + name + "': datatype '" + j["datatype"].get<std::string>() +
-                           "' is not supported in JSON");
-  }
+  if (!dtype || *dtype == DType::kF16 || *dtype == DType::kBF16)
+    return UnsupportedDatatype(name, j["datatype"].get<std::string>());
   if (!j.contains("shape") || !j["shape"].is_array())
     return InvalidArgument("input '" + name + "' needs a 'shape' list");
   Shape shape;
@@ -112,12 +104,12 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   for (const json& d : j["shape"]) {
     if (!d.is_number_integer() || d.get<int64_t>() < -1 ||
         (d.is_number_unsigned() && d.get<uint64_t>() > (uint64_t{1} << 40))) {
-      return InvalidArgument("input '" + name + "': shape entries must be non-negative integers");
+      return NegativeShapeEntry(name);
     }
     if (d.get<int64_t>() == -1) ragged_dim = true;
     shape.push_back(d.get<int64_t>());
   }
-  if (shape.empty()) return InvalidArgument("input '" + name + "': shape must have a batch dimension");
+  if (shape.empty()) return NoBatchDimension(name);
   const json* params = j.contains("parameters") ? &j["parameters"] : nullptr;
   if (params && !params->is_object()) return InvalidArgument("input '" + name + "': parameters must be an object");
   if (params && params->contains("binary_data_size"))
@@ -127,9 +119,9 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   const std::vector<int64_t>& row_lengths = leaves.row_lengths;
   if (lengths || (params && params->contains("lengths"))) {
     RANKD_RETURN_IF_ERROR(ReadLengths(name, lengths, in.lengths));
-    if (shape.size() != 1 || shape[0] != static_cast<int64_t>(leaves.size())) {
-      return InvalidArgument("input '" + name + "': with lengths, shape must be [number of values]");
-    }
+    if (shape.size() != 1) return LengthsNeedFlatShape(name);
+    if (shape[0] != static_cast<int64_t>(leaves.size()))
+      return ShapeDataMismatch(name, shape, *dtype, leaves.size() * DTypeSize(*dtype));
   } else if (ragged_dim) {
     if (shape.size() != 2 || shape[1] != -1 || shape[0] != static_cast<int64_t>(row_lengths.size())) {
       return InvalidArgument("input '" + name + "': a ragged input has shape [rows, -1] and one list per row");
@@ -139,15 +131,11 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   } else {
     int64_t n = 1;
     for (int64_t d : shape) {
-      if (d != 0 && n > limits.max_elements / d) {
-        return ResourceExhausted("input '" + name + "': shape " + ShapeToString(shape) + " is too large");
-      }
+      if (d != 0 && n > limits.max_elements / d) return ShapeTooLarge(name, shape);
       n *= d;
     }
-    if (n != static_cast<int64_t>(leaves.size())) {
-      return InvalidArgument("input '" + name + "': shape " + ShapeToString(shape) + " needs " + std::to_string(n) +
-                             " elements, data has " + std::to_string(leaves.size()));
-    }
+    if (n != static_cast<int64_t>(leaves.size()))
+      return ShapeDataMismatch(name, shape, *dtype, leaves.size() * DTypeSize(*dtype));
   }
   in.data = Tensor::Zeros(*dtype, shape);
   switch (*dtype) {
