@@ -26,7 +26,8 @@ phase "ASan/UBSan tests"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 OMP_NUM_THREADS=2 \
   ctest --output-on-failure -j"$jobs")
 phase "TSan batcher"
-# The threaded batcher under ThreadSanitizer (only that target: TSan needs its own build).
+# The threaded pieces (the batcher, the merge gate, the helping pool, gRPC's call queue) under
+# ThreadSanitizer (only that target: TSan needs its own build).
 BUILD_DIR=build-tsan BUILD_TYPE=RelWithDebInfo scripts/build.sh -DRANKD_TSAN=ON -DRANKD_TESTS=ON -DRANKD_CUDA=OFF \
   --target batcher_test
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/batcher_test

@@ -56,7 +56,9 @@ class AsyncCoreTest(unittest.TestCase):
         # Costs given (a measured fit may rightly run each request alone); a budget that takes them all.
         enable_batching(batched, "max_queue_delay_microseconds: 20000, executors: 1, cost_per_row: 1, "
                                  "cost_per_sequence_element: 0, cost_per_request: 10, cost_budget: 1000000")
-        cls.server = Server(cls.repo, "--http-threads", "1", "--grpc-threads", "1")
+        # These tests queue many calls on purpose: a long --grpc-max-queue-ms keeps them all
+        # (GrpcOverloadTest has the refusals).
+        cls.server = Server(cls.repo, "--http-threads", "1", "--grpc-threads", "1", "--grpc-max-queue-ms", "600000")
         rng = random.Random(53)
         cls.requests = [random_din_request(rng, rng.randint(100, 200), rng.randint(0, 20)) for _ in range(96)]
         for k, r in enumerate(cls.requests):
@@ -160,6 +162,61 @@ class AsyncCoreTest(unittest.TestCase):
             return scores, busy
 
         self.merged(send)
+
+
+class GrpcOverloadTest(unittest.TestCase):
+    """Past what the server can handle, gRPC inference calls are refused unread (UNAVAILABLE,
+    counted) once one has waited --grpc-max-queue-ms to be handled; the calls handled score as
+    always, and the server serves on. One completion-queue thread and one worker, unbatched DIN
+    requests of 2,048 candidates (milliseconds each on the CPU), forty sent at once, 2 ms allowed."""
+
+    def test_calls_past_the_queue_limit_are_refused_and_the_rest_score(self):
+        stubs = grpc_stubs()
+        if stubs is None:
+            self.skipTest("python3-grpcio / python3-grpc-tools not installed")
+        import grpc
+        pb, pb_grpc = stubs
+        repo = tempfile.mkdtemp()
+        shutil.copytree(os.path.join(ZOO, "din"), os.path.join(repo, "din"))
+        server = Server(repo, "--grpc-threads", "1", "--grpc-max-queue-ms", "2")
+        try:
+            rng = random.Random(153)
+            bodies = [random_din_request(rng, 2048, 20) for _ in range(4)]
+            want = []
+            for body in bodies:
+                status, answer = server.json("POST", "/v2/models/din/infer", body)
+                self.assertEqual(status, 200, answer)
+                want.append(answer["outputs"][0]["data"])
+            protos = [din_proto(pb, dict(b, id="b%d" % k)) for k, b in enumerate(bodies)]
+            for p in protos:
+                p.model_name = "din"
+            with grpc.insecure_channel("127.0.0.1:%d" % server.grpc_port) as channel:
+                stub = pb_grpc.GRPCInferenceServiceStub(channel)
+                stub.ServerLive(pb.ServerLiveRequest(), timeout=30)
+                before = scrape(server).get("rankd_overload_refusals", 0)
+                futures = [stub.ModelInfer.future(protos[k % 4], timeout=120) for k in range(40)]
+                answered = refused = 0
+                for k, f in enumerate(futures):
+                    try:
+                        raw = f.result().raw_output_contents[0]
+                    except grpc.RpcError as e:
+                        self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE, e.details())
+                        self.assertIn("the server is overloaded", e.details())
+                        refused += 1
+                        continue
+                    got = struct.unpack("<%df" % (len(raw) // 4), raw)
+                    self.assertEqual(len(got), len(want[k % 4]))
+                    for a, b in zip(got, want[k % 4]):
+                        self.assertAlmostEqual(a, b, delta=1e-6)
+                    answered += 1
+                print("40 calls at once: %d answered, %d refused" % (answered, refused), file=sys.stderr)
+                self.assertGreater(refused, 0)
+                self.assertGreater(answered, 0)
+                self.assertEqual(scrape(server).get("rankd_overload_refusals", 0) - before, refused)
+                self.assertEqual(stub.ModelInfer(protos[0], timeout=60).id, "b0")  # serves on
+        finally:
+            server.stop()
+            shutil.rmtree(repo)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "frontend/call_queue.h"
 #include "frontend/grpc_request.h"
 #include "grpc_service.grpc.pb.h"
 
@@ -18,7 +22,9 @@ namespace rankd {
 namespace {
 
 using inference::GRPCInferenceService;
-using Service = GRPCInferenceService::AsyncService;
+// ModelInfer's messages arrive as bytes (a raw method), read by the thread that handles the call:
+// a call refused for overload is never parsed (CallQueue).
+using Service = GRPCInferenceService::WithRawMethod_ModelInfer<GRPCInferenceService::AsyncService>;
 
 grpc::Status ToGrpc(const Status& s) {
   if (s.ok()) return grpc::Status::OK;
@@ -129,6 +135,12 @@ class GrpcServer::Impl {
     if (!server_ || port_ == 0) {
       return Unavailable("cannot listen for gRPC on " + options_.address + ":" + std::to_string(options_.port));
     }
+    CallQueueOptions calls;
+    calls.workers = threads;
+    calls.inline_limit = threads - 1;  // one completion-queue thread always free to take calls
+    calls.capacity = static_cast<size_t>(std::max(1, options_.max_queued_calls));
+    calls.max_wait = options_.max_queue_wait;
+    calls_ = std::make_unique<CallQueue>(calls);
     for (auto& cq : queues_) {
       Arm(cq.get());
       threads_.emplace_back([q = cq.get()] {
@@ -144,6 +156,7 @@ class GrpcServer::Impl {
     if (stopped_ || !server_) return;
     stopped_ = true;
     server_->Shutdown(std::chrono::system_clock::now() + drain);
+    calls_.reset();  // what still waits is handled; answers go out through the queues, still open
     for (auto& cq : queues_) cq->Shutdown();
     for (auto& t : threads_) t.join();
   }
@@ -169,7 +182,21 @@ class GrpcServer::Impl {
     RANKD_GRPC_NOW(ModelReady);
     RANKD_GRPC_NOW(ServerMetadata);
     RANKD_GRPC_NOW(ModelMetadata);
-    RANKD_GRPC_ARM(ModelInfer, ModelInfer(ctx, req, resp, std::move(respond)));
+    using RawCall = Call<grpc::ByteBuffer, grpc::ByteBuffer>;
+    RawCall::Start(
+        [s, cq](grpc::ServerContext* ctx, grpc::ByteBuffer* req, grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* w,
+                void* tag) { s->RequestModelInfer(ctx, req, w, cq, cq, tag); },
+        [this](grpc::ServerContext& ctx, const grpc::ByteBuffer& req, grpc::ByteBuffer& resp,
+               RawCall::Respond respond) {
+          auto refuse = [this, respond](const std::string& why) {
+            infer_.metrics().RecordOverloadRefusal();
+            respond(grpc::Status(grpc::StatusCode::UNAVAILABLE, why));
+          };
+          calls_->Submit([this, &ctx, &req, &resp, respond](std::chrono::microseconds) {
+                           ModelInfer(ctx, req, resp, respond);
+                         },
+                         std::move(refuse));
+        });
     RANKD_GRPC_NOW(RepositoryIndex);
     RANKD_GRPC_NOW(RepositoryModelLoad);
     RANKD_GRPC_NOW(RepositoryModelUnload);
@@ -225,17 +252,27 @@ class GrpcServer::Impl {
   }
   // Answers through `respond` once the request has run (on the model's batcher thread when it
   // batches). A client's deadline bounds the request's time in the queue: past it, the request is
-  // dropped before it runs (DEADLINE_EXCEEDED, counted as a failure).
-  void ModelInfer(grpc::ServerContext& ctx, const inference::ModelInferRequest& q, inference::ModelInferResponse& r,
+  // dropped before it runs (DEADLINE_EXCEEDED, counted as a failure). Runs on a thread of the
+  // CallQueue; throws nothing.
+  void ModelInfer(grpc::ServerContext& ctx, const grpc::ByteBuffer& bytes, grpc::ByteBuffer& answer,
                   std::function<void(const grpc::Status&)> respond) {
     auto received = InferService::Clock::now();
-    auto v = ParseModelVersion(q.model_version());
+    auto q = std::make_shared<inference::ModelInferRequest>();
+    try {
+      grpc::ByteBuffer message(bytes);  // the slices, shared
+      grpc::Status read = grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&message, q.get());
+      if (!read.ok()) return respond(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the request is not a "
+                                                  "ModelInferRequest: " + read.error_message()));
+    } catch (const std::exception& e) {
+      return respond(grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what()));
+    }
+    auto v = ParseModelVersion(q->model_version());
     if (!v.ok()) return respond(ToGrpc(v.status()));
     const auto deadline = ctx.deadline();
     infer_.InferAsync(
-        q.model_name(), *v, received,
+        q->model_name(), *v, received,
         [&](const Model&) -> StatusOr<ParsedRequest> {
-          RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed, InferRequestFromProto(q, options_.max_elements));
+          RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed, InferRequestFromProto(*q, options_.max_elements));
           if (deadline != std::chrono::system_clock::time_point::max()) {
             auto left =
                 std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::system_clock::now());
@@ -245,7 +282,8 @@ class GrpcServer::Impl {
           }
           return parsed;
         },
-        [&r](const Model& model, const InferRequest& req, const std::vector<InferOutput>& outputs) {
+        [&answer](const Model& model, const InferRequest& req, const std::vector<InferOutput>& outputs) {
+          inference::ModelInferResponse r;
           r.set_model_name(model.name());
           r.set_model_version(std::to_string(model.version()));
           r.set_id(req.id);
@@ -256,6 +294,9 @@ class GrpcServer::Impl {
             for (int64_t d : o.data.shape()) t->add_shape(d);
             r.add_raw_output_contents(static_cast<const char*>(o.data.raw()), o.data.bytes());
           }
+          bool own = false;
+          grpc::Status written = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(r, &answer, &own);
+          if (!written.ok()) throw std::runtime_error("serialising the answer: " + written.error_message());
         },
         [respond = std::move(respond)](const Status& s) { respond(ToGrpc(s)); });
   }
@@ -286,6 +327,7 @@ class GrpcServer::Impl {
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
   std::vector<std::thread> threads_;
+  std::unique_ptr<CallQueue> calls_;  // ModelInfer calls between being taken and being handled
   int port_ = 0;
   bool stopped_ = false;
 };

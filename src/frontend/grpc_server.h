@@ -1,6 +1,8 @@
 // GrpcServer: KServe v2 `inference.GRPCInferenceService` (proto/grpc_service.proto) on gRPC's
 // asynchronous API: one completion queue and thread per core, each with a pending call of every
-// RPC. Requests carry tensors in the typed `contents` fields or in `raw_input_contents`; outputs
+// RPC. Inference calls go through a CallQueue (frontend/call_queue.h): the thread that takes one
+// handles it at once when nothing waits, else a worker does, and under overload calls are refused
+// unread once too many wait or one has waited too long. Requests carry tensors in the typed `contents` fields or in `raw_input_contents`; outputs
 // are returned in `raw_output_contents`, as Triton does. Ragged inputs: flat values with shape
 // [total] and the parameter "lengths" = "3,0,2" (a string, one length per row).
 #pragma once
@@ -24,6 +26,10 @@ struct GrpcServerOptions {
   int64_t max_message_bytes = int64_t{64} << 20;  // above 2 GiB - 1, gRPC's largest
   bool reuse_port = false;                        // SO_REUSEPORT: let other processes listen on the same port
   int64_t max_elements = int64_t{1} << 26;        // per input
+  // ModelInfer calls taken off the network wait for a thread at most this long and this many at
+  // once; past either they are refused unread with UNAVAILABLE (frontend/call_queue.h).
+  std::chrono::milliseconds max_queue_wait{20};
+  int max_queued_calls = 1024;
 };
 
 class GrpcServer {

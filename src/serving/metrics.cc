@@ -96,6 +96,10 @@ std::string Metrics::Text() const {
   out += "# HELP rankd_inflight_requests Inference requests being served now\n# TYPE rankd_inflight_requests gauge\n";
   out += "rankd_inflight_requests " + std::to_string(inflight_.load()) + "\n";
   out +=
+      "# HELP rankd_overload_refusals Inference calls refused unread, too many waiting or waiting too long\n"
+      "# TYPE rankd_overload_refusals counter\n";
+  out += "rankd_overload_refusals " + std::to_string(overload_refusals_.load()) + "\n";
+  out +=
       "# HELP rankd_model_load_failures Loads of a model's version or config that failed\n"
       "# TYPE rankd_model_load_failures counter\n";
   for (const auto& [model, count] : load_failures_) {

@@ -42,6 +42,8 @@ class Metrics {
   void RecordFailure(const std::string& model, int64_t version);
   void AddInflight(int delta) { inflight_ += delta; }
   void RecordLoadFailure(const std::string& model);
+  // An inference call refused before it was read, the server being overloaded (gRPC's CallQueue).
+  void RecordOverloadRefusal() { ++overload_refusals_; }
   // The Prometheus text exposition of everything recorded.
   std::string Text() const;
 
@@ -56,6 +58,7 @@ class Metrics {
   std::map<std::pair<std::string, int64_t>, PerModel> models_ RANKD_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> load_failures_ RANKD_GUARDED_BY(mu_);
   std::atomic<int64_t> inflight_{0};
+  std::atomic<uint64_t> overload_refusals_{0};
 };
 
 }  // namespace rankd

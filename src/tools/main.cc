@@ -56,6 +56,11 @@ int main(int argc, char** argv) {
       ->add_option("--grpc-threads", serve.grpc_threads, "gRPC completion-queue threads (0: one per core, at least 2)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd
+      ->add_option("--grpc-max-queue-ms", serve.grpc_max_queue_ms,
+                   "A gRPC inference call that waits longer to be handled, or finds --max-inflight calls waiting, "
+                   "is refused unread with UNAVAILABLE")
+      ->check(CLI::PositiveNumber);
+  serve_cmd
       ->add_option("--http-max-connections", serve.http_max_connections,
                    "Open HTTP connections at most; more are answered 503 and closed")
       ->check(CLI::PositiveNumber);

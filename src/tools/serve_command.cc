@@ -75,6 +75,8 @@ int ServeCommand(const ServeArgs& args) {
     grpc_options.address = args.http_address;
     grpc_options.port = args.grpc_port;
     grpc_options.threads = args.grpc_threads;
+    grpc_options.max_queue_wait = std::chrono::milliseconds(args.grpc_max_queue_ms);
+    grpc_options.max_queued_calls = args.max_inflight;
     grpc_options.max_message_bytes = static_cast<int64_t>(args.max_body_mb) << 20;
     auto started = GrpcServer::Start(grpc_options, service, probes);
     if (!started.ok()) {

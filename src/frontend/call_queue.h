@@ -1,0 +1,77 @@
+// CallQueue: calls taken off the network wait here for a thread to handle them, in arrival order,
+// bounded in number and in time.
+//
+// gRPC's completion-queue threads take each inference call as it arrives and hand it here, so that
+// taking calls never waits behind handling them: an overload then shows as calls waiting in this
+// queue, where their wait is known, instead of as calls unread inside gRPC, where it is not. A call
+// that finds the queue empty and a thread to spare runs at once on the thread that took it (no
+// hand-off under light load); otherwise a worker runs it. A call that waited longer than
+// `max_wait`, or that finds `capacity` calls waiting, is refused without being handled, so the
+// wait of the calls handled stays bounded however far the offered load passes what the server can
+// do. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <string>
+#include <thread>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "common/mutex.h"
+
+namespace rankd {
+
+struct CallQueueOptions {
+  int workers = 2;
+  // Calls run on the taking thread at once while fewer than this many do so and none waits.
+  int inline_limit = 1;
+  size_t capacity = 1024;
+  std::chrono::microseconds max_wait{20'000};
+};
+
+class CallQueue {
+ public:
+  // `waited`: how long the call waited to be handled.
+  using Handle = std::function<void(std::chrono::microseconds waited)>;
+  // `why`: why the call is refused without being handled (the queue is full, or it waited past
+  // max_wait).
+  using Refuse = std::function<void(const std::string& why)>;
+
+  explicit CallQueue(CallQueueOptions options);
+  ~CallQueue();  // handles what still waits, then joins the workers
+  CallQueue(const CallQueue&) = delete;
+  CallQueue& operator=(const CallQueue&) = delete;
+
+  // Runs `handle` now on this thread, later on a worker, or `refuse` (now, or once the call waited
+  // too long). Exactly one of them runs.
+  void Submit(Handle handle, Refuse refuse);
+
+  // Calls refused so far, for being full or for waiting too long.
+  uint64_t refused() const { return refused_.load(); }
+
+ private:
+  struct Waiting {
+    std::chrono::steady_clock::time_point since;
+    Handle handle;
+    Refuse refuse;
+  };
+  void Work();
+  // Runs `w`, or refuses it when it waited past max_wait.
+  void Run(Waiting& w);
+
+  const CallQueueOptions options_;
+  Mutex mu_;
+  std::condition_variable ready_;
+  std::deque<Waiting> waiting_ RANKD_GUARDED_BY(mu_);
+  bool stopping_ RANKD_GUARDED_BY(mu_) = false;
+  std::atomic<int> running_inline_{0};
+  std::atomic<uint64_t> refused_{0};
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace rankd
