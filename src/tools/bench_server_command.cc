@@ -120,11 +120,13 @@ int BenchServerCommand(const BenchServerArgs& args) {
   options.seconds = args.seconds;
   options.warmup_seconds = args.warmup_seconds;
   options.connections = args.connections;
+  options.threads = args.client_threads;
   options.timeout_seconds = args.timeout_seconds;
   json out = {{"command", args.command_line}, {"model", args.model},
               {"requests", args.requests},    {"bodies", options.bodies.size()},
               {"protocol", args.protocol},    {"binary", args.binary},
-              {"seconds", args.seconds},      {"connections", args.connections}};
+              {"seconds", args.seconds},      {"connections", args.connections},
+              {"client_threads", args.client_threads}};
   json results = json::array();
   double best_rate = 0;
   for (size_t k = 0; k < args.rates.size(); ++k) {

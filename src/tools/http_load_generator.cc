@@ -2,6 +2,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <thread>
 #include <utility>
 
 #include <boost/asio.hpp>
@@ -22,7 +23,8 @@ class HttpLoadRun {
  public:
   explicit HttpLoadRun(const LoadOptions& options) : o_(options), timer_(io_), recorder_(options.seconds) {}
 
-  StatusOr<LoadResult> Run() {
+  // Opens the connections.
+  Status Connect() {
     beast::error_code ec;
     endpoint_ = tcp::endpoint(asio::ip::make_address(o_.host, ec), static_cast<unsigned short>(o_.port));
     if (ec) {
@@ -37,20 +39,24 @@ class HttpLoadRun {
       c->stream.socket().set_option(tcp::no_delay(true));
       conns_.push_back(std::move(c));
     }
-    Clock::time_point start = Clock::now() + std::chrono::milliseconds(20);
+    return Status::Ok();
+  }
+
+  // Sends this run's arrivals, scheduled from `start`, until every one is answered.
+  void Run(Clock::time_point start) {
     measure_from_ = start + Seconds(o_.warmup_seconds);
     arrivals_ = PoissonArrivals(o_, start);
     Arm();
     io_.run();
-    return recorder_.Summarise(o_.rate);
   }
+  const LoadRecorder& recorder() const { return recorder_; }
 
  private:
   struct Conn {
     explicit Conn(asio::io_context& io) : stream(io) {}
     beast::tcp_stream stream;
     beast::flat_buffer buffer;
-    http::request<http::string_body> request;
+    http::request<http::span_body<const char>> request;  // views the body in LoadOptions: no copy per send
     http::response<http::string_body> response;
     bool busy = false;
     bool dead = false;  // could not reconnect: out of use
@@ -95,7 +101,7 @@ class HttpLoadRun {
     c.request.set(http::field::content_type, "application/json");
     c.request.keep_alive(true);
     const LoadOptions::Body& body = o_.bodies[sent_++ % o_.bodies.size()];
-    c.request.body() = body.bytes;
+    c.request.body() = {body.bytes.data(), body.bytes.size()};
     if (body.json_length > 0) c.request.set("Inference-Header-Content-Length", std::to_string(body.json_length));
     c.request.prepare_payload();
     c.response = {};
@@ -167,8 +173,26 @@ class HttpLoadRun {
 }  // namespace
 
 StatusOr<LoadResult> RunHttpLoad(const LoadOptions& options) {
-  HttpLoadRun run(options);
-  return run.Run();
+  // `threads` runs, each on its own thread with its share of the connections and of the rate (an
+  // independent Poisson stream of its own seed: their sum is Poisson at the full rate).
+  const int n = std::clamp(options.threads, 1, std::max(1, options.connections));
+  std::vector<LoadOptions> shares(static_cast<size_t>(n), options);
+  std::vector<std::unique_ptr<HttpLoadRun>> runs;
+  for (int k = 0; k < n; ++k) {
+    LoadOptions& o = shares[static_cast<size_t>(k)];
+    o.rate = options.rate / n;
+    o.connections = options.connections / n + (k < options.connections % n ? 1 : 0);
+    o.seed = options.seed + static_cast<uint64_t>(k) * 7919;
+    runs.push_back(std::make_unique<HttpLoadRun>(o));
+    RANKD_RETURN_IF_ERROR(runs.back()->Connect());
+  }
+  Clock::time_point start = Clock::now() + std::chrono::milliseconds(20);
+  std::vector<std::thread> threads;
+  for (auto& run : runs) threads.emplace_back([&run, start] { run->Run(start); });
+  for (std::thread& t : threads) t.join();
+  LoadRecorder all(options.seconds);
+  for (const auto& run : runs) all.Merge(run->recorder());
+  return all.Summarise(options.rate);
 }
 
 }  // namespace rankd

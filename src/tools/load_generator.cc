@@ -32,6 +32,16 @@ void LoadRecorder::Timeout(double arrival_s) {
   ++result_.timeouts;
 }
 
+void LoadRecorder::Merge(const LoadRecorder& other) {
+  result_.sent += other.result_.sent;
+  result_.ok += other.result_.ok;
+  result_.errors += other.result_.errors;
+  result_.timeouts += other.result_.timeouts;
+  for (const auto& [status, count] : other.result_.statuses) result_.statuses[status] += count;
+  samples_.insert(samples_.end(), other.samples_.begin(), other.samples_.end());
+  last_answer_s_ = std::max(last_answer_s_, other.last_answer_s_);
+}
+
 LoadResult LoadRecorder::Summarise(double offered_rate) const {
   LoadResult r = result_;
   r.offered_rate = offered_rate;

@@ -4,8 +4,9 @@
 // the scheduled time to the answer, so a slow server (or a slow client) shows up in the figures
 // instead of lowering the load: no coordinated omission. Requests that arrive during the warm-up
 // are sent but not counted.
-//  - HTTP (load_generator.cc): each arrival is sent at its time on an idle keep-alive connection,
-//    or waits in the client's queue while all connections are busy. One I/O thread; Boost.Beast.
+//  - HTTP (http_load_generator.cc): each arrival is sent at its time on an idle keep-alive
+//    connection, or waits in the client's queue while all connections are busy. `threads` I/O
+//    threads, each with its share of the connections and of the rate; Boost.Beast.
 //  - gRPC (grpc_load_generator.cc): each arrival is a call at its time on the next of
 //    `connections` channels (HTTP/2 streams, never queued by the client); one thread issues
 //    calls, one completion-queue thread collects the answers.
@@ -41,6 +42,7 @@ struct LoadOptions {
   double seconds = 10;  // measured span (after the warm-up)
   double warmup_seconds = 1;
   int connections = 64;         // HTTP connections or gRPC channels
+  int threads = 1;              // HTTP: client threads, each with its share of the connections and the rate
   double timeout_seconds = 10;  // an answer later than this counts as a timeout
   uint64_t seed = 1;
 };
@@ -79,6 +81,8 @@ class LoadRecorder {
   void Error(double arrival_s);
   void Timeout(double arrival_s);
   void Unsent(int64_t count) { result_.errors += count; }
+  // Adds what `other` (another thread's recorder over the same span) saw.
+  void Merge(const LoadRecorder& other);
   LoadResult Summarise(double offered_rate) const;
 
  private:

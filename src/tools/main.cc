@@ -129,6 +129,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   bench_server->add_option("--connections", bench.connections, "Keep-alive connections (HTTP) or channels (gRPC)")
       ->check(CLI::PositiveNumber);
+  bench_server
+      ->add_option("--client-threads", bench.client_threads,
+                   "HTTP: client I/O threads, each with its share of the connections and the rate")
+      ->check(CLI::PositiveNumber);
   bench_server->add_option("--timeout", bench.timeout_seconds, "Seconds before a request counts as timed out")
       ->check(CLI::PositiveNumber);
   bench_server->add_option("--p99-target-ms", bench.p99_target_ms,
