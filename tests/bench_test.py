@@ -210,7 +210,7 @@ class ServerBenchTest(unittest.TestCase):
                                         "--rates", "40,80", "--csv", csv_path, "--p99-target-ms", "10000")
                     self.assertEqual(r.returncode, 0, r.stderr)
                     self.assertEqual(out["protocol"], protocol)
-                    self.assertEqual(out["client_threads"], 4)  # HTTP: four threads, one connection each
+                    self.assertEqual(out["client_threads"], 4)  # four sending threads (HTTP: one connection each)
                     self.assertIn(f"--protocol {protocol}", out["command"])
                     self.assertEqual([x["offered_rate"] for x in out["results"]], [40, 80])
                     ok_code = "200" if protocol == "http" else "0"

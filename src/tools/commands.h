@@ -93,7 +93,7 @@ struct BenchServerArgs {
   double seconds = 10;
   double warmup_seconds = 1;
   int connections = 64;
-  int client_threads = 4;  // HTTP: the client's I/O threads
+  int client_threads = 4;  // the client's sending threads
   double timeout_seconds = 10;
   bool binary = false;              // HTTP: send tensors in KServe's binary extension
   double p99_target_ms = 0;         // > 0: report the highest rate whose p99 stays under it

@@ -6,6 +6,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -63,13 +64,24 @@ StatusOr<LoadResult> RunGrpcLoad(const LoadOptions& o) {
   }
   Clock::time_point start = Clock::now() + std::chrono::milliseconds(20);
   Clock::time_point measure_from = start + Seconds(o.warmup_seconds);
-  std::vector<Clock::time_point> arrivals = PoissonArrivals(o, start);
+  // `threads` senders, each with its share of the rate (an independent Poisson stream of its own
+  // seed: their sum is Poisson at the full rate).
+  const int senders = std::clamp(o.threads, 1, 64);
+  std::vector<std::vector<Clock::time_point>> arrivals;
+  size_t total = 0;
+  for (int k = 0; k < senders; ++k) {
+    LoadOptions share = o;
+    share.rate = o.rate / senders;
+    share.seed = o.seed + static_cast<uint64_t>(k) * 7919;
+    arrivals.push_back(PoissonArrivals(share, start));
+    total += arrivals.back().size();
+  }
 
   LoadRecorder recorder(o.seconds);
   grpc::CompletionQueue queue;
   // Answers are collected on their own thread so a slow answer never delays the next call.
   std::thread collector([&] {
-    for (size_t done = 0; done < arrivals.size(); ++done) {
+    for (size_t done = 0; done < total; ++done) {
       void* tag = nullptr;
       bool ok = false;
       if (!queue.Next(&tag, &ok)) return;
@@ -83,18 +95,25 @@ StatusOr<LoadResult> RunGrpcLoad(const LoadOptions& o) {
       }
     }
   });
-  for (size_t i = 0; i < arrivals.size(); ++i) {
-    std::this_thread::sleep_until(arrivals[i]);
-    auto call = std::make_unique<Call>();
-    call->scheduled = arrivals[i];
-    call->context.set_deadline(std::chrono::system_clock::now() + Seconds(o.timeout_seconds) -
-                               (Clock::now() - arrivals[i]));
-    call->reader =
-        stubs[i % stubs.size()]->PrepareUnaryCall(&call->context, kModelInfer, requests[i % requests.size()], &queue);
-    call->reader->StartCall();
-    Call* raw = call.release();  // the collector owns it from here
-    raw->reader->Finish(&raw->response, &raw->status, raw);
-  }
+  auto send = [&](int k) {
+    const std::vector<Clock::time_point>& mine = arrivals[static_cast<size_t>(k)];
+    for (size_t i = 0; i < mine.size(); ++i) {
+      std::this_thread::sleep_until(mine[i]);
+      const size_t n = i * static_cast<size_t>(senders) + static_cast<size_t>(k);  // rotation over all senders
+      auto call = std::make_unique<Call>();
+      call->scheduled = mine[i];
+      call->context.set_deadline(std::chrono::system_clock::now() + Seconds(o.timeout_seconds) -
+                                 (Clock::now() - mine[i]));
+      call->reader =
+          stubs[n % stubs.size()]->PrepareUnaryCall(&call->context, kModelInfer, requests[n % requests.size()], &queue);
+      call->reader->StartCall();
+      Call* raw = call.release();  // the collector owns it from here
+      raw->reader->Finish(&raw->response, &raw->status, raw);
+    }
+  };
+  std::vector<std::thread> sending;
+  for (int k = 0; k < senders; ++k) sending.emplace_back(send, k);
+  for (std::thread& t : sending) t.join();
   collector.join();
   queue.Shutdown();
   void* tag = nullptr;

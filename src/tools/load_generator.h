@@ -8,8 +8,8 @@
 //    connection, or waits in the client's queue while all connections are busy. `threads` I/O
 //    threads, each with its share of the connections and of the rate; Boost.Beast.
 //  - gRPC (grpc_load_generator.cc): each arrival is a call at its time on the next of
-//    `connections` channels (HTTP/2 streams, never queued by the client); one thread issues
-//    calls, one completion-queue thread collects the answers.
+//    `connections` channels (HTTP/2 streams, never queued by the client); `threads` threads issue
+//    calls, each with its share of the rate, one completion-queue thread collects the answers.
 #pragma once
 
 #include <chrono>
@@ -42,7 +42,7 @@ struct LoadOptions {
   double seconds = 10;  // measured span (after the warm-up)
   double warmup_seconds = 1;
   int connections = 64;         // HTTP connections or gRPC channels
-  int threads = 1;              // HTTP: client threads, each with its share of the connections and the rate
+  int threads = 1;              // client threads sending, each with its share of the rate (HTTP: and connections)
   double timeout_seconds = 10;  // an answer later than this counts as a timeout
   uint64_t seed = 1;
 };

@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bench_server
       ->add_option("--client-threads", bench.client_threads,
-                   "HTTP: client I/O threads, each with its share of the connections and the rate")
+                   "Client threads sending, each with its share of the rate (HTTP: and of the connections)")
       ->check(CLI::PositiveNumber);
   bench_server->add_option("--timeout", bench.timeout_seconds, "Seconds before a request counts as timed out")
       ->check(CLI::PositiveNumber);
