@@ -64,16 +64,12 @@ StatusOr<LoadResult> RunGrpcLoad(const LoadOptions& o) {
   }
   Clock::time_point start = Clock::now() + std::chrono::milliseconds(20);
   Clock::time_point measure_from = start + Seconds(o.warmup_seconds);
-  // `threads` senders, each with its share of the rate (an independent Poisson stream of its own
-  // seed: their sum is Poisson at the full rate).
+  // `threads` senders, each with its share of the rate (ShareOf); every sender uses every channel.
   const int senders = std::clamp(o.threads, 1, 64);
   std::vector<std::vector<Clock::time_point>> arrivals;
   size_t total = 0;
   for (int k = 0; k < senders; ++k) {
-    LoadOptions share = o;
-    share.rate = o.rate / senders;
-    share.seed = o.seed + static_cast<uint64_t>(k) * 7919;
-    arrivals.push_back(PoissonArrivals(share, start));
+    arrivals.push_back(PoissonArrivals(ShareOf(o, k, senders), start));
     total += arrivals.back().size();
   }
 

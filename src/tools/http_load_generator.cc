@@ -176,13 +176,10 @@ StatusOr<LoadResult> RunHttpLoad(const LoadOptions& options) {
   // `threads` runs, each on its own thread with its share of the connections and of the rate (an
   // independent Poisson stream of its own seed: their sum is Poisson at the full rate).
   const int n = std::clamp(options.threads, 1, std::max(1, options.connections));
-  std::vector<LoadOptions> shares(static_cast<size_t>(n), options);
+  std::vector<LoadOptions> shares;
+  for (int k = 0; k < n; ++k) shares.push_back(ShareOf(options, k, n));
   std::vector<std::unique_ptr<HttpLoadRun>> runs;
-  for (int k = 0; k < n; ++k) {
-    LoadOptions& o = shares[static_cast<size_t>(k)];
-    o.rate = options.rate / n;
-    o.connections = options.connections / n + (k < options.connections % n ? 1 : 0);
-    o.seed = options.seed + static_cast<uint64_t>(k) * 7919;
+  for (const LoadOptions& o : shares) {
     runs.push_back(std::make_unique<HttpLoadRun>(o));
     RANKD_RETURN_IF_ERROR(runs.back()->Connect());
   }

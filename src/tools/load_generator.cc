@@ -32,6 +32,14 @@ void LoadRecorder::Timeout(double arrival_s) {
   ++result_.timeouts;
 }
 
+LoadOptions ShareOf(const LoadOptions& options, int k, int n) {
+  LoadOptions share = options;
+  share.rate = options.rate / n;
+  share.seed = options.seed + static_cast<uint64_t>(k) * 7919;
+  share.connections = options.connections / n + (k < options.connections % n ? 1 : 0);
+  return share;
+}
+
 void LoadRecorder::Merge(const LoadRecorder& other) {
   result_.sent += other.result_.sent;
   result_.ok += other.result_.ok;

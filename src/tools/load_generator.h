@@ -66,6 +66,10 @@ StatusOr<LoadResult> RunOpenLoop(const LoadOptions& options);
 std::vector<std::chrono::steady_clock::time_point> PoissonArrivals(const LoadOptions& options,
                                                                    std::chrono::steady_clock::time_point start);
 
+// Sender `k` of `n`'s share of a run: rate / n, its own seed (independent Poisson streams add up to
+// one at the full rate) and, for HTTP, its share of the connections.
+LoadOptions ShareOf(const LoadOptions& options, int k, int n);
+
 // The two protocols' runners, which RunOpenLoop picks from (options already checked).
 StatusOr<LoadResult> RunHttpLoad(const LoadOptions& options);
 StatusOr<LoadResult> RunGrpcLoad(const LoadOptions& options);
