@@ -540,7 +540,11 @@ def grpc_stubs():
     return grpc_service_pb2, grpc_service_pb2_grpc
 
 
-class GrpcTest(unittest.TestCase):
+class GrpcServerCase(unittest.TestCase):
+    """A server over a copy of MODELS (started with SERVER_ARGS) and a gRPC stub to it."""
+    MODELS = ["din"]
+    SERVER_ARGS = ()
+
     @classmethod
     def setUpClass(cls):
         stubs = grpc_stubs()
@@ -550,9 +554,9 @@ class GrpcTest(unittest.TestCase):
         cls.grpc = grpc
         cls.pb, pb_grpc = stubs
         cls.repo = tempfile.mkdtemp()
-        for name in ["din", "mmoe"]:
+        for name in cls.MODELS:
             shutil.copytree(os.path.join(ZOO, name), os.path.join(cls.repo, name))
-        cls.server = Server(cls.repo, "--model-control-mode", "explicit", "--load-model", "mmoe", "--load-model", "din")
+        cls.server = Server(cls.repo, *cls.SERVER_ARGS)
         cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.server.grpc_port}")
         cls.stub = pb_grpc.GRPCInferenceServiceStub(cls.channel)
 
@@ -561,6 +565,11 @@ class GrpcTest(unittest.TestCase):
         cls.channel.close()
         cls.server.stop()
         shutil.rmtree(cls.repo)
+
+
+class GrpcTest(GrpcServerCase):
+    MODELS = ["din", "mmoe"]
+    SERVER_ARGS = ("--model-control-mode", "explicit", "--load-model", "mmoe", "--load-model", "din")
 
     def to_proto(self, body, raw):
         pb = self.pb
@@ -668,32 +677,12 @@ class GrpcTest(unittest.TestCase):
         self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
 
 
-class SameMistakeSameAnswer(unittest.TestCase):
+class SameMistakeSameAnswer(GrpcServerCase):
     """Each malformed DIN request sent as JSON, as the binary extension and over gRPC (raw
     contents, what a stock KServe client sends) gets the same status and the same message."""
 
     PACK = {"INT64": "q", "INT32": "i", "FP32": "f", "FP16": "e"}
     HTTP_FOR = {"INVALID_ARGUMENT": 400, "RESOURCE_EXHAUSTED": 400, "NOT_FOUND": 404, "UNAVAILABLE": 503}
-
-    @classmethod
-    def setUpClass(cls):
-        stubs = grpc_stubs()
-        if stubs is None:
-            raise unittest.SkipTest("python3-grpcio / python3-grpc-tools not installed")
-        import grpc
-        cls.grpc = grpc
-        cls.pb, pb_grpc = stubs
-        cls.repo = tempfile.mkdtemp()
-        shutil.copytree(os.path.join(ZOO, "din"), os.path.join(cls.repo, "din"))
-        cls.server = Server(cls.repo)
-        cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.server.grpc_port}")
-        cls.stub = pb_grpc.GRPCInferenceServiceStub(cls.channel)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.channel.close()
-        cls.server.stop()
-        shutil.rmtree(cls.repo)
 
     @staticmethod
     def good():
