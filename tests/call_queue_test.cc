@@ -83,9 +83,10 @@ TEST(CallQueue, WorkersTakeCallsInOrderAndRefuseThemPastCapacityOrMaxWait) {
   ASSERT_EQ(events.size(), 6u);
   EXPECT_EQ(events[1], "ran 0");
   for (int k = 1; k <= 3; ++k) {
-    EXPECT_EQ(events[static_cast<size_t>(k + 1)].rfind("refused " + std::to_string(k) + ": the server is overloaded: "
-                                                        "the call waited ",
-                                                        0),
+    EXPECT_EQ(events[static_cast<size_t>(k + 1)].rfind("refused " + std::to_string(k) +
+                                                           ": the server is overloaded: "
+                                                           "the call waited ",
+                                                       0),
               0u)
         << events[static_cast<size_t>(k + 1)];
   }
@@ -132,7 +133,8 @@ TEST(CallQueue, ManyThreadsSubmittingGetOneAnswerPerCall) {
     std::vector<std::thread> submitters;
     for (int t = 0; t < 4; ++t) {
       submitters.emplace_back([&] {
-        for (int k = 0; k < 2000; ++k) q.Submit([&](microseconds) { ++handled; }, [&](const std::string&) { ++refused; });
+        for (int k = 0; k < 2000; ++k)
+          q.Submit([&](microseconds) { ++handled; }, [&](const std::string&) { ++refused; });
       });
     }
     for (std::thread& t : submitters) t.join();

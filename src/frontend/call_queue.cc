@@ -57,8 +57,7 @@ void CallQueue::Work() {
 }
 
 void CallQueue::Run(Waiting& w) {
-  auto waited =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - w.since);
+  auto waited = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - w.since);
   if (waited > options_.max_wait) {
     ++refused_;
     w.refuse("the server is overloaded: the call waited " + std::to_string(waited.count() / 1000) +

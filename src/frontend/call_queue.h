@@ -11,15 +11,15 @@
 // do. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <string>
 #include <thread>
-#include <atomic>
-#include <cstdint>
 #include <vector>
 
 #include "common/mutex.h"

@@ -192,10 +192,9 @@ class GrpcServer::Impl {
             infer_.metrics().RecordOverloadRefusal();
             respond(grpc::Status(grpc::StatusCode::UNAVAILABLE, why));
           };
-          calls_->Submit([this, &ctx, &req, &resp, respond](std::chrono::microseconds) {
-                           ModelInfer(ctx, req, resp, respond);
-                         },
-                         std::move(refuse));
+          calls_->Submit(
+              [this, &ctx, &req, &resp, respond](std::chrono::microseconds) { ModelInfer(ctx, req, resp, respond); },
+              std::move(refuse));
         });
     RANKD_GRPC_NOW(RepositoryIndex);
     RANKD_GRPC_NOW(RepositoryModelLoad);
@@ -261,8 +260,11 @@ class GrpcServer::Impl {
     try {
       grpc::ByteBuffer message(bytes);  // the slices, shared
       grpc::Status read = grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&message, q.get());
-      if (!read.ok()) return respond(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the request is not a "
-                                                  "ModelInferRequest: " + read.error_message()));
+      if (!read.ok())
+        return respond(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                    "the request is not a "
+                                    "ModelInferRequest: " +
+                                        read.error_message()));
     } catch (const std::exception& e) {
       return respond(grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what()));
     }

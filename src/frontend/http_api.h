@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "frontend/http_server.h"
 #include "frontend/health_probes.h"
+#include "frontend/http_server.h"
 #include "frontend/kserve_json.h"
 #include "serving/infer_service.h"
 #include "serving/repository.h"

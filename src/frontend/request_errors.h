@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "rankd/tensor.h"
 #include "rankd/status.h"
+#include "rankd/tensor.h"
 
 namespace rankd {
 

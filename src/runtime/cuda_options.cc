@@ -65,7 +65,8 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
     if (!fault) return InvalidArgument("--cuda: unknown fault '" + key + "'");
     RANKD_ASSIGN_OR_RETURN(*fault, ParseCount(key, value, 0, int64_t{1} << 30));
 #else
-    return InvalidArgument("--cuda " + key + ": fault injection is only in builds configured with RANKD_FAULT_INJECTION");
+    return InvalidArgument("--cuda " + key +
+                           ": fault injection is only in builds configured with RANKD_FAULT_INJECTION");
 #endif
   } else {
     return InvalidArgument("--cuda: unknown setting '" + key +

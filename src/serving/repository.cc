@@ -226,7 +226,7 @@ std::vector<RepositoryIndexEntry> ModelRepository::Index() const {
     for (const auto& [v, model] : e.versions) {
       Status servable = model->CheckServable();  // a table rewritten on disk, a poisoned GPU
       versions[v] = servable.ok() ? RepositoryIndexEntry{name, v, "READY", e.failure}
-                               : RepositoryIndexEntry{name, v, "UNAVAILABLE", servable.message()};
+                                  : RepositoryIndexEntry{name, v, "UNAVAILABLE", servable.message()};
     }
     for (const auto& [v, why] : e.version_failures) {
       auto ready = versions.find(v);

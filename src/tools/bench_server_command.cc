@@ -122,10 +122,14 @@ int BenchServerCommand(const BenchServerArgs& args) {
   options.connections = args.connections;
   options.threads = args.client_threads;
   options.timeout_seconds = args.timeout_seconds;
-  json out = {{"command", args.command_line}, {"model", args.model},
-              {"requests", args.requests},    {"bodies", options.bodies.size()},
-              {"protocol", args.protocol},    {"binary", args.binary},
-              {"seconds", args.seconds},      {"connections", args.connections},
+  json out = {{"command", args.command_line},
+              {"model", args.model},
+              {"requests", args.requests},
+              {"bodies", options.bodies.size()},
+              {"protocol", args.protocol},
+              {"binary", args.binary},
+              {"seconds", args.seconds},
+              {"connections", args.connections},
               {"client_threads", args.client_threads}};
   json results = json::array();
   double best_rate = 0;

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <map>
-#include <string>
 #include <memory>
+#include <string>
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_health.h"
