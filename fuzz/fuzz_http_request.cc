@@ -33,7 +33,7 @@ rankd::HttpApi* Api() {
     auto repo = rankd::ModelRepository::Create(options);
     if (!repo.ok()) return static_cast<rankd::HttpApi*>(nullptr);
     auto* service = new rankd::InferService(*repo->release(), *new rankd::Metrics());
-    return new rankd::HttpApi(*service, rankd::JsonLimits{}, [] { return true; });
+    return new rankd::HttpApi(*service, rankd::JsonLimits{}, rankd::HealthProbes{});
   }();
   return api;
 }
