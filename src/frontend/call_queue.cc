@@ -26,7 +26,6 @@ void CallQueue::Submit(Handle handle, Refuse refuse) {
       ++running_inline_;
     } else if (waiting_.size() >= options_.capacity) {
       lock.Unlock();
-      ++refused_;
       refuse("the server is overloaded: " + std::to_string(options_.capacity) + " calls wait to be handled");
       return;
     } else {
@@ -59,7 +58,6 @@ void CallQueue::Work() {
 void CallQueue::Run(Waiting& w) {
   auto waited = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - w.since);
   if (waited > options_.max_wait) {
-    ++refused_;
     w.refuse("the server is overloaded: the call waited " + std::to_string(waited.count() / 1000) +
              " ms to be handled (at most " + std::to_string(options_.max_wait.count() / 1000) + ")");
     return;

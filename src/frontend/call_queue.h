@@ -51,9 +51,6 @@ class CallQueue {
   // too long). Exactly one of them runs.
   void Submit(Handle handle, Refuse refuse);
 
-  // Calls refused so far, for being full or for waiting too long.
-  uint64_t refused() const { return refused_.load(); }
-
  private:
   struct Waiting {
     std::chrono::steady_clock::time_point since;
@@ -70,7 +67,6 @@ class CallQueue {
   std::deque<Waiting> waiting_ RANKD_GUARDED_BY(mu_);
   bool stopping_ RANKD_GUARDED_BY(mu_) = false;
   std::atomic<int> running_inline_{0};
-  std::atomic<uint64_t> refused_{0};
   std::vector<std::thread> workers_;
 };
 

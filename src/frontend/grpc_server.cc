@@ -256,25 +256,24 @@ class GrpcServer::Impl {
   void ModelInfer(grpc::ServerContext& ctx, const grpc::ByteBuffer& bytes, grpc::ByteBuffer& answer,
                   std::function<void(const grpc::Status&)> respond) {
     auto received = InferService::Clock::now();
-    auto q = std::make_shared<inference::ModelInferRequest>();
+    inference::ModelInferRequest q;  // read here, before InferAsync returns; the answer does not view it
     try {
       grpc::ByteBuffer message(bytes);  // the slices, shared
-      grpc::Status read = grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&message, q.get());
-      if (!read.ok())
+      grpc::Status read = grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&message, &q);
+      if (!read.ok()) {
         return respond(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                    "the request is not a "
-                                    "ModelInferRequest: " +
-                                        read.error_message()));
+                                    "the request is not a ModelInferRequest: " + read.error_message()));
+      }
     } catch (const std::exception& e) {
       return respond(grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what()));
     }
-    auto v = ParseModelVersion(q->model_version());
+    auto v = ParseModelVersion(q.model_version());
     if (!v.ok()) return respond(ToGrpc(v.status()));
     const auto deadline = ctx.deadline();
     infer_.InferAsync(
-        q->model_name(), *v, received,
+        q.model_name(), *v, received,
         [&](const Model&) -> StatusOr<ParsedRequest> {
-          RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed, InferRequestFromProto(*q, options_.max_elements));
+          RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed, InferRequestFromProto(q, options_.max_elements));
           if (deadline != std::chrono::system_clock::time_point::max()) {
             auto left =
                 std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::system_clock::now());

@@ -2,9 +2,10 @@
 // asynchronous API: one completion queue and thread per core, each with a pending call of every
 // RPC. Inference calls go through a CallQueue (frontend/call_queue.h): the thread that takes one
 // handles it at once when nothing waits, else a worker does, and under overload calls are refused
-// unread once too many wait or one has waited too long. Requests carry tensors in the typed `contents` fields or in
-// `raw_input_contents`; outputs are returned in `raw_output_contents`, as Triton does. Ragged inputs: flat values with
-// shape [total] and the parameter "lengths" = "3,0,2" (a string, one length per row).
+// unread once too many wait or one has waited too long. Requests carry tensors in the typed
+// `contents` fields or in `raw_input_contents`; outputs are returned in `raw_output_contents`, as
+// Triton does. Ragged inputs: flat values with shape [total] and the parameter "lengths" =
+// "3,0,2" (a string, one length per row).
 #pragma once
 
 #include <chrono>
