@@ -5,14 +5,15 @@
 #   2. compute-sanitizer memcheck on the tests MEMCHECK_FILTER names, into memcheck.log;
 #   3. the small requests of issue 6 against the best PyTorch peer (bench/gpu_bench.py on
 #      WORKLOADS at ROWS; by default W1 at 1, 64 and 512 pairs and W2 at 1 user x 200), into
-#      peers.log and peers.md (PEERS: the PyTorch peers, CUDA graphs in fp32 and bf16 by default; PEER_ARGS: more
-#      gpu_bench.py flags, e.g. "--bf16-tables --in-flight 2"; PRECISIONS: rankd's, "bf16" by default);
+#      peers.log and peers.md (PEERS: the PyTorch peers, CUDA graphs in fp32 and bf16 by default,
+#      empty for rankd alone; PEER_ARGS: more gpu_bench.py flags, e.g. "--bf16-tables --in-flight 2"; PRECISIONS: rankd's, "bf16" by default);
 #   4. with AB="CUDA=a,b" (settings of `rankd --cuda`, e.g. CUDA=split_k=on,split_k=off),
 #      `rankd bench engine` on W1 at AB_ROWS pairs ("64 512", requests step 3 wrote) for each
 #      value, alternating, AB_ROUNDS rounds, into ab.csv (AB_REQUESTS: other request files step 3
 #      wrote instead, by name, e.g. "din_full_n200_l1000 dlrm_dcnv2_full_n512_l0");
 #      AB=RANKD_BINARY=rankd_base,rankd alternates two builds instead (scripts/gpu_bundle.sh's
-#      BASE_RANKD); AB_PRECISIONS (e.g. "bf16 bf16-activations") times each precision too, with
+#      BASE_RANKD); AB="FLAGS=,--table-gpu-budget-mb=0" alternates `bench engine` flags (one
+#      word each; an empty value adds none); AB_PRECISIONS (e.g. "bf16 bf16-activations") times each precision too, with
 #      or without AB;
 #   5. with RATE_S (30 by default), the GPU's measured bf16 matrix rate (bench/matrix_rate.py),
 #      what W1's large batches are a share of, into rate.log;
@@ -73,7 +74,7 @@ fi
 if ((${PEERS_S:-240})); then
   step "peers"
   timeout "${PEERS_S:-240}" python3 bench/gpu_bench.py --rankd ".bundle/run rankd" --workloads "${WORKLOADS:-dlrm_dcnv2,din}" \
-    --rows "${ROWS:-1,64,512,200}" --precisions "${PRECISIONS:-bf16}" --peers "${PEERS:-cudagraphs,cudagraphs-bf16}" --buckets on --hoisting on \
+    --rows "${ROWS:-1,64,512,200}" --precisions "${PRECISIONS:-bf16}" --peers "${PEERS-cudagraphs,cudagraphs-bf16}" --buckets on --hoisting on \
     --iters "${ITERS:-300}" ${PEER_ARGS:-} >"$raw/peers.md" 2>"$raw/peers.log"
   echo "peers exit $?" | tee -a "$out/steps.log"
   cat "$raw/peers.md" | tee -a "$out/steps.log"
@@ -101,6 +102,7 @@ if [[ -n ${AB:-}${AB_PRECISIONS:-} ]] && ((${AB_S:-120})); then
           program=rankd settings=()
           [[ $var == RANKD_BINARY ]] && program=$value
           [[ $var == CUDA ]] && settings=(--cuda "$value")
+          [[ $var == FLAGS && -n $value ]] && settings=("$value")
           timeout $((deadline - SECONDS)) .bundle/run $program bench engine --backend cuda --precision $precision "${settings[@]}" \
             --model-repo bench/out/repo --model "${name%_n*}" --requests "$requests" --buckets $buckets ${RANKD_ARGS:-} \
             --iters "${ITERS:-300}" --warmup 20 --label "$name $var=$value" --csv "$raw/ab.csv" >/dev/null 2>>"$raw/ab.log"

@@ -113,8 +113,9 @@ class SeparateRoomsCpu final : public Backend {
  public:
   const char* name() const override { return "cpu"; }
   const Kernel* FindKernel(const std::string& op) const override { return CpuBackend().FindKernel(op); }
-  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const override {
-    return CpuBackend().PrepareModel(graph, precision);
+  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph,
+                                                         const PrepareOptions& options) const override {
+    return CpuBackend().PrepareModel(graph, options);
   }
   DeviceKind device_kind() const override { return DeviceKind::kHost; }
   int64_t SeparateRoomBytes() const override { return int64_t{1} << 30; }

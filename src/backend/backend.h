@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/table_placement.h"
 #include "model/graph.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
@@ -73,6 +74,12 @@ const char* PrecisionName(Precision p);
 // Whether products take bf16 operands (bf16 and bf16-activations).
 inline bool Bf16Products(Precision p) { return p == Precision::kBf16 || p == Precision::kBf16Activations; }
 
+// How a backend prepares a model: how its products round and where its tables live.
+struct PrepareOptions {
+  Precision precision = Precision::kFp32;
+  TablePlacement tables;  // empty: every table on the device
+};
+
 // What a backend keeps per loaded model and shares between that model's executors (device copies
 // of the weights, say). Created once per model; outlives its executors.
 class ModelResources {
@@ -92,7 +99,11 @@ class Backend {
   // otherwise an error naming the op, the node and what is missing.
   Status CheckGraph(const Graph& graph) const;
   // Per-model state for a graph whose constants are final (after the load-time passes).
-  virtual StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const = 0;
+  virtual StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph,
+                                                                 const PrepareOptions& options) const = 0;
+  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const {
+    return PrepareModel(graph, PrepareOptions{precision, {}});
+  }
   // Where the kernels run and read their tensors: host memory, or a CUDA device's. The runtime
   // picks the executor for a backend by this (runtime/backends.h).
   virtual DeviceKind device_kind() const = 0;
@@ -113,12 +124,12 @@ class Backend {
   // OK while the backend can run work; Unavailable once its device met an error that leaves it
   // unusable until the process restarts (a sticky CUDA error).
   virtual Status Health() const { return Status::Ok(); }
-  // OK when a model of `graph` at `precision` with `executors` executors fits beside what already
-  // runs here; ResourceExhausted, with the estimate, when it does not. Called before PrepareModel,
-  // so that a load that cannot fit never takes memory the serving models need.
-  virtual Status CheckRoom(const Graph& graph, Precision precision, int executors) const {
+  // OK when a model of `graph` prepared with `options` and `executors` executors fits beside what
+  // already runs here; ResourceExhausted, with the estimate, when it does not. Called before
+  // PrepareModel, so that a load that cannot fit never takes memory the serving models need.
+  virtual Status CheckRoom(const Graph& graph, const PrepareOptions& options, int executors) const {
     (void)graph;
-    (void)precision;
+    (void)options;
     (void)executors;
     return Status::Ok();
   }

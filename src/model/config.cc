@@ -211,6 +211,35 @@ StatusOr<ShapeBucketsConfig> ParseBuckets(const json& j) {
   return b;
 }
 
+Status ParseTables(const json& j, ModelConfig& c) {
+  if (j.is_null()) return Status::Ok();
+  RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "tables must be a mapping"));
+  RANKD_RETURN_IF_ERROR(CheckKeys(j, {"dtype", "gpu_budget_mb", "tiers"}, "tables"));
+  if (j.contains("dtype")) {
+    const json& d = j["dtype"];
+    DType dtype = d.is_string() ? DTypeFromName(d.get<std::string>()).value_or(DType::kInvalid) : DType::kInvalid;
+    RANKD_RETURN_IF_ERROR(Expect(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+                                 "tables.dtype must be FP32, BF16 or FP16"));
+    c.table_dtype = dtype;
+  }
+  if (j.contains("gpu_budget_mb")) {
+    const json& b = j["gpu_budget_mb"];
+    RANKD_RETURN_IF_ERROR(
+        Expect(b.is_number_integer() && b.get<int64_t>() >= 0 && b.get<int64_t>() <= (int64_t{1} << 40),
+               "tables.gpu_budget_mb must be an integer >= 0"));
+    c.table_gpu_budget_mb = b;
+  }
+  if (j.contains("tiers")) {
+    RANKD_RETURN_IF_ERROR(Expect(j["tiers"].is_object(), "tables.tiers must map table names to gpu or host"));
+    for (const auto& [name, tier] : j["tiers"].items()) {
+      RANKD_RETURN_IF_ERROR(Expect(tier.is_string() && (tier == "gpu" || tier == "host"),
+                                   "tables.tiers." + name + " must be gpu or host"));
+      c.table_tiers[name] = tier;
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<ModelConfig> ParseJson(const json& j) {
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "the config must be a mapping"));
   RANKD_RETURN_IF_ERROR(
@@ -295,17 +324,7 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
   if (j.contains("buckets")) {
     RANKD_ASSIGN_OR_RETURN(c.buckets, ParseBuckets(j["buckets"]));
   }
-  if (j.contains("tables")) {
-    c.tables = j["tables"];
-    RANKD_RETURN_IF_ERROR(Expect(c.tables.is_object() || c.tables.is_null(), "tables must be a mapping"));
-    if (c.tables.is_object() && c.tables.contains("dtype")) {
-      const nlohmann::json& d = c.tables["dtype"];
-      DType dtype = d.is_string() ? DTypeFromName(d.get<std::string>()).value_or(DType::kInvalid) : DType::kInvalid;
-      RANKD_RETURN_IF_ERROR(Expect(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
-                                   "tables.dtype must be FP32, BF16 or FP16"));
-      c.table_dtype = dtype;
-    }
-  }
+  if (j.contains("tables")) RANKD_RETURN_IF_ERROR(ParseTables(j["tables"], c));
   return c;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -81,9 +82,13 @@ struct ModelConfig {
   BatchingConfig batching;
   ShapeBucketsConfig buckets;
   // tables.dtype: how embedding tables read only by bags are stored (FP32, or BF16 / FP16
-  // rounded at load); the rest of the section (storage tiers) is kept verbatim.
+  // rounded at load).
   DType table_dtype = DType::kF32;
-  nlohmann::json tables;
+  // tables.gpu_budget_mb: device memory for embedding tables; the tables past it are kept in host
+  // memory (docs/embedding.md). -1: no budget, every table on the device.
+  int64_t table_gpu_budget_mb = -1;
+  // tables.tiers: a table's tier ("gpu" or "host") by its name, whatever the budget decides.
+  std::map<std::string, std::string> table_tiers;
   bool derived = false;  // true when there was no config file
 
   const InputConfig* FindInput(const std::string& name) const;

@@ -25,9 +25,10 @@ StatusOr<int64_t> CaptureWithRetry(Executor& executor, const Plan& plan) {
 }  // namespace
 
 StatusOr<std::unique_ptr<PlanRunner>> PlanRunner::Create(const Backend& backend, const Graph& graph,
-                                                         Precision precision, int executors, std::string model) {
-  RANKD_RETURN_IF_ERROR(backend.CheckRoom(graph, precision, executors));
-  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph, precision));
+                                                         const PrepareOptions& options, int executors,
+                                                         std::string model) {
+  RANKD_RETURN_IF_ERROR(backend.CheckRoom(graph, options, executors));
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph, options));
   return std::unique_ptr<PlanRunner>(new PlanRunner(backend, std::move(resources), executors, std::move(model)));
 }
 

@@ -45,10 +45,11 @@ struct WarmupCaptures {
 
 class PlanRunner {
  public:
-  // Prepares `graph` (which outlives the runner) on `backend` at `precision`, with at most
-  // `executors` executors (0: the backend's default). `model` names the model in log lines.
-  static StatusOr<std::unique_ptr<PlanRunner>> Create(const Backend& backend, const Graph& graph, Precision precision,
-                                                      int executors, std::string model);
+  // Prepares `graph` (which outlives the runner) on `backend` with `options` (precision, table
+  // placement), with at most `executors` executors (0: the backend's default). `model` names the
+  // model in log lines.
+  static StatusOr<std::unique_ptr<PlanRunner>> Create(const Backend& backend, const Graph& graph,
+                                                      const PrepareOptions& options, int executors, std::string model);
   ~PlanRunner();
   PlanRunner(const PlanRunner&) = delete;
   PlanRunner& operator=(const PlanRunner&) = delete;

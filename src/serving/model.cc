@@ -67,20 +67,34 @@ StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& onnx_path, M
   return model;
 }
 
+Status Model::MakeRunner() {
+  const CompiledModel& c = *compiled_;
+  TableBudget budget;
+  config_.table_gpu_budget_mb = options_.table_gpu_budget_mb.value_or(config_.table_gpu_budget_mb);
+  const int64_t mb = config_.table_gpu_budget_mb;
+  budget.gpu_bytes = mb < 0 ? -1 : mb << 20;
+  for (const auto& [table, tier] : config_.table_tiers) {
+    RANKD_ASSIGN_OR_RETURN(budget.tiers[table], ParseTableTier(tier));
+  }
+  RANKD_ASSIGN_OR_RETURN(tables_, PlaceTables(c.graph(), budget));
+  PrepareOptions prepare{c.precision(), ToPlacement(tables_)};
+  RANKD_ASSIGN_OR_RETURN(runner_,
+                         PlanRunner::Create(*options_.backend, c.graph(), prepare, options_.executors, config_.name));
+  return Status::Ok();
+}
+
 Status Model::Prepare(Graph graph, ModelConfig config) {
   RANKD_ASSIGN_OR_RETURN(compiled_, CompiledModel::Compile(std::move(graph), std::move(config), options_));
   const CompiledModel& c = *compiled_;
   config_ = c.config();
   if (options_.batching >= 0) config_.batching.enabled = options_.batching == 1;
-  RANKD_ASSIGN_OR_RETURN(
-      runner_, PlanRunner::Create(*options_.backend, c.graph(), c.precision(), options_.executors, c.config().name));
+  RANKD_RETURN_IF_ERROR(MakeRunner());
   if (c.hoisted()) {
     std::string why = CheckHoisting();
     if (!why.empty()) {  // a rule proved something false: run the graph as written
       runner_.reset();
       RANKD_RETURN_IF_ERROR(compiled_->Unhoist(why));
-      RANKD_ASSIGN_OR_RETURN(runner_, PlanRunner::Create(*options_.backend, c.graph(), c.precision(),
-                                                         options_.executors, c.config().name));
+      RANKD_RETURN_IF_ERROR(MakeRunner());
     }
   }
   static_cast<CompileReport&>(report_) = c.report();

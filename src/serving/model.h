@@ -29,6 +29,7 @@
 #include "common/parsed_request.h"
 #include "compile/compiled_model.h"
 #include "compile/plan.h"
+#include "embedding/table_budget.h"
 #include "model/config.h"
 #include "model/graph.h"
 #include "rankd/request.h"
@@ -54,6 +55,8 @@ struct ModelOptions : CompileOptions {
   int shape_buckets = -1;
   // Overrides the config's batching.enabled when 0 (off) or 1 (on); -1 keeps it.
   int batching = -1;
+  // Overrides the config's tables.gpu_budget_mb when set (-1: no budget).
+  std::optional<int64_t> table_gpu_budget_mb;
 };
 
 // What loading did, for `rankd inspect`: the passes, then the buckets and the warm-up captures.
@@ -89,6 +92,9 @@ class Model {
   const Graph& graph() const { return compiled_->graph(); }
   const LoadReport& load_report() const { return report_; }
   const Backend& backend() const { return runner_->backend(); }
+  // The embedding tables and where each is kept (embedding/table_budget.h); on a backend without
+  // a device of its own every table is read where it lies, whatever its tier.
+  const std::vector<TableInfo>& tables() const { return tables_; }
   // The signature frontends describe (metadata) and Engine exposes; computed once at load.
   const std::vector<InputSignature>& inputs() const { return input_signature_; }
   const std::vector<OutputSignature>& outputs() const { return output_signature_; }
@@ -139,6 +145,9 @@ class Model {
  private:
   Model() = default;
   Status Prepare(Graph graph, ModelConfig config);
+  // Places the compiled graph's tables by the config's budget and prepares them and the weights on
+  // the backend, with the executor pool.
+  Status MakeRunner();
   // "" when the hoisted graph scores a request as the graph as written does, else why not.
   std::string CheckHoisting() const;
   // Validates the request and builds the graph's inputs (model_inputs.cc).
@@ -185,6 +194,7 @@ class Model {
   std::unique_ptr<PlanRunner> runner_;  // its capture worker, stopped first, tells merge_gate_ of captures
   std::vector<InputSignature> input_signature_;
   std::vector<OutputSignature> output_signature_;
+  std::vector<TableInfo> tables_;
 
   // Per bucket (BucketKey::Numbers): its graph input shapes, so that looking its plan up (per
   // request, and in MergeNow per merged batch) pads no example, and the plan last found for them,

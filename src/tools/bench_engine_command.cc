@@ -53,6 +53,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   options.fusion = args.fusion;
   options.user_hoisting = args.hoisting ? -1 : 0;
   options.table_dtype = args.table_dtype;
+  if (args.table_gpu_budget_mb) options.table_gpu_budget_mb = *args.table_gpu_budget_mb;
   options.executors = args.executors;
   auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
   if (!model.ok()) return fail(model.status());
@@ -179,6 +180,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
                         {"backend", (*backend)->name()},
                         {"precision", precision},
                         {"table_dtype", DTypeName((*model)->config().table_dtype)},
+                        {"table_bytes_on_host", TierBytes((*model)->tables(), TableTier::kHost)},
                         {"buckets", (*model)->load_report().buckets},
                         {"graph_hits", c.graph_hits},
                         {"graph_misses", c.graph_misses},

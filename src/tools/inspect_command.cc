@@ -80,6 +80,20 @@ void PrintNodes(const Graph& g) {
   }
 }
 
+// Each embedding table with where it is kept, and the bytes per tier.
+void PrintTables(const Model& model) {
+  const std::vector<TableInfo>& tables = model.tables();
+  const int64_t budget = model.config().table_gpu_budget_mb;
+  std::printf("tables: %zu, %s on the GPU, %s in host memory (GPU budget for tables: %s)%s\n", tables.size(),
+              Human(TierBytes(tables, TableTier::kDevice)).c_str(), Human(TierBytes(tables, TableTier::kHost)).c_str(),
+              budget < 0 ? "none" : Human(budget << 20).c_str(),
+              model.backend().device_kind() == DeviceKind::kHost ? " (placement applies on a GPU)" : "");
+  for (const TableInfo& t : tables) {
+    std::printf("  %-32s %-4s  %s %s  %s%s\n", t.name.c_str(), TableTierName(t.tier), ShapeToString(t.shape).c_str(),
+                DTypeName(t.dtype), Human(t.bytes).c_str(), t.lookups_only ? "" : "  (also read by other ops)");
+  }
+}
+
 }  // namespace
 
 int InspectCommand(const InspectArgs& args) {
@@ -94,6 +108,7 @@ int InspectCommand(const InspectArgs& args) {
   options.fusion = args.fusion;
   options.user_hoisting = args.hoisting ? -1 : 0;
   options.table_dtype = args.table_dtype;
+  if (args.table_gpu_budget_mb) options.table_gpu_budget_mb = *args.table_gpu_budget_mb;
   auto loaded = Model::Load(dir, args.version, options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "rankd inspect: %s\n", loaded.status().ToString().c_str());
@@ -153,24 +168,7 @@ int InspectCommand(const InspectArgs& args) {
     }
   }
   if (args.nodes) PrintNodes(g);
-  std::printf("tables:\n");
-  std::map<int, bool> tables;
-  for (const Node& n : g.nodes) {
-    if ((n.op == "EmbeddingBag" || (n.op == "Gather" && n.GetInt("axis", 0) == 0)) && g.IsConstant(n.inputs[0]))
-      tables[n.inputs[0]] = true;
-    if (n.op == "ConcatEmbeddingBags") {  // a bag part's first input is its table
-      size_t first = 0;
-      for (int64_t count : n.GetInts("parts")) {
-        if (count > 1 && g.IsConstant(n.inputs[first])) tables[n.inputs[first]] = true;
-        first += static_cast<size_t>(count);
-      }
-    }
-  }
-  for (const auto& [id, unused] : tables) {
-    const Tensor& t = g.constants.at(id);
-    std::printf("  %-32s %s %s  %s\n", g.values[static_cast<size_t>(id)].name.c_str(), ShapeToString(t.shape()).c_str(),
-                DTypeName(t.dtype()), Human(static_cast<int64_t>(t.bytes())).c_str());
-  }
+  PrintTables(model);
   std::printf("weights and tables in all: %s\n", Human(g.ConstantBytes()).c_str());
   return 0;
 }

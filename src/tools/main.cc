@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
       ->add_option("--table-dtype", inspect.table_dtype,
                    "FP32 | BF16 | FP16: how bag tables are stored (default: the config's)")
       ->check(CLI::IsMember({"FP32", "BF16", "FP16"}));
+  inspect_cmd
+      ->add_option("--table-gpu-budget-mb", inspect.table_gpu_budget_mb,
+                   "GPU memory for embedding tables; the rest stay in host memory (default: the config's)")
+      ->check(CLI::NonNegativeNumber);
 
   rankd::ServeArgs serve;
   CLI::App* serve_cmd = app.add_subcommand("serve", "Serve models over KServe v2 (HTTP) with Prometheus metrics");
@@ -91,6 +95,10 @@ int main(int argc, char** argv) {
       ->add_option("--table-dtype", engine.table_dtype,
                    "FP32 | BF16 | FP16: how bag tables are stored (default: the config's)")
       ->check(CLI::IsMember({"FP32", "BF16", "FP16"}));
+  bench_engine
+      ->add_option("--table-gpu-budget-mb", engine.table_gpu_budget_mb,
+                   "GPU memory for embedding tables; the rest stay in host memory (default: the config's)")
+      ->check(CLI::NonNegativeNumber);
   bench_engine
       ->add_option("--precision", engine.precision,
                    "fp32 | tf32 | bf16 | bf16-activations (default: the model config's)")

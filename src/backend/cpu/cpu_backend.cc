@@ -25,7 +25,7 @@ class CpuBackendImpl final : public Backend {
     auto it = kernels_.find(op);
     return it == kernels_.end() ? nullptr : &it->second;
   }
-  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph&, Precision) const override {
+  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph&, const PrepareOptions&) const override {
     return std::shared_ptr<ModelResources>();  // constants are read where they are
   }
   DeviceKind device_kind() const override { return DeviceKind::kHost; }

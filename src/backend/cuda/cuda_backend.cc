@@ -42,9 +42,10 @@ class CudaBackendImpl final : public Backend {
     auto it = kernels_.find(op);
     return it == kernels_.end() ? nullptr : &it->second;
   }
-  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const override {
+  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph,
+                                                         const PrepareOptions& options) const override {
     RANKD_ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaModelResources> r,
-                           cuda::CudaModelResources::Upload(graph, 0, precision));
+                           cuda::CudaModelResources::Upload(graph, 0, options));
     // Every kernel's per-step preparation once now, so what is slow in it (compiling a generated
     // kernel) happens at load, never when a plan is first built for a request.
     for (const Node& node : graph.nodes) {
@@ -55,14 +56,15 @@ class CudaBackendImpl final : public Backend {
   }
   DeviceKind device_kind() const override { return DeviceKind::kCuda; }
   Status Health() const override { return cuda::DeviceHealth(); }
-  // The weights (and their bf16 copies) and each executor's fixed buffers (cuBLASLt's workspace
-  // and a separate-room workspace) against what the device has free, less what the models already
-  // serving keep. Plans' workspaces beyond that grow on demand; a growth that fails answers its
-  // requests 503 (cuda::Check) and a merged batch's requests then run alone.
-  Status CheckRoom(const Graph& graph, Precision precision, int executors) const override {
+  // The weights on the device (tables in host memory take none) with their bf16 copies, and each
+  // executor's fixed buffers (cuBLASLt's workspace and a separate-room workspace) against what the
+  // device has free, less what the models already serving keep. Plans' workspaces beyond that grow
+  // on demand; a growth that fails answers its requests 503 (cuda::Check) and a merged batch's
+  // requests then run alone.
+  Status CheckRoom(const Graph& graph, const PrepareOptions& options, int executors) const override {
     RANKD_RETURN_IF_ERROR(cuda::DeviceHealth());
     RANKD_ASSIGN_OR_RETURN(cuda::DeviceMemory memory, cuda::QueryDeviceMemory());
-    const int64_t weights = static_cast<int64_t>(cuda::CudaModelResources::DeviceBytes(graph, precision));
+    const int64_t weights = static_cast<int64_t>(cuda::CudaModelResources::DeviceBytes(graph, options));
     const int64_t n = executors > 0 ? executors : DefaultExecutors();
     const int64_t buffers = n * (static_cast<int64_t>(cuda::kLtWorkspaceBytes) + kSeparateRoomBytes);
     const int64_t kept = std::max(kKeptFreeBytes, memory.total / kKeptFreeShare);

@@ -1,6 +1,7 @@
 #include "backend/cuda/model_resources.h"
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <shared_mutex>
 
@@ -68,37 +69,77 @@ size_t Bf16CopiesBytes(const std::vector<Copy>& copies) {
   return total;
 }
 
-size_t ConstantsBytes(const Graph& graph) {
+// The constants on the device: all but the tables placed in host memory.
+size_t ConstantsBytes(const Graph& graph, const TablePlacement& tables) {
   size_t total = 0;
-  for (const auto& [id, t] : graph.constants) total += Aligned(t.bytes());
+  for (const auto& [id, t] : graph.constants) total += tables.OnHost(id) ? 0 : Aligned(t.bytes());
   return total;
 }
 
 }  // namespace
 
-size_t CudaModelResources::DeviceBytes(const Graph& graph, Precision precision) {
-  return ConstantsBytes(graph) + (Bf16Products(precision) ? Bf16CopiesBytes(PlanBf16Copies(graph)) : 0);
+size_t CudaModelResources::DeviceBytes(const Graph& graph, const PrepareOptions& options) {
+  return ConstantsBytes(graph, options.tables) +
+         (Bf16Products(options.precision) ? Bf16CopiesBytes(PlanBf16Copies(graph)) : 0);
 }
 
 StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const Graph& graph, int device,
-                                                                         Precision precision) {
+                                                                         const PrepareOptions& options) {
   auto r = std::make_shared<CudaModelResources>();
   r->device_ = device;
-  r->precision_ = precision;
+  r->precision_ = options.precision;
   RANKD_CUDA_RETURN(cudaSetDevice(device));
-  RANKD_RETURN_IF_ERROR(r->arena_.Reserve(ConstantsBytes(graph)));
+  RANKD_RETURN_IF_ERROR(r->arena_.Reserve(ConstantsBytes(graph, options.tables)));
   auto* base = static_cast<uint8_t*>(r->arena_.get());
   size_t pos = 0;
   {
-    std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
+    std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies, page-locking
     for (const auto& [id, t] : graph.constants) {
+      if (options.tables.OnHost(id) && t.bytes() > 0) {
+        RANKD_RETURN_IF_ERROR(r->MapHostTable(t));
+        continue;
+      }
       if (t.bytes() > 0) RANKD_CUDA_RETURN(cudaMemcpy(base + pos, t.raw(), t.bytes(), cudaMemcpyHostToDevice));
       r->copies_[&t] = base + pos;
       pos += Aligned(t.bytes());
     }
   }
-  if (Bf16Products(precision)) RANKD_RETURN_IF_ERROR(r->UploadBf16Weights(graph));
+  if (Bf16Products(options.precision)) RANKD_RETURN_IF_ERROR(r->UploadBf16Weights(graph));
   return r;
+}
+
+// A table's own memory is page-locked and mapped where it lies (a memory-mapped file's pages, or
+// the heap copy a load pass made), with read-only access where the device supports it: the
+// mapping of a file is read-only. Ranges that cannot be locked (a page already locked for a
+// neighbouring table of the same file, a system that refuses file pages) are copied once into
+// page-locked memory instead. Called with the capture gate held.
+Status CudaModelResources::MapHostTable(const Tensor& table) {
+  void* at = const_cast<void*>(table.raw());
+  int read_only = 0;
+  cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, device_);
+  unsigned flags = cudaHostRegisterMapped | cudaHostRegisterPortable | (read_only ? cudaHostRegisterReadOnly : 0u);
+  void* device_at = nullptr;
+  if (cudaHostRegister(at, table.bytes(), flags) == cudaSuccess) {
+    registered_.push_back(at);
+    RANKD_CUDA_RETURN(cudaHostGetDevicePointer(&device_at, at, 0));
+  } else {
+    (void)cudaGetLastError();  // not sticky: clear it so that no later check reports it
+    void* copy = nullptr;
+    RANKD_CUDA_RETURN(cudaHostAlloc(&copy, table.bytes(), cudaHostAllocMapped | cudaHostAllocPortable));
+    host_copies_.push_back(copy);
+    std::memcpy(copy, at, table.bytes());
+    RANKD_CUDA_RETURN(cudaHostGetDevicePointer(&device_at, copy, 0));
+  }
+  copies_[&table] = device_at;
+  host_table_bytes_ += table.bytes();
+  return Status::Ok();
+}
+
+CudaModelResources::~CudaModelResources() {
+  if (registered_.empty() && host_copies_.empty()) return;
+  std::lock_guard<std::shared_mutex> gate(CaptureGate());  // both may synchronise the device
+  for (void* at : registered_) cudaHostUnregister(at);
+  for (void* copy : host_copies_) cudaFreeHost(copy);
 }
 
 Status CudaModelResources::UploadBf16Weights(const Graph& graph) {

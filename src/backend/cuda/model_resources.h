@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/device_buffer.h"
@@ -13,10 +14,19 @@ namespace rankd::cuda {
 // Device copies of a graph's constants, in one allocation.
 class CudaModelResources final : public ModelResources {
  public:
-  static StatusOr<std::shared_ptr<CudaModelResources>> Upload(const Graph& graph, int device, Precision precision);
-  // The device memory Upload takes for `graph` at `precision`.
-  static size_t DeviceBytes(const Graph& graph, Precision precision);
-  // The device copy of a graph constant, or nullptr for any other tensor.
+  // The constants placed on the device are copied there; the tables `options` places in host
+  // memory are page-locked where they lie (or, where that fails, copied once into page-locked
+  // memory) and mapped, so kernels read them in place.
+  static StatusOr<std::shared_ptr<CudaModelResources>> Upload(const Graph& graph, int device,
+                                                              const PrepareOptions& options);
+  ~CudaModelResources() override;
+  // The device memory Upload takes for `graph` prepared with `options`.
+  static size_t DeviceBytes(const Graph& graph, const PrepareOptions& options);
+  // The bytes of tables kept in host memory, and how many of them had to be copied there.
+  size_t host_table_bytes() const { return host_table_bytes_; }
+  int copied_host_tables() const { return static_cast<int>(host_copies_.size()); }
+  // The address kernels read a graph constant at (device memory, or mapped host memory for a
+  // table kept there), or nullptr for any other tensor.
   void* Find(const Tensor* constant) const;
   // With bf16 precision: the bf16 copies of the weight matrices products read (keyed by the fp32
   // device copy); empty otherwise.
@@ -32,11 +42,15 @@ class CudaModelResources final : public ModelResources {
 
  private:
   Status UploadBf16Weights(const Graph& graph);
+  Status MapHostTable(const Tensor& table);
 
   int device_ = 0;
   Precision precision_ = Precision::kFp32;
   DeviceBuffer arena_, bf16_arena_;
   std::unordered_map<const Tensor*, void*> copies_;
+  std::vector<void*> registered_;   // host ranges page-locked in place (cudaHostRegister)
+  std::vector<void*> host_copies_;  // page-locked copies (cudaHostAlloc)
+  size_t host_table_bytes_ = 0;
   std::unordered_map<const void*, const void*> bf16_weights_, bf16_weights_nk_, bf16_weights_padded_;
 };
 

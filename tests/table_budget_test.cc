@@ -1,0 +1,201 @@
+// Where embedding tables are kept (embedding/table_budget.h): found in the compiled graph, placed
+// by the config's GPU budget and tiers; on a GPU, tables in host memory score as on the device.
+#include "embedding/table_budget.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "model/config.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+using testing::GraphBuilder;
+
+// Three bag tables of 10, 20 and 40 rows of 4 floats (160, 320 and 640 bytes), and a fourth table
+// of 4 rows (64 bytes) that a bag and a product both read.
+struct FourTables {
+  Graph graph;
+  int small = -1, middle = -1, large = -1, shared = -1;
+
+  FourTables() {
+    GraphBuilder g;
+    std::mt19937_64 rng(3);
+    int ids = g.Input("ids", DType::kI64, {2, 3});
+    small = g.Const("small", testing::RandomTable(DType::kF32, 10, 4, rng));
+    middle = g.Const("middle", testing::RandomTable(DType::kF32, 20, 4, rng));
+    large = g.Const("large", testing::RandomTable(DType::kF32, 40, 4, rng));
+    shared = g.Const("shared", testing::RandomTable(DType::kF32, 4, 4, rng));
+    int sum = g.Op("EmbeddingBag", {small, ids});
+    for (int table : {middle, large, shared}) sum = g.Op("Add", {sum, g.Op("EmbeddingBag", {table, ids})});
+    g.Output(g.Op("MatMul", {sum, shared}));
+    graph = g.graph();
+  }
+};
+
+std::map<std::string, TableTier> Tiers(const std::vector<TableInfo>& tables) {
+  std::map<std::string, TableTier> tiers;
+  for (const TableInfo& t : tables) tiers[t.name] = t.tier;
+  return tiers;
+}
+
+TEST(TableBudget, FindsTheLookupTablesAndWhatElseReadsThem) {
+  FourTables m;
+  std::vector<TableInfo> tables = FindTables(m.graph);
+  ASSERT_EQ(tables.size(), 4u);
+  for (const TableInfo& t : tables) {
+    EXPECT_EQ(t.tier, TableTier::kDevice);
+    EXPECT_EQ(t.lookups_only, t.name != "shared") << t.name;
+    EXPECT_EQ(t.bytes, t.shape[0] * 16) << t.name;
+  }
+  // The product's weight is no table; an input read by a bag is none either.
+  GraphBuilder g;
+  std::mt19937_64 rng(1);
+  int table = g.Const("t", testing::RandomTable(DType::kF32, 8, 2, rng));
+  g.Output(g.Op("EmbeddingBag", {g.Input("dynamic", DType::kF32, {8, 2}), g.Input("ids", DType::kI64, {1, 2})}));
+  g.Output(g.Op("Gather", {table, g.Input("rows", DType::kI64, {3})}, {{"axis", AttributeValue(int64_t{0})}}));
+  std::vector<TableInfo> gathered = FindTables(g.graph());
+  ASSERT_EQ(gathered.size(), 1u);
+  EXPECT_EQ(gathered[0].name, "t");
+  EXPECT_TRUE(gathered[0].lookups_only);
+}
+
+TEST(TableBudget, KeepsTheSmallestTablesOnTheDeviceWithinTheBudget) {
+  FourTables m;
+  // No budget: everything on the device, as before budgets existed.
+  auto none = PlaceTables(m.graph, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(TierBytes(*none, TableTier::kHost), 0);
+  EXPECT_TRUE(ToPlacement(*none).host.empty());
+  // 64 (shared, read by a product, stays whatever the budget) + 160 + 320 = 544: large goes.
+  auto some = PlaceTables(m.graph, {544, {}});
+  ASSERT_TRUE(some.ok()) << some.status().ToString();
+  auto tiers = Tiers(*some);
+  EXPECT_EQ(tiers["shared"], TableTier::kDevice);
+  EXPECT_EQ(tiers["small"], TableTier::kDevice);
+  EXPECT_EQ(tiers["middle"], TableTier::kDevice);
+  EXPECT_EQ(tiers["large"], TableTier::kHost);
+  EXPECT_EQ(TierBytes(*some, TableTier::kHost), 640);
+  EXPECT_EQ(TierBytes(*some, TableTier::kDevice), 544);
+  TablePlacement placement = ToPlacement(*some);
+  EXPECT_EQ(placement.host.size(), 1u);
+  EXPECT_TRUE(placement.OnHost(m.large));
+  EXPECT_FALSE(placement.OnHost(m.small));
+  // One byte less and middle goes too; a budget of 0 leaves only the shared table.
+  EXPECT_EQ(Tiers(PlaceTables(m.graph, {543, {}}).value())["middle"], TableTier::kHost);
+  auto zero = PlaceTables(m.graph, {0, {}});
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(TierBytes(*zero, TableTier::kDevice), 64);
+  EXPECT_EQ(ToPlacement(*zero).host.size(), 3u);
+}
+
+TEST(TableBudget, NamedTiersComeFirstAndMistakesAreErrors) {
+  FourTables m;
+  // large named for the GPU takes the budget's first 640 bytes, shared 64; small (160) still fits,
+  // middle (320) not.
+  auto named = PlaceTables(m.graph, {1000, {{"large", TableTier::kDevice}}});
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  auto tiers = Tiers(*named);
+  EXPECT_EQ(tiers["large"], TableTier::kDevice);
+  EXPECT_EQ(tiers["small"], TableTier::kDevice);
+  EXPECT_EQ(tiers["middle"], TableTier::kHost);
+  // Named for host memory without a budget.
+  EXPECT_EQ(Tiers(PlaceTables(m.graph, {-1, {{"small", TableTier::kHost}}}).value())["small"], TableTier::kHost);
+
+  auto unknown = PlaceTables(m.graph, {-1, {{"nope", TableTier::kHost}}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("'nope', which is not an embedding table"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("small, middle, large, shared"), std::string::npos)
+      << unknown.status().message();
+  auto shared = PlaceTables(m.graph, {-1, {{"shared", TableTier::kHost}}});
+  ASSERT_FALSE(shared.ok());
+  EXPECT_NE(shared.status().message().find("read by other ops than lookups"), std::string::npos);
+  auto over = PlaceTables(m.graph, {100, {{"large", TableTier::kDevice}}});
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("more than tables.gpu_budget_mb allows"), std::string::npos);
+}
+
+TEST(TableBudget, ConfigReadsTheBudgetAndTiers) {
+  auto c = ParseModelConfig("tables: {dtype: BF16, gpu_budget_mb: 512, tiers: {t0: host, t1: gpu}}", true);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->table_gpu_budget_mb, 512);
+  EXPECT_EQ(c->table_tiers.at("t0"), "host");
+  EXPECT_EQ(c->table_tiers.at("t1"), "gpu");
+  EXPECT_EQ(ParseModelConfig("{}", false)->table_gpu_budget_mb, -1);
+  for (const char* bad : {"tables: {gpu_budget_mb: -1}", "tables: {gpu_budget_mb: 1.5}", "tables: {tiers: [t0]}",
+                          "tables: {tiers: {t0: ssd}}", "tables: {cache: true}"}) {
+    auto r = ParseModelConfig(bad, true);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("tables"), std::string::npos) << r.status().ToString();
+  }
+}
+
+// A model loads with its placement, which inspect and metrics read; a tier naming no table fails
+// the load with the names it has.
+TEST(TableBudget, ModelPlacesItsTablesAtLoad) {
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  ModelOptions options;
+  options.table_gpu_budget_mb = 0;
+  auto model = Model::Load(dir, -1, options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->tables().size(), 26u);
+  EXPECT_EQ(TierBytes((*model)->tables(), TableTier::kDevice), 0);
+  EXPECT_EQ((*model)->config().table_gpu_budget_mb, 0);
+  testing::ExpectZooScores(**model, "dlrm_dcnv2", 1e-5);
+
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok());
+  config->table_tiers["tables.99.weight"] = "host";
+  auto bad = Model::LoadFile(dir + "/1/model.onnx", *config);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tables.99.weight"), std::string::npos) << bad.status().ToString();
+}
+
+// On the GPU, every zoo model with all its tables in host memory, and with every other table there,
+// scores as with all of them on the device and as the CPU.
+TEST(TableBudget, TablesInHostMemoryScoreAsOnTheDevice) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  for (const std::string name : {"dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"}) {
+    const std::string dir = testing::SourcePath("models/zoo/" + name);
+    ModelOptions options;
+    options.backend = cuda;
+    options.table_gpu_budget_mb = 0;
+    auto host = Model::Load(dir, -1, options);
+    ASSERT_TRUE(host.ok()) << name << ": " << host.status().ToString();
+    EXPECT_GT(TierBytes((*host)->tables(), TableTier::kHost), 0) << name;
+    testing::ExpectZooScores(**host, name, 1e-5);
+
+    auto config = LoadModelConfig(dir);
+    ASSERT_TRUE(config.ok());
+    options.table_gpu_budget_mb.reset();
+    auto device = Model::Load(dir, -1, options);
+    ASSERT_TRUE(device.ok()) << device.status().ToString();
+    for (size_t i = 0; i < (*device)->tables().size(); i += 2) {
+      if ((*device)->tables()[i].lookups_only) config->table_tiers[(*device)->tables()[i].name] = "host";
+    }
+    auto mixed = Model::LoadFile(dir + "/1/model.onnx", *config, options);
+    ASSERT_TRUE(mixed.ok()) << name << ": " << mixed.status().ToString();
+    testing::ExpectZooScores(**mixed, name, 1e-5);
+
+    std::mt19937_64 rng(11);
+    for (int64_t rows : {1, 37}) {
+      InferRequest r = (*device)->ExampleRequest(rows, 5);
+      RandomizeFloats(r, static_cast<uint32_t>(rng()));
+      auto want = (*device)->Infer(r);
+      auto got = (*host)->Infer(r);
+      auto got_mixed = (*mixed)->Infer(r);
+      ASSERT_TRUE(want.ok() && got.ok() && got_mixed.ok()) << name;
+      for (size_t i = 0; i < want->size(); ++i) {
+        EXPECT_EQ(testing::RelativeError((*got)[i].data, (*want)[i].data), 0) << name;
+        EXPECT_EQ(testing::RelativeError((*got_mixed)[i].data, (*want)[i].data), 0) << name;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rankd
