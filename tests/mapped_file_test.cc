@@ -38,6 +38,22 @@ TEST(MappedFile, UnchangedFileChecksOk) {
   EXPECT_EQ(MappedFile::Open(path + ".missing").status().code(), StatusCode::kNotFound);
 }
 
+// A GPU backend copies what lies in a mapped file rather than page-locking it (model_resources.cc).
+TEST(MappedFile, KnowsWhichMemoryItMaps) {
+  auto f = MappedFile::Open(WriteBytes("overlaps", 1 << 16, 'o'));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const uint8_t* data = (*f)->data();
+  EXPECT_TRUE(MappedFile::Overlaps(data, 1));
+  EXPECT_TRUE(MappedFile::Overlaps(data + 1000, 64));
+  EXPECT_TRUE(MappedFile::Overlaps(data - 16, 17));  // its last byte is the mapping's first
+  EXPECT_FALSE(MappedFile::Overlaps(data - 16, 16));
+  EXPECT_FALSE(MappedFile::Overlaps(data + (1 << 16), 8));
+  std::vector<uint8_t> heap(4096);
+  EXPECT_FALSE(MappedFile::Overlaps(heap.data(), heap.size()));
+  f->reset();
+  EXPECT_FALSE(MappedFile::Overlaps(data, 1));
+}
+
 TEST(MappedFile, RewrittenInPlaceAtTheSameSizeFailsCheck) {
   std::string path = WriteBytes("rewritten", 1 << 16, 'a');
   auto f = MappedFile::Open(path);

@@ -74,6 +74,16 @@ int64_t MtimeNs(const struct stat& st) { return int64_t{st.st_mtim.tv_sec} * 100
 
 }  // namespace
 
+bool MappedFile::Overlaps(const void* at, size_t bytes) {
+  const auto begin = reinterpret_cast<uintptr_t>(at), end = begin + bytes;
+  MutexLock lock(g_slots_mu);
+  for (const Slot& s : g_slots) {
+    const uintptr_t b = s.begin.load(std::memory_order_acquire);
+    if (b != 0 && begin < s.end.load(std::memory_order_acquire) && b < end) return true;
+  }
+  return false;
+}
+
 StatusOr<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;

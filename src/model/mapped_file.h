@@ -36,6 +36,10 @@ class MappedFile {
   // OK while the file is as it was when opened; Unavailable, naming the file, once it was truncated
   // under the mapping or rewritten.
   Status Check() const;
+  // Whether any byte of [at, at + bytes) lies in a file mapped by a MappedFile alive now. Such
+  // memory is the page cache's: a GPU backend copies it rather than page-locking it in place
+  // (long-term pinning of file pages can spin in the kernel while it migrates them).
+  static bool Overlaps(const void* at, size_t bytes);
 
  private:
   MappedFile() = default;

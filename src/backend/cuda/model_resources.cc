@@ -7,6 +7,7 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/small_rows_gemm.h"
+#include "model/mapped_file.h"
 
 namespace rankd::cuda {
 namespace {
@@ -108,18 +109,16 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
   return r;
 }
 
-// A table's own memory is page-locked and mapped where it lies (a memory-mapped file's pages, or
-// the heap copy a load pass made), with read-only access where the device supports it: the
-// mapping of a file is read-only. Ranges that cannot be locked (a page already locked for a
-// neighbouring table of the same file, a system that refuses file pages) are copied once into
-// page-locked memory instead. Called with the capture gate held.
+// A table in the process's own memory (the ONNX file's tensor data, the copy a load pass made) is
+// page-locked and mapped where it lies. A table in a memory-mapped external-data file is copied
+// once into page-locked memory instead: long-term pinning of page-cache pages made the kernel spin
+// for minutes on an H200 host (kernel 6.18) while it migrated them. So is a range that cannot be
+// locked (a page already locked for a neighbouring table). Called with the capture gate held.
 Status CudaModelResources::MapHostTable(const Tensor& table) {
   void* at = const_cast<void*>(table.raw());
-  int read_only = 0;
-  cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, device_);
-  unsigned flags = cudaHostRegisterMapped | cudaHostRegisterPortable | (read_only ? cudaHostRegisterReadOnly : 0u);
+  const unsigned flags = cudaHostRegisterMapped | cudaHostRegisterPortable;
   void* device_at = nullptr;
-  if (cudaHostRegister(at, table.bytes(), flags) == cudaSuccess) {
+  if (!MappedFile::Overlaps(at, table.bytes()) && cudaHostRegister(at, table.bytes(), flags) == cudaSuccess) {
     registered_.push_back(at);
     RANKD_CUDA_RETURN(cudaHostGetDevicePointer(&device_at, at, 0));
   } else {
