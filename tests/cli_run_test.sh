@@ -48,4 +48,23 @@ grep -q "1 dot interactions fused" "$tmp/dot_nodes" || fail "inspect: $(cat "$tm
 [ "$(grep -c "= DotInteraction(" "$tmp/dot_nodes")" = 1 ] || fail "inspect --nodes: $(cat "$tmp/dot_nodes")"
 "$rankd" inspect --model-repo "$src/models/zoo" --model bst --nodes >"$tmp/nodes" || fail "inspect --nodes failed"
 [ "$(grep -c "= SoftmaxAttention(" "$tmp/nodes")" = 3 ] || fail "inspect --nodes: $(cat "$tmp/nodes")"
+# The table placement: with a budget of 0 every table of the tiny DLRM is in host memory.
+"$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 --table-gpu-budget-mb 0 >"$tmp/placed" ||
+  fail "inspect --table-gpu-budget-mb failed"
+grep -q "^tables: 26, 0.0 KiB on the GPU, 812.5 KiB in host memory (GPU budget for tables: 0.0 KiB)" "$tmp/placed" ||
+  fail "inspect placement: $(grep '^tables' "$tmp/placed")"
+[ "$(grep -c "tables\.[0-9]*\.weight *host " "$tmp/placed")" = 26 ] || fail "inspect: every table on host"
+
+# The cache simulator: hit ratios per capacity, the policy within Belady's optimum, a snapshot file.
+"$rankd" bench cache --rows 20000 --accesses 100000 --capacity 500,2000 --snapshot "$tmp/hot.bin" \
+  --json "$tmp/cache.json" >"$tmp/cache" || fail "bench cache failed"
+[ -s "$tmp/hot.bin" ] || fail "bench cache wrote no snapshot"
+/usr/bin/python3 - "$tmp/cache.json" <<'PY' || fail "bench cache results: $(cat "$tmp/cache")"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+assert [x["capacity"] for x in r] == [500, 2000], r
+for x in r:
+    assert 0.3 < x["policy_hit_ratio"] <= x["belady_hit_ratio"] <= 1, x
+assert r[0]["policy_hit_ratio"] < r[1]["policy_hit_ratio"], r
+PY
 echo "cli_run: ok"

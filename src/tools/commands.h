@@ -128,4 +128,20 @@ struct BenchLoadArgs {
 // it could not start.
 int BenchLoadCommand(const BenchLoadArgs& args);
 
+struct BenchCacheArgs {
+  int64_t rows = 1'000'000;  // the table's rows
+  double zipf = 1.05;        // the trace's Zipf exponent
+  int64_t accesses = 4'000'000;
+  int64_t drift_every = 0;                              // accesses between moves of the hot set; 0: stationary
+  int64_t drift_rows = 0;                               // how far the hot set moves each time
+  std::vector<int64_t> capacities = {10'000, 100'000};  // cache sizes in rows
+  uint64_t seed = 1;
+  std::string snapshot_path;  // round-trip the halfway snapshot through this file
+  std::string json_path;      // also write the results here
+  std::string command_line;   // recorded in the output
+};
+// The cache policy on a synthetic trace against Belady's optimum and the static oracle; 0 when it
+// ran, 2 when a snapshot could not be written or read.
+int BenchCacheCommand(const BenchCacheArgs& args);
+
 }  // namespace rankd

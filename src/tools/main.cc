@@ -176,6 +176,24 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bench_load->add_option("--p99-target-ms", load.p99_target_ms, "Report the highest rate whose p99 stays under this");
   bench_load->add_option("--json", load.json_path, "Write the JSON results here (default: stdout)");
+
+  rankd::BenchCacheArgs cache;
+  auto* bench_cache = bench_cmd->add_subcommand(
+      "cache", "The GPU cache's policy on a Zipf trace against Belady's optimum and the static oracle");
+  bench_cache->add_option("--rows", cache.rows, "Rows of the table")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  bench_cache->add_option("--zipf", cache.zipf, "Zipf exponent of the accesses")->check(CLI::Range(0.01, 10.0));
+  bench_cache->add_option("--accesses", cache.accesses, "Accesses in the trace")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 32));
+  bench_cache->add_option("--drift-every", cache.drift_every, "Accesses between moves of the hot set (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  bench_cache->add_option("--drift-rows", cache.drift_rows, "Ranks the hot set moves by each time")
+      ->check(CLI::NonNegativeNumber);
+  bench_cache->add_option("--capacity", cache.capacities, "Cache sizes in rows (a sweep when several)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  bench_cache->add_option("--seed", cache.seed, "Seed of the trace and the policy's sampler");
+  bench_cache->add_option("--snapshot", cache.snapshot_path, "Write and read back the halfway hotness snapshot here");
+  bench_cache->add_option("--json", cache.json_path, "Also write the results here");
   bench_cmd->require_subcommand(1);
 
   CLI11_PARSE(app, argc, argv);
@@ -188,6 +206,10 @@ int main(int argc, char** argv) {
   if (bench_server->parsed()) {
     bench.command_line = command_line;
     return rankd::BenchServerCommand(bench);
+  }
+  if (bench_cache->parsed()) {
+    cache.command_line = command_line;
+    return rankd::BenchCacheCommand(cache);
   }
   if (bench_load->parsed()) {
     load.command_line = command_line;

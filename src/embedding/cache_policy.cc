@@ -1,0 +1,76 @@
+#include "embedding/cache_policy.h"
+
+#include <algorithm>
+
+#include "rankd/status.h"
+
+namespace rankd {
+
+CachePolicy::CachePolicy(const CachePolicyOptions& options)
+    : capacity_(std::max<int64_t>(options.capacity, 1)),
+      sample_(std::max(options.sample, 1)),
+      record_changes_(options.record_changes),
+      sketch_(options.sketch_counters > 0 ? options.sketch_counters : 4 * capacity_,
+              options.reset_period > 0 ? options.reset_period : 20 * capacity_),
+      rng_(options.seed) {
+  slot_of_.reserve(static_cast<size_t>(capacity_));
+  key_of_.reserve(static_cast<size_t>(capacity_));
+}
+
+bool CachePolicy::Access(uint64_t key) {
+  sketch_.Add(key);
+  if (slot_of_.count(key)) return true;
+  if (size() < capacity_) {
+    Insert(key, size(), std::nullopt);
+    return false;
+  }
+  // The least frequent of a few sampled cached keys is the victim; the missed key must beat it.
+  std::uniform_int_distribution<int64_t> any_slot(0, capacity_ - 1);
+  int64_t victim = any_slot(rng_);
+  int victim_count = sketch_.Estimate(key_of_[static_cast<size_t>(victim)]);
+  for (int i = 1; i < sample_; ++i) {
+    const int64_t slot = any_slot(rng_);
+    const int count = sketch_.Estimate(key_of_[static_cast<size_t>(slot)]);
+    if (count < victim_count) victim = slot, victim_count = count;
+  }
+  if (sketch_.Estimate(key) <= victim_count) return false;
+  const uint64_t evicted = key_of_[static_cast<size_t>(victim)];
+  slot_of_.erase(evicted);
+  Insert(key, victim, evicted);
+  return false;
+}
+
+void CachePolicy::Insert(uint64_t key, int64_t slot, std::optional<uint64_t> evicted) {
+  if (slot == static_cast<int64_t>(key_of_.size())) {
+    key_of_.push_back(key);
+  } else {
+    key_of_[static_cast<size_t>(slot)] = key;
+  }
+  slot_of_[key] = slot;
+  if (record_changes_) changes_.push_back({key, slot, evicted});
+}
+
+std::vector<CachePolicy::Change> CachePolicy::TakeChanges() {
+  std::vector<Change> taken;
+  taken.swap(changes_);
+  return taken;
+}
+
+std::vector<std::pair<uint64_t, int>> CachePolicy::Snapshot() const {
+  std::vector<std::pair<uint64_t, int>> hot;
+  hot.reserve(key_of_.size());
+  for (uint64_t key : key_of_) hot.emplace_back(key, sketch_.Estimate(key));
+  std::stable_sort(hot.begin(), hot.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return hot;
+}
+
+void CachePolicy::WarmStart(std::span<const std::pair<uint64_t, int>> hottest) {
+  for (const auto& [key, count] : hottest) {
+    if (size() >= capacity_) break;
+    if (slot_of_.count(key)) continue;
+    sketch_.Raise(key, count / 2);
+    Insert(key, size(), std::nullopt);
+  }
+}
+
+}  // namespace rankd

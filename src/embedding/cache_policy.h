@@ -1,0 +1,86 @@
+// CachePolicy: which rows of the embedding tables a GPU cache of fixed size holds.
+//
+// Keys are 64-bit (RowKey: a table's index in the top 16 bits, the row below). The cache has
+// `capacity` slots; a cached key owns one slot until it is evicted, so the device side keeps its
+// rows in a [capacity, dim] buffer and an index from key to slot (docs/embedding.md).
+//
+// W-TinyLFU's core, sized for Zipf traffic: every access counts in a FrequencySketch (aged by
+// halving, so a hot set that moves is followed); a miss on a full cache samples `sample` cached
+// keys and proposes the least frequent as victim, and the missed key is admitted only if the
+// sketch has seen it more often than the victim (a one-off scan cannot flush hot rows). An admitted
+// key takes the victim's slot; each insertion (with what it evicted) is queued as a Change for the
+// device side, which copies the rows off the request path.
+//
+// The trace simulator (`rankd bench cache`) runs this class as the server does. Not thread-safe:
+// one owner feeds it accesses and takes its changes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "embedding/frequency_sketch.h"
+
+namespace rankd {
+
+// The cache key of row `row` of table `table` (table < 65,536, row < 2^48).
+inline uint64_t RowKey(int table, int64_t row) {
+  return (static_cast<uint64_t>(table) << 48) | (static_cast<uint64_t>(row) & ((uint64_t{1} << 48) - 1));
+}
+
+struct CachePolicyOptions {
+  int64_t capacity = 0;         // slots (rows); at least 1
+  int sample = 8;               // cached keys sampled for a victim
+  int64_t sketch_counters = 0;  // per sketch row; 0: four times the capacity (at least 64)
+  int64_t reset_period = 0;     // sketch increments between halvings; 0: ten times its counters per row
+  bool record_changes = true;   // queue Changes for the device side (the simulator turns it off)
+  uint64_t seed = 1;            // the victim sampler's
+};
+
+class CachePolicy {
+ public:
+  explicit CachePolicy(const CachePolicyOptions& options);
+
+  // An insertion into slot `slot`: the device side copies `key`'s row there; `evicted`, if any,
+  // leaves the index.
+  struct Change {
+    uint64_t key;
+    int64_t slot;
+    std::optional<uint64_t> evicted;
+  };
+
+  // One lookup of `key`: true when it is cached now (a hit). A miss counts it and may admit it.
+  bool Access(uint64_t key);
+  // The changes queued since the last call, oldest first.
+  std::vector<Change> TakeChanges();
+
+  // The cached keys with their sketch estimates, most frequent first: a hotness snapshot that the
+  // next run warms from (hotness_snapshot.h).
+  std::vector<std::pair<uint64_t, int>> Snapshot() const;
+  // Fills empty slots with `hottest` (most frequent first; keys already cached are skipped) and
+  // raises their estimates to the saved counts, so that they are not evicted by the first misses.
+  void WarmStart(std::span<const std::pair<uint64_t, int>> hottest);
+
+  bool Contains(uint64_t key) const { return slot_of_.count(key) > 0; }
+  int64_t size() const { return static_cast<int64_t>(slot_of_.size()); }
+  int64_t capacity() const { return capacity_; }
+  const FrequencySketch& sketch() const { return sketch_; }
+
+ private:
+  void Insert(uint64_t key, int64_t slot, std::optional<uint64_t> evicted);
+
+  const int64_t capacity_;
+  const int sample_;
+  const bool record_changes_;
+  FrequencySketch sketch_;
+  std::unordered_map<uint64_t, int64_t> slot_of_;  // cached key -> its slot
+  std::vector<uint64_t> key_of_;                   // slot -> key; slots below size() are taken
+  std::vector<Change> changes_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace rankd
