@@ -55,6 +55,13 @@ grep -q "^tables: 26, 0.0 KiB on the GPU, 812.5 KiB in host memory (GPU budget f
   fail "inspect placement: $(grep '^tables' "$tmp/placed")"
 [ "$(grep -c "tables\.[0-9]*\.weight *host " "$tmp/placed")" = 26 ] || fail "inspect: every table on host"
 
+# The cache sizing from a request file: a row per size, hit ratios within Belady's.
+"$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 --requests "$src/tests/data/zoo/dlrm_dcnv2.requests.jsonl" \
+  --cache-mb 0.01,0.1 >"$tmp/sizing" || fail "inspect --requests failed"
+grep -q "^cache sizing from 12 requests: 2802 lookups" "$tmp/sizing" || fail "inspect sizing: $(cat "$tmp/sizing")"
+[ "$(grep -cE "^ +[0-9.]+ KiB +[0-9]+ +0\.[0-9]{4} +0\.[0-9]{4} +[01]\.[0-9]{4}$" "$tmp/sizing")" = 2 ] ||
+  fail "inspect sizing rows: $(cat "$tmp/sizing")"
+
 # The cache simulator: hit ratios per capacity, the policy within Belady's optimum, a snapshot file.
 "$rankd" bench cache --rows 20000 --accesses 100000 --capacity 500,2000 --snapshot "$tmp/hot.bin" \
   --json "$tmp/cache.json" >"$tmp/cache" || fail "bench cache failed"

@@ -134,6 +134,9 @@ class Model {
                                                 const std::vector<int64_t>& ragged_max_lengths) const;
   // The plan a request would run (validating it like Infer).
   StatusOr<std::shared_ptr<const Plan>> PlanForRequest(const InferRequest& request) const;
+  // The graph's inputs a request becomes (validating it like Infer), for inspection: they view
+  // the request's tensors, so `request` must outlive them.
+  StatusOr<PreparedRequest> PrepareForInspection(const InferRequest& request) const;
   // Kernels, copies and memsets one run of `plan` puts on the device (Executor::CountLaunches).
   StatusOr<Executor::Launches> CountLaunches(const Plan& plan) const;
   // A small valid request (rows candidates, ragged rows of `ragged_length` ids 0, dense zeros),

@@ -96,6 +96,12 @@ Status Model::Admit(const InferRequest& request, std::span<const LengthSums> len
   return Status::Ok();
 }
 
+StatusOr<PreparedRequest> Model::PrepareForInspection(const InferRequest& request) const {
+  PreparedRequest prepared;
+  RANKD_RETURN_IF_ERROR(Admit(request, {}, prepared));
+  return prepared;
+}
+
 Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& prepared,
                                std::span<const LengthSums> length_sums) const {
   RequestTensorScope request_tensors;  // the offsets and repeated rows, pinned where a GPU reads them

@@ -32,6 +32,8 @@ struct InspectArgs {
   bool hoisting = true;                        // false: load without user-side hoisting
   std::string table_dtype;                     // FP32 | BF16 | FP16; empty: the model config's tables.dtype
   std::optional<int64_t> table_gpu_budget_mb;  // unset: the model config's tables.gpu_budget_mb
+  std::string requests;                        // KServe JSON bodies, one per line: size a cache of the tables on them
+  std::vector<double> cache_mb;                // the cache sizes to try; empty: 1%, 5%, 20% and 50% of the tables
 };
 int InspectCommand(const InspectArgs& args);
 

@@ -3,8 +3,12 @@
 #include <filesystem>
 #include <map>
 
+#include "embedding/cache_bounds.h"
+#include "embedding/cache_policy.h"
+#include "embedding/lookup_trace.h"
 #include "serving/model.h"
 #include "tools/commands.h"
+#include "tools/request_file.h"
 
 namespace rankd {
 namespace {
@@ -94,6 +98,61 @@ void PrintTables(const Model& model) {
   }
 }
 
+// How much GPU memory a cache of the model's tables would need for what hit ratio, on the lookups
+// of the requests in `path` replayed in order (embedding/cache_policy.h, cache_bounds.h).
+int PrintCacheSizing(const Model& model, const std::string& path, std::vector<double> sizes_mb) {
+  auto lines = ReadRequestFile(path);
+  if (!lines.ok()) {
+    std::fprintf(stderr, "rankd inspect: %s\n", lines.status().ToString().c_str());
+    return 2;
+  }
+  const std::vector<TableInfo>& tables = model.tables();
+  std::vector<uint64_t> trace;
+  for (const RequestLine& line : *lines) {
+    auto prepared = model.PrepareForInspection(line.request);
+    if (!prepared.ok()) {
+      std::fprintf(stderr, "rankd inspect: %s\n", prepared.status().ToString().c_str());
+      return 2;
+    }
+    AppendLookups(model.graph(), tables, prepared->inputs, trace);
+  }
+  if (trace.empty()) {
+    std::printf("cache sizing: the requests look up no table\n");
+    return 0;
+  }
+  // A slot holds a row of the table it caches: the lookups' mean row size prices a slot.
+  double row_bytes = 0;
+  for (uint64_t key : trace) {
+    const TableInfo& t = tables[static_cast<size_t>(key >> 48)];
+    row_bytes += static_cast<double>(t.bytes) / static_cast<double>(std::max<int64_t>(t.shape[0], 1));
+  }
+  row_bytes /= static_cast<double>(trace.size());
+  if (sizes_mb.empty()) {  // 1%, 5%, 20% and 50% of the tables
+    const double all = static_cast<double>(TierBytes(tables, TableTier::kDevice) + TierBytes(tables, TableTier::kHost));
+    for (double share : {0.01, 0.05, 0.2, 0.5}) sizes_mb.push_back(all * share / (1 << 20));
+  }
+  std::printf(
+      "cache sizing from %zu requests: %zu lookups, a row %.0f bytes on average (Belady: the optimum; "
+      "oracle: the most looked-up rows, fixed)\n",
+      lines->size(), trace.size(), row_bytes);
+  std::printf("  %12s %12s %8s %8s %8s\n", "GPU memory", "rows", "policy", "belady", "oracle");
+  for (double mb : sizes_mb) {
+    const auto capacity = std::max<int64_t>(1, static_cast<int64_t>(mb * (1 << 20) / row_bytes));
+    CachePolicyOptions options;
+    options.capacity = capacity;
+    options.record_changes = false;
+    CachePolicy policy(options);
+    int64_t hits = 0;
+    for (uint64_t key : trace) hits += policy.Access(key) ? 1 : 0;
+    const auto n = static_cast<double>(trace.size());
+    std::printf("  %12s %12lld %8.4f %8.4f %8.4f\n", Human(static_cast<int64_t>(mb * (1 << 20))).c_str(),
+                static_cast<long long>(capacity), static_cast<double>(hits) / n,
+                static_cast<double>(BeladyHits(trace, capacity)) / n,
+                static_cast<double>(StaticOracleHits(trace, capacity)) / n);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int InspectCommand(const InspectArgs& args) {
@@ -170,7 +229,7 @@ int InspectCommand(const InspectArgs& args) {
   if (args.nodes) PrintNodes(g);
   PrintTables(model);
   std::printf("weights and tables in all: %s\n", Human(g.ConstantBytes()).c_str());
-  return 0;
+  return args.requests.empty() ? 0 : PrintCacheSizing(model, args.requests, args.cache_mb);
 }
 
 }  // namespace rankd

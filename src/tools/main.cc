@@ -30,6 +30,11 @@ int main(int argc, char** argv) {
       ->add_option("--table-dtype", inspect.table_dtype,
                    "FP32 | BF16 | FP16: how bag tables are stored (default: the config's)")
       ->check(CLI::IsMember({"FP32", "BF16", "FP16"}));
+  inspect_cmd->add_option("--requests", inspect.requests,
+                          "KServe JSON bodies, one per line: estimate the hit ratio of a GPU cache of the tables");
+  inspect_cmd->add_option("--cache-mb", inspect.cache_mb, "GPU memory sizes for --requests' estimate (MB)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   inspect_cmd
       ->add_option("--table-gpu-budget-mb", inspect.table_gpu_budget_mb,
                    "GPU memory for embedding tables; the rest stay in host memory (default: the config's)")
