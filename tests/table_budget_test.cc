@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 
+#include "common/host_memory.h"
 #include "embedding/lookup_trace.h"
 #include "frontend/kserve_json.h"
 #include "model/config.h"
@@ -16,6 +17,9 @@
 #include "onnx/onnx_pb.h"
 #include "serving/model.h"
 #include "test_util.h"
+#if RANKD_HAVE_CUDA
+#include "backend/cuda/faults.h"
+#endif
 
 namespace rankd {
 namespace {
@@ -293,6 +297,49 @@ TEST(TableBudget, TablesFromAMappedFileScoreAsInTheModelFile) {
     EXPECT_TRUE(MappedFile::Overlaps((*host)->graph().constants.at((*host)->tables()[0].value).raw(), 1));
     testing::ExpectZooScores(**host, "dlrm_dcnv2", 1e-5);
   }
+}
+
+TEST(HostMemory, ReadsMemAvailable) {
+  auto parsed = ParseMemAvailable("MemTotal:       131072000 kB\nMemFree:         1000 kB\nMemAvailable:   2048 kB\n");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(*parsed, 2048 * 1024);
+  EXPECT_FALSE(ParseMemAvailable("MemTotal: 1 kB\n").ok());
+  EXPECT_FALSE(ParseMemAvailable("MemAvailable: lots\n").ok());
+  auto here = AvailableHostMemory();
+  ASSERT_TRUE(here.ok()) << here.status().ToString();
+  EXPECT_GT(*here, 0);
+}
+
+// Copies of mapped tables in page-locked memory must fit the host's available memory, or the load
+// is refused saying so; with room, the same load serves.
+TEST(TableBudget, HostTablesThatDoNotFitTheHostAreRefused) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+#if RANKD_HAVE_CUDA && RANKD_FAULT_INJECTION
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok());
+  const std::string path = WithExternalTables("dlrm_dcnv2");
+  ModelOptions options;
+  options.backend = cuda;
+  options.table_gpu_budget_mb = 0;
+  cuda::DeviceFaults faults;
+  faults.host_mb = 1;
+  cuda::SetDeviceFaults(faults);
+  auto refused = Model::LoadFile(path, *config, options);
+  faults.host_mb = 4096;
+  cuda::SetDeviceFaults(faults);
+  auto fits = Model::LoadFile(path, *config, options);
+  cuda::SetDeviceFaults(cuda::DeviceFaults{});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("MB of page-locked host memory; 1 MB are available"), std::string::npos)
+      << refused.status().ToString();
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  testing::ExpectZooScores(**fits, "dlrm_dcnv2", 1e-5);
+#else
+  GTEST_SKIP() << "a build without fault injection";
+#endif
 }
 
 }  // namespace

@@ -61,6 +61,7 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
     int64_t* fault = key == "fault_fail_allocations_over_mb" ? &o.fault_fail_allocations_over_mb
                      : key == "fault_poison_after_runs"      ? &o.fault_poison_after_runs
                      : key == "fault_device_mb"              ? &o.fault_device_mb
+                     : key == "fault_host_mb"                ? &o.fault_host_mb
                                                              : nullptr;
     if (!fault) return InvalidArgument("--cuda: unknown fault '" + key + "'");
     RANKD_ASSIGN_OR_RETURN(*fault, ParseCount(key, value, 0, int64_t{1} << 30));
@@ -95,7 +96,8 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::EnableGemmTuning(o.gemm_tuning);
   cuda::SetGemmLog(o.gemm_log);
   cuda::EnableSplitKGemm(o.split_k);
-  cuda::SetDeviceFaults({o.fault_fail_allocations_over_mb, o.fault_poison_after_runs, o.fault_device_mb});
+  cuda::SetDeviceFaults(
+      {o.fault_fail_allocations_over_mb, o.fault_poison_after_runs, o.fault_device_mb, o.fault_host_mb});
   return Status::Ok();
 #else
   CudaOptions defaults;

@@ -9,9 +9,12 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_health.h"
+#include "backend/cuda/faults.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/model_resources.h"
 #include "backend/cuda/pinned_pool.h"
+#include "common/host_memory.h"
+#include "model/mapped_file.h"
 
 namespace rankd {
 namespace {
@@ -24,6 +27,8 @@ constexpr int64_t kSeparateRoomBytes = int64_t{64} << 20;
 // batches they meet): the larger of this and kKeptFreeShare of the device.
 constexpr int64_t kKeptFreeBytes = int64_t{256} << 20;
 constexpr int64_t kKeptFreeShare = 50;  // 1/50: 2%
+// What page-locking tables' copies leaves of the host's available memory.
+constexpr int64_t kKeptHostBytes = int64_t{1} << 30;
 
 int64_t Mb(int64_t bytes) { return (bytes + (1 << 20) - 1) >> 20; }
 
@@ -55,6 +60,25 @@ class CudaBackendImpl final : public Backend {
     return std::shared_ptr<ModelResources>(std::move(r));
   }
   DeviceKind device_kind() const override { return DeviceKind::kCuda; }
+  // The tables placed in host memory that lie in mapped files are copied into page-locked memory
+  // (model_resources.cc), which cannot be swapped out: refused unless the host has them available
+  // with kKeptHostBytes to spare.
+  static Status CheckHostRoom(const Graph& graph, const TablePlacement& tables) {
+    int64_t copies = 0;
+    for (const auto& [id, t] : graph.constants) {
+      if (tables.OnHost(id) && MappedFile::Overlaps(t.raw(), t.bytes())) copies += static_cast<int64_t>(t.bytes());
+    }
+    if (copies == 0) return Status::Ok();
+    int64_t available = cuda::InjectedHostBytes();
+    if (available < 0) {
+      RANKD_ASSIGN_OR_RETURN(available, AvailableHostMemory());
+    }
+    if (copies + kKeptHostBytes <= available) return Status::Ok();
+    return ResourceExhausted("the tables placed in host memory need " + std::to_string(Mb(copies)) +
+                             " MB of page-locked host memory; " + std::to_string(Mb(available)) +
+                             " MB are available and " + std::to_string(Mb(kKeptHostBytes)) +
+                             " MB stay free (a larger tables.gpu_budget_mb keeps more of them on the GPU)");
+  }
   Status Health() const override { return cuda::DeviceHealth(); }
   // The weights on the device (tables in host memory take none) with their bf16 copies, and each
   // executor's fixed buffers (cuBLASLt's workspace and a separate-room workspace) against what the
@@ -63,6 +87,7 @@ class CudaBackendImpl final : public Backend {
   // requests then run alone.
   Status CheckRoom(const Graph& graph, const PrepareOptions& options, int executors) const override {
     RANKD_RETURN_IF_ERROR(cuda::DeviceHealth());
+    RANKD_RETURN_IF_ERROR(CheckHostRoom(graph, options.tables));
     RANKD_ASSIGN_OR_RETURN(cuda::DeviceMemory memory, cuda::QueryDeviceMemory());
     const int64_t weights = static_cast<int64_t>(cuda::CudaModelResources::DeviceBytes(graph, options));
     const int64_t n = executors > 0 ? executors : DefaultExecutors();

@@ -10,6 +10,7 @@ std::atomic<int64_t> fail_allocations_over{-1};  // bytes
 std::atomic<int64_t> poison_after_runs{-1};
 std::atomic<int64_t> runs{0};
 std::atomic<int64_t> device_bytes{-1};
+std::atomic<int64_t> host_bytes{-1};
 
 __global__ void WriteToInvalidAddress(int* where) { *where = 1; }
 
@@ -20,6 +21,7 @@ void SetDeviceFaults(const DeviceFaults& faults) {
   poison_after_runs = faults.poison_after_runs;
   runs = 0;
   device_bytes = faults.device_mb < 0 ? -1 : faults.device_mb << 20;
+  host_bytes = faults.host_mb < 0 ? -1 : faults.host_mb << 20;
 }
 
 bool AllocationFails(size_t bytes) {
@@ -39,5 +41,7 @@ Status LaunchPoisonKernel(cudaStream_t stream) {
 }
 
 int64_t InjectedDeviceBytes() { return device_bytes.load(std::memory_order_relaxed); }
+
+int64_t InjectedHostBytes() { return host_bytes.load(std::memory_order_relaxed); }
 
 }  // namespace rankd::cuda

@@ -7,6 +7,8 @@
 //                             invalid address first: a real sticky error that poisons the context
 //   device_mb                 the device seems to have this many MB, less what DeviceBuffers hold
 //                             (a load that does not fit beside the serving models)
+//   host_mb                   the host seems to have this many MB available (a load whose
+//                             host-memory tables do not fit)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,6 +23,7 @@ struct DeviceFaults {
   int64_t fail_allocations_over_mb = -1;
   int64_t poison_after_runs = -1;
   int64_t device_mb = -1;
+  int64_t host_mb = -1;
 };
 
 void SetDeviceFaults(const DeviceFaults& faults);
@@ -32,5 +35,7 @@ bool RunPoisons();
 Status LaunchPoisonKernel(cudaStream_t stream);
 // The injected device size in bytes, or -1.
 int64_t InjectedDeviceBytes();
+// The injected available host memory in bytes, or -1.
+int64_t InjectedHostBytes();
 
 }  // namespace rankd::cuda
