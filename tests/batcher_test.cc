@@ -104,6 +104,51 @@ TEST(Batcher, FullQueueRefusesAndKeepsOwnership) {
   EXPECT_EQ(ran.load(), 3);
 }
 
+// With max_queue_wait, a request finding the queue's head older than the bound is refused at once
+// and stays the caller's; once the queue drains, requests are taken again. A fake clock.
+TEST(Batcher, QueueBehindItsWaitBoundRefusesNewRequests) {
+  std::mutex gate;
+  gate.lock();
+  std::atomic<int64_t> now_us{0};
+  const auto epoch = BatchClock::now();
+  BatcherOptions o;
+  o.policy.cost_budget = 10;  // one request per batch
+  o.policy.max_queue_delay = std::chrono::microseconds(0);
+  o.policy.max_queue_wait = std::chrono::milliseconds(20);
+  o.now = [&] { return epoch + std::chrono::microseconds(now_us.load()); };
+  std::atomic<int> ran{0};
+  auto at = [&](int id) {
+    auto t = Make(id);
+    t->info.enqueued = o.now();
+    return t;
+  };
+  {
+    Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
+      std::lock_guard<std::mutex> wait(gate);
+      ran += static_cast<int>(batch.size());
+    });
+    auto first = at(0);
+    ASSERT_TRUE(b.Enqueue(first).ok());
+    while (b.queued() > 0) std::this_thread::yield();  // the executor took it and is blocked
+    auto head = at(1);
+    ASSERT_TRUE(b.Enqueue(head).ok());  // an empty queue: nothing is behind
+    now_us = 20'000;                    // the head has waited exactly the bound: still taken
+    auto second = at(2);
+    ASSERT_TRUE(b.Enqueue(second).ok());
+    now_us = 20'001;
+    auto late = at(3);
+    Status s = b.Enqueue(late);
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+    EXPECT_NE(s.message().find("the queue is behind: its oldest request has waited 20 ms"), std::string::npos)
+        << s.ToString();
+    ASSERT_NE(late, nullptr);  // still the caller's
+    gate.unlock();
+    while (b.queued() > 0) std::this_thread::yield();  // drained
+    ASSERT_TRUE(b.Enqueue(late).ok());
+  }
+  EXPECT_EQ(ran.load(), 4);
+}
+
 TEST(Batcher, ExpiredRequestsFailAndNeverRun) {
   std::atomic<int> failed{0}, ran{0};
   {

@@ -72,7 +72,7 @@ TEST(CostModel, RecoversLinearCostsAndFindsTheKnee) {
 TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {
   auto c = ParseModelConfig(R"({"dynamic_batching": {"max_queue_delay_microseconds": 200, "max_batch_size": 512,
       "priority_levels": 3, "default_priority_level": 2, "cost_per_row": 1.5, "cost_budget": 100,
-      "preferred_batch_size": [256, 64, 256]}})",
+      "preferred_batch_size": [256, 64, 256], "max_queue_wait_microseconds": 20000}})",
                             false);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(c->batching.enabled);
@@ -81,14 +81,17 @@ TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {
   EXPECT_EQ(c->batching.priority_levels, 3);
   EXPECT_EQ(c->batching.cost_per_row, 1.5);
   EXPECT_EQ(c->batching.preferred_batch_size, std::vector<int64_t>({64, 256}));
+  EXPECT_EQ(c->batching.max_queue_wait_microseconds, 20000);
+  EXPECT_EQ(ParseModelConfig("batching: {}", true)->batching.max_queue_wait_microseconds, 0);
   EXPECT_LT(c->batching.cost_per_request, 0);  // measured at warm-up
   EXPECT_FALSE(ParseModelConfig("{}", false)->batching.enabled);
   EXPECT_FALSE(ParseModelConfig("batching: {enabled: false}", true)->batching.enabled);
-  for (const char* bad : {R"({"batching": {"max_queue_delay": 5}})", R"({"batching": {"max_batch_size": -1}})",
-                          R"({"batching": {"cost_per_row": "fast"}})", R"({"batching": {"cost_budget": 0}})",
-                          R"({"batching": {"priority_levels": 2, "default_priority_level": 3}})",
-                          R"({"batching": {"preferred_batch_size": [0]}})",
-                          R"({"batching": {"preferred_batch_size": 8}})", R"({"batching": []})"}) {
+  for (const char* bad :
+       {R"({"batching": {"max_queue_delay": 5}})", R"({"batching": {"max_batch_size": -1}})",
+        R"({"batching": {"cost_per_row": "fast"}})", R"({"batching": {"cost_budget": 0}})",
+        R"({"batching": {"priority_levels": 2, "default_priority_level": 3}})",
+        R"({"batching": {"preferred_batch_size": [0]}})", R"({"batching": {"preferred_batch_size": 8}})",
+        R"({"batching": []})", R"({"batching": {"max_queue_wait_microseconds": -5}})"}) {
     auto parsed = ParseModelConfig(bad, false);
     EXPECT_FALSE(parsed.ok()) << bad;
     if (!parsed.ok()) {

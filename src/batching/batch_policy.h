@@ -40,7 +40,11 @@ struct BatchPolicyOptions {
   int64_t max_batch_rows = 65536;                  // Triton's max_batch_size, in rows
   std::chrono::microseconds max_queue_delay{500};  // Triton's max_queue_delay_microseconds
   size_t max_enqueued = 1024;                      // past this, new requests are refused (UNAVAILABLE)
-  std::vector<int64_t> preferred_rows;             // Triton's preferred_batch_size, in rows; ascending
+  // While the request at the head of the queue has waited longer than this, new requests are
+  // refused (UNAVAILABLE): past its capacity a model answers some requests quickly and refuses the
+  // rest at once, instead of making every request wait as long as the queue is. 0: no bound.
+  std::chrono::microseconds max_queue_wait{0};
+  std::vector<int64_t> preferred_rows;  // Triton's preferred_batch_size, in rows; ascending
 };
 
 struct BatchDecision {

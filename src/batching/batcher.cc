@@ -25,6 +25,17 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task) {
     if (queue_.size() >= options_.policy.max_enqueued) {
       return Unavailable("the queue is full (" + std::to_string(queue_.size()) + " requests); retry later");
     }
+    const auto bound = options_.policy.max_queue_wait;
+    if (bound.count() > 0 && !queue_.empty()) {
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::microseconds>(options_.now() - queue_.front()->info.enqueued);
+      if (waited > bound) {
+        return Unavailable("the queue is behind: its oldest request has waited " +
+                           std::to_string(waited.count() / 1000) + " ms, more than the " +
+                           std::to_string(bound.count() / 1000) +
+                           " ms max_queue_wait_microseconds allows; retry later");
+      }
+    }
     // Behind every task of equal or higher priority: arrival order within a priority.
     auto pos = std::find_if(queue_.begin(), queue_.end(), [&](const std::unique_ptr<BatchTask>& q) {
       return q->info.priority < task->info.priority;

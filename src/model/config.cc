@@ -118,9 +118,9 @@ StatusOr<BatchingConfig> ParseBatching(const json& j) {
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "batching must be a mapping"));
   RANKD_RETURN_IF_ERROR(CheckKeys(
       j,
-      {"enabled", "max_queue_delay_microseconds", "max_batch_size", "max_queue_size", "default_timeout_microseconds",
-       "priority_levels", "default_priority_level", "executors", "preferred_batch_size", "cost_per_row",
-       "cost_per_sequence_element", "cost_per_request", "cost_budget"},
+      {"enabled", "max_queue_delay_microseconds", "max_batch_size", "max_queue_size", "max_queue_wait_microseconds",
+       "default_timeout_microseconds", "priority_levels", "default_priority_level", "executors", "preferred_batch_size",
+       "cost_per_row", "cost_per_sequence_element", "cost_per_request", "cost_budget"},
       "batching"));
   BatchingConfig b;
   b.enabled = true;
@@ -140,6 +140,7 @@ StatusOr<BatchingConfig> ParseBatching(const json& j) {
   RANKD_RETURN_IF_ERROR(integer("max_queue_delay_microseconds", b.max_queue_delay_microseconds, 0));
   RANKD_RETURN_IF_ERROR(integer("max_batch_size", b.max_batch_size, 0));
   RANKD_RETURN_IF_ERROR(integer("max_queue_size", b.max_queue_size, 1));
+  RANKD_RETURN_IF_ERROR(integer("max_queue_wait_microseconds", b.max_queue_wait_microseconds, 0));
   RANKD_RETURN_IF_ERROR(integer("default_timeout_microseconds", b.default_timeout_microseconds, 0));
   RANKD_RETURN_IF_ERROR(integer("priority_levels", b.priority_levels, 0));
   RANKD_RETURN_IF_ERROR(integer("default_priority_level", b.default_priority_level, 0));
