@@ -4,6 +4,8 @@
 #include <numeric>
 #include <set>
 
+#include "embedding/lookups.h"
+
 namespace rankd {
 
 const char* TableTierName(TableTier tier) { return tier == TableTier::kDevice ? "gpu" : "host"; }
@@ -16,28 +18,15 @@ StatusOr<TableTier> ParseTableTier(const std::string& name) {
 
 std::vector<TableInfo> FindTables(const Graph& graph) {
   std::set<int> tables;
-  for (const Node& n : graph.nodes) {
-    if ((n.op == "EmbeddingBag" || (n.op == "Gather" && n.GetInt("axis", 0) == 0)) && graph.IsConstant(n.inputs[0]))
-      tables.insert(n.inputs[0]);
-    if (n.op == "ConcatEmbeddingBags") {  // a bag part's first input is its table
-      size_t first = 0;
-      for (int64_t count : n.GetInts("parts")) {
-        if (count > 1 && graph.IsConstant(n.inputs[first])) tables.insert(n.inputs[first]);
-        first += static_cast<size_t>(count);
-      }
-    }
-  }
   // Any other read: an input of a node that is not a table slot, or a graph output.
   std::set<int> other_reads(graph.outputs.begin(), graph.outputs.end());
   for (const Node& n : graph.nodes) {
     std::vector<bool> table_slot(n.inputs.size(), false);
-    if (n.op == "EmbeddingBag" || (n.op == "Gather" && n.GetInt("axis", 0) == 0)) table_slot[0] = true;
-    if (n.op == "ConcatEmbeddingBags") {
-      size_t first = 0;
-      for (int64_t count : n.GetInts("parts")) {
-        if (count > 1) table_slot[first] = true;
-        first += static_cast<size_t>(count);
-      }
+    for (const Lookup& l : NodeLookups(n)) {
+      const int table = n.inputs[l.table_input];
+      if (!graph.IsConstant(table)) continue;
+      tables.insert(table);
+      table_slot[l.table_input] = true;
     }
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (!table_slot[i] && n.inputs[i] >= 0) other_reads.insert(n.inputs[i]);
