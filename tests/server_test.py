@@ -285,6 +285,9 @@ class ServingTest(unittest.TestCase):
         self.assertGreater(metrics["nv_inference_compute_infer_duration_us" + label], 0)
         self.assertIn('nv_inference_request_summary_us{model="mmoe",version="1",quantile="0.99"}', metrics)
         self.assertIn("rankd_inflight_requests", metrics)
+        # W1's 26 tables of 1,000 x 8 FP32, all on the device (no budget): per loaded version.
+        self.assertEqual(metrics['rankd_table_bytes{model="dlrm_dcnv2",version="1",tier="gpu"}'], 26 * 1000 * 8 * 4)
+        self.assertEqual(metrics['rankd_table_bytes{model="dlrm_dcnv2",version="1",tier="host"}'], 0)
 
 
 def enable_batching(model_dir, knobs="max_queue_delay_microseconds: 2000"):

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "serving/repository.h"
+
 namespace rankd {
 
 void Metrics::RecordSuccess(const std::string& model, int64_t version, const RequestTiming& t) {
@@ -104,6 +106,22 @@ std::string Metrics::Text() const {
       "# TYPE rankd_model_load_failures counter\n";
   for (const auto& [model, count] : load_failures_) {
     out += "rankd_model_load_failures{model=\"" + model + "\"} " + std::to_string(count) + "\n";
+  }
+  return out;
+}
+
+std::string TableBytesText(const ModelRepository& repository) {
+  std::string out =
+      "# HELP rankd_table_bytes Bytes of embedding tables per tier (gpu: device memory; host: page-locked host "
+      "memory the GPU reads in place)\n# TYPE rankd_table_bytes gauge\n";
+  for (const RepositoryIndexEntry& e : repository.Index()) {
+    if (e.state != "READY") continue;
+    auto model = repository.Get(e.name, e.version);
+    if (!model.ok()) continue;  // unloaded since the index was taken
+    for (TableTier tier : {TableTier::kDevice, TableTier::kHost}) {
+      out += "rankd_table_bytes{model=\"" + e.name + "\",version=\"" + std::to_string(e.version) + "\",tier=\"" +
+             TableTierName(tier) + "\"} " + std::to_string(TierBytes((*model)->tables(), tier)) + "\n";
+    }
   }
   return out;
 }

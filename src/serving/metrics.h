@@ -14,6 +14,8 @@
 //   rankd_graph_captures, _capture_duration_us plans captured (warm-up and background) and the time taken
 //   rankd_bucket_real_rows / _padded_rows     rows of bucketed executions before and after padding
 //   rankd_batch_merges_deferred               batches run as their requests: no graph for their bucket yet
+//   rankd_table_bytes{tier}                   embedding tables' bytes on the GPU and in host memory, per
+//                                             loaded version (TableBytesText, docs/embedding.md)
 // Thread-safe.
 #pragma once
 
@@ -60,5 +62,9 @@ class Metrics {
   std::atomic<int64_t> inflight_{0};
   std::atomic<uint64_t> overload_refusals_{0};
 };
+
+class ModelRepository;
+// rankd_table_bytes{model, version, tier="gpu"|"host"} for every version `repository` serves now.
+std::string TableBytesText(const ModelRepository& repository);
 
 }  // namespace rankd

@@ -198,23 +198,10 @@ int BenchLoadCommand(const BenchLoadArgs& args) {
     const bool within = l.errors == 0 && l.timeouts == 0 && l.achieved_rate >= 0.95 * rate &&
                         (args.p99_target_ms <= 0 || l.p99_ms <= args.p99_target_ms);
     if (within) best_rate = std::max(best_rate, rate);
-    json statuses = json::object();
-    for (const auto& [code, count] : l.statuses) statuses[std::to_string(code)] = count;
-    results.push_back({{"offered_rate", l.offered_rate},
-                       {"achieved_rate", l.achieved_rate},
-                       {"sent", l.sent},
-                       {"ok", l.ok},
-                       {"failed", l.errors},
-                       {"statuses", statuses},
-                       {"p50_ms", l.p50_ms},
-                       {"p90_ms", l.p90_ms},
-                       {"p99_ms", l.p99_ms},
-                       {"p999_ms", l.p999_ms},
-                       {"mean_ms", l.mean_ms},
-                       {"max_ms", l.max_ms},
-                       {"spread", l.spread},
-                       {"requests_per_execution", r.requests_per_execution},
-                       {"cpu_ms_per_request", r.cpu_ms_per_request}});
+    json result = LoadResultJson(l);
+    result["requests_per_execution"] = r.requests_per_execution;
+    result["cpu_ms_per_request"] = r.cpu_ms_per_request;
+    results.push_back(std::move(result));
   }
   out["results"] = results;
   if (args.p99_target_ms > 0) {

@@ -80,25 +80,6 @@ StatusOr<std::vector<LoadOptions::Body>> ReadBodies(const BenchServerArgs& args)
   return bodies;
 }
 
-json ToJson(const LoadResult& r) {
-  json statuses = json::object();
-  for (const auto& [code, count] : r.statuses) statuses[std::to_string(code)] = count;
-  return {{"offered_rate", r.offered_rate},
-          {"achieved_rate", r.achieved_rate},
-          {"sent", r.sent},
-          {"ok", r.ok},
-          {"errors", r.errors},
-          {"timeouts", r.timeouts},
-          {"statuses", statuses},
-          {"p50_ms", r.p50_ms},
-          {"p90_ms", r.p90_ms},
-          {"p99_ms", r.p99_ms},
-          {"p999_ms", r.p999_ms},
-          {"mean_ms", r.mean_ms},
-          {"max_ms", r.max_ms},
-          {"spread", r.spread}};
-}
-
 }  // namespace
 
 int BenchServerCommand(const BenchServerArgs& args) {
@@ -162,7 +143,7 @@ int BenchServerCommand(const BenchServerArgs& args) {
     bool within = r->errors == 0 && r->timeouts == 0 && r->achieved_rate >= 0.95 * rate &&
                   (args.p99_target_ms <= 0 || r->p99_ms <= args.p99_target_ms);
     if (within) best_rate = std::max(best_rate, rate);
-    results.push_back(ToJson(*r));
+    results.push_back(LoadResultJson(*r));
   }
   out["results"] = results;
   if (args.p99_target_ms > 0) {

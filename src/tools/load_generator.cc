@@ -97,4 +97,23 @@ StatusOr<LoadResult> RunOpenLoop(const LoadOptions& options) {
   return options.protocol == LoadOptions::Protocol::kGrpc ? RunGrpcLoad(options) : RunHttpLoad(options);
 }
 
+nlohmann::json LoadResultJson(const LoadResult& r) {
+  nlohmann::json statuses = nlohmann::json::object();
+  for (const auto& [code, count] : r.statuses) statuses[std::to_string(code)] = count;
+  return {{"offered_rate", r.offered_rate},
+          {"achieved_rate", r.achieved_rate},
+          {"sent", r.sent},
+          {"ok", r.ok},
+          {"errors", r.errors},
+          {"timeouts", r.timeouts},
+          {"statuses", statuses},
+          {"p50_ms", r.p50_ms},
+          {"p90_ms", r.p90_ms},
+          {"p99_ms", r.p99_ms},
+          {"p999_ms", r.p999_ms},
+          {"mean_ms", r.mean_ms},
+          {"max_ms", r.max_ms},
+          {"spread", r.spread}};
+}
+
 }  // namespace rankd

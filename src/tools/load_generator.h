@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "rankd/status.h"
 
 namespace rankd {
@@ -58,6 +60,9 @@ struct LoadResult {
   // when the server falls behind (latency grows through the run) or the machine was busy.
   double spread = 0;
 };
+
+// A load level's result as `rankd bench server` and `bench load` write it (JSON).
+nlohmann::json LoadResultJson(const LoadResult& result);
 
 // Runs one load level. Fails when the server cannot be reached at all.
 StatusOr<LoadResult> RunOpenLoop(const LoadOptions& options);

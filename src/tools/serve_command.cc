@@ -90,17 +90,19 @@ int ServeCommand(const ServeArgs& args) {
   metrics_options.port = args.metrics_port;
   metrics_options.worker_threads = 1;
   metrics_options.io_threads = 1;
-  auto metrics_server = HttpServer::Start(metrics_options, [&metrics](const HttpRequest& r, HttpRespond respond) {
-    HttpResponse out;
-    if (r.method != "GET" || r.target.substr(0, r.target.find('?')) != "/metrics") {
-      out.status = 404;
-      out.body = "{\"error\":\"metrics are at GET /metrics\"}";
-    } else {
-      out.content_type = "text/plain; version=0.0.4";
-      out.body = metrics.Text();
-    }
-    respond(std::move(out));
-  });
+  const ModelRepository& models = **repository;
+  auto metrics_server =
+      HttpServer::Start(metrics_options, [&metrics, &models](const HttpRequest& r, HttpRespond respond) {
+        HttpResponse out;
+        if (r.method != "GET" || r.target.substr(0, r.target.find('?')) != "/metrics") {
+          out.status = 404;
+          out.body = "{\"error\":\"metrics are at GET /metrics\"}";
+        } else {
+          out.content_type = "text/plain; version=0.0.4";
+          out.body = metrics.Text() + TableBytesText(models);
+        }
+        respond(std::move(out));
+      });
   if (!metrics_server.ok()) {
     std::fprintf(stderr, "rankd serve: %s\n", metrics_server.status().ToString().c_str());
     return 2;
