@@ -130,7 +130,6 @@ Status CudaModelResources::MapHostTable(const Tensor& table) {
     RANKD_CUDA_RETURN(cudaHostGetDevicePointer(&device_at, copy, 0));
   }
   copies_[&table] = device_at;
-  host_table_bytes_ += table.bytes();
   return Status::Ok();
 }
 

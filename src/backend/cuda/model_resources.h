@@ -22,9 +22,6 @@ class CudaModelResources final : public ModelResources {
   ~CudaModelResources() override;
   // The device memory Upload takes for `graph` prepared with `options`.
   static size_t DeviceBytes(const Graph& graph, const PrepareOptions& options);
-  // The bytes of tables kept in host memory, and how many of them had to be copied there.
-  size_t host_table_bytes() const { return host_table_bytes_; }
-  int copied_host_tables() const { return static_cast<int>(host_copies_.size()); }
   // The address kernels read a graph constant at (device memory, or mapped host memory for a
   // table kept there), or nullptr for any other tensor.
   void* Find(const Tensor* constant) const;
@@ -50,7 +47,6 @@ class CudaModelResources final : public ModelResources {
   std::unordered_map<const Tensor*, void*> copies_;
   std::vector<void*> registered_;   // host ranges page-locked in place (cudaHostRegister)
   std::vector<void*> host_copies_;  // page-locked copies (cudaHostAlloc)
-  size_t host_table_bytes_ = 0;
   std::unordered_map<const void*, const void*> bf16_weights_, bf16_weights_nk_, bf16_weights_padded_;
 };
 
