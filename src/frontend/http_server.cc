@@ -300,6 +300,9 @@ void HttpServer::Impl::RefuseSocket(tcp::socket& socket) {
 }
 
 void HttpServer::Impl::RefuseOneWithReserve() {
+  // Another thread may have taken the descriptor freed last time before it was reopened: try again,
+  // so that a transient use elsewhere does not end the refusals for good.
+  if (reserve_fd_ < 0) reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (reserve_fd_ < 0) return;
   ::close(reserve_fd_);
   reserve_fd_ = -1;
