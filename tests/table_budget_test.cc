@@ -95,8 +95,29 @@ TEST(TableBudget, KeepsTheSmallestTablesOnTheDeviceWithinTheBudget) {
   EXPECT_EQ(placement.host.size(), 1u);
   EXPECT_TRUE(placement.OnHost(m.large));
   EXPECT_FALSE(placement.OnHost(m.small));
-  // One byte less and middle goes too; a budget of 0 leaves only the shared table.
-  EXPECT_EQ(Tiers(PlaceTables(m.graph, {543, {}}).value())["middle"], TableTier::kHost);
+  // One byte less and middle goes too: the 319 bytes left are shared by the caches of middle and
+  // large in proportion to their bytes (106 and 212), each less its index (4 bytes a row): 1 row
+  // of middle (26 bytes of room), 3 of large (52).
+  auto cached = PlaceTables(m.graph, {543, {}});
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  tiers = Tiers(*cached);
+  EXPECT_EQ(tiers["middle"], TableTier::kCache);
+  EXPECT_EQ(tiers["large"], TableTier::kCache);
+  for (const TableInfo& t : *cached) {
+    if (t.name == "middle") {
+      EXPECT_EQ(t.cache_rows, 1);
+    } else if (t.name == "large") {
+      EXPECT_EQ(t.cache_rows, 3);
+    }
+  }
+  EXPECT_EQ(CachesBytes(*cached), 20 * 4 + 16 + 40 * 4 + 3 * 16);
+  EXPECT_LE(TierBytes(*cached, TableTier::kDevice) + CachesBytes(*cached), 543);
+  placement = ToPlacement(*cached);
+  EXPECT_TRUE(placement.host.empty());
+  EXPECT_EQ(placement.CacheRows(m.large), 3);
+  EXPECT_TRUE(placement.OnHost(m.large));
+  EXPECT_EQ(placement.CacheRows(m.small), 0);
+  // A budget of 0 leaves only the shared table, and no room for any cache.
   auto zero = PlaceTables(m.graph, {0, {}});
   ASSERT_TRUE(zero.ok());
   EXPECT_EQ(TierBytes(*zero, TableTier::kDevice), 64);
@@ -112,7 +133,7 @@ TEST(TableBudget, NamedTiersComeFirstAndMistakesAreErrors) {
   auto tiers = Tiers(*named);
   EXPECT_EQ(tiers["large"], TableTier::kDevice);
   EXPECT_EQ(tiers["small"], TableTier::kDevice);
-  EXPECT_EQ(tiers["middle"], TableTier::kHost);
+  EXPECT_EQ(tiers["middle"], TableTier::kCache);  // the 136 bytes left: 3 rows and the index
   // Named for host memory without a budget.
   EXPECT_EQ(Tiers(PlaceTables(m.graph, {-1, {{"small", TableTier::kHost}}}).value())["small"], TableTier::kHost);
 
@@ -127,6 +148,33 @@ TEST(TableBudget, NamedTiersComeFirstAndMistakesAreErrors) {
   auto over = PlaceTables(m.graph, {100, {{"large", TableTier::kDevice}}});
   ASSERT_FALSE(over.ok());
   EXPECT_NE(over.status().message().find("more than tables.gpu_budget_mb allows"), std::string::npos);
+
+  // Caches: sized by the config, counted against the budget; named for a cache, sized by the budget.
+  TableBudget sized{-1, {}, {{"large", 5}, {"small", 1000}}};
+  auto rows = PlaceTables(m.graph, sized);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  for (const TableInfo& t : *rows) {
+    if (t.name == "large") {
+      EXPECT_EQ(t.cache_rows, 5);
+    } else if (t.name == "small") {
+      EXPECT_EQ(t.cache_rows, 10);  // at most the table's rows
+    }
+  }
+  EXPECT_EQ(Tiers(*rows)["middle"], TableTier::kDevice);
+  sized.gpu_bytes = 100;  // shared (64) and large's cache (160 + 80) do not fit
+  sized.cache_rows.erase("small");
+  ASSERT_FALSE(PlaceTables(m.graph, sized).ok());
+  auto unsized = PlaceTables(m.graph, {-1, {{"large", TableTier::kCache}}});
+  ASSERT_FALSE(unsized.ok());
+  EXPECT_NE(unsized.status().message().find("needs tables.gpu_budget_mb"), std::string::npos);
+  auto no_room = PlaceTables(
+      m.graph, {64 + 100, {{"large", TableTier::kCache}, {"small", TableTier::kHost}, {"middle", TableTier::kHost}}});
+  ASSERT_FALSE(no_room.ok());
+  EXPECT_NE(no_room.status().message().find("less than its index and one row take (176)"), std::string::npos)
+      << no_room.status().ToString();
+  auto shared_cache = PlaceTables(m.graph, {-1, {}, {{"shared", 2}}});
+  ASSERT_FALSE(shared_cache.ok());
+  EXPECT_NE(shared_cache.status().message().find("read by other ops than lookups"), std::string::npos);
 }
 
 TEST(TableBudget, ConfigReadsTheBudgetAndTiers) {
@@ -136,8 +184,15 @@ TEST(TableBudget, ConfigReadsTheBudgetAndTiers) {
   EXPECT_EQ(c->table_tiers.at("t0"), "host");
   EXPECT_EQ(c->table_tiers.at("t1"), "gpu");
   EXPECT_EQ(ParseModelConfig("{}", false)->table_gpu_budget_mb, -1);
+  auto cached = ParseModelConfig("tables: {tiers: {t0: cache}, cache_rows: {t0: 100, t2: 1}}", true);
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  EXPECT_EQ(cached->table_tiers.at("t0"), "cache");
+  EXPECT_EQ(cached->table_cache_rows.at("t0"), 100);
+  EXPECT_EQ(cached->table_cache_rows.at("t2"), 1);
   for (const char* bad : {"tables: {gpu_budget_mb: -1}", "tables: {gpu_budget_mb: 1.5}", "tables: {tiers: [t0]}",
-                          "tables: {tiers: {t0: ssd}}", "tables: {cache: true}"}) {
+                          "tables: {tiers: {t0: ssd}}", "tables: {cache: true}", "tables: {cache_rows: {t0: 0}}",
+                          "tables: {cache_rows: [t0]}", "tables: {cache_rows: {t0: 1.5}}",
+                          "tables: {tiers: {t0: host}, cache_rows: {t0: 5}}"}) {
     auto r = ParseModelConfig(bad, true);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("tables"), std::string::npos) << r.status().ToString();

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/table_cache.h"
 #include "backend/table_placement.h"
 #include "model/graph.h"
 #include "rankd/status.h"
@@ -85,6 +86,9 @@ struct PrepareOptions {
 class ModelResources {
  public:
   virtual ~ModelResources() = default;
+  // The device caches of the tables placed as cached (TablePlacement::cached), by the table's
+  // value id; empty where the backend keeps none. They live as long as these resources.
+  virtual std::map<int, TableCache*> table_caches() const { return {}; }
 };
 
 enum class DeviceKind { kHost, kCuda };

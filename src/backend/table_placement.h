@@ -3,20 +3,32 @@
 // A table on the device is uploaded with the other weights. A table in host memory stays there,
 // page-locked and mapped into the device's address space: the lookup kernels read its rows in place
 // over the bus, so a model whose tables exceed the device's memory still serves, every id from the
-// table itself. The embedding layer decides the placement (embedding/table_budget.h); backends
-// without a device of their own ignore it.
+// table itself. A cached table lives in host memory too, with a cache of some of its rows on the
+// device (table_cache.h): lookups read a cached row from the device and any other from the host.
+// The embedding layer decides the placement (embedding/table_budget.h); backends without a device
+// of their own ignore it.
 #pragma once
 
+#include <cstdint>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace rankd {
 
 struct TablePlacement {
-  // Value ids (Graph::constants' keys) of the tables kept in host memory; every other constant
-  // lives on the device.
+  // Value ids (Graph::constants' keys) of the tables kept in host memory with no device cache.
   std::unordered_set<int> host;
+  // Tables kept in host memory with a device cache: value id -> the cache's rows (at least 1).
+  std::unordered_map<int, int64_t> cached;
 
-  bool OnHost(int value) const { return host.count(value) > 0; }
+  // Whether the table's rows live in host memory (cached or not); every other constant lives on
+  // the device.
+  bool OnHost(int value) const { return host.count(value) > 0 || cached.count(value) > 0; }
+  // The rows of the table's device cache; 0 when it has none.
+  int64_t CacheRows(int value) const {
+    auto it = cached.find(value);
+    return it == cached.end() ? 0 : it->second;
+  }
 };
 
 }  // namespace rankd

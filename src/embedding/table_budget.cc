@@ -8,12 +8,27 @@
 
 namespace rankd {
 
-const char* TableTierName(TableTier tier) { return tier == TableTier::kDevice ? "gpu" : "host"; }
+const char* TableTierName(TableTier tier) {
+  switch (tier) {
+    case TableTier::kDevice:
+      return "gpu";
+    case TableTier::kCache:
+      return "cache";
+    case TableTier::kHost:
+      break;
+  }
+  return "host";
+}
 
 StatusOr<TableTier> ParseTableTier(const std::string& name) {
   if (name == "gpu") return TableTier::kDevice;
+  if (name == "cache") return TableTier::kCache;
   if (name == "host") return TableTier::kHost;
-  return InvalidArgument("table tier '" + name + "' (gpu or host)");
+  return InvalidArgument("table tier '" + name + "' (gpu, cache or host)");
+}
+
+int64_t CacheBytes(const TableInfo& table, int64_t cache_rows) {
+  return table.rows() * static_cast<int64_t>(sizeof(int32_t)) + cache_rows * table.row_bytes();
 }
 
 std::vector<TableInfo> FindTables(const Graph& graph) {
@@ -41,32 +56,62 @@ std::vector<TableInfo> FindTables(const Graph& graph) {
   return found;
 }
 
-StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudget& budget) {
-  std::vector<TableInfo> tables = FindTables(graph);
+namespace {
+
+std::string TableNames(const std::vector<TableInfo>& tables) {
+  std::string known;
+  for (const TableInfo& t : tables) known += (known.empty() ? "" : ", ") + t.name;
+  return known.empty() ? "none" : known;
+}
+
+// The tables' tiers and cache sizes the config names; the device bytes they take.
+StatusOr<int64_t> PlaceNamed(std::vector<TableInfo>& tables, const TableBudget& budget) {
   std::map<std::string, TableTier> named = budget.tiers;
+  for (const auto& [name, rows] : budget.cache_rows) named[name] = TableTier::kCache;
   int64_t on_device = 0;
   for (TableInfo& t : tables) {
     auto it = named.find(t.name);
     if (it == named.end()) continue;
     t.tier = it->second;
     named.erase(it);
-    if (t.tier == TableTier::kHost && !t.lookups_only) {
-      return InvalidArgument("tables.tiers: table '" + t.name +
+    if (t.tier != TableTier::kDevice && !t.lookups_only) {
+      return InvalidArgument("tables: table '" + t.name +
                              "' is read by other ops than lookups, so it stays on the GPU");
     }
     if (t.tier == TableTier::kDevice) on_device += t.bytes;
+    auto rows = budget.cache_rows.find(t.name);
+    if (rows != budget.cache_rows.end()) {
+      t.cache_rows = std::clamp<int64_t>(rows->second, 1, std::max<int64_t>(t.rows(), 1));
+      on_device += CacheBytes(t, t.cache_rows);
+    }
   }
   if (!named.empty()) {
-    std::string known;
-    for (const TableInfo& t : tables) known += (known.empty() ? "" : ", ") + t.name;
-    return InvalidArgument("tables.tiers names '" + named.begin()->first + "', which is not an embedding table of " +
-                           "the model (its tables: " + (known.empty() ? "none" : known) + ")");
+    return InvalidArgument("tables names '" + named.begin()->first + "', which is not an embedding table of " +
+                           "the model (its tables: " + TableNames(tables) + ")");
   }
-  if (budget.gpu_bytes < 0) return tables;
+  return on_device;
+}
+
+}  // namespace
+
+StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudget& budget) {
+  std::vector<TableInfo> tables = FindTables(graph);
+  RANKD_ASSIGN_OR_RETURN(int64_t on_device, PlaceNamed(tables, budget));
+  auto named = [&](const TableInfo& t) {
+    return budget.tiers.count(t.name) > 0 || budget.cache_rows.count(t.name) > 0;
+  };
+  if (budget.gpu_bytes < 0) {
+    for (const TableInfo& t : tables) {
+      if (t.tier == TableTier::kCache && t.cache_rows == 0)
+        return InvalidArgument("tables.tiers puts table '" + t.name +
+                               "' in a cache, which needs tables.gpu_budget_mb (or tables.cache_rows) to size it");
+    }
+    return tables;
+  }
   if (on_device > budget.gpu_bytes) {
-    return InvalidArgument("the tables tables.tiers puts on the GPU take " + std::to_string(on_device) +
-                           " bytes, more than tables.gpu_budget_mb allows (" + std::to_string(budget.gpu_bytes) +
-                           " bytes)");
+    return InvalidArgument("the tables and caches the config sizes take " + std::to_string(on_device) +
+                           " bytes on the GPU, more than tables.gpu_budget_mb allows (" +
+                           std::to_string(budget.gpu_bytes) + " bytes)");
   }
   // The rest, smallest first (then by name, for a placement that does not depend on value ids).
   std::vector<size_t> order(tables.size());
@@ -76,11 +121,30 @@ StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudg
   });
   for (size_t i : order) {
     TableInfo& t = tables[i];
-    if (budget.tiers.count(t.name)) continue;
+    if (named(t)) continue;
     if (!t.lookups_only || on_device + t.bytes <= budget.gpu_bytes) {
       on_device += t.bytes;  // a table read by other ops stays on the GPU whatever the budget
     } else {
-      t.tier = TableTier::kHost;
+      t.tier = TableTier::kCache;
+    }
+  }
+  // What is left, shared by the caches still to be sized in proportion to their tables' bytes.
+  const int64_t left = budget.gpu_bytes - on_device;
+  double sized_bytes = 0;
+  for (const TableInfo& t : tables) sized_bytes += t.tier == TableTier::kCache && t.cache_rows == 0 ? t.bytes : 0;
+  for (TableInfo& t : tables) {
+    if (t.tier != TableTier::kCache || t.cache_rows > 0) continue;
+    const auto share = static_cast<int64_t>(static_cast<double>(left) * static_cast<double>(t.bytes) / sized_bytes);
+    const int64_t room = share - CacheBytes(t, 0);
+    const int64_t rows = t.row_bytes() > 0 ? std::min(room / t.row_bytes(), t.rows()) : 0;
+    if (rows >= 1) {
+      t.cache_rows = rows;
+    } else if (budget.tiers.count(t.name)) {
+      return InvalidArgument("tables.tiers puts table '" + t.name + "' in a cache, and tables.gpu_budget_mb " +
+                             "leaves it " + std::to_string(std::max<int64_t>(share, 0)) + " bytes, less than its " +
+                             "index and one row take (" + std::to_string(CacheBytes(t, 1)) + ")");
+    } else {
+      t.tier = TableTier::kHost;  // not even the index fits: read from host memory alone
     }
   }
   return tables;
@@ -90,6 +154,7 @@ TablePlacement ToPlacement(const std::vector<TableInfo>& tables) {
   TablePlacement placement;
   for (const TableInfo& t : tables) {
     if (t.tier == TableTier::kHost) placement.host.insert(t.value);
+    if (t.tier == TableTier::kCache) placement.cached[t.value] = t.cache_rows;
   }
   return placement;
 }
@@ -97,6 +162,12 @@ TablePlacement ToPlacement(const std::vector<TableInfo>& tables) {
 int64_t TierBytes(const std::vector<TableInfo>& tables, TableTier tier) {
   int64_t total = 0;
   for (const TableInfo& t : tables) total += t.tier == tier ? t.bytes : 0;
+  return total;
+}
+
+int64_t CachesBytes(const std::vector<TableInfo>& tables) {
+  int64_t total = 0;
+  for (const TableInfo& t : tables) total += t.tier == TableTier::kCache ? CacheBytes(t, t.cache_rows) : 0;
   return total;
 }
 

@@ -1,10 +1,14 @@
-// A model's embedding tables, and where each is kept: on the GPU, or in host memory read by the
-// GPU in place, placed by the config's GPU memory budget for tables (docs/embedding.md).
+// A model's embedding tables, and where each is kept: on the GPU; in host memory with a cache of
+// its hot rows on the GPU; or in host memory alone, read by the GPU in place. Placed by the
+// config's GPU memory budget for tables (docs/embedding.md).
 //
 // With no budget every table stays on the device, as it always has. With one, the tables the
 // config names go where it says, and the rest stay on the device smallest first while they fit
 // the budget: every table gets about one lookup per request and feature, so the smallest tables
-// serve the most lookups per byte of device memory. The others are kept in host memory.
+// serve the most lookups per byte of device memory. The others are cached: what the budget has
+// left is shared among their caches in proportion to their bytes (every byte of a cache counts,
+// its index of an int32 per table row included). A table whose share cannot hold its index and
+// a row stays in host memory uncached.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +22,8 @@
 
 namespace rankd {
 
-enum class TableTier { kDevice, kHost };
-// "gpu" or "host", as the config writes them.
+enum class TableTier { kDevice, kCache, kHost };
+// "gpu", "cache" or "host", as the config writes them.
 const char* TableTierName(TableTier tier);
 StatusOr<TableTier> ParseTableTier(const std::string& name);
 
@@ -33,25 +37,39 @@ struct TableInfo {
   // the device. A table anything else reads (a product, say) stays there.
   bool lookups_only = true;
   TableTier tier = TableTier::kDevice;
+  int64_t cache_rows = 0;  // with kCache: the rows its device cache holds (at least 1)
+
+  int64_t rows() const { return shape.empty() ? 0 : shape[0]; }
+  int64_t row_bytes() const { return rows() > 0 ? bytes / rows() : 0; }
 };
 
 struct TableBudget {
-  int64_t gpu_bytes = -1;                  // for tables on the GPU; -1: no limit
+  int64_t gpu_bytes = -1;                  // for tables on the GPU and caches; -1: no limit
   std::map<std::string, TableTier> tiers;  // per table, by its name in the graph
+  // Caches of a given size, by table name (the table is cached whatever `tiers` says of it).
+  std::map<std::string, int64_t> cache_rows = {};
 };
+
+// The device bytes of a cache of `cache_rows` rows of `table`: its index (an int32 per table row)
+// and its rows.
+int64_t CacheBytes(const TableInfo& table, int64_t cache_rows);
 
 // The graph's lookup tables (constants read as the rows of an embedding bag or a row Gather), in
 // value order, each on the device.
 std::vector<TableInfo> FindTables(const Graph& graph);
 
-// FindTables, placed by `budget`. Errors: a tier naming no table of the graph, a table read by
-// other ops than lookups sent to host memory, tables named for the GPU that exceed the budget.
+// FindTables, placed by `budget`. Errors: a tier or cache size naming no table of the graph, a
+// table read by other ops than lookups sent to host memory or cached, tables named for the GPU (and
+// caches of a given size) that exceed the budget, a table named for a cache that the budget leaves
+// no room for (or with no budget to size it by).
 StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudget& budget);
 
-// What the backend is told: the tables kept in host memory.
+// What the backend is told: the tables kept in host memory, and the cached ones' cache sizes.
 TablePlacement ToPlacement(const std::vector<TableInfo>& tables);
 
-// Bytes of the tables on `tier`.
+// Bytes of the tables on `tier` (a cached table's bytes are in host memory: kCache).
 int64_t TierBytes(const std::vector<TableInfo>& tables, TableTier tier);
+// Device bytes of the tables' caches (CacheBytes, summed).
+int64_t CachesBytes(const std::vector<TableInfo>& tables);
 
 }  // namespace rankd

@@ -215,7 +215,7 @@ StatusOr<ShapeBucketsConfig> ParseBuckets(const json& j) {
 Status ParseTables(const json& j, ModelConfig& c) {
   if (j.is_null()) return Status::Ok();
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "tables must be a mapping"));
-  RANKD_RETURN_IF_ERROR(CheckKeys(j, {"dtype", "gpu_budget_mb", "tiers"}, "tables"));
+  RANKD_RETURN_IF_ERROR(CheckKeys(j, {"dtype", "gpu_budget_mb", "tiers", "cache_rows"}, "tables"));
   if (j.contains("dtype")) {
     const json& d = j["dtype"];
     DType dtype = d.is_string() ? DTypeFromName(d.get<std::string>()).value_or(DType::kInvalid) : DType::kInvalid;
@@ -231,11 +231,22 @@ Status ParseTables(const json& j, ModelConfig& c) {
     c.table_gpu_budget_mb = b;
   }
   if (j.contains("tiers")) {
-    RANKD_RETURN_IF_ERROR(Expect(j["tiers"].is_object(), "tables.tiers must map table names to gpu or host"));
+    RANKD_RETURN_IF_ERROR(Expect(j["tiers"].is_object(), "tables.tiers must map table names to gpu, cache or host"));
     for (const auto& [name, tier] : j["tiers"].items()) {
-      RANKD_RETURN_IF_ERROR(Expect(tier.is_string() && (tier == "gpu" || tier == "host"),
-                                   "tables.tiers." + name + " must be gpu or host"));
+      RANKD_RETURN_IF_ERROR(Expect(tier.is_string() && (tier == "gpu" || tier == "cache" || tier == "host"),
+                                   "tables.tiers." + name + " must be gpu, cache or host"));
       c.table_tiers[name] = tier;
+    }
+  }
+  if (j.contains("cache_rows")) {
+    RANKD_RETURN_IF_ERROR(Expect(j["cache_rows"].is_object(), "tables.cache_rows must map table names to rows"));
+    for (const auto& [name, rows] : j["cache_rows"].items()) {
+      RANKD_RETURN_IF_ERROR(
+          Expect(rows.is_number_integer() && rows.get<int64_t>() >= 1 && rows.get<int64_t>() <= (int64_t{1} << 31) - 1,
+                 "tables.cache_rows." + name + " must be an integer from 1 to 2^31 - 1"));
+      RANKD_RETURN_IF_ERROR(Expect(!c.table_tiers.count(name) || c.table_tiers[name] == "cache",
+                                   "tables.cache_rows." + name + " caches a table tables.tiers puts elsewhere"));
+      c.table_cache_rows[name] = rows;
     }
   }
   return Status::Ok();

@@ -88,8 +88,11 @@ struct ModelConfig {
   // tables.gpu_budget_mb: device memory for embedding tables; the tables past it are kept in host
   // memory (docs/embedding.md). -1: no budget, every table on the device.
   int64_t table_gpu_budget_mb = -1;
-  // tables.tiers: a table's tier ("gpu" or "host") by its name, whatever the budget decides.
+  // tables.tiers: a table's tier ("gpu", "cache" or "host") by its name, whatever the budget
+  // decides.
   std::map<std::string, std::string> table_tiers;
+  // tables.cache_rows: a table cached on the GPU with a cache of this many rows, by its name.
+  std::map<std::string, int64_t> table_cache_rows;
   bool derived = false;  // true when there was no config file
 
   const InputConfig* FindInput(const std::string& name) const;

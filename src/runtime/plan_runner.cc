@@ -29,7 +29,11 @@ StatusOr<std::unique_ptr<PlanRunner>> PlanRunner::Create(const Backend& backend,
                                                          std::string model) {
   RANKD_RETURN_IF_ERROR(backend.CheckRoom(graph, options, executors));
   RANKD_ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph, options));
-  return std::unique_ptr<PlanRunner>(new PlanRunner(backend, std::move(resources), executors, std::move(model)));
+  std::unique_ptr<PlanRunner> runner(new PlanRunner(backend, std::move(resources), executors, std::move(model)));
+  const std::map<int, TableCache*> caches =
+      runner->resources_ ? runner->resources_->table_caches() : std::map<int, TableCache*>{};
+  if (!caches.empty()) runner->cache_keeper_ = std::make_unique<CacheKeeper>(graph, caches);
+  return runner;
 }
 
 PlanRunner::PlanRunner(const Backend& backend, std::shared_ptr<ModelResources> resources, int executors,
@@ -59,6 +63,7 @@ StatusOr<std::vector<Tensor>> PlanRunner::RunOn(const std::shared_ptr<const Plan
   PhaseTimer releasing("(executor released)");
   Release(std::move(executor));
   releasing.Stop();
+  if (cache_keeper_ && result.ok()) cache_keeper_->Offer(inputs);
   if (capture) {
     if (captured) {
       ++graph_hits_;

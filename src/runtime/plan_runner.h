@@ -4,6 +4,8 @@
 // of executors made from it. With capture on (a device backend, shape buckets with graphs), a run
 // of a plan that an executor has not captured is counted as a miss and queues the plan's capture on
 // every executor, off the request path; a plan whose capture fails twice runs uncaptured for good.
+// A model with table caches gets their keeper (embedding/cache_keeper.h), which every run's inputs
+// are offered to.
 // Thread-safe.
 #pragma once
 
@@ -20,6 +22,7 @@
 #include "backend/backend.h"
 #include "common/mutex.h"
 #include "compile/plan.h"
+#include "embedding/cache_keeper.h"
 #include "runtime/capture_worker.h"
 #include "runtime/executor.h"
 #include "runtime/executor_pool.h"
@@ -85,6 +88,9 @@ class PlanRunner {
   // Waits until no background capture is queued or running.
   void WaitForCaptures();
   CaptureCounters counters() const;
+  // The keeper of the model's table caches (each run offers it its inputs); null when the model
+  // has none.
+  CacheKeeper* cache_keeper() const { return cache_keeper_.get(); }
 
  private:
   PlanRunner(const Backend& backend, std::shared_ptr<ModelResources> resources, int executors, std::string model);
@@ -101,6 +107,7 @@ class PlanRunner {
   Mutex mu_;
   std::unordered_set<uint64_t> uncapturable_ RANKD_GUARDED_BY(mu_);  // plans whose capture failed
   std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_failures_{0}, capture_us_{0};
+  std::unique_ptr<CacheKeeper> cache_keeper_;      // stopped before the caches it fills go
   std::unique_ptr<CaptureWorker> capture_worker_;  // last: stopped first, while the rest is alive
 };
 

@@ -76,6 +76,7 @@ Status Model::MakeRunner() {
   for (const auto& [table, tier] : config_.table_tiers) {
     RANKD_ASSIGN_OR_RETURN(budget.tiers[table], ParseTableTier(tier));
   }
+  budget.cache_rows = config_.table_cache_rows;
   RANKD_ASSIGN_OR_RETURN(tables_, PlaceTables(c.graph(), budget));
   PrepareOptions prepare{c.precision(), ToPlacement(tables_)};
   RANKD_ASSIGN_OR_RETURN(runner_,

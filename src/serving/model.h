@@ -95,6 +95,8 @@ class Model {
   // The embedding tables and where each is kept (embedding/table_budget.h); on a backend without
   // a device of its own every table is read where it lies, whatever its tier.
   const std::vector<TableInfo>& tables() const { return tables_; }
+  // The keeper of the tables' GPU caches; null when no table is cached.
+  CacheKeeper* cache_keeper() const { return runner_->cache_keeper(); }
   // The signature frontends describe (metadata) and Engine exposes; computed once at load.
   const std::vector<InputSignature>& inputs() const { return input_signature_; }
   const std::vector<OutputSignature>& outputs() const { return output_signature_; }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -18,6 +19,29 @@ namespace rankd {
 namespace cuda {
 class GemmCache;
 }
+
+// A table's device cache as lookup kernels read it (cuda/row_cache.h): slot_of_row[row] is the
+// row's slot in `slots` ([capacity, the table's width], the table's dtype), or -1 for a row read
+// from the table itself. Both are read past the SM's L1 (__ldcg), whose lines are not kept
+// coherent with a slot's new row. Null slot_of_row: no cache.
+struct RowCacheView {
+  const int32_t* slot_of_row = nullptr;
+  const void* slots = nullptr;
+};
+
+// The device caches of a model's tables: by the table's address as kernels see it, the index of
+// its view in `views` (host) and `device_views` (the same array in device memory).
+struct RowCaches {
+  std::unordered_map<const void*, int> index_of;
+  std::vector<RowCacheView> views;
+  const RowCacheView* device_views = nullptr;
+
+  // The cache of the table kernels read at `table`: its index, or -1.
+  int Find(const void* table) const {
+    auto it = index_of.find(table);
+    return it == index_of.end() ? -1 : it->second;
+  }
+};
 
 // One executor's device state; kernels launch on `stream` and nothing else.
 struct DeviceContext {
@@ -28,6 +52,7 @@ struct DeviceContext {
   // A device word: 0, or 1 + the index of the first step that met bad data (an id out of range).
   int* error = nullptr;
   cuda::GemmCache* gemm = nullptr;
+  const RowCaches* row_caches = nullptr;   // the model's table caches (never null in a run)
   Precision precision = Precision::kFp32;  // how fp32 products may round (backend.h)
   // With bf16: the model's weight matrices in bf16 (fp32 device copy -> bf16 copy), and a buffer
   // that products convert their other operands into (sized by the executor before any run).

@@ -15,10 +15,12 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 
-// A warp per bag; lanes stride the embedding dimension.
+// A warp per bag; lanes stride the embedding dimension. A row the table's cache holds is read from
+// its slot, past L1 (RowCacheView).
 template <typename Row, typename Id>
-__global__ void BagKernel(int64_t bags, int64_t rows, int64_t dim, const Row* table, const Id* ids, int64_t n_ids,
-                          const int64_t* offsets, int64_t width, bool mean, float* out, int* error, int step) {
+__global__ void BagKernel(int64_t bags, int64_t rows, int64_t dim, const Row* table, RowCacheView cache, const Id* ids,
+                          int64_t n_ids, const int64_t* offsets, int64_t width, bool mean, float* out, int* error,
+                          int step) {
   int64_t b = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / kWarp;
   int lane = threadIdx.x % kWarp;
   if (b >= bags) return;
@@ -39,11 +41,12 @@ __global__ void BagKernel(int64_t bags, int64_t rows, int64_t dim, const Row* ta
         continue;
       }
       ++count;
-      const Row* row = table + id * dim;
+      const int32_t slot = cache.slot_of_row ? __ldcg(cache.slot_of_row + id) : -1;
+      const Row* row = slot >= 0 ? static_cast<const Row*>(cache.slots) + slot * dim : table + id * dim;
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         int64_t d = d0 + u * kWarp + lane;
-        if (d < dim) acc[u] += ToFloat(row[d]);
+        if (d < dim) acc[u] += ToFloat(slot >= 0 ? __ldcg(row + d) : row[d]);
       }
     }
     float scale = mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f;
@@ -66,10 +69,12 @@ Status EmbeddingBag(const KernelArgs& k) {
   int64_t width = ragged ? 0 : ids.dim(1);
   if (bags == 0 || dim == 0) return Status::Ok();
   unsigned blocks = static_cast<unsigned>((bags + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const int cached = k.device->row_caches ? k.device->row_caches->Find(table.raw()) : -1;
+  const RowCacheView cache = cached >= 0 ? k.device->row_caches->views[static_cast<size_t>(cached)] : RowCacheView{};
   auto launch = [&](auto row_tag, auto id_tag) {
     using Row = decltype(row_tag);
     using Id = decltype(id_tag);
-    BagKernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(bags, rows, dim, table.data<Row>(),
+    BagKernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(bags, rows, dim, table.data<Row>(), cache,
                                                                        ids.data<Id>(), ids.size(), offsets, width, mean,
                                                                        out.data<float>(), k.device->error, k.step);
   };

@@ -33,6 +33,7 @@ struct Launch {
   float* out = nullptr;           // null when the bf16 copy is written alone
   __nv_bfloat16* copy = nullptr;  // when set, the output rounded to bf16 as well (bf16_copies.h)
   int* error = nullptr;
+  const RowCacheView* caches = nullptr;  // the model's table caches (Part::cache), in device memory
   int step = 0;
 };
 static_assert(sizeof(Launch) <= 4096, "a launch's parameters must stay under 4 KiB");
@@ -69,6 +70,11 @@ using SmallLaunch = Shape<4, 4, true, 1>;
 using LargeLaunch = Shape<4, 4, false, 2>;
 
 // Bag b's ids [lo, hi) in part p's ids; bad offsets are reported (when `report`) and give an empty bag.
+// Part p's table cache, if it has one.
+__device__ RowCacheView CacheOf(const Launch& launch, const Part& p) {
+  return p.cache >= 0 ? launch.caches[p.cache] : RowCacheView{};
+}
+
 __device__ void BagRange(const Part& p, int64_t b, bool report, int* error, int step, int64_t& lo, int64_t& hi) {
   lo = p.offsets ? p.offsets[b] : b * p.width;
   hi = p.offsets ? p.offsets[b + 1] : (b + 1) * p.width;
@@ -101,9 +107,11 @@ template <int kIds, int kChunks, typename Row, typename Id>
 __device__ void PoolGroupedRows(const Launch& launch, const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes,
                                 Dst dst) {
   if (p.whole)
-    PoolGrouped<kIds, kChunks, true, Row, Id>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+    PoolGrouped<kIds, kChunks, true, Row, Id>(p, CacheOf(launch, p), lo, hi, lane, row_lanes, dst, launch.error,
+                                              launch.step);
   else
-    PoolGrouped<kIds, kChunks, false, Row, Id>(p, lo, hi, lane, row_lanes, dst, launch.error, launch.step);
+    PoolGrouped<kIds, kChunks, false, Row, Id>(p, CacheOf(launch, p), lo, hi, lane, row_lanes, dst, launch.error,
+                                               launch.step);
 }
 
 // Two pieces a lane halve the lanes a row takes, so twice the bags share a warp's instructions;
@@ -190,13 +198,16 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock, S::kMinBlocks)
   if (real) BagRange(p, b, lane == 0, launch.error, launch.step, lo, hi);
   switch (p.row_type) {
     case RowType::kF32:
-      Pool<S::kIdsInFlight, S::kWarps, float>(p, lo, hi, lane, dst, launch.error, launch.step, slice);
+      Pool<S::kIdsInFlight, S::kWarps, float>(p, CacheOf(launch, p), lo, hi, lane, dst, launch.error, launch.step,
+                                              slice);
       break;
     case RowType::kF16:
-      Pool<S::kIdsInFlight, S::kWarps, __half>(p, lo, hi, lane, dst, launch.error, launch.step, slice);
+      Pool<S::kIdsInFlight, S::kWarps, __half>(p, CacheOf(launch, p), lo, hi, lane, dst, launch.error, launch.step,
+                                               slice);
       break;
     case RowType::kBF16:
-      Pool<S::kIdsInFlight, S::kWarps, __nv_bfloat16>(p, lo, hi, lane, dst, launch.error, launch.step, slice);
+      Pool<S::kIdsInFlight, S::kWarps, __nv_bfloat16>(p, CacheOf(launch, p), lo, hi, lane, dst, launch.error,
+                                                      launch.step, slice);
       break;
   }
 }
@@ -287,6 +298,7 @@ Status LayOutParts(const KernelArgs& k, const Layout& layout, int64_t rows, bool
       p.mean = modes[i] == 1;
       p.id_column = columns.empty() ? -1 : static_cast<int32_t>(columns[i]);
       if (!layout.floors.empty()) p.id_floor = layout.floors[i];
+      p.cache = static_cast<int16_t>(k.device->row_caches ? k.device->row_caches->Find(p.src) : -1);
       int v = 4;
       switch (src.dtype()) {
         case DType::kF32:
@@ -380,6 +392,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     launch.out = k.device->bf16_out && k.device->bf16_out_alone ? nullptr : out.data<float>();
     launch.copy = static_cast<__nv_bfloat16*>(k.device->bf16_out);
     launch.error = k.device->error;
+    launch.caches = k.device->row_caches ? k.device->row_caches->device_views : nullptr;
     launch.step = k.step;
     int64_t blocks = 0;
     for (size_t i = 0; i < n; ++i) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/device.h"
 #include "backend/cuda/dtypes.cuh"
 #include "backend/cuda/indexing.cuh"
 
@@ -46,6 +47,7 @@ struct Part {
   uint8_t group_shift = 0;      // with grouped: log2 of a group's lanes (BagsPerWarp)
   bool whole = false;           // with grouped: the row is a whole number of its group's pieces
   uint8_t chunks_per_lane = 1;  // with grouped: 16-byte pieces of a row each lane of a group reads
+  int16_t cache = -1;           // the table's device cache: its index in the launch's caches (-1: none)
 };
 
 // With grouped: the warp's lane groups, each pooling a bag of its own.
@@ -60,6 +62,7 @@ struct Vec<float> {
   using Raw = float4;
   __device__ static Raw Zero() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
   __device__ static Raw Load(const float* p) { return *reinterpret_cast<const float4*>(p); }
+  __device__ static Raw LoadPastL1(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
   __device__ static void Add(const Raw& x, float (&acc)[kN]) {
     acc[0] += x.x, acc[1] += x.y, acc[2] += x.z, acc[3] += x.w;
   }
@@ -71,6 +74,7 @@ struct Vec16Bit {
   using Raw = uint4;
   __device__ static Raw Zero() { return make_uint4(0, 0, 0, 0); }
   __device__ static Raw Load(const Row* p) { return *reinterpret_cast<const uint4*>(p); }
+  __device__ static Raw LoadPastL1(const Row* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
 };
 template <>
 struct Vec<__half> : Vec16Bit<__half> {
@@ -164,6 +168,29 @@ __device__ inline int64_t Checked(int64_t id, const Part& p, bool report, int* e
   return id < 0 ? -1 : id;
 }
 
+// A row's slot in the table's device cache, or -1 when the row is read from the table (or there
+// is no cache).
+__device__ inline int32_t SlotOf(RowCacheView cache, int64_t id) {
+  return cache.slot_of_row ? __ldcg(cache.slot_of_row + id) : -1;
+}
+
+// The V elements of row `id` of a [rows, dim] table from column d0: from the row's slot where the
+// table's cache holds it, else from the table.
+template <typename Row>
+__device__ typename Vec<Row>::Raw LoadPiece(const Row* table, RowCacheView cache, int64_t dim, int64_t id, int64_t d0) {
+  const int32_t slot = SlotOf(cache, id);
+  if (slot >= 0) return Vec<Row>::LoadPastL1(static_cast<const Row*>(cache.slots) + slot * dim + d0);
+  return Vec<Row>::Load(table + id * dim + d0);
+}
+
+// Element d of row `id`, likewise.
+template <typename Row>
+__device__ float LoadElement(const Row* table, RowCacheView cache, int64_t dim, int64_t id, int64_t d) {
+  const int32_t slot = SlotOf(cache, id);
+  if (slot >= 0) return ToFloat(__ldcg(static_cast<const Row*>(cache.slots) + slot * dim + d));
+  return ToFloat(table[id * dim + d]);
+}
+
 // Lanes that cover a row of `chunks` 16-byte pieces: a power of two, the whole warp at most.
 __host__ __device__ inline int RowLanes(int64_t chunks) {
   int lanes = 1;
@@ -188,8 +215,8 @@ struct Slice {
 // a fixed butterfly; a split bag's slices meet in slice order. The order of the additions thus
 // depends on the table's width and the part's split only.
 template <int kIdsInFlight, typename Row, typename Id>
-__device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step,
-                           Slice slice) {
+__device__ void PoolVector(const Part& p, RowCacheView cache, int64_t lo, int64_t hi, int lane, Dst dst, int* error,
+                           int step, Slice slice) {
   constexpr int V = Vec<Row>::kN;
   const Row* table = static_cast<const Row*>(p.src);
   const Id* ids = static_cast<const Id*>(p.ids);
@@ -214,7 +241,7 @@ __device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
           const int from = k + group + groups * u;
           id[u] = __shfl_sync(kAllLanes, mine, from % kWarp);
           if (from >= n) id[u] = -1;
-          if (id[u] >= 0 && active) raw[u] = Vec<Row>::Load(table + id[u] * p.dim + d0);
+          if (id[u] >= 0 && active) raw[u] = LoadPiece(table, cache, p.dim, id[u], d0);
         }
 #pragma unroll
         for (int u = 0; u < kIdsInFlight; ++u) {
@@ -254,7 +281,8 @@ __device__ void PoolVector(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
 
 // The same, an element per lane (widths or addresses that do not allow 16-byte access).
 template <typename Row, typename Id>
-__device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step) {
+__device__ void PoolScalar(const Part& p, RowCacheView cache, int64_t lo, int64_t hi, int lane, Dst dst, int* error,
+                           int step) {
   const Row* table = static_cast<const Row*>(p.src);
   const Id* ids = static_cast<const Id*>(p.ids);
   for (int64_t d = lane; d < p.dim; d += kWarp) {
@@ -268,7 +296,7 @@ __device__ void PoolScalar(const Part& p, int64_t lo, int64_t hi, int lane, Dst 
         if (d == lane) ReportBadData(error, step);
         continue;
       }
-      acc += ToFloat(table[id * p.dim + d]);
+      acc += LoadElement(table, cache, p.dim, id, d);
       ++count;
     }
     StoreOne(dst, d, p.mean && count > 1 ? acc / static_cast<float>(count) : acc);
@@ -295,8 +323,9 @@ __device__ int GroupedId(Id id, const Part& p, bool report, int* error, int step
 // A lane group's slots first to first + kIds (of the row_lanes ids its lanes hold in `mine`, the
 // first n its bag's) added to acc, every row loaded before any is added. An absent id adds zeros.
 template <int kIds, int kChunks, bool kWhole, typename Row>
-__device__ void PoolIds(const char* columns, uint32_t row_bytes, int mine, int first, int n, int row_lanes,
-                        const bool (&active)[kChunks], float (&acc)[kChunks][Vec<Row>::kN], int& count) {
+__device__ void PoolIds(const char* columns, uint32_t row_bytes, const int32_t* slot_of_row, const char* slot_columns,
+                        int mine, int first, int n, int row_lanes, const bool (&active)[kChunks],
+                        float (&acc)[kChunks][Vec<Row>::kN], int& count) {
   constexpr int V = Vec<Row>::kN;
   typename Vec<Row>::Raw raw[kIds][kChunks];
 #pragma unroll
@@ -305,7 +334,15 @@ __device__ void PoolIds(const char* columns, uint32_t row_bytes, int mine, int f
     if (first + u >= n) id = -1;
     count += id >= 0;
     const char* row = columns + static_cast<uint64_t>(static_cast<uint32_t>(id)) * row_bytes;
-    if constexpr (kWhole) {
+    const int32_t slot = slot_of_row && id >= 0 ? __ldcg(slot_of_row + id) : -1;
+    if (slot >= 0) {  // a cached row, read past L1 (RowCacheView)
+      row = slot_columns + static_cast<uint64_t>(static_cast<uint32_t>(slot)) * row_bytes;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        raw[u][c] = Vec<Row>::Zero();
+        if (kWhole || active[c]) raw[u][c] = Vec<Row>::LoadPastL1(reinterpret_cast<const Row*>(row) + c * V);
+      }
+    } else if constexpr (kWhole) {
       if (id < 0) row = reinterpret_cast<const char*>(kZeroPieces);
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) raw[u][c] = Vec<Row>::Load(reinterpret_cast<const Row*>(row) + c * V);
@@ -335,8 +372,8 @@ __device__ void PoolIds(const char* columns, uint32_t row_bytes, int mine, int f
 // pieces, so every load is unconditional (an absent id's from kZeroPieces); otherwise the loads
 // are predicated.
 template <int kIdsInFlight, int kChunks, bool kWhole, typename Row, typename Id>
-__device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst, int* error,
-                            int step) {
+__device__ void PoolGrouped(const Part& p, RowCacheView cache, int64_t lo, int64_t hi, int lane, int row_lanes, Dst dst,
+                            int* error, int step) {
   constexpr int V = Vec<Row>::kN;
   const Id* ids = static_cast<const Id*>(p.ids);
   const auto row_bytes = static_cast<uint32_t>(p.dim * sizeof(Row));
@@ -349,6 +386,8 @@ __device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) active[c] = kWhole || d0 + c * V < p.dim;
     const char* columns = reinterpret_cast<const char*>(static_cast<const Row*>(p.src) + d0);
+    const char* slot_columns =
+        cache.slots ? reinterpret_cast<const char*>(static_cast<const Row*>(cache.slots) + d0) : nullptr;
     float acc[kChunks][V] = {};
     int count = 0;
     for (int done = 0; done < span; done += row_lanes) {
@@ -357,9 +396,11 @@ __device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int
       const int steps = min(row_lanes, span - done);
       for (int k = 0; k < steps; k += kIdsInFlight) {
         if (kIdsInFlight > 1 && k + 1 == steps) {
-          PoolIds<1, kChunks, kWhole, Row>(columns, row_bytes, mine, k, n, row_lanes, active, acc, count);
+          PoolIds<1, kChunks, kWhole, Row>(columns, row_bytes, cache.slot_of_row, slot_columns, mine, k, n, row_lanes,
+                                           active, acc, count);
         } else {
-          PoolIds<kIdsInFlight, kChunks, kWhole, Row>(columns, row_bytes, mine, k, n, row_lanes, active, acc, count);
+          PoolIds<kIdsInFlight, kChunks, kWhole, Row>(columns, row_bytes, cache.slot_of_row, slot_columns, mine, k, n,
+                                                      row_lanes, active, acc, count);
         }
       }
     }
@@ -375,17 +416,18 @@ __device__ void PoolGrouped(const Part& p, int64_t lo, int64_t hi, int lane, int
 // A warp's bag: 16-byte pieces (PoolVector) or an element per lane. A large launch has no
 // 16-byte part that is not grouped, and does not compile PoolVector (its registers).
 template <int kIdsInFlight, bool kWarps, typename Row>
-__device__ void Pool(const Part& p, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step, Slice slice) {
+__device__ void Pool(const Part& p, RowCacheView cache, int64_t lo, int64_t hi, int lane, Dst dst, int* error, int step,
+                     Slice slice) {
   if (kWarps && p.vector) {
     if (p.wide_ids)
-      PoolVector<kIdsInFlight, Row, int64_t>(p, lo, hi, lane, dst, error, step, slice);
+      PoolVector<kIdsInFlight, Row, int64_t>(p, cache, lo, hi, lane, dst, error, step, slice);
     else
-      PoolVector<kIdsInFlight, Row, int32_t>(p, lo, hi, lane, dst, error, step, slice);
+      PoolVector<kIdsInFlight, Row, int32_t>(p, cache, lo, hi, lane, dst, error, step, slice);
   } else {
     if (p.wide_ids)
-      PoolScalar<Row, int64_t>(p, lo, hi, lane, dst, error, step);
+      PoolScalar<Row, int64_t>(p, cache, lo, hi, lane, dst, error, step);
     else
-      PoolScalar<Row, int32_t>(p, lo, hi, lane, dst, error, step);
+      PoolScalar<Row, int32_t>(p, cache, lo, hi, lane, dst, error, step);
   }
 }
 

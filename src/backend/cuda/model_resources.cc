@@ -77,10 +77,22 @@ size_t ConstantsBytes(const Graph& graph, const TablePlacement& tables) {
   return total;
 }
 
+// The device caches of the cached tables: their indexes and slots.
+size_t CachesBytes(const Graph& graph, const TablePlacement& tables) {
+  size_t total = 0;
+  for (const auto& [id, rows] : tables.cached) {
+    auto it = graph.constants.find(id);
+    if (it == graph.constants.end() || it->second.rank() != 2 || it->second.dim(0) == 0) continue;
+    const Tensor& t = it->second;
+    total += CudaRowCache::DeviceBytes(t.dim(0), static_cast<int64_t>(t.bytes()) / t.dim(0), rows);
+  }
+  return total;
+}
+
 }  // namespace
 
 size_t CudaModelResources::DeviceBytes(const Graph& graph, const PrepareOptions& options) {
-  return ConstantsBytes(graph, options.tables) +
+  return ConstantsBytes(graph, options.tables) + CachesBytes(graph, options.tables) +
          (Bf16Products(options.precision) ? Bf16CopiesBytes(PlanBf16Copies(graph)) : 0);
 }
 
@@ -105,8 +117,41 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
       pos += Aligned(t.bytes());
     }
   }
+  RANKD_RETURN_IF_ERROR(r->MakeCaches(graph, options.tables));
   if (Bf16Products(options.precision)) RANKD_RETURN_IF_ERROR(r->UploadBf16Weights(graph));
   return r;
+}
+
+Status CudaModelResources::MakeCaches(const Graph& graph, const TablePlacement& tables) {
+  for (const auto& [id, rows] : tables.cached) {
+    auto it = graph.constants.find(id);
+    if (it == graph.constants.end())
+      return InvalidArgument("a cache for value " + std::to_string(id) + ", no constant");
+    const Tensor& t = it->second;
+    if (t.rank() != 2 || t.dim(0) == 0 || t.bytes() == 0)
+      return InvalidArgument("a cache for a table of shape " + ShapeToString(t.shape()) + ": tables are [rows, width]");
+    const void* at = copies_.at(&t);
+    RANKD_ASSIGN_OR_RETURN(caches_[id],
+                           CudaRowCache::Create(device_, at, t.dim(0), static_cast<int64_t>(t.bytes()) / t.dim(0),
+                                                std::min(rows, t.dim(0)), &cache_readers_));
+    row_caches_.index_of[at] = static_cast<int>(row_caches_.views.size());
+    row_caches_.views.push_back(caches_[id]->view());
+  }
+  if (row_caches_.views.empty()) return Status::Ok();
+  const size_t bytes = row_caches_.views.size() * sizeof(RowCacheView);
+  RANKD_RETURN_IF_ERROR(cache_views_.Reserve(bytes));
+  {
+    std::lock_guard<std::shared_mutex> gate(CaptureGate());  // a synchronous copy
+    RANKD_CUDA_RETURN(cudaMemcpy(cache_views_.get(), row_caches_.views.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  row_caches_.device_views = static_cast<const RowCacheView*>(cache_views_.get());
+  return Status::Ok();
+}
+
+std::map<int, TableCache*> CudaModelResources::table_caches() const {
+  std::map<int, TableCache*> out;
+  for (const auto& [id, cache] : caches_) out[id] = cache.get();
+  return out;
 }
 
 // A table in the process's own memory (the ONNX file's tensor data, the copy a load pass made) is

@@ -2,12 +2,16 @@
 // shared by the model's executors, with the bf16 copies of product weights a bf16 precision reads.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/device.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/row_cache.h"
+#include "common/grace_period.h"
 
 namespace rankd::cuda {
 
@@ -16,7 +20,8 @@ class CudaModelResources final : public ModelResources {
  public:
   // The constants placed on the device are copied there; the tables `options` places in host
   // memory are page-locked where they lie (or, where that fails, copied once into page-locked
-  // memory) and mapped, so kernels read them in place.
+  // memory) and mapped, so kernels read them in place; the cached ones get their device caches,
+  // empty until the cache's keeper fills them.
   static StatusOr<std::shared_ptr<CudaModelResources>> Upload(const Graph& graph, int device,
                                                               const PrepareOptions& options);
   ~CudaModelResources() override;
@@ -36,10 +41,17 @@ class CudaModelResources final : public ModelResources {
   const std::unordered_map<const void*, const void*>& bf16_weights_padded() const { return bf16_weights_padded_; }
   int device() const { return device_; }
   Precision precision() const { return precision_; }
+  // The tables' device caches, as kernels find them (DeviceContext::row_caches).
+  const RowCaches& row_caches() const { return row_caches_; }
+  std::map<int, TableCache*> table_caches() const override;
+  // The grace period of the runs that may read the caches: executors enter it for each run while
+  // the model has caches (CudaRowCache::Apply waits for it).
+  GracePeriod* cache_readers() { return caches_.empty() ? nullptr : &cache_readers_; }
 
  private:
   Status UploadBf16Weights(const Graph& graph);
   Status MapHostTable(const Tensor& table);
+  Status MakeCaches(const Graph& graph, const TablePlacement& tables);
 
   int device_ = 0;
   Precision precision_ = Precision::kFp32;
@@ -48,6 +60,10 @@ class CudaModelResources final : public ModelResources {
   std::vector<void*> registered_;   // host ranges page-locked in place (cudaHostRegister)
   std::vector<void*> host_copies_;  // page-locked copies (cudaHostAlloc)
   std::unordered_map<const void*, const void*> bf16_weights_, bf16_weights_nk_, bf16_weights_padded_;
+  GracePeriod cache_readers_;
+  std::map<int, std::unique_ptr<CudaRowCache>> caches_;  // by the table's value id
+  RowCaches row_caches_;
+  DeviceBuffer cache_views_;  // row_caches_.views on the device
 };
 
 }  // namespace rankd::cuda

@@ -200,9 +200,21 @@ Status Concat(const KernelArgs& k) {
   return Status::Ok();
 }
 
+// A word of a cached row's slot, read past L1 (RowCacheView).
+template <typename T>
+__device__ T LoadPastL1(const T* p) {
+  if constexpr (sizeof(T) == 8) {
+    return static_cast<T>(__ldcg(reinterpret_cast<const unsigned long long*>(p)));
+  } else {
+    return __ldcg(p);
+  }
+}
+
+// With `cache` (a Gather of rows, axis 0, from a table with a device cache), a cached row is read
+// from its slot.
 template <typename T, typename Idx>
 __global__ void GatherKernel(int64_t total, int64_t n, int64_t inner, int64_t dim, const T* data, const Idx* idx,
-                             T* out, int* error, int step) {
+                             T* out, int* error, int step, RowCacheView cache) {
   RANKD_GRID_LOOP(i, total) {
     int64_t e = i % inner, t = i / inner;
     int64_t o = t / n, j = t % n;
@@ -211,6 +223,11 @@ __global__ void GatherKernel(int64_t total, int64_t n, int64_t inner, int64_t di
     if (v < 0 || v >= dim) {
       ReportBadData(error, step);
       out[i] = T{};
+      continue;
+    }
+    const int32_t slot = cache.slot_of_row ? __ldcg(cache.slot_of_row + v) : -1;
+    if (slot >= 0) {
+      out[i] = LoadPastL1(static_cast<const T*>(cache.slots) + slot * inner + e);
       continue;
     }
     out[i] = data[(o * dim + v) * inner + e];
@@ -233,12 +250,14 @@ Status Gather(const KernelArgs& k) {
     unit = 4;
   }
   int64_t words_total = outer * n * words_inner;
+  const int cached = outer == 1 && k.device->row_caches ? k.device->row_caches->Find(data.raw()) : -1;
+  const RowCacheView cache = cached >= 0 ? k.device->row_caches->views[static_cast<size_t>(cached)] : RowCacheView{};
   auto launch = [&](auto word_tag, auto idx_tag) {
     using W = decltype(word_tag);
     using I = decltype(idx_tag);
     GatherKernel<<<Blocks(words_total), kThreads, 0, k.device->stream>>>(
         words_total, n, words_inner, dim, static_cast<const W*>(data.raw()), idx.data<I>(), static_cast<W*>(out.raw()),
-        k.device->error, k.step);
+        k.device->error, k.step, cache);
   };
   auto with_idx = [&](auto word_tag) {
     if (idx.dtype() == DType::kI32)

@@ -14,6 +14,7 @@
 #include "backend/cuda/product_muladd.h"
 #include "backend/cuda/small_rows_gemm.h"
 #include "backend/cuda/split_k_gemm.h"
+#include "common/grace_period.h"
 #include "common/helping_pool.h"
 #include "compile/narrowable_ids.h"
 #include "compile/plan.h"
@@ -85,6 +86,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.bf16_weights = &e->resources_->bf16_weights();
   e->ctx_.bf16_weights_nk = &e->resources_->bf16_weights_nk();
   e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
+  e->ctx_.row_caches = &e->resources_->row_caches();
   HelpingPool::Shared();   // its helpers start now, not on the first large request
   PrepareProductMulAdd();  // outside any capture (product_muladd.h)
   PrepareSplitKGemm();     // likewise (split_k_gemm.h)
@@ -452,6 +454,7 @@ StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {
   RANKD_RETURN_IF_ERROR(Stage(*b));
   if (b->graph) return int64_t{0};
   if (!b->ran) {
+    GraceReader reading(resources_->cache_readers());  // the run may read table caches
     // Once uncaptured first, on zero inputs (ids 0, empty bags): what a step sets up on first use
     // (a GEMM's algorithm choice, a kernel's module) may synchronise, which a capture forbids.
     std::memset(staged_inputs_.get(), 0, b->in_total + sizeof(int));
@@ -520,6 +523,8 @@ bool CudaExecutor::Captured(const Plan& plan) const {
 }
 
 StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
+  // From the launches to the synchronise below, kernels may read the table caches' slots.
+  GraceReader reading(resources_->cache_readers());
   PhaseTimer binding("(executor bound to the plan)");
   RANKD_CUDA_RETURN(cudaSetDevice(resources_->device()));
   RANKD_ASSIGN_OR_RETURN(Binding * b, Bind(plan));

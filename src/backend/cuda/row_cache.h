@@ -1,0 +1,76 @@
+// CudaRowCache: a table's cache on the GPU (backend/table_cache.h) over its rows in page-locked,
+// mapped host memory.
+//
+// On the device: slot_of_row, an int32 per row of the table (-1: not cached), and the slots, a
+// [capacity, width] array of the table's dtype. Lookup kernels read slot_of_row[id] and then the
+// row from its slot, or from the host table when there is none (RowCacheView, device.h).
+//
+// Apply keeps every lookup's row right while rows move in and out:
+//   1. the rows leaving (the slots' old rows) are unmapped: slot_of_row[row] = -1, and the host
+//      waits for that to land;
+//   2. the lookups' grace period passes (common/grace_period.h): every run that entered before it
+//      may still read an old slot, and is waited for; later runs see the old rows unmapped;
+//   3. the new rows are copied from the host table into their slots, and only then mapped
+//      (slot_of_row[row] = slot, a later kernel on the same stream).
+// A lookup thus reads a row from a slot only while the slot holds that row. Step 2 is skipped when
+// no row leaves (slots still empty).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/cuda/device.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/table_cache.h"
+#include "common/grace_period.h"
+
+namespace rankd::cuda {
+
+class CudaRowCache final : public TableCache {
+ public:
+  // A cache of `capacity` rows (at least 1, at most the table's) of the [rows, row_bytes] table
+  // the device reads at `table` (mapped host memory). Lookups enter `readers` while they run.
+  static StatusOr<std::unique_ptr<CudaRowCache>> Create(int device, const void* table, int64_t rows, int64_t row_bytes,
+                                                        int64_t capacity, GracePeriod* readers);
+  // The device memory such a cache takes: its index and its slots.
+  static size_t DeviceBytes(int64_t rows, int64_t row_bytes, int64_t capacity);
+  ~CudaRowCache() override;
+  CudaRowCache(const CudaRowCache&) = delete;
+  CudaRowCache& operator=(const CudaRowCache&) = delete;
+
+  RowCacheView view() const;
+
+  int64_t capacity() const override { return capacity_; }
+  int64_t rows() const override { return rows_; }
+  Status Apply(std::span<const Fill> fills) override;
+  std::span<const int64_t> rows_of_slots() const override { return row_of_slot_; }
+
+ private:
+  CudaRowCache() = default;
+  // Applies fills whose slots are distinct and whose rows differ from their slots' (at most
+  // kStagedFills of them).
+  Status ApplyDistinct(std::span<const Fill> fills);
+
+  static constexpr int64_t kStagedFills = 65536;
+
+  int device_ = 0;
+  const void* table_ = nullptr;
+  int64_t rows_ = 0, row_bytes_ = 0, capacity_ = 0;
+  GracePeriod* readers_ = nullptr;
+  DeviceBuffer index_, slots_;
+  PinnedBuffer staged_;  // the rows (int64) and slots (int64) of the fills being applied
+  cudaStream_t stream_ = nullptr;
+  std::vector<int64_t> row_of_slot_;
+};
+
+// The kernels of Apply's steps, on `stream` (row_cache.cu). `rows` and `slots` are device-readable.
+Status LaunchUnmapRows(cudaStream_t stream, int32_t* slot_of_row, const int64_t* rows, int64_t n);
+Status LaunchCopyRows(cudaStream_t stream, const void* table, int64_t row_bytes, void* slots_base, const int64_t* rows,
+                      const int64_t* slots, int64_t n);
+Status LaunchMapRows(cudaStream_t stream, int32_t* slot_of_row, const int64_t* rows, const int64_t* slots, int64_t n);
+
+}  // namespace rankd::cuda

@@ -1,0 +1,36 @@
+// TableCache: a device's cache of some rows of one table kept in host memory (docs/embedding.md).
+//
+// The cache has `capacity` slots, each holding one row of the table or none. Lookups read a cached
+// row from its slot on the device and every other row from the table in host memory, so a row's
+// value never depends on whether it is cached: the cache changes where a row is read, not what.
+// Which rows it holds is decided above the backend (embedding/cache_keeper.h), off the request
+// path, and handed down as fills.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "rankd/status.h"
+
+namespace rankd {
+
+class TableCache {
+ public:
+  virtual ~TableCache() = default;
+
+  // `row` of the table goes into `slot`, replacing whatever row the slot held.
+  struct Fill {
+    int64_t slot = 0;
+    int64_t row = 0;
+  };
+  virtual int64_t capacity() const = 0;
+  virtual int64_t rows() const = 0;  // the table's
+  // Applies `fills` in order (a slot filled twice holds the later row). Ordered against the
+  // lookups running meanwhile: none reads a slot while its row changes. Blocks until the device
+  // has the new rows; called by one thread at a time.
+  virtual Status Apply(std::span<const Fill> fills) = 0;
+  // The row each slot holds (-1: empty), as the device has it after the last Apply.
+  virtual std::span<const int64_t> rows_of_slots() const = 0;
+};
+
+}  // namespace rankd

@@ -1,0 +1,153 @@
+#include "embedding/cache_keeper.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "embedding/lookup_trace.h"
+#include "embedding/lookups.h"
+
+namespace rankd {
+namespace {
+
+constexpr uint64_t kRowMask = (uint64_t{1} << 48) - 1;
+
+// The first ids of `t` (at most `limit`, whole rows of a 2-D tensor, at least one row), copied.
+Tensor Prefix(const Tensor& t, int64_t limit) {
+  Shape shape = t.shape();
+  if (t.size() > limit && !shape.empty() && shape[0] > 0) {
+    const int64_t per_row = t.size() / shape[0];
+    shape[0] = std::max<int64_t>(1, limit / std::max<int64_t>(per_row, 1));
+  }
+  Tensor copy = Tensor::Empty(t.dtype(), shape);
+  if (copy.bytes() > 0) std::memcpy(copy.raw(), t.raw(), copy.bytes());
+  return copy;
+}
+
+}  // namespace
+
+CacheKeeper::CacheKeeper(const Graph& graph, const std::map<int, TableCache*>& caches, CacheKeeperOptions options)
+    : graph_(graph), options_(options), tables_(FindTables(graph)) {
+  std::set<int> cached_values;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    auto it = caches.find(tables_[t].value);
+    if (it == caches.end()) continue;
+    Table& kept = kept_[static_cast<int>(t)];
+    kept.cache = it->second;
+    CachePolicyOptions policy;
+    policy.capacity = it->second->capacity();
+    policy.seed = t + 1;
+    kept.policy = std::make_unique<CachePolicy>(policy);
+    kept.stats.table = tables_[t].name;
+    kept.stats.capacity = policy.capacity;
+    cached_values.insert(tables_[t].value);
+  }
+  std::set<size_t> inputs;
+  for (const Node& n : graph.nodes) {
+    for (const Lookup& l : NodeLookups(n)) {
+      if (!cached_values.count(n.inputs[l.table_input])) continue;
+      auto at = std::find(graph.inputs.begin(), graph.inputs.end(), n.inputs[l.ids_input]);
+      if (at != graph.inputs.end()) inputs.insert(static_cast<size_t>(at - graph.inputs.begin()));
+    }
+  }
+  sampled_inputs_.assign(inputs.begin(), inputs.end());
+  {
+    MutexLock lock(mu_);
+    for (const auto& [t, kept] : kept_) published_.push_back(kept.stats);
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+CacheKeeper::~CacheKeeper() {
+  {
+    MutexLock lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void CacheKeeper::Offer(std::span<const Tensor> graph_inputs) {
+  if (sampled_inputs_.empty()) return;
+  {
+    MutexLock lock(mu_);
+    if (static_cast<int>(pending_.size()) >= options_.max_pending) {
+      ++dropped_;
+      return;
+    }
+  }
+  std::vector<Tensor> kept(graph_.inputs.size());
+  const int64_t per_input = std::max<int64_t>(1, options_.sample_ids / static_cast<int64_t>(sampled_inputs_.size()));
+  for (size_t i : sampled_inputs_) {
+    if (i < graph_inputs.size() && graph_inputs[i].defined()) kept[i] = Prefix(graph_inputs[i], per_input);
+  }
+  {
+    MutexLock lock(mu_);
+    pending_.push_back(std::move(kept));
+  }
+  changed_.notify_all();
+}
+
+Status CacheKeeper::Flush() {
+  MutexLock lock(mu_);
+  while (!pending_.empty() || busy_) changed_.wait(lock.native());
+  Status error = error_;
+  error_ = Status::Ok();
+  return error;
+}
+
+std::vector<TableCacheStats> CacheKeeper::stats() const {
+  MutexLock lock(mu_);
+  std::vector<TableCacheStats> out = published_;
+  for (TableCacheStats& s : out) s.dropped_offers = dropped_;
+  return out;
+}
+
+void CacheKeeper::Loop() {
+  MutexLock lock(mu_);
+  while (true) {
+    while (pending_.empty() && !stop_) changed_.wait(lock.native());
+    if (stop_) return;
+    std::vector<Tensor> inputs = std::move(pending_.front());
+    pending_.pop_front();
+    busy_ = true;
+    lock.Unlock();
+    Status kept = Keep(inputs);
+    std::vector<TableCacheStats> stats;
+    for (const auto& [t, table] : kept_) stats.push_back(table.stats);
+    lock.Lock();
+    busy_ = false;
+    if (!kept.ok() && error_.ok()) error_ = kept;
+    published_ = std::move(stats);
+    changed_.notify_all();
+  }
+}
+
+Status CacheKeeper::Keep(const std::vector<Tensor>& inputs) {
+  trace_.clear();
+  AppendLookups(graph_, tables_, inputs, trace_);
+  for (uint64_t key : trace_) {
+    auto it = kept_.find(static_cast<int>(key >> 48));
+    if (it == kept_.end()) continue;
+    Table& table = it->second;
+    ++table.stats.lookups;
+    if (table.policy->Access(key & kRowMask)) ++table.stats.hits;
+  }
+  Status status;
+  std::vector<TableCache::Fill> fills;
+  for (auto& [t, table] : kept_) {
+    fills.clear();
+    for (const CachePolicy::Change& c : table.policy->TakeChanges()) {
+      fills.push_back({c.slot, static_cast<int64_t>(c.key)});
+      ++table.stats.inserted;
+      table.stats.evicted += c.evicted.has_value();
+    }
+    table.stats.cached = table.policy->size();
+    if (fills.empty()) continue;
+    Status applied = table.cache->Apply(fills);
+    if (!applied.ok() && status.ok()) status = applied;
+  }
+  return status;
+}
+
+}  // namespace rankd

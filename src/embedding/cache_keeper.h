@@ -1,0 +1,94 @@
+// CacheKeeper: decides which rows each of a model's table caches holds, and puts them there, off
+// the request path (docs/embedding.md).
+//
+// Each run offers its inputs (Offer). When the keeper is not behind, the ids that feed lookups of
+// cached tables are copied (a prefix of each, at most `sample_ids` ids in all, whole rows of a
+// 2-D input) and the call returns; the keeper's own thread turns them into the rows they read
+// (AppendLookups), feeds them to each table's CachePolicy (TinyLFU admission, sampled eviction) and
+// hands the policy's insertions to the device cache (TableCache::Apply), which moves rows in
+// without a lookup ever reading a slot while its row changes. When the keeper is behind, offers
+// are dropped: the policy sees a sample of the traffic, which keeps its frequencies. Lookups never
+// wait for the keeper: a row it has not cached yet is read from host memory.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/table_cache.h"
+#include "common/mutex.h"
+#include "embedding/cache_policy.h"
+#include "embedding/table_budget.h"
+#include "model/graph.h"
+#include "rankd/tensor.h"
+
+namespace rankd {
+
+struct CacheKeeperOptions {
+  int max_pending = 4;           // offers queued before more are dropped
+  int64_t sample_ids = 1 << 14;  // ids copied from one offer, at most
+};
+
+// A table cache's counts since the keeper started.
+struct TableCacheStats {
+  std::string table;
+  int64_t capacity = 0;         // slots
+  int64_t cached = 0;           // rows held now
+  uint64_t lookups = 0;         // sampled lookups the policy saw
+  uint64_t hits = 0;            // of which the row was cached
+  uint64_t inserted = 0;        // rows moved into the cache
+  uint64_t evicted = 0;         // rows that left it
+  uint64_t dropped_offers = 0;  // runs not sampled (the keeper was behind); the model's, in every table
+};
+
+class CacheKeeper {
+ public:
+  // Keeps `caches` (by table value id, as ModelResources::table_caches gives them) of `graph`'s
+  // tables; `graph` outlives the keeper, and so do the caches.
+  CacheKeeper(const Graph& graph, const std::map<int, TableCache*>& caches, CacheKeeperOptions options = {});
+  ~CacheKeeper();
+  CacheKeeper(const CacheKeeper&) = delete;
+  CacheKeeper& operator=(const CacheKeeper&) = delete;
+
+  // A run's inputs, in graph input order (Offer copies what it keeps).
+  void Offer(std::span<const Tensor> graph_inputs);
+  // Returns once every offer taken so far has been applied to the caches; the first error the
+  // device side returned since the last call, if any.
+  Status Flush();
+  std::vector<TableCacheStats> stats() const;
+
+ private:
+  struct Table {
+    TableCache* cache = nullptr;
+    std::unique_ptr<CachePolicy> policy;
+    TableCacheStats stats;
+  };
+  void Loop();
+  // Feeds one offer's lookups to the policies and applies their changes.
+  Status Keep(const std::vector<Tensor>& inputs);
+
+  const Graph& graph_;
+  const CacheKeeperOptions options_;
+  std::vector<TableInfo> tables_;       // FindTables(graph_): RowKey's table index
+  std::map<int, Table> kept_;           // by index in tables_
+  std::vector<size_t> sampled_inputs_;  // graph input positions feeding cached tables
+  std::vector<uint64_t> trace_;         // the keeper thread's
+
+  mutable Mutex mu_;
+  std::condition_variable changed_;
+  std::deque<std::vector<Tensor>> pending_ RANKD_GUARDED_BY(mu_);
+  bool busy_ RANKD_GUARDED_BY(mu_) = false;
+  bool stop_ RANKD_GUARDED_BY(mu_) = false;
+  uint64_t dropped_ RANKD_GUARDED_BY(mu_) = 0;
+  Status error_ RANKD_GUARDED_BY(mu_);
+  std::vector<TableCacheStats> published_ RANKD_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace rankd

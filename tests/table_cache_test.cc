@@ -1,0 +1,270 @@
+// Tables cached on the GPU (embedding/cache_keeper.h, backend/cuda/row_cache.h): the keeper moves
+// the rows its policy picks into the caches, and a model whose tables are cached scores exactly as
+// with every table on the device, whatever the cache holds and while it changes.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <latch>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "embedding/cache_keeper.h"
+#include "frontend/kserve_json.h"
+#include "model/config.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+using testing::GraphBuilder;
+
+// A TableCache that records what it is given, as the device side would hold it.
+class RecordingCache : public TableCache {
+ public:
+  RecordingCache(int64_t capacity, int64_t rows) : rows_(rows), slots_(static_cast<size_t>(capacity), -1) {}
+  int64_t capacity() const override { return static_cast<int64_t>(slots_.size()); }
+  int64_t rows() const override { return rows_; }
+  Status Apply(std::span<const Fill> fills) override {
+    if (gate) gate->wait();
+    ++applies;
+    for (const Fill& f : fills) {
+      if (f.slot < 0 || f.slot >= capacity() || f.row < 0 || f.row >= rows_) return InvalidArgument("bad fill");
+      slots_[static_cast<size_t>(f.slot)] = f.row;
+    }
+    return fail ? Internal("the device is gone") : Status::Ok();
+  }
+  std::span<const int64_t> rows_of_slots() const override { return slots_; }
+
+  std::latch* gate = nullptr;  // Apply waits for it when set
+  bool fail = false;
+  std::atomic<int> applies{0};
+
+ private:
+  int64_t rows_;
+  std::vector<int64_t> slots_;
+};
+
+// A bag over a 1,000-row table read by [batch, 4] ids, and a second table left uncached.
+struct BagModel {
+  Graph graph;
+  int cached = -1, other = -1;
+  BagModel() {
+    GraphBuilder g;
+    std::mt19937_64 rng(5);
+    cached = g.Const("cached", testing::RandomTable(DType::kF32, 1000, 4, rng));
+    other = g.Const("other", testing::RandomTable(DType::kF32, 10, 4, rng));
+    const int ids = g.Input("ids", DType::kI64, {-1, 4});
+    const int more = g.Input("more", DType::kI64, {-1, 2});
+    g.Output(g.Op("Add", {g.Op("EmbeddingBag", {cached, ids}), g.Op("EmbeddingBag", {other, more})}));
+    graph = g.graph();
+  }
+};
+
+std::vector<Tensor> Inputs(const std::vector<int64_t>& ids) {
+  const auto batch = static_cast<int64_t>(ids.size() / 4);
+  return {Tensor::FromVector(DType::kI64, {batch, 4}, ids), Tensor::Zeros(DType::kI64, {batch, 2})};
+}
+
+// The rows looked up most often end up cached, in the slots the keeper filled; a row never looked up
+// is never cached; the counts add up.
+TEST(CacheKeeper, CachesTheHotRowsItIsOffered) {
+  BagModel m;
+  RecordingCache cache(4, 1000);
+  CacheKeeper keeper(m.graph, {{m.cached, &cache}});
+  std::mt19937_64 rng(3);
+  uint64_t offered = 0;
+  for (int round = 0; round < 200; ++round) {
+    std::vector<int64_t> ids;
+    for (int i = 0; i < 8; ++i) {
+      ids.push_back(7), ids.push_back(11), ids.push_back(500);  // hot
+      ids.push_back(static_cast<int64_t>(rng() % 1000));        // cold
+    }
+    offered += ids.size();
+    keeper.Offer(Inputs(ids));
+    ASSERT_TRUE(keeper.Flush().ok());  // one offer at a time: none dropped
+  }
+  std::set<int64_t> held(cache.rows_of_slots().begin(), cache.rows_of_slots().end());
+  for (int64_t hot : {7, 11, 500}) EXPECT_TRUE(held.count(hot)) << hot;
+  std::vector<TableCacheStats> stats = keeper.stats();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].table, "cached");
+  EXPECT_EQ(stats[0].capacity, 4);
+  EXPECT_EQ(stats[0].cached, 4);
+  EXPECT_EQ(stats[0].lookups, offered);
+  EXPECT_GT(stats[0].hits, offered * 7 / 10);  // the hot three are 3/4 of the lookups
+  EXPECT_GE(stats[0].inserted, 4u);
+  EXPECT_EQ(stats[0].inserted - stats[0].evicted, 4u);
+  EXPECT_EQ(stats[0].dropped_offers, 0u);
+}
+
+// A keeper that is behind drops offers instead of queueing them without bound or making the run
+// wait; an error from the device side is reported by Flush, once.
+TEST(CacheKeeper, DropsOffersWhenBehindAndReportsDeviceErrors) {
+  BagModel m;
+  RecordingCache cache(2, 1000);
+  std::latch gate(1);
+  cache.gate = &gate;
+  CacheKeeperOptions options;
+  options.max_pending = 2;
+  CacheKeeper keeper(m.graph, {{m.cached, &cache}}, options);
+  for (int i = 0; i < 10; ++i) keeper.Offer(Inputs({1, 2, 3, 4}));  // the first blocks in Apply
+  gate.count_down();
+  ASSERT_TRUE(keeper.Flush().ok());
+  EXPECT_GE(keeper.stats()[0].dropped_offers, 7u);
+  EXPECT_LE(keeper.stats()[0].dropped_offers, 8u);
+  cache.gate = nullptr;
+  cache.fail = true;
+  keeper.Offer(Inputs({5, 5, 5, 5, 6, 6, 6, 6}));
+  Status failed = keeper.Flush();
+  EXPECT_EQ(failed.code(), StatusCode::kInternal) << failed.ToString();
+  EXPECT_TRUE(keeper.Flush().ok());
+}
+
+// A large offer is sampled: at most sample_ids ids (whole rows) are copied and traced.
+TEST(CacheKeeper, SamplesLargeOffers) {
+  BagModel m;
+  RecordingCache cache(8, 1000);
+  CacheKeeperOptions options;
+  options.sample_ids = 400;
+  CacheKeeper keeper(m.graph, {{m.cached, &cache}}, options);
+  std::vector<int64_t> ids(4 * 10000, 3);
+  keeper.Offer(Inputs(ids));
+  ASSERT_TRUE(keeper.Flush().ok());
+  EXPECT_EQ(keeper.stats()[0].lookups, 400u);  // 100 rows of 4
+}
+
+std::vector<InferRequest> ZooRequests(const std::string& name) {
+  std::ifstream file(testing::SourcePath("tests/data/zoo/" + name + ".requests.jsonl"));
+  std::vector<InferRequest> requests;
+  std::string line;
+  while (std::getline(file, line)) {
+    auto r = ParseInferRequestJson(line);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) requests.push_back(std::move(*r));
+  }
+  EXPECT_FALSE(requests.empty()) << name;
+  return requests;
+}
+
+void ExpectSameOutputs(const std::vector<InferOutput>& got, const std::vector<InferOutput>& want,
+                       const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(testing::RelativeError(got[i].data, want[i].data), 0) << what;
+}
+
+// Every zoo model, its lookup tables cached with caches of one row, 1% and 50% of their rows,
+// scores exactly as with every table on the device: with the caches cold, once the keeper has
+// filled them, and (on a GPU) with requests running on several threads while rows are evicted.
+TEST(TableCache, CachedTablesScoreAsResidentOnes) {
+  std::vector<const Backend*> backends{nullptr};
+  if (const Backend* cuda = testing::CudaOrNull()) backends.push_back(cuda);
+  for (const Backend* backend : backends) {
+    for (const std::string name : {"dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"}) {
+      const std::string dir = testing::SourcePath("models/zoo/" + name);
+      ModelOptions options;
+      if (backend) options.backend = backend;
+      auto resident = Model::Load(dir, -1, options);
+      ASSERT_TRUE(resident.ok()) << name << ": " << resident.status().ToString();
+      const std::vector<InferRequest> requests = ZooRequests(name);
+      std::vector<std::vector<InferOutput>> want;
+      for (const InferRequest& r : requests) {
+        auto out = (*resident)->Infer(r);
+        ASSERT_TRUE(out.ok()) << name << ": " << out.status().ToString();
+        want.push_back(std::move(*out));
+      }
+      for (double fraction : {0.0, 0.01, 0.5}) {
+        const std::string what = name + " with caches of " + std::to_string(fraction) + " of the rows on " +
+                                 (backend ? backend->name() : "cpu");
+        auto config = LoadModelConfig(dir);
+        ASSERT_TRUE(config.ok());
+        for (const TableInfo& t : (*resident)->tables()) {
+          if (t.lookups_only)
+            config->table_cache_rows[t.name] =
+                std::max<int64_t>(1, static_cast<int64_t>(fraction * static_cast<double>(t.rows())));
+        }
+        auto cached = Model::LoadFile(dir + "/1/model.onnx", *config, options);
+        ASSERT_TRUE(cached.ok()) << what << ": " << cached.status().ToString();
+        EXPECT_GT(CachesBytes((*cached)->tables()), 0) << what;
+        CacheKeeper* keeper = (*cached)->cache_keeper();
+        EXPECT_EQ(keeper != nullptr, backend != nullptr) << what;  // the CPU reads host memory anyway
+        for (int round = 0; round < 2; ++round) {                  // cold, then filled
+          for (size_t i = 0; i < requests.size(); ++i) {
+            auto got = (*cached)->Infer(requests[i]);
+            ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+            ExpectSameOutputs(*got, want[i], what + ", round " + std::to_string(round));
+            if (keeper) {
+              ASSERT_TRUE(keeper->Flush().ok()) << what;
+            }
+          }
+        }
+        if (!keeper) continue;
+        uint64_t inserted = 0, hits = 0;
+        for (const TableCacheStats& s : keeper->stats()) inserted += s.inserted, hits += s.hits;
+        EXPECT_GT(inserted, 0u) << what;
+        if (fraction > 0.1) {
+          EXPECT_GT(hits, 0u) << what;
+        }
+        // Several threads at once while the keeper moves rows in and out (the one-row caches evict
+        // on nearly every offer).
+        std::atomic<int> wrong{0}, failed{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 4; ++t) {
+          threads.emplace_back([&, t] {
+            for (int k = 0; k < 30; ++k) {
+              const size_t i = static_cast<size_t>(t * 7 + k) % requests.size();
+              auto got = (*cached)->Infer(requests[i]);
+              if (!got.ok()) {
+                ++failed;
+                continue;
+              }
+              for (size_t o = 0; o < want[i].size(); ++o)
+                wrong += testing::RelativeError((*got)[o].data, want[i][o].data) != 0;
+            }
+          });
+        }
+        for (std::thread& t : threads) t.join();
+        EXPECT_EQ(failed.load(), 0) << what;
+        EXPECT_EQ(wrong.load(), 0) << what;
+        ASSERT_TRUE(keeper->Flush().ok()) << what;
+      }
+    }
+  }
+}
+
+// An id out of range fails its own request with the usual error, cached table or not, and the
+// next request scores.
+TEST(TableCache, AnIdOutOfRangeFailsOnlyItsRequest) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  ModelOptions options;
+  options.backend = cuda;
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok());
+  auto resident = Model::Load(dir, -1, options);
+  ASSERT_TRUE(resident.ok());
+  for (const TableInfo& t : (*resident)->tables()) config->table_cache_rows[t.name] = 2;
+  auto cached = Model::LoadFile(dir + "/1/model.onnx", *config, options);
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  std::vector<InferRequest> requests = ZooRequests("dlrm_dcnv2");
+  InferRequest bad = requests[0];
+  for (InferInput& in : bad.inputs) {
+    if (in.data.dtype() == DType::kI64 && in.data.size() > 0) {
+      in.data.data<int64_t>()[0] = int64_t{1} << 40;
+      break;
+    }
+  }
+  auto refused = (*cached)->Infer(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("out of range"), std::string::npos) << refused.status().ToString();
+  auto want = (*resident)->Infer(requests[1]);
+  auto got = (*cached)->Infer(requests[1]);
+  ASSERT_TRUE(want.ok() && got.ok());
+  ExpectSameOutputs(*got, *want, "after the refusal");
+}
+
+}  // namespace
+}  // namespace rankd
