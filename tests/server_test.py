@@ -288,6 +288,7 @@ class ServingTest(unittest.TestCase):
         # W1's 26 tables of 1,000 x 8 FP32, all on the device (no budget): per loaded version.
         self.assertEqual(metrics['rankd_table_bytes{model="dlrm_dcnv2",version="1",tier="gpu"}'], 26 * 1000 * 8 * 4)
         self.assertEqual(metrics['rankd_table_bytes{model="dlrm_dcnv2",version="1",tier="host"}'], 0)
+        self.assertEqual(metrics['rankd_table_bytes{model="dlrm_dcnv2",version="1",tier="cache"}'], 0)
 
 
 def enable_batching(model_dir, knobs="max_queue_delay_microseconds: 2000"):

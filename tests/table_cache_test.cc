@@ -158,11 +158,14 @@ void ExpectSameOutputs(const std::vector<InferOutput>& got, const std::vector<In
 // Every zoo model, its lookup tables cached with caches of one row, 1% and 50% of their rows,
 // scores exactly as with every table on the device: with the caches cold, once the keeper has
 // filled them, and (on a GPU) with requests running on several threads while rows are evicted.
-TEST(TableCache, CachedTablesScoreAsResidentOnes) {
+class CachedZooModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CachedZooModel, ScoresAsWithResidentTables) {
+  const std::string name = GetParam();
   std::vector<const Backend*> backends{nullptr};
   if (const Backend* cuda = testing::CudaOrNull()) backends.push_back(cuda);
   for (const Backend* backend : backends) {
-    for (const std::string name : {"dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"}) {
+    {
       const std::string dir = testing::SourcePath("models/zoo/" + name);
       ModelOptions options;
       if (backend) options.backend = backend;
@@ -233,6 +236,8 @@ TEST(TableCache, CachedTablesScoreAsResidentOnes) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Zoo, CachedZooModel, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"));
 
 // An id out of range fails its own request with the usual error, cached table or not, and the
 // next request scores.

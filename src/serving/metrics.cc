@@ -110,18 +110,55 @@ std::string Metrics::Text() const {
   return out;
 }
 
-std::string TableBytesText(const ModelRepository& repository) {
+std::string TableMetricsText(const ModelRepository& repository) {
+  struct Family {
+    const char* name;
+    const char* help;
+    const char* type;
+  };
+  const Family bytes{"rankd_table_bytes",
+                     "Bytes of embedding tables per tier (gpu: tables in device memory; cache: device memory of "
+                     "their GPU caches, index included; host: page-locked host memory, cached tables included)",
+                     "gauge"};
+  const Family caches[] = {
+      {"rankd_table_cache_rows", "Rows a table's GPU cache holds now", "gauge"},
+      {"rankd_table_cache_capacity_rows", "Rows a table's GPU cache can hold", "gauge"},
+      {"rankd_table_cache_lookups", "Sampled lookups of a cached table the cache's keeper saw", "counter"},
+      {"rankd_table_cache_hits", "Of rankd_table_cache_lookups, those whose row was cached", "counter"},
+      {"rankd_table_cache_inserted", "Rows moved into a table's GPU cache", "counter"},
+      {"rankd_table_cache_evicted", "Rows evicted from a table's GPU cache", "counter"},
+  };
   std::string out =
-      "# HELP rankd_table_bytes Bytes of embedding tables per tier (gpu: device memory; host: page-locked host "
-      "memory the GPU reads in place)\n# TYPE rankd_table_bytes gauge\n";
+      std::string("# HELP ") + bytes.name + " " + bytes.help + "\n# TYPE " + bytes.name + " " + bytes.type + "\n";
+  std::string cache_lines[std::size(caches)];
   for (const RepositoryIndexEntry& e : repository.Index()) {
     if (e.state != "READY") continue;
     auto model = repository.Get(e.name, e.version);
     if (!model.ok()) continue;  // unloaded since the index was taken
-    for (TableTier tier : {TableTier::kDevice, TableTier::kHost}) {
-      out += "rankd_table_bytes{model=\"" + e.name + "\",version=\"" + std::to_string(e.version) + "\",tier=\"" +
-             TableTierName(tier) + "\"} " + std::to_string(TierBytes((*model)->tables(), tier)) + "\n";
+    const std::string labels = "model=\"" + e.name + "\",version=\"" + std::to_string(e.version) + "\"";
+    const std::vector<TableInfo>& tables = (*model)->tables();
+    const int64_t tier_bytes[] = {TierBytes(tables, TableTier::kDevice), CachesBytes(tables),
+                                  TierBytes(tables, TableTier::kHost) + TierBytes(tables, TableTier::kCache)};
+    const char* tiers[] = {"gpu", "cache", "host"};
+    for (size_t i = 0; i < 3; ++i) {
+      out += std::string(bytes.name) + "{" + labels + ",tier=\"" + tiers[i] + "\"} " + std::to_string(tier_bytes[i]) +
+             "\n";
     }
+    const CacheKeeper* keeper = (*model)->cache_keeper();
+    if (!keeper) continue;
+    for (const TableCacheStats& t : keeper->stats()) {
+      const uint64_t values[] = {
+          static_cast<uint64_t>(t.cached), static_cast<uint64_t>(t.capacity), t.lookups, t.hits, t.inserted, t.evicted};
+      for (size_t i = 0; i < std::size(caches); ++i) {
+        cache_lines[i] += std::string(caches[i].name) + "{" + labels + ",table=\"" + t.table + "\"} " +
+                          std::to_string(values[i]) + "\n";
+      }
+    }
+  }
+  for (size_t i = 0; i < std::size(caches); ++i) {
+    if (cache_lines[i].empty()) continue;
+    out += std::string("# HELP ") + caches[i].name + " " + caches[i].help + "\n# TYPE " + caches[i].name + " " +
+           caches[i].type + "\n" + cache_lines[i];
   }
   return out;
 }

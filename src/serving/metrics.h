@@ -14,8 +14,10 @@
 //   rankd_graph_captures, _capture_duration_us plans captured (warm-up and background) and the time taken
 //   rankd_bucket_real_rows / _padded_rows     rows of bucketed executions before and after padding
 //   rankd_batch_merges_deferred               batches run as their requests: no graph for their bucket yet
-//   rankd_table_bytes{tier}                   embedding tables' bytes on the GPU and in host memory, per
-//                                             loaded version (TableBytesText, docs/embedding.md)
+//   rankd_table_bytes{tier}                   embedding tables' bytes on the GPU, in their GPU caches and in
+//                                             host memory, per loaded version (TableMetricsText, docs/embedding.md)
+//   rankd_table_cache_*{table}                a cached table's cache: rows, sampled lookups and hits, rows
+//                                             inserted and evicted
 // Thread-safe.
 #pragma once
 
@@ -64,7 +66,8 @@ class Metrics {
 };
 
 class ModelRepository;
-// rankd_table_bytes{model, version, tier="gpu"|"host"} for every version `repository` serves now.
-std::string TableBytesText(const ModelRepository& repository);
+// rankd_table_bytes{model, version, tier="gpu"|"cache"|"host"} and the table caches' counts
+// (rankd_table_cache_*{model, version, table}) for every version `repository` serves now.
+std::string TableMetricsText(const ModelRepository& repository);
 
 }  // namespace rankd

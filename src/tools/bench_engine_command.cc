@@ -104,6 +104,18 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
     if (!warm_error.ok()) return fail(warm_error.WithContext("warm-up"));
   }
   (*model)->WaitForCaptures();
+  // Table caches: the rows the warm-up's lookups made hot are in before timing; the timed runs'
+  // sampled hit ratio is reported.
+  auto cache_counts = [&] {
+    std::pair<uint64_t, uint64_t> lookups_hits{0, 0};
+    if (CacheKeeper* keeper = (*model)->cache_keeper()) {
+      if (Status flushed = keeper->Flush(); !flushed.ok())
+        std::fprintf(stderr, "warning: %s\n", flushed.ToString().c_str());
+      for (const TableCacheStats& t : keeper->stats()) lookups_hits.first += t.lookups, lookups_hits.second += t.hits;
+    }
+    return lookups_hits;
+  };
+  const auto warm_cache = cache_counts();
   const BucketCounters warm = (*model)->bucket_counters();
   OpProfile::Reset();  // RANKD_PROFILE reports the timed runs only
   // Timed runs: `in_flight` threads each score requests back to back (closed loop), so with more
@@ -172,6 +184,11 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
                   {"kernels_in_a_row", l->kernels_in_a_row}};
     }
   }
+  const auto timed_cache = cache_counts();
+  const uint64_t cache_lookups = timed_cache.first - warm_cache.first;
+  nlohmann::json cache_hit_ratio = nullptr;  // sampled lookups of the timed runs that found their row cached
+  if (cache_lookups > 0)
+    cache_hit_ratio = static_cast<double>(timed_cache.second - warm_cache.second) / static_cast<double>(cache_lookups);
   const std::string& precision = args.precision.empty() ? (*model)->config().precision : args.precision;  // as run
   nlohmann::json out = {{"label", args.label},
                         {"command", args.command_line},
@@ -180,7 +197,10 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
                         {"backend", (*backend)->name()},
                         {"precision", precision},
                         {"table_dtype", DTypeName((*model)->config().table_dtype)},
-                        {"table_bytes_on_host", TierBytes((*model)->tables(), TableTier::kHost)},
+                        {"table_bytes_on_host", TierBytes((*model)->tables(), TableTier::kHost) +
+                                                    TierBytes((*model)->tables(), TableTier::kCache)},
+                        {"table_cache_bytes", CachesBytes((*model)->tables())},
+                        {"cache_hit_ratio", cache_hit_ratio},
                         {"buckets", (*model)->load_report().buckets},
                         {"graph_hits", c.graph_hits},
                         {"graph_misses", c.graph_misses},
@@ -210,12 +230,13 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
     std::ofstream csv(args.csv_path, std::ios::app);
     if (fresh) {
       csv << "label,model,backend,precision,buckets,rows,median_ms,p99_ms,mean_ms,pairs_per_s,spread,iters,in_flight,"
-             "throughput_pairs_per_s\n";
+             "throughput_pairs_per_s,cache_hit_ratio\n";
     }
     csv << Quoted(args.label) << "," << Quoted(args.model) << "," << (*backend)->name() << "," << precision << ","
         << Quoted((*model)->load_report().buckets) << "," << rows << "," << median << "," << p99 << "," << mean << ","
         << out["pairs_per_s"].get<double>() << "," << spread << "," << args.iters << "," << threads << ","
-        << out["throughput_pairs_per_s"].get<double>() << "\n";
+        << out["throughput_pairs_per_s"].get<double>() << ","
+        << (cache_hit_ratio.is_null() ? std::string() : std::to_string(cache_hit_ratio.get<double>())) << "\n";
   }
   if (OpProfile::phases()) std::fprintf(stderr, "%s", OpProfile::Report().c_str());
   return 0;

@@ -88,13 +88,23 @@ void PrintNodes(const Graph& g) {
 void PrintTables(const Model& model) {
   const std::vector<TableInfo>& tables = model.tables();
   const int64_t budget = model.config().table_gpu_budget_mb;
-  std::printf("tables: %zu, %s on the GPU, %s in host memory (GPU budget for tables: %s)%s\n", tables.size(),
-              Human(TierBytes(tables, TableTier::kDevice)).c_str(), Human(TierBytes(tables, TableTier::kHost)).c_str(),
-              budget < 0 ? "none" : Human(budget << 20).c_str(),
+  std::printf("tables: %zu, %s on the GPU, %s in host memory, %s of GPU caches (GPU budget for tables: %s)%s\n",
+              tables.size(), Human(TierBytes(tables, TableTier::kDevice)).c_str(),
+              Human(TierBytes(tables, TableTier::kHost) + TierBytes(tables, TableTier::kCache)).c_str(),
+              Human(CachesBytes(tables)).c_str(), budget < 0 ? "none" : Human(budget << 20).c_str(),
               model.backend().device_kind() == DeviceKind::kHost ? " (placement applies on a GPU)" : "");
   for (const TableInfo& t : tables) {
-    std::printf("  %-32s %-4s  %s %s  %s%s\n", t.name.c_str(), TableTierName(t.tier), ShapeToString(t.shape).c_str(),
-                DTypeName(t.dtype), Human(t.bytes).c_str(), t.lookups_only ? "" : "  (also read by other ops)");
+    std::string cache;
+    if (t.tier == TableTier::kCache) {
+      char share[32];
+      std::snprintf(share, sizeof(share), "%.1f%%",
+                    100.0 * static_cast<double>(t.cache_rows) / static_cast<double>(std::max<int64_t>(t.rows(), 1)));
+      cache = "  cache of " + std::to_string(t.cache_rows) + " rows (" + share + "), " +
+              Human(CacheBytes(t, t.cache_rows)) + " on the GPU";
+    }
+    std::printf("  %-32s %-5s  %s %s  %s%s%s\n", t.name.c_str(), TableTierName(t.tier), ShapeToString(t.shape).c_str(),
+                DTypeName(t.dtype), Human(t.bytes).c_str(), cache.c_str(),
+                t.lookups_only ? "" : "  (also read by other ops)");
   }
 }
 
@@ -128,7 +138,8 @@ int PrintCacheSizing(const Model& model, const std::string& path, std::vector<do
   }
   row_bytes /= static_cast<double>(trace.size());
   if (sizes_mb.empty()) {  // 1%, 5%, 20% and 50% of the tables
-    const double all = static_cast<double>(TierBytes(tables, TableTier::kDevice) + TierBytes(tables, TableTier::kHost));
+    double all = 0;
+    for (const TableInfo& t : tables) all += static_cast<double>(t.bytes);
     for (double share : {0.01, 0.05, 0.2, 0.5}) sizes_mb.push_back(all * share / (1 << 20));
   }
   std::printf(

@@ -99,7 +99,7 @@ int ServeCommand(const ServeArgs& args) {
           out.body = "{\"error\":\"metrics are at GET /metrics\"}";
         } else {
           out.content_type = "text/plain; version=0.0.4";
-          out.body = metrics.Text() + TableBytesText(models);
+          out.body = metrics.Text() + TableMetricsText(models);
         }
         respond(std::move(out));
       });
