@@ -123,7 +123,8 @@ TEST(CacheKeeper, DropsOffersWhenBehindAndReportsDeviceErrors) {
   EXPECT_TRUE(keeper.Flush().ok());
 }
 
-// A large offer is sampled: at most sample_ids ids (whole rows) are copied and traced.
+// A large offer is sampled: at most sample_ids ids, whole rows spread over the batch, are copied
+// and traced.
 TEST(CacheKeeper, SamplesLargeOffers) {
   BagModel m;
   RecordingCache cache(8, 1000);
@@ -131,9 +132,12 @@ TEST(CacheKeeper, SamplesLargeOffers) {
   options.sample_ids = 400;
   CacheKeeper keeper(m.graph, {{m.cached, &cache}}, options);
   std::vector<int64_t> ids(4 * 10000, 3);
+  for (size_t i = 4 * 5000; i < ids.size(); ++i) ids[i] = 9;  // the second half of the batch
   keeper.Offer(Inputs(ids));
   ASSERT_TRUE(keeper.Flush().ok());
-  EXPECT_EQ(keeper.stats()[0].lookups, 400u);  // 100 rows of 4
+  EXPECT_EQ(keeper.stats()[0].lookups, 400u);  // every 100th row of 4
+  std::set<int64_t> held(cache.rows_of_slots().begin(), cache.rows_of_slots().end());
+  EXPECT_TRUE(held.count(3) && held.count(9)) << "the sample covers both halves";
 }
 
 std::vector<InferRequest> ZooRequests(const std::string& name) {

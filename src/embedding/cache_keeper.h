@@ -2,8 +2,8 @@
 // the request path (docs/embedding.md).
 //
 // Each run offers its inputs (Offer). When the keeper is not behind, the ids that feed lookups of
-// cached tables are copied (a prefix of each, at most `sample_ids` ids in all, whole rows of a
-// 2-D input) and the call returns; the keeper's own thread turns them into the rows they read
+// cached tables are copied (every k-th row of each, at most `sample_ids` ids in all) and the call
+// returns; the keeper's own thread turns them into the rows they read
 // (AppendLookups), feeds them to each table's CachePolicy (TinyLFU admission, sampled eviction) and
 // hands the policy's insertions to the device cache (TableCache::Apply), which moves rows in
 // without a lookup ever reading a slot while its row changes. When the keeper is behind, offers
