@@ -81,42 +81,48 @@ TEST(TableBudget, KeepsTheSmallestTablesOnTheDeviceWithinTheBudget) {
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(TierBytes(*none, TableTier::kHost), 0);
   EXPECT_TRUE(ToPlacement(*none).host.empty());
-  // 64 (shared, read by a product, stays whatever the budget) + 160 + 320 = 544: large goes.
-  auto some = PlaceTables(m.graph, {544, {}});
+  // A budget of 4,000: shared (64, read by a product) stays whatever the budget; small takes at most
+  // half of an even share of the 3,936 left for three tables (656), middle of the 3,776 left for
+  // two (944), large of the 3,456 left for one (1,728): everything stays on the device.
+  auto all = PlaceTables(m.graph, {4000, {}});
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(TierBytes(*all, TableTier::kDevice), 64 + 160 + 320 + 640);
+  // 1,100: small (160 <= 1,036 / 6) stays; middle (320 > 876 / 4) and large are cached, the 876
+  // bytes left shared in proportion to their bytes (292 and 584), each less its index (4 bytes a
+  // row): 13 rows of middle (212 bytes of room), 26 of large (424).
+  auto some = PlaceTables(m.graph, {1100, {}});
   ASSERT_TRUE(some.ok()) << some.status().ToString();
   auto tiers = Tiers(*some);
   EXPECT_EQ(tiers["shared"], TableTier::kDevice);
   EXPECT_EQ(tiers["small"], TableTier::kDevice);
-  EXPECT_EQ(tiers["middle"], TableTier::kDevice);
-  EXPECT_EQ(tiers["large"], TableTier::kHost);
-  EXPECT_EQ(TierBytes(*some, TableTier::kHost), 640);
-  EXPECT_EQ(TierBytes(*some, TableTier::kDevice), 544);
-  TablePlacement placement = ToPlacement(*some);
-  EXPECT_EQ(placement.host.size(), 1u);
-  EXPECT_TRUE(placement.OnHost(m.large));
-  EXPECT_FALSE(placement.OnHost(m.small));
-  // One byte less and middle goes too: the 319 bytes left are shared by the caches of middle and
-  // large in proportion to their bytes (106 and 212), each less its index (4 bytes a row): 1 row
-  // of middle (26 bytes of room), 3 of large (52).
-  auto cached = PlaceTables(m.graph, {543, {}});
-  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
-  tiers = Tiers(*cached);
   EXPECT_EQ(tiers["middle"], TableTier::kCache);
   EXPECT_EQ(tiers["large"], TableTier::kCache);
-  for (const TableInfo& t : *cached) {
+  for (const TableInfo& t : *some) {
     if (t.name == "middle") {
-      EXPECT_EQ(t.cache_rows, 1);
+      EXPECT_EQ(t.cache_rows, 13);
     } else if (t.name == "large") {
-      EXPECT_EQ(t.cache_rows, 3);
+      EXPECT_EQ(t.cache_rows, 26);
     }
   }
-  EXPECT_EQ(CachesBytes(*cached), 20 * 4 + 16 + 40 * 4 + 3 * 16);
-  EXPECT_LE(TierBytes(*cached, TableTier::kDevice) + CachesBytes(*cached), 543);
-  placement = ToPlacement(*cached);
+  EXPECT_EQ(TierBytes(*some, TableTier::kCache), 960);
+  EXPECT_EQ(TierBytes(*some, TableTier::kDevice), 224);
+  EXPECT_EQ(CachesBytes(*some), 20 * 4 + 13 * 16 + 40 * 4 + 26 * 16);
+  EXPECT_LE(TierBytes(*some, TableTier::kDevice) + CachesBytes(*some), 1100);
+  TablePlacement placement = ToPlacement(*some);
   EXPECT_TRUE(placement.host.empty());
-  EXPECT_EQ(placement.CacheRows(m.large), 3);
+  EXPECT_EQ(placement.CacheRows(m.large), 26);
   EXPECT_TRUE(placement.OnHost(m.large));
+  EXPECT_FALSE(placement.OnHost(m.small));
   EXPECT_EQ(placement.CacheRows(m.small), 0);
+  // 544: all three cached, 480 bytes shared: 1 row of small (68 - 40), 3 of middle (137 - 80), 7
+  // of large (274 - 160).
+  auto cached = PlaceTables(m.graph, {544, {}});
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  for (const TableInfo& t : *cached) {
+    if (t.name == "shared") continue;
+    EXPECT_EQ(t.tier, TableTier::kCache) << t.name;
+    EXPECT_EQ(t.cache_rows, t.name == "small" ? 1 : t.name == "middle" ? 3 : 7) << t.name;
+  }
   // A budget of 0 leaves only the shared table, and no room for any cache.
   auto zero = PlaceTables(m.graph, {0, {}});
   ASSERT_TRUE(zero.ok());
@@ -126,14 +132,14 @@ TEST(TableBudget, KeepsTheSmallestTablesOnTheDeviceWithinTheBudget) {
 
 TEST(TableBudget, NamedTiersComeFirstAndMistakesAreErrors) {
   FourTables m;
-  // large named for the GPU takes the budget's first 640 bytes, shared 64; small (160) still fits,
-  // middle (320) not.
+  // large named for the GPU takes the budget's first 640 bytes, shared 64; of the 296 left, small
+  // and middle are cached.
   auto named = PlaceTables(m.graph, {1000, {{"large", TableTier::kDevice}}});
   ASSERT_TRUE(named.ok()) << named.status().ToString();
   auto tiers = Tiers(*named);
   EXPECT_EQ(tiers["large"], TableTier::kDevice);
-  EXPECT_EQ(tiers["small"], TableTier::kDevice);
-  EXPECT_EQ(tiers["middle"], TableTier::kCache);  // the 136 bytes left: 3 rows and the index
+  EXPECT_EQ(tiers["small"], TableTier::kCache);
+  EXPECT_EQ(tiers["middle"], TableTier::kCache);
   // Named for host memory without a budget.
   EXPECT_EQ(Tiers(PlaceTables(m.graph, {-1, {{"small", TableTier::kHost}}}).value())["small"], TableTier::kHost);
 

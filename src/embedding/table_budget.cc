@@ -113,20 +113,33 @@ StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudg
                            " bytes on the GPU, more than tables.gpu_budget_mb allows (" +
                            std::to_string(budget.gpu_bytes) + " bytes)");
   }
-  // The rest, smallest first (then by name, for a placement that does not depend on value ids).
-  std::vector<size_t> order(tables.size());
-  std::iota(order.begin(), order.end(), 0);
+  // The rest, smallest first (then by name, for a placement that does not depend on value ids): a
+  // table read by other ops stays on the GPU whatever the budget; a lookup table does while it
+  // takes at most half of an even share of what is left among the tables still to place (each
+  // table serves about as many lookups as another, and a cache of its hottest rows serves most of
+  // them for a fraction of its bytes); the others are cached.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    if (!named(tables[i])) order.push_back(i);
+  }
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return tables[a].bytes != tables[b].bytes ? tables[a].bytes < tables[b].bytes : tables[a].name < tables[b].name;
   });
   for (size_t i : order) {
+    if (!tables[i].lookups_only) on_device += tables[i].bytes;
+  }
+  int64_t to_place = 0;
+  for (size_t i : order) to_place += tables[i].lookups_only;
+  for (size_t i : order) {
     TableInfo& t = tables[i];
-    if (named(t)) continue;
-    if (!t.lookups_only || on_device + t.bytes <= budget.gpu_bytes) {
-      on_device += t.bytes;  // a table read by other ops stays on the GPU whatever the budget
+    if (!t.lookups_only) continue;
+    const int64_t left_now = budget.gpu_bytes - on_device;
+    if (left_now >= t.bytes && t.bytes <= left_now / (2 * to_place)) {
+      on_device += t.bytes;
     } else {
       t.tier = TableTier::kCache;
     }
+    --to_place;
   }
   // What is left, shared by the caches still to be sized in proportion to their tables' bytes.
   const int64_t left = budget.gpu_bytes - on_device;
