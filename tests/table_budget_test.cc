@@ -130,6 +130,28 @@ TEST(TableBudget, KeepsTheSmallestTablesOnTheDeviceWithinTheBudget) {
   EXPECT_EQ(ToPlacement(*zero).host.size(), 3u);
 }
 
+// Tables of one size under a budget smaller than twice one of them are all cached, each a share of
+// the budget: none is kept whole because the tables before it were cached (W1's 26 equal tables at
+// 10% of their bytes once put two on the GPU and gave the others 1.7% each).
+TEST(TableBudget, EqualTablesShareTheBudgetAsCaches) {
+  GraphBuilder g;
+  std::mt19937_64 rng(2);
+  const int ids = g.Input("ids", DType::kI64, {1, 2});
+  int sum = -1;
+  for (int t = 0; t < 4; ++t) {
+    const int bag =
+        g.Op("EmbeddingBag", {g.Const("t" + std::to_string(t), testing::RandomTable(DType::kF32, 100, 4, rng)), ids});
+    sum = sum < 0 ? bag : g.Op("Add", {sum, bag});
+  }
+  g.Output(sum);
+  auto placed = PlaceTables(g.graph(), {3000, {}});  // each table 1,600 bytes
+  ASSERT_TRUE(placed.ok()) << placed.status().ToString();
+  for (const TableInfo& t : *placed) {
+    EXPECT_EQ(t.tier, TableTier::kCache) << t.name;
+    EXPECT_EQ(t.cache_rows, (750 - 400) / 16) << t.name;  // a quarter of the budget, less the index
+  }
+}
+
 TEST(TableBudget, NamedTiersComeFirstAndMistakesAreErrors) {
   FourTables m;
   // large named for the GPU takes the budget's first 640 bytes, shared 64; of the 296 left, small

@@ -115,7 +115,7 @@ StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudg
   }
   // The rest, smallest first (then by name, for a placement that does not depend on value ids): a
   // table read by other ops stays on the GPU whatever the budget; a lookup table does while it
-  // takes at most half of an even share of what is left among the tables still to place (each
+  // takes at most half of an even share of what is left among the tables not on the GPU (each
   // table serves about as many lookups as another, and a cache of its hottest rows serves most of
   // them for a fraction of its bytes); the others are cached.
   std::vector<size_t> order;
@@ -128,18 +128,18 @@ StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudg
   for (size_t i : order) {
     if (!tables[i].lookups_only) on_device += tables[i].bytes;
   }
-  int64_t to_place = 0;
-  for (size_t i : order) to_place += tables[i].lookups_only;
+  int64_t sharing = 0;  // lookup tables not (yet) on the device: the cached ones share what is left
+  for (size_t i : order) sharing += tables[i].lookups_only;
   for (size_t i : order) {
     TableInfo& t = tables[i];
     if (!t.lookups_only) continue;
     const int64_t left_now = budget.gpu_bytes - on_device;
-    if (left_now >= t.bytes && t.bytes <= left_now / (2 * to_place)) {
+    if (left_now >= t.bytes && t.bytes <= left_now / (2 * sharing)) {
       on_device += t.bytes;
+      --sharing;
     } else {
       t.tier = TableTier::kCache;
     }
-    --to_place;
   }
   // What is left, shared by the caches still to be sized in proportion to their tables' bytes.
   const int64_t left = budget.gpu_bytes - on_device;

@@ -5,7 +5,7 @@
 // With no budget every table stays on the device, as it always has. With one, the tables the
 // config names go where it says, and tables other ops read stay on the device. The rest, smallest
 // first, stay on the device while a table takes at most half of an even share of what the budget
-// has left for the tables still to place: every table gets about one lookup per request and
+// has left for the lookup tables not on the device: every table gets about one lookup per request and
 // feature, so small tables serve the most lookups per byte, and a cache of a large table's hot rows
 // serves most of its lookups (Zipf traffic) for a fraction of its bytes. The others are cached:
 // what the budget has left is shared among their caches in proportion to their bytes (every byte of
