@@ -54,6 +54,11 @@ grep -q "1 dot interactions fused" "$tmp/dot_nodes" || fail "inspect: $(cat "$tm
 grep -q "^tables: 26, 0.0 KiB on the GPU, 812.5 KiB in host memory, 0.0 KiB of GPU caches (GPU budget for tables: 0.0 KiB)" "$tmp/placed" ||
   fail "inspect placement: $(grep '^tables' "$tmp/placed")"
 [ "$(grep -c "tables\.[0-9]*\.weight *host " "$tmp/placed")" = 26 ] || fail "inspect: every table on host"
+# Every table cached with 10% of its rows: 100 of 1,000, an index of 4 bytes a row and 32-byte rows.
+"$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 --table-cache-percent 10 >"$tmp/cached" ||
+  fail "inspect --table-cache-percent failed"
+[ "$(grep -c "tables\.[0-9]*\.weight *cache  \[1000, 8\] FP32  31.2 KiB  cache of 100 rows (10.0%), 7.0 KiB on the GPU" "$tmp/cached")" = 26 ] ||
+  fail "inspect --table-cache-percent: $(grep weight "$tmp/cached" | head -3)"
 
 # The cache sizing from a request file: a row per size, hit ratios within Belady's.
 "$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 --requests "$src/tests/data/zoo/dlrm_dcnv2.requests.jsonl" \

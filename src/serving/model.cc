@@ -77,6 +77,14 @@ Status Model::MakeRunner() {
     RANKD_ASSIGN_OR_RETURN(budget.tiers[table], ParseTableTier(tier));
   }
   budget.cache_rows = config_.table_cache_rows;
+  if (options_.table_cache_fraction) {
+    for (const TableInfo& t : FindTables(c.graph())) {
+      if (!t.lookups_only) continue;
+      budget.cache_rows[t.name] =
+          std::max<int64_t>(1, static_cast<int64_t>(*options_.table_cache_fraction * static_cast<double>(t.rows())));
+      budget.tiers.erase(t.name);
+    }
+  }
   RANKD_ASSIGN_OR_RETURN(tables_, PlaceTables(c.graph(), budget));
   PrepareOptions prepare{c.precision(), ToPlacement(tables_)};
   RANKD_ASSIGN_OR_RETURN(runner_,

@@ -57,6 +57,9 @@ struct ModelOptions : CompileOptions {
   int batching = -1;
   // Overrides the config's tables.gpu_budget_mb when set (-1: no budget).
   std::optional<int64_t> table_gpu_budget_mb;
+  // When set, every table read only by lookups is cached on the GPU with a cache of this share
+  // of its rows (at least one), as tables.cache_rows would (benchmarks of cache sizes).
+  std::optional<double> table_cache_fraction;
 };
 
 // What loading did, for `rankd inspect`: the passes, then the buckets and the warm-up captures.

@@ -54,6 +54,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   options.user_hoisting = args.hoisting ? -1 : 0;
   options.table_dtype = args.table_dtype;
   if (args.table_gpu_budget_mb) options.table_gpu_budget_mb = *args.table_gpu_budget_mb;
+  if (args.table_cache_percent) options.table_cache_fraction = *args.table_cache_percent / 100.0;
   options.executors = args.executors;
   auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
   if (!model.ok()) return fail(model.status());

@@ -32,6 +32,7 @@ struct InspectArgs {
   bool hoisting = true;                        // false: load without user-side hoisting
   std::string table_dtype;                     // FP32 | BF16 | FP16; empty: the model config's tables.dtype
   std::optional<int64_t> table_gpu_budget_mb;  // unset: the model config's tables.gpu_budget_mb
+  std::optional<double> table_cache_percent;   // set: every lookup table cached with this % of its rows
   std::string requests;                        // KServe JSON bodies, one per line: size a cache of the tables on them
   std::vector<double> cache_mb;                // the cache sizes to try; empty: 1%, 5%, 20% and 50% of the tables
 };
@@ -72,6 +73,7 @@ struct BenchEngineArgs {
   std::string precision;                       // fp32 | tf32 | bf16 | bf16-activations; empty: the model config's
   std::string table_dtype;                     // FP32 | BF16 | FP16; empty: the model config's tables.dtype
   std::optional<int64_t> table_gpu_budget_mb;  // unset: the model config's tables.gpu_budget_mb
+  std::optional<double> table_cache_percent;   // set: every lookup table cached with this % of its rows
   std::string buckets = "config";              // on | off | config: shape buckets (and, on a GPU, captured graphs)
   bool fusion = true;                          // false: without the fusion passes, to measure what they save
   bool hoisting = true;                        // false: user rows repeated to the candidates, as written

@@ -179,6 +179,7 @@ int InspectCommand(const InspectArgs& args) {
   options.user_hoisting = args.hoisting ? -1 : 0;
   options.table_dtype = args.table_dtype;
   if (args.table_gpu_budget_mb) options.table_gpu_budget_mb = *args.table_gpu_budget_mb;
+  if (args.table_cache_percent) options.table_cache_fraction = *args.table_cache_percent / 100.0;
   auto loaded = Model::Load(dir, args.version, options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "rankd inspect: %s\n", loaded.status().ToString().c_str());

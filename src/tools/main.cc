@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
       ->add_option("--table-gpu-budget-mb", inspect.table_gpu_budget_mb,
                    "GPU memory for embedding tables; the rest stay in host memory (default: the config's)")
       ->check(CLI::NonNegativeNumber);
+  inspect_cmd
+      ->add_option("--table-cache-percent", inspect.table_cache_percent,
+                   "cache every lookup table on the GPU with this percentage of its rows (at least one row)")
+      ->check(CLI::Range(0.0, 100.0));
 
   rankd::ServeArgs serve;
   CLI::App* serve_cmd = app.add_subcommand("serve", "Serve models over KServe v2 (HTTP) with Prometheus metrics");
@@ -104,6 +108,10 @@ int main(int argc, char** argv) {
       ->add_option("--table-gpu-budget-mb", engine.table_gpu_budget_mb,
                    "GPU memory for embedding tables; the rest stay in host memory (default: the config's)")
       ->check(CLI::NonNegativeNumber);
+  bench_engine
+      ->add_option("--table-cache-percent", engine.table_cache_percent,
+                   "cache every lookup table on the GPU with this percentage of its rows (at least one row)")
+      ->check(CLI::Range(0.0, 100.0));
   bench_engine
       ->add_option("--precision", engine.precision,
                    "fp32 | tf32 | bf16 | bf16-activations (default: the model config's)")
