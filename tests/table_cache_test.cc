@@ -100,6 +100,24 @@ TEST(CacheKeeper, CachesTheHotRowsItIsOffered) {
   EXPECT_EQ(stats[0].dropped_offers, 0u);
 }
 
+// A cache with room for every row holds all of them from the start, and nothing changes after.
+TEST(CacheKeeper, FillsACacheAsLargeAsItsTable) {
+  BagModel m;
+  RecordingCache cache(1000, 1000);
+  CacheKeeper keeper(m.graph, {{m.cached, &cache}});
+  ASSERT_TRUE(keeper.Flush().ok());
+  std::set<int64_t> held(cache.rows_of_slots().begin(), cache.rows_of_slots().end());
+  EXPECT_EQ(held.size(), 1000u);
+  EXPECT_EQ(*held.begin(), 0);
+  EXPECT_EQ(*held.rbegin(), 999);
+  EXPECT_EQ(cache.applies.load(), 1);
+  keeper.Offer(Inputs({1, 2, 3, 4, 999, 998, 5, 6}));
+  ASSERT_TRUE(keeper.Flush().ok());
+  EXPECT_EQ(cache.applies.load(), 1);
+  EXPECT_EQ(keeper.stats()[0].cached, 1000);
+  EXPECT_EQ(keeper.stats()[0].hits, 8u);
+}
+
 // A keeper that is behind drops offers instead of queueing them without bound or making the run
 // wait; an error from the device side is reported by Flush, once.
 TEST(CacheKeeper, DropsOffersWhenBehindAndReportsDeviceErrors) {

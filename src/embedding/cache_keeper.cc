@@ -62,6 +62,7 @@ CacheKeeper::CacheKeeper(const Graph& graph, const std::map<int, TableCache*>& c
   {
     MutexLock lock(mu_);
     for (const auto& [t, kept] : kept_) published_.push_back(kept.stats);
+    busy_ = true;  // filling whole tables (Loop): Flush waits for it
   }
   thread_ = std::thread([this] { Loop(); });
 }
@@ -111,8 +112,37 @@ std::vector<TableCacheStats> CacheKeeper::stats() const {
   return out;
 }
 
+// A cache with room for every row of its table holds all of them from the start: there is nothing
+// for a policy to choose.
+Status CacheKeeper::FillWholeTables() {
+  Status status;
+  for (auto& [t, table] : kept_) {
+    const int64_t rows = tables_[static_cast<size_t>(t)].rows();
+    if (table.policy->capacity() < rows) continue;
+    std::vector<std::pair<uint64_t, int>> all;
+    all.reserve(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) all.emplace_back(static_cast<uint64_t>(r), 0);
+    table.policy->WarmStart(all);
+    std::vector<TableCache::Fill> fills;
+    for (const CachePolicy::Change& c : table.policy->TakeChanges())
+      fills.push_back({c.slot, static_cast<int64_t>(c.key)});
+    table.stats.inserted += fills.size();
+    table.stats.cached = table.policy->size();
+    Status applied = table.cache->Apply(fills);
+    if (!applied.ok() && status.ok()) status = applied;
+  }
+  return status;
+}
+
 void CacheKeeper::Loop() {
+  Status filled = FillWholeTables();
   MutexLock lock(mu_);
+  std::vector<TableCacheStats> filled_stats;
+  for (const auto& [t, table] : kept_) filled_stats.push_back(table.stats);
+  busy_ = false;
+  if (!filled.ok()) error_ = filled;
+  published_ = std::move(filled_stats);
+  changed_.notify_all();
   while (true) {
     while (pending_.empty() && !stop_) changed_.wait(lock.native());
     if (stop_) return;

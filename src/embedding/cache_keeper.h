@@ -6,7 +6,8 @@
 // returns; the keeper's own thread turns them into the rows they read
 // (AppendLookups), feeds them to each table's CachePolicy (TinyLFU admission, sampled eviction) and
 // hands the policy's insertions to the device cache (TableCache::Apply), which moves rows in
-// without a lookup ever reading a slot while its row changes. When the keeper is behind, offers
+// without a lookup ever reading a slot while its row changes. A cache with room for every row of its
+// table is filled with all of them when the keeper starts. When the keeper is behind, offers
 // are dropped: the policy sees a sample of the traffic, which keeps its frequencies. Lookups never
 // wait for the keeper: a row it has not cached yet is read from host memory.
 #pragma once
@@ -70,6 +71,7 @@ class CacheKeeper {
     TableCacheStats stats;
   };
   void Loop();
+  Status FillWholeTables();
   // Feeds one offer's lookups to the policies and applies their changes.
   Status Keep(const std::vector<Tensor>& inputs);
 

@@ -116,6 +116,13 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
     }
     return lookups_hits;
   };
+  if ((*model)->cache_keeper() && args.cache_warmup_s > 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(args.cache_warmup_s);
+    for (size_t k = 0; std::chrono::steady_clock::now() < until; ++k) {
+      auto out = (*model)->Infer(requests[k % requests.size()], sums[k % requests.size()]);
+      if (!out.ok()) return fail(out.status().WithContext("cache warm-up"));
+    }
+  }
   const auto warm_cache = cache_counts();
   const BucketCounters warm = (*model)->bucket_counters();
   OpProfile::Reset();  // RANKD_PROFILE reports the timed runs only

@@ -73,6 +73,7 @@ struct BenchEngineArgs {
   std::string precision;                       // fp32 | tf32 | bf16 | bf16-activations; empty: the model config's
   std::string table_dtype;                     // FP32 | BF16 | FP16; empty: the model config's tables.dtype
   std::optional<int64_t> table_gpu_budget_mb;  // unset: the model config's tables.gpu_budget_mb
+  double cache_warmup_s = 0;                   // with table caches: seconds of extra warm-up before timing
   std::optional<double> table_cache_percent;   // set: every lookup table cached with this % of its rows
   std::string buckets = "config";              // on | off | config: shape buckets (and, on a GPU, captured graphs)
   bool fusion = true;                          // false: without the fusion passes, to measure what they save

@@ -113,6 +113,11 @@ int main(int argc, char** argv) {
                    "cache every lookup table on the GPU with this percentage of its rows (at least one row)")
       ->check(CLI::Range(0.0, 100.0));
   bench_engine
+      ->add_option("--cache-warmup-s", engine.cache_warmup_s,
+                   "with table caches: score the requests this many seconds more before timing, so that the caches "
+                   "reach their steady state")
+      ->check(CLI::NonNegativeNumber);
+  bench_engine
       ->add_option("--precision", engine.precision,
                    "fp32 | tf32 | bf16 | bf16-activations (default: the model config's)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "bf16-activations"}));
