@@ -12,22 +12,25 @@ namespace {
 
 constexpr uint64_t kRowMask = (uint64_t{1} << 48) - 1;
 
-// Every stride-th row of `t` (its first dimension), so that at most `limit` ids are kept (at least
-// one row), copied: a sample spread over the whole batch, whose rows may come from different
-// requests.
-Tensor Sample(const Tensor& t, int64_t limit) {
+// Every stride-th row of `t` (its first dimension) from row `start` % stride, so that at most
+// `limit` ids are kept (at least one row), copied: a sample spread over the whole batch, whose rows
+// may come from different requests; successive offers start at different rows, so that a batch
+// seen again is not sampled at the same places.
+Tensor Sample(const Tensor& t, int64_t limit, uint64_t start) {
   if (t.size() <= limit || t.rank() == 0 || t.dim(0) <= 1) return t.Clone();
   const int64_t rows = t.dim(0), per_row = t.size() / rows;
   const int64_t kept = std::max<int64_t>(1, limit / std::max<int64_t>(per_row, 1));
   const int64_t stride = (rows + kept - 1) / kept;
+  const auto first = static_cast<int64_t>(start % static_cast<uint64_t>(stride));
   Shape shape = t.shape();
-  shape[0] = (rows + stride - 1) / stride;
+  shape[0] = (rows - first + stride - 1) / stride;
   Tensor sample = Tensor::Empty(t.dtype(), shape);
   const size_t row_bytes = static_cast<size_t>(per_row) * DTypeSize(t.dtype());
   const auto* from = static_cast<const uint8_t*>(t.raw());
   auto* to = static_cast<uint8_t*>(sample.raw());
   for (int64_t r = 0; r < shape[0]; ++r) {
-    std::memcpy(to + static_cast<size_t>(r) * row_bytes, from + static_cast<size_t>(r * stride) * row_bytes, row_bytes);
+    std::memcpy(to + static_cast<size_t>(r) * row_bytes, from + static_cast<size_t>(first + r * stride) * row_bytes,
+                row_bytes);
   }
   return sample;
 }
@@ -86,9 +89,10 @@ void CacheKeeper::Offer(std::span<const Tensor> graph_inputs) {
     }
   }
   std::vector<Tensor> kept(graph_.inputs.size());
+  const uint64_t start = offers_.fetch_add(1, std::memory_order_relaxed);
   const int64_t per_input = std::max<int64_t>(1, options_.sample_ids / static_cast<int64_t>(sampled_inputs_.size()));
   for (size_t i : sampled_inputs_) {
-    if (i < graph_inputs.size() && graph_inputs[i].defined()) kept[i] = Sample(graph_inputs[i], per_input);
+    if (i < graph_inputs.size() && graph_inputs[i].defined()) kept[i] = Sample(graph_inputs[i], per_input, start);
   }
   {
     MutexLock lock(mu_);

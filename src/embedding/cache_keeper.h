@@ -2,8 +2,8 @@
 // the request path (docs/embedding.md).
 //
 // Each run offers its inputs (Offer). When the keeper is not behind, the ids that feed lookups of
-// cached tables are copied (every k-th row of each, at most `sample_ids` ids in all) and the call
-// returns; the keeper's own thread turns them into the rows they read
+// cached tables are copied (every k-th row of each from a row that moves from offer to offer, at
+// most `sample_ids` ids in all) and the call returns; the keeper's own thread turns them into the rows they read
 // (AppendLookups), feeds them to each table's CachePolicy (TinyLFU admission, sampled eviction) and
 // hands the policy's insertions to the device cache (TableCache::Apply), which moves rows in
 // without a lookup ever reading a slot while its row changes. A cache with room for every row of its
@@ -12,6 +12,7 @@
 // wait for the keeper: a row it has not cached yet is read from host memory.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -81,6 +82,7 @@ class CacheKeeper {
   std::map<int, Table> kept_;           // by index in tables_
   std::vector<size_t> sampled_inputs_;  // graph input positions feeding cached tables
   std::vector<uint64_t> trace_;         // the keeper thread's
+  std::atomic<uint64_t> offers_{0};     // sampled so far (where the next sample starts)
 
   mutable Mutex mu_;
   std::condition_variable changed_;

@@ -174,16 +174,8 @@ __device__ inline int32_t SlotOf(RowCacheView cache, int64_t id) {
   return cache.slot_of_row ? __ldcg(cache.slot_of_row + id) : -1;
 }
 
-// The V elements of row `id` of a [rows, dim] table from column d0: from the row's slot where the
-// table's cache holds it, else from the table.
-template <typename Row>
-__device__ typename Vec<Row>::Raw LoadPiece(const Row* table, RowCacheView cache, int64_t dim, int64_t id, int64_t d0) {
-  const int32_t slot = SlotOf(cache, id);
-  if (slot >= 0) return Vec<Row>::LoadPastL1(static_cast<const Row*>(cache.slots) + slot * dim + d0);
-  return Vec<Row>::Load(table + id * dim + d0);
-}
-
-// Element d of row `id`, likewise.
+// Element d of row `id` of a [rows, dim] table: from the row's slot where the table's cache holds
+// it, else from the table.
 template <typename Row>
 __device__ float LoadElement(const Row* table, RowCacheView cache, int64_t dim, int64_t id, int64_t d) {
   const int32_t slot = SlotOf(cache, id);
@@ -233,6 +225,7 @@ __device__ void PoolVector(const Part& p, RowCacheView cache, int64_t lo, int64_
       const int n = static_cast<int>(min(static_cast<int64_t>(kChunk), hi - base));
       const int64_t mine =
           lane < n ? Checked(static_cast<int64_t>(ids[base + lane]), p, first_d == 0, error, step) : -1;
+      const int32_t mine_slot = mine >= 0 ? SlotOf(cache, mine) : -1;  // each lane its own id's, once
       for (int k = 0; k < n; k += groups * kIdsInFlight) {
         typename Vec<Row>::Raw raw[kIdsInFlight];
         int64_t id[kIdsInFlight];
@@ -240,8 +233,12 @@ __device__ void PoolVector(const Part& p, RowCacheView cache, int64_t lo, int64_
         for (int u = 0; u < kIdsInFlight; ++u) {
           const int from = k + group + groups * u;
           id[u] = __shfl_sync(kAllLanes, mine, from % kWarp);
+          const int32_t slot = cache.slot_of_row ? __shfl_sync(kAllLanes, mine_slot, from % kWarp) : -1;
           if (from >= n) id[u] = -1;
-          if (id[u] >= 0 && active) raw[u] = LoadPiece(table, cache, p.dim, id[u], d0);
+          if (id[u] >= 0 && active) {
+            raw[u] = slot >= 0 ? Vec<Row>::LoadPastL1(static_cast<const Row*>(cache.slots) + slot * p.dim + d0)
+                               : Vec<Row>::Load(table + id[u] * p.dim + d0);
+          }
         }
 #pragma unroll
         for (int u = 0; u < kIdsInFlight; ++u) {
@@ -323,8 +320,8 @@ __device__ int GroupedId(Id id, const Part& p, bool report, int* error, int step
 // A lane group's slots first to first + kIds (of the row_lanes ids its lanes hold in `mine`, the
 // first n its bag's) added to acc, every row loaded before any is added. An absent id adds zeros.
 template <int kIds, int kChunks, bool kWhole, typename Row>
-__device__ void PoolIds(const char* columns, uint32_t row_bytes, const int32_t* slot_of_row, const char* slot_columns,
-                        int mine, int first, int n, int row_lanes, const bool (&active)[kChunks],
+__device__ void PoolIds(const char* columns, uint32_t row_bytes, const char* slot_columns, int mine, int mine_slot,
+                        int first, int n, int row_lanes, const bool (&active)[kChunks],
                         float (&acc)[kChunks][Vec<Row>::kN], int& count) {
   constexpr int V = Vec<Row>::kN;
   typename Vec<Row>::Raw raw[kIds][kChunks];
@@ -334,7 +331,9 @@ __device__ void PoolIds(const char* columns, uint32_t row_bytes, const int32_t* 
     if (first + u >= n) id = -1;
     count += id >= 0;
     const char* row = columns + static_cast<uint64_t>(static_cast<uint32_t>(id)) * row_bytes;
-    const int32_t slot = slot_of_row && id >= 0 ? __ldcg(slot_of_row + id) : -1;
+    int slot = -1;
+    if (slot_columns) slot = __shfl_sync(kAllLanes, mine_slot, first + u, row_lanes);
+    if (first + u >= n) slot = -1;
     if (slot >= 0) {  // a cached row, read past L1 (RowCacheView)
       row = slot_columns + static_cast<uint64_t>(static_cast<uint32_t>(slot)) * row_bytes;
 #pragma unroll
@@ -393,13 +392,16 @@ __device__ void PoolGrouped(const Part& p, RowCacheView cache, int64_t lo, int64
     for (int done = 0; done < span; done += row_lanes) {
       const int n = max(0, min(row_lanes, length - done));
       const int mine = lane < n ? GroupedId(ids[lo + done + lane], p, first_d == 0, error, step) : -1;
+      // A cached table: each lane looks up its own id's slot once, beside the others' (not once per
+      // row, in a row's chain of loads); the slots go round with the ids.
+      const int mine_slot = slot_columns && mine >= 0 ? SlotOf(cache, mine) : -1;
       const int steps = min(row_lanes, span - done);
       for (int k = 0; k < steps; k += kIdsInFlight) {
         if (kIdsInFlight > 1 && k + 1 == steps) {
-          PoolIds<1, kChunks, kWhole, Row>(columns, row_bytes, cache.slot_of_row, slot_columns, mine, k, n, row_lanes,
-                                           active, acc, count);
+          PoolIds<1, kChunks, kWhole, Row>(columns, row_bytes, slot_columns, mine, mine_slot, k, n, row_lanes, active,
+                                           acc, count);
         } else {
-          PoolIds<kIdsInFlight, kChunks, kWhole, Row>(columns, row_bytes, cache.slot_of_row, slot_columns, mine, k, n,
+          PoolIds<kIdsInFlight, kChunks, kWhole, Row>(columns, row_bytes, slot_columns, mine, mine_slot, k, n,
                                                       row_lanes, active, acc, count);
         }
       }
