@@ -212,15 +212,18 @@ TEST(TableBudget, ConfigReadsTheBudgetAndTiers) {
   EXPECT_EQ(c->table_tiers.at("t0"), "host");
   EXPECT_EQ(c->table_tiers.at("t1"), "gpu");
   EXPECT_EQ(ParseModelConfig("{}", false)->table_gpu_budget_mb, -1);
-  auto cached = ParseModelConfig("tables: {tiers: {t0: cache}, cache_rows: {t0: 100, t2: 1}}", true);
+  auto cached = ParseModelConfig(
+      "tables: {tiers: {t0: cache}, cache_rows: {t0: 100, t2: 1}, hotness_snapshot: /var/lib/rankd/w1.hot}", true);
   ASSERT_TRUE(cached.ok()) << cached.status().ToString();
   EXPECT_EQ(cached->table_tiers.at("t0"), "cache");
   EXPECT_EQ(cached->table_cache_rows.at("t0"), 100);
   EXPECT_EQ(cached->table_cache_rows.at("t2"), 1);
+  EXPECT_EQ(cached->table_hotness_snapshot, "/var/lib/rankd/w1.hot");
   for (const char* bad : {"tables: {gpu_budget_mb: -1}", "tables: {gpu_budget_mb: 1.5}", "tables: {tiers: [t0]}",
                           "tables: {tiers: {t0: ssd}}", "tables: {cache: true}", "tables: {cache_rows: {t0: 0}}",
                           "tables: {cache_rows: [t0]}", "tables: {cache_rows: {t0: 1.5}}",
-                          "tables: {tiers: {t0: host}, cache_rows: {t0: 5}}"}) {
+                          "tables: {tiers: {t0: host}, cache_rows: {t0: 5}}", "tables: {hotness_snapshot: 3}",
+                          "tables: {hotness_snapshot: ''}"}) {
     auto r = ParseModelConfig(bad, true);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("tables"), std::string::npos) << r.status().ToString();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <latch>
 #include <random>
@@ -116,6 +117,42 @@ TEST(CacheKeeper, FillsACacheAsLargeAsItsTable) {
   EXPECT_EQ(cache.applies.load(), 1);
   EXPECT_EQ(keeper.stats()[0].cached, 1000);
   EXPECT_EQ(keeper.stats()[0].hits, 8u);
+}
+
+// The rows a keeper held are saved when it stops, and the next keeper of the same tables starts
+// with them cached before any offer; a snapshot that is not one leaves the caches cold.
+TEST(CacheKeeper, StartsWarmFromTheSnapshotThePreviousOneSaved) {
+  BagModel m;
+  const std::string path = testing::WriteTempFile("hotness/keeper.snapshot", "");
+  std::filesystem::remove(path);
+  CacheKeeperOptions options;
+  options.snapshot_path = path;
+  {
+    RecordingCache cache(3, 1000);
+    CacheKeeper keeper(m.graph, {{m.cached, &cache}}, options);
+    for (int round = 0; round < 20; ++round) {
+      keeper.Offer(Inputs({42, 43, 44, 42, 43, 44, 42, 43}));
+      ASSERT_TRUE(keeper.Flush().ok());
+    }
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  RecordingCache warm(3, 1000);
+  {
+    CacheKeeper keeper(m.graph, {{m.cached, &warm}}, options);
+    ASSERT_TRUE(keeper.Flush().ok());
+    std::set<int64_t> held(warm.rows_of_slots().begin(), warm.rows_of_slots().end());
+    EXPECT_EQ(held, (std::set<int64_t>{42, 43, 44}));
+    EXPECT_EQ(keeper.stats()[0].cached, 3);
+    keeper.Offer(Inputs({42, 43, 44, 42}));
+    ASSERT_TRUE(keeper.Flush().ok());
+    EXPECT_EQ(keeper.stats()[0].hits, 4u);  // warm: every lookup hits at once
+  }
+  std::ofstream(path, std::ios::binary) << "not a snapshot";
+  RecordingCache cold(3, 1000);
+  CacheKeeper keeper(m.graph, {{m.cached, &cold}}, options);
+  ASSERT_TRUE(keeper.Flush().ok());
+  EXPECT_EQ(keeper.stats()[0].cached, 0);
+  EXPECT_EQ(cold.applies.load(), 0);
 }
 
 // A keeper that is behind drops offers instead of queueing them without bound or making the run

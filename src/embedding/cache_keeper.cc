@@ -1,9 +1,12 @@
 #include "embedding/cache_keeper.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
+#include "embedding/hotness_snapshot.h"
 #include "embedding/lookup_trace.h"
 #include "embedding/lookups.h"
 
@@ -77,6 +80,49 @@ CacheKeeper::~CacheKeeper() {
   }
   changed_.notify_all();
   thread_.join();
+  if (Status saved = SaveSnapshot(); !saved.ok()) std::fprintf(stderr, "rankd: %s\n", saved.ToString().c_str());
+}
+
+Status CacheKeeper::WarmStart() {
+  if (options_.snapshot_path.empty()) return Status::Ok();
+  StatusOr<HotKeys> saved = LoadHotness(options_.snapshot_path);
+  if (saved.status().code() == StatusCode::kNotFound) return Status::Ok();  // a first run
+  if (!saved.ok()) {
+    std::fprintf(stderr, "rankd: hotness snapshot %s: %s (the caches start cold)\n", options_.snapshot_path.c_str(),
+                 saved.status().ToString().c_str());
+    return Status::Ok();
+  }
+  std::map<int, HotKeys> per_table;
+  for (const auto& [key, count] : *saved) {
+    const int t = static_cast<int>(key >> 48);
+    const auto row = static_cast<int64_t>(key & kRowMask);
+    if (kept_.count(t) && row < tables_[static_cast<size_t>(t)].rows()) per_table[t].emplace_back(row, count);
+  }
+  Status status;
+  for (auto& [t, hot] : per_table) {
+    Table& table = kept_.at(t);
+    table.policy->WarmStart(hot);
+    std::vector<TableCache::Fill> fills;
+    for (const CachePolicy::Change& c : table.policy->TakeChanges())
+      fills.push_back({c.slot, static_cast<int64_t>(c.key)});
+    table.stats.inserted += fills.size();
+    table.stats.cached = table.policy->size();
+    Status applied = table.cache->Apply(fills);
+    if (!applied.ok() && status.ok()) status = applied;
+  }
+  return status;
+}
+
+Status CacheKeeper::SaveSnapshot() {
+  if (options_.snapshot_path.empty() || !changed_since_save_) return Status::Ok();
+  HotKeys hot;
+  for (const auto& [t, table] : kept_) {
+    for (const auto& [row, count] : table.policy->Snapshot())
+      hot.emplace_back(RowKey(t, static_cast<int64_t>(row)), count);
+  }
+  std::stable_sort(hot.begin(), hot.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  changed_since_save_ = false;
+  return SaveHotness(options_.snapshot_path, hot);
 }
 
 void CacheKeeper::Offer(std::span<const Tensor> graph_inputs) {
@@ -140,6 +186,7 @@ Status CacheKeeper::FillWholeTables() {
 
 void CacheKeeper::Loop() {
   Status filled = FillWholeTables();
+  if (filled.ok()) filled = WarmStart();
   MutexLock lock(mu_);
   std::vector<TableCacheStats> filled_stats;
   for (const auto& [t, table] : kept_) filled_stats.push_back(table.stats);
@@ -147,8 +194,19 @@ void CacheKeeper::Loop() {
   if (!filled.ok()) error_ = filled;
   published_ = std::move(filled_stats);
   changed_.notify_all();
+  auto saved_at = std::chrono::steady_clock::now();
+  const auto save_every = std::chrono::duration<double>(options_.save_every_s);
   while (true) {
-    while (pending_.empty() && !stop_) changed_.wait(lock.native());
+    while (pending_.empty() && !stop_) {
+      if (changed_since_save_ && std::chrono::steady_clock::now() - saved_at >= save_every) {
+        lock.Unlock();
+        if (Status saved = SaveSnapshot(); !saved.ok()) std::fprintf(stderr, "rankd: %s\n", saved.ToString().c_str());
+        lock.Lock();
+        saved_at = std::chrono::steady_clock::now();
+        continue;
+      }
+      changed_.wait_for(lock.native(), save_every);
+    }
     if (stop_) return;
     std::vector<Tensor> inputs = std::move(pending_.front());
     pending_.pop_front();
@@ -181,6 +239,7 @@ Status CacheKeeper::Keep(const std::vector<Tensor>& inputs) {
     fills.clear();
     for (const CachePolicy::Change& c : table.policy->TakeChanges()) {
       fills.push_back({c.slot, static_cast<int64_t>(c.key)});
+      changed_since_save_ = true;
       ++table.stats.inserted;
       table.stats.evicted += c.evicted.has_value();
     }

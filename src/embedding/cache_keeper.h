@@ -9,7 +9,8 @@
 // without a lookup ever reading a slot while its row changes. A cache with room for every row of its
 // table is filled with all of them when the keeper starts. When the keeper is behind, offers
 // are dropped: the policy sees a sample of the traffic, which keeps its frequencies. Lookups never
-// wait for the keeper: a row it has not cached yet is read from host memory.
+// wait for the keeper: a row it has not cached yet is read from host memory. With a snapshot path,
+// the caches start from the rows the previous run (or version) held, and the keeper saves them.
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,10 @@
 namespace rankd {
 
 struct CacheKeeperOptions {
+  // A hotness snapshot (hotness_snapshot.h) the caches start warm from when it exists, and that the
+  // keeper writes every `save_every_s` seconds while rows change and when it stops. Empty: none.
+  std::string snapshot_path;
+  double save_every_s = 60;
   int max_pending = 4;           // offers queued before more are dropped
   int64_t sample_ids = 1 << 14;  // ids copied from one offer, at most
 };
@@ -73,6 +78,10 @@ class CacheKeeper {
   };
   void Loop();
   Status FillWholeTables();
+  // From the snapshot: each table's saved rows (those still within the table) into its cache.
+  Status WarmStart();
+  // The policies' cached rows with their counts, hottest first, to the snapshot file.
+  Status SaveSnapshot();
   // Feeds one offer's lookups to the policies and applies their changes.
   Status Keep(const std::vector<Tensor>& inputs);
 
@@ -83,6 +92,7 @@ class CacheKeeper {
   std::vector<size_t> sampled_inputs_;  // graph input positions feeding cached tables
   std::vector<uint64_t> trace_;         // the keeper thread's
   std::atomic<uint64_t> offers_{0};     // sampled so far (where the next sample starts)
+  bool changed_since_save_ = false;     // the keeper thread's
 
   mutable Mutex mu_;
   std::condition_variable changed_;

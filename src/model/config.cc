@@ -215,7 +215,7 @@ StatusOr<ShapeBucketsConfig> ParseBuckets(const json& j) {
 Status ParseTables(const json& j, ModelConfig& c) {
   if (j.is_null()) return Status::Ok();
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "tables must be a mapping"));
-  RANKD_RETURN_IF_ERROR(CheckKeys(j, {"dtype", "gpu_budget_mb", "tiers", "cache_rows"}, "tables"));
+  RANKD_RETURN_IF_ERROR(CheckKeys(j, {"dtype", "gpu_budget_mb", "tiers", "cache_rows", "hotness_snapshot"}, "tables"));
   if (j.contains("dtype")) {
     const json& d = j["dtype"];
     DType dtype = d.is_string() ? DTypeFromName(d.get<std::string>()).value_or(DType::kInvalid) : DType::kInvalid;
@@ -248,6 +248,12 @@ Status ParseTables(const json& j, ModelConfig& c) {
                                    "tables.cache_rows." + name + " caches a table tables.tiers puts elsewhere"));
       c.table_cache_rows[name] = rows;
     }
+  }
+  if (j.contains("hotness_snapshot")) {
+    const json& path = j["hotness_snapshot"];
+    RANKD_RETURN_IF_ERROR(
+        Expect(path.is_string() && !path.get<std::string>().empty(), "tables.hotness_snapshot must be a file path"));
+    c.table_hotness_snapshot = path;
   }
   return Status::Ok();
 }

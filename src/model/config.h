@@ -93,6 +93,8 @@ struct ModelConfig {
   std::map<std::string, std::string> table_tiers;
   // tables.cache_rows: a table cached on the GPU with a cache of this many rows, by its name.
   std::map<std::string, int64_t> table_cache_rows;
+  // tables.hotness_snapshot: the file the GPU caches start warm from and are saved to (empty: none).
+  std::string table_hotness_snapshot;
   bool derived = false;  // true when there was no config file
 
   const InputConfig* FindInput(const std::string& name) const;

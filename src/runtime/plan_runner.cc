@@ -26,13 +26,13 @@ StatusOr<int64_t> CaptureWithRetry(Executor& executor, const Plan& plan) {
 
 StatusOr<std::unique_ptr<PlanRunner>> PlanRunner::Create(const Backend& backend, const Graph& graph,
                                                          const PrepareOptions& options, int executors,
-                                                         std::string model) {
+                                                         std::string model, const CacheKeeperOptions& keeper) {
   RANKD_RETURN_IF_ERROR(backend.CheckRoom(graph, options, executors));
   RANKD_ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph, options));
   std::unique_ptr<PlanRunner> runner(new PlanRunner(backend, std::move(resources), executors, std::move(model)));
   const std::map<int, TableCache*> caches =
       runner->resources_ ? runner->resources_->table_caches() : std::map<int, TableCache*>{};
-  if (!caches.empty()) runner->cache_keeper_ = std::make_unique<CacheKeeper>(graph, caches);
+  if (!caches.empty()) runner->cache_keeper_ = std::make_unique<CacheKeeper>(graph, caches, keeper);
   return runner;
 }
 

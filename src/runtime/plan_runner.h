@@ -50,9 +50,10 @@ class PlanRunner {
  public:
   // Prepares `graph` (which outlives the runner) on `backend` with `options` (precision, table
   // placement), with at most `executors` executors (0: the backend's default). `model` names the
-  // model in log lines.
+  // model in log lines; `keeper` sets up the keeper of its table caches, if it has any.
   static StatusOr<std::unique_ptr<PlanRunner>> Create(const Backend& backend, const Graph& graph,
-                                                      const PrepareOptions& options, int executors, std::string model);
+                                                      const PrepareOptions& options, int executors, std::string model,
+                                                      const CacheKeeperOptions& keeper = {});
   ~PlanRunner();
   PlanRunner(const PlanRunner&) = delete;
   PlanRunner& operator=(const PlanRunner&) = delete;

@@ -87,8 +87,10 @@ Status Model::MakeRunner() {
   }
   RANKD_ASSIGN_OR_RETURN(tables_, PlaceTables(c.graph(), budget));
   PrepareOptions prepare{c.precision(), ToPlacement(tables_)};
-  RANKD_ASSIGN_OR_RETURN(runner_,
-                         PlanRunner::Create(*options_.backend, c.graph(), prepare, options_.executors, config_.name));
+  CacheKeeperOptions keeper;
+  keeper.snapshot_path = config_.table_hotness_snapshot;
+  RANKD_ASSIGN_OR_RETURN(
+      runner_, PlanRunner::Create(*options_.backend, c.graph(), prepare, options_.executors, config_.name, keeper));
   return Status::Ok();
 }
 
