@@ -27,7 +27,6 @@ class RecordingCache : public TableCache {
  public:
   RecordingCache(int64_t capacity, int64_t rows) : rows_(rows), slots_(static_cast<size_t>(capacity), -1) {}
   int64_t capacity() const override { return static_cast<int64_t>(slots_.size()); }
-  int64_t rows() const override { return rows_; }
   Status Apply(std::span<const Fill> fills) override {
     if (gate) gate->wait();
     ++applies;

@@ -24,7 +24,6 @@ class TableCache {
     int64_t row = 0;
   };
   virtual int64_t capacity() const = 0;
-  virtual int64_t rows() const = 0;  // the table's
   // Applies `fills` in order (a slot filled twice holds the later row). Ordered against the
   // lookups running meanwhile: none reads a slot while its row changes. Blocks until the device
   // has the new rows; called by one thread at a time.

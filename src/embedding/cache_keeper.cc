@@ -102,12 +102,7 @@ Status CacheKeeper::WarmStart() {
   for (auto& [t, hot] : per_table) {
     Table& table = kept_.at(t);
     table.policy->WarmStart(hot);
-    std::vector<TableCache::Fill> fills;
-    for (const CachePolicy::Change& c : table.policy->TakeChanges())
-      fills.push_back({c.slot, static_cast<int64_t>(c.key)});
-    table.stats.inserted += fills.size();
-    table.stats.cached = table.policy->size();
-    Status applied = table.cache->Apply(fills);
+    Status applied = ApplyChanges(table);
     if (!applied.ok() && status.ok()) status = applied;
   }
   return status;
@@ -173,12 +168,7 @@ Status CacheKeeper::FillWholeTables() {
     all.reserve(static_cast<size_t>(rows));
     for (int64_t r = 0; r < rows; ++r) all.emplace_back(static_cast<uint64_t>(r), 0);
     table.policy->WarmStart(all);
-    std::vector<TableCache::Fill> fills;
-    for (const CachePolicy::Change& c : table.policy->TakeChanges())
-      fills.push_back({c.slot, static_cast<int64_t>(c.key)});
-    table.stats.inserted += fills.size();
-    table.stats.cached = table.policy->size();
-    Status applied = table.cache->Apply(fills);
+    Status applied = ApplyChanges(table);
     if (!applied.ok() && status.ok()) status = applied;
   }
   return status;
@@ -187,9 +177,8 @@ Status CacheKeeper::FillWholeTables() {
 void CacheKeeper::Loop() {
   Status filled = FillWholeTables();
   if (filled.ok()) filled = WarmStart();
+  std::vector<TableCacheStats> filled_stats = TableStats();
   MutexLock lock(mu_);
-  std::vector<TableCacheStats> filled_stats;
-  for (const auto& [t, table] : kept_) filled_stats.push_back(table.stats);
   busy_ = false;
   if (!filled.ok()) error_ = filled;
   published_ = std::move(filled_stats);
@@ -213,8 +202,7 @@ void CacheKeeper::Loop() {
     busy_ = true;
     lock.Unlock();
     Status kept = Keep(inputs);
-    std::vector<TableCacheStats> stats;
-    for (const auto& [t, table] : kept_) stats.push_back(table.stats);
+    std::vector<TableCacheStats> stats = TableStats();
     lock.Lock();
     busy_ = false;
     if (!kept.ok() && error_.ok()) error_ = kept;
@@ -234,21 +222,30 @@ Status CacheKeeper::Keep(const std::vector<Tensor>& inputs) {
     if (table.policy->Access(key & kRowMask)) ++table.stats.hits;
   }
   Status status;
-  std::vector<TableCache::Fill> fills;
   for (auto& [t, table] : kept_) {
-    fills.clear();
-    for (const CachePolicy::Change& c : table.policy->TakeChanges()) {
-      fills.push_back({c.slot, static_cast<int64_t>(c.key)});
-      changed_since_save_ = true;
-      ++table.stats.inserted;
-      table.stats.evicted += c.evicted.has_value();
-    }
-    table.stats.cached = table.policy->size();
-    if (fills.empty()) continue;
-    Status applied = table.cache->Apply(fills);
+    const uint64_t inserted = table.stats.inserted;
+    Status applied = ApplyChanges(table);
     if (!applied.ok() && status.ok()) status = applied;
+    changed_since_save_ = changed_since_save_ || table.stats.inserted != inserted;
   }
   return status;
+}
+
+Status CacheKeeper::ApplyChanges(Table& table) {
+  std::vector<TableCache::Fill> fills;
+  for (const CachePolicy::Change& c : table.policy->TakeChanges()) {
+    fills.push_back({c.slot, static_cast<int64_t>(c.key)});
+    table.stats.evicted += c.evicted.has_value();
+  }
+  table.stats.inserted += fills.size();
+  table.stats.cached = table.policy->size();
+  return fills.empty() ? Status::Ok() : table.cache->Apply(fills);
+}
+
+std::vector<TableCacheStats> CacheKeeper::TableStats() const {
+  std::vector<TableCacheStats> stats;
+  for (const auto& [t, table] : kept_) stats.push_back(table.stats);
+  return stats;
 }
 
 }  // namespace rankd

@@ -84,6 +84,10 @@ class CacheKeeper {
   Status SaveSnapshot();
   // Feeds one offer's lookups to the policies and applies their changes.
   Status Keep(const std::vector<Tensor>& inputs);
+  // The table's policy's queued changes, applied to its cache and counted.
+  Status ApplyChanges(Table& table);
+  // Each kept table's counts (the keeper thread's; published under mu_).
+  std::vector<TableCacheStats> TableStats() const;
 
   const Graph& graph_;
   const CacheKeeperOptions options_;

@@ -45,7 +45,6 @@ class CudaRowCache final : public TableCache {
   RowCacheView view() const;
 
   int64_t capacity() const override { return capacity_; }
-  int64_t rows() const override { return rows_; }
   Status Apply(std::span<const Fill> fills) override;
   std::span<const int64_t> rows_of_slots() const override { return row_of_slot_; }
 
