@@ -6,6 +6,7 @@
 #include <cstring>
 #include <set>
 
+#include "common/idle_priority.h"
 #include "embedding/hotness_snapshot.h"
 #include "embedding/lookup_trace.h"
 #include "embedding/lookups.h"
@@ -178,6 +179,7 @@ void CacheKeeper::Loop() {
   Status filled = FillWholeTables();
   if (filled.ok()) filled = WarmStart();
   std::vector<TableCacheStats> filled_stats = TableStats();
+  if (options_.idle_priority) RunAtIdlePriority();  // where refused, it keeps its priority
   MutexLock lock(mu_);
   busy_ = false;
   if (!filled.ok()) error_ = filled;

@@ -40,6 +40,9 @@ struct CacheKeeperOptions {
   double save_every_s = 60;
   int max_pending = 4;           // offers queued before more are dropped
   int64_t sample_ids = 1 << 14;  // ids copied from one offer, at most
+  // Once the caches are filled at start, the keeper's thread runs at idle priority, only on cores
+  // no request wants (common/idle_priority.h); false keeps it at normal priority.
+  bool idle_priority = true;
 };
 
 // A table cache's counts since the keeper started.
