@@ -125,4 +125,28 @@ TEST(PublicApi, CreateTakesBackendBatchingAndExecutors) {
   EXPECT_FALSE(rankd::Engine::Create(bad).ok());
 }
 
+// EngineOptions::device: the CPU is device 0 only; a GPU index names one that exists, and "auto"
+// falls back to the CPU only for device 0 (a named GPU that is absent is an error, not the CPU).
+TEST(PublicApi, DeviceIndexNamesAnExistingDevice) {
+  rankd::EngineOptions options;
+  options.model_dir = rankd::testing::SourcePath("models/zoo/mmoe");
+  auto cpu = rankd::Engine::Create(options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_EQ((*cpu)->device(), 0);
+  options.device = 1;
+  auto second_cpu = rankd::Engine::Create(options);
+  EXPECT_EQ(second_cpu.status().code(), rankd::StatusCode::kInvalidArgument) << second_cpu.status().ToString();
+  EXPECT_NE(second_cpu.status().message().find("one device"), std::string::npos) << second_cpu.status().ToString();
+  options.device = -1;
+  EXPECT_EQ(rankd::Engine::Create(options).status().code(), rankd::StatusCode::kInvalidArgument);
+  options.backend = "auto";
+  options.device = 63;  // more GPUs than any machine here has
+  auto absent = rankd::Engine::Create(options);
+  EXPECT_EQ(absent.status().code(), rankd::StatusCode::kUnavailable) << absent.status().ToString();
+  options.device = 0;
+  auto first = rankd::Engine::Create(options);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ((*first)->device(), 0);
+}
+
 }  // namespace

@@ -46,6 +46,9 @@ struct EngineOptions {
   // Where it runs: "cpu", "cuda" (the first GPU) or "auto" (a GPU when one is present and rankd was
   // built with CUDA, else the CPU).
   std::string backend = "cpu";
+  // The GPU, by CUDA's index, for "cuda" and "auto" (which falls back to the CPU only for 0); 0 for
+  // "cpu".
+  int device = 0;
   // Overrides the config's precision when set: fp32 | tf32 | bf16 | bf16-activations.
   std::string precision;
   // Overrides the config's batching when 0 (off) or 1 (on: the config's settings, or their
@@ -69,8 +72,9 @@ class Engine {
 
   const std::string& name() const;
   int64_t version() const;
-  // The backend it runs on: "cpu" or "cuda".
+  // The backend it runs on: "cpu" or "cuda", and the device's index (0 for the CPU).
   std::string backend() const;
+  int device() const;
   std::vector<InputSignature> inputs() const;
   std::vector<OutputSignature> outputs() const;
 

@@ -111,6 +111,9 @@ class Backend {
   // Where the kernels run and read their tensors: host memory, or a CUDA device's. The runtime
   // picks the executor for a backend by this (runtime/backends.h).
   virtual DeviceKind device_kind() const = 0;
+  // The index of the device it runs on, among those of its kind (a GPU's CUDA index; 0 for the
+  // host). A backend instance runs on one device.
+  virtual int device() const { return 0; }
   // Whether the load-time passes may give products a multiply-add epilogue (FuseProductMulAdds),
   // for a model run at `precision`.
   virtual bool TakesProductMulAdds(Precision precision) const {

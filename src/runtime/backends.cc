@@ -9,16 +9,20 @@
 
 namespace rankd {
 
-StatusOr<const Backend*> FindBackend(const std::string& name) {
-  if (name == "cpu") return &CpuBackend();
+StatusOr<const Backend*> FindBackend(const std::string& name, int device) {
+  if (device < 0) return InvalidArgument("a device index is 0 or more, not " + std::to_string(device));
+  if (name == "cpu") {
+    if (device != 0) return InvalidArgument("the cpu backend has one device (0), not " + std::to_string(device));
+    return &CpuBackend();
+  }
   if (name == "cuda" || name == "auto") {
 #if RANKD_HAVE_CUDA
     std::string why;
-    if (const Backend* cuda = CudaBackendIfAvailable(&why)) return cuda;
-    if (name == "auto") return &CpuBackend();
+    if (const Backend* cuda = CudaBackendOn(device, &why)) return cuda;
+    if (name == "auto" && device == 0) return &CpuBackend();
     return Unavailable("the cuda backend cannot run here: " + why);
 #else
-    if (name == "auto") return &CpuBackend();
+    if (name == "auto" && device == 0) return &CpuBackend();
     return Unavailable("this build of rankd has no cuda backend (nvcc was not found at build time)");
 #endif
   }

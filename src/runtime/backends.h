@@ -10,9 +10,10 @@
 
 namespace rankd {
 
-// A backend by name: "cpu", "cuda", or "auto" (CUDA when it is built in and a device is present,
-// else the CPU). Errors say why a named backend cannot run here.
-StatusOr<const Backend*> FindBackend(const std::string& name);
+// A backend by name and device index: "cpu" (device 0), "cuda" (GPU `device`, by CUDA's
+// numbering: CUDA_VISIBLE_DEVICES renumbers), or "auto" (CUDA when it is built in and the device
+// is present, else the CPU for device 0). Errors say why a named backend cannot run here.
+StatusOr<const Backend*> FindBackend(const std::string& name, int device = 0);
 
 // A new executor for plans of the model `resources` belongs to (Backend::PrepareModel), on the
 // device `backend` runs on: the host executor for host backends, a CUDA executor for CUDA ones.

@@ -13,7 +13,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (options.batching < -1 || options.batching > 1) return InvalidArgument("EngineOptions::batching is -1, 0 or 1");
   if (options.executors < 0) return InvalidArgument("EngineOptions::executors must not be negative");
   ModelOptions model_options;
-  RANKD_ASSIGN_OR_RETURN(model_options.backend, FindBackend(options.backend));
+  RANKD_ASSIGN_OR_RETURN(model_options.backend, FindBackend(options.backend, options.device));
   model_options.precision = options.precision;
   model_options.batching = options.batching;
   model_options.executors = options.executors;
@@ -33,6 +33,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir, int
 const std::string& Engine::name() const { return model_->name(); }
 int64_t Engine::version() const { return model_->version(); }
 std::string Engine::backend() const { return model_->backend().name(); }
+int Engine::device() const { return model_->backend().device(); }
 
 std::vector<InputSignature> Engine::inputs() const { return model_->inputs(); }
 std::vector<OutputSignature> Engine::outputs() const { return model_->outputs(); }

@@ -8,6 +8,8 @@ namespace rankd {
 
 void AddBackendFlags(CLI::App* command, BackendFlags& flags, const std::string& backend_help) {
   command->add_option("--backend", flags.backend, backend_help)->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  command->add_option("--device", flags.device, "The GPU's index for --backend cuda or auto (CUDA's numbering)")
+      ->check(CLI::Range(0, 63));
   command->add_option("--cuda", flags.cuda,
                       "KEY=VALUE: a CUDA backend setting (docs/cuda.md: pinned_pool_mb, staging_helpers, "
                       "kernel_cache_dir, graph_lanes, copy_kernels, late_gather, dependent_launches, gemm_tuning, "
@@ -22,7 +24,7 @@ StatusOr<const Backend*> OpenBackend(const BackendFlags& flags) {
   RANKD_RETURN_IF_ERROR(ApplyCudaOptions(cuda));
   RANKD_ASSIGN_OR_RETURN(OpProfile::Mode mode, OpProfile::ParseMode(flags.profile));
   OpProfile::SetMode(mode);
-  return FindBackend(flags.backend);
+  return FindBackend(flags.backend, flags.device);
 }
 
 }  // namespace rankd

@@ -13,6 +13,7 @@
 //   whole MLP with the activations in registers.
 #include <algorithm>
 
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/device.h"
 #include "backend/cuda/indexing.cuh"
@@ -178,7 +179,8 @@ int shared_limit = 0;
 int multiprocessors = 0;
 
 StatusOr<std::shared_ptr<const KernelState>> PrepareTargetAttention(const Node&) {
-  static const cudaError_t set = [] {
+  static PerDevice<cudaError_t> per_device;
+  const cudaError_t set = per_device.Get([] {
     int device = 0, optin = 0, sms = 0;
     cudaError_t e = cudaGetDevice(&device);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
@@ -192,7 +194,7 @@ StatusOr<std::shared_ptr<const KernelState>> PrepareTargetAttention(const Node&)
       multiprocessors = sms;
     }
     return e;
-  }();
+  });
   RANKD_CUDA_RETURN(set);
   return std::shared_ptr<const KernelState>();
 }

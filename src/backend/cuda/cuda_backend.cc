@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "backend/cuda/device.h"
@@ -12,6 +13,7 @@
 #include "backend/cuda/faults.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/model_resources.h"
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/pinned_pool.h"
 #include "common/host_memory.h"
 #include "model/mapped_file.h"
@@ -32,10 +34,12 @@ constexpr int64_t kKeptHostBytes = int64_t{1} << 30;
 
 int64_t Mb(int64_t bytes) { return (bytes + (1 << 20) - 1) >> 20; }
 
+// The backend of one device: its models' weights, executors and checks are that device's.
 class CudaBackendImpl final : public Backend {
  public:
-  CudaBackendImpl() : kernels_(CudaKernels()) {}
+  explicit CudaBackendImpl(int device) : device_(device), kernels_(CudaKernels()) {}
   const char* name() const override { return "cuda"; }
+  int device() const override { return device_; }
   // With bf16-activations, where the cross layers' x0 and x exist as bf16 copies alone, a
   // product with the multiply-add epilogue runs as one Hopper kernel (product_muladd.h), else as
   // cuBLASLt's product and the MulAdd. Other precisions keep their MulAdds: the fused kernel needs
@@ -50,7 +54,7 @@ class CudaBackendImpl final : public Backend {
   StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph,
                                                          const PrepareOptions& options) const override {
     RANKD_ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaModelResources> r,
-                           cuda::CudaModelResources::Upload(graph, 0, options));
+                           cuda::CudaModelResources::Upload(graph, device_, options));
     // Every kernel's per-step preparation once now, so what is slow in it (compiling a generated
     // kernel) happens at load, never when a plan is first built for a request.
     for (const Node& node : graph.nodes) {
@@ -79,16 +83,16 @@ class CudaBackendImpl final : public Backend {
                              " MB are available and " + std::to_string(Mb(kKeptHostBytes)) +
                              " MB stay free (a larger tables.gpu_budget_mb keeps more of them on the GPU)");
   }
-  Status Health() const override { return cuda::DeviceHealth(); }
+  Status Health() const override { return cuda::DeviceHealth(device_); }
   // The weights on the device (tables in host memory take none) with their bf16 copies, and each
   // executor's fixed buffers (cuBLASLt's workspace and a separate-room workspace) against what the
   // device has free, less what the models already serving keep. Plans' workspaces beyond that grow
   // on demand; a growth that fails answers its requests 503 (cuda::Check) and a merged batch's
   // requests then run alone.
   Status CheckRoom(const Graph& graph, const PrepareOptions& options, int executors) const override {
-    RANKD_RETURN_IF_ERROR(cuda::DeviceHealth());
+    RANKD_RETURN_IF_ERROR(cuda::DeviceHealth(device_));
     RANKD_RETURN_IF_ERROR(CheckHostRoom(graph, options.tables));
-    RANKD_ASSIGN_OR_RETURN(cuda::DeviceMemory memory, cuda::QueryDeviceMemory());
+    RANKD_ASSIGN_OR_RETURN(cuda::DeviceMemory memory, cuda::QueryDeviceMemory(device_));
     const int64_t weights = static_cast<int64_t>(cuda::CudaModelResources::DeviceBytes(graph, options));
     const int64_t n = executors > 0 ? executors : DefaultExecutors();
     const int64_t buffers = n * (static_cast<int64_t>(cuda::kLtWorkspaceBytes) + kSeparateRoomBytes);
@@ -102,6 +106,7 @@ class CudaBackendImpl final : public Backend {
   }
 
  private:
+  const int device_;
   KernelTable kernels_;
 };
 
@@ -123,29 +128,41 @@ KernelTable CudaKernels() {
   return kernels;
 }
 
-const Backend* CudaBackendIfAvailable(std::string* why) {
+const Backend* CudaBackendOn(int device, std::string* why) {
   struct Probe {
-    const Backend* backend = nullptr;
+    int devices = 0;
     std::string why;
   };
   static const Probe probe = [] {
     Probe p;
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
+    cudaError_t e = cudaGetDeviceCount(&p.devices);
     if (e != cudaSuccess) {
+      p.devices = 0;
       p.why = cudaGetErrorString(e);
       cudaGetLastError();  // clear it
-    } else if (count == 0) {
+    } else if (p.devices == 0) {
       p.why = "no CUDA device";
     } else {
-      static const CudaBackendImpl backend;
-      p.backend = &backend;
+      p.devices = std::min(p.devices, cuda::kMaxDevices);
       cuda::PinnedPool::Shared();  // request tensors made from now on are pinned: runs read them in place
     }
     return p;
   }();
-  if (!probe.backend && why) *why = probe.why;
-  return probe.backend;
+  if (probe.devices == 0) {
+    if (why) *why = probe.why;
+    return nullptr;
+  }
+  if (device < 0 || device >= probe.devices) {
+    if (why) {
+      *why = "there is no GPU " + std::to_string(device) + " (" + std::to_string(probe.devices) +
+             (probe.devices == 1 ? " device: 0)" : " devices: 0 to " + std::to_string(probe.devices - 1) + ")");
+    }
+    return nullptr;
+  }
+  static std::once_flag made[cuda::kMaxDevices];
+  static const CudaBackendImpl* backends[cuda::kMaxDevices] = {};
+  std::call_once(made[device], [device] { backends[device] = new CudaBackendImpl(device); });  // never destroyed
+  return backends[device];
 }
 
 }  // namespace rankd

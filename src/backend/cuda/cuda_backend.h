@@ -1,4 +1,4 @@
-// The CUDA backend: every op of the CPU backend on one GPU, weights resident on the device,
+// The CUDA backend: every op of the CPU backend on a GPU (a backend per device), weights resident on the device,
 // executors with their own stream, workspace and cuBLASLt state. Docs: docs/cuda.md.
 #pragma once
 
@@ -11,7 +11,8 @@ namespace rankd {
 // Every kernel of the CUDA backend, by op (no device needed: the tests check each has a case).
 KernelTable CudaKernels();
 
-// The process-wide CUDA backend, or nullptr with `why` filled when no usable device is present.
-const Backend* CudaBackendIfAvailable(std::string* why);
+// The CUDA backend of device `device` (one per device, for the life of the process), or nullptr
+// with `why` filled when there is no such device (or no usable device at all).
+const Backend* CudaBackendOn(int device, std::string* why);
 
 }  // namespace rankd

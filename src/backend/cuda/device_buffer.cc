@@ -2,23 +2,49 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_health.h"
 #include "backend/cuda/faults.h"
+#include "backend/cuda/per_device.h"
 
 namespace rankd::cuda {
 
-std::shared_mutex& CaptureGate() {
-  static std::shared_mutex gate;
-  return gate;
+namespace {
+
+std::shared_mutex* Gates() {
+  static std::shared_mutex gates[kMaxDevices];
+  return gates;
+}
+
+}  // namespace
+
+std::shared_mutex& CaptureGate(int device) { return Gates()[device >= 0 && device < kMaxDevices ? device : 0]; }
+
+AllCaptureGates::AllCaptureGates() : owns_(true) {
+  for (int d = 0; d < kMaxDevices; ++d) Gates()[d].lock();
+}
+
+AllCaptureGates::AllCaptureGates(std::try_to_lock_t) {
+  int taken = 0;
+  while (taken < kMaxDevices && Gates()[taken].try_lock()) ++taken;
+  owns_ = taken == kMaxDevices;
+  if (!owns_) {
+    while (taken > 0) Gates()[--taken].unlock();
+  }
+}
+
+AllCaptureGates::~AllCaptureGates() {
+  if (!owns_) return;
+  for (int d = kMaxDevices - 1; d >= 0; --d) Gates()[d].unlock();
 }
 
 DeviceBuffer::~DeviceBuffer() {
   if (!ptr_) return;
-  std::lock_guard<std::shared_mutex> gate(CaptureGate());
+  std::lock_guard<std::shared_mutex> gate(CaptureGate(device_));
   cudaFree(ptr_);
   CountBufferedDeviceBytes(-static_cast<int64_t>(size_));
 }
@@ -26,7 +52,9 @@ DeviceBuffer::~DeviceBuffer() {
 Status DeviceBuffer::Reserve(size_t bytes, bool* grew) {
   if (grew) *grew = false;
   if (bytes <= size_ && ptr_) return Status::Ok();
-  std::lock_guard<std::shared_mutex> gate(CaptureGate());
+  const int device = std::max(CurrentDevice(), 0);
+  if (ptr_ && device != device_) return Internal("a device buffer grown on another device than its own");
+  std::lock_guard<std::shared_mutex> gate(CaptureGate(device));
   if (ptr_) {
     cudaFree(ptr_);
     CountBufferedDeviceBytes(-static_cast<int64_t>(size_));
@@ -37,6 +65,7 @@ Status DeviceBuffer::Reserve(size_t bytes, bool* grew) {
   if (AllocationFails(rounded)) return Check(cudaErrorMemoryAllocation, "cudaMalloc (injected fault)");
   RANKD_CUDA_RETURN(cudaMalloc(&ptr_, rounded));
   size_ = rounded;
+  device_ = device;
   CountBufferedDeviceBytes(static_cast<int64_t>(size_));
   if (grew) *grew = true;
   return Status::Ok();
@@ -44,14 +73,14 @@ Status DeviceBuffer::Reserve(size_t bytes, bool* grew) {
 
 PinnedBuffer::~PinnedBuffer() {
   if (!ptr_) return;
-  std::lock_guard<std::shared_mutex> gate(CaptureGate());
+  AllCaptureGates gates;
   cudaFreeHost(ptr_);
 }
 
 Status PinnedBuffer::Reserve(size_t bytes, bool* grew) {
   if (grew) *grew = false;
   if (bytes <= size_ && ptr_) return Status::Ok();
-  std::lock_guard<std::shared_mutex> gate(CaptureGate());
+  AllCaptureGates gates;
   if (ptr_) {
     cudaFreeHost(ptr_);
     ptr_ = device_ptr_ = nullptr;

@@ -10,9 +10,27 @@ namespace rankd::cuda {
 
 // A stream capture on one thread is invalidated when another thread makes a call that may
 // synchronise the device (cudaFree, cudaFreeHost, a synchronous copy): "operation failed due to a
-// previous error during capture". Captures hold this gate shared; such calls hold it exclusively,
-// so they wait for running captures (milliseconds) and captures wait for them.
-std::shared_mutex& CaptureGate();
+// previous error during capture". Each device has a gate: captures hold their device's shared; a
+// call whose effect stays on one device (cudaMalloc and cudaFree, a synchronous copy) holds that
+// device's exclusively, so it waits for the device's running captures (milliseconds) and they wait
+// for it, while other devices capture on. A call that reaches every device (page-locking or freeing
+// host memory, loading code) holds every gate (AllCaptureGates).
+std::shared_mutex& CaptureGate(int device);
+
+// Every device's gate held exclusively, taken in device order, for its lifetime.
+class AllCaptureGates {
+ public:
+  AllCaptureGates();
+  // Takes them only if none is held by anyone now (owns() says whether it did); never waits.
+  explicit AllCaptureGates(std::try_to_lock_t);
+  ~AllCaptureGates();
+  AllCaptureGates(const AllCaptureGates&) = delete;
+  AllCaptureGates& operator=(const AllCaptureGates&) = delete;
+  bool owns() const { return owns_; }
+
+ private:
+  bool owns_ = false;
+};
 
 class DeviceBuffer {
  public:
@@ -28,6 +46,7 @@ class DeviceBuffer {
  private:
   void* ptr_ = nullptr;
   size_t size_ = 0;
+  int device_ = 0;  // where it was allocated (the current device then)
 };
 
 class PinnedBuffer {

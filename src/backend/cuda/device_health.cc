@@ -6,22 +6,25 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/faults.h"
+#include "backend/cuda/per_device.h"
 #include "common/mutex.h"
 
 namespace rankd::cuda {
 namespace {
 
-std::atomic<bool> poisoned{false};
 std::atomic<int64_t> buffered{0};
 
+// A device's first sticky error; `poisoned` is set once `what` holds it.
 struct FirstStickyError {
+  std::atomic<bool> poisoned{false};
   Mutex mu;
   std::string what RANKD_GUARDED_BY(mu);
 };
 
-FirstStickyError& First() {
-  static FirstStickyError first;
-  return first;
+// By device index; the last entry stands for a call with no current device.
+FirstStickyError& First(int device) {
+  static FirstStickyError first[kMaxDevices + 1];
+  return first[device >= 0 && device < kMaxDevices ? device : kMaxDevices];
 }
 
 }  // namespace
@@ -46,19 +49,23 @@ bool IsStickyError(cudaError_t error) {
 }
 
 void NoteError(cudaError_t error, const char* what) {
-  if (!IsStickyError(error) || poisoned.load(std::memory_order_relaxed)) return;
-  FirstStickyError& first = First();
+  if (!IsStickyError(error)) return;
+  FirstStickyError& first = First(CurrentDevice());
+  if (first.poisoned.load(std::memory_order_relaxed)) return;
   MutexLock lock(first.mu);
-  if (poisoned.load()) return;
+  if (first.poisoned.load()) return;
   first.what = std::string(what) + ": " + cudaGetErrorString(error);
-  poisoned = true;
+  first.poisoned = true;
 }
 
-Status DeviceHealth() {
-  if (!poisoned.load(std::memory_order_acquire)) return Status::Ok();
-  FirstStickyError& first = First();
+Status DeviceHealth(int device) {
+  FirstStickyError& first = First(device);
+  if (!first.poisoned.load(std::memory_order_acquire)) {
+    if (device == -1 || !First(-1).poisoned.load(std::memory_order_acquire)) return Status::Ok();
+    return DeviceHealth(-1);  // an error met with no current device may be any device's
+  }
   MutexLock lock(first.mu);
-  return Unavailable("the GPU met an unrecoverable error (" + first.what +
+  return Unavailable("GPU " + std::to_string(device) + " met an unrecoverable error (" + first.what +
                      "); nothing more runs on it until the server restarts");
 }
 
@@ -78,9 +85,14 @@ Status Launched(const KernelArgs& k) {
   return Internal(k.node.Describe() + ": kernel launch failed: " + cudaGetErrorString(e));
 }
 
-StatusOr<DeviceMemory> QueryDeviceMemory() {
+StatusOr<DeviceMemory> QueryDeviceMemory(int device) {
   size_t free = 0, total = 0;
-  RANKD_CUDA_RETURN(cudaMemGetInfo(&free, &total));
+  int current = 0;
+  RANKD_CUDA_RETURN(cudaGetDevice(&current));
+  RANKD_CUDA_RETURN(cudaSetDevice(device));
+  const cudaError_t queried = cudaMemGetInfo(&free, &total);
+  RANKD_CUDA_RETURN(cudaSetDevice(current));  // the calling thread's device as it was
+  RANKD_CUDA_RETURN(queried);
   DeviceMemory m{static_cast<int64_t>(free), static_cast<int64_t>(total)};
   if (int64_t injected = InjectedDeviceBytes(); injected >= 0) {
     m.total = std::min(m.total, injected);

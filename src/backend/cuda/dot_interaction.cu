@@ -14,6 +14,7 @@
 // global memory. Every pair was checked against the fields when the plan was built.
 #include <algorithm>
 
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/kernels.h"
 #include "model/ops/dot_interaction.h"
@@ -137,7 +138,8 @@ __global__ void DotInteractionGlobal(Params p) {
 int shared_limit = 0;  // bytes of shared memory a block may opt in to; set by the prepare
 
 StatusOr<std::shared_ptr<const KernelState>> PrepareDotInteraction(const Node&) {
-  static const cudaError_t set = [] {
+  static PerDevice<cudaError_t> per_device;
+  const cudaError_t set = per_device.Get([] {
     int device = 0, optin = 0;
     cudaError_t e = cudaGetDevice(&device);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
@@ -145,7 +147,7 @@ StatusOr<std::shared_ptr<const KernelState>> PrepareDotInteraction(const Node&) 
       e = cudaFuncSetAttribute(DotInteractionTiled, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
     if (e == cudaSuccess) shared_limit = optin;
     return e;
-  }();
+  });
   RANKD_CUDA_RETURN(set);
   return std::shared_ptr<const KernelState>();
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/device.h"
 
 namespace rankd::cuda {
@@ -139,7 +140,8 @@ inline Status RowsMap(CUtensorMap* map, const void* p, int64_t rows, int64_t col
 // without sm_90a.
 inline int HopperSmCount() {
 #if defined(RANKD_CUDA_SM90A)
-  static const int sms = [] {
+  static PerDevice<int> per_device;
+  return per_device.Get([] {
     int device = 0, major = 0, minor = 0, count = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
@@ -150,8 +152,7 @@ inline int HopperSmCount() {
       return 0;
     }
     return count;
-  }();
-  return sms;
+  });
 #else
   return 0;
 #endif

@@ -106,7 +106,7 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
   auto* base = static_cast<uint8_t*>(r->arena_.get());
   size_t pos = 0;
   {
-    std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies, page-locking
+    AllCaptureGates gates;  // synchronous copies, page-locking (every device's)
     for (const auto& [id, t] : graph.constants) {
       if (options.tables.OnHost(id) && t.bytes() > 0) {
         RANKD_RETURN_IF_ERROR(r->MapHostTable(t));
@@ -141,7 +141,7 @@ Status CudaModelResources::MakeCaches(const Graph& graph, const TablePlacement& 
   const size_t bytes = row_caches_.views.size() * sizeof(RowCacheView);
   RANKD_RETURN_IF_ERROR(cache_views_.Reserve(bytes));
   {
-    std::lock_guard<std::shared_mutex> gate(CaptureGate());  // a synchronous copy
+    std::lock_guard<std::shared_mutex> gate(CaptureGate(device_));  // a synchronous copy
     RANKD_CUDA_RETURN(cudaMemcpy(cache_views_.get(), row_caches_.views.data(), bytes, cudaMemcpyHostToDevice));
   }
   row_caches_.device_views = static_cast<const RowCacheView*>(cache_views_.get());
@@ -158,7 +158,7 @@ std::map<int, TableCache*> CudaModelResources::table_caches() const {
 // page-locked and mapped where it lies. A table in a memory-mapped external-data file is copied
 // once into page-locked memory instead: long-term pinning of page-cache pages made the kernel spin
 // for minutes on an H200 host (kernel 6.18) while it migrated them. So is a range that cannot be
-// locked (a page already locked for a neighbouring table). Called with the capture gate held.
+// locked (a page already locked for a neighbouring table). Called with every capture gate held.
 Status CudaModelResources::MapHostTable(const Tensor& table) {
   void* at = const_cast<void*>(table.raw());
   const unsigned flags = cudaHostRegisterMapped | cudaHostRegisterPortable;
@@ -180,7 +180,7 @@ Status CudaModelResources::MapHostTable(const Tensor& table) {
 
 CudaModelResources::~CudaModelResources() {
   if (registered_.empty() && host_copies_.empty()) return;
-  std::lock_guard<std::shared_mutex> gate(CaptureGate());  // both may synchronise the device
+  AllCaptureGates gates;  // both may synchronise every device
   for (void* at : registered_) cudaHostUnregister(at);
   for (void* copy : host_copies_) cudaFreeHost(copy);
 }
@@ -193,7 +193,7 @@ Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
   auto* base = static_cast<uint8_t*>(bf16_arena_.get());
   size_t pos = 0;
   std::vector<uint16_t> rounded;
-  std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
+  std::lock_guard<std::shared_mutex> gate(CaptureGate(device_));  // synchronous copies
   for (const Copy& c : copies) {
     rounded.assign(static_cast<size_t>(Elements(c)), 0);  // 0 is bf16's +0: the padding
     const float* v = c.w->data<float>();

@@ -36,8 +36,8 @@ int PinnedPool::SizeShift(size_t bytes) {
 void* PinnedPool::NewSlab(size_t bytes) {
   // cudaHostAlloc may synchronise the device, which breaks another thread's capture: only when
   // none is being recorded, and never waiting for one.
-  std::unique_lock<std::shared_mutex> gate(CaptureGate(), std::try_to_lock);
-  if (!gate.owns_lock() || slab_total_ + bytes > limit_) return nullptr;
+  AllCaptureGates gates(std::try_to_lock);
+  if (!gates.owns() || slab_total_ + bytes > limit_) return nullptr;
   void* p = nullptr;
   if (cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
     cudaGetLastError();

@@ -6,7 +6,7 @@
 // slab of their own above 1 MiB) and kept on a free list per size when freed; slabs are never
 // returned. The pool stops growing at RANKD_PINNED_POOL_MB (default 2048; 0 turns the pool off)
 // and then, as for larger blocks, leaves the heap to serve. A slab is made with cudaHostAlloc only
-// when no capture is being recorded (the CaptureGate), so the pool never waits for one and never
+// when no capture is being recorded on any device (AllCaptureGates), so the pool never waits for one and never
 // breaks one: a request that finds a capture under way takes heap memory instead. Thread-safe.
 #pragma once
 

@@ -33,6 +33,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/hopper.cuh"
 #include "backend/cuda/product_muladd.h"
@@ -270,7 +271,8 @@ Kernel KernelFor(bool ping_pong, bool c_is_m) {
 
 // The SMs of an sm_90 device (the kernel's grid) with the kernel's shared memory allowed, or 0.
 int HopperSms() {
-  static const int sms = [] {
+  static PerDevice<int> per_device;
+  return per_device.Get([] {
     const int count = HopperSmCount();
     if (count == 0) return 0;
     for (bool c_is_m : {false, true}) {
@@ -284,8 +286,7 @@ int HopperSms() {
       }
     }
     return count;
-  }();
-  return sms;
+  });
 }
 
 bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -137,7 +137,7 @@ StatusOr<cudaKernel_t> CompileKernel(const std::string& source, const std::strin
   MutexLock lock(cache.mu);
   if (auto it = cache.kernels.find(hash); it != cache.kernels.end()) return it->second;
   auto load = [&](const std::vector<char>& cubin) -> StatusOr<cudaKernel_t> {
-    std::lock_guard<std::shared_mutex> gate(CaptureGate());  // loading code is not allowed during a capture
+    AllCaptureGates gates;  // loading code is not allowed during a capture, on any device
     cudaLibrary_t library;
     cudaKernel_t kernel;
     RANKD_CUDA_RETURN(cudaLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));

@@ -11,6 +11,7 @@
 
 #include <atomic>
 
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/hopper.cuh"
 #include "backend/cuda/split_k_gemm.h"
@@ -165,7 +166,8 @@ cudaLaunchAttribute ClusterOfParts() {
 // The clusters of kParts blocks the device runs at once (its shared memory allowed first, once);
 // zero where the kernel cannot run.
 int ClustersAtOnce() {
-  static const int clusters = [] {
+  static PerDevice<int> per_device;
+  return per_device.Get([] {
     if (HopperSmCount() == 0) return 0;
     for (auto kernel : {SplitKKernel<false>, SplitKKernel<true>}) {
       if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
@@ -186,8 +188,7 @@ int ClustersAtOnce() {
       return 0;
     }
     return count;
-  }();
-  return clusters;
+  });
 }
 
 bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -95,7 +95,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
 
 CudaExecutor::~CudaExecutor() {
   if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
-  std::lock_guard<std::shared_mutex> gate(CaptureGate());
+  std::lock_guard<std::shared_mutex> gate(CaptureGate(resources_->device()));
   if (ctx_.lt) cublasLtDestroy(ctx_.lt);
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
   for (cudaStream_t side : side_streams_) cudaStreamDestroy(side);
@@ -137,7 +137,7 @@ StatusOr<std::unordered_map<const Tensor*, void*>> CudaExecutor::UploadFolded(co
   RANKD_RETURN_IF_ERROR(b.folded->Reserve(folded_bytes));
   auto* base = static_cast<uint8_t*>(b.folded->get());
   size_t pos = 0;
-  std::lock_guard<std::shared_mutex> gate(CaptureGate());  // synchronous copies
+  std::lock_guard<std::shared_mutex> gate(CaptureGate(resources_->device()));  // synchronous copies
   for (const PlanValue& v : plan.values()) {
     if (v.storage != PlanStorage::kConstant || resources_->Find(v.constant) || folded.count(v.constant)) continue;
     size_t bytes = v.constant->bytes();
@@ -491,7 +491,7 @@ StatusOr<cudaGraph_t> CudaExecutor::Record(const Plan& plan, Binding& b) {
     RANKD_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     events_.push_back(e);
   }
-  std::shared_lock<std::shared_mutex> gate(CaptureGate());
+  std::shared_lock<std::shared_mutex> gate(CaptureGate(resources_->device()));
   copy_nodes_.clear();
   RANKD_CUDA_RETURN(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
   recording_ = true;
