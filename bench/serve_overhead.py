@@ -110,7 +110,7 @@ def main():
             from grpc_tools import protoc
             out = tempfile.mkdtemp()
             protoc.main(["protoc", "-I" + os.path.join(ROOT, "proto"), "--python_out=" + out, "--grpc_python_out=" + out,
-                         os.path.join(ROOT, "proto", "grpc_service.proto")])
+                         os.path.join(ROOT, "proto", "grpc_service.proto"), os.path.join(ROOT, "proto", "model_config.proto")])
             sys.path.insert(0, out)
             import grpc_service_pb2 as pb
             import grpc_service_pb2_grpc as svc

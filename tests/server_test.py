@@ -135,6 +135,32 @@ class ServingTest(unittest.TestCase):
         self.assertEqual(sorted(e["name"] for e in index), ["din", "dlrm_dcnv2", "mmoe"])
         self.assertTrue(all(e["state"] == "READY" for e in index))
 
+    def test_model_configuration_in_tritons_schema(self):
+        s = self.server
+        status, meta = s.json("GET", "/v2")
+        self.assertIn("model_configuration", meta["extensions"])
+        for path in ["/v2/models/din/config", "/v2/models/din/versions/1/config"]:
+            status, config = s.json("GET", path)
+            self.assertEqual(status, 200, path)
+            self.assertEqual(config["name"], "din")
+            self.assertEqual(config["backend"], "rankd")
+            self.assertGreater(config["max_batch_size"], 0)
+            inputs = {i["name"]: i for i in config["input"]}
+            self.assertEqual(list(inputs), ["profile", "seq_items", "seq_cats", "item", "cat", "context"])
+            self.assertEqual(inputs["profile"]["data_type"], "TYPE_INT64")
+            self.assertEqual(inputs["profile"]["dims"], [8])  # numbers, not protobuf's strings
+            self.assertEqual(inputs["seq_items"]["dims"], [-1])
+            self.assertTrue(inputs["seq_items"]["allow_ragged_batch"])
+            self.assertNotIn("allow_ragged_batch", inputs["profile"])
+            self.assertEqual(config["parameters"]["input.seq_items.max_length"], {"string_value": "20"})
+            self.assertEqual(config["parameters"]["input.profile.scope"], {"string_value": "user"})
+            self.assertEqual(config["output"][0]["data_type"], "TYPE_FP32")
+            self.assertEqual(config["version_policy"], {"latest": {"num_versions": 1}})
+            self.assertEqual(config["instance_group"][0]["kind"], "KIND_CPU")
+            self.assertNotIn("dynamic_batching", config)  # din's config has no batching section
+        self.assertEqual(s.request("GET", "/v2/models/nope/config")[0], 404)
+        self.assertEqual(s.request("GET", "/v2/models/din/versions/9/config")[0], 404)
+
     def test_infer_json_matches_pytorch(self):
         for name in ["din", "dlrm_dcnv2", "mmoe"]:
             for req, want in zip(lines(name, "requests"), lines(name, "expected")):
@@ -536,7 +562,7 @@ def grpc_stubs():
     out = tempfile.mkdtemp()
     proto_dir = os.path.join(SRC, "proto")
     if protoc.main(["protoc", "-I" + proto_dir, "--python_out=" + out, "--grpc_python_out=" + out,
-                    os.path.join(proto_dir, "grpc_service.proto")]) != 0:
+                    os.path.join(proto_dir, "grpc_service.proto"), os.path.join(proto_dir, "model_config.proto")]) != 0:
         raise RuntimeError("grpc_tools.protoc failed")
     sys.path.insert(0, out)
     import grpc_service_pb2
@@ -616,6 +642,40 @@ class GrpcTest(GrpcServerCase):
         self.assertEqual(self.stub.ServerMetadata(pb.ServerMetadataRequest()).name, "rankd")
         index = self.stub.RepositoryIndex(pb.RepositoryIndexRequest())
         self.assertEqual(sorted(m.name for m in index.models), ["din", "mmoe"])
+        self.assertIn("model_configuration", self.stub.ServerMetadata(pb.ServerMetadataRequest()).extensions)
+
+    def test_model_config(self):
+        pb, grpc = self.pb, self.grpc
+        config = self.stub.ModelConfig(pb.ModelConfigRequest(name="din")).config
+        self.assertEqual(config.name, "din")
+        self.assertEqual([i.name for i in config.input], ["profile", "seq_items", "seq_cats", "item", "cat", "context"])
+        self.assertEqual(list(config.input[0].dims), [8])
+        import model_config_pb2  # generated beside grpc_service_pb2
+        self.assertEqual(config.input[0].data_type, model_config_pb2.TYPE_INT64)
+        self.assertTrue(config.input[1].allow_ragged_batch)
+        self.assertEqual(config.parameters["input.seq_items.max_length"].string_value, "20")
+        self.assertEqual(config.version_policy.latest.num_versions, 1)
+        self.assertGreater(config.max_batch_size, 0)
+        with self.assertRaises(grpc.RpcError) as e:
+            self.stub.ModelConfig(pb.ModelConfigRequest(name="nope"))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+    def test_priority_and_timeout_as_tritons_clients_send_them(self):
+        pb, grpc = self.pb, self.grpc
+        body, want = lines("mmoe", "requests")[0], lines("mmoe", "expected")[0]
+        req = self.to_proto(body, raw=True)
+        req.model_name = "mmoe"
+        req.parameters["priority"].uint64_param = 1  # tritonclient's form
+        req.parameters["timeout"].uint64_param = 10_000_000
+        req.parameters["custom"].double_param = 0.5  # a parameter rankd does not read: ignored
+        resp = self.stub.ModelInfer(req)
+        got = struct.unpack("<%df" % (len(resp.raw_output_contents[0]) // 4), resp.raw_output_contents[0])
+        self.assertLessEqual(rel_error(got, want["outputs"][0]["data"]), 1e-5)
+        req.parameters["priority"].double_param = 1.0  # not an integer
+        with self.assertRaises(grpc.RpcError) as e:
+            self.stub.ModelInfer(req)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("priority", e.exception.details())
 
     def test_infer_typed_and_raw_match_pytorch(self):
         for name in ["din", "mmoe"]:

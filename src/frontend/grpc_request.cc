@@ -153,14 +153,21 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
   for (const auto& o : p.outputs()) r.outputs.push_back(o.name());
   for (const auto& [key, value] : p.parameters()) {
     if (key != "priority" && key != "timeout") continue;
-    if (value.parameter_choice_case() != inference::InferParameter::kInt64Param || value.int64_param() < 0 ||
-        value.int64_param() > (key == "priority" ? 1000000 : int64_t{1} << 40)) {
-      return InvalidArgument("parameter '" + key + "' must be a non-negative int64");
+    // Triton's clients send both as uint64_param; int64_param is accepted too.
+    const auto choice = value.parameter_choice_case();
+    const bool is_uint = choice == inference::InferParameter::kUint64Param;
+    const uint64_t limit = key == "priority" ? 1000000 : uint64_t{1} << 40;
+    if ((!is_uint && choice != inference::InferParameter::kInt64Param) || (!is_uint && value.int64_param() < 0) ||
+        (is_uint ? value.uint64_param() : static_cast<uint64_t>(value.int64_param())) > limit) {
+      return InvalidArgument("parameter '" + key + "' must be a non-negative integer (uint64 or int64) up to " +
+                             std::to_string(limit));
     }
+    const auto number =
+        static_cast<int64_t>(is_uint ? value.uint64_param() : static_cast<uint64_t>(value.int64_param()));
     if (key == "priority")
-      r.priority = static_cast<int>(value.int64_param());
+      r.priority = static_cast<int>(number);
     else
-      r.timeout_us = value.int64_param();
+      r.timeout_us = number;
   }
   return parsed;
 }

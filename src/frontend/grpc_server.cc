@@ -16,6 +16,7 @@
 
 #include "frontend/call_queue.h"
 #include "frontend/grpc_request.h"
+#include "frontend/triton_config.h"
 #include "grpc_service.grpc.pb.h"
 
 namespace rankd {
@@ -182,6 +183,7 @@ class GrpcServer::Impl {
     RANKD_GRPC_NOW(ModelReady);
     RANKD_GRPC_NOW(ServerMetadata);
     RANKD_GRPC_NOW(ModelMetadata);
+    RANKD_GRPC_NOW(ModelConfig);
     using RawCall = Call<grpc::ByteBuffer, grpc::ByteBuffer>;
     RawCall::Start(
         [s, cq](grpc::ServerContext* ctx, grpc::ByteBuffer* req, grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* w,
@@ -223,6 +225,15 @@ class GrpcServer::Impl {
     r.set_name("rankd");
     r.set_version("0.1.0");
     r.add_extensions("model_repository");
+    r.add_extensions("model_configuration");
+    return grpc::Status::OK;
+  }
+  grpc::Status ModelConfig(const inference::ModelConfigRequest& q, inference::ModelConfigResponse& r) {
+    auto v = ParseModelVersion(q.version());
+    if (!v.ok()) return ToGrpc(v.status());
+    auto model = infer_.repository().Get(q.name(), *v);
+    if (!model.ok()) return ToGrpc(model.status());
+    *r.mutable_config() = TritonModelConfig(**model);
     return grpc::Status::OK;
   }
   grpc::Status ModelMetadata(const inference::ModelMetadataRequest& q, inference::ModelMetadataResponse& r) {

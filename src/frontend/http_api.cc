@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "frontend/triton_config.h"
+
 namespace rankd {
 namespace {
 
@@ -82,9 +84,9 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
   const std::string& m = request.method;
   if (p.empty() || p[0] != "v2") return Error(NotFound("no route for " + m + " " + request.target));
   if (p.size() == 1 && m == "GET") {
-    return Json(
-        200,
-        {{"name", "rankd"}, {"version", kServerVersion}, {"extensions", {"model_repository", "binary_tensor_data"}}});
+    return Json(200, {{"name", "rankd"},
+                      {"version", kServerVersion},
+                      {"extensions", {"model_repository", "binary_tensor_data", "model_configuration"}}});
   }
   if (p.size() == 3 && p[1] == "health" && m == "GET") {
     if (p[2] == "live") {
@@ -107,6 +109,11 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
       rest = 5;
     }
     if (p.size() == rest && m == "GET") return ModelMetadata(name, version);
+    if (p.size() == rest + 1 && p[rest] == "config" && m == "GET") {
+      auto model = repository_.Get(name, version);
+      if (!model.ok()) return Error(model.status());
+      return Json(200, ProtoToJson(TritonModelConfig(**model)));
+    }
     if (p.size() == rest + 1 && p[rest] == "ready" && m == "GET") {
       auto model = repository_.Get(name, version);
       Status ready = model.ok() ? (*model)->CheckServable() : model.status();

@@ -95,6 +95,10 @@ class Model {
   const Graph& graph() const { return compiled_->graph(); }
   const LoadReport& load_report() const { return report_; }
   const Backend& backend() const { return runner_->backend(); }
+  // Rows one request may carry (the config's max_batch_size, else the server's limit), and the
+  // executors that run its requests at once.
+  int64_t max_request_rows() const { return config_.max_batch_size > 0 ? config_.max_batch_size : options_.max_rows; }
+  int executors() const { return runner_->max_executors(); }
   // The embedding tables and where each is kept (embedding/table_budget.h); on a backend without
   // a device of its own every table is read where it lies, whatever its tier.
   const std::vector<TableInfo>& tables() const { return tables_; }

@@ -13,11 +13,11 @@
 //   whole MLP with the activations in registers.
 #include <algorithm>
 
-#include "backend/cuda/per_device.h"
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/device.h"
 #include "backend/cuda/indexing.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/per_device.h"
 
 namespace rankd::cuda {
 namespace {

@@ -14,9 +14,9 @@
 // global memory. Every pair was checked against the fields when the plan was built.
 #include <algorithm>
 
-#include "backend/cuda/per_device.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/per_device.h"
 #include "model/ops/dot_interaction.h"
 
 namespace rankd::cuda {

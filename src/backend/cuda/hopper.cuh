@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include "backend/cuda/per_device.h"
 #include "backend/cuda/device.h"
+#include "backend/cuda/per_device.h"
 
 namespace rankd::cuda {
 

@@ -33,9 +33,9 @@
 #include <optional>
 #include <string>
 
-#include "backend/cuda/per_device.h"
 #include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/hopper.cuh"
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/product_muladd.h"
 #include "backend/cuda/small_rows_gemm.h"
 

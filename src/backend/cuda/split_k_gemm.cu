@@ -11,9 +11,9 @@
 
 #include <atomic>
 
-#include "backend/cuda/per_device.h"
 #include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/hopper.cuh"
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/split_k_gemm.h"
 
 namespace rankd::cuda {
