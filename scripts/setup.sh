@@ -16,6 +16,7 @@ packages=(
   libyaml-cpp-dev                     # YAML model configs
   libcli11-dev                        # the command line
   libboost-dev                        # Boost.Asio / Boost.Beast: the HTTP server
+  zlib1g-dev                          # gzip and deflate HTTP bodies
   libgrpc++-dev protobuf-compiler-grpc  # the gRPC frontend (KServe v2 gRPC)
   python3-grpcio python3-grpc-tools   # the gRPC client in the server tests
   libgtest-dev libgmock-dev           # tests

@@ -172,6 +172,34 @@ class ServingTest(unittest.TestCase):
                     self.assertEqual(o["shape"], w["shape"])
                     self.assertLessEqual(rel_error(o["data"], w["data"]), 1e-5)
 
+    def test_compressed_bodies_as_tritons_clients_send_them(self):
+        import gzip
+        import zlib
+        req, want = lines("dlrm_dcnv2", "requests")[0], lines("dlrm_dcnv2", "expected")[0]
+        raw = json.dumps(req).encode()
+        for encoding, pack, unpack in [("gzip", gzip.compress, gzip.decompress),
+                                       ("deflate", zlib.compress, zlib.decompress)]:
+            status, body, headers = self.server.request(
+                "POST", "/v2/models/dlrm_dcnv2/infer", pack(raw),
+                {"Content-Encoding": encoding, "Accept-Encoding": encoding})
+            self.assertEqual(status, 200, body[:200])
+            self.assertEqual(headers.get("Content-Encoding"), encoding)
+            got = json.loads(unpack(body))
+            self.assertLessEqual(rel_error(got["outputs"][0]["data"], want["outputs"][0]["data"]), 1e-5)
+        # A compressed body answered plainly when the client does not ask for compression.
+        status, body, headers = self.server.request("POST", "/v2/models/dlrm_dcnv2/infer", gzip.compress(raw),
+                                                    {"Content-Encoding": "gzip"})
+        self.assertEqual(status, 200)
+        self.assertNotIn("Content-Encoding", headers)
+        self.assertEqual(json.loads(body)["id"], req["id"])
+        for bad, encoding in [(gzip.compress(raw)[:-20], "gzip"), (b"plain text", "gzip"), (raw, "br"),
+                              (gzip.compress(raw), "deflate")]:
+            status, body, _ = self.server.request("POST", "/v2/models/dlrm_dcnv2/infer", bad,
+                                                  {"Content-Encoding": encoding})
+            self.assertEqual(status, 400, (encoding, body))
+            self.assertIn("error", json.loads(body))
+        self.assert_alive()
+
     def test_keep_alive_connection_serves_many_requests(self):
         conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=10)
         body = json.dumps(lines("mmoe", "requests")[0])

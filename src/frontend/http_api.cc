@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "frontend/http_compression.h"
 #include "frontend/triton_config.h"
 
 namespace rankd {
@@ -66,6 +67,28 @@ int HttpStatusFor(StatusCode code) {
 }
 
 void HttpApi::Handle(const HttpRequest& request, HttpRespond respond) {
+  if (auto accept = request.headers.find("accept-encoding"); accept != request.headers.end()) {
+    if (std::string encoding = ChooseEncoding(accept->second); !encoding.empty()) {
+      respond = [encoding, respond = std::move(respond)](HttpResponse r) {
+        if (StatusOr<std::string> packed = EncodeBody(encoding, r.body); packed.ok()) {
+          r.body = std::move(*packed);
+          r.headers.push_back({"Content-Encoding", encoding});
+        }
+        respond(std::move(r));
+      };
+    }
+  }
+  auto coding = request.headers.find("content-encoding");
+  if (coding == request.headers.end()) return Route(request, std::move(respond));
+  StatusOr<std::string> body = DecodeBody(coding->second, request.body, limits_.max_body_bytes);
+  if (!body.ok()) return respond(Error(body.status()));
+  HttpRequest decoded = request;  // the handlers read it before Route returns
+  decoded.body = std::move(*body);
+  decoded.headers.erase("content-encoding");
+  Route(decoded, std::move(respond));
+}
+
+void HttpApi::Route(const HttpRequest& request, HttpRespond respond) {
   std::vector<std::string> p = SplitPath(request.target);
   // POST /v2/models/NAME[/versions/V]/infer
   const bool infer = request.method == "POST" && p.size() >= 4 && p[0] == "v2" && p[1] == "models" &&

@@ -2,7 +2,7 @@
 // ModelRepository. One Handle call per HTTP request, answered through a callback; thread-safe.
 //
 //   GET  /v2/health/live, /v2/health/ready, /v2
-//   GET  /v2/models/NAME[/versions/V][/ready]
+//   GET  /v2/models/NAME[/versions/V][/ready | /config]
 //   POST /v2/models/NAME[/versions/V]/infer        JSON, or the binary tensor data extension
 //   POST /v2/repository/index
 //   POST /v2/repository/models/NAME/load | /unload
@@ -31,12 +31,14 @@ class HttpApi {
       : service_(service), repository_(service.repository()), limits_(limits), probes_(std::move(probes)) {}
 
   // Answers through `respond`: at once, or for an inference once it has run (on the model's
-  // batcher thread when it batches).
+  // batcher thread when it batches). A body with Content-Encoding gzip or deflate is inflated
+  // first, and the answer compressed when Accept-Encoding asks (http_compression.h).
   void Handle(const HttpRequest& request, HttpRespond respond);
   // After this, /v2/health/ready answers 503 (the server is shutting down).
   void SetShuttingDown() { shutting_down_ = true; }
 
  private:
+  void Route(const HttpRequest& request, HttpRespond respond);
   void Infer(const HttpRequest& request, const std::string& model, int64_t version, HttpRespond respond);
   // Every route but inference; `path` is the target's segments.
   HttpResponse Answer(const HttpRequest& request, const std::vector<std::string>& path);
