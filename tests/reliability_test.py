@@ -385,6 +385,40 @@ class StartupAndRepositoryTest(unittest.TestCase):
         finally:
             lenient.stop()
 
+    def test_grpc_health_service_follows_readiness(self):
+        # grpc.health.v1.Health/Check, called with hand-encoded messages (an independent client: the
+        # request {service} is field 1, the answer's status field 1: 1 SERVING, 2 NOT_SERVING).
+        try:
+            import grpc
+        except ImportError:
+            self.skipTest("python3-grpcio not installed")
+        os.makedirs(os.path.join(self.repo, "broken", "1"))
+        with open(os.path.join(self.repo, "broken", "1", "model.onnx"), "wb") as f:
+            f.write(b"garbage")
+        s = Server(self.repo, "--model-control-mode", "poll", "--repository-poll-secs", "1")
+        channel = grpc.insecure_channel(f"127.0.0.1:{s.grpc_port}")
+        try:
+            check = channel.unary_unary("/grpc.health.v1.Health/Check")
+            named = b"\x0a\x1einference.GRPCInferenceService"
+            self.assertEqual(s.request("GET", "/v2/health/ready")[0], 503)
+            self.assertEqual(check(b"", timeout=10), b"\x08\x02")
+            self.assertEqual(check(named, timeout=10), b"\x08\x02")
+            with self.assertRaises(grpc.RpcError) as e:
+                check(b"\x0a\x04nope", timeout=10)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+            shutil.rmtree(os.path.join(self.repo, "broken"))  # the next poll drops it: ready again
+            deadline = time.time() + 20
+            while s.request("GET", "/v2/health/ready")[0] != 200 and time.time() < deadline:
+                time.sleep(0.1)
+            self.assertEqual(s.request("GET", "/v2/health/ready")[0], 200)
+            while check(b"", timeout=10) != b"\x08\x01" and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(check(b"", timeout=10), b"\x08\x01")
+            self.assertEqual(check(named, timeout=10), b"\x08\x01")
+        finally:
+            channel.close()
+            self.assertEqual(s.stop(), 0)
+
     def test_poll_mode_reports_a_broken_version(self):
         s = Server(self.repo, "--model-control-mode", "poll", "--repository-poll-secs", "1")
         try:

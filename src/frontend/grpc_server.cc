@@ -1,10 +1,12 @@
 #include "frontend/grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "frontend/call_queue.h"
 #include "frontend/grpc_request.h"
 #include "frontend/triton_config.h"
@@ -119,6 +122,9 @@ class GrpcServer::Impl {
       : options_(options), infer_(service), probes_(std::move(probes)) {}
 
   Status Start() {
+    // grpc.health.v1.Health (Kubernetes' gRPC probes, Envoy): gRPC's own service, kept at the
+    // server's readiness by WatchReadiness.
+    grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.address + ":" + std::to_string(options_.port), grpc::InsecureServerCredentials(),
                              &port_);
@@ -150,12 +156,26 @@ class GrpcServer::Impl {
         while (q->Next(&tag, &ok)) static_cast<CallBase*>(tag)->Proceed(ok);
       });
     }
+    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+      health->SetServingStatus("inference.GRPCInferenceService", probes_.ready().ok());  // named as well as ""
+      health->SetServingStatus(probes_.ready().ok());
+      health_thread_ = std::thread([this, health] { WatchReadiness(health); });
+    }
     return Status::Ok();
   }
 
   void Stop(std::chrono::milliseconds drain) {
     if (stopped_ || !server_) return;
     stopped_ = true;
+    if (health_thread_.joinable()) {
+      {
+        MutexLock lock(health_mu_);
+        health_stop_ = true;
+      }
+      health_changed_.notify_all();
+      health_thread_.join();
+      server_->GetHealthCheckService()->Shutdown();  // NOT_SERVING from now on, whatever is set later
+    }
     server_->Shutdown(std::chrono::system_clock::now() + drain);
     calls_.reset();  // what still waits is handled; answers go out through the queues, still open
     for (auto& cq : queues_) cq->Shutdown();
@@ -166,6 +186,22 @@ class GrpcServer::Impl {
   int port() const { return port_; }
 
  private:
+  // Sets the health service's status (every service name, "" included) to the server's readiness
+  // whenever it changes, checked every kHealthPeriod, until Stop.
+  void WatchReadiness(grpc::HealthCheckServiceInterface* health) {
+    bool serving = probes_.ready().ok();
+    MutexLock lock(health_mu_);
+    while (!health_stop_) {
+      health_changed_.wait_for(lock.native(), kHealthPeriod);
+      if (health_stop_) break;
+      lock.Unlock();
+      const bool ready = probes_.ready().ok();
+      if (ready != serving) health->SetServingStatus(ready);
+      serving = ready;
+      lock.Lock();
+    }
+  }
+
   // Registers one pending call of every RPC on `cq`. ModelInfer answers when its request has run;
   // the others answer at once.
   void Arm(grpc::ServerCompletionQueue* cq) {
@@ -342,6 +378,12 @@ class GrpcServer::Impl {
   std::unique_ptr<CallQueue> calls_;  // ModelInfer calls between being taken and being handled
   int port_ = 0;
   bool stopped_ = false;
+  // The health service's updates (WatchReadiness).
+  static constexpr std::chrono::milliseconds kHealthPeriod{200};
+  std::thread health_thread_;
+  Mutex health_mu_;
+  std::condition_variable health_changed_;
+  bool health_stop_ RANKD_GUARDED_BY(health_mu_) = false;
 };
 
 GrpcServer::GrpcServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
