@@ -151,7 +151,7 @@ class ServingTest(unittest.TestCase):
             self.assertEqual(inputs["profile"]["dims"], [8])  # numbers, not protobuf's strings
             self.assertEqual(inputs["seq_items"]["dims"], [-1])
             self.assertTrue(inputs["seq_items"]["allow_ragged_batch"])
-            self.assertNotIn("allow_ragged_batch", inputs["profile"])
+            self.assertFalse(inputs["profile"]["allow_ragged_batch"])  # defaults are written out, as Triton does
             self.assertEqual(config["parameters"]["input.seq_items.max_length"], {"string_value": "20"})
             self.assertEqual(config["parameters"]["input.profile.scope"], {"string_value": "user"})
             self.assertEqual(config["output"][0]["data_type"], "TYPE_FP32")
@@ -171,6 +171,45 @@ class ServingTest(unittest.TestCase):
                     self.assertEqual(o["name"], w["name"])
                     self.assertEqual(o["shape"], w["shape"])
                     self.assertLessEqual(rel_error(o["data"], w["data"]), 1e-5)
+
+    def test_statistics_in_tritons_schema(self):
+        s = self.server
+        self.assertIn("statistics", s.json("GET", "/v2")[1]["extensions"])
+
+        def stats():
+            status, body = s.json("GET", "/v2/models/mmoe/stats")
+            self.assertEqual(status, 200, body)
+            self.assertEqual(len(body["model_stats"]), 1)
+            return body["model_stats"][0]
+
+        before = stats()
+        self.assertEqual((before["name"], before["version"]), ("mmoe", "1"))
+        requests = lines("mmoe", "requests")[:3]
+        rows = 0
+        for req in requests:
+            self.assertEqual(s.json("POST", "/v2/models/mmoe/infer", req)[0], 200)
+            rows += req["inputs"][0]["shape"][0]
+        self.assertEqual(s.request("POST", "/v2/models/mmoe/infer", b"{not json")[0], 400)
+        after = stats()
+        got, was = after["inference_stats"], before["inference_stats"]
+        self.assertEqual(got["success"]["count"] - was["success"]["count"], len(requests))
+        self.assertEqual(got["fail"]["count"] - was["fail"]["count"], 1)
+        self.assertEqual(after["inference_count"] - before["inference_count"], rows)
+        self.assertEqual(after["execution_count"] - before["execution_count"], len(requests))
+        for phase in ["success", "queue", "compute_input", "compute_infer", "compute_output"]:
+            self.assertEqual(got[phase]["count"] - was[phase]["count"], len(requests), phase)
+        self.assertGreater(got["success"]["ns"], was["success"]["ns"])
+        self.assertGreater(got["compute_infer"]["ns"], was["compute_infer"]["ns"])
+        self.assertGreaterEqual(got["success"]["ns"] - was["success"]["ns"],
+                                got["compute_infer"]["ns"] - was["compute_infer"]["ns"])
+        self.assertGreater(after["last_inference"], 1.7e12)  # milliseconds since the epoch
+        self.assertEqual(after["batch_stats"], [])
+        status, everything = s.json("GET", "/v2/models/stats")
+        self.assertEqual(status, 200)
+        self.assertEqual(sorted(m["name"] for m in everything["model_stats"]), ["din", "dlrm_dcnv2", "mmoe"])
+        self.assertEqual(s.json("GET", "/v2/models/mmoe/versions/1/stats")[0], 200)
+        self.assertEqual(s.request("GET", "/v2/models/mmoe/versions/7/stats")[0], 404)
+        self.assertEqual(s.request("GET", "/v2/models/nope/stats")[0], 404)
 
     def test_compressed_bodies_as_tritons_clients_send_them(self):
         import gzip
@@ -686,6 +725,23 @@ class GrpcTest(GrpcServerCase):
         self.assertGreater(config.max_batch_size, 0)
         with self.assertRaises(grpc.RpcError) as e:
             self.stub.ModelConfig(pb.ModelConfigRequest(name="nope"))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+    def test_model_statistics(self):
+        pb, grpc = self.pb, self.grpc
+        before = self.stub.ModelStatistics(pb.ModelStatisticsRequest(name="mmoe")).model_stats[0]
+        body = lines("mmoe", "requests")[0]
+        req = self.to_proto(body, raw=True)
+        req.model_name = "mmoe"
+        self.stub.ModelInfer(req)
+        after = self.stub.ModelStatistics(pb.ModelStatisticsRequest(name="mmoe", version="1")).model_stats[0]
+        self.assertEqual(after.inference_stats.success.count - before.inference_stats.success.count, 1)
+        self.assertEqual(after.inference_count - before.inference_count, body["inputs"][0]["shape"][0])
+        self.assertGreater(after.inference_stats.compute_infer.ns, before.inference_stats.compute_infer.ns)
+        everything = self.stub.ModelStatistics(pb.ModelStatisticsRequest())
+        self.assertEqual(sorted(m.name for m in everything.model_stats), ["din", "mmoe"])
+        with self.assertRaises(grpc.RpcError) as e:
+            self.stub.ModelStatistics(pb.ModelStatisticsRequest(name="nope"))
         self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
 
     def test_priority_and_timeout_as_tritons_clients_send_them(self):

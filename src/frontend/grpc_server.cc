@@ -20,6 +20,7 @@
 #include "frontend/call_queue.h"
 #include "frontend/grpc_request.h"
 #include "frontend/triton_config.h"
+#include "frontend/triton_stats.h"
 #include "grpc_service.grpc.pb.h"
 
 namespace rankd {
@@ -220,6 +221,7 @@ class GrpcServer::Impl {
     RANKD_GRPC_NOW(ServerMetadata);
     RANKD_GRPC_NOW(ModelMetadata);
     RANKD_GRPC_NOW(ModelConfig);
+    RANKD_GRPC_NOW(ModelStatistics);
     using RawCall = Call<grpc::ByteBuffer, grpc::ByteBuffer>;
     RawCall::Start(
         [s, cq](grpc::ServerContext* ctx, grpc::ByteBuffer* req, grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* w,
@@ -262,6 +264,15 @@ class GrpcServer::Impl {
     r.set_version("0.1.0");
     r.add_extensions("model_repository");
     r.add_extensions("model_configuration");
+    r.add_extensions("statistics");
+    return grpc::Status::OK;
+  }
+  grpc::Status ModelStatistics(const inference::ModelStatisticsRequest& q, inference::ModelStatisticsResponse& r) {
+    auto v = ParseModelVersion(q.version());
+    if (!v.ok()) return ToGrpc(v.status());
+    auto stats = TritonStatistics(infer_.repository(), infer_.metrics(), q.name(), *v);
+    if (!stats.ok()) return ToGrpc(stats.status());
+    r = std::move(*stats);
     return grpc::Status::OK;
   }
   grpc::Status ModelConfig(const inference::ModelConfigRequest& q, inference::ModelConfigResponse& r) {

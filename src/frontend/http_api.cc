@@ -7,6 +7,7 @@
 
 #include "frontend/http_compression.h"
 #include "frontend/triton_config.h"
+#include "frontend/triton_stats.h"
 
 namespace rankd {
 namespace {
@@ -109,7 +110,7 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
   if (p.size() == 1 && m == "GET") {
     return Json(200, {{"name", "rankd"},
                       {"version", kServerVersion},
-                      {"extensions", {"model_repository", "binary_tensor_data", "model_configuration"}}});
+                      {"extensions", {"model_repository", "binary_tensor_data", "model_configuration", "statistics"}}});
   }
   if (p.size() == 3 && p[1] == "health" && m == "GET") {
     if (p[2] == "live") {
@@ -121,6 +122,7 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
       return ready.ok() ? Json(200, json::object()) : Error(ready);
     }
   }
+  if (p.size() == 3 && p[1] == "models" && p[2] == "stats" && m == "GET") return Statistics("", -1);
   if (p.size() >= 3 && p[1] == "models") {
     const std::string& name = p[2];
     size_t rest = 3;
@@ -132,6 +134,7 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
       rest = 5;
     }
     if (p.size() == rest && m == "GET") return ModelMetadata(name, version);
+    if (p.size() == rest + 1 && p[rest] == "stats" && m == "GET") return Statistics(name, version);
     if (p.size() == rest + 1 && p[rest] == "config" && m == "GET") {
       auto model = repository_.Get(name, version);
       if (!model.ok()) return Error(model.status());
@@ -158,6 +161,11 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
     return s.ok() ? Json(200, json::object()) : Error(s);
   }
   return Error(NotFound("no route for " + m + " " + request.target));
+}
+
+HttpResponse HttpApi::Statistics(const std::string& name, int64_t version) {
+  auto stats = TritonStatistics(repository_, service_.metrics(), name, version);
+  return stats.ok() ? Json(200, ProtoToJson(*stats)) : Error(stats.status());
 }
 
 HttpResponse HttpApi::ModelMetadata(const std::string& name, int64_t version) {

@@ -2,7 +2,7 @@
 // ModelRepository. One Handle call per HTTP request, answered through a callback; thread-safe.
 //
 //   GET  /v2/health/live, /v2/health/ready, /v2
-//   GET  /v2/models/NAME[/versions/V][/ready | /config]
+//   GET  /v2/models/NAME[/versions/V][/ready | /config | /stats], /v2/models/stats
 //   POST /v2/models/NAME[/versions/V]/infer        JSON, or the binary tensor data extension
 //   POST /v2/repository/index
 //   POST /v2/repository/models/NAME/load | /unload
@@ -43,6 +43,8 @@ class HttpApi {
   // Every route but inference; `path` is the target's segments.
   HttpResponse Answer(const HttpRequest& request, const std::vector<std::string>& path);
   HttpResponse ModelMetadata(const std::string& model, int64_t version);
+  // Every served version's statistics (`model` empty), or those of `model` (frontend/triton_stats.h).
+  HttpResponse Statistics(const std::string& model, int64_t version);
 
   InferService& service_;
   ModelRepository& repository_;

@@ -57,7 +57,13 @@ nlohmann::json ProtoToJson(const Message& message) {
   nlohmann::json out = nlohmann::json::object();
   const Reflection& r = *message.GetReflection();
   std::vector<const FieldDescriptor*> fields;
-  r.ListFields(message, &fields);  // the set ones: fields at their proto3 default are not listed
+  for (int i = 0; i < message.GetDescriptor()->field_count(); ++i) {
+    const FieldDescriptor* f = message.GetDescriptor()->field(i);
+    // Every scalar and list, at its default too (Triton's clients read fields without checking for
+    // them); a message or a oneof's member only when set.
+    const bool optional = f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE || f->containing_oneof() != nullptr;
+    if (f->is_repeated() || !optional || r.HasField(message, f)) fields.push_back(f);
+  }
   for (const FieldDescriptor* f : fields) {
     if (f->is_map()) {  // entries are messages of key and value
       nlohmann::json map = nlohmann::json::object();
@@ -77,11 +83,6 @@ nlohmann::json ProtoToJson(const Message& message) {
     } else {
       out[f->name()] = FieldValue(message, r, *f, -1);
     }
-  }
-  // Triton's clients index these lists without checking for them: present even when empty.
-  for (int i = 0; i < message.GetDescriptor()->field_count(); ++i) {
-    const FieldDescriptor* f = message.GetDescriptor()->field(i);
-    if (f->is_repeated() && !f->is_map() && !out.contains(f->name())) out[f->name()] = nlohmann::json::array();
   }
   return out;
 }

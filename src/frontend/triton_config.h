@@ -17,9 +17,10 @@ namespace rankd {
 // ragged lengths, table placement, shape buckets) as `parameters`, each a string.
 inference::ModelConfig TritonModelConfig(const Model& model);
 
-// The JSON Triton's HTTP endpoint answers with: the message's fields by their proto names, enums by
+// The JSON Triton's HTTP endpoints answer with: the message's fields by their proto names, enums by
 // name, integers of every width as JSON numbers (protobuf's own JSON writes 64-bit ones as strings,
-// which Triton converts back), fields at their default left out except repeated ones.
+// which Triton converts back); scalars and lists at their defaults too, a message field or a oneof's
+// member only when set.
 nlohmann::json ProtoToJson(const google::protobuf::Message& message);
 
 }  // namespace rankd

@@ -1,12 +1,22 @@
 #include "serving/metrics.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <vector>
 
 #include "serving/repository.h"
 
 namespace rankd {
+namespace {
+
+uint64_t UnixMs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+}  // namespace
 
 void Metrics::RecordSuccess(const std::string& model, int64_t version, const RequestTiming& t) {
   MutexLock lock(mu_);
@@ -22,11 +32,20 @@ void Metrics::RecordSuccess(const std::string& model, int64_t version, const Req
   m.buckets = t.buckets;
   m.recent_us.push_back(t.total_us);
   if (m.recent_us.size() > 1024) m.recent_us.pop_front();
+  m.last_unix_ms = UnixMs();
 }
 
 void Metrics::RecordFailure(const std::string& model, int64_t version) {
   MutexLock lock(mu_);
-  ++models_[{model, version}].failure;
+  PerModel& m = models_[{model, version}];
+  ++m.failure;
+  m.last_unix_ms = UnixMs();
+}
+
+ModelCounts Metrics::Counts(const std::string& model, int64_t version) const {
+  MutexLock lock(mu_);
+  auto it = models_.find({model, version});
+  return it == models_.end() ? ModelCounts{} : static_cast<const ModelCounts&>(it->second);
 }
 
 void Metrics::RecordLoadFailure(const std::string& model) {

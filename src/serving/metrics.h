@@ -40,6 +40,15 @@ struct RequestTiming {
   BucketCounters buckets;  // the model's counters after this request (they are the model's own)
 };
 
+// A model version's counts since the server started, for the statistics API (Triton's
+// ModelStatistics; frontend/triton_stats.h): requests that succeeded with their summed phases,
+// requests that failed, rows scored, executions, and when the last request was answered.
+struct ModelCounts {
+  uint64_t success = 0, failure = 0, rows = 0, execs = 0;
+  uint64_t request_us = 0, queue_us = 0, input_us = 0, infer_us = 0, output_us = 0;
+  uint64_t last_unix_ms = 0;  // 0: none yet
+};
+
 class Metrics {
  public:
   void RecordSuccess(const std::string& model, int64_t version, const RequestTiming& t);
@@ -50,11 +59,11 @@ class Metrics {
   void RecordOverloadRefusal() { ++overload_refusals_; }
   // The Prometheus text exposition of everything recorded.
   std::string Text() const;
+  // The counts of `model` version `version` (zeros when it served nothing yet).
+  ModelCounts Counts(const std::string& model, int64_t version) const;
 
  private:
-  struct PerModel {
-    uint64_t success = 0, failure = 0, rows = 0, execs = 0;
-    uint64_t request_us = 0, queue_us = 0, input_us = 0, infer_us = 0, output_us = 0;
+  struct PerModel : ModelCounts {
     std::deque<uint64_t> recent_us;  // last 1024 request durations
     BucketCounters buckets;          // as last reported
   };
