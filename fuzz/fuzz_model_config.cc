@@ -1,4 +1,5 @@
-// libFuzzer target: arbitrary bytes as a model config, in YAML and in JSON (the first byte picks),
+// libFuzzer target: arbitrary bytes as a model config, in YAML, JSON or Triton's protobuf text
+// (the first byte picks),
 // then resolved against the zoo's MMoE graph. Errors are expected; crashes, leaks and hangs are bugs.
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Graph* graph = ZooGraph();
   if (!graph) __builtin_trap();  // run from the repository root
   std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  auto config = ParseModelConfig(text, data[0] % 2 == 0);
+  auto config = data[0] % 3 == 2 ? ParseTritonModelConfig(text) : ParseModelConfig(text, data[0] % 3 == 0);
   if (!config.ok()) return 0;
   Graph copy = *graph;
   (void)ResolveModelConfig(copy, *config);

@@ -637,6 +637,53 @@ def grpc_stubs():
     return grpc_service_pb2, grpc_service_pb2_grpc
 
 
+class TritonRepositoryTest(unittest.TestCase):
+    """A model whose config is Triton's config.pbtxt: it loads, scores, and its unused fields are named."""
+
+    def test_config_pbtxt_serves(self):
+        repo = tempfile.mkdtemp()
+        try:
+            os.makedirs(os.path.join(repo, "din", "1"))
+            shutil.copy(os.path.join(ZOO, "din", "1", "model.onnx"), os.path.join(repo, "din", "1", "model.onnx"))
+            with open(os.path.join(repo, "din", "config.pbtxt"), "w") as f:
+                f.write("""
+name: "din"
+platform: "onnxruntime_onnx"
+max_batch_size: 256
+input [
+  { name: "profile" data_type: TYPE_INT64 dims: [ 8 ] },
+  { name: "seq_items" data_type: TYPE_INT64 dims: [ -1 ] allow_ragged_batch: true },
+  { name: "seq_cats" data_type: TYPE_INT64 dims: [ -1 ] allow_ragged_batch: true },
+  { name: "item" data_type: TYPE_INT64 dims: [ ] },
+  { name: "cat" data_type: TYPE_INT64 dims: [ ] },
+  { name: "context" data_type: TYPE_INT64 dims: [ 6 ] }
+]
+output [ { name: "score" data_type: TYPE_FP32 dims: [ 1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 100 }
+instance_group [ { count: 2 kind: KIND_GPU } ]
+parameters { key: "input.profile.scope" value: { string_value: "user" } }
+parameters { key: "input.seq_items.scope" value: { string_value: "user" } }
+parameters { key: "input.seq_items.max_length" value: { string_value: "20" } }
+parameters { key: "input.seq_cats.scope" value: { string_value: "user" } }
+parameters { key: "input.seq_cats.max_length" value: { string_value: "20" } }
+""")
+            s = Server(repo)
+            try:
+                self.assertEqual(s.request("GET", "/v2/models/din/ready")[0], 200)
+                for req, want in zip(lines("din", "requests"), lines("din", "expected")):
+                    status, got = s.json("POST", "/v2/models/din/infer", req)
+                    self.assertEqual(status, 200, got)
+                    self.assertLessEqual(rel_error(got["outputs"][0]["data"], want["outputs"][0]["data"]), 1e-5)
+                status, config = s.json("GET", "/v2/models/din/config")
+                self.assertEqual(config["max_batch_size"], 256)
+                self.assertEqual(config["dynamic_batching"]["max_queue_delay_microseconds"], 100)
+                self.assertIn("instance_group", s.output())  # named in the load-time warning
+            finally:
+                s.stop()
+        finally:
+            shutil.rmtree(repo)
+
+
 class GrpcServerCase(unittest.TestCase):
     """A server over a copy of MODELS (started with SERVER_ARGS) and a gRPC stub to it."""
     MODELS = ["din"]

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <type_traits>
 
+#include "model/triton_text_config.h"
+
 namespace rankd {
 namespace {
 
@@ -374,19 +376,29 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& text, bool yaml) {
   }
 }
 
+StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& text) {
+  std::vector<std::string> unused;
+  RANKD_ASSIGN_OR_RETURN(json j, TritonTextConfigToJson(text, unused));
+  StatusOr<ModelConfig> config = InvalidArgument("config: not read");
+  try {  // converted to rankd's form, then read as any other
+    config = ParseJson(j);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("config: a value has the wrong type: ") + e.what());
+  }
+  if (config.ok()) config->unused = std::move(unused);
+  return config;
+}
+
 StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
   namespace fs = std::filesystem;
-  if (fs::exists(fs::path(model_dir) / "config.pbtxt")) {
-    return Unimplemented(model_dir + "/config.pbtxt: protobuf-text configs are not read yet; use config.yaml");
-  }
-  for (const char* file : {"config.yaml", "config.yml", "config.json"}) {
+  for (const char* file : {"config.yaml", "config.yml", "config.json", "config.pbtxt"}) {
     fs::path p = fs::path(model_dir) / file;
     if (!fs::exists(p)) continue;
     std::ifstream in(p);
     std::stringstream ss;
     ss << in.rdbuf();
     bool yaml = p.extension() != ".json";
-    auto config = ParseModelConfig(ss.str(), yaml);
+    auto config = p.extension() == ".pbtxt" ? ParseTritonModelConfig(ss.str()) : ParseModelConfig(ss.str(), yaml);
     if (!config.ok()) return config.status().WithContext(p.string());
     return config;
   }

@@ -96,13 +96,20 @@ struct ModelConfig {
   // tables.hotness_snapshot: the file the GPU caches start warm from and are saved to (empty: none).
   std::string table_hotness_snapshot;
   bool derived = false;  // true when there was no config file
+  // What a config.pbtxt sets that rankd does not use, one entry per field (Model::Load reports
+  // them in one warning).
+  std::vector<std::string> unused;
 
   const InputConfig* FindInput(const std::string& name) const;
 };
 
 // Parses a config from JSON text, or YAML when `yaml` is true. Errors name the field.
 StatusOr<ModelConfig> ParseModelConfig(const std::string& text, bool yaml);
-// Reads DIR/config.yaml, config.yml or config.json; a config with derived=true when none exists.
+// Parses Triton's config.pbtxt (model/triton_text_config.h); `unused` lists what it sets that rankd
+// does not use.
+StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& text);
+// Reads DIR/config.yaml, config.yml or config.json, else Triton's DIR/config.pbtxt
+// (model/triton_text_config.h); a config with derived=true when none exists.
 StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
 // Fills in what the config leaves out from the graph's signature, and checks that the two agree:
 // every graph input is described, dtypes match, ragged inputs are rank-2 integer ids.

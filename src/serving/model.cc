@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <future>
 
@@ -47,6 +48,12 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir, int64
   }
   RANKD_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
   if (config.name.empty()) config.name = fs::path(model_dir).filename().string();
+  if (!config.unused.empty()) {  // a Triton config.pbtxt: what it sets that rankd does not use, in one warning
+    std::string fields;
+    for (const std::string& u : config.unused) fields += (fields.empty() ? "" : "; ") + u;
+    std::fprintf(stderr, "rankd: model '%s' version %lld: config.pbtxt sets what rankd does not use: %s\n",
+                 config.name.c_str(), static_cast<long long>(version), fields.c_str());
+  }
   std::string onnx = (fs::path(model_dir) / std::to_string(version) / "model.onnx").string();
   RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadFile(onnx, std::move(config), options));
   model->version_ = version;
