@@ -527,6 +527,39 @@ class LifecycleTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.repo)
 
+    def test_load_with_a_config_override(self):
+        s = Server(self.repo, "--model-control-mode", "explicit", "--load-model", "din")
+        try:
+            status, config = s.json("GET", "/v2/models/din/config")
+            self.assertNotIn("dynamic_batching", config)
+            config["max_batch_size"] = 4
+            config["dynamic_batching"] = {"max_queue_delay_microseconds": 300}
+            override = {"parameters": {"config": json.dumps(config)}}  # tritonclient's load_model(config=...)
+            self.assertEqual(s.json("POST", "/v2/repository/models/din/load", override)[0], 200)
+            status, now = s.json("GET", "/v2/models/din/config")
+            self.assertEqual(now["max_batch_size"], 4)
+            self.assertEqual(now["dynamic_batching"]["max_queue_delay_microseconds"], 300)
+            req = lines("din", "requests")[0]
+            self.assertEqual(s.json("POST", "/v2/models/din/infer", req)[0], 200)
+            # Invalid overrides fail the call and change nothing.
+            for bad in [{"parameters": {"config": "{not json"}},
+                        {"parameters": {"config": json.dumps({"max_batch_size": 8, "no_such_field": 1})}},
+                        {"parameters": {"config": json.dumps({"name": "other", "max_batch_size": 8})}},
+                        {"parameters": {"config": 7}}, "[]"]:
+                status, body, _ = s.request("POST", "/v2/repository/models/din/load",
+                                            bad if isinstance(bad, str) else json.dumps(bad))
+                self.assertEqual(status, 400, (bad, body))
+            status, body, _ = s.request("POST", "/v2/repository/models/din/load",
+                                        json.dumps({"parameters": {"file:1/model.onnx": "AAAA"}}))
+            self.assertEqual(status, 400, body)  # model files sent with the call: not supported, said so
+            self.assertIn("file:1/model.onnx", json.loads(body)["error"])
+            self.assertEqual(s.json("GET", "/v2/models/din/config")[1]["max_batch_size"], 4)
+            # A load without an override goes back to the file's config.
+            self.assertEqual(s.request("POST", "/v2/repository/models/din/load")[0], 200)
+            self.assertNotIn("dynamic_batching", s.json("GET", "/v2/models/din/config")[1])
+        finally:
+            self.assertEqual(s.stop(), 0)
+
     def test_explicit_load_unload(self):
         s = Server(self.repo, "--model-control-mode", "explicit", "--load-model", "mmoe")
         try:
@@ -870,6 +903,17 @@ class GrpcTest(GrpcServerCase):
         with self.assertRaises(grpc.RpcError) as e:
             self.stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="nosuch"))
         self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+        # A config override (tritonclient sends it as string_param "config").
+        req = pb.RepositoryModelLoadRequest(model_name="din")
+        req.parameters["config"].string_param = json.dumps({"max_batch_size": 16})
+        self.stub.RepositoryModelLoad(req)
+        self.assertEqual(self.stub.ModelConfig(pb.ModelConfigRequest(name="din")).config.max_batch_size, 16)
+        req.parameters["config"].string_param = "{broken"
+        with self.assertRaises(grpc.RpcError) as e:
+            self.stub.RepositoryModelLoad(req)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="din"))
+        self.assertGreater(self.stub.ModelConfig(pb.ModelConfigRequest(name="din")).config.max_batch_size, 16)
 
 
 class SameMistakeSameAnswer(GrpcServerCase):

@@ -372,7 +372,17 @@ class GrpcServer::Impl {
   }
   grpc::Status RepositoryModelLoad(const inference::RepositoryModelLoadRequest& q,
                                    inference::RepositoryModelLoadResponse&) {
-    return ToGrpc(infer_.repository().Load(q.model_name()));
+    std::string config;
+    for (const auto& [key, value] : q.parameters()) {
+      if (key != "config") {  // "file:..." overrides (model files sent with the call) are not supported
+        return ToGrpc(Unimplemented("load parameter '" + key + "' is not supported (only 'config')"));
+      }
+      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kStringParam)
+        return ToGrpc(
+            InvalidArgument("load parameter 'config' must be a string (Triton's model configuration as JSON)"));
+      config = value.string_param();
+    }
+    return ToGrpc(infer_.repository().Load(q.model_name(), config));
   }
   grpc::Status RepositoryModelUnload(const inference::RepositoryModelUnloadRequest& q,
                                      inference::RepositoryModelUnloadResponse&) {

@@ -43,6 +43,24 @@ std::vector<std::string> SplitPath(const std::string& target) {
   return parts;
 }
 
+// A load request's body: none, or {"parameters": {"config": "<Triton's ModelConfig as JSON>"}}.
+StatusOr<std::string> LoadConfigOverride(const std::string& body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return std::string();
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument("the load request's body is not a JSON object");
+  if (!j.contains("parameters")) return std::string();
+  const json& p = j["parameters"];
+  if (!p.is_object()) return InvalidArgument("the load request's parameters must be an object");
+  std::string config;
+  for (const auto& [key, value] : p.items()) {
+    if (key != "config") return Unimplemented("load parameter '" + key + "' is not supported (only 'config')");
+    if (!value.is_string())
+      return InvalidArgument("load parameter 'config' must be a string (Triton's model configuration as JSON)");
+    config = value.get<std::string>();
+  }
+  return config;
+}
+
 }  // namespace
 
 int HttpStatusFor(StatusCode code) {
@@ -157,7 +175,13 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
   }
   if (p.size() == 5 && p[1] == "repository" && p[2] == "models" && m == "POST" &&
       (p[4] == "load" || p[4] == "unload")) {
-    Status s = p[4] == "load" ? repository_.Load(p[3]) : repository_.Unload(p[3]);
+    if (p[4] == "unload") {
+      Status s = repository_.Unload(p[3]);
+      return s.ok() ? Json(200, json::object()) : Error(s);
+    }
+    StatusOr<std::string> config = LoadConfigOverride(request.body);
+    if (!config.ok()) return Error(config.status());
+    Status s = repository_.Load(p[3], *config);
     return s.ok() ? Json(200, json::object()) : Error(s);
   }
   return Error(NotFound("no route for " + m + " " + request.target));

@@ -389,6 +389,11 @@ StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& text) {
   return config;
 }
 
+StatusOr<ModelConfig> ParseTritonModelConfigJson(const std::string& text) {
+  RANKD_ASSIGN_OR_RETURN(std::string as_text, TritonJsonConfigToText(text));
+  return ParseTritonModelConfig(as_text);
+}
+
 StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
   namespace fs = std::filesystem;
   for (const char* file : {"config.yaml", "config.yml", "config.json", "config.pbtxt"}) {

@@ -108,6 +108,10 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& text, bool yaml);
 // Parses Triton's config.pbtxt (model/triton_text_config.h); `unused` lists what it sets that rankd
 // does not use.
 StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& text);
+// The same from Triton's ModelConfig in protobuf's JSON form (a load's config override, as
+// tritonclient's load_model(config=...) sends it). A field of Triton's schema that rankd's part of
+// it lacks is an error naming it.
+StatusOr<ModelConfig> ParseTritonModelConfigJson(const std::string& text);
 // Reads DIR/config.yaml, config.yml or config.json, else Triton's DIR/config.pbtxt
 // (model/triton_text_config.h); a config with derived=true when none exists.
 StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);

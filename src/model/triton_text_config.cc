@@ -2,6 +2,7 @@
 
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
 
 #include <charconv>
 #include <cstdint>
@@ -119,6 +120,20 @@ Status ApplyParameter(const std::string& key, const std::string& value, json& j,
 }
 
 }  // namespace
+
+StatusOr<std::string> TritonJsonConfigToText(const std::string& json_text) {
+  inference::ModelConfig c;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;  // named in the error, never dropped
+  auto parsed = google::protobuf::util::JsonStringToMessage(json_text, &c, options);
+  if (!parsed.ok()) {
+    return InvalidArgument("the config override is not Triton's model configuration in JSON: " +
+                           std::string(parsed.message()));
+  }
+  std::string text;
+  if (!google::protobuf::TextFormat::PrintToString(c, &text)) return Internal("the config override: not printable");
+  return text;
+}
 
 StatusOr<json> TritonTextConfigToJson(const std::string& text, std::vector<std::string>& unused) {
   inference::ModelConfig c;

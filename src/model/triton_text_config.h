@@ -23,4 +23,9 @@ namespace rankd {
 // value rankd cannot honour is InvalidArgument naming the field.
 StatusOr<nlohmann::json> TritonTextConfigToJson(const std::string& text, std::vector<std::string>& unused);
 
+// Triton's ModelConfig in protobuf's JSON form, as protobuf text for TritonTextConfigToJson.
+// InvalidArgument naming the field for JSON that is not a ModelConfig (or holds a field the schema
+// subset lacks).
+StatusOr<std::string> TritonJsonConfigToText(const std::string& json_text);
+
 }  // namespace rankd

@@ -46,12 +46,19 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir, int64
   if (std::find(versions.begin(), versions.end(), version) == versions.end()) {
     return NotFound("'" + model_dir + "' has no version " + std::to_string(version));
   }
-  RANKD_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
+  ModelConfig config;
+  if (options.config) {
+    config = *options.config;
+  } else {
+    RANKD_ASSIGN_OR_RETURN(config, LoadModelConfig(model_dir));
+  }
   if (config.name.empty()) config.name = fs::path(model_dir).filename().string();
   if (!config.unused.empty()) {  // a Triton config.pbtxt: what it sets that rankd does not use, in one warning
     std::string fields;
     for (const std::string& u : config.unused) fields += (fields.empty() ? "" : "; ") + u;
-    std::fprintf(stderr, "rankd: model '%s' version %lld: config.pbtxt sets what rankd does not use: %s\n",
+    std::fprintf(stderr,
+                 "rankd: model '%s' version %lld: its Triton config (config.pbtxt or a load's override) sets what "
+                 "rankd does not use: %s\n",
                  config.name.c_str(), static_cast<long long>(version), fields.c_str());
   }
   std::string onnx = (fs::path(model_dir) / std::to_string(version) / "model.onnx").string();

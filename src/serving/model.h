@@ -60,6 +60,9 @@ struct ModelOptions : CompileOptions {
   // When set, every table read only by lookups is cached on the GPU with a cache of this share
   // of its rows (at least one), as tables.cache_rows would (benchmarks of cache sizes).
   std::optional<double> table_cache_fraction;
+  // Used instead of the model directory's config file when set (a load's config override:
+  // ModelRepository::Load).
+  std::optional<ModelConfig> config;
 };
 
 // What loading did, for `rankd inspect`: the passes, then the buckets and the warm-up captures.

@@ -74,11 +74,16 @@ std::vector<std::string> ModelRepository::ModelDirectories() const {
   return names;
 }
 
-Status ModelRepository::LoadModel(const std::string& name) {
+Status ModelRepository::LoadModel(const std::string& name, bool set_override, std::optional<ModelConfig> override) {
   MutexLock load_lock(load_mu_);
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
     return InvalidArgument("'" + name + "' is not a model name");
   }
+  std::optional<ModelConfig> previous;
+  if (auto it = overrides_.find(name); it != overrides_.end()) previous = it->second;
+  if (!set_override) override = previous;
+  // A config given or taken back reloads every version, even where its files are unchanged.
+  const bool config_changed = set_override && (override.has_value() || previous.has_value());
   std::string dir = (fs::path(options_.root) / name).string();
   std::vector<int64_t> available = ListModelVersions(dir);
   if (available.empty()) {  // not in the repository: nothing changes, readiness included
@@ -96,7 +101,9 @@ Status ModelRepository::LoadModel(const std::string& name) {
   std::map<int64_t, int64_t> stamps;
   std::map<int64_t, std::string> version_failures;
   std::map<int64_t, int64_t> failed_stamps;
-  auto config = LoadModelConfig(dir);
+  StatusOr<ModelConfig> config = override ? StatusOr<ModelConfig>(*override) : LoadModelConfig(dir);
+  ModelOptions model_options = options_.model_options;
+  model_options.config = override;
   std::vector<int64_t> versions = config.ok() ? SelectVersions(*config, available) : std::vector<int64_t>{};
   if (!config.ok()) status = config.status();
   if (config.ok() && versions.empty()) status = NotFound("model '" + name + "': its version policy selects no version");
@@ -105,13 +112,14 @@ Status ModelRepository::LoadModel(const std::string& name) {
     int64_t stamp = ModelStamp(dir, v);
     auto have = before.versions.find(v);
     bool serving = have != before.versions.end();
-    if (serving && before.stamps[v] == stamp) {  // unchanged: keep serving it
+    if (serving && before.stamps[v] == stamp && !config_changed) {  // unchanged: keep serving it
       loaded[v] = have->second;
       stamps[v] = stamp;
       continue;
     }
     auto failed = before.failed_stamps.find(v);
-    if (failed != before.failed_stamps.end() && failed->second == stamp) {  // unchanged since it failed
+    if (failed != before.failed_stamps.end() && failed->second == stamp &&
+        !config_changed) {  // unchanged since it failed
       version_failures[v] = before.version_failures[v];
       failed_stamps[v] = stamp;
       if (status.ok()) status = Unavailable(before.version_failures[v]);
@@ -121,7 +129,7 @@ Status ModelRepository::LoadModel(const std::string& name) {
       }
       continue;
     }
-    auto model = Model::Load(dir, v, options_.model_options);
+    auto model = Model::Load(dir, v, model_options);
     if (!model.ok()) {
       status = model.status();
       failures.push_back({v, model.status()});
@@ -151,6 +159,12 @@ Status ModelRepository::LoadModel(const std::string& name) {
   if (options_.on_load_failure) {
     for (const auto& [v, why] : failures) options_.on_load_failure(name, v, why);
   }
+  const std::optional<ModelConfig>& kept = status.ok() ? override : previous;  // a failed load changes no override
+  if (kept) {
+    overrides_[name] = *kept;
+  } else {
+    overrides_.erase(name);
+  }
   return status;
 }
 
@@ -168,11 +182,20 @@ StatusOr<std::shared_ptr<const Model>> ModelRepository::Get(const std::string& n
   return v->second;
 }
 
-Status ModelRepository::Load(const std::string& name) {
+Status ModelRepository::Load(const std::string& name, const std::string& config_override) {
   if (options_.mode == ModelControlMode::kNone) {
     return Unavailable("explicit model load/unload is not allowed: the server runs with --model-control-mode=none");
   }
-  return LoadModel(name);
+  std::optional<ModelConfig> override;
+  if (!config_override.empty()) {
+    StatusOr<ModelConfig> parsed = ParseTritonModelConfigJson(config_override);
+    if (!parsed.ok()) return parsed.status().WithContext("model '" + name + "'");
+    if (!parsed->name.empty() && parsed->name != name) {
+      return InvalidArgument("the config override names model '" + parsed->name + "', not '" + name + "'");
+    }
+    override = std::move(*parsed);
+  }
+  return LoadModel(name, true, std::move(override));
 }
 
 Status ModelRepository::Unload(const std::string& name) {

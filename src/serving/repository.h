@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,8 +49,11 @@ class ModelRepository {
   // models and versions, Unavailable for a known model with no ready version.
   StatusOr<std::shared_ptr<const Model>> Get(const std::string& name, int64_t version = -1) const;
   // Loads (or reloads) the versions of `name` its version policy selects. Unavailable in mode none;
-  // NotFound, changing nothing, for a name that is not in the repository.
-  Status Load(const std::string& name);
+  // NotFound, changing nothing, for a name that is not in the repository. With `config_override`
+  // (Triton's ModelConfig as JSON: tritonclient's load_model(config=...)), the model is loaded with
+  // that config instead of its file's, until the next Load of it; an invalid override fails the
+  // call and changes nothing.
+  Status Load(const std::string& name, const std::string& config_override = "");
   // Stops serving `name`; requests in flight finish. Unavailable in mode none.
   Status Unload(const std::string& name);
   // Rescans the repository: loads new or changed versions, drops removed ones (poll mode). A
@@ -64,8 +68,10 @@ class ModelRepository {
 
  private:
   explicit ModelRepository(RepositoryOptions options) : options_(std::move(options)) {}
-  // Loads what `name`'s policy selects and swaps it in; keeps what serves on failure.
-  Status LoadModel(const std::string& name);
+  // Loads what `name`'s policy selects and swaps it in; keeps what serves on failure. With
+  // `set_override`, `name`'s config override becomes `override` (none: its file's config) for this
+  // load and later ones, or stays as it was when this load fails.
+  Status LoadModel(const std::string& name, bool set_override = false, std::optional<ModelConfig> override = {});
   std::vector<std::string> ModelDirectories() const;
 
   struct Entry {
@@ -81,6 +87,7 @@ class ModelRepository {
   mutable Mutex mu_;
   std::map<std::string, Entry> models_ RANKD_GUARDED_BY(mu_);
   Mutex load_mu_;  // serialises loads (a load runs outside mu_)
+  std::map<std::string, ModelConfig> overrides_ RANKD_GUARDED_BY(load_mu_);  // Load's config overrides
 };
 
 }  // namespace rankd
