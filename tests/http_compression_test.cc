@@ -58,7 +58,7 @@ TEST(HttpCompression, RefusesMalformedBodies) {
   auto expect_invalid = [](const StatusOr<std::string>& got, const std::string& what) {
     EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << what << ": " << got.status().ToString();
   };
-  expect_invalid(DecodeBody("br", gz, body.size()), "an encoding rankd does not read");
+  EXPECT_EQ(DecodeBody("br", gz, body.size()).status().code(), StatusCode::kUnimplemented);  // 415
   expect_invalid(DecodeBody("gzip", gz.substr(0, gz.size() / 2), body.size()), "truncated");
   expect_invalid(DecodeBody("gzip", gz + "trailing", body.size()), "bytes after the stream");
   expect_invalid(DecodeBody("gzip", "not gzip at all", body.size()), "not gzip");

@@ -235,8 +235,8 @@ class ServingTest(unittest.TestCase):
                               (gzip.compress(raw), "deflate")]:
             status, body, _ = self.server.request("POST", "/v2/models/dlrm_dcnv2/infer", bad,
                                                   {"Content-Encoding": encoding})
-            self.assertEqual(status, 400, (encoding, body))
-            self.assertIn("error", json.loads(body))
+            self.assertEqual(status, 415 if encoding == "br" else 400, (encoding, body))
+            self.assertIn("br" if encoding == "br" else "error", json.loads(body)["error"] if encoding == "br" else json.loads(body))
         self.assert_alive()
 
     def test_keep_alive_connection_serves_many_requests(self):
@@ -806,6 +806,16 @@ class GrpcTest(GrpcServerCase):
         with self.assertRaises(grpc.RpcError) as e:
             self.stub.ModelConfig(pb.ModelConfigRequest(name="nope"))
         self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+    def test_unimplemented_methods_are_named(self):
+        grpc = self.grpc
+        for method in ["/inference.GRPCInferenceService/SystemSharedMemoryStatus", "/no.such.Service/Call"]:
+            call = self.channel.unary_unary(method)
+            with self.assertRaises(grpc.RpcError) as e:
+                call(b"", timeout=10)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+            self.assertIn(method, e.exception.details())
+        self.assertTrue(self.stub.ServerLive(self.pb.ServerLiveRequest()).live)  # and the server serves on
 
     def test_model_statistics(self):
         pb, grpc = self.pb, self.grpc

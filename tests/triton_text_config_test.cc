@@ -154,15 +154,17 @@ TEST(TritonTextConfig, MapsWhatRankdUsesAndNamesTheRest) {
   EXPECT_EQ((*j)["batching"]["max_batch_size"], 1024);
   EXPECT_EQ((*j)["buckets"]["cuda_graphs"], false);
   EXPECT_EQ((*j)["version_policy"]["latest"]["num_versions"], 2);
+  EXPECT_EQ((*j)["executors"], 2);  // instance_group's count
   const std::string named = Joined(unused);
   EXPECT_NE(named.find("model_warmup"), std::string::npos) << named;
   EXPECT_NE(named.find("response_cache"), std::string::npos) << named;  // a field the schema subset lacks
   EXPECT_NE(named.find("execution_accelerators"), std::string::npos) << named;
-  EXPECT_NE(named.find("instance_group"), std::string::npos) << named;
+  EXPECT_NE(named.find("instance_group.kind KIND_GPU"), std::string::npos) << named;
+  EXPECT_NE(named.find("instance_group.rate_limiter"), std::string::npos) << named;
   EXPECT_NE(named.find("output 'score'"), std::string::npos) << named;
   EXPECT_NE(named.find("something_else"), std::string::npos) << named;
   EXPECT_EQ(named.find("precision"), std::string::npos) << named;  // used: not named
-  EXPECT_EQ(unused.size(), 6u) << named;
+  EXPECT_EQ(unused.size(), 7u) << named;
 }
 
 TEST(TritonTextConfig, RefusesWhatItCannotHonour) {

@@ -1,5 +1,6 @@
 #include "frontend/grpc_server.h"
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
@@ -63,6 +64,40 @@ class CallBase {
  public:
   virtual ~CallBase() = default;
   virtual void Proceed(bool ok) = 0;
+};
+
+// A pending call of any method no service registers (gRPC's generic service), answered
+// UNIMPLEMENTED naming the method (gRPC's own answer has an empty message). Accepting one re-arms.
+class UnknownMethodCall final : public CallBase {
+ public:
+  static void Start(grpc::AsyncGenericService* service, grpc::ServerCompletionQueue* cq) {
+    new UnknownMethodCall(service, cq);
+  }
+
+  void Proceed(bool ok) override {
+    if (answered_ || !ok) {  // sent, or the server is shutting down
+      delete this;
+      return;
+    }
+    Start(service_, cq_);
+    answered_ = true;
+    stream_.Finish(
+        grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "rankd does not implement " + context_.method() +
+                                                          " (docs/serving.md lists the gRPC methods it serves)"),
+        this);
+  }
+
+ private:
+  UnknownMethodCall(grpc::AsyncGenericService* service, grpc::ServerCompletionQueue* cq)
+      : service_(service), cq_(cq), stream_(&context_) {
+    service_->RequestCall(&context_, &stream_, cq_, cq_, this);
+  }
+
+  grpc::AsyncGenericService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  grpc::GenericServerContext context_;
+  grpc::GenericServerAsyncReaderWriter stream_;
+  bool answered_ = false;  // only the completion queue's thread touches it
 };
 
 // One pending or running unary call of an RPC. Accepting a call re-arms the RPC with a new Call.
@@ -130,6 +165,7 @@ class GrpcServer::Impl {
     builder.AddListeningPort(options_.address + ":" + std::to_string(options_.port), grpc::InsecureServerCredentials(),
                              &port_);
     builder.RegisterService(&service_);
+    builder.RegisterAsyncGenericService(&unknown_methods_);
     // Another process on the same port is an error, not a second server sharing its traffic.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, options_.reuse_port ? 1 : 0);
     // gRPC takes an int: larger limits are its largest.
@@ -151,6 +187,7 @@ class GrpcServer::Impl {
     calls_ = std::make_unique<CallQueue>(calls);
     for (auto& cq : queues_) {
       Arm(cq.get());
+      UnknownMethodCall::Start(&unknown_methods_, cq.get());
       threads_.emplace_back([q = cq.get()] {
         void* tag;
         bool ok;
@@ -393,6 +430,7 @@ class GrpcServer::Impl {
   InferService& infer_;
   HealthProbes probes_;
   Service service_;
+  grpc::AsyncGenericService unknown_methods_;  // every method no service registers
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
   std::vector<std::thread> threads_;

@@ -100,7 +100,11 @@ void HttpApi::Handle(const HttpRequest& request, HttpRespond respond) {
   auto coding = request.headers.find("content-encoding");
   if (coding == request.headers.end()) return Route(request, std::move(respond));
   StatusOr<std::string> body = DecodeBody(coding->second, request.body, limits_.max_body_bytes);
-  if (!body.ok()) return respond(Error(body.status()));
+  if (!body.ok()) {
+    HttpResponse r = Error(body.status());
+    if (body.status().code() == StatusCode::kUnimplemented) r.status = 415;  // Unsupported Media Type
+    return respond(std::move(r));
+  }
   HttpRequest decoded = request;  // the handlers read it before Route returns
   decoded.body = std::move(*body);
   decoded.headers.erase("content-encoding");

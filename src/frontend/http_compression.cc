@@ -31,8 +31,8 @@ StatusOr<std::string> DecodeBody(std::string_view encoding_value, std::string_vi
   const std::string encoding = Lower(Trim(encoding_value));
   if (encoding.empty() || encoding == "identity") return std::string(body);
   if (encoding != "gzip" && encoding != "deflate") {
-    return InvalidArgument("unsupported Content-Encoding '" + std::string(encoding_value) +
-                           "' (gzip, deflate or identity)");
+    return Unimplemented("unsupported Content-Encoding '" + std::string(encoding_value) +
+                         "' (gzip, deflate or identity)");
   }
   if (body.size() > std::numeric_limits<uInt>::max()) return InvalidArgument("the compressed body is too large");
   z_stream z{};

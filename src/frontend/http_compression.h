@@ -13,9 +13,10 @@
 namespace rankd {
 
 // The body as sent before `encoding` (a Content-Encoding value: "gzip", "deflate" - zlib's format,
-// as HTTP defines it - or "identity"; case-insensitive). InvalidArgument for another encoding, a
-// body that is not valid in its encoding, or one that inflates past `max_bytes` (reading stops
-// there: a small body cannot make the server allocate more).
+// as HTTP defines it - or "identity"; case-insensitive). Unimplemented for another encoding (the
+// server answers 415); InvalidArgument for a body that is not valid in its encoding or one that
+// inflates past `max_bytes` (reading stops there: a small body cannot make the server allocate
+// more).
 StatusOr<std::string> DecodeBody(std::string_view encoding, std::string_view body, size_t max_bytes);
 
 // The coding to answer with for an Accept-Encoding value: "gzip" or "deflate" when it names one

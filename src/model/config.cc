@@ -262,11 +262,11 @@ Status ParseTables(const json& j, ModelConfig& c) {
 
 StatusOr<ModelConfig> ParseJson(const json& j) {
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "the config must be a mapping"));
-  RANKD_RETURN_IF_ERROR(
-      CheckKeys(j,
-                {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs", "output",
-                 "version_policy", "precision", "batching", "dynamic_batching", "buckets", "tables", "user_hoisting"},
-                "the config"));
+  RANKD_RETURN_IF_ERROR(CheckKeys(
+      j,
+      {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs", "output", "version_policy",
+       "precision", "batching", "dynamic_batching", "buckets", "tables", "user_hoisting", "executors"},
+      "the config"));
   ModelConfig c;
   if (j.contains("name")) {
     RANKD_RETURN_IF_ERROR(Expect(j["name"].is_string(), "name must be a string"));
@@ -332,6 +332,12 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
         Expect(p.is_string() && (p == "fp32" || p == "tf32" || p == "bf16" || p == "bf16-activations"),
                "precision must be fp32, tf32, bf16 or bf16-activations"));
     c.precision = p;
+  }
+  if (j.contains("executors")) {
+    RANKD_RETURN_IF_ERROR(Expect(j["executors"].is_number_integer() && j["executors"].get<int64_t>() >= 0 &&
+                                     j["executors"].get<int64_t>() <= 1024,
+                                 "executors must be an integer from 0 to 1024"));
+    c.executors = j["executors"].get<int>();
   }
   if (j.contains("user_hoisting")) {
     RANKD_RETURN_IF_ERROR(Expect(j["user_hoisting"].is_boolean(), "user_hoisting must be true or false"));

@@ -77,6 +77,7 @@ struct ModelConfig {
   int64_t max_batch_size = 0;      // rows per request accepted; 0 = the server's limit
   std::string precision = "fp32";  // fp32 | tf32 | bf16 | bf16-activations (backend.h)
   bool user_hoisting = true;       // run the user-only part of the graph once per user (docs/hoisting.md)
+  int executors = 0;               // requests run at once (Triton's instance_group count); 0: the backend's default
   std::vector<InputConfig> inputs;
   std::vector<OutputConfig> outputs;
   VersionPolicy version_policy;

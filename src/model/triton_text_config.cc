@@ -4,6 +4,7 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <map>
@@ -86,6 +87,14 @@ Status ApplyParameter(const std::string& key, const std::string& value, json& j,
       j["tables"]["tiers"][table] = value;
     } else {
       RANKD_ASSIGN_OR_RETURN(j["tables"]["cache_rows"][table], Integer(key, value));
+    }
+    return Status::Ok();
+  }
+  if (key == "executors") {  // what the configuration API writes for the CPU's unbounded executors
+    if (value == "unbounded") {
+      j["executors"] = 0;
+    } else {
+      RANKD_ASSIGN_OR_RETURN(j["executors"], Integer(key, value));
     }
     return Status::Ok();
   }
@@ -227,9 +236,18 @@ StatusOr<json> TritonTextConfigToJson(const std::string& text, std::vector<std::
     }
     j["batching"] = std::move(b);
   }
-  if (c.instance_group_size() > 0) {
-    unused.push_back("instance_group (a model runs on the server's --backend and --device with --executors)");
+  // instance_group: its count is the model's executors; where it runs comes from the server's
+  // --backend and --device, so a kind or gpus is named.
+  int64_t count = 0;
+  for (const inference::ModelInstanceGroup& g : c.instance_group()) {
+    count += std::max(g.count(), 1);  // Triton's default count is 1
+    if (g.kind() != inference::ModelInstanceGroup::KIND_AUTO)
+      unused.push_back("instance_group.kind " + inference::ModelInstanceGroup::Kind_Name(g.kind()) +
+                       " (a model runs on the server's --backend)");
+    if (g.gpus_size() > 0) unused.push_back("instance_group.gpus (a model runs on the server's --device)");
+    if (g.has_rate_limiter() || g.secondary_devices_size() > 0) unused.push_back("instance_group.rate_limiter");
   }
+  if (count > 0) j["executors"] = std::min<int64_t>(count, 1024);
   if (c.has_optimization() && c.optimization().has_cuda())
     j["buckets"]["cuda_graphs"] = c.optimization().cuda().graphs();
   std::map<std::string, std::string> parameters;  // in key order: the warnings come out the same each time

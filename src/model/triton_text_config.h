@@ -15,8 +15,8 @@ namespace rankd {
 // `text` (a config.pbtxt) as rankd's JSON config. Mapped: name, platform / backend (ONNX only),
 // max_batch_size (> 0: rankd's inputs have a batch dimension), input (data_type, dims,
 // allow_ragged_batch -> ragged), output names, version_policy, dynamic_batching (preferred sizes,
-// queue delay, priority levels, the default queue policy's timeout and size),
-// optimization.cuda.graphs, and rankd's own keys as string `parameters` (those the model
+// queue delay, priority levels, the default queue policy's timeout and size), instance_group's
+// count (executors), optimization.cuda.graphs, and rankd's own keys as string `parameters` (those the model
 // configuration API writes: precision, user_hoisting, tables.*, input.NAME.scope / max_length,
 // batching.*, buckets.cuda_graphs). Fields and parameters rankd does not use are appended to
 // `unused` (one entry each, with the line for a field rankd does not know); an invalid file or a

@@ -103,8 +103,9 @@ Status Model::MakeRunner() {
   PrepareOptions prepare{c.precision(), ToPlacement(tables_)};
   CacheKeeperOptions keeper;
   keeper.snapshot_path = config_.table_hotness_snapshot;
-  RANKD_ASSIGN_OR_RETURN(
-      runner_, PlanRunner::Create(*options_.backend, c.graph(), prepare, options_.executors, config_.name, keeper));
+  RANKD_ASSIGN_OR_RETURN(runner_, PlanRunner::Create(*options_.backend, c.graph(), prepare,
+                                                     options_.executors > 0 ? options_.executors : config_.executors,
+                                                     config_.name, keeper));
   return Status::Ok();
 }
 
