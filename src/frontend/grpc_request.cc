@@ -154,16 +154,16 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
   for (const auto& [key, value] : p.parameters()) {
     if (key != "priority" && key != "timeout") continue;
     // Triton's clients send both as uint64_param; int64_param is accepted too.
-    const auto choice = value.parameter_choice_case();
-    const bool is_uint = choice == inference::InferParameter::kUint64Param;
     const uint64_t limit = key == "priority" ? 1000000 : uint64_t{1} << 40;
-    if ((!is_uint && choice != inference::InferParameter::kInt64Param) || (!is_uint && value.int64_param() < 0) ||
-        (is_uint ? value.uint64_param() : static_cast<uint64_t>(value.int64_param())) > limit) {
+    uint64_t given = limit + 1;  // refused unless an integer in range is given
+    if (value.parameter_choice_case() == inference::InferParameter::kUint64Param) given = value.uint64_param();
+    if (value.parameter_choice_case() == inference::InferParameter::kInt64Param && value.int64_param() >= 0)
+      given = static_cast<uint64_t>(value.int64_param());
+    if (given > limit) {
       return InvalidArgument("parameter '" + key + "' must be a non-negative integer (uint64 or int64) up to " +
                              std::to_string(limit));
     }
-    const auto number =
-        static_cast<int64_t>(is_uint ? value.uint64_param() : static_cast<uint64_t>(value.int64_param()));
+    const auto number = static_cast<int64_t>(given);
     if (key == "priority")
       r.priority = static_cast<int>(number);
     else

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace rankd {
 namespace {
@@ -56,15 +55,12 @@ nlohmann::json FieldValue(const Message& m, const Reflection& r, const FieldDesc
 nlohmann::json ProtoToJson(const Message& message) {
   nlohmann::json out = nlohmann::json::object();
   const Reflection& r = *message.GetReflection();
-  std::vector<const FieldDescriptor*> fields;
   for (int i = 0; i < message.GetDescriptor()->field_count(); ++i) {
     const FieldDescriptor* f = message.GetDescriptor()->field(i);
     // Every scalar and list, at its default too (Triton's clients read fields without checking for
     // them); a message or a oneof's member only when set.
     const bool optional = f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE || f->containing_oneof() != nullptr;
-    if (f->is_repeated() || !optional || r.HasField(message, f)) fields.push_back(f);
-  }
-  for (const FieldDescriptor* f : fields) {
+    if (!f->is_repeated() && optional && !r.HasField(message, f)) continue;
     if (f->is_map()) {  // entries are messages of key and value
       nlohmann::json map = nlohmann::json::object();
       for (int i = 0; i < r.FieldSize(message, f); ++i) {

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdint>
 #include <map>
+#include <set>
 
 #include "model_config.pb.h"
 
@@ -155,12 +156,15 @@ StatusOr<json> TritonTextConfigToJson(const std::string& text, std::vector<std::
                            (collector.error.empty() ? "not Triton's model configuration" : collector.error));
   }
   for (const std::string& w : collector.warnings) unused.push_back(w);
-  // Fields known to the schema subset only so that they parse (proto/model_config.proto's Skipped).
+  // Set fields of the schema subset that the conversion below does not read (those known only so
+  // that they parse: proto/model_config.proto's Skipped).
+  static const std::set<std::string> kMapped = {
+      "name",   "platform",         "backend",        "version_policy",         "max_batch_size", "input",
+      "output", "dynamic_batching", "instance_group", "default_model_filename", "optimization",   "parameters"};
   std::vector<const google::protobuf::FieldDescriptor*> set;
   c.GetReflection()->ListFields(c, &set);
   for (const google::protobuf::FieldDescriptor* f : set) {
-    if (f->number() == 16 || f->number() == 20 || f->number() == 21 || f->number() == 23 || f->number() == 26)
-      unused.push_back("field '" + f->name() + "'");
+    if (!kMapped.count(f->name())) unused.push_back("field '" + f->name() + "'");
   }
   if (c.optimization().has_execution_accelerators()) unused.push_back("optimization.execution_accelerators");
   if (c.optimization().cuda().graph_spec_size() > 0) unused.push_back("optimization.cuda.graph_spec");

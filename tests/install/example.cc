@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
     return 1;
   }
+  if ((*engine)->backend() != "cpu" || (*engine)->device() != 0) return 1;  // EngineOptions' defaults
   constexpr int64_t kRows = 3;
   rankd::InferRequest request;
   for (const rankd::InputSignature& in : (*engine)->inputs()) {
