@@ -23,6 +23,7 @@
 #endif
 #include "compile/plan.h"
 #include "frontend/kserve_json.h"
+#include "model/key_index.h"
 #include "runtime/backends.h"
 #include "serving/model.h"
 #include "test_util.h"
@@ -589,6 +590,28 @@ std::vector<OpCase> Cases() {
                  int t = In(g, in, rng, DType::kF32, {6, 5, 3});
                  int p = g.Const("pairs", testing::MakeI64({5, 2}, {4, 4, 0, 3, 3, 0, 2, 2, 0, 3}));
                  g.Output(g.Op("DotInteraction", {t, p}));
+               }});
+  // KeyedRows (compile/keyed_tables.cc): keys found, keys unknown (the default row) and, with
+  // bag=1, negative ids kept as empty slots; INT32 ids without bag.
+  c.push_back({"keyed_rows", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+                 std::vector<int64_t> keys(300);
+                 for (int64_t& k : keys) k = static_cast<int64_t>(rng() >> 1);  // distinct, almost surely
+                 auto index = BuildKeyIndex(keys);
+                 std::vector<int64_t> ids;
+                 for (int i = 0; i < 1000; ++i) {
+                   ids.push_back(i % 5 == 0   ? static_cast<int64_t>(rng() >> 1)
+                                 : i % 7 == 0 ? -1
+                                              : keys[static_cast<size_t>(rng() % keys.size())]);
+                 }
+                 in.push_back(testing::MakeI64({10, 100}, ids));
+                 int k = g.Const("keys", index->keys), r = g.Const("rows", index->rows);
+                 g.Output(g.Op("KeyedRows", {g.Input("ids", DType::kI64, {10, 100}), k, r},
+                               {{"default_row", int64_t{300}}, {"bag", int64_t{1}}, {"counter", int64_t{0}}}));
+                 Tensor narrow = Tensor::Empty(DType::kI32, {40});
+                 for (int i = 0; i < 40; ++i) narrow.data<int32_t>()[i] = i % 3 ? -i : static_cast<int32_t>(keys[0]);
+                 in.push_back(narrow);
+                 g.Output(g.Op("KeyedRows", {g.Input("narrow", DType::kI32, {40}), k, r},
+                               {{"default_row", int64_t{300}}, {"counter", int64_t{0}}}));
                }});
   c.push_back({"ragged_to_padded",
                [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64&) {

@@ -652,6 +652,59 @@ class LifecycleTest(unittest.TestCase):
         self.assertTrue(all(r == 200 or isinstance(r, str) for r in results), results)
 
 
+class KeyedTableTest(unittest.TestCase):
+    """DLRM served as it is and with its first table keyed (tables.keyed, a folder of HugeCTR's key and
+    emb_vector files beside the config): keys whose vectors are zeros, and unknown keys (the default
+    row, zeros), score as an empty bag does on the plain model; a key with a row of ones does not; the
+    unknown keys are counted in /metrics."""
+
+    ZERO_KEYS = [1 << 40, 7]
+    ONES_KEY = 123456789012
+
+    @classmethod
+    def setUpClass(cls):
+        import struct
+        cls.repo = tempfile.mkdtemp()
+        shutil.copytree(os.path.join(ZOO, "dlrm_dcnv2"), os.path.join(cls.repo, "dlrm_dcnv2"))
+        keyed = os.path.join(cls.repo, "dlrm_keyed")
+        shutil.copytree(os.path.join(ZOO, "dlrm_dcnv2"), keyed)
+        with open(os.path.join(keyed, "config.yaml")) as f:
+            config = f.read().replace("name: dlrm_dcnv2", "name: dlrm_keyed")
+        config += "tables:\n  keyed:\n    tables.0.weight: {path: sparse/t0}\n"
+        with open(os.path.join(keyed, "config.yaml"), "w") as f:
+            f.write(config)
+        os.makedirs(os.path.join(keyed, "sparse", "t0"))
+        keys = cls.ZERO_KEYS + [cls.ONES_KEY]
+        with open(os.path.join(keyed, "sparse", "t0", "key"), "wb") as f:
+            f.write(struct.pack("<%dq" % len(keys), *keys))
+        with open(os.path.join(keyed, "sparse", "t0", "emb_vector"), "wb") as f:
+            f.write(struct.pack("<24f", *([0.0] * 16 + [1.0] * 8)))
+        cls.server = Server(cls.repo)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.repo)
+
+    def score(self, model, sparse_0):
+        request = copy.deepcopy(lines("dlrm_dcnv2", "requests")[0])
+        for i in request["inputs"]:
+            if i["name"] == "sparse_0":
+                i["data"] = [sparse_0]
+        status, body = self.server.json("POST", "/v2/models/%s/infer" % model, request)
+        self.assertEqual(status, 200, body)
+        return body["outputs"][0]["data"]
+
+    def test_keys_read_their_rows_and_unknown_keys_the_default_row(self):
+        empty = self.score("dlrm_dcnv2", [])
+        self.assertLess(rel_error(self.score("dlrm_keyed", self.ZERO_KEYS), empty), 1e-6)
+        self.assertLess(rel_error(self.score("dlrm_keyed", [999, 1 << 50, 1 << 50]), empty), 1e-6)
+        self.assertGreater(rel_error(self.score("dlrm_keyed", [self.ONES_KEY]), empty), 1e-4)
+        metrics = scrape(self.server)
+        self.assertEqual(
+            metrics['rankd_keyed_table_unknown_keys{model="dlrm_keyed",version="1",table="tables.0.weight"}'], 3)
+
+
 def grpc_stubs():
     """Python client stubs generated from rankd's .proto by Debian's grpc_tools, or None."""
     try:

@@ -1,8 +1,18 @@
 #include "backend/backend.h"
 
+#include <algorithm>
+
 #include "model/ops/op_schema.h"
 
 namespace rankd {
+
+int KernelCounters(const Graph& graph) {
+  int count = 0;
+  for (const Node& n : graph.nodes) {
+    if (n.op == "KeyedRows") count = std::max(count, static_cast<int>(n.GetInt("counter", -1)) + 1);
+  }
+  return count;
+}
 
 Status Backend::CheckGraph(const Graph& graph) const {
   for (const Node& node : graph.nodes) {

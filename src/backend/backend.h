@@ -40,6 +40,7 @@ struct KernelArgs {
   DeviceContext* device = nullptr;     // set by device backends' executors
   int step = -1;                       // the step's index in its plan (device error reports)
   const KernelState* state = nullptr;  // what the kernel's prepare made of this node, if it has one
+  void* counters = nullptr;            // the model's ModelResources::kernel_counters(); null outside a model's run
 
   const Tensor& In(int i) const { return *in[static_cast<size_t>(i)]; }
   bool HasIn(int i) const { return i < static_cast<int>(in.size()) && in[static_cast<size_t>(i)]; }
@@ -89,7 +90,17 @@ class ModelResources {
   // The device caches of the tables placed as cached (TablePlacement::cached), by the table's
   // value id; empty where the backend keeps none. They live as long as these resources.
   virtual std::map<int, TableCache*> table_caches() const { return {}; }
+  // The counters kernels add to (KernelArgs::counters), in the backend's memory; null when the
+  // graph has none (KernelCounters).
+  virtual void* kernel_counters() const { return nullptr; }
+  // Their values now, one per counter.
+  virtual std::vector<int64_t> ReadCounters() const { return {}; }
 };
+
+// The counters a graph's kernels keep: one per KeyedRows node, by its `counter` attribute (the
+// keys its table's index did not hold). Counter c is an int64_t at kernel_counters() + 8c: on the
+// host a std::atomic<int64_t>, on a device an unsigned long long added to atomically.
+int KernelCounters(const Graph& graph);
 
 enum class DeviceKind { kHost, kCuda };
 

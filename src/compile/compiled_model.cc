@@ -38,6 +38,7 @@ Status CompiledModel::RunPasses() {
   }
   report_.ragged_inputs = static_cast<int>(ragged_names_.size());
   RANKD_RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_));
+  RANKD_ASSIGN_OR_RETURN(report_.keyed_tables, KeyTables(graph_, config_.keyed_tables));
   if (!options_.table_dtype.empty()) {
     DType d = DTypeFromName(options_.table_dtype).value_or(DType::kInvalid);
     if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16)

@@ -2,10 +2,12 @@
 // returns how many nodes it changed (for `rankd inspect`).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "compile/plan.h"
+#include "model/config.h"
 #include "model/graph.h"
 #include "rankd/status.h"
 
@@ -113,6 +115,14 @@ int FuseSoftmaxAttention(Graph& graph, const std::vector<PlanValue>& shapes);
 // and a Concat of a dense part before it joins the node. `shapes` are the value shapes of a plan
 // of the graph. Returns the number of interactions fused.
 int FuseDotInteractions(Graph& graph, const std::vector<PlanValue>& shapes);
+
+// Keyed tables (keyed_tables.cc): each table `keyed` names (the config's tables.keyed) takes the
+// rows and keys of its files and a default row after them, and its lookups (EmbeddingBag, row
+// Gather) read their ids through a KeyedRows node (counter c for the c-th table in name order).
+// Errors name the field: no such FP32 [rows, width] constant, a reader other than a lookup, the
+// files' own errors, duplicate keys, negative keys where a bag reads the table. Returns the number
+// of tables keyed.
+StatusOr<int> KeyTables(Graph& graph, const std::map<std::string, KeyedTableConfig>& keyed);
 
 // Embedding tables in 16 bits (table_storage.cc): each FP32 constant read only as the table of
 // EmbeddingBag nodes becomes `dtype` (BF16 or FP16; FP32 changes nothing), rounded to nearest

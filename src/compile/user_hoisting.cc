@@ -157,6 +157,12 @@ std::optional<std::vector<Info>> Hoister::RowsRule(const Node& n) const {
   for (int v : n.inputs) {
     if (SideOf(v) == Side::kMeta && op != "Reshape" && op != "Expand") return std::nullopt;
   }
+  if (op == "KeyedRows") {  // an id's row for each id: the ids' side, ragged values included
+    if (side(1) == Side::kFree && side(2) == Side::kFree && side(0) != Side::kRaggedOffsets) {
+      return all_outputs(Info{side(0), {}});
+    }
+    return std::nullopt;
+  }
   if (op == "EmbeddingBag") {
     bool ragged = n.NumInputs() == 3 && side(1) == Side::kRaggedValues && side(2) == Side::kRaggedOffsets;
     bool padded = n.NumInputs() == 2 && side(1) == Side::kRows;

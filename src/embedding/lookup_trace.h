@@ -13,8 +13,10 @@
 namespace rankd {
 
 // Appends to `trace` RowKey(t, row) for every id a lookup of `graph` reads from tables[t], where
-// the ids come straight from a graph input (`graph_inputs`, in graph order); negative ids (empty
-// slots) read nothing. Lookups whose ids are computed inside the graph are not traced.
+// the ids come straight from a graph input (`graph_inputs`, in graph order), or are a keyed
+// table's keys (KeyedRows over a graph input: each key traced as the row it reads); negative ids
+// (empty slots) read nothing. Lookups whose ids are otherwise computed inside the graph are not
+// traced.
 void AppendLookups(const Graph& graph, const std::vector<TableInfo>& tables, std::span<const Tensor> graph_inputs,
                    std::vector<uint64_t>& trace);
 

@@ -217,7 +217,8 @@ StatusOr<ShapeBucketsConfig> ParseBuckets(const json& j) {
 Status ParseTables(const json& j, ModelConfig& c) {
   if (j.is_null()) return Status::Ok();
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "tables must be a mapping"));
-  RANKD_RETURN_IF_ERROR(CheckKeys(j, {"dtype", "gpu_budget_mb", "tiers", "cache_rows", "hotness_snapshot"}, "tables"));
+  RANKD_RETURN_IF_ERROR(
+      CheckKeys(j, {"dtype", "gpu_budget_mb", "tiers", "cache_rows", "hotness_snapshot", "keyed"}, "tables"));
   if (j.contains("dtype")) {
     const json& d = j["dtype"];
     DType dtype = d.is_string() ? DTypeFromName(d.get<std::string>()).value_or(DType::kInvalid) : DType::kInvalid;
@@ -256,6 +257,26 @@ Status ParseTables(const json& j, ModelConfig& c) {
     RANKD_RETURN_IF_ERROR(
         Expect(path.is_string() && !path.get<std::string>().empty(), "tables.hotness_snapshot must be a file path"));
     c.table_hotness_snapshot = path;
+  }
+  if (j.contains("keyed")) {
+    RANKD_RETURN_IF_ERROR(Expect(j["keyed"].is_object(), "tables.keyed must map table names to their key files"));
+    for (const auto& [name, table] : j["keyed"].items()) {
+      const std::string field = "tables.keyed." + name;
+      RANKD_RETURN_IF_ERROR(Expect(table.is_object(), field + " must be a mapping with a path"));
+      RANKD_RETURN_IF_ERROR(CheckKeys(table, {"path", "default_value"}, field));
+      KeyedTableConfig keyed;
+      RANKD_RETURN_IF_ERROR(
+          Expect(table.contains("path") && table["path"].is_string() && !table["path"].get<std::string>().empty(),
+                 field + ".path must name the folder of its key and emb_vector files"));
+      keyed.path = table["path"];
+      if (table.contains("default_value")) {
+        const json& v = table["default_value"];
+        RANKD_RETURN_IF_ERROR(
+            Expect(v.is_number() && std::isfinite(v.get<double>()), field + ".default_value must be a finite number"));
+        keyed.default_value = static_cast<float>(v.get<double>());
+      }
+      c.keyed_tables[name] = keyed;
+    }
   }
   return Status::Ok();
 }
@@ -411,6 +432,9 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
     bool yaml = p.extension() != ".json";
     auto config = p.extension() == ".pbtxt" ? ParseTritonModelConfig(ss.str()) : ParseModelConfig(ss.str(), yaml);
     if (!config.ok()) return config.status().WithContext(p.string());
+    for (auto& [name, keyed] : config->keyed_tables) {  // relative to the model's folder, as its versions are
+      if (fs::path(keyed.path).is_relative()) keyed.path = (fs::path(model_dir) / keyed.path).string();
+    }
     return config;
   }
   ModelConfig c;

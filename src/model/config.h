@@ -72,6 +72,15 @@ struct ShapeBucketsConfig {
   int64_t max_graph_memory_mb = 2048;        // per executor, workspace + graphs captured at warm-up
 };
 
+// A keyed table (tables.keyed.NAME): its rows and their keys, imported at load, replace the
+// graph's table; a lookup reads the row of its key, or a row of `default_value` for a key the
+// files do not hold.
+struct KeyedTableConfig {
+  std::string
+      path;  // a folder with `key` and `emb_vector` (model/keyed_table_files.h); relative: to the model's folder
+  float default_value = 0.0f;
+};
+
 struct ModelConfig {
   std::string name;
   int64_t max_batch_size = 0;      // rows per request accepted; 0 = the server's limit
@@ -96,6 +105,8 @@ struct ModelConfig {
   std::map<std::string, int64_t> table_cache_rows;
   // tables.hotness_snapshot: the file the GPU caches start warm from and are saved to (empty: none).
   std::string table_hotness_snapshot;
+  // tables.keyed: tables whose lookups read 64-bit keys, by the table's name (docs/embedding.md).
+  std::map<std::string, KeyedTableConfig> keyed_tables;
   bool derived = false;  // true when there was no config file
   // What a config.pbtxt sets that rankd does not use, one entry per field (Model::Load reports
   // them in one warning).

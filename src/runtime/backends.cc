@@ -32,7 +32,7 @@ StatusOr<const Backend*> FindBackend(const std::string& name, int device) {
 StatusOr<std::unique_ptr<Executor>> NewExecutor(const Backend& backend, std::shared_ptr<ModelResources> resources) {
   switch (backend.device_kind()) {
     case DeviceKind::kHost:
-      return NewHostExecutor();
+      return NewHostExecutor(std::move(resources));
     case DeviceKind::kCuda: {
 #if RANKD_HAVE_CUDA
       auto r = std::dynamic_pointer_cast<cuda::CudaModelResources>(resources);

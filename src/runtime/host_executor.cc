@@ -13,6 +13,7 @@ namespace {
 
 class HostExecutor final : public Executor {
  public:
+  explicit HostExecutor(std::shared_ptr<ModelResources> resources) : resources_(std::move(resources)) {}
   StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs) override;
 
  private:
@@ -31,6 +32,7 @@ class HostExecutor final : public Executor {
   std::unique_ptr<uint8_t, FreeDeleter> workspace_;
   int64_t workspace_bytes_ = 0;
   std::unordered_map<uint64_t, Binding> bindings_;
+  std::shared_ptr<ModelResources> resources_;  // may be null
 };
 
 HostExecutor::Binding& HostExecutor::Bind(const Plan& plan) {
@@ -93,7 +95,8 @@ StatusOr<std::vector<Tensor>> HostExecutor::Run(const Plan& plan, std::span<cons
                     b.step_inputs[s],
                     nullptr,
                     static_cast<int>(s),
-                    step.state.get()};
+                    step.state.get(),
+                    resources_ ? resources_->kernel_counters() : nullptr};
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     RANKD_RETURN_IF_ERROR(step.kernel(args));
     if (profile) {
@@ -109,6 +112,8 @@ StatusOr<std::vector<Tensor>> HostExecutor::Run(const Plan& plan, std::span<cons
 
 }  // namespace
 
-std::unique_ptr<Executor> NewHostExecutor() { return std::make_unique<HostExecutor>(); }
+std::unique_ptr<Executor> NewHostExecutor(std::shared_ptr<ModelResources> resources) {
+  return std::make_unique<HostExecutor>(std::move(resources));
+}
 
 }  // namespace rankd

@@ -6,10 +6,13 @@
 
 #include <memory>
 
+#include "backend/backend.h"
 #include "runtime/executor.h"
 
 namespace rankd {
 
-std::unique_ptr<Executor> NewHostExecutor();
+// An executor of the model whose per-model state (its kernels' counters) is `resources`, which may
+// be null.
+std::unique_ptr<Executor> NewHostExecutor(std::shared_ptr<ModelResources> resources = nullptr);
 
 }  // namespace rankd

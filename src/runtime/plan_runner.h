@@ -92,6 +92,8 @@ class PlanRunner {
   // The keeper of the model's table caches (each run offers it its inputs); null when the model
   // has none.
   CacheKeeper* cache_keeper() const { return cache_keeper_.get(); }
+  // The values of the model's kernel counters (backend.h's KernelCounters); empty without any.
+  std::vector<int64_t> ReadCounters() const { return resources_ ? resources_->ReadCounters() : std::vector<int64_t>{}; }
 
  private:
   PlanRunner(const Backend& backend, std::shared_ptr<ModelResources> resources, int executors, std::string model);

@@ -149,7 +149,7 @@ std::string TableMetricsText(const ModelRepository& repository) {
   };
   std::string out =
       std::string("# HELP ") + bytes.name + " " + bytes.help + "\n# TYPE " + bytes.name + " " + bytes.type + "\n";
-  std::string cache_lines[std::size(caches)];
+  std::string cache_lines[std::size(caches)], unknown_lines;
   for (const RepositoryIndexEntry& e : repository.Index()) {
     if (e.state != "READY") continue;
     auto model = repository.Get(e.name, e.version);
@@ -162,6 +162,10 @@ std::string TableMetricsText(const ModelRepository& repository) {
     for (size_t i = 0; i < 3; ++i) {
       out += std::string(bytes.name) + "{" + labels + ",tier=\"" + tiers[i] + "\"} " + std::to_string(tier_bytes[i]) +
              "\n";
+    }
+    for (const auto& [table, count] : (*model)->UnknownKeys()) {
+      unknown_lines +=
+          "rankd_keyed_table_unknown_keys{" + labels + ",table=\"" + table + "\"} " + std::to_string(count) + "\n";
     }
     const CacheKeeper* keeper = (*model)->cache_keeper();
     if (!keeper) continue;
@@ -178,6 +182,12 @@ std::string TableMetricsText(const ModelRepository& repository) {
     if (cache_lines[i].empty()) continue;
     out += std::string("# HELP ") + caches[i].name + " " + caches[i].help + "\n# TYPE " + caches[i].name + " " +
            caches[i].type + "\n" + cache_lines[i];
+  }
+  if (!unknown_lines.empty()) {
+    out +=
+        "# HELP rankd_keyed_table_unknown_keys Keys a keyed table's lookups read that its files do not hold (each "
+        "read the table's default row)\n# TYPE rankd_keyed_table_unknown_keys counter\n" +
+        unknown_lines;
   }
   return out;
 }

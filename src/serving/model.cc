@@ -78,6 +78,7 @@ StatusOr<std::unique_ptr<Model>> Model::LoadFile(const std::string& onnx_path, M
   Status s = model->Prepare(std::move(graph), std::move(config));
   if (s.ok()) s = model->CheckServable();  // a table changed while the load read it
   if (!s.ok()) return s.WithContext("model '" + name + "'");
+  model->counters_at_load_ = model->runner_->ReadCounters();  // what the load's own runs counted
   return model;
 }
 
@@ -233,6 +234,18 @@ StatusOr<std::vector<InferOutput>> Model::SelectOutputs(const InferRequest& requ
     if (wanted) outputs.push_back({out_name, std::move((*result)[i])});
   }
   return outputs;
+}
+
+std::vector<std::pair<std::string, int64_t>> Model::UnknownKeys() const {
+  const std::vector<int64_t> counts = runner_->ReadCounters();
+  std::vector<std::pair<std::string, int64_t>> tables(counts.size());
+  for (const Node& n : graph().nodes) {
+    const auto c = static_cast<size_t>(n.op == "KeyedRows" ? n.GetInt("counter", -1) : -1);
+    if (c >= counts.size()) continue;
+    const int64_t before = c < counters_at_load_.size() ? counters_at_load_[c] : 0;
+    tables[c] = {n.GetString("table", ""), counts[c] < 0 ? counts[c] : counts[c] - before};
+  }
+  return tables;
 }
 
 }  // namespace rankd

@@ -107,6 +107,9 @@ class Model {
   const std::vector<TableInfo>& tables() const { return tables_; }
   // The keeper of the tables' GPU caches; null when no table is cached.
   CacheKeeper* cache_keeper() const { return runner_->cache_keeper(); }
+  // Per keyed table (tables.keyed), by name: the keys its lookups read that its files do not
+  // hold (each read the default row), since the model loaded (its load-time runs not counted).
+  std::vector<std::pair<std::string, int64_t>> UnknownKeys() const;
   // The signature frontends describe (metadata) and Engine exposes; computed once at load.
   const std::vector<InputSignature>& inputs() const { return input_signature_; }
   const std::vector<OutputSignature>& outputs() const { return output_signature_; }
@@ -206,7 +209,8 @@ class Model {
   LoadReport report_;
   std::unique_ptr<CompiledModel> compiled_;
   mutable MergeGate merge_gate_;  // whether a batch runs merged, where graphs are captured; outlives runner_'s captures
-  std::unique_ptr<PlanRunner> runner_;  // its capture worker, stopped first, tells merge_gate_ of captures
+  std::vector<int64_t> counters_at_load_;  // runner_->ReadCounters() when the load was done
+  std::unique_ptr<PlanRunner> runner_;     // its capture worker, stopped first, tells merge_gate_ of captures
   std::vector<InputSignature> input_signature_;
   std::vector<OutputSignature> output_signature_;
   std::vector<TableInfo> tables_;

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "embedding/cache_bounds.h"
 #include "embedding/cache_policy.h"
@@ -85,6 +86,26 @@ void PrintNodes(const Graph& g) {
 }
 
 // Each embedding table with where it is kept, and the bytes per tier.
+// Keyed tables (tables.keyed): the keys imported, their index (a weight, on the device with the
+// others) and the row an unknown key reads.
+void PrintKeyedTables(const Model& model) {
+  const Graph& g = model.graph();
+  std::set<std::string> shown;
+  for (const Node& n : g.nodes) {
+    const std::string table = n.GetString("table", "");
+    if (n.op != "KeyedRows" || !shown.insert(table).second) continue;
+    const Tensor* keys = g.FindConstant(n.inputs[1]);
+    const Tensor* rows = g.FindConstant(n.inputs[2]);
+    auto config = model.config().keyed_tables.find(table);
+    if (!keys || !rows || config == model.config().keyed_tables.end()) continue;
+    std::printf("keyed table %s: %lld keys from %s, an index of %lld slots (%s); an unknown key reads row %lld (%g)\n",
+                table.c_str(), static_cast<long long>(n.GetInt("default_row", 0)), config->second.path.c_str(),
+                static_cast<long long>(keys->size()),
+                Human(static_cast<int64_t>(keys->bytes() + rows->bytes())).c_str(),
+                static_cast<long long>(n.GetInt("default_row", 0)), config->second.default_value);
+  }
+}
+
 void PrintTables(const Model& model) {
   const std::vector<TableInfo>& tables = model.tables();
   const int64_t budget = model.config().table_gpu_budget_mb;
@@ -214,6 +235,7 @@ int InspectCommand(const InspectArgs& args) {
       r.fused_mul_adds, r.fused_product_mul_adds, r.fused_attention, r.fused_softmax_attention,
       r.fused_dot_interactions, r.fused_elementwise, r.ragged_inputs, r.narrowed_tables,
       DTypeName(model.config().table_dtype));
+  PrintKeyedTables(model);
   std::printf("user-side hoisting: %s\n", r.hoisting.c_str());
   if (!r.hoisting_gathers.empty()) {
     std::printf("  gathered per candidate:");

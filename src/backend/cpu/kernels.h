@@ -14,6 +14,7 @@ void AppendMatMulKernels(KernelTable& out);
 void AppendNormalizationKernels(KernelTable& out);
 void AppendReduceKernels(KernelTable& out);
 void AppendEmbeddingKernels(KernelTable& out);
+void AppendKeyedRowsKernel(KernelTable& out);
 void AppendFusedElementwiseKernel(KernelTable& out);
 void AppendAttentionKernels(KernelTable& out);
 void AppendSoftmaxAttentionKernels(KernelTable& out);

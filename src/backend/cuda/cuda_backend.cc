@@ -120,6 +120,7 @@ KernelTable CudaKernels() {
   cuda::AppendNormalizationKernels(kernels);
   cuda::AppendReduceKernels(kernels);
   cuda::AppendEmbeddingKernels(kernels);
+  cuda::AppendKeyedRowsKernel(kernels);
   cuda::AppendEmbeddingConcatKernels(kernels);
   cuda::AppendFusedElementwiseKernel(kernels);
   cuda::AppendAttentionKernels(kernels);

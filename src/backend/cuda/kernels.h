@@ -16,6 +16,7 @@ void AppendMatMulKernels(KernelTable& out);
 void AppendNormalizationKernels(KernelTable& out);
 void AppendReduceKernels(KernelTable& out);
 void AppendEmbeddingKernels(KernelTable& out);
+void AppendKeyedRowsKernel(KernelTable& out);
 void AppendEmbeddingConcatKernels(KernelTable& out);
 void AppendFusedElementwiseKernel(KernelTable& out);
 void AppendAttentionKernels(KernelTable& out);

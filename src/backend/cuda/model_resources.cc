@@ -118,8 +118,25 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
     }
   }
   RANKD_RETURN_IF_ERROR(r->MakeCaches(graph, options.tables));
+  r->counter_count_ = KernelCounters(graph);
+  if (r->counter_count_ > 0) {
+    const size_t bytes = static_cast<size_t>(r->counter_count_) * sizeof(unsigned long long);
+    RANKD_RETURN_IF_ERROR(r->counters_.Reserve(bytes));
+    RANKD_CUDA_RETURN(cudaMemset(r->counters_.get(), 0, bytes));
+  }
   if (Bf16Products(options.precision)) RANKD_RETURN_IF_ERROR(r->UploadBf16Weights(graph));
   return r;
+}
+
+std::vector<int64_t> CudaModelResources::ReadCounters() const {
+  std::vector<unsigned long long> values(static_cast<size_t>(counter_count_));
+  std::unique_lock gate(CaptureGate(device_));  // a synchronous copy (device_buffer.h)
+  if (values.empty() || cudaSetDevice(device_) != cudaSuccess ||
+      cudaMemcpy(values.data(), counters_.get(), values.size() * sizeof(values[0]), cudaMemcpyDeviceToHost) !=
+          cudaSuccess) {
+    return std::vector<int64_t>(values.size(), -1);  // unreadable (a failed device): -1, as metrics show it
+  }
+  return std::vector<int64_t>(values.begin(), values.end());
 }
 
 Status CudaModelResources::MakeCaches(const Graph& graph, const TablePlacement& tables) {

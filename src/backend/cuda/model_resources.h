@@ -44,6 +44,9 @@ class CudaModelResources final : public ModelResources {
   // The tables' device caches, as kernels find them (DeviceContext::row_caches).
   const RowCaches& row_caches() const { return row_caches_; }
   std::map<int, TableCache*> table_caches() const override;
+  // The kernels' counters (backend.h's KernelCounters), zeroed at load, in device memory.
+  void* kernel_counters() const override { return counter_count_ > 0 ? counters_.get() : nullptr; }
+  std::vector<int64_t> ReadCounters() const override;
   // The grace period of the runs that may read the caches: executors enter it for each run while
   // the model has caches (CudaRowCache::Apply waits for it).
   GracePeriod* cache_readers() { return caches_.empty() ? nullptr : &cache_readers_; }
@@ -55,7 +58,8 @@ class CudaModelResources final : public ModelResources {
 
   int device_ = 0;
   Precision precision_ = Precision::kFp32;
-  DeviceBuffer arena_, bf16_arena_;
+  DeviceBuffer arena_, bf16_arena_, counters_;
+  int counter_count_ = 0;
   std::unordered_map<const Tensor*, void*> copies_;
   std::vector<void*> registered_;   // host ranges page-locked in place (cudaHostRegister)
   std::vector<void*> host_copies_;  // page-locked copies (cudaHostAlloc)

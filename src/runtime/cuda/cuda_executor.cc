@@ -234,8 +234,15 @@ Status CudaExecutor::LaunchStep(const Plan& plan, Binding& b, size_t s) {
   const PlanStep& step = plan.steps()[s];
   const Node& node = plan.graph().nodes[static_cast<size_t>(step.node)];
   void* scratch = step.scratch_offset >= 0 ? static_cast<uint8_t*>(workspace_.get()) + step.scratch_offset : nullptr;
-  KernelArgs args{node,  b.step_inputs[s],    b.step_outputs[s], scratch, b.step_host_inputs[s],
-                  &ctx_, static_cast<int>(s), step.state.get()};
+  KernelArgs args{node,
+                  b.step_inputs[s],
+                  b.step_outputs[s],
+                  scratch,
+                  b.step_host_inputs[s],
+                  &ctx_,
+                  static_cast<int>(s),
+                  step.state.get(),
+                  resources_->kernel_counters()};
   if (!b.bf16_copies.written.empty()) {
     auto* copies = static_cast<uint8_t*>(bf16_copies_.get());
     const int64_t written = b.bf16_copies.written[s], read = b.bf16_copies.read[s],

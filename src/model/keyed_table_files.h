@@ -1,0 +1,28 @@
+// A keyed embedding table's rows as HugeCTR and its Hierarchical Parameter Server save them: a
+// folder holding `key`, the keys as little-endian INT64, and `emb_vector`, each key's vector of
+// `dim` little-endian FP32 values in the keys' order (docs/embedding.md, "Keyed tables").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rankd/status.h"
+#include "rankd/tensor.h"
+
+namespace rankd {
+
+struct KeyedTableFiles {
+  std::vector<int64_t> keys;
+  Tensor vectors;  // FP32 [keys, dim]
+};
+
+// Reads DIR/key and DIR/emb_vector for a table of width `dim`. Errors name the file: one missing
+// or unreadable, a key file whose size is not a whole number of keys, a vector file whose size is
+// not keys x dim x 4 bytes.
+StatusOr<KeyedTableFiles> ReadKeyedTableFiles(const std::string& dir, int64_t dim);
+
+// Writes the two files (tests, and tools that convert a dense table).
+Status WriteKeyedTableFiles(const std::string& dir, const std::vector<int64_t>& keys, const Tensor& vectors);
+
+}  // namespace rankd
