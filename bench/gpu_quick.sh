@@ -14,7 +14,8 @@
 #      AB=RANKD_BINARY=rankd_base,rankd alternates two builds instead (scripts/gpu_bundle.sh's
 #      BASE_RANKD); AB="FLAGS=,--table-gpu-budget-mb=0" alternates `bench engine` flags (one
 #      word each; an empty value adds none); AB_PRECISIONS (e.g. "bf16 bf16-activations") times each precision too, with
-#      or without AB;
+#      or without AB; AB="MODEL=,_keyed" alternates the model with its copy of that suffix (KEYED=1
+#      makes MODEL_keyed first: bench/keyed_model.py, every table keyed);
 #   5. with RATE_S (30 by default), the GPU's measured bf16 matrix rate (bench/matrix_rate.py),
 #      what W1's large batches are a share of, into rate.log;
 #   6. with NCU_S, ncu's time for every kernel of one W1 batch at NCU_ROWS pairs, into ncu.csv
@@ -80,6 +81,10 @@ if ((${PEERS_S:-240})); then
   cat "$raw/peers.md" | tee -a "$out/steps.log"
 fi
 
+if [[ -n ${KEYED:-} ]]; then
+  step "keyed copy of dlrm_dcnv2_full"
+  python3 bench/keyed_model.py ".bundle/run rankd" bench/out/repo dlrm_dcnv2_full 2>&1 | tee -a "$out/steps.log"
+fi
 if [[ -n ${AB:-}${AB_PRECISIONS:-} ]] && ((${AB_S:-120})); then
   ab=${AB:-CUDA=gemm_log=off}  # precisions alone: one value, the default
   step "a/b ${ab} ${AB_PRECISIONS:-bf16}"
@@ -99,12 +104,13 @@ if [[ -n ${AB:-}${AB_PRECISIONS:-} ]] && ((${AB_S:-120})); then
       for value in "${values[@]}"; do
         for precision in ${AB_PRECISIONS:-bf16}; do
           ((SECONDS < deadline)) || break 4
-          program=rankd settings=()
+          program=rankd settings=() model=${name%_n*}
           [[ $var == RANKD_BINARY ]] && program=$value
+          [[ $var == MODEL ]] && model=${model}$value
           [[ $var == CUDA ]] && settings=(--cuda "$value")
           [[ $var == FLAGS && -n $value ]] && settings=("$value")
           timeout $((deadline - SECONDS)) .bundle/run $program bench engine --backend cuda --precision $precision "${settings[@]}" \
-            --model-repo bench/out/repo --model "${name%_n*}" --requests "$requests" --buckets $buckets ${RANKD_ARGS:-} \
+            --model-repo bench/out/repo --model "$model" --requests "$requests" --buckets $buckets ${RANKD_ARGS:-} \
             --iters "${ITERS:-300}" --warmup 20 --label "$name $var=$value" --csv "$raw/ab.csv" >/dev/null 2>>"$raw/ab.log"
         done
       done
