@@ -24,6 +24,7 @@
 #include "compile/plan.h"
 #include "frontend/kserve_json.h"
 #include "model/key_index.h"
+#include "model/ops/keyed_rows.h"
 #include "runtime/backends.h"
 #include "serving/model.h"
 #include "test_util.h"
@@ -591,8 +592,8 @@ std::vector<OpCase> Cases() {
                  int p = g.Const("pairs", testing::MakeI64({5, 2}, {4, 4, 0, 3, 3, 0, 2, 2, 0, 3}));
                  g.Output(g.Op("DotInteraction", {t, p}));
                }});
-  // KeyedRows (compile/keyed_tables.cc): keys found, keys unknown (the default row) and, with
-  // bag=1, negative ids kept as empty slots; INT32 ids without bag.
+  // KeyedRows (model/ops/keyed_rows.h), two parts in one launch: keys found, keys unknown (the
+  // default row) and, with bag=1, negative ids kept as empty slots; INT32 ids without bag.
   c.push_back({"keyed_rows", [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
                  std::vector<int64_t> keys(300);
                  for (int64_t& k : keys) k = static_cast<int64_t>(rng() >> 1);  // distinct, almost surely
@@ -604,14 +605,19 @@ std::vector<OpCase> Cases() {
                                               : keys[static_cast<size_t>(rng() % keys.size())]);
                  }
                  in.push_back(testing::MakeI64({10, 100}, ids));
-                 int k = g.Const("keys", index->keys), r = g.Const("rows", index->rows);
-                 g.Output(g.Op("KeyedRows", {g.Input("ids", DType::kI64, {10, 100}), k, r},
-                               {{"default_row", int64_t{300}}, {"bag", int64_t{1}}, {"counter", int64_t{0}}}));
                  Tensor narrow = Tensor::Empty(DType::kI32, {40});
                  for (int i = 0; i < 40; ++i) narrow.data<int32_t>()[i] = i % 3 ? -i : static_cast<int32_t>(keys[0]);
                  in.push_back(narrow);
-                 g.Output(g.Op("KeyedRows", {g.Input("narrow", DType::kI32, {40}), k, r},
-                               {{"default_row", int64_t{300}}, {"counter", int64_t{0}}}));
+                 int k = g.Const("index", *index);
+                 Node& node = g.graph().nodes.emplace_back();
+                 node.op = "KeyedRows";
+                 node.name = "keyed_rows";
+                 node.inputs = {g.Input("ids", DType::kI64, {10, 100}), k, g.Input("narrow", DType::kI32, {40}), k};
+                 for (const char* out : {"rows", "narrow_rows"}) {
+                   node.outputs.push_back(g.graph().AddValue({out, DType::kI64, {}, false}));
+                 }
+                 keyed_rows::SetParts(node, {{300, true, 0, "t"}, {300, false, 1, "t"}});
+                 for (int out : node.outputs) g.Output(out);
                }});
   c.push_back({"ragged_to_padded",
                [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64&) {

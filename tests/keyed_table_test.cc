@@ -52,7 +52,9 @@ TEST(KeyIndex, MapsEveryKeyToItsRowAndNoOtherKey) {
     if (count == 7) keys = {0, -1, 1, INT64_MIN, INT64_MAX, 1LL << 40, 3LL << 40};  // low bits alike
     auto index = BuildKeyIndex(keys);
     ASSERT_TRUE(index.ok()) << index.status().ToString();
-    const int64_t capacity = index->keys.size();
+    ASSERT_EQ(index->rank(), 2);
+    ASSERT_EQ(index->dim(1), 2);
+    const int64_t capacity = index->dim(0);
     EXPECT_GE(capacity, 2 * static_cast<int64_t>(count));
     EXPECT_EQ(capacity & (capacity - 1), 0);
     for (size_t row = 0; row < keys.size(); ++row) ASSERT_EQ(FindKey(*index, keys[row]), static_cast<int64_t>(row));
@@ -157,6 +159,11 @@ TEST(KeyedTables, LookupsReadTheRowsOfTheirKeysAndUnknownKeysTheDefaultRow) {
   EXPECT_EQ(*keyed, 1);
   EXPECT_EQ(testing::CountOps(k.graph, "KeyedRows"), 2);  // the bag's ids and the Gather's
   EXPECT_EQ(k.graph.constants.at(k.table).shape(), (Shape{16, 4}));
+  Graph merged = k.graph;  // and the two as one node, one launch
+  EXPECT_EQ(MergeKeyedRows(merged), 2);
+  EXPECT_EQ(testing::CountOps(merged, "KeyedRows"), 1);
+  EXPECT_EQ(merged.nodes.front().op, "KeyedRows");
+  EXPECT_EQ(merged.nodes.front().outputs.size(), 2u);
 
   // Requests: the bags read keys, an unknown key and empty slots (-1); the Gather a known and an
   // unknown key.
@@ -172,17 +179,19 @@ TEST(KeyedTables, LookupsReadTheRowsOfTheirKeysAndUnknownKeysTheDefaultRow) {
   std::vector<const Backend*> backends = {&CpuBackend()};
   if (const Backend* cuda = testing::CudaOrNull()) backends.push_back(cuda);
   for (const Backend* backend : backends) {
-    auto got = testing::RunGraph(k.graph, inputs, {}, *backend);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    for (int64_t b = 0; b < 3; ++b) {
-      for (int64_t d = 0; d < 4; ++d) {
-        float want = 0;
-        for (int64_t j = 0; j < 3; ++j) {
-          const int64_t id = ids[static_cast<size_t>(b * 3 + j)];
-          if (id >= 0) want += vector_of(id, d);
+    for (const Graph* graph : {&k.graph, &merged}) {
+      auto got = testing::RunGraph(*graph, inputs, {}, *backend);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      for (int64_t b = 0; b < 3; ++b) {
+        for (int64_t d = 0; d < 4; ++d) {
+          float want = 0;
+          for (int64_t j = 0; j < 3; ++j) {
+            const int64_t id = ids[static_cast<size_t>(b * 3 + j)];
+            if (id >= 0) want += vector_of(id, d);
+          }
+          want += vector_of(rows[static_cast<size_t>(b)], d);
+          EXPECT_FLOAT_EQ((*got)[0].data<float>()[b * 4 + d], want) << backend->name() << " row " << b << " col " << d;
         }
-        want += vector_of(rows[static_cast<size_t>(b)], d);
-        EXPECT_FLOAT_EQ((*got)[0].data<float>()[b * 4 + d], want) << backend->name() << " row " << b << " col " << d;
       }
     }
   }

@@ -9,7 +9,8 @@ namespace rankd {
 int KernelCounters(const Graph& graph) {
   int count = 0;
   for (const Node& n : graph.nodes) {
-    if (n.op == "KeyedRows") count = std::max(count, static_cast<int>(n.GetInt("counter", -1)) + 1);
+    if (n.op != "KeyedRows") continue;
+    for (int64_t c : n.GetInts("counters")) count = std::max(count, static_cast<int>(c) + 1);
   }
   return count;
 }

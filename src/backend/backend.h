@@ -97,9 +97,9 @@ class ModelResources {
   virtual std::vector<int64_t> ReadCounters() const { return {}; }
 };
 
-// The counters a graph's kernels keep: one per KeyedRows node, by its `counter` attribute (the
-// keys its table's index did not hold). Counter c is an int64_t at kernel_counters() + 8c: on the
-// host a std::atomic<int64_t>, on a device an unsigned long long added to atomically.
+// The counters a graph's kernels keep: one per keyed table, by the `counters` attribute of the
+// KeyedRows parts that read it (model/ops/keyed_rows.h: the keys its index did not hold). Counter c is an int64_t at
+// kernel_counters() + 8c: on the host a std::atomic<int64_t>, on a device an unsigned long long added to atomically.
 int KernelCounters(const Graph& graph);
 
 enum class DeviceKind { kHost, kCuda };

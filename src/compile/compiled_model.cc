@@ -54,9 +54,11 @@ Status CompiledModel::RunPasses() {
   if (options_.fusion) {  // after hoisting, which runs user-side bags once per user before any concat
     report_.fused_embedding_concats = FuseEmbeddingConcats(graph_);
     report_.merged_tables = MergeTablesSharingIds(graph_);
+    report_.merged_key_lookups = MergeKeyedRows(graph_);
     if (hoisted_) {
       FuseEmbeddingConcats(unhoisted);
       MergeTablesSharingIds(unhoisted);
+      MergeKeyedRows(unhoisted);
     }
   }
   if (hoisted_) unhoisted_ = std::move(unhoisted);

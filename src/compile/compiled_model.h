@@ -65,6 +65,7 @@ struct CompileReport {
   int merged_tables = 0;            // MergeTablesSharingIds
   int narrowed_tables = 0;          // StoreTablesAs
   int keyed_tables = 0;             // KeyTables
+  int merged_key_lookups = 0;       // MergeKeyedRows
   int ragged_inputs = 0;
   std::string hoisting = "off";                      // user-side hoisting: what runs once per user, or why nothing does
   std::vector<std::string> hoisting_gathers;         // the per-user values gathered to the candidates

@@ -4,12 +4,14 @@
 // a key the files do not hold reads; every lookup of it reads its ids through a KeyedRows node,
 // which maps each key to its row with the table's index (model/key_index.h), a graph constant
 // that goes wherever weights go.
+#include <algorithm>
 #include <map>
 #include <utility>
 
 #include "compile/passes.h"
 #include "model/key_index.h"
 #include "model/keyed_table_files.h"
+#include "model/ops/keyed_rows.h"
 
 namespace rankd {
 namespace {
@@ -69,13 +71,11 @@ StatusOr<int> KeyTables(Graph& graph, const std::map<std::string, KeyedTableConf
         }
       }
     }
-    StatusOr<KeyIndex> built = BuildKeyIndex(files.keys);
+    StatusOr<Tensor> built = BuildKeyIndex(files.keys);
     if (!built.ok()) return built.status().WithContext(field);
-    KeyIndex index = std::move(*built);
     const int64_t default_row = static_cast<int64_t>(files.keys.size());
     ReplaceRows(graph, table, files, config.default_value);
-    const int keys = graph.AddConstant(name + ".keys", std::move(index.keys));
-    const int key_rows = graph.AddConstant(name + ".key_rows", std::move(index.rows));
+    const int index = graph.AddConstant(name + ".key_index", std::move(*built));
     // One KeyedRows per ids value (and bag or not) the table's lookups read, just before the first.
     std::map<std::pair<int, bool>, int> rows_of;
     std::vector<Node> nodes;
@@ -93,12 +93,9 @@ StatusOr<int> KeyTables(Graph& graph, const std::map<std::string, KeyedTableConf
           Node map;
           map.op = "KeyedRows";
           map.name = name + ".keyed_rows." + std::to_string(rows_of.size());
-          map.inputs = {ids, keys, key_rows};
+          map.inputs = {ids, index};
           map.outputs = {it->second};
-          map.attrs["default_row"] = default_row;
-          map.attrs["bag"] = int64_t{bag ? 1 : 0};
-          map.attrs["counter"] = int64_t{counter};
-          map.attrs["table"] = name;
+          keyed_rows::SetParts(map, {{default_row, bag, counter, name}});
           nodes.push_back(std::move(map));
         }
         n.inputs[1] = it->second;
@@ -109,6 +106,36 @@ StatusOr<int> KeyTables(Graph& graph, const std::map<std::string, KeyedTableConf
     ++counter;
   }
   return counter;
+}
+
+int MergeKeyedRows(Graph& graph) {
+  // The nodes whose ids are all graph inputs or constants: known before any node runs.
+  std::vector<bool> ready(graph.values.size(), false);
+  for (int v : graph.inputs) ready[static_cast<size_t>(v)] = true;
+  for (const auto& [v, t] : graph.constants) ready[static_cast<size_t>(v)] = true;
+  std::vector<bool> merged(graph.nodes.size(), false);
+  Node all;
+  std::vector<keyed_rows::Part> parts;
+  int count = 0;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Node& n = graph.nodes[i];
+    if (n.op != "KeyedRows" || !std::all_of(n.inputs.begin(), n.inputs.end(),
+                                            [&](int v) { return v >= 0 && ready[static_cast<size_t>(v)]; })) {
+      continue;
+    }
+    merged[i] = true;
+    ++count;
+    all.inputs.insert(all.inputs.end(), n.inputs.begin(), n.inputs.end());
+    all.outputs.insert(all.outputs.end(), n.outputs.begin(), n.outputs.end());
+    for (keyed_rows::Part& p : keyed_rows::Parts(n)) parts.push_back(std::move(p));
+  }
+  if (count < 2) return 0;
+  all.op = "KeyedRows";
+  all.name = "keyed_rows";
+  keyed_rows::SetParts(all, parts);
+  graph.EraseNodes(merged);
+  graph.nodes.insert(graph.nodes.begin(), std::move(all));
+  return count;
 }
 
 }  // namespace rankd

@@ -118,11 +118,17 @@ int FuseDotInteractions(Graph& graph, const std::vector<PlanValue>& shapes);
 
 // Keyed tables (keyed_tables.cc): each table `keyed` names (the config's tables.keyed) takes the
 // rows and keys of its files and a default row after them, and its lookups (EmbeddingBag, row
-// Gather) read their ids through a KeyedRows node (counter c for the c-th table in name order).
+// Gather) read their ids through a KeyedRows node (model/ops/keyed_rows.h; counter c for the c-th
+// table in name order).
 // Errors name the field: no such FP32 [rows, width] constant, a reader other than a lookup, the
 // files' own errors, duplicate keys, negative keys where a bag reads the table. Returns the number
 // of tables keyed.
 StatusOr<int> KeyTables(Graph& graph, const std::map<std::string, KeyedTableConfig>& keyed);
+
+// The KeyedRows nodes whose ids are graph inputs become one node, first in the graph, so that one
+// kernel launch maps every table's keys (keyed_tables.cc). Run after hoisting, which reads each
+// node's ids on their own side. Returns the number of nodes merged (0 when fewer than two).
+int MergeKeyedRows(Graph& graph);
 
 // Embedding tables in 16 bits (table_storage.cc): each FP32 constant read only as the table of
 // EmbeddingBag nodes becomes `dtype` (BF16 or FP16; FP32 changes nothing), rounded to nearest

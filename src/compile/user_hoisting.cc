@@ -157,8 +157,8 @@ std::optional<std::vector<Info>> Hoister::RowsRule(const Node& n) const {
   for (int v : n.inputs) {
     if (SideOf(v) == Side::kMeta && op != "Reshape" && op != "Expand") return std::nullopt;
   }
-  if (op == "KeyedRows") {  // an id's row for each id: the ids' side, ragged values included
-    if (side(1) == Side::kFree && side(2) == Side::kFree && side(0) != Side::kRaggedOffsets) {
+  if (op == "KeyedRows") {  // one table's (unmerged): an id's row for each id, on the ids' side
+    if (n.NumInputs() == 2 && side(1) == Side::kFree && side(0) != Side::kRaggedOffsets) {
       return all_outputs(Info{side(0), {}});
     }
     return std::nullopt;

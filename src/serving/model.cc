@@ -8,6 +8,7 @@
 #include <future>
 
 #include "model/onnx_import.h"
+#include "model/ops/keyed_rows.h"
 #include "runtime/backends.h"
 #include "runtime/op_profile.h"
 
@@ -240,10 +241,13 @@ std::vector<std::pair<std::string, int64_t>> Model::UnknownKeys() const {
   const std::vector<int64_t> counts = runner_->ReadCounters();
   std::vector<std::pair<std::string, int64_t>> tables(counts.size());
   for (const Node& n : graph().nodes) {
-    const auto c = static_cast<size_t>(n.op == "KeyedRows" ? n.GetInt("counter", -1) : -1);
-    if (c >= counts.size()) continue;
-    const int64_t before = c < counters_at_load_.size() ? counters_at_load_[c] : 0;
-    tables[c] = {n.GetString("table", ""), counts[c] < 0 ? counts[c] : counts[c] - before};
+    if (n.op != "KeyedRows") continue;
+    for (const keyed_rows::Part& part : keyed_rows::Parts(n)) {
+      const auto c = static_cast<size_t>(part.counter);
+      if (c >= counts.size()) continue;
+      const int64_t before = c < counters_at_load_.size() ? counters_at_load_[c] : 0;
+      tables[c] = {part.table, counts[c] < 0 ? counts[c] : counts[c] - before};
+    }
   }
   return tables;
 }

@@ -7,6 +7,7 @@
 #include "embedding/cache_bounds.h"
 #include "embedding/cache_policy.h"
 #include "embedding/lookup_trace.h"
+#include "model/ops/keyed_rows.h"
 #include "serving/model.h"
 #include "tools/commands.h"
 #include "tools/request_file.h"
@@ -92,17 +93,18 @@ void PrintKeyedTables(const Model& model) {
   const Graph& g = model.graph();
   std::set<std::string> shown;
   for (const Node& n : g.nodes) {
-    const std::string table = n.GetString("table", "");
-    if (n.op != "KeyedRows" || !shown.insert(table).second) continue;
-    const Tensor* keys = g.FindConstant(n.inputs[1]);
-    const Tensor* rows = g.FindConstant(n.inputs[2]);
-    auto config = model.config().keyed_tables.find(table);
-    if (!keys || !rows || config == model.config().keyed_tables.end()) continue;
-    std::printf("keyed table %s: %lld keys from %s, an index of %lld slots (%s); an unknown key reads row %lld (%g)\n",
-                table.c_str(), static_cast<long long>(n.GetInt("default_row", 0)), config->second.path.c_str(),
-                static_cast<long long>(keys->size()),
-                Human(static_cast<int64_t>(keys->bytes() + rows->bytes())).c_str(),
-                static_cast<long long>(n.GetInt("default_row", 0)), config->second.default_value);
+    if (n.op != "KeyedRows") continue;
+    const std::vector<keyed_rows::Part> parts = keyed_rows::Parts(n);
+    for (size_t p = 0; p < parts.size(); ++p) {
+      const Tensor* index = g.FindConstant(n.inputs[2 * p + 1]);
+      auto config = model.config().keyed_tables.find(parts[p].table);
+      if (!index || config == model.config().keyed_tables.end() || !shown.insert(parts[p].table).second) continue;
+      std::printf(
+          "keyed table %s: %lld keys from %s, an index of %lld slots (%s); an unknown key reads row %lld (%g)\n",
+          parts[p].table.c_str(), static_cast<long long>(parts[p].default_row), config->second.path.c_str(),
+          static_cast<long long>(index->dim(0)), Human(static_cast<int64_t>(index->bytes())).c_str(),
+          static_cast<long long>(parts[p].default_row), config->second.default_value);
+    }
   }
 }
 

@@ -13,13 +13,11 @@
 //     reads as it, as Gather(table, Clip(ids, floor)) (before a negative one counts from the end).
 //   RaggedToPadded(values [T], offsets [B+1]) -> [B, max length] padded with `pad_value` (-1);
 //     attribute ragged_index: which ragged input of the plan gives the padded length.
-//   KeyedRows(ids [any shape], keys [C], rows [C]) -> INT64 [ids' shape]: each id a key of a keyed
-//     table, looked up in its index (model/key_index.h: keys, rows, C a power of two) to its row;
-//     a key the index does not hold reads `default_row` and is counted in the model's counter
-//     `counter` (backend.h, ModelResources). With bag=1 (the lookup is a bag's) a negative id is
-//     an empty slot and stays -1.
+//   KeyedRows(ids_0, index_0, ...) -> rows_0, ...: keyed tables' keys mapped to their rows
+//     (model/ops/keyed_rows.h).
 #include <limits>
 
+#include "model/ops/keyed_rows.h"
 #include "model/ops/op_schema.h"
 
 namespace rankd {
@@ -131,20 +129,27 @@ Status InferRaggedToPadded(InferContext& c) {
 }
 
 Status CheckKeyedRows(const Node& n) {
-  if (n.GetInt("default_row", -1) < 0 || n.GetInt("counter", -1) < 0) {
-    return InvalidArgument(n.Describe() + ": needs default_row and counter (>= 0)");
+  const size_t parts = static_cast<size_t>(n.NumInputs() / 2);
+  if (n.NumInputs() % 2 != 0 || n.outputs.size() != parts || n.GetInts("default_rows").size() != parts ||
+      n.GetInts("bags").size() != parts || n.GetInts("counters").size() != parts ||
+      keyed_rows::Parts(n).size() != parts) {
+    return InvalidArgument(n.Describe() +
+                           ": needs (ids, index) input pairs, an output, default row, bag flag, "
+                           "counter and table per pair");
   }
   return Status::Ok();
 }
 
 Status InferKeyedRows(InferContext& c) {
-  if (!IsIndex(c.in(0).dtype)) return c.Error("ids must be INT64 or INT32");
-  const TensorMeta &keys = c.in(1), &rows = c.in(2);
-  if (keys.dtype != DType::kI64 || rows.dtype != DType::kI32 || keys.shape.size() != 1 || keys.shape != rows.shape ||
-      keys.shape[0] < 1 || (keys.shape[0] & (keys.shape[0] - 1)) != 0) {
-    return c.Error("the index must be INT64 keys and INT32 rows of one power-of-two length");
+  for (int p = 0; p < c.node.NumInputs() / 2; ++p) {
+    if (!IsIndex(c.in(2 * p).dtype)) return c.Error("ids must be INT64 or INT32");
+    const TensorMeta& index = c.in(2 * p + 1);
+    if (index.dtype != DType::kI64 || index.shape.size() != 2 || index.shape[1] != 2 || index.shape[0] < 1 ||
+        (index.shape[0] & (index.shape[0] - 1)) != 0) {
+      return c.Error("an index must be INT64 [slots, 2], slots a power of two");
+    }
+    c.out(p) = {DType::kI64, c.in(2 * p).shape, nullptr};
   }
-  c.out(0) = {DType::kI64, c.in(0).shape, nullptr};
   return Status::Ok();
 }
 
@@ -154,7 +159,7 @@ void AppendEmbeddingSchemas(std::vector<OpSchema>& out) {
   out.push_back({"EmbeddingBag", 2, 3, CheckEmbeddingBag, InferEmbeddingBag});
   out.push_back({"ConcatEmbeddingBags", 1, 1 << 16, CheckConcatEmbeddingBags, InferConcatEmbeddingBags});
   out.push_back({"RaggedToPadded", 2, 2, nullptr, InferRaggedToPadded});
-  out.push_back({"KeyedRows", 3, 3, CheckKeyedRows, InferKeyedRows});
+  out.push_back({"KeyedRows", 2, 1 << 16, CheckKeyedRows, InferKeyedRows});
 }
 
 }  // namespace rankd
