@@ -13,6 +13,7 @@
 #include <set>
 
 #include "compile/passes.h"
+#include "embedding/table_budget.h"
 #include "frontend/kserve_json.h"
 #include "model/config.h"
 #include "model/key_index.h"
@@ -195,6 +196,32 @@ TEST(KeyedTables, LookupsReadTheRowsOfTheirKeysAndUnknownKeysTheDefaultRow) {
       }
     }
   }
+}
+
+TEST(KeyedTables, TheirIndexesCountAgainstTheGpuBudget) {
+  std::mt19937_64 rng(9);
+  const Tensor table = testing::RandomTable(DType::kF32, 20, 4, rng);
+  const std::string dir = TempDir("keyed_budget");
+  ASSERT_TRUE(WriteKeyedTableFiles(dir, RandomKeys(15, rng, true), testing::RandomTable(DType::kF32, 15, 4, rng)).ok());
+  KeyedGraph k = BagAndGather(table);
+  ASSERT_TRUE(KeyTables(k.graph, {{"t", KeyedTableConfig{dir, 0}}}).ok());
+  const int64_t index = KeyIndexBytes(k.graph);
+  EXPECT_EQ(index, 32 * 16);        // 15 keys: 32 slots of a key and a row
+  const int64_t rows = 16 * 4 * 4;  // the 15 rows and the default row
+  TableBudget budget;
+  budget.gpu_bytes = index - 1;
+  auto refused = PlaceTables(k.graph, budget);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("key indexes"), std::string::npos) << refused.status().ToString();
+  budget.gpu_bytes = index + 2 * rows;  // room for the table on the device after the index
+  auto fits = PlaceTables(k.graph, budget);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_EQ(fits->size(), 1u);
+  EXPECT_EQ((*fits)[0].tier, TableTier::kDevice);
+  budget.gpu_bytes = index + rows;  // the budget alone would keep it there; what the index leaves does not
+  auto cached = PlaceTables(k.graph, budget);
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  EXPECT_NE((*cached)[0].tier, TableTier::kDevice);
 }
 
 TEST(KeyedTables, RefusesWhatCannotBeKeyed) {

@@ -94,9 +94,23 @@ StatusOr<int64_t> PlaceNamed(std::vector<TableInfo>& tables, const TableBudget& 
 
 }  // namespace
 
+int64_t KeyIndexBytes(const Graph& graph) {
+  std::set<int> indexes;
+  for (const Node& n : graph.nodes) {
+    if (n.op != "KeyedRows") continue;
+    for (size_t i = 1; i < n.inputs.size(); i += 2) indexes.insert(n.inputs[i]);
+  }
+  int64_t bytes = 0;
+  for (int v : indexes) {
+    if (const Tensor* t = graph.FindConstant(v)) bytes += static_cast<int64_t>(t->bytes());
+  }
+  return bytes;
+}
+
 StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudget& budget) {
   std::vector<TableInfo> tables = FindTables(graph);
   RANKD_ASSIGN_OR_RETURN(int64_t on_device, PlaceNamed(tables, budget));
+  on_device += KeyIndexBytes(graph);
   auto named = [&](const TableInfo& t) {
     return budget.tiers.count(t.name) > 0 || budget.cache_rows.count(t.name) > 0;
   };
@@ -109,7 +123,7 @@ StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudg
     return tables;
   }
   if (on_device > budget.gpu_bytes) {
-    return InvalidArgument("the tables and caches the config sizes take " + std::to_string(on_device) +
+    return InvalidArgument("the tables, caches and key indexes the config sizes take " + std::to_string(on_device) +
                            " bytes on the GPU, more than tables.gpu_budget_mb allows (" +
                            std::to_string(budget.gpu_bytes) + " bytes)");
   }

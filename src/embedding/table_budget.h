@@ -60,10 +60,14 @@ int64_t CacheBytes(const TableInfo& table, int64_t cache_rows);
 // value order, each on the device.
 std::vector<TableInfo> FindTables(const Graph& graph);
 
-// FindTables, placed by `budget`. Errors: a tier or cache size naming no table of the graph, a
-// table read by other ops than lookups sent to host memory or cached, tables named for the GPU (and
-// caches of a given size) that exceed the budget, a table named for a cache that the budget leaves
-// no room for (or with no budget to size it by).
+// Device bytes of the keyed tables' indexes (KeyedRows' constant inputs, model/key_index.h): they
+// stay on the GPU and count against the budget.
+int64_t KeyIndexBytes(const Graph& graph);
+
+// FindTables, placed by `budget` (what is left after the key indexes). Errors: a tier or cache size naming no table of
+// the graph, a table read by other ops than lookups sent to host memory or cached, tables named for the GPU (and caches
+// of a given size) that exceed the budget, a table named for a cache that the budget leaves no room for (or with no
+// budget to size it by).
 StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudget& budget);
 
 // What the backend is told: the tables kept in host memory, and the cached ones' cache sizes.
