@@ -130,9 +130,12 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
   const std::string& m = request.method;
   if (p.empty() || p[0] != "v2") return Error(NotFound("no route for " + m + " " + request.target));
   if (p.size() == 1 && m == "GET") {
-    return Json(200, {{"name", "rankd"},
-                      {"version", kServerVersion},
-                      {"extensions", {"model_repository", "binary_tensor_data", "model_configuration", "statistics"}}});
+    return Json(
+        200,
+        {{"name", "rankd"},
+         {"version", kServerVersion},
+         {"extensions",
+          {"model_repository", "binary_tensor_data", "model_configuration", "statistics", "system_shared_memory"}}});
   }
   if (p.size() == 3 && p[1] == "health" && m == "GET") {
     if (p[2] == "live") {
@@ -168,6 +171,7 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
       return ready.ok() ? Json(200, json::object()) : Error(ready);
     }
   }
+  if (p.size() >= 3 && p[1] == "systemsharedmemory") return SharedMemory(request, p);
   if (p.size() == 3 && p[1] == "repository" && p[2] == "index" && m == "POST") {
     json index = json::array();
     for (const RepositoryIndexEntry& e : repository_.Index()) {
@@ -189,6 +193,42 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
     return s.ok() ? Json(200, json::object()) : Error(s);
   }
   return Error(NotFound("no route for " + m + " " + request.target));
+}
+
+// GET  /v2/systemsharedmemory[/region/NAME]/status
+// POST /v2/systemsharedmemory/region/NAME/register  {"key", "offset", "byte_size"}
+// POST /v2/systemsharedmemory[/region/NAME]/unregister
+HttpResponse HttpApi::SharedMemory(const HttpRequest& request, const std::vector<std::string>& p) {
+  const bool region = p.size() == 5 && p[2] == "region";
+  if (p.size() != 3 && !region) return Error(NotFound("no route for " + request.method + " " + request.target));
+  const std::string name = region ? p[3] : "";
+  const std::string& action = p.back();
+  if (action == "status" && request.method == "GET") {
+    auto regions = shared_memory_.List(name);
+    if (!regions.ok()) return Error(regions.status());
+    json out = json::array();
+    for (const SystemSharedMemory::RegionStatus& r : *regions) {
+      out.push_back({{"name", r.name}, {"key", r.key}, {"offset", r.offset}, {"byte_size", r.byte_size}});
+    }
+    return Json(200, out);
+  }
+  if (action == "unregister" && request.method == "POST") {
+    Status s = shared_memory_.Unregister(name);
+    return s.ok() ? Json(200, json::object()) : Error(s);
+  }
+  if (action == "register" && region && request.method == "POST") {
+    json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+    if (!body.is_object() || !body.contains("key") || !body["key"].is_string() ||
+        !body.value("offset", json(0)).is_number_unsigned() || !body.contains("byte_size") ||
+        !body["byte_size"].is_number_unsigned()) {
+      return Error(InvalidArgument(
+          "a shared memory registration is {\"key\": string, \"offset\": integer, \"byte_size\": integer}"));
+    }
+    Status s = shared_memory_.Register(name, body["key"], body.value("offset", json(0)).get<uint64_t>(),
+                                       body["byte_size"].get<uint64_t>());
+    return s.ok() ? Json(200, json::object()) : Error(s);
+  }
+  return Error(NotFound("no route for " + request.method + " " + request.target));
 }
 
 HttpResponse HttpApi::Statistics(const std::string& name, int64_t version) {
@@ -228,6 +268,7 @@ void HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t
   struct Answer {
     bool binary_all = false;
     std::vector<std::string> binary_outputs;
+    std::vector<SharedMemoryOutput> regions;
     HttpResponse response;
   };
   auto answer = std::make_shared<Answer>();
@@ -236,15 +277,21 @@ void HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t
       name, version, request.received,
       [&](const Model&) -> StatusOr<ParsedRequest> {
         RANKD_ASSIGN_OR_RETURN(BinaryBody parts, SplitBinaryBody(request));
-        RANKD_ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(parts.json, parts.binary, limits_));
+        RANKD_ASSIGN_OR_RETURN(ParsedInferRequest parsed,
+                               ParseInferRequest(parts.json, parts.binary, limits_, &shared_memory_));
         answer->binary_all = parsed.binary_output_all;
         answer->binary_outputs = std::move(parsed.binary_outputs);
+        answer->regions = std::move(parsed.shared_memory_outputs);
         return static_cast<ParsedRequest&&>(std::move(parsed));
       },
-      [answer](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {
-        InferResponseBody out =
-            MakeInferResponse(model.name(), model.version(), r.id, outputs, answer->binary_all, answer->binary_outputs);
+      [answer, this](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {
         HttpResponse& response = answer->response;
+        if (Status written = WriteSharedMemoryOutputs(outputs, answer->regions, shared_memory_); !written.ok()) {
+          response = Error(written);
+          return;
+        }
+        InferResponseBody out = MakeInferResponse(model.name(), model.version(), r.id, outputs, answer->binary_all,
+                                                  answer->binary_outputs, answer->regions);
         response.body = std::move(out.body);
         if (out.binary) {
           response.content_type = "application/octet-stream";

@@ -6,6 +6,8 @@
 //   POST /v2/models/NAME[/versions/V]/infer        JSON, or the binary tensor data extension
 //   POST /v2/repository/index
 //   POST /v2/repository/models/NAME/load | /unload
+//   GET  /v2/systemsharedmemory[/region/NAME]/status
+//   POST /v2/systemsharedmemory/region/NAME/register, /v2/systemsharedmemory[/region/NAME]/unregister
 //
 // Errors are {"error": "..."} with the status Triton uses for the code: 400 invalid argument or
 // unsupported, 404 not found, 503 unavailable, 500 internal.
@@ -19,6 +21,7 @@
 #include "frontend/health_probes.h"
 #include "frontend/http_server.h"
 #include "frontend/kserve_json.h"
+#include "frontend/system_shared_memory.h"
 #include "serving/infer_service.h"
 #include "serving/repository.h"
 
@@ -27,8 +30,14 @@ namespace rankd {
 class HttpApi {
  public:
   // `probes` answer /v2/health/live and /v2/health/ready (the latter also fails once shutting down).
-  HttpApi(InferService& service, JsonLimits limits, HealthProbes probes)
-      : service_(service), repository_(service.repository()), limits_(limits), probes_(std::move(probes)) {}
+  // Inputs and outputs in system shared memory use `shared_memory`'s regions (registered through
+  // this API or another frontend's).
+  HttpApi(InferService& service, JsonLimits limits, HealthProbes probes, SystemSharedMemory& shared_memory)
+      : service_(service),
+        repository_(service.repository()),
+        limits_(limits),
+        probes_(std::move(probes)),
+        shared_memory_(shared_memory) {}
 
   // Answers through `respond`: at once, or for an inference once it has run (on the model's
   // batcher thread when it batches). A body with Content-Encoding gzip or deflate is inflated
@@ -45,11 +54,14 @@ class HttpApi {
   HttpResponse ModelMetadata(const std::string& model, int64_t version);
   // Every served version's statistics (`model` empty), or those of `model` (frontend/triton_stats.h).
   HttpResponse Statistics(const std::string& model, int64_t version);
+  // The system shared memory extension's routes (`path` starts v2/systemsharedmemory).
+  HttpResponse SharedMemory(const HttpRequest& request, const std::vector<std::string>& path);
 
   InferService& service_;
   ModelRepository& repository_;
   JsonLimits limits_;
   HealthProbes probes_;
+  SystemSharedMemory& shared_memory_;
   std::atomic<bool> shutting_down_{false};
 };
 

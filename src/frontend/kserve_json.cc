@@ -52,15 +52,23 @@ Status ReadLengths(const std::string& name, const JsonLeaves* lengths, std::vect
   return Status::Ok();
 }
 
-// An input whose values are raw bytes in the binary part of the body.
-StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& shape, const json& params,
-                                      const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
-                                      InferInput in) {
+// An input whose values are raw little-endian bytes: in the binary part of the body
+// (binary_data_size), or in a registered shared memory region (shared_memory_region,
+// shared_memory_byte_size and shared_memory_offset; system_shared_memory.h).
+StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shape, const json& params,
+                                   const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
+                                   const SystemSharedMemory* shm, InferInput in) {
   const std::string& name = in.name;
-  const json& size = params["binary_data_size"];
-  if (!size.is_number_unsigned())
-    return InvalidArgument("input '" + name + "': binary_data_size must be a non-negative integer");
-  if (j.contains("data")) return InvalidArgument("input '" + name + "' has both 'data' and binary_data_size");
+  const bool in_region = params.contains("shared_memory_region");
+  const char* size_key = in_region ? "shared_memory_byte_size" : "binary_data_size";
+  if (in_region && params.contains("binary_data_size")) {
+    return InvalidArgument("input '" + name + "' has both shared_memory_region and binary_data_size");
+  }
+  if (j.contains("data")) return InvalidArgument("input '" + name + "' has both 'data' and " + size_key);
+  const json& size = params.contains(size_key) ? params[size_key] : json();
+  if (!size.is_number_unsigned()) {
+    return InvalidArgument("input '" + name + "': " + size_key + " must be a non-negative integer");
+  }
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return InvalidArgument("input '" + name + "': binary inputs need a concrete shape");
@@ -69,22 +77,56 @@ StatusOr<InferInput> ParseBinaryInput(const json& j, DType dtype, const Shape& s
   }
   uint64_t bytes = size.get<uint64_t>();
   if (bytes != static_cast<uint64_t>(n) * DTypeSize(dtype)) return ShapeDataMismatch(name, shape, dtype, bytes);
-  if (bytes > binary.size()) return InvalidArgument("input '" + name + "': the body ends before its binary data");
+  const void* from = binary.data();
+  SystemSharedMemory::Use use;
+  if (in_region) {
+    const json& region = params["shared_memory_region"];
+    const json offset = params.contains("shared_memory_offset") ? params["shared_memory_offset"] : json(0);
+    if (!region.is_string()) return InvalidArgument("input '" + name + "': shared_memory_region must be a string");
+    if (!offset.is_number_unsigned()) {
+      return InvalidArgument("input '" + name + "': shared_memory_offset must be a non-negative integer");
+    }
+    if (!shm) return Unimplemented("input '" + name + "': shared memory is not served here");
+    auto found = shm->Find(region.get<std::string>(), offset.get<uint64_t>(), bytes);
+    if (!found.ok()) return found.status().WithContext("input '" + name + "'");
+    use = std::move(*found);
+    from = use.bytes.data();
+  } else if (bytes > binary.size()) {
+    return InvalidArgument("input '" + name + "': the body ends before its binary data");
+  }
   if (lengths || params.contains("lengths")) {
     RANKD_RETURN_IF_ERROR(ReadLengths(name, lengths, in.lengths));
     if (shape.size() != 1) return LengthsNeedFlatShape(name);
   }
   in.data = Tensor::Zeros(dtype, shape);
-  if (bytes) std::memcpy(in.data.raw(), binary.data(), bytes);
+  if (bytes) std::memcpy(in.data.raw(), from, bytes);
   if (dtype == DType::kBool) {
     for (int64_t i = 0; i < n; ++i) in.data.data<uint8_t>()[i] = in.data.data<uint8_t>()[i] ? 1 : 0;
   }
-  binary.remove_prefix(bytes);
+  if (!in_region) binary.remove_prefix(bytes);
   return in;
 }
 
+// A requested output to be written into a shared memory region: where, checked against the region now.
+StatusOr<SharedMemoryOutput> ParseSharedMemoryOutput(const std::string& name, const json& params,
+                                                     const SystemSharedMemory* shm) {
+  const json& region = params["shared_memory_region"];
+  const json size = params.contains("shared_memory_byte_size") ? params["shared_memory_byte_size"] : json();
+  const json offset = params.contains("shared_memory_offset") ? params["shared_memory_offset"] : json(0);
+  if (!region.is_string() || !size.is_number_unsigned() || !offset.is_number_unsigned()) {
+    return InvalidArgument("output '" + name +
+                           "': shared_memory_region must be a string, shared_memory_byte_size and "
+                           "shared_memory_offset non-negative integers");
+  }
+  if (!shm) return Unimplemented("output '" + name + "': shared memory is not served here");
+  SharedMemoryOutput out{name, region.get<std::string>(), offset.get<uint64_t>(), size.get<uint64_t>()};
+  auto found = shm->Find(out.region, out.offset, out.byte_size);
+  if (!found.ok()) return found.status().WithContext("output '" + name + "'");
+  return out;
+}
+
 StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits, std::string_view& binary,
-                                const JsonRequestDocument& doc) {
+                                const JsonRequestDocument& doc, const SystemSharedMemory* shm) {
   const JsonLeaves* lengths = doc.LengthsOf(index);
   std::string where = "inputs[" + std::to_string(index) + "]";
   if (!j.is_object()) return InvalidArgument(where + " must be an object");
@@ -112,8 +154,8 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   if (shape.empty()) return NoBatchDimension(name);
   const json* params = j.contains("parameters") ? &j["parameters"] : nullptr;
   if (params && !params->is_object()) return InvalidArgument("input '" + name + "': parameters must be an object");
-  if (params && params->contains("binary_data_size"))
-    return ParseBinaryInput(j, *dtype, shape, *params, lengths, limits, binary, std::move(in));
+  if (params && (params->contains("binary_data_size") || params->contains("shared_memory_region")))
+    return ParseRawInput(j, *dtype, shape, *params, lengths, limits, binary, shm, std::move(in));
   if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
   const JsonLeaves& leaves = doc.data[j["data"].get<size_t>()];  // ReadJsonRequest's index
   const std::vector<int64_t>& row_lengths = leaves.row_lengths;
@@ -190,8 +232,8 @@ void AppendNumber(std::string& out, double v, bool is_float32) {
 
 }  // namespace
 
-StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::string_view binary,
-                                               const JsonLimits& limits) {
+StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::string_view binary, const JsonLimits& limits,
+                                               const SystemSharedMemory* shm) {
   RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
   if (body.size() + binary.size() > limits.max_body_bytes) {
     return ResourceExhausted("the request body is " + std::to_string(body.size() + binary.size()) +
@@ -210,7 +252,7 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   if (!j.contains("inputs") || !j["inputs"].is_array()) return InvalidArgument("the request needs an 'inputs' list");
   if (j["inputs"].empty()) return InvalidArgument("the request's 'inputs' list is empty");
   for (size_t i = 0; i < j["inputs"].size(); ++i) {
-    RANKD_ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, doc));
+    RANKD_ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, doc, shm));
     // Summed while they are in cache: the model passes over them no more (common/parsed_request.h).
     parsed.length_sums.push_back(in.lengths.empty() ? LengthSums{} : SumLengths(in.lengths));
     r.inputs.push_back(std::move(in));
@@ -247,9 +289,31 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
           o["parameters"]["binary_data"].is_boolean() && o["parameters"]["binary_data"].get<bool>()) {
         parsed.binary_outputs.push_back(o["name"]);
       }
+      if (o.contains("parameters") && o["parameters"].is_object() && o["parameters"].contains("shared_memory_region")) {
+        RANKD_ASSIGN_OR_RETURN(SharedMemoryOutput out, ParseSharedMemoryOutput(o["name"], o["parameters"], shm));
+        parsed.shared_memory_outputs.push_back(std::move(out));
+      }
     }
   }
   return parsed;
+}
+
+Status WriteSharedMemoryOutputs(const std::vector<InferOutput>& outputs, const std::vector<SharedMemoryOutput>& regions,
+                                const SystemSharedMemory& shm) {
+  for (const SharedMemoryOutput& r : regions) {
+    auto output = std::find_if(outputs.begin(), outputs.end(), [&](const InferOutput& o) { return o.name == r.name; });
+    if (output == outputs.end()) continue;  // not an output of the model: the request was refused for it
+    const size_t bytes = output->data.bytes();
+    if (bytes > r.byte_size) {
+      return InvalidArgument("output '" + r.name + "' takes " + std::to_string(bytes) +
+                             " bytes; shared memory region '" + r.region + "' was given " +
+                             std::to_string(r.byte_size) + " for it");
+    }
+    auto use = shm.Find(r.region, r.offset, bytes);
+    if (!use.ok()) return use.status().WithContext("output '" + r.name + "'");
+    if (bytes) std::memcpy(use->bytes.data(), output->data.raw(), bytes);
+  }
+  return Status::Ok();
 }
 
 StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits) {
@@ -259,7 +323,8 @@ StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLi
 
 InferResponseBody MakeInferResponse(const std::string& model_name, int64_t model_version, const std::string& id,
                                     const std::vector<InferOutput>& outputs, bool binary_all,
-                                    const std::vector<std::string>& binary_outputs) {
+                                    const std::vector<std::string>& binary_outputs,
+                                    const std::vector<SharedMemoryOutput>& regions) {
   InferResponseBody r;
   std::string out =
       "{\"model_name\":" + JsonQuoted(model_name) + ",\"model_version\":\"" + std::to_string(model_version) + "\"";
@@ -277,6 +342,13 @@ InferResponseBody MakeInferResponse(const std::string& model_name, int64_t model
       out += std::to_string(t.dim(d));
     }
     out += "]";
+    auto region = std::find_if(regions.begin(), regions.end(),
+                               [&](const SharedMemoryOutput& o) { return o.name == outputs[i].name; });
+    if (region != regions.end()) {  // written there by WriteSharedMemoryOutputs
+      out += ",\"parameters\":{\"shared_memory_region\":" + JsonQuoted(region->region) +
+             ",\"shared_memory_byte_size\":" + std::to_string(t.bytes()) + "}}";
+      continue;
+    }
     if (binary) {
       out += ",\"parameters\":{\"binary_data_size\":" + std::to_string(t.bytes()) + "}}";
       tail.append(static_cast<const char*>(t.raw()), t.bytes());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/parsed_request.h"
+#include "frontend/system_shared_memory.h"
 #include "rankd/request.h"
 #include "rankd/status.h"
 
@@ -28,12 +29,24 @@ StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLi
 // A request in the binary tensor data extension: `json` is the JSON header (the body's first
 // Inference-Header-Content-Length bytes), `binary` the rest. Inputs whose parameters carry
 // binary_data_size take that many raw little-endian bytes from `binary`, in input order.
-struct ParsedInferRequest : ParsedRequest {  // the request, its lengths summed (common/parsed_request.h)
-  bool binary_output_all = false;            // parameters.binary_data_output
-  std::vector<std::string> binary_outputs;   // outputs whose parameters.binary_data is true
+// Inputs whose parameters name a shared_memory_region read their bytes from `shm`
+// (system_shared_memory.h; null: refused as unimplemented), and so are outputs written there.
+struct SharedMemoryOutput {
+  std::string name, region;
+  uint64_t offset = 0, byte_size = 0;
+};
+struct ParsedInferRequest : ParsedRequest {               // the request, its lengths summed (common/parsed_request.h)
+  bool binary_output_all = false;                         // parameters.binary_data_output
+  std::vector<std::string> binary_outputs;                // outputs whose parameters.binary_data is true
+  std::vector<SharedMemoryOutput> shared_memory_outputs;  // outputs whose parameters name a region
 };
 StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view json, std::string_view binary,
-                                               const JsonLimits& limits = {});
+                                               const JsonLimits& limits = {}, const SystemSharedMemory* shm = nullptr);
+
+// Writes each output `regions` names into its region. Errors: an output larger than the byte size
+// the request gave for it, a region unregistered since the request was read.
+Status WriteSharedMemoryOutputs(const std::vector<InferOutput>& outputs, const std::vector<SharedMemoryOutput>& regions,
+                                const SystemSharedMemory& shm);
 
 // A response body; with binary outputs, the first `json_length` bytes are the JSON header and
 // the raw output tensors follow (the HTTP layer sets Inference-Header-Content-Length).
@@ -42,9 +55,11 @@ struct InferResponseBody {
   size_t json_length = 0;
   bool binary = false;
 };
+// Outputs `regions` names are described (their region and byte size as parameters), not carried.
 InferResponseBody MakeInferResponse(const std::string& model_name, int64_t model_version, const std::string& id,
                                     const std::vector<InferOutput>& outputs, bool binary_all,
-                                    const std::vector<std::string>& binary_outputs);
+                                    const std::vector<std::string>& binary_outputs,
+                                    const std::vector<SharedMemoryOutput>& regions = {});
 
 // {"model_name", "model_version", "id"?, "outputs": [{"name", "datatype", "shape", "data"}]}.
 // Floats are written in their shortest exact decimal form.

@@ -67,7 +67,8 @@ int ServeCommand(const ServeArgs& args) {
     if (args.strict_readiness && !(*repository)->Ready()) return Unavailable("a model is not ready");
     return Status::Ok();
   };
-  HttpApi api(service, limits, probes);
+  SystemSharedMemory shared_memory;  // regions clients register, over HTTP or gRPC
+  HttpApi api(service, limits, probes, shared_memory);
 
   std::unique_ptr<GrpcServer> grpc;
   if (args.grpc_port >= 0) {

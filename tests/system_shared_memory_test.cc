@@ -1,0 +1,120 @@
+// Triton's system shared memory extension (frontend/system_shared_memory.h): regions map a range
+// of a POSIX shared memory object, refuse ranges past it, stay mapped while a request holds them;
+// JSON inputs and outputs naming a region read and write it, and malformed parameters are refused.
+#include "frontend/system_shared_memory.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "frontend/kserve_json.h"
+
+namespace rankd {
+namespace {
+
+// A shared memory object of `bytes` zero bytes, unlinked when the test ends.
+class SharedObject {
+ public:
+  explicit SharedObject(size_t bytes) : key_("/rankd-test-" + std::to_string(getpid())) {
+    const int fd = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
+    close(fd);
+  }
+  ~SharedObject() { shm_unlink(key_.c_str()); }
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+};
+
+TEST(SystemSharedMemory, RegistersRangesOfAnObjectAndRefusesWhatIsNotThere) {
+  SharedObject object(4096);
+  SystemSharedMemory shm;
+  ASSERT_TRUE(shm.Register("a", object.key(), 100, 200).ok());
+  EXPECT_FALSE(shm.Register("a", object.key(), 0, 8).ok());  // the name is taken
+  EXPECT_EQ(shm.Register("b", "/rankd-absent", 0, 8).code(), StatusCode::kNotFound);
+  EXPECT_EQ(shm.Register("b", object.key(), 4000, 200).code(), StatusCode::kInvalidArgument);  // past its end
+  EXPECT_EQ(shm.Register("b", object.key(), 0, 0).code(), StatusCode::kInvalidArgument);
+  auto listed = shm.List("");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].key, object.key());
+  EXPECT_EQ((*listed)[0].offset, 100u);
+  EXPECT_EQ((*listed)[0].byte_size, 200u);
+
+  auto use = shm.Find("a", 150, 50);
+  ASSERT_TRUE(use.ok()) << use.status().ToString();
+  EXPECT_EQ(use->bytes.size(), 50u);
+  EXPECT_FALSE(shm.Find("a", 150, 51).ok());
+  EXPECT_FALSE(shm.Find("a", 201, 0).ok());
+  EXPECT_EQ(shm.Find("z", 0, 1).status().code(), StatusCode::kNotFound);
+  // Unregistered while a request holds it: still mapped for that request, gone for the next.
+  ASSERT_TRUE(shm.Unregister("a").ok());
+  std::memset(use->bytes.data(), 7, use->bytes.size());
+  EXPECT_EQ(shm.Find("a", 0, 1).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(shm.Unregister("a").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(shm.Unregister("").ok());
+}
+
+TEST(SystemSharedMemory, JsonInputsAndOutputsReadAndWriteTheirRegions) {
+  SharedObject object(256);
+  SystemSharedMemory shm;
+  ASSERT_TRUE(shm.Register("r", object.key(), 0, 256).ok());
+  auto region = shm.Find("r", 0, 256);
+  ASSERT_TRUE(region.ok());
+  const float x[3] = {1.5f, -2.0f, 3.25f};
+  std::memcpy(region->bytes.data() + 16, x, sizeof(x));
+  const std::string body =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,3],"parameters":{"shared_memory_region":"r",)"
+      R"("shared_memory_offset":16,"shared_memory_byte_size":12}}],)"
+      R"("outputs":[{"name":"y","parameters":{"shared_memory_region":"r","shared_memory_offset":64,)"
+      R"("shared_memory_byte_size":8}}]})";
+  auto parsed = ParseInferRequest(body, {}, {}, &shm);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const Tensor& in = parsed->request.inputs[0].data;
+  ASSERT_EQ(in.shape(), (Shape{1, 3}));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(in.data<float>()[i], x[i]);
+  ASSERT_EQ(parsed->shared_memory_outputs.size(), 1u);
+
+  std::vector<InferOutput> outputs(1);
+  outputs[0].name = "y";
+  outputs[0].data = Tensor::Zeros(DType::kF32, {1, 2});
+  outputs[0].data.data<float>()[0] = 4.0f, outputs[0].data.data<float>()[1] = 5.0f;
+  ASSERT_TRUE(WriteSharedMemoryOutputs(outputs, parsed->shared_memory_outputs, shm).ok());
+  float y[2];
+  std::memcpy(y, region->bytes.data() + 64, sizeof(y));
+  EXPECT_EQ(y[0], 4.0f);
+  EXPECT_EQ(y[1], 5.0f);
+  InferResponseBody response = MakeInferResponse("m", 1, "", outputs, false, {}, parsed->shared_memory_outputs);
+  EXPECT_NE(response.body.find(R"("parameters":{"shared_memory_region":"r","shared_memory_byte_size":8})"),
+            std::string::npos)
+      << response.body;
+  outputs[0].data = Tensor::Zeros(DType::kF32, {1, 3});  // 12 bytes where 8 were given
+  EXPECT_FALSE(WriteSharedMemoryOutputs(outputs, parsed->shared_memory_outputs, shm).ok());
+
+  const std::string input = R"({"name":"x","datatype":"FP32","shape":[1,3],"parameters":)";
+  for (const std::string& bad : {
+           input + R"({"shared_memory_region":7,"shared_memory_byte_size":12}}]})",
+           input + R"({"shared_memory_region":"r"}}]})",
+           input + R"({"shared_memory_region":"r","shared_memory_byte_size":12,"shared_memory_offset":-1}}]})",
+           input + R"({"shared_memory_region":"r","shared_memory_byte_size":12,"binary_data_size":12}}]})",
+           input + R"({"shared_memory_region":"r","shared_memory_byte_size":12},"data":[1,2,3]}]})",
+           input + R"({"shared_memory_region":"r","shared_memory_byte_size":12,"shared_memory_offset":250}}]})",
+       }) {
+    auto r = ParseInferRequest(R"({"inputs":[)" + bad, {}, {}, &shm);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("input 'x'"), std::string::npos) << r.status().ToString();
+    }
+  }
+  auto no_registry = ParseInferRequest(body, {}, {}, nullptr);
+  EXPECT_EQ(no_registry.status().code(), StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace rankd
