@@ -920,6 +920,71 @@ class GrpcTest(GrpcServerCase):
                 t.contents.int64_contents.extend(flat)
         return req
 
+    def test_shared_memory(self):
+        """Triton's system shared memory over gRPC: the first input read from a registered region (no
+        raw_input_contents entry for it), the first output written into another, as plain raw contents
+        answer; register, status and unregister; a region's mistakes answered."""
+        from multiprocessing import shared_memory
+        pb, grpc = self.pb, self.grpc
+        body = lines("din", "requests")[0]
+        plain = self.to_proto(body, raw=True)
+        plain.model_name = "din"
+        want = self.stub.ModelInfer(plain, timeout=30)
+        region_in = shared_memory.SharedMemory(create=True, size=len(plain.raw_input_contents[0]) + 32)
+        region_out = shared_memory.SharedMemory(create=True, size=64)
+        for r in (region_in, region_out):
+            self.addCleanup(r.unlink)
+            self.addCleanup(r.close)
+        region_in.buf[32:32 + len(plain.raw_input_contents[0])] = plain.raw_input_contents[0]
+        self.stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
+            name="in", key="/" + region_in.name, offset=0, byte_size=region_in.size))
+        self.stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
+            name="out", key="/" + region_out.name, offset=0, byte_size=64))
+        status = self.stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest())
+        self.assertEqual(sorted(status.regions), ["in", "out"])
+        self.assertEqual(status.regions["out"].byte_size, 64)
+        self.assertIn("system_shared_memory", self.stub.ServerMetadata(pb.ServerMetadataRequest()).extensions)
+
+        req = self.to_proto(body, raw=True)
+        req.model_name = "din"
+        first = req.inputs[0]
+        first.parameters["shared_memory_region"].string_param = "in"
+        first.parameters["shared_memory_offset"].int64_param = 32
+        first.parameters["shared_memory_byte_size"].int64_param = len(plain.raw_input_contents[0])
+        del req.raw_input_contents[0]
+        out = req.outputs.add(name=want.outputs[0].name)
+        out.parameters["shared_memory_region"].string_param = "out"
+        out.parameters["shared_memory_byte_size"].int64_param = 64
+        got = self.stub.ModelInfer(req, timeout=30)
+        size = len(want.raw_output_contents[0])
+        self.assertEqual(got.outputs[0].parameters["shared_memory_byte_size"].int64_param, size)
+        self.assertEqual(got.outputs[0].parameters["shared_memory_region"].string_param, "out")
+        self.assertEqual(len(got.raw_output_contents), 0)
+        self.assertEqual(bytes(region_out.buf[:size]), want.raw_output_contents[0])
+
+        def code_of(call, *args):
+            try:
+                call(*args, timeout=30)
+                return "OK"
+            except grpc.RpcError as e:
+                return e.code().name
+
+        bad = pb.ModelInferRequest()
+        bad.CopyFrom(req)
+        bad.inputs[0].parameters["shared_memory_byte_size"].int64_param += 4
+        self.assertEqual(code_of(self.stub.ModelInfer, bad), "INVALID_ARGUMENT")
+        bad.CopyFrom(req)
+        bad.outputs[0].parameters["shared_memory_byte_size"].int64_param = 1
+        self.assertEqual(code_of(self.stub.ModelInfer, bad), "INVALID_ARGUMENT")
+        self.assertEqual(code_of(self.stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+            name="in", key="/" + region_in.name, byte_size=8)), "INVALID_ARGUMENT")
+        self.assertEqual(code_of(self.stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+            name="x", key="/rankd-no-such-object", byte_size=8)), "NOT_FOUND")
+        self.stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name="in"))
+        self.assertEqual(code_of(self.stub.ModelInfer, req), "NOT_FOUND")
+        self.stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest())
+        self.assertEqual(len(self.stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest()).regions), 0)
+
     def test_health_metadata_index(self):
         pb = self.pb
         self.assertTrue(self.stub.ServerLive(pb.ServerLiveRequest()).live)
@@ -951,7 +1016,7 @@ class GrpcTest(GrpcServerCase):
 
     def test_unimplemented_methods_are_named(self):
         grpc = self.grpc
-        for method in ["/inference.GRPCInferenceService/SystemSharedMemoryStatus", "/no.such.Service/Call"]:
+        for method in ["/inference.GRPCInferenceService/CudaSharedMemoryStatus", "/no.such.Service/Call"]:
             call = self.channel.unary_unary(method)
             with self.assertRaises(grpc.RpcError) as e:
                 call(b"", timeout=10)

@@ -72,20 +72,61 @@ bool ParseLengthList(std::string_view text, std::vector<int64_t>& out) {
   return true;
 }
 
+// An unsigned integer parameter, as int64_param (tritonclient's form) or uint64_param; -1 for
+// anything else, or a negative number.
+int64_t UnsignedParam(const google::protobuf::Map<std::string, inference::InferParameter>& params,
+                      const std::string& key, int64_t absent) {
+  auto it = params.find(key);
+  if (it == params.end()) return absent;
+  const inference::InferParameter& v = it->second;
+  if (v.parameter_choice_case() == inference::InferParameter::kInt64Param)
+    return std::max<int64_t>(-1, v.int64_param());
+  if (v.parameter_choice_case() == inference::InferParameter::kUint64Param && v.uint64_param() <= (uint64_t{1} << 62))
+    return static_cast<int64_t>(v.uint64_param());
+  return -1;
+}
+
+// Where a tensor's parameters put it in shared memory: the region, offset and byte size.
+StatusOr<SharedMemoryOutput> SharedMemoryPlace(
+    const std::string& what, const std::string& name,
+    const google::protobuf::Map<std::string, inference::InferParameter>& params, const SystemSharedMemory* shm) {
+  const inference::InferParameter& region = params.at("shared_memory_region");
+  const int64_t size = UnsignedParam(params, "shared_memory_byte_size", -1);
+  const int64_t offset = UnsignedParam(params, "shared_memory_offset", 0);
+  if (region.parameter_choice_case() != inference::InferParameter::kStringParam || size < 0 || offset < 0) {
+    return InvalidArgument(what + " '" + name +
+                           "': shared_memory_region must be a string, shared_memory_byte_size and "
+                           "shared_memory_offset non-negative integers");
+  }
+  if (!shm) return Unimplemented(what + " '" + name + "': shared memory is not served here");
+  SharedMemoryOutput place{name, region.string_param(), static_cast<uint64_t>(offset), static_cast<uint64_t>(size)};
+  auto found = shm->Find(place.region, place.offset, place.byte_size);
+  if (!found.ok()) return found.status().WithContext(what + " '" + name + "'");
+  return place;
+}
+
 }  // namespace
 
-StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& p, int64_t max_elements) {
+StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& p, int64_t max_elements,
+                                              const SystemSharedMemory* shm,
+                                              std::vector<SharedMemoryOutput>* shm_outputs) {
   RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
   ParsedRequest parsed;
   InferRequest& r = parsed.request;
   r.id = p.id();
   if (p.inputs().empty()) return InvalidArgument("the request has no inputs");
+  // Inputs in shared memory have no raw_input_contents entry: the others have one each, in order.
+  const auto in_region = [](const inference::ModelInferRequest::InferInputTensor& in) {
+    return in.parameters().count("shared_memory_region") > 0;
+  };
+  const int carried =
+      static_cast<int>(p.inputs_size() - std::count_if(p.inputs().begin(), p.inputs().end(), in_region));
   bool raw = p.raw_input_contents_size() > 0;
-  if (raw && p.raw_input_contents_size() != p.inputs_size()) {
+  if (raw && p.raw_input_contents_size() != carried) {
     return InvalidArgument("raw_input_contents has " + std::to_string(p.raw_input_contents_size()) + " entries for " +
-                           std::to_string(p.inputs_size()) + " inputs");
+                           std::to_string(carried) + " inputs not in shared memory");
   }
-  for (int i = 0; i < p.inputs_size(); ++i) {
+  for (int i = 0, raw_index = 0; i < p.inputs_size(); ++i) {
     const auto& in = p.inputs(i);
     InferInput x;
     x.name = in.name();
@@ -107,18 +148,23 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
       if (shape.size() != 1) return LengthsNeedFlatShape(in.name());
     }
     // The values present are checked against the declared shape before anything is allocated.
-    if (raw) {
-      size_t need = static_cast<size_t>(n) * DTypeSize(*dtype);
-      if (p.raw_input_contents(i).size() != need)
-        return ShapeDataMismatch(in.name(), shape, *dtype, p.raw_input_contents(i).size());
+    const size_t need = static_cast<size_t>(n) * DTypeSize(*dtype);
+    if (in_region(in)) {
+      RANKD_ASSIGN_OR_RETURN(SharedMemoryOutput place, SharedMemoryPlace("input", in.name(), in.parameters(), shm));
+      if (place.byte_size != need) return ShapeDataMismatch(in.name(), shape, *dtype, place.byte_size);
+      auto use = shm->Find(place.region, place.offset, need);
+      if (!use.ok()) return use.status().WithContext("input '" + in.name() + "'");
+      x.data = Tensor::Empty(*dtype, shape);
+      if (need) std::memcpy(x.data.raw(), use->bytes.data(), need);
+    } else if (raw) {
+      const std::string& bytes = p.raw_input_contents(raw_index++);
+      if (bytes.size() != need) return ShapeDataMismatch(in.name(), shape, *dtype, bytes.size());
+      x.data = Tensor::Empty(*dtype, shape);
+      if (!bytes.empty()) std::memcpy(x.data.raw(), bytes.data(), bytes.size());
     } else if (int64_t have = TypedCount(in.contents(), *dtype); have != n) {
       return ShapeDataMismatch(in.name(), shape, *dtype, static_cast<uint64_t>(have) * DTypeSize(*dtype));
-    }
-    x.data = Tensor::Empty(*dtype, shape);
-    if (raw) {
-      const std::string& bytes = p.raw_input_contents(i);
-      if (!bytes.empty()) std::memcpy(x.data.raw(), bytes.data(), bytes.size());
     } else {
+      x.data = Tensor::Empty(*dtype, shape);
       const auto& c = in.contents();
       switch (*dtype) {
         case DType::kF32:
@@ -150,7 +196,12 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
     parsed.length_sums.push_back(x.lengths.empty() ? LengthSums{} : SumLengths(x.lengths));
     r.inputs.push_back(std::move(x));
   }
-  for (const auto& o : p.outputs()) r.outputs.push_back(o.name());
+  for (const auto& o : p.outputs()) {
+    r.outputs.push_back(o.name());
+    if (!o.parameters().count("shared_memory_region")) continue;
+    RANKD_ASSIGN_OR_RETURN(SharedMemoryOutput place, SharedMemoryPlace("output", o.name(), o.parameters(), shm));
+    if (shm_outputs) shm_outputs->push_back(std::move(place));
+  }
   for (const auto& [key, value] : p.parameters()) {
     if (key != "priority" && key != "timeout") continue;
     // Triton's clients send both as uint64_param; int64_param is accepted too.

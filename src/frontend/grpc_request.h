@@ -1,17 +1,25 @@
-// The KServe v2 gRPC ModelInferRequest turned into an InferRequest: typed `contents`
-// or `raw_input_contents`, ragged inputs as flat values with the parameter "lengths" = "3,0,2",
+// The KServe v2 gRPC ModelInferRequest turned into an InferRequest: typed `contents`,
+// `raw_input_contents` or a shared memory region, ragged inputs as flat values with the parameter "lengths" = "3,0,2",
 // request parameters `priority` and `timeout`. Every tensor's declared shape is checked against the
 // values the message carries (and against `max_elements`) before anything is allocated.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/parsed_request.h"
+#include "frontend/system_shared_memory.h"
 #include "grpc_service.pb.h"
 #include "rankd/status.h"
 
 namespace rankd {
 
-StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& proto, int64_t max_elements);
+// Inputs whose parameters name a `shared_memory_region` (string_param; `shared_memory_byte_size`
+// and `shared_memory_offset` as int64_param or uint64_param) read their bytes from that region of
+// `shm` (system_shared_memory.h; null: refused as unimplemented) and have no raw_input_contents
+// entry; outputs that name one are appended to `shm_outputs`, checked against their region.
+StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& proto, int64_t max_elements,
+                                              const SystemSharedMemory* shm = nullptr,
+                                              std::vector<SharedMemoryOutput>* shm_outputs = nullptr);
 
 }  // namespace rankd

@@ -154,8 +154,8 @@ class Call final : public CallBase {
 
 class GrpcServer::Impl {
  public:
-  Impl(const GrpcServerOptions& options, InferService& service, HealthProbes probes)
-      : options_(options), infer_(service), probes_(std::move(probes)) {}
+  Impl(const GrpcServerOptions& options, InferService& service, HealthProbes probes, SystemSharedMemory& shared_memory)
+      : options_(options), infer_(service), probes_(std::move(probes)), shared_memory_(shared_memory) {}
 
   Status Start() {
     // grpc.health.v1.Health (Kubernetes' gRPC probes, Envoy): gRPC's own service, kept at the
@@ -276,6 +276,9 @@ class GrpcServer::Impl {
     RANKD_GRPC_NOW(RepositoryIndex);
     RANKD_GRPC_NOW(RepositoryModelLoad);
     RANKD_GRPC_NOW(RepositoryModelUnload);
+    RANKD_GRPC_NOW(SystemSharedMemoryStatus);
+    RANKD_GRPC_NOW(SystemSharedMemoryRegister);
+    RANKD_GRPC_NOW(SystemSharedMemoryUnregister);
 #undef RANKD_GRPC_NOW
 #undef RANKD_GRPC_ARM
   }
@@ -302,6 +305,7 @@ class GrpcServer::Impl {
     r.add_extensions("model_repository");
     r.add_extensions("model_configuration");
     r.add_extensions("statistics");
+    r.add_extensions("system_shared_memory");
     return grpc::Status::OK;
   }
   grpc::Status ModelStatistics(const inference::ModelStatisticsRequest& q, inference::ModelStatisticsResponse& r) {
@@ -365,10 +369,17 @@ class GrpcServer::Impl {
     auto v = ParseModelVersion(q.model_version());
     if (!v.ok()) return respond(ToGrpc(v.status()));
     const auto deadline = ctx.deadline();
+    // The outputs to write into shared memory, and the first failure to (which fails the call).
+    struct Regions {
+      std::vector<SharedMemoryOutput> outputs;
+      Status written;
+    };
+    auto regions = std::make_shared<Regions>();
     infer_.InferAsync(
         q.model_name(), *v, received,
         [&](const Model&) -> StatusOr<ParsedRequest> {
-          RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed, InferRequestFromProto(q, options_.max_elements));
+          RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed,
+                                 InferRequestFromProto(q, options_.max_elements, &shared_memory_, &regions->outputs));
           if (deadline != std::chrono::system_clock::time_point::max()) {
             auto left =
                 std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::system_clock::now());
@@ -378,7 +389,9 @@ class GrpcServer::Impl {
           }
           return parsed;
         },
-        [&answer](const Model& model, const InferRequest& req, const std::vector<InferOutput>& outputs) {
+        [&answer, regions, this](const Model& model, const InferRequest& req, const std::vector<InferOutput>& outputs) {
+          regions->written = WriteSharedMemoryOutputs(outputs, regions->outputs, shared_memory_);
+          if (!regions->written.ok()) return;
           inference::ModelInferResponse r;
           r.set_model_name(model.name());
           r.set_model_version(std::to_string(model.version()));
@@ -388,13 +401,42 @@ class GrpcServer::Impl {
             t->set_name(o.name);
             t->set_datatype(DTypeName(o.data.dtype()));
             for (int64_t d : o.data.shape()) t->add_shape(d);
+            auto region = std::find_if(regions->outputs.begin(), regions->outputs.end(),
+                                       [&](const SharedMemoryOutput& place) { return place.name == o.name; });
+            if (region != regions->outputs.end()) {  // written there: described, with no raw contents entry
+              (*t->mutable_parameters())["shared_memory_region"].set_string_param(region->region);
+              (*t->mutable_parameters())["shared_memory_byte_size"].set_int64_param(
+                  static_cast<int64_t>(o.data.bytes()));
+              continue;
+            }
             r.add_raw_output_contents(static_cast<const char*>(o.data.raw()), o.data.bytes());
           }
           bool own = false;
           grpc::Status written = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(r, &answer, &own);
           if (!written.ok()) throw std::runtime_error("serialising the answer: " + written.error_message());
         },
-        [respond = std::move(respond)](const Status& s) { respond(ToGrpc(s)); });
+        [regions, respond = std::move(respond)](const Status& s) { respond(ToGrpc(s.ok() ? regions->written : s)); });
+  }
+  grpc::Status SystemSharedMemoryStatus(const inference::SystemSharedMemoryStatusRequest& q,
+                                        inference::SystemSharedMemoryStatusResponse& r) {
+    auto regions = shared_memory_.List(q.name());
+    if (!regions.ok()) return ToGrpc(regions.status());
+    for (const SystemSharedMemory::RegionStatus& region : *regions) {
+      auto& out = (*r.mutable_regions())[region.name];
+      out.set_name(region.name);
+      out.set_key(region.key);
+      out.set_offset(region.offset);
+      out.set_byte_size(region.byte_size);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status SystemSharedMemoryRegister(const inference::SystemSharedMemoryRegisterRequest& q,
+                                          inference::SystemSharedMemoryRegisterResponse&) {
+    return ToGrpc(shared_memory_.Register(q.name(), q.key(), q.offset(), q.byte_size()));
+  }
+  grpc::Status SystemSharedMemoryUnregister(const inference::SystemSharedMemoryUnregisterRequest& q,
+                                            inference::SystemSharedMemoryUnregisterResponse&) {
+    return ToGrpc(shared_memory_.Unregister(q.name()));
   }
   grpc::Status RepositoryIndex(const inference::RepositoryIndexRequest& q, inference::RepositoryIndexResponse& r) {
     for (const RepositoryIndexEntry& e : infer_.repository().Index()) {
@@ -429,6 +471,7 @@ class GrpcServer::Impl {
   GrpcServerOptions options_;
   InferService& infer_;
   HealthProbes probes_;
+  SystemSharedMemory& shared_memory_;
   Service service_;
   grpc::AsyncGenericService unknown_methods_;  // every method no service registers
   std::unique_ptr<grpc::Server> server_;
@@ -451,8 +494,8 @@ int GrpcServer::port() const { return impl_->port(); }
 void GrpcServer::Stop(std::chrono::milliseconds drain) { impl_->Stop(drain); }
 
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options, InferService& service,
-                                                        HealthProbes probes) {
-  auto impl = std::make_unique<Impl>(options, service, std::move(probes));
+                                                        HealthProbes probes, SystemSharedMemory& shared_memory) {
+  auto impl = std::make_unique<Impl>(options, service, std::move(probes), shared_memory);
   RANKD_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
 }

@@ -15,6 +15,7 @@
 
 #include "frontend/health_probes.h"
 #include "frontend/kserve_json.h"
+#include "frontend/system_shared_memory.h"
 #include "rankd/status.h"
 #include "serving/infer_service.h"
 
@@ -35,9 +36,10 @@ struct GrpcServerOptions {
 
 class GrpcServer {
  public:
-  // `probes` answer ServerLive and ServerReady.
+  // `probes` answer ServerLive and ServerReady; inputs and outputs in system shared memory use
+  // `shared_memory`'s regions (registered through this server or another frontend).
   static StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options, InferService& service,
-                                                     HealthProbes probes);
+                                                     HealthProbes probes, SystemSharedMemory& shared_memory);
   ~GrpcServer();
   int port() const;
   // Stops accepting calls, lets calls in progress finish (up to `drain`), and joins the threads.

@@ -298,24 +298,6 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   return parsed;
 }
 
-Status WriteSharedMemoryOutputs(const std::vector<InferOutput>& outputs, const std::vector<SharedMemoryOutput>& regions,
-                                const SystemSharedMemory& shm) {
-  for (const SharedMemoryOutput& r : regions) {
-    auto output = std::find_if(outputs.begin(), outputs.end(), [&](const InferOutput& o) { return o.name == r.name; });
-    if (output == outputs.end()) continue;  // not an output of the model: the request was refused for it
-    const size_t bytes = output->data.bytes();
-    if (bytes > r.byte_size) {
-      return InvalidArgument("output '" + r.name + "' takes " + std::to_string(bytes) +
-                             " bytes; shared memory region '" + r.region + "' was given " +
-                             std::to_string(r.byte_size) + " for it");
-    }
-    auto use = shm.Find(r.region, r.offset, bytes);
-    if (!use.ok()) return use.status().WithContext("output '" + r.name + "'");
-    if (bytes) std::memcpy(use->bytes.data(), output->data.raw(), bytes);
-  }
-  return Status::Ok();
-}
-
 StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits) {
   RANKD_ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(body, {}, limits));
   return std::move(parsed.request);

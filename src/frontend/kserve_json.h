@@ -30,11 +30,8 @@ StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLi
 // Inference-Header-Content-Length bytes), `binary` the rest. Inputs whose parameters carry
 // binary_data_size take that many raw little-endian bytes from `binary`, in input order.
 // Inputs whose parameters name a shared_memory_region read their bytes from `shm`
-// (system_shared_memory.h; null: refused as unimplemented), and so are outputs written there.
-struct SharedMemoryOutput {
-  std::string name, region;
-  uint64_t offset = 0, byte_size = 0;
-};
+// (system_shared_memory.h; null: refused as unimplemented), and outputs that name one are listed
+// to be written there (WriteSharedMemoryOutputs).
 struct ParsedInferRequest : ParsedRequest {               // the request, its lengths summed (common/parsed_request.h)
   bool binary_output_all = false;                         // parameters.binary_data_output
   std::vector<std::string> binary_outputs;                // outputs whose parameters.binary_data is true
@@ -42,11 +39,6 @@ struct ParsedInferRequest : ParsedRequest {               // the request, its le
 };
 StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view json, std::string_view binary,
                                                const JsonLimits& limits = {}, const SystemSharedMemory* shm = nullptr);
-
-// Writes each output `regions` names into its region. Errors: an output larger than the byte size
-// the request gave for it, a region unregistered since the request was read.
-Status WriteSharedMemoryOutputs(const std::vector<InferOutput>& outputs, const std::vector<SharedMemoryOutput>& regions,
-                                const SystemSharedMemory& shm);
 
 // A response body; with binary outputs, the first `json_length` bytes are the JSON header and
 // the raw output tensors follow (the HTTP layer sets Inference-Header-Content-Length).

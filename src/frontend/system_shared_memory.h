@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "rankd/request.h"
 #include "rankd/status.h"
 
 namespace rankd {
@@ -68,5 +69,16 @@ class SystemSharedMemory {
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Region>> regions_ RANKD_GUARDED_BY(mu_);
 };
+
+// A requested output to be written into a region (an inference request's parameters name it).
+struct SharedMemoryOutput {
+  std::string name, region;
+  uint64_t offset = 0, byte_size = 0;
+};
+
+// Writes each output `regions` names into its region. Errors: an output larger than the byte size
+// the request gave for it, a region unregistered since the request was read.
+Status WriteSharedMemoryOutputs(const std::vector<InferOutput>& outputs, const std::vector<SharedMemoryOutput>& regions,
+                                const SystemSharedMemory& shm);
 
 }  // namespace rankd

@@ -79,7 +79,7 @@ int ServeCommand(const ServeArgs& args) {
     grpc_options.max_queue_wait = std::chrono::milliseconds(args.grpc_max_queue_ms);
     grpc_options.max_queued_calls = args.max_inflight;
     grpc_options.max_message_bytes = static_cast<int64_t>(args.max_body_mb) << 20;
-    auto started = GrpcServer::Start(grpc_options, service, probes);
+    auto started = GrpcServer::Start(grpc_options, service, probes, shared_memory);
     if (!started.ok()) {
       std::fprintf(stderr, "rankd serve: %s\n", started.status().ToString().c_str());
       return 2;
