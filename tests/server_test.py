@@ -127,6 +127,7 @@ class ServingTest(unittest.TestCase):
         self.assertEqual([i["name"] for i in meta["inputs"]], ["profile", "seq_items", "seq_cats", "item", "cat", "context"])
         self.assertEqual(meta["inputs"][0]["shape"], [-1, 8])
         self.assertEqual(meta["inputs"][1]["parameters"]["ragged"], True)
+        self.assertEqual(meta["outputs"], [{"name": "score", "datatype": "FP32", "shape": [-1, 1]}])  # the graph's dims
         self.assertEqual(s.request("GET", "/v2/models/din/ready")[0], 200)
         self.assertEqual(s.request("GET", "/v2/models/din/versions/1/ready")[0], 200)
         self.assertEqual(s.request("GET", "/v2/models/din/versions/9/ready")[0], 404)

@@ -21,6 +21,7 @@ struct InputSignature {
 struct OutputSignature {
   std::string name;
   DType dtype = DType::kInvalid;
+  std::vector<int64_t> dims;  // per row, batch excluded, as the graph gives them; -1 = varies
 };
 
 }  // namespace rankd

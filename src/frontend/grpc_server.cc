@@ -344,7 +344,7 @@ class GrpcServer::Impl {
       t->set_name(out.name);
       t->set_datatype(DTypeName(out.dtype));
       t->add_shape(-1);
-      t->add_shape(-1);
+      for (int64_t d : out.dims) t->add_shape(d);
     }
     return grpc::Status::OK;
   }

@@ -254,7 +254,9 @@ HttpResponse HttpApi::ModelMetadata(const std::string& name, int64_t version) {
     inputs.push_back(entry);
   }
   for (const OutputSignature& out : (*model)->outputs()) {
-    outputs.push_back({{"name", out.name}, {"datatype", DTypeName(out.dtype)}, {"shape", json::array({-1, -1})}});
+    json shape = json::array({-1});
+    for (int64_t d : out.dims) shape.push_back(d);
+    outputs.push_back({{"name", out.name}, {"datatype", DTypeName(out.dtype)}, {"shape", shape}});
   }
   return Json(200, {{"name", name},
                     {"versions", {std::to_string((*model)->version())}},

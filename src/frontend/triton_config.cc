@@ -117,7 +117,8 @@ inference::ModelConfig TritonModelConfig(const Model& model) {
     inference::ModelOutput* t = c.add_output();
     t->set_name(out.name);
     t->set_data_type(TritonType(out.dtype));
-    t->add_dims(-1);
+    for (int64_t d : out.dims) t->add_dims(d);
+    if (out.dims.empty()) t->add_dims(1);  // a score per row: Triton's dims exclude the batch
   }
   const BatchingConfig& b = config.batching;
   if (b.enabled) {

@@ -131,15 +131,24 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
         {in.name, in.dtype, in.dims, in.scope == InputScope::kUser, in.ragged, in.ragged ? in.max_length : 0});
   }
   const Graph& g = c.graph();
+  auto warm = Infer(ExampleRequest(2));
+  if (!warm.ok()) return warm.status().WithContext("warm-up failed");
   for (const OutputConfig& out : config_.outputs) {
-    OutputSignature o{out.name, DType::kInvalid};
+    OutputSignature o{out.name, DType::kInvalid, {}};
     for (int id : g.outputs) {
-      if (g.values[static_cast<size_t>(id)].name == out.name) o.dtype = g.values[static_cast<size_t>(id)].dtype;
+      const Value& v = g.values[static_cast<size_t>(id)];
+      if (v.name != out.name) continue;
+      o.dtype = v.dtype;
+      // Per-row dims the graph declares; where it does not, as many -1 as the warm-up's output has.
+      if (v.rank_known && !v.shape.empty()) o.dims.assign(v.shape.begin() + 1, v.shape.end());
+    }
+    for (const InferOutput& w : *warm) {
+      if (w.name == out.name && o.dims.size() + 1 != static_cast<size_t>(w.data.rank())) {
+        o.dims.assign(static_cast<size_t>(std::max<int64_t>(w.data.rank() - 1, 0)), -1);
+      }
     }
     output_signature_.push_back(o);
   }
-  auto warm = Infer(ExampleRequest(2));
-  if (!warm.ok()) return warm.status().WithContext("warm-up failed");
   RANKD_RETURN_IF_ERROR(StartBuckets().WithContext("shape buckets"));
   if (config_.batching.enabled) RANKD_RETURN_IF_ERROR(StartBatching().WithContext("batching"));
   return Status::Ok();
