@@ -1134,6 +1134,41 @@ class GrpcTest(GrpcServerCase):
         self.assertGreater(self.stub.ModelConfig(pb.ModelConfigRequest(name="din")).config.max_batch_size, 16)
 
 
+class RestrictedApiTest(GrpcServerCase):
+    """Triton's restricted APIs: the repository calls and statistics need an admin key on HTTP, the
+    repository calls on gRPC; inference and health stay open; a bad restriction stops the start."""
+    MODELS = ["mmoe"]
+    SERVER_ARGS = ("--http-restricted-api", "model-repository,statistics:admin-key=s3cret",
+                   "--grpc-restricted-protocol", "model-repository:admin-key=s3cret")
+
+    def test_restricted_calls_need_the_header(self):
+        s = self.server
+        status, body, _ = s.request("POST", "/v2/repository/index")
+        self.assertEqual(status, 403)
+        self.assertIn("This API is restricted, expecting header 'admin-key'", json.loads(body)["error"])
+        self.assertEqual(s.request("POST", "/v2/repository/index", headers={"admin-key": "wrong"})[0], 403)
+        self.assertEqual(s.request("POST", "/v2/repository/index", headers={"Admin-Key": "s3cret"})[0], 200)
+        self.assertEqual(s.request("GET", "/v2/models/mmoe/stats")[0], 403)
+        self.assertEqual(s.request("GET", "/v2/models/mmoe/stats", headers={"admin-key": "s3cret"})[0], 200)
+        self.assertEqual(s.json("POST", "/v2/models/mmoe/infer", lines("mmoe", "requests")[0])[0], 200)
+        self.assertEqual(s.request("GET", "/v2/health/ready")[0], 200)
+        pb, grpc = self.pb, self.grpc
+        with self.assertRaises(grpc.RpcError) as e:
+            self.stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=10)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("expecting header 'admin-key'", e.exception.details())
+        index = self.stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=10, metadata=(("admin-key", "s3cret"),))
+        self.assertEqual([m.name for m in index.models], ["mmoe"])
+        self.assertEqual(len(self.stub.ModelStatistics(pb.ModelStatisticsRequest(name="mmoe")).model_stats), 1)
+
+    def test_a_bad_restriction_stops_the_start(self):
+        proc = subprocess.run([RANKD, "serve", "--model-repository", self.repo, "--http-port", "0", "--grpc-port", "0",
+                               "--metrics-port", "0", "--http-restricted-api", "models:k=v"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("unknown API category 'models'", proc.stderr)
+
+
 class SameMistakeSameAnswer(GrpcServerCase):
     """Each malformed DIN request sent as JSON, as the binary extension and over gRPC (raw
     contents, what a stock KServe client sends) gets the same status and the same message."""

@@ -251,20 +251,25 @@ class GrpcServer::Impl {
               void* tag) { s->Request##RPC(ctx, req, w, cq, cq, tag); },                                      \
       [this](grpc::ServerContext& ctx, const RPC##Request& req, RPC##Response& resp,                          \
              Call<RPC##Request, RPC##Response>::Respond respond) { HANDLE; })
-#define RANKD_GRPC_NOW(RPC) RANKD_GRPC_ARM(RPC, (void)ctx; respond(RPC(req, resp)))
-    RANKD_GRPC_NOW(ServerLive);
-    RANKD_GRPC_NOW(ServerReady);
-    RANKD_GRPC_NOW(ModelReady);
-    RANKD_GRPC_NOW(ServerMetadata);
-    RANKD_GRPC_NOW(ModelMetadata);
-    RANKD_GRPC_NOW(ModelConfig);
-    RANKD_GRPC_NOW(ModelStatistics);
+#define RANKD_GRPC_NOW(RPC, CATEGORY)                                                            \
+  RANKD_GRPC_ARM(                                                                                \
+      RPC, if (auto refusal = Refusal(ctx, ApiCategory::CATEGORY)) { respond(*refusal); } else { \
+        respond(RPC(req, resp));                                                                 \
+      })
+    RANKD_GRPC_NOW(ServerLive, kHealth);
+    RANKD_GRPC_NOW(ServerReady, kHealth);
+    RANKD_GRPC_NOW(ModelReady, kHealth);
+    RANKD_GRPC_NOW(ServerMetadata, kMetadata);
+    RANKD_GRPC_NOW(ModelMetadata, kMetadata);
+    RANKD_GRPC_NOW(ModelConfig, kModelConfig);
+    RANKD_GRPC_NOW(ModelStatistics, kStatistics);
     using RawCall = Call<grpc::ByteBuffer, grpc::ByteBuffer>;
     RawCall::Start(
         [s, cq](grpc::ServerContext* ctx, grpc::ByteBuffer* req, grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* w,
                 void* tag) { s->RequestModelInfer(ctx, req, w, cq, cq, tag); },
         [this](grpc::ServerContext& ctx, const grpc::ByteBuffer& req, grpc::ByteBuffer& resp,
                RawCall::Respond respond) {
+          if (auto refusal = Refusal(ctx, ApiCategory::kInference)) return respond(*refusal);
           auto refuse = [this, respond](const std::string& why) {
             infer_.metrics().RecordOverloadRefusal();
             respond(grpc::Status(grpc::StatusCode::UNAVAILABLE, why));
@@ -273,14 +278,26 @@ class GrpcServer::Impl {
               [this, &ctx, &req, &resp, respond](std::chrono::microseconds) { ModelInfer(ctx, req, resp, respond); },
               std::move(refuse));
         });
-    RANKD_GRPC_NOW(RepositoryIndex);
-    RANKD_GRPC_NOW(RepositoryModelLoad);
-    RANKD_GRPC_NOW(RepositoryModelUnload);
-    RANKD_GRPC_NOW(SystemSharedMemoryStatus);
-    RANKD_GRPC_NOW(SystemSharedMemoryRegister);
-    RANKD_GRPC_NOW(SystemSharedMemoryUnregister);
+    RANKD_GRPC_NOW(RepositoryIndex, kModelRepository);
+    RANKD_GRPC_NOW(RepositoryModelLoad, kModelRepository);
+    RANKD_GRPC_NOW(RepositoryModelUnload, kModelRepository);
+    RANKD_GRPC_NOW(SystemSharedMemoryStatus, kSharedMemory);
+    RANKD_GRPC_NOW(SystemSharedMemoryRegister, kSharedMemory);
+    RANKD_GRPC_NOW(SystemSharedMemoryUnregister, kSharedMemory);
 #undef RANKD_GRPC_NOW
 #undef RANKD_GRPC_ARM
+  }
+
+  // UNAVAILABLE when a call of `category` lacks the metadata entry its restriction asks for.
+  std::optional<grpc::Status> Refusal(const grpc::ServerContext& ctx, ApiCategory category) const {
+    auto refusal = options_.restricted.Refusal(category, [&](const std::string& key) -> std::optional<std::string> {
+      const auto& metadata = ctx.client_metadata();
+      auto it = metadata.find(grpc::string_ref(key));
+      if (it == metadata.end()) return std::nullopt;
+      return std::string(it->second.data(), it->second.size());
+    });
+    if (!refusal) return std::nullopt;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, *refusal);
   }
 
   grpc::Status ServerLive(const inference::ServerLiveRequest&, inference::ServerLiveResponse& r) {

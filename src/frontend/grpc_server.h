@@ -15,6 +15,7 @@
 
 #include "frontend/health_probes.h"
 #include "frontend/kserve_json.h"
+#include "frontend/restricted_apis.h"
 #include "frontend/system_shared_memory.h"
 #include "rankd/status.h"
 #include "serving/infer_service.h"
@@ -32,6 +33,8 @@ struct GrpcServerOptions {
   // once; past either they are refused unread with UNAVAILABLE (frontend/call_queue.h).
   std::chrono::milliseconds max_queue_wait{20};
   int max_queued_calls = 1024;
+  // Calls of the categories it names need its metadata entry (restricted_apis.h).
+  RestrictedApis restricted;
 };
 
 class GrpcServer {

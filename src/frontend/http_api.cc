@@ -111,8 +111,43 @@ void HttpApi::Handle(const HttpRequest& request, HttpRespond respond) {
   Route(decoded, std::move(respond));
 }
 
+namespace {
+
+// The restricted-API category of a route (restricted_apis.h), or nullopt for a path of none.
+std::optional<ApiCategory> CategoryOf(const std::vector<std::string>& p) {
+  if (p.empty() || p[0] != "v2") return std::nullopt;
+  if (p.size() == 1) return ApiCategory::kMetadata;
+  const std::string& area = p[1];
+  if (area == "health") return ApiCategory::kHealth;
+  if (area == "repository") return ApiCategory::kModelRepository;
+  if (area == "systemsharedmemory" || area == "cudasharedmemory") return ApiCategory::kSharedMemory;
+  if (area == "logging") return ApiCategory::kLogging;
+  if (area == "trace") return ApiCategory::kTrace;
+  if (area != "models") return std::nullopt;
+  const std::string& last = p.back();
+  if (p.size() > 2 && last == "infer") return ApiCategory::kInference;
+  if (p.size() > 2 && last == "ready") return ApiCategory::kHealth;
+  if (p.size() > 2 && last == "config") return ApiCategory::kModelConfig;
+  if (p.size() > 2 && last == "stats") return ApiCategory::kStatistics;
+  return ApiCategory::kMetadata;
+}
+
+}  // namespace
+
 void HttpApi::Route(const HttpRequest& request, HttpRespond respond) {
   std::vector<std::string> p = SplitPath(request.target);
+  if (std::optional<ApiCategory> category = CategoryOf(p)) {
+    auto refusal = restricted_.Refusal(*category, [&](const std::string& key) -> std::optional<std::string> {
+      auto it = request.headers.find(key);
+      return it == request.headers.end() ? std::nullopt : std::optional<std::string>(it->second);
+    });
+    if (refusal) {
+      HttpResponse forbidden;
+      forbidden.status = 403;
+      forbidden.body = ErrorJson(*refusal);
+      return respond(std::move(forbidden));
+    }
+  }
   // POST /v2/models/NAME[/versions/V]/infer
   const bool infer = request.method == "POST" && p.size() >= 4 && p[0] == "v2" && p[1] == "models" &&
                      p.back() == "infer" && (p.size() == 4 || (p.size() == 6 && p[3] == "versions"));

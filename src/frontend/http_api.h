@@ -10,7 +10,8 @@
 //   POST /v2/systemsharedmemory/region/NAME/register, /v2/systemsharedmemory[/region/NAME]/unregister
 //
 // Errors are {"error": "..."} with the status Triton uses for the code: 400 invalid argument or
-// unsupported, 404 not found, 503 unavailable, 500 internal.
+// unsupported, 404 not found, 503 unavailable, 500 internal; 403 for a restricted API called
+// without its header.
 #pragma once
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include "frontend/health_probes.h"
 #include "frontend/http_server.h"
 #include "frontend/kserve_json.h"
+#include "frontend/restricted_apis.h"
 #include "frontend/system_shared_memory.h"
 #include "serving/infer_service.h"
 #include "serving/repository.h"
@@ -32,12 +34,15 @@ class HttpApi {
   // `probes` answer /v2/health/live and /v2/health/ready (the latter also fails once shutting down).
   // Inputs and outputs in system shared memory use `shared_memory`'s regions (registered through
   // this API or another frontend's).
-  HttpApi(InferService& service, JsonLimits limits, HealthProbes probes, SystemSharedMemory& shared_memory)
+  // Calls of the categories `restricted` names need its header (restricted_apis.h).
+  HttpApi(InferService& service, JsonLimits limits, HealthProbes probes, SystemSharedMemory& shared_memory,
+          RestrictedApis restricted = {})
       : service_(service),
         repository_(service.repository()),
         limits_(limits),
         probes_(std::move(probes)),
-        shared_memory_(shared_memory) {}
+        shared_memory_(shared_memory),
+        restricted_(std::move(restricted)) {}
 
   // Answers through `respond`: at once, or for an inference once it has run (on the model's
   // batcher thread when it batches). A body with Content-Encoding gzip or deflate is inflated
@@ -62,6 +67,7 @@ class HttpApi {
   JsonLimits limits_;
   HealthProbes probes_;
   SystemSharedMemory& shared_memory_;
+  RestrictedApis restricted_;
   std::atomic<bool> shutting_down_{false};
 };
 

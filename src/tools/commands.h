@@ -59,7 +59,9 @@ struct ServeArgs {
   bool strict_readiness = true;       // ready only when every model that should load serves
   int64_t max_rows = 65536;
   BackendFlags device{"auto"};
-  int executors = 0;  // per model; 0 = the backend's default
+  int executors = 0;                         // per model; 0 = the backend's default
+  std::vector<std::string> http_restricted;  // "CATEGORY[,...]:KEY=VALUE" (frontend/restricted_apis.h)
+  std::vector<std::string> grpc_restricted;
 };
 // Serves until SIGTERM or SIGINT, then drains and returns 0; 2 when it cannot start.
 int ServeCommand(const ServeArgs& args);

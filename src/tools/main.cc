@@ -84,6 +84,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--strict-readiness", serve.strict_readiness,
                         "true: /v2/health/ready needs every model that should load to be ready; false: live is ready");
+  serve_cmd->add_option("--http-restricted-api", serve.http_restricted,
+                        "CATEGORY[,CATEGORY...]:KEY=VALUE: HTTP calls of those categories need header KEY=VALUE "
+                        "(health, metadata, inference, shared-memory, model-config, model-repository, statistics, "
+                        "trace, logging); repeatable");
+  serve_cmd->add_option("--grpc-restricted-protocol", serve.grpc_restricted,
+                        "The same for gRPC calls and their metadata; repeatable");
   serve_cmd->add_option("--executors", serve.executors, "Executors per model (0: the backend's default)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--max-rows", serve.max_rows, "Rows per request when a model's config sets no max_batch_size")

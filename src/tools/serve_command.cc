@@ -18,6 +18,16 @@
 namespace rankd {
 
 int ServeCommand(const ServeArgs& args) {
+  RestrictedApis http_restricted, grpc_restricted;  // checked before anything loads
+  for (const auto& [specs, apis] :
+       {std::pair{&args.http_restricted, &http_restricted}, std::pair{&args.grpc_restricted, &grpc_restricted}}) {
+    for (const std::string& spec : *specs) {
+      if (Status s = apis->Add(spec); !s.ok()) {
+        std::fprintf(stderr, "rankd serve: %s\n", s.ToString().c_str());
+        return 2;
+      }
+    }
+  }
   // Block the stop signals in every thread; the main thread waits for them with sigwait.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -68,7 +78,7 @@ int ServeCommand(const ServeArgs& args) {
     return Status::Ok();
   };
   SystemSharedMemory shared_memory;  // regions clients register, over HTTP or gRPC
-  HttpApi api(service, limits, probes, shared_memory);
+  HttpApi api(service, limits, probes, shared_memory, http_restricted);
 
   std::unique_ptr<GrpcServer> grpc;
   if (args.grpc_port >= 0) {
@@ -79,6 +89,7 @@ int ServeCommand(const ServeArgs& args) {
     grpc_options.max_queue_wait = std::chrono::milliseconds(args.grpc_max_queue_ms);
     grpc_options.max_queued_calls = args.max_inflight;
     grpc_options.max_message_bytes = static_cast<int64_t>(args.max_body_mb) << 20;
+    grpc_options.restricted = grpc_restricted;
     auto started = GrpcServer::Start(grpc_options, service, probes, shared_memory);
     if (!started.ok()) {
       std::fprintf(stderr, "rankd serve: %s\n", started.status().ToString().c_str());
