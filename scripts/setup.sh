@@ -19,6 +19,7 @@ packages=(
   zlib1g-dev                          # gzip and deflate HTTP bodies
   libgrpc++-dev protobuf-compiler-grpc  # the gRPC frontend (KServe v2 gRPC)
   python3-grpcio python3-grpc-tools   # the gRPC client in the server tests
+  openssl                             # the server tests' TLS certificate
   libgtest-dev libgmock-dev           # tests
   libonnx-testdata                    # ONNX's conformance cases: the independent op reference
   clang-14 libclang-rt-14-dev         # libFuzzer and sanitizers for the fuzz targets

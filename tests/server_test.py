@@ -1169,6 +1169,54 @@ class RestrictedApiTest(GrpcServerCase):
         self.assertIn("unknown API category 'models'", proc.stderr)
 
 
+class GrpcTlsTest(unittest.TestCase):
+    """gRPC over TLS (--grpc-use-ssl with a self-signed certificate openssl makes): a client trusting
+    the certificate is served, a plain-text client is not; a missing key file stops the start."""
+
+    @classmethod
+    def setUpClass(cls):
+        stubs = grpc_stubs()
+        if stubs is None or shutil.which("openssl") is None:
+            raise unittest.SkipTest("python3-grpcio / python3-grpc-tools or openssl not installed")
+        import grpc
+        cls.grpc = grpc
+        cls.pb, cls.pb_grpc = stubs
+        cls.repo = tempfile.mkdtemp()
+        shutil.copytree(os.path.join(ZOO, "mmoe"), os.path.join(cls.repo, "mmoe"))
+        cls.cert, cls.key = os.path.join(cls.repo, "server.pem"), os.path.join(cls.repo, "server.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", cls.key, "-out", cls.cert],
+                       check=True, capture_output=True, timeout=60)
+        cls.server = Server(cls.repo, "--grpc-use-ssl", "true", "--grpc-server-cert", cls.cert,
+                            "--grpc-server-key", cls.key)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.repo)
+
+    def test_tls_clients_are_served_and_plain_ones_are_not(self):
+        grpc, pb = self.grpc, self.pb
+        with open(self.cert, "rb") as f:
+            trusted = grpc.ssl_channel_credentials(root_certificates=f.read())
+        address = f"localhost:{self.server.grpc_port}"
+        with grpc.secure_channel(address, trusted) as channel:
+            stub = self.pb_grpc.GRPCInferenceServiceStub(channel)
+            self.assertTrue(stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live)
+        with grpc.insecure_channel(address) as channel:
+            with self.assertRaises(grpc.RpcError) as e:
+                self.pb_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest(), timeout=10)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
+
+    def test_a_missing_key_stops_the_start(self):
+        proc = subprocess.run([RANKD, "serve", "--model-repository", self.repo, "--http-port", "0", "--grpc-port", "0",
+                               "--metrics-port", "0", "--grpc-use-ssl", "true", "--grpc-server-cert", self.cert,
+                               "--grpc-server-key", os.path.join(self.repo, "absent.key")],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("--grpc-server-key", proc.stderr)
+
+
 class SameMistakeSameAnswer(GrpcServerCase):
     """Each malformed DIN request sent as JSON, as the binary extension and over gRPC (raw
     contents, what a stock KServe client sends) gets the same status and the same message."""

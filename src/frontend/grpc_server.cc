@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -157,13 +158,35 @@ class GrpcServer::Impl {
   Impl(const GrpcServerOptions& options, InferService& service, HealthProbes probes, SystemSharedMemory& shared_memory)
       : options_(options), infer_(service), probes_(std::move(probes)), shared_memory_(shared_memory) {}
 
+  // Plain, or TLS from the options' PEM files (an unreadable or empty file is an error naming it).
+  StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() const {
+    if (!options_.ssl) return grpc::InsecureServerCredentials();
+    auto read = [](const std::string& flag, const std::string& path) -> StatusOr<std::string> {
+      std::ifstream in(path, std::ios::binary);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!in.good() && !in.eof()) return InvalidArgument(flag + ": cannot read '" + path + "'");
+      if (text.empty()) return InvalidArgument(flag + ": '" + path + "' is missing or empty");
+      return text;
+    };
+    grpc::SslServerCredentialsOptions ssl(options_.ssl_mutual
+                                              ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                              : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    RANKD_ASSIGN_OR_RETURN(std::string cert, read("--grpc-server-cert", options_.ssl_cert));
+    RANKD_ASSIGN_OR_RETURN(std::string key, read("--grpc-server-key", options_.ssl_key));
+    ssl.pem_key_cert_pairs.push_back({key, cert});
+    if (options_.ssl_mutual || !options_.ssl_root_cert.empty()) {
+      RANKD_ASSIGN_OR_RETURN(ssl.pem_root_certs, read("--grpc-root-cert", options_.ssl_root_cert));
+    }
+    return grpc::SslServerCredentials(ssl);
+  }
+
   Status Start() {
     // grpc.health.v1.Health (Kubernetes' gRPC probes, Envoy): gRPC's own service, kept at the
     // server's readiness by WatchReadiness.
     grpc::EnableDefaultHealthCheckService(true);
+    RANKD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, Credentials());
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(options_.address + ":" + std::to_string(options_.port), grpc::InsecureServerCredentials(),
-                             &port_);
+    builder.AddListeningPort(options_.address + ":" + std::to_string(options_.port), credentials, &port_);
     builder.RegisterService(&service_);
     builder.RegisterAsyncGenericService(&unknown_methods_);
     // Another process on the same port is an error, not a second server sharing its traffic.

@@ -35,6 +35,11 @@ struct GrpcServerOptions {
   int max_queued_calls = 1024;
   // Calls of the categories it names need its metadata entry (restricted_apis.h).
   RestrictedApis restricted;
+  // TLS (Triton's --grpc-use-ssl): the server's PEM certificate chain and key files; with
+  // `ssl_mutual`, clients must present a certificate that `ssl_root_cert` (PEM file) signs.
+  bool ssl = false;
+  bool ssl_mutual = false;
+  std::string ssl_cert, ssl_key, ssl_root_cert;
 };
 
 class GrpcServer {

@@ -62,6 +62,8 @@ struct ServeArgs {
   int executors = 0;                         // per model; 0 = the backend's default
   std::vector<std::string> http_restricted;  // "CATEGORY[,...]:KEY=VALUE" (frontend/restricted_apis.h)
   std::vector<std::string> grpc_restricted;
+  bool grpc_ssl = false, grpc_ssl_mutual = false;  // TLS on the gRPC port (frontend/grpc_server.h)
+  std::string grpc_server_cert, grpc_server_key, grpc_root_cert;
 };
 // Serves until SIGTERM or SIGINT, then drains and returns 0; 2 when it cannot start.
 int ServeCommand(const ServeArgs& args);

@@ -90,6 +90,12 @@ int main(int argc, char** argv) {
                         "trace, logging); repeatable");
   serve_cmd->add_option("--grpc-restricted-protocol", serve.grpc_restricted,
                         "The same for gRPC calls and their metadata; repeatable");
+  serve_cmd->add_option("--grpc-use-ssl", serve.grpc_ssl, "true: TLS on the gRPC port (--grpc-server-cert, -key)");
+  serve_cmd->add_option("--grpc-use-ssl-mutual", serve.grpc_ssl_mutual,
+                        "true: TLS with client certificates signed by --grpc-root-cert");
+  serve_cmd->add_option("--grpc-server-cert", serve.grpc_server_cert, "PEM certificate chain of the gRPC server");
+  serve_cmd->add_option("--grpc-server-key", serve.grpc_server_key, "PEM private key of the gRPC server");
+  serve_cmd->add_option("--grpc-root-cert", serve.grpc_root_cert, "PEM root certificates client certificates chain to");
   serve_cmd->add_option("--executors", serve.executors, "Executors per model (0: the backend's default)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--max-rows", serve.max_rows, "Rows per request when a model's config sets no max_batch_size")

@@ -90,6 +90,11 @@ int ServeCommand(const ServeArgs& args) {
     grpc_options.max_queued_calls = args.max_inflight;
     grpc_options.max_message_bytes = static_cast<int64_t>(args.max_body_mb) << 20;
     grpc_options.restricted = grpc_restricted;
+    grpc_options.ssl = args.grpc_ssl || args.grpc_ssl_mutual;
+    grpc_options.ssl_mutual = args.grpc_ssl_mutual;
+    grpc_options.ssl_cert = args.grpc_server_cert;
+    grpc_options.ssl_key = args.grpc_server_key;
+    grpc_options.ssl_root_cert = args.grpc_root_cert;
     auto started = GrpcServer::Start(grpc_options, service, probes, shared_memory);
     if (!started.ok()) {
       std::fprintf(stderr, "rankd serve: %s\n", started.status().ToString().c_str());
