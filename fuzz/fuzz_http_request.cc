@@ -33,7 +33,14 @@ rankd::HttpApi* Api() {
     auto repo = rankd::ModelRepository::Create(options);
     if (!repo.ok()) return static_cast<rankd::HttpApi*>(nullptr);
     auto* service = new rankd::InferService(*repo->release(), *new rankd::Metrics());
-    return new rankd::HttpApi(*service, rankd::JsonLimits{}, rankd::HealthProbes{});
+    // The log settings and shared memory calls stay out of reach: a fuzzed body naming a log file
+    // or a shared memory object would write outside the test.
+    rankd::RestrictedApis restricted;
+    if (!restricted.Add("logging,shared-memory:rankd-fuzz-key=" + std::to_string(::getpid()) + "-unguessable").ok()) {
+      return static_cast<rankd::HttpApi*>(nullptr);
+    }
+    return new rankd::HttpApi(*service, rankd::JsonLimits{}, rankd::HealthProbes{}, *new rankd::SystemSharedMemory(),
+                              std::move(restricted));
   }();
   return api;
 }

@@ -20,6 +20,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc  # the gRPC frontend (KServe v2 gRPC)
   python3-grpcio python3-grpc-tools   # the gRPC client in the server tests
   openssl                             # the server tests' TLS certificate
+  libspdlog-dev                       # the server's log
   libgtest-dev libgmock-dev           # tests
   libonnx-testdata                    # ONNX's conformance cases: the independent op reference
   clang-14 libclang-rt-14-dev         # libFuzzer and sanitizers for the fuzz targets

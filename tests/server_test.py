@@ -1217,6 +1217,57 @@ class GrpcTlsTest(unittest.TestCase):
         self.assertIn("--grpc-server-key", proc.stderr)
 
 
+class LoggingTest(GrpcServerCase):
+    """Triton's logging extension: the settings read and changed over HTTP and gRPC; verbose messages
+    (a failed request is one, at level 1) go to the file asked for, in the format asked for, and stop
+    when the level drops; bad settings are refused and change nothing."""
+    MODELS = ["mmoe"]
+
+    def test_log_settings_over_http_and_grpc(self):
+        s = self.server
+        self.assertIn("logging", s.json("GET", "/v2")[1]["extensions"])
+        self.assertEqual(s.json("GET", "/v2/logging"),
+                         (200, {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
+                                "log_verbose_level": 0, "log_format": "default"}))
+        path = os.path.join(self.repo, "rankd.log")
+        status, settings = s.json("POST", "/v2/logging",
+                                  {"log_file": path, "log_verbose_level": 1, "log_format": "ISO8601"})
+        self.assertEqual(status, 200, settings)
+        self.assertEqual((settings["log_file"], settings["log_verbose_level"], settings["log_format"]),
+                         (path, 1, "ISO8601"))
+        bad_request = {"inputs": [{"name": "dense", "datatype": "FP32", "shape": [1, 3], "data": [1, 2]}]}
+        self.assertEqual(s.json("POST", "/v2/models/mmoe/infer", bad_request)[0], 400)
+        with open(path) as f:
+            logged = f.read().splitlines()
+        self.assertEqual(len(logged), 1, logged)
+        self.assertRegex(logged[0], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ D .*model 'mmoe' version 1: a request failed")
+        self.assertEqual(s.json("POST", "/v2/logging", {"log_verbose_level": 0})[0], 200)
+        self.assertEqual(s.json("POST", "/v2/models/mmoe/infer", bad_request)[0], 400)
+        with open(path) as f:
+            self.assertEqual(len(f.read().splitlines()), 1)  # level 0: not written
+        for body in [{"log_info": "yes"}, {"nope": 1}, {"log_format": "xml"}, {"log_verbose_level": -1},
+                     {"log_file": os.path.join(self.repo, "mmoe", "1", "model.onnx", "x.log")}, [1]]:  # under a file
+            self.assertEqual(s.json("POST", "/v2/logging", body)[0], 400, body)
+        self.assertEqual(s.json("GET", "/v2/logging")[1]["log_file"], path)  # unchanged by the refusals
+
+        pb = self.pb
+        req = pb.LogSettingsRequest()
+        req.settings["log_verbose_level"].uint32_param = 2
+        req.settings["log_file"].string_param = ""
+        req.settings["log_format"].string_param = "default"
+        r = self.stub.LogSettings(req, timeout=10)
+        self.assertEqual(r.settings["log_verbose_level"].uint32_param, 2)
+        self.assertEqual(r.settings["log_file"].string_param, "")
+        self.assertTrue(r.settings["log_info"].bool_param)
+        bad = pb.LogSettingsRequest()
+        bad.settings["log_info"].string_param = "on"
+        with self.assertRaises(self.grpc.RpcError) as e:
+            self.stub.LogSettings(bad, timeout=10)
+        self.assertEqual(e.exception.code(), self.grpc.StatusCode.INVALID_ARGUMENT)
+        self.stub.LogSettings(pb.LogSettingsRequest(settings={"log_verbose_level": pb.LogSettingsRequest.SettingValue(
+            uint32_param=0)}), timeout=10)
+
+
 class SameMistakeSameAnswer(GrpcServerCase):
     """Each malformed DIN request sent as JSON, as the binary extension and over gRPC (raw
     contents, what a stock KServe client sends) gets the same status and the same message."""

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/idle_priority.h"
+#include "common/log.h"
 #include "embedding/hotness_snapshot.h"
 #include "embedding/lookup_trace.h"
 #include "embedding/lookups.h"
@@ -81,7 +82,7 @@ CacheKeeper::~CacheKeeper() {
   }
   changed_.notify_all();
   thread_.join();
-  if (Status saved = SaveSnapshot(); !saved.ok()) std::fprintf(stderr, "rankd: %s\n", saved.ToString().c_str());
+  if (Status saved = SaveSnapshot(); !saved.ok()) LogError(saved.ToString());
 }
 
 Status CacheKeeper::WarmStart() {
@@ -89,8 +90,8 @@ Status CacheKeeper::WarmStart() {
   StatusOr<HotKeys> saved = LoadHotness(options_.snapshot_path);
   if (saved.status().code() == StatusCode::kNotFound) return Status::Ok();  // a first run
   if (!saved.ok()) {
-    std::fprintf(stderr, "rankd: hotness snapshot %s: %s (the caches start cold)\n", options_.snapshot_path.c_str(),
-                 saved.status().ToString().c_str());
+    LogWarning("hotness snapshot " + options_.snapshot_path + ": " + saved.status().ToString() +
+               " (the caches start cold)");
     return Status::Ok();
   }
   std::map<int, HotKeys> per_table;
@@ -191,7 +192,7 @@ void CacheKeeper::Loop() {
     while (pending_.empty() && !stop_) {
       if (changed_since_save_ && std::chrono::steady_clock::now() - saved_at >= save_every) {
         lock.Unlock();
-        if (Status saved = SaveSnapshot(); !saved.ok()) std::fprintf(stderr, "rankd: %s\n", saved.ToString().c_str());
+        if (Status saved = SaveSnapshot(); !saved.ok()) LogError(saved.ToString());
         lock.Lock();
         saved_at = std::chrono::steady_clock::now();
         continue;

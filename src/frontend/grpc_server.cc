@@ -18,9 +18,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/log.h"
 #include "common/mutex.h"
 #include "frontend/call_queue.h"
 #include "frontend/grpc_request.h"
+#include "frontend/log_settings.h"
 #include "frontend/triton_config.h"
 #include "frontend/triton_stats.h"
 #include "grpc_service.grpc.pb.h"
@@ -124,10 +126,10 @@ class Call final : public CallBase {
     } catch (const std::exception& e) {
       // Handlers answer once and throw nothing after answering (InferService guards its steps),
       // so the call is still ours here.
-      std::fprintf(stderr, "grpc: a call failed: %s\n", e.what());
+      LogError(std::string("grpc: a call failed: ") + e.what());
       Answer(grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what()));
     } catch (...) {
-      std::fprintf(stderr, "grpc: a call failed\n");
+      LogError("grpc: a call failed");
       Answer(grpc::Status(grpc::StatusCode::INTERNAL, "internal error"));
     }
   }
@@ -307,6 +309,7 @@ class GrpcServer::Impl {
     RANKD_GRPC_NOW(SystemSharedMemoryStatus, kSharedMemory);
     RANKD_GRPC_NOW(SystemSharedMemoryRegister, kSharedMemory);
     RANKD_GRPC_NOW(SystemSharedMemoryUnregister, kSharedMemory);
+    RANKD_GRPC_NOW(LogSettings, kLogging);
 #undef RANKD_GRPC_NOW
 #undef RANKD_GRPC_ARM
   }
@@ -346,6 +349,7 @@ class GrpcServer::Impl {
     r.add_extensions("model_configuration");
     r.add_extensions("statistics");
     r.add_extensions("system_shared_memory");
+    r.add_extensions("logging");
     return grpc::Status::OK;
   }
   grpc::Status ModelStatistics(const inference::ModelStatisticsRequest& q, inference::ModelStatisticsResponse& r) {
@@ -477,6 +481,34 @@ class GrpcServer::Impl {
   grpc::Status SystemSharedMemoryUnregister(const inference::SystemSharedMemoryUnregisterRequest& q,
                                             inference::SystemSharedMemoryUnregisterResponse&) {
     return ToGrpc(shared_memory_.Unregister(q.name()));
+  }
+  grpc::Status LogSettings(const inference::LogSettingsRequest& q, inference::LogSettingsResponse& r) {
+    rankd::LogSettings settings = CurrentLogSettings();
+    for (const auto& [key, v] : q.settings()) {
+      LogSettingValue value;
+      switch (v.parameter_choice_case()) {
+        case inference::LogSettingsRequest::SettingValue::kBoolParam:
+          value = v.bool_param();
+          break;
+        case inference::LogSettingsRequest::SettingValue::kUint32Param:
+          value = int64_t{v.uint32_param()};
+          break;
+        case inference::LogSettingsRequest::SettingValue::kStringParam:
+          value = v.string_param();
+          break;
+        default:
+          return ToGrpc(InvalidArgument("log setting '" + key + "' has no value"));
+      }
+      if (Status s = SetLogSetting(settings, key, value); !s.ok()) return ToGrpc(s);
+    }
+    if (Status s = ApplyLogSettings(settings); !s.ok()) return ToGrpc(s);
+    for (const auto& [key, value] : LogSettingValues(settings)) {
+      auto& out = (*r.mutable_settings())[key];
+      if (const auto* b = std::get_if<bool>(&value)) out.set_bool_param(*b);
+      if (const auto* n = std::get_if<int64_t>(&value)) out.set_uint32_param(static_cast<uint32_t>(*n));
+      if (const auto* t = std::get_if<std::string>(&value)) out.set_string_param(*t);
+    }
+    return grpc::Status::OK;
   }
   grpc::Status RepositoryIndex(const inference::RepositoryIndexRequest& q, inference::RepositoryIndexResponse& r) {
     for (const RepositoryIndexEntry& e : infer_.repository().Index()) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frontend/http_compression.h"
+#include "frontend/log_settings.h"
 #include "frontend/triton_config.h"
 #include "frontend/triton_stats.h"
 
@@ -165,12 +166,11 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
   const std::string& m = request.method;
   if (p.empty() || p[0] != "v2") return Error(NotFound("no route for " + m + " " + request.target));
   if (p.size() == 1 && m == "GET") {
-    return Json(
-        200,
-        {{"name", "rankd"},
-         {"version", kServerVersion},
-         {"extensions",
-          {"model_repository", "binary_tensor_data", "model_configuration", "statistics", "system_shared_memory"}}});
+    return Json(200, {{"name", "rankd"},
+                      {"version", kServerVersion},
+                      {"extensions",
+                       {"model_repository", "binary_tensor_data", "model_configuration", "statistics",
+                        "system_shared_memory", "logging"}}});
   }
   if (p.size() == 3 && p[1] == "health" && m == "GET") {
     if (p[2] == "live") {
@@ -207,6 +207,7 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
     }
   }
   if (p.size() >= 3 && p[1] == "systemsharedmemory") return SharedMemory(request, p);
+  if (p.size() == 2 && p[1] == "logging" && (m == "GET" || m == "POST")) return Logging(request);
   if (p.size() == 3 && p[1] == "repository" && p[2] == "index" && m == "POST") {
     json index = json::array();
     for (const RepositoryIndexEntry& e : repository_.Index()) {
@@ -228,6 +229,34 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
     return s.ok() ? Json(200, json::object()) : Error(s);
   }
   return Error(NotFound("no route for " + m + " " + request.target));
+}
+
+// GET /v2/logging: the log settings; POST: changes those the body names, answers the new ones.
+HttpResponse HttpApi::Logging(const HttpRequest& request) {
+  LogSettings settings = CurrentLogSettings();
+  if (request.method == "POST") {
+    json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+    if (!body.is_object()) return Error(InvalidArgument("the log settings must be a JSON object"));
+    for (const auto& [key, v] : body.items()) {
+      LogSettingValue value;
+      if (v.is_boolean()) {
+        value = v.get<bool>();
+      } else if (v.is_number_integer()) {
+        value = v.get<int64_t>();
+      } else if (v.is_string()) {
+        value = v.get<std::string>();
+      } else {
+        return Error(InvalidArgument("log setting '" + key + "' must be a string, a boolean or an integer"));
+      }
+      if (Status s = SetLogSetting(settings, key, value); !s.ok()) return Error(s);
+    }
+    if (Status s = ApplyLogSettings(settings); !s.ok()) return Error(s);
+  }
+  json out = json::object();
+  for (const auto& setting : LogSettingValues(settings)) {
+    std::visit([&](const auto& v) { out[setting.first] = v; }, setting.second);
+  }
+  return Json(200, out);
 }
 
 // GET  /v2/systemsharedmemory[/region/NAME]/status

@@ -6,6 +6,7 @@
 //   POST /v2/models/NAME[/versions/V]/infer        JSON, or the binary tensor data extension
 //   POST /v2/repository/index
 //   POST /v2/repository/models/NAME/load | /unload
+//   GET, POST /v2/logging
 //   GET  /v2/systemsharedmemory[/region/NAME]/status
 //   POST /v2/systemsharedmemory/region/NAME/register, /v2/systemsharedmemory[/region/NAME]/unregister
 //
@@ -59,6 +60,8 @@ class HttpApi {
   HttpResponse ModelMetadata(const std::string& model, int64_t version);
   // Every served version's statistics (`model` empty), or those of `model` (frontend/triton_stats.h).
   HttpResponse Statistics(const std::string& model, int64_t version);
+  // The logging extension: GET or POST /v2/logging.
+  HttpResponse Logging(const HttpRequest& request);
   // The system shared memory extension's routes (`path` starts v2/systemsharedmemory).
   HttpResponse SharedMemory(const HttpRequest& request, const std::vector<std::string>& path);
 

@@ -14,6 +14,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 
+#include "common/log.h"
 #include "frontend/beast_request.h"
 
 namespace rankd {
@@ -252,11 +253,11 @@ void HttpServer::Impl::Handle(const HttpRequest& request, HttpRespond respond) {
     handler_(request, once);
     return;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "http: %s %zu-byte target: the handler failed: %s\n", request.method.c_str(),
-                 request.target.size(), e.what());
+    LogError("http: " + request.method + " " + std::to_string(request.target.size()) +
+             "-byte target: the handler failed: " + e.what());
   } catch (...) {
-    std::fprintf(stderr, "http: %s %zu-byte target: the handler failed\n", request.method.c_str(),
-                 request.target.size());
+    LogError("http: " + request.method + " " + std::to_string(request.target.size()) +
+             "-byte target: the handler failed");
   }
   HttpResponse r;
   r.status = 500;

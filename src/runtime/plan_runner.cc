@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "common/log.h"
 #include "runtime/op_profile.h"
 
 namespace rankd {
@@ -109,8 +110,8 @@ void PlanRunner::CaptureEverywhere(const std::shared_ptr<const Plan>& plan) {
         capture_us_ += MicrosSince(start);
       } else {
         ++capture_failures_;
-        std::fprintf(stderr, "model '%s': capturing a plan failed (it runs uncaptured): %s\n", model_.c_str(),
-                     bytes.status().ToString().c_str());
+        LogWarning("model '" + model_ +
+                   "': capturing a plan failed (it runs uncaptured): " + bytes.status().ToString());
         {
           MutexLock lock(mu_);
           uncapturable_.insert(plan->id());

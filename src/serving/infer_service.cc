@@ -5,6 +5,8 @@
 #include <exception>
 #include <memory>
 
+#include "common/log.h"
+
 namespace rankd {
 namespace {
 
@@ -18,10 +20,10 @@ Status Guarded(const Model& model, const char* step, Step&& run) {
   try {
     return run();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "model '%s': %s failed: %s\n", model.name().c_str(), step, e.what());
+    LogError("model '" + model.name() + "': " + step + " failed: " + e.what());
     return Internal(std::string(step) + " failed: " + e.what());
   } catch (...) {
-    std::fprintf(stderr, "model '%s': %s failed\n", model.name().c_str(), step);
+    LogError("model '" + model.name() + "': " + step + " failed");
     return Internal(std::string(step) + " failed");
   }
 }
@@ -38,6 +40,10 @@ void InferService::InferAsync(const std::string& name, int64_t version, Clock::t
   auto fail = [this](const Model& m, const Status& s, const Finish& finish) {
     metrics_.AddInflight(-1);
     metrics_.RecordFailure(m.name(), m.version());
+    if (LogVerboseOn(1)) {
+      LogVerbose(
+          1, "model '" + m.name() + "' version " + std::to_string(m.version()) + ": a request failed: " + s.ToString());
+    }
     finish(s);
   };
   auto request = std::make_shared<ParsedRequest>();

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <future>
 
+#include "common/log.h"
 #include "model/onnx_import.h"
 #include "model/ops/keyed_rows.h"
 #include "runtime/backends.h"
@@ -57,10 +58,8 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir, int64
   if (!config.unused.empty()) {  // a Triton config.pbtxt: what it sets that rankd does not use, in one warning
     std::string fields;
     for (const std::string& u : config.unused) fields += (fields.empty() ? "" : "; ") + u;
-    std::fprintf(stderr,
-                 "rankd: model '%s' version %lld: its Triton config (config.pbtxt or a load's override) sets what "
-                 "rankd does not use: %s\n",
-                 config.name.c_str(), static_cast<long long>(version), fields.c_str());
+    LogWarning("model '" + config.name + "' version " + std::to_string(version) +
+               ": its Triton config (config.pbtxt or a load's override) sets what rankd does not use: " + fields);
   }
   std::string onnx = (fs::path(model_dir) / std::to_string(version) / "model.onnx").string();
   RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadFile(onnx, std::move(config), options));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.h"
 #include "tools/backend_flags.h"
 
 namespace rankd {
@@ -63,6 +64,7 @@ struct ServeArgs {
   std::vector<std::string> http_restricted;  // "CATEGORY[,...]:KEY=VALUE" (frontend/restricted_apis.h)
   std::vector<std::string> grpc_restricted;
   bool grpc_ssl = false, grpc_ssl_mutual = false;  // TLS on the gRPC port (frontend/grpc_server.h)
+  LogSettings log;                                 // --log-file, --log-info, ... (common/log.h)
   std::string grpc_server_cert, grpc_server_key, grpc_root_cert;
 };
 // Serves until SIGTERM or SIGINT, then drains and returns 0; 2 when it cannot start.

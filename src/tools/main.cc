@@ -96,6 +96,14 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--grpc-server-cert", serve.grpc_server_cert, "PEM certificate chain of the gRPC server");
   serve_cmd->add_option("--grpc-server-key", serve.grpc_server_key, "PEM private key of the gRPC server");
   serve_cmd->add_option("--grpc-root-cert", serve.grpc_root_cert, "PEM root certificates client certificates chain to");
+  serve_cmd->add_option("--log-file", serve.log.file, "Write the log to this file (default: stderr)");
+  serve_cmd->add_option("--log-info", serve.log.info, "true | false: info messages");
+  serve_cmd->add_option("--log-warning", serve.log.warning, "true | false: warnings");
+  serve_cmd->add_option("--log-error", serve.log.error, "true | false: errors");
+  serve_cmd->add_option("--log-verbose", serve.log.verbose_level, "Verbose messages up to this level (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  serve_cmd->add_option("--log-format", serve.log.format, "default | ISO8601")
+      ->check(CLI::IsMember({"default", "ISO8601"}));
   serve_cmd->add_option("--executors", serve.executors, "Executors per model (0: the backend's default)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--max-rows", serve.max_rows, "Rows per request when a model's config sets no max_batch_size")

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "common/log.h"
 #include "frontend/grpc_server.h"
 #include "frontend/http_api.h"
 #include "frontend/http_server.h"
@@ -18,6 +19,10 @@
 namespace rankd {
 
 int ServeCommand(const ServeArgs& args) {
+  if (Status s = ApplyLogSettings(args.log); !s.ok()) {
+    std::fprintf(stderr, "rankd serve: %s\n", s.ToString().c_str());
+    return 2;
+  }
   RestrictedApis http_restricted, grpc_restricted;  // checked before anything loads
   for (const auto& [specs, apis] :
        {std::pair{&args.http_restricted, &http_restricted}, std::pair{&args.grpc_restricted, &grpc_restricted}}) {
@@ -51,19 +56,17 @@ int ServeCommand(const ServeArgs& args) {
   repo_options.model_options.executors = args.executors;
   Metrics metrics;
   repo_options.on_load_failure = [&metrics](const std::string& model, int64_t version, const Status& why) {
-    std::fprintf(stderr, "model %s version %lld failed to load: %s\n", model.c_str(), static_cast<long long>(version),
-                 why.ToString().c_str());
+    LogError("model " + model + " version " + std::to_string(version) + " failed to load: " + why.ToString());
     metrics.RecordLoadFailure(model);
   };
-  std::fprintf(stderr, "backend: %s\n", (*backend)->name());
+  LogInfo(std::string("backend: ") + (*backend)->name());
   auto repository = ModelRepository::Create(repo_options);
   if (!repository.ok()) {
     std::fprintf(stderr, "rankd serve: %s\n", repository.status().ToString().c_str());
     return 2;
   }
   for (const RepositoryIndexEntry& e : (*repository)->Index()) {
-    std::fprintf(stderr, "model %-24s version %-4lld %s %s\n", e.name.c_str(), static_cast<long long>(e.version),
-                 e.state.c_str(), e.reason.c_str());
+    LogInfo("model " + e.name + " version " + std::to_string(e.version) + " " + e.state + " " + e.reason);
   }
   JsonLimits limits;
   limits.max_body_bytes = static_cast<uint64_t>(args.max_body_mb) << 20;
@@ -139,9 +142,9 @@ int ServeCommand(const ServeArgs& args) {
     std::fprintf(stderr, "rankd serve: %s\n", http.status().ToString().c_str());
     return 2;
   }
-  std::fprintf(stderr, "serving HTTP on %s:%d, gRPC on %s:%d, metrics on %s:%d\n", args.http_address.c_str(),
-               (*http)->port(), args.http_address.c_str(), grpc ? grpc->port() : -1, args.http_address.c_str(),
-               (*metrics_server)->port());
+  LogInfo("serving HTTP on " + args.http_address + ":" + std::to_string((*http)->port()) + ", gRPC on " +
+          args.http_address + ":" + std::to_string(grpc ? grpc->port() : -1) + ", metrics on " + args.http_address +
+          ":" + std::to_string((*metrics_server)->port()));
 
   std::atomic<bool> stopping{false};
   std::thread poller;
@@ -158,7 +161,7 @@ int ServeCommand(const ServeArgs& args) {
   }
   int signal = 0;
   sigwait(&stop_signals, &signal);
-  std::fprintf(stderr, "signal %d: draining (up to %d s)\n", signal, args.exit_timeout_secs);
+  LogInfo("signal " + std::to_string(signal) + ": draining (up to " + std::to_string(args.exit_timeout_secs) + " s)");
   api.SetShuttingDown();
   draining = true;
   stopping = true;
@@ -171,7 +174,7 @@ int ServeCommand(const ServeArgs& args) {
     (*http)->Stop(std::chrono::seconds(args.exit_timeout_secs));
   }
   (*metrics_server)->Stop(std::chrono::milliseconds(100));
-  std::fprintf(stderr, "stopped\n");
+  LogInfo("stopped");
   return 0;
 }
 
