@@ -176,6 +176,9 @@ TEST(TritonTextConfig, RefusesWhatItCannotHonour) {
   };
   refused("max_batch_size: 8\ninput [ { name: \"a\" data_type: TYPE_NOPE } ]", "line 2");
   refused("max_batch_size: 8 input [ { name: ", "line 1");
+  // A number outside Triton's enum (proto3 keeps it): found by fuzz_model_config, which crashed here.
+  refused("max_batch_size: 8\ninput [ { name: \"a\" data_type: 32 dims: [ 1 ] } ]",
+          "input 'a': data_type 32 is not one of Triton's TYPE_* values");
   refused("max_batch_size: \"eight\"", "line 1");
   refused("max_batch_size: 0", "max_batch_size must be positive");
   refused("max_batch_size: 8 platform: \"tensorrt_plan\"", "tensorrt_plan");

@@ -190,7 +190,11 @@ StatusOr<json> TritonTextConfigToJson(const std::string& text, std::vector<std::
   j["inputs"] = json::array();
   for (const inference::ModelInput& in : c.input()) {
     json entry = {{"name", in.name()}};
-    std::string type = inference::DataType_Name(in.data_type());
+    std::string type = inference::DataType_Name(in.data_type());  // "" for a number outside the enum
+    if (type.rfind("TYPE_", 0) != 0) {
+      return InvalidArgument("config.pbtxt: input '" + in.name() + "': data_type " + std::to_string(in.data_type()) +
+                             " is not one of Triton's TYPE_* values");
+    }
     if (in.data_type() != inference::TYPE_INVALID) entry["datatype"] = type == "TYPE_STRING" ? "BYTES" : type.substr(5);
     if (in.allow_ragged_batch()) {
       entry["ragged"] = true;  // a list of ids per row: its dims ([-1]) say only that
