@@ -85,7 +85,7 @@ TEST(SystemSharedMemory, JsonInputsAndOutputsReadAndWriteTheirRegions) {
   outputs[0].name = "y";
   outputs[0].data = Tensor::Zeros(DType::kF32, {1, 2});
   outputs[0].data.data<float>()[0] = 4.0f, outputs[0].data.data<float>()[1] = 5.0f;
-  ASSERT_TRUE(WriteSharedMemoryOutputs(outputs, parsed->shared_memory_outputs, shm).ok());
+  ASSERT_TRUE(WriteSharedMemoryOutputs(outputs, parsed->shared_memory_outputs).ok());
   float y[2];
   std::memcpy(y, region->bytes.data() + 64, sizeof(y));
   EXPECT_EQ(y[0], 4.0f);
@@ -95,7 +95,7 @@ TEST(SystemSharedMemory, JsonInputsAndOutputsReadAndWriteTheirRegions) {
             std::string::npos)
       << response.body;
   outputs[0].data = Tensor::Zeros(DType::kF32, {1, 3});  // 12 bytes where 8 were given
-  EXPECT_FALSE(WriteSharedMemoryOutputs(outputs, parsed->shared_memory_outputs, shm).ok());
+  EXPECT_FALSE(WriteSharedMemoryOutputs(outputs, parsed->shared_memory_outputs).ok());
 
   const std::string input = R"({"name":"x","datatype":"FP32","shape":[1,3],"parameters":)";
   for (const std::string& bad : {

@@ -6,13 +6,8 @@
 #include <cmath>
 #include <string>
 
+#include "common/host_device.h"
 #include "model/graph.h"
-
-#if defined(__CUDACC__)
-#define RANKD_HOST_DEVICE __host__ __device__
-#else
-#define RANKD_HOST_DEVICE
-#endif
 
 namespace rankd {
 

@@ -99,10 +99,9 @@ StatusOr<SharedMemoryOutput> SharedMemoryPlace(
                            "shared_memory_offset non-negative integers");
   }
   if (!shm) return Unimplemented(what + " '" + name + "': shared memory is not served here");
-  SharedMemoryOutput place{name, region.string_param(), static_cast<uint64_t>(offset), static_cast<uint64_t>(size)};
-  auto found = shm->Find(place.region, place.offset, place.byte_size);
+  auto found = shm->Find(region.string_param(), static_cast<uint64_t>(offset), static_cast<uint64_t>(size));
   if (!found.ok()) return found.status().WithContext(what + " '" + name + "'");
-  return place;
+  return SharedMemoryOutput{name, region.string_param(), std::move(*found)};
 }
 
 }  // namespace
@@ -151,11 +150,9 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
     const size_t need = static_cast<size_t>(n) * DTypeSize(*dtype);
     if (in_region(in)) {
       RANKD_ASSIGN_OR_RETURN(SharedMemoryOutput place, SharedMemoryPlace("input", in.name(), in.parameters(), shm));
-      if (place.byte_size != need) return ShapeDataMismatch(in.name(), shape, *dtype, place.byte_size);
-      auto use = shm->Find(place.region, place.offset, need);
-      if (!use.ok()) return use.status().WithContext("input '" + in.name() + "'");
+      if (place.use.bytes.size() != need) return ShapeDataMismatch(in.name(), shape, *dtype, place.use.bytes.size());
       x.data = Tensor::Empty(*dtype, shape);
-      if (need) std::memcpy(x.data.raw(), use->bytes.data(), need);
+      if (need) std::memcpy(x.data.raw(), place.use.bytes.data(), need);
     } else if (raw) {
       const std::string& bytes = p.raw_input_contents(raw_index++);
       if (bytes.size() != need) return ShapeDataMismatch(in.name(), shape, *dtype, bytes.size());

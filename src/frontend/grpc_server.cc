@@ -433,8 +433,8 @@ class GrpcServer::Impl {
           }
           return parsed;
         },
-        [&answer, regions, this](const Model& model, const InferRequest& req, const std::vector<InferOutput>& outputs) {
-          regions->written = WriteSharedMemoryOutputs(outputs, regions->outputs, shared_memory_);
+        [&answer, regions](const Model& model, const InferRequest& req, const std::vector<InferOutput>& outputs) {
+          regions->written = WriteSharedMemoryOutputs(outputs, regions->outputs);
           if (!regions->written.ok()) return;
           inference::ModelInferResponse r;
           r.set_model_name(model.name());

@@ -350,9 +350,9 @@ void HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t
         answer->regions = std::move(parsed.shared_memory_outputs);
         return static_cast<ParsedRequest&&>(std::move(parsed));
       },
-      [answer, this](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {
+      [answer](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {
         HttpResponse& response = answer->response;
-        if (Status written = WriteSharedMemoryOutputs(outputs, answer->regions, shared_memory_); !written.ok()) {
+        if (Status written = WriteSharedMemoryOutputs(outputs, answer->regions); !written.ok()) {
           response = Error(written);
           return;
         }

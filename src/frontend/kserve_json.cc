@@ -119,10 +119,9 @@ StatusOr<SharedMemoryOutput> ParseSharedMemoryOutput(const std::string& name, co
                            "shared_memory_offset non-negative integers");
   }
   if (!shm) return Unimplemented("output '" + name + "': shared memory is not served here");
-  SharedMemoryOutput out{name, region.get<std::string>(), offset.get<uint64_t>(), size.get<uint64_t>()};
-  auto found = shm->Find(out.region, out.offset, out.byte_size);
+  auto found = shm->Find(region.get<std::string>(), offset.get<uint64_t>(), size.get<uint64_t>());
   if (!found.ok()) return found.status().WithContext("output '" + name + "'");
-  return out;
+  return SharedMemoryOutput{name, region.get<std::string>(), std::move(*found)};
 }
 
 StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits, std::string_view& binary,

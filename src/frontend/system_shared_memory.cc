@@ -90,20 +90,18 @@ StatusOr<SystemSharedMemory::Use> SystemSharedMemory::Find(const std::string& na
   return Use{std::move(region), bytes};
 }
 
-Status WriteSharedMemoryOutputs(const std::vector<InferOutput>& outputs, const std::vector<SharedMemoryOutput>& regions,
-                                const SystemSharedMemory& shm) {
+Status WriteSharedMemoryOutputs(const std::vector<InferOutput>& outputs,
+                                const std::vector<SharedMemoryOutput>& regions) {
   for (const SharedMemoryOutput& r : regions) {
     auto output = std::find_if(outputs.begin(), outputs.end(), [&](const InferOutput& o) { return o.name == r.name; });
     if (output == outputs.end()) continue;  // not an output of the model: the request was refused for it
     const size_t bytes = output->data.bytes();
-    if (bytes > r.byte_size) {
+    if (bytes > r.use.bytes.size()) {
       return InvalidArgument("output '" + r.name + "' takes " + std::to_string(bytes) +
                              " bytes; shared memory region '" + r.region + "' was given " +
-                             std::to_string(r.byte_size) + " for it");
+                             std::to_string(r.use.bytes.size()) + " for it");
     }
-    auto use = shm.Find(r.region, r.offset, bytes);
-    if (!use.ok()) return use.status().WithContext("output '" + r.name + "'");
-    if (bytes) std::memcpy(use->bytes.data(), output->data.raw(), bytes);
+    if (bytes) std::memcpy(r.use.bytes.data(), output->data.raw(), bytes);
   }
   return Status::Ok();
 }

@@ -70,15 +70,16 @@ class SystemSharedMemory {
   std::map<std::string, std::shared_ptr<Region>> regions_ RANKD_GUARDED_BY(mu_);
 };
 
-// A requested output to be written into a region (an inference request's parameters name it).
+// A tensor a request placed in a region (its parameters name it): the region's name, and the bytes
+// given for it, held mapped from when the request was read until it is answered.
 struct SharedMemoryOutput {
   std::string name, region;
-  uint64_t offset = 0, byte_size = 0;
+  SystemSharedMemory::Use use;
 };
 
-// Writes each output `regions` names into its region. Errors: an output larger than the byte size
-// the request gave for it, a region unregistered since the request was read.
-Status WriteSharedMemoryOutputs(const std::vector<InferOutput>& outputs, const std::vector<SharedMemoryOutput>& regions,
-                                const SystemSharedMemory& shm);
+// Writes each output `regions` names into the bytes held for it. Errors: an output larger than the
+// bytes the request gave for it.
+Status WriteSharedMemoryOutputs(const std::vector<InferOutput>& outputs,
+                                const std::vector<SharedMemoryOutput>& regions);
 
 }  // namespace rankd

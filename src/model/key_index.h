@@ -10,14 +10,9 @@
 #include <cstdint>
 #include <span>
 
+#include "common/host_device.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
-
-#if defined(__CUDACC__)
-#define RANKD_HOST_DEVICE __host__ __device__
-#else
-#define RANKD_HOST_DEVICE
-#endif
 
 namespace rankd {
 
