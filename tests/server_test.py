@@ -204,7 +204,20 @@ class ServingTest(unittest.TestCase):
         self.assertGreaterEqual(got["success"]["ns"] - was["success"]["ns"],
                                 got["compute_infer"]["ns"] - was["compute_infer"]["ns"])
         self.assertGreater(after["last_inference"], 1.7e12)  # milliseconds since the epoch
-        self.assertEqual(after["batch_stats"], [])
+        # Executions by batch size (rows): each request ran alone here.
+        def by_size(stats):
+            return {int(b["batch_size"]): b for b in stats["batch_stats"]}
+        grown = {}
+        for req in requests:
+            grown[req["inputs"][0]["shape"][0]] = grown.get(req["inputs"][0]["shape"][0], 0) + 1
+        old, new = by_size(before), by_size(after)
+        self.assertEqual(sorted(int(b["batch_size"]) for b in after["batch_stats"]),
+                         [int(b["batch_size"]) for b in after["batch_stats"]])
+        for size, n in grown.items():
+            for phase in ["compute_input", "compute_infer", "compute_output"]:
+                was_count = old[size][phase]["count"] if size in old else 0
+                self.assertEqual(new[size][phase]["count"] - was_count, n, (size, phase))
+        self.assertEqual(sum(b["compute_infer"]["count"] for b in after["batch_stats"]), after["execution_count"])
         status, everything = s.json("GET", "/v2/models/stats")
         self.assertEqual(status, 200)
         self.assertEqual(sorted(m["name"] for m in everything["model_stats"]), ["din", "dlrm_dcnv2", "mmoe"])
@@ -486,6 +499,14 @@ class BatchingTest(unittest.TestCase):
         self.assertGreater(m["rankd_bucket_padded_rows" + label], m["rankd_bucket_real_rows" + label])
         self.assertEqual(m["rankd_bucket_padded_rows" + plain], 0)
         self.assertEqual(m["rankd_graph_hits" + label] + m["rankd_graph_misses" + label], 0)  # no graphs on the CPU
+        # Statistics count each merged batch once, at its rows summed: some above any one request's.
+        status, stats = self.server.json("GET", "/v2/models/din_batched/stats")
+        self.assertEqual(status, 200, stats)
+        batches = stats["model_stats"][0]["batch_stats"]
+        self.assertEqual(sum(b["compute_infer"]["count"] for b in batches), stats["model_stats"][0]["execution_count"])
+        self.assertEqual(sum(int(b["batch_size"]) * b["compute_infer"]["count"] for b in batches),
+                         stats["model_stats"][0]["inference_count"])
+        self.assertGreater(max(int(b["batch_size"]) for b in batches), 40)  # one request has at most 40 candidates
 
     def test_bad_requests_fail_alone_and_deadlines_give_504(self):
         import random
@@ -1036,6 +1057,10 @@ class GrpcTest(GrpcServerCase):
         self.assertEqual(after.inference_stats.success.count - before.inference_stats.success.count, 1)
         self.assertEqual(after.inference_count - before.inference_count, body["inputs"][0]["shape"][0])
         self.assertGreater(after.inference_stats.compute_infer.ns, before.inference_stats.compute_infer.ns)
+        rows = body["inputs"][0]["shape"][0]
+        count = {b.batch_size: b.compute_infer.count for b in after.batch_stats}
+        was = {b.batch_size: b.compute_infer.count for b in before.batch_stats}
+        self.assertEqual(count[rows] - was.get(rows, 0), 1)
         everything = self.stub.ModelStatistics(pb.ModelStatisticsRequest())
         self.assertEqual(sorted(m.name for m in everything.model_stats), ["din", "mmoe"])
         with self.assertRaises(grpc.RpcError) as e:

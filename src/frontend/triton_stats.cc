@@ -33,6 +33,13 @@ StatusOr<inference::ModelStatisticsResponse> TritonStatistics(const ModelReposit
     SetDuration(i->mutable_compute_output(), c.success, c.output_us);
     SetDuration(i->mutable_cache_hit(), 0, 0);
     SetDuration(i->mutable_cache_miss(), 0, 0);
+    for (const auto& [rows, b] : c.batches) {
+      inference::InferBatchStatistics* bs = s->add_batch_stats();
+      bs->set_batch_size(static_cast<uint64_t>(rows));
+      SetDuration(bs->mutable_compute_input(), b.count, b.input_us);
+      SetDuration(bs->mutable_compute_infer(), b.count, b.infer_us);
+      SetDuration(bs->mutable_compute_output(), b.count, b.output_us);
+    }
   }
   return out;
 }

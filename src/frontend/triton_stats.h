@@ -15,8 +15,9 @@ namespace rankd {
 // inference_count is rows scored, execution_count executions (a merged batch is one);
 // inference_stats.success is the requests answered with their end-to-end time, queue,
 // compute_input, compute_infer and compute_output the same requests' waits, parsing, scoring and
-// answering; fail counts failed requests (their time is not kept: ns 0). Per-batch-size statistics
-// are not kept (batch_stats is empty).
+// answering; fail counts failed requests (their time is not kept: ns 0). batch_stats: executions by
+// batch size (rows scored together, a merged batch's rows summed), each with the phases of the
+// request that counts it.
 StatusOr<inference::ModelStatisticsResponse> TritonStatistics(const ModelRepository& repository, const Metrics& metrics,
                                                               const std::string& name, int64_t version);
 

@@ -79,6 +79,7 @@ void InferService::InferAsync(const std::string& name, int64_t version, Clock::t
     t.output_us = Micros(scored, written);
     t.total_us = Micros(received, written);
     t.rows = outputs->empty() ? 0 : outputs->front().data.dim(0);
+    t.batch_rows = stats.batch_rows > 0 ? stats.batch_rows : t.rows;
     t.buckets = m.bucket_counters();
     metrics_.AddInflight(-1);
     metrics_.RecordSuccess(m.name(), m.version(), t);

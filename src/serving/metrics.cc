@@ -22,7 +22,14 @@ void Metrics::RecordSuccess(const std::string& model, int64_t version, const Req
   MutexLock lock(mu_);
   PerModel& m = models_[{model, version}];
   ++m.success;
-  if (t.execution) ++m.execs;
+  if (t.execution) {
+    ++m.execs;
+    BatchCounts& b = m.batches[t.batch_rows];
+    ++b.count;
+    b.input_us += t.input_us;
+    b.infer_us += t.infer_us;
+    b.output_us += t.output_us;
+  }
   m.rows += static_cast<uint64_t>(t.rows);
   m.request_us += t.total_us;
   m.queue_us += t.queue_us;

@@ -36,6 +36,7 @@ namespace rankd {
 struct RequestTiming {
   uint64_t queue_us = 0, input_us = 0, infer_us = 0, output_us = 0, total_us = 0;
   int64_t rows = 0;
+  int64_t batch_rows = 0;  // rows of the execution it ran in (its own unless merged)
   bool execution = true;   // counts one model execution (a batch's first request does)
   BucketCounters buckets;  // the model's counters after this request (they are the model's own)
 };
@@ -43,10 +44,16 @@ struct RequestTiming {
 // A model version's counts since the server started, for the statistics API (Triton's
 // ModelStatistics; frontend/triton_stats.h): requests that succeeded with their summed phases,
 // requests that failed, rows scored, executions, and when the last request was answered.
+// `batches`: executions by their rows (a merged batch's rows together), each with the phases of
+// the request that counts it (Triton's batch_stats).
+struct BatchCounts {
+  uint64_t count = 0, input_us = 0, infer_us = 0, output_us = 0;
+};
 struct ModelCounts {
   uint64_t success = 0, failure = 0, rows = 0, execs = 0;
   uint64_t request_us = 0, queue_us = 0, input_us = 0, infer_us = 0, output_us = 0;
   uint64_t last_unix_ms = 0;  // 0: none yet
+  std::map<int64_t, BatchCounts> batches;
 };
 
 class Metrics {

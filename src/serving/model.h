@@ -78,6 +78,7 @@ struct InferStats {
   uint64_t queue_us = 0;   // waiting in the batcher's queue
   int batch_requests = 1;  // requests in the batch it ran in
   bool execution = true;   // this request counts its batch's execution (one per batch)
+  int64_t batch_rows = 0;  // rows of the execution it ran in (a merged batch's together; 0: its own)
 };
 
 // Called once with a request's outputs (or why it failed) and how it ran.

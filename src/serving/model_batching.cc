@@ -38,6 +38,9 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
     task->stats.batch_requests = static_cast<int>(batch.size());
     task->stats.execution = tasks.size() == 1;
   }
+  int64_t batch_rows = 0;
+  for (int64_t r : rows) batch_rows += r;
+  for (QueuedInfer* task : tasks) task->stats.batch_rows = batch_rows;
   auto answer = [this](QueuedInfer& task, StatusOr<std::vector<Tensor>> result) {
     task.done(SelectOutputs(*task.request, std::move(result)), task.stats);
   };
@@ -45,6 +48,7 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
     for (size_t k = 0; k < tasks.size(); ++k) {
       tasks[k]->stats.batch_requests = 1;
       tasks[k]->stats.execution = true;
+      tasks[k]->stats.batch_rows = rows[k];
       answer(*tasks[k], RunPrepared(*parts[k]));
     }
   };
