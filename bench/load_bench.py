@@ -2,7 +2,7 @@
 
   /usr/bin/python3 bench/load_bench.py [--rankd build/rankd] [--backend cpu] [--size tiny]
       [--w1-rates 50,100,200] [--w2-rates 50,100,200] [--seconds 10] [--din-length 100]
-      [--din-candidates 200 | 50-1000] [--hoisting on,off] [--batching off,on] [--protocols http,grpc]
+      [--din-candidates 200 | 50-1000] [--hoisting on,off] [--batching off,on] [--protocols http,grpc,grpc-shm]
       [--server-cpus 0-7 --client-cpus 8-15] [--serve-args "--executors 8"]
 
 Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo and serves them from one `rankd serve`:
@@ -117,7 +117,9 @@ def main():
                    "(WORKLOADS.md: 200 typical, 50-1000)")
     p.add_argument("--hoisting", default="on,off", help="W2 with user-side hoisting on, off or both")
     p.add_argument("--batching", default="off,on", help="each model as exported (off), with a batching section (on), or both")
-    p.add_argument("--protocols", default="http", help="http (binary bodies), grpc (raw contents) or both")
+    p.add_argument("--protocols", default="http",
+                   help="http (binary bodies), grpc (raw contents), grpc-shm (gRPC with the tensors in system shared "
+                        "memory: rankd bench server --shared-memory system), comma-separated")
     p.add_argument("--precision", default="", help="written into every model's config, e.g. bf16-activations "
                    "(default: the exported config's)")
     p.add_argument("--queue-delay-us", type=int, default=1000, help="the batched variants' max_queue_delay_microseconds")
@@ -172,7 +174,9 @@ def main():
             for (model, batching, hoisting), protocol in itertools.product(variants, a.protocols.split(",")):
                 if batching not in batchings:
                     continue
-                wire = ["--port", str(http), "--binary"] if protocol == "http" else ["--protocol", "grpc", "--port", str(grpc)]
+                wire = {"http": ["--port", str(http), "--binary"],
+                        "grpc": ["--protocol", "grpc", "--port", str(grpc)],
+                        "grpc-shm": ["--protocol", "grpc", "--port", str(grpc), "--shared-memory", "system"]}[protocol]
                 # One unrecorded pass over every request first: plans for their shapes are built then.
                 subprocess.run(client + ["bench", "server", "--model", model, "--requests", path, "--rates", "50",
                                          "--seconds", str(2 * a.requests / 50), "--warmup", "0", "--json", os.devnull] + wire,

@@ -259,6 +259,31 @@ class ServerBenchTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("cannot connect", r.stderr)
 
+    def test_shared_memory_requests(self):
+        """--shared-memory system: every request answered from a region the client registered, which
+        is gone from the server and from /dev/shm afterwards."""
+        for model in ["din", "dlrm_dcnv2"]:
+            with self.subTest(model=model):
+                r, out = self.bench("grpc", model, os.path.join(DATA, f"{model}.requests.jsonl"), "--rates", "60",
+                                    "--shared-memory", "system")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(out["shared_memory"], "system")
+                x = out["results"][0]
+                self.assertEqual((x["errors"], x["timeouts"]), (0, 0), x)
+                self.assertEqual(x["statuses"], {"0": x["ok"]})
+                self.assertGreater(x["ok"], 0)
+                status, regions = self.server.json("GET", "/v2/systemsharedmemory/status")
+                self.assertEqual((status, regions), (200, []))
+                self.assertFalse([f for f in os.listdir("/dev/shm") if f.startswith("rankd_bench_")])
+        r, _ = self.bench("http", "din", os.path.join(DATA, "din.requests.jsonl"), "--rates", "50",
+                          "--shared-memory", "system")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--shared-memory is for --protocol grpc", r.stderr)
+        r, _ = self.bench("grpc", "nosuch", os.path.join(DATA, "din.requests.jsonl"), "--rates", "50",
+                          "--shared-memory", "system")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("model metadata", r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])

@@ -12,6 +12,7 @@
 #include "tools/commands.h"
 #include "tools/load_generator.h"
 #include "tools/request_file.h"
+#include "tools/shared_memory_bodies.h"
 
 namespace rankd {
 namespace {
@@ -87,10 +88,31 @@ int BenchServerCommand(const BenchServerArgs& args) {
     std::fprintf(stderr, "rankd bench: --binary is for HTTP (gRPC always sends raw tensors)\n");
     return 2;
   }
+  if (!args.shared_memory.empty() && args.protocol != "grpc") {
+    std::fprintf(stderr, "rankd bench: --shared-memory is for --protocol grpc\n");
+    return 2;
+  }
   auto bodies = ReadBodies(args);
   if (!bodies.ok()) {
     std::fprintf(stderr, "rankd bench: %s\n", bodies.status().ToString().c_str());
     return 2;
+  }
+  std::unique_ptr<SharedMemoryBodies> shared;  // registered until the command returns
+  if (!args.shared_memory.empty()) {
+    auto lines = ReadRequestFile(args.requests);
+    std::vector<InferRequest> requests;
+    if (lines.ok()) {
+      for (RequestLine& l : *lines) requests.push_back(std::move(l.request));
+    }
+    auto made = lines.ok() ? SharedMemoryBodies::Create(args.host + ":" + std::to_string(args.port), args.model,
+                                                        args.version, requests)
+                           : StatusOr<std::unique_ptr<SharedMemoryBodies>>(lines.status());
+    if (!made.ok()) {
+      std::fprintf(stderr, "rankd bench: %s\n", made.status().ToString().c_str());
+      return 2;
+    }
+    shared = std::move(*made);
+    *bodies = shared->bodies();
   }
   LoadOptions options;
   options.protocol = args.protocol == "grpc" ? LoadOptions::Protocol::kGrpc : LoadOptions::Protocol::kHttp;
@@ -103,14 +125,9 @@ int BenchServerCommand(const BenchServerArgs& args) {
   options.connections = args.connections;
   options.threads = args.client_threads;
   options.timeout_seconds = args.timeout_seconds;
-  json out = {{"command", args.command_line},
-              {"model", args.model},
-              {"requests", args.requests},
-              {"bodies", options.bodies.size()},
-              {"protocol", args.protocol},
-              {"binary", args.binary},
-              {"seconds", args.seconds},
-              {"connections", args.connections},
+  json out = {{"command", args.command_line},         {"model", args.model},       {"requests", args.requests},
+              {"bodies", options.bodies.size()},      {"protocol", args.protocol}, {"binary", args.binary},
+              {"shared_memory", args.shared_memory},  {"seconds", args.seconds},   {"connections", args.connections},
               {"client_threads", args.client_threads}};
   json results = json::array();
   double best_rate = 0;

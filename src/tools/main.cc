@@ -184,6 +184,10 @@ int main(int argc, char** argv) {
   bench_server->add_option("--p99-target-ms", bench.p99_target_ms,
                            "Report the highest rate whose p99 stays under this");
   bench_server->add_flag("--binary", bench.binary, "Send tensors in KServe's binary extension, not JSON numbers");
+  bench_server
+      ->add_option("--shared-memory", bench.shared_memory,
+                   "system: with --protocol grpc, inputs and outputs in a POSIX shared memory region the server maps")
+      ->check(CLI::IsMember({"system"}));
   bench_server->add_option("--json", bench.json_path, "Write the JSON results here (default: stdout)");
   bench_server->add_option("--csv", bench.csv_path, "Also write a CSV table here");
 

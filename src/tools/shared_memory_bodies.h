@@ -1,0 +1,42 @@
+// `rankd bench server --protocol grpc --shared-memory system`: the requests' tensors in one POSIX
+// shared memory region the server maps (Triton's system shared-memory extension), as a co-located
+// caller sends them. Each request of the file has its inputs and its outputs at their own offsets
+// in the region: its ModelInferRequest names the region, offset and size of every input and
+// output instead of carrying bytes, and the server writes the scores into the region. Requests
+// are sent in rotation, so two calls in flight write the same outputs only when more calls than
+// the file has lines are in flight at once.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rankd/request.h"
+#include "rankd/status.h"
+#include "tools/load_generator.h"
+
+namespace rankd {
+
+class SharedMemoryBodies {
+ public:
+  // Creates the region (`/rankd_bench_PID`), writes every request's inputs into it, registers it
+  // with the server at `address` over gRPC (as region `name`), and builds the requests.
+  static StatusOr<std::unique_ptr<SharedMemoryBodies>> Create(const std::string& address, const std::string& model,
+                                                              const std::string& version,
+                                                              const std::vector<InferRequest>& requests);
+  // Unregisters the region from the server and removes it.
+  ~SharedMemoryBodies();
+
+  const std::vector<LoadOptions::Body>& bodies() const { return bodies_; }
+  size_t region_bytes() const { return bytes_; }
+
+ private:
+  SharedMemoryBodies() = default;
+  std::string address_, key_, name_;
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+  bool registered_ = false;
+  std::vector<LoadOptions::Body> bodies_;
+};
+
+}  // namespace rankd
