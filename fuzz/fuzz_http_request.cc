@@ -39,7 +39,7 @@ rankd::HttpApi* Api() {
     if (!restricted.Add("logging,shared-memory:rankd-fuzz-key=" + std::to_string(::getpid()) + "-unguessable").ok()) {
       return static_cast<rankd::HttpApi*>(nullptr);
     }
-    return new rankd::HttpApi(*service, rankd::JsonLimits{}, rankd::HealthProbes{}, *new rankd::SystemSharedMemory(),
+    return new rankd::HttpApi(*service, rankd::JsonLimits{}, rankd::HealthProbes{}, *new rankd::SharedMemoryRegions(),
                               std::move(restricted));
   }();
   return api;

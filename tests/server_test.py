@@ -4,6 +4,7 @@
 
 Each test starts its own server on free ports over a temporary copy of (part of) the model zoo.
 """
+import base64
 import copy
 import http.client
 import json
@@ -815,6 +816,27 @@ class SharedMemoryTest(unittest.TestCase):
         self.assertEqual(s.json("GET", "/v2/systemsharedmemory/status"), (200, []))
         self.assertEqual(s.request("GET", "/v2/health/live")[0], 200)
 
+    def test_cuda_shared_memory_refusals(self):
+        """CUDA regions (a real one: tests/cuda_shared_memory_test.py on a GPU): malformed registrations
+        are 400, a handle no driver can open (or no GPU) a clear error, and none is listed after."""
+        s = self.server
+        self.assertIn("cuda_shared_memory", s.json("GET", "/v2")[1]["extensions"])
+        self.assertEqual(s.json("GET", "/v2/cudasharedmemory/status"), (200, []))
+        handle = base64.b64encode(b"\x01" * 64).decode()
+        for body in [{}, {"raw_handle": handle, "byte_size": 64}, {"raw_handle": {"b64": "not base64!"}, "byte_size": 64},
+                     {"raw_handle": {"b64": handle}}, {"raw_handle": {"b64": handle}, "byte_size": 64, "device_id": "0"}]:
+            status, answer = self.post("/v2/cudasharedmemory/region/c/register", body)
+            self.assertEqual(status, 400, body)
+            self.assertIn("CUDA shared memory registration", answer["error"])
+        status, answer = self.post("/v2/cudasharedmemory/region/c/register",
+                                   {"raw_handle": {"b64": handle}, "device_id": 0, "byte_size": 64})
+        self.assertIn(status, (400, 404, 503), answer)
+        self.assertIn("CUDA shared memory region 'c'", answer["error"])
+        self.assertEqual(s.json("GET", "/v2/cudasharedmemory/region/c/status")[0], 404)
+        self.assertEqual(self.post("/v2/cudasharedmemory/region/c/unregister", {})[0], 404)
+        self.assertEqual(self.post("/v2/cudasharedmemory/unregister", {})[0], 200)
+        self.assertEqual(s.request("GET", "/v2/health/live")[0], 200)
+
 
 def grpc_stubs():
     """Python client stubs generated from rankd's .proto by Debian's grpc_tools, or None."""
@@ -1038,7 +1060,7 @@ class GrpcTest(GrpcServerCase):
 
     def test_unimplemented_methods_are_named(self):
         grpc = self.grpc
-        for method in ["/inference.GRPCInferenceService/CudaSharedMemoryStatus", "/no.such.Service/Call"]:
+        for method in ["/inference.GRPCInferenceService/TraceSetting", "/no.such.Service/Call"]:
             call = self.channel.unary_unary(method)
             with self.assertRaises(grpc.RpcError) as e:
                 call(b"", timeout=10)

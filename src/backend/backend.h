@@ -104,6 +104,17 @@ int KernelCounters(const Graph& graph);
 
 enum class DeviceKind { kHost, kCuda };
 
+// Device memory another process shared (Backend::OpenSharedMemory), read and written by copies
+// from and to host memory; closed when destroyed. Thread-safe.
+class SharedDeviceMemory {
+ public:
+  virtual ~SharedDeviceMemory() = default;
+  virtual uint64_t byte_size() const = 0;
+  // Copies `bytes` bytes at `offset` (within byte_size(), checked by the caller) to `dst` / from `src`.
+  virtual Status Read(uint64_t offset, void* dst, size_t bytes) const = 0;
+  virtual Status Write(uint64_t offset, const void* src, size_t bytes) const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -142,6 +153,13 @@ class Backend {
   // OK while the backend can run work; Unavailable once its device met an error that leaves it
   // unusable until the process restarts (a sticky CUDA error).
   virtual Status Health() const { return Status::Ok(); }
+  // Device memory another process exported with cudaIpcGetMemHandle (`handle`: the handle's bytes),
+  // `byte_size` bytes of it, opened on this backend's device (Triton's CUDA shared memory).
+  // Unimplemented where the backend runs on the host.
+  virtual StatusOr<std::unique_ptr<SharedDeviceMemory>> OpenSharedMemory(const std::string& handle,
+                                                                         uint64_t byte_size) const {
+    return Unimplemented(std::string("the ") + name() + " backend has no device memory to share");
+  }
   // OK when a model of `graph` prepared with `options` and `executors` executors fits beside what
   // already runs here; ResourceExhausted, with the estimate, when it does not. Called before
   // PrepareModel, so that a load that cannot fit never takes memory the serving models need.

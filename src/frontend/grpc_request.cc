@@ -89,7 +89,7 @@ int64_t UnsignedParam(const google::protobuf::Map<std::string, inference::InferP
 // Where a tensor's parameters put it in shared memory: the region, offset and byte size.
 StatusOr<SharedMemoryOutput> SharedMemoryPlace(
     const std::string& what, const std::string& name,
-    const google::protobuf::Map<std::string, inference::InferParameter>& params, const SystemSharedMemory* shm) {
+    const google::protobuf::Map<std::string, inference::InferParameter>& params, const SharedMemoryRegions* shm) {
   const inference::InferParameter& region = params.at("shared_memory_region");
   const int64_t size = UnsignedParam(params, "shared_memory_byte_size", -1);
   const int64_t offset = UnsignedParam(params, "shared_memory_offset", 0);
@@ -107,7 +107,7 @@ StatusOr<SharedMemoryOutput> SharedMemoryPlace(
 }  // namespace
 
 StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& p, int64_t max_elements,
-                                              const SystemSharedMemory* shm,
+                                              const SharedMemoryRegions* shm,
                                               std::vector<SharedMemoryOutput>* shm_outputs) {
   RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
   ParsedRequest parsed;
@@ -150,9 +150,9 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
     const size_t need = static_cast<size_t>(n) * DTypeSize(*dtype);
     if (in_region(in)) {
       RANKD_ASSIGN_OR_RETURN(SharedMemoryOutput place, SharedMemoryPlace("input", in.name(), in.parameters(), shm));
-      if (place.use.bytes.size() != need) return ShapeDataMismatch(in.name(), shape, *dtype, place.use.bytes.size());
+      if (place.use.size != need) return ShapeDataMismatch(in.name(), shape, *dtype, place.use.size);
       x.data = Tensor::Empty(*dtype, shape);
-      if (need) std::memcpy(x.data.raw(), place.use.bytes.data(), need);
+      RANKD_RETURN_IF_ERROR(place.use.Read(x.data.raw()).WithContext("input '" + in.name() + "'"));
     } else if (raw) {
       const std::string& bytes = p.raw_input_contents(raw_index++);
       if (bytes.size() != need) return ShapeDataMismatch(in.name(), shape, *dtype, bytes.size());

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/parsed_request.h"
-#include "frontend/system_shared_memory.h"
+#include "frontend/shared_memory_regions.h"
 #include "grpc_service.pb.h"
 #include "rankd/status.h"
 
@@ -19,7 +19,7 @@ namespace rankd {
 // `shm` (system_shared_memory.h; null: refused as unimplemented) and have no raw_input_contents
 // entry; outputs that name one are appended to `shm_outputs`, checked against their region.
 StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& proto, int64_t max_elements,
-                                              const SystemSharedMemory* shm = nullptr,
+                                              const SharedMemoryRegions* shm = nullptr,
                                               std::vector<SharedMemoryOutput>* shm_outputs = nullptr);
 
 }  // namespace rankd

@@ -157,7 +157,7 @@ class Call final : public CallBase {
 
 class GrpcServer::Impl {
  public:
-  Impl(const GrpcServerOptions& options, InferService& service, HealthProbes probes, SystemSharedMemory& shared_memory)
+  Impl(const GrpcServerOptions& options, InferService& service, HealthProbes probes, SharedMemoryRegions& shared_memory)
       : options_(options), infer_(service), probes_(std::move(probes)), shared_memory_(shared_memory) {}
 
   // Plain, or TLS from the options' PEM files (an unreadable or empty file is an error naming it).
@@ -309,6 +309,9 @@ class GrpcServer::Impl {
     RANKD_GRPC_NOW(SystemSharedMemoryStatus, kSharedMemory);
     RANKD_GRPC_NOW(SystemSharedMemoryRegister, kSharedMemory);
     RANKD_GRPC_NOW(SystemSharedMemoryUnregister, kSharedMemory);
+    RANKD_GRPC_NOW(CudaSharedMemoryStatus, kSharedMemory);
+    RANKD_GRPC_NOW(CudaSharedMemoryRegister, kSharedMemory);
+    RANKD_GRPC_NOW(CudaSharedMemoryUnregister, kSharedMemory);
     RANKD_GRPC_NOW(LogSettings, kLogging);
 #undef RANKD_GRPC_NOW
 #undef RANKD_GRPC_ARM
@@ -349,6 +352,7 @@ class GrpcServer::Impl {
     r.add_extensions("model_configuration");
     r.add_extensions("statistics");
     r.add_extensions("system_shared_memory");
+    r.add_extensions("cuda_shared_memory");
     r.add_extensions("logging");
     return grpc::Status::OK;
   }
@@ -463,9 +467,9 @@ class GrpcServer::Impl {
   }
   grpc::Status SystemSharedMemoryStatus(const inference::SystemSharedMemoryStatusRequest& q,
                                         inference::SystemSharedMemoryStatusResponse& r) {
-    auto regions = shared_memory_.List(q.name());
+    auto regions = shared_memory_.List(SharedMemoryRegions::Kind::kSystem, q.name());
     if (!regions.ok()) return ToGrpc(regions.status());
-    for (const SystemSharedMemory::RegionStatus& region : *regions) {
+    for (const SharedMemoryRegions::RegionStatus& region : *regions) {
       auto& out = (*r.mutable_regions())[region.name];
       out.set_name(region.name);
       out.set_key(region.key);
@@ -480,7 +484,27 @@ class GrpcServer::Impl {
   }
   grpc::Status SystemSharedMemoryUnregister(const inference::SystemSharedMemoryUnregisterRequest& q,
                                             inference::SystemSharedMemoryUnregisterResponse&) {
-    return ToGrpc(shared_memory_.Unregister(q.name()));
+    return ToGrpc(shared_memory_.Unregister(SharedMemoryRegions::Kind::kSystem, q.name()));
+  }
+  grpc::Status CudaSharedMemoryStatus(const inference::CudaSharedMemoryStatusRequest& q,
+                                      inference::CudaSharedMemoryStatusResponse& r) {
+    auto regions = shared_memory_.List(SharedMemoryRegions::Kind::kCuda, q.name());
+    if (!regions.ok()) return ToGrpc(regions.status());
+    for (const SharedMemoryRegions::RegionStatus& region : *regions) {
+      auto& out = (*r.mutable_regions())[region.name];
+      out.set_name(region.name);
+      out.set_device_id(static_cast<uint64_t>(region.device_id));
+      out.set_byte_size(region.byte_size);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status CudaSharedMemoryRegister(const inference::CudaSharedMemoryRegisterRequest& q,
+                                        inference::CudaSharedMemoryRegisterResponse&) {
+    return ToGrpc(shared_memory_.RegisterCuda(q.name(), q.raw_handle(), q.device_id(), q.byte_size()));
+  }
+  grpc::Status CudaSharedMemoryUnregister(const inference::CudaSharedMemoryUnregisterRequest& q,
+                                          inference::CudaSharedMemoryUnregisterResponse&) {
+    return ToGrpc(shared_memory_.Unregister(SharedMemoryRegions::Kind::kCuda, q.name()));
   }
   grpc::Status LogSettings(const inference::LogSettingsRequest& q, inference::LogSettingsResponse& r) {
     rankd::LogSettings settings = CurrentLogSettings();
@@ -543,7 +567,7 @@ class GrpcServer::Impl {
   GrpcServerOptions options_;
   InferService& infer_;
   HealthProbes probes_;
-  SystemSharedMemory& shared_memory_;
+  SharedMemoryRegions& shared_memory_;
   Service service_;
   grpc::AsyncGenericService unknown_methods_;  // every method no service registers
   std::unique_ptr<grpc::Server> server_;
@@ -566,7 +590,7 @@ int GrpcServer::port() const { return impl_->port(); }
 void GrpcServer::Stop(std::chrono::milliseconds drain) { impl_->Stop(drain); }
 
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options, InferService& service,
-                                                        HealthProbes probes, SystemSharedMemory& shared_memory) {
+                                                        HealthProbes probes, SharedMemoryRegions& shared_memory) {
   auto impl = std::make_unique<Impl>(options, service, std::move(probes), shared_memory);
   RANKD_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));

@@ -16,7 +16,7 @@
 #include "frontend/health_probes.h"
 #include "frontend/kserve_json.h"
 #include "frontend/restricted_apis.h"
-#include "frontend/system_shared_memory.h"
+#include "frontend/shared_memory_regions.h"
 #include "rankd/status.h"
 #include "serving/infer_service.h"
 
@@ -47,7 +47,7 @@ class GrpcServer {
   // `probes` answer ServerLive and ServerReady; inputs and outputs in system shared memory use
   // `shared_memory`'s regions (registered through this server or another frontend).
   static StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options, InferService& service,
-                                                     HealthProbes probes, SystemSharedMemory& shared_memory);
+                                                     HealthProbes probes, SharedMemoryRegions& shared_memory);
   ~GrpcServer();
   int port() const;
   // Stops accepting calls, lets calls in progress finish (up to `drain`), and joins the threads.

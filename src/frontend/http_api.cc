@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "frontend/base64.h"
 #include "frontend/http_compression.h"
 #include "frontend/log_settings.h"
 #include "frontend/triton_config.h"
@@ -170,7 +171,7 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
                       {"version", kServerVersion},
                       {"extensions",
                        {"model_repository", "binary_tensor_data", "model_configuration", "statistics",
-                        "system_shared_memory", "logging"}}});
+                        "system_shared_memory", "cuda_shared_memory", "logging"}}});
   }
   if (p.size() == 3 && p[1] == "health" && m == "GET") {
     if (p[2] == "live") {
@@ -206,7 +207,7 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
       return ready.ok() ? Json(200, json::object()) : Error(ready);
     }
   }
-  if (p.size() >= 3 && p[1] == "systemsharedmemory") return SharedMemory(request, p);
+  if (p.size() >= 3 && (p[1] == "systemsharedmemory" || p[1] == "cudasharedmemory")) return SharedMemory(request, p);
   if (p.size() == 2 && p[1] == "logging" && (m == "GET" || m == "POST")) return Logging(request);
   if (p.size() == 3 && p[1] == "repository" && p[2] == "index" && m == "POST") {
     json index = json::array();
@@ -262,26 +263,49 @@ HttpResponse HttpApi::Logging(const HttpRequest& request) {
 // GET  /v2/systemsharedmemory[/region/NAME]/status
 // POST /v2/systemsharedmemory/region/NAME/register  {"key", "offset", "byte_size"}
 // POST /v2/systemsharedmemory[/region/NAME]/unregister
+// and the same under /v2/cudasharedmemory, registering {"raw_handle": {"b64"}, "device_id", "byte_size"}
 HttpResponse HttpApi::SharedMemory(const HttpRequest& request, const std::vector<std::string>& p) {
   const bool region = p.size() == 5 && p[2] == "region";
   if (p.size() != 3 && !region) return Error(NotFound("no route for " + request.method + " " + request.target));
+  const bool cuda = p[1] == "cudasharedmemory";
+  const auto kind = cuda ? SharedMemoryRegions::Kind::kCuda : SharedMemoryRegions::Kind::kSystem;
   const std::string name = region ? p[3] : "";
   const std::string& action = p.back();
   if (action == "status" && request.method == "GET") {
-    auto regions = shared_memory_.List(name);
+    auto regions = shared_memory_.List(kind, name);
     if (!regions.ok()) return Error(regions.status());
     json out = json::array();
-    for (const SystemSharedMemory::RegionStatus& r : *regions) {
-      out.push_back({{"name", r.name}, {"key", r.key}, {"offset", r.offset}, {"byte_size", r.byte_size}});
+    for (const SharedMemoryRegions::RegionStatus& r : *regions) {
+      if (cuda) {
+        out.push_back({{"name", r.name}, {"device_id", r.device_id}, {"byte_size", r.byte_size}});
+      } else {
+        out.push_back({{"name", r.name}, {"key", r.key}, {"offset", r.offset}, {"byte_size", r.byte_size}});
+      }
     }
     return Json(200, out);
   }
   if (action == "unregister" && request.method == "POST") {
-    Status s = shared_memory_.Unregister(name);
+    Status s = shared_memory_.Unregister(kind, name);
     return s.ok() ? Json(200, json::object()) : Error(s);
   }
   if (action == "register" && region && request.method == "POST") {
     json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+    if (cuda) {
+      const json* handle = body.is_object() && body.contains("raw_handle") ? &body["raw_handle"] : nullptr;
+      std::optional<std::string> bytes;
+      if (handle && handle->is_object() && handle->contains("b64") && (*handle)["b64"].is_string()) {
+        bytes = DecodeBase64((*handle)["b64"].get<std::string>());
+      }
+      if (!bytes || !body.value("device_id", json(0)).is_number_integer() || !body.contains("byte_size") ||
+          !body["byte_size"].is_number_unsigned()) {
+        return Error(InvalidArgument(
+            "a CUDA shared memory registration is {\"raw_handle\": {\"b64\": base64 string}, \"device_id\": "
+            "integer, \"byte_size\": integer}"));
+      }
+      Status s = shared_memory_.RegisterCuda(name, *bytes, body.value("device_id", json(0)).get<int64_t>(),
+                                             body["byte_size"].get<uint64_t>());
+      return s.ok() ? Json(200, json::object()) : Error(s);
+    }
     if (!body.is_object() || !body.contains("key") || !body["key"].is_string() ||
         !body.value("offset", json(0)).is_number_unsigned() || !body.contains("byte_size") ||
         !body["byte_size"].is_number_unsigned()) {

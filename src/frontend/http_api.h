@@ -24,7 +24,7 @@
 #include "frontend/http_server.h"
 #include "frontend/kserve_json.h"
 #include "frontend/restricted_apis.h"
-#include "frontend/system_shared_memory.h"
+#include "frontend/shared_memory_regions.h"
 #include "serving/infer_service.h"
 #include "serving/repository.h"
 
@@ -36,7 +36,7 @@ class HttpApi {
   // Inputs and outputs in system shared memory use `shared_memory`'s regions (registered through
   // this API or another frontend's).
   // Calls of the categories `restricted` names need its header (restricted_apis.h).
-  HttpApi(InferService& service, JsonLimits limits, HealthProbes probes, SystemSharedMemory& shared_memory,
+  HttpApi(InferService& service, JsonLimits limits, HealthProbes probes, SharedMemoryRegions& shared_memory,
           RestrictedApis restricted = {})
       : service_(service),
         repository_(service.repository()),
@@ -69,7 +69,7 @@ class HttpApi {
   ModelRepository& repository_;
   JsonLimits limits_;
   HealthProbes probes_;
-  SystemSharedMemory& shared_memory_;
+  SharedMemoryRegions& shared_memory_;
   RestrictedApis restricted_;
   std::atomic<bool> shutting_down_{false};
 };

@@ -57,7 +57,7 @@ Status ReadLengths(const std::string& name, const JsonLeaves* lengths, std::vect
 // shared_memory_byte_size and shared_memory_offset; system_shared_memory.h).
 StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shape, const json& params,
                                    const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
-                                   const SystemSharedMemory* shm, InferInput in) {
+                                   const SharedMemoryRegions* shm, InferInput in) {
   const std::string& name = in.name;
   const bool in_region = params.contains("shared_memory_region");
   const char* size_key = in_region ? "shared_memory_byte_size" : "binary_data_size";
@@ -78,7 +78,7 @@ StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shap
   uint64_t bytes = size.get<uint64_t>();
   if (bytes != static_cast<uint64_t>(n) * DTypeSize(dtype)) return ShapeDataMismatch(name, shape, dtype, bytes);
   const void* from = binary.data();
-  SystemSharedMemory::Use use;
+  SharedMemoryRegions::Use use;
   if (in_region) {
     const json& region = params["shared_memory_region"];
     const json offset = params.contains("shared_memory_offset") ? params["shared_memory_offset"] : json(0);
@@ -90,7 +90,6 @@ StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shap
     auto found = shm->Find(region.get<std::string>(), offset.get<uint64_t>(), bytes);
     if (!found.ok()) return found.status().WithContext("input '" + name + "'");
     use = std::move(*found);
-    from = use.bytes.data();
   } else if (bytes > binary.size()) {
     return InvalidArgument("input '" + name + "': the body ends before its binary data");
   }
@@ -99,7 +98,11 @@ StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shap
     if (shape.size() != 1) return LengthsNeedFlatShape(name);
   }
   in.data = Tensor::Zeros(dtype, shape);
-  if (bytes) std::memcpy(in.data.raw(), from, bytes);
+  if (in_region) {
+    RANKD_RETURN_IF_ERROR(use.Read(in.data.raw()).WithContext("input '" + name + "'"));
+  } else if (bytes) {
+    std::memcpy(in.data.raw(), from, bytes);
+  }
   if (dtype == DType::kBool) {
     for (int64_t i = 0; i < n; ++i) in.data.data<uint8_t>()[i] = in.data.data<uint8_t>()[i] ? 1 : 0;
   }
@@ -109,7 +112,7 @@ StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shap
 
 // A requested output to be written into a shared memory region: where, checked against the region now.
 StatusOr<SharedMemoryOutput> ParseSharedMemoryOutput(const std::string& name, const json& params,
-                                                     const SystemSharedMemory* shm) {
+                                                     const SharedMemoryRegions* shm) {
   const json& region = params["shared_memory_region"];
   const json size = params.contains("shared_memory_byte_size") ? params["shared_memory_byte_size"] : json();
   const json offset = params.contains("shared_memory_offset") ? params["shared_memory_offset"] : json(0);
@@ -125,7 +128,7 @@ StatusOr<SharedMemoryOutput> ParseSharedMemoryOutput(const std::string& name, co
 }
 
 StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits, std::string_view& binary,
-                                const JsonRequestDocument& doc, const SystemSharedMemory* shm) {
+                                const JsonRequestDocument& doc, const SharedMemoryRegions* shm) {
   const JsonLeaves* lengths = doc.LengthsOf(index);
   std::string where = "inputs[" + std::to_string(index) + "]";
   if (!j.is_object()) return InvalidArgument(where + " must be an object");
@@ -232,7 +235,7 @@ void AppendNumber(std::string& out, double v, bool is_float32) {
 }  // namespace
 
 StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::string_view binary, const JsonLimits& limits,
-                                               const SystemSharedMemory* shm) {
+                                               const SharedMemoryRegions* shm) {
   RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
   if (body.size() + binary.size() > limits.max_body_bytes) {
     return ResourceExhausted("the request body is " + std::to_string(body.size() + binary.size()) +

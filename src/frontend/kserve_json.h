@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/parsed_request.h"
-#include "frontend/system_shared_memory.h"
+#include "frontend/shared_memory_regions.h"
 #include "rankd/request.h"
 #include "rankd/status.h"
 
@@ -38,7 +38,7 @@ struct ParsedInferRequest : ParsedRequest {               // the request, its le
   std::vector<SharedMemoryOutput> shared_memory_outputs;  // outputs whose parameters name a region
 };
 StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view json, std::string_view binary,
-                                               const JsonLimits& limits = {}, const SystemSharedMemory* shm = nullptr);
+                                               const JsonLimits& limits = {}, const SharedMemoryRegions* shm = nullptr);
 
 // A response body; with binary outputs, the first `json_length` bytes are the JSON header and
 // the raw output tensors follow (the HTTP layer sets Inference-Header-Content-Length).

@@ -80,7 +80,7 @@ int ServeCommand(const ServeArgs& args) {
     if (args.strict_readiness && !(*repository)->Ready()) return Unavailable("a model is not ready");
     return Status::Ok();
   };
-  SystemSharedMemory shared_memory;  // regions clients register, over HTTP or gRPC
+  SharedMemoryRegions shared_memory;  // regions clients register, over HTTP or gRPC
   HttpApi api(service, limits, probes, shared_memory, http_restricted);
 
   std::unique_ptr<GrpcServer> grpc;

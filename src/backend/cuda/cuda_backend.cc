@@ -11,6 +11,7 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_health.h"
 #include "backend/cuda/faults.h"
+#include "backend/cuda/ipc_memory.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/model_resources.h"
 #include "backend/cuda/per_device.h"
@@ -84,6 +85,10 @@ class CudaBackendImpl final : public Backend {
                              " MB stay free (a larger tables.gpu_budget_mb keeps more of them on the GPU)");
   }
   Status Health() const override { return cuda::DeviceHealth(device_); }
+  StatusOr<std::unique_ptr<SharedDeviceMemory>> OpenSharedMemory(const std::string& handle,
+                                                                 uint64_t byte_size) const override {
+    return cuda::OpenIpcMemory(device_, handle, byte_size);
+  }
   // The weights on the device (tables in host memory take none) with their bf16 copies, and each
   // executor's fixed buffers (cuBLASLt's workspace and a separate-room workspace) against what the
   // device has free, less what the models already serving keep. Plans' workspaces beyond that grow

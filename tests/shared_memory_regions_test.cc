@@ -1,7 +1,7 @@
-// Triton's system shared memory extension (frontend/system_shared_memory.h): regions map a range
+// Triton's system and CUDA shared memory extensions (frontend/shared_memory_regions.h): regions map a range
 // of a POSIX shared memory object, refuse ranges past it, stay mapped while a request holds them;
 // JSON inputs and outputs naming a region read and write it, and malformed parameters are refused.
-#include "frontend/system_shared_memory.h"
+#include "frontend/shared_memory_regions.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,9 @@
 #include <cstring>
 #include <string>
 
+#include "frontend/base64.h"
 #include "frontend/kserve_json.h"
+#include "runtime/backends.h"
 
 namespace rankd {
 namespace {
@@ -32,15 +34,15 @@ class SharedObject {
   std::string key_;
 };
 
-TEST(SystemSharedMemory, RegistersRangesOfAnObjectAndRefusesWhatIsNotThere) {
+TEST(SharedMemoryRegions, RegistersRangesOfAnObjectAndRefusesWhatIsNotThere) {
   SharedObject object(4096);
-  SystemSharedMemory shm;
+  SharedMemoryRegions shm;
   ASSERT_TRUE(shm.Register("a", object.key(), 100, 200).ok());
   EXPECT_FALSE(shm.Register("a", object.key(), 0, 8).ok());  // the name is taken
   EXPECT_EQ(shm.Register("b", "/rankd-absent", 0, 8).code(), StatusCode::kNotFound);
   EXPECT_EQ(shm.Register("b", object.key(), 4000, 200).code(), StatusCode::kInvalidArgument);  // past its end
   EXPECT_EQ(shm.Register("b", object.key(), 0, 0).code(), StatusCode::kInvalidArgument);
-  auto listed = shm.List("");
+  auto listed = shm.List(SharedMemoryRegions::Kind::kSystem, "");
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ((*listed)[0].key, object.key());
@@ -49,26 +51,34 @@ TEST(SystemSharedMemory, RegistersRangesOfAnObjectAndRefusesWhatIsNotThere) {
 
   auto use = shm.Find("a", 150, 50);
   ASSERT_TRUE(use.ok()) << use.status().ToString();
-  EXPECT_EQ(use->bytes.size(), 50u);
+  EXPECT_EQ(use->size, 50u);
   EXPECT_FALSE(shm.Find("a", 150, 51).ok());
   EXPECT_FALSE(shm.Find("a", 201, 0).ok());
   EXPECT_EQ(shm.Find("z", 0, 1).status().code(), StatusCode::kNotFound);
   // Unregistered while a request holds it: still mapped for that request, gone for the next.
-  ASSERT_TRUE(shm.Unregister("a").ok());
-  std::memset(use->bytes.data(), 7, use->bytes.size());
+  // The kinds are apart: a system region is not a CUDA one.
+  EXPECT_EQ(shm.Unregister(SharedMemoryRegions::Kind::kCuda, "a").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(shm.List(SharedMemoryRegions::Kind::kCuda, "")->empty());
+  EXPECT_EQ(shm.List(SharedMemoryRegions::Kind::kCuda, "a").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(shm.Unregister(SharedMemoryRegions::Kind::kSystem, "a").ok());
+  const std::string sevens(50, '\x07');
+  ASSERT_TRUE(use->Write(sevens.data(), sevens.size()).ok());
+  std::string back(50, '\0');
+  ASSERT_TRUE(use->Read(back.data()).ok());
+  EXPECT_EQ(back, sevens);
   EXPECT_EQ(shm.Find("a", 0, 1).status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(shm.Unregister("a").code(), StatusCode::kNotFound);
-  EXPECT_TRUE(shm.Unregister("").ok());
+  EXPECT_EQ(shm.Unregister(SharedMemoryRegions::Kind::kSystem, "a").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(shm.Unregister(SharedMemoryRegions::Kind::kSystem, "").ok());
 }
 
-TEST(SystemSharedMemory, JsonInputsAndOutputsReadAndWriteTheirRegions) {
+TEST(SharedMemoryRegions, JsonInputsAndOutputsReadAndWriteTheirRegions) {
   SharedObject object(256);
-  SystemSharedMemory shm;
+  SharedMemoryRegions shm;
   ASSERT_TRUE(shm.Register("r", object.key(), 0, 256).ok());
   auto region = shm.Find("r", 0, 256);
   ASSERT_TRUE(region.ok());
   const float x[3] = {1.5f, -2.0f, 3.25f};
-  std::memcpy(region->bytes.data() + 16, x, sizeof(x));
+  ASSERT_TRUE(shm.Find("r", 16, sizeof(x))->Write(x, sizeof(x)).ok());
   const std::string body =
       R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,3],"parameters":{"shared_memory_region":"r",)"
       R"("shared_memory_offset":16,"shared_memory_byte_size":12}}],)"
@@ -87,7 +97,7 @@ TEST(SystemSharedMemory, JsonInputsAndOutputsReadAndWriteTheirRegions) {
   outputs[0].data.data<float>()[0] = 4.0f, outputs[0].data.data<float>()[1] = 5.0f;
   ASSERT_TRUE(WriteSharedMemoryOutputs(outputs, parsed->shared_memory_outputs).ok());
   float y[2];
-  std::memcpy(y, region->bytes.data() + 64, sizeof(y));
+  ASSERT_TRUE(shm.Find("r", 64, sizeof(y))->Read(y).ok());
   EXPECT_EQ(y[0], 4.0f);
   EXPECT_EQ(y[1], 5.0f);
   InferResponseBody response = MakeInferResponse("m", 1, "", outputs, false, {}, parsed->shared_memory_outputs);
@@ -114,6 +124,44 @@ TEST(SystemSharedMemory, JsonInputsAndOutputsReadAndWriteTheirRegions) {
   }
   auto no_registry = ParseInferRequest(body, {}, {}, nullptr);
   EXPECT_EQ(no_registry.status().code(), StatusCode::kUnimplemented);
+}
+
+// CUDA regions: refused with the reason where there is no GPU; on a GPU, handles the driver
+// cannot open are refused (a real handle from another process: tests/cuda_shared_memory_test.py).
+TEST(SharedMemoryRegions, CudaRegistrationsRefuseWhatCannotBeOpened) {
+  SharedMemoryRegions shm;
+  SharedObject object(64);
+  ASSERT_TRUE(shm.Register("s", object.key(), 0, 64).ok());
+  const std::string handle(64, '\x01');
+  EXPECT_FALSE(shm.RegisterCuda("s", handle, 0, 64).ok());  // a system region's name
+  EXPECT_EQ(shm.RegisterCuda("c", handle, -1, 64).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(shm.RegisterCuda("c", handle, 0, 0).code(), StatusCode::kInvalidArgument);
+  const bool gpu = FindBackend("cuda", 0).ok();
+  Status short_handle = shm.RegisterCuda("c", "abc", 0, 64);
+  Status garbage = shm.RegisterCuda("c", handle, 0, 64);
+  for (const Status& s : {short_handle, garbage}) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("CUDA shared memory region 'c'"), std::string::npos) << s.ToString();
+    if (gpu) {
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    }
+  }
+  if (gpu) {
+    EXPECT_NE(short_handle.message().find("a CUDA IPC handle has 64"), std::string::npos) << short_handle.ToString();
+  }
+  EXPECT_TRUE(shm.List(SharedMemoryRegions::Kind::kCuda, "")->empty());
+}
+
+TEST(Base64, DecodesPaddedStandardBase64AndRefusesTheRest) {
+  EXPECT_EQ(DecodeBase64(""), "");
+  EXPECT_EQ(DecodeBase64("Zg=="), "f");
+  EXPECT_EQ(DecodeBase64("Zm8="), "fo");
+  EXPECT_EQ(DecodeBase64("Zm9v"), "foo");
+  EXPECT_EQ(DecodeBase64("Zm9vYmFy"), "foobar");  // RFC 4648's test vectors
+  EXPECT_EQ(DecodeBase64("AP8A/w=="), std::string("\x00\xff\x00\xff", 4));
+  for (const char* bad : {"Zg", "Zg=", "Z===", "Zm9v!mFy", "Zg==Zg==", "=Zg="}) {
+    EXPECT_FALSE(DecodeBase64(bad).has_value()) << bad;
+  }
 }
 
 }  // namespace

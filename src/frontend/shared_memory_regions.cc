@@ -1,0 +1,185 @@
+#include "frontend/shared_memory_regions.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/backends.h"
+
+namespace rankd {
+namespace {
+
+using Kind = SharedMemoryRegions::Kind;
+
+// A range of a POSIX shared memory object, mapped from its start to the range's end.
+class SystemRegion final : public SharedMemoryRegions::Region {
+ public:
+  SystemRegion(std::string key, uint64_t offset, uint64_t byte_size, void* mapping, size_t mapped_bytes)
+      : key_(std::move(key)), offset_(offset), byte_size_(byte_size), mapping_(mapping), mapped_bytes_(mapped_bytes) {}
+  ~SystemRegion() override { munmap(mapping_, mapped_bytes_); }
+  Kind kind() const override { return Kind::kSystem; }
+  SharedMemoryRegions::RegionStatus status(const std::string& name) const override {
+    return {name, key_, offset_, byte_size_, 0};
+  }
+  uint64_t byte_size() const override { return byte_size_; }
+  Status Read(uint64_t at, void* dst, size_t bytes) const override {
+    if (bytes) std::memcpy(dst, Base() + at, bytes);
+    return Status::Ok();
+  }
+  Status Write(uint64_t at, const void* src, size_t bytes) const override {
+    if (bytes) std::memcpy(Base() + at, src, bytes);
+    return Status::Ok();
+  }
+
+ private:
+  uint8_t* Base() const { return static_cast<uint8_t*>(mapping_) + offset_; }
+  std::string key_;
+  uint64_t offset_, byte_size_;
+  void* mapping_;
+  size_t mapped_bytes_;
+};
+
+// Device memory of another process, opened through the CUDA backend of its GPU.
+class CudaRegion final : public SharedMemoryRegions::Region {
+ public:
+  CudaRegion(int device, std::unique_ptr<SharedDeviceMemory> memory) : device_(device), memory_(std::move(memory)) {}
+  Kind kind() const override { return Kind::kCuda; }
+  SharedMemoryRegions::RegionStatus status(const std::string& name) const override {
+    return {name, "", 0, memory_->byte_size(), device_};
+  }
+  uint64_t byte_size() const override { return memory_->byte_size(); }
+  Status Read(uint64_t at, void* dst, size_t bytes) const override { return memory_->Read(at, dst, bytes); }
+  Status Write(uint64_t at, const void* src, size_t bytes) const override { return memory_->Write(at, src, bytes); }
+
+ private:
+  int device_;
+  std::unique_ptr<SharedDeviceMemory> memory_;
+};
+
+const char* KindName(Kind kind) { return kind == Kind::kCuda ? "CUDA shared memory" : "shared memory"; }
+
+}  // namespace
+
+Status SharedMemoryRegions::Add(const std::string& name, std::shared_ptr<const Region> region) {
+  MutexLock lock(mu_);
+  if (!regions_.emplace(name, std::move(region)).second) {
+    return InvalidArgument("shared memory region '" + name + "' is already registered");
+  }
+  return Status::Ok();
+}
+
+Status SharedMemoryRegions::Register(const std::string& name, const std::string& key, uint64_t offset,
+                                     uint64_t byte_size) {
+  const std::string what = "shared memory region '" + name + "'";
+  if (name.empty()) return InvalidArgument("a shared memory region needs a name");
+  if (byte_size == 0) return InvalidArgument(what + ": byte_size must be at least 1");
+  {
+    MutexLock lock(mu_);
+    if (regions_.count(name)) return InvalidArgument(what + " is already registered");
+  }
+  const int fd = shm_open(key.c_str(), O_RDWR, 0);
+  if (fd < 0) {
+    return NotFound(what + ": cannot open shared memory object '" + key + "': " + std::strerror(errno));
+  }
+  struct stat st {};
+  const bool sized = fstat(fd, &st) == 0;
+  const uint64_t size = sized ? static_cast<uint64_t>(st.st_size) : 0;
+  if (!sized || offset > size || byte_size > size - offset) {
+    close(fd);
+    return InvalidArgument(what + ": offset " + std::to_string(offset) + " and byte_size " + std::to_string(byte_size) +
+                           " reach past the " + std::to_string(size) + " bytes of '" + key + "'");
+  }
+  const size_t mapped = static_cast<size_t>(offset + byte_size);
+  void* mapping = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (mapping == MAP_FAILED) return InvalidArgument(what + ": cannot map '" + key + "': " + std::strerror(errno));
+  return Add(name, std::make_shared<SystemRegion>(key, offset, byte_size, mapping, mapped));
+}
+
+Status SharedMemoryRegions::RegisterCuda(const std::string& name, const std::string& raw_handle, int64_t device_id,
+                                         uint64_t byte_size) {
+  const std::string what = "CUDA shared memory region '" + name + "'";
+  if (name.empty()) return InvalidArgument("a shared memory region needs a name");
+  if (byte_size == 0) return InvalidArgument(what + ": byte_size must be at least 1");
+  if (device_id < 0 || device_id > 1024)
+    return InvalidArgument(what + ": there is no GPU " + std::to_string(device_id));
+  {
+    MutexLock lock(mu_);
+    if (regions_.count(name)) return InvalidArgument(what + " is already registered");
+  }
+  auto backend = FindBackend("cuda", static_cast<int>(device_id));
+  if (!backend.ok()) return backend.status().WithContext(what);
+  auto memory = (*backend)->OpenSharedMemory(raw_handle, byte_size);
+  if (!memory.ok()) return memory.status().WithContext(what);
+  return Add(name, std::make_shared<CudaRegion>(static_cast<int>(device_id), std::move(*memory)));
+}
+
+Status SharedMemoryRegions::Unregister(Kind kind, const std::string& name) {
+  std::vector<std::shared_ptr<const Region>> dropped;  // closed outside the lock
+  MutexLock lock(mu_);
+  for (auto it = regions_.begin(); it != regions_.end();) {
+    if (it->second->kind() == kind && (name.empty() || it->first == name)) {
+      dropped.push_back(std::move(it->second));
+      it = regions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!name.empty() && dropped.empty()) {
+    return NotFound(std::string(KindName(kind)) + " region '" + name + "' is not registered");
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<SharedMemoryRegions::RegionStatus>> SharedMemoryRegions::List(Kind kind,
+                                                                                   const std::string& name) const {
+  MutexLock lock(mu_);
+  std::vector<RegionStatus> out;
+  for (const auto& [n, r] : regions_) {
+    if (r->kind() == kind && (name.empty() || n == name)) out.push_back(r->status(n));
+  }
+  if (!name.empty() && out.empty()) {
+    return NotFound(std::string(KindName(kind)) + " region '" + name + "' is not registered");
+  }
+  return out;
+}
+
+StatusOr<SharedMemoryRegions::Use> SharedMemoryRegions::Find(const std::string& name, uint64_t offset,
+                                                             uint64_t byte_size) const {
+  std::shared_ptr<const Region> region;
+  {
+    MutexLock lock(mu_);
+    auto it = regions_.find(name);
+    if (it == regions_.end()) return NotFound("shared memory region '" + name + "' is not registered");
+    region = it->second;
+  }
+  if (offset > region->byte_size() || byte_size > region->byte_size() - offset) {
+    return InvalidArgument("shared memory region '" + name + "': offset " + std::to_string(offset) + " and byte size " +
+                           std::to_string(byte_size) + " reach past its " + std::to_string(region->byte_size()) +
+                           " bytes");
+  }
+  return Use{std::move(region), offset, byte_size};
+}
+
+Status WriteSharedMemoryOutputs(const std::vector<InferOutput>& outputs,
+                                const std::vector<SharedMemoryOutput>& regions) {
+  for (const SharedMemoryOutput& r : regions) {
+    auto output = std::find_if(outputs.begin(), outputs.end(), [&](const InferOutput& o) { return o.name == r.name; });
+    if (output == outputs.end()) continue;  // not an output of the model: the request was refused for it
+    const size_t bytes = output->data.bytes();
+    if (bytes > r.use.size) {
+      return InvalidArgument("output '" + r.name + "' takes " + std::to_string(bytes) +
+                             " bytes; shared memory region '" + r.region + "' was given " + std::to_string(r.use.size) +
+                             " for it");
+    }
+    RANKD_RETURN_IF_ERROR(r.use.Write(output->data.raw(), bytes).WithContext("output '" + r.name + "'"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace rankd

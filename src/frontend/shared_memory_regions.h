@@ -1,0 +1,91 @@
+// SharedMemoryRegions: Triton's system and CUDA shared memory extensions. A client creates a POSIX
+// shared memory object (shm_open) and registers a range of it under a region name, or exports device
+// memory with cudaIpcGetMemHandle and registers the handle; it then names the
+// region, an offset and a byte size in an input's or a requested output's parameters
+// (`shared_memory_region`, `shared_memory_offset`, `shared_memory_byte_size`): the input's bytes
+// are read from there instead of the request body, the output's bytes written there instead of
+// the response.
+//
+// Registering maps the range into rankd (read and write), or opens the device memory, and keeps it
+// so until it is unregistered; a CUDA region's bytes are copied to and from the host on a stream of
+// its own. A request holds the regions it reads or writes (Use), so unregistering one that a
+// request is using unmaps it only when that request is done. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/mutex.h"
+#include "rankd/request.h"
+#include "rankd/status.h"
+
+namespace rankd {
+
+class SharedMemoryRegions {
+ public:
+  enum class Kind { kSystem, kCuda };
+  struct RegionStatus {
+    std::string name, key;  // key: the system region's shared memory object
+    uint64_t offset = 0, byte_size = 0;
+    int device_id = 0;  // a CUDA region's device
+  };
+  // A registered region: its bytes read and written by copies (a system region's are mapped here,
+  // a CUDA region's are on its device). Open while any holder keeps it.
+  class Region {
+   public:
+    virtual ~Region() = default;
+    virtual Kind kind() const = 0;
+    virtual RegionStatus status(const std::string& name) const = 0;
+    virtual uint64_t byte_size() const = 0;
+    // Copies `bytes` bytes at `at` (within byte_size(), checked by the caller) to `dst` / from `src`.
+    virtual Status Read(uint64_t at, void* dst, size_t bytes) const = 0;
+    virtual Status Write(uint64_t at, const void* src, size_t bytes) const = 0;
+  };
+
+  // Maps [offset, offset + byte_size) of the shared memory object `key` as region `name`. Errors:
+  // a name already registered (of either kind), a range past the object's end or of no bytes
+  // (InvalidArgument), no such object (NotFound).
+  Status Register(const std::string& name, const std::string& key, uint64_t offset, uint64_t byte_size);
+  // Opens device memory another process exported with cudaIpcGetMemHandle (`raw_handle`: the
+  // handle's bytes) on GPU `device_id`, `byte_size` bytes, as region `name` (Triton's CUDA shared
+  // memory). Errors: a name already registered, a handle of the wrong size, no such GPU or no CUDA
+  // backend in this build (Unavailable), a handle the driver refuses.
+  Status RegisterCuda(const std::string& name, const std::string& raw_handle, int64_t device_id, uint64_t byte_size);
+  // Unregisters region `name` of `kind` (NotFound when there is none), or every region of `kind`
+  // when `name` is empty.
+  Status Unregister(Kind kind, const std::string& name);
+  // Every region of `kind`, or region `name` alone (NotFound when it is not one of `kind`).
+  StatusOr<std::vector<RegionStatus>> List(Kind kind, const std::string& name) const;
+  // `byte_size` bytes at `offset` of region `name` (of either kind), and the region they lie in
+  // (kept open while held). Errors name the region: not registered, or a range past its end.
+  struct Use {
+    std::shared_ptr<const Region> region;
+    uint64_t offset = 0, size = 0;
+    Status Read(void* dst) const { return region->Read(offset, dst, static_cast<size_t>(size)); }
+    Status Write(const void* src, size_t bytes) const { return region->Write(offset, src, bytes); }
+  };
+  StatusOr<Use> Find(const std::string& name, uint64_t offset, uint64_t byte_size) const;
+
+ private:
+  Status Add(const std::string& name, std::shared_ptr<const Region> region);
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<const Region>> regions_ RANKD_GUARDED_BY(mu_);
+};
+
+// A tensor a request placed in a region (its parameters name it): the region's name, and the bytes
+// given for it, held mapped from when the request was read until it is answered.
+struct SharedMemoryOutput {
+  std::string name, region;
+  SharedMemoryRegions::Use use;
+};
+
+// Writes each output `regions` names into the bytes held for it. Errors: an output larger than the
+// bytes the request gave for it.
+Status WriteSharedMemoryOutputs(const std::vector<InferOutput>& outputs,
+                                const std::vector<SharedMemoryOutput>& regions);
+
+}  // namespace rankd
