@@ -1275,7 +1275,7 @@ class LoggingTest(GrpcServerCase):
         self.assertIn("logging", s.json("GET", "/v2")[1]["extensions"])
         self.assertEqual(s.json("GET", "/v2/logging"),
                          (200, {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
-                                "log_verbose_level": 0, "log_format": "default"}))
+                                "log_verbose_level": 0, "log_format": "default", "log_access": False}))
         path = os.path.join(self.repo, "rankd.log")
         status, settings = s.json("POST", "/v2/logging",
                                   {"log_file": path, "log_verbose_level": 1, "log_format": "ISO8601"})
@@ -1313,6 +1313,33 @@ class LoggingTest(GrpcServerCase):
         self.assertEqual(e.exception.code(), self.grpc.StatusCode.INVALID_ARGUMENT)
         self.stub.LogSettings(pb.LogSettingsRequest(settings={"log_verbose_level": pb.LogSettingsRequest.SettingValue(
             uint32_param=0)}), timeout=10)
+
+    def test_access_log(self):
+        """log_access: a line per HTTP request (peer, request line, status, bytes in and out, time) and
+        per gRPC call (peer, method, code, time), whatever the other kinds' settings; none when off."""
+        s = self.server
+        path = os.path.join(self.repo, "access.log")
+        self.assertEqual(s.json("POST", "/v2/logging", {"log_file": path, "log_access": True, "log_info": False})[0], 200)
+        body = json.dumps(lines("mmoe", "requests")[0])
+        self.assertEqual(s.request("POST", "/v2/models/mmoe/infer", body)[0], 200)
+        self.assertEqual(s.request("GET", "/v2/models/nope")[0], 404)
+        self.assertTrue(self.stub.ServerLive(self.pb.ServerLiveRequest()).live)
+        with self.assertRaises(self.grpc.RpcError):
+            self.stub.ModelMetadata(self.pb.ModelMetadataRequest(name="nope"))
+        with open(path) as f:
+            logged = f.read().splitlines()
+        self.assertTrue(all(re.match(r"^I\d{4} [\d:.]+ \d+\] A ", line) for line in logged), logged)
+        self.assertTrue(any(re.search(r'A http 127\.0\.0\.1:\d+ "POST /v2/models/mmoe/infer" 200 %d \d+ \d+us$'
+                                      % len(body), line) for line in logged), logged)
+        self.assertTrue(any(re.search(r'"GET /v2/models/nope" 404 0 \d+ \d+us$', line) for line in logged), logged)
+        self.assertTrue(any(re.search(r"A grpc \S+ ServerLive 0 \d+us$", line) for line in logged), logged)
+        self.assertTrue(any(re.search(r"A grpc \S+ ModelMetadata 5 \d+us$", line) for line in logged), logged)
+        self.assertEqual(s.json("POST", "/v2/logging", {"log_access": False})[0], 200)
+        count = len(logged)
+        self.assertEqual(s.request("GET", "/v2/models/mmoe")[0], 200)
+        with open(path) as f:
+            self.assertEqual(len(f.read().splitlines()), count)  # turned off while the POST ran: none since
+        self.assertEqual(s.json("POST", "/v2/logging", {"log_file": "", "log_info": True})[0], 200)
 
 
 class SameMistakeSameAnswer(GrpcServerCase):

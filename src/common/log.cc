@@ -18,6 +18,7 @@ struct Log {
   LogSettings settings RANKD_GUARDED_BY(mu);
   std::shared_ptr<spdlog::logger> logger RANKD_GUARDED_BY(mu);
   std::atomic<int> verbose_level{0};  // settings.verbose_level, read without the lock on a request's path
+  std::atomic<bool> access{false};    // settings.access, likewise
 };
 
 StatusOr<std::shared_ptr<spdlog::logger>> MakeLogger(const LogSettings& s) {
@@ -87,6 +88,7 @@ Status ApplyLogSettings(const LogSettings& settings) {
   }
   log.settings = settings;
   log.verbose_level = settings.verbose_level;
+  log.access = settings.access;
   return Status::Ok();
 }
 
@@ -96,5 +98,18 @@ void LogError(std::string_view message) { Write(spdlog::level::err, &LogSettings
 void LogVerbose(int level, std::string_view message) { Write(spdlog::level::debug, nullptr, level, message); }
 
 bool LogVerboseOn(int level) { return level <= TheLog().verbose_level.load(std::memory_order_relaxed); }
+
+bool LogAccessOn() { return TheLog().access.load(std::memory_order_relaxed); }
+
+void LogAccess(std::string_view message) {
+  Log& log = TheLog();
+  std::shared_ptr<spdlog::logger> logger;
+  {
+    MutexLock lock(log.mu);
+    if (!log.settings.access) return;
+    logger = log.logger;
+  }
+  logger->log(spdlog::level::info, "A {}", message);  // an info line marked as the access log's
+}
 
 }  // namespace rankd

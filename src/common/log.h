@@ -17,6 +17,7 @@ struct LogSettings {
   bool info = true, warning = true, error = true;
   int verbose_level = 0;           // verbose messages of this level and below are written; 0: none
   std::string format = "default";  // default | ISO8601
+  bool access = false;             // one line per HTTP request and gRPC call answered (LogAccess)
 };
 
 LogSettings CurrentLogSettings();
@@ -30,5 +31,9 @@ void LogError(std::string_view message);
 void LogVerbose(int level, std::string_view message);
 // Whether verbose messages of `level` are written now (to skip building one that would not be).
 bool LogVerboseOn(int level);
+// The access log: a line per answered request, kind A, written while `access` is on (whatever
+// the other kinds' settings); LogAccessOn says whether to build one.
+void LogAccess(std::string_view message);
+bool LogAccessOn();
 
 }  // namespace rankd

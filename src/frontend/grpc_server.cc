@@ -63,6 +63,15 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(code, s.message());
 }
 
+// The access log's line for a call: the peer, the method, the status code and the time taken.
+void LogCall(const std::string& peer, const std::string& method, const grpc::Status& status,
+             std::chrono::steady_clock::time_point started) {
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count();
+  LogAccess("grpc " + peer + " " + method + " " + std::to_string(static_cast<int>(status.error_code())) + " " +
+            std::to_string(us) + "us");
+}
+
 class CallBase {
  public:
   virtual ~CallBase() = default;
@@ -84,10 +93,11 @@ class UnknownMethodCall final : public CallBase {
     }
     Start(service_, cq_);
     answered_ = true;
-    stream_.Finish(
-        grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "rankd does not implement " + context_.method() +
-                                                          " (docs/serving.md lists the gRPC methods it serves)"),
-        this);
+    grpc::Status unimplemented(
+        grpc::StatusCode::UNIMPLEMENTED,
+        "rankd does not implement " + context_.method() + " (docs/serving.md lists the gRPC methods it serves)");
+    if (LogAccessOn()) LogCall(context_.peer(), context_.method(), unimplemented, std::chrono::steady_clock::now());
+    stream_.Finish(unimplemented, this);
   }
 
  private:
@@ -113,14 +123,17 @@ class Call final : public CallBase {
   using Respond = std::function<void(const grpc::Status&)>;
   using Handler = std::function<void(grpc::ServerContext&, const Req&, Resp&, Respond)>;
 
-  static void Start(Arm arm, Handler handler) { new Call(std::move(arm), std::move(handler)); }
+  static void Start(const char* method, Arm arm, Handler handler) {
+    new Call(method, std::move(arm), std::move(handler));
+  }
 
   void Proceed(bool ok) override {
     if (answered_.load() || !ok) {  // sent, or the server is shutting down
       delete this;
       return;
     }
-    Start(arm_, handler_);
+    Start(method_, arm_, handler_);
+    started_ = std::chrono::steady_clock::now();
     try {  // a bug in one call's path fails that call, not the process
       handler_(context_, request_, response_, [this](const grpc::Status& status) { Answer(status); });
     } catch (const std::exception& e) {
@@ -135,15 +148,19 @@ class Call final : public CallBase {
   }
 
  private:
-  Call(Arm arm, Handler handler) : arm_(std::move(arm)), handler_(std::move(handler)), responder_(&context_) {
+  Call(const char* method, Arm arm, Handler handler)
+      : method_(method), arm_(std::move(arm)), handler_(std::move(handler)), responder_(&context_) {
     arm_(&context_, &request_, &responder_, this);
   }
 
   void Answer(const grpc::Status& status) {
     if (answered_.exchange(true)) return;
+    if (LogAccessOn()) LogCall(context_.peer(), method_, status, started_);
     responder_.Finish(response_, status, this);
   }
 
+  const char* method_;
+  std::chrono::steady_clock::time_point started_;
   Arm arm_;
   Handler handler_;
   grpc::ServerContext context_;
@@ -272,6 +289,7 @@ class GrpcServer::Impl {
     Service* s = &service_;
 #define RANKD_GRPC_ARM(RPC, HANDLE)                                                                           \
   Call<RPC##Request, RPC##Response>::Start(                                                                   \
+      #RPC,                                                                                                   \
       [s, cq](grpc::ServerContext* ctx, RPC##Request* req, grpc::ServerAsyncResponseWriter<RPC##Response>* w, \
               void* tag) { s->Request##RPC(ctx, req, w, cq, cq, tag); },                                      \
       [this](grpc::ServerContext& ctx, const RPC##Request& req, RPC##Response& resp,                          \
@@ -290,6 +308,7 @@ class GrpcServer::Impl {
     RANKD_GRPC_NOW(ModelStatistics, kStatistics);
     using RawCall = Call<grpc::ByteBuffer, grpc::ByteBuffer>;
     RawCall::Start(
+        "ModelInfer",
         [s, cq](grpc::ServerContext* ctx, grpc::ByteBuffer* req, grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* w,
                 void* tag) { s->RequestModelInfer(ctx, req, w, cq, cq, tag); },
         [this](grpc::ServerContext& ctx, const grpc::ByteBuffer& req, grpc::ByteBuffer& resp,

@@ -123,6 +123,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   // Reads the next request's header; its body follows in ReadBody.
   void Read() {
     if (buffer_.capacity() > kIdleBufferBytes) buffer_.shrink_to_fit();  // an idle connection holds little
+    access_ = {};
+    access_.received = std::chrono::steady_clock::now();
     parser_.emplace();
     parser_->body_limit(server_.options_.max_body_bytes);
     parser_->header_limit(64 * 1024);
@@ -193,6 +195,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     keep_alive_ = req.keep_alive();
     HttpRequest request = ToHttpRequest(std::move(req));
     request.received = std::chrono::steady_clock::now();
+    if (LogAccessOn()) access_ = {request.method, request.target, request.body.size(), request.received};
     server_.last_read_ns_ =
         std::chrono::duration_cast<std::chrono::nanoseconds>(request.received.time_since_epoch()).count();
     if (server_.inflight_.fetch_add(1) >= server_.options_.max_inflight) {
@@ -222,6 +225,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive && !server_.stopped_.load());
     res->body() = std::move(r.body);
     res->prepare_payload();
+    if (LogAccessOn()) LogAccessLine(r.status, res->body().size());
     stream_.expires_after(server_.options_.body_timeout);  // a client that does not read its answer
     http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
       if (ec || !res->keep_alive()) {
@@ -230,6 +234,20 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       }
       self->Read();
     });
+  }
+
+  // The access log's line: the peer, the request line (a request that could not be read has "-"),
+  // the status, the bytes in (body) and out (body), and the time from its arrival to its answer.
+  void LogAccessLine(int status, size_t bytes_out) {
+    beast::error_code ec;
+    auto peer = stream_.socket().remote_endpoint(ec);
+    const auto us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - access_.received)
+            .count();
+    LogAccess("http " + (ec ? std::string("-") : peer.address().to_string() + ":" + std::to_string(peer.port())) +
+              " \"" + (access_.method.empty() ? "-" : access_.method + " " + access_.target) + "\" " +
+              std::to_string(status) + " " + std::to_string(access_.bytes_in) + " " + std::to_string(bytes_out) + " " +
+              std::to_string(us) + "us");
   }
 
   void Close() {
@@ -242,6 +260,11 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = false;
+  struct Access {
+    std::string method, target;
+    size_t bytes_in = 0;
+    std::chrono::steady_clock::time_point received;
+  } access_;  // the request being answered, for the access log
 };
 
 void HttpServer::Impl::Handle(const HttpRequest& request, HttpRespond respond) {

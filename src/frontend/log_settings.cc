@@ -8,7 +8,8 @@ std::vector<std::pair<std::string, LogSettingValue>> LogSettingValues(const LogS
           {"log_warning", s.warning},
           {"log_error", s.error},
           {"log_verbose_level", int64_t{s.verbose_level}},
-          {"log_format", s.format}};
+          {"log_format", s.format},
+          {"log_access", s.access}};
 }
 
 Status SetLogSetting(LogSettings& s, const std::string& key, const LogSettingValue& value) {
@@ -19,10 +20,10 @@ Status SetLogSetting(LogSettings& s, const std::string& key, const LogSettingVal
     (key == "log_file" ? s.file : s.format) = *text;
     return Status::Ok();
   }
-  if (key == "log_info" || key == "log_warning" || key == "log_error") {
+  if (key == "log_info" || key == "log_warning" || key == "log_error" || key == "log_access") {
     const auto* on = std::get_if<bool>(&value);
     if (!on) return need("true or false");
-    (key == "log_info" ? s.info : key == "log_warning" ? s.warning : s.error) = *on;
+    (key == "log_info" ? s.info : key == "log_warning" ? s.warning : key == "log_error" ? s.error : s.access) = *on;
     return Status::Ok();
   }
   if (key == "log_verbose_level") {
@@ -32,7 +33,7 @@ Status SetLogSetting(LogSettings& s, const std::string& key, const LogSettingVal
     return Status::Ok();
   }
   return InvalidArgument("unknown log setting '" + key +
-                         "' (log_file, log_info, log_warning, log_error, log_verbose_level, log_format)");
+                         "' (log_file, log_info, log_warning, log_error, log_verbose_level, log_format, log_access)");
 }
 
 }  // namespace rankd

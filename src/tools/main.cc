@@ -104,6 +104,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--log-format", serve.log.format, "default | ISO8601")
       ->check(CLI::IsMember({"default", "ISO8601"}));
+  serve_cmd->add_option("--log-access", serve.log.access,
+                        "true | false: a line per HTTP request and gRPC call (peer, method, status, bytes, time)");
   serve_cmd->add_option("--executors", serve.executors, "Executors per model (0: the backend's default)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--max-rows", serve.max_rows, "Rows per request when a model's config sets no max_batch_size")
