@@ -19,7 +19,8 @@ packages=(
   zlib1g-dev                          # gzip and deflate HTTP bodies
   libgrpc++-dev protobuf-compiler-grpc  # the gRPC frontend (KServe v2 gRPC)
   python3-grpcio python3-grpc-tools   # the gRPC client in the server tests
-  openssl                             # the server tests' TLS certificate
+  libssl-dev                          # HTTPS (Boost.Asio's TLS streams on OpenSSL)
+  openssl                             # the server tests' TLS certificates
   libspdlog-dev                       # the server's log
   libgtest-dev libgmock-dev           # tests
   libonnx-testdata                    # ONNX's conformance cases: the independent op reference

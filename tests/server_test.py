@@ -40,7 +40,8 @@ class Server:
 
     LISTENING = re.compile(r"serving HTTP on [^:]+:(\d+), gRPC on [^:]+:(-?\d+), metrics on [^:]+:(\d+)")
 
-    def __init__(self, repo, *extra, **popen):
+    def __init__(self, repo, *extra, https_ca=None, **popen):
+        self.https_ca = https_ca  # with --http-use-ssl: the certificate the HTTP port presents, trusted
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([RANKD, "serve", "--model-repository", repo, "--http-address", "127.0.0.1",
                                       "--http-port", "0", "--metrics-port", "0", "--grpc-port", "0", *extra],
@@ -64,7 +65,12 @@ class Server:
         return self.log.read().decode(errors="replace")
 
     def request(self, method, path, body=None, headers=None, port=None, timeout=30):
-        conn = http.client.HTTPConnection("127.0.0.1", port or self.http_port, timeout=timeout)
+        if self.https_ca and not port:
+            import ssl
+            conn = http.client.HTTPSConnection("127.0.0.1", self.http_port, timeout=timeout,
+                                               context=ssl.create_default_context(cafile=self.https_ca))
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", port or self.http_port, timeout=timeout)
         try:
             conn.request(method, path, body=body, headers=headers or {})
             r = conn.getresponse()
@@ -1214,54 +1220,6 @@ class RestrictedApiTest(GrpcServerCase):
                               capture_output=True, text=True, timeout=60)
         self.assertEqual(proc.returncode, 2)
         self.assertIn("unknown API category 'models'", proc.stderr)
-
-
-class GrpcTlsTest(unittest.TestCase):
-    """gRPC over TLS (--grpc-use-ssl with a self-signed certificate openssl makes): a client trusting
-    the certificate is served, a plain-text client is not; a missing key file stops the start."""
-
-    @classmethod
-    def setUpClass(cls):
-        stubs = grpc_stubs()
-        if stubs is None or shutil.which("openssl") is None:
-            raise unittest.SkipTest("python3-grpcio / python3-grpc-tools or openssl not installed")
-        import grpc
-        cls.grpc = grpc
-        cls.pb, cls.pb_grpc = stubs
-        cls.repo = tempfile.mkdtemp()
-        shutil.copytree(os.path.join(ZOO, "mmoe"), os.path.join(cls.repo, "mmoe"))
-        cls.cert, cls.key = os.path.join(cls.repo, "server.pem"), os.path.join(cls.repo, "server.key")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
-                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", cls.key, "-out", cls.cert],
-                       check=True, capture_output=True, timeout=60)
-        cls.server = Server(cls.repo, "--grpc-use-ssl", "true", "--grpc-server-cert", cls.cert,
-                            "--grpc-server-key", cls.key)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
-        shutil.rmtree(cls.repo)
-
-    def test_tls_clients_are_served_and_plain_ones_are_not(self):
-        grpc, pb = self.grpc, self.pb
-        with open(self.cert, "rb") as f:
-            trusted = grpc.ssl_channel_credentials(root_certificates=f.read())
-        address = f"localhost:{self.server.grpc_port}"
-        with grpc.secure_channel(address, trusted) as channel:
-            stub = self.pb_grpc.GRPCInferenceServiceStub(channel)
-            self.assertTrue(stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live)
-        with grpc.insecure_channel(address) as channel:
-            with self.assertRaises(grpc.RpcError) as e:
-                self.pb_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest(), timeout=10)
-            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
-
-    def test_a_missing_key_stops_the_start(self):
-        proc = subprocess.run([RANKD, "serve", "--model-repository", self.repo, "--http-port", "0", "--grpc-port", "0",
-                               "--metrics-port", "0", "--grpc-use-ssl", "true", "--grpc-server-cert", self.cert,
-                               "--grpc-server-key", os.path.join(self.repo, "absent.key")],
-                              capture_output=True, text=True, timeout=120)
-        self.assertEqual(proc.returncode, 2)
-        self.assertIn("--grpc-server-key", proc.stderr)
 
 
 class LoggingTest(GrpcServerCase):

@@ -12,7 +12,9 @@
 #include <thread>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include "common/log.h"
 #include "frontend/beast_request.h"
@@ -35,6 +37,7 @@ class HttpServer::Impl {
                                          : std::max(8u, 2 * std::thread::hardware_concurrency()))) {}
 
   Status Listen() {
+    if (options_.tls) RANKD_RETURN_IF_ERROR(LoadCertificate());
     beast::error_code ec;
     auto address = asio::ip::make_address(options_.address, ec);
     if (ec) return InvalidArgument("bad listen address '" + options_.address + "'");
@@ -83,9 +86,22 @@ class HttpServer::Impl {
 
   int port() const { return port_; }
 
+  template <class Stream>
   class Session;
 
  private:
+  // The TLS context from the options' PEM files (TLS 1.2 and later).
+  Status LoadCertificate() {
+    ssl_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    ssl_->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                      asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+    beast::error_code ec;
+    ssl_->use_certificate_chain_file(options_.tls->cert_file, ec);
+    if (ec) return InvalidArgument("--http-server-cert '" + options_.tls->cert_file + "': " + ec.message());
+    ssl_->use_private_key_file(options_.tls->key_file, asio::ssl::context::pem, ec);
+    if (ec) return InvalidArgument("--http-server-key '" + options_.tls->key_file + "': " + ec.message());
+    return Status::Ok();
+  }
   void Accept();
   // Runs the handler; `respond` gets its answer once, or 500 when it throws first (logged).
   void Handle(const HttpRequest& request, HttpRespond respond);
@@ -110,14 +126,36 @@ class HttpServer::Impl {
   asio::steady_timer retry_{io_};     // the pause before accepting again after a failed accept
   int reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   int port_ = 0;
+  std::unique_ptr<asio::ssl::context> ssl_;  // with options_.tls
 };
 
-class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
+// A connection's requests, read and answered one at a time, over a TCP stream or a TLS one on it.
+template <class Stream>
+class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<Stream>> {
+  using std::enable_shared_from_this<Session<Stream>>::shared_from_this;
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
   static constexpr size_t kBodyReadBytes = 64 * 1024;  // Beast's largest single read
   static constexpr size_t kIdleBufferBytes = 16 * 1024;
 
  public:
-  Session(tcp::socket socket, Impl& server) : stream_(std::move(socket)), server_(server) { ++server_.connections_; }
+  template <class... TlsContext>
+  Session(tcp::socket socket, Impl& server, TlsContext&... tls) : stream_(std::move(socket), tls...), server_(server) {
+    ++server_.connections_;
+  }
+
+  // Reads the first request (after the TLS handshake, on a TLS stream: a client that does not
+  // finish it in the header timeout is closed).
+  void Start() {
+    if constexpr (kTls) {
+      Tcp().expires_after(server_.options_.header_timeout);
+      stream_.async_handshake(asio::ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
+        if (ec) return self->Close();
+        self->Read();
+      });
+    } else {
+      Read();
+    }
+  }
   ~Session() { --server_.connections_; }
 
   // Reads the next request's header; its body follows in ReadBody.
@@ -128,7 +166,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->body_limit(server_.options_.max_body_bytes);
     parser_->header_limit(64 * 1024);
-    stream_.expires_after(server_.options_.header_timeout);  // idle or slow headers: the connection closes
+    Tcp().expires_after(server_.options_.header_timeout);  // idle or slow headers: the connection closes
     http::async_read_header(stream_, buffer_, *parser_,
                             beast::bind_front_handler(&Session::OnHeader, shared_from_this()));
   }
@@ -145,7 +183,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     const auto& header = parser_->get();
     auto length = parser_->content_length();
     if (length && *length > server_.options_.max_body_bytes) return Refuse(http::error::body_limit);
-    stream_.expires_after(server_.options_.body_timeout);
+    Tcp().expires_after(server_.options_.body_timeout);
     if (beast::iequals(header[http::field::expect], "100-continue") && !parser_->is_done()) {
       // The client waits for this before it sends the body.
       auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
@@ -190,7 +228,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   void OnRead(beast::error_code ec, size_t) {
     if (Closed(ec)) return Close();
     if (ec) return Refuse(ec);
-    stream_.expires_never();  // the handler's time is not the client's; Read() sets the next deadline
+    Tcp().expires_never();  // the handler's time is not the client's; Read() sets the next deadline
     auto req = parser_->release();
     keep_alive_ = req.keep_alive();
     HttpRequest request = ToHttpRequest(std::move(req));
@@ -226,7 +264,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     res->body() = std::move(r.body);
     res->prepare_payload();
     if (LogAccessOn()) LogAccessLine(r.status, res->body().size());
-    stream_.expires_after(server_.options_.body_timeout);  // a client that does not read its answer
+    Tcp().expires_after(server_.options_.body_timeout);  // a client that does not read its answer
     http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
       if (ec || !res->keep_alive()) {
         self->Close();
@@ -240,7 +278,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   // the status, the bytes in (body) and out (body), and the time from its arrival to its answer.
   void LogAccessLine(int status, size_t bytes_out) {
     beast::error_code ec;
-    auto peer = stream_.socket().remote_endpoint(ec);
+    auto peer = Tcp().socket().remote_endpoint(ec);
     const auto us =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - access_.received)
             .count();
@@ -252,10 +290,12 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   void Close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    Tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
   }
 
-  beast::tcp_stream stream_;
+  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
+
+  Stream stream_;
   Impl& server_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -304,7 +344,11 @@ void HttpServer::Impl::Accept() {
     if (connections_.load() >= options_.max_connections) {
       RefuseSocket(socket);
     } else {
-      std::make_shared<Session>(std::move(socket), *this)->Read();
+      if (ssl_) {
+        std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(std::move(socket), *this, *ssl_)->Start();
+      } else {
+        std::make_shared<Session<beast::tcp_stream>>(std::move(socket), *this)->Start();
+      }
     }
     Accept();
   });

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,12 @@ struct HttpServerOptions {
   int max_connections = 4096;
   std::chrono::milliseconds header_timeout{30000};
   std::chrono::milliseconds body_timeout{60000};
+  // HTTPS: the server's PEM certificate chain and private key (TLS 1.2 and later; no client
+  // certificates). Absent: plain HTTP.
+  struct Tls {
+    std::string cert_file, key_file;
+  };
+  std::optional<Tls> tls;
 };
 
 class HttpServer {

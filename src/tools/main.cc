@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
                         "trace, logging); repeatable");
   serve_cmd->add_option("--grpc-restricted-protocol", serve.grpc_restricted,
                         "The same for gRPC calls and their metadata; repeatable");
+  serve_cmd->add_option("--http-use-ssl", serve.http_ssl, "true: HTTPS on the HTTP port (--http-server-cert, -key)");
+  serve_cmd->add_option("--http-server-cert", serve.http_server_cert, "PEM certificate chain of the HTTPS server");
+  serve_cmd->add_option("--http-server-key", serve.http_server_key, "PEM private key of the HTTPS server");
   serve_cmd->add_option("--grpc-use-ssl", serve.grpc_ssl, "true: TLS on the gRPC port (--grpc-server-cert, -key)");
   serve_cmd->add_option("--grpc-use-ssl-mutual", serve.grpc_ssl_mutual,
                         "true: TLS with client certificates signed by --grpc-root-cert");

@@ -136,6 +136,13 @@ int ServeCommand(const ServeArgs& args) {
   http_options.worker_threads = args.http_threads;
   http_options.max_connections = args.http_max_connections;
   http_options.header_timeout = std::chrono::seconds(args.http_header_timeout_secs);
+  if (args.http_ssl) {
+    if (args.http_server_cert.empty() || args.http_server_key.empty()) {
+      std::fprintf(stderr, "rankd serve: --http-use-ssl needs --http-server-cert and --http-server-key\n");
+      return 2;
+    }
+    http_options.tls = HttpServerOptions::Tls{args.http_server_cert, args.http_server_key};
+  }
   auto http = HttpServer::Start(
       http_options, [&api](const HttpRequest& r, HttpRespond respond) { api.Handle(r, std::move(respond)); });
   if (!http.ok()) {
