@@ -822,6 +822,41 @@ class SharedMemoryTest(unittest.TestCase):
         self.assertEqual(s.json("GET", "/v2/systemsharedmemory/status"), (200, []))
         self.assertEqual(s.request("GET", "/v2/health/live")[0], 200)
 
+    def test_objects_truncated_or_unlinked_after_registering(self):
+        """A client that truncates its object under a registered region gets a clear 400 (the server
+        used to die of SIGBUS); one that unlinks it keeps using the memory both still map."""
+        from multiprocessing import shared_memory
+        s = self.server
+        request = copy.deepcopy(lines("dlrm_dcnv2", "requests")[0])
+        status, want = s.json("POST", "/v2/models/dlrm_dcnv2/infer", request)
+        self.assertEqual(status, 200, want)
+        dense = next(i for i in request["inputs"] if i["name"] == "dense")
+        values = dense.pop("data")
+        dense["parameters"] = {"shared_memory_region": "x", "shared_memory_offset": 8192, "shared_memory_byte_size": 52}
+        for fate in ["truncated", "unlinked"]:
+            with self.subTest(fate=fate):
+                region = shared_memory.SharedMemory(create=True, size=1 << 16)
+                struct.pack_into("<13f", region.buf, 8192, *values)
+                self.assertEqual(self.post("/v2/systemsharedmemory/region/x/register",
+                                           {"key": "/" + region.name, "offset": 0, "byte_size": 1 << 16})[0], 200)
+                self.assertEqual(self.post("/v2/models/dlrm_dcnv2/infer", request)[0], 200)
+                if fate == "truncated":
+                    os.ftruncate(region._fd, 0)
+                    for _ in range(2):
+                        status, body = self.post("/v2/models/dlrm_dcnv2/infer", request)
+                        self.assertEqual(status, 400, body)
+                        self.assertIn("was truncated after it was registered", body["error"])
+                    region.close()
+                    region.unlink()
+                else:
+                    region.unlink()
+                    status, got = self.post("/v2/models/dlrm_dcnv2/infer", request)
+                    self.assertEqual(status, 200, got)
+                    self.assertEqual(got["outputs"], want["outputs"])
+                    region.close()
+                self.assertEqual(s.request("GET", "/v2/health/live")[0], 200)
+                self.assertEqual(self.post("/v2/systemsharedmemory/region/x/unregister", {})[0], 200)
+
     def test_cuda_shared_memory_refusals(self):
         """CUDA regions (a real one: tests/cuda_shared_memory_test.py on a GPU): malformed registrations
         are 400, a handle no driver can open (or no GPU) a clear error, and none is listed after."""

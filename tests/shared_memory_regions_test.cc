@@ -126,6 +126,29 @@ TEST(SharedMemoryRegions, JsonInputsAndOutputsReadAndWriteTheirRegions) {
   EXPECT_EQ(no_registry.status().code(), StatusCode::kUnimplemented);
 }
 
+// A client that truncates its object after registering it: copies fail naming the object, and
+// the process lives (without the guard, the first read past the new end raised SIGBUS).
+TEST(SharedMemoryRegions, AnObjectTruncatedUnderItsRegionFailsItsCopiesAndNothingElse) {
+  SharedObject object(64 * 1024);
+  SharedMemoryRegions shm;
+  ASSERT_TRUE(shm.Register("t", object.key(), 0, 64 * 1024).ok());
+  auto use = shm.Find("t", 32 * 1024, 16);
+  ASSERT_TRUE(use.ok());
+  char bytes[16] = {};
+  ASSERT_TRUE(use->Read(bytes).ok());
+  const int fd = shm_open(object.key().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 0), 0);
+  close(fd);
+  Status read = use->Read(bytes);
+  EXPECT_EQ(read.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(read.message().find("'" + object.key() + "' was truncated after it was registered"), std::string::npos)
+      << read.ToString();
+  EXPECT_EQ(use->Write(bytes, sizeof(bytes)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(shm.Find("t", 0, 8)->Read(bytes).code(), StatusCode::kInvalidArgument);  // every later copy too
+  EXPECT_TRUE(shm.Unregister(SharedMemoryRegions::Kind::kSystem, "t").ok());
+}
+
 // CUDA regions: refused with the reason where there is no GPU; on a GPU, handles the driver
 // cannot open are refused (a real handle from another process: tests/cuda_shared_memory_test.py).
 TEST(SharedMemoryRegions, CudaRegistrationsRefuseWhatCannotBeOpened) {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/sigbus_guard.h"
 #include "runtime/backends.h"
 
 namespace rankd {
@@ -19,29 +20,47 @@ using Kind = SharedMemoryRegions::Kind;
 // A range of a POSIX shared memory object, mapped from its start to the range's end.
 class SystemRegion final : public SharedMemoryRegions::Region {
  public:
-  SystemRegion(std::string key, uint64_t offset, uint64_t byte_size, void* mapping, size_t mapped_bytes)
-      : key_(std::move(key)), offset_(offset), byte_size_(byte_size), mapping_(mapping), mapped_bytes_(mapped_bytes) {}
-  ~SystemRegion() override { munmap(mapping_, mapped_bytes_); }
+  SystemRegion(std::string key, uint64_t offset, uint64_t byte_size, void* mapping, size_t mapped_bytes,
+               std::unique_ptr<SigbusGuard> guard)
+      : key_(std::move(key)),
+        offset_(offset),
+        byte_size_(byte_size),
+        mapping_(mapping),
+        mapped_bytes_(mapped_bytes),
+        guard_(std::move(guard)) {}
+  ~SystemRegion() override {
+    guard_.reset();  // before the range is unmapped
+    munmap(mapping_, mapped_bytes_);
+  }
   Kind kind() const override { return Kind::kSystem; }
   SharedMemoryRegions::RegionStatus status(const std::string& name) const override {
     return {name, key_, offset_, byte_size_, 0};
   }
   uint64_t byte_size() const override { return byte_size_; }
+  // A client that truncates its object under the mapping gets an error, not a crashed server: the
+  // guard puts zero pages over the region at the fault, and every copy after it fails.
   Status Read(uint64_t at, void* dst, size_t bytes) const override {
     if (bytes) std::memcpy(dst, Base() + at, bytes);
-    return Status::Ok();
+    return Intact();
   }
   Status Write(uint64_t at, const void* src, size_t bytes) const override {
+    RANKD_RETURN_IF_ERROR(Intact());
     if (bytes) std::memcpy(Base() + at, src, bytes);
-    return Status::Ok();
+    return Intact();
   }
 
  private:
   uint8_t* Base() const { return static_cast<uint8_t*>(mapping_) + offset_; }
+  Status Intact() const {
+    if (!guard_->faulted()) return Status::Ok();
+    return InvalidArgument("shared memory object '" + key_ +
+                           "' was truncated after it was registered: unregister the region and register it again");
+  }
   std::string key_;
   uint64_t offset_, byte_size_;
   void* mapping_;
   size_t mapped_bytes_;
+  std::unique_ptr<SigbusGuard> guard_;
 };
 
 // Device memory of another process, opened through the CUDA backend of its GPU.
@@ -98,7 +117,13 @@ Status SharedMemoryRegions::Register(const std::string& name, const std::string&
   void* mapping = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (mapping == MAP_FAILED) return InvalidArgument(what + ": cannot map '" + key + "': " + std::strerror(errno));
-  return Add(name, std::make_shared<SystemRegion>(key, offset, byte_size, mapping, mapped));
+  std::unique_ptr<SigbusGuard> guard = SigbusGuard::Watch(mapping, mapped, /*writable=*/true);
+  if (!guard) {
+    munmap(mapping, mapped);
+    return Unavailable(what + ": too many files and regions are mapped (" + std::to_string(SigbusGuard::kMaxRanges) +
+                       ")");
+  }
+  return Add(name, std::make_shared<SystemRegion>(key, offset, byte_size, mapping, mapped, std::move(guard)));
 }
 
 Status SharedMemoryRegions::RegisterCuda(const std::string& name, const std::string& raw_handle, int64_t device_id,

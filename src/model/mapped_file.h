@@ -8,10 +8,9 @@
 // requests instead of scoring with bytes it did not load. A file replaced by rename (`mv`) leaves
 // the held file untouched and the loaded version serves on.
 //
-// A read of a page that truncation removed raises SIGBUS. A process-wide handler, installed by the
-// first Open, puts zero pages over the whole of that mapping (the read completes, with zeros) and
-// marks the file, so Check() fails every request that may have read them. A SIGBUS anywhere else
-// takes its default course.
+// A read of a page that truncation removed raises SIGBUS: the mapping is watched (common/sigbus_guard.h),
+// so zero pages replace it (the read completes, with zeros) and Check() fails every request that
+// may have read them.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "common/sigbus_guard.h"
 #include "rankd/status.h"
 
 namespace rankd {
@@ -36,9 +36,10 @@ class MappedFile {
   // OK while the file is as it was when opened; Unavailable, naming the file, once it was truncated
   // under the mapping or rewritten.
   Status Check() const;
-  // Whether any byte of [at, at + bytes) lies in a file mapped by a MappedFile alive now. Such
-  // memory is the page cache's: a GPU backend copies it rather than page-locking it in place
-  // (long-term pinning of file pages can spin in the kernel while it migrates them).
+  // Whether any byte of [at, at + bytes) lies in a file mapped by a MappedFile alive now (or in
+  // another range watched for truncation: a shared memory region). Such memory is the page cache's: a GPU backend
+  // copies it rather than page-locking it in place (long-term pinning of file pages can spin in the kernel while it
+  // migrates them).
   static bool Overlaps(const void* at, size_t bytes);
 
  private:
@@ -49,7 +50,7 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   int64_t mtime_ns_ = 0;
-  int slot_ = -1;  // this mapping's place in the SIGBUS handler's table, or -1
+  std::unique_ptr<SigbusGuard> guard_;  // while mapped
 };
 
 }  // namespace rankd
