@@ -1101,7 +1101,7 @@ class GrpcTest(GrpcServerCase):
 
     def test_unimplemented_methods_are_named(self):
         grpc = self.grpc
-        for method in ["/inference.GRPCInferenceService/TraceSetting", "/no.such.Service/Call"]:
+        for method in ["/inference.GRPCInferenceService/ModelStreamInfer", "/no.such.Service/Call"]:
             call = self.channel.unary_unary(method)
             with self.assertRaises(grpc.RpcError) as e:
                 call(b"", timeout=10)

@@ -332,6 +332,7 @@ class GrpcServer::Impl {
     RANKD_GRPC_NOW(CudaSharedMemoryRegister, kSharedMemory);
     RANKD_GRPC_NOW(CudaSharedMemoryUnregister, kSharedMemory);
     RANKD_GRPC_NOW(LogSettings, kLogging);
+    RANKD_GRPC_NOW(TraceSetting, kTrace);
 #undef RANKD_GRPC_NOW
 #undef RANKD_GRPC_ARM
   }
@@ -372,6 +373,7 @@ class GrpcServer::Impl {
     r.add_extensions("statistics");
     r.add_extensions("system_shared_memory");
     r.add_extensions("cuda_shared_memory");
+    r.add_extensions("trace");
     r.add_extensions("logging");
     return grpc::Status::OK;
   }
@@ -524,6 +526,27 @@ class GrpcServer::Impl {
   grpc::Status CudaSharedMemoryUnregister(const inference::CudaSharedMemoryUnregisterRequest& q,
                                           inference::CudaSharedMemoryUnregisterResponse&) {
     return ToGrpc(shared_memory_.Unregister(SharedMemoryRegions::Kind::kCuda, q.name()));
+  }
+  grpc::Status TraceSetting(const inference::TraceSettingRequest& q, inference::TraceSettingResponse& r) {
+    RequestTracer* tracer = infer_.tracer();
+    if (!tracer) return ToGrpc(Unimplemented("tracing is not served here"));
+    if (!q.model_name().empty()) {
+      if (Status known = infer_.repository().Get(q.model_name(), -1).status(); !known.ok()) return ToGrpc(known);
+    }
+    RequestTracer::Update update;
+    for (const auto& [name, value] : q.settings()) {
+      if (value.value().empty()) {
+        update[name] = std::nullopt;
+      } else {
+        update[name] = std::vector<std::string>(value.value().begin(), value.value().end());
+      }
+    }
+    if (Status s = tracer->Apply(q.model_name(), update); !s.ok()) return ToGrpc(s);
+    for (const auto& [name, values] : tracer->Current(q.model_name())) {
+      auto& out = (*r.mutable_settings())[name];
+      for (const std::string& v : values) out.add_value(v);
+    }
+    return grpc::Status::OK;
   }
   grpc::Status LogSettings(const inference::LogSettingsRequest& q, inference::LogSettingsResponse& r) {
     rankd::LogSettings settings = CurrentLogSettings();

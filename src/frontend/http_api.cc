@@ -8,6 +8,7 @@
 #include "frontend/base64.h"
 #include "frontend/http_compression.h"
 #include "frontend/log_settings.h"
+#include "frontend/trace_settings.h"
 #include "frontend/triton_config.h"
 #include "frontend/triton_stats.h"
 
@@ -127,6 +128,7 @@ std::optional<ApiCategory> CategoryOf(const std::vector<std::string>& p) {
   if (area == "trace") return ApiCategory::kTrace;
   if (area != "models") return std::nullopt;
   const std::string& last = p.back();
+  if (p.size() > 4 && last == "setting" && p[p.size() - 2] == "trace") return ApiCategory::kTrace;
   if (p.size() > 2 && last == "infer") return ApiCategory::kInference;
   if (p.size() > 2 && last == "ready") return ApiCategory::kHealth;
   if (p.size() > 2 && last == "config") return ApiCategory::kModelConfig;
@@ -171,7 +173,7 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
                       {"version", kServerVersion},
                       {"extensions",
                        {"model_repository", "binary_tensor_data", "model_configuration", "statistics",
-                        "system_shared_memory", "cuda_shared_memory", "logging"}}});
+                        "system_shared_memory", "cuda_shared_memory", "logging", "trace"}}});
   }
   if (p.size() == 3 && p[1] == "health" && m == "GET") {
     if (p[2] == "live") {
@@ -195,6 +197,7 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
       rest = 5;
     }
     if (p.size() == rest && m == "GET") return ModelMetadata(name, version);
+    if (p.size() == 5 && rest == 3 && p[3] == "trace" && p[4] == "setting") return TraceSetting(request, name);
     if (p.size() == rest + 1 && p[rest] == "stats" && m == "GET") return Statistics(name, version);
     if (p.size() == rest + 1 && p[rest] == "config" && m == "GET") {
       auto model = repository_.Get(name, version);
@@ -209,6 +212,7 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
   }
   if (p.size() >= 3 && (p[1] == "systemsharedmemory" || p[1] == "cudasharedmemory")) return SharedMemory(request, p);
   if (p.size() == 2 && p[1] == "logging" && (m == "GET" || m == "POST")) return Logging(request);
+  if (p.size() == 3 && p[1] == "trace" && p[2] == "setting") return TraceSetting(request, "");
   if (p.size() == 3 && p[1] == "repository" && p[2] == "index" && m == "POST") {
     json index = json::array();
     for (const RepositoryIndexEntry& e : repository_.Index()) {
@@ -317,6 +321,24 @@ HttpResponse HttpApi::SharedMemory(const HttpRequest& request, const std::vector
     return s.ok() ? Json(200, json::object()) : Error(s);
   }
   return Error(NotFound("no route for " + request.method + " " + request.target));
+}
+
+// GET|POST /v2[/models/NAME]/trace/setting
+HttpResponse HttpApi::TraceSetting(const HttpRequest& request, const std::string& model) {
+  RequestTracer* tracer = service_.tracer();
+  if (!tracer) return Error(Unimplemented("tracing is not served here"));
+  if (!model.empty()) {
+    if (Status known = repository_.Get(model, -1).status(); !known.ok()) return Error(known);
+  }
+  if (request.method == "POST") {
+    json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+    StatusOr<RequestTracer::Update> update = TraceUpdateFromJson(body);
+    if (!update.ok()) return Error(update.status());
+    if (Status s = tracer->Apply(model, *update); !s.ok()) return Error(s);
+  } else if (request.method != "GET") {
+    return Error(NotFound("no route for " + request.method + " " + request.target));
+  }
+  return Json(200, TraceSettingsJson(tracer->Current(model)));
 }
 
 HttpResponse HttpApi::Statistics(const std::string& name, int64_t version) {

@@ -62,6 +62,8 @@ class HttpApi {
   HttpResponse Statistics(const std::string& model, int64_t version);
   // The logging extension: GET or POST /v2/logging.
   HttpResponse Logging(const HttpRequest& request);
+  // The trace extension: GET or POST /v2[/models/NAME]/trace/setting (`model` empty: global).
+  HttpResponse TraceSetting(const HttpRequest& request, const std::string& model);
   // The system shared memory extension's routes (`path` starts v2/systemsharedmemory).
   HttpResponse SharedMemory(const HttpRequest& request, const std::vector<std::string>& path);
 

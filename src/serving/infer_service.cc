@@ -36,6 +36,7 @@ void InferService::InferAsync(const std::string& name, int64_t version, Clock::t
   StatusOr<std::shared_ptr<const Model>> found = repository_.Get(name, version);
   if (!found.ok()) return finish(found.status());
   std::shared_ptr<const Model> model = std::move(*found);
+  const uint64_t trace = tracer_ ? tracer_->Sample(model->name()) : 0;
   metrics_.AddInflight(1);
   auto fail = [this](const Model& m, const Status& s, const Finish& finish) {
     metrics_.AddInflight(-1);
@@ -59,7 +60,7 @@ void InferService::InferAsync(const std::string& name, int64_t version, Clock::t
   const Model& m = *model;
   auto answered = std::make_shared<std::atomic<bool>>(false);
   InferDone done = [this, &m, request, received, start, parsed, serialize = std::move(serialize), finish, fail,
-                    answered](StatusOr<std::vector<InferOutput>> outputs, const InferStats& stats) {
+                    answered, trace](StatusOr<std::vector<InferOutput>> outputs, const InferStats& stats) {
     answered->store(true);
     Clock::time_point scored = Clock::now();
     Status s = outputs.status();
@@ -84,6 +85,9 @@ void InferService::InferAsync(const std::string& name, int64_t version, Clock::t
     metrics_.AddInflight(-1);
     metrics_.RecordSuccess(m.name(), m.version(), t);
     finish(Status::Ok());
+    // After the answer: a trace that completes a file writes it here.
+    if (trace)
+      tracer_->Record(trace, m.name(), m.version(), request->request.id, {received, start, parsed, scored, written});
   };
   s = Guarded(m, "scoring the request", [&] {
     m.InferAsync(request, std::move(done));

@@ -14,6 +14,7 @@
 #include "common/parsed_request.h"
 #include "serving/metrics.h"
 #include "serving/repository.h"
+#include "serving/request_tracer.h"
 
 namespace rankd {
 
@@ -25,7 +26,9 @@ class InferService {
   // The request's outcome: OK once serialised, else why it failed. Called exactly once.
   using Finish = std::function<void(const Status&)>;
 
-  InferService(ModelRepository& repository, Metrics& metrics) : repository_(repository), metrics_(metrics) {}
+  // `tracer`, when given, samples requests to trace (Triton's trace extension).
+  InferService(ModelRepository& repository, Metrics& metrics, RequestTracer* tracer = nullptr)
+      : repository_(repository), metrics_(metrics), tracer_(tracer) {}
 
   // `received`: when the frontend finished reading the request (the queue time starts there).
   // `parse` runs before InferAsync returns; `serialize` and `finish` may run later, on another
@@ -36,10 +39,12 @@ class InferService {
 
   ModelRepository& repository() { return repository_; }
   Metrics& metrics() { return metrics_; }
+  RequestTracer* tracer() { return tracer_; }
 
  private:
   ModelRepository& repository_;
   Metrics& metrics_;
+  RequestTracer* tracer_;
 };
 
 }  // namespace rankd

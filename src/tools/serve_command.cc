@@ -70,7 +70,8 @@ int ServeCommand(const ServeArgs& args) {
   }
   JsonLimits limits;
   limits.max_body_bytes = static_cast<uint64_t>(args.max_body_mb) << 20;
-  InferService service(**repository, metrics);
+  RequestTracer tracer;  // Triton's trace extension; written out when the server stops
+  InferService service(**repository, metrics, &tracer);
   std::atomic<bool> draining{false};
   HealthProbes probes;
   probes.live = [backend = *backend] { return backend->Health(); };

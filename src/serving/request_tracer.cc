@@ -1,0 +1,197 @@
+#include "serving/request_tracer.h"
+
+#include <charconv>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+
+namespace rankd {
+namespace {
+
+const char* const kNames[] = {"trace_level", "trace_rate", "trace_count", "log_frequency", "trace_file"};
+
+std::optional<int64_t> ParseInt(const std::string& s) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+// Checks one setting's values; the error names it.
+Status CheckSetting(const std::string& name, const std::vector<std::string>& values) {
+  if (name == "trace_level") {
+    if (values.empty()) return InvalidArgument("trace_level needs a level (OFF or TIMESTAMPS)");
+    for (const std::string& v : values) {
+      if (v == "TENSORS") return InvalidArgument("trace_level TENSORS is not supported (OFF and TIMESTAMPS are)");
+      if (v != "OFF" && v != "TIMESTAMPS") return InvalidArgument("trace_level '" + v + "': OFF or TIMESTAMPS");
+    }
+    return Status::Ok();
+  }
+  if (values.size() != 1) return InvalidArgument(name + " takes one value");
+  if (name == "trace_file") return Status::Ok();
+  std::optional<int64_t> v = ParseInt(values[0]);
+  if (name == "trace_rate" && (!v || *v < 1)) return InvalidArgument("trace_rate must be an integer of 1 or more");
+  if (name == "trace_count" && (!v || *v < -1)) return InvalidArgument("trace_count must be -1 or more");
+  if (name == "log_frequency" && (!v || *v < 0)) return InvalidArgument("log_frequency must be 0 or more");
+  return Status::Ok();
+}
+
+bool TracesOn(const std::vector<std::string>& levels) {
+  for (const std::string& l : levels) {
+    if (l == "TIMESTAMPS") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+RequestTracer::RequestTracer() {
+  MutexLock lock(mu_);
+  global_ = {{"trace_level", {"OFF"}},
+             {"trace_rate", {"1000"}},
+             {"trace_count", {"-1"}},
+             {"log_frequency", {"0"}},
+             {"trace_file", {""}}};
+}
+
+RequestTracer::~RequestTracer() {
+  MutexLock lock(mu_);
+  for (auto& [file, out] : outputs_) {
+    if (!out.objects.empty()) Flush(file, false);
+  }
+}
+
+RequestTracer::Settings RequestTracer::Current(const std::string& model) const {
+  MutexLock lock(mu_);
+  Settings s = global_;
+  auto it = models_.find(model);
+  if (it != models_.end()) {
+    for (const auto& [k, v] : it->second) s[k] = v;
+  }
+  return s;
+}
+
+RequestTracer::Resolved RequestTracer::Resolve(const std::string& model) const {
+  Settings s = global_;
+  auto it = models_.find(model);
+  if (it != models_.end()) {
+    for (const auto& [k, v] : it->second) s[k] = v;
+  }
+  Resolved r;
+  r.on = TracesOn(s["trace_level"]);
+  r.rate = ParseInt(s["trace_rate"][0]).value_or(1000);
+  r.count = ParseInt(s["trace_count"][0]).value_or(-1);
+  r.log_frequency = ParseInt(s["log_frequency"][0]).value_or(0);
+  r.file = s["trace_file"][0];
+  return r;
+}
+
+Status RequestTracer::Apply(const std::string& model, const Update& update) {
+  MutexLock lock(mu_);
+  Settings global = global_;
+  std::map<std::string, Settings> models = models_;
+  Settings& target = model.empty() ? global : models[model];
+  for (const auto& [name, values] : update) {
+    if (std::find(std::begin(kNames), std::end(kNames), name) == std::end(kNames)) {
+      return InvalidArgument("unknown trace setting '" + name +
+                             "' (trace_level, trace_rate, trace_count, log_frequency, trace_file)");
+    }
+    if (!values) {
+      if (model.empty()) return InvalidArgument("the global " + name + " cannot be cleared");
+      target.erase(name);
+      continue;
+    }
+    RANKD_RETURN_IF_ERROR(CheckSetting(name, *values));
+    target[name] = *values;
+  }
+  // Tracing on needs somewhere to write, for the global settings and every model's.
+  std::swap(global_, global);
+  std::swap(models_, models);
+  std::vector<std::string> scopes = {""};
+  for (const auto& entry : models_) scopes.push_back(entry.first);
+  Status ok = Status::Ok();
+  for (const std::string& m : scopes) {
+    Resolved r = Resolve(m);
+    if (ok.ok() && r.on && r.file.empty()) ok = InvalidArgument("trace_level TIMESTAMPS needs a trace_file");
+  }
+  if (!ok.ok()) {
+    std::swap(global_, global);
+    std::swap(models_, models);
+    return ok;
+  }
+  if (update.count("trace_count")) remaining_[model] = Resolve(model).count;
+  if (update.count("trace_rate")) seen_.erase(model);
+  if (update.count("trace_file")) {
+    const std::string file = Resolve(model).file;
+    if (outputs_.count(file)) outputs_[file].next_index = 0;  // Triton: the index restarts with a new file
+  }
+  bool any = false;
+  for (const std::string& m : scopes) any = any || Resolve(m).on;
+  any_on_ = any;
+  return Status::Ok();
+}
+
+uint64_t RequestTracer::Sample(const std::string& model) {
+  if (!any_on_.load(std::memory_order_relaxed)) return 0;
+  MutexLock lock(mu_);
+  Resolved r = Resolve(model);
+  if (!r.on) return 0;
+  const uint64_t n = seen_[model]++;
+  if (n % static_cast<uint64_t>(r.rate) != 0) return 0;
+  // trace_count counts down where it was set: the model's own, else the global one.
+  const std::string scope = models_.count(model) && models_[model].count("trace_count") ? model : "";
+  auto left = remaining_.find(scope);
+  if (left != remaining_.end() && left->second >= 0) {
+    if (left->second == 0) return 0;
+    --left->second;
+  }
+  return next_id_++;
+}
+
+void RequestTracer::Record(uint64_t id, const std::string& model, int64_t version, const std::string& request_id,
+                           const Times& t) {
+  auto ns = [](Clock::time_point p) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(p.time_since_epoch()).count());
+  };
+  nlohmann::json head = {{"id", id}, {"model_name", model}, {"model_version", version}};
+  if (!request_id.empty()) head["request_id"] = request_id;
+  nlohmann::json stamps = nlohmann::json::array();
+  for (const auto& [name, at] :
+       std::initializer_list<std::pair<const char*, Clock::time_point>>{{"REQUEST_START", t.received},
+                                                                        {"QUEUE_START", t.received},
+                                                                        {"COMPUTE_START", t.started},
+                                                                        {"COMPUTE_INPUT_END", t.parsed},
+                                                                        {"COMPUTE_OUTPUT_START", t.scored},
+                                                                        {"COMPUTE_END", t.written},
+                                                                        {"REQUEST_END", t.written}}) {
+    stamps.push_back({{"name", name}, {"ns", ns(at)}});
+  }
+  nlohmann::json times = {{"id", id}, {"timestamps", stamps}};
+  MutexLock lock(mu_);
+  Resolved r = Resolve(model);
+  Output& out = outputs_[r.file];
+  out.objects.push_back(head.dump());
+  out.objects.push_back(times.dump());
+  ++out.traces;
+  const std::string scope = models_.count(model) && models_[model].count("trace_count") ? model : "";
+  auto left = remaining_.find(scope);
+  const bool ran_out = left != remaining_.end() && left->second == 0;
+  if ((r.log_frequency > 0 && out.traces % static_cast<uint64_t>(r.log_frequency) == 0) || ran_out) {
+    Flush(r.file, true);
+  }
+}
+
+void RequestTracer::Flush(const std::string& file, bool indexed) {
+  Output& out = outputs_[file];
+  const std::string path = indexed ? file + "." + std::to_string(out.next_index++) : file;
+  std::ofstream f(path, std::ios::trunc);
+  f << "[";
+  for (size_t i = 0; i < out.objects.size(); ++i) f << (i ? "," : "") << out.objects[i];
+  f << "]\n";
+  if (!f) LogError("trace file '" + path + "' could not be written");
+  out.objects.clear();
+}
+
+}  // namespace rankd

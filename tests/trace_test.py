@@ -1,0 +1,122 @@
+"""Triton's trace extension over real sockets: settings read and changed over HTTP and gRPC, globally
+and per model; sampled requests' timestamps written as Triton's JSON trace files.
+
+  /usr/bin/python3 tests/trace_test.py RANKD_BINARY SOURCE_DIR
+"""
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+from server_test import ZOO, Server, grpc_stubs, lines
+
+STAMPS = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START",
+          "COMPUTE_END", "REQUEST_END"]
+
+
+class TraceTest(unittest.TestCase):
+    def setUp(self):
+        self.repo = tempfile.mkdtemp()
+        for name in ["mmoe", "din"]:
+            shutil.copytree(os.path.join(ZOO, name), os.path.join(self.repo, name))
+        self.out = tempfile.mkdtemp()
+        self.server = Server(self.repo)
+
+    def tearDown(self):
+        self.server.stop()
+        shutil.rmtree(self.repo)
+        shutil.rmtree(self.out)
+
+    def post(self, path, body):
+        return self.server.json("POST", path, body)
+
+    def infer(self, model, n):
+        body = lines(model, "requests")[0]
+        for i in range(n):
+            status, got = self.post("/v2/models/%s/infer" % model, dict(body, id="%s-%d" % (model, i)))
+            self.assertEqual(status, 200, got)
+
+    def traces(self, path, model, count):
+        """The traces in `path`: Triton's pairs of objects, checked; their request ids."""
+        with open(path) as f:
+            objects = json.load(f)
+        self.assertEqual(len(objects), 2 * count, objects)
+        ids = []
+        for head, times in zip(objects[::2], objects[1::2]):
+            self.assertEqual(head["id"], times["id"])
+            self.assertEqual((head["model_name"], head["model_version"]), (model, 1))
+            ids.append(head["request_id"])
+            self.assertEqual([t["name"] for t in times["timestamps"]], STAMPS)
+            ns = [t["ns"] for t in times["timestamps"]]
+            self.assertEqual(ns, sorted(ns))
+            self.assertGreater(ns[-1], ns[0])
+        return ids
+
+    def test_settings_sampling_and_files(self):
+        s = self.server
+        self.assertIn("trace", s.json("GET", "/v2")[1]["extensions"])
+        self.assertEqual(s.json("GET", "/v2/trace/setting"),
+                         (200, {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1",
+                                "log_frequency": "0", "trace_file": ""}))
+        for body, message in [({"trace_level": ["TIMESTAMPS"]}, "needs a trace_file"),
+                              ({"trace_level": ["TENSORS"], "trace_file": "x"}, "TENSORS is not supported"),
+                              ({"trace_rate": "0"}, "trace_rate"), ({"trace_rate": 5}, "trace_rate"),
+                              ({"trace_count": "-2"}, "trace_count"), ({"nope": "1"}, "unknown trace setting 'nope'"),
+                              ({"trace_rate": None}, "cannot be cleared"), ([1], "JSON object")]:
+            status, answer = self.post("/v2/trace/setting", body)
+            self.assertEqual(status, 400, body)
+            self.assertIn(message, answer["error"])
+        self.assertEqual(s.json("GET", "/v2/trace/setting")[1]["trace_level"], ["OFF"])  # nothing changed
+        self.assertEqual(s.json("GET", "/v2/models/nope/trace/setting")[0], 404)
+
+        # Every second request, two traces a file.
+        prefix = os.path.join(self.out, "all.json")
+        status, answer = self.post("/v2/trace/setting", {"trace_file": prefix, "trace_level": ["TIMESTAMPS"],
+                                                         "trace_rate": "2", "log_frequency": "2"})
+        self.assertEqual(status, 200, answer)
+        self.assertEqual((answer["trace_rate"], answer["log_frequency"]), ("2", "2"))
+        self.infer("mmoe", 8)
+        self.assertEqual(self.traces(prefix + ".0", "mmoe", 2), ["mmoe-0", "mmoe-2"])
+        self.assertEqual(self.traces(prefix + ".1", "mmoe", 2), ["mmoe-4", "mmoe-6"])
+        self.assertFalse(os.path.exists(prefix + ".2"))
+
+        # DIN's own settings over gRPC: every request, one trace in all, into its own file.
+        din_file = os.path.join(self.out, "din.json")
+        stubs = grpc_stubs()
+        if stubs is not None:
+            import grpc
+            pb, pb_grpc = stubs
+            with grpc.insecure_channel("127.0.0.1:%d" % s.grpc_port) as channel:
+                stub = pb_grpc.GRPCInferenceServiceStub(channel)
+                req = pb.TraceSettingRequest(model_name="din")
+                for name, value in [("trace_rate", "1"), ("trace_count", "1"), ("trace_file", din_file)]:
+                    req.settings[name].value.append(value)
+                answer = stub.TraceSetting(req, timeout=10)
+                self.assertEqual(list(answer.settings["trace_count"].value), ["1"])
+                self.assertEqual(list(answer.settings["log_frequency"].value), ["2"])  # the global one
+                with self.assertRaises(grpc.RpcError) as e:
+                    stub.TraceSetting(pb.TraceSettingRequest(model_name="nope"), timeout=10)
+                self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+        else:
+            self.assertEqual(self.post("/v2/models/din/trace/setting",
+                                       {"trace_rate": "1", "trace_count": "1", "trace_file": din_file})[0], 200)
+        self.infer("din", 3)
+        self.assertEqual(self.traces(din_file + ".0", "din", 1), ["din-0"])  # the count ran out: written
+        status, answer = self.post("/v2/models/din/trace/setting", {"trace_count": None})
+        self.assertEqual((status, answer["trace_count"], answer["trace_file"]), (200, "-1", din_file))
+        self.assertEqual(s.json("GET", "/v2/trace/setting")[1]["trace_file"], prefix)  # global unchanged
+
+        # log_frequency 0: written when the server stops.
+        final = os.path.join(self.out, "final.json")
+        self.assertEqual(self.post("/v2/trace/setting", {"trace_file": final, "log_frequency": "0",
+                                                         "trace_rate": "1"})[0], 200)
+        self.infer("mmoe", 2)
+        self.assertFalse(os.path.exists(final))
+        self.assertEqual(s.stop(), 0)
+        self.assertEqual(self.traces(final, "mmoe", 2), ["mmoe-0", "mmoe-1"])
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
