@@ -6,11 +6,12 @@ and per model; sampled requests' timestamps written as Triton's JSON trace files
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
 
-from server_test import ZOO, Server, grpc_stubs, lines
+from server_test import RANKD, ZOO, Server, grpc_stubs, lines
 
 STAMPS = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START",
           "COMPUTE_END", "REQUEST_END"]
@@ -116,6 +117,39 @@ class TraceTest(unittest.TestCase):
         self.assertFalse(os.path.exists(final))
         self.assertEqual(s.stop(), 0)
         self.assertEqual(self.traces(final, "mmoe", 2), ["mmoe-0", "mmoe-1"])
+
+
+class TraceFlagsTest(unittest.TestCase):
+    """Triton's --trace-config flags set the global settings at start; a bad one stops the start."""
+
+    def test_flags(self):
+        repo, out = tempfile.mkdtemp(), tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, repo)
+        self.addCleanup(shutil.rmtree, out)
+        shutil.copytree(os.path.join(ZOO, "mmoe"), os.path.join(repo, "mmoe"))
+        path = os.path.join(out, "t.json")
+        server = Server(repo, "--trace-config", "triton,file=" + path, "--trace-config", "level=TIMESTAMPS",
+                        "--trace-config", "rate=1", "--trace-config", "triton,log-frequency=1")
+        try:
+            self.assertEqual(server.json("GET", "/v2/trace/setting"),
+                             (200, {"trace_level": ["TIMESTAMPS"], "trace_rate": "1", "trace_count": "-1",
+                                    "log_frequency": "1", "trace_file": path}))
+            status, got = server.json("POST", "/v2/models/mmoe/infer", lines("mmoe", "requests")[0])
+            self.assertEqual(status, 200, got)
+            with open(path + ".0") as f:
+                self.assertEqual(len(json.load(f)), 2)
+        finally:
+            server.stop()
+        for flags, message in [(["level=TIMESTAMPS"], "needs a trace_file"), (["opentelemetry,url=x"], "Triton's"),
+                               (["speed=3"], "SETTING=VALUE"), (["rate=0"], "trace_rate")]:
+            args = [RANKD, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
+                    "--metrics-port", "0"]
+            for flag in flags:
+                args += ["--trace-config", flag]
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            self.assertEqual(proc.returncode, 2, proc.stderr)
+            self.assertIn("--trace-config", proc.stderr)
+            self.assertIn(message, proc.stderr)
 
 
 if __name__ == "__main__":

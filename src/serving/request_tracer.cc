@@ -133,6 +133,36 @@ Status RequestTracer::Apply(const std::string& model, const Update& update) {
   return Status::Ok();
 }
 
+Status RequestTracer::ApplyFlags(const std::vector<std::string>& flags) {
+  if (flags.empty()) return Status::Ok();
+  Update update;
+  for (const std::string& flag : flags) {
+    std::string spec = flag;
+    if (spec.rfind("triton,", 0) == 0) spec = spec.substr(7);
+    const size_t eq = spec.find('=');
+    const std::string name = spec.substr(0, eq), value = eq == std::string::npos ? "" : spec.substr(eq + 1);
+    if (spec.rfind("opentelemetry,", 0) == 0) {
+      return InvalidArgument("--trace-config " + flag + ": only Triton's trace mode is supported");
+    }
+    static const std::map<std::string, std::string> kSettings = {{"level", "trace_level"},
+                                                                 {"rate", "trace_rate"},
+                                                                 {"count", "trace_count"},
+                                                                 {"file", "trace_file"},
+                                                                 {"log-frequency", "log_frequency"}};
+    auto it = kSettings.find(name);
+    if (eq == std::string::npos || it == kSettings.end()) {
+      return InvalidArgument("--trace-config " + flag +
+                             ": expected [triton,]SETTING=VALUE with SETTING level, rate, "
+                             "count, file or log-frequency");
+    }
+    std::optional<std::vector<std::string>>& values = update[it->second];
+    if (!values || it->second != "trace_level") values = std::vector<std::string>{};
+    values->push_back(value);
+  }
+  Status s = Apply("", update);
+  return s.ok() ? s : s.WithContext("--trace-config");
+}
+
 uint64_t RequestTracer::Sample(const std::string& model) {
   if (!any_on_.load(std::memory_order_relaxed)) return 0;
   MutexLock lock(mu_);

@@ -45,6 +45,11 @@ class RequestTracer {
   // global setting. Nothing changes on an error.
   Status Apply(const std::string& model, const Update& update);
 
+  // Triton's `--trace-config` flags, applied globally: each "[triton,]SETTING=VALUE" with SETTING
+  // level (repeatable), rate, count, file or log-frequency. Errors name the flag: another mode
+  // (opentelemetry), an unknown setting, and whatever Apply refuses.
+  Status ApplyFlags(const std::vector<std::string>& flags);
+
   // Whether to trace this request of `model`: its trace id (from 1), or 0.
   uint64_t Sample(const std::string& model);
   struct Times {

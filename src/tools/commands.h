@@ -63,7 +63,8 @@ struct ServeArgs {
   int executors = 0;                         // per model; 0 = the backend's default
   std::vector<std::string> http_restricted;  // "CATEGORY[,...]:KEY=VALUE" (frontend/restricted_apis.h)
   std::vector<std::string> grpc_restricted;
-  bool http_ssl = false;  // HTTPS on the HTTP port (--http-server-cert, --http-server-key)
+  std::vector<std::string> trace_config;  // Triton's --trace-config "[triton,]SETTING=VALUE"
+  bool http_ssl = false;                  // HTTPS on the HTTP port (--http-server-cert, --http-server-key)
   std::string http_server_cert, http_server_key;
   bool grpc_ssl = false, grpc_ssl_mutual = false;  // TLS on the gRPC port (frontend/grpc_server.h)
   LogSettings log;                                 // --log-file, --log-info, ... (common/log.h)

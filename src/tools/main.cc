@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--grpc-server-cert", serve.grpc_server_cert, "PEM certificate chain of the gRPC server");
   serve_cmd->add_option("--grpc-server-key", serve.grpc_server_key, "PEM private key of the gRPC server");
   serve_cmd->add_option("--grpc-root-cert", serve.grpc_root_cert, "PEM root certificates client certificates chain to");
+  serve_cmd->add_option("--trace-config", serve.trace_config,
+                        "[triton,]SETTING=VALUE: a trace setting at start (level, rate, count, file, log-frequency); "
+                        "repeatable");
   serve_cmd->add_option("--log-file", serve.log.file, "Write the log to this file (default: stderr)");
   serve_cmd->add_option("--log-info", serve.log.info, "true | false: info messages");
   serve_cmd->add_option("--log-warning", serve.log.warning, "true | false: warnings");

@@ -23,6 +23,11 @@ int ServeCommand(const ServeArgs& args) {
     std::fprintf(stderr, "rankd serve: %s\n", s.ToString().c_str());
     return 2;
   }
+  RequestTracer tracer;  // Triton's trace extension; written out when the server stops
+  if (Status s = tracer.ApplyFlags(args.trace_config); !s.ok()) {
+    std::fprintf(stderr, "rankd serve: %s\n", s.ToString().c_str());
+    return 2;
+  }
   RestrictedApis http_restricted, grpc_restricted;  // checked before anything loads
   for (const auto& [specs, apis] :
        {std::pair{&args.http_restricted, &http_restricted}, std::pair{&args.grpc_restricted, &grpc_restricted}}) {
@@ -70,7 +75,6 @@ int ServeCommand(const ServeArgs& args) {
   }
   JsonLimits limits;
   limits.max_body_bytes = static_cast<uint64_t>(args.max_body_mb) << 20;
-  RequestTracer tracer;  // Triton's trace extension; written out when the server stops
   InferService service(**repository, metrics, &tracer);
   std::atomic<bool> draining{false};
   HealthProbes probes;
