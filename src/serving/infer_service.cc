@@ -84,10 +84,10 @@ void InferService::InferAsync(const std::string& name, int64_t version, Clock::t
     t.buckets = m.bucket_counters();
     metrics_.AddInflight(-1);
     metrics_.RecordSuccess(m.name(), m.version(), t);
-    finish(Status::Ok());
-    // After the answer: a trace that completes a file writes it here.
+    // Before the answer, so that a client that has it finds the trace file written.
     if (trace)
       tracer_->Record(trace, m.name(), m.version(), request->request.id, {received, start, parsed, scored, written});
+    finish(Status::Ok());
   };
   s = Guarded(m, "scoring the request", [&] {
     m.InferAsync(request, std::move(done));

@@ -1,6 +1,7 @@
 #include "serving/request_tracer.h"
 
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -216,11 +217,17 @@ void RequestTracer::Record(uint64_t id, const std::string& model, int64_t versio
 void RequestTracer::Flush(const std::string& file, bool indexed) {
   Output& out = outputs_[file];
   const std::string path = indexed ? file + "." + std::to_string(out.next_index++) : file;
-  std::ofstream f(path, std::ios::trunc);
-  f << "[";
-  for (size_t i = 0; i < out.objects.size(); ++i) f << (i ? "," : "") << out.objects[i];
-  f << "]\n";
-  if (!f) LogError("trace file '" + path + "' could not be written");
+  // Written beside it and renamed: a reader finds the whole file or none.
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream f(partial, std::ios::trunc);
+    f << "[";
+    for (size_t i = 0; i < out.objects.size(); ++i) f << (i ? "," : "") << out.objects[i];
+    f << "]\n";
+    f.close();
+    if (!f || std::rename(partial.c_str(), path.c_str()) != 0)
+      LogError("trace file '" + path + "' could not be written");
+  }
   out.objects.clear();
 }
 
