@@ -45,20 +45,8 @@ LoadOptions::Body ToBinary(const InferRequest& r) {
 // The same request as a KServe v2 gRPC ModelInferRequest: raw little-endian tensors, ragged
 // inputs as flat values with their "lengths" parameter (docs/serving.md).
 LoadOptions::Body ToGrpc(const InferRequest& r, const BenchServerArgs& args) {
-  inference::ModelInferRequest p;
-  p.set_model_name(args.model);
-  p.set_model_version(args.version);
-  p.set_id(r.id);
+  inference::ModelInferRequest p = GrpcRequestHeader(r, args.model, args.version);
   for (const InferInput& x : r.inputs) {
-    auto* in = p.add_inputs();
-    in->set_name(x.name);
-    in->set_datatype(DTypeName(x.data.dtype()));
-    for (int64_t d : x.data.shape()) in->add_shape(d);
-    if (!x.lengths.empty()) {
-      std::string lengths;
-      for (int64_t n : x.lengths) lengths += (lengths.empty() ? "" : ",") + std::to_string(n);
-      (*in->mutable_parameters())["lengths"].set_string_param(lengths);
-    }
     p.add_raw_input_contents(std::string(static_cast<const char*>(x.data.raw()), x.data.bytes()));
   }
   for (const std::string& o : r.outputs) p.add_outputs()->set_name(o);

@@ -43,6 +43,26 @@ size_t Aligned(size_t n) { return (n + 63) / 64 * 64; }
 
 }  // namespace
 
+inference::ModelInferRequest GrpcRequestHeader(const InferRequest& r, const std::string& model,
+                                               const std::string& version) {
+  inference::ModelInferRequest p;
+  p.set_model_name(model);
+  p.set_model_version(version);
+  p.set_id(r.id);
+  for (const InferInput& x : r.inputs) {
+    auto* in = p.add_inputs();
+    in->set_name(x.name);
+    in->set_datatype(DTypeName(x.data.dtype()));
+    for (int64_t d : x.data.shape()) in->add_shape(d);
+    if (!x.lengths.empty()) {
+      std::string lengths;
+      for (int64_t n : x.lengths) lengths += (lengths.empty() ? "" : ",") + std::to_string(n);
+      (*in->mutable_parameters())["lengths"].set_string_param(lengths);
+    }
+  }
+  return p;
+}
+
 StatusOr<std::unique_ptr<SharedMemoryBodies>> SharedMemoryBodies::Create(const std::string& address,
                                                                          const std::string& model,
                                                                          const std::string& version,
@@ -132,23 +152,10 @@ StatusOr<std::unique_ptr<SharedMemoryBodies>> SharedMemoryBodies::Create(const s
   out->registered_ = true;
 
   for (size_t i = 0; i < requests.size(); ++i) {
-    const InferRequest& r = requests[i];
-    inference::ModelInferRequest p;
-    p.set_model_name(model);
-    p.set_model_version(version);
-    p.set_id(r.id);
-    for (size_t k = 0; k < r.inputs.size(); ++k) {
-      const InferInput& x = r.inputs[k];
-      auto* in = p.add_inputs();
-      in->set_name(x.name);
-      in->set_datatype(DTypeName(x.data.dtype()));
-      for (int64_t d : x.data.shape()) in->add_shape(d);
-      if (!x.lengths.empty()) {
-        std::string lengths;
-        for (int64_t n : x.lengths) lengths += (lengths.empty() ? "" : ",") + std::to_string(n);
-        (*in->mutable_parameters())["lengths"].set_string_param(lengths);
-      }
-      SetRegion(*in->mutable_parameters(), out->name_, inputs[i][k].offset, inputs[i][k].bytes);
+    inference::ModelInferRequest p = GrpcRequestHeader(requests[i], model, version);
+    for (int k = 0; k < p.inputs_size(); ++k) {
+      const size_t at = static_cast<size_t>(k);
+      SetRegion(*p.mutable_inputs(k)->mutable_parameters(), out->name_, inputs[i][at].offset, inputs[i][at].bytes);
     }
     for (size_t k = 0; k < chosen[i].size(); ++k) {
       auto* o = p.add_outputs();

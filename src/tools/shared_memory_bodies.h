@@ -11,11 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "grpc_service.pb.h"
 #include "rankd/request.h"
 #include "rankd/status.h"
 #include "tools/load_generator.h"
 
 namespace rankd {
+
+// `r` as a KServe v2 gRPC ModelInferRequest without its tensors' bytes: the id, and each input's
+// name, datatype, shape and, for a ragged one sent flat, its "lengths" parameter (docs/serving.md).
+// The caller adds the bytes: raw contents, or a shared memory region.
+inference::ModelInferRequest GrpcRequestHeader(const InferRequest& r, const std::string& model,
+                                               const std::string& version);
 
 class SharedMemoryBodies {
  public:
@@ -28,7 +35,6 @@ class SharedMemoryBodies {
   ~SharedMemoryBodies();
 
   const std::vector<LoadOptions::Body>& bodies() const { return bodies_; }
-  size_t region_bytes() const { return bytes_; }
 
  private:
   SharedMemoryBodies() = default;
