@@ -17,6 +17,8 @@ packages=(
   libcli11-dev                        # the command line
   libboost-dev                        # Boost.Asio / Boost.Beast: the HTTP server
   zlib1g-dev                          # gzip and deflate HTTP bodies
+  libfarmhash-dev libxxhash-dev libmurmurhash-dev  # string features hashed as TensorFlow, xxHash and Spark do
+  python3-xxhash                      # the string tests' independent hash (Python's own xxHash binding)
   libgrpc++-dev protobuf-compiler-grpc  # the gRPC frontend (KServe v2 gRPC)
   python3-grpcio python3-grpc-tools   # the gRPC client in the server tests
   libssl-dev                          # HTTPS (Boost.Asio's TLS streams on OpenSSL)

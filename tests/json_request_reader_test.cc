@@ -18,6 +18,8 @@ void ExpectSameLeaves(const std::vector<JsonLeaves>& a, const std::vector<JsonLe
     EXPECT_EQ(a[i].kinds, b[i].kinds) << body;
     EXPECT_EQ(a[i].values, b[i].values) << body;
     EXPECT_EQ(a[i].row_lengths, b[i].row_lengths) << body;
+    EXPECT_EQ(a[i].strings.bytes, b[i].strings.bytes) << body;
+    EXPECT_EQ(a[i].strings.offsets, b[i].strings.offsets) << body;
   }
 }
 
@@ -52,6 +54,8 @@ TEST(JsonRequestReader, BothReadersAgreeOnRequestsAndMistakes) {
           {"name":"c","parameters":{"lengths":[[1,2],[3]]}},{"name":"d","parameters":[1]}]})",
       R"({"inputs":[{"name":"a","data":[1]}],"inputs":[{"name":"b","data":[2,3]}]})",
       R"({"inputs":{"name":"a"}})",
+      R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[2,-1],"data":[["a","b\"c","\u00e9\n"],[""]]},
+          {"name":"t","data":"one"},{"name":"u","data":["x",1,null,"y",{"k":"v"},"z"]}]})",
       R"({"a":{"b":{"c":[1,[2,[3,{"d":null}]]]}}})",
       R"({"inputs":[{"name":"\u00e9\"q","data":[1]}]})",
       "[1,2]",

@@ -34,8 +34,8 @@ TEST(PublicApi, LoadDescribeAndScoreFromManyThreads) {
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i * 7 % 100);
   std::vector<float> dense(3 * 10);
   for (size_t i = 0; i < dense.size(); ++i) dense[i] = 0.1f * static_cast<float>(i);
-  request.inputs.push_back({"sparse", rankd::Tensor::FromVector<int64_t>(rankd::DType::kI64, {3, 20}, ids), {}});
-  request.inputs.push_back({"dense", rankd::Tensor::FromVector<float>(rankd::DType::kF32, {3, 10}, dense), {}});
+  request.inputs.push_back({"sparse", rankd::Tensor::FromVector<int64_t>(rankd::DType::kI64, {3, 20}, ids), {}, {}});
+  request.inputs.push_back({"dense", rankd::Tensor::FromVector<float>(rankd::DType::kF32, {3, 10}, dense), {}, {}});
   auto first = (*engine)->Infer(request);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   ASSERT_EQ(first->size(), 2u);
@@ -83,9 +83,9 @@ TEST(PublicApi, CreateTakesBackendBatchingAndExecutors) {
     std::vector<float> dense(static_cast<size_t>(rows) * 10);
     for (size_t i = 0; i < dense.size(); ++i) dense[i] = 0.01f * static_cast<float>(i + r);
     requests[r].inputs.push_back(
-        {"sparse", rankd::Tensor::FromVector<int64_t>(rankd::DType::kI64, {rows, 20}, ids), {}});
+        {"sparse", rankd::Tensor::FromVector<int64_t>(rankd::DType::kI64, {rows, 20}, ids), {}, {}});
     requests[r].inputs.push_back(
-        {"dense", rankd::Tensor::FromVector<float>(rankd::DType::kF32, {rows, 10}, dense), {}});
+        {"dense", rankd::Tensor::FromVector<float>(rankd::DType::kF32, {rows, 10}, dense), {}, {}});
   }
   std::vector<std::thread> threads;
   std::vector<int> wrong(requests.size(), 0);

@@ -6,6 +6,7 @@ than they carry. Each case checks the answer and that the server goes on serving
 
   /usr/bin/python3 tests/reliability_test.py RANKD_BINARY SOURCE_DIR
 """
+import importlib.util
 import json
 import os
 import resource
@@ -33,8 +34,10 @@ def onnx_pb2():
     out = tempfile.mkdtemp()
     if protoc.main(["protoc", "-I/usr/include", "--python_out=" + out, "/usr/include/onnx/onnx.proto"]) != 0:
         return None
-    sys.path.insert(0, out)
-    from onnx import onnx_pb2 as pb  # noqa: E402
+    # Loaded by its path: where python3-onnx is installed, its package would shadow `onnx` here.
+    spec = importlib.util.spec_from_file_location("rankd_onnx_pb2", os.path.join(out, "onnx", "onnx_pb2.py"))
+    pb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pb)
     return pb
 
 

@@ -2,18 +2,42 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rankd/tensor.h"
 
 namespace rankd {
 
+// A BYTES tensor: its elements (strings, any bytes) packed back to back, element i being
+// bytes[offsets[i], offsets[i + 1]).
+struct PackedStrings {
+  Shape shape;
+  std::string bytes;
+  std::vector<int64_t> offsets{0};
+
+  int64_t size() const { return static_cast<int64_t>(offsets.size()) - 1; }
+  std::string_view at(int64_t i) const {
+    const auto b = static_cast<size_t>(offsets[static_cast<size_t>(i)]);
+    return std::string_view(bytes).substr(b, static_cast<size_t>(offsets[static_cast<size_t>(i) + 1]) - b);
+  }
+  void Append(std::string_view s) {
+    bytes.append(s);
+    offsets.push_back(static_cast<int64_t>(bytes.size()));
+  }
+};
+
 struct InferInput {
   std::string name;
   // Dense: [rows, dims...]. Ragged: flat values [total] with `lengths`, or padded [rows, length]
-  // (negative ids are empty slots) with `lengths` empty.
+  // (negative ids are empty slots) with `lengths` empty. Undefined for a BYTES input.
   Tensor data;
   std::vector<int64_t> lengths;
+  // A BYTES input (string features, turned into ids as the model's config says: docs/strings.md),
+  // shaped as `data` would be.
+  PackedStrings strings;
+
+  bool is_bytes() const { return !data.defined() && !strings.shape.empty(); }
 };
 
 struct InferRequest {

@@ -16,6 +16,9 @@ struct InputSignature {
   bool user_scope = false;    // one row per request, shared by its candidates
   bool ragged = false;        // variable-length id list per row
   int64_t max_length = 0;     // ragged: longest list accepted
+  bool strings = false;       // sent as BYTES (strings), which the model turns into ids of `dtype`
+
+  const char* datatype() const { return strings ? "BYTES" : DTypeName(dtype); }
 };
 
 struct OutputSignature {

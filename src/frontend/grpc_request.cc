@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 
 #include "common/host_allocator.h"
+#include "frontend/bytes_elements.h"
 #include "frontend/request_errors.h"
 
 namespace rankd {
@@ -104,6 +106,30 @@ StatusOr<SharedMemoryOutput> SharedMemoryPlace(
   return SharedMemoryOutput{name, region.string_param(), std::move(*found)};
 }
 
+// A BYTES input's strings: in bytes_contents, in its raw_input_contents entry (`raw`), or in shared
+// memory, the last two in the binary extension's form (bytes_elements.h).
+StatusOr<PackedStrings> BytesInput(const inference::ModelInferRequest::InferInputTensor& in, int64_t n,
+                                   const std::string* raw, const SharedMemoryRegions* shm) {
+  if (in.parameters().count("shared_memory_region")) {
+    RANKD_ASSIGN_OR_RETURN(SharedMemoryOutput place, SharedMemoryPlace("input", in.name(), in.parameters(), shm));
+    std::string copied(place.use.size, '\0');
+    RANKD_RETURN_IF_ERROR(place.use.Read(copied.data()).WithContext("input '" + in.name() + "'"));
+    return DecodeBytesElements(copied, n, in.name());
+  }
+  if (raw) return DecodeBytesElements(*raw, n, in.name());
+  const auto& contents = in.contents().bytes_contents();
+  if (contents.size() != n) {
+    return StringCountMismatch(in.name(), Shape(in.shape().begin(), in.shape().end()), contents.size());
+  }
+  PackedStrings s;
+  size_t total = 0;
+  for (const std::string& e : contents) total += e.size();
+  s.bytes.reserve(total);
+  s.offsets.reserve(static_cast<size_t>(n) + 1);
+  for (const std::string& e : contents) s.Append(e);
+  return s;
+}
+
 }  // namespace
 
 StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& p, int64_t max_elements,
@@ -129,7 +155,8 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
     const auto& in = p.inputs(i);
     InferInput x;
     x.name = in.name();
-    auto dtype = DTypeFromName(in.datatype());
+    const bool bytes = in.datatype() == "BYTES";
+    auto dtype = bytes ? std::optional<DType>(DType::kU8) : DTypeFromName(in.datatype());
     if (!dtype || *dtype == DType::kF16 || *dtype == DType::kBF16) return UnsupportedDatatype(in.name(), in.datatype());
     Shape shape(in.shape().begin(), in.shape().end());
     if (shape.empty()) return NoBatchDimension(in.name());
@@ -145,6 +172,14 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
         return InvalidArgument("input '" + in.name() + "': lengths must be a comma-separated list of counts");
       }
       if (shape.size() != 1) return LengthsNeedFlatShape(in.name());
+    }
+    if (bytes) {
+      const std::string* raw_bytes = !in_region(in) && raw ? &p.raw_input_contents(raw_index++) : nullptr;
+      RANKD_ASSIGN_OR_RETURN(x.strings, BytesInput(in, n, raw_bytes, shm));
+      x.strings.shape = std::move(shape);
+      parsed.length_sums.push_back(x.lengths.empty() ? LengthSums{} : SumLengths(x.lengths));
+      r.inputs.push_back(std::move(x));
+      continue;
     }
     // The values present are checked against the declared shape before anything is allocated.
     const size_t need = static_cast<size_t>(n) * DTypeSize(*dtype);

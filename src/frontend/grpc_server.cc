@@ -404,7 +404,7 @@ class GrpcServer::Impl {
     for (const InputSignature& in : (*model)->inputs()) {
       auto* t = r.add_inputs();
       t->set_name(in.name);
-      t->set_datatype(DTypeName(in.dtype));
+      t->set_datatype(in.datatype());
       t->add_shape(-1);
       for (int64_t d : in.dims) t->add_shape(d);
     }

@@ -353,7 +353,7 @@ HttpResponse HttpApi::ModelMetadata(const std::string& name, int64_t version) {
   for (const InputSignature& in : (*model)->inputs()) {
     json shape = json::array({-1});
     for (int64_t d : in.dims) shape.push_back(d);
-    json entry = {{"name", in.name}, {"datatype", DTypeName(in.dtype)}, {"shape", shape}};
+    json entry = {{"name", in.name}, {"datatype", in.datatype()}, {"shape", shape}};
     json params = json::object();
     if (in.user_scope) params["scope"] = "user";
     if (in.ragged) {

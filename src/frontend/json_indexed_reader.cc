@@ -253,8 +253,8 @@ class Walker {
     return Status::Ok();
   }
 
-  // A value inside data that is not a list: a number, a bool, or one leaf of another kind (a
-  // string, null, an object: checked, not kept).
+  // A value inside data that is not a list: a number, a bool, a string, or one leaf of another kind
+  // (null, an object: checked, not kept).
   Status Scalar(od::value& v, od::json_type t) {
     switch (t) {
       case od::json_type::number: {
@@ -267,6 +267,11 @@ class Walker {
         bool b;
         RANKD_JSON(v.get_bool().get(b));
         return Leaf(JsonLeaves::kBool, b ? 1 : 0);
+      }
+      case od::json_type::string: {
+        std::string_view text;
+        RANKD_JSON(v.get_string().get(text));
+        return Leaf(JsonLeaves::kString, 0, text);
       }
       default:
         RANKD_RETURN_IF_ERROR(Check(v));
@@ -309,10 +314,15 @@ class Walker {
     }
   }
 
-  Status Leaf(JsonLeaves::Kind kind, uint64_t bits) {
+  // A leaf; a string's text is kept in the leaves' strings, its index the leaf's value.
+  Status Leaf(JsonLeaves::Kind kind, uint64_t bits, std::string_view text = {}) {
     if (static_cast<int64_t>(leaves_->kinds.size()) >= limits_.max_elements) {
       return ResourceExhausted("input '" + InputName() + "' has more than " + std::to_string(limits_.max_elements) +
                                " elements");
+    }
+    if (kind == JsonLeaves::kString) {
+      bits = static_cast<uint64_t>(leaves_->strings.size());
+      leaves_->strings.Append(text);
     }
     leaves_->kinds.push_back(kind);
     leaves_->values.push_back(bits);

@@ -23,7 +23,10 @@ class Reader {
   bool number_float(double v, const std::string&) {
     return Value(json(v), JsonLeaves::kFloat, std::bit_cast<uint64_t>(v));
   }
-  bool string(std::string& v) { return Value(json(std::move(v)), JsonLeaves::kOther, 0); }
+  bool string(std::string& v) {
+    if (skip_ == 0 && (leaves_ != nullptr || AtInputData())) return Value(json(), JsonLeaves::kString, 0, v);
+    return Value(json(std::move(v)), JsonLeaves::kOther, 0);
+  }
   bool binary(json::binary_t&) { return Value(json(nullptr), JsonLeaves::kOther, 0); }
 
   bool key(std::string& k) {
@@ -107,12 +110,12 @@ class Reader {
 
  private:
   // A scalar: a leaf inside data, or a value of the document.
-  bool Value(json v, JsonLeaves::Kind kind, uint64_t bits) {
+  bool Value(json v, JsonLeaves::Kind kind, uint64_t bits, std::string_view text = {}) {
     if (skip_ > 0) return true;
-    if (leaves_ != nullptr) return Child() && Leaf(kind, bits);
+    if (leaves_ != nullptr) return Child() && Leaf(kind, bits, text);
     if (AtInputData()) {  // data given as one scalar
       StartLeaves();
-      bool ok = Leaf(kind, bits);
+      bool ok = Leaf(kind, bits, text);
       leaves_ = nullptr;
       return ok;
     }
@@ -158,11 +161,16 @@ class Reader {
     return true;
   }
 
-  bool Leaf(JsonLeaves::Kind kind, uint64_t bits) {
+  // A leaf; a string's text is kept in the leaves' strings, its index the leaf's value.
+  bool Leaf(JsonLeaves::Kind kind, uint64_t bits, std::string_view text = {}) {
     if (static_cast<int64_t>(leaves_->kinds.size()) >= limits_.max_elements) {
       error_ = ResourceExhausted("input '" + InputName() + "' has more than " + std::to_string(limits_.max_elements) +
                                  " elements");
       return false;
+    }
+    if (kind == JsonLeaves::kString) {
+      bits = static_cast<uint64_t>(leaves_->strings.size());
+      leaves_->strings.Append(text);
     }
     leaves_->kinds.push_back(kind);
     leaves_->values.push_back(bits);

@@ -24,17 +24,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rankd/request.h"
 #include "rankd/status.h"
 
 namespace rankd {
 
 // One input's `data`, flattened in row-major order.
 struct JsonLeaves {
-  enum Kind : uint8_t { kInt, kUnsigned, kFloat, kBool, kOther };
+  enum Kind : uint8_t { kInt, kUnsigned, kFloat, kBool, kString, kOther };
   std::vector<Kind> kinds;
   // kInt: the int64 bits; kUnsigned: uint64 values past INT64_MAX; kFloat: the double's bits;
-  // kBool: 0 or 1; kOther (strings, null, objects): 0.
+  // kBool: 0 or 1; kString: its index in `strings`; kOther (null, objects): 0.
   std::vector<uint64_t> values;
+  PackedStrings strings;             // the strings among the values, in order (a BYTES input's elements)
   std::vector<int64_t> row_lengths;  // the length of each list directly inside `data`
 
   size_t size() const { return kinds.size(); }

@@ -5,11 +5,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
 
 #include "common/host_allocator.h"
+#include "frontend/bytes_elements.h"
 #include "frontend/json_request_reader.h"
 #include "frontend/request_errors.h"
 
@@ -52,13 +54,25 @@ Status ReadLengths(const std::string& name, const JsonLeaves* lengths, std::vect
   return Status::Ok();
 }
 
-// An input whose values are raw little-endian bytes: in the binary part of the body
-// (binary_data_size), or in a registered shared memory region (shared_memory_region,
-// shared_memory_byte_size and shared_memory_offset; system_shared_memory.h).
-StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shape, const json& params,
-                                   const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
-                                   const SharedMemoryRegions* shm, InferInput in) {
-  const std::string& name = in.name;
+// Where an input's raw bytes are: in the binary part of the body (binary_data_size), or in a
+// registered shared memory region (shared_memory_region, shared_memory_byte_size and
+// shared_memory_offset; shared_memory_regions.h).
+struct RawSource {
+  uint64_t bytes = 0;
+  const char* body = nullptr;  // in the body's binary part, or nullptr: in `region`
+  SharedMemoryRegions::Use region;
+
+  Status Read(void* to, const std::string& name) const {
+    if (!body) return region.Read(to).WithContext("input '" + name + "'");
+    if (bytes) std::memcpy(to, body, bytes);
+    return Status::Ok();
+  }
+};
+
+// `check_size(bytes)` says whether the size given fits the input's shape, before the bytes are looked for.
+template <typename CheckSize>
+StatusOr<RawSource> FindRaw(const json& j, const json& params, const std::string& name, std::string_view& binary,
+                            const SharedMemoryRegions* shm, CheckSize&& check_size) {
   const bool in_region = params.contains("shared_memory_region");
   const char* size_key = in_region ? "shared_memory_byte_size" : "binary_data_size";
   if (in_region && params.contains("binary_data_size")) {
@@ -69,44 +83,108 @@ StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shap
   if (!size.is_number_unsigned()) {
     return InvalidArgument("input '" + name + "': " + size_key + " must be a non-negative integer");
   }
+  RawSource raw;
+  raw.bytes = size.get<uint64_t>();
+  RANKD_RETURN_IF_ERROR(check_size(raw.bytes));
+  if (!in_region) {
+    if (raw.bytes > binary.size()) return InvalidArgument("input '" + name + "': the body ends before its binary data");
+    raw.body = binary.data();
+    binary.remove_prefix(raw.bytes);
+    return raw;
+  }
+  const json& region = params["shared_memory_region"];
+  const json offset = params.contains("shared_memory_offset") ? params["shared_memory_offset"] : json(0);
+  if (!region.is_string()) return InvalidArgument("input '" + name + "': shared_memory_region must be a string");
+  if (!offset.is_number_unsigned()) {
+    return InvalidArgument("input '" + name + "': shared_memory_offset must be a non-negative integer");
+  }
+  if (!shm) return Unimplemented("input '" + name + "': shared memory is not served here");
+  auto found = shm->Find(region.get<std::string>(), offset.get<uint64_t>(), raw.bytes);
+  if (!found.ok()) return found.status().WithContext("input '" + name + "'");
+  raw.region = std::move(*found);
+  return raw;
+}
+
+// Elements in a concrete shape, or an error.
+StatusOr<int64_t> ConcreteElements(const std::string& name, const Shape& shape, const JsonLimits& limits) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return InvalidArgument("input '" + name + "': binary inputs need a concrete shape");
     if (d != 0 && n > limits.max_elements / d) return ShapeTooLarge(name, shape);
     n *= d;
   }
-  uint64_t bytes = size.get<uint64_t>();
-  if (bytes != static_cast<uint64_t>(n) * DTypeSize(dtype)) return ShapeDataMismatch(name, shape, dtype, bytes);
-  const void* from = binary.data();
-  SharedMemoryRegions::Use use;
-  if (in_region) {
-    const json& region = params["shared_memory_region"];
-    const json offset = params.contains("shared_memory_offset") ? params["shared_memory_offset"] : json(0);
-    if (!region.is_string()) return InvalidArgument("input '" + name + "': shared_memory_region must be a string");
-    if (!offset.is_number_unsigned()) {
-      return InvalidArgument("input '" + name + "': shared_memory_offset must be a non-negative integer");
-    }
-    if (!shm) return Unimplemented("input '" + name + "': shared memory is not served here");
-    auto found = shm->Find(region.get<std::string>(), offset.get<uint64_t>(), bytes);
-    if (!found.ok()) return found.status().WithContext("input '" + name + "'");
-    use = std::move(*found);
-  } else if (bytes > binary.size()) {
-    return InvalidArgument("input '" + name + "': the body ends before its binary data");
-  }
+  return n;
+}
+
+// An input whose values are raw little-endian bytes (RawSource).
+StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shape, const json& params,
+                                   const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
+                                   const SharedMemoryRegions* shm, InferInput in) {
+  const std::string& name = in.name;
+  RANKD_ASSIGN_OR_RETURN(int64_t n, ConcreteElements(name, shape, limits));
+  RANKD_ASSIGN_OR_RETURN(RawSource raw, FindRaw(j, params, name, binary, shm, [&](uint64_t bytes) {
+                           return bytes == static_cast<uint64_t>(n) * DTypeSize(dtype)
+                                      ? Status::Ok()
+                                      : ShapeDataMismatch(name, shape, dtype, bytes);
+                         }));
   if (lengths || params.contains("lengths")) {
     RANKD_RETURN_IF_ERROR(ReadLengths(name, lengths, in.lengths));
     if (shape.size() != 1) return LengthsNeedFlatShape(name);
   }
   in.data = Tensor::Zeros(dtype, shape);
-  if (in_region) {
-    RANKD_RETURN_IF_ERROR(use.Read(in.data.raw()).WithContext("input '" + name + "'"));
-  } else if (bytes) {
-    std::memcpy(in.data.raw(), from, bytes);
-  }
+  RANKD_RETURN_IF_ERROR(raw.Read(in.data.raw(), name));
   if (dtype == DType::kBool) {
     for (int64_t i = 0; i < n; ++i) in.data.data<uint8_t>()[i] = in.data.data<uint8_t>()[i] ? 1 : 0;
   }
-  if (!in_region) binary.remove_prefix(bytes);
+  return in;
+}
+
+// A BYTES input: strings in `data`, or their binary form (bytes_elements.h) in the body's binary
+// part or a shared memory region.
+StatusOr<InferInput> ParseBytesInput(const json& j, Shape shape, bool ragged_dim, const json* params,
+                                     const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
+                                     JsonRequestDocument& doc, const SharedMemoryRegions* shm, InferInput in) {
+  const std::string& name = in.name;
+  if (lengths || (params && params->contains("lengths"))) {
+    RANKD_RETURN_IF_ERROR(ReadLengths(name, lengths, in.lengths));
+    if (shape.size() != 1) return LengthsNeedFlatShape(name);
+  }
+  if (params && (params->contains("binary_data_size") || params->contains("shared_memory_region"))) {
+    RANKD_ASSIGN_OR_RETURN(int64_t n, ConcreteElements(name, shape, limits));
+    RANKD_ASSIGN_OR_RETURN(RawSource raw,
+                           FindRaw(j, *params, name, binary, shm, [](uint64_t) { return Status::Ok(); }));
+    std::string_view bytes(raw.body, raw.body ? raw.bytes : 0);
+    std::string copied;
+    if (!raw.body) {  // out of the region first: its owner may change it while it is read
+      copied.resize(raw.bytes);
+      RANKD_RETURN_IF_ERROR(raw.Read(copied.data(), name));
+      bytes = copied;
+    }
+    RANKD_ASSIGN_OR_RETURN(in.strings, DecodeBytesElements(bytes, n, name));
+    in.strings.shape = std::move(shape);
+    return in;
+  }
+  if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
+  JsonLeaves& leaves = doc.data[j["data"].get<size_t>()];  // ReadJsonRequest's index
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (leaves.kinds[i] != JsonLeaves::kString)
+      return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not a string");
+  }
+  const auto count = static_cast<int64_t>(leaves.size());
+  if (!in.lengths.empty()) {
+    if (shape[0] != count) return StringCountMismatch(name, shape, count);
+  } else if (ragged_dim) {
+    if (shape.size() != 2 || shape[1] != -1 || shape[0] != static_cast<int64_t>(leaves.row_lengths.size())) {
+      return InvalidArgument("input '" + name + "': a ragged input has shape [rows, -1] and one list per row");
+    }
+    in.lengths = leaves.row_lengths;
+    shape = {count};
+  } else {
+    RANKD_ASSIGN_OR_RETURN(int64_t n, ConcreteElements(name, shape, limits));
+    if (n != count) return StringCountMismatch(name, shape, count);
+  }
+  in.strings = std::move(leaves.strings);
+  in.strings.shape = std::move(shape);
   return in;
 }
 
@@ -128,7 +206,7 @@ StatusOr<SharedMemoryOutput> ParseSharedMemoryOutput(const std::string& name, co
 }
 
 StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits, std::string_view& binary,
-                                const JsonRequestDocument& doc, const SharedMemoryRegions* shm) {
+                                JsonRequestDocument& doc, const SharedMemoryRegions* shm) {
   const JsonLeaves* lengths = doc.LengthsOf(index);
   std::string where = "inputs[" + std::to_string(index) + "]";
   if (!j.is_object()) return InvalidArgument(where + " must be an object");
@@ -138,7 +216,8 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   const std::string& name = in.name;
   if (!j.contains("datatype") || !j["datatype"].is_string())
     return InvalidArgument("input '" + name + "' needs a string 'datatype'");
-  auto dtype = DTypeFromName(j["datatype"].get<std::string>());
+  const bool bytes = j["datatype"].get<std::string>() == "BYTES";
+  auto dtype = bytes ? std::optional<DType>(DType::kU8) : DTypeFromName(j["datatype"].get<std::string>());
   if (!dtype || *dtype == DType::kF16 || *dtype == DType::kBF16)
     return UnsupportedDatatype(name, j["datatype"].get<std::string>());
   if (!j.contains("shape") || !j["shape"].is_array())
@@ -156,6 +235,8 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   if (shape.empty()) return NoBatchDimension(name);
   const json* params = j.contains("parameters") ? &j["parameters"] : nullptr;
   if (params && !params->is_object()) return InvalidArgument("input '" + name + "': parameters must be an object");
+  if (bytes)
+    return ParseBytesInput(j, std::move(shape), ragged_dim, params, lengths, limits, binary, doc, shm, std::move(in));
   if (params && (params->contains("binary_data_size") || params->contains("shared_memory_region")))
     return ParseRawInput(j, *dtype, shape, *params, lengths, limits, binary, shm, std::move(in));
   if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
@@ -186,7 +267,7 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
     case DType::kF32:
     case DType::kF64:
       for (size_t i = 0; i < leaves.size(); ++i) {
-        if (leaves.kinds[i] == JsonLeaves::kBool || leaves.kinds[i] == JsonLeaves::kOther) {
+        if (leaves.kinds[i] == JsonLeaves::kBool || leaves.kinds[i] >= JsonLeaves::kString) {
           return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not a number");
         }
         double x = leaves.AsDouble(i);

@@ -41,6 +41,11 @@ Status ShapeDataMismatch(const std::string& input, const Shape& shape, DType dty
                          BytesAndValues(need, size) + ", the request holds " + BytesAndValues(present_bytes, size));
 }
 
+Status StringCountMismatch(const std::string& input, const Shape& shape, int64_t present) {
+  return InvalidArgument(Input(input) + "shape " + ShapeToString(shape) + " of BYTES needs " +
+                         std::to_string(NumElements(shape)) + " strings, the request holds " + std::to_string(present));
+}
+
 Status LengthsNeedFlatShape(const std::string& input) {
   return InvalidArgument(Input(input) + "with lengths, shape must be [number of values]");
 }

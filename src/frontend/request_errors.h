@@ -24,5 +24,7 @@ Status ShapeTooLarge(const std::string& input, const Shape& shape);
 Status ShapeDataMismatch(const std::string& input, const Shape& shape, DType dtype, uint64_t present_bytes);
 // Lengths given with a shape that is not [number of values].
 Status LengthsNeedFlatShape(const std::string& input);
+// A BYTES input whose shape and number of strings differ.
+Status StringCountMismatch(const std::string& input, const Shape& shape, int64_t present);
 
 }  // namespace rankd

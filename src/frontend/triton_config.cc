@@ -105,7 +105,7 @@ inference::ModelConfig TritonModelConfig(const Model& model) {
   for (const InputSignature& in : model.inputs()) {
     inference::ModelInput* t = c.add_input();
     t->set_name(in.name);
-    t->set_data_type(TritonType(in.dtype));
+    t->set_data_type(in.strings ? inference::TYPE_STRING : TritonType(in.dtype));
     for (int64_t d : in.dims) t->add_dims(d);
     if (in.ragged) {
       t->set_allow_ragged_batch(true);

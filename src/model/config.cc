@@ -60,11 +60,64 @@ Status CheckKeys(const json& j, const std::set<std::string>& allowed, const std:
   return Status::Ok();
 }
 
+// A BYTES input's `hash`, `split`, `utf8` and `max_string_bytes` (docs/strings.md).
+Status ParseStrings(const json& j, const std::string& where, InputConfig::Strings& s) {
+  for (const char* key : {"hash", "split", "utf8", "max_string_bytes"}) {
+    if (j.contains(key) && !s.bytes) return InvalidArgument("config: " + where + ": " + key + " needs datatype BYTES");
+  }
+  if (!s.bytes) return Status::Ok();
+  if (j.contains("hash")) {
+    const json& h = j["hash"];
+    RANKD_RETURN_IF_ERROR(Expect(h.is_object(), where + ": hash must be a mapping"));
+    RANKD_RETURN_IF_ERROR(CheckKeys(h, {"function", "buckets", "seed"}, where + ": hash"));
+    RANKD_RETURN_IF_ERROR(Expect(h.contains("function") && h["function"].is_string(),
+                                 where + ": hash needs a 'function' (fingerprint64, xxhash64 or murmur3_32)"));
+    s.hash = StringHashFromName(h["function"].get<std::string>());
+    RANKD_RETURN_IF_ERROR(Expect(s.hash.has_value(), where + ": unknown hash function '" +
+                                                         h["function"].get<std::string>() +
+                                                         "' (fingerprint64, xxhash64 or murmur3_32)"));
+    RANKD_RETURN_IF_ERROR(
+        Expect(h.contains("buckets") && h["buckets"].is_number_integer() && h["buckets"].get<int64_t>() > 0,
+               where + ": hash needs 'buckets', a positive integer"));
+    s.buckets = h["buckets"];
+    if (h.contains("seed")) {
+      const json& seed = h["seed"];
+      RANKD_RETURN_IF_ERROR(Expect(
+          seed.is_number_integer() && (seed.is_number_unsigned() || seed.get<int64_t>() >= 0) &&
+              MaxStringHashSeed(*s.hash) > 0 && h["seed"].get<uint64_t>() <= MaxStringHashSeed(*s.hash),
+          where + ": " + StringHashName(*s.hash) +
+              (MaxStringHashSeed(*s.hash) > 0 ? " takes a seed from 0 to " + std::to_string(MaxStringHashSeed(*s.hash))
+                                              : " takes no seed")));
+      s.seed = h["seed"];
+    }
+  }
+  if (j.contains("split")) {
+    RANKD_RETURN_IF_ERROR(Expect(j["split"].is_string() && !j["split"].get<std::string>().empty(),
+                                 where + ": split must be a non-empty delimiter"));
+    s.split = j["split"];
+  }
+  if (j.contains("utf8")) {
+    RANKD_RETURN_IF_ERROR(Expect(j["utf8"].is_boolean(), where + ": utf8 must be true or false"));
+    s.utf8 = j["utf8"];
+  }
+  if (j.contains("max_string_bytes")) {
+    RANKD_RETURN_IF_ERROR(Expect(j["max_string_bytes"].is_number_integer() &&
+                                     j["max_string_bytes"].get<int64_t>() > 0 &&
+                                     j["max_string_bytes"].get<int64_t>() <= (int64_t{1} << 30),
+                                 where + ": max_string_bytes must be a positive integer up to 2^30"));
+    s.max_bytes = j["max_string_bytes"];
+  }
+  return Expect(s.hash.has_value() || !s.split.empty(),
+                where + ": a BYTES input needs 'hash' (strings to ids) or 'split' (a delimited list of ids)");
+}
+
 StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
   std::string where = "inputs[" + std::to_string(index) + "]";
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), where + " must be a mapping"));
-  RANKD_RETURN_IF_ERROR(
-      CheckKeys(j, {"name", "datatype", "dims", "shape", "scope", "ragged", "max_length", "hash"}, where));
+  RANKD_RETURN_IF_ERROR(CheckKeys(j,
+                                  {"name", "datatype", "dims", "shape", "scope", "ragged", "max_length", "hash",
+                                   "split", "utf8", "max_string_bytes"},
+                                  where));
   InputConfig in;
   RANKD_RETURN_IF_ERROR(Expect(j.contains("name") && j["name"].is_string(), where + ".name must be a string"));
   in.name = j["name"];
@@ -73,7 +126,7 @@ StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
     RANKD_RETURN_IF_ERROR(Expect(j["datatype"].is_string(), where + ": datatype must be a string"));
     std::string dt = j["datatype"];
     if (dt == "STRING" || dt == "BYTES") {
-      in.dtype = DType::kInvalid;  // hashed strings: see hash
+      in.strings.bytes = true;  // the ids' type is the graph's
     } else {
       auto t = DTypeFromName(dt);
       RANKD_RETURN_IF_ERROR(Expect(t.has_value(), where + ": unknown datatype '" + dt + "'"));
@@ -103,14 +156,7 @@ StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
                                  where + ": max_length must be a positive integer"));
     in.max_length = j["max_length"];
   }
-  if (j.contains("hash")) {
-    const json& h = j["hash"];
-    RANKD_RETURN_IF_ERROR(Expect(h.is_object() && h.contains("function") && h.contains("buckets") &&
-                                     h["function"].is_string() && h["buckets"].is_number_integer(),
-                                 where + ": hash needs 'function' and 'buckets'"));
-    in.hash_function = h["function"];
-    in.hash_buckets = h["buckets"];
-  }
+  RANKD_RETURN_IF_ERROR(ParseStrings(j, where, in.strings));
   return in;
 }
 
@@ -442,6 +488,21 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
   return c;
 }
 
+// A BYTES input: its ids fit the graph's integer input; a split one is ragged.
+Status CheckStringsInput(const InputConfig& in, const Value& v) {
+  const std::string where = "config: input '" + v.name + "' (BYTES): ";
+  if (v.dtype != DType::kI64 && v.dtype != DType::kI32) {
+    return InvalidArgument(where + "the model takes " + DTypeName(v.dtype) + "; strings become INT64 or INT32 ids");
+  }
+  if (!in.strings.split.empty() && !in.ragged) {
+    return InvalidArgument(where + "split makes a list of ids per row: the input must be ragged");
+  }
+  if (in.strings.hash && v.dtype == DType::kI32 && in.strings.buckets > INT32_MAX) {
+    return InvalidArgument(where + "buckets up to " + std::to_string(INT32_MAX) + " for an INT32 input");
+  }
+  return Status::Ok();
+}
+
 Status ResolveModelConfig(const Graph& graph, ModelConfig& config) {
   // Every config input must exist in the graph; every graph input gets a config entry.
   for (const InputConfig& in : config.inputs) {
@@ -456,14 +517,12 @@ Status ResolveModelConfig(const Graph& graph, ModelConfig& config) {
     const InputConfig* given = config.FindInput(v.name);
     InputConfig in = given ? *given : InputConfig{};
     in.name = v.name;
-    if (in.dtype == DType::kInvalid && in.hash_function.empty()) in.dtype = v.dtype;
+    if (in.dtype == DType::kInvalid) in.dtype = v.dtype;
     if (in.dtype != DType::kInvalid && in.dtype != v.dtype) {
       return InvalidArgument(std::string("config: input '") + v.name + "' is declared " + DTypeName(in.dtype) +
                              " but the model takes " + DTypeName(v.dtype));
     }
-    if (!in.hash_function.empty()) {
-      return Unimplemented("config: input '" + v.name + "': hashed string inputs are not implemented yet");
-    }
+    if (in.strings.bytes) RANKD_RETURN_IF_ERROR(CheckStringsInput(in, v));
     if (v.rank_known && v.shape.empty()) {
       return InvalidArgument("input '" + v.name + "' is a scalar; rankd needs a batch dimension first");
     }

@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/string_hash.h"
 #include "model/graph.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
@@ -27,9 +29,17 @@ struct InputConfig {
   InputScope scope = InputScope::kItem;  // kUser: one row per request, shared by its candidates
   bool ragged = false;                   // a variable-length list of ids per row
   int64_t max_length = 4096;             // ragged: longest list accepted per row
-  // Strings hashed to ids (the string-feature issue implements hashing; parsed and kept here).
-  std::string hash_function;
-  int64_t hash_buckets = 0;
+  // datatype BYTES: strings on the wire, turned into the graph's ids (`dtype`) as `strings` says.
+  struct Strings {
+    bool bytes = false;
+    std::optional<StringHash> hash;  // each string (or piece) to hash(s, seed) % buckets
+    uint64_t seed = 0;
+    int64_t buckets = 0;
+    std::string split;          // a row's string split on this delimiter into its list; pieces not
+                                // hashed are parsed as decimal ids
+    bool utf8 = false;          // refuse strings that are not valid UTF-8
+    int64_t max_bytes = 65536;  // the longest string accepted
+  } strings;
 };
 
 struct OutputConfig {

@@ -126,8 +126,8 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
   }
   static_cast<CompileReport&>(report_) = c.report();
   for (const InputConfig& in : config_.inputs) {
-    input_signature_.push_back(
-        {in.name, in.dtype, in.dims, in.scope == InputScope::kUser, in.ragged, in.ragged ? in.max_length : 0});
+    input_signature_.push_back({in.name, in.dtype, in.dims, in.scope == InputScope::kUser, in.ragged,
+                                in.ragged ? in.max_length : 0, in.strings.bytes});
   }
   const Graph& g = c.graph();
   auto warm = Infer(ExampleRequest(2));
@@ -170,7 +170,17 @@ std::string Model::CheckHoisting() const {
   for (size_t c = 0; c < config().inputs.size(); ++c) {
     if (config().inputs[c].scope != InputScope::kUser) continue;
     InferInput& in = repeated.inputs[c];
-    in.data = RepeatRows(in.data, kCandidates);
+    if (in.is_bytes()) {  // one row's strings, repeated
+      PackedStrings rows;
+      rows.shape = in.strings.shape;
+      rows.shape[0] = kCandidates * (in.lengths.empty() ? 1 : in.strings.shape[0]);
+      for (int64_t r = 0; r < kCandidates; ++r) {
+        for (int64_t i = 0; i < in.strings.size(); ++i) rows.Append(in.strings.at(i));
+      }
+      in.strings = std::move(rows);
+    } else {
+      in.data = RepeatRows(in.data, kCandidates);
+    }
     if (!in.lengths.empty()) in.lengths.assign(static_cast<size_t>(kCandidates), in.lengths[0]);
   }
   PreparedRequest a, b;

@@ -12,8 +12,38 @@
 #include "common/parallel.h"
 #include "runtime/op_profile.h"
 #include "serving/model.h"
+#include "serving/string_ids.h"
 
 namespace rankd {
+
+namespace {
+
+// Strings for a BYTES input of an example request: rows of `length` zeros ("0,0,0") when split,
+// else empty strings; they give valid ids whatever the config hashes or parses.
+PackedStrings ExampleStrings(const InputConfig& in, int64_t rows, int64_t ragged_length) {
+  PackedStrings s;
+  const int64_t len = std::min(ragged_length, in.max_length);
+  int64_t count = rows;
+  if (!in.strings.split.empty()) {
+    std::string row;
+    for (int64_t i = 0; i < len; ++i) row += i ? in.strings.split + "0" : "0";
+    for (int64_t r = 0; r < rows; ++r) s.Append(row);
+    s.shape = {rows};
+    return s;
+  }
+  if (in.ragged) {
+    count = rows * len;
+    s.shape = {count};
+  } else {
+    s.shape = {rows};
+    for (int64_t d : in.dims) s.shape.push_back(d < 0 ? 1 : d);
+    count = NumElements(s.shape);
+  }
+  for (int64_t i = 0; i < count; ++i) s.Append("");
+  return s;
+}
+
+}  // namespace
 
 InferRequest Model::ExampleRequest(int64_t rows, int64_t ragged_length) const {
   InferRequest r;
@@ -22,7 +52,11 @@ InferRequest Model::ExampleRequest(int64_t rows, int64_t ragged_length) const {
     InferInput x;
     x.name = in.name;
     int64_t n = in.scope == InputScope::kUser ? 1 : rows;
-    if (in.ragged) {
+    if (in.strings.bytes) {
+      x.strings = ExampleStrings(in, n, ragged_length);
+      if (in.ragged && in.strings.split.empty())
+        x.lengths.assign(static_cast<size_t>(n), std::min(ragged_length, in.max_length));
+    } else if (in.ragged) {
       int64_t len = std::min(ragged_length, in.max_length);
       x.data = Tensor::Zeros(in.dtype, {n * len});
       x.lengths.assign(static_cast<size_t>(n), len);
@@ -106,6 +140,7 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
                                std::span<const LengthSums> length_sums) const {
   RequestTensorScope request_tensors;  // the offsets and repeated rows, pinned where a GPU reads them
   std::vector<Tensor>& inputs = prepared.inputs;
+  prepared.owned.clear();
   std::vector<int64_t>& ragged_max_lengths = prepared.ragged_max_lengths;
   std::vector<const InferInput*> given(config_.inputs.size(), nullptr);
   std::vector<const LengthSums*> summed(config_.inputs.size(), nullptr);  // by the parser, as the lengths are
@@ -128,6 +163,25 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
         summed[c] = &s;
       }
     }
+  }
+  // Strings become their ids first (serving/string_ids.h); the graph inputs view them.
+  std::vector<InferInput> converted;
+  converted.reserve(config_.inputs.size());
+  for (size_t c = 0; c < config_.inputs.size(); ++c) {
+    const InputConfig& cfg = config_.inputs[c];
+    const InferInput* in = given[c];
+    if (!in || in->is_bytes() == cfg.strings.bytes) {
+      if (in && cfg.strings.bytes) {
+        RANKD_ASSIGN_OR_RETURN(InferInput ids, StringsToIds(cfg, *in));
+        converted.push_back(std::move(ids));
+        prepared.owned.push_back(converted.back().data);
+        given[c] = &converted.back();
+        summed[c] = nullptr;
+      }
+      continue;
+    }
+    return InvalidArgument("input '" + cfg.name + "' must be " + (cfg.strings.bytes ? "BYTES" : DTypeName(cfg.dtype)) +
+                           ", got " + (in->is_bytes() ? "BYTES" : DTypeName(in->data.dtype())));
   }
   // Rows per input; the candidate count N comes from item-scope inputs.
   std::vector<int64_t> rows(config_.inputs.size());

@@ -13,6 +13,7 @@
 #include "tools/load_generator.h"
 #include "tools/request_file.h"
 #include "tools/shared_memory_bodies.h"
+#include "tools/wire_tensor.h"
 
 namespace rankd {
 namespace {
@@ -26,13 +27,14 @@ LoadOptions::Body ToBinary(const InferRequest& r) {
   json header = {{"id", r.id}, {"inputs", json::array()}};
   std::string tensors;
   for (const InferInput& x : r.inputs) {
+    WireTensor w = ToWire(x);
     json in = {{"name", x.name},
-               {"datatype", DTypeName(x.data.dtype())},
-               {"shape", x.data.shape()},
-               {"parameters", {{"binary_data_size", x.data.bytes()}}}};
+               {"datatype", w.datatype},
+               {"shape", w.shape},
+               {"parameters", {{"binary_data_size", w.bytes.size()}}}};
     if (!x.lengths.empty()) in["parameters"]["lengths"] = x.lengths;
     header["inputs"].push_back(std::move(in));
-    tensors.append(static_cast<const char*>(x.data.raw()), x.data.bytes());
+    tensors += w.bytes;
   }
   for (const std::string& o : r.outputs) header["outputs"].push_back({{"name", o}});
   LoadOptions::Body body;
@@ -47,7 +49,7 @@ LoadOptions::Body ToBinary(const InferRequest& r) {
 LoadOptions::Body ToGrpc(const InferRequest& r, const BenchServerArgs& args) {
   inference::ModelInferRequest p = GrpcRequestHeader(r, args.model, args.version);
   for (const InferInput& x : r.inputs) {
-    p.add_raw_input_contents(std::string(static_cast<const char*>(x.data.raw()), x.data.bytes()));
+    p.add_raw_input_contents(ToWire(x).bytes);
   }
   for (const std::string& o : r.outputs) p.add_outputs()->set_name(o);
   return LoadOptions::Body{p.SerializeAsString(), 0};

@@ -18,6 +18,10 @@ StatusOr<std::vector<RequestLine>> ReadRequestFile(const std::string& path) {
     auto r = ParseInferRequest(text, {}, JsonLimits{size_t{1} << 30, int64_t{1} << 30, 8});
     if (!r.ok()) return r.status().WithContext(path + ": line " + std::to_string(number));
     for (const InferInput& x : r->request.inputs) {
+      if (x.is_bytes()) {
+        nonzero = nonzero || !x.strings.bytes.empty();
+        continue;
+      }
       for (int64_t i = 0; i < x.data.size() && !nonzero; ++i) nonzero = x.data.ScalarAsDouble(i) != 0;
     }
     lines.push_back({std::move(text), std::move(r->request), std::move(r->length_sums)});

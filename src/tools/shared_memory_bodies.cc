@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "grpc_service.grpc.pb.h"
+#include "tools/wire_tensor.h"
 
 namespace rankd {
 namespace {
@@ -27,7 +28,8 @@ Status RpcStatus(const grpc::Status& s, const std::string& what) {
 int64_t RowsOf(const InferRequest& r) {
   int64_t rows = 0;
   for (const InferInput& x : r.inputs) {
-    if (x.lengths.empty() && x.data.rank() > 0) rows = std::max(rows, x.data.dim(0));
+    const Shape& shape = x.is_bytes() ? x.strings.shape : x.data.shape();
+    if (x.lengths.empty() && !shape.empty()) rows = std::max(rows, shape[0]);
   }
   return rows;
 }
@@ -52,8 +54,8 @@ inference::ModelInferRequest GrpcRequestHeader(const InferRequest& r, const std:
   for (const InferInput& x : r.inputs) {
     auto* in = p.add_inputs();
     in->set_name(x.name);
-    in->set_datatype(DTypeName(x.data.dtype()));
-    for (int64_t d : x.data.shape()) in->add_shape(d);
+    in->set_datatype(x.is_bytes() ? "BYTES" : DTypeName(x.data.dtype()));
+    for (int64_t d : x.is_bytes() ? x.strings.shape : x.data.shape()) in->add_shape(d);
     if (!x.lengths.empty()) {
       std::string lengths;
       for (int64_t n : x.lengths) lengths += (lengths.empty() ? "" : ",") + std::to_string(n);
@@ -99,12 +101,14 @@ StatusOr<std::unique_ptr<SharedMemoryBodies>> SharedMemoryBodies::Create(const s
     size_t offset, bytes;
   };
   std::vector<std::vector<Place>> inputs(requests.size()), outputs(requests.size());
+  std::vector<std::vector<WireTensor>> wire(requests.size());
   std::vector<std::vector<const OutputShape*>> chosen(requests.size());
   size_t at = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     for (const InferInput& x : requests[i].inputs) {
-      inputs[i].push_back({at, x.data.bytes()});
-      at += Aligned(x.data.bytes());
+      wire[i].push_back(ToWire(x));
+      inputs[i].push_back({at, wire[i].back().bytes.size()});
+      at += Aligned(inputs[i].back().bytes);
     }
     const int64_t rows = RowsOf(requests[i]);
     for (const OutputShape& o : all) {
@@ -132,9 +136,9 @@ StatusOr<std::unique_ptr<SharedMemoryBodies>> SharedMemoryBodies::Create(const s
   }
   out->base_ = base;
   for (size_t i = 0; i < requests.size(); ++i) {
-    for (size_t k = 0; k < requests[i].inputs.size(); ++k) {
-      const Tensor& t = requests[i].inputs[k].data;
-      if (t.bytes() > 0) std::memcpy(static_cast<char*>(base) + inputs[i][k].offset, t.raw(), t.bytes());
+    for (size_t k = 0; k < wire[i].size(); ++k) {
+      const std::string& bytes = wire[i][k].bytes;
+      if (!bytes.empty()) std::memcpy(static_cast<char*>(base) + inputs[i][k].offset, bytes.data(), bytes.size());
     }
   }
   inference::SystemSharedMemoryRegisterRequest reg;

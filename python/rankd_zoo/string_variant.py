@@ -1,0 +1,57 @@
+"""Derives `mmoe_strings` (W4 with some categorical features sent as strings) from the exported
+`mmoe`, with ONNX's helper alone (no PyTorch): the graph's one `sparse` [batch, 20] input becomes
+`ids` [batch, 14] (features 0-13, integer ids) and `categories` [batch, 6] (features 14-19),
+concatenated back in the graph. The config says `categories` arrives as BYTES, each string hashed
+by xxhash64 (seed 0) into the tables' rows (docs/strings.md, "W4s").
+
+  /usr/bin/python3 -m rankd_zoo.string_variant --repo models/zoo
+"""
+import argparse
+import os
+
+import onnx
+from onnx import TensorProto, helper
+
+STRING_FEATURES = 6
+
+
+def derive(repo: str) -> None:
+    model = onnx.load(os.path.join(repo, "mmoe", "1", "model.onnx"))
+    graph = model.graph
+    sparse = next(i for i in graph.input if i.name == "sparse")
+    width = sparse.type.tensor_type.shape.dim[1].dim_value
+    rows = next(t.dims[0] for t in graph.initializer if t.name == "tables.0.weight")
+    graph.input.remove(sparse)
+    graph.input.insert(0, helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", width - STRING_FEATURES]))
+    graph.input.insert(1, helper.make_tensor_value_info("categories", TensorProto.INT64, ["batch", STRING_FEATURES]))
+    graph.node.insert(0, helper.make_node("Concat", ["ids", "categories"], ["sparse"], name="/ids_and_categories",
+                                          axis=1))
+    out = os.path.join(repo, "mmoe_strings")
+    os.makedirs(os.path.join(out, "1"), exist_ok=True)
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(out, "1", "model.onnx"))
+    with open(os.path.join(out, "config.yaml"), "w") as f:
+        f.write(f"""name: mmoe_strings
+platform: onnx
+inputs:
+  - name: ids
+    datatype: INT64
+    dims: [{width - STRING_FEATURES}]
+  - name: categories          # "f14=v123": a feature's name and value, hashed to a row
+    datatype: BYTES
+    dims: [{STRING_FEATURES}]
+    hash: {{function: xxhash64, seed: 0, buckets: {rows}}}
+    max_string_bytes: 256
+  - name: dense
+    datatype: FP32
+    dims: [10]
+outputs:
+  - name: ctr
+  - name: cvr
+""")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repo", default="models/zoo")
+    derive(parser.parse_args().repo)

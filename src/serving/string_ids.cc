@@ -1,0 +1,123 @@
+#include "serving/string_ids.h"
+
+#include <simdjson.h>
+
+#include <charconv>
+#include <string>
+
+#include "common/string_hash.h"
+
+namespace rankd {
+namespace {
+
+std::string Quoted(std::string_view s) {
+  constexpr size_t kShown = 40;
+  std::string out = "'";
+  for (char c : s.substr(0, kShown)) out += c >= 0x20 && c < 0x7f ? c : '?';
+  return out + (s.size() > kShown ? "...'" : "'");
+}
+
+// One string checked against the config: its length, and UTF-8 where asked.
+Status CheckString(const InputConfig& config, std::string_view s, int64_t element) {
+  if (static_cast<int64_t>(s.size()) > config.strings.max_bytes) {
+    return InvalidArgument("input '" + config.name + "': element " + std::to_string(element) + " is " +
+                           std::to_string(s.size()) + " bytes; the limit is " +
+                           std::to_string(config.strings.max_bytes) + " (max_string_bytes)");
+  }
+  if (config.strings.utf8 && !simdjson::validate_utf8(s.data(), s.size())) {
+    return InvalidArgument("input '" + config.name + "': element " + std::to_string(element) + " is not valid UTF-8");
+  }
+  return Status::Ok();
+}
+
+// A piece of a split string as a decimal id: optional spaces around an optional '-' and digits.
+bool ParseId(std::string_view piece, int64_t& id) {
+  while (!piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+  while (!piece.empty() && piece.back() == ' ') piece.remove_suffix(1);
+  if (piece.empty()) return false;
+  auto [end, ec] = std::from_chars(piece.data(), piece.data() + piece.size(), id);
+  return ec == std::errc() && end == piece.data() + piece.size();
+}
+
+template <typename Id>
+class IdWriter {
+ public:
+  IdWriter(const InputConfig& config, Tensor& out) : config_(config), out_(out) {}
+
+  // The id of a string or piece; false (with the status set) for a piece that is not an id.
+  Status Put(std::string_view s, int64_t element) {
+    const InputConfig::Strings& c = config_.strings;
+    int64_t id = 0;
+    if (c.hash) {
+      id = static_cast<int64_t>(HashBucket(*c.hash, c.seed, static_cast<uint64_t>(c.buckets), s));
+    } else if (!ParseId(s, id) || id < std::numeric_limits<Id>::min() || id > std::numeric_limits<Id>::max()) {
+      return InvalidArgument("input '" + config_.name + "': element " + std::to_string(element) + " has " +
+                             (s.empty() ? "an empty piece" : "the piece " + Quoted(s)) + " where an " +
+                             DTypeName(config_.dtype) + " id belongs");
+    }
+    ids_.push_back(static_cast<Id>(id));
+    return Status::Ok();
+  }
+
+  void Finish(Shape shape) {
+    out_ = Tensor::Empty(config_.dtype, std::move(shape));
+    std::copy(ids_.begin(), ids_.end(), out_.data<Id>());
+  }
+
+  size_t count() const { return ids_.size(); }
+
+ private:
+  const InputConfig& config_;
+  Tensor& out_;
+  std::vector<Id> ids_;
+};
+
+template <typename Id>
+Status Convert(const InputConfig& config, const InferInput& in, InferInput& out) {
+  const PackedStrings& s = in.strings;
+  IdWriter<Id> ids(config, out.data);
+  const std::string& delimiter = config.strings.split;
+  if (delimiter.empty()) {  // one id per string, in the strings' shape
+    for (int64_t i = 0; i < s.size(); ++i) {
+      std::string_view text = s.at(i);
+      RANKD_RETURN_IF_ERROR(CheckString(config, text, i));
+      RANKD_RETURN_IF_ERROR(ids.Put(text, i));
+    }
+    out.lengths = in.lengths;
+    ids.Finish(s.shape);
+    return Status::Ok();
+  }
+  // Split: a string per row ([rows] or [rows, 1]), each a list; an empty string an empty list.
+  if (!in.lengths.empty() || s.shape.size() > 2 || (s.shape.size() == 2 && s.shape[1] != 1)) {
+    return InvalidArgument("input '" + config.name + "' is split on " + Quoted(delimiter) +
+                           ": send one string per row, shape [rows] or [rows, 1], without lengths");
+  }
+  out.lengths.reserve(static_cast<size_t>(s.size()));
+  for (int64_t r = 0; r < s.size(); ++r) {
+    std::string_view text = s.at(r);
+    RANKD_RETURN_IF_ERROR(CheckString(config, text, r));
+    const size_t before = ids.count();
+    while (!text.empty()) {
+      size_t at = text.find(delimiter);
+      RANKD_RETURN_IF_ERROR(ids.Put(text.substr(0, at), r));
+      if (at == std::string_view::npos) break;
+      text.remove_prefix(at + delimiter.size());
+      if (text.empty()) RANKD_RETURN_IF_ERROR(ids.Put(text, r));  // a trailing delimiter: an empty last piece
+    }
+    out.lengths.push_back(static_cast<int64_t>(ids.count() - before));
+  }
+  ids.Finish({static_cast<int64_t>(ids.count())});
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<InferInput> StringsToIds(const InputConfig& config, const InferInput& in) {
+  InferInput out;
+  out.name = in.name;
+  Status s = config.dtype == DType::kI32 ? Convert<int32_t>(config, in, out) : Convert<int64_t>(config, in, out);
+  if (!s.ok()) return s;
+  return out;
+}
+
+}  // namespace rankd

@@ -1,0 +1,318 @@
+// String features (docs/strings.md): the hashes against published known answers, strings turned
+// into ids (hashed, split and parsed, split and hashed) with every refusal, the binary form of
+// BYTES elements against malformed data, the config's checks, and zoo models served strings
+// scoring as they do with the ids those strings stand for.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/string_hash.h"
+#include "frontend/bytes_elements.h"
+#include "model/config.h"
+#include "serving/model.h"
+#include "serving/string_ids.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+void ExpectError(const Status& s, const std::string& fragment) {
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find(fragment), std::string::npos) << "'" << s.message() << "' lacks '" << fragment << "'";
+}
+
+PackedStrings Strings(Shape shape, const std::vector<std::string>& values) {
+  PackedStrings s;
+  s.shape = std::move(shape);
+  for (const std::string& v : values) s.Append(v);
+  return s;
+}
+
+InferInput BytesInput(Shape shape, const std::vector<std::string>& values, std::vector<int64_t> lengths = {}) {
+  InferInput in;
+  in.name = "s";
+  in.strings = Strings(std::move(shape), values);
+  in.lengths = std::move(lengths);
+  return in;
+}
+
+InputConfig Config(std::optional<StringHash> hash, int64_t buckets, const std::string& split = "") {
+  InputConfig c;
+  c.name = "s";
+  c.dtype = DType::kI64;
+  c.strings.bytes = true;
+  c.strings.hash = hash;
+  c.strings.buckets = buckets;
+  c.strings.split = split;
+  c.ragged = !split.empty();
+  return c;
+}
+
+std::vector<int64_t> Ids(const InferInput& in) {
+  const int64_t* p = in.data.data<int64_t>();
+  return std::vector<int64_t>(p, p + in.data.size());
+}
+
+// Published answers: TensorFlow's documented tf.strings.to_hash_bucket_fast example, xxHash's
+// XXH64 vectors, MurmurHash3 x86_32's (SMHasher's verification strings).
+TEST(StringHash, KnownAnswers) {
+  std::vector<uint64_t> buckets;
+  for (const char* s : {"Hello", "TensorFlow", "2.x"})
+    buckets.push_back(HashBucket(StringHash::kFingerprint64, 0, 3, s));
+  EXPECT_EQ(buckets, std::vector<uint64_t>({0, 2, 2}));
+  EXPECT_EQ(HashString(StringHash::kFingerprint64, 0, ""), 0x9ae16a3b2f90404fu);
+  EXPECT_EQ(HashString(StringHash::kXxHash64, 0, ""), 0xef46db3751d8e999u);
+  EXPECT_EQ(HashString(StringHash::kXxHash64, 0, "a"), 0xd24ec4f1a98c6e5bu);
+  EXPECT_EQ(HashString(StringHash::kXxHash64, 0, "abc"), 0x44bc2cf5ad770999u);
+  EXPECT_EQ(HashString(StringHash::kMurmur3_32, 0, ""), 0u);
+  EXPECT_EQ(HashString(StringHash::kMurmur3_32, 1, ""), 0x514e28b7u);
+  EXPECT_EQ(HashString(StringHash::kMurmur3_32, 0, "test"), 0xba6bd213u);
+  EXPECT_EQ(HashString(StringHash::kMurmur3_32, 0, "Hello, world!"), 0xc0363e43u);
+  EXPECT_EQ(HashString(StringHash::kMurmur3_32, 0, "The quick brown fox jumps over the lazy dog"), 0x2e4ff723u);
+  EXPECT_NE(HashString(StringHash::kXxHash64, 1, "abc"), HashString(StringHash::kXxHash64, 0, "abc"));
+  for (const char* name : {"fingerprint64", "xxhash64", "murmur3_32"}) {
+    EXPECT_EQ(StringHashName(*StringHashFromName(name)), std::string(name));
+  }
+  EXPECT_FALSE(StringHashFromName("murmur3").has_value());
+}
+
+TEST(StringIds, HashedInTheStringsShape) {
+  auto ids = StringsToIds(Config(StringHash::kFingerprint64, 3), BytesInput({1, 3}, {"Hello", "TensorFlow", "2.x"}));
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  EXPECT_EQ(ids->data.shape(), Shape({1, 3}));
+  EXPECT_EQ(Ids(*ids), std::vector<int64_t>({0, 2, 2}));
+  // A ragged list of strings keeps its lengths; an empty string is hashed as one.
+  auto ragged = StringsToIds(Config(StringHash::kXxHash64, 1000), BytesInput({3}, {"a", "", "abc"}, {2, 0, 1}));
+  ASSERT_TRUE(ragged.ok());
+  EXPECT_EQ(ragged->lengths, std::vector<int64_t>({2, 0, 1}));
+  EXPECT_EQ(Ids(*ragged), std::vector<int64_t>({static_cast<int64_t>(0xd24ec4f1a98c6e5bu % 1000),
+                                                static_cast<int64_t>(0xef46db3751d8e999u % 1000),
+                                                static_cast<int64_t>(0x44bc2cf5ad770999u % 1000)}));
+  // INT32 ids.
+  InputConfig narrow = Config(StringHash::kMurmur3_32, 7);
+  narrow.dtype = DType::kI32;
+  auto small = StringsToIds(narrow, BytesInput({2}, {"test", ""}));
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->data.dtype(), DType::kI32);
+  EXPECT_EQ(small->data.data<int32_t>()[0], static_cast<int32_t>(0xba6bd213u % 7));
+  EXPECT_EQ(small->data.data<int32_t>()[1], 0);
+}
+
+TEST(StringIds, SplitRowsParsedOrHashed) {
+  auto parsed = StringsToIds(Config(std::nullopt, 0, ","), BytesInput({4}, {"1,2,3", "", " 40 , -5", "7"}));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->lengths, std::vector<int64_t>({3, 0, 2, 1}));
+  EXPECT_EQ(Ids(*parsed), std::vector<int64_t>({1, 2, 3, 40, -5, 7}));
+  // A delimiter of several bytes; [rows, 1] is a string per row too.
+  auto wide = StringsToIds(Config(std::nullopt, 0, "||"), BytesInput({2, 1}, {"9||8", "123456789012"}));
+  ASSERT_TRUE(wide.ok());
+  EXPECT_EQ(Ids(*wide), std::vector<int64_t>({9, 8, 123456789012}));
+  // Hashed pieces, empty ones included (as TensorFlow's split keeps them).
+  auto hashed = StringsToIds(Config(StringHash::kXxHash64, 1 << 20, "|"), BytesInput({2}, {"a|abc|", "abc"}));
+  ASSERT_TRUE(hashed.ok());
+  const auto h = [](const char* s) { return static_cast<int64_t>(HashBucket(StringHash::kXxHash64, 0, 1 << 20, s)); };
+  EXPECT_EQ(hashed->lengths, std::vector<int64_t>({3, 1}));
+  EXPECT_EQ(Ids(*hashed), std::vector<int64_t>({h("a"), h("abc"), h(""), h("abc")}));
+}
+
+TEST(StringIds, MistakesNameTheInputAndElement) {
+  const InputConfig split = Config(std::nullopt, 0, ",");
+  ExpectError(StringsToIds(split, BytesInput({2}, {"1,2", "3,x"})).status(), "input 's': element 1 has the piece 'x'");
+  ExpectError(StringsToIds(split, BytesInput({1}, {"1,,2"})).status(), "element 0 has an empty piece");
+  ExpectError(StringsToIds(split, BytesInput({1}, {"1,"})).status(), "empty piece");
+  ExpectError(StringsToIds(split, BytesInput({1}, {"99999999999999999999"})).status(), "where an INT64 id belongs");
+  ExpectError(StringsToIds(split, BytesInput({1}, {"1.5"})).status(), "the piece '1.5'");
+  ExpectError(StringsToIds(split, BytesInput({2, 2}, {"1", "2", "3", "4"})).status(), "one string per row");
+  ExpectError(StringsToIds(split, BytesInput({2}, {"1", "2"}, {1, 1})).status(), "without lengths");
+  InputConfig narrow = split;
+  narrow.dtype = DType::kI32;
+  ExpectError(StringsToIds(narrow, BytesInput({1}, {"3000000000"})).status(), "where an INT32 id belongs");
+
+  InputConfig limited = Config(StringHash::kXxHash64, 10);
+  limited.strings.max_bytes = 4;
+  EXPECT_TRUE(StringsToIds(limited, BytesInput({1}, {"abcd"})).ok());
+  ExpectError(StringsToIds(limited, BytesInput({2}, {"ab", "abcde"})).status(),
+              "element 1 is 5 bytes; the limit is 4 (max_string_bytes)");
+  InputConfig utf8 = Config(StringHash::kXxHash64, 10);
+  utf8.strings.utf8 = true;
+  EXPECT_TRUE(StringsToIds(utf8, BytesInput({2}, {"Beijing", "\xe5\x8c\x97\xe4\xba\xac"})).ok());
+  ExpectError(StringsToIds(utf8, BytesInput({2}, {"ok", "\xff\xfe"})).status(), "element 1 is not valid UTF-8");
+  ExpectError(StringsToIds(utf8, BytesInput({1}, {"\xe5\x8c"})).status(), "not valid UTF-8");  // cut short
+  utf8.strings.utf8 = false;  // bytes are bytes unless the config says otherwise
+  EXPECT_TRUE(StringsToIds(utf8, BytesInput({1}, {"\xff\xfe"})).ok());
+}
+
+std::string Elements(const std::vector<std::string>& values) {
+  std::string out;
+  for (const std::string& v : values) {
+    const auto n = static_cast<uint32_t>(v.size());
+    for (int b = 0; b < 4; ++b) out += static_cast<char>((n >> (8 * b)) & 0xff);
+    out += v;
+  }
+  return out;
+}
+
+TEST(BytesElements, DecodedOrRefused) {
+  auto s = DecodeBytesElements(Elements({"ab", "", std::string(300, 'x')}), 3, "in");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->size(), 3);
+  EXPECT_EQ(s->at(0), "ab");
+  EXPECT_EQ(s->at(1), "");
+  EXPECT_EQ(s->at(2), std::string(300, 'x'));
+  EXPECT_EQ(DecodeBytesElements("", 0, "in")->size(), 0);
+  const std::string two = Elements({"ab", "cd"});
+  ExpectError(DecodeBytesElements(two, 4, "in").status(), "12 bytes cannot hold 4 BYTES elements");
+  ExpectError(DecodeBytesElements(two, 3, "in").status(), "the data ends before BYTES element 2");
+  ExpectError(DecodeBytesElements(two.substr(0, 9), 2, "in").status(), "the data ends before BYTES element 1");
+  ExpectError(DecodeBytesElements(two.substr(0, 11), 2, "in").status(), "element 1 says 2 bytes but 1 are left");
+  ExpectError(DecodeBytesElements(two, 1, "in").status(), "6 bytes are left after its 1 BYTES elements");
+  std::string huge = two;
+  huge[0] = huge[1] = huge[2] = huge[3] = '\xff';  // 4 GiB - 1
+  ExpectError(DecodeBytesElements(huge, 2, "in").status(), "element 0 says 4294967295 bytes");
+  ExpectError(DecodeBytesElements(two, -1, "in").status(), "cannot hold -1");
+}
+
+StatusOr<ModelConfig> ParseYaml(const std::string& yaml) { return ParseModelConfig(yaml, true); }
+
+TEST(StringConfig, Refusals) {
+  const std::string head = "inputs:\n  - name: s\n";
+  EXPECT_TRUE(ParseYaml(head + "    datatype: BYTES\n    hash: {function: xxhash64, buckets: 10, seed: 7}\n").ok());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"    datatype: BYTES\n", "needs 'hash' (strings to ids) or 'split'"},
+      {"    datatype: BYTES\n    hash: {function: murmur3, buckets: 10}\n", "unknown hash function 'murmur3'"},
+      {"    datatype: BYTES\n    hash: {function: xxhash64}\n", "'buckets', a positive integer"},
+      {"    datatype: BYTES\n    hash: {function: xxhash64, buckets: 0}\n", "'buckets', a positive integer"},
+      {"    datatype: BYTES\n    hash: {function: fingerprint64, buckets: 5, seed: 1}\n", "takes no seed"},
+      {"    datatype: BYTES\n    hash: {function: murmur3_32, buckets: 5, seed: 4294967296}\n", "from 0 to 4294967295"},
+      {"    datatype: BYTES\n    hash: {function: xxhash64, buckets: 5, salt: 1}\n", "unknown field 'salt'"},
+      {"    datatype: BYTES\n    split: \"\"\n", "split must be a non-empty delimiter"},
+      {"    datatype: BYTES\n    split: \",\"\n    max_string_bytes: 0\n", "max_string_bytes must be"},
+      {"    datatype: INT64\n    hash: {function: xxhash64, buckets: 10}\n", "hash needs datatype BYTES"},
+      {"    datatype: INT64\n    split: \",\"\n", "split needs datatype BYTES"},
+  };
+  for (const auto& [body, fragment] : cases) ExpectError(ParseYaml(head + body).status(), fragment);
+}
+
+// A zoo model's directory with its model file and `config` instead of the zoo's config.
+std::string ModelWithConfig(const std::string& zoo, const std::string& name, const std::string& config) {
+  std::ifstream in(testing::SourcePath("models/zoo/" + zoo + "/1/model.onnx"), std::ios::binary);
+  std::stringstream onnx;
+  onnx << in.rdbuf();
+  testing::WriteTempFile(name + "/1/model.onnx", onnx.str());
+  const std::string path = testing::WriteTempFile(name + "/config.yaml", config);
+  return path.substr(0, path.size() - std::string("/config.yaml").size());
+}
+
+TEST(StringConfig, GraphChecks) {
+  const std::string dense =
+      "inputs:\n  - name: dense\n    datatype: BYTES\n    hash: {function: xxhash64, buckets: 10}\n";
+  ExpectError(Model::Load(ModelWithConfig("mmoe", "mmoe_float_strings", dense), -1).status(),
+              "the model takes FP32; strings become INT64 or INT32 ids");
+  const std::string split = "inputs:\n  - name: sparse\n    datatype: BYTES\n    split: \",\"\n";
+  ExpectError(Model::Load(ModelWithConfig("mmoe", "mmoe_split", split), -1).status(),
+              "split makes a list of ids per row: the input must be ragged");
+}
+
+// W4s (models/zoo/mmoe_strings) scores as mmoe does with the ids its strings hash to.
+TEST(StringModels, MmoeStringsScoresAsTheIdsItsStringsHashTo) {
+  auto strings = Model::Load(testing::SourcePath("models/zoo/mmoe_strings"), -1);
+  ASSERT_TRUE(strings.ok()) << strings.status().ToString();
+  auto ids = Model::Load(testing::SourcePath("models/zoo/mmoe"), -1);
+  ASSERT_TRUE(ids.ok());
+  std::mt19937_64 rng(7);
+  for (int64_t rows : {1, 5, 64}) {
+    InferRequest with_ids = (*ids)->ExampleRequest(rows);
+    InferRequest with_strings;
+    InferInput sparse_ids{"ids", Tensor::Zeros(DType::kI64, {rows, 14}), {}, {}};
+    InferInput categories;
+    categories.name = "categories";
+    categories.strings.shape = {rows, 6};
+    int64_t* sparse = with_ids.inputs[0].data.data<int64_t>();
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t f = 0; f < 20; ++f) {
+        if (f < 14) {
+          sparse[r * 20 + f] = static_cast<int64_t>(rng() % 100);
+          sparse_ids.data.data<int64_t>()[r * 14 + f] = sparse[r * 20 + f];
+        } else {
+          const std::string s = "f" + std::to_string(f) + "=v" + std::to_string(rng() % 1000);
+          categories.strings.Append(s);
+          sparse[r * 20 + f] = static_cast<int64_t>(HashBucket(StringHash::kXxHash64, 0, 100, s));
+        }
+      }
+    }
+    RandomizeFloats(with_ids, static_cast<uint32_t>(rows));
+    with_strings.inputs = {sparse_ids, categories, with_ids.inputs[1]};
+    auto want = (*ids)->Infer(with_ids);
+    auto got = (*strings)->Infer(with_strings);
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status().ToString() << " / " << got.status().ToString();
+    testing::ExpectOutputsNear({(*got)[0].data, (*got)[1].data}, {(*want)[0].data, (*want)[1].data}, 0,
+                               std::to_string(rows) + " rows");
+  }
+}
+
+// DIN with its behaviour sequences sent as delimited strings ("12,7,40") and its category hashed.
+TEST(StringModels, DinWithSplitSequencesScoresAsItsIds) {
+  std::string config;
+  {
+    std::ifstream in(testing::SourcePath("models/zoo/din/config.yaml"));
+    std::stringstream s;
+    s << in.rdbuf();
+    config = s.str();
+  }
+  for (const char* seq : {"seq_items", "seq_cats"}) {
+    const std::string from = "  - name: " + std::string(seq) + "\n    datatype: INT64\n";
+    ASSERT_NE(config.find(from), std::string::npos);
+    config.replace(config.find(from), from.size(),
+                   "  - name: " + std::string(seq) + "\n    datatype: BYTES\n    split: \",\"\n");
+  }
+  const std::string cat = "  - name: cat\n    datatype: INT64\n";
+  ASSERT_NE(config.find(cat), std::string::npos);
+  config.replace(config.find(cat), cat.size(),
+                 "  - name: cat\n    datatype: BYTES\n    hash: {function: murmur3_32, seed: 42, buckets: 5}\n");
+  auto strings = Model::Load(ModelWithConfig("din", "din_strings", config), -1);
+  ASSERT_TRUE(strings.ok()) << strings.status().ToString();
+  auto ids = Model::Load(testing::SourcePath("models/zoo/din"), -1);
+  ASSERT_TRUE(ids.ok());
+  std::mt19937_64 rng(11);
+  for (int64_t rows : {1, 3, 17}) {
+    InferRequest with_ids = (*ids)->ExampleRequest(rows, 1);
+    InferRequest with_strings = with_ids;
+    const int64_t length = static_cast<int64_t>(rng() % 21);  // 0 (no history) to max_length
+    for (size_t i : {size_t{1}, size_t{2}}) {                 // seq_items, seq_cats: one user row
+      InferInput& in = with_ids.inputs[i];
+      in.data = Tensor::Zeros(DType::kI64, {length});
+      in.lengths = {length};
+      std::string row;
+      for (int64_t k = 0; k < length; ++k) {
+        in.data.data<int64_t>()[k] = static_cast<int64_t>(rng() % 5);
+        row += (k ? "," : "") + std::to_string(in.data.data<int64_t>()[k]);
+      }
+      with_strings.inputs[i] = InferInput{in.name, Tensor(), {}, Strings({1}, {row})};
+    }
+    std::vector<std::string> cats;
+    for (int64_t r = 0; r < rows; ++r) {
+      cats.push_back("cat" + std::to_string(rng() % 1000));
+      with_ids.inputs[4].data.data<int64_t>()[r] =
+          static_cast<int64_t>(HashBucket(StringHash::kMurmur3_32, 42, 5, cats.back()));
+    }
+    with_strings.inputs[4] = InferInput{"cat", Tensor(), {}, Strings({rows}, cats)};
+    auto want = (*ids)->Infer(with_ids);
+    auto got = (*strings)->Infer(with_strings);
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status().ToString() << " / " << got.status().ToString();
+    testing::ExpectOutputsNear({(*got)[0].data}, {(*want)[0].data}, 0, std::to_string(rows) + " rows");
+  }
+  // The wrong kind of input for either config is named.
+  InferRequest r = (*strings)->ExampleRequest(2);
+  r.inputs[4] = (*ids)->ExampleRequest(2).inputs[4];
+  ExpectError((*strings)->Infer(r).status(), "input 'cat' must be BYTES, got INT64");
+  InferRequest s = (*ids)->ExampleRequest(2);
+  s.inputs[4] = InferInput{"cat", Tensor(), {}, Strings({2}, {"a", "b"})};
+  ExpectError((*ids)->Infer(s).status(), "input 'cat' must be INT64, got BYTES");
+}
+
+}  // namespace
+}  // namespace rankd

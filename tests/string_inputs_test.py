@@ -1,0 +1,235 @@
+"""String features over real sockets: W4s (models/zoo/mmoe_strings, six categorical features sent as
+strings and hashed by xxhash64) sent as JSON strings, the binary extension's length-prefixed
+elements, gRPC bytes_contents and gRPC raw contents scores as mmoe does with the ids that Python's
+own xxHash (python3-xxhash, not rankd's code) gives those strings; every protocol answers the same
+mistake alike.
+
+  /usr/bin/python3 tests/string_inputs_test.py RANKD_BINARY SOURCE_DIR
+"""
+import json
+import os
+import random
+import shutil
+import struct
+import sys
+import tempfile
+import unittest
+
+import xxhash
+
+from server_test import ZOO, Server, grpc_stubs
+
+ROWS_PER_TABLE = 100  # the zoo's tiny mmoe
+
+
+def packed(strings):
+    """KServe's binary form of BYTES elements: a 4-byte little-endian length, then the bytes."""
+    return b"".join(struct.pack("<I", len(s)) + s for s in strings)
+
+
+class StringInputsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = tempfile.mkdtemp()
+        for name in ["mmoe", "mmoe_strings"]:
+            shutil.copytree(os.path.join(ZOO, name), os.path.join(cls.repo, name))
+        cls.server = Server(cls.repo)
+        stubs = grpc_stubs()
+        cls.pb = None
+        if stubs:
+            import grpc
+            cls.pb, pb_grpc = stubs
+            cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.server.grpc_port}")
+            cls.stub = pb_grpc.GRPCInferenceServiceStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.pb:
+            cls.channel.close()
+        cls.server.stop()
+        shutil.rmtree(cls.repo)
+
+    def features(self, n, seed):
+        rng = random.Random(seed)
+        ids = [[rng.randrange(ROWS_PER_TABLE) for _ in range(14)] for _ in range(n)]
+        cats = [["f%d=%s" % (14 + j, rng.choice(["v%d" % rng.randrange(1000), "", "北京", "x" * 200]))
+                 for j in range(6)] for _ in range(n)]
+        dense = [[rng.random() for _ in range(10)] for _ in range(n)]
+        return ids, cats, dense
+
+    def reference(self, ids, cats, dense):
+        """mmoe's scores for the ids Python's xxHash gives the strings."""
+        n = len(ids)
+        hashed = [[xxhash.xxh64_intdigest(s.encode(), 0) % ROWS_PER_TABLE for s in row] for row in cats]
+        status, got = self.server.json("POST", "/v2/models/mmoe/infer", {"inputs": [
+            {"name": "sparse", "datatype": "INT64", "shape": [n, 20], "data": [a + b for a, b in zip(ids, hashed)]},
+            {"name": "dense", "datatype": "FP32", "shape": [n, 10], "data": dense}]})
+        self.assertEqual(status, 200, got)
+        return {o["name"]: o["data"] for o in got["outputs"]}
+
+    def http(self, ids, cats, dense, binary):
+        n = len(ids)
+        strings = {"name": "categories", "datatype": "BYTES", "shape": [n, 6]}
+        blob = b""
+        if binary:
+            blob = packed([s.encode() for row in cats for s in row])
+            strings["parameters"] = {"binary_data_size": len(blob)}
+        else:
+            strings["data"] = cats
+        header = json.dumps({"inputs": [
+            {"name": "ids", "datatype": "INT64", "shape": [n, 14], "data": ids}, strings,
+            {"name": "dense", "datatype": "FP32", "shape": [n, 10], "data": dense}]}).encode()
+        status, body, _ = self.server.request("POST", "/v2/models/mmoe_strings/infer", header + blob,
+                                              {"Inference-Header-Content-Length": str(len(header))})
+        got = json.loads(body)
+        if status != 200:
+            return status, got["error"]
+        return status, {o["name"]: o["data"] for o in got["outputs"]}
+
+    def grpc(self, ids, cats, dense, raw):
+        import grpc
+        n = len(ids)
+        pb = self.pb
+        r = pb.ModelInferRequest(model_name="mmoe_strings")
+        a = r.inputs.add(name="ids", datatype="INT64", shape=[n, 14])
+        b = r.inputs.add(name="categories", datatype="BYTES", shape=[n, 6])
+        c = r.inputs.add(name="dense", datatype="FP32", shape=[n, 10])
+        flat = [s.encode() for row in cats for s in row]
+        if raw:
+            r.raw_input_contents.extend([struct.pack("<%dq" % (n * 14), *sum(ids, [])), packed(flat),
+                                         struct.pack("<%df" % (n * 10), *sum(dense, []))])
+        else:
+            a.contents.int64_contents.extend(sum(ids, []))
+            b.contents.bytes_contents.extend(flat)
+            c.contents.fp32_contents.extend(sum(dense, []))
+        try:
+            got = self.stub.ModelInfer(r, timeout=30)
+        except grpc.RpcError as e:
+            return e.code(), e.details()
+        out = {}
+        for i, o in enumerate(got.outputs):
+            out[o.name] = list(struct.unpack("<%df" % (len(got.raw_output_contents[i]) // 4),
+                                             got.raw_output_contents[i]))
+        return 200, out
+
+    def assertScores(self, got, want, what):
+        self.assertEqual(sorted(got), sorted(want), what)
+        for name in want:
+            flat = [x for row in got[name] for x in (row if isinstance(row, list) else [row])]
+            self.assertEqual(len(flat), len(want[name]), what)
+            for x, y in zip(flat, want[name]):
+                self.assertAlmostEqual(x, y, delta=1e-6 * max(1.0, abs(y)), msg=what)
+
+    def test_metadata_says_bytes(self):
+        status, meta = self.server.json("GET", "/v2/models/mmoe_strings")
+        self.assertEqual(status, 200, meta)
+        self.assertEqual({i["name"]: i["datatype"] for i in meta["inputs"]},
+                         {"ids": "INT64", "categories": "BYTES", "dense": "FP32"})
+        status, config = self.server.json("GET", "/v2/models/mmoe_strings/config")
+        self.assertEqual(status, 200, config)
+        self.assertEqual([i["data_type"] for i in config["input"]], ["TYPE_INT64", "TYPE_STRING", "TYPE_FP32"])
+
+    def test_every_protocol_scores_as_the_hashed_ids(self):
+        for n, seed in [(1, 1), (7, 2), (64, 3)]:
+            ids, cats, dense = self.features(n, seed)
+            want = self.reference(ids, cats, dense)
+            for binary in (False, True):
+                status, got = self.http(ids, cats, dense, binary)
+                self.assertEqual(status, 200, got)
+                self.assertScores(got, want, "HTTP binary=%s n=%d" % (binary, n))
+            if self.pb:
+                for raw in (False, True):
+                    status, got = self.grpc(ids, cats, dense, raw)
+                    self.assertEqual(status, 200, got)
+                    self.assertScores(got, want, "gRPC raw=%s n=%d" % (raw, n))
+
+    def test_strings_in_system_shared_memory(self):
+        from multiprocessing import shared_memory
+        ids, cats, dense = self.features(5, 6)
+        want = self.reference(ids, cats, dense)
+        blob = packed([s.encode() for row in cats for s in row])
+        region = shared_memory.SharedMemory(create=True, size=len(blob) + 32)
+        self.addCleanup(region.unlink)
+        self.addCleanup(region.close)
+        region.buf[32:32 + len(blob)] = blob
+        status, got = self.server.json("POST", "/v2/systemsharedmemory/region/strings/register",
+                                       {"key": "/" + region.name, "offset": 0, "byte_size": len(blob) + 32})
+        self.assertEqual(status, 200, got)
+        self.addCleanup(self.server.json, "POST", "/v2/systemsharedmemory/region/strings/unregister", {})
+        strings = {"name": "categories", "datatype": "BYTES", "shape": [5, 6],
+                   "parameters": {"shared_memory_region": "strings", "shared_memory_offset": 32,
+                                  "shared_memory_byte_size": len(blob)}}
+        body = {"inputs": [{"name": "ids", "datatype": "INT64", "shape": [5, 14], "data": ids}, strings,
+                           {"name": "dense", "datatype": "FP32", "shape": [5, 10], "data": dense}]}
+        status, got = self.server.json("POST", "/v2/models/mmoe_strings/infer", body)
+        self.assertEqual(status, 200, got)
+        self.assertScores({o["name"]: o["data"] for o in got["outputs"]}, want, "system shared memory")
+        if self.pb:
+            pb = self.pb
+            r = pb.ModelInferRequest(model_name="mmoe_strings")
+            r.inputs.add(name="ids", datatype="INT64", shape=[5, 14]).contents.int64_contents.extend(sum(ids, []))
+            c = r.inputs.add(name="categories", datatype="BYTES", shape=[5, 6])
+            c.parameters["shared_memory_region"].string_param = "strings"
+            c.parameters["shared_memory_offset"].int64_param = 32
+            c.parameters["shared_memory_byte_size"].int64_param = len(blob)
+            r.inputs.add(name="dense", datatype="FP32", shape=[5, 10]).contents.fp32_contents.extend(sum(dense, []))
+            got = self.stub.ModelInfer(r, timeout=30)
+            out = {o.name: list(struct.unpack("<5f", got.raw_output_contents[i])) for i, o in enumerate(got.outputs)}
+            self.assertScores(out, want, "gRPC, system shared memory")
+        # A byte size that cuts the last element short.
+        strings["parameters"]["shared_memory_byte_size"] = len(blob) - 1
+        status, got = self.server.json("POST", "/v2/models/mmoe_strings/infer", body)
+        self.assertEqual(status, 400, got)
+        self.assertIn("BYTES element 29 says", got["error"])
+
+    def test_the_same_mistake_gets_the_same_answer(self):
+        ids, cats, dense = self.features(3, 4)
+        long = [row[:] for row in cats]
+        long[2][5] = "y" * 257
+        cases = [(long, "input 'categories': element 17 is 257 bytes; the limit is 256 (max_string_bytes)")]
+        refused = {400}
+        if self.pb:
+            import grpc
+            refused.add(grpc.StatusCode.INVALID_ARGUMENT)
+        for bad, message in cases:
+            answers = [self.http(ids, bad, dense, binary) for binary in (False, True)]
+            if self.pb:
+                answers += [self.grpc(ids, bad, dense, raw) for raw in (False, True)]
+            for status, got in answers:
+                self.assertIn(status, refused, got)
+                self.assertEqual(got, message)
+        # Too few strings for the shape: each protocol's own count, the same words.
+        status, got = self.http(ids, cats[:2], dense, False)
+        self.assertEqual((status, got), (400, "input 'categories': shape [3, 6] of BYTES needs 18 strings, "
+                                              "the request holds 12"))
+        if self.pb:
+            self.assertEqual(self.grpc(ids, cats[:2], dense, False)[1],
+                             "input 'categories': shape [3, 6] of BYTES needs 18 strings, the request holds 12")
+        # Not strings at all; the wrong datatype for either kind of input.
+        header = {"inputs": [{"name": "ids", "datatype": "INT64", "shape": [1, 14], "data": ids[0]},
+                             {"name": "categories", "datatype": "BYTES", "shape": [1, 6], "data": [1, 2, 3, 4, 5, 6]},
+                             {"name": "dense", "datatype": "FP32", "shape": [1, 10], "data": dense[0]}]}
+        status, got = self.server.json("POST", "/v2/models/mmoe_strings/infer", header)
+        self.assertEqual((status, got["error"]), (400, "input 'categories': element 0 is not a string"))
+        header["inputs"][1] = {"name": "categories", "datatype": "INT64", "shape": [1, 6], "data": [1] * 6}
+        status, got = self.server.json("POST", "/v2/models/mmoe_strings/infer", header)
+        self.assertEqual((status, got["error"]), (400, "input 'categories' must be BYTES, got INT64"))
+        # Broken binary elements: a length past the end, bytes left over.
+        for blob, message in [(packed([b"a"] * 5) + struct.pack("<I", 9) + b"abc", "BYTES element 5 says 9 bytes but 3 are left"),
+                              (packed([b"a"] * 6) + b"zz", "2 bytes are left after its 6 BYTES elements")]:
+            head = json.dumps({"inputs": [
+                {"name": "ids", "datatype": "INT64", "shape": [1, 14], "data": ids[0]},
+                {"name": "categories", "datatype": "BYTES", "shape": [1, 6],
+                 "parameters": {"binary_data_size": len(blob)}},
+                {"name": "dense", "datatype": "FP32", "shape": [1, 10], "data": dense[0]}]}).encode()
+            status, body, _ = self.server.request("POST", "/v2/models/mmoe_strings/infer", head + blob,
+                                                  {"Inference-Header-Content-Length": str(len(head))})
+            self.assertEqual(status, 400, body)
+            self.assertIn(message, json.loads(body)["error"])
+        # The server serves on.
+        status, got = self.http(ids, cats, dense, False)
+        self.assertEqual(status, 200, got)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
