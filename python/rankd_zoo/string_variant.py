@@ -1,7 +1,7 @@
 """Derives `mmoe_strings` (W4 with some categorical features sent as strings) from the exported
 `mmoe`, with ONNX's helper alone (no PyTorch): the graph's one `sparse` [batch, 20] input becomes
-`ids` [batch, 14] (features 0-13, integer ids) and `categories` [batch, 6] (features 14-19),
-concatenated back in the graph. The config says `categories` arrives as BYTES, each string hashed
+`ids` [batch, 14] (features 0-13, integer ids) and `categories` [batch, 6] (features 14-19), each
+feature's column read from the input that now holds it. The config says `categories` arrives as BYTES, each string hashed
 by xxhash64 (seed 0) into the tables' rows (docs/strings.md, "W4s").
 
   /usr/bin/python3 -m rankd_zoo.string_variant --repo models/zoo
@@ -9,8 +9,9 @@ by xxhash64 (seed 0) into the tables' rows (docs/strings.md, "W4s").
 import argparse
 import os
 
+import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 STRING_FEATURES = 6
 
@@ -20,12 +21,28 @@ def derive(repo: str) -> None:
     graph = model.graph
     sparse = next(i for i in graph.input if i.name == "sparse")
     width = sparse.type.tensor_type.shape.dim[1].dim_value
+    first = width - STRING_FEATURES
     rows = next(t.dims[0] for t in graph.initializer if t.name == "tables.0.weight")
     graph.input.remove(sparse)
-    graph.input.insert(0, helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", width - STRING_FEATURES]))
+    graph.input.insert(0, helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", first]))
     graph.input.insert(1, helper.make_tensor_value_info("categories", TensorProto.INT64, ["batch", STRING_FEATURES]))
-    graph.node.insert(0, helper.make_node("Concat", ["ids", "categories"], ["sparse"], name="/ids_and_categories",
-                                          axis=1))
+    # Each feature's column, `Gather(sparse, k, axis=1)`, now read from the input that holds it.
+    constants = {n.output[0]: int(numpy_helper.to_array(n.attribute[0].t)) for n in graph.node
+                 if n.op_type == "Constant"}
+    nodes = []
+    for node in graph.node:
+        if node.op_type == "Gather" and node.input[0] == "sparse":
+            k = constants[node.input[1]]
+            if k < first:
+                node.input[0] = "ids"
+            else:
+                index = "/categories_column_%d" % (k - first)
+                nodes.append(helper.make_node("Constant", [], [index], name=index,
+                                              value=numpy_helper.from_array(np.array(k - first, dtype=np.int64))))
+                node.input[0], node.input[1] = "categories", index
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
     out = os.path.join(repo, "mmoe_strings")
     os.makedirs(os.path.join(out, "1"), exist_ok=True)
     onnx.checker.check_model(model)

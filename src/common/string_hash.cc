@@ -52,4 +52,40 @@ uint64_t HashString(StringHash h, uint64_t seed, std::string_view s) {
   return 0;
 }
 
+namespace {
+
+template <typename Id, typename Hash>
+void BucketsOf(Hash&& hash, uint64_t buckets, const char* bytes, const int64_t* offsets, int64_t count, Id* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    const auto size = static_cast<size_t>(offsets[i + 1] - offsets[i]);
+    out[i] = static_cast<Id>(hash(bytes + offsets[i], size) % buckets);
+  }
+}
+
+}  // namespace
+
+template <typename Id>
+void HashBuckets(StringHash h, uint64_t seed, uint64_t buckets, const char* bytes, const int64_t* offsets,
+                 int64_t count, Id* out) {
+  switch (h) {
+    case StringHash::kFingerprint64:
+      return BucketsOf([](const char* p, size_t n) { return util::Fingerprint64(p, n); }, buckets, bytes, offsets,
+                       count, out);
+    case StringHash::kXxHash64:
+      return BucketsOf([seed](const char* p, size_t n) { return XXH64(p, n, seed); }, buckets, bytes, offsets, count,
+                       out);
+    case StringHash::kMurmur3_32:
+      return BucketsOf(
+          [seed](const char* p, size_t n) {
+            uint32_t v = 0;
+            lmmh_x86_32(p, static_cast<unsigned>(n), static_cast<uint32_t>(seed), &v);
+            return uint64_t{v};
+          },
+          buckets, bytes, offsets, count, out);
+  }
+}
+
+template void HashBuckets<int32_t>(StringHash, uint64_t, uint64_t, const char*, const int64_t*, int64_t, int32_t*);
+template void HashBuckets<int64_t>(StringHash, uint64_t, uint64_t, const char*, const int64_t*, int64_t, int64_t*);
+
 }  // namespace rankd

@@ -28,4 +28,10 @@ inline uint64_t HashBucket(StringHash h, uint64_t seed, uint64_t buckets, std::s
   return HashString(h, seed, s) % buckets;
 }
 
+// The buckets of `count` packed strings (string i is bytes[offsets[i], offsets[i + 1])), into
+// out[0, count): one dispatch on the function for them all. Id is int32_t or int64_t.
+template <typename Id>
+void HashBuckets(StringHash h, uint64_t seed, uint64_t buckets, const char* bytes, const int64_t* offsets,
+                 int64_t count, Id* out);
+
 }  // namespace rankd

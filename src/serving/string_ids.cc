@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <charconv>
 #include <string>
 
@@ -77,14 +78,17 @@ Status Convert(const InputConfig& config, const InferInput& in, InferInput& out)
   const PackedStrings& s = in.strings;
   IdWriter<Id> ids(config, out.data);
   const std::string& delimiter = config.strings.split;
-  if (delimiter.empty()) {  // one id per string, in the strings' shape
-    for (int64_t i = 0; i < s.size(); ++i) {
-      std::string_view text = s.at(i);
-      RANKD_RETURN_IF_ERROR(CheckString(config, text, i));
-      RANKD_RETURN_IF_ERROR(ids.Put(text, i));
+  if (delimiter.empty()) {  // one id per string, in the strings' shape, hashed in one pass
+    int64_t longest = 0;
+    for (int64_t i = 0; i < s.size(); ++i) longest = std::max(longest, s.offsets[i + 1] - s.offsets[i]);
+    for (int64_t i = 0; i < s.size() && (longest > config.strings.max_bytes || config.strings.utf8); ++i) {
+      RANKD_RETURN_IF_ERROR(CheckString(config, s.at(i), i));
     }
+    const InputConfig::Strings& c = config.strings;
+    out.data = Tensor::Empty(config.dtype, s.shape);
+    HashBuckets(*c.hash, c.seed, static_cast<uint64_t>(c.buckets), s.bytes.data(), s.offsets.data(), s.size(),
+                out.data.data<Id>());
     out.lengths = in.lengths;
-    ids.Finish(s.shape);
     return Status::Ok();
   }
   // Split: a string per row ([rows] or [rows, 1]), each a list; an empty string an empty list.
