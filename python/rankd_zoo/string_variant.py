@@ -4,7 +4,7 @@
 feature's column read from the input that now holds it. The config says `categories` arrives as BYTES, each string hashed
 by xxhash64 (seed 0) into the tables' rows (docs/strings.md, "W4s").
 
-  /usr/bin/python3 -m rankd_zoo.string_variant --repo models/zoo
+  /usr/bin/python3 -m rankd_zoo.string_variant --repo models/zoo [--source mmoe] [--name mmoe_strings]
 """
 import argparse
 import os
@@ -16,8 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 STRING_FEATURES = 6
 
 
-def derive(repo: str) -> None:
-    model = onnx.load(os.path.join(repo, "mmoe", "1", "model.onnx"))
+def derive(repo: str, source: str = "mmoe", name: str = "mmoe_strings") -> None:
+    model = onnx.load(os.path.join(repo, source, "1", "model.onnx"))
     graph = model.graph
     sparse = next(i for i in graph.input if i.name == "sparse")
     width = sparse.type.tensor_type.shape.dim[1].dim_value
@@ -43,12 +43,12 @@ def derive(repo: str) -> None:
         nodes.append(node)
     del graph.node[:]
     graph.node.extend(nodes)
-    out = os.path.join(repo, "mmoe_strings")
+    out = os.path.join(repo, name)
     os.makedirs(os.path.join(out, "1"), exist_ok=True)
     onnx.checker.check_model(model)
     onnx.save(model, os.path.join(out, "1", "model.onnx"))
     with open(os.path.join(out, "config.yaml"), "w") as f:
-        f.write(f"""name: mmoe_strings
+        f.write(f"""name: {name}
 platform: onnx
 inputs:
   - name: ids
@@ -71,4 +71,7 @@ outputs:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--repo", default="models/zoo")
-    derive(parser.parse_args().repo)
+    parser.add_argument("--source", default="mmoe", help="the mmoe package in REPO to derive from")
+    parser.add_argument("--name", default="mmoe_strings")
+    args = parser.parse_args()
+    derive(args.repo, args.source, args.name)
