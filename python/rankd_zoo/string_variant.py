@@ -27,12 +27,14 @@ def derive(repo: str, source: str = "mmoe", name: str = "mmoe_strings") -> None:
     graph.input.insert(0, helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", first]))
     graph.input.insert(1, helper.make_tensor_value_info("categories", TensorProto.INT64, ["batch", STRING_FEATURES]))
     # Each feature's column, `Gather(sparse, k, axis=1)`, now read from the input that holds it.
-    constants = {n.output[0]: int(numpy_helper.to_array(n.attribute[0].t)) for n in graph.node
-                 if n.op_type == "Constant"}
+    constants = {n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in graph.node
+                 if n.op_type == "Constant" and n.attribute[0].name == "value"}
+    constants.update((t.name, numpy_helper.to_array(t)) for t in graph.initializer)
     nodes = []
     for node in graph.node:
         if node.op_type == "Gather" and node.input[0] == "sparse":
-            k = constants[node.input[1]]
+            k = int(constants[node.input[1]].reshape(-1)[0])  # a scalar index (a column of the batch)
+            assert constants[node.input[1]].size == 1, node.name
             if k < first:
                 node.input[0] = "ids"
             else:
