@@ -183,12 +183,12 @@ std::vector<int> BagInputs(GraphBuilder& g, std::vector<Tensor>& in, std::mt1993
 
 // A ragged (or padded) bag.
 OpCase Bag(const char* name, int64_t rows, int64_t dim, int64_t bags, int64_t max_len, double empty, double minus_one,
-           bool mean, DType table_dtype, bool padded) {
+           const char* mode, DType table_dtype, bool padded) {
   return {name,
           [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64& rng) {
             std::vector<int> ins =
                 BagInputs(g, in, rng, "", rows, dim, bags, max_len, empty, minus_one, table_dtype, padded);
-            g.Output(g.Op("EmbeddingBag", ins, {{"mode", std::string(mean ? "mean" : "sum")}}));
+            g.Output(g.Op("EmbeddingBag", ins, {{"mode", std::string(mode)}}));
             if (!padded) ragged.push_back(max_len);
           },
           table_dtype == DType::kF32 ? 1e-5 : 1e-3};
@@ -196,8 +196,8 @@ OpCase Bag(const char* name, int64_t rows, int64_t dim, int64_t bags, int64_t ma
 
 // ConcatEmbeddingBags over `parts` parts cycling through: a copied FP32 value of width 5, ragged
 // FP32 bags of width 128 (16-byte path), padded FP16 of 16, ragged BF16 of 3 and FP32 of 6 (the
-// element-wise path: odd width, a column not a multiple of 4), a column lookup of width 8, mean
-// and sum.
+// element-wise path: odd width, a column not a multiple of 4), a column lookup of width 8, mean,
+// sqrtn and sum.
 OpCase BagsConcat(const char* name, int parts, int64_t bags) {
   return {name,
           [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
@@ -237,7 +237,7 @@ OpCase BagsConcat(const char* name, int parts, int64_t bags) {
               }
               ins.insert(ins.end(), part.begin(), part.end());
               counts.push_back(static_cast<int64_t>(part.size()));
-              modes.push_back(part.size() > 1 && p % 2 == 0 && column < 0 ? 1 : 0);
+              modes.push_back(part.size() > 1 && p % 2 == 0 && column < 0 ? 1 + p / 2 % 2 : 0);  // mean, sqrtn
               columns.push_back(column);
             }
             g.Output(g.Op("ConcatEmbeddingBags", ins, {{"parts", counts}, {"modes", modes}, {"columns", columns}}));
@@ -249,7 +249,7 @@ OpCase BagsConcat(const char* name, int parts, int64_t bags) {
 // 8 warps (with 37 rows a block's last warps have no row): BF16 rows of 128 (half a warp each, two
 // lane groups), ragged, about 50 ids a bag; FP16 rows of 24 (three 16-byte pieces, a lane of every
 // four idle), ragged, about 20; FP32 rows of 264 (wider than a warp's 16-byte loads), 90 padded
-// slots a bag; sum and mean. With more than 16,384 bags in all the launch takes its large shape,
+// slots a bag; sum, mean and sqrtn. With more than 16,384 bags in all the launch takes its large shape,
 // a lane group per bag (two groups a warp for the BF16 rows, eight for the FP16, one for the
 // FP32, which takes its 264 columns in two passes).
 OpCase BagsConcatLong(const char* name, int64_t rows) {
@@ -263,7 +263,7 @@ OpCase BagsConcatLong(const char* name, int64_t rows) {
             part = BagInputs(g, in, rng, "2", 300, 264, rows, 90, 0.05, 0.1, DType::kF32, true);
             ins.insert(ins.end(), part.begin(), part.end());
             g.Output(g.Op("ConcatEmbeddingBags", ins,
-                          {{"parts", std::vector<int64_t>{3, 3, 2}}, {"modes", std::vector<int64_t>{0, 1, 1}}}));
+                          {{"parts", std::vector<int64_t>{3, 3, 2}}, {"modes", std::vector<int64_t>{0, 2, 1}}}));
           },
           1e-3};
 }
@@ -395,15 +395,17 @@ std::vector<OpCase> Cases() {
       Reduce("reduce_sum_few_many", "ReduceSum", f, S{300, 4, 33}, {1}, 0),
       Reduce("reduce_mean_sixteen", "ReduceMean", f, S{7, 16, 5}, {1}, 1),
       Reduce("reduce_max_seventeen", "ReduceMax", f, S{7, 17, 5}, {1}, 1),
-      Bag("bag_sum", 1000, 16, 64, 12, 0.2, 0.1, false, f, false),
-      Bag("bag_mean", 1000, 16, 64, 12, 0.2, 0.1, true, f, false),
-      Bag("bag_padded", 500, 8, 33, 7, 0.1, 0.2, false, f, true),
-      Bag("bag_all_empty", 50, 4, 9, 3, 1.0, 0.0, false, f, false),
-      Bag("bag_all_minus_one", 50, 4, 9, 3, 0.0, 1.0, true, f, false),
-      Bag("bag_fp16", 3000, 64, 200, 40, 0.05, 0.05, false, DType::kF16, false),
-      Bag("bag_bf16_mean", 3000, 32, 100, 40, 0.05, 0.05, true, DType::kBF16, false),
-      Bag("bag_wide", 100, 300, 20, 5, 0.0, 0.0, false, f, false),
-      Bag("bag_one_row", 10, 3, 1, 1, 0.0, 0.0, false, f, false),
+      Bag("bag_sum", 1000, 16, 64, 12, 0.2, 0.1, "sum", f, false),
+      Bag("bag_mean", 1000, 16, 64, 12, 0.2, 0.1, "mean", f, false),
+      Bag("bag_padded", 500, 8, 33, 7, 0.1, 0.2, "sum", f, true),
+      Bag("bag_all_empty", 50, 4, 9, 3, 1.0, 0.0, "sum", f, false),
+      Bag("bag_all_minus_one", 50, 4, 9, 3, 0.0, 1.0, "mean", f, false),
+      Bag("bag_fp16", 3000, 64, 200, 40, 0.05, 0.05, "sum", DType::kF16, false),
+      Bag("bag_bf16_mean", 3000, 32, 100, 40, 0.05, 0.05, "mean", DType::kBF16, false),
+      Bag("bag_sqrtn", 1000, 16, 64, 12, 0.2, 0.1, "sqrtn", f, false),
+      Bag("bag_bf16_sqrtn_padded", 3000, 32, 100, 40, 0.05, 0.05, "sqrtn", DType::kBF16, true),
+      Bag("bag_wide", 100, 300, 20, 5, 0.0, 0.0, "sum", f, false),
+      Bag("bag_one_row", 10, 3, 1, 1, 0.0, 0.0, "sum", f, false),
       BagsConcat("concat_bags", 6, 67),
       BagsConcat("concat_bags_one_row", 5, 1),
       BagsConcat("concat_bags_two_launches", 61, 40),

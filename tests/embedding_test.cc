@@ -2,7 +2,9 @@
 // recognises PyTorch's masked-gather bag in its usual spellings.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
+#include <string>
 
 #include "compile/passes.h"
 #include "test_util.h"
@@ -13,9 +15,10 @@ namespace {
 using testing::GraphBuilder;
 using testing::RunGraph;
 
-// Reference: for each bag, the sum (or mean) of table rows of its non-negative ids.
+// Reference: for each bag, the sum of table rows of its non-negative ids, or their mean, or their
+// sum over the square root of their count (in double).
 std::vector<float> ReferenceBags(const std::vector<float>& table, int64_t dim, const std::vector<int64_t>& ids,
-                                 const std::vector<int64_t>& offsets, bool mean) {
+                                 const std::vector<int64_t>& offsets, const std::string& mode) {
   size_t bags = offsets.size() - 1;
   std::vector<float> out(bags * static_cast<size_t>(dim), 0.0f);
   for (size_t b = 0; b < bags; ++b) {
@@ -27,9 +30,10 @@ std::vector<float> ReferenceBags(const std::vector<float>& table, int64_t dim, c
         out[b * static_cast<size_t>(dim) + static_cast<size_t>(d)] +=
             table[static_cast<size_t>(ids[static_cast<size_t>(j)] * dim + d)];
     }
-    if (mean && count > 0) {
-      for (int64_t d = 0; d < dim; ++d)
-        out[b * static_cast<size_t>(dim) + static_cast<size_t>(d)] /= static_cast<float>(count);
+    const double divisor = count == 0 ? 1.0 : mode == "mean" ? count : mode == "sqrtn" ? std::sqrt(count) : 1.0;
+    for (int64_t d = 0; d < dim; ++d) {
+      float& x = out[b * static_cast<size_t>(dim) + static_cast<size_t>(d)];
+      x = static_cast<float>(x / divisor);
     }
   }
   return out;
@@ -39,7 +43,7 @@ struct BagCase {
   const char* name;
   int64_t rows, dim, bags, max_len;
   double empty_fraction, minus_one_fraction;
-  bool mean;
+  const char* mode;
   DType table_dtype;
 };
 
@@ -74,9 +78,9 @@ TEST_P(EmbeddingBagTest, RaggedAndPaddedMatchReference) {
     }
     offsets.push_back(static_cast<int64_t>(ids.size()));
   }
-  std::vector<float> want = ReferenceBags(table, c.dim, ids, offsets, c.mean);
+  std::vector<float> want = ReferenceBags(table, c.dim, ids, offsets, c.mode);
   Tensor ref = testing::MakeF32({c.bags, c.dim}, want);
-  std::string mode = c.mean ? "mean" : "sum";
+  std::string mode = c.mode;
 
   GraphBuilder ragged;
   int table_id = ragged.Const("table", t);
@@ -112,14 +116,16 @@ TEST_P(EmbeddingBagTest, RaggedAndPaddedMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, EmbeddingBagTest,
-    ::testing::Values(BagCase{"OneRow", 100, 8, 1, 5, 0.0, 0.0, false, DType::kF32},  // one row
-                      BagCase{"EmptyBagsAndMinusOne", 1000, 16, 64, 12, 0.2, 0.1, false,
+    ::testing::Values(BagCase{"OneRow", 100, 8, 1, 5, 0.0, 0.0, "sum", DType::kF32},  // one row
+                      BagCase{"EmptyBagsAndMinusOne", 1000, 16, 64, 12, 0.2, 0.1, "sum",
                               DType::kF32},                                                // empty bags and -1 slots
-                      BagCase{"Mean", 1000, 16, 64, 12, 0.2, 0.1, true, DType::kF32},      // mean
-                      BagCase{"AllMinusOne", 50, 3, 33, 7, 0.0, 1.0, false, DType::kF32},  // all -1: zeros
-                      BagCase{"LengthZero", 50, 5, 17, 0, 0.0, 0.0, false, DType::kF32},   // length-0 everywhere
-                      BagCase{"Fp16Table", 5000, 64, 300, 40, 0.05, 0.05, false, DType::kF16},
-                      BagCase{"Bf16TableMean", 5000, 32, 300, 40, 0.05, 0.05, true, DType::kBF16}),
+                      BagCase{"Mean", 1000, 16, 64, 12, 0.2, 0.1, "mean", DType::kF32},    // mean
+                      BagCase{"AllMinusOne", 50, 3, 33, 7, 0.0, 1.0, "sum", DType::kF32},  // all -1: zeros
+                      BagCase{"LengthZero", 50, 5, 17, 0, 0.0, 0.0, "sum", DType::kF32},   // length-0 everywhere
+                      BagCase{"Fp16Table", 5000, 64, 300, 40, 0.05, 0.05, "sum", DType::kF16},
+                      BagCase{"Bf16TableMean", 5000, 32, 300, 40, 0.05, 0.05, "mean", DType::kBF16},
+                      BagCase{"SqrtN", 1000, 16, 64, 12, 0.2, 0.1, "sqrtn", DType::kF32},
+                      BagCase{"Fp16TableSqrtN", 5000, 64, 300, 40, 0.05, 0.05, "sqrtn", DType::kF16}),
     [](const ::testing::TestParamInfo<BagCase>& info) { return std::string(info.param.name); });
 
 TEST(EmbeddingBag, IdOutOfRangeIsAnError) {
@@ -179,6 +185,67 @@ TEST(EmbeddingBagFusion, RecognisesEverySpellingAndKeepsResults) {
       }
     }
   }
+}
+
+// TensorFlow's mean and sqrtn combiners as PyTorch code writes them: the masked bag's sum divided
+// by the count of its ids >= 0 clamped to at least 1 (Clip or Max), or by that count's square root;
+// the count summed from the mask [bags, n] (keepdims) or from the unsqueezed one (without).
+Graph CombinedBagGraph(const Tensor& table, bool sqrtn, bool clip, bool from_unsqueezed, bool other_ids = false) {
+  GraphBuilder b;
+  int ids = b.Input("ids", DType::kI64, {-1, -1});
+  int zero = b.Const("zero", testing::MakeI64({}, {0}));
+  int one = b.Const("one", testing::MakeF32({}, {1}));
+  int rows = b.Op("Gather", {b.Const("w", table), b.Op("Clip", {ids, zero})});
+  int mask = b.Op("GreaterOrEqual", {ids, zero});
+  int m3 = b.Op("Cast", {b.Op("Unsqueeze", {mask, b.Const("axes_last", testing::MakeI64({1}, {-1}))})},
+                {{"to", int64_t{1}}});
+  int axes1 = b.Const("axes1", testing::MakeI64({1}, {1}));
+  int sum = b.Op("ReduceSum", {b.Op("Mul", {rows, m3}), axes1}, {{"keepdims", int64_t{0}}});
+  int counted = other_ids ? b.Op("GreaterOrEqual", {b.Input("other", DType::kI64, {-1, -1}), zero}) : mask;
+  int count = from_unsqueezed ? b.Op("ReduceSum", {m3, axes1}, {{"keepdims", int64_t{0}}})
+                              : b.Op("ReduceSum", {b.Op("Cast", {counted}, {{"to", int64_t{1}}}), axes1},
+                                     {{"keepdims", int64_t{1}}});
+  int at_least_one = b.Op(clip ? "Clip" : "Max", {count, one});
+  b.Output(b.Op("Div", {sum, sqrtn ? b.Op("Sqrt", {at_least_one}) : at_least_one}));
+  return b.graph();
+}
+
+TEST(EmbeddingBagFusion, MeanAndSqrtNCombinersFuseIntoTheBag) {
+  Tensor table = testing::MakeF32({4, 2}, {1, 10, 2, 20, 3, 30, 4, 40});
+  Tensor ids = testing::MakeI64({3, 3}, {0, 2, -1, -1, -1, -1, 3, 3, 1});
+  for (bool sqrtn : {false, true}) {
+    for (bool clip : {false, true}) {
+      for (bool from_unsqueezed : {false, true}) {
+        const std::string what = std::string(sqrtn ? "sqrtn" : "mean") + (clip ? " Clip" : " Max") +
+                                 (from_unsqueezed ? " unsqueezed count" : " count");
+        Graph g = CombinedBagGraph(table, sqrtn, clip, from_unsqueezed);
+        auto before = RunGraph(g, {ids});
+        ASSERT_TRUE(before.ok()) << before.status().ToString();
+        EXPECT_EQ(FuseMaskedEmbeddingBags(g), 2) << what;
+        ASSERT_EQ(g.nodes.size(), 1u) << what;
+        EXPECT_EQ(g.nodes[0].op, "EmbeddingBag");
+        EXPECT_EQ(g.nodes[0].GetString("mode", "sum"), sqrtn ? "sqrtn" : "mean");
+        for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
+          if (!backend) continue;
+          auto after = RunGraph(g, {ids}, {}, *backend);
+          ASSERT_TRUE(after.ok()) << after.status().ToString();
+          EXPECT_LE(testing::RelativeError((*after)[0], (*before)[0]), 1e-6) << what << " " << backend->name();
+          const float* out = (*after)[0].data<float>();
+          const float two = sqrtn ? std::sqrt(2.0f) : 2.0f, three = sqrtn ? std::sqrt(3.0f) : 3.0f;
+          EXPECT_NEAR(out[0], 4.0f / two, 1e-6) << what;      // rows 0 + 2, two of them
+          EXPECT_EQ(out[2], 0.0f) << what;                    // no id: zeros
+          EXPECT_NEAR(out[5], 100.0f / three, 1e-4) << what;  // 40 + 40 + 20, three
+        }
+      }
+    }
+  }
+  // A count of other ids is not this bag's: the sum fuses, the division stays.
+  Graph g = CombinedBagGraph(table, false, true, false, true);
+  EXPECT_EQ(FuseMaskedEmbeddingBags(g), 1);
+  EXPECT_EQ(g.OpCounts()["Div"], 1);
+  auto fused = RunGraph(g, {ids, testing::MakeI64({3, 3}, {0, 0, 0, 0, -1, -1, 1, 1, -1})});
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  EXPECT_NEAR((*fused)[0].data<float>()[0], 4.0f / 3.0f, 1e-6);
 }
 
 // The pass runs before a model's nodes are checked (serving/model.cc): a node of the pattern short

@@ -1,7 +1,10 @@
-// Recognising PyTorch's masked-gather embedding bag and replacing it with EmbeddingBag.
+// Recognising PyTorch's masked-gather embedding bag and replacing it with EmbeddingBag, and the
+// bag's sum divided by its count (mean) or by the count's square root (sqrtn) with EmbeddingBag's
+// mean and sqrtn combiners.
 #include <optional>
 
 #include "compile/passes.h"
+#include "model/ops/bag_combiner.h"
 
 namespace rankd {
 namespace {
@@ -60,6 +63,28 @@ class Matcher {
     return -1;
   }
 
+  // Whether `value` is how many of `ids`'s entries are >= 0 per bag, at least 1, as [bags, 1]:
+  // Clip(c, 1) or Max(c, 1) of c = [Cast](ReduceSum(mask of ids, axes=[1])), the mask [bags, n]
+  // with keepdims, or unsqueezed to [bags, n, 1] without.
+  bool IsBagCount(int value, int ids) const {
+    const Node* n = Producer(value);
+    if (!n) return false;
+    int count = -1;
+    if (n->op == "Clip" && n->HasInput(1) && g_.ScalarConstant(n->Input(1)) == 1.0 && !n->HasInput(2)) {
+      count = n->Input(0);
+    } else if (n->op == "Max" && n->NumInputs() == 2 && g_.ScalarConstant(n->Input(1)) == 1.0) {
+      count = n->Input(0);
+    } else {
+      return false;
+    }
+    const Node* sum = Producer(count);
+    while (sum && sum->op == "Cast") sum = Producer(sum->Input(0));
+    if (!sum || sum->op != "ReduceSum" || sum->NumInputs() < 1 || Axes(*sum) != std::vector<int64_t>{1}) return false;
+    bool unsqueezed = false;
+    if (MaskedIds(sum->Input(0), unsqueezed) != ids) return false;
+    return unsqueezed == (sum->GetInt("keepdims", 1) == 0);
+  }
+
  private:
   const Graph& g_;
   std::vector<int> producer_;
@@ -91,6 +116,24 @@ int FuseMaskedEmbeddingBags(Graph& graph) {
       ++fused;
       break;
     }
+  }
+  // sum / count -> mean, sum / sqrt(count) -> sqrtn (TensorFlow's combiners, as PyTorch code spells them).
+  for (Node& div : graph.nodes) {
+    if (div.op != "Div" || div.NumInputs() != 2) continue;
+    const Node* bag = m.Producer(div.Input(0));
+    if (!bag || bag->op != "EmbeddingBag" || bag->GetString("mode", "sum") != "sum" || bag->NumInputs() != 2) continue;
+    int divisor = div.Input(1);
+    BagCombiner combiner = kBagMean;
+    if (const Node* root = m.Producer(divisor); root && root->op == "Sqrt") {
+      divisor = root->Input(0);
+      combiner = kBagSqrtN;
+    }
+    if (!m.IsBagCount(divisor, bag->Input(1))) continue;
+    div.op = "EmbeddingBag";
+    div.inputs = bag->inputs;
+    div.attrs.clear();
+    div.attrs["mode"] = std::string(BagCombinerName(combiner));
+    ++fused;
   }
   if (fused) RemoveDeadNodes(graph);
   return fused;

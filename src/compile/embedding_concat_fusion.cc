@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "compile/passes.h"
+#include "model/ops/bag_combiner.h"
 
 namespace rankd {
 namespace {
@@ -115,8 +116,10 @@ class EmbeddingConcatFuser {
   bool AsBag(int value, Part& part) const {
     const Node* bag = SoleProducer(value);
     if (!bag || bag->op != "EmbeddingBag") return false;
-    part = Part{
-        bag->inputs, bag->GetString("mode", "sum") == "mean" ? 1 : 0, -1, {producers_[static_cast<size_t>(value)]}};
+    part = Part{bag->inputs,
+                BagCombinerFromName(bag->GetString("mode", "sum")).value_or(kBagSum),
+                -1,
+                {producers_[static_cast<size_t>(value)]}};
     return true;
   }
 

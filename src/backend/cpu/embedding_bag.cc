@@ -8,6 +8,7 @@
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/kernels.h"
 #include "common/parallel.h"
+#include "model/ops/bag_combiner.h"
 
 namespace rankd::cpu {
 namespace {
@@ -23,7 +24,7 @@ inline void AccumulateRow<float>(const float* row, int64_t dim, float* acc) {
 
 // Bag b reads ids[begin(b) .. end(b)) and writes out[b * out_stride, + dim).
 template <typename Row, typename Id, typename Bounds>
-void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bounds, bool mean, float* out,
+void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bounds, int combiner, float* out,
           int64_t out_stride) {
   ParallelFor(bags, dim * 8, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
@@ -37,9 +38,8 @@ void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bou
         AccumulateRow(table + id * dim, dim, acc);
         ++count;
       }
-      if (mean && count > 1) {
-        float inv = 1.0f / static_cast<float>(count);
-        for (int64_t d = 0; d < dim; ++d) acc[d] *= inv;
+      if (const float scale = BagScale(combiner, count); scale != 1.0f) {
+        for (int64_t d = 0; d < dim; ++d) acc[d] *= scale;
       }
     }
   });
@@ -59,7 +59,7 @@ Status CheckIds(const Tensor& ids, int64_t count, int64_t rows, const Node& node
 
 // Pools the bag whose inputs are in[first, first + count) (table, ids[, offsets], as
 // EmbeddingBag) into out[b * out_stride, + dim) for every bag b.
-Status PoolBags(const KernelArgs& k, int first, int count, bool mean, float* out, int64_t out_stride) {
+Status PoolBags(const KernelArgs& k, int first, int count, int combiner, float* out, int64_t out_stride) {
   const Tensor& table = k.In(first);
   const Tensor& ids = k.In(first + 1);
   int64_t rows = table.dim(0), dim = table.dim(1);
@@ -87,7 +87,7 @@ Status PoolBags(const KernelArgs& k, int first, int count, bool mean, float* out
     return DispatchAny(table.dtype(), [&](auto row_tag) {
       using Row = decltype(row_tag);
       if constexpr (std::is_same_v<Row, float> || std::is_same_v<Row, Half> || std::is_same_v<Row, BFloat16>) {
-        Pool(table.data<Row>(), dim, ids.data<Id>(), bags, bounds, mean, out, out_stride);
+        Pool(table.data<Row>(), dim, ids.data<Id>(), bags, bounds, combiner, out, out_stride);
       }
     });
   };
@@ -96,8 +96,8 @@ Status PoolBags(const KernelArgs& k, int first, int count, bool mean, float* out
 
 Status EmbeddingBag(const KernelArgs& k) {
   Tensor& out = k.Out(0);
-  bool mean = k.node.GetString("mode", "sum") == "mean";
-  return PoolBags(k, 0, static_cast<int>(k.in.size()), mean, out.data<float>(), out.dim(1));
+  const int combiner = BagCombinerFromName(k.node.GetString("mode", "sum")).value_or(kBagSum);
+  return PoolBags(k, 0, static_cast<int>(k.in.size()), combiner, out.data<float>(), out.dim(1));
 }
 
 // out[b * out_stride, + dim) = table[max(ids[b, column], floor)] (Gather's rules: a negative id
@@ -163,7 +163,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
       RANKD_RETURN_IF_ERROR(LookUpColumn(k, first, columns[p], floor, dst, stride));
       column += k.In(first).dim(1);
     } else {
-      RANKD_RETURN_IF_ERROR(PoolBags(k, first, count, modes[p] == 1, dst, stride));
+      RANKD_RETURN_IF_ERROR(PoolBags(k, first, count, static_cast<int>(modes[p]), dst, stride));
       column += k.In(first).dim(1);
     }
     first += count;

@@ -1,4 +1,4 @@
-// CUDA kernels of EmbeddingBag (padded or ragged ids, negative = empty slot, sum or mean) and
+// CUDA kernels of EmbeddingBag (padded or ragged ids, negative = empty slot, sum, mean or sqrtn) and
 // RaggedToPadded (cpu/embedding_bag.cc is the reference). Ids out of range are reported through
 // the executor's error word and contribute nothing.
 #include <map>
@@ -8,6 +8,7 @@
 #include "backend/cuda/dtypes.cuh"
 #include "backend/cuda/indexing.cuh"
 #include "backend/cuda/kernels.h"
+#include "model/ops/bag_combiner.h"
 
 namespace rankd::cuda {
 namespace {
@@ -19,7 +20,7 @@ constexpr int kWarpsPerBlock = 8;
 // its slot, past L1 (RowCacheView).
 template <typename Row, typename Id>
 __global__ void BagKernel(int64_t bags, int64_t rows, int64_t dim, const Row* table, RowCacheView cache, const Id* ids,
-                          int64_t n_ids, const int64_t* offsets, int64_t width, bool mean, float* out, int* error,
+                          int64_t n_ids, const int64_t* offsets, int64_t width, int combiner, float* out, int* error,
                           int step) {
   int64_t b = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / kWarp;
   int lane = threadIdx.x % kWarp;
@@ -49,7 +50,7 @@ __global__ void BagKernel(int64_t bags, int64_t rows, int64_t dim, const Row* ta
         if (d < dim) acc[u] += ToFloat(slot >= 0 ? __ldcg(row + d) : row[d]);
       }
     }
-    float scale = mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f;
+    float scale = BagScale(combiner, count);
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       int64_t d = d0 + u * kWarp + lane;
@@ -63,7 +64,7 @@ Status EmbeddingBag(const KernelArgs& k) {
   const Tensor& ids = k.In(1);
   Tensor& out = k.Out(0);
   int64_t rows = table.dim(0), dim = table.dim(1), bags = out.dim(0);
-  bool mean = k.node.GetString("mode", "sum") == "mean";
+  const int combiner = BagCombinerFromName(k.node.GetString("mode", "sum")).value_or(kBagSum);
   bool ragged = k.in.size() == 3;
   const int64_t* offsets = ragged ? k.In(2).data<int64_t>() : nullptr;
   int64_t width = ragged ? 0 : ids.dim(1);
@@ -74,9 +75,9 @@ Status EmbeddingBag(const KernelArgs& k) {
   auto launch = [&](auto row_tag, auto id_tag) {
     using Row = decltype(row_tag);
     using Id = decltype(id_tag);
-    BagKernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(bags, rows, dim, table.data<Row>(), cache,
-                                                                       ids.data<Id>(), ids.size(), offsets, width, mean,
-                                                                       out.data<float>(), k.device->error, k.step);
+    BagKernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(
+        bags, rows, dim, table.data<Row>(), cache, ids.data<Id>(), ids.size(), offsets, width, combiner,
+        out.data<float>(), k.device->error, k.step);
   };
   auto with_ids = [&](auto row_tag) {
     if (ids.dtype() == DType::kI32)

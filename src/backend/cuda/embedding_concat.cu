@@ -295,7 +295,7 @@ Status LayOutParts(const KernelArgs& k, const Layout& layout, int64_t rows, bool
       p.n_ids = ids.size();
       p.width = count == 3 ? 0 : static_cast<int32_t>(ids.dim(1));
       p.wide_ids = ids.dtype() != DType::kI32;
-      p.mean = modes[i] == 1;
+      p.combiner = static_cast<uint8_t>(modes[i]);
       p.id_column = columns.empty() ? -1 : static_cast<int32_t>(columns[i]);
       if (!layout.floors.empty()) p.id_floor = layout.floors[i];
       p.cache = static_cast<int16_t>(k.device->row_caches ? k.device->row_caches->Find(p.src) : -1);

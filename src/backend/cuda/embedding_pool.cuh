@@ -13,6 +13,7 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/dtypes.cuh"
 #include "backend/cuda/indexing.cuh"
+#include "model/ops/bag_combiner.h"
 
 namespace rankd::cuda::bag_pool {
 
@@ -38,8 +39,8 @@ struct Part {
   int32_t column = 0;      // first output column
   int32_t id_column = -1;  // >= 0: one id per row, ids[b, id_column], a negative one counting from the end
   RowType row_type = RowType::kF32;
-  bool wide_ids = true;  // INT64 ids, else INT32
-  bool mean = false;
+  bool wide_ids = true;         // INT64 ids, else INT32
+  uint8_t combiner = 0;         // model/ops/bag_combiner.h
   bool vector = false;          // 16-byte loads and stores
   bool copied = false;          // a value copied into its columns, not a bag
   bool grouped = false;         // large launches: a lane group per bag (PoolGrouped), ids below 2^31
@@ -271,7 +272,7 @@ __device__ void PoolVector(const Part& p, RowCacheView cache, int64_t lo, int64_
       __syncthreads();  // before the next columns' sums overwrite these
     }
     if (dst.stored() && active && group == 0 && slice.index == 0) {
-      Store(dst, d0, acc, p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f);
+      Store(dst, d0, acc, BagScale(p.combiner, count));
     }
   }
 }
@@ -296,7 +297,7 @@ __device__ void PoolScalar(const Part& p, RowCacheView cache, int64_t lo, int64_
       acc += LoadElement(table, cache, p.dim, id, d);
       ++count;
     }
-    StoreOne(dst, d, p.mean && count > 1 ? acc / static_cast<float>(count) : acc);
+    StoreOne(dst, d, acc * BagScale(p.combiner, count));
   }
 }
 
@@ -407,7 +408,7 @@ __device__ void PoolGrouped(const Part& p, RowCacheView cache, int64_t lo, int64
       }
     }
     if (!dst.stored()) continue;
-    const float scale = p.mean && count > 1 ? 1.0f / static_cast<float>(count) : 1.0f;
+    const float scale = BagScale(p.combiner, count);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       if (active[c]) Store(dst, d0 + c * V, acc[c], scale);

@@ -17,6 +17,7 @@
 //     (model/ops/keyed_rows.h).
 #include <limits>
 
+#include "model/ops/bag_combiner.h"
 #include "model/ops/keyed_rows.h"
 #include "model/ops/op_schema.h"
 
@@ -27,8 +28,8 @@ bool IsIndex(DType t) { return t == DType::kI64 || t == DType::kI32; }
 
 Status CheckEmbeddingBag(const Node& n) {
   std::string mode = n.GetString("mode", "sum");
-  if (mode != "sum" && mode != "mean") {
-    return Unimplemented(n.Describe() + ": mode '" + mode + "' (sum and mean are supported)");
+  if (!BagCombinerFromName(mode)) {
+    return Unimplemented(n.Describe() + ": mode '" + mode + "' (sum, mean and sqrtn are supported)");
   }
   return Status::Ok();
 }
@@ -65,6 +66,9 @@ Status CheckConcatEmbeddingBags(const Node& n) {
     return InvalidArgument(n.Describe() + ": needs `parts` and one mode per part");
   if (!columns.empty() && columns.size() != parts.size())
     return InvalidArgument(n.Describe() + ": needs one column per part");
+  for (int64_t mode : modes) {
+    if (mode < kBagSum || mode > kBagSqrtN) return InvalidArgument(n.Describe() + ": a mode is 0, 1 or 2");
+  }
   for (size_t p = 0; p < columns.size(); ++p) {
     if (columns[p] < -1 || (columns[p] >= 0 && (parts[p] != 2 || modes[p] != 0))) {
       return InvalidArgument(n.Describe() + ": a column is read only by a part of padded ids");
