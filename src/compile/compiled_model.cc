@@ -33,11 +33,14 @@ Status CompiledModel::RunPasses() {
     report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
     report_.fused_layer_norms = FuseDecomposedLayerNorms(graph_);
   }
+  std::vector<std::string> offsets_inputs;
   for (const InputConfig& in : config_.inputs) {
-    if (in.ragged) ragged_names_.push_back(in.name);
+    if (!in.ragged) continue;
+    ragged_names_.push_back(in.name);
+    offsets_inputs.push_back(in.offsets_input);
   }
   report_.ragged_inputs = static_cast<int>(ragged_names_.size());
-  RANKD_RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_));
+  RANKD_RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_, offsets_inputs));
   RANKD_ASSIGN_OR_RETURN(report_.keyed_tables, KeyTables(graph_, config_.keyed_tables));
   if (!options_.table_dtype.empty()) {
     DType d = DTypeFromName(options_.table_dtype).value_or(DType::kInvalid);

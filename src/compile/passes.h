@@ -138,8 +138,11 @@ int StoreTablesAs(Graph& graph, DType dtype);
 // Turns each named rank-2 id input into a ragged pair "NAME.values" [total] + "NAME.offsets"
 // [rows + 1], in place of the input in graph.inputs. EmbeddingBags reading it read the pair
 // directly; any other reader gets RaggedToPadded(values, offsets), padded with -1. The k-th name
-// gets ragged_index k.
-Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_inputs);
+// gets ragged_index k. Where offsets_inputs[k] names a graph input (PyTorch's nn.EmbeddingBag: flat
+// ids [n] and their bags' starts), the ids input is flat and that input goes too: the bags over
+// Concat(starts, [n]) read the pair, and nothing else may read either input.
+Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_inputs,
+                         const std::vector<std::string>& offsets_inputs = {});
 
 // What HoistUserSide did, for `rankd inspect`.
 struct HoistReport {

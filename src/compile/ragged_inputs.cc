@@ -5,7 +5,39 @@
 
 namespace rankd {
 
-Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_inputs) {
+namespace {
+
+// Flat ids `ids` and their bags' starts `starts` (graph inputs) as the pair (values, offsets): each
+// EmbeddingBag(table, ids, Concat(starts, [number of ids])) reads (values, offsets).
+Status ApplyBagStarts(Graph& graph, const std::string& name, int ids, int starts, int values, int offsets) {
+  const std::vector<int> producers = graph.Producers();
+  for (Node& node : graph.nodes) {
+    if (node.op != "EmbeddingBag" || node.NumInputs() != 3 || node.inputs[1] != ids) continue;
+    const int concat = producers[static_cast<size_t>(node.inputs[2])];
+    if (concat < 0) continue;
+    const Node& c = graph.nodes[static_cast<size_t>(concat)];
+    if (c.op == "Concat" && c.NumInputs() == 2 && c.inputs[0] == starts)
+      node.inputs = {node.inputs[0], values, offsets};
+  }
+  RemoveDeadNodes(graph);
+  for (const Node& node : graph.nodes) {
+    for (int in : node.inputs) {
+      if (in == ids || in == starts) {
+        return InvalidArgument("ragged input '" + name + "' with offsets: " + node.Describe() +
+                               " reads the ids or their starts other than as an embedding bag");
+      }
+    }
+  }
+  for (int out : graph.outputs) {
+    if (out == ids || out == starts) return InvalidArgument("ragged input '" + name + "' is a model output");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_inputs,
+                         const std::vector<std::string>& offsets_inputs) {
   for (size_t k = 0; k < ragged_inputs.size(); ++k) {
     const std::string& name = ragged_inputs[k];
     int ids = graph.FindValue(name);
@@ -18,6 +50,15 @@ Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_in
     pos = std::find(graph.inputs.begin(), graph.inputs.end(), ids);
     *pos = offsets;
     graph.inputs.insert(pos, values);
+    if (k < offsets_inputs.size() && !offsets_inputs[k].empty()) {
+      const int starts = graph.FindValue(offsets_inputs[k]);
+      auto at = std::find(graph.inputs.begin(), graph.inputs.end(), starts);
+      if (starts < 0 || at == graph.inputs.end())
+        return InvalidArgument("offsets '" + offsets_inputs[k] + "' is not a model input");
+      graph.inputs.erase(at);
+      RANKD_RETURN_IF_ERROR(ApplyBagStarts(graph, name, ids, starts, values, offsets));
+      continue;
+    }
     bool padded_needed = std::find(graph.outputs.begin(), graph.outputs.end(), ids) != graph.outputs.end();
     for (Node& node : graph.nodes) {
       if (node.op == "EmbeddingBag" && node.NumInputs() == 2 && node.inputs[1] == ids) {

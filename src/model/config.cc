@@ -115,8 +115,8 @@ StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
   std::string where = "inputs[" + std::to_string(index) + "]";
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), where + " must be a mapping"));
   RANKD_RETURN_IF_ERROR(CheckKeys(j,
-                                  {"name", "datatype", "dims", "shape", "scope", "ragged", "max_length", "hash",
-                                   "split", "utf8", "max_string_bytes"},
+                                  {"name", "datatype", "dims", "shape", "scope", "ragged", "max_length", "offsets",
+                                   "hash", "split", "utf8", "max_string_bytes"},
                                   where));
   InputConfig in;
   RANKD_RETURN_IF_ERROR(Expect(j.contains("name") && j["name"].is_string(), where + ".name must be a string"));
@@ -150,6 +150,11 @@ StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
   if (j.contains("ragged")) {
     RANKD_RETURN_IF_ERROR(Expect(j["ragged"].is_boolean(), where + ": ragged must be true or false"));
     in.ragged = j["ragged"];
+  }
+  if (j.contains("offsets")) {
+    RANKD_RETURN_IF_ERROR(Expect(j["offsets"].is_string() && in.ragged,
+                                 where + ": offsets names the graph input of a ragged input's bag starts"));
+    in.offsets_input = j["offsets"];
   }
   if (j.contains("max_length")) {
     RANKD_RETURN_IF_ERROR(Expect(j["max_length"].is_number_integer() && j["max_length"].get<int64_t>() > 0,
@@ -512,8 +517,24 @@ Status ResolveModelConfig(const Graph& graph, ModelConfig& config) {
     }
   }
   std::vector<InputConfig> ordered;
+  std::set<std::string> offsets_inputs;  // fed by rankd, not sent
+  for (const InputConfig& in : config.inputs) {
+    if (in.offsets_input.empty()) continue;
+    const int id = graph.FindValue(in.offsets_input);
+    if (id < 0 || std::find(graph.inputs.begin(), graph.inputs.end(), id) == graph.inputs.end() ||
+        (graph.values[static_cast<size_t>(id)].dtype != DType::kI64 &&
+         graph.values[static_cast<size_t>(id)].dtype != DType::kInvalid)) {
+      return InvalidArgument("config: input '" + in.name + "': offsets '" + in.offsets_input +
+                             "' is not an INT64 input of the model");
+    }
+    if (config.FindInput(in.offsets_input) || !offsets_inputs.insert(in.offsets_input).second) {
+      return InvalidArgument("config: input '" + in.offsets_input +
+                             "' is a ragged input's offsets: it is fed by rankd, not listed or sent");
+    }
+  }
   for (int id : graph.inputs) {
     const Value& v = graph.values[static_cast<size_t>(id)];
+    if (offsets_inputs.count(v.name)) continue;
     const InputConfig* given = config.FindInput(v.name);
     InputConfig in = given ? *given : InputConfig{};
     in.name = v.name;
@@ -530,8 +551,10 @@ Status ResolveModelConfig(const Graph& graph, ModelConfig& config) {
       if (v.dtype != DType::kI64 && v.dtype != DType::kI32) {
         return InvalidArgument("config: ragged input '" + v.name + "' must be integer ids");
       }
-      if (v.rank_known && v.shape.size() != 2) {
-        return InvalidArgument("config: ragged input '" + v.name + "' must be [batch, length] in the model");
+      if (v.rank_known && v.shape.size() != (in.offsets_input.empty() ? 2u : 1u)) {
+        return InvalidArgument("config: ragged input '" + v.name + "' must be " +
+                               (in.offsets_input.empty() ? "[batch, length]" : "flat ids [n] (with offsets)") +
+                               " in the model");
       }
       in.dims = {-1};
     } else if (in.dims.empty() && v.rank_known) {

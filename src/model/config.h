@@ -29,6 +29,10 @@ struct InputConfig {
   InputScope scope = InputScope::kItem;  // kUser: one row per request, shared by its candidates
   bool ragged = false;                   // a variable-length list of ids per row
   int64_t max_length = 4096;             // ragged: longest list accepted per row
+  // ragged, for a graph that takes flat ids and their bags' starts (PyTorch's nn.EmbeddingBag):
+  // the graph input the starts go to. Clients send the ids as any ragged input; the graph's ids
+  // input is then [ids], and this one is not a request input.
+  std::string offsets_input;
   // datatype BYTES: strings on the wire, turned into the graph's ids (`dtype`) as `strings` says.
   struct Strings {
     bool bytes = false;

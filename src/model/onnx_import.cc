@@ -9,6 +9,7 @@
 #include <memory>
 #include <sstream>
 
+#include "model/bag_loop_import.h"
 #include "model/mapped_file.h"
 
 namespace rankd {
@@ -237,6 +238,13 @@ class Importer {
     if (!p.domain().empty() && p.domain() != "ai.onnx") {
       return Unimplemented(node.Describe() + ": domain '" + p.domain() + "' is not supported");
     }
+    if (node.op == "Loop") {  // PyTorch's nn.EmbeddingBag, or refused (bag_loop_import.h)
+      RANKD_ASSIGN_OR_RETURN(BagLoop bag, MatchBagLoop(p, graph_));
+      node.op = "EmbeddingBag";
+      node.inputs = {bag.table, bag.ids, bag.offsets};
+      node.attrs["mode"] = bag.mode;
+      return AddOutputs(p, std::move(node));
+    }
     for (const auto& a : p.attribute()) {
       RANKD_ASSIGN_OR_RETURN(AttributeValue v, ConvertAttribute(a, node.name));
       node.attrs[a.name()] = std::move(v);
@@ -254,6 +262,11 @@ class Importer {
       }
       node.inputs.push_back(id);
     }
+    return AddOutputs(p, std::move(node));
+  }
+
+  // The node's outputs, named as the proto's, then the node itself.
+  Status AddOutputs(const onnx::NodeProto& p, Node node) {
     for (const auto& out : p.output()) {
       if (out.empty()) {
         node.outputs.push_back(-1);

@@ -1,0 +1,185 @@
+#include "model/bag_loop_import.h"
+
+#include <limits>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace rankd {
+namespace {
+
+// The Loop's body, by the value each node writes, with its constants' integers.
+class Body {
+ public:
+  explicit Body(const onnx::GraphProto& g) {
+    for (const onnx::NodeProto& n : g.node()) {
+      for (const std::string& out : n.output()) producer_[out] = &n;
+      if (n.op_type() == "Constant" && n.attribute_size() == 1 && n.attribute(0).name() == "value") {
+        const onnx::TensorProto& t = n.attribute(0).t();
+        std::vector<int64_t> ints(t.int64_data().begin(), t.int64_data().end());
+        if (ints.empty() && t.data_type() == onnx::TensorProto::INT64 && t.raw_data().size() % 8 == 0) {
+          ints.resize(t.raw_data().size() / 8);
+          for (size_t i = 0; i < ints.size(); ++i) {
+            uint64_t u = 0;
+            for (int b = 7; b >= 0; --b) u = u << 8 | static_cast<unsigned char>(t.raw_data()[i * 8 + b]);
+            ints[i] = static_cast<int64_t>(u);
+          }
+        }
+        ints_[n.output(0)] = std::move(ints);
+      }
+    }
+  }
+
+  // The node writing `value` if it is `op`, else nullptr.
+  const onnx::NodeProto* Op(const std::string& value, const char* op) const {
+    auto it = producer_.find(value);
+    return it != producer_.end() && it->second->op_type() == op ? it->second : nullptr;
+  }
+
+  // The integers of a constant `value`, of the body or of the graph around it.
+  std::optional<std::vector<int64_t>> Ints(const std::string& value, const Graph& outer) const {
+    if (auto it = ints_.find(value); it != ints_.end()) return it->second;
+    const int id = outer.FindValue(value);
+    const Tensor* t = id >= 0 ? outer.FindConstant(id) : nullptr;
+    if (!t || (t->dtype() != DType::kI64 && t->dtype() != DType::kI32)) return std::nullopt;
+    std::vector<int64_t> v;
+    for (int64_t i = 0; i < t->size(); ++i) v.push_back(t->ScalarAsInt(i));
+    return v;
+  }
+
+  // A node's integer-list attribute, or nullopt.
+  static std::optional<std::vector<int64_t>> Attr(const onnx::NodeProto& n, const char* name) {
+    for (const auto& a : n.attribute()) {
+      if (a.name() == name) return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    }
+    return std::nullopt;
+  }
+
+  static int64_t IntAttr(const onnx::NodeProto& n, const char* name, int64_t absent) {
+    for (const auto& a : n.attribute()) {
+      if (a.name() == name) return a.i();
+    }
+    return absent;
+  }
+
+ private:
+  std::map<std::string, const onnx::NodeProto*> producer_;
+  std::map<std::string, std::vector<int64_t>> ints_;
+};
+
+// A node's k-th input, or "" / -1 where it has fewer (nodes are read here before any is checked).
+const std::string& In(const onnx::NodeProto& n, int k) {
+  static const std::string kNone;
+  return k < n.input_size() ? n.input(k) : kNone;
+}
+int In(const Node& n, size_t k) { return k < n.inputs.size() ? n.inputs[k] : -1; }
+
+const onnx::GraphProto* BodyOf(const onnx::NodeProto& loop) {
+  for (const auto& a : loop.attribute()) {
+    if (a.name() == "body" && a.type() == onnx::AttributeProto::GRAPH) return &a.g();
+  }
+  return nullptr;
+}
+
+// In the graph before the Loop: the node producing `value`, if it is `op`.
+const Node* OuterOp(const Graph& g, int value, const char* op) {
+  if (value < 0) return nullptr;
+  const std::vector<int> producers = g.Producers();
+  const int p = producers[static_cast<size_t>(value)];
+  return p >= 0 && g.nodes[static_cast<size_t>(p)].op == op ? &g.nodes[static_cast<size_t>(p)] : nullptr;
+}
+
+}  // namespace
+
+StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph) {
+  const std::string where = "node '" + loop.name() + "' (Loop): ";
+  auto refuse = [&](const std::string& why) {
+    return Unimplemented(where +
+                         "a Loop is taken only as PyTorch's exported nn.EmbeddingBag (sum or mean over "
+                         "offsets); here " +
+                         why);
+  };
+  const onnx::GraphProto* g = BodyOf(loop);
+  if (!g || loop.output_size() != 1 || g->input_size() != 2 || g->output_size() != 2) {
+    return refuse("the Loop is not one scan output over bags");
+  }
+  const Body body(*g);
+  const std::string& index = g->input(0).name();
+  // The scan output: Reduce{Sum,Mean}(Gather(table, Slice(ids, start, end)), axes [0], keepdims 0).
+  const onnx::NodeProto* reduce = body.Op(g->output(1).name(), "ReduceSum");
+  BagLoop bag;
+  bag.mode = "sum";
+  if (!reduce) {
+    reduce = body.Op(g->output(1).name(), "ReduceMean");
+    bag.mode = "mean";
+  }
+  if (!reduce) {
+    for (const char* op : {"ReduceMax", "ReduceMin", "ReduceProd"}) {
+      if (body.Op(g->output(1).name(), op)) return refuse(std::string("the bag's rows are reduced by ") + op);
+    }
+    return refuse("the scan output is not a ReduceSum or ReduceMean");
+  }
+  std::optional<std::vector<int64_t>> axes =
+      reduce->input_size() > 1 ? body.Ints(In(*reduce, 1), graph) : Body::Attr(*reduce, "axes");
+  if (Body::IntAttr(*reduce, "keepdims", 1) != 0 || axes != std::vector<int64_t>{0}) {
+    return refuse("the reduction is not over the bag's ids (axes [0], keepdims 0)");
+  }
+  const onnx::NodeProto* rows = body.Op(In(*reduce, 0), "Gather");
+  if (!rows || Body::IntAttr(*rows, "axis", 0) != 0) return refuse("the reduced rows are not a Gather from a table");
+  bag.table = graph.FindValue(In(*rows, 0));
+  const Tensor* table = bag.table >= 0 ? graph.FindConstant(bag.table) : nullptr;
+  if (!table || table->rank() != 2) return refuse("the rows are not gathered from a constant table [rows, dim]");
+  const onnx::NodeProto* slice = body.Op(In(*rows, 1), "Slice");
+  if (!slice || slice->input_size() < 3 ||
+      (slice->input_size() > 3 && body.Ints(In(*slice, 3), graph) != std::vector<int64_t>{0}) ||
+      (slice->input_size() > 4 && body.Ints(In(*slice, 4), graph) != std::vector<int64_t>{1})) {
+    return refuse("the ids are not one Slice of the ids");
+  }
+  bag.ids = graph.FindValue(In(*slice, 0));
+  // Bounds: Unsqueeze(Gather(starts, i)) and Unsqueeze(Gather(ends, i)), ends = starts[1:].
+  auto bound = [&](const std::string& value) -> int {
+    const onnx::NodeProto* u = body.Op(value, "Unsqueeze");
+    const onnx::NodeProto* at = u ? body.Op(In(*u, 0), "Gather") : nullptr;
+    if (!at || In(*at, 1) != index || Body::IntAttr(*at, "axis", 0) != 0) return -1;
+    std::optional<std::vector<int64_t>> u_axes =
+        u->input_size() > 1 ? body.Ints(In(*u, 1), graph) : Body::Attr(*u, "axes");
+    return u_axes == std::vector<int64_t>{0} ? graph.FindValue(In(*at, 0)) : -1;
+  };
+  const int starts = bound(In(*slice, 1)), ends = bound(In(*slice, 2));
+  if (bag.ids < 0 || starts < 0 || ends < 0) return refuse("a bag's bounds are not read from the offsets");
+  // starts = Concat(offsets, [number of ids]); ends = Slice(starts, [1], [past the end]).
+  const Node* tail = OuterOp(graph, ends, "Slice");
+  const auto ints = [&](const Node* n, size_t input) -> std::optional<std::vector<int64_t>> {
+    if (!n || n->inputs.size() <= input) return std::nullopt;
+    const Tensor* t = graph.FindConstant(In(*n, input));
+    if (!t) return std::nullopt;
+    std::vector<int64_t> v;
+    for (int64_t i = 0; i < t->size(); ++i) v.push_back(t->ScalarAsInt(i));
+    return v;
+  };
+  const auto big = ints(tail, 2);
+  if (!tail || In(*tail, 0) != starts || ints(tail, 1) != std::vector<int64_t>{1} || !big || big->size() != 1 ||
+      (*big)[0] < std::numeric_limits<int32_t>::max() ||
+      (tail->inputs.size() > 3 && ints(tail, 3) != std::vector<int64_t>{0}) ||
+      (tail->inputs.size() > 4 && ints(tail, 4) != std::vector<int64_t>{1})) {
+    return refuse("the bags' ends are not the offsets after the first");
+  }
+  const Node* concat = OuterOp(graph, starts, "Concat");
+  const Node* count = concat && concat->inputs.size() == 2 ? OuterOp(graph, In(*concat, 1), "Unsqueeze") : nullptr;
+  const Node* first = count ? OuterOp(graph, In(*count, 0), "Gather") : nullptr;
+  const Node* shape = first ? OuterOp(graph, In(*first, 0), "Shape") : nullptr;
+  if (!shape || In(*shape, 0) != bag.ids || graph.ScalarConstant(In(*first, 1)) != 0.0) {
+    return refuse("the bags' starts are not the offsets followed by the number of ids");
+  }
+  // As many iterations as bags: the trip count is the number of ends.
+  const Node* trips = loop.input_size() >= 1 ? OuterOp(graph, graph.FindValue(loop.input(0)), "Gather") : nullptr;
+  const Node* ends_shape = trips ? OuterOp(graph, In(*trips, 0), "Shape") : nullptr;
+  if (!ends_shape || In(*ends_shape, 0) != ends || graph.ScalarConstant(In(*trips, 1)) != 0.0 ||
+      loop.input_size() != 2) {
+    return refuse("the Loop does not run once per bag");
+  }
+  bag.offsets = starts;
+  return bag;
+}
+
+}  // namespace rankd

@@ -1,0 +1,124 @@
+// PyTorch's nn.EmbeddingBag as torch.onnx exports it (tests/data/embedding_bags: the TorchScript
+// exporter of PyTorch 2.11, opset 17, a 50 x 4 table, bags over offsets): the Loop over bags is
+// imported as one EmbeddingBag (model/bag_loop_import.h), served from ragged ids whose starts the
+// config routes to the graph's offsets input, and scored as the table's rows say; the forms rankd
+// does not take are refused naming the node and what differs.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/onnx_import.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+std::string Data(const std::string& name) { return testing::SourcePath("tests/data/embedding_bags/" + name); }
+
+// A model directory holding the exported file and `config`.
+std::string ModelDir(const std::string& file, const std::string& name, const std::string& config) {
+  std::ifstream in(Data(file), std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  testing::WriteTempFile(name + "/1/model.onnx", bytes.str());
+  const std::string path = testing::WriteTempFile(name + "/config.yaml", config);
+  return path.substr(0, path.size() - std::string("/config.yaml").size());
+}
+
+constexpr char kRaggedIds[] = "inputs:\n  - name: ids\n    datatype: INT64\n    ragged: true\n    offsets: offsets\n";
+
+TEST(EmbeddingBagImport, TheExportedLoopIsOneBag) {
+  for (const char* mode : {"sum", "mean"}) {
+    auto g = ImportOnnxFile(Data(std::string("offsets_") + mode + ".onnx"));
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    EXPECT_EQ(g->OpCounts()["Loop"], 0);
+    ASSERT_EQ(g->OpCounts()["EmbeddingBag"], 1);
+    for (const Node& n : g->nodes) {
+      if (n.op == "EmbeddingBag") {
+        EXPECT_EQ(n.GetString("mode", "sum"), mode);
+      }
+    }
+  }
+}
+
+TEST(EmbeddingBagImport, ServedFromRaggedIdsAsPyTorchPoolsThem) {
+  for (const char* mode : {"sum", "mean"}) {
+    const std::string file = std::string("offsets_") + mode + ".onnx";
+    auto g = ImportOnnxFile(Data(file));
+    ASSERT_TRUE(g.ok());
+    const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
+    ASSERT_TRUE(table && table->rank() == 2);
+    const int64_t rows = table->dim(0), dim = table->dim(1);
+    auto model = Model::Load(ModelDir(file, std::string("bag_") + mode, kRaggedIds), -1);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ASSERT_EQ((*model)->inputs().size(), 1u);  // the offsets are rankd's to feed
+    std::mt19937_64 rng(5);
+    for (int64_t bags : {1, 3, 40}) {
+      std::vector<int64_t> ids, lengths;
+      for (int64_t b = 0; b < bags; ++b) {
+        lengths.push_back(b % 4 == 1 ? 0 : static_cast<int64_t>(rng() % 6));  // empty bags too
+        for (int64_t j = 0; j < lengths.back(); ++j) ids.push_back(static_cast<int64_t>(rng() % rows));
+      }
+      InferRequest r;
+      r.inputs.push_back({"ids", testing::MakeI64({static_cast<int64_t>(ids.size())}, ids), lengths, {}});
+      auto out = (*model)->Infer(r);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      const Tensor& y = (*out)[0].data;
+      ASSERT_EQ(y.shape(), Shape({bags, dim}));
+      size_t at = 0;
+      for (int64_t b = 0; b < bags; ++b) {
+        for (int64_t d = 0; d < dim; ++d) {
+          double want = 0;
+          for (int64_t j = 0; j < lengths[static_cast<size_t>(b)]; ++j)
+            want += table->data<float>()[ids[at + static_cast<size_t>(j)] * dim + d];
+          if (std::string(mode) == "mean" && lengths[static_cast<size_t>(b)] > 0)
+            want /= lengths[static_cast<size_t>(b)];
+          EXPECT_NEAR(y.data<float>()[b * dim + d], want, 1e-5) << mode << " bag " << b;  // empty: zeros
+        }
+        at += static_cast<size_t>(lengths[static_cast<size_t>(b)]);
+      }
+    }
+    // An id past the table fails its request.
+    InferRequest bad;
+    bad.inputs.push_back({"ids", testing::MakeI64({2}, {1, rows}), {2}, {}});
+    EXPECT_EQ((*model)->Infer(bad).status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+void ExpectRefused(const Status& s, StatusCode code, const std::string& fragment) {
+  EXPECT_EQ(s.code(), code) << s.ToString();
+  EXPECT_NE(s.message().find(fragment), std::string::npos) << "'" << s.message() << "' lacks '" << fragment << "'";
+}
+
+TEST(EmbeddingBagImport, OtherFormsAndConfigsAreRefusedClearly) {
+  // Max pooling, and per-sample weights: the Loop named, what differs said.
+  ExpectRefused(ImportOnnxFile(Data("offsets_max.onnx")).status(), StatusCode::kUnimplemented,
+                "node '/bag/Loop' (Loop): a Loop is taken only as PyTorch's exported nn.EmbeddingBag (sum or mean over "
+                "offsets); here the bag's rows are reduced by ReduceMax");
+  ExpectRefused(ImportOnnxFile(Data("weighted_sum.onnx")).status(), StatusCode::kUnimplemented,
+                "the reduced rows are not a Gather from a table");
+  // The offsets input must be a model input, not also listed, and the ids flat.
+  ExpectRefused(Model::Load(ModelDir("offsets_sum.onnx", "bag_no_such_offsets",
+                                     "inputs:\n  - name: ids\n    ragged: true\n    offsets: starts\n"),
+                            -1)
+                    .status(),
+                StatusCode::kInvalidArgument, "offsets 'starts' is not an INT64 input of the model");
+  ExpectRefused(Model::Load(ModelDir("offsets_sum.onnx", "bag_offsets_listed",
+                                     std::string(kRaggedIds) + "  - name: offsets\n    datatype: INT64\n"),
+                            -1)
+                    .status(),
+                StatusCode::kInvalidArgument, "it is fed by rankd, not listed or sent");
+  ExpectRefused(
+      Model::Load(
+          ModelDir("offsets_sum.onnx", "bag_offsets_not_ragged", "inputs:\n  - name: ids\n    offsets: offsets\n"), -1)
+          .status(),
+      StatusCode::kInvalidArgument, "offsets names the graph input of a ragged input's bag starts");
+}
+
+}  // namespace
+}  // namespace rankd
