@@ -403,6 +403,8 @@ std::vector<OpCase> Cases() {
       Bag("bag_fp16", 3000, 64, 200, 40, 0.05, 0.05, "sum", DType::kF16, false),
       Bag("bag_bf16_mean", 3000, 32, 100, 40, 0.05, 0.05, "mean", DType::kBF16, false),
       Bag("bag_sqrtn", 1000, 16, 64, 12, 0.2, 0.1, "sqrtn", f, false),
+      Bag("bag_max", 1000, 16, 64, 12, 0.2, 0.1, "max", f, false),
+      Bag("bag_fp16_max_padded", 3000, 64, 100, 40, 0.05, 0.3, "max", DType::kF16, true),
       Bag("bag_bf16_sqrtn_padded", 3000, 32, 100, 40, 0.05, 0.05, "sqrtn", DType::kBF16, true),
       Bag("bag_wide", 100, 300, 20, 5, 0.0, 0.0, "sum", f, false),
       Bag("bag_one_row", 10, 3, 1, 1, 0.0, 0.0, "sum", f, false),

@@ -2,6 +2,7 @@
 // recognises PyTorch's masked-gather bag in its usual spellings.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -16,7 +17,7 @@ using testing::GraphBuilder;
 using testing::RunGraph;
 
 // Reference: for each bag, the sum of table rows of its non-negative ids, or their mean, or their
-// sum over the square root of their count (in double).
+// sum over the square root of their count (in double), or their element-wise max (zeros for none).
 std::vector<float> ReferenceBags(const std::vector<float>& table, int64_t dim, const std::vector<int64_t>& ids,
                                  const std::vector<int64_t>& offsets, const std::string& mode) {
   size_t bags = offsets.size() - 1;
@@ -26,9 +27,11 @@ std::vector<float> ReferenceBags(const std::vector<float>& table, int64_t dim, c
     for (int64_t j = offsets[b]; j < offsets[b + 1]; ++j) {
       if (ids[static_cast<size_t>(j)] < 0) continue;
       ++count;
-      for (int64_t d = 0; d < dim; ++d)
-        out[b * static_cast<size_t>(dim) + static_cast<size_t>(d)] +=
-            table[static_cast<size_t>(ids[static_cast<size_t>(j)] * dim + d)];
+      for (int64_t d = 0; d < dim; ++d) {
+        float& x = out[b * static_cast<size_t>(dim) + static_cast<size_t>(d)];
+        const float v = table[static_cast<size_t>(ids[static_cast<size_t>(j)] * dim + d)];
+        x = mode != "max" ? x + v : count == 1 ? v : std::max(x, v);
+      }
     }
     const double divisor = count == 0 ? 1.0 : mode == "mean" ? count : mode == "sqrtn" ? std::sqrt(count) : 1.0;
     for (int64_t d = 0; d < dim; ++d) {
@@ -125,7 +128,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BagCase{"Fp16Table", 5000, 64, 300, 40, 0.05, 0.05, "sum", DType::kF16},
                       BagCase{"Bf16TableMean", 5000, 32, 300, 40, 0.05, 0.05, "mean", DType::kBF16},
                       BagCase{"SqrtN", 1000, 16, 64, 12, 0.2, 0.1, "sqrtn", DType::kF32},
-                      BagCase{"Fp16TableSqrtN", 5000, 64, 300, 40, 0.05, 0.05, "sqrtn", DType::kF16}),
+                      BagCase{"Fp16TableSqrtN", 5000, 64, 300, 40, 0.05, 0.05, "sqrtn", DType::kF16},
+                      BagCase{"Max", 1000, 16, 64, 12, 0.2, 0.1, "max", DType::kF32},
+                      BagCase{"Bf16TableMax", 5000, 32, 300, 40, 0.05, 0.05, "max", DType::kBF16}),
     [](const ::testing::TestParamInfo<BagCase>& info) { return std::string(info.param.name); });
 
 TEST(EmbeddingBag, IdOutOfRangeIsAnError) {

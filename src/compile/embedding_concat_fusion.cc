@@ -115,7 +115,7 @@ class EmbeddingConcatFuser {
 
   bool AsBag(int value, Part& part) const {
     const Node* bag = SoleProducer(value);
-    if (!bag || bag->op != "EmbeddingBag") return false;
+    if (!bag || bag->op != "EmbeddingBag" || bag->GetString("mode", "sum") == "max") return false;  // max: alone
     part = Part{bag->inputs,
                 BagCombinerFromName(bag->GetString("mode", "sum")).value_or(kBagSum),
                 -1,

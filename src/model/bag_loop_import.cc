@@ -95,8 +95,8 @@ StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph) 
   const std::string where = "node '" + loop.name() + "' (Loop): ";
   auto refuse = [&](const std::string& why) {
     return Unimplemented(where +
-                         "a Loop is taken only as PyTorch's exported nn.EmbeddingBag (sum or mean over "
-                         "offsets); here " +
+                         "a Loop is taken only as PyTorch's exported nn.EmbeddingBag (sum, mean or max "
+                         "over offsets); here " +
                          why);
   };
   const onnx::GraphProto* g = BodyOf(loop);
@@ -109,15 +109,16 @@ StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph) 
   const onnx::NodeProto* reduce = body.Op(g->output(1).name(), "ReduceSum");
   BagLoop bag;
   bag.mode = "sum";
-  if (!reduce) {
-    reduce = body.Op(g->output(1).name(), "ReduceMean");
-    bag.mode = "mean";
+  for (const auto& [op, mode] : {std::pair{"ReduceMean", "mean"}, std::pair{"ReduceMax", "max"}}) {
+    if (reduce) break;
+    reduce = body.Op(g->output(1).name(), op);
+    bag.mode = mode;
   }
   if (!reduce) {
-    for (const char* op : {"ReduceMax", "ReduceMin", "ReduceProd"}) {
+    for (const char* op : {"ReduceMin", "ReduceProd"}) {
       if (body.Op(g->output(1).name(), op)) return refuse(std::string("the bag's rows are reduced by ") + op);
     }
-    return refuse("the scan output is not a ReduceSum or ReduceMean");
+    return refuse("the scan output is not a ReduceSum, ReduceMean or ReduceMax");
   }
   std::optional<std::vector<int64_t>> axes =
       reduce->input_size() > 1 ? body.Ints(In(*reduce, 1), graph) : Body::Attr(*reduce, "axes");

@@ -2,8 +2,8 @@
 // over the bags whose body gathers bag i's bounds from the offsets (with the id count appended),
 // slices its ids, gathers their rows from a table and reduces them (ReduceSum or ReduceMean,
 // keepdims 0) into the Loop's one scan output. The importer (onnx_import.cc) replaces such a Loop
-// with one EmbeddingBag(table, ids, offsets) node of mode sum or mean, a bag of no ids giving zeros
-// as PyTorch's does. Any other Loop is refused naming the node and what differs.
+// with one EmbeddingBag(table, ids, offsets) node of mode sum, mean or max (ReduceMax), a bag of no
+// ids giving zeros as PyTorch's does. Any other Loop is refused naming the node and what differs.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -17,7 +17,7 @@ namespace rankd {
 
 struct BagLoop {
   int table = -1, ids = -1, offsets = -1;  // values of `graph` (offsets: [bags + 1], the last the id count)
-  std::string mode;                        // "sum" or "mean"
+  std::string mode;                        // "sum", "mean" or "max"
 };
 
 // `loop` read against the nodes of `graph` imported before it.

@@ -14,6 +14,14 @@ namespace rankd::cpu {
 namespace {
 
 template <typename Row>
+inline void MaxRow(const Row* row, int64_t dim, bool first, float* acc) {
+  for (int64_t d = 0; d < dim; ++d) {
+    const auto v = static_cast<float>(ToDouble(row[d]));
+    acc[d] = first ? v : std::max(acc[d], v);
+  }
+}
+
+template <typename Row>
 inline void AccumulateRow(const Row* row, int64_t dim, float* acc) {
   for (int64_t d = 0; d < dim; ++d) acc[d] += static_cast<float>(ToDouble(row[d]));
 }
@@ -35,7 +43,11 @@ void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bou
       for (int64_t j = lo; j < hi; ++j) {
         int64_t id = static_cast<int64_t>(ids[j]);
         if (id < 0) continue;
-        AccumulateRow(table + id * dim, dim, acc);
+        if (combiner == kBagMax) {
+          MaxRow(table + id * dim, dim, count == 0, acc);
+        } else {
+          AccumulateRow(table + id * dim, dim, acc);
+        }
         ++count;
       }
       if (const float scale = BagScale(combiner, count); scale != 1.0f) {

@@ -1,4 +1,4 @@
-// CUDA kernels of EmbeddingBag (padded or ragged ids, negative = empty slot, sum, mean or sqrtn) and
+// CUDA kernels of EmbeddingBag (padded or ragged ids, negative = empty slot, sum, mean, sqrtn or max) and
 // RaggedToPadded (cpu/embedding_bag.cc is the reference). Ids out of range are reported through
 // the executor's error word and contribute nothing.
 #include <map>
@@ -47,7 +47,9 @@ __global__ void BagKernel(int64_t bags, int64_t rows, int64_t dim, const Row* ta
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         int64_t d = d0 + u * kWarp + lane;
-        if (d < dim) acc[u] += ToFloat(slot >= 0 ? __ldcg(row + d) : row[d]);
+        if (d >= dim) continue;
+        const float v = ToFloat(slot >= 0 ? __ldcg(row + d) : row[d]);
+        acc[u] = combiner != kBagMax ? acc[u] + v : count == 1 ? v : fmaxf(acc[u], v);
       }
     }
     float scale = BagScale(combiner, count);

@@ -1,6 +1,7 @@
 // How an embedding bag combines the rows of its ids (EmbeddingBag's `mode`, ConcatEmbeddingBags'
-// `modes`): their sum, their mean, or their sum over the square root of their count (TensorFlow's
-// "sqrtn" combiner, SparseSegmentSqrtN). A bag of one row or none is its sum under every combiner.
+// `modes`): their sum, their mean, their sum over the square root of their count (TensorFlow's
+// "sqrtn" combiner, SparseSegmentSqrtN), or their element-wise max (PyTorch's EmbeddingBag "max";
+// EmbeddingBag only). A bag of one row is that row, and a bag of none zeros, under every combiner.
 #pragma once
 
 #include <cmath>
@@ -12,23 +13,25 @@
 
 namespace rankd {
 
-enum BagCombiner : int { kBagSum = 0, kBagMean = 1, kBagSqrtN = 2 };
+enum BagCombiner : int { kBagSum = 0, kBagMean = 1, kBagSqrtN = 2, kBagMax = 3 };
 
 inline std::optional<BagCombiner> BagCombinerFromName(const std::string& name) {
   if (name == "sum") return kBagSum;
   if (name == "mean") return kBagMean;
   if (name == "sqrtn") return kBagSqrtN;
+  if (name == "max") return kBagMax;
   return std::nullopt;
 }
 
 inline const char* BagCombinerName(int combiner) {
-  return combiner == kBagMean ? "mean" : combiner == kBagSqrtN ? "sqrtn" : "sum";
+  return combiner == kBagMean ? "mean" : combiner == kBagSqrtN ? "sqrtn" : combiner == kBagMax ? "max" : "sum";
 }
 
-// What the sum of `count` rows is multiplied by; the CUDA kernels call it too.
+// What the sum of `count` rows is multiplied by (1 for sum and max); the CUDA kernels call it too.
 RANKD_HOST_DEVICE inline float BagScale(int combiner, int64_t count) {
-  if (count <= 1 || combiner == kBagSum) return 1.0f;
-  return combiner == kBagMean ? 1.0f / static_cast<float>(count) : 1.0f / sqrtf(static_cast<float>(count));
+  if (count <= 1) return 1.0f;
+  if (combiner == kBagMean) return 1.0f / static_cast<float>(count);
+  return combiner == kBagSqrtN ? 1.0f / sqrtf(static_cast<float>(count)) : 1.0f;
 }
 
 }  // namespace rankd

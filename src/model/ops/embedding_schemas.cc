@@ -29,7 +29,7 @@ bool IsIndex(DType t) { return t == DType::kI64 || t == DType::kI32; }
 Status CheckEmbeddingBag(const Node& n) {
   std::string mode = n.GetString("mode", "sum");
   if (!BagCombinerFromName(mode)) {
-    return Unimplemented(n.Describe() + ": mode '" + mode + "' (sum, mean and sqrtn are supported)");
+    return Unimplemented(n.Describe() + ": mode '" + mode + "' (sum, mean, sqrtn and max are supported)");
   }
   return Status::Ok();
 }
