@@ -144,6 +144,13 @@ TEST(StringIds, MistakesNameTheInputAndElement) {
   ExpectError(StringsToIds(utf8, BytesInput({1}, {"\xe5\x8c"})).status(), "not valid UTF-8");  // cut short
   utf8.strings.utf8 = false;  // bytes are bytes unless the config says otherwise
   EXPECT_TRUE(StringsToIds(utf8, BytesInput({1}, {"\xff\xfe"})).ok());
+  // Packed strings an in-process caller got wrong: the shape, or offsets past the bytes.
+  ExpectError(StringsToIds(utf8, BytesInput({3}, {"a", "b"})).status(), "do not match its bytes");
+  InferInput past = BytesInput({2}, {"a", "b"});
+  past.strings.offsets[2] = 9;
+  ExpectError(StringsToIds(utf8, past).status(), "do not match its bytes");
+  past.strings.offsets = {0, 2, 1};
+  ExpectError(StringsToIds(utf8, past).status(), "do not match its bytes");
 }
 
 std::string Elements(const std::vector<std::string>& values) {

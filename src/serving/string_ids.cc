@@ -45,7 +45,7 @@ class IdWriter {
  public:
   IdWriter(const InputConfig& config, Tensor& out) : config_(config), out_(out) {}
 
-  // The id of a string or piece; false (with the status set) for a piece that is not an id.
+  // Appends the id of a string or piece; an error for a piece that is not an id.
   Status Put(std::string_view s, int64_t element) {
     const InputConfig::Strings& c = config_.strings;
     int64_t id = 0;
@@ -73,9 +73,22 @@ class IdWriter {
   std::vector<Id> ids_;
 };
 
+// Packed strings as an in-process caller may have built them: offsets from 0 up to the bytes' end,
+// never decreasing, as many strings as the shape holds.
+Status CheckPacked(const std::string& name, const PackedStrings& s) {
+  bool ok = !s.offsets.empty() && s.offsets.front() == 0 && s.offsets.back() == static_cast<int64_t>(s.bytes.size()) &&
+            NumElements(s.shape) == s.size();
+  for (size_t i = 1; ok && i < s.offsets.size(); ++i) ok = s.offsets[i] >= s.offsets[i - 1];
+  for (int64_t d : s.shape) ok = ok && d >= 0;
+  return ok ? Status::Ok()
+            : InvalidArgument("input '" + name + "': its strings' offsets or shape " + ShapeToString(s.shape) +
+                              " do not match its bytes");
+}
+
 template <typename Id>
 Status Convert(const InputConfig& config, const InferInput& in, InferInput& out) {
   const PackedStrings& s = in.strings;
+  RANKD_RETURN_IF_ERROR(CheckPacked(config.name, s));
   IdWriter<Id> ids(config, out.data);
   const std::string& delimiter = config.strings.split;
   if (delimiter.empty()) {  // one id per string, in the strings' shape, hashed in one pass
@@ -85,6 +98,7 @@ Status Convert(const InputConfig& config, const InferInput& in, InferInput& out)
       RANKD_RETURN_IF_ERROR(CheckString(config, s.at(i), i));
     }
     const InputConfig::Strings& c = config.strings;
+    if (!c.hash) return InvalidArgument("input '" + config.name + "': BYTES without hash or split in its config");
     out.data = Tensor::Empty(config.dtype, s.shape);
     HashBuckets(*c.hash, c.seed, static_cast<uint64_t>(c.buckets), s.bytes.data(), s.offsets.data(), s.size(),
                 out.data.data<Id>());
