@@ -38,6 +38,9 @@ grep -q "does not exist" "$tmp/err3" || fail "missing model reason: $(cat "$tmp/
 "$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 >"$tmp/inspect" || fail "inspect failed"
 grep -q "26 embedding bags recognised, 0 layer norms recognised, 1 concatenations of bags fused, 0 tables merged into others, 6 epilogues fused, 0 products of concatenations split, 0 expansions read as broadcasts, 3 multiply-adds fused, 3 multiply-adds fused into products, 0 attention units fused, 0 softmax attentions fused, 0 dot interactions fused, 0 element-wise chains fused, 26 ragged inputs" "$tmp/inspect" || fail "inspect: $(cat "$tmp/inspect")"
 grep -q "ConcatEmbeddingBags *1" "$tmp/inspect" || fail "inspect op counts"
+"$rankd" inspect --model-repo "$src/models/zoo" --model mmoe_strings >"$tmp/inspect_strings" || fail "inspect W4s failed"
+grep -q "categories *BYTES *\[rows, 6\]  strings: xxhash64 seed 0 % 100 -> INT64" "$tmp/inspect_strings" ||
+  fail "inspect shows how strings become ids: $(cat "$tmp/inspect_strings")"
 [ "$(grep -c "tables\.[0-9]*\.weight" "$tmp/inspect")" = 26 ] || fail "inspect lists the 26 tables the fused bags read"
 # --nodes: the cross layers' up-projections carry their multiply-add (inputs 3 and 4: x0 and x).
 "$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 --nodes >"$tmp/dcn_nodes" || fail "inspect --nodes failed"

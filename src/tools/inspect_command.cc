@@ -15,6 +15,19 @@
 namespace rankd {
 namespace {
 
+// How a BYTES input's strings become its ids, e.g. "  strings: split ',', xxhash64 seed 0 % 100 -> INT64".
+std::string StringsSummary(const InputConfig& in) {
+  const InputConfig::Strings& s = in.strings;
+  if (!s.bytes) return "";
+  std::string out = "  strings:";
+  if (!s.split.empty()) out += " split '" + s.split + "'" + (s.hash ? "," : " into ids");
+  if (s.hash) {
+    out += std::string(" ") + StringHashName(*s.hash) +
+           (MaxStringHashSeed(*s.hash) ? " seed " + std::to_string(s.seed) : "") + " % " + std::to_string(s.buckets);
+  }
+  return out + " -> " + DTypeName(in.dtype);
+}
+
 std::string Human(int64_t bytes) {
   char buf[32];
   if (bytes >= (int64_t{1} << 30))
@@ -214,9 +227,11 @@ int InspectCommand(const InspectArgs& args) {
               static_cast<long long>(g.opset), model.config().derived ? ", config derived from the graph" : "");
   std::printf("inputs:\n");
   for (const InputConfig& in : model.config().inputs) {
-    std::printf("  %-24s %-6s [rows%s%s]%s%s\n", in.name.c_str(), DTypeName(in.dtype), in.dims.empty() ? "" : ", ",
+    std::printf("  %-24s %-6s [rows%s%s]%s%s%s\n", in.name.c_str(), in.strings.bytes ? "BYTES" : DTypeName(in.dtype),
+                in.dims.empty() ? "" : ", ",
                 ShapeToString(in.dims).substr(1, ShapeToString(in.dims).size() - 2).c_str(),
-                in.scope == InputScope::kUser ? "  scope=user" : "", in.ragged ? "  ragged" : "");
+                in.scope == InputScope::kUser ? "  scope=user" : "", in.ragged ? "  ragged" : "",
+                (StringsSummary(in) + (in.offsets_input.empty() ? "" : "  starts into " + in.offsets_input)).c_str());
   }
   std::printf("outputs:\n");
   for (int id : g.outputs) {
