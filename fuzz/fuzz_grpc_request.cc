@@ -17,6 +17,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!proto.ParseFromArray(data, static_cast<int>(size))) return 0;
   auto request = InferRequestFromProto(proto, int64_t{1} << 16);
   if (!request.ok()) return 0;
-  for (const Model* model : models) (void)model->Infer(request->request, request->length_sums);
+  for (const auto& model : models) (void)model->Infer(request->request, request->length_sums);
   return 0;
 }

@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& models = ZooModels();
   if (models.empty()) __builtin_trap();  // run from the repository root
   if (auto request = ParseInferRequestJson(all, limits); request.ok()) {
-    for (const Model* model : models) (void)model->Infer(*request);
+    for (const auto& model : models) (void)model->Infer(*request);
   }
   if (size > 1) {
     size_t split = 1 + data[0] % (size - 1);
@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!in.is_bytes()) outputs.push_back({in.name, in.data});  // responses carry no strings
       }
       (void)MakeInferResponse("m", 1, parsed->request.id, outputs, parsed->binary_output_all, parsed->binary_outputs);
-      for (const Model* model : models) (void)model->Infer(parsed->request, parsed->length_sums);
+      for (const auto& model : models) (void)model->Infer(parsed->request, parsed->length_sums);
     }
   }
   return 0;

@@ -8,7 +8,7 @@
 
 #include "serving/model.h"
 
-inline const std::vector<const rankd::Model*>& ZooModels() {
+inline const std::vector<std::unique_ptr<rankd::Model>>& ZooModels() {
   static const std::vector<std::unique_ptr<rankd::Model>> models = [] {
     std::vector<std::unique_ptr<rankd::Model>> loaded;
     for (const char* name : {"models/zoo/mmoe", "models/zoo/mmoe_strings"}) {
@@ -18,10 +18,5 @@ inline const std::vector<const rankd::Model*>& ZooModels() {
     }
     return loaded;
   }();
-  static const std::vector<const rankd::Model*> pointers = [] {
-    std::vector<const rankd::Model*> p;
-    for (const auto& m : models) p.push_back(m.get());
-    return p;
-  }();
-  return pointers;
+  return models;
 }

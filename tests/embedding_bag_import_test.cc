@@ -103,6 +103,9 @@ TEST(EmbeddingBagImport, OtherFormsAndConfigsAreRefusedClearly) {
   ExpectRefused(ImportOnnxFile(Data("weighted_sum.onnx")).status(), StatusCode::kUnimplemented,
                 "node '/bag/Loop' (Loop): a Loop is taken only as PyTorch's exported nn.EmbeddingBag (sum, mean or max "
                 "over offsets); here the reduced rows are not a Gather from a table");
+  // The padded 2-D form (ids [bags, n], no offsets): its shape arithmetic is refused by name.
+  ExpectRefused(Model::LoadFile(Data("padded_sum.onnx"), {}).status(), StatusCode::kUnimplemented,
+                "op ReduceProd is not supported");
   // The offsets input must be a model input, not also listed, and the ids flat.
   ExpectRefused(Model::Load(ModelDir("offsets_sum.onnx", "bag_no_such_offsets",
                                      "inputs:\n  - name: ids\n    ragged: true\n    offsets: starts\n"),

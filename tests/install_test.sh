@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then builds tests/install/example.cc against the
 # installed copy twice - with pkg-config's flags and with CMake's find_package(rankd) - and runs
-# both on a zoo model: the headers, librankd.so, rankd.pc and the CMake package work outside the
-# source tree.
+# both on a zoo model, the first also on W4s (a string input): the headers, librankd.so, rankd.pc
+# and the CMake package work outside the source tree.
 #   tests/install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1
@@ -24,4 +24,7 @@ cmake --build "$tmp/consumer" >/dev/null
 diff "$tmp/pc.out" "$tmp/cmake.out"
 test "$(wc -l <"$tmp/pc.out")" -eq 4  # the version, then three scores
 test "$(head -1 "$tmp/pc.out")" = "librankd $(PKG_CONFIG_PATH=$pc pkg-config --modversion rankd)"
+# A model with a string input (W4s): PackedStrings through the installed headers.
+"$tmp/example_pc" "$src/models/zoo/mmoe_strings" >"$tmp/strings.out"
+test "$(grep -c '^ctr ' "$tmp/strings.out")" -eq 3
 echo "installed rankd: pkg-config and find_package builds score alike"

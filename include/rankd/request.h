@@ -10,7 +10,10 @@
 namespace rankd {
 
 // A BYTES tensor: its elements (strings, any bytes) packed back to back, element i being
-// bytes[offsets[i], offsets[i + 1]).
+// bytes[offsets[i], offsets[i + 1]). It owns its bytes (a value type; copies copy them). Built with
+// Append, it is consistent; a caller that fills `offsets` itself keeps them from 0 up to
+// bytes.size(), never decreasing, with one more entry than `shape` has elements (a request that
+// does not is refused, naming the input).
 struct PackedStrings {
   Shape shape;
   std::string bytes;

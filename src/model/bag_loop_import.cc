@@ -8,24 +8,24 @@
 namespace rankd {
 namespace {
 
-// The Loop's body, by the value each node writes, with its constants' integers.
+// The elements of an integer constant, or nullopt.
+std::optional<std::vector<int64_t>> IntsOf(const Tensor* t) {
+  if (!t || (t->dtype() != DType::kI64 && t->dtype() != DType::kI32)) return std::nullopt;
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < t->size(); ++i) v.push_back(t->ScalarAsInt(i));
+  return v;
+}
+
+// The Loop's body, by the value each node writes, with its integer constants.
 class Body {
  public:
-  explicit Body(const onnx::GraphProto& g) {
+  Body(const onnx::GraphProto& g, const TensorFromProto& tensor_of) {
     for (const onnx::NodeProto& n : g.node()) {
       for (const std::string& out : n.output()) producer_[out] = &n;
-      if (n.op_type() == "Constant" && n.attribute_size() == 1 && n.attribute(0).name() == "value") {
-        const onnx::TensorProto& t = n.attribute(0).t();
-        std::vector<int64_t> ints(t.int64_data().begin(), t.int64_data().end());
-        if (ints.empty() && t.data_type() == onnx::TensorProto::INT64 && t.raw_data().size() % 8 == 0) {
-          ints.resize(t.raw_data().size() / 8);
-          for (size_t i = 0; i < ints.size(); ++i) {
-            uint64_t u = 0;
-            for (int b = 7; b >= 0; --b) u = u << 8 | static_cast<unsigned char>(t.raw_data()[i * 8 + b]);
-            ints[i] = static_cast<int64_t>(u);
-          }
-        }
-        ints_[n.output(0)] = std::move(ints);
+      if (n.op_type() == "Constant" && n.attribute_size() == 1 && n.attribute(0).name() == "value" &&
+          n.output_size() == 1) {
+        StatusOr<Tensor> t = tensor_of(n.attribute(0).t());
+        if (auto ints = t.ok() ? IntsOf(&*t) : std::nullopt) ints_[n.output(0)] = std::move(*ints);
       }
     }
   }
@@ -40,11 +40,7 @@ class Body {
   std::optional<std::vector<int64_t>> Ints(const std::string& value, const Graph& outer) const {
     if (auto it = ints_.find(value); it != ints_.end()) return it->second;
     const int id = outer.FindValue(value);
-    const Tensor* t = id >= 0 ? outer.FindConstant(id) : nullptr;
-    if (!t || (t->dtype() != DType::kI64 && t->dtype() != DType::kI32)) return std::nullopt;
-    std::vector<int64_t> v;
-    for (int64_t i = 0; i < t->size(); ++i) v.push_back(t->ScalarAsInt(i));
-    return v;
+    return IntsOf(id >= 0 ? outer.FindConstant(id) : nullptr);
   }
 
   // A node's integer-list attribute, or nullopt.
@@ -81,17 +77,25 @@ const onnx::GraphProto* BodyOf(const onnx::NodeProto& loop) {
   return nullptr;
 }
 
-// In the graph before the Loop: the node producing `value`, if it is `op`.
-const Node* OuterOp(const Graph& g, int value, const char* op) {
-  if (value < 0) return nullptr;
-  const std::vector<int> producers = g.Producers();
-  const int p = producers[static_cast<size_t>(value)];
-  return p >= 0 && g.nodes[static_cast<size_t>(p)].op == op ? &g.nodes[static_cast<size_t>(p)] : nullptr;
-}
+// The graph before the Loop: the node producing a value, if it is `op`.
+class Outer {
+ public:
+  explicit Outer(const Graph& g) : g_(g), producers_(g.Producers()) {}
+
+  const Node* Op(int value, const char* op) const {
+    if (value < 0) return nullptr;
+    const int p = producers_[static_cast<size_t>(value)];
+    return p >= 0 && g_.nodes[static_cast<size_t>(p)].op == op ? &g_.nodes[static_cast<size_t>(p)] : nullptr;
+  }
+
+ private:
+  const Graph& g_;
+  const std::vector<int> producers_;
+};
 
 }  // namespace
 
-StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph) {
+StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph, const TensorFromProto& tensor_of) {
   const std::string where = "node '" + loop.name() + "' (Loop): ";
   auto refuse = [&](const std::string& why) {
     return Unimplemented(where +
@@ -103,7 +107,8 @@ StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph) 
   if (!g || loop.output_size() != 1 || g->input_size() != 2 || g->output_size() != 2) {
     return refuse("the Loop is not one scan output over bags");
   }
-  const Body body(*g);
+  const Body body(*g, tensor_of);
+  const Outer outer(graph);
   const std::string& index = g->input(0).name();
   // The scan output: Reduce{Sum,Mean}(Gather(table, Slice(ids, start, end)), axes [0], keepdims 0).
   const onnx::NodeProto* reduce = body.Op(g->output(1).name(), "ReduceSum");
@@ -149,14 +154,9 @@ StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph) 
   const int starts = bound(In(*slice, 1)), ends = bound(In(*slice, 2));
   if (bag.ids < 0 || starts < 0 || ends < 0) return refuse("a bag's bounds are not read from the offsets");
   // starts = Concat(offsets, [number of ids]); ends = Slice(starts, [1], [past the end]).
-  const Node* tail = OuterOp(graph, ends, "Slice");
-  const auto ints = [&](const Node* n, size_t input) -> std::optional<std::vector<int64_t>> {
-    if (!n || n->inputs.size() <= input) return std::nullopt;
-    const Tensor* t = graph.FindConstant(In(*n, input));
-    if (!t) return std::nullopt;
-    std::vector<int64_t> v;
-    for (int64_t i = 0; i < t->size(); ++i) v.push_back(t->ScalarAsInt(i));
-    return v;
+  const Node* tail = outer.Op(ends, "Slice");
+  const auto ints = [&](const Node* n, size_t input) {
+    return IntsOf(n ? graph.FindConstant(In(*n, input)) : nullptr);
   };
   const auto big = ints(tail, 2);
   if (!tail || In(*tail, 0) != starts || ints(tail, 1) != std::vector<int64_t>{1} || !big || big->size() != 1 ||
@@ -165,16 +165,16 @@ StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph) 
       (tail->inputs.size() > 4 && ints(tail, 4) != std::vector<int64_t>{1})) {
     return refuse("the bags' ends are not the offsets after the first");
   }
-  const Node* concat = OuterOp(graph, starts, "Concat");
-  const Node* count = concat && concat->inputs.size() == 2 ? OuterOp(graph, In(*concat, 1), "Unsqueeze") : nullptr;
-  const Node* first = count ? OuterOp(graph, In(*count, 0), "Gather") : nullptr;
-  const Node* shape = first ? OuterOp(graph, In(*first, 0), "Shape") : nullptr;
+  const Node* concat = outer.Op(starts, "Concat");
+  const Node* count = concat && concat->inputs.size() == 2 ? outer.Op(In(*concat, 1), "Unsqueeze") : nullptr;
+  const Node* first = count ? outer.Op(In(*count, 0), "Gather") : nullptr;
+  const Node* shape = first ? outer.Op(In(*first, 0), "Shape") : nullptr;
   if (!shape || In(*shape, 0) != bag.ids || graph.ScalarConstant(In(*first, 1)) != 0.0) {
     return refuse("the bags' starts are not the offsets followed by the number of ids");
   }
   // As many iterations as bags: the trip count is the number of ends.
-  const Node* trips = loop.input_size() >= 1 ? OuterOp(graph, graph.FindValue(loop.input(0)), "Gather") : nullptr;
-  const Node* ends_shape = trips ? OuterOp(graph, In(*trips, 0), "Shape") : nullptr;
+  const Node* trips = loop.input_size() >= 1 ? outer.Op(graph.FindValue(loop.input(0)), "Gather") : nullptr;
+  const Node* ends_shape = trips ? outer.Op(In(*trips, 0), "Shape") : nullptr;
   if (!ends_shape || In(*ends_shape, 0) != ends || graph.ScalarConstant(In(*trips, 1)) != 0.0 ||
       loop.input_size() != 2) {
     return refuse("the Loop does not run once per bag");

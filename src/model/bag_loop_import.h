@@ -8,6 +8,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <string>
 
 #include "model/graph.h"
@@ -20,7 +21,10 @@ struct BagLoop {
   std::string mode;                        // "sum", "mean" or "max"
 };
 
-// `loop` read against the nodes of `graph` imported before it.
-StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph);
+// How the importer reads a tensor (its checks and external data).
+using TensorFromProto = std::function<StatusOr<Tensor>(const onnx::TensorProto&)>;
+
+// `loop` read against the nodes of `graph` imported before it; the body's constants read by `tensor_of`.
+StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph, const TensorFromProto& tensor_of);
 
 }  // namespace rankd

@@ -239,7 +239,8 @@ class Importer {
       return Unimplemented(node.Describe() + ": domain '" + p.domain() + "' is not supported");
     }
     if (node.op == "Loop") {  // PyTorch's nn.EmbeddingBag, or refused (bag_loop_import.h)
-      RANKD_ASSIGN_OR_RETURN(BagLoop bag, MatchBagLoop(p, graph_));
+      RANKD_ASSIGN_OR_RETURN(BagLoop bag,
+                             MatchBagLoop(p, graph_, [this](const onnx::TensorProto& t) { return ConvertTensor(t); }));
       node.op = "EmbeddingBag";
       node.inputs = {bag.table, bag.ids, bag.offsets};
       node.attrs["mode"] = bag.mode;

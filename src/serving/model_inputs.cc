@@ -170,18 +170,18 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   for (size_t c = 0; c < config_.inputs.size(); ++c) {
     const InputConfig& cfg = config_.inputs[c];
     const InferInput* in = given[c];
-    if (!in || in->is_bytes() == cfg.strings.bytes) {
-      if (in && cfg.strings.bytes) {
-        RANKD_ASSIGN_OR_RETURN(InferInput ids, StringsToIds(cfg, *in));
-        converted.push_back(std::move(ids));
-        prepared.owned.push_back(converted.back().data);
-        given[c] = &converted.back();
-        summed[c] = nullptr;
-      }
-      continue;
+    if (!in) continue;  // reported below
+    if (in->is_bytes() != cfg.strings.bytes) {
+      return InvalidArgument("input '" + cfg.name + "' must be " +
+                             (cfg.strings.bytes ? "BYTES" : DTypeName(cfg.dtype)) + ", got " +
+                             (in->is_bytes() ? "BYTES" : DTypeName(in->data.dtype())));
     }
-    return InvalidArgument("input '" + cfg.name + "' must be " + (cfg.strings.bytes ? "BYTES" : DTypeName(cfg.dtype)) +
-                           ", got " + (in->is_bytes() ? "BYTES" : DTypeName(in->data.dtype())));
+    if (!cfg.strings.bytes) continue;
+    RANKD_ASSIGN_OR_RETURN(InferInput ids, StringsToIds(cfg, *in));
+    converted.push_back(std::move(ids));
+    prepared.owned.push_back(converted.back().data);
+    given[c] = &converted.back();
+    summed[c] = nullptr;
   }
   // Rows per input; the candidate count N comes from item-scope inputs.
   std::vector<int64_t> rows(config_.inputs.size());

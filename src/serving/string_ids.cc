@@ -40,10 +40,11 @@ bool ParseId(std::string_view piece, int64_t& id) {
   return ec == std::errc() && end == piece.data() + piece.size();
 }
 
+// The ids of a split input's pieces, in order.
 template <typename Id>
 class IdWriter {
  public:
-  IdWriter(const InputConfig& config, Tensor& out) : config_(config), out_(out) {}
+  explicit IdWriter(const InputConfig& config) : config_(config) {}
 
   // Appends the id of a string or piece; an error for a piece that is not an id.
   Status Put(std::string_view s, int64_t element) {
@@ -60,16 +61,17 @@ class IdWriter {
     return Status::Ok();
   }
 
-  void Finish(Shape shape) {
-    out_ = Tensor::Empty(config_.dtype, std::move(shape));
-    std::copy(ids_.begin(), ids_.end(), out_.data<Id>());
+  // The ids as a flat tensor of the input's type.
+  Tensor Take() const {
+    Tensor t = Tensor::Empty(config_.dtype, {static_cast<int64_t>(ids_.size())});
+    std::copy(ids_.begin(), ids_.end(), t.data<Id>());
+    return t;
   }
 
   size_t count() const { return ids_.size(); }
 
  private:
   const InputConfig& config_;
-  Tensor& out_;
   std::vector<Id> ids_;
 };
 
@@ -89,7 +91,6 @@ template <typename Id>
 Status Convert(const InputConfig& config, const InferInput& in, InferInput& out) {
   const PackedStrings& s = in.strings;
   RANKD_RETURN_IF_ERROR(CheckPacked(config.name, s));
-  IdWriter<Id> ids(config, out.data);
   const std::string& delimiter = config.strings.split;
   if (delimiter.empty()) {  // one id per string, in the strings' shape, hashed in one pass
     int64_t longest = 0;
@@ -110,6 +111,7 @@ Status Convert(const InputConfig& config, const InferInput& in, InferInput& out)
     return InvalidArgument("input '" + config.name + "' is split on " + Quoted(delimiter) +
                            ": send one string per row, shape [rows] or [rows, 1], without lengths");
   }
+  IdWriter<Id> ids(config);
   out.lengths.reserve(static_cast<size_t>(s.size()));
   for (int64_t r = 0; r < s.size(); ++r) {
     std::string_view text = s.at(r);
@@ -124,7 +126,7 @@ Status Convert(const InputConfig& config, const InferInput& in, InferInput& out)
     }
     out.lengths.push_back(static_cast<int64_t>(ids.count() - before));
   }
-  ids.Finish({static_cast<int64_t>(ids.count())});
+  out.data = ids.Take();
   return Status::Ok();
 }
 

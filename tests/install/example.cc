@@ -1,10 +1,11 @@
 // A program built against the installed rankd (tests/install_test.sh): it includes only
 // <rankd/...>, links only librankd.so, loads a model and scores a request made from the model's
-// own signature.
+// own signature (string inputs given as PackedStrings).
 #include <rankd/engine.h>
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -32,6 +33,12 @@ int main(int argc, char** argv) {
       x.lengths.assign(static_cast<size_t>(rows), 2);
     } else {
       shape.insert(shape.end(), in.dims.begin(), in.dims.end());
+    }
+    if (in.strings) {  // BYTES: strings the model's config turns into ids
+      x.strings.shape = shape;
+      for (int64_t i = 0; i < rankd::NumElements(shape); ++i) x.strings.Append("value" + std::to_string(i % 5));
+      request.inputs.push_back(std::move(x));
+      continue;
     }
     x.data = rankd::Tensor::Zeros(in.dtype, shape);
     if (in.dtype == rankd::DType::kF32) {
