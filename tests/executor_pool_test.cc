@@ -1,5 +1,6 @@
-// ExecutorPool (runtime/executor_pool.h): executors made on demand up to the limit, reused, and a
-// waiter woken by the release it waits for.
+// ExecutorPool (runtime/executor_pool.h): executors made on demand up to the limit, reused, a
+// waiter woken by the release it waits for; with replicas, executors taken from the least busy
+// healthy one.
 #include "runtime/executor_pool.h"
 
 #include <gtest/gtest.h>
@@ -7,11 +8,13 @@
 #include <atomic>
 #include <thread>
 
+#include "test_util.h"
+
 namespace rankd {
 namespace {
 
 TEST(ExecutorPool, MakesUpToItsLimitAndReusesReleasedOnes) {
-  ExecutorPool pool(CpuBackend(), nullptr, 2);
+  ExecutorPool pool({{&CpuBackend(), nullptr}}, 2);
   auto a = pool.Acquire(), b = pool.Acquire();
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_NE(a->get(), b->get());
@@ -34,7 +37,7 @@ TEST(ExecutorPool, MakesUpToItsLimitAndReusesReleasedOnes) {
 }
 
 TEST(ExecutorPool, TakeWaitsForThatExecutorWhileOthersComeAndGo) {
-  ExecutorPool pool(CpuBackend(), nullptr, 0);
+  ExecutorPool pool({{&CpuBackend(), nullptr}}, 0);
   auto a = pool.Acquire(), b = pool.Acquire();
   ASSERT_TRUE(a.ok() && b.ok());
   const Executor* wanted = a->get();
@@ -50,6 +53,67 @@ TEST(ExecutorPool, TakeWaitsForThatExecutorWhileOthersComeAndGo) {
   auto again = pool.Acquire();  // the other one, idle
   ASSERT_TRUE(again.ok());
   EXPECT_NE(again->get(), wanted);
+}
+
+TEST(ExecutorPool, SpreadsOverReplicasByLoad) {
+  testing::SwitchableHealthBackend second;
+  ExecutorPool pool({{&CpuBackend(), nullptr}, {&second, nullptr}}, 2);
+  auto a = pool.Acquire(), b = pool.Acquire(), c = pool.Acquire();
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  // The least busy replica each time: first, second, then the first again (a tie goes to the first).
+  EXPECT_EQ(pool.ReplicaOf(a->get()), 0u);
+  EXPECT_EQ(pool.ReplicaOf(b->get()), 1u);
+  EXPECT_EQ(pool.ReplicaOf(c->get()), 0u);
+  EXPECT_EQ(pool.Busy(0), 2);
+  EXPECT_EQ(pool.Busy(1), 1);
+  auto d = pool.Acquire();  // the first is at its limit of two
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(pool.ReplicaOf(d->get()), 1u);
+  const Executor* released = a->get();
+  std::unique_ptr<Executor> waited;
+  std::thread waiter([&] {  // both replicas at their limit: waits for a release of either
+    auto e = pool.Acquire();
+    ASSERT_TRUE(e.ok());
+    waited = std::move(*e);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(waited, nullptr);
+  pool.Release(std::move(*a));
+  waiter.join();
+  ASSERT_NE(waited, nullptr);
+  EXPECT_EQ(waited.get(), released);
+  for (auto* e : {&waited, &b.value(), &c.value(), &d.value()}) pool.Release(std::move(*e));
+  EXPECT_EQ(pool.Busy(0) + pool.Busy(1), 0);
+}
+
+TEST(ExecutorPool, PassesOverAReplicaWhoseDeviceFailed) {
+  testing::SwitchableHealthBackend first, second;
+  ExecutorPool pool({{&first, nullptr}, {&second, nullptr}}, 1);
+  first.Fail("GPU 0 met an unrecoverable error");
+  auto a = pool.Acquire();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(pool.ReplicaOf(a->get()), 1u);
+  EXPECT_TRUE(pool.Health().ok());
+  // The healthy replica is busy: a caller waits for it rather than taking the failed one.
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    auto b = pool.Acquire();
+    got = b.ok();
+    if (b.ok()) {
+      EXPECT_EQ(pool.ReplicaOf(b->get()), 1u);
+      pool.Release(std::move(*b));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(got.load());
+  pool.Release(std::move(*a));
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  second.Fail("GPU 1 met an unrecoverable error");
+  auto none = pool.Acquire();
+  EXPECT_EQ(none.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(none.status().message(), "GPU 0 met an unrecoverable error");
+  EXPECT_EQ(pool.Health().message(), "GPU 0 met an unrecoverable error");
 }
 
 }  // namespace

@@ -8,7 +8,10 @@ RANKD_FAULT_INJECTION; src/backend/cuda/faults.h), over real sockets:
   that met it gets a 500 saying so, every later one a fast 503, readiness and liveness fail so an
   orchestrator restarts the server, and the process still answers and stops cleanly on SIGTERM;
 - a load that does not fit beside a serving model is refused, with the estimate, before it takes
-  device memory, and the serving model goes on answering as before.
+  device memory, and the serving model goes on answering as before;
+- on two GPUs, a model replicated on both (`--gpus all`) whose second GPU meets a sticky error: the
+  requests running there fail, every later one is served by the first GPU with the same scores,
+  the server stays ready and live, and `rankd_gpu_healthy` names the failed GPU.
 
   /usr/bin/python3 tests/gpu_faults_test.py RANKD_BINARY SOURCE_DIR
 
@@ -39,6 +42,18 @@ def probe():
 
 
 WHY_NOT = probe()
+
+
+def gpu_count():
+    """GPUs a model replicated on all of them runs on (rankd inspect's replica lines)."""
+    if WHY_NOT:
+        return 0
+    run = subprocess.run([RANKD, "inspect", "--model-repository", ZOO, "--model", "din", "--backend", "cuda",
+                          "--gpus", "all"], capture_output=True, text=True, timeout=120)
+    return len(re.findall(r"^  cuda:\d+$", run.stdout, re.M)) if run.returncode == 0 else 0
+
+
+GPUS = gpu_count()
 
 
 def din_repo(*names):
@@ -165,6 +180,57 @@ class StickyError(unittest.TestCase):
             self.assertEqual([e["state"] for e in json.loads(data)], ["UNAVAILABLE"])
             self.assertEqual(server.request("GET", "/v2/models/din")[0], 200)  # metadata still answers
             self.assertIsNone(server.proc.poll())
+        finally:
+            self.assertEqual(server.stop(), 0, server.output())
+
+
+@unittest.skipIf(GPUS < 2, "needs two GPUs and CUDA fault injection")
+class OneReplicaFails(unittest.TestCase):
+    def test_the_other_gpu_serves_on_with_the_same_scores(self):
+        repo = din_repo("din")
+        server = Server(repo, "--backend", "cuda", "--gpus", "all", "--cuda", "fault_poison_device=1", "--cuda",
+                        "fault_poison_after_runs=200")
+        try:
+            rng = random.Random(63)
+            bodies = [random_din_request(rng, 8 + 8 * k, 10) for k in range(8)]
+            expected = []
+            for body in bodies:
+                status, answer = infer(server, "din", body)
+                self.assertEqual(status, 200, answer)
+                expected.append(scores(answer))
+            failures = []
+            done = threading.Event()
+
+            def client(k):  # eight at once keep both GPUs busy until the second one fails
+                for _ in range(400):
+                    if done.is_set():
+                        return
+                    status, answer = infer(server, "din", bodies[k])
+                    if status != 200:
+                        failures.append((status, answer))
+                        done.set()
+
+            threads = [threading.Thread(target=client, args=(k,)) for k in range(len(bodies))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertTrue(failures, "no run on GPU 1 met the injected fault")
+            for status, answer in failures:  # only what ran on the poisoned GPU
+                self.assertEqual(status, 500, answer)
+                self.assertIn("unusable until the server restarts", answer["error"])
+            for _ in range(3):
+                for k, body in enumerate(bodies):
+                    status, answer = infer(server, "din", body)
+                    self.assertEqual(status, 200, answer)
+                    self.assertEqual(scores(answer), expected[k])
+            for probe_path in ("/v2/health/ready", "/v2/health/live", "/v2/models/din/ready"):
+                self.assertEqual(server.request("GET", probe_path)[0], 200, probe_path)
+            status, text, _ = server.request("GET", "/metrics", port=server.metrics_port)
+            self.assertEqual(status, 200)
+            text = text.decode() if isinstance(text, bytes) else text
+            self.assertIn('rankd_gpu_healthy{model="din",version="1",gpu="0"} 1', text)
+            self.assertIn('rankd_gpu_healthy{model="din",version="1",gpu="1"} 0', text)
         finally:
             self.assertEqual(server.stop(), 0, server.output())
 

@@ -920,7 +920,7 @@ input [
 ]
 output [ { name: "score" data_type: TYPE_FP32 dims: [ 1 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 100 }
-instance_group [ { count: 2 kind: KIND_GPU } ]
+instance_group [ { count: 2 kind: KIND_GPU gpus: [ 0 ] } ]
 parameters { key: "input.profile.scope" value: { string_value: "user" } }
 parameters { key: "input.seq_items.scope" value: { string_value: "user" } }
 parameters { key: "input.seq_items.max_length" value: { string_value: "20" } }
@@ -937,7 +937,9 @@ parameters { key: "input.seq_cats.max_length" value: { string_value: "20" } }
                 status, config = s.json("GET", "/v2/models/din/config")
                 self.assertEqual(config["max_batch_size"], 256)
                 self.assertEqual(config["dynamic_batching"]["max_queue_delay_microseconds"], 100)
-                self.assertIn("instance_group", s.output())  # named in the load-time warning
+                # The replica's GPU is named in a load-time warning: this server runs models on the CPU.
+                self.assertIn("gpus: 0 is not used: it runs on the cpu backend", s.output())
+                self.assertEqual(config["instance_group"][0]["count"], 2)
             finally:
                 s.stop()
         finally:

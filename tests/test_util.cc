@@ -252,4 +252,14 @@ bool CudaIsHopper() {
 #endif
 }
 
+Status SwitchableHealthBackend::Health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_.empty() ? Status::Ok() : Unavailable(failed_);
+}
+
+void SwitchableHealthBackend::Fail(std::string why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  failed_ = std::move(why);
+}
+
 }  // namespace rankd::testing

@@ -4,6 +4,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <map>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -84,5 +85,25 @@ void ExpectSameOutputs(const Graph& got, const Graph& want, const std::vector<Te
 const Backend* CudaOrNull();
 // Whether the CUDA device is an sm_90 one (H100, H200), where Hopper-only kernels run.
 bool CudaIsHopper();
+
+// The CPU backend under another identity whose health a test sets: a stand-in for one GPU of
+// several meeting an unrecoverable error (replicas on the host).
+class SwitchableHealthBackend : public Backend {
+ public:
+  const char* name() const override { return CpuBackend().name(); }
+  const Kernel* FindKernel(const std::string& op) const override { return CpuBackend().FindKernel(op); }
+  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph,
+                                                         const PrepareOptions& options) const override {
+    return CpuBackend().PrepareModel(graph, options);
+  }
+  DeviceKind device_kind() const override { return DeviceKind::kHost; }
+  Status Health() const override;
+  // From now on Health answers Unavailable(`why`).
+  void Fail(std::string why);
+
+ private:
+  mutable std::mutex mu_;
+  std::string failed_;
+};
 
 }  // namespace rankd::testing

@@ -159,12 +159,39 @@ TEST(TritonTextConfig, MapsWhatRankdUsesAndNamesTheRest) {
   EXPECT_NE(named.find("model_warmup"), std::string::npos) << named;
   EXPECT_NE(named.find("response_cache"), std::string::npos) << named;  // a field the schema subset lacks
   EXPECT_NE(named.find("execution_accelerators"), std::string::npos) << named;
-  EXPECT_NE(named.find("instance_group.kind KIND_GPU"), std::string::npos) << named;
+  EXPECT_EQ(named.find("instance_group.kind"), std::string::npos) << named;  // a GPU group: used
+  EXPECT_FALSE(j->contains("gpus"));                                         // no group names GPUs: the server's --gpus
   EXPECT_NE(named.find("instance_group.rate_limiter"), std::string::npos) << named;
   EXPECT_NE(named.find("output 'score'"), std::string::npos) << named;
   EXPECT_NE(named.find("something_else"), std::string::npos) << named;
   EXPECT_EQ(named.find("precision"), std::string::npos) << named;  // used: not named
-  EXPECT_EQ(unused.size(), 7u) << named;
+  EXPECT_EQ(unused.size(), 6u) << named;
+}
+
+// instance_group's gpus are where the replicas run and its count is per GPU, as in Triton.
+TEST(TritonTextConfig, InstanceGroupGpusAreReplicas) {
+  std::vector<std::string> unused;
+  auto j = TritonTextConfigToJson(R"(name: "m" platform: "onnxruntime_onnx" max_batch_size: 8
+    instance_group [ { count: 2 kind: KIND_GPU gpus: [ 1, 0 ] } ])",
+                                  unused);
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ((*j)["gpus"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ((*j)["executors"], 2);
+  EXPECT_TRUE(unused.empty()) << Joined(unused);
+  auto config = ParseTritonModelConfig(
+      R"(name: "m" max_batch_size: 8 instance_group [ { count: 3 gpus: [ 0 ] }, { gpus: [ 1 ] } ])");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->gpus.ids, (std::vector<int>{0, 1}));
+  EXPECT_EQ(config->executors, 3);  // the most a GPU is given; the difference is named
+  ASSERT_EQ(config->unused.size(), 1u);
+  EXPECT_NE(config->unused[0].find("counts that differ by GPU (every replica gets 3 executors)"), std::string::npos)
+      << config->unused[0];
+  config = ParseTritonModelConfig(R"(name: "m" max_batch_size: 8 instance_group [ { count: 2 kind: KIND_CPU } ])");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_TRUE(config->gpus.empty());
+  EXPECT_EQ(config->executors, 2);
+  ASSERT_EQ(config->unused.size(), 1u);
+  EXPECT_NE(config->unused[0].find("instance_group.kind KIND_CPU"), std::string::npos) << config->unused[0];
 }
 
 TEST(TritonTextConfig, RefusesWhatItCannotHonour) {

@@ -141,7 +141,9 @@ inference::ModelConfig TritonModelConfig(const Model& model) {
   group->set_kind(gpu ? inference::ModelInstanceGroup::KIND_GPU : inference::ModelInstanceGroup::KIND_CPU);
   group->set_count(std::max(model.executors(), 1));
   if (model.executors() <= 0) SetParameter(c, "executors", "unbounded");  // the CPU: each request on its own
-  if (gpu) group->add_gpus(model.backend().device());
+  if (gpu) {
+    for (const ReplicaState& r : model.replicas()) group->add_gpus(r.device);  // count is per GPU, as Triton's
+  }
   SetParameter(c, "precision", config.precision);
   SetParameter(c, "user_hoisting", config.user_hoisting ? "true" : "false");
   SetParameter(c, "tables.dtype", DTypeName(config.table_dtype));

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -332,12 +333,31 @@ Status ParseTables(const json& j, ModelConfig& c) {
   return Status::Ok();
 }
 
+// gpus: "all", a list of GPU indices, or one index.
+StatusOr<GpuSet> ParseGpus(const json& j) {
+  std::string text;
+  if (j.is_string()) {
+    text = j.get<std::string>();
+  } else if (j.is_number_integer()) {
+    text = std::to_string(j.get<int64_t>());
+  } else {
+    RANKD_RETURN_IF_ERROR(Expect(j.is_array() && !j.empty(), "gpus must be 'all' or a list of GPU indices"));
+    for (const json& g : j) {
+      RANKD_RETURN_IF_ERROR(Expect(g.is_number_integer(), "gpus must be 'all' or a list of GPU indices"));
+      text += (text.empty() ? "" : ",") + std::to_string(g.get<int64_t>());
+    }
+  }
+  auto gpus = ParseGpuSet(text);
+  if (!gpus.ok()) return InvalidArgument("gpus: " + std::string(gpus.status().message()));
+  return gpus;
+}
+
 StatusOr<ModelConfig> ParseJson(const json& j) {
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "the config must be a mapping"));
   RANKD_RETURN_IF_ERROR(CheckKeys(
       j,
       {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs", "output", "version_policy",
-       "precision", "batching", "dynamic_batching", "buckets", "tables", "user_hoisting", "executors"},
+       "precision", "batching", "dynamic_batching", "buckets", "tables", "user_hoisting", "executors", "gpus"},
       "the config"));
   ModelConfig c;
   if (j.contains("name")) {
@@ -411,6 +431,9 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
                                  "executors must be an integer from 0 to 1024"));
     c.executors = j["executors"].get<int>();
   }
+  if (j.contains("gpus")) {
+    RANKD_ASSIGN_OR_RETURN(c.gpus, ParseGpus(j["gpus"]));
+  }
   if (j.contains("user_hoisting")) {
     RANKD_RETURN_IF_ERROR(Expect(j["user_hoisting"].is_boolean(), "user_hoisting must be true or false"));
     c.user_hoisting = j["user_hoisting"];
@@ -433,6 +456,35 @@ const InputConfig* ModelConfig::FindInput(const std::string& input) const {
     if (in.name == input) return &in;
   }
   return nullptr;
+}
+
+StatusOr<GpuSet> ParseGpuSet(const std::string& text) {
+  GpuSet gpus;
+  if (text == "all") {
+    gpus.all = true;
+    return gpus;
+  }
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string piece = text.substr(start, end - start);
+    int id = -1;
+    auto [at, ec] = std::from_chars(piece.data(), piece.data() + piece.size(), id);
+    if (piece.empty() || ec != std::errc() || at != piece.data() + piece.size() || id < 0 || id > 63)
+      return InvalidArgument("'" + text + "' is not 'all' or GPU indices from 0 to 63 separated by commas");
+    if (std::find(gpus.ids.begin(), gpus.ids.end(), id) != gpus.ids.end())
+      return InvalidArgument("'" + text + "' names GPU " + std::to_string(id) + " twice");
+    gpus.ids.push_back(id);
+    start = end + 1;
+  }
+  return gpus;
+}
+
+std::string GpuSetText(const GpuSet& gpus) {
+  if (gpus.all) return "all";
+  std::string text;
+  for (int id : gpus.ids) text += (text.empty() ? "" : ",") + std::to_string(id);
+  return text;
 }
 
 StatusOr<ModelConfig> ParseModelConfig(const std::string& text, bool yaml) {

@@ -95,12 +95,25 @@ struct KeyedTableConfig {
   float default_value = 0.0f;
 };
 
+// The GPUs a model is replicated on: a replica on each (its own copy of the weights, executors and
+// captured graphs; docs/replicas.md). Empty (neither `all` nor ids): the server's choice.
+struct GpuSet {
+  bool all = false;      // every GPU the process sees
+  std::vector<int> ids;  // else these, by CUDA's numbering, in order, each once
+  bool empty() const { return !all && ids.empty(); }
+};
+// "all", or GPU indices separated by commas ("0,1"); errors say what is wrong.
+StatusOr<GpuSet> ParseGpuSet(const std::string& text);
+// "all" or "0,1"; "" when empty.
+std::string GpuSetText(const GpuSet& gpus);
+
 struct ModelConfig {
   std::string name;
   int64_t max_batch_size = 0;      // rows per request accepted; 0 = the server's limit
   std::string precision = "fp32";  // fp32 | tf32 | bf16 | bf16-activations (backend.h)
   bool user_hoisting = true;       // run the user-only part of the graph once per user (docs/hoisting.md)
-  int executors = 0;               // requests run at once (Triton's instance_group count); 0: the backend's default
+  int executors = 0;  // requests run at once per replica (Triton's instance_group count); 0: the backend's default
+  GpuSet gpus;        // gpus: where a CUDA model's replicas run (Triton's instance_group gpus)
   std::vector<InputConfig> inputs;
   std::vector<OutputConfig> outputs;
   VersionPolicy version_policy;

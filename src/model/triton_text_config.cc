@@ -244,16 +244,33 @@ StatusOr<json> TritonTextConfigToJson(const std::string& text, std::vector<std::
     }
     j["batching"] = std::move(b);
   }
-  // instance_group: its count is the model's executors; where it runs comes from the server's
-  // --backend and --device, so a kind or gpus is named.
-  int64_t count = 0;
+  // instance_group: its count is the model's executors per replica, its gpus where the replicas
+  // run (a group without gpus counts on every replica; the server's --gpus when none names any).
+  std::map<int, int64_t> per_gpu;  // executors by GPU, from the groups that name it
+  int64_t everywhere = 0;          // from the groups that name none
   for (const inference::ModelInstanceGroup& g : c.instance_group()) {
-    count += std::max(g.count(), 1);  // Triton's default count is 1
-    if (g.kind() != inference::ModelInstanceGroup::KIND_AUTO)
+    const int64_t n = std::max(g.count(), 1);  // Triton's default count is 1
+    if (g.kind() == inference::ModelInstanceGroup::KIND_CPU || g.kind() == inference::ModelInstanceGroup::KIND_MODEL)
       unused.push_back("instance_group.kind " + inference::ModelInstanceGroup::Kind_Name(g.kind()) +
                        " (a model runs on the server's --backend)");
-    if (g.gpus_size() > 0) unused.push_back("instance_group.gpus (a model runs on the server's --device)");
+    if (g.gpus_size() == 0) everywhere += n;
+    for (int gpu : g.gpus()) per_gpu[gpu] += n;
     if (g.has_rate_limiter() || g.secondary_devices_size() > 0) unused.push_back("instance_group.rate_limiter");
+  }
+  int64_t count = everywhere;
+  if (!per_gpu.empty()) {
+    json gpus = json::array();
+    int64_t least = INT64_MAX, most = 0;
+    for (const auto& [gpu, n] : per_gpu) {
+      gpus.push_back(gpu);
+      least = std::min(least, n);
+      most = std::max(most, n);
+    }
+    j["gpus"] = std::move(gpus);
+    count += most;
+    if (least != most)
+      unused.push_back("instance_group counts that differ by GPU (every replica gets " +
+                       std::to_string(std::min<int64_t>(count, 1024)) + " executors)");
   }
   if (count > 0) j["executors"] = std::min<int64_t>(count, 1024);
   if (c.has_optimization() && c.optimization().has_cuda())

@@ -29,6 +29,26 @@ StatusOr<const Backend*> FindBackend(const std::string& name, int device) {
   return InvalidArgument("unknown backend '" + name + "' (expected cpu, cuda or auto)");
 }
 
+StatusOr<std::vector<const Backend*>> FindReplicaBackends(const Backend& backend, const GpuSet& gpus) {
+  if (backend.device_kind() != DeviceKind::kCuda || gpus.empty()) return std::vector<const Backend*>{&backend};
+  std::vector<const Backend*> backends;
+  if (gpus.all) {
+    for (int device = 0; device < 64; ++device) {
+      auto found = FindBackend("cuda", device);
+      if (!found.ok()) break;
+      backends.push_back(*found);
+    }
+    if (backends.empty()) return Unavailable("gpus: all: no GPU can run the cuda backend here");
+    return backends;
+  }
+  for (int device : gpus.ids) {
+    auto found = FindBackend("cuda", device);
+    if (!found.ok()) return found.status().WithContext("gpus: GPU " + std::to_string(device));
+    backends.push_back(*found);
+  }
+  return backends;
+}
+
 StatusOr<std::unique_ptr<Executor>> NewExecutor(const Backend& backend, std::shared_ptr<ModelResources> resources) {
   switch (backend.device_kind()) {
     case DeviceKind::kHost:

@@ -4,8 +4,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
+#include "model/config.h"
 #include "runtime/executor.h"
 
 namespace rankd {
@@ -14,6 +16,11 @@ namespace rankd {
 // numbering: CUDA_VISIBLE_DEVICES renumbers), or "auto" (CUDA when it is built in and the device
 // is present, else the CPU for device 0). Errors say why a named backend cannot run here.
 StatusOr<const Backend*> FindBackend(const std::string& name, int device = 0);
+
+// Where a model's replicas run: on a CUDA `backend`, the GPUs `gpus` names (every one the process
+// sees for `all`), or `backend` alone when it names none; on the host, `backend` alone whatever
+// `gpus` says (the caller warns). Errors name a GPU that cannot run here.
+StatusOr<std::vector<const Backend*>> FindReplicaBackends(const Backend& backend, const GpuSet& gpus);
 
 // A new executor for plans of the model `resources` belongs to (Backend::PrepareModel), on the
 // device `backend` runs on: the host executor for host backends, a CUDA executor for CUDA ones.

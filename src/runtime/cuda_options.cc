@@ -60,6 +60,7 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
 #if RANKD_FAULT_INJECTION
     int64_t* fault = key == "fault_fail_allocations_over_mb" ? &o.fault_fail_allocations_over_mb
                      : key == "fault_poison_after_runs"      ? &o.fault_poison_after_runs
+                     : key == "fault_poison_device"          ? &o.fault_poison_device
                      : key == "fault_device_mb"              ? &o.fault_device_mb
                      : key == "fault_host_mb"                ? &o.fault_host_mb
                                                              : nullptr;
@@ -96,8 +97,13 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::EnableGemmTuning(o.gemm_tuning);
   cuda::SetGemmLog(o.gemm_log);
   cuda::EnableSplitKGemm(o.split_k);
-  cuda::SetDeviceFaults(
-      {o.fault_fail_allocations_over_mb, o.fault_poison_after_runs, o.fault_device_mb, o.fault_host_mb});
+  cuda::DeviceFaults faults;
+  faults.fail_allocations_over_mb = o.fault_fail_allocations_over_mb;
+  faults.poison_after_runs = o.fault_poison_after_runs;
+  faults.poison_device = o.fault_poison_device;
+  faults.device_mb = o.fault_device_mb;
+  faults.host_mb = o.fault_host_mb;
+  cuda::SetDeviceFaults(faults);
   return Status::Ok();
 #else
   CudaOptions defaults;

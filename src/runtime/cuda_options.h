@@ -25,6 +25,7 @@ struct CudaOptions {
   // Fault injection (backend/cuda/faults.h), only in builds with RANKD_FAULT_INJECTION; -1: off.
   int64_t fault_fail_allocations_over_mb = -1;
   int64_t fault_poison_after_runs = -1;
+  int64_t fault_poison_device = -1;
   int64_t fault_device_mb = -1;
   int64_t fault_host_mb = -1;
 };

@@ -6,27 +6,60 @@
 
 namespace rankd {
 
-ExecutorPool::ExecutorPool(const Backend& backend, std::shared_ptr<ModelResources> resources, int max)
-    : backend_(backend), resources_(std::move(resources)), max_(max) {}
+ExecutorPool::ExecutorPool(std::vector<Replica> replicas, int max)
+    : replicas_(std::move(replicas)), max_(max), slots_(replicas_.size()) {}
+
+ExecutorPool::~ExecutorPool() {
+  MutexLock lock(mu_);
+  while (!slots_.empty()) slots_.pop_back();  // the executors, then their replicas, last first
+  while (!replicas_.empty()) replicas_.pop_back();
+}
+
+int ExecutorPool::Pick() const {
+  int best = -2;
+  int best_busy = 0;
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    if (!replicas_[r].backend->Health().ok()) continue;
+    if (best == -2) best = -1;  // a healthy replica: wait for it if nothing is free now
+    const Slots& s = slots_[r];
+    if (s.idle.empty() && max_ != 0 && s.created >= max_) continue;
+    const int busy = s.created - static_cast<int>(s.idle.size());
+    if (best < 0 || busy < best_busy) {
+      best = static_cast<int>(r);
+      best_busy = busy;
+    }
+  }
+  return best;
+}
 
 StatusOr<std::unique_ptr<Executor>> ExecutorPool::Acquire() {
+  size_t r = 0;
   {
     MutexLock lock(mu_);
-    while (!(!idle_.empty() || max_ == 0 || created_ < max_)) freed_.wait(lock.native());
-    if (!idle_.empty()) {
-      std::unique_ptr<Executor> e = std::move(idle_.back());
-      idle_.pop_back();
+    int picked;
+    while ((picked = Pick()) == -1) freed_.wait(lock.native());
+    if (picked == -2) {
+      Status health = replicas_[0].backend->Health();
+      return health.ok() ? Unavailable("no replica of the model is healthy") : health;
+    }
+    r = static_cast<size_t>(picked);
+    Slots& s = slots_[r];
+    if (!s.idle.empty()) {
+      std::unique_ptr<Executor> e = std::move(s.idle.back());
+      s.idle.pop_back();
       return e;
     }
-    ++created_;
+    ++s.created;
   }
-  auto created = NewExecutor(backend_, resources_);  // outside the lock: a GPU executor takes a while
+  // Outside the lock: a GPU executor takes a while.
+  auto created = NewExecutor(*replicas_[r].backend, replicas_[r].resources);
   MutexLock lock(mu_);
   if (!created.ok()) {
-    --created_;
+    --slots_[r].created;
     freed_.notify_one();
   } else {
     all_.push_back(created->get());
+    replica_of_[created->get()] = r;
   }
   return created;
 }
@@ -35,12 +68,13 @@ void ExecutorPool::Release(std::unique_ptr<Executor> executor) {
   bool takers;
   {
     MutexLock lock(mu_);
-    idle_.push_back(std::move(executor));
+    slots_[replica_of_.at(executor.get())].idle.push_back(std::move(executor));
     takers = takers_ > 0;
   }
-  // An Acquire takes any executor, a Take only its own: while a Take waits, one wake-up could go to
+  // An Acquire takes any executor, a Take only its own, and with replicas an Acquire may be
+  // waiting for another replica: while a Take waits or there are replicas, one wake-up could go to
   // the wrong waiter, so every waiter is woken; otherwise one is (no herd on a busy model).
-  if (takers) {
+  if (takers || replicas_.size() > 1) {
     freed_.notify_all();
   } else {
     freed_.notify_one();
@@ -52,10 +86,11 @@ std::unique_ptr<Executor> ExecutorPool::Take(const Executor* executor) {
   std::unique_ptr<Executor> taken;
   ++takers_;
   for (;;) {
-    auto it = std::find_if(idle_.begin(), idle_.end(), [&](const auto& e) { return e.get() == executor; });
-    if (it != idle_.end()) {
+    auto& idle = slots_[replica_of_.at(executor)].idle;
+    auto it = std::find_if(idle.begin(), idle.end(), [&](const auto& e) { return e.get() == executor; });
+    if (it != idle.end()) {
       taken = std::move(*it);
-      idle_.erase(it);
+      idle.erase(it);
       break;
     }
     freed_.wait(lock.native());
@@ -67,6 +102,23 @@ std::unique_ptr<Executor> ExecutorPool::Take(const Executor* executor) {
 std::vector<const Executor*> ExecutorPool::All() const {
   MutexLock lock(mu_);
   return all_;
+}
+
+size_t ExecutorPool::ReplicaOf(const Executor* executor) const {
+  MutexLock lock(mu_);
+  return replica_of_.at(executor);
+}
+
+int ExecutorPool::Busy(size_t r) const {
+  MutexLock lock(mu_);
+  return slots_[r].created - static_cast<int>(slots_[r].idle.size());
+}
+
+Status ExecutorPool::Health() const {
+  for (const Replica& r : replicas_) {
+    if (r.backend->Health().ok()) return Status::Ok();
+  }
+  return replicas_[0].backend->Health();
 }
 
 }  // namespace rankd

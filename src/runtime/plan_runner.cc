@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 
 #include "common/log.h"
 #include "runtime/op_profile.h"
@@ -25,25 +26,69 @@ StatusOr<int64_t> CaptureWithRetry(Executor& executor, const Plan& plan) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<PlanRunner>> PlanRunner::Create(const Backend& backend, const Graph& graph,
-                                                         const PrepareOptions& options, int executors,
-                                                         std::string model, const CacheKeeperOptions& keeper) {
-  RANKD_RETURN_IF_ERROR(backend.CheckRoom(graph, options, executors));
-  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, backend.PrepareModel(graph, options));
-  std::unique_ptr<PlanRunner> runner(new PlanRunner(backend, std::move(resources), executors, std::move(model)));
-  const std::map<int, TableCache*> caches =
-      runner->resources_ ? runner->resources_->table_caches() : std::map<int, TableCache*>{};
+StatusOr<std::unique_ptr<PlanRunner>> PlanRunner::Create(const std::vector<const Backend*>& backends,
+                                                         const Graph& graph, const PrepareOptions& options,
+                                                         int executors, std::string model,
+                                                         const CacheKeeperOptions& keeper) {
+  if (backends.empty()) return InvalidArgument("a model runs on at least one backend");
+  for (const Backend* b : backends) {
+    if (b->device_kind() != backends[0]->device_kind())
+      return InvalidArgument("a model's replicas run on one kind of device");
+  }
+  // Every replica's room is checked before any takes memory.
+  for (const Backend* b : backends) {
+    Status room = b->CheckRoom(graph, options, executors);
+    if (!room.ok() && backends.size() > 1)
+      room = room.WithContext(std::string("replica on ") + b->name() + ":" + std::to_string(b->device()));
+    RANKD_RETURN_IF_ERROR(room);
+  }
+  std::vector<Replica> replicas;
+  for (const Backend* b : backends) {
+    RANKD_ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, b->PrepareModel(graph, options));
+    replicas.push_back({b, std::move(resources)});
+  }
+  std::map<int, TableCache*> caches;
+  if (replicas[0].resources) caches = replicas[0].resources->table_caches();
+  if (!caches.empty() && replicas.size() > 1)
+    return InvalidArgument(
+        "tables cached on the GPU (tables.cache_rows, or a budget that caches a table) are kept "
+        "on one GPU: such a model has one replica (gpus names one GPU)");
+  const int per_replica = executors > 0 ? executors : backends[0]->DefaultExecutors();
+  std::unique_ptr<PlanRunner> runner(new PlanRunner(std::move(replicas), per_replica, std::move(model)));
   if (!caches.empty()) runner->cache_keeper_ = std::make_unique<CacheKeeper>(graph, caches, keeper);
   return runner;
 }
 
-PlanRunner::PlanRunner(const Backend& backend, std::shared_ptr<ModelResources> resources, int executors,
-                       std::string model)
-    : backend_(backend),
-      model_(std::move(model)),
-      max_executors_(executors > 0 ? executors : backend.DefaultExecutors()),
-      resources_(std::move(resources)),
-      executors_(std::make_unique<ExecutorPool>(backend_, resources_, max_executors_)) {}
+PlanRunner::PlanRunner(std::vector<Replica> replicas, int executors, std::string model)
+    : model_(std::move(model)),
+      max_executors_(executors),
+      executors_(std::make_unique<ExecutorPool>(std::move(replicas), executors)),
+      replica_runs_(std::make_unique<std::atomic<uint64_t>[]>(executors_->replicas().size())) {}
+
+std::vector<ReplicaState> PlanRunner::replicas() const {
+  std::vector<ReplicaState> states;
+  const std::vector<Replica>& replicas = executors_->replicas();
+  for (size_t r = 0; r < replicas.size(); ++r) {
+    const Backend& b = *replicas[r].backend;
+    states.push_back(
+        {b.name(), b.device(), replica_runs_[r].load(std::memory_order_relaxed), executors_->Busy(r), b.Health().ok()});
+  }
+  return states;
+}
+
+std::vector<int64_t> PlanRunner::ReadCounters() const {
+  std::vector<int64_t> sums;
+  for (const Replica& r : executors_->replicas()) {
+    if (!r.resources) continue;
+    const std::vector<int64_t> values = r.resources->ReadCounters();
+    if (sums.empty()) sums.assign(values.size(), 0);
+    for (size_t i = 0; i < values.size() && i < sums.size(); ++i) {
+      // A negative value says the counter could not be read; it stays so.
+      sums[i] = sums[i] < 0 || values[i] < 0 ? std::min(sums[i], values[i]) : sums[i] + values[i];
+    }
+  }
+  return sums;
+}
 
 PlanRunner::~PlanRunner() = default;
 
@@ -61,6 +106,8 @@ StatusOr<std::vector<Tensor>> PlanRunner::RunOn(const std::shared_ptr<const Plan
   auto result = executor->Run(*plan, inputs);
   // A run whose staging buffers had to grow dropped the executor's captures, this plan's too.
   captured = captured && executor->Captured(*plan);
+  const size_t replica = executors_->replicas().size() > 1 ? executors_->ReplicaOf(executor.get()) : 0;
+  replica_runs_[replica].fetch_add(1, std::memory_order_relaxed);
   PhaseTimer releasing("(executor released)");
   Release(std::move(executor));
   releasing.Stop();
@@ -129,7 +176,7 @@ WarmupCaptures PlanRunner::CaptureOnEveryExecutor(const std::vector<std::shared_
                                                   int64_t limit_bytes) {
   WarmupCaptures done;
   std::vector<std::unique_ptr<Executor>> held;
-  const int count = std::max(max_executors_, 1);
+  const int count = std::max(max_executors_, 1) * static_cast<int>(executors_->replicas().size());
   for (int i = 0; i < count; ++i) {
     auto e = Acquire();
     if (!e.ok()) {

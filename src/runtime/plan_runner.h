@@ -1,12 +1,12 @@
 // PlanRunner: runs a model's plans on its executors and keeps their captures.
 //
-// It owns the model's state on one backend (the device weights, Backend::PrepareModel) and the pool
-// of executors made from it. With capture on (a device backend, shape buckets with graphs), a run
-// of a plan that an executor has not captured is counted as a miss and queues the plan's capture on
-// every executor, off the request path; a plan whose capture fails twice runs uncaptured for good.
-// A model with table caches gets their keeper (embedding/cache_keeper.h), which every run's inputs
-// are offered to.
-// Thread-safe.
+// It owns the model's state on each of its replicas (one backend each, a GPU apiece when the model
+// is replicated: the device weights, Backend::PrepareModel) and the pool of executors made from
+// them (runtime/executor_pool.h: a run goes to the least busy healthy replica). With capture on (a device backend,
+// shape buckets with graphs), a run of a plan that an executor has not captured is counted as a miss and queues the
+// plan's capture on every executor, off the request path; a plan whose capture fails twice runs uncaptured for good. A
+// model with table caches gets their keeper (embedding/cache_keeper.h), which every run's inputs are offered to; such a
+// model has one replica. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -39,6 +39,15 @@ struct CaptureCounters {
 };
 
 // What capturing plans on every executor before a model is ready did (CaptureOnEveryExecutor).
+// One replica as it stands (rankd inspect, metrics).
+struct ReplicaState {
+  std::string backend;  // "cuda", "cpu"
+  int device = 0;
+  uint64_t runs = 0;    // runs it served
+  int busy = 0;         // executors running now
+  bool healthy = true;  // Backend::Health
+};
+
 struct WarmupCaptures {
   int count = 0;  // plans captured, summed over the executors
   int64_t bytes = 0;
@@ -48,19 +57,25 @@ struct WarmupCaptures {
 
 class PlanRunner {
  public:
-  // Prepares `graph` (which outlives the runner) on `backend` with `options` (precision, table
-  // placement), with at most `executors` executors (0: the backend's default). `model` names the
-  // model in log lines; `keeper` sets up the keeper of its table caches, if it has any.
-  static StatusOr<std::unique_ptr<PlanRunner>> Create(const Backend& backend, const Graph& graph,
+  // Prepares `graph` (which outlives the runner) on each of `backends` (a replica apiece, at least
+  // one, all of one device kind) with `options` (precision, table placement), with at most
+  // `executors` executors on each (0: the backend's default). `model` names the model in log
+  // lines; `keeper` sets up the keeper of its table caches, if it has any (one replica only).
+  static StatusOr<std::unique_ptr<PlanRunner>> Create(const std::vector<const Backend*>& backends, const Graph& graph,
                                                       const PrepareOptions& options, int executors, std::string model,
                                                       const CacheKeeperOptions& keeper = {});
   ~PlanRunner();
   PlanRunner(const PlanRunner&) = delete;
   PlanRunner& operator=(const PlanRunner&) = delete;
 
-  const Backend& backend() const { return backend_; }
-  // The executors' limit; 0 for none.
+  // The first replica's backend.
+  const Backend& backend() const { return *executors_->replicas()[0].backend; }
+  // The executors' limit per replica; 0 for none.
   int max_executors() const { return max_executors_; }
+  size_t replica_count() const { return executors_->replicas().size(); }
+  std::vector<ReplicaState> replicas() const;
+  // OK while some replica can run work (Backend::Health); else why the first cannot.
+  Status Health() const { return executors_->Health(); }
 
   // An executor (waiting while all are busy), and back.
   StatusOr<std::unique_ptr<Executor>> Acquire() { return executors_->Acquire(); }
@@ -92,19 +107,19 @@ class PlanRunner {
   // The keeper of the model's table caches (each run offers it its inputs); null when the model
   // has none.
   CacheKeeper* cache_keeper() const { return cache_keeper_.get(); }
-  // The values of the model's kernel counters (backend.h's KernelCounters); empty without any.
-  std::vector<int64_t> ReadCounters() const { return resources_ ? resources_->ReadCounters() : std::vector<int64_t>{}; }
+  // The values of the model's kernel counters (backend.h's KernelCounters), summed over the
+  // replicas; empty without any.
+  std::vector<int64_t> ReadCounters() const;
 
  private:
-  PlanRunner(const Backend& backend, std::shared_ptr<ModelResources> resources, int executors, std::string model);
+  PlanRunner(std::vector<Replica> replicas, int executors, std::string model);
   // Captures `plan` on every executor that lacks it, each taken from the pool when idle.
   void CaptureEverywhere(const std::shared_ptr<const Plan>& plan);
 
-  const Backend& backend_;
   const std::string model_;
   const int max_executors_;
-  std::shared_ptr<ModelResources> resources_;
   std::unique_ptr<ExecutorPool> executors_;
+  std::unique_ptr<std::atomic<uint64_t>[]> replica_runs_;
   std::atomic<bool> capture_{false};
   std::function<void(uint64_t)> captured_;
   Mutex mu_;

@@ -199,4 +199,31 @@ std::string TableMetricsText(const ModelRepository& repository) {
   return out;
 }
 
+std::string ReplicaMetricsText(const ModelRepository& repository) {
+  std::string lines[3];
+  for (const RepositoryIndexEntry& e : repository.Index()) {
+    if (e.state != "READY") continue;
+    auto model = repository.Get(e.name, e.version);
+    if (!model.ok()) continue;  // unloaded since the index was taken
+    for (const ReplicaState& r : (*model)->replicas()) {
+      if (r.backend != "cuda") continue;
+      const std::string labels = "{model=\"" + e.name + "\",version=\"" + std::to_string(e.version) + "\",gpu=\"" +
+                                 std::to_string(r.device) + "\"} ";
+      lines[0] += "rankd_gpu_executions" + labels + std::to_string(r.runs) + "\n";
+      lines[1] += "rankd_gpu_busy_executors" + labels + std::to_string(r.busy) + "\n";
+      lines[2] += "rankd_gpu_healthy" + labels + (r.healthy ? "1" : "0") + "\n";
+    }
+  }
+  if (lines[0].empty()) return "";
+  return "# HELP rankd_gpu_executions Executions a model's replica on a GPU ran\n"
+         "# TYPE rankd_gpu_executions counter\n" +
+         lines[0] +
+         "# HELP rankd_gpu_busy_executors Executors of a model's replica on a GPU running now\n"
+         "# TYPE rankd_gpu_busy_executors gauge\n" +
+         lines[1] +
+         "# HELP rankd_gpu_healthy Whether a model's replica's GPU can run work (0: an unrecoverable error)\n"
+         "# TYPE rankd_gpu_healthy gauge\n" +
+         lines[2];
+}
+
 }  // namespace rankd

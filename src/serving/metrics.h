@@ -18,6 +18,9 @@
 //                                             host memory, per loaded version (TableMetricsText, docs/embedding.md)
 //   rankd_table_cache_*{table}                a cached table's cache: rows, sampled lookups and hits, rows
 //                                             inserted and evicted
+//   rankd_gpu_executions{gpu}, rankd_gpu_busy_executors{gpu}, rankd_gpu_healthy{gpu}
+//                                             per replica of a model on a GPU (ReplicaMetricsText,
+//                                             docs/replicas.md)
 // Thread-safe.
 #pragma once
 
@@ -85,5 +88,9 @@ class ModelRepository;
 // rankd_table_bytes{model, version, tier="gpu"|"cache"|"host"} and the table caches' counts
 // (rankd_table_cache_*{model, version, table}) for every version `repository` serves now.
 std::string TableMetricsText(const ModelRepository& repository);
+// Per replica on a GPU of every version `repository` serves now ({model, version, gpu}): the
+// executions it ran, its executors busy now and whether its GPU can run work (1) or met an
+// unrecoverable error (0).
+std::string ReplicaMetricsText(const ModelRepository& repository);
 
 }  // namespace rankd

@@ -104,7 +104,12 @@ Status Model::MakeRunner() {
   PrepareOptions prepare{c.precision(), ToPlacement(tables_)};
   CacheKeeperOptions keeper;
   keeper.snapshot_path = config_.table_hotness_snapshot;
-  RANKD_ASSIGN_OR_RETURN(runner_, PlanRunner::Create(*options_.backend, c.graph(), prepare,
+  std::vector<const Backend*> backends = options_.replicas;
+  if (backends.empty()) {
+    const GpuSet& gpus = config_.gpus.empty() ? options_.gpus : config_.gpus;
+    RANKD_ASSIGN_OR_RETURN(backends, FindReplicaBackends(*options_.backend, gpus));
+  }
+  RANKD_ASSIGN_OR_RETURN(runner_, PlanRunner::Create(backends, c.graph(), prepare,
                                                      options_.executors > 0 ? options_.executors : config_.executors,
                                                      config_.name, keeper));
   return Status::Ok();
@@ -115,6 +120,10 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
   const CompiledModel& c = *compiled_;
   config_ = c.config();
   if (options_.batching >= 0) config_.batching.enabled = options_.batching == 1;
+  if (!config_.gpus.empty() && options_.backend->device_kind() != DeviceKind::kCuda && options_.replicas.empty()) {
+    LogWarning("model '" + config_.name + "': gpus: " + GpuSetText(config_.gpus) + " is not used: it runs on the " +
+               options_.backend->name() + " backend");
+  }
   RANKD_RETURN_IF_ERROR(MakeRunner());
   if (c.hoisted()) {
     std::string why = CheckHoisting();
@@ -200,7 +209,7 @@ std::string Model::CheckHoisting() const {
 }
 
 Status Model::CheckServable() const {
-  RANKD_RETURN_IF_ERROR(options_.backend->Health());
+  RANKD_RETURN_IF_ERROR(runner_->Health());
   for (const auto& file : graph().mapped_files) RANKD_RETURN_IF_ERROR(file->Check());
   return Status::Ok();
 }

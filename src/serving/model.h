@@ -48,9 +48,15 @@ struct ModelOptions : CompileOptions {
   // Largest number of candidate rows one request may carry when the config sets no
   // max_batch_size.
   int64_t max_rows = 65536;
-  // Executors per model, each running one request at a time; 0 picks the backend's default
+  // Executors per replica, each running one request at a time; 0 picks the backend's default
   // (unbounded on the CPU, whose executors are only workspaces; 4 on a GPU).
   int executors = 0;
+  // The GPUs a model on a CUDA backend is replicated on when its config names none (the server's
+  // --gpus); empty: `backend`'s GPU alone.
+  GpuSet gpus;
+  // When set, the backends of the model's replicas, whatever the config's gpus say (tests:
+  // replicas on the host).
+  std::vector<const Backend*> replicas;
   // Overrides the config's buckets.enabled when 0 (off) or 1 (on); -1 keeps it.
   int shape_buckets = -1;
   // Overrides the config's batching.enabled when 0 (off) or 1 (on); -1 keeps it.
@@ -103,6 +109,8 @@ class Model {
   // executors that run its requests at once.
   int64_t max_request_rows() const { return config_.max_batch_size > 0 ? config_.max_batch_size : options_.max_rows; }
   int executors() const { return runner_->max_executors(); }
+  // Where the model's replicas run (its config's gpus), each with the runs it served.
+  std::vector<ReplicaState> replicas() const { return runner_->replicas(); }
   // The embedding tables and where each is kept (embedding/table_budget.h); on a backend without
   // a device of its own every table is read where it lies, whatever its tier.
   const std::vector<TableInfo>& tables() const { return tables_; }
@@ -129,7 +137,7 @@ class Model {
   // returned, and stays alive until then even when its last owner lets it go first (destroying a
   // model drains its queue), so `done` may use it.
   void InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone done) const;
-  // OK while the model can serve: its backend's device is usable (Backend::Health; not after a
+  // OK while the model can serve: some replica's device is usable (Backend::Health; not after a
   // sticky CUDA error) and the external-data files it reads are as they were loaded
   // (MappedFile::Check). Requests are refused, and readiness fails, while it is not.
   Status CheckServable() const;

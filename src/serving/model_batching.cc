@@ -155,8 +155,10 @@ Status Model::StartBatching() {
 
   BatcherOptions options;
   options.policy = p;
-  const int executors = runner_->max_executors();
-  options.executors = b.executors > 0 ? b.executors : executors > 0 ? executors : 2;
+  // Batches in flight: the executors of every replica, so that each GPU has work.
+  const int replicas = static_cast<int>(runner_->replica_count());
+  const int executors = runner_->max_executors() * replicas;
+  options.executors = b.executors > 0 ? b.executors : executors > 0 ? executors : 2 * replicas;
   batcher_ = std::make_unique<Batcher>(
       options, [this](std::vector<std::unique_ptr<BatchTask>> batch) { RunBatch(std::move(batch)); });
   return Status::Ok();

@@ -117,7 +117,7 @@ Status CheckFinite(const InferInput& in) {
 
 Status Model::Admit(const InferRequest& request, std::span<const LengthSums> length_sums,
                     PreparedRequest& prepared) const {
-  RANKD_RETURN_IF_ERROR(options_.backend->Health());  // a poisoned device: refused at once (503)
+  RANKD_RETURN_IF_ERROR(runner_->Health());  // every replica's device poisoned: refused at once (503)
   for (const std::string& out : request.outputs) {
     if (!std::any_of(config_.outputs.begin(), config_.outputs.end(),
                      [&](const OutputConfig& o) { return o.name == out; })) {

@@ -10,6 +10,9 @@ void AddBackendFlags(CLI::App* command, BackendFlags& flags, const std::string& 
   command->add_option("--backend", flags.backend, backend_help)->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   command->add_option("--device", flags.device, "The GPU's index for --backend cuda or auto (CUDA's numbering)")
       ->check(CLI::Range(0, 63));
+  command->add_option("--gpus", flags.gpus,
+                      "all | 0,1,...: replicate each model on these GPUs (--backend cuda or auto) unless its config "
+                      "names its own gpus (docs/replicas.md); default --device alone");
   command->add_option("--cuda", flags.cuda,
                       "KEY=VALUE: a CUDA backend setting (docs/cuda.md: pinned_pool_mb, staging_helpers, "
                       "kernel_cache_dir, graph_lanes, copy_kernels, late_gather, dependent_launches, gemm_tuning, "
@@ -24,7 +27,14 @@ StatusOr<const Backend*> OpenBackend(const BackendFlags& flags) {
   RANKD_RETURN_IF_ERROR(ApplyCudaOptions(cuda));
   RANKD_ASSIGN_OR_RETURN(OpProfile::Mode mode, OpProfile::ParseMode(flags.profile));
   OpProfile::SetMode(mode);
+  if (!flags.gpus.empty()) RANKD_RETURN_IF_ERROR(ParseGpuSet(flags.gpus).status().WithContext("--gpus"));
   return FindBackend(flags.backend, flags.device);
+}
+
+GpuSet GpusFlag(const BackendFlags& flags) {
+  if (flags.gpus.empty()) return {};
+  auto gpus = ParseGpuSet(flags.gpus);
+  return gpus.ok() ? *gpus : GpuSet{};
 }
 
 }  // namespace rankd

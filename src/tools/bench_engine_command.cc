@@ -48,6 +48,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   if (!backend.ok()) return fail(backend.status());
   ModelOptions options;
   options.backend = *backend;
+  options.gpus = GpusFlag(args.device);
   options.precision = args.precision;
   options.shape_buckets = args.buckets == "on" ? 1 : args.buckets == "off" ? 0 : -1;
   options.fusion = args.fusion;

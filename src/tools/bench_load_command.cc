@@ -151,6 +151,7 @@ int BenchLoadCommand(const BenchLoadArgs& args) {
   if (!backend.ok()) return fail(backend.status());
   ModelOptions options;
   options.backend = *backend;
+  options.gpus = GpusFlag(args.device);
   options.precision = args.precision;
   options.executors = args.executors;
   options.batching = args.batching == "on" ? 1 : args.batching == "off" ? 0 : -1;

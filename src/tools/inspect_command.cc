@@ -121,6 +121,17 @@ void PrintKeyedTables(const Model& model) {
   }
 }
 
+// Where the model runs: a replica per GPU (its config's gpus), each with its own weights and
+// executors.
+void PrintReplicas(const Model& model) {
+  const std::vector<ReplicaState> replicas = model.replicas();
+  const std::string executors = model.executors() > 0 ? std::to_string(model.executors()) : "unbounded";
+  std::printf("replicas: %zu (%s executors each)\n", replicas.size(), executors.c_str());
+  for (const ReplicaState& r : replicas) {
+    std::printf("  %s:%d%s\n", r.backend.c_str(), r.device, r.healthy ? "" : "  unhealthy");
+  }
+}
+
 void PrintTables(const Model& model) {
   const std::vector<TableInfo>& tables = model.tables();
   const int64_t budget = model.config().table_gpu_budget_mb;
@@ -211,6 +222,7 @@ int InspectCommand(const InspectArgs& args) {
   }
   ModelOptions options;
   options.backend = *backend;
+  options.gpus = GpusFlag(args.device);
   options.fusion = args.fusion;
   options.user_hoisting = args.hoisting ? -1 : 0;
   options.table_dtype = args.table_dtype;
@@ -280,6 +292,7 @@ int InspectCommand(const InspectArgs& args) {
   if (args.nodes) PrintNodes(g);
   PrintTables(model);
   std::printf("weights and tables in all: %s\n", Human(g.ConstantBytes()).c_str());
+  PrintReplicas(model);
   return args.requests.empty() ? 0 : PrintCacheSizing(model, args.requests, args.cache_mb);
 }
 

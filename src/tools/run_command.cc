@@ -18,6 +18,7 @@ int RunCommand(const RunArgs& args) {
   }
   ModelOptions options;
   options.backend = *backend;
+  options.gpus = GpusFlag(args.device);
   auto model = Model::Load(dir, args.version, options);
   if (!model.ok()) {
     std::cerr << "rankd run: " << model.status().ToString() << "\n";

@@ -12,6 +12,7 @@
 #include "frontend/grpc_server.h"
 #include "frontend/http_api.h"
 #include "frontend/http_server.h"
+#include "runtime/backends.h"
 #include "serving/metrics.h"
 #include "serving/repository.h"
 #include "tools/commands.h"
@@ -58,13 +59,25 @@ int ServeCommand(const ServeArgs& args) {
     return 2;
   }
   repo_options.model_options.backend = *backend;
+  repo_options.model_options.gpus = GpusFlag(args.device);
+  // The devices the server's models run on by default: live while one of them can run work.
+  auto devices = FindReplicaBackends(**backend, repo_options.model_options.gpus);
+  if (!devices.ok()) {
+    std::fprintf(stderr, "rankd serve: --gpus: %s\n", devices.status().ToString().c_str());
+    return 2;
+  }
   repo_options.model_options.executors = args.executors;
   Metrics metrics;
   repo_options.on_load_failure = [&metrics](const std::string& model, int64_t version, const Status& why) {
     LogError("model " + model + " version " + std::to_string(version) + " failed to load: " + why.ToString());
     metrics.RecordLoadFailure(model);
   };
-  LogInfo(std::string("backend: ") + (*backend)->name());
+  std::string where = (*backend)->name();
+  if ((*backend)->device_kind() == DeviceKind::kCuda) {
+    where += devices->size() > 1 ? ", models replicated on GPUs " : " on GPU ";
+    for (size_t i = 0; i < devices->size(); ++i) where += (i ? "," : "") + std::to_string((*devices)[i]->device());
+  }
+  LogInfo("backend: " + where);
   auto repository = ModelRepository::Create(repo_options);
   if (!repository.ok()) {
     std::fprintf(stderr, "rankd serve: %s\n", repository.status().ToString().c_str());
@@ -78,7 +91,12 @@ int ServeCommand(const ServeArgs& args) {
   InferService service(**repository, metrics, &tracer);
   std::atomic<bool> draining{false};
   HealthProbes probes;
-  probes.live = [backend = *backend] { return backend->Health(); };
+  probes.live = [devices = *devices]() -> Status {
+    for (const Backend* d : devices) {
+      if (d->Health().ok()) return Status::Ok();
+    }
+    return devices[0]->Health();
+  };
   probes.ready = [&, live = probes.live]() -> Status {
     RANKD_RETURN_IF_ERROR(live());
     if (draining) return Unavailable("the server is shutting down");
@@ -124,7 +142,7 @@ int ServeCommand(const ServeArgs& args) {
           out.body = "{\"error\":\"metrics are at GET /metrics\"}";
         } else {
           out.content_type = "text/plain; version=0.0.4";
-          out.body = metrics.Text() + TableMetricsText(models);
+          out.body = metrics.Text() + TableMetricsText(models) + ReplicaMetricsText(models);
         }
         respond(std::move(out));
       });

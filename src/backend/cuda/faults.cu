@@ -8,6 +8,7 @@ namespace {
 
 std::atomic<int64_t> fail_allocations_over{-1};  // bytes
 std::atomic<int64_t> poison_after_runs{-1};
+std::atomic<int64_t> poison_device{-1};
 std::atomic<int64_t> runs{0};
 std::atomic<int64_t> device_bytes{-1};
 std::atomic<int64_t> host_bytes{-1};
@@ -19,6 +20,7 @@ __global__ void WriteToInvalidAddress(int* where) { *where = 1; }
 void SetDeviceFaults(const DeviceFaults& faults) {
   fail_allocations_over = faults.fail_allocations_over_mb < 0 ? -1 : faults.fail_allocations_over_mb << 20;
   poison_after_runs = faults.poison_after_runs;
+  poison_device = faults.poison_device;
   runs = 0;
   device_bytes = faults.device_mb < 0 ? -1 : faults.device_mb << 20;
   host_bytes = faults.host_mb < 0 ? -1 : faults.host_mb << 20;
@@ -29,9 +31,11 @@ bool AllocationFails(size_t bytes) {
   return over >= 0 && static_cast<int64_t>(bytes) > over;
 }
 
-bool RunPoisons() {
+bool RunPoisons(int device) {
   const int64_t after = poison_after_runs.load(std::memory_order_relaxed);
-  return after >= 0 && runs.fetch_add(1, std::memory_order_relaxed) == after;
+  if (after < 0) return false;
+  const int64_t only = poison_device.load(std::memory_order_relaxed);
+  return (only < 0 || only == device) && runs.fetch_add(1, std::memory_order_relaxed) == after;
 }
 
 Status LaunchPoisonKernel(cudaStream_t stream) {

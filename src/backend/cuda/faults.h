@@ -5,6 +5,8 @@
 //                             device memory (a large merged batch's workspace, a capture's buffers)
 //   poison_after_runs         the executor run after this many launches a kernel that writes to an
 //                             invalid address first: a real sticky error that poisons the context
+//   poison_device             with poison_after_runs, only runs on this GPU count and poison (one
+//                             replica of a replicated model failing while the others serve)
 //   device_mb                 the device seems to have this many MB, less what DeviceBuffers hold
 //                             (a load that does not fit beside the serving models)
 //   host_mb                   the host seems to have this many MB available (a load whose
@@ -22,6 +24,7 @@ namespace rankd::cuda {
 struct DeviceFaults {
   int64_t fail_allocations_over_mb = -1;
   int64_t poison_after_runs = -1;
+  int64_t poison_device = -1;
   int64_t device_mb = -1;
   int64_t host_mb = -1;
 };
@@ -29,8 +32,9 @@ struct DeviceFaults {
 void SetDeviceFaults(const DeviceFaults& faults);
 // Whether a reservation of `bytes` is to fail (fail_allocations_over_mb).
 bool AllocationFails(size_t bytes);
-// Counts a run; true for the one that is to poison the context (poison_after_runs).
-bool RunPoisons();
+// Counts a run on `device`; true for the one that is to poison its context (poison_after_runs,
+// poison_device).
+bool RunPoisons(int device);
 // Launches on `stream` a kernel that writes to an invalid device address.
 Status LaunchPoisonKernel(cudaStream_t stream);
 // The injected device size in bytes, or -1.

@@ -6,6 +6,7 @@
 #include <shared_mutex>
 
 #include "backend/cuda/device.h"
+#include "backend/cuda/host_tables.h"
 #include "backend/cuda/small_rows_gemm.h"
 #include "model/mapped_file.h"
 
@@ -171,35 +172,20 @@ std::map<int, TableCache*> CudaModelResources::table_caches() const {
   return out;
 }
 
-// A table in the process's own memory (the ONNX file's tensor data, the copy a load pass made) is
-// page-locked and mapped where it lies. A table in a memory-mapped external-data file is copied
-// once into page-locked memory instead: long-term pinning of page-cache pages made the kernel spin
-// for minutes on an H200 host (kernel 6.18) while it migrated them. So is a range that cannot be
-// locked (a page already locked for a neighbouring table). Called with every capture gate held.
+// A table in host memory is read by the GPU in place (host_tables.h: mapped once for the process,
+// shared with the model's other replicas). Called with every capture gate held.
 Status CudaModelResources::MapHostTable(const Tensor& table) {
-  void* at = const_cast<void*>(table.raw());
-  const unsigned flags = cudaHostRegisterMapped | cudaHostRegisterPortable;
-  void* device_at = nullptr;
-  if (!MappedFile::Overlaps(at, table.bytes()) && cudaHostRegister(at, table.bytes(), flags) == cudaSuccess) {
-    registered_.push_back(at);
-    RANKD_CUDA_RETURN(cudaHostGetDevicePointer(&device_at, at, 0));
-  } else {
-    (void)cudaGetLastError();  // not sticky: clear it so that no later check reports it
-    void* copy = nullptr;
-    RANKD_CUDA_RETURN(cudaHostAlloc(&copy, table.bytes(), cudaHostAllocMapped | cudaHostAllocPortable));
-    host_copies_.push_back(copy);
-    std::memcpy(copy, at, table.bytes());
-    RANKD_CUDA_RETURN(cudaHostGetDevicePointer(&device_at, copy, 0));
-  }
+  const bool copy = MappedFile::Overlaps(table.raw(), table.bytes());
+  RANKD_ASSIGN_OR_RETURN(void* device_at, cuda::MapHostTable(table.raw(), table.bytes(), copy));
+  host_tables_.push_back(table.raw());
   copies_[&table] = device_at;
   return Status::Ok();
 }
 
 CudaModelResources::~CudaModelResources() {
-  if (registered_.empty() && host_copies_.empty()) return;
-  AllCaptureGates gates;  // both may synchronise every device
-  for (void* at : registered_) cudaHostUnregister(at);
-  for (void* copy : host_copies_) cudaFreeHost(copy);
+  if (host_tables_.empty()) return;
+  AllCaptureGates gates;  // unpinning and freeing may synchronise every device
+  for (const void* at : host_tables_) cuda::UnmapHostTable(at);
 }
 
 Status CudaModelResources::UploadBf16Weights(const Graph& graph) {

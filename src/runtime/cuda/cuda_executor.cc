@@ -542,7 +542,8 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   const bool phases = OpProfile::phases();
   auto launched = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (phases) RANKD_RETURN_IF_ERROR(span_.Begin(ctx_.stream));
-  if (RunPoisons()) RANKD_RETURN_IF_ERROR(LaunchPoisonKernel(ctx_.stream));  // fault injection (faults.h)
+  if (RunPoisons(resources_->device()))
+    RANKD_RETURN_IF_ERROR(LaunchPoisonKernel(ctx_.stream));  // fault injection (faults.h)
   if (b->graph && !OpProfile::enabled()) {
     RANKD_CUDA_RETURN(cudaGraphLaunch(b->graph->get(), ctx_.stream));
   } else {

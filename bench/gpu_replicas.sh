@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Replicas on two GPUs (docs/replicas.md), for an nvidia-h200-x2 lease: the replica tests, the
+# failing-GPU test, then W1 and W2 at full size served over gRPC (bench/load_bench.py, batching
+# BATCHING: off, on or off,on) on one GPU (server on cores 0-7, client on 8-15) and on two (--gpus
+# all: server on 0-15, client on 16-31), and in-process through the batcher (rankd bench load, on
+# the batched models the served step with batching on exported) likewise.
+#   bench/gpu_replicas.sh OUT_DIR      (after tar -xJf .bundle/rankd.tar.xz; scripts/gpu_bundle.sh all)
+# Step limits in seconds: TESTS_S, FAULTS_S, SERVED_S (per GPU count), LOAD_S (per GPU count); 0
+# skips a step. Rates: W1_RATES, W2_RATES (served), LOAD_W1_RATES, LOAD_W2_RATES (in-process).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: bench/gpu_replicas.sh OUT_DIR}
+mkdir -p "$out"
+[[ -x .bundle/run ]] || tar -xJf .bundle/rankd.tar.xz
+export PYTHONUNBUFFERED=1 RANKD_SOURCE_DIR=$PWD
+log=$out/steps.log
+step() { echo "== $1 ($(date -u +%T))" | tee -a "$log"; }
+{ nvidia-smi -L; echo "cores: $(nproc)"; cat .bundle/COMMIT; } 2>&1 | tee -a "$log"
+
+if ((${TESTS_S:-240})); then
+  step "tests"
+  timeout "${TESTS_S:-240}" .bundle/run rankd_tests \
+    --gtest_filter='Replicas*:Zoo/ReplicatedZooTest*:CudaDevices*:Zoo/CudaDevicesZooTest*:ExecutorPool*' \
+    >"$out/tests.log" 2>&1
+  echo "tests exit $?" | tee -a "$log"
+  grep -E '^\[  (PASSED|SKIPPED|FAILED) +\]' "$out/tests.log" | tee -a "$log"
+fi
+if ((${FAULTS_S:-240})); then
+  step "faults"
+  wrapper=$(mktemp)
+  printf '#!/bin/sh\nexec %s/.bundle/run rankd "$@"\n' "$PWD" >"$wrapper"
+  chmod +x "$wrapper"
+  (cd tests && timeout "${FAULTS_S:-240}" python3 gpu_faults_test.py "$wrapper" ..) >"$out/faults.log" 2>&1
+  echo "faults exit $?" | tee -a "$log"
+  grep -E '^test_|^(OK|FAILED)|^Ran ' "$out/faults.log" | tee -a "$log"
+fi
+for setup in "1 --gpus=0 0-7 8-15" "2 --gpus=all 0-15 16-31"; do
+  read -r count gpus server client <<<"$setup"
+  if ((${SERVED_S:-240})); then
+    step "served on $count GPU(s): server on cores $server, client on $client"
+    timeout "${SERVED_S:-240}" python3 bench/load_bench.py --rankd ".bundle/run rankd" --backend cuda --size full \
+      --server-cpus "$server" --client-cpus "$client" --hoisting on --din-length 1000 --protocols grpc \
+      --precision bf16-activations --batching "${BATCHING:-off}" --serve-args "$gpus" --seconds 5 \
+      --w1-rates "${W1_RATES:-4000,8000,12000,16000}" --w2-rates "${W2_RATES:-10000,20000,30000,40000}" \
+      2>"$out/served_$count.log" | tee -a "$log"
+  fi
+  if ((${LOAD_S:-120})) && [[ -f bench/out/load_repo/din_full_batched/config.yaml ]]; then
+    step "in-process on $count GPU(s), cores $server"
+    deadline=$((SECONDS + ${LOAD_S:-120}))
+    for w in "dlrm_dcnv2 ${LOAD_W1_RATES:-20000,40000,60000} 10" "din ${LOAD_W2_RATES:-20000,40000} 5"; do
+      read -r name rates target <<<"$w"
+      taskset -c "$server" timeout $((deadline - SECONDS)) .bundle/run rankd bench load --backend cuda "$gpus" \
+        --model-repo bench/out/load_repo --model "${name}_full_batched" --requests "bench/out/load_${name}_full.jsonl" \
+        --rates "$rates" --seconds 5 --p99-target-ms "$target" 2>&1 | grep -E "^rate|highest|warning|rankd" |
+        tee -a "$log"
+    done
+  fi
+done
+step "done"

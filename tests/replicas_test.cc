@@ -1,0 +1,232 @@
+// A model replicated over several devices (docs/replicas.md): the config's gpus, replicas that
+// score as one device does, load spread over them, and a replica whose device fails passed over
+// while the others serve. On the host the replicas are CPU backends under other identities (one
+// made to fail); the tests that need two GPUs skip on a machine with fewer.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/config.h"
+#include "runtime/backends.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+#if RANKD_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace rankd {
+namespace {
+
+GpuSet Gpus(const std::string& text) {
+  auto gpus = ParseGpuSet(text);
+  EXPECT_TRUE(gpus.ok()) << gpus.status().ToString();
+  return gpus.ok() ? *gpus : GpuSet{};
+}
+
+TEST(Replicas, GpusInTheConfig) {
+  auto listed = ParseModelConfig("gpus: [1, 0]\n", true);
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(listed->gpus.ids, (std::vector<int>{1, 0}));
+  EXPECT_FALSE(listed->gpus.all);
+  auto all = ParseModelConfig("{\"gpus\": \"all\"}", false);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_TRUE(all->gpus.all);
+  auto one = ParseModelConfig("gpus: 3\n", true);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->gpus.ids, std::vector<int>{3});
+  EXPECT_TRUE(ParseModelConfig("name: m\n", true)->gpus.empty());
+  for (const char* bad : {"gpus: [0, 0]\n", "gpus: [-1]\n", "gpus: []\n", "gpus: some\n", "gpus: [0.5]\n",
+                          "gpus: [64]\n", "gpus: {a: 1}\n"}) {
+    auto refused = ParseModelConfig(bad, true);
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.status().message().find("gpus"), std::string::npos) << bad << refused.status().ToString();
+  }
+  EXPECT_EQ(Gpus("0,1").ids, (std::vector<int>{0, 1}));
+  EXPECT_EQ(GpuSetText(Gpus("2,0")), "2,0");
+  EXPECT_EQ(GpuSetText(Gpus("all")), "all");
+  for (const char* bad : {"", "0,", ",1", "0,,1", "x", "1,1", "0x1"}) {
+    EXPECT_FALSE(ParseGpuSet(bad).ok()) << "'" << bad << "'";
+  }
+}
+
+TEST(Replicas, GpusOnTheHostLeaveOneReplica) {
+  auto backends = FindReplicaBackends(CpuBackend(), Gpus("0,1"));
+  ASSERT_TRUE(backends.ok()) << backends.status().ToString();
+  EXPECT_EQ(*backends, std::vector<const Backend*>{&CpuBackend()});
+  ModelOptions options;
+  options.gpus = Gpus("all");
+  auto model = Model::Load(testing::SourcePath("models/zoo/din"), -1, options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_EQ((*model)->replicas().size(), 1u);
+  EXPECT_EQ((*model)->replicas()[0].backend, "cpu");
+}
+
+// Requests of several sizes, scored by `model` from `threads` threads at once; each thread's
+// scores in request order.
+std::vector<std::vector<std::vector<InferOutput>>> ScoreFromThreads(const Model& model, int threads,
+                                                                    const std::vector<InferRequest>& requests) {
+  std::vector<std::vector<std::vector<InferOutput>>> scores(static_cast<size_t>(threads));
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < scores.size(); ++t) {
+    workers.emplace_back([&, t] {
+      for (const InferRequest& r : requests) {
+        auto got = model.Infer(r);
+        EXPECT_TRUE(got.ok()) << got.status().ToString();
+        if (got.ok()) scores[t].push_back(std::move(*got));
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  return scores;
+}
+
+void ExpectSameScores(const std::vector<InferOutput>& got, const std::vector<InferOutput>& want, double tolerance,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t o = 0; o < want.size(); ++o) {
+    EXPECT_EQ(got[o].name, want[o].name) << what;
+    EXPECT_LE(testing::RelativeError(got[o].data, want[o].data), tolerance) << what << " output " << want[o].name;
+  }
+}
+
+uint64_t Runs(const Model& model, size_t replica) { return model.replicas()[replica].runs; }
+
+TEST(Replicas, HostReplicasScoreAsOneAndAFailedOneIsPassedOver) {
+  const std::string dir = testing::SourcePath("models/zoo/mmoe");
+  auto single = Model::Load(dir, -1);
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  testing::SwitchableHealthBackend first, second;
+  ModelOptions options;
+  options.replicas = {&first, &second};
+  options.executors = 1;
+  auto replicated = Model::Load(dir, -1, options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  const Model& model = **replicated;
+  ASSERT_EQ(model.replicas().size(), 2u);
+  EXPECT_EQ(model.executors(), 1);  // per replica
+  std::vector<InferRequest> requests;
+  std::vector<std::vector<InferOutput>> want;
+  for (int64_t rows : {1, 5, 33}) {
+    requests.push_back(model.ExampleRequest(rows, 3));
+    RandomizeFloats(requests.back(), static_cast<uint32_t>(rows));
+    auto w = (*single)->Infer(requests.back());
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    want.push_back(std::move(*w));
+  }
+  const uint64_t before = Runs(model, 0) + Runs(model, 1);
+  auto scores = ScoreFromThreads(model, 4, requests);
+  for (const auto& thread : scores) {
+    ASSERT_EQ(thread.size(), requests.size());
+    for (size_t q = 0; q < requests.size(); ++q) ExpectSameScores(thread[q], want[q], 1e-6, "replicated, both healthy");
+  }
+  EXPECT_EQ(Runs(model, 0) + Runs(model, 1), before + 4 * requests.size());
+
+  // One replica's device fails: every request runs on the other, and the model still serves.
+  first.Fail("GPU 0 met an unrecoverable error (simulated)");
+  EXPECT_TRUE(model.CheckServable().ok());
+  EXPECT_FALSE(model.replicas()[0].healthy);
+  const uint64_t first_runs = Runs(model, 0), second_runs = Runs(model, 1);
+  scores = ScoreFromThreads(model, 4, requests);
+  for (const auto& thread : scores) {
+    ASSERT_EQ(thread.size(), requests.size());
+    for (size_t q = 0; q < requests.size(); ++q) ExpectSameScores(thread[q], want[q], 1e-6, "one replica failed");
+  }
+  EXPECT_EQ(Runs(model, 0), first_runs);
+  EXPECT_EQ(Runs(model, 1), second_runs + 4 * requests.size());
+
+  // Both failed: refused at once, naming why, and the model is not servable.
+  second.Fail("GPU 1 met an unrecoverable error (simulated)");
+  auto refused = model.Infer(requests[0]);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("GPU 0 met an unrecoverable error"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_FALSE(model.CheckServable().ok());
+}
+
+TEST(Replicas, BatchedModelKeepsEveryReplicaBusy) {
+  testing::SwitchableHealthBackend first, second;
+  ModelOptions options;
+  options.replicas = {&first, &second};
+  options.executors = 2;
+  options.batching = 1;
+  auto model = Model::Load(testing::SourcePath("models/zoo/din"), -1, options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  // The batcher runs as many batches at once as every replica has executors.
+  auto single = Model::Load(testing::SourcePath("models/zoo/din"), -1);
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  InferRequest request = (*model)->ExampleRequest(9, 4);
+  RandomizeFloats(request, 7);
+  auto want = (*single)->Infer(request);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  for (const auto& thread : ScoreFromThreads(**model, 6, {request, request})) {
+    for (const auto& got : thread) ExpectSameScores(got, *want, 1e-5, "batched over replicas");
+  }
+}
+
+int GpuCount() {
+#if RANKD_HAVE_CUDA
+  if (!testing::CudaOrNull()) return 0;
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+#else
+  return 0;
+#endif
+}
+
+TEST(Replicas, GpusNameDevicesThatExist) {
+  const int gpus = GpuCount();
+  if (gpus == 0) GTEST_SKIP() << "no CUDA device";
+  auto all = FindReplicaBackends(*testing::CudaOrNull(), Gpus("all"));
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(static_cast<int>(all->size()), gpus);
+  for (int d = 0; d < gpus; ++d) EXPECT_EQ((*all)[static_cast<size_t>(d)]->device(), d);
+  auto absent = FindReplicaBackends(*testing::CudaOrNull(), Gpus("0," + std::to_string(gpus)));
+  EXPECT_EQ(absent.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(absent.status().message().find("gpus: GPU " + std::to_string(gpus)), std::string::npos)
+      << absent.status().ToString();
+  ModelOptions options;
+  options.backend = testing::CudaOrNull();
+  options.gpus = Gpus(std::to_string(gpus));
+  auto model = Model::Load(testing::SourcePath("models/zoo/din"), -1, options);
+  EXPECT_EQ(model.status().code(), StatusCode::kUnavailable) << model.status().ToString();
+}
+
+// Every zoo model replicated on every GPU scores as on one, from threads keeping all of them busy.
+class ReplicatedZooTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ReplicatedZooTest, ScoresAsOneGpu) {
+  const int gpus = GpuCount();
+  if (gpus < 2) GTEST_SKIP() << "fewer than two GPUs";
+  const std::string dir = testing::SourcePath("models/zoo/" + GetParam());
+  ModelOptions options;
+  options.backend = testing::CudaOrNull();
+  auto single = Model::Load(dir, -1, options);
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  options.gpus.all = true;
+  auto replicated = Model::Load(dir, -1, options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  ASSERT_EQ(static_cast<int>((*replicated)->replicas().size()), gpus);
+  std::vector<InferRequest> requests;
+  std::vector<std::vector<InferOutput>> want;
+  for (int64_t rows : {1, 7, 64, 300}) {
+    requests.push_back((*single)->ExampleRequest(rows, 5));
+    RandomizeFloats(requests.back(), static_cast<uint32_t>(rows));
+    auto w = (*single)->Infer(requests.back());
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    want.push_back(std::move(*w));
+  }
+  for (const auto& thread : ScoreFromThreads(**replicated, 4 * gpus, requests)) {
+    ASSERT_EQ(thread.size(), requests.size());
+    for (size_t q = 0; q < requests.size(); ++q) ExpectSameScores(thread[q], want[q], 1e-6, GetParam());
+  }
+  for (const ReplicaState& r : (*replicated)->replicas()) EXPECT_GT(r.runs, 0u) << "GPU " << r.device << " ran nothing";
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ReplicatedZooTest,
+                         ::testing::Values("dlrm_dcnv2", "din", "bst", "mmoe", "dlrm", "mmoe_strings"));
+
+}  // namespace
+}  // namespace rankd
