@@ -6,7 +6,7 @@
 # the batched models the served step with batching on exported) likewise.
 #   bench/gpu_replicas.sh OUT_DIR      (after tar -xJf .bundle/rankd.tar.xz; scripts/gpu_bundle.sh all)
 # Step limits in seconds: TESTS_S, FAULTS_S, SERVED_S (per GPU count), LOAD_S (per GPU count); 0
-# skips a step. Rates: W1_RATES, W2_RATES (served), LOAD_W1_RATES, LOAD_W2_RATES (in-process).
+# skips a step. SETUPS: the GPU counts measured ("1 2"). Rates: W1_RATES, W2_RATES (served), LOAD_W1_RATES, LOAD_W2_RATES (in-process).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/gpu_replicas.sh OUT_DIR}
@@ -36,6 +36,7 @@ if ((${FAULTS_S:-240})); then
 fi
 for setup in "1 --gpus=0 0-7 8-15" "2 --gpus=all 0-15 16-31"; do
   read -r count gpus server client <<<"$setup"
+  [[ " ${SETUPS:-1 2} " == *" $count "* ]] || continue
   if ((${SERVED_S:-240})); then
     step "served on $count GPU(s): server on cores $server, client on $client"
     timeout "${SERVED_S:-240}" python3 bench/load_bench.py --rankd ".bundle/run rankd" --backend cuda --size full \
