@@ -61,6 +61,7 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
     int64_t* fault = key == "fault_fail_allocations_over_mb" ? &o.fault_fail_allocations_over_mb
                      : key == "fault_poison_after_runs"      ? &o.fault_poison_after_runs
                      : key == "fault_poison_device"          ? &o.fault_poison_device
+                     : key == "fault_poison_simulated"       ? &o.fault_poison_simulated
                      : key == "fault_device_mb"              ? &o.fault_device_mb
                      : key == "fault_host_mb"                ? &o.fault_host_mb
                                                              : nullptr;
@@ -101,6 +102,7 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   faults.fail_allocations_over_mb = o.fault_fail_allocations_over_mb;
   faults.poison_after_runs = o.fault_poison_after_runs;
   faults.poison_device = o.fault_poison_device;
+  faults.poison_simulated = o.fault_poison_simulated;
   faults.device_mb = o.fault_device_mb;
   faults.host_mb = o.fault_host_mb;
   cuda::SetDeviceFaults(faults);

@@ -26,6 +26,7 @@ struct CudaOptions {
   int64_t fault_fail_allocations_over_mb = -1;
   int64_t fault_poison_after_runs = -1;
   int64_t fault_poison_device = -1;
+  int64_t fault_poison_simulated = -1;
   int64_t fault_device_mb = -1;
   int64_t fault_host_mb = -1;
 };

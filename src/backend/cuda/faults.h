@@ -7,6 +7,10 @@
 //                             invalid address first: a real sticky error that poisons the context
 //   poison_device             with poison_after_runs, only runs on this GPU count and poison (one
 //                             replica of a replicated model failing while the others serve)
+//   poison_simulated          1: the poisoning run launches nothing: it fails as a sticky error
+//                             would and notes one against its GPU alone. A real sticky error on one
+//                             GPU poisoned every GPU of the process on the two-H200 host measured
+//                             (docs/replicas.md), so one replica's failure is tested so.
 //   device_mb                 the device seems to have this many MB, less what DeviceBuffers hold
 //                             (a load that does not fit beside the serving models)
 //   host_mb                   the host seems to have this many MB available (a load whose
@@ -25,6 +29,7 @@ struct DeviceFaults {
   int64_t fail_allocations_over_mb = -1;
   int64_t poison_after_runs = -1;
   int64_t poison_device = -1;
+  int64_t poison_simulated = -1;
   int64_t device_mb = -1;
   int64_t host_mb = -1;
 };
