@@ -5,8 +5,9 @@
 # all: server on 0-15, client on 16-31), and in-process through the batcher (rankd bench load, on
 # the batched models the served step with batching on exported) likewise.
 #   bench/gpu_replicas.sh OUT_DIR      (after tar -xJf .bundle/rankd.tar.xz; scripts/gpu_bundle.sh all)
-# Step limits in seconds: TESTS_S, FAULTS_S, SERVED_S (per GPU count), LOAD_S (per GPU count); 0
-# skips a step. SETUPS: the GPU counts measured ("1 2"). W1_RATES_1 (and _2, LOAD_W1_RATES_1...)
+# Then, with SPLIT_S, tables split over the two GPUs against resident ones (engine throughput).
+# Step limits in seconds: TESTS_S, FAULTS_S, SERVED_S (per GPU count), LOAD_S (per GPU count),
+# SPLIT_S; 0 skips a step. SETUPS: the GPU counts measured ("1 2"). W1_RATES_1 (and _2, LOAD_W1_RATES_1...)
 # give one GPU count its own rates. SERVE_EXTRA: more `rankd serve` flags; LOAD_EXTRA: more
 # `rankd bench load` flags. Rates: W1_RATES, W2_RATES (served), LOAD_W1_RATES, LOAD_W2_RATES (in-process).
 set -uo pipefail
@@ -22,7 +23,7 @@ step() { echo "== $1 ($(date -u +%T))" | tee -a "$log"; }
 if ((${TESTS_S:-240})); then
   step "tests"
   timeout "${TESTS_S:-240}" .bundle/run rankd_tests \
-    --gtest_filter='Replicas*:Zoo/ReplicatedZooTest*:CudaDevices*:Zoo/CudaDevicesZooTest*:ExecutorPool*' \
+    --gtest_filter="${TESTS:-Replicas*:Zoo/ReplicatedZooTest*:CudaDevices*:Zoo/CudaDevicesZooTest*:ExecutorPool*}" \
     >"$out/tests.log" 2>&1
   echo "tests exit $?" | tee -a "$log"
   grep -E '^\[  (PASSED|SKIPPED|FAILED) +\]' "$out/tests.log" | tee -a "$log"
@@ -62,4 +63,43 @@ for setup in "1 --gpus=0 0-7 8-15" "2 --gpus=all 0-15 16-31"; do
     done
   fi
 done
+# Tables split across the GPUs (tables.tiers gpu:0 / gpu:1 alternating, largest first) against all
+# on each replica's GPU: engine throughput (rankd bench engine, W1's mix, SPLIT_IN_FLIGHT requests
+# at a time), one GPU and two.
+if ((${SPLIT_S:-0})); then
+  step "tables split over the GPUs"
+  deadline=$((SECONDS + SPLIT_S))
+  repo=bench/out/load_repo
+  [[ -f $repo/dlrm_dcnv2_full/config.yaml ]] || (cd bench && python3 -c "import load_bench as b
+b.prepare('dlrm_dcnv2', 'full', 'out/load_repo', 'out', 1000, 64, precision='bf16-activations')")
+  .bundle/run rankd inspect --backend cpu --model-repository "$repo" --model dlrm_dcnv2_full >"$out/inspect.txt" 2>&1
+  python3 - "$repo" "$out/inspect.txt" <<'PY'
+import os, re, sys
+repo, inspect = sys.argv[1], open(sys.argv[2]).read()
+tables = re.findall(r"^  (\S+)\s+gpu\s+\[.*?\] \S+\s+([\d.]+) (\w+)", inspect.split("\ntables:", 1)[1], re.M)
+scale = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+tables.sort(key=lambda t: -float(t[1]) * scale.get(t[2], 1))
+split = os.path.join(repo, "dlrm_dcnv2_full_split")
+os.makedirs(os.path.join(split, "1"), exist_ok=True)
+for f in os.listdir(os.path.join(repo, "dlrm_dcnv2_full", "1")):
+    target = os.path.join(split, "1", f)
+    if not os.path.exists(target):
+        os.symlink(os.path.abspath(os.path.join(repo, "dlrm_dcnv2_full", "1", f)), target)
+config = open(os.path.join(repo, "dlrm_dcnv2_full", "config.yaml")).read().replace(
+    "name: dlrm_dcnv2_full", "name: dlrm_dcnv2_full_split")
+tiers = ", ".join("'%s': 'gpu:%d'" % (name, k % 2) for k, (name, _, _) in enumerate(tables))
+open(os.path.join(split, "config.yaml"), "w").write(config + "\ntables: {tiers: {%s}}\n" % tiers)
+print("split %d tables" % len(tables))
+PY
+  for setup in "--gpus=0 0-7" "--gpus=all 0-15"; do
+    read -r gpus cores <<<"$setup"
+    for model in dlrm_dcnv2_full dlrm_dcnv2_full_split; do
+      echo "$model $gpus" | tee -a "$log"
+      taskset -c "$cores" timeout $((deadline - SECONDS)) .bundle/run rankd bench engine --backend cuda "$gpus" \
+        --model-repo "$repo" --model "$model" --requests bench/out/load_dlrm_dcnv2_full.jsonl --warmup 500 \
+        --iters "${SPLIT_ITERS:-20000}" --in-flight "${SPLIT_IN_FLIGHT:-16}" 2>&1 |
+        grep -E "throughput|pairs|rankd bench|error" | tee -a "$log"
+    done
+  done
+fi
 step "done"

@@ -225,6 +225,50 @@ TEST_P(ReplicatedZooTest, ScoresAsOneGpu) {
   for (const ReplicaState& r : (*replicated)->replicas()) EXPECT_GT(r.runs, 0u) << "GPU " << r.device << " ran nothing";
 }
 
+// Tables placed whole on a named GPU (tables.tiers' gpu:N), one copy read by every replica: on one
+// GPU its own (the shared copy's path), on two the other GPU's over NVLink, for a model on one GPU
+// and for one replicated on both with its tables split between them.
+TEST(Replicas, TablesOnANamedGpuScoreAsResident) {
+  const int gpus = GpuCount();
+  if (gpus == 0) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  ModelOptions options;
+  options.backend = testing::CudaOrNull();
+  auto resident = Model::Load(dir, -1, options);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  std::vector<InferRequest> requests;
+  std::vector<std::vector<InferOutput>> want;
+  for (int64_t rows : {1, 64, 300}) {
+    requests.push_back((*resident)->ExampleRequest(rows));
+    RandomizeFloats(requests.back(), static_cast<uint32_t>(rows));
+    auto w = (*resident)->Infer(requests.back());
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    want.push_back(std::move(*w));
+  }
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const std::vector<TableInfo>& tables = (*resident)->tables();
+  for (size_t i = 0; i < tables.size(); ++i) {
+    config->table_tiers[tables[i].name] = "gpu:" + std::to_string(gpus < 2 ? 0 : static_cast<int>(i % 2));
+  }
+  for (const bool replicated : {false, true}) {
+    if (replicated && gpus < 2) continue;
+    ModelOptions placed_options = options;
+    if (replicated) placed_options.gpus.all = true;
+    auto placed = Model::LoadFile(dir + "/1/model.onnx", *config, placed_options);
+    ASSERT_TRUE(placed.ok()) << placed.status().ToString();
+    int on_other = 0;
+    for (const TableInfo& t : (*placed)->tables()) on_other += t.gpu == 1;
+    EXPECT_EQ(on_other, gpus < 2 ? 0 : 13);
+    for (const auto& thread : ScoreFromThreads(**placed, 4, requests)) {
+      ASSERT_EQ(thread.size(), requests.size());
+      for (size_t q = 0; q < requests.size(); ++q) {
+        ExpectSameScores(thread[q], want[q], 0, replicated ? "replicated, tables split" : "tables on GPU 0 and 1");
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Zoo, ReplicatedZooTest,
                          ::testing::Values("dlrm_dcnv2", "din", "bst", "mmoe", "dlrm", "mmoe_strings"));
 

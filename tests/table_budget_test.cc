@@ -205,6 +205,62 @@ TEST(TableBudget, NamedTiersComeFirstAndMistakesAreErrors) {
   EXPECT_NE(shared_cache.status().message().find("read by other ops than lookups"), std::string::npos);
 }
 
+// A table placed on a named GPU (tables.tiers' gpu:N) is on the device, there for every replica,
+// outside each replica's budget; only a lookup table may go there, and not into a cache too.
+TEST(TableBudget, TablesOnANamedGpu) {
+  int gpu = -2;
+  EXPECT_EQ(ParseTablePlace("gpu:1", &gpu).value(), TableTier::kDevice);
+  EXPECT_EQ(gpu, 1);
+  EXPECT_EQ(ParseTablePlace("gpu", &gpu).value(), TableTier::kDevice);
+  EXPECT_EQ(gpu, -1);
+  EXPECT_EQ(ParseTablePlace("host", &gpu).value(), TableTier::kHost);
+  for (const char* bad : {"gpu:", "gpu:x", "gpu:-1", "gpu:64", "gpu:1,2", "gpus:1"}) {
+    EXPECT_FALSE(ParseTablePlace(bad, &gpu).ok()) << bad;
+  }
+  FourTables m;
+  TableBudget budget{800, {{"large", TableTier::kDevice}}};
+  budget.gpus["large"] = 1;
+  auto placed = PlaceTables(m.graph, budget);
+  ASSERT_TRUE(placed.ok()) << placed.status().ToString();
+  for (const TableInfo& t : *placed) {
+    EXPECT_EQ(t.gpu, t.name == "large" ? 1 : -1) << t.name;
+  }
+  // large (640 bytes) is not in the budget of 800: it leaves the others as if it were not there.
+  TableBudget without{800, {}};
+  without.tiers["large"] = TableTier::kHost;
+  auto others = Tiers(PlaceTables(m.graph, without).value());
+  EXPECT_EQ(Tiers(*placed)["large"], TableTier::kDevice);
+  EXPECT_EQ(Tiers(*placed)["small"], others["small"]);
+  EXPECT_EQ(Tiers(*placed)["middle"], others["middle"]);
+  TablePlacement placement = ToPlacement(*placed);
+  EXPECT_EQ(placement.Gpu(m.large), 1);
+  EXPECT_EQ(placement.Gpu(m.small), -1);
+  EXPECT_FALSE(placement.OnHost(m.large));
+
+  TableBudget shared{-1, {{"shared", TableTier::kDevice}}};
+  shared.gpus["shared"] = 1;
+  auto refused = PlaceTables(m.graph, shared);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("other ops than lookups read it"), std::string::npos)
+      << refused.status().ToString();
+  TableBudget cached{-1, {{"large", TableTier::kDevice}}, {{"large", 5}}};
+  cached.gpus["large"] = 1;
+  refused = PlaceTables(m.graph, cached);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("placed on GPU 1 and cached"), std::string::npos)
+      << refused.status().ToString();
+
+  auto config = ParseModelConfig("tables: {tiers: {t0: 'gpu:1', t1: gpu}}", true);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->table_tiers.at("t0"), "gpu:1");
+  for (const char* bad : {"tables: {tiers: {t0: 'gpu:'}}", "tables: {tiers: {t0: 'gpu:all'}}",
+                          "tables: {tiers: {t0: 'gpu:0,1'}}", "tables: {tiers: {t0: 'gpu:x'}}"}) {
+    auto r = ParseModelConfig(bad, true);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("gpu:N"), std::string::npos) << r.status().ToString();
+  }
+}
+
 TEST(TableBudget, ConfigReadsTheBudgetAndTiers) {
   auto c = ParseModelConfig("tables: {dtype: BF16, gpu_budget_mb: 512, tiers: {t0: host, t1: gpu}}", true);
   ASSERT_TRUE(c.ok()) << c.status().ToString();

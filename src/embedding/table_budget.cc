@@ -1,6 +1,7 @@
 #include "embedding/table_budget.h"
 
 #include <algorithm>
+#include <charconv>
 #include <numeric>
 #include <set>
 
@@ -25,6 +26,18 @@ StatusOr<TableTier> ParseTableTier(const std::string& name) {
   if (name == "cache") return TableTier::kCache;
   if (name == "host") return TableTier::kHost;
   return InvalidArgument("table tier '" + name + "' (gpu, cache or host)");
+}
+
+StatusOr<TableTier> ParseTablePlace(const std::string& name, int* gpu) {
+  *gpu = -1;
+  if (!name.starts_with("gpu:")) return ParseTableTier(name);
+  const std::string index = name.substr(4);
+  int n = -1;
+  auto [at, ec] = std::from_chars(index.data(), index.data() + index.size(), n);
+  if (index.empty() || ec != std::errc() || at != index.data() + index.size() || n < 0 || n > 63)
+    return InvalidArgument("table tier '" + name + "' (gpu, gpu:N with N a GPU index, cache or host)");
+  *gpu = n;
+  return TableTier::kDevice;
 }
 
 int64_t CacheBytes(const TableInfo& table, int64_t cache_rows) {
@@ -78,7 +91,16 @@ StatusOr<int64_t> PlaceNamed(std::vector<TableInfo>& tables, const TableBudget& 
       return InvalidArgument("tables: table '" + t.name +
                              "' is read by other ops than lookups, so it stays on the GPU");
     }
-    if (t.tier == TableTier::kDevice) on_device += t.bytes;
+    auto gpu = budget.gpus.find(t.name);
+    if (gpu != budget.gpus.end()) {
+      if (t.tier != TableTier::kDevice || !t.lookups_only) {
+        return InvalidArgument("tables: table '" + t.name + "' is placed on GPU " + std::to_string(gpu->second) +
+                               (t.lookups_only ? " and cached" : ", but other ops than lookups read it"));
+      }
+      t.gpu = gpu->second;  // on its own GPU, outside each replica's budget
+    } else if (t.tier == TableTier::kDevice) {
+      on_device += t.bytes;
+    }
     auto rows = budget.cache_rows.find(t.name);
     if (rows != budget.cache_rows.end()) {
       t.cache_rows = std::clamp<int64_t>(rows->second, 1, std::max<int64_t>(t.rows(), 1));
@@ -182,6 +204,7 @@ TablePlacement ToPlacement(const std::vector<TableInfo>& tables) {
   for (const TableInfo& t : tables) {
     if (t.tier == TableTier::kHost) placement.host.insert(t.value);
     if (t.tier == TableTier::kCache) placement.cached[t.value] = t.cache_rows;
+    if (t.tier == TableTier::kDevice && t.gpu >= 0) placement.gpu[t.value] = t.gpu;
   }
   return placement;
 }

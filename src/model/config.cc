@@ -286,11 +286,15 @@ Status ParseTables(const json& j, ModelConfig& c) {
     c.table_gpu_budget_mb = b;
   }
   if (j.contains("tiers")) {
-    RANKD_RETURN_IF_ERROR(Expect(j["tiers"].is_object(), "tables.tiers must map table names to gpu, cache or host"));
+    RANKD_RETURN_IF_ERROR(
+        Expect(j["tiers"].is_object(), "tables.tiers must map table names to gpu, gpu:N, cache or host"));
     for (const auto& [name, tier] : j["tiers"].items()) {
-      RANKD_RETURN_IF_ERROR(Expect(tier.is_string() && (tier == "gpu" || tier == "cache" || tier == "host"),
-                                   "tables.tiers." + name + " must be gpu, cache or host"));
-      c.table_tiers[name] = tier;
+      const std::string text = tier.is_string() ? tier.get<std::string>() : "";
+      auto on_gpu = text.starts_with("gpu:") ? ParseGpuSet(text.substr(4)) : StatusOr<GpuSet>(InvalidArgument(""));
+      RANKD_RETURN_IF_ERROR(Expect(text == "gpu" || text == "cache" || text == "host" ||
+                                       (on_gpu.ok() && !on_gpu->all && on_gpu->ids.size() == 1),
+                                   "tables.tiers." + name + " must be gpu, gpu:N (N a GPU index), cache or host"));
+      c.table_tiers[name] = text;
     }
   }
   if (j.contains("cache_rows")) {

@@ -6,7 +6,7 @@
 #include <shared_mutex>
 
 #include "backend/cuda/device.h"
-#include "backend/cuda/host_tables.h"
+#include "backend/cuda/shared_tables.h"
 #include "backend/cuda/small_rows_gemm.h"
 #include "model/mapped_file.h"
 
@@ -71,10 +71,11 @@ size_t Bf16CopiesBytes(const std::vector<Copy>& copies) {
   return total;
 }
 
-// The constants on the device: all but the tables placed in host memory.
+// The constants on the device: all but the tables placed in host memory or on a named GPU.
 size_t ConstantsBytes(const Graph& graph, const TablePlacement& tables) {
   size_t total = 0;
-  for (const auto& [id, t] : graph.constants) total += tables.OnHost(id) ? 0 : Aligned(t.bytes());
+  for (const auto& [id, t] : graph.constants)
+    total += tables.OnHost(id) || tables.Gpu(id) >= 0 ? 0 : Aligned(t.bytes());
   return total;
 }
 
@@ -111,6 +112,11 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
     for (const auto& [id, t] : graph.constants) {
       if (options.tables.OnHost(id) && t.bytes() > 0) {
         RANKD_RETURN_IF_ERROR(r->MapHostTable(t));
+        continue;
+      }
+      if (const int gpu = options.tables.Gpu(id); gpu >= 0 && t.bytes() > 0) {
+        RANKD_ASSIGN_OR_RETURN(r->copies_[&t], cuda::MapGpuTable(t.raw(), t.bytes(), gpu, device));
+        r->gpu_tables_.emplace_back(t.raw(), gpu);
         continue;
       }
       if (t.bytes() > 0) RANKD_CUDA_RETURN(cudaMemcpy(base + pos, t.raw(), t.bytes(), cudaMemcpyHostToDevice));
@@ -183,9 +189,10 @@ Status CudaModelResources::MapHostTable(const Tensor& table) {
 }
 
 CudaModelResources::~CudaModelResources() {
-  if (host_tables_.empty()) return;
+  if (host_tables_.empty() && gpu_tables_.empty()) return;
   AllCaptureGates gates;  // unpinning and freeing may synchronise every device
   for (const void* at : host_tables_) cuda::UnmapHostTable(at);
+  for (const auto& [at, gpu] : gpu_tables_) cuda::UnmapGpuTable(at, gpu);
 }
 
 Status CudaModelResources::UploadBf16Weights(const Graph& graph) {
