@@ -70,6 +70,7 @@ if ((${SPLIT_S:-0})); then
   step "tables split over the GPUs"
   deadline=$((SECONDS + SPLIT_S))
   repo=bench/out/load_repo
+  mkdir -p "$repo"
   [[ -f $repo/dlrm_dcnv2_full/config.yaml ]] || (cd bench && python3 -c "import load_bench as b
 b.prepare('dlrm_dcnv2', 'full', 'out/load_repo', 'out', 1000, 64, precision='bf16-activations')")
   .bundle/run rankd inspect --backend cpu --model-repository "$repo" --model dlrm_dcnv2_full >"$out/inspect.txt" 2>&1
