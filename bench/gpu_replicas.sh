@@ -63,8 +63,8 @@ for setup in "1 --gpus=0 0-7 8-15" "2 --gpus=all 0-15 16-31"; do
     done
   fi
 done
-# Tables split across the GPUs (tables.tiers gpu:0 / gpu:1 alternating, largest first) against all
-# on each replica's GPU: engine throughput (rankd bench engine, W1's mix, SPLIT_IN_FLIGHT requests
+# Tables split across the GPUs (tables.tiers gpu:0 / gpu:1 alternating, largest first; then every
+# table's rows split over both, gpu:0,1) against all on each replica's GPU: engine throughput (rankd bench engine, W1's mix, SPLIT_IN_FLIGHT requests
 # at a time), one GPU and two.
 if ((${SPLIT_S:-0})); then
   step "tables split over the GPUs"
@@ -80,21 +80,22 @@ repo, inspect = sys.argv[1], open(sys.argv[2]).read()
 tables = re.findall(r"^  (\S+)\s+gpu\s+\[.*?\] \S+\s+([\d.]+) (\w+)", inspect.split("\ntables:", 1)[1], re.M)
 scale = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 tables.sort(key=lambda t: -float(t[1]) * scale.get(t[2], 1))
-split = os.path.join(repo, "dlrm_dcnv2_full_split")
-os.makedirs(os.path.join(split, "1"), exist_ok=True)
-for f in os.listdir(os.path.join(repo, "dlrm_dcnv2_full", "1")):
-    target = os.path.join(split, "1", f)
-    if not os.path.exists(target):
-        os.symlink(os.path.abspath(os.path.join(repo, "dlrm_dcnv2_full", "1", f)), target)
-config = open(os.path.join(repo, "dlrm_dcnv2_full", "config.yaml")).read().replace(
-    "name: dlrm_dcnv2_full", "name: dlrm_dcnv2_full_split")
-tiers = ", ".join("'%s': 'gpu:%d'" % (name, k % 2) for k, (name, _, _) in enumerate(tables))
-open(os.path.join(split, "config.yaml"), "w").write(config + "\ntables: {tiers: {%s}}\n" % tiers)
-print("split %d tables" % len(tables))
+for variant, place in (("split", lambda k: "gpu:%d" % (k % 2)), ("rows", lambda k: "gpu:0,1")):
+    name = "dlrm_dcnv2_full_" + variant
+    os.makedirs(os.path.join(repo, name, "1"), exist_ok=True)
+    for f in os.listdir(os.path.join(repo, "dlrm_dcnv2_full", "1")):
+        target = os.path.join(repo, name, "1", f)
+        if not os.path.exists(target):
+            os.symlink(os.path.abspath(os.path.join(repo, "dlrm_dcnv2_full", "1", f)), target)
+    config = open(os.path.join(repo, "dlrm_dcnv2_full", "config.yaml")).read().replace(
+        "name: dlrm_dcnv2_full", "name: " + name)
+    tiers = ", ".join("'%s': '%s'" % (t, place(k)) for k, (t, _, _) in enumerate(tables))
+    open(os.path.join(repo, name, "config.yaml"), "w").write(config + "\ntables: {tiers: {%s}}\n" % tiers)
+print("placed %d tables" % len(tables))
 PY
   for setup in "--gpus=0 0-7" "--gpus=all 0-15"; do
     read -r gpus cores <<<"$setup"
-    for model in dlrm_dcnv2_full dlrm_dcnv2_full_split; do
+    for model in dlrm_dcnv2_full dlrm_dcnv2_full_split dlrm_dcnv2_full_rows; do
       echo "$model $gpus" | tee -a "$log"
       taskset -c "$cores" timeout $((deadline - SECONDS)) .bundle/run rankd bench engine --backend cuda "$gpus" \
         --model-repo "$repo" --model "$model" --requests bench/out/load_dlrm_dcnv2_full.jsonl --warmup 500 \

@@ -225,9 +225,9 @@ TEST_P(ReplicatedZooTest, ScoresAsOneGpu) {
   for (const ReplicaState& r : (*replicated)->replicas()) EXPECT_GT(r.runs, 0u) << "GPU " << r.device << " ran nothing";
 }
 
-// Tables placed whole on a named GPU (tables.tiers' gpu:N), one copy read by every replica: on one
-// GPU its own (the shared copy's path), on two the other GPU's over NVLink, for a model on one GPU
-// and for one replicated on both with its tables split between them.
+// Tables placed on named GPUs (tables.tiers' gpu:N, gpu:N,M), one copy read by every replica: on one
+// GPU its own (the shared copy's path), on two the other GPU's over NVLink or rows split over both,
+// for a model on one GPU and for one replicated on both.
 TEST(Replicas, TablesOnANamedGpuScoreAsResident) {
   const int gpus = GpuCount();
   if (gpus == 0) GTEST_SKIP() << "no CUDA device";
@@ -248,18 +248,22 @@ TEST(Replicas, TablesOnANamedGpuScoreAsResident) {
   auto config = LoadModelConfig(dir);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   const std::vector<TableInfo>& tables = (*resident)->tables();
-  for (size_t i = 0; i < tables.size(); ++i) {
-    config->table_tiers[tables[i].name] = "gpu:" + std::to_string(gpus < 2 ? 0 : static_cast<int>(i % 2));
-  }
+  // On two GPUs: a third of the tables with their rows split over both, a third on each.
+  const char* places[] = {"gpu:0,1", "gpu:1", "gpu:0"};
+  for (size_t i = 0; i < tables.size(); ++i) config->table_tiers[tables[i].name] = gpus < 2 ? "gpu:0" : places[i % 3];
   for (const bool replicated : {false, true}) {
     if (replicated && gpus < 2) continue;
     ModelOptions placed_options = options;
     if (replicated) placed_options.gpus.all = true;
     auto placed = Model::LoadFile(dir + "/1/model.onnx", *config, placed_options);
     ASSERT_TRUE(placed.ok()) << placed.status().ToString();
-    int on_other = 0;
-    for (const TableInfo& t : (*placed)->tables()) on_other += t.gpu == 1;
-    EXPECT_EQ(on_other, gpus < 2 ? 0 : 13);
+    int split = 0, on_other = 0;
+    for (const TableInfo& t : (*placed)->tables()) {
+      split += t.gpus.size() == 2;
+      on_other += t.gpus == std::vector<int>{1};
+    }
+    EXPECT_EQ(split, gpus < 2 ? 0 : 9);
+    EXPECT_EQ(on_other, gpus < 2 ? 0 : 9);
     for (const auto& thread : ScoreFromThreads(**placed, 4, requests)) {
       ASSERT_EQ(thread.size(), requests.size());
       for (size_t q = 0; q < requests.size(); ++q) {

@@ -208,22 +208,24 @@ TEST(TableBudget, NamedTiersComeFirstAndMistakesAreErrors) {
 // A table placed on a named GPU (tables.tiers' gpu:N) is on the device, there for every replica,
 // outside each replica's budget; only a lookup table may go there, and not into a cache too.
 TEST(TableBudget, TablesOnANamedGpu) {
-  int gpu = -2;
-  EXPECT_EQ(ParseTablePlace("gpu:1", &gpu).value(), TableTier::kDevice);
-  EXPECT_EQ(gpu, 1);
-  EXPECT_EQ(ParseTablePlace("gpu", &gpu).value(), TableTier::kDevice);
-  EXPECT_EQ(gpu, -1);
-  EXPECT_EQ(ParseTablePlace("host", &gpu).value(), TableTier::kHost);
-  for (const char* bad : {"gpu:", "gpu:x", "gpu:-1", "gpu:64", "gpu:1,2", "gpus:1"}) {
-    EXPECT_FALSE(ParseTablePlace(bad, &gpu).ok()) << bad;
+  std::vector<int> gpus = {7};
+  EXPECT_EQ(ParseTablePlace("gpu:1", &gpus).value(), TableTier::kDevice);
+  EXPECT_EQ(gpus, std::vector<int>{1});
+  EXPECT_EQ(ParseTablePlace("gpu:1,0", &gpus).value(), TableTier::kDevice);
+  EXPECT_EQ(gpus, (std::vector<int>{1, 0}));
+  EXPECT_EQ(ParseTablePlace("gpu", &gpus).value(), TableTier::kDevice);
+  EXPECT_TRUE(gpus.empty());
+  EXPECT_EQ(ParseTablePlace("host", &gpus).value(), TableTier::kHost);
+  for (const char* bad : {"gpu:", "gpu:x", "gpu:-1", "gpu:64", "gpu:1,1", "gpu:all", "gpus:1"}) {
+    EXPECT_FALSE(ParseTablePlace(bad, &gpus).ok()) << bad;
   }
   FourTables m;
   TableBudget budget{800, {{"large", TableTier::kDevice}}};
-  budget.gpus["large"] = 1;
+  budget.gpus["large"] = {1};
   auto placed = PlaceTables(m.graph, budget);
   ASSERT_TRUE(placed.ok()) << placed.status().ToString();
   for (const TableInfo& t : *placed) {
-    EXPECT_EQ(t.gpu, t.name == "large" ? 1 : -1) << t.name;
+    EXPECT_EQ(t.gpus, t.name == "large" ? std::vector<int>{1} : std::vector<int>{}) << t.name;
   }
   // large (640 bytes) is not in the budget of 800: it leaves the others as if it were not there.
   TableBudget without{800, {}};
@@ -233,28 +235,30 @@ TEST(TableBudget, TablesOnANamedGpu) {
   EXPECT_EQ(Tiers(*placed)["small"], others["small"]);
   EXPECT_EQ(Tiers(*placed)["middle"], others["middle"]);
   TablePlacement placement = ToPlacement(*placed);
-  EXPECT_EQ(placement.Gpu(m.large), 1);
-  EXPECT_EQ(placement.Gpu(m.small), -1);
+  ASSERT_NE(placement.Gpus(m.large), nullptr);
+  EXPECT_EQ(*placement.Gpus(m.large), std::vector<int>{1});
+  EXPECT_EQ(placement.Gpus(m.small), nullptr);
   EXPECT_FALSE(placement.OnHost(m.large));
 
   TableBudget shared{-1, {{"shared", TableTier::kDevice}}};
-  shared.gpus["shared"] = 1;
+  shared.gpus["shared"] = {1};
   auto refused = PlaceTables(m.graph, shared);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("other ops than lookups read it"), std::string::npos)
       << refused.status().ToString();
   TableBudget cached{-1, {{"large", TableTier::kDevice}}, {{"large", 5}}};
-  cached.gpus["large"] = 1;
+  cached.gpus["large"] = {1, 0};
   refused = PlaceTables(m.graph, cached);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("placed on GPU 1 and cached"), std::string::npos)
+  EXPECT_NE(refused.status().message().find("placed on GPUs 1,0 and cached"), std::string::npos)
       << refused.status().ToString();
 
-  auto config = ParseModelConfig("tables: {tiers: {t0: 'gpu:1', t1: gpu}}", true);
+  auto config = ParseModelConfig("tables: {tiers: {t0: 'gpu:1', t1: gpu, t2: 'gpu:0,1'}}", true);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->table_tiers.at("t0"), "gpu:1");
+  EXPECT_EQ(config->table_tiers.at("t2"), "gpu:0,1");
   for (const char* bad : {"tables: {tiers: {t0: 'gpu:'}}", "tables: {tiers: {t0: 'gpu:all'}}",
-                          "tables: {tiers: {t0: 'gpu:0,1'}}", "tables: {tiers: {t0: 'gpu:x'}}"}) {
+                          "tables: {tiers: {t0: 'gpu:0,0'}}", "tables: {tiers: {t0: 'gpu:x'}}"}) {
     auto r = ParseModelConfig(bad, true);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("gpu:N"), std::string::npos) << r.status().ToString();

@@ -1,11 +1,11 @@
 #include "embedding/table_budget.h"
 
 #include <algorithm>
-#include <charconv>
 #include <numeric>
 #include <set>
 
 #include "embedding/lookups.h"
+#include "model/config.h"
 
 namespace rankd {
 
@@ -28,15 +28,13 @@ StatusOr<TableTier> ParseTableTier(const std::string& name) {
   return InvalidArgument("table tier '" + name + "' (gpu, cache or host)");
 }
 
-StatusOr<TableTier> ParseTablePlace(const std::string& name, int* gpu) {
-  *gpu = -1;
+StatusOr<TableTier> ParseTablePlace(const std::string& name, std::vector<int>* gpus) {
+  gpus->clear();
   if (!name.starts_with("gpu:")) return ParseTableTier(name);
-  const std::string index = name.substr(4);
-  int n = -1;
-  auto [at, ec] = std::from_chars(index.data(), index.data() + index.size(), n);
-  if (index.empty() || ec != std::errc() || at != index.data() + index.size() || n < 0 || n > 63)
-    return InvalidArgument("table tier '" + name + "' (gpu, gpu:N with N a GPU index, cache or host)");
-  *gpu = n;
+  auto listed = ParseGpuSet(name.substr(4));
+  if (!listed.ok() || listed->all)
+    return InvalidArgument("table tier '" + name + "' (gpu, gpu:N or gpu:N,M,... with GPU indices, cache or host)");
+  *gpus = listed->ids;
   return TableTier::kDevice;
 }
 
@@ -63,8 +61,15 @@ std::vector<TableInfo> FindTables(const Graph& graph) {
   std::vector<TableInfo> found;
   for (int id : tables) {
     const Tensor& t = graph.constants.at(id);
-    found.push_back({id, graph.values[static_cast<size_t>(id)].name, t.shape(), t.dtype(),
-                     static_cast<int64_t>(t.bytes()), other_reads.count(id) == 0, TableTier::kDevice});
+    found.push_back({id,
+                     graph.values[static_cast<size_t>(id)].name,
+                     t.shape(),
+                     t.dtype(),
+                     static_cast<int64_t>(t.bytes()),
+                     other_reads.count(id) == 0,
+                     TableTier::kDevice,
+                     0,
+                     {}});
   }
   return found;
 }
@@ -94,10 +99,10 @@ StatusOr<int64_t> PlaceNamed(std::vector<TableInfo>& tables, const TableBudget& 
     auto gpu = budget.gpus.find(t.name);
     if (gpu != budget.gpus.end()) {
       if (t.tier != TableTier::kDevice || !t.lookups_only) {
-        return InvalidArgument("tables: table '" + t.name + "' is placed on GPU " + std::to_string(gpu->second) +
+        return InvalidArgument("tables: table '" + t.name + "' is placed on GPUs " + GpuSetText({false, gpu->second}) +
                                (t.lookups_only ? " and cached" : ", but other ops than lookups read it"));
       }
-      t.gpu = gpu->second;  // on its own GPU, outside each replica's budget
+      t.gpus = gpu->second;  // on its own GPUs, outside each replica's budget
     } else if (t.tier == TableTier::kDevice) {
       on_device += t.bytes;
     }
@@ -204,7 +209,7 @@ TablePlacement ToPlacement(const std::vector<TableInfo>& tables) {
   for (const TableInfo& t : tables) {
     if (t.tier == TableTier::kHost) placement.host.insert(t.value);
     if (t.tier == TableTier::kCache) placement.cached[t.value] = t.cache_rows;
-    if (t.tier == TableTier::kDevice && t.gpu >= 0) placement.gpu[t.value] = t.gpu;
+    if (t.tier == TableTier::kDevice && !t.gpus.empty()) placement.gpus[t.value] = t.gpus;
   }
   return placement;
 }

@@ -28,9 +28,9 @@ enum class TableTier { kDevice, kCache, kHost };
 // "gpu", "cache" or "host", as the config writes them.
 const char* TableTierName(TableTier tier);
 StatusOr<TableTier> ParseTableTier(const std::string& name);
-// A tier as tables.tiers writes it: those three, or "gpu:N" (kDevice on GPU N for every replica:
-// `gpu` is N, else -1).
-StatusOr<TableTier> ParseTablePlace(const std::string& name, int* gpu);
+// A tier as tables.tiers writes it: those three, or "gpu:N[,M...]" (kDevice on those GPUs for every
+// replica, its rows split over them: `gpus` lists them, else it is emptied).
+StatusOr<TableTier> ParseTablePlace(const std::string& name, std::vector<int>* gpus);
 
 struct TableInfo {
   int value = -1;  // the constant's value id in the graph
@@ -43,9 +43,10 @@ struct TableInfo {
   bool lookups_only = true;
   TableTier tier = TableTier::kDevice;
   int64_t cache_rows = 0;  // with kCache: the rows its device cache holds (at least 1)
-  // With kDevice: the GPU holding the table for every replica of the model, whose others read it
-  // there over NVLink (tables.tiers' gpu:N, docs/replicas.md); -1: each replica's own GPU.
-  int gpu = -1;
+  // With kDevice: the GPUs holding the table for every replica of the model, its rows split evenly
+  // over them in order, read there by the replicas elsewhere over NVLink (tables.tiers' gpu:N,M,
+  // docs/replicas.md); empty: each replica's own GPU.
+  std::vector<int> gpus;
 
   int64_t rows() const { return shape.empty() ? 0 : shape[0]; }
   int64_t row_bytes() const { return rows() > 0 ? bytes / rows() : 0; }
@@ -56,9 +57,9 @@ struct TableBudget {
   std::map<std::string, TableTier> tiers;  // per table, by its name in the graph
   // Caches of a given size, by table name (the table is cached whatever `tiers` says of it).
   std::map<std::string, int64_t> cache_rows = {};
-  // Tables on a named GPU (tier kDevice), by table name: not counted against gpu_bytes, which is
+  // Tables on named GPUs (tier kDevice), by table name: not counted against gpu_bytes, which is
   // each replica's own GPU's.
-  std::map<std::string, int> gpus = {};
+  std::map<std::string, std::vector<int>> gpus = {};
 };
 
 // The device bytes of a cache of `cache_rows` rows of `table`: its index (an int32 per table row)

@@ -291,9 +291,9 @@ Status ParseTables(const json& j, ModelConfig& c) {
     for (const auto& [name, tier] : j["tiers"].items()) {
       const std::string text = tier.is_string() ? tier.get<std::string>() : "";
       auto on_gpu = text.starts_with("gpu:") ? ParseGpuSet(text.substr(4)) : StatusOr<GpuSet>(InvalidArgument(""));
-      RANKD_RETURN_IF_ERROR(Expect(text == "gpu" || text == "cache" || text == "host" ||
-                                       (on_gpu.ok() && !on_gpu->all && on_gpu->ids.size() == 1),
-                                   "tables.tiers." + name + " must be gpu, gpu:N (N a GPU index), cache or host"));
+      RANKD_RETURN_IF_ERROR(
+          Expect(text == "gpu" || text == "cache" || text == "host" || (on_gpu.ok() && !on_gpu->all),
+                 "tables.tiers." + name + " must be gpu, gpu:N or gpu:N,M,... (GPU indices), cache or host"));
       c.table_tiers[name] = text;
     }
   }

@@ -89,9 +89,9 @@ Status Model::MakeRunner() {
   const int64_t mb = config_.table_gpu_budget_mb;
   budget.gpu_bytes = mb < 0 ? -1 : mb << 20;
   for (const auto& [table, tier] : config_.table_tiers) {
-    int gpu = -1;
-    RANKD_ASSIGN_OR_RETURN(budget.tiers[table], ParseTablePlace(tier, &gpu));
-    if (gpu >= 0) budget.gpus[table] = gpu;
+    std::vector<int> gpus;
+    RANKD_ASSIGN_OR_RETURN(budget.tiers[table], ParseTablePlace(tier, &gpus));
+    if (!gpus.empty()) budget.gpus[table] = gpus;
   }
   budget.cache_rows = config_.table_cache_rows;
   if (options_.table_cache_fraction) {

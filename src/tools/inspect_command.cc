@@ -149,7 +149,7 @@ void PrintTables(const Model& model) {
       cache = "  cache of " + std::to_string(t.cache_rows) + " rows (" + share + "), " +
               Human(CacheBytes(t, t.cache_rows)) + " on the GPU";
     }
-    const std::string tier = t.gpu >= 0 ? "gpu:" + std::to_string(t.gpu) : TableTierName(t.tier);
+    const std::string tier = t.gpus.empty() ? TableTierName(t.tier) : "gpu:" + GpuSetText({false, t.gpus});
     std::printf("  %-32s %-5s  %s %s  %s%s%s\n", t.name.c_str(), tier.c_str(), ShapeToString(t.shape).c_str(),
                 DTypeName(t.dtype), Human(t.bytes).c_str(), cache.c_str(),
                 t.lookups_only ? "" : "  (also read by other ops)");

@@ -74,8 +74,7 @@ size_t Bf16CopiesBytes(const std::vector<Copy>& copies) {
 // The constants on the device: all but the tables placed in host memory or on a named GPU.
 size_t ConstantsBytes(const Graph& graph, const TablePlacement& tables) {
   size_t total = 0;
-  for (const auto& [id, t] : graph.constants)
-    total += tables.OnHost(id) || tables.Gpu(id) >= 0 ? 0 : Aligned(t.bytes());
+  for (const auto& [id, t] : graph.constants) total += tables.OnHost(id) || tables.Gpus(id) ? 0 : Aligned(t.bytes());
   return total;
 }
 
@@ -114,9 +113,9 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
         RANKD_RETURN_IF_ERROR(r->MapHostTable(t));
         continue;
       }
-      if (const int gpu = options.tables.Gpu(id); gpu >= 0 && t.bytes() > 0) {
-        RANKD_ASSIGN_OR_RETURN(r->copies_[&t], cuda::MapGpuTable(t.raw(), t.bytes(), gpu, device));
-        r->gpu_tables_.emplace_back(t.raw(), gpu);
+      if (const std::vector<int>* gpus = options.tables.Gpus(id); gpus && t.bytes() > 0) {
+        RANKD_ASSIGN_OR_RETURN(r->copies_[&t], cuda::MapGpuTable(t.raw(), t.bytes(), *gpus, device));
+        r->gpu_tables_.emplace_back(t.raw(), *gpus);
         continue;
       }
       if (t.bytes() > 0) RANKD_CUDA_RETURN(cudaMemcpy(base + pos, t.raw(), t.bytes(), cudaMemcpyHostToDevice));

@@ -62,7 +62,7 @@ class CudaModelResources final : public ModelResources {
   int counter_count_ = 0;
   std::unordered_map<const Tensor*, void*> copies_;
   std::vector<const void*> host_tables_;  // tables read in host memory (shared_tables.h), each mapped once here
-  std::vector<std::pair<const void*, int>> gpu_tables_;  // tables on a named GPU (shared_tables.h), by GPU
+  std::vector<std::pair<const void*, std::vector<int>>> gpu_tables_;  // tables on named GPUs (shared_tables.h)
   std::unordered_map<const void*, const void*> bf16_weights_, bf16_weights_nk_, bf16_weights_padded_;
   GracePeriod cache_readers_;
   std::map<int, std::unique_ptr<CudaRowCache>> caches_;  // by the table's value id

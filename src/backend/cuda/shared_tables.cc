@@ -1,12 +1,15 @@
 #include "backend/cuda/shared_tables.h"
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/device.h"
 #include "common/mutex.h"
@@ -26,33 +29,120 @@ std::map<const void*, Mapping>& Mappings() RANKD_REQUIRES(mu) {
   return *mappings;
 }
 
-struct GpuCopy {
-  void* device = nullptr;
-  int users = 0;
+// The driver's virtual memory management, found through the runtime (no link to libcuda).
+template <typename F>
+F* Driver(const char* name) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<F*>(f);
+}
+
+struct Vmm {
+  decltype(&cuMemGetAllocationGranularity) granularity =
+      Driver<decltype(cuMemGetAllocationGranularity)>("cuMemGetAllocationGranularity");
+  decltype(&cuMemAddressReserve) reserve = Driver<decltype(cuMemAddressReserve)>("cuMemAddressReserve");
+  decltype(&cuMemAddressFree) free = Driver<decltype(cuMemAddressFree)>("cuMemAddressFree");
+  decltype(&cuMemCreate) create = Driver<decltype(cuMemCreate)>("cuMemCreate");
+  decltype(&cuMemRelease) release = Driver<decltype(cuMemRelease)>("cuMemRelease");
+  decltype(&cuMemMap) map = Driver<decltype(cuMemMap)>("cuMemMap");
+  decltype(&cuMemUnmap) unmap = Driver<decltype(cuMemUnmap)>("cuMemUnmap");
+  decltype(&cuMemSetAccess) set_access = Driver<decltype(cuMemSetAccess)>("cuMemSetAccess");
+  bool ok() const { return granularity && reserve && free && create && release && map && unmap && set_access; }
 };
-std::map<std::pair<const void*, int>, GpuCopy>& GpuCopies() RANKD_REQUIRES(mu) {
-  static auto* copies = new std::map<std::pair<const void*, int>, GpuCopy>;
+
+const Vmm& TheVmm() {
+  static const Vmm vmm;
+  return vmm;
+}
+
+Status Driven(CUresult r, const char* what) {
+  if (r == CUDA_SUCCESS) return Status::Ok();
+  return Internal(std::string(what) + " failed (CUDA driver error " + std::to_string(static_cast<int>(r)) + ")");
+}
+#define RANKD_CU_RETURN(expr) RANKD_RETURN_IF_ERROR(Driven((expr), #expr))
+
+CUmemAllocationProp OnDevice(int gpu) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = gpu;
+  return prop;
+}
+
+// A table on `gpus`: one address range whose equal parts are each backed by one GPU's memory.
+struct GpuCopy {
+  CUdeviceptr base = 0;
+  size_t reserved = 0, part = 0;
+  std::vector<CUmemGenericAllocationHandle> parts;
+  std::set<int> readers;  // GPUs granted access
+  int users = 0;
+
+  void Free() {
+    const Vmm& vmm = TheVmm();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      vmm.unmap(base + i * part, part);
+      vmm.release(parts[i]);
+    }
+    parts.clear();
+    if (base) vmm.free(base, reserved);
+    base = 0;
+  }
+
+  Status Make(size_t bytes, const std::vector<int>& gpus) {
+    const Vmm& vmm = TheVmm();
+    if (!vmm.ok()) return Unavailable("this CUDA driver has no virtual memory management (tables on named GPUs)");
+    size_t grain = 0;
+    for (int gpu : gpus) {
+      CUmemAllocationProp prop = OnDevice(gpu);
+      size_t g = 0;
+      RANKD_CU_RETURN(vmm.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+      grain = std::max(grain, g);
+    }
+    const size_t n = gpus.size();
+    part = (std::max<size_t>((bytes + n - 1) / n, 1) + grain - 1) / grain * grain;
+    reserved = part * n;
+    RANKD_CU_RETURN(vmm.reserve(&base, reserved, grain, 0, 0));
+    for (size_t i = 0; i < n; ++i) {
+      CUmemAllocationProp prop = OnDevice(gpus[i]);
+      CUmemGenericAllocationHandle handle;
+      RANKD_CU_RETURN(vmm.create(&handle, part, &prop, 0));
+      parts.push_back(handle);
+      RANKD_CU_RETURN(vmm.map(base + i * part, part, 0, handle, 0));
+    }
+    for (int gpu : gpus) RANKD_RETURN_IF_ERROR(Grant(gpu));
+    return Status::Ok();
+  }
+
+  Status Grant(int gpu) {
+    if (readers.count(gpu)) return Status::Ok();
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = gpu;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    RANKD_CU_RETURN(TheVmm().set_access(base, reserved, &access, 1));
+    readers.insert(gpu);
+    return Status::Ok();
+  }
+};
+
+std::map<std::pair<const void*, std::vector<int>>, GpuCopy>& GpuCopies() RANKD_REQUIRES(mu) {
+  static auto* copies = new std::map<std::pair<const void*, std::vector<int>>, GpuCopy>;
   return *copies;
 }
 
-// Lets kernels on `reader` read `gpu`'s memory, once per pair for the process.
-Status EnablePeerAccess(int reader, int gpu) RANKD_REQUIRES(mu) {
-  static auto* enabled = new std::set<std::pair<int, int>>;
-  if (reader == gpu || enabled->count({reader, gpu})) return Status::Ok();
+// Whether kernels on `reader` can read `gpu`'s memory.
+Status CheckPeer(int reader, int gpu) {
+  if (reader == gpu) return Status::Ok();
   int can = 0;
   RANKD_CUDA_RETURN(cudaDeviceCanAccessPeer(&can, reader, gpu));
   if (!can) {
     return InvalidArgument("GPU " + std::to_string(reader) + " cannot read GPU " + std::to_string(gpu) +
                            "'s memory (no peer access between them)");
   }
-  RANKD_CUDA_RETURN(cudaSetDevice(reader));
-  cudaError_t e = cudaDeviceEnablePeerAccess(gpu, 0);
-  if (e == cudaErrorPeerAccessAlreadyEnabled) {
-    (void)cudaGetLastError();
-  } else {
-    RANKD_CUDA_RETURN(e);
-  }
-  enabled->insert({reader, gpu});
   return Status::Ok();
 }
 
@@ -92,31 +182,38 @@ void UnmapHostTable(const void* at) {
   Mappings().erase(found);
 }
 
-StatusOr<void*> MapGpuTable(const void* at, size_t bytes, int gpu, int reader) {
+StatusOr<void*> MapGpuTable(const void* at, size_t bytes, const std::vector<int>& gpus, int reader) {
+  if (gpus.empty()) return InvalidArgument("a table on named GPUs names none");
+  for (int gpu : gpus) RANKD_RETURN_IF_ERROR(CheckPeer(reader, gpu));
   MutexLock lock(mu);
-  int current = 0;
-  RANKD_CUDA_RETURN(cudaGetDevice(&current));
-  Status peer = EnablePeerAccess(reader, gpu);
-  auto found = GpuCopies().find({at, gpu});
-  if (peer.ok() && found == GpuCopies().end()) {
+  auto found = GpuCopies().find({at, gpus});
+  if (found == GpuCopies().end()) {
     GpuCopy copy;
-    peer = Check(cudaSetDevice(gpu), "cudaSetDevice (a table's GPU)");
-    if (peer.ok()) peer = Check(cudaMalloc(&copy.device, bytes), "cudaMalloc (a table on its GPU)");
-    if (peer.ok()) peer = Check(cudaMemcpy(copy.device, at, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (a table)");
-    if (!peer.ok() && copy.device) cudaFree(copy.device);
-    if (peer.ok()) found = GpuCopies().emplace(std::pair{at, gpu}, copy).first;
+    Status made = copy.Make(bytes, gpus);
+    int current = 0;
+    if (made.ok()) made = Check(cudaGetDevice(&current), "cudaGetDevice");
+    if (made.ok()) made = Check(cudaSetDevice(gpus[0]), "cudaSetDevice (a table's GPU)");
+    if (made.ok()) {
+      made = Check(cudaMemcpy(reinterpret_cast<void*>(copy.base), at, bytes, cudaMemcpyHostToDevice),
+                   "cudaMemcpy (a table to its GPUs)");
+      cudaSetDevice(current);
+    }
+    if (!made.ok()) {
+      copy.Free();
+      return made;
+    }
+    found = GpuCopies().emplace(std::pair{at, gpus}, std::move(copy)).first;
   }
-  RANKD_CUDA_RETURN(cudaSetDevice(current));
-  RANKD_RETURN_IF_ERROR(peer);
+  RANKD_RETURN_IF_ERROR(found->second.Grant(reader));
   ++found->second.users;
-  return found->second.device;
+  return reinterpret_cast<void*>(found->second.base);
 }
 
-void UnmapGpuTable(const void* at, int gpu) {
+void UnmapGpuTable(const void* at, const std::vector<int>& gpus) {
   MutexLock lock(mu);
-  auto found = GpuCopies().find({at, gpu});
+  auto found = GpuCopies().find({at, gpus});
   if (found == GpuCopies().end() || --found->second.users > 0) return;
-  cudaFree(found->second.device);
+  found->second.Free();
   GpuCopies().erase(found);
 }
 

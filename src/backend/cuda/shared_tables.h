@@ -1,5 +1,6 @@
 // Tables shared by every model state that reads them (the replicas of a model, docs/replicas.md):
-// in host memory, read by the GPUs in place, or whole on one GPU, read by the others over NVLink.
+// in host memory, read by the GPUs in place, or on named GPUs (its rows split over them), read by
+// the others over NVLink.
 //
 // A table kept in host memory (embedding/table_budget.h's host tier) is page-locked and mapped
 // into every device's address space once for the process (cudaHostRegisterPortable or
@@ -10,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "rankd/status.h"
 
@@ -23,11 +25,13 @@ StatusOr<void*> MapHostTable(const void* at, size_t bytes, bool copy);
 // Gives back one MapHostTable of `at`.
 void UnmapHostTable(const void* at);
 
-// The address on GPU `gpu` of a copy of the `bytes` bytes at `at` (host memory), made there once for
-// the process, readable by kernels on GPU `reader` (peer access enabled from `reader` to `gpu` when
-// they differ). InvalidArgument when `reader` cannot read `gpu`'s memory.
-StatusOr<void*> MapGpuTable(const void* at, size_t bytes, int gpu, int reader);
-// Gives back one MapGpuTable of `at` on `gpu`; the last frees the copy.
-void UnmapGpuTable(const void* at, int gpu);
+// The device address of a copy of the `bytes` bytes at `at` (host memory) spread over `gpus`, made
+// once for the process: one address range (CUDA's virtual memory management) whose equal parts, in
+// order, are each backed by one GPU's memory, so kernels index it as one array and the rows on
+// another GPU are read over NVLink. Readable by kernels on GPU `reader` (access granted on first
+// use). InvalidArgument when `reader` cannot read one of `gpus` (no peer access).
+StatusOr<void*> MapGpuTable(const void* at, size_t bytes, const std::vector<int>& gpus, int reader);
+// Gives back one MapGpuTable of `at` on `gpus`; the last frees the copy.
+void UnmapGpuTable(const void* at, const std::vector<int>& gpus);
 
 }  // namespace rankd::cuda
