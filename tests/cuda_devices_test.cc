@@ -10,25 +10,11 @@
 #include "serving/model.h"
 #include "test_util.h"
 
-#if RANKD_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
-
 namespace rankd {
 namespace {
 
-int GpuCount() {
-#if RANKD_HAVE_CUDA
-  if (!testing::CudaOrNull()) return 0;
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
-#else
-  return 0;
-#endif
-}
-
 TEST(CudaDevices, OneBackendPerDevice) {
-  const int gpus = GpuCount();
+  const int gpus = testing::GpuCount();
   if (gpus == 0) GTEST_SKIP() << "no CUDA device";
   auto first = FindBackend("cuda");
   ASSERT_TRUE(first.ok()) << first.status().ToString();
@@ -53,7 +39,7 @@ TEST(CudaDevices, OneBackendPerDevice) {
 class CudaDevicesZooTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaDevicesZooTest, ScoresTheSameOnEveryGpu) {
-  if (GpuCount() < 2) GTEST_SKIP() << "fewer than two GPUs";
+  if (testing::GpuCount() < 2) GTEST_SKIP() << "fewer than two GPUs";
   const std::string dir = testing::SourcePath("models/zoo/" + GetParam());
   std::vector<std::unique_ptr<Model>> models;
   for (int d = 0; d < 2; ++d) {

@@ -13,10 +13,6 @@
 #include "serving/model.h"
 #include "test_util.h"
 
-#if RANKD_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
-
 namespace rankd {
 namespace {
 
@@ -166,18 +162,8 @@ TEST(Replicas, BatchedModelKeepsEveryReplicaBusy) {
   }
 }
 
-int GpuCount() {
-#if RANKD_HAVE_CUDA
-  if (!testing::CudaOrNull()) return 0;
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
-#else
-  return 0;
-#endif
-}
-
 TEST(Replicas, GpusNameDevicesThatExist) {
-  const int gpus = GpuCount();
+  const int gpus = testing::GpuCount();
   if (gpus == 0) GTEST_SKIP() << "no CUDA device";
   auto all = FindReplicaBackends(*testing::CudaOrNull(), Gpus("all"));
   ASSERT_TRUE(all.ok()) << all.status().ToString();
@@ -198,7 +184,7 @@ TEST(Replicas, GpusNameDevicesThatExist) {
 class ReplicatedZooTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ReplicatedZooTest, ScoresAsOneGpu) {
-  const int gpus = GpuCount();
+  const int gpus = testing::GpuCount();
   if (gpus < 2) GTEST_SKIP() << "fewer than two GPUs";
   const std::string dir = testing::SourcePath("models/zoo/" + GetParam());
   ModelOptions options;
@@ -239,7 +225,7 @@ TEST_P(ReplicatedZooTest, ScoresAsOneGpu) {
 class ShardedZooTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ShardedZooTest, TablesOnNamedGpusScoreAsResident) {
-  const int gpus = GpuCount();
+  const int gpus = testing::GpuCount();
   if (gpus == 0) GTEST_SKIP() << "no CUDA device";
   const std::string dir = testing::SourcePath("models/zoo/" + GetParam());
   ModelOptions options;

@@ -252,6 +252,16 @@ bool CudaIsHopper() {
 #endif
 }
 
+int GpuCount() {
+#if RANKD_HAVE_CUDA
+  if (!CudaOrNull()) return 0;
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+#else
+  return 0;
+#endif
+}
+
 Status SwitchableHealthBackend::Health() const {
   std::lock_guard<std::mutex> lock(mu_);
   return failed_.empty() ? Status::Ok() : Unavailable(failed_);

@@ -85,6 +85,8 @@ void ExpectSameOutputs(const Graph& got, const Graph& want, const std::vector<Te
 const Backend* CudaOrNull();
 // Whether the CUDA device is an sm_90 one (H100, H200), where Hopper-only kernels run.
 bool CudaIsHopper();
+// The CUDA devices this process sees; 0 when the build or the machine has none.
+int GpuCount();
 
 // The CPU backend under another identity whose health a test sets: a stand-in for one GPU of
 // several meeting an unrecoverable error (replicas on the host).
