@@ -4,12 +4,14 @@
 // made to fail); the tests that need two GPUs skip on a machine with fewer.
 #include <gtest/gtest.h>
 
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "model/config.h"
 #include "runtime/backends.h"
+#include "runtime/mirrored_table_cache.h"
 #include "serving/model.h"
 #include "test_util.h"
 
@@ -217,6 +219,55 @@ TEST_P(ReplicatedZooTest, ScoresAsOneGpu) {
     ASSERT_EQ(thread.size(), requests.size());
     for (size_t q = 0; q < requests.size(); ++q) ExpectSameScores(thread[q], want[q], 1e-6, GetParam() + " host");
   }
+  // Every lookup table cached on each GPU, one keeper filling both alike.
+  options.table_gpu_budget_mb.reset();
+  options.table_cache_fraction = 0.25;
+  auto cached = Model::Load(dir, -1, options);
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  ASSERT_NE((*cached)->cache_keeper(), nullptr);
+  for (int round = 0; round < 2; ++round) {  // the second after the keeper has filled the caches
+    for (const auto& thread : ScoreFromThreads(**cached, 2 * gpus, requests)) {
+      ASSERT_EQ(thread.size(), requests.size());
+      for (size_t q = 0; q < requests.size(); ++q) ExpectSameScores(thread[q], want[q], 1e-6, GetParam() + " cached");
+    }
+    ASSERT_TRUE((*cached)->cache_keeper()->Flush().ok());
+  }
+}
+
+// A fake device cache: the rows its slots hold, and whether it takes fills.
+class SlotsCache : public TableCache {
+ public:
+  explicit SlotsCache(int64_t capacity) : rows_(static_cast<size_t>(capacity), -1) {}
+  int64_t capacity() const override { return static_cast<int64_t>(rows_.size()); }
+  Status Apply(std::span<const Fill> fills) override {
+    if (failed_) return Unavailable("this cache's GPU failed");
+    for (const Fill& f : fills) rows_[static_cast<size_t>(f.slot)] = f.row;
+    return Status::Ok();
+  }
+  std::span<const int64_t> rows_of_slots() const override { return rows_; }
+  bool failed_ = false;
+
+ private:
+  std::vector<int64_t> rows_;
+};
+
+TEST(Replicas, MirroredCachesTakeEveryFillAndOutliveAFailedOne) {
+  SlotsCache first(4), second(4);
+  MirroredTableCache mirrored({&first, &second});
+  EXPECT_EQ(mirrored.capacity(), 4);
+  const TableCache::Fill fills[] = {{0, 7}, {2, 9}, {0, 8}};
+  ASSERT_TRUE(mirrored.Apply(fills).ok());
+  const std::vector<int64_t> want = {8, -1, 9, -1};
+  EXPECT_EQ(std::vector<int64_t>(first.rows_of_slots().begin(), first.rows_of_slots().end()), want);
+  EXPECT_EQ(std::vector<int64_t>(second.rows_of_slots().begin(), second.rows_of_slots().end()), want);
+  // The first replica's GPU fails: the second goes on, and its rows are the ones reported.
+  first.failed_ = true;
+  const TableCache::Fill more[] = {{1, 5}};
+  ASSERT_TRUE(mirrored.Apply(more).ok());
+  EXPECT_EQ(mirrored.rows_of_slots()[1], 5);
+  EXPECT_EQ(first.rows_of_slots()[1], -1);
+  second.failed_ = true;
+  EXPECT_EQ(mirrored.Apply(more).code(), StatusCode::kUnavailable);
 }
 
 // Tables placed on named GPUs (tables.tiers' gpu:N, gpu:N,M), one copy read by every replica: on one

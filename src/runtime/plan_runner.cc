@@ -47,14 +47,23 @@ StatusOr<std::unique_ptr<PlanRunner>> PlanRunner::Create(const std::vector<const
     RANKD_ASSIGN_OR_RETURN(std::shared_ptr<ModelResources> resources, b->PrepareModel(graph, options));
     replicas.push_back({b, std::move(resources)});
   }
-  std::map<int, TableCache*> caches;
-  if (replicas[0].resources) caches = replicas[0].resources->table_caches();
-  if (!caches.empty() && replicas.size() > 1)
-    return InvalidArgument(
-        "tables cached on the GPU (tables.cache_rows, or a budget that caches a table) are kept "
-        "on one GPU: such a model has one replica (gpus names one GPU)");
+  // A table's caches on every replica, kept alike by one keeper (mirrored_table_cache.h).
+  std::map<int, std::vector<TableCache*>> per_table;
+  for (const Replica& r : replicas) {
+    if (!r.resources) continue;
+    for (const auto& [table, cache] : r.resources->table_caches()) per_table[table].push_back(cache);
+  }
   const int per_replica = executors > 0 ? executors : backends[0]->DefaultExecutors();
   std::unique_ptr<PlanRunner> runner(new PlanRunner(std::move(replicas), per_replica, std::move(model)));
+  std::map<int, TableCache*> caches;
+  for (auto& [table, replica_caches] : per_table) {
+    if (replica_caches.size() == 1) {
+      caches[table] = replica_caches[0];
+      continue;
+    }
+    runner->mirrored_caches_.push_back(std::make_unique<MirroredTableCache>(std::move(replica_caches)));
+    caches[table] = runner->mirrored_caches_.back().get();
+  }
   if (!caches.empty()) runner->cache_keeper_ = std::make_unique<CacheKeeper>(graph, caches, keeper);
   return runner;
 }

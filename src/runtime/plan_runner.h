@@ -26,6 +26,7 @@
 #include "runtime/capture_worker.h"
 #include "runtime/executor.h"
 #include "runtime/executor_pool.h"
+#include "runtime/mirrored_table_cache.h"
 
 namespace rankd {
 
@@ -60,7 +61,7 @@ class PlanRunner {
   // Prepares `graph` (which outlives the runner) on each of `backends` (a replica apiece, at least
   // one, all of one device kind) with `options` (precision, table placement), with at most
   // `executors` executors on each (0: the backend's default). `model` names the model in log
-  // lines; `keeper` sets up the keeper of its table caches, if it has any (one replica only).
+  // lines; `keeper` sets up the keeper of its table caches, if it has any.
   static StatusOr<std::unique_ptr<PlanRunner>> Create(const std::vector<const Backend*>& backends, const Graph& graph,
                                                       const PrepareOptions& options, int executors, std::string model,
                                                       const CacheKeeperOptions& keeper = {});
@@ -125,8 +126,9 @@ class PlanRunner {
   Mutex mu_;
   std::unordered_set<uint64_t> uncapturable_ RANKD_GUARDED_BY(mu_);  // plans whose capture failed
   std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_failures_{0}, capture_us_{0};
-  std::unique_ptr<CacheKeeper> cache_keeper_;      // stopped before the caches it fills go
-  std::unique_ptr<CaptureWorker> capture_worker_;  // last: stopped first, while the rest is alive
+  std::vector<std::unique_ptr<MirroredTableCache>> mirrored_caches_;  // a table's caches on every replica
+  std::unique_ptr<CacheKeeper> cache_keeper_;                         // stopped before the caches it fills go
+  std::unique_ptr<CaptureWorker> capture_worker_;                     // last: stopped first, while the rest is alive
 };
 
 }  // namespace rankd
