@@ -1,11 +1,16 @@
 // The KServe v2 gRPC request builder (frontend/grpc_request.h) against good and malformed messages.
 #include "frontend/grpc_request.h"
 
+#include <google/protobuf/unknown_field_set.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "frontend/infer_request_wire.h"
 
 namespace rankd {
 namespace {
@@ -52,6 +57,119 @@ TEST(GrpcRequest, MalformedLengthsAreRefusedWithTheInputsName) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(r.status().message().find("input 'ids': lengths must be"), std::string::npos) << r.status().message();
   }
+}
+
+// `bytes` cut into pieces of `stride` bytes, as gRPC's slices would hold them.
+std::vector<std::string_view> Pieces(const std::string& bytes, size_t stride) {
+  std::vector<std::string_view> pieces;
+  for (size_t at = 0; at < bytes.size(); at += stride)
+    pieces.emplace_back(bytes.data() + at, std::min(stride, bytes.size() - at));
+  return pieces;
+}
+
+// Two ragged INT64 inputs, a dense FP32 one, a BYTES one, parameters, outputs and an unknown
+// field (a group, which protobuf keeps): raw contents of 0, 12, 40 and 8,000 bytes.
+inference::ModelInferRequest MixedRequest() {
+  inference::ModelInferRequest p = RaggedRequest({5, 6, 7, 8, 9}, "3,0,2");
+  p.set_model_name("w1");
+  p.set_id("request-7");
+  (*p.mutable_parameters())["priority"].set_uint64_param(3);
+  auto* dense = p.add_inputs();
+  dense->set_name("dense");
+  dense->set_datatype("FP32");
+  dense->add_shape(1);
+  dense->add_shape(2000);
+  std::vector<float> values(2000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  p.add_raw_input_contents(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+  auto* empty = p.add_inputs();
+  empty->set_name("none");
+  empty->set_datatype("INT64");
+  empty->add_shape(0);
+  p.add_raw_input_contents("");
+  auto* text = p.add_inputs();
+  text->set_name("city");
+  text->set_datatype("BYTES");
+  text->add_shape(2);
+  p.add_raw_input_contents(std::string("\x07\0\0\0Beijing\x01\0\0\0x", 16));
+  p.add_outputs()->set_name("score");
+  p.GetReflection()->MutableUnknownFields(&p)->AddGroup(99)->AddVarint(1, 42);
+  return p;
+}
+
+TEST(InferRequestWire, ReadsTheSameMessageAndRequestFromSlicesOfAnySize) {
+  const inference::ModelInferRequest sent = MixedRequest();
+  const std::string wire = sent.SerializeAsString();
+  auto expected = InferRequestFromProto(sent, int64_t{1} << 26);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  for (size_t stride : {size_t{1}, size_t{3}, size_t{7}, size_t{64}, size_t{4096}, wire.size()}) {
+    RawInputContents contents;
+    auto read = ReadInferRequest(Pieces(wire, stride), contents);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_EQ(read->raw_input_contents_size(), 0);
+    ASSERT_EQ(contents.size(), sent.raw_input_contents_size());
+    inference::ModelInferRequest rebuilt = *read;
+    for (int i = 0; i < contents.size(); ++i) {
+      ASSERT_EQ(contents.bytes(i), sent.raw_input_contents(i).size());
+      std::string scratch;
+      rebuilt.add_raw_input_contents(std::string(contents.View(i, scratch)));
+    }
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(sent, rebuilt)) << "stride " << stride;
+
+    auto built = InferRequestFromProto(*read, contents, int64_t{1} << 26);
+    ASSERT_TRUE(built.ok()) << built.status().ToString();
+    ASSERT_EQ(built->request.inputs.size(), expected->request.inputs.size());
+    for (size_t i = 0; i < built->request.inputs.size(); ++i) {
+      const InferInput& a = built->request.inputs[i];
+      const InferInput& b = expected->request.inputs[i];
+      EXPECT_EQ(a.name, b.name);
+      EXPECT_EQ(a.lengths, b.lengths);
+      EXPECT_EQ(a.strings.bytes, b.strings.bytes);
+      EXPECT_EQ(a.strings.offsets, b.strings.offsets);
+      ASSERT_EQ(a.data.bytes(), b.data.bytes()) << a.name;
+      if (a.data.bytes()) {
+        EXPECT_EQ(std::memcmp(a.data.raw(), b.data.raw(), a.data.bytes()), 0) << a.name;
+      }
+    }
+    EXPECT_EQ(built->request.priority, 3);
+    EXPECT_EQ(built->request.id, "request-7");
+  }
+}
+
+TEST(InferRequestWire, RefusesExactlyWhatProtobufRefuses) {
+  const std::string wire = MixedRequest().SerializeAsString();
+  // Every truncation, and every byte overwritten by a value that breaks a tag or a length.
+  std::vector<std::string> cases;
+  for (size_t n = 0; n < wire.size(); ++n) cases.push_back(wire.substr(0, n));
+  for (size_t i = 0; i < wire.size(); i += 5) {
+    for (char c : {'\xff', '\x00', '\x07', '\x3c'}) {
+      std::string broken = wire;
+      broken[i] = c;
+      cases.push_back(broken);
+    }
+  }
+  cases.push_back("\x3a\xff\xff\xff\xff\x0f");      // raw contents of 4 GB in a message of 6 bytes
+  cases.push_back(std::string("\x3a\x05") + "ab");  // raw contents of 5 bytes, 2 present
+  cases.push_back("\x0c");                          // an end-group tag with no group open
+  for (const std::string& bytes : cases) {
+    inference::ModelInferRequest proto;
+    const bool accepted = proto.ParseFromString(bytes);
+    RawInputContents contents;
+    auto read = ReadInferRequest(Pieces(bytes, 5), contents);
+    ASSERT_EQ(read.ok(), accepted) << read.status().ToString();
+    if (!accepted) {
+      EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(read.status().message().find("not a ModelInferRequest"), std::string::npos);
+    }
+  }
+  RawInputContents contents;
+  auto past = ReadInferRequest({std::string_view("\x3a\x05"
+                                                 "ab",
+                                                 4)},
+                               contents);
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.status().message().find("raw_input_contents entry 0 runs past the end"), std::string::npos)
+      << past.status().message();
 }
 
 }  // namespace

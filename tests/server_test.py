@@ -1224,6 +1224,60 @@ class GrpcTest(GrpcServerCase):
         self.assertGreater(self.stub.ModelConfig(pb.ModelConfigRequest(name="din")).config.max_batch_size, 16)
 
 
+class GrpcLargeRequestTest(GrpcServerCase):
+    """A request of megabytes in raw contents arrives in many gRPC slices and is read from them in place
+    (frontend/infer_request_wire.h): its scores equal the same rows' over HTTP. --grpc-channel-arg sets
+    a gRPC core argument; a malformed one stops the start."""
+    MODELS = ["dlrm_dcnv2"]
+    SERVER_ARGS = ("--grpc-channel-arg", "grpc.http2.max_frame_size=1048576")
+    to_proto = GrpcTest.to_proto
+
+    def test_a_request_in_many_slices_scores_as_over_http(self):
+        def ragged_rows(tensor):  # nested rows, or flat values with their lengths
+            if tensor["shape"][-1] == -1:
+                return tensor["data"]
+            it = iter(tensor["data"])
+            return [[next(it) for _ in range(n)] for n in tensor["parameters"]["lengths"]]
+
+        requests = lines("dlrm_dcnv2", "requests")
+        body = {"id": "large", "inputs": []}
+        for k, first in enumerate(requests[0]["inputs"]):
+            picks = [requests[r % len(requests)]["inputs"][k] for r in range(800)]
+            if first["datatype"] == "FP32":
+                data = [x for p in picks for x in p["data"]]
+                body["inputs"].append({"name": first["name"], "datatype": "FP32", "shape": [len(data) // 13, 13],
+                                       "data": data})
+            else:
+                data = [row for p in picks for row in ragged_rows(p)]
+                body["inputs"].append({"name": first["name"], "datatype": "INT64", "shape": [len(data), -1],
+                                       "data": data})
+        req = self.to_proto(body, raw=True)
+        req.model_name = "dlrm_dcnv2"
+        self.assertGreater(req.ByteSize(), 1 << 20)
+        got = self.stub.ModelInfer(req, timeout=60)
+        status, answer = self.server.json("POST", "/v2/models/dlrm_dcnv2/infer", body)
+        self.assertEqual(status, 200, answer)
+        want = answer["outputs"][0]["data"]
+        scores = struct.unpack("<%df" % len(want), got.raw_output_contents[0])
+        for a, b in zip(scores, want):
+            self.assertAlmostEqual(a, b, places=5)
+        # Cut short: refused as malformed, and the server serves on.
+        stub = self.channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        with self.assertRaises(self.grpc.RpcError) as e:
+            stub(req.SerializeToString()[:-100], timeout=30)
+        self.assertEqual(e.exception.code(), self.grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("not a ModelInferRequest", e.exception.details())
+        self.assertEqual(len(self.stub.ModelInfer(req, timeout=60).raw_output_contents[0]), 4 * len(want))
+
+    def test_a_malformed_channel_arg_stops_the_start(self):
+        for bad in ("grpc.http2.max_frame_size", "=5", "grpc.http2.max_frame_size=big", "x=99999999999"):
+            proc = subprocess.run([RANKD, "serve", "--model-repository", self.repo, "--http-port", "0",
+                                   "--grpc-port", "0", "--metrics-port", "0", "--grpc-channel-arg", bad],
+                                  capture_output=True, text=True, timeout=60)
+            self.assertEqual(proc.returncode, 2, bad)
+            self.assertIn("--grpc-channel-arg", proc.stderr)
+
+
 class RestrictedApiTest(GrpcServerCase):
     """Triton's restricted APIs: the repository calls and statistics need an admin key on HTTP, the
     repository calls on gRPC; inference and health stay open; a bad restriction stops the start."""

@@ -109,14 +109,17 @@ StatusOr<SharedMemoryOutput> SharedMemoryPlace(
 // A BYTES input's strings: in bytes_contents, in its raw_input_contents entry (`raw`), or in shared
 // memory, the last two in the binary extension's form (bytes_elements.h).
 StatusOr<PackedStrings> BytesInput(const inference::ModelInferRequest::InferInputTensor& in, int64_t n,
-                                   const std::string* raw, const SharedMemoryRegions* shm) {
+                                   const RawInputContents& raw, int raw_index, const SharedMemoryRegions* shm) {
   if (in.parameters().count("shared_memory_region")) {
     RANKD_ASSIGN_OR_RETURN(SharedMemoryOutput place, SharedMemoryPlace("input", in.name(), in.parameters(), shm));
     std::string copied(place.use.size, '\0');
     RANKD_RETURN_IF_ERROR(place.use.Read(copied.data()).WithContext("input '" + in.name() + "'"));
     return DecodeBytesElements(copied, n, in.name());
   }
-  if (raw) return DecodeBytesElements(*raw, n, in.name());
+  if (raw_index >= 0) {
+    std::string scratch;
+    return DecodeBytesElements(raw.View(raw_index, scratch), n, in.name());
+  }
   const auto& contents = in.contents().bytes_contents();
   if (contents.size() != n) {
     return StringCountMismatch(in.name(), Shape(in.shape().begin(), in.shape().end()), contents.size());
@@ -135,6 +138,12 @@ StatusOr<PackedStrings> BytesInput(const inference::ModelInferRequest::InferInpu
 StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& p, int64_t max_elements,
                                               const SharedMemoryRegions* shm,
                                               std::vector<SharedMemoryOutput>* shm_outputs) {
+  return InferRequestFromProto(p, RawInputContents::Of(p), max_elements, shm, shm_outputs);
+}
+
+StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& p, const RawInputContents& contents,
+                                              int64_t max_elements, const SharedMemoryRegions* shm,
+                                              std::vector<SharedMemoryOutput>* shm_outputs) {
   RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
   ParsedRequest parsed;
   InferRequest& r = parsed.request;
@@ -146,9 +155,9 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
   };
   const int carried =
       static_cast<int>(p.inputs_size() - std::count_if(p.inputs().begin(), p.inputs().end(), in_region));
-  bool raw = p.raw_input_contents_size() > 0;
-  if (raw && p.raw_input_contents_size() != carried) {
-    return InvalidArgument("raw_input_contents has " + std::to_string(p.raw_input_contents_size()) + " entries for " +
+  bool raw = contents.size() > 0;
+  if (raw && contents.size() != carried) {
+    return InvalidArgument("raw_input_contents has " + std::to_string(contents.size()) + " entries for " +
                            std::to_string(carried) + " inputs not in shared memory");
   }
   for (int i = 0, raw_index = 0; i < p.inputs_size(); ++i) {
@@ -174,8 +183,8 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
       if (shape.size() != 1) return LengthsNeedFlatShape(in.name());
     }
     if (bytes) {
-      const std::string* raw_bytes = !in_region(in) && raw ? &p.raw_input_contents(raw_index++) : nullptr;
-      RANKD_ASSIGN_OR_RETURN(x.strings, BytesInput(in, n, raw_bytes, shm));
+      const int bytes_index = !in_region(in) && raw ? raw_index++ : -1;
+      RANKD_ASSIGN_OR_RETURN(x.strings, BytesInput(in, n, contents, bytes_index, shm));
       x.strings.shape = std::move(shape);
       parsed.length_sums.push_back(x.lengths.empty() ? LengthSums{} : SumLengths(x.lengths));
       r.inputs.push_back(std::move(x));
@@ -189,10 +198,10 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
       x.data = Tensor::Empty(*dtype, shape);
       RANKD_RETURN_IF_ERROR(place.use.Read(x.data.raw()).WithContext("input '" + in.name() + "'"));
     } else if (raw) {
-      const std::string& bytes = p.raw_input_contents(raw_index++);
-      if (bytes.size() != need) return ShapeDataMismatch(in.name(), shape, *dtype, bytes.size());
+      const int index = raw_index++;
+      if (contents.bytes(index) != need) return ShapeDataMismatch(in.name(), shape, *dtype, contents.bytes(index));
       x.data = Tensor::Empty(*dtype, shape);
-      if (!bytes.empty()) std::memcpy(x.data.raw(), bytes.data(), bytes.size());
+      contents.CopyTo(index, x.data.raw());  // from the wire's slices to the request tensor: the one copy
     } else if (int64_t have = TypedCount(in.contents(), *dtype); have != n) {
       return ShapeDataMismatch(in.name(), shape, *dtype, static_cast<uint64_t>(have) * DTypeSize(*dtype));
     } else {

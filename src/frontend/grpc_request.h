@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/parsed_request.h"
+#include "frontend/infer_request_wire.h"
 #include "frontend/shared_memory_regions.h"
 #include "grpc_service.pb.h"
 #include "rankd/status.h"
@@ -19,6 +20,12 @@ namespace rankd {
 // `shm` (system_shared_memory.h; null: refused as unimplemented) and have no raw_input_contents
 // entry; outputs that name one are appended to `shm_outputs`, checked against their region.
 StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& proto, int64_t max_elements,
+                                              const SharedMemoryRegions* shm = nullptr,
+                                              std::vector<SharedMemoryOutput>* shm_outputs = nullptr);
+// The same, the raw_input_contents entries read from `contents` (the message's own are ignored):
+// what ReadInferRequest (infer_request_wire.h) leaves in the wire's slices.
+StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& proto,
+                                              const RawInputContents& contents, int64_t max_elements,
                                               const SharedMemoryRegions* shm = nullptr,
                                               std::vector<SharedMemoryOutput>* shm_outputs = nullptr);
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -15,13 +16,17 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/log.h"
 #include "common/mutex.h"
 #include "frontend/call_queue.h"
 #include "frontend/grpc_request.h"
+#include "frontend/infer_request_wire.h"
 #include "frontend/log_settings.h"
 #include "frontend/triton_config.h"
 #include "frontend/triton_stats.h"
@@ -214,6 +219,7 @@ class GrpcServer::Impl {
     int max_message = static_cast<int>(std::min<int64_t>(options_.max_message_bytes, INT32_MAX));
     builder.SetMaxReceiveMessageSize(max_message);
     builder.SetMaxSendMessageSize(max_message);
+    for (const auto& [name, value] : options_.channel_args) builder.AddChannelArgument(name, value);
     int threads =
         options_.threads > 0 ? options_.threads : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
     for (int i = 0; i < threads; ++i) queues_.push_back(builder.AddCompletionQueue());
@@ -424,14 +430,21 @@ class GrpcServer::Impl {
   void ModelInfer(grpc::ServerContext& ctx, const grpc::ByteBuffer& bytes, grpc::ByteBuffer& answer,
                   std::function<void(const grpc::Status&)> respond) {
     auto received = InferService::Clock::now();
-    inference::ModelInferRequest q;  // read here, before InferAsync returns; the answer does not view it
+    // Read here, before InferAsync returns (the answer views none of it): the message's fields but
+    // raw_input_contents, whose entries stay in the slices until the request builder copies each
+    // into its request tensor (infer_request_wire.h).
+    std::vector<grpc::Slice> slices;
+    std::vector<std::string_view> pieces;
+    RawInputContents contents;
+    inference::ModelInferRequest q;
     try {
-      grpc::ByteBuffer message(bytes);  // the slices, shared
-      grpc::Status read = grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(&message, &q);
-      if (!read.ok()) {
-        return respond(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                    "the request is not a ModelInferRequest: " + read.error_message()));
-      }
+      grpc::Status dumped = bytes.Dump(&slices);
+      if (!dumped.ok()) return respond(dumped);
+      pieces.reserve(slices.size());
+      for (const grpc::Slice& s : slices) pieces.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
+      auto read = ReadInferRequest(pieces, contents);
+      if (!read.ok()) return respond(ToGrpc(read.status()));
+      q = std::move(*read);
     } catch (const std::exception& e) {
       return respond(grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what()));
     }
@@ -447,8 +460,8 @@ class GrpcServer::Impl {
     infer_.InferAsync(
         q.model_name(), *v, received,
         [&](const Model&) -> StatusOr<ParsedRequest> {
-          RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed,
-                                 InferRequestFromProto(q, options_.max_elements, &shared_memory_, &regions->outputs));
+          RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed, InferRequestFromProto(q, contents, options_.max_elements,
+                                                                             &shared_memory_, &regions->outputs));
           if (deadline != std::chrono::system_clock::time_point::max()) {
             auto left =
                 std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::system_clock::now());
@@ -636,6 +649,18 @@ StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions&
   auto impl = std::make_unique<Impl>(options, service, std::move(probes), shared_memory);
   RANKD_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
+}
+
+StatusOr<std::pair<std::string, int>> ParseGrpcChannelArg(const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == 0 || eq == std::string::npos) return InvalidArgument("'" + text + "' is not NAME=INTEGER");
+  const std::string value = text.substr(eq + 1);
+  int v = 0;
+  auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (value.empty() || error != std::errc() || end != value.data() + value.size()) {
+    return InvalidArgument("'" + text + "': the value must be an integer that fits in 32 bits");
+  }
+  return std::pair<std::string, int>(text.substr(0, eq), v);
 }
 
 }  // namespace rankd

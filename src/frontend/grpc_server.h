@@ -12,6 +12,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "frontend/health_probes.h"
 #include "frontend/kserve_json.h"
@@ -40,7 +42,14 @@ struct GrpcServerOptions {
   bool ssl = false;
   bool ssl_mutual = false;
   std::string ssl_cert, ssl_key, ssl_root_cert;
+  // gRPC core channel arguments set on the server after rankd's own (which they override): name
+  // and integer value, e.g. {"grpc.http2.max_frame_size", 1 << 20}.
+  std::vector<std::pair<std::string, int>> channel_args;
 };
+
+// "NAME=INTEGER" (a channel argument as `rankd serve --grpc-channel-arg` takes it), or
+// InvalidArgument naming what is wrong.
+StatusOr<std::pair<std::string, int>> ParseGrpcChannelArg(const std::string& text);
 
 class GrpcServer {
  public:

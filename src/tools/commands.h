@@ -52,9 +52,10 @@ struct ServeArgs {
   int exit_timeout_secs = 30;
   int64_t max_body_mb = 64;
   int max_inflight = 1024;
-  int http_threads = 0;        // 0 = twice the cores, at least 8
-  int grpc_threads = 0;        // 0 = one per core, at least 2
-  int grpc_max_queue_ms = 20;  // a gRPC inference call waiting longer to be handled is refused
+  int http_threads = 0;                        // 0 = twice the cores, at least 8
+  int grpc_threads = 0;                        // 0 = one per core, at least 2
+  int grpc_max_queue_ms = 20;                  // a gRPC inference call waiting longer to be handled is refused
+  std::vector<std::string> grpc_channel_args;  // "NAME=INTEGER": gRPC core channel arguments
   int http_max_connections = 4096;
   int http_header_timeout_secs = 30;  // a keep-alive connection idle this long closes
   bool strict_readiness = true;       // ready only when every model that should load serves

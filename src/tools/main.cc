@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
                    "A gRPC inference call that waits longer to be handled, or finds --max-inflight calls waiting, "
                    "is refused unread with UNAVAILABLE")
       ->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--grpc-channel-arg", serve.grpc_channel_args,
+                        "NAME=INTEGER: a gRPC core channel argument for the server (e.g. grpc.http2.max_frame_size="
+                        "1048576; docs/serving.md); repeatable");
   serve_cmd
       ->add_option("--http-max-connections", serve.http_max_connections,
                    "Open HTTP connections at most; more are answered 503 and closed")

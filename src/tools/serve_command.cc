@@ -114,6 +114,14 @@ int ServeCommand(const ServeArgs& args) {
     grpc_options.threads = args.grpc_threads;
     grpc_options.max_queue_wait = std::chrono::milliseconds(args.grpc_max_queue_ms);
     grpc_options.max_queued_calls = args.max_inflight;
+    for (const std::string& arg : args.grpc_channel_args) {
+      auto parsed = ParseGrpcChannelArg(arg);
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "rankd serve: --grpc-channel-arg: %s\n", parsed.status().ToString().c_str());
+        return 2;
+      }
+      grpc_options.channel_args.push_back(*parsed);
+    }
     grpc_options.max_message_bytes = static_cast<int64_t>(args.max_body_mb) << 20;
     grpc_options.restricted = grpc_restricted;
     grpc_options.ssl = args.grpc_ssl || args.grpc_ssl_mutual;
