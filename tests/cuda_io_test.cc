@@ -259,7 +259,8 @@ TEST_P(CudaInputsTest, CopiesPerRun) {
 // Outputs no step reads back, with copy kernels, are written by their steps straight into the
 // pinned output buffer, and the error word with them (cleared by the host before each run): no
 // output copy. The scores are the CPU's, uncaptured and replayed, and a bad id fails its run
-// only, however many runs came before it. With copy nodes the outputs come back in a copy.
+// only, however many runs came before it, whether the host waits asleep or spinning. With copy
+// nodes the outputs come back in a copy.
 TEST(CudaOutputsPinned, StepsWriteTheOutputsAndTheErrorWordWhereTheHostReadsThem) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
@@ -286,7 +287,8 @@ TEST(CudaOutputsPinned, StepsWriteTheOutputsAndTheErrorWordWhereTheHostReadsThem
       const std::string when =
           std::string(kernels ? "copy kernels, " : "copy nodes, ") + (replayed ? "replayed" : "uncaptured");
       for (int run = 0; run < 6; ++run) {
-        RequestTensorScope request_tensors;  // pinned, as a request's are
+        cuda::SetBlockingWait(run % 2 == 0);  // the host waits asleep, then spinning: the same answers
+        RequestTensorScope request_tensors;   // pinned, as a request's are
         std::vector<Tensor> in = RandomInputs(rng);
         const bool bad = run % 3 == 1;
         if (bad) in[0].data<int64_t>()[kIds / 2] = kTableRows;
@@ -306,6 +308,7 @@ TEST(CudaOutputsPinned, StepsWriteTheOutputsAndTheErrorWordWhereTheHostReadsThem
     }
   }
   cuda::SetCopyKernels(true);
+  cuda::SetBlockingWait(true);
 }
 
 // A few bytes of floats through a product of their own, and many ids through a bag: the ids come

@@ -10,7 +10,7 @@ namespace {
 
 TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   auto o = ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on", "pinned_pool_mb=0",
-                             "staging_helpers=1", "kernel_cache_dir=/tmp/k=v"});
+                             "staging_helpers=1", "kernel_cache_dir=/tmp/k=v", "blocking_wait=off"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->graph_lanes, 2);
   EXPECT_FALSE(o->copy_kernels);
@@ -22,6 +22,8 @@ TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   EXPECT_TRUE(o->late_gather);
   EXPECT_TRUE(o->dependent_launches);
   EXPECT_TRUE(o->gemm_tuning);
+  EXPECT_FALSE(o->blocking_wait);
+  EXPECT_TRUE(CudaOptions{}.blocking_wait);
 }
 
 TEST(CudaOptions, RefusesWhatItCannotRead) {

@@ -57,21 +57,26 @@ int64_t TypedCount(const inference::InferTensorContents& c, DType dtype) {
 }
 
 // "3,0,2": counts of at most 12 digits, one comma between them (W1's 26 ragged inputs send about
-// 7,000 of them a request: read in one pass, nothing allocated but the vector).
+// 7,000 of them a request). The commas are counted first (a vectorised pass), then the counts are
+// written through a pointer: pushing them back kept the vector's end in memory and made this loop
+// 6% of a served W1 request's CPU.
 bool ParseLengthList(std::string_view text, std::vector<int64_t>& out) {
-  out.reserve(static_cast<size_t>(std::count(text.begin(), text.end(), ',')) + 1);
+  out.clear();
+  if (text.empty()) return true;
+  const size_t n = static_cast<size_t>(std::count(text.begin(), text.end(), ',')) + 1;
+  out.resize(n);
+  int64_t* o = out.data();
   const char* p = text.data();
   const char* end = p + text.size();
-  while (p < end) {
-    int64_t v = 0;
+  for (size_t i = 0; i < n; ++i) {
     const char* start = p;
-    while (p < end && *p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
+    int64_t v = 0;
+    while (p < end && static_cast<unsigned char>(*p - '0') <= 9) v = v * 10 + (*p++ - '0');
     if (p == start || p - start > 12) return false;
-    out.push_back(v);
-    if (p == end) break;
-    if (*p++ != ',' || p == end) return false;  // a comma, and a count after it
+    o[i] = v;
+    if (i + 1 < n && (p == end || *p++ != ',')) return false;  // a comma; the next round reads a count
   }
-  return true;
+  return p == end;
 }
 
 // An unsigned integer parameter, as int64_param (tritonclient's form) or uint64_param; -1 for

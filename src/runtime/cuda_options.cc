@@ -43,6 +43,7 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
                : key == "gemm_tuning"        ? &o.gemm_tuning
                : key == "gemm_log"           ? &o.gemm_log
                : key == "split_k"            ? &o.split_k
+               : key == "blocking_wait"      ? &o.blocking_wait
                                              : nullptr;
   if (flag) {
     RANKD_ASSIGN_OR_RETURN(*flag, ParseSwitch(key, value));
@@ -74,7 +75,7 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
   } else {
     return InvalidArgument("--cuda: unknown setting '" + key +
                            "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
-                           "late_gather, dependent_launches, gemm_tuning, gemm_log or split_k)");
+                           "late_gather, dependent_launches, gemm_tuning, gemm_log, split_k or blocking_wait)");
   }
   return Status::Ok();
 }
@@ -98,6 +99,7 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::EnableGemmTuning(o.gemm_tuning);
   cuda::SetGemmLog(o.gemm_log);
   cuda::EnableSplitKGemm(o.split_k);
+  cuda::SetBlockingWait(o.blocking_wait);
   cuda::DeviceFaults faults;
   faults.fail_allocations_over_mb = o.fault_fail_allocations_over_mb;
   faults.poison_after_runs = o.fault_poison_after_runs;
@@ -112,7 +114,7 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   defaults.staging_helpers = o.staging_helpers;
   const bool same = o.pinned_pool_mb == defaults.pinned_pool_mb && o.kernel_cache_dir.empty() &&
                     o.graph_lanes == defaults.graph_lanes && o.copy_kernels && o.late_gather && o.dependent_launches &&
-                    o.gemm_tuning && !o.gemm_log && o.split_k;
+                    o.gemm_tuning && !o.gemm_log && o.split_k && o.blocking_wait;
   return same ? Status::Ok() : InvalidArgument("--cuda: this build of rankd has no cuda backend");
 #endif
 }

@@ -35,6 +35,7 @@ size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 std::atomic<int> graph_lanes{4};
 std::atomic<bool> copy_kernels{true};
 std::atomic<bool> late_gather{true};
+std::atomic<bool> blocking_wait{true};
 
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
 bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
@@ -71,12 +72,17 @@ void SetLateGather(bool on) { late_gather = on; }
 
 bool LateGather() { return late_gather.load(); }
 
+void SetBlockingWait(bool on) { blocking_wait = on; }
+
+bool BlockingWait() { return blocking_wait.load(); }
+
 int GraphLanes() { return graph_lanes.load(); }
 
 StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaModelResources> resources) {
   std::unique_ptr<CudaExecutor> e(new CudaExecutor(std::move(resources)));
   RANKD_CUDA_RETURN(cudaSetDevice(e->resources_->device()));
   RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&e->ctx_.stream, cudaStreamNonBlocking));
+  RANKD_CUDA_RETURN(cudaEventCreateWithFlags(&e->done_, cudaEventBlockingSync | cudaEventDisableTiming));
   if (cublasLtCreate(&e->ctx_.lt) != CUBLAS_STATUS_SUCCESS) return Internal("cublasLtCreate failed");
   RANKD_RETURN_IF_ERROR(e->lt_workspace_.Reserve(kLtWorkspaceBytes));
   e->ctx_.lt_workspace = e->lt_workspace_.get();
@@ -98,6 +104,7 @@ CudaExecutor::~CudaExecutor() {
   std::lock_guard<std::shared_mutex> gate(CaptureGate(resources_->device()));
   if (ctx_.lt) cublasLtDestroy(ctx_.lt);
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  if (done_) cudaEventDestroy(done_);
   for (cudaStream_t side : side_streams_) cudaStreamDestroy(side);
   if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
 }
@@ -559,7 +566,12 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
     OpProfile::RecordSince(b->graph && !OpProfile::enabled() ? "(graph launched)" : "(steps enqueued)", launched);
     RANKD_RETURN_IF_ERROR(span_.End(ctx_.stream));
   }
-  RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+  if (BlockingWait()) {  // asleep until the driver's interrupt wakes the thread
+    RANKD_CUDA_RETURN(cudaEventRecord(done_, ctx_.stream));
+    RANKD_CUDA_RETURN(cudaEventSynchronize(done_));
+  } else {  // spinning on the stream (the driver's default)
+    RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+  }
   auto synchronised = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (phases) {
     OpProfile::RecordSince("(host waiting for the device)", waiting);

@@ -56,6 +56,13 @@ bool CopyKernels();
 void SetLateGather(bool on);
 bool LateGather();
 
+// Whether a run's thread waits for the device asleep, on an event made with cudaEventBlockingSync
+// that the driver's interrupt wakes, rather than spinning in cudaStreamSynchronize: under served
+// load W1's executors spent 13% of the server's CPU spinning there (docs/cuda.md). On by default,
+// `--cuda blocking_wait=off`; runs after a change follow it.
+void SetBlockingWait(bool on);
+bool BlockingWait();
+
 // How an input's values change width on their way to its slot: INT64 ids written as INT32 where
 // the slot is narrowed (compile/narrowable_ids.h).
 enum class Repack : uint8_t { kCopy, kNarrow };
@@ -188,6 +195,7 @@ class CudaExecutor final : public Executor {
   DeviceContext ctx_;
   std::vector<cudaStream_t> side_streams_;   // lanes 1, 2, ... of a capture
   std::vector<cudaEvent_t> events_;          // a capture's fork, joins and waits
+  cudaEvent_t done_ = nullptr;               // a run's end, waited on asleep (BlockingWait)
   std::vector<cudaGraphNode_t> copy_nodes_;  // the last capture's copies by kernel (NoteCopyNode)
   bool recording_ = false;                   // Record's Enqueue is running
   GemmCache gemm_;
