@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <random>
 #include <span>
@@ -259,7 +260,7 @@ TEST_P(CudaInputsTest, CopiesPerRun) {
 // Outputs no step reads back, with copy kernels, are written by their steps straight into the
 // pinned output buffer, and the error word with them (cleared by the host before each run): no
 // output copy. The scores are the CPU's, uncaptured and replayed, and a bad id fails its run
-// only, however many runs came before it, whether the host waits asleep or spinning. With copy
+// only, however many runs came before it, however the host waits. With copy
 // nodes the outputs come back in a copy.
 TEST(CudaOutputsPinned, StepsWriteTheOutputsAndTheErrorWordWhereTheHostReadsThem) {
   const Backend* cuda = testing::CudaOrNull();
@@ -287,8 +288,10 @@ TEST(CudaOutputsPinned, StepsWriteTheOutputsAndTheErrorWordWhereTheHostReadsThem
       const std::string when =
           std::string(kernels ? "copy kernels, " : "copy nodes, ") + (replayed ? "replayed" : "uncaptured");
       for (int run = 0; run < 6; ++run) {
-        cuda::SetBlockingWait(run % 2 == 0);  // the host waits asleep, then spinning: the same answers
-        RequestTensorScope request_tensors;   // pinned, as a request's are
+        // The host waits napping, spinning and blocked in turn: the same answers.
+        cuda::SetDeviceWait(
+            std::array{cuda::DeviceWait::kNap, cuda::DeviceWait::kSpin, cuda::DeviceWait::kBlock}[run % 3]);
+        RequestTensorScope request_tensors;  // pinned, as a request's are
         std::vector<Tensor> in = RandomInputs(rng);
         const bool bad = run % 3 == 1;
         if (bad) in[0].data<int64_t>()[kIds / 2] = kTableRows;
@@ -308,7 +311,7 @@ TEST(CudaOutputsPinned, StepsWriteTheOutputsAndTheErrorWordWhereTheHostReadsThem
     }
   }
   cuda::SetCopyKernels(true);
-  cuda::SetBlockingWait(true);
+  cuda::SetDeviceWait(cuda::DeviceWait::kNap);
 }
 
 // A few bytes of floats through a product of their own, and many ids through a bag: the ids come

@@ -10,7 +10,7 @@ namespace {
 
 TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   auto o = ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on", "pinned_pool_mb=0",
-                             "staging_helpers=1", "kernel_cache_dir=/tmp/k=v", "blocking_wait=off"});
+                             "staging_helpers=1", "kernel_cache_dir=/tmp/k=v", "device_wait=block"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->graph_lanes, 2);
   EXPECT_FALSE(o->copy_kernels);
@@ -22,8 +22,8 @@ TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   EXPECT_TRUE(o->late_gather);
   EXPECT_TRUE(o->dependent_launches);
   EXPECT_TRUE(o->gemm_tuning);
-  EXPECT_FALSE(o->blocking_wait);
-  EXPECT_TRUE(CudaOptions{}.blocking_wait);
+  EXPECT_EQ(o->device_wait, "block");
+  EXPECT_EQ(CudaOptions{}.device_wait, "nap");
 }
 
 TEST(CudaOptions, RefusesWhatItCannotRead) {
@@ -35,7 +35,8 @@ TEST(CudaOptions, RefusesWhatItCannotRead) {
                         Case{"graph_lanes=0", "from 1 to 16"}, Case{"graph_lanes=17", "from 1 to 16"},
                         Case{"graph_lanes=2x", "from 1 to 16"}, Case{"graph_lanes=", "from 1 to 16"},
                         Case{"pinned_pool_mb=-1", "from 0"}, Case{"staging_helpers=65", "from 0 to 64"},
-                        Case{"split_k=maybe", "expected on or off"}, Case{"=on", "unknown setting ''"}}) {
+                        Case{"split_k=maybe", "expected on or off"},
+                        Case{"device_wait=poll", "expected spin, block or nap"}, Case{"=on", "unknown setting ''"}}) {
     auto o = ParseCudaOptions({c.setting});
     ASSERT_FALSE(o.ok()) << c.setting;
     EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << c.setting;

@@ -43,7 +43,6 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
                : key == "gemm_tuning"        ? &o.gemm_tuning
                : key == "gemm_log"           ? &o.gemm_log
                : key == "split_k"            ? &o.split_k
-               : key == "blocking_wait"      ? &o.blocking_wait
                                              : nullptr;
   if (flag) {
     RANKD_ASSIGN_OR_RETURN(*flag, ParseSwitch(key, value));
@@ -55,6 +54,10 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
   } else if (key == "graph_lanes") {
     RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 1, 16));
     o.graph_lanes = static_cast<int>(n);
+  } else if (key == "device_wait") {
+    if (value != "spin" && value != "block" && value != "nap")
+      return InvalidArgument("--cuda device_wait: expected spin, block or nap, got '" + value + "'");
+    o.device_wait = value;
   } else if (key == "kernel_cache_dir") {
     o.kernel_cache_dir = value;
   } else if (key.starts_with("fault_")) {
@@ -75,7 +78,7 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
   } else {
     return InvalidArgument("--cuda: unknown setting '" + key +
                            "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
-                           "late_gather, dependent_launches, gemm_tuning, gemm_log, split_k or blocking_wait)");
+                           "late_gather, dependent_launches, gemm_tuning, gemm_log, split_k or device_wait)");
   }
   return Status::Ok();
 }
@@ -99,7 +102,9 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::EnableGemmTuning(o.gemm_tuning);
   cuda::SetGemmLog(o.gemm_log);
   cuda::EnableSplitKGemm(o.split_k);
-  cuda::SetBlockingWait(o.blocking_wait);
+  cuda::SetDeviceWait(o.device_wait == "spin"    ? cuda::DeviceWait::kSpin
+                      : o.device_wait == "block" ? cuda::DeviceWait::kBlock
+                                                 : cuda::DeviceWait::kNap);
   cuda::DeviceFaults faults;
   faults.fail_allocations_over_mb = o.fault_fail_allocations_over_mb;
   faults.poison_after_runs = o.fault_poison_after_runs;
@@ -114,7 +119,7 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   defaults.staging_helpers = o.staging_helpers;
   const bool same = o.pinned_pool_mb == defaults.pinned_pool_mb && o.kernel_cache_dir.empty() &&
                     o.graph_lanes == defaults.graph_lanes && o.copy_kernels && o.late_gather && o.dependent_launches &&
-                    o.gemm_tuning && !o.gemm_log && o.split_k && o.blocking_wait;
+                    o.gemm_tuning && !o.gemm_log && o.split_k && o.device_wait == defaults.device_wait;
   return same ? Status::Ok() : InvalidArgument("--cuda: this build of rankd has no cuda backend");
 #endif
 }

@@ -56,12 +56,15 @@ bool CopyKernels();
 void SetLateGather(bool on);
 bool LateGather();
 
-// Whether a run's thread waits for the device asleep, on an event made with cudaEventBlockingSync
-// that the driver's interrupt wakes, rather than spinning in cudaStreamSynchronize: under served
-// load W1's executors spent 13% of the server's CPU spinning there (docs/cuda.md). On by default,
-// `--cuda blocking_wait=off`; runs after a change follow it.
-void SetBlockingWait(bool on);
-bool BlockingWait();
+// How a run's thread waits for the device once the run is launched (`--cuda device_wait=`;
+// docs/cuda.md): spinning in cudaStreamSynchronize (the driver's default: under served load W1's
+// executors spent 13% of the server's CPU there), asleep on an event made with
+// cudaEventBlockingSync that the driver's interrupt wakes (no spinning, but each run ends later), or
+// napping: asleep for most of the time the plan's runs have kept the host waiting, then spinning
+// for the rest. Runs after a change follow it.
+enum class DeviceWait : uint8_t { kSpin, kBlock, kNap };
+void SetDeviceWait(DeviceWait wait);
+DeviceWait DeviceWaitMode();
 
 // How an input's values change width on their way to its slot: INT64 ids written as INT32 where
 // the slot is narrowed (compile/narrowable_ids.h).
@@ -101,6 +104,7 @@ class CudaExecutor final : public Executor {
     std::vector<std::pair<int, size_t>> output_rooted;
     std::vector<bool> narrowed;            // per graph input: INT64 ids sent as INT32 (compile/narrowable_ids.h)
     std::unique_ptr<DeviceBuffer> folded;  // device copies of plan-folded values
+    double wait_us = 0;  // how long its runs keep the host waiting after their launch, averaged (WaitForDevice)
     // Where each input and output lies in the staging buffers (fixed by the plan's shapes). On
     // the device, io_ holds the inputs, then at in_total the error word and the outputs laid out
     // as in staged_outputs_: the input copy clears the error word, one copy brings back both
@@ -188,6 +192,8 @@ class CudaExecutor final : public Executor {
   // and the bf16 operand buffer). Where the ids gather late, the schedule's first entry is the
   // ids' gather, and step s of the plan is the schedule's s + 1.
   LaneSchedule ScheduleOnLanes(const Plan& plan, const Binding& b) const;
+  // Waits for the run launched on the stream, as DeviceWaitMode says.
+  Status WaitForDevice(Binding& b);
   void DropCaptures();
   void ClearBindings();  // and forgets which binding's tails the staging buffer holds
 
@@ -195,7 +201,7 @@ class CudaExecutor final : public Executor {
   DeviceContext ctx_;
   std::vector<cudaStream_t> side_streams_;   // lanes 1, 2, ... of a capture
   std::vector<cudaEvent_t> events_;          // a capture's fork, joins and waits
-  cudaEvent_t done_ = nullptr;               // a run's end, waited on asleep (BlockingWait)
+  cudaEvent_t done_ = nullptr;               // a run's end, waited on asleep (DeviceWait::kBlock)
   std::vector<cudaGraphNode_t> copy_nodes_;  // the last capture's copies by kernel (NoteCopyNode)
   bool recording_ = false;                   // Record's Enqueue is running
   GemmCache gemm_;
