@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -148,9 +149,12 @@ TEST(InferRequestWire, RefusesExactlyWhatProtobufRefuses) {
       cases.push_back(broken);
     }
   }
-  cases.push_back("\x3a\xff\xff\xff\xff\x0f");      // raw contents of 4 GB in a message of 6 bytes
-  cases.push_back(std::string("\x3a\x05") + "ab");  // raw contents of 5 bytes, 2 present
-  cases.push_back("\x0c");                          // an end-group tag with no group open
+  cases.push_back("\x3a\xff\xff\xff\xff\x0f");                      // raw contents of 4 GB in a message of 6 bytes
+  cases.push_back(std::string("\x3a\x05") + "ab");                  // raw contents of 5 bytes, 2 present
+  cases.push_back("\x0c");                                          // an end-group tag with no group open
+  cases.push_back("\x8a\x80\x80\x80\x10\x00");                      // a 5-byte tag past 32 bits (field 1, length 0)
+  cases.push_back("\x3a\x80\x80\x80\x80\x80\x00");                  // a length in 6 bytes
+  cases.push_back("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01");  // a 10-byte varint (unknown field 1)
   for (const std::string& bytes : cases) {
     inference::ModelInferRequest proto;
     const bool accepted = proto.ParseFromString(bytes);
@@ -161,6 +165,40 @@ TEST(InferRequestWire, RefusesExactlyWhatProtobufRefuses) {
       EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument);
       EXPECT_NE(read.status().message().find("not a ModelInferRequest"), std::string::npos);
     }
+  }
+  // And random mutations: the same verdict, and the same message when both accept.
+  std::mt19937_64 rng(5);
+  for (int round = 0; round < 20000; ++round) {
+    std::string bytes = wire;
+    for (int m = static_cast<int>(rng() % 4); m >= 0 && !bytes.empty(); --m) {
+      const size_t at = rng() % bytes.size();
+      switch (rng() % 4) {
+        case 0:
+          bytes[at] = static_cast<char>(rng());
+          break;
+        case 1:
+          bytes.insert(at, 1, static_cast<char>(rng()));
+          break;
+        case 2:
+          bytes.erase(at, 1);
+          break;
+        default:
+          bytes.resize(at);
+          break;
+      }
+    }
+    inference::ModelInferRequest proto;
+    const bool accepted = proto.ParseFromString(bytes);
+    RawInputContents contents;
+    auto read = ReadInferRequest(Pieces(bytes, 1 + rng() % 50), contents);
+    ASSERT_EQ(read.ok(), accepted) << "round " << round << ": " << read.status().ToString();
+    if (!accepted) continue;
+    inference::ModelInferRequest rebuilt = *read;
+    for (int i = 0; i < contents.size(); ++i) {
+      std::string scratch;
+      rebuilt.add_raw_input_contents(std::string(contents.View(i, scratch)));
+    }
+    ASSERT_TRUE(google::protobuf::util::MessageDifferencer::Equals(proto, rebuilt)) << "round " << round;
   }
   RawInputContents contents;
   auto past = ReadInferRequest({std::string_view("\x3a\x05"

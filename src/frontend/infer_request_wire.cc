@@ -91,17 +91,19 @@ class Cursor {
   uint64_t position_ = 0;
 };
 
-// A field's tag: false for one protobuf refuses (field number 0, more than 32 bits, wire type 6 or 7).
+// A field's tag as protobuf reads one: at most 5 bytes, its value cut to 32 bits; false for one
+// protobuf refuses (longer, field number 0, wire type 6 or 7).
 bool ReadTag(Cursor& c, uint64_t& field, uint64_t& wire_type) {
   uint64_t tag = 0;
-  if (!c.Varint(tag, 5) || tag > UINT32_MAX) return false;
+  if (!c.Varint(tag, 5)) return false;
+  tag = static_cast<uint32_t>(tag);
   field = tag >> 3;
   wire_type = tag & 7;
-  return field != 0 && wire_type <= kFixed32 && wire_type != 6;
+  return field != 0 && wire_type <= kFixed32;
 }
 
-// A length-delimited field's length: at most INT_MAX, as protobuf reads them.
-bool ReadLength(Cursor& c, uint64_t& n) { return c.Varint(n) && n <= static_cast<uint64_t>(INT_MAX); }
+// A length-delimited field's length as protobuf reads one: at most 5 bytes and INT_MAX.
+bool ReadLength(Cursor& c, uint64_t& n) { return c.Varint(n, 5) && n <= static_cast<uint64_t>(INT_MAX); }
 
 // Skips the value of a field of `wire_type` whose tag was just read; groups are skipped through
 // their end tag. False for a malformed or truncated value.
