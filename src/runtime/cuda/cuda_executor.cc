@@ -479,9 +479,9 @@ Status CudaExecutor::WaitForDevice(Binding& b) {
     case DeviceWait::kNap:
       break;
   }
-  // Asleep for 80% of the plan's usual wait, then spinning. A run already done on waking means the
-  // nap could have been longer... or was too long: the average shrinks a little. Otherwise it
-  // follows the wait measured to the run's end.
+  // Asleep for 80% of the plan's usual wait, then spinning. A run already done on waking may have
+  // ended well before it: the average shrinks a little. One still running is spun on to its end,
+  // and the wait measured joins the average.
   static thread_local bool fine_timer = [] {
     prctl(PR_SET_TIMERSLACK, 1000UL);  // the thread's sleeps end within 1 µs of asking, not 50
     return true;
