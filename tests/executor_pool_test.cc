@@ -78,11 +78,12 @@ TEST(ExecutorPool, SpreadsOverReplicasByLoad) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(waited, nullptr);
-  pool.Release(std::move(*a));
+  EXPECT_EQ(pool.Release(std::move(*a)), 0u);  // a release names the replica it went back to
   waiter.join();
   ASSERT_NE(waited, nullptr);
   EXPECT_EQ(waited.get(), released);
-  for (auto* e : {&waited, &b.value(), &c.value(), &d.value()}) pool.Release(std::move(*e));
+  EXPECT_EQ(pool.Release(std::move(*b)), 1u);
+  for (auto* e : {&waited, &c.value(), &d.value()}) pool.Release(std::move(*e));
   EXPECT_EQ(pool.Busy(0) + pool.Busy(1), 0);
 }
 

@@ -29,6 +29,13 @@ StatusOr<const Backend*> FindBackend(const std::string& name, int device) {
   return InvalidArgument("unknown backend '" + name + "' (expected cpu, cuda or auto)");
 }
 
+Status AnyHealthy(const std::vector<const Backend*>& backends) {
+  for (const Backend* b : backends) {
+    if (b->Health().ok()) return Status::Ok();
+  }
+  return backends.at(0)->Health();
+}
+
 StatusOr<std::vector<const Backend*>> FindReplicaBackends(const Backend& backend, const GpuSet& gpus) {
   if (backend.device_kind() != DeviceKind::kCuda || gpus.empty()) return std::vector<const Backend*>{&backend};
   std::vector<const Backend*> backends;

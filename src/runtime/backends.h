@@ -22,6 +22,10 @@ StatusOr<const Backend*> FindBackend(const std::string& name, int device = 0);
 // `gpus` says (the caller warns). Errors name a GPU that cannot run here.
 StatusOr<std::vector<const Backend*>> FindReplicaBackends(const Backend& backend, const GpuSet& gpus);
 
+// OK while one of `backends` (at least one) is healthy (Backend::Health); else the first's health.
+// A model's replicas serve while one does; so does a server's liveness over its GPUs.
+Status AnyHealthy(const std::vector<const Backend*>& backends);
+
 // A new executor for plans of the model `resources` belongs to (Backend::PrepareModel), on the
 // device `backend` runs on: the host executor for host backends, a CUDA executor for CUDA ones.
 StatusOr<std::unique_ptr<Executor>> NewExecutor(const Backend& backend, std::shared_ptr<ModelResources> resources);

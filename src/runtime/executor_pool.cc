@@ -7,7 +7,9 @@
 namespace rankd {
 
 ExecutorPool::ExecutorPool(std::vector<Replica> replicas, int max)
-    : replicas_(std::move(replicas)), max_(max), slots_(replicas_.size()) {}
+    : replicas_(std::move(replicas)), max_(max), slots_(replicas_.size()) {
+  for (const Replica& r : replicas_) backends_.push_back(r.backend);
+}
 
 ExecutorPool::~ExecutorPool() {
   MutexLock lock(mu_);
@@ -64,11 +66,13 @@ StatusOr<std::unique_ptr<Executor>> ExecutorPool::Acquire() {
   return created;
 }
 
-void ExecutorPool::Release(std::unique_ptr<Executor> executor) {
+size_t ExecutorPool::Release(std::unique_ptr<Executor> executor) {
   bool takers;
+  size_t replica;
   {
     MutexLock lock(mu_);
-    slots_[replica_of_.at(executor.get())].idle.push_back(std::move(executor));
+    replica = replica_of_.at(executor.get());
+    slots_[replica].idle.push_back(std::move(executor));
     takers = takers_ > 0;
   }
   // An Acquire takes any executor, a Take only its own, and with replicas an Acquire may be
@@ -79,6 +83,7 @@ void ExecutorPool::Release(std::unique_ptr<Executor> executor) {
   } else {
     freed_.notify_one();
   }
+  return replica;
 }
 
 std::unique_ptr<Executor> ExecutorPool::Take(const Executor* executor) {
@@ -114,11 +119,6 @@ int ExecutorPool::Busy(size_t r) const {
   return slots_[r].created - static_cast<int>(slots_[r].idle.size());
 }
 
-Status ExecutorPool::Health() const {
-  for (const Replica& r : replicas_) {
-    if (r.backend->Health().ok()) return Status::Ok();
-  }
-  return replicas_[0].backend->Health();
-}
+Status ExecutorPool::Health() const { return AnyHealthy(backends_); }
 
 }  // namespace rankd

@@ -38,7 +38,8 @@ class ExecutorPool {
   // else the next one such a replica releases; Unavailable (the first replica's health) when no
   // replica is healthy.
   StatusOr<std::unique_ptr<Executor>> Acquire();
-  void Release(std::unique_ptr<Executor> executor);
+  // Takes `executor` back; returns its replica (an index into replicas()).
+  size_t Release(std::unique_ptr<Executor> executor);
   // `executor` (one of All()), once it is idle.
   std::unique_ptr<Executor> Take(const Executor* executor);
   // Every executor made so far, idle or not (to capture a plan on each).
@@ -63,6 +64,7 @@ class ExecutorPool {
 
   std::vector<Replica>
       replicas_;  // released last first (a later replica may read host memory an earlier one registered)
+  std::vector<const Backend*> backends_;  // replicas_' backends, in order (Health)
   const int max_;
   mutable Mutex mu_;
   std::condition_variable freed_;

@@ -115,11 +115,10 @@ StatusOr<std::vector<Tensor>> PlanRunner::RunOn(const std::shared_ptr<const Plan
   auto result = executor->Run(*plan, inputs);
   // A run whose staging buffers had to grow dropped the executor's captures, this plan's too.
   captured = captured && executor->Captured(*plan);
-  const size_t replica = executors_->replicas().size() > 1 ? executors_->ReplicaOf(executor.get()) : 0;
-  replica_runs_[replica].fetch_add(1, std::memory_order_relaxed);
   PhaseTimer releasing("(executor released)");
-  Release(std::move(executor));
+  const size_t replica = Release(std::move(executor));
   releasing.Stop();
+  replica_runs_[replica].fetch_add(1, std::memory_order_relaxed);
   if (cache_keeper_ && result.ok()) cache_keeper_->Offer(inputs);
   if (capture) {
     if (captured) {

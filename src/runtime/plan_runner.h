@@ -80,7 +80,7 @@ class PlanRunner {
 
   // An executor (waiting while all are busy), and back.
   StatusOr<std::unique_ptr<Executor>> Acquire() { return executors_->Acquire(); }
-  void Release(std::unique_ptr<Executor> executor) { executors_->Release(std::move(executor)); }
+  size_t Release(std::unique_ptr<Executor> executor) { return executors_->Release(std::move(executor)); }
 
   // Runs `plan` on `inputs` on `executor` and gives the executor back; with `capture` (and capture
   // on), counts a graph hit or miss and queues a capture of the plan on a miss.

@@ -91,12 +91,7 @@ int ServeCommand(const ServeArgs& args) {
   InferService service(**repository, metrics, &tracer);
   std::atomic<bool> draining{false};
   HealthProbes probes;
-  probes.live = [devices = *devices]() -> Status {
-    for (const Backend* d : devices) {
-      if (d->Health().ok()) return Status::Ok();
-    }
-    return devices[0]->Health();
-  };
+  probes.live = [devices = *devices]() -> Status { return AnyHealthy(devices); };
   probes.ready = [&, live = probes.live]() -> Status {
     RANKD_RETURN_IF_ERROR(live());
     if (draining) return Unavailable("the server is shutting down");

@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/device.h"
+#include "backend/cuda/driver_entry.h"
 #include "backend/cuda/per_device.h"
 
 namespace rankd::cuda {
@@ -109,16 +111,8 @@ __device__ __forceinline__ void StageProducts(float (&acc)[kRowBlocks][64], cons
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 inline PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      f = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode =
+      DriverEntry<std::remove_pointer_t<PFN_cuTensorMapEncodeTiled_v12000>>("cuTensorMapEncodeTiled");
   return encode;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/device.h"
+#include "backend/cuda/driver_entry.h"
 #include "common/mutex.h"
 
 namespace rankd::cuda {
@@ -29,28 +30,17 @@ std::map<const void*, Mapping>& Mappings() RANKD_REQUIRES(mu) {
   return *mappings;
 }
 
-// The driver's virtual memory management, found through the runtime (no link to libcuda).
-template <typename F>
-F* Driver(const char* name) {
-  void* f = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-      found != cudaDriverEntryPointSuccess) {
-    return nullptr;
-  }
-  return reinterpret_cast<F*>(f);
-}
-
+// The driver's virtual memory management, found through the runtime (driver_entry.h).
 struct Vmm {
   decltype(&cuMemGetAllocationGranularity) granularity =
-      Driver<decltype(cuMemGetAllocationGranularity)>("cuMemGetAllocationGranularity");
-  decltype(&cuMemAddressReserve) reserve = Driver<decltype(cuMemAddressReserve)>("cuMemAddressReserve");
-  decltype(&cuMemAddressFree) free = Driver<decltype(cuMemAddressFree)>("cuMemAddressFree");
-  decltype(&cuMemCreate) create = Driver<decltype(cuMemCreate)>("cuMemCreate");
-  decltype(&cuMemRelease) release = Driver<decltype(cuMemRelease)>("cuMemRelease");
-  decltype(&cuMemMap) map = Driver<decltype(cuMemMap)>("cuMemMap");
-  decltype(&cuMemUnmap) unmap = Driver<decltype(cuMemUnmap)>("cuMemUnmap");
-  decltype(&cuMemSetAccess) set_access = Driver<decltype(cuMemSetAccess)>("cuMemSetAccess");
+      DriverEntry<decltype(cuMemGetAllocationGranularity)>("cuMemGetAllocationGranularity");
+  decltype(&cuMemAddressReserve) reserve = DriverEntry<decltype(cuMemAddressReserve)>("cuMemAddressReserve");
+  decltype(&cuMemAddressFree) free = DriverEntry<decltype(cuMemAddressFree)>("cuMemAddressFree");
+  decltype(&cuMemCreate) create = DriverEntry<decltype(cuMemCreate)>("cuMemCreate");
+  decltype(&cuMemRelease) release = DriverEntry<decltype(cuMemRelease)>("cuMemRelease");
+  decltype(&cuMemMap) map = DriverEntry<decltype(cuMemMap)>("cuMemMap");
+  decltype(&cuMemUnmap) unmap = DriverEntry<decltype(cuMemUnmap)>("cuMemUnmap");
+  decltype(&cuMemSetAccess) set_access = DriverEntry<decltype(cuMemSetAccess)>("cuMemSetAccess");
   bool ok() const { return granularity && reserve && free && create && release && map && unmap && set_access; }
 };
 
