@@ -1,5 +1,5 @@
 """Triton's trace extension over real sockets: settings read and changed over HTTP and gRPC, globally
-and per model; sampled requests' timestamps written as Triton's JSON trace files.
+and per model; sampled requests' timestamps and tensors written as Triton's JSON trace files.
 
   /usr/bin/python3 tests/trace_test.py RANKD_BINARY SOURCE_DIR
 """
@@ -62,7 +62,8 @@ class TraceTest(unittest.TestCase):
                          (200, {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1",
                                 "log_frequency": "0", "trace_file": ""}))
         for body, message in [({"trace_level": ["TIMESTAMPS"]}, "needs a trace_file"),
-                              ({"trace_level": ["TENSORS"], "trace_file": "x"}, "TENSORS is not supported"),
+                              ({"trace_level": ["TENSORS"]}, "needs a trace_file"),
+                              ({"trace_level": ["ALL"], "trace_file": "x"}, "OFF, TIMESTAMPS or TENSORS"),
                               ({"trace_rate": "0"}, "trace_rate"), ({"trace_rate": 5}, "trace_rate"),
                               ({"trace_count": "-2"}, "trace_count"), ({"nope": "1"}, "unknown trace setting 'nope'"),
                               ({"trace_rate": None}, "cannot be cleared"), ([1], "JSON object")]:
@@ -117,6 +118,62 @@ class TraceTest(unittest.TestCase):
         self.assertFalse(os.path.exists(final))
         self.assertEqual(s.stop(), 0)
         self.assertEqual(self.traces(final, "mmoe", 2), ["mmoe-0", "mmoe-1"])
+
+    def test_tensors(self):
+        """TENSORS: every input as the request sent it (ragged ones with their lengths) and every
+        output as answered; with TIMESTAMPS too, both; alone, no timestamps."""
+        path = os.path.join(self.out, "tensors.json")
+        status, answer = self.post("/v2/trace/setting", {"trace_file": path, "trace_level": ["TENSORS", "TIMESTAMPS"],
+                                                         "trace_rate": "1", "log_frequency": "1"})
+        self.assertEqual(status, 200, answer)
+        self.assertEqual(answer["trace_level"], ["TENSORS", "TIMESTAMPS"])
+        body = lines("din", "requests")[0]
+        status, got = self.post("/v2/models/din/infer", dict(body, id="din-t"))
+        self.assertEqual(status, 200, got)
+        with open(path + ".0") as f:
+            objects = json.load(f)
+        head, times = objects[0], objects[1]
+        self.assertEqual((head["model_name"], head["request_id"]), ("din", "din-t"))
+        self.assertEqual([t["name"] for t in times["timestamps"]], STAMPS)
+        inputs = [o for o in objects if o.get("activity") == "TENSOR_QUEUE_INPUT"]
+        outputs = [o for o in objects if o.get("activity") == "TENSOR_BACKEND_OUTPUT"]
+        self.assertEqual(len(objects), 2 + len(inputs) + len(outputs))
+        self.assertTrue(all(o["id"] == head["id"] for o in objects))
+        self.assertEqual([o["tensor"]["name"] for o in inputs], [i["name"] for i in body["inputs"]])
+        for traced, sent in zip(inputs, body["inputs"]):
+            t = traced["tensor"]
+            self.assertEqual(t["dtype"], sent["datatype"])
+            flat = []
+            stack = [sent["data"]]
+            while stack:
+                x = stack.pop(0)
+                if isinstance(x, list):
+                    stack = x + stack
+                else:
+                    flat.append(x)
+            self.assertEqual([float(v) for v in t["data"].split(",")], [float(v) for v in flat], t["name"])
+            if sent["shape"][-1] == -1:  # nested rows: flat values with their lengths
+                self.assertEqual(t["lengths"], ",".join(str(len(r)) for r in sent["data"]))
+                self.assertEqual(t["shape"], str(len(flat)))
+            else:
+                self.assertNotIn("lengths", t)
+                self.assertEqual(t["shape"], ",".join(map(str, sent["shape"])))
+        self.assertEqual([o["tensor"]["name"] for o in outputs], [o["name"] for o in got["outputs"]])
+        for traced, answered in zip(outputs, got["outputs"]):
+            t = traced["tensor"]
+            self.assertEqual((t["dtype"], t["shape"]), (answered["datatype"], ",".join(map(str, answered["shape"]))))
+            for a, b in zip(t["data"].split(","), answered["data"]):
+                self.assertAlmostEqual(float(a), b, places=5)
+
+        # TENSORS alone: no timestamps.
+        self.assertEqual(self.post("/v2/trace/setting", {"trace_level": ["TENSORS"]})[0], 200)
+        self.infer("mmoe", 1)
+        with open(path + ".1") as f:
+            objects = json.load(f)
+        self.assertEqual(objects[0]["model_name"], "mmoe")
+        self.assertFalse(any("timestamps" in o for o in objects))
+        self.assertEqual([o["activity"] for o in objects[1:]],
+                         ["TENSOR_QUEUE_INPUT"] * len(lines("mmoe", "requests")[0]["inputs"]) + ["TENSOR_BACKEND_OUTPUT"] * 2)
 
 
 class TraceFlagsTest(unittest.TestCase):

@@ -86,7 +86,8 @@ void InferService::InferAsync(const std::string& name, int64_t version, Clock::t
     metrics_.RecordSuccess(m.name(), m.version(), t);
     // Before the answer, so that a client that has it finds the trace file written.
     if (trace)
-      tracer_->Record(trace, m.name(), m.version(), request->request.id, {received, start, parsed, scored, written});
+      tracer_->Record(trace, m.name(), m.version(), request->request, *outputs,
+                      {received, start, parsed, scored, written});
     finish(Status::Ok());
   };
   s = Guarded(m, "scoring the request", [&] {

@@ -1,5 +1,6 @@
 #include "serving/request_tracer.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "rankd/dtype.h"
 
 namespace rankd {
 namespace {
@@ -23,10 +25,10 @@ std::optional<int64_t> ParseInt(const std::string& s) {
 // Checks one setting's values; the error names it.
 Status CheckSetting(const std::string& name, const std::vector<std::string>& values) {
   if (name == "trace_level") {
-    if (values.empty()) return InvalidArgument("trace_level needs a level (OFF or TIMESTAMPS)");
+    if (values.empty()) return InvalidArgument("trace_level needs a level (OFF, TIMESTAMPS or TENSORS)");
     for (const std::string& v : values) {
-      if (v == "TENSORS") return InvalidArgument("trace_level TENSORS is not supported (OFF and TIMESTAMPS are)");
-      if (v != "OFF" && v != "TIMESTAMPS") return InvalidArgument("trace_level '" + v + "': OFF or TIMESTAMPS");
+      if (v != "OFF" && v != "TIMESTAMPS" && v != "TENSORS")
+        return InvalidArgument("trace_level '" + v + "': OFF, TIMESTAMPS or TENSORS");
     }
     return Status::Ok();
   }
@@ -39,11 +41,64 @@ Status CheckSetting(const std::string& name, const std::vector<std::string>& val
   return Status::Ok();
 }
 
-bool TracesOn(const std::vector<std::string>& levels) {
-  for (const std::string& l : levels) {
-    if (l == "TIMESTAMPS") return true;
+bool HasLevel(const std::vector<std::string>& levels, const char* level) {
+  return std::find(levels.begin(), levels.end(), level) != levels.end();
+}
+
+// "1,2,3": a list of counts or dimensions, as Triton writes a tensor's shape.
+template <typename List>
+std::string CommaList(const List& values) {
+  std::string s;
+  for (const auto& v : values) s += (s.empty() ? "" : ",") + std::to_string(v);
+  return s;
+}
+
+// A tensor's values as Triton's TENSORS trace writes them: comma-separated, numbers in their
+// shortest exact form, a BYTES input's strings as they are.
+std::string TensorData(const Tensor& t) {
+  std::string s;
+  if (!t.defined()) return s;
+  char buf[32];
+  const int64_t n = t.size();
+  for (int64_t i = 0; i < n; ++i) {
+    if (i) s += ',';
+    std::to_chars_result r{buf, std::errc()};
+    switch (t.dtype()) {
+      case DType::kF32:
+        r = std::to_chars(buf, buf + sizeof(buf), t.data<float>()[i]);
+        break;
+      case DType::kF64:
+        r = std::to_chars(buf, buf + sizeof(buf), t.data<double>()[i]);
+        break;
+      case DType::kF16:
+        r = std::to_chars(buf, buf + sizeof(buf), HalfToFloat(t.data<uint16_t>()[i]));
+        break;
+      case DType::kBF16:
+        r = std::to_chars(buf, buf + sizeof(buf), BF16ToFloat(t.data<uint16_t>()[i]));
+        break;
+      case DType::kI8:
+        r = std::to_chars(buf, buf + sizeof(buf), static_cast<int>(t.data<int8_t>()[i]));
+        break;
+      case DType::kU8:
+      case DType::kBool:
+        r = std::to_chars(buf, buf + sizeof(buf), static_cast<int>(t.data<uint8_t>()[i]));
+        break;
+      case DType::kI32:
+        r = std::to_chars(buf, buf + sizeof(buf), t.data<int32_t>()[i]);
+        break;
+      case DType::kI64:
+        r = std::to_chars(buf, buf + sizeof(buf), t.data<int64_t>()[i]);
+        break;
+      case DType::kInvalid:
+        break;
+    }
+    s.append(buf, r.ptr);
   }
-  return false;
+  return s;
+}
+
+nlohmann::json TensorActivity(uint64_t id, const char* activity, nlohmann::json tensor) {
+  return {{"id", id}, {"activity", activity}, {"tensor", std::move(tensor)}};
 }
 
 }  // namespace
@@ -81,7 +136,9 @@ RequestTracer::Resolved RequestTracer::Resolve(const std::string& model) const {
     for (const auto& [k, v] : it->second) s[k] = v;
   }
   Resolved r;
-  r.on = TracesOn(s["trace_level"]);
+  r.timestamps = HasLevel(s["trace_level"], "TIMESTAMPS");
+  r.tensors = HasLevel(s["trace_level"], "TENSORS");
+  r.on = r.timestamps || r.tensors;
   r.rate = ParseInt(s["trace_rate"][0]).value_or(1000);
   r.count = ParseInt(s["trace_count"][0]).value_or(-1);
   r.log_frequency = ParseInt(s["log_frequency"][0]).value_or(0);
@@ -115,7 +172,7 @@ Status RequestTracer::Apply(const std::string& model, const Update& update) {
   Status ok = Status::Ok();
   for (const std::string& m : scopes) {
     Resolved r = Resolve(m);
-    if (ok.ok() && r.on && r.file.empty()) ok = InvalidArgument("trace_level TIMESTAMPS needs a trace_file");
+    if (ok.ok() && r.on && r.file.empty()) ok = InvalidArgument("trace_level TIMESTAMPS or TENSORS needs a trace_file");
   }
   if (!ok.ok()) {
     std::swap(global_, global);
@@ -181,8 +238,9 @@ uint64_t RequestTracer::Sample(const std::string& model) {
   return next_id_++;
 }
 
-void RequestTracer::Record(uint64_t id, const std::string& model, int64_t version, const std::string& request_id,
-                           const Times& t) {
+void RequestTracer::Record(uint64_t id, const std::string& model, int64_t version, const InferRequest& request,
+                           const std::vector<InferOutput>& outputs, const Times& t) {
+  const std::string& request_id = request.id;
   auto ns = [](Clock::time_point p) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(p.time_since_epoch()).count());
   };
@@ -200,11 +258,44 @@ void RequestTracer::Record(uint64_t id, const std::string& model, int64_t versio
     stamps.push_back({{"name", name}, {"ns", ns(at)}});
   }
   nlohmann::json times = {{"id", id}, {"timestamps", stamps}};
+  Resolved r;
+  {
+    MutexLock lock(mu_);
+    r = Resolve(model);
+  }
+  // The tensors' text is made outside the lock: a large request's takes a while.
+  std::vector<std::string> objects = {head.dump()};
+  if (r.timestamps) objects.push_back(times.dump());
+  if (r.tensors) {
+    for (const InferInput& in : request.inputs) {
+      nlohmann::json tensor;
+      tensor["name"] = in.name;
+      if (in.is_bytes()) {
+        std::string data;
+        for (int64_t i = 0; i < in.strings.size(); ++i) data += (i ? "," : "") + std::string(in.strings.at(i));
+        tensor["data"] = data;
+        tensor["shape"] = CommaList(in.strings.shape);
+        tensor["dtype"] = "BYTES";
+      } else {
+        tensor["data"] = TensorData(in.data);
+        tensor["shape"] = CommaList(in.data.shape());
+        tensor["dtype"] = DTypeName(in.data.dtype());
+      }
+      if (!in.lengths.empty()) tensor["lengths"] = CommaList(in.lengths);
+      objects.push_back(TensorActivity(id, "TENSOR_QUEUE_INPUT", std::move(tensor)).dump());
+    }
+    for (const InferOutput& o : outputs) {
+      nlohmann::json tensor = {{"name", o.name},
+                               {"data", TensorData(o.data)},
+                               {"shape", CommaList(o.data.shape())},
+                               {"dtype", DTypeName(o.data.dtype())}};
+      objects.push_back(TensorActivity(id, "TENSOR_BACKEND_OUTPUT", std::move(tensor)).dump());
+    }
+  }
   MutexLock lock(mu_);
-  Resolved r = Resolve(model);
+  r = Resolve(model);  // as it stands now: the settings may have changed meanwhile
   Output& out = outputs_[r.file];
-  out.objects.push_back(head.dump());
-  out.objects.push_back(times.dump());
+  for (std::string& o : objects) out.objects.push_back(std::move(o));
   ++out.traces;
   const std::string scope = models_.count(model) && models_[model].count("trace_count") ? model : "";
   auto left = remaining_.find(scope);

@@ -1,9 +1,12 @@
 // RequestTracer: Triton's trace extension (GET/POST /v2[/models/NAME]/trace/setting, gRPC
-// TraceSetting) at its TIMESTAMPS level. Every `trace_rate`-th request of a model is traced while
-// `trace_count` lasts (-1: no limit); a trace is the request's identity and its phases' times, in
-// Triton's JSON trace form, two objects per trace:
+// TraceSetting) at its TIMESTAMPS and TENSORS levels. Every `trace_rate`-th request of a model is
+// traced while `trace_count` lasts (-1: no limit); a trace is the request's identity, then its
+// phases' times (TIMESTAMPS) and its tensors (TENSORS), in Triton's JSON trace form:
 //   {"id": 1, "model_name": "din", "model_version": 1, "request_id": "r7"}
 //   {"id": 1, "timestamps": [{"name": "REQUEST_START", "ns": ...}, ...]}
+//   {"id": 1, "activity": "TENSOR_QUEUE_INPUT", "tensor": {"name": "ids", "data": "3,7,9",
+//    "shape": "3", "dtype": "INT64", "lengths": "2,1"}}       (one per input; lengths: ragged only)
+//   {"id": 1, "activity": "TENSOR_BACKEND_OUTPUT", "tensor": {...}}   (one per output)
 // REQUEST_START and QUEUE_START when the frontend had read the request, COMPUTE_START when a
 // worker began parsing it, COMPUTE_INPUT_END when it was parsed (the batcher's queue follows),
 // COMPUTE_OUTPUT_START when it was scored, COMPUTE_END and REQUEST_END when its answer was
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "rankd/request.h"
 #include "rankd/status.h"
 
 namespace rankd {
@@ -40,7 +44,7 @@ class RequestTracer {
   // The settings in force for `model` (global ones where it overrides nothing; "" for global).
   Settings Current(const std::string& model) const;
   // Applies `update` globally (`model` empty) or to `model`. Errors, naming the setting: an
-  // unknown setting, a level other than OFF and TIMESTAMPS (TENSORS is not traced), a rate below
+  // unknown setting, a level other than OFF, TIMESTAMPS and TENSORS, a rate below
   // 1, a count below -1, a negative frequency, tracing on without a trace_file, a null for a
   // global setting. Nothing changes on an error.
   Status Apply(const std::string& model, const Update& update);
@@ -55,12 +59,14 @@ class RequestTracer {
   struct Times {
     Clock::time_point received, started, parsed, scored, written;
   };
-  void Record(uint64_t id, const std::string& model, int64_t version, const std::string& request_id,
-              const Times& times);
+  // Keeps trace `id` (from Sample) of a request answered with `outputs`.
+  void Record(uint64_t id, const std::string& model, int64_t version, const InferRequest& request,
+              const std::vector<InferOutput>& outputs, const Times& times);
 
  private:
   struct Resolved {
-    bool on = false;
+    bool on = false;  // timestamps or tensors
+    bool timestamps = false, tensors = false;
     int64_t rate = 1000, count = -1, log_frequency = 0;
     std::string file;
   };
