@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "embedding/lookups.h"
 #include "model/config.h"
+#include "model/table_place.h"
 
 namespace rankd {
 
@@ -30,12 +33,11 @@ StatusOr<TableTier> ParseTableTier(const std::string& name) {
 
 StatusOr<TableTier> ParseTablePlace(const std::string& name, std::vector<int>* gpus) {
   gpus->clear();
-  if (!name.starts_with("gpu:")) return ParseTableTier(name);
-  auto listed = ParseGpuSet(name.substr(4));
-  if (!listed.ok() || listed->all)
+  std::optional<TablePlaceText> place = ParseTablePlaceText(name);
+  if (!place)
     return InvalidArgument("table tier '" + name + "' (gpu, gpu:N or gpu:N,M,... with GPU indices, cache or host)");
-  *gpus = listed->ids;
-  return TableTier::kDevice;
+  *gpus = std::move(place->gpus);
+  return ParseTableTier(place->tier);
 }
 
 int64_t CacheBytes(const TableInfo& table, int64_t cache_rows) {

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "model/table_place.h"
 #include "model/triton_text_config.h"
 
 namespace rankd {
@@ -290,9 +291,8 @@ Status ParseTables(const json& j, ModelConfig& c) {
         Expect(j["tiers"].is_object(), "tables.tiers must map table names to gpu, gpu:N, cache or host"));
     for (const auto& [name, tier] : j["tiers"].items()) {
       const std::string text = tier.is_string() ? tier.get<std::string>() : "";
-      auto on_gpu = text.starts_with("gpu:") ? ParseGpuSet(text.substr(4)) : StatusOr<GpuSet>(InvalidArgument(""));
       RANKD_RETURN_IF_ERROR(
-          Expect(text == "gpu" || text == "cache" || text == "host" || (on_gpu.ok() && !on_gpu->all),
+          Expect(ParseTablePlaceText(text).has_value(),
                  "tables.tiers." + name + " must be gpu, gpu:N or gpu:N,M,... (GPU indices), cache or host"));
       c.table_tiers[name] = text;
     }
