@@ -3,6 +3,7 @@
 // that allocated before checking them against the values carried would exceed the RSS limit.
 // The bytes are also read as the server reads them (infer_request_wire.h), split into slices where
 // the first byte says: accepted exactly when protobuf accepts them, into the same message.
+#include <google/protobuf/util/field_comparator.h>
 #include <google/protobuf/util/message_differencer.h>
 
 #include <algorithm>
@@ -38,7 +39,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string scratch;
     rebuilt.add_raw_input_contents(std::string(contents.View(i, scratch)));
   }
-  if (!google::protobuf::util::MessageDifferencer::Equals(proto, rebuilt)) __builtin_trap();
+  google::protobuf::util::DefaultFieldComparator floats;  // a NaN equals a NaN here
+  floats.set_treat_nan_as_equal(true);
+  google::protobuf::util::MessageDifferencer differ;
+  differ.set_field_comparator(&floats);
+  if (!differ.Compare(proto, rebuilt)) __builtin_trap();
 
   auto request = InferRequestFromProto(*read, contents, int64_t{1} << 16);
   if (request.ok() != InferRequestFromProto(proto, int64_t{1} << 16).ok()) __builtin_trap();
