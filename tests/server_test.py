@@ -96,6 +96,18 @@ class Server:
         self.log.close()
 
 
+def flatten(data):
+    """Nested lists' values in row-major order."""
+    flat, stack = [], [data]
+    while stack:
+        x = stack.pop(0)
+        if isinstance(x, list):
+            stack = x + stack
+        else:
+            flat.append(x)
+    return flat
+
+
 def lines(name, kind):
     with open(os.path.join(DATA, f"{name}.{kind}.jsonl")) as f:
         return [json.loads(l) for l in f]
@@ -317,13 +329,7 @@ class ServingTest(unittest.TestCase):
         # the same through the binary extension
         blobs, inputs = b"", []
         for i in req["inputs"]:
-            flat, stack = [], [i["data"]]
-            while stack:
-                x = stack.pop(0)
-                if isinstance(x, list):
-                    stack = x + stack
-                else:
-                    flat.append(x)
+            flat = flatten(i["data"])
             blob = struct.pack("<%d%s" % (len(flat), "f" if i["datatype"] == "FP32" else "q"), *flat)
             inputs.append({"name": i["name"], "datatype": i["datatype"], "shape": i["shape"],
                            "parameters": {"binary_data_size": len(blob)}})
@@ -991,14 +997,7 @@ class GrpcTest(GrpcServerCase):
                 t.shape.extend(i["shape"])
                 if "parameters" in i:
                     t.parameters["lengths"].string_param = ",".join(map(str, i["parameters"]["lengths"]))
-            flat = []
-            stack = [data]
-            while stack:  # flatten nested lists in order
-                x = stack.pop(0)
-                if isinstance(x, list):
-                    stack = x + stack
-                else:
-                    flat.append(x)
+            flat = flatten(data)
             if raw:
                 req.raw_input_contents.append(struct.pack("<%d%s" % (len(flat), "f" if i["datatype"] == "FP32" else "q"), *flat))
             elif i["datatype"] == "FP32":

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import unittest
 
-from server_test import RANKD, ZOO, Server, grpc_stubs, lines
+from server_test import RANKD, ZOO, Server, flatten, grpc_stubs, lines
 
 STAMPS = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START",
           "COMPUTE_END", "REQUEST_END"]
@@ -143,14 +143,7 @@ class TraceTest(unittest.TestCase):
         for traced, sent in zip(inputs, body["inputs"]):
             t = traced["tensor"]
             self.assertEqual(t["dtype"], sent["datatype"])
-            flat = []
-            stack = [sent["data"]]
-            while stack:
-                x = stack.pop(0)
-                if isinstance(x, list):
-                    stack = x + stack
-                else:
-                    flat.append(x)
+            flat = flatten(sent["data"])
             self.assertEqual([float(v) for v in t["data"].split(",")], [float(v) for v in flat], t["name"])
             if sent["shape"][-1] == -1:  # nested rows: flat values with their lengths
                 self.assertEqual(t["lengths"], ",".join(str(len(r)) for r in sent["data"]))
