@@ -5,6 +5,9 @@
 #                                conformance cases of the ops rankd runs (it has no libonnx-testdata)
 #   scripts/gpu_bundle.sh rankd  rankd itself (server and benchmarks), compressed
 #   scripts/gpu_bundle.sh all    both programs, compressed (no ONNX cases)
+#   PERF=1 scripts/gpu_bundle.sh all
+#                                also Debian's perf (with the libraries it loads) as .bundle/perf.tar.xz,
+#                                for bench/profile_served.sh
 #   BASE_RANKD=other/build/rankd scripts/gpu_bundle.sh all
 #                                also another build of rankd as rankd_base (a before/after A/B:
 #                                bench/gpu_quick.sh's AB=RANKD_BINARY=rankd_base,rankd)
@@ -46,6 +49,12 @@ if [[ ${1:-} == rankd || ${1:-} == all ]]; then
   echo "$commit" > .bundle/COMMIT
   tar -cJf rankd.tar.xz .bundle && rm -rf .bundle && mkdir .bundle && mv rankd.tar.xz .bundle/
   echo "$commit" > .bundle/COMMIT
+  if [[ -n ${PERF:-} ]]; then
+    perf_dir=$(mktemp -d)
+    ../shared/tools/device-bundle "$perf_dir/p" "$(command -v perf)" >/dev/null
+    tar -C "$perf_dir/p" -cJf .bundle/perf.tar.xz bin lib run
+    rm -rf "$perf_dir"
+  fi
   du -sh --apparent-size .bundle | awk '{print "bundle: " $1 " (on the device: tar -xJf .bundle/rankd.tar.xz)"}'
   exit 0
 fi

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Where a served request's host CPU goes: `rankd serve` under perf while bench/load_bench.py offers
+# one workload at one rate over one protocol (server on cores 0-7, client on 8-15, as the
+# served-load benchmark). perf samples the server (cpu-clock, 499 Hz, call chains) for 10 s in the
+# middle of a 15 s run and writes OUT/serve.data; the table of the run goes to OUT/served.md.
+#
+#   here:    PERF=1 scripts/gpu_bundle.sh all          (Debian's perf packed into the bundle)
+#   there:   tar -xJf .bundle/rankd.tar.xz && bench/profile_served.sh OUT [W1|W2] [RATE] [grpc|http]
+#   here:    perf buildid-cache -a build/rankd        (the bundle's rankd is stripped; same build id)
+#            perf report -i OUT/serve.data --no-children --sort dso,sym -g none --stdio
+#
+# The report is read here, not there: there perf finds no symbols for the stripped binary (and a
+# report there once ran past the call's time limit).
+set -uo pipefail
+out=$(cd "$1" && pwd) workload=${2:-W1} rate=${3:-6000} protocol=${4:-grpc}
+[[ -f .bundle/perf.tar.xz ]] || { echo "no .bundle/perf.tar.xz: PERF=1 scripts/gpu_bundle.sh all"; exit 3; }
+mkdir -p .bundle/perf && tar -C .bundle/perf -xJf .bundle/perf.tar.xz
+perf=(.bundle/perf/run perf)
+"${perf[@]}" stat -e cpu-clock true >"$out/perf_check.txt" 2>&1 || { echo "perf cannot sample here:"; cat "$out/perf_check.txt"; exit 5; }
+ctl=$(mktemp -u) ack=$(mktemp -u) wrapper=$(mktemp)
+mkfifo "$ctl" "$ack"
+here=$PWD
+# `rankd serve` runs under perf, started with sampling off; every other rankd command runs as is.
+cat >"$wrapper" <<WRAP
+#!/usr/bin/env bash
+if [[ \$1 == serve ]]; then
+  exec $here/.bundle/perf/run perf record -e cpu-clock -F 499 -g -D -1 --control fifo:$ctl,$ack \
+    -o $out/serve.data -- $here/.bundle/run rankd "\$@"
+fi
+exec $here/.bundle/run rankd "\$@"
+WRAP
+chmod +x "$wrapper"
+rates=(--w1-rates= --w2-rates=)
+[[ $workload == W1 ]] && rates[0]=--w1-rates=$rate
+[[ $workload == W2 ]] && rates[1]=--w2-rates=$rate
+python3 bench/load_bench.py --rankd "$wrapper" --backend cuda --size full --server-cpus 0-7 --client-cpus 8-15 \
+  --hoisting on --din-length 1000 --precision bf16-activations --batching on --queue-delay-us 0 \
+  --protocols "$protocol" "${rates[@]}" --seconds 15 >"$out/served.md" 2>"$out/served.log" &
+bench=$!
+# The measured run is the client's only one of 15 s.
+for _ in $(seq 1200); do pgrep -f -- "--seconds 15.0" >/dev/null && break; sleep 0.5; done
+sleep 2
+echo enable >"$ctl" && timeout 10 cat "$ack" >/dev/null
+sleep 10
+echo disable >"$ctl" && timeout 10 cat "$ack" >/dev/null
+wait $bench
+echo "load_bench exit $?"
+cat "$out/served.md"
+rm -f "$ctl" "$ack" "$wrapper"
+ls -la "$out/serve.data"
