@@ -39,9 +39,6 @@ std::atomic<int> graph_lanes{4};
 std::atomic<bool> copy_kernels{true};
 std::atomic<bool> late_gather{true};
 std::atomic<DeviceWait> device_wait{DeviceWait::kNap};
-// Runs that kept the host waiting less than this are not napped through: a sleep this short ends
-// late by about as much as it lasts.
-constexpr double kShortestNapUs = 30;
 
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
 bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
@@ -479,26 +476,23 @@ Status CudaExecutor::WaitForDevice(Binding& b) {
     case DeviceWait::kNap:
       break;
   }
-  // Asleep for 80% of the plan's usual wait, then spinning. A run already done on waking may have
-  // ended well before it: the average shrinks a little. One still running is spun on to its end,
-  // and the wait measured joins the average.
+  // Asleep for most of the plan's usual wait (nap_estimate.h), then spinning to the run's end.
   static thread_local bool fine_timer = [] {
     prctl(PR_SET_TIMERSLACK, 1000UL);  // the thread's sleeps end within 1 µs of asking, not 50
     return true;
   }();
   (void)fine_timer;
   const auto start = std::chrono::steady_clock::now();
-  if (b.wait_us >= kShortestNapUs)
-    std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(0.8 * b.wait_us));
+  const double nap_us = b.nap.NapUs();
+  if (nap_us > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(nap_us));
   const cudaError_t done = cudaStreamQuery(ctx_.stream);
-  if (done == cudaSuccess) {
-    b.wait_us *= 0.95;
+  if (done == cudaSuccess) {  // unmeasured: it ended while the thread slept, or before the query
+    if (nap_us > 0) b.nap.DoneOnWaking();
     return Status::Ok();
   }
   if (done != cudaErrorNotReady) RANKD_CUDA_RETURN(done);
   RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
-  const double waited = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  b.wait_us = b.wait_us == 0 ? waited : 0.9 * b.wait_us + 0.1 * waited;
+  b.nap.Waited(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
   return Status::Ok();
 }
 

@@ -22,6 +22,7 @@
 #include "backend/cuda/model_resources.h"
 #include "runtime/cuda/bf16_copies.h"
 #include "runtime/executor.h"
+#include "runtime/nap_estimate.h"
 #include "runtime/step_lanes.h"
 
 namespace rankd::cuda {
@@ -104,7 +105,7 @@ class CudaExecutor final : public Executor {
     std::vector<std::pair<int, size_t>> output_rooted;
     std::vector<bool> narrowed;            // per graph input: INT64 ids sent as INT32 (compile/narrowable_ids.h)
     std::unique_ptr<DeviceBuffer> folded;  // device copies of plan-folded values
-    double wait_us = 0;  // how long its runs keep the host waiting after their launch, averaged (WaitForDevice)
+    NapEstimate nap;                       // how long its runs keep the host waiting after their launch (WaitForDevice)
     // Where each input and output lies in the staging buffers (fixed by the plan's shapes). On
     // the device, io_ holds the inputs, then at in_total the error word and the outputs laid out
     // as in staged_outputs_: the input copy clears the error word, one copy brings back both
