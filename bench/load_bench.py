@@ -6,7 +6,8 @@
       [--server-cpus 0-7 --client-cpus 8-15] [--serve-args "--executors 8"]
 
 Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo and serves them from one `rankd serve`:
-as exported, and with a `batching` section (cost model measured at warm-up); W2, whose profile
+with batching off (`batching: {enabled: false}`) and with a `batching` section (cost model
+measured at warm-up); W2, whose profile
 and history are user inputs, also with `user_hoisting: false` (docs/hoisting.md) when --hoisting
 lists off. Request mixes from
 WORKLOADS.md: W1 draws N from MLPerf's server sizes {100, 100, 200 x12, 300, 300, 400, 500, 600,
@@ -65,11 +66,11 @@ def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200),
     config = ""
     if os.path.exists(os.path.join(repo, plain, "config.yaml")):
         with open(os.path.join(repo, plain, "config.yaml")) as f:
-            config = "".join(l for l in f if not l.startswith(("name:", "precision:")))
+            config = "".join(l for l in f if not l.startswith(("name:", "precision:", "batching:")))
     if precision:
         config += f"\nprecision: {precision}\n"
     with open(os.path.join(repo, plain, "config.yaml"), "w") as f:
-        f.write(f"name: {plain}\n{config}\n")
+        f.write(f"name: {plain}\n{config}\nbatching: {{enabled: false}}\n")  # every model batches unless told
     has_users = "scope: user" in config
     variants = []
     for hoist in (hoisting if has_users else ("n/a",)):

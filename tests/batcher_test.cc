@@ -232,6 +232,67 @@ TEST(Batcher, HigherPriorityRunsFirst) {
   EXPECT_EQ(order, std::vector<int>({0, 3, 4, 1, 2}));
 }
 
+// Light load: a request whose caller offers its thread and that finds the batcher idle runs on
+// that thread, before Enqueue returns; while a batch runs, requests queue (offered thread or not)
+// and merge on the batcher's threads once it ends. Without the offer a request always queues.
+TEST(Batcher, IdleBatcherRunsAnOfferedRequestOnItsCallersThread) {
+  std::mutex gate, mu;
+  std::map<int, std::thread::id> ran_on;
+  std::vector<size_t> sizes;
+  BatcherOptions o;
+  o.executors = 2;
+  o.policy.max_queue_delay = std::chrono::microseconds(0);
+  {
+    Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
+      std::lock_guard<std::mutex> wait(gate);
+      std::lock_guard<std::mutex> lock(mu);
+      sizes.push_back(batch.size());
+      for (auto& t : batch) ran_on[static_cast<TestTask*>(t.get())->id] = std::this_thread::get_id();
+    });
+    for (int id = 0; id < 3; ++id) {  // one after another: each alone, each on this thread
+      auto t = Make(id);
+      ASSERT_TRUE(b.Enqueue(t, /*run_here_when_idle=*/true).ok());
+      EXPECT_EQ(t, nullptr);
+      std::lock_guard<std::mutex> lock(mu);
+      ASSERT_EQ(ran_on.count(id), 1u) << "request " << id << " had not run when Enqueue returned";
+      EXPECT_EQ(ran_on[id], std::this_thread::get_id());
+    }
+    EXPECT_EQ(b.ran_on_caller(), 3u);
+    gate.lock();  // the next caller's run holds an executor
+    std::thread holder([&b] {
+      auto t = Make(10);
+      ASSERT_TRUE(b.Enqueue(t, /*run_here_when_idle=*/true).ok());
+    });
+    while (b.ran_on_caller() < 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // A batch runs: these go to the batcher's threads and return at once, though one executor
+    // is free (which takes a batch, and waits on the gate too).
+    for (int id = 11; id < 14; ++id) {
+      auto t = Make(id);
+      ASSERT_TRUE(b.Enqueue(t, /*run_here_when_idle=*/true).ok());
+    }
+    EXPECT_EQ(b.ran_on_caller(), 4u);
+    gate.unlock();
+    holder.join();
+    while (true) {  // idle again
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (ran_on.size() == 7) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    auto t = Make(20);  // not offered: queued, though the batcher is idle
+    ASSERT_TRUE(b.Enqueue(t).ok());
+  }
+  EXPECT_EQ(ran_on.size(), 8u);
+  for (int id : {11, 12, 13, 20}) {
+    ASSERT_EQ(ran_on.count(id), 1u);
+    EXPECT_NE(ran_on[id], std::this_thread::get_id());
+  }
+  size_t requests = 0;
+  for (size_t s : sizes) requests += s;
+  EXPECT_EQ(requests, 8u);
+}
+
 TEST(CaptureWorker, RunsEachPlansJobOnceInOrderAndDrains) {
   std::atomic<int> runs{0};
   std::vector<int> order;  // written by the worker thread only; read after Drain

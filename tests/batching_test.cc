@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <optional>
 #include <random>
 #include <thread>
@@ -84,7 +85,11 @@ TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {
   EXPECT_EQ(c->batching.max_queue_wait_microseconds, 20000);
   EXPECT_EQ(ParseModelConfig("batching: {}", true)->batching.max_queue_wait_microseconds, 0);
   EXPECT_LT(c->batching.cost_per_request, 0);  // measured at warm-up
-  EXPECT_FALSE(ParseModelConfig("{}", false)->batching.enabled);
+  EXPECT_EQ(ParseModelConfig("batching: {}", true)->batching.max_queue_delay_microseconds, 500);
+  // Without a section a model batches, with no queue delay (Triton's auto-completed default).
+  EXPECT_TRUE(ParseModelConfig("{}", false)->batching.enabled);
+  EXPECT_FALSE(ParseModelConfig("{}", false)->batching.configured);
+  EXPECT_EQ(ParseModelConfig("{}", false)->batching.max_queue_delay_microseconds, 0);
   EXPECT_FALSE(ParseModelConfig("batching: {enabled: false}", true)->batching.enabled);
   for (const char* bad :
        {R"({"batching": {"max_queue_delay": 5}})", R"({"batching": {"max_batch_size": -1}})",
@@ -102,11 +107,14 @@ TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {
 
 // DIN (user-scope profile and ragged history, per-candidate item features), with batching set
 // by `batching` or off.
+// DIN with `batching` as its config's section; "" turns batching off, "default" keeps the config's
+// (which has no section).
 StatusOr<std::unique_ptr<Model>> LoadDin(const std::string& batching, const Backend* backend = &CpuBackend()) {
   std::string dir = testing::SourcePath("models/zoo/din");
   RANKD_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
-  if (!batching.empty()) {
-    RANKD_ASSIGN_OR_RETURN(ModelConfig b, ParseModelConfig("{\"batching\": " + batching + "}", false));
+  if (batching != "default") {
+    const std::string section = batching.empty() ? R"({"enabled": false})" : batching;
+    RANKD_ASSIGN_OR_RETURN(ModelConfig b, ParseModelConfig("{\"batching\": " + section + "}", false));
     config.batching = b.batching;
   }
   ModelOptions options;
@@ -282,12 +290,18 @@ TEST(BatchedModel, DeadlinesPrioritiesAndMeasuredCosts) {
   auto out = (*batched)->Infer(r);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
-  // A deadline of one microsecond has passed before the batcher's thread looks at the queue.
-  r.priority = 0;
-  r.timeout_us = 1;
-  out = (*batched)->Infer(r);
-  ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded) << out.status().ToString();
+  // A deadline of one microsecond has passed before the batcher's thread looks at the queue (a
+  // request queued: InferAsync from a thread not offered to run it).
+  auto late = std::make_shared<ParsedRequest>();
+  late->request = r;
+  late->request.priority = 0;
+  late->request.timeout_us = 1;
+  std::promise<Status> answered;
+  (*batched)->InferAsync(late, [&answered](StatusOr<std::vector<InferOutput>> outputs, const InferStats&) {
+    answered.set_value(outputs.status());
+  });
+  Status late_status = answered.get_future().get();
+  EXPECT_EQ(late_status.code(), StatusCode::kDeadlineExceeded) << late_status.ToString();
 }
 
 TEST(BatchedModel, GraphThatMixesRowsRefusesToBatch) {
@@ -303,6 +317,39 @@ TEST(BatchedModel, GraphThatMixesRowsRefusesToBatch) {
       << model.status().ToString();
   config->batching.enabled = false;
   EXPECT_TRUE(Model::LoadFile(path, *config).ok());
+  // Batching only by default (no section): served without it rather than refused.
+  config->batching = BatchingConfig{};
+  auto unbatched = Model::LoadFile(path, *config);
+  ASSERT_TRUE(unbatched.ok()) << unbatched.status().ToString();
+  EXPECT_EQ((*unbatched)->batch_policy(), nullptr);
+  EXPECT_FALSE((*unbatched)->config().batching.enabled);
+}
+
+// A config without a batching section batches, with no queue delay; a request that finds the
+// model idle runs at once on the calling thread, so a deadline of one microsecond (a bound on
+// the time queued) does not fail it.
+TEST(BatchedModel, BatchesByDefaultAndAnIdleModelRunsTheRequestAtOnce) {
+  auto model = LoadDin("default");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const BatchPolicyOptions* policy = (*model)->batch_policy();
+  ASSERT_NE(policy, nullptr);
+  EXPECT_EQ(policy->max_queue_delay.count(), 0);
+  std::mt19937_64 rng(5);
+  InferRequest r = RandomDinRequest(**model, 3, 4, rng);
+  r.timeout_us = 1;
+  InferStats stats;
+  auto out = (*model)->Infer(r, &stats);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(stats.batch_requests, 1);
+  auto plain = LoadDin("");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ((*plain)->batch_policy(), nullptr);
+  auto want = (*plain)->Infer(r);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_EQ((*out)[0].data.shape(), (*want)[0].data.shape());
+  for (int64_t i = 0; i < (*want)[0].data.size(); ++i) {
+    EXPECT_NEAR((*out)[0].data.data<float>()[i], (*want)[0].data.data<float>()[i], 1e-6f);
+  }
 }
 
 // InferAsync from one thread: requests queue without waiting, run merged on the batcher's thread

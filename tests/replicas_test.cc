@@ -100,6 +100,7 @@ TEST(Replicas, HostReplicasScoreAsOneAndAFailedOneIsPassedOver) {
   ModelOptions options;
   options.replicas = {&first, &second};
   options.executors = 1;
+  options.batching = 0;  // one run per request, counted below
   auto replicated = Model::Load(dir, -1, options);
   ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
   const Model& model = **replicated;

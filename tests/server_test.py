@@ -177,7 +177,8 @@ class ServingTest(unittest.TestCase):
             self.assertEqual(config["output"][0]["data_type"], "TYPE_FP32")
             self.assertEqual(config["version_policy"], {"latest": {"num_versions": 1}})
             self.assertEqual(config["instance_group"][0]["kind"], "KIND_CPU")
-            self.assertNotIn("dynamic_batching", config)  # din's config has no batching section
+            # din's config has no batching section: it batches by default, with no queue delay.
+            self.assertEqual(config["dynamic_batching"]["max_queue_delay_microseconds"], 0)
         self.assertEqual(s.request("GET", "/v2/models/nope/config")[0], 404)
         self.assertEqual(s.request("GET", "/v2/models/din/versions/9/config")[0], 404)
 
@@ -545,10 +546,31 @@ class BatchingTest(unittest.TestCase):
             want = self.server.json("POST", "/v2/models/din/infer", req)[1]
             for a, b in zip(results[k][1]["outputs"][0]["data"], want["outputs"][0]["data"]):
                 self.assertAlmostEqual(a, b, delta=1e-6)
+        # A timeout bounds the time queued: a request that finds the model idle runs at once, so
+        # the late one is sent while other threads keep the model busy, until one had to queue.
         late = dict(good[0], parameters={"timeout": 1})
-        status, body = self.server.json("POST", "/v2/models/din_batched/infer", late)
-        self.assertEqual(status, 504, body)
-        self.assertIn("deadline", body["error"])
+        busy = threading.Event()
+
+        def keep_busy():
+            while not busy.is_set():
+                self.assertEqual(self.server.json("POST", "/v2/models/din_batched/infer", good[1])[0], 200)
+
+        workers = [threading.Thread(target=keep_busy) for _ in range(4)]
+        for t in workers:
+            t.start()
+        try:
+            answers = [self.server.json("POST", "/v2/models/din_batched/infer", late) for _ in range(200)]
+            while not any(status == 504 for status, _ in answers) and len(answers) < 2000:
+                answers.append(self.server.json("POST", "/v2/models/din_batched/infer", late))
+        finally:
+            busy.set()
+            for t in workers:
+                t.join()
+        for status, body in answers:
+            self.assertIn(status, (200, 504), body)
+            if status == 504:
+                self.assertIn("deadline", body["error"])
+        self.assertTrue(any(status == 504 for status, _ in answers), "no late request ever queued")
         status, body = self.server.json("POST", "/v2/models/din_batched/infer", dict(good[0], parameters={"timeout": -5}))
         self.assertEqual(status, 400, body)
 
@@ -566,7 +588,7 @@ class LifecycleTest(unittest.TestCase):
         s = Server(self.repo, "--model-control-mode", "explicit", "--load-model", "din")
         try:
             status, config = s.json("GET", "/v2/models/din/config")
-            self.assertNotIn("dynamic_batching", config)
+            self.assertEqual(config["dynamic_batching"]["max_queue_delay_microseconds"], 0)
             config["max_batch_size"] = 4
             config["dynamic_batching"] = {"max_queue_delay_microseconds": 300}
             override = {"parameters": {"config": json.dumps(config)}}  # tritonclient's load_model(config=...)
@@ -591,7 +613,7 @@ class LifecycleTest(unittest.TestCase):
             self.assertEqual(s.json("GET", "/v2/models/din/config")[1]["max_batch_size"], 4)
             # A load without an override goes back to the file's config.
             self.assertEqual(s.request("POST", "/v2/repository/models/din/load")[0], 200)
-            self.assertNotIn("dynamic_batching", s.json("GET", "/v2/models/din/config")[1])
+            self.assertEqual(s.json("GET", "/v2/models/din/config")[1]["dynamic_batching"]["max_queue_delay_microseconds"], 0)
         finally:
             self.assertEqual(s.stop(), 0)
 

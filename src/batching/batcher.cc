@@ -18,7 +18,7 @@ Batcher::~Batcher() {
   for (auto& t : threads_) t.join();
 }
 
-Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task) {
+Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idle) {
   {
     MutexLock lock(mu_);
     if (stopping_) return Unavailable("the model is shutting down");
@@ -36,6 +36,22 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task) {
                            " ms max_queue_wait_microseconds allows; retry later");
       }
     }
+    if (run_here_when_idle && queue_.empty() && busy_ == 0) {
+      BatchDecision d = DecideBatch({task->info}, options_.now(), options_.executors, 0, options_.policy);
+      if (d.kind == BatchDecision::Kind::kDispatch && d.count == 1) {
+        ++busy_;
+        ++ran_on_caller_;
+        lock.Unlock();
+        std::vector<std::unique_ptr<BatchTask>> alone;
+        alone.push_back(std::move(task));
+        run_batch_(std::move(alone));
+        lock.Lock();
+        --busy_;
+        lock.Unlock();
+        changed_.notify_all();  // an executor is free for what queued meanwhile
+        return Status::Ok();
+      }
+    }
     // Behind every task of equal or higher priority: arrival order within a priority.
     auto pos = std::find_if(queue_.begin(), queue_.end(), [&](const std::unique_ptr<BatchTask>& q) {
       return q->info.priority < task->info.priority;
@@ -44,6 +60,11 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task) {
   }
   changed_.notify_one();
   return Status::Ok();
+}
+
+uint64_t Batcher::ran_on_caller() const {
+  MutexLock lock(mu_);
+  return ran_on_caller_;
 }
 
 size_t Batcher::queued() const {

@@ -2,7 +2,10 @@
 //
 // Requests (BatchTask) are queued by priority, then arrival. One thread per executor asks the
 // policy what to do, runs dispatched batches through `run_batch`, and answers expired requests
-// with DEADLINE_EXCEEDED through BatchTask::Fail. A full queue refuses new requests at once
+// with DEADLINE_EXCEEDED through BatchTask::Fail. A caller may offer its own thread: a request that
+// then finds the batcher idle (nothing queued, no batch running) runs on it inside Enqueue, as it
+// would without a batcher, so under light load batching costs no hand-over to another thread;
+// while a batch runs, requests queue and merge as usual. A full queue refuses new requests at once
 // (UNAVAILABLE); ownership of a task moves to the batcher only when Enqueue succeeds. Destruction
 // drains: queued requests are still run. Thread-safe.
 #pragma once
@@ -44,8 +47,11 @@ class Batcher {
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
-  // Queues `task` (moved from only on success). UNAVAILABLE when the queue is full.
-  Status Enqueue(std::unique_ptr<BatchTask>& task);
+  // Queues `task` (moved from only on success). UNAVAILABLE when the queue is full. With
+  // `run_here_when_idle`, a task that finds the batcher idle runs before Enqueue returns.
+  Status Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idle = false);
+  // Requests run on their caller's thread so far.
+  uint64_t ran_on_caller() const;
   size_t queued() const;
 
  private:
@@ -57,6 +63,7 @@ class Batcher {
   std::condition_variable changed_;
   std::vector<std::unique_ptr<BatchTask>> queue_ RANKD_GUARDED_BY(mu_);  // priority-then-arrival order
   int busy_ RANKD_GUARDED_BY(mu_) = 0;
+  uint64_t ran_on_caller_ RANKD_GUARDED_BY(mu_) = 0;
   bool stopping_ RANKD_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

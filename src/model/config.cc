@@ -178,7 +178,8 @@ StatusOr<BatchingConfig> ParseBatching(const json& j) {
        "cost_per_row", "cost_per_sequence_element", "cost_per_request", "cost_budget"},
       "batching"));
   BatchingConfig b;
-  b.enabled = true;
+  b.configured = true;
+  b.max_queue_delay_microseconds = 500;
   if (j.contains("enabled")) {
     RANKD_RETURN_IF_ERROR(Expect(j["enabled"].is_boolean(), "batching.enabled must be true or false"));
     b.enabled = j["enabled"];

@@ -56,11 +56,15 @@ struct VersionPolicy {
   std::vector<int64_t> versions;
 };
 
-// The batcher's knobs (docs/batching.md), with Triton's names where Triton has the knob. The
-// section's presence turns batching on. Cost coefficients left negative are measured at warm-up.
+// The batcher's knobs (docs/batching.md), with Triton's names where Triton has the knob. Every
+// model batches unless its section says `enabled: false`; without a section (`configured` false)
+// it batches with no queue delay, and a model whose outputs change when requests are merged is
+// served without batching instead of failing to load. Cost coefficients left negative are
+// measured at warm-up.
 struct BatchingConfig {
-  bool enabled = false;
-  int64_t max_queue_delay_microseconds = 500;
+  bool enabled = true;
+  bool configured = false;                    // the config has a batching section
+  int64_t max_queue_delay_microseconds = 0;   // 500 when the section does not say
   int64_t max_batch_size = 0;                 // rows per merged batch; 0 = the model's request limit
   int64_t max_queue_size = 1024;              // queued requests; past this new ones get UNAVAILABLE
   int64_t max_queue_wait_microseconds = 0;    // the queue's head waited longer: new ones get UNAVAILABLE

@@ -91,7 +91,7 @@ void InferService::InferAsync(const std::string& name, int64_t version, Clock::t
     finish(Status::Ok());
   };
   s = Guarded(m, "scoring the request", [&] {
-    m.InferAsync(request, std::move(done));
+    m.InferAsync(request, std::move(done), /*run_here_when_idle=*/true);  // a frontend's thread
     return Status::Ok();
   });
   // A throw before the request was answered or queued: it fails here (after it was queued nothing

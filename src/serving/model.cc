@@ -160,7 +160,15 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
     output_signature_.push_back(o);
   }
   RANKD_RETURN_IF_ERROR(StartBuckets().WithContext("shape buckets"));
-  if (config_.batching.enabled) RANKD_RETURN_IF_ERROR(StartBatching().WithContext("batching"));
+  if (config_.batching.enabled) {
+    Status batching = StartBatching().WithContext("batching");
+    if (!batching.ok() && (config_.batching.configured || options_.batching == 1)) return batching;
+    if (!batching.ok()) {  // batching was only the default: serve the model without it
+      LogInfo("model '" + config_.name + "' is served without batching: " + batching.message());
+      config_.batching.enabled = false;
+      batch_policy_ = BatchPolicyOptions{};
+    }
+  }
   return Status::Ok();
 }
 
@@ -229,15 +237,17 @@ StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, std
   // Queued like an asynchronous request, waited for here (the caller keeps the request alive).
   std::promise<StatusOr<std::vector<InferOutput>>> promise;
   auto answer = promise.get_future();
-  Enqueue(request, std::move(prepared), nullptr,
-          [&promise, stats](StatusOr<std::vector<InferOutput>> outputs, const InferStats& how) {
-            if (stats) *stats = how;
-            promise.set_value(std::move(outputs));
-          });
+  Enqueue(
+      request, std::move(prepared), nullptr,
+      [&promise, stats](StatusOr<std::vector<InferOutput>> outputs, const InferStats& how) {
+        if (stats) *stats = how;
+        promise.set_value(std::move(outputs));
+      },
+      /*run_here_when_idle=*/true);
   return answer.get();
 }
 
-void Model::InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone done) const {
+void Model::InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone done, bool run_here_when_idle) const {
   PhaseTimer whole("(a request, end to end)");
   auto prepared = std::make_unique<PreparedRequest>();
   if (Status s = Admit(request->request, request->length_sums, *prepared); !s.ok()) return done(s, InferStats{});
@@ -246,7 +256,7 @@ void Model::InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone d
     return;
   }
   const InferRequest& r = request->request;
-  Enqueue(r, std::move(prepared), std::move(request), std::move(done));
+  Enqueue(r, std::move(prepared), std::move(request), std::move(done), run_here_when_idle);
 }
 
 StatusOr<std::vector<InferOutput>> Model::SelectOutputs(const InferRequest& request,

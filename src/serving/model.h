@@ -133,10 +133,12 @@ class Model {
   // Scores `request` without waiting for it: validates it and builds its graph inputs on this
   // thread, then queues it to the batcher and returns; `done` runs on the batcher's thread when it
   // has run. A request the model refuses, and every request of a model without batching, runs
-  // `done` on this thread before InferAsync returns. The model keeps `request` until `done` has
+  // `done` on this thread before InferAsync returns; so does one that finds the batcher idle when
+  // `run_here_when_idle` (a frontend's thread, which would otherwise hand it to the batcher's and
+  // wake it: batching then costs nothing under light load). The model keeps `request` until `done` has
   // returned, and stays alive until then even when its last owner lets it go first (destroying a
   // model drains its queue), so `done` may use it.
-  void InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone done) const;
+  void InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone done, bool run_here_when_idle = false) const;
   // OK while the model can serve: some replica's device is usable (Backend::Health; not after a
   // sticky CUDA error) and the external-data files it reads are as they were loaded
   // (MappedFile::Check). Requests are refused, and readiness fails, while it is not.
@@ -206,7 +208,7 @@ class Model {
   // Queues an admitted request to the batcher; `done` runs once, here when the queue refuses it
   // (model_batching.cc). `keep` owns what `request` and `length_sums` point into.
   void Enqueue(const InferRequest& request, std::unique_ptr<PreparedRequest> prepared, std::shared_ptr<const void> keep,
-               InferDone done) const;
+               InferDone done, bool run_here_when_idle) const;
   // The batcher's callback: merges, runs, splits; a batch that fails runs its requests alone.
   void RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const;
   // Checks that merged requests score as they do alone, measures the cost model, starts the batcher.

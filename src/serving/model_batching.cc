@@ -165,9 +165,10 @@ Status Model::StartBatching() {
 }
 
 void Model::Enqueue(const InferRequest& request, std::unique_ptr<PreparedRequest> prepared,
-                    std::shared_ptr<const void> keep, InferDone done) const {
+                    std::shared_ptr<const void> keep, InferDone done, bool run_here_when_idle) const {
   const BatchingConfig& b = config_.batching;
-  if (request.priority > b.priority_levels) {
+  // Without priority levels a request's priority is ignored, as Triton does (one queue).
+  if (b.priority_levels > 0 && request.priority > b.priority_levels) {
     return done(InvalidArgument("priority " + std::to_string(request.priority) + " is outside the model's " +
                                 std::to_string(b.priority_levels) + " priority levels"),
                 InferStats{});
@@ -179,7 +180,8 @@ void Model::Enqueue(const InferRequest& request, std::unique_ptr<PreparedRequest
   task->prepared = std::move(prepared);
   task->keep = std::move(keep);
   task->done = std::move(done);
-  int level = request.priority > 0           ? request.priority
+  int level = b.priority_levels == 0         ? 0
+              : request.priority > 0         ? request.priority
               : b.default_priority_level > 0 ? b.default_priority_level
                                              : b.priority_levels;
   task->info.priority = -level;  // level 1 is the highest
@@ -189,7 +191,7 @@ void Model::Enqueue(const InferRequest& request, std::unique_ptr<PreparedRequest
   QueuedInfer* queued = task.get();
   std::unique_ptr<BatchTask> owned = std::move(task);
   // Refused: the task stays ours, and is answered here.
-  if (Status s = batcher_->Enqueue(owned); !s.ok()) queued->done(s, queued->stats);
+  if (Status s = batcher_->Enqueue(owned, run_here_when_idle); !s.ok()) queued->done(s, queued->stats);
 }
 
 }  // namespace rankd

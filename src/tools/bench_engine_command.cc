@@ -57,6 +57,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   if (args.table_gpu_budget_mb) options.table_gpu_budget_mb = *args.table_gpu_budget_mb;
   if (args.table_cache_percent) options.table_cache_fraction = *args.table_cache_percent / 100.0;
   options.executors = args.executors;
+  options.batching = 0;  // the engine's own latency: requests are not merged (`rankd bench load` merges)
   auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
   if (!model.ok()) return fail(model.status());
   auto lines = ReadRequestFile(args.requests);
