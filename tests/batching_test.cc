@@ -45,6 +45,34 @@ TEST(BatchMerge, ConcatenatesRowsAndShiftsOffsets) {
   EXPECT_EQ(testing::RelativeError((*split)[1][0], MakeF32({1, 1}, {0.3f})), 0.0);
 }
 
+// A request's part of a batch's output views it (kept alive by the parts alone), unless the
+// output views memory the batch does not own, which is copied.
+TEST(BatchMerge, SplitPartsViewTheBatchsOutput) {
+  const float* batch_data = nullptr;
+  std::vector<std::vector<Tensor>> parts;
+  {
+    Tensor batch = MakeF32({5, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+    batch_data = batch.data<float>();
+    auto split = SplitRows({batch}, {1, 3, 1}, {"score"});
+    ASSERT_TRUE(split.ok()) << split.status().ToString();
+    parts = std::move(*split);
+  }  // the batch's tensor is gone; its buffer lives on in the parts
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0][0].data<float>(), batch_data);
+  EXPECT_EQ(parts[1][0].data<float>(), batch_data + 2);
+  EXPECT_EQ(parts[2][0].data<float>(), batch_data + 8);
+  EXPECT_EQ(testing::RelativeError(parts[1][0], MakeF32({3, 2}, {2, 3, 4, 5, 6, 7})), 0.0);
+  EXPECT_EQ(testing::RelativeError(parts[2][0], MakeF32({1, 2}, {8, 9})), 0.0);
+
+  std::vector<float> workspace = {1, 2, 3};
+  auto copied = SplitRows({Tensor::View(DType::kF32, {3}, workspace.data())}, {2, 1}, {"score"});
+  ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+  EXPECT_TRUE((*copied)[0][0].owns());
+  EXPECT_NE((*copied)[0][0].data<float>(), workspace.data());
+  workspace.assign(3, 0.0f);
+  EXPECT_EQ(testing::RelativeError((*copied)[1][0], MakeF32({1}, {3})), 0.0);
+}
+
 TEST(BatchMerge, OutputNotPerRowCannotBeSplit) {
   auto split = SplitRows({MakeF32({1}, {0.5f})}, {2, 1}, {"total"});
   ASSERT_FALSE(split.ok());

@@ -60,6 +60,12 @@ class Tensor {
   void set_data(void* data) { data_ = data; }
   // A deep copy that owns its storage.
   Tensor Clone() const;
+  // Rows [begin, begin + count) of the first dimension, not copied: the part of an owning tensor
+  // shares (and keeps alive) the whole buffer, the part of a view is a view. Not 64-byte aligned
+  // in general. REQUIRES: rank >= 1 and the rows within dim(0).
+  Tensor Rows(int64_t begin, int64_t count) const;
+  // Whether the tensor owns (a share of) its storage, rather than viewing memory it does not own.
+  bool owns() const { return owner_ != nullptr; }
   // Element i converted to double / int64 (for small shape tensors and tests).
   double ScalarAsDouble(int64_t i) const;
   int64_t ScalarAsInt(int64_t i) const;

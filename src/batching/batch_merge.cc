@@ -60,7 +60,7 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts,
     Shape shape = t0.shape();
     shape[0] = 0;
     for (const PreparedRequest* p : parts) shape[0] += p->inputs[i].dim(0);
-    Tensor out = Tensor::Zeros(t0.dtype(), shape);
+    Tensor out = Tensor::Empty(t0.dtype(), shape);  // written in full below
     auto* dst = static_cast<uint8_t*>(out.raw());
     for (const PreparedRequest* p : parts) {
       const Tensor& t = p->inputs[i];
@@ -84,15 +84,13 @@ StatusOr<std::vector<std::vector<Tensor>>> SplitRows(const std::vector<Tensor>& 
       return Internal("output '" + output_names[o] + "' has shape " + ShapeToString(t.shape()) + " for a batch of " +
                       std::to_string(total) + " rows: it is not one row per candidate, so the model cannot be batched");
     }
-    size_t row_bytes = total == 0 ? 0 : t.bytes() / static_cast<size_t>(total);
-    const auto* src = static_cast<const uint8_t*>(t.raw());
+    // Each request's part views the batch's output (an owning tensor: the parts keep it alive
+    // until the last answer is written); a view of memory the batch does not own is copied.
+    int64_t begin = 0;
     for (size_t k = 0; k < rows.size(); ++k) {
-      Shape shape = t.shape();
-      shape[0] = rows[k];
-      Tensor part = Tensor::Zeros(t.dtype(), shape);
-      if (part.bytes() > 0) std::memcpy(part.raw(), src, part.bytes());
-      src += static_cast<size_t>(rows[k]) * row_bytes;
-      split[k].push_back(std::move(part));
+      Tensor part = t.Rows(begin, rows[k]);
+      split[k].push_back(t.owns() ? std::move(part) : part.Clone());
+      begin += rows[k];
     }
   }
   return split;

@@ -37,7 +37,10 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
       }
     }
     if (run_here_when_idle && queue_.empty() && busy_ == 0) {
-      BatchDecision d = DecideBatch({task->info}, options_.now(), options_.executors, 0, options_.policy);
+      // Run at once, it never waits in the queue, which is what a deadline bounds.
+      QueuedRequest alone = task->info;
+      alone.deadline = BatchClock::time_point::max();
+      BatchDecision d = DecideBatch({alone}, options_.now(), options_.executors, 0, options_.policy);
       if (d.kind == BatchDecision::Kind::kDispatch && d.count == 1) {
         ++busy_;
         ++ran_on_caller_;

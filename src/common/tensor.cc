@@ -67,6 +67,15 @@ Tensor Tensor::View(DType dtype, Shape shape, void* data) {
   return t;
 }
 
+Tensor Tensor::Rows(int64_t begin, int64_t count) const {
+  RANKD_CHECK(rank() >= 1 && begin >= 0 && count >= 0 && begin + count <= dim(0));
+  Tensor t = *this;
+  t.shape_[0] = count;
+  const size_t row_bytes = dim(0) == 0 ? 0 : bytes() / static_cast<size_t>(dim(0));
+  t.data_ = static_cast<uint8_t*>(data_) + static_cast<size_t>(begin) * row_bytes;
+  return t;
+}
+
 Tensor Tensor::Clone() const {
   Tensor t = Zeros(dtype_, shape_);
   if (bytes()) std::memcpy(t.data_, data_, bytes());

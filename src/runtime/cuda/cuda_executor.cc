@@ -620,7 +620,7 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
   outputs.reserve(graph.outputs.size());
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
     const Tensor& v = b->views[static_cast<size_t>(graph.outputs[i])];
-    Tensor t = Tensor::Zeros(v.dtype(), v.shape());
+    Tensor t = Tensor::Empty(v.dtype(), v.shape());  // written in full
     if (t.bytes() > 0) std::memcpy(t.raw(), back + b->out_offsets[i], t.bytes());
     outputs.push_back(std::move(t));
   }
