@@ -353,6 +353,24 @@ TEST(BatchedModel, GraphThatMixesRowsRefusesToBatch) {
   EXPECT_FALSE((*unbatched)->config().batching.enabled);
 }
 
+// With shape buckets, merged batches stay within the largest bucket (a batch past it would grow an
+// executor's buffers and drop its captured graphs), unless the config sets max_batch_size.
+TEST(BatchedModel, MergedBatchesStayWithinTheLargestBucket) {
+  std::string dir = testing::SourcePath("models/zoo/din");
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  config->buckets.enabled = 1;
+  config->buckets.allowed_batch_sizes = {16, 64};
+  auto model = Model::LoadFile(dir + "/1/model.onnx", *config);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_NE((*model)->batch_policy(), nullptr);
+  EXPECT_EQ((*model)->batch_policy()->max_batch_rows, 64);
+  config->batching.max_batch_size = 200;
+  auto configured = Model::LoadFile(dir + "/1/model.onnx", *config);
+  ASSERT_TRUE(configured.ok()) << configured.status().ToString();
+  EXPECT_EQ((*configured)->batch_policy()->max_batch_rows, 200);
+}
+
 // A config without a batching section batches, with no queue delay; a request that finds the
 // model idle runs at once on the calling thread, so a deadline of one microsecond (a bound on
 // the time queued) does not fail it.
