@@ -1026,6 +1026,7 @@ TEST(CudaBackend, ConcurrentRequestsOnPooledExecutors) {
   ModelOptions options;
   options.backend = cuda;
   options.executors = 3;
+  options.batching = 0;  // each request on an executor of its own, scored exactly as alone
   auto model = Model::Load(testing::SourcePath("models/zoo/din"), -1, options);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   InferRequest request = (*model)->ExampleRequest(16);
