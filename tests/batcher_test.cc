@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "runtime/capture_worker.h"
@@ -291,6 +292,26 @@ TEST(Batcher, IdleBatcherRunsAnOfferedRequestOnItsCallersThread) {
   size_t requests = 0;
   for (size_t s : sizes) requests += s;
   EXPECT_EQ(requests, 8u);
+}
+
+// A run on the caller's thread that throws still gives its executor back: the exception reaches
+// the caller, and the next request finds the batcher idle again.
+TEST(Batcher, ARunOnTheCallersThreadThatThrowsGivesItsExecutorBack) {
+  std::vector<int> ran;
+  BatcherOptions o;
+  o.executors = 1;
+  o.policy.max_queue_delay = std::chrono::microseconds(0);
+  Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
+    const int id = static_cast<TestTask*>(batch.front().get())->id;
+    if (id == 1) throw std::runtime_error("run failed");
+    ran.push_back(id);
+  });
+  auto failing = Make(1);
+  EXPECT_THROW((void)b.Enqueue(failing, /*run_here_when_idle=*/true), std::runtime_error);
+  auto next = Make(2);
+  ASSERT_TRUE(b.Enqueue(next, /*run_here_when_idle=*/true).ok());
+  EXPECT_EQ(b.ran_on_caller(), 2u);
+  EXPECT_EQ(ran, std::vector<int>({2}));  // run before Enqueue returned: the executor was free
 }
 
 TEST(CaptureWorker, RunsEachPlansJobOnceInOrderAndDrains) {

@@ -38,20 +38,27 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
     }
     if (run_here_when_idle && queue_.empty() && busy_ == 0) {
       // Run at once, it never waits in the queue, which is what a deadline bounds.
-      QueuedRequest alone = task->info;
-      alone.deadline = BatchClock::time_point::max();
-      BatchDecision d = DecideBatch({alone}, options_.now(), options_.executors, 0, options_.policy);
+      QueuedRequest info = task->info;
+      info.deadline = BatchClock::time_point::max();
+      BatchDecision d = DecideBatch({info}, options_.now(), options_.executors, 0, options_.policy);
       if (d.kind == BatchDecision::Kind::kDispatch && d.count == 1) {
         ++busy_;
         ++ran_on_caller_;
         lock.Unlock();
-        std::vector<std::unique_ptr<BatchTask>> alone;
-        alone.push_back(std::move(task));
-        run_batch_(std::move(alone));
-        lock.Lock();
-        --busy_;
-        lock.Unlock();
-        changed_.notify_all();  // an executor is free for what queued meanwhile
+        // The executor is given back however the run ends (a throw goes on to the caller).
+        struct GiveBack {
+          Batcher& b;
+          ~GiveBack() {
+            {
+              MutexLock relock(b.mu_);
+              --b.busy_;
+            }
+            b.changed_.notify_all();  // an executor is free for what queued meanwhile
+          }
+        } give_back{*this};
+        std::vector<std::unique_ptr<BatchTask>> batch;
+        batch.push_back(std::move(task));
+        run_batch_(std::move(batch));
         return Status::Ok();
       }
     }
