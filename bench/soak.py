@@ -102,14 +102,7 @@ def main():
         header = {"inputs": []}
         blobs = b""
         for i in body["inputs"]:
-            flat = []
-            stack = [i["data"]]
-            while stack:
-                x = stack.pop(0)
-                if isinstance(x, list):
-                    stack = x + stack
-                else:
-                    flat.append(x)
+            flat = server_test.flatten(i["data"])
             blob = struct.pack("<%d%s" % (len(flat), "f" if i["datatype"] == "FP32" else "q"), *flat)
             entry = {k: v for k, v in i.items() if k != "data"}
             entry.setdefault("parameters", {})["binary_data_size"] = len(blob)

@@ -52,7 +52,8 @@ struct EngineOptions {
   // Overrides the config's precision when set: fp32 | tf32 | bf16 | bf16-activations.
   std::string precision;
   // Overrides the config's batching when 0 (off) or 1 (on: the config's settings, or their
-  // defaults; docs/batching.md); -1 keeps the config's.
+  // defaults; docs/batching.md); -1 keeps the config's (every model batches unless its config
+  // says `batching: {enabled: false}`; a call that finds the model idle runs on its own thread).
   int batching = -1;
   // Requests scored at once (executors); 0 picks the backend's default.
   int executors = 0;

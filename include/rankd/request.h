@@ -48,14 +48,17 @@ struct InferRequest {
   std::vector<InferInput> inputs;
   std::vector<std::string> outputs;  // requested outputs; empty = all
   // For models with batching (docs/batching.md), as Triton's request parameters: priority 1 is
-  // the highest, 0 the model's default; a request still queued `timeout_us` after it arrived is
-  // answered DEADLINE_EXCEEDED without running (0: the model's default timeout).
+  // the highest, 0 the model's default (ignored by a model without priority levels); a request
+  // still queued `timeout_us` after it arrived is answered DEADLINE_EXCEEDED without running (0:
+  // the model's default timeout; a request run at once never queued).
   int priority = 0;
   int64_t timeout_us = 0;
 };
 
 struct InferOutput {
   std::string name;
+  // Owns (a share of) its storage: a request merged into a batch gets a view of its rows of the
+  // batch's output (Tensor::Rows), which keeps that buffer alive; other requests' rows are theirs.
   Tensor data;
 };
 

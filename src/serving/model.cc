@@ -166,7 +166,6 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
     if (!batching.ok()) {  // batching was only the default: serve the model without it
       LogInfo("model '" + config_.name + "' is served without batching: " + batching.message());
       config_.batching.enabled = false;
-      batch_policy_ = BatchPolicyOptions{};
     }
   }
   return Status::Ok();

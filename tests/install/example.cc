@@ -59,9 +59,14 @@ int main(int argc, char** argv) {
                  static_cast<long long>(kRows));
     return 1;
   }
-  for (int64_t i = 0; i < score.size(); ++i) {
-    if (!std::isfinite(score.data<float>()[i])) return 1;
-    std::printf("%s %g\n", outputs->front().name.c_str(), score.data<float>()[i]);
+  const int64_t per_row = score.size() / kRows;
+  for (int64_t r = 0; r < kRows; ++r) {  // each row through a view of it (Tensor::Rows: no copy)
+    const rankd::Tensor row = score.Rows(r, 1);
+    if (!row.owns() || row.data<float>() != score.data<float>() + r * per_row || row.size() != per_row) return 1;
+    for (int64_t i = 0; i < row.size(); ++i) {
+      if (!std::isfinite(row.data<float>()[i])) return 1;
+      std::printf("%s %g\n", outputs->front().name.c_str(), row.data<float>()[i]);
+    }
   }
   return 0;
 }
