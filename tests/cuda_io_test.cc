@@ -155,7 +155,8 @@ PlacedInputs Place(const std::vector<Tensor>& in, Lies lies) {
     } else {
       p.rooms.push_back(Tensor::Empty(DType::kI64, {static_cast<int64_t>(words)}));
       std::memcpy(p.rooms.back().data<int64_t>() + 1, t.raw(), t.bytes());
-      p.tensors.push_back(Tensor::View(t.dtype(), t.shape(), p.rooms.back().data<int64_t>() + 1));
+      p.tensors.push_back(
+          Tensor::View(t.dtype(), t.shape(), p.rooms.back().data<int64_t>() + 1, p.rooms.back().location()));
     }
   }
   return p;
@@ -182,10 +183,13 @@ TEST(PinnedPool, HandsOutAlignedBlocksItHoldsAndTakesFreedOnesBack) {
   EXPECT_FALSE(pool.Holds(&on_the_stack, sizeof(on_the_stack)));
   // The CUDA backend installed the pool: request tensors are pinned (a kernel reads them in
   // place), others are not.
-  EXPECT_FALSE(pool.Holds(Tensor::Zeros(DType::kF32, {1000}).raw(), 4000));
+  Tensor weight = Tensor::Zeros(DType::kF32, {1000});
+  EXPECT_FALSE(pool.Holds(weight.raw(), 4000));
+  EXPECT_EQ(weight.location(), MemoryLocation::Host());
   RequestTensorScope request_tensors;
   Tensor t = Tensor::Zeros(DType::kF32, {1000});
   EXPECT_TRUE(pool.Holds(t.raw(), t.bytes()));
+  EXPECT_EQ(t.location(), MemoryLocation::Pinned()) << "executors read a tensor in place by its location";
 }
 
 // Pooled, heap and misaligned inputs in turn (RandomInputs' own tensors, made outside a request

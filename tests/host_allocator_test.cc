@@ -27,7 +27,13 @@ class CountingAllocator final : public HostAllocator {
     out.erase(p);
     std::free(p);
   }
-  bool Gave(const Tensor& t) const { return out.count(const_cast<void*>(t.raw())) > 0; }
+  MemoryLocation location() const override { return MemoryLocation::Pinned(); }
+  // Whether `t` is one of its blocks, which then says it is pinned (as the CUDA pool's are).
+  bool Gave(const Tensor& t) const {
+    const bool gave = out.count(const_cast<void*>(t.raw())) > 0;
+    EXPECT_EQ(t.location().kind, gave ? MemoryKind::kPinned : MemoryKind::kHost) << LocationToString(t.location());
+    return gave;
+  }
 
   bool refuse = false;
   int allocated = 0;
@@ -63,6 +69,8 @@ TEST_F(HostAllocatorTest, OnlyRequestTensorsTakeIt) {
     EXPECT_TRUE(counting_.Gave(after_inner)) << "an inner scope's end leaves the outer one in force";
     Tensor copy = after_inner;  // shares the block: freed once, when the last holder goes
     EXPECT_EQ(copy.raw(), after_inner.raw());
+    EXPECT_EQ(copy.location(), MemoryLocation::Pinned());
+    EXPECT_EQ(after_inner.Rows(2, 3).location(), MemoryLocation::Pinned()) << "a part lies where the whole does";
   }
   EXPECT_FALSE(counting_.Gave(Tensor::Zeros(DType::kF32, {5}))) << "scope ended";
   EXPECT_EQ(counting_.allocated, 3);
@@ -85,6 +93,30 @@ TEST_F(HostAllocatorTest, AParsedRequestsTensorsTakeIt) {
   ASSERT_EQ(request->inputs.size(), 2u);
   for (const InferInput& in : request->inputs) EXPECT_TRUE(counting_.Gave(in.data)) << in.name;
   EXPECT_EQ(request->inputs[0].data.data<int64_t>()[2], 3);
+}
+
+}  // namespace
+}  // namespace rankd
+
+namespace rankd {
+namespace {
+
+TEST(TensorLocation, ViewsSayWhereTheyLie) {
+  float host[4] = {1, 2, 3, 4};
+  EXPECT_EQ(Tensor::View(DType::kF32, {4}, host).location(), MemoryLocation::Host());
+  Tensor shared = Tensor::View(DType::kF32, {2, 2}, host, MemoryLocation::SharedMemory());
+  EXPECT_EQ(shared.location().kind, MemoryKind::kSharedMemory);
+  EXPECT_EQ(shared.Rows(1, 1).location(), MemoryLocation::SharedMemory());
+  Tensor clone = shared.Clone();
+  EXPECT_EQ(clone.location(), MemoryLocation::Host()) << "a clone owns host memory of its own";
+  EXPECT_EQ(clone.data<float>()[3], 4.0f);
+  Tensor device =
+      Tensor::View(DType::kF32, {4}, reinterpret_cast<void*>(uintptr_t{1} << 40), MemoryLocation::Device(1));
+  EXPECT_FALSE(device.location().host_accessible());
+  EXPECT_EQ(device.location().device, 1);
+  EXPECT_EQ(LocationToString(device.location()), "GPU 1");
+  EXPECT_EQ(LocationToString(MemoryLocation::Pinned()), "pinned");
+  EXPECT_DEATH((void)device.Clone(), "device memory");
 }
 
 }  // namespace

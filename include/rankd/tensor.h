@@ -1,8 +1,10 @@
-// Tensor: a dtype, a shape and a pointer to dense row-major data.
+// Tensor: a dtype, a shape and a pointer to dense row-major data, and where that data lies.
 //
 // A Tensor either owns its buffer (shared, reference counted; copies share it) or views memory it
-// does not own (Tensor::View), such as a slot of an executor's workspace. Not thread-safe to mutate;
-// concurrent reads are fine.
+// does not own (Tensor::View), such as a slot of an executor's workspace. Its location says which
+// memory the pointer is in (pageable host memory, page-locked host memory a GPU reads in place, a
+// client's shared memory, or a GPU's memory, which the host must not dereference). Not thread-safe
+// to mutate; concurrent reads are fine.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,29 @@ namespace rankd {
 
 using Shape = std::vector<int64_t>;
 
+// The kinds of memory a tensor's data can lie in.
+enum class MemoryKind : uint8_t {
+  kHost,          // pageable host memory: the heap, a mapped file, any memory not listed below
+  kPinned,        // page-locked host memory a GPU reads and writes in place, at the same address
+  kSharedMemory,  // a client's registered system shared memory (pageable host memory)
+  kDevice,        // the memory of GPU `device`: not for the host to read or write
+};
+
+struct MemoryLocation {
+  MemoryKind kind = MemoryKind::kHost;
+  int device = -1;  // the GPU's index for kDevice, else -1
+
+  static MemoryLocation Host() { return {}; }
+  static MemoryLocation Pinned() { return {MemoryKind::kPinned, -1}; }
+  static MemoryLocation SharedMemory() { return {MemoryKind::kSharedMemory, -1}; }
+  static MemoryLocation Device(int device) { return {MemoryKind::kDevice, device}; }
+  // Whether the host may read and write the data through the pointer.
+  bool host_accessible() const { return kind != MemoryKind::kDevice; }
+  bool operator==(const MemoryLocation&) const = default;
+};
+// "host", "pinned", "shared memory", "GPU 1".
+std::string LocationToString(const MemoryLocation& location);
+
 // Inline: element loops often bound themselves by a tensor's size().
 inline int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
@@ -28,12 +53,13 @@ std::string ShapeToString(const Shape& shape);
 class Tensor {
  public:
   Tensor() = default;
-  // Allocates zero-filled storage for the shape.
+  // Allocates zero-filled host storage for the shape (pinned where the process's allocator for
+  // request tensors served it, else on the heap: location() says which).
   static Tensor Zeros(DType dtype, Shape shape);
-  // Allocates storage for the shape, left uninitialised (for outputs written in full).
+  // Allocates host storage for the shape, left uninitialised (for outputs written in full).
   static Tensor Empty(DType dtype, Shape shape);
-  // Views `data`, which must outlive every use of the Tensor.
-  static Tensor View(DType dtype, Shape shape, void* data);
+  // Views `data`, which lies in `location` and must outlive every use of the Tensor.
+  static Tensor View(DType dtype, Shape shape, void* data, MemoryLocation location = MemoryLocation::Host());
   template <typename T>
   static Tensor FromVector(DType dtype, Shape shape, const std::vector<T>& values);
 
@@ -44,6 +70,7 @@ class Tensor {
   int64_t size() const { return NumElements(shape_); }
   size_t bytes() const { return static_cast<size_t>(size()) * DTypeSize(dtype_); }
   bool defined() const { return dtype_ != DType::kInvalid; }
+  const MemoryLocation& location() const { return location_; }
 
   void* raw() { return data_; }
   const void* raw() const { return data_; }
@@ -56,13 +83,13 @@ class Tensor {
     return static_cast<const T*>(data_);
   }
 
-  // Re-points a view at new memory of the same size (used for inputs bound per run).
+  // Re-points a view at new memory of the same size and location (used for inputs bound per run).
   void set_data(void* data) { data_ = data; }
-  // A deep copy that owns its storage.
+  // A deep copy that owns host storage. REQUIRES: location().host_accessible().
   Tensor Clone() const;
   // Rows [begin, begin + count) of the first dimension, not copied: the part of an owning tensor
-  // shares (and keeps alive) the whole buffer, the part of a view is a view. Not 64-byte aligned
-  // in general. REQUIRES: rank >= 1 and the rows within dim(0).
+  // shares (and keeps alive) the whole buffer, the part of a view is a view; either lies where the
+  // tensor does. Not 64-byte aligned in general. REQUIRES: rank >= 1 and the rows within dim(0).
   Tensor Rows(int64_t begin, int64_t count) const;
   // Whether the tensor owns (a share of) its storage, rather than viewing memory it does not own.
   bool owns() const { return owner_ != nullptr; }
@@ -75,6 +102,7 @@ class Tensor {
   Shape shape_;
   std::shared_ptr<void> owner_;
   void* data_ = nullptr;
+  MemoryLocation location_;
 };
 
 template <typename T>

@@ -9,6 +9,8 @@
 
 #include <cstddef>
 
+#include "rankd/tensor.h"
+
 namespace rankd {
 
 class HostAllocator {
@@ -18,6 +20,8 @@ class HostAllocator {
   virtual void* Allocate(size_t bytes) = 0;
   // Takes back what Allocate gave, with the same `bytes`.
   virtual void Free(void* p, size_t bytes) = 0;
+  // Where what Allocate gives lies (the tensors' location()).
+  virtual MemoryLocation location() const = 0;
 };
 
 // Installs `allocator` for request tensors made later by Tensor::Empty and Tensor::Zeros (nullptr:

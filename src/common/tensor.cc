@@ -43,6 +43,7 @@ Tensor Tensor::Empty(DType dtype, Shape shape) {
     if (void* p = allocator->Allocate(padded)) {
       t.owner_ = std::shared_ptr<void>(p, [allocator, padded](void* q) { allocator->Free(q, padded); });
       t.data_ = p;
+      t.location_ = allocator->location();
       return t;
     }
   }
@@ -59,12 +60,27 @@ Tensor Tensor::Zeros(DType dtype, Shape shape) {
   return t;
 }
 
-Tensor Tensor::View(DType dtype, Shape shape, void* data) {
+Tensor Tensor::View(DType dtype, Shape shape, void* data, MemoryLocation location) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.data_ = data;
+  t.location_ = location;
   return t;
+}
+
+std::string LocationToString(const MemoryLocation& location) {
+  switch (location.kind) {
+    case MemoryKind::kHost:
+      return "host";
+    case MemoryKind::kPinned:
+      return "pinned";
+    case MemoryKind::kSharedMemory:
+      return "shared memory";
+    case MemoryKind::kDevice:
+      return "GPU " + std::to_string(location.device);
+  }
+  return "unknown";
 }
 
 Tensor Tensor::Rows(int64_t begin, int64_t count) const {
@@ -77,6 +93,7 @@ Tensor Tensor::Rows(int64_t begin, int64_t count) const {
 }
 
 Tensor Tensor::Clone() const {
+  RANKD_CHECK_MSG(location_.host_accessible(), "Clone of a tensor in device memory");
   Tensor t = Zeros(dtype_, shape_);
   if (bytes()) std::memcpy(t.data_, data_, bytes());
   return t;

@@ -19,9 +19,22 @@ class Executor {
  public:
   virtual ~Executor() = default;
   // Runs `plan` on `inputs` (host tensors, one per graph input, with the dtypes and shapes the
-  // plan was built for, except as FillsRaggedTails allows) and returns the graph outputs in order,
-  // as host tensors the caller owns.
-  virtual StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs) = 0;
+  // plan was built for, except as FillsRaggedTails allows) and writes the graph's outputs into
+  // `outputs`: one per graph output, in host memory the caller provides (CheckOutputs), with the
+  // plan's dtypes and shapes or fewer rows (the first dimension), which then get the first rows.
+  // A request padded to a bucket so receives its own rows only, straight into the memory that
+  // answers it. On an error the outputs' contents are unspecified.
+  virtual Status RunInto(const Plan& plan, std::span<const Tensor> inputs, std::span<Tensor> outputs) = 0;
+  // The same into host tensors of the plan's output shapes it allocates (request tensors, where a
+  // RequestTensorScope is alive), returned in order.
+  StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs);
+  // Uninitialised host tensors of `plan`'s output dtypes and shapes, with `rows` rows where an
+  // output's first dimension is `plan_rows` (-1: the plan's rows everywhere).
+  static std::vector<Tensor> OutputsFor(const Plan& plan, int64_t plan_rows = -1, int64_t rows = -1);
+  // InvalidArgument unless `outputs` can take `plan`'s outputs as RunInto says: as many as the
+  // graph has, each of the output's dtype, rank and trailing dimensions, at most its rows, and in
+  // memory the host reaches.
+  static Status CheckOutputs(const Plan& plan, std::span<const Tensor> outputs);
   // Whether Run takes a one-dimensional integer input (a ragged input's ids) shorter than the
   // plan's, reading the slots after it as -1: a request padded to a bucket then keeps its ids
   // where they are instead of copying them into a padded tensor (PadToBucket).

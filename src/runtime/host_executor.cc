@@ -14,7 +14,7 @@ namespace {
 class HostExecutor final : public Executor {
  public:
   explicit HostExecutor(std::shared_ptr<ModelResources> resources) : resources_(std::move(resources)) {}
-  StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs) override;
+  Status RunInto(const Plan& plan, std::span<const Tensor> inputs, std::span<Tensor> outputs) override;
 
  private:
   // Tensor views of every value of one plan over this executor's workspace.
@@ -77,7 +77,8 @@ HostExecutor::Binding& HostExecutor::Bind(const Plan& plan) {
   return b;
 }
 
-StatusOr<std::vector<Tensor>> HostExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
+Status HostExecutor::RunInto(const Plan& plan, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  RANKD_RETURN_IF_ERROR(CheckOutputs(plan, outputs));
   Binding& b = Bind(plan);
   for (const auto& [id, index] : b.input_rooted) {
     b.views[static_cast<size_t>(id)].set_data(const_cast<void*>(inputs[static_cast<size_t>(index)].raw()));
@@ -104,10 +105,13 @@ StatusOr<std::vector<Tensor>> HostExecutor::Run(const Plan& plan, std::span<cons
                         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
   }
-  std::vector<Tensor> outputs;
-  outputs.reserve(graph.outputs.size());
-  for (int id : graph.outputs) outputs.push_back(b.views[static_cast<size_t>(id)].Clone());
-  return outputs;
+  // The first rows of each output (all of them unless the caller asked for fewer) are its first bytes.
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].bytes() > 0) {
+      std::memcpy(outputs[i].raw(), b.views[static_cast<size_t>(graph.outputs[i])].raw(), outputs[i].bytes());
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace

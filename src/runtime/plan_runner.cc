@@ -104,15 +104,16 @@ PlanRunner::~PlanRunner() = default;
 StatusOr<std::vector<Tensor>> PlanRunner::Run(const std::shared_ptr<const Plan>& plan, std::span<const Tensor> inputs,
                                               bool capture) {
   RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, Acquire());
-  return RunOn(plan, std::move(executor), inputs, capture);
+  std::vector<Tensor> outputs = Executor::OutputsFor(*plan);
+  RANKD_RETURN_IF_ERROR(RunOn(plan, std::move(executor), inputs, outputs, capture));
+  return outputs;
 }
 
-StatusOr<std::vector<Tensor>> PlanRunner::RunOn(const std::shared_ptr<const Plan>& plan,
-                                                std::unique_ptr<Executor> executor, std::span<const Tensor> inputs,
-                                                bool capture) {
+Status PlanRunner::RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
+                         std::span<const Tensor> inputs, std::span<Tensor> outputs, bool capture) {
   capture = capture && capture_;
   bool captured = capture && executor->Captured(*plan);
-  auto result = executor->Run(*plan, inputs);
+  Status result = executor->RunInto(*plan, inputs, outputs);
   // A run whose staging buffers had to grow dropped the executor's captures, this plan's too.
   captured = captured && executor->Captured(*plan);
   PhaseTimer releasing("(executor released)");

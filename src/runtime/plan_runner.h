@@ -82,11 +82,12 @@ class PlanRunner {
   StatusOr<std::unique_ptr<Executor>> Acquire() { return executors_->Acquire(); }
   size_t Release(std::unique_ptr<Executor> executor) { return executors_->Release(std::move(executor)); }
 
-  // Runs `plan` on `inputs` on `executor` and gives the executor back; with `capture` (and capture
-  // on), counts a graph hit or miss and queues a capture of the plan on a miss.
-  StatusOr<std::vector<Tensor>> RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
-                                      std::span<const Tensor> inputs, bool capture);
-  // The same on an executor from the pool.
+  // Runs `plan` on `inputs` on `executor` into `outputs` (Executor::RunInto: the caller's memory,
+  // the plan's shapes or fewer rows) and gives the executor back; with `capture` (and capture on),
+  // counts a graph hit or miss and queues a capture of the plan on a miss.
+  Status RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
+               std::span<const Tensor> inputs, std::span<Tensor> outputs, bool capture);
+  // The same on an executor from the pool, into outputs of the plan's shapes it allocates.
   StatusOr<std::vector<Tensor>> Run(const std::shared_ptr<const Plan>& plan, std::span<const Tensor> inputs,
                                     bool capture);
   // Kernels, copies and memsets one run of `plan` puts on the device (Executor::CountLaunches).

@@ -51,12 +51,13 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
       PreparedRequest padded =
           fits ? PreparedRequest{} : PadToBucket(prepared, *key, compiled_->input_kinds(), ids_unpadded);
       padding.Stop();
-      RANKD_ASSIGN_OR_RETURN(
-          std::vector<Tensor> outputs,
-          runner_->RunOn(plan, std::move(executor), fits ? prepared.inputs : padded.inputs, /*capture=*/true));
+      // The executor writes the request's own rows, not the padding's.
+      std::vector<Tensor> outputs = Executor::OutputsFor(*plan, key->rows, prepared.rows);
+      RANKD_RETURN_IF_ERROR(runner_->RunOn(plan, std::move(executor), fits ? prepared.inputs : padded.inputs, outputs,
+                                           /*capture=*/true));
       real_rows_ += static_cast<uint64_t>(prepared.rows);
       padded_rows_ += static_cast<uint64_t>(key->rows);
-      return TakeRows(std::move(outputs), prepared.rows);
+      return outputs;
     }
   }
   return RunPlanned(prepared);  // past the largest bucket: its own shape, uncaptured

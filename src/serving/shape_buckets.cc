@@ -134,7 +134,7 @@ std::vector<BucketKey> ShapeBuckets::WarmupKeys(int64_t max_rows, const std::vec
 
 namespace {
 
-Tensor ViewOf(const Tensor& t) { return Tensor::View(t.dtype(), t.shape(), const_cast<void*>(t.raw())); }
+Tensor ViewOf(const Tensor& t) { return Tensor::View(t.dtype(), t.shape(), const_cast<void*>(t.raw()), t.location()); }
 
 // Each of the `count` ragged inputs' `part` (values or offsets) among p's graph inputs, by ragged
 // index.
@@ -220,7 +220,8 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     }
     if (ids_unpadded) {
       out.inputs[i] = Tensor::View(
-          in.dtype(), {used}, static_cast<uint8_t*>(const_cast<void*>(in.raw())) + static_cast<size_t>(first) * item);
+          in.dtype(), {used}, static_cast<uint8_t*>(const_cast<void*>(in.raw())) + static_cast<size_t>(first) * item,
+          in.location());
       continue;
     }
     Tensor t = Tensor::Empty(in.dtype(), {want * width});
@@ -283,12 +284,7 @@ std::vector<bool> RowsWithoutIds(const std::vector<const PreparedRequest*>& part
 
 std::vector<Tensor> TakeRows(std::vector<Tensor> outputs, int64_t rows) {
   for (Tensor& t : outputs) {
-    if (t.rank() == 0 || t.dim(0) == rows) continue;
-    Shape s = t.shape();
-    s[0] = rows;
-    Tensor cut = Tensor::Zeros(t.dtype(), s);
-    if (cut.bytes() > 0) std::memcpy(cut.raw(), t.raw(), cut.bytes());
-    t = std::move(cut);
+    if (t.rank() > 0 && t.dim(0) > rows) t = t.Rows(0, rows);
   }
   return outputs;
 }

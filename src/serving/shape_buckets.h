@@ -99,7 +99,7 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
 bool FitsBucket(const PreparedRequest& p, const BucketKey& key, const std::vector<GraphInputKind>& kinds,
                 bool ids_unpadded = false);
 
-// The first `rows` rows of each output (the real ones of a padded batch).
+// The first `rows` rows of each output (the real ones of a padded batch), as views sharing its buffer.
 std::vector<Tensor> TakeRows(std::vector<Tensor> outputs, int64_t rows);
 
 }  // namespace rankd

@@ -31,7 +31,9 @@ class PinnedPool final : public HostAllocator {
 
   void* Allocate(size_t bytes) override;
   void Free(void* p, size_t bytes) override;
-  // Whether [p, p + bytes) lies in one of the pool's slabs, where kernels can read it at p.
+  MemoryLocation location() const override { return MemoryLocation::Pinned(); }
+  // Whether [p, p + bytes) lies in one of the pool's slabs, where kernels can read it at p (tests
+  // check with it that a tensor located kPinned is).
   bool Holds(const void* p, size_t bytes) const;
 
  private:

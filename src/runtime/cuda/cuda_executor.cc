@@ -178,7 +178,9 @@ void CudaExecutor::BindViews(const Plan& plan, const std::unordered_map<const Te
       b.input_rooted.push_back({static_cast<int>(id), root.input_index});
     }
     const bool narrowed = root.storage == PlanStorage::kInput && b.narrowed[static_cast<size_t>(root.input_index)];
-    b.views[id] = Tensor::View(narrowed ? DType::kI32 : v.dtype, v.shape, p);
+    // Addresses the device reads at (a host-tiered table's mapped rows among them).
+    b.views[id] =
+        Tensor::View(narrowed ? DType::kI32 : v.dtype, v.shape, p, MemoryLocation::Device(resources_->device()));
   }
   for (const PlanStep& step : plan.steps()) {
     auto& ins = b.step_inputs.emplace_back();
@@ -571,7 +573,8 @@ bool CudaExecutor::Captured(const Plan& plan) const {
   return it != bindings_.end() && it->second.graph;
 }
 
-StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<const Tensor> inputs) {
+Status CudaExecutor::RunInto(const Plan& plan, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  RANKD_RETURN_IF_ERROR(CheckOutputs(plan, outputs));
   // From the launches to the synchronise below, kernels may read the table caches' slots.
   GraceReader reading(resources_->cache_readers());
   PhaseTimer binding("(executor bound to the plan)");
@@ -616,16 +619,12 @@ StatusOr<std::vector<Tensor>> CudaExecutor::Run(const Plan& plan, std::span<cons
     const Node& node = graph.nodes[static_cast<size_t>(plan.steps()[static_cast<size_t>(error - 1)].node)];
     return InvalidArgument(node.Describe() + ": an id or index is out of range (or ragged offsets are inconsistent)");
   }
-  std::vector<Tensor> outputs;
-  outputs.reserve(graph.outputs.size());
-  for (size_t i = 0; i < graph.outputs.size(); ++i) {
-    const Tensor& v = b->views[static_cast<size_t>(graph.outputs[i])];
-    Tensor t = Tensor::Empty(v.dtype(), v.shape());  // written in full
-    if (t.bytes() > 0) std::memcpy(t.raw(), back + b->out_offsets[i], t.bytes());
-    outputs.push_back(std::move(t));
+  // Each output's first rows (all of them unless the caller asked for fewer) are its first bytes.
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].bytes() > 0) std::memcpy(outputs[i].raw(), back + b->out_offsets[i], outputs[i].bytes());
   }
   if (phases) OpProfile::RecordSince("(outputs copied out of pinned memory)", synchronised);
-  return outputs;
+  return Status::Ok();
 }
 
 }  // namespace rankd::cuda

@@ -84,7 +84,7 @@ class CudaExecutor final : public Executor {
   static StatusOr<std::unique_ptr<Executor>> Create(std::shared_ptr<CudaModelResources> resources);
   ~CudaExecutor() override;
 
-  StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs) override;
+  Status RunInto(const Plan& plan, std::span<const Tensor> inputs, std::span<Tensor> outputs) override;
   StatusOr<int64_t> Capture(const Plan& plan) override;
   bool Captured(const Plan& plan) const override;
   StatusOr<Launches> CountLaunches(const Plan& plan) override;

@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "backend/cuda/mapped_copy.h"
-#include "backend/cuda/pinned_pool.h"
 #include "common/helping_pool.h"
 #include "common/narrow_ids.h"
 #include "common/parallel.h"
@@ -93,14 +92,13 @@ std::vector<StagingPiece> CudaExecutor::ListSources(Binding& b, std::span<const 
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
   auto* staged_device = static_cast<const uint8_t*>(staged_inputs_.device());
   auto* sources = reinterpret_cast<InputSource*>(staged + b.sources_at);
-  const PinnedPool& pool = PinnedPool::Shared();
   std::vector<StagingPiece> pieces;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& in = inputs[i];
     const Repack repack = RepackOf(b, i, in);
     const void* from = in.raw();
-    // Read where it lies, narrowed by the kernel if need be.
-    if (in.bytes() > 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0 && pool.Holds(from, in.bytes())) {
+    // Read where it lies, narrowed by the kernel if need be (a GPU reads pinned memory in place).
+    if (in.bytes() > 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0 && in.location().kind == MemoryKind::kPinned) {
       sources[b.source_of[i]] = {from, in.bytes(), b.in_offsets[i], b.in_bytes[i], repack == Repack::kNarrow, 0};
       continue;
     }
