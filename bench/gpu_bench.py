@@ -11,8 +11,8 @@ with inputs in host memory and end with outputs in host memory. Ragged features 
 fixed width per shape for PyTorch (so compiled graphs are not rebuilt). Prints the markdown table
 of bench/report.py; with --report DIR also writes DIR/gpu_report.json (rows, GPU, date, commit,
 command) and DIR/gpu_report.md, which `bench/report.py --gpu DIR/gpu_report.json --docs
-docs/benchmarks.md --plots docs/plots` turns into the report in docs/benchmarks.md with plots.
-The one-command report of every workload (docs/benchmarks.md says how it is run):
+docs/log/benchmarks.md --plots docs/plots` turns into the report in docs/log/benchmarks.md with plots.
+The one-command report of every workload (docs/log/benchmarks.md says how it is run):
   python3 bench/gpu_bench.py --rankd ".bundle/run rankd" --report $OUT
 """
 import argparse

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A short GPU lease in one command, the most needed step first, each bounded in time, so that
-# whatever finished is under OUT when the lease ends (docs/cuda.md, docs/benchmarks.md):
+# whatever finished is under OUT when the lease ends (docs/cuda.md, docs/log/benchmarks.md):
 #   1. the whole test binary (the GPU tests run there instead of skipping), into tests.log;
 #   2. compute-sanitizer memcheck on the tests MEMCHECK_FILTER names, into memcheck.log;
 #   3. the small requests of issue 6 against the best PyTorch peer (bench/gpu_bench.py on

@@ -1,14 +1,14 @@
 """Benchmark reports: markdown tables and PNG plots from the JSON the benchmark scripts write.
 
   /usr/bin/python3 bench/report.py --gpu GPU_REPORT.json [--load LOAD.json] \\
-      [--docs docs/benchmarks.md] [--plots docs/plots]
+      [--docs docs/log/benchmarks.md] [--plots docs/plots]
 
 `bench/gpu_bench.py --report DIR` writes DIR/gpu_report.json (and this script's markdown, as
 DIR/gpu_report.md); `bench/load_bench.py --json FILE` writes load results. From them this script
 renders the GPU table (rankd's variants and the PyTorch peers side by side, with the ratio of the
 best rankd median to the best peer median), draws the plots with gnuplot (pairs/s against batch
 size for W1; p50 and p99 latency against offered load per workload, batching on and off), and with
---docs replaces the generated part of docs/benchmarks.md: the text between the markers
+--docs replaces the generated part of docs/log/benchmarks.md: the text between the markers
 `<!-- generated: gpu report -->` and `<!-- end of generated gpu report -->`.
 """
 import argparse

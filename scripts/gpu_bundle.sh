@@ -11,7 +11,7 @@
 #   BASE_RANKD=other/build/rankd scripts/gpu_bundle.sh all
 #                                also another build of rankd as rankd_base (a before/after A/B:
 #                                bench/gpu_quick.sh's AB=RANKD_BINARY=rankd_base,rankd)
-# Then, on the GPU machine (docs/cuda.md, docs/benchmarks.md):
+# Then, on the GPU machine (docs/cuda.md, docs/log/benchmarks.md):
 #   RANKD_SOURCE_DIR=$PWD RANKD_ONNX_TESTDATA=$PWD/.bundle/onnx_node .bundle/run rankd_tests --gtest_filter='*Cuda*'
 #   tar -xJf .bundle/rankd.tar.xz && bench/gpu_report.sh          (rankd or all)
 set -euo pipefail
