@@ -83,7 +83,8 @@ class Tensor {
     return static_cast<const T*>(data_);
   }
 
-  // Re-points a view at new memory of the same size and location (used for inputs bound per run).
+  // Re-points a view at new memory of the same size (an executor's views of inputs bound per run);
+  // the location stays the view's.
   void set_data(void* data) { data_ = data; }
   // A deep copy that owns host storage. REQUIRES: location().host_accessible().
   Tensor Clone() const;
