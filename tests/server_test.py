@@ -1088,6 +1088,29 @@ class GrpcTest(GrpcServerCase):
             name="in", key="/" + region_in.name, byte_size=8)), "INVALID_ARGUMENT")
         self.assertEqual(code_of(self.stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
             name="x", key="/rankd-no-such-object", byte_size=8)), "NOT_FOUND")
+        # 64-byte aligned with room after it: read in place, then found truncated after the run.
+        n = len(plain.raw_input_contents[0])
+        region_aligned = shared_memory.SharedMemory(create=True, size=n + 8192)
+        self.addCleanup(region_aligned.unlink)
+        self.addCleanup(region_aligned.close)
+        region_aligned.buf[64:64 + n] = plain.raw_input_contents[0]
+        self.stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
+            name="aligned", key="/" + region_aligned.name, offset=0, byte_size=region_aligned.size))
+        in_place = pb.ModelInferRequest()
+        in_place.CopyFrom(req)
+        in_place.inputs[0].parameters["shared_memory_region"].string_param = "aligned"
+        in_place.inputs[0].parameters["shared_memory_offset"].int64_param = 64
+        del in_place.outputs[:]
+        got = self.stub.ModelInfer(in_place, timeout=30)
+        self.assertEqual(got.raw_output_contents[0], want.raw_output_contents[0])
+        os.ftruncate(region_aligned._fd, 0)
+        with self.assertRaises(grpc.RpcError) as failed:
+            self.stub.ModelInfer(in_place, timeout=30)
+        self.assertEqual(failed.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("was truncated after it was registered", failed.exception.details())
+        self.assertEqual(self.stub.ModelInfer(plain, timeout=30).raw_output_contents[0], want.raw_output_contents[0])
+        self.stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name="aligned"))
+
         self.stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name="in"))
         self.assertEqual(code_of(self.stub.ModelInfer, req), "NOT_FOUND")
         self.stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest())

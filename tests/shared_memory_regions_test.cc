@@ -12,6 +12,7 @@
 #include <string>
 
 #include "frontend/base64.h"
+#include "frontend/grpc_request.h"
 #include "frontend/kserve_json.h"
 #include "runtime/backends.h"
 
@@ -147,6 +148,79 @@ TEST(SharedMemoryRegions, AnObjectTruncatedUnderItsRegionFailsItsCopiesAndNothin
   EXPECT_EQ(use->Write(bytes, sizeof(bytes)).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(shm.Find("t", 0, 8)->Read(bytes).code(), StatusCode::kInvalidArgument);  // every later copy too
   EXPECT_TRUE(shm.Unregister(SharedMemoryRegions::Kind::kSystem, "t").ok());
+}
+
+// Inputs whose bytes lie 64-byte aligned with room after them are views of the region (located in
+// shared memory, read where the client writes them, keeping the region open after it is
+// unregistered), over HTTP's parser and gRPC's; others are copied. A truncation under a view makes
+// CheckSharedMemoryInputs fail the request that read it.
+TEST(SharedMemoryRegions, InputsAreReadInPlaceKeepTheirRegionAndAreCheckedAfterwards) {
+  constexpr size_t kBytes = 64 * 1024;
+  SharedObject object(kBytes);
+  SharedMemoryRegions shm;
+  ASSERT_TRUE(shm.Register("v", object.key(), 0, kBytes).ok());
+  const int fd = shm_open(object.key().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  auto* client = static_cast<float*>(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(client, MAP_FAILED);
+  for (size_t i = 0; i < kBytes / 4; ++i) client[i] = static_cast<float>(i);
+  auto body = [](const char* dtype, size_t offset, size_t bytes) {
+    const size_t elements = std::string(dtype) == "BOOL" ? bytes : bytes / 4;
+    return std::string(R"({"inputs":[{"name":"x","datatype":")") + dtype + R"(","shape":[1,)" +
+           std::to_string(elements) + R"(],"parameters":{"shared_memory_region":"v","shared_memory_offset":)" +
+           std::to_string(offset) + R"(,"shared_memory_byte_size":)" + std::to_string(bytes) + "}}]}";
+  };
+  auto in_place = ParseInferRequest(body("FP32", 8192, 52), {}, {}, &shm);
+  ASSERT_TRUE(in_place.ok()) << in_place.status().ToString();
+  Tensor x = in_place->request.inputs[0].data;
+  EXPECT_EQ(x.location(), MemoryLocation::SharedMemory());
+  EXPECT_TRUE(x.owns()) << "the view keeps its region open";
+  ASSERT_EQ(in_place->shared_memory_inputs.size(), 1u);
+  EXPECT_EQ(x.data<float>()[0], 2048.0f);
+  client[2048] = -1.5f;  // the client writes: the view reads it, nothing was copied
+  EXPECT_EQ(x.data<float>()[0], -1.5f);
+  EXPECT_TRUE(CheckSharedMemoryInputs(in_place->shared_memory_inputs).ok());
+
+  // Copied: an offset not 64-byte aligned, bytes with fewer than 64 mapped bytes after them, BOOL.
+  for (const std::string& copied : {body("FP32", 8196, 52), body("FP32", kBytes - 64, 52), body("BOOL", 8192, 52)}) {
+    auto r = ParseInferRequest(copied, {}, {}, &shm);
+    ASSERT_TRUE(r.ok()) << copied << ": " << r.status().ToString();
+    EXPECT_NE(r->request.inputs[0].data.location().kind, MemoryKind::kSharedMemory) << copied;
+    EXPECT_TRUE(r->shared_memory_inputs.empty()) << copied;
+  }
+
+  // gRPC: in place only for a caller that checks afterwards.
+  inference::ModelInferRequest proto;
+  proto.set_model_name("m");
+  auto* t = proto.add_inputs();
+  t->set_name("x");
+  t->set_datatype("FP32");
+  t->add_shape(1);
+  t->add_shape(13);
+  (*t->mutable_parameters())["shared_memory_region"].set_string_param("v");
+  (*t->mutable_parameters())["shared_memory_offset"].set_int64_param(8192);
+  (*t->mutable_parameters())["shared_memory_byte_size"].set_int64_param(52);
+  std::vector<SharedMemoryRegions::Use> grpc_in_place;
+  auto viewed = InferRequestFromProto(proto, int64_t{1} << 20, &shm, nullptr, &grpc_in_place);
+  ASSERT_TRUE(viewed.ok()) << viewed.status().ToString();
+  EXPECT_EQ(viewed->request.inputs[0].data.location(), MemoryLocation::SharedMemory());
+  EXPECT_EQ(grpc_in_place.size(), 1u);
+  auto copied = InferRequestFromProto(proto, int64_t{1} << 20, &shm);
+  ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+  EXPECT_NE(copied->request.inputs[0].data.location().kind, MemoryKind::kSharedMemory);
+  EXPECT_EQ(copied->request.inputs[0].data.data<float>()[0], -1.5f);
+
+  // Unregistered while a request holds a view: the bytes stay mapped until the view goes.
+  ASSERT_TRUE(shm.Unregister(SharedMemoryRegions::Kind::kSystem, "v").ok());
+  EXPECT_EQ(x.data<float>()[1], 2049.0f);
+  // Truncated under the view: reads find zeros (not SIGBUS), and the check fails the request.
+  ASSERT_EQ(ftruncate(fd, 0), 0);
+  EXPECT_EQ(x.data<float>()[2], 0.0f);
+  Status checked = CheckSharedMemoryInputs(in_place->shared_memory_inputs);
+  EXPECT_EQ(checked.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(checked.message().find("was truncated after it was registered"), std::string::npos) << checked.ToString();
+  munmap(client, kBytes);
+  close(fd);
 }
 
 // CUDA regions: refused with the reason where there is no GPU; on a GPU, handles the driver

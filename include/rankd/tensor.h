@@ -60,6 +60,9 @@ class Tensor {
   static Tensor Empty(DType dtype, Shape shape);
   // Views `data`, which lies in `location` and must outlive every use of the Tensor.
   static Tensor View(DType dtype, Shape shape, void* data, MemoryLocation location = MemoryLocation::Host());
+  // Views `data`, which lies in `location` and stays valid while `keep` lives: the tensor (and
+  // every copy and part of it) keeps `keep` alive, as an owning tensor keeps its buffer.
+  static Tensor View(DType dtype, Shape shape, void* data, MemoryLocation location, std::shared_ptr<const void> keep);
   template <typename T>
   static Tensor FromVector(DType dtype, Shape shape, const std::vector<T>& values);
 
@@ -92,7 +95,8 @@ class Tensor {
   // shares (and keeps alive) the whole buffer, the part of a view is a view; either lies where the
   // tensor does. Not 64-byte aligned in general. REQUIRES: rank >= 1 and the rows within dim(0).
   Tensor Rows(int64_t begin, int64_t count) const;
-  // Whether the tensor owns (a share of) its storage, rather than viewing memory it does not own.
+  // Whether the tensor owns (a share of) its storage or keeps alive what it views, rather than
+  // viewing memory whose lifetime is the caller's to ensure.
   bool owns() const { return owner_ != nullptr; }
   // Element i converted to double / int64 (for small shape tensors and tests).
   double ScalarAsDouble(int64_t i) const;

@@ -69,6 +69,13 @@ Tensor Tensor::View(DType dtype, Shape shape, void* data, MemoryLocation locatio
   return t;
 }
 
+Tensor Tensor::View(DType dtype, Shape shape, void* data, MemoryLocation location, std::shared_ptr<const void> keep) {
+  RANKD_CHECK(keep != nullptr);
+  Tensor t = View(dtype, std::move(shape), data, location);
+  t.owner_ = std::shared_ptr<void>(std::const_pointer_cast<void>(std::move(keep)), data);  // shares `keep`'s count
+  return t;
+}
+
 std::string LocationToString(const MemoryLocation& location) {
   switch (location.kind) {
     case MemoryKind::kHost:

@@ -142,13 +142,15 @@ StatusOr<PackedStrings> BytesInput(const inference::ModelInferRequest::InferInpu
 
 StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& p, int64_t max_elements,
                                               const SharedMemoryRegions* shm,
-                                              std::vector<SharedMemoryOutput>* shm_outputs) {
-  return InferRequestFromProto(p, RawInputContents::Of(p), max_elements, shm, shm_outputs);
+                                              std::vector<SharedMemoryOutput>* shm_outputs,
+                                              std::vector<SharedMemoryRegions::Use>* shm_inputs) {
+  return InferRequestFromProto(p, RawInputContents::Of(p), max_elements, shm, shm_outputs, shm_inputs);
 }
 
 StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& p, const RawInputContents& contents,
                                               int64_t max_elements, const SharedMemoryRegions* shm,
-                                              std::vector<SharedMemoryOutput>* shm_outputs) {
+                                              std::vector<SharedMemoryOutput>* shm_outputs,
+                                              std::vector<SharedMemoryRegions::Use>* shm_inputs) {
   RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
   ParsedRequest parsed;
   InferRequest& r = parsed.request;
@@ -200,8 +202,13 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
     if (in_region(in)) {
       RANKD_ASSIGN_OR_RETURN(SharedMemoryOutput place, SharedMemoryPlace("input", in.name(), in.parameters(), shm));
       if (place.use.size != need) return ShapeDataMismatch(in.name(), shape, *dtype, place.use.size);
-      x.data = Tensor::Empty(*dtype, shape);
-      RANKD_RETURN_IF_ERROR(place.use.Read(x.data.raw()).WithContext("input '" + in.name() + "'"));
+      if (Tensor view = shm_inputs ? place.use.View(*dtype, shape) : Tensor(); view.defined()) {
+        x.data = std::move(view);  // read where the client wrote it
+        shm_inputs->push_back(std::move(place.use));
+      } else {
+        x.data = Tensor::Empty(*dtype, shape);
+        RANKD_RETURN_IF_ERROR(place.use.Read(x.data.raw()).WithContext("input '" + in.name() + "'"));
+      }
     } else if (raw) {
       const int index = raw_index++;
       if (contents.bytes(index) != need) return ShapeDataMismatch(in.name(), shape, *dtype, contents.bytes(index));

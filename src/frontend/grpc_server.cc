@@ -451,8 +451,10 @@ class GrpcServer::Impl {
     auto v = ParseModelVersion(q.model_version());
     if (!v.ok()) return respond(ToGrpc(v.status()));
     const auto deadline = ctx.deadline();
-    // The outputs to write into shared memory, and the first failure to (which fails the call).
+    // The inputs read in place from shared memory (checked before answering), the outputs to write
+    // into it, and the first failure (which fails the call).
     struct Regions {
+      std::vector<SharedMemoryRegions::Use> inputs;  // read in place
       std::vector<SharedMemoryOutput> outputs;
       Status written;
     };
@@ -460,8 +462,9 @@ class GrpcServer::Impl {
     infer_.InferAsync(
         q.model_name(), *v, received,
         [&](const Model&) -> StatusOr<ParsedRequest> {
-          RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed, InferRequestFromProto(q, contents, options_.max_elements,
-                                                                             &shared_memory_, &regions->outputs));
+          RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed,
+                                 InferRequestFromProto(q, contents, options_.max_elements, &shared_memory_,
+                                                       &regions->outputs, &regions->inputs));
           if (deadline != std::chrono::system_clock::time_point::max()) {
             auto left =
                 std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::system_clock::now());
@@ -472,7 +475,8 @@ class GrpcServer::Impl {
           return parsed;
         },
         [&answer, regions](const Model& model, const InferRequest& req, const std::vector<InferOutput>& outputs) {
-          regions->written = WriteSharedMemoryOutputs(outputs, regions->outputs);
+          regions->written = CheckSharedMemoryInputs(regions->inputs);
+          if (regions->written.ok()) regions->written = WriteSharedMemoryOutputs(outputs, regions->outputs);
           if (!regions->written.ok()) return;
           inference::ModelInferResponse r;
           r.set_model_name(model.name());

@@ -381,6 +381,7 @@ void HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t
     bool binary_all = false;
     std::vector<std::string> binary_outputs;
     std::vector<SharedMemoryOutput> regions;
+    std::vector<SharedMemoryRegions::Use> read_in_place;  // checked before answering
     HttpResponse response;
   };
   auto answer = std::make_shared<Answer>();
@@ -394,11 +395,14 @@ void HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t
         answer->binary_all = parsed.binary_output_all;
         answer->binary_outputs = std::move(parsed.binary_outputs);
         answer->regions = std::move(parsed.shared_memory_outputs);
+        answer->read_in_place = std::move(parsed.shared_memory_inputs);
         return static_cast<ParsedRequest&&>(std::move(parsed));
       },
       [answer](const Model& model, const InferRequest& r, const std::vector<InferOutput>& outputs) {
         HttpResponse& response = answer->response;
-        if (Status written = WriteSharedMemoryOutputs(outputs, answer->regions); !written.ok()) {
+        Status written = CheckSharedMemoryInputs(answer->read_in_place);
+        if (written.ok()) written = WriteSharedMemoryOutputs(outputs, answer->regions);
+        if (!written.ok()) {
           response = Error(written);
           return;
         }

@@ -117,9 +117,12 @@ StatusOr<int64_t> ConcreteElements(const std::string& name, const Shape& shape, 
 }
 
 // An input whose values are raw little-endian bytes (RawSource).
+// Bytes in shared memory are read in place where they can be (SharedMemoryRegions::Use::View; not
+// BOOL, whose bytes are normalised here), their region appended to `in_place`.
 StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shape, const json& params,
                                    const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
-                                   const SharedMemoryRegions* shm, InferInput in) {
+                                   const SharedMemoryRegions* shm, std::vector<SharedMemoryRegions::Use>& in_place,
+                                   InferInput in) {
   const std::string& name = in.name;
   RANKD_ASSIGN_OR_RETURN(int64_t n, ConcreteElements(name, shape, limits));
   RANKD_ASSIGN_OR_RETURN(RawSource raw, FindRaw(j, params, name, binary, shm, [&](uint64_t bytes) {
@@ -130,6 +133,11 @@ StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shap
   if (lengths || params.contains("lengths")) {
     RANKD_RETURN_IF_ERROR(ReadLengths(name, lengths, in.lengths));
     if (shape.size() != 1) return LengthsNeedFlatShape(name);
+  }
+  if (Tensor view = raw.body || dtype == DType::kBool ? Tensor() : raw.region.View(dtype, shape); view.defined()) {
+    in.data = std::move(view);  // read where the client wrote it
+    in_place.push_back(std::move(raw.region));
+    return in;
   }
   in.data = Tensor::Empty(dtype, shape);  // every byte read next (FindRaw checked the count): no zero fill
   RANKD_RETURN_IF_ERROR(raw.Read(in.data.raw(), name));
@@ -206,7 +214,8 @@ StatusOr<SharedMemoryOutput> ParseSharedMemoryOutput(const std::string& name, co
 }
 
 StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits, std::string_view& binary,
-                                JsonRequestDocument& doc, const SharedMemoryRegions* shm) {
+                                JsonRequestDocument& doc, const SharedMemoryRegions* shm,
+                                std::vector<SharedMemoryRegions::Use>& in_place) {
   const JsonLeaves* lengths = doc.LengthsOf(index);
   std::string where = "inputs[" + std::to_string(index) + "]";
   if (!j.is_object()) return InvalidArgument(where + " must be an object");
@@ -238,7 +247,7 @@ StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& l
   if (bytes)
     return ParseBytesInput(j, std::move(shape), ragged_dim, params, lengths, limits, binary, doc, shm, std::move(in));
   if (params && (params->contains("binary_data_size") || params->contains("shared_memory_region")))
-    return ParseRawInput(j, *dtype, shape, *params, lengths, limits, binary, shm, std::move(in));
+    return ParseRawInput(j, *dtype, shape, *params, lengths, limits, binary, shm, in_place, std::move(in));
   if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
   const JsonLeaves& leaves = doc.data[j["data"].get<size_t>()];  // ReadJsonRequest's index
   const std::vector<int64_t>& row_lengths = leaves.row_lengths;
@@ -335,7 +344,8 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   if (!j.contains("inputs") || !j["inputs"].is_array()) return InvalidArgument("the request needs an 'inputs' list");
   if (j["inputs"].empty()) return InvalidArgument("the request's 'inputs' list is empty");
   for (size_t i = 0; i < j["inputs"].size(); ++i) {
-    RANKD_ASSIGN_OR_RETURN(InferInput in, ParseInput(j["inputs"][i], i, limits, binary, doc, shm));
+    RANKD_ASSIGN_OR_RETURN(InferInput in,
+                           ParseInput(j["inputs"][i], i, limits, binary, doc, shm, parsed.shared_memory_inputs));
     // Summed while they are in cache: the model passes over them no more (common/parsed_request.h).
     parsed.length_sums.push_back(in.lengths.empty() ? LengthSums{} : SumLengths(in.lengths));
     r.inputs.push_back(std::move(in));

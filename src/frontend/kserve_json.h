@@ -30,12 +30,14 @@ StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLi
 // Inference-Header-Content-Length bytes), `binary` the rest. Inputs whose parameters carry
 // binary_data_size take that many raw little-endian bytes from `binary`, in input order.
 // Inputs whose parameters name a shared_memory_region read their bytes from `shm`
-// (system_shared_memory.h; null: refused as unimplemented), and outputs that name one are listed
-// to be written there (WriteSharedMemoryOutputs).
+// (system_shared_memory.h; null: refused as unimplemented): in place where they can be (a view,
+// its region listed in shared_memory_inputs: answer only if CheckSharedMemoryInputs then passes),
+// else copied. Outputs that name one are listed to be written there (WriteSharedMemoryOutputs).
 struct ParsedInferRequest : ParsedRequest {               // the request, its lengths summed (common/parsed_request.h)
   bool binary_output_all = false;                         // parameters.binary_data_output
   std::vector<std::string> binary_outputs;                // outputs whose parameters.binary_data is true
   std::vector<SharedMemoryOutput> shared_memory_outputs;  // outputs whose parameters name a region
+  std::vector<SharedMemoryRegions::Use> shared_memory_inputs;  // regions inputs are read from in place
 };
 StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view json, std::string_view binary,
                                                const JsonLimits& limits = {}, const SharedMemoryRegions* shm = nullptr);

@@ -48,6 +48,17 @@ class SystemRegion final : public SharedMemoryRegions::Region {
     if (bytes) std::memcpy(Base() + at, src, bytes);
     return Intact();
   }
+  // The mapping ends at a page boundary past offset + byte_size: kernels may read up to 64 bytes
+  // past a tensor's end, as Tensor::Empty allows them to.
+  void* InPlace(uint64_t at, uint64_t bytes) const override {
+    uint8_t* p = Base() + at;
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t mapped_end = (mapped_bytes_ + page - 1) / page * page;
+    const size_t end = static_cast<size_t>(p - static_cast<uint8_t*>(mapping_)) + static_cast<size_t>(bytes);
+    if (reinterpret_cast<uintptr_t>(p) % 64 != 0 || end + 64 > mapped_end) return nullptr;
+    return p;
+  }
+  Status Check() const override { return Intact(); }
 
  private:
   uint8_t* Base() const { return static_cast<uint8_t*>(mapping_) + offset_; }
@@ -189,6 +200,17 @@ StatusOr<SharedMemoryRegions::Use> SharedMemoryRegions::Find(const std::string& 
                            " bytes");
   }
   return Use{std::move(region), offset, byte_size};
+}
+
+Tensor SharedMemoryRegions::Use::View(DType dtype, Shape shape) const {
+  void* p = region->InPlace(offset, size);
+  if (!p) return Tensor();
+  return Tensor::View(dtype, std::move(shape), p, MemoryLocation::SharedMemory(), region);
+}
+
+Status CheckSharedMemoryInputs(const std::vector<SharedMemoryRegions::Use>& inputs) {
+  for (const SharedMemoryRegions::Use& use : inputs) RANKD_RETURN_IF_ERROR(use.region->Check());
+  return Status::Ok();
 }
 
 Status WriteSharedMemoryOutputs(const std::vector<InferOutput>& outputs,

@@ -3,8 +3,9 @@
 // memory with cudaIpcGetMemHandle and registers the handle; it then names the
 // region, an offset and a byte size in an input's or a requested output's parameters
 // (`shared_memory_region`, `shared_memory_offset`, `shared_memory_byte_size`): the input's bytes
-// are read from there instead of the request body, the output's bytes written there instead of
-// the response.
+// are read from there instead of the request body (in place, by a tensor located in shared memory,
+// where they are 64-byte aligned with room after them; else copied), the output's bytes written
+// there instead of the response.
 //
 // Registering maps the range into rankd (read and write), or opens the device memory, and keeps it
 // so until it is unregistered; a CUDA region's bytes are copied to and from the host on a stream of
@@ -44,6 +45,16 @@ class SharedMemoryRegions {
     // Copies `bytes` bytes at `at` (within byte_size(), checked by the caller) to `dst` / from `src`.
     virtual Status Read(uint64_t at, void* dst, size_t bytes) const = 0;
     virtual Status Write(uint64_t at, const void* src, size_t bytes) const = 0;
+    // The address of the `bytes` bytes at `at`, where this process reads them in place as it reads
+    // a tensor it allocated (64-byte aligned, with 64 mapped bytes after them); nullptr where they
+    // must be copied (a CUDA region's, or bytes not so placed).
+    virtual void* InPlace(uint64_t at, uint64_t bytes) const {
+      (void)at, (void)bytes;
+      return nullptr;
+    }
+    // OK unless what was read in place may have changed under the reader (an object truncated
+    // after it was registered): then the error to answer with.
+    virtual Status Check() const { return Status::Ok(); }
   };
 
   // Maps [offset, offset + byte_size) of the shared memory object `key` as region `name`. Errors:
@@ -67,6 +78,10 @@ class SharedMemoryRegions {
     uint64_t offset = 0, size = 0;
     Status Read(void* dst) const { return region->Read(offset, dst, static_cast<size_t>(size)); }
     Status Write(const void* src, size_t bytes) const { return region->Write(offset, src, bytes); }
+    // A tensor of `dtype` and `shape` (of `size` bytes) viewing the bytes in place, located in
+    // shared memory and keeping the region open while it lives; undefined where they must be read
+    // (Region::InPlace). A request that reads one is answered only if Check() is then OK.
+    Tensor View(DType dtype, Shape shape) const;
   };
   StatusOr<Use> Find(const std::string& name, uint64_t offset, uint64_t byte_size) const;
 
@@ -82,6 +97,10 @@ struct SharedMemoryOutput {
   std::string name, region;
   SharedMemoryRegions::Use use;
 };
+
+// OK unless a region some of `inputs` were read from in place was truncated meanwhile (the request
+// then read zeros instead: its answer is that error).
+Status CheckSharedMemoryInputs(const std::vector<SharedMemoryRegions::Use>& inputs);
 
 // Writes each output `regions` names into the bytes held for it. Errors: an output larger than the
 // bytes the request gave for it.
