@@ -62,6 +62,7 @@ class Tensor {
   static Tensor View(DType dtype, Shape shape, void* data, MemoryLocation location = MemoryLocation::Host());
   // Views `data`, which lies in `location` and stays valid while `keep` lives: the tensor (and
   // every copy and part of it) keeps `keep` alive, as an owning tensor keeps its buffer.
+  // REQUIRES: keep is not null.
   static Tensor View(DType dtype, Shape shape, void* data, MemoryLocation location, std::shared_ptr<const void> keep);
   template <typename T>
   static Tensor FromVector(DType dtype, Shape shape, const std::vector<T>& values);
@@ -95,6 +96,10 @@ class Tensor {
   // shares (and keeps alive) the whole buffer, the part of a view is a view; either lies where the
   // tensor does. Not 64-byte aligned in general. REQUIRES: rank >= 1 and the rows within dim(0).
   Tensor Rows(int64_t begin, int64_t count) const;
+  // This tensor's bytes from `byte_offset` on, viewed as `dtype` and `shape`, lying where this
+  // tensor does. The view does not keep them alive: their storage must outlive every use of it.
+  // REQUIRES: the view's bytes within this tensor's.
+  Tensor ViewBytes(DType dtype, Shape shape, size_t byte_offset = 0) const;
   // Whether the tensor owns (a share of) its storage or keeps alive what it views, rather than
   // viewing memory whose lifetime is the caller's to ensure.
   bool owns() const { return owner_ != nullptr; }

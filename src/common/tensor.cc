@@ -99,6 +99,12 @@ Tensor Tensor::Rows(int64_t begin, int64_t count) const {
   return t;
 }
 
+Tensor Tensor::ViewBytes(DType dtype, Shape shape, size_t byte_offset) const {
+  Tensor t = View(dtype, std::move(shape), static_cast<uint8_t*>(data_) + byte_offset, location_);
+  RANKD_CHECK(byte_offset + t.bytes() <= bytes());
+  return t;
+}
+
 Tensor Tensor::Clone() const {
   RANKD_CHECK_MSG(location_.host_accessible(), "Clone of a tensor in device memory");
   Tensor t = Zeros(dtype_, shape_);

@@ -29,9 +29,9 @@ Status Executor::CheckOutputs(const Plan& plan, std::span<const Tensor> outputs)
   for (size_t i = 0; i < ids.size(); ++i) {
     const PlanValue& v = plan.values()[static_cast<size_t>(ids[i])];
     const Tensor& out = outputs[i];
-    const std::string what = "output " + std::to_string(i);
+    auto what = [i] { return "output " + std::to_string(i); };  // made only for an error
     if (!out.location().host_accessible()) {
-      return InvalidArgument(what + " lies in " + LocationToString(out.location()) +
+      return InvalidArgument(what() + " lies in " + LocationToString(out.location()) +
                              ": outputs are written on the host");
     }
     bool fits = out.dtype() == v.dtype && out.rank() == static_cast<int64_t>(v.shape.size());
@@ -39,11 +39,11 @@ Status Executor::CheckOutputs(const Plan& plan, std::span<const Tensor> outputs)
       fits = d == 0 ? out.dim(0) >= 0 && out.dim(0) <= v.shape[0] : out.shape()[d] == v.shape[d];
     }
     if (!fits) {
-      return InvalidArgument(what + " is " + std::string(DTypeName(out.dtype())) + " " + ShapeToString(out.shape()) +
+      return InvalidArgument(what() + " is " + std::string(DTypeName(out.dtype())) + " " + ShapeToString(out.shape()) +
                              "; the plan writes " + std::string(DTypeName(v.dtype)) + " " + ShapeToString(v.shape) +
                              " (fewer rows allowed)");
     }
-    if (out.bytes() > 0 && out.raw() == nullptr) return InvalidArgument(what + " has no memory");
+    if (out.bytes() > 0 && out.raw() == nullptr) return InvalidArgument(what() + " has no memory");
   }
   return Status::Ok();
 }

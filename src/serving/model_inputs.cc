@@ -280,25 +280,21 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     int64_t want = b.kind.user ? users : n;  // rows this graph input has
     int64_t repeat = rows[b.config_index] == want ? 1 : want;
     if (b.kind.part == GraphInputKind::kDense) {
-      inputs.push_back(repeat == 1 ? Tensor::View(in.data.dtype(), in.data.shape(), const_cast<void*>(in.data.raw()),
-                                                  in.data.location())
-                                   : RepeatRows(in.data, repeat));
+      inputs.push_back(repeat == 1 ? in.data.ViewBytes(in.data.dtype(), in.data.shape()) : RepeatRows(in.data, repeat));
       continue;
     }
     // Ragged: lengths per row (flat values with lengths, or the padded form's row width),
     // repeated when one user row goes to every candidate.
     bool padded = in.lengths.empty() && in.data.rank() == 2;
     if (b.kind.part == GraphInputKind::kValues) {
-      Tensor values =
-          Tensor::View(in.data.dtype(), {in.data.size()}, const_cast<void*>(in.data.raw()), in.data.location());
+      Tensor values = in.data.ViewBytes(in.data.dtype(), {in.data.size()});
       inputs.push_back(repeat == 1 ? std::move(values) : RepeatRows(values, repeat));
       prepared.sequence_elements += inputs.back().size();
     } else {
       const LengthSums* sums = padded || repeat != 1 ? nullptr : summed[b.config_index];
       jobs.push_back({b.config_index, padded, want, b.kind.ragged, inputs.size(), Status::Ok(), sums});
-      inputs.push_back(
-          sums ? Tensor::View(DType::kI64, {want + 1}, const_cast<void*>(sums->offsets.raw()), sums->offsets.location())
-               : Tensor::Empty(DType::kI64, {want + 1}));
+      inputs.push_back(sums ? sums->offsets.ViewBytes(DType::kI64, {want + 1})
+                            : Tensor::Empty(DType::kI64, {want + 1}));
     }
   }
   for (size_t c : with_lengths) {

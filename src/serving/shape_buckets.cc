@@ -134,8 +134,6 @@ std::vector<BucketKey> ShapeBuckets::WarmupKeys(int64_t max_rows, const std::vec
 
 namespace {
 
-Tensor ViewOf(const Tensor& t) { return Tensor::View(t.dtype(), t.shape(), const_cast<void*>(t.raw()), t.location()); }
-
 // Each of the `count` ragged inputs' `part` (values or offsets) among p's graph inputs, by ragged
 // index.
 std::vector<const Tensor*> RaggedParts(const PreparedRequest& p, const std::vector<GraphInputKind>& kinds,
@@ -182,7 +180,7 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     const bool whole = TakenWhole(p, i, key, kind, offsets, ids_unpadded);  // viewed, not copied
     if (kind.part == GraphInputKind::kDense || kind.part == GraphInputKind::kRequestIndex) {
       if (whole) {  // already the bucket's rows
-        out.inputs[i] = ViewOf(in);
+        out.inputs[i] = in.ViewBytes(in.dtype(), in.shape());
         continue;
       }
       Shape s = in.shape();
@@ -202,7 +200,7 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     const int64_t first = o[0], used = o[have] - o[0];
     if (kind.part == GraphInputKind::kOffsets) {
       if (whole) {
-        out.inputs[i] = ViewOf(in);
+        out.inputs[i] = in.ViewBytes(in.dtype(), in.shape());
         continue;
       }
       Tensor t = Tensor::Empty(DType::kI64, {want + 1});
@@ -215,13 +213,11 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     out.sequence_elements += want * width;
     const size_t item = DTypeSize(in.dtype());
     if (whole) {  // full (multi-hot rows at their length), or unpadded ids from the first slot
-      out.inputs[i] = ViewOf(in);
+      out.inputs[i] = in.ViewBytes(in.dtype(), in.shape());
       continue;
     }
     if (ids_unpadded) {
-      out.inputs[i] = Tensor::View(
-          in.dtype(), {used}, static_cast<uint8_t*>(const_cast<void*>(in.raw())) + static_cast<size_t>(first) * item,
-          in.location());
+      out.inputs[i] = in.ViewBytes(in.dtype(), {used}, static_cast<size_t>(first) * item);
       continue;
     }
     Tensor t = Tensor::Empty(in.dtype(), {want * width});

@@ -1,11 +1,14 @@
 // A program built against the installed rankd (tests/install_test.sh): it includes only
 // <rankd/...>, links only librankd.so, loads a model and scores a request made from the model's
-// own signature (string inputs given as PackedStrings).
+// own signature (string inputs given as PackedStrings, float inputs as views of the caller's
+// memory that keep it alive), and reads where the scores lie.
 #include <rankd/engine.h>
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -40,10 +43,17 @@ int main(int argc, char** argv) {
       request.inputs.push_back(std::move(x));
       continue;
     }
+    if (in.dtype == rankd::DType::kF32) {  // the caller's own memory, kept alive by the tensor viewing it
+      auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(rankd::NumElements(shape)));
+      for (size_t i = 0; i < values->size(); ++i) (*values)[i] = 0.25f * static_cast<float>(i % 4);
+      x.data = rankd::Tensor::View(in.dtype, shape, values->data(), rankd::MemoryLocation::Host(), values);
+      values.reset();  // the view holds the only reference now
+      if (!x.data.owns() || x.data.location().kind != rankd::MemoryKind::kHost) return 1;
+      request.inputs.push_back(std::move(x));
+      continue;
+    }
     x.data = rankd::Tensor::Zeros(in.dtype, shape);
-    if (in.dtype == rankd::DType::kF32) {
-      for (int64_t i = 0; i < x.data.size(); ++i) x.data.data<float>()[i] = 0.25f * static_cast<float>(i % 4);
-    } else if (in.dtype == rankd::DType::kI64) {
+    if (in.dtype == rankd::DType::kI64) {
       for (int64_t i = 0; i < x.data.size(); ++i) x.data.data<int64_t>()[i] = i % 3;
     }
     request.inputs.push_back(std::move(x));
@@ -54,6 +64,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const rankd::Tensor& score = outputs->front().data;
+  if (score.location() != rankd::MemoryLocation::Host()) {  // a CPU engine answers in host memory
+    std::fprintf(stderr, "scores in %s\n", rankd::LocationToString(score.location()).c_str());
+    return 1;
+  }
   if (score.dim(0) != kRows) {
     std::fprintf(stderr, "%lld rows scored, %lld sent\n", static_cast<long long>(score.dim(0)),
                  static_cast<long long>(kRows));
