@@ -45,6 +45,16 @@ control() { timeout 10 bash -c "echo $1 >'$ctl'" && timeout 10 cat "$ack" >/dev/
 control enable
 sleep 10
 control disable || echo "perf was gone before sampling stopped"
+# The client stops the server when its run ends; if perf keeps it alive past that (a run once
+# waited here until the call's time limit), perf is interrupted (it writes its data) and the
+# server killed, so the script always ends.
+for _ in $(seq 90); do kill -0 "$bench" 2>/dev/null || break; sleep 1; done
+if kill -0 "$bench" 2>/dev/null; then
+  echo "the run had not ended 90 s after sampling: interrupting perf, then the server"
+  pkill -INT -f "perf record -e cpu-clock"
+  sleep 10
+  pkill -KILL -f "rankd serve"
+fi
 wait $bench
 echo "load_bench exit $?"
 cat "$out/served.md"

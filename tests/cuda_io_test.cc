@@ -18,8 +18,13 @@
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "backend/cuda/pinned_pool.h"
 #include "common/host_allocator.h"
+#include "frontend/shared_memory_regions.h"
 #include "runtime/backends.h"
 #include "runtime/cuda/cuda_executor.h"
 #endif
@@ -249,6 +254,67 @@ TEST_P(CudaInputsTest, ReadsInputsWhereverTheyLie) {
       expect_scores(lies, false, when + ", after bad ids");
     }
   }
+}
+
+// Inputs in a client's system shared memory region: page-locked for the GPUs as the server
+// registers it (SetPinning through the CUDA backend), its views are located pinned and the input
+// kernel reads them in place, so a run scores what the client's bytes hold when it runs; a region
+// registered unlocked is located in shared memory and packed like heap memory. Both score as the
+// CPU, uncaptured and replayed.
+TEST_P(CudaInputsTest, ReadsSharedMemoryRegionsInPlaceWhereTheyArePageLocked) {
+  constexpr size_t kBytes = 64 * 1024;
+  const std::string key = "/rankd-cuda-io-" + std::to_string(getpid());
+  const int fd = shm_open(key.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, kBytes), 0);
+  auto* client = static_cast<uint8_t*>(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(client, MAP_FAILED);
+  close(fd);
+  SharedMemoryRegions locked, unlocked;
+  locked.SetPinning(testing::CudaOrNull(), kBytes);
+  ASSERT_TRUE(locked.Register("in", key, 0, kBytes).ok());
+  ASSERT_TRUE(unlocked.Register("in", key, 0, kBytes).ok());
+  EXPECT_EQ(locked.pinned_bytes(), kBytes) << "the driver did not page-lock the region";
+  std::mt19937_64 rng(29);
+  for (bool replayed : {false, true}) {
+    if (replayed) {
+      ASSERT_TRUE(executor_->Capture(*plan_).ok());
+    }
+    for (SharedMemoryRegions* regions : {&locked, &unlocked, &locked}) {
+      const bool pinned = regions == &locked;
+      const std::string when = std::string(replayed ? "replayed" : "uncaptured") + (pinned ? ", locked" : ", unlocked");
+      std::vector<Tensor> in = RandomInputs(rng);
+      std::vector<Tensor> views;
+      size_t at = 4096;
+      for (const Tensor& t : in) {  // each input 64-byte aligned in the region, as a client may lay them
+        std::memcpy(client + at, t.raw(), t.bytes());
+        views.push_back(regions->Find("in", at, t.bytes())->View(t.dtype(), t.shape()));
+        ASSERT_TRUE(views.back().defined()) << when;
+        EXPECT_EQ(views.back().location(), pinned ? MemoryLocation::Pinned() : MemoryLocation::SharedMemory()) << when;
+        at += (t.bytes() + 63) / 64 * 64;
+      }
+      auto want = testing::RunGraph(m_.g.graph(), in);
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      auto got = executor_->Run(*plan_, views);
+      ASSERT_TRUE(got.ok()) << when << ": " << got.status().ToString();
+      EXPECT_LE(testing::RelativeError((*got)[1], (*want)[1]), 1e-6) << when;
+      EXPECT_EQ(testing::RelativeError((*got)[2], in[2]), 0.0) << when;
+      // The client rewrites its ids where they lie: the next run reads the new ones.
+      std::vector<Tensor> rewritten = RandomInputs(rng);
+      rewritten[1] = in[1];
+      rewritten[2] = in[2];
+      std::memcpy(client + 4096, rewritten[0].raw(), rewritten[0].bytes());
+      auto want_rewritten = testing::RunGraph(m_.g.graph(), rewritten);
+      ASSERT_TRUE(want_rewritten.ok());
+      auto got_rewritten = executor_->Run(*plan_, views);
+      ASSERT_TRUE(got_rewritten.ok()) << when << ": " << got_rewritten.status().ToString();
+      EXPECT_LE(testing::RelativeError((*got_rewritten)[1], (*want_rewritten)[1]), 1e-6) << when << ", ids rewritten";
+    }
+  }
+  ASSERT_TRUE(locked.Unregister(SharedMemoryRegions::Kind::kSystem, "").ok());
+  EXPECT_EQ(locked.pinned_bytes(), 0u);
+  munmap(client, kBytes);
+  shm_unlink(key.c_str());
 }
 
 // The copies a run puts on the device: the inputs in one, the error word and both computed

@@ -9,7 +9,10 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "frontend/base64.h"
 #include "frontend/grpc_request.h"
@@ -221,6 +224,104 @@ TEST(SharedMemoryRegions, InputsAreReadInPlaceKeepTheirRegionAndAreCheckedAfterw
   EXPECT_NE(checked.message().find("was truncated after it was registered"), std::string::npos) << checked.ToString();
   munmap(client, kBytes);
   close(fd);
+}
+
+// A backend that locks nothing but records what it is asked to page-lock and how much is still
+// locked (the CUDA backend's own locking runs on a GPU: tests/cuda_io_test.cc).
+class PinRecorder final : public Backend {
+ public:
+  const char* name() const override { return "pin recorder"; }
+  const Kernel* FindKernel(const std::string&) const override { return nullptr; }
+  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph&, const PrepareOptions&) const override {
+    return Unimplemented("no models here");
+  }
+  DeviceKind device_kind() const override { return DeviceKind::kCuda; }
+  StatusOr<std::unique_ptr<PinnedHostMemory>> PinHostMemory(void* data, size_t bytes) const override {
+    if (refuse) return Internal("the driver refuses");
+    locked.push_back({data, bytes});
+    return std::unique_ptr<PinnedHostMemory>(new Lock(live));
+  }
+  bool refuse = false;
+  mutable std::vector<std::pair<void*, size_t>> locked;  // every range asked for
+  std::shared_ptr<int> live = std::make_shared<int>(0);  // locks not yet released
+
+ private:
+  struct Lock final : PinnedHostMemory {
+    explicit Lock(std::shared_ptr<int> count) : live(std::move(count)) { ++*live; }
+    ~Lock() override { --*live; }
+    std::shared_ptr<int> live;
+  };
+};
+
+// On a GPU server each system region is page-locked as it is registered, its pages counted against
+// a limit that refuses a region past it; views of its bytes are located pinned (a GPU reads them
+// in place); the lock ends when the region closes (after the last request holding it); a region
+// the driver will not lock is registered unlocked; a truncation is caught by the object's size,
+// with no fault needed (a GPU reading locked pages raises none).
+TEST(SharedMemoryRegions, RegionsArePageLockedForTheGpusWithinTheirLimit) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  SharedObject object(4 * page);
+  PinRecorder gpu;
+  SharedMemoryRegions shm;
+  shm.SetPinning(&gpu, 2 * page);
+  ASSERT_TRUE(shm.Register("p", object.key(), 0, page).ok());
+  ASSERT_EQ(gpu.locked.size(), 1u);
+  EXPECT_EQ(gpu.locked[0].second, page);
+  EXPECT_EQ(shm.pinned_bytes(), page);
+  Tensor x = shm.Find("p", 64, 52)->View(DType::kF32, {1, 13});
+  ASSERT_TRUE(x.defined());
+  EXPECT_EQ(x.location(), MemoryLocation::Pinned());
+  const auto* first = static_cast<const uint8_t*>(gpu.locked[0].first);
+  EXPECT_TRUE(x.raw() >= first && static_cast<const uint8_t*>(x.raw()) + x.bytes() <= first + page);
+
+  // Two pages more would pass the limit: refused, nothing locked or registered for it.
+  Status past = shm.Register("q", object.key(), page, 2 * page - 8);
+  EXPECT_EQ(past.code(), StatusCode::kResourceExhausted) << past.ToString();
+  EXPECT_NE(past.message().find("shared memory region 'q': its " + std::to_string(2 * page) +
+                                " bytes (whole pages) would take the page-locked shared memory to " +
+                                std::to_string(3 * page) + " bytes, past the limit of " + std::to_string(2 * page)),
+            std::string::npos)
+      << past.ToString();
+  EXPECT_EQ(*gpu.live, 1);
+  EXPECT_EQ(shm.pinned_bytes(), page);
+  EXPECT_EQ(shm.Find("q", 0, 1).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(shm.Register("q", object.key(), 2 * page, 100).ok());  // one page fits
+  EXPECT_EQ(shm.pinned_bytes(), 2 * page);
+
+  // Unregistered while a view holds it: locked until the view goes.
+  ASSERT_TRUE(shm.Unregister(SharedMemoryRegions::Kind::kSystem, "p").ok());
+  EXPECT_EQ(*gpu.live, 2);
+  x = Tensor();
+  EXPECT_EQ(*gpu.live, 1);
+  EXPECT_EQ(shm.pinned_bytes(), page);
+
+  // The driver refuses: registered, unlocked, views located in shared memory.
+  gpu.refuse = true;
+  ASSERT_TRUE(shm.Register("r", object.key(), 0, page).ok());
+  EXPECT_EQ(shm.pinned_bytes(), page);
+  Tensor unlocked = shm.Find("r", 0, 52)->View(DType::kF32, {1, 13});
+  EXPECT_EQ(unlocked.location(), MemoryLocation::SharedMemory());
+  gpu.refuse = false;
+  shm.SetPinning(&gpu, 0);  // no limit: nothing is locked
+  ASSERT_TRUE(shm.Register("s", object.key(), 0, page).ok());
+  EXPECT_EQ(gpu.locked.size(), 2u);
+
+  {  // Truncated: the next check fails the requests that read "q" in place, though nothing faulted.
+    auto q = shm.Find("q", 0, 64);
+    ASSERT_TRUE(q.ok());
+    std::vector<SharedMemoryRegions::Use> read_in_place = {*q};
+    ASSERT_TRUE(CheckSharedMemoryInputs(read_in_place).ok());
+    const int fd = shm_open(object.key().c_str(), O_RDWR, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, static_cast<off_t>(2 * page)), 0);
+    close(fd);
+    Status checked = CheckSharedMemoryInputs(read_in_place);
+    EXPECT_EQ(checked.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(checked.message().find("was truncated after it was registered"), std::string::npos) << checked.ToString();
+  }
+  ASSERT_TRUE(shm.Unregister(SharedMemoryRegions::Kind::kSystem, "").ok());
+  EXPECT_EQ(*gpu.live, 0);
+  EXPECT_EQ(shm.pinned_bytes(), 0u);
 }
 
 // CUDA regions: refused with the reason where there is no GPU; on a GPU, handles the driver

@@ -115,6 +115,13 @@ class SharedDeviceMemory {
   virtual Status Write(uint64_t offset, const void* src, size_t bytes) const = 0;
 };
 
+// Host memory page-locked for the GPUs (Backend::PinHostMemory): unlocked when destroyed, which
+// must happen while the memory is still mapped.
+class PinnedHostMemory {
+ public:
+  virtual ~PinnedHostMemory() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -159,6 +166,15 @@ class Backend {
   virtual StatusOr<std::unique_ptr<SharedDeviceMemory>> OpenSharedMemory(const std::string& handle,
                                                                          uint64_t byte_size) const {
     return Unimplemented(std::string("the ") + name() + " backend has no device memory to share");
+  }
+  // Page-locks [data, data + bytes) of this process's memory and maps it into every GPU's address
+  // space at the same address, so that kernels read it in place as they read memory the pinned
+  // pool gave out (a tensor over it may be located MemoryKind::kPinned). Errors: Unimplemented on
+  // the host; a range the driver refuses, or one it would map at another address.
+  virtual StatusOr<std::unique_ptr<PinnedHostMemory>> PinHostMemory(void* data, size_t bytes) const {
+    (void)data;
+    (void)bytes;
+    return Unimplemented(std::string("the ") + name() + " backend has no device to pin host memory for");
   }
   // OK when a model of `graph` prepared with `options` and `executors` executors fits beside what
   // already runs here; ResourceExhausted, with the estimate, when it does not. Called before

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
+#include "common/log.h"
 #include "common/sigbus_guard.h"
 #include "runtime/backends.h"
 
@@ -17,21 +19,44 @@ namespace {
 
 using Kind = SharedMemoryRegions::Kind;
 
-// A range of a POSIX shared memory object, mapped from its start to the range's end.
+// Page-locked bytes counted against SharedMemoryRegions' limit while a region holds them.
+struct PinnedBytes {
+  std::unique_ptr<PinnedHostMemory> memory;
+  uint64_t bytes = 0;
+  std::shared_ptr<std::atomic<uint64_t>> counter;
+};
+
+// A range of a POSIX shared memory object, mapped from its start to the range's end; its object
+// kept open, so that a truncation is found by its size as well as by a fault.
 class SystemRegion final : public SharedMemoryRegions::Region {
  public:
-  SystemRegion(std::string key, uint64_t offset, uint64_t byte_size, void* mapping, size_t mapped_bytes,
+  SystemRegion(std::string key, uint64_t offset, uint64_t byte_size, int fd, void* mapping, size_t mapped_bytes,
                std::unique_ptr<SigbusGuard> guard)
       : key_(std::move(key)),
         offset_(offset),
         byte_size_(byte_size),
+        fd_(fd),
         mapping_(mapping),
         mapped_bytes_(mapped_bytes),
         guard_(std::move(guard)) {}
   ~SystemRegion() override {
+    if (pinned_.memory) {  // unlocked while still mapped
+      pinned_.memory.reset();
+      pinned_.counter->fetch_sub(pinned_.bytes);
+    }
     guard_.reset();  // before the range is unmapped
     munmap(mapping_, mapped_bytes_);
+    close(fd_);
   }
+  // The pages from the region's first to the mapping's last: what a view of its bytes may read.
+  std::pair<void*, size_t> Pages() const {
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto first = reinterpret_cast<uintptr_t>(Base()) / page * page;
+    const auto end = (reinterpret_cast<uintptr_t>(mapping_) + mapped_bytes_ + page - 1) / page * page;
+    return {reinterpret_cast<void*>(first), static_cast<size_t>(end - first)};
+  }
+  void Pin(PinnedBytes pinned) { pinned_ = std::move(pinned); }
+  bool page_locked() const override { return pinned_.memory != nullptr; }
   Kind kind() const override { return Kind::kSystem; }
   SharedMemoryRegions::RegionStatus status(const std::string& name) const override {
     return {name, key_, offset_, byte_size_, 0};
@@ -58,20 +83,28 @@ class SystemRegion final : public SharedMemoryRegions::Region {
     if (reinterpret_cast<uintptr_t>(p) % 64 != 0 || end + 64 > mapped_end) return nullptr;
     return p;
   }
-  Status Check() const override { return Intact(); }
+  // A GPU reading page-locked pages of a truncated object reads the pages it holds, and no fault
+  // tells: the object's size does.
+  Status Check() const override {
+    struct stat st {};
+    if (fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) < offset_ + byte_size_) return Truncated();
+    return Intact();
+  }
 
  private:
   uint8_t* Base() const { return static_cast<uint8_t*>(mapping_) + offset_; }
-  Status Intact() const {
-    if (!guard_->faulted()) return Status::Ok();
+  Status Intact() const { return guard_->faulted() ? Truncated() : Status::Ok(); }
+  Status Truncated() const {
     return InvalidArgument("shared memory object '" + key_ +
                            "' was truncated after it was registered: unregister the region and register it again");
   }
   std::string key_;
   uint64_t offset_, byte_size_;
+  int fd_;
   void* mapping_;
   size_t mapped_bytes_;
   std::unique_ptr<SigbusGuard> guard_;
+  PinnedBytes pinned_;
 };
 
 // Device memory of another process, opened through the CUDA backend of its GPU.
@@ -94,6 +127,16 @@ class CudaRegion final : public SharedMemoryRegions::Region {
 const char* KindName(Kind kind) { return kind == Kind::kCuda ? "CUDA shared memory" : "shared memory"; }
 
 }  // namespace
+
+SharedMemoryRegions::SharedMemoryRegions() : pinned_bytes_(std::make_shared<std::atomic<uint64_t>>(0)) {}
+
+void SharedMemoryRegions::SetPinning(const Backend* backend, uint64_t limit_bytes) {
+  MutexLock lock(mu_);
+  pin_backend_ = limit_bytes > 0 ? backend : nullptr;
+  pin_limit_ = limit_bytes;
+}
+
+uint64_t SharedMemoryRegions::pinned_bytes() const { return pinned_bytes_->load(); }
 
 Status SharedMemoryRegions::Add(const std::string& name, std::shared_ptr<const Region> region) {
   MutexLock lock(mu_);
@@ -126,15 +169,46 @@ Status SharedMemoryRegions::Register(const std::string& name, const std::string&
   }
   const size_t mapped = static_cast<size_t>(offset + byte_size);
   void* mapping = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (mapping == MAP_FAILED) return InvalidArgument(what + ": cannot map '" + key + "': " + std::strerror(errno));
+  if (mapping == MAP_FAILED) {
+    const int error = errno;
+    close(fd);
+    return InvalidArgument(what + ": cannot map '" + key + "': " + std::strerror(error));
+  }
   std::unique_ptr<SigbusGuard> guard = SigbusGuard::Watch(mapping, mapped, /*writable=*/true);
   if (!guard) {
     munmap(mapping, mapped);
+    close(fd);
     return Unavailable(what + ": too many files and regions are mapped (" + std::to_string(SigbusGuard::kMaxRanges) +
                        ")");
   }
-  return Add(name, std::make_shared<SystemRegion>(key, offset, byte_size, mapping, mapped, std::move(guard)));
+  auto region = std::make_shared<SystemRegion>(key, offset, byte_size, fd, mapping, mapped, std::move(guard));
+  const Backend* pin_backend = nullptr;
+  uint64_t limit = 0;
+  {
+    MutexLock lock(mu_);
+    pin_backend = pin_backend_;
+    limit = pin_limit_;
+  }
+  if (pin_backend) {
+    const auto [pages, bytes] = region->Pages();
+    uint64_t now = pinned_bytes_->load();
+    do {
+      if (now + bytes > limit) {
+        return ResourceExhausted(what + ": its " + std::to_string(bytes) + " bytes (whole pages) would take the " +
+                                 "page-locked shared memory to " + std::to_string(now + bytes) + " bytes, past the " +
+                                 "limit of " + std::to_string(limit) + " (rankd serve --shared-memory-pin-limit-mb)");
+      }
+    } while (!pinned_bytes_->compare_exchange_weak(now, now + bytes));
+    auto pinned = pin_backend->PinHostMemory(pages, bytes);
+    if (pinned.ok()) {
+      region->Pin({std::move(*pinned), bytes, pinned_bytes_});
+    } else {
+      pinned_bytes_->fetch_sub(bytes);
+      LogWarning(what + " is not page-locked for the GPU (" + pinned.status().ToString() +
+                 "): a GPU run copies the inputs it reads there");
+    }
+  }
+  return Add(name, std::move(region));
 }
 
 Status SharedMemoryRegions::RegisterCuda(const std::string& name, const std::string& raw_handle, int64_t device_id,
@@ -205,7 +279,8 @@ StatusOr<SharedMemoryRegions::Use> SharedMemoryRegions::Find(const std::string& 
 Tensor SharedMemoryRegions::Use::View(DType dtype, Shape shape) const {
   void* p = region->InPlace(offset, size);
   if (!p) return Tensor();
-  return Tensor::View(dtype, std::move(shape), p, MemoryLocation::SharedMemory(), region);
+  return Tensor::View(dtype, std::move(shape), p,
+                      region->page_locked() ? MemoryLocation::Pinned() : MemoryLocation::SharedMemory(), region);
 }
 
 Status CheckSharedMemoryInputs(const std::vector<SharedMemoryRegions::Use>& inputs) {

@@ -9,10 +9,13 @@
 //
 // Registering maps the range into rankd (read and write), or opens the device memory, and keeps it
 // so until it is unregistered; a CUDA region's bytes are copied to and from the host on a stream of
-// its own. A request holds the regions it reads or writes (Use), so unregistering one that a
-// request is using unmaps it only when that request is done. Thread-safe.
+// its own. A server on GPUs also page-locks each system region for them (SetPinning), so that a GPU
+// reads the inputs lying in it in place, as it reads request tensors from its pinned pool. A request holds the regions
+// it reads or writes (Use), so unregistering one that a request is using unmaps it only when that request is done.
+// Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -26,8 +29,11 @@
 
 namespace rankd {
 
+class Backend;
+
 class SharedMemoryRegions {
  public:
+  SharedMemoryRegions();
   enum class Kind { kSystem, kCuda };
   struct RegionStatus {
     std::string name, key;  // key: the system region's shared memory object
@@ -53,13 +59,27 @@ class SharedMemoryRegions {
       return nullptr;
     }
     // OK unless what was read in place may have changed under the reader (an object truncated
-    // after it was registered): then the error to answer with.
+    // after it was registered, which a GPU reading page-locked pages would not notice): then the
+    // error to answer with.
     virtual Status Check() const { return Status::Ok(); }
+    // Whether its bytes are page-locked for the GPUs (SetPinning).
+    virtual bool page_locked() const { return false; }
   };
 
-  // Maps [offset, offset + byte_size) of the shared memory object `key` as region `name`. Errors:
-  // a name already registered (of either kind), a range past the object's end or of no bytes
-  // (InvalidArgument), no such object (NotFound).
+  // From now on, system regions are page-locked through `backend` (Backend::PinHostMemory) as they
+  // are registered, `limit_bytes` for all of them at once (their ranges rounded out to pages). A
+  // view of such a region's bytes is located kPinned. Without it (or with a limit of 0), regions
+  // are mapped only and a GPU run copies what it reads of them.
+  void SetPinning(const Backend* backend, uint64_t limit_bytes);
+  // Bytes of the registered system regions page-locked now (a region unregistered while a request
+  // uses it counts until that request is done).
+  uint64_t pinned_bytes() const;
+
+  // Maps [offset, offset + byte_size) of the shared memory object `key` as region `name`, and
+  // page-locks it where SetPinning asks (where the driver refuses, the region is registered
+  // unlocked, with a warning). Errors: a name already registered (of either kind), a range past the
+  // object's end or of no bytes (InvalidArgument), no such object (NotFound), a region that would
+  // take the page-locked bytes past SetPinning's limit (ResourceExhausted).
   Status Register(const std::string& name, const std::string& key, uint64_t offset, uint64_t byte_size);
   // Opens device memory another process exported with cudaIpcGetMemHandle (`raw_handle`: the
   // handle's bytes) on GPU `device_id`, `byte_size` bytes, as region `name` (Triton's CUDA shared
@@ -79,8 +99,9 @@ class SharedMemoryRegions {
     Status Read(void* dst) const { return region->Read(offset, dst, static_cast<size_t>(size)); }
     Status Write(const void* src, size_t bytes) const { return region->Write(offset, src, bytes); }
     // A tensor of `dtype` and `shape` (of `size` bytes) viewing the bytes in place, located in
-    // shared memory and keeping the region open while it lives; undefined where they must be read
-    // (Region::InPlace). A request that reads one is answered only if Check() is then OK.
+    // shared memory (pinned, where the region is page-locked) and keeping the region open while it
+    // lives; undefined where they must be read (Region::InPlace). A request that reads one is
+    // answered only if Check() is then OK.
     Tensor View(DType dtype, Shape shape) const;
   };
   StatusOr<Use> Find(const std::string& name, uint64_t offset, uint64_t byte_size) const;
@@ -89,6 +110,11 @@ class SharedMemoryRegions {
   Status Add(const std::string& name, std::shared_ptr<const Region> region);
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<const Region>> regions_ RANKD_GUARDED_BY(mu_);
+  const Backend* pin_backend_ RANKD_GUARDED_BY(mu_) = nullptr;
+  uint64_t pin_limit_ RANKD_GUARDED_BY(mu_) = 0;
+  // Page-locked bytes of the regions alive, shared with them: a region gives its bytes back when it
+  // closes, which may be after it was unregistered.
+  std::shared_ptr<std::atomic<uint64_t>> pinned_bytes_;
 };
 
 // A tensor a request placed in a region (its parameters name it): the region's name, and the bytes

@@ -52,6 +52,7 @@ struct ServeArgs {
   int exit_timeout_secs = 30;
   int64_t max_body_mb = 64;
   int max_inflight = 1024;
+  int64_t shared_memory_pin_limit_mb = 4096;   // system shared memory page-locked for the GPUs, at most
   int http_threads = 0;                        // 0 = twice the cores, at least 8
   int grpc_threads = 0;                        // 0 = one per core, at least 2
   int grpc_max_queue_ms = 20;                  // a gRPC inference call waiting longer to be handled is refused

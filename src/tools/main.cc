@@ -62,6 +62,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--max-inflight", serve.max_inflight, "Requests handled at once; more are refused with 503")
       ->check(CLI::PositiveNumber);
+  serve_cmd
+      ->add_option("--shared-memory-pin-limit-mb", serve.shared_memory_pin_limit_mb,
+                   "On GPUs: system shared memory regions are page-locked as they are registered, so that a GPU "
+                   "reads their inputs in place, this much at most (a region past it is refused; 0: none locked)")
+      ->check(CLI::NonNegativeNumber);
   rankd::AddBackendFlags(serve_cmd, serve.device, "cpu | cuda | auto (cuda when a GPU is present)");
   serve_cmd->add_option("--http-threads", serve.http_threads, "HTTP worker threads (0: twice the cores, at least 8)")
       ->check(CLI::NonNegativeNumber);

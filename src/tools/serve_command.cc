@@ -99,6 +99,9 @@ int ServeCommand(const ServeArgs& args) {
     return Status::Ok();
   };
   SharedMemoryRegions shared_memory;  // regions clients register, over HTTP or gRPC
+  if ((*backend)->device_kind() == DeviceKind::kCuda) {
+    shared_memory.SetPinning(*backend, static_cast<uint64_t>(args.shared_memory_pin_limit_mb) << 20);
+  }
   HttpApi api(service, limits, probes, shared_memory, http_restricted);
 
   std::unique_ptr<GrpcServer> grpc;

@@ -15,6 +15,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/model_resources.h"
 #include "backend/cuda/per_device.h"
+#include "backend/cuda/pinned_host_memory.h"
 #include "backend/cuda/pinned_pool.h"
 #include "common/host_memory.h"
 #include "model/mapped_file.h"
@@ -88,6 +89,9 @@ class CudaBackendImpl final : public Backend {
   StatusOr<std::unique_ptr<SharedDeviceMemory>> OpenSharedMemory(const std::string& handle,
                                                                  uint64_t byte_size) const override {
     return cuda::OpenIpcMemory(device_, handle, byte_size);
+  }
+  StatusOr<std::unique_ptr<PinnedHostMemory>> PinHostMemory(void* data, size_t bytes) const override {
+    return cuda::PinHostMemory(device_, data, bytes);
   }
   // The weights on the device (tables in host memory take none) with their bf16 copies, and each
   // executor's fixed buffers (cuBLASLt's workspace and a separate-room workspace) against what the
