@@ -256,8 +256,8 @@ class PinRecorder final : public Backend {
 // On a GPU server each system region is page-locked as it is registered, its pages counted against
 // a limit that refuses a region past it; views of its bytes are located pinned (a GPU reads them
 // in place); the lock ends when the region closes (after the last request holding it); a region
-// the driver will not lock is registered unlocked; a truncation is caught by the object's size,
-// with no fault needed (a GPU reading locked pages raises none).
+// the driver will not lock is registered unlocked and its inputs copied; a truncation is caught by
+// the object's size, with no fault needed (a GPU reading locked pages raises none).
 TEST(SharedMemoryRegions, RegionsArePageLockedForTheGpusWithinTheirLimit) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   SharedObject object(4 * page);
@@ -295,16 +295,17 @@ TEST(SharedMemoryRegions, RegionsArePageLockedForTheGpusWithinTheirLimit) {
   EXPECT_EQ(*gpu.live, 1);
   EXPECT_EQ(shm.pinned_bytes(), page);
 
-  // The driver refuses: registered, unlocked, views located in shared memory.
+  // The driver refuses: registered unlocked, its inputs copied (a GPU server views none unlocked).
   gpu.refuse = true;
   ASSERT_TRUE(shm.Register("r", object.key(), 0, page).ok());
   EXPECT_EQ(shm.pinned_bytes(), page);
-  Tensor unlocked = shm.Find("r", 0, 52)->View(DType::kF32, {1, 13});
-  EXPECT_EQ(unlocked.location(), MemoryLocation::SharedMemory());
+  EXPECT_FALSE(shm.Find("r", 0, 52)->View(DType::kF32, {1, 13}).defined());
   gpu.refuse = false;
-  shm.SetPinning(&gpu, 0);  // no limit: nothing is locked
+  shm.SetPinning(&gpu, 0);  // no limit: nothing is locked, nothing viewed
   ASSERT_TRUE(shm.Register("s", object.key(), 0, page).ok());
   EXPECT_EQ(gpu.locked.size(), 2u);
+  EXPECT_FALSE(shm.Find("s", 0, 52)->View(DType::kF32, {1, 13}).defined());
+  EXPECT_TRUE(shm.Find("q", 0, 52)->View(DType::kF32, {1, 13}).defined()) << "a region locked before still is";
 
   {  // Truncated: the next check fails the requests that read "q" in place, though nothing faulted.
     auto q = shm.Find("q", 0, 64);

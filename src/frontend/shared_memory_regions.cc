@@ -56,6 +56,8 @@ class SystemRegion final : public SharedMemoryRegions::Region {
     return {reinterpret_cast<void*>(first), static_cast<size_t>(end - first)};
   }
   void Pin(PinnedBytes pinned) { pinned_ = std::move(pinned); }
+  // On a GPU server an unlocked region's bytes are copied, not viewed (SetPinning).
+  void CopyUnlessLocked() { copy_unless_locked_ = true; }
   bool page_locked() const override { return pinned_.memory != nullptr; }
   Kind kind() const override { return Kind::kSystem; }
   SharedMemoryRegions::RegionStatus status(const std::string& name) const override {
@@ -76,6 +78,7 @@ class SystemRegion final : public SharedMemoryRegions::Region {
   // The mapping ends at a page boundary past offset + byte_size: kernels may read up to 64 bytes
   // past a tensor's end, as Tensor::Empty allows them to.
   void* InPlace(uint64_t at, uint64_t bytes) const override {
+    if (copy_unless_locked_ && !page_locked()) return nullptr;
     uint8_t* p = Base() + at;
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const size_t mapped_end = (mapped_bytes_ + page - 1) / page * page;
@@ -105,6 +108,7 @@ class SystemRegion final : public SharedMemoryRegions::Region {
   size_t mapped_bytes_;
   std::unique_ptr<SigbusGuard> guard_;
   PinnedBytes pinned_;
+  bool copy_unless_locked_ = false;
 };
 
 // Device memory of another process, opened through the CUDA backend of its GPU.
@@ -132,6 +136,7 @@ SharedMemoryRegions::SharedMemoryRegions() : pinned_bytes_(std::make_shared<std:
 
 void SharedMemoryRegions::SetPinning(const Backend* backend, uint64_t limit_bytes) {
   MutexLock lock(mu_);
+  gpus_ = backend != nullptr;
   pin_backend_ = limit_bytes > 0 ? backend : nullptr;
   pin_limit_ = limit_bytes;
 }
@@ -188,6 +193,7 @@ Status SharedMemoryRegions::Register(const std::string& name, const std::string&
     MutexLock lock(mu_);
     pin_backend = pin_backend_;
     limit = pin_limit_;
+    if (gpus_) region->CopyUnlessLocked();
   }
   if (pin_backend) {
     const auto [pages, bytes] = region->Pages();

@@ -66,10 +66,13 @@ class SharedMemoryRegions {
     virtual bool page_locked() const { return false; }
   };
 
-  // From now on, system regions are page-locked through `backend` (Backend::PinHostMemory) as they
-  // are registered, `limit_bytes` for all of them at once (their ranges rounded out to pages). A
-  // view of such a region's bytes is located kPinned. Without it (or with a limit of 0), regions
-  // are mapped only and a GPU run copies what it reads of them.
+  // A server on GPUs: from now on, system regions are page-locked through `backend`
+  // (Backend::PinHostMemory) as they are registered, `limit_bytes` for all of them at once (their
+  // ranges rounded out to pages), and a view of such a region's bytes is located kPinned. Inputs in
+  // a region left unlocked (a limit of 0, the driver's refusal) are copied into request tensors, not
+  // viewed: the executor would pack a view into its staging buffer on helper threads that spin
+  // between runs (served W1 took twice the CPU per request so). Without it (a server on the host),
+  // regions are mapped only and views located in shared memory.
   void SetPinning(const Backend* backend, uint64_t limit_bytes);
   // Bytes of the registered system regions page-locked now (a region unregistered while a request
   // uses it counts until that request is done).
@@ -110,6 +113,7 @@ class SharedMemoryRegions {
   Status Add(const std::string& name, std::shared_ptr<const Region> region);
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<const Region>> regions_ RANKD_GUARDED_BY(mu_);
+  bool gpus_ RANKD_GUARDED_BY(mu_) = false;  // SetPinning was called
   const Backend* pin_backend_ RANKD_GUARDED_BY(mu_) = nullptr;
   uint64_t pin_limit_ RANKD_GUARDED_BY(mu_) = 0;
   // Page-locked bytes of the regions alive, shared with them: a region gives its bytes back when it
