@@ -14,8 +14,9 @@ WORKLOADS.md: W1 draws N from MLPerf's server sizes {100, 100, 200 x12, 300, 300
 700}; W2 is one user with N candidates (200, or uniform in a range: --din-candidates 50-1000) and
 a history uniform in [L/2, L]. For each model and rate, `rankd bench server` sends open-loop
 Poisson load over HTTP (binary tensor bodies, so the client does not measure JSON number parsing)
-or gRPC (raw tensor contents), /metrics gives requests per model execution, and the server's
-/proc/PID/stat its CPU time per request. The served-load figure (GPU.md, issue "serving core"):
+or gRPC (raw tensor contents), /metrics gives requests per model execution and the input bytes
+the server copied on the host per request (by stage), and the server's /proc/PID/stat its CPU
+time per request. The served-load figure (GPU.md, issue "serving core"):
 server and client pinned to separate cores with --server-cpus and --client-cpus (taskset), rates
 swept upward until p99 breaks. Prints a markdown table; --json keeps every result.
 Needs PyTorch for the export (scripts/setup.sh --zoo).
@@ -207,6 +208,10 @@ def main():
                         key = f"nv_inference_{part}_duration_us" + label
                         r[part + "_us"] = (after.get(key, 0) - before.get(key, 0)) / max(reqs, 1)
                     r["server_cpu_ms_per_request"] = 1000 * cpu / max(reqs, 1)  # warm-up included: an upper bound
+                    # Input bytes the server copied on the host per request (all models: this one alone runs).
+                    for stage in ("request", "merge", "pad", "staging"):
+                        key = f'rankd_host_input_copy_bytes_total{{stage="{stage}"}}'
+                        r[f"copied_kb_{stage}"] = (after.get(key, 0) - before.get(key, 0)) / 1024 / max(reqs, 1)
                     rows.append({"workload": "W1" if name == "dlrm_dcnv2" else "W2", "model": model, "protocol": protocol,
                                  "batching": batching, "hoisting": hoisting, "requests_per_execution": reqs / max(execs, 1),
                                  "command": " ".join(cmd), **r})
@@ -224,13 +229,16 @@ def main():
         extra += f", queue wait bound {a.queue_wait_us} µs"
     print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, {cores}{extra}\n")
     print("| workload | protocol | batching | hoisting | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors "
-          "| requests per execution | server CPU ms per request | server µs per request: queue / parse / score / answer |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| requests per execution | server CPU ms per request | server µs per request: queue / parse / score / answer "
+          "| host KB copied per request: request / merge / pad / staging |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['workload']} | {r['protocol']} | {'on' if r['batching'] else 'off'} | {r['hoisting']} | {r['offered_rate']:g} | "
               f"{r['achieved_rate']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | {r['errors'] + r['timeouts']} | "
               f"{r['requests_per_execution']:.2f} | {r['server_cpu_ms_per_request']:.2f} | {r['queue_us']:.0f} / "
-              f"{r['compute_input_us']:.0f} / {r['compute_infer_us']:.0f} / {r['compute_output_us']:.0f} |")
+              f"{r['compute_input_us']:.0f} / {r['compute_infer_us']:.0f} / {r['compute_output_us']:.0f} | "
+              f"{r['copied_kb_request']:.0f} / {r['copied_kb_merge']:.0f} / {r['copied_kb_pad']:.0f} / "
+              f"{r['copied_kb_staging']:.0f} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

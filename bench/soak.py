@@ -9,10 +9,12 @@ random: good JSON and binary requests (checked against each other), malformed JS
 dtypes, ids out of range, huge declared shapes, bodies that are not UTF-8, bad framing, clients that
 vanish mid-body, idle connections, and (when python3-grpcio is present) good and bad gRPC calls.
 Every few seconds a copy of MMoE appears as version 2 or is removed again. Descriptors are read from
-/proc after a warm-up and at the end, RSS every quarter second: its peak in the run's second half
-may exceed its peak in the warm-up and the first half by less than --max-rss-growth-mb (a leak keeps growing; memory
-glibc's per-thread arenas keep once the batchers and reloads have run does not, and each reload
-moves RSS by tens of MB either way). Exit 1 when any check fails. tests/CMakeLists.txt
+/proc after a warm-up and at the end, RSS every quarter second: its peak in the run's second half,
+and its value at the end, may not both exceed its peak in the warm-up and the first half by
+--max-rss-growth-mb or more (a leak keeps growing, and raises both; memory glibc's per-thread arenas
+keep once the batchers and reloads have run does not, and each reload moves RSS by tens of MB
+either way: on a loaded 2-core machine the warm-up may not reach them, and a reload in the second
+half then lifted its peak 74 MB over the first's while the end stayed below it). Exit 1 when any check fails. tests/CMakeLists.txt
 runs it for 20 seconds in CI; docs/serving.md has the figures of a long run.
 """
 import argparse
@@ -262,7 +264,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
-    grown = peak_second - peak_first
+    grown = min(peak_second, rss1) - peak_first
     ok = alive and code == 0 and failed == 0 and grown < args.max_rss_growth_mb * 2**20 and fds1 - fds0 <= 8
     return 0 if ok else 1
 

@@ -1037,7 +1037,11 @@ class GrpcTest(GrpcServerCase):
         body = lines("din", "requests")[0]
         plain = self.to_proto(body, raw=True)
         plain.model_name = "din"
+        copied = 'rankd_host_input_copy_bytes_total{stage="request"}'
+        before = scrape(self.server)[copied]
         want = self.stub.ModelInfer(plain, timeout=30)
+        # Raw contents are copied once into request tensors, and counted so.
+        self.assertEqual(scrape(self.server)[copied] - before, sum(len(c) for c in plain.raw_input_contents))
         region_in = shared_memory.SharedMemory(create=True, size=len(plain.raw_input_contents[0]) + 32)
         region_out = shared_memory.SharedMemory(create=True, size=64)
         for r in (region_in, region_out):

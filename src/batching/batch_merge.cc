@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/host_allocator.h"
+#include "common/host_copies.h"
 
 namespace rankd {
 
@@ -66,6 +67,7 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts,
       const Tensor& t = p->inputs[i];
       if (t.bytes() > 0) std::memcpy(dst, t.raw(), t.bytes());
       dst += t.bytes();
+      CountHostCopy(HostCopy::kMerge, t.bytes());
     }
     merged.inputs.push_back(std::move(out));
   }

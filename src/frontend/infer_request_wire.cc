@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include "common/host_copies.h"
+
 namespace rankd {
 namespace {
 
@@ -146,6 +148,7 @@ void RawInputContents::CopyTo(int i, void* to) const {
   const Entry& e = entries_[static_cast<size_t>(i)];
   auto* out = static_cast<char*>(to);
   uint64_t left = e.bytes;
+  CountHostCopy(HostCopy::kRequest, e.bytes);
   for (size_t p = e.piece, o = e.offset; left > 0; ++p, o = 0) {
     const size_t here = std::min<uint64_t>(left, pieces_[p].size() - o);
     std::memcpy(out, pieces_[p].data() + o, here);

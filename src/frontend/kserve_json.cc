@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/host_allocator.h"
+#include "common/host_copies.h"
 #include "frontend/bytes_elements.h"
 #include "frontend/json_request_reader.h"
 #include "frontend/request_errors.h"
@@ -65,6 +66,7 @@ struct RawSource {
   Status Read(void* to, const std::string& name) const {
     if (!body) return region.Read(to).WithContext("input '" + name + "'");
     if (bytes) std::memcpy(to, body, bytes);
+    CountHostCopy(HostCopy::kRequest, bytes);
     return Status::Ok();
   }
 };

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "common/host_copies.h"
 #include "common/log.h"
 #include "common/sigbus_guard.h"
 #include "runtime/backends.h"
@@ -68,6 +69,7 @@ class SystemRegion final : public SharedMemoryRegions::Region {
   // guard puts zero pages over the region at the fault, and every copy after it fails.
   Status Read(uint64_t at, void* dst, size_t bytes) const override {
     if (bytes) std::memcpy(dst, Base() + at, bytes);
+    CountHostCopy(HostCopy::kRequest, bytes);
     return Intact();
   }
   Status Write(uint64_t at, const void* src, size_t bytes) const override {
@@ -120,7 +122,10 @@ class CudaRegion final : public SharedMemoryRegions::Region {
     return {name, "", 0, memory_->byte_size(), device_};
   }
   uint64_t byte_size() const override { return memory_->byte_size(); }
-  Status Read(uint64_t at, void* dst, size_t bytes) const override { return memory_->Read(at, dst, bytes); }
+  Status Read(uint64_t at, void* dst, size_t bytes) const override {
+    CountHostCopy(HostCopy::kRequest, bytes);
+    return memory_->Read(at, dst, bytes);
+  }
   Status Write(uint64_t at, const void* src, size_t bytes) const override { return memory_->Write(at, src, bytes); }
 
  private:

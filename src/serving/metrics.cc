@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/host_copies.h"
 #include "serving/repository.h"
 
 namespace rankd {
@@ -127,6 +128,14 @@ std::string Metrics::Text() const {
       "# HELP rankd_overload_refusals Inference calls refused unread, too many waiting or waiting too long\n"
       "# TYPE rankd_overload_refusals counter\n";
   out += "rankd_overload_refusals " + std::to_string(overload_refusals_.load()) + "\n";
+  out +=
+      "# HELP rankd_host_input_copy_bytes_total Bytes of requests' input tensors copied on the host, by stage\n"
+      "# TYPE rankd_host_input_copy_bytes_total counter\n";
+  for (int stage = 0; stage < kHostCopyStages; ++stage) {
+    const auto where = static_cast<HostCopy>(stage);
+    out += std::string("rankd_host_input_copy_bytes_total{stage=\"") + HostCopyName(where) + "\"} " +
+           std::to_string(HostCopiedBytes(where)) + "\n";
+  }
   out +=
       "# HELP rankd_model_load_failures Loads of a model's version or config that failed\n"
       "# TYPE rankd_model_load_failures counter\n";

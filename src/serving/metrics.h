@@ -9,6 +9,8 @@
 //   nv_inference_compute_input/infer/output_duration_us   parse / score / serialise
 //   nv_inference_request_summary_us{quantile} p50, p90, p99 over the last 1024 requests
 //   rankd_inflight_requests                   requests being served now (all models)
+//   rankd_host_input_copy_bytes_total{stage}  requests' input bytes copied on the host (all models;
+//                                             common/host_copies.h): request, merge, pad, staging
 //   rankd_model_load_failures                 loads of a model's version (or config) that failed
 //   rankd_graph_hits / _misses                executions that replayed a captured graph / ran uncaptured
 //   rankd_graph_captures, _capture_duration_us plans captured (warm-up and background) and the time taken

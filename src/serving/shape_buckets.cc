@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/host_copies.h"
+
 namespace rankd {
 namespace {
 
@@ -187,6 +189,7 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
       s[0] = want;
       Tensor t = Tensor::Empty(in.dtype(), s);  // the request's rows, then zero rows
       if (in.bytes() > 0) std::memcpy(t.raw(), in.raw(), in.bytes());
+      CountHostCopy(HostCopy::kPad, in.bytes());
       std::memset(static_cast<uint8_t*>(t.raw()) + in.bytes(), 0, t.bytes() - in.bytes());
       out.inputs[i] = std::move(t);
       continue;
@@ -224,6 +227,7 @@ PreparedRequest PadToBucket(const PreparedRequest& p, const BucketKey& key, cons
     auto* to = static_cast<uint8_t*>(t.raw());
     std::memcpy(to, static_cast<const uint8_t*>(in.raw()) + static_cast<size_t>(first) * item,
                 static_cast<size_t>(used) * item);
+    CountHostCopy(HostCopy::kPad, static_cast<size_t>(used) * item);
     std::memset(to + static_cast<size_t>(used) * item, 0xff, t.bytes() - static_cast<size_t>(used) * item);
     out.inputs[i] = std::move(t);
   }

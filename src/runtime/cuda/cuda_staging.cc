@@ -8,6 +8,7 @@
 
 #include "backend/cuda/mapped_copy.h"
 #include "common/helping_pool.h"
+#include "common/host_copies.h"
 #include "common/narrow_ids.h"
 #include "common/parallel.h"
 #include "compile/narrowable_ids.h"
@@ -201,6 +202,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   }
   std::vector<StagingPiece> pieces;  // each of at most kPieceBytes, in the same order
   for (const StagingPiece& in : whole) {
+    CountHostCopy(HostCopy::kStaging, in.bytes);
     for (size_t done = 0; done < in.bytes; done += kPieceBytes) {
       pieces.push_back(
           {in.to + SlotOffset(done, in.repack), in.from + done, std::min(kPieceBytes, in.bytes - done), in.repack});
