@@ -216,7 +216,7 @@ Status SharedMemoryRegions::Register(const std::string& name, const std::string&
     } else {
       pinned_bytes_->fetch_sub(bytes);
       LogWarning(what + " is not page-locked for the GPU (" + pinned.status().ToString() +
-                 "): a GPU run copies the inputs it reads there");
+                 "): its inputs are copied as requests are read");
     }
   }
   return Add(name, std::move(region));
