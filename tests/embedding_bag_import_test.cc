@@ -1,8 +1,9 @@
 // PyTorch's nn.EmbeddingBag as torch.onnx exports it (tests/data/embedding_bags: the TorchScript
-// exporter of PyTorch 2.11, opset 17, a 50 x 4 table, bags over offsets, modes sum, mean and max):
-// the Loop over bags is imported as one EmbeddingBag (model/bag_loop_import.h), served from ragged
-// ids whose starts the config routes to the graph's offsets input, and scored as the table's rows
-// say; the forms rankd does not take are refused naming the node and what differs.
+// exporter of PyTorch 2.11, opset 17, a 50 x 4 table, bags over offsets, modes sum, mean and max,
+// and over padded 2-D ids): the Loop over bags is imported as one EmbeddingBag
+// (model/bag_loop_import.h), served from ragged ids whose starts the config routes to the graph's
+// offsets input (or from the 2-D ids), and scored as the table's rows say; the forms rankd does
+// not take are refused naming the node and what differs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,14 +99,85 @@ void ExpectRefused(const Status& s, StatusCode code, const std::string& fragment
   EXPECT_NE(s.message().find(fragment), std::string::npos) << "'" << s.message() << "' lacks '" << fragment << "'";
 }
 
+// The padded 2-D form (ids [bags, n], no offsets): its bags' starts are Range(0, ids' element
+// count, n), the count a ReduceProd of the ids' shape, imported as the product of its entries
+// (model/shape_product_import.h); the Loop is then one bag, served from a plain [bags, n] input.
+TEST(EmbeddingBagImport, ThePadded2dFormIsOneBagOverFixedLengthRows) {
+  auto g = ImportOnnxFile(Data("padded_sum.onnx"));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->OpCounts()["Loop"], 0);
+  EXPECT_EQ(g->OpCounts()["ReduceProd"], 0);
+  EXPECT_EQ(g->OpCounts()["EmbeddingBag"], 1);
+  const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
+  ASSERT_TRUE(table && table->rank() == 2);
+  const int64_t rows = table->dim(0), dim = table->dim(1), n = 5;
+  // On the CPU, and on a GPU where there is one (the count, the Range and the bag on the device).
+  for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
+    if (!backend) continue;
+    SCOPED_TRACE(backend->name());
+    ModelOptions options;
+    options.backend = backend;
+    auto model = Model::LoadFile(Data("padded_sum.onnx"), {}, options);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    std::mt19937_64 rng(9);
+    for (int64_t bags : {1, 4, 33}) {
+      std::vector<int64_t> ids(static_cast<size_t>(bags * n));
+      for (int64_t& id : ids) id = static_cast<int64_t>(rng() % rows);
+      InferRequest r;
+      r.inputs.push_back({"ids", testing::MakeI64({bags, n}, ids), {}, {}});
+      auto out = (*model)->Infer(r);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      const Tensor& y = (*out)[0].data;
+      ASSERT_EQ(y.shape(), Shape({bags, dim}));
+      for (int64_t b = 0; b < bags; ++b) {
+        for (int64_t d = 0; d < dim; ++d) {
+          double want = 0;
+          for (int64_t j = 0; j < n; ++j) want += table->data<float>()[ids[static_cast<size_t>(b * n + j)] * dim + d];
+          EXPECT_NEAR(y.data<float>()[b * dim + d], want, 1e-5) << "bag " << b;
+        }
+      }
+    }
+    InferRequest bad;  // an id past the table fails its request
+    bad.inputs.push_back({"ids", testing::MakeI64({1, n}, {0, 1, 2, 3, rows}), {}, {}});
+    EXPECT_EQ((*model)->Infer(bad).status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+// A ReduceProd of anything but a shape stays as written, and the op check refuses it by name.
+TEST(EmbeddingBagImport, AReduceProdOfValuesIsStillRefused) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("prod");
+  for (const char* name : {"x", "y"}) {
+    onnx::ValueInfoProto* v = name[0] == 'x' ? g->add_input() : g->add_output();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(4);
+  }
+  onnx::NodeProto* prod = g->add_node();
+  prod->set_op_type("ReduceProd");
+  prod->set_name("prod");
+  prod->add_input("x");
+  prod->add_output("y");
+  onnx::AttributeProto* keep = prod->add_attribute();
+  keep->set_name("keepdims");
+  keep->set_type(onnx::AttributeProto::INT);
+  keep->set_i(0);
+  const std::string bytes = m.SerializeAsString();
+  auto graph = ImportOnnxBytes(bytes.data(), bytes.size(), {});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  EXPECT_EQ(graph->OpCounts()["ReduceProd"], 1);
+  ExpectRefused(Model::LoadFile(testing::WriteTempFile("prod/model.onnx", bytes), {}).status(),
+                StatusCode::kUnimplemented, "op ReduceProd is not supported");
+}
+
 TEST(EmbeddingBagImport, OtherFormsAndConfigsAreRefusedClearly) {
   // Per-sample weights: the Loop named, what differs said.
   ExpectRefused(ImportOnnxFile(Data("weighted_sum.onnx")).status(), StatusCode::kUnimplemented,
                 "node '/bag/Loop' (Loop): a Loop is taken only as PyTorch's exported nn.EmbeddingBag (sum, mean or max "
                 "over offsets); here the reduced rows are not a Gather from a table");
-  // The padded 2-D form (ids [bags, n], no offsets): its shape arithmetic is refused by name.
-  ExpectRefused(Model::LoadFile(Data("padded_sum.onnx"), {}).status(), StatusCode::kUnimplemented,
-                "op ReduceProd is not supported");
   // The offsets input must be a model input, not also listed, and the ids flat.
   ExpectRefused(Model::Load(ModelDir("offsets_sum.onnx", "bag_no_such_offsets",
                                      "inputs:\n  - name: ids\n    ragged: true\n    offsets: starts\n"),

@@ -11,6 +11,7 @@
 
 #include "model/bag_loop_import.h"
 #include "model/mapped_file.h"
+#include "model/shape_product_import.h"
 
 namespace rankd {
 namespace {
@@ -263,6 +264,7 @@ class Importer {
       }
       node.inputs.push_back(id);
     }
+    if (node.op == "ReduceProd") ImportShapeProduct(node, graph_);  // an element count (shape_product_import.h)
     return AddOutputs(p, std::move(node));
   }
 
