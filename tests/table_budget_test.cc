@@ -265,6 +265,71 @@ TEST(TableBudget, TablesOnANamedGpu) {
   }
 }
 
+// tables.shard_over_gpus: the tables no replica keeps go once over the replicas' GPUs before any
+// is cached: largest first, whole on the GPU with the most room (in whole 2 MiB granules), else
+// split over all; what fits neither way is cached, in what the fullest GPU has left.
+TEST(TableBudget, TablesNoReplicaKeepsArePlacedOnceOverTheGpus) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  EXPECT_EQ(GpuPartBytes(1, 1), 2 * kMiB);
+  EXPECT_EQ(GpuPartBytes(9 * kMiB, 2), 6 * kMiB);
+  EXPECT_EQ(GpuPartBytes(4 * kMiB, 2), 2 * kMiB);
+  // Tables of 3, 3, 5 and 9 MiB (rows of 4 floats), all read by bags.
+  GraphBuilder g;
+  std::mt19937_64 rng(5);
+  int ids = g.Input("ids", DType::kI64, {2, 3});
+  int sum = -1;
+  for (const auto& [name, mib] : std::vector<std::pair<std::string, int64_t>>{{"a", 3}, {"b", 3}, {"c", 5}, {"d", 9}}) {
+    int table = g.Const(name, testing::RandomTable(DType::kF32, mib * kMiB / 16, 4, rng));
+    int bag = g.Op("EmbeddingBag", {table, ids});
+    sum = sum < 0 ? bag : g.Op("Add", {sum, bag});
+  }
+  g.Output(sum);
+  const Graph graph = g.graph();
+  auto gpus_of = [](const std::vector<TableInfo>& tables) {
+    std::map<std::string, std::vector<int>> out;
+    for (const TableInfo& t : tables) {
+      if (t.tier == TableTier::kDevice) out[t.name] = t.gpus;
+    }
+    return out;
+  };
+  // 12 MiB a GPU: d (10 MiB whole) on GPU 0, c (6) on GPU 1, a (4) on GPU 1 (6 left there against
+  // 2), b (4 whole fits neither) split, 2 MiB on each: nothing left to cache.
+  TableBudget budget{12 * kMiB, {}};
+  budget.shard_gpus = {0, 1};
+  auto placed = PlaceTables(graph, budget);
+  ASSERT_TRUE(placed.ok()) << placed.status().ToString();
+  using Gpus = std::vector<int>;
+  EXPECT_EQ(gpus_of(*placed), (std::map<std::string, Gpus>{{"a", {1}}, {"b", {0, 1}}, {"c", {1}}, {"d", {0}}}));
+  TablePlacement placement = ToPlacement(*placed);
+  EXPECT_EQ(placement.gpus.size(), 4u);
+  EXPECT_TRUE(placement.host.empty() && placement.cached.empty());
+  // 8 MiB a GPU: d split (6 MiB on each), then a split (2 on each); b and c fit nowhere, and no
+  // room is left for a cache's index: host memory.
+  budget.gpu_bytes = 8 * kMiB;
+  placed = PlaceTables(graph, budget);
+  ASSERT_TRUE(placed.ok()) << placed.status().ToString();
+  EXPECT_EQ(gpus_of(*placed), (std::map<std::string, Gpus>{{"a", {0, 1}}, {"d", {0, 1}}}));
+  EXPECT_EQ(Tiers(*placed)["b"], TableTier::kHost);
+  EXPECT_EQ(Tiers(*placed)["c"], TableTier::kHost);
+  // One GPU, or none named: cached as before.
+  for (const std::vector<int>& one : {std::vector<int>{0}, std::vector<int>{}}) {
+    budget.gpu_bytes = 12 * kMiB;
+    budget.shard_gpus = one;
+    placed = PlaceTables(graph, budget);
+    ASSERT_TRUE(placed.ok()) << placed.status().ToString();
+    EXPECT_TRUE(gpus_of(*placed).empty());
+    for (const auto& [name, tier] : Tiers(*placed)) EXPECT_EQ(tier, TableTier::kCache) << name;
+  }
+  auto config = ParseModelConfig("tables: {gpu_budget_mb: 12, shard_over_gpus: true}", true);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_TRUE(config->table_shard_over_gpus);
+  EXPECT_FALSE(ParseModelConfig("{}", false)->table_shard_over_gpus);
+  auto bad = ParseModelConfig("tables: {shard_over_gpus: 2}", true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tables.shard_over_gpus must be true or false"), std::string::npos)
+      << bad.status().ToString();
+}
+
 TEST(TableBudget, ConfigReadsTheBudgetAndTiers) {
   auto c = ParseModelConfig("tables: {dtype: BF16, gpu_budget_mb: 512, tiers: {t0: host, t1: gpu}}", true);
   ASSERT_TRUE(c.ok()) << c.status().ToString();

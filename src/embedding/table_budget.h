@@ -60,7 +60,17 @@ struct TableBudget {
   // Tables on named GPUs (tier kDevice), by table name: not counted against gpu_bytes, which is
   // each replica's own GPU's.
   std::map<std::string, std::vector<int>> gpus = {};
+  // With gpu_bytes and two or more GPUs (the replicas', tables.shard_over_gpus): the lookup tables
+  // no replica keeps are placed once over them before any is cached, largest first, whole on the
+  // GPU with the most room left, else their rows split over all of them (as tables.tiers' gpu:N and
+  // gpu:N,M place them), each counted against the budget of the GPUs it lies on; the caches then
+  // share what the fullest GPU has left.
+  std::vector<int> shard_gpus = {};
 };
+
+// The device bytes a table of `bytes` takes on each of `gpus` GPUs when placed on them (its rows
+// split evenly, each part whole 2 MiB granules of virtual memory: backend/cuda/shared_tables.h).
+int64_t GpuPartBytes(int64_t bytes, size_t gpus);
 
 // The device bytes of a cache of `cache_rows` rows of `table`: its index (an int32 per table row)
 // and its rows.

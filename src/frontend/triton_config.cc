@@ -149,6 +149,7 @@ inference::ModelConfig TritonModelConfig(const Model& model) {
   SetParameter(c, "tables.dtype", DTypeName(config.table_dtype));
   if (config.table_gpu_budget_mb >= 0)
     SetParameter(c, "tables.gpu_budget_mb", std::to_string(config.table_gpu_budget_mb));
+  if (config.table_shard_over_gpus) SetParameter(c, "tables.shard_over_gpus", "true");
   for (const auto& [table, tier] : config.table_tiers) SetParameter(c, "tables.tiers." + table, tier);
   for (const auto& [table, rows] : config.table_cache_rows)
     SetParameter(c, "tables.cache_rows." + table, std::to_string(rows));

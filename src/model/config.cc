@@ -271,8 +271,8 @@ StatusOr<ShapeBucketsConfig> ParseBuckets(const json& j) {
 Status ParseTables(const json& j, ModelConfig& c) {
   if (j.is_null()) return Status::Ok();
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "tables must be a mapping"));
-  RANKD_RETURN_IF_ERROR(
-      CheckKeys(j, {"dtype", "gpu_budget_mb", "tiers", "cache_rows", "hotness_snapshot", "keyed"}, "tables"));
+  RANKD_RETURN_IF_ERROR(CheckKeys(
+      j, {"dtype", "gpu_budget_mb", "tiers", "cache_rows", "hotness_snapshot", "keyed", "shard_over_gpus"}, "tables"));
   if (j.contains("dtype")) {
     const json& d = j["dtype"];
     DType dtype = d.is_string() ? DTypeFromName(d.get<std::string>()).value_or(DType::kInvalid) : DType::kInvalid;
@@ -286,6 +286,10 @@ Status ParseTables(const json& j, ModelConfig& c) {
         Expect(b.is_number_integer() && b.get<int64_t>() >= 0 && b.get<int64_t>() <= (int64_t{1} << 40),
                "tables.gpu_budget_mb must be an integer >= 0"));
     c.table_gpu_budget_mb = b;
+  }
+  if (j.contains("shard_over_gpus")) {
+    RANKD_RETURN_IF_ERROR(Expect(j["shard_over_gpus"].is_boolean(), "tables.shard_over_gpus must be true or false"));
+    c.table_shard_over_gpus = j["shard_over_gpus"];
   }
   if (j.contains("tiers")) {
     RANKD_RETURN_IF_ERROR(

@@ -132,6 +132,9 @@ struct ModelConfig {
   // tables.tiers: a table's tier ("gpu", "cache" or "host") by its name, whatever the budget
   // decides.
   std::map<std::string, std::string> table_tiers;
+  // tables.shard_over_gpus: with a budget and replicas on several GPUs, the tables no replica keeps
+  // are placed once over the replicas' GPUs (whole, or their rows split) before any is cached.
+  bool table_shard_over_gpus = false;
   // tables.cache_rows: a table cached on the GPU with a cache of this many rows, by its name.
   std::map<std::string, int64_t> table_cache_rows;
   // tables.hotness_snapshot: the file the GPU caches start warm from and are saved to (empty: none).

@@ -81,6 +81,10 @@ Status ApplyParameter(const std::string& key, const std::string& value, json& j,
     RANKD_ASSIGN_OR_RETURN(j["tables"]["gpu_budget_mb"], Integer(key, value));
     return Status::Ok();
   }
+  if (key == "tables.shard_over_gpus") {
+    RANKD_ASSIGN_OR_RETURN(j["tables"]["shard_over_gpus"], Boolean(key, value));
+    return Status::Ok();
+  }
   for (const char* prefix : {"tables.tiers.", "tables.cache_rows."}) {
     if (!StartsWith(key, prefix) || key.size() == std::string(prefix).size()) continue;
     const std::string table = key.substr(std::string(prefix).size());

@@ -102,15 +102,18 @@ Status Model::MakeRunner() {
       budget.tiers.erase(t.name);
     }
   }
-  RANKD_ASSIGN_OR_RETURN(tables_, PlaceTables(c.graph(), budget));
-  PrepareOptions prepare{c.precision(), ToPlacement(tables_)};
-  CacheKeeperOptions keeper;
-  keeper.snapshot_path = config_.table_hotness_snapshot;
   std::vector<const Backend*> backends = options_.replicas;
   if (backends.empty()) {
     const GpuSet& gpus = config_.gpus.empty() ? options_.gpus : config_.gpus;
     RANKD_ASSIGN_OR_RETURN(backends, FindReplicaBackends(*options_.backend, gpus));
   }
+  if (config_.table_shard_over_gpus && backends.size() >= 2 && backends[0]->device_kind() == DeviceKind::kCuda) {
+    for (const Backend* b : backends) budget.shard_gpus.push_back(b->device());
+  }
+  RANKD_ASSIGN_OR_RETURN(tables_, PlaceTables(c.graph(), budget));
+  PrepareOptions prepare{c.precision(), ToPlacement(tables_)};
+  CacheKeeperOptions keeper;
+  keeper.snapshot_path = config_.table_hotness_snapshot;
   RANKD_ASSIGN_OR_RETURN(runner_, PlanRunner::Create(backends, c.graph(), prepare,
                                                      options_.executors > 0 ? options_.executors : config_.executors,
                                                      config_.name, keeper));
