@@ -28,9 +28,11 @@
 #   8. with SERVED_S (300 by default), the served-load benchmark (bench/load_bench.py: full W1 and
 #      W2, server on cores 0-7 and client on 8-15, gRPC raw contents and HTTP binary bodies, in
 #      SERVED_PRECISION, bf16-activations by default) for each build SERVED_BINARIES names ("rankd";
-#      "rankd_base rankd" for an A/B), SERVED_ARGS its rates and batching ("--batching off,on
-#      --w1-rates 3000 --w2-rates 3000 --seconds 5" by default), SERVE_FLAGS more `rankd serve`
-#      flags, into served_PROGRAM.md;
+#      "rankd_base rankd" for an A/B; an entry PROGRAM:FLAGS runs PROGRAM's server with FLAGS more,
+#      commas for spaces: "rankd rankd:--shared-memory-pin-limit-mb,0" compares one flag),
+#      SERVED_ARGS its rates and batching ("--batching off,on --w1-rates 3000 --w2-rates 3000
+#      --seconds 5" by default), SERVE_FLAGS more `rankd serve` flags for all, into
+#      served_N_PROGRAM.md (N: the entry's place in the list);
 #   9. with LOAD_S, `rankd bench load` (in-process, through the batcher, on cores 0-7) of the
 #      batched W1 and W2 of step 8 at LOAD_W1_RATES and LOAD_W2_RATES, p99 targets 10 and 5 ms.
 # RANKD_ARGS: more `rankd bench engine` flags for steps 4, 6 and 7, e.g. "--table-dtype BF16".
@@ -157,15 +159,19 @@ fi
 if ((${SERVED_S:-300})); then
   step "served"
   deadline=$((SECONDS + ${SERVED_S:-300}))
-  for program in ${SERVED_BINARIES:-rankd}; do
+  n=0
+  for entry in ${SERVED_BINARIES:-rankd}; do
+    n=$((n + 1))
+    program=${entry%%:*} extra=""
+    [[ $entry == *:* ]] && extra=${entry#*:} && extra=${extra//,/ }
     # shellcheck disable=SC2086 # SERVED_ARGS is a list of flags
     timeout $((deadline - SECONDS)) python3 bench/load_bench.py --rankd ".bundle/run $program" --backend cuda \
       --size full --server-cpus 0-7 --client-cpus 8-15 --hoisting on --din-length 1000 --protocols grpc,http \
-      --precision "${SERVED_PRECISION:-bf16-activations}" --serve-args "${SERVE_FLAGS:-}" \
+      --precision "${SERVED_PRECISION:-bf16-activations}" --serve-args "${SERVE_FLAGS:-} $extra" \
       ${SERVED_ARGS:---batching off,on --w1-rates 3000 --w2-rates 3000 --seconds 5} \
-      >"$raw/served_$program.md" 2>"$raw/served_$program.log"
-    echo "served $program exit $? ($(uname -r))" | tee -a "$out/steps.log"
-    tee -a "$out/steps.log" <"$raw/served_$program.md"
+      >"$raw/served_${n}_$program.md" 2>"$raw/served_${n}_$program.log"
+    echo "served $entry exit $? ($(uname -r))" | tee -a "$out/steps.log"
+    tee -a "$out/steps.log" <"$raw/served_${n}_$program.md"
   done
 fi
 if ((${LOAD_S:-0})); then
