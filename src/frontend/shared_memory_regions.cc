@@ -31,15 +31,18 @@ struct PinnedBytes {
 // kept open, so that a truncation is found by its size as well as by a fault.
 class SystemRegion final : public SharedMemoryRegions::Region {
  public:
+  // `copy_unless_locked`: on a GPU server an unlocked region's bytes are copied, not viewed
+  // (SetPinning).
   SystemRegion(std::string key, uint64_t offset, uint64_t byte_size, int fd, void* mapping, size_t mapped_bytes,
-               std::unique_ptr<SigbusGuard> guard)
+               std::unique_ptr<SigbusGuard> guard, bool copy_unless_locked)
       : key_(std::move(key)),
         offset_(offset),
         byte_size_(byte_size),
         fd_(fd),
         mapping_(mapping),
         mapped_bytes_(mapped_bytes),
-        guard_(std::move(guard)) {}
+        guard_(std::move(guard)),
+        copy_unless_locked_(copy_unless_locked) {}
   ~SystemRegion() override {
     if (pinned_.memory) {  // unlocked while still mapped
       pinned_.memory.reset();
@@ -57,8 +60,6 @@ class SystemRegion final : public SharedMemoryRegions::Region {
     return {reinterpret_cast<void*>(first), static_cast<size_t>(end - first)};
   }
   void Pin(PinnedBytes pinned) { pinned_ = std::move(pinned); }
-  // On a GPU server an unlocked region's bytes are copied, not viewed (SetPinning).
-  void CopyUnlessLocked() { copy_unless_locked_ = true; }
   bool page_locked() const override { return pinned_.memory != nullptr; }
   Kind kind() const override { return Kind::kSystem; }
   SharedMemoryRegions::RegionStatus status(const std::string& name) const override {
@@ -110,7 +111,7 @@ class SystemRegion final : public SharedMemoryRegions::Region {
   size_t mapped_bytes_;
   std::unique_ptr<SigbusGuard> guard_;
   PinnedBytes pinned_;
-  bool copy_unless_locked_ = false;
+  const bool copy_unless_locked_;
 };
 
 // Device memory of another process, opened through the CUDA backend of its GPU.
@@ -161,9 +162,15 @@ Status SharedMemoryRegions::Register(const std::string& name, const std::string&
   const std::string what = "shared memory region '" + name + "'";
   if (name.empty()) return InvalidArgument("a shared memory region needs a name");
   if (byte_size == 0) return InvalidArgument(what + ": byte_size must be at least 1");
+  const Backend* pin_backend = nullptr;  // how SetPinning left things
+  uint64_t limit = 0;
+  bool gpus = false;
   {
     MutexLock lock(mu_);
     if (regions_.count(name)) return InvalidArgument(what + " is already registered");
+    pin_backend = pin_backend_;
+    limit = pin_limit_;
+    gpus = gpus_;
   }
   const int fd = shm_open(key.c_str(), O_RDWR, 0);
   if (fd < 0) {
@@ -191,15 +198,7 @@ Status SharedMemoryRegions::Register(const std::string& name, const std::string&
     return Unavailable(what + ": too many files and regions are mapped (" + std::to_string(SigbusGuard::kMaxRanges) +
                        ")");
   }
-  auto region = std::make_shared<SystemRegion>(key, offset, byte_size, fd, mapping, mapped, std::move(guard));
-  const Backend* pin_backend = nullptr;
-  uint64_t limit = 0;
-  {
-    MutexLock lock(mu_);
-    pin_backend = pin_backend_;
-    limit = pin_limit_;
-    if (gpus_) region->CopyUnlessLocked();
-  }
+  auto region = std::make_shared<SystemRegion>(key, offset, byte_size, fd, mapping, mapped, std::move(guard), gpus);
   if (pin_backend) {
     const auto [pages, bytes] = region->Pages();
     uint64_t now = pinned_bytes_->load();
@@ -295,7 +294,13 @@ Tensor SharedMemoryRegions::Use::View(DType dtype, Shape shape) const {
 }
 
 Status CheckSharedMemoryInputs(const std::vector<SharedMemoryRegions::Use>& inputs) {
-  for (const SharedMemoryRegions::Use& use : inputs) RANKD_RETURN_IF_ERROR(use.region->Check());
+  // Each region once (a check reads its object's size): a request's inputs often share one.
+  std::vector<const SharedMemoryRegions::Region*> checked;
+  for (const SharedMemoryRegions::Use& use : inputs) {
+    if (std::find(checked.begin(), checked.end(), use.region.get()) != checked.end()) continue;
+    RANKD_RETURN_IF_ERROR(use.region->Check());
+    checked.push_back(use.region.get());
+  }
   return Status::Ok();
 }
 

@@ -6,16 +6,6 @@
 namespace rankd {
 namespace {
 
-// The node writing `value`, or nullptr.
-const Node* ProducerOf(const Graph& graph, int value) {
-  for (const Node& n : graph.nodes) {
-    for (int out : n.outputs) {
-      if (out == value) return &n;
-    }
-  }
-  return nullptr;
-}
-
 // Whether the reduction covers all of a 1-D input: no axes, or axes [0] or [-1] (as an attribute
 // before opset 18, a constant input since).
 bool OverTheWholeVector(const Node& node, const Graph& graph) {
@@ -35,7 +25,8 @@ bool ImportShapeProduct(Node& node, Graph& graph) {
       node.GetInt("noop_with_empty_axes", 0) != 0 || !OverTheWholeVector(node, graph)) {
     return false;
   }
-  const Node* shape = ProducerOf(graph, node.Input(0));
+  const int made_by = graph.Producers()[static_cast<size_t>(node.Input(0))];
+  const Node* shape = made_by >= 0 ? &graph.nodes[static_cast<size_t>(made_by)] : nullptr;
   if (!shape || shape->op != "Shape" || shape->Has("start") || shape->Has("end") || !shape->HasInput(0)) return false;
   const Value& of = graph.values[static_cast<size_t>(shape->Input(0))];
   if (!of.rank_known || of.shape.empty()) return false;

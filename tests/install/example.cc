@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
   for (int64_t r = 0; r < kRows; ++r) {  // each row through a view of it (Tensor::Rows: no copy)
     const rankd::Tensor row = score.Rows(r, 1);
     if (!row.owns() || row.data<float>() != score.data<float>() + r * per_row || row.size() != per_row) return 1;
+    // The same bytes viewed by offset (Tensor::ViewBytes): where the row lies, not kept alive.
+    const rankd::Tensor bytes = score.ViewBytes(rankd::DType::kF32, {per_row}, r * per_row * sizeof(float));
+    if (bytes.owns() || bytes.data<float>() != row.data<float>() || bytes.location() != score.location()) return 1;
     for (int64_t i = 0; i < row.size(); ++i) {
       if (!std::isfinite(row.data<float>()[i])) return 1;
       std::printf("%s %g\n", outputs->front().name.c_str(), row.data<float>()[i]);
