@@ -4,12 +4,18 @@
 // made to fail); the tests that need two GPUs skip on a machine with fewer.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
+#include <random>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "embedding/table_budget.h"
 #include "model/config.h"
+#include "model/onnx_import.h"
+#include "onnx/onnx_pb.h"
 #include "runtime/backends.h"
 #include "runtime/mirrored_table_cache.h"
 #include "serving/model.h"
@@ -320,6 +326,103 @@ TEST_P(ShardedZooTest, TablesOnNamedGpusScoreAsResident) {
       }
     }
   }
+}
+
+// dlrm_dcnv2 with every table grown to kGrownRows rows of 8 floats (3 MiB), random, in a temporary
+// model file: large enough that the budget places them over two GPUs (2 MiB granules).
+constexpr int64_t kGrownRows = 98304;
+
+std::string WithGrownTables(const std::string& name) {
+  onnx::ModelProto m;
+  std::ifstream in(testing::SourcePath("models/zoo/" + name + "/1/model.onnx"), std::ios::binary);
+  EXPECT_TRUE(m.ParseFromIstream(&in));
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  int grown = 0;
+  for (onnx::TensorProto& t : *m.mutable_graph()->mutable_initializer()) {
+    if (t.name().rfind("tables.", 0) != 0 || t.dims_size() != 2) continue;
+    std::vector<float> rows(static_cast<size_t>(kGrownRows * t.dims(1)));
+    for (float& v : rows) v = uniform(rng);
+    t.set_dims(0, kGrownRows);
+    t.clear_float_data();
+    t.set_raw_data(rows.data(), rows.size() * sizeof(float));
+    ++grown;
+  }
+  EXPECT_EQ(grown, 26) << name;
+  const std::string path = testing::WriteTempFile("grown_tables/" + name + "/model.onnx", "");
+  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+  return path;
+}
+
+// tables.shard_over_gpus on two GPUs: 26 tables of 3 MiB that no replica keeps under a 15 MiB
+// budget, one named for a cache (its index and rows counted first). Largest first (all equal: by
+// name), whole (4 MiB) on the GPU with the most room: three on each GPU, then one split over both
+// (2 MiB on each), then nothing fits (0.6 MiB left) and the other 18 are read from host memory.
+// The placement is checked on the host; replicated on both GPUs, with ids over all of every table's
+// rows (a split table's upper rows on GPU 1), the model scores as with its tables resident on one.
+// Each table's place as tables.tiers writes it ("gpu", "gpu:0", "gpu:0,1", "cache", "host"), counted.
+std::map<std::string, int> CountPlaces(const std::vector<TableInfo>& tables) {
+  std::map<std::string, int> places;
+  for (const TableInfo& t : tables) {
+    std::string place = TableTierName(t.tier);
+    for (size_t g = 0; g < t.gpus.size(); ++g) place += (g ? "," : ":") + std::to_string(t.gpus[g]);
+    ++places[place];
+  }
+  return places;
+}
+
+TEST(Replicas, TablesPlacedOverTheGpusByTheBudgetScoreAsResident) {
+  const std::string path = WithGrownTables("dlrm_dcnv2");
+  const std::map<std::string, int> want_places = {
+      {"cache", 1}, {"gpu:0", 3}, {"gpu:1", 3}, {"gpu:0,1", 1}, {"host", 18}};
+  auto graph = ImportOnnxFile(path);
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  TableBudget budget{15 << 20, {}};
+  budget.cache_rows["tables.25.weight"] = 1000;
+  budget.shard_gpus = {0, 1};
+  auto tables = PlaceTables(*graph, budget);
+  ASSERT_TRUE(tables.ok()) << tables.status().ToString();
+  EXPECT_EQ(CountPlaces(*tables), want_places);
+  if (testing::GpuCount() < 2) GTEST_SKIP() << "fewer than two GPUs";
+
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ModelOptions options;
+  options.backend = testing::CudaOrNull();
+  auto resident = Model::LoadFile(path, *config, options);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  std::vector<InferRequest> requests;
+  std::vector<std::vector<InferOutput>> want;
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int64_t> row(0, kGrownRows - 1);
+  for (int64_t rows : {1, 64, 300}) {
+    requests.push_back((*resident)->ExampleRequest(rows, 5));
+    RandomizeFloats(requests.back(), static_cast<uint32_t>(rows));
+    for (InferInput& in : requests.back().inputs) {
+      if (in.data.dtype() != DType::kI64) continue;
+      for (int64_t i = 0; i < in.data.size(); ++i) in.data.data<int64_t>()[i] = row(rng);
+    }
+    auto w = (*resident)->Infer(requests.back());
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    want.push_back(std::move(*w));
+  }
+  config->table_gpu_budget_mb = 15;
+  config->table_shard_over_gpus = true;
+  config->table_cache_rows["tables.25.weight"] = 1000;
+  options.gpus.all = true;
+  auto placed = Model::LoadFile(path, *config, options);
+  ASSERT_TRUE(placed.ok()) << placed.status().ToString();
+  EXPECT_EQ(CountPlaces((*placed)->tables()), want_places);
+  ASSERT_NE((*placed)->cache_keeper(), nullptr);
+  for (int round = 0; round < 2; ++round) {  // the second after the keeper has filled the cache
+    for (const auto& thread : ScoreFromThreads(**placed, 4, requests)) {
+      ASSERT_EQ(thread.size(), requests.size());
+      for (size_t q = 0; q < requests.size(); ++q) ExpectSameScores(thread[q], want[q], 1e-6, "placed over the GPUs");
+    }
+    ASSERT_TRUE((*placed)->cache_keeper()->Flush().ok());
+  }
+  for (const ReplicaState& r : (*placed)->replicas()) EXPECT_GT(r.runs, 0u) << "GPU " << r.device << " ran nothing";
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ShardedZooTest,
