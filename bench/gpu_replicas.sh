@@ -7,7 +7,7 @@
 #   bench/gpu_replicas.sh OUT_DIR      (after tar -xJf .bundle/rankd.tar.xz; scripts/gpu_bundle.sh all)
 # Then, with SPLIT_S, tables split over the two GPUs against resident ones (engine throughput).
 # Step limits in seconds: TESTS_S, FAULTS_S, SERVED_S (per GPU count), LOAD_S (per GPU count),
-# SPLIT_S; 0 skips a step. SETUPS: the GPU counts measured ("1 2"). W1_RATES_1 (and _2, LOAD_W1_RATES_1...)
+# SPLIT_S; 0 skips a step. SETUPS: the GPU counts measured ("1 2"); PROTOCOLS: served ones (grpc). W1_RATES_1 (and _2, LOAD_W1_RATES_1...)
 # give one GPU count its own rates. SERVE_EXTRA: more `rankd serve` flags; LOAD_EXTRA: more
 # `rankd bench load` flags. Rates: W1_RATES, W2_RATES (served), LOAD_W1_RATES, LOAD_W2_RATES (in-process).
 set -uo pipefail
@@ -44,7 +44,7 @@ for setup in "1 --gpus=0 0-7 8-15" "2 --gpus=all 0-15 16-31"; do
   if ((${SERVED_S:-240})); then
     step "served on $count GPU(s): server on cores $server, client on $client"
     timeout "${SERVED_S:-240}" python3 bench/load_bench.py --rankd ".bundle/run rankd" --backend cuda --size full \
-      --server-cpus "$server" --client-cpus "$client" --hoisting on --din-length 1000 --protocols grpc \
+      --server-cpus "$server" --client-cpus "$client" --hoisting on --din-length 1000 --protocols "${PROTOCOLS:-grpc}" \
       --precision bf16-activations --batching "${BATCHING:-off}" --serve-args="$gpus ${SERVE_EXTRA:-}" --seconds 5 \
       --w1-rates "${!w1:-${W1_RATES:-4000,8000,12000,16000}}" \
       --w2-rates "${!w2:-${W2_RATES:-10000,20000,30000,40000}}" \

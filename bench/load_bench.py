@@ -25,6 +25,7 @@ import argparse
 import itertools
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -130,6 +131,8 @@ def main():
     p.add_argument("--serve-args", default="", help="more `rankd serve` flags, e.g. \"--executors 8 --cuda staging_helpers=0\"")
     p.add_argument("--server-cpus", default="", help="cores the server is pinned to (taskset -c), e.g. 0-7")
     p.add_argument("--client-cpus", default="", help="cores the load generator is pinned to, e.g. 8-15")
+    p.add_argument("--client-threads", type=int, default=1,
+                   help="the load generator's sending threads, each with its share of the rate")
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--requests", type=int, default=64, help="distinct requests per workload, rotated")
     p.add_argument("--out", default=os.path.join(HERE, "out"))
@@ -194,8 +197,10 @@ def main():
                     tmp = os.path.join(a.out, f"load_{model}.json")
                     cmd = client + ["bench", "server", "--model", model, "--requests", path, "--rates", str(rate),
                                     "--seconds", str(a.seconds), "--warmup", "1", "--connections", "128",
-                                    "--json", tmp] + wire
+                                    "--client-threads", str(a.client_threads), "--json", tmp] + wire
+                    client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
                     subprocess.run(cmd, check=True)
+                    client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
                     cpu = cpu_seconds(server.pid) - cpu_before
                     after = metrics(mport)
                     label = f'{{model="{model}",version="1"}}'
@@ -208,6 +213,9 @@ def main():
                         key = f"nv_inference_{part}_duration_us" + label
                         r[part + "_us"] = (after.get(key, 0) - before.get(key, 0)) / max(reqs, 1)
                     r["server_cpu_ms_per_request"] = 1000 * cpu / max(reqs, 1)  # warm-up included: an upper bound
+                    # The load generator's own CPU (warm-up included), to show it is not what limits.
+                    client_cpu = sum(getattr(client_after, f) - getattr(client_before, f) for f in ("ru_utime", "ru_stime"))
+                    r["client_cpu_ms_per_request"] = 1000 * client_cpu / max(reqs, 1)
                     # Input bytes the server copied on the host per request (all models: this one alone runs).
                     for stage in ("request", "merge", "pad", "staging"):
                         key = f'rankd_host_input_copy_bytes_total{{stage="{stage}"}}'
@@ -221,7 +229,8 @@ def main():
     log.seek(0)
     print("\n".join(l for l in log.read().decode(errors="replace").splitlines()
                     if "batching" in l or "backend" in l or "hoisting" in l), file=sys.stderr)
-    cores = (f"server on cores {a.server_cpus}, client on {a.client_cpus}" if a.server_cpus
+    cores = (f"server on cores {a.server_cpus}, client on {a.client_cpus} ({a.client_threads} sending threads)"
+             if a.server_cpus
              else f"{os.cpu_count()} cores shared by server and client")
     extra = (f", serve flags: {a.serve_args}" if a.serve_args else "") + (f", {a.precision}" if a.precision else "")
     extra += f", batched variants' queue delay {a.queue_delay_us} µs"
@@ -230,15 +239,15 @@ def main():
     print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, {cores}{extra}\n")
     print("| workload | protocol | batching | hoisting | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors "
           "| requests per execution | server CPU ms per request | server µs per request: queue / parse / score / answer "
-          "| host KB copied per request: request / merge / pad / staging |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| host KB copied per request: request / merge / pad / staging | client CPU ms per request |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['workload']} | {r['protocol']} | {'on' if r['batching'] else 'off'} | {r['hoisting']} | {r['offered_rate']:g} | "
               f"{r['achieved_rate']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | {r['errors'] + r['timeouts']} | "
               f"{r['requests_per_execution']:.2f} | {r['server_cpu_ms_per_request']:.2f} | {r['queue_us']:.0f} / "
               f"{r['compute_input_us']:.0f} / {r['compute_infer_us']:.0f} / {r['compute_output_us']:.0f} | "
               f"{r['copied_kb_request']:.0f} / {r['copied_kb_merge']:.0f} / {r['copied_kb_pad']:.0f} / "
-              f"{r['copied_kb_staging']:.0f} |")
+              f"{r['copied_kb_staging']:.0f} | {r['client_cpu_ms_per_request']:.2f} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

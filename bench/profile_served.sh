@@ -6,6 +6,8 @@
 #
 #   here:    PERF=1 scripts/gpu_bundle.sh all          (Debian's perf packed into the bundle)
 #   there:   tar -xJf .bundle/rankd.tar.xz && bench/profile_served.sh OUT [W1|W2] [RATE] [grpc|http]
+#            (SERVER_CPUS, CLIENT_CPUS, BATCHING and SERVE_ARGS change the split, batching and flags:
+#            SERVER_CPUS=0-15 CLIENT_CPUS=16-31 SERVE_ARGS=--gpus=all on a two-GPU host)
 #   here:    perf buildid-cache -a build/rankd        (the bundle's rankd is stripped; same build id)
 #            perf report -i OUT/serve.data --no-children --sort dso,sym -g none --stdio
 #
@@ -33,8 +35,9 @@ chmod +x "$wrapper"
 rates=(--w1-rates= --w2-rates=)
 [[ $workload == W1 ]] && rates[0]=--w1-rates=$rate
 [[ $workload == W2 ]] && rates[1]=--w2-rates=$rate
-python3 bench/load_bench.py --rankd "$wrapper" --backend cuda --size full --server-cpus 0-7 --client-cpus 8-15 \
-  --hoisting on --din-length 1000 --precision bf16-activations --batching on --queue-delay-us 0 \
+python3 bench/load_bench.py --rankd "$wrapper" --backend cuda --size full --server-cpus "${SERVER_CPUS:-0-7}" \
+  --client-cpus "${CLIENT_CPUS:-8-15}" --hoisting on --din-length 1000 --precision bf16-activations \
+  --batching "${BATCHING:-on}" --queue-delay-us 0 --serve-args="${SERVE_ARGS:-}" \
   --protocols "$protocol" "${rates[@]}" --seconds 15 >"$out/served.md" 2>"$out/served.log" &
 bench=$!
 # The measured run is the client's only one of 15 s.

@@ -60,24 +60,21 @@ void* PinnedPool::NewSlab(size_t bytes) {
 void* PinnedPool::Allocate(size_t bytes) {
   const int shift = SizeShift(bytes);
   if (shift > kMaxShift || limit_ == 0) return nullptr;
+  if (void* p = free_.Take(shift)) return p;
+  // None free: a new slab carved into blocks of this size, the first handed out and the rest given
+  // to this thread's shard. One slab at a time: another thread's may have come meanwhile.
   MutexLock lock(mu_);
-  std::vector<void*>& list = free_[shift];
-  if (list.empty()) {
-    const size_t block = size_t{1} << shift, slab = std::max(block, size_t{1} << kSlabShift);
-    auto* p = static_cast<uint8_t*>(NewSlab(slab));
-    if (!p) return nullptr;
-    for (size_t at = slab; at > 0; at -= block) list.push_back(p + at - block);  // the first block last
-  }
-  void* p = list.back();
-  list.pop_back();
+  if (void* p = free_.Take(shift)) return p;
+  const size_t block = size_t{1} << shift, slab = std::max(block, size_t{1} << kSlabShift);
+  auto* p = static_cast<uint8_t*>(NewSlab(slab));
+  if (!p) return nullptr;
+  std::vector<void*> rest;
+  for (size_t at = slab; at > block; at -= block) rest.push_back(p + at - block);  // the second block last
+  free_.Give(shift, rest);
   return p;
 }
 
-void PinnedPool::Free(void* p, size_t bytes) {
-  const int shift = SizeShift(bytes);
-  MutexLock lock(mu_);
-  free_[shift].push_back(p);
-}
+void PinnedPool::Free(void* p, size_t bytes) { free_.Give(SizeShift(bytes), p); }
 
 bool PinnedPool::Holds(const void* p, size_t bytes) const {
   const auto begin = reinterpret_cast<uintptr_t>(p);

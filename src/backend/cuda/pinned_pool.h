@@ -3,7 +3,8 @@
 // the input kernel reads each straight from the request's tensors (mapped_copy.h).
 //
 // Blocks come in power-of-two sizes from 256 bytes to 64 MiB, carved from 2 MiB slabs (or given a
-// slab of their own above 1 MiB) and kept on a free list per size when freed; slabs are never
+// slab of their own above 1 MiB) and kept on free lists per size when freed, sharded so that the
+// frontends' threads do not contend for one lock (common/sharded_free_lists.h); slabs are never
 // returned. The pool stops growing at RANKD_PINNED_POOL_MB (default 2048; 0 turns the pool off)
 // and then, as for larger blocks, leaves the heap to serve. A slab is made with cudaHostAlloc only
 // when no capture is being recorded on any device (AllCaptureGates), so the pool never waits for one and never
@@ -18,6 +19,7 @@
 
 #include "common/host_allocator.h"
 #include "common/mutex.h"
+#include "common/sharded_free_lists.h"
 
 namespace rankd::cuda {
 
@@ -38,16 +40,17 @@ class PinnedPool final : public HostAllocator {
 
  private:
   explicit PinnedPool(size_t limit) : limit_(limit) {}
-  void* NewSlab(size_t bytes);         // nullptr when over the limit, during a capture, or on failure
+  // nullptr when over the limit, during a capture, or on failure.
+  void* NewSlab(size_t bytes) RANKD_REQUIRES(mu_);
   static int SizeShift(size_t bytes);  // the block size a request of `bytes` takes, as a power of two
 
-  static constexpr int kMinShift = 8, kSlabShift = 21, kMaxShift = 26;
+  static constexpr int kMinShift = 8, kSlabShift = 21, kMaxShift = 26, kShards = 16;
   const size_t limit_;
-  Mutex mu_;
-  std::vector<void*> free_[kMaxShift + 1];  // by size shift
+  ShardedFreeLists free_{kShards, kMaxShift};
+  Mutex mu_;  // taken to make a slab
   mutable std::shared_mutex slabs_mu_;
   std::vector<std::pair<uintptr_t, uintptr_t>> slabs_;  // [begin, end), sorted
-  size_t slab_total_ = 0;
+  size_t slab_total_ RANKD_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rankd::cuda
