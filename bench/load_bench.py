@@ -14,9 +14,10 @@ WORKLOADS.md: W1 draws N from MLPerf's server sizes {100, 100, 200 x12, 300, 300
 700}; W2 is one user with N candidates (200, or uniform in a range: --din-candidates 50-1000) and
 a history uniform in [L/2, L]. For each model and rate, `rankd bench server` sends open-loop
 Poisson load over HTTP (binary tensor bodies, so the client does not measure JSON number parsing)
-or gRPC (raw tensor contents), /metrics gives requests per model execution and the input bytes
-the server copied on the host per request (by stage), and the server's /proc/PID/stat its CPU
-time per request. The served-load figure (GPU.md, issue "serving core"):
+or gRPC (raw tensor contents) from --client-threads sending threads, /metrics gives requests per
+model execution and the input bytes the server copied on the host per request (by stage), the
+server's /proc/PID/stat its CPU time per request, and the client's own CPU per request is shown
+beside it (the load generator must not be what limits). The served-load figure (GPU.md, issue "serving core"):
 server and client pinned to separate cores with --server-cpus and --client-cpus (taskset), rates
 swept upward until p99 breaks. Prints a markdown table; --json keeps every result.
 Needs PyTorch for the export (scripts/setup.sh --zoo).
@@ -131,8 +132,9 @@ def main():
     p.add_argument("--serve-args", default="", help="more `rankd serve` flags, e.g. \"--executors 8 --cuda staging_helpers=0\"")
     p.add_argument("--server-cpus", default="", help="cores the server is pinned to (taskset -c), e.g. 0-7")
     p.add_argument("--client-cpus", default="", help="cores the load generator is pinned to, e.g. 8-15")
-    p.add_argument("--client-threads", type=int, default=1,
-                   help="the load generator's sending threads, each with its share of the rate")
+    p.add_argument("--client-threads", type=int, default=4,
+                   help="the load generator's sending threads, each with its share of the rate (one sending "
+                        "thread held no more than about 9,000-10,500 W1 requests/s: docs/log/benchmarks.md)")
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--requests", type=int, default=64, help="distinct requests per workload, rotated")
     p.add_argument("--out", default=os.path.join(HERE, "out"))
