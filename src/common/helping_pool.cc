@@ -7,6 +7,8 @@
 #include <immintrin.h>
 #endif
 
+#include "common/usable_cores.h"
+
 namespace rankd {
 namespace {
 
@@ -104,8 +106,7 @@ HelpingPool& HelpingPool::Shared() {
       [] {
         shared_started.store(true);
         if (shared_helpers.load() >= 0) return shared_helpers.load();
-        const int cores = static_cast<int>(std::thread::hardware_concurrency());
-        return std::clamp(cores - 1, 0, 3);
+        return std::clamp(UsableCores() - 1, 0, 3);
       }(),
       std::chrono::microseconds(2000));
   return pool;

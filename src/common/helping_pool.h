@@ -43,7 +43,7 @@ class HelpingPool {
   int helpers() const { return static_cast<int>(threads_.size()); }
 
   // The process's pool for the request path: SetSharedHelpers's count (default: 3, at most the
-  // cores but one), each spinning 2 ms after a job.
+  // cores the process may run on but one: common/usable_cores.h), each spinning 2 ms after a job.
   static HelpingPool& Shared();
   // The shared pool's helpers (0-64), before it starts; false once it runs with another count.
   static bool SetSharedHelpers(int helpers);
