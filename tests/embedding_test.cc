@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -251,6 +252,78 @@ TEST(EmbeddingBagFusion, MeanAndSqrtNCombinersFuseIntoTheBag) {
   auto fused = RunGraph(g, {ids, testing::MakeI64({3, 3}, {0, 0, 0, 0, -1, -1, 1, 1, -1})});
   ASSERT_TRUE(fused.ok()) << fused.status().ToString();
   EXPECT_NEAR((*fused)[0].data<float>()[0], 4.0f / 3.0f, 1e-6);
+}
+
+// The masked max as PyTorch code writes it: torch.where(mask, rows, -inf).amax(1) or
+// rows.masked_fill(~mask, -inf).amax(1) (Where(padded, fill, rows)), the padded slots spelled
+// ids < 0 or not ids >= 0; fills of -inf and the lowest float fuse into the max bag (an empty bag
+// gives the fill, as the graph does), -1e9 does not (a row could hold less).
+Graph MaskedMaxGraph(const Tensor& table, const std::string& form, float fill) {
+  GraphBuilder b;
+  int ids = b.Input("ids", DType::kI64, {-1, -1});
+  int zero = b.Const("zero", testing::MakeI64({}, {0}));
+  int rows = b.Op("Gather", {b.Const("w", table), b.Op("Clip", {ids, zero})});
+  int axes_last = b.Const("axes_last", testing::MakeI64({1}, {-1}));
+  int filler = b.Const("fill", testing::MakeF32({}, {fill}));
+  int masked;
+  if (form == "where") {
+    masked = b.Op("Where", {b.Op("Unsqueeze", {b.Op("GreaterOrEqual", {ids, zero}), axes_last}), rows, filler});
+  } else if (form == "masked_fill") {
+    masked = b.Op("Where", {b.Op("Unsqueeze", {b.Op("Less", {ids, zero}), axes_last}), filler, rows});
+  } else {  // masked_fill(~mask, fill)
+    int invalid = b.Op("Not", {b.Op("GreaterOrEqual", {ids, zero})});
+    masked = b.Op("Where", {b.Op("Unsqueeze", {invalid, axes_last}), filler, rows});
+  }
+  b.Output(b.Op("ReduceMax", {masked, b.Const("axes1", testing::MakeI64({1}, {1}))}, {{"keepdims", int64_t{0}}}));
+  return b.graph();
+}
+
+TEST(EmbeddingBagFusion, MaskedMaxFusesIntoTheMaxBagWithItsFill) {
+  std::mt19937_64 rng(9);
+  const Tensor table = testing::RandomF32({50, 6}, rng);
+  // Bags of 1 to 4 slots, some padded, one empty.
+  const Tensor ids = testing::MakeI64({4, 4}, {3, 17, -1, -1, -1, -1, -1, -1, 49, 0, 7, 7, 22, -1, 5, -1});
+  const float lowest = std::numeric_limits<float>::lowest(), inf = std::numeric_limits<float>::infinity();
+  for (const char* form : {"where", "masked_fill", "not_valid"}) {
+    for (const float fill : {-inf, lowest}) {
+      const std::string what = std::string(form) + " fill " + std::to_string(fill);
+      Graph g = MaskedMaxGraph(table, form, fill);
+      const Graph written = g;
+      auto before = RunGraph(g, {ids});
+      ASSERT_TRUE(before.ok()) << before.status().ToString();
+      // The graph as written: ReduceMax over -inf alone is -inf (the reductions start there).
+      EXPECT_EQ((*before)[0].data<float>()[6], fill) << what;
+      EXPECT_EQ(FuseMaskedEmbeddingBags(g), 1) << what;
+      ASSERT_EQ(g.nodes.size(), 1u) << what;
+      EXPECT_EQ(g.nodes[0].op, "EmbeddingBag");
+      EXPECT_EQ(g.nodes[0].GetString("mode", "sum"), "max");
+      for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
+        if (!backend) continue;
+        auto after = RunGraph(g, {ids}, {}, *backend);
+        ASSERT_TRUE(after.ok()) << after.status().ToString();
+        const float* got = (*after)[0].data<float>();
+        const float* want = (*before)[0].data<float>();
+        for (int64_t i = 0; i < (*before)[0].size(); ++i) {
+          EXPECT_EQ(got[i], want[i]) << what << " " << backend->name() << " element " << i;
+        }
+        EXPECT_EQ(got[6], fill) << "the empty bag gives the fill";
+        EXPECT_EQ(got[0], std::max(table.data<float>()[3 * 6], table.data<float>()[17 * 6]));
+        auto unfused = RunGraph(written, {ids}, {}, *backend);
+        ASSERT_TRUE(unfused.ok()) << unfused.status().ToString();
+        EXPECT_EQ(testing::RelativeError((*unfused)[0], (*before)[0]), 0.0) << what << " " << backend->name();
+      }
+    }
+  }
+  Graph g = MaskedMaxGraph(table, "where", -1e9f);
+  EXPECT_EQ(FuseMaskedEmbeddingBags(g), 0) << "a fill a row could be below";
+  EXPECT_EQ(g.OpCounts()["ReduceMax"], 1);
+  // `empty` is a max bag's alone.
+  GraphBuilder b;
+  b.Output(b.Op("EmbeddingBag", {b.Const("w", table), b.Input("ids", DType::kI64, {-1, -1})},
+                {{"mode", std::string("sum")}, {"empty", -inf}}));
+  const Status checked = CpuBackend().CheckGraph(b.graph());
+  EXPECT_EQ(checked.code(), StatusCode::kInvalidArgument) << checked.ToString();
+  EXPECT_NE(checked.message().find("`empty` is a max bag's"), std::string::npos) << checked.ToString();
 }
 
 // The pass runs before a model's nodes are checked (serving/model.cc): a node of the pattern short

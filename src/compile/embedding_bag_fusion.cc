@@ -1,6 +1,9 @@
 // Recognising PyTorch's masked-gather embedding bag and replacing it with EmbeddingBag, and the
 // bag's sum divided by its count (mean) or by the count's square root (sqrtn) with EmbeddingBag's
-// mean and sqrtn combiners.
+// mean and sqrtn combiners; and the masked max (the padded slots' rows filled with -inf, then the
+// max over the bag) with EmbeddingBag's max, whose empty bag gives the fill.
+#include <cmath>
+#include <limits>
 #include <optional>
 
 #include "compile/passes.h"
@@ -63,6 +66,37 @@ class Matcher {
     return -1;
   }
 
+  // The ids whose "< 0" this value is (Less(ids, 0), Equal(ids, -1), or Not of a mask MaskedIds
+  // reads), through Cast and Unsqueeze(-1 or 2); -1 if it is not.
+  int PaddedSlots(int value, bool& unsqueezed) const {
+    const Node* n = Producer(value);
+    while (n && (n->op == "Cast" || n->op == "Unsqueeze")) {
+      if (n->op == "Unsqueeze") {
+        std::vector<int64_t> axes = Axes(*n);
+        if (axes.size() != 1 || (axes[0] != -1 && axes[0] != 2)) return -1;
+        unsqueezed = true;
+      }
+      n = Producer(n->Input(0));
+    }
+    if (!n) return -1;
+    if (n->op == "Less" && g_.ScalarConstant(n->Input(1)) == 0.0) return n->Input(0);
+    if (n->op == "Equal" && g_.ScalarConstant(n->Input(1)) == -1.0) return n->Input(0);
+    if (n->op == "Not") {
+      const Node* m = Producer(n->Input(0));
+      if (m && m->op == "GreaterOrEqual" && g_.ScalarConstant(m->Input(1)) == 0.0) return m->Input(0);
+      if (m && m->op == "Greater" && g_.ScalarConstant(m->Input(1)) == -1.0) return m->Input(0);
+    }
+    return -1;
+  }
+
+  // A fill below every row's value: -inf, or the lowest float (PyTorch's torch.finfo(float).min).
+  // A larger one (-1e9, say) is not: a row could hold less, and the max would differ.
+  std::optional<float> LowestFill(int value) const {
+    const std::optional<double> fill = g_.ScalarConstant(value);
+    if (!fill || !(*fill <= -static_cast<double>(std::numeric_limits<float>::max()))) return std::nullopt;
+    return std::isinf(*fill) ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::lowest();
+  }
+
   // Whether `value` is how many of `ids`'s entries are >= 0 per bag, at least 1, as [bags, 1]:
   // Clip(c, 1) or Max(c, 1) of c = [Cast](ReduceSum(mask of ids, axes=[1])), the mask [bags, n]
   // with keepdims, or unsqueezed to [bags, n, 1] without.
@@ -113,6 +147,32 @@ int FuseMaskedEmbeddingBags(Graph& graph) {
       node.inputs = {table, ids};
       node.attrs.clear();
       node.attrs["mode"] = std::string("sum");
+      ++fused;
+      break;
+    }
+  }
+  // The masked max: ReduceMax over the bag of Where(valid, rows, fill) or Where(padded, fill, rows),
+  // the mask unsqueezed over the rows' width.
+  for (Node& node : graph.nodes) {
+    if (node.op != "ReduceMax" || node.GetInt("keepdims", 1) != 0 || m.Axes(node) != std::vector<int64_t>{1}) continue;
+    const Node* where = m.Producer(node.Input(0));
+    if (!where || where->op != "Where" || where->NumInputs() != 3) continue;
+    for (int side = 1; side <= 2; ++side) {
+      const Node* gather = m.Producer(where->Input(side));
+      if (!gather || gather->op != "Gather" || gather->GetInt("axis", 0) != 0) continue;
+      const int table = gather->Input(0);
+      if (!graph.IsConstant(table) || graph.constants.at(table).rank() != 2) continue;
+      const int ids = m.UnclampedIds(gather->Input(1));
+      const std::optional<float> fill = m.LowestFill(where->Input(3 - side));
+      bool unsqueezed = false;
+      const int masked =
+          side == 1 ? m.MaskedIds(where->Input(0), unsqueezed) : m.PaddedSlots(where->Input(0), unsqueezed);
+      if (ids < 0 || ids != masked || !unsqueezed || !fill) continue;
+      node.op = "EmbeddingBag";
+      node.inputs = {table, ids};
+      node.attrs.clear();
+      node.attrs["mode"] = std::string("max");
+      node.attrs["empty"] = *fill;
       ++fused;
       break;
     }

@@ -34,7 +34,11 @@ int RemoveDeadNodes(Graph& graph);
 // Finds the PyTorch form of a ragged embedding bag,
 //   ReduceSum(Gather(table, clamp(ids, 0)) * unsqueeze(cast(ids >= 0), -1), axes=[1])
 // (with the usual variants: Clip/Max/Relu/Where for the clamp, Greater(ids, -1), Not(Equal/Less)
-// for the mask, the mask on either side of Mul) and replaces it with EmbeddingBag(table, ids).
+// for the mask, the mask on either side of Mul) and replaces it with EmbeddingBag(table, ids); the
+// sum over the count of ids >= 0 (or its square root) with the mean (sqrtn) bag; and the masked max,
+//   ReduceMax(Where(unsqueeze(ids >= 0, -1), Gather(table, clamp(ids, 0)), fill), axes=[1])
+// (or Where(ids < 0, fill, rows): masked_fill), with fill -inf or the lowest float, with the max bag
+// whose empty bags give the fill.
 int FuseMaskedEmbeddingBags(Graph& graph);
 
 // A layer norm written out op by op (PyTorch's export below opset 17: ReduceMean, Sub, Pow or Mul,

@@ -31,9 +31,10 @@ inline void AccumulateRow<float>(const float* row, int64_t dim, float* acc) {
 }
 
 // Bag b reads ids[begin(b) .. end(b)) and writes out[b * out_stride, + dim).
+// An empty bag gives `empty` (zeros but for a masked max's fill).
 template <typename Row, typename Id, typename Bounds>
-void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bounds, int combiner, float* out,
-          int64_t out_stride) {
+void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bounds, int combiner, float empty,
+          float* out, int64_t out_stride) {
   ParallelFor(bags, dim * 8, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
       float* acc = out + b * out_stride;
@@ -50,6 +51,7 @@ void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bou
         }
         ++count;
       }
+      if (count == 0 && empty != 0.0f) std::fill(acc, acc + dim, empty);
       if (const float scale = BagScale(combiner, count); scale != 1.0f) {
         for (int64_t d = 0; d < dim; ++d) acc[d] *= scale;
       }
@@ -70,8 +72,9 @@ Status CheckIds(const Tensor& ids, int64_t count, int64_t rows, const Node& node
 }
 
 // Pools the bag whose inputs are in[first, first + count) (table, ids[, offsets], as
-// EmbeddingBag) into out[b * out_stride, + dim) for every bag b.
-Status PoolBags(const KernelArgs& k, int first, int count, int combiner, float* out, int64_t out_stride) {
+// EmbeddingBag) into out[b * out_stride, + dim) for every bag b; an empty one gives `empty`.
+Status PoolBags(const KernelArgs& k, int first, int count, int combiner, float* out, int64_t out_stride,
+                float empty = 0.0f) {
   const Tensor& table = k.In(first);
   const Tensor& ids = k.In(first + 1);
   int64_t rows = table.dim(0), dim = table.dim(1);
@@ -99,7 +102,7 @@ Status PoolBags(const KernelArgs& k, int first, int count, int combiner, float* 
     return DispatchAny(table.dtype(), [&](auto row_tag) {
       using Row = decltype(row_tag);
       if constexpr (std::is_same_v<Row, float> || std::is_same_v<Row, Half> || std::is_same_v<Row, BFloat16>) {
-        Pool(table.data<Row>(), dim, ids.data<Id>(), bags, bounds, combiner, out, out_stride);
+        Pool(table.data<Row>(), dim, ids.data<Id>(), bags, bounds, combiner, empty, out, out_stride);
       }
     });
   };
@@ -109,7 +112,8 @@ Status PoolBags(const KernelArgs& k, int first, int count, int combiner, float* 
 Status EmbeddingBag(const KernelArgs& k) {
   Tensor& out = k.Out(0);
   const int combiner = BagCombinerFromName(k.node.GetString("mode", "sum")).value_or(kBagSum);
-  return PoolBags(k, 0, static_cast<int>(k.in.size()), combiner, out.data<float>(), out.dim(1));
+  return PoolBags(k, 0, static_cast<int>(k.in.size()), combiner, out.data<float>(), out.dim(1),
+                  k.node.GetFloat("empty", 0.0f));
 }
 
 // out[b * out_stride, + dim) = table[max(ids[b, column], floor)] (Gather's rules: a negative id

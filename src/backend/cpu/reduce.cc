@@ -34,9 +34,13 @@ Status Reduce(const KernelArgs& k) {
     int64_t n_out = out.size(), n_in = x.size();
     int64_t count = n_out ? n_in / n_out : 0;
     Acc* acc = static_cast<Acc*>(k.scratch);
-    Acc init = op == "ReduceMax"   ? static_cast<Acc>(std::numeric_limits<T>::lowest())
-               : op == "ReduceMin" ? static_cast<Acc>(std::numeric_limits<T>::max())
-                                   : Acc(0);
+    // Floats start from -inf (+inf): a max over -inf alone is -inf, not the lowest float.
+    constexpr bool kInf = std::is_floating_point_v<T>;
+    Acc init = op == "ReduceMax"
+                   ? static_cast<Acc>(kInf ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest())
+               : op == "ReduceMin"
+                   ? static_cast<Acc>(kInf ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max())
+                   : Acc(0);
     std::fill(acc, acc + n_out, init);
     // Split over dim 0 when it is kept (each slice owns its accumulators), then walk each slice's
     // input with the accumulator as a second operand whose strides are 0 on reduced dims.

@@ -16,12 +16,13 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 
-// A warp per bag; lanes stride the embedding dimension. A row the table's cache holds is read from
+// A warp per bag; lanes stride the embedding dimension; an empty bag gives `empty` (0 but for a
+// masked max's fill). A row the table's cache holds is read from
 // its slot, past L1 (RowCacheView).
 template <typename Row, typename Id>
 __global__ void BagKernel(int64_t bags, int64_t rows, int64_t dim, const Row* table, RowCacheView cache, const Id* ids,
-                          int64_t n_ids, const int64_t* offsets, int64_t width, int combiner, float* out, int* error,
-                          int step) {
+                          int64_t n_ids, const int64_t* offsets, int64_t width, int combiner, float empty, float* out,
+                          int* error, int step) {
   int64_t b = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / kWarp;
   int lane = threadIdx.x % kWarp;
   if (b >= bags) return;
@@ -56,7 +57,7 @@ __global__ void BagKernel(int64_t bags, int64_t rows, int64_t dim, const Row* ta
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       int64_t d = d0 + u * kWarp + lane;
-      if (d < dim) dst[d] = acc[u] * scale;
+      if (d < dim) dst[d] = count == 0 ? empty : acc[u] * scale;
     }
   }
 }
@@ -67,6 +68,7 @@ Status EmbeddingBag(const KernelArgs& k) {
   Tensor& out = k.Out(0);
   int64_t rows = table.dim(0), dim = table.dim(1), bags = out.dim(0);
   const int combiner = BagCombinerFromName(k.node.GetString("mode", "sum")).value_or(kBagSum);
+  const float empty = k.node.GetFloat("empty", 0.0f);
   bool ragged = k.in.size() == 3;
   const int64_t* offsets = ragged ? k.In(2).data<int64_t>() : nullptr;
   int64_t width = ragged ? 0 : ids.dim(1);
@@ -78,7 +80,7 @@ Status EmbeddingBag(const KernelArgs& k) {
     using Row = decltype(row_tag);
     using Id = decltype(id_tag);
     BagKernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(
-        bags, rows, dim, table.data<Row>(), cache, ids.data<Id>(), ids.size(), offsets, width, combiner,
+        bags, rows, dim, table.data<Row>(), cache, ids.data<Id>(), ids.size(), offsets, width, combiner, empty,
         out.data<float>(), k.device->error, k.step);
   };
   auto with_ids = [&](auto row_tag) {

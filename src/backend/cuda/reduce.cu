@@ -29,6 +29,20 @@ __device__ Acc Combine(Acc a, Acc b) {
     return a + b;
 }
 
+// Where a reduction starts: floats' max from -inf and min from +inf (a max over -inf alone is
+// -inf, not the lowest float), integers' from their limits, sums from 0.
+template <Red R, typename T, typename Acc>
+__device__ Acc Start() {
+  constexpr bool kInf = std::is_floating_point_v<T>;
+  if constexpr (R == Red::kMax) {
+    return static_cast<Acc>(kInf ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest());
+  } else if constexpr (R == Red::kMin) {
+    return static_cast<Acc>(kInf ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max());
+  } else {
+    return Acc(0);
+  }
+}
+
 // kept: output element -> input offset of its first reduced element; reduced: r -> offset.
 template <Red R, typename T>
 __global__ void ReduceKernel(IndexMap<1> kept, IndexMap<1> reduced, int64_t n_out, int64_t count, const T* x, T* out) {
@@ -38,9 +52,7 @@ __global__ void ReduceKernel(IndexMap<1> kept, IndexMap<1> reduced, int64_t n_ou
   if (o >= n_out) return;
   int64_t base[1];
   kept.Offsets(o, base);
-  Acc acc = R == Red::kMax   ? static_cast<Acc>(std::numeric_limits<T>::lowest())
-            : R == Red::kMin ? static_cast<Acc>(std::numeric_limits<T>::max())
-                             : Acc(0);
+  Acc acc = Start<R, T, Acc>();
   for (int64_t r = lane; r < count; r += kWarp) {
     int64_t off[1];
     reduced.Offsets(r, off);
@@ -61,9 +73,7 @@ __global__ void ReduceFewKernel(IndexMap<1> kept, IndexMap<1> reduced, int64_t n
   RANKD_GRID_LOOP(o, n_out) {
     int64_t base[1];
     kept.Offsets(o, base);
-    Acc acc = R == Red::kMax   ? static_cast<Acc>(std::numeric_limits<T>::lowest())
-              : R == Red::kMin ? static_cast<Acc>(std::numeric_limits<T>::max())
-                               : Acc(0);
+    Acc acc = Start<R, T, Acc>();
     for (int64_t r = 0; r < count; ++r) {
       int64_t off[1];
       reduced.Offsets(r, off);

@@ -2,7 +2,9 @@
 //   EmbeddingBag(table [R, D], ids [B, L])              -- padded ids, negative ids are empty slots
 //   EmbeddingBag(table [R, D], values [T], offsets [B+1]) -- ragged ids: bag b is
 //     values[offsets[b], offsets[b+1]); values past offsets[B] belong to no bag
-//     attribute mode: "sum" (default) or "mean"; output [B, D] FP32; an empty bag gives zeros.
+//     attribute mode: "sum" (default), "mean", "sqrtn" or "max"; output [B, D] FP32; an empty bag
+//     gives zeros, or with mode "max" the attribute `empty` where given (a masked max's fill:
+//     -inf, as PyTorch's `masked_fill(~mask, -inf).amax(1)` gives a bag of no ids).
 //   ConcatEmbeddingBags(parts...) -> [B, sum of widths] FP32: a Concat along the last axis whose
 //     parts are bags (2 or 3 inputs, as EmbeddingBag) or FP32 [B, w] values (1 input), pooled or
 //     copied straight into their columns; attribute `parts` gives each part's input count,
@@ -31,6 +33,7 @@ Status CheckEmbeddingBag(const Node& n) {
   if (!BagCombinerFromName(mode)) {
     return Unimplemented(n.Describe() + ": mode '" + mode + "' (sum, mean, sqrtn and max are supported)");
   }
+  if (n.Has("empty") && mode != "max") return InvalidArgument(n.Describe() + ": `empty` is a max bag's");
   return Status::Ok();
 }
 
