@@ -44,17 +44,24 @@ class Matcher {
     return -1;
   }
 
-  // The ids whose ">= 0" this value is, through Cast and Unsqueeze(-1 or 2); -1 if it is not.
-  int MaskedIds(int value, bool& unsqueezed) const {
+  // The producer of `value` past Cast and Unsqueeze(-1 or 2), noting an Unsqueeze; nullptr where
+  // an Unsqueeze is of another axis.
+  const Node* PastCastAndUnsqueeze(int value, bool& unsqueezed) const {
     const Node* n = Producer(value);
     while (n && (n->op == "Cast" || n->op == "Unsqueeze")) {
       if (n->op == "Unsqueeze") {
         std::vector<int64_t> axes = Axes(*n);
-        if (axes.size() != 1 || (axes[0] != -1 && axes[0] != 2)) return -1;
+        if (axes.size() != 1 || (axes[0] != -1 && axes[0] != 2)) return nullptr;
         unsqueezed = true;
       }
       n = Producer(n->Input(0));
     }
+    return n;
+  }
+
+  // The ids whose ">= 0" this value is, through Cast and Unsqueeze(-1 or 2); -1 if it is not.
+  int MaskedIds(int value, bool& unsqueezed) const {
+    const Node* n = PastCastAndUnsqueeze(value, unsqueezed);
     if (!n) return -1;
     if (n->op == "GreaterOrEqual" && g_.ScalarConstant(n->Input(1)) == 0.0) return n->Input(0);
     if (n->op == "Greater" && g_.ScalarConstant(n->Input(1)) == -1.0) return n->Input(0);
@@ -69,15 +76,7 @@ class Matcher {
   // The ids whose "< 0" this value is (Less(ids, 0), Equal(ids, -1), or Not of a mask MaskedIds
   // reads), through Cast and Unsqueeze(-1 or 2); -1 if it is not.
   int PaddedSlots(int value, bool& unsqueezed) const {
-    const Node* n = Producer(value);
-    while (n && (n->op == "Cast" || n->op == "Unsqueeze")) {
-      if (n->op == "Unsqueeze") {
-        std::vector<int64_t> axes = Axes(*n);
-        if (axes.size() != 1 || (axes[0] != -1 && axes[0] != 2)) return -1;
-        unsqueezed = true;
-      }
-      n = Producer(n->Input(0));
-    }
+    const Node* n = PastCastAndUnsqueeze(value, unsqueezed);
     if (!n) return -1;
     if (n->op == "Less" && g_.ScalarConstant(n->Input(1)) == 0.0) return n->Input(0);
     if (n->op == "Equal" && g_.ScalarConstant(n->Input(1)) == -1.0) return n->Input(0);
