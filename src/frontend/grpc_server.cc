@@ -24,6 +24,7 @@
 
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/usable_cores.h"
 #include "frontend/call_queue.h"
 #include "frontend/grpc_request.h"
 #include "frontend/infer_request_wire.h"
@@ -220,8 +221,8 @@ class GrpcServer::Impl {
     builder.SetMaxReceiveMessageSize(max_message);
     builder.SetMaxSendMessageSize(max_message);
     for (const auto& [name, value] : options_.channel_args) builder.AddChannelArgument(name, value);
-    int threads =
-        options_.threads > 0 ? options_.threads : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+    // One per core the process may run on (a server pinned to 8 of 16 cores: 8, not 16).
+    int threads = options_.threads > 0 ? options_.threads : std::max(2, UsableCores());
     for (int i = 0; i < threads; ++i) queues_.push_back(builder.AddCompletionQueue());
     server_ = builder.BuildAndStart();
     if (!server_ || port_ == 0) {

@@ -17,6 +17,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include "common/log.h"
+#include "common/usable_cores.h"
 #include "frontend/beast_request.h"
 
 namespace rankd {
@@ -32,9 +33,8 @@ class HttpServer::Impl {
       : options_(options),
         handler_(std::move(handler)),
         acceptor_(io_),
-        workers_(static_cast<size_t>(options.worker_threads > 0
-                                         ? options.worker_threads
-                                         : std::max(8u, 2 * std::thread::hardware_concurrency()))) {}
+        workers_(static_cast<size_t>(options.worker_threads > 0 ? options.worker_threads
+                                                                : std::max(8, 2 * UsableCores()))) {}
 
   Status Listen() {
     if (options_.tls) RANKD_RETURN_IF_ERROR(LoadCertificate());

@@ -68,10 +68,13 @@ int main(int argc, char** argv) {
                    "reads their inputs in place, this much at most (a region past it is refused; 0: none locked)")
       ->check(CLI::NonNegativeNumber);
   rankd::AddBackendFlags(serve_cmd, serve.device, "cpu | cuda | auto (cuda when a GPU is present)");
-  serve_cmd->add_option("--http-threads", serve.http_threads, "HTTP worker threads (0: twice the cores, at least 8)")
+  serve_cmd
+      ->add_option("--http-threads", serve.http_threads,
+                   "HTTP worker threads (0: twice the cores it may run on, at least 8)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd
-      ->add_option("--grpc-threads", serve.grpc_threads, "gRPC completion-queue threads (0: one per core, at least 2)")
+      ->add_option("--grpc-threads", serve.grpc_threads,
+                   "gRPC completion-queue threads (0: one per core it may run on, at least 2)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd
       ->add_option("--grpc-max-queue-ms", serve.grpc_max_queue_ms,
