@@ -43,21 +43,5 @@ TEST(NapEstimate, ShortRunsAreNotNapped) {
   EXPECT_EQ(nap.NapUs(), 0);
 }
 
-TEST(NapEstimate, PollingSpinsAQuarterThenSleepsInTenths) {
-  NapEstimate nap;
-  EXPECT_EQ(nap.SpinUs(), NapEstimate::kShortestSpinUs);  // nothing learnt: a short spin, short slices
-  EXPECT_EQ(nap.SliceUs(), NapEstimate::kShortestSliceUs);
-  nap.Waited(400);
-  nap.Waited(400);
-  EXPECT_DOUBLE_EQ(nap.SpinUs(), 100);  // W1-sized runs: 80% asleep, then up to 105% spun
-  EXPECT_DOUBLE_EQ(nap.SliceUs(), 40);
-  for (int i = 0; i < 100; ++i) nap.Waited(5'000);
-  EXPECT_NEAR(nap.SpinUs(), 1'250, 1);
-  EXPECT_EQ(nap.SliceUs(), NapEstimate::kLongestSliceUs);  // a long run's end is not missed by more
-  for (int i = 0; i < 10; ++i) nap.DoneOnWaking();
-  EXPECT_EQ(nap.SpinUs(), NapEstimate::kShortestSpinUs);
-  EXPECT_EQ(nap.SliceUs(), NapEstimate::kShortestSliceUs);
-}
-
 }  // namespace
 }  // namespace rankd

@@ -22,7 +22,7 @@ struct CudaOptions {
   bool gemm_tuning = true;          // cuBLASLt's candidates timed once per product shape
   bool gemm_log = false;            // a stderr line per tuned product shape
   bool split_k = true;              // rankd's split-K product kernel where it won
-  std::string device_wait = "nap";  // how a run's thread waits for the device: spin, block, nap or poll
+  std::string device_wait = "nap";  // how a run's thread waits for the device: spin, block or nap
   // Fault injection (backend/cuda/faults.h), only in builds with RANKD_FAULT_INJECTION; -1: off.
   int64_t fault_fail_allocations_over_mb = -1;
   int64_t fault_poison_after_runs = -1;

@@ -9,10 +9,6 @@ double NapEstimate::NapUs() const {
   return 0.8 * estimate_us_;
 }
 
-double NapEstimate::SpinUs() const { return std::max(kShortestSpinUs, 0.25 * estimate_us_); }
-
-double NapEstimate::SliceUs() const { return std::clamp(0.1 * estimate_us_, kShortestSliceUs, kLongestSliceUs); }
-
 void NapEstimate::DoneOnWaking() { estimate_us_ *= 0.5; }
 
 void NapEstimate::Waited(double waited_us) {

@@ -476,7 +476,6 @@ Status CudaExecutor::WaitForDevice(Binding& b) {
       RANKD_CUDA_RETURN(cudaEventSynchronize(done_));
       return Status::Ok();
     case DeviceWait::kNap:
-    case DeviceWait::kPoll:
       break;
   }
   // Asleep for most of the plan's usual wait (nap_estimate.h), then spinning to the run's end.
@@ -494,26 +493,9 @@ Status CudaExecutor::WaitForDevice(Binding& b) {
     return Status::Ok();
   }
   if (done != cudaErrorNotReady) RANKD_CUDA_RETURN(done);
-  if (DeviceWaitMode() == DeviceWait::kNap) {
-    RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
-  } else {
-    RANKD_RETURN_IF_ERROR(PollUntilDone(b.nap));
-  }
+  RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
   b.nap.Waited(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
   return Status::Ok();
-}
-
-Status CudaExecutor::PollUntilDone(const NapEstimate& nap) {
-  using Micros = std::chrono::duration<double, std::micro>;
-  const auto spin_end =
-      std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(Micros(nap.SpinUs()));
-  const Micros slice(nap.SliceUs());
-  for (;;) {
-    const cudaError_t done = cudaStreamQuery(ctx_.stream);
-    if (done == cudaSuccess) return Status::Ok();
-    if (done != cudaErrorNotReady) RANKD_CUDA_RETURN(done);
-    if (std::chrono::steady_clock::now() >= spin_end) std::this_thread::sleep_for(slice);
-  }
 }
 
 StatusOr<int64_t> CudaExecutor::Capture(const Plan& plan) {

@@ -62,9 +62,8 @@ bool LateGather();
 // executors spent 13% of the server's CPU there), asleep on an event made with
 // cudaEventBlockingSync that the driver's interrupt wakes (no spinning, but each run ends later), or
 // napping: asleep for most of the time the plan's runs have kept the host waiting, then spinning
-// for the rest, or polling: napping, then spinning a while and sleeping between queries past it
-// (runtime/nap_estimate.h). Runs after a change follow it.
-enum class DeviceWait : uint8_t { kSpin, kBlock, kNap, kPoll };
+// for the rest. Runs after a change follow it.
+enum class DeviceWait : uint8_t { kSpin, kBlock, kNap };
 void SetDeviceWait(DeviceWait wait);
 DeviceWait DeviceWaitMode();
 
@@ -196,8 +195,6 @@ class CudaExecutor final : public Executor {
   LaneSchedule ScheduleOnLanes(const Plan& plan, const Binding& b) const;
   // Waits for the run launched on the stream, as DeviceWaitMode says.
   Status WaitForDevice(Binding& b);
-  // `poll`'s end of a wait: queries the stream, spinning for nap.SpinUs(), then a query a slice.
-  Status PollUntilDone(const NapEstimate& nap);
   void DropCaptures();
   void ClearBindings();  // and forgets which binding's tails the staging buffer holds
 
