@@ -58,6 +58,22 @@ TEST(BatchPolicy, BudgetClosesTheBatch) {
   EXPECT_EQ(d.count, 3u);  // cost 900 <= 1000; a fourth would be 1200
 }
 
+TEST(BatchPolicy, AnExecutionsFixedCostCountsOncePerBatch) {
+  auto o = Options();
+  o.max_batch_rows = 100000;
+  o.cost_per_row = 1;
+  o.cost_per_request = 100;  // the fitted rule's budget: ten times it
+  std::vector<QueuedRequest> q(30, Req(30, 0));
+  BatchDecision d = DecideBatch(q, T0 + microseconds(10), 1, 1, o);
+  EXPECT_EQ(d.kind, Kind::kDispatch);
+  EXPECT_EQ(d.count, 30u);  // 100 + 30 * 30 = 1000: thirty small requests share one execution
+  q.push_back(Req(1, 0));
+  EXPECT_EQ(DecideBatch(q, T0 + microseconds(10), 1, 1, o).count, 30u);  // a 31st passes the budget
+  o.cost_per_request = 1000;
+  d = DecideBatch({Req(500, 0), Req(1, 0)}, T0 + microseconds(10), 1, 1, o);
+  EXPECT_EQ(d.count, 1u);  // a request whose execution alone fills the budget runs alone
+}
+
 TEST(BatchPolicy, PreferredSizeGoesAtOnceAndTheRestWaits) {
   auto o = Options();
   std::vector<QueuedRequest> q = {Req(100, 0), Req(60, 10), Req(40, 20), Req(50, 30)};

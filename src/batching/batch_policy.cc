@@ -4,9 +4,8 @@
 
 namespace rankd {
 
-double BatchCost(const QueuedRequest& r, const BatchPolicyOptions& o) {
-  return o.cost_per_row * static_cast<double>(r.rows) + o.cost_per_seq * static_cast<double>(r.seq_elements) +
-         o.cost_per_request;
+double RequestCost(const QueuedRequest& r, const BatchPolicyOptions& o) {
+  return o.cost_per_row * static_cast<double>(r.rows) + o.cost_per_seq * static_cast<double>(r.seq_elements);
 }
 
 BatchDecision DecideBatch(const std::vector<QueuedRequest>& queue, BatchClock::time_point now, int free_executors,
@@ -25,12 +24,12 @@ BatchDecision DecideBatch(const std::vector<QueuedRequest>& queue, BatchClock::t
     return d;
   }
   // Fill a batch in queue order.
-  double cost = 0;
+  double cost = o.cost_per_request;
   int64_t rows = 0;
   size_t count = 0;
   for (size_t i : live) {
     const QueuedRequest& r = queue[i];
-    double c = BatchCost(r, o);
+    double c = RequestCost(r, o);
     if (count > 0 && (cost + c > o.cost_budget || rows + r.rows > o.max_batch_rows)) break;
     cost += c;
     rows += r.rows;

@@ -12,7 +12,10 @@
 //   - with preferred batch sizes (Triton's preferred_batch_size, in rows), the longest prefix of the
 //     forming batch whose rows are exactly a preferred size is dispatched at once;
 //   - otherwise the answer is "wait until" the oldest request's delay runs out.
-// Cost = cost_per_row * rows + cost_per_seq * sequence elements + cost_per_request.
+// A batch's cost = cost_per_row * its rows + cost_per_seq * its sequence elements + cost_per_request,
+// the last once: it is an execution's fixed cost (launches, copies, the wait), which merged requests
+// share. Counted per request, it capped every batch below budget / cost_per_request requests (W2 at
+// 9 whatever its sizes).
 #pragma once
 
 #include <chrono>
@@ -55,7 +58,8 @@ struct BatchDecision {
   std::vector<size_t> expired;  // queue indices to answer DEADLINE_EXCEEDED, ascending
 };
 
-double BatchCost(const QueuedRequest& r, const BatchPolicyOptions& options);
+// What `r` adds to a batch's cost (its rows and sequence elements).
+double RequestCost(const QueuedRequest& r, const BatchPolicyOptions& options);
 
 // REQUIRES: `queue` is in priority-then-arrival order.
 BatchDecision DecideBatch(const std::vector<QueuedRequest>& queue, BatchClock::time_point now, int free_executors,
