@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 
+#include "backend/table_placement.h"
 #include "common/host_memory.h"
 #include "embedding/lookup_trace.h"
 #include "frontend/kserve_json.h"
@@ -551,6 +552,27 @@ TEST(TableBudget, HostTablesThatDoNotFitTheHostAreRefused) {
 #else
   GTEST_SKIP() << "a build without fault injection";
 #endif
+}
+
+// What tables on named GPUs take on each GPU, as CudaBackend::CheckRoom counts it (a GPU may hold
+// tables that no replica runs on): equal parts rounded up to the mapping's granularity.
+TEST(TablePlacement, NamedDeviceBytesCountsEachGpusRoundedParts) {
+  Graph g;
+  g.constants[3] = Tensor::Zeros(DType::kF32, {10, 100});     // 4,000 bytes over GPUs 0 and 1
+  g.constants[5] = Tensor::Zeros(DType::kF32, {1025, 1024});  // 4 MiB and 4 KiB on GPU 1 alone
+  g.constants[7] = Tensor::Zeros(DType::kF32, {4, 4});        // on the replica's own GPU: not named
+  TablePlacement tables;
+  tables.gpus[3] = {0, 1};
+  tables.gpus[5] = {1};
+  tables.gpus[9] = {0};  // no such table in the graph
+  std::map<int, int64_t> bytes = NamedDeviceBytes(g, tables, 1024);
+  EXPECT_EQ(bytes, (std::map<int, int64_t>{{0, 2048}, {1, 2048 + 1025 * 1024 * 4}}));
+  bytes = NamedDeviceBytes(g, tables, int64_t{2} << 20);
+  EXPECT_EQ(bytes, (std::map<int, int64_t>{{0, int64_t{2} << 20}, {1, (int64_t{2} << 20) + (int64_t{6} << 20)}}));
+  tables.gpus[3] = {1, 2, 3};  // 4,000 bytes in three parts of 1,334, rounded to 2,048 each
+  bytes = NamedDeviceBytes(g, tables, 1024);
+  EXPECT_EQ(bytes, (std::map<int, int64_t>{{1, 2048 + 1025 * 1024 * 4}, {2, 2048}, {3, 2048}}));
+  EXPECT_TRUE(NamedDeviceBytes(g, TablePlacement{}, 1024).empty());
 }
 
 }  // namespace

@@ -11,11 +11,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 namespace rankd {
+
+struct Graph;
 
 struct TablePlacement {
   // Value ids (Graph::constants' keys) of the tables kept in host memory with no device cache.
@@ -41,5 +44,11 @@ struct TablePlacement {
     return it == cached.end() ? 0 : it->second;
   }
 };
+
+// The device memory the tables on named devices take on each of them: a table's equal parts, one
+// per device it is split over, each rounded up to `grain` bytes (the mapping's granularity), as
+// backend/cuda/shared_tables.h makes them. Device index -> bytes; tables absent from the graph
+// count nothing.
+std::map<int, int64_t> NamedDeviceBytes(const Graph& graph, const TablePlacement& tables, int64_t grain);
 
 }  // namespace rankd

@@ -17,6 +17,7 @@
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/pinned_host_memory.h"
 #include "backend/cuda/pinned_pool.h"
+#include "backend/table_placement.h"
 #include "common/host_memory.h"
 #include "model/mapped_file.h"
 
@@ -33,6 +34,10 @@ constexpr int64_t kKeptFreeBytes = int64_t{256} << 20;
 constexpr int64_t kKeptFreeShare = 50;  // 1/50: 2%
 // What page-locking tables' copies leaves of the host's available memory.
 constexpr int64_t kKeptHostBytes = int64_t{1} << 30;
+
+// The device memory a table on named GPUs takes is counted in parts of this size (CUDA's usual
+// recommended mapping granularity; shared_tables.cc asks the driver for the real one).
+constexpr int64_t kNamedTableGrainBytes = int64_t{2} << 20;
 
 int64_t Mb(int64_t bytes) { return (bytes + (1 << 20) - 1) >> 20; }
 
@@ -102,16 +107,32 @@ class CudaBackendImpl final : public Backend {
     RANKD_RETURN_IF_ERROR(cuda::DeviceHealth(device_));
     RANKD_RETURN_IF_ERROR(CheckHostRoom(graph, options.tables));
     RANKD_ASSIGN_OR_RETURN(cuda::DeviceMemory memory, cuda::QueryDeviceMemory(device_));
-    const int64_t weights = static_cast<int64_t>(cuda::CudaModelResources::DeviceBytes(graph, options));
+    // Tables on named GPUs: this GPU's parts count with its weights, the other GPUs' parts are
+    // checked there (a GPU may hold tables that no replica runs on).
+    const std::map<int, int64_t> named = NamedDeviceBytes(graph, options.tables, kNamedTableGrainBytes);
+    for (const auto& [device, bytes] : named) {
+      if (device == device_) continue;
+      RANKD_ASSIGN_OR_RETURN(cuda::DeviceMemory there, cuda::QueryDeviceMemory(device));
+      const int64_t kept_there = std::max(kKeptFreeBytes, there.total / kKeptFreeShare);
+      if (bytes + kept_there > there.free) {
+        return ResourceExhausted("the tables placed on GPU " + std::to_string(device) + " need about " +
+                                 std::to_string(Mb(bytes)) + " MB there; " + std::to_string(Mb(there.free)) +
+                                 " MB are free of " + std::to_string(Mb(there.total)) + " and " +
+                                 std::to_string(Mb(kept_there)) + " MB stay free for the models already serving");
+      }
+    }
+    const int64_t own_named = named.count(device_) ? named.at(device_) : 0;
+    const int64_t weights = static_cast<int64_t>(cuda::CudaModelResources::DeviceBytes(graph, options)) + own_named;
     const int64_t n = executors > 0 ? executors : DefaultExecutors();
     const int64_t buffers = n * (static_cast<int64_t>(cuda::kLtWorkspaceBytes) + kSeparateRoomBytes);
     const int64_t kept = std::max(kKeptFreeBytes, memory.total / kKeptFreeShare);
     if (weights + buffers + kept <= memory.free) return Status::Ok();
     return ResourceExhausted("the model needs about " + std::to_string(Mb(weights + buffers)) +
-                             " MB of device memory (weights " + std::to_string(Mb(weights)) + " MB, " +
-                             std::to_string(n) + " executors' buffers " + std::to_string(Mb(buffers)) + " MB); " +
-                             std::to_string(Mb(memory.free)) + " MB are free of " + std::to_string(Mb(memory.total)) +
-                             " and " + std::to_string(Mb(kept)) + " MB stay free for the models already serving");
+                             " MB of device memory (weights " + std::to_string(Mb(weights)) +
+                             " MB, tables on named GPUs included, " + std::to_string(n) + " executors' buffers " +
+                             std::to_string(Mb(buffers)) + " MB); " + std::to_string(Mb(memory.free)) +
+                             " MB are free of " + std::to_string(Mb(memory.total)) + " and " +
+                             std::to_string(Mb(kept)) + " MB stay free for the models already serving");
   }
 
  private:
