@@ -18,7 +18,7 @@
 
 namespace rankd {
 
-struct Graph;
+class Graph;
 
 struct TablePlacement {
   // Value ids (Graph::constants' keys) of the tables kept in host memory with no device cache.
