@@ -17,6 +17,7 @@ packages=(
   libcli11-dev                        # the command line
   libboost-dev                        # Boost.Asio / Boost.Beast: the HTTP server
   zlib1g-dev                          # gzip and deflate HTTP bodies
+  liburing-dev                        # io_uring: a table's rows read from disk in batches (the SSD tier)
   libfarmhash-dev libxxhash-dev libmurmurhash-dev  # string features hashed as TensorFlow, xxHash and Spark do
   python3-xxhash                      # the string tests' independent hash (Python's own xxHash binding)
   libgrpc++-dev protobuf-compiler-grpc  # the gRPC frontend (KServe v2 gRPC)
