@@ -66,6 +66,11 @@ class CachePolicy {
   void WarmStart(std::span<const std::pair<uint64_t, int>> hottest);
 
   bool Contains(uint64_t key) const { return slot_of_.count(key) > 0; }
+  // The slot `key` is cached in, if it is.
+  std::optional<int64_t> SlotOf(uint64_t key) const {
+    auto it = slot_of_.find(key);
+    return it == slot_of_.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  }
   int64_t size() const { return static_cast<int64_t>(slot_of_.size()); }
   int64_t capacity() const { return capacity_; }
   const FrequencySketch& sketch() const { return sketch_; }

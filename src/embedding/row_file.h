@@ -52,6 +52,7 @@ class RowFile {
   // a row the file no longer holds (Internal), Unavailable for a failed read; `out` is then undefined.
   Status Read(std::span<const int64_t> ids, void* out);
 
+  const std::string& path() const { return path_; }
   bool direct() const { return direct_; }
   int64_t rows() const { return rows_; }
   size_t row_bytes() const { return row_bytes_; }

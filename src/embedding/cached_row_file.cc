@@ -1,0 +1,88 @@
+#include "embedding/cached_row_file.h"
+
+#include <cstring>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace rankd {
+
+StatusOr<std::unique_ptr<CachedRowFile>> CachedRowFile::Create(std::unique_ptr<RowFile> file, int64_t capacity) {
+  if (!file) return InvalidArgument("a cached row file needs a file");
+  if (capacity < 1) return InvalidArgument("row file '" + file->path() + "': a host cache of at least one row");
+  const size_t bytes = static_cast<size_t>(capacity) * file->row_bytes();
+  std::unique_ptr<uint8_t[]> slots(new (std::nothrow) uint8_t[bytes]);
+  if (!slots) {
+    return ResourceExhausted("row file '" + file->path() + "': no host memory for a cache of " +
+                             std::to_string(capacity) + " rows (" + std::to_string(bytes) + " bytes)");
+  }
+  return std::unique_ptr<CachedRowFile>(new CachedRowFile(std::move(file), capacity, std::move(slots)));
+}
+
+CachedRowFile::CachedRowFile(std::unique_ptr<RowFile> file, int64_t capacity, std::unique_ptr<uint8_t[]> slots)
+    : file_(std::move(file)),
+      capacity_(capacity),
+      row_bytes_(file_->row_bytes()),
+      policy_(CachePolicyOptions{.capacity = capacity}),
+      slots_(std::move(slots)) {}
+
+CachedRowFileStats CachedRowFile::stats() const {
+  MutexLock lock(mu_);
+  return stats_;
+}
+
+int64_t CachedRowFile::cached_rows() const {
+  MutexLock lock(mu_);
+  return policy_.size();
+}
+
+Status CachedRowFile::Read(std::span<const int64_t> ids, void* out) {
+  auto* to = static_cast<uint8_t*>(out);
+  for (int64_t id : ids) {
+    if (id < 0 || id >= file_->rows()) {
+      return InvalidArgument("row file '" + file_->path() + "': row " + std::to_string(id) + " is outside its " +
+                             std::to_string(file_->rows()) + " rows");
+    }
+  }
+  // Hits copied under the lock (slots change only under it); the rest listed for the file.
+  std::vector<size_t> missed;
+  {
+    MutexLock lock(mu_);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const uint64_t key = static_cast<uint64_t>(ids[i]);
+      if (std::optional<int64_t> slot = policy_.SlotOf(key)) {
+        std::memcpy(to + i * row_bytes_, slots_.get() + static_cast<size_t>(*slot) * row_bytes_, row_bytes_);
+        policy_.Access(key);  // counts the hit
+        ++stats_.hits;
+      } else {
+        missed.push_back(i);
+      }
+    }
+    stats_.lookups += ids.size();
+  }
+  if (missed.empty()) return Status::Ok();
+  // The misses from the file, each distinct row once, then to every position that asked for it.
+  std::unordered_map<int64_t, size_t> first;  // row -> its place among the distinct misses
+  std::vector<int64_t> rows;
+  for (size_t i : missed) {
+    if (first.emplace(ids[i], rows.size()).second) rows.push_back(ids[i]);
+  }
+  std::vector<uint8_t> read(rows.size() * row_bytes_);
+  RANKD_RETURN_IF_ERROR(file_->Read(rows, read.data()));
+  for (size_t i : missed) std::memcpy(to + i * row_bytes_, read.data() + first[ids[i]] * row_bytes_, row_bytes_);
+  // Offered to the cache: the policy admits each or not; an admitted row takes its slot now.
+  MutexLock lock(mu_);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    policy_.Access(static_cast<uint64_t>(rows[k]));
+    for (const CachePolicy::Change& change : policy_.TakeChanges()) {
+      const size_t from = first.at(static_cast<int64_t>(change.key));
+      std::memcpy(slots_.get() + static_cast<size_t>(change.slot) * row_bytes_, read.data() + from * row_bytes_,
+                  row_bytes_);
+      ++stats_.inserted;
+      if (change.evicted) ++stats_.evicted;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace rankd

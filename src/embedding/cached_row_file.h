@@ -1,0 +1,59 @@
+// CachedRowFile: a host-memory cache of a table's rows in front of the file that holds them all
+// (the SSD tier's host level, docs/embedding.md, "Rows on disk").
+//
+// Read(ids, out) gives every row, always the file's: rows the cache holds are copied from it, the
+// others read from the file in one batch (RowFile) straight into `out`. After the read the missed
+// rows are offered to the cache, whose policy is the GPU cache's (CachePolicy: W-TinyLFU, a row
+// admitted only if seen more often than the row it would evict), so the host budget holds the hot
+// rows and a scan of cold ones cannot flush them. Nothing defaults: a row the cache does not admit
+// is still read for its batch. The cache's memory is `capacity` rows, allocated at construction
+// (the host budget is real: the file is read with O_DIRECT, so the page cache holds no second copy).
+//
+// Thread-safe. The cache's lock is not held while the file is read: batches that hit run beside one
+// that waits for the disk.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "common/mutex.h"
+#include "embedding/cache_policy.h"
+#include "embedding/row_file.h"
+#include "rankd/status.h"
+
+namespace rankd {
+
+struct CachedRowFileStats {
+  uint64_t lookups = 0;   // rows asked for
+  uint64_t hits = 0;      // of those, copied from the cache
+  uint64_t inserted = 0;  // rows admitted into the cache
+  uint64_t evicted = 0;   // rows they replaced
+};
+
+class CachedRowFile {
+ public:
+  // `capacity` rows of host memory for the cache (at least 1).
+  static StatusOr<std::unique_ptr<CachedRowFile>> Create(std::unique_ptr<RowFile> file, int64_t capacity);
+
+  // As RowFile::Read: row ids[i] into out + i * row_bytes.
+  Status Read(std::span<const int64_t> ids, void* out);
+
+  CachedRowFileStats stats() const;
+  int64_t cached_rows() const;
+  int64_t capacity() const { return capacity_; }
+  const RowFile& file() const { return *file_; }
+
+ private:
+  CachedRowFile(std::unique_ptr<RowFile> file, int64_t capacity, std::unique_ptr<uint8_t[]> slots);
+
+  const std::unique_ptr<RowFile> file_;
+  const int64_t capacity_;
+  const size_t row_bytes_;
+  mutable Mutex mu_;
+  CachePolicy policy_ RANKD_GUARDED_BY(mu_);
+  const std::unique_ptr<uint8_t[]> slots_;  // [capacity, row_bytes]; a slot is written under mu_
+  CachedRowFileStats stats_ RANKD_GUARDED_BY(mu_);
+};
+
+}  // namespace rankd
