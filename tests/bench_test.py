@@ -285,5 +285,44 @@ class ServerBenchTest(unittest.TestCase):
         self.assertIn("model metadata", r.stderr)
 
 
+class DiskBenchTest(unittest.TestCase):
+    """`rankd bench disk`: a file written, its rows read in batches, the figures consistent."""
+
+    def setUp(self):
+        # In the build tree (a disk filesystem) rather than /tmp, which may be tmpfs.
+        self.tmp = tempfile.mkdtemp(dir=os.getcwd())
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def test_rows_and_ceiling_with_and_without_a_host_cache(self):
+        path, out = os.path.join(self.tmp, "rows.bin"), os.path.join(self.tmp, "disk.json")
+        r = run("bench", "disk", "--file", path, "--create-mb", "16", "--seconds", "0.4", "--batch", "512",
+                "--json", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(os.path.getsize(path), 16 << 20)
+        self.assertIn("disk ceiling: random 4096-byte reads", r.stdout)
+        d = load(out)
+        self.assertGreater(d["ceiling"]["reads_per_second"], 0)
+        rows = d["rows"]
+        self.assertEqual(rows["row_bytes"], 256)
+        self.assertGreater(rows["rows_per_second"], 0)
+        self.assertGreater(rows["file_mb_per_second"], 0)
+        self.assertEqual(rows["host_cache_hit_ratio"], 0)
+        self.assertLessEqual(rows["batch_p50_ms"], rows["batch_p99_ms"])
+        # Zipf ids through a host cache of a tenth of the rows: most come from the cache.
+        r = run("bench", "disk", "--file", path, "--seconds", "0.4", "--batch", "512", "--zipf", "1.05",
+                "--cache-rows", str((16 << 20) // 256 // 10), "--json", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(load(out)["rows"]["host_cache_hit_ratio"], 0.5)
+
+    def test_missing_file_and_bad_options(self):
+        r = run("bench", "disk", "--file", os.path.join(self.tmp, "absent.bin"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no file", r.stderr)
+        r = run("bench", "disk", "--file", os.path.join(self.tmp, "x.bin"), "--queue-depth", "0")
+        self.assertNotEqual(r.returncode, 0)
+
+
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])

@@ -161,4 +161,21 @@ struct BenchCacheArgs {
 // ran, 2 when a snapshot could not be written or read.
 int BenchCacheCommand(const BenchCacheArgs& args);
 
+struct BenchDiskArgs {
+  std::string file;        // the rows' file
+  int64_t create_mb = 0;   // > 0: first write a file of this many MiB of random bytes there
+  size_t row_bytes = 256;  // a row (W1 mlperf's 128 bf16 values)
+  int64_t batch = 4096;    // rows per batch
+  double zipf = 0;         // > 0: Zipf ids with this exponent; 0: uniform
+  int64_t cache_rows = 0;  // > 0: a host cache of this many rows in front of the file
+  int queue_depth = 64;    // reads in flight
+  double seconds = 5;      // for the rows; half as long for the ceiling
+  uint64_t seed = 1;
+  std::string json_path;     // also write the results here
+  std::string command_line;  // recorded in the output
+};
+// Rows read from a file in batches against the disk's own random-read ceiling; 0 when it ran, 2
+// when the file could not be made, opened or read.
+int BenchDiskCommand(const BenchDiskArgs& args);
+
 }  // namespace rankd

@@ -255,6 +255,23 @@ int main(int argc, char** argv) {
   bench_cache->add_option("--seed", cache.seed, "Seed of the trace and the policy's sampler");
   bench_cache->add_option("--snapshot", cache.snapshot_path, "Write and read back the halfway hotness snapshot here");
   bench_cache->add_option("--json", cache.json_path, "Also write the results here");
+  rankd::BenchDiskArgs disk;
+  auto* bench_disk = bench_cmd->add_subcommand(
+      "disk", "A table's rows read from a file in batches (io_uring, O_DIRECT) against the disk's own ceiling");
+  bench_disk->add_option("--file", disk.file, "The rows' file")->required();
+  bench_disk->add_option("--create-mb", disk.create_mb, "First write this many MiB of random bytes to the file")
+      ->check(CLI::NonNegativeNumber);
+  bench_disk->add_option("--row-bytes", disk.row_bytes, "Bytes of a row")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  bench_disk->add_option("--batch", disk.batch, "Rows per batch")->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  bench_disk->add_option("--zipf", disk.zipf, "Zipf exponent of the ids (0: uniform)")->check(CLI::Range(0.0, 10.0));
+  bench_disk->add_option("--cache-rows", disk.cache_rows, "A host cache of this many rows in front of the file")
+      ->check(CLI::NonNegativeNumber);
+  bench_disk->add_option("--queue-depth", disk.queue_depth, "Reads in flight")->check(CLI::Range(1, 4096));
+  bench_disk->add_option("--seconds", disk.seconds, "Seconds of rows (the ceiling runs half as long)")
+      ->check(CLI::PositiveNumber);
+  bench_disk->add_option("--seed", disk.seed, "Seed of the ids");
+  bench_disk->add_option("--json", disk.json_path, "Also write the results here");
   bench_cmd->require_subcommand(1);
 
   CLI11_PARSE(app, argc, argv);
@@ -271,6 +288,10 @@ int main(int argc, char** argv) {
   if (bench_cache->parsed()) {
     cache.command_line = command_line;
     return rankd::BenchCacheCommand(cache);
+  }
+  if (bench_disk->parsed()) {
+    disk.command_line = command_line;
+    return rankd::BenchDiskCommand(disk);
   }
   if (bench_load->parsed()) {
     load.command_line = command_line;
