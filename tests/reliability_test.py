@@ -275,7 +275,11 @@ class DescriptorExhaustionTest(unittest.TestCase):
             for s in held:
                 s.close()
         time.sleep(0.5)
-        status, _ = server.json("POST", "/v2/models/mmoe/infer", lines("mmoe", "requests")[0])
+        try:
+            status, _ = server.json("POST", "/v2/models/mmoe/infer", lines("mmoe", "requests")[0])
+        except OSError as e:  # once seen under ASan on a loaded machine: say whether the server lived
+            state = "is running" if server.proc.poll() is None else f"exited with {server.proc.returncode}"
+            self.fail(f"{e}; the server {state}; its log ends:\n{server.output()[-3000:]}")
         self.assertEqual(status, 200)
         self.assertEqual(server.stop(), 0)
         shutil.rmtree(repo)
