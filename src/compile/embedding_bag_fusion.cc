@@ -59,33 +59,26 @@ class Matcher {
     return n;
   }
 
-  // The ids whose ">= 0" this value is, through Cast and Unsqueeze(-1 or 2); -1 if it is not.
-  int MaskedIds(int value, bool& unsqueezed) const {
-    const Node* n = PastCastAndUnsqueeze(value, unsqueezed);
+  // The ids `n` compares: "ids >= 0" (GreaterOrEqual(ids, 0), Greater(ids, -1)) when `valid`,
+  // "ids < 0" (Less(ids, 0), Equal(ids, -1)) when not, or Not of the other; -1 if it is neither.
+  int ComparedIds(const Node* n, bool valid) const {
     if (!n) return -1;
-    if (n->op == "GreaterOrEqual" && g_.ScalarConstant(n->Input(1)) == 0.0) return n->Input(0);
-    if (n->op == "Greater" && g_.ScalarConstant(n->Input(1)) == -1.0) return n->Input(0);
-    if (n->op == "Not") {
-      const Node* m = Producer(n->Input(0));
-      if (m && m->op == "Equal" && g_.ScalarConstant(m->Input(1)) == -1.0) return m->Input(0);
-      if (m && m->op == "Less" && g_.ScalarConstant(m->Input(1)) == 0.0) return m->Input(0);
-    }
+    if (n->op == "Not") return ComparedIds(Producer(n->Input(0)), !valid);
+    const char* zero_op = valid ? "GreaterOrEqual" : "Less";
+    const char* minus_one_op = valid ? "Greater" : "Equal";
+    if (n->op == zero_op && g_.ScalarConstant(n->Input(1)) == 0.0) return n->Input(0);
+    if (n->op == minus_one_op && g_.ScalarConstant(n->Input(1)) == -1.0) return n->Input(0);
     return -1;
   }
 
-  // The ids whose "< 0" this value is (Less(ids, 0), Equal(ids, -1), or Not of a mask MaskedIds
-  // reads), through Cast and Unsqueeze(-1 or 2); -1 if it is not.
+  // The ids whose ">= 0" this value is, through Cast and Unsqueeze(-1 or 2); -1 if it is not.
+  int MaskedIds(int value, bool& unsqueezed) const {
+    return ComparedIds(PastCastAndUnsqueeze(value, unsqueezed), true);
+  }
+
+  // The ids whose "< 0" this value is (the slots a masked max fills), as MaskedIds reads ">= 0".
   int PaddedSlots(int value, bool& unsqueezed) const {
-    const Node* n = PastCastAndUnsqueeze(value, unsqueezed);
-    if (!n) return -1;
-    if (n->op == "Less" && g_.ScalarConstant(n->Input(1)) == 0.0) return n->Input(0);
-    if (n->op == "Equal" && g_.ScalarConstant(n->Input(1)) == -1.0) return n->Input(0);
-    if (n->op == "Not") {
-      const Node* m = Producer(n->Input(0));
-      if (m && m->op == "GreaterOrEqual" && g_.ScalarConstant(m->Input(1)) == 0.0) return m->Input(0);
-      if (m && m->op == "Greater" && g_.ScalarConstant(m->Input(1)) == -1.0) return m->Input(0);
-    }
-    return -1;
+    return ComparedIds(PastCastAndUnsqueeze(value, unsqueezed), false);
   }
 
   // A fill below every row's value: -inf, or the lowest float (PyTorch's torch.finfo(float).min).

@@ -38,12 +38,7 @@ int64_t CachedRowFile::cached_rows() const {
 
 Status CachedRowFile::Read(std::span<const int64_t> ids, void* out) {
   auto* to = static_cast<uint8_t*>(out);
-  for (int64_t id : ids) {
-    if (id < 0 || id >= file_->rows()) {
-      return InvalidArgument("row file '" + file_->path() + "': row " + std::to_string(id) + " is outside its " +
-                             std::to_string(file_->rows()) + " rows");
-    }
-  }
+  RANKD_RETURN_IF_ERROR(file_->CheckIds(ids));
   // Hits copied under the lock (slots change only under it); the rest listed for the file.
   std::vector<size_t> missed;
   {

@@ -97,17 +97,24 @@ RowFileStats RowFile::stats() const {
   return stats_;
 }
 
+Status RowFile::CheckIds(std::span<const int64_t> ids) const {
+  for (int64_t id : ids) {
+    if (id < 0 || id >= rows_) {
+      return InvalidArgument("row file '" + path_ + "': row " + std::to_string(id) + " is outside its " +
+                             std::to_string(rows_) + " rows");
+    }
+  }
+  return Status::Ok();
+}
+
 Status RowFile::Read(std::span<const int64_t> ids, void* out) {
   if (ids.empty()) return Status::Ok();
   // The aligned span of each row, then the distinct spans in file order, neighbours merged.
   std::vector<size_t> row_start(ids.size());
   std::vector<Span> spans;
   spans.reserve(ids.size());
+  RANKD_RETURN_IF_ERROR(CheckIds(ids));
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= rows_) {
-      return InvalidArgument("row file '" + path_ + "': row " + std::to_string(ids[i]) + " is outside its " +
-                             std::to_string(rows_) + " rows");
-    }
     row_start[i] = static_cast<size_t>(offset_) + static_cast<size_t>(ids[i]) * row_bytes_;
     const size_t start = AlignDown(row_start[i]);
     spans.push_back({start, AlignUp(row_start[i] + row_bytes_) - start});

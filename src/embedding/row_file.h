@@ -52,6 +52,9 @@ class RowFile {
   // a row the file no longer holds (Internal), Unavailable for a failed read; `out` is then undefined.
   Status Read(std::span<const int64_t> ids, void* out);
 
+  // InvalidArgument naming the first id outside [0, rows).
+  Status CheckIds(std::span<const int64_t> ids) const;
+
   const std::string& path() const { return path_; }
   bool direct() const { return direct_; }
   int64_t rows() const { return rows_; }
