@@ -461,43 +461,13 @@ TEST(LookupTrace, RecordsEveryIdEachLookupReads) {
   }
 }
 
-// The zoo model `name` rewritten with its tables' bytes in an external-data file beside it (as large
-// models arrive): they are memory-mapped at load. Returns the new model file.
-std::string WithExternalTables(const std::string& name) {
-  onnx::ModelProto m;
-  std::ifstream in(testing::SourcePath("models/zoo/" + name + "/1/model.onnx"), std::ios::binary);
-  EXPECT_TRUE(m.ParseFromIstream(&in));
-  const std::string path = testing::WriteTempFile("external_tables/" + name + "/model.onnx", "");
-  std::ofstream data(std::filesystem::path(path).parent_path() / "tables.bin", std::ios::binary);
-  int64_t offset = 0;
-  for (onnx::TensorProto& t : *m.mutable_graph()->mutable_initializer()) {
-    if (t.name().find("table") == std::string::npos || !t.has_raw_data()) continue;
-    data.write(t.raw_data().data(), static_cast<std::streamsize>(t.raw_data().size()));
-    for (auto [key, value] : {std::pair<std::string, int64_t>{"offset", offset},
-                              std::pair<std::string, int64_t>{"length", static_cast<int64_t>(t.raw_data().size())}}) {
-      auto* kv = t.add_external_data();
-      kv->set_key(key);
-      kv->set_value(std::to_string(value));
-    }
-    auto* kv = t.add_external_data();
-    kv->set_key("location");
-    kv->set_value("tables.bin");
-    offset += static_cast<int64_t>(t.raw_data().size());
-    t.clear_raw_data();
-    t.set_data_location(onnx::TensorProto::EXTERNAL);
-  }
-  EXPECT_GT(offset, 0) << name;
-  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
-  return path;
-}
-
 // Tables in a mapped external-data file: on a GPU they are copied into page-locked memory (locking
 // page-cache pages in place can spin in the kernel), and score as the CPU reads them in place.
 TEST(TableBudget, TablesFromAMappedFileScoreAsInTheModelFile) {
   const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
   auto config = LoadModelConfig(dir);
   ASSERT_TRUE(config.ok());
-  const std::string path = WithExternalTables("dlrm_dcnv2");
+  const std::string path = testing::WithExternalTables("dlrm_dcnv2");
   for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
     if (!backend) continue;
     ModelOptions options;
@@ -531,7 +501,7 @@ TEST(TableBudget, HostTablesThatDoNotFitTheHostAreRefused) {
   const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
   auto config = LoadModelConfig(dir);
   ASSERT_TRUE(config.ok());
-  const std::string path = WithExternalTables("dlrm_dcnv2");
+  const std::string path = testing::WithExternalTables("dlrm_dcnv2");
   ModelOptions options;
   options.backend = cuda;
   options.table_gpu_budget_mb = 0;

@@ -194,19 +194,6 @@ TEST(CacheKeeper, SamplesLargeOffers) {
   EXPECT_TRUE(held.count(3) && held.count(9)) << "the sample covers both halves";
 }
 
-std::vector<InferRequest> ZooRequests(const std::string& name) {
-  std::ifstream file(testing::SourcePath("tests/data/zoo/" + name + ".requests.jsonl"));
-  std::vector<InferRequest> requests;
-  std::string line;
-  while (std::getline(file, line)) {
-    auto r = ParseInferRequestJson(line);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (r.ok()) requests.push_back(std::move(*r));
-  }
-  EXPECT_FALSE(requests.empty()) << name;
-  return requests;
-}
-
 void ExpectSameOutputs(const std::vector<InferOutput>& got, const std::vector<InferOutput>& want,
                        const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
@@ -232,7 +219,7 @@ TEST_P(CachedZooModel, ScoresAsWithResidentTables) {
       options.batching = 0;
       auto resident = Model::Load(dir, -1, options);
       ASSERT_TRUE(resident.ok()) << name << ": " << resident.status().ToString();
-      const std::vector<InferRequest> requests = ZooRequests(name);
+      const std::vector<InferRequest> requests = testing::ZooRequests(name);
       std::vector<std::vector<InferOutput>> want;
       for (const InferRequest& r : requests) {
         auto out = (*resident)->Infer(r);
@@ -315,7 +302,7 @@ TEST(TableCache, AnIdOutOfRangeFailsOnlyItsRequest) {
   for (const TableInfo& t : (*resident)->tables()) config->table_cache_rows[t.name] = 2;
   auto cached = Model::LoadFile(dir + "/1/model.onnx", *config, options);
   ASSERT_TRUE(cached.ok()) << cached.status().ToString();
-  std::vector<InferRequest> requests = ZooRequests("dlrm_dcnv2");
+  std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
   InferRequest bad = requests[0];
   for (InferInput& in : bad.inputs) {
     if (in.data.dtype() == DType::kI64 && in.data.size() > 0) {

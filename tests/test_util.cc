@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frontend/kserve_json.h"
+#include "onnx/onnx_pb.h"
 #include "runtime/backends.h"
 #include "serving/model.h"
 #if RANKD_HAVE_CUDA
@@ -270,6 +271,47 @@ Status SwitchableHealthBackend::Health() const {
 void SwitchableHealthBackend::Fail(std::string why) {
   std::lock_guard<std::mutex> lock(mu_);
   failed_ = std::move(why);
+}
+
+std::string WithExternalTables(const std::string& name) {
+  onnx::ModelProto m;
+  std::ifstream in(SourcePath("models/zoo/" + name + "/1/model.onnx"), std::ios::binary);
+  EXPECT_TRUE(m.ParseFromIstream(&in));
+  const std::string path = WriteTempFile("external_tables/" + name + "/model.onnx", "");
+  std::ofstream data(std::filesystem::path(path).parent_path() / "tables.bin", std::ios::binary);
+  int64_t offset = 0;
+  for (onnx::TensorProto& t : *m.mutable_graph()->mutable_initializer()) {
+    if (t.name().find("table") == std::string::npos || !t.has_raw_data()) continue;
+    data.write(t.raw_data().data(), static_cast<std::streamsize>(t.raw_data().size()));
+    for (auto [key, value] : {std::pair<std::string, int64_t>{"offset", offset},
+                              std::pair<std::string, int64_t>{"length", static_cast<int64_t>(t.raw_data().size())}}) {
+      auto* kv = t.add_external_data();
+      kv->set_key(key);
+      kv->set_value(std::to_string(value));
+    }
+    auto* kv = t.add_external_data();
+    kv->set_key("location");
+    kv->set_value("tables.bin");
+    offset += static_cast<int64_t>(t.raw_data().size());
+    t.clear_raw_data();
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+  }
+  EXPECT_GT(offset, 0) << name;
+  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+  return path;
+}
+
+std::vector<InferRequest> ZooRequests(const std::string& name) {
+  std::ifstream file(SourcePath("tests/data/zoo/" + name + ".requests.jsonl"));
+  std::vector<InferRequest> requests;
+  std::string line;
+  while (std::getline(file, line)) {
+    auto r = ParseInferRequestJson(line);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) requests.push_back(std::move(*r));
+  }
+  EXPECT_FALSE(requests.empty()) << name;
+  return requests;
 }
 
 }  // namespace rankd::testing

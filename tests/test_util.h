@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "model/graph.h"
+#include "rankd/request.h"
 #include "rankd/tensor.h"
 
 namespace rankd {
@@ -34,6 +35,11 @@ std::string WriteTempFile(const std::string& name, const std::string& bytes);
 // Scores every reference request of zoo model `name` (tests/data/zoo) with `model` and expects
 // PyTorch's outputs within `tolerance`, relative in norm and per element; at least 10 requests.
 void ExpectZooScores(const Model& model, const std::string& name, double tolerance);
+// The zoo model `name` rewritten with its tables' bytes in an external-data file beside it (as large
+// models arrive): they are memory-mapped at load. Returns the new model file.
+std::string WithExternalTables(const std::string& name);
+// The zoo model `name`'s example requests (tests/data/zoo/NAME.requests.jsonl).
+std::vector<InferRequest> ZooRequests(const std::string& name);
 // Expects as many outputs as `want`, each of its shape and within `tolerance` of it (relative, in
 // norm); `what` names the case in failures.
 void ExpectOutputsNear(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tolerance,

@@ -85,6 +85,13 @@ Status CompiledModel::Unhoist(const std::string& why) {
   return Status::Ok();
 }
 
+Status CompiledModel::EditGraph(const std::function<Status(Graph&)>& edit) {
+  RANKD_RETURN_IF_ERROR(edit(graph_));
+  RANKD_RETURN_IF_ERROR(options_.backend->CheckGraph(graph_));
+  ClearPlans();
+  return Status::Ok();
+}
+
 void CompiledModel::KeepPlans(size_t count) { options_.max_plans = std::max(options_.max_plans, count); }
 
 void CompiledModel::ClearPlans() {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -102,6 +103,11 @@ class CompiledModel {
   // Goes back to the graph as written, without hoisting, because `why` (a difference in scores the
   // caller found). Drops every cached plan. A load-time step: not thread-safe.
   Status Unhoist(const std::string& why);
+  // Lets `edit` change the graph after the passes, for every plan built from now on (tables moved
+  // to disk, embedding/disk_tables.h). It may append graph inputs after the request's, which the
+  // runtime feeds: bindings() covers the request's alone. Drops every cached plan. A load-time step:
+  // not thread-safe.
+  Status EditGraph(const std::function<Status(Graph&)>& edit);
   // Keeps at least `count` plans (the warm-up buckets' and some). A load-time step.
   void KeepPlans(size_t count);
 

@@ -18,6 +18,8 @@ const char* TableTierName(TableTier tier) {
       return "gpu";
     case TableTier::kCache:
       return "cache";
+    case TableTier::kDisk:
+      return "disk";
     case TableTier::kHost:
       break;
   }
@@ -28,14 +30,16 @@ StatusOr<TableTier> ParseTableTier(const std::string& name) {
   if (name == "gpu") return TableTier::kDevice;
   if (name == "cache") return TableTier::kCache;
   if (name == "host") return TableTier::kHost;
-  return InvalidArgument("table tier '" + name + "' (gpu, cache or host)");
+  if (name == "disk") return TableTier::kDisk;
+  return InvalidArgument("table tier '" + name + "' (gpu, cache, host or disk)");
 }
 
 StatusOr<TableTier> ParseTablePlace(const std::string& name, std::vector<int>* gpus) {
   gpus->clear();
   std::optional<TablePlaceText> place = ParseTablePlaceText(name);
   if (!place)
-    return InvalidArgument("table tier '" + name + "' (gpu, gpu:N or gpu:N,M,... with GPU indices, cache or host)");
+    return InvalidArgument("table tier '" + name +
+                           "' (gpu, gpu:N or gpu:N,M,... with GPU indices, cache, host or disk)");
   *gpus = std::move(place->gpus);
   return ParseTableTier(place->tier);
 }

@@ -24,11 +24,12 @@
 
 namespace rankd {
 
-enum class TableTier { kDevice, kCache, kHost };
-// "gpu", "cache" or "host", as the config writes them.
+// kDisk: in a file on disk, the rows each run reads fetched before it runs (embedding/disk_tables.h).
+enum class TableTier { kDevice, kCache, kHost, kDisk };
+// "gpu", "cache", "host" or "disk", as the config writes them.
 const char* TableTierName(TableTier tier);
 StatusOr<TableTier> ParseTableTier(const std::string& name);
-// A tier as tables.tiers writes it: those three, or "gpu:N[,M...]" (kDevice on those GPUs for every
+// A tier as tables.tiers writes it: those four, or "gpu:N[,M...]" (kDevice on those GPUs for every
 // replica, its rows split over them: `gpus` lists them, else it is emptied).
 StatusOr<TableTier> ParseTablePlace(const std::string& name, std::vector<int>* gpus);
 

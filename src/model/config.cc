@@ -271,8 +271,10 @@ StatusOr<ShapeBucketsConfig> ParseBuckets(const json& j) {
 Status ParseTables(const json& j, ModelConfig& c) {
   if (j.is_null()) return Status::Ok();
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "tables must be a mapping"));
-  RANKD_RETURN_IF_ERROR(CheckKeys(
-      j, {"dtype", "gpu_budget_mb", "tiers", "cache_rows", "hotness_snapshot", "keyed", "shard_over_gpus"}, "tables"));
+  RANKD_RETURN_IF_ERROR(CheckKeys(j,
+                                  {"dtype", "gpu_budget_mb", "tiers", "cache_rows", "hotness_snapshot", "keyed",
+                                   "shard_over_gpus", "disk_dir", "disk_cache_mb"},
+                                  "tables"));
   if (j.contains("dtype")) {
     const json& d = j["dtype"];
     DType dtype = d.is_string() ? DTypeFromName(d.get<std::string>()).value_or(DType::kInvalid) : DType::kInvalid;
@@ -293,12 +295,12 @@ Status ParseTables(const json& j, ModelConfig& c) {
   }
   if (j.contains("tiers")) {
     RANKD_RETURN_IF_ERROR(
-        Expect(j["tiers"].is_object(), "tables.tiers must map table names to gpu, gpu:N, cache or host"));
+        Expect(j["tiers"].is_object(), "tables.tiers must map table names to gpu, gpu:N, cache, host or disk"));
     for (const auto& [name, tier] : j["tiers"].items()) {
       const std::string text = tier.is_string() ? tier.get<std::string>() : "";
       RANKD_RETURN_IF_ERROR(
           Expect(ParseTablePlaceText(text).has_value(),
-                 "tables.tiers." + name + " must be gpu, gpu:N or gpu:N,M,... (GPU indices), cache or host"));
+                 "tables.tiers." + name + " must be gpu, gpu:N or gpu:N,M,... (GPU indices), cache, host or disk"));
       c.table_tiers[name] = text;
     }
   }
@@ -312,6 +314,19 @@ Status ParseTables(const json& j, ModelConfig& c) {
                                    "tables.cache_rows." + name + " caches a table tables.tiers puts elsewhere"));
       c.table_cache_rows[name] = rows;
     }
+  }
+  if (j.contains("disk_dir")) {
+    const json& dir = j["disk_dir"];
+    RANKD_RETURN_IF_ERROR(
+        Expect(dir.is_string() && !dir.get<std::string>().empty(), "tables.disk_dir must be a folder's path"));
+    c.table_disk_dir = dir;
+  }
+  if (j.contains("disk_cache_mb")) {
+    const json& b = j["disk_cache_mb"];
+    RANKD_RETURN_IF_ERROR(
+        Expect(b.is_number_integer() && b.get<int64_t>() >= 0 && b.get<int64_t>() <= (int64_t{1} << 40),
+               "tables.disk_cache_mb must be an integer >= 0"));
+    c.table_disk_cache_mb = b;
   }
   if (j.contains("hotness_snapshot")) {
     const json& path = j["hotness_snapshot"];
@@ -547,6 +562,8 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
     for (auto& [name, keyed] : config->keyed_tables) {  // relative to the model's folder, as its versions are
       if (fs::path(keyed.path).is_relative()) keyed.path = (fs::path(model_dir) / keyed.path).string();
     }
+    if (!config->table_disk_dir.empty() && fs::path(config->table_disk_dir).is_relative())
+      config->table_disk_dir = (fs::path(model_dir) / config->table_disk_dir).string();
     return config;
   }
   ModelConfig c;

@@ -129,14 +129,19 @@ struct ModelConfig {
   // tables.gpu_budget_mb: device memory for embedding tables; the tables past it are kept in host
   // memory (docs/embedding.md). -1: no budget, every table on the device.
   int64_t table_gpu_budget_mb = -1;
-  // tables.tiers: a table's tier ("gpu", "cache" or "host") by its name, whatever the budget
-  // decides.
+  // tables.tiers: a table's tier ("gpu", "cache", "host" or "disk") by its name, whatever the
+  // budget decides.
   std::map<std::string, std::string> table_tiers;
   // tables.shard_over_gpus: with a budget and replicas on several GPUs, the tables no replica keeps
   // are placed once over the replicas' GPUs (whole, or their rows split) before any is cached.
   bool table_shard_over_gpus = false;
   // tables.cache_rows: a table cached on the GPU with a cache of this many rows, by its name.
   std::map<std::string, int64_t> table_cache_rows;
+  // tables.disk_dir: where tables on disk that the load holds in memory are written (relative: to
+  // the model's folder); empty: such a table is a load error.
+  std::string table_disk_dir;
+  // tables.disk_cache_mb: host memory for the rows of tables on disk; -1: a tenth of their bytes.
+  int64_t table_disk_cache_mb = -1;
   // tables.hotness_snapshot: the file the GPU caches start warm from and are saved to (empty: none).
   std::string table_hotness_snapshot;
   // tables.keyed: tables whose lookups read 64-bit keys, by the table's name (docs/embedding.md).

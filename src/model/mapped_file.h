@@ -33,6 +33,8 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // The descriptor it was opened with (open while the mapping lives): the file as loaded.
+  int fd() const { return fd_; }
   // OK while the file is as it was when opened; Unavailable, naming the file, once it was truncated
   // under the mapping or rewritten.
   Status Check() const;

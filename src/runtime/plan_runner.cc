@@ -113,7 +113,24 @@ Status PlanRunner::RunOn(const std::shared_ptr<const Plan>& plan, std::unique_pt
                          std::span<const Tensor> inputs, std::span<Tensor> outputs, bool capture) {
   capture = capture && capture_;
   bool captured = capture && executor->Captured(*plan);
-  Status result = executor->RunInto(*plan, inputs, outputs);
+  std::vector<Tensor> staged;
+  std::span<const Tensor> graph_inputs = inputs;
+  if (disk_tables_) {
+    const Graph& graph = plan->graph();
+    std::vector<int64_t> rows;
+    for (size_t i = disk_tables_->request_inputs(); i < graph.inputs.size(); ++i) {
+      const Shape& shape = plan->values()[static_cast<size_t>(graph.inputs[i])].shape;
+      rows.push_back(shape.empty() ? 0 : shape[0]);
+    }
+    auto rows_staged = disk_tables_->Stage(inputs, rows);
+    if (!rows_staged.ok()) {
+      Release(std::move(executor));
+      return rows_staged.status();
+    }
+    staged = std::move(*rows_staged);
+    graph_inputs = staged;
+  }
+  Status result = executor->RunInto(*plan, graph_inputs, outputs);
   // A run whose staging buffers had to grow dropped the executor's captures, this plan's too.
   captured = captured && executor->Captured(*plan);
   PhaseTimer releasing("(executor released)");

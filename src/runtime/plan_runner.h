@@ -23,6 +23,7 @@
 #include "common/mutex.h"
 #include "compile/plan.h"
 #include "embedding/cache_keeper.h"
+#include "embedding/disk_tables.h"
 #include "runtime/capture_worker.h"
 #include "runtime/executor.h"
 #include "runtime/executor_pool.h"
@@ -82,7 +83,8 @@ class PlanRunner {
   StatusOr<std::unique_ptr<Executor>> Acquire() { return executors_->Acquire(); }
   size_t Release(std::unique_ptr<Executor> executor) { return executors_->Release(std::move(executor)); }
 
-  // Runs `plan` on `inputs` on `executor` into `outputs` (Executor::RunInto: the caller's memory,
+  // Runs `plan` on `inputs` (the request's graph inputs; with tables on disk, their rows are staged
+  // and appended first) on `executor` into `outputs` (Executor::RunInto: the caller's memory,
   // the plan's shapes or fewer rows) and gives the executor back; with `capture` (and capture on),
   // counts a graph hit or miss and queues a capture of the plan on a miss.
   Status RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
@@ -109,6 +111,11 @@ class PlanRunner {
   // The keeper of the model's table caches (each run offers it its inputs); null when the model
   // has none.
   CacheKeeper* cache_keeper() const { return cache_keeper_.get(); }
+  // Gives the runner the model's tables on disk (embedding/disk_tables.h): every run then stages
+  // their rows from its request inputs first. A load-time step, before any run.
+  void SetDiskTables(std::unique_ptr<DiskTables> tables) { disk_tables_ = std::move(tables); }
+  // The model's tables on disk; null when it has none.
+  const DiskTables* disk_tables() const { return disk_tables_.get(); }
   // The values of the model's kernel counters (backend.h's KernelCounters), summed over the
   // replicas; empty without any.
   std::vector<int64_t> ReadCounters() const;
@@ -129,7 +136,8 @@ class PlanRunner {
   std::atomic<uint64_t> graph_hits_{0}, graph_misses_{0}, captures_{0}, capture_failures_{0}, capture_us_{0};
   std::vector<std::unique_ptr<MirroredTableCache>> mirrored_caches_;  // a table's caches on every replica
   std::unique_ptr<CacheKeeper> cache_keeper_;                         // stopped before the caches it fills go
-  std::unique_ptr<CaptureWorker> capture_worker_;                     // last: stopped first, while the rest is alive
+  std::unique_ptr<DiskTables> disk_tables_;
+  std::unique_ptr<CaptureWorker> capture_worker_;  // last: stopped first, while the rest is alive
 };
 
 }  // namespace rankd

@@ -111,12 +111,23 @@ Status Model::MakeRunner() {
     for (const Backend* b : backends) budget.shard_gpus.push_back(b->device());
   }
   RANKD_ASSIGN_OR_RETURN(tables_, PlaceTables(c.graph(), budget));
+  std::unique_ptr<DiskTables> disk;
+  if (std::any_of(tables_.begin(), tables_.end(), [](const TableInfo& t) { return t.tier == TableTier::kDisk; })) {
+    DiskTablesOptions on_disk;
+    on_disk.directory = config_.table_disk_dir;
+    on_disk.cache_bytes = config_.table_disk_cache_mb < 0 ? -1 : config_.table_disk_cache_mb << 20;
+    RANKD_RETURN_IF_ERROR(compiled_->EditGraph([&](Graph& graph) -> Status {
+      RANKD_ASSIGN_OR_RETURN(disk, DiskTables::Open(graph, tables_, on_disk));
+      return Status::Ok();
+    }));
+  }
   PrepareOptions prepare{c.precision(), ToPlacement(tables_)};
   CacheKeeperOptions keeper;
   keeper.snapshot_path = config_.table_hotness_snapshot;
   RANKD_ASSIGN_OR_RETURN(runner_, PlanRunner::Create(backends, c.graph(), prepare,
                                                      options_.executors > 0 ? options_.executors : config_.executors,
                                                      config_.name, keeper));
+  if (disk) runner_->SetDiskTables(std::move(disk));
   return Status::Ok();
 }
 
@@ -178,7 +189,11 @@ double Model::AgreementTolerance() const { return config_.precision == "fp32" ? 
 
 StatusOr<std::shared_ptr<const Plan>> Model::PlanFor(const std::vector<TensorMeta>& graph_inputs,
                                                      const std::vector<int64_t>& ragged_max_lengths) const {
-  return compiled_->PlanFor(graph_inputs, ragged_max_lengths);
+  const DiskTables* disk = runner_ ? runner_->disk_tables() : nullptr;
+  if (!disk) return compiled_->PlanFor(graph_inputs, ragged_max_lengths);
+  std::vector<TensorMeta> metas = graph_inputs;  // and the rows of the tables on disk (DiskTables)
+  disk->AppendMetas(metas);
+  return compiled_->PlanFor(metas, ragged_max_lengths);
 }
 
 std::string Model::CheckHoisting() const {

@@ -116,6 +116,8 @@ class Model {
   const std::vector<TableInfo>& tables() const { return tables_; }
   // The keeper of the tables' GPU caches; null when no table is cached.
   CacheKeeper* cache_keeper() const { return runner_->cache_keeper(); }
+  // The tables on disk (tables.tiers: disk); null when none is.
+  const DiskTables* disk_tables() const { return runner_->disk_tables(); }
   // Per keyed table (tables.keyed), by name: the keys its lookups read that its files do not
   // hold (each read the default row), since the model loaded (its load-time runs not counted).
   std::vector<std::pair<std::string, int64_t>> UnknownKeys() const;

@@ -135,13 +135,22 @@ void PrintReplicas(const Model& model) {
 void PrintTables(const Model& model) {
   const std::vector<TableInfo>& tables = model.tables();
   const int64_t budget = model.config().table_gpu_budget_mb;
-  std::printf("tables: %zu, %s on the GPU, %s in host memory, %s of GPU caches (GPU budget for tables: %s)%s\n",
-              tables.size(), Human(TierBytes(tables, TableTier::kDevice)).c_str(),
-              Human(TierBytes(tables, TableTier::kHost) + TierBytes(tables, TableTier::kCache)).c_str(),
-              Human(CachesBytes(tables)).c_str(), budget < 0 ? "none" : Human(budget << 20).c_str(),
-              model.backend().device_kind() == DeviceKind::kHost ? " (placement applies on a GPU)" : "");
+  std::printf(
+      "tables: %zu, %s on the GPU, %s in host memory, %s of GPU caches, %s on disk (GPU budget for tables: %s)%s\n",
+      tables.size(), Human(TierBytes(tables, TableTier::kDevice)).c_str(),
+      Human(TierBytes(tables, TableTier::kHost) + TierBytes(tables, TableTier::kCache)).c_str(),
+      Human(CachesBytes(tables)).c_str(), Human(TierBytes(tables, TableTier::kDisk)).c_str(),
+      budget < 0 ? "none" : Human(budget << 20).c_str(),
+      model.backend().device_kind() == DeviceKind::kHost ? " (placement applies on a GPU)" : "");
+  std::vector<DiskTableStats> on_disk;
+  if (const DiskTables* disk = model.disk_tables()) on_disk = disk->stats();
   for (const TableInfo& t : tables) {
     std::string cache;
+    for (const DiskTableStats& d : on_disk) {
+      if (d.table != t.name) continue;
+      cache = "  host cache of " + std::to_string(d.capacity) + " rows (" + Human(d.capacity * t.row_bytes()) +
+              "), rows from " + d.file + (d.direct ? "" : " (through the page cache)");
+    }
     if (t.tier == TableTier::kCache) {
       char share[32];
       std::snprintf(share, sizeof(share), "%.1f%%",

@@ -1,0 +1,89 @@
+// DiskTables: a model's tables kept on disk (tier `disk`, docs/embedding.md, "Tables on disk"),
+// and the rows each run needs fetched from them before it runs.
+//
+// A table on disk is no longer a constant of the graph: Open turns it into a graph input, appended
+// after the request's, that holds only the rows a run reads. Before each run, Stage reads the ids
+// its lookups of that table would read, fetches each distinct row once through the table's host
+// cache (embedding/cached_row_file.h: a host budget of hot rows over io_uring reads of the file),
+// packs them into that input, and gives the lookups copies of their ids rewritten to the rows'
+// places in it. The kernels are those of any table: on a GPU the rows arrive with the other
+// inputs in one copy and are read from device memory. Every id reads the file's row for it;
+// nothing defaults, and an id outside the table fails the run as it would on the device.
+//
+// A table may go to disk when every reader of its ids is a lookup of it: its ids are a graph input
+// (or columns of one) that nothing else reads, so rewriting them changes nothing else. Its rows come
+// from the external-data file the table was loaded from (read through the descriptor the load
+// opened, so replacing the file on disk changes nothing), or, for a table the load holds in memory
+// (inline in the model, or rewritten by the load passes: BF16 storage, tables merged), from a copy
+// written once into `directory`, unlinked at once (it goes when the model does).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "embedding/cached_row_file.h"
+#include "embedding/table_budget.h"
+#include "model/graph.h"
+#include "model/ops/op_schema.h"
+#include "rankd/status.h"
+#include "rankd/tensor.h"
+
+namespace rankd {
+
+struct DiskTablesOptions {
+  // Where tables the load holds in memory are written (tables.disk_dir); empty: such a table is a
+  // load error.
+  std::string directory;
+  // Host memory for the tables' rows, shared in proportion to their bytes (tables.disk_cache_mb);
+  // -1: a tenth of their bytes. Each table gets at least one row.
+  int64_t cache_bytes = -1;
+};
+
+// One table on disk, as `rankd inspect` and /metrics show it.
+struct DiskTableStats {
+  std::string table;
+  std::string file;        // the file its rows are read from
+  bool direct = false;     // read with O_DIRECT (else through the page cache)
+  int64_t capacity = 0;    // rows its host cache holds at most
+  int64_t cached = 0;      // rows it holds now
+  uint64_t lookups = 0;    // distinct rows runs asked for
+  uint64_t hits = 0;       // of those, served by the host cache
+  uint64_t rows_read = 0;  // rows read from the file
+  uint64_t bytes_read = 0;
+  uint64_t inserted = 0, evicted = 0;
+};
+
+class DiskTables {
+ public:
+  // Moves the tables `tables` places on TableTier::kDisk out of `graph` (as above). Errors name the
+  // table: ids that something other than its lookups reads or that the graph computes, a Gather
+  // that clips its ids above zero, a table held in memory with no directory to write it to, a file
+  // that cannot be opened or written.
+  static StatusOr<std::unique_ptr<DiskTables>> Open(Graph& graph, const std::vector<TableInfo>& tables,
+                                                    const DiskTablesOptions& options);
+  ~DiskTables();
+  DiskTables(const DiskTables&) = delete;
+  DiskTables& operator=(const DiskTables&) = delete;
+
+  // The graph inputs before the first table's rows (the request's).
+  size_t request_inputs() const { return request_inputs_; }
+  // Appends the metas of the tables' rows for request inputs of `metas`' shapes: each [as many
+  // rows as the table's ids there, its width].
+  void AppendMetas(std::vector<TensorMeta>& metas) const;
+  // The graph's inputs for the request inputs `inputs`: those the lookups of tables on disk read
+  // rewritten (copies), the others as given, then each table's rows, `rows[t]` rows (the plan's).
+  StatusOr<std::vector<Tensor>> Stage(std::span<const Tensor> inputs, std::span<const int64_t> rows) const;
+  std::vector<DiskTableStats> stats() const;
+
+ private:
+  struct Table;
+  DiskTables() = default;
+
+  size_t request_inputs_ = 0;
+  std::vector<std::unique_ptr<Table>> tables_;
+};
+
+}  // namespace rankd

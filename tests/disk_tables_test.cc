@@ -1,0 +1,261 @@
+// Tables on disk (embedding/disk_tables.h): a model whose lookup tables are read from files, each
+// run's rows fetched through a host cache before it runs, scores exactly as with its tables in
+// memory, whatever the cache holds and with requests running at once.
+#include "embedding/disk_tables.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "model/config.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::GraphBuilder;
+
+void ExpectSameOutputs(const std::vector<InferOutput>& got, const std::vector<InferOutput>& want,
+                       const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(testing::RelativeError(got[i].data, want[i].data), 0) << what;
+}
+
+// An empty folder for the tables' files.
+std::string DiskDir(const std::string& name) {
+  const fs::path dir = fs::path(testing::WriteTempFile("disk_tables/" + name + "/x", "")).parent_path();
+  for (const auto& entry : fs::directory_iterator(dir)) fs::remove(entry.path());
+  return dir.string();
+}
+
+// `config` with every lookup table of `tables` that may go on disk there: a table whose ids
+// something else reads is refused by name, and the load tried again without it. Returns the
+// model, or null after a failure the test reports.
+std::unique_ptr<Model> LoadWithTablesOnDisk(const std::string& onnx, ModelConfig config,
+                                            const std::vector<TableInfo>& tables, const ModelOptions& options,
+                                            const std::string& what) {
+  std::set<std::string> refused;
+  for (int attempt = 0; attempt <= static_cast<int>(tables.size()); ++attempt) {
+    config.table_tiers.clear();
+    for (const TableInfo& t : tables) {
+      if (t.lookups_only && !refused.count(t.name)) config.table_tiers[t.name] = "disk";
+    }
+    if (config.table_tiers.empty()) {
+      ADD_FAILURE() << what << ": no table may go on disk";
+      return nullptr;
+    }
+    auto model = Model::LoadFile(onnx, config, options);
+    if (model.ok()) return std::move(*model);
+    const std::string message = model.status().message();
+    const size_t at = message.find("tables: table '");
+    if (at == std::string::npos || message.find("cannot be on disk") == std::string::npos) {
+      ADD_FAILURE() << what << ": " << model.status().ToString();
+      return nullptr;
+    }
+    const size_t from = at + std::string("tables: table '").size();
+    refused.insert(message.substr(from, message.find('\'', from) - from));
+  }
+  ADD_FAILURE() << what << ": every table refused";
+  return nullptr;
+}
+
+// Every zoo model with its lookup tables on disk, their host caches of one row, a tenth and all of
+// the rows, scores exactly as with its tables in memory, cold and warm, on the CPU and the GPU, and
+// with four threads at once; the copies written at load are already unlinked.
+class DiskZooModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DiskZooModel, ScoresAsWithTablesInMemory) {
+  const std::string name = GetParam();
+  const std::string dir = testing::SourcePath("models/zoo/" + name);
+  const std::vector<InferRequest> requests = testing::ZooRequests(name);
+  for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
+    if (!backend) continue;
+    ModelOptions options;
+    options.backend = backend;
+    options.batching = 0;  // compared exactly: requests are not merged
+    auto resident = Model::Load(dir, -1, options);
+    ASSERT_TRUE(resident.ok()) << name << ": " << resident.status().ToString();
+    std::vector<std::vector<InferOutput>> want;
+    for (const InferRequest& r : requests) {
+      auto out = (*resident)->Infer(r);
+      ASSERT_TRUE(out.ok()) << name << ": " << out.status().ToString();
+      want.push_back(std::move(*out));
+    }
+    for (int64_t cache_mb : {0, -1, 64}) {
+      const std::string what =
+          name + " on " + backend->name() + " with a host cache of " + std::to_string(cache_mb) + " MB";
+      auto config = LoadModelConfig(dir);
+      ASSERT_TRUE(config.ok());
+      config->table_disk_dir = DiskDir(name);
+      config->table_disk_cache_mb = cache_mb;
+      std::unique_ptr<Model> disk =
+          LoadWithTablesOnDisk(dir + "/1/model.onnx", *config, (*resident)->tables(), options, what);
+      ASSERT_TRUE(disk) << what;
+      EXPECT_TRUE(fs::is_empty(config->table_disk_dir)) << what;  // the copies are unlinked
+      const DiskTables* tables = disk->disk_tables();
+      ASSERT_NE(tables, nullptr) << what;
+      ASSERT_FALSE(tables->stats().empty()) << what;
+      for (int round = 0; round < 2; ++round) {
+        for (size_t i = 0; i < requests.size(); ++i) {
+          auto got = disk->Infer(requests[i]);
+          ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+          ExpectSameOutputs(*got, want[i], what + ", round " + std::to_string(round));
+        }
+      }
+      std::atomic<int> wrong{0}, failed{0};
+      std::vector<std::thread> threads;
+      for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+          for (int k = 0; k < 20; ++k) {
+            const size_t i = static_cast<size_t>(t * 7 + k) % requests.size();
+            auto got = disk->Infer(requests[i]);
+            if (!got.ok()) {
+              ++failed;
+              continue;
+            }
+            for (size_t o = 0; o < want[i].size(); ++o)
+              wrong += testing::RelativeError((*got)[o].data, want[i][o].data) != 0;
+          }
+        });
+      }
+      for (std::thread& t : threads) t.join();
+      EXPECT_EQ(failed.load(), 0) << what;
+      EXPECT_EQ(wrong.load(), 0) << what;
+      uint64_t lookups = 0, hits = 0, read = 0;
+      for (const DiskTableStats& s : tables->stats()) {
+        lookups += s.lookups, hits += s.hits, read += s.rows_read;
+        EXPECT_LE(s.cached, s.capacity) << what << " " << s.table;
+        if (cache_mb == 0) {
+          EXPECT_EQ(s.capacity, 1) << what << " " << s.table;
+        }
+      }
+      EXPECT_GT(lookups, 0u) << what;
+      EXPECT_GT(read, 0u) << what;
+      if (cache_mb == 64) {
+        EXPECT_GT(hits, lookups / 2) << what;  // every row cached once read
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, DiskZooModel, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"));
+
+// An id out of range fails its own request with the usual error, and the next request scores.
+TEST(DiskTables, AnIdOutOfRangeFailsOnlyItsRequest) {
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  ModelOptions options;
+  options.batching = 0;
+  auto resident = Model::Load(dir, -1, options);
+  ASSERT_TRUE(resident.ok());
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok());
+  config->table_disk_dir = DiskDir("out_of_range");
+  std::unique_ptr<Model> disk =
+      LoadWithTablesOnDisk(dir + "/1/model.onnx", *config, (*resident)->tables(), options, "dlrm_dcnv2");
+  ASSERT_TRUE(disk);
+  std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
+  InferRequest bad = requests[0];
+  for (InferInput& in : bad.inputs) {
+    if (in.data.dtype() == DType::kI64 && in.data.size() > 0) {
+      in.data.data<int64_t>()[0] = int64_t{1} << 40;
+      break;
+    }
+  }
+  auto refused = disk->Infer(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("out of range"), std::string::npos) << refused.status().ToString();
+  auto want = (*resident)->Infer(requests[1]);
+  auto got = disk->Infer(requests[1]);
+  ASSERT_TRUE(want.ok() && got.ok());
+  ExpectSameOutputs(*got, *want, "after the refusal");
+}
+
+// Tables loaded from an external-data file are read from it, through the descriptor the load
+// opened: a file renamed over it afterwards changes no score. Nothing is written to disk_dir.
+TEST(DiskTables, ReadsTheExternalDataFileAsItWasLoaded) {
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok());
+  const std::string onnx = testing::WithExternalTables("dlrm_dcnv2");
+  ModelOptions options;
+  auto resident = Model::LoadFile(onnx, *config, options);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  std::unique_ptr<Model> disk = LoadWithTablesOnDisk(onnx, *config, (*resident)->tables(), options, "external");
+  ASSERT_TRUE(disk);
+  const fs::path data = fs::path(onnx).parent_path() / "tables.bin";
+  for (const DiskTableStats& s : disk->disk_tables()->stats()) EXPECT_EQ(s.file, data.string()) << s.table;
+  testing::ExpectZooScores(*disk, "dlrm_dcnv2", 1e-5);
+  {
+    const fs::path other = data.string() + ".new";
+    std::ofstream(other, std::ios::binary) << std::string(fs::file_size(data), '\x7f');
+    fs::rename(other, data);
+  }
+  testing::ExpectZooScores(*disk, "dlrm_dcnv2", 1e-5);
+}
+
+// A table stays off disk, with an error naming it and why, when something else reads its ids (a
+// graph output, another op), when the graph computes its ids, or when it is held in memory and no
+// folder is given to write it to.
+TEST(DiskTables, RefusesTablesItCannotServe) {
+  std::mt19937_64 rng(9);
+  auto place = [](const Graph& graph) {
+    std::vector<TableInfo> tables = FindTables(graph);
+    for (TableInfo& t : tables) t.tier = TableTier::kDisk;
+    return tables;
+  };
+  auto refusal = [&](Graph graph, const std::string& directory) {
+    DiskTablesOptions options;
+    options.directory = directory;
+    auto opened = DiskTables::Open(graph, place(graph), options);
+    return opened.ok() ? std::string("opened") : opened.status().message();
+  };
+  const std::string directory = DiskDir("refusals");
+  {
+    GraphBuilder g;
+    const int table = g.Const("t", testing::RandomTable(DType::kF32, 50, 4, rng));
+    const int ids = g.Input("ids", DType::kI64, {-1, 3});
+    g.Output(g.Op("EmbeddingBag", {table, ids}));
+    g.Output(ids);
+    EXPECT_NE(refusal(g.graph(), directory).find("are a graph output"), std::string::npos);
+  }
+  {
+    GraphBuilder g;
+    const int table = g.Const("t", testing::RandomTable(DType::kF32, 50, 4, rng));
+    const int ids = g.Input("ids", DType::kI64, {-1, 3});
+    g.Output(g.Op("EmbeddingBag", {table, g.Op("Abs", {ids})}));
+    EXPECT_NE(refusal(g.graph(), directory).find("ids the graph computes"), std::string::npos);
+  }
+  {
+    GraphBuilder g;
+    const int table = g.Const("t", testing::RandomTable(DType::kF32, 50, 4, rng));
+    const int ids = g.Input("ids", DType::kI64, {-1, 3});
+    g.Output(g.Op("EmbeddingBag", {table, ids}));
+    g.Output(g.Op("Cast", {ids}, {{"to", int64_t{1}}}));
+    EXPECT_NE(refusal(g.graph(), directory).find("also read by"), std::string::npos);
+  }
+  {
+    GraphBuilder g;
+    const int table = g.Const("t", testing::RandomTable(DType::kF32, 50, 4, rng));
+    const int ids = g.Input("ids", DType::kI64, {-1, 3});
+    g.Output(g.Op("EmbeddingBag", {table, ids}));
+    EXPECT_NE(refusal(g.graph(), "").find("tables.disk_dir"), std::string::npos);
+    Graph graph = g.graph();
+    DiskTablesOptions options;
+    options.directory = directory;
+    auto opened = DiskTables::Open(graph, place(graph), options);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    EXPECT_FALSE(graph.IsConstant(table));  // now the graph's second input: the run's rows
+    ASSERT_EQ(graph.inputs.size(), 2u);
+    EXPECT_EQ(graph.inputs[1], table);
+  }
+}
+
+}  // namespace
+}  // namespace rankd
