@@ -762,6 +762,55 @@ class KeyedTableTest(unittest.TestCase):
             metrics['rankd_keyed_table_unknown_keys{model="dlrm_keyed",version="1",table="tables.0.weight"}'], 3)
 
 
+class DiskTableTest(unittest.TestCase):
+    """DLRM served with every table on disk (tables.tiers: disk, copies written into tables.disk_dir
+    and unlinked at once, a host cache of one row each): every request of the zoo's file scores as
+    on the model with its tables in memory, over HTTP from another process; an id out of range fails
+    its own request; /metrics counts the rows read from the files."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = tempfile.mkdtemp()
+        shutil.copytree(os.path.join(ZOO, "dlrm_dcnv2"), os.path.join(cls.repo, "dlrm_dcnv2"))
+        on_disk = os.path.join(cls.repo, "dlrm_disk")
+        shutil.copytree(os.path.join(ZOO, "dlrm_dcnv2"), on_disk)
+        with open(os.path.join(on_disk, "config.yaml")) as f:
+            config = f.read().replace("name: dlrm_dcnv2", "name: dlrm_disk")
+        config += "tables:\n  disk_dir: rows\n  disk_cache_mb: 0\n  tiers:\n"
+        config += "".join("    tables.%d.weight: disk\n" % t for t in range(26))
+        with open(os.path.join(on_disk, "config.yaml"), "w") as f:
+            f.write(config)
+        os.makedirs(os.path.join(on_disk, "rows"))
+        cls.rows = os.path.join(on_disk, "rows")
+        cls.server = Server(cls.repo)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.repo)
+
+    def test_scores_as_in_memory_and_counts_the_rows_read(self):
+        self.assertEqual(os.listdir(self.rows), [])
+        for request in lines("dlrm_dcnv2", "requests"):
+            status, want = self.server.json("POST", "/v2/models/dlrm_dcnv2/infer", request)
+            self.assertEqual(status, 200, want)
+            status, got = self.server.json("POST", "/v2/models/dlrm_disk/infer", request)
+            self.assertEqual(status, 200, got)
+            self.assertEqual(got["outputs"][0]["data"], want["outputs"][0]["data"])
+        bad = copy.deepcopy(lines("dlrm_dcnv2", "requests")[0])
+        for i in bad["inputs"]:
+            if i["name"] == "sparse_0":
+                i["data"] = [[1 << 40] for _ in i["data"]]
+        status, body = self.server.json("POST", "/v2/models/dlrm_disk/infer", bad)
+        self.assertEqual(status, 400, body)
+        self.assertIn("out of range", body["error"])
+        metrics = scrape(self.server)
+        label = '{model="dlrm_disk",version="1",table="tables.0.weight"}'
+        self.assertGreater(metrics["rankd_table_disk_rows_read" + label], 0)
+        self.assertEqual(metrics["rankd_table_disk_cache_capacity_rows" + label], 1)
+        self.assertEqual(metrics['rankd_table_bytes{model="dlrm_disk",version="1",tier="disk"}'], 26 * 1000 * 8 * 4)
+
+
 class SharedMemoryTest(unittest.TestCase):
     """Triton's system shared memory extension over HTTP: DLRM's dense input read from a registered
     region and its score written into another answer what the same request in JSON answers; every

@@ -138,6 +138,10 @@ StatusOr<std::unique_ptr<RowFile>> WriteRows(const std::string& directory, const
 
 DiskTables::~DiskTables() = default;
 
+Status DiskTables::CanServe(const Graph& graph, const TableInfo& table) {
+  return FindSources(graph, table.value, table.name, graph.inputs.size()).status();
+}
+
 StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::vector<TableInfo>& tables,
                                                        const DiskTablesOptions& options) {
   std::unique_ptr<DiskTables> disk(new DiskTables());

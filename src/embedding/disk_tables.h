@@ -64,6 +64,8 @@ class DiskTables {
   // that cannot be opened or written.
   static StatusOr<std::unique_ptr<DiskTables>> Open(Graph& graph, const std::vector<TableInfo>& tables,
                                                     const DiskTablesOptions& options);
+  // OK when `table` may go on disk (its lookups' ids as above); else Open's error for it.
+  static Status CanServe(const Graph& graph, const TableInfo& table);
   ~DiskTables();
   DiskTables(const DiskTables&) = delete;
   DiskTables& operator=(const DiskTables&) = delete;

@@ -153,7 +153,8 @@ std::string TableMetricsText(const ModelRepository& repository) {
   };
   const Family bytes{"rankd_table_bytes",
                      "Bytes of embedding tables per tier (gpu: tables in device memory; cache: device memory of "
-                     "their GPU caches, index included; host: page-locked host memory, cached tables included)",
+                     "their GPU caches, index included; host: page-locked host memory, cached tables included; disk: "
+                     "tables read from files)",
                      "gauge"};
   const Family caches[] = {
       {"rankd_table_cache_rows", "Rows a table's GPU cache holds now", "gauge"},
@@ -163,9 +164,19 @@ std::string TableMetricsText(const ModelRepository& repository) {
       {"rankd_table_cache_inserted", "Rows moved into a table's GPU cache", "counter"},
       {"rankd_table_cache_evicted", "Rows evicted from a table's GPU cache", "counter"},
   };
+  const Family disks[] = {
+      {"rankd_table_disk_cache_rows", "Rows of a table on disk its host cache holds", "gauge"},
+      {"rankd_table_disk_cache_capacity_rows", "Rows a table on disk's host cache can hold", "gauge"},
+      {"rankd_table_disk_lookups", "Distinct rows runs read from a table on disk", "counter"},
+      {"rankd_table_disk_cache_hits", "Of rankd_table_disk_lookups, those its host cache held", "counter"},
+      {"rankd_table_disk_rows_read", "Rows read from a table's file", "counter"},
+      {"rankd_table_disk_bytes_read", "Bytes read from a table's file (whole aligned blocks)", "counter"},
+      {"rankd_table_disk_cache_inserted", "Rows moved into a table on disk's host cache", "counter"},
+      {"rankd_table_disk_cache_evicted", "Rows evicted from a table on disk's host cache", "counter"},
+  };
   std::string out =
       std::string("# HELP ") + bytes.name + " " + bytes.help + "\n# TYPE " + bytes.name + " " + bytes.type + "\n";
-  std::string cache_lines[std::size(caches)], unknown_lines;
+  std::string cache_lines[std::size(caches)], disk_lines[std::size(disks)], unknown_lines;
   for (const RepositoryIndexEntry& e : repository.Index()) {
     if (e.state != "READY") continue;
     auto model = repository.Get(e.name, e.version);
@@ -173,15 +184,32 @@ std::string TableMetricsText(const ModelRepository& repository) {
     const std::string labels = "model=\"" + e.name + "\",version=\"" + std::to_string(e.version) + "\"";
     const std::vector<TableInfo>& tables = (*model)->tables();
     const int64_t tier_bytes[] = {TierBytes(tables, TableTier::kDevice), CachesBytes(tables),
-                                  TierBytes(tables, TableTier::kHost) + TierBytes(tables, TableTier::kCache)};
-    const char* tiers[] = {"gpu", "cache", "host"};
-    for (size_t i = 0; i < 3; ++i) {
+                                  TierBytes(tables, TableTier::kHost) + TierBytes(tables, TableTier::kCache),
+                                  TierBytes(tables, TableTier::kDisk)};
+    const char* tiers[] = {"gpu", "cache", "host", "disk"};
+    for (size_t i = 0; i < std::size(tiers); ++i) {
       out += std::string(bytes.name) + "{" + labels + ",tier=\"" + tiers[i] + "\"} " + std::to_string(tier_bytes[i]) +
              "\n";
     }
     for (const auto& [table, count] : (*model)->UnknownKeys()) {
       unknown_lines +=
           "rankd_keyed_table_unknown_keys{" + labels + ",table=\"" + table + "\"} " + std::to_string(count) + "\n";
+    }
+    if (const DiskTables* disk = (*model)->disk_tables()) {
+      for (const DiskTableStats& t : disk->stats()) {
+        const uint64_t values[] = {static_cast<uint64_t>(t.cached),
+                                   static_cast<uint64_t>(t.capacity),
+                                   t.lookups,
+                                   t.hits,
+                                   t.rows_read,
+                                   t.bytes_read,
+                                   t.inserted,
+                                   t.evicted};
+        for (size_t i = 0; i < std::size(disks); ++i) {
+          disk_lines[i] += std::string(disks[i].name) + "{" + labels + ",table=\"" + t.table + "\"} " +
+                           std::to_string(values[i]) + "\n";
+        }
+      }
     }
     const CacheKeeper* keeper = (*model)->cache_keeper();
     if (!keeper) continue;
@@ -198,6 +226,11 @@ std::string TableMetricsText(const ModelRepository& repository) {
     if (cache_lines[i].empty()) continue;
     out += std::string("# HELP ") + caches[i].name + " " + caches[i].help + "\n# TYPE " + caches[i].name + " " +
            caches[i].type + "\n" + cache_lines[i];
+  }
+  for (size_t i = 0; i < std::size(disks); ++i) {
+    if (disk_lines[i].empty()) continue;
+    out += std::string("# HELP ") + disks[i].name + " " + disks[i].help + "\n# TYPE " + disks[i].name + " " +
+           disks[i].type + "\n" + disk_lines[i];
   }
   if (!unknown_lines.empty()) {
     out +=

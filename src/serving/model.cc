@@ -102,6 +102,15 @@ Status Model::MakeRunner() {
       budget.tiers.erase(t.name);
     }
   }
+  if (options_.tables_on_disk) {
+    config_.table_disk_dir = *options_.tables_on_disk;
+    for (const TableInfo& t : FindTables(c.graph())) {
+      if (!t.lookups_only || !DiskTables::CanServe(c.graph(), t).ok()) continue;
+      budget.tiers[t.name] = TableTier::kDisk;
+      budget.cache_rows.erase(t.name);
+    }
+  }
+  config_.table_disk_cache_mb = options_.table_disk_cache_mb.value_or(config_.table_disk_cache_mb);
   std::vector<const Backend*> backends = options_.replicas;
   if (backends.empty()) {
     const GpuSet& gpus = config_.gpus.empty() ? options_.gpus : config_.gpus;

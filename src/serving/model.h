@@ -66,6 +66,12 @@ struct ModelOptions : CompileOptions {
   // When set, every table read only by lookups is cached on the GPU with a cache of this share
   // of its rows (at least one), as tables.cache_rows would (benchmarks of cache sizes).
   std::optional<double> table_cache_fraction;
+  // When set, every table read only by lookups that may go on disk does (embedding/disk_tables.h),
+  // those the load holds in memory written to this folder, as tables.tiers and tables.disk_dir
+  // would (benchmarks of the disk tier).
+  std::optional<std::string> tables_on_disk;
+  // Overrides the config's tables.disk_cache_mb when set.
+  std::optional<int64_t> table_disk_cache_mb;
   // Used instead of the model directory's config file when set (a load's config override:
   // ModelRepository::Load).
   std::optional<ModelConfig> config;

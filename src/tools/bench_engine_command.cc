@@ -37,6 +37,24 @@ std::string Quoted(const std::string& s) {
   return out + "\"";
 }
 
+// The tables on disk as the timed runs left them: their host caches and what was read.
+nlohmann::json DiskJson(const DiskTables* disk) {
+  if (!disk) return nullptr;
+  uint64_t lookups = 0, hits = 0, rows_read = 0, bytes_read = 0;
+  int64_t capacity = 0;
+  for (const DiskTableStats& s : disk->stats()) {
+    lookups += s.lookups, hits += s.hits, rows_read += s.rows_read, bytes_read += s.bytes_read;
+    capacity += s.capacity;
+  }
+  return {{"tables", disk->stats().size()},
+          {"host_cache_rows", capacity},
+          {"lookups", lookups},
+          {"host_hits", hits},
+          {"rows_read", rows_read},
+          {"bytes_read", bytes_read},
+          {"host_hit_ratio", lookups ? static_cast<double>(hits) / static_cast<double>(lookups) : 0.0}};
+}
+
 }  // namespace
 
 int BenchEngineCommand(const BenchEngineArgs& args) {
@@ -56,6 +74,8 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   options.table_dtype = args.table_dtype;
   if (args.table_gpu_budget_mb) options.table_gpu_budget_mb = *args.table_gpu_budget_mb;
   if (args.table_cache_percent) options.table_cache_fraction = *args.table_cache_percent / 100.0;
+  if (!args.tables_on_disk.empty()) options.tables_on_disk = args.tables_on_disk;
+  options.table_disk_cache_mb = args.table_disk_cache_mb;
   options.executors = args.executors;
   options.batching = 0;  // the engine's own latency: requests are not merged (`rankd bench load` merges)
   auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
@@ -211,6 +231,8 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
                                                     TierBytes((*model)->tables(), TableTier::kCache)},
                         {"table_cache_bytes", CachesBytes((*model)->tables())},
                         {"cache_hit_ratio", cache_hit_ratio},
+                        {"table_bytes_on_disk", TierBytes((*model)->tables(), TableTier::kDisk)},
+                        {"disk_tables", DiskJson((*model)->disk_tables())},
                         {"buckets", (*model)->load_report().buckets},
                         {"graph_hits", c.graph_hits},
                         {"graph_misses", c.graph_misses},

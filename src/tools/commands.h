@@ -34,6 +34,8 @@ struct InspectArgs {
   std::string table_dtype;                     // FP32 | BF16 | FP16; empty: the model config's tables.dtype
   std::optional<int64_t> table_gpu_budget_mb;  // unset: the model config's tables.gpu_budget_mb
   std::optional<double> table_cache_percent;   // set: every lookup table cached with this % of its rows
+  std::string tables_on_disk;                  // set: every lookup table that may goes on disk, written there
+  std::optional<int64_t> table_disk_cache_mb;  // unset: the model config's tables.disk_cache_mb
   std::string requests;                        // KServe JSON bodies, one per line: size a cache of the tables on them
   std::vector<double> cache_mb;                // the cache sizes to try; empty: 1%, 5%, 20% and 50% of the tables
 };
@@ -86,6 +88,8 @@ struct BenchEngineArgs {
   std::optional<int64_t> table_gpu_budget_mb;  // unset: the model config's tables.gpu_budget_mb
   double cache_warmup_s = 0;                   // with table caches: seconds of extra warm-up before timing
   std::optional<double> table_cache_percent;   // set: every lookup table cached with this % of its rows
+  std::string tables_on_disk;                  // set: every lookup table that may goes on disk, written there
+  std::optional<int64_t> table_disk_cache_mb;  // unset: the model config's tables.disk_cache_mb
   std::string buckets = "config";              // on | off | config: shape buckets (and, on a GPU, captured graphs)
   bool fusion = true;                          // false: without the fusion passes, to measure what they save
   bool hoisting = true;                        // false: user rows repeated to the candidates, as written

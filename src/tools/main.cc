@@ -151,6 +151,13 @@ int main(int argc, char** argv) {
       ->add_option("--table-cache-percent", engine.table_cache_percent,
                    "cache every lookup table on the GPU with this percentage of its rows (at least one row)")
       ->check(CLI::Range(0.0, 100.0));
+  bench_engine->add_option("--tables-on-disk", engine.tables_on_disk,
+                           "put every lookup table that may go on disk there (tables.tiers: disk), writing those "
+                           "held in memory into this folder");
+  bench_engine
+      ->add_option("--table-disk-cache-mb", engine.table_disk_cache_mb,
+                   "host memory for the rows of tables on disk (default: the config's tables.disk_cache_mb)")
+      ->check(CLI::NonNegativeNumber);
   bench_engine
       ->add_option("--cache-warmup-s", engine.cache_warmup_s,
                    "with table caches: score the requests this many seconds more before timing, so that the caches "
