@@ -11,6 +11,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "common/parallel.h"
 #include "embedding/lookups.h"
 #include "model/mapped_file.h"
 
@@ -236,47 +237,57 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
     if (in.bytes()) std::memcpy(copy.raw(), in.raw(), in.bytes());
     out.push_back(std::move(copy));
   }
-  std::unordered_map<int64_t, int64_t> place;  // row -> its place among the run's rows
-  std::vector<int64_t> distinct;
-  for (size_t ti = 0; ti < tables_.size(); ++ti) {
-    const Table& t = *tables_[ti];
-    place.clear();
-    distinct.clear();
-    for (const IdSource& s : t.sources) {
-      Tensor& ids = out[s.input];
-      const bool wide = ids.dtype() == DType::kI64;
-      const int64_t n = ids.size();
-      const int64_t step = s.column >= 0 && ids.rank() == 2 ? ids.dim(1) : 1;
-      const int64_t first = s.column >= 0 && ids.rank() == 2 ? s.column : 0;
-      for (int64_t i = first; i < n; i += step) {
-        int64_t id = wide ? ids.data<int64_t>()[i] : ids.data<int32_t>()[i];
-        if (!s.gather && id < 0) continue;  // an empty slot of a bag
-        if (s.gather) {
-          id = std::max(id, s.floor);
-          if (id < 0) id += t.rows;
-        }
-        if (id < 0 || id >= t.rows) {
-          return InvalidArgument("table '" + t.name + "': id " + std::to_string(id < 0 ? id - t.rows : id) +
-                                 " is out of range for a table of " + std::to_string(t.rows) + " rows");
-        }
-        auto [it, fresh] = place.try_emplace(id, static_cast<int64_t>(distinct.size()));
-        if (fresh) distinct.push_back(id);
-        if (wide) {
-          ids.data<int64_t>()[i] = it->second;
-        } else {
-          ids.data<int32_t>()[i] = static_cast<int32_t>(it->second);
-        }
-      }
-    }
-    if (static_cast<int64_t>(distinct.size()) > rows[ti]) {
-      return Internal("table '" + t.name + "': a run reads " + std::to_string(distinct.size()) +
-                      " rows, more than its plan holds (" + std::to_string(rows[ti]) + ")");
-    }
-    Tensor staged = Tensor::Empty(t.dtype, {rows[ti], t.width});
-    RANKD_RETURN_IF_ERROR(t.file->Read(distinct, staged.raw()).WithContext("table '" + t.name + "' on disk"));
-    out.push_back(std::move(staged));
+  // The tables side by side: each rewrites its own ids (no two tables' lookups read the same ids:
+  // Open checked) and reads its own file, so their reads are in flight together.
+  std::vector<Tensor> staged(tables_.size());
+  std::vector<Status> status(tables_.size());
+  ParallelForEach(static_cast<int64_t>(tables_.size()), [&](int64_t t) {
+    const auto ti = static_cast<size_t>(t);
+    status[ti] = StageTable(*tables_[ti], out, rows[ti], staged[ti]);
+  });
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    RANKD_RETURN_IF_ERROR(status[t]);
+    out.push_back(std::move(staged[t]));
   }
   return out;
+}
+
+Status DiskTables::StageTable(const Table& t, std::span<Tensor> inputs, int64_t rows, Tensor& staged) {
+  std::unordered_map<int64_t, int64_t> place;  // row -> its place among the run's rows
+  std::vector<int64_t> distinct;
+  for (const IdSource& s : t.sources) {
+    Tensor& ids = inputs[s.input];
+    const bool wide = ids.dtype() == DType::kI64;
+    const int64_t n = ids.size();
+    const int64_t step = s.column >= 0 && ids.rank() == 2 ? ids.dim(1) : 1;
+    const int64_t first = s.column >= 0 && ids.rank() == 2 ? s.column : 0;
+    place.reserve(place.size() + static_cast<size_t>(n / step));
+    for (int64_t i = first; i < n; i += step) {
+      int64_t id = wide ? ids.data<int64_t>()[i] : ids.data<int32_t>()[i];
+      if (!s.gather && id < 0) continue;  // an empty slot of a bag
+      if (s.gather) {
+        id = std::max(id, s.floor);
+        if (id < 0) id += t.rows;
+      }
+      if (id < 0 || id >= t.rows) {
+        return InvalidArgument("table '" + t.name + "': id " + std::to_string(id < 0 ? id - t.rows : id) +
+                               " is out of range for a table of " + std::to_string(t.rows) + " rows");
+      }
+      auto [it, fresh] = place.try_emplace(id, static_cast<int64_t>(distinct.size()));
+      if (fresh) distinct.push_back(id);
+      if (wide) {
+        ids.data<int64_t>()[i] = it->second;
+      } else {
+        ids.data<int32_t>()[i] = static_cast<int32_t>(it->second);
+      }
+    }
+  }
+  if (static_cast<int64_t>(distinct.size()) > rows) {
+    return Internal("table '" + t.name + "': a run reads " + std::to_string(distinct.size()) +
+                    " rows, more than its plan holds (" + std::to_string(rows) + ")");
+  }
+  staged = Tensor::Empty(t.dtype, {rows, t.width});
+  return t.file->Read(distinct, staged.raw()).WithContext("table '" + t.name + "' on disk");
 }
 
 std::vector<DiskTableStats> DiskTables::stats() const {
