@@ -122,7 +122,9 @@ Status PlanRunner::RunOn(const std::shared_ptr<const Plan>& plan, std::unique_pt
       const Shape& shape = plan->values()[static_cast<size_t>(graph.inputs[i])].shape;
       rows.push_back(shape.empty() ? 0 : shape[0]);
     }
+    PhaseTimer staging("(rows of tables on disk staged)");
     auto rows_staged = disk_tables_->Stage(inputs, rows);
+    staging.Stop();
     if (!rows_staged.ok()) {
       Release(std::move(executor));
       return rows_staged.status();
