@@ -55,6 +55,14 @@ class CachePolicy {
 
   // One lookup of `key`: true when it is cached now (a hit). A miss counts it and may admit it.
   bool Access(uint64_t key);
+  // One lookup of `key` if it is cached: counted as Access counts a hit, and its slot returned;
+  // nothing happens otherwise (the caller then Accesses it as a miss).
+  std::optional<int64_t> Hit(uint64_t key) {
+    auto it = slot_of_.find(key);
+    if (it == slot_of_.end()) return std::nullopt;
+    sketch_.Add(key);
+    return it->second;
+  }
   // The changes queued since the last call, oldest first.
   std::vector<Change> TakeChanges();
 

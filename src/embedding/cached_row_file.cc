@@ -45,9 +45,8 @@ Status CachedRowFile::Read(std::span<const int64_t> ids, void* out) {
     MutexLock lock(mu_);
     for (size_t i = 0; i < ids.size(); ++i) {
       const uint64_t key = static_cast<uint64_t>(ids[i]);
-      if (std::optional<int64_t> slot = policy_.SlotOf(key)) {
+      if (std::optional<int64_t> slot = policy_.Hit(key)) {  // counted as a hit
         std::memcpy(to + i * row_bytes_, slots_.get() + static_cast<size_t>(*slot) * row_bytes_, row_bytes_);
-        policy_.Access(key);  // counts the hit
         ++stats_.hits;
       } else {
         missed.push_back(i);

@@ -11,6 +11,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "common/host_allocator.h"
 #include "common/parallel.h"
 #include "embedding/lookups.h"
 #include "model/mapped_file.h"
@@ -219,6 +220,7 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
   if (inputs.size() < request_inputs_ || rows.size() != tables_.size())
     return InvalidArgument("expected " + std::to_string(request_inputs_) + " request inputs and rows for " +
                            std::to_string(tables_.size()) + " tables on disk");
+  RequestTensorScope request_tensors;
   std::vector<Tensor> out;
   out.reserve(request_inputs_ + tables_.size());
   std::vector<bool> rewritten(request_inputs_, false);
@@ -239,7 +241,11 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
   }
   // The tables side by side: each rewrites its own ids (no two tables' lookups read the same ids:
   // Open checked) and reads its own file, so their reads are in flight together.
-  std::vector<Tensor> staged(tables_.size());
+  // Allocated here, on the caller's thread, as request tensors: on a GPU they then come from the
+  // page-locked pool and reach the device without another copy.
+  std::vector<Tensor> staged;
+  for (size_t t = 0; t < tables_.size(); ++t)
+    staged.push_back(Tensor::Empty(tables_[t]->dtype, {rows[t], tables_[t]->width}));
   std::vector<Status> status(tables_.size());
   ParallelForEach(static_cast<int64_t>(tables_.size()), [&](int64_t t) {
     const auto ti = static_cast<size_t>(t);
@@ -286,7 +292,6 @@ Status DiskTables::StageTable(const Table& t, std::span<Tensor> inputs, int64_t 
     return Internal("table '" + t.name + "': a run reads " + std::to_string(distinct.size()) +
                     " rows, more than its plan holds (" + std::to_string(rows) + ")");
   }
-  staged = Tensor::Empty(t.dtype, {rows, t.width});
   return t.file->Read(distinct, staged.raw()).WithContext("table '" + t.name + "' on disk");
 }
 

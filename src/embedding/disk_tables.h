@@ -83,7 +83,7 @@ class DiskTables {
  private:
   struct Table;
   DiskTables() = default;
-  // Rewrites `t`'s ids in `inputs` (the run's copies) and reads its rows into `staged`, `rows` rows.
+  // Rewrites `t`'s ids in `inputs` (the run's copies) and reads its rows into `staged` (`rows` rows).
   static Status StageTable(const Table& t, std::span<Tensor> inputs, int64_t rows, Tensor& staged);
 
   size_t request_inputs_ = 0;
