@@ -11,8 +11,8 @@
 #include <map>
 #include <unordered_map>
 
+#include "common/helping_pool.h"
 #include "common/host_allocator.h"
-#include "common/parallel.h"
 #include "embedding/lookups.h"
 #include "model/mapped_file.h"
 
@@ -247,7 +247,9 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
   for (size_t t = 0; t < tables_.size(); ++t)
     staged.push_back(Tensor::Empty(tables_[t]->dtype, {rows[t], tables_[t]->width}));
   std::vector<Status> status(tables_.size());
-  ParallelForEach(static_cast<int64_t>(tables_.size()), [&](int64_t t) {
+  // On the request path's helpers (common/helping_pool.h), not OpenMP's pool, whose passive wait
+  // stalls requests.
+  HelpingPool::Shared().Run(static_cast<int64_t>(tables_.size()), [&](int64_t t) {
     const auto ti = static_cast<size_t>(t);
     status[ti] = StageTable(*tables_[ti], out, rows[ti], staged[ti]);
   });
