@@ -5,12 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
-#include <thread>
 
 #include "model/config.h"
 #include "serving/model.h"
@@ -21,12 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::GraphBuilder;
-
-void ExpectSameOutputs(const std::vector<InferOutput>& got, const std::vector<InferOutput>& want,
-                       const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(testing::RelativeError(got[i].data, want[i].data), 0) << what;
-}
 
 // An empty folder for the tables' files.
 std::string DiskDir(const std::string& name) {
@@ -106,28 +98,12 @@ TEST_P(DiskZooModel, ScoresAsWithTablesInMemory) {
         for (size_t i = 0; i < requests.size(); ++i) {
           auto got = disk->Infer(requests[i]);
           ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
-          ExpectSameOutputs(*got, want[i], what + ", round " + std::to_string(round));
+          testing::ExpectIdenticalOutputs(*got, want[i], what + ", round " + std::to_string(round));
         }
       }
-      std::atomic<int> wrong{0}, failed{0};
-      std::vector<std::thread> threads;
-      for (int t = 0; t < 4; ++t) {
-        threads.emplace_back([&, t] {
-          for (int k = 0; k < 20; ++k) {
-            const size_t i = static_cast<size_t>(t * 7 + k) % requests.size();
-            auto got = disk->Infer(requests[i]);
-            if (!got.ok()) {
-              ++failed;
-              continue;
-            }
-            for (size_t o = 0; o < want[i].size(); ++o)
-              wrong += testing::RelativeError((*got)[o].data, want[i][o].data) != 0;
-          }
-        });
-      }
-      for (std::thread& t : threads) t.join();
-      EXPECT_EQ(failed.load(), 0) << what;
-      EXPECT_EQ(wrong.load(), 0) << what;
+      const testing::ScoredAtOnce at_once = testing::ScoreAtOnce(*disk, requests, want, 4, 20);
+      EXPECT_EQ(at_once.failed, 0) << what;
+      EXPECT_EQ(at_once.wrong, 0) << what;
       uint64_t lookups = 0, hits = 0, read = 0;
       for (const DiskTableStats& s : tables->stats()) {
         lookups += s.lookups, hits += s.hits, read += s.rows_read;
@@ -174,7 +150,7 @@ TEST(DiskTables, AnIdOutOfRangeFailsOnlyItsRequest) {
   auto want = (*resident)->Infer(requests[1]);
   auto got = disk->Infer(requests[1]);
   ASSERT_TRUE(want.ok() && got.ok());
-  ExpectSameOutputs(*got, *want, "after the refusal");
+  testing::ExpectIdenticalOutputs(*got, *want, "after the refusal");
 }
 
 // Tables loaded from an external-data file are read from it, through the descriptor the load

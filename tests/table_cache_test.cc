@@ -9,7 +9,6 @@
 #include <latch>
 #include <random>
 #include <set>
-#include <thread>
 
 #include "embedding/cache_keeper.h"
 #include "frontend/kserve_json.h"
@@ -194,12 +193,6 @@ TEST(CacheKeeper, SamplesLargeOffers) {
   EXPECT_TRUE(held.count(3) && held.count(9)) << "the sample covers both halves";
 }
 
-void ExpectSameOutputs(const std::vector<InferOutput>& got, const std::vector<InferOutput>& want,
-                       const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(testing::RelativeError(got[i].data, want[i].data), 0) << what;
-}
-
 // Every zoo model, its lookup tables cached with caches of one row, 1% and 50% of their rows,
 // scores exactly as with every table on the device: with the caches cold, once the keeper has
 // filled them, and (on a GPU) with requests running on several threads while rows are evicted.
@@ -245,7 +238,7 @@ TEST_P(CachedZooModel, ScoresAsWithResidentTables) {
           for (size_t i = 0; i < requests.size(); ++i) {
             auto got = (*cached)->Infer(requests[i]);
             ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
-            ExpectSameOutputs(*got, want[i], what + ", round " + std::to_string(round));
+            testing::ExpectIdenticalOutputs(*got, want[i], what + ", round " + std::to_string(round));
             if (keeper) {
               ASSERT_TRUE(keeper->Flush().ok()) << what;
             }
@@ -260,25 +253,9 @@ TEST_P(CachedZooModel, ScoresAsWithResidentTables) {
         }
         // Several threads at once while the keeper moves rows in and out (the one-row caches evict
         // on nearly every offer).
-        std::atomic<int> wrong{0}, failed{0};
-        std::vector<std::thread> threads;
-        for (int t = 0; t < 4; ++t) {
-          threads.emplace_back([&, t] {
-            for (int k = 0; k < 30; ++k) {
-              const size_t i = static_cast<size_t>(t * 7 + k) % requests.size();
-              auto got = (*cached)->Infer(requests[i]);
-              if (!got.ok()) {
-                ++failed;
-                continue;
-              }
-              for (size_t o = 0; o < want[i].size(); ++o)
-                wrong += testing::RelativeError((*got)[o].data, want[i][o].data) != 0;
-            }
-          });
-        }
-        for (std::thread& t : threads) t.join();
-        EXPECT_EQ(failed.load(), 0) << what;
-        EXPECT_EQ(wrong.load(), 0) << what;
+        const testing::ScoredAtOnce at_once = testing::ScoreAtOnce(**cached, requests, want, 4, 30);
+        EXPECT_EQ(at_once.failed, 0) << what;
+        EXPECT_EQ(at_once.wrong, 0) << what;
         ASSERT_TRUE(keeper->Flush().ok()) << what;
       }
     }
@@ -316,7 +293,7 @@ TEST(TableCache, AnIdOutOfRangeFailsOnlyItsRequest) {
   auto want = (*resident)->Infer(requests[1]);
   auto got = (*cached)->Infer(requests[1]);
   ASSERT_TRUE(want.ok() && got.ok());
-  ExpectSameOutputs(*got, *want, "after the refusal");
+  testing::ExpectIdenticalOutputs(*got, *want, "after the refusal");
 }
 
 }  // namespace

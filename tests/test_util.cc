@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -312,6 +314,34 @@ std::vector<InferRequest> ZooRequests(const std::string& name) {
   }
   EXPECT_FALSE(requests.empty()) << name;
   return requests;
+}
+
+ScoredAtOnce ScoreAtOnce(const Model& model, const std::vector<InferRequest>& requests,
+                         const std::vector<std::vector<InferOutput>>& want, int threads, int each) {
+  std::atomic<int> failed{0}, wrong{0};
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&, t] {
+      for (int k = 0; k < each; ++k) {
+        const size_t i = static_cast<size_t>(t * 7 + k) % requests.size();
+        auto got = model.Infer(requests[i]);
+        if (!got.ok()) {
+          ++failed;
+          continue;
+        }
+        for (size_t o = 0; o < want[i].size() && o < got->size(); ++o)
+          wrong += RelativeError((*got)[o].data, want[i][o].data) != 0;
+      }
+    });
+  }
+  for (std::thread& t : running) t.join();
+  return {failed.load(), wrong.load()};
+}
+
+void ExpectIdenticalOutputs(const std::vector<InferOutput>& got, const std::vector<InferOutput>& want,
+                            const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(RelativeError(got[i].data, want[i].data), 0) << what;
 }
 
 }  // namespace rankd::testing

@@ -40,6 +40,16 @@ void ExpectZooScores(const Model& model, const std::string& name, double toleran
 std::string WithExternalTables(const std::string& name);
 // The zoo model `name`'s example requests (tests/data/zoo/NAME.requests.jsonl).
 std::vector<InferRequest> ZooRequests(const std::string& name);
+// Expects outputs as many as `want`, each equal to its counterpart in every element; `what` names the case.
+void ExpectIdenticalOutputs(const std::vector<InferOutput>& got, const std::vector<InferOutput>& want,
+                            const std::string& what);
+// `threads` threads scoring `requests` on `model` at once, `each` requests apiece in turn: how many
+// failed and how many outputs differed from `want` (one per request) in any element.
+struct ScoredAtOnce {
+  int failed = 0, wrong = 0;
+};
+ScoredAtOnce ScoreAtOnce(const Model& model, const std::vector<InferRequest>& requests,
+                         const std::vector<std::vector<InferOutput>>& want, int threads, int each);
 // Expects as many outputs as `want`, each of its shape and within `tolerance` of it (relative, in
 // norm); `what` names the case in failures.
 void ExpectOutputsNear(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tolerance,
