@@ -233,5 +233,61 @@ TEST(DiskTables, RefusesTablesItCannotServe) {
   }
 }
 
+// Staging directly: a table of 20,000 rows whose host cache is split into shards. Every rewritten id
+// names a staged row equal to the table's row for the original id, each distinct row is staged
+// once, empty slots stay empty, and a second run is served from the host cache.
+TEST(DiskTables, StagesEachDistinctRowOnceAcrossShards) {
+  std::mt19937_64 rng(4);
+  GraphBuilder g;
+  const Tensor rows = testing::RandomTable(DType::kF32, 20000, 4, rng);
+  const int table = g.Const("t", rows);
+  const int ids = g.Input("ids", DType::kI64, {-1, 5});
+  g.Output(g.Op("EmbeddingBag", {table, ids}));
+  Graph graph = g.graph();
+  std::vector<TableInfo> tables = FindTables(graph);
+  for (TableInfo& t : tables) t.tier = TableTier::kDisk;
+  DiskTablesOptions options;
+  options.directory = DiskDir("shards");
+  options.cache_bytes = int64_t{1} << 30;
+  auto disk = DiskTables::Open(graph, tables, options);
+  ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+  ASSERT_EQ((*disk)->stats().size(), 1u);
+  EXPECT_EQ((*disk)->stats()[0].capacity, 20000);
+  std::vector<int64_t> values(64 * 5);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = i % 7 == 3 ? -1 : i % 3 == 0 ? static_cast<int64_t>(i % 10) : static_cast<int64_t>(rng() % 20000);
+  }
+  const std::vector<Tensor> inputs{Tensor::FromVector(DType::kI64, {64, 5}, values)};
+  std::vector<TensorMeta> metas{{DType::kI64, {64, 5}, nullptr}};
+  (*disk)->AppendMetas(metas);
+  ASSERT_EQ(metas.size(), 2u);
+  EXPECT_EQ(metas[1].shape, (Shape{320, 4}));
+  for (int round = 0; round < 2; ++round) {
+    auto staged = (*disk)->Stage(inputs, std::vector<int64_t>{320});
+    ASSERT_TRUE(staged.ok()) << staged.status().ToString();
+    ASSERT_EQ(staged->size(), 2u);
+    const int64_t* rewritten = (*staged)[0].data<int64_t>();
+    const float* got = (*staged)[1].data<float>();
+    std::set<int64_t> places, distinct;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i] < 0) {
+        EXPECT_LT(rewritten[i], 0) << i;
+        continue;
+      }
+      distinct.insert(values[i]);
+      places.insert(rewritten[i]);
+      ASSERT_GE(rewritten[i], 0);
+      ASSERT_LT(rewritten[i], 320);
+      for (int64_t d = 0; d < 4; ++d)
+        ASSERT_EQ(got[rewritten[i] * 4 + d], rows.data<float>()[values[i] * 4 + d]) << i << " round " << round;
+    }
+    EXPECT_EQ(places.size(), distinct.size());  // one place per distinct row
+    EXPECT_EQ(*places.rbegin(), static_cast<int64_t>(distinct.size()) - 1);
+  }
+  const DiskTableStats stats = (*disk)->stats()[0];
+  EXPECT_EQ(stats.rows_read, stats.lookups - stats.hits);
+  EXPECT_GE(stats.hits, stats.lookups / 2);  // the second run's rows all cached
+}
+
 }  // namespace
 }  // namespace rankd

@@ -33,7 +33,9 @@ struct DiskTables::Table {
   DType dtype = DType::kInvalid;
   int64_t rows = 0, width = 0;
   std::vector<IdSource> sources;
-  std::unique_ptr<CachedRowFile> file;
+  // The host cache in shards, each over its own descriptor of the file: shard ShardOf(row) holds
+  // and reads `row`, so a run's shards of one table are staged side by side.
+  std::vector<std::unique_ptr<CachedRowFile>> shards;
   std::string file_name;  // for messages: the external-data file, or the copy written at load
 };
 
@@ -106,10 +108,8 @@ const MappedFile* FileHolding(const Graph& graph, const void* data, size_t bytes
   return nullptr;
 }
 
-// Writes `table` into a new file in `directory` and opens it for reading; the file is unlinked at
-// once, so it lives as long as the reader.
-StatusOr<std::unique_ptr<RowFile>> WriteRows(const std::string& directory, const std::string& name, const Tensor& table,
-                                             size_t row_bytes) {
+// Writes `table` into a new file in `directory`; returns its path.
+StatusOr<std::string> WriteRows(const std::string& directory, const std::string& name, const Tensor& table) {
   std::string safe = name;
   for (char& c : safe) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') c = '_';
@@ -131,9 +131,68 @@ StatusOr<std::unique_ptr<RowFile>> WriteRows(const std::string& directory, const
     done += static_cast<size_t>(n);
   }
   close(fd);
-  auto file = RowFile::Open(path, 0, table.dim(0), row_bytes);
-  unlink(path.c_str());
-  return file;
+  return path;
+}
+
+// A run's distinct rows of one shard and their places: open addressing over a power of two of
+// slots, grown at half full (a run's ids repeat: Zipf traffic).
+class RowPlaces {
+ public:
+  // The place of `row`, given `next` (then the next place) if it has none yet.
+  int32_t Find(int64_t row, int32_t next) {
+    if (static_cast<size_t>(next) * 2 >= rows_.size()) Grow();
+    size_t at = Hash(row) & (rows_.size() - 1);
+    while (rows_[at] >= 0 && rows_[at] != row) at = (at + 1) & (rows_.size() - 1);
+    if (rows_[at] < 0) {
+      rows_[at] = row;
+      places_[at] = next;
+    }
+    return places_[at];
+  }
+
+ private:
+  static size_t Hash(int64_t row) {
+    return static_cast<size_t>((static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull) >> 20);
+  }
+  void Grow() {
+    std::vector<int64_t> rows(std::max<size_t>(64, rows_.size() * 2), -1);
+    std::vector<int32_t> places(rows.size());
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      if (rows_[i] < 0) continue;
+      size_t at = Hash(rows_[i]) & (rows.size() - 1);
+      while (rows[at] >= 0) at = (at + 1) & (rows.size() - 1);
+      rows[at] = rows_[i];
+      places[at] = places_[i];
+    }
+    rows_ = std::move(rows);
+    places_ = std::move(places);
+  }
+  std::vector<int64_t> rows_;
+  std::vector<int32_t> places_;
+};
+
+// Shards of a table's host cache: one below 8,192 rows of cache (tests size caches of one row), else 8.
+constexpr int kShards = 8;
+int ShardCount(int64_t cache_rows) { return cache_rows >= 1024 * kShards ? kShards : 1; }
+
+// The shard of `row` among `shards` (a power of two): rows scattered by a multiplicative hash.
+size_t ShardOf(int64_t row, size_t shards) {
+  return shards == 1 ? 0 : static_cast<size_t>((static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull) >> 61) % shards;
+}
+
+// `count` host-cache shards over [offset, offset + rows * row_bytes) of `path`, `cache_rows` rows
+// between them.
+StatusOr<std::vector<std::unique_ptr<CachedRowFile>>> OpenShards(const std::string& path, int64_t offset, int64_t rows,
+                                                                 size_t row_bytes, int64_t cache_rows) {
+  const int count = ShardCount(cache_rows);
+  std::vector<std::unique_ptr<CachedRowFile>> shards;
+  for (int s = 0; s < count; ++s) {
+    RANKD_ASSIGN_OR_RETURN(std::unique_ptr<RowFile> file, RowFile::Open(path, offset, rows, row_bytes));
+    RANKD_ASSIGN_OR_RETURN(std::unique_ptr<CachedRowFile> shard,
+                           CachedRowFile::Create(std::move(file), (cache_rows + count - 1) / count));
+    shards.push_back(std::move(shard));
+  }
+  return shards;
 }
 
 }  // namespace
@@ -163,26 +222,28 @@ StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::
     table->width = constant->dim(1);
     RANKD_ASSIGN_OR_RETURN(table->sources, FindSources(graph, info.value, info.name, disk->request_inputs_));
     const size_t row_bytes = static_cast<size_t>(table->width) * DTypeSize(table->dtype);
-    std::unique_ptr<RowFile> rows;
+    const double share = disk_bytes > 0 ? static_cast<double>(info.bytes) / static_cast<double>(disk_bytes) : 0;
+    const int64_t cache_rows = std::clamp<int64_t>(
+        static_cast<int64_t>(share * static_cast<double>(cache_bytes)) / static_cast<int64_t>(row_bytes), 1,
+        std::max<int64_t>(table->rows, 1));
     int64_t offset = 0;
     if (const MappedFile* mapped = FileHolding(graph, constant->raw(), constant->bytes(), &offset)) {
       // The descriptor the load opened: the file as it was loaded, whatever replaced it since.
-      RANKD_ASSIGN_OR_RETURN(
-          rows, RowFile::Open("/proc/self/fd/" + std::to_string(mapped->fd()), offset, table->rows, row_bytes));
+      RANKD_ASSIGN_OR_RETURN(table->shards, OpenShards("/proc/self/fd/" + std::to_string(mapped->fd()), offset,
+                                                       table->rows, row_bytes, cache_rows));
       table->file_name = mapped->path();
     } else if (options.directory.empty()) {
       return InvalidArgument("tables: table '" + info.name +
                              "' is on disk but held in memory (not an external-data file the model loaded as is): "
                              "tables.disk_dir names where to write it");
     } else {
-      RANKD_ASSIGN_OR_RETURN(rows, WriteRows(options.directory, info.name, *constant, row_bytes));
+      RANKD_ASSIGN_OR_RETURN(const std::string path, WriteRows(options.directory, info.name, *constant));
+      auto shards = OpenShards(path, 0, table->rows, row_bytes, cache_rows);
+      unlink(path.c_str());  // the file lives as long as its readers
+      RANKD_RETURN_IF_ERROR(shards.status());
+      table->shards = std::move(*shards);
       table->file_name = options.directory + " (a copy written at load)";
     }
-    const double share = disk_bytes > 0 ? static_cast<double>(info.bytes) / static_cast<double>(disk_bytes) : 0;
-    const int64_t cache_rows = std::clamp<int64_t>(
-        static_cast<int64_t>(share * static_cast<double>(cache_bytes)) / static_cast<int64_t>(row_bytes), 1,
-        std::max<int64_t>(table->rows, 1));
-    RANKD_ASSIGN_OR_RETURN(table->file, CachedRowFile::Create(std::move(rows), cache_rows));
     disk->tables_.push_back(std::move(table));
   }
   // Only now is the graph changed: each table a graph input after the request's.
@@ -239,38 +300,56 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
     if (in.bytes()) std::memcpy(copy.raw(), in.raw(), in.bytes());
     out.push_back(std::move(copy));
   }
-  // The tables side by side: each rewrites its own ids (no two tables' lookups read the same ids:
-  // Open checked) and reads its own file, so their reads are in flight together.
   // Allocated here, on the caller's thread, as request tensors: on a GPU they then come from the
-  // page-locked pool and reach the device without another copy.
+  // page-locked pool.
   std::vector<Tensor> staged;
   for (size_t t = 0; t < tables_.size(); ++t)
     staged.push_back(Tensor::Empty(tables_[t]->dtype, {rows[t], tables_[t]->width}));
-  std::vector<Status> status(tables_.size());
-  // On the request path's helpers (common/helping_pool.h), not OpenMP's pool, whose passive wait
-  // stalls requests.
-  HelpingPool::Shared().Run(static_cast<int64_t>(tables_.size()), [&](int64_t t) {
-    const auto ti = static_cast<size_t>(t);
-    status[ti] = StageTable(*tables_[ti], out, rows[ti], staged[ti]);
-  });
+  // Every shard of every table side by side, on the request path's helpers (common/helping_pool.h;
+  // OpenMP's passive wait stalls requests): first each finds its distinct rows, then, their places
+  // known, each rewrites its ids and reads its rows. No two tables' lookups read the same ids (Open
+  // checked), and no two shards the same row.
+  std::vector<ShardRun> runs;
   for (size_t t = 0; t < tables_.size(); ++t) {
-    RANKD_RETURN_IF_ERROR(status[t]);
-    out.push_back(std::move(staged[t]));
+    for (size_t sh = 0; sh < tables_[t]->shards.size(); ++sh) {
+      ShardRun run;
+      run.table = t;
+      run.shard = sh;
+      runs.push_back(std::move(run));
+    }
   }
+  HelpingPool& helpers = HelpingPool::Shared();
+  helpers.Run(static_cast<int64_t>(runs.size()), [&](int64_t r) { FindRows(runs[static_cast<size_t>(r)], out); });
+  int64_t first = 0;  // the place of each shard's first row in its table's rows
+  for (size_t r = 0; r < runs.size(); ++r) {
+    ShardRun& run = runs[r];
+    RANKD_RETURN_IF_ERROR(run.status);
+    if (run.shard == 0) first = 0;
+    run.first = first;
+    first += static_cast<int64_t>(run.rows.size());
+    if (first > rows[run.table]) {
+      return Internal("table '" + tables_[run.table]->name + "': a run reads more rows than its plan holds (" +
+                      std::to_string(rows[run.table]) + ")");
+    }
+  }
+  helpers.Run(static_cast<int64_t>(runs.size()), [&](int64_t r) {
+    ReadRows(runs[static_cast<size_t>(r)], out, staged[runs[static_cast<size_t>(r)].table]);
+  });
+  for (const ShardRun& run : runs) RANKD_RETURN_IF_ERROR(run.status);
+  for (Tensor& t : staged) out.push_back(std::move(t));
   return out;
 }
 
-Status DiskTables::StageTable(const Table& t, std::span<Tensor> inputs, int64_t rows, Tensor& staged) {
-  std::unordered_map<int64_t, int64_t> place;  // row -> its place among the run's rows
-  std::vector<int64_t> distinct;
-  for (const IdSource& s : t.sources) {
-    Tensor& ids = inputs[s.input];
+void DiskTables::FindRows(ShardRun& run, std::span<const Tensor> inputs) const {
+  const Table& t = *tables_[run.table];
+  RowPlaces places;
+  for (size_t source = 0; source < t.sources.size(); ++source) {
+    const IdSource& s = t.sources[source];
+    const Tensor& ids = inputs[s.input];
     const bool wide = ids.dtype() == DType::kI64;
     const int64_t n = ids.size();
     const int64_t step = s.column >= 0 && ids.rank() == 2 ? ids.dim(1) : 1;
-    const int64_t first = s.column >= 0 && ids.rank() == 2 ? s.column : 0;
-    place.reserve(place.size() + static_cast<size_t>(n / step));
-    for (int64_t i = first; i < n; i += step) {
+    for (int64_t i = s.column >= 0 && ids.rank() == 2 ? s.column : 0; i < n; i += step) {
       int64_t id = wide ? ids.data<int64_t>()[i] : ids.data<int32_t>()[i];
       if (!s.gather && id < 0) continue;  // an empty slot of a bag
       if (s.gather) {
@@ -278,32 +357,51 @@ Status DiskTables::StageTable(const Table& t, std::span<Tensor> inputs, int64_t 
         if (id < 0) id += t.rows;
       }
       if (id < 0 || id >= t.rows) {
-        return InvalidArgument("table '" + t.name + "': id " + std::to_string(id < 0 ? id - t.rows : id) +
-                               " is out of range for a table of " + std::to_string(t.rows) + " rows");
+        run.status = InvalidArgument("table '" + t.name + "': id " + std::to_string(id < 0 ? id - t.rows : id) +
+                                     " is out of range for a table of " + std::to_string(t.rows) + " rows");
+        return;
       }
-      auto [it, fresh] = place.try_emplace(id, static_cast<int64_t>(distinct.size()));
-      if (fresh) distinct.push_back(id);
-      if (wide) {
-        ids.data<int64_t>()[i] = it->second;
-      } else {
-        ids.data<int32_t>()[i] = static_cast<int32_t>(it->second);
-      }
+      if (ShardOf(id, t.shards.size()) != run.shard) continue;
+      const int32_t local = places.Find(id, static_cast<int32_t>(run.rows.size()));
+      if (local == static_cast<int32_t>(run.rows.size())) run.rows.push_back(id);
+      run.at.push_back({source, i, local});
     }
   }
-  if (static_cast<int64_t>(distinct.size()) > rows) {
-    return Internal("table '" + t.name + "': a run reads " + std::to_string(distinct.size()) +
-                    " rows, more than its plan holds (" + std::to_string(rows) + ")");
+}
+
+void DiskTables::ReadRows(ShardRun& run, std::span<Tensor> inputs, Tensor& staged) const {
+  const Table& t = *tables_[run.table];
+  for (const ShardRun::At& at : run.at) {
+    Tensor& ids = inputs[t.sources[at.source].input];
+    const int64_t place = run.first + at.local;
+    if (ids.dtype() == DType::kI64) {
+      ids.data<int64_t>()[at.element] = place;
+    } else {
+      ids.data<int32_t>()[at.element] = static_cast<int32_t>(place);
+    }
   }
-  return t.file->Read(distinct, staged.raw()).WithContext("table '" + t.name + "' on disk");
+  if (run.rows.empty()) return;
+  auto* to = static_cast<uint8_t*>(staged.raw()) + static_cast<size_t>(run.first) * t.shards[0]->file().row_bytes();
+  run.status = t.shards[run.shard]->Read(run.rows, to).WithContext("table '" + t.name + "' on disk");
 }
 
 std::vector<DiskTableStats> DiskTables::stats() const {
   std::vector<DiskTableStats> all;
   for (const auto& t : tables_) {
-    const CachedRowFileStats cache = t->file->stats();
-    const RowFileStats file = t->file->file().stats();
-    all.push_back({t->name, t->file_name, t->file->file().direct(), t->file->capacity(), t->file->cached_rows(),
-                   cache.lookups, cache.hits, file.rows, file.bytes_read, cache.inserted, cache.evicted});
+    DiskTableStats d{t->name, t->file_name, t->shards[0]->file().direct()};
+    for (const auto& shard : t->shards) {
+      const CachedRowFileStats cache = shard->stats();
+      const RowFileStats file = shard->file().stats();
+      d.capacity += shard->capacity();
+      d.cached += shard->cached_rows();
+      d.lookups += cache.lookups;
+      d.hits += cache.hits;
+      d.rows_read += file.rows;
+      d.bytes_read += file.bytes_read;
+      d.inserted += cache.inserted;
+      d.evicted += cache.evicted;
+    }
+    all.push_back(std::move(d));
   }
   return all;
 }

@@ -82,9 +82,26 @@ class DiskTables {
 
  private:
   struct Table;
+  // One shard of one table's host cache in a run: the distinct rows the run reads there (in order of
+  // first use), their places in the table's staged rows from `first` on, and the ids that name them.
+  struct ShardRun {
+    size_t table = 0, shard = 0;
+    Status status;
+    std::vector<int64_t> rows;
+    struct At {
+      size_t source = 0;    // the table's IdSource
+      int64_t element = 0;  // the id's element in that input
+      int32_t local = 0;    // its row among `rows`
+    };
+    std::vector<At> at;
+    int64_t first = 0;
+  };
   DiskTables() = default;
-  // Rewrites `t`'s ids in `inputs` (the run's copies) and reads its rows into `staged` (`rows` rows).
-  static Status StageTable(const Table& t, std::span<Tensor> inputs, int64_t rows, Tensor& staged);
+  // The rows the shard's ids in `inputs` name, and where those ids are.
+  void FindRows(ShardRun& run, std::span<const Tensor> inputs) const;
+  // Rewrites those ids in `inputs` (the run's copies) to the rows' places and reads the rows into
+  // `staged`, the table's rows.
+  void ReadRows(ShardRun& run, std::span<Tensor> inputs, Tensor& staged) const;
 
   size_t request_inputs_ = 0;
   std::vector<std::unique_ptr<Table>> tables_;
