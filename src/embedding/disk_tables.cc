@@ -12,7 +12,6 @@
 #include <unordered_map>
 
 #include "common/helping_pool.h"
-#include "common/host_allocator.h"
 #include "embedding/lookups.h"
 #include "model/mapped_file.h"
 
@@ -281,7 +280,6 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
   if (inputs.size() < request_inputs_ || rows.size() != tables_.size())
     return InvalidArgument("expected " + std::to_string(request_inputs_) + " request inputs and rows for " +
                            std::to_string(tables_.size()) + " tables on disk");
-  RequestTensorScope request_tensors;
   std::vector<Tensor> out;
   out.reserve(request_inputs_ + tables_.size());
   std::vector<bool> rewritten(request_inputs_, false);
@@ -300,8 +298,8 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
     if (in.bytes()) std::memcpy(copy.raw(), in.raw(), in.bytes());
     out.push_back(std::move(copy));
   }
-  // Allocated here, on the caller's thread, as request tensors: on a GPU they then come from the
-  // page-locked pool.
+  // On the heap, not as request tensors from the GPU's page-locked pool: the shards read the ids
+  // copies, and the executor's packing the rows, faster from the heap.
   std::vector<Tensor> staged;
   for (size_t t = 0; t < tables_.size(); ++t)
     staged.push_back(Tensor::Empty(tables_[t]->dtype, {rows[t], tables_[t]->width}));
