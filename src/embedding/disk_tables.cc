@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <unordered_map>
 
 #include "common/helping_pool.h"
+#include "common/mutex.h"
 #include "embedding/lookups.h"
 #include "model/mapped_file.h"
 
@@ -25,6 +27,19 @@ struct IdSource {
   int64_t column = -1;
   bool gather = false;
   int64_t floor = 0;
+};
+
+struct DiskTables::Buffers {
+  static constexpr size_t kKept = 64;  // buffers kept for later runs at most
+  struct Buffer {
+    size_t bytes = 0;
+    void* memory = nullptr;  // 64-byte aligned (std::aligned_alloc), as Tensor::Empty's
+  };
+  ~Buffers() {
+    for (Buffer& b : free) std::free(b.memory);
+  }
+  Mutex mu;
+  std::vector<Buffer> free RANKD_GUARDED_BY(mu);
 };
 
 struct DiskTables::Table {
@@ -205,6 +220,7 @@ Status DiskTables::CanServe(const Graph& graph, const TableInfo& table) {
 StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::vector<TableInfo>& tables,
                                                        const DiskTablesOptions& options) {
   std::unique_ptr<DiskTables> disk(new DiskTables());
+  disk->buffers_ = std::make_shared<Buffers>();
   disk->request_inputs_ = graph.inputs.size();
   int64_t disk_bytes = 0;
   for (const TableInfo& t : tables) disk_bytes += t.tier == TableTier::kDisk ? t.bytes : 0;
@@ -302,7 +318,7 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
   // copies, and the executor's packing the rows, faster from the heap.
   std::vector<Tensor> staged;
   for (size_t t = 0; t < tables_.size(); ++t)
-    staged.push_back(Tensor::Empty(tables_[t]->dtype, {rows[t], tables_[t]->width}));
+    staged.push_back(StagedRows(tables_[t]->dtype, rows[t], tables_[t]->width));
   // Every shard of every table side by side, on the request path's helpers (common/helping_pool.h;
   // OpenMP's passive wait stalls requests): first each finds its distinct rows, then, their places
   // known, each rewrites its ids and reads its rows. No two tables' lookups read the same ids (Open
@@ -336,6 +352,34 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
   for (const ShardRun& run : runs) RANKD_RETURN_IF_ERROR(run.status);
   for (Tensor& t : staged) out.push_back(std::move(t));
   return out;
+}
+
+Tensor DiskTables::StagedRows(DType dtype, int64_t rows, int64_t width) const {
+  const size_t bytes = (static_cast<size_t>(rows * width) * DTypeSize(dtype) + 63) / 64 * 64 + 64;
+  Buffers::Buffer buffer;
+  {
+    MutexLock lock(buffers_->mu);
+    auto& free = buffers_->free;
+    auto best = free.end();  // the smallest that fits
+    for (auto it = free.begin(); it != free.end(); ++it) {
+      if (it->bytes >= bytes && (best == free.end() || it->bytes < best->bytes)) best = it;
+    }
+    if (best != free.end()) {
+      buffer = *best;
+      free.erase(best);
+    }
+  }
+  if (!buffer.memory) buffer = {bytes, std::aligned_alloc(64, bytes)};
+  if (!buffer.memory) return Tensor::Empty(dtype, {rows, width});  // the heap's own failure path
+  std::shared_ptr<void> keep(buffer.memory, [buffers = buffers_, buffer](void*) {
+    MutexLock lock(buffers->mu);
+    if (buffers->free.size() < Buffers::kKept) {
+      buffers->free.push_back(buffer);
+    } else {
+      std::free(buffer.memory);
+    }
+  });
+  return Tensor::View(dtype, {rows, width}, buffer.memory, MemoryLocation::Host(), std::move(keep));
 }
 
 void DiskTables::FindRows(ShardRun& run, std::span<const Tensor> inputs) const {
