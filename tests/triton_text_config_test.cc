@@ -131,6 +131,18 @@ constexpr const char* kTritonConfig = R"pb(
     value: { string_value: "1024" }
   }
   parameters {
+    key: "tables.tiers.item.weight"
+    value: { string_value: "disk" }
+  }
+  parameters {
+    key: "tables.disk_dir"
+    value: { string_value: "rows" }
+  }
+  parameters {
+    key: "tables.disk_cache_mb"
+    value: { string_value: "512" }
+  }
+  parameters {
     key: "something_else"
     value: { string_value: "x" }
   }
@@ -153,6 +165,9 @@ TEST(TritonTextConfig, MapsWhatRankdUsesAndNamesTheRest) {
   EXPECT_EQ((*j)["batching"]["default_timeout_microseconds"], 5000);
   EXPECT_EQ((*j)["batching"]["max_batch_size"], 1024);
   EXPECT_EQ((*j)["buckets"]["cuda_graphs"], false);
+  EXPECT_EQ((*j)["tables"]["tiers"]["item.weight"], "disk");
+  EXPECT_EQ((*j)["tables"]["disk_dir"], "rows");
+  EXPECT_EQ((*j)["tables"]["disk_cache_mb"], 512);
   EXPECT_EQ((*j)["version_policy"]["latest"]["num_versions"], 2);
   EXPECT_EQ((*j)["executors"], 2);  // instance_group's count
   const std::string named = Joined(unused);

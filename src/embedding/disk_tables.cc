@@ -314,8 +314,7 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
     if (in.bytes()) std::memcpy(copy.raw(), in.raw(), in.bytes());
     out.push_back(std::move(copy));
   }
-  // On the heap, not as request tensors from the GPU's page-locked pool: the shards read the ids
-  // copies, and the executor's packing the rows, faster from the heap.
+  // The staged rows in buffers kept from run to run (StagedRows), on the heap.
   std::vector<Tensor> staged;
   for (size_t t = 0; t < tables_.size(); ++t)
     staged.push_back(StagedRows(tables_[t]->dtype, rows[t], tables_[t]->width));

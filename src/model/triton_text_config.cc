@@ -63,10 +63,11 @@ bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfin
 // rankd's own keys, from the config's parameters, into `j` (inputs by name in `inputs`).
 Status ApplyParameter(const std::string& key, const std::string& value, json& j, std::map<std::string, json*>& inputs,
                       std::vector<std::string>& unused) {
-  if (key == "precision" || key == "tables.dtype" || key == "tables.hotness_snapshot") {
+  if (key == "precision" || key == "tables.dtype" || key == "tables.hotness_snapshot" || key == "tables.disk_dir") {
     if (key == "precision") j["precision"] = value;
     if (key == "tables.dtype") j["tables"]["dtype"] = value;
     if (key == "tables.hotness_snapshot") j["tables"]["hotness_snapshot"] = value;
+    if (key == "tables.disk_dir") j["tables"]["disk_dir"] = value;
     return Status::Ok();
   }
   if (key == "user_hoisting") {
@@ -77,8 +78,8 @@ Status ApplyParameter(const std::string& key, const std::string& value, json& j,
     RANKD_ASSIGN_OR_RETURN(j["buckets"]["cuda_graphs"], Boolean(key, value));
     return Status::Ok();
   }
-  if (key == "tables.gpu_budget_mb") {
-    RANKD_ASSIGN_OR_RETURN(j["tables"]["gpu_budget_mb"], Integer(key, value));
+  if (key == "tables.gpu_budget_mb" || key == "tables.disk_cache_mb") {
+    RANKD_ASSIGN_OR_RETURN(j["tables"][key.substr(7)], Integer(key, value));
     return Status::Ok();
   }
   if (key == "tables.shard_over_gpus") {
