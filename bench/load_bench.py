@@ -136,6 +136,7 @@ def main():
                    help="the load generator's sending threads, each with its share of the rate (one sending "
                         "thread held no more than about 9,000-10,500 W1 requests/s: docs/log/benchmarks.md)")
     p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--ready-s", type=float, default=600, help="seconds the server may take to load the models")
     p.add_argument("--requests", type=int, default=64, help="distinct requests per workload, rotated")
     p.add_argument("--out", default=os.path.join(HERE, "out"))
     p.add_argument("--json", default="")
@@ -168,15 +169,22 @@ def main():
                               stdout=log, stderr=log)
     rows = []
     try:
-        deadline = time.time() + 600
-        while time.time() < deadline:
+        print(f"waiting for the server to load {len(load) // 2} models ...", file=sys.stderr, flush=True)
+        began = time.time()
+        while time.time() < began + a.ready_s:
+            if server.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"the server stopped ({server.returncode}): "
+                                   + log.read().decode(errors="replace")[-2000:])
             try:
                 if urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/health/ready", timeout=2).status == 200:
                     break
             except OSError:
                 time.sleep(0.5)
         else:
-            raise RuntimeError("server not ready")
+            log.seek(0)
+            raise RuntimeError(f"server not ready in {a.ready_s} s: " + log.read().decode(errors="replace")[-2000:])
+        print(f"ready after {time.time() - began:.1f} s", file=sys.stderr, flush=True)
         for name, variants, path, rates in plans:
             for (model, batching, hoisting), protocol in itertools.product(variants, a.protocols.split(",")):
                 if batching not in batchings:
@@ -225,6 +233,8 @@ def main():
                     rows.append({"workload": "W1" if name == "dlrm_dcnv2" else "W2", "model": model, "protocol": protocol,
                                  "batching": batching, "hoisting": hoisting, "requests_per_execution": reqs / max(execs, 1),
                                  "command": " ".join(cmd), **r})
+                    print(f"{model} {protocol} {rate:g}/s: achieved {r.get('achieved_rate', 0):.0f}/s, "
+                          f"p99 {r.get('p99_ms', 0):.2f} ms", file=sys.stderr, flush=True)
     finally:
         server.terminate()
         server.wait(60)

@@ -34,6 +34,11 @@ bundle_kernel_trace() {
     -I"$root/include" -L"$lib" -lcupti -Wl,-rpath,'$ORIGIN'
   cp -L "$lib/$(objdump -p .bundle/lib/librankd_trace.so | awk '/NEEDED.*cupti/ {print $2}')" .bundle/lib/
 }
+# bench/host_reads.cu as .bundle/host_reads (the host tier's read rates), where nvcc is here.
+bundle_host_reads() {
+  command -v nvcc >/dev/null || return 0
+  nvcc -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror -o .bundle/host_reads bench/host_reads.cu
+}
 rm -rf .bundle
 commit=$(git describe --always --dirty)
 if [[ ${1:-} == rankd || ${1:-} == all ]]; then
@@ -48,6 +53,7 @@ if [[ ${1:-} == rankd || ${1:-} == all ]]; then
   bundle_kernel_trace
   echo "$commit" > .bundle/COMMIT
   tar -cJf rankd.tar.xz .bundle && rm -rf .bundle && mkdir .bundle && mv rankd.tar.xz .bundle/
+  bundle_host_reads
   echo "$commit" > .bundle/COMMIT
   if [[ -n ${PERF:-} ]]; then
     perf_dir=$(mktemp -d)

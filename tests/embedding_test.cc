@@ -159,6 +159,7 @@ Graph MaskedBagGraph(const std::string& clamp_op, const std::string& mask_op, bo
   else
     clamped = b.Op("Where", {b.Op("GreaterOrEqual", {ids, zero}), ids, zero});
   int rows = b.Op("Gather", {w, clamped});
+  if (table.dtype() != DType::kF32) rows = b.Op("Cast", {rows}, {{"to", int64_t{1}}});  // a 16-bit table
   int mask = mask_op == "GreaterOrEqual" ? b.Op("GreaterOrEqual", {ids, zero})
              : mask_op == "Greater"      ? b.Op("Greater", {ids, minus_one})
                                          : b.Op("Not", {b.Op("Equal", {ids, minus_one})});
@@ -263,6 +264,7 @@ Graph MaskedMaxGraph(const Tensor& table, const std::string& form, float fill) {
   int ids = b.Input("ids", DType::kI64, {-1, -1});
   int zero = b.Const("zero", testing::MakeI64({}, {0}));
   int rows = b.Op("Gather", {b.Const("w", table), b.Op("Clip", {ids, zero})});
+  if (table.dtype() != DType::kF32) rows = b.Op("Cast", {rows}, {{"to", int64_t{1}}});  // a 16-bit table
   int axes_last = b.Const("axes_last", testing::MakeI64({1}, {-1}));
   int filler = b.Const("fill", testing::MakeF32({}, {fill}));
   int masked;
@@ -324,6 +326,61 @@ TEST(EmbeddingBagFusion, MaskedMaxFusesIntoTheMaxBagWithItsFill) {
   const Status checked = CpuBackend().CheckGraph(b.graph());
   EXPECT_EQ(checked.code(), StatusCode::kInvalidArgument) << checked.ToString();
   EXPECT_NE(checked.message().find("`empty` is a max bag's"), std::string::npos) << checked.ToString();
+}
+
+// `table` [rows, dim] rounded to BF16 or FP16, as a trainer that kept its tables in 16 bits exports them.
+Tensor SixteenBitTable(const Tensor& table, DType dtype) {
+  Tensor out = Tensor::Zeros(dtype, table.shape());
+  for (int64_t i = 0; i < table.size(); ++i) {
+    const float v = table.data<float>()[i];
+    out.data<uint16_t>()[i] = dtype == DType::kBF16 ? FloatToBF16(v) : FloatToHalf(v);
+  }
+  return out;
+}
+
+// A 16-bit table's rows cast to FP32 after the gather (PyTorch's `weight[ids].float()`): the sum and
+// the max fuse with the 16-bit table as the bag's, which reads it as it is; the scores are those of
+// the same values in an FP32 table. A cast to anything else does not fuse.
+TEST(EmbeddingBagFusion, SixteenBitTablesCastAfterTheGatherFuse) {
+  std::mt19937_64 rng(4);
+  Tensor exact = testing::RandomF32({40, 8}, rng);
+  for (int64_t i = 0; i < exact.size(); ++i) {  // values both 16-bit forms hold exactly
+    exact.data<float>()[i] = std::round(exact.data<float>()[i] * 64.0f) / 64.0f;
+  }
+  const Tensor ids = testing::MakeI64({4, 3}, {3, 17, -1, -1, -1, -1, 39, 0, 7, 22, 22, 5});
+  for (const DType dtype : {DType::kBF16, DType::kF16}) {
+    const Tensor table = SixteenBitTable(exact, dtype);
+    const std::string what = DTypeName(dtype);
+    Graph sum = MaskedBagGraph("Clip", "GreaterOrEqual", false, table);
+    Graph max = MaskedMaxGraph(table, "where", -std::numeric_limits<float>::infinity());
+    Graph sum32 = MaskedBagGraph("Clip", "GreaterOrEqual", false, exact);
+    Graph max32 = MaskedMaxGraph(exact, "where", -std::numeric_limits<float>::infinity());
+    for (Graph* g : {&sum, &max, &sum32, &max32}) {
+      ASSERT_EQ(FuseMaskedEmbeddingBags(*g), 1) << what;
+      ASSERT_EQ(g->nodes.size(), 1u) << what;
+      EXPECT_EQ(g->nodes[0].op, "EmbeddingBag");
+    }
+    EXPECT_EQ(sum.constants.at(sum.nodes[0].Input(0)).dtype(), dtype) << "the bag reads the 16-bit table";
+    for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
+      if (!backend) continue;
+      for (auto [g, g32] : {std::pair{&sum, &sum32}, std::pair{&max, &max32}}) {
+        auto got = RunGraph(*g, {ids}, {}, *backend);
+        auto want = RunGraph(*g32, {ids}, {}, *backend);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        EXPECT_EQ(testing::RelativeError((*got)[0], (*want)[0]), 0.0) << what << " " << backend->name();
+      }
+    }
+  }
+  // Cast to FP16 (to = 10): the bag's sums are FP32, so it is not the bag.
+  Graph g = MaskedBagGraph("Clip", "GreaterOrEqual", false, SixteenBitTable(exact, DType::kBF16));
+  for (Node& n : g.nodes) {
+    if (n.op == "Cast" && n.inputs[0] >= 0 && g.Producers()[static_cast<size_t>(n.inputs[0])] >= 0 &&
+        g.nodes[static_cast<size_t>(g.Producers()[static_cast<size_t>(n.inputs[0])])].op == "Gather") {
+      n.attrs["to"] = int64_t{10};
+    }
+  }
+  EXPECT_EQ(FuseMaskedEmbeddingBags(g), 0);
 }
 
 // The pass runs before a model's nodes are checked (serving/model.cc): a node of the pattern short

@@ -37,6 +37,21 @@ def output_names(name: str):
     return ["ctr", "cvr"] if name == "mmoe" else ["score"]
 
 
+def write_onnx(model, feats, outs, args, path, opset=17):
+    """`model` traced on `args` into the ONNX file `path`, every input's batch (and a ragged one's
+    length) dynamic."""
+    dynamic = {}
+    for f in feats:
+        dynamic[f.name] = {0: "batch", 1: f"{f.name}_len"} if f.kind == "ragged" else {0: "batch"}
+    for o in outs:
+        dynamic[o] = {0: "batch"}
+    extra = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        extra["dynamo"] = False  # torch 2.x: the TorchScript exporter, as torch 1.13 uses
+    torch.onnx.export(model, args, path, input_names=[f.name for f in feats], output_names=outs,
+                      dynamic_axes=dynamic, opset_version=opset, do_constant_folding=True, **extra)
+
+
 def export(name, size, repo, data, count, seed, no_config=False, sizes=(1, 2, 3, 5, 8), seq_len=None, package=None, opset=17):
     package = package or name
     model = models.build(name, size, seed=seed)
@@ -48,17 +63,8 @@ def export(name, size, repo, data, count, seed, no_config=False, sizes=(1, 2, 3,
         with open(os.path.join(model_dir, "config.yaml"), "w") as f:
             f.write(config_yaml(package, feats, outs))
     example_n, example = reqs[min(2, len(reqs) - 1)]
-    args = tuple(rq.to_torch(feats, example, example_n))
-    dynamic = {}
-    for f in feats:
-        dynamic[f.name] = {0: "batch", 1: f"{f.name}_len"} if f.kind == "ragged" else {0: "batch"}
-    for o in outs:
-        dynamic[o] = {0: "batch"}
-    extra = {}
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        extra["dynamo"] = False  # torch 2.x: the TorchScript exporter, as torch 1.13 uses
-    torch.onnx.export(model, args, os.path.join(model_dir, "1", "model.onnx"), input_names=[f.name for f in feats],
-                      output_names=outs, dynamic_axes=dynamic, opset_version=opset, do_constant_folding=True, **extra)
+    write_onnx(model, feats, outs, tuple(rq.to_torch(feats, example, example_n)),
+               os.path.join(model_dir, "1", "model.onnx"), opset)
     if data:
         os.makedirs(data, exist_ok=True)
         with open(os.path.join(data, f"{package}.requests.jsonl"), "w") as fr, \

@@ -7,7 +7,7 @@ Each model has a `tiny` config for tests and a `full` config matching WORKLOADS.
 """
 import math
 from dataclasses import dataclass, field
-from typing import List
+from typing import List, Optional
 
 import torch
 from torch import nn
@@ -17,6 +17,8 @@ def masked_bag(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Sum-pools rows of `weight` over ids [B, L]; negative ids are empty slots."""
     mask = ids >= 0
     rows = weight[ids.clamp(min=0)]
+    if rows.dtype != torch.float32:  # a table kept in 16 bits: its rows summed in FP32
+        rows = rows.float()
     return (rows * mask.unsqueeze(-1).to(rows.dtype)).sum(1)
 
 
@@ -40,12 +42,24 @@ class DLRMConfig:
     cross_layers: int = 3
     cross_rank: int = 512
     top: List[int] = field(default_factory=lambda: [1024, 1024, 512, 256, 1])
+    table_rows: Optional[List[int]] = None  # rows of each table, when they differ (else `rows` each)
+    table_dtype: torch.dtype = torch.float32
 
+    def rows_of(self, table: int) -> int:
+        return self.table_rows[table] if self.table_rows else self.rows
+
+
+# MLPerf DLRM-v2's row counts (Criteo 1TB, WORKLOADS.md): 204,184,588 rows, 49 GiB in BF16.
+MLPERF_ROWS = [40_000_000, 39_060, 17_295, 7_424, 20_265, 3, 7_122, 1_543, 63, 40_000_000, 3_067_956, 405_282, 10,
+               2_209, 11_938, 155, 4, 976, 14, 40_000_000, 40_000_000, 40_000_000, 590_152, 12_973, 108, 36]
 
 DLRM_CONFIGS = {
     "tiny": DLRMConfig(rows=1000, dim=8, bottom=[32, 16, 8], cross_rank=16, top=[64, 32, 1],
                        ids_per_feature=[3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 20, 27, 10, 3, 1, 1]),
     "full": DLRMConfig(),
+    # Too large to build here: bench/mlperf_model.py exports it with tables of a few rows and writes
+    # the real ones straight into the model's external-data file.
+    "mlperf": DLRMConfig(table_rows=MLPERF_ROWS, table_dtype=torch.bfloat16),
 }
 
 
@@ -56,7 +70,8 @@ class DLRMDCNv2(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.bottom = mlp([cfg.dense] + cfg.bottom)
-        self.tables = nn.ModuleList([nn.Embedding(cfg.rows, cfg.dim) for _ in cfg.ids_per_feature])
+        self.tables = nn.ModuleList([nn.Embedding(cfg.rows_of(i), cfg.dim, dtype=cfg.table_dtype)
+                                     for i in range(len(cfg.ids_per_feature))])
         width = cfg.dim * (len(cfg.ids_per_feature) + 1)
         self.cross_down = nn.ModuleList([nn.Linear(width, cfg.cross_rank, bias=False) for _ in range(cfg.cross_layers)])
         self.cross_up = nn.ModuleList([nn.Linear(cfg.cross_rank, width) for _ in range(cfg.cross_layers)])

@@ -32,7 +32,7 @@ def features(name: str, model) -> list:
     if name in ("dlrm_dcnv2", "dlrm"):
         out = [Feature("dense", "float", width=[cfg.dense])]
         for i, k in enumerate(cfg.ids_per_feature):
-            out.append(Feature(f"sparse_{i}", "ragged", rows=cfg.rows, max_length=k))
+            out.append(Feature(f"sparse_{i}", "ragged", rows=cfg.rows_of(i), max_length=k))
         return out
     if name == "din":
         return [Feature("profile", "ids", "user", [8], cfg.profile_rows),

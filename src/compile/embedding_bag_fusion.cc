@@ -1,7 +1,8 @@
-// Recognising PyTorch's masked-gather embedding bag and replacing it with EmbeddingBag, and the
-// bag's sum divided by its count (mean) or by the count's square root (sqrtn) with EmbeddingBag's
-// mean and sqrtn combiners; and the masked max (the padded slots' rows filled with -inf, then the
-// max over the bag) with EmbeddingBag's max, whose empty bag gives the fill.
+// Recognising PyTorch's masked-gather embedding bag and replacing it with EmbeddingBag (its rows
+// gathered from a table of FP32, or of BF16 or FP16 cast to FP32 after the gather, as a model whose
+// trainer stored its tables in 16 bits exports them), and the bag's sum divided by its count (mean) or by the count's
+// square root (sqrtn) with EmbeddingBag's mean and sqrtn combiners; and the masked max (the padded slots' rows filled
+// with -inf, then the max over the bag) with EmbeddingBag's max, whose empty bag gives the fill.
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -30,6 +31,18 @@ class Matcher {
       return v;
     }
     return n.GetInts("axes");
+  }
+
+  // The Gather whose rows `value` is: the Gather itself, or a Gather of a BF16 or FP16 table cast
+  // to FP32 (the 16-bit table goes into the bag, which reads it as it is and sums in FP32).
+  const Node* GatheredRows(int value) const {
+    const Node* n = Producer(value);
+    if (!n || n->op != "Cast") return n;
+    if (n->GetInt("to", 0) != 1) return nullptr;
+    const Node* gather = Producer(n->Input(0));
+    if (!gather || gather->op != "Gather" || !g_.IsConstant(gather->Input(0))) return nullptr;
+    const DType table = g_.constants.at(gather->Input(0)).dtype();
+    return table == DType::kBF16 || table == DType::kF16 ? gather : nullptr;
   }
 
   // ids behind a clamp to >= 0: Clip(ids, 0[, max]), Max(ids, 0), Relu(ids), Where(mask, ids, 0).
@@ -127,7 +140,7 @@ int FuseMaskedEmbeddingBags(Graph& graph) {
     const Node* mul = m.Producer(node.Input(0));
     if (!mul || mul->op != "Mul") continue;
     for (int side = 0; side < 2; ++side) {
-      const Node* gather = m.Producer(mul->Input(side));
+      const Node* gather = m.GatheredRows(mul->Input(side));
       if (!gather || gather->op != "Gather" || gather->GetInt("axis", 0) != 0) continue;
       int table = gather->Input(0);
       if (!graph.IsConstant(table) || graph.constants.at(table).rank() != 2) continue;
@@ -150,7 +163,7 @@ int FuseMaskedEmbeddingBags(Graph& graph) {
     const Node* where = m.Producer(node.Input(0));
     if (!where || where->op != "Where" || where->NumInputs() != 3) continue;
     for (int side = 1; side <= 2; ++side) {
-      const Node* gather = m.Producer(where->Input(side));
+      const Node* gather = m.GatheredRows(where->Input(side));
       if (!gather || gather->op != "Gather" || gather->GetInt("axis", 0) != 0) continue;
       const int table = gather->Input(0);
       if (!graph.IsConstant(table) || graph.constants.at(table).rank() != 2) continue;

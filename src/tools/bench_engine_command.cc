@@ -78,8 +78,10 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   options.table_disk_cache_mb = args.table_disk_cache_mb;
   options.executors = args.executors;
   options.batching = 0;  // the engine's own latency: requests are not merged (`rankd bench load` merges)
+  const auto load_began = std::chrono::steady_clock::now();
   auto model = Model::Load((std::filesystem::path(args.model_repo) / args.model).string(), args.version, options);
   if (!model.ok()) return fail(model.status());
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_began).count();
   auto lines = ReadRequestFile(args.requests);
   if (!lines.ok()) return fail(lines.status());
   // As a server's parser hands them over: each ragged input's lengths summed (common/parsed_request.h).
@@ -226,6 +228,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
                         {"requests", args.requests},
                         {"backend", (*backend)->name()},
                         {"precision", precision},
+                        {"load_s", load_s},
                         {"table_dtype", DTypeName((*model)->config().table_dtype)},
                         {"table_bytes_on_host", TierBytes((*model)->tables(), TableTier::kHost) +
                                                     TierBytes((*model)->tables(), TableTier::kCache)},

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# W1 `mlperf` (MLPerf's row counts, 49 GiB of BF16 tables: bench/mlperf_model.py) on the GPU machine,
+# one question per call, since the machine goes back, with what it wrote, soon after a call:
+#
+#   bench/gpu_mlperf.sh tiers OUT   the model written into /dev/shm, then `rankd bench engine` with
+#                                   every table on the GPU and with table budgets (TIERS, percent of
+#                                   the tables' bytes, every byte of a cache and its index counted;
+#                                   the rest in page-locked host memory): 512 pairs one at a time
+#                                   (median and p99) and 32,768 pairs four in flight (pairs/s)
+#   bench/gpu_mlperf.sh disk OUT    the model written onto the disk: the disk's random-read ceiling,
+#                                   `rankd serve` from start to ready from a cold page cache, and the
+#                                   tables on disk with a host cache of half their bytes (DISK_PAIRS:
+#                                   512; bench engine's warm-up reads each request's rows first)
+#
+# Carrying .bundle (scripts/gpu_bundle.sh rankd); OUT gets each run's JSON (raw/) and summary.txt.
+# SCALE=0.01 runs the same steps on a hundredth of the rows (a check of the steps).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+question=${1:?tiers}
+out=${2:?OUT}
+mkdir -p "$out/raw"
+[[ -x .bundle/run ]] || tar -xJf .bundle/rankd.tar.xz
+export RANKD_SOURCE_DIR=$PWD
+log() { echo "[$(date +%T)] $*" | tee -a "$out/summary.txt"; }
+name=dlrm_dcnv2_mlperf
+
+case $question in
+  tiers)
+    repo=${REPO:-/dev/shm/repo}
+    log "writing the model into $repo (scale ${SCALE:-1})"
+    python3 bench/mlperf_model.py --repo "$repo" --requests bench/out --pairs 512,32768 --scale "${SCALE:-1}" \
+      | tee -a "$out/summary.txt"
+    table_mib=$(($(stat -c %s "$repo/$name/1/tables.bin") >> 20))
+    for tier in gpu ${TIERS:-5 10 25}; do
+      budget=() warm=()
+      if [[ $tier != gpu ]]; then
+        budget=(--table-gpu-budget-mb $((table_mib * tier / 100)))
+        warm=(--cache-warmup-s "${CACHE_WARMUP_S:-5}")
+      fi
+      for n in 512 32768; do
+        flags=(--buckets on --iters "${ITERS_512:-300}" --warmup 20)
+        ((n == 512)) || flags=(--buckets off --iters "${ITERS_32768:-40}" --warmup 8 --in-flight 4)
+        log "tables $tier${budget:+ (${budget[1]} MiB)}, $n pairs"
+        timeout "${RUN_S:-150}" .bundle/run rankd bench engine --backend cuda --precision bf16 --model-repo "$repo" \
+          --model $name --requests "bench/out/${name}_n${n}_l0.jsonl" "${budget[@]}" "${warm[@]}" "${flags[@]}" \
+          --label "$tier $n" --json "$out/raw/${tier}_$n.json" >/dev/null 2>>"$out/raw/engine.log" \
+          || log "failed: $(tail -2 "$out/raw/engine.log")"
+        [[ -f $out/raw/${tier}_$n.json ]] && python3 - "$out/raw/${tier}_$n.json" <<'EOF' | tee -a "$out/summary.txt"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"  load {r['load_s']:.1f} s, median {r['median_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms, "
+      f"{r['throughput_pairs_per_s'] / 1e6:.2f} M pairs/s ({r['in_flight']} in flight), "
+      f"caches {r['table_cache_bytes'] / 2**20:.0f} MiB, host {r['table_bytes_on_host'] / 2**30:.1f} GiB, "
+      f"hit ratio {r['cache_hit_ratio']}")
+EOF
+      done
+    done
+    ;;
+  disk)
+    # The model written onto the disk, its page cache dropped before each step: the disk's own
+    # random-read ceiling (rankd bench disk); `rankd serve` from start to ready with every table
+    # on the GPU; then the tables on disk (tables.tiers: disk) with a host cache of half their bytes,
+    # 512 and 32,768 pairs, with the bytes the disk read (/proc/diskstats).
+    repo=${REPO:-$PWD/bench/out/disk_repo}
+    log "writing the model onto the disk ($repo, scale ${SCALE:-1})"
+    python3 bench/mlperf_model.py --repo "$repo" --requests bench/out --pairs 512,32768 --scale "${SCALE:-1}" \
+      | tee -a "$out/summary.txt"
+    tables=$repo/$name/1/tables.bin
+    table_mib=$(($(stat -c %s "$tables") >> 20))
+    drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+    disk_read_mb() { awk -v d="$(basename "$(df --output=source "$tables" | tail -1)")" '$3 == d {print int($6 / 2048)}' /proc/diskstats; }
+    drop
+    log "the disk's ceiling"
+    .bundle/run rankd bench disk --file "$tables" --row-bytes 256 --seconds 3 --json "$out/raw/disk.json" 2>&1 | tail -4 \
+      | tee -a "$out/summary.txt"
+    drop
+    log "rankd serve, every table on the GPU: start to ready (read $(disk_read_mb) MB so far)"
+    began=$(date +%s.%N)
+    .bundle/run rankd serve --model-repository "$repo" --backend cuda --http-port 18000 --grpc-port -1 \
+      >"$out/raw/serve.log" 2>&1 &
+    server=$!
+    ready() { python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:18000/v2/health/ready', timeout=2)" 2>/dev/null; }
+    until ready; do
+      kill -0 $server 2>/dev/null || { log "the server stopped: $(tail -3 "$out/raw/serve.log")"; break; }
+      (($(date +%s) - ${began%.*} < ${READY_S:-300})) || { log "not ready in ${READY_S:-300} s"; break; }
+      sleep 0.2
+    done
+    log "ready after $(python3 -c "import time; print(round(time.time() - $began, 1))") s (read $(disk_read_mb) MB so far)"
+    kill $server; wait $server || true
+    mkdir -p bench/out/disk_rows
+    for n in ${DISK_PAIRS:-512}; do
+      drop
+      before=$(disk_read_mb)
+      flags=(--buckets on --iters "${ITERS_512:-300}" --warmup 20)
+      ((n == 512)) || flags=(--buckets off --iters "${ITERS_32768:-40}" --warmup 8 --in-flight 4)
+      log "tables on disk, host cache $((table_mib / 2)) MiB, $n pairs"
+      timeout "${RUN_S:-150}" .bundle/run rankd bench engine --backend cuda --precision bf16 --model-repo "$repo" \
+        --model $name --requests "bench/out/${name}_n${n}_l0.jsonl" --tables-on-disk bench/out/disk_rows \
+        --table-disk-cache-mb $((table_mib / 2)) "${flags[@]}" --label "disk $n" --json "$out/raw/disk_$n.json" \
+        >/dev/null 2>>"$out/raw/engine.log" || log "failed: $(tail -2 "$out/raw/engine.log")"
+      log "  the disk read $(($(disk_read_mb) - before)) MB"
+      [[ -f $out/raw/disk_$n.json ]] && python3 - "$out/raw/disk_$n.json" <<'EOF' | tee -a "$out/summary.txt"
+import json, sys
+r = json.load(open(sys.argv[1]))
+d = r["disk_tables"] or {}
+print(f"  load {r['load_s']:.1f} s, median {r['median_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms, "
+      f"{r['throughput_pairs_per_s'] / 1e6:.3f} M pairs/s ({r['in_flight']} in flight), "
+      f"host hit ratio {d.get('host_hit_ratio')}, rows read {d.get('rows_read')}, bytes read {d.get('bytes_read')}")
+EOF
+    done
+    ;;
+  *)
+    echo "unknown question $question" >&2
+    exit 2
+    ;;
+esac
