@@ -3,7 +3,8 @@
 # run carries, with COMMIT, the commit it was built from (reports name it):
 #   scripts/gpu_bundle.sh        the tests with the libraries that machine lacks and the ONNX
 #                                conformance cases of the ops rankd runs (it has no libonnx-testdata)
-#   scripts/gpu_bundle.sh rankd  rankd itself (server and benchmarks), compressed
+#   scripts/gpu_bundle.sh rankd  rankd itself (server and benchmarks), compressed, and
+#                                bench/host_reads.cu built as .bundle/host_reads
 #   scripts/gpu_bundle.sh all    both programs, compressed (no ONNX cases)
 #   PERF=1 scripts/gpu_bundle.sh all
 #                                also Debian's perf (with the libraries it loads) as .bundle/perf.tar.xz,
