@@ -152,6 +152,14 @@ StatusOr<std::string> WriteRows(const std::string& directory, const std::string&
 // slots, grown at half full (a run's ids repeat: Zipf traffic).
 class RowPlaces {
  public:
+  // Room for `rows` distinct rows without growing.
+  explicit RowPlaces(size_t rows) {
+    size_t slots = 64;
+    while (slots < rows * 2 + 2) slots *= 2;
+    rows_.assign(slots, -1);
+    places_.resize(slots);
+  }
+
   // The place of `row`, given `next` (then the next place) if it has none yet.
   int32_t Find(int64_t row, int32_t next) {
     if (static_cast<size_t>(next) * 2 >= rows_.size()) Grow();
@@ -169,7 +177,7 @@ class RowPlaces {
     return static_cast<size_t>((static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull) >> 20);
   }
   void Grow() {
-    std::vector<int64_t> rows(std::max<size_t>(64, rows_.size() * 2), -1);
+    std::vector<int64_t> rows(rows_.size() * 2, -1);
     std::vector<int32_t> places(rows.size());
     for (size_t i = 0; i < rows_.size(); ++i) {
       if (rows_[i] < 0) continue;
@@ -323,7 +331,9 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
   // known, each rewrites its ids and reads its rows. No two tables' lookups read the same ids (Open
   // checked), and no two shards the same row.
   std::vector<ShardRun> runs;
+  std::vector<size_t> table_runs;  // each table's first run
   for (size_t t = 0; t < tables_.size(); ++t) {
+    table_runs.push_back(runs.size());
     for (size_t sh = 0; sh < tables_[t]->shards.size(); ++sh) {
       ShardRun run;
       run.table = t;
@@ -332,7 +342,11 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
     }
   }
   HelpingPool& helpers = HelpingPool::Shared();
-  helpers.Run(static_cast<int64_t>(runs.size()), [&](int64_t r) { FindRows(runs[static_cast<size_t>(r)], out); });
+  helpers.Run(static_cast<int64_t>(tables_.size()), [&](int64_t t) {
+    const size_t first_run = table_runs[static_cast<size_t>(t)];
+    SplitIds(std::span<ShardRun>(runs).subspan(first_run, tables_[static_cast<size_t>(t)]->shards.size()), out);
+  });
+  helpers.Run(static_cast<int64_t>(runs.size()), [&](int64_t r) { FindRows(runs[static_cast<size_t>(r)]); });
   int64_t first = 0;  // the place of each shard's first row in its table's rows
   for (size_t r = 0; r < runs.size(); ++r) {
     ShardRun& run = runs[r];
@@ -381,15 +395,16 @@ Tensor DiskTables::StagedRows(DType dtype, int64_t rows, int64_t width) const {
   return Tensor::View(dtype, {rows, width}, buffer.memory, MemoryLocation::Host(), std::move(keep));
 }
 
-void DiskTables::FindRows(ShardRun& run, std::span<const Tensor> inputs) const {
-  const Table& t = *tables_[run.table];
-  RowPlaces places;
+void DiskTables::SplitIds(std::span<ShardRun> runs, std::span<const Tensor> inputs) const {
+  const Table& t = *tables_[runs.front().table];
+  const size_t shards = runs.size();
   for (size_t source = 0; source < t.sources.size(); ++source) {
     const IdSource& s = t.sources[source];
     const Tensor& ids = inputs[s.input];
     const bool wide = ids.dtype() == DType::kI64;
     const int64_t n = ids.size();
     const int64_t step = s.column >= 0 && ids.rank() == 2 ? ids.dim(1) : 1;
+    for (ShardRun& run : runs) run.at.reserve(run.at.size() + static_cast<size_t>(n / step) / shards + 16);
     for (int64_t i = s.column >= 0 && ids.rank() == 2 ? s.column : 0; i < n; i += step) {
       int64_t id = wide ? ids.data<int64_t>()[i] : ids.data<int32_t>()[i];
       if (!s.gather && id < 0) continue;  // an empty slot of a bag
@@ -398,15 +413,21 @@ void DiskTables::FindRows(ShardRun& run, std::span<const Tensor> inputs) const {
         if (id < 0) id += t.rows;
       }
       if (id < 0 || id >= t.rows) {
-        run.status = InvalidArgument("table '" + t.name + "': id " + std::to_string(id < 0 ? id - t.rows : id) +
-                                     " is out of range for a table of " + std::to_string(t.rows) + " rows");
+        runs.front().status =
+            InvalidArgument("table '" + t.name + "': id " + std::to_string(id < 0 ? id - t.rows : id) +
+                            " is out of range for a table of " + std::to_string(t.rows) + " rows");
         return;
       }
-      if (ShardOf(id, t.shards.size()) != run.shard) continue;
-      const int32_t local = places.Find(id, static_cast<int32_t>(run.rows.size()));
-      if (local == static_cast<int32_t>(run.rows.size())) run.rows.push_back(id);
-      run.at.push_back({source, i, local});
+      runs[shards == 1 ? 0 : ShardOf(id, shards)].at.push_back({source, i, id, 0});
     }
+  }
+}
+
+void DiskTables::FindRows(ShardRun& run) {
+  RowPlaces places(run.at.size());
+  for (ShardRun::At& at : run.at) {
+    at.local = places.Find(at.row, static_cast<int32_t>(run.rows.size()));
+    if (at.local == static_cast<int32_t>(run.rows.size())) run.rows.push_back(at.row);
   }
 }
 

@@ -91,14 +91,18 @@ class DiskTables {
     struct At {
       size_t source = 0;    // the table's IdSource
       int64_t element = 0;  // the id's element in that input
-      int32_t local = 0;    // its row among `rows`
+      int64_t row = 0;      // the table row it names
+      int32_t local = 0;    // that row's place among `rows`
     };
     std::vector<At> at;
     int64_t first = 0;
   };
   DiskTables() = default;
-  // The rows the shard's ids in `inputs` name, and where those ids are.
-  void FindRows(ShardRun& run, std::span<const Tensor> inputs) const;
+  // Every id a table's lookups read in `inputs`, checked and handed to its shard's run (`runs`:
+  // the table's, one per shard in order); an id out of range fails the first.
+  void SplitIds(std::span<ShardRun> runs, std::span<const Tensor> inputs) const;
+  // The distinct rows among a shard run's ids, and each id's place among them.
+  static void FindRows(ShardRun& run);
   // Rewrites those ids in `inputs` (the run's copies) to the rows' places and reads the rows into
   // `staged`, the table's rows.
   void ReadRows(ShardRun& run, std::span<Tensor> inputs, Tensor& staged) const;
