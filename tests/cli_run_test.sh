@@ -54,7 +54,7 @@ grep -q "1 dot interactions fused" "$tmp/dot_nodes" || fail "inspect: $(cat "$tm
 # The table placement: with a budget of 0 every table of the tiny DLRM is in host memory.
 "$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 --table-gpu-budget-mb 0 >"$tmp/placed" ||
   fail "inspect --table-gpu-budget-mb failed"
-grep -q "^tables: 26, 0.0 KiB on the GPU, 812.5 KiB in host memory, 0.0 KiB of GPU caches, 0.0 KiB on disk (GPU budget for tables: 0.0 KiB)" "$tmp/placed" ||
+grep -q "^tables: 26, 0.0 KiB on the GPU, 812.5 KiB in host memory, 0.0 KiB of GPU caches, 0.0 KiB on disk (GPU budget for tables: 0.0 KiB, host budget: none)" "$tmp/placed" ||
   fail "inspect placement: $(grep '^tables' "$tmp/placed")"
 [ "$(grep -c "tables\.[0-9]*\.weight *host " "$tmp/placed")" = 26 ] || fail "inspect: every table on host"
 # Every table cached with 10% of its rows: 100 of 1,000, an index of 4 bytes a row and 32-byte rows.

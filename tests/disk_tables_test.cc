@@ -123,6 +123,50 @@ TEST_P(DiskZooModel, ScoresAsWithTablesInMemory) {
 
 INSTANTIATE_TEST_SUITE_P(Zoo, DiskZooModel, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"));
 
+// A host budget smaller than the tables (none at all) with no GPU budget: every W1 table goes on
+// disk, read from the model's external-data file, and the model scores as with them in memory, on
+// the CPU and the GPU. A model whose tables cannot all go on disk (DIN's item and category ids are
+// computed) and do not fit is refused, naming the budget.
+TEST(DiskTables, AHostBudgetSmallerThanTheTablesPutsThemOnDisk) {
+  const std::string onnx = testing::WithExternalTables("dlrm_dcnv2");
+  const std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
+  for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
+    if (!backend) continue;
+    ModelOptions options;
+    options.backend = backend;
+    options.batching = 0;
+    auto config = LoadModelConfig(testing::SourcePath("models/zoo/dlrm_dcnv2"));
+    ASSERT_TRUE(config.ok());
+    auto resident = Model::LoadFile(onnx, *config, options);
+    ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+    config->table_gpu_budget_mb = 0;
+    config->table_host_budget_mb = 0;
+    auto budgeted = Model::LoadFile(onnx, *config, options);
+    ASSERT_TRUE(budgeted.ok()) << backend->name() << ": " << budgeted.status().ToString();
+    EXPECT_EQ(TierBytes((*budgeted)->tables(), TableTier::kDisk), TierBytes((*resident)->tables(), TableTier::kDevice));
+    ASSERT_NE((*budgeted)->disk_tables(), nullptr);
+    for (const DiskTableStats& s : (*budgeted)->disk_tables()->stats()) {
+      EXPECT_EQ(s.capacity, 1) << s.table;  // nothing left of the budget: a row each
+      EXPECT_NE(s.file.find("tables.bin"), std::string::npos) << s.file;
+    }
+    for (const InferRequest& r : requests) {
+      auto want = (*resident)->Infer(r);
+      auto got = (*budgeted)->Infer(r);
+      ASSERT_TRUE(want.ok() && got.ok()) << backend->name();
+      testing::ExpectIdenticalOutputs(*got, *want, std::string("W1 under a host budget of 0 on ") + backend->name());
+    }
+  }
+  ModelOptions options;
+  options.table_gpu_budget_mb = 0;
+  options.table_host_budget_mb = 0;
+  auto config = LoadModelConfig(testing::SourcePath("models/zoo/din"));
+  ASSERT_TRUE(config.ok());
+  config->table_disk_dir = DiskDir("din_budget");
+  auto din = Model::LoadFile(testing::SourcePath("models/zoo/din/1/model.onnx"), *config, options);
+  ASSERT_FALSE(din.ok());
+  EXPECT_NE(din.status().message().find("tables.host_budget_mb"), std::string::npos) << din.status().ToString();
+}
+
 // An id out of range fails its own request with the usual error, and the next request scores.
 TEST(DiskTables, AnIdOutOfRangeFailsOnlyItsRequest) {
   const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");

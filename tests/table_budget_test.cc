@@ -331,6 +331,81 @@ TEST(TableBudget, TablesNoReplicaKeepsArePlacedOnceOverTheGpus) {
       << bad.status().ToString();
 }
 
+// Past the host budget, the tables the host would hold go on disk, largest first, until the rest
+// fits; the tables on disk share what is left for their host caches in proportion to their bytes,
+// a row at least. A table tables.tiers keeps in host memory does not move, and a budget it alone
+// exceeds is an error; without a GPU budget every table is on the device and nothing moves.
+TEST(TableBudget, TablesPastTheHostBudgetGoOnDiskLargestFirst) {
+  // FourTables' tables, each bag with ids of its own (tables on disk get their ids rewritten).
+  GraphBuilder g;
+  std::mt19937_64 rng(3);
+  const int shared = g.Const("shared", testing::RandomTable(DType::kF32, 4, 4, rng));
+  int sum = g.Op("EmbeddingBag", {shared, g.Input("ids_shared", DType::kI64, {2, 3})});
+  for (auto [name, rows] : {std::pair{"small", 10}, {"middle", 20}, {"large", 40}}) {
+    const int table = g.Const(name, testing::RandomTable(DType::kF32, rows, 4, rng));
+    sum = g.Op("Add", {sum, g.Op("EmbeddingBag", {table, g.Input(std::string("ids_") + name, DType::kI64, {2, 3})})});
+  }
+  g.Output(g.Op("MatMul", {sum, shared}));
+  const Graph graph = g.graph();
+  auto place = [&](int64_t host_bytes, std::map<std::string, TableTier> tiers = {}) {
+    TableBudget budget{0, std::move(tiers)};  // no GPU room: small, middle and large in host memory
+    budget.host_bytes = host_bytes;
+    return PlaceTables(graph, budget);
+  };
+  auto cache_rows = [](const std::vector<TableInfo>& tables, const std::string& name) {
+    for (const TableInfo& t : tables) {
+      if (t.name == name) return t.cache_rows;
+    }
+    return int64_t{-1};
+  };
+  auto fits = place(1120);  // 160 + 320 + 640
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  EXPECT_EQ(TierBytes(*fits, TableTier::kDisk), 0);
+  EXPECT_EQ(TierBytes(*fits, TableTier::kHost), 1120);
+  // 1,000: large goes; its host cache gets the 520 bytes left, 32 of its 40 rows of 16 bytes.
+  auto one = place(1000);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(Tiers(*one)["large"], TableTier::kDisk);
+  EXPECT_EQ(Tiers(*one)["middle"], TableTier::kHost);
+  EXPECT_EQ(Tiers(*one)["shared"], TableTier::kDevice);
+  EXPECT_EQ(cache_rows(*one, "large"), 32);
+  EXPECT_TRUE(ToPlacement(*one).cached.empty());
+  // 300: large and middle go; the 140 bytes left split 2:1 (93 and 46 bytes): 5 rows and 2.
+  auto two = place(300);
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(TierBytes(*two, TableTier::kDisk), 960);
+  EXPECT_EQ(TierBytes(*two, TableTier::kHost), 160);
+  EXPECT_EQ(cache_rows(*two, "large"), 5);
+  EXPECT_EQ(cache_rows(*two, "middle"), 2);
+  // 0: all three go, each with a host cache of one row.
+  auto all = place(0);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(TierBytes(*all, TableTier::kDisk), 1120);
+  for (const char* name : {"small", "middle", "large"}) EXPECT_EQ(cache_rows(*all, name), 1) << name;
+  // large kept in host memory by name: middle and small go, and 640 bytes still do not fit 300.
+  auto named = place(300, {{"large", TableTier::kHost}});
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(named.status().message().find("tables.host_budget_mb"), std::string::npos) << named.status().ToString();
+  EXPECT_NE(named.status().message().find("640 bytes"), std::string::npos) << named.status().ToString();
+  // No GPU budget: every table on the device, nothing in host memory to move.
+  TableBudget device_only;
+  device_only.host_bytes = 0;
+  auto on_device = PlaceTables(graph, device_only);
+  ASSERT_TRUE(on_device.ok()) << on_device.status().ToString();
+  EXPECT_EQ(TierBytes(*on_device, TableTier::kDisk), 0);
+  // The config's key, and disk_cache_mb beside it refused (both would size the same caches).
+  auto c = ParseModelConfig("tables: {gpu_budget_mb: 0, host_budget_mb: 2048}", true);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->table_host_budget_mb, 2048);
+  EXPECT_EQ(ParseModelConfig("{}", false)->table_host_budget_mb, -1);
+  for (const char* bad : {"tables: {host_budget_mb: -1}", "tables: {host_budget_mb: 0.5}",
+                          "tables: {host_budget_mb: 10, disk_cache_mb: 10}"}) {
+    auto r = ParseModelConfig(bad, true);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("tables."), std::string::npos) << r.status().ToString();
+  }
+}
+
 TEST(TableBudget, ConfigReadsTheBudgetAndTiers) {
   auto c = ParseModelConfig("tables: {dtype: BF16, gpu_budget_mb: 512, tiers: {t0: host, t1: gpu}}", true);
   ASSERT_TRUE(c.ok()) << c.status().ToString();

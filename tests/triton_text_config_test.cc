@@ -143,6 +143,10 @@ constexpr const char* kTritonConfig = R"pb(
     value: { string_value: "512" }
   }
   parameters {
+    key: "tables.host_budget_mb"
+    value: { string_value: "4096" }
+  }
+  parameters {
     key: "something_else"
     value: { string_value: "x" }
   }
@@ -168,6 +172,7 @@ TEST(TritonTextConfig, MapsWhatRankdUsesAndNamesTheRest) {
   EXPECT_EQ((*j)["tables"]["tiers"]["item.weight"], "disk");
   EXPECT_EQ((*j)["tables"]["disk_dir"], "rows");
   EXPECT_EQ((*j)["tables"]["disk_cache_mb"], 512);
+  EXPECT_EQ((*j)["tables"]["host_budget_mb"], 4096);
   EXPECT_EQ((*j)["version_policy"]["latest"]["num_versions"], 2);
   EXPECT_EQ((*j)["executors"], 2);  // instance_group's count
   const std::string named = Joined(unused);

@@ -38,7 +38,8 @@ struct DiskTablesOptions {
   // load error.
   std::string directory;
   // Host memory for the tables' rows, shared in proportion to their bytes (tables.disk_cache_mb);
-  // -1: a tenth of their bytes. Each table gets at least one row.
+  // -1: a tenth of their bytes. Each table gets at least one row. A table whose TableInfo sizes its
+  // cache (the host budget's share, cache_rows) gets that instead.
   int64_t cache_bytes = -1;
 };
 

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "embedding/disk_tables.h"
 #include "embedding/lookups.h"
 #include "model/config.h"
 #include "model/table_place.h"
@@ -147,7 +148,50 @@ int64_t KeyIndexBytes(const Graph& graph) {
   return bytes;
 }
 
-StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudget& budget) {
+namespace {
+
+// Past the host budget, tables the host would hold go on disk, largest first (each table serves
+// about as many lookups as another: the largest free the most memory a lookup); then the tables on
+// disk share what is left for their host caches.
+Status PlaceOnDisk(const Graph& graph, const TableBudget& budget, std::vector<TableInfo>& tables) {
+  auto held = [](const TableInfo& t) { return t.tier == TableTier::kHost || t.tier == TableTier::kCache; };
+  int64_t host = 0;
+  std::vector<size_t> movable;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const TableInfo& t = tables[i];
+    if (!held(t)) continue;
+    host += t.bytes;
+    if (!budget.tiers.count(t.name) && !budget.cache_rows.count(t.name) && DiskTables::CanServe(graph, t).ok())
+      movable.push_back(i);
+  }
+  std::stable_sort(movable.begin(), movable.end(), [&](size_t a, size_t b) {
+    return tables[a].bytes != tables[b].bytes ? tables[a].bytes > tables[b].bytes : tables[a].name < tables[b].name;
+  });
+  for (size_t i : movable) {
+    if (host <= budget.host_bytes) break;
+    tables[i].tier = TableTier::kDisk;
+    tables[i].cache_rows = 0;
+    host -= tables[i].bytes;
+  }
+  if (host > budget.host_bytes) {
+    return InvalidArgument("the tables kept in host memory take " + std::to_string(host) +
+                           " bytes, more than tables.host_budget_mb allows (" + std::to_string(budget.host_bytes) +
+                           " bytes), and no other table may go on disk (tables.tiers names it, or its lookups' ids "
+                           "are not request inputs)");
+  }
+  double disk_bytes = 0;
+  for (const TableInfo& t : tables) disk_bytes += t.tier == TableTier::kDisk ? static_cast<double>(t.bytes) : 0;
+  const int64_t left = budget.host_bytes - host;
+  for (TableInfo& t : tables) {
+    if (t.tier != TableTier::kDisk || t.row_bytes() <= 0) continue;
+    const auto share = static_cast<int64_t>(static_cast<double>(left) * static_cast<double>(t.bytes) / disk_bytes);
+    t.cache_rows = std::clamp<int64_t>(share / t.row_bytes(), 1, std::max<int64_t>(t.rows(), 1));
+  }
+  return Status::Ok();
+}
+
+// PlaceTables without the host budget.
+StatusOr<std::vector<TableInfo>> PlaceOnGpus(const Graph& graph, const TableBudget& budget) {
   std::vector<TableInfo> tables = FindTables(graph);
   RANKD_ASSIGN_OR_RETURN(int64_t on_device, PlaceNamed(tables, budget));
   on_device += KeyIndexBytes(graph);
@@ -241,6 +285,14 @@ StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudg
       t.tier = TableTier::kHost;  // not even the index fits: read from host memory alone
     }
   }
+  return tables;
+}
+
+}  // namespace
+
+StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudget& budget) {
+  RANKD_ASSIGN_OR_RETURN(std::vector<TableInfo> tables, PlaceOnGpus(graph, budget));
+  if (budget.host_bytes >= 0) RANKD_RETURN_IF_ERROR(PlaceOnDisk(graph, budget, tables));
   return tables;
 }
 

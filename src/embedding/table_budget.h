@@ -43,7 +43,9 @@ struct TableInfo {
   // the device. A table anything else reads (a product, say) stays there.
   bool lookups_only = true;
   TableTier tier = TableTier::kDevice;
-  int64_t cache_rows = 0;  // with kCache: the rows its device cache holds (at least 1)
+  // With kCache: the rows its device cache holds (at least 1). With kDisk: its host cache's rows
+  // where the host budget sized it, else 0 (DiskTables sizes it).
+  int64_t cache_rows = 0;
   // With kDevice: the GPUs holding the table for every replica of the model, its rows split evenly
   // over them in order, read there by the replicas elsewhere over NVLink (tables.tiers' gpu:N,M,
   // docs/replicas.md); empty: each replica's own GPU.
@@ -67,6 +69,12 @@ struct TableBudget {
   // gpu:N,M place them), each counted against the budget of the GPUs it lies on; the caches then
   // share what the fullest GPU has left.
   std::vector<int> shard_gpus = {};
+  // Host memory for the tables not on the GPU: host and cached tables' rows, and the host caches of
+  // tables on disk; -1: no limit. Past it, the tables the host would hold that may go on disk
+  // (their lookups' ids are request inputs, DiskTables::CanServe) do, largest first, until the rest
+  // fits; the tables on disk then share what is left for their host caches in proportion to their
+  // bytes, at least a row each.
+  int64_t host_bytes = -1;
 };
 
 // The device bytes a table of `bytes` takes on each of `gpus` GPUs when placed on them (its rows
@@ -88,7 +96,7 @@ int64_t KeyIndexBytes(const Graph& graph);
 // FindTables, placed by `budget` (what is left after the key indexes). Errors: a tier or cache size naming no table of
 // the graph, a table read by other ops than lookups sent to host memory or cached, tables named for the GPU (and caches
 // of a given size) that exceed the budget, a table named for a cache that the budget leaves no room for (or with no
-// budget to size it by).
+// budget to size it by), tables the host budget cannot hold that may not go on disk.
 StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudget& budget);
 
 // What the backend is told: the tables kept in host memory, and the cached ones' cache sizes.

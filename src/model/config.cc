@@ -273,7 +273,7 @@ Status ParseTables(const json& j, ModelConfig& c) {
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "tables must be a mapping"));
   RANKD_RETURN_IF_ERROR(CheckKeys(j,
                                   {"dtype", "gpu_budget_mb", "tiers", "cache_rows", "hotness_snapshot", "keyed",
-                                   "shard_over_gpus", "disk_dir", "disk_cache_mb"},
+                                   "shard_over_gpus", "disk_dir", "disk_cache_mb", "host_budget_mb"},
                                   "tables"));
   if (j.contains("dtype")) {
     const json& d = j["dtype"];
@@ -327,6 +327,16 @@ Status ParseTables(const json& j, ModelConfig& c) {
         Expect(b.is_number_integer() && b.get<int64_t>() >= 0 && b.get<int64_t>() <= (int64_t{1} << 40),
                "tables.disk_cache_mb must be an integer >= 0"));
     c.table_disk_cache_mb = b;
+  }
+  if (j.contains("host_budget_mb")) {
+    const json& b = j["host_budget_mb"];
+    RANKD_RETURN_IF_ERROR(
+        Expect(b.is_number_integer() && b.get<int64_t>() >= 0 && b.get<int64_t>() <= (int64_t{1} << 40),
+               "tables.host_budget_mb must be an integer >= 0"));
+    RANKD_RETURN_IF_ERROR(Expect(!j.contains("disk_cache_mb"),
+                                 "tables.disk_cache_mb and tables.host_budget_mb both size the host caches of "
+                                 "tables on disk: give one"));
+    c.table_host_budget_mb = b;
   }
   if (j.contains("hotness_snapshot")) {
     const json& path = j["hotness_snapshot"];

@@ -142,6 +142,9 @@ struct ModelConfig {
   std::string table_disk_dir;
   // tables.disk_cache_mb: host memory for the rows of tables on disk; -1: a tenth of their bytes.
   int64_t table_disk_cache_mb = -1;
+  // tables.host_budget_mb: host memory for the tables not on the GPU (host and cached tables' rows,
+  // the host caches of tables on disk); past it, tables go on disk (docs/embedding.md). -1: none.
+  int64_t table_host_budget_mb = -1;
   // tables.hotness_snapshot: the file the GPU caches start warm from and are saved to (empty: none).
   std::string table_hotness_snapshot;
   // tables.keyed: tables whose lookups read 64-bit keys, by the table's name (docs/embedding.md).

@@ -78,7 +78,7 @@ Status ApplyParameter(const std::string& key, const std::string& value, json& j,
     RANKD_ASSIGN_OR_RETURN(j["buckets"]["cuda_graphs"], Boolean(key, value));
     return Status::Ok();
   }
-  if (key == "tables.gpu_budget_mb" || key == "tables.disk_cache_mb") {
+  if (key == "tables.gpu_budget_mb" || key == "tables.disk_cache_mb" || key == "tables.host_budget_mb") {
     RANKD_ASSIGN_OR_RETURN(j["tables"][key.substr(7)], Integer(key, value));
     return Status::Ok();
   }

@@ -111,6 +111,14 @@ Status Model::MakeRunner() {
     }
   }
   config_.table_disk_cache_mb = options_.table_disk_cache_mb.value_or(config_.table_disk_cache_mb);
+  config_.table_host_budget_mb = options_.table_host_budget_mb.value_or(config_.table_host_budget_mb);
+  if (config_.table_host_budget_mb >= 0) {
+    if (config_.table_disk_cache_mb >= 0)
+      return InvalidArgument(
+          "tables.disk_cache_mb and tables.host_budget_mb both size the host caches of tables "
+          "on disk: give one");
+    budget.host_bytes = config_.table_host_budget_mb << 20;
+  }
   std::vector<const Backend*> backends = options_.replicas;
   if (backends.empty()) {
     const GpuSet& gpus = config_.gpus.empty() ? options_.gpus : config_.gpus;

@@ -72,6 +72,8 @@ struct ModelOptions : CompileOptions {
   std::optional<std::string> tables_on_disk;
   // Overrides the config's tables.disk_cache_mb when set.
   std::optional<int64_t> table_disk_cache_mb;
+  // Overrides the config's tables.host_budget_mb when set.
+  std::optional<int64_t> table_host_budget_mb;
   // Used instead of the model directory's config file when set (a load's config override:
   // ModelRepository::Load).
   std::optional<ModelConfig> config;

@@ -76,6 +76,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   if (args.table_cache_percent) options.table_cache_fraction = *args.table_cache_percent / 100.0;
   if (!args.tables_on_disk.empty()) options.tables_on_disk = args.tables_on_disk;
   options.table_disk_cache_mb = args.table_disk_cache_mb;
+  options.table_host_budget_mb = args.table_host_budget_mb;
   options.executors = args.executors;
   options.batching = 0;  // the engine's own latency: requests are not merged (`rankd bench load` merges)
   const auto load_began = std::chrono::steady_clock::now();

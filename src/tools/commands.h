@@ -26,18 +26,17 @@ struct InspectArgs {
   std::string model_repo;
   std::string model;
   int64_t version = -1;
-  BackendFlags device{"cpu"};                  // where the model is loaded (buckets and graphs depend on it)
-  bool plan = false;                           // print each warm-up bucket's plan: steps and kernels
-  bool nodes = false;                          // print the graph after the passes, node by node
-  bool fusion = true;                          // false: load without the fusion passes
-  bool hoisting = true;                        // false: load without user-side hoisting
-  std::string table_dtype;                     // FP32 | BF16 | FP16; empty: the model config's tables.dtype
-  std::optional<int64_t> table_gpu_budget_mb;  // unset: the model config's tables.gpu_budget_mb
-  std::optional<double> table_cache_percent;   // set: every lookup table cached with this % of its rows
-  std::string tables_on_disk;                  // set: every lookup table that may goes on disk, written there
-  std::optional<int64_t> table_disk_cache_mb;  // unset: the model config's tables.disk_cache_mb
-  std::string requests;                        // KServe JSON bodies, one per line: size a cache of the tables on them
-  std::vector<double> cache_mb;                // the cache sizes to try; empty: 1%, 5%, 20% and 50% of the tables
+  BackendFlags device{"cpu"};                   // where the model is loaded (buckets and graphs depend on it)
+  bool plan = false;                            // print each warm-up bucket's plan: steps and kernels
+  bool nodes = false;                           // print the graph after the passes, node by node
+  bool fusion = true;                           // false: load without the fusion passes
+  bool hoisting = true;                         // false: load without user-side hoisting
+  std::string table_dtype;                      // FP32 | BF16 | FP16; empty: the model config's tables.dtype
+  std::optional<int64_t> table_gpu_budget_mb;   // unset: the model config's tables.gpu_budget_mb
+  std::optional<double> table_cache_percent;    // set: every lookup table cached with this % of its rows
+  std::optional<int64_t> table_host_budget_mb;  // unset: the model config's tables.host_budget_mb
+  std::string requests;                         // KServe JSON bodies, one per line: size a cache of the tables on them
+  std::vector<double> cache_mb;                 // the cache sizes to try; empty: 1%, 5%, 20% and 50% of the tables
 };
 int InspectCommand(const InspectArgs& args);
 
@@ -81,19 +80,20 @@ struct BenchEngineArgs {
   std::string model_repo;
   std::string model;
   int64_t version = -1;
-  std::string requests;                        // KServe JSON bodies, one per line, all of one size, rotated
-  BackendFlags device{"cpu"};                  // cpu | cuda | auto
-  std::string precision;                       // fp32 | tf32 | bf16 | bf16-activations; empty: the model config's
-  std::string table_dtype;                     // FP32 | BF16 | FP16; empty: the model config's tables.dtype
-  std::optional<int64_t> table_gpu_budget_mb;  // unset: the model config's tables.gpu_budget_mb
-  double cache_warmup_s = 0;                   // with table caches: seconds of extra warm-up before timing
-  std::optional<double> table_cache_percent;   // set: every lookup table cached with this % of its rows
-  std::string tables_on_disk;                  // set: every lookup table that may goes on disk, written there
-  std::optional<int64_t> table_disk_cache_mb;  // unset: the model config's tables.disk_cache_mb
-  std::string buckets = "config";              // on | off | config: shape buckets (and, on a GPU, captured graphs)
-  bool fusion = true;                          // false: without the fusion passes, to measure what they save
-  bool hoisting = true;                        // false: user rows repeated to the candidates, as written
-  int warmup = 10;                             // at least one pass over the requests
+  std::string requests;                         // KServe JSON bodies, one per line, all of one size, rotated
+  BackendFlags device{"cpu"};                   // cpu | cuda | auto
+  std::string precision;                        // fp32 | tf32 | bf16 | bf16-activations; empty: the model config's
+  std::string table_dtype;                      // FP32 | BF16 | FP16; empty: the model config's tables.dtype
+  std::optional<int64_t> table_gpu_budget_mb;   // unset: the model config's tables.gpu_budget_mb
+  double cache_warmup_s = 0;                    // with table caches: seconds of extra warm-up before timing
+  std::optional<double> table_cache_percent;    // set: every lookup table cached with this % of its rows
+  std::string tables_on_disk;                   // set: every lookup table that may go on disk, written there
+  std::optional<int64_t> table_disk_cache_mb;   // unset: the model config's tables.disk_cache_mb
+  std::optional<int64_t> table_host_budget_mb;  // unset: the model config's tables.host_budget_mb
+  std::string buckets = "config";               // on | off | config: shape buckets (and, on a GPU, captured graphs)
+  bool fusion = true;                           // false: without the fusion passes, to measure what they save
+  bool hoisting = true;                         // false: user rows repeated to the candidates, as written
+  int warmup = 10;                              // at least one pass over the requests
   int iters = 200;
   int in_flight = 1;  // requests scored at a time, each by its own thread
   int executors = 0;  // executors of the model; 0: the backend's default

@@ -134,13 +134,14 @@ void PrintReplicas(const Model& model) {
 
 void PrintTables(const Model& model) {
   const std::vector<TableInfo>& tables = model.tables();
-  const int64_t budget = model.config().table_gpu_budget_mb;
+  const int64_t budget = model.config().table_gpu_budget_mb, host_budget = model.config().table_host_budget_mb;
   std::printf(
-      "tables: %zu, %s on the GPU, %s in host memory, %s of GPU caches, %s on disk (GPU budget for tables: %s)%s\n",
+      "tables: %zu, %s on the GPU, %s in host memory, %s of GPU caches, %s on disk (GPU budget for tables: %s, "
+      "host budget: %s)%s\n",
       tables.size(), Human(TierBytes(tables, TableTier::kDevice)).c_str(),
       Human(TierBytes(tables, TableTier::kHost) + TierBytes(tables, TableTier::kCache)).c_str(),
       Human(CachesBytes(tables)).c_str(), Human(TierBytes(tables, TableTier::kDisk)).c_str(),
-      budget < 0 ? "none" : Human(budget << 20).c_str(),
+      budget < 0 ? "none" : Human(budget << 20).c_str(), host_budget < 0 ? "none" : Human(host_budget << 20).c_str(),
       model.backend().device_kind() == DeviceKind::kHost ? " (placement applies on a GPU)" : "");
   std::vector<DiskTableStats> on_disk;
   if (const DiskTables* disk = model.disk_tables()) on_disk = disk->stats();
@@ -238,6 +239,7 @@ int InspectCommand(const InspectArgs& args) {
   options.table_dtype = args.table_dtype;
   if (args.table_gpu_budget_mb) options.table_gpu_budget_mb = *args.table_gpu_budget_mb;
   if (args.table_cache_percent) options.table_cache_fraction = *args.table_cache_percent / 100.0;
+  options.table_host_budget_mb = args.table_host_budget_mb;
   auto loaded = Model::Load(dir, args.version, options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "rankd inspect: %s\n", loaded.status().ToString().c_str());

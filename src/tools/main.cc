@@ -40,6 +40,10 @@ int main(int argc, char** argv) {
                    "GPU memory for embedding tables; the rest stay in host memory (default: the config's)")
       ->check(CLI::NonNegativeNumber);
   inspect_cmd
+      ->add_option("--table-host-budget-mb", inspect.table_host_budget_mb,
+                   "host memory for the tables not on the GPU; past it tables go on disk (default: the config's)")
+      ->check(CLI::NonNegativeNumber);
+  inspect_cmd
       ->add_option("--table-cache-percent", inspect.table_cache_percent,
                    "cache every lookup table on the GPU with this percentage of its rows (at least one row)")
       ->check(CLI::Range(0.0, 100.0));
@@ -157,6 +161,10 @@ int main(int argc, char** argv) {
   bench_engine
       ->add_option("--table-disk-cache-mb", engine.table_disk_cache_mb,
                    "host memory for the rows of tables on disk (default: the config's tables.disk_cache_mb)")
+      ->check(CLI::NonNegativeNumber);
+  bench_engine
+      ->add_option("--table-host-budget-mb", engine.table_host_budget_mb,
+                   "host memory for the tables not on the GPU; past it tables go on disk (default: the config's)")
       ->check(CLI::NonNegativeNumber);
   bench_engine
       ->add_option("--cache-warmup-s", engine.cache_warmup_s,
