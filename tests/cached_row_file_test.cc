@@ -95,8 +95,33 @@ TEST_F(CachedRowFileTest, EveryRowIsTheFilesAndHotRowsComeFromTheCache) {
   }
   ASSERT_FALSE(held.empty());
   const uint64_t batches = cache->file().stats().batches;
+  const LatencyHistogram reads = cache->stats().reads;
   ExpectRows(*cache, held);
   EXPECT_EQ(cache->file().stats().batches, batches);
+  // Each read of the file is timed, one a Read that missed; a Read of cached rows times none.
+  EXPECT_EQ(cache->stats().reads.count, reads.count);
+  EXPECT_EQ(reads.count, batches);
+  EXPECT_EQ(reads.AtMost(LatencyHistogram::kBounds.size()), reads.count);
+  EXPECT_GT(reads.sum_seconds, 0.0);
+}
+
+// Durations fall into the first bucket whose bound they do not exceed; AtMost is cumulative, as
+// Prometheus's `le` buckets are, and sums add.
+TEST(LatencyHistogram, BucketsAreUpperBoundsAndCumulative) {
+  LatencyHistogram h;
+  for (double s : {0.00005, 0.0001, 0.0003, 0.002, 0.7, 3.0}) h.Add(s);
+  EXPECT_EQ(h.count, 6u);
+  EXPECT_EQ(h.counts[0], 2u);  // 50 µs and 100 µs: at most 0.0001
+  EXPECT_EQ(h.AtMost(0), 2u);
+  EXPECT_EQ(h.AtMost(2), 3u);                                     // and 300 µs, at most 0.0005
+  EXPECT_EQ(h.AtMost(4), 4u);                                     // and 2 ms, at most 0.0025
+  EXPECT_EQ(h.AtMost(LatencyHistogram::kBounds.size() - 1), 5u);  // and 0.7 s, at most 1 s
+  EXPECT_EQ(h.AtMost(LatencyHistogram::kBounds.size()), 6u);      // +Inf
+  LatencyHistogram twice = h;
+  twice += h;
+  EXPECT_EQ(twice.count, 12u);
+  EXPECT_EQ(twice.AtMost(0), 4u);
+  EXPECT_DOUBLE_EQ(twice.sum_seconds, 2 * h.sum_seconds);
 }
 
 TEST_F(CachedRowFileTest, AScanOfColdRowsDoesNotFlushTheHotOnes) {

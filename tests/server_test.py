@@ -808,6 +808,12 @@ class DiskTableTest(unittest.TestCase):
         label = '{model="dlrm_disk",version="1",table="tables.0.weight"}'
         self.assertGreater(metrics["rankd_table_disk_rows_read" + label], 0)
         self.assertEqual(metrics["rankd_table_disk_cache_capacity_rows" + label], 1)
+        reads = '{model="dlrm_disk",version="1",table="tables.0.weight"'
+        self.assertGreater(metrics["rankd_table_disk_read_seconds_count" + label], 0)
+        self.assertEqual(metrics["rankd_table_disk_read_seconds_bucket" + reads + ',le="+Inf"}'],
+                         metrics["rankd_table_disk_read_seconds_count" + label])
+        self.assertLessEqual(metrics["rankd_table_disk_read_seconds_bucket" + reads + ',le="0.001"}'],
+                             metrics["rankd_table_disk_read_seconds_bucket" + reads + ',le="1"}'])
         self.assertEqual(metrics['rankd_table_bytes{model="dlrm_disk",version="1",tier="disk"}'], 26 * 1000 * 8 * 4)
 
 

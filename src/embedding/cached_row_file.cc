@@ -1,5 +1,6 @@
 #include "embedding/cached_row_file.h"
 
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <unordered_map>
@@ -62,10 +63,13 @@ Status CachedRowFile::Read(std::span<const int64_t> ids, void* out) {
     if (first.emplace(ids[i], rows.size()).second) rows.push_back(ids[i]);
   }
   std::vector<uint8_t> read(rows.size() * row_bytes_);
+  const auto began = std::chrono::steady_clock::now();
   RANKD_RETURN_IF_ERROR(file_->Read(rows, read.data()));
+  const double read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   for (size_t i : missed) std::memcpy(to + i * row_bytes_, read.data() + first[ids[i]] * row_bytes_, row_bytes_);
   // Offered to the cache: the policy admits each or not; an admitted row takes its slot now.
   MutexLock lock(mu_);
+  stats_.reads.Add(read_seconds);
   for (size_t k = 0; k < rows.size(); ++k) {
     policy_.Access(static_cast<uint64_t>(rows[k]));
     for (const CachePolicy::Change& change : policy_.TakeChanges()) {

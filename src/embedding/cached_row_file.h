@@ -17,6 +17,7 @@
 #include <memory>
 #include <span>
 
+#include "common/latency_histogram.h"
 #include "common/mutex.h"
 #include "embedding/cache_policy.h"
 #include "embedding/row_file.h"
@@ -25,10 +26,11 @@
 namespace rankd {
 
 struct CachedRowFileStats {
-  uint64_t lookups = 0;   // rows asked for
-  uint64_t hits = 0;      // of those, copied from the cache
-  uint64_t inserted = 0;  // rows admitted into the cache
-  uint64_t evicted = 0;   // rows they replaced
+  uint64_t lookups = 0;    // rows asked for
+  uint64_t hits = 0;       // of those, copied from the cache
+  uint64_t inserted = 0;   // rows admitted into the cache
+  uint64_t evicted = 0;    // rows they replaced
+  LatencyHistogram reads;  // the file reads of Reads' misses, one per Read that missed
 };
 
 class CachedRowFile {

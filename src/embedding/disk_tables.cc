@@ -453,7 +453,10 @@ void DiskTables::ReadRows(ShardRun& run, std::span<Tensor> inputs, Tensor& stage
 std::vector<DiskTableStats> DiskTables::stats() const {
   std::vector<DiskTableStats> all;
   for (const auto& t : tables_) {
-    DiskTableStats d{t->name, t->file_name, t->shards[0]->file().direct()};
+    DiskTableStats d;
+    d.table = t->name;
+    d.file = t->file_name;
+    d.direct = t->shards[0]->file().direct();
     for (const auto& shard : t->shards) {
       const CachedRowFileStats cache = shard->stats();
       const RowFileStats file = shard->file().stats();
@@ -465,6 +468,7 @@ std::vector<DiskTableStats> DiskTables::stats() const {
       d.bytes_read += file.bytes_read;
       d.inserted += cache.inserted;
       d.evicted += cache.evicted;
+      d.reads += cache.reads;
     }
     all.push_back(std::move(d));
   }

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/latency_histogram.h"
 #include "embedding/cached_row_file.h"
 #include "embedding/table_budget.h"
 #include "model/graph.h"
@@ -55,6 +56,7 @@ struct DiskTableStats {
   uint64_t rows_read = 0;  // rows read from the file
   uint64_t bytes_read = 0;
   uint64_t inserted = 0, evicted = 0;
+  LatencyHistogram reads;  // each read of a run's misses from the file (its shards' summed)
 };
 
 class DiskTables {

@@ -176,7 +176,8 @@ std::string TableMetricsText(const ModelRepository& repository) {
   };
   std::string out =
       std::string("# HELP ") + bytes.name + " " + bytes.help + "\n# TYPE " + bytes.name + " " + bytes.type + "\n";
-  std::string cache_lines[std::size(caches)], disk_lines[std::size(disks)], unknown_lines;
+  const char* reads = "rankd_table_disk_read_seconds";
+  std::string cache_lines[std::size(caches)], disk_lines[std::size(disks)], unknown_lines, read_lines;
   for (const RepositoryIndexEntry& e : repository.Index()) {
     if (e.state != "READY") continue;
     auto model = repository.Get(e.name, e.version);
@@ -209,6 +210,21 @@ std::string TableMetricsText(const ModelRepository& repository) {
           disk_lines[i] += std::string(disks[i].name) + "{" + labels + ",table=\"" + t.table + "\"} " +
                            std::to_string(values[i]) + "\n";
         }
+        const std::string table = labels + ",table=\"" + t.table + "\"";
+        for (size_t b = 0; b <= LatencyHistogram::kBounds.size(); ++b) {
+          char le[32];
+          if (b < LatencyHistogram::kBounds.size()) {
+            std::snprintf(le, sizeof(le), "%g", LatencyHistogram::kBounds[b]);
+          } else {
+            std::snprintf(le, sizeof(le), "+Inf");
+          }
+          read_lines += std::string(reads) + "_bucket{" + table + ",le=\"" + le + "\"} " +
+                        std::to_string(t.reads.AtMost(b)) + "\n";
+        }
+        char sum[32];
+        std::snprintf(sum, sizeof(sum), "%.6f", t.reads.sum_seconds);
+        read_lines += std::string(reads) + "_sum{" + table + "} " + sum + "\n";
+        read_lines += std::string(reads) + "_count{" + table + "} " + std::to_string(t.reads.count) + "\n";
       }
     }
     const CacheKeeper* keeper = (*model)->cache_keeper();
@@ -231,6 +247,12 @@ std::string TableMetricsText(const ModelRepository& repository) {
     if (disk_lines[i].empty()) continue;
     out += std::string("# HELP ") + disks[i].name + " " + disks[i].help + "\n# TYPE " + disks[i].name + " " +
            disks[i].type + "\n" + disk_lines[i];
+  }
+  if (!read_lines.empty()) {
+    out += std::string("# HELP ") + reads +
+           " Seconds each read of a run's missed rows from a table on disk's file took (one io_uring batch a "
+           "shard)\n# TYPE " +
+           reads + " histogram\n" + read_lines;
   }
   if (!unknown_lines.empty()) {
     out +=
