@@ -167,6 +167,44 @@ TEST(DiskTables, AHostBudgetSmallerThanTheTablesPutsThemOnDisk) {
   EXPECT_NE(din.status().message().find("tables.host_budget_mb"), std::string::npos) << din.status().ToString();
 }
 
+// Shape buckets (padding each request to a bucket's shape; CUDA graphs on a GPU): with tables on
+// disk the rows are staged from the padded request before an executor is taken, and W1 scores as
+// with its tables in memory and the same buckets.
+TEST(DiskTables, RequestsPaddedToBucketsScoreAsInMemory) {
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  const std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
+  for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
+    if (!backend) continue;
+    ModelOptions options;
+    options.backend = backend;
+    options.batching = 0;
+    options.shape_buckets = 1;
+    auto resident = Model::Load(dir, -1, options);
+    ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+    options.tables_on_disk = DiskDir("buckets");
+    auto disk = Model::Load(dir, -1, options);
+    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+    ASSERT_NE((*disk)->disk_tables(), nullptr);
+    EXPECT_EQ((*disk)->load_report().buckets.rfind("on", 0), 0u) << (*disk)->load_report().buckets;
+    std::vector<std::vector<InferOutput>> want;
+    for (const InferRequest& r : requests) {
+      auto out = (*resident)->Infer(r);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      want.push_back(std::move(*out));
+    }
+    for (int round = 0; round < 2; ++round) {
+      for (size_t i = 0; i < requests.size(); ++i) {
+        auto got = (*disk)->Infer(requests[i]);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        testing::ExpectIdenticalOutputs(*got, want[i], std::string("buckets on ") + backend->name());
+      }
+    }
+    const testing::ScoredAtOnce at_once = testing::ScoreAtOnce(**disk, requests, want, 4, 10);
+    EXPECT_EQ(at_once.failed, 0);
+    EXPECT_EQ(at_once.wrong, 0);
+  }
+}
+
 // An id out of range fails its own request with the usual error, and the next request scores.
 TEST(DiskTables, AnIdOutOfRangeFailsOnlyItsRequest) {
   const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");

@@ -103,35 +103,29 @@ PlanRunner::~PlanRunner() = default;
 
 StatusOr<std::vector<Tensor>> PlanRunner::Run(const std::shared_ptr<const Plan>& plan, std::span<const Tensor> inputs,
                                               bool capture) {
+  RANKD_ASSIGN_OR_RETURN(std::vector<Tensor> staged, StageDiskRows(*plan, inputs));
   RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, Acquire());
   std::vector<Tensor> outputs = Executor::OutputsFor(*plan);
-  RANKD_RETURN_IF_ERROR(RunOn(plan, std::move(executor), inputs, outputs, capture));
+  RANKD_RETURN_IF_ERROR(RunOn(plan, std::move(executor), staged.empty() ? inputs : staged, outputs, capture));
   return outputs;
 }
 
+StatusOr<std::vector<Tensor>> PlanRunner::StageDiskRows(const Plan& plan, std::span<const Tensor> inputs) const {
+  if (!disk_tables_) return std::vector<Tensor>{};
+  const Graph& graph = plan.graph();
+  std::vector<int64_t> rows;
+  for (size_t i = disk_tables_->request_inputs(); i < graph.inputs.size(); ++i) {
+    const Shape& shape = plan.values()[static_cast<size_t>(graph.inputs[i])].shape;
+    rows.push_back(shape.empty() ? 0 : shape[0]);
+  }
+  PhaseTimer staging("(rows of tables on disk staged)");
+  return disk_tables_->Stage(inputs, rows);
+}
+
 Status PlanRunner::RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
-                         std::span<const Tensor> inputs, std::span<Tensor> outputs, bool capture) {
+                         std::span<const Tensor> graph_inputs, std::span<Tensor> outputs, bool capture) {
   capture = capture && capture_;
   bool captured = capture && executor->Captured(*plan);
-  std::vector<Tensor> staged;
-  std::span<const Tensor> graph_inputs = inputs;
-  if (disk_tables_) {
-    const Graph& graph = plan->graph();
-    std::vector<int64_t> rows;
-    for (size_t i = disk_tables_->request_inputs(); i < graph.inputs.size(); ++i) {
-      const Shape& shape = plan->values()[static_cast<size_t>(graph.inputs[i])].shape;
-      rows.push_back(shape.empty() ? 0 : shape[0]);
-    }
-    PhaseTimer staging("(rows of tables on disk staged)");
-    auto rows_staged = disk_tables_->Stage(inputs, rows);
-    staging.Stop();
-    if (!rows_staged.ok()) {
-      Release(std::move(executor));
-      return rows_staged.status();
-    }
-    staged = std::move(*rows_staged);
-    graph_inputs = staged;
-  }
   Status result = executor->RunInto(*plan, graph_inputs, outputs);
   // A run whose staging buffers had to grow dropped the executor's captures, this plan's too.
   captured = captured && executor->Captured(*plan);
@@ -139,7 +133,7 @@ Status PlanRunner::RunOn(const std::shared_ptr<const Plan>& plan, std::unique_pt
   const size_t replica = Release(std::move(executor));
   releasing.Stop();
   replica_runs_[replica].fetch_add(1, std::memory_order_relaxed);
-  if (cache_keeper_ && result.ok()) cache_keeper_->Offer(inputs);
+  if (cache_keeper_ && result.ok()) cache_keeper_->Offer(graph_inputs);
   if (capture) {
     if (captured) {
       ++graph_hits_;

@@ -83,13 +83,17 @@ class PlanRunner {
   StatusOr<std::unique_ptr<Executor>> Acquire() { return executors_->Acquire(); }
   size_t Release(std::unique_ptr<Executor> executor) { return executors_->Release(std::move(executor)); }
 
-  // Runs `plan` on `inputs` (the request's graph inputs; with tables on disk, their rows are staged
-  // and appended first) on `executor` into `outputs` (Executor::RunInto: the caller's memory,
-  // the plan's shapes or fewer rows) and gives the executor back; with `capture` (and capture on),
-  // counts a graph hit or miss and queues a capture of the plan on a miss.
+  // With tables on disk, the graph inputs of a run of `plan` on the request's `inputs`: their rows
+  // staged and appended (DiskTables::Stage, milliseconds of host work: done before an executor is
+  // taken); empty without tables on disk (the request's inputs are the graph's).
+  StatusOr<std::vector<Tensor>> StageDiskRows(const Plan& plan, std::span<const Tensor> inputs) const;
+  // Runs `plan` on `graph_inputs` (the request's, with StageDiskRows' rows where it has tables on
+  // disk) on `executor` into `outputs` (Executor::RunInto: the caller's memory, the plan's shapes or
+  // fewer rows) and gives the executor back; with `capture` (and capture on), counts a graph hit or
+  // miss and queues a capture of the plan on a miss.
   Status RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
-               std::span<const Tensor> inputs, std::span<Tensor> outputs, bool capture);
-  // The same on an executor from the pool, into outputs of the plan's shapes it allocates.
+               std::span<const Tensor> graph_inputs, std::span<Tensor> outputs, bool capture);
+  // Stages, takes an executor from the pool and runs, into outputs of the plan's shapes it allocates.
   StatusOr<std::vector<Tensor>> Run(const std::shared_ptr<const Plan>& plan, std::span<const Tensor> inputs,
                                     bool capture);
   // Kernels, copies and memsets one run of `plan` puts on the device (Executor::CountLaunches).

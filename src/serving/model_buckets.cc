@@ -41,19 +41,31 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
     if (key) {
       RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanForBucket(*key));
       finding.Stop();
-      PhaseTimer acquiring("(executor acquired)");
-      RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, runner_->Acquire());
-      acquiring.Stop();
+      // With tables on disk the executor is taken once their rows are staged (milliseconds of host
+      // work), and the ids are padded here (the staging copies them anyway): an executor that fills
+      // ragged tails is not asked for first.
+      const bool on_disk = runner_->disk_tables() != nullptr;
+      std::unique_ptr<Executor> executor;
+      if (!on_disk) {
+        PhaseTimer acquiring("(executor acquired)");
+        RANKD_ASSIGN_OR_RETURN(executor, runner_->Acquire());
+      }
       PhaseTimer padding("(padded to its bucket)");
-      const bool ids_unpadded = executor->FillsRaggedTails();
+      const bool ids_unpadded = executor && executor->FillsRaggedTails();
       const bool fits =
           FitsBucket(prepared, *key, compiled_->input_kinds(), ids_unpadded);  // W1 at 512 pairs: 53 views saved
       PreparedRequest padded =
           fits ? PreparedRequest{} : PadToBucket(prepared, *key, compiled_->input_kinds(), ids_unpadded);
       padding.Stop();
+      const std::span<const Tensor> inputs = fits ? prepared.inputs : padded.inputs;
+      RANKD_ASSIGN_OR_RETURN(std::vector<Tensor> staged, runner_->StageDiskRows(*plan, inputs));
+      if (on_disk) {
+        PhaseTimer acquiring_late("(executor acquired)");
+        RANKD_ASSIGN_OR_RETURN(executor, runner_->Acquire());
+      }
       // The executor writes the request's own rows, not the padding's.
       std::vector<Tensor> outputs = Executor::OutputsFor(*plan, key->rows, prepared.rows);
-      RANKD_RETURN_IF_ERROR(runner_->RunOn(plan, std::move(executor), fits ? prepared.inputs : padded.inputs, outputs,
+      RANKD_RETURN_IF_ERROR(runner_->RunOn(plan, std::move(executor), staged.empty() ? inputs : staged, outputs,
                                            /*capture=*/true));
       real_rows_ += static_cast<uint64_t>(prepared.rows);
       padded_rows_ += static_cast<uint64_t>(key->rows);
