@@ -27,6 +27,14 @@ std::string DiskDir(const std::string& name) {
   return dir.string();
 }
 
+// Options for scores compared exactly on `backend`: requests are not merged.
+ModelOptions Exact(const Backend* backend) {
+  ModelOptions options;
+  options.backend = backend;
+  options.batching = 0;
+  return options;
+}
+
 // `config` with every lookup table of `tables` that may go on disk there: a table whose ids
 // something else reads is refused by name, and the load tried again without it. Returns the
 // model, or null after a failure the test reports.
@@ -69,9 +77,7 @@ TEST_P(DiskZooModel, ScoresAsWithTablesInMemory) {
   const std::vector<InferRequest> requests = testing::ZooRequests(name);
   for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
     if (!backend) continue;
-    ModelOptions options;
-    options.backend = backend;
-    options.batching = 0;  // compared exactly: requests are not merged
+    const ModelOptions options = Exact(backend);
     auto resident = Model::Load(dir, -1, options);
     ASSERT_TRUE(resident.ok()) << name << ": " << resident.status().ToString();
     std::vector<std::vector<InferOutput>> want;
@@ -132,9 +138,7 @@ TEST(DiskTables, AHostBudgetSmallerThanTheTablesPutsThemOnDisk) {
   const std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
   for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
     if (!backend) continue;
-    ModelOptions options;
-    options.backend = backend;
-    options.batching = 0;
+    const ModelOptions options = Exact(backend);
     auto config = LoadModelConfig(testing::SourcePath("models/zoo/dlrm_dcnv2"));
     ASSERT_TRUE(config.ok());
     auto resident = Model::LoadFile(onnx, *config, options);
@@ -175,9 +179,7 @@ TEST(DiskTables, RequestsPaddedToBucketsScoreAsInMemory) {
   const std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
   for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
     if (!backend) continue;
-    ModelOptions options;
-    options.backend = backend;
-    options.batching = 0;
+    ModelOptions options = Exact(backend);
     options.shape_buckets = 1;
     auto resident = Model::Load(dir, -1, options);
     ASSERT_TRUE(resident.ok()) << resident.status().ToString();
