@@ -13,7 +13,9 @@
 #                                   512; bench engine's warm-up reads each request's rows first)
 #
 # Carrying .bundle (scripts/gpu_bundle.sh rankd); OUT gets each run's JSON (raw/) and summary.txt.
-# SCALE=0.01 runs the same steps on a hundredth of the rows (a check of the steps).
+# SCALE=0.01 runs the same steps on a hundredth of the rows (a check of the steps). FRESH_IDS=N
+# times N variants of each request with ids drawn anew (`bench engine --fresh-ids`), and warms the
+# caches on N others, instead of replaying the file's few requests, whose rows a cache soon holds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 question=${1:?tiers}
@@ -33,9 +35,10 @@ case $question in
     table_mib=$(($(stat -c %s "$repo/$name/1/tables.bin") >> 20))
     for tier in gpu ${TIERS:-5 10 25}; do
       budget=() warm=()
+      ((${FRESH_IDS:-0} > 0)) && warm+=(--fresh-ids "$FRESH_IDS")
       if [[ $tier != gpu ]]; then
         budget=(--table-gpu-budget-mb $((table_mib * tier / 100)))
-        warm=(--cache-warmup-s "${CACHE_WARMUP_S:-5}")
+        warm+=(--cache-warmup-s "${CACHE_WARMUP_S:-5}")
       fi
       for n in 512 32768; do
         flags=(--buckets on --iters "${ITERS_512:-300}" --warmup 20)

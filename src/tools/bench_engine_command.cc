@@ -23,6 +23,7 @@
 #include "runtime/op_profile.h"
 #include "serving/model.h"
 #include "tools/commands.h"
+#include "tools/fresh_ids.h"
 #include "tools/request_file.h"
 
 namespace rankd {
@@ -92,6 +93,22 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
     requests.push_back(std::move(l.request));
     sums.push_back(std::move(l.length_sums));
   }
+  // With --fresh-ids the warm-up runs the file's requests (their shapes' plans built) and the cache
+  // warm-up and the timed runs variants of them whose ids they have not seen (tools/fresh_ids.h).
+  const std::vector<LookupInput> lookups = args.fresh_ids > 0 ? FindLookupInputs(**model) : std::vector<LookupInput>{};
+  std::vector<InferRequest> timed, cache_warming;
+  if (args.fresh_ids > 0) {
+    timed = FreshIdVariants(requests, lookups, args.fresh_ids, 1.05, 1);
+    if (args.cache_warmup_s > 0) cache_warming = FreshIdVariants(requests, lookups, args.fresh_ids, 1.05, 1u << 30);
+  }
+  auto timed_request = [&](size_t i) -> const InferRequest& {
+    return timed.empty() ? requests[i % requests.size()] : timed[i % timed.size()];
+  };
+  auto warming_request = [&](size_t i) -> const InferRequest& {
+    return cache_warming.empty() ? requests[i % requests.size()] : cache_warming[i % cache_warming.size()];
+  };
+  // A variant i is of request i % requests.size(), whose lengths it keeps.
+  auto sums_of = [&](size_t i) -> const std::vector<LengthSums>& { return sums[i % requests.size()]; };
   auto first = (*model)->Infer(requests.front(), sums.front());
   if (!first.ok()) return fail(first.status().WithContext("the first request"));
   int64_t rows = first->front().data.dim(0);
@@ -144,7 +161,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   if ((*model)->cache_keeper() && args.cache_warmup_s > 0) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(args.cache_warmup_s);
     for (size_t k = 0; std::chrono::steady_clock::now() < until; ++k) {
-      auto out = (*model)->Infer(requests[k % requests.size()], sums[k % requests.size()]);
+      auto out = (*model)->Infer(warming_request(k), sums_of(k));
       if (!out.ok()) return fail(out.status().WithContext("cache warm-up"));
     }
   }
@@ -167,9 +184,9 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   std::atomic<int64_t> last_progress{0};
   auto worker = [&] {
     for (int i = next++; i < args.iters && failed == 0; i = next++) {
-      const size_t k = static_cast<size_t>(i) % requests.size();
+      const auto k = static_cast<size_t>(i);
       Clock::time_point t0 = Clock::now();
-      auto out = (*model)->Infer(requests[k], sums[k]);
+      auto out = (*model)->Infer(timed_request(k), sums_of(k));
       Clock::time_point t1 = Clock::now();
       if (!out.ok()) {
         MutexLock lock(error_mu);
@@ -230,6 +247,8 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
                         {"backend", (*backend)->name()},
                         {"precision", precision},
                         {"load_s", load_s},
+                        {"fresh_ids", args.fresh_ids},
+                        {"fresh_id_inputs", lookups.size()},
                         {"table_dtype", DTypeName((*model)->config().table_dtype)},
                         {"table_bytes_on_host", TierBytes((*model)->tables(), TableTier::kHost) +
                                                     TierBytes((*model)->tables(), TableTier::kCache)},

@@ -80,12 +80,13 @@ struct BenchEngineArgs {
   std::string model_repo;
   std::string model;
   int64_t version = -1;
-  std::string requests;                         // KServe JSON bodies, one per line, all of one size, rotated
-  BackendFlags device{"cpu"};                   // cpu | cuda | auto
-  std::string precision;                        // fp32 | tf32 | bf16 | bf16-activations; empty: the model config's
-  std::string table_dtype;                      // FP32 | BF16 | FP16; empty: the model config's tables.dtype
-  std::optional<int64_t> table_gpu_budget_mb;   // unset: the model config's tables.gpu_budget_mb
-  double cache_warmup_s = 0;                    // with table caches: seconds of extra warm-up before timing
+  std::string requests;                        // KServe JSON bodies, one per line, all of one size, rotated
+  BackendFlags device{"cpu"};                  // cpu | cuda | auto
+  std::string precision;                       // fp32 | tf32 | bf16 | bf16-activations; empty: the model config's
+  std::string table_dtype;                     // FP32 | BF16 | FP16; empty: the model config's tables.dtype
+  std::optional<int64_t> table_gpu_budget_mb;  // unset: the model config's tables.gpu_budget_mb
+  double cache_warmup_s = 0;                   // with table caches: seconds of extra warm-up before timing
+  int fresh_ids = 0;  // > 0: time this many variants of each request with ids drawn anew (tools/fresh_ids.h)
   std::optional<double> table_cache_percent;    // set: every lookup table cached with this % of its rows
   std::string tables_on_disk;                   // set: every lookup table that may go on disk, written there
   std::optional<int64_t> table_disk_cache_mb;   // unset: the model config's tables.disk_cache_mb

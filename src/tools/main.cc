@@ -167,6 +167,12 @@ int main(int argc, char** argv) {
                    "host memory for the tables not on the GPU; past it tables go on disk (default: the config's)")
       ->check(CLI::NonNegativeNumber);
   bench_engine
+      ->add_option("--fresh-ids", engine.fresh_ids,
+                   "time N variants of each request whose lookups' ids are drawn anew (Zipf 1.05 over each "
+                   "table's rows, rankd_zoo's hot rows), and warm caches on N others: traffic the caches have "
+                   "not seen, not the file's replayed")
+      ->check(CLI::Range(0, 100000));
+  bench_engine
       ->add_option("--cache-warmup-s", engine.cache_warmup_s,
                    "with table caches: score the requests this many seconds more before timing, so that the caches "
                    "reach their steady state")
