@@ -3,7 +3,9 @@ DLRM (dlrm: its dot interaction instead of DCNv2's cross network).
 
 Ragged features arrive the usual PyTorch way: ids padded with -1 to [batch, length], masked.
 The definitions use only what torch 1.13 (Debian, for export) and torch 2.x (the GPU peers) share.
-Each model has a `tiny` config for tests and a `full` config matching WORKLOADS.md.
+Each model has a `tiny` config for tests and a `full` config matching WORKLOADS.md; W1 also an
+`mlperf` one (MLPerf's row counts, BF16 tables), too large to build here: bench/mlperf_model.py
+writes it.
 """
 import math
 from dataclasses import dataclass, field
