@@ -11,6 +11,7 @@
 
 #include "backend/table_placement.h"
 #include "common/host_memory.h"
+#include "embedding/disk_tables.h"
 #include "embedding/lookup_trace.h"
 #include "frontend/kserve_json.h"
 #include "model/config.h"
@@ -352,9 +353,17 @@ TEST(TableBudget, TablesPastTheHostBudgetGoOnDiskLargestFirst) {
     budget.host_bytes = host_bytes;
     return PlaceTables(graph, budget);
   };
-  auto cache_rows = [](const std::vector<TableInfo>& tables, const std::string& name) {
-    for (const TableInfo& t : tables) {
-      if (t.name == name) return t.cache_rows;
+  // The host cache each table on disk gets, as DiskTables shares what the budget leaves.
+  const std::string dir = std::filesystem::path(testing::WriteTempFile("host_budget/x", "")).parent_path().string();
+  auto cache_rows = [&](const std::vector<TableInfo>& tables, int64_t host_bytes, const std::string& name) {
+    Graph edited = graph;
+    TableBudget budget;
+    budget.host_bytes = host_bytes;
+    auto disk = DiskTables::Open(edited, tables, {dir, DiskCacheBytes(tables, budget)});
+    EXPECT_TRUE(disk.ok()) << disk.status().ToString();
+    if (!disk.ok()) return int64_t{-1};
+    for (const DiskTableStats& t : (*disk)->stats()) {
+      if (t.table == name) return t.capacity;
     }
     return int64_t{-1};
   };
@@ -368,20 +377,23 @@ TEST(TableBudget, TablesPastTheHostBudgetGoOnDiskLargestFirst) {
   EXPECT_EQ(Tiers(*one)["large"], TableTier::kDisk);
   EXPECT_EQ(Tiers(*one)["middle"], TableTier::kHost);
   EXPECT_EQ(Tiers(*one)["shared"], TableTier::kDevice);
-  EXPECT_EQ(cache_rows(*one, "large"), 32);
+  TableBudget thousand;
+  thousand.host_bytes = 1000;
+  EXPECT_EQ(DiskCacheBytes(*one, thousand), 520);
+  EXPECT_EQ(cache_rows(*one, 1000, "large"), 32);
   EXPECT_TRUE(ToPlacement(*one).cached.empty());
   // 300: large and middle go; the 140 bytes left split 2:1 (93 and 46 bytes): 5 rows and 2.
   auto two = place(300);
   ASSERT_TRUE(two.ok()) << two.status().ToString();
   EXPECT_EQ(TierBytes(*two, TableTier::kDisk), 960);
   EXPECT_EQ(TierBytes(*two, TableTier::kHost), 160);
-  EXPECT_EQ(cache_rows(*two, "large"), 5);
-  EXPECT_EQ(cache_rows(*two, "middle"), 2);
+  EXPECT_EQ(cache_rows(*two, 300, "large"), 5);
+  EXPECT_EQ(cache_rows(*two, 300, "middle"), 2);
   // 0: all three go, each with a host cache of one row.
   auto all = place(0);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   EXPECT_EQ(TierBytes(*all, TableTier::kDisk), 1120);
-  for (const char* name : {"small", "middle", "large"}) EXPECT_EQ(cache_rows(*all, name), 1) << name;
+  for (const char* name : {"small", "middle", "large"}) EXPECT_EQ(cache_rows(*all, 0, name), 1) << name;
   // large kept in host memory by name: middle and small go, and 640 bytes still do not fit 300.
   auto named = place(300, {{"large", TableTier::kHost}});
   ASSERT_FALSE(named.ok());

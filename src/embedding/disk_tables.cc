@@ -246,12 +246,9 @@ StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::
     RANKD_ASSIGN_OR_RETURN(table->sources, FindSources(graph, info.value, info.name, disk->request_inputs_));
     const size_t row_bytes = static_cast<size_t>(table->width) * DTypeSize(table->dtype);
     const double share = disk_bytes > 0 ? static_cast<double>(info.bytes) / static_cast<double>(disk_bytes) : 0;
-    const int64_t cache_rows =
-        info.cache_rows > 0  // sized by the host budget (table_budget.h)
-            ? std::min(info.cache_rows, std::max<int64_t>(table->rows, 1))
-            : std::clamp<int64_t>(
-                  static_cast<int64_t>(share * static_cast<double>(cache_bytes)) / static_cast<int64_t>(row_bytes), 1,
-                  std::max<int64_t>(table->rows, 1));
+    const int64_t cache_rows = std::clamp<int64_t>(
+        static_cast<int64_t>(share * static_cast<double>(cache_bytes)) / static_cast<int64_t>(row_bytes), 1,
+        std::max<int64_t>(table->rows, 1));
     int64_t offset = 0;
     if (const MappedFile* mapped = FileHolding(graph, constant->raw(), constant->bytes(), &offset)) {
       // The descriptor the load opened: the file as it was loaded, whatever replaced it since.

@@ -39,8 +39,7 @@ struct DiskTablesOptions {
   // load error.
   std::string directory;
   // Host memory for the tables' rows, shared in proportion to their bytes (tables.disk_cache_mb);
-  // -1: a tenth of their bytes. Each table gets at least one row. A table whose TableInfo sizes its
-  // cache (the host budget's share, cache_rows) gets that instead.
+  // -1: a tenth of their bytes. Each table gets at least one row.
   int64_t cache_bytes = -1;
 };
 

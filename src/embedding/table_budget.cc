@@ -151,8 +151,7 @@ int64_t KeyIndexBytes(const Graph& graph) {
 namespace {
 
 // Past the host budget, tables the host would hold go on disk, largest first (each table serves
-// about as many lookups as another: the largest free the most memory a lookup); then the tables on
-// disk share what is left for their host caches.
+// about as many lookups as another: the largest free the most memory a lookup).
 Status PlaceOnDisk(const Graph& graph, const TableBudget& budget, std::vector<TableInfo>& tables) {
   auto held = [](const TableInfo& t) { return t.tier == TableTier::kHost || t.tier == TableTier::kCache; };
   int64_t host = 0;
@@ -170,7 +169,6 @@ Status PlaceOnDisk(const Graph& graph, const TableBudget& budget, std::vector<Ta
   for (size_t i : movable) {
     if (host <= budget.host_bytes) break;
     tables[i].tier = TableTier::kDisk;
-    tables[i].cache_rows = 0;
     host -= tables[i].bytes;
   }
   if (host > budget.host_bytes) {
@@ -178,14 +176,6 @@ Status PlaceOnDisk(const Graph& graph, const TableBudget& budget, std::vector<Ta
                            " bytes, more than tables.host_budget_mb allows (" + std::to_string(budget.host_bytes) +
                            " bytes), and no other table may go on disk (tables.tiers names it, or its lookups' ids "
                            "are not request inputs)");
-  }
-  double disk_bytes = 0;
-  for (const TableInfo& t : tables) disk_bytes += t.tier == TableTier::kDisk ? static_cast<double>(t.bytes) : 0;
-  const int64_t left = budget.host_bytes - host;
-  for (TableInfo& t : tables) {
-    if (t.tier != TableTier::kDisk || t.row_bytes() <= 0) continue;
-    const auto share = static_cast<int64_t>(static_cast<double>(left) * static_cast<double>(t.bytes) / disk_bytes);
-    t.cache_rows = std::clamp<int64_t>(share / t.row_bytes(), 1, std::max<int64_t>(t.rows(), 1));
   }
   return Status::Ok();
 }
@@ -294,6 +284,12 @@ StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudg
   RANKD_ASSIGN_OR_RETURN(std::vector<TableInfo> tables, PlaceOnGpus(graph, budget));
   if (budget.host_bytes >= 0) RANKD_RETURN_IF_ERROR(PlaceOnDisk(graph, budget, tables));
   return tables;
+}
+
+int64_t DiskCacheBytes(const std::vector<TableInfo>& tables, const TableBudget& budget) {
+  if (budget.host_bytes < 0) return -1;
+  return std::max<int64_t>(
+      budget.host_bytes - TierBytes(tables, TableTier::kHost) - TierBytes(tables, TableTier::kCache), 0);
 }
 
 TablePlacement ToPlacement(const std::vector<TableInfo>& tables) {

@@ -43,9 +43,7 @@ struct TableInfo {
   // the device. A table anything else reads (a product, say) stays there.
   bool lookups_only = true;
   TableTier tier = TableTier::kDevice;
-  // With kCache: the rows its device cache holds (at least 1). With kDisk: its host cache's rows
-  // where the host budget sized it, else 0 (DiskTables sizes it).
-  int64_t cache_rows = 0;
+  int64_t cache_rows = 0;  // with kCache: the rows its device cache holds (at least 1)
   // With kDevice: the GPUs holding the table for every replica of the model, its rows split evenly
   // over them in order, read there by the replicas elsewhere over NVLink (tables.tiers' gpu:N,M,
   // docs/replicas.md); empty: each replica's own GPU.
@@ -72,8 +70,7 @@ struct TableBudget {
   // Host memory for the tables not on the GPU: host and cached tables' rows, and the host caches of
   // tables on disk; -1: no limit. Past it, the tables the host would hold that may go on disk
   // (their lookups' ids are request inputs, DiskTables::CanServe) do, largest first, until the rest
-  // fits; the tables on disk then share what is left for their host caches in proportion to their
-  // bytes, at least a row each.
+  // fits; what is left is their host caches' (DiskCacheBytes).
   int64_t host_bytes = -1;
 };
 
@@ -98,6 +95,10 @@ int64_t KeyIndexBytes(const Graph& graph);
 // of a given size) that exceed the budget, a table named for a cache that the budget leaves no room for (or with no
 // budget to size it by), tables the host budget cannot hold that may not go on disk.
 StatusOr<std::vector<TableInfo>> PlaceTables(const Graph& graph, const TableBudget& budget);
+
+// What `budget`'s host budget leaves for the host caches of the tables on disk (DiskTablesOptions::
+// cache_bytes, shared among them in proportion to their bytes); -1 without a host budget.
+int64_t DiskCacheBytes(const std::vector<TableInfo>& tables, const TableBudget& budget);
 
 // What the backend is told: the tables kept in host memory, and the cached ones' cache sizes.
 TablePlacement ToPlacement(const std::vector<TableInfo>& tables);

@@ -132,7 +132,9 @@ Status Model::MakeRunner() {
   if (std::any_of(tables_.begin(), tables_.end(), [](const TableInfo& t) { return t.tier == TableTier::kDisk; })) {
     DiskTablesOptions on_disk;
     on_disk.directory = config_.table_disk_dir;
-    on_disk.cache_bytes = config_.table_disk_cache_mb < 0 ? -1 : config_.table_disk_cache_mb << 20;
+    on_disk.cache_bytes = budget.host_bytes >= 0            ? DiskCacheBytes(tables_, budget)
+                          : config_.table_disk_cache_mb < 0 ? -1
+                                                            : config_.table_disk_cache_mb << 20;
     RANKD_RETURN_IF_ERROR(compiled_->EditGraph([&](Graph& graph) -> Status {
       RANKD_ASSIGN_OR_RETURN(disk, DiskTables::Open(graph, tables_, on_disk));
       return Status::Ok();
