@@ -55,6 +55,10 @@ print(f"  load {r['load_s']:.1f} s, median {r['median_ms']:.3f} ms, p99 {r['p99_
       f"{r['throughput_pairs_per_s'] / 1e6:.2f} M pairs/s ({r['in_flight']} in flight), "
       f"caches {r['table_cache_bytes'] / 2**20:.0f} MiB, host {r['table_bytes_on_host'] / 2**30:.1f} GiB, "
       f"hit ratio {r['cache_hit_ratio']}")
+c = r.get("table_caches")
+if c:
+    print(f"  caches: {c['filled']:,} of {c['slots']:,} slots filled, {c['inserted']:,} rows inserted, "
+          f"{c['evicted']:,} evicted, {c['sampled_lookups']:,} sampled lookups, {c['dropped_offers']:,} offers dropped")
 EOF
       done
     done

@@ -16,6 +16,7 @@
 #include "embedding/access_trace.h"
 #include "embedding/cache_bounds.h"
 #include "embedding/hotness_snapshot.h"
+#include "embedding/slot_index.h"
 #include "test_util.h"
 
 namespace rankd {
@@ -37,9 +38,14 @@ TEST(FrequencySketch, NeverUndercountsAndHalvesWithAge) {
   }
   // 39,000 increments over 1,024 counters a row: a lone row's counter would carry ~38 of others'.
   EXPECT_LT(over / static_cast<double>(truth.size()), 8.0);
+  // A key never added reads only others' collisions: the least of four counters that carry ~38
+  // increments each, under half the added keys' mean count (19.5).
+  double unseen = 0;
+  for (uint64_t k = 1; k <= 1000; ++k) unseen += sketch.Estimate(k << 40);
+  EXPECT_LT(unseen / 1000, 9.75);
   sketch.Halve();
   for (const auto& [key, n] : truth) ASSERT_GE(sketch.Estimate(key), n / 2);
-  EXPECT_EQ(sketch.Estimate(uint64_t{1} << 60), 0);
+  EXPECT_EQ(FrequencySketch(1024).Estimate(uint64_t{1} << 60), 0);
 
   FrequencySketch aging(64, 100);  // halves every 100 increments
   for (int i = 0; i < 99; ++i) aging.Add(42);
@@ -53,6 +59,27 @@ TEST(FrequencySketch, NeverUndercountsAndHalvesWithAge) {
   EXPECT_EQ(saturating.Estimate(43), 255);
   saturating.Halve();
   EXPECT_EQ(saturating.Estimate(43), 127);
+}
+
+TEST(SlotIndex, AgreesWithAMapThroughInsertionsAndErasures) {
+  // A small index (64 entries for a capacity of 32) kept near full, so that runs wrap around the
+  // array's end and erasures shift entries back across it.
+  SlotIndex index(32);
+  std::unordered_map<uint64_t, int64_t> truth;
+  std::mt19937_64 rng(11);
+  for (int step = 0; step < 200'000; ++step) {
+    const uint64_t key = rng() % 100 * 0x10001;  // few distinct keys: many hits, many repeats
+    if (truth.count(key)) {
+      ASSERT_EQ(index.Find(key), truth[key]);
+      if (rng() % 2) index.Erase(key), truth.erase(key);
+    } else {
+      ASSERT_EQ(index.Find(key), -1);
+      index.Erase(key);  // absent: nothing happens
+      if (truth.size() < 32) index.Insert(key, step), truth[key] = step;
+    }
+    ASSERT_EQ(index.size(), static_cast<int64_t>(truth.size()));
+  }
+  for (const auto& [key, slot] : truth) EXPECT_EQ(index.Find(key), slot);
 }
 
 // The fewest misses any cache could have, by trying every choice (tiny traces only).

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <set>
 
 #include "common/idle_priority.h"
@@ -67,6 +68,8 @@ CacheKeeper::CacheKeeper(const Graph& graph, const std::map<int, TableCache*>& c
     }
   }
   sampled_inputs_.assign(inputs.begin(), inputs.end());
+  kept_by_index_.assign(tables_.size(), nullptr);
+  for (auto& [t, kept] : kept_) kept_by_index_[static_cast<size_t>(t)] = &kept;
   {
     MutexLock lock(mu_);
     for (const auto& [t, kept] : kept_) published_.push_back(kept.stats);
@@ -217,20 +220,37 @@ void CacheKeeper::Loop() {
 Status CacheKeeper::Keep(const std::vector<Tensor>& inputs) {
   trace_.clear();
   AppendLookups(graph_, tables_, inputs, trace_);
-  for (uint64_t key : trace_) {
-    auto it = kept_.find(static_cast<int>(key >> 48));
-    if (it == kept_.end()) continue;
-    Table& table = it->second;
-    ++table.stats.lookups;
-    if (table.policy->Access(key & kRowMask)) ++table.stats.hits;
+  // Each access's memory (its sketch block, its index entry) is asked for a few accesses ahead.
+  constexpr size_t kAhead = 8;
+  auto table_of = [&](uint64_t key) {
+    const auto t = static_cast<size_t>(key >> 48);
+    return t < kept_by_index_.size() ? kept_by_index_[t] : nullptr;
+  };
+  for (size_t i = 0; i < trace_.size(); ++i) {
+    if (i + kAhead < trace_.size()) {
+      const uint64_t ahead = trace_[i + kAhead];
+      if (Table* t = table_of(ahead)) t->policy->Prefetch(ahead & kRowMask);
+    }
+    Table* table = table_of(trace_[i]);
+    if (!table) continue;
+    ++table->stats.lookups;
+    if (table->policy->Access(trace_[i] & kRowMask)) ++table->stats.hits;
   }
-  Status status;
+  // Each table's changes applied side by side: a cache that evicts waits for the runs reading it
+  // (the grace period, backend/table_cache.h), and those waits overlap instead of adding up.
+  std::vector<Table*> changed;
   for (auto& [t, table] : kept_) {
-    const uint64_t inserted = table.stats.inserted;
-    Status applied = ApplyChanges(table);
-    if (!applied.ok() && status.ok()) status = applied;
-    changed_since_save_ = changed_since_save_ || table.stats.inserted != inserted;
+    if (table.policy->has_changes()) changed.push_back(&table);
   }
+  std::vector<std::future<Status>> others;
+  for (size_t i = 1; i < changed.size(); ++i)
+    others.push_back(std::async(std::launch::async, [this, table = changed[i]] { return ApplyChanges(*table); }));
+  Status status = changed.empty() ? Status::Ok() : ApplyChanges(*changed.front());
+  for (std::future<Status>& other : others) {
+    Status applied = other.get();
+    if (!applied.ok() && status.ok()) status = applied;
+  }
+  changed_since_save_ = changed_since_save_ || !changed.empty();
   return status;
 }
 

@@ -38,8 +38,11 @@ struct CacheKeeperOptions {
   // keeper writes every `save_every_s` seconds while rows change and when it stops. Empty: none.
   std::string snapshot_path;
   double save_every_s = 60;
-  int max_pending = 4;           // offers queued before more are dropped
-  int64_t sample_ids = 1 << 14;  // ids copied from one offer, at most
+  int max_pending = 4;  // offers queued before more are dropped
+  // Ids copied from one offer, at most: enough that a large cache fills and follows its hot rows
+  // at the keeper's own rate (the policy takes ~0.1 µs an id), since offers past its rate are
+  // dropped before anything is copied.
+  int64_t sample_ids = 1 << 18;
   // Once the caches are filled at start, the keeper's thread runs at idle priority, only on cores
   // no request wants (common/idle_priority.h); false keeps it at normal priority.
   bool idle_priority = true;
@@ -96,6 +99,7 @@ class CacheKeeper {
   const CacheKeeperOptions options_;
   std::vector<TableInfo> tables_;       // FindTables(graph_): RowKey's table index
   std::map<int, Table> kept_;           // by index in tables_
+  std::vector<Table*> kept_by_index_;   // kept_'s tables by index in tables_ (null: not kept)
   std::vector<size_t> sampled_inputs_;  // graph input positions feeding cached tables
   std::vector<uint64_t> trace_;         // the keeper thread's
   std::atomic<uint64_t> offers_{0};     // sampled so far (where the next sample starts)

@@ -12,30 +12,37 @@ CachePolicy::CachePolicy(const CachePolicyOptions& options)
       record_changes_(options.record_changes),
       sketch_(options.sketch_counters > 0 ? options.sketch_counters : 4 * capacity_,
               options.reset_period > 0 ? options.reset_period : 20 * capacity_),
+      slot_of_(capacity_),
       rng_(options.seed) {
-  slot_of_.reserve(static_cast<size_t>(capacity_));
   key_of_.reserve(static_cast<size_t>(capacity_));
 }
 
 bool CachePolicy::Access(uint64_t key) {
   sketch_.Add(key);
-  if (slot_of_.count(key)) return true;
+  if (slot_of_.Contains(key)) return true;
   if (size() < capacity_) {
     Insert(key, size(), std::nullopt);
     return false;
   }
   // The least frequent of a few sampled cached keys is the victim; the missed key must beat it.
+  // The samples' keys are read first and then their counts, so that the reads overlap.
+  constexpr int kMostSamples = 32;
+  const int samples = std::min(sample_, kMostSamples);
   std::uniform_int_distribution<int64_t> any_slot(0, capacity_ - 1);
-  int64_t victim = any_slot(rng_);
+  int64_t slots[kMostSamples];
+  for (int i = 0; i < samples; ++i) {
+    slots[i] = any_slot(rng_);
+    sketch_.Prefetch(key_of_[static_cast<size_t>(slots[i])]);
+  }
+  int64_t victim = slots[0];
   int victim_count = sketch_.Estimate(key_of_[static_cast<size_t>(victim)]);
-  for (int i = 1; i < sample_; ++i) {
-    const int64_t slot = any_slot(rng_);
-    const int count = sketch_.Estimate(key_of_[static_cast<size_t>(slot)]);
-    if (count < victim_count) victim = slot, victim_count = count;
+  for (int i = 1; i < samples; ++i) {
+    const int count = sketch_.Estimate(key_of_[static_cast<size_t>(slots[i])]);
+    if (count < victim_count) victim = slots[i], victim_count = count;
   }
   if (sketch_.Estimate(key) <= victim_count) return false;
   const uint64_t evicted = key_of_[static_cast<size_t>(victim)];
-  slot_of_.erase(evicted);
+  slot_of_.Erase(evicted);
   Insert(key, victim, evicted);
   return false;
 }
@@ -46,7 +53,7 @@ void CachePolicy::Insert(uint64_t key, int64_t slot, std::optional<uint64_t> evi
   } else {
     key_of_[static_cast<size_t>(slot)] = key;
   }
-  slot_of_[key] = slot;
+  slot_of_.Insert(key, slot);
   if (record_changes_) changes_.push_back({key, slot, evicted});
 }
 
@@ -67,7 +74,7 @@ std::vector<std::pair<uint64_t, int>> CachePolicy::Snapshot() const {
 void CachePolicy::WarmStart(std::span<const std::pair<uint64_t, int>> hottest) {
   for (const auto& [key, count] : hottest) {
     if (size() >= capacity_) break;
-    if (slot_of_.count(key)) continue;
+    if (slot_of_.Contains(key)) continue;
     sketch_.Raise(key, count / 2);
     Insert(key, size(), std::nullopt);
   }

@@ -19,11 +19,11 @@
 #include <optional>
 #include <random>
 #include <span>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "embedding/frequency_sketch.h"
+#include "embedding/slot_index.h"
 
 namespace rankd {
 
@@ -34,8 +34,8 @@ inline uint64_t RowKey(int table, int64_t row) {
 
 struct CachePolicyOptions {
   int64_t capacity = 0;         // slots (rows); at least 1
-  int sample = 8;               // cached keys sampled for a victim
-  int64_t sketch_counters = 0;  // per sketch row; 0: four times the capacity (at least 64)
+  int sample = 8;               // cached keys sampled for a victim (at most 32)
+  int64_t sketch_counters = 0;  // per sketch row; 0: four times the capacity (at least 1,024)
   int64_t reset_period = 0;     // sketch increments between halvings; 0: ten times its counters per row
   bool record_changes = true;   // queue Changes for the device side (the simulator turns it off)
   uint64_t seed = 1;            // the victim sampler's
@@ -58,13 +58,14 @@ class CachePolicy {
   // One lookup of `key` if it is cached: counted as Access counts a hit, and its slot returned;
   // nothing happens otherwise (the caller then Accesses it as a miss).
   std::optional<int64_t> Hit(uint64_t key) {
-    auto it = slot_of_.find(key);
-    if (it == slot_of_.end()) return std::nullopt;
+    const int64_t slot = slot_of_.Find(key);
+    if (slot < 0) return std::nullopt;
     sketch_.Add(key);
-    return it->second;
+    return slot;
   }
   // The changes queued since the last call, oldest first.
   std::vector<Change> TakeChanges();
+  bool has_changes() const { return !changes_.empty(); }
 
   // The cached keys with their sketch estimates, most frequent first: a hotness snapshot that the
   // next run warms from (hotness_snapshot.h).
@@ -73,13 +74,19 @@ class CachePolicy {
   // raises their estimates to the saved counts, so that they are not evicted by the first misses.
   void WarmStart(std::span<const std::pair<uint64_t, int>> hottest);
 
-  bool Contains(uint64_t key) const { return slot_of_.count(key) > 0; }
+  bool Contains(uint64_t key) const { return slot_of_.Contains(key); }
   // The slot `key` is cached in, if it is.
   std::optional<int64_t> SlotOf(uint64_t key) const {
-    auto it = slot_of_.find(key);
-    return it == slot_of_.end() ? std::nullopt : std::optional<int64_t>(it->second);
+    const int64_t slot = slot_of_.Find(key);
+    return slot < 0 ? std::nullopt : std::optional<int64_t>(slot);
   }
-  int64_t size() const { return static_cast<int64_t>(slot_of_.size()); }
+  int64_t size() const { return slot_of_.size(); }
+  // Hints that `key` is accessed soon: a caller feeding many keys calls it a few keys ahead, so
+  // that their memory is read side by side.
+  void Prefetch(uint64_t key) const {
+    sketch_.Prefetch(key);
+    slot_of_.Prefetch(key);
+  }
   int64_t capacity() const { return capacity_; }
   const FrequencySketch& sketch() const { return sketch_; }
 
@@ -90,8 +97,8 @@ class CachePolicy {
   const int sample_;
   const bool record_changes_;
   FrequencySketch sketch_;
-  std::unordered_map<uint64_t, int64_t> slot_of_;  // cached key -> its slot
-  std::vector<uint64_t> key_of_;                   // slot -> key; slots below size() are taken
+  SlotIndex slot_of_;             // cached key -> its slot
+  std::vector<uint64_t> key_of_;  // slot -> key; slots below size() are taken
   std::vector<Change> changes_;
   std::mt19937_64 rng_;
 };

@@ -15,47 +15,60 @@ uint64_t Mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-constexpr uint64_t kRowSeeds[4] = {0x9e3779b97f4a7c15ULL, 0xc2b2ae3d27d4eb4fULL, 0x165667b19e3779f9ULL,
-                                   0xd6e8feb86659fd93ULL};
+constexpr uint64_t kBlockSeed = 0x9e3779b97f4a7c15ULL, kCounterSeed = 0xc2b2ae3d27d4eb4fULL;
 
 }  // namespace
 
 FrequencySketch::FrequencySketch(int64_t counters, int64_t reset_period) {
-  const uint64_t width = std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(counters, 64)));
+  const uint64_t width = std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(counters, 1024)));
   mask_ = static_cast<int64_t>(width - 1);
   reset_period_ = reset_period > 0 ? reset_period : 10 * static_cast<int64_t>(width);
-  counts_.assign(static_cast<size_t>(kRows) * width, 0);
+  const size_t bytes = static_cast<size_t>(kRows) * width;
+  counts_.assign(bytes + kBlockBytes - 1, 0);  // blocks start at a cache line: first_ bytes in
+  first_ = (kBlockBytes - reinterpret_cast<uintptr_t>(counts_.data()) % kBlockBytes) % kBlockBytes;
+  block_mask_ = bytes / kBlockBytes - 1;
 }
 
-size_t FrequencySketch::Index(uint64_t key, int row) const {
-  const uint64_t h = Mix(key ^ kRowSeeds[row]);
-  return static_cast<size_t>(row) * static_cast<size_t>(mask_ + 1) +
-         static_cast<size_t>(h & static_cast<uint64_t>(mask_));
+size_t FrequencySketch::Block(uint64_t key) const {
+  return first_ + static_cast<size_t>(Mix(key ^ kBlockSeed) & block_mask_) * kBlockBytes;
+}
+
+// Four independent 4-bit picks, one a row: row r's counter is byte 16 r + (4 bits of the hash).
+size_t FrequencySketch::InBlock(uint64_t key, int row) {
+  const uint64_t h = Mix(key ^ kCounterSeed);
+  return static_cast<size_t>(row) * 16 + static_cast<size_t>((h >> (4 * row)) & 15);
 }
 
 void FrequencySketch::Add(uint64_t key) {
   // Conservative update: only the counters at the current minimum grow, which keeps collisions
   // from inflating the others.
-  const int least = Estimate(key);
+  uint8_t* block = counts_.data() + Block(key);
+  uint8_t* counter[kRows];
+  int least = 255;
+  for (int row = 0; row < kRows; ++row) {
+    counter[row] = block + InBlock(key, row);
+    least = std::min<int>(least, *counter[row]);
+  }
   if (least < 255) {
-    for (int row = 0; row < kRows; ++row) {
-      uint8_t& c = counts_[Index(key, row)];
-      if (c == least) ++c;
+    for (uint8_t* c : counter) {
+      if (*c == least) ++*c;
     }
   }
   if (++added_ >= reset_period_) Halve();
 }
 
 int FrequencySketch::Estimate(uint64_t key) const {
+  const uint8_t* block = counts_.data() + Block(key);
   int least = 255;
-  for (int row = 0; row < kRows; ++row) least = std::min<int>(least, counts_[Index(key, row)]);
+  for (int row = 0; row < kRows; ++row) least = std::min<int>(least, block[InBlock(key, row)]);
   return least;
 }
 
 void FrequencySketch::Raise(uint64_t key, int count) {
   const auto at_least = static_cast<uint8_t>(std::clamp(count, 0, 255));
+  uint8_t* block = counts_.data() + Block(key);
   for (int row = 0; row < kRows; ++row) {
-    uint8_t& c = counts_[Index(key, row)];
+    uint8_t& c = block[InBlock(key, row)];
     c = std::max(c, at_least);
   }
 }

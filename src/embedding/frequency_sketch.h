@@ -1,8 +1,10 @@
 // FrequencySketch: how often each 64-bit key was seen lately, in a few bits per key of capacity.
 //
 // A count-min sketch (TinyLFU's): four rows of 8-bit saturating counters, one counter per row
-// picked by an independent hash of the key; a key's estimate is the least of its four counters, so
-// it never undercounts and overcounts only by collisions. Every `reset_period` increments all
+// picked by a hash of the key; a key's estimate is the least of its four counters, so it never
+// undercounts and overcounts only by collisions. The counters are blocked, as Caffeine's are: a
+// key's four lie in one 64-byte block that the hash picks, 16 bytes of it per row, so that an
+// update or an estimate reads one cache line, not four. Every `reset_period` increments all
 // counters are halved, so what was hot long ago fades and a hot set that moves is followed within a
 // period or two. Not thread-safe: one owner (the cache policy) feeds it.
 #pragma once
@@ -15,7 +17,8 @@ namespace rankd {
 
 class FrequencySketch {
  public:
-  // `counters` per row, rounded up to a power of two (at least 64); `reset_period` increments
+  // `counters` per row, rounded up to a power of two (at least 1,024: a sketch of few blocks
+  // lets collisions decide); `reset_period` increments
   // between halvings (0: ten times the counters per row, TinyLFU's sample size).
   explicit FrequencySketch(int64_t counters, int64_t reset_period = 0);
 
@@ -27,18 +30,25 @@ class FrequencySketch {
   void Raise(uint64_t key, int count);
   // Halves every counter (Add does it every reset_period increments).
   void Halve();
+  // Hints that `key` is counted or estimated soon.
+  void Prefetch(uint64_t key) const { __builtin_prefetch(counts_.data() + Block(key)); }
 
   int64_t counters_per_row() const { return mask_ + 1; }
   int64_t reset_period() const { return reset_period_; }
 
  private:
   static constexpr int kRows = 4;
-  size_t Index(uint64_t key, int row) const;
+  static constexpr size_t kBlockBytes = 64;
+  // The offset of the key's block, and of its counter of `row` within the block.
+  size_t Block(uint64_t key) const;
+  static size_t InBlock(uint64_t key, int row);
 
-  int64_t mask_ = 0;
+  int64_t mask_ = 0;  // counters per row - 1
   int64_t reset_period_ = 0;
   int64_t added_ = 0;            // increments since the last halving
-  std::vector<uint8_t> counts_;  // kRows rows of mask_ + 1 counters
+  size_t block_mask_ = 0;        // blocks - 1
+  size_t first_ = 0;             // where in counts_ the first block starts
+  std::vector<uint8_t> counts_;  // blocks of kRows rows of 16 counters: kRows * (mask_ + 1) in all
 };
 
 }  // namespace rankd

@@ -56,6 +56,24 @@ nlohmann::json DiskJson(const DiskTables* disk) {
           {"host_hit_ratio", lookups ? static_cast<double>(hits) / static_cast<double>(lookups) : 0.0}};
 }
 
+// The GPU table caches as the timed runs left them, summed over the tables: the slots and how many
+// are filled, the rows the keeper moved in and out, the sampled lookups it saw and the offers it
+// dropped (it was behind).
+nlohmann::json CachesJson(const CacheKeeper* keeper) {
+  if (!keeper) return nullptr;
+  const std::vector<TableCacheStats> stats = keeper->stats();
+  int64_t capacity = 0, cached = 0;
+  uint64_t lookups = 0, hits = 0, inserted = 0, evicted = 0;
+  for (const TableCacheStats& s : stats) {
+    capacity += s.capacity, cached += s.cached;
+    lookups += s.lookups, hits += s.hits, inserted += s.inserted, evicted += s.evicted;
+  }
+  return {{"tables", stats.size()}, {"slots", capacity},
+          {"filled", cached},       {"sampled_lookups", lookups},
+          {"sampled_hits", hits},   {"inserted", inserted},
+          {"evicted", evicted},     {"dropped_offers", stats.empty() ? 0 : stats.front().dropped_offers}};
+}
+
 }  // namespace
 
 int BenchEngineCommand(const BenchEngineArgs& args) {
@@ -254,6 +272,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
                                                     TierBytes((*model)->tables(), TableTier::kCache)},
                         {"table_cache_bytes", CachesBytes((*model)->tables())},
                         {"cache_hit_ratio", cache_hit_ratio},
+                        {"table_caches", CachesJson((*model)->cache_keeper())},
                         {"table_bytes_on_disk", TierBytes((*model)->tables(), TableTier::kDisk)},
                         {"disk_tables", DiskJson((*model)->disk_tables())},
                         {"buckets", (*model)->load_report().buckets},
