@@ -13,7 +13,8 @@
 #                                   512; bench engine's warm-up reads each request's rows first)
 #
 # Carrying .bundle (scripts/gpu_bundle.sh rankd); OUT gets each run's JSON (raw/) and summary.txt.
-# SCALE=0.01 runs the same steps on a hundredth of the rows (a check of the steps). FRESH_IDS=N
+# SCALE=0.01 runs the same steps on a hundredth of the rows (a check of the steps); SKIP_RESIDENT=1
+# leaves out the all-on-the-GPU runs. FRESH_IDS=N
 # times N variants of each request with ids drawn anew (`bench engine --fresh-ids`), and warms the
 # caches on N others, instead of replaying the file's few requests, whose rows a cache soon holds.
 set -euo pipefail
@@ -33,7 +34,9 @@ case $question in
     python3 bench/mlperf_model.py --repo "$repo" --requests bench/out --pairs 512,32768 --scale "${SCALE:-1}" \
       | tee -a "$out/summary.txt"
     table_mib=$(($(stat -c %s "$repo/$name/1/tables.bin") >> 20))
-    for tier in gpu ${TIERS:-5 10 25}; do
+    resident=gpu
+    [[ ${SKIP_RESIDENT:-0} == 1 ]] && resident=
+    for tier in $resident ${TIERS:-5 10 25}; do
       budget=() warm=()
       ((${FRESH_IDS:-0} > 0)) && warm+=(--fresh-ids "$FRESH_IDS")
       if [[ $tier != gpu ]]; then
