@@ -114,16 +114,10 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   // With --fresh-ids the warm-up runs the file's requests (their shapes' plans built) and the cache
   // warm-up and the timed runs variants of them whose ids they have not seen (tools/fresh_ids.h).
   const std::vector<LookupInput> lookups = args.fresh_ids > 0 ? FindLookupInputs(**model) : std::vector<LookupInput>{};
-  std::vector<InferRequest> timed, cache_warming;
-  if (args.fresh_ids > 0) {
-    timed = FreshIdVariants(requests, lookups, args.fresh_ids, 1.05, 1);
-    if (args.cache_warmup_s > 0) cache_warming = FreshIdVariants(requests, lookups, args.fresh_ids, 1.05, 1u << 30);
-  }
+  std::vector<InferRequest> timed;
+  if (args.fresh_ids > 0) timed = FreshIdVariants(requests, lookups, args.fresh_ids, 1.05, 1);
   auto timed_request = [&](size_t i) -> const InferRequest& {
     return timed.empty() ? requests[i % requests.size()] : timed[i % timed.size()];
-  };
-  auto warming_request = [&](size_t i) -> const InferRequest& {
-    return cache_warming.empty() ? requests[i % requests.size()] : cache_warming[i % cache_warming.size()];
   };
   // A variant i is of request i % requests.size(), whose lengths it keeps.
   auto sums_of = [&](size_t i) -> const std::vector<LengthSums>& { return sums[i % requests.size()]; };
@@ -176,12 +170,35 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
     }
     return lookups_hits;
   };
+  // The cache warm-up replays the file's requests or, with --fresh-ids, scores a variant drawn anew
+  // each time (never the timed runs' own), as live traffic keeps asking for rows not seen yet: a
+  // few threads each draw a variant and score it, so that drawing does not set the pace.
   if ((*model)->cache_keeper() && args.cache_warmup_s > 0) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(args.cache_warmup_s);
-    for (size_t k = 0; std::chrono::steady_clock::now() < until; ++k) {
-      auto out = (*model)->Infer(warming_request(k), sums_of(k));
-      if (!out.ok()) return fail(out.status().WithContext("cache warm-up"));
-    }
+    std::atomic<uint64_t> next_warming{0};
+    Status warming_error;
+    Mutex warming_mu;
+    auto warm_caches = [&] {
+      while (std::chrono::steady_clock::now() < until) {
+        const uint64_t k = next_warming++;
+        const size_t i = k % requests.size();
+        StatusOr<std::vector<InferOutput>> out =
+            args.fresh_ids > 0
+                ? (*model)->Infer(FreshIdVariant(requests[i], lookups, 1.05, (uint64_t{1} << 40) + k), sums[i])
+                : (*model)->Infer(requests[i], sums[i]);
+        if (!out.ok()) {
+          MutexLock lock(warming_mu);
+          if (warming_error.ok()) warming_error = out.status();
+          return;
+        }
+      }
+    };
+    const int warming_threads = args.fresh_ids > 0 ? std::max(8, args.in_flight) : 1;
+    std::vector<std::thread> warming;
+    for (int t = 1; t < warming_threads; ++t) warming.emplace_back(warm_caches);
+    warm_caches();
+    for (std::thread& t : warming) t.join();
+    if (!warming_error.ok()) return fail(warming_error.WithContext("cache warm-up"));
   }
   const auto warm_cache = cache_counts();
   const BucketCounters warm = (*model)->bucket_counters();

@@ -33,9 +33,8 @@ std::vector<LookupInput> FindLookupInputs(const Model& model) {
   return out;
 }
 
-namespace {
-
-InferRequest Variant(const InferRequest& request, const std::vector<LookupInput>& lookups, double zipf, uint64_t seed) {
+InferRequest FreshIdVariant(const InferRequest& request, const std::vector<LookupInput>& lookups, double zipf,
+                            uint64_t seed) {
   InferRequest v = request;
   std::mt19937_64 rng(seed);
   for (InferInput& in : v.inputs) {
@@ -64,8 +63,6 @@ InferRequest Variant(const InferRequest& request, const std::vector<LookupInput>
   return v;
 }
 
-}  // namespace
-
 std::vector<InferRequest> FreshIdVariants(const std::vector<InferRequest>& requests,
                                           const std::vector<LookupInput>& lookups, int variants, double zipf,
                                           uint64_t seed) {
@@ -75,7 +72,8 @@ std::vector<InferRequest> FreshIdVariants(const std::vector<InferRequest>& reque
   std::vector<std::thread> drawing;
   for (size_t t = 0; t < threads; ++t) {
     drawing.emplace_back([&, t] {
-      for (size_t i = t; i < n; i += threads) out[i] = Variant(requests[i % requests.size()], lookups, zipf, seed + i);
+      for (size_t i = t; i < n; i += threads)
+        out[i] = FreshIdVariant(requests[i % requests.size()], lookups, zipf, seed + i);
     });
   }
   for (std::thread& t : drawing) t.join();

@@ -24,6 +24,10 @@ struct LookupInput {
 // input X reaches the graph as X.values).
 std::vector<LookupInput> FindLookupInputs(const Model& model);
 
+// A copy of `request`, its lookup inputs' ids drawn anew with exponent `zipf`, from `seed`.
+InferRequest FreshIdVariant(const InferRequest& request, const std::vector<LookupInput>& lookups, double zipf,
+                            uint64_t seed);
+
 // `variants` copies of each request (in turn: request 0's first, request 1's first, ...), their
 // lookup inputs' ids drawn anew with exponent `zipf`, from `seed`.
 std::vector<InferRequest> FreshIdVariants(const std::vector<InferRequest>& requests,
