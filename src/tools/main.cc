@@ -169,8 +169,8 @@ int main(int argc, char** argv) {
   bench_engine
       ->add_option("--fresh-ids", engine.fresh_ids,
                    "time N variants of each request whose lookups' ids are drawn anew (Zipf 1.05 over each "
-                   "table's rows, rankd_zoo's hot rows), and warm caches on N others: traffic the caches have "
-                   "not seen, not the file's replayed")
+                   "table's rows, rankd_zoo's hot rows), and warm caches on a new variant every run: traffic the "
+                   "caches have not seen, not the file's replayed")
       ->check(CLI::Range(0, 100000));
   bench_engine
       ->add_option("--cache-warmup-s", engine.cache_warmup_s,
