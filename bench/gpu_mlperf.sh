@@ -14,9 +14,9 @@
 #
 # Carrying .bundle (scripts/gpu_bundle.sh rankd); OUT gets each run's JSON (raw/) and summary.txt.
 # SCALE=0.01 runs the same steps on a hundredth of the rows (a check of the steps); SKIP_RESIDENT=1
-# leaves out the all-on-the-GPU runs. FRESH_IDS=N
-# times N variants of each request with ids drawn anew (`bench engine --fresh-ids`), and warms the
-# caches on N others, instead of replaying the file's few requests, whose rows a cache soon holds.
+# leaves out the all-on-the-GPU runs. FRESH_IDS=N times N variants of each request with ids drawn
+# anew (`bench engine --fresh-ids`), and warms the caches on a new variant every run, instead of
+# replaying the file's few requests, whose rows a cache soon holds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 question=${1:?tiers}
