@@ -10,7 +10,9 @@
 #include <random>
 #include <set>
 
+#include "compile/evaluate.h"
 #include "embedding/cache_keeper.h"
+#include "embedding/lookup_trace.h"
 #include "frontend/kserve_json.h"
 #include "model/config.h"
 #include "serving/model.h"
@@ -191,6 +193,77 @@ TEST(CacheKeeper, SamplesLargeOffers) {
   EXPECT_EQ(keeper.stats()[0].lookups, 400u);  // every 100th row of 4
   std::set<int64_t> held(cache.rows_of_slots().begin(), cache.rows_of_slots().end());
   EXPECT_TRUE(held.count(3) && held.count(9)) << "the sample covers both halves";
+}
+
+// A bag over a 1,000-row table whose ids the graph computes: the request's ids offset by 5,000.
+struct ComputedIdsModel {
+  Graph graph;
+  int cached = -1;
+  ComputedIdsModel() {
+    GraphBuilder g;
+    std::mt19937_64 rng(5);
+    cached = g.Const("cached", testing::RandomTable(DType::kF32, 1000, 4, rng));
+    const int raw = g.Input("raw", DType::kI64, {-1, 4});
+    const int offset = g.Const("offset", Tensor::FromVector(DType::kI64, {}, std::vector<int64_t>{-5000}));
+    g.Output(g.Op("EmbeddingBag", {cached, g.Op("Add", {raw, offset})}));
+    graph = g.graph();
+  }
+};
+
+// Ids computed from one input are computed again from the sampled input, on the CPU, and traced:
+// the hot rows end up cached. Without a way to run a node, such lookups are not traced at all.
+TEST(CacheKeeper, TracesIdsTheGraphComputesFromAnInput) {
+  ComputedIdsModel m;
+  RecordingCache cache(4, 1000), blind(4, 1000);
+  CacheKeeperOptions options;
+  options.evaluate_node = [](const Node& n, const std::vector<const Tensor*>& in) { return EvaluateNode(n, in); };
+  CacheKeeper keeper(m.graph, {{m.cached, &cache}}, options);
+  CacheKeeper without(m.graph, {{m.cached, &blind}});
+  std::mt19937_64 rng(3);
+  uint64_t offered = 0;
+  for (int round = 0; round < 100; ++round) {
+    std::vector<int64_t> raw;
+    for (int i = 0; i < 8; ++i) {
+      raw.push_back(5007), raw.push_back(5011), raw.push_back(5500);  // rows 7, 11 and 500: hot
+      raw.push_back(5000 + static_cast<int64_t>(rng() % 1000));
+    }
+    offered += raw.size();
+    const std::vector<Tensor> inputs = {Tensor::FromVector(DType::kI64, {8, 4}, raw)};
+    keeper.Offer(inputs);
+    without.Offer(inputs);
+    ASSERT_TRUE(keeper.Flush().ok());
+    ASSERT_TRUE(without.Flush().ok());
+  }
+  std::set<int64_t> held(cache.rows_of_slots().begin(), cache.rows_of_slots().end());
+  for (int64_t hot : {7, 11, 500}) EXPECT_TRUE(held.count(hot)) << hot;
+  EXPECT_EQ(keeper.stats()[0].lookups, offered);
+  EXPECT_EQ(without.stats()[0].lookups, 0u);
+  EXPECT_EQ(without.stats()[0].cached, 0);
+}
+
+// Computed ids are traced only when one input and constants make them, through no lookup.
+TEST(LookupTrace, FindsIdsComputedFromOneInputOnly) {
+  GraphBuilder g;
+  std::mt19937_64 rng(5);
+  const int table = g.Const("table", testing::RandomTable(DType::kF32, 100, 4, rng));
+  const int small = g.Const("small", testing::RandomTable(DType::kF32, 10, 1, rng));
+  const int a = g.Input("a", DType::kI64, {-1, 2});
+  const int b = g.Input("b", DType::kI64, {-1, 2});
+  const int ten = g.Const("ten", Tensor::FromVector(DType::kI64, {}, std::vector<int64_t>{10}));
+  const int from_a = g.Op("Clip", {g.Op("Add", {a, ten}), ten});  // a alone: traced
+  const int from_both = g.Op("Add", {a, b});                      // two inputs: not
+  const int from_lookup = g.Op("Cast", {g.Op("Gather", {small, b})}, {{"to", AttributeValue(int64_t{7})}});  // not
+  g.Output(g.Op("Add", {g.Op("Add", {g.Op("EmbeddingBag", {table, from_a}), g.Op("EmbeddingBag", {table, from_both})}),
+                        g.Op("EmbeddingBag", {table, from_lookup})}));
+  const Graph graph = g.graph();
+  const std::vector<ComputedIds> found = FindComputedIds(graph, {table});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].value, from_a);
+  EXPECT_EQ(found[0].input, 0u);
+  ASSERT_EQ(found[0].nodes.size(), 2u);
+  EXPECT_EQ(graph.nodes[found[0].nodes[0]].op, "Add");
+  EXPECT_EQ(graph.nodes[found[0].nodes[1]].op, "Clip");
+  EXPECT_TRUE(FindComputedIds(graph, {table}, 1).empty()) << "two nodes are more than one";
 }
 
 // Every zoo model, its lookup tables cached with caches of one row, 1% and 50% of their rows,

@@ -67,6 +67,10 @@ CacheKeeper::CacheKeeper(const Graph& graph, const std::map<int, TableCache*>& c
       if (at != graph.inputs.end()) inputs.insert(static_cast<size_t>(at - graph.inputs.begin()));
     }
   }
+  if (options_.evaluate_node) {
+    computed_ = FindComputedIds(graph, std::vector<int>(cached_values.begin(), cached_values.end()));
+    for (const ComputedIds& c : computed_) inputs.insert(c.input);
+  }
   sampled_inputs_.assign(inputs.begin(), inputs.end());
   kept_by_index_.assign(tables_.size(), nullptr);
   for (auto& [t, kept] : kept_) kept_by_index_[static_cast<size_t>(t)] = &kept;
@@ -219,7 +223,15 @@ void CacheKeeper::Loop() {
 
 Status CacheKeeper::Keep(const std::vector<Tensor>& inputs) {
   trace_.clear();
-  AppendLookups(graph_, tables_, inputs, trace_);
+  Status failed;
+  const std::unordered_map<int, Tensor> computed =
+      ComputeIdValues(graph_, computed_, inputs, options_.evaluate_node, &failed);
+  if (!failed.ok() && !computed_failed_) {
+    computed_failed_ = true;
+    LogWarning("table caches: ids a lookup computes could not be computed from a sample (" + failed.ToString() +
+               "); its rows are not traced");
+  }
+  AppendLookups(graph_, tables_, inputs, trace_, &computed);
   // Each access's memory (its sketch block, its index entry) is asked for a few accesses ahead.
   constexpr size_t kAhead = 8;
   auto table_of = [&](uint64_t key) {

@@ -17,16 +17,19 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/table_cache.h"
 #include "common/mutex.h"
 #include "embedding/cache_policy.h"
+#include "embedding/lookup_trace.h"
 #include "embedding/table_budget.h"
 #include "model/graph.h"
 #include "rankd/tensor.h"
@@ -46,6 +49,10 @@ struct CacheKeeperOptions {
   // Once the caches are filled at start, the keeper's thread runs at idle priority, only on cores
   // no request wants (common/idle_priority.h); false keeps it at normal priority.
   bool idle_priority = true;
+  // Runs one node on the CPU (compile/evaluate.h's EvaluateNode): with it, ids the graph computes from one input (Mod,
+  // Cast, Clip, ...) are computed from the sampled input and traced (lookup_trace.h's FindComputedIds); without it,
+  // such lookups are not.
+  NodeEvaluator evaluate_node;
 };
 
 // A table cache's counts since the keeper started.
@@ -101,6 +108,8 @@ class CacheKeeper {
   std::map<int, Table> kept_;           // by index in tables_
   std::vector<Table*> kept_by_index_;   // kept_'s tables by index in tables_ (null: not kept)
   std::vector<size_t> sampled_inputs_;  // graph input positions feeding cached tables
+  std::vector<ComputedIds> computed_;   // ids computed from a sampled input (with evaluate_node)
+  bool computed_failed_ = false;        // the keeper thread's: an evaluation failed (logged once)
   std::vector<uint64_t> trace_;         // the keeper thread's
   std::atomic<uint64_t> offers_{0};     // sampled so far (where the next sample starts)
   bool changed_since_save_ = false;     // the keeper thread's

@@ -1,6 +1,8 @@
 #include "embedding/lookup_trace.h"
 
 #include <algorithm>
+#include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "embedding/cache_policy.h"
@@ -31,39 +33,141 @@ void AppendIds(const Tensor& ids, int table, int64_t table_rows, const Lookup& r
   }
 }
 
+// The ids a lookup reads: its ids input or, through KeyedRows, the keys it maps (`keyed` then
+// the keyed table's index, null when it is not a constant).
+struct LookupIds {
+  int value = -1;
+  bool through_keys = false;
+  const Tensor* keyed = nullptr;
+  keyed_rows::Part part;
+};
+
+LookupIds IdsOf(const Graph& graph, const std::vector<int>& producer, const Node& n, const Lookup& l) {
+  LookupIds ids;
+  ids.value = n.inputs[l.ids_input];
+  if (const int p = producer[static_cast<size_t>(ids.value)]; p >= 0) {
+    const Node& from = graph.nodes[static_cast<size_t>(p)];
+    const auto o =
+        static_cast<size_t>(std::find(from.outputs.begin(), from.outputs.end(), ids.value) - from.outputs.begin());
+    std::vector<keyed_rows::Part> parts;
+    if (from.op == "KeyedRows") parts = keyed_rows::Parts(from);
+    if (o < parts.size()) {
+      ids.through_keys = true;
+      ids.keyed = graph.FindConstant(from.inputs[2 * o + 1]);
+      ids.part = parts[o];
+      ids.value = from.inputs[2 * o];
+    }
+  }
+  return ids;
+}
+
+// The nodes that compute `value` from exactly one graph input and constants, in graph order, or
+// nothing (more than `max_nodes`, a second input, a lookup on the way).
+std::optional<ComputedIds> Compute(const Graph& graph, const std::vector<int>& producer, int value, size_t max_nodes) {
+  ComputedIds c;
+  c.value = value;
+  std::set<size_t> nodes;
+  std::set<int> inputs, seen;
+  std::vector<int> todo = {value};
+  while (!todo.empty()) {
+    const int v = todo.back();
+    todo.pop_back();
+    if (!seen.insert(v).second || graph.FindConstant(v)) continue;
+    const auto input = std::find(graph.inputs.begin(), graph.inputs.end(), v);
+    if (input != graph.inputs.end()) {
+      inputs.insert(v);
+      c.input = static_cast<size_t>(input - graph.inputs.begin());
+      continue;
+    }
+    const int p = v >= 0 && static_cast<size_t>(v) < producer.size() ? producer[static_cast<size_t>(v)] : -1;
+    if (p < 0) return std::nullopt;  // neither an input, a constant nor computed
+    const Node& n = graph.nodes[static_cast<size_t>(p)];
+    if (!NodeLookups(n).empty() || n.op == "KeyedRows") return std::nullopt;
+    if (nodes.insert(static_cast<size_t>(p)).second && nodes.size() > max_nodes) return std::nullopt;
+    for (int in : n.inputs) {
+      if (in >= 0) todo.push_back(in);
+    }
+  }
+  if (inputs.size() != 1 || nodes.empty()) return std::nullopt;
+  c.nodes.assign(nodes.begin(), nodes.end());  // node indices ascend in graph order
+  return c;
+}
+
 }  // namespace
 
+std::vector<ComputedIds> FindComputedIds(const Graph& graph, const std::vector<int>& tables, size_t max_nodes) {
+  const std::vector<int> producer = graph.Producers();
+  std::vector<ComputedIds> out;
+  std::set<int> found;
+  for (const Node& n : graph.nodes) {
+    for (const Lookup& l : NodeLookups(n)) {
+      if (std::find(tables.begin(), tables.end(), n.inputs[l.table_input]) == tables.end()) continue;
+      const LookupIds ids = IdsOf(graph, producer, n, l);
+      if (std::find(graph.inputs.begin(), graph.inputs.end(), ids.value) != graph.inputs.end()) continue;
+      if (found.count(ids.value)) continue;
+      if (std::optional<ComputedIds> c = Compute(graph, producer, ids.value, max_nodes)) {
+        found.insert(ids.value);
+        out.push_back(std::move(*c));
+      }
+    }
+  }
+  return out;
+}
+
+std::unordered_map<int, Tensor> ComputeIdValues(const Graph& graph, std::span<const ComputedIds> computed,
+                                                std::span<const Tensor> graph_inputs, const NodeEvaluator& evaluate,
+                                                Status* error) {
+  std::unordered_map<int, Tensor> out;
+  for (const ComputedIds& c : computed) {
+    if (c.input >= graph_inputs.size() || !graph_inputs[c.input].defined()) continue;
+    std::unordered_map<int, Tensor> values = {{graph.inputs[c.input], graph_inputs[c.input]}};
+    Status status;
+    for (size_t index : c.nodes) {
+      const Node& n = graph.nodes[index];
+      std::vector<const Tensor*> args;
+      for (int v : n.inputs) {
+        const Tensor* constant = v >= 0 ? graph.FindConstant(v) : nullptr;
+        auto at = values.find(v);
+        args.push_back(constant ? constant : at != values.end() ? &at->second : nullptr);
+      }
+      StatusOr<std::vector<Tensor>> outputs = evaluate(n, args);
+      if (!outputs.ok()) {
+        status = outputs.status().WithContext("node '" + n.name + "'");
+        break;
+      }
+      for (size_t o = 0; o < n.outputs.size() && o < outputs->size(); ++o) values[n.outputs[o]] = (*outputs)[o];
+    }
+    auto ids = values.find(c.value);
+    if (status.ok() && ids != values.end()) {
+      out[c.value] = ids->second;
+    } else if (error && error->ok()) {
+      *error = status.ok() ? Internal("no value computed") : status;
+    }
+  }
+  return out;
+}
+
 void AppendLookups(const Graph& graph, const std::vector<TableInfo>& tables, std::span<const Tensor> graph_inputs,
-                   std::vector<uint64_t>& trace) {
+                   std::vector<uint64_t>& trace, const std::unordered_map<int, Tensor>* computed) {
   std::unordered_map<int, int> table_of;  // table value id -> index in `tables`
   for (size_t t = 0; t < tables.size(); ++t) table_of[tables[t].value] = static_cast<int>(t);
-  std::unordered_map<int, size_t> input_of;  // graph input value id -> index in graph_inputs
-  for (size_t i = 0; i < graph.inputs.size() && i < graph_inputs.size(); ++i) input_of[graph.inputs[i]] = i;
+  std::unordered_map<int, const Tensor*> ids_of;  // graph input or computed value id -> its ids
+  for (size_t i = 0; i < graph.inputs.size() && i < graph_inputs.size(); ++i)
+    ids_of[graph.inputs[i]] = &graph_inputs[i];
+  if (computed) {
+    for (const auto& [value, ids] : *computed) ids_of[value] = &ids;
+  }
   const std::vector<int> producer = graph.Producers();
   for (const Node& n : graph.nodes) {
     for (const Lookup& l : NodeLookups(n)) {
       auto t = table_of.find(n.inputs[l.table_input]);
-      int ids_value = n.inputs[l.ids_input];
-      const Tensor* keyed = nullptr;  // a keyed table's lookup reads the keys' rows
-      keyed_rows::Part part;
-      if (const int p = producer[static_cast<size_t>(ids_value)]; p >= 0) {
-        const Node& from = graph.nodes[static_cast<size_t>(p)];
-        const auto o =
-            static_cast<size_t>(std::find(from.outputs.begin(), from.outputs.end(), ids_value) - from.outputs.begin());
-        std::vector<keyed_rows::Part> parts;
-        if (from.op == "KeyedRows") parts = keyed_rows::Parts(from);
-        if (o < parts.size()) {
-          keyed = graph.FindConstant(from.inputs[2 * o + 1]);
-          part = parts[o];
-          ids_value = from.inputs[2 * o];
-          if (!keyed) continue;
-        }
-      }
-      auto in = input_of.find(ids_value);
-      if (t == table_of.end() || in == input_of.end()) continue;
-      const Tensor& ids = graph_inputs[in->second];
+      const LookupIds lookup = IdsOf(graph, producer, n, l);
+      if (lookup.through_keys && !lookup.keyed) continue;
+      auto in = ids_of.find(lookup.value);
+      if (t == table_of.end() || in == ids_of.end() || !in->second->defined()) continue;
+      const Tensor& ids = *in->second;
       if (ids.dtype() != DType::kI64 && ids.dtype() != DType::kI32) continue;
-      AppendIds(ids, t->second, tables[static_cast<size_t>(t->second)].shape[0], l, keyed, part, trace);
+      AppendIds(ids, t->second, tables[static_cast<size_t>(t->second)].shape[0], l, lookup.keyed, lookup.part, trace);
     }
   }
 }

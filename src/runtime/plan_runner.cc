@@ -6,6 +6,7 @@
 #include <map>
 
 #include "common/log.h"
+#include "compile/evaluate.h"
 #include "runtime/op_profile.h"
 
 namespace rankd {
@@ -64,7 +65,15 @@ StatusOr<std::unique_ptr<PlanRunner>> PlanRunner::Create(const std::vector<const
     runner->mirrored_caches_.push_back(std::make_unique<MirroredTableCache>(std::move(replica_caches)));
     caches[table] = runner->mirrored_caches_.back().get();
   }
-  if (!caches.empty()) runner->cache_keeper_ = std::make_unique<CacheKeeper>(graph, caches, keeper);
+  if (!caches.empty()) {
+    CacheKeeperOptions options = keeper;
+    if (!options.evaluate_node) {  // ids the graph computes are traced from the sampled inputs
+      options.evaluate_node = [](const Node& node, const std::vector<const Tensor*>& inputs) {
+        return EvaluateNode(node, inputs);
+      };
+    }
+    runner->cache_keeper_ = std::make_unique<CacheKeeper>(graph, caches, options);
+  }
   return runner;
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "compile/evaluate.h"
 #include "embedding/cache_bounds.h"
 #include "embedding/cache_policy.h"
 #include "embedding/lookup_trace.h"
@@ -175,6 +176,14 @@ int PrintCacheSizing(const Model& model, const std::string& path, std::vector<do
     return 2;
   }
   const std::vector<TableInfo>& tables = model.tables();
+  // Ids the graph computes from one input are computed on the CPU and traced, as the server's
+  // cache keeper traces them (embedding/cache_keeper.h).
+  std::vector<int> table_values;
+  for (const TableInfo& t : tables) table_values.push_back(t.value);
+  const std::vector<ComputedIds> computed = FindComputedIds(model.graph(), table_values);
+  const NodeEvaluator evaluate = [](const Node& n, const std::vector<const Tensor*>& in) {
+    return EvaluateNode(n, in);
+  };
   std::vector<uint64_t> trace;
   for (const RequestLine& line : *lines) {
     auto prepared = model.PrepareForInspection(line.request);
@@ -182,7 +191,11 @@ int PrintCacheSizing(const Model& model, const std::string& path, std::vector<do
       std::fprintf(stderr, "rankd inspect: %s\n", prepared.status().ToString().c_str());
       return 2;
     }
-    AppendLookups(model.graph(), tables, prepared->inputs, trace);
+    Status failed;
+    const auto values = ComputeIdValues(model.graph(), computed, prepared->inputs, evaluate, &failed);
+    if (!failed.ok())
+      std::fprintf(stderr, "warning: ids a lookup computes are not traced: %s\n", failed.ToString().c_str());
+    AppendLookups(model.graph(), tables, prepared->inputs, trace, &values);
   }
   if (trace.empty()) {
     std::printf("cache sizing: the requests look up no table\n");
