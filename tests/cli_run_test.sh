@@ -82,4 +82,13 @@ for x in r:
     assert 0.3 < x["policy_hit_ratio"] <= x["belady_hit_ratio"] <= 1, x
 assert r[0]["policy_hit_ratio"] < r[1]["policy_hit_ratio"], r
 PY
+# A hot set that moves: after each of its 4 moves the policy is back near the oracle of the stretch.
+"$rankd" bench cache --rows 20000 --accesses 250000 --capacity 200 --drift-every 50000 --drift-rows 2000 \
+  --json "$tmp/drift.json" >"$tmp/drift" || fail "bench cache with a drift failed"
+/usr/bin/python3 - "$tmp/drift.json" <<'PY' || fail "bench cache recovery: $(cat "$tmp/drift")"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+assert r["moves"] == 4 and r["recovered"] == 4, r
+assert 0 < r["recovery_accesses_median"] <= r["recovery_accesses_max"] < 50000, r
+PY
 echo "cli_run: ok"

@@ -11,7 +11,7 @@ CachePolicy::CachePolicy(const CachePolicyOptions& options)
       sample_(std::max(options.sample, 1)),
       record_changes_(options.record_changes),
       sketch_(options.sketch_counters > 0 ? options.sketch_counters : 4 * capacity_,
-              options.reset_period > 0 ? options.reset_period : 20 * capacity_),
+              options.reset_period > 0 ? options.reset_period : 30 * capacity_),
       slot_of_(capacity_),
       rng_(options.seed) {
   key_of_.reserve(static_cast<size_t>(capacity_));

@@ -36,7 +36,7 @@ struct CachePolicyOptions {
   int64_t capacity = 0;         // slots (rows); at least 1
   int sample = 8;               // cached keys sampled for a victim (at most 32)
   int64_t sketch_counters = 0;  // per sketch row; 0: four times the capacity (at least 1,024)
-  int64_t reset_period = 0;     // sketch increments between halvings; 0: ten times its counters per row
+  int64_t reset_period = 0;     // sketch increments between halvings; 0: 30 a slot (30 x capacity)
   bool record_changes = true;   // queue Changes for the device side (the simulator turns it off)
   uint64_t seed = 1;            // the victim sampler's
 };

@@ -157,6 +157,8 @@ struct BenchCacheArgs {
   int64_t drift_every = 0;                              // accesses between moves of the hot set; 0: stationary
   int64_t drift_rows = 0;                               // how far the hot set moves each time
   std::vector<int64_t> capacities = {10'000, 100'000};  // cache sizes in rows
+  int victim_sample = 0;                                // CachePolicyOptions' sample; 0: its default
+  int64_t halve_every = 0;                              // sketch increments between halvings a slot; 0: default
   uint64_t seed = 1;
   std::string snapshot_path;  // round-trip the halfway snapshot through this file
   std::string json_path;      // also write the results here

@@ -273,6 +273,12 @@ int main(int argc, char** argv) {
   bench_cache->add_option("--capacity", cache.capacities, "Cache sizes in rows (a sweep when several)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
+  bench_cache->add_option("--victim-sample", cache.victim_sample, "Cached keys sampled for a victim (default 8)")
+      ->check(CLI::Range(1, 32));
+  bench_cache
+      ->add_option("--halve-every", cache.halve_every,
+                   "Accesses a slot between halvings of the frequency sketch (default 30)")
+      ->check(CLI::PositiveNumber);
   bench_cache->add_option("--seed", cache.seed, "Seed of the trace and the policy's sampler");
   bench_cache->add_option("--snapshot", cache.snapshot_path, "Write and read back the halfway hotness snapshot here");
   bench_cache->add_option("--json", cache.json_path, "Also write the results here");
