@@ -164,6 +164,19 @@ TEST(CachePolicy, HotRowsOutlastAScanAndChangesDescribeTheSlots) {
   for (const auto& [slot, key] : device) EXPECT_TRUE(policy.Contains(key)) << key;
 }
 
+// The policy's bookkeeping stays under a fifth of a 256-byte row a slot (W1 mlperf's bf16 rows), so
+// that a host cache of such rows holds at most 1.2 times their bytes.
+TEST(CachePolicy, TakesUnderAFifthOfA256ByteRowASlot) {
+  for (int64_t capacity : {int64_t{100'000}, int64_t{1'000'003}}) {
+    CachePolicyOptions options;
+    options.capacity = capacity;
+    const CachePolicy policy(options);
+    const double per_slot = static_cast<double>(policy.bytes()) / static_cast<double>(capacity);
+    EXPECT_LE(per_slot, static_cast<double>(CachePolicy::kBytesPerSlot) + 1) << capacity;
+    EXPECT_LE(per_slot, 0.2 * 256) << capacity;
+  }
+}
+
 TEST(CachePolicy, StaysNearBeladyOnZipfTracesAndFollowsADrift) {
   for (int64_t drift : {int64_t{0}, int64_t{100'000}}) {
     TraceOptions t;

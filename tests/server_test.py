@@ -808,6 +808,8 @@ class DiskTableTest(unittest.TestCase):
         label = '{model="dlrm_disk",version="1",table="tables.0.weight"}'
         self.assertGreater(metrics["rankd_table_disk_rows_read" + label], 0)
         self.assertEqual(metrics["rankd_table_disk_cache_capacity_rows" + label], 1)
+        # One row and the policy's bookkeeping, whose sketch is 4 KiB at the least.
+        self.assertGreater(metrics["rankd_table_disk_cache_host_bytes" + label], 4096)
         reads = '{model="dlrm_disk",version="1",table="tables.0.weight"'
         self.assertGreater(metrics["rankd_table_disk_read_seconds_count" + label], 0)
         self.assertEqual(metrics["rankd_table_disk_read_seconds_bucket" + reads + ',le="+Inf"}'],

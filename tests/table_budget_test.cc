@@ -371,7 +371,8 @@ TEST(TableBudget, TablesPastTheHostBudgetGoOnDiskLargestFirst) {
   ASSERT_TRUE(fits.ok()) << fits.status().ToString();
   EXPECT_EQ(TierBytes(*fits, TableTier::kDisk), 0);
   EXPECT_EQ(TierBytes(*fits, TableTier::kHost), 1120);
-  // 1,000: large goes; its host cache gets the 520 bytes left, 32 of its 40 rows of 16 bytes.
+  // 1,000: large goes; its host cache gets the 520 bytes left: 8 of its 40 rows of 16 bytes, each
+  // with 42 bytes of the cache policy's bookkeeping (CachePolicy::kBytesPerSlot).
   auto one = place(1000);
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   EXPECT_EQ(Tiers(*one)["large"], TableTier::kDisk);
@@ -380,15 +381,15 @@ TEST(TableBudget, TablesPastTheHostBudgetGoOnDiskLargestFirst) {
   TableBudget thousand;
   thousand.host_bytes = 1000;
   EXPECT_EQ(DiskCacheBytes(*one, thousand), 520);
-  EXPECT_EQ(cache_rows(*one, 1000, "large"), 32);
+  EXPECT_EQ(cache_rows(*one, 1000, "large"), 8);
   EXPECT_TRUE(ToPlacement(*one).cached.empty());
-  // 300: large and middle go; the 140 bytes left split 2:1 (93 and 46 bytes): 5 rows and 2.
-  auto two = place(300);
+  // 450: large and middle go; the 290 bytes left split 2:1 (193 and 96 bytes): 3 rows and 1.
+  auto two = place(450);
   ASSERT_TRUE(two.ok()) << two.status().ToString();
   EXPECT_EQ(TierBytes(*two, TableTier::kDisk), 960);
   EXPECT_EQ(TierBytes(*two, TableTier::kHost), 160);
-  EXPECT_EQ(cache_rows(*two, 300, "large"), 5);
-  EXPECT_EQ(cache_rows(*two, 300, "middle"), 2);
+  EXPECT_EQ(cache_rows(*two, 450, "large"), 3);
+  EXPECT_EQ(cache_rows(*two, 450, "middle"), 1);
   // 0: all three go, each with a host cache of one row.
   auto all = place(0);
   ASSERT_TRUE(all.ok()) << all.status().ToString();

@@ -89,6 +89,12 @@ class CachePolicy {
   }
   int64_t capacity() const { return capacity_; }
   const FrequencySketch& sketch() const { return sketch_; }
+  // The host memory a policy of the default sketch size holds a slot: 16 bytes of sketch (four rows
+  // of four counters), 18 of index (slot_index.h) and 8 of the slot's key.
+  static constexpr size_t kBytesPerSlot = 42;
+  // The host memory the policy holds: its sketch, its index and its slots' keys (about
+  // kBytesPerSlot a slot; a cache of fewer than 256 rows keeps a sketch of 4 KiB).
+  size_t bytes() const { return sketch_.bytes() + slot_of_.bytes() + key_of_.capacity() * sizeof(uint64_t); }
 
  private:
   void Insert(uint64_t key, int64_t slot, std::optional<uint64_t> evicted);

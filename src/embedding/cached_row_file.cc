@@ -27,6 +27,11 @@ CachedRowFile::CachedRowFile(std::unique_ptr<RowFile> file, int64_t capacity, st
       policy_(CachePolicyOptions{.capacity = capacity}),
       slots_(std::move(slots)) {}
 
+size_t CachedRowFile::host_bytes() const {
+  MutexLock lock(mu_);
+  return static_cast<size_t>(capacity_) * row_bytes_ + policy_.bytes();
+}
+
 CachedRowFileStats CachedRowFile::stats() const {
   MutexLock lock(mu_);
   return stats_;

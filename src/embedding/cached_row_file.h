@@ -44,6 +44,8 @@ class CachedRowFile {
   CachedRowFileStats stats() const;
   int64_t cached_rows() const;
   int64_t capacity() const { return capacity_; }
+  // The host memory the cache holds: its rows and its policy's bookkeeping.
+  size_t host_bytes() const;
   const RowFile& file() const { return *file_; }
 
  private:

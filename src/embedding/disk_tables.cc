@@ -246,9 +246,10 @@ StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::
     RANKD_ASSIGN_OR_RETURN(table->sources, FindSources(graph, info.value, info.name, disk->request_inputs_));
     const size_t row_bytes = static_cast<size_t>(table->width) * DTypeSize(table->dtype);
     const double share = disk_bytes > 0 ? static_cast<double>(info.bytes) / static_cast<double>(disk_bytes) : 0;
-    const int64_t cache_rows = std::clamp<int64_t>(
-        static_cast<int64_t>(share * static_cast<double>(cache_bytes)) / static_cast<int64_t>(row_bytes), 1,
-        std::max<int64_t>(table->rows, 1));
+    // A cached row costs its bytes and its share of the policy's bookkeeping: the budget is real.
+    const int64_t cache_rows = std::clamp<int64_t>(static_cast<int64_t>(share * static_cast<double>(cache_bytes)) /
+                                                       static_cast<int64_t>(row_bytes + CachePolicy::kBytesPerSlot),
+                                                   1, std::max<int64_t>(table->rows, 1));
     int64_t offset = 0;
     if (const MappedFile* mapped = FileHolding(graph, constant->raw(), constant->bytes(), &offset)) {
       // The descriptor the load opened: the file as it was loaded, whatever replaced it since.
@@ -459,6 +460,7 @@ std::vector<DiskTableStats> DiskTables::stats() const {
       const RowFileStats file = shard->file().stats();
       d.capacity += shard->capacity();
       d.cached += shard->cached_rows();
+      d.host_bytes += shard->host_bytes();
       d.lookups += cache.lookups;
       d.hits += cache.hits;
       d.rows_read += file.rows;

@@ -46,13 +46,14 @@ struct DiskTablesOptions {
 // One table on disk, as `rankd inspect` and /metrics show it.
 struct DiskTableStats {
   std::string table;
-  std::string file;        // the file its rows are read from
-  bool direct = false;     // read with O_DIRECT (else through the page cache)
-  int64_t capacity = 0;    // rows its host cache holds at most
-  int64_t cached = 0;      // rows it holds now
-  uint64_t lookups = 0;    // distinct rows runs asked for
-  uint64_t hits = 0;       // of those, served by the host cache
-  uint64_t rows_read = 0;  // rows read from the file
+  std::string file;         // the file its rows are read from
+  bool direct = false;      // read with O_DIRECT (else through the page cache)
+  int64_t capacity = 0;     // rows its host cache holds at most
+  int64_t cached = 0;       // rows it holds now
+  uint64_t host_bytes = 0;  // host memory of its cache: the rows' and the policy's
+  uint64_t lookups = 0;     // distinct rows runs asked for
+  uint64_t hits = 0;        // of those, served by the host cache
+  uint64_t rows_read = 0;   // rows read from the file
   uint64_t bytes_read = 0;
   uint64_t inserted = 0, evicted = 0;
   LatencyHistogram reads;  // each read of a run's misses from the file (its shards' summed)

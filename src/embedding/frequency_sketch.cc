@@ -1,7 +1,6 @@
 #include "embedding/frequency_sketch.h"
 
 #include <algorithm>
-#include <bit>
 
 namespace rankd {
 namespace {
@@ -20,17 +19,17 @@ constexpr uint64_t kBlockSeed = 0x9e3779b97f4a7c15ULL, kCounterSeed = 0xc2b2ae3d
 }  // namespace
 
 FrequencySketch::FrequencySketch(int64_t counters, int64_t reset_period) {
-  const uint64_t width = std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(counters, 1024)));
-  mask_ = static_cast<int64_t>(width - 1);
-  reset_period_ = reset_period > 0 ? reset_period : 10 * static_cast<int64_t>(width);
-  const size_t bytes = static_cast<size_t>(kRows) * width;
+  blocks_ = (static_cast<size_t>(std::max<int64_t>(counters, 1024)) + 15) / 16;
+  reset_period_ = reset_period > 0 ? reset_period : 10 * counters_per_row();
+  const size_t bytes = blocks_ * kBlockBytes;
   counts_.assign(bytes + kBlockBytes - 1, 0);  // blocks start at a cache line: first_ bytes in
   first_ = (kBlockBytes - reinterpret_cast<uintptr_t>(counts_.data()) % kBlockBytes) % kBlockBytes;
-  block_mask_ = bytes / kBlockBytes - 1;
 }
 
 size_t FrequencySketch::Block(uint64_t key) const {
-  return first_ + static_cast<size_t>(Mix(key ^ kBlockSeed) & block_mask_) * kBlockBytes;
+  // The hash scaled to the blocks (no power of two needed).
+  const auto block = static_cast<size_t>((static_cast<unsigned __int128>(Mix(key ^ kBlockSeed)) * blocks_) >> 64);
+  return first_ + block * kBlockBytes;
 }
 
 // Four independent 4-bit picks, one a row: row r's counter is byte 16 r + (4 bits of the hash).

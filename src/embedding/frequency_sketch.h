@@ -17,9 +17,9 @@ namespace rankd {
 
 class FrequencySketch {
  public:
-  // `counters` per row, rounded up to a power of two (at least 1,024: a sketch of few blocks
-  // lets collisions decide); `reset_period` increments
-  // between halvings (0: ten times the counters per row, TinyLFU's sample size).
+  // `counters` per row, rounded up to a whole block (16 a row; at least 1,024: a sketch of few
+  // blocks lets collisions decide); `reset_period` increments between halvings (0: ten times the
+  // counters per row, TinyLFU's sample size).
   explicit FrequencySketch(int64_t counters, int64_t reset_period = 0);
 
   // Counts one sighting of `key`.
@@ -33,7 +33,8 @@ class FrequencySketch {
   // Hints that `key` is counted or estimated soon.
   void Prefetch(uint64_t key) const { __builtin_prefetch(counts_.data() + Block(key)); }
 
-  int64_t counters_per_row() const { return mask_ + 1; }
+  int64_t counters_per_row() const { return static_cast<int64_t>(blocks_) * 16; }
+  size_t bytes() const { return counts_.size(); }
   int64_t reset_period() const { return reset_period_; }
 
  private:
@@ -43,12 +44,11 @@ class FrequencySketch {
   size_t Block(uint64_t key) const;
   static size_t InBlock(uint64_t key, int row);
 
-  int64_t mask_ = 0;  // counters per row - 1
   int64_t reset_period_ = 0;
-  int64_t added_ = 0;            // increments since the last halving
-  size_t block_mask_ = 0;        // blocks - 1
+  int64_t added_ = 0;  // increments since the last halving
+  size_t blocks_ = 0;
   size_t first_ = 0;             // where in counts_ the first block starts
-  std::vector<uint8_t> counts_;  // blocks of kRows rows of 16 counters: kRows * (mask_ + 1) in all
+  std::vector<uint8_t> counts_;  // blocks_ blocks of kRows rows of 16 counters
 };
 
 }  // namespace rankd

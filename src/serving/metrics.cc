@@ -167,6 +167,8 @@ std::string TableMetricsText(const ModelRepository& repository) {
   const Family disks[] = {
       {"rankd_table_disk_cache_rows", "Rows of a table on disk its host cache holds", "gauge"},
       {"rankd_table_disk_cache_capacity_rows", "Rows a table on disk's host cache can hold", "gauge"},
+      {"rankd_table_disk_cache_host_bytes", "Host memory of a table on disk's host cache: its rows and its policy's",
+       "gauge"},
       {"rankd_table_disk_lookups", "Distinct rows runs read from a table on disk", "counter"},
       {"rankd_table_disk_cache_hits", "Of rankd_table_disk_lookups, those its host cache held", "counter"},
       {"rankd_table_disk_rows_read", "Rows read from a table's file", "counter"},
@@ -200,6 +202,7 @@ std::string TableMetricsText(const ModelRepository& repository) {
       for (const DiskTableStats& t : disk->stats()) {
         const uint64_t values[] = {static_cast<uint64_t>(t.cached),
                                    static_cast<uint64_t>(t.capacity),
+                                   t.host_bytes,
                                    t.lookups,
                                    t.hits,
                                    t.rows_read,
