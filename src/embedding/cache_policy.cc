@@ -1,13 +1,14 @@
 #include "embedding/cache_policy.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "rankd/status.h"
 
 namespace rankd {
 
 CachePolicy::CachePolicy(const CachePolicyOptions& options)
-    : capacity_(std::max<int64_t>(options.capacity, 1)),
+    : capacity_(std::clamp<int64_t>(options.capacity, 1, INT32_MAX)),
       sample_(std::max(options.sample, 1)),
       record_changes_(options.record_changes),
       sketch_(options.sketch_counters > 0 ? options.sketch_counters : 4 * capacity_,

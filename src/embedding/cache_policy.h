@@ -33,7 +33,7 @@ inline uint64_t RowKey(int table, int64_t row) {
 }
 
 struct CachePolicyOptions {
-  int64_t capacity = 0;         // slots (rows); at least 1
+  int64_t capacity = 0;         // slots (rows); at least 1, at most 2^31 - 1
   int sample = 8;               // cached keys sampled for a victim (at most 32)
   int64_t sketch_counters = 0;  // per sketch row; 0: four times the capacity (at least 1,024)
   int64_t reset_period = 0;     // sketch increments between halvings; 0: 30 a slot (30 x capacity)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -249,7 +250,7 @@ StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::
     // A cached row costs its bytes and its share of the policy's bookkeeping: the budget is real.
     const int64_t cache_rows = std::clamp<int64_t>(static_cast<int64_t>(share * static_cast<double>(cache_bytes)) /
                                                        static_cast<int64_t>(row_bytes + CachePolicy::kBytesPerSlot),
-                                                   1, std::max<int64_t>(table->rows, 1));
+                                                   1, std::clamp<int64_t>(table->rows, 1, INT32_MAX));
     int64_t offset = 0;
     if (const MappedFile* mapped = FileHolding(graph, constant->raw(), constant->bytes(), &offset)) {
       // The descriptor the load opened: the file as it was loaded, whatever replaced it since.
