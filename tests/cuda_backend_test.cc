@@ -82,10 +82,11 @@ int In(GraphBuilder& b, std::vector<Tensor>& inputs, std::mt19937_64& rng, DType
   return b.Input("x" + std::to_string(inputs.size()), dtype, shape);
 }
 
-OpCase Binary(const char* name, const char* op, DType dtype, Shape a, Shape b, double lo = -2, double hi = 2) {
+OpCase Binary(const char* name, const char* op, DType dtype, Shape a, Shape b, double lo = -2, double hi = 2,
+              std::map<std::string, AttributeValue> attrs = {}) {
   return {name, [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
             int x = In(g, in, rng, dtype, a, lo, hi), y = In(g, in, rng, dtype, b, lo, hi);
-            g.Output(g.Op(op, {x, y}));
+            g.Output(g.Op(op, {x, y}, attrs));
           }};
 }
 
@@ -324,6 +325,10 @@ std::vector<OpCase> Cases() {
       Binary("max", "Max", f, S{4, 6}, S{6}),
       Binary("min", "Min", f, S{4, 6}, S{4, 1}),
       Binary("pow", "Pow", f, S{33}, S{33}, 0.5, 2),
+      // Remainders of mixed signs, by 0 and by -1, with the divisor's sign and with the dividend's.
+      Binary("mod_int", "Mod", i64, S{3, 64}, S{64}, -9, 9),
+      Binary("mod_int_fmod", "Mod", i64, S{3, 64}, S{64}, -9, 9, {{"fmod", int64_t{1}}}),
+      Binary("mod_float_fmod", "Mod", f, S{7, 9}, S{9}, 0.5, 3, {{"fmod", int64_t{1}}}),
       Binary("equal_int", "Equal", i64, S{50}, S{50}, -2, 2),
       Binary("greater", "Greater", f, S{3, 7}, S{7}),
       Binary("greater_or_equal_int", "GreaterOrEqual", i64, S{3, 7}, S{1}, -3, 3),

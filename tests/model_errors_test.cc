@@ -141,6 +141,29 @@ TEST(ModelErrors, IntegerArithmeticWrapsInsteadOfOverflowing) {
   EXPECT_EQ(out->at(0).data<int64_t>()[0], kMin);
 }
 
+// ONNX's Mod: the remainder takes the divisor's sign (fmod 0) or the dividend's (fmod 1); by 0 and
+// by -1 it is 0 (INT64_MIN % -1 would trap); floating-point inputs without fmod 1 are refused.
+TEST(ModelErrors, ModTakesTheSignsOnnxSaysAndNeverTraps) {
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  for (int64_t fmod : {0, 1}) {
+    testing::GraphBuilder g;
+    int x = g.Input("x", DType::kI64, {6});
+    int y = g.Input("y", DType::kI64, {6});
+    g.Output(g.Op("Mod", {x, y}, {{"fmod", fmod}}));
+    auto out = testing::RunGraph(
+        g.graph(), {testing::MakeI64({6}, {-7, 7, -7, 7, kMin, 5}), testing::MakeI64({6}, {3, -3, -3, 3, -1, 0})});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const std::vector<int64_t> got((*out)[0].data<int64_t>(), (*out)[0].data<int64_t>() + 6);
+    EXPECT_EQ(got, fmod == 0 ? std::vector<int64_t>({2, -2, -1, 1, 0, 0}) : std::vector<int64_t>({-1, 1, -1, 1, 0, 0}));
+  }
+  testing::GraphBuilder g;
+  int x = g.Input("x", DType::kF32, {2});
+  g.Output(g.Op("Mod", {x, x}));
+  auto refused = testing::RunGraph(g.graph(), {testing::MakeF32({2}, {1, 2})});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("fmod = 1"), std::string::npos) << refused.status().ToString();
+}
+
 TEST(ModelErrors, SliceWithAHugeStepTakesOneElement) {
   // Found by fuzz_model_loader in CI's run: a step of ~1e18 overflowed the slice's stride.
   testing::GraphBuilder g;

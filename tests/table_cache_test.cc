@@ -195,7 +195,8 @@ TEST(CacheKeeper, SamplesLargeOffers) {
   EXPECT_TRUE(held.count(3) && held.count(9)) << "the sample covers both halves";
 }
 
-// A bag over a 1,000-row table whose ids the graph computes: the request's ids offset by 5,000.
+// A bag over a 1,000-row table whose ids the graph computes: the request's ids offset by 5,000,
+// then hashed into the table as `ids % 1000` (ONNX Mod) would be.
 struct ComputedIdsModel {
   Graph graph;
   int cached = -1;
@@ -205,7 +206,8 @@ struct ComputedIdsModel {
     cached = g.Const("cached", testing::RandomTable(DType::kF32, 1000, 4, rng));
     const int raw = g.Input("raw", DType::kI64, {-1, 4});
     const int offset = g.Const("offset", Tensor::FromVector(DType::kI64, {}, std::vector<int64_t>{-5000}));
-    g.Output(g.Op("EmbeddingBag", {cached, g.Op("Add", {raw, offset})}));
+    const int rows = g.Const("rows", Tensor::FromVector(DType::kI64, {}, std::vector<int64_t>{1000}));
+    g.Output(g.Op("EmbeddingBag", {cached, g.Op("Mod", {g.Op("Add", {raw, offset}), rows})}));
     graph = g.graph();
   }
 };

@@ -85,6 +85,28 @@ Status Arith(const KernelArgs& k) {
   });
 }
 
+// ONNX's Mod (schema: elementwise_schemas.cc). An integer remainder by 0 is defined as 0, as Div's
+// quotient is; by -1 it is 0 (and the lowest value's would trap).
+template <typename T>
+T Remainder(T x, T y, bool c_fmod) {
+  if constexpr (std::is_integral_v<T>) {
+    if (y == 0 || y == T(-1)) return T{0};
+    T r = static_cast<T>(x % y);
+    if (!c_fmod && r != 0 && ((r < 0) != (y < 0))) r = static_cast<T>(r + y);  // the divisor's sign
+    return r;
+  } else {
+    return std::fmod(x, y);
+  }
+}
+
+Status Mod(const KernelArgs& k) {
+  const bool c_fmod = k.node.GetInt("fmod", 0) == 1;
+  return DispatchNumeric(k.In(0).dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    BinaryLoop<T, T>(k.In(0), k.In(1), k.Out(0), [c_fmod](T x, T y) { return Remainder(x, y, c_fmod); });
+  });
+}
+
 Status MaxMin(const KernelArgs& k) {
   bool is_max = k.node.op == "Max";
   Tensor& out = k.Out(0);
@@ -280,6 +302,7 @@ void AppendElementwiseKernels(KernelTable& out) {
   out["Max"] = MaxMin;
   out["Min"] = MaxMin;
   out["Pow"] = Pow;
+  out["Mod"] = Mod;
   for (const char* op : {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"}) out[op] = Compare;
   for (const char* op : {"And", "Or", "Xor"}) out[op] = Logic;
   out["Not"] = Not;

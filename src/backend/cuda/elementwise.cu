@@ -75,6 +75,22 @@ struct DivOp {
       return x / y;
   }
 };
+// ONNX's Mod, as the CPU's (cpu/elementwise.cc): a remainder with the divisor's sign, or with the
+// dividend's (C's fmod) when `c_fmod`; an integer remainder by 0 or -1 is 0.
+struct ModOp {
+  bool c_fmod = false;
+  template <typename T>
+  __device__ T operator()(T x, T y) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (y == 0 || y == T(-1)) return T{0};
+      T r = static_cast<T>(x % y);
+      if (!c_fmod && r != 0 && ((r < 0) != (y < 0))) r = static_cast<T>(r + y);
+      return r;
+    } else {
+      return fmod(x, y);
+    }
+  }
+};
 template <bool kMax>
 struct MaxMinOp {
   template <typename T>
@@ -180,6 +196,14 @@ Status Arith(const KernelArgs& k) {
     if (op == "Sub") return Binary<T, T>(k, a, b, out, SubOp{});
     if (op == "Mul") return Binary<T, T>(k, a, b, out, MulOp{});
     return Binary<T, T>(k, a, b, out, DivOp{});
+  });
+}
+
+Status Mod(const KernelArgs& k) {
+  const ModOp op{k.node.GetInt("fmod", 0) == 1};
+  return DispatchNumeric(k.In(0).dtype(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    return Binary<T, T>(k, k.In(0), k.In(1), k.Out(0), op);
   });
 }
 
@@ -435,6 +459,7 @@ void AppendElementwiseKernels(KernelTable& out) {
   out["Max"] = MaxMin;
   out["Min"] = MaxMin;
   out["Pow"] = Pow;
+  out["Mod"] = Mod;
   for (const char* op : {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"}) out[op] = Compare;
   for (const char* op : {"And", "Or", "Xor"}) out[op] = LogicKernel;
   out["Not"] = Not;

@@ -131,6 +131,23 @@ Status InferClip(InferContext& c) {
   return Status::Ok();
 }
 
+// ONNX's Mod: fmod 0 (the default) gives a remainder with the divisor's sign (Python's %), fmod 1
+// the dividend's (C's fmod); floating-point inputs need fmod 1.
+Status CheckMod(const Node& n) {
+  const int64_t fmod = n.GetInt("fmod", 0);
+  if (fmod != 0 && fmod != 1)
+    return InvalidArgument(n.Describe() + ": fmod must be 0 or 1, got " + std::to_string(fmod));
+  return Status::Ok();
+}
+
+Status InferMod(InferContext& c) {
+  RANKD_RETURN_IF_ERROR(InferArith(c));
+  const DType t = c.in(0).dtype;
+  if ((t == DType::kF32 || t == DType::kF64) && c.node.GetInt("fmod", 0) != 1)
+    return c.Error("Mod of floating-point inputs needs fmod = 1 (ONNX)");
+  return Status::Ok();
+}
+
 Status CheckCast(const Node& n) {
   auto to = DTypeFromOnnx(static_cast<int>(n.GetInt("to", 0)));
   if (!to)
@@ -158,6 +175,7 @@ void AppendElementwiseSchemas(std::vector<OpSchema>& out) {
   out.push_back({"Max", 1, 8, nullptr, InferArith});
   out.push_back({"Min", 1, 8, nullptr, InferArith});
   out.push_back({"Pow", 2, 2, nullptr, InferPow});
+  out.push_back({"Mod", 2, 2, CheckMod, InferMod});
   for (const char* op : {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"}) {
     out.push_back({op, 2, 2, nullptr, InferCompare});
   }
