@@ -59,16 +59,12 @@ CacheKeeper::CacheKeeper(const Graph& graph, const std::map<int, TableCache*>& c
     kept.stats.capacity = policy.capacity;
     cached_values.insert(tables_[t].value);
   }
-  std::set<size_t> inputs;
-  for (const Node& n : graph.nodes) {
-    for (const Lookup& l : NodeLookups(n)) {
-      if (!cached_values.count(n.inputs[l.table_input])) continue;
-      auto at = std::find(graph.inputs.begin(), graph.inputs.end(), n.inputs[l.ids_input]);
-      if (at != graph.inputs.end()) inputs.insert(static_cast<size_t>(at - graph.inputs.begin()));
-    }
-  }
+  // The inputs AppendLookups reads: ids and keys as they are, and those ids are computed from.
+  const std::vector<int> cached(cached_values.begin(), cached_values.end());
+  const std::vector<size_t> read = LookupIdInputs(graph, cached);
+  std::set<size_t> inputs(read.begin(), read.end());
   if (options_.evaluate_node) {
-    computed_ = FindComputedIds(graph, std::vector<int>(cached_values.begin(), cached_values.end()));
+    computed_ = FindComputedIds(graph, cached);
     for (const ComputedIds& c : computed_) inputs.insert(c.input);
   }
   sampled_inputs_.assign(inputs.begin(), inputs.end());

@@ -33,24 +33,22 @@ size_t FrequencySketch::Block(uint64_t key) const {
 }
 
 // Four independent 4-bit picks, one a row: row r's counter is byte 16 r + (4 bits of the hash).
-size_t FrequencySketch::InBlock(uint64_t key, int row) {
+void FrequencySketch::InBlock(uint64_t key, size_t (&at)[kRows]) {
   const uint64_t h = Mix(key ^ kCounterSeed);
-  return static_cast<size_t>(row) * 16 + static_cast<size_t>((h >> (4 * row)) & 15);
+  for (int row = 0; row < kRows; ++row) at[row] = static_cast<size_t>(16 * row) + ((h >> (4 * row)) & 15);
 }
 
 void FrequencySketch::Add(uint64_t key) {
   // Conservative update: only the counters at the current minimum grow, which keeps collisions
   // from inflating the others.
   uint8_t* block = counts_.data() + Block(key);
-  uint8_t* counter[kRows];
+  size_t at[kRows];
+  InBlock(key, at);
   int least = 255;
-  for (int row = 0; row < kRows; ++row) {
-    counter[row] = block + InBlock(key, row);
-    least = std::min<int>(least, *counter[row]);
-  }
+  for (size_t a : at) least = std::min<int>(least, block[a]);
   if (least < 255) {
-    for (uint8_t* c : counter) {
-      if (*c == least) ++*c;
+    for (size_t a : at) {
+      if (block[a] == least) ++block[a];
     }
   }
   if (++added_ >= reset_period_) Halve();
@@ -58,18 +56,19 @@ void FrequencySketch::Add(uint64_t key) {
 
 int FrequencySketch::Estimate(uint64_t key) const {
   const uint8_t* block = counts_.data() + Block(key);
+  size_t at[kRows];
+  InBlock(key, at);
   int least = 255;
-  for (int row = 0; row < kRows; ++row) least = std::min<int>(least, block[InBlock(key, row)]);
+  for (size_t a : at) least = std::min<int>(least, block[a]);
   return least;
 }
 
 void FrequencySketch::Raise(uint64_t key, int count) {
   const auto at_least = static_cast<uint8_t>(std::clamp(count, 0, 255));
   uint8_t* block = counts_.data() + Block(key);
-  for (int row = 0; row < kRows; ++row) {
-    uint8_t& c = block[InBlock(key, row)];
-    c = std::max(c, at_least);
-  }
+  size_t at[kRows];
+  InBlock(key, at);
+  for (size_t a : at) block[a] = std::max(block[a], at_least);
 }
 
 void FrequencySketch::Halve() {

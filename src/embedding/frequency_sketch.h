@@ -40,9 +40,10 @@ class FrequencySketch {
  private:
   static constexpr int kRows = 4;
   static constexpr size_t kBlockBytes = 64;
-  // The offset of the key's block, and of its counter of `row` within the block.
+  // The offset of the key's block in counts_, and of its counters (one a row) in that block, from
+  // one hash.
   size_t Block(uint64_t key) const;
-  static size_t InBlock(uint64_t key, int row);
+  static void InBlock(uint64_t key, size_t (&at)[kRows]);
 
   int64_t reset_period_ = 0;
   int64_t added_ = 0;  // increments since the last halving

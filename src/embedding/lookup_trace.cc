@@ -114,6 +114,21 @@ std::vector<ComputedIds> FindComputedIds(const Graph& graph, const std::vector<i
   return out;
 }
 
+std::vector<size_t> LookupIdInputs(const Graph& graph, const std::vector<int>& tables) {
+  const std::vector<int> producer = graph.Producers();
+  std::set<size_t> inputs;
+  for (const Node& n : graph.nodes) {
+    for (const Lookup& l : NodeLookups(n)) {
+      if (std::find(tables.begin(), tables.end(), n.inputs[l.table_input]) == tables.end()) continue;
+      const LookupIds ids = IdsOf(graph, producer, n, l);
+      if (ids.through_keys && !ids.keyed) continue;
+      auto at = std::find(graph.inputs.begin(), graph.inputs.end(), ids.value);
+      if (at != graph.inputs.end()) inputs.insert(static_cast<size_t>(at - graph.inputs.begin()));
+    }
+  }
+  return {inputs.begin(), inputs.end()};
+}
+
 std::unordered_map<int, Tensor> ComputeIdValues(const Graph& graph, std::span<const ComputedIds> computed,
                                                 std::span<const Tensor> graph_inputs, const NodeEvaluator& evaluate,
                                                 Status* error) {

@@ -27,6 +27,10 @@ struct ComputedIds {
 // are computed: each from one graph input, in at most `max_nodes` nodes that look nothing up.
 std::vector<ComputedIds> FindComputedIds(const Graph& graph, const std::vector<int>& tables, size_t max_nodes = 16);
 
+// The graph inputs (by index in graph.inputs) whose ids the lookups of `tables` read as they are or
+// as a keyed table's keys: those AppendLookups traces without `computed`.
+std::vector<size_t> LookupIdInputs(const Graph& graph, const std::vector<int>& tables);
+
 // Runs one node on the CPU (compile/evaluate.h's EvaluateNode, which this layer cannot call).
 using NodeEvaluator = std::function<StatusOr<std::vector<Tensor>>(const Node&, const std::vector<const Tensor*>&)>;
 
