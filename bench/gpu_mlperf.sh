@@ -16,7 +16,9 @@
 # SCALE=0.01 runs the same steps on a hundredth of the rows (a check of the steps); SKIP_RESIDENT=1
 # leaves out the all-on-the-GPU runs. FRESH_IDS=N times N variants of each request with ids drawn
 # anew (`bench engine --fresh-ids`), and warms the caches on a new variant every run, instead of
-# replaying the file's few requests, whose rows a cache soon holds.
+# replaying the file's few requests, whose rows a cache soon holds. ENGINE_ARGS: more flags for
+# every `bench engine` of `tiers` (e.g. "--cuda placed_ids_from=-1"); a model already in REPO is
+# used as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 question=${1:?tiers}
@@ -30,9 +32,13 @@ name=dlrm_dcnv2_mlperf
 case $question in
   tiers)
     repo=${REPO:-/dev/shm/repo}
-    log "writing the model into $repo (scale ${SCALE:-1})"
-    python3 bench/mlperf_model.py --repo "$repo" --requests bench/out --pairs 512,32768 --scale "${SCALE:-1}" \
-      | tee -a "$out/summary.txt"
+    if [[ -f $repo/$name/1/tables.bin && -f bench/out/${name}_n512_l0.jsonl ]]; then
+      log "the model already in $repo"
+    else
+      log "writing the model into $repo (scale ${SCALE:-1})"
+      python3 bench/mlperf_model.py --repo "$repo" --requests bench/out --pairs 512,32768 --scale "${SCALE:-1}" \
+        | tee -a "$out/summary.txt"
+    fi
     table_mib=$(($(stat -c %s "$repo/$name/1/tables.bin") >> 20))
     resident=gpu
     [[ ${SKIP_RESIDENT:-0} == 1 ]] && resident=
@@ -49,7 +55,7 @@ case $question in
         log "tables $tier${budget:+ (${budget[1]} MiB)}, $n pairs"
         timeout "${RUN_S:-150}" .bundle/run rankd bench engine --backend cuda --precision bf16 --model-repo "$repo" \
           --model $name --requests "bench/out/${name}_n${n}_l0.jsonl" "${budget[@]}" "${warm[@]}" "${flags[@]}" \
-          --label "$tier $n" --json "$out/raw/${tier}_$n.json" >/dev/null 2>>"$out/raw/engine.log" \
+          ${ENGINE_ARGS:-} --label "$tier $n" --json "$out/raw/${tier}_$n.json" >/dev/null 2>>"$out/raw/engine.log" \
           || log "failed: $(tail -2 "$out/raw/engine.log")"
         [[ -f $out/raw/${tier}_$n.json ]] && python3 - "$out/raw/${tier}_$n.json" <<'EOF' | tee -a "$out/summary.txt"
 import json, sys

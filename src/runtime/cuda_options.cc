@@ -58,6 +58,10 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
     if (value != "spin" && value != "block" && value != "nap")
       return InvalidArgument("--cuda device_wait: expected spin, block or nap, got '" + value + "'");
     o.device_wait = value;
+  } else if (key == "placed_ids_from") {
+    RANKD_ASSIGN_OR_RETURN(o.placed_ids_from, ParseCount(key, value, -1, int64_t{1} << 40));
+  } else if (key == "staged_rows_mb") {
+    RANKD_ASSIGN_OR_RETURN(o.staged_rows_mb, ParseCount(key, value, 0, int64_t{1} << 14));
   } else if (key == "kernel_cache_dir") {
     o.kernel_cache_dir = value;
   } else if (key.starts_with("fault_")) {
@@ -76,9 +80,11 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
                            ": fault injection is only in builds configured with RANKD_FAULT_INJECTION");
 #endif
   } else {
-    return InvalidArgument("--cuda: unknown setting '" + key +
-                           "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
-                           "late_gather, dependent_launches, gemm_tuning, gemm_log, split_k or device_wait)");
+    return InvalidArgument(
+        "--cuda: unknown setting '" + key +
+        "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
+        "late_gather, dependent_launches, gemm_tuning, gemm_log, split_k, device_wait, placed_ids_from or "
+        "staged_rows_mb)");
   }
   return Status::Ok();
 }
@@ -98,6 +104,8 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::SetGraphLanes(o.graph_lanes);
   cuda::SetCopyKernels(o.copy_kernels);
   cuda::SetLateGather(o.late_gather);
+  cuda::SetPlacedIdsFrom(o.placed_ids_from);
+  cuda::SetStagedRowsBytes(static_cast<size_t>(o.staged_rows_mb) << 20);
   cuda::SetDependentLaunches(o.dependent_launches);
   cuda::EnableGemmTuning(o.gemm_tuning);
   cuda::SetGemmLog(o.gemm_log);
@@ -119,7 +127,8 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   defaults.staging_helpers = o.staging_helpers;
   const bool same = o.pinned_pool_mb == defaults.pinned_pool_mb && o.kernel_cache_dir.empty() &&
                     o.graph_lanes == defaults.graph_lanes && o.copy_kernels && o.late_gather && o.dependent_launches &&
-                    o.gemm_tuning && !o.gemm_log && o.split_k && o.device_wait == defaults.device_wait;
+                    o.gemm_tuning && !o.gemm_log && o.split_k && o.device_wait == defaults.device_wait &&
+                    o.placed_ids_from == defaults.placed_ids_from && o.staged_rows_mb == defaults.staged_rows_mb;
   return same ? Status::Ok() : InvalidArgument("--cuda: this build of rankd has no cuda backend");
 #endif
 }

@@ -24,10 +24,18 @@ class GemmCache;
 // row's slot in `slots` ([capacity, the table's width], the table's dtype), or -1 for a row read
 // from the table itself. Both are read past the SM's L1 (__ldcg), whose lines are not kept
 // coherent with a slot's new row. Null slot_of_row: no cache.
+//
+// A lookup whose ids the host placed (runtime/cuda/placed_ids.h) reads `staged` too, the run's rows
+// the host gathered for it, and its ids are places, not rows: a slot (below kStagedSlotFrom), a
+// staged row (kStagedSlotFrom + its offset in `staged`, in kStagedUnitBytes), -1 (an empty slot of
+// a bag, read as nothing) or -2 - id (a row read from the table itself, or an id out of range).
 struct RowCacheView {
   const int32_t* slot_of_row = nullptr;
   const void* slots = nullptr;
+  const void* staged = nullptr;  // placed ids only
 };
+constexpr int32_t kStagedSlotFrom = int32_t{1} << 30;
+constexpr size_t kStagedUnitBytes = 16;
 
 // The device caches of a model's tables: by the table's address as kernels see it, the index of
 // its view in `views` (host) and `device_views` (the same array in device memory).
@@ -52,7 +60,11 @@ struct DeviceContext {
   // A device word: 0, or 1 + the index of the first step that met bad data (an id out of range).
   int* error = nullptr;
   cuda::GemmCache* gemm = nullptr;
-  const RowCaches* row_caches = nullptr;   // the model's table caches (never null in a run)
+  const RowCaches* row_caches = nullptr;  // the model's table caches (never null in a run)
+  // The run's placed ids (runtime/cuda/placed_ids.h): where they lie on the device, sorted (null:
+  // none), and the staged rows their places name, mapped host memory the kernels read in place.
+  const std::vector<const void*>* placed_ids = nullptr;
+  const void* staged_rows = nullptr;
   Precision precision = Precision::kFp32;  // how fp32 products may round (backend.h)
   // With bf16: the model's weight matrices in bf16 (fp32 device copy -> bf16 copy), and a buffer
   // that products convert their other operands into (sized by the executor before any run).

@@ -22,7 +22,7 @@ namespace {
 
 using namespace bag_pool;
 
-constexpr int kPartsPerLaunch = 48;  // keeps the launch's parameters under 4 KiB
+constexpr int kPartsPerLaunch = 47;  // keeps the launch's parameters under 4 KiB
 
 struct Launch {
   Part parts[kPartsPerLaunch];
@@ -34,6 +34,7 @@ struct Launch {
   __nv_bfloat16* copy = nullptr;  // when set, the output rounded to bf16 as well (bf16_copies.h)
   int* error = nullptr;
   const RowCacheView* caches = nullptr;  // the model's table caches (Part::cache), in device memory
+  const void* staged = nullptr;          // the run's staged rows, for placed parts (DeviceContext::staged_rows)
   int step = 0;
 };
 static_assert(sizeof(Launch) <= 4096, "a launch's parameters must stay under 4 KiB");
@@ -69,12 +70,15 @@ using TinyLaunch = Shape<4, 2, true, 1>;
 using SmallLaunch = Shape<4, 4, true, 1>;
 using LargeLaunch = Shape<4, 4, false, 2>;
 
-// Bag b's ids [lo, hi) in part p's ids; bad offsets are reported (when `report`) and give an empty bag.
-// Part p's table cache, if it has one.
+// Part p's table cache, if it has one, with the run's staged rows where its ids are placed.
 __device__ RowCacheView CacheOf(const Launch& launch, const Part& p) {
-  return p.cache >= 0 ? launch.caches[p.cache] : RowCacheView{};
+  if (p.cache < 0) return RowCacheView{};
+  RowCacheView view = launch.caches[p.cache];
+  if (p.placed) view.staged = launch.staged;
+  return view;
 }
 
+// Bag b's ids [lo, hi) in part p's ids; bad offsets are reported (when `report`) and give an empty bag.
 __device__ void BagRange(const Part& p, int64_t b, bool report, int* error, int step, int64_t& lo, int64_t& hi) {
   lo = p.offsets ? p.offsets[b] : b * p.width;
   hi = p.offsets ? p.offsets[b + 1] : (b + 1) * p.width;
@@ -299,6 +303,8 @@ Status LayOutParts(const KernelArgs& k, const Layout& layout, int64_t rows, bool
       p.id_column = columns.empty() ? -1 : static_cast<int32_t>(columns[i]);
       if (!layout.floors.empty()) p.id_floor = layout.floors[i];
       p.cache = static_cast<int16_t>(k.device->row_caches ? k.device->row_caches->Find(p.src) : -1);
+      const auto* placed = k.device->placed_ids;
+      p.placed = p.cache >= 0 && placed && std::binary_search(placed->begin(), placed->end(), p.ids);
       int v = 4;
       switch (src.dtype()) {
         case DType::kF32:
@@ -393,6 +399,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     launch.copy = static_cast<__nv_bfloat16*>(k.device->bf16_out);
     launch.error = k.device->error;
     launch.caches = k.device->row_caches ? k.device->row_caches->device_views : nullptr;
+    launch.staged = k.device->staged_rows;
     launch.step = k.step;
     int64_t blocks = 0;
     for (size_t i = 0; i < n; ++i) {

@@ -49,6 +49,7 @@ struct Part {
   bool whole = false;           // with grouped: the row is a whole number of its group's pieces
   uint8_t chunks_per_lane = 1;  // with grouped: 16-byte pieces of a row each lane of a group reads
   int16_t cache = -1;           // the table's device cache: its index in the launch's caches (-1: none)
+  bool placed = false;          // with cache: the ids are places (RowCacheView), the rows staged in Launch's
 };
 
 // With grouped: the warp's lane groups, each pooling a bag of its own.
@@ -175,13 +176,29 @@ __device__ inline int32_t SlotOf(RowCacheView cache, int64_t id) {
   return cache.slot_of_row ? __ldcg(cache.slot_of_row + id) : -1;
 }
 
-// Element d of row `id` of a [rows, dim] table: from the row's slot where the table's cache holds
-// it, else from the table.
+// A bag's id as its lookup reads it: `id` (-1: nothing to read) and, for a cached table, its
+// `slot` (-1: read from the table). Of placed ids (RowCacheView::staged set) the host wrote the
+// slot, a staged row's slot, -1, or -2 - id for an id read as a bag reads it (Checked); a placed
+// id's `id` is then 0 wherever the slot is read.
+__device__ inline void Locate(int64_t v, const Part& p, RowCacheView cache, bool report, int* error, int step,
+                              int64_t& id, int32_t& slot) {
+  if (cache.staged && v >= 0) {
+    id = 0, slot = static_cast<int32_t>(v);
+    return;
+  }
+  if (cache.staged && v < -1) v = -2 - v;
+  id = Checked(v, p, report, error, step);
+  slot = id >= 0 && !cache.staged ? SlotOf(cache, id) : -1;
+}
+
+// Slot `slot`'s row: in the cache's slots, or past kStagedSlotFrom the run's staged rows.
 template <typename Row>
-__device__ float LoadElement(const Row* table, RowCacheView cache, int64_t dim, int64_t id, int64_t d) {
-  const int32_t slot = SlotOf(cache, id);
-  if (slot >= 0) return ToFloat(__ldcg(static_cast<const Row*>(cache.slots) + slot * dim + d));
-  return ToFloat(table[id * dim + d]);
+__device__ inline const Row* SlotRow(RowCacheView cache, int32_t slot, int64_t dim) {
+  if (slot >= kStagedSlotFrom) {
+    return reinterpret_cast<const Row*>(static_cast<const char*>(cache.staged) +
+                                        static_cast<uint64_t>(slot - kStagedSlotFrom) * kStagedUnitBytes);
+  }
+  return static_cast<const Row*>(cache.slots) + slot * dim;
 }
 
 // Lanes that cover a row of `chunks` 16-byte pieces: a power of two, the whole warp at most.
@@ -224,9 +241,10 @@ __device__ void PoolVector(const Part& p, RowCacheView cache, int64_t lo, int64_
     const int64_t stride = static_cast<int64_t>(slice.count) * kChunk;
     for (int64_t base = lo + static_cast<int64_t>(slice.index) * kChunk; base < hi; base += stride) {
       const int n = static_cast<int>(min(static_cast<int64_t>(kChunk), hi - base));
-      const int64_t mine =
-          lane < n ? Checked(static_cast<int64_t>(ids[base + lane]), p, first_d == 0, error, step) : -1;
-      const int32_t mine_slot = mine >= 0 ? SlotOf(cache, mine) : -1;  // each lane its own id's, once
+      int64_t mine = -1;
+      int32_t mine_slot = -1;  // each lane its own id's, once
+      if (lane < n)
+        Locate(static_cast<int64_t>(ids[base + lane]), p, cache, first_d == 0, error, step, mine, mine_slot);
       for (int k = 0; k < n; k += groups * kIdsInFlight) {
         typename Vec<Row>::Raw raw[kIdsInFlight];
         int64_t id[kIdsInFlight];
@@ -237,7 +255,7 @@ __device__ void PoolVector(const Part& p, RowCacheView cache, int64_t lo, int64_
           const int32_t slot = cache.slot_of_row ? __shfl_sync(kAllLanes, mine_slot, from % kWarp) : -1;
           if (from >= n) id[u] = -1;
           if (id[u] >= 0 && active) {
-            raw[u] = slot >= 0 ? Vec<Row>::LoadPastL1(static_cast<const Row*>(cache.slots) + slot * p.dim + d0)
+            raw[u] = slot >= 0 ? Vec<Row>::LoadPastL1(SlotRow<Row>(cache, slot, p.dim) + d0)
                                : Vec<Row>::Load(table + id[u] * p.dim + d0);
           }
         }
@@ -287,14 +305,11 @@ __device__ void PoolScalar(const Part& p, RowCacheView cache, int64_t lo, int64_
     float acc = 0;
     int count = 0;
     for (int64_t j = lo; j < hi; ++j) {
-      int64_t id = static_cast<int64_t>(ids[j]);
-      if (p.id_column >= 0) id = Wrapped(max(id, p.id_floor), p.table_rows, d == lane, error, step);
+      int64_t id = -1;
+      int32_t slot = -1;
+      Locate(static_cast<int64_t>(ids[j]), p, cache, d == lane, error, step, id, slot);
       if (id < 0) continue;
-      if (id >= p.table_rows) {
-        if (d == lane) ReportBadData(error, step);
-        continue;
-      }
-      acc += LoadElement(table, cache, p.dim, id, d);
+      acc += slot >= 0 ? ToFloat(__ldcg(SlotRow<Row>(cache, slot, p.dim) + d)) : ToFloat(table[id * p.dim + d]);
       ++count;
     }
     StoreOne(dst, d, acc * BagScale(p.combiner, count));
@@ -318,11 +333,25 @@ __device__ int GroupedId(Id id, const Part& p, bool report, int* error, int step
   return id < 0 ? -1 : static_cast<int>(id);
 }
 
+// A lane group's id as PoolGrouped reads it, with its slot as Locate gives them.
+template <typename Id>
+__device__ void GroupedLocate(Id v, const Part& p, RowCacheView cache, bool report, int* error, int step, int& id,
+                              int& slot) {
+  if (cache.staged && v >= 0) {
+    id = 0, slot = static_cast<int>(v);
+    return;
+  }
+  if (cache.staged && v < -1) v = static_cast<Id>(-2 - v);
+  id = GroupedId(v, p, report, error, step);
+  slot = cache.slots && !cache.staged && id >= 0 ? SlotOf(cache, id) : -1;
+}
+
 // A lane group's slots first to first + kIds (of the row_lanes ids its lanes hold in `mine`, the
 // first n its bag's) added to acc, every row loaded before any is added. An absent id adds zeros.
+// A slot past kStagedSlotFrom is a staged row's (staged_columns: RowCacheView::staged).
 template <int kIds, int kChunks, bool kWhole, typename Row>
-__device__ void PoolIds(const char* columns, uint32_t row_bytes, const char* slot_columns, int mine, int mine_slot,
-                        int first, int n, int row_lanes, const bool (&active)[kChunks],
+__device__ void PoolIds(const char* columns, uint32_t row_bytes, const char* slot_columns, const char* staged_columns,
+                        int mine, int mine_slot, int first, int n, int row_lanes, const bool (&active)[kChunks],
                         float (&acc)[kChunks][Vec<Row>::kN], int& count) {
   constexpr int V = Vec<Row>::kN;
   typename Vec<Row>::Raw raw[kIds][kChunks];
@@ -335,8 +364,11 @@ __device__ void PoolIds(const char* columns, uint32_t row_bytes, const char* slo
     int slot = -1;
     if (slot_columns) slot = __shfl_sync(kAllLanes, mine_slot, first + u, row_lanes);
     if (first + u >= n) slot = -1;
-    if (slot >= 0) {  // a cached row, read past L1 (RowCacheView)
-      row = slot_columns + static_cast<uint64_t>(static_cast<uint32_t>(slot)) * row_bytes;
+    if (slot >= 0) {  // a cached row, read past L1 (RowCacheView), or a staged one
+      row =
+          slot >= kStagedSlotFrom
+              ? staged_columns + static_cast<uint64_t>(static_cast<uint32_t>(slot - kStagedSlotFrom)) * kStagedUnitBytes
+              : slot_columns + static_cast<uint64_t>(static_cast<uint32_t>(slot)) * row_bytes;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
         raw[u][c] = Vec<Row>::Zero();
@@ -388,22 +420,24 @@ __device__ void PoolGrouped(const Part& p, RowCacheView cache, int64_t lo, int64
     const char* columns = reinterpret_cast<const char*>(static_cast<const Row*>(p.src) + d0);
     const char* slot_columns =
         cache.slots ? reinterpret_cast<const char*>(static_cast<const Row*>(cache.slots) + d0) : nullptr;
+    const char* staged_columns =
+        cache.staged ? reinterpret_cast<const char*>(static_cast<const Row*>(cache.staged) + d0) : nullptr;
     float acc[kChunks][V] = {};
     int count = 0;
     for (int done = 0; done < span; done += row_lanes) {
       const int n = max(0, min(row_lanes, length - done));
-      const int mine = lane < n ? GroupedId(ids[lo + done + lane], p, first_d == 0, error, step) : -1;
       // A cached table: each lane looks up its own id's slot once, beside the others' (not once per
       // row, in a row's chain of loads); the slots go round with the ids.
-      const int mine_slot = slot_columns && mine >= 0 ? SlotOf(cache, mine) : -1;
+      int mine = -1, mine_slot = -1;
+      if (lane < n) GroupedLocate(ids[lo + done + lane], p, cache, first_d == 0, error, step, mine, mine_slot);
       const int steps = min(row_lanes, span - done);
       for (int k = 0; k < steps; k += kIdsInFlight) {
         if (kIdsInFlight > 1 && k + 1 == steps) {
-          PoolIds<1, kChunks, kWhole, Row>(columns, row_bytes, slot_columns, mine, mine_slot, k, n, row_lanes, active,
-                                           acc, count);
+          PoolIds<1, kChunks, kWhole, Row>(columns, row_bytes, slot_columns, staged_columns, mine, mine_slot, k, n,
+                                           row_lanes, active, acc, count);
         } else {
-          PoolIds<kIdsInFlight, kChunks, kWhole, Row>(columns, row_bytes, slot_columns, mine, mine_slot, k, n,
-                                                      row_lanes, active, acc, count);
+          PoolIds<kIdsInFlight, kChunks, kWhole, Row>(columns, row_bytes, slot_columns, staged_columns, mine, mine_slot,
+                                                      k, n, row_lanes, active, acc, count);
         }
       }
     }

@@ -154,11 +154,13 @@ Status CudaModelResources::MakeCaches(const Graph& graph, const TablePlacement& 
     if (t.rank() != 2 || t.dim(0) == 0 || t.bytes() == 0)
       return InvalidArgument("a cache for a table of shape " + ShapeToString(t.shape()) + ": tables are [rows, width]");
     const void* at = copies_.at(&t);
-    RANKD_ASSIGN_OR_RETURN(caches_[id],
-                           CudaRowCache::Create(device_, at, t.dim(0), static_cast<int64_t>(t.bytes()) / t.dim(0),
-                                                std::min(rows, t.dim(0)), &cache_readers_));
+    const void* host_at = MappedHostBytes(t.raw());
+    RANKD_ASSIGN_OR_RETURN(caches_[id], CudaRowCache::Create(device_, at, host_at ? host_at : t.raw(), t.dim(0),
+                                                             static_cast<int64_t>(t.bytes()) / t.dim(0),
+                                                             std::min(rows, t.dim(0)), &cache_readers_));
     row_caches_.index_of[at] = static_cast<int>(row_caches_.views.size());
     row_caches_.views.push_back(caches_[id]->view());
+    cache_of_view_.push_back(caches_[id].get());
   }
   if (row_caches_.views.empty()) return Status::Ok();
   const size_t bytes = row_caches_.views.size() * sizeof(RowCacheView);

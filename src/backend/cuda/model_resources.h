@@ -43,6 +43,8 @@ class CudaModelResources final : public ModelResources {
   Precision precision() const { return precision_; }
   // The tables' device caches, as kernels find them (DeviceContext::row_caches).
   const RowCaches& row_caches() const { return row_caches_; }
+  // The cache of view `index` of row_caches().
+  const CudaRowCache& row_cache(int index) const { return *cache_of_view_[static_cast<size_t>(index)]; }
   std::map<int, TableCache*> table_caches() const override;
   // The kernels' counters (backend.h's KernelCounters), zeroed at load, in device memory.
   void* kernel_counters() const override { return counter_count_ > 0 ? counters_.get() : nullptr; }
@@ -67,7 +69,8 @@ class CudaModelResources final : public ModelResources {
   GracePeriod cache_readers_;
   std::map<int, std::unique_ptr<CudaRowCache>> caches_;  // by the table's value id
   RowCaches row_caches_;
-  DeviceBuffer cache_views_;  // row_caches_.views on the device
+  std::vector<const CudaRowCache*> cache_of_view_;  // row_caches_.views' caches, in their order
+  DeviceBuffer cache_views_;                        // row_caches_.views on the device
 };
 
 }  // namespace rankd::cuda

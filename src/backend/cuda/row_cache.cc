@@ -16,8 +16,8 @@ size_t CudaRowCache::DeviceBytes(int64_t rows, int64_t row_bytes, int64_t capaci
   return Aligned(static_cast<size_t>(rows) * sizeof(int32_t)) + Aligned(static_cast<size_t>(capacity * row_bytes));
 }
 
-StatusOr<std::unique_ptr<CudaRowCache>> CudaRowCache::Create(int device, const void* table, int64_t rows,
-                                                             int64_t row_bytes, int64_t capacity,
+StatusOr<std::unique_ptr<CudaRowCache>> CudaRowCache::Create(int device, const void* table, const void* host_table,
+                                                             int64_t rows, int64_t row_bytes, int64_t capacity,
                                                              GracePeriod* readers) {
   if (capacity < 1 || capacity > rows || capacity > INT32_MAX || row_bytes <= 0)
     return InvalidArgument("a table cache of " + std::to_string(capacity) + " rows for a table of " +
@@ -25,6 +25,9 @@ StatusOr<std::unique_ptr<CudaRowCache>> CudaRowCache::Create(int device, const v
   std::unique_ptr<CudaRowCache> c(new CudaRowCache());
   c->device_ = device;
   c->table_ = table;
+  c->host_table_ = static_cast<const uint8_t*>(host_table);
+  c->host_slot_of_row_ = std::make_unique<std::atomic<int32_t>[]>(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) c->host_slot_of_row_[static_cast<size_t>(r)].store(-1, std::memory_order_relaxed);
   c->rows_ = rows;
   c->row_bytes_ = row_bytes;
   c->capacity_ = capacity;
@@ -87,6 +90,8 @@ Status CudaRowCache::ApplyDistinct(std::span<const Fill> fills) {
     if (old >= 0) rows[leaving++] = old;
   }
   if (leaving > 0) {
+    for (int64_t i = 0; i < leaving; ++i)
+      host_slot_of_row_[static_cast<size_t>(rows[i])].store(-1, std::memory_order_relaxed);
     RANKD_RETURN_IF_ERROR(LaunchUnmapRows(stream_, index, device_rows, leaving));
     RANKD_CUDA_RETURN(cudaStreamSynchronize(stream_));
     if (readers_) readers_->WaitForEarlierReaders();
@@ -99,7 +104,10 @@ Status CudaRowCache::ApplyDistinct(std::span<const Fill> fills) {
   RANKD_RETURN_IF_ERROR(LaunchCopyRows(stream_, table_, row_bytes_, slots_.get(), device_rows, device_slots, n));
   RANKD_RETURN_IF_ERROR(LaunchMapRows(stream_, index, device_rows, device_slots, n));
   RANKD_CUDA_RETURN(cudaStreamSynchronize(stream_));  // the staged lists are free again
-  for (const Fill& f : fills) row_of_slot_[static_cast<size_t>(f.slot)] = f.row;
+  for (const Fill& f : fills) {
+    row_of_slot_[static_cast<size_t>(f.slot)] = f.row;
+    host_slot_of_row_[static_cast<size_t>(f.row)].store(static_cast<int32_t>(f.slot), std::memory_order_relaxed);
+  }
   return Status::Ok();
 }
 

@@ -3,7 +3,9 @@
 //
 // On the device: slot_of_row, an int32 per row of the table (-1: not cached), and the slots, a
 // [capacity, width] array of the table's dtype. Lookup kernels read slot_of_row[id] and then the
-// row from its slot, or from the host table when there is none (RowCacheView, device.h).
+// row from its slot, or from the host table when there is none (RowCacheView, device.h). On the
+// host: the same slot_of_row, mirrored, for runs whose ids the host places before launching them
+// (runtime/cuda/placed_ids.h): the host reads a row's slot there and gathers the others' rows.
 //
 // Apply keeps every lookup's row right while rows move in and out:
 //   1. the rows leaving (the slots' old rows) are unmapped: slot_of_row[row] = -1, and the host
@@ -13,11 +15,14 @@
 //   3. the new rows are copied from the host table into their slots, and only then mapped
 //      (slot_of_row[row] = slot, a later kernel on the same stream).
 // A lookup thus reads a row from a slot only while the slot holds that row. Step 2 is skipped when
-// no row leaves (slots still empty).
+// no row leaves (slots still empty). The host's mirror changes with the device's: a row is
+// unmapped there in step 1, before the grace period (a run enters it before it places its ids),
+// and mapped in step 3 once its slot holds it on the device.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -33,9 +38,11 @@ namespace rankd::cuda {
 class CudaRowCache final : public TableCache {
  public:
   // A cache of `capacity` rows (at least 1, at most the table's) of the [rows, row_bytes] table
-  // the device reads at `table` (mapped host memory). Lookups enter `readers` while they run.
-  static StatusOr<std::unique_ptr<CudaRowCache>> Create(int device, const void* table, int64_t rows, int64_t row_bytes,
-                                                        int64_t capacity, GracePeriod* readers);
+  // the device reads at `table` (mapped host memory) and the host at `host_table` (the same
+  // bytes). Lookups enter `readers` while they run.
+  static StatusOr<std::unique_ptr<CudaRowCache>> Create(int device, const void* table, const void* host_table,
+                                                        int64_t rows, int64_t row_bytes, int64_t capacity,
+                                                        GracePeriod* readers);
   // The device memory such a cache takes: its index and its slots.
   static size_t DeviceBytes(int64_t rows, int64_t row_bytes, int64_t capacity);
   ~CudaRowCache() override;
@@ -48,6 +55,13 @@ class CudaRowCache final : public TableCache {
   Status Apply(std::span<const Fill> fills) override;
   std::span<const int64_t> rows_of_slots() const override { return row_of_slot_; }
 
+  // The host's mirror of slot_of_row (read relaxed: a reader inside the grace period sees a slot
+  // only while it holds the row), the table as the host reads it, and its shape.
+  const std::atomic<int32_t>* host_slot_of_row() const { return host_slot_of_row_.get(); }
+  const uint8_t* host_table() const { return host_table_; }
+  int64_t rows() const { return rows_; }
+  int64_t row_bytes() const { return row_bytes_; }
+
  private:
   CudaRowCache() = default;
   // Applies fills whose slots are distinct and whose rows differ from their slots' (at most
@@ -58,6 +72,8 @@ class CudaRowCache final : public TableCache {
 
   int device_ = 0;
   const void* table_ = nullptr;
+  const uint8_t* host_table_ = nullptr;
+  std::unique_ptr<std::atomic<int32_t>[]> host_slot_of_row_;
   int64_t rows_ = 0, row_bytes_ = 0, capacity_ = 0;
   GracePeriod* readers_ = nullptr;
   DeviceBuffer index_, slots_;

@@ -212,6 +212,13 @@ void UnmapHostTable(const void* at) {
   Mappings().erase(found);
 }
 
+const void* MappedHostBytes(const void* at) {
+  MutexLock lock(mu);
+  auto found = Mappings().find(at);
+  if (found == Mappings().end()) return nullptr;
+  return found->second.copy ? found->second.copy : at;
+}
+
 StatusOr<void*> MapGpuTable(const void* at, size_t bytes, const std::vector<int>& gpus, int reader) {
   if (gpus.empty()) return InvalidArgument("a table on named GPUs names none");
   for (int gpu : gpus) RANKD_RETURN_IF_ERROR(CheckPeer(reader, gpu));

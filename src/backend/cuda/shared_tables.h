@@ -24,6 +24,9 @@ namespace rankd::cuda {
 StatusOr<void*> MapHostTable(const void* at, size_t bytes, bool copy);
 // Gives back one MapHostTable of `at`.
 void UnmapHostTable(const void* at);
+// Where the host reads the bytes a MapHostTable of `at` mapped: `at`, or its page-locked copy
+// (the same bytes, which the host reads without touching a file). Null when `at` is not mapped.
+const void* MappedHostBytes(const void* at);
 
 // The device address of a copy of the `bytes` bytes at `at` (host memory) spread over `gpus`, made
 // once for the process: one address range (CUDA's virtual memory management) whose equal parts, in

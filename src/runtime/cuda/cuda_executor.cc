@@ -132,6 +132,7 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
   RANKD_ASSIGN_OR_RETURN(auto folded, UploadFolded(plan, b));
   BindViews(plan, folded, b);
   LayOutIo(plan, b);
+  PlaceInputs(plan, b);
   return &bindings_.emplace(plan.id(), std::move(b)).first->second;
 }
 
@@ -289,8 +290,18 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
       ctx.bf16_out = nullptr;
       ctx.bf16_out_alone = false;
       ctx.bf16_a = ctx.bf16_a_source = ctx.bf16_b = ctx.bf16_b_source = ctx.bf16_c = ctx.bf16_c_source = nullptr;
+      ctx.placed_ids = nullptr;
+      ctx.staged_rows = nullptr;
     }
   } restore{ctx_, main};
+  // Where the placed inputs lie on the device, for the lookups to know their ids for places.
+  placed_ids_.clear();
+  for (size_t i = 0; i < b.placed.size(); ++i) {
+    if (b.placed[i]) placed_ids_.push_back(b.views[static_cast<size_t>(plan.graph().inputs[i])].raw());
+  }
+  std::sort(placed_ids_.begin(), placed_ids_.end());
+  ctx_.placed_ids = placed_ids_.empty() ? nullptr : &placed_ids_;
+  ctx_.staged_rows = staged_rows_.device();
   if (!lanes || lanes->lanes <= 1) {
     for (size_t s = 0; s < steps; ++s) RANKD_RETURN_IF_ERROR(LaunchStep(plan, b, s));
     return Status::Ok();
@@ -399,6 +410,26 @@ std::vector<int> CudaExecutor::GraphInputOf(const Binding& b, size_t values) {
   return input_of;
 }
 
+void CudaExecutor::PlaceInputs(const Plan& plan, Binding& b) {
+  const RowCaches& caches = resources_->row_caches();
+  b.placed.assign(plan.graph().inputs.size(), nullptr);
+  if (caches.views.empty()) return;
+  b.placed = PlaceableInputs(plan, b.views, GraphInputOf(b, plan.values().size()),
+                             [&](const void* table) -> const CudaRowCache* {
+                               const int index = caches.Find(table);
+                               return index >= 0 ? &resources_->row_cache(index) : nullptr;
+                             });
+  size_t units = 0;
+  for (size_t i = 0; i < b.placed.size(); ++i) {
+    if (!b.placed[i]) continue;
+    const Tensor& ids = b.views[static_cast<size_t>(plan.graph().inputs[i])];
+    units += static_cast<size_t>(ids.size()) * static_cast<size_t>(b.placed[i]->row_bytes()) / kStagedUnitBytes;
+  }
+  // Units past 2^30 could not be named by a place (RowCacheView).
+  const size_t most = std::min(StagedRowsBytes() / kStagedUnitBytes, static_cast<size_t>(kStagedSlotFrom) - 1);
+  b.staged_units = std::min(units, most);
+}
+
 void CudaExecutor::DropCaptures() {
   for (auto& [id, b] : bindings_) b.graph.reset();
 }
@@ -414,7 +445,12 @@ Status CudaExecutor::Stage(Binding& b) {
   const size_t sources = b.copy_kernels ? b.in_offsets.size() * sizeof(InputSource) : 0;
   RANKD_RETURN_IF_ERROR(staged_inputs_.Reserve(b.sources_at + sources, &grew_staged));
   RANKD_RETURN_IF_ERROR(staged_outputs_.Reserve(b.out_total, &grew_out));
-  if (grew_io || grew_staged || grew_out) DropCaptures();
+  bool grew_rows = false;
+  // At least a unit where any input is placed: the lookups know placed ids by the rows' address.
+  const bool placing = std::any_of(b.placed.begin(), b.placed.end(), [](const CudaRowCache* c) { return c; });
+  if (placing)
+    RANKD_RETURN_IF_ERROR(staged_rows_.Reserve(std::max<size_t>(b.staged_units, 1) * kStagedUnitBytes, &grew_rows));
+  if (grew_io || grew_staged || grew_out || grew_rows) DropCaptures();
   if (grew_staged) tails_owner_ = nullptr;  // a new staging buffer holds no tails
   auto* io = static_cast<uint8_t*>(io_.get());
   for (const auto& [id, index] : b.input_rooted) {

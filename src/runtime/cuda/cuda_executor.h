@@ -21,6 +21,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/model_resources.h"
 #include "runtime/cuda/bf16_copies.h"
+#include "runtime/cuda/placed_ids.h"
 #include "runtime/executor.h"
 #include "runtime/nap_estimate.h"
 #include "runtime/step_lanes.h"
@@ -77,6 +78,8 @@ struct StagingPiece {
   const uint8_t* from;
   size_t bytes;  // read from `from`
   Repack repack = Repack::kCopy;
+  const CudaRowCache* placed = nullptr;  // ids written as their places in this cache (placed_ids.h)
+  bool wide_from = false;                // with placed: INT64 ids at `from`, else INT32
 };
 
 class CudaExecutor final : public Executor {
@@ -103,7 +106,11 @@ class CudaExecutor final : public Executor {
     // (value id, offset after the error word): the outputs' bytes (and their aliases'), moved
     // from the workspace to follow the error word, so that one copy brings all of them back.
     std::vector<std::pair<int, size_t>> output_rooted;
-    std::vector<bool> narrowed;            // per graph input: INT64 ids sent as INT32 (compile/narrowable_ids.h)
+    std::vector<bool> narrowed;  // per graph input: INT64 ids sent as INT32 (compile/narrowable_ids.h)
+    // Per graph input: the table cache its ids are placed for (placed_ids.h), or null; and the
+    // staged rows' room in units its runs may use.
+    std::vector<const CudaRowCache*> placed;
+    size_t staged_units = 0;
     std::unique_ptr<DeviceBuffer> folded;  // device copies of plan-folded values
     NapEstimate nap;                       // how long its runs keep the host waiting after their launch (WaitForDevice)
     // Where each input and output lies in the staging buffers (fixed by the plan's shapes). On
@@ -148,6 +155,8 @@ class CudaExecutor final : public Executor {
   void BindViews(const Plan& plan, const std::unordered_map<const Tensor*, void*>& folded, Binding& b);
   // The inputs' and outputs' places in io_ and the staging buffers, and how they move.
   void LayOutIo(const Plan& plan, Binding& b);
+  // Which inputs' ids the host places (placed_ids.h), and the staged rows' room they want.
+  void PlaceInputs(const Plan& plan, Binding& b);
   // Makes the staging buffers and io_ large enough for `b`, points its input views into io_ and its
   // output views and the error word into io_ or the pinned output buffer (Binding::outputs_pinned);
   // a buffer that moves drops every capture (they hold its old address).
@@ -210,6 +219,9 @@ class CudaExecutor final : public Executor {
   DeviceBuffer bf16_operands_;  // bf16 product operands (precision bf16), as large as a bound plan needs
   DeviceBuffer bf16_copies_;    // bf16 copies producers write for products (bf16_copies.h)
   PinnedBuffer staged_inputs_, staged_outputs_;
+  PinnedBuffer staged_rows_;             // the rows a run's placed ids stage (placed_ids.h)
+  StagedRoom staged_room_;               // staged_rows_ as the run's placing hands it out
+  std::vector<const void*> placed_ids_;  // the launching binding's placed inputs on the device, sorted
   std::unordered_map<uint64_t, Binding> bindings_;
   const Binding* tails_owner_ = nullptr;  // the binding whose tail_from the staging buffer holds
   DeviceSpan span_;                       // a run's device time, when a profile mode is set

@@ -34,7 +34,13 @@ constexpr size_t kChunkBytes = size_t{8} << 20;
 // of their bytes: W1's dense features are 3% of a request's input bytes.
 constexpr size_t kLateGatherRatio = 4;
 
-void Pack(const StagingPiece& piece) {
+void Pack(const StagingPiece& piece, StagedRoom& room) {
+  if (piece.placed) {
+    const size_t id_bytes = piece.wide_from ? 8 : 4;
+    PlaceIds(*piece.placed, piece.from, piece.wide_from, piece.to, piece.wide_from && piece.repack == Repack::kCopy,
+             piece.bytes / id_bytes, room);
+    return;
+  }
   switch (piece.repack) {
     case Repack::kCopy:
       std::memcpy(piece.to, piece.from, piece.bytes);
@@ -98,14 +104,19 @@ std::vector<StagingPiece> CudaExecutor::ListSources(Binding& b, std::span<const 
     const Tensor& in = inputs[i];
     const Repack repack = RepackOf(b, i, in);
     const void* from = in.raw();
-    // Read where it lies, narrowed by the kernel if need be (a GPU reads pinned memory in place).
-    if (in.bytes() > 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0 && in.location().kind == MemoryKind::kPinned) {
+    // Read where it lies, narrowed by the kernel if need be (a GPU reads pinned memory in place),
+    // unless its ids are placed.
+    if (in.bytes() > 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0 && in.location().kind == MemoryKind::kPinned &&
+        !b.placed[i]) {
       sources[b.source_of[i]] = {from, in.bytes(), b.in_offsets[i], b.in_bytes[i], repack == Repack::kNarrow, 0};
       continue;
     }
     const size_t bytes = SlotBytes(in, repack);
     sources[b.source_of[i]] = {staged_device + b.in_offsets[i], bytes, b.in_offsets[i], b.in_bytes[i], 0, 0};
-    if (bytes > 0) pieces.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(from), in.bytes(), repack});
+    if (bytes > 0) {
+      pieces.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(from), in.bytes(), repack, b.placed[i],
+                        in.dtype() == DType::kI64});
+    }
   }
   if (!pieces.empty()) tails_owner_ = nullptr;  // slots packed without their tails
   return pieces;
@@ -191,21 +202,24 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
   if (!b.copy_kernels) std::memset(staged + b.in_total, 0, sizeof(int));     // the error word the input copy clears
   if (b.outputs_pinned) std::memset(staged_outputs_.get(), 0, sizeof(int));  // the error word the steps write
+  staged_room_.host = static_cast<uint8_t*>(staged_rows_.get());  // the placed ids' staged rows (placed_ids.h)
+  staged_room_.units = b.staged_units;
+  staged_room_.used.store(0, std::memory_order_relaxed);
   std::vector<StagingPiece> whole;  // the inputs to pack, in the staging buffer's order
   if (b.copy_kernels) {
     whole = ListSources(b, inputs);
   } else {
     for (size_t i = 0; i < inputs.size(); ++i) {
       whole.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(inputs[i].raw()), inputs[i].bytes(),
-                       RepackOf(b, i, inputs[i])});
+                       RepackOf(b, i, inputs[i]), b.placed[i], inputs[i].dtype() == DType::kI64});
     }
   }
   std::vector<StagingPiece> pieces;  // each of at most kPieceBytes, in the same order
   for (const StagingPiece& in : whole) {
     CountHostCopy(HostCopy::kStaging, in.bytes);
     for (size_t done = 0; done < in.bytes; done += kPieceBytes) {
-      pieces.push_back(
-          {in.to + SlotOffset(done, in.repack), in.from + done, std::min(kPieceBytes, in.bytes - done), in.repack});
+      pieces.push_back({in.to + SlotOffset(done, in.repack), in.from + done, std::min(kPieceBytes, in.bytes - done),
+                        in.repack, in.placed, in.wide_from});
     }
   }
   // Large batches (tens of MB of ids) are copied by several threads: one thread's memcpy into
@@ -239,7 +253,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
     const int device = resources_->device();
     auto* to = static_cast<uint8_t*>(io_.get());
     ParallelForEach(static_cast<int64_t>(pieces.size()), [&](int64_t i) {
-      Pack(pieces[static_cast<size_t>(i)]);
+      Pack(pieces[static_cast<size_t>(i)], staged_room_);
       Chunk& c = chunks[chunk_of[static_cast<size_t>(i)]];
       if (c.left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
       cudaError_t e = cudaSetDevice(device);  // this may be a pool thread
@@ -255,7 +269,7 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   } else {
     // The calling thread and whichever helpers are awake (common/helping_pool.h). At W1's 512
     // pairs on the H200's host, narrowing the ids alone took 58 µs on one thread.
-    auto pack = [&](int64_t p) { Pack(pieces[static_cast<size_t>(p)]); };
+    auto pack = [&](int64_t p) { Pack(pieces[static_cast<size_t>(p)], staged_room_); };
     if (b.in_total >= kHelpedStagingBytes) {
       HelpingPool::Shared().Run(static_cast<int64_t>(pieces.size()), pack);
     } else {

@@ -1,0 +1,164 @@
+#include "runtime/cuda/placed_ids.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/device.h"
+#include "embedding/lookups.h"
+
+namespace rankd::cuda {
+namespace {
+
+// 262,144 ids: W1 from about 1,200 pairs. Smaller runs gain little from staged rows and would wait
+// for the host's reads of the mirror (about 100 ns each, random) in their latency.
+std::atomic<int64_t> placed_ids_from{int64_t{1} << 18};
+// W1 `mlperf` at 32,768 pairs with a 10% cache misses about 114 MB of rows a run.
+std::atomic<size_t> staged_rows_bytes{size_t{256} << 20};
+
+std::atomic<uint64_t> placed_ids{0}, staged_rows{0}, unstaged_rows{0};
+
+// Ids looked up this far ahead have their mirror entry (and a miss its row) fetched early.
+constexpr size_t kPrefetchAhead = 16;
+
+template <typename From, typename To>
+void Place(const CudaRowCache& cache, const From* from, To* to, size_t n, StagedRoom& room) {
+  const std::atomic<int32_t>* slot_of_row = cache.host_slot_of_row();
+  const int64_t rows = cache.rows();
+  const auto row_bytes = static_cast<size_t>(cache.row_bytes());
+  const size_t row_units = row_bytes / kStagedUnitBytes;
+  // First every id's slot, or its id to read from the table: -2 - id (-2 - rows for one out of
+  // range, which the kernel reports); the misses counted.
+  size_t misses = 0, placed = 0;
+  for (size_t j = 0; j < n; ++j) {
+    if (j + kPrefetchAhead < n) {
+      const auto ahead = static_cast<int64_t>(from[j + kPrefetchAhead]);
+      if (ahead >= 0 && ahead < rows) __builtin_prefetch(slot_of_row + ahead);
+    }
+    const auto id = static_cast<int64_t>(from[j]);
+    if (id < 0) {
+      to[j] = To{-1};  // an empty slot of a bag
+      continue;
+    }
+    if (id >= rows) {
+      to[j] = static_cast<To>(-2 - rows);
+      continue;
+    }
+    ++placed;
+    const int32_t slot = slot_of_row[id].load(std::memory_order_relaxed);
+    if (slot >= 0) {
+      to[j] = static_cast<To>(slot);
+    } else {
+      to[j] = static_cast<To>(-2 - id);
+      ++misses;
+    }
+  }
+  placed_ids.fetch_add(placed, std::memory_order_relaxed);
+  if (misses == 0) return;
+  // Then the misses' rows, into the room this piece takes (fewer where the room runs out).
+  const size_t first = room.used.fetch_add(misses * row_units, std::memory_order_relaxed);
+  size_t unit = first, staged = 0;
+  struct Count {  // however the loop below ends
+    size_t& staged;
+    size_t misses;
+    ~Count() {
+      staged_rows.fetch_add(staged, std::memory_order_relaxed);
+      unstaged_rows.fetch_add(misses - staged, std::memory_order_relaxed);
+    }
+  } count{staged, misses};
+  if (first >= room.units) return;
+  const size_t end = std::min(room.units, first + misses * row_units);
+  const uint8_t* table = cache.host_table();
+  size_t ahead = 0;  // the next id whose row may be prefetched
+  auto next_miss = [&](size_t j) {
+    while (j < n && (to[j] >= To{-1} || static_cast<int64_t>(-2 - static_cast<int64_t>(to[j])) >= rows)) ++j;
+    return j;
+  };
+  ahead = next_miss(0);
+  for (size_t k = 0; k < kPrefetchAhead / 4 && ahead < n; ++k) {
+    __builtin_prefetch(table + static_cast<size_t>(-2 - static_cast<int64_t>(to[ahead])) * row_bytes);
+    ahead = next_miss(ahead + 1);
+  }
+  for (size_t j = next_miss(0); j < n && unit + row_units <= end; j = next_miss(j + 1)) {
+    if (ahead < n) {
+      __builtin_prefetch(table + static_cast<size_t>(-2 - static_cast<int64_t>(to[ahead])) * row_bytes);
+      ahead = next_miss(ahead + 1);
+    }
+    const auto id = static_cast<size_t>(-2 - static_cast<int64_t>(to[j]));
+    std::memcpy(room.host + unit * kStagedUnitBytes, table + id * row_bytes, row_bytes);
+    to[j] = static_cast<To>(kStagedSlotFrom + static_cast<int64_t>(unit));
+    unit += row_units;
+    ++staged;
+  }
+}
+
+}  // namespace
+
+PlacedIdsTotals PlacedTotals() {
+  return {placed_ids.load(std::memory_order_relaxed), staged_rows.load(std::memory_order_relaxed),
+          unstaged_rows.load(std::memory_order_relaxed)};
+}
+
+void SetPlacedIdsFrom(int64_t ids) { placed_ids_from.store(ids); }
+int64_t PlacedIdsFrom() { return placed_ids_from.load(); }
+void SetStagedRowsBytes(size_t bytes) { staged_rows_bytes.store(bytes); }
+size_t StagedRowsBytes() { return staged_rows_bytes.load(); }
+
+void PlaceIds(const CudaRowCache& cache, const void* from, bool wide_from, void* to, bool wide_to, size_t n,
+              StagedRoom& room) {
+  if (wide_from && wide_to) {
+    Place(cache, static_cast<const int64_t*>(from), static_cast<int64_t*>(to), n, room);
+  } else if (wide_from) {
+    Place(cache, static_cast<const int64_t*>(from), static_cast<int32_t*>(to), n, room);
+  } else {
+    Place(cache, static_cast<const int32_t*>(from), static_cast<int32_t*>(to), n, room);
+  }
+}
+
+std::vector<const CudaRowCache*> PlaceableInputs(const Plan& plan, const std::vector<Tensor>& views,
+                                                 const std::vector<int>& input_of,
+                                                 const std::function<const CudaRowCache*(const void*)>& cache_of) {
+  const Graph& graph = plan.graph();
+  const size_t count = graph.inputs.size();
+  std::vector<const CudaRowCache*> cache(count, nullptr);
+  const int64_t from = PlacedIdsFrom();
+  if (from < 0) return cache;
+  std::vector<bool> placeable(count, true);
+  auto input = [&](int v) { return v >= 0 ? input_of[static_cast<size_t>(v)] : -1; };
+  for (const PlanStep& step : plan.steps()) {
+    const Node& node = graph.nodes[static_cast<size_t>(step.node)];
+    std::vector<bool> bag_ids(step.inputs.size(), false);  // node inputs read as a placeable bag's ids
+    for (const Lookup& l : NodeLookups(node)) {
+      if (l.ids_input >= step.inputs.size() || l.table_input >= step.inputs.size()) continue;
+      const int in = input(step.inputs[l.ids_input]);
+      const int table = step.inputs[l.table_input];
+      if (in < 0 || table < 0 || node.op != "ConcatEmbeddingBags" || l.gather || l.column >= 0) continue;
+      const CudaRowCache* c = cache_of(views[static_cast<size_t>(table)].raw());
+      auto& mine = cache[static_cast<size_t>(in)];
+      if (!c || c->row_bytes() % static_cast<int64_t>(kStagedUnitBytes) != 0 || c->rows() > INT32_MAX - 2 ||
+          (mine && mine != c)) {
+        continue;  // read some other way: the input stays unplaced (below)
+      }
+      mine = c;
+      bag_ids[l.ids_input] = true;
+    }
+    for (size_t k = 0; k < step.inputs.size(); ++k) {
+      const int in = input(step.inputs[k]);
+      if (in >= 0 && !bag_ids[k]) placeable[static_cast<size_t>(in)] = false;
+    }
+  }
+  for (int v : graph.outputs) {
+    const int in = input(v);
+    if (in >= 0) placeable[static_cast<size_t>(in)] = false;
+  }
+  int64_t ids = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const Tensor& v = views[static_cast<size_t>(graph.inputs[i])];
+    if (v.dtype() != DType::kI64 && v.dtype() != DType::kI32) placeable[i] = false;
+    if (!placeable[i]) cache[i] = nullptr;
+    if (cache[i]) ids += v.size();
+  }
+  if (ids < from) std::fill(cache.begin(), cache.end(), nullptr);
+  return cache;
+}
+
+}  // namespace rankd::cuda

@@ -1,0 +1,69 @@
+// Placed ids: a large run's lookups of cached tables, resolved by the host before the launch.
+//
+// A lookup kernel that reads a row missing from its table's device cache reads it from host memory
+// over the bus, inside the kernel; from a table of tens of GiB an H200 does that at 8-9 GB/s (the
+// GPU's translation of so many host pages), where the host's cores gather the same rows at over
+// 30 GB/s (docs/embedding.md). So for a run with many ids the host resolves them as it packs the
+// inputs: each id of a cached table's bag becomes its place (RowCacheView, device.h): the row's
+// slot, read from the cache's host mirror of slot_of_row (backend/cuda/row_cache.h), or for a
+// row the cache lacks, a staged row: the host copies the row into the executor's staged rows
+// (pinned, mapped host memory), which the kernel then reads in place, rows side by side. Rows past
+// the staged rows' room stay ids the kernel reads from the table, as before; so do ids out of
+// range, which the kernel reports as before. Every id thus reads the row it read unplaced.
+//
+// Which inputs are placed is fixed per plan (PlaceableInputs): graph inputs that only ever give
+// the ids of bags (not a Gather's, nor a column's) of one cached table, in a plan whose placeable
+// ids number at least PlacedIdsFrom(). The run enters the caches' grace period before it places
+// its ids, so no slot it names changes before its kernels end.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "backend/cuda/row_cache.h"
+#include "compile/plan.h"
+
+namespace rankd::cuda {
+
+// Runs whose placeable ids (the plan's shapes) number at least this many are placed (`--cuda
+// placed_ids_from=N`; -1: none). Bindings made after a change follow it.
+void SetPlacedIdsFrom(int64_t ids);
+int64_t PlacedIdsFrom();
+// The staged rows' room an executor keeps, at most (`--cuda staged_rows_mb=N`; 0: every miss read in
+// place). Bindings made after a change follow it.
+void SetStagedRowsBytes(size_t bytes);
+size_t StagedRowsBytes();
+
+// The room for one run's staged rows, handed out in kStagedUnitBytes units.
+struct StagedRoom {
+  uint8_t* host = nullptr;  // pinned, mapped
+  size_t units = 0;
+  std::atomic<size_t> used{0};
+};
+
+// What placing has done in this process, for tests and metrics: ids placed (empty slots not
+// counted), rows staged, and rows the staged rows had no room for (read in place by the kernel).
+struct PlacedIdsTotals {
+  uint64_t ids = 0, staged = 0, unstaged = 0;
+};
+PlacedIdsTotals PlacedTotals();
+
+// Writes the places of `n` ids (INT64 at `from` when wide_from, else INT32) into `to` (INT64 when
+// wide_to, else INT32), as a bag of `cache`'s table reads them, staging the rows it lacks in `room`
+// while it has any. Thread-safe for disjoint `to`.
+void PlaceIds(const CudaRowCache& cache, const void* from, bool wide_from, void* to, bool wide_to, size_t n,
+              StagedRoom& room);
+
+// Per graph input of `plan`: the cache whose bags alone read its ids, where the input is placeable
+// (null otherwise). `cache_of(table)`: the cache of the table a step reads at that device
+// address, or null; `views`: the binding's device views, by value id; `input_of`: per value, the
+// graph input it is or aliases (-1). All null when the plan's placeable ids are fewer than
+// PlacedIdsFrom().
+std::vector<const CudaRowCache*> PlaceableInputs(const Plan& plan, const std::vector<Tensor>& views,
+                                                 const std::vector<int>& input_of,
+                                                 const std::function<const CudaRowCache*(const void*)>& cache_of);
+
+}  // namespace rankd::cuda

@@ -1,0 +1,213 @@
+// Placed ids (runtime/cuda/placed_ids.h): a run's ids of cached tables resolved by the host into
+// slots and staged rows before the launch score exactly as ids the kernels resolve, whatever the
+// caches hold, with room for every staged row, for a few or for none, while the keeper moves rows,
+// in small launches and large ones; an id out of range still fails only its request.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <sstream>
+
+#include "embedding/cache_keeper.h"
+#include "frontend/kserve_json.h"
+#include "model/config.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+#if RANKD_HAVE_CUDA
+#include "runtime/cuda/placed_ids.h"
+
+namespace rankd {
+namespace {
+
+// Sets how ids are placed for the models loaded while it lives.
+class Placing {
+ public:
+  Placing(int64_t from, size_t staged_bytes) : from_(cuda::PlacedIdsFrom()), staged_bytes_(cuda::StagedRowsBytes()) {
+    cuda::SetPlacedIdsFrom(from);
+    cuda::SetStagedRowsBytes(staged_bytes);
+  }
+  ~Placing() {
+    cuda::SetPlacedIdsFrom(from_);
+    cuda::SetStagedRowsBytes(staged_bytes_);
+  }
+  Placing(const Placing&) = delete;
+  Placing& operator=(const Placing&) = delete;
+
+ private:
+  int64_t from_;
+  size_t staged_bytes_;
+};
+
+struct Room {
+  size_t bytes;
+  const char* what;
+};
+// Room for every miss's row, for a few (256 bytes: four 64-byte rows of the zoo's DLRMs), none.
+constexpr Room kRooms[] = {{size_t{64} << 20, "room for every row"}, {256, "room for a few rows"}, {0, "no room"}};
+
+StatusOr<std::unique_ptr<Model>> LoadCached(const std::string& dir, const Model& resident, double fraction,
+                                            const ModelOptions& options) {
+  auto config = LoadModelConfig(dir);
+  if (!config.ok()) return config.status();
+  for (const TableInfo& t : resident.tables()) {
+    if (t.lookups_only)
+      config->table_cache_rows[t.name] =
+          std::max<int64_t>(1, static_cast<int64_t>(fraction * static_cast<double>(t.rows())));
+  }
+  return Model::LoadFile(dir + "/1/model.onnx", *config, options);
+}
+
+class PlacedZooModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PlacedZooModel, ScoresAsWithResidentTables) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const std::string name = GetParam(), dir = testing::SourcePath("models/zoo/" + name);
+  ModelOptions options;
+  options.backend = cuda;
+  options.batching = 0;  // scores compared exactly
+  auto resident = Model::Load(dir, -1, options);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  const std::vector<InferRequest> requests = testing::ZooRequests(name);
+  std::vector<std::vector<InferOutput>> want;
+  for (const InferRequest& r : requests) {
+    auto out = (*resident)->Infer(r);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    want.push_back(std::move(*out));
+  }
+  for (const Room& room : kRooms) {
+    for (double fraction : {0.0, 0.01, 0.5}) {
+      const std::string what = name + ", caches of " + std::to_string(fraction) + " of the rows, " + room.what;
+      const Placing placing(0, room.bytes);
+      const cuda::PlacedIdsTotals before = cuda::PlacedTotals();
+      auto cached = LoadCached(dir, **resident, fraction, options);
+      ASSERT_TRUE(cached.ok()) << what << ": " << cached.status().ToString();
+      CacheKeeper* keeper = (*cached)->cache_keeper();
+      ASSERT_NE(keeper, nullptr) << what;
+      for (int round = 0; round < 2; ++round) {  // cold, then filled
+        for (size_t i = 0; i < requests.size(); ++i) {
+          auto got = (*cached)->Infer(requests[i]);
+          ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+          testing::ExpectIdenticalOutputs(*got, want[i], what + ", round " + std::to_string(round));
+          ASSERT_TRUE(keeper->Flush().ok()) << what;
+        }
+      }
+      const testing::ScoredAtOnce at_once = testing::ScoreAtOnce(**cached, requests, want, 4, 30);
+      EXPECT_EQ(at_once.failed, 0) << what;
+      EXPECT_EQ(at_once.wrong, 0) << what;
+      ASSERT_TRUE(keeper->Flush().ok()) << what;
+      const cuda::PlacedIdsTotals after = cuda::PlacedTotals();
+      if (name != "dlrm_dcnv2" && name != "dlrm") continue;  // bags of one table per input: placed
+      EXPECT_GT(after.ids, before.ids) << what;
+      // The cold round misses every row but a one-row cache's.
+      if (room.bytes == 0) {
+        EXPECT_EQ(after.staged, before.staged) << what;
+        EXPECT_GT(after.unstaged, before.unstaged) << what;
+      } else {
+        EXPECT_GT(after.staged, before.staged) << what;
+      }
+      if (room.bytes > 1024) {
+        EXPECT_EQ(after.unstaged, before.unstaged) << what;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, PlacedZooModel, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"));
+
+// A W1 request of 700 rows (18,900 bags: the concatenation's large launch, a lane group per bag),
+// random ids, some bags empty.
+InferRequest LargeW1Request(int64_t table_rows) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<float> dense(0, 2);
+  std::uniform_int_distribution<int64_t> id(0, table_rows - 1), length(0, 4);
+  constexpr int64_t kRows = 700;
+  std::ostringstream json;
+  json << R"({"id": "large", "inputs": [{"name": "dense", "datatype": "FP32", "shape": [)" << kRows
+       << R"(, 13], "data": [)";
+  for (int64_t i = 0; i < kRows * 13; ++i) json << (i ? ", " : "") << dense(rng);
+  json << "]}";
+  for (int f = 0; f < 26; ++f) {
+    json << R"(, {"name": "sparse_)" << f << R"(", "datatype": "INT64", "shape": [)" << kRows << R"(, -1], "data": [)";
+    for (int64_t r = 0; r < kRows; ++r) {
+      json << (r ? ", [" : "[");
+      const int64_t n = length(rng);
+      for (int64_t k = 0; k < n; ++k) json << (k ? ", " : "") << id(rng);
+      json << "]";
+    }
+    json << "]}";
+  }
+  json << "]}";
+  auto request = ParseInferRequestJson(json.str());
+  EXPECT_TRUE(request.ok()) << request.status().ToString();
+  return request.ok() ? std::move(*request) : InferRequest{};
+}
+
+TEST(PlacedIds, ALargeLaunchScoresAsWithResidentTables) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  ModelOptions options;
+  options.backend = cuda;
+  options.batching = 0;
+  auto resident = Model::Load(dir, -1, options);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  int64_t rows = INT64_MAX;
+  for (const TableInfo& t : (*resident)->tables()) {
+    if (t.lookups_only) rows = std::min(rows, t.rows());
+  }
+  const InferRequest request = LargeW1Request(rows);
+  auto want = (*resident)->Infer(request);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  for (const Room& room : kRooms) {
+    const Placing placing(0, room.bytes);
+    const cuda::PlacedIdsTotals before = cuda::PlacedTotals();
+    auto cached = LoadCached(dir, **resident, 0.1, options);
+    ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+    for (int round = 0; round < 3; ++round) {
+      auto got = (*cached)->Infer(request);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      testing::ExpectIdenticalOutputs(*got, *want, std::string(room.what) + ", round " + std::to_string(round));
+      ASSERT_TRUE((*cached)->cache_keeper()->Flush().ok());
+    }
+    EXPECT_GT(cuda::PlacedTotals().ids, before.ids) << room.what;
+  }
+}
+
+// An id out of range fails its own request with the usual error, placed or not, and the next
+// request scores.
+TEST(PlacedIds, AnIdOutOfRangeFailsOnlyItsRequest) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  ModelOptions options;
+  options.backend = cuda;
+  auto resident = Model::Load(dir, -1, options);
+  ASSERT_TRUE(resident.ok());
+  const Placing placing(0, size_t{1} << 20);
+  auto cached = LoadCached(dir, **resident, 0.01, options);
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
+  int64_t rows = 0;  // past every table's end, and far past it
+  for (const TableInfo& t : (*resident)->tables()) rows = std::max(rows, t.rows());
+  for (int64_t bad_id : {rows, int64_t{1} << 40}) {
+    InferRequest bad = requests[0];
+    for (InferInput& in : bad.inputs) {
+      if (in.data.dtype() == DType::kI64 && in.data.size() > 0) {
+        in.data.data<int64_t>()[0] = bad_id;
+        break;
+      }
+    }
+    auto refused = (*cached)->Infer(bad);
+    ASSERT_FALSE(refused.ok()) << bad_id;
+    EXPECT_NE(refused.status().message().find("out of range"), std::string::npos) << refused.status().ToString();
+    auto want = (*resident)->Infer(requests[1]);
+    auto got = (*cached)->Infer(requests[1]);
+    ASSERT_TRUE(want.ok() && got.ok());
+    testing::ExpectIdenticalOutputs(*got, *want, "after the refusal");
+  }
+}
+
+}  // namespace
+}  // namespace rankd
+#endif  // RANKD_HAVE_CUDA
