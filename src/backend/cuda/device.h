@@ -26,9 +26,9 @@ class GemmCache;
 // coherent with a slot's new row. Null slot_of_row: no cache.
 //
 // A lookup whose ids the host placed (runtime/cuda/placed_ids.h) reads `staged` too, the run's rows
-// the host gathered for it, and its ids are places, not rows: a slot (below kStagedSlotFrom), a
-// staged row (kStagedSlotFrom + its offset in `staged`, in kStagedUnitBytes), -1 (an empty slot of
-// a bag, read as nothing) or -2 - id (a row read from the table itself, or an id out of range).
+// the host gathered for it: an id below -1 is then no id but a staged row, -2 - its offset in
+// `staged` in kStagedUnitBytes units (kStagedSlotFrom + that offset is the slot the kernel reads it
+// as); -1 is an empty slot of a bag, and an id from 0 up is read as ever.
 struct RowCacheView {
   const int32_t* slot_of_row = nullptr;
   const void* slots = nullptr;
@@ -62,7 +62,7 @@ struct DeviceContext {
   cuda::GemmCache* gemm = nullptr;
   const RowCaches* row_caches = nullptr;  // the model's table caches (never null in a run)
   // The run's placed ids (runtime/cuda/placed_ids.h): where they lie on the device, sorted (null:
-  // none), and the staged rows their places name, mapped host memory the kernels read in place.
+  // none), and the rows staged for them, mapped host memory the kernels read in place.
   const std::vector<const void*>* placed_ids = nullptr;
   const void* staged_rows = nullptr;
   Precision precision = Precision::kFp32;  // how fp32 products may round (backend.h)

@@ -49,7 +49,7 @@ struct Part {
   bool whole = false;           // with grouped: the row is a whole number of its group's pieces
   uint8_t chunks_per_lane = 1;  // with grouped: 16-byte pieces of a row each lane of a group reads
   int16_t cache = -1;           // the table's device cache: its index in the launch's caches (-1: none)
-  bool placed = false;          // with cache: the ids are places (RowCacheView), the rows staged in Launch's
+  bool placed = false;          // with cache: ids below -1 are rows staged in Launch's (RowCacheView)
 };
 
 // With grouped: the warp's lane groups, each pooling a bag of its own.
@@ -177,18 +177,16 @@ __device__ inline int32_t SlotOf(RowCacheView cache, int64_t id) {
 }
 
 // A bag's id as its lookup reads it: `id` (-1: nothing to read) and, for a cached table, its
-// `slot` (-1: read from the table). Of placed ids (RowCacheView::staged set) the host wrote the
-// slot, a staged row's slot, -1, or -2 - id for an id read as a bag reads it (Checked); a placed
-// id's `id` is then 0 wherever the slot is read.
+// `slot` (-1: read from the table). Of placed ids (RowCacheView::staged set) one below -1 is a
+// staged row: `id` 0, its slot past kStagedSlotFrom.
 __device__ inline void Locate(int64_t v, const Part& p, RowCacheView cache, bool report, int* error, int step,
                               int64_t& id, int32_t& slot) {
-  if (cache.staged && v >= 0) {
-    id = 0, slot = static_cast<int32_t>(v);
+  if (cache.staged && v < -1) {
+    id = 0, slot = kStagedSlotFrom + static_cast<int32_t>(-2 - v);
     return;
   }
-  if (cache.staged && v < -1) v = -2 - v;
   id = Checked(v, p, report, error, step);
-  slot = id >= 0 && !cache.staged ? SlotOf(cache, id) : -1;
+  slot = id >= 0 ? SlotOf(cache, id) : -1;
 }
 
 // Slot `slot`'s row: in the cache's slots, or past kStagedSlotFrom the run's staged rows.
@@ -337,13 +335,12 @@ __device__ int GroupedId(Id id, const Part& p, bool report, int* error, int step
 template <typename Id>
 __device__ void GroupedLocate(Id v, const Part& p, RowCacheView cache, bool report, int* error, int step, int& id,
                               int& slot) {
-  if (cache.staged && v >= 0) {
-    id = 0, slot = static_cast<int>(v);
+  if (cache.staged && v < -1) {
+    id = 0, slot = kStagedSlotFrom + static_cast<int>(-2 - v);
     return;
   }
-  if (cache.staged && v < -1) v = static_cast<Id>(-2 - v);
   id = GroupedId(v, p, report, error, step);
-  slot = cache.slots && !cache.staged && id >= 0 ? SlotOf(cache, id) : -1;
+  slot = cache.slots && id >= 0 ? SlotOf(cache, id) : -1;
 }
 
 // A lane group's slots first to first + kIds (of the row_lanes ids its lanes hold in `mine`, the

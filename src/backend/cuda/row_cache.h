@@ -4,8 +4,8 @@
 // On the device: slot_of_row, an int32 per row of the table (-1: not cached), and the slots, a
 // [capacity, width] array of the table's dtype. Lookup kernels read slot_of_row[id] and then the
 // row from its slot, or from the host table when there is none (RowCacheView, device.h). On the
-// host: the same slot_of_row, mirrored, for runs whose ids the host places before launching them
-// (runtime/cuda/placed_ids.h): the host reads a row's slot there and gathers the others' rows.
+// host: a bit per row, set while the row is cached, for runs whose ids the host places before
+// launching them (runtime/cuda/placed_ids.h): the host gathers the rows whose bit is clear.
 //
 // Apply keeps every lookup's row right while rows move in and out:
 //   1. the rows leaving (the slots' old rows) are unmapped: slot_of_row[row] = -1, and the host
@@ -15,9 +15,9 @@
 //   3. the new rows are copied from the host table into their slots, and only then mapped
 //      (slot_of_row[row] = slot, a later kernel on the same stream).
 // A lookup thus reads a row from a slot only while the slot holds that row. Step 2 is skipped when
-// no row leaves (slots still empty). The host's mirror changes with the device's: a row is
-// unmapped there in step 1, before the grace period (a run enters it before it places its ids),
-// and mapped in step 3 once its slot holds it on the device.
+// no row leaves (slots still empty). A row's host bit is cleared in step 1 and set in step 3; it
+// only steers which rows the host gathers (a row it gathers is the table's, and one it leaves is
+// found by the kernel as any other), so it needs no ordering with the device.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -55,9 +55,11 @@ class CudaRowCache final : public TableCache {
   Status Apply(std::span<const Fill> fills) override;
   std::span<const int64_t> rows_of_slots() const override { return row_of_slot_; }
 
-  // The host's mirror of slot_of_row (read relaxed: a reader inside the grace period sees a slot
-  // only while it holds the row), the table as the host reads it, and its shape.
-  const std::atomic<int32_t>* host_slot_of_row() const { return host_slot_of_row_.get(); }
+  // Whether `row` (of the table's) is cached, as the host last knew; the table as the host reads
+  // it, and its shape.
+  bool Cached(int64_t row) const {
+    return (cached_rows_[static_cast<size_t>(row) / 64].load(std::memory_order_relaxed) >> (row % 64)) & 1;
+  }
   const uint8_t* host_table() const { return host_table_; }
   int64_t rows() const { return rows_; }
   int64_t row_bytes() const { return row_bytes_; }
@@ -67,13 +69,14 @@ class CudaRowCache final : public TableCache {
   // Applies fills whose slots are distinct and whose rows differ from their slots' (at most
   // kStagedFills of them).
   Status ApplyDistinct(std::span<const Fill> fills);
+  void SetCached(int64_t row, bool cached);
 
   static constexpr int64_t kStagedFills = 65536;
 
   int device_ = 0;
   const void* table_ = nullptr;
   const uint8_t* host_table_ = nullptr;
-  std::unique_ptr<std::atomic<int32_t>[]> host_slot_of_row_;
+  std::unique_ptr<std::atomic<uint64_t>[]> cached_rows_;  // a bit per row (Cached)
   int64_t rows_ = 0, row_bytes_ = 0, capacity_ = 0;
   GracePeriod* readers_ = nullptr;
   DeviceBuffer index_, slots_;

@@ -294,7 +294,7 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
       ctx.staged_rows = nullptr;
     }
   } restore{ctx_, main};
-  // Where the placed inputs lie on the device, for the lookups to know their ids for places.
+  // Where the placed inputs lie on the device: the lookups reading them read staged rows too.
   placed_ids_.clear();
   for (size_t i = 0; i < b.placed.size(); ++i) {
     if (b.placed[i]) placed_ids_.push_back(b.views[static_cast<size_t>(plan.graph().inputs[i])].raw());

@@ -78,7 +78,7 @@ struct StagingPiece {
   const uint8_t* from;
   size_t bytes;  // read from `from`
   Repack repack = Repack::kCopy;
-  const CudaRowCache* placed = nullptr;  // ids written as their places in this cache (placed_ids.h)
+  const CudaRowCache* placed = nullptr;  // ids whose misses of this cache are staged (placed_ids.h)
   bool wide_from = false;                // with placed: INT64 ids at `from`, else INT32
 };
 

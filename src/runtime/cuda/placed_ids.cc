@@ -9,86 +9,69 @@
 namespace rankd::cuda {
 namespace {
 
-// 262,144 ids: W1 from about 1,200 pairs. Smaller runs gain little from staged rows and would wait
-// for the host's reads of the mirror (about 100 ns each, random) in their latency.
+// 262,144 ids: W1 from about 1,200 pairs. Smaller runs gain little from staged rows, and would
+// wait for the host's pass over their ids in their latency.
 std::atomic<int64_t> placed_ids_from{int64_t{1} << 18};
 // W1 `mlperf` at 32,768 pairs with a 10% cache misses about 114 MB of rows a run.
 std::atomic<size_t> staged_rows_bytes{size_t{256} << 20};
 
 std::atomic<uint64_t> placed_ids{0}, staged_rows{0}, unstaged_rows{0};
 
-// Ids looked up this far ahead have their mirror entry (and a miss its row) fetched early.
-constexpr size_t kPrefetchAhead = 16;
+// Misses whose rows are fetched ahead of the one being copied.
+constexpr size_t kPrefetchAhead = 8;
 
 template <typename From, typename To>
 void Place(const CudaRowCache& cache, const From* from, To* to, size_t n, StagedRoom& room) {
-  const std::atomic<int32_t>* slot_of_row = cache.host_slot_of_row();
   const int64_t rows = cache.rows();
   const auto row_bytes = static_cast<size_t>(cache.row_bytes());
   const size_t row_units = row_bytes / kStagedUnitBytes;
-  // First every id's slot, or its id to read from the table: -2 - id (-2 - rows for one out of
-  // range, which the kernel reports); the misses counted.
+  // First the ids as they are (-1 for any negative one, an empty slot of a bag; the table's end
+  // for one past it, which the kernel reports), each miss marked -2 - id and counted.
   size_t misses = 0, placed = 0;
   for (size_t j = 0; j < n; ++j) {
-    if (j + kPrefetchAhead < n) {
-      const auto ahead = static_cast<int64_t>(from[j + kPrefetchAhead]);
-      if (ahead >= 0 && ahead < rows) __builtin_prefetch(slot_of_row + ahead);
-    }
     const auto id = static_cast<int64_t>(from[j]);
     if (id < 0) {
-      to[j] = To{-1};  // an empty slot of a bag
-      continue;
-    }
-    if (id >= rows) {
-      to[j] = static_cast<To>(-2 - rows);
-      continue;
-    }
-    ++placed;
-    const int32_t slot = slot_of_row[id].load(std::memory_order_relaxed);
-    if (slot >= 0) {
-      to[j] = static_cast<To>(slot);
+      to[j] = To{-1};
+    } else if (id >= rows) {
+      to[j] = static_cast<To>(rows);
+    } else if (cache.Cached(id)) {
+      to[j] = static_cast<To>(id);
+      ++placed;
     } else {
       to[j] = static_cast<To>(-2 - id);
-      ++misses;
+      ++placed, ++misses;
     }
   }
   placed_ids.fetch_add(placed, std::memory_order_relaxed);
   if (misses == 0) return;
-  // Then the misses' rows, into the room this piece takes (fewer where the room runs out).
+  // Then each miss's row into the room this piece takes, its id now -2 - the row's unit there, or
+  // where the room has run out the id again.
   const size_t first = room.used.fetch_add(misses * row_units, std::memory_order_relaxed);
-  size_t unit = first, staged = 0;
-  struct Count {  // however the loop below ends
-    size_t& staged;
-    size_t misses;
-    ~Count() {
-      staged_rows.fetch_add(staged, std::memory_order_relaxed);
-      unstaged_rows.fetch_add(misses - staged, std::memory_order_relaxed);
-    }
-  } count{staged, misses};
-  if (first >= room.units) return;
-  const size_t end = std::min(room.units, first + misses * row_units);
+  const size_t end = first >= room.units ? first : std::min(room.units, first + misses * row_units);
   const uint8_t* table = cache.host_table();
-  size_t ahead = 0;  // the next id whose row may be prefetched
-  auto next_miss = [&](size_t j) {
-    while (j < n && (to[j] >= To{-1} || static_cast<int64_t>(-2 - static_cast<int64_t>(to[j])) >= rows)) ++j;
-    return j;
-  };
-  ahead = next_miss(0);
-  for (size_t k = 0; k < kPrefetchAhead / 4 && ahead < n; ++k) {
-    __builtin_prefetch(table + static_cast<size_t>(-2 - static_cast<int64_t>(to[ahead])) * row_bytes);
-    ahead = next_miss(ahead + 1);
-  }
-  for (size_t j = next_miss(0); j < n && unit + row_units <= end; j = next_miss(j + 1)) {
-    if (ahead < n) {
-      __builtin_prefetch(table + static_cast<size_t>(-2 - static_cast<int64_t>(to[ahead])) * row_bytes);
-      ahead = next_miss(ahead + 1);
+  auto marked = [&](size_t j) { return static_cast<int64_t>(to[j]) < -1; };
+  auto row_of = [&](size_t j) { return table + static_cast<size_t>(-2 - static_cast<int64_t>(to[j])) * row_bytes; };
+  size_t unit = first, ahead = 0, prefetched = 0;  // rows prefetched kPrefetchAhead misses ahead
+  for (size_t j = 0; j < n; ++j) {
+    if (!marked(j)) continue;
+    if (unit + row_units > end) {
+      to[j] = static_cast<To>(-2 - static_cast<int64_t>(to[j]));
+      continue;
     }
-    const auto id = static_cast<size_t>(-2 - static_cast<int64_t>(to[j]));
-    std::memcpy(room.host + unit * kStagedUnitBytes, table + id * row_bytes, row_bytes);
-    to[j] = static_cast<To>(kStagedSlotFrom + static_cast<int64_t>(unit));
+    for (ahead = std::max(ahead, j); ahead < n && prefetched < kPrefetchAhead; ++ahead) {
+      if (!marked(ahead)) continue;
+      __builtin_prefetch(row_of(ahead));
+      __builtin_prefetch(row_of(ahead) + row_bytes - 1);
+      ++prefetched;
+    }
+    std::memcpy(room.host + unit * kStagedUnitBytes, row_of(j), row_bytes);
+    to[j] = static_cast<To>(-2 - static_cast<int64_t>(unit));
     unit += row_units;
-    ++staged;
+    --prefetched;
   }
+  const size_t staged = (unit - first) / std::max<size_t>(row_units, 1);
+  staged_rows.fetch_add(staged, std::memory_order_relaxed);
+  unstaged_rows.fetch_add(misses - staged, std::memory_order_relaxed);
 }
 
 }  // namespace

@@ -1,20 +1,21 @@
-// Placed ids: a large run's lookups of cached tables, resolved by the host before the launch.
+// Placed ids: a large run's misses of cached tables gathered by the host before the launch.
 //
 // A lookup kernel that reads a row missing from its table's device cache reads it from host memory
 // over the bus, inside the kernel; from a table of tens of GiB an H200 does that at 8-9 GB/s (the
 // GPU's translation of so many host pages), where the host's cores gather the same rows at over
-// 30 GB/s (docs/embedding.md). So for a run with many ids the host resolves them as it packs the
-// inputs: each id of a cached table's bag becomes its place (RowCacheView, device.h): the row's
-// slot, read from the cache's host mirror of slot_of_row (backend/cuda/row_cache.h), or for a
-// row the cache lacks, a staged row: the host copies the row into the executor's staged rows
-// (pinned, mapped host memory), which the kernel then reads in place, rows side by side. Rows past
-// the staged rows' room stay ids the kernel reads from the table, as before; so do ids out of
-// range, which the kernel reports as before. Every id thus reads the row it read unplaced.
+// 30 GB/s (docs/embedding.md). So for a run with many ids the host looks at each id of a cached
+// table's bags as it packs the inputs: an id whose row the cache holds (a bit per row the cache
+// keeps on the host, CudaRowCache::Cached) stays as it is and the kernel finds its slot as ever;
+// a miss's row is copied into the executor's staged rows (pinned, mapped host memory, which the
+// kernel reads in place, rows side by side) and its id becomes -2 - the row's offset there
+// (RowCacheView, device.h). Rows past the staged rows' room stay ids, read from the table by the
+// kernel as before; so do ids out of range, which the kernel reports as before. The bits only
+// steer the work: a staged row is the table's row, and a row staged or not is read right
+// whatever the cache holds when the kernel runs.
 //
 // Which inputs are placed is fixed per plan (PlaceableInputs): graph inputs that only ever give
 // the ids of bags (not a Gather's, nor a column's) of one cached table, in a plan whose placeable
-// ids number at least PlacedIdsFrom(). The run enters the caches' grace period before it places
-// its ids, so no slot it names changes before its kernels end.
+// ids number at least PlacedIdsFrom().
 #pragma once
 
 #include <atomic>
@@ -51,9 +52,9 @@ struct PlacedIdsTotals {
 };
 PlacedIdsTotals PlacedTotals();
 
-// Writes the places of `n` ids (INT64 at `from` when wide_from, else INT32) into `to` (INT64 when
-// wide_to, else INT32), as a bag of `cache`'s table reads them, staging the rows it lacks in `room`
-// while it has any. Thread-safe for disjoint `to`.
+// Writes `n` ids (INT64 at `from` when wide_from, else INT32) into `to` (INT64 when wide_to, else
+// INT32) as a bag of `cache`'s table reads them, the misses' rows staged in `room` while it has
+// any. Thread-safe for disjoint `to`.
 void PlaceIds(const CudaRowCache& cache, const void* from, bool wide_from, void* to, bool wide_to, size_t n,
               StagedRoom& room);
 
