@@ -17,8 +17,8 @@
 # leaves out the all-on-the-GPU runs. FRESH_IDS=N times N variants of each request with ids drawn
 # anew (`bench engine --fresh-ids`), and warms the caches on a new variant every run, instead of
 # replaying the file's few requests, whose rows a cache soon holds. ENGINE_ARGS: more flags for
-# every `bench engine` of `tiers` (e.g. "--cuda placed_ids_from=-1"); a model already in REPO is
-# used as it is.
+# every `bench engine` of `tiers` (e.g. "--cuda placed_ids_from=-1"), SIZES the pairs a request
+# (default "512 32768"); a model already in REPO is used as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 question=${1:?tiers}
@@ -49,7 +49,7 @@ case $question in
         budget=(--table-gpu-budget-mb $((table_mib * tier / 100)))
         warm+=(--cache-warmup-s "${CACHE_WARMUP_S:-5}")
       fi
-      for n in 512 32768; do
+      for n in ${SIZES:-512 32768}; do
         flags=(--buckets on --iters "${ITERS_512:-300}" --warmup 20)
         ((n == 512)) || flags=(--buckets off --iters "${ITERS_32768:-40}" --warmup 8 --in-flight 4)
         log "tables $tier${budget:+ (${budget[1]} MiB)}, $n pairs"
