@@ -3,10 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "backend/cuda/device.h"
 #include "embedding/lookups.h"
 
@@ -23,20 +19,6 @@ std::atomic<uint64_t> placed_ids{0}, staged_rows{0}, unstaged_rows{0};
 
 // Misses whose rows are fetched ahead of the one being copied.
 constexpr size_t kPrefetchAhead = 8;
-
-// A row of `bytes` (a multiple of kStagedUnitBytes) into the staged rows at `to` (16-byte
-// aligned), past the caches: the rows are read by the GPU, not the host, and a store that
-// skips the cache does not first read the line it writes.
-void StageRow(uint8_t* to, const uint8_t* from, size_t bytes) {
-#if defined(__SSE2__)
-  for (size_t at = 0; at < bytes; at += 16) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + at));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(to + at), v);
-  }
-#else
-  std::memcpy(to, from, bytes);
-#endif
-}
 
 template <typename From, typename To>
 void Place(const CudaRowCache& cache, const From* from, To* to, size_t n, StagedRoom& room) {
@@ -82,14 +64,11 @@ void Place(const CudaRowCache& cache, const From* from, To* to, size_t n, Staged
       __builtin_prefetch(row_of(ahead) + row_bytes - 1);
       ++prefetched;
     }
-    StageRow(room.host + unit * kStagedUnitBytes, row_of(j), row_bytes);
+    std::memcpy(room.host + unit * kStagedUnitBytes, row_of(j), row_bytes);
     to[j] = static_cast<To>(-2 - static_cast<int64_t>(unit));
     unit += row_units;
     --prefetched;
   }
-#if defined(__SSE2__)
-  _mm_sfence();  // the streamed rows written before the launch that reads them
-#endif
   const size_t staged = (unit - first) / std::max<size_t>(row_units, 1);
   staged_rows.fetch_add(staged, std::memory_order_relaxed);
   unstaged_rows.fetch_add(misses - staged, std::memory_order_relaxed);
