@@ -109,6 +109,11 @@ TEST_P(PlacedZooModel, ScoresAsWithResidentTables) {
       if (room.bytes > 1024) {
         EXPECT_EQ(after.unstaged, before.unstaged) << what;
       }
+      // Each cache counts its own (the model's metrics: rankd_table_cache_staged_rows).
+      uint64_t staged = 0, unstaged = 0;
+      for (const TableCacheStats& t : keeper->stats()) staged += t.gathered.staged, unstaged += t.gathered.unstaged;
+      EXPECT_EQ(staged, after.staged - before.staged) << what;
+      EXPECT_EQ(unstaged, after.unstaged - before.unstaged) << what;
     }
   }
 }

@@ -30,6 +30,13 @@ class TableCache {
   virtual Status Apply(std::span<const Fill> fills) = 0;
   // The row each slot holds (-1: empty), as the device has it after the last Apply.
   virtual std::span<const int64_t> rows_of_slots() const = 0;
+  // Of the rows runs missed in the cache, since it was made: those the host gathered for the
+  // lookups before their launch (`staged`), and those it left them to read from the table for want
+  // of room (`unstaged`). Only runs of many ids are gathered for (runtime/cuda/placed_ids.h).
+  struct Gathered {
+    uint64_t staged = 0, unstaged = 0;
+  };
+  virtual Gathered gathered() const { return {}; }
 };
 
 }  // namespace rankd

@@ -158,7 +158,11 @@ Status CacheKeeper::Flush() {
 std::vector<TableCacheStats> CacheKeeper::stats() const {
   MutexLock lock(mu_);
   std::vector<TableCacheStats> out = published_;
-  for (TableCacheStats& s : out) s.dropped_offers = dropped_;
+  auto kept = kept_.begin();  // published_ lists kept_'s tables in order (TableStats)
+  for (TableCacheStats& s : out) {
+    s.dropped_offers = dropped_;
+    if (kept != kept_.end()) s.gathered = (kept++)->second.cache->gathered();
+  }
   return out;
 }
 

@@ -58,13 +58,14 @@ struct CacheKeeperOptions {
 // A table cache's counts since the keeper started.
 struct TableCacheStats {
   std::string table;
-  int64_t capacity = 0;         // slots
-  int64_t cached = 0;           // rows held now
-  uint64_t lookups = 0;         // sampled lookups the policy saw
-  uint64_t hits = 0;            // of which the row was cached
-  uint64_t inserted = 0;        // rows moved into the cache
-  uint64_t evicted = 0;         // rows that left it
-  uint64_t dropped_offers = 0;  // runs not sampled (the keeper was behind); the model's, in every table
+  int64_t capacity = 0;           // slots
+  int64_t cached = 0;             // rows held now
+  uint64_t lookups = 0;           // sampled lookups the policy saw
+  uint64_t hits = 0;              // of which the row was cached
+  uint64_t inserted = 0;          // rows moved into the cache
+  uint64_t evicted = 0;           // rows that left it
+  uint64_t dropped_offers = 0;    // runs not sampled (the keeper was behind); the model's, in every table
+  TableCache::Gathered gathered;  // the cache's misses gathered by the host, or not (TableCache::gathered)
 };
 
 class CacheKeeper {

@@ -4,6 +4,15 @@ namespace rankd {
 
 MirroredTableCache::MirroredTableCache(std::vector<TableCache*> caches) : caches_(std::move(caches)) {}
 
+TableCache::Gathered MirroredTableCache::gathered() const {
+  Gathered all;
+  for (const TableCache* c : caches_) {
+    const Gathered one = c->gathered();
+    all.staged += one.staged, all.unstaged += one.unstaged;
+  }
+  return all;
+}
+
 Status MirroredTableCache::Apply(std::span<const Fill> fills) {
   Status first;
   bool took = false;

@@ -22,6 +22,7 @@ class MirroredTableCache final : public TableCache {
   // Applies `fills` to every cache; fails (with the first cache's error) only when none took them.
   Status Apply(std::span<const Fill> fills) override;
   std::span<const int64_t> rows_of_slots() const override { return caches_[source_]->rows_of_slots(); }
+  Gathered gathered() const override;  // every replica's
 
  private:
   std::vector<TableCache*> caches_;

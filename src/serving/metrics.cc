@@ -163,6 +163,10 @@ std::string TableMetricsText(const ModelRepository& repository) {
       {"rankd_table_cache_hits", "Of rankd_table_cache_lookups, those whose row was cached", "counter"},
       {"rankd_table_cache_inserted", "Rows moved into a table's GPU cache", "counter"},
       {"rankd_table_cache_evicted", "Rows evicted from a table's GPU cache", "counter"},
+      {"rankd_table_cache_staged_rows",
+       "Rows runs of many ids missed in a table's GPU cache that the host gathered before their launch", "counter"},
+      {"rankd_table_cache_unstaged_rows",
+       "Rows such runs missed that the GPU read from host memory itself, for want of staging room", "counter"},
   };
   const Family disks[] = {
       {"rankd_table_disk_cache_rows", "Rows of a table on disk its host cache holds", "gauge"},
@@ -233,8 +237,14 @@ std::string TableMetricsText(const ModelRepository& repository) {
     const CacheKeeper* keeper = (*model)->cache_keeper();
     if (!keeper) continue;
     for (const TableCacheStats& t : keeper->stats()) {
-      const uint64_t values[] = {
-          static_cast<uint64_t>(t.cached), static_cast<uint64_t>(t.capacity), t.lookups, t.hits, t.inserted, t.evicted};
+      const uint64_t values[] = {static_cast<uint64_t>(t.cached),
+                                 static_cast<uint64_t>(t.capacity),
+                                 t.lookups,
+                                 t.hits,
+                                 t.inserted,
+                                 t.evicted,
+                                 t.gathered.staged,
+                                 t.gathered.unstaged};
       for (size_t i = 0; i < std::size(caches); ++i) {
         cache_lines[i] += std::string(caches[i].name) + "{" + labels + ",table=\"" + t.table + "\"} " +
                           std::to_string(values[i]) + "\n";

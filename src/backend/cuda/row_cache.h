@@ -63,6 +63,14 @@ class CudaRowCache final : public TableCache {
   const uint8_t* host_table() const { return host_table_; }
   int64_t rows() const { return rows_; }
   int64_t row_bytes() const { return row_bytes_; }
+  Gathered gathered() const override {
+    return {gathered_staged_.load(std::memory_order_relaxed), gathered_unstaged_.load(std::memory_order_relaxed)};
+  }
+  // Counts misses a run gathered (placed_ids.h). Thread-safe.
+  void CountGathered(uint64_t staged, uint64_t unstaged) const {
+    gathered_staged_.fetch_add(staged, std::memory_order_relaxed);
+    gathered_unstaged_.fetch_add(unstaged, std::memory_order_relaxed);
+  }
 
  private:
   CudaRowCache() = default;
@@ -76,7 +84,8 @@ class CudaRowCache final : public TableCache {
   int device_ = 0;
   const void* table_ = nullptr;
   const uint8_t* host_table_ = nullptr;
-  std::unique_ptr<std::atomic<uint64_t>[]> cached_rows_;  // a bit per row (Cached)
+  std::unique_ptr<std::atomic<uint64_t>[]> cached_rows_;                     // a bit per row (Cached)
+  mutable std::atomic<uint64_t> gathered_staged_{0}, gathered_unstaged_{0};  // CountGathered
   int64_t rows_ = 0, row_bytes_ = 0, capacity_ = 0;
   GracePeriod* readers_ = nullptr;
   DeviceBuffer index_, slots_;

@@ -72,6 +72,7 @@ void Place(const CudaRowCache& cache, const From* from, To* to, size_t n, Staged
   const size_t staged = (unit - first) / std::max<size_t>(row_units, 1);
   staged_rows.fetch_add(staged, std::memory_order_relaxed);
   unstaged_rows.fetch_add(misses - staged, std::memory_order_relaxed);
+  cache.CountGathered(staged, misses - staged);
 }
 
 }  // namespace
