@@ -1,13 +1,14 @@
 // PyTorch's nn.EmbeddingBag as torch.onnx exports it (tests/data/embedding_bags: the TorchScript
 // exporter of PyTorch 2.11, opset 17, a 50 x 4 table, bags over offsets, modes sum, mean and max,
-// and over padded 2-D ids): the Loop over bags is imported as one EmbeddingBag
-// (model/bag_loop_import.h), served from ragged ids whose starts the config routes to the graph's
-// offsets input (or from the 2-D ids), and scored as the table's rows say; the forms rankd does
-// not take are refused naming the node and what differs.
+// and over padded 2-D ids, and a sum with per-sample weights): the Loop over bags is imported as
+// one EmbeddingBag (model/bag_loop_import.h), the weighted one over its rows weighted first, served from ragged ids
+// whose starts the config routes to the graph's offsets input (or from the 2-D ids), and scored as the table's rows
+// say; the forms rankd does not take are refused naming the node and what differs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -173,11 +174,81 @@ TEST(EmbeddingBagImport, AReduceProdOfValuesIsStillRefused) {
                 StatusCode::kUnimplemented, "op ReduceProd is not supported");
 }
 
-TEST(EmbeddingBagImport, OtherFormsAndConfigsAreRefusedClearly) {
-  // Per-sample weights: the Loop named, what differs said.
-  ExpectRefused(ImportOnnxFile(Data("weighted_sum.onnx")).status(), StatusCode::kUnimplemented,
+// Per-sample weights (nn.EmbeddingBag(ids, offsets, per_sample_weights=w), sum): the Loop becomes
+// the rows gathered and weighted, then one bag over them; run on the graph's own inputs (flat ids,
+// bag starts, a weight per id), each bag is the weighted sum of its rows.
+TEST(EmbeddingBagImport, PerSampleWeightsWeighTheRowsOfTheirBags) {
+  auto g = ImportOnnxFile(Data("weighted_sum.onnx"));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->OpCounts()["Loop"], 0);
+  EXPECT_EQ(g->OpCounts()["EmbeddingBag"], 1);
+  const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
+  ASSERT_TRUE(table && table->rank() == 2);
+  const int64_t rows = table->dim(0), dim = table->dim(1);
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> weight(-2, 2);
+  const std::vector<int64_t> lengths{3, 0, 1, 5, 2};  // an empty bag too
+  std::vector<int64_t> ids, starts;
+  std::vector<float> w;
+  for (int64_t n : lengths) {
+    starts.push_back(static_cast<int64_t>(ids.size()));
+    for (int64_t j = 0; j < n; ++j) ids.push_back(static_cast<int64_t>(rng() % rows)), w.push_back(weight(rng));
+  }
+  const auto n = static_cast<int64_t>(ids.size()), bags = static_cast<int64_t>(lengths.size());
+  auto out =
+      testing::RunGraph(*g, {testing::MakeI64({n}, ids), testing::MakeI64({bags}, starts), testing::MakeF32({n}, w)});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const Tensor& y = (*out)[0];
+  ASSERT_EQ(y.shape(), Shape({bags, dim}));
+  for (int64_t b = 0; b < bags; ++b) {
+    for (int64_t d = 0; d < dim; ++d) {
+      double want = 0;
+      for (int64_t j = starts[static_cast<size_t>(b)];
+           j < starts[static_cast<size_t>(b)] + lengths[static_cast<size_t>(b)]; ++j) {
+        want += static_cast<double>(w[static_cast<size_t>(j)]) *
+                table->data<float>()[ids[static_cast<size_t>(j)] * dim + d];
+      }
+      EXPECT_NEAR(y.data<float>()[b * dim + d], want, 1e-5) << "bag " << b << ", column " << d;
+    }
+  }
+}
+
+// The exported weighted Loop with its body changed by `edit` (a node of the body, by op type),
+// imported: refused, naming the node and what differs.
+void ExpectWeightedLoopRefused(const char* op, const std::function<void(onnx::NodeProto&)>& edit,
+                               const std::string& why) {
+  std::ifstream in(Data("weighted_sum.onnx"), std::ios::binary);
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromIstream(&in));
+  bool edited = false;
+  for (onnx::NodeProto& n : *m.mutable_graph()->mutable_node()) {
+    if (n.op_type() != "Loop") continue;
+    for (onnx::AttributeProto& a : *n.mutable_attribute()) {
+      for (onnx::NodeProto& b : *a.mutable_g()->mutable_node()) {
+        if (b.op_type() == op && !edited) edit(b), edited = true;
+      }
+    }
+  }
+  ASSERT_TRUE(edited) << op;
+  const std::string bytes = m.SerializeAsString();
+  ExpectRefused(ImportOnnxBytes(bytes.data(), bytes.size(), {}).status(), StatusCode::kUnimplemented,
                 "node '/bag/Loop' (Loop): a Loop is taken only as PyTorch's exported nn.EmbeddingBag (sum, mean or max "
-                "over offsets); here the reduced rows are not a Gather from a table");
+                "over offsets, a sum with per-sample weights); here " +
+                    why);
+}
+
+TEST(EmbeddingBagImport, OtherFormsAndConfigsAreRefusedClearly) {
+  // Loops that are not quite an exported bag.
+  ExpectWeightedLoopRefused(
+      "ReduceSum", [](onnx::NodeProto& n) { n.set_op_type("ReduceMean"); },
+      "per-sample weights are taken with a sum only (as PyTorch takes them)");
+  ExpectWeightedLoopRefused(
+      "ReduceSum", [](onnx::NodeProto& n) { n.set_op_type("ReduceMin"); }, "the bag's rows are reduced by ReduceMin");
+  ExpectWeightedLoopRefused(
+      "Mul", [](onnx::NodeProto& n) { n.set_op_type("Add"); }, "the reduced rows are not a Gather from a table");
+  ExpectWeightedLoopRefused(
+      "Mul", [](onnx::NodeProto& n) { n.set_input(1, n.input(0)); },
+      "the rows are multiplied by something other than per-sample weights");
   // The offsets input must be a model input, not also listed, and the ids flat.
   ExpectRefused(Model::Load(ModelDir("offsets_sum.onnx", "bag_no_such_offsets",
                                      "inputs:\n  - name: ids\n    ragged: true\n    offsets: starts\n"),

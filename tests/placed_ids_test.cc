@@ -1,7 +1,7 @@
-// Placed ids (runtime/cuda/placed_ids.h): a run's ids of cached tables resolved by the host into
-// slots and staged rows before the launch score exactly as ids the kernels resolve, whatever the
-// caches hold, with room for every staged row, for a few or for none, while the keeper moves rows,
-// in small launches and large ones; an id out of range still fails only its request.
+// Placed ids (runtime/cuda/placed_ids.h): a run whose misses of cached tables the host gathers
+// into staged rows before the launch scores exactly as with resident tables, whatever the caches
+// hold, with room for every staged row, for a few or for none, while the keeper moves rows, in
+// small launches and large ones; an id out of range still fails only its request, placed or not.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -179,8 +179,8 @@ TEST(PlacedIds, ALargeLaunchScoresAsWithResidentTables) {
   }
 }
 
-// An id out of range fails its own request with the usual error, placed or not, and the next
-// request scores.
+// An id out of range fails its own request with the usual error, cached table or not, its ids
+// placed or not, and the next request scores.
 TEST(PlacedIds, AnIdOutOfRangeFailsOnlyItsRequest) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
@@ -189,27 +189,30 @@ TEST(PlacedIds, AnIdOutOfRangeFailsOnlyItsRequest) {
   options.backend = cuda;
   auto resident = Model::Load(dir, -1, options);
   ASSERT_TRUE(resident.ok());
-  const Placing placing(0, size_t{1} << 20);
-  auto cached = LoadCached(dir, **resident, 0.01, options);
-  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
-  std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
+  const std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
   int64_t rows = 0;  // past every table's end, and far past it
   for (const TableInfo& t : (*resident)->tables()) rows = std::max(rows, t.rows());
-  for (int64_t bad_id : {rows, int64_t{1} << 40}) {
-    InferRequest bad = requests[0];
-    for (InferInput& in : bad.inputs) {
-      if (in.data.dtype() == DType::kI64 && in.data.size() > 0) {
-        in.data.data<int64_t>()[0] = bad_id;
-        break;
+  for (int64_t placed_from : {int64_t{-1}, int64_t{0}}) {
+    const Placing placing(placed_from, size_t{1} << 20);
+    auto cached = LoadCached(dir, **resident, 0.01, options);
+    ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+    for (int64_t bad_id : {rows, int64_t{1} << 40}) {
+      const std::string what = "id " + std::to_string(bad_id) + (placed_from < 0 ? "" : ", placed");
+      InferRequest bad = requests[0];
+      for (InferInput& in : bad.inputs) {
+        if (in.data.dtype() == DType::kI64 && in.data.size() > 0) {
+          in.data.data<int64_t>()[0] = bad_id;
+          break;
+        }
       }
+      auto refused = (*cached)->Infer(bad);
+      ASSERT_FALSE(refused.ok()) << what;
+      EXPECT_NE(refused.status().message().find("out of range"), std::string::npos) << refused.status().ToString();
+      auto want = (*resident)->Infer(requests[1]);
+      auto got = (*cached)->Infer(requests[1]);
+      ASSERT_TRUE(want.ok() && got.ok()) << what;
+      testing::ExpectIdenticalOutputs(*got, *want, what + ", after the refusal");
     }
-    auto refused = (*cached)->Infer(bad);
-    ASSERT_FALSE(refused.ok()) << bad_id;
-    EXPECT_NE(refused.status().message().find("out of range"), std::string::npos) << refused.status().ToString();
-    auto want = (*resident)->Infer(requests[1]);
-    auto got = (*cached)->Infer(requests[1]);
-    ASSERT_TRUE(want.ok() && got.ok());
-    testing::ExpectIdenticalOutputs(*got, *want, "after the refusal");
   }
 }
 

@@ -339,37 +339,5 @@ TEST_P(CachedZooModel, ScoresAsWithResidentTables) {
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CachedZooModel, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"));
 
-// An id out of range fails its own request with the usual error, cached table or not, and the
-// next request scores.
-TEST(TableCache, AnIdOutOfRangeFailsOnlyItsRequest) {
-  const Backend* cuda = testing::CudaOrNull();
-  if (!cuda) GTEST_SKIP() << "no CUDA device";
-  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
-  ModelOptions options;
-  options.backend = cuda;
-  auto config = LoadModelConfig(dir);
-  ASSERT_TRUE(config.ok());
-  auto resident = Model::Load(dir, -1, options);
-  ASSERT_TRUE(resident.ok());
-  for (const TableInfo& t : (*resident)->tables()) config->table_cache_rows[t.name] = 2;
-  auto cached = Model::LoadFile(dir + "/1/model.onnx", *config, options);
-  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
-  std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
-  InferRequest bad = requests[0];
-  for (InferInput& in : bad.inputs) {
-    if (in.data.dtype() == DType::kI64 && in.data.size() > 0) {
-      in.data.data<int64_t>()[0] = int64_t{1} << 40;
-      break;
-    }
-  }
-  auto refused = (*cached)->Infer(bad);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("out of range"), std::string::npos) << refused.status().ToString();
-  auto want = (*resident)->Infer(requests[1]);
-  auto got = (*cached)->Infer(requests[1]);
-  ASSERT_TRUE(want.ok() && got.ok());
-  testing::ExpectIdenticalOutputs(*got, *want, "after the refusal");
-}
-
 }  // namespace
 }  // namespace rankd

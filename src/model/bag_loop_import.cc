@@ -1,5 +1,6 @@
 #include "model/bag_loop_import.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <optional>
@@ -100,7 +101,7 @@ StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph, 
   auto refuse = [&](const std::string& why) {
     return Unimplemented(where +
                          "a Loop is taken only as PyTorch's exported nn.EmbeddingBag (sum, mean or max "
-                         "over offsets); here " +
+                         "over offsets, a sum with per-sample weights); here " +
                          why);
   };
   const onnx::GraphProto* g = BodyOf(loop);
@@ -130,7 +131,24 @@ StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph, 
   if (Body::IntAttr(*reduce, "keepdims", 1) != 0 || axes != std::vector<int64_t>{0}) {
     return refuse("the reduction is not over the bag's ids (axes [0], keepdims 0)");
   }
-  const onnx::NodeProto* rows = body.Op(In(*reduce, 0), "Gather");
+  // Per-sample weights: Mul(rows, Unsqueeze(Slice(weights, the ids' bounds), [1])), either order.
+  std::string reduced = In(*reduce, 0);
+  const onnx::NodeProto* weighted = body.Op(reduced, "Mul");
+  const onnx::NodeProto* weight_slice = nullptr;
+  if (weighted) {
+    const int rows_side = body.Op(In(*weighted, 0), "Gather") ? 0 : 1;
+    const onnx::NodeProto* u = body.Op(In(*weighted, 1 - rows_side), "Unsqueeze");
+    std::optional<std::vector<int64_t>> u_axes = !u                    ? std::nullopt
+                                                 : u->input_size() > 1 ? body.Ints(In(*u, 1), graph)
+                                                                       : Body::Attr(*u, "axes");
+    weight_slice = u ? body.Op(In(*u, 0), "Slice") : nullptr;
+    if (!weight_slice || u_axes != std::vector<int64_t>{1}) {
+      return refuse("the rows are multiplied by something other than per-sample weights (Unsqueeze(Slice(w), [1]))");
+    }
+    if (bag.mode != "sum") return refuse("per-sample weights are taken with a sum only (as PyTorch takes them)");
+    reduced = In(*weighted, rows_side);
+  }
+  const onnx::NodeProto* rows = body.Op(reduced, "Gather");
   if (!rows || Body::IntAttr(*rows, "axis", 0) != 0) return refuse("the reduced rows are not a Gather from a table");
   bag.table = graph.FindValue(In(*rows, 0));
   const Tensor* table = bag.table >= 0 ? graph.FindConstant(bag.table) : nullptr;
@@ -142,6 +160,13 @@ StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph, 
     return refuse("the ids are not one Slice of the ids");
   }
   bag.ids = graph.FindValue(In(*slice, 0));
+  if (weight_slice) {  // the weights sliced as the ids are
+    bag.weights = graph.FindValue(In(*weight_slice, 0));
+    for (int k = 1; k < std::max(slice->input_size(), weight_slice->input_size()); ++k) {
+      if (In(*weight_slice, k) != In(*slice, k)) return refuse("the weights are not sliced as the ids are");
+    }
+    if (bag.weights < 0) return refuse("the weights are not a value of the graph");
+  }
   // Bounds: Unsqueeze(Gather(starts, i)) and Unsqueeze(Gather(ends, i)), ends = starts[1:].
   auto bound = [&](const std::string& value) -> int {
     const onnx::NodeProto* u = body.Op(value, "Unsqueeze");
@@ -181,6 +206,36 @@ StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph, 
   }
   bag.offsets = starts;
   return bag;
+}
+
+void ImportBagLoop(const BagLoop& bag, Node& node, Graph& graph) {
+  node.op = "EmbeddingBag";
+  node.attrs = {{"mode", AttributeValue(bag.mode)}};
+  if (bag.weights < 0) {
+    node.inputs = {bag.table, bag.ids, bag.offsets};
+    return;
+  }
+  const Value& table = graph.values[static_cast<size_t>(bag.table)];
+  const int64_t width = table.rank_known && table.shape.size() == 2 ? table.shape[1] : -1;
+  auto add = [&](const std::string& op, const std::string& what, std::vector<int> inputs, DType dtype, Shape shape,
+                 std::map<std::string, AttributeValue> attrs = {}) {
+    const std::string name = node.name + "/" + what;
+    const int out = graph.AddValue(Value{name, dtype, std::move(shape), true});
+    graph.nodes.push_back(Node{op, name, std::move(inputs), {out}, std::move(attrs)});
+    return out;
+  };
+  auto scalar = [&](const std::string& what, int64_t v) {
+    return graph.AddConstant(node.name + "/" + what, Tensor::FromVector<int64_t>(DType::kI64, {}, {v}));
+  };
+  const int rows = add("Gather", "rows", {bag.table, bag.ids}, table.dtype, {-1, width}, {{"axis", int64_t{0}}});
+  const int axis = graph.AddConstant(node.name + "/axis_1", Tensor::FromVector<int64_t>(DType::kI64, {1}, {1}));
+  const DType w_dtype = graph.values[static_cast<size_t>(bag.weights)].dtype;
+  const int column = add("Unsqueeze", "weights", {bag.weights, axis}, w_dtype, {-1, 1});
+  const int weighted = add("Mul", "weighted_rows", {rows, column}, table.dtype, {-1, width});
+  const int shape = add("Shape", "ids_shape", {bag.ids}, DType::kI64, {1});
+  const int count = add("Gather", "ids_count", {shape, scalar("zero", 0)}, DType::kI64, {}, {{"axis", int64_t{0}}});
+  const int each = add("Range", "each_row", {scalar("first", 0), count, scalar("step", 1)}, DType::kI64, {-1});
+  node.inputs = {weighted, each, bag.offsets};
 }
 
 }  // namespace rankd

@@ -3,7 +3,11 @@
 // slices its ids, gathers their rows from a table and reduces them (ReduceSum or ReduceMean,
 // keepdims 0) into the Loop's one scan output. The importer (onnx_import.cc) replaces such a Loop
 // with one EmbeddingBag(table, ids, offsets) node of mode sum, mean or max (ReduceMax), a bag of no
-// ids giving zeros as PyTorch's does. Any other Loop is refused naming the node and what differs.
+// ids giving zeros as PyTorch's does. With per-sample weights (a sum bag whose body multiplies the
+// rows by the same slice of a weights input, unsqueezed) the rows are gathered and weighted first,
+// and the bag sums the weighted rows: Gather(table, ids) * Unsqueeze(weights, [1]), then
+// EmbeddingBag(those, Range(0, ids), offsets). Any other Loop is refused naming the node and what
+// differs.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -18,6 +22,7 @@ namespace rankd {
 
 struct BagLoop {
   int table = -1, ids = -1, offsets = -1;  // values of `graph` (offsets: [bags + 1], the last the id count)
+  int weights = -1;                        // per-sample weights, one per id (mode sum only), or -1
   std::string mode;                        // "sum", "mean" or "max"
 };
 
@@ -26,5 +31,9 @@ using TensorFromProto = std::function<StatusOr<Tensor>(const onnx::TensorProto&)
 
 // `loop` read against the nodes of `graph` imported before it; the body's constants read by `tensor_of`.
 StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph, const TensorFromProto& tensor_of);
+
+// Turns `node` (the Loop's, named, outputs still to be added) into the bag's EmbeddingBag, adding
+// to `graph` the nodes that weight its rows first where it has weights.
+void ImportBagLoop(const BagLoop& bag, Node& node, Graph& graph);
 
 }  // namespace rankd

@@ -242,9 +242,7 @@ class Importer {
     if (node.op == "Loop") {  // PyTorch's nn.EmbeddingBag, or refused (bag_loop_import.h)
       RANKD_ASSIGN_OR_RETURN(BagLoop bag,
                              MatchBagLoop(p, graph_, [this](const onnx::TensorProto& t) { return ConvertTensor(t); }));
-      node.op = "EmbeddingBag";
-      node.inputs = {bag.table, bag.ids, bag.offsets};
-      node.attrs["mode"] = bag.mode;
+      ImportBagLoop(bag, node, graph_);
       return AddOutputs(p, std::move(node));
     }
     for (const auto& a : p.attribute()) {
