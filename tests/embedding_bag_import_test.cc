@@ -213,6 +213,65 @@ TEST(EmbeddingBagImport, PerSampleWeightsWeighTheRowsOfTheirBags) {
   }
 }
 
+// Served: the weights a ragged FP32 input beside the ids, naming the same bag starts, its lengths
+// the ids'; each bag scores as the weighted sum of its rows, and lengths that differ are refused.
+TEST(EmbeddingBagImport, PerSampleWeightsAreServedBesideTheirIds) {
+  const Tensor table = [] {
+    auto g = ImportOnnxFile(Data("weighted_sum.onnx"));
+    return g.ok() ? *g->FindConstant(g->FindValue("bag.weight")) : Tensor();
+  }();
+  ASSERT_EQ(table.rank(), 2);
+  const int64_t rows = table.dim(0), dim = table.dim(1);
+  auto model = Model::Load(
+      ModelDir("weighted_sum.onnx", "bag_weighted",
+               std::string(kRaggedIds) + "  - name: w\n    datatype: FP32\n    ragged: true\n    offsets: offsets\n"),
+      -1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_EQ((*model)->inputs().size(), 2u);
+  std::mt19937_64 rng(23);
+  std::uniform_real_distribution<float> weight(-2, 2);
+  for (int64_t bags : {1, 4, 33}) {
+    std::vector<int64_t> ids, lengths;
+    std::vector<float> w;
+    for (int64_t b = 0; b < bags; ++b) {
+      lengths.push_back(b % 3 == 2 ? 0 : static_cast<int64_t>(rng() % 5));
+      for (int64_t j = 0; j < lengths.back(); ++j)
+        ids.push_back(static_cast<int64_t>(rng() % rows)), w.push_back(weight(rng));
+    }
+    const auto n = static_cast<int64_t>(ids.size());
+    InferRequest r;
+    r.inputs.push_back({"ids", testing::MakeI64({n}, ids), lengths, {}});
+    r.inputs.push_back({"w", testing::MakeF32({n}, w), lengths, {}});
+    auto out = (*model)->Infer(r);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const Tensor& y = (*out)[0].data;
+    ASSERT_EQ(y.shape(), Shape({bags, dim}));
+    size_t at = 0;
+    for (int64_t b = 0; b < bags; ++b) {
+      for (int64_t d = 0; d < dim; ++d) {
+        double want = 0;
+        for (int64_t j = 0; j < lengths[static_cast<size_t>(b)]; ++j) {
+          const size_t k = at + static_cast<size_t>(j);
+          want += static_cast<double>(w[k]) * table.data<float>()[ids[k] * dim + d];
+        }
+        EXPECT_NEAR(y.data<float>()[b * dim + d], want, 1e-5) << bags << " bags, bag " << b;
+      }
+      at += static_cast<size_t>(lengths[static_cast<size_t>(b)]);
+    }
+    if (bags < 4) continue;
+    // The weights' lengths must be the ids': the same count in other bags is refused too.
+    std::vector<int64_t> moved = lengths;
+    const auto from = static_cast<size_t>(
+        std::find_if(lengths.begin(), lengths.end(), [](int64_t l) { return l > 0; }) - lengths.begin());
+    ASSERT_LT(from, lengths.size());
+    moved[from] -= 1, moved[(from + 1) % moved.size()] += 1;
+    InferRequest bad = r;
+    bad.inputs[1].lengths = moved;
+    ExpectRefused((*model)->Infer(bad).status(), StatusCode::kInvalidArgument,
+                  "ragged inputs 'ids' and 'w' share their bags' starts ('offsets'): their lengths must be equal");
+  }
+}
+
 // The exported weighted Loop with its body changed by `edit` (a node of the body, by op type),
 // imported: refused, naming the node and what differs.
 void ExpectWeightedLoopRefused(const char* op, const std::function<void(onnx::NodeProto&)>& edit,
@@ -249,6 +308,13 @@ TEST(EmbeddingBagImport, OtherFormsAndConfigsAreRefusedClearly) {
   ExpectWeightedLoopRefused(
       "Mul", [](onnx::NodeProto& n) { n.set_input(1, n.input(0)); },
       "the rows are multiplied by something other than per-sample weights");
+  // Ragged FP32 values are per-id values beside ids, sharing their starts.
+  ExpectRefused(Model::Load(ModelDir("weighted_sum.onnx", "bag_weights_alone",
+                                     std::string(kRaggedIds) + "  - name: w\n    datatype: FP32\n    ragged: true\n"),
+                            -1)
+                    .status(),
+                StatusCode::kInvalidArgument,
+                "ragged input 'w' must be integer ids, or FP32 values an id sharing the offsets of ids");
   // The offsets input must be a model input, not also listed, and the ids flat.
   ExpectRefused(Model::Load(ModelDir("offsets_sum.onnx", "bag_no_such_offsets",
                                      "inputs:\n  - name: ids\n    ragged: true\n    offsets: starts\n"),

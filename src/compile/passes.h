@@ -144,7 +144,9 @@ int StoreTablesAs(Graph& graph, DType dtype);
 // directly; any other reader gets RaggedToPadded(values, offsets), padded with -1. The k-th name
 // gets ragged_index k. Where offsets_inputs[k] names a graph input (PyTorch's nn.EmbeddingBag: flat
 // ids [n] and their bags' starts), the ids input is flat and that input goes too: the bags over
-// Concat(starts, [n]) read the pair, and nothing else may read either input.
+// Concat(starts, [n]) read the pair, a row Gather or Shape of the ids reads the values (a weighted
+// bag's rows), and nothing else may read either input. Several inputs may name the same starts:
+// ids and their per-sample weights (FP32, a value an id, read as the flat values by any reader).
 Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_inputs,
                          const std::vector<std::string>& offsets_inputs = {});
 

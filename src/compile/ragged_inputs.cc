@@ -1,5 +1,6 @@
 // Rewriting config-declared ragged inputs into (values, offsets) pairs.
 #include <algorithm>
+#include <set>
 
 #include "compile/passes.h"
 
@@ -8,16 +9,28 @@ namespace rankd {
 namespace {
 
 // Flat ids `ids` and their bags' starts `starts` (graph inputs) as the pair (values, offsets): each
-// EmbeddingBag(table, ids, Concat(starts, [number of ids])) reads (values, offsets).
+// EmbeddingBag over Concat(starts, [number of ids]) reads `offsets`, and its ids `values` where they
+// are `ids`. Of the other readers of `ids`, a row Gather (a weighted bag's rows, bag_loop_import.h)
+// and a Shape read `values` (the same ids, and in a plan padded to a bucket the tail no bag
+// reads); per-id values beside the ids (an FP32 input sharing their starts) are read as `values`
+// by every reader. Nothing else may read either input.
 Status ApplyBagStarts(Graph& graph, const std::string& name, int ids, int starts, int values, int offsets) {
   const std::vector<int> producers = graph.Producers();
+  const bool per_id_values = graph.values[static_cast<size_t>(ids)].dtype == DType::kF32;
   for (Node& node : graph.nodes) {
-    if (node.op != "EmbeddingBag" || node.NumInputs() != 3 || node.inputs[1] != ids) continue;
-    const int concat = producers[static_cast<size_t>(node.inputs[2])];
-    if (concat < 0) continue;
-    const Node& c = graph.nodes[static_cast<size_t>(concat)];
-    if (c.op == "Concat" && c.NumInputs() == 2 && c.inputs[0] == starts)
-      node.inputs = {node.inputs[0], values, offsets};
+    if (node.op == "EmbeddingBag" && node.NumInputs() == 3) {
+      const int concat = producers[static_cast<size_t>(node.inputs[2])];
+      const Node* c = concat >= 0 ? &graph.nodes[static_cast<size_t>(concat)] : nullptr;
+      if (c && c->op == "Concat" && c->NumInputs() == 2 && c->inputs[0] == starts) {
+        node.inputs[2] = offsets;
+        if (node.inputs[1] == ids) node.inputs[1] = values;
+        continue;
+      }
+    }
+    const bool row_gather = node.op == "Gather" && node.NumInputs() == 2 && node.inputs[1] == ids &&
+                            node.inputs[0] != ids && node.GetInt("axis", 0) == 0;
+    const bool shape = node.op == "Shape" && node.NumInputs() == 1;
+    if (per_id_values || row_gather || shape) std::replace(node.inputs.begin(), node.inputs.end(), ids, values);
   }
   RemoveDeadNodes(graph);
   for (const Node& node : graph.nodes) {
@@ -38,6 +51,7 @@ Status ApplyBagStarts(Graph& graph, const std::string& name, int ids, int starts
 
 Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_inputs,
                          const std::vector<std::string>& offsets_inputs) {
+  std::set<int> taken_starts;  // the starts inputs ragged inputs have taken (several may share one)
   for (size_t k = 0; k < ragged_inputs.size(); ++k) {
     const std::string& name = ragged_inputs[k];
     int ids = graph.FindValue(name);
@@ -53,9 +67,11 @@ Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_in
     if (k < offsets_inputs.size() && !offsets_inputs[k].empty()) {
       const int starts = graph.FindValue(offsets_inputs[k]);
       auto at = std::find(graph.inputs.begin(), graph.inputs.end(), starts);
-      if (starts < 0 || at == graph.inputs.end())
+      const bool shared = starts >= 0 && taken_starts.count(starts) > 0;  // ids and their weights
+      if (starts < 0 || (at == graph.inputs.end() && !shared))
         return InvalidArgument("offsets '" + offsets_inputs[k] + "' is not a model input");
-      graph.inputs.erase(at);
+      if (at != graph.inputs.end()) graph.inputs.erase(at);
+      taken_starts.insert(starts);
       RANKD_RETURN_IF_ERROR(ApplyBagStarts(graph, name, ids, starts, values, offsets));
       continue;
     }

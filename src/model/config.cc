@@ -615,11 +615,21 @@ Status ResolveModelConfig(const Graph& graph, ModelConfig& config) {
       return InvalidArgument("config: input '" + in.name + "': offsets '" + in.offsets_input +
                              "' is not an INT64 input of the model");
     }
-    if (config.FindInput(in.offsets_input) || !offsets_inputs.insert(in.offsets_input).second) {
+    if (config.FindInput(in.offsets_input)) {
       return InvalidArgument("config: input '" + in.offsets_input +
                              "' is a ragged input's offsets: it is fed by rankd, not listed or sent");
     }
+    offsets_inputs.insert(in.offsets_input);  // several: ids and their per-sample weights share the starts
   }
+  // Per-id values (FP32, a per-sample weight an id) ride beside the ids whose bags' starts they share.
+  auto beside_ids = [&](const InputConfig& in) {
+    return !in.offsets_input.empty() &&
+           std::any_of(config.inputs.begin(), config.inputs.end(), [&](const InputConfig& other) {
+             const int id = graph.FindValue(other.name);
+             const DType d = id >= 0 ? graph.values[static_cast<size_t>(id)].dtype : DType::kInvalid;
+             return other.offsets_input == in.offsets_input && (d == DType::kI64 || d == DType::kI32);
+           });
+  };
   for (int id : graph.inputs) {
     const Value& v = graph.values[static_cast<size_t>(id)];
     if (offsets_inputs.count(v.name)) continue;
@@ -636,8 +646,9 @@ Status ResolveModelConfig(const Graph& graph, ModelConfig& config) {
       return InvalidArgument("input '" + v.name + "' is a scalar; rankd needs a batch dimension first");
     }
     if (in.ragged) {
-      if (v.dtype != DType::kI64 && v.dtype != DType::kI32) {
-        return InvalidArgument("config: ragged input '" + v.name + "' must be integer ids");
+      if (v.dtype != DType::kI64 && v.dtype != DType::kI32 && !(v.dtype == DType::kF32 && beside_ids(in))) {
+        return InvalidArgument("config: ragged input '" + v.name +
+                               "' must be integer ids, or FP32 values an id sharing the offsets of ids");
       }
       if (v.rank_known && v.shape.size() != (in.offsets_input.empty() ? 2u : 1u)) {
         return InvalidArgument("config: ragged input '" + v.name + "' must be " +

@@ -198,6 +198,9 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     }
     RANKD_RETURN_IF_ERROR(CheckFinite(*in));
     if (cfg.ragged) {
+      if (cfg.dtype == DType::kF32 && t.rank() != 1) {
+        return InvalidArgument("ragged input '" + cfg.name + "' (a value an id) must be flat values with lengths");
+      }
       if (!in->lengths.empty() || t.rank() == 1) {
         if (t.rank() != 1) return InvalidArgument("ragged input '" + cfg.name + "' with lengths must be flat values");
         with_lengths.push_back(c);  // lengths checked below, on several threads
@@ -230,6 +233,24 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
                                std::to_string(n));
       }
       n = rows[c];
+    }
+  }
+  // Ragged inputs sharing their bags' starts (ids and their per-sample weights) have equal lengths.
+  for (size_t c = 0; c < config_.inputs.size(); ++c) {
+    const InputConfig& cfg = config_.inputs[c];
+    if (!cfg.ragged || cfg.offsets_input.empty()) continue;
+    for (size_t d = 0; d < c; ++d) {
+      const InputConfig& other = config_.inputs[d];
+      if (!other.ragged || other.offsets_input != cfg.offsets_input) continue;
+      const InferInput& a = *given[d];
+      const InferInput& b = *given[c];
+      const bool same =
+          a.lengths.empty() ? b.lengths.empty() && a.data.shape() == b.data.shape() : a.lengths == b.lengths;
+      if (!same) {
+        return InvalidArgument("ragged inputs '" + other.name + "' and '" + cfg.name + "' share their bags' starts ('" +
+                               cfg.offsets_input + "'): their lengths must be equal");
+      }
+      break;
     }
   }
   if (n < 0) n = rows.empty() ? 0 : rows[0];  // only user-scope inputs

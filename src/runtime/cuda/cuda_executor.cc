@@ -133,6 +133,8 @@ StatusOr<CudaExecutor::Binding*> CudaExecutor::Bind(const Plan& plan) {
   BindViews(plan, folded, b);
   LayOutIo(plan, b);
   PlaceInputs(plan, b);
+  for (int in : plan.graph().inputs)
+    b.ragged_values.push_back(plan.graph().values[static_cast<size_t>(in)].name.ends_with(".values"));
   return &bindings_.emplace(plan.id(), std::move(b)).first->second;
 }
 

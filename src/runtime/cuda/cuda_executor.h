@@ -106,7 +106,8 @@ class CudaExecutor final : public Executor {
     // (value id, offset after the error word): the outputs' bytes (and their aliases'), moved
     // from the workspace to follow the error word, so that one copy brings all of them back.
     std::vector<std::pair<int, size_t>> output_rooted;
-    std::vector<bool> narrowed;  // per graph input: INT64 ids sent as INT32 (compile/narrowable_ids.h)
+    std::vector<bool> narrowed;       // per graph input: INT64 ids sent as INT32 (compile/narrowable_ids.h)
+    std::vector<bool> ragged_values;  // per graph input: a ragged pair's values (NAME.values, compile/passes.h)
     // Per graph input: the table cache its ids are placed for (placed_ids.h), or null; and the
     // staged rows' room in units its runs may use.
     std::vector<const CudaRowCache*> placed;

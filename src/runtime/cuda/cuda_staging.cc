@@ -80,9 +80,10 @@ Status CudaExecutor::FillTails(Binding& b, std::span<const Tensor> inputs) {
       return InvalidArgument("input " + std::to_string(i) + " holds " + std::to_string(bytes) +
                              " bytes where the plan has room for " + std::to_string(b.in_bytes[i]));
     }
-    if (bytes < b.in_bytes[i] && (in.rank() != 1 || (in.dtype() != DType::kI64 && in.dtype() != DType::kI32))) {
+    const bool ids = in.dtype() == DType::kI64 || in.dtype() == DType::kI32;
+    if (bytes < b.in_bytes[i] && (in.rank() != 1 || !(ids || (in.dtype() == DType::kF32 && b.ragged_values[i])))) {
       return InvalidArgument("input " + std::to_string(i) +
-                             " is shorter than the plan's and is not a ragged input's ids");
+                             " is shorter than the plan's and is not a ragged input's ids (nor its per-id values)");
     }
     if (!fill) continue;
     const size_t filled_from = known ? b.tail_from[i] : b.in_bytes[i];
