@@ -35,6 +35,29 @@ std::string ModelDir(const std::string& file, const std::string& name, const std
 
 constexpr char kRaggedIds[] = "inputs:\n  - name: ids\n    datatype: INT64\n    ragged: true\n    offsets: offsets\n";
 
+// Expects y [bags, dim] to hold each bag of `lengths` consecutive `ids` pooled from `table` by
+// `mode` (sum, mean or max; an empty bag zeros), each row times its weight where `weights` is given.
+void ExpectPooled(const Tensor& y, const Tensor& table, const std::vector<int64_t>& ids,
+                  const std::vector<int64_t>& lengths, const std::string& mode, const std::vector<float>* weights,
+                  const std::string& what) {
+  const int64_t dim = table.dim(1);
+  ASSERT_EQ(y.shape(), Shape({static_cast<int64_t>(lengths.size()), dim})) << what;
+  size_t at = 0;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    for (int64_t d = 0; d < dim; ++d) {
+      double want = 0;
+      for (int64_t j = 0; j < lengths[b]; ++j) {
+        const size_t k = at + static_cast<size_t>(j);
+        const double v = (weights ? (*weights)[k] : 1.0f) * table.data<float>()[ids[k] * dim + d];
+        want = mode != "max" ? want + v : j == 0 ? v : std::max(want, v);
+      }
+      if (mode == "mean" && lengths[b] > 0) want /= static_cast<double>(lengths[b]);
+      EXPECT_NEAR(y.data<float>()[static_cast<int64_t>(b) * dim + d], want, 1e-5) << what << ", bag " << b;
+    }
+    at += static_cast<size_t>(lengths[b]);
+  }
+}
+
 TEST(EmbeddingBagImport, TheExportedLoopIsOneBag) {
   for (const char* mode : {"sum", "mean", "max"}) {
     auto g = ImportOnnxFile(Data(std::string("offsets_") + mode + ".onnx"));
@@ -56,7 +79,7 @@ TEST(EmbeddingBagImport, ServedFromRaggedIdsAsPyTorchPoolsThem) {
     ASSERT_TRUE(g.ok());
     const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
     ASSERT_TRUE(table && table->rank() == 2);
-    const int64_t rows = table->dim(0), dim = table->dim(1);
+    const int64_t rows = table->dim(0);
     auto model = Model::Load(ModelDir(file, std::string("bag_") + mode, kRaggedIds), -1);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     ASSERT_EQ((*model)->inputs().size(), 1u);  // the offsets are rankd's to feed
@@ -71,22 +94,7 @@ TEST(EmbeddingBagImport, ServedFromRaggedIdsAsPyTorchPoolsThem) {
       r.inputs.push_back({"ids", testing::MakeI64({static_cast<int64_t>(ids.size())}, ids), lengths, {}});
       auto out = (*model)->Infer(r);
       ASSERT_TRUE(out.ok()) << out.status().ToString();
-      const Tensor& y = (*out)[0].data;
-      ASSERT_EQ(y.shape(), Shape({bags, dim}));
-      size_t at = 0;
-      for (int64_t b = 0; b < bags; ++b) {
-        for (int64_t d = 0; d < dim; ++d) {
-          const int64_t n = lengths[static_cast<size_t>(b)];
-          double want = 0;
-          for (int64_t j = 0; j < n; ++j) {
-            const double v = table->data<float>()[ids[at + static_cast<size_t>(j)] * dim + d];
-            want = std::string(mode) != "max" ? want + v : j == 0 ? v : std::max(want, v);
-          }
-          if (std::string(mode) == "mean" && n > 0) want /= static_cast<double>(n);
-          EXPECT_NEAR(y.data<float>()[b * dim + d], want, 1e-5) << mode << " bag " << b;  // empty: zeros
-        }
-        at += static_cast<size_t>(lengths[static_cast<size_t>(b)]);
-      }
+      ExpectPooled((*out)[0].data, *table, ids, lengths, mode, nullptr, mode);
     }
     // An id past the table fails its request.
     InferRequest bad;
@@ -221,7 +229,7 @@ TEST(EmbeddingBagImport, PerSampleWeightsAreServedBesideTheirIds) {
     return g.ok() ? *g->FindConstant(g->FindValue("bag.weight")) : Tensor();
   }();
   ASSERT_EQ(table.rank(), 2);
-  const int64_t rows = table.dim(0), dim = table.dim(1);
+  const int64_t rows = table.dim(0);
   auto model = Model::Load(
       ModelDir("weighted_sum.onnx", "bag_weighted",
                std::string(kRaggedIds) + "  - name: w\n    datatype: FP32\n    ragged: true\n    offsets: offsets\n"),
@@ -244,20 +252,7 @@ TEST(EmbeddingBagImport, PerSampleWeightsAreServedBesideTheirIds) {
     r.inputs.push_back({"w", testing::MakeF32({n}, w), lengths, {}});
     auto out = (*model)->Infer(r);
     ASSERT_TRUE(out.ok()) << out.status().ToString();
-    const Tensor& y = (*out)[0].data;
-    ASSERT_EQ(y.shape(), Shape({bags, dim}));
-    size_t at = 0;
-    for (int64_t b = 0; b < bags; ++b) {
-      for (int64_t d = 0; d < dim; ++d) {
-        double want = 0;
-        for (int64_t j = 0; j < lengths[static_cast<size_t>(b)]; ++j) {
-          const size_t k = at + static_cast<size_t>(j);
-          want += static_cast<double>(w[k]) * table.data<float>()[ids[k] * dim + d];
-        }
-        EXPECT_NEAR(y.data<float>()[b * dim + d], want, 1e-5) << bags << " bags, bag " << b;
-      }
-      at += static_cast<size_t>(lengths[static_cast<size_t>(b)]);
-    }
+    ExpectPooled((*out)[0].data, table, ids, lengths, "sum", &w, std::to_string(bags) + " bags");
     if (bags < 4) continue;
     // The weights' lengths must be the ids': the same count in other bags is refused too.
     std::vector<int64_t> moved = lengths;
