@@ -9,7 +9,7 @@
 namespace rankd::cuda {
 namespace {
 
-// 262,144 ids: W1 from about 1,200 pairs. Smaller runs gain little from staged rows, and would
+// 262,144 ids: W1 from about 2,200 pairs. Smaller runs gain little from staged rows, and would
 // wait for the host's pass over their ids in their latency.
 std::atomic<int64_t> placed_ids_from{int64_t{1} << 18};
 // W1 `mlperf` at 32,768 pairs with a 10% cache misses about 114 MB of rows a run.
