@@ -2,8 +2,10 @@
 // into staged rows before the launch scores exactly as with resident tables, whatever the caches
 // hold, with room for every staged row, for a few or for none, while the keeper moves rows, in
 // small launches and large ones; an id out of range still fails only its request, placed or not.
+// The host's side (PlaceIds) is also checked alone, without a device.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <sstream>
 
@@ -14,6 +16,7 @@
 #include "test_util.h"
 
 #if RANKD_HAVE_CUDA
+#include "common/row_bits.h"
 #include "runtime/cuda/placed_ids.h"
 
 namespace rankd {
@@ -57,6 +60,49 @@ StatusOr<std::unique_ptr<Model>> LoadCached(const std::string& dir, const Model&
   return Model::LoadFile(dir + "/1/model.onnx", *config, options);
 }
 
+// On the host alone: hits stay ids, misses become staged rows (-2 - their unit) while the room
+// lasts and stay ids after, empty slots -1, ids past the table the table's end; at every width.
+TEST(PlacedIds, MissesAreStagedWhileTheRoomLastsAndHitsStayIds) {
+  constexpr int64_t kRows = 10, kRowBytes = 32;  // two units a row
+  std::vector<uint8_t> table(kRows * kRowBytes);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<uint8_t>(i * 7 + 1);
+  RowBits cached(kRows);
+  cached.Set(2, true), cached.Set(5, true), cached.Set(9, true), cached.Set(9, false);
+  EXPECT_TRUE(cached.Test(2) && cached.Test(5) && !cached.Test(9) && !cached.Test(3));
+  const cuda::PlacedTable placed{&cached, table.data(), kRowBytes};
+  const std::vector<int64_t> ids{3, 2, -1, -7, 12, 5, 3, 9};
+  // 3 is staged at unit 0 and again at unit 2; the room (two rows) is then full and 9 stays an id.
+  const std::vector<int64_t> want{-2, 2, -1, -1, kRows, 5, -4, 9};
+  for (int widths = 0; widths < 3; ++widths) {
+    const bool wide_from = widths < 2, wide_to = widths == 0;
+    const std::vector<int32_t> narrow(ids.begin(), ids.end());
+    alignas(16) uint8_t room_bytes[4 * kStagedUnitBytes] = {};
+    cuda::StagedRoom room;
+    room.host = room_bytes;
+    room.units = 4;
+    std::vector<int64_t> out64(ids.size());
+    std::vector<int32_t> out32(ids.size());
+    const cuda::PlacedCounts counts =
+        cuda::PlaceIds(placed, wide_from ? static_cast<const void*>(ids.data()) : narrow.data(), wide_from,
+                       wide_to ? static_cast<void*>(out64.data()) : out32.data(), wide_to, ids.size(), room);
+    for (size_t j = 0; j < ids.size(); ++j) {
+      EXPECT_EQ(wide_to ? out64[j] : out32[j], want[j]) << "id " << j << ", widths " << widths;
+    }
+    EXPECT_EQ(counts.ids, 5u);
+    EXPECT_EQ(counts.staged, 2u);
+    EXPECT_EQ(counts.unstaged, 1u);
+    for (int unit : {0, 2}) {  // row 3 at both places
+      EXPECT_EQ(std::memcmp(room_bytes + unit * kStagedUnitBytes, table.data() + 3 * kRowBytes, kRowBytes), 0) << unit;
+    }
+    // With the room used up, every miss stays an id.
+    const cuda::PlacedCounts later = cuda::PlaceIds(placed, ids.data(), true, out64.data(), true, ids.size(), room);
+    EXPECT_EQ(later.staged, 0u);
+    EXPECT_EQ(later.unstaged, 3u);
+    EXPECT_EQ(out64[0], 3);
+    EXPECT_EQ(out64[6], 3);
+  }
+}
+
 class PlacedZooModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PlacedZooModel, ScoresAsWithResidentTables) {
@@ -79,7 +125,7 @@ TEST_P(PlacedZooModel, ScoresAsWithResidentTables) {
     for (double fraction : {0.0, 0.01, 0.5}) {
       const std::string what = name + ", caches of " + std::to_string(fraction) + " of the rows, " + room.what;
       const Placing placing(0, room.bytes);
-      const cuda::PlacedIdsTotals before = cuda::PlacedTotals();
+      const cuda::PlacedCounts before = cuda::PlacedTotals();
       auto cached = LoadCached(dir, **resident, fraction, options);
       ASSERT_TRUE(cached.ok()) << what << ": " << cached.status().ToString();
       CacheKeeper* keeper = (*cached)->cache_keeper();
@@ -96,7 +142,7 @@ TEST_P(PlacedZooModel, ScoresAsWithResidentTables) {
       EXPECT_EQ(at_once.failed, 0) << what;
       EXPECT_EQ(at_once.wrong, 0) << what;
       ASSERT_TRUE(keeper->Flush().ok()) << what;
-      const cuda::PlacedIdsTotals after = cuda::PlacedTotals();
+      const cuda::PlacedCounts after = cuda::PlacedTotals();
       if (name != "dlrm_dcnv2" && name != "dlrm") continue;  // bags of one table per input: placed
       EXPECT_GT(after.ids, before.ids) << what;
       // The cold round misses every row but a one-row cache's.
@@ -166,7 +212,7 @@ TEST(PlacedIds, ALargeLaunchScoresAsWithResidentTables) {
   ASSERT_TRUE(want.ok()) << want.status().ToString();
   for (const Room& room : kRooms) {
     const Placing placing(0, room.bytes);
-    const cuda::PlacedIdsTotals before = cuda::PlacedTotals();
+    const cuda::PlacedCounts before = cuda::PlacedTotals();
     auto cached = LoadCached(dir, **resident, 0.1, options);
     ASSERT_TRUE(cached.ok()) << cached.status().ToString();
     for (int round = 0; round < 3; ++round) {

@@ -26,9 +26,7 @@ StatusOr<std::unique_ptr<CudaRowCache>> CudaRowCache::Create(int device, const v
   c->device_ = device;
   c->table_ = table;
   c->host_table_ = static_cast<const uint8_t*>(host_table);
-  const auto words = static_cast<size_t>((rows + 63) / 64);
-  c->cached_rows_ = std::make_unique<std::atomic<uint64_t>[]>(words);
-  for (size_t w = 0; w < words; ++w) c->cached_rows_[w].store(0, std::memory_order_relaxed);
+  c->cached_rows_ = std::make_unique<RowBits>(rows);
   c->rows_ = rows;
   c->row_bytes_ = row_bytes;
   c->capacity_ = capacity;
@@ -48,15 +46,6 @@ CudaRowCache::~CudaRowCache() {
   if (!stream_) return;
   cudaStreamSynchronize(stream_);
   cudaStreamDestroy(stream_);
-}
-
-void CudaRowCache::SetCached(int64_t row, bool cached) {
-  std::atomic<uint64_t>& word = cached_rows_[static_cast<size_t>(row) / 64];
-  const uint64_t bit = uint64_t{1} << (row % 64);
-  if (cached)
-    word.fetch_or(bit, std::memory_order_relaxed);
-  else
-    word.fetch_and(~bit, std::memory_order_relaxed);
 }
 
 RowCacheView CudaRowCache::view() const {
@@ -100,7 +89,7 @@ Status CudaRowCache::ApplyDistinct(std::span<const Fill> fills) {
     if (old >= 0) rows[leaving++] = old;
   }
   if (leaving > 0) {
-    for (int64_t i = 0; i < leaving; ++i) SetCached(rows[i], false);
+    for (int64_t i = 0; i < leaving; ++i) cached_rows_->Set(rows[i], false);
     RANKD_RETURN_IF_ERROR(LaunchUnmapRows(stream_, index, device_rows, leaving));
     RANKD_CUDA_RETURN(cudaStreamSynchronize(stream_));
     if (readers_) readers_->WaitForEarlierReaders();
@@ -115,7 +104,7 @@ Status CudaRowCache::ApplyDistinct(std::span<const Fill> fills) {
   RANKD_CUDA_RETURN(cudaStreamSynchronize(stream_));  // the staged lists are free again
   for (const Fill& f : fills) {
     row_of_slot_[static_cast<size_t>(f.slot)] = f.row;
-    SetCached(f.row, true);
+    cached_rows_->Set(f.row, true);
   }
   return Status::Ok();
 }

@@ -32,6 +32,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/table_cache.h"
 #include "common/grace_period.h"
+#include "common/row_bits.h"
 
 namespace rankd::cuda {
 
@@ -55,11 +56,9 @@ class CudaRowCache final : public TableCache {
   Status Apply(std::span<const Fill> fills) override;
   std::span<const int64_t> rows_of_slots() const override { return row_of_slot_; }
 
-  // Whether `row` (of the table's) is cached, as the host last knew; the table as the host reads
-  // it, and its shape.
-  bool Cached(int64_t row) const {
-    return (cached_rows_[static_cast<size_t>(row) / 64].load(std::memory_order_relaxed) >> (row % 64)) & 1;
-  }
+  // Which rows are cached, as the host last knew (a bit each); the table as the host reads it, and
+  // its shape.
+  const RowBits& cached_rows() const { return *cached_rows_; }
   const uint8_t* host_table() const { return host_table_; }
   int64_t rows() const { return rows_; }
   int64_t row_bytes() const { return row_bytes_; }
@@ -77,14 +76,13 @@ class CudaRowCache final : public TableCache {
   // Applies fills whose slots are distinct and whose rows differ from their slots' (at most
   // kStagedFills of them).
   Status ApplyDistinct(std::span<const Fill> fills);
-  void SetCached(int64_t row, bool cached);
 
   static constexpr int64_t kStagedFills = 65536;
 
   int device_ = 0;
   const void* table_ = nullptr;
   const uint8_t* host_table_ = nullptr;
-  std::unique_ptr<std::atomic<uint64_t>[]> cached_rows_;                     // a bit per row (Cached)
+  std::unique_ptr<RowBits> cached_rows_;
   mutable std::atomic<uint64_t> gathered_staged_{0}, gathered_unstaged_{0};  // CountGathered
   int64_t rows_ = 0, row_bytes_ = 0, capacity_ = 0;
   GracePeriod* readers_ = nullptr;

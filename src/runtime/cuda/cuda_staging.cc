@@ -36,9 +36,11 @@ constexpr size_t kLateGatherRatio = 4;
 
 void Pack(const StagingPiece& piece, StagedRoom& room) {
   if (piece.placed) {
-    const size_t id_bytes = piece.wide_from ? 8 : 4;
-    PlaceIds(*piece.placed, piece.from, piece.wide_from, piece.to, piece.wide_from && piece.repack == Repack::kCopy,
-             piece.bytes / id_bytes, room);
+    const CudaRowCache& cache = *piece.placed;
+    const PlacedCounts done =
+        PlaceIds({&cache.cached_rows(), cache.host_table(), cache.row_bytes()}, piece.from, piece.wide_from, piece.to,
+                 piece.wide_from && piece.repack == Repack::kCopy, piece.bytes / (piece.wide_from ? 8 : 4), room);
+    cache.CountGathered(done.staged, done.unstaged);
     return;
   }
   switch (piece.repack) {

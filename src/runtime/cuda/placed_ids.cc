@@ -21,9 +21,9 @@ std::atomic<uint64_t> placed_ids{0}, staged_rows{0}, unstaged_rows{0};
 constexpr size_t kPrefetchAhead = 8;
 
 template <typename From, typename To>
-void Place(const CudaRowCache& cache, const From* from, To* to, size_t n, StagedRoom& room) {
-  const int64_t rows = cache.rows();
-  const auto row_bytes = static_cast<size_t>(cache.row_bytes());
+PlacedCounts Place(const PlacedTable& t, const From* from, To* to, size_t n, StagedRoom& room) {
+  const int64_t rows = t.cached->rows();
+  const auto row_bytes = static_cast<size_t>(t.row_bytes);
   const size_t row_units = row_bytes / kStagedUnitBytes;
   // First the ids as they are (-1 for any negative one, an empty slot of a bag; the table's end
   // for one past it, which the kernel reports), each miss marked -2 - id and counted.
@@ -34,7 +34,7 @@ void Place(const CudaRowCache& cache, const From* from, To* to, size_t n, Staged
       to[j] = To{-1};
     } else if (id >= rows) {
       to[j] = static_cast<To>(rows);
-    } else if (cache.Cached(id)) {
+    } else if (t.cached->Test(id)) {
       to[j] = static_cast<To>(id);
       ++placed;
     } else {
@@ -43,12 +43,12 @@ void Place(const CudaRowCache& cache, const From* from, To* to, size_t n, Staged
     }
   }
   placed_ids.fetch_add(placed, std::memory_order_relaxed);
-  if (misses == 0) return;
+  if (misses == 0) return {placed, 0, 0};
   // Then each miss's row into the room this piece takes, its id now -2 - the row's unit there, or
   // where the room has run out the id again.
   const size_t first = room.used.fetch_add(misses * row_units, std::memory_order_relaxed);
   const size_t end = first >= room.units ? first : std::min(room.units, first + misses * row_units);
-  const uint8_t* table = cache.host_table();
+  const uint8_t* table = t.rows;
   auto marked = [&](size_t j) { return static_cast<int64_t>(to[j]) < -1; };
   auto row_of = [&](size_t j) { return table + static_cast<size_t>(-2 - static_cast<int64_t>(to[j])) * row_bytes; };
   size_t unit = first, ahead = 0, prefetched = 0;  // rows prefetched kPrefetchAhead misses ahead
@@ -72,12 +72,12 @@ void Place(const CudaRowCache& cache, const From* from, To* to, size_t n, Staged
   const size_t staged = (unit - first) / std::max<size_t>(row_units, 1);
   staged_rows.fetch_add(staged, std::memory_order_relaxed);
   unstaged_rows.fetch_add(misses - staged, std::memory_order_relaxed);
-  cache.CountGathered(staged, misses - staged);
+  return {placed, staged, misses - staged};
 }
 
 }  // namespace
 
-PlacedIdsTotals PlacedTotals() {
+PlacedCounts PlacedTotals() {
   return {placed_ids.load(std::memory_order_relaxed), staged_rows.load(std::memory_order_relaxed),
           unstaged_rows.load(std::memory_order_relaxed)};
 }
@@ -87,15 +87,11 @@ int64_t PlacedIdsFrom() { return placed_ids_from.load(); }
 void SetStagedRowsBytes(size_t bytes) { staged_rows_bytes.store(bytes); }
 size_t StagedRowsBytes() { return staged_rows_bytes.load(); }
 
-void PlaceIds(const CudaRowCache& cache, const void* from, bool wide_from, void* to, bool wide_to, size_t n,
-              StagedRoom& room) {
-  if (wide_from && wide_to) {
-    Place(cache, static_cast<const int64_t*>(from), static_cast<int64_t*>(to), n, room);
-  } else if (wide_from) {
-    Place(cache, static_cast<const int64_t*>(from), static_cast<int32_t*>(to), n, room);
-  } else {
-    Place(cache, static_cast<const int32_t*>(from), static_cast<int32_t*>(to), n, room);
-  }
+PlacedCounts PlaceIds(const PlacedTable& table, const void* from, bool wide_from, void* to, bool wide_to, size_t n,
+                      StagedRoom& room) {
+  if (wide_from && wide_to) return Place(table, static_cast<const int64_t*>(from), static_cast<int64_t*>(to), n, room);
+  if (wide_from) return Place(table, static_cast<const int64_t*>(from), static_cast<int32_t*>(to), n, room);
+  return Place(table, static_cast<const int32_t*>(from), static_cast<int32_t*>(to), n, room);
 }
 
 std::vector<const CudaRowCache*> PlaceableInputs(const Plan& plan, const std::vector<Tensor>& views,

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backend/cuda/row_cache.h"
+#include "common/row_bits.h"
 #include "compile/plan.h"
 
 namespace rankd::cuda {
@@ -38,6 +39,18 @@ int64_t PlacedIdsFrom();
 void SetStagedRowsBytes(size_t bytes);
 size_t StagedRowsBytes();
 
+// A cached table as placing reads it: which rows its cache holds, and its rows in host memory.
+struct PlacedTable {
+  const RowBits* cached = nullptr;
+  const uint8_t* rows = nullptr;  // [cached->rows(), row_bytes]
+  int64_t row_bytes = 0;          // a multiple of kStagedUnitBytes
+};
+
+// What one PlaceIds did: ids placed (empty slots not counted), misses staged, misses left as ids.
+struct PlacedCounts {
+  uint64_t ids = 0, staged = 0, unstaged = 0;
+};
+
 // The room for one run's staged rows, handed out in kStagedUnitBytes units.
 struct StagedRoom {
   uint8_t* host = nullptr;  // pinned, mapped
@@ -45,18 +58,14 @@ struct StagedRoom {
   std::atomic<size_t> used{0};
 };
 
-// What placing has done in this process, for tests and metrics: ids placed (empty slots not
-// counted), rows staged, and rows the staged rows had no room for (read in place by the kernel).
-struct PlacedIdsTotals {
-  uint64_t ids = 0, staged = 0, unstaged = 0;
-};
-PlacedIdsTotals PlacedTotals();
+// What placing has done in this process (every PlaceIds' counts added up), for tests.
+PlacedCounts PlacedTotals();
 
 // Writes `n` ids (INT64 at `from` when wide_from, else INT32) into `to` (INT64 when wide_to, else
-// INT32) as a bag of `cache`'s table reads them, the misses' rows staged in `room` while it has
-// any. Thread-safe for disjoint `to`.
-void PlaceIds(const CudaRowCache& cache, const void* from, bool wide_from, void* to, bool wide_to, size_t n,
-              StagedRoom& room);
+// INT32) as a bag of `table` reads them, the misses' rows staged in `room` while it has any.
+// Thread-safe for disjoint `to`.
+PlacedCounts PlaceIds(const PlacedTable& table, const void* from, bool wide_from, void* to, bool wide_to, size_t n,
+                      StagedRoom& room);
 
 // Per graph input of `plan`: the cache whose bags alone read its ids, where the input is placeable
 // (null otherwise). `cache_of(table)`: the cache of the table a step reads at that device
