@@ -243,8 +243,9 @@ TEST(CacheKeeper, TracesIdsTheGraphComputesFromAnInput) {
   EXPECT_EQ(without.stats()[0].cached, 0);
 }
 
-// Computed ids are traced only when one input and constants make them, through no lookup.
-TEST(LookupTrace, FindsIdsComputedFromOneInputOnly) {
+// Computed ids are traced when graph inputs and constants make them (four inputs at most), through
+// no lookup.
+TEST(LookupTrace, FindsIdsComputedFromInputsNotThroughALookup) {
   GraphBuilder g;
   std::mt19937_64 rng(5);
   const int table = g.Const("table", testing::RandomTable(DType::kF32, 100, 4, rng));
@@ -252,20 +253,59 @@ TEST(LookupTrace, FindsIdsComputedFromOneInputOnly) {
   const int a = g.Input("a", DType::kI64, {-1, 2});
   const int b = g.Input("b", DType::kI64, {-1, 2});
   const int ten = g.Const("ten", Tensor::FromVector(DType::kI64, {}, std::vector<int64_t>{10}));
-  const int from_a = g.Op("Clip", {g.Op("Add", {a, ten}), ten});  // a alone: traced
-  const int from_both = g.Op("Add", {a, b});                      // two inputs: not
+  const int from_a = g.Op("Clip", {g.Op("Add", {a, ten}), ten});  // a alone
+  const int from_both = g.Op("Add", {a, b});                      // a cross of two inputs
   const int from_lookup = g.Op("Cast", {g.Op("Gather", {small, b})}, {{"to", AttributeValue(int64_t{7})}});  // not
   g.Output(g.Op("Add", {g.Op("Add", {g.Op("EmbeddingBag", {table, from_a}), g.Op("EmbeddingBag", {table, from_both})}),
                         g.Op("EmbeddingBag", {table, from_lookup})}));
   const Graph graph = g.graph();
   const std::vector<ComputedIds> found = FindComputedIds(graph, {table});
-  ASSERT_EQ(found.size(), 1u);
+  ASSERT_EQ(found.size(), 2u);
   EXPECT_EQ(found[0].value, from_a);
-  EXPECT_EQ(found[0].input, 0u);
+  EXPECT_EQ(found[0].inputs, std::vector<size_t>{0});
   ASSERT_EQ(found[0].nodes.size(), 2u);
   EXPECT_EQ(graph.nodes[found[0].nodes[0]].op, "Add");
   EXPECT_EQ(graph.nodes[found[0].nodes[1]].op, "Clip");
-  EXPECT_TRUE(FindComputedIds(graph, {table}, 1).empty()) << "two nodes are more than one";
+  EXPECT_EQ(found[1].value, from_both);
+  EXPECT_EQ(found[1].inputs, (std::vector<size_t>{0, 1}));
+  const std::vector<ComputedIds> short_chains = FindComputedIds(graph, {table}, 1);
+  ASSERT_EQ(short_chains.size(), 1u) << "the two nodes of a's chain are more than one";
+  EXPECT_EQ(short_chains[0].value, from_both);
+}
+
+// A cross of two features (a * 100 + b) read by a cached table: the keeper samples both inputs at
+// the same rows, computes each row's id as the graph does and caches the hot crossed rows.
+TEST(CacheKeeper, TracesIdsCrossedFromTwoInputsAtTheSameRows) {
+  GraphBuilder g;
+  std::mt19937_64 rng(7);
+  const int table = g.Const("crossed", testing::RandomTable(DType::kF32, 10000, 4, rng));
+  const int a = g.Input("a", DType::kI64, {-1, 1});
+  const int b = g.Input("b", DType::kI64, {-1, 3});  // wider: sampled at a's stride all the same
+  const int hundred = g.Const("hundred", Tensor::FromVector(DType::kI64, {}, std::vector<int64_t>{100}));
+  g.Output(g.Op("EmbeddingBag", {table, g.Op("Add", {g.Op("Mul", {a, hundred}), b})}));
+  const Graph graph = g.graph();
+  RecordingCache cache(3, 10000);
+  CacheKeeperOptions options;
+  options.evaluate_node = [](const Node& n, const std::vector<const Tensor*>& in) { return EvaluateNode(n, in); };
+  options.sample_ids = 64;  // a sample of every few rows of each offer
+  CacheKeeper keeper(graph, {{table, &cache}}, options);
+  constexpr int64_t kRows = 400;
+  for (int round = 0; round < 60; ++round) {
+    std::vector<int64_t> av, bv;
+    for (int64_t r = 0; r < kRows; ++r) {
+      // Rows of a = 12 read b = 34 (row 1234); the others, cold rows of other crosses.
+      const bool hot = r % 2 == 0;
+      av.push_back(hot ? 12 : 50 + static_cast<int64_t>(rng() % 40));
+      for (int k = 0; k < 3; ++k) bv.push_back(hot ? 34 : static_cast<int64_t>(rng() % 100));
+    }
+    keeper.Offer(std::vector<Tensor>{Tensor::FromVector(DType::kI64, {kRows, 1}, av),
+                                     Tensor::FromVector(DType::kI64, {kRows, 3}, bv)});
+    ASSERT_TRUE(keeper.Flush().ok());
+  }
+  const std::set<int64_t> held(cache.rows_of_slots().begin(), cache.rows_of_slots().end());
+  EXPECT_TRUE(held.count(1234)) << "the hot cross";
+  EXPECT_GT(keeper.stats()[0].lookups, 0u);
+  EXPECT_GT(keeper.stats()[0].hits, keeper.stats()[0].lookups / 3) << "half the sampled rows read the hot cross";
 }
 
 // Every zoo model, its lookup tables cached with caches of one row, 1% and 50% of their rows,

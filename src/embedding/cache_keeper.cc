@@ -18,15 +18,22 @@ namespace {
 
 constexpr uint64_t kRowMask = (uint64_t{1} << 48) - 1;
 
-// Every stride-th row of `t` (its first dimension) from row `start` % stride, so that at most
-// `limit` ids are kept (at least one row), copied: a sample spread over the whole batch, whose rows
-// may come from different requests; successive offers start at different rows, so that a batch
-// seen again is not sampled at the same places.
-Tensor Sample(const Tensor& t, int64_t limit, uint64_t start) {
-  if (t.size() <= limit || t.rank() == 0 || t.dim(0) <= 1) return t.Clone();
+// The stride at which rows of `t` (its first dimension) are sampled so that at most `limit` ids are
+// kept (at least one row); 1: every row.
+int64_t StrideFor(const Tensor& t, int64_t limit) {
+  if (t.size() <= limit || t.rank() == 0 || t.dim(0) <= 1) return 1;
   const int64_t rows = t.dim(0), per_row = t.size() / rows;
   const int64_t kept = std::max<int64_t>(1, limit / std::max<int64_t>(per_row, 1));
-  const int64_t stride = (rows + kept - 1) / kept;
+  return (rows + kept - 1) / kept;
+}
+
+// Every stride-th row of `t` from row `start` % stride, copied: a sample spread over the whole
+// batch, whose rows may come from different requests; successive offers start at different rows,
+// so that a batch seen again is not sampled at the same places. Inputs of as many rows sampled at
+// one stride and start keep the same rows.
+Tensor Sample(const Tensor& t, int64_t stride, uint64_t start) {
+  if (stride <= 1 || t.rank() == 0 || t.dim(0) <= 1) return t.Clone();
+  const int64_t rows = t.dim(0), per_row = t.size() / rows;
   const auto first = static_cast<int64_t>(start % static_cast<uint64_t>(stride));
   Shape shape = t.shape();
   shape[0] = (rows - first + stride - 1) / stride;
@@ -65,7 +72,12 @@ CacheKeeper::CacheKeeper(const Graph& graph, const std::map<int, TableCache*>& c
   std::set<size_t> inputs(read.begin(), read.end());
   if (options_.evaluate_node) {
     computed_ = FindComputedIds(graph, cached);
-    for (const ComputedIds& c : computed_) inputs.insert(c.input);
+    std::set<size_t> aligned;
+    for (const ComputedIds& c : computed_) {
+      inputs.insert(c.inputs.begin(), c.inputs.end());
+      if (c.inputs.size() > 1) aligned.insert(c.inputs.begin(), c.inputs.end());
+    }
+    aligned_inputs_.assign(aligned.begin(), aligned.end());
   }
   sampled_inputs_.assign(inputs.begin(), inputs.end());
   kept_by_index_.assign(tables_.size(), nullptr);
@@ -137,8 +149,16 @@ void CacheKeeper::Offer(std::span<const Tensor> graph_inputs) {
   std::vector<Tensor> kept(graph_.inputs.size());
   const uint64_t start = offers_.fetch_add(1, std::memory_order_relaxed);
   const int64_t per_input = std::max<int64_t>(1, options_.sample_ids / static_cast<int64_t>(sampled_inputs_.size()));
+  auto given = [&](size_t i) { return i < graph_inputs.size() && graph_inputs[i].defined(); };
+  // The inputs ids are computed from together share the largest of their strides: the same rows.
+  int64_t together = 1;
+  for (size_t i : aligned_inputs_) {
+    if (given(i)) together = std::max(together, StrideFor(graph_inputs[i], per_input));
+  }
   for (size_t i : sampled_inputs_) {
-    if (i < graph_inputs.size() && graph_inputs[i].defined()) kept[i] = Sample(graph_inputs[i], per_input, start);
+    if (!given(i)) continue;
+    const bool aligned = std::binary_search(aligned_inputs_.begin(), aligned_inputs_.end(), i);
+    kept[i] = Sample(graph_inputs[i], aligned ? together : StrideFor(graph_inputs[i], per_input), start);
   }
   {
     MutexLock lock(mu_);

@@ -49,9 +49,9 @@ struct CacheKeeperOptions {
   // Once the caches are filled at start, the keeper's thread runs at idle priority, only on cores
   // no request wants (common/idle_priority.h); false keeps it at normal priority.
   bool idle_priority = true;
-  // Runs one node on the CPU (compile/evaluate.h's EvaluateNode): with it, ids the graph computes from one input (Mod,
-  // Cast, Clip, ...) are computed from the sampled input and traced (lookup_trace.h's FindComputedIds); without it,
-  // such lookups are not.
+  // Runs one node on the CPU (compile/evaluate.h's EvaluateNode): with it, ids the graph computes from inputs and
+  // constants (Mod, Cast, Clip, a cross of features, ...) are computed from the sampled inputs and traced
+  // (lookup_trace.h's FindComputedIds); without it, such lookups are not.
   NodeEvaluator evaluate_node;
 };
 
@@ -109,7 +109,8 @@ class CacheKeeper {
   std::map<int, Table> kept_;           // by index in tables_
   std::vector<Table*> kept_by_index_;   // kept_'s tables by index in tables_ (null: not kept)
   std::vector<size_t> sampled_inputs_;  // graph input positions feeding cached tables
-  std::vector<ComputedIds> computed_;   // ids computed from a sampled input (with evaluate_node)
+  std::vector<ComputedIds> computed_;   // ids computed from sampled inputs (with evaluate_node)
+  std::vector<size_t> aligned_inputs_;  // inputs ids are computed from with others: sampled at one stride, sorted
   bool computed_failed_ = false;        // the keeper thread's: an evaluation failed (logged once)
   std::vector<uint64_t> trace_;         // the keeper thread's
   std::atomic<uint64_t> offers_{0};     // sampled so far (where the next sample starts)

@@ -61,13 +61,14 @@ LookupIds IdsOf(const Graph& graph, const std::vector<int>& producer, const Node
   return ids;
 }
 
-// The nodes that compute `value` from exactly one graph input and constants, in graph order, or
-// nothing (more than `max_nodes`, a second input, a lookup on the way).
+// The nodes that compute `value` from graph inputs and constants, in graph order, or nothing (more
+// than `max_nodes` or kMaxComputedIdInputs inputs, a lookup on the way).
 std::optional<ComputedIds> Compute(const Graph& graph, const std::vector<int>& producer, int value, size_t max_nodes) {
   ComputedIds c;
   c.value = value;
   std::set<size_t> nodes;
-  std::set<int> inputs, seen;
+  std::set<size_t> inputs;
+  std::set<int> seen;
   std::vector<int> todo = {value};
   while (!todo.empty()) {
     const int v = todo.back();
@@ -75,8 +76,7 @@ std::optional<ComputedIds> Compute(const Graph& graph, const std::vector<int>& p
     if (!seen.insert(v).second || graph.FindConstant(v)) continue;
     const auto input = std::find(graph.inputs.begin(), graph.inputs.end(), v);
     if (input != graph.inputs.end()) {
-      inputs.insert(v);
-      c.input = static_cast<size_t>(input - graph.inputs.begin());
+      inputs.insert(static_cast<size_t>(input - graph.inputs.begin()));
       continue;
     }
     const int p = v >= 0 && static_cast<size_t>(v) < producer.size() ? producer[static_cast<size_t>(v)] : -1;
@@ -88,7 +88,8 @@ std::optional<ComputedIds> Compute(const Graph& graph, const std::vector<int>& p
       if (in >= 0) todo.push_back(in);
     }
   }
-  if (inputs.size() != 1 || nodes.empty()) return std::nullopt;
+  if (inputs.empty() || inputs.size() > kMaxComputedIdInputs || nodes.empty()) return std::nullopt;
+  c.inputs.assign(inputs.begin(), inputs.end());
   c.nodes.assign(nodes.begin(), nodes.end());  // node indices ascend in graph order
   return c;
 }
@@ -134,8 +135,11 @@ std::unordered_map<int, Tensor> ComputeIdValues(const Graph& graph, std::span<co
                                                 Status* error) {
   std::unordered_map<int, Tensor> out;
   for (const ComputedIds& c : computed) {
-    if (c.input >= graph_inputs.size() || !graph_inputs[c.input].defined()) continue;
-    std::unordered_map<int, Tensor> values = {{graph.inputs[c.input], graph_inputs[c.input]}};
+    std::unordered_map<int, Tensor> values;
+    for (size_t i : c.inputs) {
+      if (i < graph_inputs.size() && graph_inputs[i].defined()) values[graph.inputs[i]] = graph_inputs[i];
+    }
+    if (values.size() != c.inputs.size()) continue;  // an input not sampled
     Status status;
     for (size_t index : c.nodes) {
       const Node& n = graph.nodes[index];

@@ -176,7 +176,7 @@ int PrintCacheSizing(const Model& model, const std::string& path, std::vector<do
     return 2;
   }
   const std::vector<TableInfo>& tables = model.tables();
-  // Ids the graph computes from one input are computed on the CPU and traced, as the server's
+  // Ids the graph computes from inputs are computed on the CPU and traced, as the server's
   // cache keeper traces them (embedding/cache_keeper.h).
   std::vector<int> table_values;
   for (const TableInfo& t : tables) table_values.push_back(t.value);
