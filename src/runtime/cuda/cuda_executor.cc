@@ -296,13 +296,7 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
       ctx.staged_rows = nullptr;
     }
   } restore{ctx_, main};
-  // Where the placed inputs lie on the device: the lookups reading them read staged rows too.
-  placed_ids_.clear();
-  for (size_t i = 0; i < b.placed.size(); ++i) {
-    if (b.placed[i]) placed_ids_.push_back(b.views[static_cast<size_t>(plan.graph().inputs[i])].raw());
-  }
-  std::sort(placed_ids_.begin(), placed_ids_.end());
-  ctx_.placed_ids = placed_ids_.empty() ? nullptr : &placed_ids_;
+  ctx_.placed_ids = b.placed_ids.empty() ? nullptr : &b.placed_ids;
   ctx_.staged_rows = staged_rows_.device();
   if (!lanes || lanes->lanes <= 1) {
     for (size_t s = 0; s < steps; ++s) RANKD_RETURN_IF_ERROR(LaunchStep(plan, b, s));
@@ -424,6 +418,7 @@ void CudaExecutor::PlaceInputs(const Plan& plan, Binding& b) {
   size_t units = 0;
   for (size_t i = 0; i < b.placed.size(); ++i) {
     if (!b.placed[i]) continue;
+    b.placed_inputs.push_back(i);
     const Tensor& ids = b.views[static_cast<size_t>(plan.graph().inputs[i])];
     units += static_cast<size_t>(ids.size()) * static_cast<size_t>(b.placed[i]->row_bytes()) / kStagedUnitBytes;
   }
@@ -449,8 +444,7 @@ Status CudaExecutor::Stage(Binding& b) {
   RANKD_RETURN_IF_ERROR(staged_outputs_.Reserve(b.out_total, &grew_out));
   bool grew_rows = false;
   // At least a unit where any input is placed: the lookups know placed ids by the rows' address.
-  const bool placing = std::any_of(b.placed.begin(), b.placed.end(), [](const CudaRowCache* c) { return c; });
-  if (placing)
+  if (!b.placed_inputs.empty())
     RANKD_RETURN_IF_ERROR(staged_rows_.Reserve(std::max<size_t>(b.staged_units, 1) * kStagedUnitBytes, &grew_rows));
   if (grew_io || grew_staged || grew_out || grew_rows) DropCaptures();
   if (grew_staged) tails_owner_ = nullptr;  // a new staging buffer holds no tails
@@ -458,6 +452,10 @@ Status CudaExecutor::Stage(Binding& b) {
   for (const auto& [id, index] : b.input_rooted) {
     b.views[static_cast<size_t>(id)].set_data(io + b.in_offsets[static_cast<size_t>(index)]);
   }
+  // Where the placed inputs lie on the device: the lookups reading them read staged rows too.
+  b.placed_ids.clear();
+  for (size_t i : b.placed_inputs) b.placed_ids.push_back(io + b.in_offsets[i]);
+  std::sort(b.placed_ids.begin(), b.placed_ids.end());
   // The error word and the outputs: in io_ after the inputs, or in the pinned output buffer itself.
   auto* out = b.outputs_pinned ? static_cast<uint8_t*>(staged_outputs_.device()) : io + b.in_total;
   for (const auto& [id, offset] : b.output_rooted) b.views[static_cast<size_t>(id)].set_data(out + offset);

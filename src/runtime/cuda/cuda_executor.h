@@ -108,9 +108,12 @@ class CudaExecutor final : public Executor {
     std::vector<std::pair<int, size_t>> output_rooted;
     std::vector<bool> narrowed;       // per graph input: INT64 ids sent as INT32 (compile/narrowable_ids.h)
     std::vector<bool> ragged_values;  // per graph input: a ragged pair's values (NAME.values, compile/passes.h)
-    // Per graph input: the table cache its ids are placed for (placed_ids.h), or null; and the
-    // staged rows' room in units its runs may use.
+    // Per graph input: the table cache its ids are placed for (placed_ids.h), or null; those
+    // inputs, where they lie in io_ (sorted: DeviceContext::placed_ids), and the staged rows' room
+    // in units their runs may use.
     std::vector<const CudaRowCache*> placed;
+    std::vector<size_t> placed_inputs;
+    std::vector<const void*> placed_ids;
     size_t staged_units = 0;
     std::unique_ptr<DeviceBuffer> folded;  // device copies of plan-folded values
     NapEstimate nap;                       // how long its runs keep the host waiting after their launch (WaitForDevice)
@@ -220,9 +223,8 @@ class CudaExecutor final : public Executor {
   DeviceBuffer bf16_operands_;  // bf16 product operands (precision bf16), as large as a bound plan needs
   DeviceBuffer bf16_copies_;    // bf16 copies producers write for products (bf16_copies.h)
   PinnedBuffer staged_inputs_, staged_outputs_;
-  PinnedBuffer staged_rows_;             // the rows a run's placed ids stage (placed_ids.h)
-  StagedRoom staged_room_;               // staged_rows_ as the run's placing hands it out
-  std::vector<const void*> placed_ids_;  // the launching binding's placed inputs on the device, sorted
+  PinnedBuffer staged_rows_;  // the rows a run's placed ids stage (placed_ids.h)
+  StagedRoom staged_room_;    // staged_rows_ as the run's placing hands it out
   std::unordered_map<uint64_t, Binding> bindings_;
   const Binding* tails_owner_ = nullptr;  // the binding whose tail_from the staging buffer holds
   DeviceSpan span_;                       // a run's device time, when a profile mode is set
