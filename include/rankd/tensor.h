@@ -103,6 +103,9 @@ class Tensor {
   // Whether the tensor owns (a share of) its storage or keeps alive what it views, rather than
   // viewing memory whose lifetime is the caller's to ensure.
   bool owns() const { return owner_ != nullptr; }
+  // What keeps the storage alive (null for a view whose lifetime is the caller's): a view made
+  // with it as `keep` shares the storage as a copy of this tensor would.
+  std::shared_ptr<const void> keeper() const { return owner_; }
   // Element i converted to double / int64 (for small shape tensors and tests).
   double ScalarAsDouble(int64_t i) const;
   int64_t ScalarAsInt(int64_t i) const;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "compile/passes.h"
+#include "compile/shared_constants.h"
 
 namespace rankd {
 
@@ -68,6 +69,11 @@ Status CompiledModel::RunPasses() {
   RANKD_RETURN_IF_ERROR(FuseAfterHoisting());
   RANKD_RETURN_IF_ERROR(options_.backend->CheckGraph(graph_));
   for (int id : graph_.outputs) output_names_.push_back(graph_.values[static_cast<size_t>(id)].name);
+  // Last, once no pass will rewrite a constant: tables equal to those of a model already loaded
+  // (the version this one replaces) are held once. The graph as written shares its merged tables
+  // with the hoisted one's.
+  report_.shared_constant_bytes = ShareEqualConstants(graph_);
+  if (unhoisted_) ShareEqualConstants(*unhoisted_);
   return Status::Ok();
 }
 

@@ -71,6 +71,7 @@ struct CompileReport {
   std::string hoisting = "off";                      // user-side hoisting: what runs once per user, or why nothing does
   std::vector<std::string> hoisting_gathers;         // the per-user values gathered to the candidates
   int hoisted_nodes = 0, hoisted_compute_nodes = 0;  // nodes run once per user, and those computing
+  size_t shared_constant_bytes = 0;                  // ShareEqualConstants: held once with a model loaded before
 };
 
 // How one graph input is fed: from config input `config_index` (none for a hoisted graph's

@@ -154,6 +154,10 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
   RANKD_ASSIGN_OR_RETURN(compiled_, CompiledModel::Compile(std::move(graph), std::move(config), options_));
   const CompiledModel& c = *compiled_;
   config_ = c.config();
+  if (const size_t shared = c.report().shared_constant_bytes; shared > 0) {
+    LogInfo("model '" + config_.name + "': " + std::to_string(shared >> 20) + " MiB of tables and weights " +
+            "held once with a model already loaded (byte for byte the same)");
+  }
   if (options_.batching >= 0) config_.batching.enabled = options_.batching == 1;
   if (!config_.gpus.empty() && options_.backend->device_kind() != DeviceKind::kCuda && options_.replicas.empty()) {
     LogWarning("model '" + config_.name + "': gpus: " + GpuSetText(config_.gpus) + " is not used: it runs on the " +
