@@ -18,8 +18,9 @@
 # anew (`bench engine --fresh-ids`), and warms the caches on a new variant every run, instead of
 # replaying the file's few requests, whose rows a cache soon holds. ENGINE_ARGS: more flags for
 # every `bench engine` of `tiers` (e.g. "--cuda placed_ids_from=-1"), SIZES the pairs a request
-# (default "512 32768"), IN_FLIGHT the 32,768-pair runs in flight (default 4); a model already in
-# REPO is used as it is.
+# (default "512 32768"), IN_FLIGHT the 32,768-pair runs in flight (default 4), RANKD_BINARY the
+# program `tiers` runs (default rankd; rankd_base for scripts/gpu_bundle.sh's BASE_RANKD); a model
+# already in REPO is used as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 question=${1:?tiers}
@@ -54,8 +55,8 @@ case $question in
         flags=(--buckets on --iters "${ITERS_512:-300}" --warmup 20)
         ((n == 512)) || flags=(--buckets off --iters "${ITERS_32768:-40}" --warmup 8 --in-flight "${IN_FLIGHT:-4}")
         log "tables $tier${budget:+ (${budget[1]} MiB)}, $n pairs"
-        timeout "${RUN_S:-150}" .bundle/run rankd bench engine --backend cuda --precision bf16 --model-repo "$repo" \
-          --model $name --requests "bench/out/${name}_n${n}_l0.jsonl" "${budget[@]}" "${warm[@]}" "${flags[@]}" \
+        timeout "${RUN_S:-150}" .bundle/run "${RANKD_BINARY:-rankd}" bench engine --backend cuda --precision bf16 \
+          --model-repo "$repo" --model $name --requests "bench/out/${name}_n${n}_l0.jsonl" "${budget[@]}" "${warm[@]}" "${flags[@]}" \
           ${ENGINE_ARGS:-} --label "$tier $n" --json "$out/raw/${tier}_$n.json" >/dev/null 2>>"$out/raw/engine.log" \
           || log "failed: $(tail -2 "$out/raw/engine.log")"
         [[ -f $out/raw/${tier}_$n.json ]] && python3 - "$out/raw/${tier}_$n.json" <<'EOF' | tee -a "$out/summary.txt"
