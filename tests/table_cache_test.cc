@@ -256,11 +256,17 @@ TEST(LookupTrace, FindsIdsComputedFromInputsNotThroughALookup) {
   const int from_a = g.Op("Clip", {g.Op("Add", {a, ten}), ten});  // a alone
   const int from_both = g.Op("Add", {a, b});                      // a cross of two inputs
   const int from_lookup = g.Op("Cast", {g.Op("Gather", {small, b})}, {{"to", AttributeValue(int64_t{7})}});  // not
-  g.Output(g.Op("Add", {g.Op("Add", {g.Op("EmbeddingBag", {table, from_a}), g.Op("EmbeddingBag", {table, from_both})}),
-                        g.Op("EmbeddingBag", {table, from_lookup})}));
+  // Through a vocabulary's map (a constant table of ids): computed as any other node.
+  std::vector<int64_t> map_rows(10);
+  for (size_t i = 0; i < map_rows.size(); ++i) map_rows[i] = static_cast<int64_t>(90 - 7 * i);
+  const int map = g.Const("vocabulary", Tensor::FromVector(DType::kI64, {10}, map_rows));
+  const int from_map = g.Op("Gather", {map, b});
+  g.Output(g.Op("Add",
+                {g.Op("Add", {g.Op("EmbeddingBag", {table, from_a}), g.Op("EmbeddingBag", {table, from_both})}),
+                 g.Op("Add", {g.Op("EmbeddingBag", {table, from_lookup}), g.Op("EmbeddingBag", {table, from_map})})}));
   const Graph graph = g.graph();
   const std::vector<ComputedIds> found = FindComputedIds(graph, {table});
-  ASSERT_EQ(found.size(), 2u);
+  ASSERT_EQ(found.size(), 3u);
   EXPECT_EQ(found[0].value, from_a);
   EXPECT_EQ(found[0].inputs, std::vector<size_t>{0});
   ASSERT_EQ(found[0].nodes.size(), 2u);
@@ -268,9 +274,36 @@ TEST(LookupTrace, FindsIdsComputedFromInputsNotThroughALookup) {
   EXPECT_EQ(graph.nodes[found[0].nodes[1]].op, "Clip");
   EXPECT_EQ(found[1].value, from_both);
   EXPECT_EQ(found[1].inputs, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(found[2].value, from_map);
+  EXPECT_EQ(found[2].inputs, std::vector<size_t>{1});
+  ASSERT_EQ(found[2].nodes.size(), 1u);
+  EXPECT_EQ(graph.nodes[found[2].nodes[0]].op, "Gather");
   const std::vector<ComputedIds> short_chains = FindComputedIds(graph, {table}, 1);
-  ASSERT_EQ(short_chains.size(), 1u) << "the two nodes of a's chain are more than one";
+  ASSERT_EQ(short_chains.size(), 2u) << "the two nodes of a's chain are more than one";
   EXPECT_EQ(short_chains[0].value, from_both);
+  EXPECT_EQ(short_chains[1].value, from_map);
+
+  // The map's rows are what the keeper traces: b's ids mapped, each row of the table they name.
+  const std::vector<Tensor> inputs = {Tensor::FromVector(DType::kI64, {2, 2}, std::vector<int64_t>{1, 2, 3, 4}),
+                                      Tensor::FromVector(DType::kI64, {2, 2}, std::vector<int64_t>{0, 9, 5, 1})};
+  Status error;
+  const std::unordered_map<int, Tensor> values = ComputeIdValues(
+      graph, std::span<const ComputedIds>(found).subspan(2), inputs,
+      [](const Node& n, const std::vector<const Tensor*>& in) { return EvaluateNode(n, in); }, &error);
+  ASSERT_TRUE(error.ok()) << error.ToString();
+  ASSERT_TRUE(values.count(from_map));
+  const Tensor& mapped = values.at(from_map);
+  ASSERT_EQ(mapped.size(), 4);
+  EXPECT_EQ((std::vector<int64_t>(mapped.data<int64_t>(), mapped.data<int64_t>() + 4)),
+            (std::vector<int64_t>{90, 27, 55, 83}));
+  std::vector<TableInfo> tables = {TableInfo{}};
+  tables[0].value = table;
+  tables[0].shape = {100, 4};
+  std::vector<uint64_t> trace;
+  AppendLookups(graph, tables, inputs, trace, &values);
+  for (int64_t row : {90, 27, 55, 83}) {
+    EXPECT_EQ(std::count(trace.begin(), trace.end(), RowKey(0, row)), 1) << row;
+  }
 }
 
 // A cross of two features (a * 100 + b) read by a cached table: the keeper samples both inputs at

@@ -61,8 +61,20 @@ LookupIds IdsOf(const Graph& graph, const std::vector<int>& producer, const Node
   return ids;
 }
 
+// Whether the keeper may compute node `n` on the host on the way to a lookup's ids: anything but a
+// lookup, save a row Gather of a constant table of integers (a vocabulary's map from one id space
+// to another), which reads no cached rows.
+bool ComputableOnTheWay(const Graph& graph, const Node& n) {
+  if (n.op == "KeyedRows") return false;
+  for (const Lookup& l : NodeLookups(n)) {
+    const Tensor* map = l.table_input < n.inputs.size() ? graph.FindConstant(n.inputs[l.table_input]) : nullptr;
+    if (n.op != "Gather" || !map || (map->dtype() != DType::kI64 && map->dtype() != DType::kI32)) return false;
+  }
+  return true;
+}
+
 // The nodes that compute `value` from graph inputs and constants, in graph order, or nothing (more
-// than `max_nodes` or kMaxComputedIdInputs inputs, a lookup on the way).
+// than `max_nodes` or kMaxComputedIdInputs inputs, a lookup of rows on the way).
 std::optional<ComputedIds> Compute(const Graph& graph, const std::vector<int>& producer, int value, size_t max_nodes) {
   ComputedIds c;
   c.value = value;
@@ -82,7 +94,7 @@ std::optional<ComputedIds> Compute(const Graph& graph, const std::vector<int>& p
     const int p = v >= 0 && static_cast<size_t>(v) < producer.size() ? producer[static_cast<size_t>(v)] : -1;
     if (p < 0) return std::nullopt;  // neither an input, a constant nor computed
     const Node& n = graph.nodes[static_cast<size_t>(p)];
-    if (!NodeLookups(n).empty() || n.op == "KeyedRows") return std::nullopt;
+    if (!ComputableOnTheWay(graph, n)) return std::nullopt;
     if (nodes.insert(static_cast<size_t>(p)).second && nodes.size() > max_nodes) return std::nullopt;
     for (int in : n.inputs) {
       if (in >= 0) todo.push_back(in);

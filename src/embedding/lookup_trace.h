@@ -15,8 +15,9 @@
 
 namespace rankd {
 
-// Ids a lookup of a table reads that the graph computes (e.g. Mod(ids, rows), Cast, Clip, or a
-// cross of two features, Mod(Add(Mul(a, k), b), rows)) from graph inputs and constants: `nodes`, in
+// Ids a lookup of a table reads that the graph computes (e.g. Mod(ids, rows), Cast, Clip, a cross
+// of two features, Mod(Add(Mul(a, k), b), rows), or a row Gather of a constant table of integer
+// ids, a vocabulary's map) from graph inputs and constants: `nodes`, in
 // graph order, compute `value` from `inputs`. Sampled inputs keep the same rows of each input (a
 // user input's one row broadcasts), so the ids are computed row by row as the graph computes them.
 struct ComputedIds {
@@ -30,7 +31,7 @@ constexpr size_t kMaxComputedIdInputs = 4;
 
 // The computed ids of the lookups of `tables` (by value id) that AppendLookups can trace once they
 // are computed: each from at most kMaxComputedIdInputs graph inputs, in at most `max_nodes` nodes
-// that look nothing up.
+// that look up no rows (a Gather of a constant table of integers aside).
 std::vector<ComputedIds> FindComputedIds(const Graph& graph, const std::vector<int>& tables, size_t max_nodes = 16);
 
 // The graph inputs (by index in graph.inputs) whose ids the lookups of `tables` read as they are or

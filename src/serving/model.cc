@@ -155,8 +155,10 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
   const CompiledModel& c = *compiled_;
   config_ = c.config();
   if (const size_t shared = c.report().shared_constant_bytes; shared > 0) {
-    LogInfo("model '" + config_.name + "': " + std::to_string(shared >> 20) + " MiB of tables and weights " +
-            "held once with a model already loaded (byte for byte the same)");
+    char amount[32];
+    std::snprintf(amount, sizeof amount, "%.1f MiB", static_cast<double>(shared) / (1 << 20));
+    LogInfo("model '" + config_.name + "': " + amount +
+            " of tables and weights held once with a model already loaded (byte for byte the same)");
   }
   if (options_.batching >= 0) config_.batching.enabled = options_.batching == 1;
   if (!config_.gpus.empty() && options_.backend->device_kind() != DeviceKind::kCuda && options_.replicas.empty()) {
