@@ -105,6 +105,27 @@ TEST(Repository, PollPicksUpNewVersionsAndRemovedModels) {
   EXPECT_EQ((*repo)->Get("m").status().code(), StatusCode::kNotFound);
 }
 
+// A new version found by polling loads while the one it replaces serves, and holds the tables it
+// has byte for byte once (compile/shared_constants.h): DLRM-DCNv2's 26 tables of 31 KiB.
+TEST(Repository, ANewVersionHoldsTheTablesItSharesWithTheOneItReplacesOnce) {
+  const fs::path root = fs::temp_directory_path() / ("rankd_repo_shared_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const fs::path zoo = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  fs::create_directories(root / "dlrm_dcnv2" / "1");
+  fs::copy_file(zoo / "config.yaml", root / "dlrm_dcnv2" / "config.yaml");
+  fs::copy_file(zoo / "1" / "model.onnx", root / "dlrm_dcnv2" / "1" / "model.onnx");
+  auto repo = ModelRepository::Create({root.string(), ModelControlMode::kPoll, {}, {}, {}});
+  ASSERT_TRUE(repo.ok()) << repo.status().ToString();
+  fs::create_directories(root / "dlrm_dcnv2" / "2");
+  fs::copy_file(zoo / "1" / "model.onnx", root / "dlrm_dcnv2" / "2" / "model.onnx");
+  (*repo)->Poll();
+  std::shared_ptr<const Model> v2 = (*repo)->Get("dlrm_dcnv2").value();
+  EXPECT_EQ(v2->version(), 2);
+  EXPECT_GE(v2->load_report().shared_constant_bytes, size_t{26} * 1000 * 8 * 4);
+  testing::ExpectZooScores(*v2, "dlrm_dcnv2", 1e-5);  // version 1 unloaded by now
+  fs::remove_all(root);
+}
+
 TEST(Repository, LoadingANameNotInTheRepositoryChangesNothing) {
   std::string root = MakeRepo("absent", {1}, "");
   auto repo = ModelRepository::Create({root, ModelControlMode::kExplicit, {"m"}, {}, {}});
