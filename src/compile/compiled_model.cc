@@ -23,6 +23,8 @@ Status CompiledModel::RunPasses() {
   RANKD_RETURN_IF_ERROR(ResolveModelConfig(graph_, config_));
   RANKD_ASSIGN_OR_RETURN(precision_,
                          ParsePrecision(options_.precision.empty() ? config_.precision : options_.precision));
+  // First: TensorFlow's segment sums hold ops no backend runs (TopK, Unique, ScatterND, NonZero).
+  RANKD_ASSIGN_OR_RETURN(report_.fused_segment_bags, FuseSegmentBags(graph_));
   RANKD_ASSIGN_OR_RETURN(report_.lowered_splits, LowerSplits(graph_));  // not a fusion: there is no Split kernel
   RANKD_ASSIGN_OR_RETURN(report_.lowered_gelus, LowerGelus(graph_));    // nor a Gelu kernel
   RANKD_ASSIGN_OR_RETURN(report_.folded_nodes, FoldConstants(graph_));

@@ -52,7 +52,8 @@ struct CompileReport {
   int folded_nodes = 0;
   int removed_nodes = 0;
   int fused_embedding_bags = 0;
-  int fused_layer_norms = 0;  // FuseDecomposedLayerNorms
+  int fused_segment_bags = 0;  // FuseSegmentBags: TensorFlow's sparse segment sums (tf2onnx)
+  int fused_layer_norms = 0;   // FuseDecomposedLayerNorms
   int fused_epilogues = 0;
   int split_products = 0;           // SplitConcatProducts
   int unexpanded_broadcasts = 0;    // ReadBroadcastsUnexpanded

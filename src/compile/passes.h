@@ -41,6 +41,14 @@ int RemoveDeadNodes(Graph& graph);
 // whose empty bags give the fill.
 int FuseMaskedEmbeddingBags(Graph& graph);
 
+// TensorFlow's SparseSegmentSum, Mean and SqrtN as tf2onnx writes them (TopK, Unique, ScatterND and
+// a ReduceSum over a grid of the rows, the mean and sqrt-n divided by the counts), over a sparse
+// tensor made from a padded ids input (NonZero of ids != -1, GatherND) and rows gathered from a
+// constant table, become EmbeddingBag(table, ids) with the sum, mean or sqrtn combiner
+// (segment_bags.cc). Returns the number recognised; a segment sum of that form over anything else
+// is refused, naming its node.
+StatusOr<int> FuseSegmentBags(Graph& graph);
+
 // A layer norm written out op by op (PyTorch's export below opset 17: ReduceMean, Sub, Pow or Mul,
 // ReduceMean, Add eps, Sqrt, Div, Mul gamma, Add beta, over the last axis) becomes one
 // LayerNormalization node (layernorm_fusion.cc). Returns the number recognised.

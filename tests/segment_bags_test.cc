@@ -1,0 +1,248 @@
+// TensorFlow's sparse segment sums as tf2onnx writes them (compile/segment_bags.cc): graphs built
+// node for node as tf2onnx's SegmentSum handler and TensorFlow's to_sparse_input write them (no
+// TensorFlow here), in each spelling, recognised as one EmbeddingBag over the padded ids whose
+// scores match a direct computation of TensorFlow's combiners; forms over anything else refused
+// naming the node.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "compile/compiled_model.h"
+#include "compile/passes.h"
+#include "model/config.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+using testing::GraphBuilder;
+
+// A node with `outputs` outputs (GraphBuilder's Op has one).
+std::vector<int> MultiOp(GraphBuilder& b, const std::string& op, std::vector<int> inputs, size_t outputs,
+                         std::map<std::string, AttributeValue> attrs = {}) {
+  Graph& g = b.graph();
+  Node n;
+  n.op = op;
+  n.name = op + "_" + std::to_string(g.nodes.size());
+  n.inputs = std::move(inputs);
+  n.attrs = std::move(attrs);
+  for (size_t o = 0; o < outputs; ++o)
+    n.outputs.push_back(g.AddValue({n.name + "_" + std::to_string(o), DType::kInvalid, {}, false}));
+  g.nodes.push_back(n);
+  return n.outputs;
+}
+
+int I64(GraphBuilder& b, const std::string& name, std::vector<int64_t> v, Shape shape) {
+  return b.Const(name, testing::MakeI64(std::move(shape), std::move(v)));
+}
+
+struct Spelling {
+  std::string combiner = "sum";      // sum, mean, sqrtn
+  bool counted = true;               // num_segments given (the ids' rows), else the largest segment + 1
+  bool unique_rows = false;          // the rows gathered through Unique(values), as embedding_lookup_sparse does
+  std::string mask = "NotEqual";     // NotEqual (Not(Equal)), Greater, GreaterOrEqual
+  bool gather_column = false;        // the segment ids as Gather(where, 0, axis 1), else Slice + Squeeze
+  bool segments_from_input = false;  // refused: the segment ids a graph input
+  bool rows_from_input = false;      // refused: the rows a graph input
+};
+
+// ids [rows, slots] INT64 (-1: empty) -> [rows, width], in tf2onnx's form of `spelling`.
+Graph SegmentGraph(const Tensor& table, const Spelling& s) {
+  GraphBuilder b;
+  const int ids = b.Input("ids", DType::kI64, {-1, -1});
+  const int w = b.Const("table", table);
+  const int minus_one = I64(b, "minus_one", {-1}, {}), zero = I64(b, "zero", {0}, {}), one = I64(b, "one", {1}, {});
+  // TensorFlow's to_sparse_input: the (row, slot) of each id that is not -1, and its value.
+  int mask;
+  if (s.mask == "Greater") {
+    mask = b.Op("Greater", {ids, minus_one});
+  } else if (s.mask == "GreaterOrEqual") {
+    mask = b.Op("GreaterOrEqual", {ids, zero});
+  } else {
+    mask = b.Op("Not", {b.Op("Equal", {ids, minus_one})});
+  }
+  const int where = b.Op("Transpose", {b.Op("NonZero", {mask})}, {{"perm", std::vector<int64_t>{1, 0}}});
+  const int values = b.Op("GatherND", {ids, where});
+  int segment;
+  if (s.gather_column) {
+    segment = b.Op("Gather", {where, zero}, {{"axis", int64_t{1}}});
+  } else {
+    const int sliced = b.Op("Slice", {where, I64(b, "starts", {0, 0}, {2}), I64(b, "ends", {INT64_MAX, 1}, {2}),
+                                      I64(b, "axes", {0, 1}, {2})});
+    segment = b.Op("Squeeze", {sliced, I64(b, "squeeze_axes", {1}, {1})});
+  }
+  // TensorFlow casts the segment ids to INT32, tf2onnx back to INT64.
+  segment = b.Op("Cast", {b.Op("Cast", {segment}, {{"to", int64_t{6}}})}, {{"to", int64_t{7}}});
+  if (s.segments_from_input) segment = b.Input("segment_ids", DType::kI64, {-1});
+  int rows;
+  if (s.rows_from_input) {
+    rows = b.Input("rows", DType::kF32, {-1, table.dim(1)});
+  } else if (s.unique_rows) {
+    const std::vector<int> u = MultiOp(b, "Unique", {values}, 4, {{"sorted", int64_t{1}}});
+    rows = b.Op("Gather", {b.Op("Gather", {w, u[0]}), u[2]});
+  } else {
+    rows = b.Op("Gather", {w, values});
+  }
+  // tf2onnx's SegmentSum handler.
+  int segments;
+  if (s.counted) {
+    segments = b.Op("Gather", {b.Op("Shape", {ids}), zero});
+  } else {
+    segments =
+        b.Op("Add", {b.Op("ReduceMax", {segment}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{0}}}), one});
+  }
+  const int axes0 = I64(b, "axes0", {0}, {1});
+  const int segments_unsq = b.Op("Unsqueeze", {segments, axes0});
+  const int seg_shape = b.Op("Shape", {segment});
+  const int seg_shape_sq = b.Op("Squeeze", {seg_shape, axes0});
+  const std::vector<int> topk = MultiOp(b, "TopK", {segment, seg_shape}, 2,
+                                        {{"axis", int64_t{0}}, {"largest", int64_t{0}}, {"sorted", int64_t{1}}});
+  const std::vector<int> unique = MultiOp(b, "Unique", {topk[0]}, 4, {{"axis", int64_t{0}}, {"sorted", int64_t{1}}});
+  const int max_cnt = b.Op("ReduceMax", {unique[3]}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{1}}});
+  int scale = -1;
+  if (s.combiner != "sum") {
+    const int zeros = b.Op("ConstantOfShape", {segments_unsq}, {{"value", testing::MakeI64({1}, {0})}});
+    const int counts = b.Op("ScatterElements", {zeros, unique[0], unique[3]}, {{"axis", int64_t{0}}});
+    scale = b.Op("Cast", {counts}, {{"to", int64_t{1}}});
+    if (s.combiner == "sqrtn") scale = b.Op("Sqrt", {scale});
+    if (s.counted) scale = b.Op("Max", {scale, b.Const("one_float", testing::MakeF32({}, {1.0f}))});
+  }
+  const int seg_range = b.Op("Range", {zero, seg_shape_sq, one});
+  const int range_mod = b.Op("Mod", {seg_range, b.Op("Gather", {unique[3], unique[2]})});
+  const int grid_shape = b.Op("Concat", {segments_unsq, max_cnt}, {{"axis", int64_t{0}}});
+  const int grid = b.Op("ConstantOfShape", {grid_shape}, {{"value", testing::MakeI64({1}, {-1})}});
+  const int axes_last = I64(b, "axes_last", {-1}, {1});
+  const int scatter_at =
+      b.Op("Concat", {b.Op("Unsqueeze", {topk[0], axes_last}), b.Op("Unsqueeze", {range_mod, axes_last})},
+           {{"axis", int64_t{1}}});
+  const int scattered = b.Op("ScatterND", {grid, scatter_at, topk[1]});
+  const int identity_shape =
+      b.Op("Slice", {b.Op("Shape", {rows}), I64(b, "id_starts", {1}, {1}), I64(b, "id_ends", {INT64_MAX}, {1}), axes0});
+  const int identity = b.Op("ConstantOfShape", {identity_shape}, {{"value", testing::MakeF32({1}, {0.0f})}});
+  const int with_zero = b.Op("Concat", {rows, b.Op("Unsqueeze", {identity, axes0})}, {{"axis", int64_t{0}}});
+  int out = b.Op("ReduceSum", {b.Op("Gather", {with_zero, scattered}), I64(b, "axes1", {1}, {1})},
+                 {{"keepdims", int64_t{0}}});
+  if (scale >= 0) out = b.Op("Div", {out, b.Op("Unsqueeze", {scale, I64(b, "axes_1", {1}, {1})})});
+  b.Output(out);
+  return b.graph();
+}
+
+// TensorFlow's combiners over the ids of each row that are not -1, computed directly.
+std::vector<float> Expected(const Tensor& table, const Tensor& ids, const std::string& combiner) {
+  const int64_t rows = ids.dim(0), slots = ids.dim(1), width = table.dim(1);
+  std::vector<float> out(static_cast<size_t>(rows * width), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t count = 0;
+    for (int64_t k = 0; k < slots; ++k) {
+      const int64_t id = ids.data<int64_t>()[r * slots + k];
+      if (id < 0) continue;
+      ++count;
+      for (int64_t c = 0; c < width; ++c)
+        out[static_cast<size_t>(r * width + c)] += table.data<float>()[id * width + c];
+    }
+    if (count == 0 || combiner == "sum") continue;
+    const float scale = combiner == "mean" ? static_cast<float>(count) : std::sqrt(static_cast<float>(count));
+    for (int64_t c = 0; c < width; ++c) out[static_cast<size_t>(r * width + c)] /= scale;
+  }
+  return out;
+}
+
+TEST(SegmentBags, EverySpellingOfTf2onnxSegmentSumsIsOneBagScoringAsTensorFlow) {
+  std::mt19937_64 rng(11);
+  const Tensor table = testing::RandomTable(DType::kF32, 50, 6, rng);
+  // Rows of 0 to 5 ids of 5 slots, -1 where empty (anywhere in the row: to_sparse_input keeps the
+  // others); with the segments not counted every row has one (embedding_lookup_sparse's rule).
+  auto make_ids = [&](bool every_row) {
+    std::vector<int64_t> v;
+    for (int r = 0; r < 9; ++r) {
+      for (int k = 0; k < 5; ++k) v.push_back(rng() % 3 == 0 ? -1 : static_cast<int64_t>(rng() % 50));
+      if (every_row || r == 3) v[static_cast<size_t>(r * 5 + 2)] = every_row ? 7 : -1;
+      if (!every_row && r == 3) std::fill(v.end() - 5, v.end(), -1);  // an empty row
+    }
+    return testing::MakeI64({9, 5}, v);
+  };
+  int cases = 0;
+  for (const char* combiner : {"sum", "mean", "sqrtn"}) {
+    for (bool counted : {true, false}) {
+      for (bool unique_rows : {false, true}) {
+        for (const char* mask : {"NotEqual", "Greater", "GreaterOrEqual"}) {
+          for (bool gather_column : {false, true}) {
+            Spelling s{combiner, counted, unique_rows, mask, gather_column};
+            const std::string what = std::string(combiner) + (counted ? " counted" : " largest+1") +
+                                     (unique_rows ? " unique" : "") + " " + mask +
+                                     (gather_column ? " gather" : " slice");
+            Graph g = SegmentGraph(table, s);
+            auto fused = FuseSegmentBags(g);
+            ASSERT_TRUE(fused.ok()) << what << ": " << fused.status().ToString();
+            EXPECT_EQ(*fused, 1) << what;
+            EXPECT_EQ(testing::CountOps(g, "EmbeddingBag"), 1) << what;
+            EXPECT_EQ(
+                testing::CountOps(g, "TopK") + testing::CountOps(g, "NonZero") + testing::CountOps(g, "ScatterND"), 0)
+                << what;
+            const Tensor ids = make_ids(!counted);
+            auto got = testing::RunGraph(g, {ids});
+            ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+            const std::vector<float> want = Expected(table, ids, combiner);
+            ASSERT_EQ((*got)[0].size(), static_cast<int64_t>(want.size())) << what;
+            for (size_t i = 0; i < want.size(); ++i) {
+              EXPECT_NEAR((*got)[0].data<float>()[i], want[i], 1e-5) << what << " at " << i;
+            }
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 72);
+}
+
+// Through the load's passes, with the ids served as a ragged input (rows of ids, the padded form
+// the graph takes built from them): the segment sum is the first thing a load recognises, before
+// anything reads the graph's ops.
+TEST(SegmentBags, ALoadRecognisesThemBeforeCheckingTheGraph) {
+  std::mt19937_64 rng(13);
+  const Tensor table = testing::RandomTable(DType::kF32, 30, 4, rng);
+  Spelling s;
+  s.combiner = "mean";
+  s.unique_rows = true;
+  Graph g = SegmentGraph(table, s);
+  g.values[static_cast<size_t>(g.outputs[0])].name = "pooled";
+  auto config = ParseModelConfig(
+      "name: tf_segments\ninputs:\n  - name: ids\n    datatype: INT64\n    ragged: true\n    max_length: 5\n"
+      "outputs:\n  - name: pooled\n",
+      true);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto compiled = CompiledModel::Compile(std::move(g), std::move(*config));
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  EXPECT_EQ((*compiled)->report().fused_segment_bags, 1);
+  EXPECT_EQ(testing::CountOps((*compiled)->graph(), "TopK"), 0);
+}
+
+// The same handler's form over segment ids or rows that are not a sparse tensor made from padded
+// ids: refused at load naming the node, never silently run some other way.
+TEST(SegmentBags, SegmentSumsOverAnythingElseAreRefusedNamingTheNode) {
+  std::mt19937_64 rng(12);
+  const Tensor table = testing::RandomTable(DType::kF32, 20, 4, rng);
+  Spelling from_input;
+  from_input.segments_from_input = true;
+  Spelling rows_input;
+  rows_input.rows_from_input = true;
+  for (const Spelling& s : {from_input, rows_input}) {
+    Graph g = SegmentGraph(table, s);
+    auto fused = FuseSegmentBags(g);
+    ASSERT_FALSE(fused.ok());
+    EXPECT_EQ(fused.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(fused.status().message().find("ReduceSum"), std::string::npos) << fused.status().message();
+    EXPECT_NE(fused.status().message().find("sparse segments"), std::string::npos) << fused.status().message();
+  }
+  // A graph without the form is left as it is.
+  Graph plain;
+  auto none = FuseSegmentBags(plain);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, 0);
+}
+
+}  // namespace
+}  // namespace rankd
