@@ -46,7 +46,27 @@ struct Spelling {
   bool gather_column = false;        // the segment ids as Gather(where, 0, axis 1), else Slice + Squeeze
   bool segments_from_input = false;  // refused: the segment ids a graph input
   bool rows_from_input = false;      // refused: the rows a graph input
+  bool one_hot = false;              // the handler's earlier form: MatMul(OneHot(...), rows)
 };
+
+// tf2onnx's SegmentSum handler before 2021: the segment sum as a product with the segment ids one-hot.
+int OneHotSum(GraphBuilder& b, const Spelling& s, int rows, int segment, int segments) {
+  const int onehot = b.Op("OneHot", {segment, segments, b.Const("onehot_values", testing::MakeF32({2}, {0.0f, 1.0f}))},
+                          {{"axis", int64_t{0}}});
+  const int flat = b.Op("Reshape", {rows, I64(b, "flat_shape", {0, -1}, {2})});
+  int product = b.Op("MatMul", {onehot, flat});
+  if (s.combiner != "sum") {
+    int scale = b.Op("ReduceSum", {onehot, I64(b, "count_axes", {1}, {1})},
+                     {{"keepdims", int64_t{0}}, {"noop_with_empty_axes", int64_t{1}}});
+    if (s.combiner == "sqrtn") scale = b.Op("Sqrt", {scale});
+    if (s.counted) scale = b.Op("Max", {scale, b.Const("one_float", testing::MakeF32({}, {1.0f}))});
+    product = b.Op("Div", {product, b.Op("Unsqueeze", {scale, I64(b, "scale_axes", {1}, {1})})});
+  }
+  const int trailing = b.Op("Slice", {b.Op("Shape", {rows}), I64(b, "trailing_starts", {1}, {1}),
+                                      I64(b, "trailing_ends", {INT64_MAX}, {1}), I64(b, "trailing_axes", {0}, {1})});
+  const int shape = b.Op("Concat", {I64(b, "zero_dim", {0}, {1}), trailing}, {{"axis", int64_t{0}}});
+  return b.Op("Reshape", {product, shape});
+}
 
 // ids [rows, slots] INT64 (-1: empty) -> [rows, width], in tf2onnx's form of `spelling`.
 Graph SegmentGraph(const Tensor& table, const Spelling& s) {
@@ -92,6 +112,10 @@ Graph SegmentGraph(const Tensor& table, const Spelling& s) {
   } else {
     segments =
         b.Op("Add", {b.Op("ReduceMax", {segment}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{0}}}), one});
+  }
+  if (s.one_hot) {
+    b.Output(OneHotSum(b, s, rows, segment, segments));
+    return b.graph();
   }
   const int axes0 = I64(b, "axes0", {0}, {1});
   const int segments_unsq = b.Op("Unsqueeze", {segments, axes0});
@@ -168,18 +192,21 @@ TEST(SegmentBags, EverySpellingOfTf2onnxSegmentSumsIsOneBagScoringAsTensorFlow) 
     for (bool counted : {true, false}) {
       for (bool unique_rows : {false, true}) {
         for (const char* mask : {"NotEqual", "Greater", "GreaterOrEqual"}) {
-          for (bool gather_column : {false, true}) {
+          for (int form = 0; form < 4; ++form) {  // the column by Slice or Gather; the grid or OneHot form
+            const bool gather_column = form % 2 == 1, one_hot = form >= 2;
             Spelling s{combiner, counted, unique_rows, mask, gather_column};
+            s.one_hot = one_hot;
             const std::string what = std::string(combiner) + (counted ? " counted" : " largest+1") +
                                      (unique_rows ? " unique" : "") + " " + mask +
-                                     (gather_column ? " gather" : " slice");
+                                     (gather_column ? " gather" : " slice") + (one_hot ? " one-hot" : " grid");
             Graph g = SegmentGraph(table, s);
             auto fused = FuseSegmentBags(g);
             ASSERT_TRUE(fused.ok()) << what << ": " << fused.status().ToString();
             EXPECT_EQ(*fused, 1) << what;
             EXPECT_EQ(testing::CountOps(g, "EmbeddingBag"), 1) << what;
-            EXPECT_EQ(
-                testing::CountOps(g, "TopK") + testing::CountOps(g, "NonZero") + testing::CountOps(g, "ScatterND"), 0)
+            EXPECT_EQ(testing::CountOps(g, "TopK") + testing::CountOps(g, "NonZero") +
+                          testing::CountOps(g, "ScatterND") + testing::CountOps(g, "OneHot"),
+                      0)
                 << what;
             const Tensor ids = make_ids(!counted);
             auto got = testing::RunGraph(g, {ids});
@@ -195,7 +222,7 @@ TEST(SegmentBags, EverySpellingOfTf2onnxSegmentSumsIsOneBagScoringAsTensorFlow) 
       }
     }
   }
-  EXPECT_EQ(cases, 72);
+  EXPECT_EQ(cases, 144);
 }
 
 // Through the load's passes, with the ids served as a ragged input (rows of ids, the padded form
@@ -229,12 +256,15 @@ TEST(SegmentBags, SegmentSumsOverAnythingElseAreRefusedNamingTheNode) {
   from_input.segments_from_input = true;
   Spelling rows_input;
   rows_input.rows_from_input = true;
-  for (const Spelling& s : {from_input, rows_input}) {
+  Spelling one_hot_input = from_input;
+  one_hot_input.one_hot = true;
+  for (const Spelling& s : {from_input, rows_input, one_hot_input}) {
     Graph g = SegmentGraph(table, s);
     auto fused = FuseSegmentBags(g);
     ASSERT_FALSE(fused.ok());
     EXPECT_EQ(fused.status().code(), StatusCode::kUnimplemented);
-    EXPECT_NE(fused.status().message().find("ReduceSum"), std::string::npos) << fused.status().message();
+    EXPECT_NE(fused.status().message().find(s.one_hot ? "Reshape" : "ReduceSum"), std::string::npos)
+        << fused.status().message();
     EXPECT_NE(fused.status().message().find("sparse segments"), std::string::npos) << fused.status().message();
   }
   // A graph without the form is left as it is.

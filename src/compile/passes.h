@@ -42,7 +42,8 @@ int RemoveDeadNodes(Graph& graph);
 int FuseMaskedEmbeddingBags(Graph& graph);
 
 // TensorFlow's SparseSegmentSum, Mean and SqrtN as tf2onnx writes them (TopK, Unique, ScatterND and
-// a ReduceSum over a grid of the rows, the mean and sqrt-n divided by the counts), over a sparse
+// a ReduceSum over a grid of the rows, the mean and sqrt-n divided by the counts; or, before 2021,
+// a MatMul of the segment ids one-hot with the rows, reshaped back), over a sparse
 // tensor made from a padded ids input (NonZero of ids != -1, GatherND) and rows gathered from a
 // constant table, become EmbeddingBag(table, ids) with the sum, mean or sqrtn combiner
 // (segment_bags.cc). Returns the number recognised; a segment sum of that form over anything else

@@ -14,10 +14,14 @@
 // and scattered into (ScatterND), the rows plus one zero row gathered through it and summed over
 // its second axis (ReduceSum); the mean and sqrt-n divide that by the counts (ScatterElements of
 // Unique's counts, cast, Sqrt for sqrt-n, Max(., 1) where the segments are counted, unsqueezed).
-// The segments are either counted (num_segments: the rows of `ids`) or the largest segment id + 1.
+// Before 2021 the handler wrote the sum as Reshape(MatMul(OneHot(segment, segments, [0, 1], axis 0),
+// Reshape(rows, [0, -1])), shape), the mean and sqrt-n dividing the product by the OneHot's row
+// sums. The segments are either counted (num_segments: the rows of `ids`) or the largest segment
+// id + 1.
 //
 // That is EmbeddingBag(table, ids) with the padded ids as they are (a negative id an empty slot)
-// and the sum, mean or sqrtn combiner: the node the sum (or the division) wrote becomes that bag,
+// and the sum, mean or sqrtn combiner: the node writing the result (the sum, the division or the
+// Reshape back) becomes that bag,
 // and what fed it is left to RemoveDeadNodes. With the segments not counted, TensorFlow's result
 // has max(segment) + 1 rows where the bag has one per row of `ids`: the same where every row has an
 // id (as `embedding_lookup_sparse` requires), and zero rows past the last row that has one.
@@ -164,38 +168,24 @@ class SegmentMatcher {
     return max && Uncast(max->Input(0)) == segment;
   }
 
-  // The combiner of the division `div` of a segment sum by its counts (mean, or sqrtn through a
-  // Sqrt), or nullopt where `div` divides by anything else. `unique` is the Unique that counted the
-  // sorted segment ids.
-  std::optional<BagCombiner> DividedByCounts(const Node& div, const Node& unique) const {
-    int v = div.Input(1);
-    if (const Node* u = Producer(v, "Unsqueeze")) v = u->Input(0);
-    if (const Node* m = Producer(v, "Max"); m && IsScalar(m->Input(1), 1)) v = m->Input(0);
-    BagCombiner combiner = kBagMean;
-    if (const Node* s = Producer(v, "Sqrt")) {
-      v = s->Input(0);
-      combiner = kBagSqrtN;
-    }
-    const Node* scatter = Producer(Uncast(v), "ScatterElements");
-    if (!scatter || Producer(scatter->Input(2)) != &unique || OutputIndex(scatter->Input(2)) != 3) return std::nullopt;
-    return combiner;
-  }
-
  private:
   const Graph& g_;
   std::vector<int> producer_;
 };
 
-// What a tf2onnx segment sum reads: its rows, its segment ids, the count of segments, and the
-// Unique that counted them.
+// What a tf2onnx segment sum reads: its rows, its segment ids and the count of segments; and how
+// it combines them, with the node that writes its result (the sum, or the division by the counts).
 struct SegmentSum {
   int rows = -1, segment = -1, segments = -1;
-  const Node* unique = nullptr;
+  BagCombiner combiner = kBagSum;
+  size_t result = 0;  // index in graph.nodes
 };
 
-// The segment sum `sum` (ReduceSum over axis 1 of the grid's gather) is, or nullopt where it is
-// not one.
-std::optional<SegmentSum> MatchSegmentSum(const SegmentMatcher& m, const Node& sum) {
+// The segment sum, mean or sqrt-n whose sum is node `i`, a ReduceSum over axis 1 of the grid's
+// gather (tf2onnx's SegmentSum handler since 2021), or nullopt where it is not one.
+std::optional<SegmentSum> MatchGridSum(const SegmentMatcher& m, size_t i) {
+  const Graph& g = m.graph();
+  const Node& sum = g.nodes[i];
   if (sum.op != "ReduceSum" || sum.GetInt("keepdims", 1) != 0 || m.Ints(sum, 1, "axes") != std::vector<int64_t>{1}) {
     return std::nullopt;
   }
@@ -210,13 +200,64 @@ std::optional<SegmentSum> MatchSegmentSum(const SegmentMatcher& m, const Node& s
   const Node* shape = m.Producer(filled->Input(0), "Concat");
   const Node* count = shape ? m.Producer(shape->Input(0), "Unsqueeze") : nullptr;
   if (!count) return std::nullopt;
-  // The Unique that counted the sorted ids (its counts, output 3, size the grid).
-  const Node* unique = nullptr;
-  for (const Node& n : m.graph().nodes) {
-    if (n.op == "Unique" && m.Producer(n.Input(0)) == topk && m.OutputIndex(n.Input(0)) == 0) unique = &n;
+  SegmentSum s{with_zero->Input(0), m.Uncast(topk->Input(0)), count->Input(0), kBagSum, i};
+  // A mean or sqrt-n divides the sum by the counts (ScatterElements of the counts, output 3, of the
+  // Unique over the sorted ids): the division writes the result.
+  for (size_t d = 0; d < g.nodes.size(); ++d) {
+    const Node& div = g.nodes[d];
+    if (div.op != "Div" || div.Input(0) != sum.outputs[0]) continue;
+    int v = div.Input(1);
+    if (const Node* u = m.Producer(v, "Unsqueeze")) v = u->Input(0);
+    if (const Node* max = m.Producer(v, "Max"); max && m.IsScalar(max->Input(1), 1)) v = max->Input(0);
+    BagCombiner combiner = kBagMean;
+    if (const Node* root = m.Producer(v, "Sqrt")) {
+      v = root->Input(0);
+      combiner = kBagSqrtN;
+    }
+    const Node* scatter = m.Producer(m.Uncast(v), "ScatterElements");
+    const Node* unique = scatter ? m.Producer(scatter->Input(2), "Unique") : nullptr;
+    if (!unique || m.OutputIndex(scatter->Input(2)) != 3 || m.Producer(unique->Input(0)) != topk ||
+        m.OutputIndex(unique->Input(0)) != 0) {
+      continue;
+    }
+    s.combiner = combiner;
+    s.result = d;
   }
-  if (!unique) return std::nullopt;
-  return SegmentSum{with_zero->Input(0), m.Uncast(topk->Input(0)), count->Input(0), unique};
+  return s;
+}
+
+// The segment sum, mean or sqrt-n whose result node `i` writes in the earlier handler's form
+// (tf2onnx before 2021): Reshape(MatMul(OneHot(segment ids, segments, [0, 1], axis 0),
+// Reshape(rows, [0, -1])), shape), the product divided by the OneHot's row sums (or their Sqrt,
+// Max(., 1) where the segments are counted, unsqueezed) for a mean or sqrt-n.
+std::optional<SegmentSum> MatchOneHotSum(const SegmentMatcher& m, size_t i) {
+  const Node& reshape = m.graph().nodes[i];
+  if (reshape.op != "Reshape") return std::nullopt;
+  int product = reshape.Input(0);
+  const Node* div = m.Producer(product, "Div");
+  if (div) product = div->Input(0);
+  const Node* matmul = m.Producer(product, "MatMul");
+  if (!matmul) return std::nullopt;
+  const Node* onehot = m.Producer(m.Uncast(matmul->Input(0)), "OneHot");
+  const Node* flat = m.Producer(matmul->Input(1), "Reshape");
+  if (!onehot || onehot->GetInt("axis", -1) != 0 || !flat || m.Ints(*flat, 1, nullptr) != std::vector<int64_t>{0, -1}) {
+    return std::nullopt;
+  }
+  SegmentSum s{flat->Input(0), m.Uncast(onehot->Input(0)), onehot->Input(1), kBagSum, i};
+  if (!div) return s;
+  int v = div->Input(1);
+  if (const Node* u = m.Producer(v, "Unsqueeze")) v = u->Input(0);
+  if (const Node* max = m.Producer(v, "Max"); max && m.IsScalar(max->Input(1), 1)) v = max->Input(0);
+  s.combiner = kBagMean;
+  if (const Node* root = m.Producer(v, "Sqrt")) {
+    v = root->Input(0);
+    s.combiner = kBagSqrtN;
+  }
+  const Node* counts = m.Producer(v, "ReduceSum");
+  if (!counts || m.Producer(counts->Input(0)) != onehot || m.Ints(*counts, 1, "axes") != std::vector<int64_t>{1}) {
+    return std::nullopt;  // divided by something else: not a form rankd knows
+  }
+  return s;
 }
 
 }  // namespace
@@ -230,9 +271,10 @@ StatusOr<int> FuseSegmentBags(Graph& graph) {
   };
   std::vector<Rewrite> rewrites;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    const Node& sum = graph.nodes[i];
-    std::optional<SegmentSum> s = MatchSegmentSum(m, sum);
+    std::optional<SegmentSum> s = MatchGridSum(m, i);
+    if (!s) s = MatchOneHotSum(m, i);
     if (!s) continue;
+    const Node& sum = graph.nodes[i];
     auto refuse = [&](const std::string& why) {
       return Unimplemented(sum.Describe() + " sums TensorFlow's sparse segments (tf2onnx's SegmentSum form), " + why +
                            ": rankd takes them over the entries of a padded ids input that are not -1 "
@@ -250,14 +292,7 @@ StatusOr<int> FuseSegmentBags(Graph& graph) {
     if (!m.CountsRowsOf(s->segments, ids) && !m.LargestPlusOne(s->segments, s->segment)) {
       return refuse("with a count of segments that is neither the ids' rows nor the largest segment id + 1");
     }
-    Rewrite r{i, rows->first, ids, kBagSum};
-    // A mean or sqrt-n divides the sum by the counts: the division becomes the bag.
-    for (size_t d = 0; d < graph.nodes.size(); ++d) {
-      const Node& div = graph.nodes[d];
-      if (div.op != "Div" || div.Input(0) != sum.outputs[0]) continue;
-      if (std::optional<BagCombiner> c = m.DividedByCounts(div, *s->unique)) r = {d, rows->first, ids, *c};
-    }
-    rewrites.push_back(r);
+    rewrites.push_back({s->result, rows->first, ids, s->combiner});
   }
   for (const Rewrite& r : rewrites) {
     Node& node = graph.nodes[r.node];
