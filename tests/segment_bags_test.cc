@@ -7,11 +7,14 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 
 #include "compile/compiled_model.h"
 #include "compile/passes.h"
 #include "model/config.h"
+#include "model/onnx_import.h"
+#include "onnx/onnx_pb.h"
 #include "test_util.h"
 
 namespace rankd {
@@ -245,6 +248,93 @@ TEST(SegmentBags, ALoadRecognisesThemBeforeCheckingTheGraph) {
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   EXPECT_EQ((*compiled)->report().fused_segment_bags, 1);
   EXPECT_EQ(testing::CountOps((*compiled)->graph(), "TopK"), 0);
+}
+
+// `g` as an ONNX file would hold it (opset 13), for the importer's side of a segment sum: the
+// ops no backend runs (TopK, Unique with four outputs, ScatterND, NonZero, OneHot) and their
+// attributes imported as they are, for the recogniser to take.
+std::string AsOnnx(const Graph& g) {
+  onnx::ModelProto model;
+  model.set_ir_version(7);
+  model.add_opset_import()->set_version(13);
+  onnx::GraphProto* graph = model.mutable_graph();
+  graph->set_name("tf2onnx_segments");
+  auto name = [&](int v) { return v < 0 ? std::string() : g.values[static_cast<size_t>(v)].name; };
+  auto set_tensor = [](onnx::TensorProto* t, const Tensor& data, const std::string& n) {
+    t->set_name(n);
+    for (int64_t d : data.shape()) t->add_dims(d);
+    t->set_data_type(data.dtype() == DType::kF32 ? onnx::TensorProto::FLOAT : onnx::TensorProto::INT64);
+    t->set_raw_data(std::string(static_cast<const char*>(data.raw()), data.bytes()));
+  };
+  for (const auto& [id, t] : g.constants) set_tensor(graph->add_initializer(), t, name(id));
+  for (int in : g.inputs) {
+    onnx::ValueInfoProto* v = graph->add_input();
+    v->set_name(name(in));
+    auto* type = v->mutable_type()->mutable_tensor_type();
+    type->set_elem_type(g.values[static_cast<size_t>(in)].dtype == DType::kF32 ? onnx::TensorProto::FLOAT
+                                                                               : onnx::TensorProto::INT64);
+    for (int64_t d : g.values[static_cast<size_t>(in)].shape) {
+      d < 0 ? type->mutable_shape()->add_dim()->set_dim_param("n") : type->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+  }
+  for (int out : g.outputs) {
+    onnx::ValueInfoProto* v = graph->add_output();
+    v->set_name(name(out));
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  std::set<int> read(g.outputs.begin(), g.outputs.end());
+  for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
+  for (const Node& n : g.nodes) {
+    onnx::NodeProto* p = graph->add_node();
+    p->set_op_type(n.op);
+    p->set_name(n.name);
+    for (int v : n.inputs) p->add_input(name(v));
+    // An output nothing reads is left unnamed, as tf2onnx leaves Unique's indices.
+    for (int v : n.outputs) p->add_output(n.outputs.size() > 1 && !read.count(v) ? std::string() : name(v));
+    for (const auto& [key, value] : n.attrs) {
+      onnx::AttributeProto* a = p->add_attribute();
+      a->set_name(key);
+      if (const auto* i = std::get_if<int64_t>(&value)) {
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(*i);
+      } else if (const auto* ints = std::get_if<std::vector<int64_t>>(&value)) {
+        a->set_type(onnx::AttributeProto::INTS);
+        for (int64_t v : *ints) a->add_ints(v);
+      } else if (const auto* t = std::get_if<Tensor>(&value)) {
+        a->set_type(onnx::AttributeProto::TENSOR);
+        set_tensor(a->mutable_t(), *t, "");
+      }
+    }
+  }
+  return model.SerializeAsString();
+}
+
+TEST(SegmentBags, AnOnnxFileOfEitherFormImportsAndLoadsAsABag) {
+  std::mt19937_64 rng(14);
+  const Tensor table = testing::RandomTable(DType::kF32, 30, 4, rng);
+  for (bool one_hot : {false, true}) {
+    Spelling s;
+    s.combiner = "sqrtn";
+    s.one_hot = one_hot;
+    Graph built = SegmentGraph(table, s);
+    built.values[static_cast<size_t>(built.outputs[0])].name = "pooled";
+    const std::string bytes = AsOnnx(built);
+    auto imported = ImportOnnxBytes(bytes.data(), bytes.size(), {});
+    ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+    auto config = ParseModelConfig(
+        "name: tf_segments\ninputs:\n  - name: ids\n    datatype: INT64\n    dims: [5]\n"
+        "outputs:\n  - name: pooled\n",
+        true);
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    auto compiled = CompiledModel::Compile(std::move(*imported), std::move(*config));
+    ASSERT_TRUE(compiled.ok()) << (one_hot ? "one-hot: " : "grid: ") << compiled.status().ToString();
+    EXPECT_EQ((*compiled)->report().fused_segment_bags, 1);
+    const Tensor ids = testing::MakeI64({2, 5}, {3, -1, 7, 7, -1, -1, -1, -1, -1, 29});
+    auto got = testing::RunGraph((*compiled)->graph(), {ids});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const std::vector<float> want = Expected(table, ids, "sqrtn");
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR((*got)[0].data<float>()[i], want[i], 1e-5) << i;
+  }
 }
 
 // The same handler's form over segment ids or rows that are not a sparse tensor made from padded
