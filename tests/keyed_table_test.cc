@@ -102,6 +102,60 @@ TEST(KeyedTableFiles, ReadsWhatWasWrittenAndRefusesMalformedFiles) {
   EXPECT_NE(missing.status().message().find("absent/key"), std::string::npos);
 }
 
+// Files numpy.save wrote (tests/data/keyed_npy, NumPy 1.24): keys [10, -20, 30, 2^40] as '<i8'
+// ([10, -20, 30, 7] as '<i4'), vectors arange(12).reshape(4, 3) * 0.5 - 1 as '<f4' and '<f8', and
+// one in Fortran order; read where a folder has no `key`, every mistake named.
+TEST(KeyedTableFiles, ReadsNumPyFilesAndRefusesMalformedOnes) {
+  const std::string data = testing::SourcePath("tests/data/keyed_npy/");
+  auto folder = [&](const std::string& name, const std::string& keys, const std::string& vectors) {
+    const std::string dir = TempDir(name);
+    std::filesystem::copy_file(data + keys, dir + "/keys.npy", std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(data + vectors, dir + "/vectors.npy", std::filesystem::copy_options::overwrite_existing);
+    return dir;
+  };
+  for (const char* vectors : {"vectors.npy", "vectors64.npy"}) {
+    auto files = ReadKeyedTableFiles(folder(std::string("npy_") + vectors, "keys.npy", vectors), 3);
+    ASSERT_TRUE(files.ok()) << vectors << ": " << files.status().ToString();
+    EXPECT_EQ(files->keys, (std::vector<int64_t>{10, -20, 30, int64_t{1} << 40}));
+    ASSERT_EQ(files->vectors.shape(), (Shape{4, 3}));
+    for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(files->vectors.data<float>()[i], 0.5f * static_cast<float>(i) - 1);
+  }
+  auto narrow = ReadKeyedTableFiles(folder("npy_i4", "keys32.npy", "vectors.npy"), 3);
+  ASSERT_TRUE(narrow.ok()) << narrow.status().ToString();
+  EXPECT_EQ(narrow->keys, (std::vector<int64_t>{10, -20, 30, 7}));
+
+  auto expect_refused = [](const StatusOr<KeyedTableFiles>& got, const std::string& says) {
+    ASSERT_FALSE(got.ok());
+    EXPECT_NE(got.status().message().find(says), std::string::npos) << got.status().ToString();
+  };
+  expect_refused(ReadKeyedTableFiles(folder("npy_width", "keys.npy", "vectors.npy"), 4),
+                 "vectors.npy holds vectors of shape (4, 3); 4 keys of width 4 need (4, 4)");
+  expect_refused(ReadKeyedTableFiles(folder("npy_fortran", "keys.npy", "fortran.npy"), 3), "Fortran order");
+  expect_refused(ReadKeyedTableFiles(folder("npy_keys_as_floats", "vectors.npy", "vectors.npy"), 3),
+                 "keys.npy must hold one dimension of keys");
+  const std::string dir = folder("npy_cut", "keys.npy", "vectors.npy");
+  std::filesystem::resize_file(dir + "/vectors.npy", std::filesystem::file_size(dir + "/vectors.npy") - 4);
+  expect_refused(ReadKeyedTableFiles(dir, 3), "vectors.npy holds 44 bytes of elements");
+  std::ofstream(dir + "/vectors.npy", std::ios::binary | std::ios::trunc) << "not numpy at all";
+  expect_refused(ReadKeyedTableFiles(dir, 3), "is not a NumPy .npy file");
+  // A version 1 file: magic, version, the header's length, the header, the elements.
+  auto npy = [](const std::string& header, size_t length, const std::string& elements) {
+    std::string bytes("\x93NUMPY\x01\x00", 8);
+    bytes += static_cast<char>(length & 0xff);
+    bytes += static_cast<char>(length >> 8);
+    return bytes + header + elements;
+  };
+  const std::string no_descr = "{'shape': (1,)}";
+  std::ofstream(dir + "/vectors.npy", std::ios::binary | std::ios::trunc) << npy(no_descr, no_descr.size(), "");
+  expect_refused(ReadKeyedTableFiles(dir, 3), "names no 'descr'");
+  std::ofstream(dir + "/vectors.npy", std::ios::binary | std::ios::trunc) << npy("{'descr': '<f4'}", 255, "");
+  expect_refused(ReadKeyedTableFiles(dir, 3), "header longer than the file");
+  const std::string strings = "{'descr': '<U3', 'fortran_order': False, 'shape': (4, 3), }";
+  std::ofstream(dir + "/vectors.npy", std::ios::binary | std::ios::trunc)
+      << npy(strings, strings.size(), std::string(4 * 3 * 3, 'x'));
+  expect_refused(ReadKeyedTableFiles(dir, 3), "holds '<U3' values");
+}
+
 TEST(KeyedTables, ConfigNamesEachMistake) {
   auto good = ParseModelConfig("tables: {keyed: {t0: {path: sparse/t0, default_value: 0.5}, t1: {path: /abs}}}", true);
   ASSERT_TRUE(good.ok()) << good.status().ToString();
