@@ -104,7 +104,8 @@ class Tensor {
   // viewing memory whose lifetime is the caller's to ensure.
   bool owns() const { return owner_ != nullptr; }
   // What keeps the storage alive (null for a view whose lifetime is the caller's): a view made
-  // with it as `keep` shares the storage as a copy of this tensor would.
+  // with it as `keep` shares the storage as a copy of this tensor would, and holding it (or a
+  // std::weak_ptr to it) says whether the storage lives. Safe to call from any thread.
   std::shared_ptr<const void> keeper() const { return owner_; }
   // Element i converted to double / int64 (for small shape tensors and tests).
   double ScalarAsDouble(int64_t i) const;

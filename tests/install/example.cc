@@ -80,6 +80,13 @@ int main(int argc, char** argv) {
     // The same bytes viewed by offset (Tensor::ViewBytes): where the row lies, not kept alive.
     const rankd::Tensor bytes = score.ViewBytes(rankd::DType::kF32, {per_row}, r * per_row * sizeof(float));
     if (bytes.owns() || bytes.data<float>() != row.data<float>() || bytes.location() != score.location()) return 1;
+    // The row's keeper (Tensor::keeper) keeps the scores alive for a view made with it; a view
+    // made without one has none.
+    if (!row.keeper() || bytes.keeper()) return 1;
+    const rankd::Tensor kept = rankd::Tensor::View(rankd::DType::kF32, {per_row}, const_cast<float*>(row.data<float>()),
+                                                   row.location(), row.keeper());
+    const auto same_owner = [](const auto& a, const auto& b) { return !a.owner_before(b) && !b.owner_before(a); };
+    if (!kept.owns() || !same_owner(kept.keeper(), score.keeper())) return 1;
     for (int64_t i = 0; i < row.size(); ++i) {
       if (!std::isfinite(row.data<float>()[i])) return 1;
       std::printf("%s %g\n", outputs->front().name.c_str(), row.data<float>()[i]);
