@@ -7,6 +7,8 @@
 #                                   the tables' bytes, every byte of a cache and its index counted;
 #                                   the rest in page-locked host memory): 512 pairs one at a time
 #                                   (median and p99) and 32,768 pairs four in flight (pairs/s)
+#   bench/gpu_mlperf.sh sharded OUT the model written into /dev/shm, on two GPUs: its largest tables
+#                                   split over both against every table on one GPU (below)
 #   bench/gpu_mlperf.sh disk OUT    the model written onto the disk: the disk's random-read ceiling,
 #                                   `rankd serve` from start to ready from a cold page cache, and the
 #                                   tables on disk with a host cache of half their bytes (DISK_PAIRS:
@@ -31,16 +33,28 @@ export RANKD_SOURCE_DIR=$PWD
 log() { echo "[$(date +%T)] $*" | tee -a "$out/summary.txt"; }
 name=dlrm_dcnv2_mlperf
 
+write_once() { # REPO: the model and its request files, written unless there
+  if [[ -f $1/$name/1/tables.bin && -f bench/out/${name}_n512_l0.jsonl ]]; then
+    log "the model already in $1"
+  else
+    log "writing the model into $1 (scale ${SCALE:-1})"
+    python3 bench/mlperf_model.py --repo "$1" --requests bench/out --pairs 512,32768 --scale "${SCALE:-1}" \
+      | tee -a "$out/summary.txt"
+  fi
+}
+summary() { # JSON of bench engine: one line
+  python3 - "$1" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"  load {r['load_s']:.1f} s, median {r['median_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms, "
+      f"{r['throughput_pairs_per_s'] / 1e6:.2f} M pairs/s ({r['in_flight']} in flight)")
+EOF
+}
+
 case $question in
   tiers)
     repo=${REPO:-/dev/shm/repo}
-    if [[ -f $repo/$name/1/tables.bin && -f bench/out/${name}_n512_l0.jsonl ]]; then
-      log "the model already in $repo"
-    else
-      log "writing the model into $repo (scale ${SCALE:-1})"
-      python3 bench/mlperf_model.py --repo "$repo" --requests bench/out --pairs 512,32768 --scale "${SCALE:-1}" \
-        | tee -a "$out/summary.txt"
-    fi
+    write_once "$repo"
     table_mib=$(($(stat -c %s "$repo/$name/1/tables.bin") >> 20))
     resident=gpu
     [[ ${SKIP_RESIDENT:-0} == 1 ]] && resident=
@@ -71,6 +85,52 @@ if c:
     print(f"  caches: {c['filled']:,} of {c['slots']:,} slots filled, {c['inserted']:,} rows inserted, "
           f"{c['evicted']:,} evicted, {c['sampled_lookups']:,} sampled lookups, {c['dropped_offers']:,} offers dropped")
 EOF
+      done
+    done
+    ;;
+  sharded)
+    # Two GPUs (nvidia-h200-x2): the SHARD_LARGEST (default 5: the 40 M-row ones) largest tables'
+    # rows split over both GPUs (tables.tiers gpu:0,1; the rest on each replica's GPU), against
+    # every table on one GPU, on two replicated, and one GPU reading the split tables' other half
+    # over NVLink. One GPU: cores 0-7, IN_FLIGHT (4) requests of 32,768 pairs; two: cores 0-15,
+    # twice as many. 512 pairs one at a time. ROUNDS (2) alternating rounds.
+    repo=${REPO:-/dev/shm/repo}
+    write_once "$repo"
+    python3 - "$repo" "$name" "${SHARD_LARGEST:-5}" <<'EOF' | tee -a "$out/summary.txt"
+import os, sys
+import onnx
+repo, name, largest = sys.argv[1], sys.argv[2], int(sys.argv[3])
+graph = onnx.load(os.path.join(repo, name, "1", "model.onnx"), load_external_data=False)
+tables = sorted((t for t in graph.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL),
+                key=lambda t: -t.dims[0])[:largest]
+sharded = name + "_sharded"
+os.makedirs(os.path.join(repo, sharded, "1"), exist_ok=True)
+for f in ("model.onnx", "tables.bin"):
+    target = os.path.join(repo, sharded, "1", f)
+    if not os.path.exists(target):
+        os.symlink(os.path.join(repo, name, "1", f), target)
+config = open(os.path.join(repo, name, "config.yaml")).read().replace("name: " + name, "name: " + sharded)
+tiers = ", ".join(f"'{t.name}': 'gpu:0,1'" for t in tables)
+open(os.path.join(repo, sharded, "config.yaml"), "w").write(config + f"\ntables: {{tiers: {{{tiers}}}}}\n")
+print(f"{sharded}: {len(tables)} tables split over GPUs 0 and 1, {sum(t.dims[0] for t in tables):,} rows")
+EOF
+    in_flight=${IN_FLIGHT:-4}
+    for round in $(seq "${ROUNDS:-2}"); do
+      for setup in "one_resident 0 $name 0-7 1" "two_sharded all ${name}_sharded 0-15 2" \
+        "two_resident all $name 0-15 2" "one_sharded 0 ${name}_sharded 0-7 1"; do
+        read -r label gpus model cores count <<<"$setup"
+        for n in ${SIZES:-32768 512}; do
+          flags=(--buckets on --iters "${ITERS_512:-300}" --warmup 20)
+          ((n == 512)) || flags=(--buckets off --iters "$((${ITERS_32768:-200} * count))" --warmup 8
+            --in-flight $((in_flight * count)))
+          log "round $round: $label (--gpus $gpus, cores $cores), $n pairs"
+          json=$out/raw/${label}_${n}_$round.json
+          taskset -c "$cores" timeout "${RUN_S:-150}" .bundle/run rankd bench engine --backend cuda --precision bf16 \
+            --gpus "$gpus" --model-repo "$repo" --model "$model" --requests "bench/out/${name}_n${n}_l0.jsonl" \
+            "${flags[@]}" --label "$label $n" --json "$json" >/dev/null 2>>"$out/raw/engine.log" \
+            || log "failed: $(tail -2 "$out/raw/engine.log")"
+          [[ -f $json ]] && summary "$json" | tee -a "$out/summary.txt"
+        done
       done
     done
     ;;

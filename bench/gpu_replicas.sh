@@ -3,7 +3,7 @@
 # failing-GPU test, then W1 and W2 at full size served over gRPC (bench/load_bench.py, batching
 # BATCHING: off, on or off,on) on one GPU (server on cores 0-7, client on 8-15) and on two (--gpus
 # all: server on 0-15, client on 16-31), and in-process through the batcher (rankd bench load, on
-# the batched models the served step with batching on exported) likewise.
+# the batched models, exported here when no served step did) likewise.
 #   bench/gpu_replicas.sh OUT_DIR      (after tar -xJf .bundle/rankd.tar.xz; scripts/gpu_bundle.sh all)
 # Then, with SPLIT_S, tables split over the two GPUs against resident ones (engine throughput).
 # Step limits in seconds: TESTS_S, FAULTS_S, SERVED_S (per GPU count), LOAD_S (per GPU count),
@@ -50,7 +50,12 @@ for setup in "1 --gpus=0 0-7 8-15" "2 --gpus=all 0-15 16-31"; do
       --w2-rates "${!w2:-${W2_RATES:-10000,20000,30000,40000}}" \
       2>"$out/served_$count.log" | tee -a "$log"
   fi
-  if ((${LOAD_S:-120})) && [[ -f bench/out/load_repo/din_full_batched/config.yaml ]]; then
+  if ((${LOAD_S:-120})) && [[ ! -f bench/out/load_repo/din_full_batched/config.yaml ]]; then
+    (cd bench && python3 -c "import load_bench as b
+for name in ('dlrm_dcnv2', 'din'):
+    b.prepare(name, 'full', 'out/load_repo', 'out', 1000, 64, precision='bf16-activations')") 2>&1 | tail -3
+  fi
+  if ((${LOAD_S:-120})); then
     step "in-process on $count GPU(s), cores $server"
     deadline=$((SECONDS + ${LOAD_S:-120}))
     for w in "dlrm_dcnv2 ${!l1:-${LOAD_W1_RATES:-20000,40000,60000}} 10" \
