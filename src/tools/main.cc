@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   serve_cmd
       ->add_option("--grpc-threads", serve.grpc_threads,
-                   "gRPC completion-queue threads (0: one per core it may run on, at least 2)")
+                   "gRPC completion-queue threads (0: one per core it may run on, at least 2, for each GPU models are "
+                   "replicated on by default)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd
       ->add_option("--grpc-max-queue-ms", serve.grpc_max_queue_ms,

@@ -2,6 +2,7 @@
 // --metrics-port, models from --model-repository; SIGTERM/SIGINT drain and exit 0.
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/usable_cores.h"
 #include "frontend/grpc_server.h"
 #include "frontend/http_api.h"
 #include "frontend/http_server.h"
@@ -109,7 +111,13 @@ int ServeCommand(const ServeArgs& args) {
     GrpcServerOptions grpc_options;
     grpc_options.address = args.http_address;
     grpc_options.port = args.grpc_port;
-    grpc_options.threads = args.grpc_threads;
+    // By default one per core the server may run on for each GPU it serves on: a call runs on its
+    // thread while its GPU scores it, and on two H200s 16 threads on 16 cores let W2 collapse at
+    // 30,000 requests/s where 32 held it (docs/replicas.md); on one GPU, more threads than cores
+    // were worse (docs/log/benchmarks.md).
+    grpc_options.threads = args.grpc_threads > 0
+                               ? args.grpc_threads
+                               : std::max(2, UsableCores()) * static_cast<int>(std::max<size_t>(1, devices->size()));
     grpc_options.max_queue_wait = std::chrono::milliseconds(args.grpc_max_queue_ms);
     grpc_options.max_queued_calls = args.max_inflight;
     for (const std::string& arg : args.grpc_channel_args) {
