@@ -8,7 +8,7 @@
 # Then, with SPLIT_S, tables split over the two GPUs against resident ones (engine throughput).
 # Step limits in seconds: TESTS_S, FAULTS_S, SERVED_S (per GPU count), LOAD_S (per GPU count),
 # SPLIT_S; 0 skips a step. SETUPS: the GPU counts measured ("1 2"); PROTOCOLS: served ones (grpc). W1_RATES_1 (and _2, LOAD_W1_RATES_1...)
-# give one GPU count its own rates. SERVE_EXTRA: more `rankd serve` flags; LOAD_EXTRA: more
+# give one GPU count its own rates (set empty: that workload is skipped). SERVE_EXTRA: more `rankd serve` flags; LOAD_EXTRA: more
 # `rankd bench load` flags. Rates: W1_RATES, W2_RATES (served), LOAD_W1_RATES, LOAD_W2_RATES (in-process).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -46,8 +46,8 @@ for setup in "1 --gpus=0 0-7 8-15" "2 --gpus=all 0-15 16-31"; do
     timeout "${SERVED_S:-240}" python3 bench/load_bench.py --rankd ".bundle/run rankd" --backend cuda --size full \
       --server-cpus "$server" --client-cpus "$client" --hoisting on --din-length 1000 --protocols "${PROTOCOLS:-grpc}" \
       --precision bf16-activations --batching "${BATCHING:-off}" --serve-args="$gpus ${SERVE_EXTRA:-}" --seconds 5 \
-      --w1-rates "${!w1:-${W1_RATES:-4000,8000,12000,16000}}" \
-      --w2-rates "${!w2:-${W2_RATES:-10000,20000,30000,40000}}" \
+      --w1-rates "${!w1-${W1_RATES-4000,8000,12000,16000}}" \
+      --w2-rates "${!w2-${W2_RATES-10000,20000,30000,40000}}" \
       2>"$out/served_$count.log" | tee -a "$log"
   fi
   if ((${LOAD_S:-120})) && [[ ! -f bench/out/load_repo/din_full_batched/config.yaml ]]; then
@@ -58,9 +58,10 @@ for name in ('dlrm_dcnv2', 'din'):
   if ((${LOAD_S:-120})); then
     step "in-process on $count GPU(s), cores $server"
     deadline=$((SECONDS + ${LOAD_S:-120}))
-    for w in "dlrm_dcnv2 ${!l1:-${LOAD_W1_RATES:-20000,40000,60000}} 10" \
-      "din ${!l2:-${LOAD_W2_RATES:-20000,40000}} 5"; do
-      read -r name rates target <<<"$w"
+    for w in "dlrm_dcnv2 10 ${!l1-${LOAD_W1_RATES-20000,40000,60000}}" \
+      "din 5 ${!l2-${LOAD_W2_RATES-20000,40000}}"; do
+      read -r name target rates <<<"$w"
+      [[ -n $rates ]] || continue
       taskset -c "$server" timeout $((deadline - SECONDS)) .bundle/run rankd bench load --backend cuda "$gpus" ${LOAD_EXTRA:-} \
         --model-repo bench/out/load_repo --model "${name}_full_batched" --requests "bench/out/load_${name}_full.jsonl" \
         --rates "$rates" --seconds 5 --p99-target-ms "$target" 2>&1 | grep -E "^rate|highest|warning|rankd" |
