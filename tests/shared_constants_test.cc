@@ -15,6 +15,11 @@
 #include "serving/model.h"
 #include "test_util.h"
 
+#if RANKD_HAVE_CUDA
+#include "backend/cuda/device_health.h"
+#include "backend/cuda/shared_device_copies.h"
+#endif
+
 namespace rankd {
 namespace {
 
@@ -162,6 +167,61 @@ TEST(SharedConstants, AVersionLoadedBesideTheOneItReplacesHoldsItsUnchangedTable
     EXPECT_LT(shared, (*second)->load_report().shared_constant_bytes);
   }
 }
+
+#if RANKD_HAVE_CUDA
+// On a GPU with the tables resident: a version loaded beside the one it replaces reads the device
+// copies of the tables it shares with it (its load takes no device memory for them) and scores the
+// same from them once that version unloads; a version with one table changed holds that one itself.
+TEST(SharedConstants, AVersionLoadedBesideTheOneItReplacesOnAGpuHoldsOneDeviceCopyOfItsUnchangedTables) {
+  const Backend* gpu = testing::CudaOrNull();
+  if (!gpu) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok());
+  const std::string v1 = testing::WithExternalTables("dlrm_dcnv2");
+  const std::string same = CopyOfModel(v1, "shared_device_copies_same", -1);
+  const std::string changed = CopyOfModel(v1, "shared_device_copies_changed", 0);
+  ModelOptions options;
+  options.backend = gpu;
+  int64_t at = cuda::BufferedDeviceBytes();
+  auto first = Model::LoadFile(v1, *config, options);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const int64_t first_bytes = cuda::BufferedDeviceBytes() - at;
+  at = cuda::BufferedDeviceBytes();
+  auto second = Model::LoadFile(same, *config, options);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  const int64_t second_bytes = cuda::BufferedDeviceBytes() - at;
+  int64_t table_bytes = 0;
+  for (const TableInfo& t : (*first)->tables()) {
+    const Tensor& mine = (*second)->graph().constants.at(t.value);
+    if (mine.bytes() >= cuda::kSharedDeviceCopyBytes) table_bytes += static_cast<int64_t>(mine.bytes());
+  }
+  ASSERT_GT(table_bytes, 0);
+  EXPECT_LE(second_bytes + table_bytes, first_bytes) << "the second version's load took device memory for its tables";
+  first->reset();
+  testing::ExpectZooScores(**second, "dlrm_dcnv2", 1e-5);
+
+  at = cuda::BufferedDeviceBytes();
+  auto third = Model::LoadFile(changed, *config, options);
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  const int64_t third_bytes = cuda::BufferedDeviceBytes() - at;
+  EXPECT_GT(third_bytes, second_bytes) << "the changed table needs a copy of its own";
+  EXPECT_LT(third_bytes, first_bytes) << "the unchanged tables need none";
+  std::vector<std::vector<InferOutput>> want;
+  for (const InferRequest& q : testing::ZooRequests("dlrm_dcnv2")) {
+    auto got = (*third)->Infer(q);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    want.push_back(std::move(*got));
+  }
+  second->reset();  // the last other holder of the copies the third version reads
+  const std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto got = (*third)->Infer(requests[i]);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    testing::ExpectIdenticalOutputs(*got, want[i], "request " + std::to_string(i));
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace rankd

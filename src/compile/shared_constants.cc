@@ -49,15 +49,6 @@ bool SameBytes(const void* a, const void* b, size_t bytes) {
   return !differ.load();
 }
 
-// The external-data file of `graph` that `t` views, or null.
-std::shared_ptr<const MappedFile> FileHolding(const Graph& graph, const Tensor& t) {
-  const auto* at = static_cast<const uint8_t*>(t.raw());
-  for (const auto& f : graph.mapped_files) {
-    if (at >= f->data() && at + t.bytes() <= f->data() + f->size()) return f;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 size_t ShareEqualConstants(Graph& graph, size_t min_bytes) {
@@ -70,8 +61,8 @@ size_t ShareEqualConstants(Graph& graph, size_t min_bytes) {
   size_t shared = 0;
   for (auto& [id, t] : graph.constants) {
     if (t.bytes() < min_bytes || !t.location().host_accessible()) continue;
-    std::shared_ptr<const MappedFile> file = FileHolding(graph, t);
-    std::shared_ptr<const void> mine = file ? std::shared_ptr<const void>(file) : t.keeper();
+    std::shared_ptr<const MappedFile> file = graph.FileHolding(t);
+    std::shared_ptr<const void> mine = graph.StorageOwner(t);
     if (!mine) continue;  // a view of memory whose lifetime no one here knows
     const Key key{t.dtype(), t.shape()};
     bool found = false;

@@ -118,4 +118,17 @@ int64_t Graph::ConstantBytes() const {
   return total;
 }
 
+std::shared_ptr<const MappedFile> Graph::FileHolding(const Tensor& t) const {
+  const auto* at = static_cast<const uint8_t*>(t.raw());
+  for (const auto& f : mapped_files) {
+    if (at >= f->data() && at + t.bytes() <= f->data() + f->size()) return f;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const void> Graph::StorageOwner(const Tensor& t) const {
+  if (std::shared_ptr<const MappedFile> file = FileHolding(t)) return file;
+  return t.keeper();
+}
+
 }  // namespace rankd

@@ -86,6 +86,11 @@ class Graph {
   std::map<std::string, int> OpCounts() const;
   // Bytes held by constants (weights and tables).
   int64_t ConstantBytes() const;
+  // The external-data file of mapped_files whose bytes constant `t` views, or null.
+  std::shared_ptr<const MappedFile> FileHolding(const Tensor& t) const;
+  // What keeps constant `t`'s bytes alive: the file it views (FileHolding), else the storage it owns
+  // or shares (Tensor::keeper); null for a view of memory whose lifetime no one here knows.
+  std::shared_ptr<const void> StorageOwner(const Tensor& t) const;
 
  private:
   std::unordered_map<std::string, int> by_name_;

@@ -122,7 +122,8 @@ class CudaBackendImpl final : public Backend {
       }
     }
     const int64_t own_named = named.count(device_) ? named.at(device_) : 0;
-    const int64_t weights = static_cast<int64_t>(cuda::CudaModelResources::DeviceBytes(graph, options)) + own_named;
+    const int64_t weights =
+        static_cast<int64_t>(cuda::CudaModelResources::DeviceBytes(graph, options, device_)) + own_named;
     const int64_t n = executors > 0 ? executors : DefaultExecutors();
     const int64_t buffers = n * (static_cast<int64_t>(cuda::kLtWorkspaceBytes) + kSeparateRoomBytes);
     const int64_t kept = std::max(kKeptFreeBytes, memory.total / kKeptFreeShare);

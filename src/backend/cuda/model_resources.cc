@@ -6,6 +6,7 @@
 #include <shared_mutex>
 
 #include "backend/cuda/device.h"
+#include "backend/cuda/shared_device_copies.h"
 #include "backend/cuda/shared_tables.h"
 #include "backend/cuda/small_rows_gemm.h"
 #include "model/mapped_file.h"
@@ -71,10 +72,32 @@ size_t Bf16CopiesBytes(const std::vector<Copy>& copies) {
   return total;
 }
 
-// The constants on the device: all but the tables placed in host memory or on a named GPU.
+// Whether constant `id` is copied to the model's own GPU: all but the tables placed in host memory
+// or on a named GPU.
+bool Resident(const TablePlacement& tables, int id) { return !tables.OnHost(id) && !tables.Gpus(id); }
+
+// Whether constant `t` has a device copy of its own that later models holding the same host storage
+// share (shared_device_copies.h), outside the model's allocation.
+bool SharesDeviceCopy(const Graph& graph, const Tensor& t) {
+  return t.bytes() >= kSharedDeviceCopyBytes && graph.StorageOwner(t) != nullptr;
+}
+
+// The constants in the model's own allocation on the device.
 size_t ConstantsBytes(const Graph& graph, const TablePlacement& tables) {
   size_t total = 0;
-  for (const auto& [id, t] : graph.constants) total += tables.OnHost(id) || tables.Gpus(id) ? 0 : Aligned(t.bytes());
+  for (const auto& [id, t] : graph.constants) {
+    if (Resident(tables, id) && !SharesDeviceCopy(graph, t)) total += Aligned(t.bytes());
+  }
+  return total;
+}
+
+// The constants with copies of their own that no model on `device` holds yet.
+size_t UnsharedCopiesBytes(const Graph& graph, const TablePlacement& tables, int device) {
+  size_t total = 0;
+  for (const auto& [id, t] : graph.constants) {
+    if (!Resident(tables, id) || !SharesDeviceCopy(graph, t)) continue;
+    if (!FindDeviceCopy(device, t.raw(), t.bytes(), graph.StorageOwner(t))) total += Aligned(t.bytes());
+  }
   return total;
 }
 
@@ -92,8 +115,9 @@ size_t CachesBytes(const Graph& graph, const TablePlacement& tables) {
 
 }  // namespace
 
-size_t CudaModelResources::DeviceBytes(const Graph& graph, const PrepareOptions& options) {
-  return ConstantsBytes(graph, options.tables) + CachesBytes(graph, options.tables) +
+size_t CudaModelResources::DeviceBytes(const Graph& graph, const PrepareOptions& options, int device) {
+  return ConstantsBytes(graph, options.tables) + UnsharedCopiesBytes(graph, options.tables, device) +
+         CachesBytes(graph, options.tables) +
          (Bf16Products(options.precision) ? Bf16CopiesBytes(PlanBf16Copies(graph)) : 0);
 }
 
@@ -106,9 +130,28 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
   RANKD_RETURN_IF_ERROR(r->arena_.Reserve(ConstantsBytes(graph, options.tables)));
   auto* base = static_cast<uint8_t*>(r->arena_.get());
   size_t pos = 0;
+  // Large constants: the copy a model holding the same host storage made, or a new one, allocated
+  // here (an allocation takes its device's gate), filled below and offered once filled.
+  std::unordered_map<const Tensor*, std::shared_ptr<DeviceBuffer>> fresh;
+  for (const auto& [id, t] : graph.constants) {
+    if (!Resident(options.tables, id) || !SharesDeviceCopy(graph, t)) continue;
+    if (auto found = FindDeviceCopy(device, t.raw(), t.bytes(), graph.StorageOwner(t))) {
+      r->copies_[&t] = found->get();
+      r->shared_copies_.push_back(std::move(found));
+      continue;
+    }
+    auto& copy = fresh[&t] = std::make_shared<DeviceBuffer>();
+    RANKD_RETURN_IF_ERROR(copy->Reserve(t.bytes()));
+  }
   {
     AllCaptureGates gates;  // synchronous copies, page-locking (every device's)
     for (const auto& [id, t] : graph.constants) {
+      if (r->copies_.count(&t)) continue;  // another model's copy
+      if (auto it = fresh.find(&t); it != fresh.end()) {
+        RANKD_CUDA_RETURN(cudaMemcpy(it->second->get(), t.raw(), t.bytes(), cudaMemcpyHostToDevice));
+        r->copies_[&t] = it->second->get();
+        continue;
+      }
       if (options.tables.OnHost(id) && t.bytes() > 0) {
         RANKD_RETURN_IF_ERROR(r->MapHostTable(t));
         continue;
@@ -122,6 +165,10 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
       r->copies_[&t] = base + pos;
       pos += Aligned(t.bytes());
     }
+  }
+  for (auto& [t, copy] : fresh) {
+    OfferDeviceCopy(device, t->raw(), t->bytes(), graph.StorageOwner(*t), copy);
+    r->shared_copies_.push_back(std::move(copy));
   }
   RANKD_RETURN_IF_ERROR(r->MakeCaches(graph, options.tables));
   r->counter_count_ = KernelCounters(graph);

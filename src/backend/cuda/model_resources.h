@@ -15,7 +15,8 @@
 
 namespace rankd::cuda {
 
-// Device copies of a graph's constants, in one allocation.
+// Device copies of a graph's constants: in one allocation, but for the large ones, each shared
+// with the other models that hold it (shared_device_copies.h).
 class CudaModelResources final : public ModelResources {
  public:
   // The constants placed on the device are copied there; the tables `options` places in host
@@ -25,8 +26,9 @@ class CudaModelResources final : public ModelResources {
   static StatusOr<std::shared_ptr<CudaModelResources>> Upload(const Graph& graph, int device,
                                                               const PrepareOptions& options);
   ~CudaModelResources() override;
-  // The device memory Upload takes for `graph` prepared with `options`.
-  static size_t DeviceBytes(const Graph& graph, const PrepareOptions& options);
+  // The device memory Upload takes on `device` for `graph` prepared with `options`: less the copies
+  // of constants that models loaded there hold in the same host storage (shared_device_copies.h).
+  static size_t DeviceBytes(const Graph& graph, const PrepareOptions& options, int device);
   // The address kernels read a graph constant at (device memory, or mapped host memory for a
   // table kept there), or nullptr for any other tensor.
   void* Find(const Tensor* constant) const;
@@ -61,6 +63,8 @@ class CudaModelResources final : public ModelResources {
   int device_ = 0;
   Precision precision_ = Precision::kFp32;
   DeviceBuffer arena_, bf16_arena_, counters_;
+  // Large constants' copies, each shared with the models holding the same host storage.
+  std::vector<std::shared_ptr<const DeviceBuffer>> shared_copies_;
   int counter_count_ = 0;
   std::unordered_map<const Tensor*, void*> copies_;
   std::vector<const void*> host_tables_;  // tables read in host memory (shared_tables.h), each mapped once here
