@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <thread>
+#include <vector>
 
 #include "test_util.h"
 
@@ -115,6 +116,40 @@ TEST(ExecutorPool, PassesOverAReplicaWhoseDeviceFailed) {
   EXPECT_EQ(none.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(none.status().message(), "GPU 0 met an unrecoverable error");
   EXPECT_EQ(pool.Health().message(), "GPU 0 met an unrecoverable error");
+}
+
+// Callers past both replicas' executors, each woken by one release (no herd): every caller gets
+// one, no replica lends more than its limit, and once a replica fails its released executors wake
+// callers who pass it over and still get the other's.
+TEST(ExecutorPool, CallersPastEveryReplicaAreEachServedByOneRelease) {
+  testing::SwitchableHealthBackend first, second;
+  ExecutorPool pool({{&first, nullptr}, {&second, nullptr}}, 1);
+  constexpr int kThreads = 12, kRounds = 400;
+  std::atomic<int> served{0}, over_limit{0}, failed_taken{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kThreads; ++t) {
+    callers.emplace_back([&] {
+      for (int i = 0; i < kRounds; ++i) {
+        const bool after_failure = failed.load();
+        auto e = pool.Acquire();
+        ASSERT_TRUE(e.ok()) << e.status().ToString();
+        const size_t replica = pool.ReplicaOf(e->get());
+        if (pool.Busy(replica) > 1) ++over_limit;
+        if (after_failure && replica == 0) ++failed_taken;
+        ++served;
+        pool.Release(std::move(*e));
+      }
+    });
+  }
+  while (served.load() < kThreads * kRounds / 2) std::this_thread::yield();
+  first.Fail("GPU 0 met an unrecoverable error");
+  failed = true;
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(served.load(), kThreads * kRounds);
+  EXPECT_EQ(over_limit.load(), 0);
+  EXPECT_EQ(failed_taken.load(), 0) << "an executor of the failed replica was lent after it failed";
+  EXPECT_EQ(pool.Busy(0) + pool.Busy(1), 0);
 }
 
 }  // namespace

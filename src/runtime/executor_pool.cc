@@ -75,10 +75,12 @@ size_t ExecutorPool::Release(std::unique_ptr<Executor> executor) {
     slots_[replica].idle.push_back(std::move(executor));
     takers = takers_ > 0;
   }
-  // An Acquire takes any executor, a Take only its own, and with replicas an Acquire may be
-  // waiting for another replica: while a Take waits or there are replicas, one wake-up could go to
-  // the wrong waiter, so every waiter is woken; otherwise one is (no herd on a busy model).
-  if (takers || replicas_.size() > 1) {
+  // An Acquire takes an executor of any healthy replica, a Take only its own: while a Take waits,
+  // one wake-up could go to the wrong waiter, so every waiter is woken; otherwise one is. With
+  // replicas too: waking every waiter on each release put a model on two GPUs past its capacity
+  // into a herd of wake-ups on this lock (a release of a failed GPU's executor wakes one waiter,
+  // who finds nothing and waits on).
+  if (takers) {
     freed_.notify_all();
   } else {
     freed_.notify_one();
