@@ -371,6 +371,50 @@ TEST(BatchedModel, MergedBatchesStayWithinTheLargestBucket) {
   EXPECT_EQ((*configured)->batch_policy()->max_batch_rows, 200);
 }
 
+// A model that does not batch, on one executor: a request's timeout bounds its wait for the
+// executor (DeadlineExceeded, not run), as a batcher's queue bounds a batched request's; the same
+// request finding the executor free runs.
+TEST(UnbatchedModel, ARequestsTimeoutBoundsItsWaitForAnExecutor) {
+  const std::string dir = testing::SourcePath("models/zoo/din");
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok());
+  auto unbatched = ParseModelConfig(R"({"batching": {"enabled": false}})", false);
+  ASSERT_TRUE(unbatched.ok());
+  config->batching = unbatched->batching;
+  ModelOptions options;
+  options.backend = &CpuBackend();
+  options.executors = 1;
+  auto model = Model::LoadFile(dir + "/1/model.onnx", *config, options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_EQ((*model)->batch_policy(), nullptr);
+  std::mt19937_64 rng(11);
+  const InferRequest busy = RandomDinRequest(**model, 2000, 20, rng);
+  InferRequest hurried = RandomDinRequest(**model, 2, 3, rng);
+  hurried.timeout_us = 300;
+  std::atomic<bool> stop{false};
+  std::atomic<int> busy_failed{0};
+  std::thread holder([&] {  // keeps the one executor busy
+    while (!stop.load()) busy_failed += (*model)->Infer(busy).ok() ? 0 : 1;
+  });
+  int expired = 0, other = 0;
+  for (int i = 0; i < 5000 && expired == 0; ++i) {
+    auto out = (*model)->Infer(hurried);
+    if (out.status().code() == StatusCode::kDeadlineExceeded) {
+      ++expired;
+    } else if (!out.ok()) {
+      ++other;
+      ADD_FAILURE() << out.status().ToString();
+    }
+  }
+  stop = true;
+  holder.join();
+  EXPECT_GT(expired, 0) << "no request waited past its timeout for the executor another held";
+  EXPECT_EQ(other, 0);
+  EXPECT_EQ(busy_failed.load(), 0);
+  auto alone = (*model)->Infer(hurried);  // the executor free: it runs within its timeout
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+}
+
 // A config without a batching section batches, with no queue delay; a request that finds the
 // model idle runs at once on the calling thread, so a deadline of one microsecond (a bound on
 // the time queued) does not fail it.

@@ -118,6 +118,28 @@ TEST(ExecutorPool, PassesOverAReplicaWhoseDeviceFailed) {
   EXPECT_EQ(pool.Health().message(), "GPU 0 met an unrecoverable error");
 }
 
+// A caller with a deadline waits for a release until then: DeadlineExceeded past it, the
+// executor released before it otherwise.
+TEST(ExecutorPool, ACallerWaitsForAnExecutorUntilItsDeadline) {
+  ExecutorPool pool({{&CpuBackend(), nullptr}}, 1);
+  auto held = pool.Acquire();
+  ASSERT_TRUE(held.ok());
+  const auto began = std::chrono::steady_clock::now();
+  auto late = pool.Acquire(began + std::chrono::milliseconds(30));
+  EXPECT_EQ(late.status().code(), StatusCode::kDeadlineExceeded) << late.status().ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - began, std::chrono::milliseconds(30));
+  const Executor* executor = held->get();
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    pool.Release(std::move(*held));
+  });
+  auto in_time = pool.Acquire(std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  releaser.join();
+  ASSERT_TRUE(in_time.ok()) << in_time.status().ToString();
+  EXPECT_EQ(in_time->get(), executor);
+  pool.Release(std::move(*in_time));
+}
+
 // Callers past both replicas' executors, each woken by one release (no herd): every caller gets
 // one, no replica lends more than its limit, and once a replica fails its released executors wake
 // callers who pass it over and still get the other's.

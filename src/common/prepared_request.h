@@ -3,6 +3,7 @@
 // pad.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct PreparedRequest {
   int64_t rows = 0;                         // candidates
   int64_t users = 0;                        // user rows of a hoisted model (0 otherwise)
   int64_t sequence_elements = 0;            // ragged ids the graph reads, over all inputs
+  // Run alone (no batcher): past this the request waits for no executor (its `timeout`, a gRPC
+  // call's deadline). A batcher keeps its tasks' deadlines itself.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 }  // namespace rankd

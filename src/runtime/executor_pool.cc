@@ -34,12 +34,18 @@ int ExecutorPool::Pick() const {
   return best;
 }
 
-StatusOr<std::unique_ptr<Executor>> ExecutorPool::Acquire() {
+StatusOr<std::unique_ptr<Executor>> ExecutorPool::Acquire(std::chrono::steady_clock::time_point deadline) {
   size_t r = 0;
   {
     MutexLock lock(mu_);
     int picked;
-    while ((picked = Pick()) == -1) freed_.wait(lock.native());
+    while ((picked = Pick()) == -1) {
+      if (deadline == std::chrono::steady_clock::time_point::max()) {
+        freed_.wait(lock.native());
+      } else if (freed_.wait_until(lock.native(), deadline) == std::cv_status::timeout && (picked = Pick()) == -1) {
+        return DeadlineExceeded("the request's deadline passed while it waited for an executor");
+      }
+    }
     if (picked == -2) {
       Status health = replicas_[0].backend->Health();
       return health.ok() ? Unavailable("no replica of the model is healthy") : health;

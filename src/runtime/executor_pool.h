@@ -6,6 +6,7 @@
 // replica whose device failed (Backend::Health) is passed over while another serves. Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -35,9 +36,10 @@ class ExecutorPool {
   ~ExecutorPool();
 
   // An executor of the healthy replica with the fewest busy, idle or new while under its limit,
-  // else the next one such a replica releases; Unavailable (the first replica's health) when no
-  // replica is healthy.
-  StatusOr<std::unique_ptr<Executor>> Acquire();
+  // else the next one such a replica releases before `deadline` (DeadlineExceeded past it);
+  // Unavailable (the first replica's health) when no replica is healthy.
+  StatusOr<std::unique_ptr<Executor>> Acquire(
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
   // Takes `executor` back; returns its replica (an index into replicas()).
   size_t Release(std::unique_ptr<Executor> executor);
   // `executor` (one of All()), once it is idle.

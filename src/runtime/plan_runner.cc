@@ -111,9 +111,9 @@ std::vector<int64_t> PlanRunner::ReadCounters() const {
 PlanRunner::~PlanRunner() = default;
 
 StatusOr<std::vector<Tensor>> PlanRunner::Run(const std::shared_ptr<const Plan>& plan, std::span<const Tensor> inputs,
-                                              bool capture) {
+                                              bool capture, std::chrono::steady_clock::time_point deadline) {
   RANKD_ASSIGN_OR_RETURN(std::vector<Tensor> staged, StageDiskRows(*plan, inputs));
-  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, Acquire());
+  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, Acquire(deadline));
   std::vector<Tensor> outputs = Executor::OutputsFor(*plan);
   RANKD_RETURN_IF_ERROR(RunOn(plan, std::move(executor), staged.empty() ? inputs : staged, outputs, capture));
   return outputs;

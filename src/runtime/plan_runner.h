@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -79,8 +80,11 @@ class PlanRunner {
   // OK while some replica can run work (Backend::Health); else why the first cannot.
   Status Health() const { return executors_->Health(); }
 
-  // An executor (waiting while all are busy), and back.
-  StatusOr<std::unique_ptr<Executor>> Acquire() { return executors_->Acquire(); }
+  // An executor (waiting while all are busy, until `deadline`), and back.
+  StatusOr<std::unique_ptr<Executor>> Acquire(
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) {
+    return executors_->Acquire(deadline);
+  }
   size_t Release(std::unique_ptr<Executor> executor) { return executors_->Release(std::move(executor)); }
 
   // With tables on disk, the graph inputs of a run of `plan` on the request's `inputs`: their rows
@@ -93,9 +97,11 @@ class PlanRunner {
   // miss and queues a capture of the plan on a miss.
   Status RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
                std::span<const Tensor> graph_inputs, std::span<Tensor> outputs, bool capture);
-  // Stages, takes an executor from the pool and runs, into outputs of the plan's shapes it allocates.
-  StatusOr<std::vector<Tensor>> Run(const std::shared_ptr<const Plan>& plan, std::span<const Tensor> inputs,
-                                    bool capture);
+  // Stages, takes an executor from the pool (waiting until `deadline` at most) and runs, into
+  // outputs of the plan's shapes it allocates.
+  StatusOr<std::vector<Tensor>> Run(
+      const std::shared_ptr<const Plan>& plan, std::span<const Tensor> inputs, bool capture,
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
   // Kernels, copies and memsets one run of `plan` puts on the device (Executor::CountLaunches).
   StatusOr<Executor::Launches> CountLaunches(const Plan& plan);
 

@@ -14,6 +14,18 @@
 #include "runtime/op_profile.h"
 
 namespace rankd {
+namespace {
+
+// A request run alone waits for an executor until its timeout (microseconds, Triton's `timeout`
+// parameter, or what is left of a gRPC call's deadline) passes: then DeadlineExceeded, unrun.
+void SetDeadline(const InferRequest& request, PreparedRequest& prepared) {
+  if (request.timeout_us > 0) {
+    prepared.deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(request.timeout_us);
+  }
+}
+
+}  // namespace
+
 namespace fs = std::filesystem;
 
 std::vector<int64_t> ListModelVersions(const std::string& model_dir) {
@@ -275,7 +287,10 @@ StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, std
   PhaseTimer whole("(a request, end to end)");  // made first, so it ends after the request's tensors are freed
   auto prepared = std::make_unique<PreparedRequest>();
   RANKD_RETURN_IF_ERROR(Admit(request, length_sums, *prepared));
-  if (!batcher_) return SelectOutputs(request, RunPrepared(*prepared));
+  if (!batcher_) {
+    SetDeadline(request, *prepared);
+    return SelectOutputs(request, RunPrepared(*prepared));
+  }
   // Queued like an asynchronous request, waited for here (the caller keeps the request alive).
   std::promise<StatusOr<std::vector<InferOutput>>> promise;
   auto answer = promise.get_future();
@@ -294,6 +309,7 @@ void Model::InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone d
   auto prepared = std::make_unique<PreparedRequest>();
   if (Status s = Admit(request->request, request->length_sums, *prepared); !s.ok()) return done(s, InferStats{});
   if (!batcher_) {
+    SetDeadline(request->request, *prepared);
     done(SelectOutputs(request->request, RunPrepared(*prepared)), InferStats{});
     return;
   }

@@ -48,7 +48,7 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
       std::unique_ptr<Executor> executor;
       if (!on_disk) {
         PhaseTimer acquiring("(executor acquired)");
-        RANKD_ASSIGN_OR_RETURN(executor, runner_->Acquire());
+        RANKD_ASSIGN_OR_RETURN(executor, runner_->Acquire(prepared.deadline));
       }
       PhaseTimer padding("(padded to its bucket)");
       const bool ids_unpadded = executor && executor->FillsRaggedTails();
@@ -61,7 +61,7 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
       RANKD_ASSIGN_OR_RETURN(std::vector<Tensor> staged, runner_->StageDiskRows(*plan, inputs));
       if (on_disk) {
         PhaseTimer acquiring_late("(executor acquired)");
-        RANKD_ASSIGN_OR_RETURN(executor, runner_->Acquire());
+        RANKD_ASSIGN_OR_RETURN(executor, runner_->Acquire(prepared.deadline));
       }
       // The executor writes the request's own rows, not the padding's.
       std::vector<Tensor> outputs = Executor::OutputsFor(*plan, key->rows, prepared.rows);
@@ -78,7 +78,7 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
 StatusOr<std::vector<Tensor>> Model::RunPlanned(const PreparedRequest& prepared) const {
   RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan,
                          PlanFor(MetasOf(prepared, graph()), prepared.ragged_max_lengths));
-  return runner_->Run(plan, prepared.inputs, /*capture=*/false);
+  return runner_->Run(plan, prepared.inputs, /*capture=*/false, prepared.deadline);
 }
 
 bool Model::MergeNow(const std::vector<const PreparedRequest*>& parts) const {
