@@ -58,7 +58,7 @@ def metrics(port):
 
 
 def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200), hoisting=("on",), precision="",
-            queue_delay_us=1000, queue_wait_us=-1):
+            queue_delay_us=1000, queue_wait_us=0):
     """Exports NAME at SIZE (once), writes its variants and its request mix; returns
     ([(model, batching, hoisting)], requests path). Hoisting is "n/a" for a model without user inputs.
     A precision is written into every variant's config (the exported one included)."""
@@ -90,8 +90,8 @@ def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200),
             with open(os.path.join(repo, model, "config.yaml"), "w") as f:
                 f.write(f"name: {model}\n{config}\n")
                 if batching:
-                    wait = f", max_queue_wait_microseconds: {queue_wait_us}" if queue_wait_us >= 0 else ""
-                    f.write(f"batching: {{max_queue_delay_microseconds: {queue_delay_us}{wait}}}\n")
+                    f.write(f"batching: {{max_queue_delay_microseconds: {queue_delay_us}, "
+                            f"max_queue_wait_microseconds: {queue_wait_us}}}\n")
                 if hoist == "off":
                     f.write("user_hoisting: false\n")
     model = models.build(name, size, seed=0)
@@ -127,8 +127,8 @@ def main():
     p.add_argument("--precision", default="", help="written into every model's config, e.g. bf16-activations "
                    "(default: the exported config's)")
     p.add_argument("--queue-delay-us", type=int, default=1000, help="the batched variants' max_queue_delay_microseconds")
-    p.add_argument("--queue-wait-us", type=int, default=-1, help="the batched variants' max_queue_wait_microseconds "
-                   "(0: no bound; default: not written, the bound from the batches' run time)")
+    p.add_argument("--queue-wait-us", type=int, default=0, help="the batched variants' max_queue_wait_microseconds "
+                   "(0: no bound)")
     p.add_argument("--serve-args", default="", help="more `rankd serve` flags, e.g. \"--executors 8 --cuda staging_helpers=0\"")
     p.add_argument("--server-cpus", default="", help="cores the server is pinned to (taskset -c), e.g. 0-7")
     p.add_argument("--client-cpus", default="", help="cores the load generator is pinned to, e.g. 8-15")

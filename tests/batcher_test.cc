@@ -150,63 +150,6 @@ TEST(Batcher, QueueBehindItsWaitBoundRefusesNewRequests) {
   EXPECT_EQ(ran.load(), 4);
 }
 
-// Without a bound of its own (a config that gives no max_queue_wait_microseconds), the queue's
-// head may wait 4 times a request's recent mean run time, at least 20 ms, once a batch has run;
-// past it new requests are refused. A fake clock that each batch advances by its run time.
-TEST(Batcher, WithoutABoundOfItsOwnTheQueueWaitsAsLongAsFourRequestsRun) {
-  std::mutex gate;
-  std::atomic<int64_t> now_us{0}, run_us{10'000};
-  const auto epoch = BatchClock::now();
-  BatcherOptions o;
-  o.policy.cost_budget = 10;  // one request per batch
-  o.policy.max_queue_delay = std::chrono::microseconds(0);
-  o.policy.auto_queue_wait = true;
-  o.now = [&] { return epoch + std::chrono::microseconds(now_us.load()); };
-  std::atomic<int> ran{0};
-  auto at = [&](int id) {
-    auto t = Make(id);
-    t->info.enqueued = o.now();
-    return t;
-  };
-  Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
-    std::lock_guard<std::mutex> wait(gate);
-    now_us += run_us.load();
-    ran += static_cast<int>(batch.size());
-  });
-  EXPECT_EQ(b.queue_wait_bound().count(), 0) << "no batch has run: no bound yet";
-  for (int i = 0; i < 3; ++i) {
-    auto t = at(i);
-    ASSERT_TRUE(b.Enqueue(t).ok());
-    while (ran.load() < i + 1) std::this_thread::yield();
-  }
-  EXPECT_EQ(b.queue_wait_bound(), std::chrono::milliseconds(40));  // requests of 10 ms
-  gate.lock();
-  run_us = 0;
-  auto first = at(3);
-  ASSERT_TRUE(b.Enqueue(first).ok());
-  while (b.queued() > 0) std::this_thread::yield();  // the executor took it and is blocked
-  auto head = at(4);
-  ASSERT_TRUE(b.Enqueue(head).ok());
-  now_us += 40'000;  // the head has waited the bound: still taken
-  auto second = at(5);
-  ASSERT_TRUE(b.Enqueue(second).ok());
-  now_us += 1;
-  auto late = at(6);
-  Status s = b.Enqueue(late);
-  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
-  EXPECT_NE(s.message().find("more than the 40 ms 4 of its requests' run time allow"), std::string::npos)
-      << s.ToString();
-  ASSERT_NE(late, nullptr);
-  gate.unlock();
-  while (ran.load() < 6) std::this_thread::yield();
-  // Short batches: the bound does not go below 20 ms.
-  Batcher quick(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) { now_us += 1'000; });
-  auto one = at(7);
-  ASSERT_TRUE(quick.Enqueue(one).ok());
-  while (quick.queue_wait_bound().count() == 0) std::this_thread::yield();
-  EXPECT_EQ(quick.queue_wait_bound(), std::chrono::milliseconds(20));
-}
-
 TEST(Batcher, ExpiredRequestsFailAndNeverRun) {
   std::atomic<int> failed{0}, ran{0};
   {

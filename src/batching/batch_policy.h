@@ -47,17 +47,8 @@ struct BatchPolicyOptions {
   // refused (UNAVAILABLE): past its capacity a model answers some requests quickly and refuses the
   // rest at once, instead of making every request wait as long as the queue is. 0: no bound.
   std::chrono::microseconds max_queue_wait{0};
-  // Without max_queue_wait: the bound is kAutoQueueWaitRuns times a request's typical run time (a
-  // batch's run time over its requests, as the Batcher measures it: following a shorter one at once,
-  // a longer one slowly), at least kAutoQueueWaitFloor, once a batch has run; false: none. A batch's
-  // own run time grows as requests merge, and every run slows on a host busy with requests past
-  // its capacity: a bound that followed either let a CPU model's queue reach seconds.
-  bool auto_queue_wait = false;
   std::vector<int64_t> preferred_rows;  // Triton's preferred_batch_size, in rows; ascending
 };
-
-inline constexpr int kAutoQueueWaitRuns = 4;
-inline constexpr std::chrono::microseconds kAutoQueueWaitFloor{20'000};
 
 struct BatchDecision {
   enum class Kind { kIdle, kDispatch, kWaitUntil, kWaitForExecutor };

@@ -25,18 +25,15 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
     if (queue_.size() >= options_.policy.max_enqueued) {
       return Unavailable("the queue is full (" + std::to_string(queue_.size()) + " requests); retry later");
     }
-    const auto bound = QueueWaitBound();
+    const auto bound = options_.policy.max_queue_wait;
     if (bound.count() > 0 && !queue_.empty()) {
       const auto waited =
           std::chrono::duration_cast<std::chrono::microseconds>(options_.now() - queue_.front()->info.enqueued);
       if (waited > bound) {
         return Unavailable("the queue is behind: its oldest request has waited " +
                            std::to_string(waited.count() / 1000) + " ms, more than the " +
-                           std::to_string(bound.count() / 1000) + " ms " +
-                           (options_.policy.max_queue_wait.count() > 0
-                                ? std::string("max_queue_wait_microseconds allows")
-                                : std::to_string(kAutoQueueWaitRuns) + " of its requests' run time allow") +
-                           "; retry later");
+                           std::to_string(bound.count() / 1000) +
+                           " ms max_queue_wait_microseconds allows; retry later");
       }
     }
     if (run_here_when_idle && queue_.empty() && busy_ == 0) {
@@ -61,7 +58,7 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
         } give_back{*this};
         std::vector<std::unique_ptr<BatchTask>> batch;
         batch.push_back(std::move(task));
-        Run(std::move(batch));
+        run_batch_(std::move(batch));
         return Status::Ok();
       }
     }
@@ -73,36 +70,6 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
   }
   changed_.notify_one();
   return Status::Ok();
-}
-
-void Batcher::Run(std::vector<std::unique_ptr<BatchTask>> batch) {
-  struct Note {  // also when the run throws
-    Batcher& b;
-    size_t requests;
-    BatchClock::time_point began;
-    ~Note() {
-      const double us =
-          std::chrono::duration<double, std::micro>(b.options_.now() - began).count() / static_cast<double>(requests);
-      MutexLock lock(b.mu_);
-      // Down at once, up slowly: runs slowed by a busy host (requests arriving past capacity take
-      // its cores) must not raise the bound that is to shed them.
-      double& typical = b.typical_run_us_;
-      typical = typical < 0 || us < typical ? us : typical + 0.01 * (us - typical);
-    }
-  } note{*this, std::max<size_t>(batch.size(), 1), options_.now()};
-  run_batch_(std::move(batch));
-}
-
-std::chrono::microseconds Batcher::QueueWaitBound() const {
-  if (options_.policy.max_queue_wait.count() > 0) return options_.policy.max_queue_wait;
-  if (!options_.policy.auto_queue_wait || typical_run_us_ < 0) return std::chrono::microseconds(0);
-  return std::max(kAutoQueueWaitFloor,
-                  std::chrono::microseconds(static_cast<int64_t>(kAutoQueueWaitRuns * typical_run_us_)));
-}
-
-std::chrono::microseconds Batcher::queue_wait_bound() const {
-  MutexLock lock(mu_);
-  return QueueWaitBound();
 }
 
 uint64_t Batcher::ran_on_caller() const {
@@ -141,7 +108,7 @@ void Batcher::ExecutorLoop() {
     if (!expired.empty() || !batch.empty()) {
       lock.Unlock();
       for (auto& t : expired) t->Fail(DeadlineExceeded("the request's deadline passed while it was queued"));
-      if (!batch.empty()) Run(std::move(batch));
+      if (!batch.empty()) run_batch_(std::move(batch));
       lock.Lock();
       if (d.kind == BatchDecision::Kind::kDispatch && d.count > 0) --busy_;
       changed_.notify_all();

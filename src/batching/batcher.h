@@ -10,7 +10,6 @@
 // drains: queued requests are still run. Thread-safe.
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -53,17 +52,10 @@ class Batcher {
   Status Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idle = false);
   // Requests run on their caller's thread so far.
   uint64_t ran_on_caller() const;
-  // The bound on the queue head's wait new requests meet now (BatchPolicyOptions::max_queue_wait,
-  // or the automatic one); 0 for none.
-  std::chrono::microseconds queue_wait_bound() const;
   size_t queued() const;
 
  private:
   void ExecutorLoop();
-  // Runs `batch` through run_batch_, noting how long it took a request (for the automatic queue
-  // bound).
-  void Run(std::vector<std::unique_ptr<BatchTask>> batch);
-  std::chrono::microseconds QueueWaitBound() const RANKD_REQUIRES(mu_);
 
   BatcherOptions options_;
   RunBatch run_batch_;
@@ -73,7 +65,6 @@ class Batcher {
   int busy_ RANKD_GUARDED_BY(mu_) = 0;
   uint64_t ran_on_caller_ RANKD_GUARDED_BY(mu_) = 0;
   bool stopping_ RANKD_GUARDED_BY(mu_) = false;
-  double typical_run_us_ RANKD_GUARDED_BY(mu_) = -1;  // a request's run time, its recent least; -1: none yet
   std::vector<std::thread> threads_;
 };
 

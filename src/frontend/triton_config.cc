@@ -132,7 +132,7 @@ inference::ModelConfig TritonModelConfig(const Model& model) {
     d->mutable_default_queue_policy()->set_allow_timeout_override(true);
     d->mutable_default_queue_policy()->set_max_queue_size(static_cast<uint32_t>(b.max_queue_size));
     if (b.max_batch_size > 0) SetParameter(c, "batching.max_batch_size", std::to_string(b.max_batch_size));
-    if (b.max_queue_wait_microseconds >= 0)
+    if (b.max_queue_wait_microseconds > 0)
       SetParameter(c, "batching.max_queue_wait_microseconds", std::to_string(b.max_queue_wait_microseconds));
   }
   inference::ModelInstanceGroup* group = c.add_instance_group();
