@@ -27,27 +27,28 @@ Status WriteWhole(const std::string& path, const void* data, size_t bytes) {
 // and DIR/vectors.npy ('<f4', or '<f8' rounded to FP32) [keys, dim], both in C order.
 StatusOr<KeyedTableFiles> ReadNpyTable(const std::string& dir, int64_t dim) {
   const std::string key_path = dir + "/keys.npy", vector_path = dir + "/vectors.npy";
-  RANKD_ASSIGN_OR_RETURN(std::string key_bytes, ReadWhole(key_path));
-  RANKD_ASSIGN_OR_RETURN(NpyArray keys, ParseNpy(key_bytes, key_path));
-  key_bytes = {};
-  if (keys.shape.size() != 1) return InvalidArgument(key_path + " must hold one dimension of keys");
   KeyedTableFiles files;
-  const int64_t count = keys.shape[0];
-  files.keys.resize(static_cast<size_t>(count));
-  if (keys.descr == "<i8" || keys.descr == "<u8") {
-    if (count > 0) std::memcpy(files.keys.data(), keys.data.data(), keys.data.size());
-  } else if (keys.descr == "<i4") {
-    for (int64_t i = 0; i < count; ++i) {
-      int32_t k = 0;
-      std::memcpy(&k, keys.data.data() + i * 4, 4);
-      files.keys[static_cast<size_t>(i)] = k;
+  int64_t count = 0;
+  {  // the key file's bytes freed before the vectors' are read
+    RANKD_ASSIGN_OR_RETURN(std::string key_bytes, ReadWhole(key_path));
+    RANKD_ASSIGN_OR_RETURN(NpyArray keys, ParseNpy(key_bytes, key_path));
+    if (keys.shape.size() != 1) return InvalidArgument(key_path + " must hold one dimension of keys");
+    count = keys.shape[0];
+    files.keys.resize(static_cast<size_t>(count));
+    if (keys.descr == "<i8" || keys.descr == "<u8") {
+      if (count > 0) std::memcpy(files.keys.data(), keys.data.data(), keys.data.size());
+    } else if (keys.descr == "<i4") {
+      for (int64_t i = 0; i < count; ++i) {
+        int32_t k = 0;
+        std::memcpy(&k, keys.data.data() + i * 4, 4);
+        files.keys[static_cast<size_t>(i)] = k;
+      }
+    } else {
+      return InvalidArgument(key_path + " holds '" + keys.descr + "' keys: rankd reads '<i8', '<u8' or '<i4'");
     }
-  } else {
-    return InvalidArgument(key_path + " holds '" + keys.descr + "' keys: rankd reads '<i8', '<u8' or '<i4'");
   }
   RANKD_ASSIGN_OR_RETURN(std::string vector_bytes, ReadWhole(vector_path));
   RANKD_ASSIGN_OR_RETURN(NpyArray vectors, ParseNpy(vector_bytes, vector_path));
-  vector_bytes = {};
   if (vectors.shape != std::vector<int64_t>{count, dim}) {
     std::string shape;
     for (int64_t d : vectors.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);

@@ -94,7 +94,7 @@ StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& what) {
     return InvalidArgument(what + " holds " + std::to_string(bytes.size() - data_at) + " bytes of elements where its " +
                            "header ('" + a.descr + "', " + std::to_string(count) + " elements) says otherwise");
   }
-  a.data = bytes.substr(data_at);
+  a.data = std::string_view(bytes).substr(data_at);
   return a;
 }
 

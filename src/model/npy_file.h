@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rankd/status.h"
@@ -18,10 +19,11 @@ namespace rankd {
 struct NpyArray {
   std::string descr;           // e.g. "<f4", "<i8"
   std::vector<int64_t> shape;  // () for a scalar
-  std::string data;            // the elements' bytes, C order
+  std::string_view data;       // the elements' bytes, C order, within the bytes parsed (not copied)
 };
 
-// Parses a whole .npy file's bytes; errors say what is wrong (`what` names the file in them).
+// Parses a whole .npy file's bytes, which must outlive the result (its data views them); errors say
+// what is wrong (`what` names the file in them).
 StatusOr<NpyArray> ParseNpy(const std::string& bytes, const std::string& what);
 
 }  // namespace rankd
