@@ -57,12 +57,12 @@ class AsyncCoreTest(unittest.TestCase):
         # Costs given (a measured fit may rightly run each request alone); a budget that takes them all.
         enable_batching(batched, "max_queue_delay_microseconds: 20000, executors: 1, cost_per_row: 1, "
                                  "cost_per_sequence_element: 0, cost_per_request: 10, cost_budget: 1000000")
-        # These tests queue many calls on purpose: a long --grpc-max-queue-ms keeps them all
-        # (GrpcOverloadTest has the refusals).
+        # These tests queue many calls on purpose: long --grpc-max-queue-ms and --http-max-queue-ms
+        # keep them all (OverloadTest has the refusals).
         # One OpenMP thread: a frontend thread that runs a request on the CPU backend would start
         # a team of OpenMP threads of its own the first time, which is not what is counted here.
         cls.server = Server(cls.repo, "--http-threads", "2", "--grpc-threads", "2", "--grpc-max-queue-ms", "600000",
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+                            "--http-max-queue-ms", "600000", env=dict(os.environ, OMP_NUM_THREADS="1"))
         rng = random.Random(53)
         cls.requests = [random_din_request(rng, rng.randint(100, 200), rng.randint(0, 20)) for _ in range(96)]
         for k, r in enumerate(cls.requests):
@@ -168,71 +168,133 @@ class AsyncCoreTest(unittest.TestCase):
         self.merged(send)
 
 
-class GrpcOverloadTest(unittest.TestCase):
-    """Past what the server can handle, gRPC inference calls are refused unread (UNAVAILABLE,
-    counted) once one has waited --grpc-max-queue-ms to be handled; the calls handled score as
-    always, and the server serves on. One completion-queue thread and one worker, unbatched DIN
-    requests of 2,048 candidates (milliseconds each on the CPU), forty sent at once, 2 ms allowed."""
+class OverloadTest(unittest.TestCase):
+    """Past what the server can handle, inference calls are refused unread (gRPC UNAVAILABLE, HTTP
+    503, counted) once one has waited --grpc-max-queue-ms / --http-max-queue-ms to be handled; the
+    calls handled score as always, and the server serves on. One completion-queue thread and one
+    HTTP worker, unbatched DIN requests of 2,048 candidates (milliseconds each on the CPU), forty
+    sent at once, 2 ms allowed."""
 
-    def test_calls_past_the_queue_limit_are_refused_and_the_rest_score(self):
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = tempfile.mkdtemp()
+        shutil.copytree(os.path.join(ZOO, "din"), os.path.join(cls.repo, "din"))
+        enable_batching(os.path.join(cls.repo, "din"), "enabled: false")  # calls wait for the handler, not a batch
+        cls.server = Server(cls.repo, "--grpc-threads", "1", "--grpc-max-queue-ms", "2", "--http-threads", "1",
+                            "--http-max-queue-ms", "2")
+        rng = random.Random(153)
+        cls.bodies = [dict(random_din_request(rng, 2048, 20), id="b%d" % k) for k in range(4)]
+        cls.want = []
+        for body in cls.bodies:
+            for attempt in range(20):  # a lone request too may wait 2 ms on a loaded machine
+                status, answer = cls.server.json("POST", "/v2/models/din/infer", body)
+                if status != 503:
+                    break
+                time.sleep(0.05)
+            assert status == 200, answer
+            cls.want.append(answer["outputs"][0]["data"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.repo)
+
+    def check_burst(self, send_all, serve_one):
+        """`send_all()` sends forty calls at once and returns each one's scores, or None where it
+        was refused (after checking the refusal); `serve_one()` sends one call and returns whether
+        it was refused."""
+        before = scrape(self.server).get("rankd_overload_refusals", 0)
+        answers = send_all()
+        refused = sum(1 for a in answers if a is None)
+        for k, got in enumerate(answers):
+            if got is None:
+                continue
+            self.assertEqual(len(got), len(self.want[k % 4]))
+            for a, b in zip(got, self.want[k % 4]):
+                self.assertAlmostEqual(a, b, delta=1e-6)
+        print("40 calls at once: %d answered, %d refused" % (len(answers) - refused, refused), file=sys.stderr)
+        self.assertGreater(refused, 0)
+        self.assertLess(refused, len(answers))
+        self.assertEqual(scrape(self.server).get("rankd_overload_refusals", 0) - before, refused)
+        # Serves on. With a 2 ms bound even a lone call can be refused on a loaded machine
+        # (sanitizers, tests in parallel): it is answered within a few tries, never failed.
+        for attempt in range(20):
+            if not serve_one():
+                return
+            time.sleep(0.05)
+        self.fail("20 lone calls after the burst were all refused")
+
+    def test_grpc_calls_past_the_queue_limit_are_refused_and_the_rest_score(self):
         stubs = grpc_stubs()
         if stubs is None:
             self.skipTest("python3-grpcio / python3-grpc-tools not installed")
         import grpc
         pb, pb_grpc = stubs
-        repo = tempfile.mkdtemp()
-        shutil.copytree(os.path.join(ZOO, "din"), os.path.join(repo, "din"))
-        enable_batching(os.path.join(repo, "din"), "enabled: false")  # calls wait for the handler, not a batch
-        server = Server(repo, "--grpc-threads", "1", "--grpc-max-queue-ms", "2")
-        try:
-            rng = random.Random(153)
-            bodies = [random_din_request(rng, 2048, 20) for _ in range(4)]
-            want = []
-            for body in bodies:
-                status, answer = server.json("POST", "/v2/models/din/infer", body)
-                self.assertEqual(status, 200, answer)
-                want.append(answer["outputs"][0]["data"])
-            protos = [din_proto(pb, dict(b, id="b%d" % k)) for k, b in enumerate(bodies)]
-            for p in protos:
-                p.model_name = "din"
-            with grpc.insecure_channel("127.0.0.1:%d" % server.grpc_port) as channel:
-                stub = pb_grpc.GRPCInferenceServiceStub(channel)
-                stub.ServerLive(pb.ServerLiveRequest(), timeout=30)
-                before = scrape(server).get("rankd_overload_refusals", 0)
+        protos = [din_proto(pb, b) for b in self.bodies]
+        for p in protos:
+            p.model_name = "din"
+        with grpc.insecure_channel("127.0.0.1:%d" % self.server.grpc_port) as channel:
+            stub = pb_grpc.GRPCInferenceServiceStub(channel)
+            stub.ServerLive(pb.ServerLiveRequest(), timeout=30)
+
+            def refusal(e):
+                self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE, e.details())
+                self.assertIn("the server is overloaded", e.details())
+
+            def send_all():
                 futures = [stub.ModelInfer.future(protos[k % 4], timeout=120) for k in range(40)]
-                answered = refused = 0
-                for k, f in enumerate(futures):
+                answers = []
+                for f in futures:
                     try:
                         raw = f.result().raw_output_contents[0]
                     except grpc.RpcError as e:
-                        self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE, e.details())
-                        self.assertIn("the server is overloaded", e.details())
-                        refused += 1
+                        refusal(e)
+                        answers.append(None)
                         continue
-                    got = struct.unpack("<%df" % (len(raw) // 4), raw)
-                    self.assertEqual(len(got), len(want[k % 4]))
-                    for a, b in zip(got, want[k % 4]):
-                        self.assertAlmostEqual(a, b, delta=1e-6)
-                    answered += 1
-                print("40 calls at once: %d answered, %d refused" % (answered, refused), file=sys.stderr)
-                self.assertGreater(refused, 0)
-                self.assertGreater(answered, 0)
-                self.assertEqual(scrape(server).get("rankd_overload_refusals", 0) - before, refused)
-                # Serves on. With a 2 ms bound even a lone call can be refused on a loaded machine
-                # (sanitizers, tests in parallel): it is answered within a few tries, never failed.
-                for attempt in range(20):
-                    try:
-                        self.assertEqual(stub.ModelInfer(protos[0], timeout=60).id, "b0")
-                        break
-                    except grpc.RpcError as e:
-                        self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE, e.details())
-                        self.assertIn("the server is overloaded", e.details())
-                        time.sleep(0.05)
-                else:
-                    self.fail("20 lone calls after the burst were all refused")
-        finally:
-            server.stop()
-            shutil.rmtree(repo)
+                    answers.append(struct.unpack("<%df" % (len(raw) // 4), raw))
+                return answers
+
+            def serve_one():
+                try:
+                    self.assertEqual(stub.ModelInfer(protos[0], timeout=60).id, "b0")
+                    return False
+                except grpc.RpcError as e:
+                    refusal(e)
+                    return True
+
+            self.check_burst(send_all, serve_one)
+
+    def test_http_requests_past_the_queue_limit_are_refused_and_the_rest_score(self):
+        bodies = [json.dumps(b).encode() for b in self.bodies]
+
+        def answer(status, data):
+            if status == 503:
+                self.assertIn("the server is overloaded", json.loads(data)["error"])
+                return None
+            self.assertEqual(status, 200, data)
+            return json.loads(data)["outputs"][0]["data"]
+
+        def send_all():
+            socks = []
+            for k in range(40):
+                s = socket.create_connection(("127.0.0.1", self.server.http_port), timeout=120)
+                s.sendall(b"POST /v2/models/din/infer HTTP/1.1\r\nHost: rankd\r\n"
+                          b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(bodies[k % 4]) +
+                          bodies[k % 4])
+                socks.append(s)
+            answers = []
+            for s in socks:
+                response = http.client.HTTPResponse(s)
+                response.begin()
+                answers.append(answer(response.status, response.read()))
+                s.close()
+            return answers
+
+        def serve_one():
+            status, data, _ = self.server.request("POST", "/v2/models/din/infer", bodies[0])
+            return answer(status, data) is None
+
+        self.check_burst(send_all, serve_one)
 
 
 if __name__ == "__main__":

@@ -376,6 +376,16 @@ HttpResponse HttpApi::ModelMetadata(const std::string& name, int64_t version) {
 }
 
 void HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t version, HttpRespond respond) {
+  if (max_queue_wait_.count() > 0) {
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - request.received);
+    if (waited > max_queue_wait_) {
+      service_.metrics().RecordOverloadRefusal();
+      return respond(
+          Error(Unavailable("the server is overloaded: the request waited " + std::to_string(waited.count() / 1000) +
+                            " ms to be handled (at most " + std::to_string(max_queue_wait_.count() / 1000) + ")")));
+    }
+  }
   // What the answer needs of the request (which outputs go binary), and the answer being built.
   struct Answer {
     bool binary_all = false;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -36,14 +37,18 @@ class HttpApi {
   // Inputs and outputs in system shared memory use `shared_memory`'s regions (registered through
   // this API or another frontend's).
   // Calls of the categories `restricted` names need its header (restricted_apis.h).
+  // An inference request that waited longer than `max_queue_wait` for a worker to take it (from
+  // its last byte read to Handle) is refused unread with 503, counted as an overload refusal; zero:
+  // never.
   HttpApi(InferService& service, JsonLimits limits, HealthProbes probes, SharedMemoryRegions& shared_memory,
-          RestrictedApis restricted = {})
+          RestrictedApis restricted = {}, std::chrono::microseconds max_queue_wait = {})
       : service_(service),
         repository_(service.repository()),
         limits_(limits),
         probes_(std::move(probes)),
         shared_memory_(shared_memory),
-        restricted_(std::move(restricted)) {}
+        restricted_(std::move(restricted)),
+        max_queue_wait_(max_queue_wait) {}
 
   // Answers through `respond`: at once, or for an inference once it has run (on the model's
   // batcher thread when it batches). A body with Content-Encoding gzip or deflate is inflated
@@ -73,6 +78,7 @@ class HttpApi {
   HealthProbes probes_;
   SharedMemoryRegions& shared_memory_;
   RestrictedApis restricted_;
+  const std::chrono::microseconds max_queue_wait_;
   std::atomic<bool> shutting_down_{false};
 };
 

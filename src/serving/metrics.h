@@ -67,7 +67,8 @@ class Metrics {
   void RecordFailure(const std::string& model, int64_t version);
   void AddInflight(int delta) { inflight_ += delta; }
   void RecordLoadFailure(const std::string& model);
-  // An inference call refused before it was read, the server being overloaded (gRPC's CallQueue).
+  // An inference call refused before it was read, the server being overloaded (gRPC's CallQueue,
+  // or an HTTP request that waited too long for a worker).
   void RecordOverloadRefusal() { ++overload_refusals_; }
   // The Prometheus text exposition of everything recorded.
   std::string Text() const;

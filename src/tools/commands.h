@@ -57,6 +57,7 @@ struct ServeArgs {
   int http_threads = 0;                        // 0 = twice the cores, at least 8
   int grpc_threads = 0;                        // 0 = one per core, at least 2, per GPU of --gpus
   int grpc_max_queue_ms = 20;                  // a gRPC inference call waiting longer to be handled is refused
+  int http_max_queue_ms = 20;                  // an HTTP inference request waiting longer for a worker is refused
   std::vector<std::string> grpc_channel_args;  // "NAME=INTEGER": gRPC core channel arguments
   int http_max_connections = 4096;
   int http_header_timeout_secs = 30;  // a keep-alive connection idle this long closes

@@ -86,6 +86,10 @@ int main(int argc, char** argv) {
                    "A gRPC inference call that waits longer to be handled, or finds --max-inflight calls waiting, "
                    "is refused unread with UNAVAILABLE")
       ->check(CLI::PositiveNumber);
+  serve_cmd
+      ->add_option("--http-max-queue-ms", serve.http_max_queue_ms,
+                   "An HTTP inference request that waits longer for a worker to take it is refused unread with 503")
+      ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--grpc-channel-arg", serve.grpc_channel_args,
                         "NAME=INTEGER: a gRPC core channel argument for the server (e.g. grpc.http2.max_frame_size="
                         "1048576; docs/serving.md); repeatable");

@@ -104,7 +104,8 @@ int ServeCommand(const ServeArgs& args) {
   if ((*backend)->device_kind() == DeviceKind::kCuda) {
     shared_memory.SetPinning(*backend, static_cast<uint64_t>(args.shared_memory_pin_limit_mb) << 20);
   }
-  HttpApi api(service, limits, probes, shared_memory, http_restricted);
+  HttpApi api(service, limits, probes, shared_memory, http_restricted,
+              std::chrono::milliseconds(args.http_max_queue_ms));
 
   std::unique_ptr<GrpcServer> grpc;
   if (args.grpc_port >= 0) {
