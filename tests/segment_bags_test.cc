@@ -1,6 +1,7 @@
 // TensorFlow's sparse segment sums as tf2onnx writes them (compile/segment_bags.cc): graphs built
-// node for node as tf2onnx's SegmentSum handler and TensorFlow's to_sparse_input write them (no
-// TensorFlow here), in each spelling, recognised as one EmbeddingBag over the padded ids whose
+// node for node as tf2onnx's SegmentSum handler and TensorFlow's to_sparse_input write them, and
+// safe_embedding_lookup_sparse through tf2onnx's SparseReshape, SparseFillEmptyRows and Select
+// handlers (no TensorFlow here), in each spelling, recognised as one EmbeddingBag over the padded ids whose
 // scores match a direct computation of TensorFlow's combiners; forms over anything else refused
 // naming the node.
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "compile/compiled_model.h"
 #include "compile/passes.h"
@@ -50,7 +52,100 @@ struct Spelling {
   bool segments_from_input = false;  // refused: the segment ids a graph input
   bool rows_from_input = false;      // refused: the rows a graph input
   bool one_hot = false;              // the handler's earlier form: MatMul(OneHot(...), rows)
+  // safe_embedding_lookup_sparse: SparseReshape, sparse_retain of the ids >= 0, SparseFillEmptyRows
+  // before the segment sum; the filled rows zeroed after it (Where, else tf2onnx's Add/Mul form of
+  // Select) and the result reshaped.
+  bool safe = false;
+  bool zeroed_by_where = true;
+  bool zeroed = true;              // refused without: a default_id fills the empty rows
+  bool reshaped_to_other = false;  // refused: SparseReshape to [rows * slots, 1]
 };
+
+Tensor Bools(Shape shape, std::vector<uint8_t> v) { return Tensor::FromVector<uint8_t>(DType::kBool, shape, v); }
+
+// tf2onnx's SparseReshape, sparse_retain and SparseFillEmptyRows (default id 0) over the sparse
+// tensor (indices, values) of padded `ids`, as safe_embedding_lookup_sparse runs them; returns the
+// filled tensor and sets `empty` to SparseFillEmptyRows' empty-row indicator and `dense` to the
+// ids' shape.
+std::pair<int, int> SafeSparse(GraphBuilder& b, const Spelling& s, int ids, int indices, int values, int& empty,
+                               int& dense) {
+  const int zero = I64(b, "safe_zero", {0}, {}), one = I64(b, "safe_one", {1}, {});
+  const int axes0 = I64(b, "safe_axes0", {0}, {1}), axes1 = I64(b, "safe_axes1", {1}, {1});
+  dense = b.Op("Shape", {ids});
+  // The new shape [prod(shape[:1]), shape[1]] (TensorFlow's code), through the handler.
+  const int first =
+      b.Op("ReduceProd", {b.Op("Slice", {dense, I64(b, "p_starts", {0}, {1}), I64(b, "p_ends", {1}, {1}), axes0})},
+           {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{0}}});
+  const int last = s.reshaped_to_other ? one : b.Op("Gather", {dense, one});
+  const int first_entry =
+      s.reshaped_to_other ? b.Op("ReduceProd", {dense}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{0}}})
+                          : first;
+  const int asked = b.Op("Concat", {b.Op("Unsqueeze", {first_entry, axes0}), b.Op("Unsqueeze", {last, axes0})},
+                         {{"axis", int64_t{0}}});
+  const int product = b.Op("ReduceProd", {dense}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{1}}});
+  const int missing =
+      b.Op("Neg", {b.Op("Div", {product, b.Op("ReduceProd", {asked},
+                                              {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{1}}})})});
+  const int new_shape = b.Op("Where", {b.Op("Less", {asked, zero}), missing, asked});
+  const int lower = b.Const("lower_tri", Bools({2, 2}, {1, 0, 1, 1}));
+  auto strides = [&](int shape) {
+    return b.Op("ReduceProd", {b.Op("Where", {lower, one, shape})},
+                {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}});
+  };
+  const int old_strides = strides(dense), new_strides = strides(new_shape);
+  const int divisors =
+      b.Op("Pad", {b.Op("Concat", {product, new_strides}, {{"axis", int64_t{0}}}), I64(b, "pads", {0, -1}, {2})});
+  const int flat = b.Op("Unsqueeze", {b.Op("MatMul", {indices, old_strides}), axes1});
+  indices = b.Op("Div", {b.Op("Mod", {flat, divisors}), new_strides});
+  // sparse_retain(values >= 0): Where(cond) as NonZero + Transpose, flattened.
+  const int keep = b.Op("Reshape", {b.Op("Transpose", {b.Op("NonZero", {b.Op("GreaterOrEqual", {values, zero})})},
+                                         {{"perm", std::vector<int64_t>{1, 0}}}),
+                                    I64(b, "flat", {-1}, {1})});
+  indices = b.Op("Gather", {indices, keep});
+  values = b.Op("Gather", {values, keep});
+  // SparseFillEmptyRows.
+  const int rows = b.Op("Slice", {new_shape, I64(b, "n_starts", {0}, {1}), I64(b, "n_ends", {1}, {1}), axes0});
+  const int column0 = b.Op("Slice", {indices, I64(b, "c0_starts", {0}, {1}), I64(b, "c0_ends", {1}, {1}), axes1});
+  const std::vector<int> present = MultiOp(b, "Unique", {column0}, 4, {{"sorted", int64_t{1}}});
+  const int all = b.Op("ConstantOfShape", {rows}, {{"value", Bools({1}, {1})}});
+  const int none = b.Op("ConstantOfShape", {b.Op("Shape", {present[0]})}, {{"value", Bools({1}, {0})}});
+  empty = b.Op("ScatterElements", {all, present[0], none});
+  const int empty_rows = b.Op("Compress", {b.Op("Range", {zero, b.Op("Squeeze", {rows, axes0}), one}), empty});
+  const int defaults = b.Op("Expand", {zero, b.Op("Shape", {empty_rows})});
+  const int columns =
+      b.Op("Sub", {b.Op("Slice", {b.Op("Shape", {indices}), axes1, I64(b, "two", {2}, {1}), axes0}), one});
+  const int pads = b.Op("Concat", {I64(b, "triple_0", {0, 0, 0}, {3}), columns}, {{"axis", int64_t{0}}});
+  const int filled = b.Op("Pad", {b.Op("Unsqueeze", {empty_rows, axes1}), pads});
+  return {b.Op("Concat", {indices, filled}, {{"axis", int64_t{0}}}),
+          b.Op("Concat", {values, defaults}, {{"axis", int64_t{0}}})};
+}
+
+// safe_embedding_lookup_sparse's end: the filled rows zeroed, the result reshaped to [rows, width].
+int SafeResult(GraphBuilder& b, const Spelling& s, int out, int empty, int dense) {
+  if (s.zeroed) {
+    const int out_shape = b.Op("Shape", {out});
+    const int width = b.Op(
+        "Slice", {out_shape, I64(b, "w_starts", {1}, {1}), I64(b, "w_ends", {2}, {1}), I64(b, "w_axes", {0}, {1})});
+    const int mask = b.Op("Tile", {b.Op("Reshape", {empty, I64(b, "column", {-1, 1}, {2})}),
+                                   b.Op("Concat", {I64(b, "one_1", {1}, {1}), width}, {{"axis", int64_t{0}}})});
+    const int zeros = b.Op("ConstantOfShape", {out_shape}, {{"value", testing::MakeF32({1}, {0.0f})}});
+    if (s.zeroed_by_where) {
+      out = b.Op("Where", {mask, zeros, out});
+    } else {
+      const int as_float = b.Op("Cast", {mask}, {{"to", int64_t{1}}});
+      const int kept = b.Op("Cast", {b.Op("Not", {mask})}, {{"to", int64_t{1}}});
+      out = b.Op("Add", {b.Op("Mul", {as_float, zeros}), b.Op("Mul", {out, kept})});
+    }
+  }
+  // The shape: the ids' rows (as INT32), then the result's columns, cast back for Reshape.
+  const int rows = b.Op("Slice", {b.Op("Cast", {dense}, {{"to", int64_t{6}}}), I64(b, "r_starts", {0}, {1}),
+                                  I64(b, "r_ends", {1}, {1}), I64(b, "r_axes", {0}, {1})});
+  const int columns =
+      b.Op("Slice", {b.Op("Cast", {b.Op("Shape", {out})}, {{"to", int64_t{6}}}), I64(b, "k_starts", {1}, {1}),
+                     I64(b, "k_ends", {INT64_MAX}, {1}), I64(b, "k_axes", {0}, {1})});
+  const int shape = b.Op("Cast", {b.Op("Concat", {rows, columns}, {{"axis", int64_t{0}}})}, {{"to", int64_t{7}}});
+  return b.Op("Reshape", {out, shape});
+}
 
 // tf2onnx's SegmentSum handler before 2021: the segment sum as a product with the segment ids one-hot.
 int OneHotSum(GraphBuilder& b, const Spelling& s, int rows, int segment, int segments) {
@@ -86,8 +181,10 @@ Graph SegmentGraph(const Tensor& table, const Spelling& s) {
   } else {
     mask = b.Op("Not", {b.Op("Equal", {ids, minus_one})});
   }
-  const int where = b.Op("Transpose", {b.Op("NonZero", {mask})}, {{"perm", std::vector<int64_t>{1, 0}}});
-  const int values = b.Op("GatherND", {ids, where});
+  int where = b.Op("Transpose", {b.Op("NonZero", {mask})}, {{"perm", std::vector<int64_t>{1, 0}}});
+  int values = b.Op("GatherND", {ids, where});
+  int empty = -1, dense = -1;
+  if (s.safe) std::tie(where, values) = SafeSparse(b, s, ids, where, values, empty, dense);
   int segment;
   if (s.gather_column) {
     segment = b.Op("Gather", {where, zero}, {{"axis", int64_t{1}}});
@@ -152,6 +249,7 @@ Graph SegmentGraph(const Tensor& table, const Spelling& s) {
   int out = b.Op("ReduceSum", {b.Op("Gather", {with_zero, scattered}), I64(b, "axes1", {1}, {1})},
                  {{"keepdims", int64_t{0}}});
   if (scale >= 0) out = b.Op("Div", {out, b.Op("Unsqueeze", {scale, I64(b, "axes_1", {1}, {1})})});
+  if (s.safe) out = SafeResult(b, s, out, empty, dense);
   b.Output(out);
   return b.graph();
 }
@@ -228,6 +326,80 @@ TEST(SegmentBags, EverySpellingOfTf2onnxSegmentSumsIsOneBagScoringAsTensorFlow) 
   EXPECT_EQ(cases, 144);
 }
 
+// ids [rows, 5] with -1 padding, other negative ids (which sparse_retain drops) and empty rows,
+// one of them the last.
+Tensor SafeIds(std::mt19937_64& rng) {
+  std::vector<int64_t> v;
+  for (int r = 0; r < 9; ++r) {
+    for (int k = 0; k < 5; ++k) {
+      const uint64_t pick = rng() % 4;
+      v.push_back(pick == 0 ? -1 : pick == 1 ? -3 : static_cast<int64_t>(rng() % 50));
+    }
+  }
+  std::fill(v.begin() + 15, v.begin() + 20, -1);  // row 3
+  std::fill(v.end() - 5, v.end(), -3);            // row 8: only ids the retain drops
+  return testing::MakeI64({9, 5}, v);
+}
+
+TEST(SegmentBags, SafeEmbeddingLookupSparseIsOneBagScoringAsTensorFlow) {
+  std::mt19937_64 rng(15);
+  const Tensor table = testing::RandomTable(DType::kF32, 50, 6, rng);
+  int cases = 0;
+  for (const char* combiner : {"sum", "mean", "sqrtn"}) {
+    for (bool by_where : {true, false}) {
+      for (bool unique_rows : {true, false}) {
+        for (const char* mask : {"NotEqual", "Greater", "GreaterOrEqual"}) {
+          Spelling s{combiner, /*counted=*/false, unique_rows, mask};
+          s.safe = true;
+          s.zeroed_by_where = by_where;
+          const std::string what =
+              std::string(combiner) + (by_where ? " where" : " add/mul") + (unique_rows ? " unique" : "") + " " + mask;
+          Graph g = SegmentGraph(table, s);
+          auto fused = FuseSegmentBags(g);
+          ASSERT_TRUE(fused.ok()) << what << ": " << fused.status().ToString();
+          EXPECT_EQ(*fused, 1) << what;
+          EXPECT_EQ(g.nodes.size(), 1u) << what << ": the bag alone, what fed it removed";
+          EXPECT_EQ(testing::CountOps(g, "EmbeddingBag"), 1) << what;
+          const Tensor ids = SafeIds(rng);
+          auto got = testing::RunGraph(g, {ids});
+          ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+          const std::vector<float> want = Expected(table, ids, combiner);
+          ASSERT_EQ((*got)[0].size(), static_cast<int64_t>(want.size())) << what;
+          for (size_t i = 0; i < want.size(); ++i) {
+            EXPECT_NEAR((*got)[0].data<float>()[i], want[i], 1e-5) << what << " at " << i;
+          }
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 36);
+}
+
+// A default_id (empty rows scored as that id's row, not zeroed) and a SparseReshape that moves
+// the ids to other rows are refused, naming the segment sum.
+TEST(SegmentBags, SafeLookupsRankdWouldScoreOtherwiseAreRefused) {
+  std::mt19937_64 rng(16);
+  const Tensor table = testing::RandomTable(DType::kF32, 20, 4, rng);
+  Spelling with_default;
+  with_default.safe = true;
+  with_default.counted = false;
+  with_default.zeroed = false;
+  Spelling reshaped = with_default;
+  reshaped.zeroed = true;
+  reshaped.reshaped_to_other = true;
+  for (const Spelling& s : {with_default, reshaped}) {
+    Graph g = SegmentGraph(table, s);
+    auto fused = FuseSegmentBags(g);
+    ASSERT_FALSE(fused.ok());
+    EXPECT_EQ(fused.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(fused.status().message().find("ReduceSum"), std::string::npos) << fused.status().message();
+    EXPECT_NE(fused.status().message().find(s.zeroed ? "not a sparse tensor made from padded ids" : "default_id"),
+              std::string::npos)
+        << fused.status().message();
+  }
+}
+
 // Through the load's passes, with the ids served as a ragged input (rows of ids, the padded form
 // the graph takes built from them): the segment sum is the first thing a load recognises, before
 // anything reads the graph's ops.
@@ -251,7 +423,7 @@ TEST(SegmentBags, ALoadRecognisesThemBeforeCheckingTheGraph) {
 }
 
 // `g` as an ONNX file would hold it (opset 13), for the importer's side of a segment sum: the
-// ops no backend runs (TopK, Unique with four outputs, ScatterND, NonZero, OneHot) and their
+// ops no backend runs (TopK, Unique with four outputs, ScatterND, NonZero, OneHot, Compress) and their
 // attributes imported as they are, for the recogniser to take.
 std::string AsOnnx(const Graph& g) {
   onnx::ModelProto model;
@@ -263,7 +435,9 @@ std::string AsOnnx(const Graph& g) {
   auto set_tensor = [](onnx::TensorProto* t, const Tensor& data, const std::string& n) {
     t->set_name(n);
     for (int64_t d : data.shape()) t->add_dims(d);
-    t->set_data_type(data.dtype() == DType::kF32 ? onnx::TensorProto::FLOAT : onnx::TensorProto::INT64);
+    t->set_data_type(data.dtype() == DType::kF32    ? onnx::TensorProto::FLOAT
+                     : data.dtype() == DType::kBool ? onnx::TensorProto::BOOL
+                                                    : onnx::TensorProto::INT64);
     t->set_raw_data(std::string(static_cast<const char*>(data.raw()), data.bytes()));
   };
   for (const auto& [id, t] : g.constants) set_tensor(graph->add_initializer(), t, name(id));
@@ -309,13 +483,15 @@ std::string AsOnnx(const Graph& g) {
   return model.SerializeAsString();
 }
 
-TEST(SegmentBags, AnOnnxFileOfEitherFormImportsAndLoadsAsABag) {
+TEST(SegmentBags, AnOnnxFileOfEachFormImportsAndLoadsAsABag) {
   std::mt19937_64 rng(14);
   const Tensor table = testing::RandomTable(DType::kF32, 30, 4, rng);
-  for (bool one_hot : {false, true}) {
+  for (const char* form : {"grid", "one-hot", "safe"}) {
     Spelling s;
     s.combiner = "sqrtn";
-    s.one_hot = one_hot;
+    s.one_hot = form == std::string("one-hot");
+    s.safe = form == std::string("safe");
+    s.counted = !s.safe;
     Graph built = SegmentGraph(table, s);
     built.values[static_cast<size_t>(built.outputs[0])].name = "pooled";
     const std::string bytes = AsOnnx(built);
@@ -327,9 +503,9 @@ TEST(SegmentBags, AnOnnxFileOfEitherFormImportsAndLoadsAsABag) {
         true);
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     auto compiled = CompiledModel::Compile(std::move(*imported), std::move(*config));
-    ASSERT_TRUE(compiled.ok()) << (one_hot ? "one-hot: " : "grid: ") << compiled.status().ToString();
+    ASSERT_TRUE(compiled.ok()) << form << ": " << compiled.status().ToString();
     EXPECT_EQ((*compiled)->report().fused_segment_bags, 1);
-    const Tensor ids = testing::MakeI64({2, 5}, {3, -1, 7, 7, -1, -1, -1, -1, -1, 29});
+    const Tensor ids = testing::MakeI64({3, 5}, {3, -1, 7, 7, -1, -1, -1, -1, -1, 29, -1, -1, -1, -1, -1});
     auto got = testing::RunGraph((*compiled)->graph(), {ids});
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     const std::vector<float> want = Expected(table, ids, "sqrtn");

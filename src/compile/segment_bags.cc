@@ -1,13 +1,10 @@
 // TensorFlow's sparse segment reductions as tf2onnx writes them, recognised as embedding bags.
 //
-// An `embedding_column` or `tf.nn.embedding_lookup_sparse` over ids a model makes sparse from a
-// padded input (TensorFlow's `to_sparse_input`: the entries that are not -1) reaches ONNX as
+// An `embedding_column` or `tf.nn.embedding_lookup_sparse` reads a sparse tensor (indices,
+// values) a model makes from a padded ids input (compile/sparse_tensors.h):
 //
-//   mask    = Not(Equal(ids, -1))          (or Greater(ids, -1), GreaterOrEqual(ids, 0))
-//   where   = Transpose(NonZero(mask))     [T, 2]: (row, slot) of each present id
-//   values  = GatherND(ids, where)         [T]
 //   rows    = Gather(table, values)        (or Gather(Gather(table, unique), inverse) of Unique(values))
-//   segment = where's column 0             (Slice + Squeeze, or Gather(where, 0, axis 1); Casts allowed)
+//   segment = indices' column 0            (Slice + Squeeze, or Gather(indices, 0, axis 1); Casts allowed)
 //
 // and SparseSegmentSum/Mean/SqrtN(rows, segment) in tf2onnx's form (its SegmentSum handler): the
 // segment ids sorted (TopK) and counted (Unique), an index grid [segments, longest] filled with -1
@@ -25,153 +22,107 @@
 // and what fed it is left to RemoveDeadNodes. With the segments not counted, TensorFlow's result
 // has max(segment) + 1 rows where the bag has one per row of `ids`: the same where every row has an
 // id (as `embedding_lookup_sparse` requires), and zero rows past the last row that has one.
+//
+// `safe_embedding_lookup_sparse` (an `embedding_column`'s default lookup) gives every empty row a
+// default id first (SparseFillEmptyRows) and zeroes those rows of the result again (Where, or
+// tf2onnx's Add/Mul form of Select), then reshapes it to the shape it has: that zeroing, or the
+// Reshape after it, becomes the bag (whose empty bags are zeros). With a default_id the rows are
+// not zeroed again; that form is refused.
 #include <optional>
 
 #include "compile/passes.h"
+#include "compile/sparse_tensors.h"
 #include "model/ops/bag_combiner.h"
 
 namespace rankd {
 namespace {
 
-class SegmentMatcher {
- public:
-  explicit SegmentMatcher(const Graph& g) : g_(g), producer_(g.Producers()) {}
+using SegmentMatcher = SparseTensorMatcher;
 
-  // The node writing `value` if it is `op` (any op when null), else nullptr.
-  const Node* Producer(int value, const char* op = nullptr) const {
-    if (value < 0 || static_cast<size_t>(value) >= producer_.size()) return nullptr;
-    const int p = producer_[static_cast<size_t>(value)];
-    if (p < 0) return nullptr;
-    const Node& n = g_.nodes[static_cast<size_t>(p)];
-    return !op || n.op == op ? &n : nullptr;
+// The table and the flat ids `rows` gathers: Gather(table, values), or Gather(Gather(table,
+// unique), inverse) with unique and inverse Unique(values)'s outputs 0 and 2.
+std::optional<std::pair<int, int>> GatheredRows(const SegmentMatcher& m, int rows) {
+  const Node* outer = m.Producer(rows, "Gather");
+  if (!outer || outer->GetInt("axis", 0) != 0) return std::nullopt;
+  if (const Tensor* t = m.graph().FindConstant(outer->Input(0)); t && t->rank() == 2) {
+    return std::pair{outer->Input(0), outer->Input(1)};
   }
-
-  // Which output of its producer `value` is (-1 for none).
-  int OutputIndex(int value) const {
-    const Node* n = Producer(value);
-    if (!n) return -1;
-    for (size_t o = 0; o < n->outputs.size(); ++o) {
-      if (n->outputs[o] == value) return static_cast<int>(o);
-    }
-    return -1;
+  const Node* inner = m.Producer(outer->Input(0), "Gather");
+  const Node* unique = m.Producer(outer->Input(1), "Unique");
+  if (!inner || !unique || inner->GetInt("axis", 0) != 0 || m.OutputIndex(outer->Input(1)) != 2 ||
+      m.Producer(inner->Input(1)) != unique || m.OutputIndex(inner->Input(1)) != 0) {
+    return std::nullopt;
   }
+  const Tensor* t = m.graph().FindConstant(inner->Input(0));
+  if (!t || t->rank() != 2) return std::nullopt;
+  return std::pair{inner->Input(0), unique->Input(0)};
+}
 
-  // `value` past any Casts.
-  int Uncast(int value) const {
-    for (const Node* n = Producer(value, "Cast"); n; n = Producer(value, "Cast")) value = n->Input(0);
-    return value;
+// Whether `segments` is the largest of `segment` + 1 (the segments not counted).
+bool LargestPlusOne(const SegmentMatcher& m, int segments, int segment) {
+  const Node* add = m.Producer(m.Uncast(segments), "Add");
+  if (!add || !m.IsScalar(add->Input(1), 1)) return false;
+  const Node* max = m.Producer(add->Input(0), "ReduceMax");
+  return max && m.Uncast(max->Input(0)) == segment;
+}
+
+// Whether `mask` is `empty_rows` broadcast over a result's columns: Tile(Reshape(empty_rows, [-1,
+// 1]), ...) or the Reshape alone, past Casts.
+bool IsEmptyRowMask(const SegmentMatcher& m, int mask, int empty_rows) {
+  mask = m.Uncast(mask);
+  if (const Node* tile = m.Producer(mask, "Tile")) mask = m.Uncast(tile->Input(0));
+  const Node* column = m.Producer(mask, "Reshape");
+  if (!column) column = m.Producer(mask, "Unsqueeze");
+  return column && m.Uncast(column->Input(0)) == empty_rows;
+}
+
+// The node (index) that zeroes the rows of `result` that `empty_rows` marks, as
+// safe_embedding_lookup_sparse does where no default id is given: Where(mask, zeros, result), or
+// tf2onnx's Select for floats, Add(Mul(Cast(mask), zeros), Mul(result, Cast(Not(mask)))).
+std::optional<size_t> EmptyRowsZeroed(const SegmentMatcher& m, int result, int empty_rows) {
+  const Graph& g = m.graph();
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op == "Where" && n.Input(2) == result && IsEmptyRowMask(m, n.Input(0), empty_rows) && m.IsZeros(n.Input(1))) {
+      return i;
+    }
+    if (n.op != "Add" || n.NumInputs() != 2) continue;
+    const Node* a = m.Producer(n.Input(0), "Mul");
+    const Node* b = m.Producer(n.Input(1), "Mul");
+    if (!a || !b) continue;
+    for (int k = 0; k < 2; ++k) {
+      const Node* kept = k == 0 ? a : b;
+      const Node* dropped = k == 0 ? b : a;
+      const int kept_by = kept->Input(0) == result ? kept->Input(1) : kept->Input(1) == result ? kept->Input(0) : -1;
+      const Node* keep = kept_by >= 0 ? m.Producer(m.Uncast(kept_by), "Not") : nullptr;
+      if (!keep || !IsEmptyRowMask(m, keep->Input(0), empty_rows)) continue;
+      if (m.IsZeros(dropped->Input(0)) || m.IsZeros(dropped->Input(1))) return i;
+    }
   }
+  return std::nullopt;
+}
 
-  // A node's integer list from its constant input `i`, or from attribute `attr` where it has no
-  // such input (opsets before 13 give axes and the like as attributes).
-  std::optional<std::vector<int64_t>> Ints(const Node& n, int i, const char* attr) const {
-    if (n.HasInput(i)) {
-      const Tensor* t = g_.FindConstant(n.Input(i));
-      if (!t || (t->dtype() != DType::kI64 && t->dtype() != DType::kI32)) return std::nullopt;
-      std::vector<int64_t> v;
-      for (int64_t k = 0; k < t->size(); ++k) v.push_back(t->ScalarAsInt(k));
-      return v;
+// The Reshape (node index) that safe_embedding_lookup_sparse ends with, when it gives `result` the
+// shape it has: [rows of `ids`, Slice(Shape(result), [1], [...])].
+std::optional<size_t> FinalReshape(const SegmentMatcher& m, int result, int ids) {
+  const Graph& g = m.graph();
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op != "Reshape" || n.Input(0) != result) continue;
+    const Node* shape = m.Producer(m.Uncast(n.Input(1)), "Concat");
+    if (!shape || shape->NumInputs() != 2 || shape->GetInt("axis", 0) != 0 || !m.CountsRowsOf(shape->Input(0), ids)) {
+      continue;
     }
-    if (!attr || !n.Has(attr)) return std::nullopt;
-    return n.GetInts(attr);
+    const Node* columns = m.Producer(m.Uncast(shape->Input(1)), "Slice");
+    const Node* of = columns ? m.Producer(m.Uncast(columns->Input(0)), "Shape") : nullptr;
+    const auto ends = columns ? m.Ints(*columns, 2, "ends") : std::nullopt;
+    if (of && of->Input(0) == result && m.Ints(*columns, 1, "starts") == std::vector<int64_t>{1} && ends &&
+        ends->size() == 1 && (ends->front() == -1 || ends->front() >= 2)) {
+      return i;
+    }
   }
-
-  bool IsScalar(int value, double want) const { return g_.ScalarConstant(value) == want; }
-  const Graph& graph() const { return g_; }
-
-  // The padded ids whose present entries (not -1) `mask` marks.
-  int MaskedIds(int mask) const {
-    if (const Node* no = Producer(mask, "Not")) {
-      const Node* eq = Producer(no->Input(0), "Equal");
-      if (eq && IsScalar(eq->Input(1), -1)) return Uncast(eq->Input(0));
-      return -1;
-    }
-    if (const Node* gt = Producer(mask, "Greater"); gt && IsScalar(gt->Input(1), -1)) return Uncast(gt->Input(0));
-    if (const Node* ge = Producer(mask, "GreaterOrEqual"); ge && IsScalar(ge->Input(1), 0)) return Uncast(ge->Input(0));
-    return -1;
-  }
-
-  // The padded ids whose present entries' (row, slot) pairs `where` lists: Transpose(NonZero(mask)).
-  int WhereOf(int where) const {
-    const Node* t = Producer(Uncast(where), "Transpose");
-    if (!t || t->GetInts("perm") != std::vector<int64_t>{1, 0}) return -1;
-    const Node* nz = Producer(t->Input(0), "NonZero");
-    return nz ? MaskedIds(nz->Input(0)) : -1;
-  }
-
-  // The `where` whose column 0 `segment` is (-1 for none).
-  int ColumnZeroOf(int segment) const {
-    segment = Uncast(segment);
-    if (const Node* g = Producer(segment, "Gather"); g && g->GetInt("axis", 0) == 1 && IsScalar(g->Input(1), 0)) {
-      return g->Input(0);
-    }
-    const Node* sq = Producer(segment, "Squeeze");
-    if (!sq || Ints(*sq, 1, "axes") != std::vector<int64_t>{1}) return -1;
-    const Node* slice = Producer(sq->Input(0), "Slice");
-    if (!slice) return -1;
-    const auto starts = Ints(*slice, 1, "starts"), ends = Ints(*slice, 2, "ends");
-    std::optional<std::vector<int64_t>> axes = Ints(*slice, 3, "axes");
-    if (!starts || !ends || starts->size() != ends->size()) return -1;
-    if (!axes) {
-      axes = std::vector<int64_t>();
-      for (size_t k = 0; k < starts->size(); ++k) axes->push_back(static_cast<int64_t>(k));
-    }
-    bool column_zero = false;
-    for (size_t k = 0; k < axes->size() && k < starts->size(); ++k) {
-      if ((*axes)[k] == 1) column_zero = (*starts)[k] == 0 && (*ends)[k] == 1;
-      if ((*axes)[k] == 0 && ((*starts)[k] != 0 || (*ends)[k] < (int64_t{1} << 31))) return -1;
-    }
-    return column_zero ? slice->Input(0) : -1;
-  }
-
-  // The table and the flat ids `rows` gathers: Gather(table, values), or Gather(Gather(table,
-  // unique), inverse) with unique and inverse Unique(values)'s outputs 0 and 2.
-  std::optional<std::pair<int, int>> GatheredRows(int rows) const {
-    const Node* outer = Producer(rows, "Gather");
-    if (!outer || outer->GetInt("axis", 0) != 0) return std::nullopt;
-    if (const Tensor* t = g_.FindConstant(outer->Input(0)); t && t->rank() == 2) {
-      return std::pair{outer->Input(0), outer->Input(1)};
-    }
-    const Node* inner = Producer(outer->Input(0), "Gather");
-    const Node* unique = Producer(outer->Input(1), "Unique");
-    if (!inner || !unique || inner->GetInt("axis", 0) != 0 || OutputIndex(outer->Input(1)) != 2 ||
-        Producer(inner->Input(1)) != unique || OutputIndex(inner->Input(1)) != 0) {
-      return std::nullopt;
-    }
-    const Tensor* t = g_.FindConstant(inner->Input(0));
-    if (!t || t->rank() != 2) return std::nullopt;
-    return std::pair{inner->Input(0), unique->Input(0)};
-  }
-
-  // Whether `segments` counts the rows of `ids`: Gather(Shape(ids), 0), or Squeeze/Reshape of
-  // Slice(Shape(ids), [0], [1]), past Casts.
-  bool CountsRowsOf(int segments, int ids) const {
-    segments = Uncast(segments);
-    for (const Node* n = Producer(segments); n && (n->op == "Squeeze" || n->op == "Reshape"); n = Producer(segments)) {
-      segments = Uncast(n->Input(0));
-    }
-    const Node* shape = nullptr;
-    if (const Node* g = Producer(segments, "Gather"); g && IsScalar(g->Input(1), 0)) {
-      shape = Producer(g->Input(0), "Shape");
-    } else if (const Node* s = Producer(segments, "Slice"); s && Ints(*s, 1, "starts") == std::vector<int64_t>{0} &&
-                                                            Ints(*s, 2, "ends") == std::vector<int64_t>{1}) {
-      shape = Producer(s->Input(0), "Shape");
-    }
-    return shape && Uncast(shape->Input(0)) == ids;
-  }
-
-  // Whether `segments` is the largest of `segment` + 1 (the segments not counted).
-  bool LargestPlusOne(int segments, int segment) const {
-    const Node* add = Producer(Uncast(segments), "Add");
-    if (!add || !IsScalar(add->Input(1), 1)) return false;
-    const Node* max = Producer(add->Input(0), "ReduceMax");
-    return max && Uncast(max->Input(0)) == segment;
-  }
-
- private:
-  const Graph& g_;
-  std::vector<int> producer_;
-};
+  return std::nullopt;
+}
 
 // What a tf2onnx segment sum reads: its rows, its segment ids and the count of segments; and how
 // it combines them, with the node that writes its result (the sum, or the division by the counts).
@@ -280,17 +231,27 @@ StatusOr<int> FuseSegmentBags(Graph& graph) {
                            ": rankd takes them over the entries of a padded ids input that are not -1 "
                            "(docs/passes.md)");
     };
-    const std::optional<std::pair<int, int>> rows = m.GatheredRows(s->rows);
+    const std::optional<std::pair<int, int>> rows = GatheredRows(m, s->rows);
     if (!rows) return refuse("of rows that are not a Gather of a constant table");
-    const Node* values = m.Producer(rows->second, "GatherND");
-    const int where = m.ColumnZeroOf(s->segment);
-    if (!values || where < 0 || m.Uncast(values->Input(1)) != m.Uncast(where)) {
-      return refuse("whose ids and segment ids are not a sparse tensor's values and rows");
-    }
-    const int ids = m.WhereOf(where);
-    if (ids < 0 || m.Uncast(values->Input(0)) != ids) return refuse("whose sparse tensor is not made from padded ids");
-    if (!m.CountsRowsOf(s->segments, ids) && !m.LargestPlusOne(s->segments, s->segment)) {
+    const int indices = m.ColumnZeroOf(s->segment);
+    const std::optional<SparseTensorMatcher::Sparse> sparse =
+        indices < 0 ? std::nullopt : m.SparseTensorOf(indices, rows->second);
+    if (!sparse) return refuse("whose ids and segment ids are not a sparse tensor made from padded ids");
+    const int ids = sparse->ids;
+    if (!m.CountsRowsOf(s->segments, ids) && !LargestPlusOne(m, s->segments, s->segment)) {
       return refuse("with a count of segments that is neither the ids' rows nor the largest segment id + 1");
+    }
+    if (sparse->empty_rows >= 0) {
+      // SparseFillEmptyRows gave each empty row a default id; safe_embedding_lookup_sparse zeroes
+      // those rows again where no default id was asked for, as an empty bag is.
+      const std::optional<size_t> zeroed = EmptyRowsZeroed(m, graph.nodes[s->result].outputs[0], sparse->empty_rows);
+      if (!zeroed) {
+        return refuse(
+            "with empty rows filled by a default id that are not zeroed again (safe_embedding_lookup_sparse "
+            "with a default_id)");
+      }
+      s->result = *zeroed;
+      if (auto reshaped = FinalReshape(m, graph.nodes[s->result].outputs[0], ids)) s->result = *reshaped;
     }
     rewrites.push_back({s->result, rows->first, ids, s->combiner});
   }
