@@ -274,6 +274,17 @@ std::vector<float> Expected(const Tensor& table, const Tensor& ids, const std::s
   return out;
 }
 
+// Checks that `g` scores `ids` as TensorFlow's `combiner` over `table` does.
+void ExpectScoresAsTensorFlow(const Graph& g, const Tensor& table, const Tensor& ids, const std::string& combiner,
+                              const std::string& what) {
+  auto got = testing::RunGraph(g, {ids});
+  ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+  const std::vector<float> want = Expected(table, ids, combiner);
+  ASSERT_EQ((*got)[0].size(), static_cast<int64_t>(want.size())) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR((*got)[0].data<float>()[i], want[i], 1e-5) << what << " at " << i;
+}
+
 TEST(SegmentBags, EverySpellingOfTf2onnxSegmentSumsIsOneBagScoringAsTensorFlow) {
   std::mt19937_64 rng(11);
   const Tensor table = testing::RandomTable(DType::kF32, 50, 6, rng);
@@ -309,14 +320,7 @@ TEST(SegmentBags, EverySpellingOfTf2onnxSegmentSumsIsOneBagScoringAsTensorFlow) 
                           testing::CountOps(g, "ScatterND") + testing::CountOps(g, "OneHot"),
                       0)
                 << what;
-            const Tensor ids = make_ids(!counted);
-            auto got = testing::RunGraph(g, {ids});
-            ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
-            const std::vector<float> want = Expected(table, ids, combiner);
-            ASSERT_EQ((*got)[0].size(), static_cast<int64_t>(want.size())) << what;
-            for (size_t i = 0; i < want.size(); ++i) {
-              EXPECT_NEAR((*got)[0].data<float>()[i], want[i], 1e-5) << what << " at " << i;
-            }
+            ExpectScoresAsTensorFlow(g, table, make_ids(!counted), combiner, what);
             ++cases;
           }
         }
@@ -360,14 +364,7 @@ TEST(SegmentBags, SafeEmbeddingLookupSparseIsOneBagScoringAsTensorFlow) {
           EXPECT_EQ(*fused, 1) << what;
           EXPECT_EQ(g.nodes.size(), 1u) << what << ": the bag alone, what fed it removed";
           EXPECT_EQ(testing::CountOps(g, "EmbeddingBag"), 1) << what;
-          const Tensor ids = SafeIds(rng);
-          auto got = testing::RunGraph(g, {ids});
-          ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
-          const std::vector<float> want = Expected(table, ids, combiner);
-          ASSERT_EQ((*got)[0].size(), static_cast<int64_t>(want.size())) << what;
-          for (size_t i = 0; i < want.size(); ++i) {
-            EXPECT_NEAR((*got)[0].data<float>()[i], want[i], 1e-5) << what << " at " << i;
-          }
+          ExpectScoresAsTensorFlow(g, table, SafeIds(rng), combiner, what);
           ++cases;
         }
       }
@@ -506,10 +503,7 @@ TEST(SegmentBags, AnOnnxFileOfEachFormImportsAndLoadsAsABag) {
     ASSERT_TRUE(compiled.ok()) << form << ": " << compiled.status().ToString();
     EXPECT_EQ((*compiled)->report().fused_segment_bags, 1);
     const Tensor ids = testing::MakeI64({3, 5}, {3, -1, 7, 7, -1, -1, -1, -1, -1, 29, -1, -1, -1, -1, -1});
-    auto got = testing::RunGraph((*compiled)->graph(), {ids});
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    const std::vector<float> want = Expected(table, ids, "sqrtn");
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR((*got)[0].data<float>()[i], want[i], 1e-5) << i;
+    ExpectScoresAsTensorFlow((*compiled)->graph(), table, ids, "sqrtn", form);
   }
 }
 
