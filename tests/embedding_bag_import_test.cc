@@ -1,6 +1,7 @@
 // PyTorch's nn.EmbeddingBag as torch.onnx exports it (tests/data/embedding_bags: the TorchScript
 // exporter of PyTorch 2.11, opset 17, a 50 x 4 table, bags over offsets, modes sum, mean and max,
-// and over padded 2-D ids, and a sum with per-sample weights): the Loop over bags is imported as
+// and over padded 2-D ids, and a sum with per-sample weights; and its dynamo exporter, opset 20,
+// dynamo_*: the same bags over offsets): the Loop over bags is imported as
 // one EmbeddingBag (model/bag_loop_import.h), the weighted one over its rows weighted first, served from ragged ids
 // whose starts the config routes to the graph's offsets input (or from the 2-D ids), and scored as the table's rows
 // say; the forms rankd does not take are refused naming the node and what differs.
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "compile/passes.h"
 #include "model/onnx_import.h"
 #include "serving/model.h"
 #include "test_util.h"
@@ -58,48 +60,57 @@ void ExpectPooled(const Tensor& y, const Tensor& table, const std::vector<int64_
   }
 }
 
+// Both exporters' forms: TorchScript's (offsets_*) and dynamo's (dynamo_*, PyTorch 2.11 with
+// onnxscript, opset 20: a Loop carrying a sequence of rows, stacked by a ConcatFromSequence).
+constexpr const char* kExports[] = {"offsets_", "dynamo_"};
+
 TEST(EmbeddingBagImport, TheExportedLoopIsOneBag) {
   for (const char* mode : {"sum", "mean", "max"}) {
-    auto g = ImportOnnxFile(Data(std::string("offsets_") + mode + ".onnx"));
-    ASSERT_TRUE(g.ok()) << g.status().ToString();
-    EXPECT_EQ(g->OpCounts()["Loop"], 0);
-    ASSERT_EQ(g->OpCounts()["EmbeddingBag"], 1);
-    for (const Node& n : g->nodes) {
-      if (n.op == "EmbeddingBag") {
-        EXPECT_EQ(n.GetString("mode", "sum"), mode);
+    for (const char* exporter : kExports) {
+      auto g = ImportOnnxFile(Data(std::string(exporter) + mode + ".onnx"));
+      ASSERT_TRUE(g.ok()) << exporter << mode << ": " << g.status().ToString();
+      EXPECT_EQ(g->OpCounts()["Loop"], 0);
+      EXPECT_EQ(g->OpCounts()["ConcatFromSequence"], 0);
+      ASSERT_EQ(g->OpCounts()["EmbeddingBag"], 1);
+      for (const Node& n : g->nodes) {
+        if (n.op == "EmbeddingBag") {
+          EXPECT_EQ(n.GetString("mode", "sum"), mode);
+        }
       }
     }
   }
 }
 
 TEST(EmbeddingBagImport, ServedFromRaggedIdsAsPyTorchPoolsThem) {
-  for (const char* mode : {"sum", "mean", "max"}) {
-    const std::string file = std::string("offsets_") + mode + ".onnx";
-    auto g = ImportOnnxFile(Data(file));
-    ASSERT_TRUE(g.ok());
-    const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
-    ASSERT_TRUE(table && table->rank() == 2);
-    const int64_t rows = table->dim(0);
-    auto model = Model::Load(ModelDir(file, std::string("bag_") + mode, kRaggedIds), -1);
-    ASSERT_TRUE(model.ok()) << model.status().ToString();
-    ASSERT_EQ((*model)->inputs().size(), 1u);  // the offsets are rankd's to feed
-    std::mt19937_64 rng(5);
-    for (int64_t bags : {1, 3, 40}) {
-      std::vector<int64_t> ids, lengths;
-      for (int64_t b = 0; b < bags; ++b) {
-        lengths.push_back(b % 4 == 1 ? 0 : static_cast<int64_t>(rng() % 6));  // empty bags too
-        for (int64_t j = 0; j < lengths.back(); ++j) ids.push_back(static_cast<int64_t>(rng() % rows));
+  for (const std::string exporter : kExports) {
+    for (const char* mode : {"sum", "mean", "max"}) {
+      const std::string file = exporter + mode + ".onnx";
+      auto g = ImportOnnxFile(Data(file));
+      ASSERT_TRUE(g.ok());
+      const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
+      ASSERT_TRUE(table && table->rank() == 2);
+      const int64_t rows = table->dim(0);
+      auto model = Model::Load(ModelDir(file, "bag_" + exporter + mode, kRaggedIds), -1);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      ASSERT_EQ((*model)->inputs().size(), 1u);  // the offsets are rankd's to feed
+      std::mt19937_64 rng(5);
+      for (int64_t bags : {1, 3, 40}) {
+        std::vector<int64_t> ids, lengths;
+        for (int64_t b = 0; b < bags; ++b) {
+          lengths.push_back(b % 4 == 1 ? 0 : static_cast<int64_t>(rng() % 6));  // empty bags too
+          for (int64_t j = 0; j < lengths.back(); ++j) ids.push_back(static_cast<int64_t>(rng() % rows));
+        }
+        InferRequest r;
+        r.inputs.push_back({"ids", testing::MakeI64({static_cast<int64_t>(ids.size())}, ids), lengths, {}});
+        auto out = (*model)->Infer(r);
+        ASSERT_TRUE(out.ok()) << out.status().ToString();
+        ExpectPooled((*out)[0].data, *table, ids, lengths, mode, nullptr, file);
       }
-      InferRequest r;
-      r.inputs.push_back({"ids", testing::MakeI64({static_cast<int64_t>(ids.size())}, ids), lengths, {}});
-      auto out = (*model)->Infer(r);
-      ASSERT_TRUE(out.ok()) << out.status().ToString();
-      ExpectPooled((*out)[0].data, *table, ids, lengths, mode, nullptr, mode);
+      // An id past the table fails its request.
+      InferRequest bad;
+      bad.inputs.push_back({"ids", testing::MakeI64({2}, {1, rows}), {2}, {}});
+      EXPECT_EQ((*model)->Infer(bad).status().code(), StatusCode::kInvalidArgument);
     }
-    // An id past the table fails its request.
-    InferRequest bad;
-    bad.inputs.push_back({"ids", testing::MakeI64({2}, {1, rows}), {2}, {}});
-    EXPECT_EQ((*model)->Infer(bad).status().code(), StatusCode::kInvalidArgument);
   }
 }
 
@@ -186,37 +197,41 @@ TEST(EmbeddingBagImport, AReduceProdOfValuesIsStillRefused) {
 // the rows gathered and weighted, then one bag over them; run on the graph's own inputs (flat ids,
 // bag starts, a weight per id), each bag is the weighted sum of its rows.
 TEST(EmbeddingBagImport, PerSampleWeightsWeighTheRowsOfTheirBags) {
-  auto g = ImportOnnxFile(Data("weighted_sum.onnx"));
-  ASSERT_TRUE(g.ok()) << g.status().ToString();
-  EXPECT_EQ(g->OpCounts()["Loop"], 0);
-  EXPECT_EQ(g->OpCounts()["EmbeddingBag"], 1);
-  const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
-  ASSERT_TRUE(table && table->rank() == 2);
-  const int64_t rows = table->dim(0), dim = table->dim(1);
-  std::mt19937_64 rng(11);
-  std::uniform_real_distribution<float> weight(-2, 2);
-  const std::vector<int64_t> lengths{3, 0, 1, 5, 2};  // an empty bag too
-  std::vector<int64_t> ids, starts;
-  std::vector<float> w;
-  for (int64_t n : lengths) {
-    starts.push_back(static_cast<int64_t>(ids.size()));
-    for (int64_t j = 0; j < n; ++j) ids.push_back(static_cast<int64_t>(rng() % rows)), w.push_back(weight(rng));
-  }
-  const auto n = static_cast<int64_t>(ids.size()), bags = static_cast<int64_t>(lengths.size());
-  auto out =
-      testing::RunGraph(*g, {testing::MakeI64({n}, ids), testing::MakeI64({bags}, starts), testing::MakeF32({n}, w)});
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
-  const Tensor& y = (*out)[0];
-  ASSERT_EQ(y.shape(), Shape({bags, dim}));
-  for (int64_t b = 0; b < bags; ++b) {
-    for (int64_t d = 0; d < dim; ++d) {
-      double want = 0;
-      for (int64_t j = starts[static_cast<size_t>(b)];
-           j < starts[static_cast<size_t>(b)] + lengths[static_cast<size_t>(b)]; ++j) {
-        want += static_cast<double>(w[static_cast<size_t>(j)]) *
-                table->data<float>()[ids[static_cast<size_t>(j)] * dim + d];
+  for (const char* file : {"weighted_sum.onnx", "dynamo_weighted_sum.onnx"}) {
+    SCOPED_TRACE(file);
+    auto g = ImportOnnxFile(Data(file));
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    RemoveDeadNodes(*g);  // the dynamo form's Size and SequenceEmpty, which no backend runs
+    EXPECT_EQ(g->OpCounts()["Loop"], 0);
+    EXPECT_EQ(g->OpCounts()["EmbeddingBag"], 1);
+    const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
+    ASSERT_TRUE(table && table->rank() == 2);
+    const int64_t rows = table->dim(0), dim = table->dim(1);
+    std::mt19937_64 rng(11);
+    std::uniform_real_distribution<float> weight(-2, 2);
+    const std::vector<int64_t> lengths{3, 0, 1, 5, 2};  // an empty bag too
+    std::vector<int64_t> ids, starts;
+    std::vector<float> w;
+    for (int64_t n : lengths) {
+      starts.push_back(static_cast<int64_t>(ids.size()));
+      for (int64_t j = 0; j < n; ++j) ids.push_back(static_cast<int64_t>(rng() % rows)), w.push_back(weight(rng));
+    }
+    const auto n = static_cast<int64_t>(ids.size()), bags = static_cast<int64_t>(lengths.size());
+    auto out =
+        testing::RunGraph(*g, {testing::MakeI64({n}, ids), testing::MakeI64({bags}, starts), testing::MakeF32({n}, w)});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const Tensor& y = (*out)[0];
+    ASSERT_EQ(y.shape(), Shape({bags, dim}));
+    for (int64_t b = 0; b < bags; ++b) {
+      for (int64_t d = 0; d < dim; ++d) {
+        double want = 0;
+        for (int64_t j = starts[static_cast<size_t>(b)];
+             j < starts[static_cast<size_t>(b)] + lengths[static_cast<size_t>(b)]; ++j) {
+          want += static_cast<double>(w[static_cast<size_t>(j)]) *
+                  table->data<float>()[ids[static_cast<size_t>(j)] * dim + d];
+        }
+        EXPECT_NEAR(y.data<float>()[b * dim + d], want, 1e-5) << "bag " << b << ", column " << d;
       }
-      EXPECT_NEAR(y.data<float>()[b * dim + d], want, 1e-5) << "bag " << b << ", column " << d;
     }
   }
 }
@@ -224,46 +239,51 @@ TEST(EmbeddingBagImport, PerSampleWeightsWeighTheRowsOfTheirBags) {
 // Served: the weights a ragged FP32 input beside the ids, naming the same bag starts, its lengths
 // the ids'; each bag scores as the weighted sum of its rows, and lengths that differ are refused.
 TEST(EmbeddingBagImport, PerSampleWeightsAreServedBesideTheirIds) {
-  const Tensor table = [] {
-    auto g = ImportOnnxFile(Data("weighted_sum.onnx"));
-    return g.ok() ? *g->FindConstant(g->FindValue("bag.weight")) : Tensor();
-  }();
-  ASSERT_EQ(table.rank(), 2);
-  const int64_t rows = table.dim(0);
-  auto model = Model::Load(
-      ModelDir("weighted_sum.onnx", "bag_weighted",
-               std::string(kRaggedIds) + "  - name: w\n    datatype: FP32\n    ragged: true\n    offsets: offsets\n"),
-      -1);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  ASSERT_EQ((*model)->inputs().size(), 2u);
-  std::mt19937_64 rng(23);
-  std::uniform_real_distribution<float> weight(-2, 2);
-  for (int64_t bags : {1, 4, 33}) {
-    std::vector<int64_t> ids, lengths;
-    std::vector<float> w;
-    for (int64_t b = 0; b < bags; ++b) {
-      lengths.push_back(b % 3 == 2 ? 0 : static_cast<int64_t>(rng() % 5));
-      for (int64_t j = 0; j < lengths.back(); ++j)
-        ids.push_back(static_cast<int64_t>(rng() % rows)), w.push_back(weight(rng));
+  for (const auto& [file, weights] :
+       {std::pair{"weighted_sum.onnx", "w"}, std::pair{"dynamo_weighted_sum.onnx", "weights"}}) {
+    SCOPED_TRACE(file);
+    const Tensor table = [file = file] {
+      auto g = ImportOnnxFile(Data(file));
+      return g.ok() ? *g->FindConstant(g->FindValue("bag.weight")) : Tensor();
+    }();
+    ASSERT_EQ(table.rank(), 2);
+    const int64_t rows = table.dim(0);
+    auto model = Model::Load(ModelDir(file, std::string("bag_weighted_") + weights,
+                                      std::string(kRaggedIds) + "  - name: " + weights +
+                                          "\n    datatype: FP32\n    ragged: true\n    offsets: offsets\n"),
+                             -1);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ASSERT_EQ((*model)->inputs().size(), 2u);
+    std::mt19937_64 rng(23);
+    std::uniform_real_distribution<float> weight(-2, 2);
+    for (int64_t bags : {1, 4, 33}) {
+      std::vector<int64_t> ids, lengths;
+      std::vector<float> w;
+      for (int64_t b = 0; b < bags; ++b) {
+        lengths.push_back(b % 3 == 2 ? 0 : static_cast<int64_t>(rng() % 5));
+        for (int64_t j = 0; j < lengths.back(); ++j)
+          ids.push_back(static_cast<int64_t>(rng() % rows)), w.push_back(weight(rng));
+      }
+      const auto n = static_cast<int64_t>(ids.size());
+      InferRequest r;
+      r.inputs.push_back({"ids", testing::MakeI64({n}, ids), lengths, {}});
+      r.inputs.push_back({weights, testing::MakeF32({n}, w), lengths, {}});
+      auto out = (*model)->Infer(r);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      ExpectPooled((*out)[0].data, table, ids, lengths, "sum", &w, std::to_string(bags) + " bags");
+      if (bags < 4) continue;
+      // The weights' lengths must be the ids': the same count in other bags is refused too.
+      std::vector<int64_t> moved = lengths;
+      const auto from = static_cast<size_t>(
+          std::find_if(lengths.begin(), lengths.end(), [](int64_t l) { return l > 0; }) - lengths.begin());
+      ASSERT_LT(from, lengths.size());
+      moved[from] -= 1, moved[(from + 1) % moved.size()] += 1;
+      InferRequest bad = r;
+      bad.inputs[1].lengths = moved;
+      ExpectRefused((*model)->Infer(bad).status(), StatusCode::kInvalidArgument,
+                    std::string("ragged inputs 'ids' and '") + weights +
+                        "' share their bags' starts ('offsets'): their lengths must be equal");
     }
-    const auto n = static_cast<int64_t>(ids.size());
-    InferRequest r;
-    r.inputs.push_back({"ids", testing::MakeI64({n}, ids), lengths, {}});
-    r.inputs.push_back({"w", testing::MakeF32({n}, w), lengths, {}});
-    auto out = (*model)->Infer(r);
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
-    ExpectPooled((*out)[0].data, table, ids, lengths, "sum", &w, std::to_string(bags) + " bags");
-    if (bags < 4) continue;
-    // The weights' lengths must be the ids': the same count in other bags is refused too.
-    std::vector<int64_t> moved = lengths;
-    const auto from = static_cast<size_t>(
-        std::find_if(lengths.begin(), lengths.end(), [](int64_t l) { return l > 0; }) - lengths.begin());
-    ASSERT_LT(from, lengths.size());
-    moved[from] -= 1, moved[(from + 1) % moved.size()] += 1;
-    InferRequest bad = r;
-    bad.inputs[1].lengths = moved;
-    ExpectRefused((*model)->Infer(bad).status(), StatusCode::kInvalidArgument,
-                  "ragged inputs 'ids' and 'w' share their bags' starts ('offsets'): their lengths must be equal");
   }
 }
 
@@ -289,6 +309,54 @@ void ExpectWeightedLoopRefused(const char* op, const std::function<void(onnx::No
                 "node '/bag/Loop' (Loop): a Loop is taken only as PyTorch's exported nn.EmbeddingBag (sum, mean or max "
                 "over offsets, a sum with per-sample weights); here " +
                     why);
+}
+
+// The dynamo exporter's Loop in `file` with the first node of type `op` in its body or the body's
+// branches changed by `edit`, imported: refused, naming the node and what differs.
+void ExpectDynamoLoopRefused(const char* file, const char* op, const std::function<void(onnx::NodeProto&)>& edit,
+                             const std::string& why) {
+  std::ifstream in(Data(file), std::ios::binary);
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromIstream(&in));
+  bool edited = false;
+  std::function<void(onnx::GraphProto&)> visit = [&](onnx::GraphProto& g) {
+    for (onnx::NodeProto& n : *g.mutable_node()) {
+      if (n.op_type() == op && !edited) edit(n), edited = true;
+      for (onnx::AttributeProto& a : *n.mutable_attribute()) {
+        if (a.has_g()) visit(*a.mutable_g());
+      }
+    }
+  };
+  for (onnx::NodeProto& n : *m.mutable_graph()->mutable_node()) {
+    for (onnx::AttributeProto& a : *n.mutable_attribute()) {
+      if (n.op_type() == "Loop" && a.has_g()) visit(*a.mutable_g());
+    }
+  }
+  ASSERT_TRUE(edited) << op;
+  const std::string bytes = m.SerializeAsString();
+  const Status s = ImportOnnxBytes(bytes.data(), bytes.size(), {}).status();
+  ExpectRefused(s, StatusCode::kUnimplemented,
+                "(Loop): a Loop carrying a sequence is taken only as PyTorch's "
+                "nn.EmbeddingBag as the dynamo exporter writes it");
+  ExpectRefused(s, StatusCode::kUnimplemented, "here " + why);
+}
+
+TEST(EmbeddingBagImport, DynamoLoopsThatAreNotQuiteABagAreRefused) {
+  ExpectDynamoLoopRefused(
+      "dynamo_sum.onnx", "ReduceSum", [](onnx::NodeProto& n) { n.set_op_type("ReduceMin"); },
+      "a bag's rows are not reduced by a sum, mean or max over its slice");
+  ExpectDynamoLoopRefused(
+      "dynamo_max.onnx", "Sub", [](onnx::NodeProto& n) { n.set_op_type("Add"); },
+      "a bag's rows are not reduced by a sum, mean or max over its slice");  // the last bag's test
+  ExpectDynamoLoopRefused(
+      "dynamo_mean.onnx", "Greater", [](onnx::NodeProto& n) { n.set_input(0, n.input(1)); },
+      "a bag's rows are not reduced by a sum, mean or max over its slice");
+  ExpectDynamoLoopRefused(
+      "dynamo_sum.onnx", "Less", [](onnx::NodeProto& n) { n.set_op_type("LessOrEqual"); },
+      "the body does not add one row a bag to the sequence");
+  ExpectDynamoLoopRefused(
+      "dynamo_sum.onnx", "Equal", [](onnx::NodeProto& n) { n.set_input(1, n.input(0)); },
+      "a bag's bounds are not two Slices of the offsets at the bag's index");
 }
 
 TEST(EmbeddingBagImport, OtherFormsAndConfigsAreRefusedClearly) {

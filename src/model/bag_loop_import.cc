@@ -6,6 +6,8 @@
 #include <optional>
 #include <vector>
 
+#include "model/dynamo_bag_import.h"
+
 namespace rankd {
 namespace {
 
@@ -97,6 +99,8 @@ class Outer {
 }  // namespace
 
 StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph, const TensorFromProto& tensor_of) {
+  RANKD_ASSIGN_OR_RETURN(std::optional<BagLoop> dynamo, MatchDynamoBagLoop(loop, graph, tensor_of));
+  if (dynamo) return *dynamo;
   const std::string where = "node '" + loop.name() + "' (Loop): ";
   auto refuse = [&](const std::string& why) {
     return Unimplemented(where +

@@ -7,7 +7,7 @@
 // rows by the same slice of a weights input, unsqueezed) the rows are gathered and weighted first,
 // and the bag sums the weighted rows: Gather(table, ids) * Unsqueeze(weights, [1]), then
 // EmbeddingBag(those, Range(0, ids), offsets). Any other Loop is refused naming the node and what
-// differs.
+// differs. The dynamo exporter's form is dynamo_bag_import.h's.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -24,6 +24,10 @@ struct BagLoop {
   int table = -1, ids = -1, offsets = -1;  // values of `graph` (offsets: [bags + 1], the last the id count)
   int weights = -1;                        // per-sample weights, one per id (mode sum only), or -1
   std::string mode;                        // "sum", "mean" or "max"
+  // The dynamo exporter's form (dynamo_bag_import.h): the Loop's first output is a sequence of the
+  // bags' rows that a ConcatFromSequence stacks, its second the bag count; the bag writes the first
+  // as the stacked rows and the ConcatFromSequence becomes an Identity.
+  bool stacked = false;
 };
 
 // How the importer reads a tensor (its checks and external data).

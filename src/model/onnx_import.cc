@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "model/bag_loop_import.h"
@@ -243,6 +244,22 @@ class Importer {
       RANKD_ASSIGN_OR_RETURN(BagLoop bag,
                              MatchBagLoop(p, graph_, [this](const onnx::TensorProto& t) { return ConvertTensor(t); }));
       ImportBagLoop(bag, node, graph_);
+      RANKD_RETURN_IF_ERROR(AddOutputs(p, std::move(node)));
+      if (bag.stacked) {  // the rows stacked already; the bag count is not written
+        std::vector<int>& outputs = graph_.nodes.back().outputs;
+        stacked_bags_.insert(outputs[0]);
+        outputs.resize(1);
+      }
+      return Status::Ok();
+    }
+    if (node.op == "ConcatFromSequence" && p.input_size() == 1 && stacked_bags_.count(graph_.FindValue(p.input(0)))) {
+      node.op = "Identity";  // the rows of a dynamo-exported bag, stacked by the bag itself
+      node.inputs = {graph_.FindValue(p.input(0))};
+      for (const auto& a : p.attribute()) {
+        if ((a.name() == "axis" && a.i() != 0) || (a.name() == "new_axis" && a.i() != 0)) {
+          return Unimplemented(node.Describe() + " stacks an nn.EmbeddingBag's rows other than along axis 0");
+        }
+      }
       return AddOutputs(p, std::move(node));
     }
     for (const auto& a : p.attribute()) {
@@ -317,6 +334,7 @@ class Importer {
 
   const OnnxImportOptions& options_;
   Graph graph_;
+  std::set<int> stacked_bags_;  // sequences of bag rows a dynamo-exported Loop writes, stacked already
 
  public:
   // The external-data files mapped so far, by path; views point into them.
