@@ -123,43 +123,49 @@ void ExpectRefused(const Status& s, StatusCode code, const std::string& fragment
 // count, n), the count a ReduceProd of the ids' shape, imported as the product of its entries
 // (model/shape_product_import.h); the Loop is then one bag, served from a plain [bags, n] input.
 TEST(EmbeddingBagImport, ThePadded2dFormIsOneBagOverFixedLengthRows) {
-  auto g = ImportOnnxFile(Data("padded_sum.onnx"));
-  ASSERT_TRUE(g.ok()) << g.status().ToString();
-  EXPECT_EQ(g->OpCounts()["Loop"], 0);
-  EXPECT_EQ(g->OpCounts()["ReduceProd"], 0);
-  EXPECT_EQ(g->OpCounts()["EmbeddingBag"], 1);
-  const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
-  ASSERT_TRUE(table && table->rank() == 2);
-  const int64_t rows = table->dim(0), dim = table->dim(1), n = 5;
-  // On the CPU, and on a GPU where there is one (the count, the Range and the bag on the device).
-  for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
-    if (!backend) continue;
-    SCOPED_TRACE(backend->name());
-    ModelOptions options;
-    options.backend = backend;
-    auto model = Model::LoadFile(Data("padded_sum.onnx"), {}, options);
-    ASSERT_TRUE(model.ok()) << model.status().ToString();
-    std::mt19937_64 rng(9);
-    for (int64_t bags : {1, 4, 33}) {
-      std::vector<int64_t> ids(static_cast<size_t>(bags * n));
-      for (int64_t& id : ids) id = static_cast<int64_t>(rng() % rows);
-      InferRequest r;
-      r.inputs.push_back({"ids", testing::MakeI64({bags, n}, ids), {}, {}});
-      auto out = (*model)->Infer(r);
-      ASSERT_TRUE(out.ok()) << out.status().ToString();
-      const Tensor& y = (*out)[0].data;
-      ASSERT_EQ(y.shape(), Shape({bags, dim}));
-      for (int64_t b = 0; b < bags; ++b) {
-        for (int64_t d = 0; d < dim; ++d) {
-          double want = 0;
-          for (int64_t j = 0; j < n; ++j) want += table->data<float>()[ids[static_cast<size_t>(b * n + j)] * dim + d];
-          EXPECT_NEAR(y.data<float>()[b * dim + d], want, 1e-5) << "bag " << b;
+  // TorchScript's, and dynamo's (its starts Range(0, rows * n, n) from the shape's entries).
+  for (const auto& [file, mode] : {std::pair{"padded_sum.onnx", "sum"}, std::pair{"dynamo_padded_sum.onnx", "sum"},
+                                   std::pair{"dynamo_padded_mean.onnx", "mean"}}) {
+    SCOPED_TRACE(file);
+    auto g = ImportOnnxFile(Data(file));
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    EXPECT_EQ(g->OpCounts()["Loop"], 0);
+    EXPECT_EQ(g->OpCounts()["ReduceProd"], 0);
+    EXPECT_EQ(g->OpCounts()["EmbeddingBag"], 1);
+    const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
+    ASSERT_TRUE(table && table->rank() == 2);
+    const int64_t rows = table->dim(0), dim = table->dim(1), n = 5;
+    // On the CPU, and on a GPU where there is one (the count, the Range and the bag on the device).
+    for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
+      if (!backend) continue;
+      SCOPED_TRACE(backend->name());
+      ModelOptions options;
+      options.backend = backend;
+      auto model = Model::LoadFile(Data(file), {}, options);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      std::mt19937_64 rng(9);
+      for (int64_t bags : {1, 4, 33}) {
+        std::vector<int64_t> ids(static_cast<size_t>(bags * n));
+        for (int64_t& id : ids) id = static_cast<int64_t>(rng() % rows);
+        InferRequest r;
+        r.inputs.push_back({"ids", testing::MakeI64({bags, n}, ids), {}, {}});
+        auto out = (*model)->Infer(r);
+        ASSERT_TRUE(out.ok()) << out.status().ToString();
+        const Tensor& y = (*out)[0].data;
+        ASSERT_EQ(y.shape(), Shape({bags, dim}));
+        for (int64_t b = 0; b < bags; ++b) {
+          for (int64_t d = 0; d < dim; ++d) {
+            double want = 0;
+            for (int64_t j = 0; j < n; ++j) want += table->data<float>()[ids[static_cast<size_t>(b * n + j)] * dim + d];
+            if (mode == std::string("mean")) want /= static_cast<double>(n);
+            EXPECT_NEAR(y.data<float>()[b * dim + d], want, 1e-5) << "bag " << b;
+          }
         }
       }
+      InferRequest bad;  // an id past the table fails its request
+      bad.inputs.push_back({"ids", testing::MakeI64({1, n}, {0, 1, 2, 3, rows}), {}, {}});
+      EXPECT_EQ((*model)->Infer(bad).status().code(), StatusCode::kInvalidArgument);
     }
-    InferRequest bad;  // an id past the table fails its request
-    bad.inputs.push_back({"ids", testing::MakeI64({1, n}, {0, 1, 2, 3, rows}), {}, {}});
-    EXPECT_EQ((*model)->Infer(bad).status().code(), StatusCode::kInvalidArgument);
   }
 }
 
@@ -341,7 +347,27 @@ void ExpectDynamoLoopRefused(const char* file, const char* op, const std::functi
   ExpectRefused(s, StatusCode::kUnimplemented, "here " + why);
 }
 
+// include_last_offset (a sum): the offsets hold every bag's start and the last bag's end, and the
+// graph reads them as they are.
+TEST(EmbeddingBagImport, DynamoIncludeLastOffsetIsOneBagOverTheOffsetsAsGiven) {
+  auto g = ImportOnnxFile(Data("dynamo_last_offset_sum.onnx"));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  RemoveDeadNodes(*g);
+  EXPECT_EQ(g->OpCounts()["Loop"], 0);
+  EXPECT_EQ(g->OpCounts()["EmbeddingBag"], 1);
+  const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
+  ASSERT_TRUE(table && table->rank() == 2);
+  const std::vector<int64_t> ids{3, 7, 7, 1, 49, 0, 12}, lengths{2, 0, 4, 1};
+  auto out = testing::RunGraph(*g, {testing::MakeI64({7}, ids), testing::MakeI64({5}, {0, 2, 2, 6, 7})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectPooled((*out)[0], *table, ids, lengths, "sum", nullptr, "include_last_offset");
+}
+
 TEST(EmbeddingBagImport, DynamoLoopsThatAreNotQuiteABagAreRefused) {
+  // padding_idx: a Loop over each bag's ids inside the Loop over bags, which rankd does not take.
+  ExpectRefused(
+      ImportOnnxFile(Data("dynamo_padding_idx_sum.onnx")).status(), StatusCode::kUnimplemented,
+      "a Loop carrying a sequence is taken only as PyTorch's nn.EmbeddingBag as the dynamo exporter writes it");
   ExpectDynamoLoopRefused(
       "dynamo_sum.onnx", "ReduceSum", [](onnx::NodeProto& n) { n.set_op_type("ReduceMin"); },
       "a bag's rows are not reduced by a sum, mean or max over its slice");

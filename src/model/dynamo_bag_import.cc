@@ -150,7 +150,12 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
       !more || In(*more, 0) != g->output(2).name()) {
     return refuse("the body does not add one row a bag to the sequence");
   }
+  // Size(offsets) bags, or Size(offsets) - 1 with include_last_offset (the offsets end with the
+  // last bag's end).
   const Node* bags = s.OuterOp(In(*more, 1), "Size");
+  const Node* minus = bags ? nullptr : s.OuterOp(In(*more, 1), "Sub");
+  const bool last_included = minus && graph.ScalarConstant(minus->Input(1)) == 1.0;
+  if (last_included) bags = s.OuterOp(minus->Input(0), "Size");
   const Node* first = s.OuterOp(In(loop, 1), "Less");
   if (!bags || bags->Input(0) < 0 || !first || !In(loop, 0).empty() || first->Input(1) < 0 ||
       graph.values[static_cast<size_t>(first->Input(1))].name != In(*more, 1) ||
@@ -169,16 +174,17 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
       end->input_size() != 3) {
     return refuse("a bag's bounds are not two Slices of the offsets at the bag's index");
   }
-  // bounds = Concat(offsets, Shape(ids_1d)); rows = Mul(Gather(table, ids_1d), Unsqueeze(weights, [1])).
-  const Node* bounds = s.OuterOp(In(*start, 0), "Concat");
-  const Node* count = bounds && bounds->inputs.size() == 2 ? s.OuterOp(bounds->inputs[1], "Shape") : nullptr;
-  if (!count || bounds->inputs[0] != bags->inputs[0] || bounds->GetInt("axis", 0) != 0) {
-    return refuse("the bags' bounds are not the offsets followed by the number of ids");
-  }
+  // bounds = Concat(offsets, Shape(ids_1d)), or the offsets themselves with include_last_offset;
+  // rows = Mul(Gather(table, ids_1d), Unsqueeze(weights, [1])).
   BagLoop bag;
   bag.offsets = graph.FindValue(In(*start, 0));
-  bag.ids = count->inputs[0];
   bag.stacked = true;
+  const Node* bounds = s.OuterOp(In(*start, 0), "Concat");
+  const Node* count = bounds && bounds->inputs.size() == 2 ? s.OuterOp(bounds->inputs[1], "Shape") : nullptr;
+  if (last_included ? bag.offsets != bags->inputs[0]
+                    : !count || bounds->inputs[0] != bags->inputs[0] || bounds->GetInt("axis", 0) != 0) {
+    return refuse("the bags' bounds are not the offsets followed by the number of ids");
+  }
   // The bag's row: zeros where it has no ids, else its rows reduced.
   if (!s.Zeros(s.BranchOutput(*row, "then_branch"))) return refuse("a bag of no ids is not a row of zeros");
   const std::string reduced = s.BranchOutput(*row, "else_branch");
@@ -202,8 +208,8 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
     const onnx::NodeProto* to_end = pick ? s.Op(s.BranchOutput(*pick, "else_branch"), "Slice") : nullptr;
     bag.mode = "max";
     if (last_bag(pick) && to_count && to_end && In(*to_count, 0) == In(*to_end, 0) && In(*to_count, 1) == lo &&
-        In(*to_end, 1) == lo && In(*to_end, 2) == hi && graph.FindValue(In(*to_count, 2)) == bounds->inputs[1] &&
-        s.Constant(In(*max, 1)) == std::vector<double>{0}) {
+        In(*to_end, 1) == lo && In(*to_end, 2) == hi && count &&
+        graph.FindValue(In(*to_count, 2)) == bounds->inputs[1] && s.Constant(In(*max, 1)) == std::vector<double>{0}) {
       rows = In(*to_end, 0);
     }
   } else if (const onnx::NodeProto* mean = s.Op(reduced, "If")) {
@@ -216,7 +222,7 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
     const onnx::NodeProto* ids_shape = after ? s.Op(In(*after, 0), "Shape") : nullptr;
     const onnx::NodeProto* divided = any ? s.Op(s.BranchOutput(*any, "then_branch"), "Div") : nullptr;
     const onnx::NodeProto* divisor = divided ? s.Op(In(*divided, 1), "Cast") : nullptr;
-    const Node* flat = s.OuterOp(bag.ids, "Reshape");
+    const Node* flat = s.OuterOp(count ? count->inputs[0] : -1, "Reshape");
     bag.mode = "mean";
     rows = slice ? In(*slice, 0) : std::string();
     const bool last_is_mean = last_bag(mean) && after && In(*after, 1) == lo && ids_shape && flat &&
@@ -228,6 +234,9 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
     }
   }
   if (rows.empty()) return refuse("a bag's rows are not reduced by a sum, mean or max over its slice");
+  // With include_last_offset the exporter's last mean divides, and its last max reads, to the id
+  // count rather than the last offset: taken with a sum only.
+  if (last_included && bag.mode != "sum") return refuse("include_last_offset is taken with a sum only");
   // rows = Mul(Gather(table, ids), Unsqueeze(weights, [1])), weights Expand(1, Shape(ids)) or an input.
   const Node* mul = s.OuterOp(rows, "Mul");
   const Node* gather = nullptr;
@@ -236,7 +245,8 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
     gather = s.OuterOp(mul->Input(k), "Gather");
     column = s.OuterOp(mul->Input(1 - k), "Unsqueeze");
   }
-  if (!gather || !column || gather->Input(1) != count->inputs[0] || gather->GetInt("axis", 0) != 0 ||
+  bag.ids = gather ? gather->Input(1) : -1;
+  if (!gather || !column || (count && count->inputs[0] != bag.ids) || gather->GetInt("axis", 0) != 0 ||
       graph.ScalarConstant(column->Input(1)) != 1.0) {
     return refuse("the rows are not a Gather by the ids times per-sample weights");
   }

@@ -11,7 +11,9 @@
 // over axis 0 (keepdims 1): ReduceSum; a mean as ReduceMean, the last bag's as ReduceSum divided by
 // the ids after its start; a max as ReduceMax, the last bag's slice running to the id count. The
 // row goes into the sequence (SequenceInsert), i + 1, and the loop runs while i < Size(offsets).
-// After the Loop, ConcatFromSequence(axis 0) stacks the rows.
+// After the Loop, ConcatFromSequence(axis 0) stacks the rows. With include_last_offset (a sum) the
+// bounds are the offsets themselves and the loop runs while i < Size(offsets) - 1; padded 2-D ids
+// come flattened, their offsets a Range over them.
 //
 // That is EmbeddingBag(table, ids, bounds) of mode sum, mean or max (a sum weighted by an input's
 // per-sample weights), as the TorchScript form (bag_loop_import.h) gives it; the importer takes the
