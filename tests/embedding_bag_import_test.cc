@@ -169,6 +169,26 @@ TEST(EmbeddingBagImport, ThePadded2dFormIsOneBagOverFixedLengthRows) {
   }
 }
 
+// Shape buckets key plans by rows (and ragged lengths): ids [rows, -1] not declared ragged would
+// find a plan made for another width, so such a model runs unbucketed (the GPU's default turns
+// them off, the report says why) and a config that asks for buckets is refused naming the input.
+TEST(EmbeddingBagImport, BucketsAreNotUsedForIdsWhoseWidthRequestsChange) {
+  ModelOptions options;
+  options.shape_buckets = 1;
+  ExpectRefused(Model::LoadFile(Data("dynamo_padded_sum.onnx"), {}, options).status(), StatusCode::kInvalidArgument,
+                "shape buckets: input 'ids' has a dimension past its rows that requests may change");
+  options.shape_buckets = -1;  // the backend's default
+  auto model = Model::LoadFile(Data("dynamo_padded_sum.onnx"), {}, options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto fixed = Model::LoadFile(Data("padded_sum.onnx"), {}, [] {
+    ModelOptions o;
+    o.shape_buckets = 1;
+    return o;
+  }());
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();  // [rows, 5]: bucketed
+  EXPECT_EQ((*fixed)->load_report().buckets, "on");
+}
+
 // A ReduceProd of anything but a shape stays as written, and the op check refuses it by name.
 TEST(EmbeddingBagImport, AReduceProdOfValuesIsStillRefused) {
   onnx::ModelProto m;

@@ -159,6 +159,15 @@ Status Model::StartBuckets() {
     report_.buckets = c.enabled == 0 ? "off (config)" : "off (the CPU's default)";
     return Status::Ok();
   }
+  // A bucket is keyed by rows and ragged lengths: an input whose other dims requests may change
+  // (padded [rows, -1] ids not declared ragged) would find a plan made for another width.
+  for (const InputSignature& in : inputs()) {
+    if (in.ragged || std::none_of(in.dims.begin(), in.dims.end(), [](int64_t d) { return d < 0; })) continue;
+    const std::string why = "input '" + in.name + "' has a dimension past its rows that requests may change";
+    if (explicit_on) return InvalidArgument("shape buckets: " + why + "; remove the buckets section or fix its dims");
+    report_.buckets = "off: " + why;
+    return Status::Ok();
+  }
   int64_t row_limit = config_.max_batch_size > 0 ? config_.max_batch_size : options_.max_rows;
   row_limit = std::max(row_limit, config_.batching.max_batch_size);
   // Past 1,024 rows launches are a small part of a batch's time, and padding would cost more than
