@@ -17,6 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.external_data_dir = "/nonexistent";  // never read files named by fuzzed input
   auto graph = ImportOnnxBytes(data, size, options);
   if (!graph.ok()) return 0;
+  if (!FuseSegmentBags(*graph).ok()) return 0;  // a load's first pass, on the unchecked graph
   ModelConfig config;
   if (!ResolveModelConfig(*graph, config).ok()) return 0;
   if (!LowerSplits(*graph).ok()) return 0;

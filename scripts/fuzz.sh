@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang and runs each for SECONDS (default 60; the four request
-# and config targets for half of it): the model loader seeded with the zoo models, the JSON request
+# and config targets for half of it): the model loader seeded with the zoo models and the exported
+# nn.EmbeddingBag Loops (tests/data/embedding_bags), the JSON request
 # parser, the gRPC request builder, HTTP/1.1 framing through the REST routes, and model configs,
 # each from fuzz/corpus/.  Usage: scripts/fuzz.sh [SECONDS]
 # The runs use a fixed seed (FUZZ_SEED, default 1), so that the test command replays the same
@@ -21,6 +22,7 @@ for c in request_parser grpc_request http_request model_config; do
   cp fuzz/corpus/$c/* "$dir/corpus/$c/"
 done
 for m in models/zoo/*/1/model.onnx; do cp "$m" "$dir/corpus/model_loader/$(basename "$(dirname "$(dirname "$m")")").onnx"; done
+cp tests/data/embedding_bags/*.onnx "$dir/corpus/model_loader/"  # both exporters' nn.EmbeddingBag Loops
 for m in /usr/share/libonnx-testdata/data/node/test_split_*/model.onnx; do  # Split, lowered to Slices
   if [[ -f $m ]]; then cp "$m" "$dir/corpus/model_loader/$(basename "$(dirname "$m")").onnx"; fi
 done

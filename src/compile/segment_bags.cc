@@ -83,6 +83,7 @@ std::optional<size_t> EmptyRowsZeroed(const SegmentMatcher& m, int result, int e
   const Graph& g = m.graph();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
+    if (n.outputs.empty()) continue;
     if (n.op == "Where" && n.Input(2) == result && IsEmptyRowMask(m, n.Input(0), empty_rows) && m.IsZeros(n.Input(1))) {
       return i;
     }
@@ -108,7 +109,7 @@ std::optional<size_t> FinalReshape(const SegmentMatcher& m, int result, int ids)
   const Graph& g = m.graph();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (n.op != "Reshape" || n.Input(0) != result) continue;
+    if (n.op != "Reshape" || n.outputs.empty() || n.Input(0) != result) continue;
     const Node* shape = m.Producer(m.Uncast(n.Input(1)), "Concat");
     if (!shape || shape->NumInputs() != 2 || shape->GetInt("axis", 0) != 0 || !m.CountsRowsOf(shape->Input(0), ids)) {
       continue;
@@ -137,7 +138,8 @@ struct SegmentSum {
 std::optional<SegmentSum> MatchGridSum(const SegmentMatcher& m, size_t i) {
   const Graph& g = m.graph();
   const Node& sum = g.nodes[i];
-  if (sum.op != "ReduceSum" || sum.GetInt("keepdims", 1) != 0 || m.Ints(sum, 1, "axes") != std::vector<int64_t>{1}) {
+  if (sum.op != "ReduceSum" || sum.outputs.empty() || sum.GetInt("keepdims", 1) != 0 ||
+      m.Ints(sum, 1, "axes") != std::vector<int64_t>{1}) {
     return std::nullopt;
   }
   const Node* gather = m.Producer(sum.Input(0), "Gather");
@@ -156,7 +158,7 @@ std::optional<SegmentSum> MatchGridSum(const SegmentMatcher& m, size_t i) {
   // Unique over the sorted ids): the division writes the result.
   for (size_t d = 0; d < g.nodes.size(); ++d) {
     const Node& div = g.nodes[d];
-    if (div.op != "Div" || div.Input(0) != sum.outputs[0]) continue;
+    if (div.op != "Div" || div.outputs.empty() || div.Input(0) != sum.outputs[0]) continue;
     int v = div.Input(1);
     if (const Node* u = m.Producer(v, "Unsqueeze")) v = u->Input(0);
     if (const Node* max = m.Producer(v, "Max"); max && m.IsScalar(max->Input(1), 1)) v = max->Input(0);
@@ -183,7 +185,7 @@ std::optional<SegmentSum> MatchGridSum(const SegmentMatcher& m, size_t i) {
 // Max(., 1) where the segments are counted, unsqueezed) for a mean or sqrt-n.
 std::optional<SegmentSum> MatchOneHotSum(const SegmentMatcher& m, size_t i) {
   const Node& reshape = m.graph().nodes[i];
-  if (reshape.op != "Reshape") return std::nullopt;
+  if (reshape.op != "Reshape" || reshape.outputs.empty()) return std::nullopt;
   int product = reshape.Input(0);
   const Node* div = m.Producer(product, "Div");
   if (div) product = div->Input(0);
