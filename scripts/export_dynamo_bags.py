@@ -5,11 +5,13 @@
 Needs PyTorch 2.9 or later with onnxscript (not Debian's: the GPU machine's Python has them). Writes
 a sum, mean and max bag over offsets and a sum with per-sample weights (a 50 x 4 table from seed 0),
 then prints each graph's nodes, the Loop's body and branches indented, as the importer reads them
-(model/dynamo_bag_import.h).
+(model/dynamo_bag_import.h). The exporter keeps each node's Python stack trace (with the
+machine's paths) in metadata: the files are written without it, and without doc strings.
 """
 import os
 import sys
 
+import onnx
 import torch
 
 out = sys.argv[1]
@@ -46,18 +48,41 @@ for mode, weighted in cases:
         print("ok", name)
     except Exception as e:
         print("fail", name, repr(e)[:800])
-try:
-    import onnx
-    for f in sorted(os.listdir(out)):
-        m = onnx.load(os.path.join(out, f))
-        print(f, "opset", [(o.domain, o.version) for o in m.opset_import], "functions", len(m.functions))
-        def show(g, depth):
-            for node in g.node:
-                print("  " * depth, node.op_type, list(node.input), list(node.output))
-                for a in node.attribute:
-                    if a.g and a.g.node:
-                        print("  " * depth, " [", a.name, "]")
-                        show(a.g, depth + 2)
-        show(m.graph, 1)
-except Exception as e:
-    print("no onnx:", e)
+
+
+def strip(graph):
+    """Drops doc strings and metadata (stack traces) from `graph` and the graphs in its nodes."""
+    graph.doc_string = ""
+    del graph.metadata_props[:]
+    for node in graph.node:
+        node.doc_string = ""
+        del node.metadata_props[:]
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                strip(a.g)
+    for v in list(graph.input) + list(graph.output) + list(graph.value_info):
+        v.doc_string = ""
+        del v.metadata_props[:]
+
+
+for f in sorted(x for x in os.listdir(out) if x.endswith(".onnx")):
+    model = onnx.load(os.path.join(out, f))
+    model.doc_string = ""
+    del model.metadata_props[:]
+    strip(model.graph)
+    onnx.save(model, os.path.join(out, f))
+
+
+def show(graph, depth):
+    for node in graph.node:
+        print("  " * depth, node.op_type, list(node.input), list(node.output))
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                print("  " * depth, " [", a.name, "]")
+                show(a.g, depth + 2)
+
+
+for f in sorted(x for x in os.listdir(out) if x.endswith(".onnx")):
+    m = onnx.load(os.path.join(out, f))
+    print(f, "opset", [(o.domain, o.version) for o in m.opset_import], "functions", len(m.functions))
+    show(m.graph, 1)
