@@ -37,11 +37,9 @@
 namespace rankd {
 namespace {
 
-using SegmentMatcher = SparseTensorMatcher;
-
 // The table and the flat ids `rows` gathers: Gather(table, values), or Gather(Gather(table,
 // unique), inverse) with unique and inverse Unique(values)'s outputs 0 and 2.
-std::optional<std::pair<int, int>> GatheredRows(const SegmentMatcher& m, int rows) {
+std::optional<std::pair<int, int>> GatheredRows(const SparseTensorMatcher& m, int rows) {
   const Node* outer = m.Producer(rows, "Gather");
   if (!outer || outer->GetInt("axis", 0) != 0) return std::nullopt;
   if (const Tensor* t = m.graph().FindConstant(outer->Input(0)); t && t->rank() == 2) {
@@ -59,7 +57,7 @@ std::optional<std::pair<int, int>> GatheredRows(const SegmentMatcher& m, int row
 }
 
 // Whether `segments` is the largest of `segment` + 1 (the segments not counted).
-bool LargestPlusOne(const SegmentMatcher& m, int segments, int segment) {
+bool LargestPlusOne(const SparseTensorMatcher& m, int segments, int segment) {
   const Node* add = m.Producer(m.Uncast(segments), "Add");
   if (!add || !m.IsScalar(add->Input(1), 1)) return false;
   const Node* max = m.Producer(add->Input(0), "ReduceMax");
@@ -68,7 +66,7 @@ bool LargestPlusOne(const SegmentMatcher& m, int segments, int segment) {
 
 // Whether `mask` is `empty_rows` broadcast over a result's columns: Tile(Reshape(empty_rows, [-1,
 // 1]), ...) or the Reshape alone, past Casts.
-bool IsEmptyRowMask(const SegmentMatcher& m, int mask, int empty_rows) {
+bool IsEmptyRowMask(const SparseTensorMatcher& m, int mask, int empty_rows) {
   mask = m.Uncast(mask);
   if (const Node* tile = m.Producer(mask, "Tile")) mask = m.Uncast(tile->Input(0));
   const Node* column = m.Producer(mask, "Reshape");
@@ -79,7 +77,7 @@ bool IsEmptyRowMask(const SegmentMatcher& m, int mask, int empty_rows) {
 // The node (index) that zeroes the rows of `result` that `empty_rows` marks, as
 // safe_embedding_lookup_sparse does where no default id is given: Where(mask, zeros, result), or
 // tf2onnx's Select for floats, Add(Mul(Cast(mask), zeros), Mul(result, Cast(Not(mask)))).
-std::optional<size_t> EmptyRowsZeroed(const SegmentMatcher& m, int result, int empty_rows) {
+std::optional<size_t> EmptyRowsZeroed(const SparseTensorMatcher& m, int result, int empty_rows) {
   const Graph& g = m.graph();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
@@ -105,7 +103,7 @@ std::optional<size_t> EmptyRowsZeroed(const SegmentMatcher& m, int result, int e
 
 // The Reshape (node index) that safe_embedding_lookup_sparse ends with, when it gives `result` the
 // shape it has: [rows of `ids`, Slice(Shape(result), [1], [...])].
-std::optional<size_t> FinalReshape(const SegmentMatcher& m, int result, int ids) {
+std::optional<size_t> FinalReshape(const SparseTensorMatcher& m, int result, int ids) {
   const Graph& g = m.graph();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
@@ -135,7 +133,7 @@ struct SegmentSum {
 
 // The segment sum, mean or sqrt-n whose sum is node `i`, a ReduceSum over axis 1 of the grid's
 // gather (tf2onnx's SegmentSum handler since 2021), or nullopt where it is not one.
-std::optional<SegmentSum> MatchGridSum(const SegmentMatcher& m, size_t i) {
+std::optional<SegmentSum> MatchGridSum(const SparseTensorMatcher& m, size_t i) {
   const Graph& g = m.graph();
   const Node& sum = g.nodes[i];
   if (sum.op != "ReduceSum" || sum.outputs.empty() || sum.GetInt("keepdims", 1) != 0 ||
@@ -183,7 +181,7 @@ std::optional<SegmentSum> MatchGridSum(const SegmentMatcher& m, size_t i) {
 // (tf2onnx before 2021): Reshape(MatMul(OneHot(segment ids, segments, [0, 1], axis 0),
 // Reshape(rows, [0, -1])), shape), the product divided by the OneHot's row sums (or their Sqrt,
 // Max(., 1) where the segments are counted, unsqueezed) for a mean or sqrt-n.
-std::optional<SegmentSum> MatchOneHotSum(const SegmentMatcher& m, size_t i) {
+std::optional<SegmentSum> MatchOneHotSum(const SparseTensorMatcher& m, size_t i) {
   const Node& reshape = m.graph().nodes[i];
   if (reshape.op != "Reshape" || reshape.outputs.empty()) return std::nullopt;
   int product = reshape.Input(0);
@@ -216,7 +214,7 @@ std::optional<SegmentSum> MatchOneHotSum(const SegmentMatcher& m, size_t i) {
 }  // namespace
 
 StatusOr<int> FuseSegmentBags(Graph& graph) {
-  SegmentMatcher m(graph);
+  SparseTensorMatcher m(graph);
   struct Rewrite {
     size_t node;  // the node that becomes the bag
     int table, ids;
