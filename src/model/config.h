@@ -67,7 +67,8 @@ struct BatchingConfig {
   int64_t max_queue_delay_microseconds = 0;   // 500 when the section does not say
   int64_t max_batch_size = 0;                 // rows per merged batch; 0 = the model's request limit
   int64_t max_queue_size = 1024;              // queued requests; past this new ones get UNAVAILABLE
-  int64_t max_queue_wait_microseconds = 0;    // the queue's head waited longer: new ones get UNAVAILABLE
+  int64_t max_queue_wait_microseconds = -1;   // the queue's head waited longer: new ones get UNAVAILABLE;
+                                              // 0 = none, -1 (not given) = automatic once the queue stands
   int64_t default_timeout_microseconds = 0;   // a request's deadline when it sets none; 0 = none
   int priority_levels = 0;                    // requests may say priority 1 (highest) .. levels
   int default_priority_level = 0;             // priority of requests that give none; 0 = the lowest

@@ -4,133 +4,35 @@
 #include <string>
 #include <vector>
 
+#include "model/loop_body.h"
+
 namespace rankd {
 namespace {
 
-const std::string& In(const onnx::NodeProto& n, int k) {
-  static const std::string kNone;
-  return k < n.input_size() ? n.input(k) : kNone;
-}
-
-const onnx::GraphProto* Branch(const onnx::NodeProto& n, const char* name) {
-  for (const auto& a : n.attribute()) {
-    if (a.name() == name && a.type() == onnx::AttributeProto::GRAPH) return &a.g();
-  }
-  return nullptr;
-}
-
-// The Loop's body and the If branches in it, by the value each node writes; values of the graph
-// around it by name.
-class Scope {
- public:
-  Scope(const onnx::GraphProto& body, const Graph& outer, const TensorFromProto& tensor_of)
-      : outer_(outer), producers_(outer.Producers()), tensor_of_(tensor_of) {
-    Add(body);
-  }
-
-  // The body's node writing `value` if it is `op`, else nullptr.
-  const onnx::NodeProto* Op(const std::string& value, const char* op) const {
-    auto it = producer_.find(value);
-    return it != producer_.end() && it->second->op_type() == op ? it->second : nullptr;
-  }
-  // The graph's node writing `value` (a name) if it is `op`, else nullptr.
-  const Node* OuterOp(const std::string& value, const char* op) const { return OuterOp(outer_.FindValue(value), op); }
-  const Node* OuterOp(int value, const char* op) const {
-    if (value < 0) return nullptr;
-    const int p = producers_[static_cast<size_t>(value)];
-    const Node* n = p >= 0 ? &outer_.nodes[static_cast<size_t>(p)] : nullptr;
-    return n && n->op == op ? n : nullptr;
-  }
-  // The elements of a constant `value`: a Constant node of the body, or one of the graph.
-  std::optional<std::vector<double>> Constant(const std::string& value) const {
-    if (const onnx::NodeProto* c = Op(value, "Constant")) {
-      for (const auto& a : c->attribute()) {
-        if (a.name() == "value" && a.type() == onnx::AttributeProto::TENSOR) {
-          StatusOr<Tensor> t = tensor_of_(a.t());
-          return t.ok() ? Elements(&*t) : std::nullopt;
-        }
-        if (a.name() == "value_int") return std::vector<double>{static_cast<double>(a.i())};
-        if (a.name() == "value_ints") return std::vector<double>(a.ints().begin(), a.ints().end());
-        if (a.name() == "value_float") return std::vector<double>{a.f()};
-      }
-      return std::nullopt;
-    }
-    if (auto it = initializers_.find(value); it != initializers_.end()) {
-      StatusOr<Tensor> t = tensor_of_(*it->second);
-      return t.ok() ? Elements(&*t) : std::nullopt;
-    }
-    const int id = outer_.FindValue(value);
-    return Elements(id >= 0 ? outer_.FindConstant(id) : nullptr);
-  }
-  // Whether `value` is the constant `want` (one element), or CastLike of one.
-  bool Is(const std::string& value, double want) const {
-    if (const onnx::NodeProto* like = Op(value, "CastLike")) return Is(In(*like, 0), want);
-    return Constant(value) == std::vector<double>{want};
-  }
-  // Whether `value` is all zeros (a constant of the graph or the body, or Expand of one).
-  bool Zeros(const std::string& value) const {
-    if (const onnx::NodeProto* e = Op(value, "Expand")) return Zeros(In(*e, 0));
-    auto v = Constant(value);
-    if (!v || v->empty()) return false;
-    for (double x : *v) {
-      if (x != 0.0) return false;
-    }
-    return true;
-  }
-  // The output of `n`'s branch `name` (one output), or "".
-  std::string BranchOutput(const onnx::NodeProto& n, const char* name) const {
-    const onnx::GraphProto* g = Branch(n, name);
-    return g && g->output_size() == 1 ? g->output(0).name() : std::string();
-  }
-
- private:
-  static std::optional<std::vector<double>> Elements(const Tensor* t) {
-    if (!t) return std::nullopt;
-    std::vector<double> v;
-    for (int64_t i = 0; i < t->size(); ++i) v.push_back(t->ScalarAsDouble(i));
-    return v;
-  }
-  void Add(const onnx::GraphProto& g) {
-    for (const onnx::TensorProto& t : g.initializer()) initializers_[t.name()] = &t;
-    for (const onnx::NodeProto& n : g.node()) {
-      for (const std::string& out : n.output()) producer_[out] = &n;
-      for (const auto& a : n.attribute()) {
-        if (a.type() == onnx::AttributeProto::GRAPH) Add(a.g());
-      }
-    }
-  }
-
-  const Graph& outer_;
-  const std::vector<int> producers_;
-  const TensorFromProto& tensor_of_;
-  std::map<std::string, const onnx::NodeProto*> producer_;
-  std::map<std::string, const onnx::TensorProto*> initializers_;  // the body's and its branches'
-};
-
 // Whether `value` is Add(index, k) (k a constant or its CastLike).
-bool Plus(const Scope& s, const std::string& value, const std::string& index, double k) {
+bool Plus(const LoopScope& s, const std::string& value, const std::string& index, double k) {
   const onnx::NodeProto* add = s.Op(value, "Add");
-  return add && In(*add, 0) == index && s.Is(In(*add, 1), k);
+  return add && InputOf(*add, 0) == index && s.Is(InputOf(*add, 1), k);
 }
 
 // Whether `value` is Reduce`op`(Slice(rows, start, end), axes [0]) with keepdims 1.
-bool Reduces(const Scope& s, const std::string& value, const char* op, const std::string& rows,
+bool Reduces(const LoopScope& s, const std::string& value, const char* op, const std::string& rows,
              const std::string& start, const std::string& end) {
   const onnx::NodeProto* r = s.Op(value, op);
   if (!r) return false;
   for (const auto& a : r->attribute()) {
     if (a.name() == "keepdims" && a.i() != 1) return false;
   }
-  const onnx::NodeProto* slice = s.Op(In(*r, 0), "Slice");
-  return slice && s.Constant(In(*r, 1)) == std::vector<double>{0} && In(*slice, 0) == rows && In(*slice, 1) == start &&
-         In(*slice, 2) == end && slice->input_size() == 3;
+  const onnx::NodeProto* slice = s.Op(InputOf(*r, 0), "Slice");
+  return slice && s.Constant(InputOf(*r, 1)) == std::vector<double>{0} && InputOf(*slice, 0) == rows &&
+         InputOf(*slice, 1) == start && InputOf(*slice, 2) == end && slice->input_size() == 3;
 }
 
 }  // namespace
 
 StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop, const Graph& graph,
                                                     const TensorFromProto& tensor_of) {
-  const onnx::GraphProto* g = Branch(loop, "body");
+  const onnx::GraphProto* g = SubgraphOf(loop, "body");
   if (!g || g->input_size() != 4 || g->output_size() != 3 || loop.input_size() != 4 || loop.output_size() != 2) {
     return std::optional<BagLoop>();
   }
@@ -141,45 +43,45 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
                          "here " +
                          why);
   };
-  const Scope s(*g, graph, tensor_of);
+  const LoopScope s(*g, graph, tensor_of);
   const std::string &index = g->input(3).name(), &sequence = g->input(2).name();
   // The carried values: the sequence with one more row, the index plus one, and i < Size(offsets).
   const onnx::NodeProto* insert = s.Op(g->output(1).name(), "SequenceInsert");
   const onnx::NodeProto* more = s.Op(g->output(0).name(), "Less");
-  if (!insert || In(*insert, 0) != sequence || insert->input_size() != 2 || !Plus(s, g->output(2).name(), index, 1) ||
-      !more || In(*more, 0) != g->output(2).name()) {
+  if (!insert || InputOf(*insert, 0) != sequence || insert->input_size() != 2 ||
+      !Plus(s, g->output(2).name(), index, 1) || !more || InputOf(*more, 0) != g->output(2).name()) {
     return refuse("the body does not add one row a bag to the sequence");
   }
   // Size(offsets) bags, or Size(offsets) - 1 with include_last_offset (the offsets end with the
   // last bag's end).
-  const Node* bags = s.OuterOp(In(*more, 1), "Size");
-  const Node* minus = bags ? nullptr : s.OuterOp(In(*more, 1), "Sub");
+  const Node* bags = s.OuterOp(InputOf(*more, 1), "Size");
+  const Node* minus = bags ? nullptr : s.OuterOp(InputOf(*more, 1), "Sub");
   const bool last_included = minus && graph.ScalarConstant(minus->Input(1)) == 1.0;
   if (last_included) bags = s.OuterOp(minus->Input(0), "Size");
-  const Node* first = s.OuterOp(In(loop, 1), "Less");
-  if (!bags || bags->Input(0) < 0 || !first || !In(loop, 0).empty() || first->Input(1) < 0 ||
-      graph.values[static_cast<size_t>(first->Input(1))].name != In(*more, 1) ||
-      graph.ScalarConstant(first->inputs[0]) != 0.0 || graph.ScalarConstant(graph.FindValue(In(loop, 3))) != 0.0 ||
-      !s.OuterOp(In(loop, 2), "SequenceEmpty")) {
+  const Node* first = s.OuterOp(InputOf(loop, 1), "Less");
+  if (!bags || bags->Input(0) < 0 || !first || !InputOf(loop, 0).empty() || first->Input(1) < 0 ||
+      graph.values[static_cast<size_t>(first->Input(1))].name != InputOf(*more, 1) ||
+      graph.ScalarConstant(first->inputs[0]) != 0.0 || graph.ScalarConstant(graph.FindValue(InputOf(loop, 3))) != 0.0 ||
+      !s.OuterOp(InputOf(loop, 2), "SequenceEmpty")) {
     return refuse("it does not run once per offset from an empty sequence and bag 0");
   }
   // Bag i's bounds: Slice(bounds, [i], [i + 1]) and Slice(bounds, [i + 1], [i + 2]).
-  const onnx::NodeProto* row = s.Op(In(*insert, 1), "If");
-  const onnx::NodeProto* empty = row ? s.Op(In(*row, 0), "Equal") : nullptr;
-  const onnx::NodeProto* start = empty ? s.Op(In(*empty, 0), "Slice") : nullptr;
-  const onnx::NodeProto* end = empty ? s.Op(In(*empty, 1), "Slice") : nullptr;
-  const onnx::NodeProto* at = start ? s.Op(In(*start, 1), "Reshape") : nullptr;
-  if (!at || !end || In(*at, 0) != index || In(*end, 0) != In(*start, 0) || !Plus(s, In(*start, 2), In(*start, 1), 1) ||
-      !Plus(s, In(*end, 1), In(*start, 1), 1) || !Plus(s, In(*end, 2), In(*start, 1), 2) || start->input_size() != 3 ||
-      end->input_size() != 3) {
+  const onnx::NodeProto* row = s.Op(InputOf(*insert, 1), "If");
+  const onnx::NodeProto* empty = row ? s.Op(InputOf(*row, 0), "Equal") : nullptr;
+  const onnx::NodeProto* start = empty ? s.Op(InputOf(*empty, 0), "Slice") : nullptr;
+  const onnx::NodeProto* end = empty ? s.Op(InputOf(*empty, 1), "Slice") : nullptr;
+  const onnx::NodeProto* at = start ? s.Op(InputOf(*start, 1), "Reshape") : nullptr;
+  if (!at || !end || InputOf(*at, 0) != index || InputOf(*end, 0) != InputOf(*start, 0) ||
+      !Plus(s, InputOf(*start, 2), InputOf(*start, 1), 1) || !Plus(s, InputOf(*end, 1), InputOf(*start, 1), 1) ||
+      !Plus(s, InputOf(*end, 2), InputOf(*start, 1), 2) || start->input_size() != 3 || end->input_size() != 3) {
     return refuse("a bag's bounds are not two Slices of the offsets at the bag's index");
   }
   // bounds = Concat(offsets, Shape(ids_1d)), or the offsets themselves with include_last_offset;
   // rows = Mul(Gather(table, ids_1d), Unsqueeze(weights, [1])).
   BagLoop bag;
-  bag.offsets = graph.FindValue(In(*start, 0));
+  bag.offsets = graph.FindValue(InputOf(*start, 0));
   bag.stacked = true;
-  const Node* bounds = s.OuterOp(In(*start, 0), "Concat");
+  const Node* bounds = s.OuterOp(InputOf(*start, 0), "Concat");
   const Node* count = bounds && bounds->inputs.size() == 2 ? s.OuterOp(bounds->inputs[1], "Shape") : nullptr;
   if (last_included ? bag.offsets != bags->inputs[0]
                     : !count || bounds->inputs[0] != bags->inputs[0] || bounds->GetInt("axis", 0) != 0) {
@@ -188,47 +90,48 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
   // The bag's row: zeros where it has no ids, else its rows reduced.
   if (!s.Zeros(s.BranchOutput(*row, "then_branch"))) return refuse("a bag of no ids is not a row of zeros");
   const std::string reduced = s.BranchOutput(*row, "else_branch");
-  const std::string &lo = start->output(0), &hi = end->output(0), &bags_value = In(*more, 1);
+  const std::string &lo = start->output(0), &hi = end->output(0), &bags_value = InputOf(*more, 1);
   // The last bag's own form (a mean's divisor, a max's slice end): If(i == Size(offsets) - 1).
   auto last_bag = [&](const onnx::NodeProto* branch) {
-    const onnx::NodeProto* is_last = branch ? s.Op(In(*branch, 0), "Equal") : nullptr;
-    const onnx::NodeProto* minus = is_last ? s.Op(In(*is_last, 1), "Sub") : nullptr;
-    return minus && In(*is_last, 0) == index && In(*minus, 0) == bags_value && s.Is(In(*minus, 1), 1);
+    const onnx::NodeProto* is_last = branch ? s.Op(InputOf(*branch, 0), "Equal") : nullptr;
+    const onnx::NodeProto* minus = is_last ? s.Op(InputOf(*is_last, 1), "Sub") : nullptr;
+    return minus && InputOf(*is_last, 0) == index && InputOf(*minus, 0) == bags_value && s.Is(InputOf(*minus, 1), 1);
   };
   std::string rows;
   if (const onnx::NodeProto* sum = s.Op(reduced, "ReduceSum")) {
-    const onnx::NodeProto* slice = s.Op(In(*sum, 0), "Slice");
-    rows = slice ? In(*slice, 0) : std::string();
+    const onnx::NodeProto* slice = s.Op(InputOf(*sum, 0), "Slice");
+    rows = slice ? InputOf(*slice, 0) : std::string();
     bag.mode = "sum";
     if (!Reduces(s, reduced, "ReduceSum", rows, lo, hi)) rows.clear();
   } else if (const onnx::NodeProto* max = s.Op(reduced, "ReduceMax")) {
     // ReduceMax(If(last, Slice(rows, start, id count), Slice(rows, start, end))).
-    const onnx::NodeProto* pick = s.Op(In(*max, 0), "If");
+    const onnx::NodeProto* pick = s.Op(InputOf(*max, 0), "If");
     const onnx::NodeProto* to_count = pick ? s.Op(s.BranchOutput(*pick, "then_branch"), "Slice") : nullptr;
     const onnx::NodeProto* to_end = pick ? s.Op(s.BranchOutput(*pick, "else_branch"), "Slice") : nullptr;
     bag.mode = "max";
-    if (last_bag(pick) && to_count && to_end && In(*to_count, 0) == In(*to_end, 0) && In(*to_count, 1) == lo &&
-        In(*to_end, 1) == lo && In(*to_end, 2) == hi && count &&
-        graph.FindValue(In(*to_count, 2)) == bounds->inputs[1] && s.Constant(In(*max, 1)) == std::vector<double>{0}) {
-      rows = In(*to_end, 0);
+    if (last_bag(pick) && to_count && to_end && InputOf(*to_count, 0) == InputOf(*to_end, 0) &&
+        InputOf(*to_count, 1) == lo && InputOf(*to_end, 1) == lo && InputOf(*to_end, 2) == hi && count &&
+        graph.FindValue(InputOf(*to_count, 2)) == bounds->inputs[1] &&
+        s.Constant(InputOf(*max, 1)) == std::vector<double>{0}) {
+      rows = InputOf(*to_end, 0);
     }
   } else if (const onnx::NodeProto* mean = s.Op(reduced, "If")) {
     // If(last, ReduceSum(slice) / (ids after the bag's start) where there are any, ReduceMean(slice)).
     const onnx::NodeProto* other = s.Op(s.BranchOutput(*mean, "else_branch"), "ReduceMean");
-    const onnx::NodeProto* slice = other ? s.Op(In(*other, 0), "Slice") : nullptr;
+    const onnx::NodeProto* slice = other ? s.Op(InputOf(*other, 0), "Slice") : nullptr;
     const onnx::NodeProto* any = s.Op(s.BranchOutput(*mean, "then_branch"), "If");
-    const onnx::NodeProto* positive = any ? s.Op(In(*any, 0), "Greater") : nullptr;
-    const onnx::NodeProto* after = positive ? s.Op(In(*positive, 0), "Sub") : nullptr;
-    const onnx::NodeProto* ids_shape = after ? s.Op(In(*after, 0), "Shape") : nullptr;
+    const onnx::NodeProto* positive = any ? s.Op(InputOf(*any, 0), "Greater") : nullptr;
+    const onnx::NodeProto* after = positive ? s.Op(InputOf(*positive, 0), "Sub") : nullptr;
+    const onnx::NodeProto* ids_shape = after ? s.Op(InputOf(*after, 0), "Shape") : nullptr;
     const onnx::NodeProto* divided = any ? s.Op(s.BranchOutput(*any, "then_branch"), "Div") : nullptr;
-    const onnx::NodeProto* divisor = divided ? s.Op(In(*divided, 1), "Cast") : nullptr;
+    const onnx::NodeProto* divisor = divided ? s.Op(InputOf(*divided, 1), "Cast") : nullptr;
     const Node* flat = s.OuterOp(count ? count->inputs[0] : -1, "Reshape");
     bag.mode = "mean";
-    rows = slice ? In(*slice, 0) : std::string();
-    const bool last_is_mean = last_bag(mean) && after && In(*after, 1) == lo && ids_shape && flat &&
-                              graph.FindValue(In(*ids_shape, 0)) == flat->inputs[0] && divisor &&
-                              In(*divisor, 0) == after->output(0) &&
-                              Reduces(s, In(*divided, 0), "ReduceSum", rows, lo, hi);
+    rows = slice ? InputOf(*slice, 0) : std::string();
+    const bool last_is_mean = last_bag(mean) && after && InputOf(*after, 1) == lo && ids_shape && flat &&
+                              graph.FindValue(InputOf(*ids_shape, 0)) == flat->inputs[0] && divisor &&
+                              InputOf(*divisor, 0) == after->output(0) &&
+                              Reduces(s, InputOf(*divided, 0), "ReduceSum", rows, lo, hi);
     if (!last_is_mean || !other || !Reduces(s, other->output(0), "ReduceMean", rows, lo, hi)) {
       rows.clear();
     }
