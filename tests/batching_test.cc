@@ -111,7 +111,8 @@ TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {
   EXPECT_EQ(c->batching.cost_per_row, 1.5);
   EXPECT_EQ(c->batching.preferred_batch_size, std::vector<int64_t>({64, 256}));
   EXPECT_EQ(c->batching.max_queue_wait_microseconds, 20000);
-  EXPECT_EQ(ParseModelConfig("batching: {}", true)->batching.max_queue_wait_microseconds, 0);
+  EXPECT_EQ(ParseModelConfig("batching: {}", true)->batching.max_queue_wait_microseconds,
+            -1);                               // automatic once the queue stands
   EXPECT_LT(c->batching.cost_per_request, 0);  // measured at warm-up
   EXPECT_EQ(ParseModelConfig("batching: {}", true)->batching.max_queue_delay_microseconds, 500);
   // Without a section a model batches, with no queue delay (Triton's auto-completed default).

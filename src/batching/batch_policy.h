@@ -47,8 +47,20 @@ struct BatchPolicyOptions {
   // refused (UNAVAILABLE): past its capacity a model answers some requests quickly and refuses the
   // rest at once, instead of making every request wait as long as the queue is. 0: no bound.
   std::chrono::microseconds max_queue_wait{0};
+  // Without max_queue_wait: the same refusal, but only once the queue has stood (not emptied) for
+  // kStandingQueueBatches of its latest batch's run time, at least kStandingQueueFloor, and against a
+  // bound of kAutoQueueWaitRuns times a request's typical run time, at least kAutoQueueWaitFloor
+  // (the Batcher measures both as batches run; no bound before the first). A burst queues and
+  // drains as its batches take it; load past capacity leaves a queue no batch empties, and that is
+  // shed (the controlled delay of CoDel and of "Fail at Scale", ACM Queue 2015). false: no bound.
+  bool auto_queue_wait = false;
   std::vector<int64_t> preferred_rows;  // Triton's preferred_batch_size, in rows; ascending
 };
+
+inline constexpr int kAutoQueueWaitRuns = 4;
+inline constexpr std::chrono::microseconds kAutoQueueWaitFloor{20'000};
+inline constexpr int kStandingQueueBatches = 2;
+inline constexpr std::chrono::microseconds kStandingQueueFloor{100'000};
 
 struct BatchDecision {
   enum class Kind { kIdle, kDispatch, kWaitUntil, kWaitForExecutor };

@@ -25,16 +25,8 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
     if (queue_.size() >= options_.policy.max_enqueued) {
       return Unavailable("the queue is full (" + std::to_string(queue_.size()) + " requests); retry later");
     }
-    const auto bound = options_.policy.max_queue_wait;
-    if (bound.count() > 0 && !queue_.empty()) {
-      const auto waited =
-          std::chrono::duration_cast<std::chrono::microseconds>(options_.now() - queue_.front()->info.enqueued);
-      if (waited > bound) {
-        return Unavailable("the queue is behind: its oldest request has waited " +
-                           std::to_string(waited.count() / 1000) + " ms, more than the " +
-                           std::to_string(bound.count() / 1000) +
-                           " ms max_queue_wait_microseconds allows; retry later");
-      }
+    if (!queue_.empty()) {
+      if (std::string why = Behind(options_.now()); !why.empty()) return Unavailable(why);
     }
     if (run_here_when_idle && queue_.empty() && busy_ == 0) {
       // Run at once, it never waits in the queue, which is what a deadline bounds.
@@ -58,7 +50,7 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
         } give_back{*this};
         std::vector<std::unique_ptr<BatchTask>> batch;
         batch.push_back(std::move(task));
-        run_batch_(std::move(batch));
+        Run(std::move(batch));
         return Status::Ok();
       }
     }
@@ -66,10 +58,52 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
     auto pos = std::find_if(queue_.begin(), queue_.end(), [&](const std::unique_ptr<BatchTask>& q) {
       return q->info.priority < task->info.priority;
     });
+    if (queue_.empty()) nonempty_since_ = options_.now();
     queue_.insert(pos, std::move(task));
   }
   changed_.notify_one();
   return Status::Ok();
+}
+
+std::string Batcher::Behind(BatchClock::time_point now) const {
+  using std::chrono::microseconds;
+  const auto ms = [](auto d) { return std::to_string(std::chrono::duration_cast<microseconds>(d).count() / 1000); };
+  const auto waited = now - queue_.front()->info.enqueued;
+  const microseconds bound = options_.policy.max_queue_wait;
+  if (bound.count() > 0) {
+    if (waited <= bound) return "";
+    return "the queue is behind: its oldest request has waited " + ms(waited) + " ms, more than the " + ms(bound) +
+           " ms max_queue_wait_microseconds allows; retry later";
+  }
+  if (!options_.policy.auto_queue_wait || typical_run_us_ < 0) return "";
+  const auto target =
+      std::max(kAutoQueueWaitFloor, microseconds(static_cast<int64_t>(kAutoQueueWaitRuns * typical_run_us_)));
+  const auto interval =
+      std::max(kStandingQueueFloor, microseconds(static_cast<int64_t>(kStandingQueueBatches * last_batch_us_)));
+  const auto stood = now - nonempty_since_;
+  if (stood < interval || waited <= target) return "";
+  return "the queue is behind: it has not emptied for " + ms(stood) + " ms and its oldest request has waited " +
+         ms(waited) + " ms, more than the " + ms(target) + " ms that " + std::to_string(kAutoQueueWaitRuns) +
+         " of its requests' run time allow; retry later";
+}
+
+void Batcher::Run(std::vector<std::unique_ptr<BatchTask>> batch) {
+  struct Note {  // also when the run throws
+    Batcher& b;
+    size_t requests;
+    BatchClock::time_point began;
+    ~Note() {
+      const double us = std::chrono::duration<double, std::micro>(b.options_.now() - began).count();
+      const double per_request = us / static_cast<double>(requests);
+      MutexLock lock(b.mu_);
+      b.last_batch_us_ = us;
+      // Down at once, up slowly: runs slowed by a busy host (requests arriving past capacity take
+      // its cores) must not raise the bound that is to shed them.
+      double& typical = b.typical_run_us_;
+      typical = typical < 0 || per_request < typical ? per_request : typical + 0.01 * (per_request - typical);
+    }
+  } note{*this, std::max<size_t>(batch.size(), 1), options_.now()};
+  run_batch_(std::move(batch));
 }
 
 uint64_t Batcher::ran_on_caller() const {
@@ -108,7 +142,7 @@ void Batcher::ExecutorLoop() {
     if (!expired.empty() || !batch.empty()) {
       lock.Unlock();
       for (auto& t : expired) t->Fail(DeadlineExceeded("the request's deadline passed while it was queued"));
-      if (!batch.empty()) run_batch_(std::move(batch));
+      if (!batch.empty()) Run(std::move(batch));
       lock.Lock();
       if (d.kind == BatchDecision::Kind::kDispatch && d.count > 0) --busy_;
       changed_.notify_all();

@@ -6,14 +6,17 @@
 // then finds the batcher idle (nothing queued, no batch running) runs on it inside Enqueue, as it
 // would without a batcher, so under light load batching costs no hand-over to another thread;
 // while a batch runs, requests queue and merge as usual. A full queue refuses new requests at once
-// (UNAVAILABLE); ownership of a task moves to the batcher only when Enqueue succeeds. Destruction
-// drains: queued requests are still run. Thread-safe.
+// (UNAVAILABLE), and so does a queue whose head waited past its bound (BatchPolicyOptions::
+// max_queue_wait, or the automatic bound of a queue that stands); ownership of a task moves to the batcher only when
+// Enqueue succeeds. Destruction drains: queued requests are still run. Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -56,6 +59,10 @@ class Batcher {
 
  private:
   void ExecutorLoop();
+  // Runs `batch` through run_batch_, noting how long it took (for the automatic queue bound).
+  void Run(std::vector<std::unique_ptr<BatchTask>> batch);
+  // Why a new request is refused now, or "" (the queue's wait bounds; the queue is not empty).
+  std::string Behind(BatchClock::time_point now) const RANKD_REQUIRES(mu_);
 
   BatcherOptions options_;
   RunBatch run_batch_;
@@ -65,6 +72,9 @@ class Batcher {
   int busy_ RANKD_GUARDED_BY(mu_) = 0;
   uint64_t ran_on_caller_ RANKD_GUARDED_BY(mu_) = 0;
   bool stopping_ RANKD_GUARDED_BY(mu_) = false;
+  double typical_run_us_ RANKD_GUARDED_BY(mu_) = -1;             // a request's run time, its recent least; -1: none yet
+  double last_batch_us_ RANKD_GUARDED_BY(mu_) = 0;               // the latest batch's run time
+  BatchClock::time_point nonempty_since_ RANKD_GUARDED_BY(mu_);  // the queue last went from empty to not
   std::vector<std::thread> threads_;
 };
 

@@ -120,7 +120,8 @@ Status Model::StartBatching() {
   }
   p.max_queue_delay = std::chrono::microseconds(b.max_queue_delay_microseconds);
   p.max_enqueued = static_cast<size_t>(b.max_queue_size);
-  p.max_queue_wait = std::chrono::microseconds(b.max_queue_wait_microseconds);
+  p.max_queue_wait = std::chrono::microseconds(std::max<int64_t>(b.max_queue_wait_microseconds, 0));
+  p.auto_queue_wait = b.max_queue_wait_microseconds < 0;
   p.preferred_rows = b.preferred_batch_size;
   FittedCost fit;
   if (b.cost_per_row < 0 || b.cost_per_sequence_element < 0 || b.cost_per_request < 0 || b.cost_budget < 0) {
