@@ -58,7 +58,7 @@ def metrics(port):
 
 
 def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200), hoisting=("on",), precision="",
-            queue_delay_us=1000, queue_wait_us=0):
+            queue_delay_us=1000, queue_wait_us=-1):
     """Exports NAME at SIZE (once), writes its variants and its request mix; returns
     ([(model, batching, hoisting)], requests path). Hoisting is "n/a" for a model without user inputs.
     A precision is written into every variant's config (the exported one included)."""
@@ -90,8 +90,8 @@ def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200),
             with open(os.path.join(repo, model, "config.yaml"), "w") as f:
                 f.write(f"name: {model}\n{config}\n")
                 if batching:
-                    f.write(f"batching: {{max_queue_delay_microseconds: {queue_delay_us}, "
-                            f"max_queue_wait_microseconds: {queue_wait_us}}}\n")
+                    wait = f", max_queue_wait_microseconds: {queue_wait_us}" if queue_wait_us >= 0 else ""
+                    f.write(f"batching: {{max_queue_delay_microseconds: {queue_delay_us}{wait}}}\n")
                 if hoist == "off":
                     f.write("user_hoisting: false\n")
     model = models.build(name, size, seed=0)
@@ -127,8 +127,8 @@ def main():
     p.add_argument("--precision", default="", help="written into every model's config, e.g. bf16-activations "
                    "(default: the exported config's)")
     p.add_argument("--queue-delay-us", type=int, default=1000, help="the batched variants' max_queue_delay_microseconds")
-    p.add_argument("--queue-wait-us", type=int, default=0, help="the batched variants' max_queue_wait_microseconds "
-                   "(0: no bound)")
+    p.add_argument("--queue-wait-us", type=int, default=-1, help="the batched variants' max_queue_wait_microseconds "
+                   "(0: no bound; default: not written, the automatic bound of a queue that stands)")
     p.add_argument("--serve-args", default="", help="more `rankd serve` flags, e.g. \"--executors 8 --cuda staging_helpers=0\"")
     p.add_argument("--server-cpus", default="", help="cores the server is pinned to (taskset -c), e.g. 0-7")
     p.add_argument("--client-cpus", default="", help="cores the load generator is pinned to, e.g. 8-15")
@@ -246,8 +246,8 @@ def main():
              else f"{os.cpu_count()} cores shared by server and client")
     extra = (f", serve flags: {a.serve_args}" if a.serve_args else "") + (f", {a.precision}" if a.precision else "")
     extra += f", batched variants' queue delay {a.queue_delay_us} µs"
-    if a.queue_wait_us:
-        extra += f", queue wait bound {a.queue_wait_us} µs"
+    if a.queue_wait_us >= 0:
+        extra += f", queue wait bound {a.queue_wait_us} µs" if a.queue_wait_us else ", no queue wait bound"
     print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, {cores}{extra}\n")
     print("| workload | protocol | batching | hoisting | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors "
           "| requests per execution | server CPU ms per request | server µs per request: queue / parse / score / answer "

@@ -217,6 +217,33 @@ TEST(Batcher, WithoutABoundOfItsOwnAQueueThatStandsRefusesNewRequests) {
   settle(6);
   ASSERT_TRUE(b.Enqueue(late).ok()) << "drained, the queue takes requests again";
   settle(7);
+  // Within a second of that refusal a queue that forms again is bounded at once: the same overload.
+  gate.lock();
+  auto again = at(7);
+  ASSERT_TRUE(b.Enqueue(again).ok());
+  while (b.queued() > 0) std::this_thread::yield();
+  const int64_t t1 = now_us.load();
+  auto head2 = at(8);
+  ASSERT_TRUE(b.Enqueue(head2).ok());
+  now_us = t1 + 21'000;  // the latest batches ran in no time: the bound is the 20 ms floor
+  auto shed = at(9);
+  s = b.Enqueue(shed);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("it was shed within the last second"), std::string::npos) << s.ToString();
+  gate.unlock();
+  settle(9);
+  // A second after the last refusal a queue must stand again before it is bounded.
+  now_us = t1 + 21'000 + 1'000'000;
+  gate.lock();
+  auto blocker = at(10);
+  ASSERT_TRUE(b.Enqueue(blocker).ok());
+  while (b.queued() > 0) std::this_thread::yield();
+  auto head3 = at(11);
+  ASSERT_TRUE(b.Enqueue(head3).ok());
+  now_us += 50'000;
+  EXPECT_TRUE(b.Enqueue(shed).ok()) << "a queue formed 50 ms ago, a second after the last refusal: a burst";
+  gate.unlock();
+  settle(12);
 }
 
 // The automatic bound's floors: batches of 1 ms give a bound of 20 ms once the queue has stood
@@ -265,7 +292,9 @@ TEST(Batcher, AStandingQueuesBoundFollowsItsBatchesRunTime) {
   EXPECT_NE(s.message().find("more than the 20 ms"), std::string::npos) << s.ToString();
   gate.unlock();
   while (ran.load() < 6 || b.queued() > 0) std::this_thread::yield();
-  // One batch of 80 ms (its request's run time does not raise the typical one at once).
+  // A second later (the refusal above no longer counts), one batch of 80 ms (its request's run
+  // time does not raise the typical one at once).
+  now_us += 1'000'000;
   run_us = 80'000;
   auto slow = at(7);
   ASSERT_TRUE(b.Enqueue(slow).ok());

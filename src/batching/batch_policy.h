@@ -52,7 +52,10 @@ struct BatchPolicyOptions {
   // bound of kAutoQueueWaitRuns times a request's typical run time, at least kAutoQueueWaitFloor
   // (the Batcher measures both as batches run; no bound before the first). A burst queues and
   // drains as its batches take it; load past capacity leaves a queue no batch empties, and that is
-  // shed (the controlled delay of CoDel and of "Fail at Scale", ACM Queue 2015). false: no bound.
+  // shed (the controlled delay of CoDel and of "Fail at Scale", ACM Queue 2015). Within
+  // kStandingQueueMemory of a refusal a queue need not stand first: shedding empties the queue,
+  // and the same overload would otherwise fill it again unbounded for the interval (as CoDel
+  // re-enters its dropping state). false: no bound.
   bool auto_queue_wait = false;
   std::vector<int64_t> preferred_rows;  // Triton's preferred_batch_size, in rows; ascending
 };
@@ -61,6 +64,7 @@ inline constexpr int kAutoQueueWaitRuns = 4;
 inline constexpr std::chrono::microseconds kAutoQueueWaitFloor{20'000};
 inline constexpr int kStandingQueueBatches = 2;
 inline constexpr std::chrono::microseconds kStandingQueueFloor{100'000};
+inline constexpr std::chrono::microseconds kStandingQueueMemory{1'000'000};
 
 struct BatchDecision {
   enum class Kind { kIdle, kDispatch, kWaitUntil, kWaitForExecutor };

@@ -65,7 +65,7 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
   return Status::Ok();
 }
 
-std::string Batcher::Behind(BatchClock::time_point now) const {
+std::string Batcher::Behind(BatchClock::time_point now) {
   using std::chrono::microseconds;
   const auto ms = [](auto d) { return std::to_string(std::chrono::duration_cast<microseconds>(d).count() / 1000); };
   const auto waited = now - queue_.front()->info.enqueued;
@@ -81,10 +81,14 @@ std::string Batcher::Behind(BatchClock::time_point now) const {
   const auto interval =
       std::max(kStandingQueueFloor, microseconds(static_cast<int64_t>(kStandingQueueBatches * last_batch_us_)));
   const auto stood = now - nonempty_since_;
-  if (stood < interval || waited <= target) return "";
-  return "the queue is behind: it has not emptied for " + ms(stood) + " ms and its oldest request has waited " +
-         ms(waited) + " ms, more than the " + ms(target) + " ms that " + std::to_string(kAutoQueueWaitRuns) +
-         " of its requests' run time allow; retry later";
+  const bool shedding = shed_at_ != BatchClock::time_point::min() && now - shed_at_ < kStandingQueueMemory;
+  if ((stood < interval && !shedding) || waited <= target) return "";
+  shed_at_ = now;
+  return "the queue is behind: " +
+         (stood < interval ? std::string("it was shed within the last second")
+                           : "it has not emptied for " + ms(stood) + " ms") +
+         " and its oldest request has waited " + ms(waited) + " ms, more than the " + ms(target) + " ms that " +
+         std::to_string(kAutoQueueWaitRuns) + " of its requests' run time allow; retry later";
 }
 
 void Batcher::Run(std::vector<std::unique_ptr<BatchTask>> batch) {

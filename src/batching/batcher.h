@@ -62,7 +62,7 @@ class Batcher {
   // Runs `batch` through run_batch_, noting how long it took (for the automatic queue bound).
   void Run(std::vector<std::unique_ptr<BatchTask>> batch);
   // Why a new request is refused now, or "" (the queue's wait bounds; the queue is not empty).
-  std::string Behind(BatchClock::time_point now) const RANKD_REQUIRES(mu_);
+  std::string Behind(BatchClock::time_point now) RANKD_REQUIRES(mu_);
 
   BatcherOptions options_;
   RunBatch run_batch_;
@@ -75,6 +75,8 @@ class Batcher {
   double typical_run_us_ RANKD_GUARDED_BY(mu_) = -1;             // a request's run time, its recent least; -1: none yet
   double last_batch_us_ RANKD_GUARDED_BY(mu_) = 0;               // the latest batch's run time
   BatchClock::time_point nonempty_since_ RANKD_GUARDED_BY(mu_);  // the queue last went from empty to not
+  BatchClock::time_point shed_at_ RANKD_GUARDED_BY(mu_) = BatchClock::time_point::min();  // the automatic
+                                                                                          // bound's last refusal
   std::vector<std::thread> threads_;
 };
 
