@@ -58,7 +58,7 @@ def metrics(port):
 
 
 def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200), hoisting=("on",), precision="",
-            queue_delay_us=1000, queue_wait_us=-1):
+            queue_delay_us=1000, queue_wait_us=-1, batched_extra=""):
     """Exports NAME at SIZE (once), writes its variants and its request mix; returns
     ([(model, batching, hoisting)], requests path). Hoisting is "n/a" for a model without user inputs.
     A precision is written into every variant's config (the exported one included)."""
@@ -92,6 +92,8 @@ def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200),
                 if batching:
                     wait = f", max_queue_wait_microseconds: {queue_wait_us}" if queue_wait_us >= 0 else ""
                     f.write(f"batching: {{max_queue_delay_microseconds: {queue_delay_us}{wait}}}\n")
+                    if batched_extra:
+                        f.write(batched_extra + "\n")
                 if hoist == "off":
                     f.write("user_hoisting: false\n")
     model = models.build(name, size, seed=0)
@@ -129,6 +131,8 @@ def main():
     p.add_argument("--queue-delay-us", type=int, default=1000, help="the batched variants' max_queue_delay_microseconds")
     p.add_argument("--queue-wait-us", type=int, default=-1, help="the batched variants' max_queue_wait_microseconds "
                    "(0: no bound; default: not written, the automatic bound of a queue that stands)")
+    p.add_argument("--batched-extra", default="", help="YAML appended to the batched variants' configs, e.g. "
+                   "\"buckets: {allowed_batch_sizes: [...], warmup_max_batch_size: 4096}\"")
     p.add_argument("--serve-args", default="", help="more `rankd serve` flags, e.g. \"--executors 8 --cuda staging_helpers=0\"")
     p.add_argument("--server-cpus", default="", help="cores the server is pinned to (taskset -c), e.g. 0-7")
     p.add_argument("--client-cpus", default="", help="cores the load generator is pinned to, e.g. 8-15")
@@ -150,7 +154,7 @@ def main():
             lo, _, hi = a.din_candidates.partition("-")
             variants, path = prepare(name, a.size, repo, a.out, a.din_length, a.requests,
                                      (int(lo), int(hi or lo)), tuple(a.hoisting.split(",")), a.precision,
-                                     a.queue_delay_us, a.queue_wait_us)
+                                     a.queue_delay_us, a.queue_wait_us, a.batched_extra)
             plans.append((name, variants, path, [float(r) for r in rates.split(",")]))
     http, mport, grpc = free_port(), free_port(), free_port()
     server_pin = ["taskset", "-c", a.server_cpus] if a.server_cpus else []
@@ -246,6 +250,8 @@ def main():
              else f"{os.cpu_count()} cores shared by server and client")
     extra = (f", serve flags: {a.serve_args}" if a.serve_args else "") + (f", {a.precision}" if a.precision else "")
     extra += f", batched variants' queue delay {a.queue_delay_us} µs"
+    if a.batched_extra:
+        extra += f", batched variants' config adds: {a.batched_extra}"
     if a.queue_wait_us >= 0:
         extra += f", queue wait bound {a.queue_wait_us} µs" if a.queue_wait_us else ", no queue wait bound"
     print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, {cores}{extra}\n")
