@@ -150,62 +150,78 @@ TEST(Batcher, QueueBehindItsWaitBoundRefusesNewRequests) {
   EXPECT_EQ(ran.load(), 4);
 }
 
+// A batcher with the automatic queue bound, one request per batch, whose batches wait on `gate`
+// and advance a fake clock by `run_us` each.
+struct ClockedBatcher {
+  explicit ClockedBatcher(int64_t run) : run_us(run) {
+    BatcherOptions o;
+    o.policy.cost_budget = 10;
+    o.policy.max_queue_delay = std::chrono::microseconds(0);
+    o.policy.auto_queue_wait = true;
+    o.now = [this] { return Now(); };
+    batcher = std::make_unique<Batcher>(o, [this](std::vector<std::unique_ptr<BatchTask>> batch) {
+      std::lock_guard<std::mutex> wait(gate);
+      now_us += run_us.load();
+      ran += static_cast<int>(batch.size());
+    });
+  }
+  BatchClock::time_point Now() const { return epoch + std::chrono::microseconds(now_us.load()); }
+  // A request enqueued now.
+  std::unique_ptr<BatchTask> At(int id) const {
+    auto t = Make(id);
+    t->info.enqueued = Now();
+    return t;
+  }
+  Status Enqueue(std::unique_ptr<BatchTask>& t) { return batcher->Enqueue(t); }
+  // Enqueues `id` and waits until the executor has taken it.
+  void Running(int id) {
+    auto t = At(id);
+    ASSERT_TRUE(Enqueue(t).ok());
+    while (batcher->queued() > 0) std::this_thread::yield();
+  }
+  // Waits until `n` requests ran and none is queued.
+  void Settle(int n) const {
+    while (ran.load() < n || batcher->queued() > 0) std::this_thread::yield();
+  }
+
+  std::mutex gate;
+  std::atomic<int64_t> now_us{0}, run_us;
+  std::atomic<int> ran{0};
+  const BatchClock::time_point epoch = BatchClock::now();
+  std::unique_ptr<Batcher> batcher;  // last: stopped before the rest goes
+};
+
 // Without a bound of its own (a config that gives no max_queue_wait_microseconds) a queue is
 // bounded once it stands: when it has not emptied for two of its latest batch's run time (at
 // least 100 ms) and its head has waited more than 4 times a request's run time (at least 20 ms),
 // new requests are refused. A burst that batches drain is queued whole, however long its head
-// waits. A fake clock that each batch advances by its run time.
+// waits. Within a second of a refusal a queue that forms again is bounded at once.
 TEST(Batcher, WithoutABoundOfItsOwnAQueueThatStandsRefusesNewRequests) {
-  std::mutex gate;
-  std::atomic<int64_t> now_us{0}, run_us{10'000};
-  const auto epoch = BatchClock::now();
-  BatcherOptions o;
-  o.policy.cost_budget = 10;  // one request per batch
-  o.policy.max_queue_delay = std::chrono::microseconds(0);
-  o.policy.auto_queue_wait = true;
-  o.now = [&] { return epoch + std::chrono::microseconds(now_us.load()); };
-  std::atomic<int> ran{0};
-  auto at = [&](int id) {
-    auto t = Make(id);
-    t->info.enqueued = o.now();
-    return t;
-  };
-  Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
-    std::lock_guard<std::mutex> wait(gate);
-    now_us += run_us.load();
-    ran += static_cast<int>(batch.size());
-  });
-  auto settle = [&](int n) {
-    while (ran.load() < n || b.queued() > 0) std::this_thread::yield();
-  };
+  ClockedBatcher b(10'000);
   // Before any batch ran there is no bound: a blocked executor, a head 10 s late, still queued.
-  gate.lock();
-  auto first = at(0);
-  ASSERT_TRUE(b.Enqueue(first).ok());
-  while (b.queued() > 0) std::this_thread::yield();  // the executor took it and is blocked
-  auto early = at(1);
+  b.gate.lock();
+  b.Running(0);
+  auto early = b.At(1);
   ASSERT_TRUE(b.Enqueue(early).ok());
-  now_us += 10'000'000;
-  auto unbounded = at(2);
+  b.now_us += 10'000'000;
+  auto unbounded = b.At(2);
   ASSERT_TRUE(b.Enqueue(unbounded).ok());
-  gate.unlock();
-  settle(3);  // three batches of 10 ms: a request's run time 10 ms, its bound 40 ms
+  b.gate.unlock();
+  b.Settle(3);  // three batches of 10 ms: a request's run time 10 ms, its bound 40 ms
   // A burst: the executor blocked, the queue formed at t0; 90 ms later its head has waited past
   // 40 ms, but the queue has stood for less than 100 ms.
-  gate.lock();
-  run_us = 0;
-  auto running = at(3);
-  ASSERT_TRUE(b.Enqueue(running).ok());
-  while (b.queued() > 0) std::this_thread::yield();
-  const int64_t t0 = now_us.load();
-  auto head = at(4);
+  b.gate.lock();
+  b.run_us = 0;
+  b.Running(3);
+  const int64_t t0 = b.now_us.load();
+  auto head = b.At(4);
   ASSERT_TRUE(b.Enqueue(head).ok());
-  now_us = t0 + 90'000;
-  auto burst = at(5);
+  b.now_us = t0 + 90'000;
+  auto burst = b.At(5);
   ASSERT_TRUE(b.Enqueue(burst).ok()) << "a queue formed 90 ms ago is a burst";
   // At 100 ms it stands, and its head (100 ms) is past the bound: refused, and still the caller's.
-  now_us = t0 + 100'000;
-  auto late = at(6);
+  b.now_us = t0 + 100'000;
+  auto late = b.At(6);
   Status s = b.Enqueue(late);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
   EXPECT_NE(s.message().find("it has not emptied for 100 ms and its oldest request has waited 100 ms, more than "
@@ -213,98 +229,74 @@ TEST(Batcher, WithoutABoundOfItsOwnAQueueThatStandsRefusesNewRequests) {
             std::string::npos)
       << s.ToString();
   ASSERT_NE(late, nullptr);
-  gate.unlock();
-  settle(6);
+  b.gate.unlock();
+  b.Settle(6);
   ASSERT_TRUE(b.Enqueue(late).ok()) << "drained, the queue takes requests again";
-  settle(7);
+  b.Settle(7);
   // Within a second of that refusal a queue that forms again is bounded at once: the same overload.
-  gate.lock();
-  auto again = at(7);
-  ASSERT_TRUE(b.Enqueue(again).ok());
-  while (b.queued() > 0) std::this_thread::yield();
-  const int64_t t1 = now_us.load();
-  auto head2 = at(8);
+  b.gate.lock();
+  b.Running(7);
+  const int64_t t1 = b.now_us.load();
+  auto head2 = b.At(8);
   ASSERT_TRUE(b.Enqueue(head2).ok());
-  now_us = t1 + 21'000;  // the latest batches ran in no time: the bound is the 20 ms floor
-  auto shed = at(9);
+  b.now_us = t1 + 21'000;  // the latest batches ran in no time: the bound is the 20 ms floor
+  auto shed = b.At(9);
   s = b.Enqueue(shed);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
   EXPECT_NE(s.message().find("it was shed within the last second"), std::string::npos) << s.ToString();
-  gate.unlock();
-  settle(9);
+  b.gate.unlock();
+  b.Settle(9);
   // A second after the last refusal a queue must stand again before it is bounded.
-  now_us = t1 + 21'000 + 1'000'000;
-  gate.lock();
-  auto blocker = at(10);
-  ASSERT_TRUE(b.Enqueue(blocker).ok());
-  while (b.queued() > 0) std::this_thread::yield();
-  auto head3 = at(11);
+  b.now_us = t1 + 21'000 + 1'000'000;
+  b.gate.lock();
+  b.Running(10);
+  auto head3 = b.At(11);
   ASSERT_TRUE(b.Enqueue(head3).ok());
-  now_us += 50'000;
+  b.now_us += 50'000;
   EXPECT_TRUE(b.Enqueue(shed).ok()) << "a queue formed 50 ms ago, a second after the last refusal: a burst";
-  gate.unlock();
-  settle(12);
+  b.gate.unlock();
+  b.Settle(12);
 }
 
 // The automatic bound's floors: batches of 1 ms give a bound of 20 ms once the queue has stood
 // 100 ms; a latest batch of 80 ms makes the queue stand only after 160 ms.
 TEST(Batcher, AStandingQueuesBoundFollowsItsBatchesRunTime) {
-  std::mutex gate;
-  std::atomic<int64_t> now_us{0}, run_us{1'000};
-  const auto epoch = BatchClock::now();
-  BatcherOptions o;
-  o.policy.cost_budget = 10;
-  o.policy.max_queue_delay = std::chrono::microseconds(0);
-  o.policy.auto_queue_wait = true;
-  o.now = [&] { return epoch + std::chrono::microseconds(now_us.load()); };
-  std::atomic<int> ran{0};
-  auto at = [&](int id) {
-    auto t = Make(id);
-    t->info.enqueued = o.now();
-    return t;
-  };
-  Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
-    std::lock_guard<std::mutex> wait(gate);
-    now_us += run_us.load();
-    ran += static_cast<int>(batch.size());
-  });
-  auto one = at(0);
+  ClockedBatcher b(1'000);
+  auto one = b.At(0);
   ASSERT_TRUE(b.Enqueue(one).ok());
-  while (ran.load() < 1) std::this_thread::yield();
-  auto stand = [&](int64_t for_us, int id) {  // blocks the executor, queues a head, moves the clock
-    auto running = at(id);
-    EXPECT_TRUE(b.Enqueue(running).ok());
-    while (b.queued() > 0) std::this_thread::yield();
-    auto head = at(id + 1);
+  b.Settle(1);
+  // Blocks the executor on `id`, queues a head, moves the clock, and offers one more.
+  auto stand = [&](int64_t for_us, int id) {
+    b.Running(id);
+    auto head = b.At(id + 1);
     EXPECT_TRUE(b.Enqueue(head).ok());
-    now_us += for_us;
-    auto t = at(id + 2);
+    b.now_us += for_us;
+    auto t = b.At(id + 2);
     return b.Enqueue(t);
   };
-  gate.lock();
-  run_us = 0;
+  b.gate.lock();
+  b.run_us = 0;
   EXPECT_TRUE(stand(99'000, 1).ok());
-  gate.unlock();
-  while (ran.load() < 4 || b.queued() > 0) std::this_thread::yield();
-  gate.lock();
+  b.gate.unlock();
+  b.Settle(4);
+  b.gate.lock();
   Status s = stand(100'000, 4);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
   EXPECT_NE(s.message().find("more than the 20 ms"), std::string::npos) << s.ToString();
-  gate.unlock();
-  while (ran.load() < 6 || b.queued() > 0) std::this_thread::yield();
+  b.gate.unlock();
+  b.Settle(6);
   // A second later (the refusal above no longer counts), one batch of 80 ms (its request's run
   // time does not raise the typical one at once).
-  now_us += 1'000'000;
-  run_us = 80'000;
-  auto slow = at(7);
+  b.now_us += 1'000'000;
+  b.run_us = 80'000;
+  auto slow = b.At(7);
   ASSERT_TRUE(b.Enqueue(slow).ok());
-  while (ran.load() < 7) std::this_thread::yield();
-  while (b.queued() > 0) std::this_thread::yield();
-  run_us = 0;
-  gate.lock();
+  b.Settle(7);
+  b.run_us = 0;
+  b.gate.lock();
   EXPECT_TRUE(stand(150'000, 8).ok()) << "160 ms: two of the latest batch's 80 ms";
-  gate.unlock();
-  while (ran.load() < 10 || b.queued() > 0) std::this_thread::yield();
+  b.gate.unlock();
+  b.Settle(10);
 }
 
 TEST(Batcher, ExpiredRequestsFailAndNeverRun) {
