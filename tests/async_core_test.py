@@ -9,7 +9,7 @@ protocol could be queued at a time and about every second request would run alon
 sent at once (gRPC calls from one client thread, HTTP requests on many connections before any
 answer is read): they queue together and run merged, every answer equals the unbatched one, and
 the server's thread count does not grow with the requests in flight (a thousand gRPC calls at once
-add none).
+add none). Past a batched model's capacity its standing queue refuses new requests (StandingQueueTest).
 """
 import http.client
 import json
@@ -20,6 +20,7 @@ import socket
 import struct
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -295,6 +296,74 @@ class OverloadTest(unittest.TestCase):
             return answer(status, data) is None
 
         self.check_burst(send_all, serve_one)
+
+
+class StandingQueueTest(unittest.TestCase):
+    """Past a batched model's capacity its queue stands (no batch empties it), and the batcher's
+    default bound (no max_queue_wait_microseconds in the config) refuses new requests while the
+    queue's head is late: 503 `the queue is behind`; the requests taken score as always, and once
+    the load stops a lone request is served. DIN of 2,048 candidates batched two requests at a time
+    on one executor (milliseconds each on the CPU), twenty-four clients sending back to back for
+    two seconds; the frontends' own bounds are long, so every refusal is the batcher's. (With
+    `max_queue_wait_microseconds: 0` in the config nothing is refused and the test fails.)"""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = tempfile.mkdtemp()
+        shutil.copytree(os.path.join(ZOO, "din"), os.path.join(cls.repo, "din"))
+        enable_batching(os.path.join(cls.repo, "din"), "max_queue_delay_microseconds: 0, executors: 1, "
+                        "cost_per_row: 1, cost_per_sequence_element: 0, cost_per_request: 0, cost_budget: 4096")
+        cls.server = Server(cls.repo, "--http-threads", "8", "--http-max-queue-ms", "600000")
+        rng = random.Random(55)
+        cls.bodies = [dict(random_din_request(rng, 2048, 20), id="s%d" % k) for k in range(4)]
+        cls.want = []
+        for body in cls.bodies:
+            status, answer = cls.server.json("POST", "/v2/models/din/infer", body)
+            assert status == 200, answer
+            cls.want.append(answer["outputs"][0]["data"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.repo)
+
+    def test_a_standing_queue_refuses_new_requests_and_the_rest_score(self):
+        bodies = [json.dumps(b).encode() for b in self.bodies]
+        answered, refused, wrong = [0], [0], []
+        lock = threading.Lock()
+        stop = time.monotonic() + 2.0
+
+        def client(k):
+            conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=120)
+            while time.monotonic() < stop:
+                conn.request("POST", "/v2/models/din/infer", bodies[k % 4], {"Content-Type": "application/json"})
+                response = conn.getresponse()
+                data = response.read()
+                with lock:
+                    if response.status == 503 and b"the queue is behind" in data:
+                        refused[0] += 1
+                    elif response.status != 200:
+                        wrong.append((response.status, data[:200]))
+                    elif json.loads(data)["outputs"][0]["data"] != self.want[k % 4]:
+                        wrong.append("client %d: scores differ" % k)
+                    else:
+                        answered[0] += 1
+                k += 1
+            conn.close()
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(24)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print("two seconds of 24 clients: %d answered, %d refused" % (answered[0], refused[0]), file=sys.stderr)
+        self.assertEqual(wrong, [])
+        self.assertGreater(answered[0], 0)
+        self.assertGreater(refused[0], 0, "the queue stood and nothing was refused")
+        # The load gone, the queue is empty and a lone request is served at once.
+        status, answer = self.server.json("POST", "/v2/models/din/infer", self.bodies[0])
+        self.assertEqual(status, 200, answer)
+        self.assertEqual(answer["outputs"][0]["data"], self.want[0])
 
 
 if __name__ == "__main__":
