@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "common/thread_priority.h"
-
 namespace rankd {
 
 Batcher::Batcher(BatcherOptions options, RunBatch run_batch)
@@ -123,7 +121,6 @@ size_t Batcher::queued() const {
 }
 
 void Batcher::ExecutorLoop() {
-  if (options_.thread_niceness > 0) RaiseNiceness(options_.thread_niceness);  // where refused, as it was
   MutexLock lock(mu_);
   while (true) {
     std::vector<QueuedRequest> infos;

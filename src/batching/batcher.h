@@ -39,9 +39,6 @@ using RunBatch = std::function<void(std::vector<std::unique_ptr<BatchTask>> batc
 struct BatcherOptions {
   BatchPolicyOptions policy;
   int executors = 1;  // batches that may run at once (one thread each)
-  // How much nicer than the thread that makes the batcher its threads run (common/thread_priority.h):
-  // with every core busy they yield to the frontends, which then still read and refuse calls.
-  int thread_niceness = 0;
   // The clock, injectable for tests.
   std::function<BatchClock::time_point()> now = [] { return BatchClock::now(); };
 };

@@ -7,8 +7,8 @@
 #include <future>
 #include <set>
 
+#include "common/idle_priority.h"
 #include "common/log.h"
-#include "common/thread_priority.h"
 #include "embedding/hotness_snapshot.h"
 #include "embedding/lookup_trace.h"
 #include "embedding/lookups.h"

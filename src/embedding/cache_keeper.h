@@ -47,7 +47,7 @@ struct CacheKeeperOptions {
   // dropped before anything is copied.
   int64_t sample_ids = 1 << 18;
   // Once the caches are filled at start, the keeper's thread runs at idle priority, only on cores
-  // no request wants (common/thread_priority.h); false keeps it at normal priority.
+  // no request wants (common/idle_priority.h); false keeps it at normal priority.
   bool idle_priority = true;
   // Runs one node on the CPU (compile/evaluate.h's EvaluateNode): with it, ids the graph computes from inputs and
   // constants (Mod, Cast, Clip, a cross of features, ...) are computed from the sampled inputs and traced

@@ -51,8 +51,6 @@ struct ModelOptions : CompileOptions {
   // Executors per replica, each running one request at a time; 0 picks the backend's default
   // (unbounded on the CPU, whose executors are only workspaces; 4 on a GPU).
   int executors = 0;
-  // How much nicer than their creator the batcher's executor threads run (BatcherOptions).
-  int batch_thread_niceness = 0;
   // The GPUs a model on a CUDA backend is replicated on when its config names none (the server's
   // --gpus); empty: `backend`'s GPU alone.
   GpuSet gpus;

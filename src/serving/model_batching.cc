@@ -166,7 +166,6 @@ Status Model::StartBatching() {
   const int replicas = static_cast<int>(runner_->replica_count());
   const int executors = runner_->max_executors() * replicas;
   options.executors = b.executors > 0 ? b.executors : executors > 0 ? executors : 2 * replicas;
-  options.thread_niceness = options_.batch_thread_niceness;
   batcher_ = std::make_unique<Batcher>(
       options, [this](std::vector<std::unique_ptr<BatchTask>> batch) { RunBatch(std::move(batch)); });
   return Status::Ok();

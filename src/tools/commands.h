@@ -65,7 +65,6 @@ struct ServeArgs {
   int64_t max_rows = 65536;
   BackendFlags device{"auto"};
   int executors = 0;                         // per model; 0 = the backend's default
-  int batch_thread_niceness = 0;             // batchers' executor threads run this much nicer than the frontends
   std::vector<std::string> http_restricted;  // "CATEGORY[,...]:KEY=VALUE" (frontend/restricted_apis.h)
   std::vector<std::string> grpc_restricted;
   std::vector<std::string> trace_config;  // Triton's --trace-config "[triton,]SETTING=VALUE"

@@ -134,11 +134,6 @@ int main(int argc, char** argv) {
                         "true | false: a line per HTTP request and gRPC call (peer, method, status, bytes, time)");
   serve_cmd->add_option("--executors", serve.executors, "Executors per model (0: the backend's default)")
       ->check(CLI::NonNegativeNumber);
-  serve_cmd
-      ->add_option("--batch-thread-niceness", serve.batch_thread_niceness,
-                   "How much nicer than the frontends' threads a batched model's executor threads run (0-19): "
-                   "with every core busy the frontends still read and refuse what the models cannot take")
-      ->check(CLI::Range(0, 19));
   serve_cmd->add_option("--max-rows", serve.max_rows, "Rows per request when a model's config sets no max_batch_size")
       ->check(CLI::PositiveNumber);
 

@@ -69,7 +69,6 @@ int ServeCommand(const ServeArgs& args) {
     return 2;
   }
   repo_options.model_options.executors = args.executors;
-  repo_options.model_options.batch_thread_niceness = args.batch_thread_niceness;
   Metrics metrics;
   repo_options.on_load_failure = [&metrics](const std::string& model, int64_t version, const Status& why) {
     LogError("model " + model + " version " + std::to_string(version) + " failed to load: " + why.ToString());
