@@ -301,8 +301,9 @@ class OverloadTest(unittest.TestCase):
 class StandingQueueTest(unittest.TestCase):
     """Past a batched model's capacity its queue stands (no batch empties it), and the batcher's
     default bound (no max_queue_wait_microseconds in the config) refuses new requests while the
-    queue's head is late: 503 `the queue is behind`; the requests taken score as always, and once
-    the load stops a lone request is served. DIN of 2,048 candidates batched two requests at a time
+    queue's head is late: 503 `the queue is behind`, before the request is read (a malformed body
+    gets the 503, not its 400); the requests taken score as always, and once the load stops a lone
+    request is served. DIN of 2,048 candidates batched two requests at a time
     on one executor (milliseconds each on the CPU), twenty-four clients sending back to back for
     two seconds; the frontends' own bounds are long, so every refusal is the batcher's. (With
     `max_queue_wait_microseconds: 0` in the config nothing is refused and the test fails.)"""
@@ -351,12 +352,30 @@ class StandingQueueTest(unittest.TestCase):
                 k += 1
             conn.close()
 
+        unread = []
+
+        def malformed():
+            # A body that is not JSON: read, it would be refused as malformed (400); while the
+            # queue stands it is refused before it is read (503).
+            conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=120)
+            while time.monotonic() < stop:
+                conn.request("POST", "/v2/models/din/infer", b"{not json", {"Content-Type": "application/json"})
+                response = conn.getresponse()
+                data = response.read()
+                with lock:
+                    unread.append(response.status == 503 and b"the queue is behind" in data)
+                time.sleep(0.02)
+            conn.close()
+
         threads = [threading.Thread(target=client, args=(k,)) for k in range(24)]
+        threads.append(threading.Thread(target=malformed))
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        print("two seconds of 24 clients: %d answered, %d refused" % (answered[0], refused[0]), file=sys.stderr)
+        print("two seconds of 24 clients: %d answered, %d refused; malformed bodies refused unread: %d of %d"
+              % (answered[0], refused[0], sum(unread), len(unread)), file=sys.stderr)
+        self.assertGreater(sum(unread), 0, "no malformed body was refused before it was read")
         self.assertEqual(wrong, [])
         self.assertGreater(answered[0], 0)
         self.assertGreater(refused[0], 0, "the queue stood and nothing was refused")

@@ -96,7 +96,9 @@ TEST(Batcher, FullQueueRefusesAndKeepsOwnership) {
     while (b.queued() > 0) std::this_thread::yield();  // the executor took it and is blocked
     auto a = Make(1), c = Make(2), d = Make(3);
     ASSERT_TRUE(b.Enqueue(a).ok());
+    EXPECT_TRUE(b.Admission().ok());
     ASSERT_TRUE(b.Enqueue(c).ok());
+    EXPECT_EQ(b.Admission().code(), StatusCode::kUnavailable);  // asked before a request is read
     Status s = b.Enqueue(d);
     EXPECT_EQ(s.code(), StatusCode::kUnavailable);
     ASSERT_NE(d, nullptr);  // still the caller's
@@ -229,8 +231,13 @@ TEST(Batcher, WithoutABoundOfItsOwnAQueueThatStandsRefusesNewRequests) {
             std::string::npos)
       << s.ToString();
   ASSERT_NE(late, nullptr);
+  // Asked before a request is read, the batcher answers as Enqueue would.
+  Status asked = b.batcher->Admission();
+  EXPECT_EQ(asked.code(), StatusCode::kUnavailable);
+  EXPECT_NE(asked.message().find("the queue is behind"), std::string::npos) << asked.ToString();
   b.gate.unlock();
   b.Settle(6);
+  EXPECT_TRUE(b.batcher->Admission().ok()) << "an empty queue admits";
   ASSERT_TRUE(b.Enqueue(late).ok()) << "drained, the queue takes requests again";
   b.Settle(7);
   // Within a second of that refusal a queue that forms again is bounded at once: the same overload.

@@ -21,13 +21,7 @@ Batcher::~Batcher() {
 Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idle) {
   {
     MutexLock lock(mu_);
-    if (stopping_) return Unavailable("the model is shutting down");
-    if (queue_.size() >= options_.policy.max_enqueued) {
-      return Unavailable("the queue is full (" + std::to_string(queue_.size()) + " requests); retry later");
-    }
-    if (!queue_.empty()) {
-      if (std::string why = Behind(options_.now()); !why.empty()) return Unavailable(why);
-    }
+    RANKD_RETURN_IF_ERROR(Refusal());
     if (run_here_when_idle && queue_.empty() && busy_ == 0) {
       // Run at once, it never waits in the queue, which is what a deadline bounds.
       QueuedRequest info = task->info;
@@ -62,6 +56,22 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
     queue_.insert(pos, std::move(task));
   }
   changed_.notify_one();
+  return Status::Ok();
+}
+
+Status Batcher::Admission() {
+  MutexLock lock(mu_);
+  return Refusal();
+}
+
+Status Batcher::Refusal() {
+  if (stopping_) return Unavailable("the model is shutting down");
+  if (queue_.size() >= options_.policy.max_enqueued) {
+    return Unavailable("the queue is full (" + std::to_string(queue_.size()) + " requests); retry later");
+  }
+  if (!queue_.empty()) {
+    if (std::string why = Behind(options_.now()); !why.empty()) return Unavailable(why);
+  }
   return Status::Ok();
 }
 

@@ -53,6 +53,9 @@ class Batcher {
   // Queues `task` (moved from only on success). UNAVAILABLE when the queue is full. With
   // `run_here_when_idle`, a task that finds the batcher idle runs before Enqueue returns.
   Status Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idle = false);
+  // What Enqueue would answer a request now, asked before the request is read: UNAVAILABLE when
+  // it would be refused (and that counts as a refusal of the automatic bound), else OK.
+  Status Admission();
   // Requests run on their caller's thread so far.
   uint64_t ran_on_caller() const;
   size_t queued() const;
@@ -61,6 +64,8 @@ class Batcher {
   void ExecutorLoop();
   // Runs `batch` through run_batch_, noting how long it took (for the automatic queue bound).
   void Run(std::vector<std::unique_ptr<BatchTask>> batch);
+  // Why a new request is refused now (stopping, a full queue, a late head), or OK.
+  Status Refusal() RANKD_REQUIRES(mu_);
   // Why a new request is refused now, or "" (the queue's wait bounds; the queue is not empty).
   std::string Behind(BatchClock::time_point now) RANKD_REQUIRES(mu_);
 

@@ -47,6 +47,9 @@ void InferService::InferAsync(const std::string& name, int64_t version, Clock::t
     }
     finish(s);
   };
+  // Past its capacity a batched model refuses new requests: asked before the request is parsed, a
+  // refusal costs no parse (with batching off, gRPC's call queue refuses calls unread likewise).
+  if (Status admitted = model->Admission(); !admitted.ok()) return fail(*model, admitted, finish);
   auto request = std::make_shared<ParsedRequest>();
   Status s = Guarded(*model, "parsing the request", [&] {
     StatusOr<ParsedRequest> parsed = parse(*model);

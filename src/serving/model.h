@@ -163,6 +163,9 @@ class Model {
   StatusOr<std::shared_ptr<const Plan>> PlanForBucket(const BucketKey& key) const;
   // Waits until no background capture is queued or running (tests).
   void WaitForCaptures() const;
+  // Whether the model takes a request now: UNAVAILABLE where its batcher would refuse one (a full
+  // queue, a queue that stands with a late head), so that a frontend refuses it before reading it.
+  Status Admission() const;
   // The batcher's policy (cost coefficients as measured or configured); nullptr without batching.
   const BatchPolicyOptions* batch_policy() const { return batcher_ ? &batch_policy_ : nullptr; }
   // The plan a request with these graph inputs would use (for inspection and benchmarks).

@@ -171,6 +171,8 @@ Status Model::StartBatching() {
   return Status::Ok();
 }
 
+Status Model::Admission() const { return batcher_ ? batcher_->Admission() : Status::Ok(); }
+
 void Model::Enqueue(const InferRequest& request, std::unique_ptr<PreparedRequest> prepared,
                     std::shared_ptr<const void> keep, InferDone done, bool run_here_when_idle) const {
   const BatchingConfig& b = config_.batching;
