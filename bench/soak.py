@@ -77,7 +77,8 @@ def main():
     repo = tempfile.mkdtemp()
     for name in ["mmoe", "din"]:
         shutil.copytree(os.path.join(ZOO, name), os.path.join(repo, name))
-    server = Server(repo, "--model-control-mode", "poll", "--repository-poll-secs", "1", "--http-header-timeout-secs", "3")
+    server = Server(repo, "--model-control-mode", "poll", "--repository-poll-secs", "1", "--http-header-timeout-secs", "3",
+                    "--http-max-queue-ms", "600000", "--grpc-max-queue-ms", "600000")  # soaks, not overload: 503s would count
     stubs = server_test.grpc_stubs()
     mmoe = lines("mmoe", "requests")
     din = lines("din", "requests")
