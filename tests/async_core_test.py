@@ -33,6 +33,16 @@ def thread_count(pid):
     return len(os.listdir("/proc/%d/task" % pid))
 
 
+def scores_alone(server, bodies):
+    """Each body's scores from DIN, sent one at a time: what every answer under load must equal."""
+    want = []
+    for body in bodies:
+        status, answer = server.json("POST", "/v2/models/din/infer", body)
+        assert status == 200, answer
+        want.append(answer["outputs"][0]["data"])
+    return want
+
+
 def din_proto(pb, body):
     req = pb.ModelInferRequest(model_name="din_batched", id=body["id"])
     for i in body["inputs"]:
@@ -68,11 +78,7 @@ class AsyncCoreTest(unittest.TestCase):
         cls.requests = [random_din_request(rng, rng.randint(100, 200), rng.randint(0, 20)) for _ in range(96)]
         for k, r in enumerate(cls.requests):
             r["id"] = "r%d" % k
-        cls.want = []
-        for r in cls.requests:
-            status, body = cls.server.json("POST", "/v2/models/din/infer", r)
-            assert status == 200, body
-            cls.want.append(body["outputs"][0]["data"])
+        cls.want = scores_alone(cls.server, cls.requests)
 
     @classmethod
     def tearDownClass(cls):
@@ -317,11 +323,7 @@ class StandingQueueTest(unittest.TestCase):
         cls.server = Server(cls.repo, "--http-threads", "8", "--http-max-queue-ms", "600000")
         rng = random.Random(55)
         cls.bodies = [dict(random_din_request(rng, 2048, 20), id="s%d" % k) for k in range(4)]
-        cls.want = []
-        for body in cls.bodies:
-            status, answer = cls.server.json("POST", "/v2/models/din/infer", body)
-            assert status == 200, answer
-            cls.want.append(answer["outputs"][0]["data"])
+        cls.want = scores_alone(cls.server, cls.bodies)
 
     @classmethod
     def tearDownClass(cls):
