@@ -146,12 +146,13 @@ class LoadBenchTest(unittest.TestCase):
         return load(out)
 
     def test_every_arrival_answered_and_figures_consistent(self):
-        result = self.bench(ZOO, "dlrm_dcnv2", "--rates", "200,400", "--seconds", "1", "--warmup", "0.5",
+        # Rates a sanitized build on two busy cores still serves: the figures are checked, not the speed.
+        result = self.bench(ZOO, "dlrm_dcnv2", "--rates", "100,200", "--seconds", "1", "--warmup", "0.5",
                             "--p99-target-ms", "2000")
         self.assertTrue(result["batching"])
         self.assertEqual(result["backend"], "cpu")
         self.assertIn("bench load --model-repo", result["command"])
-        self.assertEqual([r["offered_rate"] for r in result["results"]], [200, 400])
+        self.assertEqual([r["offered_rate"] for r in result["results"]], [100, 200])
         for r in result["results"]:
             self.assertEqual(r["errors"], 0, r)
             self.assertEqual(r["sent"], r["ok"])
@@ -163,7 +164,7 @@ class LoadBenchTest(unittest.TestCase):
             self.assertLessEqual(r["p999_ms"], r["max_ms"])
             self.assertGreaterEqual(r["requests_per_execution"], 1)
             self.assertGreater(r["cpu_ms_per_request"], 0)
-        self.assertEqual(result["highest_rate_within_target"], 400)
+        self.assertEqual(result["highest_rate_within_target"], 200)
 
     def test_a_full_queue_counts_as_failures(self):
         repo = os.path.join(self.tmp, "repo")
@@ -185,7 +186,9 @@ class ServerBenchTest(unittest.TestCase):
         cls.repo = tempfile.mkdtemp()
         for name in ["din", "dlrm_dcnv2"]:
             shutil.copytree(os.path.join(ZOO, name), os.path.join(cls.repo, name))
-        cls.server = Server(cls.repo)
+        # The frontends' queue bounds lifted: a request that waits 20 ms on a busy 2-core machine under
+        # sanitizers is not overload here (OverloadTest in server_test.py checks the bounds).
+        cls.server = Server(cls.repo, "--http-max-queue-ms", "600000", "--grpc-max-queue-ms", "600000")
         cls.tmp = tempfile.mkdtemp()
 
     @classmethod

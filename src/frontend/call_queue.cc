@@ -20,26 +20,15 @@ CallQueue::~CallQueue() {
 
 void CallQueue::Submit(Handle handle, Refuse refuse) {
   const auto now = std::chrono::steady_clock::now();
-  {
-    MutexLock lock(mu_);
-    if (waiting_.empty() && running_inline_.load() < options_.inline_limit) {
-      ++running_inline_;
-    } else if (waiting_.size() >= options_.capacity) {
-      lock.Unlock();
-      refuse("the server is overloaded: " + std::to_string(options_.capacity) + " calls wait to be handled");
-      return;
-    } else {
-      waiting_.push_back({now, std::move(handle), std::move(refuse)});
-      lock.Unlock();
-      ready_.notify_one();
-      return;
-    }
+  MutexLock lock(mu_);
+  if (waiting_.size() >= options_.capacity) {
+    lock.Unlock();
+    refuse("the server is overloaded: " + std::to_string(options_.capacity) + " calls wait to be handled");
+    return;
   }
-  struct Done {
-    std::atomic<int>& running;
-    ~Done() { --running; }
-  } done{running_inline_};
-  handle(std::chrono::microseconds(0));
+  waiting_.push_back({now, std::move(handle), std::move(refuse)});
+  lock.Unlock();
+  ready_.notify_one();
 }
 
 void CallQueue::Work() {

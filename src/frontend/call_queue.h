@@ -3,15 +3,16 @@
 //
 // gRPC's completion-queue threads take each inference call as it arrives and hand it here, so that
 // taking calls never waits behind handling them: an overload then shows as calls waiting in this
-// queue, where their wait is known, instead of as calls unread inside gRPC, where it is not. A call
-// that finds the queue empty and a thread to spare runs at once on the thread that took it (no
-// hand-off under light load); otherwise a worker runs it. A call that waited longer than
-// `max_wait`, or that finds `capacity` calls waiting, is refused without being handled, so the
-// wait of the calls handled stays bounded however far the offered load passes what the server can
-// do. Thread-safe.
+// queue, where their wait is known, instead of as calls unread inside gRPC, where it is not. The
+// taking thread never handles a call itself: when it did (while a thread was to spare), a batched
+// model's calls, each handled in a fraction of a millisecond, never queued here, and at twice the
+// server's capacity calls waited seconds unread inside gRPC, unrefused (docs/log/benchmarks.md,
+// "Served W1 at twice its ceiling: the calls' queue"). A call that waited longer than `max_wait`,
+// or that finds `capacity` calls waiting, is refused without being handled, so the wait of the
+// calls handled stays bounded however far the offered load passes what the server can do.
+// Thread-safe.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -28,8 +29,6 @@ namespace rankd {
 
 struct CallQueueOptions {
   int workers = 2;
-  // Calls run on the taking thread at once while fewer than this many do so and none waits.
-  int inline_limit = 1;
   size_t capacity = 1024;
   std::chrono::microseconds max_wait{20'000};
 };
@@ -47,8 +46,8 @@ class CallQueue {
   CallQueue(const CallQueue&) = delete;
   CallQueue& operator=(const CallQueue&) = delete;
 
-  // Runs `handle` now on this thread, later on a worker, or `refuse` (now, or once the call waited
-  // too long). Exactly one of them runs.
+  // Runs `handle` on a worker, or `refuse` (now, or once the call waited too long). Exactly one of
+  // them runs.
   void Submit(Handle handle, Refuse refuse);
 
  private:
@@ -66,7 +65,6 @@ class CallQueue {
   std::condition_variable ready_;
   std::deque<Waiting> waiting_ RANKD_GUARDED_BY(mu_);
   bool stopping_ RANKD_GUARDED_BY(mu_) = false;
-  std::atomic<int> running_inline_{0};
   std::vector<std::thread> workers_;
 };
 

@@ -230,7 +230,6 @@ class GrpcServer::Impl {
     }
     CallQueueOptions calls;
     calls.workers = threads;
-    calls.inline_limit = threads - 1;  // one completion-queue thread always free to take calls
     calls.capacity = static_cast<size_t>(std::max(1, options_.max_queued_calls));
     calls.max_wait = options_.max_queue_wait;
     calls_ = std::make_unique<CallQueue>(calls);
