@@ -383,11 +383,108 @@ TEST(EmbeddingBagImport, DynamoIncludeLastOffsetIsOneBagOverTheOffsetsAsGiven) {
   ExpectPooled((*out)[0], *table, ids, lengths, "sum", nullptr, "include_last_offset");
 }
 
+// dynamo_padding_idx_sum.onnx (padding_idx 0) with `edit` applied to the first body node of type
+// `op` (none where `op` is empty) and the table's row 0 set to 5s (PyTorch exports padding_idx's row
+// as zeros, which a sum could not tell skipped from added), as bytes.
+std::string PaddingIdxBag(const char* op, const std::function<void(onnx::NodeProto&)>& edit) {
+  std::ifstream in(Data("dynamo_padding_idx_sum.onnx"), std::ios::binary);
+  onnx::ModelProto m;
+  EXPECT_TRUE(m.ParseFromIstream(&in));
+  for (onnx::TensorProto& t : *m.mutable_graph()->mutable_initializer()) {
+    if (t.name() != "bag.weight") continue;
+    EXPECT_EQ(t.dims(1), 4);
+    const float five[4] = {5, 5, 5, 5};
+    std::string& raw = *t.mutable_raw_data();
+    EXPECT_GE(raw.size(), sizeof(five));
+    raw.replace(0, sizeof(five), reinterpret_cast<const char*>(five), sizeof(five));
+  }
+  bool edited = *op == 0;
+  std::function<void(onnx::GraphProto&)> visit = [&](onnx::GraphProto& g) {
+    for (onnx::NodeProto& n : *g.mutable_node()) {
+      if (!edited && n.op_type() == op) edit(n), edited = true;  // never with op ""
+      for (onnx::AttributeProto& a : *n.mutable_attribute()) {
+        if (a.has_g()) visit(*a.mutable_g());
+      }
+    }
+  };
+  visit(*m.mutable_graph());
+  EXPECT_TRUE(edited) << op;
+  return m.SerializeAsString();
+}
+
+StatusOr<Graph> ImportPaddingIdxBag(const char* op, const std::function<void(onnx::NodeProto&)>& edit) {
+  const std::string bytes = PaddingIdxBag(op, edit);
+  return ImportOnnxBytes(bytes.data(), bytes.size(), {});
+}
+
+// padding_idx (a Loop over each bag's ids inside the Loop over bags): one bag whose ids equal to
+// padding_idx are skipped, by the sum, by the mean's count and by the max (the exported sum; the
+// mean and max as its reduction would read).
+TEST(EmbeddingBagImport, DynamoPaddingIdxIsOneBagThatSkipsThePaddingIds) {
+  // Bags [3, 0, 7], [], [0, 0] (all padding: zeros), [1, 49, 0], [12]: what PyTorch pools is the
+  // ids that are not 0.
+  const std::vector<int64_t> ids{3, 0, 7, 0, 0, 1, 49, 0, 12}, offsets{0, 3, 3, 5, 8};
+  const std::vector<int64_t> kept{3, 7, 1, 49, 12}, kept_lengths{2, 0, 0, 2, 1};
+  for (const char* mode : {"sum", "mean", "max"}) {
+    const std::string reduce = std::string("Reduce") + (mode[1] == 'u' ? "Sum" : mode[1] == 'e' ? "Mean" : "Max");
+    auto g = ImportPaddingIdxBag("ReduceSum", [&](onnx::NodeProto& n) { n.set_op_type(reduce); });
+    ASSERT_TRUE(g.ok()) << mode << ": " << g.status().ToString();
+    RemoveDeadNodes(*g);
+    EXPECT_EQ(g->OpCounts()["Loop"], 0);
+    EXPECT_EQ(g->OpCounts()["EmbeddingBag"], 1);
+    const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
+    ASSERT_TRUE(table && table->rank() == 2 && table->data<float>()[0] == 5.0f);
+    auto out = testing::RunGraph(*g, {testing::MakeI64({9}, ids), testing::MakeI64({5}, offsets)});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ExpectPooled((*out)[0], *table, kept, kept_lengths, mode, nullptr, std::string("padding_idx, ") + mode);
+  }
+  // Served from ragged ids: the padding ids are skipped there too.
+  const std::string dir = testing::WriteTempFile("bag_padding_idx/1/model.onnx", PaddingIdxBag("", nullptr));
+  testing::WriteTempFile("bag_padding_idx/config.yaml", kRaggedIds);
+  auto model = Model::Load(dir.substr(0, dir.size() - std::string("/1/model.onnx").size()), -1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto table = ImportPaddingIdxBag("", nullptr);
+  ASSERT_TRUE(table.ok());
+  const Tensor* rows = table->FindConstant(table->FindValue("bag.weight"));
+  ASSERT_TRUE(rows);
+  std::mt19937_64 rng(7);
+  for (int64_t bags : {1, 3, 40}) {
+    std::vector<int64_t> ids, lengths, kept, kept_lengths;
+    for (int64_t b = 0; b < bags; ++b) {
+      lengths.push_back(b % 4 == 1 ? 0 : static_cast<int64_t>(rng() % 6));
+      kept_lengths.push_back(0);
+      for (int64_t j = 0; j < lengths.back(); ++j) {
+        ids.push_back(rng() % 3 == 0 ? 0 : static_cast<int64_t>(rng() % 50));  // padding_idx often
+        if (ids.back() != 0) kept.push_back(ids.back()), ++kept_lengths.back();
+      }
+    }
+    InferRequest r;
+    r.inputs.push_back({"ids", testing::MakeI64({static_cast<int64_t>(ids.size())}, ids), lengths, {}});
+    auto out = (*model)->Infer(r);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ExpectPooled((*out)[0].data, *rows, kept, kept_lengths, "sum", nullptr, "padding_idx served");
+  }
+  // Forms that differ are refused, naming the node and what differs.
+  const std::string form =
+      "(Loop): a Loop over bags with a Loop over each bag's ids inside is taken only as PyTorch's "
+      "nn.EmbeddingBag with padding_idx as the dynamo exporter writes it";
+  auto refused = [&](const char* op, const std::function<void(onnx::NodeProto&)>& edit, const std::string& why) {
+    const Status s = ImportPaddingIdxBag(op, edit).status();
+    ExpectRefused(s, StatusCode::kUnimplemented, form);
+    ExpectRefused(s, StatusCode::kUnimplemented, "here " + why);
+  };
+  refused(
+      "Not", [](onnx::NodeProto& n) { n.set_op_type("Identity"); },
+      "the ids kept are not those unequal to padding_idx");
+  refused(
+      "ReduceSum", [](onnx::NodeProto& n) { n.set_op_type("ReduceMin"); },
+      "a bag's rows are not reduced by a sum, mean or max over the positions it keeps");
+  refused(
+      "Identity", [](onnx::NodeProto& n) { n.set_input(0, "j"); },  // the id as is where it is not negative
+      "a negative id is not counted from the table's end");
+}
+
 TEST(EmbeddingBagImport, DynamoLoopsThatAreNotQuiteABagAreRefused) {
-  // padding_idx: a Loop over each bag's ids inside the Loop over bags, which rankd does not take.
-  ExpectRefused(
-      ImportOnnxFile(Data("dynamo_padding_idx_sum.onnx")).status(), StatusCode::kUnimplemented,
-      "a Loop carrying a sequence is taken only as PyTorch's nn.EmbeddingBag as the dynamo exporter writes it");
   ExpectDynamoLoopRefused(
       "dynamo_sum.onnx", "ReduceSum", [](onnx::NodeProto& n) { n.set_op_type("ReduceMin"); },
       "a bag's rows are not reduced by a sum, mean or max over its slice");

@@ -11,9 +11,9 @@ namespace {
 // Flat ids `ids` and their bags' starts `starts` (graph inputs) as the pair (values, offsets): each
 // EmbeddingBag over Concat(starts, [number of ids]) reads `offsets`, and its ids `values` where they
 // are `ids`. Of the other readers of `ids`, a row Gather (a weighted bag's rows, bag_loop_import.h)
-// and a Shape read `values` (the same ids, and in a plan padded to a bucket the tail no bag
-// reads); per-id values beside the ids (an FP32 input sharing their starts) are read as `values`
-// by every reader. Nothing else may read either input.
+// a Shape, and padding_idx's Equal to a constant and Where over them read `values` (the same ids,
+// and in a plan padded to a bucket the tail no bag reads); per-id values beside the ids (an FP32 input sharing their
+// starts) are read as `values` by every reader. Nothing else may read either input.
 Status ApplyBagStarts(Graph& graph, const std::string& name, int ids, int starts, int values, int offsets) {
   const std::vector<int> producers = graph.Producers();
   const bool per_id_values = graph.values[static_cast<size_t>(ids)].dtype == DType::kF32;
@@ -30,7 +30,14 @@ Status ApplyBagStarts(Graph& graph, const std::string& name, int ids, int starts
     const bool row_gather = node.op == "Gather" && node.NumInputs() == 2 && node.inputs[1] == ids &&
                             node.inputs[0] != ids && node.GetInt("axis", 0) == 0;
     const bool shape = node.op == "Shape" && node.NumInputs() == 1;
-    if (per_id_values || row_gather || shape) std::replace(node.inputs.begin(), node.inputs.end(), ids, values);
+    // padding_idx (model/dynamo_padding_bag_import.h): Where(Equal(ids, p), -1, ids), per id.
+    const bool padding =
+        (node.op == "Equal" && node.NumInputs() == 2 && node.inputs[0] == ids && graph.FindConstant(node.inputs[1])) ||
+        (node.op == "Where" && node.NumInputs() == 3 && node.inputs[2] == ids && graph.FindConstant(node.inputs[1]) &&
+         node.inputs[0] != ids);
+    if (per_id_values || row_gather || shape || padding) {
+      std::replace(node.inputs.begin(), node.inputs.end(), ids, values);
+    }
   }
   RemoveDeadNodes(graph);
   for (const Node& node : graph.nodes) {

@@ -7,11 +7,14 @@
 #include <vector>
 
 #include "model/dynamo_bag_import.h"
+#include "model/dynamo_padding_bag_import.h"
 #include "model/loop_body.h"
 
 namespace rankd {
 
 StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph, const TensorFromProto& tensor_of) {
+  RANKD_ASSIGN_OR_RETURN(std::optional<BagLoop> padded, MatchDynamoPaddingBagLoop(loop, graph, tensor_of));
+  if (padded) return *padded;
   RANKD_ASSIGN_OR_RETURN(std::optional<BagLoop> dynamo, MatchDynamoBagLoop(loop, graph, tensor_of));
   if (dynamo) return *dynamo;
   const std::string where = "node '" + loop.name() + "' (Loop): ";
@@ -128,11 +131,9 @@ StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph, 
 void ImportBagLoop(const BagLoop& bag, Node& node, Graph& graph) {
   node.op = "EmbeddingBag";
   node.attrs = {{"mode", AttributeValue(bag.mode)}};
-  if (bag.weights < 0) {
-    node.inputs = {bag.table, bag.ids, bag.offsets};
-    return;
-  }
-  const Value& table = graph.values[static_cast<size_t>(bag.table)];
+  // Copied: adding values below may move graph.values.
+  const Value table = graph.values[static_cast<size_t>(bag.table)];
+  const Value ids = graph.values[static_cast<size_t>(bag.ids)];
   const int64_t width = table.rank_known && table.shape.size() == 2 ? table.shape[1] : -1;
   auto add = [&](const std::string& op, const std::string& what, std::vector<int> inputs, DType dtype, Shape shape,
                  std::map<std::string, AttributeValue> attrs = {}) {
@@ -141,18 +142,37 @@ void ImportBagLoop(const BagLoop& bag, Node& node, Graph& graph) {
     graph.nodes.push_back(Node{op, name, std::move(inputs), {out}, std::move(attrs)});
     return out;
   };
-  auto scalar = [&](const std::string& what, int64_t v) {
-    return graph.AddConstant(node.name + "/" + what, Tensor::FromVector<int64_t>(DType::kI64, {}, {v}));
+  auto scalar = [&](const std::string& what, int64_t v, DType dtype) {
+    Tensor t = dtype == DType::kI32 ? Tensor::FromVector<int32_t>(DType::kI32, {}, {static_cast<int32_t>(v)})
+                                    : Tensor::FromVector<int64_t>(DType::kI64, {}, {v});
+    return graph.AddConstant(node.name + "/" + what, std::move(t));
   };
-  const int rows = add("Gather", "rows", {bag.table, bag.ids}, table.dtype, {-1, width}, {{"axis", int64_t{0}}});
-  const int axis = graph.AddConstant(node.name + "/axis_1", Tensor::FromVector<int64_t>(DType::kI64, {1}, {1}));
-  const DType w_dtype = graph.values[static_cast<size_t>(bag.weights)].dtype;
-  const int column = add("Unsqueeze", "weights", {bag.weights, axis}, w_dtype, {-1, 1});
-  const int weighted = add("Mul", "weighted_rows", {rows, column}, table.dtype, {-1, width});
-  const int shape = add("Shape", "ids_shape", {bag.ids}, DType::kI64, {1});
-  const int count = add("Gather", "ids_count", {shape, scalar("zero", 0)}, DType::kI64, {}, {{"axis", int64_t{0}}});
-  const int each = add("Range", "each_row", {scalar("first", 0), count, scalar("step", 1)}, DType::kI64, {-1});
-  node.inputs = {weighted, each, bag.offsets};
+  node.inputs = {bag.table, bag.ids, bag.offsets};
+  if (bag.weights >= 0) {
+    const int rows = add("Gather", "rows", {bag.table, bag.ids}, table.dtype, {-1, width}, {{"axis", int64_t{0}}});
+    const int axis = graph.AddConstant(node.name + "/axis_1", Tensor::FromVector<int64_t>(DType::kI64, {1}, {1}));
+    const DType w_dtype = graph.values[static_cast<size_t>(bag.weights)].dtype;
+    const int column = add("Unsqueeze", "weights", {bag.weights, axis}, w_dtype, {-1, 1});
+    const int weighted = add("Mul", "weighted_rows", {rows, column}, table.dtype, {-1, width});
+    const int shape = add("Shape", "ids_shape", {bag.ids}, DType::kI64, {1});
+    const int count =
+        add("Gather", "ids_count", {shape, scalar("zero", 0, DType::kI64)}, DType::kI64, {}, {{"axis", int64_t{0}}});
+    const int each = add("Range", "each_row", {scalar("first", 0, DType::kI64), count, scalar("step", 1, DType::kI64)},
+                         DType::kI64, {-1});
+    node.inputs = {weighted, each, bag.offsets};
+  }
+  if (bag.padding) {  // the ids equal to padding_idx become empty slots (-1), which every bag skips
+    // The exporter's bounds count the ids by Size, which no backend runs: the same bounds by Shape.
+    const int made_by = graph.Producers()[static_cast<size_t>(bag.offsets)];
+    const int offsets = graph.nodes[static_cast<size_t>(made_by)].inputs[0];  // Concat(offsets, count)
+    const int count = add("Shape", "ids_count", {bag.ids}, DType::kI64, {1});
+    node.inputs[2] = add("Concat", "bounds", {offsets, count}, DType::kI64, {-1}, {{"axis", int64_t{0}}});
+    const DType read = graph.values[static_cast<size_t>(node.inputs[1])].dtype;
+    const int padded =
+        add("Equal", "padded", {bag.ids, scalar("padding_idx", *bag.padding, ids.dtype)}, DType::kBool, ids.shape);
+    node.inputs[1] =
+        add("Where", "ids_kept", {padded, scalar("empty_slot", -1, read), node.inputs[1]}, read, ids.shape);
+  }
 }
 
 }  // namespace rankd

@@ -13,6 +13,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "model/graph.h"
@@ -28,6 +29,9 @@ struct BagLoop {
   // bags' rows that a ConcatFromSequence stacks, its second the bag count; the bag writes the first
   // as the stacked rows and the ConcatFromSequence becomes an Identity.
   bool stacked = false;
+  int stacked_output = 0;  // which of the Loop's outputs is the sequence (1 in the padding_idx form)
+  // padding_idx (dynamo_padding_bag_import.h): ids equal to it are skipped, as negative ids are.
+  std::optional<int64_t> padding;
 };
 
 // How the importer reads a tensor (its checks and external data).

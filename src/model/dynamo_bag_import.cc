@@ -9,12 +9,6 @@
 namespace rankd {
 namespace {
 
-// Whether `value` is Add(index, k) (k a constant or its CastLike).
-bool Plus(const LoopScope& s, const std::string& value, const std::string& index, double k) {
-  const onnx::NodeProto* add = s.Op(value, "Add");
-  return add && InputOf(*add, 0) == index && s.Is(InputOf(*add, 1), k);
-}
-
 // Whether `value` is Reduce`op`(Slice(rows, start, end), axes [0]) with keepdims 1.
 bool Reduces(const LoopScope& s, const std::string& value, const char* op, const std::string& rows,
              const std::string& start, const std::string& end) {
@@ -49,7 +43,7 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
   const onnx::NodeProto* insert = s.Op(g->output(1).name(), "SequenceInsert");
   const onnx::NodeProto* more = s.Op(g->output(0).name(), "Less");
   if (!insert || InputOf(*insert, 0) != sequence || insert->input_size() != 2 ||
-      !Plus(s, g->output(2).name(), index, 1) || !more || InputOf(*more, 0) != g->output(2).name()) {
+      !s.Plus(g->output(2).name(), index, 1) || !more || InputOf(*more, 0) != g->output(2).name()) {
     return refuse("the body does not add one row a bag to the sequence");
   }
   // Size(offsets) bags, or Size(offsets) - 1 with include_last_offset (the offsets end with the
@@ -72,8 +66,8 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
   const onnx::NodeProto* end = empty ? s.Op(InputOf(*empty, 1), "Slice") : nullptr;
   const onnx::NodeProto* at = start ? s.Op(InputOf(*start, 1), "Reshape") : nullptr;
   if (!at || !end || InputOf(*at, 0) != index || InputOf(*end, 0) != InputOf(*start, 0) ||
-      !Plus(s, InputOf(*start, 2), InputOf(*start, 1), 1) || !Plus(s, InputOf(*end, 1), InputOf(*start, 1), 1) ||
-      !Plus(s, InputOf(*end, 2), InputOf(*start, 1), 2) || start->input_size() != 3 || end->input_size() != 3) {
+      !s.Plus(InputOf(*start, 2), InputOf(*start, 1), 1) || !s.Plus(InputOf(*end, 1), InputOf(*start, 1), 1) ||
+      !s.Plus(InputOf(*end, 2), InputOf(*start, 1), 2) || start->input_size() != 3 || end->input_size() != 3) {
     return refuse("a bag's bounds are not two Slices of the offsets at the bag's index");
   }
   // bounds = Concat(offsets, Shape(ids_1d)), or the offsets themselves with include_last_offset;

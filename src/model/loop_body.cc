@@ -78,6 +78,11 @@ const Node* LoopScope::OuterOp(int value, const char* op) const {
   return n && n->op == op ? n : nullptr;
 }
 
+bool LoopScope::Plus(const std::string& value, const std::string& base, double k) const {
+  const onnx::NodeProto* add = Op(value, "Add");
+  return add && InputOf(*add, 0) == base && Is(InputOf(*add, 1), k);
+}
+
 std::optional<Tensor> LoopScope::BodyTensor(const std::string& value,
                                             std::optional<std::vector<double>>* scalars) const {
   const onnx::TensorProto* proto = nullptr;

@@ -42,6 +42,8 @@ class LoopScope {
   std::optional<std::vector<double>> Constant(const std::string& value) const;
   // Whether `value` is the constant `want` (one element), or CastLike of one.
   bool Is(const std::string& value, double want) const;
+  // Whether `value` is Add(base, k) (k a constant or its CastLike).
+  bool Plus(const std::string& value, const std::string& base, double k) const;
   // Whether `value` is all zeros (a constant, or Expand of one).
   bool Zeros(const std::string& value) const;
   // The output of `n`'s branch `name` (one output), or "".

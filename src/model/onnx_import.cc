@@ -247,6 +247,7 @@ class Importer {
       RANKD_RETURN_IF_ERROR(AddOutputs(p, std::move(node)));
       if (bag.stacked) {  // the rows stacked already; the bag count is not written
         std::vector<int>& outputs = graph_.nodes.back().outputs;
+        std::swap(outputs[0], outputs[static_cast<size_t>(bag.stacked_output)]);
         if (outputs[0] >= 0) stacked_bags_.insert(outputs[0]);
         outputs.resize(1);
       }
