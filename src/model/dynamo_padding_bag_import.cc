@@ -117,7 +117,7 @@ StatusOr<std::optional<BagLoop>> MatchDynamoPaddingBagLoop(const onnx::NodeProto
   const Node* bounds = s.OuterOp(InputOf(*start, 0), "Concat");
   const Node* shaped = bounds && bounds->inputs.size() == 2 ? s.OuterOp(bounds->inputs[1], "Reshape") : nullptr;
   const Node* ids_count = shaped ? s.OuterOp(shaped->Input(0), "Size") : nullptr;
-  if (!ids_count || bounds->inputs[0] != bags->inputs[0] || bounds->GetInt("axis", 0) != 0 ||
+  if (!ids_count || ids_count->Input(0) < 0 || bounds->inputs[0] != bags->inputs[0] || bounds->GetInt("axis", 0) != 0 ||
       graph.values[static_cast<size_t>(ids_count->Input(0))].name != InputOf(*read, 0)) {
     return refuse("the bags' bounds are not the offsets followed by the number of ids");
   }
