@@ -58,7 +58,7 @@ def metrics(port):
 
 
 def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200), hoisting=("on",), precision="",
-            queue_delay_us=1000, queue_wait_us=-1, batched_extra=""):
+            queue_delay_us=1000, queue_wait_us=-1, batched_extra="", config_extra=""):
     """Exports NAME at SIZE (once), writes its variants and its request mix; returns
     ([(model, batching, hoisting)], requests path). Hoisting is "n/a" for a model without user inputs.
     A precision is written into every variant's config (the exported one included)."""
@@ -72,6 +72,8 @@ def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200),
             config = "".join(l for l in f if not l.startswith(("name:", "precision:", "batching:")))
     if precision:
         config += f"\nprecision: {precision}\n"
+    if config_extra:
+        config += f"\n{config_extra}\n"
     with open(os.path.join(repo, plain, "config.yaml"), "w") as f:
         f.write(f"name: {plain}\n{config}\nbatching: {{enabled: false}}\n")  # every model batches unless told
     has_users = "scope: user" in config
@@ -133,6 +135,8 @@ def main():
                    "(0: no bound; default: not written, the automatic bound of a queue that stands)")
     p.add_argument("--batched-extra", default="", help="YAML appended to the batched variants' configs, e.g. "
                    "\"buckets: {allowed_batch_sizes: [...], warmup_max_batch_size: 4096}\"")
+    p.add_argument("--config-extra", default="", help="YAML appended to every variant's config, e.g. "
+                   "\"routing: {cpu: cost, cpu_runs: 2}\" (docs/routing.md)")
     p.add_argument("--serve-args", default="", help="more `rankd serve` flags, e.g. \"--executors 8 --cuda staging_helpers=0\"")
     p.add_argument("--server-cpus", default="", help="cores the server is pinned to (taskset -c), e.g. 0-7")
     p.add_argument("--client-cpus", default="", help="cores the load generator is pinned to, e.g. 8-15")
@@ -154,7 +158,7 @@ def main():
             lo, _, hi = a.din_candidates.partition("-")
             variants, path = prepare(name, a.size, repo, a.out, a.din_length, a.requests,
                                      (int(lo), int(hi or lo)), tuple(a.hoisting.split(",")), a.precision,
-                                     a.queue_delay_us, a.queue_wait_us, a.batched_extra)
+                                     a.queue_delay_us, a.queue_wait_us, a.batched_extra, a.config_extra)
             plans.append((name, variants, path, [float(r) for r in rates.split(",")]))
     http, mport, grpc = free_port(), free_port(), free_port()
     server_pin = ["taskset", "-c", a.server_cpus] if a.server_cpus else []
@@ -234,11 +238,18 @@ def main():
                     for stage in ("request", "merge", "pad", "staging"):
                         key = f'rankd_host_input_copy_bytes_total{{stage="{stage}"}}'
                         r[f"copied_kb_{stage}"] = (after.get(key, 0) - before.get(key, 0)) / 1024 / max(reqs, 1)
+                    # With CPU routing (docs/routing.md): the share of rows the CPU scored.
+                    routed = {side: after.get(f'rankd_route_rows{{model="{model}",version="1",route="{side}"}}', 0)
+                              - before.get(f'rankd_route_rows{{model="{model}",version="1",route="{side}"}}', 0)
+                              for side in ("cpu", "device")}
+                    if routed["cpu"] + routed["device"] > 0:
+                        r["cpu_route_share"] = routed["cpu"] / (routed["cpu"] + routed["device"])
                     rows.append({"workload": "W1" if name == "dlrm_dcnv2" else "W2", "model": model, "protocol": protocol,
                                  "batching": batching, "hoisting": hoisting, "requests_per_execution": reqs / max(execs, 1),
                                  "command": " ".join(cmd), **r})
+                    share = f", CPU's share of rows {r['cpu_route_share']:.1%}" if "cpu_route_share" in r else ""
                     print(f"{model} {protocol} {rate:g}/s: achieved {r.get('achieved_rate', 0):.0f}/s, "
-                          f"p99 {r.get('p99_ms', 0):.2f} ms", file=sys.stderr, flush=True)
+                          f"p99 {r.get('p99_ms', 0):.2f} ms{share}", file=sys.stderr, flush=True)
     finally:
         server.terminate()
         server.wait(60)
@@ -252,6 +263,8 @@ def main():
     extra += f", batched variants' queue delay {a.queue_delay_us} µs"
     if a.batched_extra:
         extra += f", batched variants' config adds: {a.batched_extra}"
+    if a.config_extra:
+        extra += f", every config adds: {a.config_extra}"
     if a.queue_wait_us >= 0:
         extra += f", queue wait bound {a.queue_wait_us} µs" if a.queue_wait_us else ", no queue wait bound"
     print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, {cores}{extra}\n")

@@ -7,6 +7,9 @@ RANKD_FAULT_INJECTION; src/backend/cuda/faults.h), over real sockets:
 - a sticky CUDA error (a kernel writing to an invalid address poisons the context): the request
   that met it gets a 500 saying so, every later one a fast 503, readiness and liveness fail so an
   orchestrator restarts the server, and the process still answers and stops cleanly on SIGTERM;
+- a model with CPU routing's fallback (`routing: {cpu: fallback}`) whose GPU fails, by a real or a
+  simulated sticky error: every request is answered from the CPU with the GPU's scores, the one
+  that met the failure included, and the server stays ready;
 - a load that does not fit beside a serving model is refused, with the estimate, before it takes
   device memory, and the serving model goes on answering as before;
 - on two GPUs, a model replicated on both (`--gpus all`) whose second GPU fails as after a sticky
@@ -183,6 +186,47 @@ class StickyError(unittest.TestCase):
             self.assertIsNone(server.proc.poll())
         finally:
             self.assertEqual(server.stop(), 0, server.output())
+
+
+@unittest.skipIf(WHY_NOT, "no CUDA fault injection here: %s" % WHY_NOT)
+class CpuFallback(unittest.TestCase):
+    """A model with `routing: {cpu: fallback}` (docs/routing.md) whose GPU fails serves every request
+    on the CPU, the one that met the failure included, with the GPU's scores; it stays ready."""
+
+    def check(self, *cuda_args):
+        repo = din_repo("din")
+        with open(os.path.join(repo, "din", "config.yaml"), "a") as f:
+            f.write("\nrouting: {cpu: fallback}\n")
+        server = Server(repo, "--backend", "cuda", *cuda_args)
+        try:
+            rng = random.Random(65)
+            bodies = [random_din_request(rng, 8 + 4 * k, 10) for k in range(4)]
+            expected = []
+            for body in bodies:
+                status, answer = infer(server, "din", body)
+                self.assertEqual(status, 200, answer)
+                expected.append(scores(answer))
+            for i in range(400):
+                status, answer = infer(server, "din", bodies[i % len(bodies)])
+                self.assertEqual(status, 200, answer)
+                for a, b in zip(scores(answer), expected[i % len(bodies)]):
+                    for x, y in zip(a, b):
+                        self.assertAlmostEqual(x, y, delta=1e-6 + 1e-5 * abs(y))
+            status, text, _ = server.request("GET", "/metrics", port=server.metrics_port)
+            text = text.decode() if isinstance(text, bytes) else text
+            fallbacks = re.search(r'^rankd_route_fallbacks\{model="din",version="1"\} (\d+)$', text, re.M)
+            self.assertTrue(fallbacks, text)
+            self.assertGreater(int(fallbacks.group(1)), 0, "no run met the injected fault")
+            for probe_path in ("/v2/health/ready", "/v2/models/din/ready"):
+                self.assertEqual(server.request("GET", probe_path)[0], 200, probe_path)
+        finally:
+            self.assertEqual(server.stop(), 0, server.output())
+
+    def test_a_sticky_error(self):
+        self.check("--cuda", "fault_poison_after_runs=300")
+
+    def test_a_simulated_sticky_error(self):
+        self.check("--cuda", "fault_poison_after_runs=300", "--cuda", "fault_poison_simulated=1")
 
 
 @unittest.skipIf(GPUS < 2, "needs two GPUs and CUDA fault injection")

@@ -17,6 +17,7 @@ struct GraphInputKind {
   enum Part { kDense, kValues, kOffsets, kRequestIndex } part = kDense;
   int ragged = -1;
   bool user = false;
+  bool operator==(const GraphInputKind&) const = default;
 };
 
 // A request checked and turned into graph inputs, ready to run alone or merged with others.

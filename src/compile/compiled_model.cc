@@ -9,6 +9,14 @@
 
 namespace rankd {
 
+std::vector<TensorMeta> MetasOf(const PreparedRequest& prepared, const Graph& graph) {
+  std::vector<TensorMeta> metas;
+  for (size_t i = 0; i < prepared.inputs.size(); ++i) {
+    metas.push_back({graph.values[static_cast<size_t>(graph.inputs[i])].dtype, prepared.inputs[i].shape(), nullptr});
+  }
+  return metas;
+}
+
 StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Compile(Graph graph, ModelConfig config,
                                                                 const CompileOptions& options) {
   std::unique_ptr<CompiledModel> model(new CompiledModel());

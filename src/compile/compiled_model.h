@@ -82,6 +82,10 @@ struct InputBinding {
   GraphInputKind kind;
 };
 
+// The plan's view of `prepared` (graph inputs built for `graph`): each input's shape with the
+// graph's dtype.
+std::vector<TensorMeta> MetasOf(const PreparedRequest& prepared, const Graph& graph);
+
 class CompiledModel {
  public:
   // Runs the passes over `graph` for `config`, which is resolved against the graph first.

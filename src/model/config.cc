@@ -236,6 +236,28 @@ StatusOr<std::vector<int64_t>> ParseSizes(const json& j, const std::string& wher
   return sizes;
 }
 
+StatusOr<RoutingConfig> ParseRouting(const json& j) {
+  RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "routing must be a mapping"));
+  RANKD_RETURN_IF_ERROR(CheckKeys(j, {"cpu", "cpu_max_rows", "cpu_runs"}, "routing"));
+  RoutingConfig r;
+  if (j.contains("cpu")) {
+    RANKD_RETURN_IF_ERROR(Expect(j["cpu"].is_string(), "routing.cpu must be off, fallback, rows or cost"));
+    RANKD_ASSIGN_OR_RETURN(r.cpu, ParseCpuRouting(j["cpu"].get<std::string>()));
+  }
+  for (auto [key, limit] : {std::pair{"cpu_max_rows", int64_t{1} << 30}, std::pair{"cpu_runs", int64_t{1024}}}) {
+    if (!j.contains(key)) continue;
+    const json& v = j[key];
+    RANKD_RETURN_IF_ERROR(
+        Expect(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= limit,
+               std::string("routing.") + key + " must be an integer from 1 to " + std::to_string(limit)));
+  }
+  if (j.contains("cpu_max_rows")) r.cpu_max_rows = j["cpu_max_rows"].get<int64_t>();
+  if (j.contains("cpu_runs")) r.cpu_runs = j["cpu_runs"].get<int>();
+  RANKD_RETURN_IF_ERROR(Expect((r.cpu == CpuRouting::kRows) == (r.cpu_max_rows > 0),
+                               "routing.cpu_max_rows is given with routing.cpu: rows, and only then"));
+  return r;
+}
+
 StatusOr<ShapeBucketsConfig> ParseBuckets(const json& j) {
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "buckets must be a mapping"));
   RANKD_RETURN_IF_ERROR(CheckKeys(j,
@@ -388,11 +410,11 @@ StatusOr<GpuSet> ParseGpus(const json& j) {
 
 StatusOr<ModelConfig> ParseJson(const json& j) {
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), "the config must be a mapping"));
-  RANKD_RETURN_IF_ERROR(CheckKeys(
-      j,
-      {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs", "output", "version_policy",
-       "precision", "batching", "dynamic_batching", "buckets", "tables", "user_hoisting", "executors", "gpus"},
-      "the config"));
+  RANKD_RETURN_IF_ERROR(CheckKeys(j,
+                                  {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs",
+                                   "output", "version_policy", "precision", "batching", "dynamic_batching", "buckets",
+                                   "tables", "user_hoisting", "executors", "gpus", "routing"},
+                                  "the config"));
   ModelConfig c;
   if (j.contains("name")) {
     RANKD_RETURN_IF_ERROR(Expect(j["name"].is_string(), "name must be a string"));
@@ -480,10 +502,35 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
     RANKD_ASSIGN_OR_RETURN(c.buckets, ParseBuckets(j["buckets"]));
   }
   if (j.contains("tables")) RANKD_RETURN_IF_ERROR(ParseTables(j["tables"], c));
+  if (j.contains("routing")) {
+    RANKD_ASSIGN_OR_RETURN(c.routing, ParseRouting(j["routing"]));
+  }
   return c;
 }
 
 }  // namespace
+
+StatusOr<CpuRouting> ParseCpuRouting(const std::string& text) {
+  if (text == "off") return CpuRouting::kOff;
+  if (text == "fallback") return CpuRouting::kFallback;
+  if (text == "rows") return CpuRouting::kRows;
+  if (text == "cost") return CpuRouting::kCost;
+  return InvalidArgument("config: routing.cpu must be off, fallback, rows or cost, not '" + text + "'");
+}
+
+const char* CpuRoutingName(CpuRouting routing) {
+  switch (routing) {
+    case CpuRouting::kFallback:
+      return "fallback";
+    case CpuRouting::kRows:
+      return "rows";
+    case CpuRouting::kCost:
+      return "cost";
+    case CpuRouting::kOff:
+      break;
+  }
+  return "off";
+}
 
 const InputConfig* ModelConfig::FindInput(const std::string& input) const {
   for (const InputConfig& in : inputs) {

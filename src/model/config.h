@@ -112,6 +112,23 @@ StatusOr<GpuSet> ParseGpuSet(const std::string& text);
 // "all" or "0,1"; "" when empty.
 std::string GpuSetText(const GpuSet& gpus);
 
+// routing.cpu: whether a model on a GPU also holds plans on the CPU, and which runs go there
+// (serving/route_policy.h, docs/routing.md).
+enum class CpuRouting : uint8_t {
+  kOff,       // every run on the model's device; no CPU plans
+  kFallback,  // on the device while it can run work, on the CPU once it cannot
+  kRows,      // runs of at most cpu_max_rows rows on the CPU while it has a free run
+  kCost,      // where the fitted costs and the device's queue say the run ends first
+};
+StatusOr<CpuRouting> ParseCpuRouting(const std::string& text);
+const char* CpuRoutingName(CpuRouting routing);
+
+struct RoutingConfig {
+  CpuRouting cpu = CpuRouting::kOff;
+  int64_t cpu_max_rows = 0;  // with rows: the largest run (a merged batch's rows together) sent to the CPU
+  int cpu_runs = 1;          // runs on the CPU at once
+};
+
 struct ModelConfig {
   std::string name;
   int64_t max_batch_size = 0;      // rows per request accepted; 0 = the server's limit
@@ -124,6 +141,7 @@ struct ModelConfig {
   VersionPolicy version_policy;
   BatchingConfig batching;
   ShapeBucketsConfig buckets;
+  RoutingConfig routing;
   // tables.dtype: how embedding tables read only by bags are stored (FP32, or BF16 / FP16
   // rounded at load).
   DType table_dtype = DType::kF32;

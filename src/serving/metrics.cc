@@ -11,6 +11,25 @@
 namespace rankd {
 namespace {
 
+// A Prometheus histogram's lines for one label set: cumulative buckets, sum and count.
+std::string HistogramLines(const std::string& name, const std::string& labels, const LatencyHistogram& h) {
+  std::string lines;
+  for (size_t b = 0; b <= LatencyHistogram::kBounds.size(); ++b) {
+    char le[32];
+    if (b < LatencyHistogram::kBounds.size()) {
+      std::snprintf(le, sizeof(le), "%g", LatencyHistogram::kBounds[b]);
+    } else {
+      std::snprintf(le, sizeof(le), "+Inf");
+    }
+    lines += name + "_bucket{" + labels + ",le=\"" + le + "\"} " + std::to_string(h.AtMost(b)) + "\n";
+  }
+  char sum[32];
+  std::snprintf(sum, sizeof(sum), "%.6f", h.sum_seconds);
+  lines += name + "_sum{" + labels + "} " + sum + "\n";
+  lines += name + "_count{" + labels + "} " + std::to_string(h.count) + "\n";
+  return lines;
+}
+
 uint64_t UnixMs() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -217,21 +236,7 @@ std::string TableMetricsText(const ModelRepository& repository) {
           disk_lines[i] += std::string(disks[i].name) + "{" + labels + ",table=\"" + t.table + "\"} " +
                            std::to_string(values[i]) + "\n";
         }
-        const std::string table = labels + ",table=\"" + t.table + "\"";
-        for (size_t b = 0; b <= LatencyHistogram::kBounds.size(); ++b) {
-          char le[32];
-          if (b < LatencyHistogram::kBounds.size()) {
-            std::snprintf(le, sizeof(le), "%g", LatencyHistogram::kBounds[b]);
-          } else {
-            std::snprintf(le, sizeof(le), "+Inf");
-          }
-          read_lines += std::string(reads) + "_bucket{" + table + ",le=\"" + le + "\"} " +
-                        std::to_string(t.reads.AtMost(b)) + "\n";
-        }
-        char sum[32];
-        std::snprintf(sum, sizeof(sum), "%.6f", t.reads.sum_seconds);
-        read_lines += std::string(reads) + "_sum{" + table + "} " + sum + "\n";
-        read_lines += std::string(reads) + "_count{" + table + "} " + std::to_string(t.reads.count) + "\n";
+        read_lines += HistogramLines(reads, labels + ",table=\"" + t.table + "\"", t.reads);
       }
     }
     const CacheKeeper* keeper = (*model)->cache_keeper();
@@ -301,6 +306,40 @@ std::string ReplicaMetricsText(const ModelRepository& repository) {
          "# HELP rankd_gpu_healthy Whether a model's replica's GPU can run work (0: an unrecoverable error)\n"
          "# TYPE rankd_gpu_healthy gauge\n" +
          lines[2];
+}
+
+std::string RouteMetricsText(const ModelRepository& repository) {
+  std::string runs, rows, fallbacks, times;
+  for (const RepositoryIndexEntry& e : repository.Index()) {
+    if (e.state != "READY") continue;
+    auto model = repository.Get(e.name, e.version);
+    if (!model.ok() || !(*model)->cpu_route()) continue;
+    const RouteCounts counts = (*model)->cpu_route()->counts();
+    const std::string labels = "model=\"" + e.name + "\",version=\"" + std::to_string(e.version) + "\"";
+    for (bool cpu : {false, true}) {
+      const RouteSideCounts& side = cpu ? counts.cpu : counts.device;
+      const std::string backend = labels + ",route=\"" + (cpu ? "cpu" : "device") + "\"";
+      runs += "rankd_route_runs{" + backend + "} " + std::to_string(side.runs) + "\n";
+      rows += "rankd_route_rows{" + backend + "} " + std::to_string(side.rows) + "\n";
+      times += HistogramLines("rankd_route_run_seconds", backend, side.latency);
+    }
+    fallbacks += "rankd_route_fallbacks{" + labels + "} " + std::to_string(counts.fallbacks) + "\n";
+  }
+  if (runs.empty()) return "";
+  return "# HELP rankd_route_runs Runs of a model with CPU routing on its device and on the CPU (a merged batch is "
+         "one)\n"
+         "# TYPE rankd_route_runs counter\n" +
+         runs +
+         "# HELP rankd_route_rows Rows (candidates) a model with CPU routing scored on its device and on the CPU\n"
+         "# TYPE rankd_route_rows counter\n" +
+         rows +
+         "# HELP rankd_route_fallbacks Runs on the CPU because the model's device could no longer run work\n"
+         "# TYPE rankd_route_fallbacks counter\n" +
+         fallbacks +
+         "# HELP rankd_route_run_seconds Seconds a run took on the device or the CPU, its wait for an executor "
+         "included\n"
+         "# TYPE rankd_route_run_seconds histogram\n" +
+         times;
 }
 
 }  // namespace rankd

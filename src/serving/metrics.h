@@ -20,6 +20,8 @@
 //                                             host memory, per loaded version (TableMetricsText, docs/embedding.md)
 //   rankd_table_cache_*{table}                a cached table's cache: rows, sampled lookups and hits, rows
 //                                             inserted and evicted
+//   rankd_route_runs{route}, rankd_route_rows{route}, rankd_route_fallbacks, rankd_route_run_seconds{route}
+//                                             per model with CPU routing (RouteMetricsText, docs/routing.md)
 //   rankd_gpu_executions{gpu}, rankd_gpu_busy_executors{gpu}, rankd_gpu_healthy{gpu}
 //                                             per replica of a model on a GPU (ReplicaMetricsText,
 //                                             docs/replicas.md)
@@ -95,5 +97,8 @@ std::string TableMetricsText(const ModelRepository& repository);
 // executions it ran, its executors busy now and whether its GPU can run work (1) or met an
 // unrecoverable error (0).
 std::string ReplicaMetricsText(const ModelRepository& repository);
+// Per model with CPU routing that `repository` serves now ({model, version, route="device"|"cpu"}): runs and
+// rows on its device and on the CPU, their run times, and runs that fell back to the CPU.
+std::string RouteMetricsText(const ModelRepository& repository);
 
 }  // namespace rankd

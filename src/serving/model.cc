@@ -163,6 +163,16 @@ Status Model::MakeRunner() {
 }
 
 Status Model::Prepare(Graph graph, ModelConfig config) {
+  // The CPU route compiles the model as imported a second time (StartRouting).
+  std::optional<std::pair<Graph, ModelConfig>> route_source;
+  if (config.routing.cpu != CpuRouting::kOff) {
+    const Backend* device = options_.replicas.empty() ? options_.backend : options_.replicas[0];
+    if (device == &CpuBackend()) {
+      LogInfo("model '" + config.name + "': routing.cpu is not used: the model runs on the CPU");
+    } else {
+      route_source.emplace(graph, config);
+    }
+  }
   RANKD_ASSIGN_OR_RETURN(compiled_, CompiledModel::Compile(std::move(graph), std::move(config), options_));
   const CompiledModel& c = *compiled_;
   config_ = c.config();
@@ -211,6 +221,10 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
     output_signature_.push_back(o);
   }
   RANKD_RETURN_IF_ERROR(StartBuckets().WithContext("shape buckets"));
+  if (route_source) {
+    RANKD_RETURN_IF_ERROR(
+        StartRouting(std::move(route_source->first), route_source->second).WithContext("CPU routing"));
+  }
   if (config_.batching.enabled) {
     Status batching = StartBatching().WithContext("batching");
     if (!batching.ok() && (config_.batching.configured || options_.batching == 1)) return batching;
@@ -219,6 +233,7 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
       config_.batching.enabled = false;
     }
   }
+  if (cpu_route_) cpu_route_->StartCounting();
   return Status::Ok();
 }
 
@@ -273,7 +288,7 @@ std::string Model::CheckHoisting() const {
 }
 
 Status Model::CheckServable() const {
-  RANKD_RETURN_IF_ERROR(runner_->Health());
+  if (Status device = runner_->Health(); !device.ok() && !cpu_route_) return device;
   for (const auto& file : graph().mapped_files) RANKD_RETURN_IF_ERROR(file->Check());
   return Status::Ok();
 }
@@ -289,7 +304,7 @@ StatusOr<std::vector<InferOutput>> Model::Infer(const InferRequest& request, std
   RANKD_RETURN_IF_ERROR(Admit(request, length_sums, *prepared));
   if (!batcher_) {
     SetDeadline(request, *prepared);
-    return SelectOutputs(request, RunPrepared(*prepared));
+    return SelectOutputs(request, RunRouted(*prepared));
   }
   // Queued like an asynchronous request, waited for here (the caller keeps the request alive).
   std::promise<StatusOr<std::vector<InferOutput>>> promise;
@@ -310,7 +325,7 @@ void Model::InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone d
   if (Status s = Admit(request->request, request->length_sums, *prepared); !s.ok()) return done(s, InferStats{});
   if (!batcher_) {
     SetDeadline(request->request, *prepared);
-    done(SelectOutputs(request->request, RunPrepared(*prepared)), InferStats{});
+    done(SelectOutputs(request->request, RunRouted(*prepared)), InferStats{});
     return;
   }
   const InferRequest& r = request->request;

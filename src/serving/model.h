@@ -38,6 +38,7 @@
 #include "rankd/tensor.h"
 #include "runtime/executor.h"
 #include "runtime/plan_runner.h"
+#include "serving/cpu_route.h"
 #include "serving/shape_buckets.h"
 
 namespace rankd {
@@ -124,6 +125,9 @@ class Model {
   const std::vector<TableInfo>& tables() const { return tables_; }
   // The keeper of the tables' GPU caches; null when no table is cached.
   CacheKeeper* cache_keeper() const { return runner_->cache_keeper(); }
+  // The model's plans on the CPU beside its device's and the runs routed to them (routing.cpu,
+  // docs/routing.md); null without routing, or when the model runs on the CPU.
+  const CpuRoute* cpu_route() const { return cpu_route_.get(); }
   // The tables on disk (tables.tiers: disk); null when none is.
   const DiskTables* disk_tables() const { return runner_->disk_tables(); }
   // Per keyed table (tables.keyed), by name: the keys its lookups read that its files do not
@@ -150,8 +154,8 @@ class Model {
   // model drains its queue), so `done` may use it.
   void InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone done, bool run_here_when_idle = false) const;
   // OK while the model can serve: some replica's device is usable (Backend::Health; not after a
-  // sticky CUDA error) and the external-data files it reads are as they were loaded
-  // (MappedFile::Check). Requests are refused, and readiness fails, while it is not.
+  // sticky CUDA error), or the model falls back to the CPU (routing.cpu), and the external-data files it reads are as
+  // they were loaded (MappedFile::Check). Requests are refused, and readiness fails, while it is not.
   Status CheckServable() const;
   // Counters of buckets and captures so far.
   BucketCounters bucket_counters() const;
@@ -198,6 +202,17 @@ class Model {
   // Runs prepared graph inputs on an executor, padded to their shape bucket when buckets are on
   // (model_buckets.cc).
   StatusOr<std::vector<Tensor>> RunPrepared(const PreparedRequest& prepared) const;
+  // Runs prepared graph inputs where routing sends them (model_routing.cc): RunPrepared on the
+  // device, or on the CPU route; a run the device fails because it can no longer run work is run
+  // again on the CPU. Without a CPU route, RunPrepared.
+  StatusOr<std::vector<Tensor>> RunRouted(const PreparedRequest& prepared) const;
+  // Makes the CPU route from the graph and config as loaded, checks that it scores as the device
+  // does and, for routing by cost, fits both sides' costs (model_routing.cc).
+  Status StartRouting(Graph graph, const ModelConfig& config);
+  // The median time of three runs by `run` of an example request of `rows` rows and ragged rows of
+  // `length` ids, after one run that builds its plan (cost measurement).
+  using PreparedRun = std::function<StatusOr<std::vector<Tensor>>(const PreparedRequest&)>;
+  StatusOr<CostSample> TimeRuns(int64_t rows, int64_t length, const PreparedRun& run) const;
   // Runs graph inputs at their own shapes, uncaptured.
   StatusOr<std::vector<Tensor>> RunPlanned(const PreparedRequest& prepared) const;
   // The bucket of prepared graph inputs (its ragged rows scanned for rows without ids when the
@@ -258,7 +273,8 @@ class Model {
   mutable std::atomic<uint64_t> real_rows_{0}, padded_rows_{0}, merges_deferred_{0};
 
   BatchPolicyOptions batch_policy_;
-  std::unique_ptr<Batcher> batcher_;  // last: destroyed (drained) first
+  std::unique_ptr<CpuRoute> cpu_route_;  // null without routing
+  std::unique_ptr<Batcher> batcher_;     // last: destroyed (drained) first
 };
 
 // Fills the float inputs of `request` with pseudo-random values in [0, 1) (load-time checks).

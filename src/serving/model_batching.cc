@@ -49,18 +49,18 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
       tasks[k]->stats.batch_requests = 1;
       tasks[k]->stats.execution = true;
       tasks[k]->stats.batch_rows = rows[k];
-      answer(*tasks[k], RunPrepared(*parts[k]));
+      answer(*tasks[k], RunRouted(*parts[k]));
     }
   };
   if (tasks.size() == 1) {
-    answer(*tasks[0], RunPrepared(*parts[0]));
+    answer(*tasks[0], RunRouted(*parts[0]));
     return;
   }
   if (!MergeNow(parts)) {
     each_alone();
     return;
   }
-  auto result = RunPrepared(MergeRequests(parts, compiled_->input_kinds()));
+  auto result = RunRouted(MergeRequests(parts, compiled_->input_kinds()));
   auto split = result.ok() ? SplitRows(*result, rows, compiled_->output_names())
                            : StatusOr<std::vector<std::vector<Tensor>>>(result.status());
   if (split.ok()) {
@@ -129,18 +129,9 @@ Status Model::StartBatching() {
     std::vector<CostSample> samples;
     auto start = std::chrono::steady_clock::now();
     auto measure = [&](int64_t rows, int64_t length) -> Status {
-      InferRequest request = ExampleRequest(rows, length);  // `batch` views its tensors
-      PreparedRequest batch;
-      RANKD_RETURN_IF_ERROR(BuildGraphInputs(request, batch));
-      RANKD_RETURN_IF_ERROR(RunPrepared(batch).status());  // builds the plan, grows the workspace
-      std::vector<double> times;
-      for (int i = 0; i < 3; ++i) {
-        auto t0 = std::chrono::steady_clock::now();
-        RANKD_RETURN_IF_ERROR(RunPrepared(batch).status());
-        times.push_back(MicrosSince(t0));
-      }
-      std::sort(times.begin(), times.end());
-      samples.push_back({batch.rows, batch.sequence_elements, times[1]});
+      RANKD_ASSIGN_OR_RETURN(CostSample sample,
+                             TimeRuns(rows, length, [this](const PreparedRequest& p) { return RunPrepared(p); }));
+      samples.push_back(sample);
       return Status::Ok();
     };
     for (int64_t rows = 1; rows <= p.max_batch_rows; rows *= 4) {
@@ -166,6 +157,11 @@ Status Model::StartBatching() {
   const int replicas = static_cast<int>(runner_->replica_count());
   const int executors = runner_->max_executors() * replicas;
   options.executors = b.executors > 0 ? b.executors : executors > 0 ? executors : 2 * replicas;
+  // Runs the CPU route may take beside them (routing by rows or cost; docs/routing.md).
+  if (cpu_route_ && b.executors == 0 &&
+      (cpu_route_->policy().mode == CpuRouting::kRows || cpu_route_->policy().mode == CpuRouting::kCost)) {
+    options.executors += cpu_route_->cpu_runs();
+  }
   batcher_ = std::make_unique<Batcher>(
       options, [this](std::vector<std::unique_ptr<BatchTask>> batch) { RunBatch(std::move(batch)); });
   return Status::Ok();

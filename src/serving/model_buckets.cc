@@ -13,15 +13,6 @@ namespace {
 // Bucket shapes remembered by PlanForBucket; past this many (length buckets multiply) it starts over.
 constexpr size_t kMaxBucketMetas = 4096;
 
-// The plan's view of `prepared`: each input's shape and the graph's dtype.
-std::vector<TensorMeta> MetasOf(const PreparedRequest& prepared, const Graph& graph) {
-  std::vector<TensorMeta> metas;
-  for (size_t i = 0; i < prepared.inputs.size(); ++i) {
-    metas.push_back({graph.values[static_cast<size_t>(graph.inputs[i])].dtype, prepared.inputs[i].shape(), nullptr});
-  }
-  return metas;
-}
-
 }  // namespace
 
 std::optional<BucketKey> Model::FindBucket(const PreparedRequest& prepared) const {

@@ -95,7 +95,9 @@ int ServeCommand(const ServeArgs& args) {
   HealthProbes probes;
   probes.live = [devices = *devices]() -> Status { return AnyHealthy(devices); };
   probes.ready = [&, live = probes.live]() -> Status {
-    RANKD_RETURN_IF_ERROR(live());
+    // A failed GPU leaves the server ready while every model it should serve runs on the CPU
+    // instead (routing.cpu, docs/routing.md); liveness still fails, for a restart.
+    if (Status device = live(); !device.ok() && !(*repository)->Ready()) return device;
     if (draining) return Unavailable("the server is shutting down");
     if (args.strict_readiness && !(*repository)->Ready()) return Unavailable("a model is not ready");
     return Status::Ok();
@@ -157,7 +159,7 @@ int ServeCommand(const ServeArgs& args) {
           out.body = "{\"error\":\"metrics are at GET /metrics\"}";
         } else {
           out.content_type = "text/plain; version=0.0.4";
-          out.body = metrics.Text() + TableMetricsText(models) + ReplicaMetricsText(models);
+          out.body = metrics.Text() + TableMetricsText(models) + ReplicaMetricsText(models) + RouteMetricsText(models);
         }
         respond(std::move(out));
       });

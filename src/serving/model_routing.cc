@@ -1,0 +1,136 @@
+// Model: plans on the CPU beside the device's, checked and costed at load, and where each run goes
+// (docs/routing.md).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "batching/batch_merge.h"
+#include "common/log.h"
+#include "serving/model.h"
+
+namespace rankd {
+namespace {
+
+double MicrosSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string CostText(const FittedCost& cost) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%.1f + %.3f·rows + %.4f·ids µs", cost.per_request, cost.per_row,
+                cost.per_sequence_element);
+  return text;
+}
+
+}  // namespace
+
+StatusOr<CostSample> Model::TimeRuns(int64_t rows, int64_t length, const PreparedRun& run) const {
+  InferRequest request = ExampleRequest(rows, length);  // `batch` views its tensors
+  PreparedRequest batch;
+  RANKD_RETURN_IF_ERROR(BuildGraphInputs(request, batch));
+  RANKD_RETURN_IF_ERROR(run(batch).status());  // builds the plan, grows the workspace
+  std::vector<double> times;
+  for (int i = 0; i < 3; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    RANKD_RETURN_IF_ERROR(run(batch).status());
+    times.push_back(MicrosSince(t0));
+  }
+  std::sort(times.begin(), times.end());
+  return CostSample{batch.rows, batch.sequence_elements, times[1]};
+}
+
+Status Model::StartRouting(Graph graph, const ModelConfig& config) {
+  if (runner_->disk_tables()) {
+    return InvalidArgument(
+        "routing.cpu needs every table in memory: this model has tables on disk (tables.tiers), "
+        "which only its device's runs read");
+  }
+  RANKD_ASSIGN_OR_RETURN(cpu_route_, CpuRoute::Create(std::move(graph), config, options_, *compiled_, config_.name));
+  CpuRoute& route = *cpu_route_;
+  auto on_cpu = [&route](const PreparedRequest& p) {
+    route.TakeCpu();
+    return route.RunOnCpu(p);
+  };
+  auto on_device = [this](const PreparedRequest& p) { return RunPrepared(p); };
+  // Both sides score alike: requests of random dense values, one and several rows.
+  const double tolerance = AgreementTolerance();
+  for (auto [rows, length] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}}) {
+    InferRequest example = ExampleRequest(rows, length);
+    RandomizeFloats(example, static_cast<uint32_t>(1000 + rows));
+    PreparedRequest prepared;
+    RANKD_RETURN_IF_ERROR(BuildGraphInputs(example, prepared));
+    RANKD_ASSIGN_OR_RETURN(std::vector<Tensor> device, on_device(prepared));
+    RANKD_ASSIGN_OR_RETURN(std::vector<Tensor> cpu, on_cpu(prepared));
+    for (size_t o = 0; o < device.size(); ++o) {
+      if (!OutputsAgree(device[o], cpu[o], tolerance)) {
+        return InvalidArgument("output '" + compiled_->output_names()[o] + "' scored on the CPU differs from the " +
+                               backend().name() + " backend's by more than the model's tolerance (" +
+                               std::to_string(tolerance) + "): no run can go to the CPU");
+      }
+    }
+  }
+  RoutePolicy policy = route.policy();
+  if (policy.mode == CpuRouting::kCost) {
+    // Both sides timed on the same batches, growing until the CPU takes 20 ms or the whole 2 s.
+    std::vector<CostSample> device, cpu;
+    const auto start = std::chrono::steady_clock::now();
+    auto measure = [&](int64_t rows, int64_t length) -> Status {
+      RANKD_ASSIGN_OR_RETURN(CostSample d, TimeRuns(rows, length, on_device));
+      RANKD_ASSIGN_OR_RETURN(CostSample c, TimeRuns(rows, length, on_cpu));
+      device.push_back(d);
+      cpu.push_back(c);
+      return Status::Ok();
+    };
+    for (int64_t rows = 1; rows <= max_request_rows(); rows *= 4) {
+      RANKD_RETURN_IF_ERROR(measure(rows, 1));
+      if (cpu.back().micros > 20000 || MicrosSince(start) > 2e6) break;
+    }
+    if (!compiled_->ragged_names().empty()) {
+      for (int64_t length : {8, 64}) {
+        RANKD_RETURN_IF_ERROR(measure(std::min<int64_t>(4, max_request_rows()), length));
+        if (cpu.back().micros > 20000) break;
+      }
+    }
+    policy.device = FitCost(device);
+    policy.cpu = FitCost(cpu);
+    LogInfo("model '" + config_.name + "': runs routed by cost: " + backend().name() + " " + CostText(policy.device) +
+            ", CPU " + CostText(policy.cpu));
+  }
+  route.set_policy(policy);
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Tensor>> Model::RunRouted(const PreparedRequest& prepared) const {
+  if (!cpu_route_) return RunPrepared(prepared);
+  CpuRoute& route = *cpu_route_;
+  RouteLoad load;
+  load.device_healthy = runner_->Health().ok();
+  load.device_busy = route.device_busy();
+  load.device_executors = runner_->max_executors() * static_cast<int>(runner_->replica_count());
+  load.cpu_busy = route.cpu_busy();
+  load.cpu_runs = route.cpu_runs();
+  Route where = ChooseRoute(route.policy(), load, prepared.rows, prepared.sequence_elements);
+  if (where == Route::kCpu && !route.TryTakeCpu()) where = Route::kDevice;  // taken since
+  const auto start = std::chrono::steady_clock::now();
+  if (where == Route::kDevice) {
+    route.EnterDevice();
+    StatusOr<std::vector<Tensor>> result = RunPrepared(prepared);
+    route.LeaveDevice();
+    if (result.ok()) {
+      route.Record(/*on_cpu=*/false, /*fallback=*/false, prepared.rows, MicrosSince(start) * 1e-6);
+      return result;
+    }
+    if (runner_->Health().ok()) return result;  // the request's own failure, or its deadline
+    LogWarning("model '" + config_.name + "': a run failed on the " + backend().name() +
+               " backend, which can no longer run work (" + result.status().ToString() + "): it runs on the CPU");
+    where = Route::kCpuFallback;
+  }
+  if (where == Route::kCpuFallback) route.TakeCpu();
+  StatusOr<std::vector<Tensor>> result = route.RunOnCpu(prepared);
+  if (result.ok()) {
+    route.Record(/*on_cpu=*/true, where == Route::kCpuFallback, prepared.rows, MicrosSince(start) * 1e-6);
+  }
+  return result;
+}
+
+}  // namespace rankd
