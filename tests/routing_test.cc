@@ -121,6 +121,7 @@ StatusOr<std::unique_ptr<Model>> LoadRouted(const std::string& dir, const std::s
   config.routing = with.routing;
   ModelOptions options;
   options.config = config;
+  options.backend = &device;  // compiled for it, as a server compiles for its backend
   options.replicas = {&device};
   options.batching = batching;
   return Model::Load(dir, -1, options);
