@@ -11,7 +11,8 @@ RANKD_FAULT_INJECTION; src/backend/cuda/faults.h), over real sockets:
   simulated sticky error: every request is answered from the CPU with the GPU's scores, the one
   that met the failure included, and the server stays ready;
 - a load that does not fit beside a serving model is refused, with the estimate, before it takes
-  device memory, and the serving model goes on answering as before;
+  device memory, and the serving model goes on answering as before; with `routing: {cpu: fallback}`
+  it loads on the CPU instead and scores as the GPU does;
 - on two GPUs, a model replicated on both (`--gpus all`) whose second GPU fails as after a sticky
   error (simulated: a real one poisoned both GPUs of the process on the host measured,
   docs/replicas.md): the request running there fails, every later one is served by the first GPU
@@ -287,16 +288,19 @@ class OneReplicaFails(unittest.TestCase):
 class LoadThatDoesNotFit(unittest.TestCase):
     NEED = re.compile(r"needs about (\d+) MB")
 
-    def test_a_load_past_the_free_memory_is_refused_and_the_serving_model_goes_on(self):
-        repo = din_repo("din", "din_copy")
-        # What a DIN load is estimated to need: read from a refusal on a device of 1 MB.
+    def need_mb(self, repo):
+        """What a DIN load is estimated to need: read from a refusal on a device of 1 MB."""
         server = Server(repo, "--backend", "cuda", "--model-control-mode", "explicit", "--cuda", "fault_device_mb=1")
         try:
             status, data, _ = server.request("POST", "/v2/repository/models/din/load")
             self.assertNotEqual(status, 200)
-            need = int(self.NEED.search(json.loads(data)["error"]).group(1))
+            return int(self.NEED.search(json.loads(data)["error"]).group(1))
         finally:
             server.stop()
+
+    def test_a_load_past_the_free_memory_is_refused_and_the_serving_model_goes_on(self):
+        repo = din_repo("din", "din_copy")
+        need = self.need_mb(repo)
         # Room for one model and the 256 MB kept for serving ones, plus 16 MB: the first model's
         # buffers (four 32 MB cuBLASLt workspaces at least) leave too little for the second.
         server = Server(repo, "--backend", "cuda", "--model-control-mode", "explicit", "--cuda",
@@ -323,6 +327,33 @@ class LoadThatDoesNotFit(unittest.TestCase):
             self.assertEqual(states["din"][0], "READY")
             self.assertEqual(states["din_copy"][0], "UNAVAILABLE")
             self.assertRegex(states["din_copy"][1], self.NEED)
+        finally:
+            self.assertEqual(server.stop(), 0, server.output())
+
+
+    def test_with_cpu_fallback_a_load_past_the_free_memory_serves_on_the_cpu(self):
+        repo = din_repo("din", "din_copy")
+        need = self.need_mb(repo)
+        with open(os.path.join(repo, "din_copy", "config.yaml"), "a") as f:
+            f.write("\nrouting: {cpu: fallback}\n")  # docs/routing.md
+        server = Server(repo, "--backend", "cuda", "--model-control-mode", "explicit", "--cuda",
+                        "fault_device_mb=%d" % (need + 256 + 16))
+        try:
+            for name in ("din", "din_copy"):
+                status, data, _ = server.request("POST", "/v2/repository/models/%s/load" % name)
+                self.assertEqual(status, 200, data)
+            rng = random.Random(64)
+            for rows in (1, 8, 32):
+                body = random_din_request(rng, rows, 15)
+                status, on_gpu = infer(server, "din", body)
+                self.assertEqual(status, 200, on_gpu)
+                status, on_cpu = infer(server, "din_copy", body)
+                self.assertEqual(status, 200, on_cpu)
+                for a, b in zip(scores(on_cpu), scores(on_gpu)):
+                    for x, y in zip(a, b):
+                        self.assertAlmostEqual(x, y, delta=1e-6 + 1e-5 * abs(y))
+            self.assertEqual(server.request("GET", "/v2/health/ready")[0], 200)
+            self.assertIn("it serves on the CPU alone", server.output())
         finally:
             self.assertEqual(server.stop(), 0, server.output())
 

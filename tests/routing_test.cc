@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "frontend/triton_config.h"
 #include "model/config.h"
 #include "serving/metrics.h"
 #include "serving/model.h"
@@ -180,6 +181,11 @@ TEST(Routing, RowsSendsRunsOfFewRowsToTheCpu) {
   EXPECT_EQ(counts.fallbacks, 0u);
   EXPECT_EQ(counts.cpu.latency.count, 3u);
   EXPECT_GT(counts.device.latency.sum_seconds, 0);
+  // The model configuration API shows the routing among rankd's own keys.
+  const inference::ModelConfig triton = TritonModelConfig(m);
+  EXPECT_EQ(triton.parameters().at("routing.cpu").string_value(), "rows");
+  EXPECT_EQ(triton.parameters().at("routing.cpu_max_rows").string_value(), "4");
+  EXPECT_EQ(triton.parameters().at("routing.cpu_runs").string_value(), "1");
 }
 
 TEST(Routing, AFailedDeviceFallsBackToTheCpuWithNoFailedRequest) {
@@ -257,6 +263,23 @@ TEST(Routing, AModelOnTheCpuHasNoRoute) {
   auto model = Model::Load(dir, -1, options);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ((*model)->cpu_route(), nullptr);
+}
+
+TEST(Routing, AModelWithoutPlansOnItsDeviceServesOnTheCpuAlone) {
+  const std::string dir = testing::SourcePath("models/zoo/din");
+  testing::SwitchableHealthBackend device;
+  device.FailPrepare("the model needs about 900 MB; 200 MB are free (simulated)");
+  auto refused = LoadRouted(dir, "{cpu: off}", device, /*batching=*/-1);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status().ToString();
+  auto model = LoadRouted(dir, "{cpu: fallback}", device, /*batching=*/-1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const Model& m = **model;
+  EXPECT_EQ(&m.backend(), &CpuBackend());
+  EXPECT_EQ(m.cpu_route(), nullptr);  // the CPU is the model's device now
+  ASSERT_EQ(m.replicas().size(), 1u);
+  const std::vector<InferRequest> requests = Requests(m);
+  ExpectScoresOf(m, requests, ScoresOnTheCpu(dir, requests), "on the CPU alone");
+  EXPECT_TRUE(m.CheckServable().ok());
 }
 
 TEST(Routing, MetricsCountEachBackend) {

@@ -275,6 +275,20 @@ void SwitchableHealthBackend::Fail(std::string why) {
   failed_ = std::move(why);
 }
 
+StatusOr<std::shared_ptr<ModelResources>> SwitchableHealthBackend::PrepareModel(const Graph& graph,
+                                                                                const PrepareOptions& options) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!prepare_fails_.empty()) return ResourceExhausted(prepare_fails_);
+  }
+  return CpuBackend().PrepareModel(graph, options);
+}
+
+void SwitchableHealthBackend::FailPrepare(std::string why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prepare_fails_ = std::move(why);
+}
+
 std::string WithExternalTables(const std::string& name) {
   onnx::ModelProto m;
   std::ifstream in(SourcePath("models/zoo/" + name + "/1/model.onnx"), std::ios::binary);

@@ -111,17 +111,17 @@ class SwitchableHealthBackend : public Backend {
   const char* name() const override { return CpuBackend().name(); }
   const Kernel* FindKernel(const std::string& op) const override { return CpuBackend().FindKernel(op); }
   StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph,
-                                                         const PrepareOptions& options) const override {
-    return CpuBackend().PrepareModel(graph, options);
-  }
+                                                         const PrepareOptions& options) const override;
   DeviceKind device_kind() const override { return DeviceKind::kHost; }
   Status Health() const override;
   // From now on Health answers Unavailable(`why`).
   void Fail(std::string why);
+  // From now on PrepareModel answers ResourceExhausted(`why`) (a model that does not fit).
+  void FailPrepare(std::string why);
 
  private:
   mutable std::mutex mu_;
-  std::string failed_;
+  std::string failed_, prepare_fails_;
 };
 
 }  // namespace rankd::testing

@@ -154,6 +154,11 @@ inference::ModelConfig TritonModelConfig(const Model& model) {
   for (const auto& [table, rows] : config.table_cache_rows)
     SetParameter(c, "tables.cache_rows." + table, std::to_string(rows));
   if (model.shape_buckets()) SetParameter(c, "buckets.cuda_graphs", config.buckets.cuda_graphs ? "true" : "false");
+  if (const RoutingConfig& r = config.routing; r.cpu != CpuRouting::kOff) {
+    SetParameter(c, "routing.cpu", CpuRoutingName(r.cpu));
+    if (r.cpu_max_rows > 0) SetParameter(c, "routing.cpu_max_rows", std::to_string(r.cpu_max_rows));
+    SetParameter(c, "routing.cpu_runs", std::to_string(r.cpu_runs));
+  }
   return c;
 }
 

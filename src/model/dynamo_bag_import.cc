@@ -52,11 +52,7 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
   const Node* minus = bags ? nullptr : s.OuterOp(InputOf(*more, 1), "Sub");
   const bool last_included = minus && graph.ScalarConstant(minus->Input(1)) == 1.0;
   if (last_included) bags = s.OuterOp(minus->Input(0), "Size");
-  const Node* first = s.OuterOp(InputOf(loop, 1), "Less");
-  if (!bags || bags->Input(0) < 0 || !first || !InputOf(loop, 0).empty() || first->Input(1) < 0 ||
-      graph.values[static_cast<size_t>(first->Input(1))].name != InputOf(*more, 1) ||
-      graph.ScalarConstant(first->inputs[0]) != 0.0 || graph.ScalarConstant(graph.FindValue(InputOf(loop, 3))) != 0.0 ||
-      !s.OuterOp(InputOf(loop, 2), "SequenceEmpty")) {
+  if (!bags || bags->Input(0) < 0 || !s.StartsEmptyAtZero(loop, InputOf(*more, 1), 3, 2)) {
     return refuse("it does not run once per offset from an empty sequence and bag 0");
   }
   // Bag i's bounds: Slice(bounds, [i], [i + 1]) and Slice(bounds, [i + 1], [i + 2]).

@@ -35,11 +35,7 @@ StatusOr<std::optional<BagLoop>> MatchDynamoPaddingBagLoop(const onnx::NodeProto
     return refuse("the body does not add one row a bag to the sequence");
   }
   const Node* bags = s.OuterOp(InputOf(*more, 1), "Size");
-  const Node* first = s.OuterOp(InputOf(loop, 1), "Less");
-  if (!bags || bags->Input(0) < 0 || !first || !InputOf(loop, 0).empty() || first->Input(1) < 0 ||
-      graph.values[static_cast<size_t>(first->Input(1))].name != InputOf(*more, 1) ||
-      graph.ScalarConstant(first->inputs[0]) != 0.0 || graph.ScalarConstant(graph.FindValue(InputOf(loop, 2))) != 0.0 ||
-      !s.OuterOp(InputOf(loop, 3), "SequenceEmpty")) {
+  if (!bags || bags->Input(0) < 0 || !s.StartsEmptyAtZero(loop, InputOf(*more, 1), 2, 3)) {
     return refuse("it does not run once per offset from bag 0 and an empty sequence");
   }
   // Bag i's positions: the inner Loop from Gather(bounds, i) while it is less than Gather(bounds, i + 1).

@@ -83,6 +83,16 @@ bool LoopScope::Plus(const std::string& value, const std::string& base, double k
   return add && InputOf(*add, 0) == base && Is(InputOf(*add, 1), k);
 }
 
+bool LoopScope::StartsEmptyAtZero(const onnx::NodeProto& loop, const std::string& count, int index_at,
+                                  int sequence_at) const {
+  const Node* first = OuterOp(InputOf(loop, 1), "Less");
+  return first && InputOf(loop, 0).empty() && first->Input(1) >= 0 &&
+         outer_.values[static_cast<size_t>(first->Input(1))].name == count &&
+         outer_.ScalarConstant(first->inputs[0]) == 0.0 &&
+         outer_.ScalarConstant(outer_.FindValue(InputOf(loop, index_at))) == 0.0 &&
+         OuterOp(InputOf(loop, sequence_at), "SequenceEmpty") != nullptr;
+}
+
 std::optional<Tensor> LoopScope::BodyTensor(const std::string& value,
                                             std::optional<std::vector<double>>* scalars) const {
   const onnx::TensorProto* proto = nullptr;

@@ -46,6 +46,10 @@ class LoopScope {
   bool Plus(const std::string& value, const std::string& base, double k) const;
   // Whether `value` is all zeros (a constant, or Expand of one).
   bool Zeros(const std::string& value) const;
+  // Whether `loop` (the Loop whose body this is) starts with an empty sequence and index 0 under
+  // the condition 0 < `count` (the value its body compares the next index with): its carried
+  // inputs `index_at` and `sequence_at` are a constant 0 and SequenceEmpty, and it has no trip count.
+  bool StartsEmptyAtZero(const onnx::NodeProto& loop, const std::string& count, int index_at, int sequence_at) const;
   // The output of `n`'s branch `name` (one output), or "".
   std::string BranchOutput(const onnx::NodeProto& n, const char* name) const;
 

@@ -162,17 +162,7 @@ Status Model::MakeRunner() {
   return Status::Ok();
 }
 
-Status Model::Prepare(Graph graph, ModelConfig config) {
-  // The CPU route compiles the model as imported a second time (StartRouting).
-  std::optional<std::pair<Graph, ModelConfig>> route_source;
-  if (config.routing.cpu != CpuRouting::kOff) {
-    const Backend* device = options_.replicas.empty() ? options_.backend : options_.replicas[0];
-    if (device == &CpuBackend()) {
-      LogInfo("model '" + config.name + "': routing.cpu is not used: the model runs on the CPU");
-    } else {
-      route_source.emplace(graph, config);
-    }
-  }
+Status Model::Compile(Graph graph, ModelConfig config) {
   RANKD_ASSIGN_OR_RETURN(compiled_, CompiledModel::Compile(std::move(graph), std::move(config), options_));
   const CompiledModel& c = *compiled_;
   config_ = c.config();
@@ -187,7 +177,37 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
     LogWarning("model '" + config_.name + "': gpus: " + GpuSetText(config_.gpus) + " is not used: it runs on the " +
                options_.backend->name() + " backend");
   }
-  RANKD_RETURN_IF_ERROR(MakeRunner());
+  return Status::Ok();
+}
+
+Status Model::Prepare(Graph graph, ModelConfig config) {
+  // The CPU route compiles the model as imported a second time (StartRouting).
+  std::optional<std::pair<Graph, ModelConfig>> route_source;
+  if (config.routing.cpu != CpuRouting::kOff) {
+    const Backend* device = options_.replicas.empty() ? options_.backend : options_.replicas[0];
+    if (device == &CpuBackend()) {
+      LogInfo("model '" + config.name + "': routing.cpu is not used: the model runs on the CPU");
+    } else {
+      route_source.emplace(graph, config);
+    }
+  }
+  RANKD_RETURN_IF_ERROR(Compile(std::move(graph), std::move(config)));
+  if (Status made = MakeRunner(); !made.ok()) {
+    if (!route_source) return made;
+    // No plans on the device (no room, a kernel it lacks): with a CPU route configured, the
+    // model serves on the CPU alone, compiled for it (docs/routing.md).
+    LogWarning("model '" + config_.name + "': its plans could not be prepared on the " + options_.backend->name() +
+               " backend (" + made.ToString() +
+               "): it serves on the CPU alone (routing.cpu: " + CpuRoutingName(config_.routing.cpu) + ")");
+    runner_.reset();
+    options_.backend = &CpuBackend();
+    options_.replicas.clear();
+    auto [source_graph, source_config] = std::move(*route_source);
+    route_source.reset();
+    RANKD_RETURN_IF_ERROR(Compile(std::move(source_graph), std::move(source_config)));
+    RANKD_RETURN_IF_ERROR(MakeRunner());
+  }
+  const CompiledModel& c = *compiled_;
   if (c.hoisted()) {
     std::string why = CheckHoisting();
     if (!why.empty()) {  // a rule proved something false: run the graph as written

@@ -191,6 +191,8 @@ class Model {
  private:
   Model() = default;
   Status Prepare(Graph graph, ModelConfig config);
+  // Compiles the graph for options_.backend and takes the compiled config (Prepare's first step).
+  Status Compile(Graph graph, ModelConfig config);
   // Places the compiled graph's tables by the config's budget and prepares them and the weights on
   // the backend, with the executor pool.
   Status MakeRunner();
