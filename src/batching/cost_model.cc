@@ -38,6 +38,11 @@ std::vector<double> Solve(std::vector<std::vector<double>> a, std::vector<double
 
 }  // namespace
 
+double CostMicros(const FittedCost& cost, int64_t rows, int64_t sequence_elements) {
+  return cost.per_row * static_cast<double>(rows) + cost.per_sequence_element * static_cast<double>(sequence_elements) +
+         cost.per_request;
+}
+
 FittedCost FitCost(const std::vector<CostSample>& samples) {
   RANKD_CHECK(!samples.empty());
   // Normal equations for micros = per_row·rows + per_seq·seq + per_request, each sample weighted

@@ -24,6 +24,9 @@ struct FittedCost {
   double budget = 0;
 };
 
+// A batch's cost under `cost`, in microseconds: per_row·rows + per_sequence_element·ids + per_request.
+double CostMicros(const FittedCost& cost, int64_t rows, int64_t sequence_elements);
+
 // Least squares over the samples (relative error), coefficients clamped at zero (a coefficient the samples do
 // not determine, e.g. no sequence inputs, is zero). REQUIRES: at least one sample.
 FittedCost FitCost(const std::vector<CostSample>& samples);

@@ -4,13 +4,8 @@
 
 namespace rankd {
 
-double RunMicros(const FittedCost& cost, int64_t rows, int64_t sequence_elements) {
-  return cost.per_row * static_cast<double>(rows) + cost.per_sequence_element * static_cast<double>(sequence_elements) +
-         cost.per_request;
-}
-
 double DeviceFinishMicros(const RoutePolicy& policy, const RouteLoad& load, int64_t rows, int64_t sequence_elements) {
-  const double own = RunMicros(policy.device, rows, sequence_elements);
+  const double own = CostMicros(policy.device, rows, sequence_elements);
   if (load.device_executors <= 0) return own;
   // Runs beyond the executors wait; this one waits for its share of those ahead of it.
   const int ahead = std::max(0, load.device_busy - load.device_executors + 1);
@@ -25,7 +20,7 @@ Route ChooseRoute(const RoutePolicy& policy, const RouteLoad& load, int64_t rows
     case CpuRouting::kRows:
       return cpu_free && rows <= policy.max_rows ? Route::kCpu : Route::kDevice;
     case CpuRouting::kCost:
-      return cpu_free && RunMicros(policy.cpu, rows, sequence_elements) <
+      return cpu_free && CostMicros(policy.cpu, rows, sequence_elements) <
                              DeviceFinishMicros(policy, load, rows, sequence_elements)
                  ? Route::kCpu
                  : Route::kDevice;

@@ -32,11 +32,8 @@ enum class Route : uint8_t {
   kCpuFallback,  // the device cannot run work: the CPU, waiting for a free run if need be
 };
 
-// A run's cost on one side, in microseconds: per_row·rows + per_sequence_element·ids + per_request.
-double RunMicros(const FittedCost& cost, int64_t rows, int64_t sequence_elements);
-
 // When a run of `rows` rows reading `sequence_elements` ragged ids would end on the device, in
-// microseconds from now: its cost, after the runs ahead of it (those past the executors, each
+// microseconds from now: its cost (CostMicros), after the runs ahead of it (those past the executors, each
 // taken as costing what it does) have drained over the executors.
 double DeviceFinishMicros(const RoutePolicy& policy, const RouteLoad& load, int64_t rows, int64_t sequence_elements);
 
