@@ -222,7 +222,7 @@ TEST(ModelErrors, ConfigErrorsNameTheField) {
   EXPECT_EQ(act->precision, "bf16-activations");
   ExpectError(ParseModelConfig("precision: bf16-everything\n", true).status(), StatusCode::kInvalidArgument,
               "bf16-activations");
-  // The CPU computes in fp32 whatever is asked: a bf16-activations model loads and scores there.
+  // The CPU takes bf16-activations as bf16 products (or fp32 without them): the model loads and scores there.
   ModelOptions options;
   options.precision = "bf16-activations";
   auto cpu = Model::Load(testing::SourcePath("models/zoo/din"), -1, options);

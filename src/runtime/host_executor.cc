@@ -97,7 +97,8 @@ Status HostExecutor::RunInto(const Plan& plan, std::span<const Tensor> inputs, s
                     nullptr,
                     static_cast<int>(s),
                     step.state.get(),
-                    resources_ ? resources_->kernel_counters() : nullptr};
+                    resources_ ? resources_->kernel_counters() : nullptr,
+                    resources_.get()};
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     RANKD_RETURN_IF_ERROR(step.kernel(args));
     if (profile) {

@@ -1,29 +1,12 @@
 // The CPU backend: the reference implementation of every op.
-#include <atomic>
 #include <map>
 #include <memory>
 
+#include "backend/cpu/host_resources.h"
 #include "backend/cpu/kernels.h"
 
 namespace rankd {
 namespace {
-
-// What the CPU keeps per model: constants are read where they are, so only the kernels' counters.
-class HostModelResources final : public ModelResources {
- public:
-  explicit HostModelResources(int counters)
-      : count_(counters), counters_(std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(counters))) {}
-  void* kernel_counters() const override { return counters_.get(); }
-  std::vector<int64_t> ReadCounters() const override {
-    std::vector<int64_t> values;
-    for (int c = 0; c < count_; ++c) values.push_back(counters_[static_cast<size_t>(c)].load());
-    return values;
-  }
-
- private:
-  int count_;
-  std::unique_ptr<std::atomic<int64_t>[]> counters_;
-};
 
 class CpuBackendImpl final : public Backend {
  public:
@@ -45,10 +28,14 @@ class CpuBackendImpl final : public Backend {
     auto it = kernels_.find(op);
     return it == kernels_.end() ? nullptr : &it->second;
   }
-  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, const PrepareOptions&) const override {
+  StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph,
+                                                         const PrepareOptions& options) const override {
     const int counters = KernelCounters(graph);
-    if (counters == 0) return std::shared_ptr<ModelResources>();  // constants are read where they are
-    return std::shared_ptr<ModelResources>(std::make_shared<HostModelResources>(counters));
+    std::unique_ptr<cpu::Bf16Matmuls> bf16;
+    if (Bf16Products(options.precision)) bf16 = cpu::Bf16Matmuls::Create(graph);
+    if (bf16 && bf16->weights() == 0) bf16.reset();
+    if (counters == 0 && !bf16) return std::shared_ptr<ModelResources>();  // constants are read where they are
+    return std::shared_ptr<ModelResources>(std::make_shared<cpu::HostModelResources>(counters, std::move(bf16)));
   }
   DeviceKind device_kind() const override { return DeviceKind::kHost; }
 

@@ -11,6 +11,7 @@
 
 #include "backend/activation.h"
 #include "backend/broadcast.h"
+#include "backend/cpu/host_resources.h"
 #include "backend/cpu/kernels.h"
 #include "backend/geometry.h"
 #include "common/parallel.h"
@@ -90,7 +91,12 @@ Status Gemm(const KernelArgs& k) {
                     for (int64_t i = 0; i < len; ++i) c[o + i] = pb[off[0] + i * st[0]];
                   });
   }
-  Sgemm(a.data<float>(), b.data<float>(), c, m, n, kk, ta, tb, alpha, has_c ? beta : 0.0f);
+  const Bf16Matmuls* bf16 = HostModelResources::Bf16Of(k);
+  if (bf16 && !ta && alpha == 1.0f && kk > 0 && bf16->Takes(b.data<float>(), tb, m)) {
+    RANKD_RETURN_IF_ERROR(bf16->Run(a.data<float>(), b.data<float>(), tb, c, m, n, kk, has_c ? beta : 0.0f));
+  } else {
+    Sgemm(a.data<float>(), b.data<float>(), c, m, n, kk, ta, tb, alpha, has_c ? beta : 0.0f);
+  }
   const ProductEpilogue epilogue(k, nullptr);  // fused by FuseGemmEpilogues and FuseProductMulAdds
   if (!epilogue.empty()) epilogue.Apply(c, m, n);
   return Status::Ok();
@@ -109,7 +115,12 @@ Status MatMul(const KernelArgs& k) {
   if (!epilogue.empty() && (nb != 1 || kk == 0))
     return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
   if (nb == 1) {  // one B for every batch of A: a single tall product, with its fused epilogue
-    Sgemm(pa, pb, pc, na * m, n, kk, false, false, 1.0f, 0.0f);
+    const Bf16Matmuls* bf16 = HostModelResources::Bf16Of(k);
+    if (bf16 && kk > 0 && bf16->Takes(pb, false, na * m)) {
+      RANKD_RETURN_IF_ERROR(bf16->Run(pa, pb, false, pc, na * m, n, kk, 0.0f));
+    } else {
+      Sgemm(pa, pb, pc, na * m, n, kk, false, false, 1.0f, 0.0f);
+    }
     if (!epilogue.empty()) epilogue.Apply(pc, na * m, n);
     return Status::Ok();
   }

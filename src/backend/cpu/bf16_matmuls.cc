@@ -1,0 +1,153 @@
+#include "backend/cpu/bf16_matmuls.h"
+
+#include <bit>
+#include <cstring>
+
+#include "common/parallel.h"
+
+#if RANKD_GEMM_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace rankd::cpu {
+
+#if RANKD_GEMM_ONEDNN
+
+namespace {
+
+// fp32 to bf16, rounded to nearest even; a NaN stays a NaN.
+uint16_t ToBf16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+void ToBf16(const float* in, uint16_t* out, int64_t n) {
+  ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = ToBf16(in[i]);
+  });
+}
+
+const dnnl::engine& Engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+}  // namespace
+
+struct Bf16Matmuls::Primitive {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul matmul;
+  dnnl::memory::desc src, weights, dst;
+  size_t scratchpad_bytes = 0;
+};
+
+bool HostHasBf16Matmuls() {
+  static const bool has = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  }();
+  return has;
+}
+
+std::unique_ptr<Bf16Matmuls> Bf16Matmuls::Create(const Graph& graph) {
+  std::unique_ptr<Bf16Matmuls> products(new Bf16Matmuls());
+  if (!HostHasBf16Matmuls()) return products;
+  for (const Node& node : graph.nodes) {
+    if ((node.op != "Gemm" && node.op != "MatMul") || node.inputs.size() < 2) continue;
+    auto found = graph.constants.find(node.inputs[1]);
+    if (found == graph.constants.end()) continue;
+    const Tensor& b = found->second;
+    if (b.dtype() != DType::kF32 || b.rank() != 2) continue;
+    const bool trans_b = node.op == "Gemm" && node.GetInt("transB", 0) != 0;
+    std::vector<uint16_t>& copy = products->weights_[{b.data<float>(), trans_b}];
+    if (!copy.empty() || b.size() == 0) continue;
+    copy.resize(static_cast<size_t>(b.size()));
+    ToBf16(b.data<float>(), copy.data(), b.size());
+  }
+  return products;
+}
+
+Bf16Matmuls::~Bf16Matmuls() = default;
+
+bool Bf16Matmuls::Takes(const float* b, bool trans_b, int64_t m) const {
+  return m >= kMinRows && weights_.count({b, trans_b}) > 0;
+}
+
+StatusOr<std::shared_ptr<const Bf16Matmuls::Primitive>> Bf16Matmuls::PrimitiveFor(const PrimitiveKey& key) const {
+  {
+    MutexLock lock(mu_);
+    auto it = primitives_.find(key);
+    if (it != primitives_.end()) return it->second;
+  }
+  const auto& [b, trans_b, m, n, k, beta_bits] = key;
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  auto made = std::make_shared<Primitive>();
+  made->src = dnnl::memory::desc({m, k}, dt::bf16, tag::ab);
+  made->weights = dnnl::memory::desc({k, n}, dt::bf16, trans_b ? tag::ba : tag::ab);
+  made->dst = dnnl::memory::desc({m, n}, dt::f32, tag::ab);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // each call its own: executors run it at once
+  if (const float beta = std::bit_cast<float>(beta_bits); beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  try {
+    made->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(made->src, made->weights, made->dst), attr, Engine());
+    made->matmul = dnnl::matmul(made->pd);
+  } catch (const dnnl::error& e) {
+    return Internal(std::string("oneDNN could not make a bf16 product: ") + e.what());
+  }
+  made->scratchpad_bytes = made->pd.scratchpad_desc().get_size();
+  MutexLock lock(mu_);
+  if (primitives_.size() >= kMaxPrimitives) primitives_.clear();
+  return primitives_.emplace(key, std::move(made)).first->second;
+}
+
+Status Bf16Matmuls::Run(const float* a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
+                        float beta) const {
+  auto weights = weights_.find({b, trans_b});
+  if (weights == weights_.end()) return Internal("a bf16 product's weights have no bf16 copy");
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Primitive> p,
+                         PrimitiveFor({b, trans_b, m, n, k, std::bit_cast<uint32_t>(beta)}));
+  thread_local std::vector<uint16_t> rows;
+  thread_local std::vector<uint8_t> scratchpad;
+  rows.resize(static_cast<size_t>(m * k));
+  ToBf16(a, rows.data(), m * k);
+  scratchpad.resize(std::max<size_t>(p->scratchpad_bytes, 1));
+  try {
+    dnnl::stream stream(Engine());
+    dnnl::memory src(p->src, Engine(), rows.data());
+    dnnl::memory wei(p->weights, Engine(), const_cast<uint16_t*>(weights->second.data()));
+    dnnl::memory dst(p->dst, Engine(), c);
+    dnnl::memory pad(p->pd.scratchpad_desc(), Engine(), scratchpad.data());
+    p->matmul.execute(stream,
+                      {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}});
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    return Internal(std::string("a bf16 product failed in oneDNN: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+#else  // OpenBLAS provides the sgemm: no bf16 products
+
+struct Bf16Matmuls::Primitive {};
+bool HostHasBf16Matmuls() { return false; }
+std::unique_ptr<Bf16Matmuls> Bf16Matmuls::Create(const Graph&) {
+  return std::unique_ptr<Bf16Matmuls>(new Bf16Matmuls());
+}
+Bf16Matmuls::~Bf16Matmuls() = default;
+bool Bf16Matmuls::Takes(const float*, bool, int64_t) const { return false; }
+StatusOr<std::shared_ptr<const Bf16Matmuls::Primitive>> Bf16Matmuls::PrimitiveFor(const PrimitiveKey&) const {
+  return Unimplemented("bf16 products need oneDNN");
+}
+Status Bf16Matmuls::Run(const float*, const float*, bool, float*, int64_t, int64_t, int64_t, float) const {
+  return Unimplemented("bf16 products need oneDNN");
+}
+
+#endif
+
+}  // namespace rankd::cpu

@@ -1,0 +1,60 @@
+// Bf16Matmuls: a model's matrix products with bf16 operands on the CPU, for bf16 and
+// bf16-activations precision (backend.h), where the CPU multiplies bf16 natively (AVX512-BF16 or
+// AMX, as oneDNN finds it). The weights (a Gemm's or MatMul's constant B) are rounded to bf16 once,
+// at load; each product rounds its A rows to bf16, accumulates in fp32 and writes fp32, as a GPU's
+// bf16 tensor cores and PyTorch's CPU autocast do. Products that do not qualify (B computed at run
+// time, a transposed A, alpha other than 1, a batch of B matrices) stay in fp32.
+//
+// oneDNN's matmul for a fixed shape is several times faster than one with the rows left open, but
+// takes about a millisecond to create: one is made per (weights, rows) on first use and kept (a
+// model's request sizes are few; past kMaxPrimitives they are all dropped and made again as used).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "backend/backend.h"
+#include "common/mutex.h"
+
+namespace rankd::cpu {
+
+// Whether this CPU multiplies bf16 natively (oneDNN's AVX512-BF16 or AMX kernels): without it
+// bf16 precision computes in fp32 on the CPU.
+bool HostHasBf16Matmuls();
+
+class Bf16Matmuls {
+ public:
+  // The bf16 copies of every fp32 2-D constant a Gemm or MatMul of `graph` reads as B; empty when
+  // the CPU lacks bf16 products or oneDNN is not the sgemm provider.
+  static std::unique_ptr<Bf16Matmuls> Create(const Graph& graph);
+  ~Bf16Matmuls();
+
+  // Whether a product of `m` rows by `b` (its B, transposed or not) runs here: b has a bf16 copy,
+  // and m is at least kMinRows (below, oneDNN's copy of the weights into its blocks for every
+  // call costs more than the rounding saves: W1's 1-pair requests ran 1.8x slower so).
+  bool Takes(const float* b, bool trans_b, int64_t m) const;
+  // c[m,n] = a[m,k] · op(b) + beta · c (beta 0 or the Gemm's, over a C already in `c`), with a's
+  // rows and b rounded to bf16, where Takes(b, trans_b, m).
+  Status Run(const float* a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k, float beta) const;
+
+  int64_t weights() const { return static_cast<int64_t>(weights_.size()); }
+
+ private:
+  struct Primitive;
+  using WeightKey = std::pair<const float*, bool>;
+  using PrimitiveKey = std::tuple<const float*, bool, int64_t, int64_t, int64_t, uint32_t>;  // b, trans, m, n, k, beta
+
+  Bf16Matmuls() = default;
+  StatusOr<std::shared_ptr<const Primitive>> PrimitiveFor(const PrimitiveKey& key) const;
+
+  static constexpr int64_t kMinRows = 4;
+  static constexpr size_t kMaxPrimitives = 512;
+  std::map<WeightKey, std::vector<uint16_t>> weights_;  // set at Create, then only read
+  mutable Mutex mu_;
+  mutable std::map<PrimitiveKey, std::shared_ptr<const Primitive>> primitives_ RANKD_GUARDED_BY(mu_);
+};
+
+}  // namespace rankd::cpu
