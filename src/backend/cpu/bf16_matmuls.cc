@@ -35,10 +35,14 @@ const dnnl::engine& Engine() {
 
 }  // namespace
 
+struct Bf16Matmuls::Blocked {
+  dnnl::memory memory;  // bf16, in the layout its desc says, allocated by oneDNN
+};
+
 struct Bf16Matmuls::Primitive {
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul matmul;
-  dnnl::memory::desc src, weights, dst;
+  std::shared_ptr<const Blocked> weights;
   size_t scratchpad_bytes = 0;
 };
 
@@ -58,21 +62,13 @@ std::unique_ptr<Bf16Matmuls> Bf16Matmuls::Create(const Graph& graph) {
     auto found = graph.constants.find(node.inputs[1]);
     if (found == graph.constants.end()) continue;
     const Tensor& b = found->second;
-    if (b.dtype() != DType::kF32 || b.rank() != 2) continue;
-    const bool trans_b = node.op == "Gemm" && node.GetInt("transB", 0) != 0;
-    std::vector<uint16_t>& copy = products->weights_[{b.data<float>(), trans_b}];
-    if (!copy.empty() || b.size() == 0) continue;
-    copy.resize(static_cast<size_t>(b.size()));
-    ToBf16(b.data<float>(), copy.data(), b.size());
+    if (b.dtype() != DType::kF32 || b.rank() != 2 || b.size() == 0) continue;
+    products->weights_.insert({b.data<float>(), node.op == "Gemm" && node.GetInt("transB", 0) != 0});
   }
   return products;
 }
 
 Bf16Matmuls::~Bf16Matmuls() = default;
-
-bool Bf16Matmuls::Takes(const float* b, bool trans_b, int64_t m) const {
-  return m >= kMinRows && weights_.count({b, trans_b}) > 0;
-}
 
 StatusOr<std::shared_ptr<const Bf16Matmuls::Primitive>> Bf16Matmuls::PrimitiveFor(const PrimitiveKey& key) const {
   {
@@ -84,9 +80,6 @@ StatusOr<std::shared_ptr<const Bf16Matmuls::Primitive>> Bf16Matmuls::PrimitiveFo
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   auto made = std::make_shared<Primitive>();
-  made->src = dnnl::memory::desc({m, k}, dt::bf16, tag::ab);
-  made->weights = dnnl::memory::desc({k, n}, dt::bf16, trans_b ? tag::ba : tag::ab);
-  made->dst = dnnl::memory::desc({m, n}, dt::f32, tag::ab);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // each call its own: executors run it at once
   if (const float beta = std::bit_cast<float>(beta_bits); beta != 0.0f) {
@@ -94,22 +87,43 @@ StatusOr<std::shared_ptr<const Bf16Matmuls::Primitive>> Bf16Matmuls::PrimitiveFo
     ops.append_sum(beta);
     attr.set_post_ops(ops);
   }
+  const dnnl::memory::desc plain({k, n}, dt::f32, trans_b ? tag::ba : tag::ab);
   try {
-    made->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(made->src, made->weights, made->dst), attr, Engine());
+    const dnnl::memory::desc src({m, k}, dt::bf16, tag::ab), dst({m, n}, dt::f32, tag::ab);
+    const dnnl::memory::desc weights({k, n}, dt::bf16, tag::any);  // the kernel's own blocks
+    made->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), attr, Engine());
     made->matmul = dnnl::matmul(made->pd);
   } catch (const dnnl::error& e) {
     return Internal(std::string("oneDNN could not make a bf16 product: ") + e.what());
   }
   made->scratchpad_bytes = made->pd.scratchpad_desc().get_size();
   MutexLock lock(mu_);
+  // The weights in the layout this primitive reads: rounded from the fp32 constant once per layout.
+  std::vector<std::shared_ptr<const Blocked>>& layouts = blocked_[{b, trans_b}];
+  for (const auto& layout : layouts) {
+    if (layout->memory.get_desc() == made->pd.weights_desc()) made->weights = layout;
+  }
+  if (!made->weights) {
+    try {
+      auto blocked = std::make_shared<Blocked>();
+      blocked->memory = dnnl::memory(made->pd.weights_desc(), Engine());
+      dnnl::memory from(plain, Engine(), const_cast<float*>(b));
+      dnnl::stream stream(Engine());
+      dnnl::reorder(from, blocked->memory).execute(stream, from, blocked->memory);
+      stream.wait();
+      layouts.push_back(blocked);
+      made->weights = std::move(blocked);
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("oneDNN could not round a product's weights to bf16: ") + e.what());
+    }
+  }
   if (primitives_.size() >= kMaxPrimitives) primitives_.clear();
   return primitives_.emplace(key, std::move(made)).first->second;
 }
 
 Status Bf16Matmuls::Run(const float* a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
                         float beta) const {
-  auto weights = weights_.find({b, trans_b});
-  if (weights == weights_.end()) return Internal("a bf16 product's weights have no bf16 copy");
+  if (!Takes(b, trans_b)) return Internal("a bf16 product's weights are not a constant of its model");
   RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Primitive> p,
                          PrimitiveFor({b, trans_b, m, n, k, std::bit_cast<uint32_t>(beta)}));
   thread_local std::vector<uint16_t> rows;
@@ -119,12 +133,12 @@ Status Bf16Matmuls::Run(const float* a, const float* b, bool trans_b, float* c, 
   scratchpad.resize(std::max<size_t>(p->scratchpad_bytes, 1));
   try {
     dnnl::stream stream(Engine());
-    dnnl::memory src(p->src, Engine(), rows.data());
-    dnnl::memory wei(p->weights, Engine(), const_cast<uint16_t*>(weights->second.data()));
-    dnnl::memory dst(p->dst, Engine(), c);
+    dnnl::memory src(p->pd.src_desc(), Engine(), rows.data());
+    dnnl::memory dst(p->pd.dst_desc(), Engine(), c);
     dnnl::memory pad(p->pd.scratchpad_desc(), Engine(), scratchpad.data());
-    p->matmul.execute(stream,
-                      {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}});
+    p->matmul.execute(
+        stream,
+        {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, p->weights->memory}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}});
     stream.wait();
   } catch (const dnnl::error& e) {
     return Internal(std::string("a bf16 product failed in oneDNN: ") + e.what());
@@ -134,13 +148,13 @@ Status Bf16Matmuls::Run(const float* a, const float* b, bool trans_b, float* c, 
 
 #else  // OpenBLAS provides the sgemm: no bf16 products
 
+struct Bf16Matmuls::Blocked {};
 struct Bf16Matmuls::Primitive {};
 bool HostHasBf16Matmuls() { return false; }
 std::unique_ptr<Bf16Matmuls> Bf16Matmuls::Create(const Graph&) {
   return std::unique_ptr<Bf16Matmuls>(new Bf16Matmuls());
 }
 Bf16Matmuls::~Bf16Matmuls() = default;
-bool Bf16Matmuls::Takes(const float*, bool, int64_t) const { return false; }
 StatusOr<std::shared_ptr<const Bf16Matmuls::Primitive>> Bf16Matmuls::PrimitiveFor(const PrimitiveKey&) const {
   return Unimplemented("bf16 products need oneDNN");
 }

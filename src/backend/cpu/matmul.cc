@@ -92,7 +92,7 @@ Status Gemm(const KernelArgs& k) {
                   });
   }
   const Bf16Matmuls* bf16 = HostModelResources::Bf16Of(k);
-  if (bf16 && !ta && alpha == 1.0f && kk > 0 && bf16->Takes(b.data<float>(), tb, m)) {
+  if (bf16 && !ta && alpha == 1.0f && m > 0 && kk > 0 && bf16->Takes(b.data<float>(), tb)) {
     RANKD_RETURN_IF_ERROR(bf16->Run(a.data<float>(), b.data<float>(), tb, c, m, n, kk, has_c ? beta : 0.0f));
   } else {
     Sgemm(a.data<float>(), b.data<float>(), c, m, n, kk, ta, tb, alpha, has_c ? beta : 0.0f);
@@ -116,7 +116,7 @@ Status MatMul(const KernelArgs& k) {
     return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
   if (nb == 1) {  // one B for every batch of A: a single tall product, with its fused epilogue
     const Bf16Matmuls* bf16 = HostModelResources::Bf16Of(k);
-    if (bf16 && kk > 0 && bf16->Takes(pb, false, na * m)) {
+    if (bf16 && na * m > 0 && kk > 0 && bf16->Takes(pb, false)) {
       RANKD_RETURN_IF_ERROR(bf16->Run(pa, pb, false, pc, na * m, n, kk, 0.0f));
     } else {
       Sgemm(pa, pb, pc, na * m, n, kk, false, false, 1.0f, 0.0f);
