@@ -11,6 +11,8 @@
 #include <random>
 #include <thread>
 
+#include "compile/plan.h"
+#include "runtime/backends.h"
 #include "serving/model.h"
 #include "test_util.h"
 
@@ -32,8 +34,8 @@ double LargestDifference(const std::vector<Tensor>& a, const std::vector<Tensor>
 TEST(CpuBf16Products, ACrossNetworkScoresWithinBf16RoundingOfFp32) {
   std::mt19937_64 rng(5);
   for (int64_t rows : {1, 3, 37, 300}) {
-    Graph g = testing::CrossNetwork(rows, 64, 96, 24, 3, rng);
-    std::vector<Tensor> in = {testing::RandomF32({rows, 64}, rng)};
+    Graph g = testing::CrossNetwork(rows, 256, 512, 128, 2, rng);
+    std::vector<Tensor> in = {testing::RandomF32({rows, 256}, rng)};
     auto fp32 = testing::RunGraph(g, in);
     ASSERT_TRUE(fp32.ok()) << fp32.status().ToString();
     for (Precision p : {Precision::kBf16, Precision::kBf16Activations}) {
@@ -50,35 +52,56 @@ TEST(CpuBf16Products, ACrossNetworkScoresWithinBf16RoundingOfFp32) {
   }
 }
 
-// The same graph run at once from several threads (executors share the model's products and
-// their oneDNN primitives) scores as one thread does.
-TEST(CpuBf16Products, ThreadsSharingAModelScoreAsOneDoes) {
+// Small weight matrices (under 65,536 values, or a side under 64) stay in fp32: bf16 precision
+// scores a network of them exactly as fp32 does.
+TEST(CpuBf16Products, SmallWeightsStayFp32) {
+  std::mt19937_64 rng(6);
+  for (int64_t rows : {1, 300}) {
+    Graph g = testing::CrossNetwork(rows, 32, 1024, 48, 2, rng);  // [1024, 32] and [48, 1024]: a side under 64
+    std::vector<Tensor> in = {testing::RandomF32({rows, 32}, rng)};
+    auto fp32 = testing::RunGraph(g, in);
+    auto bf16 = testing::RunGraph(g, in, {}, CpuBackend(), Precision::kBf16);
+    ASSERT_TRUE(fp32.ok() && bf16.ok());
+    EXPECT_EQ(LargestDifference(*bf16, *fp32), 0.0) << rows << " rows";
+  }
+}
+
+// Executors of one model run its bf16 products at once from several threads (they share the
+// model's weights and oneDNN primitives, made by whichever thread comes first): every answer is
+// the one a single thread gives.
+TEST(CpuBf16Products, ExecutorsSharingAModelRunAtOnceAsOneDoes) {
   std::mt19937_64 rng(7);
-  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
-  ModelOptions options;
-  options.precision = "bf16";
-  auto model = Model::Load(dir, -1, options);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  std::vector<InferRequest> requests;
-  std::vector<std::vector<InferOutput>> want;
-  for (int64_t rows : {5, 64, 200}) {
-    requests.push_back((*model)->ExampleRequest(rows));
-    auto out = (*model)->Infer(requests.back());
+  const std::vector<int64_t> sizes = {5, 64, 200};
+  std::vector<Graph> graphs;
+  std::vector<std::vector<Tensor>> inputs, want;
+  std::vector<std::shared_ptr<const Plan>> plans;
+  Graph g = testing::CrossNetwork(1, 256, 512, 128, 2, rng);
+  auto resources = CpuBackend().PrepareModel(g, Precision::kBf16);
+  ASSERT_TRUE(resources.ok()) << resources.status().ToString();
+  for (int64_t rows : sizes) {
+    inputs.push_back({testing::RandomF32({rows, 256}, rng)});
+    PlanOptions options;
+    options.backend = &CpuBackend();
+    auto plan = Plan::Build(g, {{DType::kF32, {rows, 256}, nullptr}}, options);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    plans.push_back(*plan);
+    auto one = NewExecutor(CpuBackend(), *resources);
+    ASSERT_TRUE(one.ok());
+    auto out = (*one)->Run(*plans.back(), inputs.back());
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     want.push_back(std::move(*out));
   }
-  std::vector<std::thread> threads;
   std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 20; ++i) {
-        const size_t r = static_cast<size_t>(t + i) % requests.size();
-        auto out = (*model)->Infer(requests[r]);
-        if (!out.ok() || (*out)[0].data.bytes() != want[r][0].data.bytes() ||
-            std::memcmp((*out)[0].data.raw(), want[r][0].data.raw(), want[r][0].data.bytes()) != 0) {
-          ++wrong;
-        }
+      auto executor = NewExecutor(CpuBackend(), *resources);
+      for (int i = 0; executor.ok() && i < 20; ++i) {
+        const size_t r = static_cast<size_t>(t + i) % sizes.size();
+        auto out = (*executor)->Run(*plans[r], inputs[r]);
+        if (!out.ok() || std::memcmp((*out)[0].raw(), want[r][0].raw(), want[r][0].bytes()) != 0) ++wrong;
       }
+      if (!executor.ok()) ++wrong;
     });
   }
   for (std::thread& t : threads) t.join();

@@ -62,7 +62,10 @@ std::unique_ptr<Bf16Matmuls> Bf16Matmuls::Create(const Graph& graph) {
     auto found = graph.constants.find(node.inputs[1]);
     if (found == graph.constants.end()) continue;
     const Tensor& b = found->second;
-    if (b.dtype() != DType::kF32 || b.rank() != 2 || b.size() == 0) continue;
+    if (b.dtype() != DType::kF32 || b.rank() != 2 || std::min(b.dim(0), b.dim(1)) < kMinSide ||
+        b.size() < kMinWeights) {
+      continue;
+    }
     products->weights_.insert({b.data<float>(), node.op == "Gemm" && node.GetInt("transB", 0) != 0});
   }
   return products;

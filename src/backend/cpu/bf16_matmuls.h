@@ -4,8 +4,8 @@
 // fp32, as a GPU's bf16 tensor cores and PyTorch's CPU autocast do; B, a constant weight matrix of
 // the graph, is rounded to bf16 once, into the blocked layout oneDNN's kernel reads (its copy into
 // those blocks on every call cost W1's small requests 2-4x their fp32 time). Products that do not
-// qualify (B computed at run time, a transposed A, alpha other than 1, a batch of B matrices) stay
-// in fp32.
+// qualify (B computed at run time or small, a transposed A, alpha other than 1, a batch of B
+// matrices) stay in fp32.
 //
 // oneDNN's matmul for a fixed shape is several times faster than one with the rows left open, but
 // takes about a millisecond to create: one is made per (weights, rows) on first use and kept (a
@@ -30,8 +30,8 @@ bool HostHasBf16Matmuls();
 
 class Bf16Matmuls {
  public:
-  // The products of `graph` whose B is a 2-D fp32 constant; none when the CPU lacks bf16 products
-  // or oneDNN is not the sgemm provider.
+  // The products of `graph` whose B is a 2-D fp32 constant of at least kMinWeights elements; none
+  // when the CPU lacks bf16 products or oneDNN is not the sgemm provider.
   static std::unique_ptr<Bf16Matmuls> Create(const Graph& graph);
   ~Bf16Matmuls();
 
@@ -52,6 +52,10 @@ class Bf16Matmuls {
   Bf16Matmuls() = default;
   StatusOr<std::shared_ptr<const Primitive>> PrimitiveFor(const PrimitiveKey& key) const;
 
+  // Weights of fewer elements, or with a side under kMinSide, stay in fp32: rounding A costs a
+  // pass over its m x k values, which a product only k x n wide does not win back (DIN's attention
+  // products over candidates x history, 64 wide, ran slower in bf16).
+  static constexpr int64_t kMinWeights = 65536, kMinSide = 64;
   static constexpr size_t kMaxPrimitives = 512;
   std::set<WeightKey> weights_;  // set at Create, then only read
   mutable Mutex mu_;
