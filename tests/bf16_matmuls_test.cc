@@ -34,7 +34,7 @@ double LargestDifference(const std::vector<Tensor>& a, const std::vector<Tensor>
 TEST(CpuBf16Products, ACrossNetworkScoresWithinBf16RoundingOfFp32) {
   std::mt19937_64 rng(5);
   for (int64_t rows : {1, 3, 37, 300}) {
-    Graph g = testing::CrossNetwork(rows, 256, 512, 128, 2, rng);
+    Graph g = testing::CrossNetwork(rows, 256, 512, 256, 2, rng);
     std::vector<Tensor> in = {testing::RandomF32({rows, 256}, rng)};
     auto fp32 = testing::RunGraph(g, in);
     ASSERT_TRUE(fp32.ok()) << fp32.status().ToString();
@@ -52,7 +52,7 @@ TEST(CpuBf16Products, ACrossNetworkScoresWithinBf16RoundingOfFp32) {
   }
 }
 
-// Small weight matrices (under 65,536 values, or a side under 64) stay in fp32: bf16 precision
+// Small weight matrices (under 131,072 values, or a side under 64) stay in fp32: bf16 precision
 // scores a network of them exactly as fp32 does.
 TEST(CpuBf16Products, SmallWeightsStayFp32) {
   std::mt19937_64 rng(6);
@@ -75,7 +75,7 @@ TEST(CpuBf16Products, ExecutorsSharingAModelRunAtOnceAsOneDoes) {
   std::vector<Graph> graphs;
   std::vector<std::vector<Tensor>> inputs, want;
   std::vector<std::shared_ptr<const Plan>> plans;
-  Graph g = testing::CrossNetwork(1, 256, 512, 128, 2, rng);
+  Graph g = testing::CrossNetwork(1, 256, 512, 256, 2, rng);
   auto resources = CpuBackend().PrepareModel(g, Precision::kBf16);
   ASSERT_TRUE(resources.ok()) << resources.status().ToString();
   for (int64_t rows : sizes) {

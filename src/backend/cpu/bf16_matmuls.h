@@ -30,7 +30,7 @@ bool HostHasBf16Matmuls();
 
 class Bf16Matmuls {
  public:
-  // The products of `graph` whose B is a 2-D fp32 constant of at least kMinWeights elements; none
+  // The products of `graph` whose B is a 2-D fp32 constant of at least kMinWeights values; none
   // when the CPU lacks bf16 products or oneDNN is not the sgemm provider.
   static std::unique_ptr<Bf16Matmuls> Create(const Graph& graph);
   ~Bf16Matmuls();
@@ -52,10 +52,11 @@ class Bf16Matmuls {
   Bf16Matmuls() = default;
   StatusOr<std::shared_ptr<const Primitive>> PrimitiveFor(const PrimitiveKey& key) const;
 
-  // Weights of fewer elements, or with a side under kMinSide, stay in fp32: rounding A costs a
-  // pass over its m x k values, which a product only k x n wide does not win back (DIN's attention
-  // products over candidates x history, 64 wide, ran slower in bf16).
-  static constexpr int64_t kMinWeights = 65536, kMinSide = 64;
+  // Weights of fewer values, or with a side under kMinSide, stay in fp32: a call costs oneDNN two
+  // parallel regions and A's rounding, which a small product does not win back (DIN's products
+  // over candidates x history, 64 wide, and its 352 x 200 top layer ran slower in bf16), while
+  // large weights gain even at one row (half the bytes read).
+  static constexpr int64_t kMinWeights = 131072, kMinSide = 64;
   static constexpr size_t kMaxPrimitives = 512;
   std::set<WeightKey> weights_;  // set at Create, then only read
   mutable Mutex mu_;
