@@ -42,7 +42,7 @@ struct KernelArgs {
   int step = -1;                       // the step's index in its plan (device error reports)
   const KernelState* state = nullptr;  // what the kernel's prepare made of this node, if it has one
   void* counters = nullptr;            // the model's ModelResources::kernel_counters(); null outside a model's run
-  const ModelResources* resources = nullptr;  // the model's, on the host (the CPU's bf16 products); may be null
+  const ModelResources* resources = nullptr;  // the model's, on the host (the CPU's packed products); may be null
 
   const Tensor& In(int i) const { return *in[static_cast<size_t>(i)]; }
   bool HasIn(int i) const { return i < static_cast<int>(in.size()) && in[static_cast<size_t>(i)]; }
@@ -71,9 +71,9 @@ using KernelTable = std::map<std::string, Kernel>;
 // products as bf16 does and also keeps in bf16 alone the activations that only products and
 // same-shape multiply-adds read (DCNv2's cross network: its input and residuals), as TensorRT
 // keeps a bf16 engine's activations; bf16 keeps them in fp32, as PyTorch's autocast does.
-// The CPU takes bf16 products where it multiplies bf16 natively (AVX512-BF16, AMX:
-// cpu/bf16_matmuls.h), keeping every activation in fp32; elsewhere it computes in fp32 whatever is
-// asked.
+// The CPU takes bf16 products by its large weight matrices where it multiplies bf16 natively
+// (AVX512-BF16, AMX: cpu/packed_matmuls.h), keeping every activation in fp32; elsewhere it
+// computes in fp32 whatever is asked.
 enum class Precision { kFp32, kTf32, kBf16, kBf16Activations };
 StatusOr<Precision> ParsePrecision(const std::string& name);
 const char* PrecisionName(Precision p);

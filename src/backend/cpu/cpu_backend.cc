@@ -31,11 +31,10 @@ class CpuBackendImpl final : public Backend {
   StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph,
                                                          const PrepareOptions& options) const override {
     const int counters = KernelCounters(graph);
-    std::unique_ptr<cpu::Bf16Matmuls> bf16;
-    if (Bf16Products(options.precision)) bf16 = cpu::Bf16Matmuls::Create(graph);
-    if (bf16 && bf16->weights() == 0) bf16.reset();
-    if (counters == 0 && !bf16) return std::shared_ptr<ModelResources>();  // constants are read where they are
-    return std::shared_ptr<ModelResources>(std::make_shared<cpu::HostModelResources>(counters, std::move(bf16)));
+    std::unique_ptr<cpu::PackedMatmuls> packed = cpu::PackedMatmuls::Create(graph, Bf16Products(options.precision));
+    if (packed->weights() == 0) packed.reset();
+    if (counters == 0 && !packed) return std::shared_ptr<ModelResources>();  // the other constants are read in place
+    return std::shared_ptr<ModelResources>(std::make_shared<cpu::HostModelResources>(counters, std::move(packed)));
   }
   DeviceKind device_kind() const override { return DeviceKind::kHost; }
 

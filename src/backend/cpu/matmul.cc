@@ -1,5 +1,6 @@
 // CPU kernels of Gemm, MatMul and Einsum, through a multi-threaded sgemm: oneDNN's (default) or
-// OpenBLAS's (-DRANKD_CPU_GEMM=openblas).
+// OpenBLAS's (-DRANKD_CPU_GEMM=openblas); products by a model's large weight matrices through
+// oneDNN's matmul on weights packed once (packed_matmuls.h).
 #if RANKD_GEMM_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
 #else
@@ -91,9 +92,9 @@ Status Gemm(const KernelArgs& k) {
                     for (int64_t i = 0; i < len; ++i) c[o + i] = pb[off[0] + i * st[0]];
                   });
   }
-  const Bf16Matmuls* bf16 = HostModelResources::Bf16Of(k);
-  if (bf16 && !ta && alpha == 1.0f && m > 0 && kk > 0 && bf16->Takes(b.data<float>(), tb)) {
-    RANKD_RETURN_IF_ERROR(bf16->Run(a.data<float>(), b.data<float>(), tb, c, m, n, kk, has_c ? beta : 0.0f));
+  const PackedMatmuls* packed = HostModelResources::PackedOf(k);
+  if (packed && !ta && alpha == 1.0f && m > 0 && kk > 0 && packed->Takes(b.data<float>(), tb)) {
+    RANKD_RETURN_IF_ERROR(packed->Run(a.data<float>(), b.data<float>(), tb, c, m, n, kk, has_c ? beta : 0.0f));
   } else {
     Sgemm(a.data<float>(), b.data<float>(), c, m, n, kk, ta, tb, alpha, has_c ? beta : 0.0f);
   }
@@ -115,9 +116,9 @@ Status MatMul(const KernelArgs& k) {
   if (!epilogue.empty() && (nb != 1 || kk == 0))
     return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
   if (nb == 1) {  // one B for every batch of A: a single tall product, with its fused epilogue
-    const Bf16Matmuls* bf16 = HostModelResources::Bf16Of(k);
-    if (bf16 && na * m > 0 && kk > 0 && bf16->Takes(pb, false)) {
-      RANKD_RETURN_IF_ERROR(bf16->Run(pa, pb, false, pc, na * m, n, kk, 0.0f));
+    const PackedMatmuls* packed = HostModelResources::PackedOf(k);
+    if (packed && na * m > 0 && kk > 0 && packed->Takes(pb, false)) {
+      RANKD_RETURN_IF_ERROR(packed->Run(pa, pb, false, pc, na * m, n, kk, 0.0f));
     } else {
       Sgemm(pa, pb, pc, na * m, n, kk, false, false, 1.0f, 0.0f);
     }

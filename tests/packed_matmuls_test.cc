@@ -1,7 +1,7 @@
-// The CPU's bf16 products (backend/cpu/bf16_matmuls.h): taken at bf16 precision where the CPU
-// multiplies bf16, within bf16's rounding of the fp32 scores, and left in fp32 where they do not
-// qualify.
-#include "backend/cpu/bf16_matmuls.h"
+// The CPU's products by packed weights (backend/cpu/packed_matmuls.h): in fp32 as sgemm's within
+// rounding, at bf16 precision (where the CPU multiplies bf16) within bf16's rounding of fp32, small
+// weights left to sgemm, and several executors of one model running them at once.
+#include "backend/cpu/packed_matmuls.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,10 @@
 #include <random>
 #include <thread>
 
+#include "backend/cpu/host_resources.h"
 #include "compile/plan.h"
 #include "runtime/backends.h"
+#include "runtime/executor.h"
 #include "serving/model.h"
 #include "test_util.h"
 
@@ -29,9 +31,41 @@ double LargestDifference(const std::vector<Tensor>& a, const std::vector<Tensor>
   return most;
 }
 
+// The graph on the CPU without a model's resources: every product in sgemm.
+StatusOr<std::vector<Tensor>> RunInSgemm(const Graph& g, const std::vector<Tensor>& in) {
+  PlanOptions options;
+  options.backend = &CpuBackend();
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan,
+                         Plan::Build(g, {{in[0].dtype(), in[0].shape(), nullptr}}, options));
+  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, NewExecutor(CpuBackend(), nullptr));
+  return executor->Run(*plan, in);
+}
+
+// In fp32 a cross network's five large weight matrices (of its six) are packed, and its scores are
+// sgemm's within fp32 rounding, from one row to hundreds.
+TEST(CpuPackedProducts, Fp32ScoresAsSgemmWithinRounding) {
+  std::mt19937_64 rng(4);
+  Graph probe = testing::CrossNetwork(1, 256, 512, 256, 2, rng);
+  auto resources = CpuBackend().PrepareModel(probe, Precision::kFp32);
+  ASSERT_TRUE(resources.ok()) << resources.status().ToString();
+  const auto* host = dynamic_cast<const cpu::HostModelResources*>(resources->get());
+  ASSERT_NE(host, nullptr);
+  ASSERT_NE(host->packed_matmuls(), nullptr);
+  EXPECT_EQ(host->packed_matmuls()->weights(), 5);  // w0, down and up of two layers; not the score's [1, 512]
+  EXPECT_FALSE(host->packed_matmuls()->bf16());
+  for (int64_t rows : {1, 3, 37, 300}) {
+    Graph g = testing::CrossNetwork(rows, 256, 512, 256, 2, rng);
+    std::vector<Tensor> in = {testing::RandomF32({rows, 256}, rng)};
+    auto packed = testing::RunGraph(g, in);
+    auto sgemm = RunInSgemm(g, in);
+    ASSERT_TRUE(packed.ok() && sgemm.ok());
+    testing::ExpectOutputsNear(*packed, *sgemm, 1e-5, std::to_string(rows) + " rows");
+  }
+}
+
 // A cross network's Gemms (B transposed, with and without C) at bf16, from one row to hundreds: within bf16's rounding
 // of fp32, and not equal to it where the CPU has bf16 products (the path ran), equal where it has not.
-TEST(CpuBf16Products, ACrossNetworkScoresWithinBf16RoundingOfFp32) {
+TEST(CpuPackedProducts, ACrossNetworkScoresWithinBf16RoundingOfFp32) {
   std::mt19937_64 rng(5);
   for (int64_t rows : {1, 3, 37, 300}) {
     Graph g = testing::CrossNetwork(rows, 256, 512, 256, 2, rng);
@@ -52,9 +86,9 @@ TEST(CpuBf16Products, ACrossNetworkScoresWithinBf16RoundingOfFp32) {
   }
 }
 
-// Small weight matrices (under 131,072 values, or a side under 64) stay in fp32: bf16 precision
-// scores a network of them exactly as fp32 does.
-TEST(CpuBf16Products, SmallWeightsStayFp32) {
+// Small weight matrices (under 131,072 values, or a side under 64) are left to sgemm: bf16
+// precision scores a network of them exactly as fp32 does.
+TEST(CpuPackedProducts, SmallWeightsAreLeftToSgemm) {
   std::mt19937_64 rng(6);
   for (int64_t rows : {1, 300}) {
     Graph g = testing::CrossNetwork(rows, 32, 1024, 48, 2, rng);  // [1024, 32] and [48, 1024]: a side under 64
@@ -66,10 +100,10 @@ TEST(CpuBf16Products, SmallWeightsStayFp32) {
   }
 }
 
-// Executors of one model run its bf16 products at once from several threads (they share the
+// Executors of one model run its packed bf16 products at once from several threads (they share the
 // model's weights and oneDNN primitives, made by whichever thread comes first): every answer is
 // the one a single thread gives.
-TEST(CpuBf16Products, ExecutorsSharingAModelRunAtOnceAsOneDoes) {
+TEST(CpuPackedProducts, ExecutorsSharingAModelRunAtOnceAsOneDoes) {
   std::mt19937_64 rng(7);
   const std::vector<int64_t> sizes = {5, 64, 200};
   std::vector<Graph> graphs;
@@ -110,7 +144,7 @@ TEST(CpuBf16Products, ExecutorsSharingAModelRunAtOnceAsOneDoes) {
 
 // The zoo's DCNv2 (Gemms and MatMuls) and DIN at bf16 on the CPU score their reference requests
 // within bf16's rounding of the reference (fp32) scores.
-TEST(CpuBf16Products, ZooModelsScoreWithinBf16Rounding) {
+TEST(CpuPackedProducts, ZooModelsScoreWithinBf16Rounding) {
   for (const char* name : {"dlrm_dcnv2", "din"}) {
     ModelOptions options;
     options.precision = "bf16";

@@ -1,4 +1,4 @@
-#include "backend/cpu/bf16_matmuls.h"
+#include "backend/cpu/packed_matmuls.h"
 
 #include <bit>
 #include <cstring>
@@ -35,14 +35,14 @@ const dnnl::engine& Engine() {
 
 }  // namespace
 
-struct Bf16Matmuls::Blocked {
-  dnnl::memory memory;  // bf16, in the layout its desc says, allocated by oneDNN
+struct PackedMatmuls::Packed {
+  dnnl::memory memory;  // fp32 or bf16, in the layout its desc says, allocated by oneDNN
 };
 
-struct Bf16Matmuls::Primitive {
+struct PackedMatmuls::Primitive {
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul matmul;
-  std::shared_ptr<const Blocked> weights;
+  std::shared_ptr<const Packed> weights;
   size_t scratchpad_bytes = 0;
 };
 
@@ -54,9 +54,8 @@ bool HostHasBf16Matmuls() {
   return has;
 }
 
-std::unique_ptr<Bf16Matmuls> Bf16Matmuls::Create(const Graph& graph) {
-  std::unique_ptr<Bf16Matmuls> products(new Bf16Matmuls());
-  if (!HostHasBf16Matmuls()) return products;
+std::unique_ptr<PackedMatmuls> PackedMatmuls::Create(const Graph& graph, bool bf16) {
+  std::unique_ptr<PackedMatmuls> products(new PackedMatmuls(bf16 && HostHasBf16Matmuls()));
   for (const Node& node : graph.nodes) {
     if ((node.op != "Gemm" && node.op != "MatMul") || node.inputs.size() < 2) continue;
     auto found = graph.constants.find(node.inputs[1]);
@@ -71,9 +70,9 @@ std::unique_ptr<Bf16Matmuls> Bf16Matmuls::Create(const Graph& graph) {
   return products;
 }
 
-Bf16Matmuls::~Bf16Matmuls() = default;
+PackedMatmuls::~PackedMatmuls() = default;
 
-StatusOr<std::shared_ptr<const Bf16Matmuls::Primitive>> Bf16Matmuls::PrimitiveFor(const PrimitiveKey& key) const {
+StatusOr<std::shared_ptr<const PackedMatmuls::Primitive>> PackedMatmuls::PrimitiveFor(const PrimitiveKey& key) const {
   {
     MutexLock lock(mu_);
     auto it = primitives_.find(key);
@@ -92,51 +91,56 @@ StatusOr<std::shared_ptr<const Bf16Matmuls::Primitive>> Bf16Matmuls::PrimitiveFo
   }
   const dnnl::memory::desc plain({k, n}, dt::f32, trans_b ? tag::ba : tag::ab);
   try {
-    const dnnl::memory::desc src({m, k}, dt::bf16, tag::ab), dst({m, n}, dt::f32, tag::ab);
-    const dnnl::memory::desc weights({k, n}, dt::bf16, tag::any);  // the kernel's own blocks
+    const dt operands = bf16_ ? dt::bf16 : dt::f32;
+    const dnnl::memory::desc src({m, k}, operands, tag::ab), dst({m, n}, dt::f32, tag::ab);
+    const dnnl::memory::desc weights({k, n}, operands, tag::any);  // the kernel's own blocks
     made->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), attr, Engine());
     made->matmul = dnnl::matmul(made->pd);
   } catch (const dnnl::error& e) {
-    return Internal(std::string("oneDNN could not make a bf16 product: ") + e.what());
+    return Internal(std::string("oneDNN could not make a product: ") + e.what());
   }
   made->scratchpad_bytes = made->pd.scratchpad_desc().get_size();
   MutexLock lock(mu_);
-  // The weights in the layout this primitive reads: rounded from the fp32 constant once per layout.
-  std::vector<std::shared_ptr<const Blocked>>& layouts = blocked_[{b, trans_b}];
+  // The weights in the layout this primitive reads: packed from the fp32 constant once per layout.
+  std::vector<std::shared_ptr<const Packed>>& layouts = packed_[{b, trans_b}];
   for (const auto& layout : layouts) {
     if (layout->memory.get_desc() == made->pd.weights_desc()) made->weights = layout;
   }
   if (!made->weights) {
     try {
-      auto blocked = std::make_shared<Blocked>();
-      blocked->memory = dnnl::memory(made->pd.weights_desc(), Engine());
+      auto packed = std::make_shared<Packed>();
+      packed->memory = dnnl::memory(made->pd.weights_desc(), Engine());
       dnnl::memory from(plain, Engine(), const_cast<float*>(b));
       dnnl::stream stream(Engine());
-      dnnl::reorder(from, blocked->memory).execute(stream, from, blocked->memory);
+      dnnl::reorder(from, packed->memory).execute(stream, from, packed->memory);
       stream.wait();
-      layouts.push_back(blocked);
-      made->weights = std::move(blocked);
+      layouts.push_back(packed);
+      made->weights = std::move(packed);
     } catch (const dnnl::error& e) {
-      return Internal(std::string("oneDNN could not round a product's weights to bf16: ") + e.what());
+      return Internal(std::string("oneDNN could not pack a product's weights: ") + e.what());
     }
   }
   if (primitives_.size() >= kMaxPrimitives) primitives_.clear();
   return primitives_.emplace(key, std::move(made)).first->second;
 }
 
-Status Bf16Matmuls::Run(const float* a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
-                        float beta) const {
-  if (!Takes(b, trans_b)) return Internal("a bf16 product's weights are not a constant of its model");
+Status PackedMatmuls::Run(const float* a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
+                          float beta) const {
+  if (!Takes(b, trans_b)) return Internal("a packed product's weights are not a constant of its model");
   RANKD_ASSIGN_OR_RETURN(std::shared_ptr<const Primitive> p,
                          PrimitiveFor({b, trans_b, m, n, k, std::bit_cast<uint32_t>(beta)}));
   thread_local std::vector<uint16_t> rows;
   thread_local std::vector<uint8_t> scratchpad;
-  rows.resize(static_cast<size_t>(m * k));
-  ToBf16(a, rows.data(), m * k);
+  void* src_data = const_cast<float*>(a);
+  if (bf16_) {
+    rows.resize(static_cast<size_t>(m * k));
+    ToBf16(a, rows.data(), m * k);
+    src_data = rows.data();
+  }
   scratchpad.resize(std::max<size_t>(p->scratchpad_bytes, 1));
   try {
     dnnl::stream stream(Engine());
-    dnnl::memory src(p->pd.src_desc(), Engine(), rows.data());
+    dnnl::memory src(p->pd.src_desc(), Engine(), src_data);
     dnnl::memory dst(p->pd.dst_desc(), Engine(), c);
     dnnl::memory pad(p->pd.scratchpad_desc(), Engine(), scratchpad.data());
     p->matmul.execute(
@@ -144,25 +148,25 @@ Status Bf16Matmuls::Run(const float* a, const float* b, bool trans_b, float* c, 
         {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, p->weights->memory}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad}});
     stream.wait();
   } catch (const dnnl::error& e) {
-    return Internal(std::string("a bf16 product failed in oneDNN: ") + e.what());
+    return Internal(std::string("a product failed in oneDNN: ") + e.what());
   }
   return Status::Ok();
 }
 
-#else  // OpenBLAS provides the sgemm: no bf16 products
+#else  // OpenBLAS provides the sgemm: no packed products
 
-struct Bf16Matmuls::Blocked {};
-struct Bf16Matmuls::Primitive {};
+struct PackedMatmuls::Packed {};
+struct PackedMatmuls::Primitive {};
 bool HostHasBf16Matmuls() { return false; }
-std::unique_ptr<Bf16Matmuls> Bf16Matmuls::Create(const Graph&) {
-  return std::unique_ptr<Bf16Matmuls>(new Bf16Matmuls());
+std::unique_ptr<PackedMatmuls> PackedMatmuls::Create(const Graph&, bool) {
+  return std::unique_ptr<PackedMatmuls>(new PackedMatmuls(false));
 }
-Bf16Matmuls::~Bf16Matmuls() = default;
-StatusOr<std::shared_ptr<const Bf16Matmuls::Primitive>> Bf16Matmuls::PrimitiveFor(const PrimitiveKey&) const {
-  return Unimplemented("bf16 products need oneDNN");
+PackedMatmuls::~PackedMatmuls() = default;
+StatusOr<std::shared_ptr<const PackedMatmuls::Primitive>> PackedMatmuls::PrimitiveFor(const PrimitiveKey&) const {
+  return Unimplemented("packed products need oneDNN");
 }
-Status Bf16Matmuls::Run(const float*, const float*, bool, float*, int64_t, int64_t, int64_t, float) const {
-  return Unimplemented("bf16 products need oneDNN");
+Status PackedMatmuls::Run(const float*, const float*, bool, float*, int64_t, int64_t, int64_t, float) const {
+  return Unimplemented("packed products need oneDNN");
 }
 
 #endif
