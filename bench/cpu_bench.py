@@ -6,7 +6,7 @@ Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo into bench/out/, writes 
 (8 requests per shape, rotated), runs `rankd bench engine` on them and times the PyTorch
 model on the same inputs (padded ids, user rows repeated, as PyTorch needs them). Prints a markdown
 table: median and p99 ms per request, pairs/s, and the ratio. Needs scripts/setup.sh --zoo.
-At bf16 rankd runs `--precision bf16` (bf16 products where the CPU has them, cpu/bf16_matmuls.h)
+At bf16 rankd runs `--precision bf16` (bf16 products where the CPU has them, cpu/packed_matmuls.h)
 against PyTorch under CPU autocast to bf16; ONNX Runtime, which has no such mode, is left out.
 """
 import contextlib
