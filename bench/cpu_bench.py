@@ -2,7 +2,8 @@
 
   /usr/bin/python3 bench/cpu_bench.py [--sizes tiny,full] [--threads N] [--iters 50] [--precisions fp32,bf16]
 
-Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo into bench/out/, writes request sets
+Exports W1 (dlrm_dcnv2) and W2 (din), and with --workloads W3 (bst) and W4 (mmoe), from the
+model zoo into bench/out/, writes request sets
 (8 requests per shape, rotated), runs `rankd bench engine` on them and times the PyTorch
 model on the same inputs (padded ids, user rows repeated, as PyTorch needs them). Prints a markdown
 table: median and p99 ms per request, pairs/s, and the ratio. Needs scripts/setup.sh --zoo.
@@ -29,7 +30,10 @@ from peers.torch_peers import time_cpu, time_onnxruntime  # noqa: E402
 SHAPES = {
     "dlrm_dcnv2": [{"n": 1}, {"n": 64}, {"n": 512}],
     "din": [{"n": 200, "seq": 20}, {"n": 200, "seq": 100}, {"n": 200, "seq": 1000}],
+    "bst": [{"n": 200, "seq": 50}],
+    "mmoe": [{"n": 64}, {"n": 512}],
 }
+LABELS = {"dlrm_dcnv2": "W1", "din": "W2", "bst": "W3", "mmoe": "W4"}
 
 
 def main():
@@ -60,7 +64,8 @@ def main():
             feats = rq.features(name, model)
             for shape in shapes:
                 seq = shape.get("seq")
-                if seq and seq > feats[1].max_length:
+                longest = max((f.max_length for f in feats if f.scope == "user" and f.max_length), default=0)
+                if seq and seq > longest:
                     continue
                 rng = np.random.default_rng(123)
                 reqs = [rq.make_request(rng, feats, shape["n"], seq_len=seq) for _ in range(8)]
@@ -83,7 +88,7 @@ def main():
                         tmed, tp99 = time_cpu(model, batches, a.iters)
                     ort_result = None if bf16 else time_onnxruntime(
                         os.path.join(repo, package, "1", "model.onnx"), feats, batches, a.threads, a.iters)
-                    label = f"W{'1' if name == 'dlrm_dcnv2' else '2'} {size}, " + (
+                    label = f"{LABELS[name]} {size}, " + (
                         f"{shape['n']} pairs" if not seq else f"1 user x {shape['n']}, L={seq}") + f", {precision}"
                     rows.append((label, ours["median_ms"], ours["p99_ms"], tmed, tp99, shape["n"], ort_result, bf16))
                     print(f"{label}: rankd {ours['median_ms']:.3f} ms, torch {tmed:.3f} ms", file=sys.stderr)
