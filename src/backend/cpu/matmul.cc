@@ -60,11 +60,28 @@ struct ProductEpilogue {
   }
   bool empty() const { return !bias && activation == Activation::kNone && !multiplier; }
   void Apply(float* out, int64_t rows, int64_t n) const {
+    switch (activation) {  // the activation a constant of each loop, which then vectorises
+      case Activation::kNone:
+        return ApplyAs<Activation::kNone>(out, rows, n);
+      case Activation::kRelu:
+        return ApplyAs<Activation::kRelu>(out, rows, n);
+      case Activation::kGeluTanh:
+        return ApplyAs<Activation::kGeluTanh>(out, rows, n);
+      case Activation::kSigmoid:
+        return ApplyAs<Activation::kSigmoid>(out, rows, n);
+    }
+  }
+
+ private:
+  template <Activation A>
+  void ApplyAs(float* out, int64_t rows, int64_t n) const {
     ParallelFor(rows, std::max<int64_t>(n, 1), [&](int64_t begin, int64_t end) {  // rows of n elements
       for (int64_t r = begin; r < end; ++r) {
         float* row = out + r * n;
-        if (bias || activation != Activation::kNone) {
-          for (int64_t j = 0; j < n; ++j) row[j] = Activate(activation, row[j] + (bias ? bias[j] : 0.0f));
+        if (bias) {
+          for (int64_t j = 0; j < n; ++j) row[j] = Activate(A, row[j] + bias[j]);
+        } else if (A != Activation::kNone) {
+          for (int64_t j = 0; j < n; ++j) row[j] = Activate(A, row[j]);
         }
         if (!multiplier) continue;
         const float* m = multiplier + r * n;
