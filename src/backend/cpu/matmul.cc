@@ -92,6 +92,18 @@ struct ProductEpilogue {
   }
 };
 
+// Sgemm's product for a kernel of a model: on the model's packed weights where B is one of them
+// (packed_matmuls.h), else in sgemm.
+Status Product(const KernelArgs& k, const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t kk,
+               bool trans_a, bool trans_b, float alpha, float beta) {
+  const PackedMatmuls* packed = HostModelResources::PackedOf(k);
+  if (packed && !trans_a && alpha == 1.0f && m > 0 && kk > 0 && packed->Takes(b, trans_b)) {
+    return packed->Run(a, b, trans_b, c, m, n, kk, beta);
+  }
+  Sgemm(a, b, c, m, n, kk, trans_a, trans_b, alpha, beta);
+  return Status::Ok();
+}
+
 Status Gemm(const KernelArgs& k) {
   const Tensor &a = k.In(0), &b = k.In(1);
   Tensor& out = k.Out(0);
@@ -109,12 +121,7 @@ Status Gemm(const KernelArgs& k) {
                     for (int64_t i = 0; i < len; ++i) c[o + i] = pb[off[0] + i * st[0]];
                   });
   }
-  const PackedMatmuls* packed = HostModelResources::PackedOf(k);
-  if (packed && !ta && alpha == 1.0f && m > 0 && kk > 0 && packed->Takes(b.data<float>(), tb)) {
-    RANKD_RETURN_IF_ERROR(packed->Run(a.data<float>(), b.data<float>(), tb, c, m, n, kk, has_c ? beta : 0.0f));
-  } else {
-    Sgemm(a.data<float>(), b.data<float>(), c, m, n, kk, ta, tb, alpha, has_c ? beta : 0.0f);
-  }
+  RANKD_RETURN_IF_ERROR(Product(k, a.data<float>(), b.data<float>(), c, m, n, kk, ta, tb, alpha, has_c ? beta : 0.0f));
   const ProductEpilogue epilogue(k, nullptr);  // fused by FuseGemmEpilogues and FuseProductMulAdds
   if (!epilogue.empty()) epilogue.Apply(c, m, n);
   return Status::Ok();
@@ -133,12 +140,7 @@ Status MatMul(const KernelArgs& k) {
   if (!epilogue.empty() && (nb != 1 || kk == 0))
     return Internal(k.node.Describe() + ": an epilogue needs a weight matrix");
   if (nb == 1) {  // one B for every batch of A: a single tall product, with its fused epilogue
-    const PackedMatmuls* packed = HostModelResources::PackedOf(k);
-    if (packed && na * m > 0 && kk > 0 && packed->Takes(pb, false)) {
-      RANKD_RETURN_IF_ERROR(packed->Run(pa, pb, false, pc, na * m, n, kk, 0.0f));
-    } else {
-      Sgemm(pa, pb, pc, na * m, n, kk, false, false, 1.0f, 0.0f);
-    }
+    RANKD_RETURN_IF_ERROR(Product(k, pa, pb, pc, na * m, n, kk, false, false, 1.0f, 0.0f));
     if (!epilogue.empty()) epilogue.Apply(pc, na * m, n);
     return Status::Ok();
   }
