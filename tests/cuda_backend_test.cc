@@ -21,12 +21,15 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_health.h"
 #endif
+#include "common/host_allocator.h"
 #include "compile/plan.h"
 #include "frontend/kserve_json.h"
 #include "model/key_index.h"
+#include "model/ops/hash_strings.h"
 #include "model/ops/keyed_rows.h"
 #include "runtime/backends.h"
 #include "serving/model.h"
+#include "serving/string_ids.h"
 #include "test_util.h"
 
 namespace rankd {
@@ -310,6 +313,46 @@ OpCase BagsConcatAllEmpty() {
             g.Output(g.Op("ConcatEmbeddingBags", ins,
                           {{"parts", std::vector<int64_t>{1, 3}}, {"modes", std::vector<int64_t>{0, 0}}}));
           }};
+}
+
+// Bytes a GPU reads in place: page-locked where a device is present, else the heap (the cases are
+// then only built, not run). Kept for the process: the cases' records point into them.
+uint8_t* StringBytes(size_t n) {
+#if RANKD_HAVE_CUDA
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, n, cudaHostAllocPortable) == cudaSuccess) return static_cast<uint8_t*>(p);
+  cudaGetLastError();
+#endif
+  return new uint8_t[n];
+}
+
+// HashStrings over random strings of 0 to 150 random bytes (every length class of the three
+// hashes), a few prehashed records among them, packed as StringRecords packs them.
+OpCase HashStringsCase(const char* name, const char* function, DType dtype) {
+  return {name,
+          [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            const int64_t count = 777;
+            std::vector<int64_t> lengths(count);
+            int64_t total = 0;
+            for (int64_t& len : lengths) total += len = static_cast<int64_t>(rng() % 151);
+            uint8_t* bytes = StringBytes(static_cast<size_t>((total + 7) / 8 * 8 + hash_strings::kTailBytes));
+            for (int64_t b = 0; b < total; ++b) bytes[b] = static_cast<uint8_t>(rng());
+            Tensor records = Tensor::Zeros(DType::kI64, {count, 2});
+            int64_t* r = records.data<int64_t>();
+            for (int64_t i = 0, at = 0; i < count; at += lengths[static_cast<size_t>(i)], ++i) {
+              const bool prehashed = i % 97 == 5;
+              r[2 * i] = prehashed ? i : static_cast<int64_t>(reinterpret_cast<uintptr_t>(bytes + at));
+              r[2 * i + 1] = prehashed ? hash_strings::kPrehashed : lengths[static_cast<size_t>(i)];
+            }
+            in.push_back(records);
+            const int x = g.Input("records", DType::kI64, {count, 2});
+            g.Output(g.Op("HashStrings", {x},
+                          {{"function", std::string(function)},
+                           {"seed", static_cast<int64_t>(rng())},
+                           {"buckets", static_cast<int64_t>(rng() % 1000000 + 1)},
+                           {"dtype", std::string(DTypeName(dtype))}}));
+          },
+          0};
 }
 
 std::vector<OpCase> Cases() {
@@ -628,6 +671,9 @@ std::vector<OpCase> Cases() {
                  keyed_rows::SetParts(node, {{300, true, 0, "t"}, {300, false, 1, "t"}});
                  for (int out : node.outputs) g.Output(out);
                }});
+  c.push_back(HashStringsCase("hash_strings_fingerprint64", "fingerprint64", i64));
+  c.push_back(HashStringsCase("hash_strings_xxhash64_i32", "xxhash64", DType::kI32));
+  c.push_back(HashStringsCase("hash_strings_murmur3_32", "murmur3_32", i64));
   c.push_back({"ragged_to_padded",
                [](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64&) {
                  in.push_back(testing::MakeI64({6}, {4, 5, 6, 7, 8, 9}));
@@ -932,6 +978,56 @@ TEST_P(CudaZooTest, MatchesCpu) {
     ASSERT_EQ(got->size(), want->size());
     for (size_t i = 0; i < got->size(); ++i) {
       EXPECT_LE(testing::RelativeError((*got)[i].data, (*want)[i].data), 1e-5) << GetParam() << " request " << q;
+    }
+  }
+}
+
+// W4s (mmoe_strings) with its strings hashed on the device: scores as the CPU's, which hashes with
+// Debian's libraries, for strings of every length class, at sizes that pad to a bucket and not;
+// the strings' bytes are copied into the pinned pool, which the GPU reads in place.
+TEST(CudaBackend, StringsHashedOnTheDeviceScoreAsOnTheCpu) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::SourcePath("models/zoo/mmoe_strings");
+  ModelOptions gpu_options;
+  gpu_options.backend = cuda;
+  auto cpu = Model::Load(dir, -1);
+  auto gpu = Model::Load(dir, -1, gpu_options);
+  ASSERT_TRUE(cpu.ok() && gpu.ok()) << gpu.status().ToString();
+  std::mt19937_64 rng(31);
+  for (int64_t rows : {1, 7, 64, 300}) {
+    InferRequest r = (*cpu)->ExampleRequest(rows);
+    for (InferInput& in : r.inputs) {
+      if (in.is_bytes()) {
+        PackedStrings s;
+        s.shape = in.strings.shape;
+        for (int64_t i = 0; i < NumElements(s.shape); ++i) {
+          std::string v(rng() % 90, ' ');
+          for (char& ch : v) ch = static_cast<char>(rng());
+          s.Append(v);
+        }
+        in.strings = std::move(s);
+      } else if (in.data.dtype() == DType::kI64) {
+        for (int64_t i = 0; i < in.data.size(); ++i) in.data.data<int64_t>()[i] = static_cast<int64_t>(rng() % 100);
+      } else {
+        in.data = Random(in.data.dtype(), in.data.shape(), rng);
+      }
+    }
+    if (rows == 1) {  // the pinned pool serves the strings' copy, so the device hashes them
+      const InputConfig* cfg = (*gpu)->config().FindInput("categories");
+      ASSERT_TRUE(cfg && cfg->HashedByBackend());
+      RequestTensorScope scope;
+      Tensor bytes;
+      auto records = StringRecords(*cfg, r.inputs[1], true, bytes);
+      ASSERT_TRUE(records.ok());
+      ASSERT_TRUE(bytes.defined());
+      EXPECT_EQ(bytes.location().kind, MemoryKind::kPinned);
+    }
+    auto want = (*cpu)->Infer(r);
+    auto got = (*gpu)->Infer(r);
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status().ToString() << " / " << got.status().ToString();
+    for (size_t i = 0; i < got->size(); ++i) {
+      EXPECT_LE(testing::RelativeError((*got)[i].data, (*want)[i].data), 1e-5) << rows << " rows, output " << i;
     }
   }
 }

@@ -4,6 +4,7 @@
 // scoring as they do with the ids those strings stand for.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "common/string_hash.h"
 #include "frontend/bytes_elements.h"
 #include "model/config.h"
+#include "model/ops/hash_strings.h"
 #include "serving/model.h"
 #include "serving/string_ids.h"
 #include "test_util.h"
@@ -151,6 +153,92 @@ TEST(StringIds, MistakesNameTheInputAndElement) {
   ExpectError(StringsToIds(utf8, past).status(), "do not match its bytes");
   past.strings.offsets = {0, 2, 1};
   ExpectError(StringsToIds(utf8, past).status(), "do not match its bytes");
+}
+
+// Records of strings the backend hashes (model/ops/hash_strings.h): each points at its string in
+// the copied bytes (8-byte aligned, zeros past the last), or, where a device would read them and
+// the copy is not pinned (here: no pinned pool), carries its bucket; either way the HashStrings
+// kernel gives the ids StringsToIds gives, INT64 or INT32, in the strings' shape.
+TEST(StringRecords, PointIntoTheirBytesOrCarryTheirBuckets) {
+  const std::vector<std::string> values = {"Hello", "", "TensorFlow", "2.x", std::string(70, 'z'), "f17=v3"};
+  for (DType dtype : {DType::kI64, DType::kI32}) {
+    for (StringHash h : {StringHash::kFingerprint64, StringHash::kXxHash64, StringHash::kMurmur3_32}) {
+      InputConfig config = Config(h, 1000);
+      config.dtype = dtype;
+      config.strings.seed = h == StringHash::kFingerprint64 ? 0 : 42;
+      const InferInput in = BytesInput({2, 3}, values);
+      auto want = StringsToIds(config, in);
+      ASSERT_TRUE(want.ok());
+      for (bool device_reads : {false, true}) {
+        Tensor bytes;
+        auto records = StringRecords(config, in, device_reads, bytes);
+        ASSERT_TRUE(records.ok()) << records.status().ToString();
+        ASSERT_EQ(records->shape(), Shape({2, 3, 2}));
+        const int64_t* r = records->data<int64_t>();
+        if (device_reads) {
+          EXPECT_FALSE(bytes.defined());
+          for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(r[2 * i + 1], hash_strings::kPrehashed);
+        } else {
+          ASSERT_TRUE(bytes.defined());
+          const auto base = reinterpret_cast<intptr_t>(bytes.raw());
+          EXPECT_EQ(base % 8, 0);
+          for (int64_t i = 0; i < 6; ++i) {
+            EXPECT_EQ(r[2 * i + 1], static_cast<int64_t>(values[static_cast<size_t>(i)].size()));
+            EXPECT_EQ(std::string(reinterpret_cast<const char*>(r[2 * i]), static_cast<size_t>(r[2 * i + 1])),
+                      values[static_cast<size_t>(i)]);
+          }
+          const int64_t end = r[2 * 5] + r[2 * 5 + 1] - base;
+          ASSERT_GE(static_cast<int64_t>(bytes.bytes()), (end + 7) / 8 * 8 + hash_strings::kTailBytes);
+          for (int64_t b = end; b < static_cast<int64_t>(bytes.bytes()); ++b) EXPECT_EQ(bytes.data<uint8_t>()[b], 0);
+        }
+        testing::GraphBuilder g;
+        const int in_records = g.Input("s", DType::kI64, {2, 3, 2});
+        g.Output(g.Op("HashStrings", {in_records},
+                      {{"function", std::string(StringHashName(h))},
+                       {"seed", static_cast<int64_t>(config.strings.seed)},
+                       {"buckets", int64_t{1000}},
+                       {"dtype", std::string(DTypeName(dtype))}}));
+        auto ids = testing::RunGraph(g.graph(), {*records});
+        ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+        EXPECT_EQ((*ids)[0].shape(), Shape({2, 3}));
+        ASSERT_EQ((*ids)[0].dtype(), dtype);
+        EXPECT_EQ(std::memcmp((*ids)[0].raw(), want->data.raw(), want->data.bytes()), 0)
+            << StringHashName(h) << (device_reads ? ", hashed on the host" : ", hashed by the kernel");
+      }
+    }
+  }
+  // The checks StringsToIds makes, made here too.
+  InputConfig limited = Config(StringHash::kXxHash64, 10);
+  limited.strings.max_bytes = 4;
+  Tensor bytes;
+  ExpectError(StringRecords(limited, BytesInput({2}, {"ab", "abcde"}), false, bytes).status(),
+              "element 1 is 5 bytes; the limit is 4 (max_string_bytes)");
+  ExpectError(StringRecords(limited, BytesInput({3}, {"a", "b"}), false, bytes).status(), "do not match its bytes");
+  ExpectError(StringRecords(limited, BytesInput({2}, {"a", "b"}, {1, 1}), false, bytes).status(), "not ragged");
+}
+
+// A model whose BYTES input its backend hashes reads records, through a HashStrings node first in
+// its graph; a record that is neither a string nor a bucket fails the request, not the process.
+TEST(StringModels, HashedByTheBackendThroughItsGraph) {
+  auto model = Model::Load(testing::SourcePath("models/zoo/mmoe_strings"), -1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->load_report().hashed_string_inputs, 1);
+  testing::GraphBuilder g;
+  const int records = g.Input("s", DType::kI64, {2, 2});
+  g.Output(g.Op("HashStrings", {records},
+                {{"function", std::string("xxhash64")}, {"buckets", int64_t{10}}, {"dtype", std::string("INT64")}}));
+  Tensor bad = Tensor::Zeros(DType::kI64, {2, 2});
+  bad.data<int64_t>()[1] = hash_strings::kPrehashed;
+  bad.data<int64_t>()[3] = 5;  // five bytes at address 0
+  auto ids = testing::RunGraph(g.graph(), {bad});
+  ASSERT_FALSE(ids.ok());
+  EXPECT_NE(ids.status().message().find("record 1 is not a string"), std::string::npos) << ids.status().ToString();
+  // An unknown function, or no buckets, is refused when the graph is checked.
+  testing::GraphBuilder h;
+  const int r2 = h.Input("s", DType::kI64, {2, 2});
+  h.Output(h.Op("HashStrings", {r2},
+                {{"function", std::string("md5")}, {"buckets", int64_t{10}}, {"dtype", std::string("INT64")}}));
+  EXPECT_FALSE(testing::RunGraph(h.graph(), {bad}).ok());
 }
 
 std::string Elements(const std::vector<std::string>& values) {

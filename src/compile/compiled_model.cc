@@ -6,6 +6,7 @@
 
 #include "compile/passes.h"
 #include "compile/shared_constants.h"
+#include "model/ops/hash_strings.h"
 
 namespace rankd {
 
@@ -53,6 +54,7 @@ Status CompiledModel::RunPasses() {
   report_.ragged_inputs = static_cast<int>(ragged_names_.size());
   RANKD_RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_, offsets_inputs));
   RANKD_ASSIGN_OR_RETURN(report_.keyed_tables, KeyTables(graph_, config_.keyed_tables));
+  RANKD_ASSIGN_OR_RETURN(report_.hashed_string_inputs, HashStringsInGraph(graph_, config_.inputs));
   if (!options_.table_dtype.empty()) {
     DType d = DTypeFromName(options_.table_dtype).value_or(DType::kInvalid);
     if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16)
@@ -191,7 +193,8 @@ StatusOr<CompiledModel::ShapeProbe> CompiledModel::ProbeShapes() const {
     if (b.kind.part == GraphInputKind::kDense) {
       Shape s{ShapeProbe::kRows};
       for (int64_t d : in.dims) s.push_back(d < 0 ? 1 : d);
-      metas.push_back({in.dtype, s, nullptr});
+      if (in.HashedByBackend()) s.push_back(hash_strings::kRecordWidth);
+      metas.push_back({in.HashedByBackend() ? DType::kI64 : in.dtype, s, nullptr});
       if (user) probe.user_rows.push_back(id);
     } else if (b.kind.part == GraphInputKind::kValues) {
       metas.push_back(

@@ -69,6 +69,7 @@ struct CompileReport {
   int keyed_tables = 0;             // KeyTables
   int merged_key_lookups = 0;       // MergeKeyedRows
   int ragged_inputs = 0;
+  int hashed_string_inputs = 0;                      // HashStringsInGraph
   std::string hoisting = "off";                      // user-side hoisting: what runs once per user, or why nothing does
   std::vector<std::string> hoisting_gathers;         // the per-user values gathered to the candidates
   int hoisted_nodes = 0, hoisted_compute_nodes = 0;  // nodes run once per user, and those computing

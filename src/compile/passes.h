@@ -159,6 +159,12 @@ int StoreTablesAs(Graph& graph, DType dtype);
 Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_inputs,
                          const std::vector<std::string>& offsets_inputs = {});
 
+// BYTES inputs hashed by the model's backend (string_inputs.cc; InputConfig::HashedByBackend):
+// graph input NAME, the ids, becomes NAME INT64 [rows, dims..., 2], the records of the request's
+// strings (model/ops/hash_strings.h), and a HashStrings node first in the graph computes the ids
+// under their new name "NAME.ids" for every reader. Returns the number of inputs rewritten.
+StatusOr<int> HashStringsInGraph(Graph& graph, const std::vector<InputConfig>& inputs);
+
 // What HoistUserSide did, for `rankd inspect`.
 struct HoistReport {
   bool hoisted = false;

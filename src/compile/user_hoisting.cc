@@ -169,6 +169,10 @@ std::optional<std::vector<Info>> Hoister::RowsRule(const Node& n) const {
     if (side(0) == Side::kFree && (ragged || padded)) return all_outputs(rows);
     return std::nullopt;
   }
+  if (op == "HashStrings") {  // a row's strings hashed to its ids
+    if (side(0) == Side::kRows) return all_outputs(rows);
+    return std::nullopt;
+  }
   if (op == "RaggedToPadded") {
     if (side(0) == Side::kRaggedValues && side(1) == Side::kRaggedOffsets) return all_outputs(rows);
     return std::nullopt;

@@ -44,6 +44,10 @@ struct InputConfig {
     bool utf8 = false;          // refuse strings that are not valid UTF-8
     int64_t max_bytes = 65536;  // the longest string accepted
   } strings;
+
+  // Whether the model's backend hashes this input's strings (compile/string_inputs.cc): one id per
+  // string, neither split nor ragged. Other BYTES inputs are turned into ids on the host.
+  bool HashedByBackend() const { return strings.bytes && strings.hash && strings.split.empty() && !ragged; }
 };
 
 struct OutputConfig {

@@ -178,8 +178,18 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
                              (in->is_bytes() ? "BYTES" : DTypeName(in->data.dtype())));
     }
     if (!cfg.strings.bytes) continue;
-    RANKD_ASSIGN_OR_RETURN(InferInput ids, StringsToIds(cfg, *in));
-    converted.push_back(std::move(ids));
+    if (cfg.HashedByBackend()) {  // the strings' records: the plan's first step hashes them
+      InferInput records;
+      records.name = in->name;
+      Tensor bytes;
+      RANKD_ASSIGN_OR_RETURN(records.data,
+                             StringRecords(cfg, *in, backend().device_kind() != DeviceKind::kHost, bytes));
+      if (bytes.defined()) prepared.owned.push_back(std::move(bytes));
+      converted.push_back(std::move(records));
+    } else {
+      RANKD_ASSIGN_OR_RETURN(InferInput ids, StringsToIds(cfg, *in));
+      converted.push_back(std::move(ids));
+    }
     prepared.owned.push_back(converted.back().data);
     given[c] = &converted.back();
     summed[c] = nullptr;
@@ -193,7 +203,8 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     const InferInput* in = given[c];
     if (!in) return InvalidArgument("input '" + cfg.name + "' is missing");
     const Tensor& t = in->data;
-    if (t.dtype() != cfg.dtype) {
+    const bool records = cfg.HashedByBackend();  // checked by StringRecords, shaped as the strings
+    if (!records && t.dtype() != cfg.dtype) {
       return InvalidArgument("input '" + cfg.name + "' must be " + DTypeName(cfg.dtype) + ", got " +
                              DTypeName(t.dtype()));
     }
@@ -215,18 +226,19 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
         rows[c] = t.dim(0);
       }
     } else {
-      if (t.rank() != static_cast<int64_t>(cfg.dims.size()) + 1) {
+      const Shape shape = records ? Shape(t.shape().begin(), t.shape().end() - 1) : t.shape();
+      if (shape.size() != cfg.dims.size() + 1) {
         return InvalidArgument("input '" + cfg.name + "' must have shape [rows" +
                                std::string(cfg.dims.empty() ? "" : ", ") + ShapeToString(cfg.dims).substr(1) +
-                               ", got " + ShapeToString(t.shape()));
+                               ", got " + ShapeToString(shape));
       }
       for (size_t d = 0; d < cfg.dims.size(); ++d) {
-        if (cfg.dims[d] >= 0 && t.dim(static_cast<int64_t>(d) + 1) != cfg.dims[d]) {
+        if (cfg.dims[d] >= 0 && shape[d + 1] != cfg.dims[d]) {
           return InvalidArgument("input '" + cfg.name + "' must have shape [rows, " +
-                                 ShapeToString(cfg.dims).substr(1) + ", got " + ShapeToString(t.shape()));
+                                 ShapeToString(cfg.dims).substr(1) + ", got " + ShapeToString(shape));
         }
       }
-      rows[c] = t.dim(0);
+      rows[c] = shape[0];
     }
     if (cfg.scope == InputScope::kItem) {
       if (n >= 0 && rows[c] != n) {

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <string>
 
 #include "common/string_hash.h"
+#include "model/ops/hash_strings.h"
 
 namespace rankd {
 namespace {
@@ -87,17 +89,24 @@ Status CheckPacked(const std::string& name, const PackedStrings& s) {
                               " do not match its bytes");
 }
 
+// Every string of `s` against the config's limits; one pass over the offsets where no string is
+// too long and UTF-8 is not required.
+Status CheckStrings(const InputConfig& config, const PackedStrings& s) {
+  int64_t longest = 0;
+  for (int64_t i = 0; i < s.size(); ++i) longest = std::max(longest, s.offsets[i + 1] - s.offsets[i]);
+  for (int64_t i = 0; i < s.size() && (longest > config.strings.max_bytes || config.strings.utf8); ++i) {
+    RANKD_RETURN_IF_ERROR(CheckString(config, s.at(i), i));
+  }
+  return Status::Ok();
+}
+
 template <typename Id>
 Status Convert(const InputConfig& config, const InferInput& in, InferInput& out) {
   const PackedStrings& s = in.strings;
   RANKD_RETURN_IF_ERROR(CheckPacked(config.name, s));
   const std::string& delimiter = config.strings.split;
   if (delimiter.empty()) {  // one id per string, in the strings' shape, hashed in one pass
-    int64_t longest = 0;
-    for (int64_t i = 0; i < s.size(); ++i) longest = std::max(longest, s.offsets[i + 1] - s.offsets[i]);
-    for (int64_t i = 0; i < s.size() && (longest > config.strings.max_bytes || config.strings.utf8); ++i) {
-      RANKD_RETURN_IF_ERROR(CheckString(config, s.at(i), i));
-    }
+    RANKD_RETURN_IF_ERROR(CheckStrings(config, s));
     const InputConfig::Strings& c = config.strings;
     if (!c.hash) return InvalidArgument("input '" + config.name + "': BYTES without hash or split in its config");
     out.data = Tensor::Empty(config.dtype, s.shape);
@@ -131,6 +140,38 @@ Status Convert(const InputConfig& config, const InferInput& in, InferInput& out)
 }
 
 }  // namespace
+
+StatusOr<Tensor> StringRecords(const InputConfig& config, const InferInput& in, bool device_reads, Tensor& bytes) {
+  const PackedStrings& s = in.strings;
+  RANKD_RETURN_IF_ERROR(CheckPacked(config.name, s));
+  if (!in.lengths.empty()) return InvalidArgument("input '" + config.name + "' is not ragged: send it without lengths");
+  RANKD_RETURN_IF_ERROR(CheckStrings(config, s));
+  Shape shape = s.shape;
+  shape.push_back(hash_strings::kRecordWidth);
+  Tensor records = Tensor::Empty(DType::kI64, shape);
+  int64_t* r = records.data<int64_t>();
+  const int64_t count = s.size(), total = s.offsets.back();
+  const int64_t* offsets = s.offsets.data();
+  bytes = Tensor::Empty(DType::kU8, {(total + 7) / 8 * 8 + hash_strings::kTailBytes});
+  const auto base = reinterpret_cast<uintptr_t>(bytes.raw());
+  if (base % 8 == 0 && (!device_reads || bytes.location().kind == MemoryKind::kPinned)) {
+    std::memcpy(bytes.raw(), s.bytes.data(), static_cast<size_t>(total));
+    std::memset(static_cast<uint8_t*>(bytes.raw()) + total, 0, bytes.bytes() - static_cast<size_t>(total));
+    for (int64_t i = 0; i < count; ++i) {
+      r[2 * i] = static_cast<int64_t>(base) + offsets[i];
+      r[2 * i + 1] = offsets[i + 1] - offsets[i];
+    }
+    return records;
+  }
+  bytes = Tensor();
+  const InputConfig::Strings& c = config.strings;
+  HashBuckets(*c.hash, c.seed, static_cast<uint64_t>(c.buckets), s.bytes.data(), offsets, count, r);
+  for (int64_t i = count - 1; i >= 0; --i) {  // (bucket, kPrehashed) from the last, as r[i] moves to r[2i]
+    r[2 * i] = r[i];
+    r[2 * i + 1] = hash_strings::kPrehashed;
+  }
+  return records;
+}
 
 StatusOr<InferInput> StringsToIds(const InputConfig& config, const InferInput& in) {
   InferInput out;

@@ -22,6 +22,7 @@ class CpuBackendImpl final : public Backend {
     cpu::AppendAttentionKernels(kernels_);
     cpu::AppendSoftmaxAttentionKernels(kernels_);
     cpu::AppendDotInteractionKernels(kernels_);
+    cpu::AppendStringKernels(kernels_);
   }
   const char* name() const override { return "cpu"; }
   const Kernel* FindKernel(const std::string& op) const override {

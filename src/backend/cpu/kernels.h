@@ -19,6 +19,7 @@ void AppendFusedElementwiseKernel(KernelTable& out);
 void AppendAttentionKernels(KernelTable& out);
 void AppendSoftmaxAttentionKernels(KernelTable& out);
 void AppendDotInteractionKernels(KernelTable& out);
+void AppendStringKernels(KernelTable& out);
 
 // C[m,n] = alpha * op(A) op(B) + beta * C, all row-major and dense, through the multi-threaded
 // sgemm (single-threaded when called inside a parallel region).

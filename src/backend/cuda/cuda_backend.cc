@@ -157,6 +157,7 @@ KernelTable CudaKernels() {
   cuda::AppendAttentionKernels(kernels);
   cuda::AppendSoftmaxAttentionKernels(kernels);
   cuda::AppendDotInteractionKernels(kernels);
+  cuda::AppendStringKernels(kernels);
   return kernels;
 }
 

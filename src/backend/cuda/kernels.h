@@ -22,6 +22,7 @@ void AppendFusedElementwiseKernel(KernelTable& out);
 void AppendAttentionKernels(KernelTable& out);
 void AppendSoftmaxAttentionKernels(KernelTable& out);
 void AppendDotInteractionKernels(KernelTable& out);
+void AppendStringKernels(KernelTable& out);
 
 // out[idx] = in[base + sum(idx_d * strides_d)] over out_shape, elements of elem_size bytes, on the
 // executor's stream. Strides may be 0 (broadcast) or negative (reversed slices).

@@ -22,6 +22,7 @@ const std::map<std::string, OpSchema>& Registry() {
     AppendMathSchemas(all);
     AppendEmbeddingSchemas(all);
     AppendAttentionSchemas(all);
+    AppendStringSchemas(all);
     std::map<std::string, OpSchema> m;
     for (const OpSchema& s : all) {
       RANKD_CHECK_MSG(m.emplace(s.name, s).second, std::string("duplicate schema ") + s.name);

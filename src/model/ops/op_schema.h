@@ -68,6 +68,7 @@ void AppendTensorSchemas(std::vector<OpSchema>& out);
 void AppendMathSchemas(std::vector<OpSchema>& out);
 void AppendEmbeddingSchemas(std::vector<OpSchema>& out);
 void AppendAttentionSchemas(std::vector<OpSchema>& out);
+void AppendStringSchemas(std::vector<OpSchema>& out);
 
 // Helpers shared by shape functions.
 // Normalises axis into [0, rank); error if out of range.
