@@ -143,26 +143,35 @@ Status Convert(const InputConfig& config, const InferInput& in, InferInput& out)
 
 StatusOr<Tensor> StringRecords(const InputConfig& config, const InferInput& in, bool device_reads, Tensor& bytes) {
   const PackedStrings& s = in.strings;
-  RANKD_RETURN_IF_ERROR(CheckPacked(config.name, s));
   if (!in.lengths.empty()) return InvalidArgument("input '" + config.name + "' is not ragged: send it without lengths");
-  RANKD_RETURN_IF_ERROR(CheckStrings(config, s));
+  const int64_t count = s.size(), total = static_cast<int64_t>(s.bytes.size());
+  const int64_t* offsets = s.offsets.data();
+  bool ok = count >= 0 && offsets[0] == 0 && offsets[count] == total && NumElements(s.shape) == count;
+  for (int64_t d : s.shape) ok = ok && d >= 0;
+  if (!ok) return CheckPacked(config.name, s);
   Shape shape = s.shape;
   shape.push_back(hash_strings::kRecordWidth);
   Tensor records = Tensor::Empty(DType::kI64, shape);
   int64_t* r = records.data<int64_t>();
-  const int64_t count = s.size(), total = s.offsets.back();
-  const int64_t* offsets = s.offsets.data();
   bytes = Tensor::Empty(DType::kU8, {(total + 7) / 8 * 8 + hash_strings::kTailBytes});
   const auto base = reinterpret_cast<uintptr_t>(bytes.raw());
   if (base % 8 == 0 && (!device_reads || bytes.location().kind == MemoryKind::kPinned)) {
     std::memcpy(bytes.raw(), s.bytes.data(), static_cast<size_t>(total));
     std::memset(static_cast<uint8_t*>(bytes.raw()) + total, 0, bytes.bytes() - static_cast<size_t>(total));
+    int64_t shortest = 0, longest = 0;  // one pass: the records, and the lengths' bounds
     for (int64_t i = 0; i < count; ++i) {
+      const int64_t length = offsets[i + 1] - offsets[i];
+      shortest = std::min(shortest, length);
+      longest = std::max(longest, length);
       r[2 * i] = static_cast<int64_t>(base) + offsets[i];
-      r[2 * i + 1] = offsets[i + 1] - offsets[i];
+      r[2 * i + 1] = length;
     }
+    if (shortest < 0) return CheckPacked(config.name, s);
+    if (longest > config.strings.max_bytes || config.strings.utf8) RANKD_RETURN_IF_ERROR(CheckStrings(config, s));
     return records;
   }
+  RANKD_RETURN_IF_ERROR(CheckPacked(config.name, s));
+  RANKD_RETURN_IF_ERROR(CheckStrings(config, s));
   bytes = Tensor();
   const InputConfig::Strings& c = config.strings;
   HashBuckets(*c.hash, c.seed, static_cast<uint64_t>(c.buckets), s.bytes.data(), offsets, count, r);
