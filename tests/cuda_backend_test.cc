@@ -327,7 +327,8 @@ uint8_t* StringBytes(size_t n) {
 }
 
 // HashStrings over random strings of 0 to 150 random bytes (every length class of the three
-// hashes), a few prehashed records among them, packed as StringRecords packs them.
+// hashes), a few prehashed records and padded rows' zero records among them, packed as
+// StringRecords packs them.
 OpCase HashStringsCase(const char* name, const char* function, DType dtype) {
   return {name,
           [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
@@ -340,9 +341,9 @@ OpCase HashStringsCase(const char* name, const char* function, DType dtype) {
             Tensor records = Tensor::Zeros(DType::kI64, {count, 2});
             int64_t* r = records.data<int64_t>();
             for (int64_t i = 0, at = 0; i < count; at += lengths[static_cast<size_t>(i)], ++i) {
-              const bool prehashed = i % 97 == 5;
-              r[2 * i] = prehashed ? i : static_cast<int64_t>(reinterpret_cast<uintptr_t>(bytes + at));
-              r[2 * i + 1] = prehashed ? hash_strings::kPrehashed : lengths[static_cast<size_t>(i)];
+              const bool prehashed = i % 97 == 5, padding = i % 101 == 7;  // a padded row's record is zeros
+              r[2 * i] = prehashed ? i : padding ? 0 : static_cast<int64_t>(reinterpret_cast<uintptr_t>(bytes + at));
+              r[2 * i + 1] = prehashed ? hash_strings::kPrehashed : padding ? 0 : lengths[static_cast<size_t>(i)];
             }
             in.push_back(records);
             const int x = g.Input("records", DType::kI64, {count, 2});

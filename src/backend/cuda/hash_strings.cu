@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kThreads)
     const auto* words = reinterpret_cast<const uint64_t*>(address & ~uint64_t{7});
     WordBytes r{words, address & 7, 1};
     const uint64_t needed = ((address & 7) + n + 7) / 8 + 1;  // and the word a funnel may read past the end
-    if (needed <= kStagedWords) {
+    if (n > 0 && needed <= kStagedWords) {  // an empty string reads nothing (a padded row's is at address 0)
       uint64_t* mine = &staged[0][threadIdx.x];
 #pragma unroll
       for (int j = 0; j < kStagedWords; ++j) {
