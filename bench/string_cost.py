@@ -1,13 +1,13 @@
 """What string features cost (docs/strings.md): W4s (mmoe_strings, six of W4's categorical
 features sent as strings) against mmoe with the ids those strings hash to, the same requests
 otherwise, in the engine (`rankd bench engine`, in-process) and served (`rankd serve` on
---server-cpus, `rankd bench server` on --client-cpus: HTTP binary, gRPC raw and HTTP JSON), the
-two models alternated. Prints a markdown table; the issue's target is at most 10% more.
+--server-cpus, `rankd bench server` on --client-cpus: HTTP binary, gRPC raw, gRPC typed contents
+and HTTP JSON, as --wires lists them), the two models alternated. Prints a markdown table; the issue's target is at most 10% more.
 
   /usr/bin/python3 bench/string_cost.py --rankd build/rankd --repo REPO --requests DIR
       [--ids-model mmoe] [--strings-model mmoe_strings] [--rows 1,64,512] [--rounds 2]
       [--rates 1:2000,64:1000,512:300] [--seconds 5] [--server-cpus 0-7 --client-cpus 8-15]
-      [--backend cpu|cuda] [--engine-only]
+      [--backend cpu|cuda] [--engine-only] [--wires http-binary,grpc-raw,grpc-typed,http-json]
 
 REPO holds both models; DIR the request files bench/string_requests.py writes
 (mmoe_ids_nN.jsonl, mmoe_strings_nN.jsonl).
@@ -34,7 +34,8 @@ def engine(a, model, path):
 def served(a, rankd, http, grpc, server_pid, model, path, rate, wire):
     client = (["taskset", "-c", a.client_cpus] if a.client_cpus else []) + rankd
     ports = {"http-binary": ["--port", str(http), "--binary"], "http-json": ["--port", str(http)],
-             "grpc-raw": ["--protocol", "grpc", "--port", str(grpc)]}[wire]
+             "grpc-raw": ["--protocol", "grpc", "--port", str(grpc)],
+             "grpc-typed": ["--protocol", "grpc", "--port", str(grpc), "--typed"]}[wire]
     subprocess.run(client + ["bench", "server", "--model", model, "--requests", path, "--rates", str(rate),
                              "--seconds", "2", "--warmup", "0", "--json", os.devnull] + ports,
                    check=True, stderr=subprocess.DEVNULL)
@@ -67,7 +68,7 @@ def main():
     p.add_argument("--server-cpus", default="")
     p.add_argument("--client-cpus", default="")
     p.add_argument("--backend", default="auto")
-    p.add_argument("--wires", default="http-binary,grpc-raw,http-json")
+    p.add_argument("--wires", default="http-binary,grpc-raw,grpc-typed,http-json")
     p.add_argument("--engine-only", action="store_true")
     a = p.parse_args()
     rows = [int(x) for x in a.rows.split(",")]

@@ -184,7 +184,7 @@ class ServerBenchTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.repo = tempfile.mkdtemp()
-        for name in ["din", "dlrm_dcnv2"]:
+        for name in ["din", "dlrm_dcnv2", "mmoe_strings"]:
             shutil.copytree(os.path.join(ZOO, name), os.path.join(cls.repo, name))
         # The frontends' queue bounds lifted: a request that waits 20 ms on a busy 2-core machine under
         # sanitizers is not overload here (OverloadTest in server_test.py checks the bounds).
@@ -261,6 +261,35 @@ class ServerBenchTest(unittest.TestCase):
                 os.path.join(DATA, "din.requests.jsonl"), "--seconds", "0.5")
         self.assertEqual(r.returncode, 2)
         self.assertIn("cannot connect", r.stderr)
+
+    def test_typed_contents(self):
+        """--typed: gRPC tensors as typed contents (int64_contents, fp32_contents, bytes_contents for
+        W4s's strings), every request answered; refused over HTTP."""
+        strings = os.path.join(self.tmp, "mmoe_strings.jsonl")
+        with open(strings, "w") as f:
+            for k in range(3):
+                rows = range(2)
+                f.write(json.dumps({"inputs": [
+                    {"name": "ids", "datatype": "INT64", "shape": [2, 14],
+                     "data": [[(k + i + j) % 100 for j in range(14)] for i in rows]},
+                    {"name": "categories", "datatype": "BYTES", "shape": [2, 6],
+                     "data": [["f%d=v%d" % (14 + j, 7 * k + i + j) for j in range(6)] for i in rows]},
+                    {"name": "dense", "datatype": "FP32", "shape": [2, 10],
+                     "data": [[0.5 * (i + j + k) for j in range(10)] for i in rows]}]}) + "\n")
+        for model, requests in [("din", os.path.join(DATA, "din.requests.jsonl")),
+                                ("dlrm_dcnv2", os.path.join(DATA, "dlrm_dcnv2.requests.jsonl")),
+                                ("mmoe_strings", strings)]:
+            with self.subTest(model=model):
+                r, out = self.bench("grpc", model, requests, "--rates", "50", "--typed")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertTrue(out["typed"])
+                x = out["results"][0]
+                self.assertEqual((x["errors"], x["timeouts"]), (0, 0), x)
+                self.assertEqual(x["statuses"], {"0": x["ok"]})
+                self.assertGreater(x["ok"], 0)
+        r, _ = self.bench("http", "din", os.path.join(DATA, "din.requests.jsonl"), "--rates", "50", "--typed")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--typed is for --protocol grpc", r.stderr)
 
     def test_shared_memory_requests(self):
         """--shared-memory system: every request answered from a region the client registered, which

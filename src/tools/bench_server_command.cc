@@ -44,12 +44,55 @@ LoadOptions::Body ToBinary(const InferRequest& r) {
   return body;
 }
 
-// The same request as a KServe v2 gRPC ModelInferRequest: raw little-endian tensors, ragged
-// inputs as flat values with their "lengths" parameter (docs/serving.md).
-LoadOptions::Body ToGrpc(const InferRequest& r, const BenchServerArgs& args) {
+// An input's elements in the typed field of `contents` its datatype goes in (KServe's v2 gRPC
+// protocol: INT8 to INT32 in int_contents, UINT8 to UINT32 in uint_contents, FP16 and BF16 only
+// raw).
+Status ToTypedContents(const InferInput& x, inference::InferTensorContents& c) {
+  if (x.is_bytes()) {
+    for (int64_t i = 0; i < x.strings.size(); ++i) c.add_bytes_contents(std::string(x.strings.at(i)));
+    return Status::Ok();
+  }
+  const Tensor& t = x.data;
+  const int64_t n = t.size();
+  switch (t.dtype()) {
+    case DType::kF32:
+      c.mutable_fp32_contents()->Add(t.data<float>(), t.data<float>() + n);
+      return Status::Ok();
+    case DType::kF64:
+      c.mutable_fp64_contents()->Add(t.data<double>(), t.data<double>() + n);
+      return Status::Ok();
+    case DType::kI64:
+      c.mutable_int64_contents()->Add(t.data<int64_t>(), t.data<int64_t>() + n);
+      return Status::Ok();
+    case DType::kI32:
+      c.mutable_int_contents()->Add(t.data<int32_t>(), t.data<int32_t>() + n);
+      return Status::Ok();
+    case DType::kI8:
+      for (int64_t i = 0; i < n; ++i) c.add_int_contents(t.data<int8_t>()[i]);
+      return Status::Ok();
+    case DType::kU8:
+      for (int64_t i = 0; i < n; ++i) c.add_uint_contents(t.data<uint8_t>()[i]);
+      return Status::Ok();
+    case DType::kBool:
+      for (int64_t i = 0; i < n; ++i) c.add_bool_contents(t.data<uint8_t>()[i] != 0);
+      return Status::Ok();
+    default:
+      return InvalidArgument("input '" + x.name + "': " + DTypeName(t.dtype()) +
+                             " has no typed contents (send it raw)");
+  }
+}
+
+// The same request as a KServe v2 gRPC ModelInferRequest: raw little-endian tensors (or typed
+// contents), ragged inputs as flat values with their "lengths" parameter (docs/serving.md).
+StatusOr<LoadOptions::Body> ToGrpc(const InferRequest& r, const BenchServerArgs& args) {
   inference::ModelInferRequest p = GrpcRequestHeader(r, args.model, args.version);
-  for (const InferInput& x : r.inputs) {
-    p.add_raw_input_contents(ToWire(x).bytes);
+  for (int i = 0; i < static_cast<int>(r.inputs.size()); ++i) {
+    const InferInput& x = r.inputs[static_cast<size_t>(i)];
+    if (args.typed) {
+      RANKD_RETURN_IF_ERROR(ToTypedContents(x, *p.mutable_inputs(i)->mutable_contents()));
+    } else {
+      p.add_raw_input_contents(ToWire(x).bytes);
+    }
   }
   for (const std::string& o : r.outputs) p.add_outputs()->set_name(o);
   return LoadOptions::Body{p.SerializeAsString(), 0};
@@ -61,7 +104,8 @@ StatusOr<std::vector<LoadOptions::Body>> ReadBodies(const BenchServerArgs& args)
   std::vector<LoadOptions::Body> bodies;
   for (const RequestLine& l : lines) {
     if (args.protocol == "grpc") {
-      bodies.push_back(ToGrpc(l.request, args));
+      RANKD_ASSIGN_OR_RETURN(LoadOptions::Body body, ToGrpc(l.request, args));
+      bodies.push_back(std::move(body));
     } else if (args.binary) {
       bodies.push_back(ToBinary(l.request));
     } else {
@@ -76,6 +120,10 @@ StatusOr<std::vector<LoadOptions::Body>> ReadBodies(const BenchServerArgs& args)
 int BenchServerCommand(const BenchServerArgs& args) {
   if (args.protocol == "grpc" && args.binary) {
     std::fprintf(stderr, "rankd bench: --binary is for HTTP (gRPC always sends raw tensors)\n");
+    return 2;
+  }
+  if (args.typed && (args.protocol != "grpc" || !args.shared_memory.empty())) {
+    std::fprintf(stderr, "rankd bench: --typed is for --protocol grpc without --shared-memory\n");
     return 2;
   }
   if (!args.shared_memory.empty() && args.protocol != "grpc") {
@@ -115,9 +163,16 @@ int BenchServerCommand(const BenchServerArgs& args) {
   options.connections = args.connections;
   options.threads = args.client_threads;
   options.timeout_seconds = args.timeout_seconds;
-  json out = {{"command", args.command_line},         {"model", args.model},       {"requests", args.requests},
-              {"bodies", options.bodies.size()},      {"protocol", args.protocol}, {"binary", args.binary},
-              {"shared_memory", args.shared_memory},  {"seconds", args.seconds},   {"connections", args.connections},
+  json out = {{"command", args.command_line},
+              {"model", args.model},
+              {"requests", args.requests},
+              {"bodies", options.bodies.size()},
+              {"protocol", args.protocol},
+              {"binary", args.binary},
+              {"typed", args.typed},
+              {"shared_memory", args.shared_memory},
+              {"seconds", args.seconds},
+              {"connections", args.connections},
               {"client_threads", args.client_threads}};
   json results = json::array();
   double best_rate = 0;

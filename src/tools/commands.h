@@ -121,6 +121,7 @@ struct BenchServerArgs {
   int client_threads = 4;  // the client's sending threads
   double timeout_seconds = 10;
   bool binary = false;              // HTTP: send tensors in KServe's binary extension
+  bool typed = false;               // gRPC: typed `contents` (int64_contents, bytes_contents, ...), not raw
   std::string shared_memory;        // "system": gRPC tensors in a registered region (shared_memory_bodies.h)
   double p99_target_ms = 0;         // > 0: report the highest rate whose p99 stays under it
   std::string json_path, csv_path;  // JSON goes to stdout when json_path is empty

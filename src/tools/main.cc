@@ -229,6 +229,9 @@ int main(int argc, char** argv) {
   bench_server->add_option("--p99-target-ms", bench.p99_target_ms,
                            "Report the highest rate whose p99 stays under this");
   bench_server->add_flag("--binary", bench.binary, "Send tensors in KServe's binary extension, not JSON numbers");
+  bench_server->add_flag("--typed", bench.typed,
+                         "With --protocol grpc, send tensors as typed contents (int64_contents, bytes_contents, "
+                         "...), not raw_input_contents");
   bench_server
       ->add_option("--shared-memory", bench.shared_memory,
                    "system: with --protocol grpc, inputs and outputs in a POSIX shared memory region the server maps")
