@@ -82,6 +82,15 @@ def scores(answer):
     return [o["data"] for o in answer["outputs"]]
 
 
+def assert_same_scores(test, got, want):
+    """Two answers' scores, output by output, within the 1e-5 the GPU and CPU or two plans may
+    round apart."""
+    for a, b in zip(scores(got), want):
+        test.assertEqual(len(a), len(b))
+        for x, y in zip(a, b):
+            test.assertAlmostEqual(x, y, delta=1e-6 + 1e-5 * abs(y))
+
+
 @unittest.skipIf(WHY_NOT, "no CUDA fault injection here: %s" % WHY_NOT)
 class DeviceAllocationFailure(unittest.TestCase):
     LIMIT_MB = 40  # above each executor's 32 MB cuBLASLt workspace, below a large request's workspace
@@ -210,9 +219,7 @@ class CpuFallback(unittest.TestCase):
             for i in range(400):
                 status, answer = infer(server, "din", bodies[i % len(bodies)])
                 self.assertEqual(status, 200, answer)
-                for a, b in zip(scores(answer), expected[i % len(bodies)]):
-                    for x, y in zip(a, b):
-                        self.assertAlmostEqual(x, y, delta=1e-6 + 1e-5 * abs(y))
+                assert_same_scores(self, answer, expected[i % len(bodies)])
             status, text, _ = server.request("GET", "/metrics", port=server.metrics_port)
             text = text.decode() if isinstance(text, bytes) else text
             fallbacks = re.search(r'^rankd_route_fallbacks\{model="din",version="1"\} (\d+)$', text, re.M)
@@ -269,10 +276,7 @@ class OneReplicaFails(unittest.TestCase):
                 for k, body in enumerate(bodies):
                     status, answer = infer(server, "din", body)
                     self.assertEqual(status, 200, answer)
-                    for a, b in zip(scores(answer), expected[k]):  # another bucket's plan may round apart
-                        self.assertEqual(len(a), len(b))
-                        for x, y in zip(a, b):
-                            self.assertAlmostEqual(x, y, delta=1e-6 + 1e-5 * abs(y))
+                    assert_same_scores(self, answer, expected[k])  # another bucket's plan may round apart
             for probe_path in ("/v2/health/ready", "/v2/health/live", "/v2/models/din/ready"):
                 self.assertEqual(server.request("GET", probe_path)[0], 200, probe_path)
             status, text, _ = server.request("GET", "/metrics", port=server.metrics_port)
@@ -349,9 +353,7 @@ class LoadThatDoesNotFit(unittest.TestCase):
                 self.assertEqual(status, 200, on_gpu)
                 status, on_cpu = infer(server, "din_copy", body)
                 self.assertEqual(status, 200, on_cpu)
-                for a, b in zip(scores(on_cpu), scores(on_gpu)):
-                    for x, y in zip(a, b):
-                        self.assertAlmostEqual(x, y, delta=1e-6 + 1e-5 * abs(y))
+                assert_same_scores(self, on_cpu, scores(on_gpu))
             self.assertEqual(server.request("GET", "/v2/health/ready")[0], 200)
             self.assertIn("it serves on the CPU alone", server.output())
         finally:

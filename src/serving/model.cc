@@ -308,7 +308,7 @@ std::string Model::CheckHoisting() const {
 }
 
 Status Model::CheckServable() const {
-  if (Status device = runner_->Health(); !device.ok() && !cpu_route_) return device;
+  RANKD_RETURN_IF_ERROR(DeviceServable());
   for (const auto& file : graph().mapped_files) RANKD_RETURN_IF_ERROR(file->Check());
   return Status::Ok();
 }

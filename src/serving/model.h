@@ -229,6 +229,8 @@ class Model {
   // graphs are captured and the merged batch's bucket (FindBucket's, found from the parts without
   // merging them) has none yet; may queue the bucket's capture.
   bool MergeNow(const std::vector<const PreparedRequest*>& parts) const;
+  // OK while some replica's device is healthy, or the CPU takes the model's runs (cpu_route.h).
+  Status DeviceServable() const { return cpu_route_ ? Status::Ok() : runner_->Health(); }
   // Checks the outputs a request asks for and builds its graph inputs (model_inputs.cc).
   Status Admit(const InferRequest& request, std::span<const LengthSums> length_sums, PreparedRequest& prepared) const;
   // The outputs a request asked for, from its run's graph outputs; fails when a table the model

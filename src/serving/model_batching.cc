@@ -4,6 +4,7 @@
 
 #include "batching/batch_merge.h"
 #include "batching/cost_model.h"
+#include "common/elapsed.h"
 #include "serving/model.h"
 
 namespace rankd {
@@ -71,14 +72,6 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
   // only the one at fault fails.
   each_alone();
 }
-
-namespace {
-
-double MicrosSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
 
 Status Model::StartBatching() {
   const BatchingConfig& b = config_.batching;

@@ -118,7 +118,7 @@ Status CheckFinite(const InferInput& in) {
 Status Model::Admit(const InferRequest& request, std::span<const LengthSums> length_sums,
                     PreparedRequest& prepared) const {
   // Every replica's device poisoned: refused at once (503), unless the CPU takes the model's runs.
-  if (!cpu_route_) RANKD_RETURN_IF_ERROR(runner_->Health());
+  RANKD_RETURN_IF_ERROR(DeviceServable());
   for (const std::string& out : request.outputs) {
     if (!std::any_of(config_.outputs.begin(), config_.outputs.end(),
                      [&](const OutputConfig& o) { return o.name == out; })) {

@@ -5,15 +5,12 @@
 #include <cstdio>
 
 #include "batching/batch_merge.h"
+#include "common/elapsed.h"
 #include "common/log.h"
 #include "serving/model.h"
 
 namespace rankd {
 namespace {
-
-double MicrosSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-}
 
 std::string CostText(const FittedCost& cost) {
   char text[96];
