@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
+#include <span>
 
 #include "common/helping_pool.h"
 #include "common/host_allocator.h"
@@ -226,16 +227,18 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
         rows[c] = t.dim(0);
       }
     } else {
-      const Shape shape = records ? Shape(t.shape().begin(), t.shape().end() - 1) : t.shape();
+      std::span<const int64_t> shape(t.shape());  // a record's width is not the strings' shape
+      if (records) shape = shape.first(shape.size() - 1);
+      const auto sent = [&] { return ShapeToString(Shape(shape.begin(), shape.end())); };
       if (shape.size() != cfg.dims.size() + 1) {
         return InvalidArgument("input '" + cfg.name + "' must have shape [rows" +
                                std::string(cfg.dims.empty() ? "" : ", ") + ShapeToString(cfg.dims).substr(1) +
-                               ", got " + ShapeToString(shape));
+                               ", got " + sent());
       }
       for (size_t d = 0; d < cfg.dims.size(); ++d) {
         if (cfg.dims[d] >= 0 && shape[d + 1] != cfg.dims[d]) {
           return InvalidArgument("input '" + cfg.name + "' must have shape [rows, " +
-                                 ShapeToString(cfg.dims).substr(1) + ", got " + ShapeToString(shape));
+                                 ShapeToString(cfg.dims).substr(1) + ", got " + sent());
         }
       }
       rows[c] = shape[0];
