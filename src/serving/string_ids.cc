@@ -78,15 +78,23 @@ class IdWriter {
 };
 
 // Packed strings as an in-process caller may have built them: offsets from 0 up to the bytes' end,
-// never decreasing, as many strings as the shape holds.
-Status CheckPacked(const std::string& name, const PackedStrings& s) {
+// as many strings as the shape holds (PackedEnds), never decreasing (CheckPacked).
+bool PackedEnds(const PackedStrings& s) {
   bool ok = !s.offsets.empty() && s.offsets.front() == 0 && s.offsets.back() == static_cast<int64_t>(s.bytes.size()) &&
             NumElements(s.shape) == s.size();
-  for (size_t i = 1; ok && i < s.offsets.size(); ++i) ok = s.offsets[i] >= s.offsets[i - 1];
   for (int64_t d : s.shape) ok = ok && d >= 0;
-  return ok ? Status::Ok()
-            : InvalidArgument("input '" + name + "': its strings' offsets or shape " + ShapeToString(s.shape) +
-                              " do not match its bytes");
+  return ok;
+}
+
+Status PackedMismatch(const std::string& name, const PackedStrings& s) {
+  return InvalidArgument("input '" + name + "': its strings' offsets or shape " + ShapeToString(s.shape) +
+                         " do not match its bytes");
+}
+
+Status CheckPacked(const std::string& name, const PackedStrings& s) {
+  bool ok = PackedEnds(s);
+  for (size_t i = 1; ok && i < s.offsets.size(); ++i) ok = s.offsets[i] >= s.offsets[i - 1];
+  return ok ? Status::Ok() : PackedMismatch(name, s);
 }
 
 // Every string of `s` against the config's limits; one pass over the offsets where no string is
@@ -144,11 +152,9 @@ Status Convert(const InputConfig& config, const InferInput& in, InferInput& out)
 StatusOr<Tensor> StringRecords(const InputConfig& config, const InferInput& in, bool device_reads, Tensor& bytes) {
   const PackedStrings& s = in.strings;
   if (!in.lengths.empty()) return InvalidArgument("input '" + config.name + "' is not ragged: send it without lengths");
+  if (!PackedEnds(s)) return PackedMismatch(config.name, s);  // the order is checked as the records are written
   const int64_t count = s.size(), total = static_cast<int64_t>(s.bytes.size());
   const int64_t* offsets = s.offsets.data();
-  bool ok = count >= 0 && offsets[0] == 0 && offsets[count] == total && NumElements(s.shape) == count;
-  for (int64_t d : s.shape) ok = ok && d >= 0;
-  if (!ok) return CheckPacked(config.name, s);
   Shape shape = s.shape;
   shape.push_back(hash_strings::kRecordWidth);
   Tensor records = Tensor::Empty(DType::kI64, shape);
@@ -166,7 +172,7 @@ StatusOr<Tensor> StringRecords(const InputConfig& config, const InferInput& in, 
       r[2 * i] = static_cast<int64_t>(base) + offsets[i];
       r[2 * i + 1] = length;
     }
-    if (shortest < 0) return CheckPacked(config.name, s);
+    if (shortest < 0) return PackedMismatch(config.name, s);
     if (longest > config.strings.max_bytes || config.strings.utf8) RANKD_RETURN_IF_ERROR(CheckStrings(config, s));
     return records;
   }

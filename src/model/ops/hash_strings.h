@@ -3,7 +3,7 @@
 // address in host memory (pinned where a GPU reads it) and its length, or, where the host hashed
 // it already, the bucket and kPrehashed. Attributes: `function` (a common/string_hash.h name),
 // `seed` (the 64 bits of the unsigned seed), `buckets` (> 0), `dtype` ("INT64" or "INT32", the ids').
-// The records are made by the server from a request's strings (serving/string_records.h), never
+// The records are made by the server from a request's strings (serving/string_ids.h, StringRecords), never
 // taken from a client: a graph input of them is bound to a BYTES input only.
 #pragma once
 
