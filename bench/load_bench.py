@@ -14,7 +14,8 @@ WORKLOADS.md: W1 draws N from MLPerf's server sizes {100, 100, 200 x12, 300, 300
 700}; W2 is one user with N candidates (200, or uniform in a range: --din-candidates 50-1000) and
 a history uniform in [L/2, L]. For each model and rate, `rankd bench server` sends open-loop
 Poisson load over HTTP (binary tensor bodies, so the client does not measure JSON number parsing)
-or gRPC (raw tensor contents) from --client-threads sending threads, /metrics gives requests per
+or gRPC (raw tensor contents), ragged inputs' lengths as INT32 tensors NAME.lengths (what stock clients can
+send; --lengths parameter for the lengths parameter), from --client-threads sending threads, /metrics gives requests per
 model execution and the input bytes the server copied on the host per request (by stage), the
 server's /proc/PID/stat its CPU time per request, and the client's own CPU per request is shown
 beside it (the load generator must not be what limits). The served-load figure (GPU.md, issue "serving core"):
@@ -128,6 +129,9 @@ def main():
     p.add_argument("--protocols", default="http",
                    help="http (binary bodies), grpc (raw contents), grpc-shm (gRPC with the tensors in system shared "
                         "memory: rankd bench server --shared-memory system), comma-separated")
+    p.add_argument("--lengths", default="tensor",
+                   help="how a ragged input's lengths travel (binary and gRPC): tensor (an INT32 input NAME.lengths, "
+                        "what stock clients can send), parameter (its \"lengths\" parameter), or both, comma-separated")
     p.add_argument("--precision", default="", help="written into every model's config, e.g. bf16-activations "
                    "(default: the exported config's)")
     p.add_argument("--queue-delay-us", type=int, default=1000, help="the batched variants' max_queue_delay_microseconds")
@@ -194,12 +198,14 @@ def main():
             raise RuntimeError(f"server not ready in {a.ready_s} s: " + log.read().decode(errors="replace")[-2000:])
         print(f"ready after {time.time() - began:.1f} s", file=sys.stderr, flush=True)
         for name, variants, path, rates in plans:
-            for (model, batching, hoisting), protocol in itertools.product(variants, a.protocols.split(",")):
+            for (model, batching, hoisting), protocol, lengths in itertools.product(
+                    variants, a.protocols.split(","), a.lengths.split(",")):
                 if batching not in batchings:
                     continue
                 wire = {"http": ["--port", str(http), "--binary"],
                         "grpc": ["--protocol", "grpc", "--port", str(grpc)],
                         "grpc-shm": ["--protocol", "grpc", "--port", str(grpc), "--shared-memory", "system"]}[protocol]
+                wire += ["--lengths", lengths]
                 # One unrecorded pass over every request first: plans for their shapes are built then.
                 subprocess.run(client + ["bench", "server", "--model", model, "--requests", path, "--rates", "50",
                                          "--seconds", str(2 * a.requests / 50), "--warmup", "0", "--json", os.devnull] + wire,
@@ -245,10 +251,11 @@ def main():
                     if routed["cpu"] + routed["device"] > 0:
                         r["cpu_route_share"] = routed["cpu"] / (routed["cpu"] + routed["device"])
                     rows.append({"workload": "W1" if name == "dlrm_dcnv2" else "W2", "model": model, "protocol": protocol,
+                                 "lengths": lengths,
                                  "batching": batching, "hoisting": hoisting, "requests_per_execution": reqs / max(execs, 1),
                                  "command": " ".join(cmd), **r})
                     share = f", CPU's share of rows {r['cpu_route_share']:.1%}" if "cpu_route_share" in r else ""
-                    print(f"{model} {protocol} {rate:g}/s: achieved {r.get('achieved_rate', 0):.0f}/s, "
+                    print(f"{model} {protocol} (lengths as {lengths}) {rate:g}/s: achieved {r.get('achieved_rate', 0):.0f}/s, "
                           f"p99 {r.get('p99_ms', 0):.2f} ms{share}", file=sys.stderr, flush=True)
     finally:
         server.terminate()
@@ -268,12 +275,12 @@ def main():
     if a.queue_wait_us >= 0:
         extra += f", queue wait bound {a.queue_wait_us} µs" if a.queue_wait_us else ", no queue wait bound"
     print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, {cores}{extra}\n")
-    print("| workload | protocol | batching | hoisting | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors "
+    print("| workload | protocol (lengths) | batching | hoisting | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors "
           "| requests per execution | server CPU ms per request | server µs per request: queue / parse / score / answer "
           "| host KB copied per request: request / merge / pad / staging | client CPU ms per request |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['workload']} | {r['protocol']} | {'on' if r['batching'] else 'off'} | {r['hoisting']} | {r['offered_rate']:g} | "
+        print(f"| {r['workload']} | {r['protocol']} ({r.get('lengths', 'parameter')}) | {'on' if r['batching'] else 'off'} | {r['hoisting']} | {r['offered_rate']:g} | "
               f"{r['achieved_rate']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | {r['errors'] + r['timeouts']} | "
               f"{r['requests_per_execution']:.2f} | {r['server_cpu_ms_per_request']:.2f} | {r['queue_us']:.0f} / "
               f"{r['compute_input_us']:.0f} / {r['compute_infer_us']:.0f} / {r['compute_output_us']:.0f} | "

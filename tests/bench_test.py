@@ -245,10 +245,14 @@ class ServerBenchTest(unittest.TestCase):
         self.assertEqual(r[0], 200)
 
     def test_binary_bodies_and_refusals(self):
-        r, out = self.bench("http", "dlrm_dcnv2", os.path.join(DATA, "dlrm_dcnv2.requests.jsonl"), "--rates", "50", "--binary")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(out["results"][0]["errors"], 0)
-        self.assertTrue(out["binary"])
+        for lengths in ["tensor", "parameter"]:  # ragged lengths as NAME.lengths tensors, or as parameters
+            r, out = self.bench("http", "dlrm_dcnv2", os.path.join(DATA, "dlrm_dcnv2.requests.jsonl"), "--rates", "50",
+                                "--binary", "--lengths", lengths)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual((out["results"][0]["errors"], out["results"][0]["timeouts"]), (0, 0))
+            self.assertGreater(out["results"][0]["ok"], 0)
+            self.assertTrue(out["binary"])
+            self.assertEqual(out["lengths"], lengths)
         r, _ = self.bench("grpc", "din", os.path.join(DATA, "din.requests.jsonl"), "--rates", "50", "--binary")
         self.assertEqual(r.returncode, 2)
         zeros = os.path.join(self.tmp, "zeros.jsonl")

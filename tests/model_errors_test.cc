@@ -303,6 +303,55 @@ TEST_F(RequestErrors, RaggedLimitsAndMismatches) {
               StatusCode::kInvalidArgument, "lengths add up to 2");
 }
 
+// A ragged input's lengths as a tensor of their own (NAME.lengths, INT32 or INT64, in any place
+// among the inputs), as clients without per-input parameters send them; each misuse refused,
+// naming the inputs (zoo_test.cc checks that the scores are those of the lengths parameter).
+TEST_F(RequestErrors, LengthsAsATensor) {
+  const std::string values = "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[5,6,7]}";
+  auto lengths = [](const std::string& dtype, const std::string& shape, const std::string& data,
+                    const std::string& name = "seq_items") {
+    return "{\"name\":\"" + name + ".lengths\",\"datatype\":\"" + dtype + "\",\"shape\":" + shape +
+           ",\"data\":" + data + "}";
+  };
+  const std::string int32 = lengths("INT32", "[1]", "[3]");
+  EXPECT_EQ(Score(kProfile, values + "," + int32, kItem).ToString(), "OK");
+  EXPECT_EQ(Score(kProfile, lengths("INT64", "[1]", "[3]") + "," + values, kItem).ToString(), "OK");
+  const std::string with_parameter =
+      "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[3],\"data\":[5,6,7],\"parameters\":{"
+      "\"lengths\":[3]}}";
+  for (const std::string& seq : {with_parameter, kSeq}) {
+    ExpectError(Score(kProfile, seq + "," + int32, kItem), StatusCode::kInvalidArgument,
+                "ragged input 'seq_items' already has lengths (a parameter or nested rows): send 'seq_items.lengths' "
+                "only with flat values");
+  }
+  ExpectError(Score(kProfile, values + "," + lengths("FP32", "[1]", "[3]"), kItem), StatusCode::kInvalidArgument,
+              "input 'seq_items.lengths' must be INT32 or INT64, got FP32");
+  ExpectError(Score(kProfile, values + "," + lengths("INT32", "[1,1]", "[[3]]"), kItem), StatusCode::kInvalidArgument,
+              "input 'seq_items.lengths' must have shape [rows] (one length a row), got [1, 1]");
+  ExpectError(Score(kProfile, values + "," + lengths("INT32", "[1]", "[2]"), kItem), StatusCode::kInvalidArgument,
+              "ragged input 'seq_items': lengths add up to 2 but 3 values were sent");
+  ExpectError(Score(kProfile, values + "," + lengths("INT32", "[1]", "[-1]"), kItem), StatusCode::kInvalidArgument,
+              "ragged input 'seq_items' has a row of length -1");
+  ExpectError(Score(kProfile, values + "," + int32 + "," + int32, kItem), StatusCode::kInvalidArgument,
+              "input 'seq_items.lengths' is given twice");
+  ExpectError(
+      Score(kProfile, "{\"name\":\"seq_items\",\"datatype\":\"INT64\",\"shape\":[1,3],\"data\":[[5,6,7]]}," + int32,
+            kItem),
+      StatusCode::kInvalidArgument, "ragged input 'seq_items' with lengths must be flat values");
+  ExpectError(Score(kProfile, values + "," + int32 + "," + lengths("INT32", "[2]", "[1,1]", "item"), kItem),
+              StatusCode::kInvalidArgument, "input 'item' is not ragged: send it without 'item.lengths'");
+  ExpectError(Score(kProfile, values + "," + int32 + "," + lengths("INT32", "[1]", "[1]", "bogus"), kItem),
+              StatusCode::kInvalidArgument, "unknown input 'bogus.lengths'");
+  // The lengths without their values: the values are missing.
+  auto request = ParseInferRequestJson(
+      "{\"inputs\":[" + kProfile + "," + int32 +
+      ",{\"name\":\"seq_cats\",\"datatype\":\"INT64\",\"shape\":[1,-1],\"data\":[[1,2,3]]}," + kItem +
+      ",{\"name\":\"cat\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[1,2]}"
+      ",{\"name\":\"context\",\"datatype\":\"INT64\",\"shape\":[2,6],\"data\":[1,2,3,4,5,6,1,2,3,4,5,6]}]}");
+  ASSERT_TRUE(request.ok()) << request.status().ToString();
+  ExpectError(din_->Infer(*request).status(), StatusCode::kInvalidArgument, "input 'seq_items' is missing");
+}
+
 TEST_F(RequestErrors, EmptyUnknownAndMissing) {
   ExpectError(Score(kProfile, kSeq, "{\"name\":\"item\",\"datatype\":\"INT64\",\"shape\":[0],\"data\":[]}"),
               StatusCode::kInvalidArgument, "rows");

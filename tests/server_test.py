@@ -145,7 +145,8 @@ class ServingTest(unittest.TestCase):
         self.assertEqual(meta["versions"], ["1"])
         self.assertEqual([i["name"] for i in meta["inputs"]], ["profile", "seq_items", "seq_cats", "item", "cat", "context"])
         self.assertEqual(meta["inputs"][0]["shape"], [-1, 8])
-        self.assertEqual(meta["inputs"][1]["parameters"]["ragged"], True)
+        self.assertEqual(meta["inputs"][1]["parameters"], {"ragged": True, "max_length": 20, "scope": "user",
+                                                           "lengths_input": "seq_items.lengths"})
         self.assertEqual(meta["outputs"], [{"name": "score", "datatype": "FP32", "shape": [-1, 1]}])  # the graph's dims
         self.assertEqual(s.request("GET", "/v2/models/din/ready")[0], 200)
         self.assertEqual(s.request("GET", "/v2/models/din/versions/1/ready")[0], 200)
@@ -1522,6 +1523,10 @@ class SameMistakeSameAnswer(GrpcServerCase):
             {"name": "cat", "datatype": "INT64", "shape": [2], "data": [1, 2]},
             {"name": "context", "datatype": "INT64", "shape": [2, 6], "data": list(range(12))}]
 
+    @staticmethod
+    def lengths_tensor(lengths, datatype="INT32"):
+        return {"name": "seq_items.lengths", "datatype": datatype, "shape": [len(lengths)], "data": lengths}
+
     def pack(self, i):
         return struct.pack("<%d%s" % (len(i["data"]), self.PACK.get(i["datatype"], "q")), *i["data"])
 
@@ -1588,6 +1593,12 @@ class SameMistakeSameAnswer(GrpcServerCase):
                                    "has 3 rows; other inputs have 2"),
             "an id past its table": (lambda ins: item(ins).update(data=[10 ** 9, 2]), "out of range"),
             "an input twice": (lambda ins: ins.append(dict(item(ins))), "input 'item' is given twice"),
+            "lengths twice": (lambda ins: ins.append(self.lengths_tensor([3])),
+                              "ragged input 'seq_items' already has lengths"),
+            "FP32 lengths tensor": (lambda ins: (seq(ins).pop("parameters"), ins.append(
+                self.lengths_tensor([3.0], "FP32"))), "input 'seq_items.lengths' must be INT32 or INT64, got FP32"),
+            "lengths tensor past the values": (lambda ins: (seq(ins).pop("parameters"), ins.append(
+                self.lengths_tensor([2]))), "lengths add up to 2 but 3 values were sent"),
         }
         for name, (spoil, fragment) in cases.items():
             outputs = []
@@ -1601,6 +1612,45 @@ class SameMistakeSameAnswer(GrpcServerCase):
                 self.assertEqual(answers[2], answers[0])
         answers = [f(self.good(), ["nope"]) for f in (self.as_json, self.as_binary, self.as_grpc)]
         self.assertEqual(answers, [(400, "unknown output 'nope' for model 'din'")] * 3)
+
+    def test_lengths_as_a_tensor_score_as_the_lengths_parameter(self):
+        """A ragged input's lengths sent as an INT32 tensor NAME.lengths (what tritonclient can send)
+        score as with the lengths parameter, over JSON, the binary extension and gRPC raw contents."""
+        good = self.good()
+        for i in good:
+            if i["name"] in ("seq_items", "seq_cats"):
+                i.update(shape=[4], data=[4, 2, 9, 7] if i["name"] == "seq_items" else [1, 3, 3, 2])
+                i["parameters"]["lengths"] = [4]
+        status, data, _ = self.server.request("POST", "/v2/models/din/infer", json.dumps({"inputs": good}))
+        self.assertEqual(status, 200, data)
+        want = json.loads(data)["outputs"][0]["data"]
+        tensors = []
+        for i in good:
+            lengths = i.pop("parameters", {}).get("lengths")
+            tensors.append(i)
+            if lengths:
+                tensors.append(dict(self.lengths_tensor(lengths), name=i["name"] + ".lengths"))
+        status, data, _ = self.server.request("POST", "/v2/models/din/infer", json.dumps({"inputs": tensors}))
+        self.assertEqual(status, 200, data)
+        self.assertEqual(json.loads(data)["outputs"][0]["data"], want)
+        header, blobs = [], b""
+        for i in tensors:
+            blob = self.pack(i)
+            header.append({"name": i["name"], "datatype": i["datatype"], "shape": i["shape"],
+                           "parameters": {"binary_data_size": len(blob)}})
+            blobs += blob
+        head = json.dumps({"inputs": header}).encode()
+        status, data, _ = self.server.request("POST", "/v2/models/din/infer", head + blobs,
+                                              {"Inference-Header-Content-Length": str(len(head))})
+        self.assertEqual(status, 200, data)
+        self.assertEqual(json.loads(data)["outputs"][0]["data"], want)
+        req = self.pb.ModelInferRequest(model_name="din")
+        for i in tensors:
+            req.inputs.add(name=i["name"], datatype=i["datatype"]).shape.extend(i["shape"])
+            req.raw_input_contents.append(self.pack(i))
+        reply = self.stub.ModelInfer(req, timeout=30)
+        got = struct.unpack("<%df" % len(want), reply.raw_output_contents[0])
+        self.assertEqual(list(got), [struct.unpack("<f", struct.pack("<f", x))[0] for x in want])
 
 
 if __name__ == "__main__":

@@ -38,7 +38,8 @@ TEST_P(ZooTest, UnfusedPlansScoreAsPyTorchToo) {
 
 // Ragged rows of different lengths (one empty) sent as flat values with lengths score as the same
 // rows sent padded with -1, with their lengths summed by a parser (common/parsed_request.h) or
-// not; lengths that are negative or do not add up are refused, naming why, summed or not.
+// not, or sent as tensors of their own; lengths that are negative or do not add up are refused,
+// naming why, however sent.
 TEST_P(ZooTest, RaggedRowsWithLengthsScoreAsPaddedRows) {
   auto model = Model::Load(testing::SourcePath("models/zoo/" + GetParam()), -1);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -71,6 +72,26 @@ TEST_P(ZooTest, RaggedRowsWithLengthsScoreAsPaddedRows) {
     for (const InferInput& in : r.inputs) sums.push_back(in.lengths.empty() ? LengthSums{} : SumLengths(in.lengths));
     return sums;
   };
+  // The lengths as tensors of their own (NAME.lengths, before all the inputs), as stock clients send them.
+  auto as_tensors = [](InferRequest r, DType dtype) {
+    std::vector<InferInput> inputs;
+    for (InferInput& in : r.inputs) {
+      if (!in.lengths.empty()) {
+        InferInput t;
+        t.name = in.name + std::string(kLengthsTensorSuffix);
+        t.data = Tensor::Empty(dtype, {static_cast<int64_t>(in.lengths.size())});
+        for (size_t k = 0; k < in.lengths.size(); ++k) {
+          if (dtype == DType::kI32) t.data.data<int32_t>()[k] = static_cast<int32_t>(in.lengths[k]);
+          if (dtype == DType::kI64) t.data.data<int64_t>()[k] = in.lengths[k];
+        }
+        inputs.insert(inputs.begin(), std::move(t));
+        in.lengths.clear();
+      }
+      inputs.push_back(std::move(in));
+    }
+    r.inputs = std::move(inputs);
+    return r;
+  };
   auto want = (*model)->Infer(padded);
   auto got = (*model)->Infer(plain);
   auto got_summed = (*model)->Infer(plain, summed(plain));
@@ -80,6 +101,13 @@ TEST_P(ZooTest, RaggedRowsWithLengthsScoreAsPaddedRows) {
     EXPECT_LT(testing::RelativeError((*got)[o].data, (*want)[o].data), 1e-6) << GetParam() << " output " << o;
     EXPECT_EQ(testing::RelativeError((*got_summed)[o].data, (*got)[o].data), 0.0) << GetParam() << " output " << o;
   }
+  for (DType dtype : {DType::kI32, DType::kI64}) {
+    auto got_tensors = (*model)->Infer(as_tensors(plain, dtype));
+    ASSERT_TRUE(got_tensors.ok()) << got_tensors.status().ToString();
+    for (size_t o = 0; o < want->size(); ++o) {
+      EXPECT_EQ(testing::RelativeError((*got_tensors)[o].data, (*got)[o].data), 0.0) << GetParam() << " output " << o;
+    }
+  }
   for (const char* fault : {"has a row of length -1", "lengths add up to"}) {
     InferRequest bad = plain;
     for (InferInput& in : bad.inputs) {
@@ -88,7 +116,8 @@ TEST_P(ZooTest, RaggedRowsWithLengthsScoreAsPaddedRows) {
       if (fault[2] == 's') in.lengths[1] -= 1;  // the same total, a negative row
       break;
     }
-    for (auto refused : {(*model)->Infer(bad), (*model)->Infer(bad, summed(bad))}) {
+    for (auto refused :
+         {(*model)->Infer(bad), (*model)->Infer(bad, summed(bad)), (*model)->Infer(as_tensors(bad, DType::kI32))}) {
       ASSERT_FALSE(refused.ok()) << fault;
       EXPECT_NE(refused.status().message().find(fault), std::string::npos) << refused.status().ToString();
     }

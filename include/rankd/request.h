@@ -30,10 +30,16 @@ struct PackedStrings {
   }
 };
 
+// A ragged input's lengths may also come as a tensor of their own, the input NAME + this suffix
+// (INT32 or INT64, [rows]) beside flat values NAME: what a client without per-input parameters
+// (tritonclient, perf_analyzer) can send. The model takes it as NAME's `lengths` (docs/serving.md).
+inline constexpr std::string_view kLengthsTensorSuffix = ".lengths";
+
 struct InferInput {
   std::string name;
-  // Dense: [rows, dims...]. Ragged: flat values [total] with `lengths`, or padded [rows, length]
-  // (negative ids are empty slots) with `lengths` empty. Undefined for a BYTES input.
+  // Dense: [rows, dims...]. Ragged: flat values [total] with `lengths` (or an input NAME.lengths),
+  // or padded [rows, length] (negative ids are empty slots) with `lengths` empty. Undefined for a
+  // BYTES input.
   Tensor data;
   std::vector<int64_t> lengths;
   // A BYTES input (string features, turned into ids as the model's config says: docs/strings.md),

@@ -23,7 +23,7 @@ struct GraphInputKind {
 // A request checked and turned into graph inputs, ready to run alone or merged with others.
 struct PreparedRequest {
   std::vector<Tensor> inputs;  // the graph's inputs; views into the request where possible, so the request outlives it
-  std::vector<Tensor> owned;   // what inputs view that the request does not hold (the ids of its strings)
+  std::vector<Tensor> owned;   // what inputs view that the request does not hold (its strings' ids, offsets)
   std::vector<int64_t> ragged_max_lengths;  // longest row of each ragged input
   int64_t rows = 0;                         // candidates
   int64_t users = 0;                        // user rows of a hoisted model (0 otherwise)

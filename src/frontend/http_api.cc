@@ -359,6 +359,7 @@ HttpResponse HttpApi::ModelMetadata(const std::string& name, int64_t version) {
     if (in.ragged) {
       params["ragged"] = true;
       params["max_length"] = in.max_length;
+      params["lengths_input"] = in.name + std::string(kLengthsTensorSuffix);  // or the lengths parameter
     }
     if (!params.empty()) entry["parameters"] = params;
     inputs.push_back(entry);

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <span>
+#include <string_view>
 
 #include "common/helping_pool.h"
 #include "common/host_allocator.h"
@@ -114,6 +116,54 @@ Status CheckFinite(const InferInput& in) {
   return Status::Ok();
 }
 
+// The config input whose lengths an input named `name` carries (NAME + kLengthsTensorSuffix),
+// or nullopt when `name` is no such name.
+std::optional<size_t> LengthsTensorOf(const ModelConfig& config, std::string_view name) {
+  if (!name.ends_with(kLengthsTensorSuffix)) return std::nullopt;
+  name.remove_suffix(kLengthsTensorSuffix.size());
+  for (size_t c = 0; c < config.inputs.size(); ++c) {
+    if (config.inputs[c].name == name) return c;
+  }
+  return std::nullopt;
+}
+
+// `values`, a ragged input sent flat without lengths, with the lengths its NAME.lengths tensor
+// carries, and those summed as a parser sums a lengths parameter (common/parsed_request.h). The
+// values are viewed (a BYTES input's strings copied).
+Status TakeLengthsTensor(const InputConfig& cfg, const InferInput& values, const InferInput& lengths, InferInput& out,
+                         LengthSums& sums) {
+  const Tensor& t = lengths.data;
+  if (!cfg.ragged) {
+    return InvalidArgument("input '" + cfg.name + "' is not ragged: send it without '" + lengths.name + "'");
+  }
+  if (lengths.is_bytes() || (t.dtype() != DType::kI32 && t.dtype() != DType::kI64)) {
+    return InvalidArgument("input '" + lengths.name + "' must be INT32 or INT64, got " +
+                           (lengths.is_bytes() ? "BYTES" : DTypeName(t.dtype())));
+  }
+  if (t.rank() != 1 || !lengths.lengths.empty()) {
+    return InvalidArgument("input '" + lengths.name + "' must have shape [rows] (one length a row), got " +
+                           ShapeToString(t.shape()) + (lengths.lengths.empty() ? "" : " with lengths"));
+  }
+  if (!values.lengths.empty()) {
+    return InvalidArgument("ragged input '" + cfg.name + "' already has lengths (a parameter or nested rows): send '" +
+                           lengths.name + "' only with flat values");
+  }
+  if ((values.is_bytes() ? values.strings.shape.size() : static_cast<size_t>(values.data.rank())) != 1) {
+    return InvalidArgument("ragged input '" + cfg.name + "' with lengths must be flat values");
+  }
+  out.name = values.name;
+  out.data = values.data;
+  if (values.is_bytes()) out.strings = values.strings;
+  out.lengths.resize(static_cast<size_t>(t.size()));
+  if (t.dtype() == DType::kI32) {
+    std::copy_n(t.data<int32_t>(), t.size(), out.lengths.begin());
+  } else {
+    std::copy_n(t.data<int64_t>(), t.size(), out.lengths.begin());
+  }
+  sums = SumLengths(out.lengths);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Model::Admit(const InferRequest& request, std::span<const LengthSums> length_sums,
@@ -145,15 +195,21 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
   prepared.owned.clear();
   std::vector<int64_t>& ragged_max_lengths = prepared.ragged_max_lengths;
   std::vector<const InferInput*> given(config_.inputs.size(), nullptr);
-  std::vector<const LengthSums*> summed(config_.inputs.size(), nullptr);  // by the parser, as the lengths are
+  std::vector<const LengthSums*> summed(config_.inputs.size(), nullptr);          // by the parser, as the lengths are
+  std::vector<const InferInput*> lengths_tensor(config_.inputs.size(), nullptr);  // NAME.lengths, by NAME
   for (size_t i = 0; i < request.inputs.size(); ++i) {
     const InferInput& in = request.inputs[i];
     size_t c = i;  // clients mostly send the inputs in the config's order: no search then
     if (c >= config_.inputs.size() || config_.inputs[c].name != in.name) {
       auto it = std::find_if(config_.inputs.begin(), config_.inputs.end(),
                              [&](const InputConfig& x) { return x.name == in.name; });
-      if (it == config_.inputs.end())
-        return InvalidArgument("unknown input '" + in.name + "' for model '" + name() + "'");
+      if (it == config_.inputs.end()) {
+        std::optional<size_t> owner = LengthsTensorOf(config_, in.name);
+        if (!owner) return InvalidArgument("unknown input '" + in.name + "' for model '" + name() + "'");
+        if (lengths_tensor[*owner]) return InvalidArgument("input '" + in.name + "' is given twice");
+        lengths_tensor[*owner] = &in;
+        continue;
+      }
       c = static_cast<size_t>(it - config_.inputs.begin());
     }
     if (given[c]) return InvalidArgument("input '" + in.name + "' is given twice");
@@ -166,9 +222,21 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
       }
     }
   }
+  // Lengths sent as tensors join their values, as if sent as the values' lengths parameter.
+  std::vector<InferInput> converted;  // pointed into by `given`: never grows past its reserve
+  converted.reserve(2 * config_.inputs.size());
+  std::vector<LengthSums> tensor_sums;
+  tensor_sums.reserve(config_.inputs.size());
+  for (size_t c = 0; c < config_.inputs.size(); ++c) {
+    if (!lengths_tensor[c]) continue;
+    if (!given[c]) return InvalidArgument("input '" + config_.inputs[c].name + "' is missing");
+    RANKD_RETURN_IF_ERROR(TakeLengthsTensor(config_.inputs[c], *given[c], *lengths_tensor[c], converted.emplace_back(),
+                                            tensor_sums.emplace_back()));
+    given[c] = &converted.back();
+    summed[c] = &tensor_sums.back();
+    prepared.owned.push_back(tensor_sums.back().offsets);  // the offsets' graph input views them
+  }
   // Strings become their ids first (serving/string_ids.h); the graph inputs view them.
-  std::vector<InferInput> converted;
-  converted.reserve(config_.inputs.size());
   for (size_t c = 0; c < config_.inputs.size(); ++c) {
     const InputConfig& cfg = config_.inputs[c];
     const InferInput* in = given[c];

@@ -22,7 +22,7 @@ using nlohmann::json;
 
 // The request in KServe's binary tensor extension: a JSON header naming each input's datatype,
 // shape and byte count, then the tensors' little-endian bytes, so the server does not parse
-// numbers from text. Ragged inputs go flat with their "lengths" parameter.
+// numbers from text. Ragged inputs go flat, their lengths as ReadRequests put them.
 LoadOptions::Body ToBinary(const InferRequest& r) {
   json header = {{"id", r.id}, {"inputs", json::array()}};
   std::string tensors;
@@ -83,7 +83,7 @@ Status ToTypedContents(const InferInput& x, inference::InferTensorContents& c) {
 }
 
 // The same request as a KServe v2 gRPC ModelInferRequest: raw little-endian tensors (or typed
-// contents), ragged inputs as flat values with their "lengths" parameter (docs/serving.md).
+// contents), ragged inputs as flat values, their lengths as ReadRequests put them (docs/serving.md).
 StatusOr<LoadOptions::Body> ToGrpc(const InferRequest& r, const BenchServerArgs& args) {
   inference::ModelInferRequest p = GrpcRequestHeader(r, args.model, args.version);
   for (int i = 0; i < static_cast<int>(r.inputs.size()); ++i) {
@@ -98,9 +98,32 @@ StatusOr<LoadOptions::Body> ToGrpc(const InferRequest& r, const BenchServerArgs&
   return LoadOptions::Body{p.SerializeAsString(), 0};
 }
 
+// The request file's requests, each ragged input's lengths moved into an INT32 tensor NAME.lengths
+// beside it when `args.lengths` says so (docs/serving.md).
+StatusOr<std::vector<RequestLine>> ReadRequests(const BenchServerArgs& args) {
+  RANKD_ASSIGN_OR_RETURN(std::vector<RequestLine> lines, ReadRequestFile(args.requests));
+  if (args.lengths != "tensor") return lines;
+  for (RequestLine& l : lines) {
+    std::vector<InferInput> inputs;
+    for (InferInput& x : l.request.inputs) {
+      std::vector<int64_t> lengths = std::move(x.lengths);
+      x.lengths.clear();
+      inputs.push_back(std::move(x));
+      if (lengths.empty()) continue;
+      InferInput t;
+      t.name = inputs.back().name + std::string(kLengthsTensorSuffix);
+      t.data = Tensor::Empty(DType::kI32, {static_cast<int64_t>(lengths.size())});
+      std::copy(lengths.begin(), lengths.end(), t.data.data<int32_t>());
+      inputs.push_back(std::move(t));
+    }
+    l.request.inputs = std::move(inputs);
+  }
+  return lines;
+}
+
 // The request file's bodies, encoded for the protocol (request_file.h refuses bad files).
 StatusOr<std::vector<LoadOptions::Body>> ReadBodies(const BenchServerArgs& args) {
-  RANKD_ASSIGN_OR_RETURN(std::vector<RequestLine> lines, ReadRequestFile(args.requests));
+  RANKD_ASSIGN_OR_RETURN(std::vector<RequestLine> lines, ReadRequests(args));
   std::vector<LoadOptions::Body> bodies;
   for (const RequestLine& l : lines) {
     if (args.protocol == "grpc") {
@@ -137,7 +160,7 @@ int BenchServerCommand(const BenchServerArgs& args) {
   }
   std::unique_ptr<SharedMemoryBodies> shared;  // registered until the command returns
   if (!args.shared_memory.empty()) {
-    auto lines = ReadRequestFile(args.requests);
+    auto lines = ReadRequests(args);
     std::vector<InferRequest> requests;
     if (lines.ok()) {
       for (RequestLine& l : *lines) requests.push_back(std::move(l.request));
@@ -170,6 +193,7 @@ int BenchServerCommand(const BenchServerArgs& args) {
               {"protocol", args.protocol},
               {"binary", args.binary},
               {"typed", args.typed},
+              {"lengths", args.lengths},
               {"shared_memory", args.shared_memory},
               {"seconds", args.seconds},
               {"connections", args.connections},

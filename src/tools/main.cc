@@ -236,6 +236,11 @@ int main(int argc, char** argv) {
       ->add_option("--shared-memory", bench.shared_memory,
                    "system: with --protocol grpc, inputs and outputs in a POSIX shared memory region the server maps")
       ->check(CLI::IsMember({"system"}));
+  bench_server
+      ->add_option("--lengths", bench.lengths,
+                   "With --binary or gRPC, send a ragged input's lengths as a tensor NAME.lengths (INT32, what stock "
+                   "clients can send) or as its \"lengths\" parameter")
+      ->check(CLI::IsMember({"tensor", "parameter"}));
   bench_server->add_option("--json", bench.json_path, "Write the JSON results here (default: stdout)");
   bench_server->add_option("--csv", bench.csv_path, "Also write a CSV table here");
 
