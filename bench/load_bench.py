@@ -244,6 +244,13 @@ def main():
                     for stage in ("request", "merge", "pad", "staging"):
                         key = f'rankd_host_input_copy_bytes_total{{stage="{stage}"}}'
                         r[f"copied_kb_{stage}"] = (after.get(key, 0) - before.get(key, 0)) / 1024 / max(reqs, 1)
+                    # A GPU server's request tensor pool (its size after the rate), the tensors it could
+                    # not serve, and the runs that found no captured graph, with the captures made.
+                    r["request_tensor_pool_mb"] = after.get("rankd_request_tensor_pool_bytes", 0) / 2 ** 20
+                    r["request_tensors_on_heap"] = (after.get("rankd_request_tensors_on_heap_total", 0)
+                                                    - before.get("rankd_request_tensors_on_heap_total", 0))
+                    for key in ("graph_misses", "graph_captures"):
+                        r[key] = after.get(f"rankd_{key}" + label, 0) - before.get(f"rankd_{key}" + label, 0)
                     # With CPU routing (docs/routing.md): the share of rows the CPU scored.
                     routed = {side: after.get(f'rankd_route_rows{{model="{model}",version="1",route="{side}"}}', 0)
                               - before.get(f'rankd_route_rows{{model="{model}",version="1",route="{side}"}}', 0)
@@ -256,7 +263,9 @@ def main():
                                  "command": " ".join(cmd), **r})
                     share = f", CPU's share of rows {r['cpu_route_share']:.1%}" if "cpu_route_share" in r else ""
                     print(f"{model} {protocol} (lengths as {lengths}) {rate:g}/s: achieved {r.get('achieved_rate', 0):.0f}/s, "
-                          f"p99 {r.get('p99_ms', 0):.2f} ms{share}", file=sys.stderr, flush=True)
+                          f"p99 {r.get('p99_ms', 0):.2f} ms{share}; graph misses {r['graph_misses']:.0f}, captures "
+                          f"{r['graph_captures']:.0f}, request tensors on the heap {r['request_tensors_on_heap']:.0f}, "
+                          f"pool {r['request_tensor_pool_mb']:.0f} MiB", file=sys.stderr, flush=True)
     finally:
         server.terminate()
         server.wait(60)

@@ -8,6 +8,7 @@
 
 #include "frontend/kserve_json.h"
 #include "rankd/tensor.h"
+#include "serving/metrics.h"
 
 namespace rankd {
 namespace {
@@ -28,6 +29,11 @@ class CountingAllocator final : public HostAllocator {
     std::free(p);
   }
   MemoryLocation location() const override { return MemoryLocation::Pinned(); }
+  size_t reserved_bytes() const override {
+    size_t bytes = 0;
+    for (const auto& [p, n] : out) bytes += n;
+    return bytes;
+  }
   // Whether `t` is one of its blocks, which then says it is pinned (as the CUDA pool's are).
   bool Gave(const Tensor& t) const {
     const bool gave = out.count(const_cast<void*>(t.raw())) > 0;
@@ -76,13 +82,23 @@ TEST_F(HostAllocatorTest, OnlyRequestTensorsTakeIt) {
   EXPECT_EQ(counting_.allocated, 3);
 }
 
-TEST_F(HostAllocatorTest, ARefusedBlockComesFromTheHeap) {
-  counting_.refuse = true;
+TEST_F(HostAllocatorTest, ARefusedBlockComesFromTheHeapAndIsCounted) {
   RequestTensorScope scope;
+  const uint64_t before = RequestTensorsOnHeap();
+  Tensor served = Tensor::Empty(DType::kF32, {10});
+  EXPECT_EQ(counting_.reserved_bytes(), 128u) << "40 bytes, padded to 64 and 64 more";
+  counting_.refuse = true;
   Tensor t = Tensor::Zeros(DType::kF32, {1000});
   EXPECT_FALSE(counting_.Gave(t));
   t.data<float>()[999] = 1.0f;  // usable memory all the same
   EXPECT_EQ(t.data<float>()[0], 0.0f);
+  EXPECT_EQ(RequestTensorsOnHeap(), before + 1) << "only the refused one";
+  const std::string text = Metrics().Text();  // both, where a pool is installed
+  EXPECT_NE(text.find("rankd_request_tensor_pool_bytes 128\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rankd_request_tensors_on_heap_total " + std::to_string(before + 1) + "\n"), std::string::npos);
+  SetHostAllocator(nullptr);
+  EXPECT_EQ(Metrics().Text().find("rankd_request_tensor_pool_bytes"), std::string::npos) << "no pool, no figure";
+  SetHostAllocator(&counting_);
 }
 
 TEST_F(HostAllocatorTest, AParsedRequestsTensorsTakeIt) {

@@ -22,12 +22,17 @@ class HostAllocator {
   virtual void Free(void* p, size_t bytes) = 0;
   // Where what Allocate gives lies (the tensors' location()).
   virtual MemoryLocation location() const = 0;
+  // The memory it holds now, given out or free (rankd_request_tensor_pool_bytes).
+  virtual size_t reserved_bytes() const = 0;
 };
 
 // Installs `allocator` for request tensors made later by Tensor::Empty and Tensor::Zeros (nullptr:
 // the heap again). It must outlive every tensor it allocates: in practice, the process.
 void SetHostAllocator(HostAllocator* allocator);
 HostAllocator* CurrentHostAllocator();
+// Request tensors the installed allocator could not serve (full, or busy: pinned_pool.h), which
+// took the heap instead, since the process started (rankd_request_tensors_on_heap_total).
+uint64_t RequestTensorsOnHeap();
 
 // While alive, tensors this thread makes are request tensors. Scopes nest.
 class RequestTensorScope {

@@ -11,6 +11,7 @@ namespace rankd {
 namespace {
 
 std::atomic<HostAllocator*> host_allocator{nullptr};
+std::atomic<uint64_t> request_tensors_on_heap{0};
 thread_local bool request_tensors = false;
 
 }  // namespace
@@ -22,6 +23,8 @@ RequestTensorScope::~RequestTensorScope() { request_tensors = was_; }
 void SetHostAllocator(HostAllocator* allocator) { host_allocator.store(allocator); }
 
 HostAllocator* CurrentHostAllocator() { return host_allocator.load(); }
+
+uint64_t RequestTensorsOnHeap() { return request_tensors_on_heap.load(std::memory_order_relaxed); }
 
 std::string ShapeToString(const Shape& shape) {
   std::string s = "[";
@@ -46,6 +49,7 @@ Tensor Tensor::Empty(DType dtype, Shape shape) {
       t.location_ = allocator->location();
       return t;
     }
+    request_tensors_on_heap.fetch_add(1, std::memory_order_relaxed);
   }
   void* p = std::aligned_alloc(64, padded);
   RANKD_CHECK_MSG(p != nullptr, "out of host memory");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/host_allocator.h"
 #include "common/host_copies.h"
 #include "serving/repository.h"
 
@@ -154,6 +155,17 @@ std::string Metrics::Text() const {
     const auto where = static_cast<HostCopy>(stage);
     out += std::string("rankd_host_input_copy_bytes_total{stage=\"") + HostCopyName(where) + "\"} " +
            std::to_string(HostCopiedBytes(where)) + "\n";
+  }
+  if (const HostAllocator* pool = CurrentHostAllocator()) {
+    out +=
+        "# HELP rankd_request_tensor_pool_bytes Host memory held for request tensors (page-locked on GPUs), in use or "
+        "free\n# TYPE rankd_request_tensor_pool_bytes gauge\n";
+    out += "rankd_request_tensor_pool_bytes " + std::to_string(pool->reserved_bytes()) + "\n";
+    out +=
+        "# HELP rankd_request_tensors_on_heap_total Request tensors the pool could not serve (full, or a capture "
+        "under way), made on the heap (copied to a device's staging buffer before a run)\n"
+        "# TYPE rankd_request_tensors_on_heap_total counter\n";
+    out += "rankd_request_tensors_on_heap_total " + std::to_string(RequestTensorsOnHeap()) + "\n";
   }
   out +=
       "# HELP rankd_model_load_failures Loads of a model's version or config that failed\n"

@@ -11,6 +11,8 @@
 //   rankd_inflight_requests                   requests being served now (all models)
 //   rankd_host_input_copy_bytes_total{stage}  requests' input bytes copied on the host (all models;
 //                                             common/host_copies.h): request, merge, pad, staging
+//   rankd_request_tensor_pool_bytes           host memory the request tensors' pool holds (GPU servers)
+//   rankd_request_tensors_on_heap_total       request tensors that pool could not serve, made on the heap
 //   rankd_model_load_failures                 loads of a model's version (or config) that failed
 //   rankd_graph_hits / _misses                executions that replayed a captured graph / ran uncaptured
 //   rankd_graph_captures, _capture_duration_us plans captured (warm-up and background) and the time taken

@@ -50,6 +50,7 @@ void* PinnedPool::NewSlab(size_t bytes) {
     return nullptr;
   }
   slab_total_ += bytes;
+  reserved_.store(slab_total_, std::memory_order_relaxed);
   std::lock_guard<std::shared_mutex> lock(slabs_mu_);
   const auto begin = reinterpret_cast<uintptr_t>(p);
   slabs_.insert(std::upper_bound(slabs_.begin(), slabs_.end(), std::make_pair(begin, uintptr_t{0})),

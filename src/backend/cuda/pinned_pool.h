@@ -11,6 +11,7 @@
 // breaks one: a request that finds a capture under way takes heap memory instead. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -34,6 +35,7 @@ class PinnedPool final : public HostAllocator {
   void* Allocate(size_t bytes) override;
   void Free(void* p, size_t bytes) override;
   MemoryLocation location() const override { return MemoryLocation::Pinned(); }
+  size_t reserved_bytes() const override { return reserved_.load(std::memory_order_relaxed); }
   // Whether [p, p + bytes) lies in one of the pool's slabs, where kernels can read it at p (tests
   // check with it that a tensor located kPinned is).
   bool Holds(const void* p, size_t bytes) const;
@@ -51,6 +53,7 @@ class PinnedPool final : public HostAllocator {
   mutable std::shared_mutex slabs_mu_;
   std::vector<std::pair<uintptr_t, uintptr_t>> slabs_;  // [begin, end), sorted
   size_t slab_total_ RANKD_GUARDED_BY(mu_) = 0;
+  std::atomic<size_t> reserved_{0};  // slab_total_, read without the lock
 };
 
 }  // namespace rankd::cuda
