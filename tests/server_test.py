@@ -1535,7 +1535,7 @@ class SameMistakeSameAnswer(GrpcServerCase):
         status, data, _ = self.server.request("POST", "/v2/models/din/infer", json.dumps(body))
         return status, json.loads(data).get("error", "")
 
-    def as_binary(self, inputs, outputs):
+    def post_binary(self, inputs, outputs=()):
         header, blobs = [], b""
         for i in inputs:
             blob = self.pack(i)
@@ -1546,9 +1546,13 @@ class SameMistakeSameAnswer(GrpcServerCase):
         head = json.dumps({"inputs": header, "outputs": [{"name": o} for o in outputs]}).encode()
         status, data, _ = self.server.request("POST", "/v2/models/din/infer", head + blobs,
                                               {"Inference-Header-Content-Length": str(len(head))})
+        return status, data
+
+    def as_binary(self, inputs, outputs):
+        status, data = self.post_binary(inputs, outputs)
         return status, json.loads(data).get("error", "") if status != 200 else ""
 
-    def as_grpc(self, inputs, outputs):
+    def grpc_request(self, inputs, outputs=()):
         req = self.pb.ModelInferRequest(model_name="din")
         for i in inputs:
             t = req.inputs.add(name=i["name"], datatype=i["datatype"])
@@ -1558,8 +1562,11 @@ class SameMistakeSameAnswer(GrpcServerCase):
             req.raw_input_contents.append(self.pack(i))
         for o in outputs:
             req.outputs.add(name=o)
+        return req
+
+    def as_grpc(self, inputs, outputs):
         try:
-            self.stub.ModelInfer(req, timeout=30)
+            self.stub.ModelInfer(self.grpc_request(inputs, outputs), timeout=30)
             return 200, ""
         except self.grpc.RpcError as e:
             return self.HTTP_FOR.get(e.code().name, e.code().name), e.details()
@@ -1633,22 +1640,10 @@ class SameMistakeSameAnswer(GrpcServerCase):
         status, data, _ = self.server.request("POST", "/v2/models/din/infer", json.dumps({"inputs": tensors}))
         self.assertEqual(status, 200, data)
         self.assertEqual(json.loads(data)["outputs"][0]["data"], want)
-        header, blobs = [], b""
-        for i in tensors:
-            blob = self.pack(i)
-            header.append({"name": i["name"], "datatype": i["datatype"], "shape": i["shape"],
-                           "parameters": {"binary_data_size": len(blob)}})
-            blobs += blob
-        head = json.dumps({"inputs": header}).encode()
-        status, data, _ = self.server.request("POST", "/v2/models/din/infer", head + blobs,
-                                              {"Inference-Header-Content-Length": str(len(head))})
+        status, data = self.post_binary(tensors)
         self.assertEqual(status, 200, data)
         self.assertEqual(json.loads(data)["outputs"][0]["data"], want)
-        req = self.pb.ModelInferRequest(model_name="din")
-        for i in tensors:
-            req.inputs.add(name=i["name"], datatype=i["datatype"]).shape.extend(i["shape"])
-            req.raw_input_contents.append(self.pack(i))
-        reply = self.stub.ModelInfer(req, timeout=30)
+        reply = self.stub.ModelInfer(self.grpc_request(tensors), timeout=30)
         got = struct.unpack("<%df" % len(want), reply.raw_output_contents[0])
         self.assertEqual(list(got), [struct.unpack("<f", struct.pack("<f", x))[0] for x in want])
 
