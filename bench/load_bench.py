@@ -289,7 +289,7 @@ def main():
           "| host KB copied per request: request / merge / pad / staging | client CPU ms per request |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['workload']} | {r['protocol']} ({r.get('lengths', 'parameter')}) | {'on' if r['batching'] else 'off'} | {r['hoisting']} | {r['offered_rate']:g} | "
+        print(f"| {r['workload']} | {r['protocol']} ({r['lengths']}) | {'on' if r['batching'] else 'off'} | {r['hoisting']} | {r['offered_rate']:g} | "
               f"{r['achieved_rate']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | {r['errors'] + r['timeouts']} | "
               f"{r['requests_per_execution']:.2f} | {r['server_cpu_ms_per_request']:.2f} | {r['queue_us']:.0f} / "
               f"{r['compute_input_us']:.0f} / {r['compute_infer_us']:.0f} / {r['compute_output_us']:.0f} | "

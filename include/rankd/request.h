@@ -32,7 +32,8 @@ struct PackedStrings {
 
 // A ragged input's lengths may also come as a tensor of their own, the input NAME + this suffix
 // (INT32 or INT64, [rows]) beside flat values NAME: what a client without per-input parameters
-// (tritonclient, perf_analyzer) can send. The model takes it as NAME's `lengths` (docs/serving.md).
+// (tritonclient) can send. It is an input like the others, owned by the request. The model takes it as NAME's `lengths`
+// (docs/serving.md).
 inline constexpr std::string_view kLengthsTensorSuffix = ".lengths";
 
 struct InferInput {

@@ -30,7 +30,7 @@ class HostAllocator {
 // the heap again). It must outlive every tensor it allocates: in practice, the process.
 void SetHostAllocator(HostAllocator* allocator);
 HostAllocator* CurrentHostAllocator();
-// Request tensors the installed allocator could not serve (full, or busy: pinned_pool.h), which
+// Request tensors the installed allocator could not serve (full, too large, or busy: pinned_pool.h), which
 // took the heap instead, since the process started (rankd_request_tensors_on_heap_total).
 uint64_t RequestTensorsOnHeap();
 

@@ -162,8 +162,8 @@ std::string Metrics::Text() const {
         "free\n# TYPE rankd_request_tensor_pool_bytes gauge\n";
     out += "rankd_request_tensor_pool_bytes " + std::to_string(pool->reserved_bytes()) + "\n";
     out +=
-        "# HELP rankd_request_tensors_on_heap_total Request tensors the pool could not serve (full, or a capture "
-        "under way), made on the heap (copied to a device's staging buffer before a run)\n"
+        "# HELP rankd_request_tensors_on_heap_total Request tensors the pool could not serve (full, too large, or "
+        "a capture under way), made on the heap (copied to a device's staging buffer before a run)\n"
         "# TYPE rankd_request_tensors_on_heap_total counter\n";
     out += "rankd_request_tensors_on_heap_total " + std::to_string(RequestTensorsOnHeap()) + "\n";
   }

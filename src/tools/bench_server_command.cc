@@ -117,13 +117,14 @@ StatusOr<std::vector<RequestLine>> ReadRequests(const BenchServerArgs& args) {
       inputs.push_back(std::move(t));
     }
     l.request.inputs = std::move(inputs);
+    l.length_sums.clear();  // of the lengths no input carries now
   }
   return lines;
 }
 
-// The request file's bodies, encoded for the protocol (request_file.h refuses bad files).
-StatusOr<std::vector<LoadOptions::Body>> ReadBodies(const BenchServerArgs& args) {
-  RANKD_ASSIGN_OR_RETURN(std::vector<RequestLine> lines, ReadRequests(args));
+// The requests' bodies, encoded for the protocol.
+StatusOr<std::vector<LoadOptions::Body>> EncodeBodies(const std::vector<RequestLine>& lines,
+                                                      const BenchServerArgs& args) {
   std::vector<LoadOptions::Body> bodies;
   for (const RequestLine& l : lines) {
     if (args.protocol == "grpc") {
@@ -153,34 +154,38 @@ int BenchServerCommand(const BenchServerArgs& args) {
     std::fprintf(stderr, "rankd bench: --shared-memory is for --protocol grpc\n");
     return 2;
   }
-  auto bodies = ReadBodies(args);
-  if (!bodies.ok()) {
-    std::fprintf(stderr, "rankd bench: %s\n", bodies.status().ToString().c_str());
+  auto lines = ReadRequests(args);  // request_file.h refuses bad files
+  if (!lines.ok()) {
+    std::fprintf(stderr, "rankd bench: %s\n", lines.status().ToString().c_str());
     return 2;
   }
+  std::vector<LoadOptions::Body> bodies;
   std::unique_ptr<SharedMemoryBodies> shared;  // registered until the command returns
-  if (!args.shared_memory.empty()) {
-    auto lines = ReadRequests(args);
-    std::vector<InferRequest> requests;
-    if (lines.ok()) {
-      for (RequestLine& l : *lines) requests.push_back(std::move(l.request));
+  if (args.shared_memory.empty()) {
+    auto encoded = EncodeBodies(*lines, args);
+    if (!encoded.ok()) {
+      std::fprintf(stderr, "rankd bench: %s\n", encoded.status().ToString().c_str());
+      return 2;
     }
-    auto made = lines.ok() ? SharedMemoryBodies::Create(args.host + ":" + std::to_string(args.port), args.model,
-                                                        args.version, requests)
-                           : StatusOr<std::unique_ptr<SharedMemoryBodies>>(lines.status());
+    bodies = std::move(*encoded);
+  } else {
+    std::vector<InferRequest> requests;
+    for (RequestLine& l : *lines) requests.push_back(std::move(l.request));
+    auto made =
+        SharedMemoryBodies::Create(args.host + ":" + std::to_string(args.port), args.model, args.version, requests);
     if (!made.ok()) {
       std::fprintf(stderr, "rankd bench: %s\n", made.status().ToString().c_str());
       return 2;
     }
     shared = std::move(*made);
-    *bodies = shared->bodies();
+    bodies = shared->bodies();
   }
   LoadOptions options;
   options.protocol = args.protocol == "grpc" ? LoadOptions::Protocol::kGrpc : LoadOptions::Protocol::kHttp;
   options.host = args.host;
   options.port = args.port;
   options.target = "/v2/models/" + args.model + (args.version.empty() ? "" : "/versions/" + args.version) + "/infer";
-  options.bodies = std::move(*bodies);
+  options.bodies = std::move(bodies);
   options.seconds = args.seconds;
   options.warmup_seconds = args.warmup_seconds;
   options.connections = args.connections;

@@ -1,7 +1,8 @@
 // A program built against the installed rankd (tests/install_test.sh): it includes only
 // <rankd/...>, links only librankd.so, loads a model and scores a request made from the model's
 // own signature (string inputs given as PackedStrings, float inputs as views of the caller's
-// memory that keep it alive), and reads where the scores lie.
+// memory that keep it alive), scores it again with ragged lengths sent as tensors, and reads where
+// the scores lie.
 #include <rankd/engine.h>
 
 #include <cmath>
@@ -64,6 +65,27 @@ int main(int argc, char** argv) {
     return 1;
   }
   const rankd::Tensor& score = outputs->front().data;
+  // The same request with each ragged input's lengths as a tensor of their own (NAME +
+  // kLengthsTensorSuffix, INT32), as clients without per-input parameters send them: the same scores.
+  rankd::InferRequest with_tensors;
+  for (const rankd::InferInput& x : request.inputs) {
+    with_tensors.inputs.push_back(x);
+    if (x.lengths.empty()) continue;
+    with_tensors.inputs.back().lengths.clear();
+    rankd::InferInput lengths;
+    lengths.name = x.name + std::string(rankd::kLengthsTensorSuffix);
+    lengths.data = rankd::Tensor::Empty(rankd::DType::kI32, {static_cast<int64_t>(x.lengths.size())});
+    for (size_t i = 0; i < x.lengths.size(); ++i) lengths.data.data<int32_t>()[i] = static_cast<int32_t>(x.lengths[i]);
+    with_tensors.inputs.push_back(std::move(lengths));
+  }
+  auto again = (*engine)->Infer(with_tensors);
+  if (!again.ok() || again->front().data.size() != score.size()) {
+    std::fprintf(stderr, "lengths as tensors: %s\n", again.ok() ? "another shape" : again.status().ToString().c_str());
+    return 1;
+  }
+  for (int64_t i = 0; i < score.size(); ++i) {
+    if (again->front().data.data<float>()[i] != score.data<float>()[i]) return 1;
+  }
   if (score.location() != rankd::MemoryLocation::Host()) {  // a CPU engine answers in host memory
     std::fprintf(stderr, "scores in %s\n", rankd::LocationToString(score.location()).c_str());
     return 1;

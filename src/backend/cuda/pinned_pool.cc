@@ -37,7 +37,7 @@ void* PinnedPool::NewSlab(size_t bytes) {
   // cudaHostAlloc may synchronise the device, which breaks another thread's capture: only when
   // none is being recorded, and never waiting for one.
   AllCaptureGates gates(std::try_to_lock);
-  if (!gates.owns() || slab_total_ + bytes > limit_) return nullptr;
+  if (!gates.owns() || slab_total_.load(std::memory_order_relaxed) + bytes > limit_) return nullptr;
   void* p = nullptr;
   if (cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
     cudaGetLastError();
@@ -49,8 +49,7 @@ void* PinnedPool::NewSlab(size_t bytes) {
     cudaFreeHost(p);
     return nullptr;
   }
-  slab_total_ += bytes;
-  reserved_.store(slab_total_, std::memory_order_relaxed);
+  slab_total_.fetch_add(bytes, std::memory_order_relaxed);
   std::lock_guard<std::shared_mutex> lock(slabs_mu_);
   const auto begin = reinterpret_cast<uintptr_t>(p);
   slabs_.insert(std::upper_bound(slabs_.begin(), slabs_.end(), std::make_pair(begin, uintptr_t{0})),

@@ -35,7 +35,7 @@ class PinnedPool final : public HostAllocator {
   void* Allocate(size_t bytes) override;
   void Free(void* p, size_t bytes) override;
   MemoryLocation location() const override { return MemoryLocation::Pinned(); }
-  size_t reserved_bytes() const override { return reserved_.load(std::memory_order_relaxed); }
+  size_t reserved_bytes() const override { return slab_total_.load(std::memory_order_relaxed); }
   // Whether [p, p + bytes) lies in one of the pool's slabs, where kernels can read it at p (tests
   // check with it that a tensor located kPinned is).
   bool Holds(const void* p, size_t bytes) const;
@@ -52,8 +52,7 @@ class PinnedPool final : public HostAllocator {
   Mutex mu_;  // taken to make a slab
   mutable std::shared_mutex slabs_mu_;
   std::vector<std::pair<uintptr_t, uintptr_t>> slabs_;  // [begin, end), sorted
-  size_t slab_total_ RANKD_GUARDED_BY(mu_) = 0;
-  std::atomic<size_t> reserved_{0};  // slab_total_, read without the lock
+  std::atomic<size_t> slab_total_{0};                   // changed under mu_, read anywhere
 };
 
 }  // namespace rankd::cuda
