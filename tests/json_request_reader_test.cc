@@ -33,7 +33,7 @@ void ExpectSameReading(const std::string& body, JsonReadLimits limits = {}) {
     EXPECT_EQ(streaming.status().message(), indexed.status().message()) << body;
     return;
   }
-  EXPECT_EQ(streaming->root, indexed->root) << body;
+  EXPECT_EQ(streaming->root.Dump(), indexed->root.Dump()) << body;
   ExpectSameLeaves(streaming->data, indexed->data, body);
   ExpectSameLeaves(streaming->lengths, indexed->lengths, body);
   EXPECT_EQ(streaming->lengths_of_input, indexed->lengths_of_input) << body;
@@ -60,6 +60,12 @@ TEST(JsonRequestReader, BothReadersAgreeOnRequestsAndMistakes) {
       R"({"inputs":[{"name":"\u00e9\"q","data":[1]}]})",
       "[1,2]",
       "5",
+      "-1.5",
+      "18446744073709551615",
+      "5 6",
+      "true x",
+      "nul",
+      R"({"inputs":[{"name":"a","datatype":"INT64","shape":[-0],"parameters":{"binary_data_size":-0}}]})",
       "\"s\"",
       "null",
       "{}",
@@ -105,6 +111,50 @@ TEST(JsonRequestReader, BothReadersApplyTheLimitsAlike) {
   }
   std::string deep_document = "{\"a\":" + std::string(40, '[') + std::string(40, ']') + "}";
   ExpectSameReading(deep_document);
+}
+
+// The document as the request parser reads it: types, a repeated key, what is missing.
+TEST(JsonRequestReader, TheDocumentReadsAsTheBodyWrites) {
+  const std::string body =
+      R"({"id":"q","id":"r","inputs":[{"name":"a","shape":[2,-1,18446744073709551615,1.5e3],"data":[1],)"
+      R"("parameters":{"binary_data_size":8,"ok":true,"no":false,"n":null,"s":"t\"u"}},7],"outputs":[]})";
+  for (auto read : {ReadJsonRequestStreaming, ReadJsonRequestIndexed}) {
+    auto doc = read(body, {});
+    ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+    JsonValue root = doc->root.root();
+    ASSERT_TRUE(root.is_object());
+    EXPECT_EQ(root["id"].string(), "r");  // the last of a repeated key
+    EXPECT_EQ(root.size(), 4u);
+    EXPECT_FALSE(root["absent"].exists());
+    EXPECT_FALSE(root["absent"]["deeper"].exists());
+    EXPECT_TRUE(root["outputs"].is_array());
+    EXPECT_TRUE(root["outputs"].empty());
+    JsonValue inputs = root["inputs"];
+    ASSERT_EQ(inputs.size(), 2u);
+    auto it = inputs.begin();
+    JsonValue a = *it;
+    ++it;
+    EXPECT_TRUE((*it).is_number_unsigned());
+    EXPECT_EQ((*it).uint64(), 7u);
+    EXPECT_EQ(a["name"].string(), "a");
+    EXPECT_EQ(a["data"].uint64(), 0u);  // the index of its leaves
+    std::vector<std::string> shape;
+    for (JsonValue d : a["shape"]) {
+      shape.push_back(d.is_number_unsigned()  ? "u" + std::to_string(d.uint64())
+                      : d.is_number_integer() ? "i" + std::to_string(d.int64())
+                                              : "f" + std::to_string(d.number()));
+    }
+    EXPECT_EQ(shape, (std::vector<std::string>{"u2", "i-1", "u18446744073709551615", "f1500.000000"}));
+    JsonValue params = a["parameters"];
+    EXPECT_EQ(params["binary_data_size"].uint64(), 8u);
+    EXPECT_TRUE(params["ok"].is_boolean() && params["ok"].boolean());
+    EXPECT_TRUE(params["no"].is_boolean() && !params["no"].boolean());
+    EXPECT_TRUE(params["n"].is_null());
+    EXPECT_FALSE(params["n"].is_string());
+    EXPECT_EQ(params["s"].string(), "t\"u");
+    EXPECT_EQ(params["s"].key(), "s");
+    EXPECT_EQ(params["binary_data_size"].string(), "");  // not a string: empty
+  }
 }
 
 // Random requests: nested data of every kind of number, ragged rows, lengths lists, other keys.

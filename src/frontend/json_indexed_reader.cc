@@ -2,7 +2,7 @@
 // JsonRequestDocument the streaming reader builds (json_request_reader.h), with the same limits
 // and the same messages. simdjson finds every structural character of the body in one vectorised
 // pass, then the tree is walked once: the inputs' `data` and `parameters.lengths` straight into
-// leaves, everything else (a few hundred bytes) into the small nlohmann document.
+// leaves, everything else (a few hundred bytes) into the small flat document (json_tree.h).
 // Errors come back as codes, never as exceptions: a conversion that could throw does not compile.
 #define SIMDJSON_EXCEPTIONS 0
 #include <simdjson.h>
@@ -16,7 +16,7 @@
 namespace rankd {
 namespace {
 
-using nlohmann::json;
+using Kind = JsonTree::Kind;
 namespace od = simdjson::ondemand;
 
 constexpr int kMaxDocumentDepth = 32;                   // outside `data`: objects and lists in lists
@@ -53,9 +53,10 @@ Status ForEachElement(od::array& a, F&& fn) {
   return Status::Ok();
 }
 
-// A number as nlohmann reads it: an int64, else a uint64, else a double (an integer past 64 bits
-// too), as a leaf's kind and bits.
-Status Number(od::value& v, JsonLeaves::Kind& kind, uint64_t& bits) {
+// A number as the streaming reader reads it: an int64, else a uint64, else a double (an integer
+// past 64 bits too), as a leaf's kind and bits. `V`: a value or a document whose root is a number.
+template <typename V>
+Status Number(V& v, JsonLeaves::Kind& kind, uint64_t& bits) {
   od::number_type nt;
   RANKD_JSON(v.get_number_type().get(nt));
   if (nt == od::number_type::signed_integer) {
@@ -79,42 +80,89 @@ Status Number(od::value& v, JsonLeaves::Kind& kind, uint64_t& bits) {
 class Walker {
  public:
   // `padded_end`: the end of the body's padded buffer.
-  Walker(const JsonReadLimits& limits, const char* padded_end) : limits_(limits), padded_end_(padded_end) {}
+  Walker(const JsonReadLimits& limits, const char* padded_end, size_t body_bytes)
+      : limits_(limits), padded_end_(padded_end) {
+    // A header takes a node for about 16 of its bytes and text for half of them; tensor data in
+    // the body takes neither, hence the caps.
+    doc_.root.Reserve(std::min<size_t>(body_bytes / 16 + 16, 1024), std::min<size_t>(body_bytes / 2, 16384));
+  }
 
-  Status Root(od::document& doc, std::string_view body) {
+  Status Root(od::document& doc) {
     od::json_type type;
     RANKD_JSON(doc.type().get(type));
     if (type != od::json_type::object) {
       // Not a request: the caller refuses any root but an object. Still read it whole, so that
       // a body that is not JSON at all says so.
-      if (type == od::json_type::array) {
-        od::array a;
-        RANKD_JSON(doc.get_array().get(a));
-        json out = json::array();
-        RANKD_RETURN_IF_ERROR(Array(a, 1, out));
-        doc_.root = std::move(out);
-        return AtEnd(doc);
-      }
-      doc_.root = json::parse(body, nullptr, false);  // a scalar body
-      return doc_.root.is_discarded() ? NotJson() : Status::Ok();
+      if (type != od::json_type::array) return ScalarDocument(doc, type);
+      od::array a;
+      RANKD_JSON(doc.get_array().get(a));
+      const uint32_t list = tree().Open(Kind::kArray, {});
+      RANKD_RETURN_IF_ERROR(Array(a, 1));
+      tree().Close(list);
+      return AtEnd(doc);
     }
     od::object root;
     RANKD_JSON(doc.get_object().get(root));
-    doc_.root = json::object();
+    const uint32_t object = tree().Open(Kind::kObject, {});
     RANKD_RETURN_IF_ERROR(ForEachField(root, [&](std::string_view key, od::value& v) -> Status {
       od::json_type t;
       RANKD_JSON(v.type().get(t));
-      if (key != "inputs" || t != od::json_type::array) return Value(v, 2, doc_.root[std::string(key)]);
+      if (key != "inputs" || t != od::json_type::array) return Value(v, 2, key);
       od::array inputs;
       RANKD_JSON(v.get_array().get(inputs));
       return Inputs(inputs);
     }));
+    tree().Close(object);
     return AtEnd(doc);
   }
 
   JsonRequestDocument Take() { return std::move(doc_); }
 
  private:
+  JsonTree& tree() { return doc_.root; }
+
+  // A body that is one number, string, bool or null.
+  Status ScalarDocument(od::document& doc, od::json_type type) {
+    switch (type) {
+      case od::json_type::number: {
+        JsonLeaves::Kind kind;
+        uint64_t bits;
+        RANKD_RETURN_IF_ERROR(Number(doc, kind, bits));
+        AddNumber(kind, bits, {});
+        break;
+      }
+      case od::json_type::string: {
+        std::string_view s;
+        RANKD_JSON(doc.get_string().get(s));
+        tree().AddString(s, {});
+        break;
+      }
+      case od::json_type::boolean: {
+        bool b;
+        RANKD_JSON(doc.get_bool().get(b));
+        tree().Add(Kind::kBool, b ? 1 : 0, {});
+        break;
+      }
+      default: {
+        bool null = false;
+        if (doc.is_null().get(null) != simdjson::SUCCESS || !null) return NotJson();
+        tree().Add(Kind::kNull, 0, {});
+      }
+    }
+    return AtEnd(doc);
+  }
+
+  // A number into the document: a non-negative integer as unsigned, as the streaming reader has it.
+  void AddNumber(JsonLeaves::Kind kind, uint64_t bits, std::string_view key) {
+    if (kind == JsonLeaves::kFloat) {
+      tree().Add(Kind::kFloat, bits, key);
+    } else if (kind == JsonLeaves::kInt && static_cast<int64_t>(bits) < 0) {
+      tree().Add(Kind::kInt, bits, key);
+    } else {
+      tree().Add(Kind::kUnsigned, bits, key);
+    }
+  }
+
   // Whether `v` is the token null (a token that only starts like it is not).
   static bool IsNull(od::value& v) {
     bool null = false;
@@ -130,52 +178,59 @@ class Walker {
 
   // The top-level `inputs` list: each object's data and lengths into leaves.
   Status Inputs(od::array& inputs) {
-    json& list = doc_.root["inputs"] = json::array();
-    return ForEachElement(inputs, [&](od::value& v) -> Status {
+    const uint32_t list = tree().Open(Kind::kArray, "inputs");
+    size_t index = 0;
+    RANKD_RETURN_IF_ERROR(ForEachElement(inputs, [&](od::value& v) -> Status {
       od::json_type t;
       RANKD_JSON(v.type().get(t));
-      list.push_back(json());
-      if (t != od::json_type::object) return Value(v, 3, list.back());
+      const size_t input_index = index++;
+      if (t != od::json_type::object) return Value(v, 3, {});
       od::object input;
       RANKD_JSON(v.get_object().get(input));
-      return Input(input, list.size() - 1, list.back());
-    });
+      return Input(input, input_index);
+    }));
+    tree().Close(list);
+    return Status::Ok();
   }
 
-  Status Input(od::object& input, size_t index, json& out) {
-    out = json::object();
-    return ForEachField(input, [&](std::string_view key, od::value& v) -> Status {
+  Status Input(od::object& input, size_t index) {
+    const uint32_t object = tree().Open(Kind::kObject, {});
+    RANKD_RETURN_IF_ERROR(ForEachField(input, [&](std::string_view key, od::value& v) -> Status {
       if (key == "data") {
         doc_.data.emplace_back();
-        out["data"] = doc_.data.size() - 1;
-        return Leaves(v, out, index, doc_.data.back());
+        tree().Add(Kind::kUnsigned, doc_.data.size() - 1, "data");
+        return Leaves(v, object, index, doc_.data.back());
       }
       od::json_type t;
       RANKD_JSON(v.type().get(t));
-      if (key != "parameters" || t != od::json_type::object) return Value(v, 4, out[std::string(key)]);
+      if (key != "parameters" || t != od::json_type::object) return Value(v, 4, key);
       od::object params;
       RANKD_JSON(v.get_object().get(params));
-      return Parameters(params, out, index);
-    });
+      return Parameters(params, object, index);
+    }));
+    tree().Close(object);
+    return Status::Ok();
   }
 
   // An input's parameters: a `lengths` list into leaves, out of the document.
-  Status Parameters(od::object& params, json& input, size_t index) {
-    json& out = input["parameters"] = json::object();
-    return ForEachField(params, [&](std::string_view key, od::value& v) -> Status {
+  Status Parameters(od::object& params, uint32_t input, size_t index) {
+    const uint32_t object = tree().Open(Kind::kObject, "parameters");
+    RANKD_RETURN_IF_ERROR(ForEachField(params, [&](std::string_view key, od::value& v) -> Status {
       od::json_type t;
       RANKD_JSON(v.type().get(t));
-      if (key != "lengths" || t != od::json_type::array) return Value(v, 5, out[std::string(key)]);
+      if (key != "lengths" || t != od::json_type::array) return Value(v, 5, key);
       if (doc_.lengths_of_input.size() <= index) doc_.lengths_of_input.resize(index + 1, -1);
       doc_.lengths_of_input[index] = static_cast<int>(doc_.lengths.size());
       doc_.lengths.emplace_back();
       return Leaves(v, input, index, doc_.lengths.back());
-    });
+    }));
+    tree().Close(object);
+    return Status::Ok();
   }
 
-  // `data` (or a lengths list) of input `index`, whose document so far is `input`.
-  Status Leaves(od::value& v, const json& input, size_t index, JsonLeaves& leaves) {
-    input_ = &input;
+  // `data` (or a lengths list) of input `index`, whose document node (still open) is `input`.
+  Status Leaves(od::value& v, uint32_t input, size_t index, JsonLeaves& leaves) {
+    input_ = input;
     index_ = index;
     leaves_ = &leaves;
     od::json_type t;
@@ -339,13 +394,14 @@ class Walker {
   }
 
   std::string InputName() const {
-    auto name = input_->find("name");
-    if (name != input_->end() && name->is_string()) return name->get<std::string>();
+    JsonValue name = doc_.root.at(input_)["name"];
+    if (name.is_string()) return std::string(name.string());
     return "inputs[" + std::to_string(index_) + "]";
   }
 
-  // Any value into the document, `depth` containers deep.
-  Status Value(od::value& v, int depth, json& out) {
+  // Any value into the document, `depth` containers deep, as the member `key` of the open object
+  // (empty in a list).
+  Status Value(od::value& v, int depth, std::string_view key) {
     od::json_type t;
     RANKD_JSON(v.type().get(t));
     switch (t) {
@@ -353,62 +409,57 @@ class Walker {
         if (depth >= kMaxDocumentDepth) return InvalidArgument("the request body nests too deeply");
         od::object o;
         RANKD_JSON(v.get_object().get(o));
-        out = json::object();
-        return ForEachField(
-            o, [&](std::string_view key, od::value& child) { return Value(child, depth + 1, out[std::string(key)]); });
+        const uint32_t object = tree().Open(Kind::kObject, key);
+        RANKD_RETURN_IF_ERROR(ForEachField(
+            o, [&](std::string_view child_key, od::value& child) { return Value(child, depth + 1, child_key); }));
+        tree().Close(object);
+        return Status::Ok();
       }
       case od::json_type::array: {
         if (depth >= kMaxDocumentDepth) return InvalidArgument("the request body nests too deeply");
         od::array a;
         RANKD_JSON(v.get_array().get(a));
-        out = json::array();
-        return Array(a, depth + 1, out);
+        const uint32_t list = tree().Open(Kind::kArray, key);
+        RANKD_RETURN_IF_ERROR(Array(a, depth + 1));
+        tree().Close(list);
+        return Status::Ok();
       }
       case od::json_type::number: {
         JsonLeaves::Kind kind;
         uint64_t bits;
         RANKD_RETURN_IF_ERROR(Number(v, kind, bits));
-        if (kind == JsonLeaves::kFloat) {
-          out = std::bit_cast<double>(bits);
-        } else if (kind == JsonLeaves::kInt && static_cast<int64_t>(bits) < 0) {
-          out = static_cast<int64_t>(bits);
-        } else {
-          out = bits;  // nlohmann reads a non-negative integer as unsigned
-        }
+        AddNumber(kind, bits, key);
         return Status::Ok();
       }
       case od::json_type::string: {
         std::string_view s;
         RANKD_JSON(v.get_string().get(s));
-        out = std::string(s);
+        tree().AddString(s, key);
         return Status::Ok();
       }
       case od::json_type::boolean: {
         bool b;
         RANKD_JSON(v.get_bool().get(b));
-        out = b;
+        tree().Add(Kind::kBool, b ? 1 : 0, key);
         return Status::Ok();
       }
       case od::json_type::null: {
         if (!IsNull(v)) return NotJson();
-        out = nullptr;
+        tree().Add(Kind::kNull, 0, key);
         return Status::Ok();
       }
     }
     return NotJson();
   }
 
-  Status Array(od::array& a, int depth, json& out) {
-    return ForEachElement(a, [&](od::value& v) {
-      out.push_back(json());
-      return Value(v, depth, out.back());
-    });
+  Status Array(od::array& a, int depth) {
+    return ForEachElement(a, [&](od::value& v) { return Value(v, depth, {}); });
   }
 
   const JsonReadLimits& limits_;
   const char* padded_end_;
   JsonRequestDocument doc_;
-  const json* input_ = nullptr;   // the input whose data is being read
+  uint32_t input_ = 0;            // the document node of the input whose data is being read
   size_t index_ = 0;              // its place in `inputs`
   JsonLeaves* leaves_ = nullptr;  // where its data goes
 };
@@ -418,15 +469,22 @@ class Walker {
 }  // namespace
 
 StatusOr<JsonRequestDocument> ReadJsonRequestIndexed(std::string_view body, const JsonReadLimits& limits) {
-  // simdjson reads up to 64 bytes past the end: the body is copied into a padded buffer.
-  simdjson::padded_string padded(body.data(), body.size());
+  // simdjson reads up to 64 bytes past the end: the body is copied into a padded buffer, which a
+  // thread keeps for small bodies as it keeps their parser.
+  const bool small = body.size() <= kKeptParserBytes;
+  thread_local std::vector<char> kept_buffer;
+  std::vector<char> fresh_buffer;
+  std::vector<char>& buffer = small ? kept_buffer : fresh_buffer;
+  buffer.resize(body.size() + simdjson::SIMDJSON_PADDING);
+  std::copy(body.begin(), body.end(), buffer.begin());
+  std::fill(buffer.begin() + static_cast<ptrdiff_t>(body.size()), buffer.end(), '\0');
   thread_local od::parser kept;  // its buffers, sized by the largest body so far, stay with the thread
   od::parser fresh;
-  od::parser& parser = body.size() <= kKeptParserBytes ? kept : fresh;
+  od::parser& parser = small ? kept : fresh;
   od::document doc;
-  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS) return NotJson();
-  Walker walker(limits, padded.data() + padded.size() + simdjson::SIMDJSON_PADDING);
-  RANKD_RETURN_IF_ERROR(walker.Root(doc, body));
+  if (parser.iterate(buffer.data(), body.size(), buffer.size()).get(doc) != simdjson::SUCCESS) return NotJson();
+  Walker walker(limits, buffer.data() + buffer.size(), body.size());
+  RANKD_RETURN_IF_ERROR(walker.Root(doc));
   return walker.Take();
 }
 

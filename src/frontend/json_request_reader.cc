@@ -2,32 +2,37 @@
 
 #include <bit>
 
+#include <nlohmann/json.hpp>
+
 namespace rankd {
 namespace {
 
 using nlohmann::json;
+using Kind = JsonTree::Kind;
 
 constexpr size_t kMaxDocumentDepth = 32;  // outside `data`: objects and lists in lists
 
 // The SAX handler: builds the small document and streams each input's data into leaves.
 class Reader {
  public:
-  explicit Reader(const JsonReadLimits& limits) : limits_(limits) {}
+  explicit Reader(const JsonReadLimits& limits) : limits_(limits) { doc_.root.Reserve(256, 4096); }
 
-  bool null() { return Value(json(nullptr), JsonLeaves::kOther, 0); }
-  bool boolean(bool v) { return Value(json(v), JsonLeaves::kBool, v ? 1 : 0); }
-  bool number_integer(int64_t v) { return Value(json(v), JsonLeaves::kInt, static_cast<uint64_t>(v)); }
+  bool null() { return Value(Kind::kNull, JsonLeaves::kOther, 0); }
+  bool boolean(bool v) { return Value(Kind::kBool, JsonLeaves::kBool, v ? 1 : 0); }
+  bool number_integer(int64_t v) {  // "-0" too: a non-negative value is unsigned in the document
+    return Value(v < 0 ? Kind::kInt : Kind::kUnsigned, JsonLeaves::kInt, static_cast<uint64_t>(v));
+  }
   bool number_unsigned(uint64_t v) {
-    return Value(json(v), v > static_cast<uint64_t>(INT64_MAX) ? JsonLeaves::kUnsigned : JsonLeaves::kInt, v);
+    return Value(Kind::kUnsigned, v > static_cast<uint64_t>(INT64_MAX) ? JsonLeaves::kUnsigned : JsonLeaves::kInt, v);
   }
   bool number_float(double v, const std::string&) {
-    return Value(json(v), JsonLeaves::kFloat, std::bit_cast<uint64_t>(v));
+    return Value(Kind::kFloat, JsonLeaves::kFloat, std::bit_cast<uint64_t>(v));
   }
   bool string(std::string& v) {
-    if (skip_ == 0 && (leaves_ != nullptr || AtInputData())) return Value(json(), JsonLeaves::kString, 0, v);
-    return Value(json(std::move(v)), JsonLeaves::kOther, 0);
+    if (skip_ == 0 && (leaves_ != nullptr || AtInputData())) return Value(Kind::kString, JsonLeaves::kString, 0, v);
+    return Value(Kind::kString, JsonLeaves::kOther, 0, v);
   }
-  bool binary(json::binary_t&) { return Value(json(nullptr), JsonLeaves::kOther, 0); }
+  bool binary(json::binary_t&) { return Value(Kind::kNull, JsonLeaves::kOther, 0); }
 
   bool key(std::string& k) {
     if (skip_ == 0 && leaves_ == nullptr) key_ = std::move(k);
@@ -47,7 +52,7 @@ class Reader {
       ++skip_;
       return ok;
     }
-    return Open(json::object());
+    return Open(Kind::kObject);
   }
 
   bool end_object() {
@@ -55,7 +60,7 @@ class Reader {
       --skip_;
       return true;
     }
-    stack_.pop_back();
+    Close();
     return true;
   }
 
@@ -79,9 +84,12 @@ class Reader {
       counts_.assign(1, 0);
       return true;
     }
-    bool inputs = stack_.size() == 1 && stack_[0]->is_object() && key_ == "inputs";
-    if (!Open(json::array())) return false;
-    if (inputs) inputs_ = stack_.back();
+    bool inputs = stack_.size() == 1 && doc_.root.at(stack_[0]).is_object() && key_ == "inputs";
+    if (!Open(Kind::kArray)) return false;
+    if (inputs) {
+      inputs_ = stack_.back();
+      inputs_seen_ = 0;
+    }
     return true;
   }
 
@@ -96,7 +104,7 @@ class Reader {
       if (counts_.empty()) leaves_ = nullptr;
       return true;
     }
-    stack_.pop_back();
+    Close();
     return true;
   }
 
@@ -109,8 +117,8 @@ class Reader {
   JsonRequestDocument Take() { return std::move(doc_); }
 
  private:
-  // A scalar: a leaf inside data, or a value of the document.
-  bool Value(json v, JsonLeaves::Kind kind, uint64_t bits, std::string_view text = {}) {
+  // A scalar: a leaf inside data (`kind`, `bits`, `text`), or a value of the document (`scalar`).
+  bool Value(Kind scalar, JsonLeaves::Kind kind, uint64_t bits, std::string_view text = {}) {
     if (skip_ > 0) return true;
     if (leaves_ != nullptr) return Child() && Leaf(kind, bits, text);
     if (AtInputData()) {  // data given as one scalar
@@ -119,25 +127,25 @@ class Reader {
       leaves_ = nullptr;
       return ok;
     }
-    Put(std::move(v));
+    Put(scalar, bits, text);
     return true;
   }
 
   // Whether the next value is `data` of an object in the top-level `inputs` list.
   bool AtInputData() const {
-    return stack_.size() == 3 && stack_[1] == inputs_ && stack_[2]->is_object() && key_ == "data";
+    return stack_.size() == 3 && stack_[1] == inputs_ && doc_.root.at(stack_[2]).is_object() && key_ == "data";
   }
 
   // Whether the next value is `parameters.lengths` of an input.
   bool AtInputLengths() const {
-    if (stack_.size() != 4 || stack_[1] != inputs_ || key_ != "lengths") return false;
-    auto parameters = stack_[2]->find("parameters");
-    return parameters != stack_[2]->end() && &*parameters == stack_[3];
+    // stack_[3] is the input's open member `parameters`, the last of that name so far.
+    return stack_.size() == 4 && stack_[1] == inputs_ && key_ == "lengths" && doc_.root.at(stack_[2]).is_object() &&
+           doc_.root.at(stack_[3]).key() == "parameters";
   }
 
   // A list of lengths of the current input starts: its leaves, out of the document.
   void StartLengths() {
-    size_t input = inputs_->size() - 1;
+    size_t input = inputs_seen_ - 1;
     if (doc_.lengths_of_input.size() <= input) doc_.lengths_of_input.resize(input + 1, -1);
     doc_.lengths_of_input[input] = static_cast<int>(doc_.lengths.size());
     doc_.lengths.emplace_back();
@@ -146,7 +154,7 @@ class Reader {
 
   // `data` of the current input starts: its leaves, and the index the document holds for them.
   void StartLeaves() {
-    (*stack_[2])["data"] = doc_.data.size();
+    doc_.root.Add(Kind::kUnsigned, doc_.data.size(), "data");
     doc_.data.emplace_back();
     leaves_ = &doc_.data.back();
   }
@@ -178,39 +186,49 @@ class Reader {
   }
 
   std::string InputName() const {
-    auto name = stack_[2]->find("name");
-    if (name != stack_[2]->end() && name->is_string()) return name->get<std::string>();
-    return "inputs[" + std::to_string(inputs_->size() - 1) + "]";
+    JsonValue name = doc_.root.at(stack_[2])["name"];
+    if (name.is_string()) return std::string(name.string());
+    return "inputs[" + std::to_string(inputs_seen_ - 1) + "]";
   }
 
-  void Put(json v) {
-    if (stack_.empty()) {
-      doc_.root = std::move(v);
-    } else if (stack_.back()->is_array()) {
-      stack_.back()->push_back(std::move(v));
+  // The key the next value has in the open container: key_ in an object, none in a list.
+  std::string_view NextKey() {
+    if (stack_.empty()) return {};
+    if (stack_.back() == inputs_) ++inputs_seen_;
+    return doc_.root.at(stack_.back()).is_array() ? std::string_view() : std::string_view(key_);
+  }
+
+  void Put(Kind scalar, uint64_t bits, std::string_view text) {
+    std::string_view key = NextKey();
+    if (scalar == Kind::kString) {
+      doc_.root.AddString(text, key);
     } else {
-      (*stack_.back())[key_] = std::move(v);
+      doc_.root.Add(scalar, bits, key);
     }
   }
 
-  bool Open(json container) {
+  bool Open(Kind container) {
     if (stack_.size() >= kMaxDocumentDepth) {
       error_ = InvalidArgument("the request body nests too deeply");
       return false;
     }
-    Put(std::move(container));
-    json* opened = stack_.empty()              ? &doc_.root
-                   : stack_.back()->is_array() ? &stack_.back()->back()
-                                               : &(*stack_.back())[key_];
-    stack_.push_back(opened);
+    std::string_view key = NextKey();
+    stack_.push_back(doc_.root.Open(container, key));
     return true;
   }
 
+  void Close() {
+    doc_.root.Close(stack_.back());
+    stack_.pop_back();
+  }
+
+  static constexpr uint32_t kNone = UINT32_MAX;
   const JsonReadLimits& limits_;
   JsonRequestDocument doc_;
-  std::vector<json*> stack_;      // the document's open containers
+  std::vector<uint32_t> stack_;   // the document's open containers
   std::string key_;               // the last key read in the document
-  json* inputs_ = nullptr;        // the top-level `inputs` list
+  uint32_t inputs_ = kNone;       // the top-level `inputs` list
+  size_t inputs_seen_ = 0;        // values in it so far
   JsonLeaves* leaves_ = nullptr;  // the data being read, or nullptr
   std::vector<int64_t> counts_;   // in data: children so far of each open list
   int skip_ = 0;                  // depth inside an object within data (not read)

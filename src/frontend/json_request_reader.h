@@ -8,7 +8,7 @@
 // (json_request_reader.cc), whose memory stays a small multiple of the body.
 //
 // Everything but the inputs' `data` and `parameters.lengths` (id, names, shapes, other parameters,
-// outputs: a few hundred bytes) is kept as a small nlohmann::json document. Each `inputs[i].data`
+// outputs: a few hundred bytes) is kept as a small flat document (json_tree.h). Each `inputs[i].data`
 // is read straight into compact leaves, nine bytes a value, with the lengths of its rows; in the
 // document that `data` becomes the leaves' index. A list given as `inputs[i].parameters.lengths`
 // (a ragged input's row lengths: one per row, thousands in a large request with binary data) is
@@ -22,8 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "frontend/json_tree.h"
 #include "rankd/request.h"
 #include "rankd/status.h"
 
@@ -47,7 +46,7 @@ struct JsonLeaves {
 struct JsonRequestDocument {
   // The body, with each input's `data` replaced by an index into `data`, and its
   // `parameters.lengths` left out where that was a list.
-  nlohmann::json root;
+  JsonTree root;
   std::vector<JsonLeaves> data;
   std::vector<JsonLeaves> lengths;
   std::vector<int> lengths_of_input;  // per input: its index in `lengths`, or -1 (not given as a list)

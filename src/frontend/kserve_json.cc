@@ -73,7 +73,7 @@ struct RawSource {
 
 // `check_size(bytes)` says whether the size given fits the input's shape, before the bytes are looked for.
 template <typename CheckSize>
-StatusOr<RawSource> FindRaw(const json& j, const json& params, const std::string& name, std::string_view& binary,
+StatusOr<RawSource> FindRaw(JsonValue j, JsonValue params, const std::string& name, std::string_view& binary,
                             const SharedMemoryRegions* shm, CheckSize&& check_size) {
   const bool in_region = params.contains("shared_memory_region");
   const char* size_key = in_region ? "shared_memory_byte_size" : "binary_data_size";
@@ -81,12 +81,12 @@ StatusOr<RawSource> FindRaw(const json& j, const json& params, const std::string
     return InvalidArgument("input '" + name + "' has both shared_memory_region and binary_data_size");
   }
   if (j.contains("data")) return InvalidArgument("input '" + name + "' has both 'data' and " + size_key);
-  const json& size = params.contains(size_key) ? params[size_key] : json();
+  const JsonValue size = params[size_key];
   if (!size.is_number_unsigned()) {
     return InvalidArgument("input '" + name + "': " + size_key + " must be a non-negative integer");
   }
   RawSource raw;
-  raw.bytes = size.get<uint64_t>();
+  raw.bytes = size.uint64();
   RANKD_RETURN_IF_ERROR(check_size(raw.bytes));
   if (!in_region) {
     if (raw.bytes > binary.size()) return InvalidArgument("input '" + name + "': the body ends before its binary data");
@@ -94,14 +94,14 @@ StatusOr<RawSource> FindRaw(const json& j, const json& params, const std::string
     binary.remove_prefix(raw.bytes);
     return raw;
   }
-  const json& region = params["shared_memory_region"];
-  const json offset = params.contains("shared_memory_offset") ? params["shared_memory_offset"] : json(0);
+  const JsonValue region = params["shared_memory_region"];
+  const JsonValue offset = params["shared_memory_offset"];  // 0 where it is not given
   if (!region.is_string()) return InvalidArgument("input '" + name + "': shared_memory_region must be a string");
-  if (!offset.is_number_unsigned()) {
+  if (offset.exists() && !offset.is_number_unsigned()) {
     return InvalidArgument("input '" + name + "': shared_memory_offset must be a non-negative integer");
   }
   if (!shm) return Unimplemented("input '" + name + "': shared memory is not served here");
-  auto found = shm->Find(region.get<std::string>(), offset.get<uint64_t>(), raw.bytes);
+  auto found = shm->Find(std::string(region.string()), offset.uint64(), raw.bytes);
   if (!found.ok()) return found.status().WithContext("input '" + name + "'");
   raw.region = std::move(*found);
   return raw;
@@ -121,7 +121,7 @@ StatusOr<int64_t> ConcreteElements(const std::string& name, const Shape& shape, 
 // An input whose values are raw little-endian bytes (RawSource).
 // Bytes in shared memory are read in place where they can be (SharedMemoryRegions::Use::View; not
 // BOOL, whose bytes are normalised here), their region appended to `in_place`.
-StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shape, const json& params,
+StatusOr<InferInput> ParseRawInput(JsonValue j, DType dtype, const Shape& shape, JsonValue params,
                                    const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
                                    const SharedMemoryRegions* shm, std::vector<SharedMemoryRegions::Use>& in_place,
                                    InferInput in) {
@@ -151,18 +151,17 @@ StatusOr<InferInput> ParseRawInput(const json& j, DType dtype, const Shape& shap
 
 // A BYTES input: strings in `data`, or their binary form (bytes_elements.h) in the body's binary
 // part or a shared memory region.
-StatusOr<InferInput> ParseBytesInput(const json& j, Shape shape, bool ragged_dim, const json* params,
+StatusOr<InferInput> ParseBytesInput(JsonValue j, Shape shape, bool ragged_dim, JsonValue params,
                                      const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
                                      JsonRequestDocument& doc, const SharedMemoryRegions* shm, InferInput in) {
   const std::string& name = in.name;
-  if (lengths || (params && params->contains("lengths"))) {
+  if (lengths || params.contains("lengths")) {
     RANKD_RETURN_IF_ERROR(ReadLengths(name, lengths, in.lengths));
     if (shape.size() != 1) return LengthsNeedFlatShape(name);
   }
-  if (params && (params->contains("binary_data_size") || params->contains("shared_memory_region"))) {
+  if (params.contains("binary_data_size") || params.contains("shared_memory_region")) {
     RANKD_ASSIGN_OR_RETURN(int64_t n, ConcreteElements(name, shape, limits));
-    RANKD_ASSIGN_OR_RETURN(RawSource raw,
-                           FindRaw(j, *params, name, binary, shm, [](uint64_t) { return Status::Ok(); }));
+    RANKD_ASSIGN_OR_RETURN(RawSource raw, FindRaw(j, params, name, binary, shm, [](uint64_t) { return Status::Ok(); }));
     std::string_view bytes(raw.body, raw.body ? raw.bytes : 0);
     std::string copied;
     if (!raw.body) {  // out of the region first: its owner may change it while it is read
@@ -175,7 +174,7 @@ StatusOr<InferInput> ParseBytesInput(const json& j, Shape shape, bool ragged_dim
     return in;
   }
   if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
-  JsonLeaves& leaves = doc.data[j["data"].get<size_t>()];  // ReadJsonRequest's index
+  JsonLeaves& leaves = doc.data[j["data"].uint64()];  // ReadJsonRequest's index
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (leaves.kinds[i] != JsonLeaves::kString)
       return InvalidArgument("input '" + name + "': element " + std::to_string(i) + " is not a string");
@@ -199,61 +198,60 @@ StatusOr<InferInput> ParseBytesInput(const json& j, Shape shape, bool ragged_dim
 }
 
 // A requested output to be written into a shared memory region: where, checked against the region now.
-StatusOr<SharedMemoryOutput> ParseSharedMemoryOutput(const std::string& name, const json& params,
+StatusOr<SharedMemoryOutput> ParseSharedMemoryOutput(const std::string& name, JsonValue params,
                                                      const SharedMemoryRegions* shm) {
-  const json& region = params["shared_memory_region"];
-  const json size = params.contains("shared_memory_byte_size") ? params["shared_memory_byte_size"] : json();
-  const json offset = params.contains("shared_memory_offset") ? params["shared_memory_offset"] : json(0);
-  if (!region.is_string() || !size.is_number_unsigned() || !offset.is_number_unsigned()) {
+  const JsonValue region = params["shared_memory_region"];
+  const JsonValue size = params["shared_memory_byte_size"];
+  const JsonValue offset = params["shared_memory_offset"];  // 0 where it is not given
+  if (!region.is_string() || !size.is_number_unsigned() || (offset.exists() && !offset.is_number_unsigned())) {
     return InvalidArgument("output '" + name +
                            "': shared_memory_region must be a string, shared_memory_byte_size and "
                            "shared_memory_offset non-negative integers");
   }
   if (!shm) return Unimplemented("output '" + name + "': shared memory is not served here");
-  auto found = shm->Find(region.get<std::string>(), offset.get<uint64_t>(), size.get<uint64_t>());
+  std::string region_name(region.string());
+  auto found = shm->Find(region_name, offset.uint64(), size.uint64());
   if (!found.ok()) return found.status().WithContext("output '" + name + "'");
-  return SharedMemoryOutput{name, region.get<std::string>(), std::move(*found)};
+  return SharedMemoryOutput{name, std::move(region_name), std::move(*found)};
 }
 
-StatusOr<InferInput> ParseInput(const json& j, size_t index, const JsonLimits& limits, std::string_view& binary,
+StatusOr<InferInput> ParseInput(JsonValue j, size_t index, const JsonLimits& limits, std::string_view& binary,
                                 JsonRequestDocument& doc, const SharedMemoryRegions* shm,
                                 std::vector<SharedMemoryRegions::Use>& in_place) {
   const JsonLeaves* lengths = doc.LengthsOf(index);
-  std::string where = "inputs[" + std::to_string(index) + "]";
-  if (!j.is_object()) return InvalidArgument(where + " must be an object");
-  if (!j.contains("name") || !j["name"].is_string()) return InvalidArgument(where + " needs a string 'name'");
+  if (!j.is_object()) return InvalidArgument("inputs[" + std::to_string(index) + "] must be an object");
+  if (!j["name"].is_string()) return InvalidArgument("inputs[" + std::to_string(index) + "] needs a string 'name'");
   InferInput in;
-  in.name = j["name"];
+  in.name = j["name"].string();
   const std::string& name = in.name;
-  if (!j.contains("datatype") || !j["datatype"].is_string())
-    return InvalidArgument("input '" + name + "' needs a string 'datatype'");
-  const bool bytes = j["datatype"].get<std::string>() == "BYTES";
-  auto dtype = bytes ? std::optional<DType>(DType::kU8) : DTypeFromName(j["datatype"].get<std::string>());
+  const JsonValue datatype = j["datatype"];
+  if (!datatype.is_string()) return InvalidArgument("input '" + name + "' needs a string 'datatype'");
+  const bool bytes = datatype.string() == "BYTES";
+  auto dtype = bytes ? std::optional<DType>(DType::kU8) : DTypeFromName(datatype.string());
   if (!dtype || *dtype == DType::kF16 || *dtype == DType::kBF16)
-    return UnsupportedDatatype(name, j["datatype"].get<std::string>());
-  if (!j.contains("shape") || !j["shape"].is_array())
-    return InvalidArgument("input '" + name + "' needs a 'shape' list");
+    return UnsupportedDatatype(name, std::string(datatype.string()));
+  if (!j["shape"].is_array()) return InvalidArgument("input '" + name + "' needs a 'shape' list");
   Shape shape;
   bool ragged_dim = false;
-  for (const json& d : j["shape"]) {
-    if (!d.is_number_integer() || d.get<int64_t>() < -1 ||
-        (d.is_number_unsigned() && d.get<uint64_t>() > (uint64_t{1} << 40))) {
+  for (JsonValue d : j["shape"]) {
+    if (!d.is_number_integer() || d.int64() < -1 || (d.is_number_unsigned() && d.uint64() > (uint64_t{1} << 40))) {
       return NegativeShapeEntry(name);
     }
-    if (d.get<int64_t>() == -1) ragged_dim = true;
-    shape.push_back(d.get<int64_t>());
+    if (d.int64() == -1) ragged_dim = true;
+    shape.push_back(d.int64());
   }
   if (shape.empty()) return NoBatchDimension(name);
-  const json* params = j.contains("parameters") ? &j["parameters"] : nullptr;
-  if (params && !params->is_object()) return InvalidArgument("input '" + name + "': parameters must be an object");
+  const JsonValue params = j["parameters"];  // missing: every lookup in it finds nothing
+  if (params.exists() && !params.is_object())
+    return InvalidArgument("input '" + name + "': parameters must be an object");
   if (bytes)
     return ParseBytesInput(j, std::move(shape), ragged_dim, params, lengths, limits, binary, doc, shm, std::move(in));
-  if (params && (params->contains("binary_data_size") || params->contains("shared_memory_region")))
-    return ParseRawInput(j, *dtype, shape, *params, lengths, limits, binary, shm, in_place, std::move(in));
+  if (params.contains("binary_data_size") || params.contains("shared_memory_region"))
+    return ParseRawInput(j, *dtype, shape, params, lengths, limits, binary, shm, in_place, std::move(in));
   if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
-  const JsonLeaves& leaves = doc.data[j["data"].get<size_t>()];  // ReadJsonRequest's index
+  const JsonLeaves& leaves = doc.data[j["data"].uint64()];  // ReadJsonRequest's index
   const std::vector<int64_t>& row_lengths = leaves.row_lengths;
-  if (lengths || (params && params->contains("lengths"))) {
+  if (lengths || params.contains("lengths")) {
     RANKD_RETURN_IF_ERROR(ReadLengths(name, lengths, in.lengths));
     if (shape.size() != 1) return LengthsNeedFlatShape(name);
     if (shape[0] != static_cast<int64_t>(leaves.size()))
@@ -335,59 +333,62 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
   }
   if (body.empty()) return InvalidArgument("the request body is empty");
   RANKD_ASSIGN_OR_RETURN(JsonRequestDocument doc, ReadJsonRequest(body, {limits.max_elements, limits.max_depth}));
-  const json& j = doc.root;
+  const JsonValue j = doc.root.root();
   if (!j.is_object()) return InvalidArgument("the request body must be a JSON object");
   ParsedInferRequest parsed;
   InferRequest& r = parsed.request;
   if (j.contains("id")) {
     if (!j["id"].is_string()) return InvalidArgument("'id' must be a string");
-    r.id = j["id"];
+    r.id = j["id"].string();
   }
-  if (!j.contains("inputs") || !j["inputs"].is_array()) return InvalidArgument("the request needs an 'inputs' list");
-  if (j["inputs"].empty()) return InvalidArgument("the request's 'inputs' list is empty");
-  for (size_t i = 0; i < j["inputs"].size(); ++i) {
+  const JsonValue inputs = j["inputs"];
+  if (!inputs.is_array()) return InvalidArgument("the request needs an 'inputs' list");
+  const size_t input_count = inputs.size();
+  if (input_count == 0) return InvalidArgument("the request's 'inputs' list is empty");
+  r.inputs.reserve(input_count);
+  parsed.length_sums.reserve(input_count);
+  size_t i = 0;
+  for (JsonValue input : inputs) {
     RANKD_ASSIGN_OR_RETURN(InferInput in,
-                           ParseInput(j["inputs"][i], i, limits, binary, doc, shm, parsed.shared_memory_inputs));
+                           ParseInput(input, i++, limits, binary, doc, shm, parsed.shared_memory_inputs));
     // Summed while they are in cache: the model passes over them no more (common/parsed_request.h).
     parsed.length_sums.push_back(in.lengths.empty() ? LengthSums{} : SumLengths(in.lengths));
     r.inputs.push_back(std::move(in));
   }
   if (!binary.empty()) return InvalidArgument(std::to_string(binary.size()) + " bytes of binary data are left over");
   if (j.contains("parameters")) {
-    const json& p = j["parameters"];
+    const JsonValue p = j["parameters"];
     if (!p.is_object()) return InvalidArgument("'parameters' must be an object");
     if (p.contains("binary_data_output")) {
       if (!p["binary_data_output"].is_boolean()) return InvalidArgument("binary_data_output must be true or false");
-      parsed.binary_output_all = p["binary_data_output"];
+      parsed.binary_output_all = p["binary_data_output"].boolean();
     }
     for (const char* key : {"priority", "timeout"}) {  // Triton's request parameters
-      if (!p.contains(key)) continue;
-      const json& v = p[key];
+      const JsonValue v = p[key];
+      if (!v.exists()) continue;
       int64_t limit = key[0] == 'p' ? 1000000 : int64_t{1} << 40;
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > limit) {
+      if (!v.is_number_unsigned() || v.uint64() > static_cast<uint64_t>(limit)) {
         return InvalidArgument(std::string("parameter '") + key + "' must be a non-negative integer");
       }
       if (key[0] == 'p')
-        r.priority = static_cast<int>(v.get<int64_t>());
+        r.priority = static_cast<int>(v.int64());
       else
-        r.timeout_us = v.get<int64_t>();
+        r.timeout_us = v.int64();
     }
   }
   if (j.contains("outputs")) {
     if (!j["outputs"].is_array()) return InvalidArgument("'outputs' must be a list");
-    for (const json& o : j["outputs"]) {
-      if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) {
+    for (JsonValue o : j["outputs"]) {
+      if (!o.is_object() || !o["name"].is_string())
         return InvalidArgument("each requested output needs a string 'name'");
-      }
-      r.outputs.push_back(o["name"]);
-      if (o.contains("parameters") && o["parameters"].is_object() && o["parameters"].contains("binary_data") &&
-          o["parameters"]["binary_data"].is_boolean() && o["parameters"]["binary_data"].get<bool>()) {
-        parsed.binary_outputs.push_back(o["name"]);
-      }
-      if (o.contains("parameters") && o["parameters"].is_object() && o["parameters"].contains("shared_memory_region")) {
-        RANKD_ASSIGN_OR_RETURN(SharedMemoryOutput out, ParseSharedMemoryOutput(o["name"], o["parameters"], shm));
+      std::string name(o["name"].string());
+      const JsonValue params = o["parameters"];
+      if (params.is_object() && params["binary_data"].boolean()) parsed.binary_outputs.push_back(name);
+      if (params.is_object() && params.contains("shared_memory_region")) {
+        RANKD_ASSIGN_OR_RETURN(SharedMemoryOutput out, ParseSharedMemoryOutput(name, params, shm));
         parsed.shared_memory_outputs.push_back(std::move(out));
       }
+      r.outputs.push_back(std::move(name));
     }
   }
   return parsed;
