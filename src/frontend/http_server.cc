@@ -298,7 +298,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
   Stream stream_;
   Impl& server_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request_parser<AppendStringBody>> parser_;
   bool keep_alive_ = false;
   struct Access {
     std::string method, target;
