@@ -77,6 +77,11 @@ int main(int argc, char** argv) {
                    "HTTP worker threads (0: twice the cores it may run on, at least 8)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd
+      ->add_option("--http-io-threads", serve.http_io_threads,
+                   "HTTP I/O threads, which read requests off their sockets and write the answers (0: a quarter of "
+                   "the cores it may run on, at least 2)")
+      ->check(CLI::NonNegativeNumber);
+  serve_cmd
       ->add_option("--grpc-threads", serve.grpc_threads,
                    "gRPC completion-queue threads (0: one per core it may run on, at least 2, for each GPU models are "
                    "replicated on by default)")

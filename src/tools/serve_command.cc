@@ -174,6 +174,7 @@ int ServeCommand(const ServeArgs& args) {
   http_options.max_body_bytes = limits.max_body_bytes;
   http_options.max_inflight = args.max_inflight;
   http_options.worker_threads = args.http_threads;
+  http_options.io_threads = args.http_io_threads;
   http_options.max_connections = args.http_max_connections;
   http_options.header_timeout = std::chrono::seconds(args.http_header_timeout_secs);
   if (args.http_ssl) {
