@@ -152,6 +152,31 @@ class HttpEdgesTest(unittest.TestCase):
         self.assertEqual(reply.count(b"HTTP/1.1 200"), 3, reply[:400])
         self.assertEqual(reply.count(b'"model_name":"mmoe"'), 2)
 
+    def test_a_body_in_pieces_and_a_body_cut_short(self):
+        # A Content-Length body is read straight into the request: its first bytes arrive with the
+        # header, the rest in pieces, the last piece in one write with the next request.
+        whole = http_request_bytes("/v2/models/mmoe/infer", self.good)
+        body_at = whole.index(b"\r\n\r\n") + 4
+        half = body_at + len(self.good) // 2
+        pieces = [whole[:body_at + 7], whole[body_at + 7:half],
+                  whole[half:] + b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"]
+        with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as sock:
+            for piece in pieces:
+                sock.sendall(piece)
+                time.sleep(0.05)
+            reply = b""
+            while reply.count(b"HTTP/1.1 200") < 2 or not reply.endswith(b"{}"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+        self.assertEqual(reply.count(b"HTTP/1.1 200"), 2, reply[:400])
+        self.assertEqual(reply.count(b'"model_name":"mmoe"'), 1)
+        # A client that sends half its body and leaves: the server serves on.
+        with socket.create_connection(("127.0.0.1", self.server.http_port), timeout=10) as sock:
+            sock.sendall(whole[:half])
+        self.assert_serving()
+
     def test_malformed_header_length_is_refused_and_counted(self):
         label = '{model="mmoe",version="1"}'
         before = scrape(self.server).get("nv_inference_request_failure" + label, 0)
