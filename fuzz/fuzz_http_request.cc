@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const char* end = reinterpret_cast<const char*>(data) + size;
   std::string pending;
   while (p < end || !pending.empty()) {
-    http::request_parser<AppendStringBody> parser;
+    http::request_parser<http::string_body> parser;
     parser.header_limit(64 * 1024);
     parser.body_limit(1 << 20);
     boost::beast::error_code ec;

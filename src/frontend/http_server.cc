@@ -197,40 +197,17 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     ReadBody();
   }
 
-  // A chunked body goes through Beast's parser, which reads at most the buffer's free room a time
-  // (at least 512 bytes, at most 64 KiB; left at a header's size, the buffer took a 1 MB body in a
-  // thousand reads, each with its timer and executor work: 11.8 ms of CPU on the I/O thread, which
-  // capped W1 over HTTP at ~330 requests/s). A Content-Length body is read by ReadContent.
+  // Beast reads at most the buffer's free room a time (at least 512 bytes, at most 64 KiB), for a
+  // Content-Length body and a chunked one alike. Left at a header's size, the buffer took a 1 MB
+  // body in a thousand reads, each with its timer and executor work (11.8 ms of CPU on the I/O
+  // thread, which capped W1 over HTTP at ~330 requests/s).
   void ReadBody() {
-    const auto length = parser_->content_length();  // boost::optional
-    if (!parser_->is_done() && length && !parser_->chunked()) return ReadContent(*length);
-    if (!parser_->is_done()) {
-      const size_t room = buffer_.size() + kBodyReadBytes;
+    if (!parser_->is_done()) {  // a body follows: its length, or chunked (unknown)
+      const uint64_t body = parser_->content_length().value_or(kBodyReadBytes);
+      const size_t room = buffer_.size() + static_cast<size_t>(std::min<uint64_t>(body, kBodyReadBytes));
       if (buffer_.capacity() < room) buffer_.reserve(room);
     }
     http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnRead, shared_from_this()));
-  }
-
-  // A Content-Length body straight into the request's string: the bytes that came with the header,
-  // then the rest from the socket in as few reads as it gives them, with no pass through the buffer
-  // (Beast's parser reads a body into the buffer 64 KiB at a time and copies it out again: a W1
-  // request's 476 KB twice).
-  void ReadContent(uint64_t length) {
-    content_.resize(static_cast<size_t>(length));
-    const size_t have = asio::buffer_copy(asio::buffer(content_), buffer_.data());
-    buffer_.consume(have);
-    if (have == content_.size()) return OnContent({}, 0);
-    asio::async_read(stream_, asio::buffer(content_.data() + have, content_.size() - have),
-                     beast::bind_front_handler(&Session::OnContent, shared_from_this()));
-  }
-
-  void OnContent(beast::error_code ec, size_t) {
-    if (Closed(ec)) return Close();
-    if (ec) return Refuse(ec);
-    auto req = parser_->release();  // the header; the body is content_
-    req.body() = std::move(content_);
-    content_ = {};
-    Dispatch(std::move(req));
   }
 
   // Answers a request that could not be read, and closes the connection (its framing is lost).
@@ -252,12 +229,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
   void OnRead(beast::error_code ec, size_t) {
     if (Closed(ec)) return Close();
     if (ec) return Refuse(ec);
-    Dispatch(parser_->release());
-  }
-
-  // Hands a complete request to a worker.
-  void Dispatch(http::request<AppendStringBody>&& req) {
     Tcp().expires_never();  // the handler's time is not the client's; Read() sets the next deadline
+    auto req = parser_->release();
     keep_alive_ = req.keep_alive();
     HttpRequest request = ToHttpRequest(std::move(req));
     request.received = std::chrono::steady_clock::now();
@@ -326,8 +299,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
   Stream stream_;
   Impl& server_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<AppendStringBody>> parser_;
-  std::string content_;  // a Content-Length body being read (ReadContent)
+  std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = false;
   struct Access {
     std::string method, target;
