@@ -123,33 +123,42 @@ class Walker {
 
   // A body that is one number, string, bool or null.
   Status ScalarDocument(od::document& doc, od::json_type type) {
-    switch (type) {
+    RANKD_RETURN_IF_ERROR(AddScalar(doc, type, {}));
+    return AtEnd(doc);
+  }
+
+  // A number, string, bool or null into the document. `V`: a value, or a document that is one.
+  template <typename V>
+  Status AddScalar(V& v, od::json_type t, std::string_view key) {
+    switch (t) {
       case od::json_type::number: {
         JsonLeaves::Kind kind;
         uint64_t bits;
-        RANKD_RETURN_IF_ERROR(Number(doc, kind, bits));
-        AddNumber(kind, bits, {});
-        break;
+        RANKD_RETURN_IF_ERROR(Number(v, kind, bits));
+        AddNumber(kind, bits, key);
+        return Status::Ok();
       }
       case od::json_type::string: {
         std::string_view s;
-        RANKD_JSON(doc.get_string().get(s));
-        tree().AddString(s, {});
-        break;
+        RANKD_JSON(v.get_string().get(s));
+        tree().AddString(s, key);
+        return Status::Ok();
       }
       case od::json_type::boolean: {
         bool b;
-        RANKD_JSON(doc.get_bool().get(b));
-        tree().Add(Kind::kBool, b ? 1 : 0, {});
-        break;
+        RANKD_JSON(v.get_bool().get(b));
+        tree().Add(Kind::kBool, b ? 1 : 0, key);
+        return Status::Ok();
       }
-      default: {
+      case od::json_type::null: {
         bool null = false;
-        if (doc.is_null().get(null) != simdjson::SUCCESS || !null) return NotJson();
-        tree().Add(Kind::kNull, 0, {});
+        if (v.is_null().get(null) != simdjson::SUCCESS || !null) return NotJson();
+        tree().Add(Kind::kNull, 0, key);
+        return Status::Ok();
       }
+      default:
+        return NotJson();
     }
-    return AtEnd(doc);
   }
 
   // A number into the document: a non-negative integer as unsigned, as the streaming reader has it.
@@ -424,32 +433,9 @@ class Walker {
         tree().Close(list);
         return Status::Ok();
       }
-      case od::json_type::number: {
-        JsonLeaves::Kind kind;
-        uint64_t bits;
-        RANKD_RETURN_IF_ERROR(Number(v, kind, bits));
-        AddNumber(kind, bits, key);
-        return Status::Ok();
-      }
-      case od::json_type::string: {
-        std::string_view s;
-        RANKD_JSON(v.get_string().get(s));
-        tree().AddString(s, key);
-        return Status::Ok();
-      }
-      case od::json_type::boolean: {
-        bool b;
-        RANKD_JSON(v.get_bool().get(b));
-        tree().Add(Kind::kBool, b ? 1 : 0, key);
-        return Status::Ok();
-      }
-      case od::json_type::null: {
-        if (!IsNull(v)) return NotJson();
-        tree().Add(Kind::kNull, 0, key);
-        return Status::Ok();
-      }
+      default:
+        return AddScalar(v, t, key);
     }
-    return NotJson();
   }
 
   Status Array(od::array& a, int depth) {
