@@ -461,9 +461,9 @@ StatusOr<JsonRequestDocument> ReadJsonRequestIndexed(std::string_view body, cons
   thread_local std::vector<char> kept_buffer;
   std::vector<char> fresh_buffer;
   std::vector<char>& buffer = small ? kept_buffer : fresh_buffer;
-  buffer.resize(body.size() + simdjson::SIMDJSON_PADDING);
-  std::copy(body.begin(), body.end(), buffer.begin());
-  std::fill(buffer.begin() + static_cast<ptrdiff_t>(body.size()), buffer.end(), '\0');
+  buffer.reserve(body.size() + simdjson::SIMDJSON_PADDING);
+  buffer.assign(body.begin(), body.end());                  // copied once, not zeroed first
+  buffer.resize(body.size() + simdjson::SIMDJSON_PADDING);  // the padding zeroed
   thread_local od::parser kept;  // its buffers, sized by the largest body so far, stay with the thread
   od::parser fresh;
   od::parser& parser = small ? kept : fresh;
