@@ -198,6 +198,23 @@ OpCase Bag(const char* name, int64_t rows, int64_t dim, int64_t bags, int64_t ma
           table_dtype == DType::kF32 ? 1e-5 : 1e-3};
 }
 
+// A ragged bag weighted per id (EmbeddingBag's fourth input), weights in [-2, 2] and some zero.
+OpCase WeightedBag(const char* name, int64_t rows, int64_t dim, int64_t bags, int64_t max_len, double empty,
+                   const char* mode, DType table_dtype) {
+  return {name,
+          [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64& rng) {
+            std::vector<int> ins = BagInputs(g, in, rng, "", rows, dim, bags, max_len, empty, 0.1, table_dtype, false);
+            const int64_t total = in[in.size() - 2].size();
+            Tensor weights = Random(DType::kF32, {total}, rng);
+            for (int64_t i = 0; i < total; i += 7) weights.data<float>()[i] = 0.0f;
+            in.push_back(std::move(weights));
+            ins.push_back(g.Input("weights", DType::kF32, {total}));
+            g.Output(g.Op("EmbeddingBag", ins, {{"mode", std::string(mode)}}));
+            ragged.push_back(max_len);
+          },
+          table_dtype == DType::kF32 ? 1e-5 : 1e-3};
+}
+
 // ConcatEmbeddingBags over `parts` parts cycling through: a copied FP32 value of width 5, ragged
 // FP32 bags of width 128 (16-byte path), padded FP16 of 16, ragged BF16 of 3 and FP32 of 6 (the
 // element-wise path: odd width, a column not a multiple of 4), a column lookup of width 8, mean,
@@ -457,6 +474,9 @@ std::vector<OpCase> Cases() {
       Bag("bag_bf16_sqrtn_padded", 3000, 32, 100, 40, 0.05, 0.05, "sqrtn", DType::kBF16, true),
       Bag("bag_wide", 100, 300, 20, 5, 0.0, 0.0, "sum", f, false),
       Bag("bag_one_row", 10, 3, 1, 1, 0.0, 0.0, "sum", f, false),
+      WeightedBag("bag_weighted_sum", 1000, 16, 64, 12, 0.2, "sum", f),
+      WeightedBag("bag_weighted_mean_bf16", 3000, 32, 100, 40, 0.05, "mean", DType::kBF16),
+      WeightedBag("bag_weighted_sqrtn_wide", 100, 300, 20, 5, 0.0, "sqrtn", f),
       BagsConcat("concat_bags", 6, 67),
       BagsConcat("concat_bags_one_row", 5, 1),
       BagsConcat("concat_bags_two_launches", 61, 40),

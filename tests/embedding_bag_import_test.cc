@@ -2,8 +2,8 @@
 // exporter of PyTorch 2.11, opset 17, a 50 x 4 table, bags over offsets, modes sum, mean and max,
 // and over padded 2-D ids, and a sum with per-sample weights; and its dynamo exporter, opset 20,
 // dynamo_*: the same bags over offsets): the Loop over bags is imported as
-// one EmbeddingBag (model/bag_loop_import.h), the weighted one over its rows weighted first, served from ragged ids
-// whose starts the config routes to the graph's offsets input (or from the 2-D ids), and scored as the table's rows
+// one EmbeddingBag (model/bag_loop_import.h), the weighted one weighting its rows as it reads them, served from ragged
+// ids whose starts the config routes to the graph's offsets input (or from the 2-D ids), and scored as the table's rows
 // say; the forms rankd does not take are refused naming the node and what differs.
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "compile/passes.h"
@@ -220,8 +221,8 @@ TEST(EmbeddingBagImport, AReduceProdOfValuesIsStillRefused) {
 }
 
 // Per-sample weights (nn.EmbeddingBag(ids, offsets, per_sample_weights=w), sum): the Loop becomes
-// the rows gathered and weighted, then one bag over them; run on the graph's own inputs (flat ids,
-// bag starts, a weight per id), each bag is the weighted sum of its rows.
+// one bag that weights each row as it reads it (no rows gathered and weighted first); run on the
+// graph's own inputs (flat ids, bag starts, a weight per id), each bag is the weighted sum of its rows.
 TEST(EmbeddingBagImport, PerSampleWeightsWeighTheRowsOfTheirBags) {
   for (const char* file : {"weighted_sum.onnx", "dynamo_weighted_sum.onnx"}) {
     SCOPED_TRACE(file);
@@ -229,9 +230,15 @@ TEST(EmbeddingBagImport, PerSampleWeightsWeighTheRowsOfTheirBags) {
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     RemoveDeadNodes(*g);  // the dynamo form's Size and SequenceEmpty, which no backend runs
     EXPECT_EQ(g->OpCounts()["Loop"], 0);
-    EXPECT_EQ(g->OpCounts()["EmbeddingBag"], 1);
+    EXPECT_EQ(g->OpCounts()["Mul"], 0);
+    EXPECT_EQ(g->OpCounts()["Range"], 0);
+    ASSERT_EQ(g->OpCounts()["EmbeddingBag"], 1);
+    const auto bag =
+        std::find_if(g->nodes.begin(), g->nodes.end(), [](const Node& n) { return n.op == "EmbeddingBag"; });
+    EXPECT_EQ(bag->NumInputs(), 4);
     const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
     ASSERT_TRUE(table && table->rank() == 2);
+    EXPECT_EQ(bag->inputs[0], g->FindValue("bag.weight"));
     const int64_t rows = table->dim(0), dim = table->dim(1);
     std::mt19937_64 rng(11);
     std::uniform_real_distribution<float> weight(-2, 2);
@@ -263,21 +270,26 @@ TEST(EmbeddingBagImport, PerSampleWeightsWeighTheRowsOfTheirBags) {
 }
 
 // Served: the weights a ragged FP32 input beside the ids, naming the same bag starts, its lengths
-// the ids'; each bag scores as the weighted sum of its rows, and lengths that differ are refused.
+// the ids', listed after the ids or before them; each bag scores as the weighted sum of its rows,
+// and lengths that differ are refused.
 TEST(EmbeddingBagImport, PerSampleWeightsAreServedBesideTheirIds) {
-  for (const auto& [file, weights] :
-       {std::pair{"weighted_sum.onnx", "w"}, std::pair{"dynamo_weighted_sum.onnx", "weights"}}) {
-    SCOPED_TRACE(file);
+  for (const auto& [file, weights, weights_first] :
+       {std::tuple{"weighted_sum.onnx", "w", false}, std::tuple{"dynamo_weighted_sum.onnx", "weights", false},
+        std::tuple{"weighted_sum.onnx", "w", true}}) {
+    SCOPED_TRACE(std::string(file) + (weights_first ? ", weights listed first" : ""));
     const Tensor table = [file = file] {
       auto g = ImportOnnxFile(Data(file));
       return g.ok() ? *g->FindConstant(g->FindValue("bag.weight")) : Tensor();
     }();
     ASSERT_EQ(table.rank(), 2);
     const int64_t rows = table.dim(0);
-    auto model = Model::Load(ModelDir(file, std::string("bag_weighted_") + weights,
-                                      std::string(kRaggedIds) + "  - name: " + weights +
-                                          "\n    datatype: FP32\n    ragged: true\n    offsets: offsets\n"),
-                             -1);
+    const std::string ids_input = std::string(kRaggedIds).substr(std::string("inputs:\n").size());
+    const std::string weights_input =
+        std::string("  - name: ") + weights + "\n    datatype: FP32\n    ragged: true\n    offsets: offsets\n";
+    auto model =
+        Model::Load(ModelDir(file, std::string("bag_weighted_") + weights + (weights_first ? "_first" : ""),
+                             "inputs:\n" + (weights_first ? weights_input + ids_input : ids_input + weights_input)),
+                    -1);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     ASSERT_EQ((*model)->inputs().size(), 2u);
     std::mt19937_64 rng(23);

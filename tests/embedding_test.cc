@@ -144,6 +144,96 @@ TEST(EmbeddingBag, IdOutOfRangeIsAnError) {
   EXPECT_NE(r.status().message().find("id 2 is out of range"), std::string::npos) << r.status().message();
 }
 
+// Weighted bags against a reference in double: each row times its id's weight, summed; the mean
+// divided by the weights' sum, sqrtn by the square root of their squares' sum (zeros where that
+// is 0), -1 slots and their weights skipped, on every backend.
+TEST(WeightedEmbeddingBag, MatchesReferenceOnEveryBackend) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> val(-1, 1);
+  const int64_t rows = 500, dim = 12, bags = 40;
+  for (DType table_dtype : {DType::kF32, DType::kBF16}) {
+    Tensor t = Tensor::Zeros(table_dtype, {rows, dim});
+    std::vector<float> table(static_cast<size_t>(rows * dim));
+    for (size_t i = 0; i < table.size(); ++i) {
+      table[i] = val(rng);
+      if (table_dtype == DType::kBF16) {
+        t.data<uint16_t>()[i] = FloatToBF16(table[i]);
+        table[i] = BF16ToFloat(t.data<uint16_t>()[i]);
+      } else {
+        t.data<float>()[i] = table[i];
+      }
+    }
+    std::vector<int64_t> ids, offsets{0};
+    std::vector<float> weights;
+    for (int64_t b = 0; b < bags; ++b) {
+      const int64_t len = b % 9 == 0 ? 0 : static_cast<int64_t>(rng() % 10);
+      for (int64_t j = 0; j < len; ++j) {
+        ids.push_back(rng() % 8 == 0 ? -1 : static_cast<int64_t>(rng() % rows));
+        weights.push_back(b % 7 == 3 ? 0.0f : 2 * val(rng));  // bag 3, 10, ...: all weights 0
+      }
+      offsets.push_back(static_cast<int64_t>(ids.size()));
+    }
+    for (const std::string mode : {"sum", "mean", "sqrtn"}) {
+      std::vector<float> want(static_cast<size_t>(bags * dim));
+      for (int64_t b = 0; b < bags; ++b) {
+        std::vector<double> acc(static_cast<size_t>(dim));
+        double sum = 0, squares = 0;
+        for (int64_t j = offsets[static_cast<size_t>(b)]; j < offsets[static_cast<size_t>(b) + 1]; ++j) {
+          const int64_t id = ids[static_cast<size_t>(j)];
+          if (id < 0) continue;
+          const double w = weights[static_cast<size_t>(j)];
+          sum += w, squares += w * w;
+          for (int64_t d = 0; d < dim; ++d) acc[static_cast<size_t>(d)] += w * table[static_cast<size_t>(id * dim + d)];
+        }
+        const double divisor = mode == "mean" ? sum : mode == "sqrtn" ? std::sqrt(squares) : 1.0;
+        for (int64_t d = 0; d < dim; ++d) {
+          want[static_cast<size_t>(b * dim + d)] =
+              divisor == 0 ? 0.0f : static_cast<float>(acc[static_cast<size_t>(d)] / divisor);
+        }
+      }
+      GraphBuilder g;
+      const int table_id = g.Const("table", t);
+      const int v = g.Input("v", DType::kI64, {-1}), o = g.Input("o", DType::kI64, {-1});
+      const int w = g.Input("w", DType::kF32, {-1});
+      g.Output(g.Op("EmbeddingBag", {table_id, v, o, w}, {{"mode", mode}}));
+      const std::vector<Tensor> inputs{testing::MakeI64({static_cast<int64_t>(ids.size())}, ids),
+                                       testing::MakeI64({bags + 1}, offsets),
+                                       testing::MakeF32({static_cast<int64_t>(weights.size())}, weights)};
+      for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
+        if (!backend) continue;
+        auto got = RunGraph(g.graph(), inputs, {}, *backend);
+        ASSERT_TRUE(got.ok()) << backend->name() << " " << mode << ": " << got.status().ToString();
+        EXPECT_LE(testing::RelativeError((*got)[0], testing::MakeF32({bags, dim}, want)), 1e-5)
+            << backend->name() << " " << mode << " " << DTypeName(table_dtype);
+      }
+      // Fewer weights than the bags read: the request fails, naming the bag.
+      std::vector<float> short_weights(weights.begin(), weights.end() - 1);
+      auto cut = RunGraph(g.graph(), {inputs[0], inputs[1],
+                                      testing::MakeF32({static_cast<int64_t>(short_weights.size())}, short_weights)});
+      EXPECT_EQ(cut.status().code(), StatusCode::kInvalidArgument) << cut.status().ToString();
+      EXPECT_NE(cut.status().message().find("weights for"), std::string::npos) << cut.status().message();
+    }
+  }
+}
+
+// A max bag takes no weights, and weights are FP32 [total]: refused when the graph is built.
+TEST(WeightedEmbeddingBag, MaxAndWrongWeightsAreRefused) {
+  for (const auto& [mode, weights_dtype] :
+       {std::pair<std::string, DType>{"max", DType::kF32}, std::pair<std::string, DType>{"sum", DType::kI64}}) {
+    GraphBuilder g;
+    const int table = g.Const("table", testing::MakeF32({2, 2}, {1, 2, 3, 4}));
+    const int v = g.Input("v", DType::kI64, {-1}), o = g.Input("o", DType::kI64, {-1});
+    const int w = g.Input("w", weights_dtype, {-1});
+    g.Output(g.Op("EmbeddingBag", {table, v, o, w}, {{"mode", mode}}));
+    Tensor weights = weights_dtype == DType::kF32 ? testing::MakeF32({2}, {1, 1}) : testing::MakeI64({2}, {1, 1});
+    auto r = RunGraph(g.graph(), {testing::MakeI64({2}, {0, 1}), testing::MakeI64({2}, {0, 2}), weights});
+    EXPECT_FALSE(r.ok()) << mode;
+    EXPECT_NE(r.status().message().find(mode == "max" ? "a max bag takes no weights" : "weights must be FP32"),
+              std::string::npos)
+        << r.status().message();
+  }
+}
+
 // The PyTorch pattern, in one of its spellings: clamp by `clamp_op`, mask by `mask_op`.
 Graph MaskedBagGraph(const std::string& clamp_op, const std::string& mask_op, bool mask_left, const Tensor& table) {
   GraphBuilder b;

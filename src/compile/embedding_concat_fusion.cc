@@ -115,7 +115,10 @@ class EmbeddingConcatFuser {
 
   bool AsBag(int value, Part& part) const {
     const Node* bag = SoleProducer(value);
-    if (!bag || bag->op != "EmbeddingBag" || bag->GetString("mode", "sum") == "max") return false;  // max: alone
+    // A max bag and a weighted one run alone (EmbeddingBag), their rows then copied into the concat.
+    if (!bag || bag->op != "EmbeddingBag" || bag->GetString("mode", "sum") == "max" || bag->NumInputs() == 4) {
+      return false;
+    }
     part = Part{bag->inputs,
                 BagCombinerFromName(bag->GetString("mode", "sum")).value_or(kBagSum),
                 -1,

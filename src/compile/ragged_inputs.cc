@@ -10,15 +10,15 @@ namespace {
 
 // Flat ids `ids` and their bags' starts `starts` (graph inputs) as the pair (values, offsets): each
 // EmbeddingBag over Concat(starts, [number of ids]) reads `offsets`, and its ids `values` where they
-// are `ids`. Of the other readers of `ids`, a row Gather (a weighted bag's rows, bag_loop_import.h)
-// a Shape, and padding_idx's Equal to a constant and Where over them read `values` (the same ids,
-// and in a plan padded to a bucket the tail no bag reads); per-id values beside the ids (an FP32 input sharing their
-// starts) are read as `values` by every reader. Nothing else may read either input.
+// are `ids`. Of the other readers of `ids`, a row Gather, a Shape (a weighted bag's id count), and padding_idx's Equal
+// to a constant and Where over them read `values` (the same ids, and in a plan padded to a bucket the tail no bag
+// reads); per-id values beside the ids (an FP32 input sharing their starts) are read as `values` by every reader.
+// Nothing else may read either input.
 Status ApplyBagStarts(Graph& graph, const std::string& name, int ids, int starts, int values, int offsets) {
   const std::vector<int> producers = graph.Producers();
   const bool per_id_values = graph.values[static_cast<size_t>(ids)].dtype == DType::kF32;
   for (Node& node : graph.nodes) {
-    if (node.op == "EmbeddingBag" && node.NumInputs() == 3) {
+    if (!per_id_values && node.op == "EmbeddingBag" && node.NumInputs() >= 3) {  // a weighted bag's weights: below
       const int concat = producers[static_cast<size_t>(node.inputs[2])];
       const Node* c = concat >= 0 ? &graph.nodes[static_cast<size_t>(concat)] : nullptr;
       if (c && c->op == "Concat" && c->NumInputs() == 2 && c->inputs[0] == starts) {
@@ -59,7 +59,15 @@ Status ApplyBagStarts(Graph& graph, const std::string& name, int ids, int starts
 Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_inputs,
                          const std::vector<std::string>& offsets_inputs) {
   std::set<int> taken_starts;  // the starts inputs ragged inputs have taken (several may share one)
-  for (size_t k = 0; k < ragged_inputs.size(); ++k) {
+  // Ids before per-id values (FP32: weights), whatever the config's order: the ids' rewrite takes
+  // the bags' starts, which the values' leaves to them.
+  std::vector<size_t> order(ragged_inputs.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_partition(order.begin(), order.end(), [&](size_t k) {
+    const int value = graph.FindValue(ragged_inputs[k]);
+    return value < 0 || graph.values[static_cast<size_t>(value)].dtype != DType::kF32;
+  });
+  for (size_t k : order) {
     const std::string& name = ragged_inputs[k];
     int ids = graph.FindValue(name);
     auto pos = std::find(graph.inputs.begin(), graph.inputs.end(), ids);

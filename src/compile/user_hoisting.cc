@@ -164,7 +164,9 @@ std::optional<std::vector<Info>> Hoister::RowsRule(const Node& n) const {
     return std::nullopt;
   }
   if (op == "EmbeddingBag") {
-    bool ragged = n.NumInputs() == 3 && side(1) == Side::kRaggedValues && side(2) == Side::kRaggedOffsets;
+    // Weighted (a fourth input): the weights are the same user's, ragged beside the ids.
+    bool ragged = (n.NumInputs() == 3 || (n.NumInputs() == 4 && side(3) == Side::kRaggedValues)) &&
+                  side(1) == Side::kRaggedValues && side(2) == Side::kRaggedOffsets;
     bool padded = n.NumInputs() == 2 && side(1) == Side::kRows;
     if (side(0) == Side::kFree && (ragged || padded)) return all_outputs(rows);
     return std::nullopt;

@@ -132,9 +132,7 @@ void ImportBagLoop(const BagLoop& bag, Node& node, Graph& graph) {
   node.op = "EmbeddingBag";
   node.attrs = {{"mode", AttributeValue(bag.mode)}};
   // Copied: adding values below may move graph.values.
-  const Value table = graph.values[static_cast<size_t>(bag.table)];
   const Value ids = graph.values[static_cast<size_t>(bag.ids)];
-  const int64_t width = table.rank_known && table.shape.size() == 2 ? table.shape[1] : -1;
   auto add = [&](const std::string& op, const std::string& what, std::vector<int> inputs, DType dtype, Shape shape,
                  std::map<std::string, AttributeValue> attrs = {}) {
     const std::string name = node.name + "/" + what;
@@ -148,18 +146,13 @@ void ImportBagLoop(const BagLoop& bag, Node& node, Graph& graph) {
     return graph.AddConstant(node.name + "/" + what, std::move(t));
   };
   node.inputs = {bag.table, bag.ids, bag.offsets};
-  if (bag.weights >= 0) {
-    const int rows = add("Gather", "rows", {bag.table, bag.ids}, table.dtype, {-1, width}, {{"axis", int64_t{0}}});
-    const int axis = graph.AddConstant(node.name + "/axis_1", Tensor::FromVector<int64_t>(DType::kI64, {1}, {1}));
-    const DType w_dtype = graph.values[static_cast<size_t>(bag.weights)].dtype;
-    const int column = add("Unsqueeze", "weights", {bag.weights, axis}, w_dtype, {-1, 1});
-    const int weighted = add("Mul", "weighted_rows", {rows, column}, table.dtype, {-1, width});
-    const int shape = add("Shape", "ids_shape", {bag.ids}, DType::kI64, {1});
-    const int count =
-        add("Gather", "ids_count", {shape, scalar("zero", 0, DType::kI64)}, DType::kI64, {}, {{"axis", int64_t{0}}});
-    const int each = add("Range", "each_row", {scalar("first", 0, DType::kI64), count, scalar("step", 1, DType::kI64)},
-                         DType::kI64, {-1});
-    node.inputs = {weighted, each, bag.offsets};
+  if (bag.weights >= 0) {  // one bag weighting each row as it reads it (FP32 weights)
+    int weights = bag.weights;
+    if (graph.values[static_cast<size_t>(weights)].dtype != DType::kF32) {
+      weights = add("Cast", "weights", {weights}, DType::kF32, {-1},
+                    {{"to", static_cast<int64_t>(onnx::TensorProto::FLOAT)}});
+    }
+    node.inputs.push_back(weights);
   }
   if (bag.padding) {  // the ids equal to padding_idx become empty slots (-1), which every bag skips
     // The exporter's bounds count the ids by Size, which no backend runs: the same bounds by Shape.

@@ -4,10 +4,9 @@
 // keepdims 0) into the Loop's one scan output. The importer (onnx_import.cc) replaces such a Loop
 // with one EmbeddingBag(table, ids, offsets) node of mode sum, mean or max (ReduceMax), a bag of no
 // ids giving zeros as PyTorch's does. With per-sample weights (a sum bag whose body multiplies the
-// rows by the same slice of a weights input, unsqueezed) the rows are gathered and weighted first,
-// and the bag sums the weighted rows: Gather(table, ids) * Unsqueeze(weights, [1]), then
-// EmbeddingBag(those, Range(0, ids), offsets). Any other Loop is refused naming the node and what
-// differs. The dynamo exporter's form is dynamo_bag_import.h's.
+// rows by the same slice of a weights input, unsqueezed) the bag is EmbeddingBag(table, ids,
+// offsets, weights), each row weighted as it is read. Any other Loop is refused naming the node
+// and what differs. The dynamo exporter's form is dynamo_bag_import.h's.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -41,7 +40,7 @@ using TensorFromProto = std::function<StatusOr<Tensor>(const onnx::TensorProto&)
 StatusOr<BagLoop> MatchBagLoop(const onnx::NodeProto& loop, const Graph& graph, const TensorFromProto& tensor_of);
 
 // Turns `node` (the Loop's, named, outputs still to be added) into the bag's EmbeddingBag, adding
-// to `graph` the nodes that weight its rows first where it has weights.
+// to `graph` a Cast of its weights where they are not FP32 and padding_idx's nodes.
 void ImportBagLoop(const BagLoop& bag, Node& node, Graph& graph);
 
 }  // namespace rankd

@@ -30,21 +30,35 @@ inline void AccumulateRow<float>(const float* row, int64_t dim, float* acc) {
   for (int64_t d = 0; d < dim; ++d) acc[d] += row[d];
 }
 
-// Bag b reads ids[begin(b) .. end(b)) and writes out[b * out_stride, + dim).
-// An empty bag gives `empty` (zeros but for a masked max's fill).
+template <typename Row>
+inline void AccumulateWeightedRow(const Row* row, int64_t dim, float weight, float* acc) {
+  for (int64_t d = 0; d < dim; ++d) acc[d] += weight * static_cast<float>(ToDouble(row[d]));
+}
+template <>
+inline void AccumulateWeightedRow<float>(const float* row, int64_t dim, float weight, float* acc) {
+  for (int64_t d = 0; d < dim; ++d) acc[d] += weight * row[d];
+}
+
+// Bag b reads ids[begin(b) .. end(b)) (with weights, each row times its id's weight) and writes
+// out[b * out_stride, + dim). An empty bag gives `empty` (zeros but for a masked max's fill).
 template <typename Row, typename Id, typename Bounds>
-void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bounds, int combiner, float empty,
-          float* out, int64_t out_stride) {
+void Pool(const Row* table, int64_t dim, const Id* ids, const float* weights, int64_t bags, Bounds bounds, int combiner,
+          float empty, float* out, int64_t out_stride) {
   ParallelFor(bags, dim * 8, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
       float* acc = out + b * out_stride;
       std::memset(acc, 0, static_cast<size_t>(dim) * sizeof(float));
       auto [lo, hi] = bounds(b);
       int64_t count = 0;
+      float weight_sum = 0.0f, weight_squares = 0.0f;
       for (int64_t j = lo; j < hi; ++j) {
         int64_t id = static_cast<int64_t>(ids[j]);
         if (id < 0) continue;
-        if (combiner == kBagMax) {
+        if (weights) {
+          AccumulateWeightedRow(table + id * dim, dim, weights[j], acc);
+          weight_sum += weights[j];
+          weight_squares += weights[j] * weights[j];
+        } else if (combiner == kBagMax) {
           MaxRow(table + id * dim, dim, count == 0, acc);
         } else {
           AccumulateRow(table + id * dim, dim, acc);
@@ -52,7 +66,8 @@ void Pool(const Row* table, int64_t dim, const Id* ids, int64_t bags, Bounds bou
         ++count;
       }
       if (count == 0 && empty != 0.0f) std::fill(acc, acc + dim, empty);
-      if (const float scale = BagScale(combiner, count); scale != 1.0f) {
+      const float scale = weights ? WeightedBagScale(combiner, weight_sum, weight_squares) : BagScale(combiner, count);
+      if (scale != 1.0f) {
         for (int64_t d = 0; d < dim; ++d) acc[d] *= scale;
       }
     }
@@ -71,14 +86,15 @@ Status CheckIds(const Tensor& ids, int64_t count, int64_t rows, const Node& node
   return Status::Ok();
 }
 
-// Pools the bag whose inputs are in[first, first + count) (table, ids[, offsets], as
+// Pools the bag whose inputs are in[first, first + count) (table, ids[, offsets[, weights]], as
 // EmbeddingBag) into out[b * out_stride, + dim) for every bag b; an empty one gives `empty`.
 Status PoolBags(const KernelArgs& k, int first, int count, int combiner, float* out, int64_t out_stride,
                 float empty = 0.0f) {
   const Tensor& table = k.In(first);
   const Tensor& ids = k.In(first + 1);
   int64_t rows = table.dim(0), dim = table.dim(1);
-  bool ragged = count == 3;
+  bool ragged = count >= 3;
+  const float* weights = count == 4 ? k.In(first + 3).data<float>() : nullptr;
   int64_t bags = ragged ? k.In(first + 2).dim(0) - 1 : ids.dim(0);
   const int64_t* offsets = ragged ? k.In(first + 2).data<int64_t>() : nullptr;
   if (ragged) {
@@ -88,6 +104,10 @@ Status PoolBags(const KernelArgs& k, int first, int count, int combiner, float* 
     }
     for (int64_t b = 0; b < bags; ++b) {
       if (offsets[b + 1] < offsets[b]) return InvalidArgument(k.node.Describe() + ": offsets decrease");
+    }
+    if (weights && offsets[bags] > k.In(first + 3).size()) {
+      return InvalidArgument(k.node.Describe() + ": " + std::to_string(k.In(first + 3).size()) + " weights for " +
+                             std::to_string(offsets[bags]) + " ids");
     }
   }
   int64_t width = ragged ? 0 : ids.dim(1);
@@ -102,7 +122,7 @@ Status PoolBags(const KernelArgs& k, int first, int count, int combiner, float* 
     return DispatchAny(table.dtype(), [&](auto row_tag) {
       using Row = decltype(row_tag);
       if constexpr (std::is_same_v<Row, float> || std::is_same_v<Row, Half> || std::is_same_v<Row, BFloat16>) {
-        Pool(table.data<Row>(), dim, ids.data<Id>(), bags, bounds, combiner, empty, out, out_stride);
+        Pool(table.data<Row>(), dim, ids.data<Id>(), weights, bags, bounds, combiner, empty, out, out_stride);
       }
     });
   };

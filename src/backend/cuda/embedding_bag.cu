@@ -1,6 +1,6 @@
-// CUDA kernels of EmbeddingBag (padded or ragged ids, negative = empty slot, sum, mean, sqrtn or max) and
-// RaggedToPadded (cpu/embedding_bag.cc is the reference). Ids out of range are reported through
-// the executor's error word and contribute nothing.
+// CUDA kernels of EmbeddingBag (padded or ragged ids, negative = empty slot, sum, mean, sqrtn or max,
+// ragged ids perhaps weighted) and RaggedToPadded (cpu/embedding_bag.cc is the reference). Ids out
+// of range are reported through the executor's error word and contribute nothing.
 #include <map>
 #include <type_traits>
 
@@ -17,17 +17,18 @@ constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 
 // A warp per bag; lanes stride the embedding dimension; an empty bag gives `empty` (0 but for a
-// masked max's fill). A row the table's cache holds is read from
-// its slot, past L1 (RowCacheView).
+// masked max's fill). With weights (ragged bags only, n_weights of them) each row is multiplied by
+// its id's weight and the mean and sqrtn divide by the weights (WeightedBagScale). A row the
+// table's cache holds is read from its slot, past L1 (RowCacheView).
 template <typename Row, typename Id>
 __global__ void BagKernel(int64_t bags, int64_t rows, int64_t dim, const Row* table, RowCacheView cache, const Id* ids,
-                          int64_t n_ids, const int64_t* offsets, int64_t width, int combiner, float empty, float* out,
-                          int* error, int step) {
+                          int64_t n_ids, const int64_t* offsets, int64_t width, const float* weights, int64_t n_weights,
+                          int combiner, float empty, float* out, int* error, int step) {
   int64_t b = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / kWarp;
   int lane = threadIdx.x % kWarp;
   if (b >= bags) return;
   int64_t lo = offsets ? offsets[b] : b * width, hi = offsets ? offsets[b + 1] : (b + 1) * width;
-  if (lo < 0 || hi < lo || hi > n_ids) {
+  if (lo < 0 || hi < lo || hi > n_ids || (weights && hi > n_weights)) {
     if (lane == 0) ReportBadData(error, step);
     lo = hi = 0;
   }
@@ -35,6 +36,7 @@ __global__ void BagKernel(int64_t bags, int64_t rows, int64_t dim, const Row* ta
   for (int64_t d0 = 0; d0 < dim; d0 += 4 * kWarp) {
     float acc[4] = {0, 0, 0, 0};
     int64_t count = 0;
+    float weight_sum = 0.0f, weight_squares = 0.0f;
     for (int64_t j = lo; j < hi; ++j) {
       int64_t id = static_cast<int64_t>(ids[j]);
       if (id < 0) continue;
@@ -43,17 +45,20 @@ __global__ void BagKernel(int64_t bags, int64_t rows, int64_t dim, const Row* ta
         continue;
       }
       ++count;
+      const float w = weights ? weights[j] : 1.0f;
+      weight_sum += w;
+      weight_squares += w * w;
       const int32_t slot = cache.slot_of_row ? __ldcg(cache.slot_of_row + id) : -1;
       const Row* row = slot >= 0 ? static_cast<const Row*>(cache.slots) + slot * dim : table + id * dim;
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         int64_t d = d0 + u * kWarp + lane;
         if (d >= dim) continue;
-        const float v = ToFloat(slot >= 0 ? __ldcg(row + d) : row[d]);
+        const float v = w * ToFloat(slot >= 0 ? __ldcg(row + d) : row[d]);
         acc[u] = combiner != kBagMax ? acc[u] + v : count == 1 ? v : fmaxf(acc[u], v);
       }
     }
-    float scale = BagScale(combiner, count);
+    const float scale = weights ? WeightedBagScale(combiner, weight_sum, weight_squares) : BagScale(combiner, count);
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       int64_t d = d0 + u * kWarp + lane;
@@ -69,8 +74,11 @@ Status EmbeddingBag(const KernelArgs& k) {
   int64_t rows = table.dim(0), dim = table.dim(1), bags = out.dim(0);
   const int combiner = BagCombinerFromName(k.node.GetString("mode", "sum")).value_or(kBagSum);
   const float empty = k.node.GetFloat("empty", 0.0f);
-  bool ragged = k.in.size() == 3;
+  bool ragged = k.in.size() >= 3;
   const int64_t* offsets = ragged ? k.In(2).data<int64_t>() : nullptr;
+  const bool weighted = k.in.size() == 4;
+  const float* weights = weighted ? k.In(3).data<float>() : nullptr;
+  const int64_t n_weights = weighted ? k.In(3).size() : 0;
   int64_t width = ragged ? 0 : ids.dim(1);
   if (bags == 0 || dim == 0) return Status::Ok();
   unsigned blocks = static_cast<unsigned>((bags + kWarpsPerBlock - 1) / kWarpsPerBlock);
@@ -80,8 +88,8 @@ Status EmbeddingBag(const KernelArgs& k) {
     using Row = decltype(row_tag);
     using Id = decltype(id_tag);
     BagKernel<<<blocks, kWarp * kWarpsPerBlock, 0, k.device->stream>>>(
-        bags, rows, dim, table.data<Row>(), cache, ids.data<Id>(), ids.size(), offsets, width, combiner, empty,
-        out.data<float>(), k.device->error, k.step);
+        bags, rows, dim, table.data<Row>(), cache, ids.data<Id>(), ids.size(), offsets, width, weights, n_weights,
+        combiner, empty, out.data<float>(), k.device->error, k.step);
   };
   auto with_ids = [&](auto row_tag) {
     if (ids.dtype() == DType::kI32)

@@ -2,6 +2,11 @@
 //   EmbeddingBag(table [R, D], ids [B, L])              -- padded ids, negative ids are empty slots
 //   EmbeddingBag(table [R, D], values [T], offsets [B+1]) -- ragged ids: bag b is
 //     values[offsets[b], offsets[b+1]); values past offsets[B] belong to no bag
+//   EmbeddingBag(table [R, D], values [T], offsets [B+1], weights [T]) -- ragged ids with a FP32
+//     weight each (PyTorch's per_sample_weights, TensorFlow's weighted categorical columns): every
+//     row is multiplied by its id's weight; "sum" sums them, "mean" divides by the weights' sum,
+//     "sqrtn" by the square root of their squares' sum (TensorFlow's weighted combiners; a divisor
+//     of 0 gives zeros); no "max"
 //     attribute mode: "sum" (default), "mean", "sqrtn" or "max"; output [B, D] FP32; an empty bag
 //     gives zeros, or with mode "max" the attribute `empty` where given (a masked max's fill:
 //     -inf, as PyTorch's `masked_fill(~mask, -inf).amax(1)` gives a bag of no ids).
@@ -58,7 +63,14 @@ StatusOr<int64_t> BagRows(const InferContext& c, int first, int count) {
 }
 
 Status InferEmbeddingBag(InferContext& c) {
-  RANKD_ASSIGN_OR_RETURN(int64_t bags, BagRows(c, 0, c.node.NumInputs()));
+  const bool weighted = c.node.NumInputs() == 4;
+  RANKD_ASSIGN_OR_RETURN(int64_t bags, BagRows(c, 0, weighted ? 3 : c.node.NumInputs()));
+  if (weighted) {
+    // One per value the bags read: checked when the bags run (a bucket pads each input apart).
+    const TensorMeta& weights = c.in(3);
+    if (c.node.GetString("mode", "sum") == "max") return c.Error("a max bag takes no weights");
+    if (weights.dtype != DType::kF32 || weights.shape.size() != 1) return c.Error("weights must be FP32 [total]");
+  }
   c.out(0) = {DType::kF32, {bags, c.in(0).shape[1]}, nullptr};
   return Status::Ok();
 }
@@ -163,7 +175,7 @@ Status InferKeyedRows(InferContext& c) {
 }  // namespace
 
 void AppendEmbeddingSchemas(std::vector<OpSchema>& out) {
-  out.push_back({"EmbeddingBag", 2, 3, CheckEmbeddingBag, InferEmbeddingBag});
+  out.push_back({"EmbeddingBag", 2, 4, CheckEmbeddingBag, InferEmbeddingBag});
   out.push_back({"ConcatEmbeddingBags", 1, 1 << 16, CheckConcatEmbeddingBags, InferConcatEmbeddingBags});
   out.push_back({"RaggedToPadded", 2, 2, nullptr, InferRaggedToPadded});
   out.push_back({"KeyedRows", 2, 1 << 16, CheckKeyedRows, InferKeyedRows});
