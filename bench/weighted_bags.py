@@ -8,7 +8,8 @@ Exports two models with torch.onnx's TorchScript exporter: K tables of ROWS x DI
 each pooled by a sum bag over ragged ids, with per-sample weights or without, the K bags
 concatenated. Writes one request file per batch size (uniform ids, bag lengths uniform
 in 1..2 * MEAN, weights uniform in [-1, 1]), runs `rankd bench engine` on both models and times
-PyTorch's own bags (CUDA events, the median of the timed runs) on the same inputs. Needs a GPU and
+PyTorch's own bags on the same inputs: from host arrays to the result on the host, as `rankd
+bench engine` times a request, and on the device alone (CUDA events, inputs already there). Needs a GPU and
 PyTorch (the GPU machine's Python has it). Prints a Markdown table; --json writes the figures.
 """
 import argparse
@@ -16,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import torch
@@ -83,23 +85,28 @@ def request_line(batch, weighted):
 
 
 def torch_ms(module, batch, weighted, iters, device):
-    args = []
+    """PyTorch's median ms for the batch: on the device alone (CUDA events, its inputs already
+    there), and from host arrays to the result back on the host (what `rankd bench engine` times)."""
+    host = []
     for ids, lengths, weights in batch:
         offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        args += [torch.from_numpy(ids).to(device), torch.from_numpy(offsets).to(device)]
-        if weighted:
-            args.append(torch.from_numpy(weights).to(device))
-    times = []
+        host += [torch.from_numpy(ids), torch.from_numpy(offsets)] + ([torch.from_numpy(weights)] if weighted else [])
+    on_device = [t.to(device) for t in host]
+    device_ms, host_ms = [], []
     with torch.inference_mode():
         for i in range(iters + 20):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            module(*args)
+            module(*on_device)
             end.record()
             torch.cuda.synchronize()
+            began = time.perf_counter()
+            module(*[t.to(device) for t in host]).cpu()
+            took = (time.perf_counter() - began) * 1000
             if i >= 20:
-                times.append(start.elapsed_time(end))
-    return float(np.median(times))
+                device_ms.append(start.elapsed_time(end))
+                host_ms.append(took)
+    return float(np.median(device_ms)), float(np.median(host_ms))
 
 
 def main():
@@ -139,15 +146,18 @@ def main():
             with open(result) as f:
                 figures = json.load(f)
             device = torch.device("cuda")
-            peer = torch_ms(modules[weighted].to(device), batches[0], weighted, args.iters // 4, device)
+            device_ms, host_ms = torch_ms(modules[weighted].to(device), batches[0], weighted, args.iters // 4, device)
             rows_out.append({"bags": bags, "weighted": weighted, "ids": int(sum(b[0].size for b in batches[0])),
                              "rankd_median_ms": figures["median_ms"], "rankd_p99_ms": figures["p99_ms"],
-                             "torch_median_ms": peer})
-    print("| bags a table | weighted | ids a request | rankd median ms | rankd p99 ms | PyTorch median ms |")
-    print("| --- | --- | --- | --- | --- | --- |")
+                             "steps": figures["steps"], "torch_host_median_ms": host_ms,
+                             "torch_device_median_ms": device_ms})
+    print("| bags a table | weighted | ids a request | rankd steps | rankd median ms | rankd p99 ms "
+          "| PyTorch host to host, median ms | PyTorch on the device, median ms |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows_out:
-        print("| %d | %s | %d | %.4f | %.4f | %.4f |" % (r["bags"], "yes" if r["weighted"] else "no", r["ids"],
-                                                      r["rankd_median_ms"], r["rankd_p99_ms"], r["torch_median_ms"]))
+        print("| %d | %s | %d | %d | %.4f | %.4f | %.4f | %.4f |" % (
+            r["bags"], "yes" if r["weighted"] else "no", r["ids"], r["steps"], r["rankd_median_ms"],
+            r["rankd_p99_ms"], r["torch_host_median_ms"], r["torch_device_median_ms"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "rows": rows_out}, f, indent=2)

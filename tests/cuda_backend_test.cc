@@ -198,21 +198,53 @@ OpCase Bag(const char* name, int64_t rows, int64_t dim, int64_t bags, int64_t ma
           table_dtype == DType::kF32 ? 1e-5 : 1e-3};
 }
 
-// A ragged bag weighted per id (EmbeddingBag's fourth input), weights in [-2, 2] and some zero.
+// The inputs of a ragged bag weighted per id (EmbeddingBag's fourth input): BagInputs' and the
+// weights, in [-2, 2] with every seventh 0.
+std::vector<int> WeightedBagInputs(GraphBuilder& g, std::vector<Tensor>& in, std::mt19937_64& rng,
+                                   const std::string& tag, int64_t rows, int64_t dim, int64_t bags, int64_t max_len,
+                                   double empty, DType table_dtype) {
+  std::vector<int> ins = BagInputs(g, in, rng, tag, rows, dim, bags, max_len, empty, 0.1, table_dtype, false);
+  const int64_t total = in[in.size() - 2].size();
+  Tensor weights = Random(DType::kF32, {total}, rng);
+  for (int64_t i = 0; i < total; i += 7) weights.data<float>()[i] = 0.0f;
+  in.push_back(std::move(weights));
+  ins.push_back(g.Input("weights" + tag, DType::kF32, {total}));
+  return ins;
+}
+
+// A weighted bag alone (the sum, and TensorFlow's weighted mean and sqrtn).
 OpCase WeightedBag(const char* name, int64_t rows, int64_t dim, int64_t bags, int64_t max_len, double empty,
                    const char* mode, DType table_dtype) {
   return {name,
           [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>& ragged, std::mt19937_64& rng) {
-            std::vector<int> ins = BagInputs(g, in, rng, "", rows, dim, bags, max_len, empty, 0.1, table_dtype, false);
-            const int64_t total = in[in.size() - 2].size();
-            Tensor weights = Random(DType::kF32, {total}, rng);
-            for (int64_t i = 0; i < total; i += 7) weights.data<float>()[i] = 0.0f;
-            in.push_back(std::move(weights));
-            ins.push_back(g.Input("weights", DType::kF32, {total}));
+            std::vector<int> ins = WeightedBagInputs(g, in, rng, "", rows, dim, bags, max_len, empty, table_dtype);
             g.Output(g.Op("EmbeddingBag", ins, {{"mode", std::string(mode)}}));
             ragged.push_back(max_len);
           },
           table_dtype == DType::kF32 ? 1e-5 : 1e-3};
+}
+
+// Weighted sums among the parts of a concatenation, every way a part is pooled: short BF16 bags
+// of 128 and FP32 of 64 (lane groups), long BF16 bags (split over warps in a small launch), FP16
+// rows of 24 (three 16-byte pieces), FP32 rows of 6 (an element a lane), beside an unweighted bag
+// and a copied part. Past 16,384 bags in all the launch takes its large shape.
+OpCase BagsConcatWeighted(const char* name, int64_t rows) {
+  return {name,
+          [=](GraphBuilder& g, std::vector<Tensor>& in, std::vector<int64_t>&, std::mt19937_64& rng) {
+            in.push_back(Random(DType::kF32, {rows, 4}, rng));
+            std::vector<int> ins{g.Input("x", DType::kF32, {rows, 4})};
+            auto add = [&](const std::vector<int>& part) { ins.insert(ins.end(), part.begin(), part.end()); };
+            add(WeightedBagInputs(g, in, rng, "0", 700, 128, rows, 3, 0.1, DType::kBF16));
+            add(WeightedBagInputs(g, in, rng, "1", 400, 64, rows, 12, 0.1, DType::kF32));
+            add(WeightedBagInputs(g, in, rng, "2", 900, 128, rows, 100, 0.05, DType::kBF16));
+            add(BagInputs(g, in, rng, "3", 300, 128, rows, 5, 0.1, 0.1, DType::kF32, false));
+            add(WeightedBagInputs(g, in, rng, "4", 500, 24, rows, 20, 0.05, DType::kF16));
+            add(WeightedBagInputs(g, in, rng, "5", 70, 6, rows, 4, 0.2, DType::kF32));
+            g.Output(g.Op("ConcatEmbeddingBags", ins,
+                          {{"parts", std::vector<int64_t>{1, 4, 4, 4, 3, 4, 4}},
+                           {"modes", std::vector<int64_t>{0, 0, 0, 0, 1, 0, 0}}}));
+          },
+          1e-3};
 }
 
 // ConcatEmbeddingBags over `parts` parts cycling through: a copied FP32 value of width 5, ragged
@@ -477,6 +509,10 @@ std::vector<OpCase> Cases() {
       WeightedBag("bag_weighted_sum", 1000, 16, 64, 12, 0.2, "sum", f),
       WeightedBag("bag_weighted_mean_bf16", 3000, 32, 100, 40, 0.05, "mean", DType::kBF16),
       WeightedBag("bag_weighted_sqrtn_wide", 100, 300, 20, 5, 0.0, "sqrtn", f),
+      BagsConcatWeighted("concat_bags_weighted_one_row", 1),
+      BagsConcatWeighted("concat_bags_weighted_37", 37),
+      BagsConcatWeighted("concat_bags_weighted_700", 700),
+      BagsConcatWeighted("concat_bags_weighted_large", 3000),
       BagsConcat("concat_bags", 6, 67),
       BagsConcat("concat_bags_one_row", 5, 1),
       BagsConcat("concat_bags_two_launches", 61, 40),

@@ -1,5 +1,5 @@
 // FuseEmbeddingConcats and ConcatEmbeddingBags on the CPU: random concatenations of bags (ragged
-// and padded ids, sum and mean, FP32/FP16/BF16 tables, empty bags, -1 slots) and copied parts
+// and padded ids, sum and mean, weighted sums, FP32/FP16/BF16 tables, empty bags, -1 slots) and copied parts
 // score exactly as the graph as written; what must stay unfused stays.
 #include <gtest/gtest.h>
 
@@ -16,7 +16,8 @@ using testing::GraphBuilder;
 using testing::RandomTable;
 using testing::RunGraph;
 
-// A bag over `rows` request rows: ragged (values + offsets inputs) or padded ids; its output id.
+// A bag over `rows` request rows: ragged (values + offsets inputs, perhaps a weighted sum) or
+// padded ids; its output id.
 int AddBag(GraphBuilder& g, std::vector<Tensor>& inputs, int64_t rows, std::mt19937_64& rng) {
   std::uniform_int_distribution<int> pick(0, 5);
   const DType dtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
@@ -37,6 +38,13 @@ int AddBag(GraphBuilder& g, std::vector<Tensor>& inputs, int64_t rows, std::mt19
     inputs.push_back(testing::MakeI64({rows + 1}, offsets));
     int v = g.Input(name + ".values", DType::kI64, {-1});
     int o = g.Input(name + ".offsets", DType::kI64, {-1});
+    if (pick(rng) < 2) {  // a weighted sum, a weight per id (some zero, some negative)
+      std::vector<float> weights(values.size());
+      for (float& w : weights) w = static_cast<float>(pick(rng)) - 1.5f;
+      inputs.push_back(testing::MakeF32({static_cast<int64_t>(weights.size())}, weights));
+      const int w = g.Input(name + ".weights", DType::kF32, {-1});
+      return g.Op("EmbeddingBag", {table, v, o, w}, {{"mode", std::string("sum")}});
+    }
     return g.Op("EmbeddingBag", {table, v, o}, attrs);
   }
   std::vector<int64_t> padded(static_cast<size_t>(rows * max_len));
@@ -298,6 +306,30 @@ TEST(ConcatEmbeddingBags, BadIdsAndMalformedNodesAreErrors) {
   g.graph().nodes[0].attrs["parts"] = std::vector<int64_t>{1, 1};  // does not account for every input
   auto malformed = RunGraph(g.graph(), {testing::MakeI64({1, 2}, {1, 0}), testing::MakeF32({1, 1}, {9})});
   EXPECT_EQ(malformed.status().code(), StatusCode::kInvalidArgument);
+}
+
+// A weighted part (table, values, offsets, weights): a sum, each row times its weight, as the
+// weighted EmbeddingBag gives it; fewer weights than ids fail the request; a weighted part that is
+// not a sum, or reads a column, is refused at load.
+TEST(ConcatEmbeddingBags, WeightedPartsAreSums) {
+  GraphBuilder g;
+  const int table = g.Const("table", testing::MakeF32({3, 2}, {1, 2, 3, 4, 5, 6}));
+  const int v = g.Input("v", DType::kI64, {-1}), o = g.Input("o", DType::kI64, {-1});
+  const int w = g.Input("w", DType::kF32, {-1});
+  g.Output(g.Op("ConcatEmbeddingBags", {table, v, o, w},
+                {{"parts", std::vector<int64_t>{4}}, {"modes", std::vector<int64_t>{0}}}));
+  ASSERT_TRUE(CpuBackend().CheckGraph(g.graph()).ok());
+  // Bags {0, 2}, {}, {-1, 1}: 0.5 * row 0 + 2 * row 2; zeros; -1 skipped, -3 * row 1.
+  const Tensor ids = testing::MakeI64({4}, {0, 2, -1, 1}), offsets = testing::MakeI64({4}, {0, 2, 2, 4});
+  auto got = RunGraph(g.graph(), {ids, offsets, testing::MakeF32({4}, {0.5f, 2.0f, 100.0f, -3.0f})});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(testing::RelativeError((*got)[0], testing::MakeF32({3, 2}, {10.5f, 13.0f, 0, 0, -9.0f, -12.0f})), 0.0);
+  auto cut = RunGraph(g.graph(), {ids, offsets, testing::MakeF32({3}, {1, 1, 1})});
+  EXPECT_EQ(cut.status().code(), StatusCode::kInvalidArgument) << cut.status().ToString();
+  g.graph().nodes[0].attrs["modes"] = std::vector<int64_t>{1};
+  const Status mean = CpuBackend().CheckGraph(g.graph());
+  EXPECT_EQ(mean.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mean.message().find("a weighted part"), std::string::npos) << mean.ToString();
 }
 
 }  // namespace

@@ -115,10 +115,9 @@ class EmbeddingConcatFuser {
 
   bool AsBag(int value, Part& part) const {
     const Node* bag = SoleProducer(value);
-    // A max bag and a weighted one run alone (EmbeddingBag), their rows then copied into the concat.
-    if (!bag || bag->op != "EmbeddingBag" || bag->GetString("mode", "sum") == "max" || bag->NumInputs() == 4) {
-      return false;
-    }
+    // A max bag, and a weighted one other than a sum, run alone (EmbeddingBag).
+    const std::string mode = bag ? bag->GetString("mode", "sum") : "";
+    if (!bag || bag->op != "EmbeddingBag" || mode == "max" || (bag->NumInputs() == 4 && mode != "sum")) return false;
     part = Part{bag->inputs,
                 BagCombinerFromName(bag->GetString("mode", "sum")).value_or(kBagSum),
                 -1,

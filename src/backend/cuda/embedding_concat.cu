@@ -3,7 +3,8 @@
 // table row leaves lane groups (Part::grouped); a small one does so for short bags, and takes a
 // warp per (row, part) for the others, or several for a part whose bags are long (Part::split).
 // A bag part pools its ids' table rows (negative ids skipped, an empty bag gives zeros, ids out
-// of range reported through the executor's error word and skipped); a copied part copies its row.
+// of range reported through the executor's error word and skipped), each times its weight in a
+// weighted sum; a copied part copies its row.
 // Rows are read 16 bytes per lane (4 FP32 or 8 FP16/BF16 elements) where the table's width and
 // alignment allow, and written straight into the part's columns of the output. This file lays
 // out and launches the parts; embedding_pool.cuh pools a bag.
@@ -22,7 +23,7 @@ namespace {
 
 using namespace bag_pool;
 
-constexpr int kPartsPerLaunch = 47;  // keeps the launch's parameters under 4 KiB
+constexpr int kPartsPerLaunch = 43;  // keeps the launch's parameters under 4 KiB
 
 struct Launch {
   Part parts[kPartsPerLaunch];
@@ -294,10 +295,14 @@ Status LayOutParts(const KernelArgs& k, const Layout& layout, int64_t rows, bool
     } else {
       const Tensor& ids = k.In(first + 1);
       p.ids = ids.raw();
-      p.offsets = count == 3 ? k.In(first + 2).data<int64_t>() : nullptr;
+      p.offsets = count >= 3 ? k.In(first + 2).data<int64_t>() : nullptr;
       p.table_rows = src.dim(0);
       p.n_ids = ids.size();
-      p.width = count == 3 ? 0 : static_cast<int32_t>(ids.dim(1));
+      if (count == 4) {  // a weighted sum: the bags read only ids that have a weight
+        p.weights = k.In(first + 3).data<float>();
+        p.n_ids = std::min(p.n_ids, k.In(first + 3).size());
+      }
+      p.width = count >= 3 ? 0 : static_cast<int32_t>(ids.dim(1));
       p.wide_ids = ids.dtype() != DType::kI32;
       p.combiner = static_cast<uint8_t>(modes[i]);
       p.id_column = columns.empty() ? -1 : static_cast<int32_t>(columns[i]);
@@ -321,7 +326,7 @@ Status LayOutParts(const KernelArgs& k, const Layout& layout, int64_t rows, bool
       }
       p.vector = out_vector && column % 4 == 0 && p.dim % v == 0 && Aligned16(p.src);
       ids_per_bag = p.id_column >= 0 ? 1.0
-                    : count == 3     ? static_cast<double>(p.n_ids) / static_cast<double>(rows)
+                    : count >= 3     ? static_cast<double>(p.n_ids) / static_cast<double>(rows)
                                      : p.width;
       const bool groupable = p.vector && p.table_rows <= std::numeric_limits<int32_t>::max() &&
                              p.dim <= (1 << 24);  // rows under 4 GiB apart

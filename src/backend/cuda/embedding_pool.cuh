@@ -31,8 +31,9 @@ struct Part {
   const void* src = nullptr;         // the table, or the copied values [rows, dim]
   const void* ids = nullptr;         // a bag's ids (null when it has none at all)
   const int64_t* offsets = nullptr;  // null for padded ids
+  const float* weights = nullptr;    // a weighted sum's weight per id (ragged ids), else null
   int64_t table_rows = 0;
-  int64_t n_ids = 0;
+  int64_t n_ids = 0;             // with weights, the ids that have one
   int64_t id_floor = INT64_MIN;  // with id_column: an id below it reads as it (before counting from the end)
   int32_t dim = 0;
   int32_t width = 0;       // padded ids per bag
@@ -55,7 +56,8 @@ struct Part {
 // With grouped: the warp's lane groups, each pooling a bag of its own.
 __host__ __device__ inline int BagsPerWarp(const Part& p) { return kWarp >> p.group_shift; }
 
-// V consecutive row elements in one 16-byte load (Raw), added to V float sums.
+// V consecutive row elements in one 16-byte load (Raw), added to V float sums times a weight (1
+// for an unweighted bag: fmaf(1, x, sum) is sum + x, bit for bit).
 template <typename Row>
 struct Vec;
 template <>
@@ -65,8 +67,9 @@ struct Vec<float> {
   __device__ static Raw Zero() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
   __device__ static Raw Load(const float* p) { return *reinterpret_cast<const float4*>(p); }
   __device__ static Raw LoadPastL1(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
-  __device__ static void Add(const Raw& x, float (&acc)[kN]) {
-    acc[0] += x.x, acc[1] += x.y, acc[2] += x.z, acc[3] += x.w;
+  __device__ static void Add(const Raw& x, float w, float (&acc)[kN]) {
+    acc[0] = fmaf(w, x.x, acc[0]), acc[1] = fmaf(w, x.y, acc[1]), acc[2] = fmaf(w, x.z, acc[2]);
+    acc[3] = fmaf(w, x.w, acc[3]);
   }
 };
 // Eight 16-bit elements.
@@ -80,12 +83,12 @@ struct Vec16Bit {
 };
 template <>
 struct Vec<__half> : Vec16Bit<__half> {
-  __device__ static void Add(const Raw& x, float (&acc)[kN]) {
+  __device__ static void Add(const Raw& x, float w, float (&acc)[kN]) {
     const __half2* h = reinterpret_cast<const __half2*>(&x);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float2 f = __half22float2(h[i]);
-      acc[2 * i] += f.x, acc[2 * i + 1] += f.y;
+      acc[2 * i] = fmaf(w, f.x, acc[2 * i]), acc[2 * i + 1] = fmaf(w, f.y, acc[2 * i + 1]);
     }
   }
 };
@@ -93,12 +96,12 @@ struct Vec<__half> : Vec16Bit<__half> {
 // mask (the intrinsic's conversion took three instructions for the upper one).
 template <>
 struct Vec<__nv_bfloat16> : Vec16Bit<__nv_bfloat16> {
-  __device__ static void Add(const Raw& x, float (&acc)[kN]) {
-    const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+  __device__ static void Add(const Raw& x, float w, float (&acc)[kN]) {
+    const uint32_t words[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      acc[2 * i] += __uint_as_float(w[i] << 16);
-      acc[2 * i + 1] += __uint_as_float(w[i] & 0xffff0000u);
+      acc[2 * i] = fmaf(w, __uint_as_float(words[i] << 16), acc[2 * i]);
+      acc[2 * i + 1] = fmaf(w, __uint_as_float(words[i] & 0xffff0000u), acc[2 * i + 1]);
     }
   }
 };
@@ -241,15 +244,20 @@ __device__ void PoolVector(const Part& p, RowCacheView cache, int64_t lo, int64_
       const int n = static_cast<int>(min(static_cast<int64_t>(kChunk), hi - base));
       int64_t mine = -1;
       int32_t mine_slot = -1;  // each lane its own id's, once
-      if (lane < n)
+      float mine_weight = 1.0f;
+      if (lane < n) {
         Locate(static_cast<int64_t>(ids[base + lane]), p, cache, first_d == 0, error, step, mine, mine_slot);
+        if (p.weights) mine_weight = p.weights[base + lane];
+      }
       for (int k = 0; k < n; k += groups * kIdsInFlight) {
         typename Vec<Row>::Raw raw[kIdsInFlight];
         int64_t id[kIdsInFlight];
+        float weight[kIdsInFlight];
 #pragma unroll
         for (int u = 0; u < kIdsInFlight; ++u) {
           const int from = k + group + groups * u;
           id[u] = __shfl_sync(kAllLanes, mine, from % kWarp);
+          weight[u] = p.weights ? __shfl_sync(kAllLanes, mine_weight, from % kWarp) : 1.0f;
           const int32_t slot = cache.slot_of_row ? __shfl_sync(kAllLanes, mine_slot, from % kWarp) : -1;
           if (from >= n) id[u] = -1;
           if (id[u] >= 0 && active) {
@@ -261,7 +269,7 @@ __device__ void PoolVector(const Part& p, RowCacheView cache, int64_t lo, int64_
         for (int u = 0; u < kIdsInFlight; ++u) {
           if (id[u] < 0) continue;
           ++count;
-          if (active) Vec<Row>::Add(raw[u], acc);
+          if (active) Vec<Row>::Add(raw[u], weight[u], acc);
         }
       }
     }
@@ -307,7 +315,9 @@ __device__ void PoolScalar(const Part& p, RowCacheView cache, int64_t lo, int64_
       int32_t slot = -1;
       Locate(static_cast<int64_t>(ids[j]), p, cache, d == lane, error, step, id, slot);
       if (id < 0) continue;
-      acc += slot >= 0 ? ToFloat(__ldcg(SlotRow<Row>(cache, slot, p.dim) + d)) : ToFloat(table[id * p.dim + d]);
+      const float v =
+          slot >= 0 ? ToFloat(__ldcg(SlotRow<Row>(cache, slot, p.dim) + d)) : ToFloat(table[id * p.dim + d]);
+      acc = fmaf(p.weights ? p.weights[j] : 1.0f, v, acc);
       ++count;
     }
     StoreOne(dst, d, acc * BagScale(p.combiner, count));
@@ -348,14 +358,17 @@ __device__ void GroupedLocate(Id v, const Part& p, RowCacheView cache, bool repo
 // A slot past kStagedSlotFrom is a staged row's (staged_columns: RowCacheView::staged).
 template <int kIds, int kChunks, bool kWhole, typename Row>
 __device__ void PoolIds(const char* columns, uint32_t row_bytes, const char* slot_columns, const char* staged_columns,
-                        int mine, int mine_slot, int first, int n, int row_lanes, const bool (&active)[kChunks],
-                        float (&acc)[kChunks][Vec<Row>::kN], int& count) {
+                        int mine, int mine_slot, float mine_weight, bool weighted, int first, int n, int row_lanes,
+                        const bool (&active)[kChunks], float (&acc)[kChunks][Vec<Row>::kN], int& count) {
   constexpr int V = Vec<Row>::kN;
   typename Vec<Row>::Raw raw[kIds][kChunks];
+  float weight[kIds];
 #pragma unroll
   for (int u = 0; u < kIds; ++u) {
     int id = __shfl_sync(kAllLanes, mine, first + u, row_lanes);  // lanes past the group wrap round: no slot of its bag
     if (first + u >= n) id = -1;
+    weight[u] = weighted ? __shfl_sync(kAllLanes, mine_weight, first + u, row_lanes) : 1.0f;
+    if (id < 0) weight[u] = 0.0f;  // an absent id's zeros stay zeros, whatever another id's weight
     count += id >= 0;
     const char* row = columns + static_cast<uint64_t>(static_cast<uint32_t>(id)) * row_bytes;
     int slot = -1;
@@ -386,7 +399,7 @@ __device__ void PoolIds(const char* columns, uint32_t row_bytes, const char* slo
 #pragma unroll
   for (int u = 0; u < kIds; ++u) {
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) Vec<Row>::Add(raw[u][c], acc[c]);
+    for (int c = 0; c < kChunks; ++c) Vec<Row>::Add(raw[u][c], weight[u], acc[c]);
   }
 }
 
@@ -426,15 +439,19 @@ __device__ void PoolGrouped(const Part& p, RowCacheView cache, int64_t lo, int64
       // A cached table: each lane looks up its own id's slot once, beside the others' (not once per
       // row, in a row's chain of loads); the slots go round with the ids.
       int mine = -1, mine_slot = -1;
-      if (lane < n) GroupedLocate(ids[lo + done + lane], p, cache, first_d == 0, error, step, mine, mine_slot);
+      float mine_weight = 0.0f;
+      if (lane < n) {
+        GroupedLocate(ids[lo + done + lane], p, cache, first_d == 0, error, step, mine, mine_slot);
+        if (p.weights) mine_weight = p.weights[lo + done + lane];
+      }
       const int steps = min(row_lanes, span - done);
       for (int k = 0; k < steps; k += kIdsInFlight) {
         if (kIdsInFlight > 1 && k + 1 == steps) {
-          PoolIds<1, kChunks, kWhole, Row>(columns, row_bytes, slot_columns, staged_columns, mine, mine_slot, k, n,
-                                           row_lanes, active, acc, count);
+          PoolIds<1, kChunks, kWhole, Row>(columns, row_bytes, slot_columns, staged_columns, mine, mine_slot,
+                                           mine_weight, p.weights, k, n, row_lanes, active, acc, count);
         } else {
           PoolIds<kIdsInFlight, kChunks, kWhole, Row>(columns, row_bytes, slot_columns, staged_columns, mine, mine_slot,
-                                                      k, n, row_lanes, active, acc, count);
+                                                      mine_weight, p.weights, k, n, row_lanes, active, acc, count);
         }
       }
     }

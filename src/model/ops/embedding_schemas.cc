@@ -11,7 +11,7 @@
 //     gives zeros, or with mode "max" the attribute `empty` where given (a masked max's fill:
 //     -inf, as PyTorch's `masked_fill(~mask, -inf).amax(1)` gives a bag of no ids).
 //   ConcatEmbeddingBags(parts...) -> [B, sum of widths] FP32: a Concat along the last axis whose
-//     parts are bags (2 or 3 inputs, as EmbeddingBag) or FP32 [B, w] values (1 input), pooled or
+//     parts are bags (2 or 3 inputs, as EmbeddingBag; 4, a weighted sum) or FP32 [B, w] values (1 input), pooled or
 //     copied straight into their columns; attribute `parts` gives each part's input count,
 //     `modes` each part's pooling (0 sum, 1 mean; 0 for a copied part); optional `columns`, per
 //     part -1, or for a padded-ids part the one column c it reads: out = table[ids[:, c]], as
@@ -22,6 +22,7 @@
 //     attribute ragged_index: which ragged input of the plan gives the padded length.
 //   KeyedRows(ids_0, index_0, ...) -> rows_0, ...: keyed tables' keys mapped to their rows
 //     (model/ops/keyed_rows.h).
+#include <algorithm>
 #include <limits>
 
 #include "model/ops/bag_combiner.h"
@@ -99,7 +100,10 @@ Status CheckConcatEmbeddingBags(const Node& n) {
   }
   int64_t inputs = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
-    if (parts[p] < 1 || parts[p] > 3) return InvalidArgument(n.Describe() + ": a part takes 1, 2 or 3 inputs");
+    if (parts[p] < 1 || parts[p] > 4) return InvalidArgument(n.Describe() + ": a part takes 1 to 4 inputs");
+    if (parts[p] == 4 && (modes[p] != 0 || (!columns.empty() && columns[p] >= 0))) {
+      return InvalidArgument(n.Describe() + ": a weighted part (4 inputs) is a sum of its bags");
+    }
     if (modes[p] != 0 && (modes[p] != 1 || parts[p] == 1)) return InvalidArgument(n.Describe() + ": bad pooling mode");
     inputs += parts[p];
   }
@@ -120,7 +124,10 @@ Status InferConcatEmbeddingBags(InferContext& c) {
       part_rows = dense.shape[0];
       width += dense.shape[1];
     } else {
-      RANKD_ASSIGN_OR_RETURN(part_rows, BagRows(c, first, static_cast<int>(count)));
+      RANKD_ASSIGN_OR_RETURN(part_rows, BagRows(c, first, static_cast<int>(std::min<int64_t>(count, 3))));
+      if (count == 4 && (c.in(first + 3).dtype != DType::kF32 || c.in(first + 3).shape.size() != 1)) {
+        return c.Error("weights must be FP32 [total]");
+      }
       // A column is read only from padded ids [rows, width] (CheckConcatEmbeddingBags).
       if (!columns.empty() && columns[p] >= 0 && columns[p] >= c.in(first + 1).shape[1]) {
         return c.Error("a column is past the ids' width");
