@@ -1,6 +1,7 @@
 // PyTorch's nn.EmbeddingBag as torch.onnx exports it (tests/data/embedding_bags: the TorchScript
 // exporter of PyTorch 2.11, opset 17, a 50 x 4 table, bags over offsets, modes sum, mean and max,
-// and over padded 2-D ids, and a sum with per-sample weights; and its dynamo exporter, opset 20,
+// and over padded 2-D ids, and a sum with per-sample weights (over offsets and over padded ids); and its
+// dynamo exporter, opset 20,
 // dynamo_*: the same bags over offsets): the Loop over bags is imported as
 // one EmbeddingBag (model/bag_loop_import.h), the weighted one weighting its rows as it reads them, served from ragged
 // ids whose starts the config routes to the graph's offsets input (or from the 2-D ids), and scored as the table's rows
@@ -166,6 +167,64 @@ TEST(EmbeddingBagImport, ThePadded2dFormIsOneBagOverFixedLengthRows) {
       InferRequest bad;  // an id past the table fails its request
       bad.inputs.push_back({"ids", testing::MakeI64({1, n}, {0, 1, 2, 3, rows}), {}, {}});
       EXPECT_EQ((*model)->Infer(bad).status().code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+// nn.EmbeddingBag(ids [bags, 3], per_sample_weights=w [bags, 3]) by both exporters
+// (scripts/export_padded_weighted_bags.py): one weighted bag over the flattened ids and weights,
+// the rows weighted as the kernel reads them, served from plain [bags, 3] inputs.
+TEST(EmbeddingBagImport, ThePadded2dFormWithWeightsIsOneWeightedBag) {
+  for (const char* file : {"padded_weighted_sum.onnx", "dynamo_padded_weighted_sum.onnx"}) {
+    SCOPED_TRACE(file);
+    auto g = ImportOnnxFile(Data(file));
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    RemoveDeadNodes(*g);
+    EXPECT_EQ(g->OpCounts()["Loop"], 0);
+    EXPECT_EQ(
+        g->OpCounts()["Mul"] > 0 && g->OpCounts()["Gather"] > 0 &&
+            std::any_of(g->nodes.begin(), g->nodes.end(),
+                        [&](const Node& n) { return n.op == "Gather" && n.inputs[0] == g->FindValue("bag.weight"); }),
+        false)
+        << "no rows gathered and weighted first";
+    const auto bag =
+        std::find_if(g->nodes.begin(), g->nodes.end(), [](const Node& n) { return n.op == "EmbeddingBag"; });
+    ASSERT_NE(bag, g->nodes.end());
+    EXPECT_EQ(bag->NumInputs(), 4);
+    const Tensor* table = g->FindConstant(g->FindValue("bag.weight"));
+    ASSERT_TRUE(table && table->rank() == 2);
+    const int64_t rows = table->dim(0), dim = table->dim(1), n = 3;
+    for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
+      if (!backend) continue;
+      SCOPED_TRACE(backend->name());
+      ModelOptions options;
+      options.backend = backend;
+      auto model = Model::LoadFile(Data(file), {}, options);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      std::mt19937_64 rng(13);
+      std::uniform_real_distribution<float> weight(-2, 2);
+      for (int64_t bags : {1, 4, 33}) {
+        std::vector<int64_t> ids(static_cast<size_t>(bags * n));
+        std::vector<float> w(ids.size());
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(rng() % rows), w[i] = weight(rng);
+        InferRequest r;
+        r.inputs.push_back({"ids", testing::MakeI64({bags, n}, ids), {}, {}});
+        r.inputs.push_back({"weights", testing::MakeF32({bags, n}, w), {}, {}});
+        auto out = (*model)->Infer(r);
+        ASSERT_TRUE(out.ok()) << out.status().ToString();
+        const Tensor& y = (*out)[0].data;
+        ASSERT_EQ(y.shape(), Shape({bags, dim}));
+        for (int64_t b = 0; b < bags; ++b) {
+          for (int64_t d = 0; d < dim; ++d) {
+            double want = 0;
+            for (int64_t j = 0; j < n; ++j) {
+              const size_t k = static_cast<size_t>(b * n + j);
+              want += static_cast<double>(w[k]) * table->data<float>()[ids[k] * dim + d];
+            }
+            EXPECT_NEAR(y.data<float>()[b * dim + d], want, 1e-5) << "bag " << b;
+          }
+        }
+      }
     }
   }
 }

@@ -4,7 +4,8 @@
 //   rows    = Mul(Gather(table, Reshape(ids, [-1])), Unsqueeze(weights, [1]))
 //             (weights: Expand(1, Shape(ids)) without per-sample weights)
 //   bounds  = Concat(offsets, Shape(Reshape(ids, [-1])))
-//   Loop(cond Less(0, Size(offsets)), carrying SequenceEmpty() and the bag index i = 0)
+//   Loop(cond Less(0, Size(offsets)), carrying SequenceEmpty() and the bag index i = 0, in either
+//        order: over padded ids with per-sample weights the exporter carries the index first)
 //
 // and in its body bag i's start and end are Slice(bounds, [i], [i + 1]) and Slice(bounds, [i + 1],
 // [i + 2]); If(start == end) inserts a row of zeros, else the rows' Slice(rows, start, end) reduced
