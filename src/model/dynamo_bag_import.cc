@@ -38,27 +38,20 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
                          why);
   };
   const LoopScope s(*g, graph, tensor_of);
-  // The carried values, the sequence and the bag index in either order (over offsets the exporter
-  // carries the sequence first, over padded ids with weights the index): the sequence with one
-  // more row, the index plus one, and i < Size(offsets).
-  const onnx::NodeProto* first_carried = s.Op(g->output(1).name(), "SequenceInsert");
-  const int sequence_at = first_carried && InputOf(*first_carried, 0) == g->input(2).name() ? 2 : 3;
-  const int index_at = 5 - sequence_at;
-  const std::string &index = g->input(index_at).name(), &sequence = g->input(sequence_at).name();
-  const std::string& next_index = g->output(index_at - 1).name();
-  const onnx::NodeProto* insert = s.Op(g->output(sequence_at - 1).name(), "SequenceInsert");
-  const onnx::NodeProto* more = s.Op(g->output(0).name(), "Less");
-  if (!insert || InputOf(*insert, 0) != sequence || insert->input_size() != 2 || !s.Plus(next_index, index, 1) ||
-      !more || InputOf(*more, 0) != next_index) {
-    return refuse("the body does not add one row a bag to the sequence");
-  }
+  // The carried values: the sequence with one more row, the index plus one, and i < Size(offsets)
+  // (over offsets the exporter carries the sequence first, over padded ids with weights the index).
+  const std::optional<LoopScope::CarriedRows> carried = s.CarriesRows(*g);
+  if (!carried) return refuse("the body does not add one row a bag to the sequence");
+  const std::string& index = carried->index;
+  const onnx::NodeProto* insert = carried->insert;
   // Size(offsets) bags, or Size(offsets) - 1 with include_last_offset (the offsets end with the
   // last bag's end).
-  const Node* bags = s.OuterOp(InputOf(*more, 1), "Size");
-  const Node* minus = bags ? nullptr : s.OuterOp(InputOf(*more, 1), "Sub");
+  const Node* bags = s.OuterOp(carried->count, "Size");
+  const Node* minus = bags ? nullptr : s.OuterOp(carried->count, "Sub");
   const bool last_included = minus && graph.ScalarConstant(minus->Input(1)) == 1.0;
   if (last_included) bags = s.OuterOp(minus->Input(0), "Size");
-  if (!bags || bags->Input(0) < 0 || !s.StartsEmptyAtZero(loop, InputOf(*more, 1), index_at, sequence_at)) {
+  if (!bags || bags->Input(0) < 0 ||
+      !s.StartsEmptyAtZero(loop, carried->count, carried->index_at, carried->sequence_at)) {
     return refuse("it does not run once per offset from an empty sequence and bag 0");
   }
   // Bag i's bounds: Slice(bounds, [i], [i + 1]) and Slice(bounds, [i + 1], [i + 2]).
@@ -77,7 +70,7 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
   BagLoop bag;
   bag.offsets = graph.FindValue(InputOf(*start, 0));
   bag.stacked = true;
-  bag.stacked_output = sequence_at - 2;  // the Loop's outputs are its carried values, in their order
+  bag.stacked_output = carried->sequence_at - 2;  // the Loop's outputs are its carried values, in order
   const Node* bounds = s.OuterOp(InputOf(*start, 0), "Concat");
   const Node* count = bounds && bounds->inputs.size() == 2 ? s.OuterOp(bounds->inputs[1], "Shape") : nullptr;
   if (last_included ? bag.offsets != bags->inputs[0]
@@ -87,7 +80,7 @@ StatusOr<std::optional<BagLoop>> MatchDynamoBagLoop(const onnx::NodeProto& loop,
   // The bag's row: zeros where it has no ids, else its rows reduced.
   if (!s.Zeros(s.BranchOutput(*row, "then_branch"))) return refuse("a bag of no ids is not a row of zeros");
   const std::string reduced = s.BranchOutput(*row, "else_branch");
-  const std::string &lo = start->output(0), &hi = end->output(0), &bags_value = InputOf(*more, 1);
+  const std::string &lo = start->output(0), &hi = end->output(0), &bags_value = carried->count;
   // The last bag's own form (a mean's divisor, a max's slice end): If(i == Size(offsets) - 1).
   auto last_bag = [&](const onnx::NodeProto* branch) {
     const onnx::NodeProto* is_last = branch ? s.Op(InputOf(*branch, 0), "Equal") : nullptr;

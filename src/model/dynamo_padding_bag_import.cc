@@ -26,16 +26,14 @@ StatusOr<std::optional<BagLoop>> MatchDynamoPaddingBagLoop(const onnx::NodeProto
                          why);
   };
   const LoopScope s(*g, graph, tensor_of);  // the inner Loop's body and the branches included
-  const std::string &index = g->input(2).name(), &sequence = g->input(3).name();
   // The carried values: i + 1, the sequence with one more row, and i + 1 < Size(offsets).
-  const onnx::NodeProto* insert = s.Op(g->output(2).name(), "SequenceInsert");
-  const onnx::NodeProto* more = s.Op(g->output(0).name(), "Less");
-  if (!insert || InputOf(*insert, 0) != sequence || insert->input_size() != 2 ||
-      !s.Plus(g->output(1).name(), index, 1) || !more || InputOf(*more, 0) != g->output(1).name()) {
-    return refuse("the body does not add one row a bag to the sequence");
-  }
-  const Node* bags = s.OuterOp(InputOf(*more, 1), "Size");
-  if (!bags || bags->Input(0) < 0 || !s.StartsEmptyAtZero(loop, InputOf(*more, 1), 2, 3)) {
+  const std::optional<LoopScope::CarriedRows> carried = s.CarriesRows(*g);
+  if (!carried) return refuse("the body does not add one row a bag to the sequence");
+  const std::string& index = carried->index;
+  const onnx::NodeProto* insert = carried->insert;
+  const Node* bags = s.OuterOp(carried->count, "Size");
+  if (!bags || bags->Input(0) < 0 ||
+      !s.StartsEmptyAtZero(loop, carried->count, carried->index_at, carried->sequence_at)) {
     return refuse("it does not run once per offset from bag 0 and an empty sequence");
   }
   // Bag i's positions: the inner Loop from Gather(bounds, i) while it is less than Gather(bounds, i + 1).
@@ -96,7 +94,7 @@ StatusOr<std::optional<BagLoop>> MatchDynamoPaddingBagLoop(const onnx::NodeProto
   }
   BagLoop bag;
   bag.stacked = true;
-  bag.stacked_output = 1;
+  bag.stacked_output = carried->sequence_at - 2;
   bag.padding = (*padding)[0];
   const onnx::NodeProto* reduced = nullptr;
   for (const auto& [op, mode] :

@@ -83,6 +83,25 @@ bool LoopScope::Plus(const std::string& value, const std::string& base, double k
   return add && InputOf(*add, 0) == base && Is(InputOf(*add, 1), k);
 }
 
+std::optional<LoopScope::CarriedRows> LoopScope::CarriesRows(const onnx::GraphProto& body) const {
+  if (body.input_size() != 4 || body.output_size() != 3) return std::nullopt;
+  const onnx::NodeProto* first = Op(body.output(1).name(), "SequenceInsert");
+  CarriedRows c;
+  c.sequence_at = first && InputOf(*first, 0) == body.input(2).name() ? 2 : 3;
+  c.index_at = 5 - c.sequence_at;
+  c.index = body.input(c.index_at).name();
+  c.sequence = body.input(c.sequence_at).name();
+  const std::string& next = body.output(c.index_at - 1).name();
+  c.insert = Op(body.output(c.sequence_at - 1).name(), "SequenceInsert");
+  const onnx::NodeProto* more = Op(body.output(0).name(), "Less");
+  if (!c.insert || InputOf(*c.insert, 0) != c.sequence || c.insert->input_size() != 2 || !Plus(next, c.index, 1) ||
+      !more || InputOf(*more, 0) != next) {
+    return std::nullopt;
+  }
+  c.count = InputOf(*more, 1);
+  return c;
+}
+
 bool LoopScope::StartsEmptyAtZero(const onnx::NodeProto& loop, const std::string& count, int index_at,
                                   int sequence_at) const {
   const Node* first = OuterOp(InputOf(loop, 1), "Less");

@@ -53,6 +53,19 @@ class LoopScope {
   // The output of `n`'s branch `name` (one output), or "".
   std::string BranchOutput(const onnx::NodeProto& n, const char* name) const;
 
+  // A dynamo-exported bag Loop's carried values, read from its body: the bag index i and a
+  // sequence of rows, in either order (the exporter writes both), each iteration inserting one row
+  // (`insert`), carrying i + 1 and running on while i + 1 < `count` (a value of the outer graph).
+  // `index_at` and `sequence_at` are their positions among the body's inputs (2 and 3, or 3 and
+  // 2), which are the Loop's inputs' too; the Loop's outputs hold them at those positions less 2.
+  struct CarriedRows {
+    std::string index, sequence, count;
+    const onnx::NodeProto* insert = nullptr;
+    int index_at = 0, sequence_at = 0;
+  };
+  // The body's carried rows, or nullopt where it carries anything else.
+  std::optional<CarriedRows> CarriesRows(const onnx::GraphProto& body) const;
+
  private:
   void Add(const onnx::GraphProto& g);
   // The body's constant `value` as a tensor (a Constant node's `value` or an initializer), or
