@@ -43,6 +43,13 @@ def scores_alone(server, bodies):
     return want
 
 
+def same_scores(got, want):
+    """Whether DIN's scores match the unbatched ones as the other tests here compare them (within
+    1e-6): a merged batch's products may sum in another order than a lone request's (the CPU's
+    sgemm splits its work by the rows it is given), which moves a score by rounding."""
+    return len(got) == len(want) and all(abs(a - b) <= 1e-6 for a, b in zip(got, want))
+
+
 def din_proto(pb, body):
     req = pb.ModelInferRequest(model_name="din_batched", id=body["id"])
     for i in body["inputs"]:
@@ -350,7 +357,7 @@ class StandingQueueTest(unittest.TestCase):
                         refused[0] += 1
                     elif response.status != 200:
                         wrong.append((response.status, data[:200]))
-                    elif json.loads(data)["outputs"][0]["data"] != self.want[k % 4]:
+                    elif not same_scores(json.loads(data)["outputs"][0]["data"], self.want[k % 4]):
                         wrong.append("client %d: scores differ" % k)
                     else:
                         answered[0] += 1
@@ -387,7 +394,7 @@ class StandingQueueTest(unittest.TestCase):
         # The load gone, the queue is empty and a lone request is served at once.
         status, answer = self.server.json("POST", "/v2/models/din/infer", self.bodies[0])
         self.assertEqual(status, 200, answer)
-        self.assertEqual(answer["outputs"][0]["data"], self.want[0])
+        self.assertTrue(same_scores(answer["outputs"][0]["data"], self.want[0]))
 
 
 if __name__ == "__main__":
