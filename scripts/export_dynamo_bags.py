@@ -11,8 +11,9 @@ machine's paths) in metadata: the files are written without it, and without doc 
 import os
 import sys
 
-import onnx
 import torch
+
+from onnx_tidy import show, tidy
 
 out = sys.argv[1]
 
@@ -50,39 +51,6 @@ for mode, weighted in cases:
         print("fail", name, repr(e)[:800])
 
 
-def strip(graph):
-    """Drops doc strings and metadata (stack traces) from `graph` and the graphs in its nodes."""
-    graph.doc_string = ""
-    del graph.metadata_props[:]
-    for node in graph.node:
-        node.doc_string = ""
-        del node.metadata_props[:]
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                strip(a.g)
-    for v in list(graph.input) + list(graph.output) + list(graph.value_info):
-        v.doc_string = ""
-        del v.metadata_props[:]
-
-
 for f in sorted(x for x in os.listdir(out) if x.endswith(".onnx")):
-    model = onnx.load(os.path.join(out, f))
-    model.doc_string = ""
-    del model.metadata_props[:]
-    strip(model.graph)
-    onnx.save(model, os.path.join(out, f))
-
-
-def show(graph, depth):
-    for node in graph.node:
-        print("  " * depth, node.op_type, list(node.input), list(node.output))
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                print("  " * depth, " [", a.name, "]")
-                show(a.g, depth + 2)
-
-
-for f in sorted(x for x in os.listdir(out) if x.endswith(".onnx")):
-    m = onnx.load(os.path.join(out, f))
-    print(f, "opset", [(o.domain, o.version) for o in m.opset_import], "functions", len(m.functions))
-    show(m.graph, 1)
+    tidy(os.path.join(out, f))
+    show(os.path.join(out, f), f)

@@ -6,14 +6,14 @@ dynamo_padded_weighted_sum.onnx (dynamo, opset 20).
 
 Needs PyTorch 2.9 or later with onnxscript (not Debian's: the GPU machine's Python has them). The
 bag is a sum over a 50 x 4 table from seed 0; ids [bags, 3] and weights [bags, 3], both with a
-dynamic first axis. The files are written without doc strings and metadata (the dynamo exporter
-keeps each node's Python stack trace, with the machine's paths), and each graph's nodes printed.
+dynamic first axis. The files are tidied and shown as scripts/onnx_tidy.py does.
 """
 import os
 import sys
 
-import onnx
 import torch
+
+from onnx_tidy import show, tidy
 
 out = sys.argv[1]
 
@@ -28,29 +28,6 @@ class Bag(torch.nn.Module):
         return self.bag(ids, per_sample_weights=weights)
 
 
-def strip(graph):
-    graph.doc_string = ""
-    del graph.metadata_props[:]
-    for node in graph.node:
-        node.doc_string = ""
-        del node.metadata_props[:]
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                strip(a.g)
-    for v in list(graph.input) + list(graph.output) + list(graph.value_info):
-        v.doc_string = ""
-        del v.metadata_props[:]
-
-
-def show(graph, depth):
-    for node in graph.node:
-        print("  " * depth, node.op_type, list(node.input), list(node.output))
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                print("  " * depth, " [", a.name, "]")
-                show(a.g, depth + 2)
-
-
 ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
 weights = torch.rand(2, 3)
 names = {"input_names": ["ids", "weights"], "output_names": ["pooled"]}
@@ -62,10 +39,5 @@ program = torch.onnx.export(Bag().eval(), (ids, weights), dynamo=True,
                             dynamic_shapes={"ids": {0: bags}, "weights": {0: bags}}, **names)
 program.save(os.path.join(out, "dynamo_padded_weighted_sum.onnx"))
 for f in ("padded_weighted_sum.onnx", "dynamo_padded_weighted_sum.onnx"):
-    model = onnx.load(os.path.join(out, f))
-    model.doc_string = ""
-    del model.metadata_props[:]
-    strip(model.graph)
-    onnx.save(model, os.path.join(out, f))
-    print(f, "opset", [(o.domain, o.version) for o in model.opset_import], "functions", len(model.functions))
-    show(model.graph, 1)
+    tidy(os.path.join(out, f))
+    show(os.path.join(out, f), f)
