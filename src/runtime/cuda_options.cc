@@ -55,8 +55,8 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
     RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 1, 16));
     o.graph_lanes = static_cast<int>(n);
   } else if (key == "device_wait") {
-    if (value != "spin" && value != "block" && value != "nap" && value != "poll")
-      return InvalidArgument("--cuda device_wait: expected spin, block, nap or poll, got '" + value + "'");
+    if (value != "spin" && value != "block" && value != "nap")
+      return InvalidArgument("--cuda device_wait: expected spin, block or nap, got '" + value + "'");
     o.device_wait = value;
   } else if (key == "placed_ids_from") {
     RANKD_ASSIGN_OR_RETURN(o.placed_ids_from, ParseCount(key, value, -1, int64_t{1} << 40));
@@ -112,7 +112,6 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::EnableSplitKGemm(o.split_k);
   cuda::SetDeviceWait(o.device_wait == "spin"    ? cuda::DeviceWait::kSpin
                       : o.device_wait == "block" ? cuda::DeviceWait::kBlock
-                      : o.device_wait == "poll"  ? cuda::DeviceWait::kPoll
                                                  : cuda::DeviceWait::kNap);
   cuda::DeviceFaults faults;
   faults.fail_allocations_over_mb = o.fault_fail_allocations_over_mb;

@@ -512,11 +512,9 @@ Status CudaExecutor::WaitForDevice(Binding& b) {
       RANKD_CUDA_RETURN(cudaEventSynchronize(done_));
       return Status::Ok();
     case DeviceWait::kNap:
-    case DeviceWait::kPoll:
       break;
   }
-  // Asleep for most of the plan's usual wait (nap_estimate.h), then spinning to the run's end, or
-  // with kPoll asleep in short steps between queries.
+  // Asleep for most of the plan's usual wait (nap_estimate.h), then spinning to the run's end.
   static thread_local bool fine_timer = [] {
     prctl(PR_SET_TIMERSLACK, 1000UL);  // the thread's sleeps end within 1 µs of asking, not 50
     return true;
@@ -531,16 +529,7 @@ Status CudaExecutor::WaitForDevice(Binding& b) {
     return Status::Ok();
   }
   if (done != cudaErrorNotReady) RANKD_CUDA_RETURN(done);
-  if (DeviceWaitMode() == DeviceWait::kPoll) {
-    cudaError_t now = cudaErrorNotReady;
-    while (now == cudaErrorNotReady) {
-      std::this_thread::sleep_for(std::chrono::microseconds(kPollStepUs));
-      now = cudaStreamQuery(ctx_.stream);
-    }
-    RANKD_CUDA_RETURN(now);
-  } else {
-    RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
-  }
+  RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
   b.nap.Waited(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
   return Status::Ok();
 }

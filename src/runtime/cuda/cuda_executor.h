@@ -63,10 +63,8 @@ bool LateGather();
 // executors spent 13% of the server's CPU there), asleep on an event made with
 // cudaEventBlockingSync that the driver's interrupt wakes (no spinning, but each run ends later), or
 // napping: asleep for most of the time the plan's runs have kept the host waiting, then spinning
-// for the rest, or polling: the same nap, then asleep in steps of kPollStepUs between queries of
-// the stream (no spinning; the run's end seen up to a step late). Runs after a change follow it.
-enum class DeviceWait : uint8_t { kSpin, kBlock, kNap, kPoll };
-inline constexpr int kPollStepUs = 5;
+// for the rest. Runs after a change follow it.
+enum class DeviceWait : uint8_t { kSpin, kBlock, kNap };
 void SetDeviceWait(DeviceWait wait);
 DeviceWait DeviceWaitMode();
 
