@@ -23,6 +23,22 @@
 // has max(segment) + 1 rows where the bag has one per row of `ids`: the same where every row has an
 // id (as `embedding_lookup_sparse` requires), and zero rows past the last row that has one.
 //
+// `embedding_lookup_sparse` with weights (`sp_weights`: a weighted categorical column's weights, or
+// any sparse tensor of weights over the ids' indices) multiplies each gathered row by its weight
+// and sums those with SegmentSum (the same handler over rows that are not gathered by it):
+//
+//   rows   = Mul(Gather(table, values), Reshape(w, Concat(Shape(w), [1])))   (or Unsqueeze(w, [1]))
+//   w      = GatherND(weights, indices)    the ids' own indices, or the weights' to_sparse_input
+//                                          (Transpose(NonZero(Not(Equal(weights, 0)))))
+//   sum    = SegmentSum(rows, segment)
+//   mean   = DivNoNan(sum, SegmentSum(w as a column, segment))
+//   sqrtn  = DivNoNan(sum, Sqrt(SegmentSum(Pow(w as a column, 2), segment)))
+//
+// DivNoNan as tf2onnx writes it, Where(Equal(d, 0), 0, Div(sum, d)), or a plain Div (TensorFlow
+// before 2.0). That is the weighted bag EmbeddingBag(table, Reshape(ids, [-1]), b * slots for b in
+// [0, rows], Reshape(weights, [-1])): each slot's weight beside its id, a -1 id an empty slot (its
+// weight unread), a divisor of 0 giving zeros (as DivNoNan does; a plain Div gives NaN there).
+//
 // `safe_embedding_lookup_sparse` (an `embedding_column`'s default lookup) gives every empty row a
 // default id first (SparseFillEmptyRows) and zeroes those rows of the result again (Where, or
 // tf2onnx's Add/Mul form of Select), then reshapes it to the shape it has: that zeroing, or the
@@ -211,6 +227,147 @@ std::optional<SegmentSum> MatchOneHotSum(const SparseTensorMatcher& m, size_t i)
   return s;
 }
 
+// A segment sum of either handler's form whose node is `i`.
+std::optional<SegmentSum> MatchSegmentSum(const SparseTensorMatcher& m, size_t i) {
+  std::optional<SegmentSum> s = MatchGridSum(m, i);
+  return s ? s : MatchOneHotSum(m, i);
+}
+
+// The weights `column` holds as a column [T, 1] for the rows to broadcast against: Reshape(w,
+// Concat(Shape(w), [1])) or Reshape(w, [-1, 1]), or Unsqueeze(w, [1]); -1 for none.
+int ColumnOf(const SparseTensorMatcher& m, int column) {
+  if (const Node* unsq = m.Producer(column, "Unsqueeze")) {
+    const auto axes = m.Ints(*unsq, 1, "axes");
+    return axes == std::vector<int64_t>{1} || axes == std::vector<int64_t>{-1} ? unsq->Input(0) : -1;
+  }
+  const Node* reshape = m.Producer(column, "Reshape");
+  if (!reshape) return -1;
+  const int w = reshape->Input(0);
+  if (m.Ints(*reshape, 1, nullptr) == std::vector<int64_t>{-1, 1}) return w;
+  const Node* shape = m.Producer(m.Uncast(reshape->Input(1)), "Concat");
+  const Node* of = shape && shape->NumInputs() == 2 ? m.Producer(m.Uncast(shape->Input(0)), "Shape") : nullptr;
+  const Tensor* ones = of ? m.graph().FindConstant(shape->Input(1)) : nullptr;
+  if (!of || of->Input(0) != w || !ones || ones->size() != 1 || ones->ScalarAsInt(0) != 1) return -1;
+  return w;
+}
+
+// The padded weights input whose entries `w` (weights' sparse values, past Casts) are at the
+// entries of `indices` (the ids' sparse indices): GatherND(weights, indices), or GatherND(weights,
+// Transpose(NonZero(Not(Equal(weights, 0))))), the weights' own to_sparse_input (a weighted
+// categorical column's), which keeps the same entries wherever TensorFlow's product is defined.
+// -1 for none.
+int PaddedWeightsOf(const SparseTensorMatcher& m, int w, int indices) {
+  const Node* gather = m.Producer(m.Uncast(w), "GatherND");
+  if (!gather) return -1;
+  const int weights = gather->Input(0);
+  if (m.Uncast(gather->Input(1)) == m.Uncast(indices)) return weights;
+  const Node* where = m.Producer(m.Uncast(gather->Input(1)), "Transpose");
+  const Node* nonzero = where ? m.Producer(where->Input(0), "NonZero") : nullptr;
+  const Node* no = nonzero ? m.Producer(nonzero->Input(0), "Not") : nullptr;
+  const Node* eq = no ? m.Producer(no->Input(0), "Equal") : nullptr;
+  if (!eq || eq->Input(0) != weights || !m.IsScalar(eq->Input(1), 0)) return -1;
+  return weights;
+}
+
+// A segment sum of weighted rows: Mul(gathered rows, a column of weights).
+struct WeightedRows {
+  int gathered = -1;  // the rows before weighting
+  int column = -1;    // the weights as a column [T, 1]
+  int weights = -1;   // their sparse values [T]
+};
+
+std::optional<WeightedRows> WeightedRowsOf(const SparseTensorMatcher& m, int rows) {
+  const Node* mul = m.Producer(rows, "Mul");
+  if (!mul || mul->NumInputs() != 2) return std::nullopt;
+  for (int k = 0; k < 2; ++k) {
+    const int column = mul->Input(1 - k);
+    const int w = ColumnOf(m, column);
+    if (w >= 0 && m.Producer(mul->Input(k), "Gather")) return WeightedRows{mul->Input(k), column, w};
+  }
+  return std::nullopt;
+}
+
+// Whether `squares` is `column` squared: Pow(column, 2) or Mul(column, column).
+bool SquaresOf(const SparseTensorMatcher& m, int squares, int column) {
+  if (const Node* pow = m.Producer(squares, "Pow")) return pow->Input(0) == column && m.IsScalar(pow->Input(1), 2);
+  const Node* mul = m.Producer(squares, "Mul");
+  return mul && mul->Input(0) == column && mul->Input(1) == column;
+}
+
+// How the weighted sum `sum` (its result node's output `out`) is divided, if it is: the node that
+// writes the mean or sqrt-n (DivNoNan's Where, or a Div) with its combiner and the divisor's segment
+// sum node, or nullopt where nothing divides it by its weights.
+struct WeightedDivision {
+  size_t result = 0;
+  BagCombiner combiner = kBagMean;
+  size_t divisor_sum = 0;
+};
+
+std::optional<WeightedDivision> WeightedDivisionOf(const SparseTensorMatcher& m, const SegmentSum& sum,
+                                                   const WeightedRows& rows) {
+  const Graph& g = m.graph();
+  const int out = g.nodes[sum.result].outputs[0];
+  for (size_t d = 0; d < g.nodes.size(); ++d) {
+    const Node& div = g.nodes[d];
+    if (div.op != "Div" || div.outputs.empty() || div.Input(0) != out) continue;
+    const int divisor = div.Input(1);
+    int summed = divisor;
+    WeightedDivision w{d, kBagMean, 0};
+    if (const Node* root = m.Producer(divisor, "Sqrt")) {
+      summed = root->Input(0);
+      w.combiner = kBagSqrtN;
+    }
+    const std::vector<int> producers = g.Producers();
+    const int by = producers[static_cast<size_t>(summed)];
+    const std::optional<SegmentSum> ws = by >= 0 ? MatchSegmentSum(m, static_cast<size_t>(by)) : std::nullopt;
+    if (!ws || ws->result != static_cast<size_t>(by) || m.Uncast(ws->segment) != m.Uncast(sum.segment)) continue;
+    const bool weights_summed = w.combiner == kBagMean ? ws->rows == rows.column : SquaresOf(m, ws->rows, rows.column);
+    if (!weights_summed) continue;
+    w.divisor_sum = static_cast<size_t>(by);
+    // DivNoNan: Where(Equal(divisor, 0), 0, the quotient).
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      const Node& where = g.nodes[k];
+      if (where.op != "Where" || where.outputs.empty() || where.Input(2) != div.outputs[0]) continue;
+      const Node* eq = m.Producer(where.Input(0), "Equal");
+      if (eq && eq->Input(0) == divisor && m.IsScalar(eq->Input(1), 0) && m.IsScalar(where.Input(1), 0)) w.result = k;
+    }
+    return w;
+  }
+  return std::nullopt;
+}
+
+// The nodes writing EmbeddingBag(table, Reshape(ids, [-1]), b * slots for b in [0, rows],
+// Reshape(weights as FP32, [-1])) with `bag`'s inputs, appended to `out`; `bag` becomes that bag.
+void WriteWeightedBag(Graph& graph, Node& bag, int table, int ids, int weights, std::vector<Node>& out) {
+  auto add = [&](const std::string& op, const std::string& what, std::vector<int> inputs, DType dtype, Shape shape,
+                 std::map<std::string, AttributeValue> attrs = {}) {
+    const std::string name = bag.name + "/" + what;
+    const int value = graph.AddValue(Value{name, dtype, std::move(shape), true});
+    out.push_back(Node{op, name, std::move(inputs), {value}, std::move(attrs)});
+    return value;
+  };
+  auto constant = [&](const std::string& what, std::vector<int64_t> v, Shape shape) {
+    return graph.AddConstant(bag.name + "/" + what, Tensor::FromVector<int64_t>(DType::kI64, shape, v));
+  };
+  const int flat = constant("flat", {-1}, {1});
+  const int zero = constant("zero", {0}, {}), one = constant("one", {1}, {});
+  const DType id_type = graph.values[static_cast<size_t>(ids)].dtype;
+  const int shape = add("Shape", "ids_shape", {ids}, DType::kI64, {2});
+  const int rows = add("Gather", "rows", {shape, zero}, DType::kI64, {});
+  const int slots = add("Gather", "slots", {shape, one}, DType::kI64, {});
+  const int bags =
+      add("Range", "bags", {zero, add("Add", "rows_and_one", {rows, one}, DType::kI64, {}), one}, DType::kI64, {-1});
+  const int offsets = add("Mul", "offsets", {bags, slots}, DType::kI64, {-1});
+  int w = weights;
+  if (graph.values[static_cast<size_t>(w)].dtype != DType::kF32) {
+    w = add("Cast", "weights_fp32", {w}, DType::kF32, graph.values[static_cast<size_t>(w)].shape,
+            {{"to", int64_t{1}}});  // ONNX's FLOAT
+  }
+  const int flat_ids = add("Reshape", "flat_ids", {ids, flat}, id_type, {-1});
+  const int flat_weights = add("Reshape", "flat_weights", {w, flat}, DType::kF32, {-1});
+  bag.inputs = {table, flat_ids, offsets, flat_weights};
+}
+
 }  // namespace
 
 StatusOr<int> FuseSegmentBags(Graph& graph) {
@@ -219,42 +376,67 @@ StatusOr<int> FuseSegmentBags(Graph& graph) {
     size_t node;  // the node that becomes the bag
     int table, ids;
     BagCombiner combiner;
+    int weights = -1;  // a weighted bag's padded weights
   };
+  // Every segment sum first: a weighted mean's or sqrt-n's divisor is a segment sum of its weights,
+  // part of that bag rather than one of its own.
+  const size_t n = graph.nodes.size();
+  std::vector<std::optional<SegmentSum>> sums(n);
+  std::vector<std::optional<WeightedRows>> weighted(n);
+  std::vector<std::optional<WeightedDivision>> divisions(n);
+  std::vector<bool> divisor(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    sums[i] = MatchSegmentSum(m, i);
+    if (sums[i]) weighted[i] = WeightedRowsOf(m, sums[i]->rows);
+    if (weighted[i]) divisions[i] = WeightedDivisionOf(m, *sums[i], *weighted[i]);
+    if (divisions[i]) divisor[divisions[i]->divisor_sum] = true;
+  }
   std::vector<Rewrite> rewrites;
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    std::optional<SegmentSum> s = MatchGridSum(m, i);
-    if (!s) s = MatchOneHotSum(m, i);
-    if (!s) continue;
+  for (size_t i = 0; i < n; ++i) {
+    if (!sums[i] || divisor[i]) continue;
+    SegmentSum& s = *sums[i];
     const Node& sum = graph.nodes[i];
     auto refuse = [&](const std::string& why) {
       return Unimplemented(sum.Describe() + " sums TensorFlow's sparse segments (tf2onnx's SegmentSum form), " + why +
                            ": rankd takes them over the entries of a padded ids input that are not -1 "
                            "(docs/passes.md)");
     };
-    const std::optional<std::pair<int, int>> rows = GatheredRows(m, s->rows);
-    if (!rows) return refuse("of rows that are not a Gather of a constant table");
-    const int indices = m.ColumnZeroOf(s->segment);
+    const std::optional<std::pair<int, int>> rows = GatheredRows(m, weighted[i] ? weighted[i]->gathered : s.rows);
+    if (!rows) return refuse("of rows that are not a Gather of a constant table (weighted or not)");
+    const int indices = m.ColumnZeroOf(s.segment);
     const std::optional<SparseTensorMatcher::Sparse> sparse =
         indices < 0 ? std::nullopt : m.SparseTensorOf(indices, rows->second);
     if (!sparse) return refuse("whose ids and segment ids are not a sparse tensor made from padded ids");
     const int ids = sparse->ids;
-    if (!m.CountsRowsOf(s->segments, ids) && !LargestPlusOne(m, s->segments, s->segment)) {
+    if (!m.CountsRowsOf(s.segments, ids) && !LargestPlusOne(m, s.segments, s.segment)) {
       return refuse("with a count of segments that is neither the ids' rows nor the largest segment id + 1");
+    }
+    if (weighted[i]) {
+      if (sparse->empty_rows >= 0) {
+        return refuse("of weighted rows with empty rows filled (safe_embedding_lookup_sparse with weights)");
+      }
+      const int weights = PaddedWeightsOf(m, weighted[i]->weights, indices);
+      if (weights < 0) return refuse("weighted by values that are not a padded weights input's at the ids' entries");
+      const WeightedDivision plain{s.result, kBagSum, 0};
+      const WeightedDivision& d = divisions[i] ? *divisions[i] : plain;
+      rewrites.push_back({d.result, rows->first, ids, d.combiner, weights});
+      continue;
     }
     if (sparse->empty_rows >= 0) {
       // SparseFillEmptyRows gave each empty row a default id; safe_embedding_lookup_sparse zeroes
       // those rows again where no default id was asked for, as an empty bag is.
-      const std::optional<size_t> zeroed = EmptyRowsZeroed(m, graph.nodes[s->result].outputs[0], sparse->empty_rows);
+      const std::optional<size_t> zeroed = EmptyRowsZeroed(m, graph.nodes[s.result].outputs[0], sparse->empty_rows);
       if (!zeroed) {
         return refuse(
             "with empty rows filled by a default id that are not zeroed again (safe_embedding_lookup_sparse "
             "with a default_id)");
       }
-      s->result = *zeroed;
-      if (auto reshaped = FinalReshape(m, graph.nodes[s->result].outputs[0], ids)) s->result = *reshaped;
+      s.result = *zeroed;
+      if (auto reshaped = FinalReshape(m, graph.nodes[s.result].outputs[0], ids)) s.result = *reshaped;
     }
-    rewrites.push_back({s->result, rows->first, ids, s->combiner});
+    rewrites.push_back({s.result, rows->first, ids, s.combiner});
   }
+  std::vector<std::vector<Node>> before(n);  // the nodes a weighted bag reads, written before it
   for (const Rewrite& r : rewrites) {
     Node& node = graph.nodes[r.node];
     node.op = "EmbeddingBag";
@@ -262,7 +444,14 @@ StatusOr<int> FuseSegmentBags(Graph& graph) {
     node.outputs.resize(1);
     node.attrs.clear();
     node.attrs["mode"] = std::string(BagCombinerName(r.combiner));
+    if (r.weights >= 0) WriteWeightedBag(graph, node, r.table, r.ids, r.weights, before[r.node]);
   }
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < n; ++i) {
+    for (Node& b : before[i]) nodes.push_back(std::move(b));
+    nodes.push_back(std::move(graph.nodes[i]));
+  }
+  graph.nodes = std::move(nodes);
   if (!rewrites.empty()) RemoveDeadNodes(graph);  // the sorting, counting and scattering, ops no backend runs
   return static_cast<int>(rewrites.size());
 }

@@ -1,0 +1,255 @@
+// TensorFlow's weighted sparse lookups as tf2onnx writes them (compile/segment_bags.cc):
+// `embedding_lookup_sparse(table, sp_ids, sp_weights, combiner)`, a weighted categorical column's
+// lookup, built node for node (no TensorFlow here) in each spelling: the rows gathered and
+// multiplied by a column of the weights, summed by the SegmentSum handler's grid, the mean and
+// sqrt-n divided by a second segment sum of the weights (or of their squares) through DivNoNan.
+// Each becomes one weighted EmbeddingBag over the padded ids and weights that scores as
+// TensorFlow's combiners computed directly; forms over anything else are refused naming the node.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "compile/compiled_model.h"
+#include "compile/passes.h"
+#include "model/config.h"
+#include "model/onnx_import.h"
+#include "test_util.h"
+#include "tf2onnx_graphs.h"
+
+namespace rankd {
+namespace {
+
+using testing::GraphBuilder;
+using testing::I64;
+
+struct Spelling {
+  std::string combiner = "sum";     // sum, mean, sqrtn
+  bool own_indices = false;         // the weights' sparse tensor by their own to_sparse_input (w != 0)
+  bool unsqueezed = false;          // the weights' column by Unsqueeze, else Reshape(w, Concat(Shape(w), [1]))
+  bool div_no_nan = true;           // DivNoNan as tf2onnx writes it, else a plain Div (TensorFlow 1)
+  bool squares_by_mul = false;      // sqrt-n's Pow(w, 2) as Mul(w, w)
+  bool unique_rows = true;          // the rows gathered through Unique(values), as embedding_lookup_sparse does
+  bool counted = false;             // the segments counted as the ids' rows, else the largest segment + 1
+  bool weights_from_input = false;  // refused: the weights' values a graph input of their own
+};
+
+// ids [rows, slots] INT64 (-1: empty) and weights [rows, slots] FP32 -> [rows, width].
+Graph WeightedGraph(const Tensor& table, const Spelling& s) {
+  GraphBuilder b;
+  const int ids = b.Input("ids", DType::kI64, {-1, -1});
+  const int weights = b.Input("weights", DType::kF32, {-1, -1});
+  const int w = b.Const("table", table);
+  const int minus_one = I64(b, "minus_one", {-1}, {}), zero = I64(b, "zero", {0}, {}), one = I64(b, "one", {1}, {});
+  const int zero_float = b.Const("zero_float", testing::MakeF32({}, {0.0f}));
+  // to_sparse_input: the (row, slot) of each id that is not -1, and its value.
+  const int where = b.Op("Transpose", {b.Op("NonZero", {b.Op("Not", {b.Op("Equal", {ids, minus_one})})})},
+                         {{"perm", std::vector<int64_t>{1, 0}}});
+  const int values = b.Op("GatherND", {ids, where});
+  int weight_values;
+  if (s.weights_from_input) {
+    weight_values = b.Input("weight_values", DType::kF32, {-1});
+  } else {
+    const int at = s.own_indices
+                       ? b.Op("Transpose", {b.Op("NonZero", {b.Op("Not", {b.Op("Equal", {weights, zero_float})})})},
+                              {{"perm", std::vector<int64_t>{1, 0}}})
+                       : where;
+    weight_values = b.Op("GatherND", {weights, at});
+  }
+  const int sliced = b.Op("Slice", {where, I64(b, "starts", {0, 0}, {2}), I64(b, "ends", {INT64_MAX, 1}, {2}),
+                                    I64(b, "axes", {0, 1}, {2})});
+  int segment = b.Op("Squeeze", {sliced, I64(b, "squeeze_axes", {1}, {1})});
+  segment = b.Op("Cast", {b.Op("Cast", {segment}, {{"to", int64_t{6}}})}, {{"to", int64_t{7}}});
+  int rows;
+  if (s.unique_rows) {
+    const std::vector<int> u = testing::MultiOp(b, "Unique", {values}, 4, {{"sorted", int64_t{1}}});
+    rows = b.Op("Gather", {b.Op("Gather", {w, u[0]}), u[2]});
+  } else {
+    rows = b.Op("Gather", {w, values});
+  }
+  // embeddings *= Reshape(weights, Concat(Shape(weights), ones)).
+  const int column =
+      s.unsqueezed
+          ? b.Op("Unsqueeze", {weight_values, I64(b, "column_axes", {1}, {1})})
+          : b.Op("Reshape", {weight_values, b.Op("Concat", {b.Op("Shape", {weight_values}), I64(b, "ones", {1}, {1})},
+                                                 {{"axis", int64_t{0}}})});
+  const int weighted = b.Op("Mul", {rows, column});
+  // Each SegmentSum handler counts its segments on its own.
+  auto segments = [&]() {
+    if (s.counted) return b.Op("Gather", {b.Op("Shape", {ids}), zero});
+    return b.Op("Add",
+                {b.Op("ReduceMax", {segment}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{0}}}), one});
+  };
+  int out = testing::Tf2onnxGridSum(b, "rows_", weighted, segment, segments()).sum;
+  if (s.combiner != "sum") {
+    int summed = column;
+    if (s.combiner == "sqrtn") {
+      summed = s.squares_by_mul ? b.Op("Mul", {column, column})
+                                : b.Op("Pow", {column, b.Const("two", testing::MakeF32({}, {2.0f}))});
+    }
+    int divisor = testing::Tf2onnxGridSum(b, "weights_", summed, segment, segments()).sum;
+    if (s.combiner == "sqrtn") divisor = b.Op("Sqrt", {divisor});
+    out = b.Op("Div", {out, divisor});
+    if (s.div_no_nan) out = b.Op("Where", {b.Op("Equal", {divisor, zero_float}), zero_float, out});
+  }
+  b.Output(out);
+  return b.graph();
+}
+
+// TensorFlow's weighted combiners over the ids of each row that are not -1, in double.
+std::vector<float> Expected(const Tensor& table, const Tensor& ids, const Tensor& weights,
+                            const std::string& combiner) {
+  const int64_t rows = ids.dim(0), slots = ids.dim(1), width = table.dim(1);
+  std::vector<float> out(static_cast<size_t>(rows * width), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> sum(static_cast<size_t>(width), 0.0);
+    double divisor = 0.0;
+    for (int64_t k = 0; k < slots; ++k) {
+      const int64_t id = ids.data<int64_t>()[r * slots + k];
+      const double wk = weights.data<float>()[r * slots + k];
+      if (id < 0) continue;
+      divisor += combiner == "sqrtn" ? wk * wk : wk;
+      for (int64_t c = 0; c < width; ++c) sum[static_cast<size_t>(c)] += wk * table.data<float>()[id * width + c];
+    }
+    if (combiner == "sqrtn") divisor = std::sqrt(divisor);
+    if (combiner == "sum") divisor = 1.0;
+    for (int64_t c = 0; c < width; ++c) {
+      out[static_cast<size_t>(r * width + c)] =
+          divisor == 0.0 ? 0.0f : static_cast<float>(sum[static_cast<size_t>(c)] / divisor);
+    }
+  }
+  return out;
+}
+
+// Rows of 1 to 5 ids of 5 slots (-1 where empty, anywhere in the row) with weights in [0.25, 2]
+// where an id is and, at the empty slots, 0 (own_indices: the weights' own entries are the ids')
+// or a value no bag may read; row 3 empty; with `zero_sum`, row 5's weights 0.5 and -0.5 (a mean's
+// divisor of 0, which DivNoNan makes zeros).
+std::pair<Tensor, Tensor> Inputs(std::mt19937_64& rng, bool own_indices, bool zero_sum) {
+  std::vector<int64_t> ids;
+  std::vector<float> weights;
+  for (int r = 0; r < 9; ++r) {
+    for (int k = 0; k < 5; ++k) {
+      const bool empty = r == 3 || (k != 2 && rng() % 3 == 0);
+      ids.push_back(empty ? -1 : static_cast<int64_t>(rng() % 50));
+      weights.push_back(empty ? (own_indices ? 0.0f : 7.0f) : 0.25f + static_cast<float>(rng() % 8) * 0.25f);
+    }
+  }
+  if (zero_sum) {
+    for (int k = 0; k < 5; ++k) ids[static_cast<size_t>(25 + k)] = k < 2 ? 4 + k : -1;
+    for (int k = 0; k < 5; ++k)
+      weights[static_cast<size_t>(25 + k)] = k == 0 ? 0.5f : k == 1 ? -0.5f : own_indices ? 0.0f : 3.0f;
+  }
+  return {testing::MakeI64({9, 5}, ids), testing::MakeF32({9, 5}, weights)};
+}
+
+void ExpectScoresAsTensorFlow(const Graph& g, const Tensor& table, const std::vector<Tensor>& inputs, const Tensor& ids,
+                              const Tensor& weights, const std::string& combiner, const std::string& what) {
+  auto got = testing::RunGraph(g, inputs);
+  ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+  const std::vector<float> want = Expected(table, ids, weights, combiner);
+  ASSERT_EQ((*got)[0].size(), static_cast<int64_t>(want.size())) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR((*got)[0].data<float>()[i], want[i], 1e-5) << what << " at " << i;
+}
+
+TEST(SegmentWeightedBags, EverySpellingIsOneWeightedBagScoringAsTensorFlow) {
+  std::mt19937_64 rng(21);
+  const Tensor table = testing::RandomTable(DType::kF32, 50, 6, rng);
+  int cases = 0;
+  for (const char* combiner : {"sum", "mean", "sqrtn"}) {
+    for (int form = 0; form < 16; ++form) {
+      Spelling s;
+      s.combiner = combiner;
+      s.own_indices = form & 1;
+      s.unsqueezed = form & 2;
+      s.unique_rows = form & 4;
+      s.counted = form & 8;
+      // The division's spellings where there is one: a plain Div, Pow spelled as a product.
+      s.div_no_nan = !(s.combiner != std::string("sum") && form % 3 == 0);
+      s.squares_by_mul = form % 5 == 0;
+      const std::string what = std::string(combiner) + (s.own_indices ? " own-indices" : " shared-indices") +
+                               (s.unsqueezed ? " unsqueeze" : " reshape") + (s.unique_rows ? " unique" : "") +
+                               (s.counted ? " counted" : " largest+1") + (s.div_no_nan ? "" : " div") +
+                               (s.squares_by_mul ? " mul" : "");
+      Graph g = WeightedGraph(table, s);
+      auto fused = FuseSegmentBags(g);
+      ASSERT_TRUE(fused.ok()) << what << ": " << fused.status().ToString();
+      EXPECT_EQ(*fused, 1) << what;
+      ASSERT_EQ(testing::CountOps(g, "EmbeddingBag"), 1) << what;
+      for (const Node& n : g.nodes) {
+        if (n.op == "EmbeddingBag") {
+          EXPECT_EQ(n.NumInputs(), 4) << what << ": a weighted bag";
+          EXPECT_EQ(n.GetString("mode", ""), combiner) << what;
+        }
+      }
+      for (const char* gone : {"TopK", "NonZero", "ScatterND", "GatherND", "Unique", "Div", "Where", "Sqrt"})
+        EXPECT_EQ(testing::CountOps(g, gone), 0) << what << ": " << gone;
+      // The zero-sum row where a divisor of 0 gives zeros (DivNoNan; a plain Div gives NaN there).
+      const auto [ids, weights] = Inputs(rng, s.own_indices, s.div_no_nan && s.combiner == std::string("mean"));
+      ExpectScoresAsTensorFlow(g, table, {ids, weights}, ids, weights, combiner, what);
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 48);
+}
+
+// An ONNX file of the form imports, and a load recognises it before checking the graph and scores
+// it from padded ids and weights (a ragged FP32 input needs an offsets input the ids share, which a
+// TensorFlow model has none of: docs/config.md).
+TEST(SegmentWeightedBags, AnOnnxFileImportsAndLoadsAsOneWeightedBag) {
+  std::mt19937_64 rng(22);
+  const Tensor table = testing::RandomTable(DType::kF32, 50, 4, rng);
+  Spelling s;
+  s.combiner = "sqrtn";
+  Graph built = WeightedGraph(table, s);
+  built.values[static_cast<size_t>(built.outputs[0])].name = "pooled";
+  const std::string bytes = testing::AsOnnx(built);
+  auto imported = ImportOnnxBytes(bytes.data(), bytes.size(), {});
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  auto config = ParseModelConfig(
+      "name: tf_weighted\ninputs:\n  - name: ids\n    datatype: INT64\n    dims: [5]\n"
+      "  - name: weights\n    datatype: FP32\n    dims: [5]\noutputs:\n  - name: pooled\n",
+      true);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto compiled = CompiledModel::Compile(std::move(*imported), std::move(*config));
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  EXPECT_EQ((*compiled)->report().fused_segment_bags, 1);
+  EXPECT_EQ(testing::CountOps((*compiled)->graph(), "TopK"), 0);
+  // Rows of 3, 0 and 2 ids; 9 at the slots no bag reads.
+  const Tensor ids = testing::MakeI64({3, 5}, {3, -1, 7, 7, -1, -1, -1, -1, -1, -1, 49, 0, -1, -1, -1});
+  const Tensor weights = testing::MakeF32({3, 5}, {0.5f, 9, 2, 1.5f, 9, 9, 9, 9, 9, 9, 3, -1, 9, 9, 9});
+  ExpectScoresAsTensorFlow((*compiled)->graph(), table, {ids, weights}, ids, weights, "sqrtn", "loaded");
+}
+
+// Weights that are not a padded input's entries at the ids' own, and rows weighted by anything but
+// a column of weights, are refused at load naming the segment sum.
+TEST(SegmentWeightedBags, OtherWeightingsAreRefusedNamingTheNode) {
+  std::mt19937_64 rng(23);
+  const Tensor table = testing::RandomTable(DType::kF32, 20, 4, rng);
+  Spelling from_input;
+  from_input.weights_from_input = true;
+  Graph g = WeightedGraph(table, from_input);
+  auto fused = FuseSegmentBags(g);
+  ASSERT_FALSE(fused.ok());
+  EXPECT_EQ(fused.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(fused.status().message().find("ReduceSum"), std::string::npos) << fused.status().message();
+  EXPECT_NE(fused.status().message().find("padded weights input"), std::string::npos) << fused.status().message();
+
+  // Rows times a [T, 2] matrix rather than a column: not a weighting rankd knows.
+  Spelling plain;
+  Graph h = WeightedGraph(table, plain);
+  for (Node& n : h.nodes) {
+    if (n.op == "Concat" && n.NumInputs() == 2 && h.FindConstant(n.inputs[1])) {
+      n.inputs[1] = h.AddConstant("twos", testing::MakeI64({1}, {2}));
+    }
+  }
+  auto refused = FuseSegmentBags(h);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("not a Gather of a constant table"), std::string::npos)
+      << refused.status().message();
+}
+
+}  // namespace
+}  // namespace rankd
