@@ -15,6 +15,7 @@
 #include "compile/passes.h"
 #include "model/config.h"
 #include "model/onnx_import.h"
+#include "serving/model.h"
 #include "test_util.h"
 #include "tf2onnx_graphs.h"
 
@@ -221,6 +222,59 @@ TEST(SegmentWeightedBags, AnOnnxFileImportsAndLoadsAsOneWeightedBag) {
   const Tensor ids = testing::MakeI64({3, 5}, {3, -1, 7, 7, -1, -1, -1, -1, -1, -1, 49, 0, -1, -1, -1});
   const Tensor weights = testing::MakeF32({3, 5}, {0.5f, 9, 2, 1.5f, 9, 9, 9, 9, 9, 9, 3, -1, 9, 9, 9});
   ExpectScoresAsTensorFlow((*compiled)->graph(), table, {ids, weights}, ids, weights, "sqrtn", "loaded");
+}
+
+// Loaded as a model on the CPU and on a GPU where there is one (the offsets' Range and product and
+// the weighted bag on the device): random rows of ids and weights score as TensorFlow's combiner,
+// and an id past the table fails its request.
+TEST(SegmentWeightedBags, ALoadedModelScoresOnEachBackend) {
+  std::mt19937_64 rng(24);
+  const Tensor table = testing::RandomTable(DType::kF32, 40, 8, rng);
+  for (const char* combiner : {"sum", "mean"}) {
+    Spelling s;
+    s.combiner = combiner;
+    s.own_indices = true;
+    Graph built = WeightedGraph(table, s);
+    built.values[static_cast<size_t>(built.outputs[0])].name = "pooled";
+    const std::string path =
+        testing::WriteTempFile(std::string("tf_weighted_") + combiner + ".onnx", testing::AsOnnx(built));
+    for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
+      if (!backend) continue;
+      SCOPED_TRACE(std::string(combiner) + " on " + backend->name());
+      auto config = ParseModelConfig(
+          "name: tf_weighted\ninputs:\n  - name: ids\n    datatype: INT64\n    dims: [4]\n"
+          "  - name: weights\n    datatype: FP32\n    dims: [4]\noutputs:\n  - name: pooled\n",
+          true);
+      ASSERT_TRUE(config.ok()) << config.status().ToString();
+      ModelOptions options;
+      options.backend = backend;
+      auto model = Model::LoadFile(path, std::move(*config), options);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      for (int64_t rows : {1, 7, 300}) {
+        std::vector<int64_t> ids;
+        std::vector<float> weights;
+        for (int64_t i = 0; i < rows * 4; ++i) {
+          const bool empty = i % 4 != 0 && rng() % 4 == 0;  // every row has an id (largest + 1 segments)
+          ids.push_back(empty ? -1 : static_cast<int64_t>(rng() % 40));
+          weights.push_back(empty ? 0.0f : 0.125f + static_cast<float>(rng() % 16) * 0.125f);
+        }
+        const Tensor id_tensor = testing::MakeI64({rows, 4}, ids), weight_tensor = testing::MakeF32({rows, 4}, weights);
+        InferRequest r;
+        r.inputs.push_back({"ids", id_tensor, {}, {}});
+        r.inputs.push_back({"weights", weight_tensor, {}, {}});
+        auto out = (*model)->Infer(r);
+        ASSERT_TRUE(out.ok()) << out.status().ToString();
+        const std::vector<float> want = Expected(table, id_tensor, weight_tensor, combiner);
+        ASSERT_EQ((*out)[0].data.size(), static_cast<int64_t>(want.size()));
+        for (size_t i = 0; i < want.size(); ++i)
+          EXPECT_NEAR((*out)[0].data.data<float>()[i], want[i], 1e-5) << rows << " rows, at " << i;
+      }
+      InferRequest bad;
+      bad.inputs.push_back({"ids", testing::MakeI64({1, 4}, {0, 1, 40, -1}), {}, {}});
+      bad.inputs.push_back({"weights", testing::MakeF32({1, 4}, {1, 1, 1, 0}), {}, {}});
+      EXPECT_EQ((*model)->Infer(bad).status().code(), StatusCode::kInvalidArgument);
+    }
+  }
 }
 
 // Weights that are not a padded input's entries at the ids' own, and rows weighted by anything but
