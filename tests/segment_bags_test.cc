@@ -45,90 +45,20 @@ struct Spelling {
   bool reshaped_to_other = false;  // refused: SparseReshape to [rows * slots, 1]
 };
 
-Tensor Bools(Shape shape, std::vector<uint8_t> v) { return Tensor::FromVector<uint8_t>(DType::kBool, shape, v); }
-
 // tf2onnx's SparseReshape, sparse_retain and SparseFillEmptyRows (default id 0) over the sparse
-// tensor (indices, values) of padded `ids`, as safe_embedding_lookup_sparse runs them; returns the
-// filled tensor and sets `empty` to SparseFillEmptyRows' empty-row indicator and `dense` to the
-// ids' shape.
+// tensor of padded `ids`, as safe_embedding_lookup_sparse runs them (tf2onnx_graphs.h).
 std::pair<int, int> SafeSparse(GraphBuilder& b, const Spelling& s, int ids, int indices, int values, int& empty,
                                int& dense) {
-  const int zero = I64(b, "safe_zero", {0}, {}), one = I64(b, "safe_one", {1}, {});
-  const int axes0 = I64(b, "safe_axes0", {0}, {1}), axes1 = I64(b, "safe_axes1", {1}, {1});
-  dense = b.Op("Shape", {ids});
-  // The new shape [prod(shape[:1]), shape[1]] (TensorFlow's code), through the handler.
-  const int first =
-      b.Op("ReduceProd", {b.Op("Slice", {dense, I64(b, "p_starts", {0}, {1}), I64(b, "p_ends", {1}, {1}), axes0})},
-           {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{0}}});
-  const int last = s.reshaped_to_other ? one : b.Op("Gather", {dense, one});
-  const int first_entry =
-      s.reshaped_to_other ? b.Op("ReduceProd", {dense}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{0}}})
-                          : first;
-  const int asked = b.Op("Concat", {b.Op("Unsqueeze", {first_entry, axes0}), b.Op("Unsqueeze", {last, axes0})},
-                         {{"axis", int64_t{0}}});
-  const int product = b.Op("ReduceProd", {dense}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{1}}});
-  const int missing =
-      b.Op("Neg", {b.Op("Div", {product, b.Op("ReduceProd", {asked},
-                                              {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{1}}})})});
-  const int new_shape = b.Op("Where", {b.Op("Less", {asked, zero}), missing, asked});
-  const int lower = b.Const("lower_tri", Bools({2, 2}, {1, 0, 1, 1}));
-  auto strides = [&](int shape) {
-    return b.Op("ReduceProd", {b.Op("Where", {lower, one, shape})},
-                {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}});
-  };
-  const int old_strides = strides(dense), new_strides = strides(new_shape);
-  const int divisors =
-      b.Op("Pad", {b.Op("Concat", {product, new_strides}, {{"axis", int64_t{0}}}), I64(b, "pads", {0, -1}, {2})});
-  const int flat = b.Op("Unsqueeze", {b.Op("MatMul", {indices, old_strides}), axes1});
-  indices = b.Op("Div", {b.Op("Mod", {flat, divisors}), new_strides});
-  // sparse_retain(values >= 0): Where(cond) as NonZero + Transpose, flattened.
-  const int keep = b.Op("Reshape", {b.Op("Transpose", {b.Op("NonZero", {b.Op("GreaterOrEqual", {values, zero})})},
-                                         {{"perm", std::vector<int64_t>{1, 0}}}),
-                                    I64(b, "flat", {-1}, {1})});
-  indices = b.Op("Gather", {indices, keep});
-  values = b.Op("Gather", {values, keep});
-  // SparseFillEmptyRows.
-  const int rows = b.Op("Slice", {new_shape, I64(b, "n_starts", {0}, {1}), I64(b, "n_ends", {1}, {1}), axes0});
-  const int column0 = b.Op("Slice", {indices, I64(b, "c0_starts", {0}, {1}), I64(b, "c0_ends", {1}, {1}), axes1});
-  const std::vector<int> present = MultiOp(b, "Unique", {column0}, 4, {{"sorted", int64_t{1}}});
-  const int all = b.Op("ConstantOfShape", {rows}, {{"value", Bools({1}, {1})}});
-  const int none = b.Op("ConstantOfShape", {b.Op("Shape", {present[0]})}, {{"value", Bools({1}, {0})}});
-  empty = b.Op("ScatterElements", {all, present[0], none});
-  const int empty_rows = b.Op("Compress", {b.Op("Range", {zero, b.Op("Squeeze", {rows, axes0}), one}), empty});
-  const int defaults = b.Op("Expand", {zero, b.Op("Shape", {empty_rows})});
-  const int columns =
-      b.Op("Sub", {b.Op("Slice", {b.Op("Shape", {indices}), axes1, I64(b, "two", {2}, {1}), axes0}), one});
-  const int pads = b.Op("Concat", {I64(b, "triple_0", {0, 0, 0}, {3}), columns}, {{"axis", int64_t{0}}});
-  const int filled = b.Op("Pad", {b.Op("Unsqueeze", {empty_rows, axes1}), pads});
-  return {b.Op("Concat", {indices, filled}, {{"axis", int64_t{0}}}),
-          b.Op("Concat", {values, defaults}, {{"axis", int64_t{0}}})};
+  testing::SafeSteps steps;
+  steps.reshaped_to_other = s.reshaped_to_other;
+  const testing::SafeSparse safe = testing::Tf2onnxSafeSparse(b, ids, indices, values, steps);
+  empty = safe.empty;
+  dense = safe.dense;
+  return {safe.indices, safe.values};
 }
 
-// safe_embedding_lookup_sparse's end: the filled rows zeroed, the result reshaped to [rows, width].
 int SafeResult(GraphBuilder& b, const Spelling& s, int out, int empty, int dense) {
-  if (s.zeroed) {
-    const int out_shape = b.Op("Shape", {out});
-    const int width = b.Op(
-        "Slice", {out_shape, I64(b, "w_starts", {1}, {1}), I64(b, "w_ends", {2}, {1}), I64(b, "w_axes", {0}, {1})});
-    const int mask = b.Op("Tile", {b.Op("Reshape", {empty, I64(b, "column", {-1, 1}, {2})}),
-                                   b.Op("Concat", {I64(b, "one_1", {1}, {1}), width}, {{"axis", int64_t{0}}})});
-    const int zeros = b.Op("ConstantOfShape", {out_shape}, {{"value", testing::MakeF32({1}, {0.0f})}});
-    if (s.zeroed_by_where) {
-      out = b.Op("Where", {mask, zeros, out});
-    } else {
-      const int as_float = b.Op("Cast", {mask}, {{"to", int64_t{1}}});
-      const int kept = b.Op("Cast", {b.Op("Not", {mask})}, {{"to", int64_t{1}}});
-      out = b.Op("Add", {b.Op("Mul", {as_float, zeros}), b.Op("Mul", {out, kept})});
-    }
-  }
-  // The shape: the ids' rows (as INT32), then the result's columns, cast back for Reshape.
-  const int rows = b.Op("Slice", {b.Op("Cast", {dense}, {{"to", int64_t{6}}}), I64(b, "r_starts", {0}, {1}),
-                                  I64(b, "r_ends", {1}, {1}), I64(b, "r_axes", {0}, {1})});
-  const int columns =
-      b.Op("Slice", {b.Op("Cast", {b.Op("Shape", {out})}, {{"to", int64_t{6}}}), I64(b, "k_starts", {1}, {1}),
-                     I64(b, "k_ends", {INT64_MAX}, {1}), I64(b, "k_axes", {0}, {1})});
-  const int shape = b.Op("Cast", {b.Op("Concat", {rows, columns}, {{"axis", int64_t{0}}})}, {{"to", int64_t{7}}});
-  return b.Op("Reshape", {out, shape});
+  return testing::Tf2onnxSafeResult(b, out, empty, dense, s.zeroed, s.zeroed_by_where);
 }
 
 // tf2onnx's SegmentSum handler before 2021: the segment sum as a product with the segment ids one-hot.

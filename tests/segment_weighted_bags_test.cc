@@ -34,6 +34,14 @@ struct Spelling {
   bool unique_rows = true;          // the rows gathered through Unique(values), as embedding_lookup_sparse does
   bool counted = false;             // the segments counted as the ids' rows, else the largest segment + 1
   bool weights_from_input = false;  // refused: the weights' values a graph input of their own
+  // safe_embedding_lookup_sparse (an embedding_column over a weighted_categorical_column): the
+  // ids and weights retained and filled together, the empty rows zeroed after (by Where, else by
+  // tf2onnx's Add/Mul form of Select) and the result reshaped; TensorFlow 2 drops the weights <= 0
+  // for a mean or sqrt-n in a second retain, TensorFlow 1 in the first for every combiner.
+  bool safe = false;
+  bool tf1 = false;
+  bool zeroed_by_where = true;
+  bool Pruned() const { return safe && (tf1 || combiner != "sum"); }
 };
 
 // ids [rows, slots] INT64 (-1: empty) and weights [rows, slots] FP32 -> [rows, width].
@@ -58,16 +66,28 @@ Graph WeightedGraph(const Tensor& table, const Spelling& s) {
                        : where;
     weight_values = b.Op("GatherND", {weights, at});
   }
-  const int sliced = b.Op("Slice", {where, I64(b, "starts", {0, 0}, {2}), I64(b, "ends", {INT64_MAX, 1}, {2}),
+  int sparse_indices = where, sparse_values = values;
+  testing::SafeSparse safe{};
+  if (s.safe) {
+    testing::SafeSteps steps;
+    steps.weights = weight_values;
+    steps.prune = !s.tf1 && s.combiner != "sum";
+    steps.prune_in_one = s.tf1;
+    safe = testing::Tf2onnxSafeSparse(b, ids, where, values, steps);
+    sparse_indices = safe.indices;
+    sparse_values = safe.values;
+    weight_values = safe.weights;
+  }
+  const int sliced = b.Op("Slice", {sparse_indices, I64(b, "starts", {0, 0}, {2}), I64(b, "ends", {INT64_MAX, 1}, {2}),
                                     I64(b, "axes", {0, 1}, {2})});
   int segment = b.Op("Squeeze", {sliced, I64(b, "squeeze_axes", {1}, {1})});
   segment = b.Op("Cast", {b.Op("Cast", {segment}, {{"to", int64_t{6}}})}, {{"to", int64_t{7}}});
   int rows;
   if (s.unique_rows) {
-    const std::vector<int> u = testing::MultiOp(b, "Unique", {values}, 4, {{"sorted", int64_t{1}}});
+    const std::vector<int> u = testing::MultiOp(b, "Unique", {sparse_values}, 4, {{"sorted", int64_t{1}}});
     rows = b.Op("Gather", {b.Op("Gather", {w, u[0]}), u[2]});
   } else {
-    rows = b.Op("Gather", {w, values});
+    rows = b.Op("Gather", {w, sparse_values});
   }
   // embeddings *= Reshape(weights, Concat(Shape(weights), ones)).
   const int column =
@@ -94,13 +114,15 @@ Graph WeightedGraph(const Tensor& table, const Spelling& s) {
     out = b.Op("Div", {out, divisor});
     if (s.div_no_nan) out = b.Op("Where", {b.Op("Equal", {divisor, zero_float}), zero_float, out});
   }
+  if (s.safe) out = testing::Tf2onnxSafeResult(b, out, safe.empty, safe.dense, true, s.zeroed_by_where);
   b.Output(out);
   return b.graph();
 }
 
 // TensorFlow's weighted combiners over the ids of each row that are not -1, in double.
-std::vector<float> Expected(const Tensor& table, const Tensor& ids, const Tensor& weights,
-                            const std::string& combiner) {
+// With `pruned`, the weights <= 0 are dropped with their ids.
+std::vector<float> Expected(const Tensor& table, const Tensor& ids, const Tensor& weights, const std::string& combiner,
+                            bool pruned = false) {
   const int64_t rows = ids.dim(0), slots = ids.dim(1), width = table.dim(1);
   std::vector<float> out(static_cast<size_t>(rows * width), 0.0f);
   for (int64_t r = 0; r < rows; ++r) {
@@ -109,7 +131,7 @@ std::vector<float> Expected(const Tensor& table, const Tensor& ids, const Tensor
     for (int64_t k = 0; k < slots; ++k) {
       const int64_t id = ids.data<int64_t>()[r * slots + k];
       const double wk = weights.data<float>()[r * slots + k];
-      if (id < 0) continue;
+      if (id < 0 || (pruned && wk <= 0)) continue;
       divisor += combiner == "sqrtn" ? wk * wk : wk;
       for (int64_t c = 0; c < width; ++c) sum[static_cast<size_t>(c)] += wk * table.data<float>()[id * width + c];
     }
@@ -146,10 +168,11 @@ std::pair<Tensor, Tensor> Inputs(std::mt19937_64& rng, bool own_indices, bool ze
 }
 
 void ExpectScoresAsTensorFlow(const Graph& g, const Tensor& table, const std::vector<Tensor>& inputs, const Tensor& ids,
-                              const Tensor& weights, const std::string& combiner, const std::string& what) {
+                              const Tensor& weights, const std::string& combiner, const std::string& what,
+                              bool pruned = false) {
   auto got = testing::RunGraph(g, inputs);
   ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
-  const std::vector<float> want = Expected(table, ids, weights, combiner);
+  const std::vector<float> want = Expected(table, ids, weights, combiner, pruned);
   ASSERT_EQ((*got)[0].size(), static_cast<int64_t>(want.size())) << what;
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_NEAR((*got)[0].data<float>()[i], want[i], 1e-5) << what << " at " << i;
@@ -196,6 +219,58 @@ TEST(SegmentWeightedBags, EverySpellingIsOneWeightedBagScoringAsTensorFlow) {
   EXPECT_EQ(cases, 48);
 }
 
+// ids [9, 5] with -1 padding, other negative ids (dropped by the retain) and rows left empty
+// (row 3, and row 8 whose ids are all dropped); weights in [-0.5, 2] with zeros where not
+// `own_indices` (whose sparse tensor must keep the ids' entries: no zero where an id is), 0 at
+// -1 slots for `own_indices` and 7 otherwise.
+std::pair<Tensor, Tensor> SafeInputs(std::mt19937_64& rng, bool own_indices) {
+  std::vector<int64_t> ids;
+  std::vector<float> weights;
+  for (int r = 0; r < 9; ++r) {
+    for (int k = 0; k < 5; ++k) {
+      const uint64_t pick = rng() % 5;
+      const int64_t id = r == 3 || pick == 0 ? -1 : r == 8 || pick == 1 ? -3 : static_cast<int64_t>(rng() % 50);
+      ids.push_back(id);
+      float w = -0.5f + static_cast<float>(rng() % 11) * 0.25f;  // -0.5 to 2 in quarters, 0 among them
+      if (own_indices && w == 0.0f) w = 1.0f;
+      weights.push_back(id == -1 ? (own_indices ? 0.0f : 7.0f) : w);
+    }
+  }
+  return {testing::MakeI64({9, 5}, ids), testing::MakeF32({9, 5}, weights)};
+}
+
+TEST(SegmentWeightedBags, SafeEmbeddingLookupSparseWithWeightsIsOneWeightedBag) {
+  std::mt19937_64 rng(25);
+  const Tensor table = testing::RandomTable(DType::kF32, 50, 6, rng);
+  int cases = 0;
+  for (const char* combiner : {"sum", "mean", "sqrtn"}) {
+    for (int form = 0; form < 8; ++form) {
+      Spelling s;
+      s.combiner = combiner;
+      s.safe = true;
+      s.tf1 = form & 1;
+      s.own_indices = form & 2;
+      s.zeroed_by_where = form & 4;
+      s.unique_rows = form % 3 != 0;
+      const std::string what = std::string(combiner) + (s.tf1 ? " tf1" : " tf2") +
+                               (s.own_indices ? " own-indices" : " shared-indices") +
+                               (s.zeroed_by_where ? " where" : " add/mul") + (s.unique_rows ? " unique" : "");
+      Graph g = WeightedGraph(table, s);
+      auto fused = FuseSegmentBags(g);
+      ASSERT_TRUE(fused.ok()) << what << ": " << fused.status().ToString();
+      EXPECT_EQ(*fused, 1) << what;
+      ASSERT_EQ(testing::CountOps(g, "EmbeddingBag"), 1) << what;
+      for (const char* gone : {"TopK", "NonZero", "ScatterND", "GatherND", "Unique", "Compress", "Tile"})
+        EXPECT_EQ(testing::CountOps(g, gone), 0) << what << ": " << gone;
+      EXPECT_EQ(testing::CountOps(g, "Greater"), s.Pruned() ? 1 : 0) << what << ": the weights <= 0 read as 0";
+      const auto [ids, weights] = SafeInputs(rng, s.own_indices);
+      ExpectScoresAsTensorFlow(g, table, {ids, weights}, ids, weights, combiner, what, s.Pruned());
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 24);
+}
+
 // An ONNX file of the form imports, and a load recognises it before checking the graph and scores
 // it from padded ids and weights (a ragged FP32 input needs an offsets input the ids share, which a
 // TensorFlow model has none of: docs/config.md).
@@ -230,17 +305,19 @@ TEST(SegmentWeightedBags, AnOnnxFileImportsAndLoadsAsOneWeightedBag) {
 TEST(SegmentWeightedBags, ALoadedModelScoresOnEachBackend) {
   std::mt19937_64 rng(24);
   const Tensor table = testing::RandomTable(DType::kF32, 40, 8, rng);
-  for (const char* combiner : {"sum", "mean"}) {
+  // A sum, a mean, and safe_embedding_lookup_sparse's mean (its weights <= 0 dropped).
+  for (const auto& [combiner, safe] : {std::pair{"sum", false}, std::pair{"mean", false}, std::pair{"mean", true}}) {
     Spelling s;
     s.combiner = combiner;
+    s.safe = safe;
     s.own_indices = true;
     Graph built = WeightedGraph(table, s);
     built.values[static_cast<size_t>(built.outputs[0])].name = "pooled";
-    const std::string path =
-        testing::WriteTempFile(std::string("tf_weighted_") + combiner + ".onnx", testing::AsOnnx(built));
+    const std::string path = testing::WriteTempFile(
+        std::string("tf_weighted_") + combiner + (safe ? "_safe" : "") + ".onnx", testing::AsOnnx(built));
     for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
       if (!backend) continue;
-      SCOPED_TRACE(std::string(combiner) + " on " + backend->name());
+      SCOPED_TRACE(std::string(combiner) + (safe ? " safe" : "") + " on " + backend->name());
       auto config = ParseModelConfig(
           "name: tf_weighted\ninputs:\n  - name: ids\n    datatype: INT64\n    dims: [4]\n"
           "  - name: weights\n    datatype: FP32\n    dims: [4]\noutputs:\n  - name: pooled\n",
@@ -256,7 +333,9 @@ TEST(SegmentWeightedBags, ALoadedModelScoresOnEachBackend) {
         for (int64_t i = 0; i < rows * 4; ++i) {
           const bool empty = i % 4 != 0 && rng() % 4 == 0;  // every row has an id (largest + 1 segments)
           ids.push_back(empty ? -1 : static_cast<int64_t>(rng() % 40));
-          weights.push_back(empty ? 0.0f : 0.125f + static_cast<float>(rng() % 16) * 0.125f);
+          // Some weights <= 0 for the safe lookup to drop (none 0 where an id is: own_indices).
+          const float w = (safe ? -0.5f : 0.125f) + static_cast<float>(rng() % 16) * 0.125f;
+          weights.push_back(empty ? 0.0f : w == 0.0f ? 1.0f : w);
         }
         const Tensor id_tensor = testing::MakeI64({rows, 4}, ids), weight_tensor = testing::MakeF32({rows, 4}, weights);
         InferRequest r;
@@ -264,7 +343,7 @@ TEST(SegmentWeightedBags, ALoadedModelScoresOnEachBackend) {
         r.inputs.push_back({"weights", weight_tensor, {}, {}});
         auto out = (*model)->Infer(r);
         ASSERT_TRUE(out.ok()) << out.status().ToString();
-        const std::vector<float> want = Expected(table, id_tensor, weight_tensor, combiner);
+        const std::vector<float> want = Expected(table, id_tensor, weight_tensor, combiner, s.Pruned());
         ASSERT_EQ((*out)[0].data.size(), static_cast<int64_t>(want.size()));
         for (size_t i = 0; i < want.size(); ++i)
           EXPECT_NEAR((*out)[0].data.data<float>()[i], want[i], 1e-5) << rows << " rows, at " << i;

@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "model/graph.h"
@@ -69,6 +71,132 @@ inline GridSum Tf2onnxGridSum(GraphBuilder& b, const std::string& p, int rows, i
   const int sum = b.Op("ReduceSum", {b.Op("Gather", {with_zero, scattered}), I64(b, p + "axes1", {1}, {1})},
                        {{"keepdims", int64_t{0}}});
   return {sum, unique[0], unique[3], segments_unsq};
+}
+
+inline Tensor Bools(Shape shape, std::vector<uint8_t> v) { return Tensor::FromVector<uint8_t>(DType::kBool, shape, v); }
+
+// safe_embedding_lookup_sparse's sparse steps, as tf2onnx writes them: SparseReshape to the ids'
+// shape ([rows * slots, 1] with `reshaped_to_other`), sparse_retain of the ids >= 0 and
+// SparseFillEmptyRows with default id 0; with `weights` (the weights' values at the ids' entries)
+// the weights retained beside the ids and filled with weight 1 by their own SparseFillEmptyRows,
+// the retain's mask And(ids >= 0, ones_like(weights)) and, with `prune`, a second retain of
+// the weights > 0 (TensorFlow 2's _prune_invalid_weights for a mean or sqrt-n), or with
+// `prune_in_one` the weights > 0 in the first retain's mask (TensorFlow 1's _prune_invalid_ids).
+struct SafeSteps {
+  bool reshaped_to_other = false;
+  int weights = -1;
+  bool prune = false;
+  bool prune_in_one = false;
+};
+struct SafeSparse {
+  int indices, values, weights = -1;
+  int empty;  // SparseFillEmptyRows' empty-row indicator
+  int dense;  // the ids' shape
+};
+inline SafeSparse Tf2onnxSafeSparse(GraphBuilder& b, int ids, int indices, int values, const SafeSteps& s) {
+  const int zero = I64(b, "safe_zero", {0}, {}), one = I64(b, "safe_one", {1}, {});
+  const int axes0 = I64(b, "safe_axes0", {0}, {1}), axes1 = I64(b, "safe_axes1", {1}, {1});
+  const int dense = b.Op("Shape", {ids});
+  int weights = s.weights;
+  // The new shape [prod(shape[:1]), shape[1]] (TensorFlow's code), through the handler.
+  const int first =
+      b.Op("ReduceProd", {b.Op("Slice", {dense, I64(b, "p_starts", {0}, {1}), I64(b, "p_ends", {1}, {1}), axes0})},
+           {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{0}}});
+  const int last = s.reshaped_to_other ? one : b.Op("Gather", {dense, one});
+  const int first_entry =
+      s.reshaped_to_other ? b.Op("ReduceProd", {dense}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{0}}})
+                          : first;
+  const int asked = b.Op("Concat", {b.Op("Unsqueeze", {first_entry, axes0}), b.Op("Unsqueeze", {last, axes0})},
+                         {{"axis", int64_t{0}}});
+  const int product = b.Op("ReduceProd", {dense}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{1}}});
+  const int missing =
+      b.Op("Neg", {b.Op("Div", {product, b.Op("ReduceProd", {asked},
+                                              {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{1}}})})});
+  const int new_shape = b.Op("Where", {b.Op("Less", {asked, zero}), missing, asked});
+  const int lower = b.Const("lower_tri", Bools({2, 2}, {1, 0, 1, 1}));
+  auto strides = [&](int shape) {
+    return b.Op("ReduceProd", {b.Op("Where", {lower, one, shape})},
+                {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}});
+  };
+  const int old_strides = strides(dense), new_strides = strides(new_shape);
+  const int divisors =
+      b.Op("Pad", {b.Op("Concat", {product, new_strides}, {{"axis", int64_t{0}}}), I64(b, "pads", {0, -1}, {2})});
+  const int flat = b.Op("Unsqueeze", {b.Op("MatMul", {indices, old_strides}), axes1});
+  indices = b.Op("Div", {b.Op("Mod", {flat, divisors}), new_strides});
+  // sparse_retain(mask): Where(mask) as NonZero + Transpose, flattened, once for each tensor retained.
+  auto retain = [&](int mask, int& idx, int& vals, int& w) {
+    auto keep = [&] {
+      return b.Op("Reshape", {b.Op("Transpose", {b.Op("NonZero", {mask})}, {{"perm", std::vector<int64_t>{1, 0}}}),
+                              I64(b, "flat_" + std::to_string(b.graph().nodes.size()), {-1}, {1})});
+    };
+    const int k = keep();
+    idx = b.Op("Gather", {idx, k});
+    vals = b.Op("Gather", {vals, k});
+    if (w >= 0) w = b.Op("Gather", {w, keep()});
+  };
+  const int zero_float = b.Const("safe_zero_float", MakeF32({}, {0.0f}));
+  int mask = b.Op("GreaterOrEqual", {values, zero});
+  if (weights >= 0) {
+    const int also = s.prune_in_one ? b.Op("Greater", {weights, zero_float})
+                                    : b.Op("ConstantOfShape", {b.Op("Shape", {weights})}, {{"value", Bools({1}, {1})}});
+    mask = b.Op("And", {mask, also});
+  }
+  retain(mask, indices, values, weights);
+  if (weights >= 0 && s.prune) retain(b.Op("Greater", {weights, zero_float}), indices, values, weights);
+  // SparseFillEmptyRows, for the ids (default 0) and for the weights (1.0), each its own nodes.
+  const int rows = b.Op("Slice", {new_shape, I64(b, "n_starts", {0}, {1}), I64(b, "n_ends", {1}, {1}), axes0});
+  auto fill = [&](int idx, int vals, int fill_value, int& empty_out) -> std::pair<int, int> {
+    const std::string p = std::to_string(b.graph().nodes.size());
+    const int column0 = b.Op("Slice", {idx, I64(b, "c0_starts" + p, {0}, {1}), I64(b, "c0_ends" + p, {1}, {1}), axes1});
+    const std::vector<int> present = MultiOp(b, "Unique", {column0}, 4, {{"sorted", int64_t{1}}});
+    const int all = b.Op("ConstantOfShape", {rows}, {{"value", Bools({1}, {1})}});
+    const int none = b.Op("ConstantOfShape", {b.Op("Shape", {present[0]})}, {{"value", Bools({1}, {0})}});
+    empty_out = b.Op("ScatterElements", {all, present[0], none});
+    const int empty_rows = b.Op("Compress", {b.Op("Range", {zero, b.Op("Squeeze", {rows, axes0}), one}), empty_out});
+    const int defaults = b.Op("Expand", {fill_value, b.Op("Shape", {empty_rows})});
+    const int columns =
+        b.Op("Sub", {b.Op("Slice", {b.Op("Shape", {idx}), axes1, I64(b, "two" + p, {2}, {1}), axes0}), one});
+    const int pads = b.Op("Concat", {I64(b, "triple_0" + p, {0, 0, 0}, {3}), columns}, {{"axis", int64_t{0}}});
+    const int filled = b.Op("Pad", {b.Op("Unsqueeze", {empty_rows, axes1}), pads});
+    return {b.Op("Concat", {idx, filled}, {{"axis", int64_t{0}}}),
+            b.Op("Concat", {vals, defaults}, {{"axis", int64_t{0}}})};
+  };
+  SafeSparse out;
+  out.dense = dense;
+  std::tie(out.indices, out.values) = fill(indices, values, zero, out.empty);
+  if (weights >= 0) {
+    int unused_empty = -1;
+    out.weights = fill(indices, weights, b.Const("safe_one_float", MakeF32({}, {1.0f})), unused_empty).second;
+  }
+  return out;
+}
+
+// safe_embedding_lookup_sparse's end: the filled rows zeroed (`zeroed`: no default_id; by Where, else by
+// tf2onnx's Add/Mul form of Select), the result reshaped to [rows, width].
+inline int Tf2onnxSafeResult(GraphBuilder& b, int out, int empty, int dense, bool zeroed, bool by_where) {
+  if (zeroed) {
+    const int out_shape = b.Op("Shape", {out});
+    const int width = b.Op(
+        "Slice", {out_shape, I64(b, "w_starts", {1}, {1}), I64(b, "w_ends", {2}, {1}), I64(b, "w_axes", {0}, {1})});
+    const int mask = b.Op("Tile", {b.Op("Reshape", {empty, I64(b, "column", {-1, 1}, {2})}),
+                                   b.Op("Concat", {I64(b, "one_1", {1}, {1}), width}, {{"axis", int64_t{0}}})});
+    const int zeros = b.Op("ConstantOfShape", {out_shape}, {{"value", MakeF32({1}, {0.0f})}});
+    if (by_where) {
+      out = b.Op("Where", {mask, zeros, out});
+    } else {
+      const int as_float = b.Op("Cast", {mask}, {{"to", int64_t{1}}});
+      const int kept = b.Op("Cast", {b.Op("Not", {mask})}, {{"to", int64_t{1}}});
+      out = b.Op("Add", {b.Op("Mul", {as_float, zeros}), b.Op("Mul", {out, kept})});
+    }
+  }
+  // The shape: the ids' rows (as INT32), then the result's columns, cast back for Reshape.
+  const int rows = b.Op("Slice", {b.Op("Cast", {dense}, {{"to", int64_t{6}}}), I64(b, "r_starts", {0}, {1}),
+                                  I64(b, "r_ends", {1}, {1}), I64(b, "r_axes", {0}, {1})});
+  const int columns =
+      b.Op("Slice", {b.Op("Cast", {b.Op("Shape", {out})}, {{"to", int64_t{6}}}), I64(b, "k_starts", {1}, {1}),
+                     I64(b, "k_ends", {INT64_MAX}, {1}), I64(b, "k_axes", {0}, {1})});
+  const int shape = b.Op("Cast", {b.Op("Concat", {rows, columns}, {{"axis", int64_t{0}}})}, {{"to", int64_t{7}}});
+  return b.Op("Reshape", {out, shape});
 }
 
 // `g` as an ONNX file would hold it (opset 13), for the importer's side of a segment sum: the

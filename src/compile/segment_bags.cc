@@ -38,6 +38,10 @@
 // before 2.0). That is the weighted bag EmbeddingBag(table, Reshape(ids, [-1]), b * slots for b in
 // [0, rows], Reshape(weights, [-1])): each slot's weight beside its id, a -1 id an empty slot (its
 // weight unread), a divisor of 0 giving zeros (as DivNoNan does; a plain Div gives NaN there).
+// Through safe_embedding_lookup_sparse (below) the weights are retained and filled beside the ids
+// (compile/sparse_tensors.h); where it drops the weights <= 0 with their ids (a mean or sqrt-n in
+// TensorFlow 2, every combiner in TensorFlow 1) the bag reads Where(weights > 0, weights, 0),
+// which adds to no sum, weight sum or sum of squares, as a dropped id does.
 //
 // `safe_embedding_lookup_sparse` (an `embedding_column`'s default lookup) gives every empty row a
 // default id first (SparseFillEmptyRows) and zeroes those rows of the result again (Where, or
@@ -251,24 +255,6 @@ int ColumnOf(const SparseTensorMatcher& m, int column) {
   return w;
 }
 
-// The padded weights input whose entries `w` (weights' sparse values, past Casts) are at the
-// entries of `indices` (the ids' sparse indices): GatherND(weights, indices), or GatherND(weights,
-// Transpose(NonZero(Not(Equal(weights, 0))))), the weights' own to_sparse_input (a weighted
-// categorical column's), which keeps the same entries wherever TensorFlow's product is defined.
-// -1 for none.
-int PaddedWeightsOf(const SparseTensorMatcher& m, int w, int indices) {
-  const Node* gather = m.Producer(m.Uncast(w), "GatherND");
-  if (!gather) return -1;
-  const int weights = gather->Input(0);
-  if (m.Uncast(gather->Input(1)) == m.Uncast(indices)) return weights;
-  const Node* where = m.Producer(m.Uncast(gather->Input(1)), "Transpose");
-  const Node* nonzero = where ? m.Producer(where->Input(0), "NonZero") : nullptr;
-  const Node* no = nonzero ? m.Producer(nonzero->Input(0), "Not") : nullptr;
-  const Node* eq = no ? m.Producer(no->Input(0), "Equal") : nullptr;
-  if (!eq || eq->Input(0) != weights || !m.IsScalar(eq->Input(1), 0)) return -1;
-  return weights;
-}
-
 // A segment sum of weighted rows: Mul(gathered rows, a column of weights).
 struct WeightedRows {
   int gathered = -1;  // the rows before weighting
@@ -336,9 +322,21 @@ std::optional<WeightedDivision> WeightedDivisionOf(const SparseTensorMatcher& m,
   return std::nullopt;
 }
 
+// A recognised segment sum: the node that becomes its bag and what the bag reads.
+struct BagRewrite {
+  size_t node;
+  int table, ids;
+  BagCombiner combiner;
+  int weights = -1;             // a weighted bag's padded weights
+  bool weights_pruned = false;  // the weights <= 0 dropped with their ids
+};
+
 // The nodes writing EmbeddingBag(table, Reshape(ids, [-1]), b * slots for b in [0, rows],
-// Reshape(weights as FP32, [-1])) with `bag`'s inputs, appended to `out`; `bag` becomes that bag.
-void WriteWeightedBag(Graph& graph, Node& bag, int table, int ids, int weights, std::vector<Node>& out) {
+// Reshape(weights as FP32, [-1])) for `r`, appended to `out`; `bag` becomes that bag. Pruned
+// weights are read as Where(weights > 0, weights, 0): a weight of 0 adds nothing to a bag's sum,
+// nor to the weights' sum or squares a mean or sqrt-n divides by, as a dropped id does.
+void WriteWeightedBag(Graph& graph, Node& bag, const BagRewrite& r, std::vector<Node>& out) {
+  const int table = r.table, ids = r.ids, weights = r.weights;
   auto add = [&](const std::string& op, const std::string& what, std::vector<int> inputs, DType dtype, Shape shape,
                  std::map<std::string, AttributeValue> attrs = {}) {
     const std::string name = bag.name + "/" + what;
@@ -363,6 +361,13 @@ void WriteWeightedBag(Graph& graph, Node& bag, int table, int ids, int weights, 
     w = add("Cast", "weights_fp32", {w}, DType::kF32, graph.values[static_cast<size_t>(w)].shape,
             {{"to", int64_t{1}}});  // ONNX's FLOAT
   }
+  if (r.weights_pruned) {
+    const int zero_weight =
+        graph.AddConstant(bag.name + "/zero_weight", Tensor::FromVector<float>(DType::kF32, {}, {0.0f}));
+    const Shape shape = graph.values[static_cast<size_t>(w)].shape;
+    const int positive = add("Greater", "weights_kept", {w, zero_weight}, DType::kBool, shape);
+    w = add("Where", "weights_pruned", {positive, w, zero_weight}, DType::kF32, shape);
+  }
   const int flat_ids = add("Reshape", "flat_ids", {ids, flat}, id_type, {-1});
   const int flat_weights = add("Reshape", "flat_weights", {w, flat}, DType::kF32, {-1});
   bag.inputs = {table, flat_ids, offsets, flat_weights};
@@ -372,12 +377,6 @@ void WriteWeightedBag(Graph& graph, Node& bag, int table, int ids, int weights, 
 
 StatusOr<int> FuseSegmentBags(Graph& graph) {
   SparseTensorMatcher m(graph);
-  struct Rewrite {
-    size_t node;  // the node that becomes the bag
-    int table, ids;
-    BagCombiner combiner;
-    int weights = -1;  // a weighted bag's padded weights
-  };
   // Every segment sum first: a weighted mean's or sqrt-n's divisor is a segment sum of its weights,
   // part of that bag rather than one of its own.
   const size_t n = graph.nodes.size();
@@ -391,7 +390,7 @@ StatusOr<int> FuseSegmentBags(Graph& graph) {
     if (weighted[i]) divisions[i] = WeightedDivisionOf(m, *sums[i], *weighted[i]);
     if (divisions[i]) divisor[divisions[i]->divisor_sum] = true;
   }
-  std::vector<Rewrite> rewrites;
+  std::vector<BagRewrite> rewrites;
   for (size_t i = 0; i < n; ++i) {
     if (!sums[i] || divisor[i]) continue;
     SegmentSum& s = *sums[i];
@@ -404,23 +403,20 @@ StatusOr<int> FuseSegmentBags(Graph& graph) {
     const std::optional<std::pair<int, int>> rows = GatheredRows(m, weighted[i] ? weighted[i]->gathered : s.rows);
     if (!rows) return refuse("of rows that are not a Gather of a constant table (weighted or not)");
     const int indices = m.ColumnZeroOf(s.segment);
+    const int weight_values = weighted[i] ? weighted[i]->weights : -1;
     const std::optional<SparseTensorMatcher::Sparse> sparse =
-        indices < 0 ? std::nullopt : m.SparseTensorOf(indices, rows->second);
+        indices < 0 ? std::nullopt : m.SparseTensorOf(indices, rows->second, weight_values);
+    if (!sparse && weighted[i] && indices >= 0 && m.SparseTensorOf(indices, rows->second)) {
+      return refuse("weighted by values that are not a padded weights input's at the ids' entries");
+    }
     if (!sparse) return refuse("whose ids and segment ids are not a sparse tensor made from padded ids");
     const int ids = sparse->ids;
     if (!m.CountsRowsOf(s.segments, ids) && !LargestPlusOne(m, s.segments, s.segment)) {
       return refuse("with a count of segments that is neither the ids' rows nor the largest segment id + 1");
     }
-    if (weighted[i]) {
-      if (sparse->empty_rows >= 0) {
-        return refuse("of weighted rows with empty rows filled (safe_embedding_lookup_sparse with weights)");
-      }
-      const int weights = PaddedWeightsOf(m, weighted[i]->weights, indices);
-      if (weights < 0) return refuse("weighted by values that are not a padded weights input's at the ids' entries");
-      const WeightedDivision plain{s.result, kBagSum, 0};
-      const WeightedDivision& d = divisions[i] ? *divisions[i] : plain;
-      rewrites.push_back({d.result, rows->first, ids, d.combiner, weights});
-      continue;
+    if (weighted[i] && divisions[i]) {  // the mean or sqrt-n: the division writes the result
+      s.result = divisions[i]->result;
+      s.combiner = divisions[i]->combiner;
     }
     if (sparse->empty_rows >= 0) {
       // SparseFillEmptyRows gave each empty row a default id; safe_embedding_lookup_sparse zeroes
@@ -434,17 +430,17 @@ StatusOr<int> FuseSegmentBags(Graph& graph) {
       s.result = *zeroed;
       if (auto reshaped = FinalReshape(m, graph.nodes[s.result].outputs[0], ids)) s.result = *reshaped;
     }
-    rewrites.push_back({s.result, rows->first, ids, s.combiner});
+    rewrites.push_back({s.result, rows->first, ids, s.combiner, sparse->weights, sparse->weights_pruned});
   }
   std::vector<std::vector<Node>> before(n);  // the nodes a weighted bag reads, written before it
-  for (const Rewrite& r : rewrites) {
+  for (const BagRewrite& r : rewrites) {
     Node& node = graph.nodes[r.node];
     node.op = "EmbeddingBag";
     node.inputs = {r.table, r.ids};
     node.outputs.resize(1);
     node.attrs.clear();
     node.attrs["mode"] = std::string(BagCombinerName(r.combiner));
-    if (r.weights >= 0) WriteWeightedBag(graph, node, r.table, r.ids, r.weights, before[r.node]);
+    if (r.weights >= 0) WriteWeightedBag(graph, node, r, before[r.node]);
   }
   std::vector<Node> nodes;
   for (size_t i = 0; i < n; ++i) {

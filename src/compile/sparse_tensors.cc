@@ -61,6 +61,46 @@ bool SparseTensorMatcher::MarksNonNegative(int mask, int values) const {
   return ge && IsScalar(ge->Input(1), 0) && Uncast(ge->Input(0)) == values;
 }
 
+bool SparseTensorMatcher::MarksPositive(int mask, int weights) const {
+  const Node* gt = Producer(mask, "Greater");
+  return gt && IsScalar(gt->Input(1), 0) && Uncast(gt->Input(0)) == Uncast(weights);
+}
+
+bool SparseTensorMatcher::RetainsWeighted(int mask, int values, int weights, bool& pruned) const {
+  if (MarksPositive(mask, weights)) {
+    pruned = true;
+    return true;
+  }
+  const Node* both = Producer(mask, "And");
+  if (!both) return false;
+  for (int k = 0; k < 2; ++k) {
+    if (!MarksNonNegative(both->Input(k), values)) continue;
+    const int other = both->Input(1 - k);
+    if (MarksPositive(other, weights)) {
+      pruned = true;
+      return true;
+    }
+    // ones_like(weights, bool): a fill of true shaped as the weights.
+    const Node* ones = Producer(other, "ConstantOfShape");
+    const Node* shape = ones ? Producer(ones->Input(0), "Shape") : nullptr;
+    if (shape && Uncast(shape->Input(0)) == Uncast(weights) && Fills(*ones, 1.0)) return true;
+  }
+  return false;
+}
+
+int SparseTensorMatcher::PaddedWeightsOf(int weights, int indices) const {
+  const Node* gather = Producer(Uncast(weights), "GatherND");
+  if (!gather) return -1;
+  const int padded = gather->Input(0);
+  if (Uncast(gather->Input(1)) == Uncast(indices)) return padded;
+  const Node* where = Producer(Uncast(gather->Input(1)), "Transpose");
+  const Node* nonzero = where ? Producer(where->Input(0), "NonZero") : nullptr;
+  const Node* no = nonzero ? Producer(nonzero->Input(0), "Not") : nullptr;
+  const Node* eq = no ? Producer(no->Input(0), "Equal") : nullptr;
+  if (!eq || eq->Input(0) != padded || !IsScalar(eq->Input(1), 0)) return -1;
+  return padded;
+}
+
 int SparseTensorMatcher::SlicedColumnZero(const Node* slice) const {
   if (!slice || slice->op != "Slice") return -1;
   const auto starts = Ints(*slice, 1, "starts"), ends = Ints(*slice, 2, "ends");
@@ -177,9 +217,11 @@ int SparseTensorMatcher::UnreshapedIndices(int indices) const {
   return flat->Input(0);
 }
 
-std::optional<SparseTensorMatcher::Sparse> SparseTensorMatcher::SparseTensorOf(int indices, int values) const {
+std::optional<SparseTensorMatcher::Sparse> SparseTensorMatcher::SparseTensorOf(int indices, int values,
+                                                                               int weights) const {
   indices = Uncast(indices);
   values = Uncast(values);
+  if (weights >= 0) weights = Uncast(weights);
   // SparseFillEmptyRows: the tensor's entries, then a default id at (row, 0) of each empty row.
   const Node* ci = Producer(indices, "Concat");
   const Node* cv = Producer(values, "Concat");
@@ -206,12 +248,22 @@ std::optional<SparseTensorMatcher::Sparse> SparseTensorMatcher::SparseTensorOf(i
         Uncast(SlicedColumnZero(Producer(present->Input(0), "Slice"))) != Uncast(ci->Input(0))) {
       return std::nullopt;
     }
-    std::optional<Sparse> kept = SparseTensorOf(ci->Input(0), cv->Input(0));
+    // The weights filled by their own SparseFillEmptyRows: weight 1 at each filled id.
+    int kept_weights = -1;
+    if (weights >= 0) {
+      const Node* cw = Producer(weights, "Concat");
+      const Node* ones =
+          cw && cw->NumInputs() == 2 && cw->GetInt("axis", 0) == 0 ? Producer(cw->Input(1), "Expand") : nullptr;
+      if (!ones || !IsScalar(ones->Input(0), 1)) return std::nullopt;
+      kept_weights = cw->Input(0);
+    }
+    std::optional<Sparse> kept = SparseTensorOf(ci->Input(0), cv->Input(0), kept_weights);
     if (!kept || kept->empty_rows >= 0 || !CountsRowsOf(range->Input(1), kept->ids) ||
         !CountsRowsOf(all->Input(0), kept->ids)) {
       return std::nullopt;
     }
-    return Sparse{kept->ids, empty};
+    kept->empty_rows = empty;
+    return kept;
   }
   // sparse_retain of the values >= 0.
   const Node* gi = Producer(indices, "Gather");
@@ -223,14 +275,32 @@ std::optional<SparseTensorMatcher::Sparse> SparseTensorMatcher::SparseTensorOf(i
     int where = flat->Input(0);
     if (const Node* t = Producer(where, "Transpose")) where = t->Input(0);
     const Node* nz = Producer(where, "NonZero");
-    if (!nz || !MarksNonNegative(nz->Input(0), gv->Input(0))) return std::nullopt;
-    std::optional<Sparse> kept = SparseTensorOf(gi->Input(0), gv->Input(0));
+    if (!nz) return std::nullopt;
+    if (weights < 0) {
+      if (!MarksNonNegative(nz->Input(0), gv->Input(0))) return std::nullopt;
+      std::optional<Sparse> kept = SparseTensorOf(gi->Input(0), gv->Input(0));
+      if (!kept || kept->empty_rows >= 0) return std::nullopt;
+      return kept;
+    }
+    // The weights retained by the same mask, through a Where of their own.
+    const Node* gw = Producer(weights, "Gather");
+    const Node* wflat = gw && gw->GetInt("axis", 0) == 0 ? Producer(gw->Input(1), "Reshape") : nullptr;
+    if (!wflat || Ints(*wflat, 1, nullptr) != std::vector<int64_t>{-1}) return std::nullopt;
+    int wwhere = wflat->Input(0);
+    if (const Node* t = Producer(wwhere, "Transpose")) wwhere = t->Input(0);
+    const Node* wnz = Producer(wwhere, "NonZero");
+    bool pruned = false;
+    if (!wnz || wnz->Input(0) != nz->Input(0) || !RetainsWeighted(nz->Input(0), gv->Input(0), gw->Input(0), pruned)) {
+      return std::nullopt;
+    }
+    std::optional<Sparse> kept = SparseTensorOf(gi->Input(0), gv->Input(0), gw->Input(0));
     if (!kept || kept->empty_rows >= 0) return std::nullopt;
+    kept->weights_pruned = kept->weights_pruned || pruned;
     return kept;
   }
   // SparseReshape to the shape it has: the values as they are.
   if (const int unreshaped = UnreshapedIndices(indices); unreshaped >= 0) {
-    std::optional<Sparse> kept = SparseTensorOf(unreshaped, values);
+    std::optional<Sparse> kept = SparseTensorOf(unreshaped, values, weights);
     if (!kept || kept->empty_rows >= 0) return std::nullopt;
     return kept;
   }
@@ -243,7 +313,12 @@ std::optional<SparseTensorMatcher::Sparse> SparseTensorMatcher::SparseTensorOf(i
   const Node* nz = Producer(t->Input(0), "NonZero");
   const int ids = nz ? MaskedIds(nz->Input(0)) : -1;
   if (ids < 0 || Uncast(gather->Input(0)) != ids) return std::nullopt;
-  return Sparse{ids, -1};
+  Sparse sparse{ids, -1};
+  if (weights >= 0) {
+    sparse.weights = PaddedWeightsOf(weights, indices);
+    if (sparse.weights < 0) return std::nullopt;
+  }
+  return sparse;
 }
 
 }  // namespace rankd

@@ -38,12 +38,22 @@ class SparseTensorMatcher {
   // What a sparse tensor holds: the entries >= 0 of padded ids input `ids` (a value), and where
   // SparseFillEmptyRows added a default id to each row without one, its empty-row indicator
   // (`empty_rows`, a [rows] bool value; -1 for none).
+  // With weights (a weighted lookup's `sp_weights`), the padded weights input whose entries at
+  // the ids' they hold (`weights`), and whether a retain dropped the weights <= 0 with their ids
+  // (`weights_pruned`: safe_embedding_lookup_sparse's _prune_invalid_weights, or TensorFlow 1's
+  // _prune_invalid_ids, which asks for both).
   struct Sparse {
     int ids = -1;
     int empty_rows = -1;
+    int weights = -1;
+    bool weights_pruned = false;
   };
-  // The sparse tensor whose indices and values `indices` and `values` are, or nullopt.
-  std::optional<Sparse> SparseTensorOf(int indices, int values) const;
+  // The sparse tensor whose indices and values `indices` and `values` are, or nullopt; with
+  // `weights` (>= 0) the weights' sparse values beside them, which every step the ids pass keeps
+  // in step (retained by the same mask, filled by weight 1 where the ids are filled), made from a
+  // padded weights input at the ids' entries (GatherND at the ids' indices, or at the weights' own
+  // to_sparse_input: Transpose(NonZero(Not(Equal(weights, 0))))).
+  std::optional<Sparse> SparseTensorOf(int indices, int values, int weights = -1) const;
 
   // The node writing `value` if it is `op` (any op when null), else nullptr.
   const Node* Producer(int value, const char* op = nullptr) const;
@@ -71,6 +81,15 @@ class SparseTensorMatcher {
   int MaskedIds(int mask) const;
   // Whether `mask` marks the entries >= 0 of `values`.
   bool MarksNonNegative(int mask, int values) const;
+  // Whether `mask` retains ids `values` and their weights `weights` as safe_embedding_lookup_sparse
+  // does: the ids >= 0 And ones_like(weights), or And the weights > 0 (`pruned`), or the weights > 0
+  // alone (`pruned`).
+  bool RetainsWeighted(int mask, int values, int weights, bool& pruned) const;
+  // Whether `mask` is Greater(`weights`, 0).
+  bool MarksPositive(int mask, int weights) const;
+  // The padded weights input `weights` (the weights' sparse values) is gathered from at `indices`,
+  // the ids' to_sparse_input indices, or -1.
+  int PaddedWeightsOf(int weights, int indices) const;
   // The value sliced to its column 0 as a [T, 1] matrix by node `slice` (-1 for none).
   int SlicedColumnZero(const Node* slice) const;
   // The shape vector whose first entry counts rows: true for one whose entry 0 counts `ids`' rows.
