@@ -45,9 +45,11 @@ int FuseMaskedEmbeddingBags(Graph& graph);
 // a ReduceSum over a grid of the rows, the mean and sqrt-n divided by the counts; or, before 2021,
 // a MatMul of the segment ids one-hot with the rows, reshaped back), over a sparse
 // tensor made from a padded ids input (NonZero of ids != -1, GatherND) and rows gathered from a
-// constant table, become EmbeddingBag(table, ids) with the sum, mean or sqrtn combiner
-// (segment_bags.cc). Returns the number recognised; a segment sum of that form over anything else
-// is refused, naming its node.
+// constant table, become EmbeddingBag(table, ids) with the sum, mean or sqrtn combiner; the same
+// over rows multiplied by a sparse tensor of weights from a padded weights input (a weighted
+// lookup, its mean and sqrt-n divided by segment sums of the weights), a weighted bag over the
+// flattened ids and weights (segment_bags.cc). Returns the number recognised; a segment sum of
+// that form over anything else is refused, naming its node.
 StatusOr<int> FuseSegmentBags(Graph& graph);
 
 // A layer norm written out op by op (PyTorch's export below opset 17: ReduceMean, Sub, Pow or Mul,
