@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <random>
 #include <string>
 
@@ -178,6 +179,25 @@ void ExpectScoresAsTensorFlow(const Graph& g, const Tensor& table, const std::ve
     EXPECT_NEAR((*got)[0].data<float>()[i], want[i], 1e-5) << what << " at " << i;
 }
 
+// Fuses `g` and checks it became one weighted bag (4 inputs) of `combiner`, the sparse tensors'
+// sorting, counting and scattering gone, and the ops `also_gone`.
+void ExpectOneWeightedBag(Graph& g, const std::string& combiner, std::initializer_list<const char*> also_gone,
+                          const std::string& what) {
+  auto fused = FuseSegmentBags(g);
+  ASSERT_TRUE(fused.ok()) << what << ": " << fused.status().ToString();
+  EXPECT_EQ(*fused, 1) << what;
+  ASSERT_EQ(testing::CountOps(g, "EmbeddingBag"), 1) << what;
+  for (const Node& n : g.nodes) {
+    if (n.op == "EmbeddingBag") {
+      EXPECT_EQ(n.NumInputs(), 4) << what << ": a weighted bag";
+      EXPECT_EQ(n.GetString("mode", ""), combiner) << what;
+    }
+  }
+  for (const char* gone : {"TopK", "NonZero", "ScatterND", "GatherND", "Unique"})
+    EXPECT_EQ(testing::CountOps(g, gone), 0) << what << ": " << gone;
+  for (const char* gone : also_gone) EXPECT_EQ(testing::CountOps(g, gone), 0) << what << ": " << gone;
+}
+
 TEST(SegmentWeightedBags, EverySpellingIsOneWeightedBagScoringAsTensorFlow) {
   std::mt19937_64 rng(21);
   const Tensor table = testing::RandomTable(DType::kF32, 50, 6, rng);
@@ -198,18 +218,7 @@ TEST(SegmentWeightedBags, EverySpellingIsOneWeightedBagScoringAsTensorFlow) {
                                (s.counted ? " counted" : " largest+1") + (s.div_no_nan ? "" : " div") +
                                (s.squares_by_mul ? " mul" : "");
       Graph g = WeightedGraph(table, s);
-      auto fused = FuseSegmentBags(g);
-      ASSERT_TRUE(fused.ok()) << what << ": " << fused.status().ToString();
-      EXPECT_EQ(*fused, 1) << what;
-      ASSERT_EQ(testing::CountOps(g, "EmbeddingBag"), 1) << what;
-      for (const Node& n : g.nodes) {
-        if (n.op == "EmbeddingBag") {
-          EXPECT_EQ(n.NumInputs(), 4) << what << ": a weighted bag";
-          EXPECT_EQ(n.GetString("mode", ""), combiner) << what;
-        }
-      }
-      for (const char* gone : {"TopK", "NonZero", "ScatterND", "GatherND", "Unique", "Div", "Where", "Sqrt"})
-        EXPECT_EQ(testing::CountOps(g, gone), 0) << what << ": " << gone;
+      ExpectOneWeightedBag(g, combiner, {"Div", "Where", "Sqrt"}, what);
       // The zero-sum row where a divisor of 0 gives zeros (DivNoNan; a plain Div gives NaN there).
       const auto [ids, weights] = Inputs(rng, s.own_indices, s.div_no_nan && s.combiner == std::string("mean"));
       ExpectScoresAsTensorFlow(g, table, {ids, weights}, ids, weights, combiner, what);
@@ -256,12 +265,7 @@ TEST(SegmentWeightedBags, SafeEmbeddingLookupSparseWithWeightsIsOneWeightedBag) 
                                (s.own_indices ? " own-indices" : " shared-indices") +
                                (s.zeroed_by_where ? " where" : " add/mul") + (s.unique_rows ? " unique" : "");
       Graph g = WeightedGraph(table, s);
-      auto fused = FuseSegmentBags(g);
-      ASSERT_TRUE(fused.ok()) << what << ": " << fused.status().ToString();
-      EXPECT_EQ(*fused, 1) << what;
-      ASSERT_EQ(testing::CountOps(g, "EmbeddingBag"), 1) << what;
-      for (const char* gone : {"TopK", "NonZero", "ScatterND", "GatherND", "Unique", "Compress", "Tile"})
-        EXPECT_EQ(testing::CountOps(g, gone), 0) << what << ": " << gone;
+      ExpectOneWeightedBag(g, combiner, {"Compress", "Tile"}, what);
       EXPECT_EQ(testing::CountOps(g, "Greater"), s.Pruned() ? 1 : 0) << what << ": the weights <= 0 read as 0";
       const auto [ids, weights] = SafeInputs(rng, s.own_indices);
       ExpectScoresAsTensorFlow(g, table, {ids, weights}, ids, weights, combiner, what, s.Pruned());

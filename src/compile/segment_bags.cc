@@ -303,13 +303,13 @@ std::optional<WeightedDivision> WeightedDivisionOf(const SparseTensorMatcher& m,
       summed = root->Input(0);
       w.combiner = kBagSqrtN;
     }
-    const std::vector<int> producers = g.Producers();
-    const int by = producers[static_cast<size_t>(summed)];
-    const std::optional<SegmentSum> ws = by >= 0 ? MatchSegmentSum(m, static_cast<size_t>(by)) : std::nullopt;
-    if (!ws || ws->result != static_cast<size_t>(by) || m.Uncast(ws->segment) != m.Uncast(sum.segment)) continue;
+    const Node* summing = m.Producer(summed);
+    const size_t by = summing ? static_cast<size_t>(summing - g.nodes.data()) : 0;
+    const std::optional<SegmentSum> ws = summing ? MatchSegmentSum(m, by) : std::nullopt;
+    if (!ws || ws->result != by || m.Uncast(ws->segment) != m.Uncast(sum.segment)) continue;
     const bool weights_summed = w.combiner == kBagMean ? ws->rows == rows.column : SquaresOf(m, ws->rows, rows.column);
     if (!weights_summed) continue;
-    w.divisor_sum = static_cast<size_t>(by);
+    w.divisor_sum = by;
     // DivNoNan: Where(Equal(divisor, 0), 0, the quotient).
     for (size_t k = 0; k < g.nodes.size(); ++k) {
       const Node& where = g.nodes[k];
@@ -414,7 +414,7 @@ StatusOr<int> FuseSegmentBags(Graph& graph) {
     if (!m.CountsRowsOf(s.segments, ids) && !LargestPlusOne(m, s.segments, s.segment)) {
       return refuse("with a count of segments that is neither the ids' rows nor the largest segment id + 1");
     }
-    if (weighted[i] && divisions[i]) {  // the mean or sqrt-n: the division writes the result
+    if (divisions[i]) {  // a weighted mean or sqrt-n: the division writes the result
       s.result = divisions[i]->result;
       s.combiner = divisions[i]->combiner;
     }
