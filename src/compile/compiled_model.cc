@@ -45,14 +45,15 @@ Status CompiledModel::RunPasses() {
     report_.fused_embedding_bags = FuseMaskedEmbeddingBags(graph_);
     report_.fused_layer_norms = FuseDecomposedLayerNorms(graph_);
   }
-  std::vector<std::string> offsets_inputs;
+  std::vector<std::string> offsets_inputs, paired_with;
   for (const InputConfig& in : config_.inputs) {
     if (!in.ragged) continue;
     ragged_names_.push_back(in.name);
     offsets_inputs.push_back(in.offsets_input);
+    paired_with.push_back(in.paired_with);
   }
   report_.ragged_inputs = static_cast<int>(ragged_names_.size());
-  RANKD_RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_, offsets_inputs));
+  RANKD_RETURN_IF_ERROR(ApplyRaggedInputs(graph_, ragged_names_, offsets_inputs, paired_with));
   RANKD_ASSIGN_OR_RETURN(report_.keyed_tables, KeyTables(graph_, config_.keyed_tables));
   RANKD_ASSIGN_OR_RETURN(report_.hashed_string_inputs, HashStringsInGraph(graph_, config_.inputs));
   if (!options_.table_dtype.empty()) {

@@ -158,8 +158,13 @@ int StoreTablesAs(Graph& graph, DType dtype);
 // Concat(starts, [n]) read the pair, a row Gather or Shape of the ids reads the values (a weighted
 // bag's rows), and nothing else may read either input. Several inputs may name the same starts:
 // ids and their per-sample weights (FP32, a value an id, read as the flat values by any reader).
+// Where paired_with[k] names ragged ids (TensorFlow's weighted lookups: padded ids and weights,
+// FuseSegmentBags' EmbeddingBag(table, Reshape(ids, [-1]), b * slots, Reshape(weights, [-1]))), the
+// FP32 input k weights their slots: those bags read both inputs' values and the ids' offsets, and
+// nothing else may read input k; such a bag over ragged ids whose weights are not paired is refused.
 Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_inputs,
-                         const std::vector<std::string>& offsets_inputs = {});
+                         const std::vector<std::string>& offsets_inputs = {},
+                         const std::vector<std::string>& paired_with = {});
 
 // BYTES inputs hashed by the model's backend (string_inputs.cc; InputConfig::HashedByBackend):
 // graph input NAME, the ids, becomes NAME INT64 [rows, dims..., 2], the records of the request's

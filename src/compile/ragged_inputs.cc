@@ -1,5 +1,6 @@
 // Rewriting config-declared ragged inputs into (values, offsets) pairs.
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "compile/passes.h"
@@ -54,10 +55,136 @@ Status ApplyBagStarts(Graph& graph, const std::string& name, int ids, int starts
   return Status::Ok();
 }
 
+// Whether `v` is a constant holding the one integer `x`.
+bool IsInteger(const Graph& graph, int v, int64_t x) {
+  const Tensor* t = graph.FindConstant(v);
+  if (!t || t->size() != 1) return false;
+  if (t->dtype() == DType::kI64) return t->data<int64_t>()[0] == x;
+  return t->dtype() == DType::kI32 && t->data<int32_t>()[0] == x;
+}
+
+// Whether `v` is the starts of the rows of padded ids, b * slots for b in [0, rows], as
+// FuseSegmentBags writes them: Mul(Range(0, Gather(Shape(ids), 0) + 1, 1), Gather(Shape(ids), 1)).
+bool PaddedRowStarts(const Graph& graph, const std::vector<int>& producers, int v, int ids) {
+  auto producer = [&](int value, const char* op, int inputs) -> const Node* {
+    const int p = value >= 0 ? producers[static_cast<size_t>(value)] : -1;
+    const Node* n = p >= 0 ? &graph.nodes[static_cast<size_t>(p)] : nullptr;
+    return n && n->op == op && n->NumInputs() == inputs ? n : nullptr;
+  };
+  auto dim_of_ids = [&](int value, int64_t dim) {
+    const Node* gather = producer(value, "Gather", 2);
+    const Node* shape = gather ? producer(gather->inputs[0], "Shape", 1) : nullptr;
+    return shape && shape->inputs[0] == ids && IsInteger(graph, gather->inputs[1], dim);
+  };
+  const Node* mul = producer(v, "Mul", 2);
+  const Node* range = mul ? producer(mul->inputs[0], "Range", 3) : nullptr;
+  const Node* end = range ? producer(range->inputs[1], "Add", 2) : nullptr;
+  return range && end && dim_of_ids(mul->inputs[1], 1) && IsInteger(graph, range->inputs[0], 0) &&
+         IsInteger(graph, range->inputs[2], 1) && dim_of_ids(end->inputs[0], 0) && IsInteger(graph, end->inputs[1], 1);
+}
+
+// The graph input a weighted bag's weights (its input 3) are read from through the per-slot steps
+// FuseSegmentBags writes (Reshape to [-1], Cast, Where(weights > 0, weights, 0)), or -1.
+int WeightsSource(const Graph& graph, const std::vector<int>& producers, int v) {
+  while (v >= 0) {
+    const int p = producers[static_cast<size_t>(v)];
+    if (p < 0) return std::find(graph.inputs.begin(), graph.inputs.end(), v) != graph.inputs.end() ? v : -1;
+    const Node& n = graph.nodes[static_cast<size_t>(p)];
+    if ((n.op == "Reshape" && n.NumInputs() == 2) || (n.op == "Cast" && n.NumInputs() == 1)) {
+      v = n.inputs[0];
+    } else if (n.op == "Where" && n.NumInputs() == 3 && graph.FindConstant(n.inputs[2])) {
+      v = n.inputs[1];
+    } else {
+      return -1;
+    }
+  }
+  return -1;
+}
+
+// Padded ids `ids` and their bags' weights, both ragged (TensorFlow's weighted lookups, which
+// FuseSegmentBags makes EmbeddingBag(table, Reshape(ids, [-1]), b * slots, Reshape(weights, [-1]))):
+// each such bag reads the pair (values, offsets) and keeps its weights, whose input becomes its own
+// flat values in turn (ApplyPairedValues). Weights that are not a ragged input paired with the ids
+// would no longer line up with them: refused. Returns whether a bag was rewritten.
+StatusOr<bool> ApplyWeightedBagsOverPaddedIds(Graph& graph, const std::string& name, int ids, int values, int offsets,
+                                              const std::set<std::string>& paired) {
+  const std::vector<int> producers = graph.Producers();
+  bool rewritten = false;
+  for (Node& node : graph.nodes) {
+    if (node.op != "EmbeddingBag" || node.NumInputs() != 4) continue;
+    const int flat = producers[static_cast<size_t>(node.inputs[1])];
+    const Node* reshape = flat >= 0 ? &graph.nodes[static_cast<size_t>(flat)] : nullptr;
+    if (!reshape || reshape->op != "Reshape" || reshape->inputs[0] != ids ||
+        !PaddedRowStarts(graph, producers, node.inputs[2], ids)) {
+      continue;
+    }
+    const int weights = WeightsSource(graph, producers, node.inputs[3]);
+    const std::string weights_name = weights >= 0 ? graph.values[static_cast<size_t>(weights)].name : "";
+    if (!paired.count(weights_name)) {
+      return InvalidArgument(
+          "ragged input '" + name + "': " + node.Describe() + " weights its ids by " +
+          (weights_name.empty() ? std::string("values computed in the graph") : "input '" + weights_name + "'") +
+          ", which must be a ragged FP32 input paired_with '" + name + "' (docs/config.md)");
+    }
+    node.inputs[1] = values;
+    node.inputs[2] = offsets;
+    rewritten = true;
+  }
+  return rewritten;
+}
+
+// Padded values paired with ragged ids, now the pair (values, offsets): every reader, through the
+// per-slot steps of WeightsSource, takes the flat values as the weights of a bag over those ids'
+// values, which reads them slot for slot. Anything else reading them is refused.
+Status ApplyPairedValues(Graph& graph, const std::string& name, int padded, int values, const std::string& ids_name) {
+  const int ids_values = graph.FindValue(ids_name + ".values");
+  std::set<int> flat = {values};  // the values and what the per-slot steps make of them
+  for (Node& node : graph.nodes) {
+    std::replace(node.inputs.begin(), node.inputs.end(), padded, values);
+    const bool reads = std::any_of(node.inputs.begin(), node.inputs.end(), [&](int in) { return flat.count(in); });
+    if (!reads) continue;
+    const auto only_first = [&](size_t k) {
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (i != k && flat.count(node.inputs[i]) && !(node.op == "Where" && i == 0)) return false;
+      }
+      return flat.count(node.inputs[k]) > 0;
+    };
+    bool per_slot = false;
+    if (node.op == "Reshape" && node.NumInputs() == 2) {
+      const Tensor* shape = graph.FindConstant(node.inputs[1]);
+      per_slot = only_first(0) && shape && shape->size() == 1 && IsInteger(graph, node.inputs[1], -1);
+    } else if (node.op == "Cast" ||
+               (node.op == "Greater" && node.NumInputs() == 2 && graph.FindConstant(node.inputs[1]))) {
+      per_slot = only_first(0);
+    } else if (node.op == "Where" && node.NumInputs() == 3 && graph.FindConstant(node.inputs[2])) {
+      per_slot = only_first(1) && flat.count(node.inputs[0]);
+    } else if (node.op == "EmbeddingBag" && node.NumInputs() == 4 && only_first(3) && node.inputs[1] == ids_values) {
+      continue;
+    }
+    if (!per_slot) {
+      return InvalidArgument("ragged input '" + name + "' (paired_with '" + ids_name + "'): " + node.Describe() +
+                             " reads its values other than as the weights of a bag over '" + ids_name + "'");
+    }
+    for (int out : node.outputs) {
+      flat.insert(out);
+      graph.values[static_cast<size_t>(out)].shape = {-1};
+    }
+  }
+  for (int out : graph.outputs) {
+    if (flat.count(out)) return InvalidArgument("ragged input '" + name + "' is a model output");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_inputs,
-                         const std::vector<std::string>& offsets_inputs) {
+                         const std::vector<std::string>& offsets_inputs, const std::vector<std::string>& paired_with) {
+  // The values paired with each ids input (by the ids' name).
+  std::map<std::string, std::set<std::string>> paired;
+  for (size_t k = 0; k < paired_with.size() && k < ragged_inputs.size(); ++k) {
+    if (!paired_with[k].empty()) paired[paired_with[k]].insert(ragged_inputs[k]);
+  }
   std::set<int> taken_starts;  // the starts inputs ragged inputs have taken (several may share one)
   // Ids before per-id values (FP32: weights), whatever the config's order: the ids' rewrite takes
   // the bags' starts, which the values' leaves to them.
@@ -90,6 +217,13 @@ Status ApplyRaggedInputs(Graph& graph, const std::vector<std::string>& ragged_in
       RANKD_RETURN_IF_ERROR(ApplyBagStarts(graph, name, ids, starts, values, offsets));
       continue;
     }
+    if (k < paired_with.size() && !paired_with[k].empty()) {
+      RANKD_RETURN_IF_ERROR(ApplyPairedValues(graph, name, ids, values, paired_with[k]));
+      continue;
+    }
+    RANKD_ASSIGN_OR_RETURN(const bool weighted,
+                           ApplyWeightedBagsOverPaddedIds(graph, name, ids, values, offsets, paired[name]));
+    if (weighted) RemoveDeadNodes(graph);  // the padded form's reshape and starts
     bool padded_needed = std::find(graph.outputs.begin(), graph.outputs.end(), ids) != graph.outputs.end();
     for (Node& node : graph.nodes) {
       if (node.op == "EmbeddingBag" && node.NumInputs() == 2 && node.inputs[1] == ids) {

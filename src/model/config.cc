@@ -118,7 +118,7 @@ StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
   RANKD_RETURN_IF_ERROR(Expect(j.is_object(), where + " must be a mapping"));
   RANKD_RETURN_IF_ERROR(CheckKeys(j,
                                   {"name", "datatype", "dims", "shape", "scope", "ragged", "max_length", "offsets",
-                                   "hash", "split", "utf8", "max_string_bytes"},
+                                   "paired_with", "hash", "split", "utf8", "max_string_bytes"},
                                   where));
   InputConfig in;
   RANKD_RETURN_IF_ERROR(Expect(j.contains("name") && j["name"].is_string(), where + ".name must be a string"));
@@ -157,6 +157,12 @@ StatusOr<InputConfig> ParseInput(const json& j, size_t index) {
     RANKD_RETURN_IF_ERROR(Expect(j["offsets"].is_string() && in.ragged,
                                  where + ": offsets names the graph input of a ragged input's bag starts"));
     in.offsets_input = j["offsets"];
+  }
+  if (j.contains("paired_with")) {
+    RANKD_RETURN_IF_ERROR(Expect(j["paired_with"].is_string() && in.ragged && in.offsets_input.empty(),
+                                 where + ": paired_with names the ragged ids a ragged input's values weight "
+                                         "(without offsets)"));
+    in.paired_with = j["paired_with"];
   }
   if (j.contains("max_length")) {
     RANKD_RETURN_IF_ERROR(Expect(j["max_length"].is_number_integer() && j["max_length"].get<int64_t>() > 0,
@@ -669,13 +675,20 @@ Status ResolveModelConfig(const Graph& graph, ModelConfig& config) {
     offsets_inputs.insert(in.offsets_input);  // several: ids and their per-sample weights share the starts
   }
   // Per-id values (FP32, a per-sample weight an id) ride beside the ids whose bags' starts they share.
+  // Or they weight the slots of padded ragged ids they are paired with (the same lengths).
+  auto ids_input = [&](const InputConfig& other) {
+    const int id = graph.FindValue(other.name);
+    const DType d = id >= 0 ? graph.values[static_cast<size_t>(id)].dtype : DType::kInvalid;
+    return other.ragged && (d == DType::kI64 || d == DType::kI32);
+  };
   auto beside_ids = [&](const InputConfig& in) {
-    return !in.offsets_input.empty() &&
-           std::any_of(config.inputs.begin(), config.inputs.end(), [&](const InputConfig& other) {
-             const int id = graph.FindValue(other.name);
-             const DType d = id >= 0 ? graph.values[static_cast<size_t>(id)].dtype : DType::kInvalid;
-             return other.offsets_input == in.offsets_input && (d == DType::kI64 || d == DType::kI32);
-           });
+    if (!in.offsets_input.empty()) {
+      return std::any_of(config.inputs.begin(), config.inputs.end(), [&](const InputConfig& other) {
+        return other.offsets_input == in.offsets_input && ids_input(other);
+      });
+    }
+    const InputConfig* ids = in.paired_with.empty() ? nullptr : config.FindInput(in.paired_with);
+    return ids && ids_input(*ids) && ids->offsets_input.empty() && ids->scope == in.scope;
   };
   for (int id : graph.inputs) {
     const Value& v = graph.values[static_cast<size_t>(id)];
@@ -695,7 +708,11 @@ Status ResolveModelConfig(const Graph& graph, ModelConfig& config) {
     if (in.ragged) {
       if (v.dtype != DType::kI64 && v.dtype != DType::kI32 && !(v.dtype == DType::kF32 && beside_ids(in))) {
         return InvalidArgument("config: ragged input '" + v.name +
-                               "' must be integer ids, or FP32 values an id sharing the offsets of ids");
+                               "' must be integer ids, or FP32 values an id sharing the offsets of ids or "
+                               "paired_with ragged ids of the same scope");
+      }
+      if (!in.paired_with.empty() && v.dtype != DType::kF32) {
+        return InvalidArgument("config: input '" + v.name + "' is paired_with ragged ids: it must be FP32 values");
       }
       if (v.rank_known && v.shape.size() != (in.offsets_input.empty() ? 2u : 1u)) {
         return InvalidArgument("config: ragged input '" + v.name + "' must be " +

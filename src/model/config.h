@@ -33,6 +33,10 @@ struct InputConfig {
   // the graph input the starts go to. Clients send the ids as any ragged input; the graph's ids
   // input is then [ids], and this one is not a request input.
   std::string offsets_input;
+  // ragged FP32, for a graph that takes padded ids and a padded value per id slot (TensorFlow's
+  // weighted categorical column: ids and weights [batch, slots]): the ragged ids input these values
+  // weight, sent as flat values with its lengths.
+  std::string paired_with;
   // datatype BYTES: strings on the wire, turned into the graph's ids (`dtype`) as `strings` says.
   struct Strings {
     bool bytes = false;

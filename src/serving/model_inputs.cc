@@ -319,20 +319,26 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
       n = rows[c];
     }
   }
-  // Ragged inputs sharing their bags' starts (ids and their per-sample weights) have equal lengths.
+  // Ragged inputs sharing their bags' starts (ids and their per-sample weights), or values paired
+  // with ids, have equal lengths.
   for (size_t c = 0; c < config_.inputs.size(); ++c) {
     const InputConfig& cfg = config_.inputs[c];
-    if (!cfg.ragged || cfg.offsets_input.empty()) continue;
-    for (size_t d = 0; d < c; ++d) {
+    if (!cfg.ragged || (cfg.offsets_input.empty() && cfg.paired_with.empty())) continue;
+    for (size_t d = 0; d < config_.inputs.size(); ++d) {
       const InputConfig& other = config_.inputs[d];
-      if (!other.ragged || other.offsets_input != cfg.offsets_input) continue;
+      const bool sharing =
+          cfg.paired_with.empty() ? d < c && other.offsets_input == cfg.offsets_input : other.name == cfg.paired_with;
+      if (!other.ragged || !sharing) continue;
       const InferInput& a = *given[d];
       const InferInput& b = *given[c];
       const bool same =
           a.lengths.empty() ? b.lengths.empty() && a.data.shape() == b.data.shape() : a.lengths == b.lengths;
       if (!same) {
-        return InvalidArgument("ragged inputs '" + other.name + "' and '" + cfg.name + "' share their bags' starts ('" +
-                               cfg.offsets_input + "'): their lengths must be equal");
+        return InvalidArgument("ragged inputs '" + other.name + "' and '" + cfg.name + "' " +
+                               (cfg.paired_with.empty() ? "share their bags' starts ('" + cfg.offsets_input + "')"
+                                                        : std::string("are paired (a value an id, both sent as "
+                                                                      "flat values with lengths)")) +
+                               ": their lengths must be equal");
       }
       break;
     }

@@ -268,7 +268,9 @@ int InspectCommand(const InspectArgs& args) {
                 in.dims.empty() ? "" : ", ",
                 ShapeToString(in.dims).substr(1, ShapeToString(in.dims).size() - 2).c_str(),
                 in.scope == InputScope::kUser ? "  scope=user" : "", in.ragged ? "  ragged" : "",
-                (StringsSummary(in) + (in.offsets_input.empty() ? "" : "  starts into " + in.offsets_input)).c_str());
+                (StringsSummary(in) + (in.offsets_input.empty() ? "" : "  starts into " + in.offsets_input) +
+                 (in.paired_with.empty() ? "" : "  weights of " + in.paired_with))
+                    .c_str());
   }
   std::printf("outputs:\n");
   for (int id : g.outputs) {
