@@ -51,7 +51,7 @@ class HttpServer::Impl {
                          ec.message());
     port_ = acceptor_.local_endpoint().port();
     Accept();
-    const int io_threads = options_.io_threads > 0 ? options_.io_threads : std::max(2, UsableCores() / 4);
+    const int io_threads = options_.io_threads > 0 ? options_.io_threads : std::max(2, UsableCores() / 2);
     for (int i = 0; i < io_threads; ++i) io_threads_.emplace_back([this] { io_.run(); });
     return Status::Ok();
   }

@@ -49,7 +49,7 @@ using HttpHandler = std::function<void(const HttpRequest&, HttpRespond)>;
 struct HttpServerOptions {
   std::string address = "0.0.0.0";
   int port = 8000;  // 0 picks a free port (see HttpServer::port)
-  // Threads that read requests off their sockets and write the answers. 0: a quarter of the cores,
+  // Threads that read requests off their sockets and write the answers. 0: half the cores,
   // at least 2.
   int io_threads = 0;
   // Threads that run the handler (parse, and score when the model does not batch). 0: twice the

@@ -55,7 +55,7 @@ struct ServeArgs {
   int max_inflight = 1024;
   int64_t shared_memory_pin_limit_mb = 4096;   // system shared memory page-locked for the GPUs, at most
   int http_threads = 0;                        // 0 = twice the cores, at least 8
-  int http_io_threads = 0;                     // 0 = a quarter of the cores, at least 2
+  int http_io_threads = 0;                     // 0 = half the cores, at least 2
   int grpc_threads = 0;                        // 0 = one per core, at least 2, per GPU of --gpus
   int grpc_max_queue_ms = 20;                  // a gRPC inference call waiting longer to be handled is refused
   int http_max_queue_ms = 20;                  // an HTTP inference request waiting longer for a worker is refused

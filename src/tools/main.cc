@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   serve_cmd
       ->add_option("--http-io-threads", serve.http_io_threads,
-                   "HTTP I/O threads, which read requests off their sockets and write the answers (0: a quarter of "
-                   "the cores it may run on, at least 2)")
+                   "HTTP I/O threads, which read requests off their sockets and write the answers (0: half the "
+                   "cores it may run on, at least 2)")
       ->check(CLI::NonNegativeNumber);
   serve_cmd
       ->add_option("--grpc-threads", serve.grpc_threads,
