@@ -129,13 +129,24 @@ TEST(RaggedWeightedBags, TensorFlowsWeightedLookupsServeRaggedIdsAndWeights) {
   }
 }
 
+// A table of 40 rows and the model file of `combiner`'s weighted lookup over it.
+struct TableAndFile {
+  Tensor table;
+  Spelling spelling;
+  std::string path;
+};
+TableAndFile WeightedModelFile(std::mt19937_64& rng, int64_t width, const std::string& combiner) {
+  TableAndFile f;
+  f.table = testing::RandomTable(DType::kF32, 40, width, rng);
+  f.spelling.combiner = combiner;
+  f.path = ModelFile(f.table, f.spelling);
+  return f;
+}
+
 // Requests queued together run merged (their values and lengths joined) and score as alone.
 TEST(RaggedWeightedBags, MergedRequestsScoreAsAlone) {
   std::mt19937_64 rng(32);
-  const Tensor table = testing::RandomTable(DType::kF32, 40, 8, rng);
-  Spelling s;
-  s.combiner = "sqrtn";
-  const std::string path = ModelFile(table, s);
+  const auto [table, s, path] = WeightedModelFile(rng, 8, "sqrtn");
   auto model = Load(path,
                     Config("batching:\n  max_queue_delay_microseconds: 5000\n  executors: 1\n  cost_per_row: 1\n"
                            "  cost_per_sequence_element: 0\n  cost_per_request: 0\n  cost_budget: 100000\n"),
@@ -172,10 +183,7 @@ TEST(RaggedWeightedBags, MergedRequestsScoreAsAlone) {
 // than as the bag's.
 TEST(RaggedWeightedBags, WhatWouldMisalignTheWeightsIsRefused) {
   std::mt19937_64 rng(33);
-  const Tensor table = testing::RandomTable(DType::kF32, 40, 4, rng);
-  Spelling s;
-  s.combiner = "mean";
-  const std::string path = ModelFile(table, s);
+  auto [table, s, path] = WeightedModelFile(rng, 4, "mean");
   auto model = Load(path, Config(), &CpuBackend());
   ASSERT_TRUE(model.ok()) << model.status().ToString();
 
