@@ -139,11 +139,14 @@ StatusOr<bool> ApplyWeightedBagsOverPaddedIds(Graph& graph, const std::string& n
 Status ApplyPairedValues(Graph& graph, const std::string& name, int padded, int values, const std::string& ids_name) {
   const int ids_values = graph.FindValue(ids_name + ".values");
   std::set<int> flat = {values};  // the values and what the per-slot steps make of them
+  if (std::find(graph.outputs.begin(), graph.outputs.end(), padded) != graph.outputs.end())
+    return InvalidArgument("ragged input '" + name + "' is a model output");
   for (Node& node : graph.nodes) {
     std::replace(node.inputs.begin(), node.inputs.end(), padded, values);
     const bool reads = std::any_of(node.inputs.begin(), node.inputs.end(), [&](int in) { return flat.count(in); });
     if (!reads) continue;
-    const auto only_first = [&](size_t k) {
+    // Whether the node reads the flat values at input k and nowhere else (a Where's condition aside).
+    const auto flat_only_at = [&](size_t k) {
       for (size_t i = 0; i < node.inputs.size(); ++i) {
         if (i != k && flat.count(node.inputs[i]) && !(node.op == "Where" && i == 0)) return false;
       }
@@ -151,14 +154,13 @@ Status ApplyPairedValues(Graph& graph, const std::string& name, int padded, int 
     };
     bool per_slot = false;
     if (node.op == "Reshape" && node.NumInputs() == 2) {
-      const Tensor* shape = graph.FindConstant(node.inputs[1]);
-      per_slot = only_first(0) && shape && shape->size() == 1 && IsInteger(graph, node.inputs[1], -1);
+      per_slot = flat_only_at(0) && IsInteger(graph, node.inputs[1], -1);
     } else if (node.op == "Cast" ||
                (node.op == "Greater" && node.NumInputs() == 2 && graph.FindConstant(node.inputs[1]))) {
-      per_slot = only_first(0);
+      per_slot = flat_only_at(0);
     } else if (node.op == "Where" && node.NumInputs() == 3 && graph.FindConstant(node.inputs[2])) {
-      per_slot = only_first(1) && flat.count(node.inputs[0]);
-    } else if (node.op == "EmbeddingBag" && node.NumInputs() == 4 && only_first(3) && node.inputs[1] == ids_values) {
+      per_slot = flat_only_at(1) && flat.count(node.inputs[0]);
+    } else if (node.op == "EmbeddingBag" && node.NumInputs() == 4 && flat_only_at(3) && node.inputs[1] == ids_values) {
       continue;
     }
     if (!per_slot) {
