@@ -163,14 +163,16 @@ class AsyncCoreTest(unittest.TestCase):
         self.assertLessEqual(max(busy), idle + 4)  # "within a few": gRPC's own pool may start one or two
 
     def test_http_requests_on_many_connections_queue_together(self):
+        # The messages made and the connections opened first, then the requests sent back to back:
+        # on a busy machine making each between sends spread them wider than the queue delay.
+        messages = [b"POST /v2/models/din_batched/infer HTTP/1.1\r\nHost: rankd\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+                    for body in (json.dumps(r).encode() for r in self.requests)]
+
         def send():
-            socks = []
-            for r in self.requests:
-                body = json.dumps(r).encode()
-                s = socket.create_connection(("127.0.0.1", self.server.http_port), timeout=60)
-                s.sendall(b"POST /v2/models/din_batched/infer HTTP/1.1\r\nHost: rankd\r\n"
-                          b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-                socks.append(s)
+            socks = [socket.create_connection(("127.0.0.1", self.server.http_port), timeout=60) for _ in messages]
+            for s, message in zip(socks, messages):
+                s.sendall(message)
             busy = thread_count(self.server.proc.pid)
             scores = []
             for s in socks:
