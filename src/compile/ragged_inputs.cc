@@ -55,13 +55,8 @@ Status ApplyBagStarts(Graph& graph, const std::string& name, int ids, int starts
   return Status::Ok();
 }
 
-// Whether `v` is a constant holding the one integer `x`.
-bool IsInteger(const Graph& graph, int v, int64_t x) {
-  const Tensor* t = graph.FindConstant(v);
-  if (!t || t->size() != 1) return false;
-  if (t->dtype() == DType::kI64) return t->data<int64_t>()[0] == x;
-  return t->dtype() == DType::kI32 && t->data<int32_t>()[0] == x;
-}
+// Whether `v` is a constant holding the one value `x`.
+bool IsScalar(const Graph& graph, int v, double x) { return graph.ScalarConstant(v) == x; }
 
 // Whether `v` is the starts of the rows of padded ids, b * slots for b in [0, rows], as
 // FuseSegmentBags writes them: Mul(Range(0, Gather(Shape(ids), 0) + 1, 1), Gather(Shape(ids), 1)).
@@ -74,13 +69,13 @@ bool PaddedRowStarts(const Graph& graph, const std::vector<int>& producers, int 
   auto dim_of_ids = [&](int value, int64_t dim) {
     const Node* gather = producer(value, "Gather", 2);
     const Node* shape = gather ? producer(gather->inputs[0], "Shape", 1) : nullptr;
-    return shape && shape->inputs[0] == ids && IsInteger(graph, gather->inputs[1], dim);
+    return shape && shape->inputs[0] == ids && IsScalar(graph, gather->inputs[1], dim);
   };
   const Node* mul = producer(v, "Mul", 2);
   const Node* range = mul ? producer(mul->inputs[0], "Range", 3) : nullptr;
   const Node* end = range ? producer(range->inputs[1], "Add", 2) : nullptr;
-  return range && end && dim_of_ids(mul->inputs[1], 1) && IsInteger(graph, range->inputs[0], 0) &&
-         IsInteger(graph, range->inputs[2], 1) && dim_of_ids(end->inputs[0], 0) && IsInteger(graph, end->inputs[1], 1);
+  return range && end && dim_of_ids(mul->inputs[1], 1) && IsScalar(graph, range->inputs[0], 0) &&
+         IsScalar(graph, range->inputs[2], 1) && dim_of_ids(end->inputs[0], 0) && IsScalar(graph, end->inputs[1], 1);
 }
 
 // The graph input a weighted bag's weights (its input 3) are read from through the per-slot steps
@@ -154,7 +149,7 @@ Status ApplyPairedValues(Graph& graph, const std::string& name, int padded, int 
     };
     bool per_slot = false;
     if (node.op == "Reshape" && node.NumInputs() == 2) {
-      per_slot = flat_only_at(0) && IsInteger(graph, node.inputs[1], -1);
+      per_slot = flat_only_at(0) && IsScalar(graph, node.inputs[1], -1);
     } else if (node.op == "Cast" ||
                (node.op == "Greater" && node.NumInputs() == 2 && graph.FindConstant(node.inputs[1]))) {
       per_slot = flat_only_at(0);
