@@ -63,11 +63,12 @@ grep -q "^tables: 26, 0.0 KiB on the GPU, 812.5 KiB in host memory, 0.0 KiB of G
 [ "$(grep -c "tables\.[0-9]*\.weight *cache  \[1000, 8\] FP32  31.2 KiB  cache of 100 rows (10.0%), 7.0 KiB on the GPU" "$tmp/cached")" = 26 ] ||
   fail "inspect --table-cache-percent: $(grep weight "$tmp/cached" | head -3)"
 
-# The cache sizing from a request file: a row per size, hit ratios within Belady's.
+# The cache sizing from a request file: a row per size, the policy's hit ratio fed every lookup and
+# as the server's keeper would feed it, Belady's and the static oracle's.
 "$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 --requests "$src/tests/data/zoo/dlrm_dcnv2.requests.jsonl" \
   --cache-mb 0.01,0.1 >"$tmp/sizing" || fail "inspect --requests failed"
 grep -q "^cache sizing from 12 requests: 2802 lookups" "$tmp/sizing" || fail "inspect sizing: $(cat "$tmp/sizing")"
-[ "$(grep -cE "^ +[0-9.]+ KiB +[0-9]+ +0\.[0-9]{4} +0\.[0-9]{4} +[01]\.[0-9]{4}$" "$tmp/sizing")" = 2 ] ||
+[ "$(grep -cE "^ +[0-9.]+ KiB +[0-9]+ +0\.[0-9]{4} +0\.[0-9]{4} +0\.[0-9]{4} +[01]\.[0-9]{4}$" "$tmp/sizing")" = 2 ] ||
   fail "inspect sizing rows: $(cat "$tmp/sizing")"
 
 # The cache simulator: hit ratios per capacity, the policy within Belady's optimum, a snapshot file.

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <future>
 #include <set>
 
 #include "common/idle_priority.h"
 #include "common/log.h"
 #include "embedding/hotness_snapshot.h"
+#include "embedding/lookup_sample.h"
 #include "embedding/lookup_trace.h"
 #include "embedding/lookups.h"
 
@@ -17,36 +17,6 @@ namespace rankd {
 namespace {
 
 constexpr uint64_t kRowMask = (uint64_t{1} << 48) - 1;
-
-// The stride at which rows of `t` (its first dimension) are sampled so that at most `limit` ids are
-// kept (at least one row); 1: every row.
-int64_t StrideFor(const Tensor& t, int64_t limit) {
-  if (t.size() <= limit || t.rank() == 0 || t.dim(0) <= 1) return 1;
-  const int64_t rows = t.dim(0), per_row = t.size() / rows;
-  const int64_t kept = std::max<int64_t>(1, limit / std::max<int64_t>(per_row, 1));
-  return (rows + kept - 1) / kept;
-}
-
-// Every stride-th row of `t` from row `start` % stride, copied: a sample spread over the whole
-// batch, whose rows may come from different requests; successive offers start at different rows,
-// so that a batch seen again is not sampled at the same places. Inputs of as many rows sampled at
-// one stride and start keep the same rows.
-Tensor Sample(const Tensor& t, int64_t stride, uint64_t start) {
-  if (stride <= 1 || t.rank() == 0 || t.dim(0) <= 1) return t.Clone();
-  const int64_t rows = t.dim(0), per_row = t.size() / rows;
-  const auto first = static_cast<int64_t>(start % static_cast<uint64_t>(stride));
-  Shape shape = t.shape();
-  shape[0] = (rows - first + stride - 1) / stride;
-  Tensor sample = Tensor::Empty(t.dtype(), shape);
-  const size_t row_bytes = static_cast<size_t>(per_row) * DTypeSize(t.dtype());
-  const auto* from = static_cast<const uint8_t*>(t.raw());
-  auto* to = static_cast<uint8_t*>(sample.raw());
-  for (int64_t r = 0; r < shape[0]; ++r) {
-    std::memcpy(to + static_cast<size_t>(r) * row_bytes, from + static_cast<size_t>(first + r * stride) * row_bytes,
-                row_bytes);
-  }
-  return sample;
-}
 
 }  // namespace
 
@@ -67,19 +37,8 @@ CacheKeeper::CacheKeeper(const Graph& graph, const std::map<int, TableCache*>& c
     cached_values.insert(tables_[t].value);
   }
   // The inputs AppendLookups reads: ids and keys as they are, and those ids are computed from.
-  const std::vector<int> cached(cached_values.begin(), cached_values.end());
-  const std::vector<size_t> read = LookupIdInputs(graph, cached);
-  std::set<size_t> inputs(read.begin(), read.end());
-  if (options_.evaluate_node) {
-    computed_ = FindComputedIds(graph, cached);
-    std::set<size_t> aligned;
-    for (const ComputedIds& c : computed_) {
-      inputs.insert(c.inputs.begin(), c.inputs.end());
-      if (c.inputs.size() > 1) aligned.insert(c.inputs.begin(), c.inputs.end());
-    }
-    aligned_inputs_.assign(aligned.begin(), aligned.end());
-  }
-  sampled_inputs_.assign(inputs.begin(), inputs.end());
+  sampling_ = PlanLookupSampling(graph, std::vector<int>(cached_values.begin(), cached_values.end()),
+                                 static_cast<bool>(options_.evaluate_node));
   kept_by_index_.assign(tables_.size(), nullptr);
   for (auto& [t, kept] : kept_) kept_by_index_[static_cast<size_t>(t)] = &kept;
   {
@@ -138,7 +97,7 @@ Status CacheKeeper::SaveSnapshot() {
 }
 
 void CacheKeeper::Offer(std::span<const Tensor> graph_inputs) {
-  if (sampled_inputs_.empty()) return;
+  if (sampling_.inputs.empty()) return;
   {
     MutexLock lock(mu_);
     if (static_cast<int>(pending_.size()) >= options_.max_pending) {
@@ -146,20 +105,8 @@ void CacheKeeper::Offer(std::span<const Tensor> graph_inputs) {
       return;
     }
   }
-  std::vector<Tensor> kept(graph_.inputs.size());
-  const uint64_t start = offers_.fetch_add(1, std::memory_order_relaxed);
-  const int64_t per_input = std::max<int64_t>(1, options_.sample_ids / static_cast<int64_t>(sampled_inputs_.size()));
-  auto given = [&](size_t i) { return i < graph_inputs.size() && graph_inputs[i].defined(); };
-  // The inputs ids are computed from together share the largest of their strides: the same rows.
-  int64_t together = 1;
-  for (size_t i : aligned_inputs_) {
-    if (given(i)) together = std::max(together, StrideFor(graph_inputs[i], per_input));
-  }
-  for (size_t i : sampled_inputs_) {
-    if (!given(i)) continue;
-    const bool aligned = std::binary_search(aligned_inputs_.begin(), aligned_inputs_.end(), i);
-    kept[i] = Sample(graph_inputs[i], aligned ? together : StrideFor(graph_inputs[i], per_input), start);
-  }
+  std::vector<Tensor> kept =
+      SampleLookupInputs(sampling_, graph_inputs, options_.sample_ids, offers_.fetch_add(1, std::memory_order_relaxed));
   {
     MutexLock lock(mu_);
     pending_.push_back(std::move(kept));
@@ -245,7 +192,7 @@ Status CacheKeeper::Keep(const std::vector<Tensor>& inputs) {
   trace_.clear();
   Status failed;
   const std::unordered_map<int, Tensor> computed =
-      ComputeIdValues(graph_, computed_, inputs, options_.evaluate_node, &failed);
+      ComputeIdValues(graph_, sampling_.computed, inputs, options_.evaluate_node, &failed);
   if (!failed.ok() && !computed_failed_) {
     computed_failed_ = true;
     LogWarning("table caches: ids a lookup computes could not be computed from a sample (" + failed.ToString() +

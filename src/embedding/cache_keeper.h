@@ -29,6 +29,7 @@
 #include "backend/table_cache.h"
 #include "common/mutex.h"
 #include "embedding/cache_policy.h"
+#include "embedding/lookup_sample.h"
 #include "embedding/lookup_trace.h"
 #include "embedding/table_budget.h"
 #include "model/graph.h"
@@ -105,16 +106,14 @@ class CacheKeeper {
 
   const Graph& graph_;
   const CacheKeeperOptions options_;
-  std::vector<TableInfo> tables_;       // FindTables(graph_): RowKey's table index
-  std::map<int, Table> kept_;           // by index in tables_
-  std::vector<Table*> kept_by_index_;   // kept_'s tables by index in tables_ (null: not kept)
-  std::vector<size_t> sampled_inputs_;  // graph input positions feeding cached tables
-  std::vector<ComputedIds> computed_;   // ids computed from sampled inputs (with evaluate_node)
-  std::vector<size_t> aligned_inputs_;  // inputs ids are computed from with others: sampled at one stride, sorted
-  bool computed_failed_ = false;        // the keeper thread's: an evaluation failed (logged once)
-  std::vector<uint64_t> trace_;         // the keeper thread's
-  std::atomic<uint64_t> offers_{0};     // sampled so far (where the next sample starts)
-  bool changed_since_save_ = false;     // the keeper thread's
+  std::vector<TableInfo> tables_;      // FindTables(graph_): RowKey's table index
+  std::map<int, Table> kept_;          // by index in tables_
+  std::vector<Table*> kept_by_index_;  // kept_'s tables by index in tables_ (null: not kept)
+  LookupSampling sampling_;            // what an offer's sample copies (lookup_sample.h)
+  bool computed_failed_ = false;       // the keeper thread's: an evaluation failed (logged once)
+  std::vector<uint64_t> trace_;        // the keeper thread's
+  std::atomic<uint64_t> offers_{0};    // sampled so far (where the next sample starts)
+  bool changed_since_save_ = false;    // the keeper thread's
 
   mutable Mutex mu_;
   std::condition_variable changed_;

@@ -6,8 +6,9 @@
 
 #include "compile/evaluate.h"
 #include "embedding/cache_bounds.h"
+#include "embedding/cache_keeper.h"
 #include "embedding/cache_policy.h"
-#include "embedding/lookup_trace.h"
+#include "embedding/lookup_replay.h"
 #include "model/ops/keyed_rows.h"
 #include "serving/model.h"
 #include "tools/commands.h"
@@ -176,27 +177,20 @@ int PrintCacheSizing(const Model& model, const std::string& path, std::vector<do
     return 2;
   }
   const std::vector<TableInfo>& tables = model.tables();
-  // Ids the graph computes from inputs are computed on the CPU and traced, as the server's
-  // cache keeper traces them (embedding/cache_keeper.h).
-  std::vector<int> table_values;
-  for (const TableInfo& t : tables) table_values.push_back(t.value);
-  const std::vector<ComputedIds> computed = FindComputedIds(model.graph(), table_values);
-  const NodeEvaluator evaluate = [](const Node& n, const std::vector<const Tensor*>& in) {
-    return EvaluateNode(n, in);
-  };
-  std::vector<uint64_t> trace;
+  // Ids the graph computes from inputs are computed on the CPU and traced, and each request's
+  // lookups sampled, as the server's cache keeper does (embedding/cache_keeper.h).
+  LookupReplay replay(model.graph(), tables, CacheKeeperOptions{}.sample_ids,
+                      [](const Node& n, const std::vector<const Tensor*>& in) { return EvaluateNode(n, in); });
   for (const RequestLine& line : *lines) {
     auto prepared = model.PrepareForInspection(line.request);
     if (!prepared.ok()) {
       std::fprintf(stderr, "rankd inspect: %s\n", prepared.status().ToString().c_str());
       return 2;
     }
-    Status failed;
-    const auto values = ComputeIdValues(model.graph(), computed, prepared->inputs, evaluate, &failed);
-    if (!failed.ok())
+    if (Status failed = replay.Add(prepared->inputs); !failed.ok())
       std::fprintf(stderr, "warning: ids a lookup computes are not traced: %s\n", failed.ToString().c_str());
-    AppendLookups(model.graph(), tables, prepared->inputs, trace, &values);
   }
+  const std::vector<uint64_t>& trace = replay.all();
   if (trace.empty()) {
     std::printf("cache sizing: the requests look up no table\n");
     return 0;
@@ -214,10 +208,11 @@ int PrintCacheSizing(const Model& model, const std::string& path, std::vector<do
     for (double share : {0.01, 0.05, 0.2, 0.5}) sizes_mb.push_back(all * share / (1 << 20));
   }
   std::printf(
-      "cache sizing from %zu requests: %zu lookups, a row %.0f bytes on average (Belady: the optimum; "
-      "oracle: the most looked-up rows, fixed)\n",
-      lines->size(), trace.size(), row_bytes);
-  std::printf("  %12s %12s %8s %8s %8s\n", "GPU memory", "rows", "policy", "belady", "oracle");
+      "cache sizing from %zu requests: %zu lookups, a row %.0f bytes on average (policy: fed every lookup; "
+      "served: fed the %zu the server's keeper samples; Belady: the optimum; oracle: the most looked-up rows, "
+      "fixed)\n",
+      lines->size(), trace.size(), row_bytes, replay.seen().size());
+  std::printf("  %12s %12s %8s %8s %8s %8s\n", "GPU memory", "rows", "policy", "served", "belady", "oracle");
   for (double mb : sizes_mb) {
     const auto capacity = std::max<int64_t>(1, static_cast<int64_t>(mb * (1 << 20) / row_bytes));
     CachePolicyOptions options;
@@ -227,8 +222,8 @@ int PrintCacheSizing(const Model& model, const std::string& path, std::vector<do
     int64_t hits = 0;
     for (uint64_t key : trace) hits += policy.Access(key) ? 1 : 0;
     const auto n = static_cast<double>(trace.size());
-    std::printf("  %12s %12lld %8.4f %8.4f %8.4f\n", Human(static_cast<int64_t>(mb * (1 << 20))).c_str(),
-                static_cast<long long>(capacity), static_cast<double>(hits) / n,
+    std::printf("  %12s %12lld %8.4f %8.4f %8.4f %8.4f\n", Human(static_cast<int64_t>(mb * (1 << 20))).c_str(),
+                static_cast<long long>(capacity), static_cast<double>(hits) / n, replay.ServedHitRatio(capacity),
                 static_cast<double>(BeladyHits(trace, capacity)) / n,
                 static_cast<double>(StaticOracleHits(trace, capacity)) / n);
   }
