@@ -55,26 +55,35 @@ Status Reduce(const KernelArgs& k) {
     auto layout = MakeBroadcastLayout<2>(sub_x, {&sub_x, &sub_kept});
     int64_t row = layout.dims.back(), rows = NumRows(layout);
     int64_t sx = layout.strides[0].back(), sa = layout.strides[1].back();
-    bool is_max = op == "ReduceMax", is_min = op == "ReduceMin";
-    ParallelFor(slices, slice_in, [&](int64_t begin, int64_t end) {
-      for (int64_t b = begin; b < end; ++b) {
-        const T* px = x.data<T>() + b * slice_in;
-        Acc* pa = acc + b * slice_out;
-        for (int64_t r = 0; r < rows && row > 0; ++r) {
-          auto [ox, oa] = RowOffsets(layout, r);
-          for (int64_t j = 0; j < row; ++j) {
-            Acc v = static_cast<Acc>(px[ox + j * sx]);
-            Acc& a = pa[oa + j * sa];
-            if (is_max)
-              a = std::max(a, v);
-            else if (is_min)
-              a = std::min(a, v);
-            else
-              a += v;
+    // One loop per op, chosen outside it, and a unit-stride loop where the kept dims are innermost
+    // (MMoE's gated sum of its experts: [rows, experts, width] summed over the experts), so that
+    // the compiler vectorises them; with the op switched per element, that sum at W4's 64 pairs
+    // took 2.5 times as long on one core.
+    auto reduce = [&](auto combine) {
+      ParallelFor(slices, slice_in, [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b) {
+          const T* px = x.data<T>() + b * slice_in;
+          Acc* pa = acc + b * slice_out;
+          for (int64_t r = 0; r < rows && row > 0; ++r) {
+            auto [ox, oa] = RowOffsets(layout, r);
+            const T* from = px + ox;
+            Acc* to = pa + oa;
+            if (sx == 1 && sa == 1) {
+              for (int64_t j = 0; j < row; ++j) to[j] = combine(to[j], static_cast<Acc>(from[j]));
+            } else {
+              for (int64_t j = 0; j < row; ++j) to[j * sa] = combine(to[j * sa], static_cast<Acc>(from[j * sx]));
+            }
           }
         }
-      }
-    });
+      });
+    };
+    if (op == "ReduceMax") {
+      reduce([](Acc a, Acc v) { return std::max(a, v); });
+    } else if (op == "ReduceMin") {
+      reduce([](Acc a, Acc v) { return std::min(a, v); });
+    } else {
+      reduce([](Acc a, Acc v) { return a + v; });
+    }
     T* po = out.data<T>();
     for (int64_t i = 0; i < n_out; ++i) {
       Acc a = acc[i];
