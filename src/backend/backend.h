@@ -153,6 +153,10 @@ class Backend {
     (void)precision;
     return true;
   }
+  // Products reading one input by different constant weights are merged into one, its columns
+  // sliced apart (MergeSiblingProducts), where the merged weights hold at least this many values;
+  // 0: never (a GPU, where each slice would be a launch of its own).
+  virtual int64_t SiblingProductsMinWeights() const { return 0; }
   // Plans whose values all fit in this many bytes of workspace, each in its own room, get it so
   // (Plan::Build): no step then waits for another only because it reuses the other's room, and
   // steps that share no data may run at the same time (runtime/step_lanes.h). 0: room is always

@@ -248,6 +248,9 @@ Status CompiledModel::FuseAfterHoisting() {
     report_.fused_product_mul_adds = FuseProductMulAdds(graph_, probe->plan->values());
   }
   report_.fused_elementwise = FuseElementwiseChains(graph_, probe->plan->values());
+  // Last: it adds values the probe's shapes do not cover.
+  if (const int64_t min_weights = options_.backend->SiblingProductsMinWeights(); min_weights > 0)
+    report_.merged_products = MergeSiblingProducts(graph_, min_weights);
   return Status::Ok();
 }
 

@@ -59,6 +59,7 @@ struct CompileReport {
   int unexpanded_broadcasts = 0;    // ReadBroadcastsUnexpanded
   int fused_mul_adds = 0;           // FuseMulAdd
   int fused_product_mul_adds = 0;   // FuseProductMulAdds
+  int merged_products = 0;          // MergeSiblingProducts
   int fused_elementwise = 0;        // FuseElementwiseChains
   int fused_attention = 0;          // FuseTargetAttention
   int fused_softmax_attention = 0;  // FuseSoftmaxAttention

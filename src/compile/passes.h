@@ -65,6 +65,14 @@ int FuseDecomposedLayerNorms(Graph& graph);
 // removed.
 int FuseGemmEpilogues(Graph& graph);
 
+// Sibling products (sibling_products.cc): Gemms or MatMuls that read the same input by different
+// constant FP32 weight matrices, with the same attributes (transB, a fused epilogue's activation)
+// and each a constant bias row or none, become one product by the weights side by side (and the
+// biases end to end), each member's output a Slice of its columns: MMoE's four experts' first
+// layers one product. Only groups whose weights side by side hold at least `min_weights` values
+// (Backend::SiblingProductsMinWeights). Returns the number of merged products.
+int MergeSiblingProducts(Graph& graph, int64_t min_weights);
+
 // The DIN first-layer split (concat_product_split.cc). MatMul(Concat(parts, last axis), W), W a
 // constant matrix and the Concat read only there, becomes a sum of products of the distinct parts,
 // each with its rows of W summed: a part that is the sum or difference of two others (DIN's q - k

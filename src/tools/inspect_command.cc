@@ -277,15 +277,16 @@ int InspectCommand(const InspectArgs& args) {
       "passes: %d splits lowered, %d Gelus lowered, %d nodes folded, %d dead nodes removed, %d embedding bags "
       "recognised, %d layer norms recognised, %d concatenations of bags fused, %d tables merged into others, %d "
       "epilogues fused, "
-      "%d products of concatenations split, %d expansions read as broadcasts, %d multiply-adds fused, %d multiply-adds "
+      "%d products of concatenations split, %d sibling products merged, %d expansions read as broadcasts, %d "
+      "multiply-adds fused, %d multiply-adds "
       "fused into products, %d attention units fused, %d softmax attentions fused, %d dot interactions fused, %d "
       "element-wise chains fused, %d ragged inputs, %d string inputs hashed by the backend, "
       "%d tables stored as %s\n",
       r.lowered_splits, r.lowered_gelus, r.folded_nodes, r.removed_nodes, r.fused_embedding_bags + r.fused_segment_bags,
       r.fused_layer_norms, r.fused_embedding_concats, r.merged_tables, r.fused_epilogues, r.split_products,
-      r.unexpanded_broadcasts, r.fused_mul_adds, r.fused_product_mul_adds, r.fused_attention, r.fused_softmax_attention,
-      r.fused_dot_interactions, r.fused_elementwise, r.ragged_inputs, r.hashed_string_inputs, r.narrowed_tables,
-      DTypeName(model.config().table_dtype));
+      r.merged_products, r.unexpanded_broadcasts, r.fused_mul_adds, r.fused_product_mul_adds, r.fused_attention,
+      r.fused_softmax_attention, r.fused_dot_interactions, r.fused_elementwise, r.ragged_inputs, r.hashed_string_inputs,
+      r.narrowed_tables, DTypeName(model.config().table_dtype));
   PrintKeyedTables(model);
   std::printf("user-side hoisting: %s\n", r.hoisting.c_str());
   if (!r.hoisting_gathers.empty()) {

@@ -4,6 +4,7 @@
 
 #include "backend/cpu/host_resources.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/packed_matmuls.h"
 
 namespace rankd {
 namespace {
@@ -38,6 +39,8 @@ class CpuBackendImpl final : public Backend {
     return std::shared_ptr<ModelResources>(std::make_shared<cpu::HostModelResources>(counters, std::move(packed)));
   }
   DeviceKind device_kind() const override { return DeviceKind::kHost; }
+  // Merged where the weights side by side are packed (packed_matmuls.h; docs/passes.md).
+  int64_t SiblingProductsMinWeights() const override { return cpu::PackedMatmuls::kMinWeights; }
 
  private:
   KernelTable kernels_;

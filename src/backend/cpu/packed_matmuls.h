@@ -53,6 +53,8 @@ class PackedMatmuls {
 
   int64_t weights() const { return static_cast<int64_t>(weights_.size()); }
   bool bf16() const { return bf16_; }
+  // Weights packed: at least kMinWeights values, both sides at least kMinSide.
+  static constexpr int64_t kMinWeights = 131072, kMinSide = 64;
 
  private:
   struct Packed;
@@ -63,7 +65,6 @@ class PackedMatmuls {
   explicit PackedMatmuls(bool bf16) : bf16_(bf16) {}
   StatusOr<std::shared_ptr<const Primitive>> PrimitiveFor(const PrimitiveKey& key) const;
 
-  static constexpr int64_t kMinWeights = 131072, kMinSide = 64;
   static constexpr size_t kMaxPrimitives = 512;
   const bool bf16_;
   std::set<WeightKey> weights_;  // set at Create, then only read
