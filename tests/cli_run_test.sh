@@ -36,7 +36,7 @@ sed -n 1,3p "$src/tests/data/zoo/din.requests.jsonl" | "$rankd" run --model-repo
 grep -q "does not exist" "$tmp/err3" || fail "missing model reason: $(cat "$tmp/err3")"
 
 "$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 >"$tmp/inspect" || fail "inspect failed"
-grep -q "26 embedding bags recognised, 0 layer norms recognised, 1 concatenations of bags fused, 0 tables merged into others, 6 epilogues fused, 0 products of concatenations split, 0 expansions read as broadcasts, 3 multiply-adds fused, 3 multiply-adds fused into products, 0 attention units fused, 0 softmax attentions fused, 0 dot interactions fused, 0 element-wise chains fused, 26 ragged inputs" "$tmp/inspect" || fail "inspect: $(cat "$tmp/inspect")"
+grep -q "26 embedding bags recognised, 0 layer norms recognised, 1 concatenations of bags fused, 0 tables merged into others, 6 epilogues fused, 0 products of concatenations split, 0 sibling products merged, 0 expansions read as broadcasts, 3 multiply-adds fused, 3 multiply-adds fused into products, 0 attention units fused, 0 softmax attentions fused, 0 dot interactions fused, 0 element-wise chains fused, 26 ragged inputs" "$tmp/inspect" || fail "inspect: $(cat "$tmp/inspect")"
 grep -q "ConcatEmbeddingBags *1" "$tmp/inspect" || fail "inspect op counts"
 "$rankd" inspect --model-repo "$src/models/zoo" --model mmoe_strings >"$tmp/inspect_strings" || fail "inspect W4s failed"
 grep -q "categories *BYTES *\[rows, 6\]  strings: xxhash64 seed 0 % 100 -> INT64" "$tmp/inspect_strings" ||
