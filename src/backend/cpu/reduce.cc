@@ -85,10 +85,11 @@ Status Reduce(const KernelArgs& k) {
       reduce([](Acc a, Acc v) { return a + v; });
     }
     T* po = out.data<T>();
-    for (int64_t i = 0; i < n_out; ++i) {
-      Acc a = acc[i];
-      if (op == "ReduceMean") a = count ? static_cast<Acc>(a / static_cast<Acc>(count)) : Acc(0);
-      po[i] = static_cast<T>(a);
+    if (op == "ReduceMean") {  // the op's name compared once, not per element
+      for (int64_t i = 0; i < n_out; ++i)
+        po[i] = static_cast<T>(count ? static_cast<Acc>(acc[i] / static_cast<Acc>(count)) : Acc(0));
+    } else {
+      for (int64_t i = 0; i < n_out; ++i) po[i] = static_cast<T>(acc[i]);
     }
   });
 }
