@@ -568,7 +568,11 @@ class BatchingTest(unittest.TestCase):
             for t in workers:
                 t.join()
         for status, body in answers:
-            self.assertIn(status, (200, 504), body)
+            # 503 only as the overload refusal a loaded machine may give (a request that waited past
+            # --http-max-queue-ms for a worker: CI's 2 cores running tests side by side saw 25 ms).
+            self.assertIn(status, (200, 503, 504), body)
+            if status == 503:
+                self.assertIn("overloaded", body["error"])
             if status == 504:
                 self.assertIn("deadline", body["error"])
         self.assertTrue(any(status == 504 for status, _ in answers), "no late request ever queued")
