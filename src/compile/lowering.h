@@ -1,4 +1,5 @@
-// What the passes lowering one ONNX op to others share (split_lowering.cc, gelu_lowering.cc).
+// What the passes that write new nodes share (split_lowering.cc, gelu_lowering.cc,
+// sibling_products.cc).
 #pragma once
 
 #include <string>
@@ -27,6 +28,13 @@ StatusOr<int> LowerEach(Graph& graph, const std::string& op, Lower&& lower) {
   }
   graph.nodes = std::move(out);
   return lowered;
+}
+
+// A constant INT64 vector `values` named `name` in `graph` (a Slice's starts, ends or axes);
+// returns its value id.
+inline int AddInt64s(Graph& graph, const std::string& name, const std::vector<int64_t>& values) {
+  return graph.AddConstant(name,
+                           Tensor::FromVector<int64_t>(DType::kI64, {static_cast<int64_t>(values.size())}, values));
 }
 
 }  // namespace rankd

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "compile/lowering.h"
 #include "compile/passes.h"
 
 namespace rankd {
@@ -51,7 +52,6 @@ bool SameAttributes(const Node& a, const Node& b) {
   if (a.attrs.size() != b.attrs.size()) return false;
   for (auto i = a.attrs.begin(), j = b.attrs.begin(); i != a.attrs.end(); ++i, ++j) {
     if (i->first != j->first || i->second.index() != j->second.index()) return false;
-    if (std::holds_alternative<Tensor>(i->second)) return false;
     const bool equal = std::visit(
         [&](const auto& x) {
           using T = std::decay_t<decltype(x)>;
@@ -130,9 +130,8 @@ class SiblingMerger {
     for (const Sibling& s : group) total += s.n;
     // W side by side: [k, total] (its columns) or, transposed, [total, k] (its rows).
     Tensor w = Tensor::Empty(DType::kF32, trans_b ? Shape{total, k} : Shape{k, total});
-    Tensor c = Tensor::Empty(DType::kF32, {total});
+    Tensor c = biased ? Tensor::Empty(DType::kF32, {total}) : Tensor();
     float* pw = w.data<float>();
-    float* pc = c.data<float>();
     int64_t at = 0;
     for (const Sibling& s : group) {
       const Node& node = g_.nodes[s.node];
@@ -144,7 +143,7 @@ class SiblingMerger {
       }
       if (biased) {
         const float* bias = g_.constants.at(node.inputs[2]).data<float>();
-        std::copy(bias, bias + s.n, pc + at);
+        std::copy(bias, bias + s.n, c.data<float>() + at);
       }
       at += s.n;
     }
@@ -155,25 +154,20 @@ class SiblingMerger {
     const Value& out = g_.values[static_cast<size_t>(first.outputs[0])];
     merged.outputs[0] = g_.AddValue({merged.name + ".out", out.dtype, {}, false});
     std::vector<Node> nodes{merged};
-    const int axes = Ints(merged.name + ".axes", {-1});
+    const int axes = AddInt64s(g_, merged.name + ".axes", {-1});
     at = 0;
     for (const Sibling& s : group) {
       const Node& node = g_.nodes[s.node];
       Node slice;
       slice.op = "Slice";
       slice.name = node.name + ".slice";
-      slice.inputs = {merged.outputs[0], Ints(slice.name + ".starts", {at}), Ints(slice.name + ".ends", {at + s.n}),
-                      axes};
+      slice.inputs = {merged.outputs[0], AddInt64s(g_, slice.name + ".starts", {at}),
+                      AddInt64s(g_, slice.name + ".ends", {at + s.n}), axes};
       slice.outputs = node.outputs;
       nodes.push_back(std::move(slice));
       at += s.n;
     }
     return nodes;
-  }
-
-  int Ints(const std::string& name, std::vector<int64_t> v) {
-    const auto n = static_cast<int64_t>(v.size());
-    return g_.AddConstant(name, Tensor::FromVector<int64_t>(DType::kI64, {n}, v));
   }
 
   Graph& g_;

@@ -24,10 +24,7 @@ class SplitLowering {
   }
 
  private:
-  int Ints(const std::string& name, std::vector<int64_t> v) {
-    const int64_t n = static_cast<int64_t>(v.size());
-    return g_.AddConstant(name, Tensor::FromVector<int64_t>(DType::kI64, {n}, v));
-  }
+  int Ints(const std::string& name, const std::vector<int64_t>& v) { return AddInt64s(g_, name, v); }
 
   // A node of one new INT64 output, appended to `out`.
   int Emit(std::vector<Node>& out, const std::string& op, const std::string& name, std::vector<int> inputs) {

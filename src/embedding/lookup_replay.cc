@@ -1,5 +1,7 @@
 #include "embedding/lookup_replay.h"
 
+#include <algorithm>
+
 #include "embedding/cache_policy.h"
 
 namespace rankd {
@@ -30,9 +32,18 @@ Status LookupReplay::Add(std::span<const Tensor> graph_inputs) {
     if (!computing.ok() && failed.ok()) failed = computing;
     AppendLookups(graph_, tables_, inputs, to, &computed);
   };
+  const size_t from = all_.size();
   trace(graph_inputs, all_);
   // The keeper's offers are numbered from 0, one a run: the sample starts where the keeper's would.
-  trace(SampleLookupInputs(sampling_, graph_inputs, sample_ids_, all_ends_.size()), seen_);
+  const std::vector<Tensor> sample = SampleLookupInputs(sampling_, graph_inputs, sample_ids_, all_ends_.size());
+  const bool whole = std::all_of(sampling_.inputs.begin(), sampling_.inputs.end(), [&](size_t i) {
+    return !sample[i].defined() || sample[i].rank() == 0 || sample[i].dim(0) == graph_inputs[i].dim(0);
+  });
+  if (whole) {  // every row sampled: the keeper sees every lookup just traced
+    seen_.insert(seen_.end(), all_.begin() + static_cast<std::ptrdiff_t>(from), all_.end());
+  } else {
+    trace(sample, seen_);
+  }
   all_ends_.push_back(all_.size());
   seen_ends_.push_back(seen_.size());
   return failed;
