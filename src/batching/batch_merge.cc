@@ -74,6 +74,51 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts,
   return merged;
 }
 
+PreparedRequest SliceRequest(const PreparedRequest& whole, const std::vector<GraphInputKind>& kinds, int64_t begin,
+                             int64_t count) {
+  RANKD_CHECK(begin >= 0 && count > 0 && begin + count <= whole.rows);
+  PreparedRequest part;
+  part.rows = count;
+  part.users = whole.users;
+  part.deadline = whole.deadline;
+  part.ragged_max_lengths = whole.ragged_max_lengths;
+  // Per candidate ragged input, its values' first row for the part (set by its offsets).
+  std::vector<std::pair<int64_t, int64_t>> values_rows(whole.ragged_max_lengths.size(), {0, -1});
+  for (size_t i = 0; i < whole.inputs.size(); ++i) {
+    if (kinds[i].part != GraphInputKind::kOffsets || kinds[i].user) continue;
+    const int64_t* in = whole.inputs[i].data<int64_t>() + begin;
+    Tensor offsets = Tensor::Empty(DType::kI64, {count + 1});
+    int64_t* out = offsets.data<int64_t>();
+    int64_t longest = 0;
+    for (int64_t k = 0; k <= count; ++k) {
+      out[k] = in[k] - in[0];
+      if (k > 0) longest = std::max(longest, out[k] - out[k - 1]);
+    }
+    const auto r = static_cast<size_t>(kinds[i].ragged);
+    part.ragged_max_lengths[r] = longest;
+    values_rows[r] = {in[0], out[count]};
+    part.owned.push_back(std::move(offsets));
+  }
+  size_t made = 0;
+  for (size_t i = 0; i < whole.inputs.size(); ++i) {
+    const Tensor& t = whole.inputs[i];
+    const GraphInputKind& kind = kinds[i];
+    if (kind.user) {
+      part.inputs.push_back(t);
+      if (kind.part == GraphInputKind::kValues) part.sequence_elements += t.dim(0);
+    } else if (kind.part == GraphInputKind::kOffsets) {
+      part.inputs.push_back(part.owned[made++]);
+    } else if (kind.part == GraphInputKind::kValues) {
+      const auto [first, n] = values_rows[static_cast<size_t>(kind.ragged)];
+      part.inputs.push_back(t.Rows(first, n));
+      part.sequence_elements += n;
+    } else {  // dense rows and the candidates' user row indices
+      part.inputs.push_back(t.Rows(begin, count));
+    }
+  }
+  return part;
+}
+
 StatusOr<std::vector<std::vector<Tensor>>> SplitRows(const std::vector<Tensor>& outputs,
                                                      const std::vector<int64_t>& rows,
                                                      const std::vector<std::string>& output_names) {

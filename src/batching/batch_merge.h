@@ -28,6 +28,13 @@ PreparedRequest MergedSizes(const std::vector<const PreparedRequest*>& parts);
 PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts,
                               const std::vector<GraphInputKind>& kinds);
 
+// Rows [begin, begin + count) of `whole` as a request of their own (a part run by one thread of
+// the CPU's: Model's row split): dense inputs and ragged values viewed, not copied, offsets made
+// anew from 0, each candidate's user row index viewed; user inputs (one row per user) whole.
+// `whole` must outlive the part. REQUIRES: the rows within whole.rows, count > 0.
+PreparedRequest SliceRequest(const PreparedRequest& whole, const std::vector<GraphInputKind>& kinds, int64_t begin,
+                             int64_t count);
+
 // Splits each output along its first dimension into runs of `rows[k]` rows, one per request.
 // Internal error when an output is not one row per candidate (the model cannot be batched).
 StatusOr<std::vector<std::vector<Tensor>>> SplitRows(const std::vector<Tensor>& outputs,

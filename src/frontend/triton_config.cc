@@ -146,6 +146,7 @@ inference::ModelConfig TritonModelConfig(const Model& model) {
   }
   SetParameter(c, "precision", config.precision);
   SetParameter(c, "user_hoisting", config.user_hoisting ? "true" : "false");
+  if (!gpu) SetParameter(c, "cpu_row_split", CpuRowSplitName(config.cpu_row_split));
   SetParameter(c, "tables.dtype", DTypeName(config.table_dtype));
   if (config.table_gpu_budget_mb >= 0)
     SetParameter(c, "tables.gpu_budget_mb", std::to_string(config.table_gpu_budget_mb));

@@ -419,7 +419,7 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
   RANKD_RETURN_IF_ERROR(CheckKeys(j,
                                   {"name", "platform", "backend", "max_batch_size", "inputs", "input", "outputs",
                                    "output", "version_policy", "precision", "batching", "dynamic_batching", "buckets",
-                                   "tables", "user_hoisting", "executors", "gpus", "routing"},
+                                   "tables", "user_hoisting", "executors", "gpus", "routing", "cpu_row_split"},
                                   "the config"));
   ModelConfig c;
   if (j.contains("name")) {
@@ -511,6 +511,10 @@ StatusOr<ModelConfig> ParseJson(const json& j) {
   if (j.contains("routing")) {
     RANKD_ASSIGN_OR_RETURN(c.routing, ParseRouting(j["routing"]));
   }
+  if (j.contains("cpu_row_split")) {
+    RANKD_RETURN_IF_ERROR(Expect(j["cpu_row_split"].is_string(), "cpu_row_split must be auto, on or off"));
+    RANKD_ASSIGN_OR_RETURN(c.cpu_row_split, ParseCpuRowSplit(j["cpu_row_split"].get<std::string>()));
+  }
   return c;
 }
 
@@ -536,6 +540,25 @@ const char* CpuRoutingName(CpuRouting routing) {
       break;
   }
   return "off";
+}
+
+StatusOr<CpuRowSplit> ParseCpuRowSplit(const std::string& text) {
+  if (text == "auto") return CpuRowSplit::kAuto;
+  if (text == "on") return CpuRowSplit::kOn;
+  if (text == "off") return CpuRowSplit::kOff;
+  return InvalidArgument("config: cpu_row_split must be auto, on or off, not '" + text + "'");
+}
+
+const char* CpuRowSplitName(CpuRowSplit split) {
+  switch (split) {
+    case CpuRowSplit::kOn:
+      return "on";
+    case CpuRowSplit::kOff:
+      return "off";
+    case CpuRowSplit::kAuto:
+      break;
+  }
+  return "auto";
 }
 
 const InputConfig* ModelConfig::FindInput(const std::string& input) const {

@@ -131,6 +131,16 @@ enum class CpuRouting : uint8_t {
 StatusOr<CpuRouting> ParseCpuRouting(const std::string& text);
 const char* CpuRoutingName(CpuRouting routing);
 
+// cpu_row_split: whether a run on the CPU backend splits its rows over the CPU's threads, each part
+// run whole by one thread (serving/row_split.h, docs/engine.md).
+enum class CpuRowSplit : uint8_t {
+  kAuto,  // where timing both ways at load found the split faster
+  kOn,    // every run of 8 rows or more
+  kOff,   // never: each op splits its own work over the threads
+};
+StatusOr<CpuRowSplit> ParseCpuRowSplit(const std::string& text);
+const char* CpuRowSplitName(CpuRowSplit split);
+
 struct RoutingConfig {
   CpuRouting cpu = CpuRouting::kOff;
   int64_t cpu_max_rows = 0;  // with rows: the largest run (a merged batch's rows together) sent to the CPU
@@ -150,6 +160,7 @@ struct ModelConfig {
   BatchingConfig batching;
   ShapeBucketsConfig buckets;
   RoutingConfig routing;
+  CpuRowSplit cpu_row_split = CpuRowSplit::kAuto;
   // tables.dtype: how embedding tables read only by bags are stored (FP32, or BF16 / FP16
   // rounded at load).
   DType table_dtype = DType::kF32;

@@ -63,8 +63,10 @@ bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfin
 // rankd's own keys, from the config's parameters, into `j` (inputs by name in `inputs`).
 Status ApplyParameter(const std::string& key, const std::string& value, json& j, std::map<std::string, json*>& inputs,
                       std::vector<std::string>& unused) {
-  if (key == "precision" || key == "tables.dtype" || key == "tables.hotness_snapshot" || key == "tables.disk_dir") {
+  if (key == "precision" || key == "tables.dtype" || key == "tables.hotness_snapshot" || key == "tables.disk_dir" ||
+      key == "cpu_row_split") {
     if (key == "precision") j["precision"] = value;
+    if (key == "cpu_row_split") j["cpu_row_split"] = value;
     if (key == "tables.dtype") j["tables"]["dtype"] = value;
     if (key == "tables.hotness_snapshot") j["tables"]["hotness_snapshot"] = value;
     if (key == "tables.disk_dir") j["tables"]["disk_dir"] = value;

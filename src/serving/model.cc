@@ -241,6 +241,7 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
     output_signature_.push_back(o);
   }
   RANKD_RETURN_IF_ERROR(StartBuckets().WithContext("shape buckets"));
+  RANKD_RETURN_IF_ERROR(StartRowSplit().WithContext("cpu_row_split"));
   if (route_source) {
     RANKD_RETURN_IF_ERROR(
         StartRouting(std::move(route_source->first), route_source->second).WithContext("CPU routing"));

@@ -39,6 +39,7 @@
 #include "runtime/executor.h"
 #include "runtime/plan_runner.h"
 #include "serving/cpu_route.h"
+#include "serving/row_split.h"
 #include "serving/shape_buckets.h"
 
 namespace rankd {
@@ -75,6 +76,8 @@ struct ModelOptions : CompileOptions {
   std::optional<int64_t> table_disk_cache_mb;
   // Overrides the config's tables.host_budget_mb when set.
   std::optional<int64_t> table_host_budget_mb;
+  // Overrides the config's cpu_row_split when set.
+  std::optional<CpuRowSplit> cpu_row_split;
   // Used instead of the model directory's config file when set (a load's config override:
   // ModelRepository::Load).
   std::optional<ModelConfig> config;
@@ -82,8 +85,9 @@ struct ModelOptions : CompileOptions {
 
 // What loading did, for `rankd inspect`: the passes, then the buckets and the warm-up captures.
 struct LoadReport : CompileReport {
-  std::string buckets = "off";  // "on", "off" or why they are off
-  int warmup_captures = 0;      // plans captured (per executor) before the model reported ready
+  std::string buckets = "off";    // "on", "off" or why they are off
+  std::string row_split = "off";  // RowSplitSummary, or why the rows are not split
+  int warmup_captures = 0;        // plans captured (per executor) before the model reported ready
   int64_t warmup_capture_bytes = 0;
   double warmup_capture_ms = 0;
 };
@@ -217,6 +221,12 @@ class Model {
   StatusOr<CostSample> TimeRuns(int64_t rows, int64_t length, const PreparedRun& run) const;
   // Runs graph inputs at their own shapes, uncaptured.
   StatusOr<std::vector<Tensor>> RunPlanned(const PreparedRequest& prepared) const;
+  // Decides where a run on the CPU splits its rows over the CPU's threads (model_row_split.cc):
+  // checks that split runs score as whole ones do and, for cpu_row_split: auto, times both.
+  Status StartRowSplit();
+  // Runs graph inputs as `parts` parts of their rows at once, each on an executor of its own
+  // with one thread, into outputs of all the rows.
+  StatusOr<std::vector<Tensor>> RunRowSplit(const PreparedRequest& prepared, int parts) const;
   // The bucket of prepared graph inputs (its ragged rows scanned for rows without ids when the
   // buckets keep such inputs at their own length), or nullopt past the largest.
   std::optional<BucketKey> FindBucket(const PreparedRequest& prepared) const;
@@ -273,6 +283,7 @@ class Model {
   mutable std::unordered_map<std::vector<int64_t>, BucketPlan, NumbersHash> bucket_plans_ RANKD_GUARDED_BY(mu_);
 
   std::unique_ptr<ShapeBuckets> buckets_;  // nullptr: requests run at their own shapes
+  RowSplitPolicy row_split_;               // off until StartRowSplit
   std::vector<BucketKey> warmup_keys_;
   mutable std::atomic<uint64_t> real_rows_{0}, padded_rows_{0}, merges_deferred_{0};
 

@@ -25,6 +25,7 @@ std::optional<BucketKey> Model::FindBucket(const PreparedRequest& prepared) cons
 }
 
 StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared) const {
+  if (const int parts = RowSplitParts(row_split_, prepared.rows); parts > 1) return RunRowSplit(prepared, parts);
   RequestTensorScope request_tensors;  // the padded inputs and the outputs
   if (buckets_) {
     PhaseTimer finding("(bucket and plan found)");

@@ -90,6 +90,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   options.shape_buckets = args.buckets == "on" ? 1 : args.buckets == "off" ? 0 : -1;
   options.fusion = args.fusion;
   options.user_hoisting = args.hoisting ? -1 : 0;
+  if (args.cpu_row_split != "config") options.cpu_row_split = ParseCpuRowSplit(args.cpu_row_split).value();
   options.table_dtype = args.table_dtype;
   if (args.table_gpu_budget_mb) options.table_gpu_budget_mb = *args.table_gpu_budget_mb;
   if (args.table_cache_percent) options.table_cache_fraction = *args.table_cache_percent / 100.0;
@@ -299,6 +300,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
                         {"launches", launches},
                         {"fusion", args.fusion},
                         {"hoisting", (*model)->load_report().hoisting},
+                        {"row_split", (*model)->load_report().row_split},
                         {"rows", rows},
                         {"median_ms", median},
                         {"p99_ms", p99},

@@ -94,6 +94,7 @@ struct BenchEngineArgs {
   std::optional<int64_t> table_disk_cache_mb;   // unset: the model config's tables.disk_cache_mb
   std::optional<int64_t> table_host_budget_mb;  // unset: the model config's tables.host_budget_mb
   std::string buckets = "config";               // on | off | config: shape buckets (and, on a GPU, captured graphs)
+  std::string cpu_row_split = "config";         // auto | on | off | config: a CPU run's rows over the threads
   bool fusion = true;                           // false: without the fusion passes, to measure what they save
   bool hoisting = true;                         // false: user rows repeated to the candidates, as written
   int warmup = 10;                              // at least one pass over the requests

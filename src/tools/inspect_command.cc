@@ -289,6 +289,7 @@ int InspectCommand(const InspectArgs& args) {
       r.narrowed_tables, DTypeName(model.config().table_dtype));
   PrintKeyedTables(model);
   std::printf("user-side hoisting: %s\n", r.hoisting.c_str());
+  std::printf("rows over the CPU's threads: %s\n", r.row_split.c_str());
   if (!r.hoisting_gathers.empty()) {
     std::printf("  gathered per candidate:");
     for (size_t i = 0; i < r.hoisting_gathers.size(); ++i)

@@ -193,6 +193,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "bf16-activations"}));
   bench_engine->add_option("--buckets", engine.buckets, "on | off | config: shape buckets (and, on a GPU, CUDA graphs)")
       ->check(CLI::IsMember({"on", "off", "config"}));
+  bench_engine
+      ->add_option("--cpu-row-split", engine.cpu_row_split,
+                   "auto | on | off | config: on the CPU, split a run's rows over the threads (docs/engine.md)")
+      ->check(CLI::IsMember({"auto", "on", "off", "config"}));
   bench_engine->add_flag("!--no-fusion", engine.fusion, "Without the fusion passes (to measure what they save)");
   bench_engine->add_flag("!--no-hoisting", engine.hoisting, "Without user-side hoisting (to measure what it saves)");
   bench_engine->add_option("--warmup", engine.warmup, "Untimed runs first (at least one per request)")
