@@ -9,4 +9,6 @@ scripts/build.sh -DRANKD_TESTS=OFF
 echo "--- offline: build/rankd run --model-repo models/demo --model ctr_demo --input models/demo/requests.jsonl"
 build/rankd run --model-repo models/demo --model ctr_demo --input models/demo/requests.jsonl | cut -c1-160
 echo "--- serving models/demo (HTTP :${HTTP_PORT:-8000}, metrics :${METRICS_PORT:-8002})"
+# OpenMP threads sleep at once when idle rather than spin (docs/engine.md, "Rows over the CPU's threads").
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 exec build/rankd serve --model-repository models/demo --http-port "${HTTP_PORT:-8000}" --metrics-port "${METRICS_PORT:-8002}"
