@@ -38,6 +38,9 @@ grep -q "does not exist" "$tmp/err3" || fail "missing model reason: $(cat "$tmp/
 "$rankd" inspect --model-repo "$src/models/zoo" --model dlrm_dcnv2 >"$tmp/inspect" || fail "inspect failed"
 grep -q "26 embedding bags recognised, 0 layer norms recognised, 1 concatenations of bags fused, 0 tables merged into others, 6 epilogues fused, 0 products of concatenations split, 0 sibling products merged, 0 expansions read as broadcasts, 3 multiply-adds fused, 3 multiply-adds fused into products, 0 attention units fused, 0 softmax attentions fused, 0 dot interactions fused, 0 element-wise chains fused, 26 ragged inputs" "$tmp/inspect" || fail "inspect: $(cat "$tmp/inspect")"
 grep -q "ConcatEmbeddingBags *1" "$tmp/inspect" || fail "inspect op counts"
+# The CPU's row split is decided at load: off on one thread, else auto with each probe's times.
+grep -Eq "rows over the CPU's threads: (off|auto, up to [0-9]+ parts of 4 rows or more; [0-9]+ rows: [0-9]+ us whole, [0-9]+ split \((split|whole)\))" \
+  "$tmp/inspect" || fail "inspect shows the row split: $(grep "rows over" "$tmp/inspect")"
 "$rankd" inspect --model-repo "$src/models/zoo" --model mmoe_strings >"$tmp/inspect_strings" || fail "inspect W4s failed"
 grep -q "categories *BYTES *\[rows, 6\]  strings: xxhash64 seed 0 % 100 -> INT64" "$tmp/inspect_strings" ||
   fail "inspect shows how strings become ids: $(cat "$tmp/inspect_strings")"

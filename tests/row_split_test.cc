@@ -197,6 +197,15 @@ TEST(RowSplitModel, ConcurrentRequestsScoreAsAlone) {
   EXPECT_EQ(r.wrong, 0);
 }
 
+// With one OpenMP thread there is nothing to split over: the model loads whole, saying why.
+TEST(RowSplitModel, OneThreadLeavesTheRowsWhole) {
+  OmpThreads threads(1);
+  auto model = LoadZoo("mmoe", CpuRowSplit::kOn);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->load_report().row_split, "off (one OpenMP thread)");
+  testing::ExpectZooScores(**model, "mmoe", 1e-5);
+}
+
 // A graph that mixes its rows: `on` refuses to load, naming the output; `auto` loads whole.
 TEST(RowSplitModel, GraphThatMixesRowsIsNotSplit) {
   OmpThreads threads(4);

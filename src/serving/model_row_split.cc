@@ -86,9 +86,8 @@ Status Model::StartRowSplit() {
   policy.threads = omp_get_max_threads();
   const int64_t check_rows = std::min<int64_t>(max_request_rows(), 4 * RowSplitPolicy::kMinPartRows + 3);
   const int check_parts = RowSplitParts({CpuRowSplit::kOn, policy.threads, {}}, check_rows);
-  if (check_parts < 2)
-    return off(std::to_string(policy.threads) + " threads, requests of at most " + std::to_string(max_request_rows()) +
-               " rows");
+  if (policy.threads < 2) return off("one OpenMP thread");
+  if (check_parts < 2) return off("requests of at most " + std::to_string(max_request_rows()) + " rows");
 
   // Split runs must score as whole ones do: random dense values, uneven parts, ragged rows of
   // two lengths.
