@@ -64,6 +64,17 @@ TEST(SliceRequest, ViewsRowsAndMakesOffsetsAnew) {
   EXPECT_EQ(testing::RelativeError(last.inputs[1], MakeI64({2}, {14, 15})), 0.0);
   EXPECT_EQ(testing::RelativeError(last.inputs[2], MakeI64({2}, {0, 2})), 0.0);
 
+  EXPECT_TRUE(CheckSliceable(whole, kinds).ok());
+  PreparedRequest short_offsets = whole;
+  short_offsets.inputs[2] = MakeI64({4}, {0, 1, 1, 4});  // rows, not rows + 1
+  EXPECT_EQ(CheckSliceable(short_offsets, kinds).code(), StatusCode::kInternal);
+  PreparedRequest past_values = whole;
+  past_values.inputs[2] = MakeI64({5}, {0, 1, 1, 4, 7});  // 7 ids of 6
+  EXPECT_EQ(CheckSliceable(past_values, kinds).code(), StatusCode::kInternal);
+  PreparedRequest short_dense = whole;
+  short_dense.inputs[0] = MakeF32({3, 2}, {0, 1, 2, 3, 4, 5});
+  EXPECT_NE(CheckSliceable(short_dense, kinds).message().find("graph input 0"), std::string::npos);
+
   // The parts merged again are the whole.
   PreparedRequest first = SliceRequest(whole, kinds, 0, 1);
   PreparedRequest again = MergeRequests({&first, &part, &last}, kinds);
@@ -202,7 +213,20 @@ TEST(RowSplitModel, OneThreadLeavesTheRowsWhole) {
   OmpThreads threads(1);
   auto model = LoadZoo("mmoe", CpuRowSplit::kOn);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  EXPECT_EQ((*model)->load_report().row_split, "off (one OpenMP thread)");
+  EXPECT_EQ((*model)->load_report().row_split, "off (one OpenMP thread or executor)");
+  testing::ExpectZooScores(**model, "mmoe", 1e-5);
+}
+
+// Each part takes an executor: a model with two splits into two parts at most, and scores alike.
+TEST(RowSplitModel, ExecutorsBoundTheParts) {
+  OmpThreads threads(4);
+  ModelOptions options;
+  options.cpu_row_split = CpuRowSplit::kOn;
+  options.batching = 0;
+  options.executors = 2;
+  auto model = Model::Load(testing::SourcePath("models/zoo/mmoe"), -1, options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->load_report().row_split.rfind("on, up to 2 parts", 0), 0u) << (*model)->load_report().row_split;
   testing::ExpectZooScores(**model, "mmoe", 1e-5);
 }
 

@@ -74,6 +74,39 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts,
   return merged;
 }
 
+Status CheckSliceable(const PreparedRequest& whole, const std::vector<GraphInputKind>& kinds) {
+  if (kinds.size() != whole.inputs.size()) {
+    return Internal(std::to_string(whole.inputs.size()) + " graph inputs for " + std::to_string(kinds.size()) +
+                    " kinds: the request cannot be split");
+  }
+  std::vector<int64_t> values(whole.ragged_max_lengths.size(), -1);
+  for (size_t i = 0; i < whole.inputs.size(); ++i) {
+    if (kinds[i].part == GraphInputKind::kValues && !kinds[i].user) {
+      const auto r = static_cast<size_t>(kinds[i].ragged);
+      if (r >= values.size() || whole.inputs[i].rank() == 0) return Internal("ragged values without a ragged input");
+      values[r] = values[r] < 0 ? whole.inputs[i].dim(0) : std::min(values[r], whole.inputs[i].dim(0));
+    }
+  }
+  for (size_t i = 0; i < whole.inputs.size(); ++i) {
+    const Tensor& t = whole.inputs[i];
+    const GraphInputKind& kind = kinds[i];
+    if (kind.user || kind.part == GraphInputKind::kValues) continue;
+    const bool offsets = kind.part == GraphInputKind::kOffsets;
+    const int64_t want = whole.rows + (offsets ? 1 : 0);
+    bool fits = t.rank() >= 1 && t.dim(0) == want;
+    if (fits && offsets) {
+      const auto r = static_cast<size_t>(kind.ragged);
+      const int64_t* o = t.data<int64_t>();
+      fits = t.dtype() == DType::kI64 && r < values.size() && o[0] == 0 && o[whole.rows] <= values[r];
+    }
+    if (!fits) {
+      return Internal("graph input " + std::to_string(i) + " has shape " + ShapeToString(t.shape()) + " for " +
+                      std::to_string(whole.rows) + " rows: the request cannot be split by rows");
+    }
+  }
+  return Status::Ok();
+}
+
 PreparedRequest SliceRequest(const PreparedRequest& whole, const std::vector<GraphInputKind>& kinds, int64_t begin,
                              int64_t count) {
   RANKD_CHECK(begin >= 0 && count > 0 && begin + count <= whole.rows);

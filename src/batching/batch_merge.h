@@ -28,10 +28,15 @@ PreparedRequest MergedSizes(const std::vector<const PreparedRequest*>& parts);
 PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts,
                               const std::vector<GraphInputKind>& kinds);
 
+// OK when `whole`'s inputs can be sliced by rows (SliceRequest): each candidate input's first
+// dimension its rows (offsets' its rows + 1, within their values), else Internal naming the input.
+Status CheckSliceable(const PreparedRequest& whole, const std::vector<GraphInputKind>& kinds);
+
 // Rows [begin, begin + count) of `whole` as a request of their own (a part run by one thread of
 // the CPU's: Model's row split): dense inputs and ragged values viewed, not copied, offsets made
 // anew from 0, each candidate's user row index viewed; user inputs (one row per user) whole.
-// `whole` must outlive the part. REQUIRES: the rows within whole.rows, count > 0.
+// `whole` must outlive the part. REQUIRES: CheckSliceable(whole, kinds), the rows within whole.rows,
+// count > 0.
 PreparedRequest SliceRequest(const PreparedRequest& whole, const std::vector<GraphInputKind>& kinds, int64_t begin,
                              int64_t count);
 

@@ -30,6 +30,7 @@ double Median(std::vector<double> v) {
 
 StatusOr<std::vector<Tensor>> Model::RunRowSplit(const PreparedRequest& prepared, int parts) const {
   const std::vector<GraphInputKind>& kinds = compiled_->input_kinds();
+  RANKD_RETURN_IF_ERROR(CheckSliceable(prepared, kinds));
   std::vector<int64_t> first(static_cast<size_t>(parts) + 1, 0);
   std::vector<PreparedRequest> slices(static_cast<size_t>(parts));
   for (size_t p = 0; p < slices.size(); ++p) {
@@ -84,9 +85,11 @@ Status Model::StartRowSplit() {
   RowSplitPolicy policy;
   policy.mode = mode;
   policy.threads = omp_get_max_threads();
+  // A part runs on an executor of its own: no more parts than the model's executors.
+  if (runner_->max_executors() > 0) policy.threads = std::min(policy.threads, runner_->max_executors());
   const int64_t check_rows = std::min<int64_t>(max_request_rows(), 4 * RowSplitPolicy::kMinPartRows + 3);
   const int check_parts = RowSplitParts({CpuRowSplit::kOn, policy.threads, {}}, check_rows);
-  if (policy.threads < 2) return off("one OpenMP thread");
+  if (policy.threads < 2) return off("one OpenMP thread or executor");
   if (check_parts < 2) return off("requests of at most " + std::to_string(max_request_rows()) + " rows");
 
   // Split runs must score as whole ones do: random dense values, uneven parts, ragged rows of
