@@ -2,10 +2,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "batching/batch_merge.h"
-#include "common/elapsed.h"
 #include "common/log.h"
 #include "common/parallel.h"
 #include "serving/model.h"
@@ -13,18 +11,11 @@
 namespace rankd {
 namespace {
 
-// Runs timed per way and probed size; the median is kept.
-constexpr int kTimedRuns = 5;
 // Sizes probed at most: 4, 16 and 64 rows a thread.
 constexpr size_t kProbes = 3;
 // A probe past the first whose whole runs take longer than this is the last (the larger sizes
 // follow it).
 constexpr double kLastProbeMicros = 20000;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -87,9 +78,10 @@ Status Model::StartRowSplit() {
   policy.threads = omp_get_max_threads();
   // A part runs on an executor of its own: no more parts than the model's executors.
   if (runner_->max_executors() > 0) policy.threads = std::min(policy.threads, runner_->max_executors());
-  const int64_t check_rows = std::min<int64_t>(max_request_rows(), 4 * RowSplitPolicy::kMinPartRows + 3);
-  const int check_parts = RowSplitParts({CpuRowSplit::kOn, policy.threads, {}}, check_rows);
   if (policy.threads < 2) return off("one OpenMP thread or executor");
+  const RowSplitPolicy always{CpuRowSplit::kOn, policy.threads, {}};  // the parts a split run takes
+  const int64_t check_rows = std::min<int64_t>(max_request_rows(), 4 * RowSplitPolicy::kMinPartRows + 3);
+  const int check_parts = RowSplitParts(always, check_rows);
   if (check_parts < 2) return off("requests of at most " + std::to_string(max_request_rows()) + " rows");
 
   // Split runs must score as whole ones do: random dense values, uneven parts, ragged rows of
@@ -114,26 +106,15 @@ Status Model::StartRowSplit() {
   }
 
   if (mode == CpuRowSplit::kAuto) {
-    // Both ways timed, alternated, at 4, 16 and 64 rows a thread: each timed run on a request of
-    // its own ragged length, so that a model with ragged inputs builds its plans as its traffic does.
+    // Both ways timed at 4, 16 and 64 rows a thread, as batching's cost model times its batches.
     for (int64_t rows = 4 * policy.threads; rows <= max_request_rows() && policy.probes.size() < kProbes; rows *= 4) {
-      const int parts = RowSplitParts({CpuRowSplit::kOn, policy.threads, {}}, rows);
-      std::vector<double> whole_us, split_us;
-      for (int run = -1; run < kTimedRuns; ++run) {  // run -1 builds the plans
-        InferRequest request = ExampleRequest(rows, 1 + std::max(run, 0));
-        PreparedRequest prepared;
-        RANKD_RETURN_IF_ERROR(BuildGraphInputs(request, prepared));
-        auto t0 = std::chrono::steady_clock::now();
-        RANKD_RETURN_IF_ERROR(RunPlanned(prepared).status());
-        const double whole = MicrosSince(t0);
-        t0 = std::chrono::steady_clock::now();
-        RANKD_RETURN_IF_ERROR(RunRowSplit(prepared, parts).status());
-        const double split = MicrosSince(t0);
-        if (run < 0) continue;
-        whole_us.push_back(whole);
-        split_us.push_back(split);
-      }
-      RowSplitPolicy::Probe probe{rows, Median(whole_us), Median(split_us), false};
+      const int parts = RowSplitParts(always, rows);
+      RANKD_ASSIGN_OR_RETURN(CostSample whole,
+                             TimeRuns(rows, 1, [this](const PreparedRequest& p) { return RunPlanned(p); }));
+      RANKD_ASSIGN_OR_RETURN(CostSample split, TimeRuns(rows, 1, [this, parts](const PreparedRequest& p) {
+                               return RunRowSplit(p, parts);
+                             }));
+      RowSplitPolicy::Probe probe{rows, whole.micros, split.micros, false};
       probe.split = RowSplitPays(probe.whole_us, probe.split_us);
       policy.probes.push_back(probe);
       if (policy.probes.size() > 1 && probe.whole_us > kLastProbeMicros) break;
