@@ -3,7 +3,7 @@
 # and config targets for half of it): the model loader seeded with the zoo models and the exported
 # nn.EmbeddingBag Loops (tests/data/embedding_bags), the JSON request
 # parser, the gRPC request builder, HTTP/1.1 framing through the REST routes, and model configs,
-# each from fuzz/corpus/.  Usage: scripts/fuzz.sh [SECONDS]
+# each from fuzz/corpus/, two at a time where there are two cores.  Usage: scripts/fuzz.sh [SECONDS]
 # The runs use a fixed seed (FUZZ_SEED, default 1), so that the test command replays the same
 # mutations wherever it runs: a red CI is a regression, reproducible, not a new find by chance.
 # Exploring is for longer runs outside CI with other seeds: FUZZ_SEED=0 (random) scripts/fuzz.sh 3600,
@@ -33,9 +33,31 @@ run() {
     -rss_limit_mb=4096 -timeout=25 -seed="${FUZZ_SEED:-1}" -max_len="$max_len" -print_final_stats=1 2>&1 | tail -6
   return "${PIPESTATUS[0]}"
 }
-run fuzz_model_loader "$dir/corpus/model_loader" 1100000
 half=$(((seconds + 1) / 2))
-run fuzz_request_parser "$dir/corpus/request_parser" 65536 "$half"
-run fuzz_grpc_request "$dir/corpus/grpc_request" 65536 "$half"
-run fuzz_http_request "$dir/corpus/http_request" 65536 "$half"
-run fuzz_model_config "$dir/corpus/model_config" 16384 "$half"
+# Two lanes of 1.5 x SECONDS each, side by side where there are two cores or more (each fuzzer keeps
+# a core to itself, so it runs as many inputs as alone), one after the other where there is one.
+lane_a() {
+  run fuzz_model_loader "$dir/corpus/model_loader" 1100000 &&
+    run fuzz_http_request "$dir/corpus/http_request" 65536 "$half"
+}
+lane_b() {
+  run fuzz_request_parser "$dir/corpus/request_parser" 65536 "$half" &&
+    run fuzz_grpc_request "$dir/corpus/grpc_request" 65536 "$half" &&
+    run fuzz_model_config "$dir/corpus/model_config" 16384 "$half"
+}
+if (($(nproc) < 2)); then
+  lane_a
+  lane_b
+  exit 0
+fi
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+lane_a > "$logs/a" 2>&1 &
+a=$!
+lane_b > "$logs/b" 2>&1 &
+b=$!
+status_a=0 status_b=0
+wait "$a" || status_a=$?
+wait "$b" || status_b=$?
+cat "$logs/a" "$logs/b"
+((status_a == 0 && status_b == 0))
