@@ -1,12 +1,14 @@
 """CPU benchmark: rankd's engine against PyTorch on the CPU, same weights, same requests.
 
-  /usr/bin/python3 bench/cpu_bench.py [--sizes tiny,full] [--threads N] [--iters 50] [--precisions fp32,bf16]
+  /usr/bin/python3 bench/cpu_bench.py [--sizes tiny,full] [--threads N] [--iters 50] [--precisions fp32,bf16] [--rounds R]
 
 Exports W1 (dlrm_dcnv2) and W2 (din), and with --workloads W3 (bst) and W4 (mmoe), from the
 model zoo into bench/out/, writes request sets
 (8 requests per shape, rotated), runs `rankd bench engine` on them and times the PyTorch
 model on the same inputs (padded ids, user rows repeated, as PyTorch needs them). Prints a markdown
-table: median and p99 ms per request, pairs/s, and the ratio. Needs scripts/setup.sh --zoo.
+table: median and p99 ms per request, pairs/s, and the ratio. A shared machine's speed drifts from
+minute to minute: with --rounds R the three run in turn R times per shape, each party's figures are
+the medians of its rounds', and the rounds' own ratios are printed (stderr) beside them. Needs scripts/setup.sh --zoo.
 At bf16 rankd runs `--precision bf16` (bf16 products where the CPU has them, cpu/packed_matmuls.h)
 against PyTorch under CPU autocast to bf16; ONNX Runtime, which has no such mode, is left out.
 """
@@ -36,6 +38,13 @@ SHAPES = {
 LABELS = {"dlrm_dcnv2": "W1", "din": "W2", "bst": "W3", "mmoe": "W4"}
 
 
+def median_of_rounds(results):
+    """(median, p99) over rounds: the median of the rounds' medians and of their p99s."""
+    medians = sorted(r[0] for r in results)
+    p99s = sorted(r[1] for r in results)
+    return medians[len(medians) // 2], p99s[len(p99s) // 2]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="tiny,full")
@@ -46,6 +55,8 @@ def main():
                    help="command that runs rankd (e.g. '.bundle/run rankd')")
     p.add_argument("--workloads", default="dlrm_dcnv2,din")
     p.add_argument("--precisions", default="fp32", help="fp32, bf16 or both: each shape at each")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="rounds of the three in turn per shape; each party's figures the median of its rounds'")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads))
@@ -75,29 +86,46 @@ def main():
                         f.write(json.dumps(rq.to_json(feats, r, str(i), flat_ragged=True)) + "\n")
                 batches = [rq.to_torch(feats, r, shape["n"]) for r in reqs]
                 for precision in a.precisions.split(","):
-                    out = subprocess.run(bench + ["--model-repo", repo, "--model", package, "--requests", path,
-                                          "--iters", str(a.iters), "--warmup", "5", "--precision", precision],
-                                         env=env, capture_output=True, text=True)
-                    if out.returncode != 0:
-                        print(out.stderr, file=sys.stderr)
-                        continue
-                    ours = json.loads(out.stdout.strip().splitlines()[-1])
                     bf16 = precision == "bf16"
                     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-                    with autocast:
-                        tmed, tp99 = time_cpu(model, batches, a.iters)
-                    ort_result = None if bf16 else time_onnxruntime(
-                        os.path.join(repo, package, "1", "model.onnx"), feats, batches, a.threads, a.iters)
+                    # Each round runs the three in turn; a party's figure is the median of its rounds'.
+                    ours, theirs, ort_rounds = [], [], []
+                    for _ in range(a.rounds):
+                        out = subprocess.run(bench + ["--model-repo", repo, "--model", package, "--requests", path,
+                                              "--iters", str(a.iters), "--warmup", "5", "--precision", precision],
+                                             env=env, capture_output=True, text=True)
+                        if out.returncode != 0:
+                            print(out.stderr, file=sys.stderr)
+                            break
+                        result = json.loads(out.stdout.strip().splitlines()[-1])
+                        ours.append((result["median_ms"], result["p99_ms"]))
+                        with autocast:
+                            theirs.append(time_cpu(model, batches, a.iters))
+                        if not bf16:
+                            ort_rounds.append(time_onnxruntime(os.path.join(repo, package, "1", "model.onnx"), feats,
+                                                               batches, a.threads, a.iters))
+                    if len(ours) < a.rounds:
+                        continue
+                    m, p99 = median_of_rounds(ours)
+                    tmed, tp99 = median_of_rounds(theirs)
+                    ort_result = None if bf16 or None in ort_rounds else median_of_rounds(ort_rounds)
                     label = f"{LABELS[name]} {size}, " + (
                         f"{shape['n']} pairs" if not seq else f"1 user x {shape['n']}, L={seq}") + f", {precision}"
-                    rows.append((label, ours["median_ms"], ours["p99_ms"], tmed, tp99, shape["n"], ort_result, bf16))
-                    print(f"{label}: rankd {ours['median_ms']:.3f} ms, torch {tmed:.3f} ms", file=sys.stderr)
+                    rows.append((label, m, p99, tmed, tp99, shape["n"], ort_result, bf16))
+                    spread = ""
+                    if a.rounds > 1:
+                        best = [t[0] if o is None else min(t[0], o[0])
+                                for t, o in zip(theirs, ort_rounds or [None] * len(theirs))]
+                        ratios = sorted(b / r[0] for b, r in zip(best, ours))
+                        spread = f", rounds' ratios {ratios[0]:.2f}-{ratios[-1]:.2f}x"
+                    print(f"{label}: rankd {m:.3f} ms, torch {tmed:.3f} ms{spread}", file=sys.stderr)
     try:
         import onnxruntime
         ort_version = onnxruntime.__version__
     except ImportError:
         ort_version = "absent"
-    print(f"threads: {a.threads}; torch {torch.__version__}; onnxruntime {ort_version}; iters {a.iters}\n")
+    print(f"threads: {a.threads}; torch {torch.__version__}; onnxruntime {ort_version}; iters {a.iters}; "
+          f"rounds {a.rounds}\n")
     print("| workload, batch | rankd median / p99 ms | PyTorch CPU median / p99 ms | ONNX Runtime CPU median / p99 ms | rankd pairs/s | vs best peer |")
     print("| --- | --- | --- | --- | --- | --- |")
     for label, m, p99, tm, tp99, n, o, bf16 in rows:
