@@ -4,14 +4,18 @@
 #include "backend/cpu/packed_matmuls.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "backend/cpu/host_resources.h"
+#include "backend/cpu/kernels.h"
+#include "common/parallel.h"
 #include "compile/plan.h"
 #include "runtime/backends.h"
 #include "runtime/executor.h"
@@ -43,6 +47,30 @@ StatusOr<std::vector<Tensor>> RunInSgemm(const Graph& g, const std::vector<Tenso
 
 // In fp32 a cross network's five large weight matrices (of its six) are packed, and its scores are
 // sgemm's within fp32 rounding, from one row to hundreds.
+TEST(CpuSgemm, SmallAndLargeProductsMatchTheSumsAndKeepTheThreads) {
+  // 4 x 128 x 256 runs on the calling thread alone (under kOneThreadSgemmMacs), 64 x 128 x 256 on
+  // the team; both against a double-precision reference, and the thread count as it was after each.
+  ScopedOmpThreads threads(4);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (int64_t m : {4, 64}) {
+    const int64_t n = 128, k = 256;
+    ASSERT_EQ(m * n * k < cpu::kOneThreadSgemmMacs, m == 4);
+    std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
+    for (float& x : a) x = value(rng);
+    for (float& x : b) x = value(rng);
+    cpu::Sgemm(a.data(), b.data(), c.data(), m, n, k, false, false, 1.0f, 0.0f);
+    EXPECT_EQ(omp_get_max_threads(), 4);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p) sum += static_cast<double>(a[i * k + p]) * b[p * n + j];
+        ASSERT_NEAR(c[i * n + j], sum, 1e-3) << "m " << m << " at " << i << "," << j;
+      }
+    }
+  }
+}
+
 TEST(CpuPackedProducts, Fp32ScoresAsSgemmWithinRounding) {
   std::mt19937_64 rng(4);
   Graph probe = testing::CrossNetwork(1, 256, 512, 256, 2, rng);

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "batching/batch_merge.h"
+#include "common/parallel.h"
 #include "serving/model.h"
 #include "test_util.h"
 
@@ -17,16 +18,6 @@ namespace {
 
 using testing::MakeF32;
 using testing::MakeI64;
-
-// Sets OpenMP's threads for this thread while alive.
-class OmpThreads {
- public:
-  explicit OmpThreads(int n) : was_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~OmpThreads() { omp_set_num_threads(was_); }
-
- private:
-  int was_;
-};
 
 TEST(SliceRequest, ViewsRowsAndMakesOffsetsAnew) {
   // Inputs: dense [4, 2]; ragged values and offsets (rows of 1, 0, 3, 2 ids); a user input of one
@@ -148,7 +139,7 @@ class RowSplitZoo : public ::testing::TestWithParam<std::string> {};
 // Split into up to four parts, every zoo model scores PyTorch's reference requests within 1e-5,
 // and requests of 8 to 64 rows (uneven parts, rows without ids) as with its rows whole.
 TEST_P(RowSplitZoo, ScoresAsWithTheRowsWhole) {
-  OmpThreads threads(4);
+  ScopedOmpThreads threads(4);
   auto split = LoadZoo(GetParam(), CpuRowSplit::kOn);
   ASSERT_TRUE(split.ok()) << split.status().ToString();
   EXPECT_EQ((*split)->load_report().row_split.rfind("on, up to 4 parts", 0), 0u) << (*split)->load_report().row_split;
@@ -175,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(Zoo, RowSplitZoo,
 
 // An id out of range in one part fails its request, as it does whole; the next request scores.
 TEST(RowSplitModel, IdOutOfRangeInOnePartFailsOnlyItsRequest) {
-  OmpThreads threads(4);
+  ScopedOmpThreads threads(4);
   auto model = LoadZoo("mmoe", CpuRowSplit::kOn);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   InferRequest good = MixedRequest(**model, 16, 3);
@@ -192,7 +183,7 @@ TEST(RowSplitModel, IdOutOfRangeInOnePartFailsOnlyItsRequest) {
 
 // Threads scoring at once on a model whose runs split: every answer as the model answers alone.
 TEST(RowSplitModel, ConcurrentRequestsScoreAsAlone) {
-  OmpThreads threads(4);
+  ScopedOmpThreads threads(4);
   auto model = LoadZoo("din", CpuRowSplit::kOn);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   std::vector<InferRequest> requests;
@@ -210,7 +201,7 @@ TEST(RowSplitModel, ConcurrentRequestsScoreAsAlone) {
 
 // With one OpenMP thread there is nothing to split over: the model loads whole, saying why.
 TEST(RowSplitModel, OneThreadLeavesTheRowsWhole) {
-  OmpThreads threads(1);
+  ScopedOmpThreads threads(1);
   auto model = LoadZoo("mmoe", CpuRowSplit::kOn);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ((*model)->load_report().row_split, "off (one OpenMP thread or executor)");
@@ -219,7 +210,7 @@ TEST(RowSplitModel, OneThreadLeavesTheRowsWhole) {
 
 // Each part takes an executor: a model with two splits into two parts at most, and scores alike.
 TEST(RowSplitModel, ExecutorsBoundTheParts) {
-  OmpThreads threads(4);
+  ScopedOmpThreads threads(4);
   ModelOptions options;
   options.cpu_row_split = CpuRowSplit::kOn;
   options.batching = 0;
@@ -232,7 +223,7 @@ TEST(RowSplitModel, ExecutorsBoundTheParts) {
 
 // A graph that mixes its rows: `on` refuses to load, naming the output; `auto` loads whole.
 TEST(RowSplitModel, GraphThatMixesRowsIsNotSplit) {
-  OmpThreads threads(4);
+  ScopedOmpThreads threads(4);
   std::string path = testing::WriteRowMixingModel("mixes_rows_split/model.onnx");
   auto config = ParseModelConfig(R"({"inputs": [{"name": "x", "datatype": "FP32", "dims": [4]}],
                                      "batching": {"enabled": false}, "cpu_row_split": "on"})",

@@ -22,7 +22,9 @@ void AppendDotInteractionKernels(KernelTable& out);
 void AppendStringKernels(KernelTable& out);
 
 // C[m,n] = alpha * op(A) op(B) + beta * C, all row-major and dense, through the multi-threaded
-// sgemm (single-threaded when called inside a parallel region).
+// sgemm (single-threaded when called inside a parallel region or under kOneThreadSgemmMacs
+// multiply-adds).
+constexpr int64_t kOneThreadSgemmMacs = int64_t{1} << 20;
 void Sgemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
            float alpha, float beta);
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "backend/activation.h"
 #include "backend/broadcast.h"
@@ -30,6 +31,12 @@ void Sgemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64
       for (int64_t i = 0; i < m * n; ++i) c[i] *= beta;
     return;
   }
+  // A small product runs on this thread alone: sgemm would open a team of fewer threads than the
+  // pool has, and libgomp ends the pool's surplus threads at such a region, so the next full one
+  // (the next product) creates them again - 0.5-0.7 ms at W1's 4 x 256 x 128 bottom layer, more
+  // than the request's other work (docs/engine.md). One core does it in microseconds.
+  std::optional<ScopedOmpThreads> one_thread;
+  if (m * n * k < kOneThreadSgemmMacs) one_thread.emplace(1);
 #if RANKD_GEMM_ONEDNN
   dnnl_status_t s = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, trans_a ? m : k, b,
                                trans_b ? k : n, beta, c, n);
