@@ -1,6 +1,6 @@
 """CPU benchmark: rankd's engine against PyTorch on the CPU, same weights, same requests.
 
-  /usr/bin/python3 bench/cpu_bench.py [--sizes tiny,full] [--threads N] [--iters 50] [--precisions fp32,bf16] [--rounds R]
+  /usr/bin/python3 bench/cpu_bench.py [--sizes tiny,full] [--threads N] [--iters 50] [--precisions fp32,bf16] [--rounds R] [--pairs 2,4,8]
 
 Exports W1 (dlrm_dcnv2) and W2 (din), and with --workloads W3 (bst) and W4 (mmoe), from the
 model zoo into bench/out/, writes request sets
@@ -57,7 +57,12 @@ def main():
     p.add_argument("--precisions", default="fp32", help="fp32, bf16 or both: each shape at each")
     p.add_argument("--rounds", type=int, default=1,
                    help="rounds of the three in turn per shape; each party's figures the median of its rounds'")
+    p.add_argument("--pairs", default="",
+                   help="pair counts for W1 and W4 (e.g. 2,4,8) in place of their shapes' 1/64/512 and 64/512")
     a = p.parse_args()
+    if a.pairs:
+        for name in ("dlrm_dcnv2", "mmoe"):
+            SHAPES[name] = [{"n": int(n)} for n in a.pairs.split(",")]
     torch.set_num_threads(a.threads)
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads))
     bench = a.rankd.split() + ["bench", "engine"]

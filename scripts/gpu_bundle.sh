@@ -3,8 +3,9 @@
 # run carries, with COMMIT, the commit it was built from (reports name it):
 #   scripts/gpu_bundle.sh        the tests with the libraries that machine lacks and the ONNX
 #                                conformance cases of the ops rankd runs (it has no libonnx-testdata)
-#   scripts/gpu_bundle.sh rankd  rankd itself (server and benchmarks), compressed, and
-#                                bench/host_reads.cu built as .bundle/host_reads
+#   scripts/gpu_bundle.sh rankd  rankd itself (server and benchmarks), compressed,
+#                                bench/host_reads.cu built as .bundle/host_reads and
+#                                bench/omp_regions.cc as .bundle/omp_regions.so
 #   scripts/gpu_bundle.sh all    both programs, compressed (no ONNX cases)
 #   PERF=1 scripts/gpu_bundle.sh all
 #                                also Debian's perf (with the libraries it loads) as .bundle/perf.tar.xz,
@@ -55,6 +56,8 @@ if [[ ${1:-} == rankd || ${1:-} == all ]]; then
   echo "$commit" > .bundle/COMMIT
   tar -cJf rankd.tar.xz .bundle && rm -rf .bundle && mkdir .bundle && mv rankd.tar.xz .bundle/
   bundle_host_reads
+  # bench/omp_regions.cc: an LD_PRELOAD library logging the OpenMP regions (its header says how).
+  g++ -std=c++20 -O2 -Wall -Wextra -Werror -shared -fPIC -o .bundle/omp_regions.so bench/omp_regions.cc -ldl
   echo "$commit" > .bundle/COMMIT
   if [[ -n ${PERF:-} ]]; then
     perf_dir=$(mktemp -d)
