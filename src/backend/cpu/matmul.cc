@@ -33,10 +33,12 @@ void Sgemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64
   }
   // A small product runs on this thread alone: sgemm would open a team of fewer threads than the
   // pool has, and libgomp ends the pool's surplus threads at such a region, so the next full one
-  // (the next product) creates them again - 0.5-0.7 ms at W1's 4 x 256 x 128 bottom layer, more
-  // than the request's other work (docs/engine.md). One core does it in microseconds.
+  // (the next product) creates them again: 0.5-0.7 ms a W1 request at 2-8 pairs, whose small
+  // layers (256 x 128, 13 x 512, 256 x 1) went to sgemm (docs/engine.md). One core does such a
+  // product in microseconds.
   std::optional<ScopedOmpThreads> one_thread;
-  if (m * n * k < kOneThreadSgemmMacs) one_thread.emplace(1);
+  // (Inside a parallel region sgemm runs on one thread anyway.)
+  if (m * n * k < kOneThreadSgemmMacs && !omp_in_parallel()) one_thread.emplace(1);
 #if RANKD_GEMM_ONEDNN
   dnnl_status_t s = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, trans_a ? m : k, b,
                                trans_b ? k : n, beta, c, n);
