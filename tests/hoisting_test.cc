@@ -334,10 +334,18 @@ TEST_P(HoistedZooTest, MergedUsersScoreAsTheyDoAlone) {
   for (int k = 0; k < kRequests; ++k) {
     requests.push_back(RandomRequest(**model, 2 + k, 100 + static_cast<uint64_t>(k), false, /*min_length=*/1));
   }
-  // Queued from one thread without waiting (InferAsync), the first runs at once and the rest meet
-  // behind it; a machine loaded enough to run each before the next is queued gets more rounds.
+  // Queued from one thread without waiting (InferAsync) behind a request of many candidates that
+  // runs meanwhile: a small request runs faster than the next is built, so without it each found
+  // the batcher idle and ran at once, alone (on a loaded CI machine, every round). A machine loaded
+  // enough to finish even that before the six are queued gets more rounds.
+  auto blocker = std::make_shared<ParsedRequest>();
+  blocker->request = RandomRequest(**model, 4000, 99, false, /*min_length=*/1);
   int largest_batch = 0;
   for (int round = 0; round < 5 && largest_batch <= 1; ++round) {
+    std::promise<bool> blocker_answered;
+    (*model)->InferAsync(blocker, [&blocker_answered](StatusOr<std::vector<InferOutput>> outputs, const InferStats&) {
+      blocker_answered.set_value(outputs.ok());
+    });
     std::vector<std::promise<std::pair<StatusOr<std::vector<InferOutput>>, InferStats>>> answers(kRequests);
     std::vector<std::future<std::pair<StatusOr<std::vector<InferOutput>>, InferStats>>> futures;
     std::vector<std::shared_ptr<ParsedRequest>> parsed;
@@ -361,6 +369,7 @@ TEST_P(HoistedZooTest, MergedUsersScoreAsTheyDoAlone) {
           << "request " << k << ", round " << round;
       largest_batch = std::max(largest_batch, stats.batch_requests);
     }
+    EXPECT_TRUE(blocker_answered.get_future().get());
   }
   EXPECT_GT(largest_batch, 1) << "no requests were merged in five rounds";
 }
