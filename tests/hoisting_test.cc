@@ -364,7 +364,9 @@ TEST_P(HoistedZooTest, MergedUsersScoreAsTheyDoAlone) {
     for (int k = 0; k < kRequests; ++k) {
       auto [got, stats] = futures[static_cast<size_t>(k)].get();
       auto want = (*unhoisted)->Infer(requests[static_cast<size_t>(k)]);
-      ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
+      // Not ASSERT: returning now would leave queued callbacks setting destroyed promises.
+      EXPECT_TRUE(got.ok() && want.ok()) << got.status().ToString();
+      if (!got.ok() || !want.ok()) continue;
       EXPECT_LE(testing::RelativeError((*got)[0].data, (*want)[0].data), 1e-6)
           << "request " << k << ", round " << round;
       largest_batch = std::max(largest_batch, stats.batch_requests);
