@@ -30,15 +30,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string_view> pieces;
   for (size_t at = 0; at < size; at += stride)
     pieces.emplace_back(reinterpret_cast<const char*>(data) + at, std::min(stride, size - at));
-  RawInputContents contents;
+  WireContents contents;
   auto read = ReadInferRequest(pieces, contents);
   if (read.ok() != parsed) __builtin_trap();
   if (!parsed) return 0;
   inference::ModelInferRequest rebuilt = *read;
-  for (int i = 0; i < contents.size(); ++i) {
-    std::string scratch;
-    rebuilt.add_raw_input_contents(std::string(contents.View(i, scratch)));
-  }
+  contents.PutBack(rebuilt);
   google::protobuf::util::DefaultFieldComparator floats;  // a NaN equals a NaN here
   floats.set_treat_nan_as_equal(true);
   google::protobuf::util::MessageDifferencer differ;

@@ -108,109 +108,144 @@ inference::ModelInferRequest MixedRequest() {
   return p;
 }
 
-TEST(InferRequestWire, ReadsTheSameMessageAndRequestFromSlicesOfAnySize) {
-  const inference::ModelInferRequest sent = MixedRequest();
-  const std::string wire = sent.SerializeAsString();
-  auto expected = InferRequestFromProto(sent, int64_t{1} << 26);
-  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
-  for (size_t stride : {size_t{1}, size_t{3}, size_t{7}, size_t{64}, size_t{4096}, wire.size()}) {
-    RawInputContents contents;
-    auto read = ReadInferRequest(Pieces(wire, stride), contents);
-    ASSERT_TRUE(read.ok()) << read.status().ToString();
-    EXPECT_EQ(read->raw_input_contents_size(), 0);
-    ASSERT_EQ(contents.size(), sent.raw_input_contents_size());
-    inference::ModelInferRequest rebuilt = *read;
-    for (int i = 0; i < contents.size(); ++i) {
-      ASSERT_EQ(contents.bytes(i), sent.raw_input_contents(i).size());
-      std::string scratch;
-      rebuilt.add_raw_input_contents(std::string(contents.View(i, scratch)));
-    }
-    EXPECT_TRUE(SameMessage(sent, rebuilt)) << "stride " << stride;
+// Typed contents: INT64 and FP32 numbers and two BYTES inputs' strings (empty, long, and
+// bytes that are not UTF-8), with unknown fields inside an input and inside its contents.
+inference::ModelInferRequest TypedRequest() {
+  inference::ModelInferRequest p;
+  p.set_model_name("w4s");
+  auto* ids = p.add_inputs();
+  ids->set_name("ids");
+  ids->set_datatype("INT64");
+  ids->add_shape(3);
+  for (int64_t v : {1, 2, 3}) ids->mutable_contents()->add_int64_contents(v);
+  auto* city = p.add_inputs();
+  city->set_name("city");
+  city->set_datatype("BYTES");
+  city->add_shape(3);
+  for (const std::string& v : {std::string("Beijing"), std::string(), std::string(300, 'x')})
+    city->mutable_contents()->add_bytes_contents(v);
+  city->GetReflection()->MutableUnknownFields(city)->AddVarint(77, 5);
+  auto* contents = city->mutable_contents();
+  contents->GetReflection()->MutableUnknownFields(contents)->AddLengthDelimited(50, "zz");
+  auto* dense = p.add_inputs();
+  dense->set_name("dense");
+  dense->set_datatype("FP32");
+  dense->add_shape(1);
+  dense->add_shape(2);
+  for (float v : {0.5f, 1.5f}) dense->mutable_contents()->add_fp32_contents(v);
+  auto* tags = p.add_inputs();
+  tags->set_name("tags");
+  tags->set_datatype("BYTES");
+  tags->add_shape(2);
+  tags->mutable_contents()->add_bytes_contents("a,b");
+  tags->mutable_contents()->add_bytes_contents(std::string("\xff\0\xfe", 3));
+  p.add_outputs()->set_name("score");
+  return p;
+}
 
-    auto built = InferRequestFromProto(*read, contents, int64_t{1} << 26);
-    ASSERT_TRUE(built.ok()) << built.status().ToString();
-    ASSERT_EQ(built->request.inputs.size(), expected->request.inputs.size());
-    for (size_t i = 0; i < built->request.inputs.size(); ++i) {
-      const InferInput& a = built->request.inputs[i];
-      const InferInput& b = expected->request.inputs[i];
-      EXPECT_EQ(a.name, b.name);
-      EXPECT_EQ(a.lengths, b.lengths);
-      EXPECT_EQ(a.strings.bytes, b.strings.bytes);
-      EXPECT_EQ(a.strings.offsets, b.strings.offsets);
-      ASSERT_EQ(a.data.bytes(), b.data.bytes()) << a.name;
-      if (a.data.bytes()) {
-        EXPECT_EQ(std::memcmp(a.data.raw(), b.data.raw(), a.data.bytes()), 0) << a.name;
+TEST(InferRequestWire, ReadsTheSameMessageAndRequestFromSlicesOfAnySize) {
+  for (const inference::ModelInferRequest& sent : {MixedRequest(), TypedRequest()}) {
+    const std::string wire = sent.SerializeAsString();
+    auto expected = InferRequestFromProto(sent, int64_t{1} << 26);
+    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+    for (size_t stride : {size_t{1}, size_t{3}, size_t{7}, size_t{64}, size_t{4096}, wire.size()}) {
+      WireContents contents;
+      auto read = ReadInferRequest(Pieces(wire, stride), contents);
+      ASSERT_TRUE(read.ok()) << read.status().ToString();
+      EXPECT_EQ(read->raw_input_contents_size(), 0);
+      ASSERT_EQ(contents.size(), sent.raw_input_contents_size());
+      for (int i = 0; i < sent.inputs_size(); ++i) {
+        EXPECT_EQ(read->inputs(i).contents().bytes_contents_size(), 0);  // left in the slices
+        EXPECT_EQ(contents.string_count(i), sent.inputs(i).contents().bytes_contents_size());
       }
+      for (int i = 0; i < contents.size(); ++i) ASSERT_EQ(contents.bytes(i), sent.raw_input_contents(i).size());
+      inference::ModelInferRequest rebuilt = *read;
+      contents.PutBack(rebuilt);
+      EXPECT_TRUE(SameMessage(sent, rebuilt)) << "stride " << stride;
+
+      auto built = InferRequestFromProto(*read, contents, int64_t{1} << 26);
+      ASSERT_TRUE(built.ok()) << built.status().ToString();
+      ASSERT_EQ(built->request.inputs.size(), expected->request.inputs.size());
+      for (size_t i = 0; i < built->request.inputs.size(); ++i) {
+        const InferInput& a = built->request.inputs[i];
+        const InferInput& b = expected->request.inputs[i];
+        EXPECT_EQ(a.name, b.name);
+        EXPECT_EQ(a.lengths, b.lengths);
+        EXPECT_EQ(a.strings.bytes, b.strings.bytes);
+        EXPECT_EQ(a.strings.offsets, b.strings.offsets);
+        ASSERT_EQ(a.data.bytes(), b.data.bytes()) << a.name;
+        if (a.data.bytes()) {
+          EXPECT_EQ(std::memcmp(a.data.raw(), b.data.raw(), a.data.bytes()), 0) << a.name;
+        }
+      }
+      EXPECT_EQ(built->request.priority, sent.parameters().count("priority") ? 3 : 0);
+      EXPECT_EQ(built->request.id, sent.id());
     }
-    EXPECT_EQ(built->request.priority, 3);
-    EXPECT_EQ(built->request.id, "request-7");
   }
 }
 
 TEST(InferRequestWire, RefusesExactlyWhatProtobufRefuses) {
-  const std::string wire = MixedRequest().SerializeAsString();
-  // Every truncation, and every byte overwritten by a value that breaks a tag or a length.
-  std::vector<std::string> cases;
-  for (size_t n = 0; n < wire.size(); ++n) cases.push_back(wire.substr(0, n));
-  for (size_t i = 0; i < wire.size(); i += 5) {
-    for (char c : {'\xff', '\x00', '\x07', '\x3c'}) {
-      std::string broken = wire;
-      broken[i] = c;
-      cases.push_back(broken);
-    }
-  }
-  cases.push_back("\x3a\xff\xff\xff\xff\x0f");                      // raw contents of 4 GB in a message of 6 bytes
-  cases.push_back(std::string("\x3a\x05") + "ab");                  // raw contents of 5 bytes, 2 present
-  cases.push_back("\x0c");                                          // an end-group tag with no group open
-  cases.push_back("\x8a\x80\x80\x80\x10\x00");                      // a 5-byte tag past 32 bits (field 1, length 0)
-  cases.push_back("\x3a\x80\x80\x80\x80\x80\x00");                  // a length in 6 bytes
-  cases.push_back("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01");  // a 10-byte varint (unknown field 1)
-  for (const std::string& bytes : cases) {
-    inference::ModelInferRequest proto;
-    const bool accepted = proto.ParseFromString(bytes);
-    RawInputContents contents;
-    auto read = ReadInferRequest(Pieces(bytes, 5), contents);
-    ASSERT_EQ(read.ok(), accepted) << read.status().ToString();
-    if (!accepted) {
-      EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument);
-      EXPECT_NE(read.status().message().find("not a ModelInferRequest"), std::string::npos);
-    }
-  }
-  // And random mutations: the same verdict, and the same message when both accept.
-  std::mt19937_64 rng(5);
-  for (int round = 0; round < 20000; ++round) {
-    std::string bytes = wire;
-    for (int m = static_cast<int>(rng() % 4); m >= 0 && !bytes.empty(); --m) {
-      const size_t at = rng() % bytes.size();
-      switch (rng() % 4) {
-        case 0:
-          bytes[at] = static_cast<char>(rng());
-          break;
-        case 1:
-          bytes.insert(at, 1, static_cast<char>(rng()));
-          break;
-        case 2:
-          bytes.erase(at, 1);
-          break;
-        default:
-          bytes.resize(at);
-          break;
+  for (const std::string& wire : {MixedRequest().SerializeAsString(), TypedRequest().SerializeAsString()}) {
+    // Every truncation, and every byte overwritten by a value that breaks a tag or a length.
+    std::vector<std::string> cases;
+    for (size_t n = 0; n < wire.size(); ++n) cases.push_back(wire.substr(0, n));
+    for (size_t i = 0; i < wire.size(); i += 5) {
+      for (char c : {'\xff', '\x00', '\x07', '\x3c'}) {
+        std::string broken = wire;
+        broken[i] = c;
+        cases.push_back(broken);
       }
     }
-    inference::ModelInferRequest proto;
-    const bool accepted = proto.ParseFromString(bytes);
-    RawInputContents contents;
-    auto read = ReadInferRequest(Pieces(bytes, 1 + rng() % 50), contents);
-    ASSERT_EQ(read.ok(), accepted) << "round " << round << ": " << read.status().ToString();
-    if (!accepted) continue;
-    inference::ModelInferRequest rebuilt = *read;
-    for (int i = 0; i < contents.size(); ++i) {
-      std::string scratch;
-      rebuilt.add_raw_input_contents(std::string(contents.View(i, scratch)));
+    cases.push_back("\x3a\xff\xff\xff\xff\x0f");                      // raw contents of 4 GB in a message of 6 bytes
+    cases.push_back(std::string("\x3a\x05") + "ab");                  // raw contents of 5 bytes, 2 present
+    cases.push_back("\x0c");                                          // an end-group tag with no group open
+    cases.push_back("\x8a\x80\x80\x80\x10\x00");                      // a 5-byte tag past 32 bits (field 1, length 0)
+    cases.push_back("\x3a\x80\x80\x80\x80\x80\x00");                  // a length in 6 bytes
+    cases.push_back("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01");  // a 10-byte varint (unknown field 1)
+    for (const std::string& bytes : cases) {
+      inference::ModelInferRequest proto;
+      const bool accepted = proto.ParseFromString(bytes);
+      WireContents contents;
+      auto read = ReadInferRequest(Pieces(bytes, 5), contents);
+      ASSERT_EQ(read.ok(), accepted) << read.status().ToString();
+      if (!accepted) {
+        EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument);
+        EXPECT_NE(read.status().message().find("not a ModelInferRequest"), std::string::npos);
+      }
     }
-    ASSERT_TRUE(SameMessage(proto, rebuilt)) << "round " << round;
+    // And random mutations: the same verdict, and the same message when both accept.
+    std::mt19937_64 rng(5);
+    for (int round = 0; round < 20000; ++round) {
+      std::string bytes = wire;
+      for (int m = static_cast<int>(rng() % 4); m >= 0 && !bytes.empty(); --m) {
+        const size_t at = rng() % bytes.size();
+        switch (rng() % 4) {
+          case 0:
+            bytes[at] = static_cast<char>(rng());
+            break;
+          case 1:
+            bytes.insert(at, 1, static_cast<char>(rng()));
+            break;
+          case 2:
+            bytes.erase(at, 1);
+            break;
+          default:
+            bytes.resize(at);
+            break;
+        }
+      }
+      inference::ModelInferRequest proto;
+      const bool accepted = proto.ParseFromString(bytes);
+      WireContents contents;
+      auto read = ReadInferRequest(Pieces(bytes, 1 + rng() % 50), contents);
+      ASSERT_EQ(read.ok(), accepted) << "round " << round << ": " << read.status().ToString();
+      if (!accepted) continue;
+      inference::ModelInferRequest rebuilt = *read;
+      contents.PutBack(rebuilt);
+      ASSERT_TRUE(SameMessage(proto, rebuilt)) << "round " << round;
+    }
   }
-  RawInputContents contents;
+  WireContents contents;
   auto past = ReadInferRequest({std::string_view("\x3a\x05"
                                                  "ab",
                                                  4)},

@@ -111,10 +111,11 @@ StatusOr<SharedMemoryOutput> SharedMemoryPlace(
   return SharedMemoryOutput{name, region.string_param(), std::move(*found)};
 }
 
-// A BYTES input's strings: in bytes_contents, in its raw_input_contents entry (`raw`), or in shared
-// memory, the last two in the binary extension's form (bytes_elements.h).
-StatusOr<PackedStrings> BytesInput(const inference::ModelInferRequest::InferInputTensor& in, int64_t n,
-                                   const RawInputContents& raw, int raw_index, const SharedMemoryRegions* shm) {
+// A BYTES input's strings: in its raw_input_contents entry (`raw_index`) or in shared memory, in
+// the binary extension's form (bytes_elements.h), or typed, in the bytes_contents of the message's
+// input `input` as `wire` holds them.
+StatusOr<PackedStrings> BytesInput(const inference::ModelInferRequest::InferInputTensor& in, int input, int64_t n,
+                                   const WireContents& wire, int raw_index, const SharedMemoryRegions* shm) {
   if (in.parameters().count("shared_memory_region")) {
     RANKD_ASSIGN_OR_RETURN(SharedMemoryOutput place, SharedMemoryPlace("input", in.name(), in.parameters(), shm));
     std::string copied(place.use.size, '\0');
@@ -123,18 +124,13 @@ StatusOr<PackedStrings> BytesInput(const inference::ModelInferRequest::InferInpu
   }
   if (raw_index >= 0) {
     std::string scratch;
-    return DecodeBytesElements(raw.View(raw_index, scratch), n, in.name());
+    return DecodeBytesElements(wire.View(raw_index, scratch), n, in.name());
   }
-  const auto& contents = in.contents().bytes_contents();
-  if (contents.size() != n) {
-    return StringCountMismatch(in.name(), Shape(in.shape().begin(), in.shape().end()), contents.size());
+  if (const int64_t count = wire.string_count(input); count != n) {
+    return StringCountMismatch(in.name(), Shape(in.shape().begin(), in.shape().end()), count);
   }
   PackedStrings s;
-  size_t total = 0;
-  for (const std::string& e : contents) total += e.size();
-  s.bytes.reserve(total);
-  s.offsets.reserve(static_cast<size_t>(n) + 1);
-  for (const std::string& e : contents) s.Append(e);
+  wire.AppendStrings(input, s);
   return s;
 }
 
@@ -144,10 +140,10 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
                                               const SharedMemoryRegions* shm,
                                               std::vector<SharedMemoryOutput>* shm_outputs,
                                               std::vector<SharedMemoryRegions::Use>* shm_inputs) {
-  return InferRequestFromProto(p, RawInputContents::Of(p), max_elements, shm, shm_outputs, shm_inputs);
+  return InferRequestFromProto(p, WireContents::Of(p), max_elements, shm, shm_outputs, shm_inputs);
 }
 
-StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& p, const RawInputContents& contents,
+StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& p, const WireContents& contents,
                                               int64_t max_elements, const SharedMemoryRegions* shm,
                                               std::vector<SharedMemoryOutput>* shm_outputs,
                                               std::vector<SharedMemoryRegions::Use>* shm_inputs) {
@@ -191,7 +187,7 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
     }
     if (bytes) {
       const int bytes_index = !in_region(in) && raw ? raw_index++ : -1;
-      RANKD_ASSIGN_OR_RETURN(x.strings, BytesInput(in, n, contents, bytes_index, shm));
+      RANKD_ASSIGN_OR_RETURN(x.strings, BytesInput(in, i, n, contents, bytes_index, shm));
       x.strings.shape = std::move(shape);
       parsed.length_sums.push_back(x.lengths.empty() ? LengthSums{} : SumLengths(x.lengths));
       r.inputs.push_back(std::move(x));

@@ -26,11 +26,11 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
                                               const SharedMemoryRegions* shm = nullptr,
                                               std::vector<SharedMemoryOutput>* shm_outputs = nullptr,
                                               std::vector<SharedMemoryRegions::Use>* shm_inputs = nullptr);
-// The same, the raw_input_contents entries read from `contents` (the message's own are ignored):
-// what ReadInferRequest (infer_request_wire.h) leaves in the wire's slices.
-StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& proto,
-                                              const RawInputContents& contents, int64_t max_elements,
-                                              const SharedMemoryRegions* shm = nullptr,
+// The same, the raw_input_contents entries and the typed BYTES inputs' strings read from
+// `contents` (the message's own are ignored): what ReadInferRequest (infer_request_wire.h) leaves in
+// the wire's slices.
+StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest& proto, const WireContents& contents,
+                                              int64_t max_elements, const SharedMemoryRegions* shm = nullptr,
                                               std::vector<SharedMemoryOutput>* shm_outputs = nullptr,
                                               std::vector<SharedMemoryRegions::Use>* shm_inputs = nullptr);
 

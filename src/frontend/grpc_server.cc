@@ -431,11 +431,11 @@ class GrpcServer::Impl {
                   std::function<void(const grpc::Status&)> respond) {
     auto received = InferService::Clock::now();
     // Read here, before InferAsync returns (the answer views none of it): the message's fields but
-    // raw_input_contents, whose entries stay in the slices until the request builder copies each
-    // into its request tensor (infer_request_wire.h).
+    // raw_input_contents and bytes_contents, whose entries and strings stay in the slices until the
+    // request builder copies each to its place (infer_request_wire.h).
     std::vector<grpc::Slice> slices;
     std::vector<std::string_view> pieces;
-    RawInputContents contents;
+    WireContents contents;
     inference::ModelInferRequest q;
     try {
       grpc::Status dumped = bytes.Dump(&slices);

@@ -10,8 +10,10 @@
 namespace rankd {
 namespace {
 
-// ModelInferRequest's field 7, `repeated bytes raw_input_contents` (grpc_service.proto).
-constexpr uint64_t kRawInputContents = 7;
+// Fields this reader takes out of a message (grpc_service.proto): ModelInferRequest's 5, `repeated
+// InferInputTensor inputs`, and 7, `repeated bytes raw_input_contents`; InferInputTensor's 5,
+// `InferTensorContents contents`; InferTensorContents' 8, `repeated bytes bytes_contents`.
+constexpr uint64_t kInputs = 5, kWireContents = 7, kInputContents = 5, kBytesContents = 8;
 // Protobuf's wire types.
 enum WireType : uint64_t {
   kVarint = 0,
@@ -133,45 +135,158 @@ bool SkipValue(Cursor& c, uint64_t field, uint64_t wire_type, int depth) {
   }
 }
 
-}  // namespace
-
-RawInputContents RawInputContents::Of(const inference::ModelInferRequest& proto) {
-  RawInputContents raw;
-  for (const std::string& entry : proto.raw_input_contents()) {
-    raw.entries_.push_back(Entry{raw.pieces_.size(), 0, entry.size()});
-    raw.pieces_.emplace_back(entry);
+void AppendVarint(uint64_t v, std::string& out) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
   }
-  return raw;
+  out.push_back(static_cast<char>(v));
 }
 
-void RawInputContents::CopyTo(int i, void* to) const {
-  const Entry& e = entries_[static_cast<size_t>(i)];
-  auto* out = static_cast<char*>(to);
-  uint64_t left = e.bytes;
-  CountHostCopy(HostCopy::kRequest, e.bytes);
-  for (size_t p = e.piece, o = e.offset; left > 0; ++p, o = 0) {
+// Where a string lies in the pieces.
+struct Found {
+  size_t piece = 0, offset = 0;
+  uint64_t bytes = 0;
+};
+
+// Reads the fields of a message nested in the one read (an InferInputTensor, an
+// InferTensorContents) up to byte `end` of the pieces, as `field_of(field, wire_type)` says of each:
+// kTaken, a length-delimited field left where it lies (appended to `taken`, unless null); kNested,
+// one whose value `nested` reads up to its own end, its fields left out re-encoded into its
+// place; kCopied, every other field, appended to `rest` as it was sent (unless null). False for a
+// malformed field or one running past `end`.
+enum class Treatment { kTaken, kNested, kCopied };
+template <typename FieldOf, typename Nested>
+bool ReadFields(Cursor& c, uint64_t end, FieldOf field_of, Nested nested, std::vector<Found>* taken,
+                std::string* rest) {
+  while (c.position() < end) {
+    const Cursor field_start = c;
+    uint64_t field = 0, wire_type = 0, length = 0;
+    if (!ReadTag(c, field, wire_type)) return false;
+    const Treatment treatment = wire_type == kLengthDelimited ? field_of(field) : Treatment::kCopied;
+    if (treatment == Treatment::kCopied) {
+      if (!SkipValue(c, field, wire_type, 0) || c.position() > end) return false;
+      if (rest) c.AppendSince(field_start, *rest);
+      continue;
+    }
+    if (!ReadLength(c, length) || c.position() + length > end) return false;
+    if (treatment == Treatment::kTaken) {
+      const Found found{c.piece(), c.offset(), length};
+      if (!c.Skip(length)) return false;
+      if (taken) taken->push_back(found);
+      continue;
+    }
+    std::string inner;
+    if (!nested(c, c.position() + length, taken, rest ? &inner : nullptr)) return false;
+    if (rest) {
+      AppendVarint(field << 3 | kLengthDelimited, *rest);
+      AppendVarint(inner.size(), *rest);
+      rest->append(inner);
+    }
+  }
+  return true;
+}
+
+// An InferTensorContents' fields: its bytes_contents taken.
+bool ReadContents(Cursor& c, uint64_t end, std::vector<Found>* strings, std::string* rest) {
+  auto field_of = [](uint64_t field) { return field == kBytesContents ? Treatment::kTaken : Treatment::kCopied; };
+  auto none = [](Cursor&, uint64_t, std::vector<Found>*, std::string*) { return false; };
+  return ReadFields(c, end, field_of, none, strings, rest);
+}
+
+// An InferInputTensor's fields: its contents' bytes_contents taken.
+bool ReadInput(Cursor& c, uint64_t end, std::vector<Found>* strings, std::string* rest) {
+  auto field_of = [](uint64_t field) { return field == kInputContents ? Treatment::kNested : Treatment::kCopied; };
+  return ReadFields(c, end, field_of, ReadContents, strings, rest);
+}
+
+}  // namespace
+
+WireContents WireContents::Of(const inference::ModelInferRequest& proto) {
+  WireContents wire;
+  for (const std::string& entry : proto.raw_input_contents()) {
+    wire.entries_.push_back(Span{wire.pieces_.size(), 0, entry.size()});
+    wire.pieces_.emplace_back(entry);
+  }
+  for (int i = 0; i < proto.inputs_size(); ++i) {
+    const auto& strings = proto.inputs(i).contents().bytes_contents();
+    if (strings.empty()) continue;
+    wire.strings_.resize(static_cast<size_t>(i) + 1);
+    for (const std::string& s : strings) {
+      wire.strings_[static_cast<size_t>(i)].push_back(Span{wire.pieces_.size(), 0, s.size()});
+      wire.pieces_.emplace_back(s);
+    }
+  }
+  return wire;
+}
+
+void WireContents::Copy(const Span& s, char* to) const {
+  uint64_t left = s.bytes;
+  for (size_t p = s.piece, o = s.offset; left > 0; ++p, o = 0) {
     const size_t here = std::min<uint64_t>(left, pieces_[p].size() - o);
-    std::memcpy(out, pieces_[p].data() + o, here);
-    out += here;
+    std::memcpy(to, pieces_[p].data() + o, here);
+    to += here;
     left -= here;
   }
 }
 
-std::string_view RawInputContents::View(int i, std::string& scratch) const {
-  const Entry& e = entries_[static_cast<size_t>(i)];
-  if (e.bytes == 0) return {};
-  if (pieces_[e.piece].size() - e.offset >= e.bytes) return pieces_[e.piece].substr(e.offset, e.bytes);
-  scratch.resize(e.bytes);
-  CopyTo(i, scratch.data());
+std::string_view WireContents::View(const Span& s, std::string& scratch) const {
+  if (s.bytes == 0) return {};
+  if (pieces_[s.piece].size() - s.offset >= s.bytes) return pieces_[s.piece].substr(s.offset, s.bytes);
+  scratch.resize(s.bytes);
+  Copy(s, scratch.data());
   return scratch;
 }
 
+void WireContents::CopyTo(int i, void* to) const {
+  const Span& s = entries_[static_cast<size_t>(i)];
+  CountHostCopy(HostCopy::kRequest, s.bytes);
+  Copy(s, static_cast<char*>(to));
+}
+
+std::string_view WireContents::View(int i, std::string& scratch) const {
+  return View(entries_[static_cast<size_t>(i)], scratch);
+}
+
+int64_t WireContents::string_count(int input) const {
+  const auto i = static_cast<size_t>(input);
+  return i < strings_.size() ? static_cast<int64_t>(strings_[i].size()) : 0;
+}
+
+void WireContents::AppendStrings(int input, PackedStrings& to) const {
+  const auto i = static_cast<size_t>(input);
+  if (i >= strings_.size()) return;
+  uint64_t total = 0;
+  for (const Span& s : strings_[i]) total += s.bytes;
+  CountHostCopy(HostCopy::kRequest, total);
+  to.bytes.reserve(to.bytes.size() + total);
+  to.offsets.reserve(to.offsets.size() + strings_[i].size());
+  for (const Span& s : strings_[i]) {
+    const size_t at = to.bytes.size();
+    to.bytes.resize(at + s.bytes);
+    Copy(s, to.bytes.data() + at);
+    to.offsets.push_back(static_cast<int64_t>(to.bytes.size()));
+  }
+}
+
+void WireContents::PutBack(inference::ModelInferRequest& proto) const {
+  std::string scratch;
+  for (const Span& s : entries_) proto.add_raw_input_contents(std::string(View(s, scratch)));
+  for (size_t i = 0; i < strings_.size() && static_cast<int>(i) < proto.inputs_size(); ++i) {
+    for (const Span& s : strings_[i]) {
+      proto.mutable_inputs(static_cast<int>(i))->mutable_contents()->add_bytes_contents(std::string(View(s, scratch)));
+    }
+  }
+}
+
 StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::string_view>& pieces,
-                                                        RawInputContents& raw) {
-  raw.pieces_ = pieces;
-  raw.entries_.clear();
-  std::string rest;  // every field but raw_input_contents, as sent
-  Cursor c(raw.pieces_);
+                                                        WireContents& wire) {
+  wire.pieces_ = pieces;
+  wire.entries_.clear();
+  wire.strings_.clear();
+  std::string rest;  // every field but raw_input_contents and bytes_contents, as sent
+  Cursor c(wire.pieces_);
+  size_t inputs = 0;
   while (!c.AtEnd()) {
     const Cursor field_start = c;
     uint64_t field = 0, wire_type = 0, length = 0;
@@ -179,17 +294,43 @@ StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::s
       return InvalidArgument("the request is not a ModelInferRequest: a malformed field tag at byte " +
                              std::to_string(field_start.position()));
     }
-    if (field == kRawInputContents && wire_type == kLengthDelimited) {
-      if (!ReadLength(c, length)) {
-        return InvalidArgument("the request is not a ModelInferRequest: a malformed length at byte " +
-                               std::to_string(field_start.position()));
-      }
-      const RawInputContents::Entry entry{c.piece(), c.offset(), length};
+    const bool delimited = wire_type == kLengthDelimited;
+    if (delimited && (field == kWireContents || field == kInputs) && !ReadLength(c, length)) {
+      return InvalidArgument("the request is not a ModelInferRequest: a malformed length at byte " +
+                             std::to_string(field_start.position()));
+    }
+    if (delimited && field == kWireContents) {
+      const WireContents::Span entry{c.piece(), c.offset(), length};
       if (!c.Skip(length)) {
         return InvalidArgument("the request is not a ModelInferRequest: raw_input_contents entry " +
-                               std::to_string(raw.entries_.size()) + " runs past the end of the message");
+                               std::to_string(wire.entries_.size()) + " runs past the end of the message");
       }
-      raw.entries_.push_back(entry);
+      wire.entries_.push_back(entry);
+      continue;
+    }
+    if (delimited && field == kInputs) {
+      // Read once for its strings; with none (every input but a typed BYTES one), copied as sent,
+      // else read again with them left out.
+      const Cursor input_start = c;
+      const uint64_t end = c.position() + length;
+      std::vector<Found> strings;
+      if (!ReadInput(c, end, &strings, nullptr) || c.position() != end) {
+        return InvalidArgument("the request is not a ModelInferRequest: input " + std::to_string(inputs) + " at byte " +
+                               std::to_string(field_start.position()) + " is malformed or truncated");
+      }
+      if (strings.empty()) {
+        c.AppendSince(field_start, rest);
+      } else {
+        std::string input;
+        Cursor again = input_start;
+        ReadInput(again, end, nullptr, &input);
+        AppendVarint(kInputs << 3 | kLengthDelimited, rest);
+        AppendVarint(input.size(), rest);
+        rest.append(input);
+        wire.strings_.resize(inputs + 1);
+        for (const Found& f : strings) wire.strings_[inputs].push_back({f.piece, f.offset, f.bytes});
+      }
+      ++inputs;
       continue;
     }
     if (!SkipValue(c, field, wire_type, 0)) {
@@ -201,7 +342,7 @@ StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::s
   inference::ModelInferRequest proto;
   if (!proto.ParseFromString(rest)) {
     return InvalidArgument(
-        "the request is not a ModelInferRequest: its fields other than raw_input_contents "
+        "the request is not a ModelInferRequest: its fields other than raw_input_contents and bytes_contents "
         "do not parse");
   }
   return proto;

@@ -1,11 +1,12 @@
-// A KServe v2 gRPC ModelInferRequest read from its wire bytes with its raw_input_contents left where
-// they lie. gRPC hands a message over as reference-counted slices; parsing it into a
-// ModelInferRequest copies every raw_input_contents entry into a std::string of its own (W1's mix:
-// about 476 KB a request, 27 strings, each a fresh allocation) before the request builder copies
-// them again into their pinned request tensors. Here the top level of the message is scanned once:
-// raw_input_contents entries are recorded as spans of the slices, every other field (a few KB:
-// names, shapes, parameters) is parsed by protobuf, and the request builder copies each entry once,
-// from the slices to its final place.
+// A KServe v2 gRPC ModelInferRequest read from its wire bytes with its bulk left where it lies.
+// gRPC hands a message over as reference-counted slices; parsing it into a ModelInferRequest copies
+// every raw_input_contents entry into a std::string of its own (W1's mix: about 476 KB a request,
+// 27 strings, each a fresh allocation), and every string of a typed BYTES input's bytes_contents too
+// (W4s at 512 candidates: 3,072 strings, an allocation each), before the request builder copies
+// them again. Here the message is scanned once: raw_input_contents entries and each input's
+// bytes_contents strings are recorded as spans of the slices, every other field (a few KB: names,
+// shapes, parameters, typed numbers) is parsed by protobuf, and the request builder copies each span
+// once, from the slices to its final place.
 #pragma once
 
 #include <cstdint>
@@ -14,17 +15,20 @@
 #include <vector>
 
 #include "grpc_service.pb.h"
+#include "rankd/request.h"
 #include "rankd/status.h"
 
 namespace rankd {
 
-// The raw_input_contents entries of one request, as views into memory the caller keeps alive (the
-// message's slices, or the strings of a parsed ModelInferRequest). An entry may cross pieces.
-class RawInputContents {
+// The raw_input_contents entries and the inputs' bytes_contents strings of one request, as views
+// into memory the caller keeps alive (the message's slices, or the strings of a parsed
+// ModelInferRequest). An entry or a string may cross pieces.
+class WireContents {
  public:
-  // The entries of a parsed message: one piece each, viewing `proto`'s strings.
-  static RawInputContents Of(const inference::ModelInferRequest& proto);
+  // The contents of a parsed message: one piece each, viewing `proto`'s strings.
+  static WireContents Of(const inference::ModelInferRequest& proto);
 
+  // raw_input_contents.
   int size() const { return static_cast<int>(entries_.size()); }
   uint64_t bytes(int i) const { return entries_[static_cast<size_t>(i)].bytes; }
   // Copies entry i's bytes(i) bytes to `to`.
@@ -33,24 +37,36 @@ class RawInputContents {
   // `scratch`, which must outlive the view.
   std::string_view View(int i, std::string& scratch) const;
 
+  // The bytes_contents of the message's input `input` (its index in `inputs`): how many strings,
+  // and all of them appended to `to`.
+  int64_t string_count(int input) const;
+  void AppendStrings(int input, PackedStrings& to) const;
+
+  // Puts every entry and string back into `proto` (the message ReadInferRequest returned): the
+  // message as it was sent. For tests.
+  void PutBack(inference::ModelInferRequest& proto) const;
+
  private:
-  friend StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::string_view>&,
-                                                                 RawInputContents&);
-  struct Entry {
+  friend StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::string_view>&, WireContents&);
+  struct Span {
     size_t piece = 0;  // where it starts: pieces_[piece], at byte `offset`
     size_t offset = 0;
     uint64_t bytes = 0;  // its length, possibly running on through the following pieces
   };
+  void Copy(const Span& s, char* to) const;
+  std::string_view View(const Span& s, std::string& scratch) const;
+
   std::vector<std::string_view> pieces_;
-  std::vector<Entry> entries_;
+  std::vector<Span> entries_;               // raw_input_contents
+  std::vector<std::vector<Span>> strings_;  // per input: its bytes_contents (none past the last with some)
 };
 
 // Reads the message whose bytes are the concatenation of `pieces`: every field but
-// raw_input_contents into the returned message (whose raw_input_contents stays empty), the entries
-// of raw_input_contents into `raw` (viewing `pieces`' memory, which must outlive it). A message
-// protobuf would refuse (truncated, a malformed tag or length) is refused, InvalidArgument saying
-// where; fields protobuf would keep as unknown are kept as unknown.
+// raw_input_contents and the inputs' bytes_contents into the returned message (where those stay
+// empty), the entries and strings into `wire` (viewing `pieces`' memory, which must outlive it). A
+// message protobuf would refuse (truncated, a malformed tag or length, at any depth) is refused,
+// InvalidArgument saying where; fields protobuf would keep as unknown are kept as unknown.
 StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::string_view>& pieces,
-                                                        RawInputContents& raw);
+                                                        WireContents& wire);
 
 }  // namespace rankd
