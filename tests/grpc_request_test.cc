@@ -143,8 +143,20 @@ inference::ModelInferRequest TypedRequest() {
   return p;
 }
 
+// One BYTES input whose last string, empty, is the message's last field.
+inference::ModelInferRequest EndsInAnEmptyString() {
+  inference::ModelInferRequest p;
+  auto* text = p.add_inputs();
+  text->set_name("city");
+  text->set_datatype("BYTES");
+  text->add_shape(2);
+  text->mutable_contents()->add_bytes_contents("a");
+  text->mutable_contents()->add_bytes_contents("");
+  return p;
+}
+
 TEST(InferRequestWire, ReadsTheSameMessageAndRequestFromSlicesOfAnySize) {
-  for (const inference::ModelInferRequest& sent : {MixedRequest(), TypedRequest()}) {
+  for (const inference::ModelInferRequest& sent : {MixedRequest(), TypedRequest(), EndsInAnEmptyString()}) {
     const std::string wire = sent.SerializeAsString();
     auto expected = InferRequestFromProto(sent, int64_t{1} << 26);
     ASSERT_TRUE(expected.ok()) << expected.status().ToString();
