@@ -160,6 +160,15 @@ TEST_P(PlacedZooModel, ScoresAsWithResidentTables) {
       for (const TableCacheStats& t : keeper->stats()) staged += t.gathered.staged, unstaged += t.gathered.unstaged;
       EXPECT_EQ(staged, after.staged - before.staged) << what;
       EXPECT_EQ(unstaged, after.unstaged - before.unstaged) << what;
+      // And the time placing took, per run and input (rankd_table_cache_gather_seconds).
+      uint64_t timed = 0;
+      double seconds = 0;
+      for (const TableCacheStats& t : keeper->stats()) {
+        timed += t.gathered.seconds.count;
+        seconds += t.gathered.seconds.sum_seconds;
+      }
+      EXPECT_GT(timed, 0u) << what;
+      EXPECT_GT(seconds, 0.0) << what;
     }
   }
 }

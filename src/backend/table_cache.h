@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 
+#include "common/latency_histogram.h"
 #include "rankd/status.h"
 
 namespace rankd {
@@ -32,9 +33,12 @@ class TableCache {
   virtual std::span<const int64_t> rows_of_slots() const = 0;
   // Of the rows runs missed in the cache, since it was made: those the host gathered for the
   // lookups before their launch (`staged`), and those it left them to read from the table for want
-  // of room (`unstaged`). Only runs of many ids are gathered for (runtime/cuda/placed_ids.h).
+  // of room (`unstaged`), and per run and input whose ids it placed, the host time that took
+  // (finding the misses and gathering their rows, summed over the threads placing them:
+  // `seconds`). Only runs of many ids are placed (runtime/cuda/placed_ids.h).
   struct Gathered {
     uint64_t staged = 0, unstaged = 0;
+    LatencyHistogram seconds;
   };
   virtual Gathered gathered() const { return {}; }
 };

@@ -9,6 +9,7 @@ TableCache::Gathered MirroredTableCache::gathered() const {
   for (const TableCache* c : caches_) {
     const Gathered one = c->gathered();
     all.staged += one.staged, all.unstaged += one.unstaged;
+    all.seconds += one.seconds;
   }
   return all;
 }

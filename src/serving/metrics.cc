@@ -214,7 +214,8 @@ std::string TableMetricsText(const ModelRepository& repository) {
   std::string out =
       std::string("# HELP ") + bytes.name + " " + bytes.help + "\n# TYPE " + bytes.name + " " + bytes.type + "\n";
   const char* reads = "rankd_table_disk_read_seconds";
-  std::string cache_lines[std::size(caches)], disk_lines[std::size(disks)], unknown_lines, read_lines;
+  const char* gathers = "rankd_table_cache_gather_seconds";
+  std::string cache_lines[std::size(caches)], disk_lines[std::size(disks)], unknown_lines, read_lines, gather_lines;
   for (const RepositoryIndexEntry& e : repository.Index()) {
     if (e.state != "READY") continue;
     auto model = repository.Get(e.name, e.version);
@@ -266,6 +267,7 @@ std::string TableMetricsText(const ModelRepository& repository) {
         cache_lines[i] += std::string(caches[i].name) + "{" + labels + ",table=\"" + t.table + "\"} " +
                           std::to_string(values[i]) + "\n";
       }
+      gather_lines += HistogramLines(gathers, labels + ",table=\"" + t.table + "\"", t.gathered.seconds);
     }
   }
   for (size_t i = 0; i < std::size(caches); ++i) {
@@ -283,6 +285,12 @@ std::string TableMetricsText(const ModelRepository& repository) {
            " Seconds each read of a run's missed rows from a table on disk's file took (one io_uring batch a "
            "shard)\n# TYPE " +
            reads + " histogram\n" + read_lines;
+  }
+  if (!gather_lines.empty()) {
+    out += std::string("# HELP ") + gathers +
+           " Seconds of host time a run spent placing one input's ids in a table's GPU cache: finding its misses and "
+           "gathering their rows (runs of many ids; summed over the threads placing them)\n# TYPE " +
+           gathers + " histogram\n" + gather_lines;
   }
   if (!unknown_lines.empty()) {
     out +=

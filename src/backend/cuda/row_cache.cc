@@ -42,6 +42,18 @@ StatusOr<std::unique_ptr<CudaRowCache>> CudaRowCache::Create(int device, const v
   return c;
 }
 
+TableCache::Gathered CudaRowCache::gathered() const {
+  Gathered g{gathered_staged_.load(std::memory_order_relaxed), gathered_unstaged_.load(std::memory_order_relaxed), {}};
+  MutexLock lock(gather_mu_);
+  g.seconds = gather_seconds_;
+  return g;
+}
+
+void CudaRowCache::RecordGatherTime(double seconds) const {
+  MutexLock lock(gather_mu_);
+  gather_seconds_.Add(seconds);
+}
+
 CudaRowCache::~CudaRowCache() {
   if (!stream_) return;
   cudaStreamSynchronize(stream_);

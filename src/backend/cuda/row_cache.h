@@ -32,6 +32,8 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/table_cache.h"
 #include "common/grace_period.h"
+#include "common/latency_histogram.h"
+#include "common/mutex.h"
 #include "common/row_bits.h"
 
 namespace rankd::cuda {
@@ -62,14 +64,14 @@ class CudaRowCache final : public TableCache {
   const uint8_t* host_table() const { return host_table_; }
   int64_t rows() const { return rows_; }
   int64_t row_bytes() const { return row_bytes_; }
-  Gathered gathered() const override {
-    return {gathered_staged_.load(std::memory_order_relaxed), gathered_unstaged_.load(std::memory_order_relaxed)};
-  }
+  Gathered gathered() const override;
   // Counts misses a run gathered (placed_ids.h). Thread-safe.
   void CountGathered(uint64_t staged, uint64_t unstaged) const {
     gathered_staged_.fetch_add(staged, std::memory_order_relaxed);
     gathered_unstaged_.fetch_add(unstaged, std::memory_order_relaxed);
   }
+  // The host time one run spent placing one input's ids (Gathered::seconds). Thread-safe.
+  void RecordGatherTime(double seconds) const;
 
  private:
   CudaRowCache() = default;
@@ -84,6 +86,8 @@ class CudaRowCache final : public TableCache {
   const uint8_t* host_table_ = nullptr;
   std::unique_ptr<RowBits> cached_rows_;
   mutable std::atomic<uint64_t> gathered_staged_{0}, gathered_unstaged_{0};  // CountGathered
+  mutable Mutex gather_mu_;
+  mutable LatencyHistogram gather_seconds_ RANKD_GUARDED_BY(gather_mu_);  // RecordGatherTime
   int64_t rows_ = 0, row_bytes_ = 0, capacity_ = 0;
   GracePeriod* readers_ = nullptr;
   DeviceBuffer index_, slots_;

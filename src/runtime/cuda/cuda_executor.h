@@ -11,6 +11,7 @@
 // CudaModelResources, shared by its executors; values folded at plan time are uploaded per plan.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -78,8 +79,9 @@ struct StagingPiece {
   const uint8_t* from;
   size_t bytes;  // read from `from`
   Repack repack = Repack::kCopy;
-  const CudaRowCache* placed = nullptr;  // ids whose misses of this cache are staged (placed_ids.h)
-  bool wide_from = false;                // with placed: INT64 ids at `from`, else INT32
+  const CudaRowCache* placed = nullptr;        // ids whose misses of this cache are staged (placed_ids.h)
+  bool wide_from = false;                      // with placed: INT64 ids at `from`, else INT32
+  std::atomic<uint64_t>* gather_ns = nullptr;  // with placed: where the nanoseconds placing them took are added
 };
 
 class CudaExecutor final : public Executor {

@@ -36,11 +36,14 @@ constexpr size_t kLateGatherRatio = 4;
 
 void Pack(const StagingPiece& piece, StagedRoom& room) {
   if (piece.placed) {
+    const auto start = std::chrono::steady_clock::now();
     const CudaRowCache& cache = *piece.placed;
     const PlacedCounts done =
         PlaceIds({&cache.cached_rows(), cache.host_table(), cache.row_bytes()}, piece.from, piece.wide_from, piece.to,
                  piece.wide_from && piece.repack == Repack::kCopy, piece.bytes / (piece.wide_from ? 8 : 4), room);
     cache.CountGathered(done.staged, done.unstaged);
+    const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    if (piece.gather_ns) piece.gather_ns->fetch_add(static_cast<uint64_t>(took.count()), std::memory_order_relaxed);
     return;
   }
   switch (piece.repack) {
@@ -217,12 +220,15 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
                        RepackOf(b, i, inputs[i]), b.placed[i], inputs[i].dtype() == DType::kI64});
     }
   }
+  // Per input whose ids are placed, the host time its pieces took (the cache's Gathered::seconds).
+  std::vector<std::atomic<uint64_t>> gather_ns(whole.size());
   std::vector<StagingPiece> pieces;  // each of at most kPieceBytes, in the same order
-  for (const StagingPiece& in : whole) {
+  for (size_t k = 0; k < whole.size(); ++k) {
+    const StagingPiece& in = whole[k];
     CountHostCopy(HostCopy::kStaging, in.bytes);
     for (size_t done = 0; done < in.bytes; done += kPieceBytes) {
       pieces.push_back({in.to + SlotOffset(done, in.repack), in.from + done, std::min(kPieceBytes, in.bytes - done),
-                        in.repack, in.placed, in.wide_from});
+                        in.repack, in.placed, in.wide_from, in.placed ? &gather_ns[k] : nullptr});
     }
   }
   // Large batches (tens of MB of ids) are copied by several threads: one thread's memcpy into
@@ -278,6 +284,10 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
     } else {
       for (size_t p = 0; p < pieces.size(); ++p) pack(static_cast<int64_t>(p));
     }
+  }
+  for (size_t k = 0; k < whole.size(); ++k) {
+    const uint64_t ns = gather_ns[k].load(std::memory_order_relaxed);
+    if (whole[k].placed && ns > 0) whole[k].placed->RecordGatherTime(static_cast<double>(ns) * 1e-9);
   }
   if (OpProfile::phases()) OpProfile::RecordSince("(inputs packed into pinned memory)", staging_start);
   return pipelined;
