@@ -7,7 +7,8 @@ and HTTP JSON, as --wires lists them), the two models alternated. Prints a markd
   /usr/bin/python3 bench/string_cost.py --rankd build/rankd --repo REPO --requests DIR
       [--ids-model mmoe] [--strings-model mmoe_strings] [--rows 1,64,512] [--rounds 2]
       [--rates 1:2000,64:1000,512:300] [--seconds 5] [--server-cpus 0-7 --client-cpus 8-15]
-      [--backend cpu|cuda] [--engine-only] [--wires http-binary,grpc-raw,grpc-typed,http-json]
+      [--backend cpu|cuda] [--engine-only | --served-only]
+      [--wires http-binary,grpc-raw,grpc-typed,http-json]
 
 REPO holds both models; DIR the request files bench/string_requests.py writes
 (mmoe_ids_nN.jsonl, mmoe_strings_nN.jsonl).
@@ -70,6 +71,7 @@ def main():
     p.add_argument("--backend", default="auto")
     p.add_argument("--wires", default="http-binary,grpc-raw,grpc-typed,http-json")
     p.add_argument("--engine-only", action="store_true")
+    p.add_argument("--served-only", action="store_true", help="skip the engine's rows")
     a = p.parse_args()
     rows = [int(x) for x in a.rows.split(",")]
     pairs = {n: {"ids": (a.ids_model, os.path.join(a.requests, f"mmoe_ids_n{n}.jsonl")),
@@ -78,7 +80,7 @@ def main():
     print("| where | rows | wire | ids median ms | strings median ms | ids p99 ms | strings p99 ms | "
           "ids CPU ms/req | strings CPU ms/req | strings / ids (median) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for n in rows:
+    for n in [] if a.served_only else rows:
         got = {"ids": [], "strings": []}
         for _ in range(a.rounds):
             for kind in ("ids", "strings"):
