@@ -52,6 +52,102 @@ TEST(GrpcRequest, ReadsRaggedLengthsAndSumsThem) {
   EXPECT_EQ(big->request.inputs[0].lengths[6999], 6999 % 4);
 }
 
+// Typed contents of every datatype give the tensor raw contents of the same values give; INT8 and
+// UINT8 values that do not fit are refused, naming the input.
+TEST(GrpcRequest, TypedContentsOfEveryDatatypeReadAsRawOnes) {
+  inference::ModelInferRequest typed, raw;
+  auto add = [&](const std::string& name, const std::string& datatype, auto fill, const void* bytes, size_t size) {
+    for (inference::ModelInferRequest* p : {&typed, &raw}) {
+      auto* in = p->add_inputs();
+      in->set_name(name);
+      in->set_datatype(datatype);
+      in->add_shape(1);
+      in->add_shape(3);
+    }
+    fill(*typed.mutable_inputs(typed.inputs_size() - 1)->mutable_contents());
+    raw.add_raw_input_contents(std::string(static_cast<const char*>(bytes), size));
+  };
+  const int64_t i64[] = {-5, 0, int64_t{1} << 40};
+  const int32_t i32[] = {-7, 0, 70000};
+  const int8_t i8[] = {-128, 0, 127};
+  const uint8_t u8[] = {0, 1, 255};
+  const uint8_t flags[] = {1, 0, 1};
+  const float f32[] = {0.5f, -1.25f, 3e9f};
+  const double f64[] = {0.1, -2.5, 1e300};
+  add(
+      "a", "INT64",
+      [&](auto& c) {
+        for (int64_t v : i64) c.add_int64_contents(v);
+      },
+      i64, sizeof(i64));
+  add(
+      "b", "INT32",
+      [&](auto& c) {
+        for (int32_t v : i32) c.add_int_contents(v);
+      },
+      i32, sizeof(i32));
+  add(
+      "c", "INT8",
+      [&](auto& c) {
+        for (int8_t v : i8) c.add_int_contents(v);
+      },
+      i8, sizeof(i8));
+  add(
+      "d", "UINT8",
+      [&](auto& c) {
+        for (uint8_t v : u8) c.add_uint_contents(v);
+      },
+      u8, sizeof(u8));
+  add(
+      "e", "BOOL",
+      [&](auto& c) {
+        for (uint8_t v : flags) c.add_bool_contents(v != 0);
+      },
+      flags, sizeof(flags));
+  add(
+      "f", "FP32",
+      [&](auto& c) {
+        for (float v : f32) c.add_fp32_contents(v);
+      },
+      f32, sizeof(f32));
+  add(
+      "g", "FP64",
+      [&](auto& c) {
+        for (double v : f64) c.add_fp64_contents(v);
+      },
+      f64, sizeof(f64));
+  auto a = InferRequestFromProto(typed, int64_t{1} << 26);
+  auto b = InferRequestFromProto(raw, int64_t{1} << 26);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_EQ(a->request.inputs.size(), 7u);
+  for (size_t i = 0; i < a->request.inputs.size(); ++i) {
+    const Tensor& x = a->request.inputs[i].data;
+    const Tensor& y = b->request.inputs[i].data;
+    EXPECT_EQ(x.dtype(), y.dtype()) << i;
+    EXPECT_EQ(x.shape(), y.shape()) << i;
+    ASSERT_EQ(x.bytes(), y.bytes()) << i;
+    EXPECT_EQ(std::memcmp(x.raw(), y.raw(), x.bytes()), 0) << a->request.inputs[i].name;
+  }
+  for (auto [datatype, value] : {std::pair{"INT8", 128}, std::pair{"INT8", -129}, std::pair{"UINT8", 256}}) {
+    inference::ModelInferRequest p;
+    auto* in = p.add_inputs();
+    in->set_name("small");
+    in->set_datatype(datatype);
+    in->add_shape(1);
+    if (std::string(datatype) == "INT8") {
+      in->mutable_contents()->add_int_contents(value);
+    } else {
+      in->mutable_contents()->add_uint_contents(static_cast<uint32_t>(value));
+    }
+    auto r = InferRequestFromProto(p, int64_t{1} << 26);
+    ASSERT_FALSE(r.ok()) << datatype << " " << value;
+    EXPECT_NE(r.status().message().find("input 'small': value " + std::to_string(value) + " is out of range"),
+              std::string::npos)
+        << r.status().message();
+  }
+}
+
 TEST(GrpcRequest, MalformedLengthsAreRefusedWithTheInputsName) {
   for (const char* bad : {"3,,2", "3,", ",3", "a", "3;2", "-1", "+3", "3, 2", "1234567890123"}) {
     auto r = InferRequestFromProto(RaggedRequest({1, 2, 3}, bad), int64_t{1} << 26);

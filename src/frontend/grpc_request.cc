@@ -15,22 +15,27 @@
 namespace rankd {
 namespace {
 
-// Copies typed contents (their count checked by the caller) into a tensor. INT8 and UINT8 values
-// carried in wider fields must fit, as in JSON.
+// Copies typed contents (their count checked by the caller) into a tensor: in one copy where the
+// field holds the tensor's type (INT64 ids, FP32 values), else value by value. INT8 and UINT8
+// values carried in wider fields must fit, as in JSON.
 template <typename T, typename Field>
 Status FillTyped(const Field& field, int64_t n, Tensor& t, const std::string& name) {
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr ((std::is_same_v<T, int8_t> ||
-                   std::is_same_v<T, uint8_t>)&&!std::is_same_v<typename Field::value_type, bool>) {
-      auto v = field.Get(static_cast<int>(i));
+  using From = typename Field::value_type;
+  T* out = t.data<T>();
+  if constexpr (std::is_same_v<T, From>) {
+    if (n > 0) std::memcpy(out, field.data(), static_cast<size_t>(n) * sizeof(T));
+  } else if constexpr ((std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>)&&!std::is_same_v<From, bool>) {
+    for (int64_t i = 0; i < n; ++i) {
+      const From v = field.Get(static_cast<int>(i));
       if (std::cmp_less(v, std::numeric_limits<T>::min()) || std::cmp_greater(v, std::numeric_limits<T>::max())) {
         return InvalidArgument("input '" + name + "': value " + std::to_string(v) +
                                " is out of range for its datatype");
       }
-      t.data<T>()[i] = static_cast<T>(v);
-    } else {
-      t.data<T>()[i] = static_cast<T>(field.Get(static_cast<int>(i)));
+      out[i] = static_cast<T>(v);
     }
+  } else {
+    const From* in = field.data();
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(in[i]);
   }
   return Status::Ok();
 }
