@@ -13,7 +13,7 @@ namespace {
 // Fields this reader takes out of a message (grpc_service.proto): ModelInferRequest's 5, `repeated
 // InferInputTensor inputs`, and 7, `repeated bytes raw_input_contents`; InferInputTensor's 5,
 // `InferTensorContents contents`; InferTensorContents' 8, `repeated bytes bytes_contents`.
-constexpr uint64_t kInputs = 5, kWireContents = 7, kInputContents = 5, kBytesContents = 8;
+constexpr uint64_t kInputs = 5, kRawInputContents = 7, kInputContents = 5, kBytesContents = 8;
 // Protobuf's wire types.
 enum WireType : uint64_t {
   kVarint = 0,
@@ -163,10 +163,10 @@ struct Found {
 };
 
 // Reads the fields of a message nested in the one read (an InferInputTensor, an
-// InferTensorContents) up to byte `end` of the pieces, as `field_of(field, wire_type)` says of each:
-// kTaken, a length-delimited field left where it lies (appended to `taken`, unless null); kNested,
-// one whose value `nested` reads up to its own end, its fields left out re-encoded into its
-// place; kCopied, every other field, appended to `rest` as it was sent (unless null). Before each
+// InferTensorContents) up to byte `end` of the pieces, as `field_of(field)` says of each
+// length-delimited field: kTaken, left where it lies (appended to `taken`, unless null); kNested, one
+// whose value `nested` reads up to its own end, its fields left out re-encoded into its place;
+// kCopied, like every field of another wire type, appended to `rest` as it was sent (unless null). Before each
 // field `run(c, end, taken)` may take a run of taken fields at once (true when it took any). False
 // for a malformed field or one running past `end`.
 enum class Treatment { kTaken, kNested, kCopied };
@@ -350,11 +350,11 @@ StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::s
                              std::to_string(field_start.position()));
     }
     const bool delimited = wire_type == kLengthDelimited;
-    if (delimited && (field == kWireContents || field == kInputs) && !ReadLength(c, length)) {
+    if (delimited && (field == kRawInputContents || field == kInputs) && !ReadLength(c, length)) {
       return InvalidArgument("the request is not a ModelInferRequest: a malformed length at byte " +
                              std::to_string(field_start.position()));
     }
-    if (delimited && field == kWireContents) {
+    if (delimited && field == kRawInputContents) {
       const WireContents::Span entry{c.piece(), c.offset(), length};
       if (!c.Skip(length)) {
         return InvalidArgument("the request is not a ModelInferRequest: raw_input_contents entry " +
