@@ -156,11 +156,7 @@ void AppendVarint(uint64_t v, std::string& out) {
   out.push_back(static_cast<char>(v));
 }
 
-// Where a string lies in the pieces.
-struct Found {
-  size_t piece = 0, offset = 0;
-  uint64_t bytes = 0;
-};
+using Span = WireContents::Span;
 
 // Reads the fields of a message nested in the one read (an InferInputTensor, an
 // InferTensorContents) up to byte `end` of the pieces, as `field_of(field)` says of each
@@ -171,7 +167,7 @@ struct Found {
 // for a malformed field or one running past `end`.
 enum class Treatment { kTaken, kNested, kCopied };
 template <typename FieldOf, typename Nested, typename Run>
-bool ReadFields(Cursor& c, uint64_t end, FieldOf field_of, Nested nested, Run run, std::vector<Found>* taken,
+bool ReadFields(Cursor& c, uint64_t end, FieldOf field_of, Nested nested, Run run, std::vector<Span>* taken,
                 std::string* rest) {
   while (c.position() < end) {
     if (run(c, end, taken)) continue;
@@ -186,7 +182,7 @@ bool ReadFields(Cursor& c, uint64_t end, FieldOf field_of, Nested nested, Run ru
     }
     if (!ReadLength(c, length) || c.position() + length > end) return false;
     if (treatment == Treatment::kTaken) {
-      const Found found{c.piece(), c.offset(), length};
+      const Span found{c.piece(), c.offset(), length};
       if (!c.Skip(length)) return false;
       if (taken) taken->push_back(found);
       continue;
@@ -206,7 +202,7 @@ bool ReadFields(Cursor& c, uint64_t end, FieldOf field_of, Nested nested, Run ru
 // tag, read straight from the piece (W4s at 512 candidates: 3,072 strings of 5-12 bytes, where the
 // cursor's field by field took about 60 ns a string); true when it took any. A string it cannot
 // take (another tag, a length past the piece or malformed) is left to ReadFields.
-bool TakeStringRun(Cursor& c, uint64_t end, std::vector<Found>* strings) {
+bool TakeStringRun(Cursor& c, uint64_t end, std::vector<Span>* strings) {
   constexpr auto kTag = static_cast<uint8_t>(kBytesContents << 3 | kLengthDelimited);
   const std::string_view here = c.Here();
   const auto* at = reinterpret_cast<const uint8_t*>(here.data());
@@ -234,16 +230,16 @@ bool TakeStringRun(Cursor& c, uint64_t end, std::vector<Found>* strings) {
 }
 
 // An InferTensorContents' fields: its bytes_contents taken.
-bool ReadContents(Cursor& c, uint64_t end, std::vector<Found>* strings, std::string* rest) {
+bool ReadContents(Cursor& c, uint64_t end, std::vector<Span>* strings, std::string* rest) {
   auto field_of = [](uint64_t field) { return field == kBytesContents ? Treatment::kTaken : Treatment::kCopied; };
-  auto none = [](Cursor&, uint64_t, std::vector<Found>*, std::string*) { return false; };
+  auto none = [](Cursor&, uint64_t, std::vector<Span>*, std::string*) { return false; };
   return ReadFields(c, end, field_of, none, TakeStringRun, strings, rest);
 }
 
 // An InferInputTensor's fields: its contents' bytes_contents taken.
-bool ReadInput(Cursor& c, uint64_t end, std::vector<Found>* strings, std::string* rest) {
+bool ReadInput(Cursor& c, uint64_t end, std::vector<Span>* strings, std::string* rest) {
   auto field_of = [](uint64_t field) { return field == kInputContents ? Treatment::kNested : Treatment::kCopied; };
-  auto no_runs = [](Cursor&, uint64_t, std::vector<Found>*) { return false; };
+  auto no_runs = [](Cursor&, uint64_t, std::vector<Span>*) { return false; };
   return ReadFields(c, end, field_of, ReadContents, no_runs, strings, rest);
 }
 
@@ -340,8 +336,8 @@ StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::s
   std::string rest;  // every field but raw_input_contents and bytes_contents, as sent
   Cursor c(wire.pieces_);
   size_t inputs = 0;
-  std::vector<Found> strings;  // an input's
-  std::string input;           // an input's fields but its strings
+  std::vector<Span> strings;  // an input's
+  std::string input;          // an input's fields but its strings
   while (!c.AtEnd()) {
     const Cursor field_start = c;
     uint64_t field = 0, wire_type = 0, length = 0;
@@ -380,8 +376,7 @@ StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::s
         AppendVarint(input.size(), rest);
         rest.append(input);
         wire.strings_.resize(inputs + 1);
-        wire.strings_[inputs].reserve(strings.size());
-        for (const Found& f : strings) wire.strings_[inputs].push_back({f.piece, f.offset, f.bytes});
+        wire.strings_[inputs].swap(strings);
       }
       ++inputs;
       continue;

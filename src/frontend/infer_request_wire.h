@@ -25,6 +25,13 @@ namespace rankd {
 // ModelInferRequest). An entry or a string may cross pieces.
 class WireContents {
  public:
+  // Where an entry or a string lies in the pieces (the reader records them as it scans).
+  struct Span {
+    size_t piece = 0;  // where it starts: pieces_[piece], at byte `offset`
+    size_t offset = 0;
+    uint64_t bytes = 0;  // its length, possibly running on through the following pieces
+  };
+
   // The contents of a parsed message: one piece each, viewing `proto`'s strings.
   static WireContents Of(const inference::ModelInferRequest& proto);
 
@@ -48,11 +55,6 @@ class WireContents {
 
  private:
   friend StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::string_view>&, WireContents&);
-  struct Span {
-    size_t piece = 0;  // where it starts: pieces_[piece], at byte `offset`
-    size_t offset = 0;
-    uint64_t bytes = 0;  // its length, possibly running on through the following pieces
-  };
   void Copy(const Span& s, char* to) const;
   std::string_view View(const Span& s, std::string& scratch) const;
 

@@ -220,8 +220,9 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
                        RepackOf(b, i, inputs[i]), b.placed[i], inputs[i].dtype() == DType::kI64});
     }
   }
-  // Per input whose ids are placed, the host time its pieces took (the cache's Gathered::seconds).
-  std::vector<std::atomic<uint64_t>> gather_ns(whole.size());
+  // Per input whose ids are placed, the host time its pieces took (the cache's Gathered::seconds);
+  // none for a binding that places no ids (every run with resident tables).
+  std::vector<std::atomic<uint64_t>> gather_ns(b.placed_inputs.empty() ? 0 : whole.size());
   std::vector<StagingPiece> pieces;  // each of at most kPieceBytes, in the same order
   for (size_t k = 0; k < whole.size(); ++k) {
     const StagingPiece& in = whole[k];
@@ -285,9 +286,9 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
       for (size_t p = 0; p < pieces.size(); ++p) pack(static_cast<int64_t>(p));
     }
   }
-  for (size_t k = 0; k < whole.size(); ++k) {
+  for (size_t k = 0; k < gather_ns.size(); ++k) {
     const uint64_t ns = gather_ns[k].load(std::memory_order_relaxed);
-    if (whole[k].placed && ns > 0) whole[k].placed->RecordGatherTime(static_cast<double>(ns) * 1e-9);
+    if (ns > 0) whole[k].placed->RecordGatherTime(static_cast<double>(ns) * 1e-9);
   }
   if (OpProfile::phases()) OpProfile::RecordSince("(inputs packed into pinned memory)", staging_start);
   return pipelined;
