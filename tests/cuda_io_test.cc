@@ -22,7 +22,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/mapped_copy.h"
 #include "backend/cuda/pinned_pool.h"
+#include "common/deferred_merge.h"
 #include "common/host_allocator.h"
 #include "frontend/shared_memory_regions.h"
 #include "runtime/backends.h"
@@ -320,6 +323,143 @@ TEST_P(CudaInputsTest, ReadsSharedMemoryRegionsInPlaceWhereTheyArePageLocked) {
 // The copies a run puts on the device: the inputs in one, the error word and both computed
 // outputs back in one (copy nodes, or kernels counted as copies), the output that is an input in
 // another. No memsets: the error word is cleared on the way in.
+// A merged batch's ids left as its requests' tensors (common/deferred_merge.h): with copy kernels
+// the input kernel reads each part where it lies, narrowed to the slot's INT32 where the plan
+// narrows, at whatever four-byte boundary it starts, so the merged tensor is never written; with
+// copy nodes the executor writes it first. Either way the run scores the parts' concatenation,
+// uncaptured and replayed, with short ids (a tail of -1) and parts of no ids.
+TEST_P(CudaInputsTest, GathersAMergedBatchsIdsFromItsRequests) {
+  std::mt19937_64 rng(31);
+  auto expect_scores = [&](const std::string& when, int64_t ids_sent) {
+    std::vector<Tensor> in = RandomInputs(rng);
+    std::vector<int64_t> ids(in[0].data<int64_t>(), in[0].data<int64_t>() + ids_sent);
+    in[0] = testing::MakeI64({ids_sent}, ids);
+    for (int64_t r = 0; r <= kRows; ++r) in[1].data<int64_t>()[r] = std::min(in[1].data<int64_t>()[r], ids_sent);
+    auto want = testing::RunGraph(m_.g.graph(), in);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    RequestTensorScope request_tensors;  // pooled, as the requests' tensors are
+    std::vector<Tensor> parts;
+    for (int64_t at = 0; at < ids_sent;) {
+      const int64_t n = std::min<int64_t>(static_cast<int64_t>(rng() % 6), ids_sent - at);  // 0 to 5 ids
+      parts.push_back(in[0].Rows(at, n).Clone());
+      at += n;
+    }
+    Tensor merged = Tensor::Empty(DType::kI64, {ids_sent});
+    std::memset(merged.raw(), 0x5a, merged.bytes());  // what it holds unless written
+    DeferredMerge deferred;
+    deferred.Add(merged, parts);
+    std::vector<Tensor> inputs = {merged, in[1].Clone(), in[2].Clone()};
+    std::vector<Tensor> outputs = Executor::OutputsFor(*plan_);
+    Status ran = executor_->RunMergedInto(*plan_, inputs, deferred, outputs);
+    ASSERT_TRUE(ran.ok()) << when << ": " << ran.ToString();
+    EXPECT_LE(testing::RelativeError(outputs[1], (*want)[1]), 1e-6) << when;
+    EXPECT_EQ(testing::RelativeError(outputs[2], in[2]), 0.0) << when;
+    const bool gathered = GetParam() && CurrentHostAllocator() == &cuda::PinnedPool::Shared();
+    EXPECT_EQ(static_cast<const uint8_t*>(merged.raw())[0] == 0x5a, gathered && ids_sent > 0)
+        << when << ": the merged ids are written only where the kernel cannot read their parts";
+  };
+  for (bool replayed : {false, true}) {
+    if (replayed) {
+      ASSERT_TRUE(executor_->Capture(*plan_).ok());
+    }
+    for (int round = 0; round < 4; ++round) {
+      const std::string when = std::string(replayed ? "replayed" : "uncaptured") + ", round " + std::to_string(round);
+      expect_scores(when, kIds);
+      expect_scores(when + ", short ids", kIds - 1 - round * 3);
+    }
+  }
+}
+
+// The input kernel's gather from sources that start anywhere on a four-byte boundary (the later
+// parts of a merged slot), copied or narrowed, against the bytes the host expects: each slot its
+// parts' bytes in order, then -1 to its end.
+TEST(CudaGather, PartsStartingOnAnyFourByteBoundaryLandInPlace) {
+  if (!testing::CudaOrNull()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(41);
+  constexpr size_t kSlotRoom = 1024, kSlots = 6, kMaxSources = 200;
+  cuda::PinnedBuffer table_room, from_room;
+  ASSERT_TRUE(table_room.Reserve(sizeof(cuda::GatherTable) + kMaxSources * sizeof(cuda::InputSource)).ok());
+  ASSERT_TRUE(from_room.Reserve(size_t{1} << 20).ok());
+  cuda::DeviceBuffer to;
+  ASSERT_TRUE(to.Reserve(kSlots * kSlotRoom).ok());
+  for (int round = 0; round < 20; ++round) {
+    auto* table = static_cast<cuda::GatherTable*>(table_room.get());
+    cuda::InputSource* sources = cuda::SourcesOf(table);
+    auto* from = static_cast<uint8_t*>(from_room.get());
+    auto* from_device = static_cast<uint8_t*>(from_room.device());
+    size_t used = 0;
+    uint32_t count = 0;
+    std::vector<uint8_t> want(kSlots * kSlotRoom, 0);
+    for (size_t slot = 0; slot < kSlots; ++slot) {
+      const bool narrow = slot % 3 == 1, wide = slot % 3 == 2;  // INT64 to INT32, INT64 copied, INT32 copied
+      const size_t item = narrow || wide ? 8 : 4, placed = narrow ? 4 : item;
+      const size_t slot_bytes = (kSlotRoom - 64 - rng() % 256) / placed * placed;
+      size_t at = slot * kSlotRoom, filled = 0;
+      const uint32_t first = count;
+      while (filled + 40 * placed < slot_bytes) {
+        const size_t n = rng() % 12;  // elements in this part, 0 to 11
+        if (n == 0) continue;
+        std::vector<int64_t> values(n);
+        for (int64_t& v : values) v = static_cast<int64_t>(rng() % 2000) - (slot == 1 ? 1000 : 0);
+        if (narrow && rng() % 4 == 0) values[0] = int64_t{1} << 40;  // clamped to INT32's largest
+        uint8_t* part = from + used;
+        for (size_t e = 0; e < n; ++e) {
+          const int64_t v = values[e];
+          if (item == 8) {
+            std::memcpy(part + e * 8, &v, 8);
+          } else {
+            const auto w = static_cast<int32_t>(v);
+            std::memcpy(part + e * 4, &w, 4);
+          }
+          const auto placed_value = static_cast<int32_t>(std::clamp<int64_t>(v, INT32_MIN, INT32_MAX));
+          if (placed == 8) {
+            std::memcpy(&want[at + filled + e * 8], &v, 8);
+          } else {
+            std::memcpy(&want[at + filled + e * 4], item == 8 ? static_cast<const void*>(&placed_value) : part + e * 4,
+                        4);
+          }
+        }
+        sources[count++] = {from_device + used, n * item, at + filled, n * placed, narrow ? 1u : 0u, 0};
+        used += (n * item + 15) / 16 * 16;
+        filled += n * placed;
+      }
+      ASSERT_GT(count, first);
+      sources[count - 1].to_bytes = at + slot_bytes - sources[count - 1].to;  // -1 after the last part
+      std::memset(&want[at + filled], 0xff, slot_bytes - filled);
+    }
+    table->count = count;
+    table->late = static_cast<uint32_t>(round % 2 == 0 ? count : 0);
+    while (table->late < count && sources[table->late].to < 3 * kSlotRoom) ++table->late;
+    ASSERT_LE(count, kMaxSources);
+    ASSERT_EQ(cudaMemset(to.get(), 0, kSlots * kSlotRoom), cudaSuccess);
+    const auto* device_table = static_cast<const cuda::GatherTable*>(table_room.device());
+    if (round % 2 == 0) {
+      ASSERT_TRUE(cuda::GatherByKernel(device_table, cuda::GatherPart::kAll, kMaxSources, to.get(), 0,
+                                       kSlots * kSlotRoom, nullptr, nullptr)
+                      .ok());
+    } else {  // the floats' gather, then the ids', split after the third slot
+      ASSERT_TRUE(cuda::GatherByKernel(device_table, cuda::GatherPart::kFloats, kMaxSources, to.get(), 0, 3 * kSlotRoom,
+                                       nullptr, nullptr)
+                      .ok());
+      ASSERT_TRUE(cuda::GatherByKernel(device_table, cuda::GatherPart::kIds, kMaxSources, to.get(), 3 * kSlotRoom,
+                                       kSlots * kSlotRoom, nullptr, nullptr)
+                      .ok());
+    }
+    std::vector<uint8_t> got(kSlots * kSlotRoom);
+    ASSERT_EQ(cudaMemcpy(got.data(), to.get(), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t slot = 0; slot < kSlots; ++slot) {
+      const size_t at = slot * kSlotRoom;
+      size_t end = at;
+      for (uint32_t k = 0; k < count; ++k) {
+        if (sources[k].to >= at && sources[k].to < at + kSlotRoom) end = sources[k].to + sources[k].to_bytes;
+      }
+      for (size_t b = at; b < end; ++b) {
+        ASSERT_EQ(got[b], want[b]) << "round " << round << ", slot " << slot << ", byte " << b - at;
+      }
+    }
+  }
+}
+
 TEST_P(CudaInputsTest, CopiesPerRun) {
   auto launches = executor_->CountLaunches(*plan_);
   ASSERT_TRUE(launches.ok()) << launches.status().ToString();

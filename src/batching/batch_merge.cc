@@ -26,7 +26,7 @@ PreparedRequest MergedSizes(const std::vector<const PreparedRequest*>& parts) {
 }
 
 PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts,
-                              const std::vector<GraphInputKind>& kinds) {
+                              const std::vector<GraphInputKind>& kinds, bool defer) {
   RequestTensorScope request_tensors;
   PreparedRequest merged = MergedSizes(parts);
   const PreparedRequest& first = *parts.front();
@@ -61,7 +61,18 @@ PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts,
     Shape shape = t0.shape();
     shape[0] = 0;
     for (const PreparedRequest* p : parts) shape[0] += p->inputs[i].dim(0);
-    Tensor out = Tensor::Empty(t0.dtype(), shape);  // written in full below
+    Tensor out = Tensor::Empty(t0.dtype(), shape);  // written in full below, or by its reader
+    if (defer && kinds[i].part == GraphInputKind::kValues && GatherablePart(out) &&
+        std::all_of(parts.begin(), parts.end(), [&](const PreparedRequest* p) {
+          return p->inputs[i].bytes() == 0 || GatherablePart(p->inputs[i]);
+        })) {
+      std::vector<Tensor> pieces;
+      for (const PreparedRequest* p : parts) pieces.push_back(p->inputs[i]);
+      if (!merged.deferred) merged.deferred = std::make_shared<DeferredMerge>();
+      merged.deferred->Add(out, std::move(pieces));
+      merged.inputs.push_back(std::move(out));
+      continue;
+    }
     auto* dst = static_cast<uint8_t*>(out.raw());
     for (const PreparedRequest* p : parts) {
       const Tensor& t = p->inputs[i];

@@ -23,10 +23,13 @@ namespace rankd {
 // REQUIRES: `parts` non-empty.
 PreparedRequest MergedSizes(const std::vector<const PreparedRequest*>& parts);
 
-// `kinds[i]` says how graph input i is fed (offsets are [rows + 1], int64).
+// `kinds[i]` says how graph input i is fed (offsets are [rows + 1], int64). With `defer`, the ragged
+// values whose every part a GPU's input kernel can read where it lies
+// (GatherablePart) are allocated but left unwritten, listed in the result's `deferred`
+// (common/deferred_merge.h): a run on a GPU then gathers them on the device from the parts.
 // REQUIRES: `parts` non-empty, each with the same inputs in dtype and trailing dims.
 PreparedRequest MergeRequests(const std::vector<const PreparedRequest*>& parts,
-                              const std::vector<GraphInputKind>& kinds);
+                              const std::vector<GraphInputKind>& kinds, bool defer = false);
 
 // OK when `whole`'s inputs can be sliced by rows (SliceRequest): each candidate input's first
 // dimension its rows (offsets' its rows + 1, within their values), else Internal naming the input.

@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "common/deferred_merge.h"
 #include "rankd/tensor.h"
 
 namespace rankd {
@@ -31,6 +33,9 @@ struct PreparedRequest {
   // Run alone (no batcher): past this the request waits for no executor (its `timeout`, a gRPC
   // call's deadline). A batcher keeps its tasks' deadlines itself.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // A merged batch's inputs not yet written (MergeRequests with `defer`): whoever reads their bytes
+  // on the host writes them first. Null for a request and for a batch merged in full.
+  std::shared_ptr<DeferredMerge> deferred;
 };
 
 }  // namespace rankd

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "common/deferred_merge.h"
 #include "compile/plan.h"
 #include "rankd/status.h"
 #include "rankd/tensor.h"
@@ -25,6 +26,14 @@ class Executor {
   // A request padded to a bucket so receives its own rows only, straight into the memory that
   // answers it. On an error the outputs' contents are unspecified.
   virtual Status RunInto(const Plan& plan, std::span<const Tensor> inputs, std::span<Tensor> outputs) = 0;
+  // RunInto for a merged batch some of whose inputs `deferred` still holds as their requests'
+  // parts (common/deferred_merge.h). An executor that reads parts where they lie takes those it
+  // can; this one has them all written first.
+  virtual Status RunMergedInto(const Plan& plan, std::span<const Tensor> inputs, DeferredMerge& deferred,
+                               std::span<Tensor> outputs) {
+    deferred.WriteRest();
+    return RunInto(plan, inputs, outputs);
+  }
   // The same into host tensors of the plan's output shapes it allocates (request tensors, where a
   // RequestTensorScope is alive), returned in order.
   StatusOr<std::vector<Tensor>> Run(const Plan& plan, std::span<const Tensor> inputs);

@@ -132,10 +132,14 @@ StatusOr<std::vector<Tensor>> PlanRunner::StageDiskRows(const Plan& plan, std::s
 }
 
 Status PlanRunner::RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
-                         std::span<const Tensor> graph_inputs, std::span<Tensor> outputs, bool capture) {
+                         std::span<const Tensor> graph_inputs, std::span<Tensor> outputs, bool capture,
+                         DeferredMerge* deferred) {
   capture = capture && capture_;
   bool captured = capture && executor->Captured(*plan);
-  Status result = executor->RunInto(*plan, graph_inputs, outputs);
+  // The keeper reads the ids of every run it is offered.
+  if (deferred && cache_keeper_) deferred->WriteRest();
+  Status result = deferred ? executor->RunMergedInto(*plan, graph_inputs, *deferred, outputs)
+                           : executor->RunInto(*plan, graph_inputs, outputs);
   // A run whose staging buffers had to grow dropped the executor's captures, this plan's too.
   captured = captured && executor->Captured(*plan);
   PhaseTimer releasing("(executor released)");

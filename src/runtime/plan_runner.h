@@ -94,9 +94,11 @@ class PlanRunner {
   // Runs `plan` on `graph_inputs` (the request's, with StageDiskRows' rows where it has tables on
   // disk) on `executor` into `outputs` (Executor::RunInto: the caller's memory, the plan's shapes or
   // fewer rows) and gives the executor back; with `capture` (and capture on), counts a graph hit or
-  // miss and queues a capture of the plan on a miss.
+  // miss and queues a capture of the plan on a miss. `deferred`, where given, holds graph inputs of
+  // a merged batch not yet written (Executor::RunMergedInto).
   Status RunOn(const std::shared_ptr<const Plan>& plan, std::unique_ptr<Executor> executor,
-               std::span<const Tensor> graph_inputs, std::span<Tensor> outputs, bool capture);
+               std::span<const Tensor> graph_inputs, std::span<Tensor> outputs, bool capture,
+               DeferredMerge* deferred = nullptr);
   // Stages, takes an executor from the pool (waiting until `deadline` at most) and runs, into
   // outputs of the plan's shapes it allocates.
   StatusOr<std::vector<Tensor>> Run(

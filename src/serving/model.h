@@ -239,6 +239,10 @@ class Model {
   // graphs are captured and the merged batch's bucket (FindBucket's, found from the parts without
   // merging them) has none yet; may queue the bucket's capture.
   bool MergeNow(const std::vector<const PreparedRequest*>& parts) const;
+  // Whether merged batches leave their ragged values to the device to gather (MergeRequests'
+  // `defer`): on a GPU with shape buckets, where nothing on the host reads a run's ids (no table
+  // caches' keeper, no tables on disk, no CPU route, no buckets that scan ids for empty rows).
+  bool DefersMerges() const;
   // OK while some replica's device is healthy, or the CPU takes the model's runs (cpu_route.h).
   Status DeviceServable() const { return cpu_route_ ? Status::Ok() : runner_->Health(); }
   // Checks the outputs a request asks for and builds its graph inputs (model_inputs.cc).

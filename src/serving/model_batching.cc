@@ -61,7 +61,7 @@ void Model::RunBatch(std::vector<std::unique_ptr<BatchTask>> batch) const {
     each_alone();
     return;
   }
-  auto result = RunRouted(MergeRequests(parts, compiled_->input_kinds()));
+  auto result = RunRouted(MergeRequests(parts, compiled_->input_kinds(), DefersMerges()));
   auto split = result.ok() ? SplitRows(*result, rows, compiled_->output_names())
                            : StatusOr<std::vector<std::vector<Tensor>>>(result.status());
   if (split.ok()) {

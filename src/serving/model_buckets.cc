@@ -24,8 +24,20 @@ std::optional<BucketKey> Model::FindBucket(const PreparedRequest& prepared) cons
   return buckets_->Find(prepared.rows, prepared.ragged_max_lengths, prepared.users, &idless);
 }
 
+bool Model::DefersMerges() const {
+  const std::vector<bool>& scanned = buckets_ ? buckets_->own_length_if_idless() : std::vector<bool>{};
+  return buckets_ && backend().device_kind() != DeviceKind::kHost && !cpu_route_ && !runner_->cache_keeper() &&
+         !runner_->disk_tables() && std::none_of(scanned.begin(), scanned.end(), [](bool b) { return b; });
+}
+
 StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared) const {
-  if (const int parts = RowSplitParts(row_split_, prepared.rows); parts > 1) return RunRowSplit(prepared, parts);
+  // Inputs a merged batch left unwritten (DefersMerges) are gathered by the executor from their
+  // parts; every other path reads them on the host, written first.
+  DeferredMerge* deferred = prepared.deferred.get();
+  if (const int parts = RowSplitParts(row_split_, prepared.rows); parts > 1) {
+    if (deferred) deferred->WriteRest();
+    return RunRowSplit(prepared, parts);
+  }
   RequestTensorScope request_tensors;  // the padded inputs and the outputs
   if (buckets_) {
     PhaseTimer finding("(bucket and plan found)");
@@ -44,6 +56,7 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
       }
       PhaseTimer padding("(padded to its bucket)");
       const bool ids_unpadded = executor && executor->FillsRaggedTails();
+      if (deferred && !ids_unpadded) deferred->WriteRest();  // PadToBucket copies the ids
       const bool fits =
           FitsBucket(prepared, *key, compiled_->input_kinds(), ids_unpadded);  // W1 at 512 pairs: 53 views saved
       PreparedRequest padded =
@@ -58,12 +71,13 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
       // The executor writes the request's own rows, not the padding's.
       std::vector<Tensor> outputs = Executor::OutputsFor(*plan, key->rows, prepared.rows);
       RANKD_RETURN_IF_ERROR(runner_->RunOn(plan, std::move(executor), staged.empty() ? inputs : staged, outputs,
-                                           /*capture=*/true));
+                                           /*capture=*/true, deferred));
       real_rows_ += static_cast<uint64_t>(prepared.rows);
       padded_rows_ += static_cast<uint64_t>(key->rows);
       return outputs;
     }
   }
+  if (deferred) deferred->WriteRest();
   return RunPlanned(prepared);  // past the largest bucket: its own shape, uncaptured
 }
 

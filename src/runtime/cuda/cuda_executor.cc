@@ -30,8 +30,11 @@ namespace {
 constexpr size_t kAlign = 256;
 // Runs with at most this many input bytes move them and their outputs by kernels (CopyKernels).
 constexpr size_t kCopyKernelBytes = size_t{2} << 20;
-// ... and at most this many inputs (the input kernel holds their sources in shared memory).
+// ... and at most this many inputs (the input kernel holds their sources in shared memory: 40
+// bytes each, a block's 48 KB limit in mind).
 constexpr size_t kMaxGatheredInputs = 1024;
+// Sources past one an input that a merged batch's parts may take (RunMergedInto), within that limit.
+constexpr size_t kPartSources = 512;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
@@ -210,6 +213,7 @@ void CudaExecutor::LayOutIo(const Plan& plan, Binding& b) {
   }
   b.copy_kernels = CopyKernels() && b.in_total <= kCopyKernelBytes && b.in_offsets.size() <= kMaxGatheredInputs;
   SplitLateInputs(plan, b);
+  b.max_sources = static_cast<int>(std::min(kMaxGatheredInputs, b.in_offsets.size() + kPartSources));
   b.sources_at = Aligned(b.in_total + sizeof(int));
   b.out_total = Aligned(sizeof(int));     // the error word first
   std::unordered_map<int, size_t> moved;  // root value id -> its offset after the error word
@@ -329,7 +333,7 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
       for (int w : lanes->waits[j])
         RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
       ctx_.stream = stream;
-      RANKD_RETURN_IF_ERROR(j < first ? GatherInputs(b, InputPart::kIds) : LaunchStep(plan, b, j - first));
+      RANKD_RETURN_IF_ERROR(j < first ? GatherInputs(b, GatherPart::kIds) : LaunchStep(plan, b, j - first));
       if (waited[j]) RANKD_CUDA_RETURN(cudaEventRecord(events_[1 + j], stream));
     }
     return Status::Ok();
@@ -439,7 +443,8 @@ void CudaExecutor::ClearBindings() {
 Status CudaExecutor::Stage(Binding& b) {
   bool grew_io = false, grew_staged = false, grew_out = false;
   RANKD_RETURN_IF_ERROR(io_.Reserve(b.in_total + b.out_total, &grew_io));
-  const size_t sources = b.copy_kernels ? b.in_offsets.size() * sizeof(InputSource) : 0;
+  const size_t sources =
+      b.copy_kernels ? sizeof(GatherTable) + static_cast<size_t>(b.max_sources) * sizeof(InputSource) : 0;
   RANKD_RETURN_IF_ERROR(staged_inputs_.Reserve(b.sources_at + sources, &grew_staged));
   RANKD_RETURN_IF_ERROR(staged_outputs_.Reserve(b.out_total, &grew_out));
   bool grew_rows = false;
@@ -469,10 +474,10 @@ Status CudaExecutor::Enqueue(const Plan& plan, Binding& b, bool inputs_sent, con
     // Where the ids gather late (Binding::late_gather), the floats' gather first (it clears the
     // error word in io_), then the ids' as the schedule's first entry, or next on one stream.
     if (!b.late_gather) {
-      RANKD_RETURN_IF_ERROR(GatherInputs(b, InputPart::kAll));
+      RANKD_RETURN_IF_ERROR(GatherInputs(b, GatherPart::kAll));
     } else {
-      RANKD_RETURN_IF_ERROR(GatherInputs(b, InputPart::kFloats));
-      if (!lanes || lanes->lanes <= 1) RANKD_RETURN_IF_ERROR(GatherInputs(b, InputPart::kIds));
+      RANKD_RETURN_IF_ERROR(GatherInputs(b, GatherPart::kFloats));
+      if (!lanes || lanes->lanes <= 1) RANKD_RETURN_IF_ERROR(GatherInputs(b, GatherPart::kIds));
     }
   } else if (!inputs_sent) {  // the inputs and the cleared error word after them
     RANKD_CUDA_RETURN(cudaMemcpyAsync(io_.get(), staged_inputs_.get(), b.in_total + sizeof(int), cudaMemcpyHostToDevice,
@@ -607,6 +612,14 @@ StatusOr<Executor::Launches> CudaExecutor::CountLaunches(const Plan& plan) {
 bool CudaExecutor::Captured(const Plan& plan) const {
   auto it = bindings_.find(plan.id());
   return it != bindings_.end() && it->second.graph;
+}
+
+Status CudaExecutor::RunMergedInto(const Plan& plan, std::span<const Tensor> inputs, DeferredMerge& deferred,
+                                   std::span<Tensor> outputs) {
+  deferred_ = &deferred;
+  Status status = RunInto(plan, inputs, outputs);
+  deferred_ = nullptr;
+  return status;
 }
 
 Status CudaExecutor::RunInto(const Plan& plan, std::span<const Tensor> inputs, std::span<Tensor> outputs) {

@@ -20,6 +20,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_span.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/mapped_copy.h"
 #include "backend/cuda/model_resources.h"
 #include "runtime/cuda/bf16_copies.h"
 #include "runtime/cuda/placed_ids.h"
@@ -90,6 +91,10 @@ class CudaExecutor final : public Executor {
   ~CudaExecutor() override;
 
   Status RunInto(const Plan& plan, std::span<const Tensor> inputs, std::span<Tensor> outputs) override;
+  // With copy kernels the input kernel reads each part of a deferred input where it lies (the
+  // ragged values of requests merged into a batch, in the pinned pool): no host copy.
+  Status RunMergedInto(const Plan& plan, std::span<const Tensor> inputs, DeferredMerge& deferred,
+                       std::span<Tensor> outputs) override;
   StatusOr<int64_t> Capture(const Plan& plan) override;
   bool Captured(const Plan& plan) const override;
   StatusOr<Launches> CountLaunches(const Plan& plan) override;
@@ -128,8 +133,9 @@ class CudaExecutor final : public Executor {
     size_t out_copied = 0;           // bytes after in_total the output copy brings back (a multiple of 16)
     // A small run's inputs come over by a kernel that reads each where it lies, a request's
     // tensor in the pinned pool (pinned_pool.h) or its slot of the staging buffer where it had to
-    // be packed (mapped_copy.h). The sources' table follows the error word's room in the staging
-    // buffer, at sources_at.
+    // be packed (mapped_copy.h), or each part of a merged batch's input (RunMergedInto). The
+    // sources' table (a GatherTable, then at most max_sources sources) follows the error word's
+    // room in the staging buffer, at sources_at.
     bool copy_kernels = false;
     // With copy kernels, where no step reads an output back: the error word and the outputs lie
     // in the pinned output buffer itself, the host clears the word before each run, and the steps
@@ -137,15 +143,14 @@ class CudaExecutor final : public Executor {
     // word, and an output kernel copies both into the pinned buffer.
     bool outputs_pinned = false;
     size_t sources_at = 0;
-    std::vector<int> source_of;  // per input: its entry in the sources' table (the slots' order)
+    int max_sources = 0;
+    std::vector<size_t> slot_order;  // the inputs in the order of their slots, the sources' order
     // With copy kernels, a plan whose few bytes of float inputs feed steps that read no ids (W1's
     // dense features and bottom MLP) gathers them first, by a kernel of their own, and its ids by
     // a second, the first entry of the lane schedule: the dense chain runs while the ids come
-    // over. The floats' slots come first in io_; the ids' begin at late_from, their sources at
-    // late_source.
+    // over. The floats' slots come first in io_; the ids' begin at late_from.
     bool late_gather = false;
     size_t late_from = 0;
-    int late_source = 0;
     std::vector<size_t> in_bytes;   // per input: the bytes of its slot (the plan's shape)
     std::vector<size_t> tail_from;  // per input: its slot holds -1 from here on (FillTails)
     size_t in_total = 0, out_total = 0;
@@ -175,21 +180,23 @@ class CudaExecutor final : public Executor {
   // the plan's (a ragged input's ids, FillsRaggedTails), only as far as the last tail filled
   // when `b` staged last (not for copy kernels: the input kernel fills the tails).
   Status FillTails(Binding& b, std::span<const Tensor> inputs);
-  // For copy kernels: lists where the input kernel takes each input from, packing into the
-  // staging buffer those it cannot read where they lie; returns the pieces to pack.
+  // For copy kernels: lists where the input kernel takes each input from (each part of one that
+  // deferred_ holds, where the table has room), packing into the staging buffer those it cannot
+  // read where they lie; returns the pieces to pack.
   std::vector<StagingPiece> ListSources(Binding& b, std::span<const Tensor> inputs);
   // How input `i` of `b`, as `in` holds it, is written to its slot, and the bytes it fills there.
   static Repack RepackOf(const Binding& b, size_t i, const Tensor& in);
   static size_t SlotBytes(const Tensor& in, Repack repack);
   // For copy kernels: every input taken from its staging slot, as the slot holds it.
   void ListStagedSources(const Binding& b);
+  // The sources' table's header, for its first `count` sources as listed.
+  void WriteTableCounts(const Binding& b, uint32_t count);
   // For copy kernels: whether the ids are worth a gather of their own (Binding::late_gather), and
   // if so the inputs' slots laid out again, floats first.
   void SplitLateInputs(const Plan& plan, Binding& b);
   // An input kernel of a run with copy kernels: of every input, or where the ids gather late
   // (Binding::late_gather) of the floats or of the ids; all but the ids' also clear the error word.
-  enum class InputPart { kAll, kFloats, kIds };
-  Status GatherInputs(const Binding& b, InputPart part);
+  Status GatherInputs(const Binding& b, GatherPart part);
   // In a capture: notes the node just captured on the stream, a copy by kernel (CountLaunches
   // counts it as the copy it replaces).
   void NoteCopyNode();
@@ -228,6 +235,7 @@ class CudaExecutor final : public Executor {
   PinnedBuffer staged_rows_;  // the rows a run's placed ids stage (placed_ids.h)
   StagedRoom staged_room_;    // staged_rows_ as the run's placing hands it out
   std::unordered_map<uint64_t, Binding> bindings_;
+  DeferredMerge* deferred_ = nullptr;     // during RunMergedInto: the batch's inputs not yet written
   const Binding* tails_owner_ = nullptr;  // the binding whose tail_from the staging buffer holds
   DeviceSpan span_;                       // a run's device time, when a profile mode is set
 };

@@ -104,42 +104,89 @@ Status CudaExecutor::FillTails(Binding& b, std::span<const Tensor> inputs) {
 std::vector<StagingPiece> CudaExecutor::ListSources(Binding& b, std::span<const Tensor> inputs) {
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
   auto* staged_device = static_cast<const uint8_t*>(staged_inputs_.device());
-  auto* sources = reinterpret_cast<InputSource*>(staged + b.sources_at);
+  auto* table = reinterpret_cast<GatherTable*>(staged + b.sources_at);
+  InputSource* sources = SourcesOf(table);
+  // A deferred input's parts are read where they lie (each a source) where the table has room;
+  // every other deferred input is written now, before anything reads it.
+  std::vector<const std::vector<Tensor>*> parts_of(inputs.size(), nullptr);
+  if (deferred_) {
+    size_t room = static_cast<size_t>(b.max_sources) - inputs.size();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::vector<Tensor>* parts = b.placed[i] ? nullptr : deferred_->Find(inputs[i].raw(), inputs[i].bytes());
+      if (!parts || parts->size() - 1 > room) continue;
+      room -= parts->size() - 1;
+      parts_of[i] = deferred_->Take(inputs[i].raw(), inputs[i].bytes());
+    }
+    deferred_->WriteRest();
+  }
   std::vector<StagingPiece> pieces;
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  uint32_t count = 0;
+  for (size_t i : b.slot_order) {
     const Tensor& in = inputs[i];
     const Repack repack = RepackOf(b, i, in);
+    if (parts_of[i]) {
+      const uint32_t first = count;
+      uint64_t at = b.in_offsets[i];
+      for (const Tensor& part : *parts_of[i]) {
+        if (part.bytes() == 0) continue;
+        const size_t fills = SlotBytes(part, repack);
+        sources[count++] = {part.raw(), part.bytes(), at, fills, repack == Repack::kNarrow, 0};
+        at += fills;
+      }
+      if (count == first) {  // no part has ids: the slot is all -1
+        sources[count++] = {staged_device + b.in_offsets[i], 0, b.in_offsets[i], b.in_bytes[i], 0, 0};
+      } else {  // the last part's source fills the rest of the slot with -1
+        sources[count - 1].to_bytes = b.in_offsets[i] + b.in_bytes[i] - sources[count - 1].to;
+      }
+      continue;
+    }
     const void* from = in.raw();
     // Read where it lies, narrowed by the kernel if need be (a GPU reads pinned memory in place),
     // unless its ids are placed.
     if (in.bytes() > 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0 && in.location().kind == MemoryKind::kPinned &&
         !b.placed[i]) {
-      sources[b.source_of[i]] = {from, in.bytes(), b.in_offsets[i], b.in_bytes[i], repack == Repack::kNarrow, 0};
+      sources[count++] = {from, in.bytes(), b.in_offsets[i], b.in_bytes[i], repack == Repack::kNarrow, 0};
       continue;
     }
     const size_t bytes = SlotBytes(in, repack);
-    sources[b.source_of[i]] = {staged_device + b.in_offsets[i], bytes, b.in_offsets[i], b.in_bytes[i], 0, 0};
+    sources[count++] = {staged_device + b.in_offsets[i], bytes, b.in_offsets[i], b.in_bytes[i], 0, 0};
     if (bytes > 0) {
       pieces.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(from), in.bytes(), repack, b.placed[i],
                         in.dtype() == DType::kI64});
     }
   }
+  WriteTableCounts(b, count);
   if (!pieces.empty()) tails_owner_ = nullptr;  // slots packed without their tails
   return pieces;
 }
 
 void CudaExecutor::ListStagedSources(const Binding& b) {
   auto* staged_device = static_cast<const uint8_t*>(staged_inputs_.device());
-  auto* sources = reinterpret_cast<InputSource*>(static_cast<uint8_t*>(staged_inputs_.get()) + b.sources_at);
-  for (size_t i = 0; i < b.in_offsets.size(); ++i) {
-    sources[b.source_of[i]] = {staged_device + b.in_offsets[i], b.in_bytes[i], b.in_offsets[i], b.in_bytes[i], 0, 0};
+  InputSource* sources =
+      SourcesOf(reinterpret_cast<GatherTable*>(static_cast<uint8_t*>(staged_inputs_.get()) + b.sources_at));
+  uint32_t count = 0;
+  for (size_t i : b.slot_order) {
+    sources[count++] = {staged_device + b.in_offsets[i], b.in_bytes[i], b.in_offsets[i], b.in_bytes[i], 0, 0};
   }
+  WriteTableCounts(b, count);
+}
+
+void CudaExecutor::WriteTableCounts(const Binding& b, uint32_t count) {
+  auto* table = reinterpret_cast<GatherTable*>(static_cast<uint8_t*>(staged_inputs_.get()) + b.sources_at);
+  const InputSource* sources = SourcesOf(table);
+  uint32_t late = count;
+  if (b.late_gather) {
+    late = 0;
+    while (late < count && sources[late].to < b.late_from) ++late;
+  }
+  table->count = count;
+  table->late = late;
 }
 
 void CudaExecutor::SplitLateInputs(const Plan& plan, Binding& b) {
   const size_t count = b.in_offsets.size();
-  b.source_of.resize(count);
-  for (size_t i = 0; i < count; ++i) b.source_of[i] = static_cast<int>(i);
+  b.slot_order.resize(count);
+  for (size_t i = 0; i < count; ++i) b.slot_order[i] = i;
   if (!b.copy_kernels || !LateGather()) return;
   const auto& values = plan.values();
   std::vector<bool> late(count);
@@ -163,39 +210,33 @@ void CudaExecutor::SplitLateInputs(const Plan& plan, Binding& b) {
     return early && !ids;
   });
   if (!any_early_step) return;
-  size_t at = 0;
-  int entry = 0;
+  size_t at = 0, entry = 0;
   for (int pass = 0; pass < 2; ++pass) {  // floats, then ids
-    if (pass == 1) {
-      b.late_from = at;
-      b.late_source = entry;
-    }
+    if (pass == 1) b.late_from = at;
     for (size_t i = 0; i < count; ++i) {
       if (late[i] != (pass == 1)) continue;
       b.in_offsets[i] = at;
-      b.source_of[i] = entry++;
+      b.slot_order[entry++] = i;
       at += room[i];
     }
   }
   b.late_gather = true;
 }
 
-Status CudaExecutor::GatherInputs(const Binding& b, InputPart part) {
-  const auto* sources =
-      reinterpret_cast<const InputSource*>(static_cast<uint8_t*>(staged_inputs_.device()) + b.sources_at);
-  const int count = static_cast<int>(b.in_offsets.size());
+Status CudaExecutor::GatherInputs(const Binding& b, GatherPart part) {
+  const auto* table =
+      reinterpret_cast<const GatherTable*>(static_cast<uint8_t*>(staged_inputs_.device()) + b.sources_at);
   int* clear = b.outputs_pinned ? nullptr : ctx_.error;  // in pinned memory the host clears it (StageInputs)
   Status gathered;
   switch (part) {
-    case InputPart::kAll:
-      gathered = GatherByKernel(sources, count, io_.get(), 0, b.in_total, clear, ctx_.stream);
+    case GatherPart::kAll:
+      gathered = GatherByKernel(table, part, b.max_sources, io_.get(), 0, b.in_total, clear, ctx_.stream);
       break;
-    case InputPart::kFloats:
-      gathered = GatherByKernel(sources, b.late_source, io_.get(), 0, b.late_from, clear, ctx_.stream);
+    case GatherPart::kFloats:
+      gathered = GatherByKernel(table, part, b.max_sources, io_.get(), 0, b.late_from, clear, ctx_.stream);
       break;
-    case InputPart::kIds:
-      gathered = GatherByKernel(sources + b.late_source, count - b.late_source, io_.get(), b.late_from, b.in_total,
-                                nullptr, ctx_.stream);
+    case GatherPart::kIds:
+      gathered = GatherByKernel(table, part, b.max_sources, io_.get(), b.late_from, b.in_total, nullptr, ctx_.stream);
       break;
   }
   if (gathered.ok()) NoteCopyNode();
@@ -204,6 +245,7 @@ Status CudaExecutor::GatherInputs(const Binding& b, InputPart part) {
 
 StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inputs) {
   auto staging_start = std::chrono::steady_clock::now();
+  if (deferred_ && !b.copy_kernels) deferred_->WriteRest();  // packed below, as any input
   RANKD_RETURN_IF_ERROR(FillTails(b, inputs));
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
   if (!b.copy_kernels) std::memset(staged + b.in_total, 0, sizeof(int));     // the error word the input copy clears
