@@ -354,7 +354,7 @@ TEST_P(CudaInputsTest, GathersAMergedBatchsIdsFromItsRequests) {
     ASSERT_TRUE(ran.ok()) << when << ": " << ran.ToString();
     EXPECT_LE(testing::RelativeError(outputs[1], (*want)[1]), 1e-6) << when;
     EXPECT_EQ(testing::RelativeError(outputs[2], in[2]), 0.0) << when;
-    const bool gathered = GetParam() && CurrentHostAllocator() == &cuda::PinnedPool::Shared();
+    const bool gathered = GetParam() && cuda::MergedGather() && CurrentHostAllocator() == &cuda::PinnedPool::Shared();
     EXPECT_EQ(static_cast<const uint8_t*>(merged.raw())[0] == 0x5a, gathered && ids_sent > 0)
         << when << ": the merged ids are written only where the kernel cannot read their parts";
   };
@@ -368,6 +368,9 @@ TEST_P(CudaInputsTest, GathersAMergedBatchsIdsFromItsRequests) {
       expect_scores(when + ", short ids", kIds - 1 - round * 3);
     }
   }
+  cuda::SetMergedGather(false);  // the host writes the merged ids
+  expect_scores("replayed, merged_gather off", kIds);
+  cuda::SetMergedGather(true);
 }
 
 // The input kernel's gather from sources that start anywhere on a four-byte boundary (the later

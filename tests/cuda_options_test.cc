@@ -9,8 +9,9 @@ namespace rankd {
 namespace {
 
 TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
-  auto o = ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on", "pinned_pool_mb=0",
-                             "staging_helpers=1", "kernel_cache_dir=/tmp/k=v", "device_wait=block"});
+  auto o =
+      ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on", "pinned_pool_mb=0",
+                        "staging_helpers=1", "kernel_cache_dir=/tmp/k=v", "device_wait=block", "merged_gather=off"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->graph_lanes, 2);
   EXPECT_FALSE(o->copy_kernels);
@@ -20,6 +21,8 @@ TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   EXPECT_EQ(o->staging_helpers, 1);
   EXPECT_EQ(o->kernel_cache_dir, "/tmp/k=v");  // only the first '=' splits
   EXPECT_TRUE(o->late_gather);
+  EXPECT_FALSE(o->merged_gather);
+  EXPECT_TRUE(CudaOptions{}.merged_gather);
   EXPECT_TRUE(o->dependent_launches);
   EXPECT_TRUE(o->gemm_tuning);
   EXPECT_EQ(o->device_wait, "block");

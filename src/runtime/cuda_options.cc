@@ -39,6 +39,7 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
   const std::string key = key_value.substr(0, eq), value = key_value.substr(eq + 1);
   bool* flag = key == "copy_kernels"         ? &o.copy_kernels
                : key == "late_gather"        ? &o.late_gather
+               : key == "merged_gather"      ? &o.merged_gather
                : key == "dependent_launches" ? &o.dependent_launches
                : key == "gemm_tuning"        ? &o.gemm_tuning
                : key == "gemm_log"           ? &o.gemm_log
@@ -80,11 +81,11 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
                            ": fault injection is only in builds configured with RANKD_FAULT_INJECTION");
 #endif
   } else {
-    return InvalidArgument(
-        "--cuda: unknown setting '" + key +
-        "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
-        "late_gather, dependent_launches, gemm_tuning, gemm_log, split_k, device_wait, placed_ids_from or "
-        "staged_rows_mb)");
+    return InvalidArgument("--cuda: unknown setting '" + key +
+                           "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
+                           "late_gather, merged_gather, dependent_launches, gemm_tuning, gemm_log, split_k, "
+                           "device_wait, placed_ids_from or "
+                           "staged_rows_mb)");
   }
   return Status::Ok();
 }
@@ -104,6 +105,7 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::SetGraphLanes(o.graph_lanes);
   cuda::SetCopyKernels(o.copy_kernels);
   cuda::SetLateGather(o.late_gather);
+  cuda::SetMergedGather(o.merged_gather);
   cuda::SetPlacedIdsFrom(o.placed_ids_from);
   cuda::SetStagedRowsBytes(static_cast<size_t>(o.staged_rows_mb) << 20);
   cuda::SetDependentLaunches(o.dependent_launches);
@@ -126,9 +128,10 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   CudaOptions defaults;
   defaults.staging_helpers = o.staging_helpers;
   const bool same = o.pinned_pool_mb == defaults.pinned_pool_mb && o.kernel_cache_dir.empty() &&
-                    o.graph_lanes == defaults.graph_lanes && o.copy_kernels && o.late_gather && o.dependent_launches &&
-                    o.gemm_tuning && !o.gemm_log && o.split_k && o.device_wait == defaults.device_wait &&
-                    o.placed_ids_from == defaults.placed_ids_from && o.staged_rows_mb == defaults.staged_rows_mb;
+                    o.graph_lanes == defaults.graph_lanes && o.copy_kernels && o.late_gather && o.merged_gather &&
+                    o.dependent_launches && o.gemm_tuning && !o.gemm_log && o.split_k &&
+                    o.device_wait == defaults.device_wait && o.placed_ids_from == defaults.placed_ids_from &&
+                    o.staged_rows_mb == defaults.staged_rows_mb;
   return same ? Status::Ok() : InvalidArgument("--cuda: this build of rankd has no cuda backend");
 #endif
 }

@@ -18,6 +18,7 @@ struct CudaOptions {
   int graph_lanes = 4;               // streams a captured plan's independent steps may use (1-16)
   bool copy_kernels = true;          // small runs move inputs and outputs by kernels, not copy nodes
   bool late_gather = true;           // ... and gather their ids beside the floats' first steps
+  bool merged_gather = true;         // ... and a merged batch's ids from its requests' tensors
   bool dependent_launches = true;    // programmatic dependent launch between a plan's kernels
   bool gemm_tuning = true;           // cuBLASLt's candidates timed once per product shape
   bool gemm_log = false;             // a stderr line per tuned product shape

@@ -41,6 +41,7 @@ size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 std::atomic<int> graph_lanes{4};
 std::atomic<bool> copy_kernels{true};
 std::atomic<bool> late_gather{true};
+std::atomic<bool> merged_gather{true};
 std::atomic<DeviceWait> device_wait{DeviceWait::kNap};
 
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
@@ -75,6 +76,10 @@ void SetCopyKernels(bool on) { copy_kernels = on; }
 bool CopyKernels() { return copy_kernels.load(); }
 
 void SetLateGather(bool on) { late_gather = on; }
+
+void SetMergedGather(bool on) { merged_gather = on; }
+
+bool MergedGather() { return merged_gather.load(); }
 
 bool LateGather() { return late_gather.load(); }
 
@@ -616,6 +621,7 @@ bool CudaExecutor::Captured(const Plan& plan) const {
 
 Status CudaExecutor::RunMergedInto(const Plan& plan, std::span<const Tensor> inputs, DeferredMerge& deferred,
                                    std::span<Tensor> outputs) {
+  if (!MergedGather()) deferred.WriteRest();
   deferred_ = &deferred;
   Status status = RunInto(plan, inputs, outputs);
   deferred_ = nullptr;

@@ -60,6 +60,11 @@ bool CopyKernels();
 void SetLateGather(bool on);
 bool LateGather();
 
+// Whether such a run of a merged batch gathers its ragged values from its requests' tensors
+// (RunMergedInto; on by default, `--cuda merged_gather=off`: the host writes the merged ids first).
+void SetMergedGather(bool on);
+bool MergedGather();
+
 // How a run's thread waits for the device once the run is launched (`--cuda device_wait=`;
 // docs/cuda.md): spinning in cudaStreamSynchronize (the driver's default: under served load W1's
 // executors spent 13% of the server's CPU there), asleep on an event made with
