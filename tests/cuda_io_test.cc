@@ -325,9 +325,10 @@ TEST_P(CudaInputsTest, ReadsSharedMemoryRegionsInPlaceWhereTheyArePageLocked) {
 // another. No memsets: the error word is cleared on the way in.
 // A merged batch's ids left as its requests' tensors (common/deferred_merge.h): with copy kernels
 // the input kernel reads each part where it lies, narrowed to the slot's INT32 where the plan
-// narrows, at whatever four-byte boundary it starts, so the merged tensor is never written; with
-// copy nodes the executor writes it first. Either way the run scores the parts' concatenation,
-// uncaptured and replayed, with short ids (a tail of -1) and parts of no ids.
+// narrows, at whatever four-byte boundary it starts; with copy nodes the host packs each part into
+// the staging buffer. Either way the merged tensor is never written (unless merged_gather is off),
+// and the run scores the parts' concatenation, uncaptured and replayed, with short ids (a tail of
+// -1) and parts of no ids.
 TEST_P(CudaInputsTest, GathersAMergedBatchsIdsFromItsRequests) {
   std::mt19937_64 rng(31);
   auto expect_scores = [&](const std::string& when, int64_t ids_sent) {
@@ -354,9 +355,10 @@ TEST_P(CudaInputsTest, GathersAMergedBatchsIdsFromItsRequests) {
     ASSERT_TRUE(ran.ok()) << when << ": " << ran.ToString();
     EXPECT_LE(testing::RelativeError(outputs[1], (*want)[1]), 1e-6) << when;
     EXPECT_EQ(testing::RelativeError(outputs[2], in[2]), 0.0) << when;
-    const bool gathered = GetParam() && cuda::MergedGather() && CurrentHostAllocator() == &cuda::PinnedPool::Shared();
+    const bool gathered =
+        cuda::MergedGather() && (!GetParam() || CurrentHostAllocator() == &cuda::PinnedPool::Shared());
     EXPECT_EQ(static_cast<const uint8_t*>(merged.raw())[0] == 0x5a, gathered && ids_sent > 0)
-        << when << ": the merged ids are written only where the kernel cannot read their parts";
+        << when << ": the merged ids are written only where neither the kernel nor the packing takes their parts";
   };
   for (bool replayed : {false, true}) {
     if (replayed) {

@@ -114,6 +114,8 @@ std::vector<StagingPiece> CudaExecutor::ListSources(Binding& b, std::span<const 
     for (size_t i = 0; i < inputs.size(); ++i) {
       const std::vector<Tensor>* parts = b.placed[i] ? nullptr : deferred_->Find(inputs[i].raw(), inputs[i].bytes());
       if (!parts || parts->size() - 1 > room) continue;
+      const auto readable = [](const Tensor& t) { return t.bytes() == 0 || GatherablePart(t); };
+      if (!std::all_of(parts->begin(), parts->end(), readable)) continue;
       room -= parts->size() - 1;
       parts_of[i] = deferred_->Take(inputs[i].raw(), inputs[i].bytes());
     }
@@ -245,7 +247,6 @@ Status CudaExecutor::GatherInputs(const Binding& b, GatherPart part) {
 
 StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inputs) {
   auto staging_start = std::chrono::steady_clock::now();
-  if (deferred_ && !b.copy_kernels) deferred_->WriteRest();  // packed below, as any input
   RANKD_RETURN_IF_ERROR(FillTails(b, inputs));
   auto* staged = static_cast<uint8_t*>(staged_inputs_.get());
   if (!b.copy_kernels) std::memset(staged + b.in_total, 0, sizeof(int));     // the error word the input copy clears
@@ -257,9 +258,29 @@ StatusOr<bool> CudaExecutor::StageInputs(Binding& b, std::span<const Tensor> inp
   if (b.copy_kernels) {
     whole = ListSources(b, inputs);
   } else {
+    // A deferred input's parts are packed straight into its slot, each after the one before (one
+    // copy, not a merge and then a packing); the others are written first (placed ids).
+    std::vector<const std::vector<Tensor>*> parts_of(inputs.size(), nullptr);
+    if (deferred_) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!b.placed[i]) parts_of[i] = deferred_->Take(inputs[i].raw(), inputs[i].bytes());
+      }
+      deferred_->WriteRest();
+    }
     for (size_t i = 0; i < inputs.size(); ++i) {
-      whole.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(inputs[i].raw()), inputs[i].bytes(),
-                       RepackOf(b, i, inputs[i]), b.placed[i], inputs[i].dtype() == DType::kI64});
+      const Repack repack = RepackOf(b, i, inputs[i]);
+      if (!parts_of[i]) {
+        whole.push_back({staged + b.in_offsets[i], static_cast<const uint8_t*>(inputs[i].raw()), inputs[i].bytes(),
+                         repack, b.placed[i], inputs[i].dtype() == DType::kI64});
+        continue;
+      }
+      size_t done = 0;
+      for (const Tensor& part : *parts_of[i]) {
+        if (part.bytes() == 0) continue;
+        whole.push_back({staged + b.in_offsets[i] + SlotOffset(done, repack), static_cast<const uint8_t*>(part.raw()),
+                         part.bytes(), repack, nullptr, part.dtype() == DType::kI64});
+        done += part.bytes();
+      }
     }
   }
   // Per input whose ids are placed, the host time its pieces took (the cache's Gathered::seconds);
