@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 from procs import cpu_seconds, free_port  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from rankd_zoo import models, requests as rq  # noqa: E402
+from rankd_zoo import requests as rq  # noqa: E402
 from rankd_zoo.export import export  # noqa: E402
 
 W1_SIZES = [100, 100] + [200] * 12 + [300, 300, 400, 500, 600, 700]
@@ -99,17 +99,16 @@ def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200),
                         f.write(batched_extra + "\n")
                 if hoist == "off":
                     f.write("user_hoisting: false\n")
-    model = models.build(name, size, seed=0)
-    feats = rq.features(name, model)
+    feats = rq.features_of(name, size)
     rng = np.random.default_rng(2026)
     path = os.path.join(out, f"load_{plain}.jsonl")
     with open(path, "w") as f:
         for i in range(count):
             if name == "dlrm_dcnv2":
-                r = rq.make_request(rng, feats, int(rng.choice(W1_SIZES)))
+                r = rq.make_request(rng, feats, int(rng.choice(W1_SIZES)), vectorised=True)
             else:
                 lo, hi = din_candidates
-                r = rq.make_request(rng, feats, int(rng.integers(lo, hi + 1)), seq_len=din_length)
+                r = rq.make_request(rng, feats, int(rng.integers(lo, hi + 1)), seq_len=din_length, vectorised=True)
             f.write(json.dumps(rq.to_json(feats, r, str(i), flat_ragged=True)) + "\n")
     return variants, path
 

@@ -286,13 +286,19 @@ class MMoE(nn.Module):
         return outs[0], outs[1]
 
 
+MODELS = {"dlrm_dcnv2": (DLRMDCNv2, DLRM_CONFIGS), "dlrm": (DLRMDot, DLRM_CONFIGS), "din": (DIN, DIN_CONFIGS),
+          "bst": (BST, BST_CONFIGS), "mmoe": (MMoE, MMOE_CONFIGS)}
+
+
+def config(name: str, size: str):
+    """The config of model `name` at `size`, without building its weights."""
+    return MODELS[name][1][size]
+
+
 def build(name: str, size: str, seed: int = 0) -> nn.Module:
     """The model `name` (dlrm_dcnv2, dlrm, din, bst, mmoe) with config `size` (tiny, full), weights fixed by seed."""
     torch.manual_seed(seed)
-    table = {"dlrm_dcnv2": (DLRMDCNv2, DLRM_CONFIGS), "dlrm": (DLRMDot, DLRM_CONFIGS), "din": (DIN, DIN_CONFIGS),
-             "bst": (BST, BST_CONFIGS), "mmoe": (MMoE, MMOE_CONFIGS)}
-    cls, configs = table[name]
-    model = cls(configs[size])
+    model = MODELS[name][0](config(name, size))
     with torch.no_grad():  # larger embedding values than N(0,1) / sqrt make differences visible
         for m in model.modules():
             if isinstance(m, nn.Embedding):

@@ -1,5 +1,7 @@
 """Deterministic request sets with power-law (Zipf-like) ids, as KServe v2 JSON bodies and as the
 padded PyTorch tensors the zoo models take."""
+import types
+
 import numpy as np
 import torch
 
@@ -28,6 +30,7 @@ class Feature:
 
 
 def features(name: str, model) -> list:
+    """The inputs of a built zoo model (or anything with its `cfg`: features_of)."""
     cfg = model.cfg
     if name in ("dlrm_dcnv2", "dlrm"):
         out = [Feature("dense", "float", width=[cfg.dense])]
@@ -52,8 +55,15 @@ def features(name: str, model) -> list:
     raise ValueError(name)
 
 
-def make_request(rng, feats, n: int, seq_len=None, allow_empty=False) -> dict:
-    """One request: user features with one row, item features with n rows."""
+def features_of(name: str, size: str) -> list:
+    """The inputs of zoo model `name` at `size`, from its config alone (no weights built)."""
+    return features(name, types.SimpleNamespace(cfg=models.config(name, size)))
+
+
+def make_request(rng, feats, n: int, seq_len=None, allow_empty=False, vectorised=False) -> dict:
+    """One request: user features with one row, item features with n rows. With `vectorised`, item
+    features' ragged lengths and ids are drawn all at once at every size (the same distribution, other
+    draws than the row-by-row ones saved outputs came from; W1's mix was made 100x faster so)."""
     req = {}
     din_seq = None
     for f in feats:
@@ -62,7 +72,7 @@ def make_request(rng, feats, n: int, seq_len=None, allow_empty=False) -> dict:
             req[f.name] = rng.lognormal(0.0, 1.0, size=[rows] + f.width).astype(np.float32)
         elif f.kind == "ids":
             req[f.name] = zipf_ids(rng, f.rows, [rows] + f.width)
-        elif f.scope == "item" and rows >= FAST_ROWS:
+        elif f.scope == "item" and (rows >= FAST_ROWS or vectorised):
             # Large requests draw all lengths, then all ids, at once (the loop below took minutes for
             # W1 at 32,768 pairs); small ones keep the row-by-row draws their saved outputs came from.
             lengths = rng.integers(0 if allow_empty else 1, f.max_length + 1, size=rows)
