@@ -9,9 +9,9 @@ namespace rankd {
 namespace {
 
 TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
-  auto o =
-      ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on", "pinned_pool_mb=0",
-                        "staging_helpers=1", "kernel_cache_dir=/tmp/k=v", "device_wait=block", "merged_gather=off"});
+  auto o = ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on", "pinned_pool_mb=0",
+                             "staging_helpers=1", "kernel_cache_dir=/tmp/k=v", "device_wait=block", "merged_gather=off",
+                             "copy_kernel_mb=8"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->graph_lanes, 2);
   EXPECT_FALSE(o->copy_kernels);
@@ -23,6 +23,8 @@ TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   EXPECT_TRUE(o->late_gather);
   EXPECT_FALSE(o->merged_gather);
   EXPECT_TRUE(CudaOptions{}.merged_gather);
+  EXPECT_EQ(o->copy_kernel_mb, 8);
+  EXPECT_EQ(CudaOptions{}.copy_kernel_mb, 2);
   EXPECT_TRUE(o->dependent_launches);
   EXPECT_TRUE(o->gemm_tuning);
   EXPECT_EQ(o->device_wait, "block");
@@ -38,7 +40,7 @@ TEST(CudaOptions, RefusesWhatItCannotRead) {
                         Case{"graph_lanes=0", "from 1 to 16"}, Case{"graph_lanes=17", "from 1 to 16"},
                         Case{"graph_lanes=2x", "from 1 to 16"}, Case{"graph_lanes=", "from 1 to 16"},
                         Case{"pinned_pool_mb=-1", "from 0"}, Case{"staging_helpers=65", "from 0 to 64"},
-                        Case{"split_k=maybe", "expected on or off"},
+                        Case{"copy_kernel_mb=1025", "from 0 to 1024"}, Case{"split_k=maybe", "expected on or off"},
                         Case{"device_wait=poll", "expected spin, block or nap"}, Case{"=on", "unknown setting ''"}}) {
     auto o = ParseCudaOptions({c.setting});
     ASSERT_FALSE(o.ok()) << c.setting;

@@ -61,6 +61,8 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
     o.device_wait = value;
   } else if (key == "placed_ids_from") {
     RANKD_ASSIGN_OR_RETURN(o.placed_ids_from, ParseCount(key, value, -1, int64_t{1} << 40));
+  } else if (key == "copy_kernel_mb") {
+    RANKD_ASSIGN_OR_RETURN(o.copy_kernel_mb, ParseCount(key, value, 0, int64_t{1} << 10));
   } else if (key == "staged_rows_mb") {
     RANKD_ASSIGN_OR_RETURN(o.staged_rows_mb, ParseCount(key, value, 0, int64_t{1} << 14));
   } else if (key == "kernel_cache_dir") {
@@ -81,11 +83,12 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
                            ": fault injection is only in builds configured with RANKD_FAULT_INJECTION");
 #endif
   } else {
-    return InvalidArgument("--cuda: unknown setting '" + key +
-                           "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
-                           "late_gather, merged_gather, dependent_launches, gemm_tuning, gemm_log, split_k, "
-                           "device_wait, placed_ids_from or "
-                           "staged_rows_mb)");
+    return InvalidArgument(
+        "--cuda: unknown setting '" + key +
+        "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
+        "copy_kernel_mb, late_gather, merged_gather, dependent_launches, gemm_tuning, gemm_log, split_k, "
+        "device_wait, placed_ids_from or "
+        "staged_rows_mb)");
   }
   return Status::Ok();
 }
@@ -104,6 +107,7 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::SetKernelCacheDir(o.kernel_cache_dir);
   cuda::SetGraphLanes(o.graph_lanes);
   cuda::SetCopyKernels(o.copy_kernels);
+  cuda::SetCopyKernelBytes(static_cast<size_t>(o.copy_kernel_mb) << 20);
   cuda::SetLateGather(o.late_gather);
   cuda::SetMergedGather(o.merged_gather);
   cuda::SetPlacedIdsFrom(o.placed_ids_from);
@@ -128,7 +132,8 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   CudaOptions defaults;
   defaults.staging_helpers = o.staging_helpers;
   const bool same = o.pinned_pool_mb == defaults.pinned_pool_mb && o.kernel_cache_dir.empty() &&
-                    o.graph_lanes == defaults.graph_lanes && o.copy_kernels && o.late_gather && o.merged_gather &&
+                    o.graph_lanes == defaults.graph_lanes && o.copy_kernels &&
+                    o.copy_kernel_mb == defaults.copy_kernel_mb && o.late_gather && o.merged_gather &&
                     o.dependent_launches && o.gemm_tuning && !o.gemm_log && o.split_k &&
                     o.device_wait == defaults.device_wait && o.placed_ids_from == defaults.placed_ids_from &&
                     o.staged_rows_mb == defaults.staged_rows_mb;

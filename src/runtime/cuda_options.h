@@ -17,6 +17,7 @@ struct CudaOptions {
   std::string kernel_cache_dir;      // generated kernels kept here across processes; empty: none
   int graph_lanes = 4;               // streams a captured plan's independent steps may use (1-16)
   bool copy_kernels = true;          // small runs move inputs and outputs by kernels, not copy nodes
+  int64_t copy_kernel_mb = 2;        // ... runs of at most this many MiB of inputs
   bool late_gather = true;           // ... and gather their ids beside the floats' first steps
   bool merged_gather = true;         // ... and a merged batch's ids from its requests' tensors
   bool dependent_launches = true;    // programmatic dependent launch between a plan's kernels

@@ -28,8 +28,6 @@ namespace rankd::cuda {
 namespace {
 
 constexpr size_t kAlign = 256;
-// Runs with at most this many input bytes move them and their outputs by kernels (CopyKernels).
-constexpr size_t kCopyKernelBytes = size_t{2} << 20;
 // ... and at most this many inputs (the input kernel holds their sources in shared memory: 40
 // bytes each, a block's 48 KB limit in mind).
 constexpr size_t kMaxGatheredInputs = 1024;
@@ -40,6 +38,8 @@ size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 std::atomic<int> graph_lanes{4};
 std::atomic<bool> copy_kernels{true};
+// Runs with at most this many input bytes move them and their outputs by kernels (CopyKernels).
+std::atomic<size_t> copy_kernel_bytes{size_t{2} << 20};
 std::atomic<bool> late_gather{true};
 std::atomic<bool> merged_gather{true};
 std::atomic<DeviceWait> device_wait{DeviceWait::kNap};
@@ -74,6 +74,8 @@ void SetGraphLanes(int lanes) { graph_lanes = std::clamp(lanes, 1, 16); }
 void SetCopyKernels(bool on) { copy_kernels = on; }
 
 bool CopyKernels() { return copy_kernels.load(); }
+
+void SetCopyKernelBytes(size_t bytes) { copy_kernel_bytes = bytes; }
 
 void SetLateGather(bool on) { late_gather = on; }
 
@@ -216,7 +218,7 @@ void CudaExecutor::LayOutIo(const Plan& plan, Binding& b) {
     b.in_bytes.push_back(static_cast<size_t>(NumElements(v.shape)) * (b.narrowed[i] ? 4 : DTypeSize(v.dtype)));
     b.in_total += Aligned(b.in_bytes.back());
   }
-  b.copy_kernels = CopyKernels() && b.in_total <= kCopyKernelBytes && b.in_offsets.size() <= kMaxGatheredInputs;
+  b.copy_kernels = CopyKernels() && b.in_total <= copy_kernel_bytes.load() && b.in_offsets.size() <= kMaxGatheredInputs;
   SplitLateInputs(plan, b);
   b.max_sources = static_cast<int>(std::min(kMaxGatheredInputs, b.in_offsets.size() + kPartSources));
   b.sources_at = Aligned(b.in_total + sizeof(int));

@@ -53,6 +53,9 @@ int GraphLanes();
 // bindings made after a change follow it).
 void SetCopyKernels(bool on);
 bool CopyKernels();
+// The most input bytes such a run has (2 MiB by default, `--cuda copy_kernel_mb=N`; bindings made
+// after a change follow it).
+void SetCopyKernelBytes(size_t bytes);
 
 // Whether such a run with few bytes of floats gathers its ids by a kernel of their own, beside
 // the floats' first steps (Binding::late_gather; on by default, `--cuda late_gather=off`;
