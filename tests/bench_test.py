@@ -165,6 +165,10 @@ class LoadBenchTest(unittest.TestCase):
             self.assertGreaterEqual(r["requests_per_execution"], 1)
             self.assertGreater(r["cpu_ms_per_request"], 0)
         self.assertEqual(result["highest_rate_within_target"], 200)
+        cost = result["batch_cost"]  # what the warm-up fitted, so runs that merge differently can be told apart
+        self.assertGreater(cost["cost_budget"], 0)
+        self.assertGreaterEqual(cost["cost_per_row"], 0)
+        self.assertGreater(cost["max_batch_rows"], 0)
 
     def test_a_full_queue_counts_as_failures(self):
         repo = os.path.join(self.tmp, "repo")

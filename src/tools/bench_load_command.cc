@@ -179,6 +179,19 @@ int BenchLoadCommand(const BenchLoadArgs& args) {
               {"batching", (*model)->batch_policy() != nullptr},
               {"clients", args.clients},
               {"seconds", args.seconds}};
+  // The batch costs this process fitted at warm-up (or its config set): runs of one model in
+  // separate processes can merge differently when their fits differ.
+  if (const BatchPolicyOptions* p = (*model)->batch_policy()) {
+    out["batch_cost"] = {{"cost_per_row", p->cost_per_row},
+                         {"cost_per_sequence_element", p->cost_per_seq},
+                         {"cost_per_request", p->cost_per_request},
+                         {"cost_budget", p->cost_budget},
+                         {"max_batch_rows", p->max_batch_rows}};
+    std::fprintf(stderr,
+                 "batch cost: %.3g a row, %.3g a sequence element, %.3g a batch; budget %.3g, %lld rows at most\n",
+                 p->cost_per_row, p->cost_per_seq, p->cost_per_request, p->cost_budget,
+                 static_cast<long long>(p->max_batch_rows));
+  }
   json results = json::array();
   double best_rate = 0;
   for (size_t k = 0; k < args.rates.size(); ++k) {
