@@ -25,9 +25,12 @@ std::optional<BucketKey> Model::FindBucket(const PreparedRequest& prepared) cons
 }
 
 bool Model::DefersMerges() const {
-  const std::vector<bool>& scanned = buckets_ ? buckets_->own_length_if_idless() : std::vector<bool>{};
-  return buckets_ && backend().device_kind() != DeviceKind::kHost && !cpu_route_ && !runner_->cache_keeper() &&
-         !runner_->disk_tables() && std::none_of(scanned.begin(), scanned.end(), [](bool b) { return b; });
+  if (!buckets_ || backend().device_kind() == DeviceKind::kHost || cpu_route_ || runner_->cache_keeper() ||
+      runner_->disk_tables()) {
+    return false;
+  }
+  const std::vector<bool>& scanned = buckets_->own_length_if_idless();
+  return std::none_of(scanned.begin(), scanned.end(), [](bool b) { return b; });
 }
 
 StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared) const {

@@ -16,6 +16,11 @@ __global__ void __launch_bounds__(kCopyThreads) CopyKernel(const uint4* from, ui
     to[i] = from[i];
 }
 
+// An INT64 id as the INT32 a narrowed slot holds, clamped (compile/narrowable_ids.h).
+__device__ int32_t Narrowed(int64_t id) {
+  return static_cast<int32_t>(max(static_cast<int64_t>(INT32_MIN), min(static_cast<int64_t>(INT32_MAX), id)));
+}
+
 // Sixteen bytes of source `s` at offset `at` (a multiple of 16) of what it fills.
 __device__ uint4 Gathered(const InputSource& s, uint64_t at) {
   const auto* from = static_cast<const uint8_t*>(s.from);
@@ -28,12 +33,12 @@ __device__ uint4 Gathered(const InputSource& s, uint64_t at) {
       const uint32_t words[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
       for (int i = 0; i < 4; ++i) {
         const auto id = static_cast<int64_t>((static_cast<uint64_t>(words[2 * i + 1]) << 32) | words[2 * i]);
-        out[i] = static_cast<int32_t>(max(static_cast<int64_t>(INT32_MIN), min(static_cast<int64_t>(INT32_MAX), id)));
+        out[i] = Narrowed(id);
       }
     } else {
       for (int i = 0; i < 4; ++i) {
         const int64_t id = first + i < count ? reinterpret_cast<const int64_t*>(from)[first + i] : -1;
-        out[i] = static_cast<int32_t>(max(static_cast<int64_t>(INT32_MIN), min(static_cast<int64_t>(INT32_MAX), id)));
+        out[i] = Narrowed(id);
       }
     }
     return make_uint4(static_cast<uint32_t>(out[0]), static_cast<uint32_t>(out[1]), static_cast<uint32_t>(out[2]),
@@ -55,8 +60,7 @@ __device__ uint32_t Word(const InputSource& s, uint64_t at) {
   if (s.narrow) {
     const uint64_t i = at / 4;
     const int64_t id = i < s.from_bytes / 8 ? static_cast<const int64_t*>(s.from)[i] : -1;
-    return static_cast<uint32_t>(
-        static_cast<int32_t>(max(static_cast<int64_t>(INT32_MIN), min(static_cast<int64_t>(INT32_MAX), id))));
+    return static_cast<uint32_t>(Narrowed(id));
   }
   if (at + 4 <= s.from_bytes) return static_cast<const uint32_t*>(s.from)[at / 4];
   uint32_t word = 0;

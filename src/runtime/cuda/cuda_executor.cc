@@ -28,8 +28,8 @@ namespace rankd::cuda {
 namespace {
 
 constexpr size_t kAlign = 256;
-// ... and at most this many inputs (the input kernel holds their sources in shared memory: 40
-// bytes each, a block's 48 KB limit in mind).
+// Runs move their inputs by kernels with at most this many inputs (the input kernel holds their
+// sources in shared memory: 40 bytes each, a block's 48 KB limit in mind).
 constexpr size_t kMaxGatheredInputs = 1024;
 // Sources past one an input that a merged batch's parts may take (RunMergedInto), within that limit.
 constexpr size_t kPartSources = 512;
