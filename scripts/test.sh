@@ -26,7 +26,7 @@ phase "ASan/UBSan tests"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 OMP_NUM_THREADS=2 \
   ctest --output-on-failure -j"$jobs")
 phase "TSan batcher"
-# The threaded pieces (the batcher, the merge gate, the helping pool, gRPC's call queue) under
+# The threaded pieces (the batcher, the merge gate, the helping pool, the completion poller, gRPC's call queue) under
 # ThreadSanitizer (only that target: TSan needs its own build).
 BUILD_DIR=build-tsan BUILD_TYPE=RelWithDebInfo scripts/build.sh -DRANKD_TSAN=ON -DRANKD_TESTS=ON -DRANKD_CUDA=OFF \
   --target batcher_test

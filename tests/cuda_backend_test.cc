@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_health.h"
+#include "runtime/cuda/cuda_executor.h"
 #endif
 #include "common/host_allocator.h"
 #include "compile/plan.h"
@@ -1190,22 +1191,33 @@ TEST(CudaBackend, ConcurrentRequestsOnPooledExecutors) {
   InferRequest request = (*model)->ExampleRequest(16);
   auto want = (*model)->Infer(request);
   ASSERT_TRUE(want.ok());
-  std::vector<std::thread> threads;
-  std::atomic<int> mismatches{0}, failures{0};
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 50; ++i) {
-        auto got = (*model)->Infer(request);
-        if (!got.ok())
-          ++failures;
-        else if (testing::RelativeError((*got)[0].data, (*want)[0].data) != 0.0)
-          ++mismatches;
-      }
-    });
+  // Each executor's thread waiting for its own runs, then all of them asleep while the device's
+  // poller queries their events: every answer the same.
+  for (bool poller : {false, true}) {
+#if RANKD_HAVE_CUDA
+    cuda::SetDeviceWait(poller ? cuda::DeviceWait::kPoller : cuda::DeviceWait::kNap);
+#endif
+    std::vector<std::thread> threads;
+    std::atomic<int> mismatches{0}, failures{0};
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < 50; ++i) {
+          auto got = (*model)->Infer(request);
+          if (!got.ok())
+            ++failures;
+          else if (testing::RelativeError((*got)[0].data, (*want)[0].data) != 0.0)
+            ++mismatches;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    const char* mode = poller ? "poller" : "nap";
+    EXPECT_EQ(failures.load(), 0) << mode;
+    EXPECT_EQ(mismatches.load(), 0) << mode;
   }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(mismatches.load(), 0);
+#if RANKD_HAVE_CUDA
+  cuda::SetDeviceWait(cuda::DeviceWait::kNap);
+#endif
 }
 
 }  // namespace

@@ -502,10 +502,10 @@ TEST(CudaOutputsPinned, StepsWriteTheOutputsAndTheErrorWordWhereTheHostReadsThem
       }
       const std::string when =
           std::string(kernels ? "copy kernels, " : "copy nodes, ") + (replayed ? "replayed" : "uncaptured");
-      for (int run = 0; run < 6; ++run) {
-        // The host waits napping, spinning and blocked in turn: the same answers.
-        cuda::SetDeviceWait(
-            std::array{cuda::DeviceWait::kNap, cuda::DeviceWait::kSpin, cuda::DeviceWait::kBlock}[run % 3]);
+      for (int run = 0; run < 8; ++run) {
+        // The host waits napping, spinning, blocked and on the poller in turn: the same answers.
+        cuda::SetDeviceWait(std::array{cuda::DeviceWait::kNap, cuda::DeviceWait::kSpin, cuda::DeviceWait::kBlock,
+                                       cuda::DeviceWait::kPoller}[run % 4]);
         RequestTensorScope request_tensors;  // pinned, as a request's are
         std::vector<Tensor> in = RandomInputs(rng);
         const bool bad = run % 3 == 1;

@@ -11,7 +11,7 @@ namespace {
 TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   auto o = ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on", "pinned_pool_mb=0",
                              "staging_helpers=1", "kernel_cache_dir=/tmp/k=v", "device_wait=block", "merged_gather=off",
-                             "copy_kernel_mb=8"});
+                             "copy_kernel_mb=8", "poll_us=4"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->graph_lanes, 2);
   EXPECT_FALSE(o->copy_kernels);
@@ -29,6 +29,11 @@ TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   EXPECT_TRUE(o->gemm_tuning);
   EXPECT_EQ(o->device_wait, "block");
   EXPECT_EQ(CudaOptions{}.device_wait, "nap");
+  EXPECT_EQ(o->poll_us, 4);
+  EXPECT_EQ(CudaOptions{}.poll_us, 10);
+  auto poller = ParseCudaOptions({"device_wait=poller"});
+  ASSERT_TRUE(poller.ok()) << poller.status().ToString();
+  EXPECT_EQ(poller->device_wait, "poller");
 }
 
 TEST(CudaOptions, RefusesWhatItCannotRead) {
@@ -41,7 +46,8 @@ TEST(CudaOptions, RefusesWhatItCannotRead) {
                         Case{"graph_lanes=2x", "from 1 to 16"}, Case{"graph_lanes=", "from 1 to 16"},
                         Case{"pinned_pool_mb=-1", "from 0"}, Case{"staging_helpers=65", "from 0 to 64"},
                         Case{"copy_kernel_mb=1025", "from 0 to 1024"}, Case{"split_k=maybe", "expected on or off"},
-                        Case{"device_wait=poll", "expected spin, block or nap"}, Case{"=on", "unknown setting ''"}}) {
+                        Case{"device_wait=poll", "expected spin, block, nap or poller"},
+                        Case{"poll_us=0", "from 1 to 1000"}, Case{"=on", "unknown setting ''"}}) {
     auto o = ParseCudaOptions({c.setting});
     ASSERT_FALSE(o.ok()) << c.setting;
     EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << c.setting;

@@ -56,9 +56,12 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
     RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 1, 16));
     o.graph_lanes = static_cast<int>(n);
   } else if (key == "device_wait") {
-    if (value != "spin" && value != "block" && value != "nap")
-      return InvalidArgument("--cuda device_wait: expected spin, block or nap, got '" + value + "'");
+    if (value != "spin" && value != "block" && value != "nap" && value != "poller")
+      return InvalidArgument("--cuda device_wait: expected spin, block, nap or poller, got '" + value + "'");
     o.device_wait = value;
+  } else if (key == "poll_us") {
+    RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 1, 1000));
+    o.poll_us = static_cast<int>(n);
   } else if (key == "placed_ids_from") {
     RANKD_ASSIGN_OR_RETURN(o.placed_ids_from, ParseCount(key, value, -1, int64_t{1} << 40));
   } else if (key == "copy_kernel_mb") {
@@ -87,7 +90,7 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
         "--cuda: unknown setting '" + key +
         "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
         "copy_kernel_mb, late_gather, merged_gather, dependent_launches, gemm_tuning, gemm_log, split_k, "
-        "device_wait, placed_ids_from or "
+        "device_wait, poll_us, placed_ids_from or "
         "staged_rows_mb)");
   }
   return Status::Ok();
@@ -116,9 +119,11 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::EnableGemmTuning(o.gemm_tuning);
   cuda::SetGemmLog(o.gemm_log);
   cuda::EnableSplitKGemm(o.split_k);
-  cuda::SetDeviceWait(o.device_wait == "spin"    ? cuda::DeviceWait::kSpin
-                      : o.device_wait == "block" ? cuda::DeviceWait::kBlock
-                                                 : cuda::DeviceWait::kNap);
+  cuda::SetDeviceWait(o.device_wait == "spin"     ? cuda::DeviceWait::kSpin
+                      : o.device_wait == "block"  ? cuda::DeviceWait::kBlock
+                      : o.device_wait == "poller" ? cuda::DeviceWait::kPoller
+                                                  : cuda::DeviceWait::kNap);
+  cuda::SetPollStep(std::chrono::microseconds(o.poll_us));
   cuda::DeviceFaults faults;
   faults.fail_allocations_over_mb = o.fault_fail_allocations_over_mb;
   faults.poison_after_runs = o.fault_poison_after_runs;
@@ -135,8 +140,8 @@ Status ApplyCudaOptions(const CudaOptions& o) {
                     o.graph_lanes == defaults.graph_lanes && o.copy_kernels &&
                     o.copy_kernel_mb == defaults.copy_kernel_mb && o.late_gather && o.merged_gather &&
                     o.dependent_launches && o.gemm_tuning && !o.gemm_log && o.split_k &&
-                    o.device_wait == defaults.device_wait && o.placed_ids_from == defaults.placed_ids_from &&
-                    o.staged_rows_mb == defaults.staged_rows_mb;
+                    o.device_wait == defaults.device_wait && o.poll_us == defaults.poll_us &&
+                    o.placed_ids_from == defaults.placed_ids_from && o.staged_rows_mb == defaults.staged_rows_mb;
   return same ? Status::Ok() : InvalidArgument("--cuda: this build of rankd has no cuda backend");
 #endif
 }

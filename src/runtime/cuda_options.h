@@ -24,7 +24,8 @@ struct CudaOptions {
   bool gemm_tuning = true;           // cuBLASLt's candidates timed once per product shape
   bool gemm_log = false;             // a stderr line per tuned product shape
   bool split_k = true;               // rankd's split-K product kernel where it won
-  std::string device_wait = "nap";   // how a run's thread waits for the device: spin, block or nap
+  std::string device_wait = "nap";   // how a run's thread waits for the device: spin, block, nap or poller
+  int poll_us = 10;                  // device_wait=poller: microseconds between a GPU's poller's rounds
   int64_t placed_ids_from = 262144;  // runs with this many cached tables' ids have them placed by the host; -1: none
   int64_t staged_rows_mb = 256;      // an executor's room for the rows placed ids stage; 0: none
   // Fault injection (backend/cuda/faults.h), only in builds with RANKD_FAULT_INJECTION; -1: off.

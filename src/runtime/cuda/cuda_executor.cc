@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
@@ -17,8 +19,10 @@
 #include "backend/cuda/product_muladd.h"
 #include "backend/cuda/small_rows_gemm.h"
 #include "backend/cuda/split_k_gemm.h"
+#include "common/completion_poller.h"
 #include "common/grace_period.h"
 #include "common/helping_pool.h"
+#include "common/mutex.h"
 #include "compile/narrowable_ids.h"
 #include "compile/plan.h"
 #include "runtime/cuda/graph_launches.h"
@@ -43,6 +47,21 @@ std::atomic<size_t> copy_kernel_bytes{size_t{2} << 20};
 std::atomic<bool> late_gather{true};
 std::atomic<bool> merged_gather{true};
 std::atomic<DeviceWait> device_wait{DeviceWait::kNap};
+std::atomic<int64_t> poll_step_us{10};
+
+// Device `device`'s poller (DeviceWait::kPoller), started on first use with the step set then. It
+// lives as long as the process: its thread sleeps when no run is in flight.
+CompletionPoller& DevicePoller(int device) {
+  static Mutex mu;
+  static auto* pollers = new std::map<int, std::unique_ptr<CompletionPoller>>;
+  MutexLock lock(mu);
+  std::unique_ptr<CompletionPoller>& poller = (*pollers)[device];
+  if (!poller) {
+    poller = std::make_unique<CompletionPoller>(std::chrono::microseconds(poll_step_us.load()),
+                                                [device] { cudaSetDevice(device); });
+  }
+  return *poller;
+}
 
 // Ops whose kernels use the executor's cuBLASLt workspace and bf16 operand buffer (gemm.h).
 bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
@@ -89,6 +108,8 @@ void SetDeviceWait(DeviceWait wait) { device_wait = wait; }
 
 DeviceWait DeviceWaitMode() { return device_wait.load(); }
 
+void SetPollStep(std::chrono::microseconds step) { poll_step_us = step.count(); }
+
 int GraphLanes() { return graph_lanes.load(); }
 
 StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaModelResources> resources) {
@@ -96,6 +117,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   RANKD_CUDA_RETURN(cudaSetDevice(e->resources_->device()));
   RANKD_CUDA_RETURN(cudaStreamCreateWithFlags(&e->ctx_.stream, cudaStreamNonBlocking));
   RANKD_CUDA_RETURN(cudaEventCreateWithFlags(&e->done_, cudaEventBlockingSync | cudaEventDisableTiming));
+  RANKD_CUDA_RETURN(cudaEventCreateWithFlags(&e->polled_, cudaEventDisableTiming));
   if (cublasLtCreate(&e->ctx_.lt) != CUBLAS_STATUS_SUCCESS) return Internal("cublasLtCreate failed");
   RANKD_RETURN_IF_ERROR(e->lt_workspace_.Reserve(kLtWorkspaceBytes));
   e->ctx_.lt_workspace = e->lt_workspace_.get();
@@ -118,6 +140,7 @@ CudaExecutor::~CudaExecutor() {
   if (ctx_.lt) cublasLtDestroy(ctx_.lt);
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
   if (done_) cudaEventDestroy(done_);
+  if (polled_) cudaEventDestroy(polled_);
   for (cudaStream_t side : side_streams_) cudaStreamDestroy(side);
   if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
 }
@@ -523,6 +546,8 @@ Status CudaExecutor::WaitForDevice(Binding& b) {
       RANKD_CUDA_RETURN(cudaEventRecord(done_, ctx_.stream));
       RANKD_CUDA_RETURN(cudaEventSynchronize(done_));
       return Status::Ok();
+    case DeviceWait::kPoller:
+      return WaitForPoller(b);
     case DeviceWait::kNap:
       break;
   }
@@ -543,6 +568,27 @@ Status CudaExecutor::WaitForDevice(Binding& b) {
   if (done != cudaErrorNotReady) RANKD_CUDA_RETURN(done);
   RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
   b.nap.Waited(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  return Status::Ok();
+}
+
+Status CudaExecutor::WaitForPoller(Binding& b) {
+  RANKD_CUDA_RETURN(cudaEventRecord(polled_, ctx_.stream));
+  const auto start = std::chrono::steady_clock::now();
+  const double nap_us = b.nap.NapUs();
+  cudaError_t result = cudaErrorNotReady;
+  const std::function<bool()> done = [&] {
+    result = cudaEventQuery(polled_);
+    return result != cudaErrorNotReady;
+  };
+  const auto first_poll = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      std::chrono::duration<double, std::micro>(nap_us));
+  const bool done_at_first = DevicePoller(resources_->device()).Wait(done, first_poll);
+  RANKD_CUDA_RETURN(result);
+  if (!done_at_first) {
+    b.nap.Waited(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  } else if (nap_us > 0) {
+    b.nap.DoneOnWaking();
+  }
   return Status::Ok();
 }
 

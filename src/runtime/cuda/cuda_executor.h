@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -73,10 +74,15 @@ bool MergedGather();
 // executors spent 13% of the server's CPU there), asleep on an event made with
 // cudaEventBlockingSync that the driver's interrupt wakes (no spinning, but each run ends later), or
 // napping: asleep for most of the time the plan's runs have kept the host waiting, then spinning
-// for the rest. Runs after a change follow it.
-enum class DeviceWait : uint8_t { kSpin, kBlock, kNap };
+// for the rest, or asleep until the GPU's poller (common/completion_poller.h), one thread for all
+// the device's executors, finds the run's event done: it polls from the nap's end, a round every
+// SetPollStep. Runs after a change follow it.
+enum class DeviceWait : uint8_t { kSpin, kBlock, kNap, kPoller };
 void SetDeviceWait(DeviceWait wait);
 DeviceWait DeviceWaitMode();
+// The time between a poller's rounds (`--cuda poll_us=`, default 10 µs); pollers already running
+// keep theirs.
+void SetPollStep(std::chrono::microseconds step);
 
 // How an input's values change width on their way to its slot: INT64 ids written as INT32 where
 // the slot is narrowed (compile/narrowable_ids.h).
@@ -225,6 +231,8 @@ class CudaExecutor final : public Executor {
   LaneSchedule ScheduleOnLanes(const Plan& plan, const Binding& b) const;
   // Waits for the run launched on the stream, as DeviceWaitMode says.
   Status WaitForDevice(Binding& b);
+  // DeviceWait::kPoller: asleep until the device's poller finds the run done.
+  Status WaitForPoller(Binding& b);
   void DropCaptures();
   void ClearBindings();  // and forgets which binding's tails the staging buffer holds
 
@@ -233,6 +241,7 @@ class CudaExecutor final : public Executor {
   std::vector<cudaStream_t> side_streams_;   // lanes 1, 2, ... of a capture
   std::vector<cudaEvent_t> events_;          // a capture's fork, joins and waits
   cudaEvent_t done_ = nullptr;               // a run's end, waited on asleep (DeviceWait::kBlock)
+  cudaEvent_t polled_ = nullptr;             // a run's end, queried by the GPU's poller (DeviceWait::kPoller)
   std::vector<cudaGraphNode_t> copy_nodes_;  // the last capture's copies by kernel (NoteCopyNode)
   bool recording_ = false;                   // Record's Enqueue is running
   GemmCache gemm_;
