@@ -1216,7 +1216,7 @@ TEST(CudaBackend, ConcurrentRequestsOnPooledExecutors) {
     EXPECT_EQ(mismatches.load(), 0) << mode;
   }
 #if RANKD_HAVE_CUDA
-  cuda::SetDeviceWait(cuda::DeviceWait::kNap);
+  cuda::SetDeviceWait(cuda::DeviceWait::kPoller);  // the default
 #endif
 }
 

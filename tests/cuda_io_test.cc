@@ -526,7 +526,7 @@ TEST(CudaOutputsPinned, StepsWriteTheOutputsAndTheErrorWordWhereTheHostReadsThem
     }
   }
   cuda::SetCopyKernels(true);
-  cuda::SetDeviceWait(cuda::DeviceWait::kNap);
+  cuda::SetDeviceWait(cuda::DeviceWait::kPoller);  // the default
 }
 
 // A few bytes of floats through a product of their own, and many ids through a bag: the ids come

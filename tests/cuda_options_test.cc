@@ -11,7 +11,7 @@ namespace {
 TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   auto o = ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on", "pinned_pool_mb=0",
                              "staging_helpers=1", "kernel_cache_dir=/tmp/k=v", "device_wait=block", "merged_gather=off",
-                             "copy_kernel_mb=8", "poll_us=4"});
+                             "copy_kernel_mb=4", "poll_us=4"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->graph_lanes, 2);
   EXPECT_FALSE(o->copy_kernels);
@@ -23,17 +23,17 @@ TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   EXPECT_TRUE(o->late_gather);
   EXPECT_FALSE(o->merged_gather);
   EXPECT_TRUE(CudaOptions{}.merged_gather);
-  EXPECT_EQ(o->copy_kernel_mb, 8);
-  EXPECT_EQ(CudaOptions{}.copy_kernel_mb, 2);
+  EXPECT_EQ(o->copy_kernel_mb, 4);
+  EXPECT_EQ(CudaOptions{}.copy_kernel_mb, 8);
   EXPECT_TRUE(o->dependent_launches);
   EXPECT_TRUE(o->gemm_tuning);
   EXPECT_EQ(o->device_wait, "block");
-  EXPECT_EQ(CudaOptions{}.device_wait, "nap");
+  EXPECT_EQ(CudaOptions{}.device_wait, "poller");
   EXPECT_EQ(o->poll_us, 4);
   EXPECT_EQ(CudaOptions{}.poll_us, 10);
-  auto poller = ParseCudaOptions({"device_wait=poller"});
-  ASSERT_TRUE(poller.ok()) << poller.status().ToString();
-  EXPECT_EQ(poller->device_wait, "poller");
+  auto nap = ParseCudaOptions({"device_wait=nap"});
+  ASSERT_TRUE(nap.ok()) << nap.status().ToString();
+  EXPECT_EQ(nap->device_wait, "nap");
 }
 
 TEST(CudaOptions, RefusesWhatItCannotRead) {

@@ -119,10 +119,10 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::EnableGemmTuning(o.gemm_tuning);
   cuda::SetGemmLog(o.gemm_log);
   cuda::EnableSplitKGemm(o.split_k);
-  cuda::SetDeviceWait(o.device_wait == "spin"     ? cuda::DeviceWait::kSpin
-                      : o.device_wait == "block"  ? cuda::DeviceWait::kBlock
-                      : o.device_wait == "poller" ? cuda::DeviceWait::kPoller
-                                                  : cuda::DeviceWait::kNap);
+  cuda::SetDeviceWait(o.device_wait == "spin"    ? cuda::DeviceWait::kSpin
+                      : o.device_wait == "block" ? cuda::DeviceWait::kBlock
+                      : o.device_wait == "nap"   ? cuda::DeviceWait::kNap
+                                                 : cuda::DeviceWait::kPoller);
   cuda::SetPollStep(std::chrono::microseconds(o.poll_us));
   cuda::DeviceFaults faults;
   faults.fail_allocations_over_mb = o.fault_fail_allocations_over_mb;

@@ -43,10 +43,10 @@ size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 std::atomic<int> graph_lanes{4};
 std::atomic<bool> copy_kernels{true};
 // Runs with at most this many input bytes move them and their outputs by kernels (CopyKernels).
-std::atomic<size_t> copy_kernel_bytes{size_t{2} << 20};
+std::atomic<size_t> copy_kernel_bytes{size_t{8} << 20};
 std::atomic<bool> late_gather{true};
 std::atomic<bool> merged_gather{true};
-std::atomic<DeviceWait> device_wait{DeviceWait::kNap};
+std::atomic<DeviceWait> device_wait{DeviceWait::kPoller};
 std::atomic<int64_t> poll_step_us{10};
 
 // Device `device`'s poller (DeviceWait::kPoller), started on first use with the step set then. It
