@@ -34,7 +34,9 @@
 #      --seconds 5" by default), SERVE_FLAGS more `rankd serve` flags for all, into
 #      served_N_PROGRAM.md (N: the entry's place in the list);
 #   9. with LOAD_S, `rankd bench load` (in-process, through the batcher, on cores 0-7) of the
-#      batched W1 and W2 of step 8 at LOAD_W1_RATES and LOAD_W2_RATES, p99 targets 10 and 5 ms.
+#      batched W1 and W2 of step 8 at LOAD_W1_RATES and LOAD_W2_RATES, p99 targets 10 and 5 ms
+#      (SERVED_ARGS with "--w1-buckets-to 4096" gives W1's batched variant the ladder its 35,000 to
+#      40,000/s in-process were measured with).
 # RANKD_ARGS: more `rankd bench engine` flags for steps 4, 6 and 7, e.g. "--table-dtype BF16".
 # The logs come back packed in OUT/logs.tgz, the summary in OUT/steps.log.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:

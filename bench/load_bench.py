@@ -58,6 +58,13 @@ def metrics(port):
     return out
 
 
+def buckets_to(top):
+    """A `buckets` line for the batched variants: 1, 2, 4, 8, 16, then eighth-octave steps from 32 to TOP (a
+    power of two), every size captured before ready (62 sizes to 4,096: docs/log/benchmarks.md)."""
+    sizes = [1, 2, 4, 8, 16] + sorted({int(round(32 * 2 ** (k / 8))) for k in range(8 * (top.bit_length() - 6) + 1)})
+    return f"buckets: {{allowed_batch_sizes: {sizes}, warmup_max_batch_size: {top}}}"
+
+
 def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200), hoisting=("on",), precision="",
             queue_delay_us=1000, queue_wait_us=-1, batched_extra="", config_extra=""):
     """Exports NAME at SIZE (once), writes its variants and its request mix; returns
@@ -138,6 +145,9 @@ def main():
                    "(0: no bound; default: not written, the automatic bound of a queue that stands)")
     p.add_argument("--batched-extra", default="", help="YAML appended to the batched variants' configs, e.g. "
                    "\"buckets: {allowed_batch_sizes: [...], warmup_max_batch_size: 4096}\"")
+    p.add_argument("--w1-buckets-to", type=int, default=0,
+                   help="W1's batched variant with buckets to this many rows (a power of two from 64, e.g. 4096: "
+                        "its in-process 35,000-40,000/s, docs/log/benchmarks.md); 0: the default ladder")
     p.add_argument("--config-extra", default="", help="YAML appended to every variant's config, e.g. "
                    "\"routing: {cpu: cost, cpu_runs: 2}\" (docs/routing.md)")
     p.add_argument("--serve-args", default="", help="more `rankd serve` flags, e.g. \"--executors 8 --cuda staging_helpers=0\"")
@@ -159,9 +169,12 @@ def main():
     for name, rates in (("dlrm_dcnv2", a.w1_rates), ("din", a.w2_rates)):
         if rates:
             lo, _, hi = a.din_candidates.partition("-")
+            batched_extra = a.batched_extra
+            if name == "dlrm_dcnv2" and a.w1_buckets_to:
+                batched_extra = (batched_extra + "\n" if batched_extra else "") + buckets_to(a.w1_buckets_to)
             variants, path = prepare(name, a.size, repo, a.out, a.din_length, a.requests,
                                      (int(lo), int(hi or lo)), tuple(a.hoisting.split(",")), a.precision,
-                                     a.queue_delay_us, a.queue_wait_us, a.batched_extra, a.config_extra)
+                                     a.queue_delay_us, a.queue_wait_us, batched_extra, a.config_extra)
             plans.append((name, variants, path, [float(r) for r in rates.split(",")]))
     http, mport, grpc = free_port(), free_port(), free_port()
     server_pin = ["taskset", "-c", a.server_cpus] if a.server_cpus else []
