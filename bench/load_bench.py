@@ -59,9 +59,12 @@ def metrics(port):
 
 
 def buckets_to(top):
-    """A `buckets` line for the batched variants: 1, 2, 4, 8, 16, then eighth-octave steps from 32 to TOP (a
-    power of two), every size captured before ready (62 sizes to 4,096: docs/log/benchmarks.md)."""
-    sizes = [1, 2, 4, 8, 16] + sorted({int(round(32 * 2 ** (k / 8))) for k in range(8 * (top.bit_length() - 6) + 1)})
+    """A `buckets` line for the batched variants: 1, 2, 4, 8, 16, then steps of an eighth of an octave from 32
+    to TOP (a power of two; 62 sizes to 4,096: docs/log/benchmarks.md), fewer a octave where a config's 64
+    sizes would not hold them (a seventh to 8,192), every size captured before ready."""
+    octaves = top.bit_length() - 6
+    steps = min(8, 58 // octaves)
+    sizes = [1, 2, 4, 8, 16] + sorted({int(round(32 * 2 ** (k / steps))) for k in range(steps * octaves + 1)})
     return f"buckets: {{allowed_batch_sizes: {sizes}, warmup_max_batch_size: {top}}}"
 
 
