@@ -128,7 +128,8 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.bf16_weights_nk = &e->resources_->bf16_weights_nk();
   e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
   e->ctx_.row_caches = &e->resources_->row_caches();
-  HelpingPool::Shared();   // its helpers start now, not on the first large request
+  HelpingPool::Shared();  // its helpers start now, not on the first large request
+  if (DeviceWaitMode() == DeviceWait::kPoller) DevicePoller(e->resources_->device());  // likewise its thread
   PrepareProductMulAdd();  // outside any capture (product_muladd.h)
   PrepareSplitKGemm();     // likewise (split_k_gemm.h)
   return std::unique_ptr<Executor>(std::move(e));
