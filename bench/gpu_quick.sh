@@ -35,8 +35,8 @@
 #      served_N_PROGRAM.md (N: the entry's place in the list);
 #   9. with LOAD_S, `rankd bench load` (in-process, through the batcher, on cores 0-7) of the
 #      batched W1 and W2 of step 8 at LOAD_W1_RATES and LOAD_W2_RATES, p99 targets 10 and 5 ms
-#      (SERVED_ARGS with "--w1-buckets-to 4096" gives W1's batched variant the ladder its 35,000 to
-#      40,000/s in-process were measured with).
+#      (LOAD_W1_BUCKETS_TO=4096: W1's with the ladder its 35,000 to 40,000/s in-process were
+#      measured with, bench/load_bench.py's buckets_to, instead of the default ladder).
 # RANKD_ARGS: more `rankd bench engine` flags for steps 4, 6 and 7, e.g. "--table-dtype BF16".
 # The logs come back packed in OUT/logs.tgz, the summary in OUT/steps.log.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
@@ -179,10 +179,14 @@ fi
 if ((${LOAD_S:-0})); then
   step "load in-process"
   deadline=$((SECONDS + LOAD_S))
-  for w in "dlrm_dcnv2 ${LOAD_W1_RATES:-5000,10000,20000,40000} 10" "din ${LOAD_W2_RATES:-5000,10000,20000} 5"; do
-    read -r name rates target <<<"$w"
+  w1=dlrm_dcnv2_full_batched
+  if [[ -n ${LOAD_W1_BUCKETS_TO:-} ]]; then
+    w1=$(cd bench && python3 -c "import load_bench as l; print(l.bucketed_copy('out/load_repo', '$w1', $LOAD_W1_BUCKETS_TO))")
+  fi
+  for w in "dlrm_dcnv2 $w1 ${LOAD_W1_RATES:-5000,10000,20000,40000} 10" "din din_full_batched ${LOAD_W2_RATES:-5000,10000,20000} 5"; do
+    read -r name model rates target <<<"$w"
     taskset -c 0-7 timeout $((deadline - SECONDS)) .bundle/run rankd bench load --backend cuda \
-      --model-repo bench/out/load_repo --model "${name}_full_batched" --requests "bench/out/load_${name}_full.jsonl" \
+      --model-repo bench/out/load_repo --model "$model" --requests "bench/out/load_${name}_full.jsonl" \
       --rates "$rates" --seconds 5 --p99-target-ms "$target" --json "$raw/load_$name.json" 2>&1 |
       grep -E "^rate|highest|warning|rankd" | tee -a "$out/steps.log"
   done

@@ -68,6 +68,22 @@ def buckets_to(top):
     return f"buckets: {{allowed_batch_sizes: {sizes}, warmup_max_batch_size: {top}}}"
 
 
+def bucketed_copy(repo, model, top):
+    """A copy of REPO's MODEL (its graph files linked) named MODEL_bTOP, with buckets_to(TOP) in place of any
+    buckets line; returns its name."""
+    copy = f"{model}_b{top}"
+    os.makedirs(os.path.join(repo, copy, "1"), exist_ok=True)
+    for extra in os.listdir(os.path.join(repo, model, "1")):
+        target = os.path.join(repo, copy, "1", extra)
+        if not os.path.exists(target):
+            os.symlink(os.path.abspath(os.path.join(repo, model, "1", extra)), target)
+    with open(os.path.join(repo, model, "config.yaml")) as f:
+        config = [l for l in f if not l.startswith(("name:", "buckets:"))]
+    with open(os.path.join(repo, copy, "config.yaml"), "w") as f:
+        f.write(f"name: {copy}\n{''.join(config)}\n{buckets_to(top)}\n")
+    return copy
+
+
 def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200), hoisting=("on",), precision="",
             queue_delay_us=1000, queue_wait_us=-1, batched_extra="", config_extra=""):
     """Exports NAME at SIZE (once), writes its variants and its request mix; returns
