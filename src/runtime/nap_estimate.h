@@ -1,6 +1,7 @@
 // How long a run's thread sleeps before it spins on the device (`--cuda device_wait=nap`,
-// docs/cuda.md): an estimate of the time runs of one bound plan keep the host waiting after their
-// launch, learnt from those runs. The thread sleeps through 80% of it, then spins to the run's end.
+// docs/cuda.md), or before the GPU's poller first looks at the run (`poller`): an estimate of the
+// time runs of one bound plan keep the host waiting after their launch, learnt from those runs. The
+// thread sleeps through 80% of it, then spins (or is polled) to the run's end.
 //
 // Built to fail safe on a run far longer than the others (the first after a capture, a contended
 // GPU): no nap before two runs were measured, and the lesser of those two starts the estimate; a

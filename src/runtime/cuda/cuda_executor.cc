@@ -129,7 +129,7 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
   e->ctx_.row_caches = &e->resources_->row_caches();
   HelpingPool::Shared();  // its helpers start now, not on the first large request
-  if (DeviceWaitMode() == DeviceWait::kPoller) DevicePoller(e->resources_->device());  // likewise its thread
+  if (DeviceWaitMode() == DeviceWait::kPoller) e->poller_ = &DevicePoller(e->resources_->device());  // likewise
   PrepareProductMulAdd();  // outside any capture (product_muladd.h)
   PrepareSplitKGemm();     // likewise (split_k_gemm.h)
   return std::unique_ptr<Executor>(std::move(e));
@@ -583,7 +583,8 @@ Status CudaExecutor::WaitForPoller(Binding& b) {
   };
   const auto first_poll = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                       std::chrono::duration<double, std::micro>(nap_us));
-  const bool done_at_first = DevicePoller(resources_->device()).Wait(done, first_poll);
+  if (!poller_) poller_ = &DevicePoller(resources_->device());
+  const bool done_at_first = poller_->Wait(done, first_poll);
   RANKD_CUDA_RETURN(result);
   if (!done_at_first) {
     b.nap.Waited(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());

@@ -23,6 +23,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/mapped_copy.h"
 #include "backend/cuda/model_resources.h"
+#include "common/completion_poller.h"
 #include "runtime/cuda/bf16_copies.h"
 #include "runtime/cuda/placed_ids.h"
 #include "runtime/executor.h"
@@ -242,6 +243,7 @@ class CudaExecutor final : public Executor {
   std::vector<cudaEvent_t> events_;          // a capture's fork, joins and waits
   cudaEvent_t done_ = nullptr;               // a run's end, waited on asleep (DeviceWait::kBlock)
   cudaEvent_t polled_ = nullptr;             // a run's end, queried by the GPU's poller (DeviceWait::kPoller)
+  CompletionPoller* poller_ = nullptr;       // that poller, once used (it lives as long as the process)
   std::vector<cudaGraphNode_t> copy_nodes_;  // the last capture's copies by kernel (NoteCopyNode)
   bool recording_ = false;                   // Record's Enqueue is running
   GemmCache gemm_;
