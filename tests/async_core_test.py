@@ -95,9 +95,45 @@ class AsyncCoreTest(unittest.TestCase):
         cls.server.stop()
         shutil.rmtree(cls.repo)
 
-    def merged(self, send):
+    def blocker(self):
+        """Starts a request the model runs for a tenth of a second or more (32,768 candidates) and
+        returns once it should be running, so that requests sent next queue behind it whatever the
+        pace of their sending: its bytes go as raw contents over gRPC where the client library is
+        installed (read in milliseconds; then 50 ms allowed for that), else as JSON over HTTP (1.5 MB
+        that take the server tens of milliseconds to parse; then 400 ms allowed). Returns a function
+        that waits for its answer and checks it."""
+        body = dict(random_din_request(random.Random(5), 32768, 20), id="blocker")
+        stubs = grpc_stubs()
+        if stubs is not None:
+            import grpc
+            pb, pb_grpc = stubs
+            channel = grpc.insecure_channel("127.0.0.1:%d" % self.server.grpc_port)
+            future = pb_grpc.GRPCInferenceServiceStub(channel).ModelInfer.future(din_proto(pb, body), timeout=120)
+            time.sleep(0.05)
+
+            def answered():
+                self.assertEqual(future.result().id, "blocker")
+                channel.close()
+            return answered
+        message = json.dumps(body).encode()
+        sock = socket.create_connection(("127.0.0.1", self.server.http_port), timeout=120)
+        sock.sendall(b"POST /v2/models/din_batched/infer HTTP/1.1\r\nHost: rankd\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(message) + message)
+        time.sleep(0.4)
+
+        def answered():
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            data = response.read()
+            sock.close()
+            self.assertEqual(response.status, 200, data)
+            self.assertEqual(json.loads(data)["id"], "blocker")
+        return answered
+
+    def merged(self, send, blockers=0):
         """Runs `send` (which returns the scores per request, sampling the thread count while the
-        requests are in flight) and checks the answers, the thread count and the merging."""
+        requests are in flight) and checks the answers, the thread count and the merging; `blockers`:
+        requests `send` makes besides self.requests, whose answers it does not return."""
         before = scrape(self.server)
         idle_threads = thread_count(self.server.proc.pid)
         scores, busy_threads = send()
@@ -111,7 +147,7 @@ class AsyncCoreTest(unittest.TestCase):
         requests, executions = delta("nv_inference_request_success"), delta("nv_inference_exec_count")
         print("%d requests in %d executions; %d threads idle, %d with requests in flight"
               % (requests, executions, idle_threads, busy_threads), file=sys.stderr)
-        self.assertEqual(requests, len(self.requests))
+        self.assertEqual(requests, len(self.requests) + blockers)
         # Two frontend threads that waited for each request would give an execution per two requests.
         self.assertLess(executions, requests / 4, "requests did not queue together")
 
@@ -121,21 +157,28 @@ class AsyncCoreTest(unittest.TestCase):
             self.skipTest("python3-grpcio / python3-grpc-tools not installed")
         import grpc
         pb, pb_grpc = stubs
-        protos = [din_proto(pb, r) for r in self.requests]
+        # The calls serialised first, then sent back to back while the blocker runs (serialising
+        # each between sends, with no blocker, once spread them over 35 executions of 96 on a busy
+        # 2-core CI machine).
+        payloads = [din_proto(pb, r).SerializeToString() for r in self.requests]
         with grpc.insecure_channel("127.0.0.1:%d" % self.server.grpc_port) as channel:
             stub = pb_grpc.GRPCInferenceServiceStub(channel)
             stub.ServerLive(pb.ServerLiveRequest(), timeout=30)
+            infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                                        response_deserializer=pb.ModelInferResponse.FromString)
 
             def send():
-                futures = [stub.ModelInfer.future(p, timeout=60) for p in protos]
+                blocked = self.blocker()
+                futures = [infer.future(p, timeout=60) for p in payloads]
                 busy = thread_count(self.server.proc.pid)
+                blocked()
                 scores = []
                 for f in futures:
                     raw = f.result().raw_output_contents[0]
                     scores.append(struct.unpack("<%df" % (len(raw) // 4), raw))
                 return scores, busy
 
-            self.merged(send)
+            self.merged(send, blockers=1)
 
     def test_a_thousand_grpc_calls_in_flight_add_no_threads(self):
         stubs = grpc_stubs()
@@ -163,17 +206,20 @@ class AsyncCoreTest(unittest.TestCase):
         self.assertLessEqual(max(busy), idle + 4)  # "within a few": gRPC's own pool may start one or two
 
     def test_http_requests_on_many_connections_queue_together(self):
-        # The messages made and the connections opened first, then the requests sent back to back:
-        # on a busy machine making each between sends spread them wider than the queue delay.
+        # The messages made and the connections opened first, then the requests sent back to back
+        # while the blocker runs (making each between sends, with no blocker, spread them wider than
+        # the queue delay on a busy machine: 96 requests in up to 33 executions).
         messages = [b"POST /v2/models/din_batched/infer HTTP/1.1\r\nHost: rankd\r\n"
                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
                     for body in (json.dumps(r).encode() for r in self.requests)]
 
         def send():
             socks = [socket.create_connection(("127.0.0.1", self.server.http_port), timeout=60) for _ in messages]
+            blocked = self.blocker()
             for s, message in zip(socks, messages):
                 s.sendall(message)
             busy = thread_count(self.server.proc.pid)
+            blocked()
             scores = []
             for s in socks:
                 response = http.client.HTTPResponse(s)
@@ -184,7 +230,7 @@ class AsyncCoreTest(unittest.TestCase):
                 scores.append(json.loads(data)["outputs"][0]["data"])
             return scores, busy
 
-        self.merged(send)
+        self.merged(send, blockers=1)
 
 
 class OverloadTest(unittest.TestCase):
