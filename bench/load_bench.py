@@ -68,15 +68,20 @@ def buckets_to(top):
     return f"buckets: {{allowed_batch_sizes: {sizes}, warmup_max_batch_size: {top}}}"
 
 
-def bucketed_copy(repo, model, top):
-    """A copy of REPO's MODEL (its graph files linked) named MODEL_bTOP, with buckets_to(TOP) in place of any
-    buckets line; returns its name."""
-    copy = f"{model}_b{top}"
+def link_graph(repo, model, copy):
+    """REPO/COPY/1 made, holding links to MODEL's graph and any external weights."""
     os.makedirs(os.path.join(repo, copy, "1"), exist_ok=True)
     for extra in os.listdir(os.path.join(repo, model, "1")):
         target = os.path.join(repo, copy, "1", extra)
         if not os.path.exists(target):
             os.symlink(os.path.abspath(os.path.join(repo, model, "1", extra)), target)
+
+
+def bucketed_copy(repo, model, top):
+    """A copy of REPO's MODEL (its graph files linked) named MODEL_bTOP, with buckets_to(TOP) in place of any
+    buckets line; returns its name."""
+    copy = f"{model}_b{top}"
+    link_graph(repo, model, copy)
     with open(os.path.join(repo, model, "config.yaml")) as f:
         config = [l for l in f if not l.startswith(("name:", "buckets:"))]
     with open(os.path.join(repo, copy, "config.yaml"), "w") as f:
@@ -111,11 +116,7 @@ def prepare(name, size, repo, out, din_length, count, din_candidates=(200, 200),
             variants.append((model, batching, hoist))
             if model == plain:
                 continue
-            os.makedirs(os.path.join(repo, model, "1"), exist_ok=True)
-            for extra in os.listdir(os.path.join(repo, plain, "1")):  # the graph and any external weights
-                target = os.path.join(repo, model, "1", extra)
-                if not os.path.exists(target):
-                    os.symlink(os.path.abspath(os.path.join(repo, plain, "1", extra)), target)
+            link_graph(repo, plain, model)
             with open(os.path.join(repo, model, "config.yaml"), "w") as f:
                 f.write(f"name: {model}\n{config}\n")
                 if batching:
