@@ -82,10 +82,10 @@ TEST(BatchMerge, OutputNotPerRowCannotBeSplit) {
 
 TEST(CostModel, RecoversLinearCostsAndFindsTheKnee) {
   // 2 µs per row, 0.5 per id, 30 per request: throughput keeps improving up to the largest size.
-  std::vector<CostSample> samples;
-  for (int64_t rows : {1, 4, 16, 64, 256}) samples.push_back({rows, rows, 2.0 * rows + 0.5 * rows + 30});
-  for (int64_t seq : {64, 512}) samples.push_back({16, seq, 2.0 * 16 + 0.5 * seq + 30});
-  FittedCost fit = FitCost(samples);
+  std::vector<CostSample> rows_grow, lengths_grow;
+  for (int64_t rows : {1, 4, 16, 64, 256}) rows_grow.push_back({rows, rows, 2.0 * rows + 0.5 * rows + 30});
+  for (int64_t seq : {64, 512}) lengths_grow.push_back({16, seq, 2.0 * 16 + 0.5 * seq + 30});
+  FittedCost fit = FitCost(rows_grow, lengths_grow);
   EXPECT_NEAR(fit.per_row, 2.0, 1e-6);
   EXPECT_NEAR(fit.per_sequence_element, 0.5, 1e-6);
   EXPECT_NEAR(fit.per_request, 30.0, 1e-6);
@@ -96,6 +96,76 @@ TEST(CostModel, RecoversLinearCostsAndFindsTheKnee) {
   EXPECT_NEAR(fit.per_row, 2.0, 1e-9);
   EXPECT_EQ(fit.per_sequence_element, 0.0);  // no sequence samples: not determined, zero
   EXPECT_NEAR(fit.budget, 0.0, 1e-9);
+}
+
+TEST(CostModel, SequenceProbesSpreadTheLengthsAModelTakes) {
+  auto lengths = [](const std::vector<LengthProbe>& probes) {
+    std::vector<int64_t> out;
+    for (const LengthProbe& p : probes) out.push_back(p.length);
+    return out;
+  };
+  // W1: max lengths 1-100; as many rows as 65,536 ids of the longest allow, at most 256.
+  std::vector<LengthProbe> w1 = SequenceProbes(4096, 100);
+  EXPECT_EQ(lengths(w1), (std::vector<int64_t>{12, 50, 100}));
+  for (const LengthProbe& p : w1) EXPECT_EQ(p.rows, 256);
+  // W2: a user sequence of up to 1,000 ids.
+  std::vector<LengthProbe> w2 = SequenceProbes(4096, 1000);
+  EXPECT_EQ(lengths(w2), (std::vector<int64_t>{125, 500, 1000}));
+  EXPECT_EQ(w2[0].rows, 65);
+  EXPECT_EQ(SequenceProbes(4096, 65536)[0].rows, 16);  // never fewer than 16 rows...
+  EXPECT_EQ(SequenceProbes(8, 100)[0].rows, 8);        // ...nor more than a batch may have
+  EXPECT_TRUE(SequenceProbes(4096, 1).empty());        // no length beyond the row probes' 1
+  EXPECT_EQ(lengths(SequenceProbes(4096, 2)), (std::vector<int64_t>{2}));
+  EXPECT_EQ(lengths(SequenceProbes(4096, 9)), (std::vector<int64_t>{4, 9}));
+}
+
+TEST(CostModel, FitsW1sCostThroughTimingNoise) {
+  // W1's 26 ragged inputs (the zoo's full max lengths); a run costs 0.09 µs a row, 0.0003 an id and
+  // 100 a batch, each timing off by up to 4%. Served requests average 270 rows of about 120 ids: the
+  // fitted cost of one must be near its true 40 µs whatever the noise, or merges follow the noise.
+  const std::vector<int64_t> max_lengths = {3, 2, 1, 2, 6, 1, 1,  1,   1,  7,  3, 8, 1,
+                                            6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1};
+  auto ids_a_row = [&](int64_t length) {
+    int64_t ids = 0;
+    for (int64_t m : max_lengths) ids += std::min(length, m);
+    return ids;
+  };
+  auto truth = [](double rows, double ids) { return 0.09 * rows + 0.0003 * ids + 100; };
+  const double request = truth(270, 270 * 120) - 100;
+  for (uint32_t seed = 1; seed <= 50; ++seed) {
+    std::mt19937 noise(seed);
+    std::uniform_real_distribution<double> off(-0.04, 0.04);
+    std::vector<CostSample> rows_grow, lengths_grow;
+    auto time = [&](int64_t rows, int64_t length) {
+      const int64_t ids = rows * ids_a_row(length);
+      (length == 1 ? rows_grow : lengths_grow)
+          .push_back({rows, ids, truth(static_cast<double>(rows), static_cast<double>(ids)) * (1 + off(noise))});
+    };
+    for (int64_t rows = 1; rows <= 4096; rows *= 4) time(rows, 1);
+    for (const LengthProbe& p : SequenceProbes(4096, 100)) time(p.rows, p.length);
+    FittedCost fit = FitCost(rows_grow, lengths_grow);
+    const double fitted = CostMicros(fit, 270, 270 * 120) - fit.per_request;
+    EXPECT_NEAR(fitted / request, 1.0, 0.25) << "seed " << seed << ": " << fit.per_row << " a row, "
+                                             << fit.per_sequence_element << " an id, " << fit.per_request;
+  }
+}
+
+TEST(CostModel, KeepsTheFixedCostWhenAnIdCostsMoreWithMoreRows) {
+  // W2 (DIN) on the CPU: attention over the user's sequence for every candidate, so an id costs
+  // 0.022 µs a row; 5 µs a batch, 0.9 a row; two user inputs of up to 20 ids. One least squares over
+  // every probe gave no fixed cost there (no budget: the model never merged).
+  auto truth = [](double rows, double ids) { return 5 + 0.9 * rows + 0.022 * rows * ids; };
+  std::vector<CostSample> rows_grow, lengths_grow;
+  for (int64_t rows = 1; rows <= 65536; rows *= 4) rows_grow.push_back({rows, 2, truth(static_cast<double>(rows), 2)});
+  for (const LengthProbe& p : SequenceProbes(65536, 20)) {
+    lengths_grow.push_back(
+        {p.rows, 2 * p.length, truth(static_cast<double>(p.rows), 2.0 * static_cast<double>(p.length))});
+  }
+  FittedCost fit = FitCost(rows_grow, lengths_grow);
+  EXPECT_NEAR(fit.per_request, 5.0, 1.0);
+  EXPECT_NEAR(fit.budget, 50.0, 10.0);
+  EXPECT_NEAR(fit.per_sequence_element, 0.022 * 256, 0.1);  // an id at the probes' 256 rows
+  EXPECT_NEAR(fit.per_row, 0.9, 0.1);
 }
 
 TEST(BatchingConfig, ParsesKnobsAndRefusesBadOnes) {

@@ -215,7 +215,7 @@ class Model {
   // Makes the CPU route from the graph and config as loaded, checks that it scores as the device
   // does and, for routing by cost, fits both sides' costs (model_routing.cc).
   Status StartRouting(Graph graph, const ModelConfig& config);
-  // The median time of three runs by `run` of an example request of `rows` rows and ragged rows of
+  // The median time of five runs by `run` of an example request of `rows` rows and ragged rows of
   // `length` ids, after one run that builds its plan (cost measurement).
   using PreparedRun = std::function<StatusOr<std::vector<Tensor>>(const PreparedRequest&)>;
   StatusOr<CostSample> TimeRuns(int64_t rows, int64_t length, const PreparedRun& run) const;

@@ -5,6 +5,7 @@
 #include "batching/batch_merge.h"
 #include "batching/cost_model.h"
 #include "common/elapsed.h"
+#include "common/log.h"
 #include "serving/model.h"
 
 namespace rankd {
@@ -119,25 +120,34 @@ Status Model::StartBatching() {
   FittedCost fit;
   if (b.cost_per_row < 0 || b.cost_per_sequence_element < 0 || b.cost_per_request < 0 || b.cost_budget < 0) {
     // Time batches of growing size (and, with ragged inputs, growing lengths) on this backend.
-    std::vector<CostSample> samples;
+    std::vector<CostSample> row_samples, sequence_samples;
     auto start = std::chrono::steady_clock::now();
-    auto measure = [&](int64_t rows, int64_t length) -> Status {
+    auto measure = [&](int64_t rows, int64_t length, std::vector<CostSample>& into) -> Status {
       RANKD_ASSIGN_OR_RETURN(CostSample sample,
                              TimeRuns(rows, length, [this](const PreparedRequest& p) { return RunPrepared(p); }));
-      samples.push_back(sample);
+      into.push_back(sample);
+      if (LogVerboseOn(1)) {
+        LogVerbose(1, "model '" + config_.name + "': cost probe of " + std::to_string(rows) + " rows, ragged rows of " +
+                          std::to_string(length) + " ids (" + std::to_string(sample.sequence_elements) +
+                          " sequence ids): " + std::to_string(sample.micros) + " us");
+      }
       return Status::Ok();
     };
     for (int64_t rows = 1; rows <= p.max_batch_rows; rows *= 4) {
-      RANKD_RETURN_IF_ERROR(measure(rows, 1));
-      if (samples.back().micros > 20000 || MicrosSince(start) > 1e6) break;
+      RANKD_RETURN_IF_ERROR(measure(rows, 1, row_samples));
+      if (row_samples.back().micros > 20000 || MicrosSince(start) > 1e6) break;
     }
     if (!compiled_->ragged_names().empty()) {
-      for (int64_t length : {8, 64, 256}) {
-        RANKD_RETURN_IF_ERROR(measure(std::min<int64_t>(16, p.max_batch_rows), length));
-        if (samples.back().micros > 20000) break;
+      int64_t longest = 1;
+      for (const InputConfig& in : config_.inputs) {
+        if (in.ragged) longest = std::max(longest, in.max_length);
+      }
+      for (const LengthProbe& probe : SequenceProbes(p.max_batch_rows, longest)) {
+        RANKD_RETURN_IF_ERROR(measure(probe.rows, probe.length, sequence_samples));
+        if (sequence_samples.back().micros > 20000) break;
       }
     }
-    fit = FitCost(samples);
+    fit = FitCost(row_samples, sequence_samples);
   }
   p.cost_per_row = b.cost_per_row >= 0 ? b.cost_per_row : fit.per_row;
   p.cost_per_seq = b.cost_per_sequence_element >= 0 ? b.cost_per_sequence_element : fit.per_sequence_element;

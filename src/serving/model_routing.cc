@@ -27,13 +27,13 @@ StatusOr<CostSample> Model::TimeRuns(int64_t rows, int64_t length, const Prepare
   RANKD_RETURN_IF_ERROR(BuildGraphInputs(request, batch));
   RANKD_RETURN_IF_ERROR(run(batch).status());  // builds the plan, grows the workspace
   std::vector<double> times;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 5; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     RANKD_RETURN_IF_ERROR(run(batch).status());
     times.push_back(MicrosSince(t0));
   }
   std::sort(times.begin(), times.end());
-  return CostSample{batch.rows, batch.sequence_elements, times[1]};
+  return CostSample{batch.rows, batch.sequence_elements, times[2]};
 }
 
 Status Model::StartRouting(Graph graph, const ModelConfig& config) {
@@ -69,27 +69,28 @@ Status Model::StartRouting(Graph graph, const ModelConfig& config) {
   RoutePolicy policy = route.policy();
   if (policy.mode == CpuRouting::kCost) {
     // Both sides timed on the same batches, growing until the CPU takes 20 ms or the whole 2 s.
-    std::vector<CostSample> device, cpu;
+    // [0]: batches of growing rows, [1]: of growing lengths.
+    std::vector<CostSample> device[2], cpu[2];
     const auto start = std::chrono::steady_clock::now();
-    auto measure = [&](int64_t rows, int64_t length) -> Status {
+    auto measure = [&](int64_t rows, int64_t length, int kind) -> Status {
       RANKD_ASSIGN_OR_RETURN(CostSample d, TimeRuns(rows, length, on_device));
       RANKD_ASSIGN_OR_RETURN(CostSample c, TimeRuns(rows, length, on_cpu));
-      device.push_back(d);
-      cpu.push_back(c);
+      device[kind].push_back(d);
+      cpu[kind].push_back(c);
       return Status::Ok();
     };
     for (int64_t rows = 1; rows <= max_request_rows(); rows *= 4) {
-      RANKD_RETURN_IF_ERROR(measure(rows, 1));
-      if (cpu.back().micros > 20000 || MicrosSince(start) > 2e6) break;
+      RANKD_RETURN_IF_ERROR(measure(rows, 1, 0));
+      if (cpu[0].back().micros > 20000 || MicrosSince(start) > 2e6) break;
     }
     if (!compiled_->ragged_names().empty()) {
       for (int64_t length : {8, 64}) {
-        RANKD_RETURN_IF_ERROR(measure(std::min<int64_t>(4, max_request_rows()), length));
-        if (cpu.back().micros > 20000) break;
+        RANKD_RETURN_IF_ERROR(measure(std::min<int64_t>(4, max_request_rows()), length, 1));
+        if (cpu[1].back().micros > 20000) break;
       }
     }
-    policy.device = FitCost(device);
-    policy.cpu = FitCost(cpu);
+    policy.device = FitCost(device[0], device[1]);
+    policy.cpu = FitCost(cpu[0], cpu[1]);
     LogInfo("model '" + config_.name + "': runs routed by cost: " + backend().name() + " " + CostText(policy.device) +
             ", CPU " + CostText(policy.cpu));
   }
