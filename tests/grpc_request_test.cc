@@ -1,6 +1,7 @@
 // The KServe v2 gRPC request builder (frontend/grpc_request.h) against good and malformed messages.
 #include "frontend/grpc_request.h"
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/unknown_field_set.h>
 #include <google/protobuf/util/field_comparator.h>
 #include <google/protobuf/util/message_differencer.h>
@@ -289,6 +290,33 @@ TEST(InferRequestWire, ReadsTheSameMessageAndRequestFromSlicesOfAnySize) {
       EXPECT_EQ(built->request.priority, sent.parameters().count("priority") ? 3 : 0);
       EXPECT_EQ(built->request.id, sent.id());
     }
+  }
+}
+
+TEST(InferRequestWire, ReadsIntoAMessageOnAnArenaOneRequestAfterAnother) {
+  // As the server reads calls: one message on an arena of a reused block, read into again and again;
+  // nothing of a request stays in the message for the next (a shorter request after a longer one, a
+  // malformed one between them), and the thread's buffer of the fields outlives each.
+  std::vector<char> block(64 << 10);
+  const std::vector<inference::ModelInferRequest> sent = {MixedRequest(), TypedRequest(), EndsInAnEmptyString(),
+                                                          MixedRequest()};
+  for (int round = 0; round < 2; ++round) {
+    google::protobuf::ArenaOptions options;
+    options.initial_block = block.data();
+    options.initial_block_size = block.size();
+    google::protobuf::Arena arena(options);
+    auto& read = *google::protobuf::Arena::CreateMessage<inference::ModelInferRequest>(&arena);
+    for (const inference::ModelInferRequest& one : sent) {
+      const std::string wire = one.SerializeAsString();
+      WireContents contents;
+      const std::string broken = wire.substr(0, wire.size() / 2);
+      EXPECT_FALSE(ReadInferRequestInto(Pieces(broken, 7), contents, read).ok());
+      ASSERT_TRUE(ReadInferRequestInto(Pieces(wire, 5), contents, read).ok());
+      inference::ModelInferRequest rebuilt = read;
+      contents.PutBack(rebuilt);
+      EXPECT_TRUE(SameMessage(one, rebuilt)) << "round " << round << ", request " << one.id();
+    }
+    EXPECT_LE(arena.SpaceAllocated(), static_cast<uint64_t>(block.size())) << "the requests outgrew the first block";
   }
 }
 

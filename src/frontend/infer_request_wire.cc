@@ -330,10 +330,28 @@ void WireContents::PutBack(inference::ModelInferRequest& proto) const {
 
 StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::string_view>& pieces,
                                                         WireContents& wire) {
+  inference::ModelInferRequest proto;
+  RANKD_RETURN_IF_ERROR(ReadInferRequestInto(pieces, wire, proto));
+  return proto;
+}
+
+Status ReadInferRequestInto(const std::vector<std::string_view>& pieces, WireContents& wire,
+                            inference::ModelInferRequest& proto) {
   wire.pieces_ = pieces;
   wire.entries_.clear();
   wire.strings_.clear();
-  std::string rest;  // every field but raw_input_contents and bytes_contents, as sent
+  proto.Clear();
+  // Every field but raw_input_contents and bytes_contents, as sent: this thread's buffer, kept from
+  // one request to the next unless a request made it larger than a megabyte (typed contents).
+  thread_local std::string kept;
+  std::string& rest = kept;
+  rest.clear();
+  struct Release {
+    std::string& s;
+    ~Release() {
+      if (s.capacity() > (1 << 20)) std::string().swap(s);
+    }
+  } release{rest};
   Cursor c(wire.pieces_);
   size_t inputs = 0;
   std::vector<Span> strings;  // an input's
@@ -387,13 +405,12 @@ StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::s
     }
     c.AppendSince(field_start, rest);
   }
-  inference::ModelInferRequest proto;
   if (!proto.ParseFromString(rest)) {
     return InvalidArgument(
         "the request is not a ModelInferRequest: its fields other than raw_input_contents and bytes_contents "
         "do not parse");
   }
-  return proto;
+  return Status::Ok();
 }
 
 }  // namespace rankd
