@@ -7,7 +7,8 @@
 #   here:    PERF=1 scripts/gpu_bundle.sh all          (Debian's perf packed into the bundle)
 #   there:   tar -xJf .bundle/rankd.tar.xz && bench/profile_served.sh OUT [W1|W2] [RATE] [grpc|http]
 #            (SERVER_CPUS, CLIENT_CPUS, BATCHING and SERVE_ARGS change the split, batching and flags:
-#            SERVER_CPUS=0-15 CLIENT_CPUS=16-31 SERVE_ARGS=--gpus=all on a two-GPU host)
+#            SERVER_CPUS=0-15 CLIENT_CPUS=16-31 SERVE_ARGS=--gpus=all on a two-GPU host;
+#            RANKD_BINARY=rankd_base profiles the bundle's other build, BASE_RANKD=... scripts/gpu_bundle.sh)
 #   here:    perf buildid-cache -a build/rankd        (the bundle's rankd is stripped; same build id)
 #            perf report -i OUT/serve.data --no-children --sort dso,sym -g none --stdio
 #
@@ -27,7 +28,7 @@ cat >"$wrapper" <<WRAP
 #!/usr/bin/env bash
 if [[ \$1 == serve ]]; then
   exec $here/.bundle/perf/run perf record -e cpu-clock -F 499 -g -D -1 --control fifo:$ctl,$ack \
-    -o $out/serve.data -- $here/.bundle/run rankd "\$@"
+    -o $out/serve.data -- $here/.bundle/run ${RANKD_BINARY:-rankd} "\$@"
 fi
 exec $here/.bundle/run rankd "\$@"
 WRAP
