@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "runtime/capture_worker.h"
@@ -448,6 +451,91 @@ TEST(Batcher, IdleBatcherRunsAnOfferedRequestOnItsCallersThread) {
   size_t requests = 0;
   for (size_t s : sizes) requests += s;
   EXPECT_EQ(requests, 8u);
+}
+
+// The ids of this process's threads.
+std::set<std::string> ThreadIds() {
+  std::set<std::string> ids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ids.insert(e.path().filename());
+  return ids;
+}
+
+// How often the threads `ids` have gone to sleep (voluntary context switches), together.
+int64_t Sleeps(const std::set<std::string>& ids) {
+  int64_t total = 0;
+  for (const std::string& id : ids) {
+    std::ifstream status("/proc/self/task/" + id + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) total += std::stoll(line.substr(line.find(':') + 1));
+    }
+  }
+  return total;
+}
+
+// The batcher's executor threads: those its construction started.
+std::set<std::string> ExecutorThreads(const std::set<std::string>& before) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // each waiting for work
+  std::set<std::string> started;
+  for (const std::string& id : ThreadIds()) {
+    if (!before.count(id)) started.insert(id);
+  }
+  return started;
+}
+
+// Requests run on their callers' threads wake none of the idle executors: every executor woken
+// after each run cost two context switches per executor and request.
+TEST(Batcher, IdleExecutorsSleepThroughRequestsRunOnTheirCallers) {
+  BatcherOptions o;
+  o.executors = 4;
+  o.policy.max_queue_delay = std::chrono::microseconds(0);
+  int ran = 0;
+  const std::set<std::string> before = ThreadIds();
+  Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) { ran += static_cast<int>(batch.size()); });
+  const std::set<std::string> executors = ExecutorThreads(before);
+  ASSERT_EQ(executors.size(), 4u);
+  const int64_t slept = Sleeps(executors);
+  for (int id = 0; id < 200; ++id) {
+    auto t = Make(id);
+    ASSERT_TRUE(b.Enqueue(t, /*run_here_when_idle=*/true).ok());
+  }
+  EXPECT_EQ(b.ran_on_caller(), 200u);
+  EXPECT_EQ(ran, 200);
+  EXPECT_LT(Sleeps(executors) - slept, 10) << "idle executors were woken for requests run on their callers";
+}
+
+// Requests queued behind a running batch, with the forming batch's delay far off, wake at most
+// the one executor that times the delay; they still all run.
+TEST(Batcher, QueuedRequestsWakeOnlyTheExecutorThatTimesTheDelay) {
+  BatcherOptions o;
+  o.executors = 4;
+  o.policy.max_queue_delay = std::chrono::seconds(2);
+  o.policy.cost_budget = 1e9;
+  std::mutex gate;
+  std::atomic<int> ran{0};
+  const std::set<std::string> before = ThreadIds();
+  {
+    Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
+      std::lock_guard<std::mutex> wait(gate);
+      ran += static_cast<int>(batch.size());
+    });
+    const std::set<std::string> executors = ExecutorThreads(before);
+    ASSERT_EQ(executors.size(), 4u);
+    gate.lock();  // the first batch runs and holds its executor
+    auto first = Make(0);
+    ASSERT_TRUE(b.Enqueue(first).ok());
+    while (b.queued() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const int64_t slept = Sleeps(executors);
+    for (int id = 1; id <= 100; ++id) {  // apart, so that an executor woken for one sleeps again
+      auto t = Make(id);
+      ASSERT_TRUE(b.Enqueue(t).ok());
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    const int64_t woken = Sleeps(executors) - slept;
+    gate.unlock();
+    EXPECT_LT(woken, 10) << "idle executors were woken for requests that wait for the delay";
+  }  // destruction drains
+  EXPECT_EQ(ran.load(), 101);
 }
 
 // A run on the caller's thread that throws still gives its executor back: the exception reaches

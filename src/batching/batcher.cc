@@ -19,6 +19,7 @@ Batcher::~Batcher() {
 }
 
 Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idle) {
+  bool wake = false;
   {
     MutexLock lock(mu_);
     RANKD_RETURN_IF_ERROR(Refusal());
@@ -35,11 +36,13 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
         struct GiveBack {
           Batcher& b;
           ~GiveBack() {
+            bool wake = false;
             {
               MutexLock relock(b.mu_);
               --b.busy_;
+              wake = b.WakeNeeded();  // an executor is free for what queued meanwhile
             }
-            b.changed_.notify_all();  // an executor is free for what queued meanwhile
+            if (wake) b.changed_.notify_one();
           }
         } give_back{*this};
         std::vector<std::unique_ptr<BatchTask>> batch;
@@ -54,8 +57,9 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
     });
     if (queue_.empty()) nonempty_since_ = options_.now();
     queue_.insert(pos, std::move(task));
+    wake = WakeNeeded();
   }
-  changed_.notify_one();
+  if (wake) changed_.notify_one();
   return Status::Ok();
 }
 
@@ -130,17 +134,26 @@ size_t Batcher::queued() const {
   return queue_.size();
 }
 
+BatchDecision Batcher::Decide() {
+  infos_.clear();
+  for (const auto& t : queue_) infos_.push_back(t->info);
+  return DecideBatch(infos_, options_.now(), options_.executors - busy_, busy_, options_.policy);
+}
+
+bool Batcher::WakeNeeded() {
+  if (idle_ == 0 || queue_.empty()) return false;
+  const BatchDecision d = Decide();
+  return d.kind == BatchDecision::Kind::kDispatch || !d.expired.empty() ||
+         (d.kind == BatchDecision::Kind::kWaitUntil && d.wake < timer_);
+}
+
 void Batcher::ExecutorLoop() {
   MutexLock lock(mu_);
   while (true) {
-    std::vector<QueuedRequest> infos;
-    infos.reserve(queue_.size());
-    for (const auto& t : queue_) infos.push_back(t->info);
-    int free = options_.executors - busy_;
-    BatchDecision d = DecideBatch(infos, options_.now(), free, busy_, options_.policy);
+    BatchDecision d = Decide();
     if (stopping_ && d.kind != BatchDecision::Kind::kIdle) {  // drain: run what is queued now
       d.kind = BatchDecision::Kind::kDispatch;
-      if (d.count == 0) d.count = infos.size() - d.expired.size();
+      if (d.count == 0) d.count = queue_.size() - d.expired.size();
     }
     std::vector<std::unique_ptr<BatchTask>> expired, batch;
     for (size_t k = d.expired.size(); k-- > 0;) {
@@ -154,21 +167,29 @@ void Batcher::ExecutorLoop() {
       ++busy_;
     }
     if (!expired.empty() || !batch.empty()) {
+      // Another idle executor decides on what is left, if that cannot wait for this one.
+      const bool wake = WakeNeeded();
       lock.Unlock();
+      if (wake) changed_.notify_one();
       for (auto& t : expired) t->Fail(DeadlineExceeded("the request's deadline passed while it was queued"));
       if (!batch.empty()) Run(std::move(batch));
       lock.Lock();
       if (d.kind == BatchDecision::Kind::kDispatch && d.count > 0) --busy_;
-      changed_.notify_all();
-      continue;
+      continue;  // this executor, free again, decides next
     }
     if (stopping_ && queue_.empty()) return;
-    if (d.kind == BatchDecision::Kind::kWaitUntil) {
+    ++idle_;
+    if (d.kind == BatchDecision::Kind::kWaitUntil && d.wake < timer_) {
+      // The one idle executor that wakes when the forming batch's delay runs out; the others
+      // sleep until woken.
+      timer_ = d.wake;
       // The policy works in the injected clock; sleep for the same span of real time.
       changed_.wait_for(lock.native(), d.wake - options_.now());
+      if (timer_ == d.wake) timer_ = BatchClock::time_point::max();
     } else {
       changed_.wait(lock.native());
     }
+    --idle_;
   }
 }
 

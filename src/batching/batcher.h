@@ -9,6 +9,12 @@
 // (UNAVAILABLE), and so does a queue whose head waited past its bound (BatchPolicyOptions::
 // max_queue_wait, or the automatic bound of a queue that stands); ownership of a task moves to the batcher only when
 // Enqueue succeeds. Destruction drains: queued requests are still run. Thread-safe.
+//
+// An idle executor is woken only when there is something for it to do (a batch to dispatch,
+// expired requests, a forming batch whose delay ends before any idle executor wakes by itself):
+// one idle executor times the forming batch's delay, the others sleep until woken, and an executor
+// done with a batch decides again itself. Waking every idle executor after each batch and each run
+// on a caller's thread cost two context switches per executor and request under light load.
 #pragma once
 
 #include <chrono>
@@ -64,6 +70,11 @@ class Batcher {
   void ExecutorLoop();
   // Runs `batch` through run_batch_, noting how long it took (for the automatic queue bound).
   void Run(std::vector<std::unique_ptr<BatchTask>> batch);
+  // The policy's decision on the queue now.
+  BatchDecision Decide() RANKD_REQUIRES(mu_);
+  // Whether an idle executor must be woken to act on the queue: it has a batch to dispatch or
+  // requests expired, or a forming batch whose delay runs out before any idle executor wakes.
+  bool WakeNeeded() RANKD_REQUIRES(mu_);
   // Why a new request is refused now (stopping, a full queue, a late head), or OK.
   Status Refusal() RANKD_REQUIRES(mu_);
   // Why a new request is refused now, or "" (the queue's wait bounds; the queue is not empty).
@@ -75,6 +86,10 @@ class Batcher {
   std::condition_variable changed_;
   std::vector<std::unique_ptr<BatchTask>> queue_ RANKD_GUARDED_BY(mu_);  // priority-then-arrival order
   int busy_ RANKD_GUARDED_BY(mu_) = 0;
+  int idle_ RANKD_GUARDED_BY(mu_) = 0;  // executor threads waiting to be woken
+  // The earliest time an idle executor wakes at by itself (max: none does).
+  BatchClock::time_point timer_ RANKD_GUARDED_BY(mu_) = BatchClock::time_point::max();
+  std::vector<QueuedRequest> infos_ RANKD_GUARDED_BY(mu_);  // Decide's copy of the queue
   uint64_t ran_on_caller_ RANKD_GUARDED_BY(mu_) = 0;
   bool stopping_ RANKD_GUARDED_BY(mu_) = false;
   double typical_run_us_ RANKD_GUARDED_BY(mu_) = -1;             // a request's run time, its recent least; -1: none yet
