@@ -94,7 +94,7 @@ FittedCost FitCost(const std::vector<CostSample>& row_samples, const std::vector
   fit.per_request = std::max(0.0, line[1]);
   // An id's cost: the slope of the sequence probes' times over their ids (probes of one row count,
   // growing lengths; docs/batching.md).
-  if (!sequence_samples.empty() && lengths.size() >= 2) {
+  if (lengths.size() >= 2) {
     const std::vector<double> slope = solve(
         lengths,
         [](const CostSample& s) {

@@ -121,6 +121,8 @@ class Model {
   // Rows one request may carry (the config's max_batch_size, else the server's limit), and the
   // executors that run its requests at once.
   int64_t max_request_rows() const { return config_.max_batch_size > 0 ? config_.max_batch_size : options_.max_rows; }
+  // The largest max_length of the model's ragged inputs (1 without any): the cost probes' longest rows.
+  int64_t longest_ragged_length() const;
   int executors() const { return runner_->max_executors(); }
   // Where the model's replicas run (its config's gpus), each with the runs it served.
   std::vector<ReplicaState> replicas() const { return runner_->replicas(); }

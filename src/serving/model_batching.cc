@@ -138,11 +138,7 @@ Status Model::StartBatching() {
       if (row_samples.back().micros > 20000 || MicrosSince(start) > 1e6) break;
     }
     if (!compiled_->ragged_names().empty()) {
-      int64_t longest = 1;
-      for (const InputConfig& in : config_.inputs) {
-        if (in.ragged) longest = std::max(longest, in.max_length);
-      }
-      for (const LengthProbe& probe : SequenceProbes(p.max_batch_rows, longest)) {
+      for (const LengthProbe& probe : SequenceProbes(p.max_batch_rows, longest_ragged_length())) {
         RANKD_RETURN_IF_ERROR(measure(probe.rows, probe.length, sequence_samples));
         if (sequence_samples.back().micros > 20000) break;
       }

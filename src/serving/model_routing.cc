@@ -21,6 +21,14 @@ std::string CostText(const FittedCost& cost) {
 
 }  // namespace
 
+int64_t Model::longest_ragged_length() const {
+  int64_t longest = 1;
+  for (const InputConfig& in : config_.inputs) {
+    if (in.ragged) longest = std::max(longest, in.max_length);
+  }
+  return longest;
+}
+
 StatusOr<CostSample> Model::TimeRuns(int64_t rows, int64_t length, const PreparedRun& run) const {
   InferRequest request = ExampleRequest(rows, length);  // `batch` views its tensors
   PreparedRequest batch;
@@ -83,9 +91,9 @@ Status Model::StartRouting(Graph graph, const ModelConfig& config) {
       RANKD_RETURN_IF_ERROR(measure(rows, 1, 0));
       if (cpu[0].back().micros > 20000 || MicrosSince(start) > 2e6) break;
     }
-    if (!compiled_->ragged_names().empty()) {
-      for (int64_t length : {8, 64}) {
-        RANKD_RETURN_IF_ERROR(measure(std::min<int64_t>(4, max_request_rows()), length, 1));
+    if (!compiled_->ragged_names().empty()) {  // the batcher's probes (docs/batching.md, "Cost model")
+      for (const LengthProbe& probe : SequenceProbes(max_request_rows(), longest_ragged_length())) {
+        RANKD_RETURN_IF_ERROR(measure(probe.rows, probe.length, 1));
         if (cpu[1].back().micros > 20000) break;
       }
     }
