@@ -17,7 +17,7 @@ Poisson load over HTTP (binary tensor bodies, so the client does not measure JSO
 or gRPC (raw tensor contents), ragged inputs' lengths as INT32 tensors NAME.lengths (what stock clients can
 send; --lengths parameter for the lengths parameter), from --client-threads sending threads, /metrics gives requests per
 model execution and the input bytes the server copied on the host per request (by stage), the
-server's /proc/PID/stat its CPU time per request, and the client's own CPU per request is shown
+server's /proc/PID/stat its CPU time per request (and its threads' context switches), and the client's own CPU per request is shown
 beside it (the load generator must not be what limits). The served-load figure (GPU.md, issue "serving core"):
 server and client pinned to separate cores with --server-cpus and --client-cpus (taskset), rates
 swept upward until p99 breaks. Prints a markdown table; --json keeps every result.
@@ -38,7 +38,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-from procs import cpu_seconds, free_port  # noqa: E402
+from procs import context_switches, cpu_seconds, free_port  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from rankd_zoo import requests as rq  # noqa: E402
 from rankd_zoo.export import export  # noqa: E402
@@ -250,6 +250,7 @@ def main():
                 for rate in rates:
                     before = metrics(mport)
                     cpu_before = cpu_seconds(server.pid)
+                    switches_before = context_switches(server.pid)
                     tmp = os.path.join(a.out, f"load_{model}.json")
                     cmd = client + ["bench", "server", "--model", model, "--requests", path, "--rates", str(rate),
                                     "--seconds", str(a.seconds), "--warmup", "1", "--connections", "128",
@@ -258,6 +259,7 @@ def main():
                     subprocess.run(cmd, check=True)
                     client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
                     cpu = cpu_seconds(server.pid) - cpu_before
+                    switches = context_switches(server.pid) - switches_before
                     after = metrics(mport)
                     label = f'{{model="{model}",version="1"}}'
                     reqs = after.get("nv_inference_request_success" + label, 0) - before.get("nv_inference_request_success" + label, 0)
@@ -269,6 +271,7 @@ def main():
                         key = f"nv_inference_{part}_duration_us" + label
                         r[part + "_us"] = (after.get(key, 0) - before.get(key, 0)) / max(reqs, 1)
                     r["server_cpu_ms_per_request"] = 1000 * cpu / max(reqs, 1)  # warm-up included: an upper bound
+                    r["server_switches_per_request"] = switches / max(reqs, 1)  # likewise
                     # The load generator's own CPU (warm-up included), to show it is not what limits.
                     client_cpu = sum(getattr(client_after, f) - getattr(client_before, f) for f in ("ru_utime", "ru_stime"))
                     r["client_cpu_ms_per_request"] = 1000 * client_cpu / max(reqs, 1)
@@ -317,13 +320,14 @@ def main():
         extra += f", queue wait bound {a.queue_wait_us} µs" if a.queue_wait_us else ", no queue wait bound"
     print(f"backend {a.backend}, size {a.size}, {a.seconds:g} s per rate, W2 L={a.din_length}, {cores}{extra}\n")
     print("| workload | protocol (lengths) | batching | hoisting | offered /s | achieved /s | p50 ms | p99 ms | p99.9 ms | errors "
-          "| requests per execution | server CPU ms per request | server µs per request: queue / parse / score / answer "
+          "| requests per execution | server CPU ms per request | server context switches per request | server µs per request: queue / parse / score / answer "
           "| host KB copied per request: request / merge / pad / staging | client CPU ms per request |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['workload']} | {r['protocol']} ({r['lengths']}) | {'on' if r['batching'] else 'off'} | {r['hoisting']} | {r['offered_rate']:g} | "
               f"{r['achieved_rate']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | {r['errors'] + r['timeouts']} | "
-              f"{r['requests_per_execution']:.2f} | {r['server_cpu_ms_per_request']:.2f} | {r['queue_us']:.0f} / "
+              f"{r['requests_per_execution']:.2f} | {r['server_cpu_ms_per_request']:.2f} | "
+              f"{r['server_switches_per_request']:.1f} | {r['queue_us']:.0f} / "
               f"{r['compute_input_us']:.0f} / {r['compute_infer_us']:.0f} / {r['compute_output_us']:.0f} | "
               f"{r['copied_kb_request']:.0f} / {r['copied_kb_merge']:.0f} / {r['copied_kb_pad']:.0f} / "
               f"{r['copied_kb_staging']:.0f} | {r['client_cpu_ms_per_request']:.2f} |")

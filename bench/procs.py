@@ -1,4 +1,4 @@
-"""What the served benchmarks share: a free loopback port, and a process's CPU time."""
+"""What the served benchmarks share: a free loopback port, and a process's CPU time and context switches."""
 import os
 import socket
 
@@ -14,3 +14,18 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def context_switches(pid):
+    """Times the threads of process PID now running have left their core, waiting (voluntary) or
+    preempted, together: each is a sleep and a wake-up that cost CPU on both sides."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                        total += int(line.split(":")[1])
+        except OSError:  # the thread ended
+            pass
+    return total
