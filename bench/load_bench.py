@@ -259,7 +259,8 @@ def main():
                     subprocess.run(cmd, check=True)
                     client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
                     cpu = cpu_seconds(server.pid) - cpu_before
-                    switches = context_switches(server.pid) - switches_before
+                    switches_after = context_switches(server.pid)
+                    switches = {k: v - switches_before.get(k, 0) for k, v in switches_after.items()}
                     after = metrics(mport)
                     label = f'{{model="{model}",version="1"}}'
                     reqs = after.get("nv_inference_request_success" + label, 0) - before.get("nv_inference_request_success" + label, 0)
@@ -271,7 +272,9 @@ def main():
                         key = f"nv_inference_{part}_duration_us" + label
                         r[part + "_us"] = (after.get(key, 0) - before.get(key, 0)) / max(reqs, 1)
                     r["server_cpu_ms_per_request"] = 1000 * cpu / max(reqs, 1)  # warm-up included: an upper bound
-                    r["server_switches_per_request"] = switches / max(reqs, 1)  # likewise
+                    r["server_switches_per_request"] = sum(switches.values()) / max(reqs, 1)  # likewise
+                    r["server_switches_by_thread"] = {k: v / max(reqs, 1) for k, v in sorted(
+                        switches.items(), key=lambda kv: -kv[1]) if v > 0}
                     # The load generator's own CPU (warm-up included), to show it is not what limits.
                     client_cpu = sum(getattr(client_after, f) - getattr(client_before, f) for f in ("ru_utime", "ru_stime"))
                     r["client_cpu_ms_per_request"] = 1000 * client_cpu / max(reqs, 1)
@@ -300,7 +303,9 @@ def main():
                     print(f"{model} {protocol} (lengths as {lengths}) {rate:g}/s: achieved {r.get('achieved_rate', 0):.0f}/s, "
                           f"p99 {r.get('p99_ms', 0):.2f} ms{share}; graph misses {r['graph_misses']:.0f}, captures "
                           f"{r['graph_captures']:.0f}, request tensors on the heap {r['request_tensors_on_heap']:.0f}, "
-                          f"pool {r['request_tensor_pool_mb']:.0f} MiB", file=sys.stderr, flush=True)
+                          f"pool {r['request_tensor_pool_mb']:.0f} MiB; context switches per request by thread: "
+                          + ", ".join(f"{k} {v:.2f}" for k, v in r["server_switches_by_thread"].items()),
+                          file=sys.stderr, flush=True)
     finally:
         server.terminate()
         server.wait(60)

@@ -18,14 +18,17 @@ def cpu_seconds(pid):
 
 def context_switches(pid):
     """Times the threads of process PID now running have left their core, waiting (voluntary) or
-    preempted, together: each is a sleep and a wake-up that cost CPU on both sides."""
-    total = 0
+    preempted, by thread name (rankd names its threads: src/common/thread_name.h): each is a sleep
+    and a wake-up that cost CPU on both sides."""
+    by_name = {}
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
+            with open(f"/proc/{pid}/task/{task}/comm") as f:
+                name = f.read().strip()
             with open(f"/proc/{pid}/task/{task}/status") as f:
                 for line in f:
                     if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
-                        total += int(line.split(":")[1])
+                        by_name[name] = by_name.get(name, 0) + int(line.split(":")[1])
         except OSError:  # the thread ended
             pass
-    return total
+    return by_name

@@ -8,7 +8,9 @@
 #   there:   tar -xJf .bundle/rankd.tar.xz && bench/profile_served.sh OUT [W1|W2] [RATE] [grpc|http]
 #            (SERVER_CPUS, CLIENT_CPUS, BATCHING and SERVE_ARGS change the split, batching and flags:
 #            SERVER_CPUS=0-15 CLIENT_CPUS=16-31 SERVE_ARGS=--gpus=all on a two-GPU host;
-#            RANKD_BINARY=rankd_base profiles the bundle's other build, BASE_RANKD=... scripts/gpu_bundle.sh)
+#            RANKD_BINARY=rankd_base profiles the bundle's other build, BASE_RANKD=... scripts/gpu_bundle.sh;
+#            PERF_SAMPLING replaces "-e cpu-clock -F 499 -g", e.g. "-e sched:sched_switch --call-graph dwarf,8192":
+#            where the server's threads go to sleep, each context switch a sample)
 #   here:    perf buildid-cache -a build/rankd        (the bundle's rankd is stripped; same build id)
 #            perf report -i OUT/serve.data --no-children --sort dso,sym -g none --stdio
 #
@@ -27,7 +29,7 @@ here=$PWD
 cat >"$wrapper" <<WRAP
 #!/usr/bin/env bash
 if [[ \$1 == serve ]]; then
-  exec $here/.bundle/perf/run perf record -e cpu-clock -F 499 -g -D -1 --control fifo:$ctl,$ack \
+  exec $here/.bundle/perf/run perf record ${PERF_SAMPLING:--e cpu-clock -F 499 -g} -D -1 --control fifo:$ctl,$ack \
     -o $out/serve.data -- $here/.bundle/run ${RANKD_BINARY:-rankd} "\$@"
 fi
 exec $here/.bundle/run rankd "\$@"
@@ -55,7 +57,7 @@ control disable || echo "perf was gone before sampling stopped"
 for _ in $(seq 90); do kill -0 "$bench" 2>/dev/null || break; sleep 1; done
 if kill -0 "$bench" 2>/dev/null; then
   echo "the run had not ended 90 s after sampling: interrupting perf, then the server"
-  pkill -INT -f "perf record -e cpu-clock"
+  pkill -INT -f "perf record"
   sleep 10
   pkill -KILL -f "rankd serve"
 fi

@@ -2,11 +2,18 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
+
 namespace rankd {
 
 Batcher::Batcher(BatcherOptions options, RunBatch run_batch)
     : options_(std::move(options)), run_batch_(std::move(run_batch)) {
-  for (int i = 0; i < std::max(1, options_.executors); ++i) threads_.emplace_back([this] { ExecutorLoop(); });
+  for (int i = 0; i < std::max(1, options_.executors); ++i) {
+    threads_.emplace_back([this] {
+      NameThisThread("rankd-batch");
+      ExecutorLoop();
+    });
+  }
 }
 
 Batcher::~Batcher() {

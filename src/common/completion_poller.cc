@@ -4,10 +4,13 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
+
 namespace rankd {
 
 CompletionPoller::CompletionPoller(std::chrono::nanoseconds step, std::function<void()> setup) : step_(step) {
   thread_ = std::thread([this, setup = std::move(setup)] {
+    NameThisThread("rankd-poller");
     prctl(PR_SET_TIMERSLACK, 1000UL);  // sleeps end within 1 µs of asking, not 50
     if (setup) setup();
     Loop();

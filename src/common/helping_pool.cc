@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #endif
 
+#include "common/thread_name.h"
 #include "common/usable_cores.h"
 
 namespace rankd {
@@ -31,7 +32,12 @@ void HelpingPool::Job::Work() {
 }
 
 HelpingPool::HelpingPool(int helpers, std::chrono::microseconds spin) : spin_(spin) {
-  for (int t = 0; t < helpers; ++t) threads_.emplace_back([this] { Help(); });
+  for (int t = 0; t < helpers; ++t) {
+    threads_.emplace_back([this] {
+      NameThisThread("rankd-help");
+      Help();
+    });
+  }
 }
 
 HelpingPool::~HelpingPool() {

@@ -8,6 +8,7 @@
 
 #include "common/idle_priority.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "embedding/hotness_snapshot.h"
 #include "embedding/lookup_sample.h"
 #include "embedding/lookup_trace.h"
@@ -46,7 +47,10 @@ CacheKeeper::CacheKeeper(const Graph& graph, const std::map<int, TableCache*>& c
     for (const auto& [t, kept] : kept_) published_.push_back(kept.stats);
     busy_ = true;  // filling whole tables (Loop): Flush waits for it
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("rankd-cache");
+    Loop();
+  });
 }
 
 CacheKeeper::~CacheKeeper() {

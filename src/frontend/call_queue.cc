@@ -3,10 +3,16 @@
 #include <algorithm>
 #include <string>
 
+#include "common/thread_name.h"
+
 namespace rankd {
 
 CallQueue::CallQueue(CallQueueOptions options) : options_(options) {
-  for (int i = 0; i < std::max(1, options_.workers); ++i) workers_.emplace_back([this] { Work(); });
+  for (int i = 0; i < std::max(1, options_.workers); ++i)
+    workers_.emplace_back([this] {
+      NameThisThread("rankd-call");
+      Work();
+    });
 }
 
 CallQueue::~CallQueue() {

@@ -25,6 +25,7 @@
 
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/thread_name.h"
 #include "common/usable_cores.h"
 #include "frontend/call_queue.h"
 #include "frontend/grpc_request.h"
@@ -240,6 +241,7 @@ class GrpcServer::Impl {
       Arm(cq.get());
       UnknownMethodCall::Start(&unknown_methods_, cq.get());
       threads_.emplace_back([q = cq.get()] {
+        NameThisThread("rankd-grpc");
         void* tag;
         bool ok;
         while (q->Next(&tag, &ok)) static_cast<CallBase*>(tag)->Proceed(ok);
@@ -248,7 +250,10 @@ class GrpcServer::Impl {
     if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
       health->SetServingStatus("inference.GRPCInferenceService", probes_.ready().ok());  // named as well as ""
       health->SetServingStatus(probes_.ready().ok());
-      health_thread_ = std::thread([this, health] { WatchReadiness(health); });
+      health_thread_ = std::thread([this, health] {
+        NameThisThread("rankd-health");
+        WatchReadiness(health);
+      });
     }
     return Status::Ok();
   }

@@ -17,6 +17,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "common/usable_cores.h"
 #include "frontend/beast_request.h"
 
@@ -52,7 +53,11 @@ class HttpServer::Impl {
     port_ = acceptor_.local_endpoint().port();
     Accept();
     const int io_threads = options_.io_threads > 0 ? options_.io_threads : std::max(2, UsableCores() / 2);
-    for (int i = 0; i < io_threads; ++i) io_threads_.emplace_back([this] { io_.run(); });
+    for (int i = 0; i < io_threads; ++i)
+      io_threads_.emplace_back([this] {
+        NameThisThread("rankd-http");
+        io_.run();
+      });
     return Status::Ok();
   }
 

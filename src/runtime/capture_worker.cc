@@ -1,8 +1,14 @@
 #include "runtime/capture_worker.h"
 
+#include "common/thread_name.h"
+
 namespace rankd {
 
-CaptureWorker::CaptureWorker() : thread_([this] { Loop(); }) {}
+CaptureWorker::CaptureWorker()
+    : thread_([this] {
+        NameThisThread("rankd-capture");
+        Loop();
+      }) {}
 
 CaptureWorker::~CaptureWorker() {
   {
