@@ -8,11 +8,12 @@
 namespace rankd {
 
 CallQueue::CallQueue(CallQueueOptions options) : options_(options) {
-  for (int i = 0; i < std::max(1, options_.workers); ++i)
+  for (int i = 0; i < std::max(1, options_.workers); ++i) {
     workers_.emplace_back([this] {
       NameThisThread("rankd-call");
       Work();
     });
+  }
 }
 
 CallQueue::~CallQueue() {
