@@ -113,6 +113,32 @@ TEST(JsonRequestReader, BothReadersApplyTheLimitsAlike) {
   ExpectSameReading(deep_document);
 }
 
+// An object inside data is one leaf, read through and skipped, however deep: bounded as the
+// document is. A body of 20 KB of brackets there (a fuzzer's find) recursed until the stack ran out
+// and took the server with it; 400 KB of them in an object under an input's data, or as data,
+// must be refused by both readers, with the same answer.
+TEST(JsonRequestReader, BothReadersRefuseObjectsInDataNestedPastTheDocumentsBound) {
+  auto nest = [](size_t depth, char open, char close) { return std::string(depth, open) + std::string(depth, close); };
+  const std::string deep = nest(200000, '[', ']');
+  for (const std::string& body : {
+           R"({"inputs":[{"name":"a","datatype":"INT64","shape":[1],"data":{"x":)" + deep + "}}]}",
+           R"({"inputs":[{"name":"a","datatype":"INT64","shape":[1],"data":[1,{"x":)" + deep + "}]}]}",
+           R"({"inputs":[{"name":"a","data":[[{"x":[{"y":)" + deep + "}]}]]}]}",
+       }) {
+    auto indexed = ReadJsonRequestIndexed(body, {});
+    ASSERT_FALSE(indexed.ok());
+    EXPECT_EQ(indexed.status().message(), "the request body nests too deeply");
+    ExpectSameReading(body);
+  }
+  // Within the bound, the object is one leaf as before: the document reads.
+  const std::string shallow = R"({"inputs":[{"name":"a","data":[1,{"x":)" + nest(30, '[', ']') + "}]}]}";
+  auto read = ReadJsonRequestIndexed(shallow, {});
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ(read->data.size(), 1u);
+  EXPECT_EQ(read->data[0].kinds, (std::vector<JsonLeaves::Kind>{JsonLeaves::kInt, JsonLeaves::kOther}));
+  ExpectSameReading(shallow);
+}
+
 // The document as the request parser reads it: types, a repeated key, what is missing.
 TEST(JsonRequestReader, TheDocumentReadsAsTheBodyWrites) {
   const std::string body =

@@ -363,6 +363,10 @@ class ServingTest(unittest.TestCase):
         cases = [
             ("truncated JSON", '{"inputs": [{"name": "profile"', 400, "not valid JSON"),
             ("deeply nested", '{"inputs":[{"name":"profile","datatype":"INT64","shape":[1,8],"data":' + "[" * 50000 + "]" * 50000 + "}]}", 400, ""),
+            # An object in data is read through and skipped: unbounded, 400 KB of brackets there (or
+            # 10 MB, read by the streaming reader past 8 MB) ran the worker's stack out and the server died.
+            ("deeply nested in an object", '{"inputs":[{"name":"profile","datatype":"INT64","shape":[1,8],"data":{"a":' + "[" * 200000 + "]" * 200000 + "}}]}", 400, "nests too deeply"),
+            ("deeply nested past 8 MB", '{"inputs":[{"name":"profile","datatype":"INT64","shape":[1,8],"data":[{"a":' + "[" * (5 << 20) + "]" * (5 << 20) + "}]}]}", 400, "nests too deeply"),
             ("empty body", "", 400, "empty"),
             ("not an object", "[]", 400, "JSON object"),
             ("wrong dtype", variant(i0__datatype="FP32"), 400, "must be INT64"),

@@ -236,6 +236,24 @@ TEST(TritonTextConfig, RefusesWhatItCannotHonour) {
           "tables.gpu_budget_mb");
   refused("max_batch_size: 8 parameters { key: \"user_hoisting\" value: { string_value: \"maybe\" } }",
           "user_hoisting");
+  // Unknown fields nested without end (protobuf's parser skips them by recursion, unbounded: 200,000
+  // of them took the server down), in either delimiter; braces inside strings and comments do not count.
+  std::string deep = "max_batch_size: 8\ndynamic_batching { ";
+  for (int i = 0; i < 200000; ++i) deep += i % 2 ? "x { " : "y < ";
+  for (int i = 199999; i >= 0; --i) deep += i % 2 ? "} " : "> ";
+  refused(deep + "}", "messages nested more than 100 deep");
+  std::vector<std::string> unused;
+  std::string braces_in_strings = "max_batch_size: 8 # {{{{{\nparameters { key: \"" + std::string(300, '{') +
+                                  "\" value: { string_value: \"" + std::string(300, '<') + "\" } }";
+  auto ok = TritonTextConfigToJson(braces_in_strings, unused);
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+  std::string nested_50 = "max_batch_size: 8 nope ";
+  for (int i = 0; i < 50; ++i) nested_50 += "{ a ";
+  nested_50 += ": 1" + std::string(50, '}');
+  unused.clear();
+  ok = TritonTextConfigToJson(nested_50, unused);
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();  // skipped, and named as unused
+  EXPECT_FALSE(unused.empty());
 }
 
 // A repository of din whose config is config.pbtxt.

@@ -347,25 +347,29 @@ class Walker {
         return Leaf(JsonLeaves::kString, 0, text);
       }
       default:
-        RANKD_RETURN_IF_ERROR(Check(v));
+        RANKD_RETURN_IF_ERROR(Check(v, 0));
         return Leaf(JsonLeaves::kOther, 0);
     }
   }
 
-  // Reads a value through, keeping nothing: a body that is not JSON fails wherever it is.
-  Status Check(od::value& v) {
+  // Reads a value through, keeping nothing: a body that is not JSON fails wherever it is. `depth`:
+  // the containers open above it in what is read through. Bounded as the document is: a body of
+  // some hundred kilobytes of brackets once recursed here until the thread's stack ran out.
+  Status Check(od::value& v, int depth) {
     od::json_type t;
     RANKD_JSON(v.type().get(t));
     switch (t) {
       case od::json_type::object: {
+        if (depth >= kMaxDocumentDepth) return InvalidArgument("the request body nests too deeply");
         od::object o;
         RANKD_JSON(v.get_object().get(o));
-        return ForEachField(o, [&](std::string_view, od::value& child) { return Check(child); });
+        return ForEachField(o, [&](std::string_view, od::value& child) { return Check(child, depth + 1); });
       }
       case od::json_type::array: {
+        if (depth >= kMaxDocumentDepth) return InvalidArgument("the request body nests too deeply");
         od::array a;
         RANKD_JSON(v.get_array().get(a));
-        return ForEachElement(a, [&](od::value& child) { return Check(child); });
+        return ForEachElement(a, [&](od::value& child) { return Check(child, depth + 1); });
       }
       case od::json_type::string: {
         std::string_view text;

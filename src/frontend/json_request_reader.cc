@@ -42,15 +42,13 @@ class Reader {
   bool start_object(size_t) {
     if (skip_ > 0 || leaves_ != nullptr) {  // an object inside data: one leaf that is not a value
       if (skip_ == 0 && !(Child() && Leaf(JsonLeaves::kOther, 0))) return false;
-      ++skip_;
-      return true;
+      return Skip();
     }
     if (AtInputData()) {  // data given as an object: one leaf, skipped
       StartLeaves();
       bool ok = Leaf(JsonLeaves::kOther, 0);
       leaves_ = nullptr;
-      ++skip_;
-      return ok;
+      return Skip() && ok;
     }
     return Open(Kind::kObject);
   }
@@ -65,10 +63,7 @@ class Reader {
   }
 
   bool start_array(size_t) {
-    if (skip_ > 0) {
-      ++skip_;
-      return true;
-    }
+    if (skip_ > 0) return Skip();
     if (leaves_ != nullptr) {
       if (!Child()) return false;
       counts_.push_back(0);
@@ -157,6 +152,17 @@ class Reader {
     doc_.root.Add(Kind::kUnsigned, doc_.data.size(), "data");
     doc_.data.emplace_back();
     leaves_ = &doc_.data.back();
+  }
+
+  // One more container open in what is skipped, bounded as the document is (the other reader reads
+  // them through, json_indexed_reader.cc, and answers the same).
+  bool Skip() {
+    if (skip_ >= static_cast<int>(kMaxDocumentDepth)) {
+      error_ = InvalidArgument("the request body nests too deeply");
+      return false;
+    }
+    ++skip_;
+    return true;
   }
 
   // A value or list directly inside the list at depth counts_.size() - 1 of data.

@@ -1,6 +1,7 @@
 #include "model/triton_text_config.h"
 
 #include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
@@ -43,6 +44,27 @@ class Collector : public google::protobuf::io::ErrorCollector {
   std::string error;
   std::vector<std::string> warnings;
 };
+
+// The deepest nesting of messages ({...} or <...>) in `text`, read with the tokenizer protobuf's
+// text parser reads it with (strings and # comments as it sees them). That parser skips an unknown
+// field's value by recursion without a bound: a config.pbtxt of 200,000 nested unknown messages ran
+// a loading thread's stack out and took the server with it.
+int MessageDepth(const std::string& text) {
+  struct Quiet : google::protobuf::io::ErrorCollector {  // the parser reports the text's mistakes
+    void AddError(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+  } quiet;
+  google::protobuf::io::ArrayInputStream input(text.data(), static_cast<int>(text.size()));
+  google::protobuf::io::Tokenizer tokens(&input, &quiet);
+  tokens.set_comment_style(google::protobuf::io::Tokenizer::SH_COMMENT_STYLE);
+  int depth = 0, deepest = 0;
+  while (tokens.Next()) {
+    const google::protobuf::io::Tokenizer::Token& t = tokens.current();
+    if (t.type != google::protobuf::io::Tokenizer::TYPE_SYMBOL) continue;
+    if (t.text == "{" || t.text == "<") deepest = std::max(deepest, ++depth);
+    if (t.text == "}" || t.text == ">") --depth;
+  }
+  return deepest;
+}
 
 StatusOr<int64_t> Integer(const std::string& key, const std::string& value) {
   int64_t v = 0;
@@ -153,6 +175,12 @@ StatusOr<std::string> TritonJsonConfigToText(const std::string& json_text) {
 }
 
 StatusOr<json> TritonTextConfigToJson(const std::string& text, std::vector<std::string>& unused) {
+  // Triton's schema nests a few messages deep; protobuf bounds the fields it knows at 100.
+  constexpr int kMaxMessageDepth = 100;
+  if (text.size() > static_cast<size_t>(INT32_MAX)) return InvalidArgument("config.pbtxt: larger than 2 GiB");
+  if (MessageDepth(text) > kMaxMessageDepth) {
+    return InvalidArgument("config.pbtxt: messages nested more than " + std::to_string(kMaxMessageDepth) + " deep");
+  }
   inference::ModelConfig c;
   google::protobuf::TextFormat::Parser parser;
   Collector collector;
