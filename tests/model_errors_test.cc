@@ -233,6 +233,29 @@ TEST(ModelErrors, ConfigErrorsNameTheField) {
               "bf16-activations");
 }
 
+// YAML's aliases make a vast tree of a small file (nine anchors of ten aliases: 10^9 values in 300
+// bytes, which once held a load until memory ran out) or a deep one; both refused at once, while a
+// config that uses an alias as configs do still reads.
+TEST(ModelErrors, YamlAliasesExpandingPastTheBoundsAreRefused) {
+  std::string laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 9; ++i) {
+    laughs += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) laughs += (k ? ", *a" : "*a") + std::to_string(i - 1);
+    laughs += "]\n";
+  }
+  ExpectError(ParseModelConfig(laughs, true).status(), StatusCode::kInvalidArgument, "1000000 values");
+  std::string chain = "c0: &c0 [1]\n";
+  for (int i = 1; i <= 100; ++i)
+    chain += "c" + std::to_string(i) + ": &c" + std::to_string(i) + " [*c" + std::to_string(i - 1) + "]\n";
+  ExpectError(ParseModelConfig(chain, true).status(), StatusCode::kInvalidArgument, "nests more than 64 deep");
+  auto aliased = ParseModelConfig(
+      "inputs:\n  - {name: a, ragged: true, max_length: &most 5}\n  - {name: b, ragged: true, max_length: *most}\n",
+      true);
+  ASSERT_TRUE(aliased.ok()) << aliased.status().ToString();
+  ASSERT_EQ(aliased->inputs.size(), 2u);
+  EXPECT_EQ(aliased->inputs[1].max_length, 5);
+}
+
 class RequestErrors : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

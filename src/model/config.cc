@@ -19,18 +19,26 @@ namespace {
 
 using nlohmann::json;
 
+// YAML's aliases let a small file name a vast or deep tree (nine anchors of ten aliases each are
+// 10^9 values: a config of 300 bytes once held a load until memory ran out), so the conversion
+// below counts what it makes and stops past these; yaml-cpp bounds the text's own nesting.
+constexpr int kMaxYamlDepth = 64;
+constexpr int64_t kMaxYamlValues = 1'000'000;
+struct YamlTooLarge {};
+
 // YAML -> JSON, so one parser reads both formats. Scalars become numbers or booleans when they
-// parse as such.
-json YamlToJson(const YAML::Node& n) {
+// parse as such. `values`: those made so far. Throws YamlTooLarge past the bounds above.
+json YamlToJson(const YAML::Node& n, int depth, int64_t& values) {
+  if (depth > kMaxYamlDepth || ++values > kMaxYamlValues) throw YamlTooLarge{};
   switch (n.Type()) {
     case YAML::NodeType::Map: {
       json j = json::object();
-      for (const auto& kv : n) j[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      for (const auto& kv : n) j[kv.first.as<std::string>()] = YamlToJson(kv.second, depth + 1, values);
       return j;
     }
     case YAML::NodeType::Sequence: {
       json j = json::array();
-      for (const auto& e : n) j.push_back(YamlToJson(e));
+      for (const auto& e : n) j.push_back(YamlToJson(e, depth + 1, values));
       return j;
     }
     case YAML::NodeType::Scalar: {
@@ -601,9 +609,14 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& text, bool yaml) {
   json j;
   if (yaml) {
     try {
-      j = YamlToJson(YAML::Load(text));
+      int64_t values = 0;
+      j = YamlToJson(YAML::Load(text), 0, values);
     } catch (const YAML::Exception& e) {
       return InvalidArgument(std::string("config: YAML parse error: ") + e.what());
+    } catch (const YamlTooLarge&) {
+      return InvalidArgument("config: the YAML nests more than " + std::to_string(kMaxYamlDepth) +
+                             " deep or holds more than " + std::to_string(kMaxYamlValues) +
+                             " values, its aliases expanded");
     }
   } else {
     j = json::parse(text, nullptr, false);
