@@ -14,6 +14,14 @@ namespace {
 // InferInputTensor inputs`, and 7, `repeated bytes raw_input_contents`; InferInputTensor's 5,
 // `InferTensorContents contents`; InferTensorContents' 8, `repeated bytes bytes_contents`.
 constexpr uint64_t kInputs = 5, kRawInputContents = 7, kInputContents = 5, kBytesContents = 8;
+// The fields counted against kMaxRequestParts: ModelInferRequest's 4, `parameters` (a map: an entry
+// each), 5, 6, `outputs`, and 7; InferInputTensor's 4 and InferRequestedOutputTensor's 2, their
+// `parameters`.
+constexpr uint64_t kParameters = 4, kOutputs = 6, kInputParameters = 4, kOutputParameters = 2;
+// Tensors, requested outputs, raw entries and parameters a request may hold in all. An empty input
+// is two bytes on the wire and a parsed message of a few hundred: 16 M of them (32 MB) took a
+// server to 5.5 GB and 30 s of CPU before this bound. No model has nearly as many inputs.
+constexpr size_t kMaxRequestParts = 65536;
 // Protobuf's wire types.
 enum WireType : uint64_t {
   kVarint = 0,
@@ -236,11 +244,30 @@ bool ReadContents(Cursor& c, uint64_t end, std::vector<Span>* strings, std::stri
   return ReadFields(c, end, field_of, none, TakeStringRun, strings, rest);
 }
 
-// An InferInputTensor's fields: its contents' bytes_contents taken.
-bool ReadInput(Cursor& c, uint64_t end, std::vector<Span>* strings, std::string* rest) {
-  auto field_of = [](uint64_t field) { return field == kInputContents ? Treatment::kNested : Treatment::kCopied; };
+// An InferInputTensor's fields: its contents' bytes_contents taken; its parameters counted in `parts`.
+bool ReadInput(Cursor& c, uint64_t end, std::vector<Span>* strings, std::string* rest, size_t& parts) {
+  auto field_of = [&parts](uint64_t field) {
+    if (field == kInputParameters) ++parts;
+    return field == kInputContents ? Treatment::kNested : Treatment::kCopied;
+  };
   auto no_runs = [](Cursor&, uint64_t, std::vector<Span>*) { return false; };
   return ReadFields(c, end, field_of, ReadContents, no_runs, strings, rest);
+}
+
+Status TooManyParts() {
+  return InvalidArgument("the request holds more than " + std::to_string(kMaxRequestParts) +
+                         " inputs, outputs, raw contents and parameters");
+}
+
+// An InferRequestedOutputTensor's fields, read through: its parameters counted in `parts`.
+bool CountOutput(Cursor& c, uint64_t end, size_t& parts) {
+  auto field_of = [&parts](uint64_t field) {
+    if (field == kOutputParameters) ++parts;
+    return Treatment::kCopied;
+  };
+  auto none = [](Cursor&, uint64_t, std::vector<Span>*, std::string*) { return false; };
+  auto no_runs = [](Cursor&, uint64_t, std::vector<Span>*) { return false; };
+  return ReadFields(c, end, field_of, none, no_runs, nullptr, nullptr);
 }
 
 }  // namespace
@@ -353,7 +380,7 @@ Status ReadInferRequestInto(const std::vector<std::string_view>& pieces, WireCon
     }
   } release{rest};
   Cursor c(wire.pieces_);
-  size_t inputs = 0;
+  size_t inputs = 0, parts = 0;
   std::vector<Span> strings;  // an input's
   std::string input;          // an input's fields but its strings
   while (!c.AtEnd()) {
@@ -364,9 +391,22 @@ Status ReadInferRequestInto(const std::vector<std::string_view>& pieces, WireCon
                              std::to_string(field_start.position()));
     }
     const bool delimited = wire_type == kLengthDelimited;
-    if (delimited && (field == kRawInputContents || field == kInputs) && !ReadLength(c, length)) {
+    if (delimited && (field == kRawInputContents || field == kInputs || field == kOutputs || field == kParameters)) {
+      if (++parts > kMaxRequestParts) return TooManyParts();
+    }
+    if (delimited && (field == kRawInputContents || field == kInputs || field == kOutputs) && !ReadLength(c, length)) {
       return InvalidArgument("the request is not a ModelInferRequest: a malformed length at byte " +
                              std::to_string(field_start.position()));
+    }
+    if (delimited && field == kOutputs) {
+      const uint64_t end = c.position() + length;
+      if (!CountOutput(c, end, parts) || c.position() != end) {
+        return InvalidArgument("the request is not a ModelInferRequest: output at byte " +
+                               std::to_string(field_start.position()) + " is malformed or truncated");
+      }
+      if (parts > kMaxRequestParts) return TooManyParts();
+      c.AppendSince(field_start, rest);
+      continue;
     }
     if (delimited && field == kRawInputContents) {
       const WireContents::Span entry{c.piece(), c.offset(), length};
@@ -383,10 +423,11 @@ Status ReadInferRequestInto(const std::vector<std::string_view>& pieces, WireCon
       const uint64_t end = c.position() + length;
       strings.clear();
       input.clear();
-      if (!ReadInput(c, end, &strings, &input) || c.position() != end) {
+      if (!ReadInput(c, end, &strings, &input, parts) || c.position() != end) {
         return InvalidArgument("the request is not a ModelInferRequest: input " + std::to_string(inputs) + " at byte " +
                                std::to_string(field_start.position()) + " is malformed or truncated");
       }
+      if (parts > kMaxRequestParts) return TooManyParts();
       if (strings.empty()) {
         c.AppendSince(field_start, rest);
       } else {
