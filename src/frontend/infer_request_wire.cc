@@ -383,7 +383,10 @@ Status ReadInferRequestInto(const std::vector<std::string_view>& pieces, WireCon
   size_t inputs = 0, parts = 0;
   std::vector<Span> strings;  // an input's
   std::string input;          // an input's fields but its strings
+  // Checked before each field and before protobuf parses (an input's or output's own parameters
+  // are counted as it is read): no more than one field past the bound is ever scanned.
   while (!c.AtEnd()) {
+    if (parts > kMaxRequestParts) return TooManyParts();
     const Cursor field_start = c;
     uint64_t field = 0, wire_type = 0, length = 0;
     if (!ReadTag(c, field, wire_type)) {
@@ -392,7 +395,7 @@ Status ReadInferRequestInto(const std::vector<std::string_view>& pieces, WireCon
     }
     const bool delimited = wire_type == kLengthDelimited;
     if (delimited && (field == kRawInputContents || field == kInputs || field == kOutputs || field == kParameters)) {
-      if (++parts > kMaxRequestParts) return TooManyParts();
+      ++parts;
     }
     if (delimited && (field == kRawInputContents || field == kInputs || field == kOutputs) && !ReadLength(c, length)) {
       return InvalidArgument("the request is not a ModelInferRequest: a malformed length at byte " +
@@ -404,7 +407,6 @@ Status ReadInferRequestInto(const std::vector<std::string_view>& pieces, WireCon
         return InvalidArgument("the request is not a ModelInferRequest: output at byte " +
                                std::to_string(field_start.position()) + " is malformed or truncated");
       }
-      if (parts > kMaxRequestParts) return TooManyParts();
       c.AppendSince(field_start, rest);
       continue;
     }
@@ -427,7 +429,6 @@ Status ReadInferRequestInto(const std::vector<std::string_view>& pieces, WireCon
         return InvalidArgument("the request is not a ModelInferRequest: input " + std::to_string(inputs) + " at byte " +
                                std::to_string(field_start.position()) + " is malformed or truncated");
       }
-      if (parts > kMaxRequestParts) return TooManyParts();
       if (strings.empty()) {
         c.AppendSince(field_start, rest);
       } else {
@@ -446,6 +447,7 @@ Status ReadInferRequestInto(const std::vector<std::string_view>& pieces, WireCon
     }
     c.AppendSince(field_start, rest);
   }
+  if (parts > kMaxRequestParts) return TooManyParts();
   if (!proto.ParseFromString(rest)) {
     return InvalidArgument(
         "the request is not a ModelInferRequest: its fields other than raw_input_contents and bytes_contents "

@@ -23,6 +23,7 @@ constexpr int kMaxDocumentDepth = 32;                   // outside `data`: objec
 constexpr size_t kKeptParserBytes = size_t{256} << 10;  // a thread keeps its parser for bodies up to this
 
 Status NotJson() { return InvalidArgument("the request body is not valid JSON"); }
+Status NestsTooDeeply() { return InvalidArgument("the request body nests too deeply"); }
 
 #define RANKD_JSON(expr)                               \
   do {                                                 \
@@ -360,13 +361,13 @@ class Walker {
     RANKD_JSON(v.type().get(t));
     switch (t) {
       case od::json_type::object: {
-        if (depth >= kMaxDocumentDepth) return InvalidArgument("the request body nests too deeply");
+        if (depth >= kMaxDocumentDepth) return NestsTooDeeply();
         od::object o;
         RANKD_JSON(v.get_object().get(o));
         return ForEachField(o, [&](std::string_view, od::value& child) { return Check(child, depth + 1); });
       }
       case od::json_type::array: {
-        if (depth >= kMaxDocumentDepth) return InvalidArgument("the request body nests too deeply");
+        if (depth >= kMaxDocumentDepth) return NestsTooDeeply();
         od::array a;
         RANKD_JSON(v.get_array().get(a));
         return ForEachElement(a, [&](od::value& child) { return Check(child, depth + 1); });
@@ -419,7 +420,7 @@ class Walker {
     RANKD_JSON(v.type().get(t));
     switch (t) {
       case od::json_type::object: {
-        if (depth >= kMaxDocumentDepth) return InvalidArgument("the request body nests too deeply");
+        if (depth >= kMaxDocumentDepth) return NestsTooDeeply();
         od::object o;
         RANKD_JSON(v.get_object().get(o));
         const uint32_t object = tree().Open(Kind::kObject, key);
@@ -429,7 +430,7 @@ class Walker {
         return Status::Ok();
       }
       case od::json_type::array: {
-        if (depth >= kMaxDocumentDepth) return InvalidArgument("the request body nests too deeply");
+        if (depth >= kMaxDocumentDepth) return NestsTooDeeply();
         od::array a;
         RANKD_JSON(v.get_array().get(a));
         const uint32_t list = tree().Open(Kind::kArray, key);
