@@ -11,8 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "common/string_hash.h"
 #include "model/graph.h"
 #include "rankd/status.h"

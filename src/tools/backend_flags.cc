@@ -1,5 +1,7 @@
 #include "tools/backend_flags.h"
 
+#include <CLI/CLI.hpp>
+
 #include "runtime/backends.h"
 #include "runtime/cuda_options.h"
 #include "runtime/op_profile.h"

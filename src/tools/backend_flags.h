@@ -6,10 +6,12 @@
 #include <utility>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "backend/backend.h"
 #include "model/config.h"
+
+namespace CLI {
+class App;  // CLI11's, declared only: its header takes seconds to compile and only main.cc builds commands
+}  // namespace CLI
 
 namespace rankd {
 
