@@ -3,8 +3,8 @@
 # executors); CI builds only batcher_test this way, a third full build being past its budget.
 # Builds `rankd` with -DRANKD_TSAN=ON (clang, CPU backend) into TSAN_BUILD_DIR (default
 # build-tsan-all), runs the server's Python tests and a short soak against it with TSan's reports
-# written to files, then sorts the reports: one with a frame of gRPC's libraries or of the OpenMP
-# runtime is passed over (their hand-offs between threads are not instrumented, so TSan reports
+# written to files, then sorts the reports: one with a frame of gRPC's libraries (Abseil's included) or of
+# the OpenMP runtime is passed over (their hand-offs between threads are not instrumented, so TSan reports
 # them whether or not they race); any other is printed and the script exits 1.
 # The tests' own verdicts are not the point here (they expect exit code 0 where TSan exits 66).
 #   scripts/tsan_server.sh
@@ -26,7 +26,7 @@ timeout 300 /usr/bin/python3 bench/soak.py "$dir/rankd" --seconds 20 --clients 4
 /usr/bin/python3 - "$reports" <<'EOF'
 import glob, os, re, sys
 
-PASSED_OVER = re.compile(r"libgrpc|grpc::|grpc_|libomp|__kmp")
+PASSED_OVER = re.compile(r"\((libgrpc|libgpr|libabsl|libomp)|#\d+ grpc(::|_)|#\d+ __kmp")  # library frames, not file paths
 total, ours = 0, []
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "report.*"))):
     with open(path, errors="replace") as f:

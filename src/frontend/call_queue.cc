@@ -16,18 +16,27 @@ CallQueue::CallQueue(CallQueueOptions options) : options_(options) {
   }
 }
 
-CallQueue::~CallQueue() {
+CallQueue::~CallQueue() { Close(); }
+
+void CallQueue::Close() {
   {
     MutexLock lock(mu_);
     stopping_ = true;
   }
   ready_.notify_all();
-  for (std::thread& t : workers_) t.join();
+  for (std::thread& t : workers_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 void CallQueue::Submit(Handle handle, Refuse refuse) {
   const auto now = std::chrono::steady_clock::now();
   MutexLock lock(mu_);
+  if (stopping_) {
+    lock.Unlock();
+    refuse("the server is stopping");
+    return;
+  }
   if (waiting_.size() >= options_.capacity) {
     lock.Unlock();
     refuse("the server is overloaded: " + std::to_string(options_.capacity) + " calls wait to be handled");

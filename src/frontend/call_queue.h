@@ -42,7 +42,9 @@ class CallQueue {
   using Refuse = std::function<void(const std::string& why)>;
 
   explicit CallQueue(CallQueueOptions options);
-  ~CallQueue();  // handles what still waits, then joins the workers
+  ~CallQueue();  // Close()
+  // Handles what still waits, then joins the workers; calls submitted after it are refused.
+  void Close();
   CallQueue(const CallQueue&) = delete;
   CallQueue& operator=(const CallQueue&) = delete;
 

@@ -271,7 +271,9 @@ class GrpcServer::Impl {
       server_->GetHealthCheckService()->Shutdown();  // NOT_SERVING from now on, whatever is set later
     }
     server_->Shutdown(std::chrono::system_clock::now() + drain);
-    calls_.reset();  // what still waits is handled; answers go out through the queues, still open
+    // What still waits is handled and later calls refused; answers go out through the queues, still open.
+    // The queue outlives the threads that submit to it.
+    calls_->Close();
     for (auto& cq : queues_) cq->Shutdown();
     for (auto& t : threads_) t.join();
   }
