@@ -2,10 +2,11 @@
 """What the device did over a run traced by bench/kernel_trace.cc: how much of the time a kernel ran,
 how often kernels ran side by side, each kernel's mean and spread, the copies and the idle gaps.
 
-  python3 bench/trace_summary.py trace.csv [--last N] [--timeline GAP_US]
+  python3 bench/trace_summary.py trace.csv [--last N | --last-ms MS] [--timeline GAP_US]
 
 --last N reads only the last N kernels (and the copies among them): a benchmark's timed runs, not
-its load and warm-up. --timeline GAP_US splits the kernels into runs at idle gaps longer than GAP_US
+its load and warm-up. --last-ms MS reads the kernels that start in the trace's last MS milliseconds
+(a load run's steady part: how busy the device was at that rate). --timeline GAP_US splits the kernels into runs at idle gaps longer than GAP_US
 (one request at a time: a run is a request's graph) and prints, for the runs with the commonest
 kernel count, each kernel's median start and end from its run's first start. Names are demangled
 by c++filt where it is installed."""
@@ -81,11 +82,20 @@ def demangle(names):
     return dict(zip(names, out)) if len(out) == len(names) else {n: n for n in names}
 
 
-def summarize(rows, last=None):
-    """The summary's lines."""
+def last_kernels(rows, last=None, last_ms=None):
+    """The trace's kernels: all, the last `last`, or those that start in the last `last_ms` ms."""
     kernels = [r for r in rows if r[0] == "K"]
     if last:
         kernels = kernels[-last:]
+    if last_ms and kernels:
+        since = max(r[2] for r in kernels) - int(last_ms * 1e6)
+        kernels = [r for r in kernels if r[1] >= since]
+    return kernels
+
+
+def summarize(rows, last=None, last_ms=None):
+    """The summary's lines."""
+    kernels = last_kernels(rows, last, last_ms)
     if not kernels:
         return ["no kernels in the trace"]
     first, end = kernels[0][1], max(r[2] for r in kernels)
@@ -133,12 +143,10 @@ def summarize(rows, last=None):
     return lines
 
 
-def timeline(rows, gap_us, last=None):
+def timeline(rows, gap_us, last=None, last_ms=None):
     """Each kernel position's median start and end (µs from its run's first start) over the runs
     split at idle gaps longer than gap_us, for the runs with the commonest number of kernels."""
-    kernels = [r for r in rows if r[0] == "K"]
-    if last:
-        kernels = kernels[-last:]
+    kernels = last_kernels(rows, last, last_ms)
     runs, reach = [], None
     for r in kernels:
         if reach is None or r[1] - reach > gap_us * 1e3:
@@ -166,12 +174,13 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("trace")
     p.add_argument("--last", type=int, default=0, help="only the last N kernels")
+    p.add_argument("--last-ms", type=float, default=0, help="only the kernels that start in the last MS milliseconds")
     p.add_argument("--timeline", type=float, default=0, metavar="GAP_US", help="per-run timeline, runs split at gaps > GAP_US")
     a = p.parse_args()
     rows = read(a.trace)
     if not rows:
         sys.exit(f"{a.trace}: no trace rows")
-    print("\n".join(timeline(rows, a.timeline, a.last) if a.timeline else summarize(rows, a.last)))
+    print("\n".join(timeline(rows, a.timeline, a.last, a.last_ms) if a.timeline else summarize(rows, a.last, a.last_ms)))
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@
 // fails that run only; the zoo DIN fuses and scores as PyTorch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "compile/passes.h"
 #include "compile/plan.h"
@@ -192,6 +194,28 @@ TEST(AttentionFusion, RandomUnitsScoreOnCudaAsOnTheCpu) {
                                    Describe(s) + " length " + std::to_string(length) + " " + PrecisionName(precision),
                                    *cuda, precision);
       }
+    }
+  }
+}
+
+// A block of the bf16 kernel takes up to 32 candidates of a tile, scored 8 at a time, and keeps a
+// user's tile across those 8s: merged requests' candidates, in runs of one user (sorted) or
+// mixed, against the CPU.
+TEST(AttentionFusion, ManyCandidatesPerBlockScoreOnCudaAsOnTheCpu) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  Spec s;
+  s.dim = 64, s.width = 80, s.hidden = {40}, s.hoisted = true;  // DIN's unit
+  Graph fused = AttentionGraph(s, 31);
+  ASSERT_EQ(Fuse(fused, s), 1);
+  std::mt19937_64 rng(5);
+  for (const bool sorted : {true, false}) {
+    for (int64_t rows : {int64_t{1000}, int64_t{4000}}) {
+      std::vector<Tensor> in = Inputs(s, rows, 5, 130, rng);
+      if (sorted) std::sort(in[1].data<int64_t>(), in[1].data<int64_t>() + rows);
+      testing::ExpectSameOutputs(fused, fused, in, 3e-2,
+                                 "rows " + std::to_string(rows) + (sorted ? " sorted" : " mixed"), *cuda,
+                                 Precision::kBf16);
     }
   }
 }

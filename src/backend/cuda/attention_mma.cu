@@ -49,7 +49,8 @@ constexpr int kMma = 16;
 constexpr int kStrip = 16;  // positions per warp product
 constexpr int kStripsPerTile = static_cast<int>(kTileRows) / kStrip;
 constexpr int kMmaWarps = 4;
-constexpr int kMaxGroup = 8;  // candidates per block
+constexpr int kChunk = 8;      // candidates scored at a time (their queries and partial sums in shared memory)
+constexpr int kMaxGroup = 32;  // candidates per block, in chunks: the weights and each user's tile loaded once
 constexpr int kMaxNTiles = static_cast<int>(kMaxWidth) / 8;
 constexpr int kMaxKTiles = static_cast<int>(kMaxWidth) / kMma;
 
@@ -84,9 +85,9 @@ MmaLayout PlanMma(int dim, int width, const Layer* layers, int layer_count) {
   m.keys = take(4 * static_cast<int>(kTileRows) * m.ldk);
   m.proj = take(4 * static_cast<int>(kTileRows) * m.ldp);
   m.mask = take(4 * static_cast<int>(kTileRows));
-  m.queries = take(4 * kMaxGroup * m.ldq);
+  m.queries = take(4 * kChunk * m.ldq);
   m.scores = take(4 * kMmaWarps * kStrip);
-  m.partial = take(4 * kMaxGroup * kStripsPerTile * dim);
+  m.partial = take(4 * kChunk * kStripsPerTile * dim);
   m.cross = take(2 * m.width_p * m.ld0);
   int in_p = m.width_p;
   for (int l = 0; l + 1 < layer_count; ++l) {
@@ -290,8 +291,9 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
 }
 
 // A block per (group of consecutive candidates, tile): the weights converted into shared memory
-// once; then for each run of candidates of one user, that user's tile loaded once and every
-// (candidate, strip) scored by a warp; each candidate's strips are added in order.
+// once; then, kChunk candidates of one user at a time, that user's tile loaded when it is not the
+// one already there and every (candidate, strip) of the chunk scored by a warp; each candidate's
+// strips are added in order.
 template <typename Shape>
 __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) {
   extern __shared__ float4 shared4[];
@@ -327,10 +329,11 @@ __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) 
   float* partial = reinterpret_cast<float*>(shared + m.partial);
   const int warp = threadIdx.x / kWarp;
   float* scores = reinterpret_cast<float*>(shared + m.scores) + warp * kStrip;
+  int64_t loaded = -1;  // the user whose tile is in shared memory
   for (int64_t n0 = first; n0 < end;) {
     const int64_t u = p.key_rows ? p.key_rows[n0] : n0;
     int64_t n1 = n0 + 1;
-    while (n1 < end && (p.key_rows ? p.key_rows[n1] : n1) == u) ++n1;
+    while (n1 < end && n1 - n0 < kChunk && (p.key_rows ? p.key_rows[n1] : n1) == u) ++n1;
     const int count = static_cast<int>(n1 - n0);
     if (u < 0 || u >= p.users) {  // the same for the whole block
       if (threadIdx.x == 0) ReportBadData(p.error, p.step);
@@ -340,17 +343,20 @@ __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) 
       n0 = n1;
       continue;
     }
-    __syncthreads();  // the previous run has read the tile, the queries and the partial sums
-    LoadRows(reinterpret_cast<float*>(shared + m.keys), m.ldk, p.keys + (u * p.length + l0) * p.dim, rows, p.dim,
-             static_cast<int>(kTileRows), m.dim_p, mp.vec);
-    LoadRows(reinterpret_cast<float*>(shared + m.proj), m.ldp, p.key_proj + (u * p.length + l0) * p.width, rows,
-             p.width, static_cast<int>(kTileRows), m.width_p, mp.vec);
+    __syncthreads();  // the previous chunk has read the tile, the queries and the partial sums
+    if (u != loaded) {
+      LoadRows(reinterpret_cast<float*>(shared + m.keys), m.ldk, p.keys + (u * p.length + l0) * p.dim, rows, p.dim,
+               static_cast<int>(kTileRows), m.dim_p, mp.vec);
+      LoadRows(reinterpret_cast<float*>(shared + m.proj), m.ldp, p.key_proj + (u * p.length + l0) * p.width, rows,
+               p.width, static_cast<int>(kTileRows), m.width_p, mp.vec);
+      float* mask = reinterpret_cast<float*>(shared + m.mask);
+      for (int r = threadIdx.x; r < kTileRows; r += blockDim.x) {
+        mask[r] = p.mask && r < rows ? p.mask[u * p.length + l0 + r] : 1.0f;
+      }
+      loaded = u;
+    }
     LoadRows(queries, m.ldq, p.query + n0 * p.dim, count, p.dim, count, m.dim_p, mp.vec);
     LoadRows(queries + m.dim_p, m.ldq, p.query_proj + n0 * p.width, count, p.width, count, m.width_p, mp.vec);
-    float* mask = reinterpret_cast<float*>(shared + m.mask);
-    for (int r = threadIdx.x; r < kTileRows; r += blockDim.x) {
-      mask[r] = p.mask && r < rows ? p.mask[u * p.length + l0 + r] : 1.0f;
-    }
     __syncthreads();
     for (int item = warp; item < count * strips; item += kMmaWarps) {
       const int c = item / strips, strip = item % strips;
@@ -411,7 +417,10 @@ void LaunchMmaTiles(const Params& p, int64_t candidates, int multiprocessors, cu
   for (int i = 0; i + 1 < p.layer_count; ++i) vec = vec && p.layers[i].out % 4 == 0 && Aligned16(p.layers[i].weight);
   const MmaLayout layout = PlanMma(p.dim, p.width, p.layers, p.layer_count);
   // Enough candidates per block to fill the device about twice over, each block converting the
-  // weights once.
+  // weights once and loading a user's tile once for all of its candidates (up to kMaxGroup, scored
+  // kChunk at a time): a merged batch's blocks then take 32 candidates, not 8, and W2 merged five
+  // requests at a time serves 34,000-35,000 requests/s on an H200 where it served 29,500-29,800
+  // (docs/log/benchmarks.md, "W2 merged: the attention kernel's blocks take up to 32 candidates").
   const int64_t pairs = candidates * p.tiles, wanted = 2 * static_cast<int64_t>(std::max(multiprocessors, 1));
   const int group = static_cast<int>(std::clamp<int64_t>((pairs + wanted - 1) / wanted, 1, kMaxGroup));
   const MmaParams mp{p, layout, candidates, group, vec, p.layers[p.layer_count - 1].bias};
