@@ -10,7 +10,7 @@
 #include "model/config.h"
 
 namespace CLI {
-class App;  // CLI11's, declared only: its header takes seconds to compile and only main.cc builds commands
+class App;  // CLI11's, declared only: its header takes seconds to compile (main.cc and backend_flags.cc include it)
 }  // namespace CLI
 
 namespace rankd {
