@@ -4,12 +4,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
-#include <type_traits>
 
 #include "model/config_sections.h"
 #include "model/triton_text_config.h"
