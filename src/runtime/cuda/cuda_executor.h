@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -55,9 +56,10 @@ int GraphLanes();
 // bindings made after a change follow it).
 void SetCopyKernels(bool on);
 bool CopyKernels();
-// The most input bytes such a run has (2 MiB by default, `--cuda copy_kernel_mb=N`; bindings made
+// The most input bytes such a run has (8 MiB by default, `--cuda copy_kernel_mb=N`; bindings made
 // after a change follow it).
 void SetCopyKernelBytes(size_t bytes);
+size_t CopyKernelBytes();
 
 // Whether such a run with few bytes of floats gathers its ids by a kernel of their own, beside
 // the floats' first steps (Binding::late_gather; on by default, `--cuda late_gather=off`;
@@ -84,6 +86,10 @@ DeviceWait DeviceWaitMode();
 // The time between a poller's rounds (`--cuda poll_us=`, default 10 µs); pollers already running
 // keep theirs.
 void SetPollStep(std::chrono::microseconds step);
+
+// Ops whose kernels use an executor's cuBLASLt workspace and bf16 operand buffer (gemm.h): a
+// capture's lanes order them among themselves.
+inline bool UsesProductBuffers(const std::string& op) { return op == "Gemm" || op == "MatMul" || op == "Einsum"; }
 
 // How an input's values change width on their way to its slot: INT64 ids written as INT32 where
 // the slot is narrowed (compile/narrowable_ids.h).
