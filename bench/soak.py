@@ -71,15 +71,15 @@ def main():
                          "(sanitizer builds need more)")
     args = ap.parse_args()
     sys.argv = [sys.argv[0], args.rankd, os.path.join(HERE, "..")]
-    import server_test
-    from server_test import ZOO, Server, lines
+    import serving_harness
+    from serving_harness import ZOO, Server, lines
 
     repo = tempfile.mkdtemp()
     for name in ["mmoe", "din"]:
         shutil.copytree(os.path.join(ZOO, name), os.path.join(repo, name))
     server = Server(repo, "--model-control-mode", "poll", "--repository-poll-secs", "1", "--http-header-timeout-secs", "3",
                     "--http-max-queue-ms", "600000", "--grpc-max-queue-ms", "600000")  # soaks, not overload: 503s would count
-    stubs = server_test.grpc_stubs()
+    stubs = serving_harness.grpc_stubs()
     mmoe = lines("mmoe", "requests")
     din = lines("din", "requests")
     tally = Tally()
@@ -105,7 +105,7 @@ def main():
         header = {"inputs": []}
         blobs = b""
         for i in body["inputs"]:
-            flat = server_test.flatten(i["data"])
+            flat = serving_harness.flatten(i["data"])
             blob = struct.pack("<%d%s" % (len(flat), "f" if i["datatype"] == "FP32" else "q"), *flat)
             entry = {k: v for k, v in i.items() if k != "data"}
             entry.setdefault("parameters", {})["binary_data_size"] = len(blob)

@@ -24,7 +24,7 @@ import threading
 import time
 import unittest
 
-from server_test import ZOO, Server, enable_batching, grpc_stubs, random_din_request, scrape
+from serving_harness import ZOO, Server, enable_batching, grpc_stubs, random_din_request, scrape
 
 BATCHED = '{model="din_batched",version="1"}'
 

@@ -15,7 +15,7 @@ import tempfile
 import time
 import unittest
 
-from server_test import RANKD, SRC, ZOO, Server, free_port
+from serving_harness import RANKD, SRC, ZOO, Server, free_port
 
 DATA = os.path.join(SRC, "tests", "data", "zoo")
 
@@ -191,7 +191,7 @@ class ServerBenchTest(unittest.TestCase):
         for name in ["din", "dlrm_dcnv2", "mmoe_strings"]:
             shutil.copytree(os.path.join(ZOO, name), os.path.join(cls.repo, name))
         # The frontends' queue bounds lifted: a request that waits 20 ms on a busy 2-core machine under
-        # sanitizers is not overload here (OverloadTest in server_test.py checks the bounds).
+        # sanitizers is not overload here (OverloadTest in async_core_test.py checks the bounds).
         cls.server = Server(cls.repo, "--http-max-queue-ms", "600000", "--grpc-max-queue-ms", "600000")
         cls.tmp = tempfile.mkdtemp()
 

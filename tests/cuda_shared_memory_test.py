@@ -15,7 +15,7 @@ import sys
 import tempfile
 import unittest
 
-from server_test import ZOO, Server, grpc_stubs, lines
+from serving_harness import ZOO, Server, grpc_stubs, lines
 
 try:
     import cupy

@@ -34,7 +34,7 @@ import threading
 import time
 import unittest
 
-from server_test import RANKD, ZOO, Server, enable_batching, random_din_request
+from serving_harness import RANKD, ZOO, Server, enable_batching, random_din_request
 
 
 def probe():

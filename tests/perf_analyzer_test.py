@@ -20,7 +20,7 @@ import sys
 import tempfile
 import unittest
 
-from server_test import ZOO, Server, grpc_stubs
+from serving_harness import ZOO, Server, grpc_stubs
 
 MODELS = ["mmoe", "dlrm_dcnv2", "din"]
 BATCH = 4

@@ -19,10 +19,10 @@ import tempfile
 import time
 import unittest
 
-import server_test
-from server_test import ZOO, Server, lines, scrape
+import serving_harness
+from serving_harness import ZOO, Server, lines, scrape
 
-SRC = server_test.SRC
+SRC = serving_harness.SRC
 
 
 def onnx_pb2():
@@ -384,7 +384,7 @@ class StartupAndRepositoryTest(unittest.TestCase):
         try:
             for flag, port in (("--grpc-port", first.grpc_port), ("--http-port", first.http_port)):
                 args = {"--http-port": "0", "--grpc-port": "0", "--metrics-port": "0", flag: str(port)}
-                second = subprocess.run([server_test.RANKD, "serve", "--model-repository", self.repo, "--http-address", "127.0.0.1",
+                second = subprocess.run([serving_harness.RANKD, "serve", "--model-repository", self.repo, "--http-address", "127.0.0.1",
                                          *[x for kv in args.items() for x in kv]], capture_output=True, timeout=60)
                 self.assertEqual(second.returncode, 2, second.stderr)
                 self.assertIn(b"listen", second.stderr)
@@ -478,7 +478,7 @@ class StartupAndRepositoryTest(unittest.TestCase):
 
 class GrpcLimitsTest(unittest.TestCase):
     def setUp(self):
-        stubs = server_test.grpc_stubs()
+        stubs = serving_harness.grpc_stubs()
         if stubs is None:
             self.skipTest("python3-grpcio / python3-grpc-tools not installed")
         import grpc

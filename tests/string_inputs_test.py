@@ -17,7 +17,7 @@ import unittest
 
 import xxhash
 
-from server_test import ZOO, Server, grpc_stubs
+from serving_harness import ZOO, Server, grpc_stubs
 
 ROWS_PER_TABLE = 100  # the zoo's tiny mmoe
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import unittest
 
-from server_test import RANKD, ZOO, Server, grpc_stubs, lines, rel_error
+from serving_harness import RANKD, ZOO, Server, grpc_stubs, lines, rel_error
 
 
 def make_certificate(folder):

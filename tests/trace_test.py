@@ -11,7 +11,7 @@ import sys
 import tempfile
 import unittest
 
-from server_test import RANKD, ZOO, Server, flatten, grpc_stubs, lines
+from serving_harness import RANKD, ZOO, Server, flatten, grpc_stubs, lines
 
 STAMPS = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START",
           "COMPUTE_END", "REQUEST_END"]
