@@ -8,10 +8,12 @@ and HTTP JSON, as --wires lists them), the two models alternated. Prints a markd
       [--ids-model mmoe] [--strings-model mmoe_strings] [--rows 1,64,512] [--rounds 2]
       [--rates 1:2000,64:1000,512:300] [--seconds 5] [--server-cpus 0-7 --client-cpus 8-15]
       [--backend cpu|cuda] [--engine-only | --served-only]
-      [--wires http-binary,grpc-raw,grpc-typed,http-json]
+      [--wires http-binary,grpc-raw,grpc-typed,http-json] [--files mmoe_ids,mmoe_strings]
 
 REPO holds both models; DIR the request files bench/string_requests.py writes
-(mmoe_ids_nN.jsonl, mmoe_strings_nN.jsonl).
+(mmoe_ids_nN.jsonl, mmoe_strings_nN.jsonl). For behaviour sequences sent as delimited strings,
+bench/split_requests.py writes a DIN model's split variant and its files: --ids-model din_full
+--strings-model din_full_split --files din_full_ids,din_full_split --rows 200 --wires http-binary,grpc-raw.
 """
 import argparse
 import json
@@ -70,12 +72,14 @@ def main():
     p.add_argument("--client-cpus", default="")
     p.add_argument("--backend", default="auto")
     p.add_argument("--wires", default="http-binary,grpc-raw,grpc-typed,http-json")
+    p.add_argument("--files", default="mmoe_ids,mmoe_strings", help="the request files' prefixes: IDS,STRINGS")
     p.add_argument("--engine-only", action="store_true")
     p.add_argument("--served-only", action="store_true", help="skip the engine's rows")
     a = p.parse_args()
     rows = [int(x) for x in a.rows.split(",")]
-    pairs = {n: {"ids": (a.ids_model, os.path.join(a.requests, f"mmoe_ids_n{n}.jsonl")),
-                 "strings": (a.strings_model, os.path.join(a.requests, f"mmoe_strings_n{n}.jsonl"))} for n in rows}
+    ids_file, strings_file = a.files.split(",")
+    pairs = {n: {"ids": (a.ids_model, os.path.join(a.requests, f"{ids_file}_n{n}.jsonl")),
+                 "strings": (a.strings_model, os.path.join(a.requests, f"{strings_file}_n{n}.jsonl"))} for n in rows}
     print(f"backend {a.backend}, {a.rounds} rounds alternated, medians of each round\n")
     print("| where | rows | wire | ids median ms | strings median ms | ids p99 ms | strings p99 ms | "
           "ids CPU ms/req | strings CPU ms/req | strings / ids (median) |")

@@ -4,6 +4,9 @@
 // scoring as they do with the ids those strings stand for.
 #include <gtest/gtest.h>
 
+#include <charconv>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -119,6 +122,102 @@ TEST(StringIds, SplitRowsParsedOrHashed) {
   const auto h = [](const char* s) { return static_cast<int64_t>(HashBucket(StringHash::kXxHash64, 0, 1 << 20, s)); };
   EXPECT_EQ(hashed->lengths, std::vector<int64_t>({3, 1}));
   EXPECT_EQ(Ids(*hashed), std::vector<int64_t>({h("a"), h("abc"), h(""), h("abc")}));
+}
+
+// Split rows of random pieces, most of them ids (spaces around, a sign, up to 20 digits, INT32's
+// and INT64's edges) and some not (empty, "+5", "1x", "- 3", a tab, a trailing delimiter, a row
+// past max_string_bytes), through each single-byte delimiter's fast way and a two-byte one's general
+// way: the ids and lengths of a reference that splits and parses each piece on its own, or the
+// error naming the first row it fails at.
+TEST(StringIds, SplitIdsMatchAPieceByPieceReference) {
+  std::mt19937_64 rng(29);
+  const std::vector<std::string> oddities = {"",
+                                             "+5",
+                                             "1x",
+                                             "- 3",
+                                             "\t7",
+                                             "5 5",
+                                             "-",
+                                             " ",
+                                             "99999999999999999999",
+                                             "9223372036854775808",
+                                             "-9223372036854775809"};
+  const std::vector<std::string> edges = {
+      "2147483647",          "2147483648",           "-2147483648",           "-2147483649",
+      "9223372036854775807", "-9223372036854775808", "000000000000000000042", "-0"};
+  auto piece = [&]() -> std::string {
+    const uint64_t kind = rng() % 100;
+    if (kind < 3) return oddities[rng() % oddities.size()];
+    if (kind < 8) return edges[rng() % edges.size()];
+    std::string p = rng() % 10 == 0 ? "-" : "";
+    const int digits = 1 + static_cast<int>(rng() % (rng() % 4 == 0 ? 20 : 9));
+    for (int d = 0; d < digits; ++d) p += static_cast<char>('0' + rng() % 10);
+    if (rng() % 8 == 0) p = " " + p;
+    if (rng() % 8 == 0) p += "  ";
+    return p;
+  };
+  for (const std::string delimiter : {",", ";", "|", "::"}) {
+    for (DType dtype : {DType::kI64, DType::kI32}) {
+      for (int trial = 0; trial < 300; ++trial) {
+        InputConfig config = Config(std::nullopt, 0, delimiter);
+        config.dtype = dtype;
+        config.strings.max_bytes = trial % 10 == 0 ? 40 : 65536;
+        const int64_t rows = 1 + static_cast<int64_t>(rng() % 4);
+        std::vector<std::string> texts;
+        std::vector<int64_t> want_ids, want_lengths;
+        int64_t failing_row = -1;
+        for (int64_t r = 0; r < rows; ++r) {
+          std::string text;
+          const int pieces = static_cast<int>(rng() % 12);
+          for (int k = 0; k < pieces; ++k) text += (k ? delimiter : "") + piece();
+          if (rng() % 50 == 0) text += delimiter;
+          texts.push_back(text);
+          if (failing_row >= 0) continue;
+          // The reference: the row checked against max_string_bytes, then each piece on its own.
+          bool ok = static_cast<int64_t>(text.size()) <= config.strings.max_bytes;
+          std::vector<std::string> split;
+          for (size_t at = 0; ok && !text.empty();) {
+            const size_t next = text.find(delimiter, at);
+            split.push_back(text.substr(at, next == std::string::npos ? std::string::npos : next - at));
+            if (next == std::string::npos) break;
+            at = next + delimiter.size();
+            if (at == text.size()) split.push_back("");
+          }
+          int64_t count = 0;
+          for (std::string p : split) {
+            while (!p.empty() && p.front() == ' ') p.erase(p.begin());
+            while (!p.empty() && p.back() == ' ') p.pop_back();
+            int64_t id = 0;
+            const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), id);
+            const bool fits = dtype == DType::kI64 || (id >= INT32_MIN && id <= INT32_MAX);
+            if (p.empty() || ec != std::errc() || end != p.data() + p.size() || !fits) {
+              ok = false;
+              break;
+            }
+            want_ids.push_back(id);
+            ++count;
+          }
+          if (!ok) failing_row = r;
+          want_lengths.push_back(count);
+        }
+        const std::string what = "delimiter '" + delimiter + "', " + DTypeName(dtype) + ", trial " +
+                                 std::to_string(trial) + ", row 0 '" + texts[0] + "'";
+        auto got = StringsToIds(config, BytesInput({rows}, texts));
+        if (failing_row >= 0) {
+          ASSERT_FALSE(got.ok()) << what;
+          ExpectError(got.status(), "element " + std::to_string(failing_row) + " ");
+          continue;
+        }
+        ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+        EXPECT_EQ(got->lengths, want_lengths) << what;
+        ASSERT_EQ(got->data.dtype(), dtype) << what;
+        std::vector<int64_t> ids;
+        for (int64_t i = 0; i < got->data.size(); ++i)
+          ids.push_back(dtype == DType::kI64 ? got->data.data<int64_t>()[i] : got->data.data<int32_t>()[i]);
+        EXPECT_EQ(ids, want_ids) << what;
+      }
+    }
+  }
 }
 
 TEST(StringIds, MistakesNameTheInputAndElement) {

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "common/string_hash.h"
 #include "model/ops/hash_strings.h"
@@ -77,6 +79,44 @@ class IdWriter {
   std::vector<Id> ids_;
 };
 
+// The common case of split ids, decimal ids between single-byte delimiters ("123,456,789", spaces
+// around a piece allowed), parsed in one pass over each row with no piece cut out first: W2's
+// histories sent so (two rows of up to 1,000 ids) took 35 µs a request to turn into ids the general
+// way, against 7 µs for the same ids sent as numbers (docs/strings.md, "Cost"). Any other piece (empty,
+// not a number, more than 18 digits, outside the input's type) makes it give up, false, and the
+// general way then reads the input again and names the mistake. Rows are checked against the config's
+// limits first, as the general way checks them.
+template <typename Id>
+bool ParseSplitIds(const InputConfig& config, const PackedStrings& s, char delimiter, std::vector<Id>& ids,
+                   std::vector<int64_t>& lengths) {
+  constexpr int kMostDigits = 18;  // any 18 digits fit INT64; longer pieces go the general way
+  for (int64_t r = 0; r < s.size(); ++r) {
+    const std::string_view text = s.at(r);
+    if (!CheckString(config, text, r).ok()) return false;
+    const char* p = text.data();
+    const char* const end = p + text.size();
+    const size_t before = ids.size();
+    while (p != end) {
+      while (p != end && *p == ' ') ++p;
+      const bool negative = p != end && *p == '-';
+      p += negative ? 1 : 0;
+      const char* const digits = p;
+      uint64_t value = 0;
+      while (p != end && static_cast<unsigned char>(*p - '0') < 10)
+        value = value * 10 + static_cast<uint64_t>(*p++ - '0');
+      if (p == digits || p - digits > kMostDigits) return false;
+      while (p != end && *p == ' ') ++p;
+      const int64_t id = negative ? -static_cast<int64_t>(value) : static_cast<int64_t>(value);
+      if (id < std::numeric_limits<Id>::min() || id > std::numeric_limits<Id>::max()) return false;
+      ids.push_back(static_cast<Id>(id));
+      if (p == end) break;
+      if (*p != delimiter || ++p == end) return false;  // not a delimiter, or a trailing one (an empty piece)
+    }
+    lengths.push_back(static_cast<int64_t>(ids.size() - before));
+  }
+  return true;
+}
+
 // Packed strings as an in-process caller may have built them: offsets from 0 up to the bytes' end,
 // as many strings as the shape holds (PackedEnds), never decreasing (CheckPacked).
 bool PackedEnds(const PackedStrings& s) {
@@ -127,6 +167,18 @@ Status Convert(const InputConfig& config, const InferInput& in, InferInput& out)
   if (!in.lengths.empty() || s.shape.size() > 2 || (s.shape.size() == 2 && s.shape[1] != 1)) {
     return InvalidArgument("input '" + config.name + "' is split on " + Quoted(delimiter) +
                            ": send one string per row, shape [rows] or [rows, 1], without lengths");
+  }
+  if (delimiter.size() == 1 && !config.strings.hash && delimiter[0] != ' ' && delimiter[0] != '-' &&
+      static_cast<unsigned char>(delimiter[0] - '0') >= 10) {
+    thread_local std::vector<Id> parsed;  // kept from request to request: no growth once warm
+    parsed.clear();
+    out.lengths.reserve(static_cast<size_t>(s.size()));
+    if (ParseSplitIds(config, s, delimiter[0], parsed, out.lengths)) {
+      out.data = Tensor::Empty(config.dtype, {static_cast<int64_t>(parsed.size())});
+      if (!parsed.empty()) std::memcpy(out.data.raw(), parsed.data(), parsed.size() * sizeof(Id));
+      return Status::Ok();
+    }
+    out.lengths.clear();
   }
   IdWriter<Id> ids(config);
   out.lengths.reserve(static_cast<size_t>(s.size()));
