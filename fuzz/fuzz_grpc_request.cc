@@ -1,6 +1,7 @@
 // libFuzzer target: arbitrary bytes as a KServe v2 gRPC ModelInferRequest, turned into a request for
-// the zoo's MMoE and W4s and scored when that succeeds. Shapes are declared freely by the input, so a builder
-// that allocated before checking them against the values carried would exceed the RSS limit.
+// the zoo models of zoo_model.h and scored when that succeeds. Shapes are declared freely by the
+// input, so a builder that allocated before checking them against the values carried would exceed
+// the RSS limit.
 // The bytes are also read as the server reads them (infer_request_wire.h), split into slices where
 // the first byte says: accepted exactly when protobuf accepts them, into the same message.
 #include <google/protobuf/util/field_comparator.h>

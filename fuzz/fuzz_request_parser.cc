@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary bytes as a KServe v2 inference request, both as a JSON body and
 // split into a JSON header plus binary tensor data (the first byte picks the split); what parses is
-// written back as a response and scored by the zoo's MMoE and W4s.
+// written back as a response and scored by the zoo models of zoo_model.h.
 #include <cstddef>
 #include <cstdint>
 #include <memory>

@@ -1,8 +1,9 @@
 """String features over real sockets: W4s (models/zoo/mmoe_strings, six categorical features sent as
 strings and hashed by xxhash64) sent as JSON strings, the binary extension's length-prefixed
 elements, gRPC bytes_contents and gRPC raw contents scores as mmoe does with the ids that Python's
-own xxHash (python3-xxhash, not rankd's code) gives those strings; every protocol answers the same
-mistake alike.
+own xxHash (python3-xxhash, not rankd's code) gives those strings, and DIN with its behaviour
+sequences sent as delimited strings scores as DIN does with the ids; every protocol answers the
+same mistake alike.
 
   /usr/bin/python3 tests/string_inputs_test.py RANKD_BINARY SOURCE_DIR
 """
@@ -17,7 +18,7 @@ import unittest
 
 import xxhash
 
-from serving_harness import ZOO, Server, grpc_stubs
+from serving_harness import SRC, ZOO, Server, grpc_stubs
 
 ROWS_PER_TABLE = 100  # the zoo's tiny mmoe
 
@@ -229,6 +230,138 @@ class StringInputsTest(unittest.TestCase):
         # The server serves on.
         status, got = self.http(ids, cats, dense, False)
         self.assertEqual(status, 200, got)
+
+
+class SplitSequencesTest(unittest.TestCase):
+    """DIN with its behaviour sequences sent as delimited strings ("12, 7,40"; the same graph under a config
+    that splits them) scores as DIN does with the ids, over JSON, the binary extension, gRPC typed and raw
+    contents; a piece that is not an id gets the same answer on all four."""
+
+    SEQUENCES = ("seq_items", "seq_cats")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = tempfile.mkdtemp()
+        shutil.copytree(os.path.join(ZOO, "din"), os.path.join(cls.repo, "din"))
+        shutil.copytree(os.path.join(ZOO, "din"), os.path.join(cls.repo, "din_split"))
+        path = os.path.join(cls.repo, "din_split", "config.yaml")
+        with open(path) as f:
+            config = f.read().replace("name: din\n", "name: din_split\n", 1)
+        for seq in cls.SEQUENCES:
+            old = "  - name: %s\n    datatype: INT64\n" % seq
+            assert old in config, old
+            config = config.replace(old, "  - name: %s\n    datatype: BYTES\n    split: \",\"\n" % seq)
+        with open(path, "w") as f:
+            f.write(config)
+        cls.server = Server(cls.repo)
+        stubs = grpc_stubs()
+        cls.pb = None
+        if stubs:
+            import grpc
+            cls.pb, pb_grpc = stubs
+            cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.server.grpc_port}")
+            cls.stub = pb_grpc.GRPCInferenceServiceStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.pb:
+            cls.channel.close()
+        cls.server.stop()
+        shutil.rmtree(cls.repo)
+
+    def as_strings(self, request, rng):
+        """The request with each sequence's row as one string, some pieces padded with spaces."""
+        out = json.loads(json.dumps(request))
+        for i in out["inputs"]:
+            if i["name"] in self.SEQUENCES:  # nested [[ids]], or flat ids with lengths: one user's row
+                row = i["data"][0] if i["data"] and isinstance(i["data"][0], list) else i["data"]
+                i.pop("parameters", None)
+                i.update(datatype="BYTES", shape=[1],
+                         data=[",".join((" %d " if rng.random() < 0.2 else "%d") % v for v in row)])
+        return out
+
+    def send(self, request, wire):
+        """(status, scores or error message) of `request` (JSON, strings as data) sent over `wire`."""
+        if wire == "json":
+            status, got = self.server.json("POST", "/v2/models/din_split/infer", request)
+            return status, got["outputs"][0]["data"] if status == 200 else got["error"]
+        inputs = request["inputs"]
+        if wire == "binary":
+            header, blob = {"inputs": []}, b""
+            for i in inputs:
+                if i["datatype"] == "BYTES":
+                    data = packed([v.encode() for v in i["data"]])
+                else:
+                    flat = [x for row in i["data"] for x in (row if isinstance(row, list) else [row])]
+                    data = struct.pack("<%dq" % len(flat), *flat)
+                shape = i["shape"] if -1 not in i["shape"] else [1, len(i["data"][0])]
+                header["inputs"].append({"name": i["name"], "datatype": i["datatype"], "shape": shape,
+                                         "parameters": {"binary_data_size": len(data)}})
+                blob += data
+            head = json.dumps(header).encode()
+            status, body, _ = self.server.request("POST", "/v2/models/din_split/infer", head + blob,
+                                                  {"Inference-Header-Content-Length": str(len(head))})
+            got = json.loads(body)
+            return status, got["outputs"][0]["data"] if status == 200 else got["error"]
+        import grpc
+        r = self.pb.ModelInferRequest(model_name="din_split")
+        for i in inputs:
+            flat = [x for row in i["data"] for x in (row if isinstance(row, list) else [row])]
+            shape = i["shape"] if -1 not in i["shape"] else [1, len(flat)]
+            t = r.inputs.add(name=i["name"], datatype=i["datatype"], shape=shape)
+            if wire == "grpc-raw":
+                r.raw_input_contents.append(packed([v.encode() for v in flat]) if i["datatype"] == "BYTES"
+                                            else struct.pack("<%dq" % len(flat), *flat))
+            elif i["datatype"] == "BYTES":
+                t.contents.bytes_contents.extend(v.encode() for v in flat)
+            else:
+                t.contents.int64_contents.extend(flat)
+        try:
+            got = self.stub.ModelInfer(r, timeout=30)
+        except grpc.RpcError as e:
+            return e.code(), e.details()
+        return 200, list(struct.unpack("<%df" % (len(got.raw_output_contents[0]) // 4), got.raw_output_contents[0]))
+
+    def wires(self):
+        return ["json", "binary"] + (["grpc-typed", "grpc-raw"] if self.pb else [])
+
+    def test_every_protocol_scores_as_the_ids(self):
+        rng = random.Random(8)
+        with open(os.path.join(SRC, "tests", "data", "zoo", "din.requests.jsonl")) as f:
+            requests = [json.loads(line) for line in f]
+        empty = json.loads(json.dumps(requests[0]))  # a user with no history: empty strings
+        for i in empty["inputs"]:
+            if i["name"] in self.SEQUENCES:
+                i["data"] = [[]]
+        for request in requests + [empty]:
+            status, want = self.server.json("POST", "/v2/models/din/infer", request)
+            self.assertEqual(status, 200, want)
+            want = want["outputs"][0]["data"]
+            strings = self.as_strings(request, rng)
+            for wire in self.wires():
+                status, got = self.send(strings, wire)
+                self.assertEqual(status, 200, (wire, got))
+                flat = [x for row in got for x in (row if isinstance(row, list) else [row])]
+                self.assertEqual(len(flat), len(want), wire)
+                for x, y in zip(flat, want):
+                    self.assertAlmostEqual(x, y, delta=1e-6 * max(1.0, abs(y)), msg=wire)
+
+    def test_a_piece_that_is_not_an_id_gets_the_same_answer(self):
+        with open(os.path.join(SRC, "tests", "data", "zoo", "din.requests.jsonl")) as f:
+            request = self.as_strings(json.loads(f.readline()), random.Random(1))
+        refused = {400}
+        if self.pb:
+            import grpc
+            refused.add(grpc.StatusCode.INVALID_ARGUMENT)
+        for text, message in [("3,x7,5", "input 'seq_items': element 0 has the piece 'x7' where an INT64 id belongs"),
+                              ("3,,5", "input 'seq_items': element 0 has an empty piece where an INT64 id belongs"),
+                              ("3,5,", "input 'seq_items': element 0 has an empty piece where an INT64 id belongs")]:
+            bad = json.loads(json.dumps(request))
+            next(i for i in bad["inputs"] if i["name"] == "seq_items")["data"] = [text]
+            for wire in self.wires():
+                status, got = self.send(bad, wire)
+                self.assertIn(status, refused, (wire, got))
+                self.assertEqual(got, message, wire)
 
 
 if __name__ == "__main__":
