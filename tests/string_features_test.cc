@@ -220,6 +220,56 @@ TEST(StringIds, SplitIdsMatchAPieceByPieceReference) {
   }
 }
 
+// Split rows hashed piece by piece (empty pieces too, a trailing delimiter's among them), through a
+// single-byte delimiter's one pass and a two-byte one's general way, against each piece hashed on
+// its own; a row past max_string_bytes is named.
+TEST(StringIds, SplitAndHashedPiecesMatchAPieceByPieceReference) {
+  std::mt19937_64 rng(31);
+  for (const std::string delimiter : {"|", ",", "::"}) {
+    for (int trial = 0; trial < 200; ++trial) {
+      InputConfig config = Config(StringHash::kXxHash64, 1 + static_cast<int64_t>(rng() % 100000), delimiter);
+      config.strings.seed = rng() % 3;
+      config.strings.max_bytes = trial % 10 == 0 ? 30 : 65536;
+      const int64_t rows = 1 + static_cast<int64_t>(rng() % 4);
+      std::vector<std::string> texts;
+      std::vector<int64_t> want_ids, want_lengths;
+      int64_t failing_row = -1;
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<std::string> pieces(rng() % 8);
+        std::string text;
+        for (size_t k = 0; k < pieces.size(); ++k) {
+          for (uint64_t n = rng() % 7; n > 0; --n) pieces[k] += static_cast<char>("ab: ,|x"[rng() % 7]);
+          if (pieces[k].find(delimiter) != std::string::npos || pieces[k].ends_with(delimiter.substr(0, 1))) {
+            pieces[k] = "p";  // no delimiter inside a piece, nor half of one before the next
+          }
+          text += (k ? delimiter : "") + pieces[k];
+        }
+        if (pieces.size() == 1 && pieces[0].empty()) pieces.clear();  // "" is an empty list
+        texts.push_back(text);
+        if (failing_row >= 0) continue;
+        if (static_cast<int64_t>(text.size()) > config.strings.max_bytes) {
+          failing_row = r;
+          continue;
+        }
+        for (const std::string& piece : pieces)
+          want_ids.push_back(static_cast<int64_t>(HashBucket(StringHash::kXxHash64, config.strings.seed,
+                                                             static_cast<uint64_t>(config.strings.buckets), piece)));
+        want_lengths.push_back(static_cast<int64_t>(pieces.size()));
+      }
+      const std::string what = "delimiter '" + delimiter + "', trial " + std::to_string(trial);
+      auto got = StringsToIds(config, BytesInput({rows}, texts));
+      if (failing_row >= 0) {
+        ASSERT_FALSE(got.ok()) << what;
+        ExpectError(got.status(), "element " + std::to_string(failing_row) + " is ");
+        continue;
+      }
+      ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+      EXPECT_EQ(got->lengths, want_lengths) << what;
+      EXPECT_EQ(Ids(*got), want_ids) << what;
+    }
+  }
+}
+
 TEST(StringIds, MistakesNameTheInputAndElement) {
   const InputConfig split = Config(std::nullopt, 0, ",");
   ExpectError(StringsToIds(split, BytesInput({2}, {"1,2", "3,x"})).status(), "input 's': element 1 has the piece 'x'");

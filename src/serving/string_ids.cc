@@ -117,6 +117,29 @@ bool ParseSplitIds(const InputConfig& config, const PackedStrings& s, char delim
   return true;
 }
 
+// Split then hashed, a single-byte delimiter: each row's pieces found and hashed in one pass, empty
+// ones included (a trailing delimiter ends with one). False only for a row past the config's limits,
+// which the general way then names.
+template <typename Id>
+bool HashSplitPieces(const InputConfig& config, const PackedStrings& s, char delimiter, std::vector<Id>& ids,
+                     std::vector<int64_t>& lengths) {
+  const InputConfig::Strings& c = config.strings;
+  for (int64_t r = 0; r < s.size(); ++r) {
+    const std::string_view text = s.at(r);
+    if (!CheckString(config, text, r).ok()) return false;
+    const size_t before = ids.size();
+    for (size_t at = 0; !text.empty();) {
+      const size_t next = text.find(delimiter, at);
+      const std::string_view piece = text.substr(at, next == std::string_view::npos ? next : next - at);
+      ids.push_back(static_cast<Id>(HashBucket(*c.hash, c.seed, static_cast<uint64_t>(c.buckets), piece)));
+      if (next == std::string_view::npos) break;
+      at = next + 1;
+    }
+    lengths.push_back(static_cast<int64_t>(ids.size() - before));
+  }
+  return true;
+}
+
 // Packed strings as an in-process caller may have built them: offsets from 0 up to the bytes' end,
 // as many strings as the shape holds (PackedEnds), never decreasing (CheckPacked).
 bool PackedEnds(const PackedStrings& s) {
@@ -168,12 +191,15 @@ Status Convert(const InputConfig& config, const InferInput& in, InferInput& out)
     return InvalidArgument("input '" + config.name + "' is split on " + Quoted(delimiter) +
                            ": send one string per row, shape [rows] or [rows, 1], without lengths");
   }
-  if (delimiter.size() == 1 && !config.strings.hash && delimiter[0] != ' ' && delimiter[0] != '-' &&
-      static_cast<unsigned char>(delimiter[0] - '0') >= 10) {
+  // One pass where the delimiter is one byte (and, for ids parsed, not a space, a sign or a digit).
+  const char d = delimiter[0];
+  if (delimiter.size() == 1 &&
+      (config.strings.hash || (d != ' ' && d != '-' && static_cast<unsigned char>(d - '0') >= 10))) {
     thread_local std::vector<Id> parsed;  // kept from request to request: no growth once warm
     parsed.clear();
     out.lengths.reserve(static_cast<size_t>(s.size()));
-    if (ParseSplitIds(config, s, delimiter[0], parsed, out.lengths)) {
+    if (config.strings.hash ? HashSplitPieces(config, s, d, parsed, out.lengths)
+                            : ParseSplitIds(config, s, d, parsed, out.lengths)) {
       out.data = Tensor::Empty(config.dtype, {static_cast<int64_t>(parsed.size())});
       if (!parsed.empty()) std::memcpy(out.data.raw(), parsed.data(), parsed.size() * sizeof(Id));
       return Status::Ok();
