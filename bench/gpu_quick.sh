@@ -37,11 +37,14 @@
 #      batched W1 and W2 of step 8 at LOAD_W1_RATES and LOAD_W2_RATES, p99 targets 10 and 5 ms
 #      (LOAD_W1_BUCKETS_TO=4096: W1's with the ladder its 35,000 to 40,000/s in-process were
 #      measured with, bench/load_bench.py's buckets_to, instead of the default ladder).
+#  10. with SPLIT_S, W2 with its behaviour sequences sent as delimited strings against the same requests
+#      as ids (bench/split_requests.py, then bench/string_cost.py: the engine and served over HTTP
+#      binary, gRPC raw and typed at SPLIT_RATE requests/s, server on cores 0-7), into steps.log.
 # RANKD_ARGS: more `rankd bench engine` flags for steps 4, 6 and 7, e.g. "--table-dtype BF16".
 # The logs come back packed in OUT/logs.tgz, the summary in OUT/steps.log.
 # Here: `scripts/build.sh && scripts/gpu_bundle.sh all`; there, carrying .bundle:
 #   bench/gpu_quick.sh $OUT
-# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S, RATE_S, NCU_S, TRACE_S, SERVED_S, LOAD_S
+# Step limits in seconds: TESTS_S, MEMCHECK_S, PEERS_S, AB_S, RATE_S, NCU_S, TRACE_S, SERVED_S, LOAD_S, SPLIT_S
 # (0 skips a step).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -190,5 +193,19 @@ if ((${LOAD_S:-0})); then
       --rates "$rates" --seconds 5 --p99-target-ms "$target" --json "$raw/load_$name.json" 2>&1 |
       grep -E "^rate|highest|warning|rankd" | tee -a "$out/steps.log"
   done
+fi
+if ((${SPLIT_S:-0})); then
+  step "split strings"
+  deadline=$((SECONDS + SPLIT_S))
+  if [[ ! -f bench/out/load_din_full.jsonl ]]; then  # step 8's W2, when it did not run
+    (cd bench && python3 -c "import load_bench as l; l.prepare('din', 'full', 'out/load_repo', 'out', 1000, 64,
+      precision='${SERVED_PRECISION:-bf16-activations}')") >>"$raw/split.log" 2>&1
+  fi
+  python3 bench/split_requests.py --repo bench/out/load_repo --model din_full --requests bench/out/load_din_full.jsonl \
+    --out "$raw/split" 2>&1 | tee -a "$out/steps.log"
+  timeout $((deadline - SECONDS)) python3 bench/string_cost.py --rankd ".bundle/run rankd" --repo bench/out/load_repo \
+    --requests "$raw/split" --ids-model din_full --strings-model din_full_split --files din_full_ids,din_full_split \
+    --rows 200 --rates "200:${SPLIT_RATE:-5000}" --wires http-binary,grpc-raw,grpc-typed --backend cuda \
+    --server-cpus 0-7 --client-cpus 8-15 2>&1 | tee -a "$out/steps.log"
 fi
 step "done"
