@@ -28,27 +28,37 @@ def packed(strings):
     return b"".join(struct.pack("<I", len(s)) + s for s in strings)
 
 
+def serve(case):
+    """Starts a server on case.repo, and a gRPC stub to it where Debian's grpc packages are installed
+    (case.pb None otherwise)."""
+    case.server = Server(case.repo)
+    stubs = grpc_stubs()
+    case.pb = None
+    if stubs:
+        import grpc
+        case.pb, pb_grpc = stubs
+        case.channel = grpc.insecure_channel(f"127.0.0.1:{case.server.grpc_port}")
+        case.stub = pb_grpc.GRPCInferenceServiceStub(case.channel)
+
+
+def stop(case):
+    if case.pb:
+        case.channel.close()
+    case.server.stop()
+    shutil.rmtree(case.repo)
+
+
 class StringInputsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.repo = tempfile.mkdtemp()
         for name in ["mmoe", "mmoe_strings"]:
             shutil.copytree(os.path.join(ZOO, name), os.path.join(cls.repo, name))
-        cls.server = Server(cls.repo)
-        stubs = grpc_stubs()
-        cls.pb = None
-        if stubs:
-            import grpc
-            cls.pb, pb_grpc = stubs
-            cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.server.grpc_port}")
-            cls.stub = pb_grpc.GRPCInferenceServiceStub(cls.channel)
+        serve(cls)
 
     @classmethod
     def tearDownClass(cls):
-        if cls.pb:
-            cls.channel.close()
-        cls.server.stop()
-        shutil.rmtree(cls.repo)
+        stop(cls)
 
     def features(self, n, seed):
         rng = random.Random(seed)
@@ -253,21 +263,11 @@ class SplitSequencesTest(unittest.TestCase):
             config = config.replace(old, "  - name: %s\n    datatype: BYTES\n    split: \",\"\n" % seq)
         with open(path, "w") as f:
             f.write(config)
-        cls.server = Server(cls.repo)
-        stubs = grpc_stubs()
-        cls.pb = None
-        if stubs:
-            import grpc
-            cls.pb, pb_grpc = stubs
-            cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.server.grpc_port}")
-            cls.stub = pb_grpc.GRPCInferenceServiceStub(cls.channel)
+        serve(cls)
 
     @classmethod
     def tearDownClass(cls):
-        if cls.pb:
-            cls.channel.close()
-        cls.server.stop()
-        shutil.rmtree(cls.repo)
+        stop(cls)
 
     def as_strings(self, request, rng):
         """The request with each sequence's row as one string, some pieces padded with spaces."""

@@ -44,19 +44,16 @@ bool ParseId(std::string_view piece, int64_t& id) {
   return ec == std::errc() && end == piece.data() + piece.size();
 }
 
-// The ids of a split input's pieces, in order.
+// The ids of a split input's pieces parsed one by one, in order (the way that names a mistake).
 template <typename Id>
 class IdWriter {
  public:
   explicit IdWriter(const InputConfig& config) : config_(config) {}
 
-  // Appends the id of a string or piece; an error for a piece that is not an id.
+  // Appends the id of a piece; an error for a piece that is not an id.
   Status Put(std::string_view s, int64_t element) {
-    const InputConfig::Strings& c = config_.strings;
     int64_t id = 0;
-    if (c.hash) {
-      id = static_cast<int64_t>(HashBucket(*c.hash, c.seed, static_cast<uint64_t>(c.buckets), s));
-    } else if (!ParseId(s, id) || id < std::numeric_limits<Id>::min() || id > std::numeric_limits<Id>::max()) {
+    if (!ParseId(s, id) || id < std::numeric_limits<Id>::min() || id > std::numeric_limits<Id>::max()) {
       return InvalidArgument("input '" + config_.name + "': element " + std::to_string(element) + " has " +
                              (s.empty() ? "an empty piece" : "the piece " + Quoted(s)) + " where an " +
                              DTypeName(config_.dtype) + " id belongs");
@@ -117,16 +114,15 @@ bool ParseSplitIds(const InputConfig& config, const PackedStrings& s, char delim
   return true;
 }
 
-// Split then hashed, a single-byte delimiter: each row's pieces found and hashed in one pass, empty
-// ones included (a trailing delimiter ends with one). False only for a row past the config's limits,
-// which the general way then names.
+// Split then hashed: each row's pieces found and hashed in one pass, empty ones included (a
+// trailing delimiter ends with one). An error names a row past the config's limits.
 template <typename Id>
-bool HashSplitPieces(const InputConfig& config, const PackedStrings& s, char delimiter, std::vector<Id>& ids,
-                     std::vector<int64_t>& lengths) {
+Status HashSplitPieces(const InputConfig& config, const PackedStrings& s, std::string_view delimiter,
+                       std::vector<Id>& ids, std::vector<int64_t>& lengths) {
   const InputConfig::Strings& c = config.strings;
   for (int64_t r = 0; r < s.size(); ++r) {
     const std::string_view text = s.at(r);
-    if (!CheckString(config, text, r).ok()) return false;
+    RANKD_RETURN_IF_ERROR(CheckString(config, text, r));
     const size_t before = ids.size();
     size_t at = 0;
     while (!text.empty()) {  // an empty row is an empty list
@@ -134,11 +130,11 @@ bool HashSplitPieces(const InputConfig& config, const PackedStrings& s, char del
       const std::string_view piece = text.substr(at, next == std::string_view::npos ? next : next - at);
       ids.push_back(static_cast<Id>(HashBucket(*c.hash, c.seed, static_cast<uint64_t>(c.buckets), piece)));
       if (next == std::string_view::npos) break;
-      at = next + 1;
+      at = next + delimiter.size();
     }
     lengths.push_back(static_cast<int64_t>(ids.size() - before));
   }
-  return true;
+  return Status::Ok();
 }
 
 // Packed strings as an in-process caller may have built them: offsets from 0 up to the bytes' end,
@@ -192,22 +188,26 @@ Status Convert(const InputConfig& config, const InferInput& in, InferInput& out)
     return InvalidArgument("input '" + config.name + "' is split on " + Quoted(delimiter) +
                            ": send one string per row, shape [rows] or [rows, 1], without lengths");
   }
-  // One pass where the delimiter is one byte (and, for ids parsed, not a space, a sign or a digit).
+  // One pass: pieces hashed, or ids parsed between a one-byte delimiter that is not a space, a sign
+  // or a digit; ids between another delimiter, and any input with a piece that is not an id, piece
+  // by piece below (which names the mistake).
   const char d = delimiter[0];
-  if (delimiter.size() == 1 &&
-      (config.strings.hash || (d != ' ' && d != '-' && static_cast<unsigned char>(d - '0') >= 10))) {
+  if (config.strings.hash ||
+      (delimiter.size() == 1 && d != ' ' && d != '-' && static_cast<unsigned char>(d - '0') >= 10)) {
     constexpr size_t kKeptIds = size_t{1} << 20;  // room kept for the next request: 4-8 MB a thread at most
     thread_local std::vector<Id> parsed;          // kept from request to request: no growth once warm
     parsed.clear();
     out.lengths.reserve(static_cast<size_t>(s.size()));
-    const bool read = config.strings.hash ? HashSplitPieces(config, s, d, parsed, out.lengths)
-                                          : ParseSplitIds(config, s, d, parsed, out.lengths);
+    const Status hashed =
+        config.strings.hash ? HashSplitPieces(config, s, delimiter, parsed, out.lengths) : Status::Ok();
+    const bool read = hashed.ok() && (config.strings.hash || ParseSplitIds(config, s, d, parsed, out.lengths));
     if (read) {
       out.data = Tensor::Empty(config.dtype, {static_cast<int64_t>(parsed.size())});
       if (!parsed.empty()) std::memcpy(out.data.raw(), parsed.data(), parsed.size() * sizeof(Id));
     }
     if (parsed.capacity() > kKeptIds) std::vector<Id>().swap(parsed);  // a rare large request's room goes
     if (read) return Status::Ok();
+    RANKD_RETURN_IF_ERROR(hashed);
     out.lengths.clear();
   }
   IdWriter<Id> ids(config);
