@@ -1,15 +1,19 @@
 // libFuzzer target: arbitrary bytes as HTTP/1.1 requests on one connection, read with Boost.Beast's
 // parser under the server's limits (fed in pieces the first byte sizes, as a socket delivers them)
 // and each complete request handed to the REST routes over a repository serving the zoo's MMoE:
-// framing, header values, targets, the binary-data split and the KServe parser together.
+// framing, header values, targets, the binary-data split and the KServe parser together; a binary
+// body is also handed on as the server reads it into place (binary_pieces.h), and must be answered
+// the same.
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <optional>
 
 #include <boost/beast/http.hpp>
 
@@ -45,6 +49,30 @@ rankd::HttpApi* Api() {
   return api;
 }
 
+rankd::HttpResponse Answer(rankd::HttpApi& api, const rankd::HttpRequest& request) {
+  std::promise<rankd::HttpResponse> answer;
+  api.Handle(request, [&answer](rankd::HttpResponse r) { answer.set_value(std::move(r)); });
+  return answer.get_future().get();
+}
+
+// `request` as the server hands on a binary inference request it read into place (http_server.cc):
+// a POST without Content-Encoding whose Inference-Header-Content-Length is short of its body.
+std::optional<rankd::HttpRequest> ReadIntoPlace(const rankd::HttpRequest& request) {
+  auto json = request.headers.find("inference-header-content-length");
+  if (request.method != "POST" || request.headers.count("content-encoding") || json == request.headers.end())
+    return std::nullopt;
+  size_t bytes = 0;
+  const std::string& text = json->second;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), bytes);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || bytes == 0 ||
+      bytes >= request.body.size())
+    return std::nullopt;
+  rankd::HttpRequest placed = request;
+  placed.body = request.body.substr(0, bytes);
+  placed.binary = rankd::PlaceBinary(placed.body, std::string_view(request.body).substr(bytes));
+  return placed;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -74,10 +102,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (ec) return 0;  // the server answers 400 or 413 and closes
     }
-    std::promise<HttpResponse> answer;
-    api->Handle(ToHttpRequest(parser.release()), [&answer](HttpResponse r) { answer.set_value(std::move(r)); });
-    HttpResponse response = answer.get_future().get();
+    HttpRequest request = ToHttpRequest(parser.release());
+    HttpResponse response = Answer(*api, request);
     if (response.status < 200 || response.status > 599) __builtin_trap();
+    // A binary body as the server reads it into place answers the same, byte for byte.
+    if (std::optional<HttpRequest> placed = ReadIntoPlace(request)) {
+      HttpResponse again = Answer(*api, *placed);
+      if (again.status != response.status || again.body != response.body) __builtin_trap();
+    }
   }
   return 0;
 }

@@ -16,7 +16,7 @@ BUILD_DIR=$dir BUILD_TYPE=RelWithDebInfo scripts/build.sh -DCMAKE_CXX_COMPILER="
 reports=$(mktemp -d)
 trap 'rm -rf "$reports"' EXIT
 export TSAN_OPTIONS="halt_on_error=0 log_path=$reports/report"
-for t in server_http_test server_batching_test server_tables_test server_shared_memory_test server_grpc_test \
+for t in server_http_test server_binary_bodies_test server_batching_test server_tables_test server_shared_memory_test server_grpc_test \
   server_triton_test async_core_test reliability_test; do
   echo "== tests/$t.py"
   timeout 900 /usr/bin/python3 "tests/$t.py" "$dir/rankd" "$PWD" >"$reports/$t.out" 2>&1 || true

@@ -38,7 +38,7 @@ TEST(KServeJson, SumsRaggedLengthsAsItReadsThem) {
       {"name":"a","datatype":"FP32","shape":[2,2],"data":[[1,2],[3,4.5]]},
       {"name":"b","datatype":"INT64","shape":[2,-1],"data":[[7,8,9],[]]},
       {"name":"c","datatype":"INT64","shape":[3],"data":[1,2,3],"parameters":{"lengths":[1,2]}}]})",
-                             {});
+                             std::string_view());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->length_sums.size(), 3u);
   EXPECT_FALSE(r->length_sums[0].offsets.defined());

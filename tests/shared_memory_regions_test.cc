@@ -88,7 +88,7 @@ TEST(SharedMemoryRegions, JsonInputsAndOutputsReadAndWriteTheirRegions) {
       R"("shared_memory_offset":16,"shared_memory_byte_size":12}}],)"
       R"("outputs":[{"name":"y","parameters":{"shared_memory_region":"r","shared_memory_offset":64,)"
       R"("shared_memory_byte_size":8}}]})";
-  auto parsed = ParseInferRequest(body, {}, {}, &shm);
+  auto parsed = ParseInferRequest(body, std::string_view(), {}, &shm);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   const Tensor& in = parsed->request.inputs[0].data;
   ASSERT_EQ(in.shape(), (Shape{1, 3}));
@@ -120,13 +120,13 @@ TEST(SharedMemoryRegions, JsonInputsAndOutputsReadAndWriteTheirRegions) {
            input + R"({"shared_memory_region":"r","shared_memory_byte_size":12},"data":[1,2,3]}]})",
            input + R"({"shared_memory_region":"r","shared_memory_byte_size":12,"shared_memory_offset":250}}]})",
        }) {
-    auto r = ParseInferRequest(R"({"inputs":[)" + bad, {}, {}, &shm);
+    auto r = ParseInferRequest(R"({"inputs":[)" + bad, std::string_view(), {}, &shm);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
       EXPECT_NE(r.status().message().find("input 'x'"), std::string::npos) << r.status().ToString();
     }
   }
-  auto no_registry = ParseInferRequest(body, {}, {}, nullptr);
+  auto no_registry = ParseInferRequest(body, std::string_view(), {}, nullptr);
   EXPECT_EQ(no_registry.status().code(), StatusCode::kUnimplemented);
 }
 
@@ -173,7 +173,7 @@ TEST(SharedMemoryRegions, InputsAreReadInPlaceKeepTheirRegionAndAreCheckedAfterw
            std::to_string(elements) + R"(],"parameters":{"shared_memory_region":"v","shared_memory_offset":)" +
            std::to_string(offset) + R"(,"shared_memory_byte_size":)" + std::to_string(bytes) + "}}]}";
   };
-  auto in_place = ParseInferRequest(body("FP32", 8192, 52), {}, {}, &shm);
+  auto in_place = ParseInferRequest(body("FP32", 8192, 52), std::string_view(), {}, &shm);
   ASSERT_TRUE(in_place.ok()) << in_place.status().ToString();
   Tensor x = in_place->request.inputs[0].data;
   EXPECT_EQ(x.location(), MemoryLocation::SharedMemory());
@@ -186,7 +186,7 @@ TEST(SharedMemoryRegions, InputsAreReadInPlaceKeepTheirRegionAndAreCheckedAfterw
 
   // Copied: an offset not 64-byte aligned, bytes with fewer than 64 mapped bytes after them, BOOL.
   for (const std::string& copied : {body("FP32", 8196, 52), body("FP32", kBytes - 64, 52), body("BOOL", 8192, 52)}) {
-    auto r = ParseInferRequest(copied, {}, {}, &shm);
+    auto r = ParseInferRequest(copied, std::string_view(), {}, &shm);
     ASSERT_TRUE(r.ok()) << copied << ": " << r.status().ToString();
     EXPECT_NE(r->request.inputs[0].data.location().kind, MemoryKind::kSharedMemory) << copied;
     EXPECT_TRUE(r->shared_memory_inputs.empty()) << copied;

@@ -431,7 +431,8 @@ void HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t
 }
 
 StatusOr<BinaryBody> SplitBinaryBody(const HttpRequest& request) {
-  BinaryBody parts{request.body, {}};
+  if (!request.binary.pieces.empty()) return BinaryBody{request.body, request.binary};  // the server split it
+  BinaryBody parts{request.body, BinaryPieces()};
   auto header = request.headers.find("inference-header-content-length");
   if (header == request.headers.end()) return parts;
   const std::string& text = header->second;
@@ -444,7 +445,7 @@ StatusOr<BinaryBody> SplitBinaryBody(const HttpRequest& request) {
     return InvalidArgument("Inference-Header-Content-Length " + text + " exceeds the body's " +
                            std::to_string(parts.json.size()) + " bytes");
   }
-  parts.binary = parts.json.substr(length);
+  parts.binary = BinaryPieces::Contiguous(parts.json.substr(length));
   parts.json = parts.json.substr(0, length);
   return parts;
 }

@@ -83,9 +83,11 @@ class HttpApi {
 };
 
 // A body in the binary tensor data extension: its first Inference-Header-Content-Length bytes
-// are the JSON header, the rest the tensors; without the header, all of it is JSON.
+// are the JSON header, the rest the tensors; without the header, all of it is JSON. `binary`
+// views the request's bytes: the request must outlive it.
 struct BinaryBody {
-  std::string_view json, binary;
+  std::string_view json;
+  BinaryPieces binary;
 };
 StatusOr<BinaryBody> SplitBinaryBody(const HttpRequest& request);
 

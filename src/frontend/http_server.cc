@@ -7,7 +7,9 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -164,6 +166,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
   static constexpr size_t kBodyReadBytes = 64 * 1024;  // Beast's largest single read
   static constexpr size_t kIdleBufferBytes = 16 * 1024;
+  static constexpr size_t kMaxPieces = 1024;  // inputs of a body read into place given a piece each
 
  public:
   template <class... TlsContext>
@@ -229,12 +232,73 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
   // body in a thousand reads, each with its timer and executor work (11.8 ms of CPU on the I/O
   // thread, which capped W1 over HTTP at ~330 requests/s).
   void ReadBody() {
+    if (std::optional<size_t> json = JsonPartBytes()) return ReadJsonPart(*json);
     if (!parser_->is_done()) {  // a body follows: its length, or chunked (unknown)
       const uint64_t body = parser_->content_length().value_or(kBodyReadBytes);
       const size_t room = buffer_.size() + static_cast<size_t>(std::min<uint64_t>(body, kBodyReadBytes));
       if (buffer_.capacity() < room) buffer_.reserve(room);
     }
     http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+  }
+
+  // A binary inference request's body is read into place (binary_pieces.h): a POST with a
+  // Content-Length, no Content-Encoding and an Inference-Header-Content-Length short of it, whose
+  // JSON part's length this returns. Any other body goes through Beast's parser whole.
+  std::optional<size_t> JsonPartBytes() const {
+    const auto& header = parser_->get();
+    const auto length = parser_->content_length();
+    if (parser_->is_done() || !length || header.method() != http::verb::post) return std::nullopt;
+    if (header.find(http::field::content_encoding) != header.end()) return std::nullopt;
+    const auto json = header.find("Inference-Header-Content-Length");
+    if (json == header.end()) return std::nullopt;
+    const std::string_view text(json->value().data(), json->value().size());
+    uint64_t bytes = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), bytes);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || bytes == 0 || bytes >= *length)
+      return std::nullopt;  // SplitBinaryBody answers a malformed one
+    return static_cast<size_t>(bytes);
+  }
+
+  // Moves up to `bytes` already read past the header (Beast reads ahead) to `to`; how many.
+  size_t TakeBuffered(char* to, size_t bytes) {
+    const size_t n = std::min(bytes, buffer_.size());
+    if (n) std::memcpy(to, buffer_.data().data(), n);
+    buffer_.consume(n);
+    return n;
+  }
+
+  void ReadJsonPart(size_t json_bytes) {
+    json_part_.resize(json_bytes);
+    const size_t have = TakeBuffered(json_part_.data(), json_bytes);
+    const size_t binary_bytes = static_cast<size_t>(*parser_->content_length()) - json_bytes;
+    asio::async_read(stream_, asio::buffer(json_part_.data() + have, json_bytes - have),
+                     [self = shared_from_this(), binary_bytes](beast::error_code ec, size_t) {
+                       if (Closed(ec)) return self->Close();
+                       if (ec) return self->Refuse(ec);
+                       self->ReadBinaryPart(binary_bytes);
+                     });
+  }
+
+  // Each input's bytes the JSON part announces into a piece of their own, then whatever follows.
+  void ReadBinaryPart(size_t bytes) {
+    binary_part_ = LayOutBinary(AnnouncedBinarySizes(json_part_, kMaxPieces), bytes);
+    std::vector<asio::mutable_buffer> room;
+    for (const BinaryPieces::Piece& piece : binary_part_.pieces) {
+      const size_t have = TakeBuffered(piece.data, piece.bytes);
+      if (have < piece.bytes) room.emplace_back(piece.data + have, piece.bytes - have);
+    }
+    asio::async_read(stream_, room, [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (Closed(ec)) return self->Close();
+      if (ec) return self->Refuse(ec);
+      auto req = self->parser_->release();  // the header; the body went around the parser
+      self->keep_alive_ = req.keep_alive();
+      HttpRequest request = ToHttpRequest(std::move(req));
+      request.body = std::move(self->json_part_);
+      request.binary = std::move(self->binary_part_);
+      self->json_part_ = std::string();
+      self->binary_part_ = BinaryPieces();
+      self->Dispatch(std::move(request));
+    });
   }
 
   // Answers a request that could not be read, and closes the connection (its framing is lost).
@@ -256,12 +320,17 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
   void OnRead(beast::error_code ec, size_t) {
     if (Closed(ec)) return Close();
     if (ec) return Refuse(ec);
-    Tcp().expires_never();  // the handler's time is not the client's; Read() sets the next deadline
     auto req = parser_->release();
     keep_alive_ = req.keep_alive();
-    HttpRequest request = ToHttpRequest(std::move(req));
+    Dispatch(ToHttpRequest(std::move(req)));
+  }
+
+  // Hands a request read whole to a worker, or answers 503 past the cap on requests in flight.
+  void Dispatch(HttpRequest request) {
+    Tcp().expires_never();  // the handler's time is not the client's; Read() sets the next deadline
     request.received = std::chrono::steady_clock::now();
-    if (LogAccessOn()) access_ = {request.method, request.target, request.body.size(), request.received};
+    if (LogAccessOn())
+      access_ = {request.method, request.target, request.body.size() + request.binary.size(), request.received};
     server_.last_read_ns_ =
         std::chrono::duration_cast<std::chrono::nanoseconds>(request.received.time_since_epoch()).count();
     if (server_.inflight_.fetch_add(1) >= server_.options_.max_inflight) {
@@ -327,6 +396,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
   Impl& server_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::string json_part_;     // a body read into place: its JSON part,
+  BinaryPieces binary_part_;  // and its binary part
   bool keep_alive_ = false;
   struct Access {
     std::string method, target;

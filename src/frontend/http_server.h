@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/binary_pieces.h"
 #include "rankd/status.h"
 
 namespace rankd {
@@ -31,6 +32,9 @@ struct HttpRequest {
   std::string target;                          // path and query
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
+  // A binary inference request read into place (http_server.cc, binary_pieces.h): `body` holds
+  // its JSON part (the Inference-Header-Content-Length bytes) and this the rest. Else empty.
+  BinaryPieces binary;
   std::chrono::steady_clock::time_point received;  // when the request was fully read
 };
 

@@ -60,20 +60,25 @@ Status ReadLengths(const std::string& name, const JsonLeaves* lengths, std::vect
 // shared_memory_offset; shared_memory_regions.h).
 struct RawSource {
   uint64_t bytes = 0;
-  const char* body = nullptr;  // in the body's binary part, or nullptr: in `region`
+  const BinaryReader* body = nullptr;  // in the body's binary part, at `span`; else in `region`
+  BinaryReader::Span span;
   SharedMemoryRegions::Use region;
 
   Status Read(void* to, const std::string& name) const {
     if (!body) return region.Read(to).WithContext("input '" + name + "'");
-    if (bytes) std::memcpy(to, body, bytes);
+    body->CopyTo(span, to);
     CountHostCopy(HostCopy::kRequest, bytes);
     return Status::Ok();
+  }
+  // Where the bytes can be read in place (a piece of a request tensor, or a region), else undefined.
+  Tensor View(DType dtype, const Shape& shape) const {
+    return body ? body->View(span, dtype, shape) : region.View(dtype, shape);
   }
 };
 
 // `check_size(bytes)` says whether the size given fits the input's shape, before the bytes are looked for.
 template <typename CheckSize>
-StatusOr<RawSource> FindRaw(JsonValue j, JsonValue params, const std::string& name, std::string_view& binary,
+StatusOr<RawSource> FindRaw(JsonValue j, JsonValue params, const std::string& name, BinaryReader& binary,
                             const SharedMemoryRegions* shm, CheckSize&& check_size) {
   const bool in_region = params.contains("shared_memory_region");
   const char* size_key = in_region ? "shared_memory_byte_size" : "binary_data_size";
@@ -89,9 +94,9 @@ StatusOr<RawSource> FindRaw(JsonValue j, JsonValue params, const std::string& na
   raw.bytes = size.uint64();
   RANKD_RETURN_IF_ERROR(check_size(raw.bytes));
   if (!in_region) {
-    if (raw.bytes > binary.size()) return InvalidArgument("input '" + name + "': the body ends before its binary data");
-    raw.body = binary.data();
-    binary.remove_prefix(raw.bytes);
+    if (raw.bytes > binary.left()) return InvalidArgument("input '" + name + "': the body ends before its binary data");
+    raw.body = &binary;
+    raw.span = binary.Take(static_cast<size_t>(raw.bytes));
     return raw;
   }
   const JsonValue region = params["shared_memory_region"];
@@ -119,10 +124,11 @@ StatusOr<int64_t> ConcreteElements(const std::string& name, const Shape& shape, 
 }
 
 // An input whose values are raw little-endian bytes (RawSource).
-// Bytes in shared memory are read in place where they can be (SharedMemoryRegions::Use::View; not
-// BOOL, whose bytes are normalised here), their region appended to `in_place`.
+// Bytes in shared memory or in a piece of a request tensor the body was read into are read in
+// place where they can be (SharedMemoryRegions::Use::View, BinaryReader::View; not BOOL, whose
+// bytes are normalised here), a region so read appended to `in_place`.
 StatusOr<InferInput> ParseRawInput(JsonValue j, DType dtype, const Shape& shape, JsonValue params,
-                                   const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
+                                   const JsonLeaves* lengths, const JsonLimits& limits, BinaryReader& binary,
                                    const SharedMemoryRegions* shm, std::vector<SharedMemoryRegions::Use>& in_place,
                                    InferInput in) {
   const std::string& name = in.name;
@@ -136,9 +142,9 @@ StatusOr<InferInput> ParseRawInput(JsonValue j, DType dtype, const Shape& shape,
     RANKD_RETURN_IF_ERROR(ReadLengths(name, lengths, in.lengths));
     if (shape.size() != 1) return LengthsNeedFlatShape(name);
   }
-  if (Tensor view = raw.body || dtype == DType::kBool ? Tensor() : raw.region.View(dtype, shape); view.defined()) {
-    in.data = std::move(view);  // read where the client wrote it
-    in_place.push_back(std::move(raw.region));
+  if (Tensor view = dtype == DType::kBool ? Tensor() : raw.View(dtype, shape); view.defined()) {
+    in.data = std::move(view);  // read where the client wrote it, or where the server read it to
+    if (!raw.body) in_place.push_back(std::move(raw.region));
     return in;
   }
   in.data = Tensor::Empty(dtype, shape);  // every byte read next (FindRaw checked the count): no zero fill
@@ -152,7 +158,7 @@ StatusOr<InferInput> ParseRawInput(JsonValue j, DType dtype, const Shape& shape,
 // A BYTES input: strings in `data`, or their binary form (bytes_elements.h) in the body's binary
 // part or a shared memory region.
 StatusOr<InferInput> ParseBytesInput(JsonValue j, Shape shape, bool ragged_dim, JsonValue params,
-                                     const JsonLeaves* lengths, const JsonLimits& limits, std::string_view& binary,
+                                     const JsonLeaves* lengths, const JsonLimits& limits, BinaryReader& binary,
                                      JsonRequestDocument& doc, const SharedMemoryRegions* shm, InferInput in) {
   const std::string& name = in.name;
   if (lengths || params.contains("lengths")) {
@@ -162,9 +168,10 @@ StatusOr<InferInput> ParseBytesInput(JsonValue j, Shape shape, bool ragged_dim, 
   if (params.contains("binary_data_size") || params.contains("shared_memory_region")) {
     RANKD_ASSIGN_OR_RETURN(int64_t n, ConcreteElements(name, shape, limits));
     RANKD_ASSIGN_OR_RETURN(RawSource raw, FindRaw(j, params, name, binary, shm, [](uint64_t) { return Status::Ok(); }));
-    std::string_view bytes(raw.body, raw.body ? raw.bytes : 0);
+    std::string_view bytes(raw.span.contiguous, raw.span.contiguous ? raw.span.bytes : 0);
     std::string copied;
-    if (!raw.body) {  // out of the region first: its owner may change it while it is read
+    if (!raw.span.contiguous &&
+        raw.bytes) {  // out of the region first (its owner may change it while it is read), or out of the pieces
       copied.resize(raw.bytes);
       RANKD_RETURN_IF_ERROR(raw.Read(copied.data(), name));
       bytes = copied;
@@ -215,7 +222,7 @@ StatusOr<SharedMemoryOutput> ParseSharedMemoryOutput(const std::string& name, Js
   return SharedMemoryOutput{name, std::move(region_name), std::move(*found)};
 }
 
-StatusOr<InferInput> ParseInput(JsonValue j, size_t index, const JsonLimits& limits, std::string_view& binary,
+StatusOr<InferInput> ParseInput(JsonValue j, size_t index, const JsonLimits& limits, BinaryReader& binary,
                                 JsonRequestDocument& doc, const SharedMemoryRegions* shm,
                                 std::vector<SharedMemoryRegions::Use>& in_place) {
   const JsonLeaves* lengths = doc.LengthsOf(index);
@@ -326,9 +333,15 @@ void AppendNumber(std::string& out, double v, bool is_float32) {
 
 StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::string_view binary, const JsonLimits& limits,
                                                const SharedMemoryRegions* shm) {
+  return ParseInferRequest(body, BinaryPieces::Contiguous(binary), limits, shm);
+}
+
+StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, const BinaryPieces& binary_part,
+                                               const JsonLimits& limits, const SharedMemoryRegions* shm) {
   RequestTensorScope request_tensors;  // pinned where a GPU reads them (common/host_allocator.h)
-  if (body.size() + binary.size() > limits.max_body_bytes) {
-    return ResourceExhausted("the request body is " + std::to_string(body.size() + binary.size()) +
+  BinaryReader binary(binary_part);
+  if (body.size() + binary.left() > limits.max_body_bytes) {
+    return ResourceExhausted("the request body is " + std::to_string(body.size() + binary.left()) +
                              " bytes; the limit is " + std::to_string(limits.max_body_bytes));
   }
   if (body.empty()) return InvalidArgument("the request body is empty");
@@ -355,7 +368,7 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
     parsed.length_sums.push_back(in.lengths.empty() ? LengthSums{} : SumLengths(in.lengths));
     r.inputs.push_back(std::move(in));
   }
-  if (!binary.empty()) return InvalidArgument(std::to_string(binary.size()) + " bytes of binary data are left over");
+  if (binary.left()) return InvalidArgument(std::to_string(binary.left()) + " bytes of binary data are left over");
   if (j.contains("parameters")) {
     const JsonValue p = j["parameters"];
     if (!p.is_object()) return InvalidArgument("'parameters' must be an object");
@@ -395,7 +408,7 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, std::strin
 }
 
 StatusOr<InferRequest> ParseInferRequestJson(std::string_view body, const JsonLimits& limits) {
-  RANKD_ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(body, {}, limits));
+  RANKD_ASSIGN_OR_RETURN(ParsedInferRequest parsed, ParseInferRequest(body, std::string_view(), limits));
   return std::move(parsed.request);
 }
 

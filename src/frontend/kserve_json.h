@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/parsed_request.h"
+#include "frontend/binary_pieces.h"
 #include "frontend/shared_memory_regions.h"
 #include "rankd/request.h"
 #include "rankd/status.h"
@@ -40,6 +41,10 @@ struct ParsedInferRequest : ParsedRequest {               // the request, its le
   std::vector<SharedMemoryRegions::Use> shared_memory_inputs;  // regions inputs are read from in place
 };
 StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view json, std::string_view binary,
+                                               const JsonLimits& limits = {}, const SharedMemoryRegions* shm = nullptr);
+// The same with the binary part in pieces (binary_pieces.h): an input whose bytes one piece of a
+// request tensor holds from a 64-byte boundary is a view of them, not a copy.
+StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view json, const BinaryPieces& binary,
                                                const JsonLimits& limits = {}, const SharedMemoryRegions* shm = nullptr);
 
 // A response body; with binary outputs, the first `json_length` bytes are the JSON header and

@@ -15,7 +15,7 @@ StatusOr<std::vector<RequestLine>> ReadRequestFile(const std::string& path) {
   std::string text;
   for (int number = 1; std::getline(in, text); ++number) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto r = ParseInferRequest(text, {}, JsonLimits{size_t{1} << 30, int64_t{1} << 30, 8});
+    auto r = ParseInferRequest(text, std::string_view(), JsonLimits{size_t{1} << 30, int64_t{1} << 30, 8});
     if (!r.ok()) return r.status().WithContext(path + ": line " + std::to_string(number));
     for (const InferInput& x : r->request.inputs) {
       if (x.is_bytes()) {
