@@ -34,14 +34,18 @@ std::vector<uint64_t> AnnouncedBinarySizes(std::string_view json, size_t limit) 
   std::vector<uint64_t> sizes;
   const size_t n = json.size();
   size_t i = 0;
-  while (i < n && sizes.size() < limit) {
-    if (json[i] != '"') {
-      ++i;
-      continue;
-    }
+  while (sizes.size() < limit) {
+    i = json.find('"', i);  // the next string (a W1 header has a few KB of them; found a word at a time)
+    if (i == std::string_view::npos) break;
     const size_t begin = ++i;
-    while (i < n && json[i] != '"') i += json[i] == '\\' ? 2 : 1;  // an escape's next character is not an end
-    if (i >= n) break;
+    for (;; ++i) {  // the string's end: a quote after an even run of backslashes
+      i = json.find('"', i);
+      if (i == std::string_view::npos) break;
+      size_t slashes = 0;
+      while (i - slashes > begin && json[i - slashes - 1] == '\\') ++slashes;
+      if (slashes % 2 == 0) break;
+    }
+    if (i == std::string_view::npos) break;
     const std::string_view text = json.substr(begin, i - begin);
     ++i;
     if (text != kKey) continue;
