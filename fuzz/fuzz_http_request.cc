@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -61,15 +60,11 @@ std::optional<rankd::HttpRequest> ReadIntoPlace(const rankd::HttpRequest& reques
   auto json = request.headers.find("inference-header-content-length");
   if (request.method != "POST" || request.headers.count("content-encoding") || json == request.headers.end())
     return std::nullopt;
-  size_t bytes = 0;
-  const std::string& text = json->second;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), bytes);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || bytes == 0 ||
-      bytes >= request.body.size())
-    return std::nullopt;
+  const std::optional<size_t> bytes = rankd::JsonPartBytes(json->second, request.body.size());
+  if (!bytes) return std::nullopt;
   rankd::HttpRequest placed = request;
-  placed.body = request.body.substr(0, bytes);
-  placed.binary = rankd::PlaceBinary(placed.body, std::string_view(request.body).substr(bytes));
+  placed.body = request.body.substr(0, *bytes);
+  placed.binary = rankd::PlaceBinary(placed.body, std::string_view(request.body).substr(*bytes));
   return placed;
 }
 

@@ -38,6 +38,12 @@ TEST(BinaryPieces, FindsTheAnnouncedSizesInOrderAndNotInsideStrings) {
   }
 }
 
+TEST(BinaryPieces, ReadsIntoPlaceOnlyAJsonPartShortOfTheBody) {
+  EXPECT_EQ(JsonPartBytes("120", 500), std::optional<size_t>(120));
+  for (const char* header : {"", "0", "500", "600", "-1", "+5", " 5", "5 ", "0x10", "99999999999999999999999"})
+    EXPECT_EQ(JsonPartBytes(header, 500), std::nullopt) << header;
+}
+
 TEST(BinaryPieces, LaysOutAPieceFromA64ByteBoundaryForEachSizeThatFits) {
   BinaryPieces b = LayOutBinary({100, 0, 8, 5000}, 300);  // 5000 does not fit: the rest in one piece
   ASSERT_EQ(b.pieces.size(), 3u);

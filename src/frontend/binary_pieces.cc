@@ -29,6 +29,14 @@ size_t BinaryPieces::size() const {
   return n;
 }
 
+std::optional<size_t> JsonPartBytes(std::string_view header, uint64_t body_bytes) {
+  uint64_t bytes = 0;
+  auto [end, ec] = std::from_chars(header.data(), header.data() + header.size(), bytes);
+  if (header.empty() || ec != std::errc() || end != header.data() + header.size() || bytes == 0 || bytes >= body_bytes)
+    return std::nullopt;
+  return static_cast<size_t>(bytes);
+}
+
 std::vector<uint64_t> AnnouncedBinarySizes(std::string_view json, size_t limit) {
   constexpr std::string_view kKey = "binary_data_size";
   std::vector<uint64_t> sizes;
@@ -88,7 +96,7 @@ BinaryPieces LayOutBinary(const std::vector<uint64_t>& announced, size_t bytes) 
 }
 
 BinaryPieces PlaceBinary(std::string_view json, std::string_view binary) {
-  BinaryPieces b = LayOutBinary(AnnouncedBinarySizes(json, 1024), binary.size());
+  BinaryPieces b = LayOutBinary(AnnouncedBinarySizes(json), binary.size());
   for (const BinaryPieces::Piece& p : b.pieces) {
     std::memcpy(p.data, binary.data(), p.bytes);
     binary.remove_prefix(p.bytes);

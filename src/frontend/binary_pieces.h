@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -32,10 +33,18 @@ struct BinaryPieces {
   size_t size() const;
 };
 
+// The length of a body's JSON part where the body can be read into place: its
+// Inference-Header-Content-Length value `header`, a whole number from 1 to short of the body's
+// `body_bytes`; else nullopt (the body is read whole, and a malformed value answered as such).
+std::optional<size_t> JsonPartBytes(std::string_view header, uint64_t body_bytes);
+
+// Inputs of a body read into place that get a piece of their own; any after them share the last.
+inline constexpr size_t kMaxBinaryPieces = 1024;
+
 // The binary_data_size values of a request's JSON part, in the order they appear (the inputs'
 // order), at most `limit` of them; a key inside a string is not one. A hint that is never trusted:
 // any text, valid JSON or not, gives some list.
-std::vector<uint64_t> AnnouncedBinarySizes(std::string_view json, size_t limit);
+std::vector<uint64_t> AnnouncedBinarySizes(std::string_view json, size_t limit = kMaxBinaryPieces);
 
 // Room for a binary part of `bytes` bytes in one request tensor (pinned where a GPU reads request
 // tensors, common/host_allocator.h): a piece per announced size while they fit, each from a 64-byte

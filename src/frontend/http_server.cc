@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -166,7 +165,6 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
   static constexpr size_t kBodyReadBytes = 64 * 1024;  // Beast's largest single read
   static constexpr size_t kIdleBufferBytes = 16 * 1024;
-  static constexpr size_t kMaxPieces = 1024;  // inputs of a body read into place given a piece each
 
  public:
   template <class... TlsContext>
@@ -232,7 +230,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
   // body in a thousand reads, each with its timer and executor work (11.8 ms of CPU on the I/O
   // thread, which capped W1 over HTTP at ~330 requests/s).
   void ReadBody() {
-    if (std::optional<size_t> json = JsonPartBytes()) return ReadJsonPart(*json);
+    if (std::optional<size_t> json = InPlaceJsonBytes()) return ReadJsonPart(*json);
     if (!parser_->is_done()) {  // a body follows: its length, or chunked (unknown)
       const uint64_t body = parser_->content_length().value_or(kBodyReadBytes);
       const size_t room = buffer_.size() + static_cast<size_t>(std::min<uint64_t>(body, kBodyReadBytes));
@@ -244,19 +242,14 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
   // A binary inference request's body is read into place (binary_pieces.h): a POST with a
   // Content-Length, no Content-Encoding and an Inference-Header-Content-Length short of it, whose
   // JSON part's length this returns. Any other body goes through Beast's parser whole.
-  std::optional<size_t> JsonPartBytes() const {
+  std::optional<size_t> InPlaceJsonBytes() const {
     const auto& header = parser_->get();
     const auto length = parser_->content_length();
     if (parser_->is_done() || !length || header.method() != http::verb::post) return std::nullopt;
     if (header.find(http::field::content_encoding) != header.end()) return std::nullopt;
     const auto json = header.find("Inference-Header-Content-Length");
     if (json == header.end()) return std::nullopt;
-    const std::string_view text(json->value().data(), json->value().size());
-    uint64_t bytes = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), bytes);
-    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || bytes == 0 || bytes >= *length)
-      return std::nullopt;  // SplitBinaryBody answers a malformed one
-    return static_cast<size_t>(bytes);
+    return rankd::JsonPartBytes(std::string_view(json->value().data(), json->value().size()), *length);
   }
 
   // Moves up to `bytes` already read past the header (Beast reads ahead) to `to`; how many.
@@ -281,7 +274,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
 
   // Each input's bytes the JSON part announces into a piece of their own, then whatever follows.
   void ReadBinaryPart(size_t bytes) {
-    binary_part_ = LayOutBinary(AnnouncedBinarySizes(json_part_, kMaxPieces), bytes);
+    binary_part_ = LayOutBinary(AnnouncedBinarySizes(json_part_), bytes);
     std::vector<asio::mutable_buffer> room;
     for (const BinaryPieces::Piece& piece : binary_part_.pieces) {
       const size_t have = TakeBuffered(piece.data, piece.bytes);

@@ -168,10 +168,11 @@ StatusOr<InferInput> ParseBytesInput(JsonValue j, Shape shape, bool ragged_dim, 
   if (params.contains("binary_data_size") || params.contains("shared_memory_region")) {
     RANKD_ASSIGN_OR_RETURN(int64_t n, ConcreteElements(name, shape, limits));
     RANKD_ASSIGN_OR_RETURN(RawSource raw, FindRaw(j, params, name, binary, shm, [](uint64_t) { return Status::Ok(); }));
+    // Read where they lie when one piece of the body holds them; else copied out of the pieces, or
+    // out of the region first (its owner may change it while it is read).
     std::string_view bytes(raw.span.contiguous, raw.span.contiguous ? raw.span.bytes : 0);
     std::string copied;
-    if (!raw.span.contiguous &&
-        raw.bytes) {  // out of the region first (its owner may change it while it is read), or out of the pieces
+    if (!raw.span.contiguous && raw.bytes) {
       copied.resize(raw.bytes);
       RANKD_RETURN_IF_ERROR(raw.Read(copied.data(), name));
       bytes = copied;
