@@ -13,11 +13,10 @@
 #include <vector>
 
 #include "rankd/dtype.h"
+#include "rankd/shape.h"
 #include "rankd/status.h"
 
 namespace rankd {
-
-using Shape = std::vector<int64_t>;
 
 // The kinds of memory a tensor's data can lie in.
 enum class MemoryKind : uint8_t {

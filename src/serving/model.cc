@@ -218,7 +218,7 @@ Status Model::Prepare(Graph graph, ModelConfig config) {
   }
   static_cast<CompileReport&>(report_) = c.report();
   for (const InputConfig& in : config_.inputs) {
-    input_signature_.push_back({in.name, in.dtype, in.dims, in.scope == InputScope::kUser, in.ragged,
+    input_signature_.push_back({in.name, in.dtype, in.dims.ToVector(), in.scope == InputScope::kUser, in.ragged,
                                 in.ragged ? in.max_length : 0, in.strings.bytes});
   }
   const Graph& g = c.graph();

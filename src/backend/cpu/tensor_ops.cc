@@ -13,7 +13,7 @@ namespace {
 // out[idx] = in[base + sum(idx_d * strides_d)] over out_shape; strides in elements, may be 0 or
 // negative. Elements are copied as opaque units of T.
 template <typename T>
-void StridedCopy(const T* in, int64_t base, const std::vector<int64_t>& strides, const Shape& out_shape, T* out) {
+void StridedCopy(const T* in, int64_t base, std::span<const int64_t> strides, const Shape& out_shape, T* out) {
   size_t rank = out_shape.size();
   if (rank == 0) {
     out[0] = in[base];
@@ -39,7 +39,7 @@ void StridedCopy(const T* in, int64_t base, const std::vector<int64_t>& strides,
   });
 }
 
-void StridedCopyBytes(const void* in, int64_t base, const std::vector<int64_t>& strides, const Shape& out_shape,
+void StridedCopyBytes(const void* in, int64_t base, std::span<const int64_t> strides, const Shape& out_shape,
                       size_t elem, void* out) {
   switch (elem) {
     case 1:
@@ -150,7 +150,7 @@ Status Tile(const KernelArgs& k) {
   const Tensor& in = k.In(0);
   Tensor& out = k.Out(0);
   size_t elem = DTypeSize(in.dtype());
-  std::vector<int64_t> in_strides = RowMajorStrides(in.shape());
+  Shape in_strides = RowMajorStrides(in.shape());
   int64_t total = out.size();
   const auto* src = static_cast<const uint8_t*>(in.raw());
   auto* dst = static_cast<uint8_t*>(out.raw());
@@ -204,7 +204,7 @@ Status ConstantOfShape(const KernelArgs& k) {
 
 void TransposeBytes(const void* in, const Shape& in_shape, const std::vector<int64_t>& perm, size_t elem_size,
                     void* out) {
-  std::vector<int64_t> in_strides = RowMajorStrides(in_shape), strides;
+  Shape in_strides = RowMajorStrides(in_shape), strides;
   Shape out_shape;
   for (int64_t p : perm) {
     out_shape.push_back(in_shape[static_cast<size_t>(p)]);
