@@ -1,7 +1,7 @@
 // Shape: a tensor's dimensions, held inline up to kInlineRank of them (every shape rankd serves),
 // on the heap past that. A request's tensors, their views and the metas of a run each carry one:
-// as a std::vector every one of them cost an allocation and a free, about a third of a served W1
-// request's (docs/log/benchmarks.md, "A tensor's shape held inline").
+// as a std::vector every one of them cost an allocation and a free: 46% of a served W1 request's
+// heap allocations on the CPU backend (docs/log/benchmarks.md, "A tensor's shape held inline").
 //
 // The subset of std::vector<int64_t>'s interface rankd uses; iterators are pointers, so a Shape is a
 // contiguous range (std::span<const int64_t> views it). Built implicitly from a std::vector<int64_t>
