@@ -40,6 +40,7 @@ std::optional<size_t> JsonPartBytes(std::string_view header, uint64_t body_bytes
 std::vector<uint64_t> AnnouncedBinarySizes(std::string_view json, size_t limit) {
   constexpr std::string_view kKey = "binary_data_size";
   std::vector<uint64_t> sizes;
+  sizes.reserve(64);  // W1's 53 inputs: one allocation, not seven as the list grows
   const size_t n = json.size();
   size_t i = 0;
   while (sizes.size() < limit) {
@@ -72,6 +73,7 @@ std::vector<uint64_t> AnnouncedBinarySizes(std::string_view json, size_t limit) 
 
 BinaryPieces LayOutBinary(const std::vector<uint64_t>& announced, size_t bytes) {
   std::vector<size_t> sizes;
+  sizes.reserve(announced.size() + 1);
   size_t left = bytes;
   for (uint64_t s : announced) {
     if (s > left) break;
@@ -88,6 +90,7 @@ BinaryPieces LayOutBinary(const std::vector<uint64_t>& announced, size_t bytes) 
     b.storage = Tensor::Empty(DType::kU8, {static_cast<int64_t>(total)});
   }
   char* at = static_cast<char*>(b.storage.raw());
+  b.pieces.reserve(sizes.size());
   for (size_t s : sizes) {
     b.pieces.push_back({at, s});
     at += RoundUp(s);
