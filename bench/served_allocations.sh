@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rankd=${1:-build/rankd} workload=${2:-W1} protocol=${3:-http}
-libc=$(ldconfig -p | awk '/libc.so.6 .*x86-64/ {print $NF; exit}')
+libc=$(ldconfig -p | awk '/libc.so.6 .*x86-64/ && !found {print $NF; found = 1}')  # reads it all: no SIGPIPE under pipefail
 for probe in malloc memalign; do
   perf probe -q -x "$libc" --add "$probe" 2>/dev/null || true  # already placed by an earlier run
   placed=$(perf probe -l 2>/dev/null || true)

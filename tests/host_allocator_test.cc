@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
+#include <vector>
 
 #include "frontend/kserve_json.h"
 #include "rankd/tensor.h"
@@ -86,7 +88,7 @@ TEST_F(HostAllocatorTest, ARefusedBlockComesFromTheHeapAndIsCounted) {
   RequestTensorScope scope;
   const uint64_t before = RequestTensorsOnHeap();
   Tensor served = Tensor::Empty(DType::kF32, {10});
-  EXPECT_EQ(counting_.reserved_bytes(), 128u) << "40 bytes, padded to 64 and 64 more";
+  EXPECT_EQ(counting_.reserved_bytes(), 192u) << "40 bytes, padded to 64, a line of slack, a line for its owner";
   counting_.refuse = true;
   Tensor t = Tensor::Zeros(DType::kF32, {1000});
   EXPECT_FALSE(counting_.Gave(t));
@@ -94,11 +96,42 @@ TEST_F(HostAllocatorTest, ARefusedBlockComesFromTheHeapAndIsCounted) {
   EXPECT_EQ(t.data<float>()[0], 0.0f);
   EXPECT_EQ(RequestTensorsOnHeap(), before + 1) << "only the refused one";
   const std::string text = Metrics().Text();  // both, where a pool is installed
-  EXPECT_NE(text.find("rankd_request_tensor_pool_bytes 128\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rankd_request_tensor_pool_bytes 192\n"), std::string::npos) << text;
   EXPECT_NE(text.find("rankd_request_tensors_on_heap_total " + std::to_string(before + 1) + "\n"), std::string::npos);
   SetHostAllocator(nullptr);
   EXPECT_EQ(Metrics().Text().find("rankd_request_tensor_pool_bytes"), std::string::npos) << "no pool, no figure";
   SetHostAllocator(&counting_);
+}
+
+// A tensor's owner (its shared_ptr's control block) lives in its block's last line: one
+// allocation a tensor. The block goes back once, with the size it was taken with, when the last
+// holder and observer are gone; the data and the owner never overlap.
+TEST_F(HostAllocatorTest, ATensorsBlockHoldsItsOwnerAndGoesBackWithTheLast) {
+  for (bool pooled : {true, false}) {
+    counting_.refuse = !pooled;
+    const int64_t elements = pooled ? 1000 : 37;
+    std::weak_ptr<const void> observer;
+    {
+      RequestTensorScope scope;
+      Tensor t = Tensor::Zeros(DType::kI32, {elements});
+      EXPECT_EQ(counting_.Gave(t), pooled);
+      for (int64_t i = 0; i < elements; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(~i);
+      std::vector<Tensor> copies(5, t);
+      Tensor part = t.Rows(3, 9);
+      copies.clear();  // the counts move in the owner's line, not in the data
+      for (int64_t i = 0; i < elements; ++i) ASSERT_EQ(t.data<int32_t>()[i], static_cast<int32_t>(~i)) << i;
+      std::shared_ptr<const void> keep = t.keeper();
+      observer = keep;
+      t = Tensor();
+      EXPECT_EQ(part.data<int32_t>()[0], ~3);
+      EXPECT_EQ(counting_.out.size(), pooled ? 1u : 0u);
+    }
+    EXPECT_TRUE(observer.expired());
+    EXPECT_EQ(counting_.out.size(), pooled ? 1u : 0u) << "an observer keeps the owner's line, so the block";
+    observer.reset();
+    EXPECT_TRUE(counting_.out.empty()) << "back with the last observer";
+  }
+  counting_.refuse = false;
 }
 
 TEST_F(HostAllocatorTest, AParsedRequestsTensorsTakeIt) {

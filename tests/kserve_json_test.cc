@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -162,6 +164,25 @@ TEST(KServeJson, DeepNestingAndHugeBodiesAreBounded) {
   auto r = ParseInferRequestJson(
       "{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[4],\"data\":[1,2,3,4]}]}", limits);
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+}
+
+// Names a response repeats are quoted without a JSON value made for them; anything else (quotes,
+// backslashes, control bytes, UTF-8, bytes that are not UTF-8) as nlohmann's dump quotes it, and
+// every quoted string reads back as a JSON string.
+TEST(KServeJson, QuotedAsTheJsonLibraryQuotes) {
+  auto reference = [](std::string_view t) {
+    return nlohmann::json(t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  EXPECT_EQ(JsonQuoted("dlrm_dcnv2"), "\"dlrm_dcnv2\"");
+  EXPECT_EQ(JsonQuoted(""), "\"\"");
+  std::mt19937 rng(7);
+  const std::string alphabet = std::string("az09_.-/ \"\\\t\n\x01\x7f") + "\xc3\xa9" + "\xff";
+  for (int i = 0; i < 2000; ++i) {
+    std::string t;
+    for (int n = static_cast<int>(rng() % 12); n > 0; --n) t += alphabet[rng() % alphabet.size()];
+    ASSERT_EQ(JsonQuoted(t), reference(t)) << i;
+    EXPECT_TRUE(nlohmann::json::parse(JsonQuoted(t)).is_string());
+  }
 }
 
 TEST(KServeJson, ResponseRoundTripsFloatsExactly) {

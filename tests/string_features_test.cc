@@ -304,6 +304,33 @@ TEST(StringIds, MistakesNameTheInputAndElement) {
   ExpectError(StringsToIds(utf8, past).status(), "do not match its bytes");
 }
 
+// A PackedStrings holding no string allocates nothing (every input of every request has one); its
+// offsets start at 0 with the first string. An input of no strings is still a valid BYTES input.
+TEST(PackedStrings, NoneHeldAllocatesNothing) {
+  PackedStrings s;
+  EXPECT_EQ(s.size(), 0);
+  EXPECT_EQ(s.offsets.capacity(), 0u);
+  s.Append("ab");
+  s.Append("");
+  EXPECT_EQ(s.offsets, (std::vector<int64_t>{0, 2, 2}));
+  EXPECT_EQ(s.size(), 2);
+  EXPECT_EQ(s.at(0), "ab");
+  EXPECT_EQ(s.at(1), "");
+  const InputConfig config = Config(StringHash::kXxHash64, 100);
+  auto none = StringsToIds(config, BytesInput({0}, {}));
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->data.shape(), Shape({0}));
+  Tensor bytes;
+  for (bool device_reads : {false, true}) {
+    auto records = StringRecords(config, BytesInput({0}, {}), device_reads, bytes);
+    ASSERT_TRUE(records.ok()) << records.status().ToString();
+    EXPECT_EQ(records->shape(), Shape({0, 2}));
+  }
+  InferInput stray = BytesInput({0}, {});
+  stray.strings.bytes = "x";  // bytes without offsets: not what a parser makes
+  ExpectError(StringsToIds(config, stray).status(), "do not match its bytes");
+}
+
 // Records of strings the backend hashes (model/ops/hash_strings.h): each points at its string in
 // the copied bytes (8-byte aligned, zeros past the last), or, where a device would read them and
 // the copy is not pinned (here: no pinned pool), carries its bucket; either way the HashStrings

@@ -17,14 +17,17 @@ namespace rankd {
 struct PackedStrings {
   Shape shape;
   std::string bytes;
-  std::vector<int64_t> offsets{0};
+  // String i is bytes[offsets[i], offsets[i + 1]): from 0 once a string is appended, empty before
+  // (a PackedStrings holding none allocates nothing: every input of every request has one).
+  std::vector<int64_t> offsets;
 
-  int64_t size() const { return static_cast<int64_t>(offsets.size()) - 1; }
+  int64_t size() const { return offsets.empty() ? 0 : static_cast<int64_t>(offsets.size()) - 1; }
   std::string_view at(int64_t i) const {
     const auto b = static_cast<size_t>(offsets[static_cast<size_t>(i)]);
     return std::string_view(bytes).substr(b, static_cast<size_t>(offsets[static_cast<size_t>(i) + 1]) - b);
   }
   void Append(std::string_view s) {
+    if (offsets.empty()) offsets.push_back(0);
     bytes.append(s);
     offsets.push_back(static_cast<int64_t>(bytes.size()));
   }

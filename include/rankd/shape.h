@@ -5,7 +5,8 @@
 //
 // The subset of std::vector<int64_t>'s interface rankd uses; iterators are pointers, so a Shape is a
 // contiguous range (std::span<const int64_t> views it). Built implicitly from a std::vector<int64_t>
-// or a span (dimensions read from a model file or an attribute).
+// or a span (dimensions read from a model file or an attribute). A value, as std::vector is: it owns
+// its dimensions; concurrent reads are safe, a change needs the shape to itself.
 #pragma once
 
 #include <algorithm>
@@ -15,7 +16,9 @@
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
+#include <memory>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace rankd {
@@ -103,6 +106,13 @@ class Shape {
   template <std::input_iterator It>
   void assign(It first, It last) {
     clear();
+    if constexpr (std::contiguous_iterator<It> && std::is_same_v<std::iter_value_t<It>, int64_t>) {
+      const auto n = static_cast<size_t>(last - first);
+      reserve(n);  // a range of this shape's own is within its capacity: no growth under it
+      if (n) std::memmove(data_, std::to_address(first), n * sizeof(int64_t));
+      size_ = n;
+      return;
+    }
     if constexpr (std::forward_iterator<It>) reserve(static_cast<size_t>(std::distance(first, last)));
     for (; first != last; ++first) push_back(static_cast<int64_t>(*first));
   }

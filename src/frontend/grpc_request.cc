@@ -168,6 +168,8 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
     return InvalidArgument("raw_input_contents has " + std::to_string(contents.size()) + " entries for " +
                            std::to_string(carried) + " inputs not in shared memory");
   }
+  r.inputs.reserve(static_cast<size_t>(p.inputs_size()));
+  parsed.length_sums.reserve(static_cast<size_t>(p.inputs_size()));
   for (int i = 0, raw_index = 0; i < p.inputs_size(); ++i) {
     const auto& in = p.inputs(i);
     InferInput x;

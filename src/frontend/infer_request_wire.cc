@@ -325,12 +325,13 @@ int64_t WireContents::string_count(int input) const {
 
 void WireContents::AppendStrings(int input, PackedStrings& to) const {
   const auto i = static_cast<size_t>(input);
-  if (i >= strings_.size()) return;
+  if (i >= strings_.size() || strings_[i].empty()) return;  // none: offsets stay empty, as Append leaves them
   uint64_t total = 0;
   for (const Span& s : strings_[i]) total += s.bytes;
   CountHostCopy(HostCopy::kRequest, total);
   to.bytes.reserve(to.bytes.size() + total);
-  to.offsets.reserve(to.offsets.size() + strings_[i].size());
+  to.offsets.reserve(std::max<size_t>(to.offsets.size(), 1) + strings_[i].size());
+  if (to.offsets.empty()) to.offsets.push_back(0);
   for (const Span& s : strings_[i]) {
     if (s.bytes == 0) {
       // nothing to copy (an empty string may end the message: no piece holds it)

@@ -477,6 +477,16 @@ std::string InferResponseJson(const std::string& model_name, int64_t model_versi
 }
 
 std::string JsonQuoted(std::string_view text) {
+  // Printable ASCII without quotes or backslashes (every model and output name a response
+  // repeats) stands as it is, with no JSON value made for it.
+  if (std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; })) {
+    std::string quoted;
+    quoted.reserve(text.size() + 2);
+    quoted += '"';
+    quoted += text;
+    quoted += '"';
+    return quoted;
+  }
   // Bytes that are not UTF-8 (a client's path or name repeated in an error) become U+FFFD
   // instead of an exception.
   return json(text).dump(-1, ' ', false, json::error_handler_t::replace);

@@ -154,11 +154,10 @@ Status TakeLengthsTensor(const InputConfig& cfg, const InferInput& values, const
   out.name = values.name;
   out.data = values.data;
   if (values.is_bytes()) out.strings = values.strings;
-  out.lengths.resize(static_cast<size_t>(t.size()));
-  if (t.dtype() == DType::kI32) {
-    std::copy_n(t.data<int32_t>(), t.size(), out.lengths.begin());
+  if (t.dtype() == DType::kI32) {  // no zero-filling first
+    out.lengths.assign(t.data<int32_t>(), t.data<int32_t>() + t.size());
   } else {
-    std::copy_n(t.data<int64_t>(), t.size(), out.lengths.begin());
+    out.lengths.assign(t.data<int64_t>(), t.data<int64_t>() + t.size());
   }
   sums = SumLengths(out.lengths);
   return Status::Ok();

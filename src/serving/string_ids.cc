@@ -140,8 +140,10 @@ Status HashSplitPieces(const InputConfig& config, const PackedStrings& s, std::s
 // Packed strings as an in-process caller may have built them: offsets from 0 up to the bytes' end,
 // as many strings as the shape holds (PackedEnds), never decreasing (CheckPacked).
 bool PackedEnds(const PackedStrings& s) {
-  bool ok = !s.offsets.empty() && s.offsets.front() == 0 && s.offsets.back() == static_cast<int64_t>(s.bytes.size()) &&
-            NumElements(s.shape) == s.size();
+  const bool ends = s.offsets.empty()
+                        ? s.bytes.empty()
+                        : s.offsets.front() == 0 && s.offsets.back() == static_cast<int64_t>(s.bytes.size());
+  bool ok = ends && NumElements(s.shape) == s.size();
   for (int64_t d : s.shape) ok = ok && d >= 0;
   return ok;
 }
