@@ -13,7 +13,7 @@ lists off. Request mixes from
 WORKLOADS.md: W1 draws N from MLPerf's server sizes {100, 100, 200 x12, 300, 300, 400, 500, 600,
 700}; W2 is one user with N candidates (200, or uniform in a range: --din-candidates 50-1000) and
 a history uniform in [L/2, L]. For each model and rate, `rankd bench server` sends open-loop
-Poisson load over HTTP (binary tensor bodies, so the client does not measure JSON number parsing)
+Poisson load over HTTP (binary tensor bodies and binary scores back, as tritonclient asks for them, so neither side prints or parses numbers as text)
 or gRPC (raw tensor contents), ragged inputs' lengths as INT32 tensors NAME.lengths (what stock clients can
 send; --lengths parameter for the lengths parameter), from --client-threads sending threads, /metrics gives requests per
 model execution and the input bytes the server copied on the host per request (by stage), the

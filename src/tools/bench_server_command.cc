@@ -22,7 +22,7 @@ using nlohmann::json;
 
 // The request in KServe's binary tensor extension: a JSON header naming each input's datatype,
 // shape and byte count, then the tensors' little-endian bytes, so the server does not parse
-// numbers from text. Ragged inputs go flat, their lengths as ReadRequests put them.
+// numbers from text; the answer comes the same way. Ragged inputs go flat, their lengths as ReadRequests put them.
 LoadOptions::Body ToBinary(const InferRequest& r) {
   json header = {{"id", r.id}, {"inputs", json::array()}};
   std::string tensors;
@@ -36,7 +36,12 @@ LoadOptions::Body ToBinary(const InferRequest& r) {
     header["inputs"].push_back(std::move(in));
     tensors += w.bytes;
   }
-  for (const std::string& o : r.outputs) header["outputs"].push_back({{"name", o}});
+  // The scores asked for in binary, as tritonclient asks by default (an InferRequestedOutput's
+  // binary_data, or binary_data_output where the request names no output): not printed as text.
+  for (const std::string& o : r.outputs) {
+    header["outputs"].push_back({{"name", o}, {"parameters", {{"binary_data", true}}}});
+  }
+  if (r.outputs.empty()) header["parameters"] = {{"binary_data_output", true}};
   LoadOptions::Body body;
   body.bytes = header.dump();
   body.json_length = body.bytes.size();

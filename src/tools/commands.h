@@ -122,7 +122,7 @@ struct BenchServerArgs {
   int connections = 64;
   int client_threads = 4;  // the client's sending threads
   double timeout_seconds = 10;
-  bool binary = false;              // HTTP: send tensors in KServe's binary extension
+  bool binary = false;              // HTTP: tensors and scores in KServe's binary extension
   bool typed = false;               // gRPC: typed `contents` (int64_contents, bytes_contents, ...), not raw
   std::string shared_memory;        // "system": gRPC tensors in a registered region (shared_memory_bodies.h)
   std::string lengths = "tensor";   // binary and gRPC: a ragged input's lengths as NAME.lengths, or "parameter"

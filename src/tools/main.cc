@@ -237,7 +237,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bench_server->add_option("--p99-target-ms", bench.p99_target_ms,
                            "Report the highest rate whose p99 stays under this");
-  bench_server->add_flag("--binary", bench.binary, "Send tensors in KServe's binary extension, not JSON numbers");
+  bench_server->add_flag("--binary", bench.binary,
+                         "Send tensors in KServe's binary extension and ask for the outputs in it (as tritonclient "
+                         "does), not JSON numbers");
   bench_server->add_flag("--typed", bench.typed,
                          "With --protocol grpc, send tensors as typed contents (int64_contents, bytes_contents, "
                          "...), not raw_input_contents");
