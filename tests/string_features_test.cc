@@ -326,6 +326,19 @@ TEST(PackedStrings, NoneHeldAllocatesNothing) {
     ASSERT_TRUE(records.ok()) << records.status().ToString();
     EXPECT_EQ(records->shape(), Shape({0, 2}));
   }
+  // Strings written in place after Reserve: the offsets start at 0 and end each where its bytes end.
+  PackedStrings written;
+  written.Reserve(2, 3);
+  EXPECT_EQ(written.size(), 0);
+  EXPECT_GE(written.offsets.capacity(), 3u);
+  written.bytes += "xyz";
+  written.EndString();
+  written.EndString();
+  written.Append("w");
+  EXPECT_EQ(written.offsets, (std::vector<int64_t>{0, 3, 3, 4}));
+  EXPECT_EQ(written.at(0), "xyz");
+  EXPECT_EQ(written.at(1), "");
+  EXPECT_EQ(written.at(2), "w");
   InferInput stray = BytesInput({0}, {});
   stray.strings.bytes = "x";  // bytes without offsets: not what a parser makes
   ExpectError(StringsToIds(config, stray).status(), "do not match its bytes");
@@ -435,6 +448,7 @@ TEST(BytesElements, DecodedOrRefused) {
   EXPECT_EQ(s->at(1), "");
   EXPECT_EQ(s->at(2), std::string(300, 'x'));
   EXPECT_EQ(DecodeBytesElements("", 0, "in")->size(), 0);
+  EXPECT_EQ(DecodeBytesElements("", 0, "in")->offsets.capacity(), 0u);  // none held: nothing allocated
   const std::string two = Elements({"ab", "cd"});
   ExpectError(DecodeBytesElements(two, 4, "in").status(), "12 bytes cannot hold 4 BYTES elements");
   ExpectError(DecodeBytesElements(two, 3, "in").status(), "the data ends before BYTES element 2");

@@ -27,9 +27,23 @@ struct PackedStrings {
     return std::string_view(bytes).substr(b, static_cast<size_t>(offsets[static_cast<size_t>(i) + 1]) - b);
   }
   void Append(std::string_view s) {
-    if (offsets.empty()) offsets.push_back(0);
+    Start();
     bytes.append(s);
-    offsets.push_back(static_cast<int64_t>(bytes.size()));
+    EndString();
+  }
+  // Room for `strings` more strings of `more_bytes` bytes in all, and the offsets started: then
+  // Append, or write a string's bytes at the end of `bytes` and call EndString.
+  void Reserve(size_t strings, size_t more_bytes) {
+    bytes.reserve(bytes.size() + more_bytes);
+    offsets.reserve((offsets.empty() ? 1 : offsets.size()) + strings);
+    Start();
+  }
+  // Ends the string whose bytes went onto the end of `bytes` since the last one ended (after Reserve).
+  void EndString() { offsets.push_back(static_cast<int64_t>(bytes.size())); }
+
+ private:
+  void Start() {
+    if (offsets.empty()) offsets.push_back(0);
   }
 };
 

@@ -10,8 +10,7 @@ StatusOr<PackedStrings> DecodeBytesElements(std::string_view raw, int64_t count,
     return InvalidArgument("input '" + input + "': " + std::to_string(raw.size()) + " bytes cannot hold " +
                            std::to_string(count) + " BYTES elements (each has a 4-byte length)");
   }
-  s.bytes.reserve(raw.size() - static_cast<size_t>(count) * 4);
-  s.offsets.reserve(static_cast<size_t>(count) + 1);
+  if (count > 0) s.Reserve(static_cast<size_t>(count), raw.size() - static_cast<size_t>(count) * 4);
   size_t at = 0;
   for (int64_t i = 0; i < count; ++i) {
     if (raw.size() - at < 4) {

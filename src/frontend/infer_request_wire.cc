@@ -329,9 +329,7 @@ void WireContents::AppendStrings(int input, PackedStrings& to) const {
   uint64_t total = 0;
   for (const Span& s : strings_[i]) total += s.bytes;
   CountHostCopy(HostCopy::kRequest, total);
-  to.bytes.reserve(to.bytes.size() + total);
-  to.offsets.reserve(std::max<size_t>(to.offsets.size(), 1) + strings_[i].size());
-  if (to.offsets.empty()) to.offsets.push_back(0);
+  to.Reserve(strings_[i].size(), total);
   for (const Span& s : strings_[i]) {
     if (s.bytes == 0) {
       // nothing to copy (an empty string may end the message: no piece holds it)
@@ -342,7 +340,7 @@ void WireContents::AppendStrings(int input, PackedStrings& to) const {
       to.bytes.resize(at + s.bytes);
       Copy(s, to.bytes.data() + at);
     }
-    to.offsets.push_back(static_cast<int64_t>(to.bytes.size()));
+    to.EndString();
   }
 }
 
