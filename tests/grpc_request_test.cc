@@ -1,6 +1,7 @@
 // The KServe v2 gRPC request builder (frontend/grpc_request.h) against good and malformed messages.
 #include "frontend/grpc_request.h"
 
+#include <absl/synchronization/mutex.h>
 #include <google/protobuf/arena.h>
 #include <google/protobuf/unknown_field_set.h>
 #include <google/protobuf/util/field_comparator.h>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/grpc_mutexes.h"
 #include "frontend/infer_request_wire.h"
 
 namespace rankd {
@@ -430,6 +432,34 @@ TEST(InferRequestWire, RefusesRequestsOfMoreThan65536InputsOutputsAndParameters)
     ASSERT_TRUE(proto.ParseFromString(bytes));  // well formed: refused for its size alone
     EXPECT_NE(read(bytes).message().find("more than 65536"), std::string::npos) << read(bytes).ToString();
   }
+}
+
+// gRPC's locks are Abseil's, and Debian's Abseil (built without NDEBUG) checks every lock's order
+// against a process-wide graph: locks taken in two orders abort the process (first test, in a
+// process of its own). rankd turns that off before it starts gRPC (frontend/grpc_mutexes.h): then
+// the same locks leave the process running.
+void TakeTwoLocksInBothOrders() {
+  absl::Mutex a, b;
+  {
+    absl::MutexLock first(&a);
+    absl::MutexLock second(&b);
+  }
+  {
+    absl::MutexLock first(&b);
+    absl::MutexLock second(&a);
+  }
+}
+
+TEST(GrpcMutexes, DebiansAbseilAbortsOnLocksTakenInTwoOrders) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: the detection as Abseil leaves it
+  EXPECT_DEATH(TakeTwoLocksInBothOrders(), "deadlock");
+}
+
+TEST(GrpcMutexes, NoDeadlockDetectionOnceTurnedOff) {
+  TurnOffMutexDeadlockDetection();
+  TakeTwoLocksInBothOrders();
+  TurnOffMutexDeadlockDetection();  // again: nothing changes
+  TakeTwoLocksInBothOrders();
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include "common/usable_cores.h"
 #include "frontend/call_queue.h"
 #include "frontend/grpc_control.h"
+#include "frontend/grpc_mutexes.h"
 #include "frontend/grpc_request.h"
 #include "frontend/infer_request_wire.h"
 #include "grpc_service.grpc.pb.h"
@@ -183,6 +184,7 @@ class GrpcServer::Impl {
     // grpc.health.v1.Health (Kubernetes' gRPC probes, Envoy): gRPC's own service, kept at the
     // server's readiness by WatchReadiness.
     grpc::EnableDefaultHealthCheckService(true);
+    TurnOffMutexDeadlockDetection();  // before gRPC's threads take their locks (grpc_mutexes.h)
     RANKD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, Credentials());
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.address + ":" + std::to_string(options_.port), credentials, &port_);
