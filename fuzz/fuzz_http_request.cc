@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>  // IOV_MAX, before Asio (frontend/beast_request.h)
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <chrono>
+#include <climits>  // IOV_MAX, before Asio (frontend/beast_request.h)
 #include <deque>
 #include <memory>
 #include <thread>
