@@ -1,4 +1,8 @@
-// Inference requests and results, as rankd's engine takes and returns them.
+// Inference requests and results, as rankd's engine takes and returns them. All are value types:
+// each owns what it holds (a Tensor shares its storage, rankd/tensor.h), none locks, and one is
+// used by one thread at a time, as a standard container is. Engine::Infer reads a request only
+// while it runs (its batcher's threads among the readers), so the caller leaves the request
+// unchanged until Infer returns; the outputs it returns are the caller's.
 #pragma once
 
 #include <string>
@@ -11,7 +15,8 @@ namespace rankd {
 
 // A BYTES tensor: its elements (strings, any bytes) packed back to back, element i being
 // bytes[offsets[i], offsets[i + 1]). It owns its bytes (a value type; copies copy them). Built with
-// Append, it is consistent; a caller that fills `offsets` itself keeps them from 0 up to
+// Append, or with Reserve, each string's bytes written onto the end of `bytes` and EndString, it is
+// consistent; a caller that fills `offsets` itself keeps them from 0 up to
 // bytes.size(), never decreasing, with one more entry than `shape` has elements (a request that
 // does not is refused, naming the input).
 struct PackedStrings {

@@ -26,6 +26,9 @@
 #include "common/usable_cores.h"
 #include "frontend/beast_request.h"
 
+// The body's reads fill up to 64 buffers a call only where Asio saw IOV_MAX (beast_request.h).
+static_assert(boost::asio::detail::max_iov_len >= 64, "include <climits> before Boost.Asio");
+
 namespace rankd {
 
 namespace asio = boost::asio;
@@ -266,7 +269,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
   // if any. Each read takes all that the socket holds, into up to 64 of the buffers (Asio's limit
   // for one receive, with IOV_MAX seen: beast_request.h). Asio's async_read fills at most 16 a call
   // and takes at most 64 KiB: a W1 request's 476 KB in 53 tensors took 7.9 receives and 10.4 epoll
-  // waits so, 4.3 and 6.8 here (docs/log/benchmarks.md, "HTTP bodies read in fewer calls").
+  // waits so, 4.2 and 6.6 here (docs/log/benchmarks.md, "HTTP bodies read in fewer calls").
   template <class Done>
   void FillRoom(Done done) {
     while (room_at_ < room_.size() && room_[room_at_].size() == 0) ++room_at_;

@@ -40,7 +40,16 @@ int main(int argc, char** argv) {
     }
     if (in.strings) {  // BYTES: strings the model's config turns into ids
       x.strings.shape = shape;
-      for (int64_t i = 0; i < rankd::NumElements(shape); ++i) x.strings.Append("value" + std::to_string(i % 5));
+      const auto count = static_cast<size_t>(rankd::NumElements(shape));
+      x.strings.Reserve(count, 6 * count);  // then Append, or bytes written in place and EndString
+      for (size_t i = 0; i < count; ++i) {
+        if (i % 2 == 0) {
+          x.strings.Append("value" + std::to_string(i % 5));
+        } else {
+          x.strings.bytes += "value" + std::to_string(i % 5);
+          x.strings.EndString();
+        }
+      }
       request.inputs.push_back(std::move(x));
       continue;
     }
