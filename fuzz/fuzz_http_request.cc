@@ -7,15 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>  // IOV_MAX, before Asio (frontend/beast_request.h)
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <future>
 #include <memory>
 #include <optional>
-
-#include <boost/beast/http.hpp>
 
 #include "frontend/beast_request.h"
 #include "frontend/http_api.h"

@@ -1,19 +1,12 @@
 // A request read by Boost.Beast as the handlers see it (HttpRequest): method, target, headers with
 // lower-case names, body. Shared by the server and the HTTP fuzzer, so both hand on the same thing.
-//
-// Every file that includes Boost.Asio (through Beast or not) includes <climits> before it, so that
-// Asio sees IOV_MAX (1,024 on Linux) and reads into up to 64 buffers a call; without it Asio
-// assumes 16, and a W1 body's 53 tensors took four receives. The files must agree: Asio's
-// templates are instantiated in each of them.
 #pragma once
 
 #include <cctype>
-#include <climits>  // IOV_MAX, before Asio (below)
 #include <string>
 #include <utility>
 
-#include <boost/beast/http.hpp>
-
+#include "frontend/asio.h"
 #include "frontend/http_server.h"
 
 namespace rankd {

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <climits>  // IOV_MAX, before Asio (beast_request.h)
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -16,18 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/beast.hpp>
-#include <boost/beast/ssl.hpp>
-
 #include "common/log.h"
 #include "common/thread_name.h"
 #include "common/usable_cores.h"
+#include "frontend/asio.h"
 #include "frontend/beast_request.h"
-
-// The body's reads fill up to 64 buffers a call only where Asio saw IOV_MAX (beast_request.h).
-static_assert(boost::asio::detail::max_iov_len >= 64, "include <climits> before Boost.Asio");
 
 namespace rankd {
 
@@ -267,7 +259,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
 
   // Reads until `room_` (what a body still has to fill) is full, then calls `done` with the error,
   // if any. Each read takes all that the socket holds, into up to 64 of the buffers (Asio's limit
-  // for one receive, with IOV_MAX seen: beast_request.h). Asio's async_read fills at most 16 a call
+  // for one receive, with IOV_MAX seen: asio.h). Asio's async_read fills at most 16 a call
   // and takes at most 64 KiB: a W1 request's 476 KB in 53 tensors took 7.9 receives and 10.4 epoll
   // waits so, 4.2 and 6.6 here (docs/log/benchmarks.md, "HTTP bodies read in fewer calls").
   template <class Done>

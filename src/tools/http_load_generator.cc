@@ -1,14 +1,11 @@
 #include <algorithm>
 #include <chrono>
-#include <climits>  // IOV_MAX, before Asio (frontend/beast_request.h)
 #include <deque>
 #include <memory>
 #include <thread>
 #include <utility>
 
-#include <boost/asio.hpp>
-#include <boost/beast.hpp>
-
+#include "frontend/asio.h"
 #include "tools/load_generator.h"
 
 namespace rankd {
