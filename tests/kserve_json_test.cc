@@ -5,7 +5,9 @@
 
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +55,31 @@ TEST(KServeJson, SumsRaggedLengthsAsItReadsThem) {
     EXPECT_EQ(s.min_length, k == 1 ? 0 : 1);
     EXPECT_EQ(s.max_length, k == 1 ? 3 : 2);
   }
+}
+
+// A NAME.lengths tensor's INT32 or INT64 lengths are summed as a parser's, and copied as INT64 in
+// the same pass (the copy replacing what the vector held); negative lengths are summed as they
+// are, for the model to refuse.
+TEST(KServeJson, LengthsTensorsSumAsParsedLengths) {
+  const std::vector<int64_t> lengths = {4, 0, -2, 7, 1};
+  const LengthSums want = SumLengths(lengths);
+  const std::vector<int32_t> narrow(lengths.begin(), lengths.end());
+  std::vector<int64_t> copy = {9, 9, 9, 9, 9, 9, 9, 9};
+  for (const LengthSums& got :
+       {SumLengths(std::span<const int32_t>(narrow), copy), SumLengths(std::span<const int64_t>(lengths), copy)}) {
+    EXPECT_EQ(copy, lengths);
+    ASSERT_EQ(got.offsets.shape(), Shape({6}));
+    EXPECT_EQ(std::vector<int64_t>(got.offsets.data<int64_t>(), got.offsets.data<int64_t>() + 6),
+              std::vector<int64_t>({0, 4, 4, 2, 9, 10}));
+    EXPECT_EQ(std::vector<int64_t>(want.offsets.data<int64_t>(), want.offsets.data<int64_t>() + 6),
+              std::vector<int64_t>({0, 4, 4, 2, 9, 10}));
+    EXPECT_EQ(got.min_length, -2);
+    EXPECT_EQ(got.max_length, 7);
+  }
+  const LengthSums none = SumLengths(std::span<const int32_t>(), copy);
+  EXPECT_TRUE(copy.empty());
+  ASSERT_EQ(none.offsets.shape(), Shape({1}));
+  EXPECT_EQ(none.offsets.data<int64_t>()[0], 0);
 }
 
 TEST(KServeJson, MalformedBodiesAreRejectedWithAReason) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "rankd/request.h"
@@ -23,6 +24,10 @@ struct LengthSums {
 };
 
 LengthSums SumLengths(const std::vector<int64_t>& lengths);
+// The same over a NAME.lengths tensor's INT32 or INT64 elements, copied into `copy` (as INT64,
+// replacing what it held) in the same pass.
+LengthSums SumLengths(std::span<const int32_t> lengths, std::vector<int64_t>& copy);
+LengthSums SumLengths(std::span<const int64_t> lengths, std::vector<int64_t>& copy);
 
 struct ParsedRequest {
   InferRequest request;

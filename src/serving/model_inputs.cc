@@ -154,12 +154,9 @@ Status TakeLengthsTensor(const InputConfig& cfg, const InferInput& values, const
   out.name = values.name;
   out.data = values.data;
   if (values.is_bytes()) out.strings = values.strings;
-  if (t.dtype() == DType::kI32) {  // no zero-filling first
-    out.lengths.assign(t.data<int32_t>(), t.data<int32_t>() + t.size());
-  } else {
-    out.lengths.assign(t.data<int64_t>(), t.data<int64_t>() + t.size());
-  }
-  sums = SumLengths(out.lengths);
+  const auto count = static_cast<size_t>(t.size());
+  sums = t.dtype() == DType::kI32 ? SumLengths(std::span(t.data<int32_t>(), count), out.lengths)
+                                  : SumLengths(std::span(t.data<int64_t>(), count), out.lengths);
   return Status::Ok();
 }
 
