@@ -300,29 +300,31 @@ class ServerBenchTest(unittest.TestCase):
         self.assertIn("--typed is for --protocol grpc", r.stderr)
 
     def test_shared_memory_requests(self):
-        """--shared-memory system: every request answered from a region the client registered, which
-        is gone from the server and from /dev/shm afterwards."""
-        for model in ["din", "dlrm_dcnv2"]:
-            with self.subTest(model=model):
-                r, out = self.bench("grpc", model, os.path.join(DATA, f"{model}.requests.jsonl"), "--rates", "60",
-                                    "--shared-memory", "system")
-                self.assertEqual(r.returncode, 0, r.stderr)
-                self.assertEqual(out["shared_memory"], "system")
-                x = out["results"][0]
-                self.assertEqual((x["errors"], x["timeouts"]), (0, 0), x)
-                self.assertEqual(x["statuses"], {"0": x["ok"]})
-                self.assertGreater(x["ok"], 0)
-                status, regions = self.server.json("GET", "/v2/systemsharedmemory/status")
-                self.assertEqual((status, regions), (200, []))
-                self.assertFalse([f for f in os.listdir("/dev/shm") if f.startswith("rankd_bench_")])
+        """--shared-memory system over either protocol: every request answered from a region the client
+        registered over that protocol, which is gone from the server and from /dev/shm afterwards."""
+        for protocol, ok in [("grpc", "0"), ("http", "200")]:
+            for model in ["din", "dlrm_dcnv2"]:
+                with self.subTest(protocol=protocol, model=model):
+                    r, out = self.bench(protocol, model, os.path.join(DATA, f"{model}.requests.jsonl"), "--rates",
+                                        "60", "--shared-memory", "system")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertEqual(out["shared_memory"], "system")
+                    x = out["results"][0]
+                    self.assertEqual((x["errors"], x["timeouts"]), (0, 0), x)
+                    self.assertEqual(x["statuses"], {ok: x["ok"]})
+                    self.assertGreater(x["ok"], 0)
+                    status, regions = self.server.json("GET", "/v2/systemsharedmemory/status")
+                    self.assertEqual((status, regions), (200, []))
+                    self.assertFalse([f for f in os.listdir("/dev/shm") if f.startswith("rankd_bench_")])
         r, _ = self.bench("http", "din", os.path.join(DATA, "din.requests.jsonl"), "--rates", "50",
-                          "--shared-memory", "system")
+                          "--shared-memory", "system", "--binary")
         self.assertEqual(r.returncode, 2)
-        self.assertIn("--shared-memory is for --protocol grpc", r.stderr)
-        r, _ = self.bench("grpc", "nosuch", os.path.join(DATA, "din.requests.jsonl"), "--rates", "50",
-                          "--shared-memory", "system")
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("model metadata", r.stderr)
+        self.assertIn("--shared-memory sends no tensors in the body", r.stderr)
+        for protocol in ["grpc", "http"]:
+            r, _ = self.bench(protocol, "nosuch", os.path.join(DATA, "din.requests.jsonl"), "--rates", "50",
+                              "--shared-memory", "system")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("model metadata", r.stderr)
 
 
 class DiskBenchTest(unittest.TestCase):

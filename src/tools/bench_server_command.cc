@@ -155,8 +155,8 @@ int BenchServerCommand(const BenchServerArgs& args) {
     std::fprintf(stderr, "rankd bench: --typed is for --protocol grpc without --shared-memory\n");
     return 2;
   }
-  if (!args.shared_memory.empty() && args.protocol != "grpc") {
-    std::fprintf(stderr, "rankd bench: --shared-memory is for --protocol grpc\n");
+  if (!args.shared_memory.empty() && args.binary) {
+    std::fprintf(stderr, "rankd bench: --shared-memory sends no tensors in the body: it takes no --binary\n");
     return 2;
   }
   auto lines = ReadRequests(args);  // request_file.h refuses bad files
@@ -176,8 +176,7 @@ int BenchServerCommand(const BenchServerArgs& args) {
   } else {
     std::vector<InferRequest> requests;
     for (RequestLine& l : *lines) requests.push_back(std::move(l.request));
-    auto made =
-        SharedMemoryBodies::Create(args.host + ":" + std::to_string(args.port), args.model, args.version, requests);
+    auto made = SharedMemoryBodies::Create({args.protocol, args.host, args.port, args.model, args.version}, requests);
     if (!made.ok()) {
       std::fprintf(stderr, "rankd bench: %s\n", made.status().ToString().c_str());
       return 2;

@@ -124,7 +124,7 @@ struct BenchServerArgs {
   double timeout_seconds = 10;
   bool binary = false;              // HTTP: tensors and scores in KServe's binary extension
   bool typed = false;               // gRPC: typed `contents` (int64_contents, bytes_contents, ...), not raw
-  std::string shared_memory;        // "system": gRPC tensors in a registered region (shared_memory_bodies.h)
+  std::string shared_memory;        // "system": tensors in a registered region (shared_memory_bodies.h)
   std::string lengths = "tensor";   // binary and gRPC: a ragged input's lengths as NAME.lengths, or "parameter"
   double p99_target_ms = 0;         // > 0: report the highest rate whose p99 stays under it
   std::string json_path, csv_path;  // JSON goes to stdout when json_path is empty

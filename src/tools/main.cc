@@ -245,7 +245,8 @@ int main(int argc, char** argv) {
                          "...), not raw_input_contents");
   bench_server
       ->add_option("--shared-memory", bench.shared_memory,
-                   "system: with --protocol grpc, inputs and outputs in a POSIX shared memory region the server maps")
+                   "system: inputs and outputs in a POSIX shared memory region the server maps (the body names "
+                   "their places; registered over --protocol)")
       ->check(CLI::IsMember({"system"}));
   bench_server
       ->add_option("--lengths", bench.lengths,

@@ -8,19 +8,125 @@
 #include <algorithm>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "grpc_service.grpc.pb.h"
+#include "tools/http_call.h"
 #include "tools/wire_tensor.h"
 
 namespace rankd {
 namespace {
+
+using nlohmann::json;
 
 struct OutputShape {
   std::string name;
   size_t row_bytes = 0;  // bytes of one row
 };
 
+// Where a tensor lies in the region.
+struct Place {
+  size_t offset = 0, bytes = 0;
+};
+
 Status RpcStatus(const grpc::Status& s, const std::string& what) {
   return s.ok() ? Status::Ok() : Unavailable(what + ": " + s.error_message());
+}
+
+Status HttpStatus(const StatusOr<HttpAnswer>& a, const std::string& what) {
+  if (!a.ok()) return a.status();
+  if (a->status == 200) return Status::Ok();
+  return Unavailable(what + ": HTTP " + std::to_string(a->status) + " " + a->body);
+}
+
+std::unique_ptr<inference::GRPCInferenceService::Stub> GrpcStub(const SharedMemoryBodies::Server& s) {
+  return inference::GRPCInferenceService::NewStub(
+      grpc::CreateChannel(s.host + ":" + std::to_string(s.port), grpc::InsecureChannelCredentials()));
+}
+
+std::unique_ptr<grpc::ClientContext> WithDeadline(int seconds) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return context;
+}
+
+std::string ModelPath(const SharedMemoryBodies::Server& s) {
+  return "/v2/models/" + s.model + (s.version.empty() ? "" : "/versions/" + s.version);
+}
+
+// One output's bytes a row, from its datatype's name and its shape past the rows.
+StatusOr<OutputShape> OutputOf(const std::string& name, const std::string& datatype,
+                               const std::vector<int64_t>& shape) {
+  auto dtype = DTypeFromName(datatype);
+  if (!dtype) return InvalidArgument("output '" + name + "' has datatype " + datatype);
+  size_t row = DTypeSize(*dtype);
+  for (size_t k = 1; k < shape.size(); ++k) {
+    if (shape[k] < 0) return InvalidArgument("output '" + name + "' has no fixed size per row");
+    row *= static_cast<size_t>(shape[k]);
+  }
+  return OutputShape{name, row};
+}
+
+// The model's outputs, from its metadata.
+StatusOr<std::vector<OutputShape>> ModelOutputs(const SharedMemoryBodies::Server& s) {
+  std::vector<OutputShape> all;
+  if (s.protocol == "grpc") {
+    inference::ModelMetadataRequest q;
+    q.set_name(s.model);
+    q.set_version(s.version);
+    inference::ModelMetadataResponse metadata;
+    RANKD_RETURN_IF_ERROR(
+        RpcStatus(GrpcStub(s)->ModelMetadata(WithDeadline(10).get(), q, &metadata), "model metadata"));
+    for (const auto& o : metadata.outputs()) {
+      RANKD_ASSIGN_OR_RETURN(OutputShape shape, OutputOf(o.name(), o.datatype(),
+                                                         std::vector<int64_t>(o.shape().begin(), o.shape().end())));
+      all.push_back(std::move(shape));
+    }
+    return all;
+  }
+  auto answer = HttpCall(s.host, s.port, "GET", ModelPath(s), "");
+  RANKD_RETURN_IF_ERROR(HttpStatus(answer, "model metadata"));
+  json metadata = json::parse(answer->body, nullptr, /*allow_exceptions=*/false);
+  if (!metadata.is_object() || !metadata.contains("outputs") || !metadata["outputs"].is_array()) {
+    return Unavailable("model metadata: no outputs in " + answer->body);
+  }
+  for (const json& o : metadata["outputs"]) {
+    if (!o.contains("name") || !o.contains("datatype") || !o.contains("shape")) {
+      return Unavailable("model metadata: an output without name, datatype or shape in " + answer->body);
+    }
+    RANKD_ASSIGN_OR_RETURN(OutputShape shape, OutputOf(o["name"].get<std::string>(), o["datatype"].get<std::string>(),
+                                                       o["shape"].get<std::vector<int64_t>>()));
+    all.push_back(std::move(shape));
+  }
+  return all;
+}
+
+Status Register(const SharedMemoryBodies::Server& s, const std::string& name, const std::string& key, size_t bytes) {
+  const std::string what = "registering " + key;
+  if (s.protocol == "grpc") {
+    inference::SystemSharedMemoryRegisterRequest q;
+    q.set_name(name);
+    q.set_key(key);
+    q.set_offset(0);
+    q.set_byte_size(bytes);
+    inference::SystemSharedMemoryRegisterResponse r;
+    return RpcStatus(GrpcStub(s)->SystemSharedMemoryRegister(WithDeadline(10).get(), q, &r), what);
+  }
+  json body = {{"key", key}, {"offset", 0}, {"byte_size", bytes}};
+  return HttpStatus(
+      HttpCall(s.host, s.port, "POST", "/v2/systemsharedmemory/region/" + name + "/register", body.dump()), what);
+}
+
+// Best effort: the server may be gone.
+void Unregister(const SharedMemoryBodies::Server& s, const std::string& name) {
+  if (s.protocol == "grpc") {
+    inference::SystemSharedMemoryUnregisterRequest q;
+    q.set_name(name);
+    inference::SystemSharedMemoryUnregisterResponse r;
+    GrpcStub(s)->SystemSharedMemoryUnregister(WithDeadline(5).get(), q, &r);
+    return;
+  }
+  (void)HttpCall(s.host, s.port, "POST", "/v2/systemsharedmemory/region/" + name + "/unregister", "", 5);
 }
 
 // Rows scored by `r`: the first dimension of its per-candidate inputs (user-scope inputs have one
@@ -35,10 +141,47 @@ int64_t RowsOf(const InferRequest& r) {
 }
 
 void SetRegion(google::protobuf::Map<std::string, inference::InferParameter>& params, const std::string& region,
-               size_t offset, size_t bytes) {
+               const Place& at) {
   params["shared_memory_region"].set_string_param(region);
-  params["shared_memory_offset"].set_int64_param(static_cast<int64_t>(offset));
-  params["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(bytes));
+  params["shared_memory_offset"].set_int64_param(static_cast<int64_t>(at.offset));
+  params["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(at.bytes));
+}
+
+json RegionParameters(const std::string& region, const Place& at) {
+  return {{"shared_memory_region", region}, {"shared_memory_offset", at.offset}, {"shared_memory_byte_size", at.bytes}};
+}
+
+// Request `r` naming its tensors' places: a ModelInferRequest for gRPC, a KServe JSON body for HTTP.
+std::string Body(const SharedMemoryBodies::Server& s, const InferRequest& r, const std::string& region,
+                 const std::vector<Place>& inputs, const std::vector<const OutputShape*>& outputs,
+                 const std::vector<Place>& output_places) {
+  if (s.protocol == "grpc") {
+    inference::ModelInferRequest p = GrpcRequestHeader(r, s.model, s.version);
+    for (int k = 0; k < p.inputs_size(); ++k) {
+      SetRegion(*p.mutable_inputs(k)->mutable_parameters(), region, inputs[static_cast<size_t>(k)]);
+    }
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      auto* o = p.add_outputs();
+      o->set_name(outputs[k]->name);
+      SetRegion(*o->mutable_parameters(), region, output_places[k]);
+    }
+    return p.SerializeAsString();
+  }
+  json body = {{"id", r.id}, {"inputs", json::array()}, {"outputs", json::array()}};
+  for (size_t k = 0; k < r.inputs.size(); ++k) {
+    const InferInput& x = r.inputs[k];
+    const Shape& shape = x.is_bytes() ? x.strings.shape : x.data.shape();
+    json in = {{"name", x.name},
+               {"datatype", x.is_bytes() ? "BYTES" : DTypeName(x.data.dtype())},
+               {"shape", std::vector<int64_t>(shape.begin(), shape.end())},
+               {"parameters", RegionParameters(region, inputs[k])}};
+    if (!x.lengths.empty()) in["parameters"]["lengths"] = x.lengths;
+    body["inputs"].push_back(std::move(in));
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    body["outputs"].push_back({{"name", outputs[k]->name}, {"parameters", RegionParameters(region, output_places[k])}});
+  }
+  return body.dump();
 }
 
 size_t Aligned(size_t n) { return (n + 63) / 64 * 64; }
@@ -65,41 +208,14 @@ inference::ModelInferRequest GrpcRequestHeader(const InferRequest& r, const std:
   return p;
 }
 
-StatusOr<std::unique_ptr<SharedMemoryBodies>> SharedMemoryBodies::Create(const std::string& address,
-                                                                         const std::string& model,
-                                                                         const std::string& version,
+StatusOr<std::unique_ptr<SharedMemoryBodies>> SharedMemoryBodies::Create(const Server& server,
                                                                          const std::vector<InferRequest>& requests) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  auto stub = inference::GRPCInferenceService::NewStub(channel);
-  inference::ModelMetadataRequest mq;
-  mq.set_name(model);
-  mq.set_version(version);
-  inference::ModelMetadataResponse metadata;
-  {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    RANKD_RETURN_IF_ERROR(RpcStatus(stub->ModelMetadata(&context, mq, &metadata), "model metadata"));
-  }
-  std::vector<OutputShape> all;
-  for (const auto& o : metadata.outputs()) {
-    auto dtype = DTypeFromName(o.datatype());
-    if (!dtype) return InvalidArgument("output '" + o.name() + "' has datatype " + o.datatype());
-    size_t row = DTypeSize(*dtype);
-    for (int k = 1; k < o.shape_size(); ++k) {
-      if (o.shape(k) < 0) return InvalidArgument("output '" + o.name() + "' has no fixed size per row");
-      row *= static_cast<size_t>(o.shape(k));
-    }
-    all.push_back({o.name(), row});
-  }
-
+  RANKD_ASSIGN_OR_RETURN(std::vector<OutputShape> all, ModelOutputs(server));
   std::unique_ptr<SharedMemoryBodies> out(new SharedMemoryBodies());
-  out->address_ = address;
+  out->server_ = server;
   out->key_ = "/rankd_bench_" + std::to_string(getpid());
   out->name_ = "rankd_bench";
   // The layout: request by request, its inputs then its outputs, each 64-byte aligned.
-  struct Place {
-    size_t offset, bytes;
-  };
   std::vector<std::vector<Place>> inputs(requests.size()), outputs(requests.size());
   std::vector<std::vector<WireTensor>> wire(requests.size());
   std::vector<std::vector<const OutputShape*>> chosen(requests.size());
@@ -141,47 +257,16 @@ StatusOr<std::unique_ptr<SharedMemoryBodies>> SharedMemoryBodies::Create(const s
       if (!bytes.empty()) std::memcpy(static_cast<char*>(base) + inputs[i][k].offset, bytes.data(), bytes.size());
     }
   }
-  inference::SystemSharedMemoryRegisterRequest reg;
-  reg.set_name(out->name_);
-  reg.set_key(out->key_);
-  reg.set_offset(0);
-  reg.set_byte_size(out->bytes_);
-  inference::SystemSharedMemoryRegisterResponse registered;
-  {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    RANKD_RETURN_IF_ERROR(
-        RpcStatus(stub->SystemSharedMemoryRegister(&context, reg, &registered), "registering " + out->key_));
-  }
+  RANKD_RETURN_IF_ERROR(Register(server, out->name_, out->key_, out->bytes_));
   out->registered_ = true;
-
   for (size_t i = 0; i < requests.size(); ++i) {
-    inference::ModelInferRequest p = GrpcRequestHeader(requests[i], model, version);
-    for (int k = 0; k < p.inputs_size(); ++k) {
-      const size_t at = static_cast<size_t>(k);
-      SetRegion(*p.mutable_inputs(k)->mutable_parameters(), out->name_, inputs[i][at].offset, inputs[i][at].bytes);
-    }
-    for (size_t k = 0; k < chosen[i].size(); ++k) {
-      auto* o = p.add_outputs();
-      o->set_name(chosen[i][k]->name);
-      SetRegion(*o->mutable_parameters(), out->name_, outputs[i][k].offset, outputs[i][k].bytes);
-    }
-    out->bodies_.push_back({p.SerializeAsString(), 0});
+    out->bodies_.push_back({Body(server, requests[i], out->name_, inputs[i], chosen[i], outputs[i]), 0});
   }
   return out;
 }
 
 SharedMemoryBodies::~SharedMemoryBodies() {
-  if (registered_) {
-    auto stub =
-        inference::GRPCInferenceService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
-    inference::SystemSharedMemoryUnregisterRequest q;
-    q.set_name(name_);
-    inference::SystemSharedMemoryUnregisterResponse r;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    stub->SystemSharedMemoryUnregister(&context, q, &r);  // best effort: the server may be gone
-  }
+  if (registered_) Unregister(server_, name_);
   if (base_ != nullptr) munmap(base_, bytes_);
   shm_unlink(key_.c_str());
 }

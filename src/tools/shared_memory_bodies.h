@@ -1,10 +1,11 @@
-// `rankd bench server --protocol grpc --shared-memory system`: the requests' tensors in one POSIX
-// shared memory region the server maps (Triton's system shared-memory extension), as a co-located
-// caller sends them. Each request of the file has its inputs and its outputs at their own offsets
-// in the region: its ModelInferRequest names the region, offset and size of every input and
-// output instead of carrying bytes, and the server writes the scores into the region. Requests
-// are sent in rotation, so two calls in flight write the same outputs only when more calls than
-// the file has lines are in flight at once.
+// `rankd bench server --shared-memory system`: the requests' tensors in one POSIX shared memory
+// region the server maps (Triton's system shared-memory extension), as a co-located caller sends
+// them. Each request of the file has its inputs and its outputs at their own offsets in the
+// region: its body (a gRPC ModelInferRequest, or an HTTP JSON body) names the region, offset and
+// size of every input and output instead of carrying bytes, and the server writes the scores into
+// the region. The region is registered, and the outputs' sizes read from the model's metadata,
+// over the protocol the load uses. Requests are sent in rotation, so two calls in flight write the
+// same outputs only when more calls than the file has lines are in flight at once.
 #pragma once
 
 #include <memory>
@@ -26,10 +27,16 @@ inference::ModelInferRequest GrpcRequestHeader(const InferRequest& r, const std:
 
 class SharedMemoryBodies {
  public:
+  // Where the requests go: "grpc" or "http" at host:port, to model and version.
+  struct Server {
+    std::string protocol, host;
+    int port = 0;
+    std::string model, version;
+  };
+
   // Creates the region (`/rankd_bench_PID`), writes every request's inputs into it, registers it
-  // with the server at `address` over gRPC (as region `name`), and builds the requests.
-  static StatusOr<std::unique_ptr<SharedMemoryBodies>> Create(const std::string& address, const std::string& model,
-                                                              const std::string& version,
+  // with the server (as region "rankd_bench"), and builds the requests.
+  static StatusOr<std::unique_ptr<SharedMemoryBodies>> Create(const Server& server,
                                                               const std::vector<InferRequest>& requests);
   // Unregisters the region from the server and removes it.
   ~SharedMemoryBodies();
@@ -38,7 +45,8 @@ class SharedMemoryBodies {
 
  private:
   SharedMemoryBodies() = default;
-  std::string address_, key_, name_;
+  Server server_;
+  std::string key_, name_;
   void* base_ = nullptr;
   size_t bytes_ = 0;
   bool registered_ = false;
