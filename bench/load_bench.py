@@ -2,7 +2,7 @@
 
   /usr/bin/python3 bench/load_bench.py [--rankd build/rankd] [--backend cpu] [--size tiny]
       [--w1-rates 50,100,200] [--w2-rates 50,100,200] [--seconds 10] [--din-length 100]
-      [--din-candidates 200 | 50-1000] [--hoisting on,off] [--batching off,on] [--protocols http,grpc,grpc-shm,http-shm]
+      [--din-candidates 200 | 50-1000] [--hoisting on,off] [--batching off,on] [--protocols http,http-json,grpc,grpc-shm,http-shm]
       [--server-cpus 0-7 --client-cpus 8-15] [--serve-args "--executors 8"]
 
 Exports W1 (dlrm_dcnv2) and W2 (din) from the model zoo and serves them from one `rankd serve`:
@@ -153,7 +153,7 @@ def main():
     p.add_argument("--hoisting", default="on,off", help="W2 with user-side hoisting on, off or both")
     p.add_argument("--batching", default="off,on", help="each model as exported (off), with a batching section (on), or both")
     p.add_argument("--protocols", default="http",
-                   help="http (binary bodies), grpc (raw contents), grpc-shm and http-shm (the tensors in system "
+                   help="http (binary bodies), http-json (JSON bodies: numbers as text), grpc (raw contents), grpc-shm and http-shm (the tensors in system "
                         "shared memory, the calls over gRPC or HTTP JSON: rankd bench server --shared-memory system), "
                         "comma-separated")
     p.add_argument("--lengths", default="tensor",
@@ -238,7 +238,8 @@ def main():
                 wire = {"http": ["--port", str(http), "--binary"],
                         "grpc": ["--protocol", "grpc", "--port", str(grpc)],
                         "grpc-shm": ["--protocol", "grpc", "--port", str(grpc), "--shared-memory", "system"],
-                        "http-shm": ["--port", str(http), "--shared-memory", "system"]}[protocol]
+                        "http-shm": ["--port", str(http), "--shared-memory", "system"],
+                        "http-json": ["--port", str(http)]}[protocol]
                 wire += ["--lengths", lengths]
                 # One unrecorded pass over every request first: plans for their shapes are built then.
                 subprocess.run(client + ["bench", "server", "--model", model, "--requests", path, "--rates", "50",
