@@ -18,8 +18,6 @@ StatusOr<HttpAnswer> HttpCall(const std::string& host, int port, const std::stri
   beast::error_code ec;
   auto resolved = asio::ip::tcp::resolver(io).resolve(host, std::to_string(port), ec);
   if (ec) return Unavailable(where + ": cannot resolve the host: " + ec.message());
-  // The deadline holds for asynchronous operations only: connect, write and read so, run to the end.
-  HttpAnswer answer;
   http::request<http::string_body> request(http::string_to_verb(verb), target, 11);
   request.set(http::field::host, host);
   if (!body.empty()) request.set(http::field::content_type, "application/json");
@@ -27,6 +25,7 @@ StatusOr<HttpAnswer> HttpCall(const std::string& host, int port, const std::stri
   request.prepare_payload();
   beast::flat_buffer buffer;
   http::response<http::string_body> response;
+  // The stream's deadline holds for asynchronous operations only: connect, write and read so.
   stream.async_connect(resolved, [&](beast::error_code e, const asio::ip::tcp::endpoint&) {
     if ((ec = e)) return;
     http::async_write(stream, request, [&](beast::error_code e2, size_t) {
@@ -36,9 +35,7 @@ StatusOr<HttpAnswer> HttpCall(const std::string& host, int port, const std::stri
   });
   io.run();
   if (ec) return Unavailable(where + ": " + ec.message());
-  answer.status = static_cast<int>(response.result_int());
-  answer.body = std::move(response.body());
-  return answer;
+  return HttpAnswer{static_cast<int>(response.result_int()), std::move(response.body())};
 }
 
 }  // namespace rankd

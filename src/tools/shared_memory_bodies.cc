@@ -91,8 +91,10 @@ StatusOr<std::vector<OutputShape>> ModelOutputs(const SharedMemoryBodies::Server
     return Unavailable("model metadata: no outputs in " + answer->body);
   }
   for (const json& o : metadata["outputs"]) {
-    if (!o.contains("name") || !o.contains("datatype") || !o.contains("shape")) {
-      return Unavailable("model metadata: an output without name, datatype or shape in " + answer->body);
+    if (!o.is_object() || !o.contains("name") || !o["name"].is_string() || !o.contains("datatype") ||
+        !o["datatype"].is_string() || !o.contains("shape") || !o["shape"].is_array() ||
+        !std::all_of(o["shape"].begin(), o["shape"].end(), [](const json& d) { return d.is_number_integer(); })) {
+      return Unavailable("model metadata: an output without a name, datatype or shape in " + answer->body);
     }
     RANKD_ASSIGN_OR_RETURN(OutputShape shape, OutputOf(o["name"].get<std::string>(), o["datatype"].get<std::string>(),
                                                        o["shape"].get<std::vector<int64_t>>()));
@@ -152,9 +154,10 @@ json RegionParameters(const std::string& region, const Place& at) {
 }
 
 // Request `r` naming its tensors' places: a ModelInferRequest for gRPC, a KServe JSON body for HTTP.
-std::string Body(const SharedMemoryBodies::Server& s, const InferRequest& r, const std::string& region,
-                 const std::vector<Place>& inputs, const std::vector<const OutputShape*>& outputs,
-                 const std::vector<Place>& output_places) {
+// `wire` holds r's inputs as ToWire gave them (their datatypes and shapes).
+std::string Body(const SharedMemoryBodies::Server& s, const InferRequest& r, const std::vector<WireTensor>& wire,
+                 const std::string& region, const std::vector<Place>& inputs,
+                 const std::vector<const OutputShape*>& outputs, const std::vector<Place>& output_places) {
   if (s.protocol == "grpc") {
     inference::ModelInferRequest p = GrpcRequestHeader(r, s.model, s.version);
     for (int k = 0; k < p.inputs_size(); ++k) {
@@ -169,13 +172,11 @@ std::string Body(const SharedMemoryBodies::Server& s, const InferRequest& r, con
   }
   json body = {{"id", r.id}, {"inputs", json::array()}, {"outputs", json::array()}};
   for (size_t k = 0; k < r.inputs.size(); ++k) {
-    const InferInput& x = r.inputs[k];
-    const Shape& shape = x.is_bytes() ? x.strings.shape : x.data.shape();
-    json in = {{"name", x.name},
-               {"datatype", x.is_bytes() ? "BYTES" : DTypeName(x.data.dtype())},
-               {"shape", std::vector<int64_t>(shape.begin(), shape.end())},
+    json in = {{"name", r.inputs[k].name},
+               {"datatype", wire[k].datatype},
+               {"shape", wire[k].shape},
                {"parameters", RegionParameters(region, inputs[k])}};
-    if (!x.lengths.empty()) in["parameters"]["lengths"] = x.lengths;
+    if (!r.inputs[k].lengths.empty()) in["parameters"]["lengths"] = r.inputs[k].lengths;
     body["inputs"].push_back(std::move(in));
   }
   for (size_t k = 0; k < outputs.size(); ++k) {
@@ -260,7 +261,7 @@ StatusOr<std::unique_ptr<SharedMemoryBodies>> SharedMemoryBodies::Create(const S
   RANKD_RETURN_IF_ERROR(Register(server, out->name_, out->key_, out->bytes_));
   out->registered_ = true;
   for (size_t i = 0; i < requests.size(); ++i) {
-    out->bodies_.push_back({Body(server, requests[i], out->name_, inputs[i], chosen[i], outputs[i]), 0});
+    out->bodies_.push_back({Body(server, requests[i], wire[i], out->name_, inputs[i], chosen[i], outputs[i]), 0});
   }
   return out;
 }
