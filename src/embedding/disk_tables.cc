@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "common/helping_pool.h"
+#include "common/host_allocator.h"
 #include "common/mutex.h"
 #include "embedding/lookups.h"
 #include "model/mapped_file.h"
@@ -370,6 +371,11 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
 }
 
 Tensor DiskTables::StagedRows(DType dtype, int64_t rows, int64_t width) const {
+  if (CurrentHostAllocator()) {  // a GPU's pinned pool: the rows are read where they lie, not packed again
+    RequestTensorScope request_tensors;
+    Tensor staged = Tensor::Empty(dtype, {rows, width});
+    if (staged.location().kind == MemoryKind::kPinned) return staged;
+  }
   const size_t bytes = (static_cast<size_t>(rows * width) * DTypeSize(dtype) + 63) / 64 * 64 + 64;
   Buffers::Buffer buffer;
   {

@@ -113,7 +113,9 @@ class DiskTables {
   // Staged rows' memory, kept from run to run (a fresh allocation's page faults cost a W1 request
   // of 500 pairs more than its rows' copying); shared with the tensors that view it.
   struct Buffers;
-  // A [rows, width] tensor of `dtype` over a buffer from `buffers_`, given back when the tensor goes.
+  // A [rows, width] tensor of `dtype`: where a GPU's pinned pool is installed (common/host_allocator.h),
+  // a request tensor from it, which the GPU reads in place (the pool keeps its blocks mapped); else
+  // over a buffer from `buffers_`, given back when the tensor goes.
   Tensor StagedRows(DType dtype, int64_t rows, int64_t width) const;
 
   size_t request_inputs_ = 0;
