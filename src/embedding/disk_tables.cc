@@ -325,7 +325,7 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
     if (in.bytes()) std::memcpy(copy.raw(), in.raw(), in.bytes());
     out.push_back(std::move(copy));
   }
-  // The staged rows in buffers kept from run to run (StagedRows), on the heap.
+  // The staged rows (StagedRows: from the pinned pool on a GPU, else heap buffers kept from run to run).
   std::vector<Tensor> staged;
   for (size_t t = 0; t < tables_.size(); ++t)
     staged.push_back(StagedRows(tables_[t]->dtype, rows[t], tables_[t]->width));
