@@ -1,6 +1,7 @@
 #include "serving/delimited_ids.h"
 
 #include <bit>
+#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -30,22 +31,6 @@ namespace {
   const int64_t count = end - block < 64 ? end - block : 64;
   for (int64_t i = 0; i < count; ++i) bits |= static_cast<uint64_t>(block[i] == delimiter) << i;
   return bits;
-}
-
-// A piece read byte by byte: spaces around an optional '-' and 1-18 digits.
-bool SlowPiece(const char* p, const char* end, int64_t& id) {
-  constexpr int kMostDigits = 18;  // any 18 digits fit INT64
-  while (p != end && *p == ' ') ++p;
-  const bool negative = p != end && *p == '-';
-  p += negative ? 1 : 0;
-  const char* const digits = p;
-  uint64_t value = 0;
-  while (p != end && static_cast<unsigned char>(*p - '0') < 10) value = value * 10 + static_cast<uint64_t>(*p++ - '0');
-  if (p == digits || p - digits > kMostDigits) return false;
-  while (p != end && *p == ' ') ++p;
-  if (p != end) return false;
-  id = negative ? -static_cast<int64_t>(value) : static_cast<int64_t>(value);
-  return true;
 }
 
 #if defined(__SSE2__)
@@ -91,18 +76,26 @@ template <typename Id>
   uint64_t digits = 0;
   if (n >= 1 && n <= 16 && SixteenDigits(first, end, n, digits)) {
     value = static_cast<int64_t>(digits);
-  } else if (!SlowPiece(p, end, value)) {
+  } else if (!ParseDecimalId(std::string_view(p, static_cast<size_t>(end - p)), value)) {
     return false;
   }
 #else
   (void)first;
-  if (!SlowPiece(p, end, value)) return false;
+  if (!ParseDecimalId(std::string_view(p, static_cast<size_t>(end - p)), value)) return false;
 #endif
   id = static_cast<Id>(value);
   return value >= std::numeric_limits<Id>::min() && value <= std::numeric_limits<Id>::max();
 }
 
 }  // namespace
+
+bool ParseDecimalId(std::string_view piece, int64_t& id) {
+  while (!piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+  while (!piece.empty() && piece.back() == ' ') piece.remove_suffix(1);
+  if (piece.empty()) return false;
+  const auto [end, ec] = std::from_chars(piece.data(), piece.data() + piece.size(), id);
+  return ec == std::errc() && end == piece.data() + piece.size();
+}
 
 int64_t CountPieces(std::string_view text, char delimiter) {
   if (text.empty()) return 0;

@@ -233,9 +233,9 @@ Status Model::BuildGraphInputs(const InferRequest& request, PreparedRequest& pre
     prepared.owned.push_back(tensor_sums.back().offsets);  // the offsets' graph input views them
   }
   // Strings become their ids first (serving/string_ids.h); the graph inputs view them.
-  const bool any_strings =
-      std::any_of(config_.inputs.begin(), config_.inputs.end(), [](const InputConfig& c) { return c.strings.bytes; });
-  PhaseTimer strings_timer(any_strings ? "(of which: strings into ids)" : nullptr);
+  const bool time_strings = OpProfile::phases() && std::any_of(config_.inputs.begin(), config_.inputs.end(),
+                                                               [](const InputConfig& c) { return c.strings.bytes; });
+  PhaseTimer strings_timer(time_strings ? "(of which: strings into ids)" : nullptr);
   for (size_t c = 0; c < config_.inputs.size(); ++c) {
     const InputConfig& cfg = config_.inputs[c];
     const InferInput* in = given[c];

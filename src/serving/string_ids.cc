@@ -3,7 +3,6 @@
 #include <simdjson.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -36,15 +35,6 @@ Status CheckString(const InputConfig& config, std::string_view s, int64_t elemen
   return Status::Ok();
 }
 
-// A piece of a split string as a decimal id: optional spaces around an optional '-' and digits.
-bool ParseId(std::string_view piece, int64_t& id) {
-  while (!piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
-  while (!piece.empty() && piece.back() == ' ') piece.remove_suffix(1);
-  if (piece.empty()) return false;
-  auto [end, ec] = std::from_chars(piece.data(), piece.data() + piece.size(), id);
-  return ec == std::errc() && end == piece.data() + piece.size();
-}
-
 // The ids of a split input's pieces parsed one by one, in order (the way that names a mistake).
 template <typename Id>
 class IdWriter {
@@ -54,7 +44,7 @@ class IdWriter {
   // Appends the id of a piece; an error for a piece that is not an id.
   Status Put(std::string_view s, int64_t element) {
     int64_t id = 0;
-    if (!ParseId(s, id) || id < std::numeric_limits<Id>::min() || id > std::numeric_limits<Id>::max()) {
+    if (!ParseDecimalId(s, id) || id < std::numeric_limits<Id>::min() || id > std::numeric_limits<Id>::max()) {
       return InvalidArgument("input '" + config_.name + "': element " + std::to_string(element) + " has " +
                              (s.empty() ? "an empty piece" : "the piece " + Quoted(s)) + " where an " +
                              DTypeName(config_.dtype) + " id belongs");
@@ -81,7 +71,7 @@ class IdWriter {
 // around a piece allowed; serving/delimited_ids.h), each row's pieces counted first and their ids
 // written in place. W2's histories so (two rows of up to 1,000 ids) cost an H100 host 16-20 µs a
 // request read a byte at a time, 9-10 µs so (docs/strings.md, "Cost"). Any other piece (empty,
-// not a number, more than 18 digits, outside the input's type) makes it give up, false, and the
+// not a number, outside the input's type) makes it give up, false, and the
 // general way then reads the input again and names the mistake. Rows are checked against the
 // config's limits first, as the general way checks them.
 template <typename Id>
