@@ -12,7 +12,10 @@
 #   bench/gpu_mlperf.sh disk OUT    the model written onto the disk: the disk's random-read ceiling,
 #                                   `rankd serve` from start to ready from a cold page cache, and the
 #                                   tables on disk with a host cache of half their bytes (DISK_PAIRS:
-#                                   512; bench engine's warm-up reads each request's rows first)
+#                                   512; bench engine's warm-up reads each request's rows first; with
+#                                   FRESH_IDS the timed runs' ids are drawn anew, as live traffic's,
+#                                   and CACHE_WARMUP_S seconds of such requests fill the host cache
+#                                   first; READY_S=0 leaves out the start to ready)
 #
 # Carrying .bundle (scripts/gpu_bundle.sh rankd); OUT gets each run's JSON (raw/) and summary.txt.
 # SCALE=0.01 runs the same steps on a hundredth of the rows (a check of the steps); SKIP_RESIDENT=1
@@ -151,21 +154,26 @@ EOF
     log "the disk's ceiling"
     .bundle/run rankd bench disk --file "$tables" --row-bytes 256 --seconds 3 --json "$out/raw/disk.json" 2>&1 | tail -4 \
       | tee -a "$out/summary.txt"
-    drop
-    log "rankd serve, every table on the GPU: start to ready (read $(disk_read_mb) MB so far)"
-    began=$(date +%s.%N)
-    .bundle/run rankd serve --model-repository "$repo" --backend cuda --http-port 18000 --grpc-port -1 \
-      >"$out/raw/serve.log" 2>&1 &
-    server=$!
-    ready() { python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:18000/v2/health/ready', timeout=2)" 2>/dev/null; }
-    until ready; do
-      kill -0 $server 2>/dev/null || { log "the server stopped: $(tail -3 "$out/raw/serve.log")"; break; }
-      (($(date +%s) - ${began%.*} < ${READY_S:-300})) || { log "not ready in ${READY_S:-300} s"; break; }
-      sleep 0.2
-    done
-    log "ready after $(python3 -c "import time; print(round(time.time() - $began, 1))") s (read $(disk_read_mb) MB so far)"
-    kill $server; wait $server || true
+    if ((${READY_S:-300} > 0)); then
+      drop
+      log "rankd serve, every table on the GPU: start to ready (read $(disk_read_mb) MB so far)"
+      began=$(date +%s.%N)
+      .bundle/run rankd serve --model-repository "$repo" --backend cuda --http-port 18000 --grpc-port -1 \
+        >"$out/raw/serve.log" 2>&1 &
+      server=$!
+      ready() { python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:18000/v2/health/ready', timeout=2)" 2>/dev/null; }
+      until ready; do
+        kill -0 $server 2>/dev/null || { log "the server stopped: $(tail -3 "$out/raw/serve.log")"; break; }
+        (($(date +%s) - ${began%.*} < ${READY_S:-300})) || { log "not ready in ${READY_S:-300} s"; break; }
+        sleep 0.2
+      done
+      log "ready after $(python3 -c "import time; print(round(time.time() - $began, 1))") s (read $(disk_read_mb) MB so far)"
+      kill $server; wait $server || true
+    fi
     mkdir -p bench/out/disk_rows
+    warm=()
+    ((${FRESH_IDS:-0} > 0)) && warm+=(--fresh-ids "$FRESH_IDS")
+    ((${CACHE_WARMUP_S:-0} > 0)) && warm+=(--cache-warmup-s "$CACHE_WARMUP_S")
     for n in ${DISK_PAIRS:-512}; do
       drop
       before=$(disk_read_mb)
@@ -174,16 +182,19 @@ EOF
       log "tables on disk, host cache $((table_mib / 2)) MiB, $n pairs"
       timeout "${RUN_S:-150}" .bundle/run rankd bench engine --backend cuda --precision bf16 --model-repo "$repo" \
         --model $name --requests "bench/out/${name}_n${n}_l0.jsonl" --tables-on-disk bench/out/disk_rows \
-        --table-disk-cache-mb $((table_mib / 2)) "${flags[@]}" --label "disk $n" --json "$out/raw/disk_$n.json" \
+        --table-disk-cache-mb $((table_mib / 2)) "${warm[@]}" "${flags[@]}" --label "disk $n" --json "$out/raw/disk_$n.json" \
         >/dev/null 2>>"$out/raw/engine.log" || log "failed: $(tail -2 "$out/raw/engine.log")"
       log "  the disk read $(($(disk_read_mb) - before)) MB"
       [[ -f $out/raw/disk_$n.json ]] && python3 - "$out/raw/disk_$n.json" <<'EOF' | tee -a "$out/summary.txt"
 import json, sys
 r = json.load(open(sys.argv[1]))
 d = r["disk_tables"] or {}
+t = d.get("timed") or {}
 print(f"  load {r['load_s']:.1f} s, median {r['median_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms, "
-      f"{r['throughput_pairs_per_s'] / 1e6:.3f} M pairs/s ({r['in_flight']} in flight), "
-      f"host hit ratio {d.get('host_hit_ratio')}, rows read {d.get('rows_read')}, bytes read {d.get('bytes_read')}")
+      f"{r['throughput_pairs_per_s'] / 1e6:.3f} M pairs/s ({r['in_flight']} in flight, {r['timed_s']:.1f} s timed), "
+      f"host hit ratio {d.get('host_hit_ratio')}, rows read {d.get('rows_read')}, bytes read {d.get('bytes_read')}, "
+      f"host cache {d.get('host_cached_rows')} of {d.get('host_cache_rows')} rows; the timed runs: "
+      f"hit ratio {t.get('host_hit_ratio')}, rows read {t.get('rows_read')}, bytes read {t.get('bytes_read')}")
 EOF
     done
     ;;

@@ -38,22 +38,45 @@ std::string Quoted(const std::string& s) {
   return out + "\"";
 }
 
-// The tables on disk as the timed runs left them: their host caches and what was read.
-nlohmann::json DiskJson(const DiskTables* disk) {
-  if (!disk) return nullptr;
+// The tables on disk's counts summed over their tables.
+struct DiskCounts {
   uint64_t lookups = 0, hits = 0, rows_read = 0, bytes_read = 0;
-  int64_t capacity = 0;
+  int64_t capacity = 0, cached = 0;
+};
+
+DiskCounts SumDiskCounts(const DiskTables* disk) {
+  DiskCounts c;
+  if (!disk) return c;
   for (const DiskTableStats& s : disk->stats()) {
-    lookups += s.lookups, hits += s.hits, rows_read += s.rows_read, bytes_read += s.bytes_read;
-    capacity += s.capacity;
+    c.lookups += s.lookups, c.hits += s.hits, c.rows_read += s.rows_read, c.bytes_read += s.bytes_read;
+    c.capacity += s.capacity, c.cached += s.cached;
   }
+  return c;
+}
+
+// The tables on disk as the timed runs left them (their host caches, what was read since the load)
+// and what the timed runs alone asked for and read (`before`: the counts as the timing began).
+nlohmann::json DiskJson(const DiskTables* disk, const DiskCounts& before) {
+  if (!disk) return nullptr;
+  const DiskCounts now = SumDiskCounts(disk);
+  auto ratio = [](uint64_t hits, uint64_t lookups) {
+    return lookups ? static_cast<double>(hits) / static_cast<double>(lookups) : 0.0;
+  };
+  const uint64_t timed_lookups = now.lookups - before.lookups, timed_hits = now.hits - before.hits;
   return {{"tables", disk->stats().size()},
-          {"host_cache_rows", capacity},
-          {"lookups", lookups},
-          {"host_hits", hits},
-          {"rows_read", rows_read},
-          {"bytes_read", bytes_read},
-          {"host_hit_ratio", lookups ? static_cast<double>(hits) / static_cast<double>(lookups) : 0.0}};
+          {"host_cache_rows", now.capacity},
+          {"host_cached_rows", now.cached},
+          {"lookups", now.lookups},
+          {"host_hits", now.hits},
+          {"rows_read", now.rows_read},
+          {"bytes_read", now.bytes_read},
+          {"host_hit_ratio", ratio(now.hits, now.lookups)},
+          {"timed",
+           {{"lookups", timed_lookups},
+            {"host_hits", timed_hits},
+            {"rows_read", now.rows_read - before.rows_read},
+            {"bytes_read", now.bytes_read - before.bytes_read},
+            {"host_hit_ratio", ratio(timed_hits, timed_lookups)}}}};
 }
 
 // The GPU table caches as the timed runs left them, summed over the tables: the slots and how many
@@ -171,10 +194,11 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
     }
     return lookups_hits;
   };
-  // The cache warm-up replays the file's requests or, with --fresh-ids, scores a variant drawn anew
-  // each time (never the timed runs' own), as live traffic keeps asking for rows not seen yet: a
-  // few threads each draw a variant and score it, so that drawing does not set the pace.
-  if ((*model)->cache_keeper() && args.cache_warmup_s > 0) {
+  // The cache warm-up (GPU caches, and the host caches of tables on disk) replays the file's
+  // requests or, with --fresh-ids, scores a variant drawn anew each time (never the timed runs'
+  // own), as live traffic keeps asking for rows not seen yet: a few threads each draw a variant and
+  // score it, so that drawing does not set the pace.
+  if (((*model)->cache_keeper() || (*model)->disk_tables()) && args.cache_warmup_s > 0) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(args.cache_warmup_s);
     std::atomic<uint64_t> next_warming{0};
     Status warming_error;
@@ -202,6 +226,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
     if (!warming_error.ok()) return fail(warming_error.WithContext("cache warm-up"));
   }
   const auto warm_cache = cache_counts();
+  const DiskCounts warm_disk = SumDiskCounts((*model)->disk_tables());
   const BucketCounters warm = (*model)->bucket_counters();
   OpProfile::Reset();  // RANKD_PROFILE reports the timed runs only
   // Timed runs: `in_flight` threads each score requests back to back (closed loop), so with more
@@ -292,7 +317,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
                         {"cache_hit_ratio", cache_hit_ratio},
                         {"table_caches", CachesJson((*model)->cache_keeper())},
                         {"table_bytes_on_disk", TierBytes((*model)->tables(), TableTier::kDisk)},
-                        {"disk_tables", DiskJson((*model)->disk_tables())},
+                        {"disk_tables", DiskJson((*model)->disk_tables(), warm_disk)},
                         {"buckets", (*model)->load_report().buckets},
                         {"graph_hits", c.graph_hits},
                         {"graph_misses", c.graph_misses},

@@ -184,8 +184,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 100000));
   bench_engine
       ->add_option("--cache-warmup-s", engine.cache_warmup_s,
-                   "with table caches: score the requests this many seconds more before timing, so that the caches "
-                   "reach their steady state")
+                   "with table caches (on the GPU, or the host caches of tables on disk): score the requests this "
+                   "many seconds more before timing, so that the caches reach their steady state")
       ->check(CLI::NonNegativeNumber);
   bench_engine
       ->add_option("--precision", engine.precision,
