@@ -359,7 +359,10 @@ TEST(TableBudget, TablesPastTheHostBudgetGoOnDiskLargestFirst) {
     Graph edited = graph;
     TableBudget budget;
     budget.host_bytes = host_bytes;
-    auto disk = DiskTables::Open(edited, tables, {dir, DiskCacheBytes(tables, budget)});
+    DiskTablesOptions on_disk;
+    on_disk.directory = dir;
+    on_disk.cache_bytes = DiskCacheBytes(tables, budget);
+    auto disk = DiskTables::Open(edited, tables, on_disk);
     EXPECT_TRUE(disk.ok()) << disk.status().ToString();
     if (!disk.ok()) return int64_t{-1};
     for (const DiskTableStats& t : (*disk)->stats()) {

@@ -64,10 +64,15 @@ std::vector<CachePolicy::Change> CachePolicy::TakeChanges() {
   return taken;
 }
 
-std::vector<std::pair<uint64_t, int>> CachePolicy::Snapshot() const {
+std::vector<std::pair<uint64_t, int>> CachePolicy::Counts() const {
   std::vector<std::pair<uint64_t, int>> hot;
   hot.reserve(key_of_.size());
   for (uint64_t key : key_of_) hot.emplace_back(key, sketch_.Estimate(key));
+  return hot;
+}
+
+std::vector<std::pair<uint64_t, int>> CachePolicy::Snapshot() const {
+  std::vector<std::pair<uint64_t, int>> hot = Counts();
   std::stable_sort(hot.begin(), hot.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   return hot;
 }

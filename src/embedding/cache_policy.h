@@ -70,6 +70,8 @@ class CachePolicy {
   // The cached keys with their sketch estimates, most frequent first: a hotness snapshot that the
   // next run warms from (hotness_snapshot.h).
   std::vector<std::pair<uint64_t, int>> Snapshot() const;
+  // The same in slot order, unsorted.
+  std::vector<std::pair<uint64_t, int>> Counts() const;
   // Fills empty slots with `hottest` (most frequent first; keys already cached are skipped) and
   // raises their estimates to the saved counts, so that they are not evicted by the first misses.
   void WarmStart(std::span<const std::pair<uint64_t, int>> hottest);

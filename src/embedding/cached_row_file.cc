@@ -1,5 +1,6 @@
 #include "embedding/cached_row_file.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <new>
@@ -40,6 +41,31 @@ CachedRowFileStats CachedRowFile::stats() const {
 int64_t CachedRowFile::cached_rows() const {
   MutexLock lock(mu_);
   return policy_.size();
+}
+
+std::vector<std::pair<uint64_t, int>> CachedRowFile::Snapshot() const {
+  MutexLock lock(mu_);
+  return policy_.Counts();
+}
+
+int64_t CachedRowFile::room() const {
+  MutexLock lock(mu_);
+  return capacity_ - policy_.size();
+}
+
+int64_t CachedRowFile::Admit(std::span<const std::pair<uint64_t, int>> rows, std::span<const uint8_t* const> bytes) {
+  MutexLock lock(mu_);
+  policy_.WarmStart(rows);
+  int64_t admitted = 0;
+  for (const CachePolicy::Change& change : policy_.TakeChanges()) {
+    const auto at = std::lower_bound(rows.begin(), rows.end(), change.key,
+                                     [](const std::pair<uint64_t, int>& r, uint64_t key) { return r.first < key; });
+    std::memcpy(slots_.get() + static_cast<size_t>(change.slot) * row_bytes_,
+                bytes[static_cast<size_t>(at - rows.begin())], row_bytes_);
+    ++stats_.warmed;
+    ++admitted;
+  }
+  return admitted;
 }
 
 Status CachedRowFile::Read(std::span<const int64_t> ids, void* out) {

@@ -49,7 +49,7 @@ struct DiskTables::Table {
   DType dtype = DType::kInvalid;
   int64_t rows = 0, width = 0;
   std::vector<IdSource> sources;
-  // The host cache in shards, each over its own descriptor of the file: shard ShardOf(row) holds
+  // The host cache in shards, each over its own descriptor of the file: shard RowShard(row) holds
   // and reads `row`, so a run's shards of one table are staged side by side.
   std::vector<std::unique_ptr<CachedRowFile>> shards;
   std::string file_name;  // for messages: the external-data file, or the copy written at load
@@ -199,11 +199,6 @@ class RowPlaces {
 constexpr int kShards = 8;
 int ShardCount(int64_t cache_rows) { return cache_rows >= 1024 * kShards ? kShards : 1; }
 
-// The shard of `row` among `shards` (a power of two): rows scattered by a multiplicative hash.
-size_t ShardOf(int64_t row, size_t shards) {
-  return shards == 1 ? 0 : static_cast<size_t>((static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull) >> 61) % shards;
-}
-
 // `count` host-cache shards over [offset, offset + rows * row_bytes) of `path`, `cache_rows` rows
 // between them.
 StatusOr<std::vector<std::unique_ptr<CachedRowFile>>> OpenShards(const std::string& path, int64_t offset, int64_t rows,
@@ -281,7 +276,19 @@ StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::
     graph.constants.erase(info.value);
     graph.inputs.push_back(info.value);
   }
+  if (!options.snapshot_path.empty()) {
+    std::vector<std::vector<CachedRowFile*>> caches;
+    for (const auto& t : disk->tables_) {
+      caches.emplace_back();
+      for (const auto& shard : t->shards) caches.back().push_back(shard.get());
+    }
+    disk->hotness_ = std::make_unique<HostCacheHotness>(std::move(caches), options.snapshot_path, options.save_every_s);
+  }
   return disk;
+}
+
+void DiskTables::WaitForWarmStart() const {
+  if (hotness_) hotness_->WaitForWarmStart();
 }
 
 void DiskTables::AppendMetas(std::vector<TensorMeta>& metas) const {
@@ -426,7 +433,7 @@ void DiskTables::SplitIds(std::span<ShardRun> runs, std::span<const Tensor> inpu
                             " is out of range for a table of " + std::to_string(t.rows) + " rows");
         return;
       }
-      runs[shards == 1 ? 0 : ShardOf(id, shards)].at.push_back({source, i, id, 0});
+      runs[shards == 1 ? 0 : RowShard(id, shards)].at.push_back({source, i, id, 0});
     }
   }
 }
@@ -473,6 +480,7 @@ std::vector<DiskTableStats> DiskTables::stats() const {
       d.rows_read += file.rows;
       d.bytes_read += file.bytes_read;
       d.inserted += cache.inserted;
+      d.warmed += cache.warmed;
       d.evicted += cache.evicted;
       d.reads += cache.reads;
     }

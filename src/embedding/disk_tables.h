@@ -26,6 +26,7 @@
 
 #include "common/latency_histogram.h"
 #include "embedding/cached_row_file.h"
+#include "embedding/host_cache_hotness.h"
 #include "embedding/table_budget.h"
 #include "model/graph.h"
 #include "model/ops/op_schema.h"
@@ -41,6 +42,11 @@ struct DiskTablesOptions {
   // Host memory for the tables' rows, shared in proportion to their bytes (tables.disk_cache_mb);
   // -1: a tenth of their bytes. Each table gets at least one row.
   int64_t cache_bytes = -1;
+  // Where the host caches' rows are saved and the next load starts warm from
+  // (embedding/host_cache_hotness.h; the model's tables.hotness_snapshot with ".disk" added); empty:
+  // the caches start cold.
+  std::string snapshot_path;
+  double save_every_s = 300;  // how often the snapshot is saved while the caches change
 };
 
 // One table on disk, as `rankd inspect` and /metrics show it.
@@ -56,6 +62,7 @@ struct DiskTableStats {
   uint64_t rows_read = 0;   // rows read from the file
   uint64_t bytes_read = 0;
   uint64_t inserted = 0, evicted = 0;
+  uint64_t warmed = 0;     // rows moved in from the hotness snapshot at load
   LatencyHistogram reads;  // each read of a run's misses from the file (its shards' summed)
 };
 
@@ -82,6 +89,9 @@ class DiskTables {
   // rewritten (copies), the others as given, then each table's rows, `rows[t]` rows (the plan's).
   StatusOr<std::vector<Tensor>> Stage(std::span<const Tensor> inputs, std::span<const int64_t> rows) const;
   std::vector<DiskTableStats> stats() const;
+  // Waits until the host caches' warm start from the snapshot has moved in what it will (at once
+  // without a snapshot).
+  void WaitForWarmStart() const;
 
  private:
   struct Table;
@@ -121,6 +131,7 @@ class DiskTables {
   size_t request_inputs_ = 0;
   std::vector<std::unique_ptr<Table>> tables_;
   std::shared_ptr<Buffers> buffers_;
+  std::unique_ptr<HostCacheHotness> hotness_;  // goes before the tables' caches it reads
 };
 
 }  // namespace rankd

@@ -97,6 +97,10 @@ RowFileStats RowFile::stats() const {
   return stats_;
 }
 
+StatusOr<std::unique_ptr<RowFile>> RowFile::Reopen() const {
+  return Open("/proc/self/fd/" + std::to_string(fd_), offset_, rows_, row_bytes_, options_);
+}
+
 Status RowFile::CheckIds(std::span<const int64_t> ids) const {
   for (int64_t id : ids) {
     if (id < 0 || id >= rows_) {

@@ -52,6 +52,11 @@ class RowFile {
   // a row the file no longer holds (Internal), Unavailable for a failed read; `out` is then undefined.
   Status Read(std::span<const int64_t> ids, void* out);
 
+  // Another reader of the same file (through this one's descriptor, so the file as it was opened,
+  // whatever replaced or unlinked it since), with a ring of its own: batches it reads do not wait
+  // for this one's.
+  StatusOr<std::unique_ptr<RowFile>> Reopen() const;
+
   // InvalidArgument naming the first id outside [0, rows).
   Status CheckIds(std::span<const int64_t> ids) const;
 

@@ -206,10 +206,12 @@ std::string TableMetricsText(const ModelRepository& repository) {
        "gauge"},
       {"rankd_table_disk_lookups", "Distinct rows runs read from a table on disk", "counter"},
       {"rankd_table_disk_cache_hits", "Of rankd_table_disk_lookups, those its host cache held", "counter"},
-      {"rankd_table_disk_rows_read", "Rows read from a table's file", "counter"},
+      {"rankd_table_disk_rows_read", "Rows read from a table's file by runs (its warm start's not counted)", "counter"},
       {"rankd_table_disk_bytes_read", "Bytes read from a table's file (whole aligned blocks)", "counter"},
       {"rankd_table_disk_cache_inserted", "Rows moved into a table on disk's host cache", "counter"},
       {"rankd_table_disk_cache_evicted", "Rows evicted from a table on disk's host cache", "counter"},
+      {"rankd_table_disk_cache_warmed", "Rows moved into a table on disk's host cache from the hotness snapshot",
+       "counter"},
   };
   std::string out =
       std::string("# HELP ") + bytes.name + " " + bytes.help + "\n# TYPE " + bytes.name + " " + bytes.type + "\n";
@@ -244,7 +246,8 @@ std::string TableMetricsText(const ModelRepository& repository) {
                                    t.rows_read,
                                    t.bytes_read,
                                    t.inserted,
-                                   t.evicted};
+                                   t.evicted,
+                                   t.warmed};
         for (size_t i = 0; i < std::size(disks); ++i) {
           disk_lines[i] += std::string(disks[i].name) + "{" + labels + ",table=\"" + t.table + "\"} " +
                            std::to_string(values[i]) + "\n";

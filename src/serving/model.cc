@@ -123,6 +123,7 @@ Status Model::MakeRunner() {
     }
   }
   config_.table_disk_cache_mb = options_.table_disk_cache_mb.value_or(config_.table_disk_cache_mb);
+  config_.table_hotness_snapshot = options_.table_hotness_snapshot.value_or(config_.table_hotness_snapshot);
   config_.table_host_budget_mb = options_.table_host_budget_mb.value_or(config_.table_host_budget_mb);
   if (config_.table_host_budget_mb >= 0) {
     if (config_.table_disk_cache_mb >= 0)
@@ -144,6 +145,7 @@ Status Model::MakeRunner() {
   if (std::any_of(tables_.begin(), tables_.end(), [](const TableInfo& t) { return t.tier == TableTier::kDisk; })) {
     DiskTablesOptions on_disk;
     on_disk.directory = config_.table_disk_dir;
+    if (!config_.table_hotness_snapshot.empty()) on_disk.snapshot_path = config_.table_hotness_snapshot + ".disk";
     on_disk.cache_bytes = budget.host_bytes >= 0            ? DiskCacheBytes(tables_, budget)
                           : config_.table_disk_cache_mb < 0 ? -1
                                                             : config_.table_disk_cache_mb << 20;

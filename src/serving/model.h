@@ -74,6 +74,8 @@ struct ModelOptions : CompileOptions {
   std::optional<std::string> tables_on_disk;
   // Overrides the config's tables.disk_cache_mb when set.
   std::optional<int64_t> table_disk_cache_mb;
+  // Overrides the config's tables.hotness_snapshot when set.
+  std::optional<std::string> table_hotness_snapshot;
   // Overrides the config's tables.host_budget_mb when set.
   std::optional<int64_t> table_host_budget_mb;
   // Overrides the config's cpu_row_split when set.

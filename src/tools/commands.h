@@ -92,6 +92,7 @@ struct BenchEngineArgs {
   std::optional<double> table_cache_percent;    // set: every lookup table cached with this % of its rows
   std::string tables_on_disk;                   // set: every lookup table that may go on disk, written there
   std::optional<int64_t> table_disk_cache_mb;   // unset: the model config's tables.disk_cache_mb
+  std::string hotness_snapshot;                 // set: the model config's tables.hotness_snapshot
   std::optional<int64_t> table_host_budget_mb;  // unset: the model config's tables.host_budget_mb
   std::string buckets = "config";               // on | off | config: shape buckets (and, on a GPU, captured graphs)
   std::string cpu_row_split = "config";         // auto | on | off | config: a CPU run's rows over the threads

@@ -168,6 +168,9 @@ int main(int argc, char** argv) {
   bench_engine->add_option("--tables-on-disk", engine.tables_on_disk,
                            "put every lookup table that may go on disk there (tables.tiers: disk), writing those "
                            "held in memory into this folder");
+  bench_engine->add_option("--hotness-snapshot", engine.hotness_snapshot,
+                           "where the table caches' rows are saved and the next run starts warm from (default: the "
+                           "config's tables.hotness_snapshot; tables on disk use FILE.disk)");
   bench_engine
       ->add_option("--table-disk-cache-mb", engine.table_disk_cache_mb,
                    "host memory for the rows of tables on disk (default: the config's tables.disk_cache_mb)")

@@ -1,0 +1,260 @@
+// The host caches of tables on disk kept warm across runs (embedding/host_cache_hotness.h): a new
+// run's caches start with the rows the last run's held, read from the file, every row the file's;
+// a smaller cache takes part of them; a file that is not a snapshot and rows past a table start
+// cold; the snapshot is saved while the caches change. And a model with tables on disk reloaded
+// with a snapshot starts warm and scores as with its tables in memory.
+#include "embedding/host_cache_hotness.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "embedding/cache_policy.h"
+#include "embedding/hotness_snapshot.h"
+#include "serving/model.h"
+#include "test_util.h"
+
+namespace rankd {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kRows = 20000;
+constexpr size_t kRowBytes = 48;
+constexpr size_t kShards = 4;
+
+class HostCacheHotnessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string tag = std::to_string(getpid());
+    path_ = fs::current_path() / ("host_cache_hotness_test_" + tag + ".bin");
+    snapshot_ = (fs::current_path() / ("host_cache_hotness_test_" + tag + ".hot")).string();
+    std::mt19937_64 rng(5);
+    bytes_.resize(kRows * kRowBytes);
+    for (auto& b : bytes_) b = static_cast<char>(rng());
+    std::ofstream(path_, std::ios::binary).write(bytes_.data(), static_cast<std::streamsize>(bytes_.size()));
+  }
+  void TearDown() override {
+    fs::remove(path_);
+    fs::remove(snapshot_);
+  }
+
+  // One table's cache in kShards shards of `capacity` rows each.
+  std::vector<std::unique_ptr<CachedRowFile>> OpenShards(int64_t capacity) const {
+    std::vector<std::unique_ptr<CachedRowFile>> shards;
+    for (size_t s = 0; s < kShards; ++s) {
+      auto file = RowFile::Open(path_.string(), 0, kRows, kRowBytes);
+      EXPECT_TRUE(file.ok()) << file.status().ToString();
+      auto cached = CachedRowFile::Create(std::move(*file), capacity);
+      EXPECT_TRUE(cached.ok()) << cached.status().ToString();
+      shards.push_back(std::move(*cached));
+    }
+    return shards;
+  }
+  static std::vector<std::vector<CachedRowFile*>> Tables(const std::vector<std::unique_ptr<CachedRowFile>>& shards) {
+    std::vector<CachedRowFile*> table;
+    for (const auto& s : shards) table.push_back(s.get());
+    return {table};
+  }
+
+  // Reads `ids` through their shards, checking every row against the file.
+  void ExpectRows(const std::vector<std::unique_ptr<CachedRowFile>>& shards, const std::vector<int64_t>& ids) const {
+    for (int64_t id : ids) {
+      std::vector<char> out(kRowBytes);
+      const int64_t one[] = {id};
+      Status s = shards[RowShard(id, kShards)]->Read(one, out.data());
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      ASSERT_EQ(0, std::memcmp(out.data(), bytes_.data() + id * kRowBytes, kRowBytes)) << "row " << id;
+    }
+  }
+
+  // Skewed traffic: rank r with weight 1 / (r + 1), hot rows spread over the file.
+  void Traffic(const std::vector<std::unique_ptr<CachedRowFile>>& shards, int batches) const {
+    std::vector<double> weights(kRows);
+    for (int64_t r = 0; r < kRows; ++r) weights[r] = 1.0 / static_cast<double>(r + 1);
+    std::discrete_distribution<int64_t> rank(weights.begin(), weights.end());
+    std::mt19937_64 rng(9);
+    for (int b = 0; b < batches; ++b) {
+      std::vector<std::vector<int64_t>> per_shard(kShards);
+      for (int i = 0; i < 256; ++i) {
+        const int64_t id = (rank(rng) * 7919) % kRows;
+        per_shard[RowShard(id, kShards)].push_back(id);
+      }
+      for (size_t s = 0; s < kShards; ++s) {
+        std::vector<char> out(per_shard[s].size() * kRowBytes);
+        ASSERT_TRUE(shards[s]->Read(per_shard[s], out.data()).ok());
+      }
+    }
+  }
+
+  static std::set<uint64_t> Cached(const std::vector<std::unique_ptr<CachedRowFile>>& shards) {
+    std::set<uint64_t> rows;
+    for (const auto& s : shards) {
+      for (const auto& [row, count] : s->Snapshot()) rows.insert(row);
+    }
+    return rows;
+  }
+
+  fs::path path_;
+  std::string snapshot_;
+  std::string bytes_;
+};
+
+TEST_F(HostCacheHotnessTest, ANewRunStartsWithTheRowsTheLastHeld) {
+  std::set<uint64_t> held;
+  {
+    auto shards = OpenShards(250);
+    HostCacheHotness hotness(Tables(shards), snapshot_, 3600);
+    hotness.WaitForWarmStart();  // no file yet: a first run, cold
+    EXPECT_EQ(Cached(shards).size(), 0u);
+    Traffic(shards, 60);
+    held = Cached(shards);
+    ASSERT_GT(held.size(), 500u);
+  }  // saved as it goes
+  auto saved = LoadHotness(snapshot_);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  ASSERT_EQ(saved->size(), held.size());
+  for (size_t i = 1; i < saved->size(); ++i) ASSERT_GE((*saved)[i - 1].second, (*saved)[i].second) << i;
+
+  auto shards = OpenShards(250);
+  HostCacheHotness hotness(Tables(shards), snapshot_, 3600);
+  hotness.WaitForWarmStart();
+  EXPECT_EQ(Cached(shards), held);
+  uint64_t warmed = 0, read_before = 0;
+  for (const auto& s : shards) warmed += s->stats().warmed, read_before += s->file().stats().rows;
+  EXPECT_EQ(warmed, held.size());
+  EXPECT_EQ(read_before, 0u);  // read by the warm start's own reader, not the shards'
+  // Every row it holds is served from the cache, and is the file's.
+  ExpectRows(shards, std::vector<int64_t>(held.begin(), held.end()));
+  uint64_t hits = 0, read_after = 0;
+  for (const auto& s : shards) hits += s->stats().hits, read_after += s->file().stats().rows;
+  EXPECT_EQ(hits, held.size());
+  EXPECT_EQ(read_after, 0u);
+}
+
+TEST_F(HostCacheHotnessTest, ASmallerCacheTakesPartOfTheRowsAndEveryRowIsTheFiles) {
+  std::set<uint64_t> held;
+  {
+    auto shards = OpenShards(250);
+    HostCacheHotness hotness(Tables(shards), snapshot_, 3600);
+    Traffic(shards, 60);
+    held = Cached(shards);
+  }
+  auto shards = OpenShards(40);
+  HostCacheHotness hotness(Tables(shards), snapshot_, 3600);
+  hotness.WaitForWarmStart();
+  const std::set<uint64_t> now = Cached(shards);
+  EXPECT_EQ(now.size(), kShards * 40);
+  for (uint64_t row : now) EXPECT_TRUE(held.count(row)) << row;
+  ExpectRows(shards, std::vector<int64_t>(now.begin(), now.end()));
+}
+
+TEST_F(HostCacheHotnessTest, AFileThatIsNotASnapshotStartsColdAndIsReplaced) {
+  std::ofstream(snapshot_) << "not a snapshot";
+  {
+    auto shards = OpenShards(100);
+    HostCacheHotness hotness(Tables(shards), snapshot_, 3600);
+    hotness.WaitForWarmStart();
+    EXPECT_EQ(Cached(shards).size(), 0u);
+    Traffic(shards, 10);
+  }
+  auto saved = LoadHotness(snapshot_);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  EXPECT_GT(saved->size(), 0u);
+}
+
+TEST_F(HostCacheHotnessTest, RowsPastTheTableAndOtherTablesAreDropped) {
+  HotKeys keys = {{RowKey(0, kRows), 200},     {RowKey(0, kRows + 5), 100}, {RowKey(3, 7), 100},
+                  {RowKey(0, 11), 50},         {RowKey(0, 12), 40},         {RowKey(0, kRows - 1), 10}};
+  ASSERT_TRUE(SaveHotness(snapshot_, keys).ok());
+  auto shards = OpenShards(100);
+  {
+    HostCacheHotness hotness(Tables(shards), snapshot_, 3600);
+    hotness.WaitForWarmStart();
+    EXPECT_EQ(Cached(shards), (std::set<uint64_t>{11, 12, kRows - 1}));
+    ExpectRows(shards, {11, 12, kRows - 1});
+  }
+  // Nothing changed but hits: the file is left as it was.
+  auto saved = LoadHotness(snapshot_);
+  ASSERT_TRUE(saved.ok());
+  EXPECT_EQ(*saved, keys);
+}
+
+TEST_F(HostCacheHotnessTest, SavesWhileTheCachesChange) {
+  auto shards = OpenShards(100);
+  HostCacheHotness hotness(Tables(shards), snapshot_, 0.05);
+  hotness.WaitForWarmStart();
+  Traffic(shards, 20);
+  const size_t cached = Cached(shards).size();
+  StatusOr<HotKeys> saved = NotFound("");
+  for (int i = 0; i < 200; ++i) {
+    saved = LoadHotness(snapshot_);
+    if (saved.ok() && saved->size() == cached) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  EXPECT_EQ(saved->size(), cached);
+}
+
+// A model with its tables on disk, reloaded with a hotness snapshot, starts with the rows the last
+// version's host caches held, and scores as with its tables in memory.
+TEST(DiskTablesHotness, AReloadedModelStartsWarmAndScoresAsInMemory) {
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  const std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
+  const fs::path folder = fs::path(testing::WriteTempFile("disk_hotness/x", "")).parent_path();
+  const std::string snapshot = (folder / "w1.hot").string();
+  fs::remove(snapshot + ".disk");
+  ModelOptions options;
+  options.batching = 0;
+  auto resident = Model::Load(dir, -1, options);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  std::vector<std::vector<InferOutput>> want;
+  for (const InferRequest& r : requests) {
+    auto out = (*resident)->Infer(r);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    want.push_back(std::move(*out));
+  }
+  options.tables_on_disk = folder.string();
+  options.table_disk_cache_mb = 1;
+  options.table_hotness_snapshot = snapshot;
+  int64_t held = 0;
+  {
+    auto first = Model::Load(dir, -1, options);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    ASSERT_NE((*first)->disk_tables(), nullptr);
+    for (const InferRequest& r : requests) ASSERT_TRUE((*first)->Infer(r).ok());
+    for (const DiskTableStats& t : (*first)->disk_tables()->stats()) held += t.cached;
+    ASSERT_GT(held, 0);
+  }
+  ASSERT_TRUE(fs::exists(snapshot + ".disk"));
+  auto second = Model::Load(dir, -1, options);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  (*second)->disk_tables()->WaitForWarmStart();
+  int64_t cached = 0;
+  uint64_t warmed = 0, read = 0;
+  for (const DiskTableStats& t : (*second)->disk_tables()->stats()) {
+    cached += t.cached, warmed += t.warmed, read += t.rows_read;
+  }
+  EXPECT_EQ(cached, held);
+  EXPECT_GT(warmed, 0u);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto got = (*second)->Infer(requests[i]);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    testing::ExpectIdenticalOutputs(*got, want[i], "request " + std::to_string(i) + ", warm from the snapshot");
+  }
+  // The rows the first version read are all in the host caches: the second reads none of them.
+  uint64_t read_after = 0;
+  for (const DiskTableStats& t : (*second)->disk_tables()->stats()) read_after += t.rows_read;
+  EXPECT_EQ(read_after, read);
+}
+
+}  // namespace
+}  // namespace rankd
