@@ -150,7 +150,10 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
   // warm-up and the timed runs variants of them whose ids they have not seen (tools/fresh_ids.h).
   const std::vector<LookupInput> lookups = args.fresh_ids > 0 ? FindLookupInputs(**model) : std::vector<LookupInput>{};
   std::vector<InferRequest> timed;
-  if (args.fresh_ids > 0) timed = FreshIdVariants(requests, lookups, args.fresh_ids, 1.05, 1);
+  // Variant i of seed S is drawn from (S - 1) * 2^32 + 1 + i, the cache warm-up's k-th from S * 2^40 + k:
+  // no two seeds share a draw.
+  if (args.fresh_ids > 0)
+    timed = FreshIdVariants(requests, lookups, args.fresh_ids, 1.05, ((args.fresh_ids_seed - 1) << 32) + 1);
   auto timed_request = [&](size_t i) -> const InferRequest& {
     return timed.empty() ? requests[i % requests.size()] : timed[i % timed.size()];
   };
@@ -220,7 +223,7 @@ int BenchEngineCommand(const BenchEngineArgs& args) {
         const size_t i = k % requests.size();
         StatusOr<std::vector<InferOutput>> out =
             args.fresh_ids > 0
-                ? (*model)->Infer(FreshIdVariant(requests[i], lookups, 1.05, (uint64_t{1} << 40) + k), sums[i])
+                ? (*model)->Infer(FreshIdVariant(requests[i], lookups, 1.05, (args.fresh_ids_seed << 40) + k), sums[i])
                 : (*model)->Infer(requests[i], sums[i]);
         if (!out.ok()) {
           MutexLock lock(warming_mu);
