@@ -16,6 +16,11 @@
 #                                   FRESH_IDS the timed runs' ids are drawn anew, as live traffic's,
 #                                   and CACHE_WARMUP_S seconds of such requests fill the host cache
 #                                   first; READY_S=0 leaves out the start to ready)
+#   bench/gpu_mlperf.sh restart OUT the model written onto the disk, its tables on disk with a host
+#                                   cache of half their bytes, 512 pairs of fresh ids: a first run
+#                                   (CACHE_WARMUP_S, 60, of traffic first) that saves its host caches'
+#                                   hotness snapshot, then restarts from it and without it, each
+#                                   drawing ids the others did not, the page cache dropped before each
 #
 # Carrying .bundle (scripts/gpu_bundle.sh rankd); OUT gets each run's JSON (raw/) and summary.txt.
 # SCALE=0.01 runs the same steps on a hundredth of the rows (a check of the steps); SKIP_RESIDENT=1
@@ -196,6 +201,44 @@ print(f"  load {r['load_s']:.1f} s, median {r['median_ms']:.3f} ms, p99 {r['p99_
       f"host cache {d.get('host_cached_rows')} of {d.get('host_cache_rows')} rows; the timed runs: "
       f"hit ratio {t.get('host_hit_ratio')}, rows read {t.get('rows_read')}, bytes read {t.get('bytes_read')}")
 EOF
+    done
+    ;;
+  restart)
+    repo=${REPO:-$PWD/bench/out/disk_repo}
+    log "writing the model onto the disk ($repo, scale ${SCALE:-1})"
+    python3 bench/mlperf_model.py --repo "$repo" --requests bench/out --pairs 512 --scale "${SCALE:-1}" \
+      | tee -a "$out/summary.txt"
+    tables=$repo/$name/1/tables.bin
+    table_mib=$(($(stat -c %s "$tables") >> 20))
+    device=$(basename "$(df --output=source "$tables" | tail -1)")
+    disk_read_mb() { awk -v d="$device" '$3 == d {print int($6 / 2048)}' /proc/diskstats; }
+    snapshot=$PWD/bench/out/w1.hot
+    rm -f "$snapshot.disk"
+    mkdir -p bench/out/disk_rows
+    for setup in "first 1 ${CACHE_WARMUP_S:-60} yes" "restart_warm 2 0 yes" "restart_cold 3 0 no"; do
+      read -r label seed warmup_s with_snapshot <<<"$setup"
+      sync
+      echo 3 >/proc/sys/vm/drop_caches
+      before=$(disk_read_mb)
+      hot=()
+      [[ $with_snapshot == yes ]] && hot=(--hotness-snapshot "$snapshot")
+      log "$label: snapshot $with_snapshot, $warmup_s s of traffic first, seed $seed"
+      timeout "${RUN_S:-250}" .bundle/run rankd bench engine --backend cuda --precision bf16 --model-repo "$repo" \
+        --model $name --requests "bench/out/${name}_n512_l0.jsonl" --tables-on-disk bench/out/disk_rows \
+        --table-disk-cache-mb $((table_mib / 2)) "${hot[@]}" --fresh-ids 64 --fresh-ids-seed "$seed" \
+        --cache-warmup-s "$warmup_s" --buckets on --iters "${ITERS_512:-300}" --warmup 20 --label "$label" \
+        --json "$out/raw/$label.json" >/dev/null 2>>"$out/raw/engine.log" || log "failed: $(tail -2 "$out/raw/engine.log")"
+      log "  the disk read $(($(disk_read_mb) - before)) MB; snapshot $(stat -c %s "$snapshot.disk" 2>/dev/null) bytes"
+      [[ -f $out/raw/$label.json ]] && python3 - "$out/raw/$label.json" <<'EOF2' | tee -a "$out/summary.txt"
+import json, sys
+r = json.load(open(sys.argv[1]))
+d = r["disk_tables"]
+t = d["timed"]
+print(f"  load {r['load_s']:.1f} s, warm start {d['warm_start_s']:.1f} s ({d['warmed_rows']:,} rows), "
+      f"median {r['median_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, {r['throughput_pairs_per_s']:.0f} pairs/s; "
+      f"the timed runs: host hit ratio {t['host_hit_ratio']:.3f}, rows read {t['rows_read']:,}; "
+      f"host cache {d['host_cached_rows']:,} of {d['host_cache_rows']:,} rows")
+EOF2
     done
     ;;
   *)

@@ -172,8 +172,8 @@ TEST_F(HostCacheHotnessTest, AFileThatIsNotASnapshotStartsColdAndIsReplaced) {
 }
 
 TEST_F(HostCacheHotnessTest, RowsPastTheTableAndOtherTablesAreDropped) {
-  HotKeys keys = {{RowKey(0, kRows), 200},     {RowKey(0, kRows + 5), 100}, {RowKey(3, 7), 100},
-                  {RowKey(0, 11), 50},         {RowKey(0, 12), 40},         {RowKey(0, kRows - 1), 10}};
+  HotKeys keys = {{RowKey(0, kRows), 200}, {RowKey(0, kRows + 5), 100}, {RowKey(3, 7), 100},
+                  {RowKey(0, 11), 50},     {RowKey(0, 12), 40},         {RowKey(0, kRows - 1), 10}};
   ASSERT_TRUE(SaveHotness(snapshot_, keys).ok());
   auto shards = OpenShards(100);
   {

@@ -60,8 +60,8 @@ void HostCacheHotness::Loop() {
   MutexLock lock(mu_);
   warm_ = true;
   cv_.notify_all();
-  const auto every = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(save_every_s_));
+  const auto every =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(save_every_s_));
   auto next = std::chrono::steady_clock::now() + every;
   while (!stop_) {
     cv_.wait_until(lock.native(), next);
@@ -121,8 +121,9 @@ Status HostCacheHotness::WarmTable(size_t t, const std::vector<std::pair<uint64_
     }
   }
   std::sort(wanted.begin(), wanted.end());
-  wanted.erase(std::unique(wanted.begin(), wanted.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
-               wanted.end());
+  wanted.erase(
+      std::unique(wanted.begin(), wanted.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+      wanted.end());
   RANKD_ASSIGN_OR_RETURN(std::unique_ptr<RowFile> reader, shards.front()->file().Reopen());
   const size_t row_bytes = reader->row_bytes();
   std::vector<int64_t> ids;

@@ -88,7 +88,7 @@ struct BenchEngineArgs {
   std::string table_dtype;                     // FP32 | BF16 | FP16; empty: the model config's tables.dtype
   std::optional<int64_t> table_gpu_budget_mb;  // unset: the model config's tables.gpu_budget_mb
   double cache_warmup_s = 0;                   // with table caches: seconds of extra warm-up before timing
-  int fresh_ids = 0;  // > 0: time this many variants of each request with ids drawn anew (tools/fresh_ids.h)
+  int fresh_ids = 0;            // > 0: time this many variants of each request with ids drawn anew (tools/fresh_ids.h)
   uint64_t fresh_ids_seed = 1;  // their draws' seed (runs that must not share rows take different ones)
   std::optional<double> table_cache_percent;    // set: every lookup table cached with this % of its rows
   std::string tables_on_disk;                   // set: every lookup table that may go on disk, written there

@@ -185,9 +185,10 @@ int main(int argc, char** argv) {
                    "table's rows, rankd_zoo's hot rows), and warm caches on a new variant every run: traffic the "
                    "caches have not seen, not the file's replayed")
       ->check(CLI::Range(0, 100000));
-  bench_engine->add_option("--fresh-ids-seed", engine.fresh_ids_seed,
-                           "the seed of --fresh-ids' draws, the timed runs' and the cache warm-up's (default 1): "
-                           "runs that must not meet each other's rows, such as a restart, take different ones")
+  bench_engine
+      ->add_option("--fresh-ids-seed", engine.fresh_ids_seed,
+                   "the seed of --fresh-ids' draws, the timed runs' and the cache warm-up's (default 1): "
+                   "runs that must not meet each other's rows, such as a restart, take different ones")
       ->check(CLI::Range(uint64_t{1}, uint64_t{255}));
   bench_engine
       ->add_option("--cache-warmup-s", engine.cache_warmup_s,
