@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import unittest
 
 from serving_harness import Server, lines, rel_error, scrape, ZOO
@@ -120,6 +121,62 @@ class DiskTableTest(unittest.TestCase):
         self.assertLessEqual(metrics["rankd_table_disk_read_seconds_bucket" + reads + ',le="0.001"}'],
                              metrics["rankd_table_disk_read_seconds_bucket" + reads + ',le="1"}'])
         self.assertEqual(metrics['rankd_table_bytes{model="dlrm_disk",version="1",tier="disk"}'], 26 * 1000 * 8 * 4)
+
+
+class DiskHotnessRestartTest(unittest.TestCase):
+    """DLRM with every table on disk and tables.hotness_snapshot: the server stopped by SIGTERM saves
+    its host caches' rows (FILE.disk); started again, its caches move them back in (counted in
+    /metrics) and the same requests score as before without reading a row from the files."""
+
+    def test_a_restarted_server_starts_with_the_rows_it_held(self):
+        repo = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, repo)
+        on_disk = os.path.join(repo, "dlrm_disk")
+        shutil.copytree(os.path.join(ZOO, "dlrm_dcnv2"), on_disk)
+        snapshot = os.path.join(repo, "dlrm.hot")
+        with open(os.path.join(on_disk, "config.yaml")) as f:
+            config = f.read().replace("name: dlrm_dcnv2", "name: dlrm_disk")
+        config += "tables:\n  disk_dir: rows\n  disk_cache_mb: 1\n  hotness_snapshot: %s\n  tiers:\n" % snapshot
+        config += "".join("    tables.%d.weight: disk\n" % t for t in range(26))
+        with open(os.path.join(on_disk, "config.yaml"), "w") as f:
+            f.write(config)
+        os.makedirs(os.path.join(on_disk, "rows"))
+        label = '{model="dlrm_disk",version="1",table="tables.0.weight"}'
+
+        def score_all(server):
+            scores = []
+            for request in lines("dlrm_dcnv2", "requests"):
+                status, body = server.json("POST", "/v2/models/dlrm_disk/infer", request)
+                self.assertEqual(status, 200, body)
+                scores.append(body["outputs"][0]["data"])
+            return scores
+
+        first = Server(repo)
+        try:
+            want = score_all(first)
+            held = scrape(first)["rankd_table_disk_cache_rows" + label]
+            self.assertGreater(held, 0)
+            self.assertFalse(os.path.exists(snapshot + ".disk"))  # saved when the tables go
+        finally:
+            self.assertEqual(first.stop(), 0, first.output())
+        self.assertTrue(os.path.exists(snapshot + ".disk"), first.output())
+
+        second = Server(repo)
+        try:
+            metrics = scrape(second)
+            for _ in range(200):  # the warm start runs beside the serving
+                if metrics["rankd_table_disk_cache_rows" + label] >= held:
+                    break
+                time.sleep(0.05)
+                metrics = scrape(second)
+            # Moved in from the snapshot (a row the load's own warm-up read first is cached already).
+            self.assertGreaterEqual(metrics["rankd_table_disk_cache_rows" + label], held)
+            self.assertGreater(metrics["rankd_table_disk_cache_warmed" + label], held // 2)
+            read = metrics["rankd_table_disk_rows_read" + label]
+            self.assertEqual(score_all(second), want)
+            self.assertEqual(scrape(second)["rankd_table_disk_rows_read" + label], read)
+        finally:
+            self.assertEqual(second.stop(), 0, second.output())
 
 
 if __name__ == "__main__":
