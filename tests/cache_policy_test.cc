@@ -231,6 +231,15 @@ TEST(CachePolicy, SnapshotsAndWarmStartsThroughTheFile) {
   EXPECT_EQ(warm.TakeChanges().size(), 50u);  // the device side loads the warm rows too
   EXPECT_TRUE(warm.Access(3));
 
+  // A snapshot written and read a block at a time: 200,000 keys (1.8 MB) cross the blocks' edges.
+  HotKeys many;
+  for (uint64_t key = 0; key < 200000; ++key) many.emplace_back(key * 2654435761u, static_cast<int>(255 - key % 256));
+  ASSERT_TRUE(SaveHotness(path, many).ok());
+  auto many_loaded = LoadHotness(path);
+  ASSERT_TRUE(many_loaded.ok()) << many_loaded.status().ToString();
+  EXPECT_EQ(*many_loaded, many);
+  ASSERT_TRUE(SaveHotness(path, hot).ok());
+
   EXPECT_EQ(LoadHotness(path + ".absent").status().code(), StatusCode::kNotFound);
   std::string bytes;
   {

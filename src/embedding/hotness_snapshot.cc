@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "common/mutex.h"
+
 namespace rankd {
 namespace {
 
@@ -25,15 +27,24 @@ uint64_t GetU64(const char* p) {
 }  // namespace
 
 Status SaveHotness(const std::string& path, const HotKeys& hottest) {
-  std::string out(kMagic, sizeof kMagic);
-  PutU64(out, hottest.size());
-  for (const auto& [key, count] : hottest) {
-    PutU64(out, key);
-    out.push_back(static_cast<char>(std::clamp(count, 0, 255)));
-  }
+  // One save at a time in the process: two versions of a model may name the same file.
+  static Mutex saving;
+  MutexLock lock(saving);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    std::string out(kMagic, sizeof kMagic);
+    PutU64(out, hottest.size());
+    // Written a block at a time: a snapshot of tens of millions of rows is not held twice.
+    constexpr size_t kBlock = size_t{1} << 20;
+    for (const auto& [key, count] : hottest) {
+      PutU64(out, key);
+      out.push_back(static_cast<char>(std::clamp(count, 0, 255)));
+      if (out.size() >= kBlock) {
+        f.write(out.data(), static_cast<std::streamsize>(out.size()));
+        out.clear();
+      }
+    }
     if (!f.write(out.data(), static_cast<std::streamsize>(out.size())) || !f.flush()) {
       return Internal("cannot write the hotness snapshot '" + tmp + "'");
     }
@@ -45,22 +56,34 @@ Status SaveHotness(const std::string& path, const HotKeys& hottest) {
 }
 
 StatusOr<HotKeys> LoadHotness(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return NotFound("no hotness snapshot at '" + path + "'");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (bytes.size() < 16 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+  const auto size = static_cast<uint64_t>(f.tellg());
+  f.seekg(0);
+  char header[16];
+  if (size < sizeof header || !f.read(header, sizeof header) || std::memcmp(header, kMagic, sizeof kMagic) != 0) {
     return InvalidArgument("'" + path + "' is not a hotness snapshot");
   }
-  const uint64_t n = GetU64(bytes.data() + 8);
-  if (n > (bytes.size() - 16) / kRecord || bytes.size() != 16 + n * kRecord) {
+  const uint64_t n = GetU64(header + 8);
+  if (n > (size - 16) / kRecord || size != 16 + n * kRecord) {
     return InvalidArgument("the hotness snapshot '" + path + "' says " + std::to_string(n) + " keys and holds " +
-                           std::to_string(bytes.size()) + " bytes");
+                           std::to_string(size) + " bytes");
   }
+  // Read a block at a time: the file is not held beside its keys.
   HotKeys hottest;
   hottest.reserve(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    const char* p = bytes.data() + 16 + i * kRecord;
-    hottest.emplace_back(GetU64(p), static_cast<uint8_t>(p[8]));
+  std::string block;
+  for (uint64_t at = 0; at < n;) {
+    const uint64_t records = std::min<uint64_t>(n - at, 1 << 16);
+    block.resize(records * kRecord);
+    if (!f.read(block.data(), static_cast<std::streamsize>(block.size()))) {
+      return InvalidArgument("the hotness snapshot '" + path + "' could not be read past key " + std::to_string(at));
+    }
+    for (uint64_t i = 0; i < records; ++i) {
+      const char* p = block.data() + i * kRecord;
+      hottest.emplace_back(GetU64(p), static_cast<uint8_t>(p[8]));
+    }
+    at += records;
   }
   return hottest;
 }
