@@ -132,6 +132,8 @@ TEST_F(HostCacheHotnessTest, ANewRunStartsWithTheRowsTheLastHeld) {
   for (const auto& s : shards) warmed += s->stats().warmed, read_before += s->file().stats().rows;
   EXPECT_EQ(warmed, held.size());
   EXPECT_EQ(read_before, 0u);  // read by the warm start's own reader, not the shards'
+  EXPECT_EQ(hotness.reads(0).rows, held.size());
+  EXPECT_GT(hotness.reads(0).bytes_read, 0u);
   // Every row it holds is served from the cache, and is the file's.
   ExpectRows(shards, std::vector<int64_t>(held.begin(), held.end()));
   uint64_t hits = 0, read_after = 0;
@@ -245,6 +247,8 @@ TEST(DiskTablesHotness, AReloadedModelStartsWarmAndScoresAsInMemory) {
   }
   EXPECT_EQ(cached, held);
   EXPECT_GT(warmed, 0u);
+  EXPECT_GE(read, warmed);  // the warm start's reads are counted with the runs
+
   for (size_t i = 0; i < requests.size(); ++i) {
     auto got = (*second)->Infer(requests[i]);
     ASSERT_TRUE(got.ok()) << got.status().ToString();

@@ -464,7 +464,8 @@ void DiskTables::ReadRows(ShardRun& run, std::span<Tensor> inputs, Tensor& stage
 
 std::vector<DiskTableStats> DiskTables::stats() const {
   std::vector<DiskTableStats> all;
-  for (const auto& t : tables_) {
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    const auto& t = tables_[i];
     DiskTableStats d;
     d.table = t->name;
     d.file = t->file_name;
@@ -483,6 +484,11 @@ std::vector<DiskTableStats> DiskTables::stats() const {
       d.warmed += cache.warmed;
       d.evicted += cache.evicted;
       d.reads += cache.reads;
+    }
+    if (hotness_) {  // the warm start's reads, on a reader of its own
+      const RowFileStats warm = hotness_->reads(i);
+      d.rows_read += warm.rows;
+      d.bytes_read += warm.bytes_read;
     }
     all.push_back(std::move(d));
   }

@@ -59,7 +59,7 @@ struct DiskTableStats {
   uint64_t host_bytes = 0;  // host memory of its cache: the rows' and the policy's
   uint64_t lookups = 0;     // distinct rows runs asked for
   uint64_t hits = 0;        // of those, served by the host cache
-  uint64_t rows_read = 0;   // rows read from the file
+  uint64_t rows_read = 0;   // rows read from the file (by runs and by the warm start)
   uint64_t bytes_read = 0;
   uint64_t inserted = 0, evicted = 0;
   uint64_t warmed = 0;     // rows moved in from the hotness snapshot at load

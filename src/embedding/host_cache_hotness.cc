@@ -20,7 +20,7 @@ constexpr size_t kWarmingThreads = 4;
 
 HostCacheHotness::HostCacheHotness(std::vector<std::vector<CachedRowFile*>> tables, std::string path,
                                    double save_every_s)
-    : tables_(std::move(tables)), path_(std::move(path)), save_every_s_(save_every_s) {
+    : tables_(std::move(tables)), path_(std::move(path)), save_every_s_(save_every_s), reads_(tables_.size()) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -33,6 +33,11 @@ HostCacheHotness::~HostCacheHotness() {
   cv_.notify_all();
   thread_.join();
   if (Status saved = Save(); !saved.ok()) LogError(saved.ToString());
+}
+
+RowFileStats HostCacheHotness::reads(size_t t) const {
+  MutexLock lock(reads_mu_);
+  return t < reads_.size() ? reads_[t] : RowFileStats{};
 }
 
 void HostCacheHotness::WaitForWarmStart() {
@@ -135,7 +140,17 @@ Status HostCacheHotness::WarmTable(size_t t, const std::vector<std::pair<uint64_
     ids.resize(n);
     for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int64_t>(wanted[at + i].first);
     bytes.resize(n * row_bytes);
-    RANKD_RETURN_IF_ERROR(reader->Read(ids, bytes.data()));
+    const RowFileStats before = reader->stats();
+    const Status read = reader->Read(ids, bytes.data());
+    {
+      const RowFileStats after = reader->stats();
+      MutexLock lock(reads_mu_);
+      reads_[t].batches += after.batches - before.batches;
+      reads_[t].rows += after.rows - before.rows;
+      reads_[t].reads += after.reads - before.reads;
+      reads_[t].bytes_read += after.bytes_read - before.bytes_read;
+    }
+    RANKD_RETURN_IF_ERROR(read);
     for (size_t s = 0; s < shards.size(); ++s) shard_rows[s].clear(), shard_bytes[s].clear();
     for (size_t i = 0; i < n; ++i) {  // ascending within each shard, as Admit wants them
       const size_t s = RowShard(ids[i], shards.size());

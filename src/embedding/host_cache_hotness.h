@@ -37,6 +37,8 @@ class HostCacheHotness {
   void WaitForWarmStart();
   // Saves the caches' rows now if they changed since the last save (or warm start).
   Status Save();
+  // What the warm start has read from table t's file so far.
+  RowFileStats reads(size_t t) const;
 
  private:
   void Loop();
@@ -49,7 +51,9 @@ class HostCacheHotness {
   const std::string path_;
   const double save_every_s_;
   std::atomic<bool> stopping_{false};
-  Mutex save_mu_;  // one save at a time
+  mutable Mutex reads_mu_;
+  std::vector<RowFileStats> reads_ RANKD_GUARDED_BY(reads_mu_);  // per table
+  Mutex save_mu_;                                                // one save at a time
   uint64_t saved_changes_ RANKD_GUARDED_BY(save_mu_) = 0;
   Mutex mu_;
   std::condition_variable cv_;
