@@ -140,15 +140,10 @@ Status HostCacheHotness::WarmTable(size_t t, const std::vector<std::pair<uint64_
     ids.resize(n);
     for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int64_t>(wanted[at + i].first);
     bytes.resize(n * row_bytes);
-    const RowFileStats before = reader->stats();
     const Status read = reader->Read(ids, bytes.data());
     {
-      const RowFileStats after = reader->stats();
       MutexLock lock(reads_mu_);
-      reads_[t].batches += after.batches - before.batches;
-      reads_[t].rows += after.rows - before.rows;
-      reads_[t].reads += after.reads - before.reads;
-      reads_[t].bytes_read += after.bytes_read - before.bytes_read;
+      reads_[t] = reader->stats();  // the table's reader: its counts are the warm start's
     }
     RANKD_RETURN_IF_ERROR(read);
     for (size_t s = 0; s < shards.size(); ++s) shard_rows[s].clear(), shard_bytes[s].clear();
