@@ -219,13 +219,15 @@ TEST(CachePolicy, SnapshotsAndWarmStartsThroughTheFile) {
   ASSERT_EQ(hot.size(), 50u);
   for (size_t i = 1; i < hot.size(); ++i) EXPECT_GE(hot[i - 1].second, hot[i].second);
   const std::string path = testing::WriteTempFile("hotness/snapshot.bin", "");
-  ASSERT_TRUE(SaveHotness(path, hot).ok());
+  const std::vector<std::string> names = {"t0", "t1"};
+  ASSERT_TRUE(SaveHotness(path, names, hot).ok());
   auto loaded = LoadHotness(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  EXPECT_EQ(*loaded, hot);
+  EXPECT_EQ(loaded->tables, names);
+  EXPECT_EQ(loaded->keys, hot);
 
   CachePolicy warm(options);
-  warm.WarmStart(*loaded);
+  warm.WarmStart(loaded->keys);
   EXPECT_EQ(warm.size(), 50);
   for (uint64_t key = 0; key < 50; ++key) EXPECT_TRUE(warm.Contains(key));
   EXPECT_EQ(warm.TakeChanges().size(), 50u);  // the device side loads the warm rows too
@@ -234,11 +236,11 @@ TEST(CachePolicy, SnapshotsAndWarmStartsThroughTheFile) {
   // A snapshot written and read a block at a time: 200,000 keys (1.8 MB) cross the blocks' edges.
   HotKeys many;
   for (uint64_t key = 0; key < 200000; ++key) many.emplace_back(key * 2654435761u, static_cast<int>(255 - key % 256));
-  ASSERT_TRUE(SaveHotness(path, many).ok());
+  ASSERT_TRUE(SaveHotness(path, names, many).ok());
   auto many_loaded = LoadHotness(path);
   ASSERT_TRUE(many_loaded.ok()) << many_loaded.status().ToString();
-  EXPECT_EQ(*many_loaded, many);
-  ASSERT_TRUE(SaveHotness(path, hot).ok());
+  EXPECT_EQ(many_loaded->keys, many);
+  ASSERT_TRUE(SaveHotness(path, names, hot).ok());
 
   EXPECT_EQ(LoadHotness(path + ".absent").status().code(), StatusCode::kNotFound);
   std::string bytes;
@@ -246,11 +248,38 @@ TEST(CachePolicy, SnapshotsAndWarmStartsThroughTheFile) {
     std::ifstream f(path, std::ios::binary);
     bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
   }
-  for (const std::string& bad : {std::string("RKDHOT2\n") + bytes.substr(8), bytes.substr(0, bytes.size() - 1),
-                                 bytes + "x", bytes.substr(0, 10)}) {
+  std::string huge_table_count = bytes, long_name = bytes;
+  huge_table_count[15] = '\x7f';  // the table count's top byte
+  long_name[17] = '\x7f';         // the first name's length: past the file
+  for (const std::string& bad : {std::string("RKDHOT3\n") + bytes.substr(8), bytes.substr(0, bytes.size() - 1),
+                                 bytes + "x", bytes.substr(0, 10), bytes.substr(0, 20), huge_table_count, long_name}) {
     const std::string bad_path = testing::WriteTempFile("hotness/bad.bin", bad);
     EXPECT_EQ(LoadHotness(bad_path).status().code(), StatusCode::kInvalidArgument);
   }
+}
+
+// Keys follow their table's name to its place in the loading model; a version-1 file (no names)
+// keeps its keys as saved.
+TEST(CachePolicy, SnapshotKeysFollowTheirTablesNames) {
+  HotnessSnapshot saved;
+  saved.tables = {"x", "y"};
+  saved.keys = {{RowKey(0, 5), 9}, {RowKey(1, 6), 8}, {RowKey(2, 7), 7}, {RowKey(0, 8), 6}};
+  EXPECT_EQ(RekeyHotness(saved, std::vector<std::string>{"y", "z", "x"}),
+            (HotKeys{{RowKey(2, 5), 9}, {RowKey(0, 6), 8}, {RowKey(2, 8), 6}}));
+  EXPECT_EQ(RekeyHotness(saved, std::vector<std::string>{"z"}), HotKeys{});
+
+  std::string v1("RKDHOT1\n");
+  const HotKeys keys = {{RowKey(3, 1), 200}, {RowKey(0, 2), 100}};
+  auto put = [&v1](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) v1.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  put(keys.size(), 8);
+  for (const auto& [key, count] : keys) put(key, 8), put(static_cast<uint64_t>(count), 1);
+  auto loaded = LoadHotness(testing::WriteTempFile("hotness/v1.bin", v1));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_TRUE(loaded->tables.empty());
+  EXPECT_EQ(loaded->keys, keys);
+  EXPECT_EQ(RekeyHotness(*loaded, std::vector<std::string>{"a"}), keys);
 }
 
 TEST(AccessTrace, ZipfFrequenciesFollowTheLawAndDriftMovesTheHotRows) {

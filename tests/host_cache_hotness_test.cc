@@ -1,7 +1,8 @@
 // The host caches of tables on disk kept warm across runs (embedding/host_cache_hotness.h): a new
 // run's caches start with the rows the last run's held, read from the file, every row the file's;
 // a smaller cache takes part of them; a file that is not a snapshot and rows past a table start
-// cold; the snapshot is saved while the caches change. And a model with tables on disk reloaded
+// cold; each table finds its own rows by name when tables were added or reordered; the snapshot is
+// saved while the caches change. And a model with tables on disk reloaded
 // with a snapshot starts warm and scores as with its tables in memory.
 #include "embedding/host_cache_hotness.h"
 
@@ -77,7 +78,8 @@ class HostCacheHotnessTest : public ::testing::Test {
   }
 
   // Skewed traffic: rank r with weight 1 / (r + 1), hot rows spread over the file.
-  void Traffic(const std::vector<std::unique_ptr<CachedRowFile>>& shards, int batches) const {
+  // `shift` moves the hot rows.
+  void Traffic(const std::vector<std::unique_ptr<CachedRowFile>>& shards, int batches, int64_t shift = 0) const {
     std::vector<double> weights(kRows);
     for (int64_t r = 0; r < kRows; ++r) weights[r] = 1.0 / static_cast<double>(r + 1);
     std::discrete_distribution<int64_t> rank(weights.begin(), weights.end());
@@ -85,7 +87,7 @@ class HostCacheHotnessTest : public ::testing::Test {
     for (int b = 0; b < batches; ++b) {
       std::vector<std::vector<int64_t>> per_shard(kShards);
       for (int i = 0; i < 256; ++i) {
-        const int64_t id = (rank(rng) * 7919) % kRows;
+        const int64_t id = (rank(rng) * 7919 + shift) % kRows;
         per_shard[RowShard(id, kShards)].push_back(id);
       }
       for (size_t s = 0; s < kShards; ++s) {
@@ -112,7 +114,7 @@ TEST_F(HostCacheHotnessTest, ANewRunStartsWithTheRowsTheLastHeld) {
   std::set<uint64_t> held;
   {
     auto shards = OpenShards(250);
-    HostCacheHotness hotness(Tables(shards), snapshot_, 3600);
+    HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600);
     hotness.WaitForWarmStart();  // no file yet: a first run, cold
     EXPECT_EQ(Cached(shards).size(), 0u);
     Traffic(shards, 60);
@@ -121,11 +123,12 @@ TEST_F(HostCacheHotnessTest, ANewRunStartsWithTheRowsTheLastHeld) {
   }  // saved as it goes
   auto saved = LoadHotness(snapshot_);
   ASSERT_TRUE(saved.ok()) << saved.status().ToString();
-  ASSERT_EQ(saved->size(), held.size());
-  for (size_t i = 1; i < saved->size(); ++i) ASSERT_GE((*saved)[i - 1].second, (*saved)[i].second) << i;
+  EXPECT_EQ(saved->tables, std::vector<std::string>{"t"});
+  ASSERT_EQ(saved->keys.size(), held.size());
+  for (size_t i = 1; i < saved->keys.size(); ++i) ASSERT_GE(saved->keys[i - 1].second, saved->keys[i].second) << i;
 
   auto shards = OpenShards(250);
-  HostCacheHotness hotness(Tables(shards), snapshot_, 3600);
+  HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600);
   hotness.WaitForWarmStart();
   EXPECT_EQ(Cached(shards), held);
   uint64_t warmed = 0, read_before = 0;
@@ -146,12 +149,12 @@ TEST_F(HostCacheHotnessTest, ASmallerCacheTakesPartOfTheRowsAndEveryRowIsTheFile
   std::set<uint64_t> held;
   {
     auto shards = OpenShards(250);
-    HostCacheHotness hotness(Tables(shards), snapshot_, 3600);
+    HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600);
     Traffic(shards, 60);
     held = Cached(shards);
   }
   auto shards = OpenShards(40);
-  HostCacheHotness hotness(Tables(shards), snapshot_, 3600);
+  HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600);
   hotness.WaitForWarmStart();
   const std::set<uint64_t> now = Cached(shards);
   EXPECT_EQ(now.size(), kShards * 40);
@@ -163,23 +166,23 @@ TEST_F(HostCacheHotnessTest, AFileThatIsNotASnapshotStartsColdAndIsReplaced) {
   std::ofstream(snapshot_) << "not a snapshot";
   {
     auto shards = OpenShards(100);
-    HostCacheHotness hotness(Tables(shards), snapshot_, 3600);
+    HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600);
     hotness.WaitForWarmStart();
     EXPECT_EQ(Cached(shards).size(), 0u);
     Traffic(shards, 10);
   }
   auto saved = LoadHotness(snapshot_);
   ASSERT_TRUE(saved.ok()) << saved.status().ToString();
-  EXPECT_GT(saved->size(), 0u);
+  EXPECT_GT(saved->keys.size(), 0u);
 }
 
 TEST_F(HostCacheHotnessTest, RowsPastTheTableAndOtherTablesAreDropped) {
   HotKeys keys = {{RowKey(0, kRows), 200}, {RowKey(0, kRows + 5), 100}, {RowKey(3, 7), 100},
                   {RowKey(0, 11), 50},     {RowKey(0, 12), 40},         {RowKey(0, kRows - 1), 10}};
-  ASSERT_TRUE(SaveHotness(snapshot_, keys).ok());
+  ASSERT_TRUE(SaveHotness(snapshot_, std::vector<std::string>{"t"}, keys).ok());
   auto shards = OpenShards(100);
   {
-    HostCacheHotness hotness(Tables(shards), snapshot_, 3600);
+    HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600);
     hotness.WaitForWarmStart();
     EXPECT_EQ(Cached(shards), (std::set<uint64_t>{11, 12, kRows - 1}));
     ExpectRows(shards, {11, 12, kRows - 1});
@@ -187,23 +190,45 @@ TEST_F(HostCacheHotnessTest, RowsPastTheTableAndOtherTablesAreDropped) {
   // Nothing changed but hits: the file is left as it was.
   auto saved = LoadHotness(snapshot_);
   ASSERT_TRUE(saved.ok());
-  EXPECT_EQ(*saved, keys);
+  EXPECT_EQ(saved->keys, keys);
+}
+
+TEST_F(HostCacheHotnessTest, EachTableIsFoundByItsNameAfterTablesAreAddedAndReordered) {
+  std::set<uint64_t> held_a, held_b;
+  {
+    auto a = OpenShards(100), b = OpenShards(100);
+    HostCacheHotness hotness({"a", "b"}, {Tables(a)[0], Tables(b)[0]}, snapshot_, 3600);
+    hotness.WaitForWarmStart();
+    Traffic(a, 30);
+    Traffic(b, 30, 5000);
+    held_a = Cached(a);
+    held_b = Cached(b);
+    ASSERT_GT(held_a.size(), 200u);
+    ASSERT_NE(held_a, held_b);
+  }
+  auto c = OpenShards(100), b = OpenShards(100), a = OpenShards(100);
+  HostCacheHotness hotness({"c", "b", "a"}, {Tables(c)[0], Tables(b)[0], Tables(a)[0]}, snapshot_, 3600);
+  hotness.WaitForWarmStart();
+  EXPECT_EQ(Cached(c).size(), 0u);  // new: cold
+  EXPECT_EQ(Cached(b), held_b);
+  EXPECT_EQ(Cached(a), held_a);
+  ExpectRows(a, std::vector<int64_t>(held_a.begin(), held_a.end()));
 }
 
 TEST_F(HostCacheHotnessTest, SavesWhileTheCachesChange) {
   auto shards = OpenShards(100);
-  HostCacheHotness hotness(Tables(shards), snapshot_, 0.05);
+  HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 0.05);
   hotness.WaitForWarmStart();
   Traffic(shards, 20);
   const size_t cached = Cached(shards).size();
-  StatusOr<HotKeys> saved = NotFound("");
+  StatusOr<HotnessSnapshot> saved = NotFound("");
   for (int i = 0; i < 200; ++i) {
     saved = LoadHotness(snapshot_);
-    if (saved.ok() && saved->size() == cached) break;
+    if (saved.ok() && saved->keys.size() == cached) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(saved.ok()) << saved.status().ToString();
-  EXPECT_EQ(saved->size(), cached);
+  EXPECT_EQ(saved->keys.size(), cached);
 }
 
 // A model with its tables on disk, reloaded with a hotness snapshot, starts with the rows the last

@@ -3,6 +3,7 @@
 // with every table on the device, whatever the cache holds and while it changes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "compile/evaluate.h"
 #include "embedding/cache_keeper.h"
+#include "embedding/hotness_snapshot.h"
 #include "embedding/lookup_trace.h"
 #include "frontend/kserve_json.h"
 #include "model/config.h"
@@ -120,7 +122,8 @@ TEST(CacheKeeper, FillsACacheAsLargeAsItsTable) {
 }
 
 // The rows a keeper held are saved when it stops, and the next keeper of the same tables starts
-// with them cached before any offer; a snapshot that is not one leaves the caches cold.
+// with them cached before any offer; rows saved under other tables' names and a snapshot that is
+// not one leave the caches cold.
 TEST(CacheKeeper, StartsWarmFromTheSnapshotThePreviousOneSaved) {
   BagModel m;
   const std::string path = testing::WriteTempFile("hotness/keeper.snapshot", "");
@@ -146,6 +149,21 @@ TEST(CacheKeeper, StartsWarmFromTheSnapshotThePreviousOneSaved) {
     keeper.Offer(Inputs({42, 43, 44, 42}));
     ASSERT_TRUE(keeper.Flush().ok());
     EXPECT_EQ(keeper.stats()[0].hits, 4u);  // warm: every lookup hits at once
+  }
+  // The snapshot names the tables its keys index; rows saved under another table's name are not
+  // this table's.
+  auto saved = LoadHotness(path);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  const std::string& name = m.graph.values[static_cast<size_t>(m.cached)].name;
+  EXPECT_NE(std::find(saved->tables.begin(), saved->tables.end(), name), saved->tables.end()) << name;
+  std::vector<std::string> renamed = saved->tables;
+  for (std::string& n : renamed) n += ".other";
+  ASSERT_TRUE(SaveHotness(path, renamed, saved->keys).ok());
+  {
+    RecordingCache other(3, 1000);
+    CacheKeeper keeper(m.graph, {{m.cached, &other}}, options);
+    ASSERT_TRUE(keeper.Flush().ok());
+    EXPECT_EQ(keeper.stats()[0].cached, 0);
   }
   std::ofstream(path, std::ios::binary) << "not a snapshot";
   RecordingCache cold(3, 1000);

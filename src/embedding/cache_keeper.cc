@@ -65,7 +65,7 @@ CacheKeeper::~CacheKeeper() {
 
 Status CacheKeeper::WarmStart() {
   if (options_.snapshot_path.empty()) return Status::Ok();
-  StatusOr<HotKeys> saved = LoadHotness(options_.snapshot_path);
+  StatusOr<HotnessSnapshot> saved = LoadHotness(options_.snapshot_path);
   if (saved.status().code() == StatusCode::kNotFound) return Status::Ok();  // a first run
   if (!saved.ok()) {
     LogWarning("hotness snapshot " + options_.snapshot_path + ": " + saved.status().ToString() +
@@ -73,7 +73,7 @@ Status CacheKeeper::WarmStart() {
     return Status::Ok();
   }
   std::map<int, HotKeys> per_table;
-  for (const auto& [key, count] : *saved) {
+  for (const auto& [key, count] : RekeyHotness(std::move(*saved), TableNames())) {
     const int t = static_cast<int>(key >> 48);
     const auto row = static_cast<int64_t>(key & kRowMask);
     if (kept_.count(t) && row < tables_[static_cast<size_t>(t)].rows()) per_table[t].emplace_back(row, count);
@@ -88,6 +88,12 @@ Status CacheKeeper::WarmStart() {
   return status;
 }
 
+std::vector<std::string> CacheKeeper::TableNames() const {
+  std::vector<std::string> names;
+  for (const TableInfo& t : tables_) names.push_back(t.name);
+  return names;
+}
+
 Status CacheKeeper::SaveSnapshot() {
   if (options_.snapshot_path.empty() || !changed_since_save_) return Status::Ok();
   HotKeys hot;
@@ -97,7 +103,7 @@ Status CacheKeeper::SaveSnapshot() {
   }
   std::stable_sort(hot.begin(), hot.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   changed_since_save_ = false;
-  return SaveHotness(options_.snapshot_path, hot);
+  return SaveHotness(options_.snapshot_path, TableNames(), hot);
 }
 
 void CacheKeeper::Offer(std::span<const Tensor> graph_inputs) {

@@ -97,6 +97,8 @@ class CacheKeeper {
   Status WarmStart();
   // The policies' cached rows with their counts, hottest first, to the snapshot file.
   Status SaveSnapshot();
+  // tables_' names, as the snapshot names RowKey's table index.
+  std::vector<std::string> TableNames() const;
   // Feeds one offer's lookups to the policies and applies their changes.
   Status Keep(const std::vector<Tensor>& inputs);
   // The table's policy's queued changes, applied to its cache and counted.

@@ -277,12 +277,15 @@ StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::
     graph.inputs.push_back(info.value);
   }
   if (!options.snapshot_path.empty()) {
+    std::vector<std::string> names;
     std::vector<std::vector<CachedRowFile*>> caches;
     for (const auto& t : disk->tables_) {
+      names.push_back(t->name);
       caches.emplace_back();
       for (const auto& shard : t->shards) caches.back().push_back(shard.get());
     }
-    disk->hotness_ = std::make_unique<HostCacheHotness>(std::move(caches), options.snapshot_path, options.save_every_s);
+    disk->hotness_ = std::make_unique<HostCacheHotness>(std::move(names), std::move(caches), options.snapshot_path,
+                                                        options.save_every_s);
   }
   return disk;
 }

@@ -18,9 +18,13 @@ constexpr size_t kWarmingThreads = 4;
 
 }  // namespace
 
-HostCacheHotness::HostCacheHotness(std::vector<std::vector<CachedRowFile*>> tables, std::string path,
-                                   double save_every_s)
-    : tables_(std::move(tables)), path_(std::move(path)), save_every_s_(save_every_s), reads_(tables_.size()) {
+HostCacheHotness::HostCacheHotness(std::vector<std::string> names, std::vector<std::vector<CachedRowFile*>> tables,
+                                   std::string path, double save_every_s)
+    : names_(std::move(names)),
+      tables_(std::move(tables)),
+      path_(std::move(path)),
+      save_every_s_(save_every_s),
+      reads_(tables_.size()) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -79,7 +83,7 @@ void HostCacheHotness::Loop() {
 }
 
 void HostCacheHotness::WarmStart() {
-  StatusOr<HotKeys> saved = LoadHotness(path_);
+  StatusOr<HotnessSnapshot> saved = LoadHotness(path_);
   if (saved.status().code() == StatusCode::kNotFound) return;  // a first run
   if (!saved.ok()) {
     LogWarning("hotness snapshot " + path_ + ": " + saved.status().ToString() +
@@ -87,15 +91,15 @@ void HostCacheHotness::WarmStart() {
     return;
   }
   // Each table's rows, most frequent first as saved; rows past its end dropped.
+  HotKeys keys = RekeyHotness(std::move(*saved), names_);
   std::vector<std::vector<std::pair<uint64_t, int>>> per_table(tables_.size());
-  for (const auto& [key, count] : *saved) {
+  for (const auto& [key, count] : keys) {
     const auto t = static_cast<size_t>(key >> 48);
     if (t >= tables_.size() || tables_[t].empty()) continue;
     const uint64_t row = key & kRowMask;
     if (row < static_cast<uint64_t>(tables_[t].front()->file().rows())) per_table[t].emplace_back(row, count);
   }
-  saved->clear();
-  saved->shrink_to_fit();
+  keys = HotKeys();
   // A few tables at a time, each on a reader of its own.
   std::atomic<size_t> next{0};
   auto warm = [&] {
@@ -180,7 +184,7 @@ Status HostCacheHotness::Save() {
   HotKeys hot(all.size());
   for (auto it = all.rbegin(); it != all.rend(); ++it) hot[--at[static_cast<size_t>(256 - it->second)]] = *it;
   all = HotKeys();
-  RANKD_RETURN_IF_ERROR(SaveHotness(path_, hot));
+  RANKD_RETURN_IF_ERROR(SaveHotness(path_, names_, hot));
   saved_changes_ = changes;
   return Status::Ok();
 }

@@ -1,14 +1,13 @@
 // HostCacheHotness: the host caches of a model's tables on disk kept warm across runs.
 //
 // With a snapshot file named, the caches start from the rows the previous run held: at load a
-// thread reads the file (embedding/hotness_snapshot.h; keys RowKey(t, row), t the table's place
-// among the model's tables on disk), takes for each table the hottest rows each of its shards has
-// room for, reads them from the table's file in file order (a hot set is scattered over the
-// table: read in order, neighbours merge into long reads, on a descriptor and ring of its own so
-// that the batches' misses do not queue behind it) and moves them in while batches are served.
-// It then saves the caches' rows every `save_every_s` while they change, and once more when the
-// tables go (the version unloads, the server stops). A missing file is a first run; a file that is
-// not a snapshot is reported and the caches start cold; rows past a table's end are dropped.
+// thread reads the file (embedding/hotness_snapshot.h: each table's rows found by its name), takes for each table the
+// hottest rows each of its shards has room for, reads them from the table's file in file order (a hot set is scattered
+// over the table: read in order, neighbours merge into long reads, on a descriptor and ring of its own so that the
+// batches' misses do not queue behind it) and moves them in while batches are served. It then saves the caches' rows
+// every `save_every_s` while they change, and once more when the tables go (the version unloads, the server stops). A
+// missing file is a first run; a file that is not a snapshot is reported and the caches start cold; rows past a table's
+// end are dropped.
 #pragma once
 
 #include <atomic>
@@ -26,9 +25,10 @@ namespace rankd {
 
 class HostCacheHotness {
  public:
-  // `tables[t]`: table t's host-cache shards (row r in shard RowShard(r, shards)), which must
-  // outlive this. Starts the thread.
-  HostCacheHotness(std::vector<std::vector<CachedRowFile*>> tables, std::string path, double save_every_s);
+  // `tables[t]`: the host-cache shards (row r in shard RowShard(r, shards)) of the table named
+  // `names[t]`, which must outlive this. Starts the thread.
+  HostCacheHotness(std::vector<std::string> names, std::vector<std::vector<CachedRowFile*>> tables, std::string path,
+                   double save_every_s);
   ~HostCacheHotness();  // stops the warm start after its chunk in flight, then saves
   HostCacheHotness(const HostCacheHotness&) = delete;
   HostCacheHotness& operator=(const HostCacheHotness&) = delete;
@@ -47,6 +47,7 @@ class HostCacheHotness {
   Status WarmTable(size_t t, const std::vector<std::pair<uint64_t, int>>& hottest);
   uint64_t Changes() const;  // rows inserted, evicted and moved in, over every shard
 
+  const std::vector<std::string> names_;
   const std::vector<std::vector<CachedRowFile*>> tables_;
   const std::string path_;
   const double save_every_s_;

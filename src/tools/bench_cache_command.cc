@@ -121,7 +121,7 @@ int BenchCacheCommand(const BenchCacheArgs& args) {
     RunPolicy(before, first);
     HotKeys snapshot = before.Snapshot();
     if (!args.snapshot_path.empty()) {
-      if (Status s = SaveHotness(args.snapshot_path, snapshot); !s.ok()) {
+      if (Status s = SaveHotness(args.snapshot_path, {}, snapshot); !s.ok()) {
         std::fprintf(stderr, "rankd bench cache: %s\n", s.ToString().c_str());
         return 2;
       }
@@ -130,7 +130,7 @@ int BenchCacheCommand(const BenchCacheArgs& args) {
         std::fprintf(stderr, "rankd bench cache: %s\n", loaded.status().ToString().c_str());
         return 2;
       }
-      snapshot = std::move(*loaded);
+      snapshot = std::move(loaded->keys);
     }
     warm.WarmStart(snapshot);
     const int64_t cold_hits = RunPolicy(cold, second).hits, warm_hits = RunPolicy(warm, second).hits;
