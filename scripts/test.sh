@@ -25,12 +25,14 @@ phase "ASan/UBSan tests"
 # OpenBLAS and OpenMP runtimes keep thread pools alive past exit; they are not ours to free.
 (cd build-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 OMP_NUM_THREADS=2 \
   ctest --output-on-failure -j"$jobs")
-phase "TSan batcher"
-# The threaded pieces (the batcher, the merge gate, the helping pool, the completion poller, gRPC's call queue) under
-# ThreadSanitizer (only that target: TSan needs its own build).
+phase "TSan batcher and embedding host tier"
+# The threaded pieces (the batcher, the merge gate, the helping pool, the completion poller, gRPC's call queue;
+# rows in files, their host caches and the caches' warm start) under ThreadSanitizer (only those targets: TSan
+# needs its own build).
 BUILD_DIR=build-tsan BUILD_TYPE=RelWithDebInfo scripts/build.sh -DRANKD_TSAN=ON -DRANKD_TESTS=ON -DRANKD_CUDA=OFF \
-  --target batcher_test
+  --target batcher_test embedding_host_test
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/batcher_test
+TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/embedding_host_test
 phase "fuzzers"
 FUZZ_BUILD_DIR=build-asan scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
 phase "done"

@@ -373,5 +373,59 @@ TEST(DiskTables, StagesEachDistinctRowOnceAcrossShards) {
   EXPECT_GE(stats.hits, stats.lookups / 2);  // the second run's rows all cached
 }
 
+// A model with its tables on disk, reloaded with a hotness snapshot, starts with the rows the last
+// version's host caches held, and scores as with its tables in memory.
+TEST(DiskTablesHotness, AReloadedModelStartsWarmAndScoresAsInMemory) {
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  const std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
+  const fs::path folder = fs::path(testing::WriteTempFile("disk_hotness/x", "")).parent_path();
+  const std::string snapshot = (folder / "w1.hot").string();
+  fs::remove(snapshot + ".disk");
+  ModelOptions options;
+  options.batching = 0;
+  auto resident = Model::Load(dir, -1, options);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  std::vector<std::vector<InferOutput>> want;
+  for (const InferRequest& r : requests) {
+    auto out = (*resident)->Infer(r);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    want.push_back(std::move(*out));
+  }
+  options.tables_on_disk = folder.string();
+  options.table_disk_cache_mb = 1;
+  options.table_hotness_snapshot = snapshot;
+  int64_t held = 0;
+  {
+    auto first = Model::Load(dir, -1, options);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    ASSERT_NE((*first)->disk_tables(), nullptr);
+    for (const InferRequest& r : requests) ASSERT_TRUE((*first)->Infer(r).ok());
+    for (const DiskTableStats& t : (*first)->disk_tables()->stats()) held += t.cached;
+    ASSERT_GT(held, 0);
+  }
+  ASSERT_TRUE(fs::exists(snapshot + ".disk"));
+  auto second = Model::Load(dir, -1, options);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  (*second)->disk_tables()->WaitForWarmStart();
+  int64_t cached = 0;
+  uint64_t warmed = 0, read = 0;
+  for (const DiskTableStats& t : (*second)->disk_tables()->stats()) {
+    cached += t.cached, warmed += t.warmed, read += t.rows_read;
+  }
+  EXPECT_EQ(cached, held);
+  EXPECT_GT(warmed, 0u);
+  EXPECT_GE(read, warmed);  // the warm start's reads are counted with the runs
+
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto got = (*second)->Infer(requests[i]);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    testing::ExpectIdenticalOutputs(*got, want[i], "request " + std::to_string(i) + ", warm from the snapshot");
+  }
+  // The rows the first version read are all in the host caches: the second reads none of them.
+  uint64_t read_after = 0;
+  for (const DiskTableStats& t : (*second)->disk_tables()->stats()) read_after += t.rows_read;
+  EXPECT_EQ(read_after, read);
+}
+
 }  // namespace
 }  // namespace rankd
