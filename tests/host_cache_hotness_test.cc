@@ -94,6 +94,14 @@ class HostCacheHotnessTest : public ::testing::Test {
     }
   }
 
+  // A first run of skewed traffic through caches of 250 rows a shard, saved as it ends: the rows it held.
+  std::set<uint64_t> FirstRun() const {
+    auto shards = OpenShards(250);
+    HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600);
+    Traffic(shards, 60);
+    return Cached(shards);
+  }
+
   static std::set<uint64_t> Cached(const std::vector<std::unique_ptr<CachedRowFile>>& shards) {
     std::set<uint64_t> rows;
     for (const auto& s : shards) {
@@ -145,13 +153,7 @@ TEST_F(HostCacheHotnessTest, ANewRunStartsWithTheRowsTheLastHeld) {
 // Requests are served while the warm start moves rows in: reads from two threads race the warm
 // start's admissions (ThreadSanitizer runs this), and every row read is the file's.
 TEST_F(HostCacheHotnessTest, RowsReadWhileTheWarmStartMovesRowsInAreTheFiles) {
-  std::set<uint64_t> held;
-  {
-    auto shards = OpenShards(250);
-    HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600);
-    Traffic(shards, 60);
-    held = Cached(shards);
-  }
+  const std::set<uint64_t> held = FirstRun();
   auto shards = OpenShards(250);
   HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600);
   std::thread other([&] { Traffic(shards, 40, 3); });
@@ -165,13 +167,7 @@ TEST_F(HostCacheHotnessTest, RowsReadWhileTheWarmStartMovesRowsInAreTheFiles) {
 }
 
 TEST_F(HostCacheHotnessTest, ASmallerCacheTakesPartOfTheRowsAndEveryRowIsTheFiles) {
-  std::set<uint64_t> held;
-  {
-    auto shards = OpenShards(250);
-    HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600);
-    Traffic(shards, 60);
-    held = Cached(shards);
-  }
+  const std::set<uint64_t> held = FirstRun();
   auto shards = OpenShards(40);
   HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600);
   hotness.WaitForWarmStart();
