@@ -258,6 +258,28 @@ TEST(CachePolicy, SnapshotsAndWarmStartsThroughTheFile) {
   }
 }
 
+// A policy adopting a cache's rows takes each in its slot, up to the first empty one, with no change
+// queued; the next miss fills the next slot.
+TEST(CachePolicy, AdoptsTheRowsACacheHoldsInTheirSlots) {
+  CachePolicyOptions options;
+  options.capacity = 6;
+  CachePolicy policy(options);
+  const std::vector<int64_t> slots = {40, 41, 42, -1, 44, -1};
+  policy.Adopt(slots);
+  EXPECT_EQ(policy.size(), 3);
+  EXPECT_FALSE(policy.has_changes());
+  for (int64_t s = 0; s < 3; ++s) EXPECT_EQ(policy.SlotOf(static_cast<uint64_t>(slots[s])), s);
+  EXPECT_FALSE(policy.Contains(44));  // past the first empty slot: left to be filled again
+  EXPECT_TRUE(policy.Access(41));
+  EXPECT_FALSE(policy.Access(7));
+  const std::vector<CachePolicy::Change> changes = policy.TakeChanges();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].key, 7u);
+  EXPECT_EQ(changes[0].slot, 3);
+  policy.Adopt(slots);  // only into an empty policy
+  EXPECT_EQ(policy.size(), 4);
+}
+
 // Keys follow their table's name to its place in the loading model; a version-1 file (no names)
 // keeps its keys as saved.
 TEST(CachePolicy, SnapshotKeysFollowTheirTablesNames) {

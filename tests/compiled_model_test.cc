@@ -106,7 +106,8 @@ TEST(CompiledModel, PlansAreCachedPerShapeWithinTheirBound) {
 TEST(PlanRunner, RunsPlansOnPooledExecutorsWithoutCapturesOnTheCpu) {
   std::unique_ptr<CompiledModel> mmoe = CompileZoo("mmoe");
   ASSERT_TRUE(mmoe);
-  auto runner = PlanRunner::Create({&CpuBackend()}, mmoe->graph(), PrepareOptions{mmoe->precision(), {}}, 2, "mmoe");
+  auto runner =
+      PlanRunner::Create({&CpuBackend()}, mmoe->graph(), PrepareOptions{mmoe->precision(), {}, {}}, 2, "mmoe");
   ASSERT_TRUE(runner.ok()) << runner.status().ToString();
   EXPECT_EQ((*runner)->max_executors(), 2);
   std::vector<TensorMeta> metas = MetasFor(*mmoe, 3);

@@ -34,7 +34,7 @@ class HeldCache : public TableCache {
  public:
   explicit HeldCache(int64_t capacity) : slots_(static_cast<size_t>(capacity), -1) {}
   int64_t capacity() const override { return static_cast<int64_t>(slots_.size()); }
-  Status Apply(std::span<const Fill> fills) override {
+  Status Apply(std::span<const Fill> fills, uint64_t /*claim*/) override {
     for (const Fill& f : fills) slots_[static_cast<size_t>(f.slot)] = f.row;
     return Status::Ok();
   }

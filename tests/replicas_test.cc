@@ -246,7 +246,11 @@ class SlotsCache : public TableCache {
  public:
   explicit SlotsCache(int64_t capacity) : rows_(static_cast<size_t>(capacity), -1) {}
   int64_t capacity() const override { return static_cast<int64_t>(rows_.size()); }
-  Status Apply(std::span<const Fill> fills) override {
+  uint64_t Claim() override { return claims_.Claim(); }
+  void Release(uint64_t claim) override { claims_.Release(claim); }
+  bool Claimed(uint64_t claim) const override { return claims_.Decides(claim); }
+  Status Apply(std::span<const Fill> fills, uint64_t claim) override {
+    if (!claims_.Decides(claim)) return Status::Ok();
     if (failed_) return Unavailable("this cache's GPU failed");
     for (const Fill& f : fills) rows_[static_cast<size_t>(f.slot)] = f.row;
     return Status::Ok();
@@ -256,6 +260,7 @@ class SlotsCache : public TableCache {
 
  private:
   std::vector<int64_t> rows_;
+  CacheClaims claims_;
 };
 
 TEST(Replicas, MirroredCachesTakeEveryFillAndOutliveAFailedOne) {
@@ -263,18 +268,41 @@ TEST(Replicas, MirroredCachesTakeEveryFillAndOutliveAFailedOne) {
   MirroredTableCache mirrored({&first, &second});
   EXPECT_EQ(mirrored.capacity(), 4);
   const TableCache::Fill fills[] = {{0, 7}, {2, 9}, {0, 8}};
-  ASSERT_TRUE(mirrored.Apply(fills).ok());
+  const uint64_t claim = mirrored.Claim();
+  ASSERT_TRUE(mirrored.Apply(fills, claim).ok());
   const std::vector<int64_t> want = {8, -1, 9, -1};
   EXPECT_EQ(std::vector<int64_t>(first.rows_of_slots().begin(), first.rows_of_slots().end()), want);
   EXPECT_EQ(std::vector<int64_t>(second.rows_of_slots().begin(), second.rows_of_slots().end()), want);
   // The first replica's GPU fails: the second goes on, and its rows are the ones reported.
   first.failed_ = true;
   const TableCache::Fill more[] = {{1, 5}};
-  ASSERT_TRUE(mirrored.Apply(more).ok());
+  ASSERT_TRUE(mirrored.Apply(more, claim).ok());
   EXPECT_EQ(mirrored.rows_of_slots()[1], 5);
   EXPECT_EQ(first.rows_of_slots()[1], -1);
   second.failed_ = true;
-  EXPECT_EQ(mirrored.Apply(more).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(mirrored.Apply(more, claim).code(), StatusCode::kUnavailable);
+}
+
+// Another version's mirror claims the same caches: from then on its fills go in and the first's
+// change nothing, until it gives its claim back.
+TEST(Replicas, MirroredCachesFollowTheirLatestClaim) {
+  SlotsCache first(4), second(4);
+  MirroredTableCache old_version({&first, &second}), new_version({&first, &second});
+  const uint64_t old_claim = old_version.Claim();
+  const uint64_t new_claim = new_version.Claim();
+  EXPECT_FALSE(old_version.Claimed(old_claim));
+  EXPECT_TRUE(new_version.Claimed(new_claim));
+  const TableCache::Fill stale[] = {{0, 1}}, fresh[] = {{1, 2}};
+  ASSERT_TRUE(old_version.Apply(stale, old_claim).ok());
+  ASSERT_TRUE(new_version.Apply(fresh, new_claim).ok());
+  const std::vector<int64_t> want = {-1, 2, -1, -1};
+  EXPECT_EQ(std::vector<int64_t>(first.rows_of_slots().begin(), first.rows_of_slots().end()), want);
+  EXPECT_EQ(std::vector<int64_t>(second.rows_of_slots().begin(), second.rows_of_slots().end()), want);
+  new_version.Release(new_claim);  // its load failed: the serving version decides again
+  EXPECT_TRUE(old_version.Claimed(old_claim));
+  ASSERT_TRUE(old_version.Apply(stale, old_claim).ok());
+  EXPECT_EQ(first.rows_of_slots()[0], 1);
+  EXPECT_EQ(second.rows_of_slots()[0], 1);
 }
 
 // Tables placed on named GPUs (tables.tiers' gpu:N, gpu:N,M), one copy read by every replica: on one

@@ -30,8 +30,22 @@ class RecordingCache : public TableCache {
  public:
   RecordingCache(int64_t capacity, int64_t rows) : rows_(rows), slots_(static_cast<size_t>(capacity), -1) {}
   int64_t capacity() const override { return static_cast<int64_t>(slots_.size()); }
-  Status Apply(std::span<const Fill> fills) override {
+  uint64_t Claim() override {
+    MutexLock lock(mu_);
+    return claims_.Claim();
+  }
+  void Release(uint64_t claim) override {
+    MutexLock lock(mu_);
+    claims_.Release(claim);
+  }
+  bool Claimed(uint64_t claim) const override {
+    MutexLock lock(mu_);
+    return claims_.Decides(claim);
+  }
+  Status Apply(std::span<const Fill> fills, uint64_t claim) override {
     if (gate) gate->wait();
+    MutexLock lock(mu_);
+    if (!claims_.Decides(claim)) return Status::Ok();
     ++applies;
     for (const Fill& f : fills) {
       if (f.slot < 0 || f.slot >= capacity() || f.row < 0 || f.row >= rows_) return InvalidArgument("bad fill");
@@ -43,11 +57,13 @@ class RecordingCache : public TableCache {
 
   std::latch* gate = nullptr;  // Apply waits for it when set
   bool fail = false;
-  std::atomic<int> applies{0};
+  std::atomic<int> applies{0};  // Applies that changed the slots
 
  private:
   int64_t rows_;
   std::vector<int64_t> slots_;
+  mutable Mutex mu_;
+  CacheClaims claims_ RANKD_GUARDED_BY(mu_);
 };
 
 // A bag over a 1,000-row table read by [batch, 4] ids, and a second table left uncached.
@@ -171,6 +187,47 @@ TEST(CacheKeeper, StartsWarmFromTheSnapshotThePreviousOneSaved) {
   ASSERT_TRUE(keeper.Flush().ok());
   EXPECT_EQ(keeper.stats()[0].cached, 0);
   EXPECT_EQ(cold.applies.load(), 0);
+}
+
+// A version loaded beside the serving one shares its cache (backend/cuda/shared_row_caches.h): the new
+// keeper starts from the rows the cache holds, moving none, and decides them from then on; the old
+// keeper's offers change nothing, nor does it save the snapshot. Should the new version go (its load
+// failed), the old keeper decides again, from the rows the cache then holds.
+TEST(CacheKeeper, ANewVersionsKeeperTakesOverTheCacheItShares) {
+  BagModel m;
+  RecordingCache cache(3, 1000);
+  auto held = [&cache] { return std::set<int64_t>(cache.rows_of_slots().begin(), cache.rows_of_slots().end()); };
+  auto offer = [](CacheKeeper& keeper, const std::vector<int64_t>& ids, int rounds) {
+    for (int round = 0; round < rounds; ++round) {
+      keeper.Offer(Inputs(ids));
+      ASSERT_TRUE(keeper.Flush().ok());
+    }
+  };
+  const std::string path = testing::WriteTempFile("hotness/shared.snapshot", "");
+  std::filesystem::remove(path);
+  CacheKeeperOptions options;
+  options.snapshot_path = path;
+  CacheKeeper old_keeper(m.graph, {{m.cached, &cache}}, options);
+  offer(old_keeper, {42, 43, 44, 42, 43, 44, 42, 43}, 20);
+  ASSERT_EQ(held(), (std::set<int64_t>{42, 43, 44}));
+  const int applies = cache.applies.load();
+  {
+    CacheKeeper new_keeper(m.graph, {{m.cached, &cache}});
+    ASSERT_TRUE(new_keeper.Flush().ok());
+    EXPECT_EQ(new_keeper.stats()[0].cached, 3);  // the rows it found
+    EXPECT_EQ(cache.applies.load(), applies);    // none moved
+    offer(new_keeper, {42, 43, 44, 42}, 1);
+    EXPECT_EQ(new_keeper.stats()[0].hits, 4u);  // warm at once
+
+    offer(old_keeper, {7, 8, 9, 7, 8, 9, 7, 8}, 20);
+    EXPECT_EQ(held(), (std::set<int64_t>{42, 43, 44}));  // the old keeper changes nothing
+    EXPECT_EQ(cache.applies.load(), applies);
+    offer(new_keeper, {5, 6, 5, 6, 5, 6, 5, 6}, 20);
+    EXPECT_TRUE(held().count(5) && held().count(6));  // the new one decides
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));  // the old keeper never saved while it did not decide
+  offer(old_keeper, {7, 8, 9, 7, 8, 9, 7, 8}, 20);
+  EXPECT_EQ(held(), (std::set<int64_t>{7, 8, 9}));  // it decides again, from what the cache held
 }
 
 // A keeper that is behind drops offers instead of queueing them without bound or making the run
@@ -429,6 +486,67 @@ TEST_P(CachedZooModel, ScoresAsWithResidentTables) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CachedZooModel, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"));
+
+// A version loaded beside the serving one (a hot swap) shares its GPU caches: it starts with the rows
+// they hold, moving none, and both versions score as with resident tables while they overlap, and the
+// new one after the old one goes, with requests on several threads while its keeper moves rows.
+TEST(CachedModelVersions, ANewVersionSharesTheServingVersionsGpuCaches) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "needs a GPU";
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  ModelOptions options;
+  options.backend = cuda;
+  options.batching = 0;
+  auto resident = Model::Load(dir, -1, options);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  const std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
+  std::vector<std::vector<InferOutput>> want;
+  for (const InferRequest& r : requests) {
+    auto out = (*resident)->Infer(r);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    want.push_back(std::move(*out));
+  }
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok());
+  for (const TableInfo& t : (*resident)->tables()) {
+    if (t.lookups_only) config->table_cache_rows[t.name] = std::max<int64_t>(1, t.rows() / 10);
+  }
+  auto score = [&](Model& model, const std::string& what) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      auto got = model.Infer(requests[i]);
+      ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+      testing::ExpectIdenticalOutputs(*got, want[i], what);
+    }
+  };
+  auto old_version = Model::LoadFile(dir + "/1/model.onnx", *config, options);
+  ASSERT_TRUE(old_version.ok()) << old_version.status().ToString();
+  score(**old_version, "the old version");
+  ASSERT_TRUE((*old_version)->cache_keeper()->Flush().ok());
+  const std::vector<TableCacheStats> old_stats = (*old_version)->cache_keeper()->stats();
+  int64_t held = 0;
+  for (const TableCacheStats& s : old_stats) held += s.cached;
+  ASSERT_GT(held, 0);
+
+  auto new_version = Model::LoadFile(dir + "/1/model.onnx", *config, options);
+  ASSERT_TRUE(new_version.ok()) << new_version.status().ToString();
+  CacheKeeper* keeper = (*new_version)->cache_keeper();
+  ASSERT_TRUE(keeper->Flush().ok());
+  const std::vector<TableCacheStats> new_stats = keeper->stats();
+  ASSERT_EQ(new_stats.size(), old_stats.size());
+  for (size_t i = 0; i < new_stats.size(); ++i) {
+    EXPECT_EQ(new_stats[i].cached, old_stats[i].cached) << new_stats[i].table;  // the rows it found
+    EXPECT_EQ(new_stats[i].inserted, 0u) << new_stats[i].table;                 // none moved
+  }
+  score(**new_version, "the new version beside the old");
+  score(**old_version, "the old version beside the new");
+  ASSERT_TRUE(keeper->Flush().ok());
+  old_version->reset();
+  score(**new_version, "the new version alone");
+  const testing::ScoredAtOnce at_once = testing::ScoreAtOnce(**new_version, requests, want, 4, 30);
+  EXPECT_EQ(at_once.failed, 0);
+  EXPECT_EQ(at_once.wrong, 0);
+  ASSERT_TRUE(keeper->Flush().ok());
+}
 
 }  // namespace
 }  // namespace rankd

@@ -84,6 +84,10 @@ inline bool Bf16Products(Precision p) { return p == Precision::kBf16 || p == Pre
 struct PrepareOptions {
   Precision precision = Precision::kFp32;
   TablePlacement tables;  // empty: every table on the device
+  // Models of the same group (a model's versions: its name) that read the same table in the same
+  // host storage share its device cache where the backend keeps one (backend/cuda/shared_row_caches.h);
+  // empty: caches of their own.
+  std::string cache_group;
 };
 
 // What a backend keeps per loaded model and shares between that model's executors (device copies
@@ -139,7 +143,7 @@ class Backend {
   virtual StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph,
                                                                  const PrepareOptions& options) const = 0;
   StatusOr<std::shared_ptr<ModelResources>> PrepareModel(const Graph& graph, Precision precision) const {
-    return PrepareModel(graph, PrepareOptions{precision, {}});
+    return PrepareModel(graph, PrepareOptions{precision, {}, {}});
   }
   // Where the kernels run and read their tensors: host memory, or a CUDA device's. The runtime
   // picks the executor for a backend by this (runtime/backends.h).

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "common/latency_histogram.h"
 #include "rankd/status.h"
@@ -25,11 +26,19 @@ class TableCache {
     int64_t row = 0;
   };
   virtual int64_t capacity() const = 0;
-  // Applies `fills` in order (a slot filled twice holds the later row). Ordered against the
-  // lookups running meanwhile: none reads a slot while its row changes. Blocks until the device
-  // has the new rows; called by one thread at a time.
-  virtual Status Apply(std::span<const Fill> fills) = 0;
-  // The row each slot holds (-1: empty), as the device has it after the last Apply.
+  // A cache may be shared by the versions of a model that read the same table (one loaded beside
+  // the one it replaces): the keeper that claimed it last decides its rows. Claim makes the caller
+  // that keeper and returns its claim; Release gives a claim back (the one claimed before it
+  // decides again, as when a version's load fails); Claimed says whether `claim` decides now.
+  virtual uint64_t Claim() { return 0; }
+  virtual void Release(uint64_t /*claim*/) {}
+  virtual bool Claimed(uint64_t /*claim*/) const { return true; }
+  // Applies `fills` in order (a slot filled twice holds the later row) when `claim` decides the
+  // cache's rows; else changes nothing. Ordered against the lookups running meanwhile: none reads
+  // a slot while its row changes. Blocks until the device has the new rows.
+  virtual Status Apply(std::span<const Fill> fills, uint64_t claim) = 0;
+  // The row each slot holds (-1: empty), as the device has it after the last Apply (read by the
+  // keeper that claimed the cache, between its Applies).
   virtual std::span<const int64_t> rows_of_slots() const = 0;
   // Of the rows runs missed in the cache, since it was made: those the host gathered for the
   // lookups before their launch (`staged`), and those it left them to read from the table for want
@@ -41,6 +50,22 @@ class TableCache {
     LatencyHistogram seconds;
   };
   virtual Gathered gathered() const { return {}; }
+};
+
+// The claims made on a shared cache (TableCache::Claim), in order; its owner's lock guards it.
+class CacheClaims {
+ public:
+  uint64_t Claim() {
+    claims_.push_back(next_);
+    return next_++;
+  }
+  void Release(uint64_t claim) { std::erase(claims_, claim); }
+  // Whether `claim` decides now: the last one made and not released (any claim, while none is held).
+  bool Decides(uint64_t claim) const { return claims_.empty() || claims_.back() == claim; }
+
+ private:
+  std::vector<uint64_t> claims_;
+  uint64_t next_ = 1;
 };
 
 }  // namespace rankd

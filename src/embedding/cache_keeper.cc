@@ -29,12 +29,13 @@ CacheKeeper::CacheKeeper(const Graph& graph, const std::map<int, TableCache*>& c
     if (it == caches.end()) continue;
     Table& kept = kept_[static_cast<int>(t)];
     kept.cache = it->second;
-    CachePolicyOptions policy;
-    policy.capacity = it->second->capacity();
-    policy.seed = t + 1;
-    kept.policy = std::make_unique<CachePolicy>(policy);
+    kept.seed = t + 1;
     kept.stats.table = tables_[t].name;
-    kept.stats.capacity = policy.capacity;
+    kept.stats.capacity = kept.cache->capacity();
+    // A cache another version of the model made and still reads (backend/table_cache.h): this keeper
+    // decides its rows from now on, starting from those it holds.
+    kept.claim = kept.cache->Claim();
+    Adopt(kept);
     cached_values.insert(tables_[t].value);
   }
   // The inputs AppendLookups reads: ids and keys as they are, and those ids are computed from.
@@ -61,6 +62,7 @@ CacheKeeper::~CacheKeeper() {
   changed_.notify_all();
   thread_.join();
   if (Status saved = SaveSnapshot(); !saved.ok()) LogError(saved.ToString());
+  for (auto& [t, table] : kept_) table.cache->Release(table.claim);
 }
 
 Status CacheKeeper::WarmStart() {
@@ -88,6 +90,16 @@ Status CacheKeeper::WarmStart() {
   return status;
 }
 
+void CacheKeeper::Adopt(Table& table) {
+  CachePolicyOptions policy;
+  policy.capacity = table.cache->capacity();
+  policy.seed = table.seed;
+  table.policy = std::make_unique<CachePolicy>(policy);
+  table.policy->Adopt(table.cache->rows_of_slots());
+  table.stats.cached = table.policy->size();
+  table.deciding = true;
+}
+
 std::vector<std::string> CacheKeeper::TableNames() const {
   std::vector<std::string> names;
   for (const TableInfo& t : tables_) names.push_back(t.name);
@@ -96,6 +108,9 @@ std::vector<std::string> CacheKeeper::TableNames() const {
 
 Status CacheKeeper::SaveSnapshot() {
   if (options_.snapshot_path.empty() || !changed_since_save_) return Status::Ok();
+  for (const auto& [t, table] : kept_) {
+    if (!table.cache->Claimed(table.claim)) return Status::Ok();  // a newer version keeps them, and saves
+  }
   HotKeys hot;
   for (const auto& [t, table] : kept_) {
     for (const auto& [row, count] : table.policy->Snapshot())
@@ -208,12 +223,20 @@ Status CacheKeeper::Keep(const std::vector<Tensor>& inputs) {
     LogWarning("table caches: ids a lookup computes could not be computed from a sample (" + failed.ToString() +
                "); its rows are not traced");
   }
+  // A table whose cache a newer version claimed is left to that version's keeper; when the claim
+  // comes back (that version's load failed), its policy starts again from what the cache holds.
+  for (auto& [t, table] : kept_) {
+    const bool deciding = table.cache->Claimed(table.claim);
+    if (deciding && !table.deciding) Adopt(table);
+    table.deciding = deciding;
+  }
   AppendLookups(graph_, tables_, inputs, trace_, &computed);
   // Each access's memory (its sketch block, its index entry) is asked for a few accesses ahead.
   constexpr size_t kAhead = 8;
-  auto table_of = [&](uint64_t key) {
+  auto table_of = [&](uint64_t key) -> Table* {
     const auto t = static_cast<size_t>(key >> 48);
-    return t < kept_by_index_.size() ? kept_by_index_[t] : nullptr;
+    Table* table = t < kept_by_index_.size() ? kept_by_index_[t] : nullptr;
+    return table && table->deciding ? table : nullptr;
   };
   for (size_t i = 0; i < trace_.size(); ++i) {
     if (i + kAhead < trace_.size()) {
@@ -251,7 +274,7 @@ Status CacheKeeper::ApplyChanges(Table& table) {
   }
   table.stats.inserted += fills.size();
   table.stats.cached = table.policy->size();
-  return fills.empty() ? Status::Ok() : table.cache->Apply(fills);
+  return fills.empty() ? Status::Ok() : table.cache->Apply(fills, table.claim);
 }
 
 std::vector<TableCacheStats> CacheKeeper::TableStats() const {

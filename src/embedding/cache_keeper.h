@@ -9,8 +9,10 @@
 // without a lookup ever reading a slot while its row changes. A cache with room for every row of its
 // table is filled with all of them when the keeper starts. When the keeper is behind, offers
 // are dropped: the policy sees a sample of the traffic, which keeps its frequencies. Lookups never
-// wait for the keeper: a row it has not cached yet is read from host memory. With a snapshot path,
-// the caches start from the rows the previous run (or version) held, and the keeper saves them.
+// wait for the keeper: a row it has not cached yet is read from host memory. A cache that another
+// version of the model made and still reads (a hot swap) is claimed: this keeper decides its rows
+// from then on, starting from those it holds, and the other's changes nothing more. With a snapshot
+// path, the caches start from the rows the previous run (or version) held, and the keeper saves them.
 #pragma once
 
 #include <atomic>
@@ -88,10 +90,15 @@ class CacheKeeper {
  private:
   struct Table {
     TableCache* cache = nullptr;
+    uint64_t claim = 0;     // TableCache::Claim's
+    bool deciding = false;  // the claim decides the cache's rows (the keeper thread's, after the start)
+    uint64_t seed = 0;      // the policy's
     std::unique_ptr<CachePolicy> policy;
     TableCacheStats stats;
   };
   void Loop();
+  // A new policy for `table` holding the rows its cache holds (CachePolicy::Adopt).
+  void Adopt(Table& table);
   Status FillWholeTables();
   // From the snapshot: each table's saved rows (those still within the table) into its cache.
   Status WarmStart();

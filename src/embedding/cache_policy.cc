@@ -79,10 +79,19 @@ std::vector<std::pair<uint64_t, int>> CachePolicy::Snapshot() const {
 
 void CachePolicy::WarmStart(std::span<const std::pair<uint64_t, int>> hottest) {
   for (const auto& [key, count] : hottest) {
-    if (size() >= capacity_) break;
-    if (slot_of_.Contains(key)) continue;
+    if (size() >= capacity_ && !slot_of_.Contains(key)) continue;
     sketch_.Raise(key, count / 2);
-    Insert(key, size(), std::nullopt);
+    if (!slot_of_.Contains(key)) Insert(key, size(), std::nullopt);
+  }
+}
+
+void CachePolicy::Adopt(std::span<const int64_t> keys_of_slots) {
+  if (size() != 0) return;
+  for (int64_t key : keys_of_slots) {
+    if (key < 0 || size() >= capacity_ || slot_of_.Contains(static_cast<uint64_t>(key))) break;
+    sketch_.Add(static_cast<uint64_t>(key));
+    slot_of_.Insert(static_cast<uint64_t>(key), static_cast<int64_t>(key_of_.size()));
+    key_of_.push_back(static_cast<uint64_t>(key));
   }
 }
 

@@ -72,9 +72,14 @@ class CachePolicy {
   std::vector<std::pair<uint64_t, int>> Snapshot() const;
   // The same in slot order, unsorted.
   std::vector<std::pair<uint64_t, int>> Counts() const;
-  // Fills empty slots with `hottest` (most frequent first; keys already cached are skipped) and
-  // raises their estimates to the saved counts, so that they are not evicted by the first misses.
+  // Fills empty slots with `hottest` (most frequent first; keys already cached keep their slots)
+  // and raises their estimates to the saved counts, so that they are not evicted by the first misses.
   void WarmStart(std::span<const std::pair<uint64_t, int>> hottest);
+  // Into an empty policy: the keys a cache already holds (`keys_of_slots[s]`, -1 for an empty slot),
+  // each in its slot and seen once, with no change queued (the device has them). Slots are taken
+  // from 0 on, so the keys from the first empty slot on are not taken: the cache keeps them until
+  // their slots are filled again.
+  void Adopt(std::span<const int64_t> keys_of_slots);
 
   bool Contains(uint64_t key) const { return slot_of_.Contains(key); }
   // The slot `key` is cached in, if it is.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -19,14 +20,20 @@ class MirroredTableCache final : public TableCache {
   explicit MirroredTableCache(std::vector<TableCache*> caches);
 
   int64_t capacity() const override { return caches_[0]->capacity(); }
+  // Claims every cache (each may be shared with another version's replica on its GPU).
+  uint64_t Claim() override;
+  void Release(uint64_t claim) override;
+  bool Claimed(uint64_t claim) const override;
   // Applies `fills` to every cache; fails (with the first cache's error) only when none took them.
-  Status Apply(std::span<const Fill> fills) override;
+  Status Apply(std::span<const Fill> fills, uint64_t claim) override;
   std::span<const int64_t> rows_of_slots() const override { return caches_[source_]->rows_of_slots(); }
   Gathered gathered() const override;  // every replica's
 
  private:
   std::vector<TableCache*> caches_;
-  size_t source_ = 0;  // the first cache that took the last fills
+  size_t source_ = 0;                                 // the first cache that took the last fills
+  std::map<uint64_t, std::vector<uint64_t>> claims_;  // each claim's claims of caches_, in order
+  uint64_t next_claim_ = 1;
 };
 
 }  // namespace rankd

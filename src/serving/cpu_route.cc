@@ -26,7 +26,7 @@ StatusOr<std::unique_ptr<CpuRoute>> CpuRoute::Create(Graph graph, const ModelCon
   }
   route->cpu_runs_ = config.routing.cpu_runs;
   RANKD_ASSIGN_OR_RETURN(std::vector<TableInfo> tables, PlaceTables(b, TableBudget{}));
-  PrepareOptions prepare{cpu.precision(), ToPlacement(tables)};
+  PrepareOptions prepare{cpu.precision(), ToPlacement(tables), {}};
   RANKD_ASSIGN_OR_RETURN(route->runner_,
                          PlanRunner::Create({&CpuBackend()}, b, prepare, route->cpu_runs_, model + " (CPU route)"));
   route->policy_.mode = config.routing.cpu;

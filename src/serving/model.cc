@@ -154,7 +154,8 @@ Status Model::MakeRunner() {
       return Status::Ok();
     }));
   }
-  PrepareOptions prepare{c.precision(), ToPlacement(tables_)};
+  // A version loaded beside this one shares its table caches (the group is the model's name).
+  PrepareOptions prepare{c.precision(), ToPlacement(tables_), config_.name};
   CacheKeeperOptions keeper;
   keeper.snapshot_path = config_.table_hotness_snapshot;
   RANKD_ASSIGN_OR_RETURN(runner_, PlanRunner::Create(backends, c.graph(), prepare,

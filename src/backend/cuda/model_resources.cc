@@ -7,6 +7,7 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/shared_device_copies.h"
+#include "backend/cuda/shared_row_caches.h"
 #include "backend/cuda/shared_tables.h"
 #include "backend/cuda/small_rows_gemm.h"
 #include "model/mapped_file.h"
@@ -101,13 +102,20 @@ size_t UnsharedCopiesBytes(const Graph& graph, const TablePlacement& tables, int
   return total;
 }
 
-// The device caches of the cached tables: their indexes and slots.
-size_t CachesBytes(const Graph& graph, const TablePlacement& tables) {
+// Where the cache of table `t` of `rows` cached rows is found if another version of the model made it.
+RowCacheKey CacheKey(const PrepareOptions& options, int device, const Tensor& t, int64_t rows) {
+  return {options.cache_group, device, t.raw(), t.bytes(), std::min(rows, t.dim(0))};
+}
+
+// The device caches of the cached tables that no version of the model on `device` holds yet:
+// their indexes and slots.
+size_t CachesBytes(const Graph& graph, const PrepareOptions& options, int device) {
   size_t total = 0;
-  for (const auto& [id, rows] : tables.cached) {
+  for (const auto& [id, rows] : options.tables.cached) {
     auto it = graph.constants.find(id);
     if (it == graph.constants.end() || it->second.rank() != 2 || it->second.dim(0) == 0) continue;
     const Tensor& t = it->second;
+    if (FindRowCache(CacheKey(options, device, t, rows), graph.StorageOwner(t))) continue;
     total += CudaRowCache::DeviceBytes(t.dim(0), static_cast<int64_t>(t.bytes()) / t.dim(0), rows);
   }
   return total;
@@ -117,7 +125,7 @@ size_t CachesBytes(const Graph& graph, const TablePlacement& tables) {
 
 size_t CudaModelResources::DeviceBytes(const Graph& graph, const PrepareOptions& options, int device) {
   return ConstantsBytes(graph, options.tables) + UnsharedCopiesBytes(graph, options.tables, device) +
-         CachesBytes(graph, options.tables) +
+         CachesBytes(graph, options, device) +
          (Bf16Products(options.precision) ? Bf16CopiesBytes(PlanBf16Copies(graph)) : 0);
 }
 
@@ -170,7 +178,7 @@ StatusOr<std::shared_ptr<CudaModelResources>> CudaModelResources::Upload(const G
     OfferDeviceCopy(device, t->raw(), t->bytes(), graph.StorageOwner(*t), copy);
     r->shared_copies_.push_back(std::move(copy));
   }
-  RANKD_RETURN_IF_ERROR(r->MakeCaches(graph, options.tables));
+  RANKD_RETURN_IF_ERROR(r->MakeCaches(graph, options));
   r->counter_count_ = KernelCounters(graph);
   if (r->counter_count_ > 0) {
     const size_t bytes = static_cast<size_t>(r->counter_count_) * sizeof(unsigned long long);
@@ -192,8 +200,8 @@ std::vector<int64_t> CudaModelResources::ReadCounters() const {
   return std::vector<int64_t>(values.begin(), values.end());
 }
 
-Status CudaModelResources::MakeCaches(const Graph& graph, const TablePlacement& tables) {
-  for (const auto& [id, rows] : tables.cached) {
+Status CudaModelResources::MakeCaches(const Graph& graph, const PrepareOptions& options) {
+  for (const auto& [id, rows] : options.tables.cached) {
     auto it = graph.constants.find(id);
     if (it == graph.constants.end())
       return InvalidArgument("a cache for value " + std::to_string(id) + ", no constant");
@@ -201,10 +209,16 @@ Status CudaModelResources::MakeCaches(const Graph& graph, const TablePlacement& 
     if (t.rank() != 2 || t.dim(0) == 0 || t.bytes() == 0)
       return InvalidArgument("a cache for a table of shape " + ShapeToString(t.shape()) + ": tables are [rows, width]");
     const void* at = copies_.at(&t);
-    const void* host_at = MappedHostBytes(t.raw());
-    RANKD_ASSIGN_OR_RETURN(caches_[id], CudaRowCache::Create(device_, at, host_at ? host_at : t.raw(), t.dim(0),
-                                                             static_cast<int64_t>(t.bytes()) / t.dim(0),
-                                                             std::min(rows, t.dim(0)), &cache_readers_));
+    const RowCacheKey key = CacheKey(options, device_, t, rows);
+    std::shared_ptr<CudaRowCache> cache = FindRowCache(key, graph.StorageOwner(t));
+    if (!cache) {
+      const void* host_at = MappedHostBytes(t.raw());
+      RANKD_ASSIGN_OR_RETURN(cache, CudaRowCache::Create(device_, at, host_at ? host_at : t.raw(), t.dim(0),
+                                                         static_cast<int64_t>(t.bytes()) / t.dim(0), key.capacity));
+      OfferRowCache(key, graph.StorageOwner(t), cache);
+    }
+    cache->AddReaders(&cache_readers_);
+    caches_[id] = cache;
     row_caches_.index_of[at] = static_cast<int>(row_caches_.views.size());
     row_caches_.views.push_back(caches_[id]->view());
     cache_of_view_.push_back(caches_[id].get());
@@ -237,6 +251,9 @@ Status CudaModelResources::MapHostTable(const Tensor& table) {
 }
 
 CudaModelResources::~CudaModelResources() {
+  // A cache another version still reads stops waiting for this one's runs (there are none left).
+  for (const auto& [id, cache] : caches_) cache->RemoveReaders(&cache_readers_);
+  caches_.clear();  // before the host tables they read are unmapped
   if (host_tables_.empty() && gpu_tables_.empty()) return;
   AllCaptureGates gates;  // unpinning and freeing may synchronise every device
   for (const void* at : host_tables_) cuda::UnmapHostTable(at);

@@ -58,7 +58,7 @@ class CudaModelResources final : public ModelResources {
  private:
   Status UploadBf16Weights(const Graph& graph);
   Status MapHostTable(const Tensor& table);
-  Status MakeCaches(const Graph& graph, const TablePlacement& tables);
+  Status MakeCaches(const Graph& graph, const PrepareOptions& options);
 
   int device_ = 0;
   Precision precision_ = Precision::kFp32;
@@ -71,7 +71,7 @@ class CudaModelResources final : public ModelResources {
   std::vector<std::pair<const void*, std::vector<int>>> gpu_tables_;  // tables on named GPUs (shared_tables.h)
   std::unordered_map<const void*, const void*> bf16_weights_, bf16_weights_nk_, bf16_weights_padded_;
   GracePeriod cache_readers_;
-  std::map<int, std::unique_ptr<CudaRowCache>> caches_;  // by the table's value id
+  std::map<int, std::shared_ptr<CudaRowCache>> caches_;  // by the table's value id; shared_row_caches.h
   RowCaches row_caches_;
   std::vector<const CudaRowCache*> cache_of_view_;  // row_caches_.views' caches, in their order
   DeviceBuffer cache_views_;                        // row_caches_.views on the device

@@ -17,8 +17,7 @@ size_t CudaRowCache::DeviceBytes(int64_t rows, int64_t row_bytes, int64_t capaci
 }
 
 StatusOr<std::unique_ptr<CudaRowCache>> CudaRowCache::Create(int device, const void* table, const void* host_table,
-                                                             int64_t rows, int64_t row_bytes, int64_t capacity,
-                                                             GracePeriod* readers) {
+                                                             int64_t rows, int64_t row_bytes, int64_t capacity) {
   if (capacity < 1 || capacity > rows || capacity > INT32_MAX || row_bytes <= 0)
     return InvalidArgument("a table cache of " + std::to_string(capacity) + " rows for a table of " +
                            std::to_string(rows));
@@ -30,7 +29,6 @@ StatusOr<std::unique_ptr<CudaRowCache>> CudaRowCache::Create(int device, const v
   c->rows_ = rows;
   c->row_bytes_ = row_bytes;
   c->capacity_ = capacity;
-  c->readers_ = readers;
   c->row_of_slot_.assign(static_cast<size_t>(capacity), -1);
   RANKD_CUDA_RETURN(cudaSetDevice(device));
   RANKD_RETURN_IF_ERROR(c->index_.Reserve(static_cast<size_t>(rows) * sizeof(int32_t)));
@@ -64,7 +62,34 @@ RowCacheView CudaRowCache::view() const {
   return RowCacheView{static_cast<const int32_t*>(index_.get()), slots_.get()};
 }
 
-Status CudaRowCache::Apply(std::span<const Fill> fills) {
+uint64_t CudaRowCache::Claim() {
+  MutexLock lock(apply_mu_);
+  return claims_.Claim();
+}
+
+void CudaRowCache::Release(uint64_t claim) {
+  MutexLock lock(apply_mu_);
+  claims_.Release(claim);
+}
+
+bool CudaRowCache::Claimed(uint64_t claim) const {
+  MutexLock lock(apply_mu_);
+  return claims_.Decides(claim);
+}
+
+void CudaRowCache::AddReaders(GracePeriod* readers) {
+  MutexLock lock(apply_mu_);
+  readers_.push_back(readers);
+}
+
+void CudaRowCache::RemoveReaders(GracePeriod* readers) {
+  MutexLock lock(apply_mu_);
+  std::erase(readers_, readers);
+}
+
+Status CudaRowCache::Apply(std::span<const Fill> fills, uint64_t claim) {
+  MutexLock lock(apply_mu_);
+  if (!claims_.Decides(claim)) return Status::Ok();  // a newer keeper decides
   // The last row each slot is given, in the order slots were first touched.
   std::unordered_map<int64_t, size_t> at;
   std::vector<Fill> last;
@@ -104,7 +129,7 @@ Status CudaRowCache::ApplyDistinct(std::span<const Fill> fills) {
     for (int64_t i = 0; i < leaving; ++i) cached_rows_->Set(rows[i], false);
     RANKD_RETURN_IF_ERROR(LaunchUnmapRows(stream_, index, device_rows, leaving));
     RANKD_CUDA_RETURN(cudaStreamSynchronize(stream_));
-    if (readers_) readers_->WaitForEarlierReaders();
+    for (GracePeriod* readers : readers_) readers->WaitForEarlierReaders();
     for (const Fill& f : fills) row_of_slot_[static_cast<size_t>(f.slot)] = -1;
   }
   // 3: the new rows copied into their slots, then mapped.

@@ -15,9 +15,11 @@
 //   3. the new rows are copied from the host table into their slots, and only then mapped
 //      (slot_of_row[row] = slot, a later kernel on the same stream).
 // A lookup thus reads a row from a slot only while the slot holds that row. Step 2 is skipped when
-// no row leaves (slots still empty). A row's host bit is cleared in step 1 and set in step 3; it
-// only steers which rows the host gathers (a row it gathers is the table's, and one it leaves is
-// found by the kernel as any other), so it needs no ordering with the device.
+// no row leaves (slots still empty). A cache shared by several versions of a model (the one
+// serving and the one loaded beside it: shared_row_caches.h) waits for the runs of each: every
+// version's executors enter its own grace period, added to the cache's readers while it lives. A row's host bit is
+// cleared in step 1 and set in step 3; it only steers which rows the host gathers (a row it gathers is the table's, and
+// one it leaves is found by the kernel as any other), so it needs no ordering with the device.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,10 +44,9 @@ class CudaRowCache final : public TableCache {
  public:
   // A cache of `capacity` rows (at least 1, at most the table's) of the [rows, row_bytes] table
   // the device reads at `table` (mapped host memory) and the host at `host_table` (the same
-  // bytes). Lookups enter `readers` while they run.
+  // bytes). Its lookups enter the grace periods AddReaders gives it while they run.
   static StatusOr<std::unique_ptr<CudaRowCache>> Create(int device, const void* table, const void* host_table,
-                                                        int64_t rows, int64_t row_bytes, int64_t capacity,
-                                                        GracePeriod* readers);
+                                                        int64_t rows, int64_t row_bytes, int64_t capacity);
   // The device memory such a cache takes: its index and its slots.
   static size_t DeviceBytes(int64_t rows, int64_t row_bytes, int64_t capacity);
   ~CudaRowCache() override;
@@ -55,7 +56,14 @@ class CudaRowCache final : public TableCache {
   RowCacheView view() const;
 
   int64_t capacity() const override { return capacity_; }
-  Status Apply(std::span<const Fill> fills) override;
+  uint64_t Claim() override;
+  void Release(uint64_t claim) override;
+  bool Claimed(uint64_t claim) const override;
+  Status Apply(std::span<const Fill> fills, uint64_t claim) override;
+  // The runs of a model that reads this cache enter `readers`: Apply waits for them too, until
+  // RemoveReaders (which waits for an Apply in progress, so `readers` may go right after).
+  void AddReaders(GracePeriod* readers);
+  void RemoveReaders(GracePeriod* readers);
   std::span<const int64_t> rows_of_slots() const override { return row_of_slot_; }
 
   // Which rows are cached, as the host last knew (a bit each); the table as the host reads it, and
@@ -77,7 +85,7 @@ class CudaRowCache final : public TableCache {
   CudaRowCache() = default;
   // Applies fills whose slots are distinct and whose rows differ from their slots' (at most
   // kStagedFills of them).
-  Status ApplyDistinct(std::span<const Fill> fills);
+  Status ApplyDistinct(std::span<const Fill> fills) RANKD_REQUIRES(apply_mu_);
 
   static constexpr int64_t kStagedFills = 65536;
 
@@ -89,7 +97,10 @@ class CudaRowCache final : public TableCache {
   mutable Mutex gather_mu_;
   mutable LatencyHistogram gather_seconds_ RANKD_GUARDED_BY(gather_mu_);  // RecordGatherTime
   int64_t rows_ = 0, row_bytes_ = 0, capacity_ = 0;
-  GracePeriod* readers_ = nullptr;
+  // Held through an Apply: the claims and the readers change between Applies.
+  mutable Mutex apply_mu_;
+  CacheClaims claims_ RANKD_GUARDED_BY(apply_mu_);
+  std::vector<GracePeriod*> readers_ RANKD_GUARDED_BY(apply_mu_);
   DeviceBuffer index_, slots_;
   PinnedBuffer staged_;  // the rows (int64) and slots (int64) of the fills being applied
   cudaStream_t stream_ = nullptr;
