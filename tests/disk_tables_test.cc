@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "model/config.h"
 #include "serving/model.h"
@@ -207,6 +209,67 @@ TEST(DiskTables, RequestsPaddedToBucketsScoreAsInMemory) {
   }
 }
 
+// W1 with every table on disk and a GPU cache of a tenth of its rows in front of each host cache
+// (embedding/gpu_row_tier.h), on the GPU: scores exactly as with its tables in memory, cold and
+// once the keepers have filled the caches (its lookups then read rows from them), and with four
+// threads at once while the keepers swap rows. Each table's lookups are bags of a concatenation.
+TEST(DiskTablesGpuCache, W1ScoresAsWithTablesInMemory) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  const std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
+  const ModelOptions options = Exact(cuda);
+  auto resident = Model::Load(dir, -1, options);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  std::vector<std::vector<InferOutput>> want;
+  for (const InferRequest& r : requests) {
+    auto out = (*resident)->Infer(r);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    want.push_back(std::move(*out));
+  }
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok());
+  config->table_disk_dir = DiskDir("gpu_cache");
+  config->table_disk_cache_mb = 1;
+  for (const TableInfo& t : (*resident)->tables()) {
+    config->table_tiers[t.name] = "disk";
+    config->table_cache_rows[t.name] = std::max<int64_t>(1, t.rows() / 10);
+  }
+  auto disk = Model::LoadFile(dir + "/1/model.onnx", *config, options);
+  ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+  const DiskTables* tables = (*disk)->disk_tables();
+  ASSERT_NE(tables, nullptr);
+  for (const DiskTableStats& s : tables->stats()) EXPECT_TRUE(s.gpu_cache) << s.table;
+  const auto cached = [&] {
+    int64_t rows = 0;
+    for (const DiskTableStats& s : tables->stats()) rows += s.gpu.cached;
+    return rows;
+  };
+  for (int round = 0; round < 20; ++round) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      auto got = (*disk)->Infer(requests[i]);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      testing::ExpectIdenticalOutputs(*got, want[i], "GPU caches of tables on disk, round " + std::to_string(round));
+    }
+    if (round >= 2 && cached() > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GT(cached(), 0);
+  uint64_t hits = 0;
+  for (const DiskTableStats& s : tables->stats()) hits += s.gpu.hits;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto got = (*disk)->Infer(requests[i]);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    testing::ExpectIdenticalOutputs(*got, want[i], "GPU caches of tables on disk, filled");
+  }
+  uint64_t hits_after = 0;
+  for (const DiskTableStats& s : tables->stats()) hits_after += s.gpu.hits;
+  EXPECT_GT(hits_after, hits);  // rows read from the GPU caches
+  const testing::ScoredAtOnce at_once = testing::ScoreAtOnce(**disk, requests, want, 4, 20);
+  EXPECT_EQ(at_once.failed, 0);
+  EXPECT_EQ(at_once.wrong, 0);
+}
+
 // An id out of range fails its own request with the usual error, and the next request scores.
 TEST(DiskTables, AnIdOutOfRangeFailsOnlyItsRequest) {
   const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
@@ -349,9 +412,9 @@ TEST(DiskTables, StagesEachDistinctRowOnceAcrossShards) {
   for (int round = 0; round < 2; ++round) {
     auto staged = (*disk)->Stage(inputs, std::vector<int64_t>{320});
     ASSERT_TRUE(staged.ok()) << staged.status().ToString();
-    ASSERT_EQ(staged->size(), 2u);
-    const int64_t* rewritten = (*staged)[0].data<int64_t>();
-    const float* got = (*staged)[1].data<float>();
+    ASSERT_EQ(staged->inputs.size(), 2u);
+    const int64_t* rewritten = staged->inputs[0].data<int64_t>();
+    const float* got = staged->inputs[1].data<float>();
     std::set<int64_t> places, distinct;
     for (size_t i = 0; i < values.size(); ++i) {
       if (values[i] < 0) {

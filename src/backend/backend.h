@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/row_slots.h"
 #include "backend/table_cache.h"
 #include "backend/table_placement.h"
 #include "model/graph.h"
@@ -88,6 +89,11 @@ struct PrepareOptions {
   // host storage share its device cache where the backend keeps one (backend/cuda/shared_row_caches.h);
   // empty: caches of their own.
   std::string cache_group;
+  // Tables on disk with a GPU cache (embedding/gpu_row_tier.h): by the graph input that holds a
+  // run's staged rows of the table, the device address of the cache's slots. A lookup reading that
+  // input as its table reads an id below -1 from the slots (as a staged row: RowCacheView::staged,
+  // backend/cuda/device.h) and any other from the input.
+  std::map<size_t, const void*> staged_row_slots = {};
 };
 
 // What a backend keeps per loaded model and shares between that model's executors (device copies
@@ -187,6 +193,13 @@ class Backend {
     (void)data;
     (void)bytes;
     return Unimplemented(std::string("the ") + name() + " backend has no device to pin host memory for");
+  }
+  // `slots` rows of `row_bytes` in this backend's device memory, for a GPU cache of a table on disk
+  // (embedding/gpu_row_tier.h). Unimplemented where the backend runs on the host.
+  virtual StatusOr<std::unique_ptr<RowSlots>> CreateRowSlots(int64_t slots, int64_t row_bytes) const {
+    (void)slots;
+    (void)row_bytes;
+    return Unimplemented(std::string("the ") + name() + " backend has no device memory for rows");
   }
   // OK when a model of `graph` prepared with `options` and `executors` executors fits beside what
   // already runs here; ResourceExhausted, with the estimate, when it does not. Called before

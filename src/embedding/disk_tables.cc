@@ -52,7 +52,9 @@ struct DiskTables::Table {
   // The host cache in shards, each over its own descriptor of the file: shard RowShard(row) holds
   // and reads `row`, so a run's shards of one table are staged side by side.
   std::vector<std::unique_ptr<CachedRowFile>> shards;
-  std::string file_name;  // for messages: the external-data file, or the copy written at load
+  std::string file_name;            // for messages: the external-data file, or the copy written at load
+  size_t input = 0;                 // the graph input holding a run's staged rows
+  std::unique_ptr<GpuRowTier> gpu;  // a GPU cache in front of the host cache, where the table has one
 };
 
 namespace {
@@ -222,6 +224,28 @@ Status DiskTables::CanServe(const Graph& graph, const TableInfo& table) {
   return FindSources(graph, table.value, table.name, graph.inputs.size()).status();
 }
 
+Status DiskTables::CanCacheOnGpu(const Graph& graph, const TableInfo& table) {
+  for (const Node& n : graph.nodes) {
+    for (const Lookup& l : NodeLookups(n)) {
+      if (n.inputs[l.table_input] != table.value) continue;
+      if (n.op != "ConcatEmbeddingBags" || l.gather || l.column >= 0) {
+        return InvalidArgument("tables: table '" + table.name + "' on disk cannot have a GPU cache: " + n.Describe() +
+                               " reads it (only the bags of a concatenation of embedding bags read a GPU cache "
+                               "in front of a table on disk)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+std::map<size_t, const void*> DiskTables::gpu_row_slots() const {
+  std::map<size_t, const void*> slots;
+  for (const auto& t : tables_) {
+    if (t->gpu) slots[t->input] = t->gpu->device_slots();
+  }
+  return slots;
+}
+
 StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::vector<TableInfo>& tables,
                                                        const DiskTablesOptions& options) {
   std::unique_ptr<DiskTables> disk(new DiskTables());
@@ -265,11 +289,42 @@ StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::
       table->shards = std::move(*shards);
       table->file_name = options.directory + " (a copy written at load)";
     }
+    if (info.cache_rows > 0 && options.make_slots) {  // without a device the cache is ignored, as a cached table's
+      RANKD_RETURN_IF_ERROR(CanCacheOnGpu(graph, info));
+      RANKD_ASSIGN_OR_RETURN(std::unique_ptr<RowSlots> slots, options.make_slots(std::min(info.cache_rows, table->rows),
+                                                                                 static_cast<int64_t>(row_bytes)));
+      Table* t = table.get();
+      // The cache's rows come through the host cache: its shards each read theirs.
+      auto read = [t, row_bytes](std::span<const int64_t> rows, uint8_t* out) -> Status {
+        const size_t shards = t->shards.size();
+        std::vector<std::vector<int64_t>> ids(shards);
+        std::vector<std::vector<size_t>> at(shards);
+        for (size_t i = 0; i < rows.size(); ++i) {
+          const size_t sh = shards == 1 ? 0 : RowShard(rows[i], shards);
+          ids[sh].push_back(rows[i]);
+          at[sh].push_back(i);
+        }
+        std::vector<uint8_t> bytes;
+        for (size_t sh = 0; sh < shards; ++sh) {
+          if (ids[sh].empty()) continue;
+          bytes.resize(ids[sh].size() * row_bytes);
+          RANKD_RETURN_IF_ERROR(t->shards[sh]->Read(ids[sh], bytes.data()));
+          for (size_t k = 0; k < at[sh].size(); ++k)
+            std::memcpy(out + at[sh][k] * row_bytes, bytes.data() + k * row_bytes, row_bytes);
+        }
+        return Status::Ok();
+      };
+      auto gpu = GpuRowTier::Create(std::move(slots), table->rows, std::move(read), options.gpu_keepers);
+      if (!gpu.ok()) return gpu.status().WithContext("tables: table '" + info.name + "'");
+      table->gpu = std::move(*gpu);
+    }
     disk->tables_.push_back(std::move(table));
   }
   // Only now is the graph changed: each table a graph input after the request's.
+  size_t next = 0;
   for (const TableInfo& info : tables) {
     if (info.tier != TableTier::kDisk) continue;
+    disk->tables_[next++]->input = graph.inputs.size();
     Value& v = graph.values[static_cast<size_t>(info.value)];
     v.shape = {-1, v.shape.size() == 2 ? v.shape[1] : -1};
     v.rank_known = true;
@@ -313,11 +368,21 @@ void DiskTables::AppendMetas(std::vector<TensorMeta>& metas) const {
   }
 }
 
-StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, std::span<const int64_t> rows) const {
+StatusOr<StagedRun> DiskTables::Stage(std::span<const Tensor> inputs, std::span<const int64_t> rows) const {
   if (inputs.size() < request_inputs_ || rows.size() != tables_.size())
     return InvalidArgument("expected " + std::to_string(request_inputs_) + " request inputs and rows for " +
                            std::to_string(tables_.size()) + " tables on disk");
-  std::vector<Tensor> out;
+  StagedRun staged_run;
+  // Inside every GPU cache's readers before its slots are looked at, until the run lets go.
+  struct Readers {
+    std::vector<std::unique_ptr<GraceReader>> in;
+  };
+  auto readers = std::make_shared<Readers>();
+  for (const auto& t : tables_) {
+    if (t->gpu) readers->in.push_back(std::make_unique<GraceReader>(&t->gpu->readers()));
+  }
+  if (!readers->in.empty()) staged_run.hold = std::move(readers);
+  std::vector<Tensor>& out = staged_run.inputs;
   out.reserve(request_inputs_ + tables_.size());
   std::vector<bool> rewritten(request_inputs_, false);
   for (const auto& t : tables_) {
@@ -377,7 +442,7 @@ StatusOr<std::vector<Tensor>> DiskTables::Stage(std::span<const Tensor> inputs, 
   });
   for (const ShardRun& run : runs) RANKD_RETURN_IF_ERROR(run.status);
   for (Tensor& t : staged) out.push_back(std::move(t));
-  return out;
+  return staged_run;
 }
 
 Tensor DiskTables::StagedRows(DType dtype, int64_t rows, int64_t width) const {
@@ -441,19 +506,39 @@ void DiskTables::SplitIds(std::span<ShardRun> runs, std::span<const Tensor> inpu
   }
 }
 
-void DiskTables::FindRows(ShardRun& run) {
+void DiskTables::FindRows(ShardRun& run) const {
   RowPlaces places(run.at.size());
+  std::vector<int64_t> distinct;
   for (ShardRun::At& at : run.at) {
-    at.local = places.Find(at.row, static_cast<int32_t>(run.rows.size()));
-    if (at.local == static_cast<int32_t>(run.rows.size())) run.rows.push_back(at.row);
+    at.local = places.Find(at.row, static_cast<int32_t>(distinct.size()));
+    if (at.local == static_cast<int32_t>(distinct.size())) distinct.push_back(at.row);
   }
+  GpuRowTier* gpu = tables_[run.table]->gpu.get();
+  if (!gpu) {
+    run.rows = std::move(distinct);
+    return;
+  }
+  run.codes.resize(distinct.size());
+  uint64_t hits = 0;
+  for (size_t k = 0; k < distinct.size(); ++k) {
+    const int32_t slot = gpu->SlotOf(distinct[k]);
+    if (slot >= 0) {
+      run.codes[k] = gpu->Encode(slot);
+      ++hits;
+    } else {
+      run.codes[k] = static_cast<int64_t>(run.rows.size());
+      run.rows.push_back(distinct[k]);
+    }
+  }
+  gpu->Offer(std::move(distinct), hits);
 }
 
 void DiskTables::ReadRows(ShardRun& run, std::span<Tensor> inputs, Tensor& staged) const {
   const Table& t = *tables_[run.table];
   for (const ShardRun::At& at : run.at) {
     Tensor& ids = inputs[t.sources[at.source].input];
-    const int64_t place = run.first + at.local;
+    const int64_t code = run.codes.empty() ? at.local : run.codes[static_cast<size_t>(at.local)];
+    const int64_t place = code >= 0 ? run.first + code : code;
     if (ids.dtype() == DType::kI64) {
       ids.data<int64_t>()[at.element] = place;
     } else {
@@ -463,6 +548,13 @@ void DiskTables::ReadRows(ShardRun& run, std::span<Tensor> inputs, Tensor& stage
   if (run.rows.empty()) return;
   auto* to = static_cast<uint8_t*>(staged.raw()) + static_cast<size_t>(run.first) * t.shards[0]->file().row_bytes();
   run.status = t.shards[run.shard]->Read(run.rows, to).WithContext("table '" + t.name + "' on disk");
+}
+
+Status DiskTables::KeepGpuCaches() const {
+  for (const auto& t : tables_) {
+    if (t->gpu) RANKD_RETURN_IF_ERROR(t->gpu->Keep());
+  }
+  return Status::Ok();
 }
 
 std::vector<DiskTableStats> DiskTables::stats() const {
@@ -487,6 +579,10 @@ std::vector<DiskTableStats> DiskTables::stats() const {
       d.warmed += cache.warmed;
       d.evicted += cache.evicted;
       d.reads += cache.reads;
+    }
+    if (t->gpu) {
+      d.gpu_cache = true;
+      d.gpu = t->gpu->stats();
     }
     if (hotness_) {  // the warm start's reads, on a reader of its own
       const RowFileStats warm = hotness_->reads(i);

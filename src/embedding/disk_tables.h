@@ -19,13 +19,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "backend/row_slots.h"
 #include "common/latency_histogram.h"
 #include "embedding/cached_row_file.h"
+#include "embedding/gpu_row_tier.h"
 #include "embedding/host_cache_hotness.h"
 #include "embedding/table_budget.h"
 #include "model/graph.h"
@@ -47,6 +51,19 @@ struct DiskTablesOptions {
   // the caches start cold.
   std::string snapshot_path;
   double save_every_s = 300;  // how often the snapshot is saved while the caches change
+  // Device slots for the GPU cache of a table on disk (TableInfo::cache_rows > 0: a GPU cache in
+  // front of its host cache, embedding/gpu_row_tier.h); null where the backend has no device (the
+  // cache is then ignored, as a cached table's is on the host).
+  std::function<StatusOr<std::unique_ptr<RowSlots>>(int64_t slots, int64_t row_bytes)> make_slots;
+  bool gpu_keepers = true;  // each GPU cache's keeper thread; off: GpuRowTier::Keep by hand (tests)
+};
+
+// A run's graph inputs, the rows of its tables on disk staged. `hold` keeps every GPU cache's rows
+// where the run saw them (it is inside their GpuRowTier::readers): keep it until the run's kernels
+// are done.
+struct StagedRun {
+  std::vector<Tensor> inputs;
+  std::shared_ptr<void> hold;
 };
 
 // One table on disk, as `rankd inspect` and /metrics show it.
@@ -64,6 +81,8 @@ struct DiskTableStats {
   uint64_t inserted = 0, evicted = 0;
   uint64_t warmed = 0;     // rows moved in from the hotness snapshot at load
   LatencyHistogram reads;  // each read of a run's misses from the file (its shards' summed)
+  bool gpu_cache = false;  // a GPU cache in front of the host cache: `gpu` holds its figures
+  GpuRowTierStats gpu;
 };
 
 class DiskTables {
@@ -76,6 +95,13 @@ class DiskTables {
                                                     const DiskTablesOptions& options);
   // OK when `table` may go on disk (its lookups' ids as above); else Open's error for it.
   static Status CanServe(const Graph& graph, const TableInfo& table);
+  // OK when a table on disk may have a GPU cache in front of it: every lookup of it a bag part of
+  // a ConcatEmbeddingBags (whose kernel reads encoded ids: GpuRowTier), none a Gather nor a column
+  // of ids; else an error naming the node.
+  static Status CanCacheOnGpu(const Graph& graph, const TableInfo& table);
+  // The GPU caches' slots by the graph input holding their table's staged rows (PrepareOptions::
+  // staged_row_slots).
+  std::map<size_t, const void*> gpu_row_slots() const;
   ~DiskTables();
   DiskTables(const DiskTables&) = delete;
   DiskTables& operator=(const DiskTables&) = delete;
@@ -87,8 +113,11 @@ class DiskTables {
   void AppendMetas(std::vector<TensorMeta>& metas) const;
   // The graph's inputs for the request inputs `inputs`: those the lookups of tables on disk read
   // rewritten (copies), the others as given, then each table's rows, `rows[t]` rows (the plan's).
-  StatusOr<std::vector<Tensor>> Stage(std::span<const Tensor> inputs, std::span<const int64_t> rows) const;
+  // A row a table's GPU cache holds is not staged: its ids name its slot (GpuRowTier::Encode).
+  StatusOr<StagedRun> Stage(std::span<const Tensor> inputs, std::span<const int64_t> rows) const;
   std::vector<DiskTableStats> stats() const;
+  // Each GPU cache's keeper step now (GpuRowTier::Keep), for caches opened without keeper threads.
+  Status KeepGpuCaches() const;
   // Waits until the host caches' warm start from the snapshot has moved in what it will (at once
   // without a snapshot).
   void WaitForWarmStart() const;
@@ -100,7 +129,10 @@ class DiskTables {
   struct ShardRun {
     size_t table = 0, shard = 0;
     Status status;
-    std::vector<int64_t> rows;
+    std::vector<int64_t> rows;  // the distinct rows read here (not those a GPU cache holds)
+    // With a GPU cache, per distinct row in order of first use: its place among `rows`, or the id
+    // naming its slot (below -1). Empty without one (the distinct rows are `rows`).
+    std::vector<int64_t> codes;
     struct At {
       size_t source = 0;    // the table's IdSource
       int64_t element = 0;  // the id's element in that input
@@ -114,8 +146,9 @@ class DiskTables {
   // Every id a table's lookups read in `inputs`, checked and handed to its shard's run (`runs`:
   // the table's, one per shard in order); an id out of range fails the first.
   void SplitIds(std::span<ShardRun> runs, std::span<const Tensor> inputs) const;
-  // The distinct rows among a shard run's ids, and each id's place among them.
-  static void FindRows(ShardRun& run);
+  // The distinct rows among a shard run's ids, and each id's place among them (with a GPU cache,
+  // those it holds set apart and offered to its policy with the others).
+  void FindRows(ShardRun& run) const;
   // Rewrites those ids in `inputs` (the run's copies) to the rows' places and reads the rows into
   // `staged`, the table's rows.
   void ReadRows(ShardRun& run, std::span<Tensor> inputs, Tensor& staged) const;

@@ -53,6 +53,7 @@ int64_t GpuPartBytes(int64_t bytes, size_t gpus) {
 }
 
 int64_t CacheBytes(const TableInfo& table, int64_t cache_rows) {
+  if (table.tier == TableTier::kDisk) return cache_rows * table.row_bytes();  // its index is on the host
   return table.rows() * static_cast<int64_t>(sizeof(int32_t)) + cache_rows * table.row_bytes();
 }
 
@@ -99,7 +100,11 @@ std::string TableNames(const std::vector<TableInfo>& tables) {
 // The tables' tiers and cache sizes the config names; the device bytes they take.
 StatusOr<int64_t> PlaceNamed(std::vector<TableInfo>& tables, const TableBudget& budget) {
   std::map<std::string, TableTier> named = budget.tiers;
-  for (const auto& [name, rows] : budget.cache_rows) named[name] = TableTier::kCache;
+  // A table on disk with a cache size has a GPU cache in front of its host cache (gpu_row_tier.h).
+  for (const auto& [name, rows] : budget.cache_rows) {
+    auto tier = budget.tiers.find(name);
+    if (tier == budget.tiers.end() || tier->second != TableTier::kDisk) named[name] = TableTier::kCache;
+  }
   int64_t on_device = 0;
   for (TableInfo& t : tables) {
     auto it = named.find(t.name);
@@ -310,7 +315,10 @@ int64_t TierBytes(const std::vector<TableInfo>& tables, TableTier tier) {
 
 int64_t CachesBytes(const std::vector<TableInfo>& tables) {
   int64_t total = 0;
-  for (const TableInfo& t : tables) total += t.tier == TableTier::kCache ? CacheBytes(t, t.cache_rows) : 0;
+  for (const TableInfo& t : tables) {
+    if (t.tier == TableTier::kCache || (t.tier == TableTier::kDisk && t.cache_rows > 0))
+      total += CacheBytes(t, t.cache_rows);
+  }
   return total;
 }
 

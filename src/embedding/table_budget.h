@@ -43,7 +43,9 @@ struct TableInfo {
   // the device. A table anything else reads (a product, say) stays there.
   bool lookups_only = true;
   TableTier tier = TableTier::kDevice;
-  int64_t cache_rows = 0;  // with kCache: the rows its device cache holds (at least 1)
+  // With kCache: the rows its device cache holds (at least 1); with kDisk, the rows of a GPU cache in
+  // front of its host cache (0: none).
+  int64_t cache_rows = 0;
   // With kDevice: the GPUs holding the table for every replica of the model, its rows split evenly
   // over them in order, read there by the replicas elsewhere over NVLink (tables.tiers' gpu:N,M,
   // docs/replicas.md); empty: each replica's own GPU.
@@ -79,7 +81,7 @@ struct TableBudget {
 int64_t GpuPartBytes(int64_t bytes, size_t gpus);
 
 // The device bytes of a cache of `cache_rows` rows of `table`: its index (an int32 per table row)
-// and its rows.
+// and its rows; of a table on disk, its rows (its index is on the host: embedding/gpu_row_tier.h).
 int64_t CacheBytes(const TableInfo& table, int64_t cache_rows);
 
 // The graph's lookup tables (constants read as the rows of an embedding bag or a row Gather), in

@@ -112,15 +112,16 @@ PlanRunner::~PlanRunner() = default;
 
 StatusOr<std::vector<Tensor>> PlanRunner::Run(const std::shared_ptr<const Plan>& plan, std::span<const Tensor> inputs,
                                               bool capture, std::chrono::steady_clock::time_point deadline) {
-  RANKD_ASSIGN_OR_RETURN(std::vector<Tensor> staged, StageDiskRows(*plan, inputs));
+  RANKD_ASSIGN_OR_RETURN(StagedRun staged, StageDiskRows(*plan, inputs));
   RANKD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, Acquire(deadline));
   std::vector<Tensor> outputs = Executor::OutputsFor(*plan);
-  RANKD_RETURN_IF_ERROR(RunOn(plan, std::move(executor), staged.empty() ? inputs : staged, outputs, capture));
+  RANKD_RETURN_IF_ERROR(
+      RunOn(plan, std::move(executor), staged.inputs.empty() ? inputs : staged.inputs, outputs, capture));
   return outputs;
 }
 
-StatusOr<std::vector<Tensor>> PlanRunner::StageDiskRows(const Plan& plan, std::span<const Tensor> inputs) const {
-  if (!disk_tables_) return std::vector<Tensor>{};
+StatusOr<StagedRun> PlanRunner::StageDiskRows(const Plan& plan, std::span<const Tensor> inputs) const {
+  if (!disk_tables_) return StagedRun{};
   const Graph& graph = plan.graph();
   std::vector<int64_t> rows;
   for (size_t i = disk_tables_->request_inputs(); i < graph.inputs.size(); ++i) {

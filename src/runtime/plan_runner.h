@@ -89,8 +89,9 @@ class PlanRunner {
 
   // With tables on disk, the graph inputs of a run of `plan` on the request's `inputs`: their rows
   // staged and appended (DiskTables::Stage, milliseconds of host work: done before an executor is
-  // taken); empty without tables on disk (the request's inputs are the graph's).
-  StatusOr<std::vector<Tensor>> StageDiskRows(const Plan& plan, std::span<const Tensor> inputs) const;
+  // taken); empty without tables on disk (the request's inputs are the graph's). Keep it until the
+  // run is done (StagedRun::hold).
+  StatusOr<StagedRun> StageDiskRows(const Plan& plan, std::span<const Tensor> inputs) const;
   // Runs `plan` on `graph_inputs` (the request's, with StageDiskRows' rows where it has tables on
   // disk) on `executor` into `outputs` (Executor::RunInto: the caller's memory, the plan's shapes or
   // fewer rows) and gives the executor back; with `capture` (and capture on), counts a graph hit or

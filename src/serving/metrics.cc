@@ -213,6 +213,12 @@ std::string TableMetricsText(const ModelRepository& repository) {
       {"rankd_table_disk_cache_evicted", "Rows evicted from a table on disk's host cache", "counter"},
       {"rankd_table_disk_cache_warmed", "Rows moved into a table on disk's host cache from the hotness snapshot",
        "counter"},
+      {"rankd_table_disk_gpu_cache_rows", "Rows of a table on disk the GPU cache in front of it holds", "gauge"},
+      {"rankd_table_disk_gpu_cache_capacity_rows", "Rows the GPU cache in front of a table on disk can hold", "gauge"},
+      {"rankd_table_disk_gpu_cache_hits", "Distinct rows of runs read from the GPU cache in front of a table on disk",
+       "counter"},
+      {"rankd_table_disk_gpu_cache_inserted", "Rows moved into the GPU cache in front of a table on disk", "counter"},
+      {"rankd_table_disk_gpu_cache_evicted", "Rows moved out of the GPU cache in front of a table on disk", "counter"},
   };
   std::string out =
       std::string("# HELP ") + bytes.name + " " + bytes.help + "\n# TYPE " + bytes.name + " " + bytes.type + "\n";
@@ -248,8 +254,15 @@ std::string TableMetricsText(const ModelRepository& repository) {
                                    t.bytes_read,
                                    t.inserted,
                                    t.evicted,
-                                   t.warmed};
+                                   t.warmed,
+                                   static_cast<uint64_t>(t.gpu.cached),
+                                   static_cast<uint64_t>(t.gpu.capacity),
+                                   t.gpu.hits,
+                                   t.gpu.inserted,
+                                   t.gpu.evicted};
+        static_assert(sizeof(values) / sizeof(values[0]) == sizeof(disks) / sizeof(disks[0]));
         for (size_t i = 0; i < std::size(disks); ++i) {
+          if (i >= 10 && !t.gpu_cache) continue;  // the GPU cache's, where it has one
           disk_lines[i] += std::string(disks[i].name) + "{" + labels + ",table=\"" + t.table + "\"} " +
                            std::to_string(values[i]) + "\n";
         }

@@ -119,7 +119,9 @@ Status Model::MakeRunner() {
     for (const TableInfo& t : FindTables(c.graph())) {
       if (!t.lookups_only || !DiskTables::CanServe(c.graph(), t).ok()) continue;
       budget.tiers[t.name] = TableTier::kDisk;
-      budget.cache_rows.erase(t.name);
+      // With a cache fraction too, a table whose lookups can read a GPU cache keeps it, in front of its host cache.
+      if (!options_.table_cache_fraction || !DiskTables::CanCacheOnGpu(c.graph(), t).ok())
+        budget.cache_rows.erase(t.name);
     }
   }
   config_.table_disk_cache_mb = options_.table_disk_cache_mb.value_or(config_.table_disk_cache_mb);
@@ -149,6 +151,16 @@ Status Model::MakeRunner() {
     on_disk.cache_bytes = budget.host_bytes >= 0            ? DiskCacheBytes(tables_, budget)
                           : config_.table_disk_cache_mb < 0 ? -1
                                                             : config_.table_disk_cache_mb << 20;
+    const bool gpu_caches = std::any_of(tables_.begin(), tables_.end(), [](const TableInfo& t) {
+      return t.tier == TableTier::kDisk && t.cache_rows > 0;
+    });
+    if (gpu_caches && backends[0]->device_kind() == DeviceKind::kCuda) {  // on the host, ignored as a cache is
+      if (backends.size() > 1)
+        return InvalidArgument("tables: a GPU cache in front of a table on disk serves one GPU, and the model has " +
+                               std::to_string(backends.size()) + " replicas");
+      const Backend* gpu = backends[0];
+      on_disk.make_slots = [gpu](int64_t slots, int64_t row_bytes) { return gpu->CreateRowSlots(slots, row_bytes); };
+    }
     RANKD_RETURN_IF_ERROR(compiled_->EditGraph([&](Graph& graph) -> Status {
       RANKD_ASSIGN_OR_RETURN(disk, DiskTables::Open(graph, tables_, on_disk));
       return Status::Ok();
@@ -156,6 +168,7 @@ Status Model::MakeRunner() {
   }
   // A version loaded beside this one shares its table caches (the group is the model's name).
   PrepareOptions prepare{c.precision(), ToPlacement(tables_), config_.name};
+  if (disk) prepare.staged_row_slots = disk->gpu_row_slots();
   CacheKeeperOptions keeper;
   keeper.snapshot_path = config_.table_hotness_snapshot;
   RANKD_ASSIGN_OR_RETURN(runner_, PlanRunner::Create(backends, c.graph(), prepare,

@@ -66,14 +66,15 @@ StatusOr<std::vector<Tensor>> Model::RunPrepared(const PreparedRequest& prepared
           fits ? PreparedRequest{} : PadToBucket(prepared, *key, compiled_->input_kinds(), ids_unpadded);
       padding.Stop();
       const std::span<const Tensor> inputs = fits ? prepared.inputs : padded.inputs;
-      RANKD_ASSIGN_OR_RETURN(std::vector<Tensor> staged, runner_->StageDiskRows(*plan, inputs));
+      RANKD_ASSIGN_OR_RETURN(StagedRun staged, runner_->StageDiskRows(*plan, inputs));
       if (on_disk) {
         PhaseTimer acquiring_late("(executor acquired)");
         RANKD_ASSIGN_OR_RETURN(executor, runner_->Acquire(prepared.deadline));
       }
       // The executor writes the request's own rows, not the padding's.
       std::vector<Tensor> outputs = Executor::OutputsFor(*plan, key->rows, prepared.rows);
-      RANKD_RETURN_IF_ERROR(runner_->RunOn(plan, std::move(executor), staged.empty() ? inputs : staged, outputs,
+      RANKD_RETURN_IF_ERROR(runner_->RunOn(plan, std::move(executor), staged.inputs.empty() ? inputs : staged.inputs,
+                                           outputs,
                                            /*capture=*/true, deferred));
       real_rows_ += static_cast<uint64_t>(prepared.rows);
       padded_rows_ += static_cast<uint64_t>(key->rows);

@@ -153,6 +153,10 @@ void PrintTables(const Model& model) {
       if (d.table != t.name) continue;
       cache = "  host cache of " + std::to_string(d.capacity) + " rows (" + Human(d.capacity * t.row_bytes()) +
               "), rows from " + d.file + (d.direct ? "" : " (through the page cache)");
+      if (d.gpu_cache) {
+        cache += "; in front of it a GPU cache of " + std::to_string(d.gpu.capacity) + " rows (" +
+                 Human(static_cast<int64_t>(d.gpu.device_bytes)) + " on the GPU)";
+      }
     }
     if (t.tier == TableTier::kCache) {
       char share[32];

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/device_health.h"
+#include "backend/cuda/device_row_slots.h"
 #include "backend/cuda/faults.h"
 #include "backend/cuda/ipc_memory.h"
 #include "backend/cuda/kernels.h"
@@ -97,6 +98,11 @@ class CudaBackendImpl final : public Backend {
   }
   StatusOr<std::unique_ptr<PinnedHostMemory>> PinHostMemory(void* data, size_t bytes) const override {
     return cuda::PinHostMemory(device_, data, bytes);
+  }
+  StatusOr<std::unique_ptr<RowSlots>> CreateRowSlots(int64_t slots, int64_t row_bytes) const override {
+    RANKD_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaRowSlots> rows,
+                           cuda::CudaRowSlots::Create(device_, slots, row_bytes));
+    return std::unique_ptr<RowSlots>(std::move(rows));
   }
   // The weights on the device (tables in host memory take none) with their bf16 copies, and each
   // executor's fixed buffers (cuBLASLt's workspace and a separate-room workspace) against what the

@@ -223,6 +223,11 @@ Status CudaModelResources::MakeCaches(const Graph& graph, const PrepareOptions& 
     row_caches_.views.push_back(caches_[id]->view());
     cache_of_view_.push_back(caches_[id].get());
   }
+  for (const auto& [input, slots] : options.staged_row_slots) {
+    staged_slot_views_.emplace_back(input, static_cast<int>(row_caches_.views.size()));
+    row_caches_.views.push_back(RowCacheView{nullptr, nullptr, slots});
+    cache_of_view_.push_back(nullptr);
+  }
   if (row_caches_.views.empty()) return Status::Ok();
   const size_t bytes = row_caches_.views.size() * sizeof(RowCacheView);
   RANKD_RETURN_IF_ERROR(cache_views_.Reserve(bytes));

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -45,7 +46,11 @@ class CudaModelResources final : public ModelResources {
   Precision precision() const { return precision_; }
   // The tables' device caches, as kernels find them (DeviceContext::row_caches).
   const RowCaches& row_caches() const { return row_caches_; }
-  // The cache of view `index` of row_caches().
+  // The views of the GPU caches of tables on disk (PrepareOptions::staged_row_slots): the graph
+  // input holding a table's staged rows, and its view's index in row_caches(). Kernels find them
+  // by where an executor keeps that input (each its own), so row_caches().index_of has none.
+  const std::vector<std::pair<size_t, int>>& staged_slot_views() const { return staged_slot_views_; }
+  // The cache of view `index` of row_caches() (not one of staged_slot_views()).
   const CudaRowCache& row_cache(int index) const { return *cache_of_view_[static_cast<size_t>(index)]; }
   std::map<int, TableCache*> table_caches() const override;
   // The kernels' counters (backend.h's KernelCounters), zeroed at load, in device memory.
@@ -73,8 +78,9 @@ class CudaModelResources final : public ModelResources {
   GracePeriod cache_readers_;
   std::map<int, std::shared_ptr<CudaRowCache>> caches_;  // by the table's value id; shared_row_caches.h
   RowCaches row_caches_;
-  std::vector<const CudaRowCache*> cache_of_view_;  // row_caches_.views' caches, in their order
-  DeviceBuffer cache_views_;                        // row_caches_.views on the device
+  std::vector<const CudaRowCache*> cache_of_view_;  // row_caches_.views' caches, in their order (null: on disk)
+  std::vector<std::pair<size_t, int>> staged_slot_views_;
+  DeviceBuffer cache_views_;  // row_caches_.views on the device
 };
 
 }  // namespace rankd::cuda

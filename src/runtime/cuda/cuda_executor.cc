@@ -92,7 +92,8 @@ StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<CudaMod
   e->ctx_.bf16_weights = &e->resources_->bf16_weights();
   e->ctx_.bf16_weights_nk = &e->resources_->bf16_weights_nk();
   e->ctx_.bf16_weights_padded = &e->resources_->bf16_weights_padded();
-  e->ctx_.row_caches = &e->resources_->row_caches();
+  e->row_caches_ = e->resources_->row_caches();
+  e->ctx_.row_caches = &e->row_caches_;
   HelpingPool::Shared();  // its helpers start now, not on the first large request
   if (DeviceWaitMode() == DeviceWait::kPoller) e->poller_ = &DevicePoller(e->resources_->device());  // likewise
   PrepareProductMulAdd();  // outside any capture (product_muladd.h)
@@ -127,6 +128,15 @@ Status CudaExecutor::Stage(Binding& b) {
   auto* io = static_cast<uint8_t*>(io_.get());
   for (const auto& [id, index] : b.input_rooted) {
     b.views[static_cast<size_t>(id)].set_data(io + b.in_offsets[static_cast<size_t>(index)]);
+  }
+  // Where the staged rows of tables on disk with a GPU cache lie: their lookups find the cache there.
+  for (const void* at : staged_slot_inputs_) row_caches_.index_of.erase(at);
+  staged_slot_inputs_.clear();
+  for (const auto& [input, view] : resources_->staged_slot_views()) {
+    if (input >= b.in_offsets.size()) continue;
+    const void* at = io + b.in_offsets[input];
+    row_caches_.index_of[at] = view;
+    staged_slot_inputs_.push_back(at);
   }
   // Where the placed inputs lie on the device: the lookups reading them read staged rows too.
   b.placed_ids.clear();

@@ -260,6 +260,11 @@ class CudaExecutor final : public Executor {
   PinnedBuffer staged_rows_;  // the rows a run's placed ids stage (placed_ids.h)
   StagedRoom staged_room_;    // staged_rows_ as the run's placing hands it out
   std::unordered_map<uint64_t, Binding> bindings_;
+  // The model's table caches as this executor's kernels find them (DeviceContext::row_caches): the
+  // model's, and the GPU caches of tables on disk by where the bound plan's input of their staged
+  // rows lies in io_ (Stage sets them; staged_slot_inputs_ are those addresses).
+  RowCaches row_caches_;
+  std::vector<const void*> staged_slot_inputs_;
   DeferredMerge* deferred_ = nullptr;     // during RunMergedInto: the batch's inputs not yet written
   const Binding* tails_owner_ = nullptr;  // the binding whose tail_from the staging buffer holds
   DeviceSpan span_;                       // a run's device time, when a profile mode is set

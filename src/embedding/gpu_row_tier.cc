@@ -1,0 +1,162 @@
+#include "embedding/gpu_row_tier.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "common/idle_priority.h"
+#include "common/log.h"
+#include "common/thread_name.h"
+
+namespace rankd {
+
+StatusOr<std::unique_ptr<GpuRowTier>> GpuRowTier::Create(std::unique_ptr<RowSlots> slots, int64_t table_rows,
+                                                         RowReader read, bool keeper) {
+  if (!slots || slots->slots() < 1 || table_rows < 1 || slots->row_bytes() <= 0 ||
+      slots->row_bytes() % kUnitBytes != 0)
+    return InvalidArgument("a GPU cache of a table on disk needs rows of whole " + std::to_string(kUnitBytes) +
+                           "-byte units and at least one slot");
+  const int64_t capacity = std::min(slots->slots(), table_rows);
+  const int64_t units = slots->row_bytes() / kUnitBytes;
+  // Encoded ids name a slot's first unit below 2^30 (RowCacheView's staged rows).
+  if (capacity > INT32_MAX || capacity * units >= (int64_t{1} << 30) - 1)
+    return InvalidArgument("a GPU cache of a table on disk of " + std::to_string(capacity) + " rows of " +
+                           std::to_string(slots->row_bytes()) + " bytes: at most 16 GiB");
+  std::unique_ptr<GpuRowTier> tier(new GpuRowTier());
+  tier->slots_ = std::move(slots);
+  tier->table_rows_ = table_rows;
+  tier->units_per_row_ = units;
+  tier->read_ = std::move(read);
+  tier->slot_of_ = std::make_unique<std::atomic<int32_t>[]>(static_cast<size_t>(table_rows));
+  for (int64_t r = 0; r < table_rows; ++r) tier->slot_of_[static_cast<size_t>(r)].store(-1, std::memory_order_relaxed);
+  tier->row_of_slot_.assign(static_cast<size_t>(capacity), -1);
+  CachePolicyOptions options;
+  options.capacity = capacity;
+  tier->policy_ = std::make_unique<CachePolicy>(options);
+  if (keeper) tier->keeper_ = std::thread([t = tier.get()] { t->Loop(); });
+  return tier;
+}
+
+GpuRowTier::~GpuRowTier() {
+  {
+    MutexLock lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (keeper_.joinable()) keeper_.join();
+}
+
+void GpuRowTier::Offer(std::vector<int64_t> rows, uint64_t hits) {
+  hits_.fetch_add(hits, std::memory_order_relaxed);
+  if (rows.empty()) return;
+  {
+    MutexLock lock(mu_);
+    if (offers_.size() >= kMaxOffers) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    offers_.push_back(std::move(rows));
+  }
+  offered_.fetch_add(1, std::memory_order_relaxed);
+  wake_.notify_one();
+}
+
+void GpuRowTier::Loop() {
+  NameThisThread("rankd-cache");
+  bool idle = false;
+  for (;;) {
+    {
+      MutexLock lock(mu_);
+      while (!stop_ && offers_.empty()) wake_.wait(lock.native());
+      if (stop_) return;
+    }
+    const Status kept = Keep();
+    if (!kept.ok()) LogWarning("a GPU cache of a table on disk: " + kept.ToString());
+    // Once full, the policy only swaps rows: it may wait for cores nothing else wants.
+    if (!idle && cached_.load(std::memory_order_relaxed) == static_cast<int64_t>(row_of_slot_.size()))
+      idle = RunAtIdlePriority();
+  }
+}
+
+Status GpuRowTier::Keep() {
+  std::vector<std::vector<int64_t>> offers;
+  {
+    MutexLock lock(mu_);
+    offers.swap(offers_);
+  }
+  for (const std::vector<int64_t>& rows : offers) {
+    constexpr size_t kAhead = 8;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (i + kAhead < rows.size()) policy_->Prefetch(static_cast<uint64_t>(rows[i + kAhead]));
+      policy_->Access(static_cast<uint64_t>(rows[i]));
+    }
+  }
+  if (!policy_->has_changes()) return Status::Ok();
+  // The last row each slot is given, in the order slots were first touched; slots given the row
+  // they hold change nothing.
+  std::unordered_map<int64_t, size_t> at;
+  std::vector<std::pair<int64_t, int64_t>> last;  // slot, row
+  for (const CachePolicy::Change& c : policy_->TakeChanges()) {
+    auto [it, added] = at.try_emplace(c.slot, last.size());
+    if (added)
+      last.emplace_back(c.slot, static_cast<int64_t>(c.key));
+    else
+      last[it->second].second = static_cast<int64_t>(c.key);
+  }
+  std::erase_if(last, [&](const auto& f) { return row_of_slot_[static_cast<size_t>(f.first)] == f.second; });
+  if (last.empty()) return Status::Ok();
+  // 1 and 2: the leaving rows lose their slots, then every run that may have seen them is waited for.
+  bool leaving = false;
+  for (const auto& [slot, row] : last) {
+    const int64_t old = row_of_slot_[static_cast<size_t>(slot)];
+    if (old < 0) continue;
+    slot_of_[static_cast<size_t>(old)].store(-1, std::memory_order_release);
+    row_of_slot_[static_cast<size_t>(slot)] = -1;
+    cached_.fetch_sub(1, std::memory_order_relaxed);
+    evicted_.fetch_add(1, std::memory_order_relaxed);
+    leaving = true;
+  }
+  if (leaving) readers_.WaitForEarlierReaders();
+  // 3: the new rows read, written into their slots, and only then given them.
+  const auto row_bytes = static_cast<size_t>(slots_->row_bytes());
+  constexpr size_t kBatch = 4096;
+  std::vector<int64_t> rows, slots;
+  std::vector<uint8_t> bytes;
+  for (size_t begin = 0; begin < last.size(); begin += kBatch) {
+    const size_t n = std::min(last.size() - begin, kBatch);
+    rows.clear();
+    slots.clear();
+    for (size_t i = begin; i < begin + n; ++i) {
+      slots.push_back(last[i].first);
+      rows.push_back(last[i].second);
+    }
+    bytes.resize(n * row_bytes);
+    RANKD_RETURN_IF_ERROR(read_(rows, bytes.data()));
+    RANKD_RETURN_IF_ERROR(slots_->Write(slots, bytes.data()));
+    for (size_t i = 0; i < n; ++i) {
+      row_of_slot_[static_cast<size_t>(slots[i])] = rows[i];
+      slot_of_[static_cast<size_t>(rows[i])].store(static_cast<int32_t>(slots[i]), std::memory_order_release);
+    }
+    cached_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+    inserted_.fetch_add(n, std::memory_order_relaxed);
+  }
+  return Status::Ok();
+}
+
+GpuRowTierStats GpuRowTier::stats() const {
+  GpuRowTierStats s;
+  s.capacity = static_cast<int64_t>(row_of_slot_.size());
+  s.cached = cached_.load(std::memory_order_relaxed);
+  s.device_bytes = static_cast<uint64_t>(slots_->slots() * slots_->row_bytes());
+  s.host_bytes = static_cast<uint64_t>(table_rows_) * sizeof(int32_t) + policy_->bytes() +
+                 row_of_slot_.size() * sizeof(int64_t);
+  s.hits = hits_.load(std::memory_order_relaxed);
+  s.inserted = inserted_.load(std::memory_order_relaxed);
+  s.evicted = evicted_.load(std::memory_order_relaxed);
+  s.offers = offered_.load(std::memory_order_relaxed);
+  s.dropped = dropped_.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace rankd
