@@ -62,8 +62,8 @@ struct OnDisk {
   HostRowSlots* slots = nullptr;
 };
 
-OnDisk OpenOnDisk(int64_t cache_rows, bool keeper, const std::string& name, const std::string& op = "ConcatEmbeddingBags",
-                  Status* error = nullptr) {
+OnDisk OpenOnDisk(int64_t cache_rows, bool keeper, const std::string& name,
+                  const std::string& op = "ConcatEmbeddingBags", Status* error = nullptr) {
   std::mt19937_64 rng(7);
   OnDisk o;
   o.rows = testing::RandomTable(DType::kF32, kRows, kWidth, rng);
@@ -81,7 +81,7 @@ OnDisk OpenOnDisk(int64_t cache_rows, bool keeper, const std::string& name, cons
   DiskTablesOptions options;
   options.directory = DiskDir(name);
   options.cache_bytes = int64_t{1} << 20;
-  options.gpu_keepers = keeper;
+  options.gpu_keeper = keeper;
   options.make_slots = [&o](int64_t slots, int64_t row_bytes) -> StatusOr<std::unique_ptr<RowSlots>> {
     auto s = std::make_unique<HostRowSlots>(slots, row_bytes);
     o.slots = s.get();
@@ -166,7 +166,8 @@ TEST(GpuRowTier, RowsTheCacheHoldsAreReadFromTheirSlotsAndNotStaged) {
   EXPECT_GT(after.gpu.hits, 0u);
   // Rows held in slots are not asked of the host cache: every distinct row of the run is in one.
   EXPECT_EQ(after.lookups, before.lookups);
-  EXPECT_EQ(after.gpu.hits - before.gpu.hits, static_cast<uint64_t>(std::set<int64_t>(values.begin(), values.end()).size()));
+  EXPECT_EQ(after.gpu.hits - before.gpu.hits,
+            static_cast<uint64_t>(std::set<int64_t>(values.begin(), values.end()).size()));
 }
 
 // Four threads stage runs of drifting Zipf ids and check every id's row while the keeper thread
@@ -206,7 +207,7 @@ TEST(GpuRowTier, OnlyTheBagsOfAConcatenationReadAGpuCacheOfATableOnDisk) {
   EXPECT_NE(error.message().find("EmbeddingBag"), std::string::npos) << error.ToString();
   // Rows that are not whole 16-byte units cannot be named by a slot's id.
   auto odd = GpuRowTier::Create(std::make_unique<HostRowSlots>(4, 12), 100,
-                                [](std::span<const int64_t>, uint8_t*) { return Status::Ok(); }, false);
+                                [](std::span<const int64_t>, uint8_t*) { return Status::Ok(); });
   EXPECT_FALSE(odd.ok());
 }
 

@@ -15,7 +15,10 @@
 
 #include "common/helping_pool.h"
 #include "common/host_allocator.h"
+#include "common/idle_priority.h"
+#include "common/log.h"
 #include "common/mutex.h"
+#include "common/thread_name.h"
 #include "embedding/lookups.h"
 #include "model/mapped_file.h"
 
@@ -218,7 +221,31 @@ StatusOr<std::vector<std::unique_ptr<CachedRowFile>>> OpenShards(const std::stri
 
 }  // namespace
 
-DiskTables::~DiskTables() = default;
+DiskTables::~DiskTables() {
+  {
+    MutexLock lock(keeper_mu_);
+    stopping_ = true;
+  }
+  keeper_stop_.notify_all();
+  if (keeper_.joinable()) keeper_.join();
+}
+
+void DiskTables::KeepLoop() {
+  NameThisThread("rankd-cache");
+  bool idle = false;
+  for (;;) {
+    {
+      MutexLock lock(keeper_mu_);
+      keeper_stop_.wait_for(lock.native(), kKeepEvery);
+      if (stopping_) return;
+    }
+    const Status kept = KeepGpuCaches();
+    if (!kept.ok()) LogWarning("a GPU cache of a table on disk: " + kept.ToString());
+    // Once the caches are full their policies only swap rows: cores nothing else wants will do.
+    if (!idle && std::all_of(tables_.begin(), tables_.end(), [](const auto& t) { return !t->gpu || t->gpu->full(); }))
+      idle = RunAtIdlePriority();
+  }
+}
 
 Status DiskTables::CanServe(const Graph& graph, const TableInfo& table) {
   return FindSources(graph, table.value, table.name, graph.inputs.size()).status();
@@ -314,7 +341,7 @@ StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::
         }
         return Status::Ok();
       };
-      auto gpu = GpuRowTier::Create(std::move(slots), table->rows, std::move(read), options.gpu_keepers);
+      auto gpu = GpuRowTier::Create(std::move(slots), table->rows, std::move(read));
       if (!gpu.ok()) return gpu.status().WithContext("tables: table '" + info.name + "'");
       table->gpu = std::move(*gpu);
     }
@@ -331,6 +358,8 @@ StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::
     graph.constants.erase(info.value);
     graph.inputs.push_back(info.value);
   }
+  if (options.gpu_keeper && !disk->gpu_row_slots().empty())
+    disk->keeper_ = std::thread([d = disk.get()] { d->KeepLoop(); });
   if (!options.snapshot_path.empty()) {
     std::vector<std::string> names;
     std::vector<std::vector<CachedRowFile*>> caches;

@@ -18,16 +18,20 @@
 // written once into `directory`, unlinked at once (it goes when the model does).
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/row_slots.h"
 #include "common/latency_histogram.h"
+#include "common/mutex.h"
 #include "embedding/cached_row_file.h"
 #include "embedding/gpu_row_tier.h"
 #include "embedding/host_cache_hotness.h"
@@ -55,7 +59,7 @@ struct DiskTablesOptions {
   // front of its host cache, embedding/gpu_row_tier.h); null where the backend has no device (the
   // cache is then ignored, as a cached table's is on the host).
   std::function<StatusOr<std::unique_ptr<RowSlots>>(int64_t slots, int64_t row_bytes)> make_slots;
-  bool gpu_keepers = true;  // each GPU cache's keeper thread; off: GpuRowTier::Keep by hand (tests)
+  bool gpu_keeper = true;  // the GPU caches' keeper thread; off: KeepGpuCaches by hand (tests)
 };
 
 // A run's graph inputs, the rows of its tables on disk staged. `hold` keeps every GPU cache's rows
@@ -116,7 +120,8 @@ class DiskTables {
   // A row a table's GPU cache holds is not staged: its ids name its slot (GpuRowTier::Encode).
   StatusOr<StagedRun> Stage(std::span<const Tensor> inputs, std::span<const int64_t> rows) const;
   std::vector<DiskTableStats> stats() const;
-  // Each GPU cache's keeper step now (GpuRowTier::Keep), for caches opened without keeper threads.
+  // Each GPU cache's keeper step now (GpuRowTier::Keep): what the keeper thread does every
+  // kKeepEvery; for tables opened without it (tests).
   Status KeepGpuCaches() const;
   // Waits until the host caches' warm start from the snapshot has moved in what it will (at once
   // without a snapshot).
@@ -161,8 +166,16 @@ class DiskTables {
   // over a buffer from `buffers_`, given back when the tensor goes.
   Tensor StagedRows(DType dtype, int64_t rows, int64_t width) const;
 
+  // The GPU caches' keeper: one thread for them all, a step every kKeepEvery while it has caches.
+  void KeepLoop();
+  static constexpr std::chrono::milliseconds kKeepEvery{20};
+
   size_t request_inputs_ = 0;
   std::vector<std::unique_ptr<Table>> tables_;
+  Mutex keeper_mu_;
+  std::condition_variable keeper_stop_;
+  bool stopping_ RANKD_GUARDED_BY(keeper_mu_) = false;
+  std::thread keeper_;  // stopped first by the destructor, while the tables it keeps live
   std::shared_ptr<Buffers> buffers_;
   std::unique_ptr<HostCacheHotness> hotness_;  // goes before the tables' caches it reads
 };

@@ -5,16 +5,11 @@
 #include <unordered_map>
 #include <utility>
 
-#include "common/idle_priority.h"
-#include "common/log.h"
-#include "common/thread_name.h"
-
 namespace rankd {
 
 StatusOr<std::unique_ptr<GpuRowTier>> GpuRowTier::Create(std::unique_ptr<RowSlots> slots, int64_t table_rows,
-                                                         RowReader read, bool keeper) {
-  if (!slots || slots->slots() < 1 || table_rows < 1 || slots->row_bytes() <= 0 ||
-      slots->row_bytes() % kUnitBytes != 0)
+                                                         RowReader read) {
+  if (!slots || slots->slots() < 1 || table_rows < 1 || slots->row_bytes() <= 0 || slots->row_bytes() % kUnitBytes != 0)
     return InvalidArgument("a GPU cache of a table on disk needs rows of whole " + std::to_string(kUnitBytes) +
                            "-byte units and at least one slot");
   const int64_t capacity = std::min(slots->slots(), table_rows);
@@ -34,17 +29,7 @@ StatusOr<std::unique_ptr<GpuRowTier>> GpuRowTier::Create(std::unique_ptr<RowSlot
   CachePolicyOptions options;
   options.capacity = capacity;
   tier->policy_ = std::make_unique<CachePolicy>(options);
-  if (keeper) tier->keeper_ = std::thread([t = tier.get()] { t->Loop(); });
   return tier;
-}
-
-GpuRowTier::~GpuRowTier() {
-  {
-    MutexLock lock(mu_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  if (keeper_.joinable()) keeper_.join();
 }
 
 void GpuRowTier::Offer(std::vector<int64_t> rows, uint64_t hits) {
@@ -59,24 +44,6 @@ void GpuRowTier::Offer(std::vector<int64_t> rows, uint64_t hits) {
     offers_.push_back(std::move(rows));
   }
   offered_.fetch_add(1, std::memory_order_relaxed);
-  wake_.notify_one();
-}
-
-void GpuRowTier::Loop() {
-  NameThisThread("rankd-cache");
-  bool idle = false;
-  for (;;) {
-    {
-      MutexLock lock(mu_);
-      while (!stop_ && offers_.empty()) wake_.wait(lock.native());
-      if (stop_) return;
-    }
-    const Status kept = Keep();
-    if (!kept.ok()) LogWarning("a GPU cache of a table on disk: " + kept.ToString());
-    // Once full, the policy only swaps rows: it may wait for cores nothing else wants.
-    if (!idle && cached_.load(std::memory_order_relaxed) == static_cast<int64_t>(row_of_slot_.size()))
-      idle = RunAtIdlePriority();
-  }
 }
 
 Status GpuRowTier::Keep() {
@@ -149,8 +116,8 @@ GpuRowTierStats GpuRowTier::stats() const {
   s.capacity = static_cast<int64_t>(row_of_slot_.size());
   s.cached = cached_.load(std::memory_order_relaxed);
   s.device_bytes = static_cast<uint64_t>(slots_->slots() * slots_->row_bytes());
-  s.host_bytes = static_cast<uint64_t>(table_rows_) * sizeof(int32_t) + policy_->bytes() +
-                 row_of_slot_.size() * sizeof(int64_t);
+  s.host_bytes =
+      static_cast<uint64_t>(table_rows_) * sizeof(int32_t) + policy_->bytes() + row_of_slot_.size() * sizeof(int64_t);
   s.hits = hits_.load(std::memory_order_relaxed);
   s.inserted = inserted_.load(std::memory_order_relaxed);
   s.evicted = evicted_.load(std::memory_order_relaxed);

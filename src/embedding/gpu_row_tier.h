@@ -4,25 +4,24 @@
 // The table's hot rows are kept in device slots (backend/row_slots.h). DiskTables::Stage asks
 // SlotOf for each distinct row a run reads: a row with a slot is neither read nor staged, and its
 // ids become Encode(slot), below -1, which the lookup kernels read from the slots (as a staged row:
-// RowCacheView::staged, backend/cuda/device.h); the other rows are staged as before. A keeper
-// thread feeds the cache policy (embedding/cache_policy.h, W-TinyLFU as every cache here) with the
-// distinct rows runs offer it and moves rows in and out, off the request path:
+// RowCacheView::staged, backend/cuda/device.h); the other rows are staged as before. Keep (the
+// keeper's step, DiskTables' keeper thread) feeds the cache policy (embedding/cache_policy.h,
+// W-TinyLFU as every cache here) with the distinct rows runs offered and moves rows in and out,
+// off the request path:
 //   1. the rows leaving their slots lose them on the host (SlotOf answers -1 for them);
 //   2. the grace period passes: every run that may have seen the old slots (it entered readers()
 //      before its first SlotOf and leaves once its kernels have finished) is waited for;
 //   3. the rows coming in are read (through the table's host cache) and written into their slots,
 //      and only then given them.
-// A run thus reads a slot only while it holds the row the run saw there. A run's offer is dropped
-// while the keeper is still busy with earlier ones: the policy samples the traffic, never slows it.
+// A run thus reads a slot only while it holds the row the run saw there. Offers past kMaxOffers
+// waiting are dropped: the policy samples the traffic, never slows it.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
-#include <thread>
 #include <vector>
 
 #include "backend/row_slots.h"
@@ -34,8 +33,8 @@
 namespace rankd {
 
 struct GpuRowTierStats {
-  int64_t capacity = 0;     // rows the device slots hold at most
-  int64_t cached = 0;       // rows they hold now
+  int64_t capacity = 0;       // rows the device slots hold at most
+  int64_t cached = 0;         // rows they hold now
   uint64_t device_bytes = 0;  // the slots'
   uint64_t host_bytes = 0;    // the host's index (an int32 a table row) and the policy's bookkeeping
   uint64_t hits = 0;          // distinct rows of runs found in a slot (not staged)
@@ -51,11 +50,9 @@ class GpuRowTier {
   static constexpr int64_t kUnitBytes = 16;
 
   // A cache of `slots` (its capacity, at least 1) over a table of `table_rows` rows of
-  // `slots->row_bytes()` bytes (a multiple of kUnitBytes), whose rows `read` gives. With `keeper`
-  // a thread applies what runs offer; without, Keep does (tests).
+  // `slots->row_bytes()` bytes (a multiple of kUnitBytes), whose rows `read` gives.
   static StatusOr<std::unique_ptr<GpuRowTier>> Create(std::unique_ptr<RowSlots> slots, int64_t table_rows,
-                                                      RowReader read, bool keeper = true);
-  ~GpuRowTier();
+                                                      RowReader read);
   GpuRowTier(const GpuRowTier&) = delete;
   GpuRowTier& operator=(const GpuRowTier&) = delete;
 
@@ -66,11 +63,13 @@ class GpuRowTier {
   int64_t Encode(int32_t slot) const { return -2 - static_cast<int64_t>(slot) * units_per_row_; }
   GracePeriod& readers() { return readers_; }
   // A run's distinct rows, `hits` of them found in slots: counted, and queued for the policy unless
-  // the keeper is still busy with earlier offers.
+  // kMaxOffers wait already.
   void Offer(std::vector<int64_t> rows, uint64_t hits);
   // Feeds the queued offers to the policy and applies its changes (the keeper's step). Thread-safe
   // against runs; one caller at a time.
   Status Keep();
+  // Whether every slot holds a row.
+  bool full() const { return cached_.load(std::memory_order_relaxed) == static_cast<int64_t>(row_of_slot_.size()); }
 
   const void* device_slots() const { return slots_->device(); }
   int64_t row_bytes() const { return slots_->row_bytes(); }
@@ -78,7 +77,6 @@ class GpuRowTier {
 
  private:
   GpuRowTier() = default;
-  void Loop();
 
   static constexpr size_t kMaxOffers = 16;  // two runs of a table of 8 shards
 
@@ -91,12 +89,9 @@ class GpuRowTier {
   GracePeriod readers_;
 
   mutable Mutex mu_;
-  std::condition_variable wake_;
   std::vector<std::vector<int64_t>> offers_ RANKD_GUARDED_BY(mu_);
-  bool stop_ RANKD_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> hits_{0}, offered_{0}, dropped_{0}, inserted_{0}, evicted_{0};
   std::atomic<int64_t> cached_{0};
-  std::thread keeper_;
 };
 
 }  // namespace rankd
