@@ -258,7 +258,7 @@ __device__ void PoolVector(const Part& p, RowCacheView cache, int64_t lo, int64_
           const int from = k + group + groups * u;
           id[u] = __shfl_sync(kAllLanes, mine, from % kWarp);
           weight[u] = p.weights ? __shfl_sync(kAllLanes, mine_weight, from % kWarp) : 1.0f;
-          const int32_t slot = cache.slot_of_row ? __shfl_sync(kAllLanes, mine_slot, from % kWarp) : -1;
+          const int32_t slot = cache.slot_of_row || cache.staged ? __shfl_sync(kAllLanes, mine_slot, from % kWarp) : -1;
           if (from >= n) id[u] = -1;
           if (id[u] >= 0 && active) {
             raw[u] = slot >= 0 ? Vec<Row>::LoadPastL1(SlotRow<Row>(cache, slot, p.dim) + d0)
@@ -372,7 +372,7 @@ __device__ void PoolIds(const char* columns, uint32_t row_bytes, const char* slo
     count += id >= 0;
     const char* row = columns + static_cast<uint64_t>(static_cast<uint32_t>(id)) * row_bytes;
     int slot = -1;
-    if (slot_columns) slot = __shfl_sync(kAllLanes, mine_slot, first + u, row_lanes);
+    if (slot_columns || staged_columns) slot = __shfl_sync(kAllLanes, mine_slot, first + u, row_lanes);
     if (first + u >= n) slot = -1;
     if (slot >= 0) {  // a cached row, read past L1 (RowCacheView), or a staged one
       row =
