@@ -42,6 +42,8 @@ std::string Quoted(const std::string& s) {
 struct DiskCounts {
   uint64_t lookups = 0, hits = 0, rows_read = 0, bytes_read = 0, warmed = 0;
   int64_t capacity = 0, cached = 0;
+  uint64_t gpu_hits = 0;  // distinct rows read from the GPU caches in front (not asked of the host caches)
+  int64_t gpu_capacity = 0, gpu_cached = 0;
 };
 
 DiskCounts SumDiskCounts(const DiskTables* disk) {
@@ -50,6 +52,7 @@ DiskCounts SumDiskCounts(const DiskTables* disk) {
   for (const DiskTableStats& s : disk->stats()) {
     c.lookups += s.lookups, c.hits += s.hits, c.rows_read += s.rows_read, c.bytes_read += s.bytes_read;
     c.capacity += s.capacity, c.cached += s.cached, c.warmed += s.warmed;
+    c.gpu_hits += s.gpu.hits, c.gpu_capacity += s.gpu.capacity, c.gpu_cached += s.gpu.cached;
   }
   return c;
 }
@@ -63,7 +66,10 @@ nlohmann::json DiskJson(const DiskTables* disk, const DiskCounts& before, double
     return lookups ? static_cast<double>(hits) / static_cast<double>(lookups) : 0.0;
   };
   const uint64_t timed_lookups = now.lookups - before.lookups, timed_hits = now.hits - before.hits;
+  const uint64_t timed_gpu_hits = now.gpu_hits - before.gpu_hits;
   return {{"tables", disk->stats().size()},
+          {"gpu_cache_rows", now.gpu_capacity},
+          {"gpu_cached_rows", now.gpu_cached},
           {"host_cache_rows", now.capacity},
           {"host_cached_rows", now.cached},
           {"warmed_rows", now.warmed},
@@ -78,7 +84,9 @@ nlohmann::json DiskJson(const DiskTables* disk, const DiskCounts& before, double
             {"host_hits", timed_hits},
             {"rows_read", now.rows_read - before.rows_read},
             {"bytes_read", now.bytes_read - before.bytes_read},
-            {"host_hit_ratio", ratio(timed_hits, timed_lookups)}}}};
+            {"host_hit_ratio", ratio(timed_hits, timed_lookups)},
+            {"gpu_hits", timed_gpu_hits},
+            {"gpu_hit_ratio", ratio(timed_gpu_hits, timed_gpu_hits + timed_lookups)}}}};
 }
 
 // The GPU table caches as the timed runs left them, summed over the tables: the slots and how many
