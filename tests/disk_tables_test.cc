@@ -221,12 +221,8 @@ TEST(DiskTablesGpuCache, W1ScoresAsWithTablesInMemory) {
   const ModelOptions options = Exact(cuda);
   auto resident = Model::Load(dir, -1, options);
   ASSERT_TRUE(resident.ok()) << resident.status().ToString();
-  std::vector<std::vector<InferOutput>> want;
-  for (const InferRequest& r : requests) {
-    auto out = (*resident)->Infer(r);
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
-    want.push_back(std::move(*out));
-  }
+  const std::vector<std::vector<InferOutput>> want = testing::ScoreEach(**resident, requests);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   auto config = LoadModelConfig(dir);
   ASSERT_TRUE(config.ok());
   config->table_disk_dir = DiskDir("gpu_cache");
@@ -448,12 +444,8 @@ TEST(DiskTablesHotness, AReloadedModelStartsWarmAndScoresAsInMemory) {
   options.batching = 0;
   auto resident = Model::Load(dir, -1, options);
   ASSERT_TRUE(resident.ok()) << resident.status().ToString();
-  std::vector<std::vector<InferOutput>> want;
-  for (const InferRequest& r : requests) {
-    auto out = (*resident)->Infer(r);
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
-    want.push_back(std::move(*out));
-  }
+  const std::vector<std::vector<InferOutput>> want = testing::ScoreEach(**resident, requests);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   options.tables_on_disk = folder.string();
   options.table_disk_cache_mb = 1;
   options.table_hotness_snapshot = snapshot;

@@ -500,12 +500,8 @@ TEST(CachedModelVersions, ANewVersionSharesTheServingVersionsGpuCaches) {
   auto resident = Model::Load(dir, -1, options);
   ASSERT_TRUE(resident.ok()) << resident.status().ToString();
   const std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
-  std::vector<std::vector<InferOutput>> want;
-  for (const InferRequest& r : requests) {
-    auto out = (*resident)->Infer(r);
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
-    want.push_back(std::move(*out));
-  }
+  const std::vector<std::vector<InferOutput>> want = testing::ScoreEach(**resident, requests);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   auto config = LoadModelConfig(dir);
   ASSERT_TRUE(config.ok());
   for (const TableInfo& t : (*resident)->tables()) {

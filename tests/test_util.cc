@@ -330,6 +330,20 @@ std::vector<InferRequest> ZooRequests(const std::string& name) {
   return requests;
 }
 
+std::vector<std::vector<InferOutput>> ScoreEach(const Model& model, const std::vector<InferRequest>& requests) {
+  std::vector<std::vector<InferOutput>> answers;
+  for (const InferRequest& r : requests) {
+    auto out = model.Infer(r);
+    if (!out.ok()) {
+      ADD_FAILURE() << out.status().ToString();
+      answers.emplace_back();
+      continue;
+    }
+    answers.push_back(std::move(*out));
+  }
+  return answers;
+}
+
 ScoredAtOnce ScoreAtOnce(const Model& model, const std::vector<InferRequest>& requests,
                          const std::vector<std::vector<InferOutput>>& want, int threads, int each) {
   std::atomic<int> failed{0}, wrong{0};

@@ -43,6 +43,9 @@ std::vector<InferRequest> ZooRequests(const std::string& name);
 // Expects outputs as many as `want`, each equal to its counterpart in every element; `what` names the case.
 void ExpectIdenticalOutputs(const std::vector<InferOutput>& got, const std::vector<InferOutput>& want,
                             const std::string& what);
+// Each of `requests` scored on `model` in turn (a request that fails adds a test failure and an
+// empty answer).
+std::vector<std::vector<InferOutput>> ScoreEach(const Model& model, const std::vector<InferRequest>& requests);
 // `threads` threads scoring `requests` on `model` at once, `each` requests apiece in turn: how many
 // failed and how many outputs differed from `want` (one per request) in any element.
 struct ScoredAtOnce {
