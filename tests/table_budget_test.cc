@@ -422,6 +422,47 @@ TEST(TableBudget, TablesPastTheHostBudgetGoOnDiskLargestFirst) {
   }
 }
 
+// A table the GPU budget cached and the host budget sends to disk keeps its GPU cache, in front of
+// its host cache, where its lookups are bags of a concatenation (embedding/gpu_row_tier.h); one an
+// EmbeddingBag reads gives it up. Named, a table on disk with a cache size has that GPU cache, its
+// device bytes its rows alone (the index is on the host).
+TEST(TableBudget, ATableSentToDiskKeepsTheGpuCacheItsLookupsCanRead) {
+  GraphBuilder g;
+  std::mt19937_64 rng(5);
+  const int fused = g.Const("fused", testing::RandomTable(DType::kF32, 1000, 4, rng));
+  const int plain = g.Const("plain", testing::RandomTable(DType::kF32, 1000, 4, rng));
+  const int a = g.Op("ConcatEmbeddingBags", {fused, g.Input("ids_fused", DType::kI64, {2, 3})},
+                     {{"parts", std::vector<int64_t>{2}}, {"modes", std::vector<int64_t>{0}}});
+  g.Output(g.Op("Add", {a, g.Op("EmbeddingBag", {plain, g.Input("ids_plain", DType::kI64, {2, 3})})}));
+  const Graph graph = g.graph();
+  TableBudget budget;
+  budget.gpu_bytes = 12000;  // too little to keep either: a cache of each
+  auto cached = PlaceTables(graph, budget);
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  ASSERT_EQ(Tiers(*cached)["fused"], TableTier::kCache);
+  ASSERT_EQ(Tiers(*cached)["plain"], TableTier::kCache);
+  budget.host_bytes = 0;
+  auto on_disk = PlaceTables(graph, budget);
+  ASSERT_TRUE(on_disk.ok()) << on_disk.status().ToString();
+  for (const TableInfo& t : *on_disk) {
+    EXPECT_EQ(t.tier, TableTier::kDisk) << t.name;
+    if (t.name == "fused") {
+      EXPECT_GT(t.cache_rows, 0);
+      EXPECT_EQ(CacheBytes(t, t.cache_rows), t.cache_rows * 16);
+    } else {
+      EXPECT_EQ(t.cache_rows, 0) << t.name;
+    }
+  }
+  EXPECT_TRUE(ToPlacement(*on_disk).cached.empty());  // no host table under a device cache
+  TableBudget named;
+  named.tiers = {{"fused", TableTier::kDisk}};
+  named.cache_rows = {{"fused", 100}};
+  auto explicit_cache = PlaceTables(graph, named);
+  ASSERT_TRUE(explicit_cache.ok()) << explicit_cache.status().ToString();
+  EXPECT_EQ(Tiers(*explicit_cache)["fused"], TableTier::kDisk);
+  EXPECT_EQ(CachesBytes(*explicit_cache), 100 * 16);
+}
+
 TEST(TableBudget, ConfigReadsTheBudgetAndTiers) {
   auto c = ParseModelConfig("tables: {dtype: BF16, gpu_budget_mb: 512, tiers: {t0: host, t1: gpu}}", true);
   ASSERT_TRUE(c.ok()) << c.status().ToString();

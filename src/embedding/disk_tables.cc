@@ -252,6 +252,11 @@ Status DiskTables::CanServe(const Graph& graph, const TableInfo& table) {
 }
 
 Status DiskTables::CanCacheOnGpu(const Graph& graph, const TableInfo& table) {
+  if (table.row_bytes() % GpuRowTier::kUnitBytes != 0) {
+    return InvalidArgument("tables: table '" + table.name + "' on disk cannot have a GPU cache: its rows of " +
+                           std::to_string(table.row_bytes()) + " bytes are not whole " +
+                           std::to_string(GpuRowTier::kUnitBytes) + "-byte units");
+  }
   for (const Node& n : graph.nodes) {
     for (const Lookup& l : NodeLookups(n)) {
       if (n.inputs[l.table_input] != table.value) continue;

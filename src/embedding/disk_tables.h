@@ -99,9 +99,9 @@ class DiskTables {
                                                     const DiskTablesOptions& options);
   // OK when `table` may go on disk (its lookups' ids as above); else Open's error for it.
   static Status CanServe(const Graph& graph, const TableInfo& table);
-  // OK when a table on disk may have a GPU cache in front of it: every lookup of it a bag part of
-  // a ConcatEmbeddingBags (whose kernel reads encoded ids: GpuRowTier), none a Gather nor a column
-  // of ids; else an error naming the node.
+  // OK when a table on disk may have a GPU cache in front of it: rows of whole 16-byte units, and
+  // every lookup of it a bag part of a ConcatEmbeddingBags (whose kernel reads encoded ids:
+  // GpuRowTier), none a Gather nor a column of ids; else an error naming the node or the rows.
   static Status CanCacheOnGpu(const Graph& graph, const TableInfo& table);
   // The GPU caches' slots by the graph input holding their table's staged rows (PrepareOptions::
   // staged_row_slots).

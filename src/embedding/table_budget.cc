@@ -174,6 +174,8 @@ Status PlaceOnDisk(const Graph& graph, const TableBudget& budget, std::vector<Ta
   for (size_t i : movable) {
     if (host <= budget.host_bytes) break;
     tables[i].tier = TableTier::kDisk;
+    // A cache the GPU budget gave it stays, in front of its host cache, where its lookups can read one.
+    if (!DiskTables::CanCacheOnGpu(graph, tables[i]).ok()) tables[i].cache_rows = 0;
     host -= tables[i].bytes;
   }
   if (host > budget.host_bytes) {
