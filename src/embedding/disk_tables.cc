@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <unordered_map>
@@ -408,14 +409,13 @@ StatusOr<StagedRun> DiskTables::Stage(std::span<const Tensor> inputs, std::span<
                            std::to_string(tables_.size()) + " tables on disk");
   StagedRun staged_run;
   // Inside every GPU cache's readers before its slots are looked at, until the run lets go.
-  struct Readers {
-    std::vector<std::unique_ptr<GraceReader>> in;
-  };
-  auto readers = std::make_shared<Readers>();
+  std::shared_ptr<std::deque<GraceReader>> readers;
   for (const auto& t : tables_) {
-    if (t->gpu) readers->in.push_back(std::make_unique<GraceReader>(&t->gpu->readers()));
+    if (!t->gpu) continue;
+    if (!readers) readers = std::make_shared<std::deque<GraceReader>>();
+    readers->emplace_back(&t->gpu->readers());
   }
-  if (!readers->in.empty()) staged_run.hold = std::move(readers);
+  staged_run.hold = std::move(readers);
   std::vector<Tensor>& out = staged_run.inputs;
   out.reserve(request_inputs_ + tables_.size());
   std::vector<bool> rewritten(request_inputs_, false);

@@ -261,8 +261,9 @@ std::string TableMetricsText(const ModelRepository& repository) {
                                    t.gpu.inserted,
                                    t.gpu.evicted};
         static_assert(sizeof(values) / sizeof(values[0]) == sizeof(disks) / sizeof(disks[0]));
+        const size_t gpu_from = std::size(disks) - 5;  // the last five families: the GPU cache's, where it has one
         for (size_t i = 0; i < std::size(disks); ++i) {
-          if (i >= 10 && !t.gpu_cache) continue;  // the GPU cache's, where it has one
+          if (i >= gpu_from && !t.gpu_cache) continue;
           disk_lines[i] += std::string(disks[i].name) + "{" + labels + ",table=\"" + t.table + "\"} " +
                            std::to_string(values[i]) + "\n";
         }
