@@ -63,7 +63,8 @@ struct OnDisk {
 };
 
 OnDisk OpenOnDisk(int64_t cache_rows, bool keeper, const std::string& name,
-                  const std::string& op = "ConcatEmbeddingBags", Status* error = nullptr) {
+                  const std::string& op = "ConcatEmbeddingBags", Status* error = nullptr,
+                  const std::string& snapshot = "", int64_t host_cache_bytes = int64_t{1} << 20) {
   std::mt19937_64 rng(7);
   OnDisk o;
   o.rows = testing::RandomTable(DType::kF32, kRows, kWidth, rng);
@@ -80,7 +81,8 @@ OnDisk OpenOnDisk(int64_t cache_rows, bool keeper, const std::string& name,
   for (TableInfo& t : tables) t.tier = TableTier::kDisk, t.cache_rows = cache_rows;
   DiskTablesOptions options;
   options.directory = DiskDir(name);
-  options.cache_bytes = int64_t{1} << 20;
+  options.cache_bytes = host_cache_bytes;
+  options.snapshot_path = snapshot;
   options.gpu_keeper = keeper;
   options.make_slots = [&o](int64_t slots, int64_t row_bytes) -> StatusOr<std::unique_ptr<RowSlots>> {
     auto s = std::make_unique<HostRowSlots>(slots, row_bytes);
@@ -197,6 +199,63 @@ TEST(GpuRowTier, RunsReadTheirRowsWhileTheKeeperSwapsThem) {
   EXPECT_GT(from_slots.load(), 0);
   EXPECT_GT(s.gpu.evicted, 0u);  // rows did leave their slots meanwhile
   EXPECT_LE(s.gpu.cached, 300);
+}
+
+// A restarted model's GPU cache starts with the rows the last one held: they are saved ahead of the
+// host cache's rows, the host cache reads them first, and the GPU cache's keeper moves them in from
+// there (no read of the file), before any run offers a row.
+TEST(GpuRowTier, ARestartedModelsGpuCacheStartsWithTheRowsTheLastHeld) {
+  const std::string snapshot = DiskDir("hotness") + "/tables.hot";
+  // A host cache of about 1,600 rows (58 bytes a row with its policy's), a GPU cache of 1,000.
+  constexpr int64_t kHostBytes = 1600 * (kWidth * 4 + 42), kGpuRows = 1000;
+  std::mt19937_64 rng(11);
+  std::vector<int64_t> last;
+  int64_t held = 0;
+  uint64_t last_hits = 0;
+  {
+    OnDisk first = OpenOnDisk(kGpuRows, false, "first", "ConcatEmbeddingBags", nullptr, snapshot, kHostBytes);
+    ASSERT_TRUE(first.disk);
+    for (int run = 0; run < 40; ++run) {
+      last = ZipfIds(rng, 64 * 5);
+      const std::vector<Tensor> inputs{Tensor::FromVector(DType::kI64, {64, 5}, last)};
+      const uint64_t hits = first.disk->stats()[0].gpu.hits;
+      auto staged = first.disk->Stage(inputs, std::vector<int64_t>{320});
+      ASSERT_TRUE(staged.ok()) << staged.status().ToString();
+      last_hits = first.disk->stats()[0].gpu.hits - hits;
+      staged->hold.reset();
+      ASSERT_TRUE(first.disk->KeepGpuCaches().ok());
+    }
+    held = first.disk->stats()[0].gpu.cached;
+    ASSERT_GT(held, kGpuRows / 2);
+    ASSERT_GT(last_hits, 0u);
+  }  // saved as the tables go
+  ASSERT_TRUE(fs::exists(snapshot));
+  const std::vector<Tensor> inputs{Tensor::FromVector(DType::kI64, {64, 5}, last)};
+  {
+    OnDisk second = OpenOnDisk(kGpuRows, false, "second", "ConcatEmbeddingBags", nullptr, snapshot, kHostBytes);
+    ASSERT_TRUE(second.disk);
+    second.disk->WaitForWarmStart();  // the host cache warm; without the keeper thread the GPU cache waits for Keep
+    const DiskTableStats warm = second.disk->stats()[0];
+    EXPECT_EQ(warm.gpu.cached, 0);
+    EXPECT_GE(warm.warmed, static_cast<uint64_t>(held));
+    ASSERT_TRUE(second.disk->KeepGpuCaches().ok());
+    const DiskTableStats kept = second.disk->stats()[0];
+    EXPECT_EQ(kept.gpu.cached, held);
+    EXPECT_EQ(kept.gpu.warmed, static_cast<uint64_t>(held));
+    EXPECT_EQ(kept.rows_read, warm.rows_read);  // every row the GPU cache took came from the host cache
+    EXPECT_EQ(kept.hits - warm.hits, static_cast<uint64_t>(held));
+    // The last run of the first model, again: its rows are read from the slots as they were then.
+    auto staged = second.disk->Stage(inputs, std::vector<int64_t>{320});
+    ASSERT_TRUE(staged.ok()) << staged.status().ToString();
+    EXPECT_GT(ExpectRowsRead(second, last, *staged, "restarted"), 0);
+    EXPECT_GE(second.disk->stats()[0].gpu.hits - kept.gpu.hits, last_hits * 9 / 10);
+  }
+  // With the keeper thread, the warm start waits for it to move the rows in.
+  OnDisk third = OpenOnDisk(kGpuRows, true, "third", "ConcatEmbeddingBags", nullptr, snapshot, kHostBytes);
+  ASSERT_TRUE(third.disk);
+  third.disk->WaitForWarmStart();
+  EXPECT_EQ(third.disk->stats()[0].gpu.warmed, static_cast<uint64_t>(held));
+  EXPECT_EQ(third.disk->stats()[0].gpu.cached, held);
 }
 
 TEST(GpuRowTier, OnlyTheBagsOfAConcatenationReadAGpuCacheOfATableOnDisk) {

@@ -369,19 +369,26 @@ StatusOr<std::unique_ptr<DiskTables>> DiskTables::Open(Graph& graph, const std::
   if (!options.snapshot_path.empty()) {
     std::vector<std::string> names;
     std::vector<std::vector<CachedRowFile*>> caches;
+    std::vector<FrontRowCache*> gpu;
     for (const auto& t : disk->tables_) {
       names.push_back(t->name);
       caches.emplace_back();
       for (const auto& shard : t->shards) caches.back().push_back(shard.get());
+      gpu.push_back(t->gpu.get());
     }
     disk->hotness_ = std::make_unique<HostCacheHotness>(std::move(names), std::move(caches), options.snapshot_path,
-                                                        options.save_every_s);
+                                                        options.save_every_s, std::move(gpu));
   }
   return disk;
 }
 
 void DiskTables::WaitForWarmStart() const {
-  if (hotness_) hotness_->WaitForWarmStart();
+  if (!hotness_) return;
+  hotness_->WaitForWarmStart();
+  if (!keeper_.joinable()) return;  // tests keep by hand
+  for (const auto& t : tables_) {
+    if (t->gpu) t->gpu->WaitUntilWarm();
+  }
 }
 
 void DiskTables::AppendMetas(std::vector<TensorMeta>& metas) const {

@@ -51,8 +51,8 @@ struct DiskTablesOptions {
   // -1: a tenth of their bytes. Each table gets at least one row.
   int64_t cache_bytes = -1;
   // Where the host caches' rows are saved and the next load starts warm from
-  // (embedding/host_cache_hotness.h; the model's tables.hotness_snapshot with ".disk" added); empty:
-  // the caches start cold.
+  // (embedding/host_cache_hotness.h; the model's tables.hotness_snapshot with ".disk" added), with
+  // the rows of their GPU caches; empty: the caches start cold.
   std::string snapshot_path;
   double save_every_s = 300;  // how often the snapshot is saved while the caches change
   // Device slots for the GPU cache of a table on disk (TableInfo::cache_rows > 0: a GPU cache in
@@ -123,8 +123,8 @@ class DiskTables {
   // Each GPU cache's keeper step now (GpuRowTier::Keep): what the keeper thread does every
   // kKeepEvery; for tables opened without it (tests).
   Status KeepGpuCaches() const;
-  // Waits until the host caches' warm start from the snapshot has moved in what it will (at once
-  // without a snapshot).
+  // Waits until the host caches' warm start from the snapshot has moved in what it will, and the
+  // keeper thread has moved the GPU caches' saved rows in (at once without a snapshot).
   void WaitForWarmStart() const;
 
  private:

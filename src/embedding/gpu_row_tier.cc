@@ -28,7 +28,9 @@ StatusOr<std::unique_ptr<GpuRowTier>> GpuRowTier::Create(std::unique_ptr<RowSlot
   tier->row_of_slot_.assign(static_cast<size_t>(capacity), -1);
   CachePolicyOptions options;
   options.capacity = capacity;
+  MutexLock keeping(tier->keep_mu_);
   tier->policy_ = std::make_unique<CachePolicy>(options);
+  tier->policy_bytes_ = tier->policy_->bytes();
   return tier;
 }
 
@@ -47,10 +49,20 @@ void GpuRowTier::Offer(std::vector<int64_t> rows, uint64_t hits) {
 }
 
 Status GpuRowTier::Keep() {
+  MutexLock keeping(keep_mu_);
   std::vector<std::vector<int64_t>> offers;
+  std::vector<std::pair<uint64_t, int>> warm;
+  bool warming = false;
   {
     MutexLock lock(mu_);
     offers.swap(offers_);
+    warm.swap(warm_);
+    warming = warming_;
+  }
+  if (!warm.empty()) {
+    const int64_t before = policy_->size();
+    policy_->WarmStart(warm);
+    warmed_.fetch_add(static_cast<uint64_t>(policy_->size() - before), std::memory_order_relaxed);
   }
   for (const std::vector<int64_t>& rows : offers) {
     constexpr size_t kAhead = 8;
@@ -59,6 +71,45 @@ Status GpuRowTier::Keep() {
       policy_->Access(static_cast<uint64_t>(rows[i]));
     }
   }
+  const Status applied = ApplyChanges();
+  policy_bytes_.store(policy_->bytes(), std::memory_order_relaxed);
+  if (warming) {  // done, well or not: nothing waits for it longer
+    MutexLock lock(mu_);
+    warming_ = !warm_.empty();
+    warm_cv_.notify_all();
+  }
+  return applied;
+}
+
+void GpuRowTier::WarmFrom(std::vector<std::pair<uint64_t, int>> hottest) {
+  std::erase_if(hottest, [&](const auto& r) { return r.first >= static_cast<uint64_t>(table_rows_); });
+  hottest.resize(std::min(hottest.size(), row_of_slot_.size()));
+  if (hottest.empty()) return;
+  MutexLock lock(mu_);
+  warm_ = std::move(hottest);
+  warming_ = true;
+}
+
+bool GpuRowTier::warming() const {
+  MutexLock lock(mu_);
+  return warming_;
+}
+
+void GpuRowTier::WaitUntilWarm() const {
+  MutexLock lock(mu_);
+  while (warming_) warm_cv_.wait(lock.native());
+}
+
+uint64_t GpuRowTier::changes() const {
+  return inserted_.load(std::memory_order_relaxed) + evicted_.load(std::memory_order_relaxed);
+}
+
+std::vector<std::pair<uint64_t, int>> GpuRowTier::Snapshot() const {
+  MutexLock keeping(keep_mu_);
+  return policy_->Snapshot();
+}
+
+Status GpuRowTier::ApplyChanges() {
   if (!policy_->has_changes()) return Status::Ok();
   // The last row each slot is given, in the order slots were first touched; slots given the row
   // they hold change nothing.
@@ -116,11 +167,12 @@ GpuRowTierStats GpuRowTier::stats() const {
   s.capacity = static_cast<int64_t>(row_of_slot_.size());
   s.cached = cached_.load(std::memory_order_relaxed);
   s.device_bytes = static_cast<uint64_t>(slots_->slots() * slots_->row_bytes());
-  s.host_bytes =
-      static_cast<uint64_t>(table_rows_) * sizeof(int32_t) + policy_->bytes() + row_of_slot_.size() * sizeof(int64_t);
+  s.host_bytes = static_cast<uint64_t>(table_rows_) * sizeof(int32_t) + policy_bytes_.load(std::memory_order_relaxed) +
+                 row_of_slot_.size() * sizeof(int64_t);
   s.hits = hits_.load(std::memory_order_relaxed);
   s.inserted = inserted_.load(std::memory_order_relaxed);
   s.evicted = evicted_.load(std::memory_order_relaxed);
+  s.warmed = warmed_.load(std::memory_order_relaxed);
   s.offers = offered_.load(std::memory_order_relaxed);
   s.dropped = dropped_.load(std::memory_order_relaxed);
   return s;

@@ -19,9 +19,13 @@ constexpr size_t kWarmingThreads = 4;
 }  // namespace
 
 HostCacheHotness::HostCacheHotness(std::vector<std::string> names, std::vector<std::vector<CachedRowFile*>> tables,
-                                   std::string path, double save_every_s)
+                                   std::string path, double save_every_s, std::vector<FrontRowCache*> front)
     : names_(std::move(names)),
       tables_(std::move(tables)),
+      front_([&] {
+        front.resize(tables_.size());  // none for tables past the list
+        return std::move(front);
+      }()),
       path_(std::move(path)),
       save_every_s_(save_every_s),
       reads_(tables_.size()) {
@@ -57,6 +61,7 @@ uint64_t HostCacheHotness::Changes() const {
       changes += s.inserted + s.evicted + s.warmed;
     }
   }
+  for (const FrontRowCache* front : front_) changes += front ? front->changes() : 0;
   return changes;
 }
 
@@ -107,6 +112,10 @@ void HostCacheHotness::WarmStart() {
       if (per_table[t].empty()) continue;
       if (Status warmed = WarmTable(t, per_table[t]); !warmed.ok()) {
         LogWarning("hotness snapshot " + path_ + ": " + warmed.ToString() + " (that table's host cache starts cold)");
+      }
+      if (FrontRowCache* front = front_[t]) {  // its first rows, now in the host cache
+        const auto n = std::min(per_table[t].size(), static_cast<size_t>(front->capacity()));
+        front->WarmFrom({per_table[t].begin(), per_table[t].begin() + static_cast<std::ptrdiff_t>(n)});
       }
     }
   };
@@ -167,22 +176,33 @@ Status HostCacheHotness::Save() {
   MutexLock lock(save_mu_);
   const uint64_t changes = Changes();
   if (changes == saved_changes_) return Status::Ok();
-  // Every shard's rows with their counts, most frequent first over all tables (counts are 0-255:
-  // placed by count in one pass).
+  // The rows of the caches in front, then every host-cache shard's rows not among them, each part most frequent
+  // first over all tables (counts are 0-255: placed by part and count in one pass).
   HotKeys all;
-  std::array<size_t, 257> at{};
+  std::vector<uint8_t> part;  // 0: a row of a cache in front, 1: a host cache's
+  std::array<size_t, 2 * 256 + 1> at{};
+  auto add = [&](size_t t, uint64_t row, int count, uint8_t p) {
+    const int c = std::clamp(count, 0, 255);
+    all.emplace_back(RowKey(static_cast<int>(t), static_cast<int64_t>(row)), c);
+    part.push_back(p);
+    ++at[p * size_t{256} + static_cast<size_t>(256 - c)];
+  };
   for (size_t t = 0; t < tables_.size(); ++t) {
+    const FrontRowCache* front = front_[t];
+    if (front) {
+      for (const auto& [row, count] : front->Snapshot()) add(t, row, count, 0);
+    }
     for (const CachedRowFile* shard : tables_[t]) {
       for (const auto& [row, count] : shard->Snapshot()) {
-        const int c = std::clamp(count, 0, 255);
-        all.emplace_back(RowKey(static_cast<int>(t), static_cast<int64_t>(row)), c);
-        ++at[static_cast<size_t>(256 - c)];
+        // A row the cache in front holds now is saved once, as its (one it took since its snapshot, twice).
+        if (!front || !front->Holds(static_cast<int64_t>(row))) add(t, row, count, 1);
       }
     }
   }
   for (size_t c = 1; c < at.size(); ++c) at[c] += at[c - 1];
   HotKeys hot(all.size());
-  for (auto it = all.rbegin(); it != all.rend(); ++it) hot[--at[static_cast<size_t>(256 - it->second)]] = *it;
+  for (size_t i = all.size(); i-- > 0;)
+    hot[--at[part[i] * size_t{256} + static_cast<size_t>(256 - all[i].second)]] = all[i];
   all = HotKeys();
   RANKD_RETURN_IF_ERROR(SaveHotness(path_, names_, hot));
   saved_changes_ = changes;

@@ -8,6 +8,11 @@
 // every `save_every_s` while they change, and once more when the tables go (the version unloads, the server stops). A
 // missing file is a first run; a file that is not a snapshot is reported and the caches start cold; rows past a table's
 // end are dropped.
+//
+// A table with a cache in front of its host cache (embedding/front_row_cache.h: a GPU cache) has that cache's rows
+// saved too, ahead of the host caches' (they are the hottest, and the host cache, which no longer sees their lookups,
+// lets them go): at the next load the host cache reads them first, and the cache in front is then handed the table's
+// first rows (FrontRowCache::WarmFrom), which it moves in from the host cache.
 #pragma once
 
 #include <atomic>
@@ -19,6 +24,7 @@
 
 #include "common/mutex.h"
 #include "embedding/cached_row_file.h"
+#include "embedding/front_row_cache.h"
 #include "rankd/status.h"
 
 namespace rankd {
@@ -26,14 +32,16 @@ namespace rankd {
 class HostCacheHotness {
  public:
   // `tables[t]`: the host-cache shards (row r in shard RowShard(r, shards)) of the table named
-  // `names[t]`, which must outlive this. Starts the thread.
+  // `names[t]`, and `front[t]` the cache in front of it (null, or `front` empty: none); all must
+  // outlive this. Starts the thread.
   HostCacheHotness(std::vector<std::string> names, std::vector<std::vector<CachedRowFile*>> tables, std::string path,
-                   double save_every_s);
+                   double save_every_s, std::vector<FrontRowCache*> front = {});
   ~HostCacheHotness();  // stops the warm start after its chunk in flight, then saves
   HostCacheHotness(const HostCacheHotness&) = delete;
   HostCacheHotness& operator=(const HostCacheHotness&) = delete;
 
-  // Waits until the warm start has moved in what it will.
+  // Waits until the warm start has moved into the host caches what it will (and handed the caches
+  // in front theirs).
   void WaitForWarmStart();
   // Saves the caches' rows now if they changed since the last save (or warm start).
   Status Save();
@@ -45,10 +53,11 @@ class HostCacheHotness {
   void WarmStart();
   // Table t's hottest rows its shards have room for, read and moved in.
   Status WarmTable(size_t t, const std::vector<std::pair<uint64_t, int>>& hottest);
-  uint64_t Changes() const;  // rows inserted, evicted and moved in, over every shard
+  uint64_t Changes() const;  // rows inserted, evicted and moved in, over every shard and cache in front
 
   const std::vector<std::string> names_;
   const std::vector<std::vector<CachedRowFile*>> tables_;
+  const std::vector<FrontRowCache*> front_;  // by table; null: none
   const std::string path_;
   const double save_every_s_;
   std::atomic<bool> stopping_{false};

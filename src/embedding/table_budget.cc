@@ -173,9 +173,15 @@ Status PlaceOnDisk(const Graph& graph, const TableBudget& budget, std::vector<Ta
   });
   for (size_t i : movable) {
     if (host <= budget.host_bytes) break;
-    tables[i].tier = TableTier::kDisk;
-    // A cache the GPU budget gave it stays, in front of its host cache, where its lookups can read one.
-    if (!DiskTables::CanCacheOnGpu(graph, tables[i]).ok()) tables[i].cache_rows = 0;
+    TableInfo& t = tables[i];
+    const int64_t gpu_bytes = t.tier == TableTier::kCache ? CacheBytes(t, t.cache_rows) : 0;
+    t.tier = TableTier::kDisk;
+    // A cache the GPU budget gave it stays, in front of its host cache, where its lookups can read
+    // one; its index now lives on the host, so the GPU bytes the budget gave it are all rows.
+    if (gpu_bytes > 0 && DiskTables::CanCacheOnGpu(graph, t).ok())
+      t.cache_rows = std::min(t.rows(), gpu_bytes / t.row_bytes());
+    else
+      t.cache_rows = 0;
     host -= tables[i].bytes;
   }
   if (host > budget.host_bytes) {

@@ -219,6 +219,8 @@ std::string TableMetricsText(const ModelRepository& repository) {
        "counter"},
       {"rankd_table_disk_gpu_cache_inserted", "Rows moved into the GPU cache in front of a table on disk", "counter"},
       {"rankd_table_disk_gpu_cache_evicted", "Rows moved out of the GPU cache in front of a table on disk", "counter"},
+      {"rankd_table_disk_gpu_cache_warmed",
+       "Of rankd_table_disk_gpu_cache_inserted, rows moved in from the hotness snapshot", "counter"},
   };
   std::string out =
       std::string("# HELP ") + bytes.name + " " + bytes.help + "\n# TYPE " + bytes.name + " " + bytes.type + "\n";
@@ -259,9 +261,10 @@ std::string TableMetricsText(const ModelRepository& repository) {
                                    static_cast<uint64_t>(t.gpu.capacity),
                                    t.gpu.hits,
                                    t.gpu.inserted,
-                                   t.gpu.evicted};
+                                   t.gpu.evicted,
+                                   t.gpu.warmed};
         static_assert(sizeof(values) / sizeof(values[0]) == sizeof(disks) / sizeof(disks[0]));
-        const size_t gpu_from = std::size(disks) - 5;  // the last five families: the GPU cache's, where it has one
+        const size_t gpu_from = std::size(disks) - 6;  // the last six families: the GPU cache's, where it has one
         for (size_t i = 0; i < std::size(disks); ++i) {
           if (i >= gpu_from && !t.gpu_cache) continue;
           disk_lines[i] += std::string(disks[i].name) + "{" + labels + ",table=\"" + t.table + "\"} " +

@@ -43,6 +43,7 @@ struct DiskCounts {
   uint64_t lookups = 0, hits = 0, rows_read = 0, bytes_read = 0, warmed = 0;
   int64_t capacity = 0, cached = 0;
   uint64_t gpu_hits = 0;  // distinct rows read from the GPU caches in front (not asked of the host caches)
+  uint64_t gpu_warmed = 0;
   int64_t gpu_capacity = 0, gpu_cached = 0;
 };
 
@@ -53,6 +54,7 @@ DiskCounts SumDiskCounts(const DiskTables* disk) {
     c.lookups += s.lookups, c.hits += s.hits, c.rows_read += s.rows_read, c.bytes_read += s.bytes_read;
     c.capacity += s.capacity, c.cached += s.cached, c.warmed += s.warmed;
     c.gpu_hits += s.gpu.hits, c.gpu_capacity += s.gpu.capacity, c.gpu_cached += s.gpu.cached;
+    c.gpu_warmed += s.gpu.warmed;
   }
   return c;
 }
@@ -73,6 +75,7 @@ nlohmann::json DiskJson(const DiskTables* disk, const DiskCounts& before, double
           {"host_cache_rows", now.capacity},
           {"host_cached_rows", now.cached},
           {"warmed_rows", now.warmed},
+          {"gpu_warmed_rows", now.gpu_warmed},
           {"warm_start_s", warm_start_s},
           {"lookups", now.lookups},
           {"host_hits", now.hits},
