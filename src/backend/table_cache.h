@@ -52,6 +52,10 @@ class TableCache {
   virtual Gathered gathered() const { return {}; }
 };
 
+// The fills of `fills` that change something, in the order their slots were first filled: the last
+// row each slot is given, less those giving a slot the row `row_of_slot` says it holds already.
+std::vector<TableCache::Fill> LastFills(std::span<const TableCache::Fill> fills, std::span<const int64_t> row_of_slot);
+
 // The claims made on a shared cache (TableCache::Claim), in order; its owner's lock guards it.
 class CacheClaims {
  public:

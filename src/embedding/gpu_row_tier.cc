@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <string>
-#include <unordered_map>
 #include <utility>
+
+#include "backend/table_cache.h"
 
 namespace rankd {
 
@@ -111,18 +112,9 @@ std::vector<std::pair<uint64_t, int>> GpuRowTier::Snapshot() const {
 
 Status GpuRowTier::ApplyChanges() {
   if (!policy_->has_changes()) return Status::Ok();
-  // The last row each slot is given, in the order slots were first touched; slots given the row
-  // they hold change nothing.
-  std::unordered_map<int64_t, size_t> at;
-  std::vector<std::pair<int64_t, int64_t>> last;  // slot, row
-  for (const CachePolicy::Change& c : policy_->TakeChanges()) {
-    auto [it, added] = at.try_emplace(c.slot, last.size());
-    if (added)
-      last.emplace_back(c.slot, static_cast<int64_t>(c.key));
-    else
-      last[it->second].second = static_cast<int64_t>(c.key);
-  }
-  std::erase_if(last, [&](const auto& f) { return row_of_slot_[static_cast<size_t>(f.first)] == f.second; });
+  std::vector<TableCache::Fill> fills;
+  for (const CachePolicy::Change& c : policy_->TakeChanges()) fills.push_back({c.slot, static_cast<int64_t>(c.key)});
+  const std::vector<TableCache::Fill> last = LastFills(fills, row_of_slot_);
   if (last.empty()) return Status::Ok();
   // 1 and 2: the leaving rows lose their slots, then every run that may have seen them is waited for.
   bool leaving = false;
@@ -146,8 +138,8 @@ Status GpuRowTier::ApplyChanges() {
     rows.clear();
     slots.clear();
     for (size_t i = begin; i < begin + n; ++i) {
-      slots.push_back(last[i].first);
-      rows.push_back(last[i].second);
+      slots.push_back(last[i].slot);
+      rows.push_back(last[i].row);
     }
     bytes.resize(n * row_bytes);
     RANKD_RETURN_IF_ERROR(read_(rows, bytes.data()));

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 
 namespace rankd::cuda {
 namespace {
@@ -90,20 +89,12 @@ void CudaRowCache::RemoveReaders(GracePeriod* readers) {
 Status CudaRowCache::Apply(std::span<const Fill> fills, uint64_t claim) {
   MutexLock lock(apply_mu_);
   if (!claims_.Decides(claim)) return Status::Ok();  // a newer keeper decides
-  // The last row each slot is given, in the order slots were first touched.
-  std::unordered_map<int64_t, size_t> at;
-  std::vector<Fill> last;
   for (const Fill& f : fills) {
     if (f.slot < 0 || f.slot >= capacity_ || f.row < 0 || f.row >= rows_)
       return InvalidArgument("a fill of row " + std::to_string(f.row) + " into slot " + std::to_string(f.slot) +
                              " of a cache of " + std::to_string(capacity_) + " rows over " + std::to_string(rows_));
-    auto [it, added] = at.try_emplace(f.slot, last.size());
-    if (added)
-      last.push_back(f);
-    else
-      last[it->second].row = f.row;
   }
-  std::erase_if(last, [&](const Fill& f) { return row_of_slot_[static_cast<size_t>(f.slot)] == f.row; });
+  const std::vector<Fill> last = LastFills(fills, row_of_slot_);
   for (size_t begin = 0; begin < last.size(); begin += kStagedFills) {
     const size_t n = std::min(last.size() - begin, static_cast<size_t>(kStagedFills));
     RANKD_RETURN_IF_ERROR(ApplyDistinct(std::span<const Fill>(last).subspan(begin, n)));
