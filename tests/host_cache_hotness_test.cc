@@ -115,6 +115,67 @@ class HostCacheHotnessTest : public ::testing::Test {
   std::string bytes_;
 };
 
+// A cache in front of the host cache (FrontRowCache, as a GPU cache is): the rows it was made with,
+// and the rows a warm start hands it.
+class RecordingFront final : public FrontRowCache {
+ public:
+  RecordingFront(int64_t capacity, HotKeys rows) : capacity_(capacity), rows_(std::move(rows)) {
+    for (const auto& [row, count] : rows_) held_.insert(static_cast<int64_t>(row));
+  }
+  int64_t capacity() const override { return capacity_; }
+  bool Holds(int64_t row) const override { return held_.contains(row); }
+  HotKeys Snapshot() const override { return rows_; }
+  void WarmFrom(HotKeys hottest) override { given = std::move(hottest); }
+  uint64_t changes() const override { return rows_.size(); }
+  HotKeys given;  // read once the warm start is done (HostCacheHotness::WaitForWarmStart)
+
+ private:
+  int64_t capacity_;
+  HotKeys rows_;
+  std::set<int64_t> held_;
+};
+
+// The rows of a cache in front are saved ahead of the host cache's, however low their counts (the
+// host cache no longer sees their lookups), each row once; the next run's host cache reads them
+// first and the cache in front is handed back its capacity's worth of the first rows: its own.
+TEST_F(HostCacheHotnessTest, TheRowsOfACacheInFrontAreSavedFirstAndHandedBack) {
+  HotKeys front_rows;
+  std::set<uint64_t> host_rows;
+  {
+    auto shards = OpenShards(250);
+    Traffic(shards, 60);
+    host_rows = Cached(shards);
+    ASSERT_GT(host_rows.size(), 500u);
+    // 200 rows the host cache does not hold, seen once; and one it does, which is saved once, as the front's.
+    for (int64_t r = 0; front_rows.size() < 199; ++r) {
+      if (!host_rows.contains(static_cast<uint64_t>(r))) front_rows.emplace_back(r, 1);
+    }
+    front_rows.emplace_back(*host_rows.begin(), 1);
+    RecordingFront front(static_cast<int64_t>(front_rows.size()), front_rows);
+    HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600, {&front});
+    hotness.WaitForWarmStart();
+    Traffic(shards, 5, 5000);  // changes since the warm start: saved as it goes
+    host_rows = Cached(shards);
+  }
+  auto saved = LoadHotness(snapshot_);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  std::set<uint64_t> all;
+  for (const auto& [key, count] : saved->keys) EXPECT_TRUE(all.insert(key).second) << "row " << key << " twice";
+  ASSERT_GE(saved->keys.size(), front_rows.size());
+  for (size_t i = 0; i < front_rows.size(); ++i) EXPECT_EQ(saved->keys[i].first, front_rows[i].first) << i;
+  for (size_t i = front_rows.size(); i < saved->keys.size(); ++i) EXPECT_TRUE(host_rows.contains(saved->keys[i].first));
+
+  // Room for 400 rows in the host cache: the front's 200 go in first, and come back to the front.
+  auto shards = OpenShards(100);
+  RecordingFront front(static_cast<int64_t>(front_rows.size()), {});
+  HostCacheHotness hotness({"t"}, Tables(shards), snapshot_, 3600, {&front});
+  hotness.WaitForWarmStart();
+  const std::set<uint64_t> cached = Cached(shards);
+  for (const auto& [row, count] : front_rows) EXPECT_TRUE(cached.contains(row)) << "row " << row;
+  ASSERT_EQ(front.given.size(), front_rows.size());
+  for (size_t i = 0; i < front_rows.size(); ++i) EXPECT_EQ(front.given[i].first, front_rows[i].first) << i;
+}
+
 TEST_F(HostCacheHotnessTest, ANewRunStartsWithTheRowsTheLastHeld) {
   std::set<uint64_t> held;
   {
