@@ -91,11 +91,6 @@ void GpuRowTier::WarmFrom(std::vector<std::pair<uint64_t, int>> hottest) {
   warming_ = true;
 }
 
-bool GpuRowTier::warming() const {
-  MutexLock lock(mu_);
-  return warming_;
-}
-
 void GpuRowTier::WaitUntilWarm() const {
   MutexLock lock(mu_);
   while (warming_) warm_cv_.wait(lock.native());

@@ -77,15 +77,14 @@ class GpuRowTier final : public FrontRowCache {
   // against runs, Snapshot and itself.
   Status Keep();
   // FrontRowCache. WarmFrom: the first capacity() rows are moved into empty slots by the next Keep,
-  // their counts raised to the saved ones (CachePolicy::WarmStart), before the offers waiting; until
-  // then warming() is true. Snapshot: the policy's counts; it waits for a Keep in progress.
+  // their counts raised to the saved ones (CachePolicy::WarmStart), before the offers waiting.
+  // Snapshot: the policy's counts; it waits for a Keep in progress.
   int64_t capacity() const override { return static_cast<int64_t>(row_of_slot_.size()); }
   bool Holds(int64_t row) const override { return SlotOf(row) >= 0; }
   std::vector<std::pair<uint64_t, int>> Snapshot() const override;
   void WarmFrom(std::vector<std::pair<uint64_t, int>> hottest) override;
   uint64_t changes() const override;
-  bool warming() const;
-  // Blocks until no warm start waits for Keep.
+  // Blocks until no rows given by WarmFrom wait for Keep.
   void WaitUntilWarm() const;
   // Whether every slot holds a row.
   bool full() const { return cached_.load(std::memory_order_relaxed) == static_cast<int64_t>(row_of_slot_.size()); }
