@@ -8,8 +8,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -349,6 +351,76 @@ TEST(SharedMemoryRegions, CudaRegistrationsRefuseWhatCannotBeOpened) {
     EXPECT_NE(short_handle.message().find("a CUDA IPC handle has 64"), std::string::npos) << short_handle.ToString();
   }
   EXPECT_TRUE(shm.List(SharedMemoryRegions::Kind::kCuda, "")->empty());
+}
+
+// A region whose reads wait (as a CUDA region's copies do), its bytes in host memory, counting
+// how it is read.
+class WaitingRegion final : public SharedMemoryRegions::Region {
+ public:
+  explicit WaitingRegion(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
+  SharedMemoryRegions::Kind kind() const override { return SharedMemoryRegions::Kind::kCuda; }
+  SharedMemoryRegions::RegionStatus status(const std::string& name) const override { return {name, "", 0, 0, 0}; }
+  uint64_t byte_size() const override { return bytes_.size(); }
+  Status Read(uint64_t at, void* dst, size_t bytes) const override {
+    ++reads;
+    std::memcpy(dst, bytes_.data() + at, bytes);
+    return Status::Ok();
+  }
+  Status Write(uint64_t, const void*, size_t) const override { return Unimplemented("read only"); }
+  bool reads_wait() const override { return true; }
+  Status ReadMany(std::span<const SharedDeviceMemory::Piece> pieces) const override {
+    batches.emplace_back();
+    for (const auto& p : pieces) {
+      batches.back().push_back(p.offset);
+      std::memcpy(p.dst, bytes_.data() + p.offset, p.bytes);
+    }
+    return fail_next ? Internal("the copy failed") : Status::Ok();
+  }
+  mutable int reads = 0;
+  mutable std::vector<std::vector<uint64_t>> batches;  // each ReadMany's offsets
+  bool fail_next = false;
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+TEST(SharedMemoryReads, ARegionWhoseReadsWaitIsReadOnceAtFinishAndOthersAtOnce) {
+  std::vector<uint8_t> a_bytes(64), b_bytes(64);
+  for (size_t i = 0; i < 64; ++i) a_bytes[i] = static_cast<uint8_t>(i), b_bytes[i] = static_cast<uint8_t>(100 + i);
+  auto a = std::make_shared<WaitingRegion>(a_bytes);
+  auto b = std::make_shared<WaitingRegion>(b_bytes);
+  SharedMemoryRegions shm;
+  SharedObject object(64);
+  ASSERT_TRUE(shm.Register("sys", object.key(), 0, 64).ok());
+  auto sys = shm.Find("sys", 8, 4);
+  ASSERT_TRUE(sys.ok());
+  ASSERT_EQ(sys->Write("\x07\x08\x09\x0a", 4).code(), StatusCode::kOk);
+
+  SharedMemoryReads reads;
+  uint8_t got[5][4] = {};
+  const SharedMemoryRegions::Use uses[] = {{a, 0, 4}, {b, 16, 4}, {a, 32, 4}, *sys, {a, 60, 4}};
+  uint8_t* dst[] = {got[0], got[1], got[2], got[3], got[4]};
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(reads.Read(uses[i], dst[i]).ok());
+  // The system region's bytes are there at once; the waiting regions' not yet, and not read one by one.
+  EXPECT_EQ(std::vector<uint8_t>(got[3], got[3] + 4), (std::vector<uint8_t>{7, 8, 9, 10}));
+  EXPECT_EQ(std::vector<uint8_t>(got[0], got[0] + 4), (std::vector<uint8_t>{0, 0, 0, 0}));
+  EXPECT_TRUE(a->batches.empty());
+  ASSERT_TRUE(reads.Finish().ok());
+  // One batch a region, in the order asked, and each byte where it was asked for.
+  EXPECT_EQ(a->batches, (std::vector<std::vector<uint64_t>>{{0, 32, 60}}));
+  EXPECT_EQ(b->batches, (std::vector<std::vector<uint64_t>>{{16}}));
+  EXPECT_EQ(a->reads + b->reads, 0);
+  EXPECT_EQ(std::vector<uint8_t>(got[0], got[0] + 4), (std::vector<uint8_t>{0, 1, 2, 3}));
+  EXPECT_EQ(std::vector<uint8_t>(got[1], got[1] + 4), (std::vector<uint8_t>{116, 117, 118, 119}));
+  EXPECT_EQ(std::vector<uint8_t>(got[2], got[2] + 4), (std::vector<uint8_t>{32, 33, 34, 35}));
+  EXPECT_EQ(std::vector<uint8_t>(got[4], got[4] + 4), (std::vector<uint8_t>{60, 61, 62, 63}));
+  ASSERT_TRUE(reads.Finish().ok());  // nothing left to read
+  EXPECT_EQ(a->batches.size(), 1u);
+
+  // A region's failure is Finish's error.
+  b->fail_next = true;
+  ASSERT_TRUE(reads.Read({b, 0, 4}, got[0]).ok());
+  EXPECT_EQ(reads.Finish().code(), StatusCode::kInternal);
 }
 
 TEST(Base64, DecodesPaddedStandardBase64AndRefusesTheRest) {

@@ -127,6 +127,18 @@ class SharedDeviceMemory {
   // Copies `bytes` bytes at `offset` (within byte_size(), checked by the caller) to `dst` / from `src`.
   virtual Status Read(uint64_t offset, void* dst, size_t bytes) const = 0;
   virtual Status Write(uint64_t offset, const void* src, size_t bytes) const = 0;
+  // A read of ReadMany's: `bytes` bytes at `offset` to `dst`.
+  struct Piece {
+    uint64_t offset = 0;
+    void* dst = nullptr;
+    size_t bytes = 0;
+  };
+  // Copies every piece, each started before any is waited for (a request's inputs: one wait in
+  // all, not one an input).
+  virtual Status ReadMany(std::span<const Piece> pieces) const {
+    for (const Piece& p : pieces) RANKD_RETURN_IF_ERROR(Read(p.offset, p.dst, p.bytes));
+    return Status::Ok();
+  }
 };
 
 // Host memory page-locked for the GPUs (Backend::PinHostMemory): unlocked when destroyed, which

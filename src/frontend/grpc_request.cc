@@ -170,6 +170,7 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
   }
   r.inputs.reserve(static_cast<size_t>(p.inputs_size()));
   parsed.length_sums.reserve(static_cast<size_t>(p.inputs_size()));
+  SharedMemoryReads reads;  // the inputs copied out of CUDA regions, made together after the loop
   for (int i = 0, raw_index = 0; i < p.inputs_size(); ++i) {
     const auto& in = p.inputs(i);
     InferInput x;
@@ -210,7 +211,7 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
         shm_inputs->push_back(std::move(place.use));
       } else {
         x.data = Tensor::Empty(*dtype, shape);
-        RANKD_RETURN_IF_ERROR(place.use.Read(x.data.raw()).WithContext("input '" + in.name() + "'"));
+        RANKD_RETURN_IF_ERROR(reads.Read(place.use, x.data.raw()).WithContext("input '" + in.name() + "'"));
       }
     } else if (raw) {
       const int index = raw_index++;
@@ -252,6 +253,7 @@ StatusOr<ParsedRequest> InferRequestFromProto(const inference::ModelInferRequest
     parsed.length_sums.push_back(x.lengths.empty() ? LengthSums{} : SumLengths(x.lengths));
     r.inputs.push_back(std::move(x));
   }
+  RANKD_RETURN_IF_ERROR(reads.Finish().WithContext("the inputs in CUDA shared memory"));
   for (const auto& o : p.outputs()) {
     r.outputs.push_back(o.name());
     if (!o.parameters().count("shared_memory_region")) continue;

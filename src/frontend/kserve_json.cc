@@ -64,8 +64,9 @@ struct RawSource {
   BinaryReader::Span span;
   SharedMemoryRegions::Use region;
 
-  Status Read(void* to, const std::string& name) const {
-    if (!body) return region.Read(to).WithContext("input '" + name + "'");
+  // Copies the bytes to `to`; a region's through `later` where given (SharedMemoryReads).
+  Status Read(void* to, const std::string& name, SharedMemoryReads* later = nullptr) const {
+    if (!body) return (later ? later->Read(region, to) : region.Read(to)).WithContext("input '" + name + "'");
     body->CopyTo(span, to);
     CountHostCopy(HostCopy::kRequest, bytes);
     return Status::Ok();
@@ -126,11 +127,12 @@ StatusOr<int64_t> ConcreteElements(const std::string& name, const Shape& shape, 
 // An input whose values are raw little-endian bytes (RawSource).
 // Bytes in shared memory or in a piece of a request tensor the body was read into are read in
 // place where they can be (SharedMemoryRegions::Use::View, BinaryReader::View; not BOOL, whose
-// bytes are normalised here), a region so read appended to `in_place`.
+// bytes are normalised here), a region so read appended to `in_place`; others copied, a region's
+// through `reads`.
 StatusOr<InferInput> ParseRawInput(JsonValue j, DType dtype, const Shape& shape, JsonValue params,
                                    const JsonLeaves* lengths, const JsonLimits& limits, BinaryReader& binary,
                                    const SharedMemoryRegions* shm, std::vector<SharedMemoryRegions::Use>& in_place,
-                                   InferInput in) {
+                                   SharedMemoryReads& reads, InferInput in) {
   const std::string& name = in.name;
   RANKD_ASSIGN_OR_RETURN(int64_t n, ConcreteElements(name, shape, limits));
   RANKD_ASSIGN_OR_RETURN(RawSource raw, FindRaw(j, params, name, binary, shm, [&](uint64_t bytes) {
@@ -148,7 +150,8 @@ StatusOr<InferInput> ParseRawInput(JsonValue j, DType dtype, const Shape& shape,
     return in;
   }
   in.data = Tensor::Empty(dtype, shape);  // every byte read next (FindRaw checked the count): no zero fill
-  RANKD_RETURN_IF_ERROR(raw.Read(in.data.raw(), name));
+  // BOOL's bytes are read now: they are normalised next.
+  RANKD_RETURN_IF_ERROR(raw.Read(in.data.raw(), name, dtype == DType::kBool ? nullptr : &reads));
   if (dtype == DType::kBool) {
     for (int64_t i = 0; i < n; ++i) in.data.data<uint8_t>()[i] = in.data.data<uint8_t>()[i] ? 1 : 0;
   }
@@ -225,7 +228,7 @@ StatusOr<SharedMemoryOutput> ParseSharedMemoryOutput(const std::string& name, Js
 
 StatusOr<InferInput> ParseInput(JsonValue j, size_t index, const JsonLimits& limits, BinaryReader& binary,
                                 JsonRequestDocument& doc, const SharedMemoryRegions* shm,
-                                std::vector<SharedMemoryRegions::Use>& in_place) {
+                                std::vector<SharedMemoryRegions::Use>& in_place, SharedMemoryReads& reads) {
   const JsonLeaves* lengths = doc.LengthsOf(index);
   if (!j.is_object()) return InvalidArgument("inputs[" + std::to_string(index) + "] must be an object");
   if (!j["name"].is_string()) return InvalidArgument("inputs[" + std::to_string(index) + "] needs a string 'name'");
@@ -255,7 +258,7 @@ StatusOr<InferInput> ParseInput(JsonValue j, size_t index, const JsonLimits& lim
   if (bytes)
     return ParseBytesInput(j, std::move(shape), ragged_dim, params, lengths, limits, binary, doc, shm, std::move(in));
   if (params.contains("binary_data_size") || params.contains("shared_memory_region"))
-    return ParseRawInput(j, *dtype, shape, params, lengths, limits, binary, shm, in_place, std::move(in));
+    return ParseRawInput(j, *dtype, shape, params, lengths, limits, binary, shm, in_place, reads, std::move(in));
   if (!j.contains("data")) return InvalidArgument("input '" + name + "' has no 'data' and no binary_data_size");
   const JsonLeaves& leaves = doc.data[j["data"].uint64()];  // ReadJsonRequest's index
   const std::vector<int64_t>& row_lengths = leaves.row_lengths;
@@ -362,14 +365,16 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::string_view body, const Bina
   r.inputs.reserve(input_count);
   parsed.length_sums.reserve(input_count);
   size_t i = 0;
+  SharedMemoryReads reads;
   for (JsonValue input : inputs) {
     RANKD_ASSIGN_OR_RETURN(InferInput in,
-                           ParseInput(input, i++, limits, binary, doc, shm, parsed.shared_memory_inputs));
+                           ParseInput(input, i++, limits, binary, doc, shm, parsed.shared_memory_inputs, reads));
     // Summed while they are in cache: the model passes over them no more (common/parsed_request.h).
     parsed.length_sums.push_back(in.lengths.empty() ? LengthSums{} : SumLengths(in.lengths));
     r.inputs.push_back(std::move(in));
   }
   if (binary.left()) return InvalidArgument(std::to_string(binary.left()) + " bytes of binary data are left over");
+  RANKD_RETURN_IF_ERROR(reads.Finish().WithContext("the inputs in CUDA shared memory"));
   if (j.contains("parameters")) {
     const JsonValue p = j["parameters"];
     if (!p.is_object()) return InvalidArgument("'parameters' must be an object");

@@ -128,6 +128,11 @@ class CudaRegion final : public SharedMemoryRegions::Region {
     return memory_->Read(at, dst, bytes);
   }
   Status Write(uint64_t at, const void* src, size_t bytes) const override { return memory_->Write(at, src, bytes); }
+  bool reads_wait() const override { return true; }
+  Status ReadMany(std::span<const SharedDeviceMemory::Piece> pieces) const override {
+    for (const auto& p : pieces) CountHostCopy(HostCopy::kRequest, p.bytes);
+    return memory_->ReadMany(pieces);
+  }
 
  private:
   int device_;
@@ -301,6 +306,30 @@ Status CheckSharedMemoryInputs(const std::vector<SharedMemoryRegions::Use>& inpu
     RANKD_RETURN_IF_ERROR(use.region->Check());
     checked.push_back(use.region.get());
   }
+  return Status::Ok();
+}
+
+Status SharedMemoryReads::Read(const SharedMemoryRegions::Use& use, void* dst) {
+  if (!use.region->reads_wait()) return use.Read(dst);
+  pending_.push_back({use.region, {use.offset, dst, static_cast<size_t>(use.size)}});
+  return Status::Ok();
+}
+
+Status SharedMemoryReads::Finish() {
+  // Each region's reads in one call, in the order they were asked for.
+  std::vector<SharedDeviceMemory::Piece> pieces;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const SharedMemoryRegions::Region* region = pending_[i].region.get();
+    if (!region) continue;  // read with an earlier one's region
+    pieces.clear();
+    for (size_t j = i; j < pending_.size(); ++j) {
+      if (pending_[j].region.get() != region) continue;
+      pieces.push_back(pending_[j].piece);
+      if (j > i) pending_[j].region.reset();
+    }
+    RANKD_RETURN_IF_ERROR(region->ReadMany(pieces));
+  }
+  pending_.clear();
   return Status::Ok();
 }
 

@@ -23,13 +23,12 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "common/mutex.h"
 #include "rankd/request.h"
 #include "rankd/status.h"
 
 namespace rankd {
-
-class Backend;
 
 class SharedMemoryRegions {
  public:
@@ -51,6 +50,14 @@ class SharedMemoryRegions {
     // Copies `bytes` bytes at `at` (within byte_size(), checked by the caller) to `dst` / from `src`.
     virtual Status Read(uint64_t at, void* dst, size_t bytes) const = 0;
     virtual Status Write(uint64_t at, const void* src, size_t bytes) const = 0;
+    // Whether its reads cost a wait each (a CUDA region's copies), so that a request's are better
+    // made together (SharedMemoryReads).
+    virtual bool reads_wait() const { return false; }
+    // Copies each piece (SharedDeviceMemory::Piece: `bytes` at `offset` to `dst`), one wait for all.
+    virtual Status ReadMany(std::span<const SharedDeviceMemory::Piece> pieces) const {
+      for (const auto& p : pieces) RANKD_RETURN_IF_ERROR(Read(p.offset, p.dst, p.bytes));
+      return Status::Ok();
+    }
     // The address of the `bytes` bytes at `at`, where this process reads them in place as it reads
     // a tensor it allocated (64-byte aligned, with 64 mapped bytes after them); nullptr where they
     // must be copied (a CUDA region's, or bytes not so placed).
@@ -119,6 +126,26 @@ class SharedMemoryRegions {
   // Page-locked bytes of the regions alive, shared with them: a region gives its bytes back when it
   // closes, which may be after it was unregistered.
   std::shared_ptr<std::atomic<uint64_t>> pinned_bytes_;
+};
+
+// The reads of one request's inputs out of regions, made as the request is parsed: a system
+// region's at once (a copy in memory), a CUDA region's put off until Finish, which makes them
+// together, so that a request whose inputs lie in device memory waits once a region, not once an
+// input (W1 has 53). Not thread-safe: one request's parser.
+class SharedMemoryReads {
+ public:
+  // Copies `use`'s bytes to `dst`, now or at Finish; nothing may read `dst` before Finish, and it
+  // must live until then.
+  Status Read(const SharedMemoryRegions::Use& use, void* dst);
+  // Makes the reads put off. Errors: the first a region gives.
+  Status Finish();
+
+ private:
+  struct Pending {
+    std::shared_ptr<const SharedMemoryRegions::Region> region;  // open until Finish
+    SharedDeviceMemory::Piece piece;
+  };
+  std::vector<Pending> pending_;
 };
 
 // A tensor a request placed in a region (its parameters name it): the region's name, and the bytes

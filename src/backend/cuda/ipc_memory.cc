@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <span>
 
 #include "backend/cuda/device.h"
 
@@ -27,6 +28,21 @@ class IpcMemory final : public SharedDeviceMemory {
   }
   Status Write(uint64_t offset, const void* src, size_t bytes) const override {
     return Copy(base_ + offset, src, bytes, cudaMemcpyHostToDevice);
+  }
+  Status ReadMany(std::span<const Piece> pieces) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RANKD_CUDA_RETURN(cudaSetDevice(device_));
+    cudaError_t started = cudaSuccess;
+    for (const Piece& p : pieces) {
+      if (p.bytes == 0) continue;
+      started = cudaMemcpyAsync(p.dst, base_ + p.offset, p.bytes, cudaMemcpyDeviceToHost, stream_);
+      if (started != cudaSuccess) break;
+    }
+    // Waited for even when one failed to start: those started write into the caller's memory.
+    const cudaError_t done = cudaStreamSynchronize(stream_);
+    RANKD_CUDA_RETURN(started);
+    RANKD_CUDA_RETURN(done);
+    return Status::Ok();
   }
 
  private:
