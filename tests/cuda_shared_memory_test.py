@@ -123,10 +123,13 @@ class CudaSharedMemoryTest(unittest.TestCase):
             if i["datatype"] == "FP32":
                 data = struct.pack("<%df" % (13 * rows), *i["data"])
                 shape, lengths = i["shape"], None
-            else:
+            elif i["data"] and isinstance(i["data"][0], list):  # ragged rows: flat, with their lengths
                 flat = [v for row in i["data"] for v in row]
                 data = struct.pack("<%dq" % len(flat), *flat)
                 shape, lengths = [len(flat)], [len(row) for row in i["data"]]
+            else:  # already flat, its lengths a parameter
+                data = struct.pack("<%dq" % len(i["data"]), *i["data"])
+                shape, lengths = i["shape"], i.get("parameters", {}).get("lengths")
             if data:
                 memory[at:at + len(data)] = cupy.asarray(bytearray(data), dtype=cupy.uint8)
             places.append((i["name"], shape, i["datatype"], at, len(data), lengths))
