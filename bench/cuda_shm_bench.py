@@ -18,27 +18,16 @@ import base64
 import http.client
 import json
 import os
-import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 
 import numpy as np
 
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def server_cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from procs import cpu_seconds, free_port  # noqa: E402
 
 
 def call(conn, method, path, body=None, headers=None):
@@ -175,11 +164,11 @@ def main():
             for th in threads:
                 th.start()
             time.sleep(2)  # warm-up
-            cpu0, t0 = server_cpu_s(server.pid), time.perf_counter()
+            cpu0, t0 = cpu_seconds(server.pid), time.perf_counter()
             measured.set()
             time.sleep(a.seconds)
             measured.clear()
-            cpu1, t1 = server_cpu_s(server.pid), time.perf_counter()
+            cpu1, t1 = cpu_seconds(server.pid), time.perf_counter()
             stop.set()
             for th in threads:
                 th.join()
