@@ -131,7 +131,7 @@ class SharedMemoryRegions {
 // The reads of one request's inputs out of regions, made as the request is parsed: a system
 // region's at once (a copy in memory), a CUDA region's put off until Finish, which makes them
 // together, so that a request whose inputs lie in device memory waits once a region, not once an
-// input (W1 has 53). Not thread-safe: one request's parser.
+// input (W1 has 27, or 53 with its lengths as tensors). Not thread-safe: one request's parser.
 class SharedMemoryReads {
  public:
   // Copies `use`'s bytes to `dst`, now or at Finish; nothing may read `dst` before Finish, and it
