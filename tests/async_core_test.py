@@ -72,6 +72,13 @@ class AsyncCoreTest(unittest.TestCase):
             config = f.read().replace("name: din", "name: din_batched")
         with open(os.path.join(batched, "config.yaml"), "w") as f:
             f.write(config)
+        alone = os.path.join(cls.repo, "din_alone")
+        shutil.copytree(os.path.join(ZOO, "din"), alone)
+        with open(os.path.join(alone, "config.yaml")) as f:
+            config = f.read().replace("name: din", "name: din_alone")
+        with open(os.path.join(alone, "config.yaml"), "w") as f:
+            f.write(config)
+        enable_batching(alone, "enabled: false")
         # Costs given (a measured fit may rightly run each request alone); a budget that takes them all.
         enable_batching(batched, "max_queue_delay_microseconds: 20000, executors: 1, cost_per_row: 1, "
                                  "cost_per_sequence_element: 0, cost_per_request: 10, cost_budget: 1000000, "
@@ -231,6 +238,44 @@ class AsyncCoreTest(unittest.TestCase):
             return scores, busy
 
         self.merged(send, blockers=1)
+
+    def worker_switches(self):
+        """HTTP's workers (threads named rankd-httpwork): how many, and their context switches."""
+        count = switches = 0
+        tasks = "/proc/%d/task" % self.server.proc.pid
+        for task in os.listdir(tasks):
+            try:
+                with open(os.path.join(tasks, task, "comm")) as f:
+                    if f.read().strip() != "rankd-httpwork":
+                        continue
+                with open(os.path.join(tasks, task, "status")) as f:
+                    switches += sum(int(l.split()[1]) for l in f if "ctxt_switches" in l)
+                count += 1
+            except FileNotFoundError:
+                continue
+        return count, switches
+
+    def test_http_inference_for_a_batching_model_wakes_no_worker(self):
+        # Parsed and queued by the I/O thread that read it, such a request leaves HTTP's workers
+        # asleep; a model without batching runs its requests on a worker, each waking one.
+        bodies = [json.dumps(r).encode() for r in self.requests[:20]]
+        for model, on_workers in (("din_batched", False), ("din_alone", True)):
+            workers, before = self.worker_switches()
+            self.assertGreaterEqual(workers, 2)  # --http-threads 2, and the metrics server's one
+            conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=60)
+            for k, body in enumerate(bodies):
+                conn.request("POST", "/v2/models/%s/infer" % model, body, {"Content-Type": "application/json"})
+                response = conn.getresponse()
+                data = response.read()
+                self.assertEqual(response.status, 200, data)
+                self.assertTrue(same_scores(json.loads(data)["outputs"][0]["data"], self.want[k]), model)
+            conn.close()
+            switched = self.worker_switches()[1] - before
+            print("%s: 20 requests, %d context switches of HTTP's workers" % (model, switched), file=sys.stderr)
+            if on_workers:
+                self.assertGreaterEqual(switched, len(bodies))
+            else:
+                self.assertLess(switched, len(bodies) // 4)
 
 
 class OverloadTest(unittest.TestCase):

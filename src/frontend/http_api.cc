@@ -116,6 +116,12 @@ void HttpApi::Handle(const HttpRequest& request, HttpRespond respond) {
 
 namespace {
 
+// POST /v2/models/NAME[/versions/V]/infer (`p`: the target's segments).
+bool IsInferPath(const HttpRequest& request, const std::vector<std::string>& p) {
+  return request.method == "POST" && p.size() >= 4 && p[0] == "v2" && p[1] == "models" && p.back() == "infer" &&
+         (p.size() == 4 || (p.size() == 6 && p[3] == "versions"));
+}
+
 // The restricted-API category of a route (restricted_apis.h), or nullopt for a path of none.
 std::optional<ApiCategory> CategoryOf(const std::vector<std::string>& p) {
   if (p.empty() || p[0] != "v2") return std::nullopt;
@@ -152,10 +158,7 @@ void HttpApi::Route(const HttpRequest& request, HttpRespond respond) {
       return respond(std::move(forbidden));
     }
   }
-  // POST /v2/models/NAME[/versions/V]/infer
-  const bool infer = request.method == "POST" && p.size() >= 4 && p[0] == "v2" && p[1] == "models" &&
-                     p.back() == "infer" && (p.size() == 4 || (p.size() == 6 && p[3] == "versions"));
-  if (!infer) return respond(Answer(request, p));
+  if (!IsInferPath(request, p)) return respond(Answer(request, p));
   int64_t version = -1;
   if (p.size() == 6) {
     auto v = ParseModelVersion(p[4]);
@@ -163,6 +166,22 @@ void HttpApi::Route(const HttpRequest& request, HttpRespond respond) {
     version = *v;
   }
   Infer(request, p[2], version, std::move(respond));
+}
+
+bool HttpApi::HandlesAtOnce(const HttpRequest& request) const {
+  if (request.body.size() + request.binary.size() > kAtOnceBodyBytes) return false;
+  if (request.headers.count("content-encoding")) return false;  // inflated first: the worker's work
+  std::vector<std::string> p = SplitPath(request.target);
+  if (!IsInferPath(request, p)) return false;
+  int64_t version = -1;
+  if (p.size() == 6) {
+    auto v = ParseModelVersion(p[4]);
+    if (!v.ok()) return true;  // answered at once with the error
+    version = *v;
+  }
+  StatusOr<std::shared_ptr<const Model>> model = repository_.Get(p[2], version);
+  // An unknown model is answered at once; one without batching runs on its caller's thread.
+  return !model.ok() || (*model)->batch_policy() != nullptr;
 }
 
 HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::string>& p) {
@@ -427,7 +446,8 @@ void HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t
       },
       [answer, respond = std::move(respond)](const Status& s) {
         respond(s.ok() ? std::move(answer->response) : Error(s));
-      });
+      },
+      /*run_here_when_idle=*/!request.on_io_thread);
 }
 
 StatusOr<BinaryBody> SplitBinaryBody(const HttpRequest& request) {

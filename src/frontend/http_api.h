@@ -54,6 +54,12 @@ class HttpApi {
   // batcher thread when it batches). A body with Content-Encoding gzip or deflate is inflated
   // first, and the answer compressed when Accept-Encoding asks (http_compression.h).
   void Handle(const HttpRequest& request, HttpRespond respond);
+  // Whether the HTTP server may call Handle with `request` on the I/O thread that read it
+  // (HttpServerOptions::handle_at_once): an uncompressed inference of at most kAtOnceBodyBytes
+  // for a model that batches (parsed there and queued to the batcher, never run there), or one
+  // answered at once with an error. A W2 request read there costs no worker's wake-up.
+  bool HandlesAtOnce(const HttpRequest& request) const;
+  static constexpr size_t kAtOnceBodyBytes = 64 * 1024;
   // After this, /v2/health/ready answers 503 (the server is shutting down).
   void SetShuttingDown() { shutting_down_ = true; }
 

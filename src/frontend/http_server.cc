@@ -48,8 +48,16 @@ class HttpServer::Impl {
         handler_(std::move(handler)),
         loops_(MakeLoops(options)),
         acceptor_(*loops_.front()),
-        workers_(static_cast<size_t>(options.worker_threads > 0 ? options.worker_threads
-                                                                : std::max(8, 2 * UsableCores()))) {}
+        workers_(),
+        workers_work_(asio::make_work_guard(workers_)) {
+    const int threads = options.worker_threads > 0 ? options.worker_threads : std::max(8, 2 * UsableCores());
+    for (int i = 0; i < threads; ++i) {
+      worker_threads_.emplace_back([this] {
+        NameThisThread("rankd-httpwork");
+        workers_.run();
+      });
+    }
+  }
 
   Status Listen() {
     if (options_.tls) RANKD_RETURN_IF_ERROR(LoadCertificate());
@@ -93,7 +101,9 @@ class HttpServer::Impl {
     while ((inflight_.load() > 0 || !quiet()) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    workers_.join();
+    workers_work_.reset();  // the workers finish what was handed to them, then end
+    for (auto& t : worker_threads_) t.join();
+    worker_threads_.clear();
     work_.clear();
     for (auto& loop : loops_) loop->stop();
     for (auto& t : io_threads_) t.join();
@@ -140,7 +150,10 @@ class HttpServer::Impl {
   std::vector<std::unique_ptr<asio::io_context>> loops_;
   size_t next_loop_ = 0;  // the accepting handler's (on the first loop)
   tcp::acceptor acceptor_;
-  asio::thread_pool workers_;
+  // The workers (named rankd-httpwork) run the handler of each request not handled at once.
+  asio::io_context workers_;
+  asio::executor_work_guard<asio::io_context::executor_type> workers_work_;
+  std::vector<std::thread> worker_threads_;
   std::vector<std::thread> io_threads_;
   // Keep the I/O threads running while every session waits on a worker (no pending I/O).
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_;
@@ -342,7 +355,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     Dispatch(ToHttpRequest(std::move(req)));
   }
 
-  // Hands a request read whole to a worker, or answers 503 past the cap on requests in flight.
+  // Hands a request read whole to a worker (or handles it here, where options.handle_at_once
+  // says so), or answers 503 past the cap on requests in flight.
   void Dispatch(HttpRequest request) {
     Tcp().expires_never();  // the handler's time is not the client's; Read() sets the next deadline
     request.received = std::chrono::steady_clock::now();
@@ -359,13 +373,19 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
       return;
     }
     auto self = shared_from_this();
-    asio::post(server_.workers_, [self, request = std::move(request)]() mutable {
-      self->server_.Handle(request, [self](HttpResponse response) {
-        asio::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
-          self->server_.inflight_.fetch_sub(1);
-          self->Write(std::move(response), self->keep_alive_);
-        });
+    auto respond = [self](HttpResponse response) {
+      asio::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
+        self->server_.inflight_.fetch_sub(1);
+        self->Write(std::move(response), self->keep_alive_);
       });
+    };
+    if (server_.options_.handle_at_once && server_.options_.handle_at_once(request)) {
+      request.on_io_thread = true;
+      server_.Handle(request, std::move(respond));
+      return;
+    }
+    asio::post(server_.workers_, [self, request = std::move(request), respond = std::move(respond)]() mutable {
+      self->server_.Handle(request, std::move(respond));
     });
   }
 

@@ -36,6 +36,9 @@ struct HttpRequest {
   // its JSON part (the Inference-Header-Content-Length bytes) and this the rest. Else empty.
   BinaryPieces binary;
   std::chrono::steady_clock::time_point received;  // when the request was fully read
+  // Handled on the I/O thread that read it (HttpServerOptions::handle_at_once): the handler must
+  // not block or run long work on this thread.
+  bool on_io_thread = false;
 };
 
 struct HttpResponse {
@@ -70,6 +73,11 @@ struct HttpServerOptions {
     std::string cert_file, key_file;
   };
   std::optional<Tls> tls;
+  // A request this accepts is handled on the I/O thread that read it, `on_io_thread` set, rather
+  // than handed to a worker: for requests whose handler only queues work and returns (an
+  // inference for a model that batches), where the worker's wake-up and sleep would cost more
+  // than the handling. Called on the I/O thread; must be cheap and thread-safe.
+  std::function<bool(const HttpRequest&)> handle_at_once;
 };
 
 class HttpServer {

@@ -31,7 +31,7 @@ Status Guarded(const Model& model, const char* step, Step&& run) {
 }  // namespace
 
 void InferService::InferAsync(const std::string& name, int64_t version, Clock::time_point received, const Parse& parse,
-                              Serialize serialize, Finish finish) {
+                              Serialize serialize, Finish finish, bool run_here_when_idle) {
   Clock::time_point start = Clock::now();
   StatusOr<std::shared_ptr<const Model>> found = repository_.Get(name, version);
   if (!found.ok()) return finish(found.status());
@@ -94,7 +94,7 @@ void InferService::InferAsync(const std::string& name, int64_t version, Clock::t
     finish(Status::Ok());
   };
   s = Guarded(m, "scoring the request", [&] {
-    m.InferAsync(request, std::move(done), /*run_here_when_idle=*/true);  // a frontend's thread
+    m.InferAsync(request, std::move(done), run_here_when_idle);  // a frontend's thread
     return Status::Ok();
   });
   // A throw before the request was answered or queued: it fails here (after it was queued nothing

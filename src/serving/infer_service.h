@@ -33,9 +33,10 @@ class InferService {
   // `received`: when the frontend finished reading the request (the queue time starts there).
   // `parse` runs before InferAsync returns; `serialize` and `finish` may run later, on another
   // thread, and are kept until then. Anything `parse` or `serialize` throws fails the request
-  // (INTERNAL, logged), not the process.
+  // (INTERNAL, logged), not the process. `run_here_when_idle` (Model::InferAsync): false on a
+  // thread that must not run the model (an event loop), which then only parses and queues.
   void InferAsync(const std::string& model, int64_t version, Clock::time_point received, const Parse& parse,
-                  Serialize serialize, Finish finish);
+                  Serialize serialize, Finish finish, bool run_here_when_idle = true);
 
   ModelRepository& repository() { return repository_; }
   Metrics& metrics() { return metrics_; }

@@ -177,6 +177,7 @@ int ServeCommand(const ServeArgs& args) {
   http_options.io_threads = args.http_io_threads;
   http_options.max_connections = args.http_max_connections;
   http_options.header_timeout = std::chrono::seconds(args.http_header_timeout_secs);
+  http_options.handle_at_once = [&api](const HttpRequest& r) { return api.HandlesAtOnce(r); };
   if (args.http_ssl) {
     if (args.http_server_cert.empty() || args.http_server_key.empty()) {
       std::fprintf(stderr, "rankd serve: --http-use-ssl needs --http-server-cert and --http-server-key\n");
