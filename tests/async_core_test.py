@@ -239,14 +239,14 @@ class AsyncCoreTest(unittest.TestCase):
 
         self.merged(send, blockers=1)
 
-    def worker_switches(self):
-        """HTTP's workers (threads named rankd-httpwork): how many, and their context switches."""
+    def switches(self, name):
+        """The server's threads named `name`: how many, and their context switches."""
         count = switches = 0
         tasks = "/proc/%d/task" % self.server.proc.pid
         for task in os.listdir(tasks):
             try:
                 with open(os.path.join(tasks, task, "comm")) as f:
-                    if f.read().strip() != "rankd-httpwork":
+                    if f.read().strip() != name:
                         continue
                 with open(os.path.join(tasks, task, "status")) as f:
                     switches += sum(int(l.split()[1]) for l in f if "ctxt_switches" in l)
@@ -257,11 +257,14 @@ class AsyncCoreTest(unittest.TestCase):
 
     def test_http_inference_for_a_batching_model_wakes_no_worker(self):
         # Parsed and queued by the I/O thread that read it, such a request leaves HTTP's workers
-        # asleep; a model without batching runs its requests on a worker, each waking one.
+        # (rankd-httpwork) asleep; a model without batching runs its requests on a worker, each
+        # waking one. The answer is sent by the thread that finished the request, so the I/O
+        # thread (rankd-http) wakes once a request, for its bytes, not twice.
         bodies = [json.dumps(r).encode() for r in self.requests[:20]]
         for model, on_workers in (("din_batched", False), ("din_alone", True)):
-            workers, before = self.worker_switches()
+            workers, before = self.switches("rankd-httpwork")
             self.assertGreaterEqual(workers, 2)  # --http-threads 2, and the metrics server's one
+            io_before = self.switches("rankd-http")[1]
             conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=60)
             for k, body in enumerate(bodies):
                 conn.request("POST", "/v2/models/%s/infer" % model, body, {"Content-Type": "application/json"})
@@ -270,12 +273,46 @@ class AsyncCoreTest(unittest.TestCase):
                 self.assertEqual(response.status, 200, data)
                 self.assertTrue(same_scores(json.loads(data)["outputs"][0]["data"], self.want[k]), model)
             conn.close()
-            switched = self.worker_switches()[1] - before
-            print("%s: 20 requests, %d context switches of HTTP's workers" % (model, switched), file=sys.stderr)
+            switched = self.switches("rankd-httpwork")[1] - before
+            io_switched = self.switches("rankd-http")[1] - io_before
+            print("%s: 20 requests, context switches: HTTP's workers %d, its I/O threads %d"
+                  % (model, switched, io_switched), file=sys.stderr)
             if on_workers:
                 self.assertGreaterEqual(switched, len(bodies))
             else:
                 self.assertLess(switched, len(bodies) // 4)
+                self.assertLess(io_switched, len(bodies) * 3 // 2)
+
+    def test_an_answer_the_socket_takes_in_part_arrives_whole(self):
+        # Six answers of 65,536 candidates (700 KB of JSON each) to a client whose receive buffer
+        # is small and that reads nothing until all six are due: on loopback a socket takes about
+        # 3 MB unread, so the thread that finishes a request sends what the socket takes and the
+        # I/O thread the rest. Each answer arrives whole, in order, equal to the one a plain
+        # client gets.
+        body = dict(random_din_request(random.Random(7), 65536, 20), id="big")
+        status, plain = self.server.json("POST", "/v2/models/din_batched/infer", body)
+        self.assertEqual(status, 200, plain)
+        message = json.dumps(body).encode()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(120)
+        sock.connect(("127.0.0.1", self.server.http_port))
+        for _ in range(6):
+            sock.sendall(b"POST /v2/models/din_batched/infer HTTP/1.1\r\nHost: rankd\r\n"
+                         b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(message) + message)
+            time.sleep(0.5)  # answered into the socket meanwhile
+        answers = sock.makefile("rb")  # one reader for all (http.client's would read ahead)
+        for _ in range(6):
+            status = answers.readline()
+            length = None
+            for line in iter(answers.readline, b"\r\n"):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            data = answers.read(length)
+            self.assertTrue(status.startswith(b"HTTP/1.1 200 "), status + data[:200])
+            self.assertEqual(json.loads(data)["outputs"], plain["outputs"])
+        sock.close()
 
 
 class OverloadTest(unittest.TestCase):

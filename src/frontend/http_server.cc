@@ -1,6 +1,8 @@
 #include "frontend/http_server.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -373,12 +375,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
       return;
     }
     auto self = shared_from_this();
-    auto respond = [self](HttpResponse response) {
-      asio::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
-        self->server_.inflight_.fetch_sub(1);
-        self->Write(std::move(response), self->keep_alive_);
-      });
-    };
+    auto respond = [self](HttpResponse response) { self->Answer(std::move(response)); };
     if (server_.options_.handle_at_once && server_.options_.handle_at_once(request)) {
       request.on_io_thread = true;
       server_.Handle(request, std::move(respond));
@@ -387,6 +384,70 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     asio::post(server_.workers_, [self, request = std::move(request), respond = std::move(respond)]() mutable {
       self->server_.Handle(request, std::move(respond));
     });
+  }
+
+  // The handler's answer, on whichever thread gives it (a batcher's executor, the device's
+  // poller, a worker). Over plain TCP it is sent from that thread when the socket takes it whole
+  // at once (one sendmsg that does not block), and the next request's read is armed from there:
+  // the I/O thread is not woken to write it, only when the next request's bytes arrive. Nothing
+  // else touches the session meanwhile: its I/O thread left it when it handed the request on (no
+  // read, write or timer of it pending), and Asio's reactor and timers take operations from any
+  // thread. Over TLS, with the server stopping, or where the socket takes the answer in part or
+  // not at all, the I/O thread writes (the rest of) it.
+  void Answer(HttpResponse r) {
+    if constexpr (!kTls) {
+      if (!server_.stopped_.load() && SendAtOnce(r)) return;
+    }
+    asio::post(stream_.get_executor(), [self = shared_from_this(), r = std::move(r)]() mutable {
+      self->server_.inflight_.fetch_sub(1);
+      self->Write(std::move(r), self->keep_alive_);
+    });
+  }
+
+  // Sends `r` as Write would, without blocking; false where nothing was sent. Once some of it
+  // is sent the answer is this call's: the rest, if any, goes through the I/O thread.
+  bool SendAtOnce(const HttpResponse& r) {
+    std::string head = Head(r, keep_alive_);
+    iovec parts[2] = {{head.data(), head.size()}, {const_cast<char*>(r.body.data()), r.body.size()}};
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = r.body.empty() ? 1 : 2;
+    const ssize_t sent = ::sendmsg(Tcp().socket().native_handle(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent <= 0) return false;  // the socket's buffer full, or the connection gone: Write finds out
+    server_.inflight_.fetch_sub(1);
+    if (LogAccessOn()) LogAccessLine(r.status, r.body.size());
+    const size_t whole = head.size() + r.body.size();
+    if (static_cast<size_t>(sent) == whole) {
+      if (keep_alive_) {
+        Read();
+      } else {
+        Close();
+      }
+      return true;
+    }
+    auto rest = std::make_shared<std::string>((head + r.body).substr(static_cast<size_t>(sent)));
+    asio::post(stream_.get_executor(), [self = shared_from_this(), rest] {
+      self->Tcp().expires_after(self->server_.options_.body_timeout);  // a client that does not read it
+      asio::async_write(self->stream_, asio::buffer(*rest), [self, rest](beast::error_code ec, size_t) {
+        if (ec || !self->keep_alive_) return self->Close();
+        self->Read();
+      });
+    });
+    return true;
+  }
+
+  // What Write sends before the body: the status line, Server, Content-Type, the answer's own
+  // headers, Content-Length and, where the connection ends with it, Connection: close.
+  static std::string Head(const HttpResponse& r, bool keep_alive) {
+    const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(r.status));
+    std::string head = "HTTP/1.1 " + std::to_string(r.status) + " ";
+    head.append(reason.data(), reason.size());
+    head += "\r\nServer: rankd\r\nContent-Type: " + r.content_type + "\r\n";
+    for (const auto& [k, v] : r.headers) head += k + ": " + v + "\r\n";
+    head += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
+    if (!keep_alive) head += "Connection: close\r\n";
+    head += "\r\n";
+    return head;
   }
 
   void Write(HttpResponse r, bool keep_alive) {
