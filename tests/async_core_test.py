@@ -66,19 +66,18 @@ class AsyncCoreTest(unittest.TestCase):
     def setUpClass(cls):
         cls.repo = tempfile.mkdtemp()
         shutil.copytree(os.path.join(ZOO, "din"), os.path.join(cls.repo, "din"))
-        batched = os.path.join(cls.repo, "din_batched")
-        shutil.copytree(os.path.join(ZOO, "din"), batched)
-        with open(os.path.join(batched, "config.yaml")) as f:
-            config = f.read().replace("name: din", "name: din_batched")
-        with open(os.path.join(batched, "config.yaml"), "w") as f:
-            f.write(config)
-        alone = os.path.join(cls.repo, "din_alone")
-        shutil.copytree(os.path.join(ZOO, "din"), alone)
-        with open(os.path.join(alone, "config.yaml")) as f:
-            config = f.read().replace("name: din", "name: din_alone")
-        with open(os.path.join(alone, "config.yaml"), "w") as f:
-            f.write(config)
-        enable_batching(alone, "enabled: false")
+
+        def din_as(name):
+            path = os.path.join(cls.repo, name)
+            shutil.copytree(os.path.join(ZOO, "din"), path)
+            with open(os.path.join(path, "config.yaml")) as f:
+                config = f.read().replace("name: din", "name: " + name)
+            with open(os.path.join(path, "config.yaml"), "w") as f:
+                f.write(config)
+            return path
+
+        batched = din_as("din_batched")
+        enable_batching(din_as("din_alone"), "enabled: false")
         # Costs given (a measured fit may rightly run each request alone); a budget that takes them all.
         enable_batching(batched, "max_queue_delay_microseconds: 20000, executors: 1, cost_per_row: 1, "
                                  "cost_per_sequence_element: 0, cost_per_request: 10, cost_budget: 1000000, "
