@@ -122,6 +122,11 @@ bool IsInferPath(const HttpRequest& request, const std::vector<std::string>& p) 
          (p.size() == 4 || (p.size() == 6 && p[3] == "versions"));
 }
 
+// The version an inference path names (segment 4 of .../versions/V/infer), or -1 for none.
+StatusOr<int64_t> InferVersion(const std::vector<std::string>& p) {
+  return p.size() == 6 ? ParseModelVersion(p[4]) : StatusOr<int64_t>(int64_t{-1});
+}
+
 // The restricted-API category of a route (restricted_apis.h), or nullopt for a path of none.
 std::optional<ApiCategory> CategoryOf(const std::vector<std::string>& p) {
   if (p.empty() || p[0] != "v2") return std::nullopt;
@@ -159,13 +164,9 @@ void HttpApi::Route(const HttpRequest& request, HttpRespond respond) {
     }
   }
   if (!IsInferPath(request, p)) return respond(Answer(request, p));
-  int64_t version = -1;
-  if (p.size() == 6) {
-    auto v = ParseModelVersion(p[4]);
-    if (!v.ok()) return respond(Error(v.status()));
-    version = *v;
-  }
-  Infer(request, p[2], version, std::move(respond));
+  StatusOr<int64_t> version = InferVersion(p);
+  if (!version.ok()) return respond(Error(version.status()));
+  Infer(request, p[2], *version, std::move(respond));
 }
 
 bool HttpApi::HandlesAtOnce(const HttpRequest& request) const {
@@ -173,13 +174,9 @@ bool HttpApi::HandlesAtOnce(const HttpRequest& request) const {
   if (request.headers.count("content-encoding")) return false;  // inflated first: the worker's work
   std::vector<std::string> p = SplitPath(request.target);
   if (!IsInferPath(request, p)) return false;
-  int64_t version = -1;
-  if (p.size() == 6) {
-    auto v = ParseModelVersion(p[4]);
-    if (!v.ok()) return true;  // answered at once with the error
-    version = *v;
-  }
-  StatusOr<std::shared_ptr<const Model>> model = repository_.Get(p[2], version);
+  StatusOr<int64_t> version = InferVersion(p);
+  if (!version.ok()) return true;  // answered at once with the error
+  StatusOr<std::shared_ptr<const Model>> model = repository_.Get(p[2], *version);
   // An unknown model is answered at once; one without batching runs on its caller's thread.
   return !model.ok() || (*model)->batch_policy() != nullptr;
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -50,7 +51,6 @@ class HttpServer::Impl {
         handler_(std::move(handler)),
         loops_(MakeLoops(options)),
         acceptor_(*loops_.front()),
-        workers_(),
         workers_work_(asio::make_work_guard(workers_)) {
     const int threads = options.worker_threads > 0 ? options.worker_threads : std::max(8, 2 * UsableCores());
     for (int i = 0; i < threads; ++i) {
@@ -404,11 +404,16 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     });
   }
 
+  // An answer's bytes: the head (Head) and the body.
+  struct Wire {
+    std::string head, body;
+  };
+
   // Sends `r` as Write would, without blocking; false where nothing was sent. Once some of it
   // is sent the answer is this call's: the rest, if any, goes through the I/O thread.
-  bool SendAtOnce(const HttpResponse& r) {
+  bool SendAtOnce(HttpResponse& r) {
     std::string head = Head(r, keep_alive_);
-    iovec parts[2] = {{head.data(), head.size()}, {const_cast<char*>(r.body.data()), r.body.size()}};
+    iovec parts[2] = {{head.data(), head.size()}, {r.body.data(), r.body.size()}};
     msghdr message{};
     message.msg_iov = parts;
     message.msg_iovlen = r.body.empty() ? 1 : 2;
@@ -416,8 +421,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     if (sent <= 0) return false;  // the socket's buffer full, or the connection gone: Write finds out
     server_.inflight_.fetch_sub(1);
     if (LogAccessOn()) LogAccessLine(r.status, r.body.size());
-    const size_t whole = head.size() + r.body.size();
-    if (static_cast<size_t>(sent) == whole) {
+    if (static_cast<size_t>(sent) == head.size() + r.body.size()) {
       if (keep_alive_) {
         Read();
       } else {
@@ -425,19 +429,15 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
       }
       return true;
     }
-    auto rest = std::make_shared<std::string>((head + r.body).substr(static_cast<size_t>(sent)));
-    asio::post(stream_.get_executor(), [self = shared_from_this(), rest] {
-      self->Tcp().expires_after(self->server_.options_.body_timeout);  // a client that does not read it
-      asio::async_write(self->stream_, asio::buffer(*rest), [self, rest](beast::error_code ec, size_t) {
-        if (ec || !self->keep_alive_) return self->Close();
-        self->Read();
-      });
+    auto wire = std::make_shared<Wire>(Wire{std::move(head), std::move(r.body)});
+    asio::post(stream_.get_executor(), [self = shared_from_this(), wire, sent] {
+      self->WriteWire(wire, static_cast<size_t>(sent), self->keep_alive_);
     });
     return true;
   }
 
-  // What Write sends before the body: the status line, Server, Content-Type, the answer's own
-  // headers, Content-Length and, where the connection ends with it, Connection: close.
+  // What an answer sends before its body: the status line, Server, Content-Type, the answer's
+  // own headers, Content-Length and, where the connection ends with it, Connection: close.
   static std::string Head(const HttpResponse& r, bool keep_alive) {
     const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(r.status));
     std::string head = "HTTP/1.1 " + std::to_string(r.status) + " ";
@@ -450,21 +450,22 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     return head;
   }
 
+  // Writes an answer on the I/O thread (the connection ends with it when the server stops).
   void Write(HttpResponse r, bool keep_alive) {
-    auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), 11);
-    res->set(http::field::server, "rankd");
-    res->set(http::field::content_type, r.content_type);
-    for (const auto& [k, v] : r.headers) res->set(k, v);
-    res->keep_alive(keep_alive && !server_.stopped_.load());
-    res->body() = std::move(r.body);
-    res->prepare_payload();
-    if (LogAccessOn()) LogAccessLine(r.status, res->body().size());
+    keep_alive = keep_alive && !server_.stopped_.load();
+    if (LogAccessOn()) LogAccessLine(r.status, r.body.size());
+    std::string head = Head(r, keep_alive);
+    WriteWire(std::make_shared<Wire>(Wire{std::move(head), std::move(r.body)}), 0, keep_alive);
+  }
+
+  // Writes `wire` from its byte `from` on, then reads the next request or closes.
+  void WriteWire(std::shared_ptr<Wire> wire, size_t from, bool keep_alive) {
     Tcp().expires_after(server_.options_.body_timeout);  // a client that does not read its answer
-    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
-      if (ec || !res->keep_alive()) {
-        self->Close();
-        return;
-      }
+    const size_t in_head = std::min(from, wire->head.size());
+    const std::array<asio::const_buffer, 2> parts{asio::buffer(wire->head) + in_head,
+                                                  asio::buffer(wire->body) + (from - in_head)};
+    asio::async_write(stream_, parts, [self = shared_from_this(), wire, keep_alive](beast::error_code ec, size_t) {
+      if (ec || !keep_alive) return self->Close();
       self->Read();
     });
   }
