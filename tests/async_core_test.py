@@ -10,6 +10,7 @@ sent at once (gRPC calls from one client thread, HTTP requests on many connectio
 answer is read): they queue together and run merged, every answer equals the unbatched one, and
 the server's thread count does not grow with the requests in flight (a thousand gRPC calls at once
 add none). Past a batched model's capacity its standing queue refuses new requests (StandingQueueTest).
+A server stopped with more queued than its exit timeout lets run answers every request (StopTest).
 """
 import http.client
 import json
@@ -50,8 +51,8 @@ def same_scores(got, want):
     return len(got) == len(want) and all(abs(a - b) <= 1e-6 for a, b in zip(got, want))
 
 
-def din_proto(pb, body):
-    req = pb.ModelInferRequest(model_name="din_batched", id=body["id"])
+def din_proto(pb, body, model="din_batched"):
+    req = pb.ModelInferRequest(model_name=model, id=body["id"])
     for i in body["inputs"]:
         t = req.inputs.add(name=i["name"], datatype=i["datatype"])
         t.shape.extend(i["shape"])
@@ -529,5 +530,79 @@ class StandingQueueTest(unittest.TestCase):
         self.assertTrue(same_scores(answer["outputs"][0]["data"], self.want[0]))
 
 
+class StopTest(unittest.TestCase):
+    """SIGTERM while more is queued than the exit timeout (1 s) lets run: DIN batched on one
+    executor, twenty-four requests of 65,536 candidates (a tenth of a second or more each on the CPU),
+    twenty over HTTP and four over gRPC, sent before the signal. The
+    batch running finishes, the requests still queued at the deadline are answered 503 / UNAVAILABLE
+    "the server is shutting down" on connections still open, and the server exits 0. (Before, the
+    frontends went first and the queue, run as the models were destroyed, answered into them: the
+    server died of SIGSEGV and the queued requests' connections closed unanswered.)"""
+
+    def test_a_stop_past_the_exit_timeout_answers_every_request(self):
+        repo = tempfile.mkdtemp()
+        try:
+            shutil.copytree(os.path.join(ZOO, "din"), os.path.join(repo, "din"))
+            enable_batching(os.path.join(repo, "din"),
+                            "max_queue_delay_microseconds: 0, max_queue_wait_microseconds: 0, executors: 1")
+            server = Server(repo, "--exit-timeout-secs", "1")
+            body = dict(random_din_request(random.Random(11), 65536, 20), id="big")
+            message = json.dumps(body).encode()
+            statuses, lock = [], threading.Lock()
+
+            def http_client():
+                conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=120)
+                conn.request("POST", "/v2/models/din/infer", message, {"Content-Type": "application/json"})
+                response = conn.getresponse()
+                data = response.read()
+                with lock:
+                    statuses.append(("http", response.status, data[:200]))
+                conn.close()
+
+            threads = [threading.Thread(target=http_client) for _ in range(20)]
+            for t in threads:
+                t.start()
+            calls, channel = [], None
+            stubs = grpc_stubs()
+            if stubs:
+                import grpc
+                pb, pb_grpc = stubs
+                channel = grpc.insecure_channel("127.0.0.1:%d" % server.grpc_port)
+                stub = pb_grpc.GRPCInferenceServiceStub(channel)
+                calls = [stub.ModelInfer.future(din_proto(pb, body, "din"), timeout=120) for _ in range(4)]
+            time.sleep(1.5)  # the requests read and queued (some may still be parsed)
+            began = time.monotonic()
+            code = server.stop(timeout=120)
+            stopped_in = time.monotonic() - began
+            for t in threads:
+                t.join()
+            for call in calls:
+                try:
+                    call.result()
+                    statuses.append(("grpc", 200, b""))
+                except grpc.RpcError as e:
+                    # UNAVAILABLE from the queue; CANCELLED where gRPC's drain ended the call first
+                    statuses.append(("grpc", e.code().name, e.details().encode()))
+            if channel:
+                channel.close()
+            print("stopped in %.1f s: %s" % (stopped_in, sorted((p, str(s)) for p, s, _ in statuses)), file=sys.stderr)
+            self.assertEqual(code, 0, server.output()[-3000:])
+            self.assertEqual(len(statuses), 20 + len(calls))
+            def refused(status, data):
+                return status in (503, "UNAVAILABLE") and b"the server is shutting down" in data
+
+            for protocol, status, data in statuses:
+                if status == 200 or refused(status, data):
+                    continue
+                # else only gRPC's own end of the calls still open at its drain's deadline
+                self.assertEqual(protocol, "grpc", (status, data))
+                self.assertTrue(status == "CANCELLED" or (status == "UNAVAILABLE" and data == b"Cancelling all calls"),
+                                (status, data))
+            self.assertTrue(any(p == "http" and refused(s, d) for p, s, d in statuses),
+                            "no HTTP request was left queued at the exit timeout")
+        finally:
+            shutil.rmtree(repo)
+
+
 if __name__ == "__main__":
-    unittest.main(argv=[sys.argv[0], "-v"])
+    unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[3:])

@@ -324,6 +324,41 @@ TEST(Batcher, ExpiredRequestsFailAndNeverRun) {
   EXPECT_EQ(ran.load(), 1);
 }
 
+// FailQueued while a batch runs: the queued requests are answered with the status given before it
+// returns and never run, the running batch finishes, and later requests are refused.
+TEST(Batcher, FailQueuedAnswersTheQueueAndLetsTheRunningBatchFinish) {
+  std::mutex gate;
+  gate.lock();  // the first batch blocks, so the rest queue
+  BatcherOptions o;
+  o.policy.cost_budget = 10;  // one request per batch
+  std::atomic<int> failed{0}, ran{0};
+  {
+    Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
+      std::lock_guard<std::mutex> wait(gate);
+      ran += static_cast<int>(batch.size());
+    });
+    auto first = Make(0);
+    ASSERT_TRUE(b.Enqueue(first).ok());
+    while (b.queued() > 0) std::this_thread::yield();  // the executor took it and is blocked
+    for (int id = 1; id <= 3; ++id) {
+      auto t = Make(id);
+      static_cast<TestTask*>(t.get())->failed = &failed;
+      ASSERT_TRUE(b.Enqueue(t).ok());
+    }
+    std::thread fail([&] { b.FailQueued(Unavailable("the server is shutting down")); });
+    fail.join();  // returns with the batch still running
+    EXPECT_EQ(failed.load(), 3);
+    EXPECT_EQ(b.queued(), 0u);
+    auto late = Make(4);
+    EXPECT_EQ(b.Enqueue(late).code(), StatusCode::kUnavailable);
+    EXPECT_NE(late, nullptr);  // refused: still the caller's
+    EXPECT_EQ(ran.load(), 0);
+    gate.unlock();
+  }
+  EXPECT_EQ(ran.load(), 1);
+  EXPECT_EQ(failed.load(), 3);
+}
+
 // Five requests of 10 rows queue while a batch runs, with a queue delay far longer than the test
 // and a second executor free. With a preferred size of 30 rows that executor takes three of them
 // at once and the other two go when nothing runs any more; without one, all five wait for that

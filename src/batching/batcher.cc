@@ -70,6 +70,17 @@ Status Batcher::Enqueue(std::unique_ptr<BatchTask>& task, bool run_here_when_idl
   return Status::Ok();
 }
 
+void Batcher::FailQueued(const Status& why) {
+  std::vector<std::unique_ptr<BatchTask>> queued;
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+    queued.swap(queue_);
+  }
+  changed_.notify_all();  // idle executors end; busy ones end after their batch
+  for (auto& t : queued) t->Fail(why);
+}
+
 Status Batcher::Admission() {
   MutexLock lock(mu_);
   return Refusal();

@@ -8,7 +8,8 @@
 // while a batch runs, requests queue and merge as usual. A full queue refuses new requests at once
 // (UNAVAILABLE), and so does a queue whose head waited past its bound (BatchPolicyOptions::
 // max_queue_wait, or the automatic bound of a queue that stands); ownership of a task moves to the batcher only when
-// Enqueue succeeds. Destruction drains: queued requests are still run. Thread-safe.
+// Enqueue succeeds. Destruction drains: queued requests are still run (FailQueued answers them
+// instead). Thread-safe.
 //
 // An idle executor is woken only when there is something for it to do (a batch to dispatch,
 // expired requests, a forming batch whose delay ends before any idle executor wakes by itself):
@@ -62,6 +63,11 @@ class Batcher {
   // What Enqueue would answer a request now, asked before the request is read: UNAVAILABLE when
   // it would be refused (and that counts as a refusal of the automatic bound), else OK.
   Status Admission();
+  // Refuses new requests from now on and answers every queued one with `why` (BatchTask::Fail)
+  // before returning; batches running finish. For a server that stops: its frontends live on
+  // until every request they handed in is answered, and after the drain's deadline the queue is
+  // answered, not run.
+  void FailQueued(const Status& why);
   // Requests run on their caller's thread so far.
   uint64_t ran_on_caller() const;
   size_t queued() const;

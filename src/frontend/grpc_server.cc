@@ -231,8 +231,18 @@ class GrpcServer::Impl {
   }
 
   void Stop(std::chrono::milliseconds drain) {
-    if (stopped_ || !server_) return;
-    stopped_ = true;
+    Drain(drain);
+    if (closed_ || !server_) return;
+    closed_ = true;
+    // What still waits is handled and later calls refused; answers go out through the queues, still open.
+    // The queue outlives the threads that submit to it.
+    calls_->Close();
+    for (auto& cq : queues_) cq->Shutdown();
+    for (auto& t : threads_) t.join();
+  }
+
+  void Drain(std::chrono::milliseconds drain) {
+    if (stopped_.exchange(true) || !server_) return;
     if (health_thread_.joinable()) {
       {
         MutexLock lock(health_mu_);
@@ -242,12 +252,8 @@ class GrpcServer::Impl {
       health_thread_.join();
       server_->GetHealthCheckService()->Shutdown();  // NOT_SERVING from now on, whatever is set later
     }
+    // Past the deadline gRPC cancels the calls still open, and returns once each has been answered.
     server_->Shutdown(std::chrono::system_clock::now() + drain);
-    // What still waits is handled and later calls refused; answers go out through the queues, still open.
-    // The queue outlives the threads that submit to it.
-    calls_->Close();
-    for (auto& cq : queues_) cq->Shutdown();
-    for (auto& t : threads_) t.join();
   }
 
   ~Impl() { Stop(std::chrono::milliseconds(0)); }
@@ -435,7 +441,8 @@ class GrpcServer::Impl {
   std::vector<std::thread> threads_;
   std::unique_ptr<CallQueue> calls_;  // ModelInfer calls between being taken and being handled
   int port_ = 0;
-  bool stopped_ = false;
+  std::atomic<bool> stopped_{false};  // Drain began
+  bool closed_ = false;               // Stop joined the threads
   // The health service's updates (WatchReadiness).
   static constexpr std::chrono::milliseconds kHealthPeriod{200};
   std::thread health_thread_;
@@ -447,6 +454,8 @@ class GrpcServer::Impl {
 GrpcServer::GrpcServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GrpcServer::~GrpcServer() = default;
 int GrpcServer::port() const { return impl_->port(); }
+void GrpcServer::Drain(std::chrono::milliseconds drain) { impl_->Drain(drain); }
+
 void GrpcServer::Stop(std::chrono::milliseconds drain) { impl_->Stop(drain); }
 
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options, InferService& service,

@@ -59,7 +59,10 @@ class GrpcServer {
                                                      HealthProbes probes, SharedMemoryRegions& shared_memory);
   ~GrpcServer();
   int port() const;
-  // Stops accepting calls, lets calls in progress finish (up to `drain`), and joins the threads.
+  // Stops accepting calls and lets calls in progress finish (up to `drain`, then cancels them);
+  // returns once every call taken has been answered, which may be after the deadline.
+  void Drain(std::chrono::milliseconds drain);
+  // Drain (where not done yet), then joins the threads.
   void Stop(std::chrono::milliseconds drain);
 
   class Impl;

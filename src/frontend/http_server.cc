@@ -87,6 +87,18 @@ class HttpServer::Impl {
   }
 
   void Stop(std::chrono::milliseconds drain) {
+    Drain(drain);
+    if (closed_.exchange(true)) return;
+    workers_work_.reset();  // the workers finish what was handed to them, then end
+    for (auto& t : worker_threads_) t.join();
+    worker_threads_.clear();
+    work_.clear();
+    for (auto& loop : loops_) loop->stop();
+    for (auto& t : io_threads_) t.join();
+    io_threads_.clear();
+  }
+
+  void Drain(std::chrono::milliseconds drain) {
     if (stopped_.exchange(true)) return;
     asio::post(*loops_.front(), [this] {
       beast::error_code ec;
@@ -103,13 +115,6 @@ class HttpServer::Impl {
     while ((inflight_.load() > 0 || !quiet()) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    workers_work_.reset();  // the workers finish what was handed to them, then end
-    for (auto& t : worker_threads_) t.join();
-    worker_threads_.clear();
-    work_.clear();
-    for (auto& loop : loops_) loop->stop();
-    for (auto& t : io_threads_) t.join();
-    io_threads_.clear();
   }
 
   ~Impl() {
@@ -161,7 +166,8 @@ class HttpServer::Impl {
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::atomic<int> inflight_{0};
   std::atomic<int64_t> last_read_ns_{0};  // steady-clock time of the last request read
-  std::atomic<bool> stopped_{false};
+  std::atomic<bool> stopped_{false};      // Drain began: nothing more is accepted
+  std::atomic<bool> closed_{false};       // Stop's threads joined
   std::atomic<int> connections_{0};
   std::atomic<uint64_t> refused_{0};           // connections answered 503 at accept
   asio::steady_timer retry_{*loops_.front()};  // the pause before accepting again after a failed accept
@@ -586,6 +592,8 @@ void HttpServer::Impl::RefuseOneWithReserve() {
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpServer::~HttpServer() = default;
 int HttpServer::port() const { return impl_->port(); }
+void HttpServer::Drain(std::chrono::milliseconds drain) { impl_->Drain(drain); }
+
 void HttpServer::Stop(std::chrono::milliseconds drain) { impl_->Stop(drain); }
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options, HttpHandler handler) {

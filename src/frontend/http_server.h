@@ -11,7 +11,7 @@
 // descriptors, are answered 503 and closed rather than retried in a loop), a connection's request
 // header must arrive within `header_timeout` of its previous answer (an idle keep-alive connection
 // closes then) and its body within `body_timeout`.
-// Stop() stops accepting, lets requests in flight finish (up to a deadline) and closes.
+// Drain() stops accepting and lets requests in flight finish (up to a deadline); Stop() closes.
 #pragma once
 
 #include <chrono>
@@ -86,7 +86,12 @@ class HttpServer {
   static StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options, HttpHandler handler);
   ~HttpServer();
   int port() const;
-  // Stops accepting, waits up to `drain` for requests in flight, then closes every connection.
+  // Stops accepting and waits up to `drain` for requests in flight; connections stay open and
+  // answers that come later are still written, until Stop.
+  void Drain(std::chrono::milliseconds drain);
+  // Drain (where not done yet), then closes every connection and joins the server's threads. An
+  // answer that comes later is not written; the handler's owner must see that none comes once
+  // the server is destroyed.
   void Stop(std::chrono::milliseconds drain);
 
   class Impl;

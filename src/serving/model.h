@@ -161,6 +161,10 @@ class Model {
   // returned, and stays alive until then even when its last owner lets it go first (destroying a
   // model drains its queue), so `done` may use it.
   void InferAsync(std::shared_ptr<const ParsedRequest> request, InferDone done, bool run_here_when_idle = false) const;
+  // For a server that stops: refuses new requests and answers the queued ones with `why` at once
+  // (Batcher::FailQueued); batches running finish. Nothing to do without batching (a request runs
+  // on its caller's thread).
+  void FailQueued(const Status& why) const;
   // OK while the model can serve: some replica's device is usable (Backend::Health; not after a
   // sticky CUDA error), or the model falls back to the CPU (routing.cpu), and the external-data files it reads are as
   // they were loaded (MappedFile::Check). Requests are refused, and readiness fails, while it is not.

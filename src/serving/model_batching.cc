@@ -168,6 +168,10 @@ Status Model::StartBatching() {
 
 Status Model::Admission() const { return batcher_ ? batcher_->Admission() : Status::Ok(); }
 
+void Model::FailQueued(const Status& why) const {
+  if (batcher_) batcher_->FailQueued(why);
+}
+
 void Model::Enqueue(const InferRequest& request, std::unique_ptr<PreparedRequest> prepared,
                     std::shared_ptr<const void> keep, InferDone done, bool run_here_when_idle) const {
   const BatchingConfig& b = config_.batching;

@@ -151,7 +151,7 @@ Status ModelRepository::LoadModel(const std::string& name, bool set_override, st
     e.failure = config.ok() && !versions.empty() ? "" : status.message();
     e.version_failures = std::move(version_failures);
     e.failed_stamps = std::move(failed_stamps);
-    if (!loaded.empty()) {  // nothing loaded: what served before serves on
+    if (!loaded.empty() && !closed_) {  // nothing loaded: what served before serves on
       e.versions = std::move(loaded);
       e.stamps = std::move(stamps);
     }
@@ -210,6 +210,22 @@ Status ModelRepository::Unload(const std::string& name) {
   it->second.wanted = false;
   it->second.failure = "unloaded";
   return Status::Ok();
+}
+
+void ModelRepository::Close(const Status& why) {
+  std::vector<std::shared_ptr<const Model>> held;
+  {
+    MutexLock lock(mu_);
+    closed_ = true;
+    for (auto& [name, e] : models_) {
+      for (auto& [v, model] : e.versions) held.push_back(std::move(model));
+      e.versions.clear();
+      e.stamps.clear();
+      e.failure = why.message();
+    }
+  }
+  for (const auto& model : held) model->FailQueued(why);
+  held.clear();  // destroys each model held by nothing else, its batches run (~Batcher joins)
 }
 
 void ModelRepository::Poll() {

@@ -56,6 +56,11 @@ class ModelRepository {
   Status Load(const std::string& name, const std::string& config_override = "");
   // Stops serving `name`; requests in flight finish. Unavailable in mode none.
   Status Unload(const std::string& name);
+  // For a server that stops, once its frontends have drained: every model stops serving, its
+  // queued requests answered with `why` (Model::FailQueued), and a model held by the repository
+  // alone is destroyed before Close returns, after its running batches; loads finishing later are
+  // discarded. Requests answered, the frontends may go.
+  void Close(const Status& why);
   // Rescans the repository: loads new or changed versions, drops removed ones (poll mode). A
   // version whose files are unchanged since a failed load is not retried.
   void Poll();
@@ -86,6 +91,7 @@ class ModelRepository {
   RepositoryOptions options_;
   mutable Mutex mu_;
   std::map<std::string, Entry> models_ RANKD_GUARDED_BY(mu_);
+  bool closed_ RANKD_GUARDED_BY(mu_) = false;
   Mutex load_mu_;  // serialises loads (a load runs outside mu_)
   std::map<std::string, ModelConfig> overrides_ RANKD_GUARDED_BY(load_mu_);  // Load's config overrides
 };

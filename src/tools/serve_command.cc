@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <future>
 #include <thread>
 
 #include "common/log.h"
@@ -215,13 +216,21 @@ int ServeCommand(const ServeArgs& args) {
   draining = true;
   stopping = true;
   if (poller.joinable()) poller.join();
+  // The frontends take no more requests and those in flight finish, until the exit timeout. Then
+  // the requests still queued are answered UNAVAILABLE and the batches running finish, while the
+  // frontends can still answer: a frontend goes only when nothing it handed in is left to answer.
+  const auto timeout = std::chrono::seconds(args.exit_timeout_secs);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::future<void> grpc_drained;
+  if (grpc) grpc_drained = std::async(std::launch::async, [&] { grpc->Drain(timeout); });
+  (*http)->Drain(timeout);
+  if (grpc) grpc_drained.wait_until(deadline);  // gRPC's drain outlasts it while calls are queued
+  (*repository)->Close(Unavailable("the server is shutting down"));
   if (grpc) {
-    std::thread grpc_stop([&] { grpc->Stop(std::chrono::seconds(args.exit_timeout_secs)); });
-    (*http)->Stop(std::chrono::seconds(args.exit_timeout_secs));
-    grpc_stop.join();
-  } else {
-    (*http)->Stop(std::chrono::seconds(args.exit_timeout_secs));
+    grpc_drained.get();
+    grpc->Stop(std::chrono::milliseconds(0));
   }
+  (*http)->Stop(std::chrono::milliseconds(0));
   (*metrics_server)->Stop(std::chrono::milliseconds(100));
   LogInfo("stopped");
   return 0;
