@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Heap allocations a served request costs: `rankd serve` (the CPU backend, tiny models) while
-# bench/load_bench.py offers W1 or W2 over one protocol, with perf counting the server's calls of
-# libc's malloc and memalign (uprobes) for 4 s of the run. Exact counts, unlike the CPU a request,
+# bench/load_bench.py offers W1 or W2 (hoisted) over one protocol, with perf counting the server's
+# calls of libc's malloc and memalign (uprobes) for 4 s inside the measured run (before 2026-12-07
+# the window could fall on the warm-up passes at 50/s, and the counts came out low). Exact counts, unlike the CPU a request,
 # which the development machine cannot resolve to a few percent: a change to what a request
 # allocates shows here first (docs/log/benchmarks.md, "A tensor's shape held inline").
 #
@@ -25,7 +26,7 @@ cat >"$wrapper" <<WRAP
 if [[ \$1 == serve ]]; then
   $rankd "\$@" &
   pid=\$!
-  ( for _ in \$(seq 600); do pgrep -f -- "bench server.*--seconds" >/dev/null && break; sleep 0.2; done
+  ( for _ in \$(seq 600); do pgrep -f -- "bench server.*--connections 128" >/dev/null && break; sleep 0.2; done
     sleep 2; perf stat -x, -e probe_libc:malloc,probe_libc:memalign -p \$pid -o $counts -- sleep 4 >/dev/null 2>&1 ) &
   wait \$pid
   exit \$?
@@ -37,7 +38,7 @@ rate=200
 rates=(--w1-rates=$rate --w2-rates=)
 [[ $workload == W2 ]] && rate=400 && rates=(--w1-rates= --w2-rates=$rate)
 line=$(/usr/bin/python3 bench/load_bench.py --rankd "$wrapper" --backend cpu --size tiny --server-cpus 0 --client-cpus 1 \
-  --protocols "$protocol" "${rates[@]}" --seconds 8 --batching on --lengths tensor | grep "^| W" | tail -1)
+  --protocols "$protocol" "${rates[@]}" --seconds 8 --batching on --hoisting on --lengths tensor | grep "^| W" | tail -1)
 echo "$line"
 achieved=$(echo "$line" | awk -F'|' '{print $7}')
 /usr/bin/python3 - "$counts" "$achieved" <<'PY'

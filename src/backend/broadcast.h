@@ -9,23 +9,23 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <vector>
 
 #include "common/parallel.h"
 #include "rankd/tensor.h"
 
 namespace rankd::cpu {
 
+// Held in Shapes (their dims inline): a layout is made every run of an op.
 template <int N>
 struct BroadcastLayout {
-  std::vector<int64_t> dims;                    // collapsed output dims (at least one)
-  std::array<std::vector<int64_t>, N> strides;  // per input, per collapsed dim
+  Shape dims;                    // collapsed output dims (at least one)
+  std::array<Shape, N> strides;  // per input, per collapsed dim
 };
 
 template <int N>
 BroadcastLayout<N> MakeBroadcastLayout(const Shape& out, const std::array<const Shape*, N>& ins) {
   size_t rank = out.size();
-  std::array<std::vector<int64_t>, N> full;
+  std::array<Shape, N> full;
   for (int k = 0; k < N; ++k) {
     const Shape& s = *ins[static_cast<size_t>(k)];
     full[k].assign(rank, 0);

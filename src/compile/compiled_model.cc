@@ -2,6 +2,7 @@
 #include "compile/compiled_model.h"
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 
 #include "compile/passes.h"
@@ -12,6 +13,7 @@ namespace rankd {
 
 std::vector<TensorMeta> MetasOf(const PreparedRequest& prepared, const Graph& graph) {
   std::vector<TensorMeta> metas;
+  metas.reserve(prepared.inputs.size());
   for (size_t i = 0; i < prepared.inputs.size(); ++i) {
     metas.push_back({graph.values[static_cast<size_t>(graph.inputs[i])].dtype, prepared.inputs[i].shape(), nullptr});
   }
@@ -121,11 +123,25 @@ void CompiledModel::ClearPlans() {
 
 StatusOr<std::shared_ptr<const Plan>> CompiledModel::PlanFor(const std::vector<TensorMeta>& graph_inputs,
                                                              const std::vector<int64_t>& ragged_max_lengths) const {
+  // The key, as ShapeToString and DTypeName would write it, in one buffer (this runs every request).
   std::string key;
-  for (const TensorMeta& m : graph_inputs) key += ShapeToString(m.shape) + DTypeName(m.dtype);
+  key.reserve(32 * graph_inputs.size() + 8 * ragged_max_lengths.size());
+  auto append = [&key](int64_t v) {
+    char digits[24];
+    key.append(digits, std::to_chars(digits, digits + sizeof(digits), v).ptr);
+  };
+  for (const TensorMeta& m : graph_inputs) {
+    key += '[';
+    for (size_t i = 0; i < m.shape.size(); ++i) {
+      if (i) key += ", ";
+      append(m.shape[i]);
+    }
+    key += ']';
+    key += DTypeName(m.dtype);
+  }
   for (int64_t len : ragged_max_lengths) {
     key += 'r';
-    key += std::to_string(len);
+    append(len);
   }
   {
     MutexLock lock(mu_);

@@ -33,13 +33,13 @@ HttpResponse Error(const Status& s) {
   return r;
 }
 
-std::vector<std::string> SplitPath(const std::string& target) {
-  std::string path = target.substr(0, target.find('?'));
-  std::vector<std::string> parts;
+PathSegments SplitPath(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  PathSegments parts;
   size_t start = 1;
   while (start <= path.size()) {
     size_t slash = path.find('/', start);
-    if (slash == std::string::npos) slash = path.size();
+    if (slash == std::string_view::npos) slash = path.size();
     if (slash > start) parts.push_back(path.substr(start, slash - start));
     start = slash + 1;
   }
@@ -117,28 +117,28 @@ void HttpApi::Handle(const HttpRequest& request, HttpRespond respond) {
 namespace {
 
 // POST /v2/models/NAME[/versions/V]/infer (`p`: the target's segments).
-bool IsInferPath(const HttpRequest& request, const std::vector<std::string>& p) {
+bool IsInferPath(const HttpRequest& request, const PathSegments& p) {
   return request.method == "POST" && p.size() >= 4 && p[0] == "v2" && p[1] == "models" && p.back() == "infer" &&
          (p.size() == 4 || (p.size() == 6 && p[3] == "versions"));
 }
 
 // The version an inference path names (segment 4 of .../versions/V/infer), or -1 for none.
-StatusOr<int64_t> InferVersion(const std::vector<std::string>& p) {
-  return p.size() == 6 ? ParseModelVersion(p[4]) : StatusOr<int64_t>(int64_t{-1});
+StatusOr<int64_t> InferVersion(const PathSegments& p) {
+  return p.size() == 6 ? ParseModelVersion(std::string(p[4])) : StatusOr<int64_t>(int64_t{-1});
 }
 
 // The restricted-API category of a route (restricted_apis.h), or nullopt for a path of none.
-std::optional<ApiCategory> CategoryOf(const std::vector<std::string>& p) {
+std::optional<ApiCategory> CategoryOf(const PathSegments& p) {
   if (p.empty() || p[0] != "v2") return std::nullopt;
   if (p.size() == 1) return ApiCategory::kMetadata;
-  const std::string& area = p[1];
+  const std::string_view area = p[1];
   if (area == "health") return ApiCategory::kHealth;
   if (area == "repository") return ApiCategory::kModelRepository;
   if (area == "systemsharedmemory" || area == "cudasharedmemory") return ApiCategory::kSharedMemory;
   if (area == "logging") return ApiCategory::kLogging;
   if (area == "trace") return ApiCategory::kTrace;
   if (area != "models") return std::nullopt;
-  const std::string& last = p.back();
+  const std::string_view last = p.back();
   if (p.size() > 4 && last == "setting" && p[p.size() - 2] == "trace") return ApiCategory::kTrace;
   if (p.size() > 2 && last == "infer") return ApiCategory::kInference;
   if (p.size() > 2 && last == "ready") return ApiCategory::kHealth;
@@ -150,7 +150,7 @@ std::optional<ApiCategory> CategoryOf(const std::vector<std::string>& p) {
 }  // namespace
 
 void HttpApi::Route(const HttpRequest& request, HttpRespond respond) {
-  std::vector<std::string> p = SplitPath(request.target);
+  const PathSegments p = SplitPath(request.target);
   if (std::optional<ApiCategory> category = CategoryOf(p)) {
     auto refusal = restricted_.Refusal(*category, [&](const std::string& key) -> std::optional<std::string> {
       auto it = request.headers.find(key);
@@ -172,7 +172,7 @@ void HttpApi::Route(const HttpRequest& request, HttpRespond respond) {
 bool HttpApi::HandlesAtOnce(const HttpRequest& request) const {
   if (request.body.size() + request.binary.size() > kAtOnceBodyBytes) return false;
   if (request.headers.count("content-encoding")) return false;  // inflated first: the worker's work
-  std::vector<std::string> p = SplitPath(request.target);
+  const PathSegments p = SplitPath(request.target);
   if (!IsInferPath(request, p)) return false;
   StatusOr<int64_t> version = InferVersion(p);
   if (!version.ok()) return true;  // answered at once with the error
@@ -181,7 +181,7 @@ bool HttpApi::HandlesAtOnce(const HttpRequest& request) const {
   return !model.ok() || (*model)->batch_policy() != nullptr;
 }
 
-HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::string>& p) {
+HttpResponse HttpApi::Answer(const HttpRequest& request, const PathSegments& p) {
   const std::string& m = request.method;
   if (p.empty() || p[0] != "v2") return Error(NotFound("no route for " + m + " " + request.target));
   if (p.size() == 1 && m == "GET") {
@@ -203,11 +203,11 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
   }
   if (p.size() == 3 && p[1] == "models" && p[2] == "stats" && m == "GET") return Statistics("", -1);
   if (p.size() >= 3 && p[1] == "models") {
-    const std::string& name = p[2];
+    const std::string name(p[2]);
     size_t rest = 3;
     int64_t version = -1;
     if (p.size() >= 5 && p[3] == "versions") {
-      auto v = ParseModelVersion(p[4]);
+      auto v = ParseModelVersion(std::string(p[4]));
       if (!v.ok()) return Error(v.status());
       version = *v;
       rest = 5;
@@ -241,12 +241,12 @@ HttpResponse HttpApi::Answer(const HttpRequest& request, const std::vector<std::
   if (p.size() == 5 && p[1] == "repository" && p[2] == "models" && m == "POST" &&
       (p[4] == "load" || p[4] == "unload")) {
     if (p[4] == "unload") {
-      Status s = repository_.Unload(p[3]);
+      Status s = repository_.Unload(std::string(p[3]));
       return s.ok() ? Json(200, json::object()) : Error(s);
     }
     StatusOr<std::string> config = LoadConfigOverride(request.body);
     if (!config.ok()) return Error(config.status());
-    Status s = repository_.Load(p[3], *config);
+    Status s = repository_.Load(std::string(p[3]), *config);
     return s.ok() ? Json(200, json::object()) : Error(s);
   }
   return Error(NotFound("no route for " + m + " " + request.target));
@@ -284,13 +284,13 @@ HttpResponse HttpApi::Logging(const HttpRequest& request) {
 // POST /v2/systemsharedmemory/region/NAME/register  {"key", "offset", "byte_size"}
 // POST /v2/systemsharedmemory[/region/NAME]/unregister
 // and the same under /v2/cudasharedmemory, registering {"raw_handle": {"b64"}, "device_id", "byte_size"}
-HttpResponse HttpApi::SharedMemory(const HttpRequest& request, const std::vector<std::string>& p) {
+HttpResponse HttpApi::SharedMemory(const HttpRequest& request, const PathSegments& p) {
   const bool region = p.size() == 5 && p[2] == "region";
   if (p.size() != 3 && !region) return Error(NotFound("no route for " + request.method + " " + request.target));
   const bool cuda = p[1] == "cudasharedmemory";
   const auto kind = cuda ? SharedMemoryRegions::Kind::kCuda : SharedMemoryRegions::Kind::kSystem;
-  const std::string name = region ? p[3] : "";
-  const std::string& action = p.back();
+  const std::string name = region ? std::string(p[3]) : std::string();
+  const std::string_view action = p.back();
   if (action == "status" && request.method == "GET") {
     auto regions = shared_memory_.List(kind, name);
     if (!regions.ok()) return Error(regions.status());
@@ -392,7 +392,7 @@ HttpResponse HttpApi::ModelMetadata(const std::string& name, int64_t version) {
                     {"outputs", outputs}});
 }
 
-void HttpApi::Infer(const HttpRequest& request, const std::string& name, int64_t version, HttpRespond respond) {
+void HttpApi::Infer(const HttpRequest& request, std::string_view name, int64_t version, HttpRespond respond) {
   if (max_queue_wait_.count() > 0) {
     const auto waited =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - request.received);

@@ -19,7 +19,10 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <boost/container/small_vector.hpp>
 
 #include "frontend/health_probes.h"
 #include "frontend/http_server.h"
@@ -30,6 +33,10 @@
 #include "serving/repository.h"
 
 namespace rankd {
+
+// A request target's path segments (what lies between its slashes, before any '?'): views into the
+// target, held inline up to eight.
+using PathSegments = boost::container::small_vector<std::string_view, 8>;
 
 class HttpApi {
  public:
@@ -65,9 +72,9 @@ class HttpApi {
 
  private:
   void Route(const HttpRequest& request, HttpRespond respond);
-  void Infer(const HttpRequest& request, const std::string& model, int64_t version, HttpRespond respond);
+  void Infer(const HttpRequest& request, std::string_view model, int64_t version, HttpRespond respond);
   // Every route but inference; `path` is the target's segments.
-  HttpResponse Answer(const HttpRequest& request, const std::vector<std::string>& path);
+  HttpResponse Answer(const HttpRequest& request, const PathSegments& path);
   HttpResponse ModelMetadata(const std::string& model, int64_t version);
   // Every served version's statistics (`model` empty), or those of `model` (frontend/triton_stats.h).
   HttpResponse Statistics(const std::string& model, int64_t version);
@@ -76,7 +83,7 @@ class HttpApi {
   // The trace extension: GET or POST /v2[/models/NAME]/trace/setting (`model` empty: global).
   HttpResponse TraceSetting(const HttpRequest& request, const std::string& model);
   // The system shared memory extension's routes (`path` starts v2/systemsharedmemory).
-  HttpResponse SharedMemory(const HttpRequest& request, const std::vector<std::string>& path);
+  HttpResponse SharedMemory(const HttpRequest& request, const PathSegments& path);
 
   InferService& service_;
   ModelRepository& repository_;

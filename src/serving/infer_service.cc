@@ -30,7 +30,7 @@ Status Guarded(const Model& model, const char* step, Step&& run) {
 
 }  // namespace
 
-void InferService::InferAsync(const std::string& name, int64_t version, Clock::time_point received, const Parse& parse,
+void InferService::InferAsync(std::string_view name, int64_t version, Clock::time_point received, const Parse& parse,
                               Serialize serialize, Finish finish, bool run_here_when_idle) {
   Clock::time_point start = Clock::now();
   StatusOr<std::shared_ptr<const Model>> found = repository_.Get(name, version);

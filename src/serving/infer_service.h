@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/parsed_request.h"
@@ -35,7 +36,7 @@ class InferService {
   // thread, and are kept until then. Anything `parse` or `serialize` throws fails the request
   // (INTERNAL, logged), not the process. `run_here_when_idle` (Model::InferAsync): false on a
   // thread that must not run the model (an event loop), which then only parses and queues.
-  void InferAsync(const std::string& model, int64_t version, Clock::time_point received, const Parse& parse,
+  void InferAsync(std::string_view model, int64_t version, Clock::time_point received, const Parse& parse,
                   Serialize serialize, Finish finish, bool run_here_when_idle = true);
 
   ModelRepository& repository() { return repository_; }

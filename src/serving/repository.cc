@@ -168,17 +168,19 @@ Status ModelRepository::LoadModel(const std::string& name, bool set_override, st
   return status;
 }
 
-StatusOr<std::shared_ptr<const Model>> ModelRepository::Get(const std::string& name, int64_t version) const {
+StatusOr<std::shared_ptr<const Model>> ModelRepository::Get(std::string_view name, int64_t version) const {
   MutexLock lock(mu_);
   auto it = models_.find(name);
-  if (it == models_.end()) return NotFound("unknown model '" + name + "'");
+  if (it == models_.end()) return NotFound("unknown model '" + std::string(name) + "'");
   const Entry& e = it->second;
   if (e.versions.empty()) {
-    return Unavailable("model '" + name + "' is not ready" + (e.failure.empty() ? "" : ": " + e.failure));
+    return Unavailable("model '" + std::string(name) + "' is not ready" + (e.failure.empty() ? "" : ": " + e.failure));
   }
   if (version < 0) return e.versions.rbegin()->second;
   auto v = e.versions.find(version);
-  if (v == e.versions.end()) return NotFound("model '" + name + "' has no ready version " + std::to_string(version));
+  if (v == e.versions.end()) {
+    return NotFound("model '" + std::string(name) + "' has no ready version " + std::to_string(version));
+  }
   return v->second;
 }
 

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/mutex.h"
@@ -47,7 +48,7 @@ class ModelRepository {
 
   // The model to serve: `version` -1 picks the highest ready version. NotFound for unknown
   // models and versions, Unavailable for a known model with no ready version.
-  StatusOr<std::shared_ptr<const Model>> Get(const std::string& name, int64_t version = -1) const;
+  StatusOr<std::shared_ptr<const Model>> Get(std::string_view name, int64_t version = -1) const;
   // Loads (or reloads) the versions of `name` its version policy selects. Unavailable in mode none;
   // NotFound, changing nothing, for a name that is not in the repository. With `config_override`
   // (Triton's ModelConfig as JSON: tritonclient's load_model(config=...)), the model is loaded with
@@ -90,7 +91,7 @@ class ModelRepository {
 
   RepositoryOptions options_;
   mutable Mutex mu_;
-  std::map<std::string, Entry> models_ RANKD_GUARDED_BY(mu_);
+  std::map<std::string, Entry, std::less<>> models_ RANKD_GUARDED_BY(mu_);  // found by string_view too
   bool closed_ RANKD_GUARDED_BY(mu_) = false;
   Mutex load_mu_;  // serialises loads (a load runs outside mu_)
   std::map<std::string, ModelConfig> overrides_ RANKD_GUARDED_BY(load_mu_);  // Load's config overrides

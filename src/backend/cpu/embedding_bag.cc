@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <span>
+#include <string>
+#include <variant>
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
@@ -86,6 +89,16 @@ Status CheckIds(const Tensor& ids, int64_t count, int64_t rows, const Node& node
   return Status::Ok();
 }
 
+// A node's list attribute without a copy (read every run): a view of the list, or of its one
+// integer; empty when absent.
+std::span<const int64_t> IntsOf(const Node& node, const std::string& attr) {
+  auto it = node.attrs.find(attr);
+  if (it == node.attrs.end()) return {};
+  if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+  if (auto* v = std::get_if<int64_t>(&it->second)) return {v, 1};
+  return {};
+}
+
 // Pools the bag whose inputs are in[first, first + count) (table, ids[, offsets[, weights]], as
 // EmbeddingBag) into out[b * out_stride, + dim) for every bag b; an empty one gives `empty`.
 Status PoolBags(const KernelArgs& k, int first, int count, int combiner, float* out, int64_t out_stride,
@@ -142,17 +155,19 @@ Status LookUpColumn(const KernelArgs& k, int first, int64_t column, int64_t floo
   const Tensor& table = k.In(first);
   const Tensor& ids = k.In(first + 1);
   int64_t rows = table.dim(0), dim = table.dim(1), bags = ids.dim(0), width = ids.dim(1);
-  std::vector<int64_t> picked(static_cast<size_t>(bags));
-  for (int64_t b = 0; b < bags; ++b) {
+  // Bag b's row: checked for every bag first, then read again where it is copied (no list of them).
+  auto row_of = [&](int64_t b) {
     int64_t id =
         ids.dtype() == DType::kI32 ? ids.data<int32_t>()[b * width + column] : ids.data<int64_t>()[b * width + column];
     id = std::max(id, floor);
-    if (id < 0) id += rows;
+    return id < 0 ? id + rows : id;
+  };
+  for (int64_t b = 0; b < bags; ++b) {
+    const int64_t id = row_of(b);
     if (id < 0 || id >= rows) {
       return InvalidArgument(k.node.Describe() + ": id " + std::to_string(id < 0 ? id - rows : id) +
                              " is out of range for a table of " + std::to_string(rows) + " rows");
     }
-    picked[static_cast<size_t>(b)] = id;
   }
   return DispatchAny(table.dtype(), [&](auto row_tag) {
     using Row = decltype(row_tag);
@@ -161,7 +176,7 @@ Status LookUpColumn(const KernelArgs& k, int first, int64_t column, int64_t floo
       ParallelFor(bags, dim, [&](int64_t lo, int64_t hi) {
         for (int64_t b = lo; b < hi; ++b) {
           float* dst = out + b * out_stride;
-          const Row* row = t + picked[static_cast<size_t>(b)] * dim;
+          const Row* row = t + row_of(b) * dim;
           if constexpr (std::is_same_v<Row, float>) {
             std::copy(row, row + dim, dst);  // bit for bit, as Gather
           } else {
@@ -177,9 +192,8 @@ Status LookUpColumn(const KernelArgs& k, int first, int64_t column, int64_t floo
 Status ConcatEmbeddingBags(const KernelArgs& k) {
   Tensor& out = k.Out(0);
   int64_t stride = out.dim(1);
-  std::vector<int64_t> parts = k.node.GetInts("parts"), modes = k.node.GetInts("modes"),
-                       columns = k.node.GetInts("columns");
-  std::vector<int64_t> floors = k.node.GetInts("floors");
+  const std::span<const int64_t> parts = IntsOf(k.node, "parts"), modes = IntsOf(k.node, "modes"),
+                                 columns = IntsOf(k.node, "columns"), floors = IntsOf(k.node, "floors");
   int first = 0;
   int64_t column = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
