@@ -41,6 +41,21 @@ std::unique_ptr<BatchTask> Make(int id, int64_t rows = 10, int priority = 0) {
   return t;
 }
 
+// A batch run that waits for `gate` (which the test holds locked) and counts the requests it ran.
+RunBatch GatedRun(std::mutex& gate, std::atomic<int>& ran) {
+  return [&gate, &ran](std::vector<std::unique_ptr<BatchTask>> batch) {
+    std::lock_guard<std::mutex> wait(gate);
+    ran += static_cast<int>(batch.size());
+  };
+}
+
+// Hands `b` its first request and waits until an executor took it (and blocks on its gate), so
+// that the requests after it queue.
+void StartBlockedBatch(Batcher& b, std::unique_ptr<BatchTask> first) {
+  ASSERT_TRUE(b.Enqueue(first).ok());
+  while (b.queued() > 0) std::this_thread::yield();
+}
+
 TEST(Batcher, EveryRequestRunsOnceAndRequestsMerge) {
   std::mutex mu;
   std::multiset<int> seen;
@@ -90,13 +105,8 @@ TEST(Batcher, FullQueueRefusesAndKeepsOwnership) {
   o.policy.cost_budget = 10;  // one request per batch
   std::atomic<int> ran{0};
   {
-    Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
-      std::lock_guard<std::mutex> wait(gate);
-      ran += static_cast<int>(batch.size());
-    });
-    auto first = Make(0);
-    ASSERT_TRUE(b.Enqueue(first).ok());
-    while (b.queued() > 0) std::this_thread::yield();  // the executor took it and is blocked
+    Batcher b(o, GatedRun(gate, ran));
+    StartBlockedBatch(b, Make(0));
     auto a = Make(1), c = Make(2), d = Make(3);
     ASSERT_TRUE(b.Enqueue(a).ok());
     EXPECT_TRUE(b.Admission().ok());
@@ -129,13 +139,8 @@ TEST(Batcher, QueueBehindItsWaitBoundRefusesNewRequests) {
     return t;
   };
   {
-    Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
-      std::lock_guard<std::mutex> wait(gate);
-      ran += static_cast<int>(batch.size());
-    });
-    auto first = at(0);
-    ASSERT_TRUE(b.Enqueue(first).ok());
-    while (b.queued() > 0) std::this_thread::yield();  // the executor took it and is blocked
+    Batcher b(o, GatedRun(gate, ran));
+    StartBlockedBatch(b, at(0));
     auto head = at(1);
     ASSERT_TRUE(b.Enqueue(head).ok());  // an empty queue: nothing is behind
     now_us = 20'000;                    // the head has waited exactly the bound: still taken
@@ -333,25 +338,21 @@ TEST(Batcher, FailQueuedAnswersTheQueueAndLetsTheRunningBatchFinish) {
   o.policy.cost_budget = 10;  // one request per batch
   std::atomic<int> failed{0}, ran{0};
   {
-    Batcher b(o, [&](std::vector<std::unique_ptr<BatchTask>> batch) {
-      std::lock_guard<std::mutex> wait(gate);
-      ran += static_cast<int>(batch.size());
-    });
-    auto first = Make(0);
-    ASSERT_TRUE(b.Enqueue(first).ok());
-    while (b.queued() > 0) std::this_thread::yield();  // the executor took it and is blocked
+    Batcher b(o, GatedRun(gate, ran));
+    StartBlockedBatch(b, Make(0));
     for (int id = 1; id <= 3; ++id) {
       auto t = Make(id);
       static_cast<TestTask*>(t.get())->failed = &failed;
       ASSERT_TRUE(b.Enqueue(t).ok());
     }
-    std::thread fail([&] { b.FailQueued(Unavailable("the server is shutting down")); });
-    fail.join();  // returns with the batch still running
+    b.FailQueued(Unavailable("the server is shutting down"));  // returns with the batch still running
     EXPECT_EQ(failed.load(), 3);
     EXPECT_EQ(b.queued(), 0u);
     auto late = Make(4);
-    EXPECT_EQ(b.Enqueue(late).code(), StatusCode::kUnavailable);
-    EXPECT_NE(late, nullptr);  // refused: still the caller's
+    const Status refused = b.Enqueue(late);
+    EXPECT_EQ(refused.code(), StatusCode::kUnavailable);
+    EXPECT_EQ(refused.message(), "the server is shutting down");  // the stop's reason, not the model's
+    EXPECT_NE(late, nullptr);                                     // refused: still the caller's
     EXPECT_EQ(ran.load(), 0);
     gate.unlock();
   }

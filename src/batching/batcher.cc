@@ -75,6 +75,7 @@ void Batcher::FailQueued(const Status& why) {
   {
     MutexLock lock(mu_);
     stopping_ = true;
+    failed_why_ = why;
     queued.swap(queue_);
   }
   changed_.notify_all();  // idle executors end; busy ones end after their batch
@@ -87,7 +88,7 @@ Status Batcher::Admission() {
 }
 
 Status Batcher::Refusal() {
-  if (stopping_) return Unavailable("the model is shutting down");
+  if (stopping_) return failed_why_.ok() ? Unavailable("the model is shutting down") : failed_why_;
   if (queue_.size() >= options_.policy.max_enqueued) {
     return Unavailable("the queue is full (" + std::to_string(queue_.size()) + " requests); retry later");
   }

@@ -63,8 +63,8 @@ class Batcher {
   // What Enqueue would answer a request now, asked before the request is read: UNAVAILABLE when
   // it would be refused (and that counts as a refusal of the automatic bound), else OK.
   Status Admission();
-  // Refuses new requests from now on and answers every queued one with `why` (BatchTask::Fail)
-  // before returning; batches running finish. For a server that stops: its frontends live on
+  // Answers every queued request with `why` (BatchTask::Fail) before returning and refuses new
+  // ones with it from now on; batches running finish. For a server that stops: its frontends live on
   // until every request they handed in is answered, and after the drain's deadline the queue is
   // answered, not run.
   void FailQueued(const Status& why);
@@ -98,8 +98,9 @@ class Batcher {
   std::vector<QueuedRequest> infos_ RANKD_GUARDED_BY(mu_);  // Decide's copy of the queue
   uint64_t ran_on_caller_ RANKD_GUARDED_BY(mu_) = 0;
   bool stopping_ RANKD_GUARDED_BY(mu_) = false;
-  double typical_run_us_ RANKD_GUARDED_BY(mu_) = -1;             // a request's run time, its recent least; -1: none yet
-  double last_batch_us_ RANKD_GUARDED_BY(mu_) = 0;               // the latest batch's run time
+  Status failed_why_ RANKD_GUARDED_BY(mu_);           // FailQueued's reason, also the answer to later requests
+  double typical_run_us_ RANKD_GUARDED_BY(mu_) = -1;  // a request's run time, its recent least; -1: none yet
+  double last_batch_us_ RANKD_GUARDED_BY(mu_) = 0;    // the latest batch's run time
   BatchClock::time_point nonempty_since_ RANKD_GUARDED_BY(mu_);  // the queue last went from empty to not
   BatchClock::time_point shed_at_ RANKD_GUARDED_BY(mu_) = BatchClock::time_point::min();  // the automatic
                                                                                           // bound's last refusal
