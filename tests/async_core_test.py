@@ -287,6 +287,35 @@ class AsyncCoreTest(unittest.TestCase):
             else:
                 self.assertLess(switched, len(bodies) // 4)
 
+    def test_grpc_inference_for_a_batching_model_wakes_no_worker(self):
+        # A call of at most 64 KiB for a model that batches is parsed and queued by the
+        # completion-queue thread that took it, leaving the call queue's workers (rankd-call)
+        # asleep; a model without batching runs its calls on a worker, each waking one.
+        stubs = grpc_stubs()
+        if stubs is None:
+            self.skipTest("python3-grpcio / python3-grpc-tools not installed")
+        import grpc
+        pb, pb_grpc = stubs
+        with grpc.insecure_channel("127.0.0.1:%d" % self.server.grpc_port) as channel:
+            stub = pb_grpc.GRPCInferenceServiceStub(channel)
+            for model, on_workers in (("din_batched", False), ("din_alone", True)):
+                calls = [din_proto(pb, r, model) for r in self.requests[:20]]
+                stub.ModelInfer(calls[0], timeout=60)  # the channel connected, the model warm
+                workers, before = self.switches("rankd-call")
+                self.assertGreaterEqual(workers, 2)  # --grpc-threads 2
+                for k, call in enumerate(calls):
+                    answer = stub.ModelInfer(call, timeout=60)
+                    scores = struct.unpack("<%df" % (len(answer.raw_output_contents[0]) // 4),
+                                           answer.raw_output_contents[0])
+                    self.assertTrue(same_scores(scores, self.want[k]), model)
+                switched = self.switches("rankd-call")[1] - before
+                print("%s: 20 gRPC calls, context switches: the call queue's workers %d" % (model, switched),
+                      file=sys.stderr)
+                if on_workers:
+                    self.assertGreater(switched, len(calls) // 2)
+                else:
+                    self.assertLess(switched, len(calls) // 4)
+
     def test_an_answer_the_socket_takes_in_part_arrives_whole(self):
         # Six answers of 65,536 candidates (700 KB of JSON each) to a client whose receive buffer
         # is small and that reads nothing until all six are due: on loopback a socket takes about

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -432,6 +433,45 @@ TEST(InferRequestWire, RefusesRequestsOfMoreThan65536InputsOutputsAndParameters)
     ASSERT_TRUE(proto.ParseFromString(bytes));  // well formed: refused for its size alone
     EXPECT_NE(read(bytes).message().find("more than 65536"), std::string::npos) << read(bytes).ToString();
   }
+}
+
+// The model a message names, read from its first bytes (the gRPC server chooses the thread that
+// handles a call by it): as protobuf serialises a request, from any field order clients write the
+// name and version in first, and nothing for a head that does not begin with the name or breaks off.
+TEST(InferRequestWire, PeeksTheModelAMessageBeginsWith) {
+  inference::ModelInferRequest q;
+  q.set_model_name("din_batched");
+  q.set_model_version("3");
+  q.set_id("r1");
+  q.add_inputs()->set_name("item");
+  q.add_raw_input_contents(std::string(64, 'x'));
+  const std::string wire = q.SerializeAsString();
+  std::optional<NamedModel> named = PeekNamedModel(wire);
+  ASSERT_TRUE(named.has_value());
+  EXPECT_EQ(named->name, "din_batched");
+  EXPECT_EQ(named->version, "3");
+  q.clear_model_version();
+  const std::string unversioned = q.SerializeAsString();  // the views are into it
+  named = PeekNamedModel(unversioned);
+  ASSERT_TRUE(named.has_value());
+  EXPECT_EQ(named->name, "din_batched");
+  EXPECT_EQ(named->version, "");
+  // The version first, then the name; a long name (a two-byte length).
+  const std::string long_name(300, 'm');
+  const std::string reordered = std::string("\x12\x01") + "7" + "\x0a\xac\x02" + long_name + "\x1a\x02" + "id";
+  named = PeekNamedModel(reordered);
+  ASSERT_TRUE(named.has_value());
+  EXPECT_EQ(named->name, long_name);
+  EXPECT_EQ(named->version, "7");
+  // Not found: the name after another field, absent, cut off, a malformed tag, empty.
+  EXPECT_FALSE(PeekNamedModel(std::string("\x1a\x02") + "id" + "\x0a\x03" + "din").has_value());
+  EXPECT_FALSE(PeekNamedModel(std::string("\x12\x01") + "7").has_value());
+  for (size_t cut = 0; cut < 13; ++cut) {  // "din_batched" ends at byte 13
+    EXPECT_FALSE(PeekNamedModel(std::string_view(wire).substr(0, cut)).has_value()) << cut;
+  }
+  EXPECT_TRUE(PeekNamedModel(std::string_view(wire).substr(0, 13)).has_value());
+  EXPECT_FALSE(PeekNamedModel(std::string(6, '\xff')).has_value());
+  EXPECT_FALSE(PeekNamedModel("").has_value());
 }
 
 // gRPC's locks are Abseil's, and Debian's Abseil (built without NDEBUG) checks every lock's order

@@ -1,6 +1,7 @@
 #include "rankd/tensor.h"
 
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 
@@ -70,12 +71,19 @@ HostAllocator* CurrentHostAllocator() { return host_allocator.load(); }
 uint64_t RequestTensorsOnHeap() { return request_tensors_on_heap.load(std::memory_order_relaxed); }
 
 std::string ShapeToString(const Shape& shape) {
-  std::string s = "[";
+  std::string s;
+  AppendShape(s, shape);
+  return s;
+}
+
+void AppendShape(std::string& out, const Shape& shape) {
+  out += '[';
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
+    if (i) out += ", ";
+    char digits[24];
+    out.append(digits, std::to_chars(digits, digits + sizeof(digits), shape[i]).ptr);
   }
-  return s + "]";
+  out += ']';
 }
 
 Tensor Tensor::Empty(DType dtype, Shape shape) {

@@ -126,22 +126,14 @@ StatusOr<std::shared_ptr<const Plan>> CompiledModel::PlanFor(const std::vector<T
   // The key, as ShapeToString and DTypeName would write it, in one buffer (this runs every request).
   std::string key;
   key.reserve(32 * graph_inputs.size() + 8 * ragged_max_lengths.size());
-  auto append = [&key](int64_t v) {
-    char digits[24];
-    key.append(digits, std::to_chars(digits, digits + sizeof(digits), v).ptr);
-  };
   for (const TensorMeta& m : graph_inputs) {
-    key += '[';
-    for (size_t i = 0; i < m.shape.size(); ++i) {
-      if (i) key += ", ";
-      append(m.shape[i]);
-    }
-    key += ']';
+    AppendShape(key, m.shape);
     key += DTypeName(m.dtype);
   }
   for (int64_t len : ragged_max_lengths) {
     key += 'r';
-    append(len);
+    char digits[24];
+    key.append(digits, std::to_chars(digits, digits + sizeof(digits), len).ptr);
   }
   {
     MutexLock lock(mu_);

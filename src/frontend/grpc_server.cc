@@ -15,6 +15,7 @@
 #include <exception>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -312,8 +313,11 @@ class GrpcServer::Impl {
             infer_.metrics().RecordOverloadRefusal();
             respond(grpc::Status(grpc::StatusCode::UNAVAILABLE, why));
           };
+          if (HandlesAtOnce(req)) return ModelInfer(ctx, req, resp, std::move(respond), /*run_here_when_idle=*/false);
           calls_->Submit(
-              [this, &ctx, &req, &resp, respond](std::chrono::microseconds) { ModelInfer(ctx, req, resp, respond); },
+              [this, &ctx, &req, &resp, respond](std::chrono::microseconds) {
+                ModelInfer(ctx, req, resp, respond, /*run_here_when_idle=*/true);
+              },
               std::move(refuse));
         });
     RANKD_GRPC_NOW(RepositoryIndex, kModelRepository);
@@ -343,12 +347,40 @@ class GrpcServer::Impl {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, *refusal);
   }
 
+  // Whether the completion-queue thread that took a ModelInfer call handles it itself instead of
+  // queueing it for a worker: a message of at most kAtOnceMessageBytes for a model that batches,
+  // which that thread only parses and queues to the batcher (never runs), so that W2's calls cost
+  // no worker's wake-up and sleep; past the model's capacity the batcher's own bound refuses them.
+  // A name or version that does not resolve is answered there too, at once. Larger messages (W1's),
+  // models without batching, and a message whose first slice does not name its model (clients
+  // write the name first) go to the workers.
+  bool HandlesAtOnce(const grpc::ByteBuffer& bytes) const {
+    if (bytes.Length() > kAtOnceMessageBytes) return false;
+    thread_local std::vector<grpc::Slice> slices;  // this thread's, its capacity kept
+    slices.clear();
+    if (!bytes.Dump(&slices).ok() || slices.empty()) return false;
+    const std::optional<NamedModel> named =
+        PeekNamedModel({reinterpret_cast<const char*>(slices[0].begin()), slices[0].size()});
+    bool at_once = false;
+    if (named) {
+      StatusOr<int64_t> version =
+          named->version.empty() ? StatusOr<int64_t>(int64_t{-1}) : ParseModelVersion(std::string(named->version));
+      StatusOr<std::shared_ptr<const Model>> model =
+          version.ok() ? infer_.repository().Get(named->name, *version) : version.status();
+      at_once = !model.ok() || (*model)->batch_policy() != nullptr;
+    }
+    slices.clear();  // the message's references dropped
+    return at_once;
+  }
+  static constexpr size_t kAtOnceMessageBytes = 64 * 1024;
+
   // Answers through `respond` once the request has run (on the model's batcher thread when it
   // batches). A client's deadline bounds the request's time in the queue: past it, the request is
   // dropped before it runs (DEADLINE_EXCEEDED, counted as a failure). Runs on a thread of the
-  // CallQueue; throws nothing.
+  // CallQueue, or where HandlesAtOnce says so on the completion-queue thread, which passes
+  // `run_here_when_idle` false (InferService::InferAsync); throws nothing.
   void ModelInfer(grpc::ServerContext& ctx, const grpc::ByteBuffer& bytes, grpc::ByteBuffer& answer,
-                  std::function<void(const grpc::Status&)> respond) {
+                  std::function<void(const grpc::Status&)> respond, bool run_here_when_idle) {
     auto received = InferService::Clock::now();
     // Read here, before InferAsync returns (the answer views none of it): the message's fields but
     // raw_input_contents and bytes_contents, whose entries and strings stay in the slices until the
@@ -427,7 +459,8 @@ class GrpcServer::Impl {
           grpc::Status written = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(r, &answer, &own);
           if (!written.ok()) throw std::runtime_error("serialising the answer: " + written.error_message());
         },
-        [regions, respond = std::move(respond)](const Status& s) { respond(ToGrpc(s.ok() ? regions->written : s)); });
+        [regions, respond = std::move(respond)](const Status& s) { respond(ToGrpc(s.ok() ? regions->written : s)); },
+        run_here_when_idle);
   }
   GrpcServerOptions options_;
   InferService& infer_;

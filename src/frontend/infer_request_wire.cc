@@ -14,6 +14,8 @@ namespace {
 // InferInputTensor inputs`, and 7, `repeated bytes raw_input_contents`; InferInputTensor's 5,
 // `InferTensorContents contents`; InferTensorContents' 8, `repeated bytes bytes_contents`.
 constexpr uint64_t kInputs = 5, kRawInputContents = 7, kInputContents = 5, kBytesContents = 8;
+// ModelInferRequest's 1, `string model_name`, and 2, `string model_version`.
+constexpr uint64_t kModelName = 1, kModelVersion = 2;
 // The fields counted against kMaxRequestParts: ModelInferRequest's 4, `parameters` (a map: an entry
 // each), 5, 6, `outputs`, and 7; InferInputTensor's 4 and InferRequestedOutputTensor's 2, their
 // `parameters`.
@@ -453,6 +455,34 @@ Status ReadInferRequestInto(const std::vector<std::string_view>& pieces, WireCon
         "do not parse");
   }
   return Status::Ok();
+}
+
+std::optional<NamedModel> PeekNamedModel(std::string_view head) {
+  size_t at = 0;
+  // A varint of at most 5 bytes (a tag or a length as protobuf reads them); false past `head`.
+  auto varint = [&](uint64_t& v) {
+    v = 0;
+    for (int i = 0; i < 5 && at < head.size(); ++i) {
+      const auto b = static_cast<uint8_t>(head[at++]);
+      v |= uint64_t{b & 0x7fu} << (7 * i);
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  };
+  NamedModel named;
+  bool found = false;
+  while (at < head.size()) {
+    uint64_t tag = 0, length = 0;
+    if (!varint(tag)) return std::nullopt;
+    const uint64_t field = static_cast<uint32_t>(tag) >> 3;
+    if ((tag & 7) != kLengthDelimited || (field != kModelName && field != kModelVersion)) break;
+    if (!varint(length) || length > head.size() - at) return std::nullopt;
+    (field == kModelName ? named.name : named.version) = head.substr(at, length);
+    found = found || field == kModelName;
+    at += length;
+  }
+  if (!found) return std::nullopt;
+  return named;
 }
 
 }  // namespace rankd

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,5 +78,15 @@ StatusOr<inference::ModelInferRequest> ReadInferRequest(const std::vector<std::s
 // inputs took about 400 a request, and the heap 19% of a served W1 request's CPU; docs/serving.md).
 Status ReadInferRequestInto(const std::vector<std::string_view>& pieces, WireContents& wire,
                             inference::ModelInferRequest& proto);
+
+// The model_name and model_version a ModelInferRequest's bytes begin with, read without parsing
+// the rest (clients write fields in order: these two come first). nullopt when model_name is not
+// among the leading fields of `head` (or they run past its end): then only a full parse tells. A
+// later repeat of a field (protobuf keeps the last) is not seen: an answer to choose a thread by,
+// never to serve by.
+struct NamedModel {
+  std::string_view name, version;  // views of `head`
+};
+std::optional<NamedModel> PeekNamedModel(std::string_view head);
 
 }  // namespace rankd

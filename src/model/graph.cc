@@ -25,10 +25,15 @@ std::string Node::GetString(const std::string& attr, const std::string& fallback
 }
 
 std::vector<int64_t> Node::GetInts(const std::string& attr) const {
+  const std::span<const int64_t> ints = IntsView(attr);
+  return {ints.begin(), ints.end()};
+}
+
+std::span<const int64_t> Node::IntsView(const std::string& attr) const {
   auto it = attrs.find(attr);
   if (it == attrs.end()) return {};
   if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
-  if (auto* v = std::get_if<int64_t>(&it->second)) return {*v};
+  if (auto* v = std::get_if<int64_t>(&it->second)) return {v, 1};
   return {};
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -43,6 +44,9 @@ struct Node {
   float GetFloat(const std::string& attr, float fallback) const;
   std::string GetString(const std::string& attr, const std::string& fallback) const;
   std::vector<int64_t> GetInts(const std::string& attr) const;  // empty when absent
+  // The same without a copy (for what a kernel reads every run): a view of the list, or of its one
+  // integer; empty when absent. Valid while the node is.
+  std::span<const int64_t> IntsView(const std::string& attr) const;
   int NumInputs() const { return static_cast<int>(inputs.size()); }
   // True if input i exists and is not omitted.
   bool HasInput(int i) const { return i < NumInputs() && inputs[i] >= 0; }

@@ -89,16 +89,6 @@ Status CheckIds(const Tensor& ids, int64_t count, int64_t rows, const Node& node
   return Status::Ok();
 }
 
-// A node's list attribute without a copy (read every run): a view of the list, or of its one
-// integer; empty when absent.
-std::span<const int64_t> IntsOf(const Node& node, const std::string& attr) {
-  auto it = node.attrs.find(attr);
-  if (it == node.attrs.end()) return {};
-  if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
-  if (auto* v = std::get_if<int64_t>(&it->second)) return {v, 1};
-  return {};
-}
-
 // Pools the bag whose inputs are in[first, first + count) (table, ids[, offsets[, weights]], as
 // EmbeddingBag) into out[b * out_stride, + dim) for every bag b; an empty one gives `empty`.
 Status PoolBags(const KernelArgs& k, int first, int count, int combiner, float* out, int64_t out_stride,
@@ -192,8 +182,8 @@ Status LookUpColumn(const KernelArgs& k, int first, int64_t column, int64_t floo
 Status ConcatEmbeddingBags(const KernelArgs& k) {
   Tensor& out = k.Out(0);
   int64_t stride = out.dim(1);
-  const std::span<const int64_t> parts = IntsOf(k.node, "parts"), modes = IntsOf(k.node, "modes"),
-                                 columns = IntsOf(k.node, "columns"), floors = IntsOf(k.node, "floors");
+  const std::span<const int64_t> parts = k.node.IntsView("parts"), modes = k.node.IntsView("modes"),
+                                 columns = k.node.IntsView("columns"), floors = k.node.IntsView("floors");
   int first = 0;
   int64_t column = 0;
   for (size_t p = 0; p < parts.size(); ++p) {

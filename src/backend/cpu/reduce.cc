@@ -14,14 +14,14 @@ Status Reduce(const KernelArgs& k) {
   Tensor& out = k.Out(0);
   // Which input dims are reduced: those whose size differs from the output's, lined up by
   // re-deriving the keepdims shape.
-  std::vector<int64_t> axes;
+  Shape axes;  // inline: no allocation a run
   if (k.HasIn(1)) {
     for (int64_t i = 0; i < k.In(1).size(); ++i) axes.push_back(k.In(1).ScalarAsInt(i));
   } else {
-    axes = k.node.GetInts("axes");
+    axes = k.node.IntsView("axes");
   }
   bool noop = axes.empty() && k.node.GetInt("noop_with_empty_axes", 0) != 0;
-  std::vector<bool> reduced(static_cast<size_t>(x.rank()), axes.empty() && !noop);
+  Shape reduced(static_cast<size_t>(x.rank()), axes.empty() && !noop);  // 0 / 1 a dim
   for (int64_t a : axes) reduced[static_cast<size_t>(a < 0 ? a + x.rank() : a)] = true;
   Shape kept = x.shape();  // the output shape with keepdims
   for (size_t i = 0; i < kept.size(); ++i) {
