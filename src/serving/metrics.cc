@@ -39,9 +39,15 @@ uint64_t UnixMs() {
 
 }  // namespace
 
+Metrics::PerModel& Metrics::CountsOf(const std::string& model, int64_t version) {
+  auto it = models_.find(std::pair<std::string_view, int64_t>(model, version));
+  if (it == models_.end()) it = models_.try_emplace(std::pair<std::string, int64_t>(model, version)).first;
+  return it->second;
+}
+
 void Metrics::RecordSuccess(const std::string& model, int64_t version, const RequestTiming& t) {
   MutexLock lock(mu_);
-  PerModel& m = models_[{model, version}];
+  PerModel& m = CountsOf(model, version);
   ++m.success;
   if (t.execution) {
     ++m.execs;
@@ -65,7 +71,7 @@ void Metrics::RecordSuccess(const std::string& model, int64_t version, const Req
 
 void Metrics::RecordFailure(const std::string& model, int64_t version) {
   MutexLock lock(mu_);
-  PerModel& m = models_[{model, version}];
+  PerModel& m = CountsOf(model, version);
   ++m.failure;
   m.last_unix_ms = UnixMs();
 }

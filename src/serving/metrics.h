@@ -36,6 +36,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "common/mutex.h"
 #include "serving/shape_buckets.h"
@@ -84,8 +85,17 @@ class Metrics {
     std::deque<uint64_t> recent_us;  // last 1024 request durations
     BucketCounters buckets;          // as last reported
   };
+  // (model, version) keys, found by a view of the name: no copy of it a request.
+  struct KeyLess {
+    using is_transparent = void;
+    bool operator()(std::pair<std::string_view, int64_t> a, std::pair<std::string_view, int64_t> b) const {
+      return a < b;
+    }
+  };
+  // The model's counts, made on its first request.
+  PerModel& CountsOf(const std::string& model, int64_t version) RANKD_REQUIRES(mu_);
   mutable Mutex mu_;
-  std::map<std::pair<std::string, int64_t>, PerModel> models_ RANKD_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int64_t>, PerModel, KeyLess> models_ RANKD_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> load_failures_ RANKD_GUARDED_BY(mu_);
   std::atomic<int64_t> inflight_{0};
   std::atomic<uint64_t> overload_refusals_{0};
