@@ -559,6 +559,60 @@ class StandingQueueTest(unittest.TestCase):
         self.assertEqual(status, 200, answer)
         self.assertTrue(same_scores(answer["outputs"][0]["data"], self.want[0]))
 
+    def test_grpc_calls_to_a_standing_queue_are_refused_by_the_batcher(self):
+        # The same over gRPC, calls of 768 candidates: under 64 KiB each, so the completion-queue
+        # thread that takes one parses it and queues it to the batcher, past the call queue (whose
+        # bound here is long); while the queue stands the batcher refuses them, UNAVAILABLE "the
+        # queue is behind", and the calls taken score as always.
+        stubs = grpc_stubs()
+        if stubs is None:
+            self.skipTest("python3-grpcio / python3-grpc-tools not installed")
+        import grpc
+        pb, pb_grpc = stubs
+        rng = random.Random(56)
+        bodies = [dict(random_din_request(rng, 768, 20), id="g%d" % k) for k in range(4)]
+        want = scores_alone(self.server, bodies)
+        calls = [din_proto(pb, b, "din") for b in bodies]
+        self.assertLess(max(c.ByteSize() for c in calls), 64 * 1024)
+        answered, refused, wrong = [0], [0], []
+        lock = threading.Lock()
+        with grpc.insecure_channel("127.0.0.1:%d" % self.server.grpc_port) as channel:
+            stub = pb_grpc.GRPCInferenceServiceStub(channel)
+            stop = time.monotonic() + 2.0
+
+            def client(k):
+                while time.monotonic() < stop:
+                    try:
+                        answer = stub.ModelInfer(calls[k % 4], timeout=120)
+                        raw = answer.raw_output_contents[0]
+                        scores = struct.unpack("<%df" % (len(raw) // 4), raw)
+                        with lock:
+                            if same_scores(scores, want[k % 4]):
+                                answered[0] += 1
+                            else:
+                                wrong.append("client %d: scores differ" % k)
+                    except grpc.RpcError as e:
+                        with lock:
+                            if e.code() == grpc.StatusCode.UNAVAILABLE and "the queue is behind" in e.details():
+                                refused[0] += 1
+                            else:
+                                wrong.append((e.code().name, e.details()[:200]))
+                    k += 1
+
+            threads = [threading.Thread(target=client, args=(k,)) for k in range(24)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            print("two seconds of 24 gRPC clients: %d answered, %d refused" % (answered[0], refused[0]),
+                  file=sys.stderr)
+            self.assertEqual(wrong, [])
+            self.assertGreater(answered[0], 0)
+            self.assertGreater(refused[0], 0, "the queue stood and nothing was refused")
+            answer = stub.ModelInfer(calls[0], timeout=120)  # the load gone, a lone call is served
+            raw = answer.raw_output_contents[0]
+            self.assertTrue(same_scores(struct.unpack("<%df" % (len(raw) // 4), raw), want[0]))
+
 
 class StopTest(unittest.TestCase):
     """SIGTERM while more is queued than the exit timeout (1 s) lets run: DIN batched on one
