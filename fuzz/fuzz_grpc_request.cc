@@ -3,7 +3,8 @@
 // input, so a builder that allocated before checking them against the values carried would exceed
 // the RSS limit.
 // The bytes are also read as the server reads them (infer_request_wire.h), split into slices where
-// the first byte says: accepted exactly when protobuf accepts them, into the same message.
+// the first byte says: accepted exactly when protobuf accepts them, into the same message; and the
+// model they name is peeked at as the server does (PeekNamedModel).
 #include <google/protobuf/util/field_comparator.h>
 #include <google/protobuf/util/message_differencer.h>
 
@@ -31,6 +32,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string_view> pieces;
   for (size_t at = 0; at < size; at += stride)
     pieces.emplace_back(reinterpret_cast<const char*>(data) + at, std::min(stride, size - at));
+  // The peek the gRPC server chooses a call's thread by reads within the bytes, whatever they are.
+  if (auto named = PeekNamedModel({reinterpret_cast<const char*>(data), size})) {
+    if (named->name.data() < reinterpret_cast<const char*>(data) ||
+        named->name.data() + named->name.size() > reinterpret_cast<const char*>(data) + size) {
+      __builtin_trap();
+    }
+  }
   WireContents contents;
   auto read = ReadInferRequest(pieces, contents);
   if (read.ok() != parsed) __builtin_trap();
