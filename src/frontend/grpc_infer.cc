@@ -101,9 +101,8 @@ void GrpcInfer::Infer(grpc::ServerContext& ctx, const grpc::ByteBuffer& bytes, g
   infer_.InferAsync(
       q.model_name(), *v, received,
       [&](const Model&) -> StatusOr<ParsedRequest> {
-        RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed,
-                               InferRequestFromProto(q, contents, max_elements_, &shared_memory_,
-                                                     &regions->outputs, &regions->inputs));
+        RANKD_ASSIGN_OR_RETURN(ParsedRequest parsed, InferRequestFromProto(q, contents, max_elements_, &shared_memory_,
+                                                                           &regions->outputs, &regions->inputs));
         if (deadline != std::chrono::system_clock::time_point::max()) {
           auto left =
               std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::system_clock::now());
@@ -130,8 +129,7 @@ void GrpcInfer::Infer(grpc::ServerContext& ctx, const grpc::ByteBuffer& bytes, g
                                      [&](const SharedMemoryOutput& place) { return place.name == o.name; });
           if (region != regions->outputs.end()) {  // written there: described, with no raw contents entry
             (*t->mutable_parameters())["shared_memory_region"].set_string_param(region->region);
-            (*t->mutable_parameters())["shared_memory_byte_size"].set_int64_param(
-                static_cast<int64_t>(o.data.bytes()));
+            (*t->mutable_parameters())["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(o.data.bytes()));
             continue;
           }
           r.add_raw_output_contents(static_cast<const char*>(o.data.raw()), o.data.bytes());
