@@ -63,6 +63,15 @@ def din_proto(pb, body, model="din_batched"):
     return req
 
 
+def grpc_or_skip(test):
+    """The grpc module and the KServe stubs (pb, pb_grpc), or `test` skipped where they are not installed."""
+    stubs = grpc_stubs()
+    if stubs is None:
+        test.skipTest("python3-grpcio / python3-grpc-tools not installed")
+    import grpc
+    return (grpc,) + stubs
+
+
 class AsyncCoreTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -160,11 +169,7 @@ class AsyncCoreTest(unittest.TestCase):
         self.assertLess(executions, requests / 4, "requests did not queue together")
 
     def test_grpc_calls_from_one_thread_queue_together(self):
-        stubs = grpc_stubs()
-        if stubs is None:
-            self.skipTest("python3-grpcio / python3-grpc-tools not installed")
-        import grpc
-        pb, pb_grpc = stubs
+        grpc, pb, pb_grpc = grpc_or_skip(self)
         # The calls serialised first, then sent back to back while the blocker runs (serialising
         # each between sends, with no blocker, once spread them over 35 executions of 96 on a busy
         # 2-core CI machine).
@@ -189,11 +194,7 @@ class AsyncCoreTest(unittest.TestCase):
             self.merged(send, blockers=1)
 
     def test_a_thousand_grpc_calls_in_flight_add_no_threads(self):
-        stubs = grpc_stubs()
-        if stubs is None:
-            self.skipTest("python3-grpcio / python3-grpc-tools not installed")
-        import grpc
-        pb, pb_grpc = stubs
+        grpc, pb, pb_grpc = grpc_or_skip(self)
         rng = random.Random(7)
         small = []
         for k in range(1000):
@@ -291,11 +292,7 @@ class AsyncCoreTest(unittest.TestCase):
         # A call of at most 64 KiB for a model that batches is parsed and queued by the
         # completion-queue thread that took it, leaving the call queue's workers (rankd-call)
         # asleep; a model without batching runs its calls on a worker, each waking one.
-        stubs = grpc_stubs()
-        if stubs is None:
-            self.skipTest("python3-grpcio / python3-grpc-tools not installed")
-        import grpc
-        pb, pb_grpc = stubs
+        grpc, pb, pb_grpc = grpc_or_skip(self)
         with grpc.insecure_channel("127.0.0.1:%d" % self.server.grpc_port) as channel:
             stub = pb_grpc.GRPCInferenceServiceStub(channel)
             for model, on_workers in (("din_batched", False), ("din_alone", True)):
@@ -405,11 +402,7 @@ class OverloadTest(unittest.TestCase):
         self.fail("20 lone calls after the burst were all refused")
 
     def test_grpc_calls_past_the_queue_limit_are_refused_and_the_rest_score(self):
-        stubs = grpc_stubs()
-        if stubs is None:
-            self.skipTest("python3-grpcio / python3-grpc-tools not installed")
-        import grpc
-        pb, pb_grpc = stubs
+        grpc, pb, pb_grpc = grpc_or_skip(self)
         protos = [din_proto(pb, b) for b in self.bodies]
         for p in protos:
             p.model_name = "din"
@@ -564,11 +557,7 @@ class StandingQueueTest(unittest.TestCase):
         # thread that takes one parses it and queues it to the batcher, past the call queue (whose
         # bound here is long); while the queue stands the batcher refuses them, UNAVAILABLE "the
         # queue is behind", and the calls taken score as always.
-        stubs = grpc_stubs()
-        if stubs is None:
-            self.skipTest("python3-grpcio / python3-grpc-tools not installed")
-        import grpc
-        pb, pb_grpc = stubs
+        grpc, pb, pb_grpc = grpc_or_skip(self)
         rng = random.Random(56)
         bodies = [dict(random_din_request(rng, 768, 20), id="g%d" % k) for k in range(4)]
         want = scores_alone(self.server, bodies)

@@ -47,8 +47,7 @@ inline int64_t NumElements(const Shape& shape) {
   for (int64_t d : shape) n *= d;
   return n;
 }
-std::string ShapeToString(const Shape& shape);           // "[2, 3]"
-void AppendShape(std::string& out, const Shape& shape);  // the same, appended to `out`
+std::string ShapeToString(const Shape& shape);
 
 class Tensor {
  public:

@@ -1,7 +1,6 @@
 #include "rankd/tensor.h"
 
 #include <atomic>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 
@@ -71,19 +70,12 @@ HostAllocator* CurrentHostAllocator() { return host_allocator.load(); }
 uint64_t RequestTensorsOnHeap() { return request_tensors_on_heap.load(std::memory_order_relaxed); }
 
 std::string ShapeToString(const Shape& shape) {
-  std::string s;
-  AppendShape(s, shape);
-  return s;
-}
-
-void AppendShape(std::string& out, const Shape& shape) {
-  out += '[';
+  std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) out += ", ";
-    char digits[24];
-    out.append(digits, std::to_chars(digits, digits + sizeof(digits), shape[i]).ptr);
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
   }
-  out += ']';
+  return s + "]";
 }
 
 Tensor Tensor::Empty(DType dtype, Shape shape) {

@@ -2,7 +2,6 @@
 #include "compile/compiled_model.h"
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
 
 #include "compile/passes.h"
@@ -123,18 +122,18 @@ void CompiledModel::ClearPlans() {
 
 StatusOr<std::shared_ptr<const Plan>> CompiledModel::PlanFor(const std::vector<TensorMeta>& graph_inputs,
                                                              const std::vector<int64_t>& ragged_max_lengths) const {
-  // The key, as ShapeToString and DTypeName would write it, in one buffer (this runs every request).
+  // The key: each input's dtype, rank and dims, then the ragged lengths, as raw bytes in one
+  // buffer (this runs every request; no text is made, and the rank makes the layout unambiguous).
   std::string key;
-  key.reserve(32 * graph_inputs.size() + 8 * ragged_max_lengths.size());
+  auto append = [&key](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  key.reserve(sizeof(int64_t) * (8 * graph_inputs.size() + ragged_max_lengths.size() + 1));
   for (const TensorMeta& m : graph_inputs) {
-    AppendShape(key, m.shape);
-    key += DTypeName(m.dtype);
+    append(static_cast<int64_t>(m.dtype));
+    append(static_cast<int64_t>(m.shape.size()));
+    for (int64_t d : m.shape) append(d);
   }
-  for (int64_t len : ragged_max_lengths) {
-    key += 'r';
-    char digits[24];
-    key.append(digits, std::to_chars(digits, digits + sizeof(digits), len).ptr);
-  }
+  append(static_cast<int64_t>(ragged_max_lengths.size()));
+  for (int64_t len : ragged_max_lengths) append(len);
   {
     MutexLock lock(mu_);
     auto it = plans_.find(key);
