@@ -3,6 +3,9 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <iterator>
+#include <string_view>
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/indexing.cuh"
@@ -48,6 +51,7 @@ __device__ void Staged(int rows, int cols, Load load, Store store) {
 constexpr int kMma = 16;
 constexpr int kStrip = 16;  // positions per warp product
 constexpr int kStripsPerTile = static_cast<int>(kTileRows) / kStrip;
+constexpr int kMaxStripsPerItem = 2;  // strips a warp scores at once (ScoreStrips' S)
 constexpr int kMmaWarps = 4;
 constexpr int kChunk = 8;      // candidates scored at a time (their queries and partial sums in shared memory)
 constexpr int kMaxGroup = 32;  // candidates per block, in chunks: the weights and each user's tile loaded once
@@ -86,7 +90,7 @@ MmaLayout PlanMma(int dim, int width, const Layer* layers, int layer_count) {
   m.proj = take(4 * static_cast<int>(kTileRows) * m.ldp);
   m.mask = take(4 * static_cast<int>(kTileRows));
   m.queries = take(4 * kChunk * m.ldq);
-  m.scores = take(4 * kMmaWarps * kStrip);
+  m.scores = take(4 * kMmaWarps * kStrip * kMaxStripsPerItem);
   m.partial = take(4 * kChunk * kStripsPerTile * dim);
   m.cross = take(2 * m.width_p * m.ld0);
   int in_p = m.width_p;
@@ -168,11 +172,14 @@ struct StripShape {
 };
 using AnyShape = StripShape<0, 0, 0>;
 
-// Scores one strip of 16 positions (rows r0.. of the tile in shared memory) for a candidate with
-// query and query projection q, and writes the strip's mask-weighted sum of the keys to `pooled`.
-template <typename Shape>
-__device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float* q, int r0, int rows, float* scores,
-                           float* pooled) {
+// Scores S strips of 16 positions (rows r0.. of the tile in shared memory, 16 S of them) for a
+// candidate with query and query projection q, and writes their mask-weighted sum of the keys to
+// `pooled`. Each weight fragment is read from shared memory once for the S strips: the products
+// of one strip read all the MLP's weights (about 17 KB) for 16 positions, which left the kernel
+// bound by shared memory's bandwidth rather than by the tensor cores.
+template <typename Shape, int S>
+__device__ void ScoreStrips(const MmaParams& mp, const char* shared, const float* q, int r0, int rows, float* scores,
+                            float* pooled) {
   const Params& p = mp.p;
   const MmaLayout& m = mp.m;
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
@@ -180,20 +187,24 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
   const float* proj = reinterpret_cast<const float*>(shared + m.proj);
   const float* qp = q + m.dim_p;
   // The first layer: key_proj + query_proj + (query * keys) cross.
-  float acc[kMaxNTiles][4];
+  float acc[S][kMaxNTiles][4];
   int n_tiles = Shape::WidthTiles(m);
   const int k_tiles0 = Shape::DimTiles(m);
 #pragma unroll
   for (int j = 0; j < kMaxNTiles; ++j) {
     if (j < n_tiles) {
       const int c = 8 * j + 2 * t;
-      const float2 top = *reinterpret_cast<const float2*>(proj + (r0 + g) * m.ldp + c);
-      const float2 bottom = *reinterpret_cast<const float2*>(proj + (r0 + g + 8) * m.ldp + c);
       const float2 add = *reinterpret_cast<const float2*>(qp + c);
-      acc[j][0] = top.x + add.x;
-      acc[j][1] = top.y + add.y;
-      acc[j][2] = bottom.x + add.x;
-      acc[j][3] = bottom.y + add.y;
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        const int r = r0 + kStrip * s + g;
+        const float2 top = *reinterpret_cast<const float2*>(proj + r * m.ldp + c);
+        const float2 bottom = *reinterpret_cast<const float2*>(proj + (r + 8) * m.ldp + c);
+        acc[s][j][0] = top.x + add.x;
+        acc[s][j][1] = top.y + add.y;
+        acc[s][j][2] = bottom.x + add.x;
+        acc[s][j][3] = bottom.y + add.y;
+      }
     }
   }
   const auto* cross = reinterpret_cast<const __nv_bfloat16*>(shared + m.cross);
@@ -201,17 +212,26 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
   for (int kk = 0; kk < kMaxKTiles; ++kk) {
     if (kk < k_tiles0) {
       const int c = kMma * kk + 2 * t;
-      const float2* top = reinterpret_cast<const float2*>(keys + (r0 + g) * m.ldk + c);
-      const float2* bottom = reinterpret_cast<const float2*>(keys + (r0 + g + 8) * m.ldk + c);
       const float2 q0 = *reinterpret_cast<const float2*>(q + c), q8 = *reinterpret_cast<const float2*>(q + c + 8);
-      const float2 t0 = top[0], t8 = top[4], b0 = bottom[0], b8 = bottom[4];
-      const uint32_t a[4] = {Pack(t0.x * q0.x, t0.y * q0.y), Pack(b0.x * q0.x, b0.y * q0.y),
-                             Pack(t8.x * q8.x, t8.y * q8.y), Pack(b8.x * q8.x, b8.y * q8.y)};
+      uint32_t a[S][4];
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        const int r = r0 + kStrip * s + g;
+        const float2* top = reinterpret_cast<const float2*>(keys + r * m.ldk + c);
+        const float2* bottom = reinterpret_cast<const float2*>(keys + (r + 8) * m.ldk + c);
+        const float2 t0 = top[0], t8 = top[4], b0 = bottom[0], b8 = bottom[4];
+        a[s][0] = Pack(t0.x * q0.x, t0.y * q0.y);
+        a[s][1] = Pack(b0.x * q0.x, b0.y * q0.y);
+        a[s][2] = Pack(t8.x * q8.x, t8.y * q8.y);
+        a[s][3] = Pack(b8.x * q8.x, b8.y * q8.y);
+      }
 #pragma unroll
       for (int j = 0; j < kMaxNTiles; ++j) {
         if (j < n_tiles) {
           const __nv_bfloat16* b = cross + (8 * j + g) * m.ld0 + c;
-          Mma(acc[j], a, Load32(b), Load32(b + 8));
+          const uint32_t b0 = Load32(b), b1 = Load32(b + 8);
+#pragma unroll
+          for (int s = 0; s < S; ++s) Mma(acc[s][j], a[s], b0, b1);
         }
       }
     }
@@ -219,16 +239,19 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
   // The hidden layers, each from the previous one's accumulators.
   const int hidden = Shape::Hidden(p);
   for (int l = 0; l < hidden; ++l) {
-    uint32_t a[kMaxKTiles][4];
+    uint32_t a[S][kMaxKTiles][4];
 #pragma unroll
-    for (int kk = 0; kk < kMaxKTiles; ++kk) {
-      if (2 * kk < n_tiles) {
-        const float(&lo)[4] = acc[2 * kk];
-        const float(&hi)[4] = acc[2 * kk + 1];
-        a[kk][0] = Pack(Relu(lo[0]), Relu(lo[1]));
-        a[kk][1] = Pack(Relu(lo[2]), Relu(lo[3]));
-        a[kk][2] = Pack(Relu(hi[0]), Relu(hi[1]));
-        a[kk][3] = Pack(Relu(hi[2]), Relu(hi[3]));
+    for (int s = 0; s < S; ++s) {
+#pragma unroll
+      for (int kk = 0; kk < kMaxKTiles; ++kk) {
+        if (2 * kk < n_tiles) {
+          const float(&lo)[4] = acc[s][2 * kk];
+          const float(&hi)[4] = acc[s][2 * kk + 1];
+          a[s][kk][0] = Pack(Relu(lo[0]), Relu(lo[1]));
+          a[s][kk][1] = Pack(Relu(lo[2]), Relu(lo[3]));
+          a[s][kk][2] = Pack(Relu(hi[0]), Relu(hi[1]));
+          a[s][kk][3] = Pack(Relu(hi[2]), Relu(hi[3]));
+        }
       }
     }
     const int k_tiles = n_tiles / 2;
@@ -240,10 +263,13 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
     for (int j = 0; j < kMaxNTiles; ++j) {
       if (j < n_tiles) {
         const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * t);
-        acc[j][0] = b.x;
-        acc[j][1] = b.y;
-        acc[j][2] = b.x;
-        acc[j][3] = b.y;
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+          acc[s][j][0] = b.x;
+          acc[s][j][1] = b.y;
+          acc[s][j][2] = b.x;
+          acc[s][j][3] = b.y;
+        }
       }
     }
 #pragma unroll
@@ -253,7 +279,9 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
         for (int j = 0; j < kMaxNTiles; ++j) {
           if (j < n_tiles) {
             const __nv_bfloat16* b = weight + (8 * j + g) * ld + kMma * kk + 2 * t;
-            Mma(acc[j], a[kk], Load32(b), Load32(b + 8));
+            const uint32_t b0 = Load32(b), b1 = Load32(b + 8);
+#pragma unroll
+            for (int s = 0; s < S; ++s) Mma(acc[s][j], a[s][kk], b0, b1);
           }
         }
       }
@@ -261,40 +289,52 @@ __device__ void ScoreStrip(const MmaParams& mp, const char* shared, const float*
   }
   // The last layer's score per position, in fp32 from the fp32 accumulators.
   const float* last = reinterpret_cast<const float*>(shared + m.last);
-  float top = 0.0f, bottom = 0.0f;
+  float top[S], bottom[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) top[s] = bottom[s] = 0.0f;
 #pragma unroll
   for (int j = 0; j < kMaxNTiles; ++j) {
     if (j < n_tiles) {
       const float2 w = *reinterpret_cast<const float2*>(last + 8 * j + 2 * t);
-      top += Relu(acc[j][0]) * w.x + Relu(acc[j][1]) * w.y;
-      bottom += Relu(acc[j][2]) * w.x + Relu(acc[j][3]) * w.y;
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        top[s] += Relu(acc[s][j][0]) * w.x + Relu(acc[s][j][1]) * w.y;
+        bottom[s] += Relu(acc[s][j][2]) * w.x + Relu(acc[s][j][3]) * w.y;
+      }
     }
   }
-  for (int o = 1; o < 4; o *= 2) {
-    top += __shfl_xor_sync(0xffffffffu, top, o);
-    bottom += __shfl_xor_sync(0xffffffffu, bottom, o);
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    for (int o = 1; o < 4; o *= 2) {
+      top[s] += __shfl_xor_sync(0xffffffffu, top[s], o);
+      bottom[s] += __shfl_xor_sync(0xffffffffu, bottom[s], o);
+    }
   }
   const float* mask = reinterpret_cast<const float*>(shared + m.mask);
   if (t == 0) {
     const float b = mp.last_bias ? *mp.last_bias : 0.0f;
-    scores[g] = r0 + g < rows ? (top + b) * mask[r0 + g] : 0.0f;
-    scores[g + 8] = r0 + g + 8 < rows ? (bottom + b) * mask[r0 + g + 8] : 0.0f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      const int r = r0 + kStrip * s + g;
+      scores[kStrip * s + g] = r < rows ? (top[s] + b) * mask[r] : 0.0f;
+      scores[kStrip * s + g + 8] = r + 8 < rows ? (bottom[s] + b) * mask[r + 8] : 0.0f;
+    }
   }
   __syncwarp();
   for (int d = lane; d < p.dim; d += kWarp) {
     float sum = 0.0f;
 #pragma unroll
-    for (int r = 0; r < kStrip; ++r) sum += scores[r] * keys[(r0 + r) * m.ldk + d];
+    for (int r = 0; r < kStrip * S; ++r) sum += scores[r] * keys[(r0 + r) * m.ldk + d];
     pooled[d] = sum;
   }
-  __syncwarp();  // the scores are read before the warp's next strip writes them
+  __syncwarp();  // the scores are read before the warp's next strips write them
 }
 
 // A block per (group of consecutive candidates, tile): the weights converted into shared memory
 // once; then, kChunk candidates of one user at a time, that user's tile loaded when it is not the
 // one already there and every (candidate, strip) of the chunk scored by a warp; each candidate's
 // strips are added in order.
-template <typename Shape>
+template <typename Shape, int S>
 __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) {
   extern __shared__ float4 shared4[];
   char* shared = reinterpret_cast<char*>(shared4);
@@ -305,7 +345,7 @@ __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) 
   const int64_t end = min(first + mp.group, mp.candidates);
   const int64_t l0 = tile * kTileRows;
   const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
-  const int strips = (rows + kStrip - 1) / kStrip;
+  const int items = (rows + kStrip * S - 1) / (kStrip * S);  // a warp's S strips each
 
   LoadWeightT(reinterpret_cast<__nv_bfloat16*>(shared + m.cross), m.ld0, p.cross, p.dim, p.width, m.dim_p, m.width_p,
               mp.vec);
@@ -328,7 +368,7 @@ __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) 
   float* queries = reinterpret_cast<float*>(shared + m.queries);
   float* partial = reinterpret_cast<float*>(shared + m.partial);
   const int warp = threadIdx.x / kWarp;
-  float* scores = reinterpret_cast<float*>(shared + m.scores) + warp * kStrip;
+  float* scores = reinterpret_cast<float*>(shared + m.scores) + warp * kStrip * S;
   int64_t loaded = -1;  // the user whose tile is in shared memory
   for (int64_t n0 = first; n0 < end;) {
     const int64_t u = p.key_rows ? p.key_rows[n0] : n0;
@@ -358,15 +398,15 @@ __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) 
     LoadRows(queries, m.ldq, p.query + n0 * p.dim, count, p.dim, count, m.dim_p, mp.vec);
     LoadRows(queries + m.dim_p, m.ldq, p.query_proj + n0 * p.width, count, p.width, count, m.width_p, mp.vec);
     __syncthreads();
-    for (int item = warp; item < count * strips; item += kMmaWarps) {
-      const int c = item / strips, strip = item % strips;
-      ScoreStrip<Shape>(mp, shared, queries + c * m.ldq, strip * kStrip, rows, scores, partial + item * p.dim);
+    for (int item = warp; item < count * items; item += kMmaWarps) {
+      const int c = item / items, at = item % items;
+      ScoreStrips<Shape, S>(mp, shared, queries + c * m.ldq, at * kStrip * S, rows, scores, partial + item * p.dim);
     }
     __syncthreads();
     for (int i = threadIdx.x; i < count * p.dim; i += blockDim.x) {
       const int c = i / p.dim, d = i % p.dim;
       float sum = 0.0f;
-      for (int s = 0; s < strips; ++s) sum += partial[(c * strips + s) * p.dim + d];
+      for (int s = 0; s < items; ++s) sum += partial[(c * items + s) * p.dim + d];
       p.sums[((n0 + c) * p.tiles + tile) * p.dim + d] = sum;
     }
     n0 = n1;
@@ -374,27 +414,41 @@ __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) 
 }
 
 using MmaKernel = void (*)(MmaParams);
-// DIN's attention MLP (80, 40, 1) with embeddings up to 32, 48, 64 and 128 wide, then any shape.
-constexpr MmaKernel kMmaKernels[] = {MmaTileKernel<StripShape<2, 10, 6>>, MmaTileKernel<StripShape<3, 10, 6>>,
-                                     MmaTileKernel<StripShape<4, 10, 6>>, MmaTileKernel<StripShape<8, 10, 6>>,
-                                     MmaTileKernel<AnyShape>};
+// DIN's attention MLP (80, 40, 1) with embeddings up to 32, 48, 64 and 128 wide, one strip and two
+// strips a warp at once, then any shape (one strip: its runtime-sized fragments would not fit twice
+// in registers).
+template <int S>
+constexpr MmaKernel kDinKernels[] = {MmaTileKernel<StripShape<2, 10, 6>, S>, MmaTileKernel<StripShape<3, 10, 6>, S>,
+                                     MmaTileKernel<StripShape<4, 10, 6>, S>, MmaTileKernel<StripShape<8, 10, 6>, S>};
+constexpr MmaKernel kAnyShapeKernel = MmaTileKernel<AnyShape, 1>;
+
+// Strips a warp scores at once: one, unless RANKD_ATTN_STRIPS=2 (an experiment's switch, for its
+// A/B on a GPU: docs/log/benchmarks.md, "The served-load benchmark at d701731").
+int StripsPerItem() {
+  static const int strips = [] {
+    const char* v = std::getenv("RANKD_ATTN_STRIPS");
+    return v != nullptr && std::string_view(v) == "2" ? 2 : 1;
+  }();
+  return strips;
+}
 
 MmaKernel PickMmaKernel(const MmaLayout& m, int layer_count) {
   if (layer_count == 2 && m.width_p == 80 && m.out_p[0] == 48) {
+    const MmaKernel* kernels = StripsPerItem() == 2 ? kDinKernels<2> : kDinKernels<1>;
     switch (m.dim_p) {
       case 32:
-        return kMmaKernels[0];
+        return kernels[0];
       case 48:
-        return kMmaKernels[1];
+        return kernels[1];
       case 64:
-        return kMmaKernels[2];
+        return kernels[2];
       case 128:
-        return kMmaKernels[3];
+        return kernels[3];
       default:
         break;
     }
   }
-  return kMmaKernels[4];
+  return kAnyShapeKernel;
 }
 
 bool Aligned16(const void* at) { return reinterpret_cast<uintptr_t>(at) % 16 == 0; }
@@ -404,10 +458,15 @@ bool Aligned16(const void* at) { return reinterpret_cast<uintptr_t>(at) % 16 == 
 int MmaSharedBytes(const Params& p) { return PlanMma(p.dim, p.width, p.layers, p.layer_count).total; }
 
 cudaError_t AllowMmaSharedMemory(int bytes) {
-  for (MmaKernel kernel : kMmaKernels) {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (e != cudaSuccess) return e;
+  const auto allow = [bytes](MmaKernel kernel) {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  };
+  for (size_t i = 0; i < std::size(kDinKernels<1>); ++i) {
+    for (MmaKernel kernel : {kDinKernels<1>[i], kDinKernels<2>[i]}) {
+      if (cudaError_t e = allow(kernel); e != cudaSuccess) return e;
+    }
   }
+  if (cudaError_t e = allow(kAnyShapeKernel); e != cudaSuccess) return e;
   return cudaSuccess;
 }
 
