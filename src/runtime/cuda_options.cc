@@ -52,6 +52,9 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
   } else if (key == "staging_helpers") {
     RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 0, 64));
     o.staging_helpers = static_cast<int>(n);
+  } else if (key == "attention_strips") {
+    RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 1, 2));
+    o.attention_strips = static_cast<int>(n);
   } else if (key == "graph_lanes") {
     RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 1, 16));
     o.graph_lanes = static_cast<int>(n);
@@ -90,7 +93,7 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
         "--cuda: unknown setting '" + key +
         "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
         "copy_kernel_mb, late_gather, merged_gather, dependent_launches, gemm_tuning, gemm_log, split_k, "
-        "device_wait, poll_us, placed_ids_from or "
+        "attention_strips, device_wait, poll_us, placed_ids_from or "
         "staged_rows_mb)");
   }
   return Status::Ok();
@@ -119,6 +122,7 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::EnableGemmTuning(o.gemm_tuning);
   cuda::SetGemmLog(o.gemm_log);
   cuda::EnableSplitKGemm(o.split_k);
+  cuda::SetAttentionStrips(o.attention_strips);
   cuda::SetDeviceWait(o.device_wait == "spin"    ? cuda::DeviceWait::kSpin
                       : o.device_wait == "block" ? cuda::DeviceWait::kBlock
                       : o.device_wait == "nap"   ? cuda::DeviceWait::kNap
@@ -140,8 +144,9 @@ Status ApplyCudaOptions(const CudaOptions& o) {
                     o.graph_lanes == defaults.graph_lanes && o.copy_kernels &&
                     o.copy_kernel_mb == defaults.copy_kernel_mb && o.late_gather && o.merged_gather &&
                     o.dependent_launches && o.gemm_tuning && !o.gemm_log && o.split_k &&
-                    o.device_wait == defaults.device_wait && o.poll_us == defaults.poll_us &&
-                    o.placed_ids_from == defaults.placed_ids_from && o.staged_rows_mb == defaults.staged_rows_mb;
+                    o.attention_strips == defaults.attention_strips && o.device_wait == defaults.device_wait &&
+                    o.poll_us == defaults.poll_us && o.placed_ids_from == defaults.placed_ids_from &&
+                    o.staged_rows_mb == defaults.staged_rows_mb;
   return same ? Status::Ok() : InvalidArgument("--cuda: this build of rankd has no cuda backend");
 #endif
 }

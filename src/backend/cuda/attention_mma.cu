@@ -3,13 +3,12 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <iterator>
-#include <string_view>
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/indexing.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/settings.h"
 
 namespace rankd::cuda::attention {
 namespace {
@@ -422,19 +421,9 @@ constexpr MmaKernel kDinKernels[] = {MmaTileKernel<StripShape<2, 10, 6>, S>, Mma
                                      MmaTileKernel<StripShape<4, 10, 6>, S>, MmaTileKernel<StripShape<8, 10, 6>, S>};
 constexpr MmaKernel kAnyShapeKernel = MmaTileKernel<AnyShape, 1>;
 
-// Strips a warp scores at once: one, unless RANKD_ATTN_STRIPS=2 (an experiment's switch, for its
-// A/B on a GPU: docs/log/benchmarks.md, "The served-load benchmark at d701731").
-int StripsPerItem() {
-  static const int strips = [] {
-    const char* v = std::getenv("RANKD_ATTN_STRIPS");
-    return v != nullptr && std::string_view(v) == "2" ? 2 : 1;
-  }();
-  return strips;
-}
-
 MmaKernel PickMmaKernel(const MmaLayout& m, int layer_count) {
   if (layer_count == 2 && m.width_p == 80 && m.out_p[0] == 48) {
-    const MmaKernel* kernels = StripsPerItem() == 2 ? kDinKernels<2> : kDinKernels<1>;
+    const MmaKernel* kernels = AttentionStrips() == 2 ? kDinKernels<2> : kDinKernels<1>;
     switch (m.dim_p) {
       case 32:
         return kernels[0];

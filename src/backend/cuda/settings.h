@@ -23,6 +23,11 @@ bool GemmLog();
 Status SetPinnedPoolMb(int64_t mb);
 int64_t PinnedPoolMb();
 
+// The bf16 attention kernel's strips of 16 positions a warp scores with each weight fragment it
+// reads from shared memory (attention_mma.cu): 1 (the default) or 2.
+void SetAttentionStrips(int strips);
+int AttentionStrips();
+
 // A directory where generated kernels are kept across processes (runtime_compiler.h); empty (the
 // default) keeps them in memory only.
 void SetKernelCacheDir(const std::string& dir);
