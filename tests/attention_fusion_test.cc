@@ -1,8 +1,9 @@
 // DIN's attention unit fused into TargetAttention (FuseTargetAttention) and its kernels: random
 // attention graphs (dims, widths, hidden layers, mask or none, the first layer's Adds in any order,
 // hoisted or not) score the same fused as written on the CPU, and the CUDA kernels (fp32, and
-// bf16 on the tensor cores) as the CPU at lengths around their tile size; what must not fuse does not; a bad key row
-// fails that run only; the zoo DIN fuses and scores as PyTorch.
+// bf16 on the tensor cores, a warp scoring one strip of positions or two) as the CPU at lengths
+// around their tile size; what must not fuse does not; a bad key row fails that run only; the zoo
+// DIN fuses and scores as PyTorch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,10 @@
 #include "serving/model.h"
 #include "test_util.h"
 
+#if RANKD_HAVE_CUDA
+#include "backend/cuda/settings.h"
+#endif
+
 namespace rankd {
 namespace {
 
@@ -28,6 +33,21 @@ using testing::RandomF32;
 using testing::RunGraph;
 
 constexpr int64_t kProbeRows = 7, kProbeLength = 3;
+
+// Runs `check` with the bf16 kernel's warps scoring one strip of positions at a time and two
+// (`--cuda attention_strips`), then puts the default back.
+template <typename Check>
+void WithEachStripCount(Check check) {
+#if RANKD_HAVE_CUDA
+  for (int strips : {1, 2}) {
+    cuda::SetAttentionStrips(strips);
+    check(" strips " + std::to_string(strips));
+  }
+  cuda::SetAttentionStrips(1);
+#else
+  check(std::string());
+#endif
+}
 
 struct Spec {
   int64_t dim = 8, width = 12;
@@ -189,11 +209,13 @@ TEST(AttentionFusion, RandomUnitsScoreOnCudaAsOnTheCpu) {
       const int64_t rows = 1 + trial % 5, users = 1 + trial % 2;
       std::vector<Tensor> in = Inputs(s, rows, users, length, rng);
       // fp32 on the CUDA cores; bf16 on the tensor cores, its operands rounded to 8 bits of mantissa.
-      for (auto [precision, tolerance] : {std::pair{Precision::kFp32, 2e-5}, std::pair{Precision::kBf16, 3e-2}}) {
-        testing::ExpectSameOutputs(fused, fused, in, tolerance,
-                                   Describe(s) + " length " + std::to_string(length) + " " + PrecisionName(precision),
-                                   *cuda, precision);
-      }
+      testing::ExpectSameOutputs(fused, fused, in, 2e-5, Describe(s) + " length " + std::to_string(length) + " fp32",
+                                 *cuda, Precision::kFp32);
+      WithEachStripCount([&](const std::string& strips) {
+        testing::ExpectSameOutputs(fused, fused, in, 3e-2,
+                                   Describe(s) + " length " + std::to_string(length) + " bf16" + strips, *cuda,
+                                   Precision::kBf16);
+      });
     }
   }
 }
@@ -213,9 +235,11 @@ TEST(AttentionFusion, ManyCandidatesPerBlockScoreOnCudaAsOnTheCpu) {
     for (int64_t rows : {int64_t{1000}, int64_t{4000}}) {
       std::vector<Tensor> in = Inputs(s, rows, 5, 130, rng);
       if (sorted) std::sort(in[1].data<int64_t>(), in[1].data<int64_t>() + rows);
-      testing::ExpectSameOutputs(fused, fused, in, 3e-2,
-                                 "rows " + std::to_string(rows) + (sorted ? " sorted" : " mixed"), *cuda,
-                                 Precision::kBf16);
+      WithEachStripCount([&](const std::string& strips) {
+        testing::ExpectSameOutputs(fused, fused, in, 3e-2,
+                                   "rows " + std::to_string(rows) + (sorted ? " sorted" : " mixed") + strips, *cuda,
+                                   Precision::kBf16);
+      });
     }
   }
 }
