@@ -47,7 +47,7 @@ inline int64_t NumElements(const Shape& shape) {
   for (int64_t d : shape) n *= d;
   return n;
 }
-std::string ShapeToString(const Shape& shape);
+std::string ShapeToString(const Shape& shape);  // "[2, 3]"
 
 class Tensor {
  public:
