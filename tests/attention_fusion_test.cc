@@ -34,12 +34,13 @@ using testing::RunGraph;
 
 constexpr int64_t kProbeRows = 7, kProbeLength = 3;
 
-// Runs `check` with the bf16 kernel's warps scoring one strip of positions at a time and two
-// (`--cuda attention_strips`), then puts the default back.
+// Runs `check` with the bf16 kernel's warps scoring one strip of positions at a time, two, and
+// the block's four together in wgmma's products (`--cuda attention_strips`), then puts the
+// default back.
 template <typename Check>
 void WithEachStripCount(Check check) {
 #if RANKD_HAVE_CUDA
-  for (int strips : {1, 2}) {
+  for (int strips : {1, 2, 4}) {
     cuda::SetAttentionStrips(strips);
     check(" strips " + std::to_string(strips));
   }

@@ -33,6 +33,9 @@ TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   EXPECT_EQ(CudaOptions{}.poll_us, 10);
   EXPECT_EQ(o->attention_strips, 2);
   EXPECT_EQ(CudaOptions{}.attention_strips, 1);
+  auto wgmma = ParseCudaOptions({"attention_strips=4"});
+  ASSERT_TRUE(wgmma.ok()) << wgmma.status().ToString();
+  EXPECT_EQ(wgmma->attention_strips, 4);
   auto nap = ParseCudaOptions({"device_wait=nap"});
   ASSERT_TRUE(nap.ok()) << nap.status().ToString();
   EXPECT_EQ(nap->device_wait, "nap");
@@ -50,7 +53,7 @@ TEST(CudaOptions, RefusesWhatItCannotRead) {
         Case{"pinned_pool_mb=-1", "from 0"}, Case{"staging_helpers=65", "from 0 to 64"},
         Case{"copy_kernel_mb=1025", "from 0 to 1024"}, Case{"split_k=maybe", "expected on or off"},
         Case{"device_wait=poll", "expected spin, block, nap or poller"}, Case{"poll_us=0", "from 1 to 1000"},
-        Case{"attention_strips=3", "from 1 to 2"}, Case{"=on", "unknown setting ''"}}) {
+        Case{"attention_strips=3", "expected 1, 2 or 4"}, Case{"=on", "unknown setting ''"}}) {
     auto o = ParseCudaOptions({c.setting});
     ASSERT_FALSE(o.ok()) << c.setting;
     EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << c.setting;

@@ -53,8 +53,10 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
     RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 0, 64));
     o.staging_helpers = static_cast<int>(n);
   } else if (key == "attention_strips") {
-    RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 1, 2));
-    o.attention_strips = static_cast<int>(n);
+    if (value != "1" && value != "2" && value != "4") {
+      return InvalidArgument("--cuda attention_strips: expected 1, 2 or 4, got '" + value + "'");
+    }
+    o.attention_strips = value[0] - '0';
   } else if (key == "graph_lanes") {
     RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 1, 16));
     o.graph_lanes = static_cast<int>(n);

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "backend/cuda/attention.cuh"
+#include "backend/cuda/hopper.cuh"
 #include "backend/cuda/indexing.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/settings.h"
@@ -148,6 +149,16 @@ __device__ void LoadWeightT(__nv_bfloat16* dst, int ld, const float* src, int in
   }
 }
 
+// The same weight as wgmma's K-major core matrices (hopper.cuh, CoreDescriptor): element (c, k)
+// at byte ((c / 8) * (in_p / 8) + k / 8) * 128 + (c % 8) * 16 + (k % 8) * 2.
+__device__ void LoadWeightCore(__nv_bfloat16* dst, const float* src, int in, int out, int in_p, int out_p) {
+  Staged(
+      in_p, out_p, [&](int k, int c) { return At(src, in, out, k, c); },
+      [&](int k, int c, float v) {
+        dst[((c / 8) * (in_p / 8) + k / 8) * 64 + (c % 8) * 8 + k % 8] = __float2bfloat16_rn(v);
+      });
+}
+
 struct MmaParams {
   Params p;
   MmaLayout m;
@@ -176,9 +187,14 @@ using AnyShape = StripShape<0, 0, 0>;
 // `pooled`. Each weight fragment is read from shared memory once for the S strips: the products
 // of one strip read all the MLP's weights (about 17 KB) for 16 positions, which left the kernel
 // bound by shared memory's bandwidth rather than by the tensor cores.
-template <typename Shape, int S>
-__device__ void ScoreStrips(const MmaParams& mp, const char* shared, const float* q, int r0, int rows, float* scores,
-                            float* pooled) {
+// With kGroup (S = 1, DIN's shapes, sm_90a) the four warps of the block call it together, each
+// for its own strip (of any candidate), and their products are wgmma's of 64 rows, every weight
+// read from shared memory once for the four strips; a warp with nothing to score (!active) takes
+// part in the products and writes nothing.
+template <typename Shape, int S, bool kGroup>
+__device__ void ScoreStrips(const MmaParams& mp, const char* shared, const float* q, int r0, int rows, bool active,
+                            float* scores, float* pooled) {
+  static_assert(!kGroup || (S == 1 && Shape::kFixed), "wgmma products: one strip a warp, DIN's shapes");
   const Params& p = mp.p;
   const MmaLayout& m = mp.m;
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
@@ -207,30 +223,57 @@ __device__ void ScoreStrips(const MmaParams& mp, const char* shared, const float
     }
   }
   const auto* cross = reinterpret_cast<const __nv_bfloat16*>(shared + m.cross);
+  if constexpr (kGroup) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    uint32_t a[kMaxKTiles][4];
 #pragma unroll
-  for (int kk = 0; kk < kMaxKTiles; ++kk) {
-    if (kk < k_tiles0) {
-      const int c = kMma * kk + 2 * t;
-      const float2 q0 = *reinterpret_cast<const float2*>(q + c), q8 = *reinterpret_cast<const float2*>(q + c + 8);
-      uint32_t a[S][4];
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        const int r = r0 + kStrip * s + g;
+    for (int kk = 0; kk < kMaxKTiles; ++kk) {
+      if (kk < k_tiles0) {
+        const int c = kMma * kk + 2 * t, r = r0 + g;
+        const float2 q0 = *reinterpret_cast<const float2*>(q + c), q8 = *reinterpret_cast<const float2*>(q + c + 8);
         const float2* top = reinterpret_cast<const float2*>(keys + r * m.ldk + c);
         const float2* bottom = reinterpret_cast<const float2*>(keys + (r + 8) * m.ldk + c);
         const float2 t0 = top[0], t8 = top[4], b0 = bottom[0], b8 = bottom[4];
-        a[s][0] = Pack(t0.x * q0.x, t0.y * q0.y);
-        a[s][1] = Pack(b0.x * q0.x, b0.y * q0.y);
-        a[s][2] = Pack(t8.x * q8.x, t8.y * q8.y);
-        a[s][3] = Pack(b8.x * q8.x, b8.y * q8.y);
+        a[kk][0] = Pack(t0.x * q0.x, t0.y * q0.y);
+        a[kk][1] = Pack(b0.x * q0.x, b0.y * q0.y);
+        a[kk][2] = Pack(t8.x * q8.x, t8.y * q8.y);
+        a[kk][3] = Pack(b8.x * q8.x, b8.y * q8.y);
       }
+    }
+    WgmmaFence();
 #pragma unroll
-      for (int j = 0; j < kMaxNTiles; ++j) {
-        if (j < n_tiles) {
-          const __nv_bfloat16* b = cross + (8 * j + g) * m.ld0 + c;
-          const uint32_t b0 = Load32(b), b1 = Load32(b + 8);
+    for (int kk = 0; kk < kMaxKTiles; ++kk) {
+      if (kk < k_tiles0) WgmmaM64N80K16(acc[0], a[kk], CoreDescriptor(cross, kMma * kk, m.dim_p));
+    }
+    WgmmaCommit();
+    WgmmaWait<0>();
+#endif
+  } else {
 #pragma unroll
-          for (int s = 0; s < S; ++s) Mma(acc[s][j], a[s], b0, b1);
+    for (int kk = 0; kk < kMaxKTiles; ++kk) {
+      if (kk < k_tiles0) {
+        const int c = kMma * kk + 2 * t;
+        const float2 q0 = *reinterpret_cast<const float2*>(q + c), q8 = *reinterpret_cast<const float2*>(q + c + 8);
+        uint32_t a[S][4];
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+          const int r = r0 + kStrip * s + g;
+          const float2* top = reinterpret_cast<const float2*>(keys + r * m.ldk + c);
+          const float2* bottom = reinterpret_cast<const float2*>(keys + (r + 8) * m.ldk + c);
+          const float2 t0 = top[0], t8 = top[4], b0 = bottom[0], b8 = bottom[4];
+          a[s][0] = Pack(t0.x * q0.x, t0.y * q0.y);
+          a[s][1] = Pack(b0.x * q0.x, b0.y * q0.y);
+          a[s][2] = Pack(t8.x * q8.x, t8.y * q8.y);
+          a[s][3] = Pack(b8.x * q8.x, b8.y * q8.y);
+        }
+#pragma unroll
+        for (int j = 0; j < kMaxNTiles; ++j) {
+          if (j < n_tiles) {
+            const __nv_bfloat16* b = cross + (8 * j + g) * m.ld0 + c;
+            const uint32_t b0 = Load32(b), b1 = Load32(b + 8);
+#pragma unroll
+            for (int s = 0; s < S; ++s) Mma(acc[s][j], a[s], b0, b1);
+          }
         }
       }
     }
@@ -271,16 +314,28 @@ __device__ void ScoreStrips(const MmaParams& mp, const char* shared, const float
         }
       }
     }
+    if constexpr (kGroup) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+      WgmmaFence();
 #pragma unroll
-    for (int kk = 0; kk < kMaxKTiles; ++kk) {
-      if (kk < k_tiles) {
+      for (int kk = 0; kk < kMaxKTiles; ++kk) {
+        if (kk < k_tiles) WgmmaM64N48K16(acc[0], a[0][kk], CoreDescriptor(weight, kMma * kk, kMma * k_tiles));
+      }
+      WgmmaCommit();
+      WgmmaWait<0>();
+#endif
+    } else {
 #pragma unroll
-        for (int j = 0; j < kMaxNTiles; ++j) {
-          if (j < n_tiles) {
-            const __nv_bfloat16* b = weight + (8 * j + g) * ld + kMma * kk + 2 * t;
-            const uint32_t b0 = Load32(b), b1 = Load32(b + 8);
+      for (int kk = 0; kk < kMaxKTiles; ++kk) {
+        if (kk < k_tiles) {
 #pragma unroll
-            for (int s = 0; s < S; ++s) Mma(acc[s][j], a[s][kk], b0, b1);
+          for (int j = 0; j < kMaxNTiles; ++j) {
+            if (j < n_tiles) {
+              const __nv_bfloat16* b = weight + (8 * j + g) * ld + kMma * kk + 2 * t;
+              const uint32_t b0 = Load32(b), b1 = Load32(b + 8);
+#pragma unroll
+              for (int s = 0; s < S; ++s) Mma(acc[s][j], a[s][kk], b0, b1);
+            }
           }
         }
       }
@@ -310,6 +365,7 @@ __device__ void ScoreStrips(const MmaParams& mp, const char* shared, const float
     }
   }
   const float* mask = reinterpret_cast<const float*>(shared + m.mask);
+  if (!active) return;
   if (t == 0) {
     const float b = mp.last_bias ? *mp.last_bias : 0.0f;
 #pragma unroll
@@ -332,8 +388,9 @@ __device__ void ScoreStrips(const MmaParams& mp, const char* shared, const float
 // A block per (group of consecutive candidates, tile): the weights converted into shared memory
 // once; then, kChunk candidates of one user at a time, that user's tile loaded when it is not the
 // one already there and every (candidate, strip) of the chunk scored by a warp; each candidate's
-// strips are added in order.
-template <typename Shape, int S>
+// strips are added in order. With kGroup the weights are wgmma's core matrices and the warps
+// score their strips together (ScoreStrips).
+template <typename Shape, int S, bool kGroup>
 __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) {
   extern __shared__ float4 shared4[];
   char* shared = reinterpret_cast<char*>(shared4);
@@ -346,12 +403,18 @@ __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) 
   const int rows = static_cast<int>(p.length - l0 < kTileRows ? p.length - l0 : kTileRows);
   const int items = (rows + kStrip * S - 1) / (kStrip * S);  // a warp's S strips each
 
-  LoadWeightT(reinterpret_cast<__nv_bfloat16*>(shared + m.cross), m.ld0, p.cross, p.dim, p.width, m.dim_p, m.width_p,
-              mp.vec);
+  const auto load_weight = [&](int offset, int ld, const float* src, int in, int out, int in_p, int out_p) {
+    auto* dst = reinterpret_cast<__nv_bfloat16*>(shared + offset);
+    if constexpr (kGroup) {
+      LoadWeightCore(dst, src, in, out, in_p, out_p);
+    } else {
+      LoadWeightT(dst, ld, src, in, out, in_p, out_p, mp.vec);
+    }
+  };
+  load_weight(m.cross, m.ld0, p.cross, p.dim, p.width, m.dim_p, m.width_p);
   for (int l = 0, in = p.width, in_p = m.width_p; l + 1 < p.layer_count; in = p.layers[l].out, in_p = m.out_p[l], ++l) {
     const Layer& layer = p.layers[l];
-    LoadWeightT(reinterpret_cast<__nv_bfloat16*>(shared + m.hidden[l]), m.hidden_ld[l], layer.weight, in, layer.out,
-                in_p, m.out_p[l], mp.vec);
+    load_weight(m.hidden[l], m.hidden_ld[l], layer.weight, in, layer.out, in_p, m.out_p[l]);
     float* bias = reinterpret_cast<float*>(shared + m.bias[l]);
     for (int c = threadIdx.x; c < m.out_p[l]; c += blockDim.x)
       bias[c] = layer.bias && c < layer.out ? layer.bias[c] : 0.0f;
@@ -397,9 +460,20 @@ __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) 
     LoadRows(queries, m.ldq, p.query + n0 * p.dim, count, p.dim, count, m.dim_p, mp.vec);
     LoadRows(queries + m.dim_p, m.ldq, p.query_proj + n0 * p.width, count, p.width, count, m.width_p, mp.vec);
     __syncthreads();
-    for (int item = warp; item < count * items; item += kMmaWarps) {
-      const int c = item / items, at = item % items;
-      ScoreStrips<Shape, S>(mp, shared, queries + c * m.ldq, at * kStrip * S, rows, scores, partial + item * p.dim);
+    if constexpr (kGroup) {  // every warp in each product, an item or none
+      for (int first_item = 0; first_item < count * items; first_item += kMmaWarps) {
+        const int item = first_item + warp;
+        const bool active = item < count * items;
+        const int c = active ? item / items : 0, at = active ? item % items : 0;
+        ScoreStrips<Shape, 1, true>(mp, shared, queries + c * m.ldq, at * kStrip, rows, active, scores,
+                                    partial + item * p.dim);
+      }
+    } else {
+      for (int item = warp; item < count * items; item += kMmaWarps) {
+        const int c = item / items, at = item % items;
+        ScoreStrips<Shape, S, false>(mp, shared, queries + c * m.ldq, at * kStrip * S, rows, true, scores,
+                                     partial + item * p.dim);
+      }
     }
     __syncthreads();
     for (int i = threadIdx.x; i < count * p.dim; i += blockDim.x) {
@@ -414,16 +488,20 @@ __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) 
 
 using MmaKernel = void (*)(MmaParams);
 // DIN's attention MLP (80, 40, 1) with embeddings up to 32, 48, 64 and 128 wide, one strip and two
-// strips a warp at once, then any shape (one strip: its runtime-sized fragments would not fit twice
-// in registers).
+// strips a warp at once and (sm_90a) one a warp in wgmma's products of the block's four strips
+// (S = 4 below), then any shape (one strip: its runtime-sized fragments would not fit twice in
+// registers).
 template <int S>
-constexpr MmaKernel kDinKernels[] = {MmaTileKernel<StripShape<2, 10, 6>, S>, MmaTileKernel<StripShape<3, 10, 6>, S>,
-                                     MmaTileKernel<StripShape<4, 10, 6>, S>, MmaTileKernel<StripShape<8, 10, 6>, S>};
-constexpr MmaKernel kAnyShapeKernel = MmaTileKernel<AnyShape, 1>;
+constexpr MmaKernel kDinKernels[] = {MmaTileKernel<StripShape<2, 10, 6>, S == 4 ? 1 : S, S == 4>,
+                                     MmaTileKernel<StripShape<3, 10, 6>, S == 4 ? 1 : S, S == 4>,
+                                     MmaTileKernel<StripShape<4, 10, 6>, S == 4 ? 1 : S, S == 4>,
+                                     MmaTileKernel<StripShape<8, 10, 6>, S == 4 ? 1 : S, S == 4>};
+constexpr MmaKernel kAnyShapeKernel = MmaTileKernel<AnyShape, 1, false>;
 
 MmaKernel PickMmaKernel(const MmaLayout& m, int layer_count) {
   if (layer_count == 2 && m.width_p == 80 && m.out_p[0] == 48) {
-    const MmaKernel* kernels = AttentionStrips() == 2 ? kDinKernels<2> : kDinKernels<1>;
+    const int strips = AttentionStrips() == 4 && HopperSmCount() == 0 ? 1 : AttentionStrips();
+    const MmaKernel* kernels = strips == 4 ? kDinKernels<4> : strips == 2 ? kDinKernels<2> : kDinKernels<1>;
     switch (m.dim_p) {
       case 32:
         return kernels[0];
@@ -451,7 +529,7 @@ cudaError_t AllowMmaSharedMemory(int bytes) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   };
   for (size_t i = 0; i < std::size(kDinKernels<1>); ++i) {
-    for (MmaKernel kernel : {kDinKernels<1>[i], kDinKernels<2>[i]}) {
+    for (MmaKernel kernel : {kDinKernels<1>[i], kDinKernels<2>[i], kDinKernels<4>[i]}) {
       if (cudaError_t e = allow(kernel); e != cudaSuccess) return e;
     }
   }

@@ -86,6 +86,49 @@ __device__ __forceinline__ void WgmmaM64N128K16(float* d, uint64_t a, uint64_t b
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
+// A K-major [N, K] bf16 operand in shared memory as core matrices without swizzling: element
+// (n, k) at byte ((n / 8) * (K / 8) + k / 8) * 128 + (n % 8) * 16 + (k % 8) * 2, each core
+// matrix's 8 rows of 8 in 128 contiguous bytes; the descriptor of its 16 columns from k0 (a
+// multiple of 16): core matrices adjacent in K 128 bytes apart (the leading offset), in N 16 K
+// bytes (the stride offset).
+__device__ __forceinline__ uint64_t CoreDescriptor(const void* matrix, int k0, int k_total) {
+  const uint64_t address = SmemAddress(matrix) + k0 / 8 * 128;
+  return ((address & 0x3FFFF) >> 4) | (uint64_t{128 >> 4} << 16) | (uint64_t(k_total / 8 * 128 >> 4) << 32);
+}
+
+// d (a warp's 16 rows of a 64 x N fp32 product: the first N / 8 of its mma.sync C fragments, mma.cuh) += A (64 x 16,
+// from registers: each warp's 16 rows as an mma.sync A fragment) times B (16 x N, K-major core
+// matrices in shared memory, CoreDescriptor).
+template <int J>
+__device__ __forceinline__ void WgmmaM64N80K16(float (&d)[J][4], const uint32_t (&a)[4], uint64_t b) {
+  static_assert(J >= 10);
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
+      "%35, %36, %37, %38, %39}, {%40, %41, %42, %43}, %44, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+        "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+template <int J>
+__device__ __forceinline__ void WgmmaM64N48K16(float (&d)[J][4], const uint32_t (&a)[4], uint64_t b) {
+  static_assert(J >= 6);
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, {%24, %25, %26, %27}, %28, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
 // One stage of a consumer warpgroup's products: waits until the stage's pieces have landed
 // (`full` at `parity`), then acc[r] += rows 64·r to 64·r + 63 of A's piece at `a` times W's piece at
 // `w` (both K-major, 128-byte swizzled, 64 wide in k: four m64n128k16 products), the first

@@ -24,7 +24,9 @@ bool DependentLaunches() { return dependent_launches.load(std::memory_order_rela
 void SetGemmLog(bool on) { gemm_log.store(on, std::memory_order_relaxed); }
 bool GemmLog() { return gemm_log.load(std::memory_order_relaxed); }
 
-void SetAttentionStrips(int strips) { attention_strips.store(strips == 2 ? 2 : 1, std::memory_order_relaxed); }
+void SetAttentionStrips(int strips) {
+  attention_strips.store(strips == 2 || strips == 4 ? strips : 1, std::memory_order_relaxed);
+}
 int AttentionStrips() { return attention_strips.load(std::memory_order_relaxed); }
 
 Status SetPinnedPoolMb(int64_t mb) {
