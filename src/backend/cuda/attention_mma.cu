@@ -181,20 +181,59 @@ struct StripShape {
   __device__ static int OutTiles(const MmaLayout& m, int l) { return kFixed ? NT1 : m.out_p[l] / 8; }
 };
 using AnyShape = StripShape<0, 0, 0>;
+// A fixed shape's tile counts as constants (the wgmma products').
+template <typename Shape>
+struct Tiles;
+template <int KT0, int NT0, int NT1>
+struct Tiles<StripShape<KT0, NT0, NT1>> {
+  static constexpr int kDim = KT0, kWidth = NT0, kOut = NT1;
+};
+
+// The end of a warp's S strips, from each lane's partial scores of its rows g and g + 8 of every
+// strip (the last layer's dot product over its columns): the scores, masked, into `scores`, and
+// their weighted sum of the keys into `pooled`.
+template <int S>
+__device__ void FinishStrips(const MmaParams& mp, const char* shared, float (&top)[S], float (&bottom)[S], int r0,
+                             int rows, float* scores, float* pooled) {
+  const Params& p = mp.p;
+  const MmaLayout& m = mp.m;
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const float* keys = reinterpret_cast<const float*>(shared + m.keys);
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    for (int o = 1; o < 4; o *= 2) {
+      top[s] += __shfl_xor_sync(0xffffffffu, top[s], o);
+      bottom[s] += __shfl_xor_sync(0xffffffffu, bottom[s], o);
+    }
+  }
+  const float* mask = reinterpret_cast<const float*>(shared + m.mask);
+  if (t == 0) {
+    const float b = mp.last_bias ? *mp.last_bias : 0.0f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      const int r = r0 + kStrip * s + g;
+      scores[kStrip * s + g] = r < rows ? (top[s] + b) * mask[r] : 0.0f;
+      scores[kStrip * s + g + 8] = r + 8 < rows ? (bottom[s] + b) * mask[r + 8] : 0.0f;
+    }
+  }
+  __syncwarp();
+  for (int d = lane; d < p.dim; d += kWarp) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kStrip * S; ++r) sum += scores[r] * keys[(r0 + r) * m.ldk + d];
+    pooled[d] = sum;
+  }
+  __syncwarp();  // the scores are read before the warp's next strips write them
+}
 
 // Scores S strips of 16 positions (rows r0.. of the tile in shared memory, 16 S of them) for a
 // candidate with query and query projection q, and writes their mask-weighted sum of the keys to
 // `pooled`. Each weight fragment is read from shared memory once for the S strips: the products
 // of one strip read all the MLP's weights (about 17 KB) for 16 positions, which left the kernel
 // bound by shared memory's bandwidth rather than by the tensor cores.
-// With kGroup (S = 1, DIN's shapes, sm_90a) the four warps of the block call it together, each
-// for its own strip (of any candidate), and their products are wgmma's of 64 rows, every weight
-// read from shared memory once for the four strips; a warp with nothing to score (!active) takes
-// part in the products and writes nothing.
-template <typename Shape, int S, bool kGroup>
-__device__ void ScoreStrips(const MmaParams& mp, const char* shared, const float* q, int r0, int rows, bool active,
-                            float* scores, float* pooled) {
-  static_assert(!kGroup || (S == 1 && Shape::kFixed), "wgmma products: one strip a warp, DIN's shapes");
+template <typename Shape, int S>
+__device__ void ScoreStrips(const MmaParams& mp, const char* shared, const float* q, int r0, int rows, float* scores,
+                            float* pooled) {
   const Params& p = mp.p;
   const MmaLayout& m = mp.m;
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
@@ -223,57 +262,30 @@ __device__ void ScoreStrips(const MmaParams& mp, const char* shared, const float
     }
   }
   const auto* cross = reinterpret_cast<const __nv_bfloat16*>(shared + m.cross);
-  if constexpr (kGroup) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    uint32_t a[kMaxKTiles][4];
 #pragma unroll
-    for (int kk = 0; kk < kMaxKTiles; ++kk) {
-      if (kk < k_tiles0) {
-        const int c = kMma * kk + 2 * t, r = r0 + g;
-        const float2 q0 = *reinterpret_cast<const float2*>(q + c), q8 = *reinterpret_cast<const float2*>(q + c + 8);
+  for (int kk = 0; kk < kMaxKTiles; ++kk) {
+    if (kk < k_tiles0) {
+      const int c = kMma * kk + 2 * t;
+      const float2 q0 = *reinterpret_cast<const float2*>(q + c), q8 = *reinterpret_cast<const float2*>(q + c + 8);
+      uint32_t a[S][4];
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        const int r = r0 + kStrip * s + g;
         const float2* top = reinterpret_cast<const float2*>(keys + r * m.ldk + c);
         const float2* bottom = reinterpret_cast<const float2*>(keys + (r + 8) * m.ldk + c);
         const float2 t0 = top[0], t8 = top[4], b0 = bottom[0], b8 = bottom[4];
-        a[kk][0] = Pack(t0.x * q0.x, t0.y * q0.y);
-        a[kk][1] = Pack(b0.x * q0.x, b0.y * q0.y);
-        a[kk][2] = Pack(t8.x * q8.x, t8.y * q8.y);
-        a[kk][3] = Pack(b8.x * q8.x, b8.y * q8.y);
+        a[s][0] = Pack(t0.x * q0.x, t0.y * q0.y);
+        a[s][1] = Pack(b0.x * q0.x, b0.y * q0.y);
+        a[s][2] = Pack(t8.x * q8.x, t8.y * q8.y);
+        a[s][3] = Pack(b8.x * q8.x, b8.y * q8.y);
       }
-    }
-    WgmmaFence();
 #pragma unroll
-    for (int kk = 0; kk < kMaxKTiles; ++kk) {
-      if (kk < k_tiles0) WgmmaM64N80K16(acc[0], a[kk], CoreDescriptor(cross, kMma * kk, m.dim_p));
-    }
-    WgmmaCommit();
-    WgmmaWait<0>();
-#endif
-  } else {
+      for (int j = 0; j < kMaxNTiles; ++j) {
+        if (j < n_tiles) {
+          const __nv_bfloat16* b = cross + (8 * j + g) * m.ld0 + c;
+          const uint32_t b0 = Load32(b), b1 = Load32(b + 8);
 #pragma unroll
-    for (int kk = 0; kk < kMaxKTiles; ++kk) {
-      if (kk < k_tiles0) {
-        const int c = kMma * kk + 2 * t;
-        const float2 q0 = *reinterpret_cast<const float2*>(q + c), q8 = *reinterpret_cast<const float2*>(q + c + 8);
-        uint32_t a[S][4];
-#pragma unroll
-        for (int s = 0; s < S; ++s) {
-          const int r = r0 + kStrip * s + g;
-          const float2* top = reinterpret_cast<const float2*>(keys + r * m.ldk + c);
-          const float2* bottom = reinterpret_cast<const float2*>(keys + (r + 8) * m.ldk + c);
-          const float2 t0 = top[0], t8 = top[4], b0 = bottom[0], b8 = bottom[4];
-          a[s][0] = Pack(t0.x * q0.x, t0.y * q0.y);
-          a[s][1] = Pack(b0.x * q0.x, b0.y * q0.y);
-          a[s][2] = Pack(t8.x * q8.x, t8.y * q8.y);
-          a[s][3] = Pack(b8.x * q8.x, b8.y * q8.y);
-        }
-#pragma unroll
-        for (int j = 0; j < kMaxNTiles; ++j) {
-          if (j < n_tiles) {
-            const __nv_bfloat16* b = cross + (8 * j + g) * m.ld0 + c;
-            const uint32_t b0 = Load32(b), b1 = Load32(b + 8);
-#pragma unroll
-            for (int s = 0; s < S; ++s) Mma(acc[s][j], a[s], b0, b1);
-          }
+          for (int s = 0; s < S; ++s) Mma(acc[s][j], a[s], b0, b1);
         }
       }
     }
@@ -314,28 +326,16 @@ __device__ void ScoreStrips(const MmaParams& mp, const char* shared, const float
         }
       }
     }
-    if constexpr (kGroup) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-      WgmmaFence();
 #pragma unroll
-      for (int kk = 0; kk < kMaxKTiles; ++kk) {
-        if (kk < k_tiles) WgmmaM64N48K16(acc[0], a[0][kk], CoreDescriptor(weight, kMma * kk, kMma * k_tiles));
-      }
-      WgmmaCommit();
-      WgmmaWait<0>();
-#endif
-    } else {
+    for (int kk = 0; kk < kMaxKTiles; ++kk) {
+      if (kk < k_tiles) {
 #pragma unroll
-      for (int kk = 0; kk < kMaxKTiles; ++kk) {
-        if (kk < k_tiles) {
+        for (int j = 0; j < kMaxNTiles; ++j) {
+          if (j < n_tiles) {
+            const __nv_bfloat16* b = weight + (8 * j + g) * ld + kMma * kk + 2 * t;
+            const uint32_t b0 = Load32(b), b1 = Load32(b + 8);
 #pragma unroll
-          for (int j = 0; j < kMaxNTiles; ++j) {
-            if (j < n_tiles) {
-              const __nv_bfloat16* b = weight + (8 * j + g) * ld + kMma * kk + 2 * t;
-              const uint32_t b0 = Load32(b), b1 = Load32(b + 8);
-#pragma unroll
-              for (int s = 0; s < S; ++s) Mma(acc[s][j], a[s][kk], b0, b1);
-            }
+            for (int s = 0; s < S; ++s) Mma(acc[s][j], a[s][kk], b0, b1);
           }
         }
       }
@@ -357,32 +357,114 @@ __device__ void ScoreStrips(const MmaParams& mp, const char* shared, const float
       }
     }
   }
+  FinishStrips<S>(mp, shared, top, bottom, r0, rows, scores, pooled);
+}
+
+// A warp's strip as wgmma's products read it (ScoreGroupStrip): the fp32 keys of its rows g and
+// g + 8 at the A fragment's columns (2t, 2t + 1, 2t + 8, 2t + 9 of each k-tile; top row first) and
+// their projections at the C fragments' (mma.cuh).
+template <typename Shape>
+struct StripOperands {
+  float keys[Tiles<Shape>::kDim][8];
+  float proj[Tiles<Shape>::kWidth][4];
+};
+
+template <typename Shape>
+__device__ void LoadStrip(const MmaLayout& m, const char* shared, int r0, StripOperands<Shape>& o) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4, r = r0 + g;
+  const float* keys = reinterpret_cast<const float*>(shared + m.keys);
+  const float* proj = reinterpret_cast<const float*>(shared + m.proj);
 #pragma unroll
-  for (int s = 0; s < S; ++s) {
-    for (int o = 1; o < 4; o *= 2) {
-      top[s] += __shfl_xor_sync(0xffffffffu, top[s], o);
-      bottom[s] += __shfl_xor_sync(0xffffffffu, bottom[s], o);
-    }
+  for (int kk = 0; kk < Tiles<Shape>::kDim; ++kk) {
+    const int c = kMma * kk + 2 * t;
+    const float2 t0 = *reinterpret_cast<const float2*>(keys + r * m.ldk + c);
+    const float2 t8 = *reinterpret_cast<const float2*>(keys + r * m.ldk + c + 8);
+    const float2 b0 = *reinterpret_cast<const float2*>(keys + (r + 8) * m.ldk + c);
+    const float2 b8 = *reinterpret_cast<const float2*>(keys + (r + 8) * m.ldk + c + 8);
+    o.keys[kk][0] = t0.x, o.keys[kk][1] = t0.y, o.keys[kk][2] = t8.x, o.keys[kk][3] = t8.y;
+    o.keys[kk][4] = b0.x, o.keys[kk][5] = b0.y, o.keys[kk][6] = b8.x, o.keys[kk][7] = b8.y;
   }
-  const float* mask = reinterpret_cast<const float*>(shared + m.mask);
-  if (!active) return;
-  if (t == 0) {
-    const float b = mp.last_bias ? *mp.last_bias : 0.0f;
 #pragma unroll
-    for (int s = 0; s < S; ++s) {
-      const int r = r0 + kStrip * s + g;
-      scores[kStrip * s + g] = r < rows ? (top[s] + b) * mask[r] : 0.0f;
-      scores[kStrip * s + g + 8] = r + 8 < rows ? (bottom[s] + b) * mask[r + 8] : 0.0f;
-    }
+  for (int j = 0; j < Tiles<Shape>::kWidth; ++j) {
+    const int c = 8 * j + 2 * t;
+    const float2 top = *reinterpret_cast<const float2*>(proj + r * m.ldp + c);
+    const float2 bottom = *reinterpret_cast<const float2*>(proj + (r + 8) * m.ldp + c);
+    o.proj[j][0] = top.x, o.proj[j][1] = top.y, o.proj[j][2] = bottom.x, o.proj[j][3] = bottom.y;
   }
-  __syncwarp();
-  for (int d = lane; d < p.dim; d += kWarp) {
-    float sum = 0.0f;
+}
+
+// ScoreStrips for DIN's shapes on sm_90a, one strip a warp, with the block's four warps calling it
+// together, each for its own strip (of any candidate) held in `o`: their products are wgmma's of
+// 64 rows, every weight read from shared memory once for the four strips (a warp's own products
+// read them once for 16 rows). A warp with nothing to score (!active) takes part in the products
+// and writes nothing.
+template <typename Shape>
+__device__ void ScoreGroupStrip(const MmaParams& mp, const char* shared, const StripOperands<Shape>& o, const float* q,
+                                int r0, int rows, bool active, float* scores, float* pooled) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const MmaLayout& m = mp.m;
+  const int t = threadIdx.x % kWarp % 4;
+  constexpr int kKTiles = Tiles<Shape>::kDim, kNTiles = Tiles<Shape>::kWidth, kOutTiles = Tiles<Shape>::kOut;
+  // The first layer: key_proj + query_proj + (query * keys) cross.
+  float acc[kNTiles][4];
+  const float* qp = q + m.dim_p;
 #pragma unroll
-    for (int r = 0; r < kStrip * S; ++r) sum += scores[r] * keys[(r0 + r) * m.ldk + d];
-    pooled[d] = sum;
+  for (int j = 0; j < kNTiles; ++j) {
+    const float2 add = *reinterpret_cast<const float2*>(qp + 8 * j + 2 * t);
+    acc[j][0] = o.proj[j][0] + add.x;
+    acc[j][1] = o.proj[j][1] + add.y;
+    acc[j][2] = o.proj[j][2] + add.x;
+    acc[j][3] = o.proj[j][3] + add.y;
   }
-  __syncwarp();  // the scores are read before the warp's next strips write them
+  uint32_t a[kKTiles][4];
+#pragma unroll
+  for (int kk = 0; kk < kKTiles; ++kk) {
+    const int c = kMma * kk + 2 * t;
+    const float2 q0 = *reinterpret_cast<const float2*>(q + c), q8 = *reinterpret_cast<const float2*>(q + c + 8);
+    a[kk][0] = Pack(o.keys[kk][0] * q0.x, o.keys[kk][1] * q0.y);
+    a[kk][1] = Pack(o.keys[kk][4] * q0.x, o.keys[kk][5] * q0.y);
+    a[kk][2] = Pack(o.keys[kk][2] * q8.x, o.keys[kk][3] * q8.y);
+    a[kk][3] = Pack(o.keys[kk][6] * q8.x, o.keys[kk][7] * q8.y);
+  }
+  const auto* cross = reinterpret_cast<const __nv_bfloat16*>(shared + m.cross);
+  WgmmaFence();
+#pragma unroll
+  for (int kk = 0; kk < kKTiles; ++kk) WgmmaM64N80K16(acc, a[kk], CoreDescriptor(cross, kMma * kk, m.dim_p));
+  WgmmaCommit();
+  WgmmaWait<0>();
+  // The hidden layer.
+  uint32_t h[kNTiles / 2][4];
+#pragma unroll
+  for (int kk = 0; kk < kNTiles / 2; ++kk) {
+    h[kk][0] = Pack(Relu(acc[2 * kk][0]), Relu(acc[2 * kk][1]));
+    h[kk][1] = Pack(Relu(acc[2 * kk][2]), Relu(acc[2 * kk][3]));
+    h[kk][2] = Pack(Relu(acc[2 * kk + 1][0]), Relu(acc[2 * kk + 1][1]));
+    h[kk][3] = Pack(Relu(acc[2 * kk + 1][2]), Relu(acc[2 * kk + 1][3]));
+  }
+  float out[kOutTiles][4];
+  const float* bias = reinterpret_cast<const float*>(shared + m.bias[0]);
+#pragma unroll
+  for (int j = 0; j < kOutTiles; ++j) {
+    const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * t);
+    out[j][0] = b.x, out[j][1] = b.y, out[j][2] = b.x, out[j][3] = b.y;
+  }
+  const auto* weight = reinterpret_cast<const __nv_bfloat16*>(shared + m.hidden[0]);
+  WgmmaFence();
+#pragma unroll
+  for (int kk = 0; kk < kNTiles / 2; ++kk) WgmmaM64N48K16(out, h[kk], CoreDescriptor(weight, kMma * kk, 8 * kNTiles));
+  WgmmaCommit();
+  WgmmaWait<0>();
+  // The last layer's score per position.
+  const float* last = reinterpret_cast<const float*>(shared + m.last);
+  float top[1] = {0.0f}, bottom[1] = {0.0f};
+#pragma unroll
+  for (int j = 0; j < kOutTiles; ++j) {
+    const float2 w = *reinterpret_cast<const float2*>(last + 8 * j + 2 * t);
+    top[0] += Relu(out[j][0]) * w.x + Relu(out[j][1]) * w.y;
+    bottom[0] += Relu(out[j][2]) * w.x + Relu(out[j][3]) * w.y;
+  }
+  if (active) FinishStrips<1>(mp, shared, top, bottom, r0, rows, scores, pooled);
+#endif
 }
 
 // A block per (group of consecutive candidates, tile): the weights converted into shared memory
@@ -460,19 +542,29 @@ __global__ void __launch_bounds__(kMmaWarps* kWarp) MmaTileKernel(MmaParams mp) 
     LoadRows(queries, m.ldq, p.query + n0 * p.dim, count, p.dim, count, m.dim_p, mp.vec);
     LoadRows(queries + m.dim_p, m.ldq, p.query_proj + n0 * p.width, count, p.width, count, m.width_p, mp.vec);
     __syncthreads();
-    if constexpr (kGroup) {  // every warp in each product, an item or none
-      for (int first_item = 0; first_item < count * items; first_item += kMmaWarps) {
-        const int item = first_item + warp;
-        const bool active = item < count * items;
-        const int c = active ? item / items : 0, at = active ? item % items : 0;
-        ScoreStrips<Shape, 1, true>(mp, shared, queries + c * m.ldq, at * kStrip, rows, active, scores,
-                                    partial + item * p.dim);
+    if constexpr (kGroup) {      // every warp in each product, with a strip or none
+      if (items == kMmaWarps) {  // a whole tile: warp w scores strip w of each candidate, its operands loaded once
+        StripOperands<Shape> o;
+        LoadStrip(m, shared, warp * kStrip, o);
+        for (int c = 0; c < count; ++c) {
+          ScoreGroupStrip(mp, shared, o, queries + c * m.ldq, warp * kStrip, rows, true, scores,
+                          partial + (c * items + warp) * p.dim);
+        }
+      } else {
+        for (int first_item = 0; first_item < count * items; first_item += kMmaWarps) {
+          const int item = first_item + warp;
+          const bool active = item < count * items;
+          const int c = active ? item / items : 0, at = active ? item % items : 0;
+          StripOperands<Shape> o;
+          LoadStrip(m, shared, at * kStrip, o);
+          ScoreGroupStrip(mp, shared, o, queries + c * m.ldq, at * kStrip, rows, active, scores,
+                          partial + item * p.dim);
+        }
       }
     } else {
       for (int item = warp; item < count * items; item += kMmaWarps) {
         const int c = item / items, at = item % items;
-        ScoreStrips<Shape, S, false>(mp, shared, queries + c * m.ldq, at * kStrip * S, rows, true, scores,
-                                     partial + item * p.dim);
+        ScoreStrips<Shape, S>(mp, shared, queries + c * m.ldq, at * kStrip * S, rows, scores, partial + item * p.dim);
       }
     }
     __syncthreads();
