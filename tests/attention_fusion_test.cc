@@ -20,6 +20,7 @@
 
 #if RANKD_HAVE_CUDA
 #include "backend/cuda/settings.h"
+#include "runtime/cuda_options.h"
 #endif
 
 namespace rankd {
@@ -44,7 +45,7 @@ void WithEachStripCount(Check check) {
     cuda::SetAttentionStrips(strips);
     check(" strips " + std::to_string(strips));
   }
-  cuda::SetAttentionStrips(1);
+  cuda::SetAttentionStrips(CudaOptions{}.attention_strips);
 #else
   check(std::string());
 #endif

@@ -32,10 +32,10 @@ TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   EXPECT_EQ(o->poll_us, 4);
   EXPECT_EQ(CudaOptions{}.poll_us, 10);
   EXPECT_EQ(o->attention_strips, 2);
-  EXPECT_EQ(CudaOptions{}.attention_strips, 1);
-  auto wgmma = ParseCudaOptions({"attention_strips=4"});
-  ASSERT_TRUE(wgmma.ok()) << wgmma.status().ToString();
-  EXPECT_EQ(wgmma->attention_strips, 4);
+  EXPECT_EQ(CudaOptions{}.attention_strips, 4);
+  auto one = ParseCudaOptions({"attention_strips=1"});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->attention_strips, 1);
   auto nap = ParseCudaOptions({"device_wait=nap"});
   ASSERT_TRUE(nap.ok()) << nap.status().ToString();
   EXPECT_EQ(nap->device_wait, "nap");

@@ -24,7 +24,7 @@ struct CudaOptions {
   bool gemm_tuning = true;             // cuBLASLt's candidates timed once per product shape
   bool gemm_log = false;               // a stderr line per tuned product shape
   bool split_k = true;                 // rankd's split-K product kernel where it won
-  int attention_strips = 1;            // 16-position strips read each weight of the bf16 attention kernel (1, 2, 4)
+  int attention_strips = 4;            // 16-position strips read each weight of the bf16 attention kernel (1, 2, 4)
   std::string device_wait = "poller";  // how a run's thread waits for the device: spin, block, nap or poller
   int poll_us = 10;                    // device_wait=poller: microseconds between a GPU's poller's rounds
   int64_t placed_ids_from = 262144;    // runs with this many cached tables' ids have them placed by the host; -1: none

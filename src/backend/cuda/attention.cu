@@ -10,7 +10,8 @@
 // - bf16 on the tensor cores (attention_mma.cu; bf16 operands as every bf16 product here has,
 //   fp32 accumulators, epilogues and sums): a block per (group of candidates, tile) with every
 //   weight resident in shared memory; a warp takes 16 positions of one candidate through the
-//   whole MLP with the activations in registers.
+//   whole MLP with the activations in registers (on sm_90a, DIN's shapes, the block's four warps
+//   in wgmma's products of 64 positions).
 #include <algorithm>
 
 #include "backend/cuda/attention.cuh"

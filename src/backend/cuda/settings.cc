@@ -11,7 +11,7 @@ namespace {
 
 std::atomic<bool> dependent_launches{true};
 std::atomic<bool> gemm_log{false};
-std::atomic<int> attention_strips{1};
+std::atomic<int> attention_strips{4};
 std::atomic<int64_t> pinned_pool_mb{2048};
 Mutex kernel_cache_mu;
 std::string kernel_cache_dir RANKD_GUARDED_BY(kernel_cache_mu);
@@ -25,7 +25,7 @@ void SetGemmLog(bool on) { gemm_log.store(on, std::memory_order_relaxed); }
 bool GemmLog() { return gemm_log.load(std::memory_order_relaxed); }
 
 void SetAttentionStrips(int strips) {
-  attention_strips.store(strips == 2 || strips == 4 ? strips : 1, std::memory_order_relaxed);
+  attention_strips.store(strips == 1 || strips == 2 ? strips : 4, std::memory_order_relaxed);
 }
 int AttentionStrips() { return attention_strips.load(std::memory_order_relaxed); }
 

@@ -24,7 +24,7 @@ Status SetPinnedPoolMb(int64_t mb);
 int64_t PinnedPoolMb();
 
 // The bf16 attention kernel's strips of 16 positions scored with each weight fragment read from
-// shared memory (attention_mma.cu): 1 (the default) or 2, a warp's, or 4, the block's four warps'
+// shared memory (attention_mma.cu): 1 or 2, a warp's, or 4 (the default), the block's four warps'
 // in wgmma's products (sm_90a; 1 elsewhere).
 void SetAttentionStrips(int strips);
 int AttentionStrips();
