@@ -112,7 +112,8 @@ __device__ inline float4 QuadAt(const float* src, int rows, int cols, int r, int
 
 // dst[r * ld + c] = r < rows && c < cols ? src[r * cols + c] : 0 for r < rows_p and c < cols_p;
 // with vec, cols and cols_p are multiples of 4 and src and dst on 16 bytes.
-__device__ inline void LoadRows(float* dst, int ld, const float* src, int rows, int cols, int rows_p, int cols_p, bool vec) {
+__device__ inline void LoadRows(float* dst, int ld, const float* src, int rows, int cols, int rows_p, int cols_p,
+                                bool vec) {
   if (vec) {
     Staged(
         rows_p, cols_p / 4, [&](int r, int q) { return QuadAt(src, rows, cols, r, q); },
@@ -126,7 +127,7 @@ __device__ inline void LoadRows(float* dst, int ld, const float* src, int rows, 
 
 // dst[c * ld + k] = bf16(src[k * out + c]) for k < in_p and c < out_p, zeros past in and out.
 __device__ inline void LoadWeightT(__nv_bfloat16* dst, int ld, const float* src, int in, int out, int in_p, int out_p,
-                            bool vec) {
+                                   bool vec) {
   if (vec) {
     Staged(
         in_p, out_p / 4, [&](int k, int q) { return QuadAt(src, in, out, k, q); },
