@@ -96,9 +96,9 @@ __device__ __forceinline__ uint64_t CoreDescriptor(const void* matrix, int k0, i
   return ((address & 0x3FFFF) >> 4) | (uint64_t{128 >> 4} << 16) | (uint64_t(k_total / 8 * 128 >> 4) << 32);
 }
 
-// d (a warp's 16 rows of a 64 x N fp32 product: the first N / 8 of its mma.sync C fragments, mma.cuh) += A (64 x 16,
-// from registers: each warp's 16 rows as an mma.sync A fragment) times B (16 x N, K-major core
-// matrices in shared memory, CoreDescriptor).
+// d (a warp's 16 rows of a 64 x N fp32 product: the first N / 8 of its mma.sync C fragments,
+// mma.cuh) += A (64 x 16, from registers: each warp's 16 rows as an mma.sync A fragment) times B
+// (16 x N, K-major core matrices in shared memory, CoreDescriptor).
 template <int J>
 __device__ __forceinline__ void WgmmaM64N80K16(float (&d)[J][4], const uint32_t (&a)[4], uint64_t b) {
   static_assert(J >= 10);
