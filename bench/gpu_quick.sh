@@ -37,7 +37,9 @@
 #      batched W1 and W2 of step 8 at LOAD_W1_RATES and LOAD_W2_RATES, p99 targets 10 and 5 ms
 #      (LOAD_W1_BUCKETS_TO=4096: W1's with the ladder its 35,000 to 40,000/s in-process were
 #      measured with, bench/load_bench.py's buckets_to, instead of the default ladder); LOAD_ARGS: more
-#      `bench load` flags, e.g. "--cuda attention_strips=2".
+#      `bench load` flags, e.g. "--cuda attention_strips=2"; LOAD_BATCHING: `bench load --batching`
+#      values, each workload run with each in turn ("config,off": merged, then one request an
+#      execution, what merging pays at saturation; "config" by default).
 #  10. with SPLIT_S, W2 with its behaviour sequences sent as delimited strings against the same requests
 #      as ids (bench/split_requests.py, then bench/string_cost.py: the engine and served over HTTP
 #      binary, gRPC raw and typed at SPLIT_RATE requests/s, server on cores 0-7), into steps.log.
@@ -183,17 +185,21 @@ fi
 if ((${LOAD_S:-0})); then
   step "load in-process"
   deadline=$((SECONDS + LOAD_S))
+  LOAD_BATCHING=${LOAD_BATCHING:-config}
   w1=dlrm_dcnv2_full_batched
   if [[ -n ${LOAD_W1_BUCKETS_TO:-} ]]; then
     w1=$(cd bench && python3 -c "import load_bench as l; print(l.bucketed_copy('out/load_repo', '$w1', $LOAD_W1_BUCKETS_TO))")
   fi
   for w in "dlrm_dcnv2 $w1 ${LOAD_W1_RATES:-5000,10000,20000,40000} 10" "din din_full_batched ${LOAD_W2_RATES:-5000,10000,20000} 5"; do
     read -r name model rates target <<<"$w"
-    # shellcheck disable=SC2086 # LOAD_ARGS is a list of flags
-    taskset -c 0-7 timeout $((deadline - SECONDS)) .bundle/run rankd bench load --backend cuda \
-      --model-repo bench/out/load_repo --model "$model" --requests "bench/out/load_${name}_full.jsonl" \
-      --rates "$rates" --seconds 5 --p99-target-ms "$target" ${LOAD_ARGS:-} --json "$raw/load_$name.json" 2>&1 |
-      grep -E "^rate|highest|warning|rankd" | tee -a "$out/steps.log"
+    for batching in ${LOAD_BATCHING//,/ }; do
+      echo "$model, batching $batching" | tee -a "$out/steps.log"
+      # shellcheck disable=SC2086 # LOAD_ARGS is a list of flags
+      taskset -c 0-7 timeout $((deadline - SECONDS)) .bundle/run rankd bench load --backend cuda \
+        --model-repo bench/out/load_repo --model "$model" --requests "bench/out/load_${name}_full.jsonl" \
+        --batching "$batching" --rates "$rates" --seconds 5 --p99-target-ms "$target" ${LOAD_ARGS:-} \
+        --json "$raw/load_${name}_$batching.json" 2>&1 | grep -E "^rate|highest|warning|rankd" | tee -a "$out/steps.log"
+    done
   done
 fi
 if ((${SPLIT_S:-0})); then
