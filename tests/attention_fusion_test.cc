@@ -1,9 +1,9 @@
 // DIN's attention unit fused into TargetAttention (FuseTargetAttention) and its kernels: random
 // attention graphs (dims, widths, hidden layers, mask or none, the first layer's Adds in any order,
-// hoisted or not) score the same fused as written on the CPU, and the CUDA kernels (fp32, and
-// bf16 on the tensor cores, a warp scoring one strip of positions or two) as the CPU at lengths
-// around their tile size; what must not fuse does not; a bad key row fails that run only; the zoo
-// DIN fuses and scores as PyTorch.
+// hoisted or not) score the same fused as written on the CPU, and the CUDA kernels (fp32, and bf16
+// on the tensor cores: a warp scoring one strip of positions or two, or the block's four warps
+// theirs together on wgmma) as the CPU at lengths around their tile size; what must not fuse does
+// not; a bad key row fails that run only; the zoo DIN fuses and scores as PyTorch.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -134,17 +134,18 @@ using MmaKernel = void (*)(MmaParams);
 // strips a warp at once and (sm_90a) one a warp in wgmma's products of the block's four strips
 // (S = 4 below), then any shape (one strip: its runtime-sized fragments would not fit twice in
 // registers).
+template <int KT0, int S>
+constexpr MmaKernel kDinKernel = MmaTileKernel<StripShape<KT0, 10, 6>, S == 4 ? 1 : S, S == 4>;
 template <int S>
-constexpr MmaKernel kDinKernels[] = {MmaTileKernel<StripShape<2, 10, 6>, S == 4 ? 1 : S, S == 4>,
-                                     MmaTileKernel<StripShape<3, 10, 6>, S == 4 ? 1 : S, S == 4>,
-                                     MmaTileKernel<StripShape<4, 10, 6>, S == 4 ? 1 : S, S == 4>,
-                                     MmaTileKernel<StripShape<8, 10, 6>, S == 4 ? 1 : S, S == 4>};
+constexpr MmaKernel kDinKernels[] = {kDinKernel<2, S>, kDinKernel<3, S>, kDinKernel<4, S>, kDinKernel<8, S>};
 constexpr MmaKernel kAnyShapeKernel = MmaTileKernel<AnyShape, 1, false>;
 
 MmaKernel PickMmaKernel(const MmaLayout& m, int layer_count) {
   if (layer_count == 2 && m.width_p == 80 && m.out_p[0] == 48) {
-    const int strips = AttentionStrips() == 4 && HopperSmCount() == 0 ? 1 : AttentionStrips();
-    const MmaKernel* kernels = strips == 4 ? kDinKernels<4> : strips == 2 ? kDinKernels<2> : kDinKernels<1>;
+    const int strips = AttentionStrips();
+    const MmaKernel* kernels = strips == 4 && HopperSmCount() > 0 ? kDinKernels<4>
+                               : strips == 2                      ? kDinKernels<2>
+                                                                  : kDinKernels<1>;
     switch (m.dim_p) {
       case 32:
         return kernels[0];
