@@ -3,13 +3,16 @@
 // copy, for tables of several sizes, held in 4 KiB pages (cudaHostAlloc) or in transparent huge
 // pages (madvise, then cudaHostRegister). Built by scripts/gpu_bundle.sh as .bundle/host_reads:
 //
-//   .bundle/host_reads [--gib 1,12,48] [--row-bytes 256] [--rows 4194304] [--pages small,huge]
+//   .bundle/host_reads [--gib 1,12,48] [--row-bytes 256] [--rows 4194304[,N...]] [--pages small,huge]
+//                      [--order random[,sorted]] [--unroll 1,4]
 //
 // prints one JSON line per case: bytes of rows read per second of kernel time (uniform random rows,
-// so none is read twice from the GPU's L2), and the copy's rate.
+// so none is read twice from the GPU's L2; `sorted`: the same rows in ascending order, as a batch's
+// misses would be read once sorted by address), and the copy's rate.
 #include <cuda_runtime.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -77,11 +80,88 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+// What one case of rows read: `rows` (on the device at `rows_d`) of `table` read in place by a kernel
+// with each unroll, then gathered by the host's cores into a page-locked buffer and copied over.
+struct Case {
+  int64_t gib;
+  std::string pages, order;
+  double made_s;
+};
+
+void ReadCase(const uint8_t* table, const uint4* table_d, const std::vector<int64_t>& rows, const int64_t* rows_d,
+              int64_t row_bytes, const std::vector<int64_t>& unrolls, int blocks, int threads, uint4* out_d,
+              double copy_gb_s, const Case& c) {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const int lanes = static_cast<int>(row_bytes / 16);
+  cudaEvent_t begin, end;
+  CHECK(cudaEventCreate(&begin));
+  CHECK(cudaEventCreate(&end));
+  for (int64_t unroll : unrolls) {
+    float best = 1e30f;
+    for (int rep = 0; rep < 3; ++rep) {
+      CHECK(cudaEventRecord(begin));
+      if (unroll == 1)
+        ReadRows<1><<<blocks, threads>>>(table_d, rows_d, n, lanes, out_d);
+      else
+        ReadRows<4><<<blocks, threads>>>(table_d, rows_d, n, lanes, out_d);
+      CHECK(cudaGetLastError());
+      CHECK(cudaEventRecord(end));
+      CHECK(cudaEventSynchronize(end));
+      float ms = 0;
+      CHECK(cudaEventElapsedTime(&ms, begin, end));
+      best = std::min(best, ms);
+    }
+    const double gb_s = static_cast<double>(n * row_bytes) / 1e9 / (best / 1e3);
+    std::printf(
+        "{\"case\": \"%s rows\", \"table_gib\": %lld, \"pages\": \"%s\", \"row_bytes\": %lld, \"rows\": %lld, "
+        "\"unroll\": %d, \"kernel_ms\": %.3f, \"gb_s\": %.2f, \"of_copy\": %.3f, \"made_s\": %.1f}\n",
+        c.order.c_str(), static_cast<long long>(c.gib), c.pages.c_str(), static_cast<long long>(row_bytes),
+        static_cast<long long>(n), unroll == 1 ? 1 : 4, best, gb_s, gb_s / copy_gb_s, c.made_s);
+    std::fflush(stdout);
+  }
+  CHECK(cudaEventDestroy(begin));
+  CHECK(cudaEventDestroy(end));
+  // The host's cores gather the same rows into a page-locked buffer, then one copy moves them.
+  const size_t gathered_bytes = static_cast<size_t>(n * row_bytes);
+  uint8_t* staging = nullptr;
+  void* staging_d = nullptr;
+  CHECK(cudaHostAlloc(reinterpret_cast<void**>(&staging), gathered_bytes, cudaHostAllocDefault));
+  CHECK(cudaMalloc(&staging_d, gathered_bytes));
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  double best_gather = 1e30, best_total = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto began = std::chrono::steady_clock::now();
+    std::vector<std::thread> gatherers;
+    for (unsigned k = 0; k < cores; ++k) {
+      gatherers.emplace_back([&, k] {
+        for (int64_t i = n / cores * k, e = k + 1 == cores ? n : n / cores * (k + 1); i < e; ++i) {
+          std::memcpy(staging + i * row_bytes, table + rows[static_cast<size_t>(i)] * row_bytes,
+                      static_cast<size_t>(row_bytes));
+        }
+      });
+    }
+    for (std::thread& t : gatherers) t.join();
+    const double gather_s = Seconds(began);
+    CHECK(cudaMemcpy(staging_d, staging, gathered_bytes, cudaMemcpyHostToDevice));
+    best_gather = std::min(best_gather, gather_s);
+    best_total = std::min(best_total, Seconds(began));
+  }
+  const double gb = static_cast<double>(gathered_bytes) / 1e9;
+  std::printf(
+      "{\"case\": \"host gather + copy\", \"order\": \"%s\", \"table_gib\": %lld, \"pages\": \"%s\", "
+      "\"rows\": %lld, \"cores\": %u, \"gather_gb_s\": %.2f, \"gather_and_copy_gb_s\": %.2f}\n",
+      c.order.c_str(), static_cast<long long>(c.gib), c.pages.c_str(), static_cast<long long>(n), cores,
+      gb / best_gather, gb / best_total);
+  std::fflush(stdout);
+  CHECK(cudaFreeHost(staging));
+  CHECK(cudaFree(staging_d));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string gib = "1,12,48", pages = "small,huge";
-  int64_t row_bytes = 256, n = 4 << 20;
+  std::string gib = "1,12,48", pages = "small,huge", counts = "4194304", orders = "random", unrolls = "1,4";
+  int64_t row_bytes = 256;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--gib")
@@ -89,16 +169,21 @@ int main(int argc, char** argv) {
     else if (flag == "--row-bytes")
       row_bytes = std::stoll(value);
     else if (flag == "--rows")
-      n = std::stoll(value);
+      counts = value;
+    else if (flag == "--order")
+      orders = value;
+    else if (flag == "--unroll")
+      unrolls = value;
     else if (flag == "--pages")
       pages = value;
     else
       return std::fprintf(stderr, "unknown flag %s\n", flag.c_str()), 2;
   }
-  const int lanes = static_cast<int>(row_bytes / 16);
+  int64_t most = 0;
+  for (int64_t c : List(counts)) most = std::max(most, c);
   int64_t* rows_d = nullptr;
   uint4* out_d = nullptr;
-  CHECK(cudaMalloc(&rows_d, static_cast<size_t>(n) * sizeof(int64_t)));
+  CHECK(cudaMalloc(&rows_d, static_cast<size_t>(most) * sizeof(int64_t)));
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int threads = 256, blocks = sms * 8;
@@ -130,15 +215,13 @@ int main(int argc, char** argv) {
 
   std::mt19937_64 rng(1);
   std::stringstream page_list(pages);
-  std::vector<std::string> kinds;
+  std::vector<std::string> kinds, order_list;
   for (std::string k; std::getline(page_list, k, ',');) kinds.push_back(k);
+  std::stringstream order_words(orders);
+  for (std::string k; std::getline(order_words, k, ',');) order_list.push_back(k);
   for (int64_t g : List(gib)) {
     const size_t bytes = static_cast<size_t>(g) << 30;
     const int64_t table_rows = static_cast<int64_t>(bytes) / row_bytes;
-    std::vector<int64_t> rows(static_cast<size_t>(n));
-    std::uniform_int_distribution<int64_t> pick(0, table_rows - 1);
-    for (int64_t& r : rows) r = pick(rng);
-    CHECK(cudaMemcpy(rows_d, rows.data(), rows.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
     for (const std::string& kind : kinds) {
       const auto made = std::chrono::steady_clock::now();
       uint8_t* table = nullptr;
@@ -156,62 +239,16 @@ int main(int argc, char** argv) {
       const double made_s = Seconds(made);
       uint4* table_d = nullptr;
       CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&table_d), table, 0));
-      for (int unroll : {1, 4}) {
-        float best = 1e30f;
-        for (int rep = 0; rep < 3; ++rep) {
-          CHECK(cudaEventRecord(begin));
-          if (unroll == 1)
-            ReadRows<1><<<blocks, threads>>>(table_d, rows_d, n, lanes, out_d);
-          else
-            ReadRows<4><<<blocks, threads>>>(table_d, rows_d, n, lanes, out_d);
-          CHECK(cudaGetLastError());
-          CHECK(cudaEventRecord(end));
-          CHECK(cudaEventSynchronize(end));
-          float ms = 0;
-          CHECK(cudaEventElapsedTime(&ms, begin, end));
-          best = std::min(best, ms);
+      for (const int64_t n : List(counts)) {
+        std::vector<int64_t> rows(static_cast<size_t>(n));
+        std::uniform_int_distribution<int64_t> pick(0, table_rows - 1);
+        for (int64_t& r : rows) r = pick(rng);
+        for (const std::string& order : order_list) {
+          if (order == "sorted") std::sort(rows.begin(), rows.end());
+          CHECK(cudaMemcpy(rows_d, rows.data(), rows.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
+          ReadCase(table, table_d, rows, rows_d, row_bytes, List(unrolls), blocks, threads, out_d, copy_gb_s,
+                   {g, kind, order, made_s});
         }
-        const double gb_s = static_cast<double>(n * row_bytes) / 1e9 / (best / 1e3);
-        std::printf(
-            "{\"case\": \"random rows\", \"table_gib\": %lld, \"pages\": \"%s\", \"row_bytes\": %lld, \"rows\": %lld, "
-            "\"unroll\": %d, \"kernel_ms\": %.3f, \"gb_s\": %.2f, \"of_copy\": %.3f, \"made_s\": %.1f}\n",
-            static_cast<long long>(g), kind.c_str(), static_cast<long long>(row_bytes), static_cast<long long>(n),
-            unroll, best, gb_s, gb_s / copy_gb_s, made_s);
-        std::fflush(stdout);
-      }
-      {  // the host's cores gather the same rows into a page-locked buffer, then one copy moves them
-        const size_t gathered_bytes = static_cast<size_t>(n * row_bytes);
-        uint8_t* staging = nullptr;
-        void* staging_d = nullptr;
-        CHECK(cudaHostAlloc(reinterpret_cast<void**>(&staging), gathered_bytes, cudaHostAllocDefault));
-        CHECK(cudaMalloc(&staging_d, gathered_bytes));
-        const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-        double best_gather = 1e30, best_total = 1e30;
-        for (int rep = 0; rep < 3; ++rep) {
-          const auto began = std::chrono::steady_clock::now();
-          std::vector<std::thread> gatherers;
-          for (unsigned c = 0; c < cores; ++c) {
-            gatherers.emplace_back([&, c] {
-              for (int64_t i = n / cores * c, e = c + 1 == cores ? n : n / cores * (c + 1); i < e; ++i) {
-                std::memcpy(staging + i * row_bytes, table + rows[static_cast<size_t>(i)] * row_bytes,
-                            static_cast<size_t>(row_bytes));
-              }
-            });
-          }
-          for (std::thread& t : gatherers) t.join();
-          const double gather_s = Seconds(began);
-          CHECK(cudaMemcpy(staging_d, staging, gathered_bytes, cudaMemcpyHostToDevice));
-          best_gather = std::min(best_gather, gather_s);
-          best_total = std::min(best_total, Seconds(began));
-        }
-        const double gb = static_cast<double>(gathered_bytes) / 1e9;
-        std::printf(
-            "{\"case\": \"host gather + copy\", \"table_gib\": %lld, \"pages\": \"%s\", \"cores\": %u, "
-            "\"gather_gb_s\": %.2f, \"gather_and_copy_gb_s\": %.2f}\n",
-            static_cast<long long>(g), kind.c_str(), cores, gb / best_gather, gb / best_total);
-        std::fflush(stdout);
-        CHECK(cudaFreeHost(staging));
-        CHECK(cudaFree(staging_d));
       }
       if (kind == "small") {
         CHECK(cudaFreeHost(table));
