@@ -4,13 +4,17 @@
 // pages (madvise, then cudaHostRegister). Built by scripts/gpu_bundle.sh as .bundle/host_reads:
 //
 //   .bundle/host_reads [--gib 1,12,48] [--row-bytes 256] [--rows 4194304[,N...]] [--pages small,huge]
-//                      [--order random[,sorted]] [--unroll 1,4]
+//                      [--order random[,sorted][,device-sorted]] [--unroll 1,4]
 //
 // prints one JSON line per case: bytes of rows read per second of kernel time (uniform random rows,
 // so none is read twice from the GPU's L2; `sorted`: the same rows in ascending order, as a batch's
-// misses would be read once sorted by address), and the copy's rate.
+// misses would be read once sorted by address; `device-sorted`: the rows given in random order,
+// sorted on the device by CUB's radix sort with their places, then read: the sort's time counted),
+// and the copy's rate.
 #include <cuda_runtime.h>
 #include <sys/mman.h>
+
+#include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
 #include <chrono>
@@ -157,6 +161,66 @@ void ReadCase(const uint8_t* table, const uint4* table_d, const std::vector<int6
   CHECK(cudaFree(staging_d));
 }
 
+// The rows given in random order, sorted on the device with their places (as a lookup would sort
+// a batch's ids to read them in address order, then find each bag's rows by place), then read in
+// place: the time of both, and of the sort alone.
+void DeviceSortedCase(const uint4* table_d, const std::vector<int64_t>& rows, int64_t table_rows, int64_t row_bytes,
+                      int blocks, int threads, uint4* out_d, double copy_gb_s, const Case& c) {
+  const auto n = static_cast<int64_t>(rows.size());
+  const int lanes = static_cast<int>(row_bytes / 16);
+  int end_bit = 1;
+  while ((int64_t{1} << end_bit) < table_rows) ++end_bit;
+  int64_t *keys_in = nullptr, *keys_out = nullptr;
+  int32_t *places_in = nullptr, *places_out = nullptr;
+  const size_t count = static_cast<size_t>(n);
+  CHECK(cudaMalloc(&keys_in, count * sizeof(int64_t)));
+  CHECK(cudaMalloc(&keys_out, count * sizeof(int64_t)));
+  CHECK(cudaMalloc(&places_in, count * sizeof(int32_t)));
+  CHECK(cudaMalloc(&places_out, count * sizeof(int32_t)));
+  std::vector<int32_t> places(count);
+  for (size_t i = 0; i < count; ++i) places[i] = static_cast<int32_t>(i);
+  CHECK(cudaMemcpy(keys_in, rows.data(), count * sizeof(int64_t), cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(places_in, places.data(), count * sizeof(int32_t), cudaMemcpyHostToDevice));
+  size_t temp_bytes = 0;
+  CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in, keys_out, places_in, places_out, n, 0, end_bit));
+  void* temp = nullptr;
+  CHECK(cudaMalloc(&temp, temp_bytes));
+  cudaEvent_t begin, sorted, end;
+  CHECK(cudaEventCreate(&begin));
+  CHECK(cudaEventCreate(&sorted));
+  CHECK(cudaEventCreate(&end));
+  float best = 1e30f, best_sort = 1e30f;
+  for (int rep = 0; rep < 3; ++rep) {
+    CHECK(cudaEventRecord(begin));
+    CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, places_in, places_out, n, 0, end_bit));
+    CHECK(cudaEventRecord(sorted));
+    ReadRows<4><<<blocks, threads>>>(table_d, keys_out, n, lanes, out_d);
+    CHECK(cudaGetLastError());
+    CHECK(cudaEventRecord(end));
+    CHECK(cudaEventSynchronize(end));
+    float ms = 0, sort_ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, begin, end));
+    CHECK(cudaEventElapsedTime(&sort_ms, begin, sorted));
+    best = std::min(best, ms);
+    best_sort = std::min(best_sort, sort_ms);
+  }
+  const double gb_s = static_cast<double>(n * row_bytes) / 1e9 / (best / 1e3);
+  std::printf(
+      "{\"case\": \"device-sorted rows\", \"table_gib\": %lld, \"pages\": \"%s\", \"row_bytes\": %lld, "
+      "\"rows\": %lld, \"sort_ms\": %.3f, \"kernel_ms\": %.3f, \"gb_s\": %.2f, \"of_copy\": %.3f}\n",
+      static_cast<long long>(c.gib), c.pages.c_str(), static_cast<long long>(row_bytes), static_cast<long long>(n),
+      best_sort, best, gb_s, gb_s / copy_gb_s);
+  std::fflush(stdout);
+  CHECK(cudaEventDestroy(begin));
+  CHECK(cudaEventDestroy(sorted));
+  CHECK(cudaEventDestroy(end));
+  CHECK(cudaFree(temp));
+  CHECK(cudaFree(keys_in));
+  CHECK(cudaFree(keys_out));
+  CHECK(cudaFree(places_in));
+  CHECK(cudaFree(places_out));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -243,7 +307,13 @@ int main(int argc, char** argv) {
         std::vector<int64_t> rows(static_cast<size_t>(n));
         std::uniform_int_distribution<int64_t> pick(0, table_rows - 1);
         for (int64_t& r : rows) r = pick(rng);
+        const std::vector<int64_t> given = rows;  // in random order
         for (const std::string& order : order_list) {
+          if (order == "device-sorted") {
+            DeviceSortedCase(table_d, given, table_rows, row_bytes, blocks, threads, out_d, copy_gb_s,
+                             {g, kind, order, made_s});
+            continue;
+          }
           if (order == "sorted") std::sort(rows.begin(), rows.end());
           CHECK(cudaMemcpy(rows_d, rows.data(), rows.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
           ReadCase(table, table_d, rows, rows_d, row_bytes, List(unrolls), blocks, threads, out_d, copy_gb_s,
