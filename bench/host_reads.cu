@@ -14,8 +14,6 @@
 #include <cuda_runtime.h>
 #include <sys/mman.h>
 
-#include <cub/device/device_radix_sort.cuh>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -27,6 +25,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <cub/device/device_radix_sort.cuh>
 
 namespace {
 
