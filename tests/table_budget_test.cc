@@ -21,6 +21,8 @@
 #include "test_util.h"
 #if RANKD_HAVE_CUDA
 #include "backend/cuda/faults.h"
+#include "backend/cuda/settings.h"
+#include "backend/cuda/shared_tables.h"
 #endif
 
 namespace rankd {
@@ -554,6 +556,47 @@ TEST(TableBudget, TablesInHostMemoryScoreAsOnTheDevice) {
       }
     }
   }
+}
+
+// On the GPU with `--cuda host_table_memory=vmm`: tables in host memory lie in copies made by CUDA's
+// virtual memory management, and score exactly as with the tables on the device.
+TEST(TableBudget, TablesInVmmHostMemoryScoreAsOnTheDevice) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+#if RANKD_HAVE_CUDA
+  for (const std::string name : {"dlrm_dcnv2", "din"}) {
+    const std::string dir = testing::SourcePath("models/zoo/" + name);
+    ModelOptions options;
+    options.backend = cuda;
+    auto device = Model::Load(dir, -1, options);
+    ASSERT_TRUE(device.ok()) << device.status().ToString();
+    options.table_gpu_budget_mb = 0;
+    cuda::SetHostTableMemory(cuda::HostTableMemory::kVmm);
+    auto host = Model::Load(dir, -1, options);
+    cuda::SetHostTableMemory(cuda::HostTableMemory::kRegistered);
+    ASSERT_TRUE(host.ok()) << name << ": " << host.status().ToString();
+    size_t in_vmm = 0, in_host = 0;
+    for (const TableInfo& t : (*host)->tables()) {
+      if (t.tier != TableTier::kHost) continue;
+      ++in_host;
+      in_vmm += cuda::MappedInVmm((*host)->graph().constants.at(t.value).raw()) ? 1 : 0;
+    }
+    EXPECT_GT(in_host, 0u) << name;
+    EXPECT_EQ(in_vmm, in_host) << name;
+    testing::ExpectZooScores(**host, name, 1e-5);
+    std::mt19937_64 rng(5);
+    for (int64_t rows : {1, 37}) {
+      InferRequest r = (*device)->ExampleRequest(rows, 5);
+      RandomizeFloats(r, static_cast<uint32_t>(rng()));
+      auto want = (*device)->Infer(r);
+      auto got = (*host)->Infer(r);
+      ASSERT_TRUE(want.ok() && got.ok()) << name;
+      for (size_t i = 0; i < want->size(); ++i) {
+        EXPECT_EQ(testing::RelativeError((*got)[i].data, (*want)[i].data), 0) << name;
+      }
+    }
+  }
+#endif
 }
 
 // The lookups a request makes, as a cache would see them: every id of W1's 26 sparse inputs, each

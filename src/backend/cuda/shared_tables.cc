@@ -15,6 +15,8 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/driver_entry.h"
+#include "backend/cuda/settings.h"
+#include "common/log.h"
 #include "common/mutex.h"
 
 namespace rankd::cuda {
@@ -22,10 +24,25 @@ namespace {
 
 struct Mapping {
   void* device = nullptr;  // the address kernels read
-  void* copy = nullptr;    // a page-locked copy (HugePageCopy), or null when page-locked in place
+  void* copy = nullptr;    // a page-locked copy (HugePageCopy, VmmCopy), or null when page-locked in place
   size_t bytes = 0;
   int users = 0;
+  CUmemGenericAllocationHandle vmm = 0;  // VmmCopy's allocation, else 0
+  size_t reserved = 0;                   // VmmCopy's bytes, rounded up to its granularity
 };
+
+// `bytes` of `from` copied to `to` by up to every core (a thread for each 256 MiB).
+void CopyByCores(void* to, const void* from, size_t bytes) {
+  const size_t threads = std::clamp<size_t>(bytes >> 28, 1, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> copiers;
+  for (size_t t = 0; t < threads; ++t) {
+    copiers.emplace_back([=] {
+      const size_t begin = bytes / threads * t, end = t + 1 == threads ? bytes : bytes / threads * (t + 1);
+      std::memcpy(static_cast<uint8_t*>(to) + begin, static_cast<const uint8_t*>(from) + begin, end - begin);
+    });
+  }
+  for (std::thread& t : copiers) t.join();
+}
 
 // `bytes` of `from` copied into anonymous memory in transparent huge pages where the kernel gives
 // them (madvise), by every core, then page-locked: a 48 GiB table takes 2.5 s this way on an H200
@@ -37,15 +54,7 @@ StatusOr<void*> HugePageCopy(const void* from, size_t bytes) {
     return ResourceExhausted("no host memory for a page-locked copy of a table (" + std::to_string(bytes) + " bytes)");
   }
   (void)madvise(copy, bytes, MADV_HUGEPAGE);  // 4 KiB pages where the kernel has none to give
-  const size_t threads = std::clamp<size_t>(bytes >> 28, 1, std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> copiers;
-  for (size_t t = 0; t < threads; ++t) {
-    copiers.emplace_back([=] {
-      const size_t begin = bytes / threads * t, end = t + 1 == threads ? bytes : bytes / threads * (t + 1);
-      std::memcpy(static_cast<uint8_t*>(copy) + begin, static_cast<const uint8_t*>(from) + begin, end - begin);
-    });
-  }
-  for (std::thread& t : copiers) t.join();
+  CopyByCores(copy, from, bytes);
   if (const cudaError_t e = cudaHostRegister(copy, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
       e != cudaSuccess) {
     munmap(copy, bytes);
@@ -75,15 +84,23 @@ struct Vmm {
   bool ok() const { return granularity && reserve && free && create && release && map && unmap && set_access; }
 };
 
-void FreeCopy(const Mapping& m) {
-  cudaHostUnregister(m.copy);
-  (void)cudaGetLastError();
-  munmap(m.copy, m.bytes);
-}
-
 const Vmm& TheVmm() {
   static const Vmm vmm;
   return vmm;
+}
+
+void FreeCopy(const Mapping& m) {
+  if (m.vmm) {
+    const Vmm& vmm = TheVmm();
+    const auto address = reinterpret_cast<CUdeviceptr>(m.copy);
+    vmm.unmap(address, m.reserved);
+    vmm.free(address, m.reserved);
+    vmm.release(m.vmm);
+    return;
+  }
+  cudaHostUnregister(m.copy);
+  (void)cudaGetLastError();
+  munmap(m.copy, m.bytes);
 }
 
 Status Driven(CUresult r, const char* what) {
@@ -91,6 +108,55 @@ Status Driven(CUresult r, const char* what) {
   return Internal(std::string(what) + " failed (CUDA driver error " + std::to_string(static_cast<int>(r)) + ")");
 }
 #define RANKD_CU_RETURN(expr) RANKD_RETURN_IF_ERROR(Driven((expr), #expr))
+
+// `bytes` of `from` copied by every core into host memory made by CUDA's virtual memory management
+// (HostTableMemory::kVmm): one allocation on host NUMA node 0 at the driver's recommended
+// granularity, one address for the host and every GPU. Sets `m`'s copy, device address and
+// allocation; on an error frees what it made.
+Status VmmCopy(const void* from, size_t bytes, Mapping& m) {
+  const Vmm& vmm = TheVmm();
+  if (!vmm.ok()) return Unavailable("this CUDA driver has no virtual memory management (host_table_memory=vmm)");
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  prop.location.id = 0;
+  size_t grain = 0;
+  RANKD_CU_RETURN(vmm.granularity(&grain, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  const size_t reserved = (std::max<size_t>(bytes, 1) + grain - 1) / grain * grain;
+  CUmemGenericAllocationHandle handle = 0;
+  RANKD_CU_RETURN(vmm.create(&handle, reserved, &prop, 0));
+  CUdeviceptr address = 0;
+  Status made = Driven(vmm.reserve(&address, reserved, grain, 0, 0), "cuMemAddressReserve (a host table)");
+  if (made.ok()) made = Driven(vmm.map(address, reserved, 0, handle, 0), "cuMemMap (a host table)");
+  int gpus = 0;
+  if (made.ok()) made = Check(cudaGetDeviceCount(&gpus), "cudaGetDeviceCount");
+  if (made.ok()) {
+    std::vector<CUmemAccessDesc> access(static_cast<size_t>(gpus) + 1);
+    for (int gpu = 0; gpu <= gpus; ++gpu) {
+      CUmemAccessDesc& a = access[static_cast<size_t>(gpu)];
+      a.location.type = gpu < gpus ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST_NUMA;
+      a.location.id = gpu < gpus ? gpu : 0;
+      a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    made = Driven(vmm.set_access(address, reserved, access.data(), access.size()),
+                  "cuMemSetAccess (a host table, for the GPUs and the host)");
+  }
+  if (!made.ok()) {
+    if (address) {
+      vmm.unmap(address, reserved);
+      vmm.free(address, reserved);
+    }
+    vmm.release(handle);
+    return made;
+  }
+  m.copy = reinterpret_cast<void*>(address);
+  m.device = m.copy;
+  m.vmm = handle;
+  m.reserved = reserved;
+  m.bytes = bytes;
+  CopyByCores(m.copy, from, bytes);
+  return Status::Ok();
+}
 
 CUmemAllocationProp OnDevice(int gpu) {
   CUmemAllocationProp prop{};
@@ -184,6 +250,17 @@ StatusOr<void*> MapHostTable(const void* at, size_t bytes, bool copy) {
   }
   Mapping m;
   void* host = const_cast<void*>(at);
+  if (GetHostTableMemory() == HostTableMemory::kVmm) {
+    const Status made = VmmCopy(at, bytes, m);
+    if (made.ok()) {
+      m.users = 1;
+      Mappings()[at] = m;
+      return m.device;
+    }
+    LogWarning("host_table_memory=vmm: a table of " + std::to_string(bytes) +
+               " bytes is page-locked as registered memory instead: " + made.ToString());
+    m = Mapping{};
+  }
   if (!copy && cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable) == cudaSuccess) {
     RANKD_CUDA_RETURN(cudaHostGetDevicePointer(&m.device, host, 0));
   } else {
@@ -210,6 +287,12 @@ void UnmapHostTable(const void* at) {
     cudaHostUnregister(const_cast<void*>(at));
   }
   Mappings().erase(found);
+}
+
+bool MappedInVmm(const void* at) {
+  MutexLock lock(mu);
+  auto found = Mappings().find(at);
+  return found != Mappings().end() && found->second.vmm != 0;
 }
 
 const void* MappedHostBytes(const void* at) {
