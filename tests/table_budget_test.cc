@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <set>
 
@@ -515,6 +516,25 @@ TEST(TableBudget, ModelPlacesItsTablesAtLoad) {
   EXPECT_NE(bad.status().message().find("tables.99.weight"), std::string::npos) << bad.status().ToString();
 }
 
+// Each of `models` scores requests of 1 and 37 rows (random floats from `seed`) exactly as `want`.
+void ExpectScoresOf(const Model& want, std::initializer_list<const Model*> models, const std::string& name,
+                    uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (int64_t rows : {1, 37}) {
+    InferRequest r = want.ExampleRequest(rows, 5);
+    RandomizeFloats(r, static_cast<uint32_t>(rng()));
+    auto expected = want.Infer(r);
+    ASSERT_TRUE(expected.ok()) << name << ": " << expected.status().ToString();
+    for (const Model* model : models) {
+      auto got = model->Infer(r);
+      ASSERT_TRUE(got.ok()) << name << ": " << got.status().ToString();
+      for (size_t i = 0; i < expected->size(); ++i) {
+        EXPECT_EQ(testing::RelativeError((*got)[i].data, (*expected)[i].data), 0) << name;
+      }
+    }
+  }
+}
+
 // On the GPU, every zoo model with all its tables in host memory, and with every other table there,
 // scores as with all of them on the device and as the CPU.
 TEST(TableBudget, TablesInHostMemoryScoreAsOnTheDevice) {
@@ -542,19 +562,7 @@ TEST(TableBudget, TablesInHostMemoryScoreAsOnTheDevice) {
     ASSERT_TRUE(mixed.ok()) << name << ": " << mixed.status().ToString();
     testing::ExpectZooScores(**mixed, name, 1e-5);
 
-    std::mt19937_64 rng(11);
-    for (int64_t rows : {1, 37}) {
-      InferRequest r = (*device)->ExampleRequest(rows, 5);
-      RandomizeFloats(r, static_cast<uint32_t>(rng()));
-      auto want = (*device)->Infer(r);
-      auto got = (*host)->Infer(r);
-      auto got_mixed = (*mixed)->Infer(r);
-      ASSERT_TRUE(want.ok() && got.ok() && got_mixed.ok()) << name;
-      for (size_t i = 0; i < want->size(); ++i) {
-        EXPECT_EQ(testing::RelativeError((*got)[i].data, (*want)[i].data), 0) << name;
-        EXPECT_EQ(testing::RelativeError((*got_mixed)[i].data, (*want)[i].data), 0) << name;
-      }
-    }
+    ExpectScoresOf(**device, {host->get(), mixed->get()}, name, 11);
   }
 }
 
@@ -584,17 +592,7 @@ TEST(TableBudget, TablesInVmmHostMemoryScoreAsOnTheDevice) {
     EXPECT_GT(in_host, 0u) << name;
     EXPECT_EQ(in_vmm, in_host) << name;
     testing::ExpectZooScores(**host, name, 1e-5);
-    std::mt19937_64 rng(5);
-    for (int64_t rows : {1, 37}) {
-      InferRequest r = (*device)->ExampleRequest(rows, 5);
-      RandomizeFloats(r, static_cast<uint32_t>(rng()));
-      auto want = (*device)->Infer(r);
-      auto got = (*host)->Infer(r);
-      ASSERT_TRUE(want.ok() && got.ok()) << name;
-      for (size_t i = 0; i < want->size(); ++i) {
-        EXPECT_EQ(testing::RelativeError((*got)[i].data, (*want)[i].data), 0) << name;
-      }
-    }
+    ExpectScoresOf(**device, {host->get()}, name, 5);
   }
 #endif
 }

@@ -25,11 +25,12 @@ struct CudaOptions {
   bool gemm_log = false;           // a stderr line per tuned product shape
   bool split_k = true;             // rankd's split-K product kernel where it won
   int attention_strips = 4;        // 16-position strips read each weight of the bf16 attention kernel (1, 2, 4)
-  std::string host_table_memory = "registered";  // host-tier tables page-locked (registered) or in VMM host memory
-  std::string device_wait = "poller";            // how a run's thread waits for the device: spin, block, nap or poller
-  int poll_us = 10;                              // device_wait=poller: microseconds between a GPU's poller's rounds
-  int64_t placed_ids_from = 262144;  // runs with this many cached tables' ids have them placed by the host; -1: none
-  int64_t staged_rows_mb = 256;      // an executor's room for the rows placed ids stage; 0: none
+  // Host-tier tables page-locked where they lie or in huge pages (registered), or copied into VMM host memory (vmm).
+  std::string host_table_memory = "registered";
+  std::string device_wait = "poller";  // how a run's thread waits for the device: spin, block, nap or poller
+  int poll_us = 10;                    // device_wait=poller: microseconds between a GPU's poller's rounds
+  int64_t placed_ids_from = 262144;    // runs with this many cached tables' ids have them placed by the host; -1: none
+  int64_t staged_rows_mb = 256;        // an executor's room for the rows placed ids stage; 0: none
   // Fault injection (backend/cuda/faults.h), only in builds with RANKD_FAULT_INJECTION; -1: off.
   int64_t fault_fail_allocations_over_mb = -1;
   int64_t fault_poison_after_runs = -1;
