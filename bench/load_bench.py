@@ -17,7 +17,8 @@ Poisson load over HTTP (binary tensor bodies and binary scores back, as tritoncl
 or gRPC (raw tensor contents), ragged inputs' lengths as INT32 tensors NAME.lengths (what stock clients can
 send; --lengths parameter for the lengths parameter), from --client-threads sending threads, /metrics gives requests per
 model execution and the input bytes the server copied on the host per request (by stage), the
-server's /proc/PID/stat its CPU time per request (and its threads' context switches), and the client's own CPU per request is shown
+server's /proc/PID/stat its CPU time per request (and by thread name its threads' CPU and context switches: gRPC's
+transport threads apart from the parsers and the engine), and the client's own CPU per request is shown
 beside it (the load generator must not be what limits). The served-load figure (GPU.md, issue "serving core"):
 server and client pinned to separate cores with --server-cpus and --client-cpus (taskset), rates
 swept upward until p99 breaks. Prints a markdown table; --json keeps every result.
@@ -38,7 +39,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-from procs import context_switches, cpu_seconds, free_port  # noqa: E402
+from procs import cpu_seconds, free_port, thread_stats  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from rankd_zoo import requests as rq  # noqa: E402
 from rankd_zoo.export import export  # noqa: E402
@@ -253,7 +254,7 @@ def main():
                 for rate in rates:
                     before = metrics(mport)
                     cpu_before = cpu_seconds(server.pid)
-                    switches_before = context_switches(server.pid)
+                    threads_before = thread_stats(server.pid)
                     tmp = os.path.join(a.out, f"load_{model}.json")
                     cmd = client + ["bench", "server", "--model", model, "--requests", path, "--rates", str(rate),
                                     "--seconds", str(a.seconds), "--warmup", "1", "--connections", "128",
@@ -262,8 +263,9 @@ def main():
                     subprocess.run(cmd, check=True)
                     client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
                     cpu = cpu_seconds(server.pid) - cpu_before
-                    switches_after = context_switches(server.pid)
-                    switches = {k: v - switches_before.get(k, 0) for k, v in switches_after.items()}
+                    threads = {name: {key: value - threads_before.get(name, {}).get(key, 0) for key, value in stats.items()}
+                               for name, stats in thread_stats(server.pid).items()}
+                    switches = {name: stats["switches"] for name, stats in threads.items()}
                     after = metrics(mport)
                     label = f'{{model="{model}",version="1"}}'
                     reqs = after.get("nv_inference_request_success" + label, 0) - before.get("nv_inference_request_success" + label, 0)
@@ -278,6 +280,9 @@ def main():
                     r["server_switches_per_request"] = sum(switches.values()) / max(reqs, 1)  # likewise
                     r["server_switches_by_thread"] = {k: v / max(reqs, 1) for k, v in sorted(
                         switches.items(), key=lambda kv: -kv[1]) if v > 0}
+                    # The CPU by thread (µs a request): the transport's threads apart from the workers and the engine.
+                    r["server_cpu_us_by_thread"] = {k: 1e6 * v["cpu"] / max(reqs, 1) for k, v in sorted(
+                        threads.items(), key=lambda kv: -kv[1]["cpu"]) if v["cpu"] > 0}
                     # The load generator's own CPU (warm-up included), to show it is not what limits.
                     client_cpu = sum(getattr(client_after, f) - getattr(client_before, f) for f in ("ru_utime", "ru_stime"))
                     r["client_cpu_ms_per_request"] = 1000 * client_cpu / max(reqs, 1)
@@ -307,7 +312,9 @@ def main():
                           f"p99 {r.get('p99_ms', 0):.2f} ms{share}; graph misses {r['graph_misses']:.0f}, captures "
                           f"{r['graph_captures']:.0f}, request tensors on the heap {r['request_tensors_on_heap']:.0f}, "
                           f"pool {r['request_tensor_pool_mb']:.0f} MiB; context switches per request by thread: "
-                          + ", ".join(f"{k} {v:.2f}" for k, v in r["server_switches_by_thread"].items()),
+                          + ", ".join(f"{k} {v:.2f}" for k, v in r["server_switches_by_thread"].items())
+                          + "; CPU µs per request by thread: "
+                          + ", ".join(f"{k} {v:.0f}" for k, v in r["server_cpu_us_by_thread"].items()),
                           file=sys.stderr, flush=True)
     finally:
         server.terminate()

@@ -16,19 +16,23 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def context_switches(pid):
-    """Times the threads of process PID now running have left their core, waiting (voluntary) or
-    preempted, by thread name (rankd names its threads: src/common/thread_name.h): each is a sleep
-    and a wake-up that cost CPU on both sides."""
+def thread_stats(pid):
+    """By thread name (rankd names its threads: src/common/thread_name.h), over the threads of
+    process PID now running: "switches", the times they left their core, waiting (voluntary) or
+    preempted (each a sleep and a wake-up that cost CPU on both sides), and "cpu", the seconds they
+    ran (the scheduler's own count, in nanoseconds: /proc's per-thread clock ticks are 10 ms)."""
     by_name = {}
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{task}/comm") as f:
                 name = f.read().strip()
+            stats = by_name.setdefault(name, {"switches": 0, "cpu": 0.0})
             with open(f"/proc/{pid}/task/{task}/status") as f:
                 for line in f:
                     if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
-                        by_name[name] = by_name.get(name, 0) + int(line.split(":")[1])
+                        stats["switches"] += int(line.split(":")[1])
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                stats["cpu"] += int(f.read().split()[0]) / 1e9
         except OSError:  # the thread ended
             pass
     return by_name
