@@ -1,30 +1,17 @@
 // Where embedding tables are kept (embedding/table_budget.h): found in the compiled graph, placed
-// by the config's GPU budget and tiers; on a GPU, tables in host memory score as on the device.
+// by the config's GPU budget and tiers, on named GPUs, over the GPUs, and on disk past the host budget.
 #include "embedding/table_budget.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <initializer_list>
 #include <random>
-#include <set>
 
 #include "backend/table_placement.h"
-#include "common/host_memory.h"
 #include "embedding/disk_tables.h"
-#include "embedding/lookup_trace.h"
-#include "frontend/kserve_json.h"
 #include "model/config.h"
-#include "model/mapped_file.h"
-#include "onnx/onnx_pb.h"
 #include "serving/model.h"
 #include "test_util.h"
-#if RANKD_HAVE_CUDA
-#include "backend/cuda/faults.h"
-#include "backend/cuda/settings.h"
-#include "backend/cuda/shared_tables.h"
-#endif
 
 namespace rankd {
 namespace {
@@ -514,191 +501,6 @@ TEST(TableBudget, ModelPlacesItsTablesAtLoad) {
   auto bad = Model::LoadFile(dir + "/1/model.onnx", *config);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tables.99.weight"), std::string::npos) << bad.status().ToString();
-}
-
-// Each of `models` scores requests of 1 and 37 rows (random floats from `seed`) exactly as `want`.
-void ExpectScoresOf(const Model& want, std::initializer_list<const Model*> models, const std::string& name,
-                    uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  for (int64_t rows : {1, 37}) {
-    InferRequest r = want.ExampleRequest(rows, 5);
-    RandomizeFloats(r, static_cast<uint32_t>(rng()));
-    auto expected = want.Infer(r);
-    ASSERT_TRUE(expected.ok()) << name << ": " << expected.status().ToString();
-    for (const Model* model : models) {
-      auto got = model->Infer(r);
-      ASSERT_TRUE(got.ok()) << name << ": " << got.status().ToString();
-      for (size_t i = 0; i < expected->size(); ++i) {
-        EXPECT_EQ(testing::RelativeError((*got)[i].data, (*expected)[i].data), 0) << name;
-      }
-    }
-  }
-}
-
-// On the GPU, every zoo model with all its tables in host memory, and with every other table there,
-// scores as with all of them on the device and as the CPU.
-TEST(TableBudget, TablesInHostMemoryScoreAsOnTheDevice) {
-  const Backend* cuda = testing::CudaOrNull();
-  if (!cuda) GTEST_SKIP() << "no CUDA device";
-  for (const std::string name : {"dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"}) {
-    const std::string dir = testing::SourcePath("models/zoo/" + name);
-    ModelOptions options;
-    options.backend = cuda;
-    options.table_gpu_budget_mb = 0;
-    auto host = Model::Load(dir, -1, options);
-    ASSERT_TRUE(host.ok()) << name << ": " << host.status().ToString();
-    EXPECT_GT(TierBytes((*host)->tables(), TableTier::kHost), 0) << name;
-    testing::ExpectZooScores(**host, name, 1e-5);
-
-    auto config = LoadModelConfig(dir);
-    ASSERT_TRUE(config.ok());
-    options.table_gpu_budget_mb.reset();
-    auto device = Model::Load(dir, -1, options);
-    ASSERT_TRUE(device.ok()) << device.status().ToString();
-    for (size_t i = 0; i < (*device)->tables().size(); i += 2) {
-      if ((*device)->tables()[i].lookups_only) config->table_tiers[(*device)->tables()[i].name] = "host";
-    }
-    auto mixed = Model::LoadFile(dir + "/1/model.onnx", *config, options);
-    ASSERT_TRUE(mixed.ok()) << name << ": " << mixed.status().ToString();
-    testing::ExpectZooScores(**mixed, name, 1e-5);
-
-    ExpectScoresOf(**device, {host->get(), mixed->get()}, name, 11);
-  }
-}
-
-// On the GPU with `--cuda host_table_memory=vmm`: tables in host memory lie in copies made by CUDA's
-// virtual memory management, and score exactly as with the tables on the device.
-TEST(TableBudget, TablesInVmmHostMemoryScoreAsOnTheDevice) {
-  const Backend* cuda = testing::CudaOrNull();
-  if (!cuda) GTEST_SKIP() << "no CUDA device";
-#if RANKD_HAVE_CUDA
-  for (const std::string name : {"dlrm_dcnv2", "din"}) {
-    const std::string dir = testing::SourcePath("models/zoo/" + name);
-    ModelOptions options;
-    options.backend = cuda;
-    auto device = Model::Load(dir, -1, options);
-    ASSERT_TRUE(device.ok()) << device.status().ToString();
-    options.table_gpu_budget_mb = 0;
-    cuda::SetHostTableMemory(cuda::HostTableMemory::kVmm);
-    auto host = Model::Load(dir, -1, options);
-    cuda::SetHostTableMemory(cuda::HostTableMemory::kRegistered);
-    ASSERT_TRUE(host.ok()) << name << ": " << host.status().ToString();
-    size_t in_vmm = 0, in_host = 0;
-    for (const TableInfo& t : (*host)->tables()) {
-      if (t.tier != TableTier::kHost) continue;
-      ++in_host;
-      in_vmm += cuda::MappedInVmm((*host)->graph().constants.at(t.value).raw()) ? 1 : 0;
-    }
-    EXPECT_GT(in_host, 0u) << name;
-    EXPECT_EQ(in_vmm, in_host) << name;
-    testing::ExpectZooScores(**host, name, 1e-5);
-    ExpectScoresOf(**device, {host->get()}, name, 5);
-  }
-#endif
-}
-
-// The lookups a request makes, as a cache would see them: every id of W1's 26 sparse inputs, each
-// keyed with its table; DIN's row Gathers too, each id within its table.
-TEST(LookupTrace, RecordsEveryIdEachLookupReads) {
-  for (const std::string name : {"dlrm_dcnv2", "din"}) {
-    auto model = Model::Load(testing::SourcePath("models/zoo/" + name), -1);
-    ASSERT_TRUE(model.ok()) << model.status().ToString();
-    std::ifstream file(testing::SourcePath("tests/data/zoo/" + name + ".requests.jsonl"));
-    std::string line;
-    ASSERT_TRUE(std::getline(file, line));
-    auto request = ParseInferRequestJson(line);
-    ASSERT_TRUE(request.ok());
-    auto prepared = (*model)->PrepareForInspection(*request);
-    ASSERT_TRUE(prepared.ok()) << prepared.status().ToString();
-    std::vector<uint64_t> trace;
-    AppendLookups((*model)->graph(), (*model)->tables(), prepared->inputs, trace);
-    ASSERT_FALSE(trace.empty()) << name;
-    const std::vector<TableInfo>& tables = (*model)->tables();
-    std::set<size_t> seen;
-    for (uint64_t key : trace) {
-      const size_t t = key >> 48;
-      ASSERT_LT(t, tables.size());
-      ASSERT_LT(static_cast<int64_t>(key & ((uint64_t{1} << 48) - 1)), tables[t].shape[0]);
-      seen.insert(t);
-    }
-    if (name == "dlrm_dcnv2") {
-      int64_t ids = 0;
-      size_t inputs_with_ids = 0;  // each sparse input feeds its own table
-      for (const InferInput& in : request->inputs) {
-        if (in.data.dtype() != DType::kI64) continue;
-        int64_t here = 0;
-        for (int64_t i = 0; i < in.data.size(); ++i) here += in.data.data<int64_t>()[i] >= 0;
-        ids += here;
-        inputs_with_ids += here > 0;
-      }
-      EXPECT_EQ(static_cast<int64_t>(trace.size()), ids);
-      EXPECT_EQ(seen.size(), inputs_with_ids);
-      EXPECT_GT(inputs_with_ids, 10u);
-    }
-  }
-}
-
-// Tables in a mapped external-data file: on a GPU they are copied into page-locked memory (locking
-// page-cache pages in place can spin in the kernel), and score as the CPU reads them in place.
-TEST(TableBudget, TablesFromAMappedFileScoreAsInTheModelFile) {
-  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
-  auto config = LoadModelConfig(dir);
-  ASSERT_TRUE(config.ok());
-  const std::string path = testing::WithExternalTables("dlrm_dcnv2");
-  for (const Backend* backend : {&CpuBackend(), testing::CudaOrNull()}) {
-    if (!backend) continue;
-    ModelOptions options;
-    options.backend = backend;
-    options.table_gpu_budget_mb = 0;
-    auto host = Model::LoadFile(path, *config, options);
-    ASSERT_TRUE(host.ok()) << host.status().ToString();
-    EXPECT_EQ(TierBytes((*host)->tables(), TableTier::kDevice), 0);
-    EXPECT_TRUE(MappedFile::Overlaps((*host)->graph().constants.at((*host)->tables()[0].value).raw(), 1));
-    testing::ExpectZooScores(**host, "dlrm_dcnv2", 1e-5);
-  }
-}
-
-TEST(HostMemory, ReadsMemAvailable) {
-  auto parsed = ParseMemAvailable("MemTotal:       131072000 kB\nMemFree:         1000 kB\nMemAvailable:   2048 kB\n");
-  ASSERT_TRUE(parsed.ok());
-  EXPECT_EQ(*parsed, 2048 * 1024);
-  EXPECT_FALSE(ParseMemAvailable("MemTotal: 1 kB\n").ok());
-  EXPECT_FALSE(ParseMemAvailable("MemAvailable: lots\n").ok());
-  auto here = AvailableHostMemory();
-  ASSERT_TRUE(here.ok()) << here.status().ToString();
-  EXPECT_GT(*here, 0);
-}
-
-// Copies of mapped tables in page-locked memory must fit the host's available memory, or the load
-// is refused saying so; with room, the same load serves.
-TEST(TableBudget, HostTablesThatDoNotFitTheHostAreRefused) {
-  const Backend* cuda = testing::CudaOrNull();
-  if (!cuda) GTEST_SKIP() << "no CUDA device";
-#if RANKD_HAVE_CUDA && RANKD_FAULT_INJECTION
-  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
-  auto config = LoadModelConfig(dir);
-  ASSERT_TRUE(config.ok());
-  const std::string path = testing::WithExternalTables("dlrm_dcnv2");
-  ModelOptions options;
-  options.backend = cuda;
-  options.table_gpu_budget_mb = 0;
-  cuda::DeviceFaults faults;
-  faults.host_mb = 1;
-  cuda::SetDeviceFaults(faults);
-  auto refused = Model::LoadFile(path, *config, options);
-  faults.host_mb = 4096;
-  cuda::SetDeviceFaults(faults);
-  auto fits = Model::LoadFile(path, *config, options);
-  cuda::SetDeviceFaults(cuda::DeviceFaults{});
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(refused.status().message().find("MB of page-locked host memory; 1 MB are available"), std::string::npos)
-      << refused.status().ToString();
-  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
-  testing::ExpectZooScores(**fits, "dlrm_dcnv2", 1e-5);
-#else
-  GTEST_SKIP() << "a build without fault injection";
-#endif
 }
 
 // What tables on named GPUs take on each GPU, as CudaBackend::CheckRoom counts it (a GPU may hold
