@@ -371,16 +371,16 @@ int main(int argc, char** argv) {
       const double made_s = Seconds(made);
       if (kind != "vmm") CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&table_d), table, 0));
       for (const int64_t n : List(counts)) {
-        std::vector<int64_t> rows(static_cast<size_t>(n));
+        std::vector<int64_t> given(static_cast<size_t>(n));  // in random order
         std::uniform_int_distribution<int64_t> pick(0, table_rows - 1);
-        for (int64_t& r : rows) r = pick(rng);
-        const std::vector<int64_t> given = rows;  // in random order
+        for (int64_t& r : given) r = pick(rng);
         for (const std::string& order : order_list) {
           if (order == "device-sorted") {
             DeviceSortedCase(table_d, given, table_rows, row_bytes, blocks, threads, out_d, copy_gb_s,
                              {g, kind, order, made_s});
             continue;
           }
+          std::vector<int64_t> rows = given;  // each order from the same random rows, whatever came before
           if (order == "sorted") std::sort(rows.begin(), rows.end());
           CHECK(cudaMemcpy(rows_d, rows.data(), rows.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
           ReadCase(table, table_d, rows, rows_d, row_bytes, List(unrolls), blocks, threads, out_d, copy_gb_s,

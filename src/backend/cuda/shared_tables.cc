@@ -112,7 +112,7 @@ Status Driven(CUresult r, const char* what) {
 // `bytes` of `from` copied by every core into host memory made by CUDA's virtual memory management
 // (HostTableMemory::kVmm): one allocation on host NUMA node 0 at the driver's recommended
 // granularity, one address for the host and every GPU. Sets `m`'s copy, device address and
-// allocation; on an error frees what it made.
+// allocation; on an error frees what it made and leaves `m` as it was.
 Status VmmCopy(const void* from, size_t bytes, Mapping& m) {
   const Vmm& vmm = TheVmm();
   if (!vmm.ok()) return Unavailable("this CUDA driver has no virtual memory management (host_table_memory=vmm)");
@@ -259,7 +259,6 @@ StatusOr<void*> MapHostTable(const void* at, size_t bytes, bool copy) {
     }
     LogWarning("host_table_memory=vmm: a table of " + std::to_string(bytes) +
                " bytes is page-locked as registered memory instead: " + made.ToString());
-    m = Mapping{};
   }
   if (!copy && cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable) == cudaSuccess) {
     RANKD_CUDA_RETURN(cudaHostGetDevicePointer(&m.device, host, 0));
