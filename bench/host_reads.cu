@@ -1,11 +1,9 @@
 // The all-miss lookup's ceiling: a kernel reading random rows of a page-locked host table in place
 // (what a lookup does with a row its GPU cache lacks), against a plain page-locked host-to-device
 // copy, for tables of several sizes, held in 4 KiB pages (cudaHostAlloc) or in transparent huge
-// pages (madvise, then cudaHostRegister), or allocated in host memory through CUDA's virtual memory
-// management (`vmm`: cuMemCreate on the host NUMA node, mapped at the recommended granularity for
-// the GPU and, where the driver allows, for the host). Built by scripts/gpu_bundle.sh as .bundle/host_reads:
+// pages (madvise, then cudaHostRegister). Built by scripts/gpu_bundle.sh as .bundle/host_reads:
 //
-//   .bundle/host_reads [--gib 1,12,48] [--row-bytes 256] [--rows 4194304[,N...]] [--pages small,huge[,vmm]]
+//   .bundle/host_reads [--gib 1,12,48] [--row-bytes 256] [--rows 4194304[,N...]] [--pages small,huge]
 //                      [--order random[,sorted][,device-sorted]] [--unroll 1,4]
 //
 // prints one JSON line per case: bytes of rows read per second of kernel time (uniform random rows,
@@ -13,7 +11,6 @@
 // misses would be read once sorted by address; `device-sorted`: the rows given in random order,
 // sorted on the device by CUB's radix sort with their places, then read: the sort's time counted),
 // and the copy's rate.
-#include <cuda.h>
 #include <cuda_runtime.h>
 #include <sys/mman.h>
 
@@ -41,56 +38,6 @@ namespace {
       std::exit(1);                                                                       \
     }                                                                                     \
   } while (0)
-
-#define CHECK_DRIVER(call)                                                            \
-  do {                                                                                \
-    CUresult e = (call);                                                              \
-    if (e != CUDA_SUCCESS) {                                                          \
-      const char* what = nullptr;                                                     \
-      cuGetErrorString(e, &what);                                                     \
-      std::fprintf(stderr, "%s: %s (line %d)\n", #call, what ? what : "?", __LINE__); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
-
-// Host memory made by CUDA's virtual memory management: one allocation on host NUMA node 0, mapped
-// at the recommended granularity, readable by GPU 0 and, where the driver allows it, by the host.
-struct VmmTable {
-  CUdeviceptr address = 0;
-  size_t bytes = 0;
-  CUmemGenericAllocationHandle handle = 0;
-  bool host_access = false;
-  size_t granularity = 0;
-};
-
-VmmTable MapVmm(size_t bytes) {
-  VmmTable t;
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-  prop.location.id = 0;
-  CHECK_DRIVER(cuMemGetAllocationGranularity(&t.granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-  t.bytes = (bytes + t.granularity - 1) / t.granularity * t.granularity;
-  CHECK_DRIVER(cuMemCreate(&t.handle, t.bytes, &prop, 0));
-  CHECK_DRIVER(cuMemAddressReserve(&t.address, t.bytes, t.granularity, 0, 0));
-  CHECK_DRIVER(cuMemMap(t.address, t.bytes, 0, t.handle, 0));
-  CUmemAccessDesc access[2]{};
-  access[0].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access[0].location.id = 0;
-  access[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  access[1].location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-  access[1].location.id = 0;
-  access[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  t.host_access = cuMemSetAccess(t.address, t.bytes, access, 2) == CUDA_SUCCESS;
-  if (!t.host_access) CHECK_DRIVER(cuMemSetAccess(t.address, t.bytes, access, 1));
-  return t;
-}
-
-void UnmapVmm(const VmmTable& t) {
-  CHECK_DRIVER(cuMemUnmap(t.address, t.bytes));
-  CHECK_DRIVER(cuMemAddressFree(t.address, t.bytes));
-  CHECK_DRIVER(cuMemRelease(t.handle));
-}
 
 // Each group of `lanes` threads reads one row per step, 16 bytes a lane, `unroll` rows in flight a
 // group; the XOR of what it read is written so that no load is dropped.
@@ -343,21 +290,8 @@ int main(int argc, char** argv) {
     for (const std::string& kind : kinds) {
       const auto made = std::chrono::steady_clock::now();
       uint8_t* table = nullptr;
-      VmmTable vmm;
       uint4* table_d = nullptr;
-      if (kind == "vmm") {
-        vmm = MapVmm(bytes);
-        table_d = reinterpret_cast<uint4*>(vmm.address);
-        if (vmm.host_access) {
-          table = reinterpret_cast<uint8_t*>(vmm.address);
-          Touch(table, bytes);
-        } else {
-          CHECK(cudaMemset(table_d, 1, bytes));
-          CHECK(cudaDeviceSynchronize());
-        }
-        std::printf("{\"case\": \"vmm table\", \"table_gib\": %lld, \"granularity\": %zu, \"host_access\": %s}\n",
-                    static_cast<long long>(g), vmm.granularity, vmm.host_access ? "true" : "false");
-      } else if (kind == "small") {
+      if (kind == "small") {
         CHECK(cudaHostAlloc(reinterpret_cast<void**>(&table), bytes, cudaHostAllocMapped));
         Touch(table, bytes);
       } else {
@@ -369,7 +303,7 @@ int main(int argc, char** argv) {
         CHECK(cudaHostRegister(table, bytes, cudaHostRegisterMapped));
       }
       const double made_s = Seconds(made);
-      if (kind != "vmm") CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&table_d), table, 0));
+      CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&table_d), table, 0));
       for (const int64_t n : List(counts)) {
         std::vector<int64_t> given(static_cast<size_t>(n));  // in random order
         std::uniform_int_distribution<int64_t> pick(0, table_rows - 1);
@@ -387,9 +321,7 @@ int main(int argc, char** argv) {
                    {g, kind, order, made_s});
         }
       }
-      if (kind == "vmm") {
-        UnmapVmm(vmm);
-      } else if (kind == "small") {
+      if (kind == "small") {
         CHECK(cudaFreeHost(table));
       } else {
         CHECK(cudaHostUnregister(table));

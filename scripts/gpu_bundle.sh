@@ -39,7 +39,7 @@ bundle_kernel_trace() {
 # bench/host_reads.cu as .bundle/host_reads (the host tier's read rates), where nvcc is here.
 bundle_host_reads() {
   command -v nvcc >/dev/null || return 0
-  nvcc -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror -o .bundle/host_reads bench/host_reads.cu -lcuda
+  nvcc -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror -o .bundle/host_reads bench/host_reads.cu
 }
 rm -rf .bundle
 commit=$(git describe --always --dirty)

@@ -11,7 +11,7 @@ namespace {
 TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   auto o = ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on", "pinned_pool_mb=0",
                              "staging_helpers=1", "kernel_cache_dir=/tmp/k=v", "device_wait=block", "merged_gather=off",
-                             "copy_kernel_mb=4", "poll_us=4", "attention_strips=2", "host_table_memory=vmm"});
+                             "copy_kernel_mb=4", "poll_us=4", "attention_strips=2"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->graph_lanes, 2);
   EXPECT_FALSE(o->copy_kernels);
@@ -33,8 +33,6 @@ TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   EXPECT_EQ(CudaOptions{}.poll_us, 10);
   EXPECT_EQ(o->attention_strips, 2);
   EXPECT_EQ(CudaOptions{}.attention_strips, 4);
-  EXPECT_EQ(o->host_table_memory, "vmm");
-  EXPECT_EQ(CudaOptions{}.host_table_memory, "registered");
   auto one = ParseCudaOptions({"attention_strips=1"});
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   EXPECT_EQ(one->attention_strips, 1);
@@ -55,8 +53,7 @@ TEST(CudaOptions, RefusesWhatItCannotRead) {
         Case{"pinned_pool_mb=-1", "from 0"}, Case{"staging_helpers=65", "from 0 to 64"},
         Case{"copy_kernel_mb=1025", "from 0 to 1024"}, Case{"split_k=maybe", "expected on or off"},
         Case{"device_wait=poll", "expected spin, block, nap or poller"}, Case{"poll_us=0", "from 1 to 1000"},
-        Case{"attention_strips=3", "expected 1, 2 or 4"}, Case{"host_table_memory=huge", "expected registered or vmm"},
-        Case{"=on", "unknown setting ''"}}) {
+        Case{"attention_strips=3", "expected 1, 2 or 4"}, Case{"=on", "unknown setting ''"}}) {
     auto o = ParseCudaOptions({c.setting});
     ASSERT_FALSE(o.ok()) << c.setting;
     EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << c.setting;

@@ -1,6 +1,6 @@
 // Tables in host memory (the host tier): on a GPU every zoo model scores with them as with its tables
-// on the device, in registered or VMM-made host memory, from a mapped external-data file, and a load
-// whose page-locked copies do not fit the host's available memory is refused.
+// on the device, tables from a mapped external-data file as in the file, and a load whose
+// page-locked copies do not fit the host's available memory is refused.
 #include <gtest/gtest.h>
 
 #include <initializer_list>
@@ -14,8 +14,6 @@
 #include "test_util.h"
 #if RANKD_HAVE_CUDA
 #include "backend/cuda/faults.h"
-#include "backend/cuda/settings.h"
-#include "backend/cuda/shared_tables.h"
 #endif
 
 namespace rankd {
@@ -69,37 +67,6 @@ TEST(HostTables, TablesInHostMemoryScoreAsOnTheDevice) {
 
     ExpectScoresOf(**device, {host->get(), mixed->get()}, name, 11);
   }
-}
-
-// On the GPU with `--cuda host_table_memory=vmm`: tables in host memory lie in copies made by CUDA's
-// virtual memory management, and score exactly as with the tables on the device.
-TEST(HostTables, TablesInVmmHostMemoryScoreAsOnTheDevice) {
-  const Backend* cuda = testing::CudaOrNull();
-  if (!cuda) GTEST_SKIP() << "no CUDA device";
-#if RANKD_HAVE_CUDA
-  for (const std::string name : {"dlrm_dcnv2", "din"}) {
-    const std::string dir = testing::SourcePath("models/zoo/" + name);
-    ModelOptions options;
-    options.backend = cuda;
-    auto device = Model::Load(dir, -1, options);
-    ASSERT_TRUE(device.ok()) << device.status().ToString();
-    options.table_gpu_budget_mb = 0;
-    cuda::SetHostTableMemory(cuda::HostTableMemory::kVmm);
-    auto host = Model::Load(dir, -1, options);
-    cuda::SetHostTableMemory(cuda::HostTableMemory::kRegistered);
-    ASSERT_TRUE(host.ok()) << name << ": " << host.status().ToString();
-    size_t in_vmm = 0, in_host = 0;
-    for (const TableInfo& t : (*host)->tables()) {
-      if (t.tier != TableTier::kHost) continue;
-      ++in_host;
-      in_vmm += cuda::MappedInVmm((*host)->graph().constants.at(t.value).raw()) ? 1 : 0;
-    }
-    EXPECT_GT(in_host, 0u) << name;
-    EXPECT_EQ(in_vmm, in_host) << name;
-    testing::ExpectZooScores(**host, name, 1e-5);
-    ExpectScoresOf(**device, {host->get()}, name, 5);
-  }
-#endif
 }
 
 // Tables in a mapped external-data file: on a GPU they are copied into page-locked memory (locking

@@ -57,10 +57,6 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
       return InvalidArgument("--cuda attention_strips: expected 1, 2 or 4, got '" + value + "'");
     }
     o.attention_strips = value[0] - '0';
-  } else if (key == "host_table_memory") {
-    if (value != "registered" && value != "vmm")
-      return InvalidArgument("--cuda host_table_memory: expected registered or vmm, got '" + value + "'");
-    o.host_table_memory = value;
   } else if (key == "graph_lanes") {
     RANKD_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, value, 1, 16));
     o.graph_lanes = static_cast<int>(n);
@@ -99,7 +95,7 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
         "--cuda: unknown setting '" + key +
         "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
         "copy_kernel_mb, late_gather, merged_gather, dependent_launches, gemm_tuning, gemm_log, split_k, "
-        "attention_strips, host_table_memory, device_wait, poll_us, placed_ids_from or "
+        "attention_strips, device_wait, poll_us, placed_ids_from or "
         "staged_rows_mb)");
   }
   return Status::Ok();
@@ -129,8 +125,6 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::SetGemmLog(o.gemm_log);
   cuda::EnableSplitKGemm(o.split_k);
   cuda::SetAttentionStrips(o.attention_strips);
-  cuda::SetHostTableMemory(o.host_table_memory == "vmm" ? cuda::HostTableMemory::kVmm
-                                                        : cuda::HostTableMemory::kRegistered);
   cuda::SetDeviceWait(o.device_wait == "spin"    ? cuda::DeviceWait::kSpin
                       : o.device_wait == "block" ? cuda::DeviceWait::kBlock
                       : o.device_wait == "nap"   ? cuda::DeviceWait::kNap
@@ -148,13 +142,13 @@ Status ApplyCudaOptions(const CudaOptions& o) {
 #else
   CudaOptions defaults;
   defaults.staging_helpers = o.staging_helpers;
-  const bool same =
-      o.pinned_pool_mb == defaults.pinned_pool_mb && o.kernel_cache_dir.empty() &&
-      o.graph_lanes == defaults.graph_lanes && o.copy_kernels && o.copy_kernel_mb == defaults.copy_kernel_mb &&
-      o.late_gather && o.merged_gather && o.dependent_launches && o.gemm_tuning && !o.gemm_log && o.split_k &&
-      o.attention_strips == defaults.attention_strips && o.host_table_memory == defaults.host_table_memory &&
-      o.device_wait == defaults.device_wait && o.poll_us == defaults.poll_us &&
-      o.placed_ids_from == defaults.placed_ids_from && o.staged_rows_mb == defaults.staged_rows_mb;
+  const bool same = o.pinned_pool_mb == defaults.pinned_pool_mb && o.kernel_cache_dir.empty() &&
+                    o.graph_lanes == defaults.graph_lanes && o.copy_kernels &&
+                    o.copy_kernel_mb == defaults.copy_kernel_mb && o.late_gather && o.merged_gather &&
+                    o.dependent_launches && o.gemm_tuning && !o.gemm_log && o.split_k &&
+                    o.attention_strips == defaults.attention_strips && o.device_wait == defaults.device_wait &&
+                    o.poll_us == defaults.poll_us && o.placed_ids_from == defaults.placed_ids_from &&
+                    o.staged_rows_mb == defaults.staged_rows_mb;
   return same ? Status::Ok() : InvalidArgument("--cuda: this build of rankd has no cuda backend");
 #endif
 }

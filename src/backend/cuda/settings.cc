@@ -12,7 +12,6 @@ namespace {
 std::atomic<bool> dependent_launches{true};
 std::atomic<bool> gemm_log{false};
 std::atomic<int> attention_strips{4};
-std::atomic<HostTableMemory> host_table_memory{HostTableMemory::kRegistered};
 std::atomic<int64_t> pinned_pool_mb{2048};
 Mutex kernel_cache_mu;
 std::string kernel_cache_dir RANKD_GUARDED_BY(kernel_cache_mu);
@@ -29,9 +28,6 @@ void SetAttentionStrips(int strips) {
   attention_strips.store(strips == 1 || strips == 2 ? strips : 4, std::memory_order_relaxed);
 }
 int AttentionStrips() { return attention_strips.load(std::memory_order_relaxed); }
-
-void SetHostTableMemory(HostTableMemory memory) { host_table_memory.store(memory, std::memory_order_relaxed); }
-HostTableMemory GetHostTableMemory() { return host_table_memory.load(std::memory_order_relaxed); }
 
 Status SetPinnedPoolMb(int64_t mb) {
   if (mb < 0) return InvalidArgument("the pinned pool's size must not be negative");

@@ -29,16 +29,6 @@ int64_t PinnedPoolMb();
 void SetAttentionStrips(int strips);
 int AttentionStrips();
 
-// How a table in host memory is made readable by the GPUs (shared_tables.h): page-locked where it
-// lies, or in a copy in transparent huge pages (`kRegistered`, the default); or copied into host
-// memory made by CUDA's virtual memory management (`kVmm`: one allocation on host NUMA node 0,
-// mapped at the driver's recommended granularity for every GPU and the host), so that the A/B of
-// how the GPU's translation of host pages bounds its reads of random rows (docs/embedding.md) runs
-// on the served model. Tables mapped after a change follow it.
-enum class HostTableMemory { kRegistered, kVmm };
-void SetHostTableMemory(HostTableMemory memory);
-HostTableMemory GetHostTableMemory();
-
 // A directory where generated kernels are kept across processes (runtime_compiler.h); empty (the
 // default) keeps them in memory only.
 void SetKernelCacheDir(const std::string& dir);

@@ -15,8 +15,6 @@
 
 #include "backend/cuda/device.h"
 #include "backend/cuda/driver_entry.h"
-#include "backend/cuda/settings.h"
-#include "common/log.h"
 #include "common/mutex.h"
 
 namespace rankd::cuda {
@@ -24,11 +22,9 @@ namespace {
 
 struct Mapping {
   void* device = nullptr;  // the address kernels read
-  void* copy = nullptr;    // a page-locked copy (HugePageCopy, VmmCopy), or null when page-locked in place
+  void* copy = nullptr;    // a page-locked copy (HugePageCopy), or null when page-locked in place
   size_t bytes = 0;
   int users = 0;
-  CUmemGenericAllocationHandle vmm = 0;  // VmmCopy's allocation, else 0
-  size_t reserved = 0;                   // VmmCopy's bytes, rounded up to its granularity
 };
 
 // `bytes` of `from` copied to `to` by up to every core (a thread for each 256 MiB).
@@ -90,14 +86,6 @@ const Vmm& TheVmm() {
 }
 
 void FreeCopy(const Mapping& m) {
-  if (m.vmm) {
-    const Vmm& vmm = TheVmm();
-    const auto address = reinterpret_cast<CUdeviceptr>(m.copy);
-    vmm.unmap(address, m.reserved);
-    vmm.free(address, m.reserved);
-    vmm.release(m.vmm);
-    return;
-  }
   cudaHostUnregister(m.copy);
   (void)cudaGetLastError();
   munmap(m.copy, m.bytes);
@@ -108,55 +96,6 @@ Status Driven(CUresult r, const char* what) {
   return Internal(std::string(what) + " failed (CUDA driver error " + std::to_string(static_cast<int>(r)) + ")");
 }
 #define RANKD_CU_RETURN(expr) RANKD_RETURN_IF_ERROR(Driven((expr), #expr))
-
-// `bytes` of `from` copied by every core into host memory made by CUDA's virtual memory management
-// (HostTableMemory::kVmm): one allocation on host NUMA node 0 at the driver's recommended
-// granularity, one address for the host and every GPU. Sets `m`'s copy, device address and
-// allocation; on an error frees what it made and leaves `m` as it was.
-Status VmmCopy(const void* from, size_t bytes, Mapping& m) {
-  const Vmm& vmm = TheVmm();
-  if (!vmm.ok()) return Unavailable("this CUDA driver has no virtual memory management (host_table_memory=vmm)");
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-  prop.location.id = 0;
-  size_t grain = 0;
-  RANKD_CU_RETURN(vmm.granularity(&grain, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-  const size_t reserved = (std::max<size_t>(bytes, 1) + grain - 1) / grain * grain;
-  CUmemGenericAllocationHandle handle = 0;
-  RANKD_CU_RETURN(vmm.create(&handle, reserved, &prop, 0));
-  CUdeviceptr address = 0;
-  Status made = Driven(vmm.reserve(&address, reserved, grain, 0, 0), "cuMemAddressReserve (a host table)");
-  if (made.ok()) made = Driven(vmm.map(address, reserved, 0, handle, 0), "cuMemMap (a host table)");
-  int gpus = 0;
-  if (made.ok()) made = Check(cudaGetDeviceCount(&gpus), "cudaGetDeviceCount");
-  if (made.ok()) {
-    std::vector<CUmemAccessDesc> access(static_cast<size_t>(gpus) + 1);
-    for (int gpu = 0; gpu <= gpus; ++gpu) {
-      CUmemAccessDesc& a = access[static_cast<size_t>(gpu)];
-      a.location.type = gpu < gpus ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST_NUMA;
-      a.location.id = gpu < gpus ? gpu : 0;
-      a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    }
-    made = Driven(vmm.set_access(address, reserved, access.data(), access.size()),
-                  "cuMemSetAccess (a host table, for the GPUs and the host)");
-  }
-  if (!made.ok()) {
-    if (address) {
-      vmm.unmap(address, reserved);
-      vmm.free(address, reserved);
-    }
-    vmm.release(handle);
-    return made;
-  }
-  m.copy = reinterpret_cast<void*>(address);
-  m.device = m.copy;
-  m.vmm = handle;
-  m.reserved = reserved;
-  m.bytes = bytes;
-  CopyByCores(m.copy, from, bytes);
-  return Status::Ok();
-}
 
 CUmemAllocationProp OnDevice(int gpu) {
   CUmemAllocationProp prop{};
@@ -250,16 +189,6 @@ StatusOr<void*> MapHostTable(const void* at, size_t bytes, bool copy) {
   }
   Mapping m;
   void* host = const_cast<void*>(at);
-  if (GetHostTableMemory() == HostTableMemory::kVmm) {
-    const Status made = VmmCopy(at, bytes, m);
-    if (made.ok()) {
-      m.users = 1;
-      Mappings()[at] = m;
-      return m.device;
-    }
-    LogWarning("host_table_memory=vmm: a table of " + std::to_string(bytes) +
-               " bytes is page-locked as registered memory instead: " + made.ToString());
-  }
   if (!copy && cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable) == cudaSuccess) {
     RANKD_CUDA_RETURN(cudaHostGetDevicePointer(&m.device, host, 0));
   } else {
@@ -286,12 +215,6 @@ void UnmapHostTable(const void* at) {
     cudaHostUnregister(const_cast<void*>(at));
   }
   Mappings().erase(found);
-}
-
-bool MappedInVmm(const void* at) {
-  MutexLock lock(mu);
-  auto found = Mappings().find(at);
-  return found != Mappings().end() && found->second.vmm != 0;
 }
 
 const void* MappedHostBytes(const void* at) {

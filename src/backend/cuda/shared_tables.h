@@ -20,15 +20,10 @@ namespace rankd::cuda {
 // The device address (valid on every GPU) of the `bytes` bytes at `at`, page-locked in place, or
 // copied once (by every core, into transparent huge pages) and the copy page-locked when `copy` (a range in a
 // memory-mapped file: pinning page-cache pages made the kernel spin for minutes on an H200 host) or when it cannot be
-// locked (a page already locked for a neighbouring table). With HostTableMemory::kVmm (settings.h) always
-// copied, into host memory made by CUDA's virtual memory management (where the driver refuses that,
-// as before, with a warning).
+// locked (a page already locked for a neighbouring table).
 StatusOr<void*> MapHostTable(const void* at, size_t bytes, bool copy);
 // Gives back one MapHostTable of `at`.
 void UnmapHostTable(const void* at);
-// Whether the table MapHostTable mapped at `at` lies in a copy in host memory made by CUDA's
-// virtual memory management (settings.h, HostTableMemory::kVmm), for tests.
-bool MappedInVmm(const void* at);
 // Where the host reads the bytes a MapHostTable of `at` mapped: `at`, or its page-locked copy
 // (the same bytes, which the host reads without touching a file). Null when `at` is not mapped.
 const void* MappedHostBytes(const void* at);
