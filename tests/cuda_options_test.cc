@@ -11,7 +11,7 @@ namespace {
 TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   auto o = ParseCudaOptions({"graph_lanes=2", "copy_kernels=off", "split_k=false", "gemm_log=on", "pinned_pool_mb=0",
                              "staging_helpers=1", "kernel_cache_dir=/tmp/k=v", "device_wait=block", "merged_gather=off",
-                             "copy_kernel_mb=4", "poll_us=4", "attention_strips=2"});
+                             "copy_kernel_mb=4", "poll_us=4", "attention_strips=2", "gathered_rows_mb=64"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->graph_lanes, 2);
   EXPECT_FALSE(o->copy_kernels);
@@ -33,6 +33,9 @@ TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   EXPECT_EQ(CudaOptions{}.poll_us, 10);
   EXPECT_EQ(o->attention_strips, 2);
   EXPECT_EQ(CudaOptions{}.attention_strips, 4);
+  EXPECT_EQ(o->gathered_rows_mb, 64);
+  EXPECT_EQ(CudaOptions{}.gathered_rows_mb, 1024);
+  EXPECT_EQ(o->staged_rows_mb, CudaOptions{}.staged_rows_mb);
   auto one = ParseCudaOptions({"attention_strips=1"});
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   EXPECT_EQ(one->attention_strips, 1);
@@ -46,14 +49,14 @@ TEST(CudaOptions, RefusesWhatItCannotRead) {
     const char* setting;
     const char* fragment;
   };
-  for (const Case& c :
-       {Case{"graph_lanes", "KEY=VALUE"}, Case{"bogus=1", "unknown setting 'bogus'"},
-        Case{"graph_lanes=0", "from 1 to 16"}, Case{"graph_lanes=17", "from 1 to 16"},
-        Case{"graph_lanes=2x", "from 1 to 16"}, Case{"graph_lanes=", "from 1 to 16"},
-        Case{"pinned_pool_mb=-1", "from 0"}, Case{"staging_helpers=65", "from 0 to 64"},
-        Case{"copy_kernel_mb=1025", "from 0 to 1024"}, Case{"split_k=maybe", "expected on or off"},
-        Case{"device_wait=poll", "expected spin, block, nap or poller"}, Case{"poll_us=0", "from 1 to 1000"},
-        Case{"attention_strips=3", "expected 1, 2 or 4"}, Case{"=on", "unknown setting ''"}}) {
+  for (const Case& c : {Case{"graph_lanes", "KEY=VALUE"}, Case{"bogus=1", "unknown setting 'bogus'"},
+                        Case{"graph_lanes=0", "from 1 to 16"}, Case{"graph_lanes=17", "from 1 to 16"},
+                        Case{"graph_lanes=2x", "from 1 to 16"}, Case{"graph_lanes=", "from 1 to 16"},
+                        Case{"pinned_pool_mb=-1", "from 0"}, Case{"staging_helpers=65", "from 0 to 64"},
+                        Case{"copy_kernel_mb=1025", "from 0 to 1024"}, Case{"split_k=maybe", "expected on or off"},
+                        Case{"device_wait=poll", "expected spin, block, nap or poller"},
+                        Case{"poll_us=0", "from 1 to 1000"}, Case{"attention_strips=3", "expected 1, 2 or 4"},
+                        Case{"gathered_rows_mb=-1", "from 0"}, Case{"=on", "unknown setting ''"}}) {
     auto o = ParseCudaOptions({c.setting});
     ASSERT_FALSE(o.ok()) << c.setting;
     EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << c.setting;

@@ -73,6 +73,8 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
     RANKD_ASSIGN_OR_RETURN(o.copy_kernel_mb, ParseCount(key, value, 0, int64_t{1} << 10));
   } else if (key == "staged_rows_mb") {
     RANKD_ASSIGN_OR_RETURN(o.staged_rows_mb, ParseCount(key, value, 0, int64_t{1} << 14));
+  } else if (key == "gathered_rows_mb") {
+    RANKD_ASSIGN_OR_RETURN(o.gathered_rows_mb, ParseCount(key, value, 0, int64_t{1} << 14));
   } else if (key == "kernel_cache_dir") {
     o.kernel_cache_dir = value;
   } else if (key.starts_with("fault_")) {
@@ -95,8 +97,8 @@ Status ParseCudaOption(const std::string& key_value, CudaOptions& o) {
         "--cuda: unknown setting '" + key +
         "' (expected pinned_pool_mb, staging_helpers, kernel_cache_dir, graph_lanes, copy_kernels, "
         "copy_kernel_mb, late_gather, merged_gather, dependent_launches, gemm_tuning, gemm_log, split_k, "
-        "attention_strips, device_wait, poll_us, placed_ids_from or "
-        "staged_rows_mb)");
+        "attention_strips, device_wait, poll_us, placed_ids_from, staged_rows_mb or "
+        "gathered_rows_mb)");
   }
   return Status::Ok();
 }
@@ -120,6 +122,7 @@ Status ApplyCudaOptions(const CudaOptions& o) {
   cuda::SetMergedGather(o.merged_gather);
   cuda::SetPlacedIdsFrom(o.placed_ids_from);
   cuda::SetStagedRowsBytes(static_cast<size_t>(o.staged_rows_mb) << 20);
+  cuda::SetGatheredRowsBytes(static_cast<size_t>(o.gathered_rows_mb) << 20);
   cuda::SetDependentLaunches(o.dependent_launches);
   cuda::EnableGemmTuning(o.gemm_tuning);
   cuda::SetGemmLog(o.gemm_log);
@@ -148,7 +151,7 @@ Status ApplyCudaOptions(const CudaOptions& o) {
                     o.dependent_launches && o.gemm_tuning && !o.gemm_log && o.split_k &&
                     o.attention_strips == defaults.attention_strips && o.device_wait == defaults.device_wait &&
                     o.poll_us == defaults.poll_us && o.placed_ids_from == defaults.placed_ids_from &&
-                    o.staged_rows_mb == defaults.staged_rows_mb;
+                    o.staged_rows_mb == defaults.staged_rows_mb && o.gathered_rows_mb == defaults.gathered_rows_mb;
   return same ? Status::Ok() : InvalidArgument("--cuda: this build of rankd has no cuda backend");
 #endif
 }

@@ -19,7 +19,8 @@ void AddBackendFlags(CLI::App* command, BackendFlags& flags, const std::string& 
       "--cuda", flags.cuda,
       "KEY=VALUE: a CUDA backend setting (docs/cuda.md: pinned_pool_mb, staging_helpers, "
       "kernel_cache_dir, graph_lanes, copy_kernels, copy_kernel_mb, late_gather, merged_gather, dependent_launches, "
-      "gemm_tuning, gemm_log, split_k, attention_strips, device_wait, poll_us, placed_ids_from, staged_rows_mb); "
+      "gemm_tuning, gemm_log, split_k, attention_strips, device_wait, poll_us, placed_ids_from, staged_rows_mb, "
+      "gathered_rows_mb); "
       "repeatable");
   command
       ->add_option("--profile", flags.profile, "off | ops | steps | host: time each op, each step or the host phases")

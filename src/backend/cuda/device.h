@@ -28,7 +28,9 @@ class GemmCache;
 // A lookup whose ids the host placed (runtime/cuda/placed_ids.h) reads `staged` too, the run's rows
 // the host gathered for it: an id below -1 is then no id but a staged row, -2 - its offset in
 // `staged` in kStagedUnitBytes units (kStagedSlotFrom + that offset is the slot the kernel reads it
-// as); -1 is an empty slot of a bag, and an id from 0 up is read as ever.
+// as); -1 is an empty slot of a bag, and an id from 0 up is read as ever. The rows of a table in
+// host memory gathered on the device for a run (cuda/host_row_gather.h) are read the same way,
+// from a view with no cache and `staged` in device memory.
 struct RowCacheView {
   const int32_t* slot_of_row = nullptr;
   const void* slots = nullptr;
@@ -65,6 +67,10 @@ struct DeviceContext {
   // none), and the rows staged for them, mapped host memory the kernels read in place.
   const std::vector<const void*>* placed_ids = nullptr;
   const void* staged_rows = nullptr;
+  // The run's ids of tables in host memory gathered on the device (cuda/host_row_gather.h):
+  // where they lie, sorted (null: none), and the rows gathered for them in device memory.
+  const std::vector<const void*>* gathered_ids = nullptr;
+  const void* gathered_rows = nullptr;
   Precision precision = Precision::kFp32;  // how fp32 products may round (backend.h)
   // With bf16: the model's weight matrices in bf16 (fp32 device copy -> bf16 copy), and a buffer
   // that products convert their other operands into (sized by the executor before any run).

@@ -35,7 +35,8 @@ struct Launch {
   __nv_bfloat16* copy = nullptr;  // when set, the output rounded to bf16 as well (bf16_copies.h)
   int* error = nullptr;
   const RowCacheView* caches = nullptr;  // the model's table caches (Part::cache), in device memory
-  const void* staged = nullptr;          // the run's staged rows, for placed parts (DeviceContext::staged_rows)
+  const void* staged = nullptr;          // the run's staged rows (DeviceContext::staged_rows)
+  const void* gathered = nullptr;        // the run's gathered rows (DeviceContext::gathered_rows)
   int step = 0;
 };
 static_assert(sizeof(Launch) <= 4096, "a launch's parameters must stay under 4 KiB");
@@ -71,11 +72,13 @@ using TinyLaunch = Shape<4, 2, true, 1>;
 using SmallLaunch = Shape<4, 4, true, 1>;
 using LargeLaunch = Shape<4, 4, false, 2>;
 
-// Part p's table cache, if it has one, with the run's staged rows where its ids are placed.
+// Part p's table cache, if it has one, with the run's staged rows where its ids are placed; the
+// gathered rows alone where they are gathered (a table in host memory has no cache).
 __device__ RowCacheView CacheOf(const Launch& launch, const Part& p) {
+  if (p.placed == Placed::kGatheredOnDevice) return RowCacheView{nullptr, nullptr, launch.gathered};
   if (p.cache < 0) return RowCacheView{};
   RowCacheView view = launch.caches[p.cache];
-  if (p.placed) view.staged = launch.staged;
+  if (p.placed == Placed::kStagedByHost) view.staged = launch.staged;
   return view;
 }
 
@@ -308,8 +311,13 @@ Status LayOutParts(const KernelArgs& k, const Layout& layout, int64_t rows, bool
       p.id_column = columns.empty() ? -1 : static_cast<int32_t>(columns[i]);
       if (!layout.floors.empty()) p.id_floor = layout.floors[i];
       p.cache = static_cast<int16_t>(k.device->row_caches ? k.device->row_caches->Find(p.src) : -1);
-      const auto* placed = k.device->placed_ids;
-      p.placed = p.cache >= 0 && placed && std::binary_search(placed->begin(), placed->end(), p.ids);
+      auto among = [&](const std::vector<const void*>* at) {
+        return at && std::binary_search(at->begin(), at->end(), p.ids);
+      };
+      if (p.cache >= 0 && among(k.device->placed_ids))
+        p.placed = Placed::kStagedByHost;
+      else if (among(k.device->gathered_ids))
+        p.placed = Placed::kGatheredOnDevice;
       int v = 4;
       switch (src.dtype()) {
         case DType::kF32:
@@ -405,6 +413,7 @@ Status ConcatEmbeddingBags(const KernelArgs& k) {
     launch.error = k.device->error;
     launch.caches = k.device->row_caches ? k.device->row_caches->device_views : nullptr;
     launch.staged = k.device->staged_rows;
+    launch.gathered = k.device->gathered_rows;
     launch.step = k.step;
     int64_t blocks = 0;
     for (size_t i = 0; i < n; ++i) {

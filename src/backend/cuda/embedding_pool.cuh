@@ -25,6 +25,11 @@ constexpr unsigned kAllLanes = 0xffffffffu;
 
 enum class RowType : uint8_t { kF32, kF16, kBF16 };
 
+// Where a part's ids below -1 point: rows the host staged for a cached table's misses
+// (runtime/cuda/placed_ids.h), or rows of a table in host memory gathered on the device
+// (host_row_gather.h); or nowhere, every id a row.
+enum class Placed : uint8_t { kNo, kStagedByHost, kGatheredOnDevice };
+
 // One part of a concatenation, as the host laid it out (embedding_concat.cu): a bag of table rows
 // pooled, or a value copied, into its columns of the output.
 struct Part {
@@ -50,7 +55,7 @@ struct Part {
   bool whole = false;           // with grouped: the row is a whole number of its group's pieces
   uint8_t chunks_per_lane = 1;  // with grouped: 16-byte pieces of a row each lane of a group reads
   int16_t cache = -1;           // the table's device cache: its index in the launch's caches (-1: none)
-  bool placed = false;          // with cache: ids below -1 are rows staged in Launch's (RowCacheView)
+  Placed placed = Placed::kNo;  // where its ids below -1 point (RowCacheView::staged)
 };
 
 // With grouped: the warp's lane groups, each pooling a bag of its own.

@@ -251,6 +251,7 @@ Status CudaModelResources::MapHostTable(const Tensor& table) {
   const bool copy = MappedFile::Overlaps(table.raw(), table.bytes());
   RANKD_ASSIGN_OR_RETURN(void* device_at, cuda::MapHostTable(table.raw(), table.bytes(), copy));
   host_tables_.push_back(table.raw());
+  host_table_views_.insert(device_at);
   copies_[&table] = device_at;
   return Status::Ok();
 }

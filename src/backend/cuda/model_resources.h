@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,8 @@ class CudaModelResources final : public ModelResources {
   // The address kernels read a graph constant at (device memory, or mapped host memory for a
   // table kept there), or nullptr for any other tensor.
   void* Find(const Tensor* constant) const;
+  // Whether kernels read a table at `table` (as Find gives it) in host memory, in place.
+  bool InHostMemory(const void* table) const { return host_table_views_.count(table) > 0; }
   // With bf16 precision: the bf16 copies of the weight matrices products read (keyed by the fp32
   // device copy); empty otherwise.
   const std::unordered_map<const void*, const void*>& bf16_weights() const { return bf16_weights_; }
@@ -73,6 +76,7 @@ class CudaModelResources final : public ModelResources {
   int counter_count_ = 0;
   std::unordered_map<const Tensor*, void*> copies_;
   std::vector<const void*> host_tables_;  // tables read in host memory (shared_tables.h), each mapped once here
+  std::unordered_set<const void*> host_table_views_;                  // their addresses as kernels read them
   std::vector<std::pair<const void*, std::vector<int>>> gpu_tables_;  // tables on named GPUs (shared_tables.h)
   std::unordered_map<const void*, const void*> bf16_weights_, bf16_weights_nk_, bf16_weights_padded_;
   GracePeriod cache_readers_;

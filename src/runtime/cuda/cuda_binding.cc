@@ -188,23 +188,50 @@ std::vector<int> CudaExecutor::GraphInputOf(const Binding& b, size_t values) {
 
 void CudaExecutor::PlaceInputs(const Plan& plan, Binding& b) {
   const RowCaches& caches = resources_->row_caches();
-  b.placed.assign(plan.graph().inputs.size(), nullptr);
-  if (caches.views.empty()) return;
-  b.placed = PlaceableInputs(plan, b.views, GraphInputOf(b, plan.values().size()),
-                             [&](const void* table) -> const CudaRowCache* {
-                               const int index = caches.Find(table);
-                               return index >= 0 ? &resources_->row_cache(index) : nullptr;
-                             });
+  const std::vector<int> input_of = GraphInputOf(b, plan.values().size());
+  const std::vector<int>& inputs = plan.graph().inputs;
+  b.placed.assign(inputs.size(), nullptr);
+  if (!caches.views.empty()) {
+    b.placed = PlaceableInputs(plan, b.views, input_of, [&](const void* table) -> const CudaRowCache* {
+      const int index = caches.Find(table);
+      return index >= 0 ? &resources_->row_cache(index) : nullptr;
+    });
+  }
   size_t units = 0;
   for (size_t i = 0; i < b.placed.size(); ++i) {
     if (!b.placed[i]) continue;
     b.placed_inputs.push_back(i);
-    const Tensor& ids = b.views[static_cast<size_t>(plan.graph().inputs[i])];
+    const Tensor& ids = b.views[static_cast<size_t>(inputs[i])];
     units += static_cast<size_t>(ids.size()) * static_cast<size_t>(b.placed[i]->row_bytes()) / kStagedUnitBytes;
   }
   // Units past 2^30 could not be named by a place (RowCacheView).
-  const size_t most = std::min(StagedRowsBytes() / kStagedUnitBytes, static_cast<size_t>(kStagedSlotFrom) - 1);
-  b.staged_units = std::min(units, most);
+  const size_t most = static_cast<size_t>(kStagedSlotFrom) - 1;
+  b.staged_units = std::min(units, std::min(StagedRowsBytes() / kStagedUnitBytes, most));
+  // The ids of tables in host memory without a cache, gathered on the device (host_row_gather.h).
+  const std::vector<int> host = BagOnlyInputs(plan, b.views, input_of, [&](const void* table) {
+    return resources_->InHostMemory(table) && caches.Find(table) < 0;
+  });
+  units = 0;
+  for (size_t i = 0; i < host.size() && b.gathered.size() < kMostGatheredInputs; ++i) {
+    if (host[i] < 0) continue;
+    const Tensor& ids = b.views[static_cast<size_t>(inputs[i])];
+    const Tensor& table = b.views[static_cast<size_t>(host[i])];
+    GatheredInput in;
+    in.n = ids.size();
+    in.wide = ids.dtype() == DType::kI64;
+    in.table = table.raw();
+    in.table_rows = table.dim(0);
+    in.row_bytes = static_cast<int64_t>(table.bytes()) / std::max<int64_t>(table.dim(0), 1);
+    b.gathered.push_back(in);
+    b.gathered_inputs.push_back(i);
+    units += static_cast<size_t>(in.n) * static_cast<size_t>(in.row_bytes) / kStagedUnitBytes;
+  }
+  b.gather_scratch_bytes = HostRowGatherScratchBytes(b.gathered);
+  if (b.gather_scratch_bytes == 0) {  // none, or more than one gather can take
+    b.gathered.clear();
+    b.gathered_inputs.clear();
+  }
+  b.gathered_units = std::min(units, std::min(GatheredRowsBytes() / kStagedUnitBytes, most));
 }
 
 void CudaExecutor::DropCaptures() {

@@ -123,6 +123,14 @@ Status CudaExecutor::Stage(Binding& b) {
   // At least a unit where any input is placed: the lookups know placed ids by the rows' address.
   if (!b.placed_inputs.empty())
     RANKD_RETURN_IF_ERROR(staged_rows_.Reserve(std::max<size_t>(b.staged_units, 1) * kStagedUnitBytes, &grew_rows));
+  // The device gather's scratch and rows: at least a unit of rows where any input is gathered (the
+  // lookups know gathered ids by the rows' address).
+  if (!b.gathered_inputs.empty()) {
+    RANKD_RETURN_IF_ERROR(gather_scratch_.Reserve(b.gather_scratch_bytes, &grew_rows));
+    bool grew = false;
+    RANKD_RETURN_IF_ERROR(gathered_rows_.Reserve(std::max<size_t>(b.gathered_units, 1) * kStagedUnitBytes, &grew));
+    grew_rows = grew_rows || grew;
+  }
   if (grew_io || grew_staged || grew_out || grew_rows) DropCaptures();
   if (grew_staged) tails_owner_ = nullptr;  // a new staging buffer holds no tails
   auto* io = static_cast<uint8_t*>(io_.get());
@@ -142,6 +150,12 @@ Status CudaExecutor::Stage(Binding& b) {
   b.placed_ids.clear();
   for (size_t i : b.placed_inputs) b.placed_ids.push_back(io + b.in_offsets[i]);
   std::sort(b.placed_ids.begin(), b.placed_ids.end());
+  b.gathered_ids.clear();
+  for (size_t k = 0; k < b.gathered_inputs.size(); ++k) {
+    b.gathered[k].ids = io + b.in_offsets[b.gathered_inputs[k]];
+    b.gathered_ids.push_back(b.gathered[k].ids);
+  }
+  std::sort(b.gathered_ids.begin(), b.gathered_ids.end());
   // The error word and the outputs: in io_ after the inputs, or in the pinned output buffer itself.
   auto* out = b.outputs_pinned ? static_cast<uint8_t*>(staged_outputs_.device()) : io + b.in_total;
   for (const auto& [id, offset] : b.output_rooted) b.views[static_cast<size_t>(id)].set_data(out + offset);
@@ -279,6 +293,7 @@ Status CudaExecutor::RunInto(const Plan& plan, std::span<const Tensor> inputs, s
     }
     b->ran = true;
   }
+  for (const GatheredInput& in : b->gathered) CountGatheredIds(static_cast<uint64_t>(in.n));
   auto waiting = phases ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (phases) {
     OpProfile::RecordSince(b->graph && !OpProfile::enabled() ? "(graph launched)" : "(steps enqueued)", launched);

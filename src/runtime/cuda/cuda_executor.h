@@ -22,6 +22,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_span.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/host_row_gather.h"
 #include "backend/cuda/mapped_copy.h"
 #include "backend/cuda/model_resources.h"
 #include "common/completion_poller.h"
@@ -143,6 +144,14 @@ class CudaExecutor final : public Executor {
     std::vector<size_t> placed_inputs;
     std::vector<const void*> placed_ids;
     size_t staged_units = 0;
+    // The inputs whose ids, all of bags of a table in host memory without a cache, are gathered on
+    // the device (host_row_gather.h): as the gather takes them (their ids' address set by Stage),
+    // their indices, where they lie in io_ (sorted: DeviceContext::gathered_ids), the gather's
+    // scratch and the gathered rows' room in units.
+    std::vector<GatheredInput> gathered;
+    std::vector<size_t> gathered_inputs;
+    std::vector<const void*> gathered_ids;
+    size_t gather_scratch_bytes = 0, gathered_units = 0;
     std::unique_ptr<DeviceBuffer> folded;  // device copies of plan-folded values
     NapEstimate nap;                       // how long its runs keep the host waiting after their launch (WaitForDevice)
     // Where each input and output lies in the staging buffers (fixed by the plan's shapes). On
@@ -187,7 +196,8 @@ class CudaExecutor final : public Executor {
   void BindViews(const Plan& plan, const std::unordered_map<const Tensor*, void*>& folded, Binding& b);
   // The inputs' and outputs' places in io_ and the staging buffers, and how they move.
   void LayOutIo(const Plan& plan, Binding& b);
-  // Which inputs' ids the host places (placed_ids.h), and the staged rows' room they want.
+  // Which inputs' ids the host places (placed_ids.h) and which the device gathers
+  // (host_row_gather.h), and the rooms they want.
   void PlaceInputs(const Plan& plan, Binding& b);
   // Makes the staging buffers and io_ large enough for `b`, points its input views into io_ and its
   // output views and the error word into io_ or the pinned output buffer (Binding::outputs_pinned);
@@ -231,6 +241,9 @@ class CudaExecutor final : public Executor {
   // Launches every step on the stream, or, given a schedule (in a capture), each on its lane.
   Status Launch(const Plan& plan, Binding& b, const LaneSchedule* lanes = nullptr);
   Status LaunchStep(const Plan& plan, Binding& b, size_t s);
+  // Enqueues the gather of the run's ids of tables in host memory (Binding::gathered), if any, on
+  // the current stream: after the ids are on the device, before any step reads them.
+  Status GatherHostRows(const Binding& b);
   // The schedule of `plan`'s steps on this executor's lanes: what they touch in the workspace
   // and in the bf16 copies, products ordered among themselves (they share cuBLASLt's workspace
   // and the bf16 operand buffer). Where the ids gather late, the schedule's first entry is the
@@ -257,8 +270,9 @@ class CudaExecutor final : public Executor {
   DeviceBuffer bf16_operands_;  // bf16 product operands (precision bf16), as large as a bound plan needs
   DeviceBuffer bf16_copies_;    // bf16 copies producers write for products (bf16_copies.h)
   PinnedBuffer staged_inputs_, staged_outputs_;
-  PinnedBuffer staged_rows_;  // the rows a run's placed ids stage (placed_ids.h)
-  StagedRoom staged_room_;    // staged_rows_ as the run's placing hands it out
+  PinnedBuffer staged_rows_;                     // the rows a run's placed ids stage (placed_ids.h)
+  DeviceBuffer gather_scratch_, gathered_rows_;  // a run's device gather: its scratch and rows (host_row_gather.h)
+  StagedRoom staged_room_;                       // staged_rows_ as the run's placing hands it out
   std::unordered_map<uint64_t, Binding> bindings_;
   // The model's table caches as this executor's kernels find them (DeviceContext::row_caches): the
   // model's, and the GPU caches of tables on disk by where the bound plan's input of their staged

@@ -64,14 +64,21 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
       ctx.bf16_a = ctx.bf16_a_source = ctx.bf16_b = ctx.bf16_b_source = ctx.bf16_c = ctx.bf16_c_source = nullptr;
       ctx.placed_ids = nullptr;
       ctx.staged_rows = nullptr;
+      ctx.gathered_ids = nullptr;
+      ctx.gathered_rows = nullptr;
     }
   } restore{ctx_, main};
   ctx_.placed_ids = b.placed_ids.empty() ? nullptr : &b.placed_ids;
   ctx_.staged_rows = staged_rows_.device();
+  ctx_.gathered_ids = b.gathered_ids.empty() ? nullptr : &b.gathered_ids;
+  ctx_.gathered_rows = gathered_rows_.get();
   if (!lanes || lanes->lanes <= 1) {
+    RANKD_RETURN_IF_ERROR(GatherHostRows(b));
     for (size_t s = 0; s < steps; ++s) RANKD_RETURN_IF_ERROR(LaunchStep(plan, b, s));
     return Status::Ok();
   }
+  // Where the ids gather late their gather on the device follows theirs (schedule entry 0).
+  if (!b.late_gather) RANKD_RETURN_IF_ERROR(GatherHostRows(b));
   // Schedule entry 0 is the ids' gather where the ids gather late, and entry j otherwise step
   // j - first.
   const size_t first = b.late_gather ? 1 : 0, jobs = steps + first;
@@ -99,7 +106,12 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
       for (int w : lanes->waits[j])
         RANKD_CUDA_RETURN(cudaStreamWaitEvent(stream, events_[1 + static_cast<size_t>(w)], 0));
       ctx_.stream = stream;
-      RANKD_RETURN_IF_ERROR(j < first ? GatherInputs(b, GatherPart::kIds) : LaunchStep(plan, b, j - first));
+      if (j < first) {
+        RANKD_RETURN_IF_ERROR(GatherInputs(b, GatherPart::kIds));
+        RANKD_RETURN_IF_ERROR(GatherHostRows(b));
+      } else {
+        RANKD_RETURN_IF_ERROR(LaunchStep(plan, b, j - first));
+      }
       if (waited[j]) RANKD_CUDA_RETURN(cudaEventRecord(events_[1 + j], stream));
     }
     return Status::Ok();
@@ -113,6 +125,19 @@ Status CudaExecutor::Launch(const Plan& plan, Binding& b, const LaneSchedule* la
     if (launched.ok() && joined != cudaSuccess) launched = Check(joined, "joining a lane");
   }
   return launched;
+}
+
+Status CudaExecutor::GatherHostRows(const Binding& b) {
+  if (b.gathered.empty()) return Status::Ok();
+  const bool profile = OpProfile::enabled();
+  auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  RANKD_RETURN_IF_ERROR(cuda::GatherHostRows(b.gathered, gather_scratch_.get(), gather_scratch_.size(),
+                                             gathered_rows_.get(), b.gathered_units, ctx_.stream));
+  if (profile) {
+    RANKD_CUDA_RETURN(cudaStreamSynchronize(ctx_.stream));
+    OpProfile::RecordSince("(host rows gathered on the device)", t0);
+  }
+  return Status::Ok();
 }
 
 LaneSchedule CudaExecutor::ScheduleOnLanes(const Plan& plan, const Binding& b) const {

@@ -1,6 +1,7 @@
 #include "runtime/cuda/placed_ids.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "backend/cuda/device.h"
@@ -15,7 +16,10 @@ std::atomic<int64_t> placed_ids_from{int64_t{1} << 18};
 // W1 `mlperf` at 32,768 pairs with a 10% cache misses about 114 MB of rows a run.
 std::atomic<size_t> staged_rows_bytes{size_t{256} << 20};
 
-std::atomic<uint64_t> placed_ids{0}, staged_rows{0}, unstaged_rows{0};
+// W1 `mlperf` at 32,768 pairs with every table in host memory reads about 7 M ids a run.
+std::atomic<size_t> gathered_rows_bytes{size_t{1} << 30};
+
+std::atomic<uint64_t> placed_ids{0}, staged_rows{0}, unstaged_rows{0}, gathered_ids{0};
 
 // Misses whose rows are fetched ahead of the one being copied.
 constexpr size_t kPrefetchAhead = 8;
@@ -86,6 +90,10 @@ void SetPlacedIdsFrom(int64_t ids) { placed_ids_from.store(ids); }
 int64_t PlacedIdsFrom() { return placed_ids_from.load(); }
 void SetStagedRowsBytes(size_t bytes) { staged_rows_bytes.store(bytes); }
 size_t StagedRowsBytes() { return staged_rows_bytes.load(); }
+void SetGatheredRowsBytes(size_t bytes) { gathered_rows_bytes.store(bytes); }
+size_t GatheredRowsBytes() { return gathered_rows_bytes.load(); }
+void CountGatheredIds(uint64_t ids) { gathered_ids.fetch_add(ids, std::memory_order_relaxed); }
+uint64_t GatheredIdsTotal() { return gathered_ids.load(std::memory_order_relaxed); }
 
 PlacedCounts PlaceIds(const PlacedTable& table, const void* from, bool wide_from, void* to, bool wide_to, size_t n,
                       StagedRoom& room) {
@@ -94,50 +102,62 @@ PlacedCounts PlaceIds(const PlacedTable& table, const void* from, bool wide_from
   return Place(table, static_cast<const int32_t*>(from), static_cast<int32_t*>(to), n, room);
 }
 
-std::vector<const CudaRowCache*> PlaceableInputs(const Plan& plan, const std::vector<Tensor>& views,
-                                                 const std::vector<int>& input_of,
-                                                 const std::function<const CudaRowCache*(const void*)>& cache_of) {
+std::vector<int> BagOnlyInputs(const Plan& plan, const std::vector<Tensor>& views, const std::vector<int>& input_of,
+                               const std::function<bool(const void*)>& eligible) {
   const Graph& graph = plan.graph();
   const size_t count = graph.inputs.size();
-  std::vector<const CudaRowCache*> cache(count, nullptr);
-  const int64_t from = PlacedIdsFrom();
-  if (from < 0) return cache;
-  std::vector<bool> placeable(count, true);
+  std::vector<int> table_of(count, -1);
+  std::vector<bool> only_bags(count, true);
   auto input = [&](int v) { return v >= 0 ? input_of[static_cast<size_t>(v)] : -1; };
   for (const PlanStep& step : plan.steps()) {
     const Node& node = graph.nodes[static_cast<size_t>(step.node)];
-    std::vector<bool> bag_ids(step.inputs.size(), false);  // node inputs read as a placeable bag's ids
+    std::vector<bool> bag_ids(step.inputs.size(), false);  // node inputs read as an eligible bag's ids
     for (const Lookup& l : NodeLookups(node)) {
       if (l.ids_input >= step.inputs.size() || l.table_input >= step.inputs.size()) continue;
       const int in = input(step.inputs[l.ids_input]);
       const int table = step.inputs[l.table_input];
       if (in < 0 || table < 0 || node.op != "ConcatEmbeddingBags" || l.gather || l.column >= 0) continue;
-      const CudaRowCache* c = cache_of(views[static_cast<size_t>(table)].raw());
-      auto& mine = cache[static_cast<size_t>(in)];
-      if (!c || c->row_bytes() % static_cast<int64_t>(kStagedUnitBytes) != 0 || c->rows() > INT32_MAX - 2 ||
-          (mine && mine != c)) {
-        continue;  // read some other way: the input stays unplaced (below)
+      const void* at = views[static_cast<size_t>(table)].raw();
+      const Tensor& rows = views[static_cast<size_t>(table)];
+      auto& mine = table_of[static_cast<size_t>(in)];
+      if (!at || rows.rank() != 2 || rows.dim(0) > INT32_MAX - 2 ||
+          rows.bytes() / static_cast<size_t>(std::max<int64_t>(rows.dim(0), 1)) % kStagedUnitBytes != 0 ||
+          !eligible(at) || (mine >= 0 && views[static_cast<size_t>(mine)].raw() != at)) {
+        continue;  // read some other way: the input stays out (below)
       }
-      mine = c;
+      mine = table;
       bag_ids[l.ids_input] = true;
     }
     for (size_t k = 0; k < step.inputs.size(); ++k) {
       const int in = input(step.inputs[k]);
-      if (in >= 0 && !bag_ids[k]) placeable[static_cast<size_t>(in)] = false;
+      if (in >= 0 && !bag_ids[k]) only_bags[static_cast<size_t>(in)] = false;
     }
   }
   for (int v : graph.outputs) {
     const int in = input(v);
-    if (in >= 0) placeable[static_cast<size_t>(in)] = false;
+    if (in >= 0) only_bags[static_cast<size_t>(in)] = false;
   }
   int64_t ids = 0;
   for (size_t i = 0; i < count; ++i) {
     const Tensor& v = views[static_cast<size_t>(graph.inputs[i])];
-    if (v.dtype() != DType::kI64 && v.dtype() != DType::kI32) placeable[i] = false;
-    if (!placeable[i]) cache[i] = nullptr;
-    if (cache[i]) ids += v.size();
+    if (v.dtype() != DType::kI64 && v.dtype() != DType::kI32) only_bags[i] = false;
+    if (!only_bags[i]) table_of[i] = -1;
+    if (table_of[i] >= 0) ids += v.size();
   }
-  if (ids < from) std::fill(cache.begin(), cache.end(), nullptr);
+  const int64_t from = PlacedIdsFrom();
+  if (from < 0 || ids < from) std::fill(table_of.begin(), table_of.end(), -1);
+  return table_of;
+}
+
+std::vector<const CudaRowCache*> PlaceableInputs(const Plan& plan, const std::vector<Tensor>& views,
+                                                 const std::vector<int>& input_of,
+                                                 const std::function<const CudaRowCache*(const void*)>& cache_of) {
+  const std::vector<int> tables =
+      BagOnlyInputs(plan, views, input_of, [&](const void* table) { return cache_of(table) != nullptr; });
+  std::vector<const CudaRowCache*> cache(tables.size(), nullptr);
+  for (size_t i = 0; i < tables.size(); ++i) {
+    if (tables[i] >= 0) cache[i] = cache_of(views[static_cast<size_t>(tables[i])].raw());
+  }
   return cache;
 }
 

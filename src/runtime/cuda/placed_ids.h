@@ -16,6 +16,11 @@
 // Which inputs are placed is fixed per plan (PlaceableInputs): graph inputs that only ever give
 // the ids of bags (not a Gather's, nor a column's) of one cached table, in a plan whose placeable
 // ids number at least PlacedIdsFrom().
+//
+// The ids of tables held only in host memory (no cache) are placed on the device instead, by the
+// same rule (BagOnlyInputs): sorted there and their rows gathered into device memory in address
+// order (backend/cuda/host_row_gather.h), where the host's gather would be no faster than the
+// kernel's reads in place.
 #pragma once
 
 #include <atomic>
@@ -38,6 +43,15 @@ int64_t PlacedIdsFrom();
 // place). Bindings made after a change follow it.
 void SetStagedRowsBytes(size_t bytes);
 size_t StagedRowsBytes();
+
+// The device memory an executor keeps at most for the rows a run gathers on the device (`--cuda
+// gathered_rows_mb=N`; 0: every row read in place). Bindings made after a change follow it.
+void SetGatheredRowsBytes(size_t bytes);
+size_t GatheredRowsBytes();
+// The ids of runs gathered on the device in this process (each run's count added when launched),
+// for tests.
+void CountGatheredIds(uint64_t ids);
+uint64_t GatheredIdsTotal();
 
 // A cached table as placing reads it: which rows its cache holds, and its rows in host memory.
 struct PlacedTable {
@@ -66,6 +80,14 @@ PlacedCounts PlacedTotals();
 // Thread-safe for disjoint `to`.
 PlacedCounts PlaceIds(const PlacedTable& table, const void* from, bool wide_from, void* to, bool wide_to, size_t n,
                       StagedRoom& room);
+
+// Per graph input of `plan`: the table (its value id) whose bags alone read its ids, where
+// `eligible(the table's address as kernels read it)` and its rows are whole kStagedUnitBytes
+// units, fewer than 2^31 - 2; -1 otherwise, and all -1 when those inputs' ids are fewer than
+// PlacedIdsFrom(). `views`: the binding's device views, by value id; `input_of`: per value, the
+// graph input it is or aliases (-1).
+std::vector<int> BagOnlyInputs(const Plan& plan, const std::vector<Tensor>& views, const std::vector<int>& input_of,
+                               const std::function<bool(const void*)>& eligible);
 
 // Per graph input of `plan`: the cache whose bags alone read its ids, where the input is placeable
 // (null otherwise). `cache_of(table)`: the cache of the table a step reads at that device
