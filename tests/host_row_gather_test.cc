@@ -213,7 +213,9 @@ TEST_P(HostRowGatherZooModel, ScoresAsWithRowsReadInPlace) {
     const testing::ScoredAtOnce at_once = testing::ScoreAtOnce(**host, requests, want, 4, 30);
     EXPECT_EQ(at_once.failed, 0) << what;
     EXPECT_EQ(at_once.wrong, 0) << what;
-    if (name == "dlrm_dcnv2" || name == "dlrm") {  // bags of one table per input: gathered
+    if (room.bytes == 0) {  // no room: nothing gathered
+      EXPECT_EQ(cuda::GatheredIdsTotal(), before) << what;
+    } else if (name == "dlrm_dcnv2" || name == "dlrm") {  // bags of one table per input: gathered
       EXPECT_GT(cuda::GatheredIdsTotal(), before) << what;
     }
   }
@@ -281,7 +283,9 @@ TEST(HostRowGather, ALargeLaunchOfRepeatedRowsScoresAsWithRowsReadInPlace) {
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       testing::ExpectIdenticalOutputs(*got, *want, std::string(room.what) + ", round " + std::to_string(round));
     }
-    EXPECT_GT(cuda::GatheredIdsTotal(), before) << room.what;
+    if (room.bytes > 0) {
+      EXPECT_GT(cuda::GatheredIdsTotal(), before) << room.what;
+    }
   }
 }
 

@@ -207,7 +207,9 @@ void CudaExecutor::PlaceInputs(const Plan& plan, Binding& b) {
   // Units past 2^30 could not be named by a place (RowCacheView).
   const size_t most = static_cast<size_t>(kStagedSlotFrom) - 1;
   b.staged_units = std::min(units, std::min(StagedRowsBytes() / kStagedUnitBytes, most));
-  // The ids of tables in host memory without a cache, gathered on the device (host_row_gather.h).
+  // The ids of tables in host memory without a cache, gathered on the device (host_row_gather.h),
+  // unless there is no room for their rows.
+  if (GatheredRowsBytes() < kStagedUnitBytes) return;
   const std::vector<int> host = BagOnlyInputs(plan, b.views, input_of, [&](const void* table) {
     return resources_->InHostMemory(table) && caches.Find(table) < 0;
   });

@@ -45,7 +45,8 @@ void SetStagedRowsBytes(size_t bytes);
 size_t StagedRowsBytes();
 
 // The device memory an executor keeps at most for the rows a run gathers on the device (`--cuda
-// gathered_rows_mb=N`; 0: every row read in place). Bindings made after a change follow it.
+// gathered_rows_mb=N`; 0: none gathered, every row read in place). Bindings made after a change
+// follow it.
 void SetGatheredRowsBytes(size_t bytes);
 size_t GatheredRowsBytes();
 // The ids of runs gathered on the device in this process (each run's count added when launched),
