@@ -34,7 +34,7 @@ TEST(CudaOptions, ParsesEveryKeyAndKeepsDefaultsForTheRest) {
   EXPECT_EQ(o->attention_strips, 2);
   EXPECT_EQ(CudaOptions{}.attention_strips, 4);
   EXPECT_EQ(o->gathered_rows_mb, 64);
-  EXPECT_EQ(CudaOptions{}.gathered_rows_mb, 1024);
+  EXPECT_EQ(CudaOptions{}.gathered_rows_mb, 0);
   EXPECT_EQ(o->staged_rows_mb, CudaOptions{}.staged_rows_mb);
   auto one = ParseCudaOptions({"attention_strips=1"});
   ASSERT_TRUE(one.ok()) << one.status().ToString();

@@ -29,8 +29,7 @@ struct CudaOptions {
   int poll_us = 10;                    // device_wait=poller: microseconds between a GPU's poller's rounds
   int64_t placed_ids_from = 262144;    // runs with this many cached tables' ids have them placed by the host; -1: none
   int64_t staged_rows_mb = 256;        // an executor's room for the rows placed ids stage; 0: none
-  int64_t gathered_rows_mb =
-      1024;  // an executor's device room for the rows of tables in host memory it gathers; 0: none
+  int64_t gathered_rows_mb = 0;        // an executor's device room for rows of host tables it gathers; 0: none
   // Fault injection (backend/cuda/faults.h), only in builds with RANKD_FAULT_INJECTION; -1: off.
   int64_t fault_fail_allocations_over_mb = -1;
   int64_t fault_poison_after_runs = -1;
