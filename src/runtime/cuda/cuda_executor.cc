@@ -126,10 +126,11 @@ Status CudaExecutor::Stage(Binding& b) {
   // The device gather's scratch and rows: at least a unit of rows where any input is gathered (the
   // lookups know gathered ids by the rows' address).
   if (!b.gathered_inputs.empty()) {
-    RANKD_RETURN_IF_ERROR(gather_scratch_.Reserve(b.gather_scratch_bytes, &grew_rows));
-    bool grew = false;
-    RANKD_RETURN_IF_ERROR(gathered_rows_.Reserve(std::max<size_t>(b.gathered_units, 1) * kStagedUnitBytes, &grew));
-    grew_rows = grew_rows || grew;
+    bool grew_scratch = false, grew_gathered = false;  // Reserve clears its flag: one each
+    RANKD_RETURN_IF_ERROR(gather_scratch_.Reserve(b.gather_scratch_bytes, &grew_scratch));
+    RANKD_RETURN_IF_ERROR(
+        gathered_rows_.Reserve(std::max<size_t>(b.gathered_units, 1) * kStagedUnitBytes, &grew_gathered));
+    grew_rows = grew_rows || grew_scratch || grew_gathered;
   }
   if (grew_io || grew_staged || grew_out || grew_rows) DropCaptures();
   if (grew_staged) tails_owner_ = nullptr;  // a new staging buffer holds no tails
