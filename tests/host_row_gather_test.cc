@@ -3,7 +3,7 @@
 // distinct row placed once, empty slots and ids past the table kept as the lookup reads them, rows
 // past the room left as ids), and every zoo model with its tables in host memory scoring exactly as
 // with the rows read in place, with room for every row, for a few and for none, in small and
-// large launches, an id out of range failing only its request.
+// large launches and beside cached tables, an id out of range failing only its request.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "embedding/cache_keeper.h"
 #include "frontend/kserve_json.h"
 #include "model/config.h"
 #include "serving/model.h"
@@ -222,6 +223,59 @@ TEST_P(HostRowGatherZooModel, ScoresAsWithRowsReadInPlace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, HostRowGatherZooModel, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"));
+
+// W1 with half its tables cached (1% of their rows, the misses of a large run staged by the host)
+// and the others held only in host memory (their rows gathered on the device): one run does both,
+// and scores exactly as the same placement with every row read in place, while the keeper moves
+// rows between rounds.
+TEST(HostRowGather, RowsGatheredBesideMissesStagedByTheHost) {
+  const Backend* cuda = testing::CudaOrNull();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::SourcePath("models/zoo/dlrm_dcnv2");
+  ModelOptions options;
+  options.backend = cuda;
+  options.batching = 0;
+  auto resident = Model::Load(dir, -1, options);
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const std::vector<TableInfo>& tables = (*resident)->tables();
+  for (size_t i = 0; i < tables.size(); ++i) {
+    if (!tables[i].lookups_only) continue;
+    if (i % 2 == 0)
+      config->table_tiers[tables[i].name] = "host";
+    else
+      config->table_cache_rows[tables[i].name] = std::max<int64_t>(1, tables[i].rows() / 100);
+  }
+  const std::vector<InferRequest> requests = testing::ZooRequests("dlrm_dcnv2");
+  std::vector<std::vector<InferOutput>> want;
+  {
+    const Gathering in_place(-1, 0);
+    auto mixed = Model::LoadFile(dir + "/1/model.onnx", *config, options);
+    ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+    for (const InferRequest& r : requests) {
+      auto out = (*mixed)->Infer(r);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      want.push_back(std::move(*out));
+    }
+  }
+  const Gathering gathering(0, size_t{64} << 20);
+  const uint64_t gathered = cuda::GatheredIdsTotal();
+  const cuda::PlacedCounts placed = cuda::PlacedTotals();
+  auto mixed = Model::LoadFile(dir + "/1/model.onnx", *config, options);
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  ASSERT_NE((*mixed)->cache_keeper(), nullptr);
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      auto got = (*mixed)->Infer(requests[i]);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      testing::ExpectIdenticalOutputs(*got, want[i], "round " + std::to_string(round));
+      ASSERT_TRUE((*mixed)->cache_keeper()->Flush().ok());
+    }
+  }
+  EXPECT_GT(cuda::GatheredIdsTotal(), gathered);
+  EXPECT_GT(cuda::PlacedTotals().ids, placed.ids);
+}
 
 // A W1 request of 700 rows (18,900 bags: the concatenation's large launch, a lane group per bag),
 // its ids drawn from a few rows of each table (so most repeat) and some bags empty.
