@@ -38,30 +38,26 @@ struct Layout {
 };
 static_assert(sizeof(Layout) <= 4000, "a launch's parameters must stay under 4 KiB");
 
-// The last input whose places start at or before `place`.
-__device__ inline const Layout::Input& InputAt(const Layout& l, uint64_t place) {
-  uint32_t lo = 0, hi = l.inputs - 1;
+// Of `count` items ascending by `first(item)`, the last whose first is at or before `at`.
+template <typename Item, typename First>
+__device__ inline const Item& LastFrom(const Item* items, uint32_t count, uint64_t at, First first) {
+  uint32_t lo = 0, hi = count - 1;
   while (lo < hi) {
     const uint32_t mid = (lo + hi + 1) / 2;
-    if (l.in[mid].start <= place)
+    if (first(items[mid]) <= at)
       lo = mid;
     else
       hi = mid - 1;
   }
-  return l.in[lo];
+  return items[lo];
 }
 
-// The last table whose keys start at or before `key`.
+// The input whose places hold `place`, and the table whose keys hold `key`.
+__device__ inline const Layout::Input& InputAt(const Layout& l, uint64_t place) {
+  return LastFrom(l.in, l.inputs, place, [](const Layout::Input& in) { return in.start; });
+}
 __device__ inline const Layout::Table& TableAt(const Layout& l, uint64_t key) {
-  uint32_t lo = 0, hi = l.tables - 1;
-  while (lo < hi) {
-    const uint32_t mid = (lo + hi + 1) / 2;
-    if (l.table[mid].base <= key)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return l.table[lo];
+  return LastFrom(l.table, l.tables, key, [](const Layout::Table& t) { return t.base; });
 }
 
 __device__ inline int64_t ReadId(const Layout::Input& in, uint64_t j) {
