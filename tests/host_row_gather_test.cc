@@ -10,10 +10,8 @@
 #include <map>
 #include <random>
 #include <set>
-#include <sstream>
 
 #include "embedding/cache_keeper.h"
-#include "frontend/kserve_json.h"
 #include "model/config.h"
 #include "serving/model.h"
 #include "test_util.h"
@@ -277,35 +275,7 @@ TEST(HostRowGather, RowsGatheredBesideMissesStagedByTheHost) {
   EXPECT_GT(cuda::PlacedTotals().ids, placed.ids);
 }
 
-// A W1 request of 700 rows (18,900 bags: the concatenation's large launch, a lane group per bag),
-// its ids drawn from a few rows of each table (so most repeat) and some bags empty.
-InferRequest LargeW1Request(int64_t rows) {
-  std::mt19937_64 rng(23);
-  std::uniform_real_distribution<float> dense(0, 2);
-  // Each feature takes at most one id a row (the zoo W1 features' shortest bound).
-  std::uniform_int_distribution<int64_t> id(0, std::min<int64_t>(rows, 40) - 1), length(0, 1);
-  constexpr int64_t kRows = 700;
-  std::ostringstream json;
-  json << R"({"id": "large", "inputs": [{"name": "dense", "datatype": "FP32", "shape": [)" << kRows
-       << R"(, 13], "data": [)";
-  for (int64_t i = 0; i < kRows * 13; ++i) json << (i ? ", " : "") << dense(rng);
-  json << "]}";
-  for (int f = 0; f < 26; ++f) {
-    json << R"(, {"name": "sparse_)" << f << R"(", "datatype": "INT64", "shape": [)" << kRows << R"(, -1], "data": [)";
-    for (int64_t r = 0; r < kRows; ++r) {
-      json << (r ? ", [" : "[");
-      const int64_t n = length(rng);
-      for (int64_t k = 0; k < n; ++k) json << (k ? ", " : "") << id(rng);
-      json << "]";
-    }
-    json << "]}";
-  }
-  json << "]}";
-  auto request = ParseInferRequestJson(json.str());
-  EXPECT_TRUE(request.ok()) << request.status().ToString();
-  return request.ok() ? std::move(*request) : InferRequest{};
-}
-
+// A W1 request of 700 rows (the large launch) whose ids come from 40 rows of each table: most repeat.
 TEST(HostRowGather, ALargeLaunchOfRepeatedRowsScoresAsWithRowsReadInPlace) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
@@ -324,7 +294,7 @@ TEST(HostRowGather, ALargeLaunchOfRepeatedRowsScoresAsWithRowsReadInPlace) {
     for (const TableInfo& t : (*host)->tables()) {
       if (t.lookups_only) rows = std::min(rows, t.rows());
     }
-    request = LargeW1Request(rows);
+    request = testing::LargeW1Request(std::min<int64_t>(rows, 40), 23);
     want = (*host)->Infer(request);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
   }

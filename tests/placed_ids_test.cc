@@ -6,11 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
-#include <sstream>
 
 #include "embedding/cache_keeper.h"
-#include "frontend/kserve_json.h"
 #include "model/config.h"
 #include "serving/model.h"
 #include "test_util.h"
@@ -175,34 +172,6 @@ TEST_P(PlacedZooModel, ScoresAsWithResidentTables) {
 
 INSTANTIATE_TEST_SUITE_P(Zoo, PlacedZooModel, ::testing::Values("dlrm_dcnv2", "dlrm", "din", "bst", "mmoe"));
 
-// A W1 request of 700 rows (18,900 bags: the concatenation's large launch, a lane group per bag),
-// random ids, some bags empty.
-InferRequest LargeW1Request(int64_t table_rows) {
-  std::mt19937_64 rng(17);
-  std::uniform_real_distribution<float> dense(0, 2);
-  std::uniform_int_distribution<int64_t> id(0, table_rows - 1), length(0, 1);  // every feature takes one
-  constexpr int64_t kRows = 700;
-  std::ostringstream json;
-  json << R"({"id": "large", "inputs": [{"name": "dense", "datatype": "FP32", "shape": [)" << kRows
-       << R"(, 13], "data": [)";
-  for (int64_t i = 0; i < kRows * 13; ++i) json << (i ? ", " : "") << dense(rng);
-  json << "]}";
-  for (int f = 0; f < 26; ++f) {
-    json << R"(, {"name": "sparse_)" << f << R"(", "datatype": "INT64", "shape": [)" << kRows << R"(, -1], "data": [)";
-    for (int64_t r = 0; r < kRows; ++r) {
-      json << (r ? ", [" : "[");
-      const int64_t n = length(rng);
-      for (int64_t k = 0; k < n; ++k) json << (k ? ", " : "") << id(rng);
-      json << "]";
-    }
-    json << "]}";
-  }
-  json << "]}";
-  auto request = ParseInferRequestJson(json.str());
-  EXPECT_TRUE(request.ok()) << request.status().ToString();
-  return request.ok() ? std::move(*request) : InferRequest{};
-}
-
 TEST(PlacedIds, ALargeLaunchScoresAsWithResidentTables) {
   const Backend* cuda = testing::CudaOrNull();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
@@ -216,7 +185,7 @@ TEST(PlacedIds, ALargeLaunchScoresAsWithResidentTables) {
   for (const TableInfo& t : (*resident)->tables()) {
     if (t.lookups_only) rows = std::min(rows, t.rows());
   }
-  const InferRequest request = LargeW1Request(rows);
+  const InferRequest request = testing::LargeW1Request(rows, 17);
   auto want = (*resident)->Infer(request);
   ASSERT_TRUE(want.ok()) << want.status().ToString();
   for (const Room& room : kRooms) {

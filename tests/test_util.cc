@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -328,6 +329,32 @@ std::vector<InferRequest> ZooRequests(const std::string& name) {
   }
   EXPECT_FALSE(requests.empty()) << name;
   return requests;
+}
+
+InferRequest LargeW1Request(int64_t id_rows, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dense(0, 2);
+  std::uniform_int_distribution<int64_t> id(0, id_rows - 1), length(0, 1);
+  constexpr int64_t kRows = 700;
+  std::ostringstream json;
+  json << R"({"id": "large", "inputs": [{"name": "dense", "datatype": "FP32", "shape": [)" << kRows
+       << R"(, 13], "data": [)";
+  for (int64_t i = 0; i < kRows * 13; ++i) json << (i ? ", " : "") << dense(rng);
+  json << "]}";
+  for (int f = 0; f < 26; ++f) {
+    json << R"(, {"name": "sparse_)" << f << R"(", "datatype": "INT64", "shape": [)" << kRows << R"(, -1], "data": [)";
+    for (int64_t r = 0; r < kRows; ++r) {
+      json << (r ? ", [" : "[");
+      const int64_t n = length(rng);
+      for (int64_t k = 0; k < n; ++k) json << (k ? ", " : "") << id(rng);
+      json << "]";
+    }
+    json << "]}";
+  }
+  json << "]}";
+  auto request = ParseInferRequestJson(json.str());
+  EXPECT_TRUE(request.ok()) << request.status().ToString();
+  return request.ok() ? std::move(*request) : InferRequest{};
 }
 
 std::vector<std::vector<InferOutput>> ScoreEach(const Model& model, const std::vector<InferRequest>& requests) {

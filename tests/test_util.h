@@ -40,6 +40,10 @@ void ExpectZooScores(const Model& model, const std::string& name, double toleran
 std::string WithExternalTables(const std::string& name);
 // The zoo model `name`'s example requests (tests/data/zoo/NAME.requests.jsonl).
 std::vector<InferRequest> ZooRequests(const std::string& name);
+// A W1 (dlrm_dcnv2 zoo) request of 700 rows, 18,900 bags (the concatenation's large launch, a lane
+// group per bag): random dense values, each feature's bag empty or of one id drawn uniformly from
+// [0, id_rows), from `seed`.
+InferRequest LargeW1Request(int64_t id_rows, uint64_t seed);
 // Expects outputs as many as `want`, each equal to its counterpart in every element; `what` names the case.
 void ExpectIdenticalOutputs(const std::vector<InferOutput>& got, const std::vector<InferOutput>& want,
                             const std::string& what);
